@@ -1,0 +1,2 @@
+//! Executes NKI programs on a modeled NeuronCore.
+pub mod cpu;
