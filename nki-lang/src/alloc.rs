@@ -1,0 +1,141 @@
+//! Live ranges of tiles and their SBUF/PSUM addresses.
+
+use crate::ir::{Instr, Memory, Op, TileView};
+use crate::rules::RuleViolation;
+use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN, Target};
+
+/// The tiles an instruction reads or writes.
+pub fn views(op: &Op) -> impl Iterator<Item = &TileView> {
+    let (a, b, c): (Option<&TileView>, Option<&TileView>, Option<&TileView>) = match op {
+        Op::LoopBegin { .. } | Op::LoopEnd { .. } => (None, None, None),
+        Op::Load { dst, .. } => (Some(dst), None, None),
+        Op::Store { src, .. } => (Some(src), None, None),
+        Op::Matmul {
+            stationary,
+            moving,
+            dst,
+            ..
+        } => (Some(stationary), Some(moving), Some(dst)),
+        Op::Transpose { src, dst } | Op::Copy { src, dst } => (Some(src), Some(dst), None),
+        Op::Memset { dst, .. } => (Some(dst), None, None),
+    };
+    a.into_iter().chain(b).chain(c)
+}
+
+/// The instruction interval `[first, last]` over which each tile must keep its value, or
+/// `None` for a tile no instruction uses.
+///
+/// A tile used inside a loop and also outside it (a value carried into, across or out of the
+/// iterations) lives for the whole loop; a tile used only within one iteration lives only there.
+pub fn live_ranges(instrs: &[Instr], tile_count: usize) -> Vec<Option<(usize, usize)>> {
+    let mut ranges: Vec<Option<(usize, usize)>> = vec![None; tile_count];
+    for (i, instr) in instrs.iter().enumerate() {
+        for v in views(&instr.op) {
+            let r = &mut ranges[v.tile as usize];
+            *r = Some(match *r {
+                None => (i, i),
+                Some((a, b)) => (a.min(i), b.max(i)),
+            });
+        }
+    }
+    let mut loops: Vec<(usize, usize)> = instrs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, ins)| match ins.op {
+            Op::LoopBegin { end, .. } => Some((i, end as usize)),
+            _ => None,
+        })
+        .collect();
+    loops.sort_by_key(|&(b, e)| e - b);
+    for r in ranges.iter_mut().flatten() {
+        for &(b, e) in &loops {
+            let inside = r.0 > b && r.1 < e;
+            let overlaps = r.0 < e && r.1 > b;
+            if overlaps && !inside {
+                *r = (r.0.min(b), r.1.max(e));
+            }
+        }
+    }
+    ranges
+}
+
+/// The outcome of allocation.
+#[derive(Debug, Default)]
+pub struct Allocation {
+    /// Byte address of each tile within its partitions.
+    pub addrs: Vec<u32>,
+    /// Highest SBUF byte used per partition.
+    pub sbuf_bytes: u32,
+    /// PSUM banks used.
+    pub psum_banks: u32,
+}
+
+/// Assigns each tile an address: SBUF tiles first-fit by live range (64-byte aligned), PSUM
+/// tiles one bank each. A failure names the tile that did not fit.
+pub fn allocate(
+    instrs: &[Instr],
+    tiles: &[(Memory, u64)],
+    target: Target,
+) -> Result<Allocation, (usize, RuleViolation)> {
+    let ranges = live_ranges(instrs, tiles.len());
+    let mut order: Vec<usize> = (0..tiles.len()).filter(|&t| ranges[t].is_some()).collect();
+    order.sort_by_key(|&t| (ranges[t].unwrap().0, t));
+    let mut out = Allocation {
+        addrs: vec![0; tiles.len()],
+        ..Allocation::default()
+    };
+    // (tile, start, end) of placed tiles
+    let mut placed: Vec<(usize, u64, u64)> = Vec::new();
+    let capacity = target.sbuf_partition_bytes();
+    for &t in &order {
+        let (first, _) = ranges[t].unwrap();
+        placed.retain(|&(p, _, _)| ranges[p].unwrap().1 >= first);
+        let (memory, bytes) = tiles[t];
+        let live = placed.iter().filter(|&&(p, _, _)| tiles[p].0 == memory);
+        match memory {
+            Memory::Sbuf => {
+                let size = bytes.div_ceil(SBUF_ALIGN as u64) * SBUF_ALIGN as u64;
+                let mut spans: Vec<(u64, u64)> = live.map(|&(_, a, b)| (a, b)).collect();
+                spans.sort_unstable();
+                let mut addr = 0u64;
+                for (a, b) in spans.iter().copied() {
+                    if addr + size <= a {
+                        break;
+                    }
+                    addr = addr.max(b);
+                }
+                if addr + size > capacity as u64 {
+                    let needed = spans.iter().map(|(a, b)| b - a).sum::<u64>() + size;
+                    return Err((
+                        t,
+                        RuleViolation::SbufCapacity {
+                            needed,
+                            capacity,
+                            target: target.name(),
+                        },
+                    ));
+                }
+                out.addrs[t] = addr as u32;
+                out.sbuf_bytes = out.sbuf_bytes.max((addr + size) as u32);
+                placed.push((t, addr, addr + size));
+            }
+            Memory::Psum => {
+                let used: Vec<u64> = live.map(|&(_, a, _)| a / PSUM_BANK_BYTES as u64).collect();
+                let Some(bank) = (0..PSUM_BANKS as u64).find(|b| !used.contains(b)) else {
+                    return Err((
+                        t,
+                        RuleViolation::PsumBanks {
+                            needed: used.len() as u32 + 1,
+                        },
+                    ));
+                };
+                let addr = bank * PSUM_BANK_BYTES as u64;
+                out.addrs[t] = addr as u32;
+                out.psum_banks = out.psum_banks.max(bank as u32 + 1);
+                placed.push((t, addr, addr + PSUM_BANK_BYTES as u64));
+            }
+            Memory::Hbm => {}
+        }
+    }
+    Ok(out)
+}

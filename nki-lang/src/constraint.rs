@@ -1,0 +1,187 @@
+//! Conditions on symbolic dimensions that only launch can decide.
+//!
+//! Everything the compiler can decide it decides; what depends on a symbolic dimension
+//! (`K / 128` must divide, `k * 128 + i_p` must stay inside `K`) becomes a [`Constraint`],
+//! checked by [`check_constraints`] when a launch binds the symbols.
+
+use core::fmt;
+
+use crate::affine::MAX_LOOP_DEPTH;
+use crate::shape::{Dim, Extent, SymbolValues};
+
+/// What a bounds constraint bounds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Bounded {
+    /// Axis `axis` of HBM tensor `tensor`.
+    Tensor {
+        /// Tensor index.
+        tensor: u8,
+        /// Axis.
+        axis: u8,
+    },
+    /// The free elements of tile `tile`.
+    TileFree {
+        /// Tile index.
+        tile: u16,
+    },
+}
+
+/// A condition on the symbolic dimensions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Constraint {
+    /// `symbols[sym] % by == 0` (from a trip count `SYM / by`).
+    Divisible {
+        /// Symbol index.
+        sym: u8,
+        /// Divisor.
+        by: u64,
+    },
+    /// An index stays inside a dimension for every iteration of its loops:
+    /// `0 ≤ lo + Σ min(0, coef[d]·(trip[d]−1))` and `hi + Σ max(0, coef[d]·(trip[d]−1)) < size`.
+    /// Vacuous when any enclosing loop has no iteration.
+    InBounds {
+        /// What is indexed.
+        target: Bounded,
+        /// Size of the indexed dimension.
+        size: Dim,
+        /// Smallest index at loop iteration 0.
+        lo: i64,
+        /// Largest index at loop iteration 0.
+        hi: i64,
+        /// Coefficient of each enclosing loop's variable.
+        coef: [i64; MAX_LOOP_DEPTH],
+        /// Trip counts of the enclosing loops (`loops[..depth]`).
+        loops: [Extent; MAX_LOOP_DEPTH],
+        /// Number of enclosing loops.
+        depth: u8,
+    },
+}
+
+/// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
+pub fn index_range(
+    lo: i64,
+    hi: i64,
+    coef: &[i64; MAX_LOOP_DEPTH],
+    loops: &[Extent],
+    syms: &SymbolValues,
+) -> Option<(i64, i64)> {
+    let (mut lo, mut hi) = (lo, hi);
+    for (d, trip) in loops.iter().enumerate() {
+        let t = trip.eval(syms) as i64;
+        if t == 0 {
+            return None;
+        }
+        let span = coef[d] * (t - 1);
+        lo += span.min(0);
+        hi += span.max(0);
+    }
+    Some((lo, hi))
+}
+
+impl Constraint {
+    /// Whether the symbols satisfy the constraint.
+    pub fn holds(&self, syms: &SymbolValues) -> bool {
+        match *self {
+            Constraint::Divisible { sym, by } => syms[sym as usize] % by == 0,
+            Constraint::InBounds {
+                size,
+                lo,
+                hi,
+                coef,
+                loops,
+                depth,
+                ..
+            } => match index_range(lo, hi, &coef, &loops[..depth as usize], syms) {
+                None => true,
+                Some((lo, hi)) => lo >= 0 && (hi as u64) < size.eval(syms),
+            },
+        }
+    }
+
+    /// Formats the constraint with the program's names.
+    pub fn display<'a>(
+        &'a self,
+        symbols: &'a [&'a str],
+        tensors: &'a [&'a str],
+        tiles: &'a [&'a str],
+    ) -> impl fmt::Display + 'a {
+        DisplayConstraint {
+            c: self,
+            symbols,
+            tensors,
+            tiles,
+        }
+    }
+}
+
+/// Checks every constraint; returns the first that fails.
+pub fn check_constraints<'c>(
+    constraints: &'c [Constraint],
+    syms: &SymbolValues,
+) -> Result<(), &'c Constraint> {
+    match constraints.iter().find(|c| !c.holds(syms)) {
+        Some(c) => Err(c),
+        None => Ok(()),
+    }
+}
+
+struct DisplayConstraint<'a> {
+    c: &'a Constraint,
+    symbols: &'a [&'a str],
+    tensors: &'a [&'a str],
+    tiles: &'a [&'a str],
+}
+
+impl DisplayConstraint<'_> {
+    fn sym(&self, s: u8) -> &str {
+        self.symbols.get(s as usize).copied().unwrap_or("?")
+    }
+    fn extent(&self, f: &mut fmt::Formatter<'_>, e: Extent) -> fmt::Result {
+        match e {
+            Extent::Fixed(n) => write!(f, "{n}"),
+            Extent::Sym { sym, div: 1 } => write!(f, "{}", self.sym(sym)),
+            Extent::Sym { sym, div } => write!(f, "{} / {div}", self.sym(sym)),
+        }
+    }
+}
+
+impl fmt::Display for DisplayConstraint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self.c {
+            Constraint::Divisible { sym, by } => write!(f, "{} % {by} == 0", self.sym(sym)),
+            Constraint::InBounds {
+                target,
+                size,
+                lo,
+                hi,
+                coef,
+                loops,
+                depth,
+            } => {
+                let what = match target {
+                    Bounded::Tensor { tensor, axis } => format!(
+                        "{} axis {axis}",
+                        self.tensors.get(tensor as usize).copied().unwrap_or("?")
+                    ),
+                    Bounded::TileFree { tile } => format!(
+                        "{} free elements",
+                        self.tiles.get(tile as usize).copied().unwrap_or("?")
+                    ),
+                };
+                write!(f, "{what}: index in [{lo}, {hi}]")?;
+                for d in 0..depth as usize {
+                    if coef[d] != 0 {
+                        write!(f, " + {}*(", coef[d])?;
+                        self.extent(f, loops[d])?;
+                        f.write_str(" - 1)")?;
+                    }
+                }
+                f.write_str(" < ")?;
+                match size {
+                    Dim::Fixed(n) => write!(f, "{n}"),
+                    Dim::Sym(s) => f.write_str(self.sym(s)),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Programs: a kernel's signature, tiles and instructions as plain data.
+
+use crate::constraint::Constraint;
+use crate::dtype::DType;
+use crate::ir::{Instr, Memory};
+use crate::shape::{Dim, TileShape};
+use crate::target::Target;
+
+/// Whether an HBM tensor is a kernel input or an output the kernel allocates and returns.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TensorRole {
+    /// A kernel parameter; immutable.
+    Input,
+    /// A `shared_hbm` tensor the kernel creates and returns.
+    Output,
+}
+
+/// An HBM tensor of the kernel's signature.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorDecl<'a> {
+    /// Its name in the kernel source.
+    pub name: &'a str,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, literal or symbolic.
+    pub shape: &'a [Dim],
+    /// Input or output.
+    pub role: TensorRole,
+}
+
+/// An on-chip tile with the address the compiler gave it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TileDecl<'a> {
+    /// Its name in the kernel source (`_tN` for temporaries).
+    pub name: &'a str,
+    /// SBUF or PSUM.
+    pub memory: Memory,
+    /// Element type.
+    pub dtype: DType,
+    /// Partition size, then free sizes.
+    pub shape: TileShape,
+    /// Byte offset within each partition it occupies (for PSUM: bank × 2048).
+    pub addr: u32,
+}
+
+impl TileDecl<'_> {
+    /// Bytes the tile occupies in each partition.
+    pub const fn bytes_per_partition(&self) -> u64 {
+        self.shape.free_elems() * self.dtype.size() as u64
+    }
+}
+
+/// A compiled kernel: its signature, tiles (with addresses), loop variable names,
+/// instructions and launch constraints.
+///
+/// A `Program` is plain borrowed data: `#[kernel]` emits one as a `static`, and
+/// [`crate::CompiledProgram::program`] lends one built at run time. Either way it has been
+/// checked against every rule in [`crate::rules`]; the fields are private so that an unchecked
+/// program cannot be made.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Program<'a> {
+    name: &'a str,
+    target: Target,
+    symbols: &'a [&'a str],
+    tensors: &'a [TensorDecl<'a>],
+    tiles: &'a [TileDecl<'a>],
+    loop_vars: &'a [&'a str],
+    instrs: &'a [Instr],
+    constraints: &'a [Constraint],
+    sbuf_bytes: u32,
+    psum_banks: u32,
+}
+
+impl<'a> Program<'a> {
+    /// Assembles a program that `#[kernel]` or [`crate::ProgramBuf::finish`] has checked.
+    /// Not for direct use: a program that breaks the rules can crash the executor's bounds
+    /// checks.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn from_checked_parts(
+        name: &'a str,
+        target: Target,
+        symbols: &'a [&'a str],
+        tensors: &'a [TensorDecl<'a>],
+        tiles: &'a [TileDecl<'a>],
+        loop_vars: &'a [&'a str],
+        instrs: &'a [Instr],
+        constraints: &'a [Constraint],
+        sbuf_bytes: u32,
+        psum_banks: u32,
+    ) -> Program<'a> {
+        Program {
+            name,
+            target,
+            symbols,
+            tensors,
+            tiles,
+            loop_vars,
+            instrs,
+            constraints,
+            sbuf_bytes,
+            psum_banks,
+        }
+    }
+
+    /// The kernel's name.
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+    /// The NeuronCore generation the program was checked against.
+    pub const fn target(&self) -> Target {
+        self.target
+    }
+    /// Names of the symbolic dimensions, by symbol index.
+    pub const fn symbols(&self) -> &'a [&'a str] {
+        self.symbols
+    }
+    /// HBM tensors: inputs in parameter order, then outputs in return order.
+    pub const fn tensors(&self) -> &'a [TensorDecl<'a>] {
+        self.tensors
+    }
+    /// The input tensors.
+    pub fn inputs(&self) -> &'a [TensorDecl<'a>] {
+        &self.tensors[..self.input_count()]
+    }
+    /// The output tensors, in return order.
+    pub fn outputs(&self) -> &'a [TensorDecl<'a>] {
+        &self.tensors[self.input_count()..]
+    }
+    /// Number of inputs.
+    pub fn input_count(&self) -> usize {
+        self.tensors
+            .iter()
+            .take_while(|t| t.role == TensorRole::Input)
+            .count()
+    }
+    /// On-chip tiles.
+    pub const fn tiles(&self) -> &'a [TileDecl<'a>] {
+        self.tiles
+    }
+    /// Names of the loop induction variables (indexed by `Op::LoopBegin::var`).
+    pub const fn loop_vars(&self) -> &'a [&'a str] {
+        self.loop_vars
+    }
+    /// The instructions.
+    pub const fn instrs(&self) -> &'a [Instr] {
+        self.instrs
+    }
+    /// Conditions on the symbolic dimensions, checked at launch.
+    pub const fn constraints(&self) -> &'a [Constraint] {
+        self.constraints
+    }
+    /// Highest SBUF byte per partition any tile uses.
+    pub const fn sbuf_bytes(&self) -> u32 {
+        self.sbuf_bytes
+    }
+    /// Number of PSUM banks used.
+    pub const fn psum_banks(&self) -> u32 {
+        self.psum_banks
+    }
+}

@@ -1,0 +1,352 @@
+//! The hardware's tiling and memory rules, each implemented once.
+//!
+//! `#[kernel]` calls these while lowering a kernel body and reports a violation as a compile
+//! error on the offending tokens; [`crate::ProgramBuf::finish`] calls the same functions for
+//! programs built at run time. Each violation names NKI's error code.
+
+use thiserror::Error;
+
+use crate::dtype::DType;
+use crate::ir::Memory;
+use crate::shape::TileShape;
+use crate::target::{
+    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
+};
+
+/// A broken rule, with the limit it breaks.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum RuleViolation {
+    /// TC#1: a tile's partition dimension is larger than 128.
+    #[error(
+        "partition dimension {size} exceeds the architecture limit of {PARTITIONS} (nl.tile_size.pmax)"
+    )]
+    PartitionDimTooLarge {
+        /// The partition size.
+        size: u64,
+    },
+    /// A tile with a dimension of size 0, or fewer than 2 dimensions.
+    #[error(
+        "a tile needs a partition dimension and at least one free dimension, all non-zero; got {shape}"
+    )]
+    BadTileShape {
+        /// The shape.
+        shape: TileShape,
+    },
+    /// TC#3: `nc_matmul`'s stationary operand has more than 128 free elements.
+    #[error(
+        "free size {size} of the stationary operand exceeds gemm_stationary_fmax = {GEMM_STATIONARY_FMAX}"
+    )]
+    StationaryTooWide {
+        /// The stationary free size.
+        size: u64,
+    },
+    /// TC#3: `nc_matmul`'s moving operand has more than 512 free elements.
+    #[error("free size {size} of the moving operand exceeds gemm_moving_fmax = {GEMM_MOVING_FMAX}")]
+    MovingTooWide {
+        /// The moving free size.
+        size: u64,
+    },
+    /// LC#1: the operands' contraction (partition) sizes differ.
+    #[error(
+        "contraction sizes differ: stationary has {stationary} partitions, moving has {moving}"
+    )]
+    ContractionMismatch {
+        /// Partitions of the stationary operand.
+        stationary: u32,
+        /// Partitions of the moving operand.
+        moving: u32,
+    },
+    /// An operand is in the wrong address space.
+    #[error(
+        "expected operand '{operand}' of '{op}' to be in address space '{expected}', but got a tile in '{found}' instead"
+    )]
+    WrongMemory {
+        /// The operation (`load`, `nc_matmul`, ...).
+        op: &'static str,
+        /// The operand's role (`src`, `stationary`, ...).
+        operand: &'static str,
+        /// Where it must be (`hbm`, `sbuf`, `psum`, `sbuf|psum`).
+        expected: &'static str,
+        /// Where it is.
+        found: Memory,
+    },
+    /// An operand has a dtype the operation cannot take.
+    #[error("operand '{operand}' of '{op}' must be {expected}, but it is {found}")]
+    WrongDType {
+        /// The operation.
+        op: &'static str,
+        /// The operand's role.
+        operand: &'static str,
+        /// What it must be.
+        expected: &'static str,
+        /// What it is.
+        found: DType,
+    },
+    /// TC#2: a PSUM tile does not fit one 2 KiB bank.
+    #[error(
+        "a PSUM tile of {bytes} bytes per partition exceeds one bank of {PSUM_BANK_BYTES} bytes (nl.tile_size.psum_fmax = 512 fp32)"
+    )]
+    PsumTileTooLarge {
+        /// Bytes per partition.
+        bytes: u64,
+    },
+    /// Live SBUF tiles exceed the per-partition capacity.
+    #[error(
+        "live SBUF tiles need {needed} bytes per partition, over the {capacity} bytes a partition of {target} has"
+    )]
+    SbufCapacity {
+        /// Bytes per partition the live tiles need.
+        needed: u64,
+        /// Bytes per partition available.
+        capacity: u32,
+        /// The target's name.
+        target: &'static str,
+    },
+    /// More PSUM tiles are live than there are banks.
+    #[error("{needed} PSUM tiles are live at once, but PSUM has {PSUM_BANKS} banks")]
+    PsumBanks {
+        /// Banks needed.
+        needed: u32,
+    },
+    /// An operation's operand shapes do not match.
+    #[error("shape {found} of operand '{operand}' of '{op}' does not match {expected}")]
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The operand's role.
+        operand: &'static str,
+        /// The shape it must have.
+        expected: TileShape,
+        /// The shape it has.
+        found: TileShape,
+    },
+    /// A static index range lies outside a dimension.
+    #[error(
+        "out-of-bound access for tensor `{tensor}` on dimension {axis}: index range [{lo}, {hi}] exceeds dimension size of {size}"
+    )]
+    OutOfBounds {
+        /// The tensor's or tile's name.
+        tensor: String,
+        /// The dimension.
+        axis: usize,
+        /// Smallest index reached.
+        lo: i64,
+        /// Largest index reached.
+        hi: i64,
+        /// The dimension's size.
+        size: u64,
+    },
+    /// A kernel parameter is written: inputs are immutable.
+    #[error("cannot update immutable parameter `{name}`: kernel inputs are read-only")]
+    ImmutableParameter {
+        /// The parameter.
+        name: String,
+    },
+    /// An output tensor is never stored to.
+    #[error("output tensor `{name}` is never written to")]
+    OutputNotWritten {
+        /// The output.
+        name: String,
+    },
+    /// A symbolic dimension that no input's shape determines.
+    #[error(
+        "symbolic dimension `{name}` does not appear in any input's shape, so a launch cannot bind it"
+    )]
+    UnboundSymbol {
+        /// The symbol.
+        name: String,
+    },
+    /// A program built by hand is inconsistent (an index out of range, unbalanced loops).
+    #[error("malformed program: {what}")]
+    Malformed {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A partition access with a stride: the partition dimension must be contiguous.
+    #[error(
+        "the partition dimension must be accessed contiguously with stride 1 from a constant start"
+    )]
+    PartitionStride,
+}
+
+impl RuleViolation {
+    /// NKI's error code for the violation (from its error manual).
+    pub const fn code(&self) -> &'static str {
+        match self {
+            RuleViolation::PartitionDimTooLarge { .. } => "err_num_partition_exceed_arch_limit",
+            RuleViolation::BadTileShape { .. } => "err_failed_to_infer_tile_from_local_tensor",
+            RuleViolation::StationaryTooWide { .. } | RuleViolation::MovingTooWide { .. } => {
+                "err_size_of_dimension_exceed_arch_limit"
+            }
+            RuleViolation::ContractionMismatch { .. } => "err_num_partition_mismatch",
+            RuleViolation::WrongMemory { .. } => "err_unsupported_memory",
+            RuleViolation::WrongDType { .. } => "err_unsupported_dtype",
+            RuleViolation::PsumTileTooLarge { .. } => "err_psum_tile_exceeds_bank",
+            RuleViolation::SbufCapacity { .. } => "err_sbuf_capacity_exceeded",
+            RuleViolation::PsumBanks { .. } => "err_psum_banks_exceeded",
+            RuleViolation::ShapeMismatch { .. } => "err_store_dst_shape_smaller_than_other_shape",
+            RuleViolation::OutOfBounds { .. } => "err_tensor_access_out_of_bound",
+            RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
+            RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
+            RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",
+            RuleViolation::UnboundSymbol { .. } => "err_unbound_symbolic_dimension",
+            RuleViolation::Malformed { .. } => "err_malformed_program",
+        }
+    }
+}
+
+/// TC#1 and tile well-formedness: partitions ≤ 128, at least one free dimension, no empty
+/// dimension.
+pub fn check_tile_shape(shape: &TileShape) -> Result<(), RuleViolation> {
+    if shape.partitions() as u64 > PARTITIONS as u64 {
+        return Err(RuleViolation::PartitionDimTooLarge {
+            size: shape.partitions() as u64,
+        });
+    }
+    if shape.rank() < 2 || shape.dims().contains(&0) {
+        return Err(RuleViolation::BadTileShape { shape: *shape });
+    }
+    Ok(())
+}
+
+/// TC#2: a PSUM tile fits one bank.
+pub fn check_psum_tile(shape: &TileShape, dtype: DType) -> Result<(), RuleViolation> {
+    let bytes = shape.free_elems() * dtype.size() as u64;
+    if bytes > PSUM_BANK_BYTES as u64 {
+        return Err(RuleViolation::PsumTileTooLarge { bytes });
+    }
+    Ok(())
+}
+
+/// An operand's address space.
+pub fn check_memory(
+    op: &'static str,
+    operand: &'static str,
+    found: Memory,
+    allowed: &[Memory],
+) -> Result<(), RuleViolation> {
+    if allowed.contains(&found) {
+        return Ok(());
+    }
+    let expected = match allowed {
+        [Memory::Hbm] => "hbm",
+        [Memory::Sbuf] => "sbuf",
+        [Memory::Psum] => "psum",
+        _ => "psum|sbuf",
+    };
+    Err(RuleViolation::WrongMemory {
+        op,
+        operand,
+        expected,
+        found,
+    })
+}
+
+/// TC#3 and LC#1 for `nc_matmul(stationary, moving)`: both in SBUF, stationary `[K ≤ 128,
+/// M ≤ 128]`, moving `[K ≤ 128, N ≤ 512]`, equal K. Returns the result shape `[M, N]`.
+pub fn check_matmul(
+    stationary: (&TileShape, Memory),
+    moving: (&TileShape, Memory),
+) -> Result<TileShape, RuleViolation> {
+    check_memory("nc_matmul", "stationary", stationary.1, &[Memory::Sbuf])?;
+    check_memory("nc_matmul", "moving", moving.1, &[Memory::Sbuf])?;
+    let (s, m) = (stationary.0, moving.0);
+    check_tile_shape(s)?;
+    check_tile_shape(m)?;
+    if s.free_elems() > GEMM_STATIONARY_FMAX as u64 {
+        return Err(RuleViolation::StationaryTooWide {
+            size: s.free_elems(),
+        });
+    }
+    if m.free_elems() > GEMM_MOVING_FMAX as u64 {
+        return Err(RuleViolation::MovingTooWide {
+            size: m.free_elems(),
+        });
+    }
+    if s.partitions() != m.partitions() {
+        return Err(RuleViolation::ContractionMismatch {
+            stationary: s.partitions(),
+            moving: m.partitions(),
+        });
+    }
+    Ok(TileShape::new(&[s.free_elems() as u32, m.free_elems() as u32]).expect("rank 2"))
+}
+
+/// `nc_transpose` on TensorE: SBUF `[P ≤ 128, F ≤ 128]` in. Returns the result shape `[F, P]`.
+pub fn check_transpose(src: (&TileShape, Memory)) -> Result<TileShape, RuleViolation> {
+    check_memory("nc_transpose", "data", src.1, &[Memory::Sbuf])?;
+    check_tile_shape(src.0)?;
+    let f = src.0.free_elems();
+    if f > PARTITIONS as u64 {
+        return Err(RuleViolation::PartitionDimTooLarge { size: f });
+    }
+    Ok(TileShape::new(&[f as u32, src.0.partitions()]).expect("rank 2"))
+}
+
+/// Floating-point dtypes `nc_matmul` and `nc_transpose` accept as inputs.
+pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(), RuleViolation> {
+    match dtype {
+        DType::Bf16 | DType::F16 | DType::F32 => Ok(()),
+        #[allow(unreachable_patterns)]
+        found => Err(RuleViolation::WrongDType {
+            op: "nc_matmul",
+            operand,
+            expected: "bf16, f16 or f32",
+            found,
+        }),
+    }
+}
+
+/// `nc_matmul`'s and `nc_transpose`'s PSUM destination is fp32.
+pub fn check_psum_result_dtype(op: &'static str, dtype: DType) -> Result<(), RuleViolation> {
+    if dtype == DType::F32 {
+        Ok(())
+    } else {
+        Err(RuleViolation::WrongDType {
+            op,
+            operand: "dst",
+            expected: "f32",
+            found: dtype,
+        })
+    }
+}
+
+/// Two operands hold the same elements in the same order.
+pub fn check_same_shape(
+    op: &'static str,
+    operand: &'static str,
+    expected: &TileShape,
+    found: &TileShape,
+) -> Result<(), RuleViolation> {
+    if expected.same_layout(found) {
+        Ok(())
+    } else {
+        Err(RuleViolation::ShapeMismatch {
+            op,
+            operand,
+            expected: *expected,
+            found: *found,
+        })
+    }
+}
+
+/// A static index range `[lo, hi]` lies inside a dimension of `size`.
+pub fn check_bounds(
+    tensor: &str,
+    axis: usize,
+    lo: i64,
+    hi: i64,
+    size: u64,
+) -> Result<(), RuleViolation> {
+    if lo < 0 || hi < lo || hi as u64 >= size {
+        return Err(RuleViolation::OutOfBounds {
+            tensor: tensor.to_string(),
+            axis,
+            lo,
+            hi,
+            size,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! The modeled NeuronCore's fixed sizes.
+
+/// Number of SBUF and PSUM partitions (`nl.tile_size.pmax`).
+pub const PARTITIONS: u32 = 128;
+/// PSUM bytes per partition: 8 banks of 2 KiB.
+pub const PSUM_PARTITION_BYTES: u32 = 16 * 1024;
+/// Number of PSUM banks per partition.
+pub const PSUM_BANKS: u32 = 8;
+/// Bytes of one PSUM bank per partition (`psum_fmax` = 512 fp32 elements).
+pub const PSUM_BANK_BYTES: u32 = 2048;
+/// Largest free size of `nc_matmul`'s stationary operand (`gemm_stationary_fmax`).
+pub const GEMM_STATIONARY_FMAX: u32 = 128;
+/// Largest free size of `nc_matmul`'s moving operand (`gemm_moving_fmax`).
+pub const GEMM_MOVING_FMAX: u32 = 512;
+/// Alignment of every SBUF tile's byte address within its partitions.
+pub const SBUF_ALIGN: u32 = 64;
+
+/// The NeuronCore generation a kernel is compiled for.
+///
+/// The generations differ in SBUF capacity; a program compiled for Trn1 runs on either.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// NeuronCore-v2 (Trn1, Inf2): SBUF of 128 partitions × 192 KiB.
+    #[default]
+    Trn1,
+    /// NeuronCore-v3 (Trn2): SBUF of 128 partitions × 224 KiB.
+    Trn2,
+}
+
+impl Target {
+    /// SBUF bytes per partition.
+    pub const fn sbuf_partition_bytes(self) -> u32 {
+        match self {
+            Target::Trn1 => 192 * 1024,
+            Target::Trn2 => 224 * 1024,
+        }
+    }
+
+    /// The target's lower-case name (`trn1`, `trn2`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Target::Trn1 => "trn1",
+            Target::Trn2 => "trn2",
+        }
+    }
+
+    /// Parses `trn1` / `trn2`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        match name {
+            "trn1" | "inf2" => Some(Target::Trn1),
+            "trn2" => Some(Target::Trn2),
+            _ => None,
+        }
+    }
+}
