@@ -1,0 +1,142 @@
+//! The kernel's launch functions: device tensors in and out, destination-passing, and
+//! `ndarray` views in with arrays out.
+
+use nki_lang::DType;
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+
+use super::paths::{item, private};
+use crate::parse::model::{Kernel, TensorType};
+
+fn elem(d: DType) -> TokenStream {
+    match d {
+        DType::F32 => quote!(f32),
+        DType::Bf16 => item("bf16"),
+        DType::F16 => item("f16"),
+        #[allow(unreachable_patterns)]
+        other => unreachable!("dtype {other} has no host type"),
+    }
+}
+
+fn ix(rank: usize) -> TokenStream {
+    let p = private();
+    let id = format_ident!("Ix{}", rank);
+    quote!(#p::ndarray::#id)
+}
+
+fn returns<T>(items: &[T], f: impl Fn(&T) -> TokenStream) -> TokenStream {
+    match items {
+        [one] => f(one),
+        many => {
+            let each = many.iter().map(f);
+            quote!((#(#each),*))
+        }
+    }
+}
+
+/// The launch functions; `body` says whether to emit working bodies or (after an error) stubs.
+pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
+    let p = private();
+    let name = &k.name;
+    let vis = &k.vis;
+    let attrs = &k.attrs;
+    let names: Vec<&Ident> = k.params.iter().map(|p| &p.name).collect();
+    let ins: Vec<TokenStream> = k.params.iter().map(|p| elem(p.ty.dtype)).collect();
+    let outs: Vec<(Ident, &TensorType)> =
+        k.returns.iter().enumerate().map(|(i, t)| (format_ident!("out{}", i), t)).collect();
+    let out_names: Vec<&Ident> = outs.iter().map(|(n, _)| n).collect();
+    let out_elems: Vec<TokenStream> = outs.iter().map(|(_, t)| elem(t.dtype)).collect();
+    let device_t = item("DeviceTensor");
+    let core_t = item("NeuronCore");
+    let err_t = item("LaunchError");
+    let kernel_t = item("Kernel");
+    let result = quote!(::core::result::Result);
+    let dev_ret = returns(&outs, |(_, t)| {
+        let e = elem(t.dtype);
+        quote!(#device_t<#e>)
+    });
+    let host_ret = returns(&outs, |(_, t)| {
+        let (e, d) = (elem(t.dtype), ix(t.dims.len()));
+        quote!(#p::ndarray::Array<#e, #d>)
+    });
+    let ok_tuple = returns(&out_names, |n| quote!(#n));
+    let host_params = k.params.iter().map(|prm| {
+        let (n, e, d) = (&prm.name, elem(prm.ty.dtype), ix(prm.ty.dims.len()));
+        quote!(#n: #p::ndarray::ArrayView<'_, #e, #d>)
+    });
+    let idx: Vec<usize> = (0..outs.len()).collect();
+    let host_dims: Vec<TokenStream> = outs.iter().map(|(_, t)| ix(t.dims.len())).collect();
+    let (b_launch, b_into, b_host) = if working {
+        (
+            quote! {
+                let inputs = [#(#names.arg()),*];
+                let syms = KERNEL.bind_inputs(&inputs)?;
+                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, &syms);)*
+                #p::run(core, &KERNEL, &inputs, &mut [#(#out_names.arg_mut()),*])?;
+                ::core::result::Result::Ok(#ok_tuple)
+            },
+            quote! {
+                #p::run(core, &KERNEL, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
+            },
+            quote! {
+                #(let #names = #p::HostInput::new(&#names);)*
+                let inputs = [#(#names.arg()),*];
+                let syms = KERNEL.bind_inputs(&inputs)?;
+                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, &syms);)*
+                #p::run(core, &KERNEL, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)),*])?;
+                ::core::result::Result::Ok(#ok_tuple)
+            },
+        )
+    } else {
+        let stub = quote!(::core::unreachable!("the kernel failed to compile"));
+        (stub.clone(), stub.clone(), stub)
+    };
+    let doc_mod = format!(
+        "The compiled program of the kernel [`{name}()`](fn@{name}) and its other launch forms."
+    );
+    quote! {
+        #(#attrs)*
+        ///
+        /// Launches the kernel on `core` with device-resident inputs and returns its outputs,
+        /// allocated in the modeled HBM. See the module of the same name for the program and the
+        /// other launch forms.
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name(core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+            #name::launch(core, #(#names),*)
+        }
+
+        #[doc = #doc_mod]
+        #[allow(clippy::too_many_arguments, unused_variables, unused_mut)]
+        #vis mod #name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            /// The kernel's program, built and checked at compile time.
+            pub static KERNEL: #kernel_t<'static> = #kernel_t::new(#program);
+
+            /// Launches the kernel with device-resident inputs; allocates the outputs.
+            pub fn launch(core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+                #b_launch
+            }
+
+            /// Launches the kernel writing into caller-provided outputs: no allocation.
+            pub fn launch_into(core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
+                #b_into
+            }
+
+            /// Launches the kernel on `ndarray` views (any layout) and returns `ndarray` arrays.
+            pub fn host(core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
+                #b_host
+            }
+        }
+    }
+}
+
+/// An empty program for the fallback item emitted after an error.
+pub fn empty_program(k: &Kernel) -> TokenStream {
+    let program_t = item("Program");
+    let target_t = item("Target");
+    let name = k.name.to_string();
+    let _ = Span::call_site();
+    quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], 0, 0))
+}

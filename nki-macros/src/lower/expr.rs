@@ -1,0 +1,169 @@
+//! Evaluation of kernel-body expressions to compile-time values.
+
+use nki_lang::{DType, MAX_TILE_RANK};
+use proc_macro2::Span;
+
+use super::Lowerer;
+use super::ops::Dest;
+use super::value::{Buffer, Idx, Value};
+use crate::parse::model::{BinOp, Expr};
+
+const AXES: [&str; 4] = ["p", "x", "y", "z"];
+
+impl Lowerer<'_> {
+    /// Evaluates an expression that creates nothing new (or a temporary).
+    pub(super) fn eval(&mut self, e: &Expr) -> Value {
+        match e {
+            Expr::Int(v, _) => Value::Int(*v),
+            Expr::Float(v, _) => Value::Float(*v),
+            Expr::Bool(b, _) => Value::Bool(*b),
+            Expr::Name(id) => self.name(&id.to_string(), id.span()),
+            Expr::Neg(inner, span) => {
+                let v = self.eval(inner);
+                self.arith(BinOp::Mul, v, Value::Int(-1), *span)
+            }
+            Expr::Binary { op, lhs, rhs, span } => {
+                let a = self.eval(lhs);
+                let b = self.eval(rhs);
+                self.arith(*op, a, b, *span)
+            }
+            Expr::Field { base, field, span } => {
+                let b = self.eval(base);
+                self.field(b, &field.to_string(), *span)
+            }
+            Expr::Method { recv, method, args, span } => {
+                let r = self.eval(recv);
+                let m = method.to_string();
+                if !args.is_empty() {
+                    return self.error(*span, format!("`.{m}()` takes no arguments"));
+                }
+                match (r, AXES.iter().position(|a| *a == m)) {
+                    (Value::Range(start, size), Some(axis)) => Value::Index(Idx::grid_axis(axis, start, size)),
+                    (Value::Poison, _) => Value::Poison,
+                    (Value::Range(..), None) => self.error(method.span(), "pick the arange's axis with `.p()`, `.x()`, `.y()` or `.z()`"),
+                    (other, _) => self.error(*span, format!("no method `{m}` on {}", other.describe())),
+                }
+            }
+            Expr::Index { base, indices, span } => {
+                let b = self.eval(base);
+                self.index(b, indices, *span)
+            }
+            Expr::Mgrid(ranges, span) => self.mgrid(ranges, *span),
+            Expr::Call { .. } => self.produce(e, Dest::New(None)),
+            Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
+            Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
+            Expr::Tuple(_, span) => self.error(*span, "a tuple can only be a kernel's return value"),
+        }
+    }
+
+    fn name(&mut self, name: &str, span: Span) -> Value {
+        if let Some(v) = self.lookup(name) {
+            return v.clone();
+        }
+        if let Some(d) = DType::from_name(name) {
+            return Value::DType(d);
+        }
+        if let Some(b) = Buffer::from_name(name) {
+            return Value::Buffer(b);
+        }
+        if let Some(s) = self.buf.symbols.iter().position(|s| s == name) {
+            return Value::Sym { sym: s as u8, div: 1 };
+        }
+        self.error(span, format!("cannot find `{name}` in this kernel"))
+    }
+
+    /// Evaluates an integer constant.
+    pub(super) fn int(&mut self, e: &Expr, what: &str) -> Option<i64> {
+        match self.eval(e) {
+            Value::Int(n) => Some(n),
+            Value::Poison => None,
+            other => {
+                self.error(e.span(), format!("{what} must be a compile-time integer, not {}", other.describe()));
+                None
+            }
+        }
+    }
+
+    /// Evaluates a loop-affine index (no grid terms): a tile view offset, a slice bound.
+    pub(super) fn to_idx(&mut self, v: Value, span: Span) -> Option<Idx> {
+        match v {
+            Value::Int(n) => Some(Idx::from_affine(nki_lang::Affine::constant(n))),
+            Value::Index(i) => Some(i),
+            Value::Poison => None,
+            other => {
+                self.error(span, format!("expected an index expression, found {}", other.describe()));
+                None
+            }
+        }
+    }
+
+    fn arith(&mut self, op: BinOp, a: Value, b: Value, span: Span) -> Value {
+        use Value::*;
+        match (op, a, b) {
+            (_, Poison, _) | (_, _, Poison) => Poison,
+            (BinOp::Add, Int(x), Int(y)) => Int(x + y),
+            (BinOp::Sub, Int(x), Int(y)) => Int(x - y),
+            (BinOp::Mul, Int(x), Int(y)) => Int(x * y),
+            (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
+            (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
+            (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
+            (BinOp::Div, Sym { sym, div }, Int(y)) if y > 0 => Sym { sym, div: div * y as u64 },
+            (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
+                span,
+                "a symbolic dimension can only be divided by a positive literal (`K / 128`) to form a trip count",
+            ),
+            (BinOp::Add | BinOp::Sub, x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => {
+                let k = if op == BinOp::Sub { -1 } else { 1 };
+                let (Some(x), Some(y)) = (self.to_idx(x, span), self.to_idx(y, span)) else { return Poison };
+                match x.add_scaled(&y, k) {
+                    Ok(i) => Index(i),
+                    Err(axis) => self.error(span, format!("index grids of different sizes on axis {axis}")),
+                }
+            }
+            (BinOp::Mul, Index(i), Int(k)) | (BinOp::Mul, Int(k), Index(i)) => Index(i.scale(k)),
+            (BinOp::Mul, Index(_), Index(_)) => self.error(span, "index expressions must be affine: a product of two indices is not"),
+            (BinOp::Div | BinOp::Rem, Index(_), _) => self.error(span, "index expressions must be affine: `/` and `%` apply to integers only"),
+            (_, x, y) => self.error(span, format!("cannot apply this operator to {} and {}", x.describe(), y.describe())),
+        }
+    }
+
+    fn field(&mut self, base: Value, field: &str, span: Span) -> Value {
+        match (&base, field) {
+            (Value::Poison, _) => Value::Poison,
+            (Value::Grid(axes), f) if AXES.contains(&f) => {
+                let j = AXES.iter().position(|a| *a == f).expect("listed");
+                match axes.get(j) {
+                    Some(i) => Value::Index(*i),
+                    None => self.error(span, format!("the grid has {} axes", axes.len())),
+                }
+            }
+            (Value::Tensor(t), "dtype") => Value::DType(self.tensors[*t].dtype),
+            (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
+            (Value::Tile(v), "dtype") => Value::DType(self.buf.tiles[v.tile as usize].dtype),
+            _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
+        }
+    }
+
+    fn mgrid(&mut self, ranges: &[Expr], span: Span) -> Value {
+        if ranges.is_empty() || ranges.len() > MAX_TILE_RANK {
+            return self.error(span, format!("`mgrid!` takes 1 to {MAX_TILE_RANK} ranges"));
+        }
+        let mut axes = Vec::new();
+        for (j, r) in ranges.iter().enumerate() {
+            let Expr::Range { start, end: Some(end), span: rs } = r else {
+                return self.error(r.span(), "`mgrid!` takes ranges `start..end` with literal bounds");
+            };
+            let s = match start {
+                Some(s) => self.int(s, "a range start"),
+                None => Some(0),
+            };
+            let e = self.int(end, "a range end");
+            let (Some(s), Some(e)) = (s, e) else { return Value::Poison };
+            if e <= s {
+                return self.error(*rs, "an empty range");
+            }
+            axes.push(Idx::grid_axis(j, s, (e - s) as u32));
+        }
+        Value::Grid(axes)
+    }
+}

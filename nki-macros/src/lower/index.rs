@@ -1,0 +1,227 @@
+//! Indexing: `t[[k * 128 + i_p, i_f]]`, `t[[0..128, m * 512..(m + 1) * 512]]`, `t[..]`.
+//!
+//! Each axis takes a slice (`a..b`, `ds(start, size)`), an advanced index (an affine expression
+//! of index-grid values) or an integer (which drops the axis). Slices and advanced indices do
+//! not mix in one subscript, as in NKI.
+
+use nki_lang::{Affine, Dim, MAX_TILE_RANK, TileShape, TileView};
+use proc_macro2::Span;
+
+use super::Lowerer;
+use super::value::{Access, Idx, Value};
+use crate::parse::model::Expr;
+
+enum Sel {
+    Slice { start: Affine, size: u32 },
+    Advanced(Idx),
+    Scalar(Affine),
+}
+
+impl Lowerer<'_> {
+    pub(super) fn index(&mut self, base: Value, indices: &[Expr], span: Span) -> Value {
+        let dims: Vec<Option<u64>> = match &base {
+            Value::Poison => return Value::Poison,
+            Value::Tensor(t) => self.tensors[*t]
+                .shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Some(*n),
+                    Dim::Sym(_) => None,
+                })
+                .collect(),
+            Value::Tile(v) => {
+                let tile = &self.buf.tiles[v.tile as usize];
+                if *v != super::whole_view(v.tile, &tile.shape) {
+                    return self.error(span, "a view of a tile cannot be indexed again: index the tile itself");
+                }
+                tile.shape.dims().iter().map(|&d| Some(d as u64)).collect()
+            }
+            other => return self.error(span, format!("cannot index {}", other.describe())),
+        };
+        let full = indices.len() == 1 && matches!(indices[0], Expr::Range { start: None, end: None, .. });
+        if !full && indices.len() > dims.len() {
+            return self.error(span, format!("{} indices for a tensor of rank {}", indices.len(), dims.len()));
+        }
+        let mut sels = Vec::new();
+        for (axis, &dim) in dims.iter().enumerate() {
+            let e = if full { None } else { indices.get(axis) };
+            match self.select(e, dim, span) {
+                Some(s) => sels.push(s),
+                None => return Value::Poison,
+            }
+        }
+        let slices = sels.iter().any(|s| matches!(s, Sel::Slice { .. }));
+        let advanced = sels.iter().any(|s| matches!(s, Sel::Advanced(_)));
+        if slices && advanced {
+            return self.error(span, "mixing basic tensor indexing (slices) and advanced tensor indexing (index grids) is not supported (err_unsupported_mixing_basic_advanced_tensor_indexing)");
+        }
+        // The grid: its shape, and each axis' index over it.
+        let mut shape_dims: Vec<u32> = Vec::new();
+        let mut axes: Vec<Idx> = Vec::new();
+        if advanced {
+            let mut sizes = [0u32; MAX_TILE_RANK];
+            let mut rank = 2;
+            for s in &sels {
+                if let Sel::Advanced(i) = s {
+                    for j in 0..MAX_TILE_RANK {
+                        if i.grid[j] != 0 || i.sizes[j] != 0 {
+                            rank = rank.max(j + 1);
+                        }
+                        match (sizes[j], i.sizes[j]) {
+                            (_, 0) => {}
+                            (0, n) => sizes[j] = n,
+                            (a, b) if a == b => {}
+                            _ => return self.error(span, format!("index grids of different sizes on axis {j}")),
+                        }
+                    }
+                }
+            }
+            shape_dims = (0..rank).map(|j| sizes[j].max(1)).collect();
+            for s in sels {
+                axes.push(match s {
+                    Sel::Advanced(i) => i,
+                    Sel::Scalar(a) => Idx::from_affine(a),
+                    Sel::Slice { .. } => unreachable!("not mixed"),
+                });
+            }
+        } else {
+            let mut g = 0;
+            for s in sels {
+                axes.push(match s {
+                    Sel::Slice { start, size } => {
+                        let mut i = Idx::from_affine(start);
+                        if g >= MAX_TILE_RANK {
+                            return self.error(span, format!("an access has at most {MAX_TILE_RANK} sliced axes"));
+                        }
+                        i.grid[g] = 1;
+                        shape_dims.push(size);
+                        g += 1;
+                        i
+                    }
+                    Sel::Scalar(a) => Idx::from_affine(a),
+                    Sel::Advanced(_) => unreachable!("not mixed"),
+                });
+            }
+            while shape_dims.len() < 2 {
+                shape_dims.push(1);
+            }
+        }
+        let Some(shape) = TileShape::new(&shape_dims) else {
+            return self.error(span, "an access has at most 4 dimensions");
+        };
+        match base {
+            Value::Tensor(tensor) => Value::Access(Access { tensor, axes, shape }),
+            Value::Tile(v) => self.tile_view(v.tile, &axes, shape, span),
+            _ => unreachable!("checked above"),
+        }
+    }
+
+    fn select(&mut self, e: Option<&Expr>, dim: Option<u64>, span: Span) -> Option<Sel> {
+        let whole = |this: &mut Self, at: Span| match dim {
+            Some(n) => Some(Sel::Slice { start: Affine::ZERO, size: n as u32 }),
+            None => {
+                this.error(at, "a slice over a symbolic dimension needs explicit bounds (`a..b`): its size must be known at compile time");
+                None
+            }
+        };
+        let Some(e) = e else { return whole(self, span) };
+        match e {
+            Expr::Range { start, end, span } => {
+                let s = match start {
+                    Some(s) => {
+                        let v = self.eval(s);
+                        self.basic(v, s.span())?
+                    }
+                    None => Affine::ZERO,
+                };
+                match end {
+                    None if start.is_none() => whole(self, *span),
+                    None => match (dim, s.is_constant()) {
+                        (Some(n), true) if (s.constant as u64) < n => {
+                            Some(Sel::Slice { start: s, size: (n as i64 - s.constant) as u32 })
+                        }
+                        _ => {
+                            self.error(*span, "an open-ended slice needs a constant start and a literal dimension");
+                            None
+                        }
+                    },
+                    Some(end_e) => {
+                        let v = self.eval(end_e);
+                        let end = self.basic(v, end_e.span())?;
+                        let size = end.add(&s.scale(-1));
+                        if !size.is_constant() || size.constant <= 0 {
+                            self.error(*span, "a slice's size (`end - start`) must be a positive compile-time constant");
+                            return None;
+                        }
+                        Some(Sel::Slice { start: s, size: size.constant as u32 })
+                    }
+                }
+            }
+            Expr::Call { func, args, span } if func == "ds" => {
+                if args.len() != 2 {
+                    self.error(*span, "`ds(start, size)` takes two arguments");
+                    return None;
+                }
+                let v = self.eval(&args[0].value);
+                let start = self.basic(v, args[0].value.span())?;
+                let size = self.int(&args[1].value, "the size of `ds`")?;
+                if size <= 0 {
+                    self.error(args[1].value.span(), "a slice's size must be positive");
+                    return None;
+                }
+                Some(Sel::Slice { start, size: size as u32 })
+            }
+            other => match self.eval(other) {
+                Value::Int(n) => Some(Sel::Scalar(Affine::constant(n))),
+                Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
+                Value::Index(i) => Some(Sel::Scalar(i.lin)),
+                Value::Poison => None,
+                v => {
+                    self.error(other.span(), format!("an index is a slice, an integer or an affine index expression, not {}", v.describe()));
+                    None
+                }
+            },
+        }
+    }
+
+    /// A loop-affine value without grid terms.
+    fn basic(&mut self, v: Value, span: Span) -> Option<Affine> {
+        let i = self.to_idx(v, span)?;
+        if i.is_advanced() {
+            self.error(span, "a slice bound cannot use an index grid");
+            return None;
+        }
+        Some(i.lin)
+    }
+
+    /// A view of a tile from one index per tile axis.
+    fn tile_view(&mut self, tile: u16, axes: &[Idx], shape: TileShape, span: Span) -> Value {
+        let tshape = self.buf.tiles[tile as usize].shape;
+        let p = &axes[0];
+        let part_ok = p.lin.is_constant()
+            && p.lin.constant >= 0
+            && p.grid[0] == 1
+            && p.grid[1..].iter().all(|&g| g == 0);
+        if !part_ok {
+            let v = nki_lang::RuleViolation::PartitionStride;
+            return self.error(span, crate::check::message(&v));
+        }
+        let free = tshape.free();
+        let mut row = vec![1i64; free.len()];
+        for j in (0..free.len().saturating_sub(1)).rev() {
+            row[j] = row[j + 1] * free[j + 1] as i64;
+        }
+        let mut offset = Affine::ZERO;
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (a, idx) in axes[1..].iter().enumerate() {
+            if idx.grid[0] != 0 {
+                return self.error(span, "the partition axis of an index grid can only index a tile's partition dimension");
+            }
+            offset = offset.add(&idx.lin.scale(row[a]));
+            for j in 1..MAX_TILE_RANK {
+                strides[j - 1] += idx.grid[j] * row[a];
+            }
+        }
+        Value::Tile(TileView { tile, part_start: p.lin.constant as u32, shape, offset, strides })
+    }
+}

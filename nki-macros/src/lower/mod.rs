@@ -1,0 +1,438 @@
+//! Lowering: the kernel model into a [`ProgramBuf`], with the span of every instruction operand,
+//! tile and tensor so that rule violations found later point at the user's tokens.
+
+mod expr;
+mod index;
+mod ops;
+pub mod value;
+
+use std::collections::HashMap;
+
+use nki_lang::{
+    Affine, DType, Dim, Extent, Instr, LoopKind, Memory, Op, ProgramBuf, Role, TensorBuf,
+    TensorRole, TileBuf, TileShape, TileView,
+};
+use proc_macro2::Span;
+
+use crate::errors::Errors;
+use crate::parse::model::{Block, DimSpec, Expr, IterKind, Kernel, Stmt, TensorType};
+use value::Value;
+
+/// Spans of one instruction's operands.
+#[derive(Copy, Clone)]
+pub struct InstrSpans {
+    /// The whole instruction's source.
+    pub whole: Span,
+    /// Source operand.
+    pub src: Span,
+    /// Destination operand.
+    pub dst: Span,
+    /// Stationary operand.
+    pub stationary: Span,
+    /// Moving operand.
+    pub moving: Span,
+}
+
+impl InstrSpans {
+    /// All roles at one span.
+    pub fn at(span: Span) -> InstrSpans {
+        InstrSpans { whole: span, src: span, dst: span, stationary: span, moving: span }
+    }
+
+    /// The span of a role.
+    pub fn get(&self, role: Role) -> Span {
+        match role {
+            Role::Whole | Role::Trip => self.whole,
+            Role::Src => self.src,
+            Role::Dst => self.dst,
+            Role::Stationary => self.stationary,
+            Role::Moving => self.moving,
+        }
+    }
+}
+
+/// Source spans parallel to a program's tables.
+#[derive(Default)]
+pub struct Spans {
+    /// One per instruction.
+    pub instrs: Vec<InstrSpans>,
+    /// One per tile (its creation).
+    pub tiles: Vec<Span>,
+    /// One per tensor (its declaration).
+    pub tensors: Vec<Span>,
+}
+
+/// An HBM tensor known to the lowering, before outputs are put in return order.
+struct Tensor {
+    name: String,
+    dtype: DType,
+    shape: Vec<Dim>,
+    role: TensorRole,
+    span: Span,
+}
+
+/// Lowers one kernel.
+pub struct Lowerer<'e> {
+    errors: &'e mut Errors,
+    buf: ProgramBuf,
+    spans: Spans,
+    tensors: Vec<Tensor>,
+    scopes: Vec<HashMap<String, Value>>,
+    /// Trip counts of the enclosing (non-unrolled) loops.
+    loops: Vec<Extent>,
+    /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
+    fresh_zero: HashMap<u16, usize>,
+    /// The current statement's span (for instruction line numbers).
+    stmt_span: Span,
+    temp_count: usize,
+}
+
+/// The result of lowering: the unchecked program and its spans.
+pub struct Lowered {
+    /// The program.
+    pub buf: ProgramBuf,
+    /// Spans parallel to its tables.
+    pub spans: Spans,
+}
+
+/// Lowers `kernel`; errors go to `errors`.
+pub fn lower(kernel: &Kernel, errors: &mut Errors) -> Lowered {
+    let mut l = Lowerer {
+        errors,
+        buf: ProgramBuf {
+            name: kernel.name.to_string(),
+            target: kernel.target,
+            ..ProgramBuf::default()
+        },
+        spans: Spans::default(),
+        tensors: Vec::new(),
+        scopes: vec![HashMap::new()],
+        loops: Vec::new(),
+        fresh_zero: HashMap::new(),
+        stmt_span: kernel.name.span(),
+        temp_count: 0,
+    };
+    l.declare_params(kernel);
+    l.block(&kernel.body);
+    l.finish_outputs(kernel);
+    let Lowerer { buf, spans, .. } = l;
+    Lowered { buf, spans }
+}
+
+impl Lowerer<'_> {
+    fn error(&mut self, span: Span, msg: impl std::fmt::Display) -> Value {
+        self.errors.push(span, msg);
+        Value::Poison
+    }
+
+    fn bind(&mut self, name: &str, v: Value) {
+        self.scopes.last_mut().expect("a scope").insert(name.to_string(), v);
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn symbol(&mut self, name: &str) -> u8 {
+        if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
+            return i as u8;
+        }
+        self.buf.symbols.push(name.to_string());
+        (self.buf.symbols.len() - 1) as u8
+    }
+
+    fn dims(&mut self, ty: &TensorType) -> Vec<Dim> {
+        ty.dims
+            .iter()
+            .map(|d| match d {
+                DimSpec::Lit(n) => Dim::Fixed(*n),
+                DimSpec::Sym(i) => Dim::Sym(self.symbol(&i.to_string())),
+            })
+            .collect()
+    }
+
+    fn declare_params(&mut self, kernel: &Kernel) {
+        for p in &kernel.params {
+            let shape = self.dims(&p.ty);
+            let name = p.name.to_string();
+            if self.lookup(&name).is_some() {
+                self.errors.push(p.name.span(), format!("parameter `{name}` is declared twice"));
+            }
+            self.tensors.push(Tensor {
+                name: name.clone(),
+                dtype: p.ty.dtype,
+                shape,
+                role: TensorRole::Input,
+                span: p.name.span(),
+            });
+            self.bind(&name, Value::Tensor(self.tensors.len() - 1));
+        }
+    }
+
+    /// Adds an instruction at the current statement.
+    fn emit(&mut self, op: Op, spans: InstrSpans) -> usize {
+        let line = spans.whole.start().line as u32;
+        let engine = op.default_engine();
+        self.buf.instrs.push(Instr { engine, line, op });
+        self.spans.instrs.push(spans);
+        self.buf.instrs.len() - 1
+    }
+
+    /// Creates a tile; checks its shape rules on the spot.
+    fn new_tile(&mut self, name: Option<&str>, memory: Memory, dtype: DType, shape: TileShape, span: Span) -> Value {
+        let check = nki_lang::rules::check_tile_shape(&shape).and_then(|()| match memory {
+            Memory::Psum => nki_lang::rules::check_psum_tile(&shape, dtype),
+            _ => Ok(()),
+        });
+        if let Err(v) = check {
+            return self.error(span, crate::check::message(&v));
+        }
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => {
+                self.temp_count += 1;
+                format!("_t{}", self.temp_count)
+            }
+        };
+        self.buf.tiles.push(TileBuf { name, memory, dtype, shape });
+        self.spans.tiles.push(span);
+        let tile = (self.buf.tiles.len() - 1) as u16;
+        Value::Tile(whole_view(tile, &shape))
+    }
+
+    fn block(&mut self, b: &Block) {
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        self.stmt_span = crate::parse::body::stmt_span(s);
+        match s {
+            Stmt::Let { names, tuple, value } => {
+                let single = if *tuple { None } else { names[0].as_ref().map(|i| i.to_string()) };
+                let v = self.produce(value, ops::Dest::New(single.as_deref()));
+                if *tuple {
+                    self.bind_tuple(names, v, value.span());
+                } else if let Some(n) = single {
+                    self.bind(&n, v);
+                }
+            }
+            Stmt::Expr(e) => {
+                let is_effect = matches!(e, Expr::Call { func, .. } if func == "store");
+                let v = self.produce(e, ops::Dest::New(None));
+                if !is_effect && !matches!(v, Value::Poison) {
+                    self.error(e.span(), "this value is unused: bind it with `let` or store it");
+                }
+            }
+            Stmt::Assign { target, value } => {
+                let dst = self.eval(target);
+                match dst {
+                    Value::Tile(view) => {
+                        self.produce(value, ops::Dest::Into { view, span: target.span(), accumulate: false });
+                    }
+                    Value::Poison => {}
+                    Value::Access(_) | Value::Tensor(_) => {
+                        self.error(target.span(), "write to an HBM tensor with `store(dst, value)`");
+                    }
+                    other => {
+                        self.error(target.span(), format!("cannot assign to {}", other.describe()));
+                    }
+                }
+            }
+            Stmt::AddAssign { target, value, span } => {
+                let dst = self.eval(target);
+                let is_matmul = matches!(value, Expr::Call { func, .. } if func == "nc_matmul" || func == "matmul");
+                match dst {
+                    Value::Poison => {}
+                    Value::Tile(view) if is_matmul => {
+                        self.produce(value, ops::Dest::Into { view, span: target.span(), accumulate: true });
+                    }
+                    Value::Tile(_) => {
+                        self.error(*span, "`+=` accumulates a matmul into a PSUM tile: the right side must be `nc_matmul(...)` or `matmul(...)`");
+                    }
+                    other => {
+                        self.error(target.span(), format!("cannot accumulate into {}", other.describe()));
+                    }
+                }
+            }
+            Stmt::For { var, kind, trip, iter_span, body } => self.for_loop(var.as_ref(), *kind, trip, *iter_span, body),
+        }
+    }
+
+    fn bind_tuple(&mut self, names: &[Option<syn::Ident>], v: Value, span: Span) {
+        let parts: Vec<Value> = match v {
+            Value::Grid(axes) => axes.into_iter().map(Value::Index).collect(),
+            Value::Poison => vec![Value::Poison; names.len()],
+            other => {
+                self.error(span, format!("cannot destructure {} into a tuple", other.describe()));
+                vec![Value::Poison; names.len()]
+            }
+        };
+        if parts.len() != names.len() {
+            self.error(span, format!("the grid has {} axes but the pattern binds {} names", parts.len(), names.len()));
+            return;
+        }
+        for (n, p) in names.iter().zip(parts) {
+            if let Some(n) = n {
+                self.bind(&n.to_string(), p);
+            }
+        }
+    }
+
+    fn for_loop(&mut self, var: Option<&syn::Ident>, kind: IterKind, trip: &Expr, iter_span: Span, body: &Block) {
+        let t = self.eval(trip);
+        let extent = match t {
+            Value::Int(n) if n >= 0 => Extent::Fixed(n as u64),
+            Value::Sym { sym, div } => Extent::Sym { sym, div },
+            Value::Poison => return,
+            Value::Int(_) => {
+                self.error(trip.span(), "a trip count cannot be negative");
+                return;
+            }
+            other => {
+                self.error(trip.span(), format!("a trip count is an integer or a symbolic dimension divided by a literal (`K / 128`), not {}", other.describe()));
+                return;
+            }
+        };
+        if kind == IterKind::Static {
+            let Extent::Fixed(n) = extent else {
+                self.error(trip.span(), "`static_range` unrolls at compile time: its trip count must be a literal");
+                return;
+            };
+            for i in 0..n {
+                self.scopes.push(HashMap::new());
+                if let Some(v) = var {
+                    self.bind(&v.to_string(), Value::Int(i as i64));
+                }
+                self.block(body);
+                self.scopes.pop();
+            }
+            return;
+        }
+        if self.loops.len() == nki_lang::MAX_LOOP_DEPTH {
+            self.error(iter_span, format!("loops nest at most {} deep", nki_lang::MAX_LOOP_DEPTH));
+            return;
+        }
+        let depth = self.loops.len();
+        let name = var.map(|v| v.to_string()).unwrap_or_else(|| "_".to_string());
+        self.buf.loop_vars.push(name.clone());
+        let var_id = (self.buf.loop_vars.len() - 1) as u16;
+        let kind = match kind {
+            IterKind::Affine => LoopKind::Affine,
+            _ => LoopKind::Sequential,
+        };
+        self.stmt_span = iter_span;
+        let begin = self.emit(Op::LoopBegin { kind, trip: extent, var: var_id, end: 0 }, InstrSpans::at(iter_span));
+        self.loops.push(extent);
+        self.scopes.push(HashMap::new());
+        if var.is_some() {
+            self.bind(&name, Value::Index(value::Idx::from_affine(Affine::var(depth, 1))));
+        }
+        self.block(body);
+        self.scopes.pop();
+        self.loops.pop();
+        self.stmt_span = iter_span;
+        let end = self.emit(Op::LoopEnd { begin: begin as u32 }, InstrSpans::at(iter_span));
+        if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
+            *e = end as u32;
+        }
+    }
+
+    /// Puts outputs in return order, checks them against the declared return type and builds
+    /// the tensor table.
+    fn finish_outputs(&mut self, kernel: &Kernel) {
+        let mut returned: Vec<usize> = Vec::new();
+        if let Some(tail) = &kernel.body.tail {
+            let items: Vec<&Expr> = match tail {
+                Expr::Tuple(v, _) => v.iter().collect(),
+                e => vec![e],
+            };
+            for e in items {
+                match self.eval(e) {
+                    Value::Tensor(t) if self.tensors[t].role == TensorRole::Output => {
+                        if returned.contains(&t) {
+                            self.error(e.span(), "this output is returned twice");
+                        }
+                        returned.push(t);
+                    }
+                    Value::Tensor(_) => {
+                        self.error(e.span(), "a kernel returns the `shared_hbm` tensors it creates, not its inputs");
+                    }
+                    Value::Poison => return,
+                    other => {
+                        self.error(e.span(), format!("a kernel returns HBM tensors created with `ndarray(shape, dtype, SharedHbm)`, not {}", other.describe()));
+                    }
+                }
+            }
+        }
+        for (t, tensor) in self.tensors.iter().enumerate() {
+            if tensor.role == TensorRole::Output && !returned.contains(&t) {
+                let msg = format!("shared_hbm tensor `{}` is not returned: every kernel output must be returned", tensor.name);
+                self.errors.push(tensor.span, msg);
+            }
+        }
+        if returned.len() != kernel.returns.len() {
+            let msg = format!("the kernel returns {} tensor(s) but its signature declares {}", returned.len(), kernel.returns.len());
+            self.errors.push(kernel.returns_span, msg);
+        } else {
+            for (&t, ty) in returned.iter().zip(&kernel.returns) {
+                let declared = self.dims(ty);
+                let out = &self.tensors[t];
+                if out.dtype != ty.dtype || out.shape != declared {
+                    let msg = format!(
+                        "output `{}` is {}[{}] but the signature declares {}[{}] (err_annotation_shape_mismatch)",
+                        out.name,
+                        out.dtype,
+                        fmt_dims(&out.shape, &self.buf.symbols),
+                        ty.dtype,
+                        fmt_dims(&declared, &self.buf.symbols)
+                    );
+                    self.errors.push(ty.span, msg);
+                }
+            }
+        }
+        // Table order: inputs, then outputs in return order.
+        let mut order: Vec<usize> = (0..self.tensors.len()).filter(|&t| self.tensors[t].role == TensorRole::Input).collect();
+        order.extend(returned.iter().copied());
+        let rest: Vec<usize> = (0..self.tensors.len()).filter(|t| !order.contains(t)).collect();
+        order.extend(rest);
+        let mut remap = vec![0u8; self.tensors.len()];
+        for (new, &old) in order.iter().enumerate() {
+            remap[old] = new as u8;
+        }
+        for instr in &mut self.buf.instrs {
+            match &mut instr.op {
+                Op::Load { src: a, .. } | Op::Store { dst: a, .. } => a.tensor = remap[a.tensor as usize],
+                _ => {}
+            }
+        }
+        for &t in &order {
+            let x = &self.tensors[t];
+            self.buf.tensors.push(TensorBuf { name: x.name.clone(), dtype: x.dtype, shape: x.shape.clone(), role: x.role });
+            self.spans.tensors.push(x.span);
+        }
+    }
+}
+
+/// The view of a whole tile.
+pub fn whole_view(tile: u16, shape: &TileShape) -> TileView {
+    let mut strides = [0i64; nki_lang::MAX_TILE_RANK - 1];
+    let free = shape.free();
+    let mut s = 1i64;
+    for j in (0..free.len()).rev() {
+        strides[j] = s;
+        s *= free[j] as i64;
+    }
+    TileView { tile, part_start: 0, shape: *shape, offset: Affine::ZERO, strides }
+}
+
+fn fmt_dims(dims: &[Dim], symbols: &[String]) -> String {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => n.to_string(),
+            Dim::Sym(s) => symbols.get(*s as usize).cloned().unwrap_or_default(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

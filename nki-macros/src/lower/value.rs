@@ -1,0 +1,153 @@
+//! Compile-time values of a kernel body and the index arithmetic on them.
+
+use nki_lang::{Affine, DType, MAX_TILE_RANK, TileView};
+
+/// An index expression: affine in the loop variables, plus index-grid terms.
+///
+/// The value at tile coordinate `(t_0, t_1, ...)` is `lin + Σ grid[j] · t_j`; `sizes[j]` is the
+/// extent of grid axis `j` (0 when the expression does not constrain it).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Idx {
+    /// The loop-dependent part, with the constant.
+    pub lin: Affine,
+    /// Coefficient of each grid axis.
+    pub grid: [i64; MAX_TILE_RANK],
+    /// Extent of each grid axis (0 = unconstrained).
+    pub sizes: [u32; MAX_TILE_RANK],
+}
+
+impl Idx {
+    /// A loop-only (basic) index.
+    pub fn from_affine(lin: Affine) -> Idx {
+        Idx { lin, grid: [0; MAX_TILE_RANK], sizes: [0; MAX_TILE_RANK] }
+    }
+
+    /// Grid axis `axis` of extent `size`, starting at `start`.
+    pub fn grid_axis(axis: usize, start: i64, size: u32) -> Idx {
+        let mut i = Idx::from_affine(Affine::constant(start));
+        i.grid[axis] = 1;
+        i.sizes[axis] = size;
+        i
+    }
+
+    /// Whether the index has grid terms (advanced indexing).
+    pub fn is_advanced(&self) -> bool {
+        self.grid.iter().any(|&g| g != 0)
+    }
+
+    /// `self + k·other`; `Err(axis)` when two grids disagree on an axis' extent.
+    pub fn add_scaled(&self, other: &Idx, k: i64) -> Result<Idx, usize> {
+        let mut out = *self;
+        out.lin = self.lin.add(&other.lin.scale(k));
+        for j in 0..MAX_TILE_RANK {
+            out.grid[j] += k * other.grid[j];
+            match (self.sizes[j], other.sizes[j]) {
+                (0, s) | (s, 0) => out.sizes[j] = s,
+                (a, b) if a == b => {}
+                _ => return Err(j),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `self · k`.
+    pub fn scale(&self, k: i64) -> Idx {
+        let mut out = *self;
+        out.lin = self.lin.scale(k);
+        for g in &mut out.grid {
+            *g *= k;
+        }
+        out
+    }
+}
+
+/// A buffer named in a creation call.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    /// `Sbuf`
+    Sbuf,
+    /// `Psum`
+    Psum,
+    /// `SharedHbm`
+    SharedHbm,
+}
+
+impl Buffer {
+    /// Parses a buffer name.
+    pub fn from_name(name: &str) -> Option<Buffer> {
+        Some(match name {
+            "Sbuf" | "sbuf" => Buffer::Sbuf,
+            "Psum" | "psum" => Buffer::Psum,
+            "SharedHbm" | "shared_hbm" | "Hbm" | "hbm" => Buffer::SharedHbm,
+            _ => return None,
+        })
+    }
+}
+
+/// An indexed HBM tensor: one index per axis over a tile-shaped grid.
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// Tensor id (see [`super::Lowerer::tensor`]).
+    pub tensor: usize,
+    /// One index per tensor axis; grid coefficients refer to `shape`'s dimensions.
+    pub axes: Vec<Idx>,
+    /// The grid's shape.
+    pub shape: nki_lang::TileShape,
+}
+
+/// The value of a kernel-body expression at compile time.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// An integer constant.
+    Int(i64),
+    /// A float constant.
+    Float(f64),
+    /// A boolean constant.
+    Bool(bool),
+    /// An index expression.
+    Index(Idx),
+    /// A symbolic dimension divided by a literal: `K`, `K / 128`.
+    Sym {
+        /// Symbol id.
+        sym: u8,
+        /// Divisor.
+        div: u64,
+    },
+    /// A whole HBM tensor.
+    Tensor(usize),
+    /// An indexed HBM tensor.
+    Access(Access),
+    /// A tile or a view of one.
+    Tile(TileView),
+    /// An `mgrid![...]` result: its axes.
+    Grid(Vec<Idx>),
+    /// An `arange(...)` before `.p()` / `.x()` picks its axis: (start, size).
+    Range(i64, u32),
+    /// A dtype.
+    DType(DType),
+    /// A buffer.
+    Buffer(Buffer),
+    /// The result of an erroneous expression (already reported).
+    Poison,
+}
+
+impl Value {
+    /// A short description for error messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a bool",
+            Value::Index(_) => "an index expression",
+            Value::Sym { .. } => "a symbolic dimension",
+            Value::Tensor(_) => "an HBM tensor",
+            Value::Access(_) => "an indexed HBM tensor",
+            Value::Tile(_) => "a tile",
+            Value::Grid(_) => "an index grid",
+            Value::Range(..) => "an arange",
+            Value::DType(_) => "a dtype",
+            Value::Buffer(_) => "a buffer",
+            Value::Poison => "an erroneous value",
+        }
+    }
+}

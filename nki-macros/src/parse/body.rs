@@ -1,0 +1,391 @@
+//! The kernel body: syn's syntax tree to the statements and expressions a kernel may contain.
+//! Anything else is an error on its own tokens.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Expr as SynExpr, Lit, Pat, Stmt as SynStmt};
+
+use super::model::{Arg, BinOp, Block, Expr, IterKind, Stmt};
+use crate::errors::Errors;
+
+/// Parses a block; statements that cannot be parsed are reported and skipped.
+pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
+    let mut stmts = Vec::new();
+    let mut tail = None;
+    let n = block.stmts.len();
+    for (i, s) in block.stmts.iter().enumerate() {
+        match s {
+            SynStmt::Local(local) => {
+                let Some(init) = &local.init else {
+                    errors.push(local.span(), "a `let` in a kernel needs a value");
+                    continue;
+                };
+                if let Some((e, _)) = &init.diverge {
+                    errors.push(e.span(), "`let ... else` is not supported in a kernel");
+                }
+                let Some((names, tuple)) = parse_pat(&local.pat, errors) else { continue };
+                if let Some(value) = parse_expr(&init.expr, errors) {
+                    stmts.push(Stmt::Let { names, tuple, value });
+                }
+            }
+            SynStmt::Item(syn::Item::Const(c)) => {
+                if let Some(value) = parse_expr(&c.expr, errors) {
+                    stmts.push(Stmt::Let { names: vec![Some(c.ident.clone())], tuple: false, value });
+                }
+            }
+            SynStmt::Item(item) => {
+                errors.push(item.span(), "a kernel body cannot contain items other than `const`");
+            }
+            SynStmt::Macro(m) => {
+                errors.push(m.span(), "this macro cannot be used as a statement in a kernel");
+            }
+            SynStmt::Expr(e, semi) => {
+                if semi.is_none() && i + 1 == n && !matches!(e, SynExpr::ForLoop(_)) {
+                    tail = parse_expr(e, errors);
+                    continue;
+                }
+                if let Some(s) = parse_stmt_expr(e, errors) {
+                    stmts.push(s);
+                }
+            }
+        }
+    }
+    Block { stmts, tail }
+}
+
+fn parse_pat(pat: &Pat, errors: &mut Errors) -> Option<(Vec<Option<syn::Ident>>, bool)> {
+    match pat {
+        Pat::Ident(p) => Some((vec![Some(p.ident.clone())], false)),
+        Pat::Wild(_) => Some((vec![None], false)),
+        Pat::Type(t) => parse_pat(&t.pat, errors),
+        Pat::Tuple(t) => {
+            let mut names = Vec::new();
+            for e in &t.elems {
+                match e {
+                    Pat::Ident(p) => names.push(Some(p.ident.clone())),
+                    Pat::Wild(_) => names.push(None),
+                    other => {
+                        errors.push(other.span(), "expected a name or `_`");
+                        return None;
+                    }
+                }
+            }
+            Some((names, true))
+        }
+        other => {
+            errors.push(other.span(), "a kernel binds plain names or tuples of names");
+            None
+        }
+    }
+}
+
+fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
+    match e {
+        SynExpr::Assign(a) => {
+            let target = parse_expr(&a.left, errors)?;
+            let value = parse_expr(&a.right, errors)?;
+            Some(Stmt::Assign { target, value })
+        }
+        SynExpr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_)) => {
+            let target = parse_expr(&b.left, errors)?;
+            let value = parse_expr(&b.right, errors)?;
+            Some(Stmt::AddAssign { target, value, span: b.span() })
+        }
+        SynExpr::Binary(b) if is_compound_assign(&b.op) => {
+            errors.push(
+                b.op.span(),
+                "only `+=` of a matmul into a PSUM tile (accumulation) is supported in a kernel",
+            );
+            None
+        }
+        SynExpr::ForLoop(f) => {
+            if let Some(l) = &f.label {
+                errors.push(l.span(), "loop labels are not supported in a kernel");
+            }
+            let var = match &*f.pat {
+                Pat::Ident(p) => Some(p.ident.clone()),
+                Pat::Wild(_) => None,
+                other => {
+                    errors.push(other.span(), "a loop variable is a plain name or `_`");
+                    None
+                }
+            };
+            let SynExpr::Call(call) = &*f.expr else {
+                errors.push(f.expr.span(), ITER_HELP);
+                return None;
+            };
+            let kind = match &*call.func {
+                SynExpr::Path(p) => match p.path.get_ident().map(|i| i.to_string()).as_deref() {
+                    Some("affine_range") => IterKind::Affine,
+                    Some("sequential_range") | Some("range") => IterKind::Sequential,
+                    Some("static_range") => IterKind::Static,
+                    _ => {
+                        errors.push(call.func.span(), ITER_HELP);
+                        return None;
+                    }
+                },
+                _ => {
+                    errors.push(call.func.span(), ITER_HELP);
+                    return None;
+                }
+            };
+            if call.args.len() != 1 {
+                errors.push(call.span(), "a loop iterator takes one argument: the trip count");
+                return None;
+            }
+            let trip = parse_expr(&call.args[0], errors)?;
+            let body = parse_block(&f.body, errors);
+            if let Some(t) = &body.tail {
+                errors.push(t.span(), "a loop body has no value: end this expression with `;`");
+            }
+            Some(Stmt::For { var, kind, trip, iter_span: call.span(), body })
+        }
+        other => parse_expr(other, errors).map(Stmt::Expr),
+    }
+}
+
+const ITER_HELP: &str =
+    "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)`";
+
+fn is_compound_assign(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitXorAssign(_)
+            | BitAndAssign(_)
+            | BitOrAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
+fn parse_args<'a>(args: impl Iterator<Item = &'a SynExpr>, errors: &mut Errors) -> Option<Vec<Arg>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for a in args {
+        let arg = match a {
+            SynExpr::Assign(kw) => match &*kw.left {
+                SynExpr::Path(p) if p.path.get_ident().is_some() => {
+                    let name = p.path.get_ident().cloned();
+                    parse_expr(&kw.right, errors).map(|value| Arg { name, value })
+                }
+                other => {
+                    errors.push(other.span(), "a keyword argument is `name = value`");
+                    None
+                }
+            },
+            e => parse_expr(e, errors).map(|value| Arg { name: None, value }),
+        };
+        match arg {
+            Some(a) => out.push(a),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// Parses an expression.
+pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
+    let span = e.span();
+    Some(match e {
+        SynExpr::Lit(l) => match &l.lit {
+            Lit::Int(i) => match i.base10_parse::<i64>() {
+                Ok(v) => Expr::Int(v, span),
+                Err(err) => {
+                    errors.push_syn(err);
+                    return None;
+                }
+            },
+            Lit::Float(f) => match f.base10_parse::<f64>() {
+                Ok(v) => Expr::Float(v, span),
+                Err(err) => {
+                    errors.push_syn(err);
+                    return None;
+                }
+            },
+            Lit::Bool(b) => Expr::Bool(b.value, span),
+            _ => {
+                errors.push(span, "only integer, float and bool literals can appear in a kernel");
+                return None;
+            }
+        },
+        SynExpr::Path(p) => match p.path.get_ident() {
+            Some(i) => Expr::Name(i.clone()),
+            None => {
+                let last = p.path.segments.last().map(|s| s.ident.clone());
+                match last {
+                    // `nl::psum`, `Buffer::Psum`: the last segment names the value
+                    Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => Expr::Name(i),
+                    _ => {
+                        errors.push(span, "unsupported path in a kernel");
+                        return None;
+                    }
+                }
+            }
+        },
+        SynExpr::Paren(p) => parse_expr(&p.expr, errors)?,
+        SynExpr::Group(g) => parse_expr(&g.expr, errors)?,
+        SynExpr::Unary(u) => match u.op {
+            syn::UnOp::Neg(_) => Expr::Neg(Box::new(parse_expr(&u.expr, errors)?), span),
+            _ => {
+                errors.push(span, "only `-` is supported as a unary operator in a kernel");
+                return None;
+            }
+        },
+        SynExpr::Binary(b) => {
+            let op = match b.op {
+                syn::BinOp::Add(_) => BinOp::Add,
+                syn::BinOp::Sub(_) => BinOp::Sub,
+                syn::BinOp::Mul(_) => BinOp::Mul,
+                syn::BinOp::Div(_) => BinOp::Div,
+                syn::BinOp::Rem(_) => BinOp::Rem,
+                _ => {
+                    errors.push(b.op.span(), "index arithmetic supports `+ - * / %`");
+                    return None;
+                }
+            };
+            let lhs = parse_expr(&b.left, errors);
+            let rhs = parse_expr(&b.right, errors);
+            Expr::Binary { op, lhs: Box::new(lhs?), rhs: Box::new(rhs?), span }
+        }
+        SynExpr::Call(c) => {
+            let SynExpr::Path(p) = &*c.func else {
+                errors.push(c.func.span(), "a kernel calls NKI functions by name");
+                return None;
+            };
+            let Some(func) = p.path.segments.last().map(|s| s.ident.clone()) else {
+                errors.push(c.func.span(), "a kernel calls NKI functions by name");
+                return None;
+            };
+            let args = parse_args(c.args.iter(), errors)?;
+            Expr::Call { func, args, span }
+        }
+        SynExpr::MethodCall(m) => {
+            let recv = parse_expr(&m.receiver, errors)?;
+            let args = parse_args(m.args.iter(), errors)?;
+            Expr::Method { recv: Box::new(recv), method: m.method.clone(), args, span }
+        }
+        SynExpr::Field(f) => {
+            let syn::Member::Named(field) = &f.member else {
+                errors.push(f.member.span(), "expected a named field (`.p`, `.x`, `.dtype`)");
+                return None;
+            };
+            let base = parse_expr(&f.base, errors)?;
+            Expr::Field { base: Box::new(base), field: field.clone(), span }
+        }
+        SynExpr::Index(ix) => {
+            let base = parse_expr(&ix.expr, errors)?;
+            let indices = match &*ix.index {
+                SynExpr::Array(a) => {
+                    let mut v = Vec::new();
+                    for e in &a.elems {
+                        v.push(parse_expr(e, errors)?);
+                    }
+                    v
+                }
+                SynExpr::Range(_) => vec![parse_expr(&ix.index, errors)?],
+                other => {
+                    errors.push(
+                        other.span(),
+                        "index a tensor with one index per axis in brackets, `t[[i_p, i_f]]`, or with `t[..]`",
+                    );
+                    return None;
+                }
+            };
+            Expr::Index { base: Box::new(base), indices, span }
+        }
+        SynExpr::Range(r) => {
+            if matches!(r.limits, syn::RangeLimits::Closed(_)) {
+                errors.push(span, "use a half-open range `a..b`");
+                return None;
+            }
+            let start = match &r.start {
+                Some(s) => Some(Box::new(parse_expr(s, errors)?)),
+                None => None,
+            };
+            let end = match &r.end {
+                Some(s) => Some(Box::new(parse_expr(s, errors)?)),
+                None => None,
+            };
+            Expr::Range { start, end, span }
+        }
+        SynExpr::Array(a) => {
+            let mut v = Vec::new();
+            for e in &a.elems {
+                v.push(parse_expr(e, errors)?);
+            }
+            Expr::Array(v, span)
+        }
+        SynExpr::Tuple(t) => {
+            let mut v = Vec::new();
+            for e in &t.elems {
+                v.push(parse_expr(e, errors)?);
+            }
+            Expr::Tuple(v, span)
+        }
+        SynExpr::Macro(m) if m.mac.path.is_ident("mgrid") => {
+            let parsed = m.mac.parse_body_with(
+                syn::punctuated::Punctuated::<SynExpr, syn::Token![,]>::parse_terminated,
+            );
+            match parsed {
+                Ok(list) => {
+                    let mut v = Vec::new();
+                    for e in &list {
+                        v.push(parse_expr(e, errors)?);
+                    }
+                    Expr::Mgrid(v, span)
+                }
+                Err(err) => {
+                    errors.push_syn(err);
+                    return None;
+                }
+            }
+        }
+        SynExpr::If(_) => {
+            errors.push(
+                span,
+                "`if` is not supported in a kernel: control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported); use a mask",
+            );
+            return None;
+        }
+        SynExpr::While(_) | SynExpr::Loop(_) => {
+            errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)` or `static_range(n)`");
+            return None;
+        }
+        SynExpr::Closure(_) => {
+            errors.push(span, "closures cannot appear in a kernel");
+            return None;
+        }
+        SynExpr::Return(_) => {
+            errors.push(span, "a kernel returns its outputs as its final expression, without `return`");
+            return None;
+        }
+        SynExpr::Unsafe(_) | SynExpr::Block(_) | SynExpr::Async(_) => {
+            errors.push(span, "blocks cannot appear in a kernel body");
+            return None;
+        }
+        SynExpr::Reference(_) => {
+            errors.push(span, "references have no meaning in a kernel: pass tensors and tiles by name");
+            return None;
+        }
+        _ => {
+            errors.push(span, "this expression cannot appear in a kernel");
+            return None;
+        }
+    })
+}
+
+/// The span of a statement, for line numbers.
+pub fn stmt_span(s: &Stmt) -> Span {
+    match s {
+        Stmt::Let { value, .. } => value.span(),
+        Stmt::Expr(e) => e.span(),
+        Stmt::Assign { target, .. } => target.span(),
+        Stmt::AddAssign { span, .. } => *span,
+        Stmt::For { iter_span, .. } => *iter_span,
+    }
+}

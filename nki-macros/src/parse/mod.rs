@@ -1,0 +1,37 @@
+//! Parsing: the annotated function into this crate's model of a kernel.
+
+pub mod body;
+pub mod model;
+pub mod signature;
+
+use proc_macro2::TokenStream;
+
+use crate::errors::Errors;
+use model::Kernel;
+
+/// Parses `#[kernel(attr)] item`. Errors are collected; `None` when the item is not a
+/// function at all.
+pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Option<Kernel> {
+    let target = signature::parse_attr(attr, errors);
+    let func: syn::ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            errors.push_syn(e);
+            return None;
+        }
+    };
+    let params = signature::parse_params(&func.sig, errors);
+    let (returns, returns_span) = signature::parse_returns(&func.sig, errors);
+    let body = body::parse_block(&func.block, errors);
+    let attrs = func.attrs.into_iter().filter(|a| a.path().is_ident("doc")).collect();
+    Some(Kernel {
+        attrs,
+        vis: func.vis,
+        name: func.sig.ident,
+        target,
+        params,
+        returns,
+        returns_span,
+        body,
+    })
+}

@@ -1,0 +1,233 @@
+//! The kernel as this crate models it: a signature of HBM tensors and a body of the
+//! statements and expressions a kernel may contain, each with the span of its tokens.
+
+use nki_lang::{DType, Target};
+use proc_macro2::Span;
+use syn::Ident;
+
+/// A parsed `#[kernel]` function.
+pub struct Kernel {
+    /// Outer attributes to keep on the generated function (doc comments).
+    pub attrs: Vec<syn::Attribute>,
+    /// Visibility of the kernel.
+    pub vis: syn::Visibility,
+    /// The kernel's name.
+    pub name: Ident,
+    /// The target generation from `#[kernel(target = ...)]`.
+    pub target: Target,
+    /// Parameters: HBM input tensors.
+    pub params: Vec<Param>,
+    /// Declared return types, in order.
+    pub returns: Vec<TensorType>,
+    /// Span of the return type (or of the name when there is none).
+    pub returns_span: Span,
+    /// The body.
+    pub body: Block,
+}
+
+/// A kernel parameter.
+pub struct Param {
+    /// Its name.
+    pub name: Ident,
+    /// Its tensor type.
+    pub ty: TensorType,
+}
+
+/// `Hbm<dtype, d0, d1, ...>`.
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions.
+    pub dims: Vec<DimSpec>,
+    /// Span of the whole type.
+    pub span: Span,
+}
+
+/// A dimension in a signature.
+pub enum DimSpec {
+    /// A literal size.
+    Lit(u64),
+    /// A symbolic size, bound at launch.
+    Sym(Ident),
+}
+
+/// A sequence of statements, optionally ending in a value.
+pub struct Block {
+    /// Statements.
+    pub stmts: Vec<Stmt>,
+    /// The trailing expression (the kernel's return value).
+    pub tail: Option<Expr>,
+}
+
+/// A statement of a kernel body.
+pub enum Stmt {
+    /// `let x = e;`, `let (a, b) = e;` or `const X: T = e;`.
+    Let {
+        /// The bound names (`None` for `_`).
+        names: Vec<Option<Ident>>,
+        /// Whether the pattern was a tuple.
+        tuple: bool,
+        /// The value.
+        value: Expr,
+    },
+    /// An expression evaluated for its effect (`store(...)`).
+    Expr(Expr),
+    /// `target = value;`
+    Assign {
+        /// The destination (a tile or an indexed tile).
+        target: Expr,
+        /// The value.
+        value: Expr,
+    },
+    /// `target += value;`
+    AddAssign {
+        /// The accumulator.
+        target: Expr,
+        /// The value.
+        value: Expr,
+        /// Span of the whole statement.
+        span: Span,
+    },
+    /// `for var in iter(trip) { body }`
+    For {
+        /// The induction variable (`None` for `_`).
+        var: Option<Ident>,
+        /// Which iterator.
+        kind: IterKind,
+        /// The trip count expression.
+        trip: Expr,
+        /// Span of the iterator call.
+        iter_span: Span,
+        /// The body.
+        body: Block,
+    },
+}
+
+/// NKI's loop iterators.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum IterKind {
+    /// `affine_range`
+    Affine,
+    /// `sequential_range` (and plain `range`, as NKI converts it)
+    Sequential,
+    /// `static_range`: unrolled at compile time
+    Static,
+}
+
+/// A binary operator of index arithmetic.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division, NKI's `//`)
+    Div,
+    /// `%`
+    Rem,
+}
+
+/// An argument of a call: positional, or `name = value` (NKI's keyword arguments).
+pub struct Arg {
+    /// The keyword, if any.
+    pub name: Option<Ident>,
+    /// The value.
+    pub value: Expr,
+}
+
+/// An expression of a kernel body.
+pub enum Expr {
+    /// An integer literal.
+    Int(i64, Span),
+    /// `true` / `false`.
+    Bool(bool, Span),
+    /// A float literal (for `full` / `memset` values).
+    Float(f64, Span),
+    /// A name: a variable, a dtype (`bf16`), a buffer (`Psum`), a symbolic dim.
+    Name(Ident),
+    /// Arithmetic.
+    Binary {
+        /// Operator.
+        op: BinOp,
+        /// Left operand.
+        lhs: Box<Expr>,
+        /// Right operand.
+        rhs: Box<Expr>,
+        /// Span of the whole expression.
+        span: Span,
+    },
+    /// `-e`
+    Neg(Box<Expr>, Span),
+    /// A call of a language function: `load(...)`, `nc_matmul(...)`, ...
+    Call {
+        /// The function.
+        func: Ident,
+        /// Arguments.
+        args: Vec<Arg>,
+        /// Span of the whole call.
+        span: Span,
+    },
+    /// A method call: `arange(128).p()`.
+    Method {
+        /// Receiver.
+        recv: Box<Expr>,
+        /// Method.
+        method: Ident,
+        /// Arguments.
+        args: Vec<Arg>,
+        /// Span of the whole call.
+        span: Span,
+    },
+    /// A field: `grid.p`, `result.dtype`.
+    Field {
+        /// Base.
+        base: Box<Expr>,
+        /// Field name.
+        field: Ident,
+        /// Span.
+        span: Span,
+    },
+    /// `base[[i, j]]` or `base[..]`.
+    Index {
+        /// The indexed tensor or tile.
+        base: Box<Expr>,
+        /// One index per axis (a single `..` covers every axis).
+        indices: Vec<Expr>,
+        /// Span of the whole expression.
+        span: Span,
+    },
+    /// `a..b`, `a..`, `..b`, `..`.
+    Range {
+        /// Start.
+        start: Option<Box<Expr>>,
+        /// End (exclusive).
+        end: Option<Box<Expr>>,
+        /// Span.
+        span: Span,
+    },
+    /// `[a, b, c]`: a shape.
+    Array(Vec<Expr>, Span),
+    /// `(a, b)`: several return values.
+    Tuple(Vec<Expr>, Span),
+    /// `mgrid![0..128, 0..512]`.
+    Mgrid(Vec<Expr>, Span),
+}
+
+impl Expr {
+    /// The expression's span.
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Int(_, s) | Expr::Bool(_, s) | Expr::Float(_, s) | Expr::Neg(_, s) => *s,
+            Expr::Name(i) => i.span(),
+            Expr::Binary { span, .. }
+            | Expr::Call { span, .. }
+            | Expr::Method { span, .. }
+            | Expr::Field { span, .. }
+            | Expr::Index { span, .. }
+            | Expr::Range { span, .. } => *span,
+            Expr::Array(_, s) | Expr::Tuple(_, s) | Expr::Mgrid(_, s) => *s,
+        }
+    }
+}
