@@ -8,6 +8,7 @@
 pub mod affine;
 pub mod alloc;
 pub mod build;
+pub mod builder;
 pub mod constraint;
 pub mod dtype;
 pub mod ir;

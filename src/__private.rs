@@ -1,0 +1,80 @@
+//! Glue between `#[kernel]`'s expansion and the runtime; every path the expansion emits
+//! resolves here.
+
+use std::borrow::Cow;
+
+use ndarray::{Array, ArrayView, Dimension};
+pub use half::{bf16, f16};
+pub use ndarray;
+pub use nki_lang::{
+    Affine, AxisIndex, Bounded, Constraint, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind, Memory, Op,
+    Program, PsumWrite, SymbolValues, Target, TensorDecl, TensorRole, TileDecl, TileShape, TileView,
+};
+pub use nki_runtime::{DeviceTensor, Element, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
+
+/// Allocates output `i` in the modeled HBM for the bound symbols.
+pub fn device_output<T: Element>(
+    kernel: &Kernel<'_>,
+    i: usize,
+    syms: &SymbolValues,
+) -> Result<DeviceTensor<T>, LaunchError> {
+    let shape = kernel.output_shape(i, syms).ok_or(LaunchError::OutputCount {
+        expected: kernel.program().outputs().len(),
+        found: i + 1,
+    })?;
+    Ok(DeviceTensor::zeros(shape.as_slice())?)
+}
+
+/// Allocates output `i` as an `ndarray` array for the bound symbols.
+pub fn host_output<T: Element, D: Dimension>(
+    kernel: &Kernel<'_>,
+    i: usize,
+    syms: &SymbolValues,
+) -> Result<Array<T, D>, LaunchError> {
+    let dims = kernel.output_dims::<D>(i, syms).ok_or(LaunchError::OutputCount {
+        expected: kernel.program().outputs().len(),
+        found: i + 1,
+    })?;
+    Ok(Array::from_elem(dims, T::default()))
+}
+
+/// Binds an output array created by [`host_output`].
+pub fn host_output_arg<T: Element, D: Dimension>(a: &mut Array<T, D>) -> Result<HbmOut<'_>, LaunchError> {
+    let shape: Vec<usize> = a.shape().to_vec();
+    let data = a.as_slice_mut().expect("host_output creates standard-layout arrays");
+    Ok(HbmOut::new(data, &shape)?)
+}
+
+/// An `ndarray` view as a kernel input: borrowed when it is in standard layout, copied into a
+/// standard-layout buffer otherwise.
+pub struct HostInput<'a, T: Element> {
+    data: Cow<'a, [T]>,
+    shape: nki_runtime::Shape,
+}
+
+impl<'a, T: Element> HostInput<'a, T> {
+    /// Wraps a view.
+    pub fn new<D: Dimension>(view: &'a ArrayView<'_, T, D>) -> Result<Self, LaunchError> {
+        let shape = nki_runtime::Shape::new(view.shape())?;
+        let data = match view.as_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(view.iter().copied().collect()),
+        };
+        Ok(HostInput { data, shape })
+    }
+
+    /// The binding.
+    pub fn arg(&self) -> HbmIn<'_> {
+        HbmIn::new(&self.data, self.shape.as_slice()).expect("shape and data agree by construction")
+    }
+}
+
+/// Binds the arguments and executes: the whole launch.
+pub fn run(
+    core: &mut NeuronCore,
+    kernel: &Kernel<'_>,
+    inputs: &[HbmIn<'_>],
+    outputs: &mut [HbmOut<'_>],
+) -> Result<(), LaunchError> {
+    core.launch(kernel, inputs, outputs)
+}

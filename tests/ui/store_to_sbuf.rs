@@ -1,0 +1,13 @@
+use nki::prelude::*;
+
+#[kernel]
+fn store_on_chip(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let a = load(x[[0..128, 0..512]]);
+    let b = zeros([128, 512], f32, Sbuf);
+    store(b, a);
+    store(out[[0..128, 0..512]], a);
+    out
+}
+
+fn main() {}
