@@ -4,7 +4,7 @@
 //! `cargo run --release --example matmul_basic`
 
 #[path = "common/mod.rs"]
-mod common;
+pub mod common;
 
 use nki::prelude::*;
 
@@ -30,7 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", matmul_basic::KERNEL.program());
     let (reference, magnitude) = common::reference(lhs_t.view(), rhs.view());
     let (worst, within) = common::max_error(out.view(), &reference, &magnitude, 128);
-    println!("largest |error| against the f64 reference: {worst:.3e} (within the bf16 bound: {within})");
+    println!(
+        "largest |error| against the f64 reference: {worst:.3e} (within the bf16 bound: {within})"
+    );
     if !within {
         return Err("result outside the bf16 error bound".into());
     }

@@ -4,7 +4,7 @@
 //! `cargo run --release --example matmul_tiled -- [K M N]` (default 1024 1024 1024)
 
 #[path = "common/mod.rs"]
-mod common;
+pub mod common;
 
 use nki::prelude::*;
 
@@ -19,19 +19,27 @@ pub fn matmul_tiled(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> Hbm<bf16, M
         for n in affine_range(N / TILE_N) {
             let res_psum = zeros([TILE_M, TILE_N], f32, Psum);
             for k in affine_range(K / TILE_K) {
-                let lhs_tile = load(lhs_t[[k * TILE_K..(k + 1) * TILE_K, m * TILE_M..(m + 1) * TILE_M]]);
-                let rhs_tile = load(rhs[[k * TILE_K..(k + 1) * TILE_K, n * TILE_N..(n + 1) * TILE_N]]);
+                let lhs_tile =
+                    load(lhs_t[[k * TILE_K..(k + 1) * TILE_K, m * TILE_M..(m + 1) * TILE_M]]);
+                let rhs_tile =
+                    load(rhs[[k * TILE_K..(k + 1) * TILE_K, n * TILE_N..(n + 1) * TILE_N]]);
                 res_psum += matmul(lhs_tile, rhs_tile, transpose_x = true);
             }
             let res_sb = copy(res_psum, result.dtype);
-            store(result[[m * TILE_M..(m + 1) * TILE_M, n * TILE_N..(n + 1) * TILE_N]], res_sb);
+            store(
+                result[[m * TILE_M..(m + 1) * TILE_M, n * TILE_N..(n + 1) * TILE_N]],
+                res_sb,
+            );
         }
     }
     result
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse()).collect::<Result<_, _>>()?;
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
     let (k, m, n) = match args.as_slice() {
         [] => (1024, 1024, 1024),
         [k, m, n] => (*k, *m, *n),
@@ -48,7 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (reference, magnitude) = common::reference(a, b);
     let out = out.into_array::<nki::ndarray::Ix2>()?;
     let (worst, within) = common::max_error(out.view(), &reference, &magnitude, k);
-    println!("K={k} M={m} N={n}: largest |error| against the f64 reference: {worst:.3e} (within the bf16 bound: {within})");
+    println!(
+        "K={k} M={m} N={n}: largest |error| against the f64 reference: {worst:.3e} (within the bf16 bound: {within})"
+    );
     if !within {
         return Err("result outside the bf16 error bound".into());
     }

@@ -3,12 +3,13 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array, ArrayView, Dimension};
 pub use half::{bf16, f16};
 pub use ndarray;
+use ndarray::{Array, ArrayView, Dimension};
 pub use nki_lang::{
-    Affine, AxisIndex, Bounded, Constraint, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind, Memory, Op,
-    Program, PsumWrite, SymbolValues, Target, TensorDecl, TensorRole, TileDecl, TileShape, TileView,
+    Affine, AxisIndex, Bounded, Constraint, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind,
+    Memory, Op, Program, PsumWrite, SymbolValues, Target, TensorDecl, TensorRole, TileDecl,
+    TileShape, TileView,
 };
 pub use nki_runtime::{DeviceTensor, Element, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
 
@@ -18,10 +19,12 @@ pub fn device_output<T: Element>(
     i: usize,
     syms: &SymbolValues,
 ) -> Result<DeviceTensor<T>, LaunchError> {
-    let shape = kernel.output_shape(i, syms).ok_or(LaunchError::OutputCount {
-        expected: kernel.program().outputs().len(),
-        found: i + 1,
-    })?;
+    let shape = kernel
+        .output_shape(i, syms)
+        .ok_or(LaunchError::OutputCount {
+            expected: kernel.program().outputs().len(),
+            found: i + 1,
+        })?;
     Ok(DeviceTensor::zeros(shape.as_slice())?)
 }
 
@@ -31,17 +34,23 @@ pub fn host_output<T: Element, D: Dimension>(
     i: usize,
     syms: &SymbolValues,
 ) -> Result<Array<T, D>, LaunchError> {
-    let dims = kernel.output_dims::<D>(i, syms).ok_or(LaunchError::OutputCount {
-        expected: kernel.program().outputs().len(),
-        found: i + 1,
-    })?;
+    let dims = kernel
+        .output_dims::<D>(i, syms)
+        .ok_or(LaunchError::OutputCount {
+            expected: kernel.program().outputs().len(),
+            found: i + 1,
+        })?;
     Ok(Array::from_elem(dims, T::default()))
 }
 
 /// Binds an output array created by [`host_output`].
-pub fn host_output_arg<T: Element, D: Dimension>(a: &mut Array<T, D>) -> Result<HbmOut<'_>, LaunchError> {
+pub fn host_output_arg<T: Element, D: Dimension>(
+    a: &mut Array<T, D>,
+) -> Result<HbmOut<'_>, LaunchError> {
     let shape: Vec<usize> = a.shape().to_vec();
-    let data = a.as_slice_mut().expect("host_output creates standard-layout arrays");
+    let data = a
+        .as_slice_mut()
+        .expect("host_output creates standard-layout arrays");
     Ok(HbmOut::new(data, &shape)?)
 }
 

@@ -22,9 +22,15 @@ fn assert_close(out: &Array2<bf16>, lhs_t: &Array2<bf16>, rhs: &Array2<bf16>) {
 
 #[test]
 fn seed_kernel_device_resident() {
-    let (a, b) = (common::random_bf16(128, 128, 11), common::random_bf16(128, 512, 12));
+    let (a, b) = (
+        common::random_bf16(128, 128, 11),
+        common::random_bf16(128, 512, 12),
+    );
     let mut core = NeuronCore::default();
-    let (da, db) = (DeviceTensor::from_array(&a).unwrap(), DeviceTensor::from_array(&b).unwrap());
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
     let out = matmul_basic(&mut core, &da, &db).unwrap();
     assert_eq!(out.shape(), &[128, 512]);
     assert_close(&out.into_array::<Ix2>().unwrap(), &a, &b);
@@ -32,9 +38,15 @@ fn seed_kernel_device_resident() {
 
 #[test]
 fn seed_kernel_launches_repeatedly_on_resident_tensors() {
-    let (a, b) = (common::random_bf16(128, 128, 13), common::random_bf16(128, 512, 14));
+    let (a, b) = (
+        common::random_bf16(128, 128, 13),
+        common::random_bf16(128, 512, 14),
+    );
     let mut core = NeuronCore::default();
-    let (da, db) = (DeviceTensor::from_array(&a).unwrap(), DeviceTensor::from_array(&b).unwrap());
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
     let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
     matmul_basic::launch_into(&mut core, &da, &db, &mut out).unwrap();
     let first = out.to_array();
@@ -60,9 +72,15 @@ fn seed_kernel_on_non_contiguous_views() {
 #[test]
 fn one_kernel_output_feeds_the_next() {
     // first = aᵀ·b stays in the modeled HBM and is the moving input of second = aᵀ·first.
-    let (a, b) = (common::random_bf16(128, 128, 17), common::random_bf16(128, 512, 18));
+    let (a, b) = (
+        common::random_bf16(128, 128, 17),
+        common::random_bf16(128, 512, 18),
+    );
     let mut core = NeuronCore::default();
-    let (da, db) = (DeviceTensor::from_array(&a).unwrap(), DeviceTensor::from_array(&b).unwrap());
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
     let first = matmul_tiled(&mut core, &da, &db).unwrap(); // [128, 512], stays on the device
     let second = matmul_tiled(&mut core, &da, &first).unwrap(); // aᵀ · first
     let first_host: Array2<bf16> = first.into_array().unwrap();
@@ -72,7 +90,15 @@ fn one_kernel_output_feeds_the_next() {
 #[test]
 fn tiled_kernel_at_several_shapes() {
     let mut core = NeuronCore::default();
-    for (i, &(k, m, n)) in [(128, 128, 512), (256, 384, 1024), (384, 256, 512), (1024, 1024, 1024)].iter().enumerate() {
+    for (i, &(k, m, n)) in [
+        (128, 128, 512),
+        (256, 384, 1024),
+        (384, 256, 512),
+        (1024, 1024, 1024),
+    ]
+    .iter()
+    .enumerate()
+    {
         let a = common::random_bf16(k, m, 100 + i as u64);
         let b = common::random_bf16(k, n, 200 + i as u64);
         let out = matmul_tiled::host(&mut core, a.view(), b.view()).unwrap();
@@ -91,18 +117,30 @@ fn launch_errors_say_what_is_wrong_and_change_nothing() {
 
     // Rank.
     let rank3 = DeviceTensor::<bf16>::zeros(&[2, 128, 128]).unwrap();
-    let e = matmul_tiled::launch_into(&mut core, &rank3, &b, &mut out).unwrap_err().to_string();
-    assert!(e.contains("lhs_t") && e.contains('3') && e.contains('2'), "{e}");
+    let e = matmul_tiled::launch_into(&mut core, &rank3, &b, &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lhs_t") && e.contains('3') && e.contains('2'),
+        "{e}"
+    );
 
     // Symbol bound twice with different values.
     let b_bad = DeviceTensor::<bf16>::zeros(&[384, 512]).unwrap();
-    let e = matmul_tiled::launch_into(&mut core, &a, &b_bad, &mut out).unwrap_err().to_string();
-    assert!(e.contains('K') && e.contains("256") && e.contains("384"), "{e}");
+    let e = matmul_tiled::launch_into(&mut core, &a, &b_bad, &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains('K') && e.contains("256") && e.contains("384"),
+        "{e}"
+    );
 
     // Divisibility constraint.
     let a_odd = DeviceTensor::<bf16>::zeros(&[200, 128]).unwrap();
     let b_odd = DeviceTensor::<bf16>::zeros(&[200, 512]).unwrap();
-    let e = matmul_tiled::launch_into(&mut core, &a_odd, &b_odd, &mut out).unwrap_err().to_string();
+    let e = matmul_tiled::launch_into(&mut core, &a_odd, &b_odd, &mut out)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("K % 128 == 0") && e.contains("200"), "{e}");
 
     // Output shape.
@@ -111,7 +149,13 @@ fn launch_errors_say_what_is_wrong_and_change_nothing() {
 
     // Literal dimension of a fixed-shape kernel.
     let e = matmul_basic(&mut core, &a, &b).unwrap_err().to_string();
-    assert!(e.contains("lhs_t") && e.contains("256") && e.contains("128"), "{e}");
+    assert!(
+        e.contains("lhs_t") && e.contains("256") && e.contains("128"),
+        "{e}"
+    );
 
-    assert!(out.as_slice().iter().all(|&x| x == sentinel), "a failed launch wrote its output");
+    assert!(
+        out.as_slice().iter().all(|&x| x == sentinel),
+        "a failed launch wrote its output"
+    );
 }

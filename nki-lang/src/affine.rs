@@ -44,8 +44,8 @@ impl Affine {
     #[inline]
     pub fn eval(&self, ivs: &LoopValues) -> i64 {
         let mut v = self.constant;
-        for d in 0..MAX_LOOP_DEPTH {
-            v += self.coef[d] * ivs[d];
+        for (c, iv) in self.coef.iter().zip(ivs) {
+            v += c * iv;
         }
         v
     }

@@ -636,10 +636,10 @@ impl Checker<'_> {
                 self.malformed(Site::Tensor(t), "tensor rank must be 1 to 6");
             }
             for d in &tensor.shape {
-                if let Dim::Sym(s) = *d {
-                    if s as usize >= p.symbols.len() {
-                        self.malformed(Site::Tensor(t), "symbol index out of range");
-                    }
+                if let Dim::Sym(s) = *d
+                    && s as usize >= p.symbols.len()
+                {
+                    self.malformed(Site::Tensor(t), "symbol index out of range");
                 }
             }
         }

@@ -71,7 +71,11 @@ pub struct Grid {
 impl Grid {
     /// The window at index 0 of every axis, the tile's dimensions along the tensor's first axes.
     pub fn origin(tensor: TensorId) -> Grid {
-        Grid { tensor, start: [Affine::ZERO; MAX_TENSOR_RANK], first_axis: 0 }
+        Grid {
+            tensor,
+            start: [Affine::ZERO; MAX_TENSOR_RANK],
+            first_axis: 0,
+        }
     }
 
     /// Sets the start index on `axis`.
@@ -102,7 +106,11 @@ impl ProgramBuilder {
     /// An empty program.
     pub fn new(name: &str, target: Target) -> ProgramBuilder {
         ProgramBuilder {
-            buf: ProgramBuf { name: name.to_string(), target, ..ProgramBuf::default() },
+            buf: ProgramBuf {
+                name: name.to_string(),
+                target,
+                ..ProgramBuf::default()
+            },
             open: Vec::new(),
             outputs_started: false,
         }
@@ -114,49 +122,91 @@ impl ProgramBuilder {
             return Ok(Dim::Sym(i as u8));
         }
         if self.buf.symbols.len() == crate::shape::MAX_SYMBOLS {
-            return Err(BuildError::Usage("a program has at most 8 symbolic dimensions"));
+            return Err(BuildError::Usage(
+                "a program has at most 8 symbolic dimensions",
+            ));
         }
         self.buf.symbols.push(name.to_string());
         Ok(Dim::Sym((self.buf.symbols.len() - 1) as u8))
     }
 
-    fn tensor(&mut self, name: &str, dtype: DType, shape: &[Dim], role: TensorRole) -> Result<TensorId, BuildError> {
+    fn tensor(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[Dim],
+        role: TensorRole,
+    ) -> Result<TensorId, BuildError> {
         if self.buf.tensors.len() == crate::MAX_TENSORS {
             return Err(BuildError::Usage("a program has at most 16 HBM tensors"));
         }
         if shape.is_empty() || shape.len() > MAX_TENSOR_RANK {
             return Err(BuildError::Usage("an HBM tensor has 1 to 6 dimensions"));
         }
-        self.buf.tensors.push(TensorBuf { name: name.to_string(), dtype, shape: shape.to_vec(), role });
+        self.buf.tensors.push(TensorBuf {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+            role,
+        });
         Ok(TensorId((self.buf.tensors.len() - 1) as u8))
     }
 
     /// An input tensor (declare every input before the first output).
-    pub fn input(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> Result<TensorId, BuildError> {
+    pub fn input(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[Dim],
+    ) -> Result<TensorId, BuildError> {
         if self.outputs_started {
-            return Err(BuildError::Usage("declare every input before the first output"));
+            return Err(BuildError::Usage(
+                "declare every input before the first output",
+            ));
         }
         self.tensor(name, dtype, shape, TensorRole::Input)
     }
 
     /// An output tensor, in return order.
-    pub fn output(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> Result<TensorId, BuildError> {
+    pub fn output(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[Dim],
+    ) -> Result<TensorId, BuildError> {
         self.outputs_started = true;
         self.tensor(name, dtype, shape, TensorRole::Output)
     }
 
     /// An on-chip tile (`shape`: partitions, then 1 to 3 free dimensions).
-    pub fn tile(&mut self, name: &str, memory: Memory, dtype: DType, shape: &[u32]) -> Result<TileId, BuildError> {
-        let shape = TileShape::new(shape).ok_or(BuildError::Usage("a tile has 1 to 4 dimensions"))?;
+    pub fn tile(
+        &mut self,
+        name: &str,
+        memory: Memory,
+        dtype: DType,
+        shape: &[u32],
+    ) -> Result<TileId, BuildError> {
+        let shape =
+            TileShape::new(shape).ok_or(BuildError::Usage("a tile has 1 to 4 dimensions"))?;
         if self.buf.tiles.len() >= u16::MAX as usize {
             return Err(BuildError::Usage("too many tiles"));
         }
-        self.buf.tiles.push(TileBuf { name: name.to_string(), memory, dtype, shape });
+        self.buf.tiles.push(TileBuf {
+            name: name.to_string(),
+            memory,
+            dtype,
+            shape,
+        });
         Ok(TileId((self.buf.tiles.len() - 1) as u16))
     }
 
     /// Opens a loop; returns its induction variable as an affine expression (`scale` 1).
-    pub fn begin_loop(&mut self, kind: LoopKind, var: &str, trip: Extent) -> Result<Affine, BuildError> {
+    pub fn begin_loop(
+        &mut self,
+        kind: LoopKind,
+        var: &str,
+        trip: Extent,
+    ) -> Result<Affine, BuildError> {
         if self.open.len() == MAX_LOOP_DEPTH {
             return Err(BuildError::Usage("loops nest at most 8 deep"));
         }
@@ -164,7 +214,12 @@ impl ProgramBuilder {
         let v = (self.buf.loop_vars.len() - 1) as u16;
         let depth = self.open.len();
         self.open.push(self.buf.instrs.len());
-        self.push(Op::LoopBegin { kind, trip, var: v, end: 0 });
+        self.push(Op::LoopBegin {
+            kind,
+            trip,
+            var: v,
+            end: 0,
+        });
         Ok(Affine::var(depth, 1))
     }
 
@@ -178,9 +233,14 @@ impl ProgramBuilder {
 
     /// Closes the innermost loop.
     pub fn end_loop(&mut self) -> Result<(), BuildError> {
-        let begin = self.open.pop().ok_or(BuildError::Usage("no loop is open"))?;
+        let begin = self
+            .open
+            .pop()
+            .ok_or(BuildError::Usage("no loop is open"))?;
         let end = self.buf.instrs.len() as u32;
-        self.push(Op::LoopEnd { begin: begin as u32 });
+        self.push(Op::LoopEnd {
+            begin: begin as u32,
+        });
         if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
             *e = end;
         }
@@ -188,7 +248,11 @@ impl ProgramBuilder {
     }
 
     fn view(&self, t: TileId) -> Result<TileView, BuildError> {
-        let tile = self.buf.tiles.get(t.0 as usize).ok_or(BuildError::Usage("unknown tile"))?;
+        let tile = self
+            .buf
+            .tiles
+            .get(t.0 as usize)
+            .ok_or(BuildError::Usage("unknown tile"))?;
         let free = tile.shape.free();
         let mut strides = [0i64; MAX_TILE_RANK - 1];
         let mut s = 1i64;
@@ -196,28 +260,51 @@ impl ProgramBuilder {
             strides[j] = s;
             s *= free[j] as i64;
         }
-        Ok(TileView { tile: t.0, part_start: 0, shape: tile.shape, offset: Affine::ZERO, strides })
+        Ok(TileView {
+            tile: t.0,
+            part_start: 0,
+            shape: tile.shape,
+            offset: Affine::ZERO,
+            strides,
+        })
     }
 
     fn access(&self, g: Grid, shape: &TileShape) -> Result<HbmAccess, BuildError> {
-        let tensor = self.buf.tensors.get(g.tensor.0 as usize).ok_or(BuildError::Usage("unknown tensor"))?;
+        let tensor = self
+            .buf
+            .tensors
+            .get(g.tensor.0 as usize)
+            .ok_or(BuildError::Usage("unknown tensor"))?;
         let rank = tensor.shape.len();
         if g.first_axis + shape.rank() > rank {
-            return Err(BuildError::Usage("the tile has more dimensions than the tensor has from that axis"));
+            return Err(BuildError::Usage(
+                "the tile has more dimensions than the tensor has from that axis",
+            ));
         }
-        let mut axes = [AxisIndex { start: Affine::ZERO, grid: [0; MAX_TILE_RANK] }; MAX_TENSOR_RANK];
+        let mut axes = [AxisIndex {
+            start: Affine::ZERO,
+            grid: [0; MAX_TILE_RANK],
+        }; MAX_TENSOR_RANK];
         for (a, axis) in axes.iter_mut().enumerate().take(rank) {
             axis.start = g.start[a];
             if a >= g.first_axis && a - g.first_axis < shape.rank() {
                 axis.grid[a - g.first_axis] = 1;
             }
         }
-        Ok(HbmAccess { tensor: g.tensor.0, rank: rank as u8, axes })
+        Ok(HbmAccess {
+            tensor: g.tensor.0,
+            rank: rank as u8,
+            axes,
+        })
     }
 
     fn push(&mut self, op: Op) {
         let engine = op.default_engine();
-        self.buf.instrs.push(Instr { engine, line: 0, op });
+        self.buf.instrs.push(Instr {
+            engine,
+            line: 0,
+            op,
+        });
     }
 
     /// `load`: the window `src` of an HBM tensor into the whole tile `dst`.
@@ -237,9 +324,21 @@ impl ProgramBuilder {
     }
 
     /// `nc_matmul`: `dst (PSUM) = stationaryᵀ · moving`, overwritten or accumulated per `write`.
-    pub fn matmul(&mut self, dst: TileId, stationary: TileId, moving: TileId, write: PsumWrite) -> Result<(), BuildError> {
-        let (dst, stationary, moving) = (self.view(dst)?, self.view(stationary)?, self.view(moving)?);
-        self.push(Op::Matmul { stationary, moving, dst, write });
+    pub fn matmul(
+        &mut self,
+        dst: TileId,
+        stationary: TileId,
+        moving: TileId,
+        write: PsumWrite,
+    ) -> Result<(), BuildError> {
+        let (dst, stationary, moving) =
+            (self.view(dst)?, self.view(stationary)?, self.view(moving)?);
+        self.push(Op::Matmul {
+            stationary,
+            moving,
+            dst,
+            write,
+        });
         Ok(())
     }
 

@@ -27,6 +27,8 @@ pub enum Bounded {
 }
 
 /// A condition on the symbolic dimensions.
+// Plain data emitted into `static`s by `#[kernel]`: no variant can be boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Constraint {
     /// `symbols[sym] % by == 0` (from a trip count `SYM / by`).
@@ -82,7 +84,7 @@ impl Constraint {
     /// Whether the symbols satisfy the constraint.
     pub fn holds(&self, syms: &SymbolValues) -> bool {
         match *self {
-            Constraint::Divisible { sym, by } => syms[sym as usize] % by == 0,
+            Constraint::Divisible { sym, by } => syms[sym as usize].is_multiple_of(by),
             Constraint::InBounds {
                 size,
                 lo,

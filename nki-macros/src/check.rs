@@ -1,8 +1,8 @@
 //! Checking: `ProgramBuf::finish` applies the rules of `nki-lang`; each violation is reported
 //! on the tokens of the instruction operand, tile or tensor it concerns.
 
+use crate::span::Span;
 use nki_lang::{CompiledProgram, RuleViolation, Site};
-use proc_macro2::Span;
 
 use crate::errors::Errors;
 use crate::lower::Lowered;
@@ -23,9 +23,11 @@ pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<Co
                     Site::Program => fallback,
                     Site::Tile(t) => spans.tiles.get(t).copied().unwrap_or(fallback),
                     Site::Tensor(t) => spans.tensors.get(t).copied().unwrap_or(fallback),
-                    Site::Operand { instr, role } => {
-                        spans.instrs.get(instr).map(|s| s.get(role)).unwrap_or(fallback)
-                    }
+                    Site::Operand { instr, role } => spans
+                        .instrs
+                        .get(instr)
+                        .map(|s| s.get(role))
+                        .unwrap_or(fallback),
                 };
                 errors.push(span, message(&d.violation));
             }

@@ -1,6 +1,8 @@
 //! Accumulated diagnostics: every error is collected and all are reported together.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Punct, Spacing, TokenStream, TokenTree};
+
+use crate::span::Span;
 
 /// A list of spanned errors.
 #[derive(Default)]
@@ -9,9 +11,17 @@ pub struct Errors {
 }
 
 impl Errors {
-    /// Records an error at `span`.
-    pub fn push(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.list.push(syn::Error::new(span, message));
+    /// Records an error underlining `span`.
+    pub fn push(&mut self, span: impl Into<Span>, message: impl std::fmt::Display) {
+        let span = span.into();
+        let mut first = Punct::new('#', Spacing::Alone);
+        first.set_span(span.start);
+        let mut last = Punct::new('#', Spacing::Alone);
+        last.set_span(span.end);
+        let range: TokenStream = [TokenTree::Punct(first), TokenTree::Punct(last)]
+            .into_iter()
+            .collect();
+        self.list.push(syn::Error::new_spanned(range, message));
     }
 
     /// Records a syn error.

@@ -13,6 +13,7 @@ mod emit;
 mod errors;
 mod lower;
 mod parse;
+mod span;
 
 use proc_macro::TokenStream;
 
@@ -24,7 +25,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(attr.into(), item.into()).into()
 }
 
-fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let mut errors = errors::Errors::default();
     let Some(kernel) = parse::parse(attr, item, &mut errors) else {
         return errors.to_compile_errors();
@@ -32,7 +36,7 @@ fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> pro
     if errors.is_empty() {
         let lowered = lower::lower(&kernel, &mut errors);
         if errors.is_empty()
-            && let Some(program) = check::check(lowered, kernel.name.span(), &mut errors)
+            && let Some(program) = check::check(lowered, kernel.name.span().into(), &mut errors)
         {
             return emit::kernel(&kernel, &program);
         }

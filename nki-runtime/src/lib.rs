@@ -1,2 +1,74 @@
 //! Executes NKI programs on a modeled NeuronCore.
+//!
+//! # The modeled core
+//!
+//! A [`NeuronCore`] has the memories a NeuronCore exposes to NKI kernels:
+//!
+//! - **HBM**, the device memory: kernel inputs and outputs, here host buffers
+//!   ([`DeviceTensor`], or any slice bound through [`HbmIn`] / [`HbmOut`]), row-major.
+//! - **SBUF**, the state buffer: 128 partitions × 192 KiB (Trn1) or 224 KiB (Trn2).
+//! - **PSUM**, the partial-sum buffer: 128 partitions × 8 banks × 2 KiB, where TensorE
+//!   accumulates in fp32.
+//!
+//! and its engines: DMA (`load`, `store`), TensorE (`nc_matmul`, `nc_transpose`), VectorE
+//! (`tensor_copy`, `memset`). A kernel is a [`nki_lang::Program`] (plain data, checked when it
+//! was built, tile addresses assigned); [`Kernel::bind`] checks a launch's tensors against the
+//! program's signature and launch constraints, and [`NeuronCore::execute`] runs it. Every
+//! instruction runs to completion before the next one starts: the engines' overlap is a
+//! matter of time, not of results, and no timing is modeled yet.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use nki_runtime::{DeviceTensor, NeuronCore};
+//! use nki_runtime::nki_lang::Target;
+//!
+//! let core = NeuronCore::new(Target::Trn1);
+//! let x = DeviceTensor::from_array(&ndarray::arr2(&[[1.0f32, 2.0], [3.0, 4.0]]))?;
+//! assert_eq!(x.shape(), &[2, 2]);
+//! # let _ = core;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Numerics
+//!
+//! - **Conversions** (DMA casts, `tensor_copy`, `memset` values) round to nearest, ties to
+//!   even. Widening bf16/f16 → f32 is exact. f32 → bf16 flushes f32 subnormal inputs to a
+//!   signed zero, as the hardware's conversion does; f32 → f16 is IEEE (f16 subnormals kept).
+//!   bf16 ↔ f16 goes through f32. The exact bit rules, NaNs included, are those of
+//!   [`cpu::convert`].
+//! - **`nc_matmul`** accumulates in fp32 in PSUM: for each output element, starting from the
+//!   existing PSUM value (accumulate) or `-0.0` (overwrite), one fused multiply-add per
+//!   contraction index in ascending order, inputs treated as zero when subnormal and results
+//!   flushed when tiny: the order and rules of [`cpu::matmul`]. An accumulation group
+//!   ([`nki_lang::PsumWrite::Group`]) overwrites in the first iteration of its loops and
+//!   accumulates afterwards.
+//! - **`nc_transpose`** widens exactly to fp32 in PSUM.
+//! - The engines compute in fp32: a `tensor_copy` between two dtypes goes through f32; a copy
+//!   within one dtype keeps the bits.
+//! - Results are identical on every host code path ([`Isa`]); only speed differs.
+//!
+//! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
+//! be little-endian.
+
+#[cfg(target_endian = "big")]
+compile_error!("nki-runtime models the device's little-endian memories with host memory");
+
 pub mod cpu;
+
+mod core;
+mod element;
+mod engines;
+mod exec;
+mod launch;
+pub mod memory;
+mod shape;
+mod tensor;
+
+pub use crate::core::{NeuronCore, UnsupportedIsa};
+pub use cpu::Isa;
+pub use element::Element;
+pub use launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
+pub use nki_lang;
+pub use shape::{MAX_DIM, Shape};
+pub use tensor::DeviceTensor;

@@ -42,8 +42,12 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
     let attrs = &k.attrs;
     let names: Vec<&Ident> = k.params.iter().map(|p| &p.name).collect();
     let ins: Vec<TokenStream> = k.params.iter().map(|p| elem(p.ty.dtype)).collect();
-    let outs: Vec<(Ident, &TensorType)> =
-        k.returns.iter().enumerate().map(|(i, t)| (format_ident!("out{}", i), t)).collect();
+    let outs: Vec<(Ident, &TensorType)> = k
+        .returns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format_ident!("out{}", i), t))
+        .collect();
     let out_names: Vec<&Ident> = outs.iter().map(|(n, _)| n).collect();
     let out_elems: Vec<TokenStream> = outs.iter().map(|(_, t)| elem(t.dtype)).collect();
     let device_t = item("DeviceTensor");
@@ -71,7 +75,7 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
             quote! {
                 let inputs = [#(#names.arg()),*];
                 let syms = KERNEL.bind_inputs(&inputs)?;
-                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, &syms);)*
+                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, &syms)?;)*
                 #p::run(core, &KERNEL, &inputs, &mut [#(#out_names.arg_mut()),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
@@ -79,11 +83,11 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
                 #p::run(core, &KERNEL, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
             },
             quote! {
-                #(let #names = #p::HostInput::new(&#names);)*
+                #(let #names = #p::HostInput::new(&#names)?;)*
                 let inputs = [#(#names.arg()),*];
                 let syms = KERNEL.bind_inputs(&inputs)?;
-                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, &syms);)*
-                #p::run(core, &KERNEL, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)),*])?;
+                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, &syms)?;)*
+                #p::run(core, &KERNEL, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
         )

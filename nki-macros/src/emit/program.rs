@@ -1,8 +1,8 @@
 //! The checked program as a `static`: plain data, built by const expressions.
 
 use nki_lang::{
-    Affine, AxisIndex, Bounded, CompiledProgram, Constraint, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind,
-    Memory, Op, PsumWrite, TensorRole, TileShape, TileView,
+    Affine, AxisIndex, Bounded, CompiledProgram, Constraint, DType, Dim, Engine, Extent, HbmAccess,
+    Instr, LoopKind, Memory, Op, PsumWrite, TensorRole, TileShape, TileView,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -21,10 +21,16 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         let (name, dtype, role) = (t.name, dtype(t.dtype), role(t.role));
         let shape = t.shape.iter().map(|d| dim(*d));
         let decl = item("TensorDecl");
-        quote!(#decl { name: #name, dtype: #dtype, shape: &[#(#shape),*], role: #role })
+        quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role })
     });
     let tiles = prog.tiles().iter().map(|t| {
-        let (name, memory, dtype, shape, addr) = (t.name, memory(t.memory), dtype(t.dtype), shape(&t.shape), t.addr);
+        let (name, memory, dtype, shape, addr) = (
+            t.name,
+            memory(t.memory),
+            dtype(t.dtype),
+            shape(&t.shape),
+            t.addr,
+        );
         let decl = item("TileDecl");
         quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr })
     });
@@ -36,12 +42,12 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         #program_t::from_checked_parts(
             #name,
             #target,
-            &[#(#symbols),*],
-            &[#(#tensors),*],
-            &[#(#tiles),*],
-            &[#(#loop_vars),*],
-            &[#(#instrs),*],
-            &[#(#constraints),*],
+            const { &[#(#symbols),*] },
+            const { &[#(#tensors),*] },
+            const { &[#(#tiles),*] },
+            const { &[#(#loop_vars),*] },
+            const { &[#(#instrs),*] },
+            const { &[#(#constraints),*] },
             #sbuf,
             #psum,
         )
@@ -114,7 +120,13 @@ fn affine(a: &Affine) -> TokenStream {
 
 fn view(v: &TileView) -> TokenStream {
     let ty = item("TileView");
-    let (tile, part_start, shape, offset, strides) = (v.tile, v.part_start, shape(&v.shape), affine(&v.offset), v.strides);
+    let (tile, part_start, shape, offset, strides) = (
+        v.tile,
+        v.part_start,
+        shape(&v.shape),
+        affine(&v.offset),
+        v.strides,
+    );
     quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*] })
 }
 
@@ -142,7 +154,12 @@ fn instr(i: &Instr) -> TokenStream {
         Engine::Sync => quote!(#engine_t::Sync),
     };
     let op = match &i.op {
-        Op::LoopBegin { kind, trip, var, end } => {
+        Op::LoopBegin {
+            kind,
+            trip,
+            var,
+            end,
+        } => {
             let k = item("LoopKind");
             let kind = match kind {
                 LoopKind::Affine => quote!(#k::Affine),
@@ -160,7 +177,12 @@ fn instr(i: &Instr) -> TokenStream {
             let (dst, src) = (access(dst), view(src));
             quote!(#op_t::Store { dst: #dst, src: #src })
         }
-        Op::Matmul { stationary, moving, dst, write } => {
+        Op::Matmul {
+            stationary,
+            moving,
+            dst,
+            write,
+        } => {
             let (s, m, d) = (view(stationary), view(moving), view(dst));
             let w = item("PsumWrite");
             let write = match write {
@@ -192,10 +214,20 @@ fn constraint(c: &Constraint) -> TokenStream {
     let ty = item("Constraint");
     match *c {
         Constraint::Divisible { sym, by } => quote!(#ty::Divisible { sym: #sym, by: #by }),
-        Constraint::InBounds { target, size, lo, hi, coef, loops, depth } => {
+        Constraint::InBounds {
+            target,
+            size,
+            lo,
+            hi,
+            coef,
+            loops,
+            depth,
+        } => {
             let b = item("Bounded");
             let target = match target {
-                Bounded::Tensor { tensor, axis } => quote!(#b::Tensor { tensor: #tensor, axis: #axis }),
+                Bounded::Tensor { tensor, axis } => {
+                    quote!(#b::Tensor { tensor: #tensor, axis: #axis })
+                }
                 Bounded::TileFree { tile } => quote!(#b::TileFree { tile: #tile }),
             };
             let size = dim(size);

@@ -1,7 +1,7 @@
 //! Evaluation of kernel-body expressions to compile-time values.
 
+use crate::span::Span;
 use nki_lang::{DType, MAX_TILE_RANK};
-use proc_macro2::Span;
 
 use super::Lowerer;
 use super::ops::Dest;
@@ -17,7 +17,7 @@ impl Lowerer<'_> {
             Expr::Int(v, _) => Value::Int(*v),
             Expr::Float(v, _) => Value::Float(*v),
             Expr::Bool(b, _) => Value::Bool(*b),
-            Expr::Name(id) => self.name(&id.to_string(), id.span()),
+            Expr::Name(id) => self.name(&id.to_string(), id.span().into()),
             Expr::Neg(inner, span) => {
                 let v = self.eval(inner);
                 self.arith(BinOp::Mul, v, Value::Int(-1), *span)
@@ -40,7 +40,7 @@ impl Lowerer<'_> {
                 match (r, AXES.iter().position(|a| *a == m)) {
                     (Value::Range(start, size), Some(axis)) => Value::Index(Idx::grid_axis(axis, start, size)),
                     (Value::Poison, _) => Value::Poison,
-                    (Value::Range(..), None) => self.error(method.span(), "pick the arange's axis with `.p()`, `.x()`, `.y()` or `.z()`"),
+                    (Value::Range(..), None) => self.error(method.span().into(), "pick the arange's axis with `.p()`, `.x()`, `.y()` or `.z()`"),
                     (other, _) => self.error(*span, format!("no method `{m}` on {}", other.describe())),
                 }
             }
@@ -67,7 +67,10 @@ impl Lowerer<'_> {
             return Value::Buffer(b);
         }
         if let Some(s) = self.buf.symbols.iter().position(|s| s == name) {
-            return Value::Sym { sym: s as u8, div: 1 };
+            return Value::Sym {
+                sym: s as u8,
+                div: 1,
+            };
         }
         self.error(span, format!("cannot find `{name}` in this kernel"))
     }
@@ -78,7 +81,13 @@ impl Lowerer<'_> {
             Value::Int(n) => Some(n),
             Value::Poison => None,
             other => {
-                self.error(e.span(), format!("{what} must be a compile-time integer, not {}", other.describe()));
+                self.error(
+                    e.span(),
+                    format!(
+                        "{what} must be a compile-time integer, not {}",
+                        other.describe()
+                    ),
+                );
                 None
             }
         }
@@ -91,7 +100,10 @@ impl Lowerer<'_> {
             Value::Index(i) => Some(i),
             Value::Poison => None,
             other => {
-                self.error(span, format!("expected an index expression, found {}", other.describe()));
+                self.error(
+                    span,
+                    format!("expected an index expression, found {}", other.describe()),
+                );
                 None
             }
         }
@@ -150,15 +162,25 @@ impl Lowerer<'_> {
         }
         let mut axes = Vec::new();
         for (j, r) in ranges.iter().enumerate() {
-            let Expr::Range { start, end: Some(end), span: rs } = r else {
-                return self.error(r.span(), "`mgrid!` takes ranges `start..end` with literal bounds");
+            let Expr::Range {
+                start,
+                end: Some(end),
+                span: rs,
+            } = r
+            else {
+                return self.error(
+                    r.span(),
+                    "`mgrid!` takes ranges `start..end` with literal bounds",
+                );
             };
             let s = match start {
                 Some(s) => self.int(s, "a range start"),
                 None => Some(0),
             };
             let e = self.int(end, "a range end");
-            let (Some(s), Some(e)) = (s, e) else { return Value::Poison };
+            let (Some(s), Some(e)) = (s, e) else {
+                return Value::Poison;
+            };
             if e <= s {
                 return self.error(*rs, "an empty range");
             }

@@ -4,8 +4,8 @@
 //! of index-grid values) or an integer (which drops the axis). Slices and advanced indices do
 //! not mix in one subscript, as in NKI.
 
+use crate::span::Span;
 use nki_lang::{Affine, Dim, MAX_TILE_RANK, TileShape, TileView};
-use proc_macro2::Span;
 
 use super::Lowerer;
 use super::value::{Access, Idx, Value};
@@ -32,15 +32,33 @@ impl Lowerer<'_> {
             Value::Tile(v) => {
                 let tile = &self.buf.tiles[v.tile as usize];
                 if *v != super::whole_view(v.tile, &tile.shape) {
-                    return self.error(span, "a view of a tile cannot be indexed again: index the tile itself");
+                    return self.error(
+                        span,
+                        "a view of a tile cannot be indexed again: index the tile itself",
+                    );
                 }
                 tile.shape.dims().iter().map(|&d| Some(d as u64)).collect()
             }
             other => return self.error(span, format!("cannot index {}", other.describe())),
         };
-        let full = indices.len() == 1 && matches!(indices[0], Expr::Range { start: None, end: None, .. });
+        let full = indices.len() == 1
+            && matches!(
+                indices[0],
+                Expr::Range {
+                    start: None,
+                    end: None,
+                    ..
+                }
+            );
         if !full && indices.len() > dims.len() {
-            return self.error(span, format!("{} indices for a tensor of rank {}", indices.len(), dims.len()));
+            return self.error(
+                span,
+                format!(
+                    "{} indices for a tensor of rank {}",
+                    indices.len(),
+                    dims.len()
+                ),
+            );
         }
         let mut sels = Vec::new();
         for (axis, &dim) in dims.iter().enumerate() {
@@ -71,7 +89,12 @@ impl Lowerer<'_> {
                             (_, 0) => {}
                             (0, n) => sizes[j] = n,
                             (a, b) if a == b => {}
-                            _ => return self.error(span, format!("index grids of different sizes on axis {j}")),
+                            _ => {
+                                return self.error(
+                                    span,
+                                    format!("index grids of different sizes on axis {j}"),
+                                );
+                            }
                         }
                     }
                 }
@@ -91,7 +114,10 @@ impl Lowerer<'_> {
                     Sel::Slice { start, size } => {
                         let mut i = Idx::from_affine(start);
                         if g >= MAX_TILE_RANK {
-                            return self.error(span, format!("an access has at most {MAX_TILE_RANK} sliced axes"));
+                            return self.error(
+                                span,
+                                format!("an access has at most {MAX_TILE_RANK} sliced axes"),
+                            );
                         }
                         i.grid[g] = 1;
                         shape_dims.push(size);
@@ -110,7 +136,11 @@ impl Lowerer<'_> {
             return self.error(span, "an access has at most 4 dimensions");
         };
         match base {
-            Value::Tensor(tensor) => Value::Access(Access { tensor, axes, shape }),
+            Value::Tensor(tensor) => Value::Access(Access {
+                tensor,
+                axes,
+                shape,
+            }),
             Value::Tile(v) => self.tile_view(v.tile, &axes, shape, span),
             _ => unreachable!("checked above"),
         }
@@ -118,7 +148,10 @@ impl Lowerer<'_> {
 
     fn select(&mut self, e: Option<&Expr>, dim: Option<u64>, span: Span) -> Option<Sel> {
         let whole = |this: &mut Self, at: Span| match dim {
-            Some(n) => Some(Sel::Slice { start: Affine::ZERO, size: n as u32 }),
+            Some(n) => Some(Sel::Slice {
+                start: Affine::ZERO,
+                size: n as u32,
+            }),
             None => {
                 this.error(at, "a slice over a symbolic dimension needs explicit bounds (`a..b`): its size must be known at compile time");
                 None
@@ -137,9 +170,10 @@ impl Lowerer<'_> {
                 match end {
                     None if start.is_none() => whole(self, *span),
                     None => match (dim, s.is_constant()) {
-                        (Some(n), true) if (s.constant as u64) < n => {
-                            Some(Sel::Slice { start: s, size: (n as i64 - s.constant) as u32 })
-                        }
+                        (Some(n), true) if (s.constant as u64) < n => Some(Sel::Slice {
+                            start: s,
+                            size: (n as i64 - s.constant) as u32,
+                        }),
                         _ => {
                             self.error(*span, "an open-ended slice needs a constant start and a literal dimension");
                             None
@@ -153,7 +187,10 @@ impl Lowerer<'_> {
                             self.error(*span, "a slice's size (`end - start`) must be a positive compile-time constant");
                             return None;
                         }
-                        Some(Sel::Slice { start: s, size: size.constant as u32 })
+                        Some(Sel::Slice {
+                            start: s,
+                            size: size.constant as u32,
+                        })
                     }
                 }
             }
@@ -169,18 +206,23 @@ impl Lowerer<'_> {
                     self.error(args[1].value.span(), "a slice's size must be positive");
                     return None;
                 }
-                Some(Sel::Slice { start, size: size as u32 })
+                Some(Sel::Slice {
+                    start,
+                    size: size as u32,
+                })
             }
-            other => match self.eval(other) {
-                Value::Int(n) => Some(Sel::Scalar(Affine::constant(n))),
-                Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
-                Value::Index(i) => Some(Sel::Scalar(i.lin)),
-                Value::Poison => None,
-                v => {
-                    self.error(other.span(), format!("an index is a slice, an integer or an affine index expression, not {}", v.describe()));
-                    None
+            other => {
+                match self.eval(other) {
+                    Value::Int(n) => Some(Sel::Scalar(Affine::constant(n))),
+                    Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
+                    Value::Index(i) => Some(Sel::Scalar(i.lin)),
+                    Value::Poison => None,
+                    v => {
+                        self.error(other.span(), format!("an index is a slice, an integer or an affine index expression, not {}", v.describe()));
+                        None
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -222,6 +264,12 @@ impl Lowerer<'_> {
                 strides[j - 1] += idx.grid[j] * row[a];
             }
         }
-        Value::Tile(TileView { tile, part_start: p.lin.constant as u32, shape, offset, strides })
+        Value::Tile(TileView {
+            tile,
+            part_start: p.lin.constant as u32,
+            shape,
+            offset,
+            strides,
+        })
     }
 }

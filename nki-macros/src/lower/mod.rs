@@ -8,11 +8,11 @@ pub mod value;
 
 use std::collections::HashMap;
 
+use crate::span::Span;
 use nki_lang::{
     Affine, DType, Dim, Extent, Instr, LoopKind, Memory, Op, ProgramBuf, Role, TensorBuf,
     TensorRole, TileBuf, TileShape, TileView,
 };
-use proc_macro2::Span;
 
 use crate::errors::Errors;
 use crate::parse::model::{Block, DimSpec, Expr, IterKind, Kernel, Stmt, TensorType};
@@ -36,7 +36,13 @@ pub struct InstrSpans {
 impl InstrSpans {
     /// All roles at one span.
     pub fn at(span: Span) -> InstrSpans {
-        InstrSpans { whole: span, src: span, dst: span, stationary: span, moving: span }
+        InstrSpans {
+            whole: span,
+            src: span,
+            dst: span,
+            stationary: span,
+            moving: span,
+        }
     }
 
     /// The span of a role.
@@ -109,10 +115,15 @@ pub fn lower(kernel: &Kernel, errors: &mut Errors) -> Lowered {
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
         fresh_zero: HashMap::new(),
-        stmt_span: kernel.name.span(),
+        stmt_span: kernel.name.span().into(),
         temp_count: 0,
     };
     l.declare_params(kernel);
+    for ty in &kernel.returns {
+        // Symbols of the outputs resolve in the body; one that no input binds is reported by
+        // the checks (`UnboundSymbol`).
+        l.dims(ty);
+    }
     l.block(&kernel.body);
     l.finish_outputs(kernel);
     let Lowerer { buf, spans, .. } = l;
@@ -126,7 +137,10 @@ impl Lowerer<'_> {
     }
 
     fn bind(&mut self, name: &str, v: Value) {
-        self.scopes.last_mut().expect("a scope").insert(name.to_string(), v);
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .insert(name.to_string(), v);
     }
 
     fn lookup(&self, name: &str) -> Option<&Value> {
@@ -156,14 +170,17 @@ impl Lowerer<'_> {
             let shape = self.dims(&p.ty);
             let name = p.name.to_string();
             if self.lookup(&name).is_some() {
-                self.errors.push(p.name.span(), format!("parameter `{name}` is declared twice"));
+                self.errors.push(
+                    p.name.span(),
+                    format!("parameter `{name}` is declared twice"),
+                );
             }
             self.tensors.push(Tensor {
                 name: name.clone(),
                 dtype: p.ty.dtype,
                 shape,
                 role: TensorRole::Input,
-                span: p.name.span(),
+                span: p.name.span().into(),
             });
             self.bind(&name, Value::Tensor(self.tensors.len() - 1));
         }
@@ -171,7 +188,7 @@ impl Lowerer<'_> {
 
     /// Adds an instruction at the current statement.
     fn emit(&mut self, op: Op, spans: InstrSpans) -> usize {
-        let line = spans.whole.start().line as u32;
+        let line = spans.whole.line();
         let engine = op.default_engine();
         self.buf.instrs.push(Instr { engine, line, op });
         self.spans.instrs.push(spans);
@@ -179,7 +196,14 @@ impl Lowerer<'_> {
     }
 
     /// Creates a tile; checks its shape rules on the spot.
-    fn new_tile(&mut self, name: Option<&str>, memory: Memory, dtype: DType, shape: TileShape, span: Span) -> Value {
+    fn new_tile(
+        &mut self,
+        name: Option<&str>,
+        memory: Memory,
+        dtype: DType,
+        shape: TileShape,
+        span: Span,
+    ) -> Value {
         let check = nki_lang::rules::check_tile_shape(&shape).and_then(|()| match memory {
             Memory::Psum => nki_lang::rules::check_psum_tile(&shape, dtype),
             _ => Ok(()),
@@ -194,7 +218,12 @@ impl Lowerer<'_> {
                 format!("_t{}", self.temp_count)
             }
         };
-        self.buf.tiles.push(TileBuf { name, memory, dtype, shape });
+        self.buf.tiles.push(TileBuf {
+            name,
+            memory,
+            dtype,
+            shape,
+        });
         self.spans.tiles.push(span);
         let tile = (self.buf.tiles.len() - 1) as u16;
         Value::Tile(whole_view(tile, &shape))
@@ -209,8 +238,16 @@ impl Lowerer<'_> {
     fn stmt(&mut self, s: &Stmt) {
         self.stmt_span = crate::parse::body::stmt_span(s);
         match s {
-            Stmt::Let { names, tuple, value } => {
-                let single = if *tuple { None } else { names[0].as_ref().map(|i| i.to_string()) };
+            Stmt::Let {
+                names,
+                tuple,
+                value,
+            } => {
+                let single = if *tuple {
+                    None
+                } else {
+                    names[0].as_ref().map(|i| i.to_string())
+                };
                 let v = self.produce(value, ops::Dest::New(single.as_deref()));
                 if *tuple {
                     self.bind_tuple(names, v, value.span());
@@ -222,41 +259,77 @@ impl Lowerer<'_> {
                 let is_effect = matches!(e, Expr::Call { func, .. } if func == "store");
                 let v = self.produce(e, ops::Dest::New(None));
                 if !is_effect && !matches!(v, Value::Poison) {
-                    self.error(e.span(), "this value is unused: bind it with `let` or store it");
+                    self.error(
+                        e.span(),
+                        "this value is unused: bind it with `let` or store it",
+                    );
                 }
             }
             Stmt::Assign { target, value } => {
                 let dst = self.eval(target);
                 match dst {
                     Value::Tile(view) => {
-                        self.produce(value, ops::Dest::Into { view, span: target.span(), accumulate: false });
+                        self.produce(
+                            value,
+                            ops::Dest::Into {
+                                view,
+                                span: target.span(),
+                                accumulate: false,
+                            },
+                        );
                     }
                     Value::Poison => {}
                     Value::Access(_) | Value::Tensor(_) => {
-                        self.error(target.span(), "write to an HBM tensor with `store(dst, value)`");
+                        self.error(
+                            target.span(),
+                            "write to an HBM tensor with `store(dst, value)`",
+                        );
                     }
                     other => {
-                        self.error(target.span(), format!("cannot assign to {}", other.describe()));
+                        self.error(
+                            target.span(),
+                            format!("cannot assign to {}", other.describe()),
+                        );
                     }
                 }
             }
-            Stmt::AddAssign { target, value, span } => {
+            Stmt::AddAssign {
+                target,
+                value,
+                span,
+            } => {
                 let dst = self.eval(target);
                 let is_matmul = matches!(value, Expr::Call { func, .. } if func == "nc_matmul" || func == "matmul");
                 match dst {
                     Value::Poison => {}
                     Value::Tile(view) if is_matmul => {
-                        self.produce(value, ops::Dest::Into { view, span: target.span(), accumulate: true });
+                        self.produce(
+                            value,
+                            ops::Dest::Into {
+                                view,
+                                span: target.span(),
+                                accumulate: true,
+                            },
+                        );
                     }
                     Value::Tile(_) => {
                         self.error(*span, "`+=` accumulates a matmul into a PSUM tile: the right side must be `nc_matmul(...)` or `matmul(...)`");
                     }
                     other => {
-                        self.error(target.span(), format!("cannot accumulate into {}", other.describe()));
+                        self.error(
+                            target.span(),
+                            format!("cannot accumulate into {}", other.describe()),
+                        );
                     }
                 }
             }
-            Stmt::For { var, kind, trip, iter_span, body } => self.for_loop(var.as_ref(), *kind, trip, *iter_span, body),
+            Stmt::For {
+                var,
+                kind,
+                trip,
+                iter_span,
+                body,
+            } => self.for_loop(var.as_ref(), *kind, trip, *iter_span, body),
         }
     }
 
@@ -265,12 +338,22 @@ impl Lowerer<'_> {
             Value::Grid(axes) => axes.into_iter().map(Value::Index).collect(),
             Value::Poison => vec![Value::Poison; names.len()],
             other => {
-                self.error(span, format!("cannot destructure {} into a tuple", other.describe()));
+                self.error(
+                    span,
+                    format!("cannot destructure {} into a tuple", other.describe()),
+                );
                 vec![Value::Poison; names.len()]
             }
         };
         if parts.len() != names.len() {
-            self.error(span, format!("the grid has {} axes but the pattern binds {} names", parts.len(), names.len()));
+            self.error(
+                span,
+                format!(
+                    "the grid has {} axes but the pattern binds {} names",
+                    parts.len(),
+                    names.len()
+                ),
+            );
             return;
         }
         for (n, p) in names.iter().zip(parts) {
@@ -280,7 +363,14 @@ impl Lowerer<'_> {
         }
     }
 
-    fn for_loop(&mut self, var: Option<&syn::Ident>, kind: IterKind, trip: &Expr, iter_span: Span, body: &Block) {
+    fn for_loop(
+        &mut self,
+        var: Option<&syn::Ident>,
+        kind: IterKind,
+        trip: &Expr,
+        iter_span: Span,
+        body: &Block,
+    ) {
         let t = self.eval(trip);
         let extent = match t {
             Value::Int(n) if n >= 0 => Extent::Fixed(n as u64),
@@ -297,7 +387,10 @@ impl Lowerer<'_> {
         };
         if kind == IterKind::Static {
             let Extent::Fixed(n) = extent else {
-                self.error(trip.span(), "`static_range` unrolls at compile time: its trip count must be a literal");
+                self.error(
+                    trip.span(),
+                    "`static_range` unrolls at compile time: its trip count must be a literal",
+                );
                 return;
             };
             for i in 0..n {
@@ -311,11 +404,16 @@ impl Lowerer<'_> {
             return;
         }
         if self.loops.len() == nki_lang::MAX_LOOP_DEPTH {
-            self.error(iter_span, format!("loops nest at most {} deep", nki_lang::MAX_LOOP_DEPTH));
+            self.error(
+                iter_span,
+                format!("loops nest at most {} deep", nki_lang::MAX_LOOP_DEPTH),
+            );
             return;
         }
         let depth = self.loops.len();
-        let name = var.map(|v| v.to_string()).unwrap_or_else(|| "_".to_string());
+        let name = var
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "_".to_string());
         self.buf.loop_vars.push(name.clone());
         let var_id = (self.buf.loop_vars.len() - 1) as u16;
         let kind = match kind {
@@ -323,17 +421,33 @@ impl Lowerer<'_> {
             _ => LoopKind::Sequential,
         };
         self.stmt_span = iter_span;
-        let begin = self.emit(Op::LoopBegin { kind, trip: extent, var: var_id, end: 0 }, InstrSpans::at(iter_span));
+        let begin = self.emit(
+            Op::LoopBegin {
+                kind,
+                trip: extent,
+                var: var_id,
+                end: 0,
+            },
+            InstrSpans::at(iter_span),
+        );
         self.loops.push(extent);
         self.scopes.push(HashMap::new());
         if var.is_some() {
-            self.bind(&name, Value::Index(value::Idx::from_affine(Affine::var(depth, 1))));
+            self.bind(
+                &name,
+                Value::Index(value::Idx::from_affine(Affine::var(depth, 1))),
+            );
         }
         self.block(body);
         self.scopes.pop();
         self.loops.pop();
         self.stmt_span = iter_span;
-        let end = self.emit(Op::LoopEnd { begin: begin as u32 }, InstrSpans::at(iter_span));
+        let end = self.emit(
+            Op::LoopEnd {
+                begin: begin as u32,
+            },
+            InstrSpans::at(iter_span),
+        );
         if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
             *e = end as u32;
         }
@@ -357,7 +471,10 @@ impl Lowerer<'_> {
                         returned.push(t);
                     }
                     Value::Tensor(_) => {
-                        self.error(e.span(), "a kernel returns the `shared_hbm` tensors it creates, not its inputs");
+                        self.error(
+                            e.span(),
+                            "a kernel returns the `shared_hbm` tensors it creates, not its inputs",
+                        );
                     }
                     Value::Poison => return,
                     other => {
@@ -368,12 +485,19 @@ impl Lowerer<'_> {
         }
         for (t, tensor) in self.tensors.iter().enumerate() {
             if tensor.role == TensorRole::Output && !returned.contains(&t) {
-                let msg = format!("shared_hbm tensor `{}` is not returned: every kernel output must be returned", tensor.name);
+                let msg = format!(
+                    "shared_hbm tensor `{}` is not returned: every kernel output must be returned",
+                    tensor.name
+                );
                 self.errors.push(tensor.span, msg);
             }
         }
         if returned.len() != kernel.returns.len() {
-            let msg = format!("the kernel returns {} tensor(s) but its signature declares {}", returned.len(), kernel.returns.len());
+            let msg = format!(
+                "the kernel returns {} tensor(s) but its signature declares {}",
+                returned.len(),
+                kernel.returns.len()
+            );
             self.errors.push(kernel.returns_span, msg);
         } else {
             for (&t, ty) in returned.iter().zip(&kernel.returns) {
@@ -393,9 +517,13 @@ impl Lowerer<'_> {
             }
         }
         // Table order: inputs, then outputs in return order.
-        let mut order: Vec<usize> = (0..self.tensors.len()).filter(|&t| self.tensors[t].role == TensorRole::Input).collect();
+        let mut order: Vec<usize> = (0..self.tensors.len())
+            .filter(|&t| self.tensors[t].role == TensorRole::Input)
+            .collect();
         order.extend(returned.iter().copied());
-        let rest: Vec<usize> = (0..self.tensors.len()).filter(|t| !order.contains(t)).collect();
+        let rest: Vec<usize> = (0..self.tensors.len())
+            .filter(|t| !order.contains(t))
+            .collect();
         order.extend(rest);
         let mut remap = vec![0u8; self.tensors.len()];
         for (new, &old) in order.iter().enumerate() {
@@ -403,13 +531,20 @@ impl Lowerer<'_> {
         }
         for instr in &mut self.buf.instrs {
             match &mut instr.op {
-                Op::Load { src: a, .. } | Op::Store { dst: a, .. } => a.tensor = remap[a.tensor as usize],
+                Op::Load { src: a, .. } | Op::Store { dst: a, .. } => {
+                    a.tensor = remap[a.tensor as usize]
+                }
                 _ => {}
             }
         }
         for &t in &order {
             let x = &self.tensors[t];
-            self.buf.tensors.push(TensorBuf { name: x.name.clone(), dtype: x.dtype, shape: x.shape.clone(), role: x.role });
+            self.buf.tensors.push(TensorBuf {
+                name: x.name.clone(),
+                dtype: x.dtype,
+                shape: x.shape.clone(),
+                role: x.role,
+            });
             self.spans.tensors.push(x.span);
         }
     }
@@ -424,7 +559,13 @@ pub fn whole_view(tile: u16, shape: &TileShape) -> TileView {
         strides[j] = s;
         s *= free[j] as i64;
     }
-    TileView { tile, part_start: 0, shape: *shape, offset: Affine::ZERO, strides }
+    TileView {
+        tile,
+        part_start: 0,
+        shape: *shape,
+        offset: Affine::ZERO,
+        strides,
+    }
 }
 
 fn fmt_dims(dims: &[Dim], symbols: &[String]) -> String {

@@ -19,7 +19,11 @@ pub struct Idx {
 impl Idx {
     /// A loop-only (basic) index.
     pub fn from_affine(lin: Affine) -> Idx {
-        Idx { lin, grid: [0; MAX_TILE_RANK], sizes: [0; MAX_TILE_RANK] }
+        Idx {
+            lin,
+            grid: [0; MAX_TILE_RANK],
+            sizes: [0; MAX_TILE_RANK],
+        }
     }
 
     /// Grid axis `axis` of extent `size`, starting at `start`.

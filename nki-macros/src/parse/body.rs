@@ -1,12 +1,11 @@
 //! The kernel body: syn's syntax tree to the statements and expressions a kernel may contain.
 //! Anything else is an error on its own tokens.
 
-use proc_macro2::Span;
-use syn::spanned::Spanned;
 use syn::{Expr as SynExpr, Lit, Pat, Stmt as SynStmt};
 
 use super::model::{Arg, BinOp, Block, Expr, IterKind, Stmt};
 use crate::errors::Errors;
+use crate::span::Span;
 
 /// Parses a block; statements that cannot be parsed are reported and skipped.
 pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
@@ -17,27 +16,43 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
         match s {
             SynStmt::Local(local) => {
                 let Some(init) = &local.init else {
-                    errors.push(local.span(), "a `let` in a kernel needs a value");
+                    errors.push(Span::of(&local), "a `let` in a kernel needs a value");
                     continue;
                 };
                 if let Some((e, _)) = &init.diverge {
-                    errors.push(e.span(), "`let ... else` is not supported in a kernel");
+                    errors.push(Span::of(&e), "`let ... else` is not supported in a kernel");
                 }
-                let Some((names, tuple)) = parse_pat(&local.pat, errors) else { continue };
+                let Some((names, tuple)) = parse_pat(&local.pat, errors) else {
+                    continue;
+                };
                 if let Some(value) = parse_expr(&init.expr, errors) {
-                    stmts.push(Stmt::Let { names, tuple, value });
+                    stmts.push(Stmt::Let {
+                        names,
+                        tuple,
+                        value,
+                    });
                 }
             }
             SynStmt::Item(syn::Item::Const(c)) => {
                 if let Some(value) = parse_expr(&c.expr, errors) {
-                    stmts.push(Stmt::Let { names: vec![Some(c.ident.clone())], tuple: false, value });
+                    stmts.push(Stmt::Let {
+                        names: vec![Some(c.ident.clone())],
+                        tuple: false,
+                        value,
+                    });
                 }
             }
             SynStmt::Item(item) => {
-                errors.push(item.span(), "a kernel body cannot contain items other than `const`");
+                errors.push(
+                    Span::of(&item),
+                    "a kernel body cannot contain items other than `const`",
+                );
             }
             SynStmt::Macro(m) => {
-                errors.push(m.span(), "this macro cannot be used as a statement in a kernel");
+                errors.push(
+                    Span::of(&m),
+                    "this macro cannot be used as a statement in a kernel",
+                );
             }
             SynStmt::Expr(e, semi) => {
                 if semi.is_none() && i + 1 == n && !matches!(e, SynExpr::ForLoop(_)) {
@@ -65,7 +80,7 @@ fn parse_pat(pat: &Pat, errors: &mut Errors) -> Option<(Vec<Option<syn::Ident>>,
                     Pat::Ident(p) => names.push(Some(p.ident.clone())),
                     Pat::Wild(_) => names.push(None),
                     other => {
-                        errors.push(other.span(), "expected a name or `_`");
+                        errors.push(Span::of(&other), "expected a name or `_`");
                         return None;
                     }
                 }
@@ -73,7 +88,10 @@ fn parse_pat(pat: &Pat, errors: &mut Errors) -> Option<(Vec<Option<syn::Ident>>,
             Some((names, true))
         }
         other => {
-            errors.push(other.span(), "a kernel binds plain names or tuples of names");
+            errors.push(
+                Span::of(&other),
+                "a kernel binds plain names or tuples of names",
+            );
             None
         }
     }
@@ -89,29 +107,33 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
         SynExpr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_)) => {
             let target = parse_expr(&b.left, errors)?;
             let value = parse_expr(&b.right, errors)?;
-            Some(Stmt::AddAssign { target, value, span: b.span() })
+            Some(Stmt::AddAssign {
+                target,
+                value,
+                span: Span::of(b),
+            })
         }
         SynExpr::Binary(b) if is_compound_assign(&b.op) => {
             errors.push(
-                b.op.span(),
+                Span::of(&b.op),
                 "only `+=` of a matmul into a PSUM tile (accumulation) is supported in a kernel",
             );
             None
         }
         SynExpr::ForLoop(f) => {
             if let Some(l) = &f.label {
-                errors.push(l.span(), "loop labels are not supported in a kernel");
+                errors.push(Span::of(&l), "loop labels are not supported in a kernel");
             }
             let var = match &*f.pat {
                 Pat::Ident(p) => Some(p.ident.clone()),
                 Pat::Wild(_) => None,
                 other => {
-                    errors.push(other.span(), "a loop variable is a plain name or `_`");
+                    errors.push(Span::of(&other), "a loop variable is a plain name or `_`");
                     None
                 }
             };
             let SynExpr::Call(call) = &*f.expr else {
-                errors.push(f.expr.span(), ITER_HELP);
+                errors.push(Span::of(&f.expr), ITER_HELP);
                 return None;
             };
             let kind = match &*call.func {
@@ -120,25 +142,37 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                     Some("sequential_range") | Some("range") => IterKind::Sequential,
                     Some("static_range") => IterKind::Static,
                     _ => {
-                        errors.push(call.func.span(), ITER_HELP);
+                        errors.push(Span::of(&call.func), ITER_HELP);
                         return None;
                     }
                 },
                 _ => {
-                    errors.push(call.func.span(), ITER_HELP);
+                    errors.push(Span::of(&call.func), ITER_HELP);
                     return None;
                 }
             };
             if call.args.len() != 1 {
-                errors.push(call.span(), "a loop iterator takes one argument: the trip count");
+                errors.push(
+                    Span::of(&call),
+                    "a loop iterator takes one argument: the trip count",
+                );
                 return None;
             }
             let trip = parse_expr(&call.args[0], errors)?;
             let body = parse_block(&f.body, errors);
             if let Some(t) = &body.tail {
-                errors.push(t.span(), "a loop body has no value: end this expression with `;`");
+                errors.push(
+                    t.span(),
+                    "a loop body has no value: end this expression with `;`",
+                );
             }
-            Some(Stmt::For { var, kind, trip, iter_span: call.span(), body })
+            Some(Stmt::For {
+                var,
+                kind,
+                trip,
+                iter_span: Span::of(call),
+                body,
+            })
         }
         other => parse_expr(other, errors).map(Stmt::Expr),
     }
@@ -163,7 +197,10 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
     )
 }
 
-fn parse_args<'a>(args: impl Iterator<Item = &'a SynExpr>, errors: &mut Errors) -> Option<Vec<Arg>> {
+fn parse_args<'a>(
+    args: impl Iterator<Item = &'a SynExpr>,
+    errors: &mut Errors,
+) -> Option<Vec<Arg>> {
     let mut out = Vec::new();
     let mut ok = true;
     for a in args {
@@ -174,7 +211,7 @@ fn parse_args<'a>(args: impl Iterator<Item = &'a SynExpr>, errors: &mut Errors) 
                     parse_expr(&kw.right, errors).map(|value| Arg { name, value })
                 }
                 other => {
-                    errors.push(other.span(), "a keyword argument is `name = value`");
+                    errors.push(Span::of(&other), "a keyword argument is `name = value`");
                     None
                 }
             },
@@ -190,7 +227,7 @@ fn parse_args<'a>(args: impl Iterator<Item = &'a SynExpr>, errors: &mut Errors) 
 
 /// Parses an expression.
 pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
-    let span = e.span();
+    let span = Span::of(e);
     Some(match e {
         SynExpr::Lit(l) => match &l.lit {
             Lit::Int(i) => match i.base10_parse::<i64>() {
@@ -209,7 +246,10 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             },
             Lit::Bool(b) => Expr::Bool(b.value, span),
             _ => {
-                errors.push(span, "only integer, float and bool literals can appear in a kernel");
+                errors.push(
+                    span,
+                    "only integer, float and bool literals can appear in a kernel",
+                );
                 return None;
             }
         },
@@ -219,7 +259,9 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 let last = p.path.segments.last().map(|s| s.ident.clone());
                 match last {
                     // `nl::psum`, `Buffer::Psum`: the last segment names the value
-                    Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => Expr::Name(i),
+                    Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => {
+                        Expr::Name(i)
+                    }
                     _ => {
                         errors.push(span, "unsupported path in a kernel");
                         return None;
@@ -232,7 +274,10 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         SynExpr::Unary(u) => match u.op {
             syn::UnOp::Neg(_) => Expr::Neg(Box::new(parse_expr(&u.expr, errors)?), span),
             _ => {
-                errors.push(span, "only `-` is supported as a unary operator in a kernel");
+                errors.push(
+                    span,
+                    "only `-` is supported as a unary operator in a kernel",
+                );
                 return None;
             }
         },
@@ -244,21 +289,26 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 syn::BinOp::Div(_) => BinOp::Div,
                 syn::BinOp::Rem(_) => BinOp::Rem,
                 _ => {
-                    errors.push(b.op.span(), "index arithmetic supports `+ - * / %`");
+                    errors.push(Span::of(&b.op), "index arithmetic supports `+ - * / %`");
                     return None;
                 }
             };
             let lhs = parse_expr(&b.left, errors);
             let rhs = parse_expr(&b.right, errors);
-            Expr::Binary { op, lhs: Box::new(lhs?), rhs: Box::new(rhs?), span }
+            Expr::Binary {
+                op,
+                lhs: Box::new(lhs?),
+                rhs: Box::new(rhs?),
+                span,
+            }
         }
         SynExpr::Call(c) => {
             let SynExpr::Path(p) = &*c.func else {
-                errors.push(c.func.span(), "a kernel calls NKI functions by name");
+                errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");
                 return None;
             };
             let Some(func) = p.path.segments.last().map(|s| s.ident.clone()) else {
-                errors.push(c.func.span(), "a kernel calls NKI functions by name");
+                errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");
                 return None;
             };
             let args = parse_args(c.args.iter(), errors)?;
@@ -267,15 +317,27 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         SynExpr::MethodCall(m) => {
             let recv = parse_expr(&m.receiver, errors)?;
             let args = parse_args(m.args.iter(), errors)?;
-            Expr::Method { recv: Box::new(recv), method: m.method.clone(), args, span }
+            Expr::Method {
+                recv: Box::new(recv),
+                method: m.method.clone(),
+                args,
+                span,
+            }
         }
         SynExpr::Field(f) => {
             let syn::Member::Named(field) = &f.member else {
-                errors.push(f.member.span(), "expected a named field (`.p`, `.x`, `.dtype`)");
+                errors.push(
+                    Span::of(&f.member),
+                    "expected a named field (`.p`, `.x`, `.dtype`)",
+                );
                 return None;
             };
             let base = parse_expr(&f.base, errors)?;
-            Expr::Field { base: Box::new(base), field: field.clone(), span }
+            Expr::Field {
+                base: Box::new(base),
+                field: field.clone(),
+                span,
+            }
         }
         SynExpr::Index(ix) => {
             let base = parse_expr(&ix.expr, errors)?;
@@ -290,13 +352,17 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 SynExpr::Range(_) => vec![parse_expr(&ix.index, errors)?],
                 other => {
                     errors.push(
-                        other.span(),
+                        Span::of(other),
                         "index a tensor with one index per axis in brackets, `t[[i_p, i_f]]`, or with `t[..]`",
                     );
                     return None;
                 }
             };
-            Expr::Index { base: Box::new(base), indices, span }
+            Expr::Index {
+                base: Box::new(base),
+                indices,
+                span,
+            }
         }
         SynExpr::Range(r) => {
             if matches!(r.limits, syn::RangeLimits::Closed(_)) {
@@ -361,7 +427,10 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             return None;
         }
         SynExpr::Return(_) => {
-            errors.push(span, "a kernel returns its outputs as its final expression, without `return`");
+            errors.push(
+                span,
+                "a kernel returns its outputs as its final expression, without `return`",
+            );
             return None;
         }
         SynExpr::Unsafe(_) | SynExpr::Block(_) | SynExpr::Async(_) => {
@@ -369,7 +438,10 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             return None;
         }
         SynExpr::Reference(_) => {
-            errors.push(span, "references have no meaning in a kernel: pass tensors and tiles by name");
+            errors.push(
+                span,
+                "references have no meaning in a kernel: pass tensors and tiles by name",
+            );
             return None;
         }
         _ => {

@@ -23,7 +23,11 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
     let params = signature::parse_params(&func.sig, errors);
     let (returns, returns_span) = signature::parse_returns(&func.sig, errors);
     let body = body::parse_block(&func.block, errors);
-    let attrs = func.attrs.into_iter().filter(|a| a.path().is_ident("doc")).collect();
+    let attrs = func
+        .attrs
+        .into_iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
     Some(Kernel {
         attrs,
         vis: func.vis,

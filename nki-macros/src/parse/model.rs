@@ -1,8 +1,8 @@
 //! The kernel as this crate models it: a signature of HBM tensors and a body of the
 //! statements and expressions a kernel may contain, each with the span of its tokens.
 
+use crate::span::Span;
 use nki_lang::{DType, Target};
-use proc_macro2::Span;
 use syn::Ident;
 
 /// A parsed `#[kernel]` function.
@@ -220,7 +220,7 @@ impl Expr {
     pub fn span(&self) -> Span {
         match self {
             Expr::Int(_, s) | Expr::Bool(_, s) | Expr::Float(_, s) | Expr::Neg(_, s) => *s,
-            Expr::Name(i) => i.span(),
+            Expr::Name(i) => i.span().into(),
             Expr::Binary { span, .. }
             | Expr::Call { span, .. }
             | Expr::Method { span, .. }

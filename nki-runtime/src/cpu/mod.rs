@@ -1,1 +1,160 @@
-//! Host CPU code paths.
+//! Host CPU code paths for the modeled engines' inner loops.
+//!
+//! Every routine here takes an [`Isa`] chosen once by the caller (normally [`Isa::detect`]) and
+//! produces results that are bit-identical on every path: the vector paths are faster
+//! implementations of the portable one, never different numerics.
+//!
+//! - [`convert`]: element type conversions over contiguous runs (DMA casts, engine copies).
+//! - [`matmul`]: the TensorEngine's `nc_matmul` inner loop with a defined accumulation order.
+
+pub mod convert;
+pub mod matmul;
+
+#[cfg(target_arch = "x86_64")]
+mod convert_x86;
+#[cfg(target_arch = "x86_64")]
+mod matmul_avx2;
+#[cfg(target_arch = "x86_64")]
+mod matmul_avx512;
+
+/// Which host code path runs the engines' inner loops.
+///
+/// The variants are ordered from the most portable to the most specialized; all of them compute
+/// bit-identical results, they differ only in speed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// Plain Rust scalar loops; runs everywhere.
+    Portable,
+    /// x86-64 AVX2 with FMA (F16C is used for `f16` when the CPU has it).
+    Avx2Fma,
+    /// x86-64 AVX-512 (F, BW, VL); uses 512-bit `vfmadd231ps` for every matmul.
+    Avx512,
+    /// [`Isa::Avx512`] plus AVX512_BF16: `vcvtneps2bf16` for f32 → bf16 conversions, and
+    /// `vdpbf16ps` for bf16 × bf16 matmuls on CPUs where it outruns 512-bit FMA.
+    ///
+    /// That is AMD: on Zen 4 `vdpbf16ps` retires one per cycle, twice the FLOP rate of
+    /// `vfmadd231ps` (`shared/cpu-facts.md`). On Intel Xeon (measured on an Emerald Rapids KVM
+    /// guest) it sustains one per ~2.1 cycles against two FMAs per cycle, so bf16 × bf16
+    /// matmuls take the FMA kernel there (a 128×128×512 tile: ~116 µs against ~200 µs).
+    /// Results are bit-identical either way.
+    Avx512Bf16,
+}
+
+impl Isa {
+    /// Every variant, from the most portable to the most specialized.
+    const ALL: [Isa; 4] = [Isa::Portable, Isa::Avx2Fma, Isa::Avx512, Isa::Avx512Bf16];
+
+    /// The best path this CPU supports (the most specialized one).
+    pub fn detect() -> Isa {
+        Self::ALL
+            .into_iter()
+            .rev()
+            .find(|isa| isa.is_supported())
+            .unwrap_or(Isa::Portable)
+    }
+
+    /// Every path this CPU can run, [`Isa::Portable`] first (for tests and benchmarks).
+    pub fn supported() -> Vec<Isa> {
+        Self::ALL
+            .into_iter()
+            .filter(|isa| isa.is_supported())
+            .collect()
+    }
+
+    /// Whether this CPU can run the path (run-time detection; cached by the standard library).
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => {
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Bf16 => {
+                Isa::Avx512.is_supported() && std::is_x86_feature_detected!("avx512bf16")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Panics unless the CPU supports `self`: the vector paths are only sound on such CPUs.
+    #[inline]
+    pub(crate) fn assert_supported(self) {
+        assert!(
+            self.is_supported(),
+            "the host CPU does not support the {self:?} code path"
+        );
+    }
+}
+
+/// Whether `vdpbf16ps` outruns 512-bit FMA on this CPU: AMD (see [`Isa::Avx512Bf16`]).
+/// Cached: CPUID traps to the hypervisor in a VM.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn bf16_dot_is_fast() -> bool {
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| {
+        let id = core::arch::x86_64::__cpuid(0);
+        let mut vendor = [0u8; 12];
+        vendor[..4].copy_from_slice(&id.ebx.to_le_bytes());
+        vendor[4..8].copy_from_slice(&id.edx.to_le_bytes());
+        vendor[8..].copy_from_slice(&id.ecx.to_le_bytes());
+        &vendor == b"AuthenticAMD"
+    })
+}
+
+/// A reusable, 64-byte-aligned buffer of `u32` words (packing scratch; never reallocated).
+pub(crate) struct AlignedBuf {
+    words: Vec<u32>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed words starting on a 64-byte boundary.
+    pub(crate) fn new(len: usize) -> Self {
+        let words = vec![0u32; len + 16];
+        let misalign = (words.as_ptr() as usize % 64) / 4;
+        let start = (16 - misalign) % 16;
+        AlignedBuf { words, start, len }
+    }
+
+    /// The aligned words.
+    #[inline]
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u32] {
+        &mut self.words[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detect_is_supported_and_listed() {
+        let best = Isa::detect();
+        assert!(best.is_supported());
+        let all = Isa::supported();
+        assert_eq!(all[0], Isa::Portable);
+        assert_eq!(*all.last().unwrap(), best);
+        assert!(all.iter().all(|isa| isa.is_supported()));
+    }
+
+    #[test]
+    fn aligned_buf_is_aligned() {
+        for len in [1, 17, 1000] {
+            let mut b = AlignedBuf::new(len);
+            let s = b.as_mut_slice();
+            assert_eq!(s.len(), len);
+            assert_eq!(s.as_ptr() as usize % 64, 0);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The modeled NeuronCore: its memories, and launching kernels on it.
+
+use core::fmt;
+
+use nki_lang::Target;
+use thiserror::Error;
+
+use crate::cpu::Isa;
+use crate::engines::Engines;
+use crate::exec::{Untimed, run};
+use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
+use crate::memory::{Psum, Sbuf};
+
+/// The host CPU cannot run the requested code path.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Error)]
+#[error("the host CPU does not support the {isa:?} code path")]
+pub struct UnsupportedIsa {
+    /// The requested path.
+    pub isa: Isa,
+}
+
+/// One modeled NeuronCore: SBUF, PSUM and the engines that execute kernel programs.
+///
+/// All memory is allocated when the core is created; launches allocate nothing. SBUF and PSUM
+/// keep their contents between launches (a kernel must not rely on them, as on hardware).
+pub struct NeuronCore {
+    target: Target,
+    engines: Engines,
+}
+
+impl NeuronCore {
+    /// A core of generation `target`, running its inner loops on the best code path of this
+    /// CPU ([`Isa::detect`]).
+    pub fn new(target: Target) -> Self {
+        NeuronCore {
+            target,
+            engines: Engines::new(target, Isa::detect()),
+        }
+    }
+
+    /// The same core running on code path `isa` (all paths compute identical bits; they
+    /// differ in speed). Fails if this CPU lacks `isa`.
+    pub fn with_isa(mut self, isa: Isa) -> Result<Self, UnsupportedIsa> {
+        if !isa.is_supported() {
+            return Err(UnsupportedIsa { isa });
+        }
+        self.engines.isa = isa;
+        Ok(self)
+    }
+
+    /// The code path in use.
+    pub fn isa(&self) -> Isa {
+        self.engines.isa
+    }
+
+    /// The core's generation.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The state buffer, for inspection.
+    pub fn sbuf(&self) -> &Sbuf {
+        &self.engines.sbuf
+    }
+
+    /// The partial-sum buffer, for inspection.
+    pub fn psum(&self) -> &Psum {
+        &self.engines.psum
+    }
+
+    /// Runs a bound kernel to completion.
+    ///
+    /// Everything about the launch was checked by [`Kernel::bind`]; the one thing that
+    /// depends on the core is checked here: a program compiled for a larger SBUF (a Trn2
+    /// program on a Trn1 core) is refused with [`LaunchError::SbufCapacity`] before anything
+    /// runs.
+    pub fn execute(&mut self, mut bound: Bound<'_, '_>) -> Result<(), LaunchError> {
+        let p = bound.program;
+        let capacity = self.target.sbuf_partition_bytes();
+        if p.sbuf_bytes() > capacity {
+            return Err(LaunchError::SbufCapacity {
+                kernel: p.name().to_string(),
+                needed: p.sbuf_bytes(),
+                compiled: p.target().name(),
+                core: self.target.name(),
+                capacity,
+            });
+        }
+        run(&mut self.engines, &mut bound, &mut Untimed);
+        Ok(())
+    }
+
+    /// Binds and executes: [`Kernel::bind`] then [`NeuronCore::execute`]. On error nothing
+    /// was written.
+    pub fn launch(
+        &mut self,
+        kernel: &Kernel<'_>,
+        inputs: &[HbmIn<'_>],
+        outputs: &mut [HbmOut<'_>],
+    ) -> Result<(), LaunchError> {
+        let bound = kernel.bind(inputs, outputs)?;
+        self.execute(bound)
+    }
+}
+
+impl Default for NeuronCore {
+    /// A Trn1 core.
+    fn default() -> Self {
+        NeuronCore::new(Target::Trn1)
+    }
+}
+
+impl fmt::Debug for NeuronCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NeuronCore")
+            .field("target", &self.target)
+            .field("isa", &self.engines.isa)
+            .finish_non_exhaustive()
+    }
+}

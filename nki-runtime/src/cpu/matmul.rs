@@ -1,0 +1,1029 @@
+//! The TensorEngine's `nc_matmul` inner loop: `out = init + stationaryᵀ · moving`, f32
+//! accumulation with a defined order, so that every [`Isa`] path is bit-identical.
+//!
+//! # Definition
+//!
+//! For every output element `out[m][n]` (`n` in the requested column range):
+//!
+//! ```text
+//! acc = if accumulate { DAZ(out[m][n]) } else { -0.0 }    // -0.0: the additive identity
+//! for k in 0..K (ascending):
+//!     acc = FTZ(round(acc + DAZ(s[k][m]) · DAZ(mv[k][n])))  // fused: exact product, one rounding
+//! out[m][n] = if acc is NaN { f32::NAN (0x7fc0_0000) } else { acc }
+//! ```
+//!
+//! - Operands widen exactly to f32 (see [`super::convert`]); **DAZ** turns an f32 subnormal into
+//!   a zero of the same sign (only bf16 and f32 operands can be subnormal in f32; an f16
+//!   subnormal widens to a normal f32).
+//! - Each step is a **fused** multiply-add: the product is exact (never rounded, never
+//!   underflowed or overflowed on its own), `round` is one IEEE round-to-nearest-even to f32.
+//!   So `acc = -f32::MAX` plus the bf16 product `2^64 · 2^64` gives `2^104`, not `inf`.
+//! - **FTZ** flushes to a zero of the result's sign when the result is tiny *after rounding*
+//!   in IEEE 754's sense: rounded to f32's 24-bit precision **with an unbounded exponent**, its
+//!   magnitude is below `f32::MIN_POSITIVE` (2^-126). Equivalently, with `r` the ordinary
+//!   IEEE result: `|r| < 2^-126` → flush; `|r| == 2^-126` → flush iff the exact value
+//!   `|acc + a·b| < 2^-126 − 2^-151`; otherwise keep `r`. Results in
+//!   `[2^-126 − 2^-151, 2^-126)` therefore become `±2^-126`, results below it become `±0`.
+//! - A NaN result of any step stays NaN to the end (NaN is absorbing); the stored NaN is always
+//!   the canonical `0x7fc0_0000`, whatever payloads or `inf − inf` produced it.
+//! - An odd `K` is padded on the `vdpbf16ps` path with a stationary `+0.0` and a moving `-0.0`;
+//!   their product `-0.0` leaves every `acc` unchanged (including `-0.0`, `inf` and NaN), so the
+//!   padding is invisible.
+//!
+//! # Evidence (probed with small `vdpbf16ps` programs on the development machine, an Intel
+//! Xeon (Emerald Rapids) KVM guest; `shared/cpu-facts.md` reports the same order and DAZ/FTZ on
+//! AMD Zen 4, and the tests below re-check every corner case on whatever machine runs them)
+//!
+//! `vdpbf16ps` computes `(acc + a_hi·b_hi) + a_lo·b_lo` per lane, each step a fused FMA with
+//! DAZ inputs (including the accumulator: `2^-130 + 2^-126` gave `2^-126`) and FTZ outputs (a
+//! subnormal intermediate `2^-130` was flushed before the second pair was added), regardless
+//! of MXCSR; products are fused (`2^-120 + 2^-70·2^-70` gave `2^-120·(1 + 2^-20)`,
+//! `-MAX + 2^64·2^64` gave `2^104`). Tininess is detected after rounding with unbounded
+//! exponent: `2^-126 − 1.5·2^-151` (IEEE rounding gives `2^-126`, 24-bit rounding gives
+//! `2^-126 − 2^-150`) was flushed to `0`, while `2^-126 − 2^-152` and the tie
+//! `2^-126 − 2^-151` gave `2^-126`, both signs alike. A plain `vfmadd231ps` (MXCSR default)
+//! returns `2^-126` for the first case, so the f32 paths use the exact check described above.
+//! Its NaN payload rules (operand NaNs before the accumulator's, `0xffc0_0000` for invalid
+//! operations) cannot be matched by compiler-ordered FMAs, hence the canonical NaN. Packing
+//! each K-pair swapped (`k` in the high half, `k + 1` in the low) makes `vdpbf16ps` add in
+//! ascending `k`. The tests check every path (both kernels of [`Isa::Avx512Bf16`]) against the
+//! portable one bit for bit on random, subnormal-heavy, signed-zero and special data, and on
+//! "boundary" data where thousands of step results round to exactly `±2^-126` (a few hundred
+//! of them below `2^-126 − 2^-151`, hence flushed): `vdpbf16ps` agreed on every one.
+//!
+//! # Implementation
+//!
+//! - bf16 × bf16 on [`Isa::Avx512Bf16`] where `vdpbf16ps` is fast (AMD): `vdpbf16ps`, which
+//!   follows the definition natively, 8 rows × 48 columns per register block.
+//! - Everything else (f16, f32, mixed; bf16 on other CPUs): operands widened to f32 with DAZ
+//!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 6 × 16 blocks, or
+//!   `f32::mul_add`). FTZ is not free there, so each call first proves from the data when it
+//!   cannot matter: if every nonzero operand of `A` is a multiple of `2^ga`, of `B` of `2^gb`
+//!   and every initial accumulator of `2^gc` (taking `2^(exponent − mantissa bits)`), every
+//!   exact intermediate sum is a multiple of `2^min(ga + gb, gc)`; when that is `≥ 2^-126`, no
+//!   nonzero intermediate can be tiny and the plain FMA chain already equals the definition.
+//!   f16 × f16 products always pass; ordinary bf16/f32 data does unless it holds magnitudes
+//!   near `2^-40` and below. Otherwise each vector step flushes subnormal results branch-free
+//!   and records whether some result was exactly `±2^-126`; the columns where that happened
+//!   are recomputed with the scalar definition (`step`, which decides with an exact TwoSum
+//!   in f64). That slow path is ~10× slower (subnormal results also cost microcode assists).
+
+use core::ops::Range;
+
+use nki_lang::DType;
+
+use super::convert::{bf16_to_f32, elem_size, f16_to_f32};
+use super::{AlignedBuf, Isa};
+
+/// Largest contraction size `K` (partitions).
+pub const MAX_K: usize = 128;
+/// Largest stationary free size `M` (output partitions).
+pub const MAX_M: usize = 128;
+/// Largest moving free size `N` (output columns).
+pub const MAX_N: usize = 512;
+
+/// Words of the stationary packing buffer (largest layout: `K` × `M` rounded up to 8 rows).
+const A_WORDS: usize = MAX_K * (MAX_M + 16);
+/// Words of the moving packing buffer (largest layout: `K` × `N` rounded up to 64 columns).
+const B_WORDS: usize = MAX_K * (MAX_N + 64);
+
+/// The stored value of a NaN result.
+pub(super) const CANONICAL_NAN: u32 = 0x7fc0_0000;
+
+/// A matmul operand in the modeled SBUF: element `[k][i]` lives at byte
+/// `offset + k * row_stride + i * dtype.size()` of `data`, little-endian.
+#[derive(Copy, Clone, Debug)]
+pub struct Operand<'a> {
+    /// The whole SBUF byte array (or any slice containing the operand).
+    pub data: &'a [u8],
+    /// Element type: `F32`, `Bf16` or `F16`.
+    pub dtype: DType,
+    /// Byte offset of element `[0][0]`.
+    pub offset: usize,
+    /// Bytes between element `[k][i]` and `[k + 1][i]` (the partition size).
+    pub row_stride: usize,
+    /// `K`, the contraction size (partitions), at most [`MAX_K`].
+    pub rows: usize,
+    /// `M` for the stationary operand (at most [`MAX_M`]), `N` for the moving one (at most
+    /// [`MAX_N`]).
+    pub cols: usize,
+}
+
+/// The matmul output in the modeled PSUM: `out[m][n]` is
+/// `data[offset + m * row_stride + n]`.
+#[derive(Debug)]
+pub struct Output<'a> {
+    /// The whole PSUM as f32 words.
+    pub data: &'a mut [f32],
+    /// Element offset of `out[0][0]`.
+    pub offset: usize,
+    /// Elements between `out[m][n]` and `out[m + 1][n]`.
+    pub row_stride: usize,
+}
+
+/// Preallocated packing buffers for [`matmul`]: create one per modeled core (or per thread) and
+/// reuse it; `matmul` never allocates.
+pub struct MatmulScratch {
+    /// Packed stationary operand.
+    pub(super) a: AlignedBuf,
+    /// Packed moving operand.
+    pub(super) b: AlignedBuf,
+}
+
+impl MatmulScratch {
+    /// Buffers sized for `K ≤ 128`, `M ≤ 128`, `N ≤ 512` (about 360 KiB).
+    pub fn new() -> Self {
+        MatmulScratch {
+            a: AlignedBuf::new(A_WORDS),
+            b: AlignedBuf::new(B_WORDS),
+        }
+    }
+}
+
+impl Default for MatmulScratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for MatmulScratch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("MatmulScratch")
+    }
+}
+
+/// Computes `out[m][n] = init + Σ_k stationary[k][m] · moving[k][n]` for every `m < M` and every
+/// `n` in `cols`, following the [module's definition](self) bit for bit on every `isa`.
+///
+/// `init` is the existing `out[m][n]` when `accumulate`, else nothing (`-0.0`). Only the output
+/// columns in `cols` are read or written, so disjoint column ranges can run on different
+/// threads (each with its own scratch). The two operands may have different dtypes.
+///
+/// # Panics
+/// If `K`, `M` or `N` exceed their maxima, the operands disagree on `K`, `cols` is not within
+/// `0..N`, an operand or the output does not fit its slice, the output rows overlap, a dtype is
+/// not `F32`, `Bf16` or `F16`, or the CPU does not support `isa`.
+pub fn matmul(
+    isa: Isa,
+    scratch: &mut MatmulScratch,
+    stationary: &Operand,
+    moving: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    let bf16_dot = isa == Isa::Avx512Bf16 && super::bf16_dot_is_fast();
+    #[cfg(not(target_arch = "x86_64"))]
+    let bf16_dot = false;
+    run(
+        isa, bf16_dot, scratch, stationary, moving, out, accumulate, cols,
+    );
+}
+
+/// [`matmul`] with the choice of the `vdpbf16ps` kernel made by the caller (`bf16_dot`: use it
+/// for bf16 × bf16 on [`Isa::Avx512Bf16`]), so that the tests can run both kernels anywhere.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    isa: Isa,
+    bf16_dot: bool,
+    scratch: &mut MatmulScratch,
+    stationary: &Operand,
+    moving: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    validate(stationary, moving, out, &cols);
+    if cols.is_empty() || stationary.cols == 0 {
+        return;
+    }
+    match isa {
+        Isa::Portable => portable(scratch, stationary, moving, out, accumulate, cols),
+        #[cfg(target_arch = "x86_64")]
+        _ => {
+            isa.assert_supported();
+            let both_bf16 = stationary.dtype == DType::Bf16 && moving.dtype == DType::Bf16;
+            // SAFETY: `assert_supported` checked the CPU features of `isa`, which cover every
+            // feature these functions enable; `validate` checked that every element they
+            // address lies inside its slice.
+            unsafe {
+                match isa {
+                    Isa::Avx512Bf16 if both_bf16 && bf16_dot => super::matmul_avx512::matmul_bf16(
+                        scratch, stationary, moving, out, accumulate, cols,
+                    ),
+                    Isa::Avx512Bf16 | Isa::Avx512 => super::matmul_avx512::matmul_f32(
+                        scratch, stationary, moving, out, accumulate, cols,
+                    ),
+                    _ => super::matmul_avx2::matmul_f32(
+                        scratch, stationary, moving, out, accumulate, cols,
+                    ),
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            let _ = bf16_dot;
+            isa.assert_supported();
+            unreachable!()
+        }
+    }
+}
+
+/// Checks shapes and bounds; the vector paths rely on it for memory safety.
+fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
+    assert_eq!(st.rows, mv.rows, "stationary and moving disagree on K");
+    assert!(st.rows <= MAX_K, "K = {} exceeds {MAX_K}", st.rows);
+    assert!(st.cols <= MAX_M, "M = {} exceeds {MAX_M}", st.cols);
+    assert!(mv.cols <= MAX_N, "N = {} exceeds {MAX_N}", mv.cols);
+    assert!(
+        cols.start <= cols.end && cols.end <= mv.cols,
+        "column range {cols:?} not within 0..{}",
+        mv.cols
+    );
+    for op in [st, mv] {
+        let size = elem_size(op.dtype);
+        if op.rows > 0 && op.cols > 0 {
+            let end = (op.rows - 1)
+                .checked_mul(op.row_stride)
+                .and_then(|x| x.checked_add(op.offset))
+                .and_then(|x| x.checked_add(op.cols * size));
+            assert!(
+                end.is_some_and(|end| end <= op.data.len()),
+                "matmul operand does not fit its slice"
+            );
+        }
+    }
+    let m = st.cols;
+    if m > 0 && !cols.is_empty() {
+        assert!(
+            m == 1 || out.row_stride >= cols.end,
+            "matmul output rows overlap"
+        );
+        let end = (m - 1)
+            .checked_mul(out.row_stride)
+            .and_then(|x| x.checked_add(out.offset))
+            .and_then(|x| x.checked_add(cols.end));
+        assert!(
+            end.is_some_and(|end| end <= out.data.len()),
+            "matmul output does not fit its slice"
+        );
+    }
+}
+
+// ---- Scalar pieces of the definition, shared by every path ----
+
+/// Flushes an f32 subnormal to a zero of the same sign.
+#[inline]
+pub(super) fn daz(x: f32) -> f32 {
+    let bits = x.to_bits();
+    if bits & 0x7f80_0000 == 0 {
+        f32::from_bits(bits & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+/// A key whose minimum over values gives the smallest exponent field of the nonzero ones:
+/// `exponent field − 1`, so that zeros (after DAZ) map to `u32::MAX`.
+#[inline]
+pub(super) fn exp_key(x: f32) -> u32 {
+    ((x.to_bits() >> 23) & 0xff).wrapping_sub(1)
+}
+
+/// Mantissa bits of a dtype once widened: every nonzero finite value is a multiple of
+/// `2^(exponent − mantissa_bits)`.
+fn mantissa_bits(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => 23,
+        DType::F16 => 10,
+        _ => 7,
+    }
+}
+
+/// Whether every product of the operands lies on the grid `2^-126 · ℤ`, given the minimum
+/// [`exp_key`] of each operand (see the module docs: then the FMA chain needs no FTZ).
+pub(super) fn products_on_grid(key_a: u32, dt_a: DType, key_b: u32, dt_b: DType) -> bool {
+    if key_a == u32::MAX || key_b == u32::MAX {
+        return true; // one operand is all zero: every product is ±0 (or NaN).
+    }
+    let grain = |key: u32, dt: DType| key as i32 + 1 - 127 - mantissa_bits(dt);
+    grain(key_a, dt_a) + grain(key_b, dt_b) >= -126
+}
+
+/// Whether an initial accumulator (after DAZ) lies on the grid `2^-126 · ℤ`: zero, or an
+/// exponent field of at least 24 (`ulp ≥ 2^-126`).
+#[inline]
+pub(super) fn acc_on_grid(x: f32) -> bool {
+    exp_key(x) >= 23
+}
+
+/// One step of the definition: `FTZ(round(acc + a·b))` for DAZ'd `a`, `b` and a flushed `acc`.
+#[inline]
+fn step(a: f32, b: f32, acc: f32) -> f32 {
+    let r = a.mul_add(b, acc);
+    if (r.to_bits() & 0x7fff_ffff).wrapping_sub(1) < 0x0080_0000 {
+        ftz_fixup(r, a, b, acc)
+    } else {
+        r
+    }
+}
+
+/// FTZ for an IEEE FMA result `r = round(acc + a·b)` with `0 < |r| ≤ 2^-126`: flushes when the
+/// result is tiny after rounding with an unbounded exponent (the `vdpbf16ps` rule).
+#[cold]
+#[inline(never)]
+fn ftz_fixup(r: f32, a: f32, b: f32, acc: f32) -> f32 {
+    let bits = r.to_bits();
+    let zero = f32::from_bits(bits & 0x8000_0000);
+    if bits & 0x7fff_ffff != 0x0080_0000 {
+        return zero; // subnormal (or zero)
+    }
+    // |r| is 2^-126: compare the exact |acc + a·b| with 2^-126 − 2^-151 (the boundary below
+    // which 24-bit rounding gives 2^-126 − 2^-150). `p` is exact in f64 (48-bit product) and
+    // (s, t) is the exact sum as an f64 pair (TwoSum), so s + t = acc + a·b.
+    let p = a as f64 * b as f64;
+    let c = acc as f64;
+    let s = p + c;
+    let bb = s - p;
+    let t = (p - (s - bb)) + (c - bb);
+    let (s, t) = if bits >> 31 == 1 { (-s, -t) } else { (s, t) };
+    const LIMIT: f64 = f32::MIN_POSITIVE as f64 * (1.0 - 1.0 / (1u64 << 25) as f64);
+    if s < LIMIT || (s == LIMIT && t < 0.0) {
+        zero
+    } else {
+        r
+    }
+}
+
+/// Recomputes an `rows × cols` output block with scalar [`step`]s (the definition itself)
+/// from packed f32 operands: `a[k * a_stride + r]`, `b[k * b_stride + c]`. The vector paths
+/// fall back to it for the rare blocks where some step's result was exactly `±2^-126`.
+///
+/// # Safety
+/// The packed operands hold `k` rows of at least `rows` / `cols` values; the output block
+/// (`out[r * stride + c]`) is in bounds.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(super) unsafe fn exact_block(
+    k: usize,
+    a: *const f32,
+    a_stride: usize,
+    b: *const f32,
+    b_stride: usize,
+    out: *mut f32,
+    stride: usize,
+    rows: usize,
+    cols: usize,
+    accumulate: bool,
+) {
+    for r in 0..rows {
+        for c in 0..cols {
+            // SAFETY: in bounds by the caller's contract.
+            unsafe {
+                let o = out.add(r * stride + c);
+                let mut acc = if accumulate { daz(*o) } else { -0.0 };
+                for kk in 0..k {
+                    acc = step(*a.add(kk * a_stride + r), *b.add(kk * b_stride + c), acc);
+                }
+                *o = canonical(acc);
+            }
+        }
+    }
+}
+
+/// Replaces a NaN by the canonical one.
+#[inline]
+fn canonical(x: f32) -> f32 {
+    if x.is_nan() {
+        f32::from_bits(CANONICAL_NAN)
+    } else {
+        x
+    }
+}
+
+// ---- The portable path ----
+
+/// Widens `op[k][cols]` for every `k` into `dst[k * cols.len() + i]` with DAZ; returns the
+/// minimum [`exp_key`].
+fn widen_rows(op: &Operand, cols: Range<usize>, dst: &mut [f32]) -> u32 {
+    let size = elem_size(op.dtype);
+    let w = cols.len();
+    let mut key = u32::MAX;
+    for k in 0..op.rows {
+        let start = op.offset + k * op.row_stride + cols.start * size;
+        let src = &op.data[start..start + w * size];
+        let row = &mut dst[k * w..(k + 1) * w];
+        match op.dtype {
+            DType::F32 => {
+                for (d, s) in row.iter_mut().zip(src.chunks_exact(4)) {
+                    *d = daz(f32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+                }
+            }
+            DType::Bf16 => {
+                for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = daz(bf16_to_f32(u16::from_le_bytes([s[0], s[1]])));
+                }
+            }
+            _ => {
+                for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = f16_to_f32(u16::from_le_bytes([s[0], s[1]]));
+                }
+            }
+        }
+        key = row.iter().fold(key, |m, &x| m.min(exp_key(x)));
+    }
+    key
+}
+
+/// Plain loops: widen both operands, then one FMA chain per output row.
+fn portable(
+    scratch: &mut MatmulScratch,
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    let (k, m, w) = (st.rows, st.cols, cols.len());
+    let a: &mut [f32] = bytemuck::cast_slice_mut(&mut scratch.a.as_mut_slice()[..k * m]);
+    let key_a = widen_rows(st, 0..m, a);
+    let b: &mut [f32] = bytemuck::cast_slice_mut(&mut scratch.b.as_mut_slice()[..k * w]);
+    let key_b = widen_rows(mv, cols.clone(), b);
+    let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
+    for mi in 0..m {
+        let start = out.offset + mi * out.row_stride + cols.start;
+        let row = &mut out.data[start..start + w];
+        let mut acc_ok = true;
+        for x in row.iter_mut() {
+            *x = if accumulate { daz(*x) } else { -0.0 };
+            acc_ok &= acc_on_grid(*x);
+        }
+        if ops_ok && acc_ok {
+            for ki in 0..k {
+                let av = a[ki * m + mi];
+                for (x, &bv) in row.iter_mut().zip(&b[ki * w..(ki + 1) * w]) {
+                    *x = av.mul_add(bv, *x);
+                }
+            }
+        } else {
+            for ki in 0..k {
+                let av = a[ki * m + mi];
+                for (x, &bv) in row.iter_mut().zip(&b[ki * w..(ki + 1) * w]) {
+                    *x = step(av, bv, *x);
+                }
+            }
+        }
+        for x in row.iter_mut() {
+            *x = canonical(*x);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::convert::{f32_to_bf16, f32_to_f16, tests::Rng};
+    use super::*;
+
+    /// Kinds of generated data.
+    #[derive(Copy, Clone, Debug, PartialEq)]
+    enum Kind {
+        /// Random values of moderate magnitude (some zeros).
+        Normal,
+        /// Tiny magnitudes: products and sums around 2^-126, subnormals, signed zeros.
+        Tiny,
+        /// Mostly signed zeros.
+        Zeros,
+        /// Normal values with infinities and NaNs sprinkled in.
+        Special,
+        /// Products of 2^-154 .. 2^-146 on initial accumulators within a few ulps of
+        /// ±2^-126: results often round to exactly ±2^-126, where the flush decision needs the
+        /// exact sum.
+        Boundary,
+    }
+
+    fn gen_f32(rng: &mut Rng, kind: Kind) -> f32 {
+        let r = rng.next_u32();
+        let sign = if r & 1 == 1 { -1.0f32 } else { 1.0 };
+        let mant = 1.0 + (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
+        let pick = (r >> 1) % 16;
+        match kind {
+            Kind::Normal if pick == 0 => 0.0 * sign,
+            Kind::Normal => sign * mant * 2f32.powi((r >> 8) as i32 % 17 - 8),
+            Kind::Zeros if pick < 13 => 0.0 * sign,
+            Kind::Zeros => sign * mant * 2f32.powi((r >> 8) as i32 % 9 - 4),
+            Kind::Special if pick == 0 => f32::INFINITY * sign,
+            Kind::Special if pick == 1 => {
+                f32::from_bits(0x7fc0_0000 | (rng.next_u32() & 0x803f_ffff))
+            }
+            Kind::Special => sign * mant * 2f32.powi((r >> 8) as i32 % 17 - 8),
+            Kind::Tiny if pick == 0 => 0.0 * sign,
+            Kind::Tiny if pick == 1 => f32::from_bits(rng.next_u32() & 0x807f_ffff), // subnormal
+            Kind::Boundary => sign * mant * p2(-77 + ((r >> 8) % 5) as i32),
+            Kind::Tiny => {
+                // |x| ≈ 2^-63 ± 6, so products are ≈ 2^-126 ± 12.
+                let e = -69 + ((r >> 8) % 13) as i32;
+                sign * mant * (2f32.powi(e / 2) * 2f32.powi(e - e / 2))
+            }
+        }
+    }
+
+    /// An operand in a fake SBUF: `rows × cols` of `dtype`, rows `stride` bytes apart, starting
+    /// at an odd offset; returns the bytes and the widened (exact) values.
+    fn make_operand(
+        rng: &mut Rng,
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        kind: Kind,
+    ) -> (Vec<u8>, usize, usize, Vec<f32>) {
+        let size = elem_size(dtype);
+        let offset = 3;
+        let stride = cols * size + 6;
+        let mut data = vec![0xeeu8; offset + rows * stride + 8];
+        let mut vals = Vec::with_capacity(rows * cols);
+        for k in 0..rows {
+            for i in 0..cols {
+                let x = gen_f32(rng, kind);
+                let at = offset + k * stride + i * size;
+                let v = match dtype {
+                    DType::F32 => {
+                        data[at..at + 4].copy_from_slice(&x.to_le_bytes());
+                        x
+                    }
+                    DType::Bf16 => {
+                        // Keep subnormals: truncate instead of the flushing conversion.
+                        let h = if x.is_subnormal() {
+                            (x.to_bits() >> 16) as u16
+                        } else {
+                            f32_to_bf16(x)
+                        };
+                        data[at..at + 2].copy_from_slice(&h.to_le_bytes());
+                        bf16_to_f32(h)
+                    }
+                    _ => {
+                        let h = f32_to_f16(x);
+                        data[at..at + 2].copy_from_slice(&h.to_le_bytes());
+                        f16_to_f32(h)
+                    }
+                };
+                vals.push(v);
+            }
+        }
+        (data, offset, stride, vals)
+    }
+
+    struct Case {
+        st: (Vec<u8>, usize, usize, Vec<f32>),
+        mv: (Vec<u8>, usize, usize, Vec<f32>),
+        dt: (DType, DType),
+        k: usize,
+        m: usize,
+        n: usize,
+        psum: Vec<f32>,
+    }
+
+    /// A code path: an [`Isa`] and whether bf16 × bf16 uses `vdpbf16ps` (only meaningful for
+    /// [`Isa::Avx512Bf16`]). Every supported path, the portable one first; both kernels of
+    /// `Avx512Bf16` whatever [`matmul`] would pick on this CPU.
+    type Path = (Isa, bool);
+
+    fn paths() -> Vec<Path> {
+        let mut paths: Vec<Path> = Isa::supported()
+            .into_iter()
+            .map(|isa| (isa, false))
+            .collect();
+        if Isa::Avx512Bf16.is_supported() {
+            paths.push((Isa::Avx512Bf16, true));
+        }
+        paths
+    }
+
+    const PORTABLE: Path = (Isa::Portable, false);
+
+    const PSUM_OFFSET: usize = 5;
+    const PSUM_STRIDE: usize = 520;
+
+    impl Case {
+        fn new(seed: u64, dt: (DType, DType), k: usize, m: usize, n: usize, kind: Kind) -> Case {
+            let mut rng = Rng::new(seed);
+            let st = make_operand(&mut rng, dt.0, k, m, kind);
+            let mv = make_operand(&mut rng, dt.1, k, n, kind);
+            let psum_kind = if kind == Kind::Normal {
+                Kind::Normal
+            } else {
+                Kind::Tiny
+            };
+            let psum = (0..PSUM_OFFSET + m * PSUM_STRIDE)
+                .map(|_| {
+                    if kind == Kind::Boundary {
+                        let r = rng.next_u32();
+                        let bits = 0x0080_0000u32 + (r >> 4) % 5 - 2; // MIN_POSITIVE ± 2 ulps
+                        return f32::from_bits(bits | (r & 1) << 31);
+                    }
+                    let x = gen_f32(&mut rng, psum_kind);
+                    if kind == Kind::Tiny && x != 0.0 && rng.next_u32().is_multiple_of(2) {
+                        x * 2f32.powi(-40) // deep into the subnormal range, or flushed later
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            Case {
+                st,
+                mv,
+                dt,
+                k,
+                m,
+                n,
+                psum,
+            }
+        }
+
+        fn run(&self, path: Path, accumulate: bool, cols: Range<usize>) -> Vec<f32> {
+            let st = Operand {
+                data: &self.st.0,
+                dtype: self.dt.0,
+                offset: self.st.1,
+                row_stride: self.st.2,
+                rows: self.k,
+                cols: self.m,
+            };
+            let mv = Operand {
+                data: &self.mv.0,
+                dtype: self.dt.1,
+                offset: self.mv.1,
+                row_stride: self.mv.2,
+                rows: self.k,
+                cols: self.n,
+            };
+            let mut psum = self.psum.clone();
+            let mut out = Output {
+                data: &mut psum,
+                offset: PSUM_OFFSET,
+                row_stride: PSUM_STRIDE,
+            };
+            let mut scratch = MatmulScratch::new();
+            super::run(
+                path.0,
+                path.1,
+                &mut scratch,
+                &st,
+                &mv,
+                &mut out,
+                accumulate,
+                cols,
+            );
+            psum
+        }
+    }
+
+    fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{what}: element {i} (row {}, col {}): got {g:e} want {w:e}",
+                (i - PSUM_OFFSET) / PSUM_STRIDE,
+                (i - PSUM_OFFSET) % PSUM_STRIDE,
+            );
+        }
+    }
+
+    const DTYPES: [(DType, DType); 6] = [
+        (DType::Bf16, DType::Bf16),
+        (DType::F16, DType::F16),
+        (DType::F32, DType::F32),
+        (DType::Bf16, DType::F16),
+        (DType::F32, DType::Bf16),
+        (DType::F16, DType::F32),
+    ];
+
+    /// Every path equals the portable one bit for bit; sizes, column ranges, accumulation.
+    #[test]
+    fn paths_agree_bit_for_bit() {
+        let paths = paths();
+        let mut seed = 1;
+        for k in [1, 2, 7, 64, 127, 128] {
+            for m in [1, 5, 128] {
+                for n in [1, 17, 128, 512] {
+                    let big = k * m * n > 1 << 16;
+                    for (di, &dt) in DTYPES.iter().enumerate() {
+                        // Keep the debug-build run time reasonable: big shapes with a subset.
+                        if big && di % 3 != seed as usize % 3 {
+                            continue;
+                        }
+                        let kinds: &[Kind] = if big {
+                            &[Kind::Normal]
+                        } else {
+                            &[Kind::Normal, Kind::Tiny, Kind::Zeros, Kind::Special]
+                        };
+                        for &kind in kinds {
+                            seed += 1;
+                            let case = Case::new(seed, dt, k, m, n, kind);
+                            let sub = n / 3..n - n / 4;
+                            for (accumulate, cols) in
+                                [(false, 0..n), (true, sub.clone()), (true, 0..n)]
+                            {
+                                let want = case.run(PORTABLE, accumulate, cols.clone());
+                                for &path in &paths[1..] {
+                                    let got = case.run(path, accumulate, cols.clone());
+                                    let what = format!(
+                                        "{path:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate} cols {cols:?}"
+                                    );
+                                    assert_same_bits(&got, &want, &what);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Subnormal-heavy data on bigger shapes, where the `vdpbf16ps` hardware flush decisions
+    /// must match the portable exact ones; and data whose results land on ±2^-126.
+    #[test]
+    fn tiny_data_paths_agree() {
+        let paths = paths();
+        for (seed, dt) in DTYPES.iter().enumerate() {
+            for (kind, k) in [
+                (Kind::Tiny, 128),
+                (Kind::Boundary, 1),
+                (Kind::Boundary, 2),
+                (Kind::Boundary, 5),
+            ] {
+                let case = Case::new(100 + seed as u64, *dt, k, 24, 96, kind);
+                for accumulate in [false, true] {
+                    let want = case.run(PORTABLE, accumulate, 0..96);
+                    for &path in &paths[1..] {
+                        let got = case.run(path, accumulate, 0..96);
+                        assert_same_bits(
+                            &got,
+                            &want,
+                            &format!("{path:?} {dt:?} {kind:?} K{k} acc {accumulate}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The portable path stays within a classic error bound of an f64 reference.
+    #[test]
+    fn portable_close_to_f64_reference() {
+        for (seed, &dt) in DTYPES.iter().enumerate() {
+            for (k, m, n) in [(1, 3, 5), (64, 16, 40), (128, 8, 64)] {
+                let case = Case::new(500 + seed as u64, dt, k, m, n, Kind::Normal);
+                for accumulate in [false, true] {
+                    let got = case.run(PORTABLE, accumulate, 0..n);
+                    for mi in 0..m {
+                        for ni in 0..n {
+                            let at = PSUM_OFFSET + mi * PSUM_STRIDE + ni;
+                            let init = if accumulate {
+                                case.psum[at] as f64
+                            } else {
+                                0.0
+                            };
+                            let (mut sum, mut mag) = (init, init.abs());
+                            for ki in 0..k {
+                                let p =
+                                    case.st.3[ki * m + mi] as f64 * case.mv.3[ki * n + ni] as f64;
+                                sum += p;
+                                mag += p.abs();
+                            }
+                            let bound = (k + 1) as f64 * f32::EPSILON as f64 / 2.0 * mag;
+                            let err = (got[at] as f64 - sum).abs();
+                            assert!(
+                                err <= bound,
+                                "{dt:?} K{k} m{mi} n{ni}: {} vs {sum} (bound {bound})",
+                                got[at]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a 1×1 matmul with bf16 operands given as f32 values (must be exact in bf16) on
+    /// every path, checking they agree, and returns the result.
+    fn dot_bf16(init: Option<f32>, pairs: &[(f32, f32)]) -> f32 {
+        let k = pairs.len();
+        let enc = |x: f32| {
+            assert_eq!(x.to_bits() & 0xffff, 0, "{x:e} is not a bf16");
+            ((x.to_bits() >> 16) as u16).to_le_bytes()
+        };
+        let st: Vec<u8> = pairs.iter().flat_map(|p| enc(p.0)).collect();
+        let mv: Vec<u8> = pairs.iter().flat_map(|p| enc(p.1)).collect();
+        let op = |data| Operand {
+            data,
+            dtype: DType::Bf16,
+            offset: 0,
+            row_stride: 2,
+            rows: k,
+            cols: 1,
+        };
+        let mut results = Vec::new();
+        for path in paths() {
+            let mut psum = [init.unwrap_or(1.0)];
+            let mut out = Output {
+                data: &mut psum,
+                offset: 0,
+                row_stride: 1,
+            };
+            let (st, mv) = (op(&st), op(&mv));
+            let mut scratch = MatmulScratch::new();
+            super::run(
+                path.0,
+                path.1,
+                &mut scratch,
+                &st,
+                &mv,
+                &mut out,
+                init.is_some(),
+                0..1,
+            );
+            results.push((path, psum[0]));
+        }
+        for &(path, r) in &results {
+            assert_eq!(
+                r.to_bits(),
+                results[0].1.to_bits(),
+                "{path:?} disagrees: {results:?}"
+            );
+        }
+        results[0].1
+    }
+
+    fn p2(e: i32) -> f32 {
+        2f32.powi(e / 2) * 2f32.powi(e - e / 2)
+    }
+
+    /// The definition's corner cases (the same as the `vdpbf16ps` probes in the module docs).
+    #[test]
+    fn definition_corner_cases() {
+        let min = f32::MIN_POSITIVE;
+        let bits = |x: f32| x.to_bits();
+        // -0.0 identity and signed zeros.
+        assert_eq!(bits(dot_bf16(None, &[(0.0, -0.0)])), bits(-0.0));
+        assert_eq!(bits(dot_bf16(None, &[(0.0, 0.0), (0.0, -0.0)])), bits(0.0));
+        assert_eq!(bits(dot_bf16(Some(-0.0), &[(0.0, -0.0); 3])), bits(-0.0));
+        // DAZ of the accumulator and of operands.
+        assert_eq!(dot_bf16(Some(p2(-130)), &[(p2(-63), p2(-63))]), min);
+        assert_eq!(
+            dot_bf16(Some(min), &[(f32::from_bits(0x0002_0000), p2(100))]),
+            min
+        );
+        // Products are fused: no underflow, no overflow of their own.
+        assert_eq!(
+            dot_bf16(Some(p2(-120)), &[(p2(-70), p2(-70))]),
+            p2(-120) * (1.0 + p2(-20))
+        );
+        assert_eq!(dot_bf16(Some(-f32::MAX), &[(p2(64), p2(64))]), p2(104));
+        // A subnormal intermediate is flushed before the next product is added.
+        assert_eq!(
+            dot_bf16(None, &[(p2(-65), p2(-65)), (p2(-63), p2(-63))]),
+            min
+        );
+        // Tininess after rounding with unbounded exponent.
+        assert_eq!(bits(dot_bf16(Some(min), &[(-1.5 * p2(-75), p2(-76))])), 0);
+        assert_eq!(dot_bf16(Some(min), &[(-p2(-76), p2(-76))]), min);
+        assert_eq!(dot_bf16(Some(min), &[(-p2(-75), p2(-76))]), min); // the tie
+        assert_eq!(
+            bits(dot_bf16(Some(-min), &[(1.5 * p2(-75), p2(-76))])),
+            bits(-0.0)
+        );
+        assert_eq!(dot_bf16(Some(-min), &[(p2(-76), p2(-76))]), -min);
+        // Flushed results keep their sign.
+        assert_eq!(
+            bits(dot_bf16(Some(-p2(-125)), &[(1.5 * p2(-63), p2(-63))])),
+            bits(-0.0)
+        );
+        // NaN is canonical.
+        let nan = CANONICAL_NAN;
+        assert_eq!(bits(dot_bf16(None, &[(f32::INFINITY, 0.0)])), nan);
+        assert_eq!(
+            bits(dot_bf16(None, &[(f32::from_bits(0xff81_0000), 1.0)])),
+            nan
+        );
+        assert_eq!(
+            bits(dot_bf16(Some(f32::from_bits(0x7f80_0001)), &[(1.0, 1.0)])),
+            nan
+        );
+        assert_eq!(
+            bits(dot_bf16(
+                None,
+                &[(f32::INFINITY, 1.0), (f32::NEG_INFINITY, 1.0)]
+            )),
+            nan
+        );
+        // K = 0 stores the initial accumulator.
+        assert_eq!(bits(dot_bf16(None, &[])), bits(-0.0));
+        assert_eq!(bits(dot_bf16(Some(p2(-130)), &[])), 0);
+        assert_eq!(dot_bf16(Some(3.0), &[]), 3.0);
+    }
+
+    /// The f32 paths follow the same definition for f32 operands (where `a·b` is not exact).
+    #[test]
+    fn f32_operands_are_fused() {
+        // (1 + 2^-12)² = 1 + 2^-11 + 2^-24: fused, -1 - 2^-11 leaves exactly 2^-24.
+        let a = 1.0 + p2(-12);
+        let st: Vec<u8> = a.to_le_bytes().to_vec();
+        let op = |data| Operand {
+            data,
+            dtype: DType::F32,
+            offset: 0,
+            row_stride: 4,
+            rows: 1,
+            cols: 1,
+        };
+        for isa in Isa::supported() {
+            let mut psum = [-1.0 - p2(-11)];
+            let mut out = Output {
+                data: &mut psum,
+                offset: 0,
+                row_stride: 1,
+            };
+            matmul(
+                isa,
+                &mut MatmulScratch::new(),
+                &op(&st),
+                &op(&st),
+                &mut out,
+                true,
+                0..1,
+            );
+            assert_eq!(psum[0], p2(-24), "{isa:?}");
+        }
+    }
+
+    #[test]
+    fn empty_ranges_touch_nothing() {
+        let case = Case::new(9, (DType::Bf16, DType::Bf16), 4, 3, 20, Kind::Normal);
+        for path in paths() {
+            assert_same_bits(&case.run(path, false, 7..7), &case.psum, "empty");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn rejects_short_operand() {
+        let data = [0u8; 10];
+        let op = Operand {
+            data: &data,
+            dtype: DType::Bf16,
+            offset: 0,
+            row_stride: 4,
+            rows: 3,
+            cols: 2,
+        };
+        let mut psum = [0.0f32; 16];
+        let mut out = Output {
+            data: &mut psum,
+            offset: 0,
+            row_stride: 4,
+        };
+        matmul(
+            Isa::detect(),
+            &mut MatmulScratch::new(),
+            &op,
+            &op,
+            &mut out,
+            false,
+            0..2,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn rejects_short_output() {
+        let data = [0u8; 64];
+        let op = Operand {
+            data: &data,
+            dtype: DType::Bf16,
+            offset: 0,
+            row_stride: 8,
+            rows: 2,
+            cols: 4,
+        };
+        let mut psum = [0.0f32; 14];
+        let mut out = Output {
+            data: &mut psum,
+            offset: 0,
+            row_stride: 4,
+        };
+        matmul(
+            Isa::detect(),
+            &mut MatmulScratch::new(),
+            &op,
+            &op,
+            &mut out,
+            false,
+            0..4,
+        );
+    }
+}

@@ -1,0 +1,595 @@
+//! AVX-512 paths of [`super::matmul`]: a `vdpbf16ps` kernel for bf16 × bf16 and a
+//! `vfmadd231ps` kernel for everything else, both register-blocked as `MR` rows of `m` ×
+//! `NR` zmm vectors (16 columns each) of `n`.
+//!
+//! Packed layouts (in the scratch buffers, 64-byte aligned):
+//! - bf16: a K-pair dword holds element `k` in its high half and `k + 1` in its low half
+//!   (swapped, so that `vdpbf16ps` adds in ascending `k`); stationary block `mb` is
+//!   `a[(mb * pairs + j) * MR + r]` (broadcast per row), moving panel `p` is
+//!   `b[(p * pairs + j) * NC + c]`.
+//! - f32: the same with single widened (DAZ'd) elements instead of pairs.
+
+use core::arch::x86_64::*;
+use core::mem::transmute;
+use core::ops::Range;
+
+use nki_lang::DType;
+
+use super::matmul::{
+    CANONICAL_NAN, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
+    products_on_grid,
+};
+
+/// Rows of `m` per register block.
+const MR: usize = 8;
+/// Most zmm vectors of `n` per register block (`MR * NR` accumulators).
+const NR: usize = 3;
+/// Columns per moving panel.
+const NC: usize = NR * 16;
+
+/// bf16 element type code for the const-generic packers.
+const BF16: u8 = 1;
+/// f16 element type code.
+const F16: u8 = 2;
+/// f32 element type code.
+const F32: u8 = 4;
+
+/// Operand rows to prefetch ahead while packing (SBUF rows are far apart, so the hardware
+/// prefetchers only see one short stream per row).
+const PREFETCH: usize = 4;
+
+/// Prefetches the cache lines of `bytes` bytes at `p` (any address: prefetches never fault).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn prefetch_run(p: *const u8, bytes: usize) {
+    for off in (0..bytes).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast());
+    }
+}
+
+/// Columns packed together for all `k` before moving on: a whole block of width `bw`, or 16
+/// columns (two blocks) when `bw` is 8.
+const fn group(bw: usize) -> usize {
+    if bw.is_multiple_of(16) { bw } else { 16 }
+}
+
+/// Mask of the first `n` (≤ 16) lanes.
+#[inline]
+fn lanes(n: usize) -> u16 {
+    if n >= 16 { 0xffff } else { (1u16 << n) - 1 }
+}
+
+/// bf16 × bf16 with `vdpbf16ps`.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL and AVX512_BF16; the operands and the output must have
+/// been validated by `super::matmul::validate`; both operands are bf16.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) unsafe fn matmul_bf16(
+    scratch: &mut MatmulScratch,
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    let (k, m, w) = (st.rows, st.cols, cols.len());
+    let pairs = k.div_ceil(2);
+    let a = scratch.a.as_mut_slice();
+    let b = scratch.b.as_mut_slice();
+    let blocks = m.div_ceil(MR);
+    assert!(
+        blocks.div_ceil(2) * 2 * MR * pairs <= a.len() && w.div_ceil(NC) * NC * pairs <= b.len()
+    );
+    // SAFETY: validated operands; the packed sizes fit the buffers (asserted above).
+    unsafe {
+        pack_pairs::<MR>(st, 0, m, a.as_mut_ptr(), 0);
+        pack_pairs::<NC>(mv, cols.start, w, b.as_mut_ptr(), i16::MIN);
+    }
+    let (a, b) = (a.as_ptr(), b.as_ptr());
+    let base = out.data.as_mut_ptr();
+    for p in 0..w.div_ceil(NC) {
+        let width = (w - p * NC).min(NC);
+        let last = lanes(width - (width - 1) / 16 * 16);
+        for mb in 0..blocks {
+            let rows = (m - mb * MR).min(MR);
+            // SAFETY: the block's packed data lies in the buffers; the output block starts at
+            // a validated element and `rows`/`last` keep every access inside the output.
+            unsafe {
+                let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
+                let ap = a.add(mb * pairs * MR);
+                let bp = b.add(p * pairs * NC);
+                match width.div_ceil(16) {
+                    1 => kernel_bf16::<1>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
+                    2 => kernel_bf16::<2>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
+                    _ => kernel_bf16::<3>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
+                }
+            }
+        }
+    }
+}
+
+/// Packs `op[k][c0 .. c0 + width]` into K-pair dwords (`k` high, `k + 1` low; a missing last
+/// `k + 1` is the bf16 `pad`: `+0.0` for stationary, `-0.0` for moving), in blocks of `BW`
+/// columns (8 or a multiple of 16): element `(j, i)` goes to
+/// `dst[(i / BW * pairs + j) * BW + i % BW]`. Columns past `width` up to the next multiple of 16
+/// are zero.
+///
+/// # Safety
+/// Validated operand of 2-byte elements with `c0 + width <= op.cols`; `dst` must hold
+/// `ceil(width / 16) * 16` columns of every pair.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pack_pairs<const BW: usize>(
+    op: &Operand,
+    c0: usize,
+    width: usize,
+    dst: *mut u32,
+    pad: i16,
+) {
+    let pairs = op.rows.div_ceil(2);
+    let src = op.data.as_ptr();
+    let row = |k: usize| src.wrapping_add(op.offset + k * op.row_stride + c0 * 2);
+    // Column groups outside, pairs inside: the stores of a group run sequentially through its
+    // blocks (blocks of one pair are a multiple of 4 KiB apart and would alias in L1).
+    for g in (0..width).step_by(group(BW)) {
+        let end = (g + group(BW)).min(width);
+        for j in 0..pairs {
+            let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+            if k_hi + 2 * PREFETCH < op.rows {
+                prefetch_run(row(k_hi + 2 * PREFETCH).wrapping_add(g * 2), (end - g) * 2);
+                prefetch_run(row(k_lo + 2 * PREFETCH).wrapping_add(g * 2), (end - g) * 2);
+            }
+            for i in (g..end).step_by(16) {
+                let mask = lanes(width - i);
+                // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
+                // neither read nor faulted.
+                let (hi, lo) = unsafe {
+                    let at = |k: usize| src.add(op.offset + k * op.row_stride + (c0 + i) * 2);
+                    let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
+                    let lo = if k_lo < op.rows {
+                        _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
+                    } else {
+                        _mm256_maskz_mov_epi16(mask, _mm256_set1_epi16(pad))
+                    };
+                    (hi, lo)
+                };
+                let v = _mm512_or_si512(
+                    _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
+                    _mm512_cvtepu16_epi32(lo),
+                );
+                // SAFETY: the caller sized `dst` for these blocks.
+                unsafe { store_blocked::<BW>(dst, pairs, j, i, v) };
+            }
+        }
+    }
+}
+
+/// Stores 16 packed columns starting at column `i` (a multiple of 16) of pair/row `j` into the
+/// blocked layout with block width `BW` (8 or a multiple of 16).
+///
+/// # Safety
+/// `dst` must hold the addressed blocks.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn store_blocked<const BW: usize>(
+    dst: *mut u32,
+    rows: usize,
+    j: usize,
+    i: usize,
+    v: __m512i,
+) {
+    // SAFETY: in bounds by the caller's contract; blocks are 32-byte aligned in a 64-byte
+    // aligned buffer (`BW` 8) or 64-byte aligned (`BW` a multiple of 16).
+    unsafe {
+        if BW == 8 {
+            let blk = i / 8;
+            let lo = dst.add((blk * rows + j) * 8);
+            let hi = dst.add(((blk + 1) * rows + j) * 8);
+            _mm256_store_si256(lo.cast(), _mm512_castsi512_si256(v));
+            _mm256_store_si256(hi.cast(), _mm512_extracti64x4_epi64::<1>(v));
+        } else {
+            let p = dst.add((i / BW * rows + j) * BW + i % BW);
+            _mm512_store_si512(p.cast(), v);
+        }
+    }
+}
+
+/// Loads the initial accumulators of a block: `DAZ(out)` when accumulating, else `-0.0`.
+///
+/// # Safety
+/// Rows `< rows` of the block, lanes within `last` of the last vector, are in bounds.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn load_init<const N: usize>(
+    out: *const f32,
+    stride: usize,
+    rows: usize,
+    last: u16,
+    accumulate: bool,
+) -> [[__m512; N]; MR] {
+    let mut acc = [[_mm512_set1_ps(-0.0); N]; MR];
+    if accumulate {
+        for (r, row) in acc.iter_mut().enumerate().take(rows) {
+            for (c, v) in row.iter_mut().enumerate() {
+                let mask = if c == N - 1 { last } else { 0xffff };
+                // SAFETY: in bounds by the caller's contract (masked lanes are not accessed).
+                let x = unsafe { _mm512_maskz_loadu_ps(mask, out.add(r * stride + c * 16)) };
+                let bits = _mm512_castps_si512(x);
+                let sub = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f80_0000));
+                let flushed = _mm512_mask_and_epi32(bits, sub, bits, _mm512_set1_epi32(i32::MIN));
+                *v = _mm512_castsi512_ps(flushed);
+            }
+        }
+    }
+    acc
+}
+
+/// Stores a block's accumulators (NaN → canonical NaN), except the lanes in `skip`.
+///
+/// # Safety
+/// As for [`load_init`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn store_block<const N: usize>(
+    out: *mut f32,
+    stride: usize,
+    rows: usize,
+    last: u16,
+    acc: &[[__m512; N]; MR],
+    skip: &[[u16; N]; MR],
+) {
+    let nan = _mm512_castsi512_ps(_mm512_set1_epi32(CANONICAL_NAN as i32));
+    for (r, row) in acc.iter().enumerate().take(rows) {
+        for (c, &v) in row.iter().enumerate() {
+            let mask = if c == N - 1 { last } else { 0xffff } & !skip[r][c];
+            let v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v), nan);
+            // SAFETY: in bounds by the caller's contract (masked lanes are not accessed).
+            unsafe { _mm512_mask_storeu_ps(out.add(r * stride + c * 16), mask, v) };
+        }
+    }
+}
+
+/// One `MR × N·16` block over all K-pairs with `vdpbf16ps`.
+///
+/// # Safety
+/// `a` holds `pairs * MR` packed dwords, `b` `pairs` rows of `NC` (the first `N * 16` read);
+/// output as for [`load_init`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_bf16<const N: usize>(
+    pairs: usize,
+    a: *const u32,
+    b: *const u32,
+    out: *mut f32,
+    stride: usize,
+    rows: usize,
+    last: u16,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded caller contract.
+    let mut acc = unsafe { load_init::<N>(out, stride, rows, last, accumulate) };
+    for j in 0..pairs {
+        // SAFETY: within the packed buffers by the caller's contract; `b` rows are 64-byte
+        // aligned (NC is a multiple of 16 dwords, the buffer is 64-byte aligned).
+        unsafe {
+            let bp = b.add(j * NC);
+            let bv: [__m512bh; N] = core::array::from_fn(|c| {
+                transmute::<__m512i, __m512bh>(_mm512_load_si512(bp.add(c * 16).cast()))
+            });
+            let ap = a.add(j * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = transmute::<__m512i, __m512bh>(_mm512_set1_epi32(*ap.add(r) as i32));
+                for (v, &bc) in row.iter_mut().zip(&bv) {
+                    *v = _mm512_dpbf16_ps(*v, av, bc);
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { store_block::<N>(out, stride, rows, last, &acc, &[[0; N]; MR]) };
+}
+
+// ---- f32 FMA path ----
+
+/// Everything but bf16 × bf16: widen to f32 with DAZ, then `vfmadd231ps`.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL (with FMA and F16C); the operands and the output must
+/// have been validated by `super::matmul::validate`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn matmul_f32(
+    scratch: &mut MatmulScratch,
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    let (k, m, w) = (st.rows, st.cols, cols.len());
+    let a = scratch.a.as_mut_slice();
+    let b = scratch.b.as_mut_slice();
+    let blocks = m.div_ceil(MR);
+    assert!(blocks.div_ceil(2) * 2 * MR * k <= a.len() && w.div_ceil(NC) * NC * k <= b.len());
+    // SAFETY: validated operands; the packed sizes fit the buffers (asserted above).
+    let (key_a, key_b) = unsafe {
+        (
+            pack_f32_any::<MR>(st, 0, m, a.as_mut_ptr()),
+            pack_f32_any::<NC>(mv, cols.start, w, b.as_mut_ptr()),
+        )
+    };
+    let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
+    let (a, b) = (a.as_ptr().cast::<f32>(), b.as_ptr().cast::<f32>());
+    let base = out.data.as_mut_ptr();
+    for p in 0..w.div_ceil(NC) {
+        let width = (w - p * NC).min(NC);
+        let last = lanes(width - (width - 1) / 16 * 16);
+        for mb in 0..blocks {
+            let rows = (m - mb * MR).min(MR);
+            // SAFETY: as in `matmul_bf16`.
+            unsafe {
+                let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
+                let ap = a.add(mb * k * MR);
+                let bp = b.add(p * k * NC);
+                let s = out.row_stride;
+                match width.div_ceil(16) {
+                    1 => kernel_f32::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                    2 => kernel_f32::<2>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                    _ => kernel_f32::<3>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                }
+            }
+        }
+    }
+}
+
+/// Dispatches [`pack_f32`] on the operand's dtype (once per call).
+///
+/// # Safety
+/// As for [`pack_f32`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn pack_f32_any<const BW: usize>(
+    op: &Operand,
+    c0: usize,
+    width: usize,
+    dst: *mut u32,
+) -> u32 {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        match op.dtype {
+            DType::Bf16 => pack_f32::<BF16, BW>(op, c0, width, dst),
+            DType::F16 => pack_f32::<F16, BW>(op, c0, width, dst),
+            _ => pack_f32::<F32, BW>(op, c0, width, dst),
+        }
+    }
+}
+
+/// Widens `op[k][c0 .. c0 + width]` to f32 with DAZ into blocks of `BW` columns (8 or a
+/// multiple of 16): element `(k, i)` goes to `dst[(i / BW * K + k) * BW + i % BW]`; returns the
+/// minimum exponent key (see `super::matmul::exp_key`). Columns past `width` up to the next
+/// multiple of 16 are zero. DAZ is a second pass ([`flush_packed`]), only taken when a
+/// subnormal is present: the common case pays one `min` per vector for the check.
+///
+/// # Safety
+/// Validated operand of element type `D` with `c0 + width <= op.cols`; `dst` must hold
+/// `ceil(width / 16) * 16` columns of every row.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn pack_f32<const D: u8, const BW: usize>(
+    op: &Operand,
+    c0: usize,
+    width: usize,
+    dst: *mut u32,
+) -> u32 {
+    let src = op.data.as_ptr();
+    let abs = _mm512_set1_epi32(0x7fff_ffff);
+    let one = _mm512_set1_epi32(1);
+    let size = if D == F32 { 4 } else { 2 };
+    let mut keys = _mm512_set1_epi32(-1);
+    let row = |k: usize| src.wrapping_add(op.offset + k * op.row_stride + c0 * size);
+    // Column groups outside, rows inside (see `pack_pairs`).
+    for g in (0..width).step_by(group(BW)) {
+        let end = (g + group(BW)).min(width);
+        for k in 0..op.rows {
+            if k + PREFETCH < op.rows {
+                prefetch_run(row(k + PREFETCH).wrapping_add(g * size), (end - g) * size);
+            }
+            for i in (g..end).step_by(16) {
+                let mask = lanes(width - i);
+                // SAFETY: the addressed row is in bounds; masked lanes are neither read nor
+                // faulted.
+                let x = unsafe {
+                    let at = src.add(op.offset + k * op.row_stride + (c0 + i) * size);
+                    match D {
+                        F32 => _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, at.cast())),
+                        BF16 => _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                            _mm256_maskz_loadu_epi16(mask, at.cast()),
+                        )),
+                        _ => _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                            mask,
+                            at.cast(),
+                        ))),
+                    }
+                };
+                // min(|x| − 1): the smallest nonzero magnitude, and below 0x007f_ffff if a
+                // subnormal is present (zeros wrap to u32::MAX).
+                keys = _mm512_min_epu32(keys, _mm512_sub_epi32(_mm512_and_si512(x, abs), one));
+                // SAFETY: the caller sized `dst` for these blocks.
+                unsafe { store_blocked::<BW>(dst, op.rows, k, i, x) };
+            }
+        }
+    }
+    match _mm512_reduce_min_epu32(keys) {
+        u32::MAX => u32::MAX, // all zero
+        // SAFETY: the same region as written above.
+        m if m < 0x007f_ffff => unsafe { flush_packed::<BW>(dst, op.rows, width) },
+        m => ((m + 1) >> 23) - 1, // `exp_key` of the smallest nonzero magnitude
+    }
+}
+
+/// DAZ over a packed region (the rare case of subnormal operands; only f32 and bf16 can have
+/// them): flushes every subnormal word written by [`pack_f32`] and returns the minimum
+/// `exp_key` of the result.
+///
+/// # Safety
+/// `dst` holds the region [`pack_f32`] wrote for `rows` and `width`.
+#[cold]
+#[inline(never)]
+unsafe fn flush_packed<const BW: usize>(dst: *mut u32, rows: usize, width: usize) -> u32 {
+    let mut key = u32::MAX;
+    for c in 0..width.div_ceil(16) * 16 {
+        for k in 0..rows {
+            // SAFETY: `pack_f32` stored this word (all 16 columns of every chunk).
+            let w = unsafe { &mut *dst.add((c / BW * rows + k) * BW + c % BW) };
+            let x = daz(f32::from_bits(*w));
+            *w = x.to_bits();
+            key = key.min(exp_key(x));
+        }
+    }
+    key
+}
+
+/// One `MR × N·16` block over all `k` with `vfmadd231ps`, following the definition: without
+/// per-step FTZ when the data provably never produces a tiny intermediate, else flushing each
+/// step and recomputing exactly the columns where a step gave `±2^-126`.
+///
+/// # Safety
+/// `a` holds `k * MR` packed floats, `b` `k` rows of `NC` (the first `N * 16` read); output as
+/// for [`load_init`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_f32<const N: usize>(
+    k: usize,
+    a: *const f32,
+    b: *const f32,
+    out: *mut f32,
+    stride: usize,
+    rows: usize,
+    last: u16,
+    accumulate: bool,
+    ops_ok: bool,
+) {
+    // SAFETY: forwarded caller contract.
+    let acc = unsafe { load_init::<N>(out, stride, rows, last, accumulate) };
+    let mut grid = ops_ok;
+    if grid && accumulate {
+        // Initial accumulators must be zero or have an exponent field ≥ 24.
+        let exp = _mm512_set1_epi32(0x7f80_0000);
+        let mut bad = 0u16;
+        for v in acc.iter().flatten() {
+            let bits = _mm512_castps_si512(*v);
+            let e = _mm512_and_si512(bits, exp);
+            bad |= _mm512_mask_cmplt_epu32_mask(
+                _mm512_test_epi32_mask(bits, exp),
+                e,
+                _mm512_set1_epi32(24 << 23),
+            );
+        }
+        grid = bad == 0;
+        debug_assert!(!grid || acc.iter().flatten().all(|v| all_lanes(*v, acc_on_grid)));
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        if grid {
+            let (acc, _) = fma_loop::<N, MR, false>(k, a, b, acc);
+            store_block::<N>(out, stride, rows, last, &acc, &[[0; N]; MR]);
+            return;
+        }
+        // The flushing loop needs more registers: passes of `FTZ_ROWS` rows.
+        let mut acc = acc;
+        let mut exact = [[0u16; N]; MR];
+        for pass in 0..MR / FTZ_ROWS {
+            let r0 = pass * FTZ_ROWS;
+            let part: [[__m512; N]; FTZ_ROWS] = core::array::from_fn(|r| acc[r0 + r]);
+            let (part, edges) = fma_loop::<N, FTZ_ROWS, true>(k, a.add(r0), b, part);
+            for r in 0..FTZ_ROWS {
+                acc[r0 + r] = part[r];
+                exact[r0 + r] = edges;
+            }
+        }
+        // Lanes where some step gave exactly ±2^-126: the exact scalar definition (reading
+        // the initial accumulators before `store_block` overwrites them), then the rest.
+        for (r, row) in exact.iter().enumerate().take(rows) {
+            for (c, &e) in row.iter().enumerate() {
+                let e = e & if c == N - 1 { last } else { 0xffff };
+                for l in (0..16).filter(|l| e >> l & 1 == 1) {
+                    let col = c * 16 + l;
+                    let o = out.add(r * stride + col);
+                    exact_block(k, a.add(r), MR, b.add(col), NC, o, stride, 1, 1, accumulate);
+                }
+            }
+        }
+        store_block::<N>(out, stride, rows, last, &acc, &exact);
+    }
+}
+
+/// Rows per pass of the flushing FMA loop (4 × 3 accumulators plus its constants fit the
+/// 32 zmm registers).
+const FTZ_ROWS: usize = 4;
+
+/// Whether `f` holds for every lane.
+fn all_lanes(v: __m512, f: impl Fn(f32) -> bool) -> bool {
+    // SAFETY: `__m512` and `[f32; 16]` have the same size and every bit pattern is valid.
+    let x: [f32; 16] = unsafe { transmute::<__m512, [f32; 16]>(v) };
+    x.into_iter().all(f)
+}
+
+/// The FMA chain over `k` for `R` rows (row `r` of step `kk` broadcasts `a[kk * MR + r]`).
+/// With `FTZ`, each step flushes subnormal results to signed zero, and the second result marks
+/// per column (lane of each vector) whether some step of some row produced exactly `±2^-126`,
+/// where the flush decision needs the exact sum (the caller recomputes those columns).
+///
+/// # Safety
+/// As for [`kernel_f32`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn fma_loop<const N: usize, const R: usize, const FTZ: bool>(
+    k: usize,
+    a: *const f32,
+    b: *const f32,
+    mut acc: [[__m512; N]; R],
+) -> ([[__m512; N]; R], [u16; N]) {
+    let exp = _mm512_set1_epi32(0x7f80_0000);
+    let sign = _mm512_set1_epi32(i32::MIN);
+    let abs = _mm512_set1_epi32(0x7fff_ffff);
+    let min_pos = _mm512_set1_epi32(0x0080_0000);
+    // Per column, the min over steps of (|r| XOR 2^-126): zero iff some |r| was 2^-126.
+    let mut edge = [_mm512_set1_epi32(-1); N];
+    for kk in 0..k {
+        // SAFETY: within the packed buffers by the caller's contract; `b` rows are 64-byte
+        // aligned.
+        unsafe {
+            let bp = b.add(kk * NC);
+            let bv: [__m512; N] = core::array::from_fn(|c| _mm512_load_ps(bp.add(c * 16)));
+            let ap = a.add(kk * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                for ((v, &bc), e) in row.iter_mut().zip(&bv).zip(edge.iter_mut()) {
+                    let new = _mm512_fmadd_ps(av, bc, *v);
+                    *v = if FTZ {
+                        let bits = _mm512_castps_si512(new);
+                        let sub = _mm512_testn_epi32_mask(bits, exp);
+                        // (bits & abs) ^ min_pos in one ternary-logic instruction.
+                        let off = _mm512_ternarylogic_epi32::<0x6a>(bits, abs, min_pos);
+                        *e = _mm512_min_epu32(*e, off);
+                        _mm512_castsi512_ps(_mm512_mask_and_epi32(bits, sub, bits, sign))
+                    } else {
+                        new
+                    };
+                }
+            }
+        }
+    }
+    let zero = _mm512_setzero_si512();
+    (
+        acc,
+        edge.map(|e| {
+            if FTZ {
+                _mm512_cmpeq_epi32_mask(e, zero)
+            } else {
+                0
+            }
+        }),
+    )
+}

@@ -1,0 +1,598 @@
+//! Access patterns and the one routine that moves elements between them.
+//!
+//! Every operand of an instruction (an SBUF/PSUM [`TileView`], an [`HbmAccess`]) resolves,
+//! once per instruction, to a [`Pattern`]: a base element offset into its memory and one
+//! element stride per tile dimension (partition first). Two patterns over the same grid form a
+//! [`Plan`]: size-1 dimensions are dropped and dimensions that are contiguous on both sides
+//! merged, so that the innermost dimension is as long as possible. [`transfer`] then walks the
+//! outer dimensions and moves the innermost one as a contiguous run (one
+//! [`crate::cpu::convert::convert`] call) when both sides allow, else gathers, converts and
+//! scatters it in chunks.
+//!
+//! Offsets are in elements of each side's dtype. Every memory has partition and tile
+//! addresses that are multiples of the element size, so element offsets are exact.
+
+use nki_lang::{DType, HbmAccess, LoopValues, MAX_TILE_RANK, TileDecl, TileView};
+
+use crate::cpu::Isa;
+use crate::cpu::convert::convert;
+
+/// Elements moved per gather/convert/scatter step of a strided transfer.
+pub(crate) const CHUNK: usize = 1024;
+
+/// Where an operand's elements are: element `(t0, t1, t2, t3)` of the grid is at element
+/// `base + Σ strides[j] · tj` of its memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pattern {
+    /// Offset of element `(0, 0, 0, 0)`.
+    pub base: isize,
+    /// Stride of each grid dimension (partition first).
+    pub strides: [isize; MAX_TILE_RANK],
+}
+
+/// The grid of a view: its shape padded with 1s to [`MAX_TILE_RANK`] dimensions.
+pub(crate) fn grid(view: &TileView) -> [usize; MAX_TILE_RANK] {
+    let mut g = [1usize; MAX_TILE_RANK];
+    for (d, &n) in g.iter_mut().zip(view.shape.dims()) {
+        *d = n as usize;
+    }
+    g
+}
+
+/// The pattern of a view of `tile` in a memory whose partitions are `partition_bytes` apart.
+pub(crate) fn view_pattern(
+    view: &TileView,
+    tile: &TileDecl<'_>,
+    partition_bytes: usize,
+    ivs: &LoopValues,
+) -> Pattern {
+    let size = tile.dtype.size() as usize;
+    let part = (partition_bytes / size) as isize;
+    let base = (tile.addr as usize / size) as isize
+        + view.part_start as isize * part
+        + view.offset.eval(ivs) as isize;
+    let mut strides = [0isize; MAX_TILE_RANK];
+    strides[0] = part;
+    for (s, &v) in strides[1..].iter_mut().zip(&view.strides) {
+        *s = v as isize;
+    }
+    Pattern { base, strides }
+}
+
+/// The pattern of an HBM access into a row-major tensor with element strides `tensor_strides`
+/// (one per axis).
+pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], ivs: &LoopValues) -> Pattern {
+    let mut base = 0isize;
+    let mut strides = [0isize; MAX_TILE_RANK];
+    for (ix, &st) in a.axes().iter().zip(tensor_strides) {
+        let st = st as isize;
+        base += ix.start.eval(ivs) as isize * st;
+        for (s, &g) in strides.iter_mut().zip(&ix.grid) {
+            *s += g as isize * st;
+        }
+    }
+    Pattern { base, strides }
+}
+
+/// The non-trivial dimensions of one side: sizes and strides, outermost first.
+#[derive(Copy, Clone, Debug, Default)]
+pub(crate) struct Squeezed {
+    dims: [usize; MAX_TILE_RANK],
+    strides: [isize; MAX_TILE_RANK],
+    rank: usize,
+}
+
+/// Drops the size-1 dimensions of a grid.
+pub(crate) fn squeeze(grid: &[usize; MAX_TILE_RANK], strides: &[isize; MAX_TILE_RANK]) -> Squeezed {
+    let mut s = Squeezed::default();
+    for (&n, &st) in grid.iter().zip(strides) {
+        if n != 1 {
+            s.dims[s.rank] = n;
+            s.strides[s.rank] = st;
+            s.rank += 1;
+        }
+    }
+    s
+}
+
+impl Squeezed {
+    /// Whether the elements are one contiguous run (stride 1 over the row-major order).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        let mut expect = 1isize;
+        for j in (0..self.rank).rev() {
+            if self.strides[j] != expect {
+                return false;
+            }
+            expect *= self.dims[j] as isize;
+        }
+        true
+    }
+}
+
+/// Two sides of a move over one grid, simplified: at least one dimension, the innermost as
+/// long as contiguity on both sides allows.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Plan {
+    dims: [usize; MAX_TILE_RANK],
+    src: [isize; MAX_TILE_RANK],
+    dst: [isize; MAX_TILE_RANK],
+    rank: usize,
+}
+
+impl Plan {
+    /// A plan for two sides with the same non-trivial dimensions (the rules make every
+    /// operand pair of an instruction agree up to size-1 dimensions).
+    pub(crate) fn new(src: &Squeezed, dst: &Squeezed) -> Plan {
+        debug_assert_eq!(
+            src.dims[..src.rank],
+            dst.dims[..dst.rank],
+            "operands differ in shape"
+        );
+        let mut p = Plan {
+            dims: [1; MAX_TILE_RANK],
+            src: [1; MAX_TILE_RANK],
+            dst: [1; MAX_TILE_RANK],
+            rank: 0,
+        };
+        for j in 0..src.rank.min(dst.rank) {
+            let (n, s, d) = (src.dims[j], src.strides[j], dst.strides[j]);
+            if p.rank > 0 {
+                let last = p.rank - 1;
+                let k = n as isize;
+                if p.src[last] == s * k && p.dst[last] == d * k {
+                    p.dims[last] *= n;
+                    p.src[last] = s;
+                    p.dst[last] = d;
+                    continue;
+                }
+            }
+            p.dims[p.rank] = n;
+            p.src[p.rank] = s;
+            p.dst[p.rank] = d;
+            p.rank += 1;
+        }
+        if p.rank == 0 {
+            // A single element.
+            p.rank = 1;
+        }
+        p
+    }
+
+    /// A plan over one grid for two patterns.
+    pub(crate) fn for_grid(grid: &[usize; MAX_TILE_RANK], src: &Pattern, dst: &Pattern) -> Plan {
+        Plan::new(&squeeze(grid, &src.strides), &squeeze(grid, &dst.strides))
+    }
+
+    /// Number of elements of the innermost dimension.
+    fn inner(&self) -> (usize, isize, isize) {
+        let j = self.rank - 1;
+        (self.dims[j], self.src[j], self.dst[j])
+    }
+
+    /// Calls `f(src_offset, dst_offset)` for the first element of every innermost run.
+    #[inline]
+    fn for_each_run(&self, mut f: impl FnMut(isize, isize)) {
+        let outer = self.rank - 1;
+        let mut idx = [0usize; MAX_TILE_RANK];
+        let (mut so, mut dof) = (0isize, 0isize);
+        loop {
+            f(so, dof);
+            let mut j = outer;
+            loop {
+                if j == 0 {
+                    return;
+                }
+                j -= 1;
+                idx[j] += 1;
+                so += self.src[j];
+                dof += self.dst[j];
+                if idx[j] < self.dims[j] {
+                    break;
+                }
+                so -= self.src[j] * self.dims[j] as isize;
+                dof -= self.dst[j] * self.dims[j] as isize;
+                idx[j] = 0;
+            }
+        }
+    }
+}
+
+/// The memories a transfer reads and writes: two buffers, or one buffer for both (a copy
+/// within SBUF or within PSUM).
+pub(crate) enum Mem<'s, 'd> {
+    /// Source and destination in different buffers.
+    Two(&'s [u8], &'d mut [u8]),
+    /// Source and destination in the same buffer.
+    One(&'d mut [u8]),
+}
+
+impl Mem<'_, '_> {
+    fn src(&self) -> &[u8] {
+        match self {
+            Mem::Two(s, _) => s,
+            Mem::One(b) => b,
+        }
+    }
+
+    fn dst(&mut self) -> &mut [u8] {
+        match self {
+            Mem::Two(_, d) => d,
+            Mem::One(b) => b,
+        }
+    }
+}
+
+/// One side of a transfer: element type and base offset (in elements).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct End {
+    /// Element type.
+    pub dtype: DType,
+    /// Element offset of the grid's first element.
+    pub base: isize,
+}
+
+/// Scratch space for strided transfers: two chunks of up to [`CHUNK`] f32s.
+pub(crate) struct ChunkBuf {
+    a: Vec<u8>,
+    b: Vec<u8>,
+}
+
+impl ChunkBuf {
+    pub(crate) fn new() -> Self {
+        ChunkBuf {
+            a: vec![0; CHUNK * 4],
+            b: vec![0; CHUNK * 4],
+        }
+    }
+}
+
+/// Byte range of `count` elements of `size` bytes at element offset `elem`.
+#[inline]
+fn bytes(elem: isize, size: usize, count: usize) -> core::ops::Range<usize> {
+    // A negative offset can only come from a program that broke the rules; it becomes an
+    // out-of-range index, which the slice access reports.
+    let start = (elem as usize).wrapping_mul(size);
+    start..start.wrapping_add(count * size)
+}
+
+/// Moves every element of the plan's grid from `src` to `dst`, converting from `src.dtype` to
+/// `dst.dtype` with the model's conversions ([`crate::cpu::convert`]).
+///
+/// Each contiguous run is converted by one call. Strided runs are moved in chunks of
+/// [`CHUNK`] elements: a chunk is read completely before it is written, which is all an
+/// overlapping source and destination within one buffer can rely on.
+pub(crate) fn transfer(
+    isa: Isa,
+    buf: &mut ChunkBuf,
+    mut mem: Mem<'_, '_>,
+    src: End,
+    dst: End,
+    plan: &Plan,
+) {
+    let (ss, ds) = (src.dtype.size() as usize, dst.dtype.size() as usize);
+    let (n, s_in, d_in) = plan.inner();
+    let same = src.dtype == dst.dtype;
+    if s_in == 1 && d_in == 1 {
+        plan.for_each_run(|so, dof| {
+            let sr = bytes(src.base + so, ss, n);
+            let dr = bytes(dst.base + dof, ds, n);
+            match &mut mem {
+                Mem::Two(s, d) => convert(isa, &s[sr], src.dtype, &mut d[dr], dst.dtype, n),
+                Mem::One(b) if same => b.copy_within(sr, dr.start),
+                Mem::One(b) => {
+                    if sr.end <= dr.start {
+                        let (lo, hi) = b.split_at_mut(dr.start);
+                        convert(isa, &lo[sr], src.dtype, hi, dst.dtype, n);
+                    } else if dr.end <= sr.start {
+                        let (lo, hi) = b.split_at_mut(sr.start);
+                        convert(isa, hi, src.dtype, &mut lo[dr], dst.dtype, n);
+                    } else {
+                        // Different dtypes live in different tiles, and tiles used by one
+                        // instruction never overlap; still, stay defined: go through
+                        // scratch.
+                        strided_run(isa, buf, &mut mem, src, dst, so, dof, n, 1, 1);
+                    }
+                }
+            }
+        });
+    } else {
+        plan.for_each_run(|so, dof| {
+            strided_run(isa, buf, &mut mem, src, dst, so, dof, n, s_in, d_in)
+        });
+    }
+}
+
+/// Moves one run of `n` elements with strides `s_in` / `d_in`, in chunks, through scratch.
+#[allow(clippy::too_many_arguments)]
+fn strided_run(
+    isa: Isa,
+    buf: &mut ChunkBuf,
+    mem: &mut Mem<'_, '_>,
+    src: End,
+    dst: End,
+    so: isize,
+    dof: isize,
+    n: usize,
+    s_in: isize,
+    d_in: isize,
+) {
+    let (ss, ds) = (src.dtype.size() as usize, dst.dtype.size() as usize);
+    let same = src.dtype == dst.dtype;
+    let mut done = 0usize;
+    while done < n {
+        let c = CHUNK.min(n - done);
+        let s0 = src.base + so + s_in * done as isize;
+        let d0 = dst.base + dof + d_in * done as isize;
+        // Source chunk → `a` (source dtype), unless it is already contiguous.
+        let src_contig = s_in == 1 && !(matches!(mem, Mem::One(_)) && d_in == 1);
+        if !src_contig {
+            gather(mem.src(), ss, s0, s_in, c, &mut buf.a);
+        }
+        if d_in == 1 {
+            let dr = bytes(d0, ds, c);
+            if src_contig {
+                let sr = bytes(s0, ss, c);
+                let Mem::Two(s, d) = mem else { unreachable!() };
+                convert(isa, &s[sr], src.dtype, &mut d[dr], dst.dtype, c);
+            } else {
+                convert(isa, &buf.a, src.dtype, &mut mem.dst()[dr], dst.dtype, c);
+            }
+        } else {
+            let out: &[u8] = if same && !src_contig {
+                &buf.a
+            } else {
+                if src_contig {
+                    convert(
+                        isa,
+                        &mem.src()[bytes(s0, ss, c)],
+                        src.dtype,
+                        &mut buf.b,
+                        dst.dtype,
+                        c,
+                    );
+                } else {
+                    convert(isa, &buf.a, src.dtype, &mut buf.b, dst.dtype, c);
+                }
+                &buf.b
+            };
+            scatter(out, ds, mem.dst(), d0, d_in, c);
+        }
+        done += c;
+    }
+}
+
+/// Copies `count` elements of `size` bytes from element offsets `start + i * stride` of `src`
+/// to the start of `out`.
+fn gather(src: &[u8], size: usize, start: isize, stride: isize, count: usize, out: &mut [u8]) {
+    fn go<const N: usize>(src: &[u8], start: isize, stride: isize, out: &mut [u8]) {
+        let mut e = start;
+        for o in out.chunks_exact_mut(N) {
+            let b = (e as usize).wrapping_mul(N);
+            o.copy_from_slice(&src[b..b.wrapping_add(N)]);
+            e += stride;
+        }
+    }
+    let out = &mut out[..count * size];
+    match size {
+        2 => go::<2>(src, start, stride, out),
+        _ => go::<4>(src, start, stride, out),
+    }
+}
+
+/// Copies `count` elements of `size` bytes from the start of `from` to element offsets
+/// `start + i * stride` of `dst`.
+fn scatter(from: &[u8], size: usize, dst: &mut [u8], start: isize, stride: isize, count: usize) {
+    fn go<const N: usize>(from: &[u8], dst: &mut [u8], start: isize, stride: isize) {
+        let mut e = start;
+        for v in from.chunks_exact(N) {
+            let b = (e as usize).wrapping_mul(N);
+            dst[b..b.wrapping_add(N)].copy_from_slice(v);
+            e += stride;
+        }
+    }
+    let from = &from[..count * size];
+    match size {
+        2 => go::<2>(from, dst, start, stride),
+        _ => go::<4>(from, dst, start, stride),
+    }
+}
+
+/// Writes `value` (one element's bytes) to every element of the grid on the plan's
+/// destination side.
+pub(crate) fn fill(dst: &mut [u8], base: isize, value: &[u8], plan: &Plan) {
+    let size = value.len();
+    let (n, _, d_in) = plan.inner();
+    plan.for_each_run(|_, dof| {
+        if d_in == 1 {
+            fill_run(&mut dst[bytes(base + dof, size, n)], value);
+        } else {
+            let mut e = base + dof;
+            for _ in 0..n {
+                dst[bytes(e, size, 1)].copy_from_slice(value);
+                e += d_in;
+            }
+        }
+    });
+}
+
+/// Fills a contiguous run with copies of `value`, word-wise where the run is aligned (it is
+/// in SBUF and PSUM, whose rows and tiles are element-aligned).
+fn fill_run(run: &mut [u8], value: &[u8]) {
+    match *value {
+        [a, b] => match bytemuck::try_cast_slice_mut::<u8, u16>(run) {
+            Ok(words) => words.fill(u16::from_ne_bytes([a, b])),
+            Err(_) => run
+                .chunks_exact_mut(2)
+                .for_each(|e| e.copy_from_slice(value)),
+        },
+        [a, b, c, d] => match bytemuck::try_cast_slice_mut::<u8, u32>(run) {
+            Ok(words) => words.fill(u32::from_ne_bytes([a, b, c, d])),
+            Err(_) => run
+                .chunks_exact_mut(4)
+                .for_each(|e| e.copy_from_slice(value)),
+        },
+        _ => run
+            .chunks_exact_mut(value.len())
+            .for_each(|e| e.copy_from_slice(value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(grid: [usize; 4], s: [isize; 4], d: [isize; 4]) -> Plan {
+        Plan::for_grid(
+            &grid,
+            &Pattern {
+                base: 0,
+                strides: s,
+            },
+            &Pattern {
+                base: 0,
+                strides: d,
+            },
+        )
+    }
+
+    #[test]
+    fn plans_merge_contiguous_dims() {
+        let p = plan([128, 4, 8, 1], [32, 8, 1, 0], [1000, 8, 1, 7]);
+        assert_eq!((p.rank, &p.dims[..2]), (2, &[128, 32][..]));
+        let p = plan([128, 4, 8, 1], [32, 8, 1, 0], [32, 8, 1, 0]);
+        assert_eq!((p.rank, p.dims[0]), (1, 4096));
+        let p = plan([1, 1, 1, 1], [5, 5, 5, 5], [5, 5, 5, 5]);
+        assert_eq!((p.rank, p.dims[0]), (1, 1));
+        let p = plan([2, 3, 1, 1], [1, 2, 0, 0], [3, 1, 0, 0]);
+        assert_eq!((p.rank, p.inner()), (2, (3, 2, 1)));
+        let mut runs = Vec::new();
+        p.for_each_run(|s, d| runs.push((s, d)));
+        assert_eq!(runs, [(0, 0), (1, 3)]);
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        bytemuck::cast_slice(v).to_vec()
+    }
+
+    #[test]
+    fn transfer_paths_agree() {
+        // 3×5 f32 source, transposed into a 5×3 f32 destination, then cast to bf16.
+        let src: Vec<f32> = (0..15).map(|i| i as f32 + 0.5).collect();
+        let sb = f32s(&src);
+        let mut buf = ChunkBuf::new();
+        let grid = [3, 5, 1, 1];
+        let s = End {
+            dtype: DType::F32,
+            base: 0,
+        };
+        let mut dst = vec![0u8; 15 * 4];
+        let p = plan(grid, [5, 1, 0, 0], [1, 3, 0, 0]);
+        let d = End {
+            dtype: DType::F32,
+            base: 0,
+        };
+        transfer(Isa::Portable, &mut buf, Mem::Two(&sb, &mut dst), s, d, &p);
+        let out: &[f32] = bytemuck::cast_slice(&dst);
+        for i in 0..3 {
+            for j in 0..5 {
+                assert_eq!(out[j * 3 + i], src[i * 5 + j]);
+            }
+        }
+        let mut bf = vec![0u8; 15 * 2];
+        let d = End {
+            dtype: DType::Bf16,
+            base: 0,
+        };
+        transfer(Isa::Portable, &mut buf, Mem::Two(&sb, &mut bf), s, d, &p);
+        let out: &[half::bf16] = bytemuck::cast_slice(&bf);
+        for i in 0..3 {
+            for j in 0..5 {
+                assert_eq!(out[j * 3 + i], half::bf16::from_f32(src[i * 5 + j]));
+            }
+        }
+    }
+
+    #[test]
+    fn same_buffer_moves() {
+        // Same dtype, overlapping: a memmove.
+        let mut b = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let mut buf = ChunkBuf::new();
+        let p = plan([1, 4, 1, 1], [0, 1, 0, 0], [0, 1, 0, 0]);
+        let e = |base| End {
+            dtype: DType::F32,
+            base,
+        };
+        transfer(Isa::Portable, &mut buf, Mem::One(&mut b), e(0), e(2), &p);
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f32>(&b),
+            &[1.0, 2.0, 1.0, 2.0, 3.0, 4.0]
+        );
+        // Different dtypes, disjoint, both orders.
+        let mut b = f32s(&[1.5, 2.5, 0.0, 0.0, 0.0, 0.0]);
+        let bf = |base| End {
+            dtype: DType::Bf16,
+            base,
+        };
+        let p = plan([1, 2, 1, 1], [0, 1, 0, 0], [0, 1, 0, 0]);
+        transfer(Isa::Portable, &mut buf, Mem::One(&mut b), e(0), bf(4), &p);
+        transfer(Isa::Portable, &mut buf, Mem::One(&mut b), bf(4), e(3), &p);
+        b[..8].fill(0);
+        transfer(Isa::Portable, &mut buf, Mem::One(&mut b), bf(4), e(0), &p);
+        let out: &[f32] = bytemuck::cast_slice(&b);
+        assert_eq!(out[..2], [1.5, 2.5]);
+        assert_eq!(out[3..5], [1.5, 2.5]);
+        // Strided within one buffer (reverse 3 elements into the tail).
+        let mut b = f32s(&[1.0, 2.0, 3.0, 0.0, 0.0, 0.0]);
+        let p = plan([1, 3, 1, 1], [0, 1, 0, 0], [0, -1, 0, 0]);
+        transfer(Isa::Portable, &mut buf, Mem::One(&mut b), e(0), e(5), &p);
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f32>(&b),
+            &[1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn long_strided_runs_use_chunks() {
+        let n = CHUNK * 2 + 7;
+        let src: Vec<f32> = (0..2 * n).map(|i| i as f32).collect();
+        let sb = f32s(&src);
+        let mut dst = vec![0u8; n * 2];
+        let mut buf = ChunkBuf::new();
+        let p = plan([1, n, 1, 1], [0, 2, 0, 0], [0, 1, 0, 0]);
+        let s = End {
+            dtype: DType::F32,
+            base: 1,
+        };
+        let d = End {
+            dtype: DType::Bf16,
+            base: 0,
+        };
+        transfer(Isa::Portable, &mut buf, Mem::Two(&sb, &mut dst), s, d, &p);
+        let out: &[half::bf16] = bytemuck::cast_slice(&dst);
+        for (i, &o) in out.iter().enumerate() {
+            assert_eq!(o, half::bf16::from_f32(src[1 + 2 * i]));
+        }
+    }
+
+    #[test]
+    fn fill_unaligned_and_wide() {
+        let mut b = vec![0u8; 11];
+        fill_run(&mut b[1..9], &[1, 2]);
+        assert_eq!(b, [0, 1, 2, 1, 2, 1, 2, 1, 2, 0, 0]);
+        let mut b = vec![0u8; 11];
+        fill_run(&mut b[1..9], &[1, 2, 3, 4]);
+        assert_eq!(b, [0, 1, 2, 3, 4, 1, 2, 3, 4, 0, 0]);
+        let mut w = vec![0u32; 4];
+        fill_run(bytemuck::cast_slice_mut(&mut w), &[1, 0, 0, 0]);
+        assert_eq!(w, [1u32.to_le(); 4]);
+    }
+
+    #[test]
+    fn fill_strided() {
+        let mut b = vec![0u8; 8 * 2];
+        let p = plan([2, 2, 1, 1], [4, 2, 0, 0], [4, 2, 0, 0]);
+        fill(&mut b, 1, &[0xab, 0xcd], &p);
+        let out: &[u16] = bytemuck::cast_slice(&b);
+        assert_eq!(out, &[0, 0xcdab, 0, 0xcdab, 0, 0xcdab, 0, 0xcdab]);
+    }
+}

@@ -1,0 +1,59 @@
+//! The engines' datapaths: what each instruction does to the memories.
+//!
+//! Each instruction resolves its operands' addresses once (an [`access::Pattern`] per
+//! operand, from the loop values) and then runs one tight routine over them; nothing is
+//! dispatched per element.
+//!
+//! - [`dma`]: `load` / `store` between HBM and SBUF, with casts.
+//! - [`tensor`]: TensorE's `nc_matmul` and `nc_transpose`, writing PSUM in fp32.
+//! - [`vector`]: `tensor_copy` (with casts) and `memset` on SBUF and PSUM.
+
+pub(crate) mod access;
+pub(crate) mod dma;
+pub(crate) mod tensor;
+pub(crate) mod vector;
+
+use nki_lang::{Memory, Target};
+
+use crate::cpu::Isa;
+use crate::cpu::matmul::MatmulScratch;
+use crate::memory::{Psum, Sbuf};
+use access::ChunkBuf;
+
+/// The state the engines work on: the on-chip memories and preallocated scratch.
+pub(crate) struct Engines {
+    /// The host code path for conversions and matmuls.
+    pub isa: Isa,
+    /// The state buffer.
+    pub sbuf: Sbuf,
+    /// The partial-sum buffer.
+    pub psum: Psum,
+    /// Chunks for strided transfers.
+    pub chunks: ChunkBuf,
+    /// Packing buffers of the matmul kernel.
+    pub mm: MatmulScratch,
+    /// Contiguous copies of matmul operands whose free elements are strided.
+    pub packed: tensor::Packed,
+}
+
+impl Engines {
+    /// Zeroed memories for `target`; every buffer is allocated here, once.
+    pub(crate) fn new(target: Target, isa: Isa) -> Self {
+        Engines {
+            isa,
+            sbuf: Sbuf::new(target),
+            psum: Psum::new(),
+            chunks: ChunkBuf::new(),
+            mm: MatmulScratch::new(),
+            packed: tensor::Packed::new(),
+        }
+    }
+
+    /// Bytes between partitions of an on-chip memory.
+    pub(crate) fn partition_bytes(&self, memory: Memory) -> usize {
+        match memory {
+            Memory::Psum => Psum::PARTITION_BYTES,
+            _ => self.sbuf.partition_bytes(),
+        }
+    }
+}

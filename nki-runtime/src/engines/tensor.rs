@@ -1,0 +1,248 @@
+//! TensorE: `nc_matmul` (fp32 accumulation in PSUM) and `nc_transpose`.
+
+use nki_lang::{DType, LoopValues, MAX_TILE_RANK, Memory, Program, TileDecl, TileView};
+
+use super::Engines;
+use super::access::{ChunkBuf, End, Mem, Pattern, Plan, grid, squeeze, transfer, view_pattern};
+use crate::cpu::Isa;
+use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
+use crate::memory::{Psum, Sbuf};
+
+/// Largest contraction size (partitions).
+const MAX_K: usize = 128;
+/// Largest stationary free size (`gemm_stationary_fmax`).
+const MAX_M: usize = 128;
+/// Largest moving free size (`gemm_moving_fmax`).
+const MAX_N: usize = 512;
+
+/// Contiguous copies of operands whose free elements are not contiguous in their tile.
+pub(crate) struct Packed {
+    stationary: Vec<u8>,
+    moving: Vec<u8>,
+    out: Vec<f32>,
+}
+
+impl Packed {
+    pub(crate) fn new() -> Self {
+        Packed {
+            stationary: vec![0; MAX_K * MAX_M * 4],
+            moving: vec![0; MAX_K * MAX_N * 4],
+            out: vec![0.0; MAX_M * MAX_N],
+        }
+    }
+}
+
+/// Row-major element strides of a grid.
+fn row_major(g: &[usize; MAX_TILE_RANK]) -> [isize; MAX_TILE_RANK] {
+    let mut s = [0isize; MAX_TILE_RANK];
+    let mut acc = 1isize;
+    for j in (0..MAX_TILE_RANK).rev() {
+        s[j] = acc;
+        acc *= g[j] as isize;
+    }
+    s
+}
+
+/// Whether a view's free elements are one contiguous run in each partition.
+fn free_contiguous(g: &[usize; MAX_TILE_RANK], pat: &Pattern) -> bool {
+    let mut free = *g;
+    free[0] = 1;
+    squeeze(&free, &pat.strides).is_contiguous()
+}
+
+/// A matmul operand `[K, cols]` for a view in SBUF: the view itself when its free elements are
+/// contiguous, else a packed copy in `pack`.
+fn operand<'a>(
+    isa: Isa,
+    chunks: &mut ChunkBuf,
+    sbuf: &'a Sbuf,
+    tile: &TileDecl<'_>,
+    view: &TileView,
+    ivs: &LoopValues,
+    pack: &'a mut [u8],
+) -> Operand<'a> {
+    let size = tile.dtype.size() as usize;
+    let pat = view_pattern(view, tile, sbuf.partition_bytes(), ivs);
+    let g = grid(view);
+    let rows = g[0];
+    let cols = view.shape.free_elems() as usize;
+    if free_contiguous(&g, &pat) {
+        return Operand {
+            data: sbuf.bytes(),
+            dtype: tile.dtype,
+            offset: pat.base as usize * size,
+            row_stride: sbuf.partition_bytes(),
+            rows,
+            cols,
+        };
+    }
+    let packed = Pattern {
+        base: 0,
+        strides: row_major(&g),
+    };
+    let end = |base| End {
+        dtype: tile.dtype,
+        base,
+    };
+    let plan = Plan::for_grid(&g, &pat, &packed);
+    transfer(
+        isa,
+        chunks,
+        Mem::Two(sbuf.bytes(), pack),
+        end(pat.base),
+        end(0),
+        &plan,
+    );
+    Operand {
+        data: pack,
+        dtype: tile.dtype,
+        offset: 0,
+        row_stride: cols * size,
+        rows,
+        cols,
+    }
+}
+
+/// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
+/// accumulation order of [`crate::cpu::matmul`].
+pub(crate) fn matmul(
+    e: &mut Engines,
+    p: &Program<'_>,
+    ivs: &LoopValues,
+    stationary: &TileView,
+    moving: &TileView,
+    dst: &TileView,
+    accumulate: bool,
+) {
+    let Engines {
+        isa,
+        sbuf,
+        psum,
+        chunks,
+        mm,
+        packed,
+    } = e;
+    let isa = *isa;
+    let tiles = p.tiles();
+    let Packed {
+        stationary: ps,
+        moving: pm,
+        out: po,
+    } = packed;
+    let s = operand(
+        isa,
+        chunks,
+        sbuf,
+        &tiles[stationary.tile as usize],
+        stationary,
+        ivs,
+        ps,
+    );
+    let m = operand(
+        isa,
+        chunks,
+        sbuf,
+        &tiles[moving.tile as usize],
+        moving,
+        ivs,
+        pm,
+    );
+    let n = m.cols;
+    let dt = &tiles[dst.tile as usize];
+    let dp = view_pattern(dst, dt, Psum::PARTITION_BYTES, ivs);
+    let g = grid(dst);
+    if free_contiguous(&g, &dp) {
+        let mut out = Output {
+            data: psum.f32s_mut(),
+            offset: dp.base as usize,
+            row_stride: Psum::PARTITION_F32S,
+        };
+        mm_kernel(isa, mm, &s, &m, &mut out, accumulate, 0..n);
+        return;
+    }
+    // A strided PSUM destination: compute in a packed tile and move it in place.
+    let packed = Pattern {
+        base: 0,
+        strides: row_major(&g),
+    };
+    let f32s = |base| End {
+        dtype: DType::F32,
+        base,
+    };
+    if accumulate {
+        let plan = Plan::for_grid(&g, &dp, &packed);
+        let to = bytemuck::cast_slice_mut(po.as_mut_slice());
+        transfer(
+            isa,
+            chunks,
+            Mem::Two(psum.bytes(), to),
+            f32s(dp.base),
+            f32s(0),
+            &plan,
+        );
+    }
+    let mut out = Output {
+        data: po,
+        offset: 0,
+        row_stride: n,
+    };
+    mm_kernel(isa, mm, &s, &m, &mut out, accumulate, 0..n);
+    let plan = Plan::for_grid(&g, &packed, &dp);
+    let from = bytemuck::cast_slice(po.as_slice());
+    transfer(
+        isa,
+        chunks,
+        Mem::Two(from, psum.bytes_mut()),
+        f32s(0),
+        f32s(dp.base),
+        &plan,
+    );
+}
+
+/// `nc_transpose` on TensorE: `dst[f, p] = src[p, f]`, widened exactly to fp32 in PSUM (`f` is
+/// the row-major index of the source's free elements).
+pub(crate) fn transpose(
+    e: &mut Engines,
+    p: &Program<'_>,
+    ivs: &LoopValues,
+    src: &TileView,
+    dst: &TileView,
+) {
+    let tiles = p.tiles();
+    let (st, dt) = (&tiles[src.tile as usize], &tiles[dst.tile as usize]);
+    let sp = view_pattern(src, st, e.partition_bytes(Memory::Sbuf), ivs);
+    let dp = view_pattern(dst, dt, Psum::PARTITION_BYTES, ivs);
+    let g = grid(src);
+    // The destination's free elements hold the source partitions: its one non-trivial free
+    // dimension (none when the source has one partition) has the stride for `p`.
+    let dg = grid(dst);
+    let p_stride = (1..MAX_TILE_RANK)
+        .find(|&j| dg[j] != 1)
+        .map_or(0, |j| dp.strides[j]);
+    // The source's free index `f` selects the destination partition.
+    let mut strides = [p_stride, 0, 0, 0];
+    let mut acc = dp.strides[0];
+    for j in (1..MAX_TILE_RANK).rev() {
+        strides[j] = acc;
+        acc *= g[j] as isize;
+    }
+    let tp = Pattern {
+        base: dp.base,
+        strides,
+    };
+    let plan = Plan::for_grid(&g, &sp, &tp);
+    transfer(
+        e.isa,
+        &mut e.chunks,
+        Mem::Two(e.sbuf.bytes(), e.psum.bytes_mut()),
+        End {
+            dtype: st.dtype,
+            base: sp.base,
+        },
+        End {
+            dtype: dt.dtype,
+            base: dp.base,
+        },
+        &plan,
+    );
+}

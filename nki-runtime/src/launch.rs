@@ -1,0 +1,541 @@
+//! Launching a kernel: type-erased tensor bindings and every check a launch makes.
+//!
+//! A launch binds the kernel's HBM tensors to host buffers ([`HbmIn`], [`HbmOut`]), binds the
+//! program's symbolic dimensions from the inputs' shapes, and checks the program's launch
+//! constraints. [`Kernel::bind`] does all of it without allocating; the result, a [`Bound`],
+//! is what [`crate::NeuronCore::execute`] runs.
+
+use core::fmt;
+use core::fmt::Write as _;
+
+use ndarray::{Dimension, ErrorKind, ShapeError};
+use nki_lang::constraint::check_constraints;
+use nki_lang::{Constraint, DType, Dim, Extent, MAX_SYMBOLS, MAX_TENSORS, Program, SymbolValues};
+use thiserror::Error;
+
+use crate::element::Element;
+use crate::shape::Shape;
+
+/// A kernel input: a read-only HBM tensor with its dtype and shape (row-major, contiguous).
+#[derive(Copy, Clone)]
+pub struct HbmIn<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+}
+
+impl<'a> HbmIn<'a> {
+    /// Binds `data`, a contiguous row-major tensor of shape `shape`.
+    ///
+    /// Fails if `shape` has more than [`nki_lang::MAX_TENSOR_RANK`] axes, an axis above
+    /// [`crate::shape::MAX_DIM`], or an element count other than `data.len()`.
+    pub fn new<T: Element>(data: &'a [T], shape: &[usize]) -> Result<Self, ShapeError> {
+        let shape = checked_shape(data.len(), shape)?;
+        Ok(HbmIn {
+            data: bytemuck::cast_slice(data),
+            dtype: T::DTYPE,
+            shape,
+        })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.shape.as_slice()
+    }
+}
+
+/// A kernel output: a writable HBM tensor with its dtype and shape (row-major, contiguous).
+pub struct HbmOut<'a> {
+    pub(crate) data: &'a mut [u8],
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+}
+
+impl<'a> HbmOut<'a> {
+    /// Binds `data`, a contiguous row-major tensor of shape `shape`.
+    ///
+    /// Fails like [`HbmIn::new`].
+    pub fn new<T: Element>(data: &'a mut [T], shape: &[usize]) -> Result<Self, ShapeError> {
+        let shape = checked_shape(data.len(), shape)?;
+        Ok(HbmOut {
+            data: bytemuck::cast_slice_mut(data),
+            dtype: T::DTYPE,
+            shape,
+        })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.shape.as_slice()
+    }
+}
+
+impl fmt::Debug for HbmIn<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HbmIn({}{})", self.dtype, self.shape)
+    }
+}
+
+impl fmt::Debug for HbmOut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HbmOut({}{})", self.dtype, self.shape)
+    }
+}
+
+fn checked_shape(len: usize, dims: &[usize]) -> Result<Shape, ShapeError> {
+    let shape = Shape::new(dims)?;
+    if shape.len() != len {
+        return Err(ShapeError::from_kind(ErrorKind::IncompatibleShape));
+    }
+    Ok(shape)
+}
+
+/// Why a launch was refused. Nothing was written when a launch fails.
+#[derive(Clone, Debug, PartialEq, Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// A host buffer or array cannot be bound as a tensor: rank above
+    /// [`nki_lang::MAX_TENSOR_RANK`], element count not matching the shape, or a size that
+    /// overflows.
+    #[error("cannot bind the buffer as a tensor: {0}")]
+    Shape(#[from] ShapeError),
+    /// The caller expects more outputs than the kernel declares (asking for output `found - 1`
+    /// of a kernel with `expected` outputs).
+    #[error(
+        "the kernel declares {expected} output{}, but the caller uses {found}",
+        if *expected == 1 { "" } else { "s" }
+    )]
+    OutputCount {
+        /// Outputs the kernel declares.
+        expected: usize,
+        /// Outputs the caller uses.
+        found: usize,
+    },
+    /// Too many or too few tensors.
+    #[error(
+        "kernel `{kernel}` takes {expected} {what}{}, but {found} {} given",
+        if *expected == 1 { "" } else { "s" },
+        if *found == 1 { "was" } else { "were" }
+    )]
+    ArgumentCount {
+        /// The kernel's name.
+        kernel: String,
+        /// `input` or `output`.
+        what: &'static str,
+        /// How many the kernel declares.
+        expected: usize,
+        /// How many were given.
+        found: usize,
+    },
+    /// A tensor has another element type than the kernel declares.
+    #[error("tensor `{tensor}`: element type {found} where the kernel declares {expected}")]
+    DType {
+        /// The tensor's name in the kernel.
+        tensor: String,
+        /// The declared type.
+        expected: DType,
+        /// The given type.
+        found: DType,
+    },
+    /// An input has another rank than the kernel declares.
+    #[error("tensor `{tensor}`: rank {found} where the kernel declares {expected}")]
+    Rank {
+        /// The tensor's name in the kernel.
+        tensor: String,
+        /// The declared rank.
+        expected: usize,
+        /// The given rank.
+        found: usize,
+    },
+    /// An input's axis differs from the literal size the kernel declares.
+    #[error("tensor `{tensor}` axis {axis} is {found} where the kernel declares {expected}")]
+    Dim {
+        /// The tensor's name in the kernel.
+        tensor: String,
+        /// The axis.
+        axis: usize,
+        /// The declared size.
+        expected: u64,
+        /// The given size.
+        found: u64,
+    },
+    /// Two inputs give a symbolic dimension different values.
+    #[error(
+        "symbolic dim `{symbol}` is {first} from `{first_tensor}` axis {first_axis} but {found} from `{tensor}` axis {axis}"
+    )]
+    InconsistentSymbol {
+        /// The symbol's name.
+        symbol: String,
+        /// The value it was bound to first.
+        first: u64,
+        /// The input that bound it.
+        first_tensor: String,
+        /// That input's axis.
+        first_axis: usize,
+        /// The disagreeing value.
+        found: u64,
+        /// The input that disagrees.
+        tensor: String,
+        /// That input's axis.
+        axis: usize,
+    },
+    /// A launch constraint of the program does not hold for the bound symbols.
+    #[error("launch constraint `{constraint}` fails with {values}")]
+    Constraint {
+        /// The constraint, with the program's names.
+        constraint: String,
+        /// The symbols it involves and their values (`K = 200`).
+        values: String,
+    },
+    /// An output buffer's shape differs from the shape the kernel produces.
+    #[error("output `{tensor}`: shape {found:?} where the kernel produces {expected:?}")]
+    OutputShape {
+        /// The output's name in the kernel.
+        tensor: String,
+        /// The shape the kernel writes.
+        expected: Vec<usize>,
+        /// The given buffer's shape.
+        found: Vec<usize>,
+    },
+    /// The program needs more SBUF per partition than the core has.
+    #[error(
+        "kernel `{kernel}` needs {needed} bytes of SBUF per partition (compiled for {compiled}), but this {core} core has {capacity}"
+    )]
+    SbufCapacity {
+        /// The kernel's name.
+        kernel: String,
+        /// Bytes per partition the program uses.
+        needed: u32,
+        /// The program's target.
+        compiled: &'static str,
+        /// The core's target.
+        core: &'static str,
+        /// Bytes per partition the core has.
+        capacity: u32,
+    },
+}
+
+/// A kernel: its checked program, ready to launch.
+///
+/// `#[kernel]` emits `pub static KERNEL: Kernel<'static> =
+/// Kernel::new(Program::from_checked_parts(...));`; a program built at run time with
+/// [`nki_lang::ProgramBuf::finish`] is wrapped the same way.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Kernel<'p> {
+    program: Program<'p>,
+}
+
+impl<'p> Kernel<'p> {
+    /// Wraps a checked program.
+    pub const fn new(program: Program<'p>) -> Self {
+        Kernel { program }
+    }
+
+    /// The program.
+    pub fn program(&self) -> &Program<'p> {
+        &self.program
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &'p str {
+        self.program.name()
+    }
+
+    /// Checks the inputs (count, element type, rank, literal dims), binds each symbolic dim
+    /// from the first input axis that names it (later uses must agree), and checks every
+    /// launch constraint of the program. Allocates only to report an error.
+    pub fn bind_inputs(&self, inputs: &[HbmIn<'_>]) -> Result<SymbolValues, LaunchError> {
+        let p = &self.program;
+        let decls = p.inputs();
+        if inputs.len() != decls.len() {
+            return Err(LaunchError::ArgumentCount {
+                kernel: p.name().to_string(),
+                what: "input",
+                expected: decls.len(),
+                found: inputs.len(),
+            });
+        }
+        let mut syms: SymbolValues = [0; MAX_SYMBOLS];
+        // Which (input, axis) bound each symbol.
+        let mut from: [Option<(usize, usize)>; MAX_SYMBOLS] = [None; MAX_SYMBOLS];
+        for (i, (decl, arg)) in decls.iter().zip(inputs).enumerate() {
+            if arg.dtype != decl.dtype {
+                return Err(LaunchError::DType {
+                    tensor: decl.name.to_string(),
+                    expected: decl.dtype,
+                    found: arg.dtype,
+                });
+            }
+            if arg.shape.rank() != decl.shape.len() {
+                return Err(LaunchError::Rank {
+                    tensor: decl.name.to_string(),
+                    expected: decl.shape.len(),
+                    found: arg.shape.rank(),
+                });
+            }
+            for (axis, (&dim, &n)) in decl.shape.iter().zip(arg.shape()).enumerate() {
+                let n = n as u64;
+                match dim {
+                    Dim::Fixed(expected) if expected != n => {
+                        return Err(LaunchError::Dim {
+                            tensor: decl.name.to_string(),
+                            axis,
+                            expected,
+                            found: n,
+                        });
+                    }
+                    Dim::Fixed(_) => {}
+                    Dim::Sym(s) => {
+                        let s = s as usize;
+                        match from[s] {
+                            None => {
+                                syms[s] = n;
+                                from[s] = Some((i, axis));
+                            }
+                            Some(_) if syms[s] == n => {}
+                            Some((ti, ta)) => {
+                                return Err(LaunchError::InconsistentSymbol {
+                                    symbol: name(p.symbols(), s),
+                                    first: syms[s],
+                                    first_tensor: decls[ti].name.to_string(),
+                                    first_axis: ta,
+                                    found: n,
+                                    tensor: decl.name.to_string(),
+                                    axis,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Err(c) = check_constraints(p.constraints(), &syms) {
+            return Err(constraint_error(p, c, &syms));
+        }
+        Ok(syms)
+    }
+
+    /// The shape of output `i` for the bound symbols, or `None` if the kernel has no output
+    /// `i` (or its shape does not fit this host).
+    pub fn output_shape(&self, i: usize, syms: &SymbolValues) -> Option<Shape> {
+        let decl = self.program.outputs().get(i)?;
+        let mut dims = [0usize; nki_lang::MAX_TENSOR_RANK];
+        for (d, dim) in dims.iter_mut().zip(decl.shape) {
+            *d = usize::try_from(dim.eval(syms)).ok()?;
+        }
+        Shape::new(&dims[..decl.shape.len()]).ok()
+    }
+
+    /// [`Kernel::output_shape`] as an ndarray dimension (for allocating an output array), or
+    /// `None` if there is no output `i` or its rank is not `D`'s.
+    pub fn output_dims<D: Dimension>(&self, i: usize, syms: &SymbolValues) -> Option<D> {
+        self.output_shape(i, syms)?.to_dim()
+    }
+
+    /// Every launch check, and nothing else: the inputs as in [`Kernel::bind_inputs`], then
+    /// the outputs (count, element type, exact shape). Allocates only to report an error;
+    /// writes nothing.
+    pub fn bind<'a>(
+        &'a self,
+        inputs: &'a [HbmIn<'a>],
+        outputs: &'a mut [HbmOut<'_>],
+    ) -> Result<Bound<'a, 'p>, LaunchError> {
+        let syms = self.bind_inputs(inputs)?;
+        let p = &self.program;
+        let decls = p.outputs();
+        if outputs.len() != decls.len() {
+            return Err(LaunchError::ArgumentCount {
+                kernel: p.name().to_string(),
+                what: "output",
+                expected: decls.len(),
+                found: outputs.len(),
+            });
+        }
+        let mut data: [&'a mut [u8]; MAX_TENSORS] = Default::default();
+        let mut shapes = [Shape::default(); MAX_TENSORS];
+        for (i, (decl, out)) in decls.iter().zip(outputs.iter_mut()).enumerate() {
+            if out.dtype != decl.dtype {
+                return Err(LaunchError::DType {
+                    tensor: decl.name.to_string(),
+                    expected: decl.dtype,
+                    found: out.dtype,
+                });
+            }
+            let expected = self.output_shape(i, &syms);
+            if expected != Some(out.shape) {
+                // The expected shape always fits: inputs of those sizes exist.
+                let expected = expected.unwrap_or_default();
+                return Err(LaunchError::OutputShape {
+                    tensor: decl.name.to_string(),
+                    expected: expected.as_slice().to_vec(),
+                    found: out.shape().to_vec(),
+                });
+            }
+            data[i] = &mut *out.data;
+            shapes[i] = out.shape;
+        }
+        Ok(Bound {
+            program: p,
+            syms,
+            inputs,
+            outputs: data,
+            output_shapes: shapes,
+        })
+    }
+}
+
+fn name(names: &[&str], i: usize) -> String {
+    names.get(i).copied().unwrap_or("?").to_string()
+}
+
+/// The error for a failed constraint: its text and the values of the symbols it involves.
+fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> LaunchError {
+    let tensors: Vec<&str> = p.tensors().iter().map(|t| t.name).collect();
+    let tiles: Vec<&str> = p.tiles().iter().map(|t| t.name).collect();
+    let constraint = c.display(p.symbols(), &tensors, &tiles).to_string();
+    let mut used = [false; MAX_SYMBOLS];
+    match *c {
+        Constraint::Divisible { sym, .. } => used[sym as usize] = true,
+        Constraint::InBounds {
+            size,
+            coef,
+            loops,
+            depth,
+            ..
+        } => {
+            if let Dim::Sym(s) = size {
+                used[s as usize] = true;
+            }
+            for d in 0..depth as usize {
+                if let (Extent::Sym { sym, .. }, true) = (loops[d], coef[d] != 0) {
+                    used[sym as usize] = true;
+                }
+            }
+        }
+    }
+    let mut values = String::new();
+    for (s, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+        if !values.is_empty() {
+            values.push_str(", ");
+        }
+        let _ = write!(values, "{} = {}", name(p.symbols(), s), syms[s]);
+    }
+    if values.is_empty() {
+        values.push_str("no symbolic dimension");
+    }
+    LaunchError::Constraint { constraint, values }
+}
+
+/// A launch that passed every check: the program, the bound symbols and the tensors. Run it
+/// with [`crate::NeuronCore::execute`].
+pub struct Bound<'a, 'p> {
+    pub(crate) program: &'a Program<'p>,
+    pub(crate) syms: SymbolValues,
+    pub(crate) inputs: &'a [HbmIn<'a>],
+    pub(crate) outputs: [&'a mut [u8]; MAX_TENSORS],
+    pub(crate) output_shapes: [Shape; MAX_TENSORS],
+}
+
+impl<'a, 'p> Bound<'a, 'p> {
+    /// The program.
+    pub fn program(&self) -> &'a Program<'p> {
+        self.program
+    }
+
+    /// The values of the program's symbolic dimensions (by symbol index).
+    pub fn symbols(&self) -> &SymbolValues {
+        &self.syms
+    }
+}
+
+impl fmt::Debug for Bound<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let syms = &self.syms[..self.program.symbols().len()];
+        f.debug_struct("Bound")
+            .field("kernel", &self.program.name())
+            .field("symbols", &syms)
+            .field("inputs", &self.inputs)
+            .field(
+                "outputs",
+                &&self.output_shapes[..self.program.outputs().len()],
+            )
+            .finish()
+    }
+}
+
+impl Bound<'_, '_> {
+    /// The bytes and shape of HBM tensor `t` (an input, or an output read back).
+    pub(crate) fn hbm(&self, t: usize) -> (&[u8], &Shape) {
+        let n = self.inputs.len();
+        match self.inputs.get(t) {
+            Some(i) => (i.data, &i.shape),
+            None => (&*self.outputs[t - n], &self.output_shapes[t - n]),
+        }
+    }
+
+    /// The bytes and shape of output tensor `t` (index in the program's tensor table).
+    pub(crate) fn hbm_mut(&mut self, t: usize) -> (&mut [u8], &Shape) {
+        let o = t - self.inputs.len();
+        (&mut *self.outputs[o], &self.output_shapes[o])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki_lang::{Target, TensorDecl, TensorRole};
+
+    static TENSORS: [TensorDecl<'static>; 1] = [TensorDecl {
+        name: "x",
+        dtype: DType::F32,
+        shape: &[Dim::Sym(0), Dim::Fixed(4)],
+        role: TensorRole::Input,
+    }];
+
+    /// What `#[kernel]` emits: a kernel in a `static`.
+    static KERNEL: Kernel<'static> = Kernel::new(Program::from_checked_parts(
+        "k",
+        Target::Trn1,
+        &["N"],
+        &TENSORS,
+        &[],
+        &[],
+        &[],
+        &[],
+        0,
+        0,
+    ));
+
+    #[test]
+    fn static_kernel_binds() {
+        let x = [0.0f32; 12];
+        let arg = HbmIn::new(&x, &[3, 4]).unwrap();
+        assert_eq!(format!("{arg:?}"), "HbmIn(f32[3, 4])");
+        let syms = KERNEL.bind_inputs(&[arg]).unwrap();
+        assert_eq!(syms[0], 3);
+        let args = [arg];
+        let bound = KERNEL.bind(&args, &mut []).unwrap();
+        assert_eq!(format!("{bound:?}").lines().count(), 1);
+        assert_eq!(KERNEL.name(), "k");
+        let bad = HbmIn::new(&x, &[4, 3]).unwrap();
+        assert_eq!(
+            KERNEL.bind_inputs(&[bad]).unwrap_err(),
+            LaunchError::Dim {
+                tensor: "x".into(),
+                axis: 1,
+                expected: 4,
+                found: 3
+            }
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! Tensors resident in the modeled HBM.
+
+use ndarray::{Array, ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn, ShapeError};
+
+use crate::element::Element;
+use crate::launch::{HbmIn, HbmOut};
+use crate::shape::Shape;
+
+/// A tensor in the modeled device memory (HBM): contiguous row-major elements and an inline
+/// shape of rank ≤ [`nki_lang::MAX_TENSOR_RANK`].
+///
+/// Uploading ([`DeviceTensor::from_array`]) copies any ndarray layout into row-major order;
+/// downloading ([`DeviceTensor::to_array`], [`DeviceTensor::into_array`]) gives an ndarray
+/// back. Kernels take tensors through [`DeviceTensor::arg`] and [`DeviceTensor::arg_mut`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceTensor<T: Element> {
+    data: Vec<T>,
+    shape: Shape,
+}
+
+impl<T: Element> DeviceTensor<T> {
+    /// Uploads an array of any layout (strided, transposed, negative strides): the tensor
+    /// holds its elements in logical row-major order.
+    ///
+    /// Fails if the array's rank exceeds [`nki_lang::MAX_TENSOR_RANK`].
+    pub fn from_array<S, D>(a: &ArrayBase<S, D>) -> Result<Self, ShapeError>
+    where
+        S: Data<Elem = T>,
+        D: Dimension,
+    {
+        let shape = Shape::new(a.shape())?;
+        let data = match a.as_slice() {
+            Some(s) => s.to_vec(),
+            None => a.iter().copied().collect(),
+        };
+        Ok(DeviceTensor { data, shape })
+    }
+
+    /// A tensor of zeros.
+    ///
+    /// Fails on a rank above [`nki_lang::MAX_TENSOR_RANK`] or a size that overflows.
+    pub fn zeros(shape: &[usize]) -> Result<Self, ShapeError> {
+        let shape = Shape::new(shape)?;
+        Ok(DeviceTensor {
+            data: vec![T::default(); shape.len()],
+            shape,
+        })
+    }
+
+    /// A tensor from row-major elements.
+    ///
+    /// Fails if `data.len()` is not the shape's element count, or as [`DeviceTensor::zeros`].
+    pub fn from_vec(shape: &[usize], data: Vec<T>) -> Result<Self, ShapeError> {
+        let shape = Shape::new(shape)?;
+        if shape.len() != data.len() {
+            return Err(ShapeError::from_kind(ndarray::ErrorKind::IncompatibleShape));
+        }
+        Ok(DeviceTensor { data, shape })
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        self.shape.as_slice()
+    }
+
+    /// The elements, row-major.
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+
+    /// The elements, row-major, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+
+    /// A view of the tensor as an ndarray.
+    pub fn view(&self) -> ArrayViewD<'_, T> {
+        ArrayViewD::from_shape(IxDyn(self.shape()), &self.data)
+            .expect("a tensor's shape matches its length")
+    }
+
+    /// Downloads the tensor into a new ndarray.
+    pub fn to_array(&self) -> ArrayD<T> {
+        self.view().to_owned()
+    }
+
+    /// Downloads the tensor into an ndarray of dimension `D` without copying.
+    ///
+    /// Fails if the tensor's rank is not `D`'s.
+    pub fn into_array<D: Dimension>(self) -> Result<Array<T, D>, ShapeError> {
+        Array::from_shape_vec(IxDyn(self.shape.as_slice()), self.data)?.into_dimensionality()
+    }
+
+    /// The tensor as a kernel input.
+    pub fn arg(&self) -> HbmIn<'_> {
+        HbmIn {
+            data: bytemuck::cast_slice(&self.data),
+            dtype: T::DTYPE,
+            shape: self.shape,
+        }
+    }
+
+    /// The tensor as a kernel output.
+    pub fn arg_mut(&mut self) -> HbmOut<'_> {
+        HbmOut {
+            data: bytemuck::cast_slice_mut(&mut self.data),
+            dtype: T::DTYPE,
+            shape: self.shape,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+    use ndarray::{Array2, Ix2, Ix3, arr2, s};
+
+    #[test]
+    fn upload_any_layout() {
+        let a = Array2::from_shape_fn((3, 4), |(i, j)| (10 * i + j) as f32);
+        let t = DeviceTensor::from_array(&a.t()).unwrap();
+        assert_eq!(t.shape(), &[4, 3]);
+        assert_eq!(t.to_array(), a.t().into_dyn());
+        let r = a.slice(s![..;-1, 1..;2]);
+        let t = DeviceTensor::from_array(&r).unwrap();
+        assert_eq!(t.as_slice(), &[21.0, 23.0, 11.0, 13.0, 1.0, 3.0]);
+        assert_eq!(t.into_array::<Ix2>().unwrap(), r);
+    }
+
+    #[test]
+    fn zeros_and_errors() {
+        let t = DeviceTensor::<bf16>::zeros(&[2, 3]).unwrap();
+        assert!(t.as_slice().iter().all(|&x| x == bf16::ZERO));
+        assert!(t.clone().into_array::<Ix3>().is_err());
+        assert!(DeviceTensor::<f32>::zeros(&[1; 7]).is_err());
+        assert!(DeviceTensor::<f32>::from_vec(&[2, 2], vec![0.0; 3]).is_err());
+        let big = ndarray::ArrayD::<f32>::zeros(IxDyn(&[1; 7]));
+        assert!(DeviceTensor::from_array(&big).is_err());
+        let t = DeviceTensor::from_array(&arr2(&[[1.0f32, 2.0]])).unwrap();
+        assert_eq!(t.arg().shape(), &[1, 2]);
+        assert_eq!(t.arg().dtype(), nki_lang::DType::F32);
+    }
+}

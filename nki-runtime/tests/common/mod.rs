@@ -1,0 +1,317 @@
+//! Helpers shared by the integration tests: a small program builder, a deterministic random
+//! source, and independent f64 references.
+#![allow(dead_code)]
+
+use nki_lang::{
+    Affine, AxisIndex, CompiledProgram, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind,
+    MAX_TENSOR_RANK, MAX_TILE_RANK, Memory, Op, ProgramBuf, PsumWrite, TensorBuf, TensorRole,
+    TileBuf, TileShape, TileView,
+};
+
+/// Builds a [`ProgramBuf`] instruction by instruction.
+pub struct Builder {
+    pub buf: ProgramBuf,
+    open: Vec<usize>,
+}
+
+impl Builder {
+    pub fn new(name: &str) -> Self {
+        Builder {
+            buf: ProgramBuf {
+                name: name.to_string(),
+                ..ProgramBuf::default()
+            },
+            open: Vec::new(),
+        }
+    }
+
+    pub fn sym(&mut self, name: &str) -> u8 {
+        self.buf.symbols.push(name.to_string());
+        (self.buf.symbols.len() - 1) as u8
+    }
+
+    fn tensor(&mut self, name: &str, dtype: DType, shape: &[Dim], role: TensorRole) -> u8 {
+        self.buf.tensors.push(TensorBuf {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+            role,
+        });
+        (self.buf.tensors.len() - 1) as u8
+    }
+
+    pub fn input(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> u8 {
+        self.tensor(name, dtype, shape, TensorRole::Input)
+    }
+
+    pub fn output(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> u8 {
+        self.tensor(name, dtype, shape, TensorRole::Output)
+    }
+
+    pub fn tile(&mut self, name: &str, memory: Memory, dtype: DType, dims: &[u32]) -> u16 {
+        self.buf.tiles.push(TileBuf {
+            name: name.to_string(),
+            memory,
+            dtype,
+            shape: TileShape::new(dims).unwrap(),
+        });
+        (self.buf.tiles.len() - 1) as u16
+    }
+
+    /// Opens a loop; returns its depth (the index of its induction value in affine
+    /// expressions).
+    pub fn begin(&mut self, var: &str, trip: Extent) -> usize {
+        self.buf.loop_vars.push(var.to_string());
+        let var = (self.buf.loop_vars.len() - 1) as u16;
+        self.open.push(self.buf.instrs.len());
+        self.push_engine(
+            Engine::Sync,
+            Op::LoopBegin {
+                kind: LoopKind::Affine,
+                trip,
+                var,
+                end: 0,
+            },
+        );
+        self.open.len() - 1
+    }
+
+    pub fn end(&mut self) {
+        let begin = self.open.pop().expect("open loop");
+        let end = self.buf.instrs.len() as u32;
+        if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
+            *e = end;
+        }
+        self.push_engine(
+            Engine::Sync,
+            Op::LoopEnd {
+                begin: begin as u32,
+            },
+        );
+    }
+
+    pub fn push(&mut self, op: Op) {
+        self.push_engine(op.default_engine(), op);
+    }
+
+    fn push_engine(&mut self, engine: Engine, op: Op) {
+        self.buf.instrs.push(Instr {
+            engine,
+            line: 0,
+            op,
+        });
+    }
+
+    pub fn finish(self) -> CompiledProgram {
+        match self.buf.finish() {
+            Ok(c) => c,
+            Err(d) => panic!("program rejected: {d:#?}"),
+        }
+    }
+}
+
+/// Row-major strides of free dimensions `free`.
+fn row_major(free: &[u32]) -> [i64; MAX_TILE_RANK - 1] {
+    let mut s = [0i64; MAX_TILE_RANK - 1];
+    let mut acc = 1i64;
+    for j in (0..free.len()).rev() {
+        s[j] = acc;
+        acc *= free[j] as i64;
+    }
+    s
+}
+
+/// The whole of a tile with shape `dims`, row-major.
+pub fn whole(tile: u16, dims: &[u32]) -> TileView {
+    let shape = TileShape::new(dims).unwrap();
+    TileView {
+        tile,
+        part_start: 0,
+        shape,
+        offset: Affine::ZERO,
+        strides: row_major(shape.free()),
+    }
+}
+
+/// A view with explicit partition start, shape, free offset and free strides.
+pub fn view(tile: u16, part_start: u32, dims: &[u32], offset: Affine, strides: &[i64]) -> TileView {
+    let mut s = [0i64; MAX_TILE_RANK - 1];
+    s[..strides.len()].copy_from_slice(strides);
+    TileView {
+        tile,
+        part_start,
+        shape: TileShape::new(dims).unwrap(),
+        offset,
+        strides: s,
+    }
+}
+
+/// An HBM access: one `(start, grid)` per tensor axis.
+pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> HbmAccess {
+    let mut a = [AxisIndex {
+        start: Affine::ZERO,
+        grid: [0; MAX_TILE_RANK],
+    }; MAX_TENSOR_RANK];
+    for (slot, &(start, grid)) in a.iter_mut().zip(axes) {
+        *slot = AxisIndex { start, grid };
+    }
+    HbmAccess {
+        tensor,
+        rank: axes.len() as u8,
+        axes: a,
+    }
+}
+
+/// `tensor[p, f]` of a rank-2 tensor for a rank-2 tile, starting at `(r0, c0)`.
+pub fn access2(tensor: u8, r0: Affine, c0: Affine) -> HbmAccess {
+    access(tensor, &[(r0, [1, 0, 0, 0]), (c0, [0, 1, 0, 0])])
+}
+
+/// Deterministic xorshift64* values.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
+}
+
+/// `lhs_t[K, M]ᵀ · rhs[K, N]` in f64, and `Σ_k |lhs_t[k, m] · rhs[k, n]|` (for error bounds).
+pub fn reference_matmul(
+    lhs_t: &[f64],
+    rhs: &[f64],
+    k: usize,
+    m: usize,
+    n: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut out = vec![0.0; m * n];
+    let mut abs = vec![0.0; m * n];
+    for kk in 0..k {
+        for mm in 0..m {
+            let a = lhs_t[kk * m + mm];
+            let row = &rhs[kk * n..kk * n + n];
+            let o = &mut out[mm * n..mm * n + n];
+            let s = &mut abs[mm * n..mm * n + n];
+            for j in 0..n {
+                o[j] += a * row[j];
+                s[j] += (a * row[j]).abs();
+            }
+        }
+    }
+    (out, abs)
+}
+
+/// Asserts `|got - want| ≤ rel · |want| + k · 2⁻²⁴ · abs` element by element.
+pub fn assert_close(got: &[f64], want: &[f64], abs: &[f64], k: usize, rel: f64) {
+    assert_eq!(got.len(), want.len());
+    let u = (2.0f64).powi(-24);
+    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(abs).enumerate() {
+        let tol = rel * w.abs() + (k as f64 + 2.0) * u * s;
+        assert!(
+            (g - w).abs() <= tol,
+            "element {i}: got {g}, want {w} (|err| {} > tol {tol})",
+            (g - w).abs()
+        );
+    }
+}
+
+/// The NKI seed: `out[128, 512] = bf16(lhsT[128, 128]ᵀ · rhs[128, 512])`.
+pub fn seed_program() -> CompiledProgram {
+    let mut b = Builder::new("matmul_seed");
+    let lhs = b.input("lhsT", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(128)]);
+    let rhs = b.input("rhs", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let out = b.output("out", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+    let res = b.tile("res", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access2(lhs, z, z),
+        dst: whole(a, &[128, 128]),
+    });
+    b.push(Op::Load {
+        src: access2(rhs, z, z),
+        dst: whole(r, &[128, 512]),
+    });
+    b.push(Op::Matmul {
+        stationary: whole(a, &[128, 128]),
+        moving: whole(r, &[128, 512]),
+        dst: whole(acc, &[128, 512]),
+        write: PsumWrite::Overwrite,
+    });
+    b.push(Op::Copy {
+        src: whole(acc, &[128, 512]),
+        dst: whole(res, &[128, 512]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, z),
+        src: whole(res, &[128, 512]),
+    });
+    b.finish()
+}
+
+/// `out[M, N] (f32) = lhsT[K, M]ᵀ · rhs[K, N]`, tiled 128 × 512 × 128 with an accumulation
+/// group over `k` into a memset PSUM tile.
+pub fn tiled_program(write: PsumWrite) -> CompiledProgram {
+    let mut b = Builder::new("matmul_tiled");
+    let k = b.sym("K");
+    let m = b.sym("M");
+    let n = b.sym("N");
+    let lhs = b.input("lhsT", DType::Bf16, &[Dim::Sym(k), Dim::Sym(m)]);
+    let rhs = b.input("rhs", DType::Bf16, &[Dim::Sym(k), Dim::Sym(n)]);
+    let out = b.output("out", DType::F32, &[Dim::Sym(m), Dim::Sym(n)]);
+    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+    let res = b.tile("res", Memory::Sbuf, DType::F32, &[128, 512]);
+    let dm = b.begin("m", Extent::Sym { sym: m, div: 128 });
+    let dn = b.begin("n", Extent::Sym { sym: n, div: 512 });
+    b.push(Op::Memset {
+        dst: whole(acc, &[128, 512]),
+        value: 0.0,
+    });
+    let dk = b.begin("k", Extent::Sym { sym: k, div: 128 });
+    b.push(Op::Load {
+        src: access2(lhs, Affine::var(dk, 128), Affine::var(dm, 128)),
+        dst: whole(a, &[128, 128]),
+    });
+    b.push(Op::Load {
+        src: access2(rhs, Affine::var(dk, 128), Affine::var(dn, 512)),
+        dst: whole(r, &[128, 512]),
+    });
+    let write = match write {
+        PsumWrite::Group { .. } => PsumWrite::Group { loops: 1 << dk },
+        w => w,
+    };
+    b.push(Op::Matmul {
+        stationary: whole(a, &[128, 128]),
+        moving: whole(r, &[128, 512]),
+        dst: whole(acc, &[128, 512]),
+        write,
+    });
+    b.end();
+    b.push(Op::Copy {
+        src: whole(acc, &[128, 512]),
+        dst: whole(res, &[128, 512]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, Affine::var(dm, 128), Affine::var(dn, 512)),
+        src: whole(res, &[128, 512]),
+    });
+    b.end();
+    b.end();
+    b.finish()
+}

@@ -1,0 +1,358 @@
+//! DMA loads and stores (casts, strided and non-contiguous tensors, loops), VectorE copies and
+//! memsets, against references computed with `half` and ndarray.
+
+mod common;
+
+use common::{Builder, Rng, access, access2, view, whole};
+use half::{bf16, f16};
+use ndarray::{Array2, Array3, Ix2, s};
+use nki_lang::{Affine, CompiledProgram, DType, Dim, Extent, Memory, Op};
+use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
+
+fn fixed(dims: &[u64]) -> Vec<Dim> {
+    dims.iter().map(|&d| Dim::Fixed(d)).collect()
+}
+
+/// `out = x` through a tile of `tile_dtype`: f32 → tile → f32.
+fn roundtrip_program(tile_dtype: DType, rows: u32, cols: u32) -> CompiledProgram {
+    let mut b = Builder::new("roundtrip");
+    let shape = fixed(&[rows as u64, cols as u64]);
+    let x = b.input("x", DType::F32, &shape);
+    let out = b.output("out", DType::F32, &shape);
+    let t = b.tile("t", Memory::Sbuf, tile_dtype, &[rows, cols]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access2(x, z, z),
+        dst: whole(t, &[rows, cols]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, z),
+        src: whole(t, &[rows, cols]),
+    });
+    b.finish()
+}
+
+/// Random normal f32s of every magnitude, exact rounding ties, and special values.
+fn cast_inputs(n: usize) -> Vec<f32> {
+    let mut rng = Rng::new(42);
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        65504.0,
+        65520.0,
+        1.0 / 3.0,
+        6.0e-8,
+    ];
+    v.extend_from_slice(&specials);
+    while v.len() < n {
+        let r = rng.next_u64();
+        let x = match r % 4 {
+            // Exact ties at bf16 precision, with even and odd kept bits.
+            0 => f32::from_bits(((r >> 8) as u32 & 0xffff_0000) | 0x8000),
+            // Exact ties at f16 precision in f16's normal range.
+            1 => {
+                let bits = 0x3880_0000 + ((r >> 8) as u32 % (0x4700_0000 - 0x3880_0000));
+                f32::from_bits((bits & !0x1fff) | 0x1000)
+            }
+            _ => f32::from_bits((r >> 16) as u32),
+        };
+        // Subnormal f32 inputs are tested separately (bf16 flushes them).
+        if x.is_nan() || x.is_subnormal() {
+            continue;
+        }
+        v.push(x);
+    }
+    v
+}
+
+fn run_roundtrip(kernel: &Kernel<'_>, x: &[f32], isa: Isa) -> Vec<f32> {
+    let xd = DeviceTensor::from_vec(&[128, x.len() / 128], x.to_vec()).unwrap();
+    let mut o = DeviceTensor::<f32>::zeros(xd.shape()).unwrap();
+    NeuronCore::default()
+        .with_isa(isa)
+        .unwrap()
+        .launch(kernel, &[xd.arg()], &mut [o.arg_mut()])
+        .unwrap();
+    o.as_slice().to_vec()
+}
+
+#[test]
+fn load_store_casts_round_to_nearest_even() {
+    let x = cast_inputs(128 * 512);
+    for (dtype, reference) in [
+        (
+            DType::Bf16,
+            (|v| bf16::from_f32(v).to_f32()) as fn(f32) -> f32,
+        ),
+        (DType::F16, |v| f16::from_f32(v).to_f32()),
+        (DType::F32, |v| v),
+    ] {
+        let compiled = roundtrip_program(dtype, 128, 512);
+        let parts = compiled.parts();
+        let kernel = Kernel::new(parts.program());
+        for isa in Isa::supported() {
+            let got = run_roundtrip(&kernel, &x, isa);
+            for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
+                let want = reference(v);
+                assert_eq!(
+                    g.to_bits(),
+                    want.to_bits(),
+                    "{dtype} {isa:?} element {i}: {v:e} gave {g:e}, want {want:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nan_and_subnormal_casts() {
+    let mut x = vec![0.0f32; 128];
+    x[0] = f32::NAN;
+    x[1] = -f32::NAN;
+    x[2] = f32::from_bits(1); // smallest subnormal
+    x[3] = -f32::from_bits(0x007f_ffff); // largest subnormal, negative
+    x[4] = 1.0e-40;
+    for dtype in [DType::Bf16, DType::F16] {
+        let compiled = roundtrip_program(dtype, 128, 1);
+        let parts = compiled.parts();
+        let kernel = Kernel::new(parts.program());
+        let got = run_roundtrip(&kernel, &x, Isa::detect());
+        assert!(got[0].is_nan() && got[1].is_nan());
+        // f32 subnormals are below both formats' range (f16 subnormals start at 2⁻²⁴) or
+        // flushed (bf16): signed zeros.
+        assert_eq!(got[2].to_bits(), 0);
+        assert_eq!(got[3].to_bits(), 0x8000_0000);
+        assert_eq!(got[4].to_bits(), 0);
+    }
+}
+
+/// `out[128, 64] = x[128, 64]` in f32.
+fn copy_kernel_program() -> CompiledProgram {
+    roundtrip_program(DType::F32, 128, 64)
+}
+
+#[test]
+fn non_contiguous_uploads() {
+    let compiled = copy_kernel_program();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(5);
+    let wide = Array2::from_shape_fn((64, 128), |_| rng.unit() as f32);
+    let tall = Array2::from_shape_fn((128, 64), |_| rng.unit() as f32);
+    let big = Array2::from_shape_fn((257, 100), |_| rng.unit() as f32);
+    let views = [
+        wide.t(),
+        tall.slice(s![..;-1, ..]),
+        big.slice(s![1..;2, 3..67]),
+        big.slice(s![1..;2, 35..99;-1]),
+    ];
+    for v in views {
+        let xd = DeviceTensor::from_array(&v).unwrap();
+        let mut o = DeviceTensor::<f32>::zeros(&[128, 64]).unwrap();
+        NeuronCore::default()
+            .launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
+            .unwrap();
+        assert_eq!(o.into_array::<Ix2>().unwrap(), v);
+    }
+}
+
+#[test]
+fn strided_hbm_access() {
+    // Odd columns of x go to the even columns of out; out's odd columns stay untouched.
+    let mut b = Builder::new("every_other");
+    let x = b.input("x", DType::F32, &fixed(&[128, 512]));
+    let out = b.output("out", DType::F32, &fixed(&[128, 512]));
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 256]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access(x, &[(z, [1, 0, 0, 0]), (Affine::constant(1), [0, 2, 0, 0])]),
+        dst: whole(t, &[128, 256]),
+    });
+    b.push(Op::Store {
+        dst: access(out, &[(z, [1, 0, 0, 0]), (z, [0, 2, 0, 0])]),
+        src: whole(t, &[128, 256]),
+    });
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let xa = Array2::from_shape_fn((128, 512), |(i, j)| (i * 1000 + j) as f32);
+    let xd = DeviceTensor::from_array(&xa).unwrap();
+    let mut o = DeviceTensor::from_vec(&[128, 512], vec![-1.0f32; 128 * 512]).unwrap();
+    NeuronCore::default()
+        .launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
+        .unwrap();
+    let o = o.into_array::<Ix2>().unwrap();
+    for i in 0..128 {
+        for j in 0..256 {
+            assert_eq!(o[[i, 2 * j]], xa[[i, 2 * j + 1]]);
+            assert_eq!(o[[i, 2 * j + 1]], -1.0);
+        }
+    }
+}
+
+#[test]
+fn rank3_tensors_loops_and_reversed_views() {
+    let mut b = Builder::new("gather3");
+    let x = b.input("x", DType::Bf16, &fixed(&[4, 128, 64]));
+    let out = b.output("out", DType::F32, &fixed(&[128, 256]));
+    let out2 = b.output("out2", DType::F32, &fixed(&[128, 256]));
+    let t = b.tile("t", Memory::Sbuf, DType::Bf16, &[128, 64]);
+    let t3 = b.tile("t3", Memory::Sbuf, DType::Bf16, &[128, 4, 64]);
+    let z = Affine::ZERO;
+    // out[p, 64 i + f] = x[i, p, 63 - f], one tile per loop iteration.
+    let i = b.begin("i", Extent::Fixed(4));
+    b.push(Op::Load {
+        src: access(
+            x,
+            &[
+                (Affine::var(i, 1), [0, 0, 0, 0]),
+                (z, [1, 0, 0, 0]),
+                (z, [0, 1, 0, 0]),
+            ],
+        ),
+        dst: whole(t, &[128, 64]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, Affine::var(i, 64)),
+        src: view(t, 0, &[128, 64], Affine::constant(63), &[-1]),
+    });
+    b.end();
+    // out2[p, 64 a + f] = x[a, p, f] with one 3-D tile.
+    b.push(Op::Load {
+        src: access(
+            x,
+            &[(z, [0, 1, 0, 0]), (z, [1, 0, 0, 0]), (z, [0, 0, 1, 0])],
+        ),
+        dst: whole(t3, &[128, 4, 64]),
+    });
+    b.push(Op::Store {
+        dst: access(out2, &[(z, [1, 0, 0, 0]), (z, [0, 64, 1, 0])]),
+        src: whole(t3, &[128, 4, 64]),
+    });
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(9);
+    let xa = Array3::from_shape_fn((4, 128, 64), |_| bf16::from_f64(rng.unit()));
+    let xd = DeviceTensor::from_array(&xa).unwrap();
+    let mut o = DeviceTensor::<f32>::zeros(&[128, 256]).unwrap();
+    let mut o2 = DeviceTensor::<f32>::zeros(&[128, 256]).unwrap();
+    NeuronCore::default()
+        .launch(&kernel, &[xd.arg()], &mut [o.arg_mut(), o2.arg_mut()])
+        .unwrap();
+    let (o, o2) = (
+        o.into_array::<Ix2>().unwrap(),
+        o2.into_array::<Ix2>().unwrap(),
+    );
+    for a in 0..4 {
+        for p in 0..128 {
+            for f in 0..64 {
+                assert_eq!(o[[p, 64 * a + f]], xa[[a, p, 63 - f]].to_f32());
+                assert_eq!(o2[[p, 64 * a + f]], xa[[a, p, f]].to_f32());
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_copies_and_memsets() {
+    let mut b = Builder::new("vector");
+    let x = b.input("x", DType::F32, &fixed(&[128, 64]));
+    let out = b.output("out", DType::Bf16, &fixed(&[128, 32]));
+    let consts = b.output("consts", DType::F32, &fixed(&[128, 4]));
+    let a = b.tile("a", Memory::Sbuf, DType::F32, &[128, 64]);
+    let h = b.tile("h", Memory::Sbuf, DType::F16, &[128, 32]);
+    let ps = b.tile("ps", Memory::Psum, DType::F32, &[128, 32]);
+    let c = b.tile("c", Memory::Sbuf, DType::Bf16, &[128, 32]);
+    let k = b.tile("k", Memory::Sbuf, DType::F32, &[128, 4]);
+    let kb = b.tile("kb", Memory::Sbuf, DType::Bf16, &[128, 1]);
+    let kh = b.tile("kh", Memory::Sbuf, DType::F16, &[128, 1]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access2(x, z, z),
+        dst: whole(a, &[128, 64]),
+    });
+    // h = f16(a[:, 1::2]): strided SBUF source, different dtype in the same memory.
+    b.push(Op::Copy {
+        src: view(a, 0, &[128, 32], Affine::constant(1), &[2]),
+        dst: whole(h, &[128, 32]),
+    });
+    // SBUF → PSUM, then a memset of partitions 32..64, columns 0, 2, 4, ... of PSUM.
+    b.push(Op::Copy {
+        src: whole(h, &[128, 32]),
+        dst: whole(ps, &[128, 32]),
+    });
+    b.push(Op::Memset {
+        dst: view(ps, 32, &[32, 16], z, &[2]),
+        value: 1.0 / 3.0,
+    });
+    // PSUM → SBUF bf16, through views that differ in size-1 dimensions.
+    b.push(Op::Copy {
+        src: whole(ps, &[128, 32, 1]),
+        dst: whole(c, &[128, 1, 32]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, z),
+        src: whole(c, &[128, 32]),
+    });
+    // Memset values rounded to bf16 and f16 (70000 overflows f16), widened back to f32.
+    b.push(Op::Memset {
+        dst: whole(kb, &[128, 1]),
+        value: 1.0 / 3.0,
+    });
+    b.push(Op::Memset {
+        dst: whole(kh, &[128, 1]),
+        value: 70000.0,
+    });
+    b.push(Op::Copy {
+        src: whole(kb, &[128, 1]),
+        dst: view(k, 0, &[128, 1], z, &[1]),
+    });
+    b.push(Op::Copy {
+        src: whole(kh, &[128, 1]),
+        dst: view(k, 0, &[128, 1], Affine::constant(1), &[1]),
+    });
+    // Copies within one tile: columns 0..2 → 2..4 (same dtype, same buffer).
+    b.push(Op::Copy {
+        src: view(k, 0, &[128, 2], z, &[1]),
+        dst: view(k, 0, &[128, 2], Affine::constant(2), &[1]),
+    });
+    b.push(Op::Store {
+        dst: access2(consts, z, z),
+        src: whole(k, &[128, 4]),
+    });
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(11);
+    let xa = Array2::from_shape_fn((128, 64), |_| (rng.unit() * 100.0) as f32);
+    let xd = DeviceTensor::from_array(&xa).unwrap();
+    let mut o = DeviceTensor::<bf16>::zeros(&[128, 32]).unwrap();
+    let mut k = DeviceTensor::<f32>::zeros(&[128, 4]).unwrap();
+    NeuronCore::default()
+        .launch(&kernel, &[xd.arg()], &mut [o.arg_mut(), k.arg_mut()])
+        .unwrap();
+    let o = o.into_array::<Ix2>().unwrap();
+    for p in 0..128 {
+        for f in 0..32 {
+            let v = xa[[p, 2 * f + 1]];
+            let want = if (32..64).contains(&p) && f % 2 == 0 {
+                bf16::from_f32(1.0 / 3.0)
+            } else {
+                bf16::from_f32(f16::from_f32(v).to_f32())
+            };
+            assert_eq!(o[[p, f]], want, "p {p} f {f}");
+        }
+    }
+    let third = bf16::from_f32(1.0 / 3.0).to_f32();
+    for row in k.as_slice().chunks(4) {
+        assert_eq!(row, &[third, f32::INFINITY, third, f32::INFINITY]);
+    }
+}

@@ -1,0 +1,223 @@
+//! `nc_matmul` and `nc_transpose` programs against f64 references.
+
+mod common;
+
+use common::{
+    Builder, Rng, access2, assert_close, reference_matmul, seed_program, tiled_program, view, whole,
+};
+use half::{bf16, f16};
+use ndarray::Array2;
+use nki_lang::{Affine, DType, Dim, Memory, Op, PsumWrite, Target};
+use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
+
+fn random_bf16(rng: &mut Rng, rows: usize, cols: usize) -> Array2<bf16> {
+    Array2::from_shape_fn((rows, cols), |_| bf16::from_f64(rng.unit()))
+}
+
+fn to_f64<T: Copy + Into<f32>>(a: &[T]) -> Vec<f64> {
+    a.iter().map(|&x| x.into() as f64).collect()
+}
+
+#[test]
+fn seed_matmul_matches_f64_reference() {
+    let compiled = seed_program();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(1);
+    let lhs = random_bf16(&mut rng, 128, 128);
+    let rhs = random_bf16(&mut rng, 128, 512);
+    let (want, abs) = reference_matmul(
+        &to_f64(lhs.as_slice().unwrap()),
+        &to_f64(rhs.as_slice().unwrap()),
+        128,
+        128,
+        512,
+    );
+    let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+    let rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+    let mut first: Option<Vec<bf16>> = None;
+    for isa in Isa::supported() {
+        let mut core = NeuronCore::new(Target::Trn1).with_isa(isa).unwrap();
+        let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+        core.launch(&kernel, &[lhs_d.arg(), rhs_d.arg()], &mut [out.arg_mut()])
+            .unwrap();
+        // bf16 output: half an ulp (2⁻⁸ relative) on top of the fp32 accumulation error.
+        assert_close(&to_f64(out.as_slice()), &want, &abs, 128, 2f64.powi(-8));
+        // Every code path gives the same bits.
+        match &first {
+            None => first = Some(out.as_slice().to_vec()),
+            Some(f) => assert_eq!(f.as_slice(), out.as_slice(), "{isa:?} differs"),
+        }
+    }
+}
+
+fn run_tiled(
+    kernel: &Kernel<'_>,
+    k: usize,
+    m: usize,
+    n: usize,
+    seed: u64,
+) -> (Vec<f32>, Vec<f64>, Vec<f64>) {
+    let mut rng = Rng::new(seed);
+    let lhs = random_bf16(&mut rng, k, m);
+    let rhs = random_bf16(&mut rng, k, n);
+    let (want, abs) = reference_matmul(
+        &to_f64(lhs.as_slice().unwrap()),
+        &to_f64(rhs.as_slice().unwrap()),
+        k,
+        m,
+        n,
+    );
+    let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+    let rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+    let syms = kernel.bind_inputs(&[lhs_d.arg(), rhs_d.arg()]).unwrap();
+    let shape = kernel.output_shape(0, &syms).unwrap();
+    assert_eq!(shape.as_slice(), &[m, n]);
+    let mut out = DeviceTensor::<f32>::zeros(shape.as_slice()).unwrap();
+    let mut core = NeuronCore::default();
+    core.launch(kernel, &[lhs_d.arg(), rhs_d.arg()], &mut [out.arg_mut()])
+        .unwrap();
+    (out.as_slice().to_vec(), want, abs)
+}
+
+#[test]
+fn tiled_matmul_over_symbolic_dims() {
+    let compiled = tiled_program(PsumWrite::Group { loops: 0 });
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    for (i, &(k, m, n)) in [(384, 256, 1024), (128, 128, 512), (256, 384, 512)]
+        .iter()
+        .enumerate()
+    {
+        let (got, want, abs) = run_tiled(&kernel, k, m, n, 10 + i as u64);
+        let got: Vec<f64> = got.iter().map(|&x| x as f64).collect();
+        assert_close(&got, &want, &abs, k, 0.0);
+    }
+}
+
+#[test]
+fn group_and_plain_accumulation_agree() {
+    let group = tiled_program(PsumWrite::Group { loops: 0 });
+    let plain = tiled_program(PsumWrite::Accumulate);
+    let (gp, pp) = (group.parts(), plain.parts());
+    let (g, p) = (Kernel::new(gp.program()), Kernel::new(pp.program()));
+    let (a, _, _) = run_tiled(&g, 256, 128, 512, 5);
+    let (b, _, _) = run_tiled(&p, 256, 128, 512, 5);
+    // -0.0 + x == x for every x, so only the sign of exact zeros may differ.
+    assert!(a.iter().zip(&b).all(|(x, y)| x == y));
+}
+
+#[test]
+fn tiled_matmul_1024_cubed() {
+    let compiled = tiled_program(PsumWrite::Group { loops: 0 });
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let (got, want, abs) = run_tiled(&kernel, 1024, 1024, 1024, 99);
+    let got: Vec<f64> = got.iter().map(|&x| x as f64).collect();
+    assert_close(&got, &want, &abs, 1024, 0.0);
+}
+
+/// Small and strided operands: `K = 64`, stationary `[64, 96]` f32 from a partition offset,
+/// moving f16 every other column of a wider tile, destination every other PSUM column, then
+/// a second matmul accumulating into the same destination.
+#[test]
+fn strided_and_mixed_dtype_operands() {
+    let mut b = Builder::new("odd_matmul");
+    let s_in = b.input("s", DType::F32, &[Dim::Fixed(128), Dim::Fixed(96)]);
+    let m_in = b.input("mv", DType::F16, &[Dim::Fixed(64), Dim::Fixed(200)]);
+    let out = b.output("out", DType::F32, &[Dim::Fixed(96), Dim::Fixed(200)]);
+    let st = b.tile("st", Memory::Sbuf, DType::F32, &[128, 96]);
+    let mv = b.tile("mv_tile", Memory::Sbuf, DType::F16, &[64, 400]);
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[96, 500]);
+    let res = b.tile("res", Memory::Sbuf, DType::F32, &[96, 200]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access2(s_in, z, z),
+        dst: whole(st, &[128, 96]),
+    });
+    // Every other column of the moving tile holds `mv`.
+    b.push(Op::Load {
+        src: access2(m_in, z, z),
+        dst: view(mv, 0, &[64, 200], z, &[2]),
+    });
+    // Partitions 64..128 of the stationary tile, twice: first overwrite, then accumulate.
+    for write in [PsumWrite::Overwrite, PsumWrite::Accumulate] {
+        b.push(Op::Matmul {
+            stationary: view(st, 64, &[64, 96], z, &[1]),
+            moving: view(mv, 0, &[64, 100, 2], z, &[4, 2]),
+            dst: view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
+            write,
+        });
+    }
+    b.push(Op::Copy {
+        src: view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
+        dst: whole(res, &[96, 200]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, z),
+        src: whole(res, &[96, 200]),
+    });
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+
+    let mut rng = Rng::new(7);
+    let s = Array2::from_shape_fn((128, 96), |_| rng.unit() as f32);
+    let mvh = Array2::from_shape_fn((64, 200), |_| f16::from_f64(rng.unit()));
+    let s64: Vec<f64> = s.iter().skip(64 * 96).map(|&x| 2.0 * x as f64).collect();
+    let (want, abs) = reference_matmul(&s64, &to_f64(mvh.as_slice().unwrap()), 64, 96, 200);
+    let sd = DeviceTensor::from_array(&s).unwrap();
+    let md = DeviceTensor::from_array(&mvh).unwrap();
+    let mut o = DeviceTensor::<f32>::zeros(&[96, 200]).unwrap();
+    for isa in Isa::supported() {
+        let mut core = NeuronCore::default().with_isa(isa).unwrap();
+        core.launch(&kernel, &[sd.arg(), md.arg()], &mut [o.arg_mut()])
+            .unwrap();
+        let got: Vec<f64> = o.as_slice().iter().map(|&x| x as f64).collect();
+        assert_close(&got, &want, &abs, 128, 0.0);
+    }
+}
+
+/// `nc_transpose` of a bf16 `[128, 96]` view (a `[128, 2, 48]` grid) is exact.
+#[test]
+fn transpose_is_exact() {
+    let mut b = Builder::new("transpose");
+    let x = b.input("x", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(96)]);
+    let out = b.output("out", DType::F32, &[Dim::Fixed(96), Dim::Fixed(128)]);
+    let t = b.tile("t", Memory::Sbuf, DType::Bf16, &[128, 96]);
+    let pt = b.tile("pt", Memory::Psum, DType::F32, &[96, 128]);
+    let res = b.tile("res", Memory::Sbuf, DType::F32, &[96, 128]);
+    let z = Affine::ZERO;
+    b.push(Op::Load {
+        src: access2(x, z, z),
+        dst: whole(t, &[128, 96]),
+    });
+    b.push(Op::Transpose {
+        src: whole(t, &[128, 2, 48]),
+        dst: whole(pt, &[96, 128]),
+    });
+    b.push(Op::Copy {
+        src: whole(pt, &[96, 128]),
+        dst: whole(res, &[96, 128]),
+    });
+    b.push(Op::Store {
+        dst: access2(out, z, z),
+        src: whole(res, &[96, 128]),
+    });
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(3);
+    let xa = random_bf16(&mut rng, 128, 96);
+    let xd = DeviceTensor::from_array(&xa).unwrap();
+    let mut o = DeviceTensor::<f32>::zeros(&[96, 128]).unwrap();
+    NeuronCore::default()
+        .launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
+        .unwrap();
+    let o = o.into_array::<ndarray::Ix2>().unwrap();
+    for p in 0..128 {
+        for f in 0..96 {
+            assert_eq!(o[[f, p]], xa[[p, f]].to_f32());
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The launch path allocates nothing but the outputs: a counting global allocator proves it.
+//! This file holds one test so that no other test allocates while it counts.
+
+#[path = "../examples/matmul_basic.rs"]
+#[allow(dead_code)]
+mod basic;
+#[path = "../examples/matmul_tiled.rs"]
+#[allow(dead_code)]
+mod tiled;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use basic::{common, matmul_basic};
+use nki::prelude::*;
+use tiled::matmul_tiled;
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: defers every operation to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::SeqCst) {
+            ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::SeqCst) {
+            ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::SeqCst) {
+            ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn count<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    let r = f();
+    COUNTING.store(false, Ordering::SeqCst);
+    (r, ALLOCATIONS.load(Ordering::SeqCst))
+}
+
+#[test]
+fn launches_allocate_only_their_outputs() {
+    let mut core = NeuronCore::default();
+    let a = DeviceTensor::from_array(&common::random_bf16(128, 128, 1)).unwrap();
+    let b = DeviceTensor::from_array(&common::random_bf16(128, 512, 2)).unwrap();
+    let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+    let mut big_out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+    // Warm up: first launches may initialise lazily created host state (thread pools).
+    matmul_basic::launch_into(&mut core, &a, &b, &mut out).unwrap();
+    matmul_tiled::launch_into(&mut core, &a, &b, &mut big_out).unwrap();
+
+    let (r, n) = count(|| matmul_basic::launch_into(&mut core, &a, &b, &mut out));
+    r.unwrap();
+    assert_eq!(
+        n, 0,
+        "destination-passing launch of the seed kernel allocated {n} times"
+    );
+
+    let (r, n) = count(|| matmul_tiled::launch_into(&mut core, &a, &b, &mut big_out));
+    r.unwrap();
+    assert_eq!(
+        n, 0,
+        "destination-passing launch of the tiled kernel allocated {n} times"
+    );
+
+    let (r, n) = count(|| matmul_basic(&mut core, &a, &b));
+    let fresh = r.unwrap();
+    assert_eq!(
+        n, 1,
+        "a launch that returns its output allocated {n} times (expected: the output)"
+    );
+    assert_eq!(fresh.as_slice(), out.as_slice());
+
+    // A failed launch allocates only its error message.
+    let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
+    let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));
+    assert!(r.is_err());
+}
