@@ -11,6 +11,8 @@
 //! - (c) end to end: launch and modeled execution with device-resident tensors, and the same
 //!   with `ndarray` arrays in and out;
 //! - (d) a plain CPU matmul of the same inputs with `ndarray` (f32 `dot`), for scale.
+//!
+//! Every figure includes the timer's own cost, printed as the timer floor (`timer_floor_ns`).
 
 #[path = "matmul_basic.rs"]
 #[allow(dead_code)]
@@ -118,6 +120,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("the builder's seed program differs from the #[kernel] program".into());
     }
 
+    let floor = measure(warmup, iters, || black_box(()));
+
     let kernel = &matmul_basic::KERNEL;
     let launch = measure(warmup, iters, || {
         let inputs = [da.arg(), db.arg()];
@@ -166,12 +170,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("\"{name}\": {{\"min\": {min:.3}, \"p50\": {p50:.3}, \"p99\": {p99:.3}}}")
         };
         println!(
-            "{{{}, {}, {}, {}, {}}}",
+            "{{{}, {}, {}, {}, {}, {}}}",
             obj("launch_ns", ns(&launch)),
             obj("construct_and_launch_ns", ns(&construct)),
             obj("end_to_end_us", us(&end_to_end)),
             obj("end_to_end_ndarray_us", us(&end_to_end_ndarray)),
             obj("reference_us", us(&reference)),
+            obj("timer_floor_ns", ns(&floor)),
         );
         return Ok(());
     }
@@ -183,6 +188,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let row = |name: &str, (min, p50, p99): (f64, f64, f64), unit: &str| {
         println!("{name:<62} {min:>9.3} {unit} {p50:>9.3} {unit} {p99:>9.3} {unit}");
     };
+    row(
+        "timer floor: an empty closure between two Instant::now()",
+        ns(&floor),
+        "ns",
+    );
     row(
         "(a) launch: checks + binding, compile-time program",
         ns(&launch),

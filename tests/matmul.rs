@@ -108,6 +108,21 @@ fn tiled_kernel_at_several_shapes() {
 }
 
 #[test]
+fn two_host_threads_compute_what_one_computes() {
+    let (k, m, n) = (384, 256, 1024);
+    let a = DeviceTensor::from_array(&common::random_bf16(k, m, 31)).unwrap();
+    let b = DeviceTensor::from_array(&common::random_bf16(k, n, 32)).unwrap();
+    let mut serial = NeuronCore::default().with_host_threads(1);
+    let mut parallel = NeuronCore::default().with_host_threads(2);
+    assert_eq!(serial.host_threads(), 1);
+    let one = matmul_tiled(&mut serial, &a, &b).unwrap();
+    let two = matmul_tiled(&mut parallel, &a, &b).unwrap();
+    let bits =
+        |t: &DeviceTensor<bf16>| t.as_slice().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&one), bits(&two));
+}
+
+#[test]
 fn launch_errors_say_what_is_wrong_and_change_nothing() {
     let mut core = NeuronCore::default();
     let a = DeviceTensor::<bf16>::zeros(&[256, 128]).unwrap();

@@ -69,6 +69,7 @@ pub struct Program<'a> {
     constraints: &'a [Constraint],
     sbuf_bytes: u32,
     psum_banks: u32,
+    input_count: usize,
 }
 
 impl<'a> Program<'a> {
@@ -89,6 +90,11 @@ impl<'a> Program<'a> {
         sbuf_bytes: u32,
         psum_banks: u32,
     ) -> Program<'a> {
+        let mut input_count = 0;
+        while input_count < tensors.len() && matches!(tensors[input_count].role, TensorRole::Input)
+        {
+            input_count += 1;
+        }
         Program {
             name,
             target,
@@ -100,6 +106,7 @@ impl<'a> Program<'a> {
             constraints,
             sbuf_bytes,
             psum_banks,
+            input_count,
         }
     }
 
@@ -128,11 +135,8 @@ impl<'a> Program<'a> {
         &self.tensors[self.input_count()..]
     }
     /// Number of inputs.
-    pub fn input_count(&self) -> usize {
-        self.tensors
-            .iter()
-            .take_while(|t| t.role == TensorRole::Input)
-            .count()
+    pub const fn input_count(&self) -> usize {
+        self.input_count
     }
     /// On-chip tiles.
     pub const fn tiles(&self) -> &'a [TileDecl<'a>] {

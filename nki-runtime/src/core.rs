@@ -48,6 +48,24 @@ impl NeuronCore {
         Ok(self)
     }
 
+    /// The same core using at most `threads` host threads: 1 runs every instruction on the
+    /// calling thread; 2 or more (the default, on a host with 2 or more cores) splits large
+    /// instructions between the calling thread and one worker. Results are identical either
+    /// way; only speed differs.
+    pub fn with_host_threads(mut self, threads: usize) -> Self {
+        match (threads >= 2, self.engines.worker.is_some()) {
+            (false, true) => self.engines.worker = None,
+            (true, false) => self.engines.worker = crate::worker::Worker::start(),
+            _ => {}
+        }
+        self
+    }
+
+    /// Host threads this core uses (1 or 2).
+    pub fn host_threads(&self) -> usize {
+        1 + self.engines.worker.is_some() as usize
+    }
+
     /// The code path in use.
     pub fn isa(&self) -> Isa {
         self.engines.isa
@@ -74,7 +92,7 @@ impl NeuronCore {
     /// depends on the core is checked here: a program compiled for a larger SBUF (a Trn2
     /// program on a Trn1 core) is refused with [`LaunchError::SbufCapacity`] before anything
     /// runs.
-    pub fn execute(&mut self, mut bound: Bound<'_, '_>) -> Result<(), LaunchError> {
+    pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let p = bound.program;
         let capacity = self.target.sbuf_partition_bytes();
         if p.sbuf_bytes() > capacity {

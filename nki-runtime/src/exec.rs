@@ -27,7 +27,7 @@ impl Observer for Untimed {
 }
 
 /// Runs a bound program to completion.
-pub(crate) fn run<O: Observer>(e: &mut Engines, b: &mut Bound<'_, '_>, obs: &mut O) {
+pub(crate) fn run<O: Observer>(e: &mut Engines, b: &mut Bound<'_, '_, '_>, obs: &mut O) {
     let p = b.program;
     let instrs = p.instrs();
     let syms = b.syms;

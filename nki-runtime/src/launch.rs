@@ -10,7 +10,7 @@ use core::fmt::Write as _;
 
 use ndarray::{Dimension, ErrorKind, ShapeError};
 use nki_lang::constraint::check_constraints;
-use nki_lang::{Constraint, DType, Dim, Extent, MAX_SYMBOLS, MAX_TENSORS, Program, SymbolValues};
+use nki_lang::{Constraint, DType, Dim, Extent, MAX_SYMBOLS, Program, SymbolValues};
 use thiserror::Error;
 
 use crate::element::Element;
@@ -254,6 +254,7 @@ impl<'p> Kernel<'p> {
     /// Checks the inputs (count, element type, rank, literal dims), binds each symbolic dim
     /// from the first input axis that names it (later uses must agree), and checks every
     /// launch constraint of the program. Allocates only to report an error.
+    #[inline]
     pub fn bind_inputs(&self, inputs: &[HbmIn<'_>]) -> Result<SymbolValues, LaunchError> {
         let p = &self.program;
         let decls = p.inputs();
@@ -345,11 +346,12 @@ impl<'p> Kernel<'p> {
     /// Every launch check, and nothing else: the inputs as in [`Kernel::bind_inputs`], then
     /// the outputs (count, element type, exact shape). Allocates only to report an error;
     /// writes nothing.
-    pub fn bind<'a>(
+    #[inline]
+    pub fn bind<'a, 'o>(
         &'a self,
         inputs: &'a [HbmIn<'a>],
-        outputs: &'a mut [HbmOut<'_>],
-    ) -> Result<Bound<'a, 'p>, LaunchError> {
+        outputs: &'a mut [HbmOut<'o>],
+    ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
         let syms = self.bind_inputs(inputs)?;
         let p = &self.program;
         let decls = p.outputs();
@@ -361,9 +363,7 @@ impl<'p> Kernel<'p> {
                 found: outputs.len(),
             });
         }
-        let mut data: [&'a mut [u8]; MAX_TENSORS] = Default::default();
-        let mut shapes = [Shape::default(); MAX_TENSORS];
-        for (i, (decl, out)) in decls.iter().zip(outputs.iter_mut()).enumerate() {
+        for (i, (decl, out)) in decls.iter().zip(outputs.iter()).enumerate() {
             if out.dtype != decl.dtype {
                 return Err(LaunchError::DType {
                     tensor: decl.name.to_string(),
@@ -371,25 +371,27 @@ impl<'p> Kernel<'p> {
                     found: out.dtype,
                 });
             }
-            let expected = self.output_shape(i, &syms);
-            if expected != Some(out.shape) {
+            let fits = out.shape.rank() == decl.shape.len()
+                && decl
+                    .shape
+                    .iter()
+                    .zip(out.shape())
+                    .all(|(d, &n)| d.eval(&syms) == n as u64);
+            if !fits {
                 // The expected shape always fits: inputs of those sizes exist.
-                let expected = expected.unwrap_or_default();
+                let expected = self.output_shape(i, &syms).unwrap_or_default();
                 return Err(LaunchError::OutputShape {
                     tensor: decl.name.to_string(),
                     expected: expected.as_slice().to_vec(),
                     found: out.shape().to_vec(),
                 });
             }
-            data[i] = &mut *out.data;
-            shapes[i] = out.shape;
         }
         Ok(Bound {
             program: p,
             syms,
             inputs,
-            outputs: data,
-            output_shapes: shapes,
+            outputs,
         })
     }
 }
@@ -438,15 +440,14 @@ fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> Lau
 
 /// A launch that passed every check: the program, the bound symbols and the tensors. Run it
 /// with [`crate::NeuronCore::execute`].
-pub struct Bound<'a, 'p> {
+pub struct Bound<'a, 'p, 'o> {
     pub(crate) program: &'a Program<'p>,
     pub(crate) syms: SymbolValues,
     pub(crate) inputs: &'a [HbmIn<'a>],
-    pub(crate) outputs: [&'a mut [u8]; MAX_TENSORS],
-    pub(crate) output_shapes: [Shape; MAX_TENSORS],
+    pub(crate) outputs: &'a mut [HbmOut<'o>],
 }
 
-impl<'a, 'p> Bound<'a, 'p> {
+impl<'a, 'p> Bound<'a, 'p, '_> {
     /// The program.
     pub fn program(&self) -> &'a Program<'p> {
         self.program
@@ -458,35 +459,35 @@ impl<'a, 'p> Bound<'a, 'p> {
     }
 }
 
-impl fmt::Debug for Bound<'_, '_> {
+impl fmt::Debug for Bound<'_, '_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let syms = &self.syms[..self.program.symbols().len()];
         f.debug_struct("Bound")
             .field("kernel", &self.program.name())
             .field("symbols", &syms)
             .field("inputs", &self.inputs)
-            .field(
-                "outputs",
-                &&self.output_shapes[..self.program.outputs().len()],
-            )
+            .field("outputs", &self.outputs)
             .finish()
     }
 }
 
-impl Bound<'_, '_> {
+impl Bound<'_, '_, '_> {
     /// The bytes and shape of HBM tensor `t` (an input, or an output read back).
     pub(crate) fn hbm(&self, t: usize) -> (&[u8], &Shape) {
         let n = self.inputs.len();
         match self.inputs.get(t) {
             Some(i) => (i.data, &i.shape),
-            None => (&*self.outputs[t - n], &self.output_shapes[t - n]),
+            None => {
+                let o = &self.outputs[t - n];
+                (&*o.data, &o.shape)
+            }
         }
     }
 
     /// The bytes and shape of output tensor `t` (index in the program's tensor table).
     pub(crate) fn hbm_mut(&mut self, t: usize) -> (&mut [u8], &Shape) {
-        let o = t - self.inputs.len();
-        (&mut *self.outputs[o], &self.output_shapes[o])
+        let o = &mut self.outputs[t - self.inputs.len()];
+        (&mut *o.data, &o.shape)
     }
 }
 

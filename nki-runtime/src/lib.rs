@@ -64,6 +64,7 @@ mod launch;
 pub mod memory;
 mod shape;
 mod tensor;
+mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa};
 pub use cpu::Isa;

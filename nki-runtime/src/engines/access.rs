@@ -16,6 +16,7 @@ use nki_lang::{DType, HbmAccess, LoopValues, MAX_TILE_RANK, TileDecl, TileView};
 
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
+use crate::worker::Worker;
 
 /// Elements moved per gather/convert/scatter step of a strided transfer.
 pub(crate) const CHUNK: usize = 1024;
@@ -300,6 +301,65 @@ pub(crate) fn transfer(
             strided_run(isa, buf, &mut mem, src, dst, so, dof, n, s_in, d_in)
         });
     }
+}
+
+/// Transfers smaller than this many elements stay on one thread: the hand-over to the worker
+/// costs about as much as moving them.
+const MIN_SPLIT_ELEMS: usize = 1 << 14;
+
+/// [`transfer`] over two buffers, split between this thread and `worker` along the plan's
+/// outermost dimension when the transfer is large and the destination's halves are disjoint
+/// byte ranges (rows that cannot overlap); serial otherwise. Each half moves exactly the
+/// elements the serial transfer moves for those rows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transfer_par(
+    isa: Isa,
+    worker: Option<&mut Worker>,
+    bufs: (&mut ChunkBuf, &mut ChunkBuf),
+    src_mem: &[u8],
+    dst_mem: &mut [u8],
+    src: End,
+    dst: End,
+    plan: &Plan,
+) {
+    let elems: usize = plan.dims[..plan.rank].iter().product();
+    let rows = plan.dims[0];
+    let (d0, ds) = (plan.dst[0], dst.dtype.size() as isize);
+    // Extent of one outer row on the destination side, in elements.
+    let row_extent: isize = (1..plan.rank)
+        .map(|j| (plan.dims[j] as isize - 1) * plan.dst[j])
+        .sum::<isize>()
+        + 1;
+    let disjoint = plan.rank >= 2
+        && d0 > 0
+        && plan.dst[1..plan.rank].iter().all(|&s| s >= 0)
+        && row_extent <= d0;
+    let (Some(worker), true) = (
+        worker,
+        disjoint && rows >= 2 && elems >= MIN_SPLIT_ELEMS && dst.base >= 0,
+    ) else {
+        return transfer(isa, bufs.0, Mem::Two(src_mem, dst_mem), src, dst, plan);
+    };
+    let h = rows / 2;
+    let split = ((dst.base + h as isize * d0) * ds) as usize;
+    if split > dst_mem.len() {
+        return transfer(isa, bufs.0, Mem::Two(src_mem, dst_mem), src, dst, plan);
+    }
+    let (lo, hi) = dst_mem.split_at_mut(split);
+    let mut first = *plan;
+    first.dims[0] = h;
+    let mut second = *plan;
+    second.dims[0] = rows - h;
+    let src_hi = End {
+        base: src.base + h as isize * plan.src[0],
+        ..src
+    };
+    let dst_hi = End { base: 0, ..dst };
+    let (b0, b1) = bufs;
+    worker.join(
+        || transfer(isa, b0, Mem::Two(src_mem, lo), src, dst, &first),
+        || transfer(isa, b1, Mem::Two(src_mem, hi), src_hi, dst_hi, &second),
+    );
 }
 
 /// Moves one run of `n` elements with strides `s_in` / `d_in`, in chunks, through scratch.

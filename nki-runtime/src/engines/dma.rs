@@ -4,14 +4,14 @@
 use nki_lang::{HbmAccess, LoopValues, Memory, TileView};
 
 use super::Engines;
-use super::access::{End, Mem, Plan, grid, hbm_pattern, transfer, view_pattern};
+use super::access::{End, Plan, grid, hbm_pattern, transfer_par, view_pattern};
 use crate::launch::Bound;
 
 /// `load`: element `t` of the tile-shaped grid goes from the HBM access's element `t` to the
 /// view's element `t`, converted to the tile's dtype.
 pub(crate) fn load(
     e: &mut Engines,
-    b: &Bound<'_, '_>,
+    b: &Bound<'_, '_, '_>,
     ivs: &LoopValues,
     src: &HbmAccess,
     dst: &TileView,
@@ -23,10 +23,12 @@ pub(crate) fn load(
     let hp = hbm_pattern(src, &shape.strides()[..shape.rank()], ivs);
     let tp = view_pattern(dst, tile, e.partition_bytes(Memory::Sbuf), ivs);
     let plan = Plan::for_grid(&grid(dst), &hp, &tp);
-    transfer(
+    transfer_par(
         e.isa,
-        &mut e.chunks,
-        Mem::Two(data, e.sbuf.bytes_mut()),
+        e.worker.as_mut(),
+        (&mut e.chunks, &mut e.chunks_worker),
+        data,
+        e.sbuf.bytes_mut(),
         End {
             dtype,
             base: hp.base,
@@ -42,7 +44,7 @@ pub(crate) fn load(
 /// `store`: the reverse of [`load`], into an output tensor.
 pub(crate) fn store(
     e: &mut Engines,
-    b: &mut Bound<'_, '_>,
+    b: &mut Bound<'_, '_, '_>,
     ivs: &LoopValues,
     dst: &HbmAccess,
     src: &TileView,
@@ -54,10 +56,12 @@ pub(crate) fn store(
     let hp = hbm_pattern(dst, &shape.strides()[..shape.rank()], ivs);
     let tp = view_pattern(src, tile, e.partition_bytes(Memory::Sbuf), ivs);
     let plan = Plan::for_grid(&grid(src), &tp, &hp);
-    transfer(
+    transfer_par(
         e.isa,
-        &mut e.chunks,
-        Mem::Two(e.sbuf.bytes(), data),
+        e.worker.as_mut(),
+        (&mut e.chunks, &mut e.chunks_worker),
+        e.sbuf.bytes(),
+        data,
         End {
             dtype: tile.dtype,
             base: tp.base,

@@ -18,6 +18,7 @@ use nki_lang::{Memory, Target};
 use crate::cpu::Isa;
 use crate::cpu::matmul::MatmulScratch;
 use crate::memory::{Psum, Sbuf};
+use crate::worker::Worker;
 use access::ChunkBuf;
 
 /// The state the engines work on: the on-chip memories and preallocated scratch.
@@ -30,8 +31,14 @@ pub(crate) struct Engines {
     pub psum: Psum,
     /// Chunks for strided transfers.
     pub chunks: ChunkBuf,
+    /// Chunks for the worker's half of a strided transfer.
+    pub chunks_worker: ChunkBuf,
     /// Packing buffers of the matmul kernel.
     pub mm: MatmulScratch,
+    /// Packing buffers of the matmul kernel for the worker's half.
+    pub mm_worker: MatmulScratch,
+    /// The host thread that runs half of each large instruction (`None`: run serially).
+    pub worker: Option<Worker>,
     /// Contiguous copies of matmul operands whose free elements are strided.
     pub packed: tensor::Packed,
 }
@@ -44,7 +51,10 @@ impl Engines {
             sbuf: Sbuf::new(target),
             psum: Psum::new(),
             chunks: ChunkBuf::new(),
+            chunks_worker: ChunkBuf::new(),
             mm: MatmulScratch::new(),
+            mm_worker: MatmulScratch::new(),
+            worker: Worker::start(),
             packed: tensor::Packed::new(),
         }
     }

@@ -43,6 +43,17 @@ fn row_major(g: &[usize; MAX_TILE_RANK]) -> [isize; MAX_TILE_RANK] {
     s
 }
 
+/// Where to split a `[K, M] x [K, N]` matmul's output rows between two threads, or `None` when
+/// it is too small to pay for the hand-over (a few microseconds of work).
+fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
+    const MIN_MACS: usize = 1 << 19;
+    if m < 16 || k * m * n < MIN_MACS {
+        return None;
+    }
+    // A multiple of 8 rows keeps the kernel's row blocks whole.
+    Some((m / 2).div_ceil(8) * 8).filter(|&h| h < m)
+}
+
 /// Whether a view's free elements are one contiguous run in each partition.
 fn free_contiguous(g: &[usize; MAX_TILE_RANK], pat: &Pattern) -> bool {
     let mut free = *g;
@@ -120,7 +131,10 @@ pub(crate) fn matmul(
         psum,
         chunks,
         mm,
+        mm_worker,
+        worker,
         packed,
+        ..
     } = e;
     let isa = *isa;
     let tiles = p.tiles();
@@ -152,10 +166,40 @@ pub(crate) fn matmul(
     let dp = view_pattern(dst, dt, Psum::PARTITION_BYTES, ivs);
     let g = grid(dst);
     if free_contiguous(&g, &dp) {
+        let offset = dp.base as usize;
+        let row_stride = Psum::PARTITION_F32S;
+        let split = split_rows(s.rows, s.cols, n);
+        if let (Some(worker), Some(h)) = (worker.as_mut(), split) {
+            // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM partitions.
+            let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
+            let size = s.dtype.size() as usize;
+            let s_lo = Operand { cols: h, ..s };
+            let s_hi = Operand {
+                offset: s.offset + h * size,
+                cols: s.cols - h,
+                ..s
+            };
+            let mut out_lo = Output {
+                data: lo,
+                offset,
+                row_stride,
+            };
+            let mut out_hi = Output {
+                data: hi,
+                offset: 0,
+                row_stride,
+            };
+            let m = &m;
+            worker.join(
+                || mm_kernel(isa, mm, &s_lo, m, &mut out_lo, accumulate, 0..n),
+                || mm_kernel(isa, mm_worker, &s_hi, m, &mut out_hi, accumulate, 0..n),
+            );
+            return;
+        }
         let mut out = Output {
             data: psum.f32s_mut(),
-            offset: dp.base as usize,
-            row_stride: Psum::PARTITION_F32S,
+            offset,
+            row_stride,
         };
         mm_kernel(isa, mm, &s, &m, &mut out, accumulate, 0..n);
         return;

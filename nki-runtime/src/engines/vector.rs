@@ -3,7 +3,7 @@
 use nki_lang::{LoopValues, Memory, Program, TileView};
 
 use super::Engines;
-use super::access::{End, Mem, Plan, fill, grid, squeeze, transfer, view_pattern};
+use super::access::{End, Mem, Plan, fill, grid, squeeze, transfer, transfer_par, view_pattern};
 use crate::cpu::convert::convert;
 
 /// `tensor_copy`: `dst[i] = cast(src[i])` element by element (in row-major order of the
@@ -28,23 +28,40 @@ pub(crate) fn copy(
         sbuf,
         psum,
         chunks,
+        chunks_worker,
+        worker,
         ..
     } = e;
-    let mem = match (st.memory, dt.memory) {
-        (Memory::Sbuf, Memory::Sbuf) => Mem::One(sbuf.bytes_mut()),
-        (Memory::Psum, Memory::Psum) => Mem::One(psum.bytes_mut()),
-        (Memory::Sbuf, Memory::Psum) => Mem::Two(sbuf.bytes(), psum.bytes_mut()),
-        (Memory::Psum, Memory::Sbuf) => Mem::Two(psum.bytes(), sbuf.bytes_mut()),
+    let (from, to) = (
+        End {
+            dtype: st.dtype,
+            base: sp.base,
+        },
+        End {
+            dtype: dt.dtype,
+            base: dp.base,
+        },
+    );
+    let (src_mem, dst_mem) = match (st.memory, dt.memory) {
+        (Memory::Sbuf, Memory::Sbuf) => {
+            return transfer(*isa, chunks, Mem::One(sbuf.bytes_mut()), from, to, &plan);
+        }
+        (Memory::Psum, Memory::Psum) => {
+            return transfer(*isa, chunks, Mem::One(psum.bytes_mut()), from, to, &plan);
+        }
+        (Memory::Sbuf, Memory::Psum) => (sbuf.bytes(), psum.bytes_mut()),
+        (Memory::Psum, Memory::Sbuf) => (psum.bytes(), sbuf.bytes_mut()),
         // Tiles live in SBUF or PSUM (checked when the program was built).
         _ => return,
     };
-    let end = |dtype, base| End { dtype, base };
-    transfer(
+    transfer_par(
         *isa,
-        chunks,
-        mem,
-        end(st.dtype, sp.base),
-        end(dt.dtype, dp.base),
+        worker.as_mut(),
+        (chunks, chunks_worker),
+        src_mem,
+        dst_mem,
+        from,
+        to,
         &plan,
     );
 }

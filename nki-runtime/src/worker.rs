@@ -1,0 +1,309 @@
+//! The host thread that runs half of each large instruction.
+//!
+//! A NeuronCore's engines work on many partitions at once; the model splits its large
+//! instructions (a matmul's output rows, a transfer's partitions) between the calling thread
+//! and one persistent worker thread, so that a kernel uses both cores of a 2-core host. Each
+//! half computes exactly what the serial code computes for those rows, so results do not
+//! depend on the split.
+//!
+//! The worker spins briefly after each job (so that the next instruction of the same launch
+//! finds it awake: waking a parked thread costs tens of microseconds) and then parks. Handing
+//! over a job allocates nothing: the job lives on the caller's stack, and the caller does not
+//! return, not even by unwinding, before the worker has finished with it.
+//!
+//! The worker must claim a posted job before running it. When the caller has finished its own
+//! half and the worker has not claimed the other (it is parked, or the host's other core is
+//! busy), the caller takes the job back and runs it itself: it never waits for a thread that
+//! has not started.
+
+use std::cell::UnsafeCell;
+use std::hint::spin_loop;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// No job.
+const IDLE: u32 = 0;
+/// A job is posted and not yet claimed.
+const POSTED: u32 = 1;
+/// The worker claimed the job and is running it.
+const RUNNING: u32 = 2;
+/// The worker finished the job.
+const DONE: u32 = 3;
+/// The worker thread must exit.
+const EXIT: u32 = 4;
+
+/// How long the worker spins for the next job before it parks.
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(50);
+
+/// A type-erased pointer to a [`StackJob`] and the function that runs it.
+#[derive(Copy, Clone)]
+struct JobRef {
+    data: *const (),
+    run: unsafe fn(*const ()),
+}
+
+struct Shared {
+    state: AtomicU32,
+    parked: AtomicBool,
+    job: UnsafeCell<Option<JobRef>>,
+}
+
+// SAFETY: `job` is written only by the owner of the `Worker` (through `&mut Worker`) while the
+// state is IDLE, and read only by the worker thread after it has claimed the job (POSTED ->
+// RUNNING, Acquire) or by the owner after taking it back (POSTED -> IDLE); the state machine
+// serializes every access to it.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the raw pointer in `job` is only dereferenced under that protocol.
+unsafe impl Send for Shared {}
+
+/// A closure and its result, on the stack of the thread that posted it.
+struct StackJob<F, R> {
+    f: UnsafeCell<Option<F>>,
+    result: UnsafeCell<Option<thread::Result<R>>>,
+}
+
+impl<F: FnOnce() -> R, R> StackJob<F, R> {
+    /// Runs the job behind `data` and stores its result (or its panic).
+    ///
+    /// # Safety
+    /// `data` must point to a live `StackJob<F, R>` that no other thread touches until the
+    /// worker publishes DONE.
+    unsafe fn execute(data: *const ()) {
+        // SAFETY: guaranteed by the caller (see `Worker::join`).
+        let job = unsafe { &*(data as *const StackJob<F, R>) };
+        // SAFETY: the posting thread does not touch `f` or `result` until DONE.
+        let f = unsafe { (*job.f.get()).take() };
+        let result = catch_unwind(AssertUnwindSafe(move || f.map(|f| f())));
+        let result = match result {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(Box::new("a worker job ran twice") as Box<dyn std::any::Any + Send>),
+            Err(panic) => Err(panic),
+        };
+        // SAFETY: as above.
+        unsafe { *job.result.get() = Some(result) };
+    }
+}
+
+/// One persistent helper thread.
+pub(crate) struct Worker {
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts the thread, or returns `None` when the host has a single core or the thread
+    /// cannot be created (then everything runs on the calling thread).
+    pub(crate) fn start() -> Option<Worker> {
+        if thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return None;
+        }
+        let shared = Arc::new(Shared {
+            state: AtomicU32::new(IDLE),
+            parked: AtomicBool::new(false),
+            job: UnsafeCell::new(None),
+        });
+        let s = Arc::clone(&shared);
+        let handle = thread::Builder::new()
+            .name("nki-core-worker".into())
+            .spawn(move || worker_loop(&s))
+            .ok()?;
+        Some(Worker {
+            shared,
+            handle: Some(handle),
+        })
+    }
+
+    /// Runs `a` on this thread and `b` on the worker, and returns both results. A panic in
+    /// either is propagated after both have finished.
+    pub(crate) fn join<A, B, RA, RB>(&mut self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA,
+        B: FnOnce() -> RB + Send,
+        RB: Send,
+    {
+        let job = StackJob {
+            f: UnsafeCell::new(Some(b)),
+            result: UnsafeCell::new(None),
+        };
+        let shared = &*self.shared;
+        debug_assert_eq!(shared.state.load(Ordering::Acquire), IDLE);
+        // SAFETY: the state is IDLE (the previous join waited for DONE and reset it), so the
+        // worker thread does not read `job`; `&mut self` excludes other posters.
+        unsafe {
+            *shared.job.get() = Some(JobRef {
+                data: &job as *const StackJob<B, RB> as *const (),
+                run: StackJob::<B, RB>::execute,
+            });
+        }
+        shared.state.store(POSTED, Ordering::SeqCst);
+        if shared.parked.load(Ordering::SeqCst)
+            && let Some(h) = &self.handle
+        {
+            h.thread().unpark();
+        }
+        // Wait for (or take back) the worker's half even if `a` panics: `job` lives here.
+        let settle = Settle(shared);
+        let ra = a();
+        let taken_back = settle.finish();
+        if taken_back {
+            // SAFETY: the worker never claimed the job, so this thread is its only user.
+            unsafe { StackJob::<B, RB>::execute(&job as *const StackJob<B, RB> as *const ()) };
+        }
+        // SAFETY: the job has run (here, or on the worker, which published DONE).
+        let rb = unsafe { (*job.result.get()).take() };
+        match rb {
+            Some(Ok(rb)) => (ra, rb),
+            Some(Err(panic)) => resume_unwind(panic),
+            None => unreachable!("the job finished without a result"),
+        }
+    }
+}
+
+/// Ends a hand-over: takes the job back if the worker has not claimed it, else waits for the
+/// worker to finish it; either way the slot is IDLE afterwards. Runs on drop too, so that an
+/// unwinding caller never leaves its stack job to the worker.
+struct Settle<'a>(&'a Shared);
+
+impl Settle<'_> {
+    /// Settles and reports whether the job was taken back (the caller must then run it).
+    fn finish(self) -> bool {
+        let taken_back = settle(self.0);
+        std::mem::forget(self);
+        taken_back
+    }
+}
+
+impl Drop for Settle<'_> {
+    fn drop(&mut self) {
+        settle(self.0);
+    }
+}
+
+fn settle(shared: &Shared) -> bool {
+    if shared
+        .state
+        .compare_exchange(POSTED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        // SAFETY: the worker never claimed the job and the state is IDLE again, so the worker
+        // does not read the slot.
+        unsafe { *shared.job.get() = None };
+        return true;
+    }
+    let mut spins = 0u32;
+    while shared.state.load(Ordering::Acquire) != DONE {
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(1024) {
+            thread::yield_now();
+        } else {
+            spin_loop();
+        }
+    }
+    shared.state.store(IDLE, Ordering::Release);
+    false
+}
+
+fn worker_loop(shared: &Shared) {
+    loop {
+        let mut since = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            match shared.state.load(Ordering::Acquire) {
+                POSTED => {
+                    let claim = shared.state.compare_exchange(
+                        POSTED,
+                        RUNNING,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                    if claim.is_ok() {
+                        break;
+                    }
+                    // Taken back by the caller: wait for the next job.
+                    continue;
+                }
+                EXIT => return,
+                _ => {}
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(64) || since.elapsed() < SPIN_BEFORE_PARK {
+                spin_loop();
+                continue;
+            }
+            shared.parked.store(true, Ordering::SeqCst);
+            // Re-check after announcing the park, so that a job posted in between is seen
+            // (the poster reads `parked` after publishing POSTED).
+            if shared.state.load(Ordering::SeqCst) == IDLE {
+                thread::park();
+            }
+            shared.parked.store(false, Ordering::SeqCst);
+            since = Instant::now();
+        }
+        // SAFETY: the claim (POSTED -> RUNNING, Acquire) makes the poster's write of `job`
+        // visible, and the poster does not touch the slot until DONE.
+        let job = unsafe { (*shared.job.get()).take() };
+        if let Some(job) = job {
+            // SAFETY: the poster keeps the job alive and untouched until DONE.
+            unsafe { (job.run)(job.data) };
+        }
+        shared.state.store(DONE, Ordering::Release);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.shared.state.store(EXIT, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Worker;
+
+    #[test]
+    fn join_runs_both_halves_on_disjoint_data() {
+        let Some(mut w) = Worker::start() else { return };
+        let mut data = vec![0u64; 1000];
+        for round in 0..200u64 {
+            let (lo, hi) = data.split_at_mut(500);
+            let (a, b) = w.join(
+                || {
+                    lo.iter_mut().for_each(|x| *x += round);
+                    lo.len()
+                },
+                || {
+                    hi.iter_mut().for_each(|x| *x += 2 * round);
+                    hi.len()
+                },
+            );
+            assert_eq!((a, b), (500, 500));
+        }
+        let total: u64 = (0..200).sum();
+        assert!(data[..500].iter().all(|&x| x == total));
+        assert!(data[500..].iter().all(|&x| x == 2 * total));
+    }
+
+    #[test]
+    fn a_panic_on_the_worker_reaches_the_caller_and_the_worker_survives() {
+        let Some(mut w) = Worker::start() else { return };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.join(|| 1, || -> u32 { panic!("boom") });
+        }));
+        assert!(r.is_err());
+        assert_eq!(w.join(|| 1, || 2), (1, 2));
+    }
+
+    #[test]
+    fn the_worker_wakes_after_parking() {
+        let Some(mut w) = Worker::start() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(w.join(|| 3, || 4), (3, 4));
+    }
+}
