@@ -1,11 +1,13 @@
 //! The instruction listings of the example kernels, snapshot-tested.
 //! To accept a change: `UPDATE_SNAPSHOTS=1 cargo test --test listings`, then review the diff.
 
+// The example kernels, compiled here as modules; each example brings its own copy of
+// `examples/common`, which is why the same file is loaded twice.
 #[path = "../examples/matmul_basic.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 mod basic;
 #[path = "../examples/matmul_tiled.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
 
 use std::path::PathBuf;

@@ -1,11 +1,13 @@
 //! The example kernels at several shapes against an independent f64 reference (`ndarray`), in
 //! each launch form, and launch errors that change nothing.
 
+// The example kernels, compiled here as modules; each example brings its own copy of
+// `examples/common`, which is why the same file is loaded twice.
 #[path = "../examples/matmul_basic.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 mod basic;
 #[path = "../examples/matmul_tiled.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
 
 use basic::common;

@@ -94,7 +94,7 @@ impl Lowerer<'_> {
     }
 
     /// Evaluates a loop-affine index (no grid terms): a tile view offset, a slice bound.
-    pub(super) fn to_idx(&mut self, v: Value, span: Span) -> Option<Idx> {
+    pub(super) fn as_index(&mut self, v: Value, span: Span) -> Option<Idx> {
         match v {
             Value::Int(n) => Some(Idx::from_affine(nki_lang::Affine::constant(n))),
             Value::Index(i) => Some(i),
@@ -126,7 +126,7 @@ impl Lowerer<'_> {
             ),
             (BinOp::Add | BinOp::Sub, x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => {
                 let k = if op == BinOp::Sub { -1 } else { 1 };
-                let (Some(x), Some(y)) = (self.to_idx(x, span), self.to_idx(y, span)) else { return Poison };
+                let (Some(x), Some(y)) = (self.as_index(x, span), self.as_index(y, span)) else { return Poison };
                 match x.add_scaled(&y, k) {
                     Ok(i) => Index(i),
                     Err(axis) => self.error(span, format!("index grids of different sizes on axis {axis}")),

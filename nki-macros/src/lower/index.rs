@@ -81,13 +81,13 @@ impl Lowerer<'_> {
             let mut rank = 2;
             for s in &sels {
                 if let Sel::Advanced(i) = s {
-                    for j in 0..MAX_TILE_RANK {
+                    for (j, size) in sizes.iter_mut().enumerate() {
                         if i.grid[j] != 0 || i.sizes[j] != 0 {
                             rank = rank.max(j + 1);
                         }
-                        match (sizes[j], i.sizes[j]) {
+                        match (*size, i.sizes[j]) {
                             (_, 0) => {}
-                            (0, n) => sizes[j] = n,
+                            (0, n) => *size = n,
                             (a, b) if a == b => {}
                             _ => {
                                 return self.error(
@@ -228,7 +228,7 @@ impl Lowerer<'_> {
 
     /// A loop-affine value without grid terms.
     fn basic(&mut self, v: Value, span: Span) -> Option<Affine> {
-        let i = self.to_idx(v, span)?;
+        let i = self.as_index(v, span)?;
         if i.is_advanced() {
             self.error(span, "a slice bound cannot use an index grid");
             return None;
