@@ -296,6 +296,9 @@ impl Checker<'_> {
             let Dim::Fixed(n) = size else { unreachable!() };
             return self.report(site, rules::check_bounds(name, axis, lo, hi, n));
         }
+        if implied_by_divisibility(size, lo, hi, index, loops) {
+            return true;
+        }
         let mut ls = [Extent::Fixed(1); MAX_LOOP_DEPTH];
         ls[..loops.len()].copy_from_slice(loops);
         let c = Constraint::InBounds {
@@ -496,6 +499,19 @@ impl Checker<'_> {
                 );
             }
         }
+    }
+}
+
+/// Whether an index range `[lo, hi] + coef·(S / div − 1)` inside a dimension `S` follows from
+/// the loop's own launch constraint `S % div == 0`: with one loop term whose coefficient is
+/// `div`, the largest index is `hi + S − div`, below `S` exactly when `hi < div`.
+fn implied_by_divisibility(size: Dim, lo: i64, hi: i64, index: &Affine, loops: &[Extent]) -> bool {
+    let Dim::Sym(s) = size else { return false };
+    let mut terms = loops.iter().enumerate().filter(|&(d, _)| index.coef[d] != 0);
+    let (Some((d, &trip)), None) = (terms.next(), terms.next()) else { return false };
+    match trip {
+        Extent::Sym { sym, div } => sym == s && index.coef[d] == div as i64 && lo >= 0 && hi < div as i64,
+        Extent::Fixed(_) => false,
     }
 }
 

@@ -48,6 +48,14 @@
 //!   within one dtype keeps the bits.
 //! - Results are identical on every host code path ([`Isa`]); only speed differs.
 //!
+//! # Host threads
+//!
+//! A core splits its large instructions (a matmul's output rows, a transfer's partitions)
+//! between the calling thread and one persistent worker thread of its own, so that a kernel
+//! uses two host cores. Each half computes exactly what the serial code computes for its rows:
+//! results are bit for bit the same with [`NeuronCore::with_host_threads`]`(1)`. See
+//! `docs/performance.md` for the measured effect.
+//!
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
 
