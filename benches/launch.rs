@@ -24,11 +24,12 @@
 //! The `seed` and `tiled_1024` groups declare a throughput of 2·K·M·N elements per iteration,
 //! so criterion's "elem/s" figure is FLOP/s.
 
-// Both example files declare `common` by path, so it is compiled twice here (as in
-// `tests/matmul.rs`); the two copies are never mixed.
-#[path = "../examples/matmul_basic.rs"]
+// The example files each declare `common` by path, so it is compiled twice here (as in
+// `tests/matmul.rs`); the two copies are never mixed. `launch_overhead` brings the seed kernel
+// (`overhead::basic`) and the run-time builder of its program.
+#[path = "../examples/launch_overhead.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
-mod basic;
+mod overhead;
 #[path = "../examples/matmul_tiled.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
@@ -36,51 +37,17 @@ mod tiled;
 use std::hint::black_box;
 use std::time::Duration;
 
-use basic::{common, matmul_basic};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use nki::lang::builder::{Grid, ProgramBuilder};
-use nki::lang::{DType, Dim, Memory, PsumWrite, Target};
 use nki::ndarray::Array2;
 use nki::prelude::*;
 use nki::runtime::{HbmIn, HbmOut};
+use overhead::basic::{common, matmul_basic};
+use overhead::build_seed_program;
 use tiled::matmul_tiled;
 
 /// FLOPs of a `[K, M]ᵀ · [K, N]` matmul.
 fn matmul_flops(k: u64, m: u64, n: u64) -> u64 {
     2 * k * m * n
-}
-
-/// The seed kernel's program, built instruction by instruction at run time (as in
-/// `examples/launch_overhead.rs`).
-fn build_seed_program() -> nki::lang::CompiledProgram {
-    let dims = |r, c| [Dim::Fixed(r), Dim::Fixed(c)];
-    let mut b = ProgramBuilder::new("matmul_basic", Target::Trn1);
-    let lhs_t = b
-        .input("lhs_t", DType::Bf16, &dims(128, 128))
-        .expect("valid");
-    let rhs = b.input("rhs", DType::Bf16, &dims(128, 512)).expect("valid");
-    let result = b
-        .output("result", DType::Bf16, &dims(128, 512))
-        .expect("valid");
-    let lhs_tile = b
-        .tile("lhs_tile", Memory::Sbuf, DType::Bf16, &[128, 128])
-        .expect("valid");
-    let rhs_tile = b
-        .tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512])
-        .expect("valid");
-    let acc = b
-        .tile("acc", Memory::Psum, DType::F32, &[128, 512])
-        .expect("valid");
-    let res = b
-        .tile("_t1", Memory::Sbuf, DType::Bf16, &[128, 512])
-        .expect("valid");
-    b.load(lhs_tile, Grid::origin(lhs_t)).expect("valid");
-    b.load(rhs_tile, Grid::origin(rhs)).expect("valid");
-    b.matmul(acc, lhs_tile, rhs_tile, PsumWrite::Overwrite)
-        .expect("valid");
-    b.copy(res, acc).expect("valid");
-    b.store(Grid::origin(result), res).expect("valid");
-    b.finish().expect("the seed program follows the rules")
 }
 
 /// Fails the bench early if the run-time program is not the compile-time one, instruction for

@@ -16,7 +16,7 @@
 
 #[path = "matmul_basic.rs"]
 #[allow(dead_code)]
-mod basic;
+pub mod basic;
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -61,7 +61,7 @@ fn measure(warmup: usize, samples: usize, mut f: impl FnMut()) -> Stats {
 }
 
 /// The seed kernel's program, built instruction by instruction at run time.
-fn build_seed_program() -> nki::lang::CompiledProgram {
+pub fn build_seed_program() -> nki::lang::CompiledProgram {
     let dims = |r, c| [Dim::Fixed(r), Dim::Fixed(c)];
     let mut b = ProgramBuilder::new("matmul_basic", Target::Trn1);
     let lhs_t = b

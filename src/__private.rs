@@ -47,11 +47,10 @@ pub fn host_output<T: Element, D: Dimension>(
 pub fn host_output_arg<T: Element, D: Dimension>(
     a: &mut Array<T, D>,
 ) -> Result<HbmOut<'_>, LaunchError> {
-    let shape: Vec<usize> = a.shape().to_vec();
-    let data = a
-        .as_slice_mut()
-        .expect("host_output creates standard-layout arrays");
-    Ok(HbmOut::new(data, &shape)?)
+    let shape = nki_runtime::Shape::new(a.shape())?;
+    let layout = || ndarray::ShapeError::from_kind(ndarray::ErrorKind::IncompatibleLayout);
+    let data = a.as_slice_mut().ok_or_else(layout)?;
+    Ok(HbmOut::new(data, shape.as_slice())?)
 }
 
 /// An `ndarray` view as a kernel input: borrowed when it is in standard layout, copied into a
@@ -86,4 +85,17 @@ pub fn run(
     outputs: &mut [HbmOut<'_>],
 ) -> Result<(), LaunchError> {
     core.launch(kernel, inputs, outputs)
+}
+
+/// Binds the outputs of a launch whose inputs [`Kernel::bind_inputs`] already checked, and
+/// executes.
+pub fn run_bound(
+    core: &mut NeuronCore,
+    kernel: &Kernel<'_>,
+    syms: SymbolValues,
+    inputs: &[HbmIn<'_>],
+    outputs: &mut [HbmOut<'_>],
+) -> Result<(), LaunchError> {
+    let bound = kernel.bind_outputs(syms, inputs, outputs)?;
+    core.execute(bound)
 }

@@ -507,10 +507,17 @@ impl Checker<'_> {
 /// `div`, the largest index is `hi + S − div`, below `S` exactly when `hi < div`.
 fn implied_by_divisibility(size: Dim, lo: i64, hi: i64, index: &Affine, loops: &[Extent]) -> bool {
     let Dim::Sym(s) = size else { return false };
-    let mut terms = loops.iter().enumerate().filter(|&(d, _)| index.coef[d] != 0);
-    let (Some((d, &trip)), None) = (terms.next(), terms.next()) else { return false };
+    let mut terms = loops
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| index.coef[d] != 0);
+    let (Some((d, &trip)), None) = (terms.next(), terms.next()) else {
+        return false;
+    };
     match trip {
-        Extent::Sym { sym, div } => sym == s && index.coef[d] == div as i64 && lo >= 0 && hi < div as i64,
+        Extent::Sym { sym, div } => {
+            sym == s && index.coef[d] == div as i64 && lo >= 0 && hi < div as i64
+        }
         Extent::Fixed(_) => false,
     }
 }

@@ -353,7 +353,28 @@ impl<'p> Kernel<'p> {
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
         let syms = self.bind_inputs(inputs)?;
+        self.bind_outputs(syms, inputs, outputs)
+    }
+
+    /// The output half of [`Kernel::bind`], for inputs already checked by
+    /// [`Kernel::bind_inputs`] (which returned `syms`): a launch that sizes its outputs from
+    /// the bound symbols checks its inputs once.
+    #[inline]
+    pub fn bind_outputs<'a, 'o>(
+        &'a self,
+        syms: SymbolValues,
+        inputs: &'a [HbmIn<'a>],
+        outputs: &'a mut [HbmOut<'o>],
+    ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
         let p = &self.program;
+        if inputs.len() != p.input_count() {
+            return Err(LaunchError::ArgumentCount {
+                kernel: p.name().to_string(),
+                what: "input",
+                expected: p.input_count(),
+                found: inputs.len(),
+            });
+        }
         let decls = p.outputs();
         if outputs.len() != decls.len() {
             return Err(LaunchError::ArgumentCount {

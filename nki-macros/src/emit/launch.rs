@@ -2,7 +2,7 @@
 //! `ndarray` views in with arrays out.
 
 use nki_lang::DType;
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
 use super::paths::{item, private};
@@ -76,7 +76,7 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
                 let inputs = [#(#names.arg()),*];
                 let syms = KERNEL.bind_inputs(&inputs)?;
                 #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, &syms)?;)*
-                #p::run(core, &KERNEL, &inputs, &mut [#(#out_names.arg_mut()),*])?;
+                #p::run_bound(core, &KERNEL, syms, &inputs, &mut [#(#out_names.arg_mut()),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
             quote! {
@@ -87,7 +87,7 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
                 let inputs = [#(#names.arg()),*];
                 let syms = KERNEL.bind_inputs(&inputs)?;
                 #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, &syms)?;)*
-                #p::run(core, &KERNEL, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
+                #p::run_bound(core, &KERNEL, syms, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
         )
@@ -141,6 +141,5 @@ pub fn empty_program(k: &Kernel) -> TokenStream {
     let program_t = item("Program");
     let target_t = item("Target");
     let name = k.name.to_string();
-    let _ = Span::call_site();
     quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], 0, 0))
 }
