@@ -88,8 +88,6 @@ pub struct Lowerer<'e> {
     loops: Vec<Extent>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
-    /// The current statement's span (for instruction line numbers).
-    stmt_span: Span,
     temp_count: usize,
 }
 
@@ -115,7 +113,6 @@ pub fn lower(kernel: &Kernel, errors: &mut Errors) -> Lowered {
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
         fresh_zero: HashMap::new(),
-        stmt_span: kernel.name.span().into(),
         temp_count: 0,
     };
     l.declare_params(kernel);
@@ -236,7 +233,6 @@ impl Lowerer<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) {
-        self.stmt_span = crate::parse::body::stmt_span(s);
         match s {
             Stmt::Let {
                 names,
@@ -420,7 +416,6 @@ impl Lowerer<'_> {
             IterKind::Affine => LoopKind::Affine,
             _ => LoopKind::Sequential,
         };
-        self.stmt_span = iter_span;
         let begin = self.emit(
             Op::LoopBegin {
                 kind,
@@ -441,7 +436,6 @@ impl Lowerer<'_> {
         self.block(body);
         self.scopes.pop();
         self.loops.pop();
-        self.stmt_span = iter_span;
         let end = self.emit(
             Op::LoopEnd {
                 begin: begin as u32,

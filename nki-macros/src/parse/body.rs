@@ -450,14 +450,3 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         }
     })
 }
-
-/// The span of a statement, for line numbers.
-pub fn stmt_span(s: &Stmt) -> Span {
-    match s {
-        Stmt::Let { value, .. } => value.span(),
-        Stmt::Expr(e) => e.span(),
-        Stmt::Assign { target, .. } => target.span(),
-        Stmt::AddAssign { span, .. } => *span,
-        Stmt::For { iter_span, .. } => *iter_span,
-    }
-}
