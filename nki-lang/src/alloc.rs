@@ -1,6 +1,6 @@
 //! Live ranges of tiles and their SBUF/PSUM addresses.
 
-use crate::ir::{Instr, Memory, Op, TileView};
+use crate::ir::{Instr, Memory, Op, PsumWrite, TileView};
 use crate::rules::RuleViolation;
 use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN, Target};
 
@@ -26,7 +26,9 @@ pub fn views(op: &Op) -> impl Iterator<Item = &TileView> {
 /// `None` for a tile no instruction uses.
 ///
 /// A tile used inside a loop and also outside it (a value carried into, across or out of the
-/// iterations) lives for the whole loop; a tile used only within one iteration lives only there.
+/// iterations) lives for the whole loop; so does the PSUM destination of an accumulating
+/// `nc_matmul` over the loops its sum spans (an accumulation group's loops; every enclosing
+/// loop for a plain accumulation). A tile used only within one iteration lives only there.
 pub fn live_ranges(instrs: &[Instr], tile_count: usize) -> Vec<Option<(usize, usize)>> {
     let mut ranges: Vec<Option<(usize, usize)>> = vec![None; tile_count];
     for (i, instr) in instrs.iter().enumerate() {
@@ -36,6 +38,29 @@ pub fn live_ranges(instrs: &[Instr], tile_count: usize) -> Vec<Option<(usize, us
                 None => (i, i),
                 Some((a, b)) => (a.min(i), b.max(i)),
             });
+        }
+    }
+    // Accumulations carry their destination's value from one iteration to the next.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for (i, instr) in instrs.iter().enumerate() {
+        match instr.op {
+            Op::LoopBegin { end, .. } => open.push((i, end as usize)),
+            Op::LoopEnd { .. } => {
+                open.pop();
+            }
+            Op::Matmul { dst, write, .. } => {
+                let spans = |d: usize| match write {
+                    PsumWrite::Overwrite => false,
+                    PsumWrite::Accumulate => true,
+                    PsumWrite::Group { loops } => loops >> d & 1 == 1,
+                };
+                for (d, &(b, e)) in open.iter().enumerate() {
+                    if let (true, Some(r)) = (spans(d), ranges[dst.tile as usize].as_mut()) {
+                        *r = (r.0.min(b), r.1.max(e));
+                    }
+                }
+            }
+            _ => {}
         }
     }
     let mut loops: Vec<(usize, usize)> = instrs
@@ -105,7 +130,9 @@ pub fn allocate(
                     addr = addr.max(b);
                 }
                 if addr + size > capacity as u64 {
-                    let needed = spans.iter().map(|(a, b)| b - a).sum::<u64>() + size;
+                    // The extent the placement needs: first-fit may need more than the live
+                    // tiles' total when freed space is fragmented.
+                    let needed = addr + size;
                     return Err((
                         t,
                         RuleViolation::SbufCapacity {

@@ -236,12 +236,13 @@ impl Checker<'_> {
         ) {
             return false;
         }
-        if v.part_start + v.shape.partitions() > tile.shape.partitions() {
+        let part_end = v.part_start as u64 + v.shape.partitions() as u64;
+        if part_end > tile.shape.partitions() as u64 {
             let r = rules::check_bounds(
                 &tile.name,
                 0,
                 v.part_start as i64,
-                (v.part_start + v.shape.partitions()) as i64 - 1,
+                part_end as i64 - 1,
                 tile.shape.partitions() as u64,
             );
             return self.report(Site::Operand { instr, role }, r);
@@ -731,9 +732,18 @@ impl Checker<'_> {
                 }
                 op => {
                     let depth = stack.len();
-                    for v in views(&op) {
-                        let deep = v.offset.coef[depth..].iter().any(|&c| c != 0);
-                        if deep {
+                    let outside = |a: &Affine| a.coef[depth..].iter().any(|&c| c != 0);
+                    let access = match &op {
+                        Op::Load { src: a, .. } | Op::Store { dst: a, .. } => Some(a),
+                        _ => None,
+                    };
+                    let hbm_outside = access.is_some_and(|a| {
+                        a.axes
+                            .get(..a.rank as usize)
+                            .is_some_and(|axes| axes.iter().any(|x| outside(&x.start)))
+                    });
+                    if hbm_outside || views(&op).any(|v| outside(&v.offset)) {
+                        {
                             self.malformed(
                                 Site::Operand {
                                     instr: i,

@@ -91,9 +91,10 @@ pub enum RuleViolation {
         /// Bytes per partition.
         bytes: u64,
     },
-    /// Live SBUF tiles exceed the per-partition capacity.
+    /// Live SBUF tiles exceed the per-partition capacity (first-fit placement, 64-byte
+    /// aligned, by live range).
     #[error(
-        "live SBUF tiles need {needed} bytes per partition, over the {capacity} bytes a partition of {target} has"
+        "the live SBUF tiles need {needed} bytes per partition as placed, over the {capacity} bytes a partition of {target} has"
     )]
     SbufCapacity {
         /// Bytes per partition the live tiles need.

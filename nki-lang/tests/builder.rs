@@ -1,0 +1,333 @@
+//! `ProgramBuilder` usage: calls made in the wrong state or with impossible arguments
+//! (input after output, unbalanced or too-deep loops, bad ranks, foreign ids) fail with
+//! `BuildError::Usage` and its message; the instructions, loop links and HBM access patterns
+//! it records are the ones written out by hand here.
+
+mod common;
+
+use common::{compile, dims};
+use nki_lang::builder::{BuildError, Grid, ProgramBuilder};
+use nki_lang::{
+    Affine, AxisIndex, DType, Dim, Engine, Extent, HbmAccess, LoopKind, MAX_TENSOR_RANK,
+    MAX_TILE_RANK, Memory, Op, Target,
+};
+
+fn new() -> ProgramBuilder {
+    ProgramBuilder::new("b", Target::Trn1)
+}
+
+#[test]
+fn input_after_output() {
+    let mut b = new();
+    b.input("x", DType::F32, &dims(&[4])).unwrap();
+    b.output("y", DType::F32, &dims(&[4])).unwrap();
+    assert_eq!(
+        b.input("z", DType::F32, &dims(&[4])),
+        Err(BuildError::Usage(
+            "declare every input before the first output"
+        ))
+    );
+    // More outputs are still fine.
+    b.output("y2", DType::F32, &dims(&[4])).unwrap();
+}
+
+#[test]
+fn end_loop_with_no_open_loop() {
+    let mut b = new();
+    assert_eq!(b.end_loop(), Err(BuildError::Usage("no loop is open")));
+    b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(2))
+        .unwrap();
+    b.end_loop().unwrap();
+    assert_eq!(b.end_loop(), Err(BuildError::Usage("no loop is open")));
+}
+
+#[test]
+fn finish_with_an_open_loop() {
+    let mut b = new();
+    b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(2))
+        .unwrap();
+    assert_eq!(
+        b.finish().unwrap_err(),
+        BuildError::Usage("a loop is still open")
+    );
+}
+
+#[test]
+fn more_than_eight_nested_loops() {
+    let mut b = new();
+    for d in 0..8 {
+        let v = b
+            .begin_loop(LoopKind::Sequential, &format!("l{d}"), Extent::Fixed(1))
+            .unwrap();
+        // Each loop's variable is the one at its depth, scale 1.
+        assert_eq!(v, Affine::var(d, 1));
+    }
+    assert_eq!(
+        b.begin_loop(LoopKind::Sequential, "l8", Extent::Fixed(1)),
+        Err(BuildError::Usage("loops nest at most 8 deep"))
+    );
+    // The refused loop left nothing behind: eight ends close the program.
+    for _ in 0..8 {
+        b.end_loop().unwrap();
+    }
+    let p = compile(b);
+    assert_eq!(p.source().instrs.len(), 16);
+    assert_eq!(p.source().loop_vars.len(), 8);
+}
+
+#[test]
+fn loop_var_only_for_open_loops() {
+    let mut b = new();
+    assert_eq!(
+        b.loop_var(0, 1),
+        Err(BuildError::Usage("no open loop at that depth"))
+    );
+    b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(2))
+        .unwrap();
+    b.begin_loop(LoopKind::Affine, "j", Extent::Fixed(2))
+        .unwrap();
+    assert_eq!(b.loop_var(0, 128), Ok(Affine::var(0, 128)));
+    assert_eq!(b.loop_var(1, -1), Ok(Affine::var(1, -1)));
+    assert_eq!(
+        b.loop_var(2, 1),
+        Err(BuildError::Usage("no open loop at that depth"))
+    );
+}
+
+#[test]
+fn loops_are_linked_begin_to_end() {
+    // 0 for i   1 for j   2 memset   3 end j   4 memset   5 end i   6 store
+    let mut b = new();
+    let out = b.output("out", DType::F32, &dims(&[128, 4])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 4]).unwrap();
+    b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(3))
+        .unwrap();
+    b.begin_loop(LoopKind::Sequential, "j", Extent::Fixed(5))
+        .unwrap();
+    b.memset(t, 1.0).unwrap();
+    b.end_loop().unwrap();
+    b.memset(t, 2.0).unwrap();
+    b.end_loop().unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let p = compile(b);
+    let ops: Vec<Op> = p.source().instrs.iter().map(|i| i.op).collect();
+    assert_eq!(
+        ops[0],
+        Op::LoopBegin {
+            kind: LoopKind::Affine,
+            trip: Extent::Fixed(3),
+            var: 0,
+            end: 5
+        }
+    );
+    assert_eq!(
+        ops[1],
+        Op::LoopBegin {
+            kind: LoopKind::Sequential,
+            trip: Extent::Fixed(5),
+            var: 1,
+            end: 3
+        }
+    );
+    assert_eq!(ops[3], Op::LoopEnd { begin: 1 });
+    assert_eq!(ops[5], Op::LoopEnd { begin: 0 });
+    let engines: Vec<Engine> = p.source().instrs.iter().map(|i| i.engine).collect();
+    assert_eq!(
+        engines,
+        [
+            Engine::Sync,
+            Engine::Sync,
+            Engine::Vector,
+            Engine::Sync,
+            Engine::Vector,
+            Engine::Sync,
+            Engine::Dma
+        ]
+    );
+    assert_eq!(p.source().loop_vars, ["i", "j"]);
+}
+
+#[test]
+fn symbols_are_interned_and_limited_to_eight() {
+    let mut b = new();
+    assert_eq!(b.symbol("K"), Ok(Dim::Sym(0)));
+    assert_eq!(b.symbol("N"), Ok(Dim::Sym(1)));
+    assert_eq!(b.symbol("K"), Ok(Dim::Sym(0)));
+    for s in 2..8 {
+        assert_eq!(b.symbol(&format!("S{s}")), Ok(Dim::Sym(s)));
+    }
+    assert_eq!(
+        b.symbol("ninth"),
+        Err(BuildError::Usage(
+            "a program has at most 8 symbolic dimensions"
+        ))
+    );
+    // An existing name is still found when the table is full.
+    assert_eq!(b.symbol("N"), Ok(Dim::Sym(1)));
+}
+
+#[test]
+fn tile_and_tensor_ranks() {
+    let mut b = new();
+    let tile_rank = BuildError::Usage("a tile has 1 to 4 dimensions");
+    assert_eq!(
+        b.tile("t", Memory::Sbuf, DType::F32, &[]),
+        Err(tile_rank.clone())
+    );
+    assert_eq!(
+        b.tile("t", Memory::Sbuf, DType::F32, &[1; MAX_TILE_RANK + 1]),
+        Err(tile_rank)
+    );
+    b.tile("t", Memory::Sbuf, DType::F32, &[1; MAX_TILE_RANK])
+        .unwrap();
+
+    let tensor_rank = BuildError::Usage("an HBM tensor has 1 to 6 dimensions");
+    assert_eq!(b.input("x", DType::F32, &[]), Err(tensor_rank.clone()));
+    assert_eq!(
+        b.input("x", DType::F32, &dims(&[1; MAX_TENSOR_RANK + 1])),
+        Err(tensor_rank)
+    );
+    b.input("x", DType::F32, &dims(&[1; MAX_TENSOR_RANK]))
+        .unwrap();
+}
+
+#[test]
+fn at_most_sixteen_tensors() {
+    let mut b = new();
+    for n in 0..16 {
+        b.input(&format!("x{n}"), DType::F32, &dims(&[4])).unwrap();
+    }
+    assert_eq!(
+        b.output("y", DType::F32, &dims(&[4])),
+        Err(BuildError::Usage("a program has at most 16 HBM tensors"))
+    );
+}
+
+#[test]
+fn access_needs_enough_tensor_axes() {
+    let mut b = new();
+    let v = b.input("v", DType::F32, &dims(&[128])).unwrap();
+    let m = b.input("m", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let err = Err(BuildError::Usage(
+        "the tile has more dimensions than the tensor has from that axis",
+    ));
+    assert_eq!(b.load(t, Grid::origin(v)), err);
+    assert_eq!(b.load(t, Grid::origin(m).from_axis(1)), err);
+    b.load(t, Grid::origin(m)).unwrap();
+}
+
+#[test]
+fn ids_from_another_builder_are_unknown() {
+    let mut other = new();
+    let x = other.input("x", DType::F32, &dims(&[128, 4])).unwrap();
+    let t = other
+        .tile("t", Memory::Sbuf, DType::F32, &[128, 4])
+        .unwrap();
+    let mut b = new();
+    assert_eq!(b.memset(t, 0.0), Err(BuildError::Usage("unknown tile")));
+    let own = b.tile("own", Memory::Sbuf, DType::F32, &[128, 4]).unwrap();
+    assert_eq!(
+        b.load(own, Grid::origin(x)),
+        Err(BuildError::Usage("unknown tensor"))
+    );
+}
+
+#[test]
+fn grid_places_the_tile_on_the_tensor_axes() {
+    // t[p, f0] = x[i, 128*j + p, f0 + 7] for x: bf16[4, 512, 64], a [128, 16] tile,
+    // at depth 2 (loops i and j).
+    let mut b = new();
+    let x = b.input("x", DType::Bf16, &dims(&[4, 512, 64])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::Bf16, &[128, 16]).unwrap();
+    let i = b
+        .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
+        .unwrap();
+    let j = b
+        .begin_loop(LoopKind::Affine, "j", Extent::Fixed(4))
+        .unwrap();
+    b.load(
+        t,
+        Grid::origin(x)
+            .from_axis(1)
+            .at(0, i)
+            .at(1, j.scale(128))
+            .at(2, Affine::constant(7)),
+    )
+    .unwrap();
+    b.end_loop().unwrap();
+    b.end_loop().unwrap();
+    let out = b.output("out", DType::Bf16, &dims(&[128, 16])).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let p = compile(b);
+
+    let none = AxisIndex {
+        start: Affine::ZERO,
+        grid: [0; MAX_TILE_RANK],
+    };
+    let mut axes = [none; MAX_TENSOR_RANK];
+    axes[0] = AxisIndex {
+        start: Affine::var(0, 1),
+        grid: [0, 0, 0, 0],
+    };
+    axes[1] = AxisIndex {
+        start: Affine::var(1, 128),
+        grid: [1, 0, 0, 0],
+    };
+    axes[2] = AxisIndex {
+        start: Affine::constant(7),
+        grid: [0, 1, 0, 0],
+    };
+    let Op::Load { src, dst } = p.source().instrs[2].op else {
+        panic!("instruction 2 is the load")
+    };
+    assert_eq!(
+        src,
+        HbmAccess {
+            tensor: 0,
+            rank: 3,
+            axes
+        }
+    );
+    // The destination is the whole tile, row-major.
+    assert_eq!(dst.tile, 0);
+    assert_eq!(dst.part_start, 0);
+    assert_eq!(dst.shape.dims(), &[128, 16]);
+    assert_eq!(dst.offset, Affine::ZERO);
+    assert_eq!(dst.strides, [1, 0, 0]);
+}
+
+#[test]
+fn whole_tile_views_have_row_major_strides() {
+    // A [2, 3, 4, 5] tile: free strides 20, 5, 1.
+    let mut b = new();
+    let t = b
+        .tile("t", Memory::Sbuf, DType::F32, &[2, 3, 4, 5])
+        .unwrap();
+    b.memset(t, 0.5).unwrap();
+    let p = compile(b);
+    let Op::Memset { dst, value } = p.source().instrs[0].op else {
+        panic!("instruction 0 is the memset")
+    };
+    assert_eq!(dst.strides, [20, 5, 1]);
+    assert_eq!(value, 0.5);
+}
+
+#[test]
+fn rule_errors_are_reported_through_build_error() {
+    let mut b = new();
+    b.output("y", DType::F32, &dims(&[4])).unwrap();
+    let e = b.finish().unwrap_err();
+    let BuildError::Rules(d) = &e else {
+        panic!("expected rule violations, got {e:?}")
+    };
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        e.to_string(),
+        "the program breaks 1 rule(s); the first: output tensor `y` is never written to"
+    );
+    assert_eq!(
+        BuildError::Usage("no loop is open").to_string(),
+        "no loop is open"
+    );
+}

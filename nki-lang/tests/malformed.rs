@@ -1,0 +1,461 @@
+//! Structurally inconsistent programs, which only a hand-built or hand-edited `ProgramBuf`
+//! (or an unusual use of `ProgramBuilder`) can produce: unbalanced or too-deep loops, indices
+//! past the tile, tensor, loop-variable and symbol tables, loop variables used outside their
+//! loop, misplaced tensors and tiles. Each must come back as `RuleViolation::Malformed`
+//! (code `err_malformed_program`) at the right site, never as a panic.
+
+mod common;
+
+use common::{buf_violations, compile, diag, dims, operand};
+use nki_lang::builder::{Grid, ProgramBuilder};
+use nki_lang::{
+    Affine, DType, Dim, Engine, Extent, Instr, LoopKind, Memory, Op, ProgramBuf, PsumWrite, Role,
+    RuleViolation, Site, Target, TensorBuf, TensorRole,
+};
+
+fn malformed(what: &'static str) -> RuleViolation {
+    RuleViolation::Malformed { what }
+}
+
+/// `for i in range(4): out[128i + p, f] = x[128i + p, f]` through tile `t`.
+/// Instructions: 0 loop, 1 load, 2 store, 3 end.
+fn looped() -> ProgramBuf {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[512, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[512, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let i = b
+        .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
+        .unwrap();
+    b.load(t, Grid::origin(x).at(0, i.scale(128))).unwrap();
+    b.store(Grid::origin(out).at(0, i.scale(128)), t).unwrap();
+    b.end_loop().unwrap();
+    compile(b).source().clone()
+}
+
+fn instr(op: Op) -> Instr {
+    Instr {
+        engine: op.default_engine(),
+        line: 0,
+        op,
+    }
+}
+
+/// A program of `depth` empty nested loops of one iteration each, and nothing else.
+fn nested_loops(depth: usize) -> ProgramBuf {
+    let mut p = ProgramBuf {
+        name: "nest".into(),
+        ..ProgramBuf::default()
+    };
+    let last = 2 * depth - 1;
+    for d in 0..depth {
+        p.loop_vars.push(format!("i{d}"));
+        p.instrs.push(instr(Op::LoopBegin {
+            kind: LoopKind::Sequential,
+            trip: Extent::Fixed(1),
+            var: d as u16,
+            end: (last - d) as u32,
+        }));
+    }
+    for d in (0..depth).rev() {
+        p.instrs.push(instr(Op::LoopEnd { begin: d as u32 }));
+    }
+    p
+}
+
+#[test]
+fn the_unedited_programs_are_valid() {
+    looped().finish().expect("looped() is valid");
+    nested_loops(8)
+        .finish()
+        .expect("8 nested loops are allowed");
+}
+
+#[test]
+fn loop_without_its_end() {
+    let mut p = looped();
+    p.instrs.pop();
+    let d = buf_violations(p);
+    assert_eq!(
+        d,
+        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
+    );
+    assert_eq!(d[0].violation.code(), "err_malformed_program");
+}
+
+#[test]
+fn loop_end_without_its_begin() {
+    let mut p = looped();
+    p.instrs.push(instr(Op::LoopEnd { begin: 0 }));
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(4, Role::Whole),
+            malformed("unmatched loop end")
+        )]
+    );
+}
+
+#[test]
+fn loop_begin_pointing_at_a_non_end() {
+    let mut p = looped();
+    let Op::LoopBegin { end, .. } = &mut p.instrs[0].op else {
+        panic!("instruction 0 is the loop")
+    };
+    *end = 2;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
+    );
+}
+
+#[test]
+fn loop_variable_index_out_of_range() {
+    let mut p = looped();
+    let Op::LoopBegin { var, .. } = &mut p.instrs[0].op else {
+        panic!("instruction 0 is the loop")
+    };
+    *var = 7;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
+    );
+}
+
+#[test]
+fn trip_count_with_unknown_symbol_or_zero_divisor() {
+    let mut p = looped();
+    let Op::LoopBegin { trip, .. } = &mut p.instrs[0].op else {
+        panic!("instruction 0 is the loop")
+    };
+    // The program has no symbols at all.
+    *trip = Extent::Sym { sym: 0, div: 128 };
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(operand(0, Role::Trip), malformed("bad trip count"))]
+    );
+
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let k = b.symbol("K").unwrap();
+    let x = b.input("x", DType::F32, &[k, Dim::Fixed(512)]).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.begin_loop(LoopKind::Affine, "k", Extent::Sym { sym: 0, div: 0 })
+        .unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    b.end_loop().unwrap();
+    let nki_lang::builder::BuildError::Rules(d) = b.finish().unwrap_err() else {
+        panic!("expected rule violations")
+    };
+    assert_eq!(
+        d,
+        vec![diag(operand(0, Role::Trip), malformed("bad trip count"))]
+    );
+}
+
+#[test]
+fn loops_nested_nine_deep() {
+    // Instructions 0..=8 open loops; the ninth (index 8) is one too many.
+    assert_eq!(
+        buf_violations(nested_loops(9)),
+        vec![diag(
+            operand(8, Role::Whole),
+            malformed("loops nested deeper than 8")
+        )]
+    );
+}
+
+#[test]
+fn tile_index_out_of_range() {
+    let mut p = looped();
+    let Op::Load { dst, .. } = &mut p.instrs[1].op else {
+        panic!("instruction 1 is the load")
+    };
+    dst.tile = 5;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(1, Role::Dst),
+            malformed("tile index out of range")
+        )]
+    );
+
+    let mut p = looped();
+    let Op::Store { src, .. } = &mut p.instrs[2].op else {
+        panic!("instruction 2 is the store")
+    };
+    src.tile = 1;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(2, Role::Src),
+            malformed("tile index out of range")
+        )]
+    );
+}
+
+#[test]
+fn tensor_index_out_of_range_and_wrong_access_rank() {
+    let mut p = looped();
+    let Op::Load { src, .. } = &mut p.instrs[1].op else {
+        panic!("instruction 1 is the load")
+    };
+    src.tensor = 9;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(1, Role::Src),
+            malformed("tensor index out of range")
+        )]
+    );
+
+    let mut p = looped();
+    let Op::Store { dst, .. } = &mut p.instrs[2].op else {
+        panic!("instruction 2 is the store")
+    };
+    dst.rank = 1;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(2, Role::Dst),
+            malformed("access rank differs from tensor rank")
+        )]
+    );
+}
+
+#[test]
+fn tile_view_indexed_by_a_loop_that_does_not_enclose_it() {
+    // The store is at depth 1; a coefficient on depth 1 names no enclosing loop.
+    let mut p = looped();
+    let Op::Store { src, .. } = &mut p.instrs[2].op else {
+        panic!("instruction 2 is the store")
+    };
+    src.offset = Affine::var(1, 1);
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(2, Role::Whole),
+            malformed("index uses a loop that does not enclose it")
+        )]
+    );
+}
+
+#[test]
+fn hbm_access_indexed_by_a_loop_that_has_ended() {
+    // for i in range(4): t = x[128i + p, f]; afterwards: out[128i + p, f] = t  (i out of scope)
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[512, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[512, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let i = b
+        .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
+        .unwrap();
+    b.load(t, Grid::origin(x).at(0, i.scale(128))).unwrap();
+    b.end_loop().unwrap();
+    b.store(Grid::origin(out).at(0, i.scale(128)), t).unwrap();
+    // Instruction 3 is the store, at depth 0, indexed with depth-0's variable.
+    let nki_lang::builder::BuildError::Rules(d) = b.finish().expect_err("must be rejected") else {
+        panic!("expected rule violations")
+    };
+    assert_eq!(
+        d,
+        vec![diag(
+            operand(3, Role::Whole),
+            malformed("index uses a loop that does not enclose it")
+        )]
+    );
+}
+
+#[test]
+fn tile_in_hbm() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let h = b.tile("h", Memory::Hbm, DType::F32, &[128, 512]).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.memset(h, 0.0).unwrap();
+    b.memset(r, 0.0).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    let nki_lang::builder::BuildError::Rules(d) = b.finish().unwrap_err() else {
+        panic!("expected rule violations")
+    };
+    assert_eq!(
+        d,
+        vec![
+            diag(Site::Tile(0), malformed("a tile must live in SBUF or PSUM")),
+            diag(
+                operand(0, Role::Dst),
+                RuleViolation::WrongMemory {
+                    op: "memset",
+                    operand: "dst",
+                    expected: "psum|sbuf",
+                    found: Memory::Hbm,
+                }
+            ),
+        ]
+    );
+}
+
+/// A matmul at depth `depth` (inside that many one-trip loops) with the given write mode.
+/// Instructions: loops, then memset s, memset m, nc_matmul, copy, store, then the ends.
+fn matmul_at_depth(depth: usize, write: PsumWrite) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let s = b.tile("s", Memory::Sbuf, DType::Bf16, &[128, 128]).unwrap();
+    let m = b.tile("m", Memory::Sbuf, DType::Bf16, &[128, 512]).unwrap();
+    let d = b.tile("d", Memory::Psum, DType::F32, &[128, 512]).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    for l in 0..depth {
+        b.begin_loop(LoopKind::Sequential, &format!("l{l}"), Extent::Fixed(2))
+            .unwrap();
+    }
+    b.memset(s, 1.0).unwrap();
+    b.memset(m, 1.0).unwrap();
+    b.matmul(d, s, m, write).unwrap();
+    b.copy(r, d).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    for _ in 0..depth {
+        b.end_loop().unwrap();
+    }
+    b
+}
+
+#[test]
+fn accumulation_group_over_a_loop_that_does_not_enclose_it() {
+    // Bit 0 names the loop at depth 0: fine inside one loop.
+    compile(matmul_at_depth(1, PsumWrite::Group { loops: 0b1 }));
+    // Outside any loop: instruction 2 is the matmul.
+    let nki_lang::builder::BuildError::Rules(d) =
+        matmul_at_depth(0, PsumWrite::Group { loops: 0b1 })
+            .finish()
+            .unwrap_err()
+    else {
+        panic!("expected rule violations")
+    };
+    let v = malformed("accumulation group names a loop that does not enclose it");
+    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    // Inside one loop, bit 1 names depth 1, which is not there: the matmul is instruction 3.
+    let nki_lang::builder::BuildError::Rules(d) =
+        matmul_at_depth(1, PsumWrite::Group { loops: 0b10 })
+            .finish()
+            .unwrap_err()
+    else {
+        panic!("expected rule violations")
+    };
+    assert_eq!(d, vec![diag(operand(3, Role::Dst), v)]);
+}
+
+#[test]
+fn input_after_an_output_in_the_tensor_table() {
+    let mut p = looped();
+    p.tensors.push(TensorBuf {
+        name: "late".into(),
+        dtype: DType::F32,
+        shape: dims(&[128]),
+        role: TensorRole::Input,
+    });
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            Site::Program,
+            malformed("inputs must precede outputs in the tensor table")
+        )]
+    );
+}
+
+#[test]
+fn tensor_with_bad_rank_or_unknown_symbol() {
+    let mut p = looped();
+    p.tensors[0].shape = vec![];
+    p.tensors[1].shape = vec![Dim::Sym(3), Dim::Fixed(512)];
+    assert_eq!(
+        buf_violations(p),
+        vec![
+            diag(Site::Tensor(0), malformed("tensor rank must be 1 to 6")),
+            diag(Site::Tensor(1), malformed("symbol index out of range")),
+        ]
+    );
+}
+
+#[test]
+fn too_many_symbols_or_tensors() {
+    // Nine symbols, all bound by the inputs (ranks 5 and 4).
+    let mut p = looped();
+    p.symbols = (0..9).map(|s| format!("S{s}")).collect();
+    let input = |name: &str, syms: std::ops::Range<u8>| TensorBuf {
+        name: name.into(),
+        dtype: DType::F32,
+        shape: syms.map(Dim::Sym).collect(),
+        role: TensorRole::Input,
+    };
+    p.tensors.insert(0, input("a", 0..5));
+    p.tensors.insert(1, input("b", 5..9));
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            Site::Program,
+            malformed("more than 8 symbolic dimensions")
+        )]
+    );
+
+    // Seventeen tensors: sixteen extra inputs in front.
+    let mut p = looped();
+    for n in 0..16 {
+        p.tensors.insert(
+            0,
+            TensorBuf {
+                name: format!("in{n}"),
+                dtype: DType::F32,
+                shape: dims(&[1]),
+                role: TensorRole::Input,
+            },
+        );
+    }
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(Site::Program, malformed("more than 16 HBM tensors"))]
+    );
+}
+
+#[test]
+fn partition_start_near_u32_max_is_rejected_not_overflowed() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let mut p = compile(b).source().clone();
+    let Op::Load { dst, .. } = &mut p.instrs[0].op else {
+        panic!("instruction 0 is the load")
+    };
+    // u32::MAX - 63 + 128 wraps to 64 in u32 arithmetic.
+    dst.part_start = u32::MAX - 63;
+    let result = std::panic::catch_unwind(|| p.finish());
+    let d = result
+        .expect("finish must not panic")
+        .expect_err("a view 4 billion partitions past its tile must be rejected");
+    assert_eq!(d[0].site, operand(0, Role::Dst));
+    assert_eq!(
+        d[0].violation,
+        RuleViolation::OutOfBounds {
+            tensor: "t".into(),
+            axis: 0,
+            lo: (u32::MAX - 63) as i64,
+            hi: u32::MAX as i64 + 64,
+            size: 128,
+        }
+    );
+}
+
+#[test]
+fn instructions_keep_their_engines() {
+    // Not a rule, but what every later stage relies on: the builder assigns each operation
+    // NKI's engine.
+    let p = looped();
+    let engines: Vec<Engine> = p.instrs.iter().map(|i| i.engine).collect();
+    assert_eq!(
+        engines,
+        vec![Engine::Sync, Engine::Dma, Engine::Dma, Engine::Sync]
+    );
+}

@@ -1,0 +1,752 @@
+//! The hardware rules `ProgramBuf::finish` enforces, one test per rule: each builds a small
+//! program with `ProgramBuilder` that breaks exactly that rule (next to a control that keeps
+//! it) and checks the whole list of diagnostics: the `RuleViolation` with its hand-computed
+//! numbers, its NKI error `code()`, and the `site` (tile, tensor, or instruction and operand).
+//!
+//! Structural problems (`Malformed`) are in `malformed.rs`.
+
+mod common;
+
+use common::{buf_violations, compile, diag, dims, operand, violations};
+use nki_lang::builder::{Grid, ProgramBuilder};
+use nki_lang::{
+    Affine, DType, Extent, LoopKind, Memory, Op, PsumWrite, Role, RuleViolation, Site, Target,
+    TileShape,
+};
+
+fn shape(d: &[u32]) -> TileShape {
+    TileShape::new(d).expect("valid rank")
+}
+
+/// One tile of the matmul test program.
+#[derive(Copy, Clone)]
+struct T {
+    memory: Memory,
+    dtype: DType,
+    shape: &'static [u32],
+}
+
+const fn sbuf(dtype: DType, shape: &'static [u32]) -> T {
+    T {
+        memory: Memory::Sbuf,
+        dtype,
+        shape,
+    }
+}
+
+const fn psum(dtype: DType, shape: &'static [u32]) -> T {
+    T {
+        memory: Memory::Psum,
+        dtype,
+        shape,
+    }
+}
+
+const STATIONARY: T = sbuf(DType::Bf16, &[128, 128]);
+const MOVING: T = sbuf(DType::Bf16, &[128, 512]);
+const RESULT: T = psum(DType::F32, &[128, 512]);
+
+/// `out = stationaryᵀ · moving` with the operands filled by `memset` (which accepts SBUF and
+/// PSUM, so an operand may live anywhere) and the result copied to an SBUF tile of its shape
+/// and stored.
+///
+/// Tiles: 0 stationary, 1 moving, 2 dst, 3 res (SBUF f32). Instructions: 0 memset stationary,
+/// 1 memset moving, 2 nc_matmul, 3 tensor_copy res <- dst, 4 store out <- res.
+fn matmul_program(st: T, mv: T, dst: T) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("mm", Target::Trn1);
+    let out_shape: Vec<u64> = dst.shape.iter().map(|&d| d as u64).collect();
+    let out = b.output("out", DType::F32, &dims(&out_shape)).unwrap();
+    let s = b.tile("s", st.memory, st.dtype, st.shape).unwrap();
+    let m = b.tile("m", mv.memory, mv.dtype, mv.shape).unwrap();
+    let d = b.tile("d", dst.memory, dst.dtype, dst.shape).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, dst.shape).unwrap();
+    b.memset(s, 1.0).unwrap();
+    b.memset(m, 1.0).unwrap();
+    b.matmul(d, s, m, PsumWrite::Overwrite).unwrap();
+    b.copy(r, d).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    b
+}
+
+#[test]
+fn a_matmul_within_every_limit_compiles() {
+    // The control for the matmul tests: stationary [128, 128], moving [128, 512] (both at
+    // their limits), an f32 PSUM result of exactly one bank.
+    let p = compile(matmul_program(STATIONARY, MOVING, RESULT));
+    assert_eq!(p.source().instrs.len(), 5);
+}
+
+#[test]
+fn partition_dim_over_128() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let big = b
+        .tile("big", Memory::Sbuf, DType::F32, &[256, 512])
+        .unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.memset(big, 0.0).unwrap();
+    b.memset(r, 0.0).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    let v = RuleViolation::PartitionDimTooLarge { size: 256 };
+    // Reported on the tile's declaration and on the instruction that uses it.
+    assert_eq!(
+        violations(b),
+        vec![
+            diag(Site::Tile(0), v.clone()),
+            diag(operand(0, Role::Dst), v.clone()),
+        ]
+    );
+    assert_eq!(v.code(), "err_num_partition_exceed_arch_limit");
+    assert_eq!(
+        v.to_string(),
+        "partition dimension 256 exceeds the architecture limit of 128 (nl.tile_size.pmax)"
+    );
+}
+
+#[test]
+fn tile_without_free_dim_or_with_empty_dim() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.tile("flat", Memory::Sbuf, DType::F32, &[128]).unwrap();
+    b.tile("empty", Memory::Sbuf, DType::F32, &[128, 0])
+        .unwrap();
+    b.memset(r, 0.0).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    let d = violations(b);
+    assert_eq!(
+        d,
+        vec![
+            diag(
+                Site::Tile(1),
+                RuleViolation::BadTileShape {
+                    shape: shape(&[128])
+                }
+            ),
+            diag(
+                Site::Tile(2),
+                RuleViolation::BadTileShape {
+                    shape: shape(&[128, 0])
+                }
+            ),
+        ]
+    );
+    assert_eq!(
+        d[0].violation.code(),
+        "err_failed_to_infer_tile_from_local_tensor"
+    );
+}
+
+#[test]
+fn stationary_free_size_over_128() {
+    let d = violations(matmul_program(
+        sbuf(DType::Bf16, &[128, 256]),
+        MOVING,
+        RESULT,
+    ));
+    let v = RuleViolation::StationaryTooWide { size: 256 };
+    assert_eq!(d, vec![diag(operand(2, Role::Stationary), v.clone())]);
+    assert_eq!(v.code(), "err_size_of_dimension_exceed_arch_limit");
+}
+
+#[test]
+fn stationary_free_size_counts_every_free_dim() {
+    // [128, 2, 65]: 130 free elements, two over the limit although no single dim is.
+    let d = violations(matmul_program(
+        sbuf(DType::Bf16, &[128, 2, 65]),
+        MOVING,
+        RESULT,
+    ));
+    assert_eq!(
+        d,
+        vec![diag(
+            operand(2, Role::Stationary),
+            RuleViolation::StationaryTooWide { size: 130 }
+        )]
+    );
+}
+
+#[test]
+fn moving_free_size_over_512() {
+    let d = violations(matmul_program(
+        STATIONARY,
+        sbuf(DType::Bf16, &[128, 1024]),
+        RESULT,
+    ));
+    let v = RuleViolation::MovingTooWide { size: 1024 };
+    assert_eq!(d, vec![diag(operand(2, Role::Moving), v.clone())]);
+    assert_eq!(v.code(), "err_size_of_dimension_exceed_arch_limit");
+}
+
+#[test]
+fn contraction_sizes_differ() {
+    let d = violations(matmul_program(
+        STATIONARY,
+        sbuf(DType::Bf16, &[64, 512]),
+        RESULT,
+    ));
+    let v = RuleViolation::ContractionMismatch {
+        stationary: 128,
+        moving: 64,
+    };
+    // Neither operand alone is at fault: the site is the instruction as a whole.
+    assert_eq!(d, vec![diag(operand(2, Role::Whole), v.clone())]);
+    assert_eq!(v.code(), "err_num_partition_mismatch");
+}
+
+#[test]
+fn matmul_operand_in_psum() {
+    let d = violations(matmul_program(
+        psum(DType::Bf16, &[128, 128]),
+        MOVING,
+        RESULT,
+    ));
+    let v = RuleViolation::WrongMemory {
+        op: "nc_matmul",
+        operand: "stationary",
+        expected: "sbuf",
+        found: Memory::Psum,
+    };
+    assert_eq!(d, vec![diag(operand(2, Role::Stationary), v.clone())]);
+    assert_eq!(v.code(), "err_unsupported_memory");
+    assert_eq!(
+        v.to_string(),
+        "expected operand 'stationary' of 'nc_matmul' to be in address space 'sbuf', \
+         but got a tile in 'psum' instead"
+    );
+
+    let d = violations(matmul_program(
+        STATIONARY,
+        psum(DType::Bf16, &[128, 512]),
+        RESULT,
+    ));
+    assert_eq!(
+        d,
+        vec![diag(
+            operand(2, Role::Moving),
+            RuleViolation::WrongMemory {
+                op: "nc_matmul",
+                operand: "moving",
+                expected: "sbuf",
+                found: Memory::Psum,
+            }
+        )]
+    );
+}
+
+#[test]
+fn matmul_dst_not_in_psum() {
+    let d = violations(matmul_program(
+        STATIONARY,
+        MOVING,
+        sbuf(DType::F32, &[128, 512]),
+    ));
+    let v = RuleViolation::WrongMemory {
+        op: "nc_matmul",
+        operand: "dst",
+        expected: "psum",
+        found: Memory::Sbuf,
+    };
+    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(v.code(), "err_unsupported_memory");
+}
+
+#[test]
+fn matmul_dst_not_f32() {
+    let d = violations(matmul_program(
+        STATIONARY,
+        MOVING,
+        psum(DType::Bf16, &[128, 512]),
+    ));
+    let v = RuleViolation::WrongDType {
+        op: "nc_matmul",
+        operand: "dst",
+        expected: "f32",
+        found: DType::Bf16,
+    };
+    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(v.code(), "err_unsupported_dtype");
+}
+
+#[test]
+fn matmul_dst_shape_must_be_stationary_free_by_moving_free() {
+    // stationary [128, 64] · moving [128, 512] gives [64, 512], not [128, 512].
+    let d = violations(matmul_program(
+        sbuf(DType::Bf16, &[128, 64]),
+        MOVING,
+        RESULT,
+    ));
+    let v = RuleViolation::ShapeMismatch {
+        op: "nc_matmul",
+        operand: "dst",
+        expected: shape(&[64, 512]),
+        found: shape(&[128, 512]),
+    };
+    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(v.code(), "err_store_dst_shape_smaller_than_other_shape");
+    // [64, 1, 512] holds the same elements as [64, 512].
+    compile(matmul_program(
+        sbuf(DType::Bf16, &[128, 64]),
+        MOVING,
+        psum(DType::F32, &[64, 1, 512]),
+    ));
+}
+
+#[test]
+fn psum_tile_over_one_bank() {
+    let program = |dtype, free| {
+        let mut b = ProgramBuilder::new("k", Target::Trn1);
+        let out = b.output("out", DType::F32, &dims(&[128, free])).unwrap();
+        let p = b
+            .tile("p", Memory::Psum, dtype, &[128, free as u32])
+            .unwrap();
+        let s = b
+            .tile("s", Memory::Sbuf, DType::F32, &[128, free as u32])
+            .unwrap();
+        b.memset(p, 0.0).unwrap();
+        b.copy(s, p).unwrap();
+        b.store(Grid::origin(out), s).unwrap();
+        b
+    };
+    // 1024 f32 = 4096 bytes per partition.
+    let v = RuleViolation::PsumTileTooLarge { bytes: 4096 };
+    assert_eq!(
+        violations(program(DType::F32, 1024)),
+        vec![diag(Site::Tile(0), v.clone())]
+    );
+    assert_eq!(v.code(), "err_psum_tile_exceeds_bank");
+    // 1025 bf16 = 2050 bytes: two over.
+    assert_eq!(
+        violations(program(DType::Bf16, 1025)),
+        vec![diag(
+            Site::Tile(0),
+            RuleViolation::PsumTileTooLarge { bytes: 2050 }
+        )]
+    );
+    // Exactly one bank (512 f32 or 1024 bf16 = 2048 bytes) fits.
+    compile(program(DType::F32, 512));
+    compile(program(DType::Bf16, 1024));
+}
+
+/// Two f32 [128, 25600] tiles (102_400 bytes per partition each) live at once:
+/// 204_800 bytes, over Trn1's 196_608 but within Trn2's 229_376.
+fn two_100k_tiles(target: Target) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("k", target);
+    let x = b.input("x", DType::F32, &dims(&[128, 25600])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 25600])).unwrap();
+    let a = b
+        .tile("a", Memory::Sbuf, DType::F32, &[128, 25600])
+        .unwrap();
+    let c = b
+        .tile("c", Memory::Sbuf, DType::F32, &[128, 25600])
+        .unwrap();
+    b.load(a, Grid::origin(x)).unwrap();
+    b.load(c, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), a).unwrap();
+    b.store(Grid::origin(out), c).unwrap();
+    b
+}
+
+#[test]
+fn sbuf_capacity_differs_between_trn1_and_trn2() {
+    let v = RuleViolation::SbufCapacity {
+        needed: 204_800,
+        capacity: 196_608,
+        target: "trn1",
+    };
+    // The second tile is the one that does not fit.
+    assert_eq!(
+        violations(two_100k_tiles(Target::Trn1)),
+        vec![diag(Site::Tile(1), v.clone())]
+    );
+    assert_eq!(v.code(), "err_sbuf_capacity_exceeded");
+
+    let p = compile(two_100k_tiles(Target::Trn2));
+    assert_eq!(p.addrs(), &[0, 102_400]);
+    assert_eq!(p.sbuf_bytes(), 204_800);
+}
+
+#[test]
+fn sbuf_filled_exactly_fits_trn1() {
+    // f32 [128, 49152]: 196_608 bytes per partition, all of Trn1's SBUF.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 49152])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 49152])).unwrap();
+    let t = b
+        .tile("t", Memory::Sbuf, DType::F32, &[128, 49152])
+        .unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    assert_eq!(compile(b).sbuf_bytes(), 196_608);
+}
+
+/// `n` PSUM tiles all live at once: memset each (instructions 0..n), then copy each into one
+/// SBUF tile (tile n), then store it.
+fn live_psum_tiles(n: usize) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let ps: Vec<_> = (0..n)
+        .map(|i| {
+            b.tile(&format!("p{i}"), Memory::Psum, DType::F32, &[128, 512])
+                .unwrap()
+        })
+        .collect();
+    let s = b.tile("s", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    for &p in &ps {
+        b.memset(p, 0.0).unwrap();
+    }
+    for &p in &ps {
+        b.copy(s, p).unwrap();
+    }
+    b.store(Grid::origin(out), s).unwrap();
+    b
+}
+
+#[test]
+fn more_than_eight_live_psum_tiles() {
+    let v = RuleViolation::PsumBanks { needed: 9 };
+    assert_eq!(
+        violations(live_psum_tiles(9)),
+        vec![diag(Site::Tile(8), v.clone())]
+    );
+    assert_eq!(v.code(), "err_psum_banks_exceeded");
+    assert_eq!(compile(live_psum_tiles(8)).psum_banks(), 8);
+}
+
+#[test]
+fn store_into_an_input() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(x), t).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let v = RuleViolation::ImmutableParameter { name: "x".into() };
+    assert_eq!(violations(b), vec![diag(operand(1, Role::Dst), v.clone())]);
+    assert_eq!(v.code(), "err_cannot_update_immutable_parameter");
+}
+
+#[test]
+fn output_never_stored() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let y0 = b.output("y0", DType::F32, &dims(&[128, 512])).unwrap();
+    b.output("y1", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(y0), t).unwrap();
+    // Tensor 2 (x = 0, y0 = 1, y1 = 2).
+    let v = RuleViolation::OutputNotWritten { name: "y1".into() };
+    assert_eq!(violations(b), vec![diag(Site::Tensor(2), v.clone())]);
+    assert_eq!(v.code(), "err_tensor_output_not_written_to");
+}
+
+#[test]
+fn symbol_only_in_an_output_shape_is_unbound() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let k = b.symbol("K").unwrap();
+    let n = b.symbol("N").unwrap();
+    let x = b
+        .input("x", DType::F32, &[k, nki_lang::Dim::Fixed(512)])
+        .unwrap();
+    let out = b
+        .output("out", DType::F32, &[nki_lang::Dim::Fixed(128), n])
+        .unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    // K is bound by x; N appears only in the output.
+    let v = RuleViolation::UnboundSymbol { name: "N".into() };
+    assert_eq!(violations(b), vec![diag(Site::Program, v.clone())]);
+    assert_eq!(v.code(), "err_unbound_symbolic_dimension");
+}
+
+/// `for i in range(trips): out[start(i) + p, f] = x[start(i) + p, f]` over [512, 512]
+/// tensors with a [128, 512] tile. Instructions: 0 loop, 1 load, 2 store, 3 end.
+fn row_blocks(trips: u64, load_start: Affine, store_start: Affine) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[512, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[512, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(trips))
+        .unwrap();
+    b.load(t, Grid::origin(x).at(0, load_start)).unwrap();
+    b.store(Grid::origin(out).at(0, store_start), t).unwrap();
+    b.end_loop().unwrap();
+    b
+}
+
+#[test]
+fn static_out_of_bounds_in_a_fixed_loop() {
+    let i128 = Affine::var(0, 128);
+    // Four blocks of 128 rows cover 512 exactly.
+    compile(row_blocks(4, i128, i128));
+    // Five reach row 128·4 + 127 = 639.
+    let d = violations(row_blocks(5, i128, i128));
+    let oob = |tensor: &str| RuleViolation::OutOfBounds {
+        tensor: tensor.into(),
+        axis: 0,
+        lo: 0,
+        hi: 639,
+        size: 512,
+    };
+    assert_eq!(
+        d,
+        vec![
+            diag(operand(1, Role::Src), oob("x")),
+            diag(operand(2, Role::Dst), oob("out")),
+        ]
+    );
+    assert_eq!(d[0].violation.code(), "err_tensor_access_out_of_bound");
+    assert_eq!(
+        d[0].violation.to_string(),
+        "out-of-bound access for tensor `x` on dimension 0: index range [0, 639] exceeds \
+         dimension size of 512"
+    );
+}
+
+#[test]
+fn static_out_of_bounds_below_zero_with_a_negative_coefficient() {
+    let i128 = Affine::var(0, 128);
+    // 384 - 128·i over i = 0..4 stays in [0, 511].
+    let down = Affine::constant(384).add(&Affine::var(0, -128));
+    compile(row_blocks(4, down, i128));
+    // 256 - 128·i reaches 256 - 384 = -128; its top is 256 + 127 = 383.
+    let down = Affine::constant(256).add(&Affine::var(0, -128));
+    assert_eq!(
+        violations(row_blocks(4, down, i128)),
+        vec![diag(
+            operand(1, Role::Src),
+            RuleViolation::OutOfBounds {
+                tensor: "x".into(),
+                axis: 0,
+                lo: -128,
+                hi: 383,
+                size: 512,
+            }
+        )]
+    );
+}
+
+#[test]
+fn out_of_bounds_on_the_free_axis_of_a_tensor() {
+    // A [128, 512] tile at column 1 of a [128, 512] tensor reaches column 512.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x).at(1, Affine::constant(1)))
+        .unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    assert_eq!(
+        violations(b),
+        vec![diag(
+            operand(0, Role::Src),
+            RuleViolation::OutOfBounds {
+                tensor: "x".into(),
+                axis: 1,
+                lo: 1,
+                hi: 512,
+                size: 512,
+            }
+        )]
+    );
+}
+
+/// A valid `out = x` program through tile `t` ([128, 512] f32); instructions 0 load, 1 store.
+fn copy_through_tile() -> nki_lang::ProgramBuf {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    compile(b).source().clone()
+}
+
+#[test]
+fn tile_view_outside_its_tile() {
+    // Free offset 1: elements 1..=512 of a 512-element partition.
+    let mut p = copy_through_tile();
+    let Op::Store { src, .. } = &mut p.instrs[1].op else {
+        panic!("instruction 1 is the store")
+    };
+    src.offset = Affine::constant(1);
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(1, Role::Src),
+            RuleViolation::OutOfBounds {
+                tensor: "t".into(),
+                axis: 1,
+                lo: 1,
+                hi: 512,
+                size: 512,
+            }
+        )]
+    );
+
+    // Partitions 64..192 of a 128-partition tile.
+    let mut p = copy_through_tile();
+    let Op::Load { dst, .. } = &mut p.instrs[0].op else {
+        panic!("instruction 0 is the load")
+    };
+    dst.part_start = 64;
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(0, Role::Dst),
+            RuleViolation::OutOfBounds {
+                tensor: "t".into(),
+                axis: 0,
+                lo: 64,
+                hi: 191,
+                size: 128,
+            }
+        )]
+    );
+}
+
+#[test]
+fn load_into_psum_and_store_from_psum() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let p = b.tile("p", Memory::Psum, DType::F32, &[128, 512]).unwrap();
+    b.load(p, Grid::origin(x)).unwrap();
+    b.store(Grid::origin(out), p).unwrap();
+    assert_eq!(
+        violations(b),
+        vec![
+            diag(
+                operand(0, Role::Dst),
+                RuleViolation::WrongMemory {
+                    op: "load",
+                    operand: "dst",
+                    expected: "sbuf",
+                    found: Memory::Psum,
+                }
+            ),
+            diag(
+                operand(1, Role::Src),
+                RuleViolation::WrongMemory {
+                    op: "store",
+                    operand: "value",
+                    expected: "sbuf",
+                    found: Memory::Psum,
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn copy_shapes_must_match() {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let src = b
+        .tile("src", Memory::Sbuf, DType::F32, &[128, 256])
+        .unwrap();
+    let dst = b
+        .tile("dst", Memory::Sbuf, DType::F32, &[128, 512])
+        .unwrap();
+    b.memset(src, 0.0).unwrap();
+    b.copy(dst, src).unwrap();
+    b.store(Grid::origin(out), dst).unwrap();
+    assert_eq!(
+        violations(b),
+        vec![diag(
+            operand(1, Role::Dst),
+            RuleViolation::ShapeMismatch {
+                op: "tensor_copy",
+                operand: "dst",
+                expected: shape(&[128, 256]),
+                found: shape(&[128, 512]),
+            }
+        )]
+    );
+}
+
+/// `out = transpose(x)`: x [64, 128] bf16 loaded into `src`, transposed into `dst`, copied to
+/// `res` [dst shape] and stored. Instructions: 0 load, 1 nc_transpose, 2 copy, 3 store.
+fn transpose_program(src: &[u32], dst: T) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let in_shape: Vec<u64> = src.iter().map(|&d| d as u64).collect();
+    let out_shape: Vec<u64> = dst.shape.iter().map(|&d| d as u64).collect();
+    let x = b.input("x", DType::Bf16, &dims(&in_shape)).unwrap();
+    let out = b.output("out", DType::F32, &dims(&out_shape)).unwrap();
+    let s = b.tile("s", Memory::Sbuf, DType::Bf16, src).unwrap();
+    let d = b.tile("d", dst.memory, dst.dtype, dst.shape).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, dst.shape).unwrap();
+    b.load(s, Grid::origin(x)).unwrap();
+    b.transpose(d, s).unwrap();
+    b.copy(r, d).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    b
+}
+
+#[test]
+fn transpose_rules() {
+    // [64, 128] -> [128, 64] in PSUM f32 is fine.
+    compile(transpose_program(&[64, 128], psum(DType::F32, &[128, 64])));
+    // 256 free elements would become 256 partitions.
+    assert_eq!(
+        violations(transpose_program(&[64, 256], psum(DType::F32, &[128, 64]))),
+        vec![diag(
+            operand(1, Role::Src),
+            RuleViolation::PartitionDimTooLarge { size: 256 }
+        )]
+    );
+    assert_eq!(
+        violations(transpose_program(&[64, 128], psum(DType::Bf16, &[128, 64]))),
+        vec![diag(
+            operand(1, Role::Dst),
+            RuleViolation::WrongDType {
+                op: "nc_transpose",
+                operand: "dst",
+                expected: "f32",
+                found: DType::Bf16,
+            }
+        )]
+    );
+    assert_eq!(
+        violations(transpose_program(&[64, 128], psum(DType::F32, &[64, 128]))),
+        vec![diag(
+            operand(1, Role::Dst),
+            RuleViolation::ShapeMismatch {
+                op: "nc_transpose",
+                operand: "dst",
+                expected: shape(&[128, 64]),
+                found: shape(&[64, 128]),
+            }
+        )]
+    );
+}
+
+#[test]
+fn every_violation_is_reported_not_just_the_first() {
+    // Two independent faults in one program: a stationary operand in PSUM, and an output
+    // that is never stored. Instruction checks come before the output check.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    b.output("unused", DType::F32, &dims(&[128, 512])).unwrap();
+    let s = b.tile("s", Memory::Psum, DType::Bf16, &[128, 128]).unwrap();
+    let m = b.tile("m", Memory::Sbuf, DType::Bf16, &[128, 512]).unwrap();
+    let d = b.tile("d", Memory::Psum, DType::F32, &[128, 512]).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.memset(s, 0.0).unwrap();
+    b.memset(m, 0.0).unwrap();
+    b.matmul(d, s, m, PsumWrite::Overwrite).unwrap();
+    b.copy(r, d).unwrap();
+    b.store(Grid::origin(out), r).unwrap();
+    let d = violations(b);
+    assert_eq!(
+        d.iter().map(|d| d.site).collect::<Vec<_>>(),
+        vec![operand(2, Role::Stationary), Site::Tensor(1)]
+    );
+    assert_eq!(
+        d.iter().map(|d| d.violation.code()).collect::<Vec<_>>(),
+        vec!["err_unsupported_memory", "err_tensor_output_not_written_to"]
+    );
+}
