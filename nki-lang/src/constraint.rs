@@ -117,6 +117,7 @@ impl Constraint {
 }
 
 /// Checks every constraint; returns the first that fails.
+#[inline]
 pub fn check_constraints<'c>(
     constraints: &'c [Constraint],
     syms: &SymbolValues,

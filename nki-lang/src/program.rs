@@ -111,54 +111,67 @@ impl<'a> Program<'a> {
     }
 
     /// The kernel's name.
+    #[inline]
     pub const fn name(&self) -> &'a str {
         self.name
     }
     /// The NeuronCore generation the program was checked against.
+    #[inline]
     pub const fn target(&self) -> Target {
         self.target
     }
     /// Names of the symbolic dimensions, by symbol index.
+    #[inline]
     pub const fn symbols(&self) -> &'a [&'a str] {
         self.symbols
     }
     /// HBM tensors: inputs in parameter order, then outputs in return order.
+    #[inline]
     pub const fn tensors(&self) -> &'a [TensorDecl<'a>] {
         self.tensors
     }
     /// The input tensors.
+    #[inline]
     pub fn inputs(&self) -> &'a [TensorDecl<'a>] {
         &self.tensors[..self.input_count()]
     }
     /// The output tensors, in return order.
+    #[inline]
     pub fn outputs(&self) -> &'a [TensorDecl<'a>] {
         &self.tensors[self.input_count()..]
     }
     /// Number of inputs.
+    #[inline]
     pub const fn input_count(&self) -> usize {
         self.input_count
     }
     /// On-chip tiles.
+    #[inline]
     pub const fn tiles(&self) -> &'a [TileDecl<'a>] {
         self.tiles
     }
     /// Names of the loop induction variables (indexed by `Op::LoopBegin::var`).
+    #[inline]
     pub const fn loop_vars(&self) -> &'a [&'a str] {
         self.loop_vars
     }
     /// The instructions.
+    #[inline]
     pub const fn instrs(&self) -> &'a [Instr] {
         self.instrs
     }
     /// Conditions on the symbolic dimensions, checked at launch.
+    #[inline]
     pub const fn constraints(&self) -> &'a [Constraint] {
         self.constraints
     }
     /// Highest SBUF byte per partition any tile uses.
+    #[inline]
     pub const fn sbuf_bytes(&self) -> u32 {
         self.sbuf_bytes
     }
     /// Number of PSUM banks used.
+    #[inline]
     pub const fn psum_banks(&self) -> u32 {
         self.psum_banks
     }

@@ -23,6 +23,7 @@ pub enum Dim {
 
 impl Dim {
     /// The size, given the symbols' values.
+    #[inline]
     pub const fn eval(self, syms: &SymbolValues) -> u64 {
         match self {
             Dim::Fixed(n) => n,
@@ -50,6 +51,7 @@ pub enum Extent {
 
 impl Extent {
     /// The trip count, given the symbols' values.
+    #[inline]
     pub const fn eval(self, syms: &SymbolValues) -> u64 {
         match self {
             Extent::Fixed(n) => n,

@@ -268,8 +268,9 @@ impl<'p> Kernel<'p> {
         }
         let mut syms: SymbolValues = [0; MAX_SYMBOLS];
         // Which (input, axis) bound each symbol.
-        let mut from: [Option<(usize, usize)>; MAX_SYMBOLS] = [None; MAX_SYMBOLS];
-        for (i, (decl, arg)) in decls.iter().zip(inputs).enumerate() {
+        // Bit s: symbol s is bound (its first source is found again only to report an error).
+        let mut bound = 0u32;
+        for (decl, arg) in decls.iter().zip(inputs) {
             if arg.dtype != decl.dtype {
                 return Err(LaunchError::DType {
                     tensor: decl.name.to_string(),
@@ -298,13 +299,14 @@ impl<'p> Kernel<'p> {
                     Dim::Fixed(_) => {}
                     Dim::Sym(s) => {
                         let s = s as usize;
-                        match from[s] {
-                            None => {
+                        match bound >> s & 1 {
+                            0 => {
                                 syms[s] = n;
-                                from[s] = Some((i, axis));
+                                bound |= 1 << s;
                             }
-                            Some(_) if syms[s] == n => {}
-                            Some((ti, ta)) => {
+                            _ if syms[s] == n => {}
+                            _ => {
+                                let (ti, ta) = first_source(decls, s as u8);
                                 return Err(LaunchError::InconsistentSymbol {
                                     symbol: name(p.symbols(), s),
                                     first: syms[s],
@@ -415,6 +417,20 @@ impl<'p> Kernel<'p> {
             outputs,
         })
     }
+}
+
+/// The (input, axis) whose dimension first names symbol `s`.
+fn first_source(decls: &[nki_lang::TensorDecl<'_>], s: u8) -> (usize, usize) {
+    decls
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| {
+            d.shape
+                .iter()
+                .position(|&x| x == Dim::Sym(s))
+                .map(|a| (i, a))
+        })
+        .unwrap_or((0, 0))
 }
 
 fn name(names: &[&str], i: usize) -> String {
