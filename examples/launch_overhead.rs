@@ -10,6 +10,7 @@
 //!   (the honest equivalent of NKI's per-call tracing), then the same binding;
 //! - (c) end to end: launch and modeled execution with device-resident tensors, and the same
 //!   with `ndarray` arrays in and out;
+//! - (c) again on a core limited to one host thread, to show what the second core buys;
 //! - (d) a plain CPU matmul of the same inputs with `ndarray` (f32 `dot`), for scale.
 //!
 //! Every figure includes the timer's own cost, printed as the timer floor (`timer_floor_ns`).
@@ -150,6 +151,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         matmul_basic::launch_into(&mut core, &da, &db, &mut out).expect("valid launch");
     });
 
+    let mut serial_core = NeuronCore::default().with_host_threads(1);
+    let end_to_end_one_thread = measure(warmup, iters, || {
+        matmul_basic::launch_into(&mut serial_core, &da, &db, &mut out).expect("valid launch");
+    });
+
     let end_to_end_ndarray = measure(warmup, iters, || {
         black_box(matmul_basic::host(&mut core, a.view(), b.view()).expect("valid launch"));
     });
@@ -170,13 +176,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("\"{name}\": {{\"min\": {min:.3}, \"p50\": {p50:.3}, \"p99\": {p99:.3}}}")
         };
         println!(
-            "{{{}, {}, {}, {}, {}, {}}}",
+            "{{{}, {}, {}, {}, {}, {}, {}}}",
             obj("launch_ns", ns(&launch)),
             obj("construct_and_launch_ns", ns(&construct)),
             obj("end_to_end_us", us(&end_to_end)),
             obj("end_to_end_ndarray_us", us(&end_to_end_ndarray)),
             obj("reference_us", us(&reference)),
             obj("timer_floor_ns", ns(&floor)),
+            obj("end_to_end_one_thread_us", us(&end_to_end_one_thread)),
         );
         return Ok(());
     }
@@ -206,6 +213,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     row(
         "(c) end to end, device-resident tensors",
         us(&end_to_end),
+        "µs",
+    );
+    row(
+        "(c) the same on one host thread (with_host_threads(1))",
+        us(&end_to_end_one_thread),
         "µs",
     );
     row(
