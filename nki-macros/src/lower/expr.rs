@@ -113,9 +113,17 @@ impl Lowerer<'_> {
         use Value::*;
         match (op, a, b) {
             (_, Poison, _) | (_, _, Poison) => Poison,
-            (BinOp::Add, Int(x), Int(y)) => Int(x + y),
-            (BinOp::Sub, Int(x), Int(y)) => Int(x - y),
-            (BinOp::Mul, Int(x), Int(y)) => Int(x * y),
+            (BinOp::Add | BinOp::Sub | BinOp::Mul, Int(x), Int(y)) => {
+                let r = match op {
+                    BinOp::Add => x.checked_add(y),
+                    BinOp::Sub => x.checked_sub(y),
+                    _ => x.checked_mul(y),
+                };
+                match r {
+                    Some(v) => Int(v),
+                    None => self.error(span, "integer overflow in a compile-time expression"),
+                }
+            }
             (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
             (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
             (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
