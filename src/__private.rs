@@ -11,7 +11,9 @@ pub use nki_lang::{
     Memory, Op, Program, PsumWrite, SymbolValues, Target, TensorDecl, TensorRole, TileDecl,
     TileShape, TileView,
 };
-pub use nki_runtime::{DeviceTensor, Element, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
+pub use nki_runtime::{
+    CheckedInputs, DeviceTensor, Element, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore,
+};
 
 /// Allocates output `i` in the modeled HBM for the bound symbols.
 pub fn device_output<T: Element>(
@@ -87,15 +89,11 @@ pub fn run(
     core.launch(kernel, inputs, outputs)
 }
 
-/// Binds the outputs of a launch whose inputs [`Kernel::bind_inputs`] already checked, and
-/// executes.
-pub fn run_bound(
+/// Binds the outputs of a launch whose inputs were checked, and executes.
+pub fn run_checked(
     core: &mut NeuronCore,
-    kernel: &Kernel<'_>,
-    syms: SymbolValues,
-    inputs: &[HbmIn<'_>],
+    inputs: CheckedInputs<'_, '_>,
     outputs: &mut [HbmOut<'_>],
 ) -> Result<(), LaunchError> {
-    let bound = kernel.bind_outputs(syms, inputs, outputs)?;
-    core.execute(bound)
+    core.execute(inputs.bind_outputs(outputs)?)
 }

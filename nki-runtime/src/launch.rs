@@ -354,15 +354,29 @@ impl<'p> Kernel<'p> {
         inputs: &'a [HbmIn<'a>],
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
-        let syms = self.bind_inputs(inputs)?;
-        self.bind_outputs(syms, inputs, outputs)
+        self.check_inputs(inputs)?.bind_outputs(outputs)
     }
 
-    /// The output half of [`Kernel::bind`], for inputs already checked by
-    /// [`Kernel::bind_inputs`] (which returned `syms`): a launch that sizes its outputs from
-    /// the bound symbols checks its inputs once.
+    /// The input half of [`Kernel::bind`]: checks the inputs as [`Kernel::bind_inputs`] does and
+    /// keeps them with the bound symbols, so that a launch can size its outputs from
+    /// [`CheckedInputs::symbols`] and then bind them without checking the inputs again.
     #[inline]
-    pub fn bind_outputs<'a, 'o>(
+    pub fn check_inputs<'a>(
+        &'a self,
+        inputs: &'a [HbmIn<'a>],
+    ) -> Result<CheckedInputs<'a, 'p>, LaunchError> {
+        let syms = self.bind_inputs(inputs)?;
+        Ok(CheckedInputs {
+            kernel: self,
+            inputs,
+            syms,
+        })
+    }
+
+    /// The output half of [`Kernel::bind`] for inputs that passed [`Kernel::bind_inputs`]
+    /// with the symbols `syms` (private: only [`CheckedInputs`] carries such symbols).
+    #[inline]
+    fn bind_outputs<'a, 'o>(
         &'a self,
         syms: SymbolValues,
         inputs: &'a [HbmIn<'a>],
@@ -473,6 +487,32 @@ fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> Lau
         values.push_str("no symbolic dimension");
     }
     LaunchError::Constraint { constraint, values }
+}
+
+/// A launch's inputs after [`Kernel::check_inputs`]: the kernel, the inputs and the symbol
+/// values they bind. Only a check can make one, so the symbols always agree with the inputs.
+#[derive(Copy, Clone, Debug)]
+pub struct CheckedInputs<'a, 'p> {
+    kernel: &'a Kernel<'p>,
+    inputs: &'a [HbmIn<'a>],
+    syms: SymbolValues,
+}
+
+impl<'a, 'p> CheckedInputs<'a, 'p> {
+    /// The values of the kernel's symbolic dimensions (by symbol index), e.g. to size outputs
+    /// with [`Kernel::output_shape`].
+    pub fn symbols(&self) -> &SymbolValues {
+        &self.syms
+    }
+
+    /// Checks the outputs (count, element type, exact shape) and completes the binding.
+    #[inline]
+    pub fn bind_outputs<'o>(
+        self,
+        outputs: &'a mut [HbmOut<'o>],
+    ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
+        self.kernel.bind_outputs(self.syms, self.inputs, outputs)
+    }
 }
 
 /// A launch that passed every check: the program, the bound symbols and the tensors. Run it

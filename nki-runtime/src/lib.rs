@@ -33,8 +33,9 @@
 //! # Numerics
 //!
 //! - **Conversions** (DMA casts, `tensor_copy`, `memset` values) round to nearest, ties to
-//!   even. Widening bf16/f16 → f32 is exact. f32 → bf16 flushes f32 subnormal inputs to a
-//!   signed zero, as the hardware's conversion does; f32 → f16 is IEEE (f16 subnormals kept).
+//!   even. Widening bf16/f16 → f32 is exact (an f16 signaling NaN becomes quiet). f32 → bf16
+//!   flushes f32 subnormal inputs to a signed zero, as the hardware's conversion does;
+//!   f32 → f16 is IEEE (f16 subnormals kept).
 //!   bf16 ↔ f16 goes through f32. The exact bit rules, NaNs included, are those of
 //!   [`cpu::convert`].
 //! - **`nc_matmul`** accumulates in fp32 in PSUM: for each output element, starting from the
@@ -77,7 +78,7 @@ mod worker;
 pub use crate::core::{NeuronCore, UnsupportedIsa};
 pub use cpu::Isa;
 pub use element::Element;
-pub use launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
+pub use launch::{Bound, CheckedInputs, HbmIn, HbmOut, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};
 pub use tensor::DeviceTensor;

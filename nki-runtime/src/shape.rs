@@ -21,8 +21,9 @@ impl Shape {
     /// A shape from its dimensions.
     ///
     /// Fails with [`ErrorKind::Unsupported`] above rank [`MAX_TENSOR_RANK`] and with
-    /// [`ErrorKind::Overflow`] when an axis exceeds [`MAX_DIM`] or the element count does not
-    /// fit a `usize`.
+    /// [`ErrorKind::Overflow`] when an axis exceeds [`MAX_DIM`] or the tensor could not be
+    /// allocated or viewed: the product of its non-zero axes, in elements of up to 4 bytes,
+    /// must fit in `isize::MAX` bytes.
     pub fn new(dims: &[usize]) -> Result<Shape, ShapeError> {
         if dims.len() > MAX_TENSOR_RANK {
             return Err(ShapeError::from_kind(ErrorKind::Unsupported));
@@ -84,10 +85,19 @@ impl Shape {
         s
     }
 
+    /// The element count if every view of the shape can exist: the product of the non-zero
+    /// axes (ndarray's rule, which counts them even when another axis is 0) fits, and so many
+    /// elements of the widest dtype (4 bytes) fit in `isize::MAX` bytes.
     fn checked_len(&self) -> Option<usize> {
-        self.as_slice()
+        let nonzero = self
+            .as_slice()
             .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .filter(|&&d| d != 0)
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+        if nonzero > isize::MAX as usize / 4 {
+            return None;
+        }
+        Some(self.as_slice().iter().product())
     }
 }
 

@@ -51,10 +51,10 @@ struct Shared {
     job: UnsafeCell<Option<JobRef>>,
 }
 
-// SAFETY: `job` is written only by the owner of the `Worker` (through `&mut Worker`) while the
-// state is IDLE, and read only by the worker thread after it has claimed the job (POSTED ->
-// RUNNING, Acquire) or by the owner after taking it back (POSTED -> IDLE); the state machine
-// serializes every access to it.
+// SAFETY: `job` is set by the owner of the `Worker` (through `&mut Worker`) while the state is
+// IDLE; it is taken (read and cleared) only by the worker thread after it has claimed the job
+// (POSTED -> RUNNING, Acquire), or cleared by the owner after taking the job back (POSTED ->
+// IDLE). The state machine gives each of these accesses exclusive use of the slot.
 unsafe impl Sync for Shared {}
 // SAFETY: as above; the raw pointer in `job` is only dereferenced under that protocol.
 unsafe impl Send for Shared {}
@@ -116,8 +116,10 @@ impl Worker {
         })
     }
 
-    /// Runs `a` on this thread and `b` on the worker, and returns both results. A panic in
-    /// either is propagated after both have finished.
+    /// Runs `a` on this thread and `b` on the worker (or on this thread after `a`, when the
+    /// worker has not claimed it by then), and returns both results. A panic in `b` is
+    /// propagated to the caller; if `a` panics, `b` either finishes on the worker first or, if
+    /// the worker never claimed it, does not run.
     pub(crate) fn join<A, B, RA, RB>(&mut self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA,

@@ -211,3 +211,13 @@ fn bind_then_execute() {
     // 128 products of 0.25.
     assert!(out.as_slice().iter().all(|&x| x == bf16::from_f32(32.0)));
 }
+
+#[test]
+fn shapes_that_cannot_be_allocated_or_viewed_are_errors() {
+    // ndarray counts the non-zero axes even when another axis is 0.
+    assert!(nki_runtime::Shape::new(&[0, 1 << 40, 1 << 40]).is_err());
+    // 2^62 elements are more bytes than an allocation can hold.
+    assert!(nki_runtime::DeviceTensor::<f32>::zeros(&[1 << 40, 1 << 22]).is_err());
+    let empty = nki_runtime::DeviceTensor::<f32>::zeros(&[0, 1 << 20]).unwrap();
+    assert_eq!(empty.to_array().shape(), &[0, 1 << 20]);
+}

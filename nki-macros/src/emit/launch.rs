@@ -74,9 +74,9 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
         (
             quote! {
                 let inputs = [#(#names.arg()),*];
-                let syms = KERNEL.bind_inputs(&inputs)?;
-                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, &syms)?;)*
-                #p::run_bound(core, &KERNEL, syms, &inputs, &mut [#(#out_names.arg_mut()),*])?;
+                let checked = KERNEL.check_inputs(&inputs)?;
+                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, checked.symbols())?;)*
+                #p::run_checked(core, checked, &mut [#(#out_names.arg_mut()),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
             quote! {
@@ -85,9 +85,9 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
             quote! {
                 #(let #names = #p::HostInput::new(&#names)?;)*
                 let inputs = [#(#names.arg()),*];
-                let syms = KERNEL.bind_inputs(&inputs)?;
-                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, &syms)?;)*
-                #p::run_bound(core, &KERNEL, syms, &inputs, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
+                let checked = KERNEL.check_inputs(&inputs)?;
+                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, checked.symbols())?;)*
+                #p::run_checked(core, checked, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
         )

@@ -122,8 +122,13 @@ pub fn convert(
     dst_dtype: DType,
     count: usize,
 ) {
-    let src = &src[..count * elem_size(src_dtype)];
-    let dst = &mut dst[..count * elem_size(dst_dtype)];
+    let bytes = |dtype| {
+        count
+            .checked_mul(elem_size(dtype))
+            .expect("element count overflows usize")
+    };
+    let src = &src[..bytes(src_dtype)];
+    let dst = &mut dst[..bytes(dst_dtype)];
     if src_dtype == dst_dtype {
         dst.copy_from_slice(src);
         return;
