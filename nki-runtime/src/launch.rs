@@ -354,7 +354,8 @@ impl<'p> Kernel<'p> {
         inputs: &'a [HbmIn<'a>],
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
-        self.check_inputs(inputs)?.bind_outputs(outputs)
+        let syms = self.bind_inputs(inputs)?;
+        self.bind_outputs(syms, inputs, outputs)
     }
 
     /// The input half of [`Kernel::bind`]: checks the inputs as [`Kernel::bind_inputs`] does and
