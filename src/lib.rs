@@ -34,6 +34,8 @@
 //! The language is described in `docs/language.md`; the modeled core and its numerics in the
 //! `nki_runtime` crate.
 
+#![warn(missing_docs)]
+
 pub use half::{bf16, f16};
 pub use ndarray;
 pub use nki_lang as lang;

@@ -5,6 +5,8 @@
 //! [`ProgramBuf::finish`] and emits the result as a `static` [`Program`]; `nki-runtime` executes
 //! programs and builds them at run time with the same checks.
 
+#![warn(missing_docs)]
+
 pub mod affine;
 pub mod alloc;
 pub mod build;

@@ -54,7 +54,7 @@ impl TileDecl<'_> {
 /// instructions and launch constraints.
 ///
 /// A `Program` is plain borrowed data: `#[kernel]` emits one as a `static`, and
-/// [`crate::CompiledProgram::program`] lends one built at run time. Either way it has been
+/// [`crate::CompiledProgram::parts`] lends one built at run time. Either way it has been
 /// checked against every rule in [`crate::rules`]; the fields are private so that an unchecked
 /// program cannot be made.
 #[derive(Copy, Clone, Debug, PartialEq)]

@@ -8,6 +8,8 @@
 //! user's tokens, all of them at once. Use it through the `nki` crate, which documents the
 //! language.
 
+#![warn(missing_docs)]
+
 mod check;
 mod emit;
 mod errors;

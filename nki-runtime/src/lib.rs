@@ -60,6 +60,8 @@
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
 
+#![warn(missing_docs)]
+
 #[cfg(target_endian = "big")]
 compile_error!("nki-runtime models the device's little-endian memories with host memory");
 
