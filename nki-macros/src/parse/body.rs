@@ -414,7 +414,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         SynExpr::If(_) => {
             errors.push(
                 span,
-                "`if` is not supported in a kernel: control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported); use a mask",
+                "`if` is not supported in a kernel: control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported)",
             );
             return None;
         }
