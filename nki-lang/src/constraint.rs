@@ -139,13 +139,6 @@ impl DisplayConstraint<'_> {
     fn sym(&self, s: u8) -> &str {
         self.symbols.get(s as usize).copied().unwrap_or("?")
     }
-    fn extent(&self, f: &mut fmt::Formatter<'_>, e: Extent) -> fmt::Result {
-        match e {
-            Extent::Fixed(n) => write!(f, "{n}"),
-            Extent::Sym { sym, div: 1 } => write!(f, "{}", self.sym(sym)),
-            Extent::Sym { sym, div } => write!(f, "{} / {div}", self.sym(sym)),
-        }
-    }
 }
 
 impl fmt::Display for DisplayConstraint<'_> {
@@ -175,7 +168,7 @@ impl fmt::Display for DisplayConstraint<'_> {
                 for d in 0..depth as usize {
                     if coef[d] != 0 {
                         write!(f, " + {}*(", coef[d])?;
-                        self.extent(f, loops[d])?;
+                        write!(f, "{}", loops[d].display(self.symbols))?;
                         f.write_str(" - 1)")?;
                     }
                 }

@@ -4,7 +4,7 @@ use core::fmt;
 
 use crate::ir::{HbmAccess, Op, PsumWrite, TileView};
 use crate::program::{Program, TensorRole};
-use crate::shape::{Dim, Extent};
+use crate::shape::Dim;
 
 const TILE_AXES: [&str; 4] = ["p", "f0", "f1", "f2"];
 
@@ -74,11 +74,7 @@ impl fmt::Display for Program<'_> {
                     kind, trip, var, ..
                 } => {
                     let name = self.loop_vars().get(var as usize).copied().unwrap_or("?");
-                    let trip = match trip {
-                        Extent::Fixed(n) => n.to_string(),
-                        Extent::Sym { sym: s, div: 1 } => sym(s).to_string(),
-                        Extent::Sym { sym: s, div } => format!("{} / {div}", sym(s)),
-                    };
+                    let trip = trip.display(self.symbols());
                     writeln!(f, "for {name} in {}({trip}):", kind.name())?;
                     names.push(name);
                     continue;

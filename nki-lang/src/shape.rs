@@ -59,6 +59,11 @@ impl Extent {
         }
     }
 
+    /// Formats the trip count with the program's symbol names (`8`, `K`, `K / 128`).
+    pub fn display<'a>(&'a self, symbols: &'a [&'a str]) -> impl fmt::Display + 'a {
+        DisplayExtent { e: *self, symbols }
+    }
+
     /// The trip count if it is known at compile time.
     pub const fn fixed(self) -> Option<u64> {
         match self {
@@ -144,5 +149,21 @@ impl fmt::Display for TileShape {
             write!(f, "{d}")?;
         }
         f.write_str("]")
+    }
+}
+
+struct DisplayExtent<'a> {
+    e: Extent,
+    symbols: &'a [&'a str],
+}
+
+impl fmt::Display for DisplayExtent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = |s: u8| self.symbols.get(s as usize).copied().unwrap_or("?");
+        match self.e {
+            Extent::Fixed(n) => write!(f, "{n}"),
+            Extent::Sym { sym, div: 1 } => f.write_str(name(sym)),
+            Extent::Sym { sym, div } => write!(f, "{} / {div}", name(sym)),
+        }
     }
 }
