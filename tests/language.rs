@@ -143,3 +143,38 @@ fn loop_kinds_full_and_accumulation() {
     assert_eq!(acc, once.mapv(|v| 3.0 * v));
     assert!(fill.iter().all(|&v| v == 0.5));
 }
+
+/// Copies within SBUF and within PSUM, large enough to be split between two host threads,
+/// between tiles at different offsets and with a cast.
+#[kernel]
+fn copies_within(x: Hbm<f32, 128, 512>) -> (Hbm<bf16, 128, 512>, Hbm<f32, 128, 384>) {
+    let out = ndarray([128, 512], bf16, SharedHbm);
+    let out2 = ndarray([128, 384], f32, SharedHbm);
+    let pad = zeros([128, 40], f32, Sbuf);
+    let a = load(x[..]);
+    let b = copy(a, bf16);
+    store(out[..], b);
+    let p = ndarray([128, 512], f32, Psum);
+    p[..] = copy(a);
+    let q = ndarray([128, 384], f32, Psum);
+    q[..] = copy(p[[0..128, 128..512]]);
+    store(out2[..], q);
+    store(out[[0..128, 0..40]], copy(pad, bf16));
+    (out, out2)
+}
+
+#[test]
+fn copies_within_one_memory_on_two_threads_match_one_thread_and_the_reference() {
+    let x = Array2::from_shape_fn((128, 512), |(i, j)| (i * 512 + j) as f32 * 0.37 - 9000.0);
+    let mut serial = NeuronCore::default().with_host_threads(1);
+    let mut parallel = NeuronCore::default().with_host_threads(2);
+    let (a1, b1) = copies_within::host(&mut serial, x.view()).unwrap();
+    let (a2, b2) = copies_within::host(&mut parallel, x.view()).unwrap();
+    let bits = |a: &Array2<bf16>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a1), bits(&a2));
+    assert_eq!(b1, b2);
+    let mut expected = x.mapv(bf16::from_f32);
+    expected.slice_mut(s![.., 0..40]).fill(bf16::ZERO);
+    assert_eq!(bits(&a2), bits(&expected));
+    assert_eq!(b2, x.slice(s![.., 128..512]));
+}

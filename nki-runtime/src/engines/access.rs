@@ -362,6 +362,83 @@ pub(crate) fn transfer_par(
     );
 }
 
+/// [`transfer`] within one buffer (a copy inside SBUF or inside PSUM), split like
+/// [`transfer_par`] when one byte boundary separates the first half of the rows from the
+/// second on both sides (tiles of one instruction share partitions, so the middle partition's
+/// start does). Each thread then moves the rows it loaded or computed, which its core's cache
+/// already holds. Serial otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transfer_par_within(
+    isa: Isa,
+    worker: Option<&mut Worker>,
+    bufs: (&mut ChunkBuf, &mut ChunkBuf),
+    mem: &mut [u8],
+    src: End,
+    dst: End,
+    plan: &Plan,
+) {
+    let elems: usize = plan.dims[..plan.rank].iter().product();
+    let rows = plan.dims[0];
+    let h = rows / 2;
+    let (ss, ds) = (src.dtype.size() as isize, dst.dtype.size() as isize);
+    // Extent of one outer row in elements, on each side.
+    let extent = |strides: &[isize; MAX_TILE_RANK]| -> Option<isize> {
+        if strides[1..plan.rank].iter().any(|&s| s < 0) {
+            return None;
+        }
+        Some(
+            (1..plan.rank)
+                .map(|j| (plan.dims[j] as isize - 1) * strides[j])
+                .sum::<isize>()
+                + 1,
+        )
+    };
+    // A boundary at or after the end of both sides' first halves and at or before the start
+    // of both second halves, on a 4-byte multiple so that both sides' element offsets stay
+    // exact (elements are 2 or 4 bytes).
+    let split = match (extent(&plan.src), extent(&plan.dst)) {
+        (Some(se), Some(de))
+            if plan.rank >= 2
+                && rows >= 2
+                && elems >= MIN_SPLIT_ELEMS
+                && src.base >= 0
+                && dst.base >= 0
+                && plan.src[0] > 0
+                && plan.dst[0] > 0 =>
+        {
+            let hi_src = (src.base + h as isize * plan.src[0]) * ss;
+            let hi_dst = (dst.base + h as isize * plan.dst[0]) * ds;
+            let lo_src_end = (src.base + (h as isize - 1) * plan.src[0] + se) * ss;
+            let lo_dst_end = (dst.base + (h as isize - 1) * plan.dst[0] + de) * ds;
+            let at = (lo_src_end.max(lo_dst_end) + 3) / 4 * 4;
+            (at <= hi_src && at <= hi_dst && (at as usize) <= mem.len())
+                .then_some((at, hi_src, hi_dst))
+        }
+        _ => None,
+    };
+    let (Some(worker), Some((at, hi_src, hi_dst))) = (worker, split) else {
+        return transfer(isa, bufs.0, Mem::One(mem), src, dst, plan);
+    };
+    let (lo, hi) = mem.split_at_mut(at as usize);
+    let mut first = *plan;
+    first.dims[0] = h;
+    let mut second = *plan;
+    second.dims[0] = rows - h;
+    let src_hi = End {
+        base: (hi_src - at) / ss,
+        ..src
+    };
+    let dst_hi = End {
+        base: (hi_dst - at) / ds,
+        ..dst
+    };
+    let (b0, b1) = bufs;
+    worker.join(
+        || transfer(isa, b0, Mem::One(lo), src, dst, &first),
+        || transfer(isa, b1, Mem::One(hi), src_hi, dst_hi, &second),
+    );
+}
+
 /// Moves one run of `n` elements with strides `s_in` / `d_in`, in chunks, through scratch.
 #[allow(clippy::too_many_arguments)]
 fn strided_run(

@@ -3,7 +3,9 @@
 use nki_lang::{LoopValues, Memory, Program, TileView};
 
 use super::Engines;
-use super::access::{End, Mem, Plan, fill, grid, squeeze, transfer, transfer_par, view_pattern};
+use super::access::{
+    End, Plan, fill, grid, squeeze, transfer_par, transfer_par_within, view_pattern,
+};
 use crate::cpu::convert::convert;
 
 /// `tensor_copy`: `dst[i] = cast(src[i])` element by element (in row-major order of the
@@ -44,10 +46,14 @@ pub(crate) fn copy(
     );
     let (src_mem, dst_mem) = match (st.memory, dt.memory) {
         (Memory::Sbuf, Memory::Sbuf) => {
-            return transfer(*isa, chunks, Mem::One(sbuf.bytes_mut()), from, to, &plan);
+            let bufs = (chunks, chunks_worker);
+            let mem = sbuf.bytes_mut();
+            return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
         (Memory::Psum, Memory::Psum) => {
-            return transfer(*isa, chunks, Mem::One(psum.bytes_mut()), from, to, &plan);
+            let bufs = (chunks, chunks_worker);
+            let mem = psum.bytes_mut();
+            return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
         (Memory::Sbuf, Memory::Psum) => (sbuf.bytes(), psum.bytes_mut()),
         (Memory::Psum, Memory::Sbuf) => (psum.bytes(), sbuf.bytes_mut()),
