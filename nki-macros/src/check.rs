@@ -15,23 +15,31 @@ pub fn message(v: &RuleViolation) -> String {
 /// Checks a lowered kernel; on failure every violation is reported at its span.
 pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<CompiledProgram> {
     let Lowered { buf, spans } = lowered;
-    match buf.finish() {
-        Ok(p) => Some(p),
-        Err(diags) => {
-            for d in diags {
-                let span = match d.site {
-                    Site::Program => fallback,
-                    Site::Tile(t) => spans.tiles.get(t).copied().unwrap_or(fallback),
-                    Site::Tensor(t) => spans.tensors.get(t).copied().unwrap_or(fallback),
-                    Site::Operand { instr, role } => spans
-                        .instrs
-                        .get(instr)
-                        .map(|s| s.get(role))
-                        .unwrap_or(fallback),
-                };
-                errors.push(span, message(&d.violation));
+    // A symbol's span, by name: `finish` reports an unbound symbol on the program as a whole.
+    let symbol_spans: Vec<(String, Span)> = buf
+        .symbols
+        .iter()
+        .cloned()
+        .zip(spans.symbols.iter().copied())
+        .collect();
+    let diags = match buf.finish() {
+        Ok(p) => return Some(p),
+        Err(diags) => diags,
+    };
+    for d in diags {
+        let span = match (d.site, &d.violation) {
+            (Site::Program, RuleViolation::UnboundSymbol { name }) => symbol_spans
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(fallback, |&(_, s)| s),
+            (Site::Program, _) => fallback,
+            (Site::Tile(t), _) => spans.tiles.get(t).copied().unwrap_or(fallback),
+            (Site::Tensor(t), _) => spans.tensors.get(t).copied().unwrap_or(fallback),
+            (Site::Operand { instr, role }, _) => {
+                spans.instrs.get(instr).map_or(fallback, |s| s.get(role))
             }
-            None
-        }
+        };
+        errors.push(span, message(&d.violation));
     }
+    None
 }

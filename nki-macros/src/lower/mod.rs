@@ -66,6 +66,8 @@ pub struct Spans {
     pub tiles: Vec<Span>,
     /// One per tensor (its declaration).
     pub tensors: Vec<Span>,
+    /// One per symbolic dimension (its first appearance in the signature).
+    pub symbols: Vec<Span>,
 }
 
 /// An HBM tensor known to the lowering, before outputs are put in return order.
@@ -144,11 +146,13 @@ impl Lowerer<'_> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
-    fn symbol(&mut self, name: &str) -> u8 {
-        if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
+    fn symbol(&mut self, name: &syn::Ident) -> u8 {
+        let name_s = name.to_string();
+        if let Some(i) = self.buf.symbols.iter().position(|s| *s == name_s) {
             return i as u8;
         }
-        self.buf.symbols.push(name.to_string());
+        self.buf.symbols.push(name_s);
+        self.spans.symbols.push(name.span().into());
         (self.buf.symbols.len() - 1) as u8
     }
 
@@ -157,7 +161,7 @@ impl Lowerer<'_> {
             .iter()
             .map(|d| match d {
                 DimSpec::Lit(n) => Dim::Fixed(*n),
-                DimSpec::Sym(i) => Dim::Sym(self.symbol(&i.to_string())),
+                DimSpec::Sym(i) => Dim::Sym(self.symbol(i)),
             })
             .collect()
     }
