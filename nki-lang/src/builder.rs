@@ -54,9 +54,23 @@ pub enum BuildError {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TensorId(u8);
 
+impl TensorId {
+    /// Its index in the program's tensor table (`HbmAccess::tensor`).
+    pub fn index(self) -> u8 {
+        self.0
+    }
+}
+
 /// A tile of the program under construction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TileId(u16);
+
+impl TileId {
+    /// Its index in the program's tile table (`TileView::tile`).
+    pub fn index(self) -> u16 {
+        self.0
+    }
+}
 
 /// A tile-shaped window of an HBM tensor: the tile's partition dimension runs along one tensor
 /// axis and its free dimensions along the following ones, from a start index per axis (affine
@@ -214,7 +228,7 @@ impl ProgramBuilder {
         let v = (self.buf.loop_vars.len() - 1) as u16;
         let depth = self.open.len();
         self.open.push(self.buf.instrs.len());
-        self.push(Op::LoopBegin {
+        self.push_op(Op::LoopBegin {
             kind,
             trip,
             var: v,
@@ -238,7 +252,7 @@ impl ProgramBuilder {
             .pop()
             .ok_or(BuildError::Usage("no loop is open"))?;
         let end = self.buf.instrs.len() as u32;
-        self.push(Op::LoopEnd {
+        self.push_op(Op::LoopEnd {
             begin: begin as u32,
         });
         if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
@@ -253,20 +267,7 @@ impl ProgramBuilder {
             .tiles
             .get(t.0 as usize)
             .ok_or(BuildError::Usage("unknown tile"))?;
-        let free = tile.shape.free();
-        let mut strides = [0i64; MAX_TILE_RANK - 1];
-        let mut s = 1i64;
-        for j in (0..free.len()).rev() {
-            strides[j] = s;
-            s *= free[j] as i64;
-        }
-        Ok(TileView {
-            tile: t.0,
-            part_start: 0,
-            shape: tile.shape,
-            offset: Affine::ZERO,
-            strides,
-        })
+        Ok(TileView::whole(t.0, &tile.shape))
     }
 
     fn access(&self, g: Grid, shape: &TileShape) -> Result<HbmAccess, BuildError> {
@@ -298,7 +299,7 @@ impl ProgramBuilder {
         })
     }
 
-    fn push(&mut self, op: Op) {
+    fn push_op(&mut self, op: Op) {
         let engine = op.default_engine();
         self.buf.instrs.push(Instr {
             engine,
@@ -307,11 +308,25 @@ impl ProgramBuilder {
         });
     }
 
+    /// An instruction with explicit operands: views with partition offsets or strides, HBM
+    /// accesses with any affine indices (see [`TileView`], [`HbmAccess`]). Loops are opened and
+    /// closed with [`ProgramBuilder::begin_loop`] and [`ProgramBuilder::end_loop`];
+    /// [`ProgramBuilder::finish`] checks the operands like every other instruction's.
+    pub fn push(&mut self, op: Op) -> Result<(), BuildError> {
+        if matches!(op, Op::LoopBegin { .. } | Op::LoopEnd { .. }) {
+            return Err(BuildError::Usage(
+                "open and close loops with begin_loop and end_loop",
+            ));
+        }
+        self.push_op(op);
+        Ok(())
+    }
+
     /// `load`: the window `src` of an HBM tensor into the whole tile `dst`.
     pub fn load(&mut self, dst: TileId, src: Grid) -> Result<(), BuildError> {
         let dst = self.view(dst)?;
         let src = self.access(src, &dst.shape)?;
-        self.push(Op::Load { src, dst });
+        self.push_op(Op::Load { src, dst });
         Ok(())
     }
 
@@ -319,7 +334,7 @@ impl ProgramBuilder {
     pub fn store(&mut self, dst: Grid, src: TileId) -> Result<(), BuildError> {
         let src = self.view(src)?;
         let dst = self.access(dst, &src.shape)?;
-        self.push(Op::Store { dst, src });
+        self.push_op(Op::Store { dst, src });
         Ok(())
     }
 
@@ -333,7 +348,7 @@ impl ProgramBuilder {
     ) -> Result<(), BuildError> {
         let (dst, stationary, moving) =
             (self.view(dst)?, self.view(stationary)?, self.view(moving)?);
-        self.push(Op::Matmul {
+        self.push_op(Op::Matmul {
             stationary,
             moving,
             dst,
@@ -345,21 +360,21 @@ impl ProgramBuilder {
     /// `nc_transpose` on TensorE: `dst[f, p] = src[p, f]`.
     pub fn transpose(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
         let (dst, src) = (self.view(dst)?, self.view(src)?);
-        self.push(Op::Transpose { src, dst });
+        self.push_op(Op::Transpose { src, dst });
         Ok(())
     }
 
     /// `tensor_copy` with a cast to `dst`'s dtype.
     pub fn copy(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
         let (dst, src) = (self.view(dst)?, self.view(src)?);
-        self.push(Op::Copy { src, dst });
+        self.push_op(Op::Copy { src, dst });
         Ok(())
     }
 
     /// `memset`.
     pub fn memset(&mut self, dst: TileId, value: f32) -> Result<(), BuildError> {
         let dst = self.view(dst)?;
-        self.push(Op::Memset { dst, value });
+        self.push_op(Op::Memset { dst, value });
         Ok(())
     }
 

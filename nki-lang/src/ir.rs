@@ -123,6 +123,26 @@ pub struct TileView {
     pub strides: [i64; MAX_TILE_RANK - 1],
 }
 
+impl TileView {
+    /// The whole of tile `tile` of shape `shape`: every partition, free elements row-major.
+    pub fn whole(tile: u16, shape: &TileShape) -> TileView {
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        let free = shape.free();
+        let mut s = 1i64;
+        for j in (0..free.len()).rev() {
+            strides[j] = s;
+            s *= free[j] as i64;
+        }
+        TileView {
+            tile,
+            part_start: 0,
+            shape: *shape,
+            offset: Affine::ZERO,
+            strides,
+        }
+    }
+}
+
 /// One axis of an HBM access: `index = start + Σ grid[j] · t_j`, where `t_j` runs over the
 /// `j`-th dimension of the accessed tile shape (`t_0` = partition).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

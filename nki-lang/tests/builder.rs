@@ -331,3 +331,45 @@ fn rule_errors_are_reported_through_build_error() {
         "no loop is open"
     );
 }
+
+#[test]
+fn push_takes_explicit_operands_and_leaves_loops_to_begin_and_end() {
+    use nki_lang::{Affine, DType, Dim, LoopKind, Memory, Op, Target, TileShape, TileView};
+    let mut b = ProgramBuilder::new("explicit", Target::Trn1);
+    b.input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)])
+        .unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
+    let loop_marker = Op::LoopEnd { begin: 0 };
+    assert_eq!(
+        b.push(loop_marker),
+        Err(BuildError::Usage(
+            "open and close loops with begin_loop and end_loop"
+        ))
+    );
+    assert!(
+        b.begin_loop(LoopKind::Affine, "i", nki_lang::Extent::Fixed(2))
+            .is_ok()
+    );
+    // Every other column of the tile: 32 columns with stride 2, hand-written.
+    let mut half = TileView::whole(t.index(), &TileShape::new(&[128, 32]).unwrap());
+    half.strides[0] = 2;
+    half.offset = Affine::constant(1);
+    b.push(Op::Memset {
+        dst: half,
+        value: 1.0,
+    })
+    .unwrap();
+    // Column 1 + 2·31 = 63 is the last one: in bounds. Offset 2 would reach column 64.
+    half.offset = Affine::constant(2);
+    b.push(Op::Memset {
+        dst: half,
+        value: 1.0,
+    })
+    .unwrap();
+    b.end_loop().unwrap();
+    let Err(BuildError::Rules(d)) = b.finish() else {
+        panic!("the second memset is out of bounds")
+    };
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].violation.code(), "err_tensor_access_out_of_bound");
+}

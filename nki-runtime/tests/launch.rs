@@ -162,8 +162,7 @@ fn bounds_constraint_names_the_tensor() {
 #[test]
 fn trn2_program_on_trn1_core() {
     // One partition of 200 000 bytes: fits Trn2's 224 KiB, not Trn1's 192 KiB.
-    let mut b = Builder::new("wide");
-    b.buf.target = Target::Trn2;
+    let mut b = Builder::with_target("wide", Target::Trn2);
     let x = b.input("x", DType::F32, &[Dim::Fixed(1), Dim::Fixed(50_000)]);
     let out = b.output("out", DType::F32, &[Dim::Fixed(1), Dim::Fixed(50_000)]);
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[1, 50_000]);

@@ -31,7 +31,7 @@ impl Lowerer<'_> {
                 .collect(),
             Value::Tile(v) => {
                 let tile = &self.buf.tiles[v.tile as usize];
-                if *v != super::whole_view(v.tile, &tile.shape) {
+                if *v != TileView::whole(v.tile, &tile.shape) {
                     return self.error(
                         span,
                         "a view of a tile cannot be indexed again: index the tile itself",

@@ -227,7 +227,7 @@ impl Lowerer<'_> {
         });
         self.spans.tiles.push(span);
         let tile = (self.buf.tiles.len() - 1) as u16;
-        Value::Tile(whole_view(tile, &shape))
+        Value::Tile(TileView::whole(tile, &shape))
     }
 
     fn block(&mut self, b: &Block) {
@@ -545,24 +545,6 @@ impl Lowerer<'_> {
             });
             self.spans.tensors.push(x.span);
         }
-    }
-}
-
-/// The view of a whole tile.
-pub fn whole_view(tile: u16, shape: &TileShape) -> TileView {
-    let mut strides = [0i64; nki_lang::MAX_TILE_RANK - 1];
-    let free = shape.free();
-    let mut s = 1i64;
-    for j in (0..free.len()).rev() {
-        strides[j] = s;
-        s *= free[j] as i64;
-    }
-    TileView {
-        tile,
-        part_start: 0,
-        shape: *shape,
-        offset: Affine::ZERO,
-        strides,
     }
 }
 

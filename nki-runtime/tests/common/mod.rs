@@ -1,136 +1,79 @@
-//! Helpers shared by the integration tests: a small program builder, a deterministic random
+//! Helpers shared by the integration tests: a program builder for hand-written operands, a deterministic random
 //! source, and independent f64 references.
 #![allow(dead_code)]
 
+use nki_lang::builder::ProgramBuilder;
 use nki_lang::{
-    Affine, AxisIndex, CompiledProgram, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind,
-    MAX_TENSOR_RANK, MAX_TILE_RANK, Memory, Op, ProgramBuf, PsumWrite, TensorBuf, TensorRole,
-    TileBuf, TileShape, TileView,
+    Affine, AxisIndex, CompiledProgram, DType, Dim, Extent, HbmAccess, LoopKind, MAX_TENSOR_RANK,
+    MAX_TILE_RANK, Memory, Op, PsumWrite, Target, TileShape, TileView,
 };
 
-/// Builds a [`ProgramBuf`] instruction by instruction.
+/// A [`ProgramBuilder`] with raw indices for hand-written operands; panics on misuse (tests
+/// only).
 pub struct Builder {
-    pub buf: ProgramBuf,
-    open: Vec<usize>,
+    b: ProgramBuilder,
+    depth: usize,
 }
 
 impl Builder {
     pub fn new(name: &str) -> Self {
+        Builder::with_target(name, Target::Trn1)
+    }
+
+    pub fn with_target(name: &str, target: Target) -> Self {
         Builder {
-            buf: ProgramBuf {
-                name: name.to_string(),
-                ..ProgramBuf::default()
-            },
-            open: Vec::new(),
+            b: ProgramBuilder::new(name, target),
+            depth: 0,
         }
     }
 
     pub fn sym(&mut self, name: &str) -> u8 {
-        self.buf.symbols.push(name.to_string());
-        (self.buf.symbols.len() - 1) as u8
-    }
-
-    fn tensor(&mut self, name: &str, dtype: DType, shape: &[Dim], role: TensorRole) -> u8 {
-        self.buf.tensors.push(TensorBuf {
-            name: name.to_string(),
-            dtype,
-            shape: shape.to_vec(),
-            role,
-        });
-        (self.buf.tensors.len() - 1) as u8
+        match self.b.symbol(name).unwrap() {
+            Dim::Sym(s) => s,
+            Dim::Fixed(_) => unreachable!("a symbol"),
+        }
     }
 
     pub fn input(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> u8 {
-        self.tensor(name, dtype, shape, TensorRole::Input)
+        self.b.input(name, dtype, shape).unwrap().index()
     }
 
     pub fn output(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> u8 {
-        self.tensor(name, dtype, shape, TensorRole::Output)
+        self.b.output(name, dtype, shape).unwrap().index()
     }
 
     pub fn tile(&mut self, name: &str, memory: Memory, dtype: DType, dims: &[u32]) -> u16 {
-        self.buf.tiles.push(TileBuf {
-            name: name.to_string(),
-            memory,
-            dtype,
-            shape: TileShape::new(dims).unwrap(),
-        });
-        (self.buf.tiles.len() - 1) as u16
+        self.b.tile(name, memory, dtype, dims).unwrap().index()
     }
 
-    /// Opens a loop; returns its depth (the index of its induction value in affine
-    /// expressions).
+    /// Opens an `affine_range` loop; returns its depth (the index of its induction value in
+    /// affine expressions).
     pub fn begin(&mut self, var: &str, trip: Extent) -> usize {
-        self.buf.loop_vars.push(var.to_string());
-        let var = (self.buf.loop_vars.len() - 1) as u16;
-        self.open.push(self.buf.instrs.len());
-        self.push_engine(
-            Engine::Sync,
-            Op::LoopBegin {
-                kind: LoopKind::Affine,
-                trip,
-                var,
-                end: 0,
-            },
-        );
-        self.open.len() - 1
+        self.b.begin_loop(LoopKind::Affine, var, trip).unwrap();
+        self.depth += 1;
+        self.depth - 1
     }
 
     pub fn end(&mut self) {
-        let begin = self.open.pop().expect("open loop");
-        let end = self.buf.instrs.len() as u32;
-        if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
-            *e = end;
-        }
-        self.push_engine(
-            Engine::Sync,
-            Op::LoopEnd {
-                begin: begin as u32,
-            },
-        );
+        self.b.end_loop().unwrap();
+        self.depth -= 1;
     }
 
     pub fn push(&mut self, op: Op) {
-        self.push_engine(op.default_engine(), op);
-    }
-
-    fn push_engine(&mut self, engine: Engine, op: Op) {
-        self.buf.instrs.push(Instr {
-            engine,
-            line: 0,
-            op,
-        });
+        self.b.push(op).unwrap();
     }
 
     pub fn finish(self) -> CompiledProgram {
-        match self.buf.finish() {
+        match self.b.finish() {
             Ok(c) => c,
-            Err(d) => panic!("program rejected: {d:#?}"),
+            Err(e) => panic!("program rejected: {e:#?}"),
         }
     }
-}
-
-/// Row-major strides of free dimensions `free`.
-fn row_major(free: &[u32]) -> [i64; MAX_TILE_RANK - 1] {
-    let mut s = [0i64; MAX_TILE_RANK - 1];
-    let mut acc = 1i64;
-    for j in (0..free.len()).rev() {
-        s[j] = acc;
-        acc *= free[j] as i64;
-    }
-    s
 }
 
 /// The whole of a tile with shape `dims`, row-major.
 pub fn whole(tile: u16, dims: &[u32]) -> TileView {
-    let shape = TileShape::new(dims).unwrap();
-    TileView {
-        tile,
-        part_start: 0,
-        shape,
-        offset: Affine::ZERO,
-        strides: row_major(shape.free()),
-    }
+    TileView::whole(tile, &TileShape::new(dims).unwrap())
 }
 
 /// A view with explicit partition start, shape, free offset and free strides.
