@@ -12,7 +12,8 @@ pub use nki_lang::{
     TileShape, TileView,
 };
 pub use nki_runtime::{
-    CheckedInputs, DeviceTensor, Element, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore,
+    Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Kernel, LaunchError,
+    NeuronCore, Tf32,
 };
 
 /// Allocates output `i` in the modeled HBM for the bound symbols.

@@ -41,7 +41,7 @@ pub use ndarray;
 pub use nki_lang as lang;
 pub use nki_macros::kernel;
 pub use nki_runtime as runtime;
-pub use nki_runtime::{DeviceTensor, Kernel, LaunchError, NeuronCore};
+pub use nki_runtime::{Bool, DeviceTensor, F8E4M3, F8E5M2, Kernel, LaunchError, NeuronCore, Tf32};
 
 /// What a kernel author needs: the attribute, the element types, the core and device tensors.
 pub mod prelude {

@@ -1,40 +1,137 @@
-//! Element types of tensors and tiles.
+//! Element types of tensors and tiles, and NKI's type promotion.
 
 use core::fmt;
 
-/// An element type of an HBM tensor or an on-chip tile.
+/// An element type of an HBM tensor or an on-chip tile: every type NKI supports.
 ///
-/// The names follow NKI (`nl.bfloat16`, `nl.float16`, `nl.float32`); in a kernel body they are
-/// written the way Rust spells the matching host types: `bf16`, `f16`, `f32`.
+/// The names follow NKI (`nl.bfloat16`, `nl.float8_e4m3`, `nl.int32`, ...); in a kernel body they
+/// are written the way Rust spells the matching host types where Rust has one (`bf16`, `f32`,
+/// `i8`, `u32`, `bool`) and as NKI spells them otherwise (`tfloat32`, `float8_e4m3`).
+///
+/// The enum is exhaustive on purpose: every crate that handles elements (the macro's emitter,
+/// the runtime's conversions) matches on it, and a new type must be handled in each of them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum DType {
     /// IEEE binary32.
     F32,
+    /// TensorFloat-32: 1 sign, 8 exponent, 10 mantissa bits, stored in a 32-bit container
+    /// (the low 13 mantissa bits are zero).
+    Tf32,
     /// bfloat16: 1 sign, 8 exponent, 7 mantissa bits.
     Bf16,
     /// IEEE binary16.
     F16,
+    /// 8-bit float with 4 exponent and 3 mantissa bits (`nl.float8_e4m3`).
+    F8E4M3,
+    /// 8-bit float with 5 exponent and 2 mantissa bits (`nl.float8_e5m2`).
+    F8E5M2,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// A boolean stored in one byte (0 or 1), NKI's `nl.bool_`.
+    Bool,
+}
+
+/// The broad class of an element type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DTypeClass {
+    /// A floating-point type.
+    Float,
+    /// A signed integer.
+    Signed,
+    /// An unsigned integer.
+    Unsigned,
+    /// `bool`.
+    Bool,
 }
 
 impl DType {
     /// Every element type, in a fixed order.
-    pub const ALL: [DType; 3] = [DType::F32, DType::Bf16, DType::F16];
+    pub const ALL: [DType; 13] = [
+        DType::F32,
+        DType::Tf32,
+        DType::Bf16,
+        DType::F16,
+        DType::F8E4M3,
+        DType::F8E5M2,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::Bool,
+    ];
 
     /// Size of one element in bytes, as stored in HBM, SBUF and PSUM.
     pub const fn size(self) -> u32 {
         match self {
-            DType::F32 => 4,
-            DType::Bf16 | DType::F16 => 2,
+            DType::F32 | DType::Tf32 | DType::I32 | DType::U32 => 4,
+            DType::Bf16 | DType::F16 | DType::I16 | DType::U16 => 2,
+            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 | DType::Bool => 1,
         }
     }
 
-    /// The name used in kernel bodies and listings (`bf16`, `f16`, `f32`).
+    /// The class of the type.
+    pub const fn class(self) -> DTypeClass {
+        match self {
+            DType::F32 | DType::Tf32 | DType::Bf16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2 => {
+                DTypeClass::Float
+            }
+            DType::I8 | DType::I16 | DType::I32 => DTypeClass::Signed,
+            DType::U8 | DType::U16 | DType::U32 => DTypeClass::Unsigned,
+            DType::Bool => DTypeClass::Bool,
+        }
+    }
+
+    /// Whether the type is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self.class(), DTypeClass::Float)
+    }
+
+    /// Whether the type is an integer type (signed or unsigned; not `bool`).
+    pub const fn is_int(self) -> bool {
+        matches!(self.class(), DTypeClass::Signed | DTypeClass::Unsigned)
+    }
+
+    /// Bits of precision of a float type's significand, the implicit bit included (24 for
+    /// f32); 0 for the other classes.
+    pub const fn significand_bits(self) -> u32 {
+        match self {
+            DType::F32 => 24,
+            DType::Tf32 | DType::F16 => 11,
+            DType::Bf16 => 8,
+            DType::F8E4M3 => 4,
+            DType::F8E5M2 => 3,
+            _ => 0,
+        }
+    }
+
+    /// The name used in kernel bodies and listings (`bf16`, `float8_e4m3`, `i32`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::Tf32 => "tfloat32",
             DType::Bf16 => "bf16",
             DType::F16 => "f16",
+            DType::F8E4M3 => "float8_e4m3",
+            DType::F8E5M2 => "float8_e5m2",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::Bool => "bool",
         }
     }
 
@@ -42,24 +139,153 @@ impl DType {
     pub const fn nki_name(self) -> &'static str {
         match self {
             DType::F32 => "nl.float32",
+            DType::Tf32 => "nl.tfloat32",
             DType::Bf16 => "nl.bfloat16",
             DType::F16 => "nl.float16",
+            DType::F8E4M3 => "nl.float8_e4m3",
+            DType::F8E5M2 => "nl.float8_e5m2",
+            DType::I8 => "nl.int8",
+            DType::I16 => "nl.int16",
+            DType::I32 => "nl.int32",
+            DType::U8 => "nl.uint8",
+            DType::U16 => "nl.uint16",
+            DType::U32 => "nl.uint32",
+            DType::Bool => "nl.bool_",
         }
     }
 
-    /// Parses a kernel-body type name: the Rust spelling (`bf16`) or NKI's (`bfloat16`).
+    /// Parses a kernel-body type name: the Rust spelling (`bf16`, `i8`) or NKI's (`bfloat16`,
+    /// `int8`, `float8_e4m3`).
     pub fn from_name(name: &str) -> Option<DType> {
         Some(match name {
             "f32" | "float32" | "fp32" => DType::F32,
+            "tf32" | "tfloat32" => DType::Tf32,
             "bf16" | "bfloat16" => DType::Bf16,
             "f16" | "float16" | "fp16" => DType::F16,
+            "float8_e4m3" | "fp8_e4m3" | "f8e4m3" => DType::F8E4M3,
+            "float8_e5m2" | "fp8_e5m2" | "f8e5m2" => DType::F8E5M2,
+            "i8" | "int8" => DType::I8,
+            "i16" | "int16" => DType::I16,
+            "i32" | "int32" => DType::I32,
+            "u8" | "uint8" => DType::U8,
+            "u16" | "uint16" => DType::U16,
+            "u32" | "uint32" => DType::U32,
+            "bool" | "bool_" => DType::Bool,
             _ => return None,
         })
+    }
+
+    /// The type of an operation's result on operands of types `self` and `other` when the
+    /// operation names no `dtype`: NKI's promotion rules.
+    ///
+    /// - `bool` with any type gives that type.
+    /// - A float with an integer gives the float.
+    /// - Two floats give the wider one; two of the same width but different formats give a
+    ///   type holding both: `f16` + `bf16` → `f32`, `float8_e4m3` + `float8_e5m2` → `bf16`;
+    ///   `tfloat32` holds `bf16` and `f16`, `f32` holds everything.
+    /// - Two integers of one signedness give the wider. A signed and an unsigned one give the
+    ///   signed type if it is wider, else a signed type twice the unsigned one's width, and
+    ///   `f32` when that would take 64 bits (`i32` + `u32` → `f32`, as NKI has no 64-bit
+    ///   types).
+    pub const fn promote(self, other: DType) -> DType {
+        use DTypeClass::*;
+        if self as u8 == other as u8 {
+            return self;
+        }
+        match (self.class(), other.class()) {
+            (Bool, _) => other,
+            (_, Bool) => self,
+            (Float, Signed | Unsigned) => self,
+            (Signed | Unsigned, Float) => other,
+            (Float, Float) => promote_float(self, other),
+            (Signed, Signed) | (Unsigned, Unsigned) => {
+                if self.size() >= other.size() {
+                    self
+                } else {
+                    other
+                }
+            }
+            (Signed, Unsigned) => promote_mixed(self, other),
+            (Unsigned, Signed) => promote_mixed(other, self),
+        }
+    }
+}
+
+/// Rank of a float type for promotion: a type holds every type of lower rank, except across
+/// the two 16-bit and the two 8-bit formats, which [`promote_float`] widens.
+const fn float_rank(d: DType) -> u8 {
+    match d {
+        DType::F32 => 4,
+        DType::Tf32 => 3,
+        DType::Bf16 | DType::F16 => 2,
+        _ => 1,
+    }
+}
+
+const fn promote_float(a: DType, b: DType) -> DType {
+    let (ra, rb) = (float_rank(a), float_rank(b));
+    if ra > rb {
+        a
+    } else if rb > ra {
+        b
+    } else if ra == 2 {
+        DType::F32
+    } else {
+        DType::Bf16
+    }
+}
+
+const fn promote_mixed(signed: DType, unsigned: DType) -> DType {
+    if signed.size() > unsigned.size() {
+        signed
+    } else {
+        match unsigned.size() {
+            1 => DType::I16,
+            2 => DType::I32,
+            _ => DType::F32,
+        }
     }
 }
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promotion_follows_nki() {
+        use DType::*;
+        let cases = [
+            (F16, Bf16, F32),
+            (F8E4M3, F8E5M2, Bf16),
+            (F8E4M3, F16, F16),
+            (F8E5M2, Bf16, Bf16),
+            (F32, Tf32, F32),
+            (Tf32, Bf16, Tf32),
+            (I8, U8, I16),
+            (I8, U16, I32),
+            (U16, I32, I32),
+            (I32, U32, F32),
+            (I16, U8, I16),
+            (U8, U32, U32),
+            (Bool, I8, I8),
+            (Bool, Bool, Bool),
+            (F16, I32, F16),
+            (U8, Bf16, Bf16),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(a.promote(b), want, "{a} + {b}");
+            assert_eq!(b.promote(a), want, "{b} + {a}");
+        }
+        for d in DType::ALL {
+            assert_eq!(d.promote(d), d);
+            assert_eq!(DType::from_name(d.name()), Some(d));
+            assert_eq!(DType::from_name(&d.nki_name()[3..]), Some(d));
+        }
     }
 }

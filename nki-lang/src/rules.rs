@@ -289,7 +289,6 @@ pub fn check_transpose(src: (&TileShape, Memory)) -> Result<TileShape, RuleViola
 pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(), RuleViolation> {
     match dtype {
         DType::Bf16 | DType::F16 | DType::F32 => Ok(()),
-        #[allow(unreachable_patterns)]
         found => Err(RuleViolation::WrongDType {
             op: "nc_matmul",
             operand,

@@ -1,34 +1,108 @@
 //! Host element types that map to the kernel language's [`DType`]s.
+//!
+//! Where Rust or `half` has the type (`f32`, `bf16`, `f16`, `i8` … `u32`) it is used directly.
+//! The other NKI types get a transparent newtype over their bits: [`F8E4M3`], [`F8E5M2`],
+//! [`Tf32`] and [`Bool`].
 
+use bytemuck::{Pod, Zeroable};
 use nki_lang::DType;
 
 mod sealed {
     /// Keeps [`super::Element`] implemented only for the types below.
     pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for half::bf16 {}
-    impl Sealed for half::f16 {}
 }
 
-/// A host type whose values can live in the modeled HBM: `f32`, [`half::bf16`] or
-/// [`half::f16`].
+/// A host type whose values can live in the modeled HBM.
 ///
-/// The trait is sealed: its bit layout must be exactly the [`DType`] it names.
-pub trait Element: bytemuck::Pod + Copy + Default + Send + Sync + 'static + sealed::Sealed {
+/// The trait is sealed: its bit layout must be exactly the [`DType`] it names, and every bit
+/// pattern must be a valid value (the modeled engines write raw bits).
+pub trait Element: Pod + Copy + Default + Send + Sync + 'static + sealed::Sealed {
     /// The kernel language's name for this type.
     const DTYPE: DType;
 }
 
-impl Element for f32 {
-    const DTYPE: DType = DType::F32;
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(
+            impl sealed::Sealed for $t {}
+            impl Element for $t {
+                const DTYPE: DType = DType::$d;
+            }
+        )*
+    };
 }
 
-impl Element for half::bf16 {
-    const DTYPE: DType = DType::Bf16;
+macro_rules! bits_newtype {
+    ($(#[$doc:meta])* $name:ident($bits:ty)) => {
+        $(#[$doc])*
+        #[derive(Copy, Clone, Default, PartialEq, Eq, Hash, Pod, Zeroable)]
+        #[repr(transparent)]
+        pub struct $name(pub $bits);
+
+        impl $name {
+            /// The value with these bits.
+            pub const fn from_bits(bits: $bits) -> Self {
+                $name(bits)
+            }
+
+            /// The value's bits.
+            pub const fn to_bits(self) -> $bits {
+                self.0
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, concat!(stringify!($name), "({:#x})"), self.0)
+            }
+        }
+    };
 }
 
-impl Element for half::f16 {
-    const DTYPE: DType = DType::F16;
+bits_newtype!(
+    /// An 8-bit float with 4 exponent and 3 mantissa bits (`nl.float8_e4m3`), by its bits.
+    F8E4M3(u8)
+);
+bits_newtype!(
+    /// An 8-bit float with 5 exponent and 2 mantissa bits (`nl.float8_e5m2`), by its bits.
+    F8E5M2(u8)
+);
+bits_newtype!(
+    /// A TensorFloat-32 value in its 32-bit container (`nl.tfloat32`), by its bits.
+    Tf32(u32)
+);
+bits_newtype!(
+    /// NKI's `nl.bool_`: one byte, 0 for false and 1 for true (the engines read any nonzero
+    /// byte as true).
+    Bool(u8)
+);
+
+impl From<bool> for Bool {
+    fn from(b: bool) -> Bool {
+        Bool(b as u8)
+    }
+}
+
+impl From<Bool> for bool {
+    fn from(b: Bool) -> bool {
+        b.0 != 0
+    }
+}
+
+element! {
+    f32 => F32,
+    half::bf16 => Bf16,
+    half::f16 => F16,
+    Tf32 => Tf32,
+    F8E4M3 => F8E4M3,
+    F8E5M2 => F8E5M2,
+    i8 => I8,
+    i16 => I16,
+    i32 => I32,
+    u8 => U8,
+    u16 => U16,
+    u32 => U32,
+    Bool => Bool,
 }
 
 #[cfg(test)]
@@ -43,5 +117,15 @@ mod tests {
         check::<f32>();
         check::<half::bf16>();
         check::<half::f16>();
+        check::<Tf32>();
+        check::<F8E4M3>();
+        check::<F8E5M2>();
+        check::<i8>();
+        check::<i16>();
+        check::<i32>();
+        check::<u8>();
+        check::<u16>();
+        check::<u32>();
+        check::<Bool>();
     }
 }

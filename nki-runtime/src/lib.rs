@@ -79,7 +79,7 @@ mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa};
 pub use cpu::Isa;
-pub use element::Element;
+pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
 pub use launch::{Bound, CheckedInputs, HbmIn, HbmOut, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};

@@ -10,11 +10,19 @@ use crate::parse::model::{Kernel, TensorType};
 
 fn elem(d: DType) -> TokenStream {
     match d {
-        DType::F32 => quote!(f32),
+        DType::F32 => quote!(::core::primitive::f32),
+        DType::Tf32 => item("Tf32"),
         DType::Bf16 => item("bf16"),
         DType::F16 => item("f16"),
-        #[allow(unreachable_patterns)]
-        other => unreachable!("dtype {other} has no host type"),
+        DType::F8E4M3 => item("F8E4M3"),
+        DType::F8E5M2 => item("F8E5M2"),
+        DType::I8 => quote!(::core::primitive::i8),
+        DType::I16 => quote!(::core::primitive::i16),
+        DType::I32 => quote!(::core::primitive::i32),
+        DType::U8 => quote!(::core::primitive::u8),
+        DType::U16 => quote!(::core::primitive::u16),
+        DType::U32 => quote!(::core::primitive::u32),
+        DType::Bool => item("Bool"),
     }
 }
 

@@ -64,13 +64,22 @@ fn target(t: nki_lang::Target) -> TokenStream {
 
 fn dtype(d: DType) -> TokenStream {
     let ty = item("DType");
-    match d {
-        DType::F32 => quote!(#ty::F32),
-        DType::Bf16 => quote!(#ty::Bf16),
-        DType::F16 => quote!(#ty::F16),
-        #[allow(unreachable_patterns)]
-        other => unreachable!("dtype {other} has no emitter"),
-    }
+    let v = match d {
+        DType::F32 => quote!(F32),
+        DType::Tf32 => quote!(Tf32),
+        DType::Bf16 => quote!(Bf16),
+        DType::F16 => quote!(F16),
+        DType::F8E4M3 => quote!(F8E4M3),
+        DType::F8E5M2 => quote!(F8E5M2),
+        DType::I8 => quote!(I8),
+        DType::I16 => quote!(I16),
+        DType::I32 => quote!(I32),
+        DType::U8 => quote!(U8),
+        DType::U16 => quote!(U16),
+        DType::U32 => quote!(U32),
+        DType::Bool => quote!(Bool),
+    };
+    quote!(#ty::#v)
 }
 
 fn role(r: TensorRole) -> TokenStream {

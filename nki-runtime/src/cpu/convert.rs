@@ -151,11 +151,7 @@ pub fn convert(
 
 /// Bytes per element of a dtype this module handles.
 pub(crate) fn elem_size(dtype: DType) -> usize {
-    match dtype {
-        DType::F32 => 4,
-        DType::Bf16 | DType::F16 => 2,
-        other => panic!("unsupported element type {other:?}"),
-    }
+    dtype.size() as usize
 }
 
 /// The portable path: one scalar loop per dtype pair, so that nothing is dispatched per element.
