@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use basic::{common, matmul_basic};
 use nki::lang::builder::{Grid, ProgramBuilder};
-use nki::lang::{DType, Dim, Memory, PsumWrite, Target};
+use nki::lang::{DType, Dim, Memory, Program, Target, Write};
 use nki::ndarray::Array2;
 use nki::prelude::*;
 use nki::runtime::{HbmIn, HbmOut};
@@ -61,6 +61,20 @@ fn measure(warmup: usize, samples: usize, mut f: impl FnMut()) -> Stats {
     }
 }
 
+/// Whether two programs have the same instructions (source lines aside) over the same tile
+/// views and HBM accesses.
+pub fn same_instructions(a: &Program<'_>, b: &Program<'_>) -> bool {
+    let strip = |p: &Program<'_>| {
+        let instrs: Vec<_> = p
+            .instrs()
+            .iter()
+            .map(|i| (i.opcode, i.engine, i.mask, i.data))
+            .collect();
+        (instrs, p.views().to_vec(), p.accesses().to_vec())
+    };
+    strip(a) == strip(b)
+}
+
 /// The seed kernel's program, built instruction by instruction at run time.
 pub fn build_seed_program() -> nki::lang::CompiledProgram {
     let dims = |r, c| [Dim::Fixed(r), Dim::Fixed(c)];
@@ -86,9 +100,9 @@ pub fn build_seed_program() -> nki::lang::CompiledProgram {
         .expect("valid");
     b.load(lhs_tile, Grid::origin(lhs_t)).expect("valid");
     b.load(rhs_tile, Grid::origin(rhs)).expect("valid");
-    b.matmul(acc, lhs_tile, rhs_tile, PsumWrite::Overwrite)
+    b.nc_matmul(acc, lhs_tile, rhs_tile, Write::Overwrite)
         .expect("valid");
-    b.copy(res, acc).expect("valid");
+    b.tensor_copy(res, acc).expect("valid");
     b.store(Grid::origin(result), res).expect("valid");
     b.finish().expect("the seed program follows the rules")
 }
@@ -111,13 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The run-time program is the compile-time one, instruction for instruction.
     let built = build_seed_program();
-    let strip = |p: &nki::lang::Program<'_>| {
-        p.instrs()
-            .iter()
-            .map(|i| (i.engine, i.op))
-            .collect::<Vec<_>>()
-    };
-    if strip(&built.parts().program()) != strip(matmul_basic::KERNEL.program()) {
+    if !same_instructions(&built.parts().program(), matmul_basic::KERNEL.program()) {
         return Err("the builder's seed program differs from the #[kernel] program".into());
     }
 

@@ -7,9 +7,10 @@ pub use half::{bf16, f16};
 pub use ndarray;
 use ndarray::{Array, ArrayView, Dimension};
 pub use nki_lang::{
-    Affine, AxisIndex, Bounded, Constraint, DType, Dim, Engine, Extent, HbmAccess, Instr, LoopKind,
-    Memory, Op, Program, PsumWrite, SymbolValues, Target, TensorDecl, TensorRole, TileDecl,
-    TileShape, TileView,
+    AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Bounded, Cmp, Constraint, DType, Dim, Dst,
+    Engine, ExprId, Extent, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, MaskTerm, Memory,
+    Opcode, Pred, Program, Scalar, Src, SymbolValues, Target, TensorDecl, TensorRole, TileDecl,
+    TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
     Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Kernel, LaunchError,

@@ -1,24 +1,59 @@
-//! Affine expressions of loop variables: the index arithmetic of a kernel.
+//! Affine expressions of a kernel's index variables: the SPMD program ids and the enclosing
+//! loops' induction variables.
 
 use core::fmt;
 
+/// Most SPMD launch-grid axes (`program_id(0..3)`).
+pub const MAX_PIDS: usize = 3;
 /// Deepest loop nesting a program may have.
 pub const MAX_LOOP_DEPTH: usize = 8;
+/// Number of index variables: the program ids, then the loops by depth.
+pub const MAX_VARS: usize = MAX_PIDS + MAX_LOOP_DEPTH;
 
-/// The values of the enclosing loops' induction variables, outermost first.
-pub type LoopValues = [i64; MAX_LOOP_DEPTH];
+/// The values of the index variables at one instruction: `vars[a]` is `program_id(a)` for
+/// `a < MAX_PIDS`, `vars[MAX_PIDS + d]` the induction value of the loop at depth `d`.
+pub type VarValues = [i64; MAX_VARS];
 
-/// `constant + Σ coef[d] · iv[d]`, where `iv[d]` is the induction variable of the loop at
-/// nesting depth `d` (0 = outermost).
+/// An index variable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Var {
+    /// `program_id(axis)` of an SPMD launch.
+    Pid(u8),
+    /// The induction variable of the loop at this nesting depth (0 = outermost).
+    Loop(u8),
+}
+
+impl Var {
+    /// The variable's position in [`Affine::coef`] and [`VarValues`].
+    pub const fn index(self) -> usize {
+        match self {
+            Var::Pid(a) => a as usize,
+            Var::Loop(d) => MAX_PIDS + d as usize,
+        }
+    }
+
+    /// The variable at a position of [`Affine::coef`].
+    pub const fn from_index(i: usize) -> Var {
+        if i < MAX_PIDS {
+            Var::Pid(i as u8)
+        } else {
+            Var::Loop((i - MAX_PIDS) as u8)
+        }
+    }
+}
+
+/// `constant + Σ coef[v] · var[v]` over the index variables ([`Var`]).
 ///
 /// Loop variables are named by depth rather than by identity: at any instruction the enclosing
 /// loops are exactly depths `0..depth`, so the executor keeps their values in one small array.
+/// Program ids come first: a launch grid's instances behave, for bounds and constraints, like
+/// outer loops whose trip counts are the grid's sizes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Affine {
     /// The constant term.
     pub constant: i64,
-    /// Coefficient of each enclosing loop's variable.
-    pub coef: [i64; MAX_LOOP_DEPTH],
+    /// Coefficient of each index variable.
+    pub coef: [i64; MAX_VARS],
 }
 
 impl Affine {
@@ -29,80 +64,107 @@ impl Affine {
     pub const fn constant(c: i64) -> Affine {
         Affine {
             constant: c,
-            coef: [0; MAX_LOOP_DEPTH],
+            coef: [0; MAX_VARS],
         }
     }
 
-    /// The loop variable at `depth`, times `scale`.
-    pub const fn var(depth: usize, scale: i64) -> Affine {
+    /// Variable `v` times `scale`.
+    pub const fn var(v: Var, scale: i64) -> Affine {
         let mut a = Affine::ZERO;
-        a.coef[depth] = scale;
+        a.coef[v.index()] = scale;
         a
     }
 
-    /// The value for the given loop variables.
+    /// The loop variable at `depth`, times `scale`.
+    pub const fn loop_var(depth: usize, scale: i64) -> Affine {
+        Affine::var(Var::Loop(depth as u8), scale)
+    }
+
+    /// `program_id(axis)` times `scale`.
+    pub const fn program_id(axis: usize, scale: i64) -> Affine {
+        Affine::var(Var::Pid(axis as u8), scale)
+    }
+
+    /// The value for the given variables. The operands of a checked program keep every value
+    /// inside `i64` for the variables a launch can bind; the arithmetic wraps rather than
+    /// panics should an unchecked program get here.
     #[inline]
-    pub fn eval(&self, ivs: &LoopValues) -> i64 {
+    pub fn eval(&self, vars: &VarValues) -> i64 {
         let mut v = self.constant;
-        for (c, iv) in self.coef.iter().zip(ivs) {
-            v += c * iv;
+        for (c, x) in self.coef.iter().zip(vars) {
+            v = v.wrapping_add(c.wrapping_mul(*x));
         }
         v
     }
 
-    /// Whether the expression has no loop variable.
+    /// Whether the expression has no variable.
     pub fn is_constant(&self) -> bool {
         self.coef.iter().all(|&c| c == 0)
     }
 
-    /// `self + other`.
-    pub fn add(&self, other: &Affine) -> Affine {
-        let mut out = *self;
-        out.constant += other.constant;
-        for d in 0..MAX_LOOP_DEPTH {
-            out.coef[d] += other.coef[d];
-        }
-        out
+    /// Whether the expression uses a loop at depth `depth` or deeper.
+    pub fn uses_loops_from(&self, depth: usize) -> bool {
+        self.coef[MAX_PIDS + depth.min(MAX_LOOP_DEPTH)..]
+            .iter()
+            .any(|&c| c != 0)
     }
 
-    /// `self · k`.
-    pub fn scale(&self, k: i64) -> Affine {
+    /// Coefficient of the loop variable at `depth`.
+    pub const fn loop_coef(&self, depth: usize) -> i64 {
+        self.coef[MAX_PIDS + depth]
+    }
+
+    /// `self + other`, or `None` on overflow.
+    pub fn checked_add(&self, other: &Affine) -> Option<Affine> {
         let mut out = *self;
-        out.constant *= k;
+        out.constant = out.constant.checked_add(other.constant)?;
+        for (c, o) in out.coef.iter_mut().zip(&other.coef) {
+            *c = c.checked_add(*o)?;
+        }
+        Some(out)
+    }
+
+    /// `self · k`, or `None` on overflow.
+    pub fn checked_scale(&self, k: i64) -> Option<Affine> {
+        let mut out = *self;
+        out.constant = out.constant.checked_mul(k)?;
         for c in &mut out.coef {
-            *c *= k;
+            *c = c.checked_mul(k)?;
         }
-        out
+        Some(out)
     }
 
-    /// Formats the expression with the given names for the loop variables.
-    pub fn display<'a>(&'a self, names: &'a [&'a str]) -> impl fmt::Display + 'a {
-        DisplayAffine { a: self, names }
+    /// Formats the expression with the given names for the loop variables (by depth); program
+    /// ids print as `program_id(a)`.
+    pub fn display<'a>(&'a self, loops: &'a [&'a str]) -> impl fmt::Display + 'a {
+        DisplayAffine { a: self, loops }
     }
 }
 
 struct DisplayAffine<'a> {
     a: &'a Affine,
-    names: &'a [&'a str],
+    loops: &'a [&'a str],
 }
 
 impl fmt::Display for DisplayAffine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (d, &c) in self.a.coef.iter().enumerate() {
+        for (i, &c) in self.a.coef.iter().enumerate() {
             if c == 0 {
                 continue;
             }
-            let name = self.names.get(d).copied().unwrap_or("?");
             match (first, c < 0) {
                 (true, false) => {}
                 (true, true) => f.write_str("-")?,
                 (false, false) => f.write_str(" + ")?,
                 (false, true) => f.write_str(" - ")?,
             }
-            match c.unsigned_abs() {
-                1 => f.write_str(name)?,
-                k => write!(f, "{k}*{name}")?,
+            if c.unsigned_abs() != 1 {
+                write!(f, "{}*", c.unsigned_abs())?;
+            }
+            match Var::from_index(i) {
+                Var::Pid(a) => write!(f, "program_id({a})")?,
+                Var::Loop(d) => f.write_str(self.loops.get(d as usize).copied().unwrap_or("?"))?,
             }
             first = false;
         }

@@ -1,73 +1,67 @@
 //! Live ranges of tiles and their SBUF/PSUM addresses.
 
-use crate::ir::{Instr, Memory, Op, PsumWrite, TileView};
+use crate::ir::{Instr, InstrData, Memory, TileView, Write};
 use crate::rules::RuleViolation;
-use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN, Target};
-
-/// The tiles an instruction reads or writes.
-pub fn views(op: &Op) -> impl Iterator<Item = &TileView> {
-    let (a, b, c): (Option<&TileView>, Option<&TileView>, Option<&TileView>) = match op {
-        Op::LoopBegin { .. } | Op::LoopEnd { .. } => (None, None, None),
-        Op::Load { dst, .. } => (Some(dst), None, None),
-        Op::Store { src, .. } => (Some(src), None, None),
-        Op::Matmul {
-            stationary,
-            moving,
-            dst,
-            ..
-        } => (Some(stationary), Some(moving), Some(dst)),
-        Op::Transpose { src, dst } | Op::Copy { src, dst } => (Some(src), Some(dst), None),
-        Op::Memset { dst, .. } => (Some(dst), None, None),
-    };
-    a.into_iter().chain(b).chain(c)
-}
+use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
+use crate::verify::ProgramBuf;
 
 /// The instruction interval `[first, last]` over which each tile must keep its value, or
-/// `None` for a tile no instruction uses.
+/// `None` for a tile no instruction uses. `views` is the program's view pool.
 ///
 /// A tile used inside a loop and also outside it (a value carried into, across or out of the
-/// iterations) lives for the whole loop; so does the PSUM destination of an accumulating
-/// `nc_matmul` over the loops its sum spans (an accumulation group's loops; every enclosing
+/// iterations) lives for the whole loop; so does the destination of an accumulating
+/// instruction over the loops its sum spans (an accumulation group's loops; every enclosing
 /// loop for a plain accumulation). A tile used only within one iteration lives only there.
-pub fn live_ranges(instrs: &[Instr], tile_count: usize) -> Vec<Option<(usize, usize)>> {
+pub fn live_ranges(
+    instrs: &[Instr],
+    views: &[TileView],
+    tile_count: usize,
+) -> Vec<Option<(usize, usize)>> {
     let mut ranges: Vec<Option<(usize, usize)>> = vec![None; tile_count];
+    let tile_of = |v: crate::ir::ViewId| views.get(v.index()).map(|v| v.tile as usize);
     for (i, instr) in instrs.iter().enumerate() {
-        for v in views(&instr.op) {
-            let r = &mut ranges[v.tile as usize];
-            *r = Some(match *r {
-                None => (i, i),
-                Some((a, b)) => (a.min(i), b.max(i)),
-            });
+        for t in instr
+            .operands()
+            .filter_map(|o| o.view())
+            .filter_map(tile_of)
+        {
+            if let Some(r) = ranges.get_mut(t) {
+                *r = Some(match *r {
+                    None => (i, i),
+                    Some((a, b)) => (a.min(i), b.max(i)),
+                });
+            }
         }
     }
     // Accumulations carry their destination's value from one iteration to the next.
     let mut open: Vec<(usize, usize)> = Vec::new();
     for (i, instr) in instrs.iter().enumerate() {
-        match instr.op {
-            Op::LoopBegin { end, .. } => open.push((i, end as usize)),
-            Op::LoopEnd { .. } => {
+        match instr.data {
+            InstrData::LoopBegin { end, .. } => open.push((i, end as usize)),
+            InstrData::LoopEnd { .. } => {
                 open.pop();
             }
-            Op::Matmul { dst, write, .. } => {
-                let spans = |d: usize| match write {
-                    PsumWrite::Overwrite => false,
-                    PsumWrite::Accumulate => true,
-                    PsumWrite::Group { loops } => loops >> d & 1 == 1,
+            data => {
+                let Some(dst) = data.dst() else { continue };
+                let spans = |d: usize| match dst.write {
+                    Write::Overwrite => false,
+                    Write::Accumulate(_) => true,
+                    Write::Group { loops, .. } => loops >> d & 1 == 1,
                 };
+                let Some(t) = tile_of(dst.view) else { continue };
                 for (d, &(b, e)) in open.iter().enumerate() {
-                    if let (true, Some(r)) = (spans(d), ranges[dst.tile as usize].as_mut()) {
+                    if let (true, Some(Some(r))) = (spans(d), ranges.get_mut(t)) {
                         *r = (r.0.min(b), r.1.max(e));
                     }
                 }
             }
-            _ => {}
         }
     }
     let mut loops: Vec<(usize, usize)> = instrs
         .iter()
         .enumerate()
-        .filter_map(|(i, ins)| match ins.op {
-            Op::LoopBegin { end, .. } => Some((i, end as usize)),
+        .filter_map(|(i, ins)| match ins.data {
+            InstrData::LoopBegin { end, .. } => Some((i, end as usize)),
             _ => None,
         })
         .collect();
@@ -98,11 +92,11 @@ pub struct Allocation {
 /// Assigns each tile an address: SBUF tiles first-fit by live range (64-byte aligned), PSUM
 /// tiles one bank each. A failure names the tile that did not fit.
 pub fn allocate(
-    instrs: &[Instr],
+    p: &ProgramBuf,
     tiles: &[(Memory, u64)],
-    target: Target,
 ) -> Result<Allocation, (usize, RuleViolation)> {
-    let ranges = live_ranges(instrs, tiles.len());
+    let target = p.target;
+    let ranges = live_ranges(&p.instrs, &p.views, tiles.len());
     let mut order: Vec<usize> = (0..tiles.len()).filter(|&t| ranges[t].is_some()).collect();
     order.sort_by_key(|&t| (ranges[t].unwrap().0, t));
     let mut out = Allocation {

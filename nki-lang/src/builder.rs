@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use nki_lang::builder::{Grid, ProgramBuilder};
-//! use nki_lang::{DType, Dim, Memory, PsumWrite, Target};
+//! use nki_lang::{DType, Dim, Memory, Target, Write};
 //!
 //! # fn main() -> Result<(), nki_lang::builder::BuildError> {
 //! let mut b = ProgramBuilder::new("matmul_basic", Target::Trn1);
@@ -19,8 +19,8 @@
 //! let res = b.tile("res", Memory::Sbuf, DType::Bf16, &[128, 512])?;
 //! b.load(a, Grid::origin(lhs_t))?;
 //! b.load(x, Grid::origin(rhs))?;
-//! b.matmul(acc, a, x, PsumWrite::Overwrite)?;
-//! b.copy(res, acc)?;
+//! b.nc_matmul(acc, a, x, Write::Overwrite)?;
+//! b.tensor_copy(res, acc)?;
 //! b.store(Grid::origin(out), res)?;
 //! let program = b.finish()?;
 //! assert_eq!(program.parts().program().instrs().len(), 5);
@@ -31,12 +31,16 @@
 use thiserror::Error;
 
 use crate::affine::{Affine, MAX_LOOP_DEPTH};
-use crate::build::{CompiledProgram, Diagnostic, ProgramBuf, TensorBuf, TileBuf};
 use crate::dtype::DType;
-use crate::ir::{AxisIndex, HbmAccess, Instr, LoopKind, Memory, Op, PsumWrite, TileView};
+use crate::ir::{
+    AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, Memory,
+    Scalar, TileView, ViewId, Write,
+};
+use crate::ops::Opcode;
 use crate::program::TensorRole;
-use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
+use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, TileShape};
 use crate::target::Target;
+use crate::verify::{CompiledProgram, Diagnostic, ProgramBuf, TensorBuf, TileBuf};
 
 /// Why a program could not be built.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -80,6 +84,8 @@ pub struct Grid {
     tensor: TensorId,
     start: [Affine; MAX_TENSOR_RANK],
     first_axis: usize,
+    /// An axis named by [`Grid::at`] that no tensor has; reported when the grid is used.
+    bad_axis: Option<usize>,
 }
 
 impl Grid {
@@ -89,13 +95,16 @@ impl Grid {
             tensor,
             start: [Affine::ZERO; MAX_TENSOR_RANK],
             first_axis: 0,
+            bad_axis: None,
         }
     }
 
-    /// Sets the start index on `axis`.
+    /// Sets the start index on `axis` (an axis the tensor lacks is reported when the grid is
+    /// used).
     pub fn at(mut self, axis: usize, start: Affine) -> Grid {
-        if axis < MAX_TENSOR_RANK {
-            self.start[axis] = start;
+        match self.start.get_mut(axis) {
+            Some(s) => *s = start,
+            None => self.bad_axis = Some(axis),
         }
         self
     }
@@ -228,13 +237,16 @@ impl ProgramBuilder {
         let v = (self.buf.loop_vars.len() - 1) as u16;
         let depth = self.open.len();
         self.open.push(self.buf.instrs.len());
-        self.push_op(Op::LoopBegin {
-            kind,
-            trip,
-            var: v,
-            end: 0,
-        });
-        Ok(Affine::var(depth, 1))
+        self.push_op(
+            Opcode::LoopBegin,
+            InstrData::LoopBegin {
+                kind,
+                trip,
+                var: v,
+                end: 0,
+            },
+        );
+        Ok(Affine::loop_var(depth, 1))
     }
 
     /// The induction variable of the open loop at `depth` (0 = outermost), times `scale`.
@@ -242,7 +254,7 @@ impl ProgramBuilder {
         if depth >= self.open.len() {
             return Err(BuildError::Usage("no open loop at that depth"));
         }
-        Ok(Affine::var(depth, scale))
+        Ok(Affine::loop_var(depth, scale))
     }
 
     /// Closes the innermost loop.
@@ -252,129 +264,185 @@ impl ProgramBuilder {
             .pop()
             .ok_or(BuildError::Usage("no loop is open"))?;
         let end = self.buf.instrs.len() as u32;
-        self.push_op(Op::LoopEnd {
-            begin: begin as u32,
-        });
-        if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
+        self.push_op(
+            Opcode::LoopEnd,
+            InstrData::LoopEnd {
+                begin: begin as u32,
+            },
+        );
+        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
             *e = end;
         }
         Ok(())
     }
 
-    fn view(&self, t: TileId) -> Result<TileView, BuildError> {
+    fn whole(&mut self, t: TileId) -> Result<(ViewId, TileShape), BuildError> {
         let tile = self
             .buf
             .tiles
             .get(t.0 as usize)
             .ok_or(BuildError::Usage("unknown tile"))?;
-        Ok(TileView::whole(t.0, &tile.shape))
+        let shape = tile.shape;
+        Ok((self.view(TileView::whole(t.0, &shape))?, shape))
     }
 
-    fn access(&self, g: Grid, shape: &TileShape) -> Result<HbmAccess, BuildError> {
+    fn grid_access(&mut self, g: Grid, shape: &TileShape) -> Result<AccessId, BuildError> {
         let tensor = self
             .buf
             .tensors
             .get(g.tensor.0 as usize)
             .ok_or(BuildError::Usage("unknown tensor"))?;
         let rank = tensor.shape.len();
+        if g.bad_axis.is_some_and(|a| a >= rank)
+            || g.start[rank..].iter().any(|s| *s != Affine::ZERO)
+        {
+            return Err(BuildError::Usage(
+                "a start index is set on an axis the tensor does not have",
+            ));
+        }
         if g.first_axis + shape.rank() > rank {
             return Err(BuildError::Usage(
                 "the tile has more dimensions than the tensor has from that axis",
             ));
         }
-        let mut axes = [AxisIndex {
-            start: Affine::ZERO,
-            grid: [0; MAX_TILE_RANK],
-        }; MAX_TENSOR_RANK];
+        let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
         for (a, axis) in axes.iter_mut().enumerate().take(rank) {
             axis.start = g.start[a];
             if a >= g.first_axis && a - g.first_axis < shape.rank() {
                 axis.grid[a - g.first_axis] = 1;
             }
         }
-        Ok(HbmAccess {
+        self.access(HbmAccess {
             tensor: g.tensor.0,
             rank: rank as u8,
+            shape: *shape,
             axes,
         })
     }
 
-    fn push_op(&mut self, op: Op) {
-        let engine = op.default_engine();
-        self.buf.instrs.push(Instr {
-            engine,
-            line: 0,
-            op,
-        });
+    fn push_op(&mut self, opcode: Opcode, data: InstrData) {
+        self.buf.instrs.push(Instr::new(opcode, data));
     }
 
-    /// An instruction with explicit operands: views with partition offsets or strides, HBM
-    /// accesses with any affine indices (see [`TileView`], [`HbmAccess`]). Loops are opened and
-    /// closed with [`ProgramBuilder::begin_loop`] and [`ProgramBuilder::end_loop`];
-    /// [`ProgramBuilder::finish`] checks the operands like every other instruction's.
-    pub fn push(&mut self, op: Op) -> Result<(), BuildError> {
-        if matches!(op, Op::LoopBegin { .. } | Op::LoopEnd { .. }) {
+    /// Adds a tile view to the program's pool (see [`TileView`]: partition offsets, strides,
+    /// zero-stride broadcasts) for use in [`ProgramBuilder::push`].
+    pub fn view(&mut self, v: TileView) -> Result<ViewId, BuildError> {
+        self.buf
+            .add_view(v)
+            .ok_or(BuildError::Usage("too many tile views"))
+    }
+
+    /// Adds an HBM access (any affine indices, see [`HbmAccess`]) to the program's pool.
+    pub fn access(&mut self, a: HbmAccess) -> Result<AccessId, BuildError> {
+        self.buf
+            .add_access(a)
+            .ok_or(BuildError::Usage("too many HBM accesses"))
+    }
+
+    /// Adds a mask (see [`Mask`]) to the program's pool.
+    pub fn mask(&mut self, m: Mask) -> Result<MaskId, BuildError> {
+        self.buf
+            .add_mask(m)
+            .ok_or(BuildError::Usage("too many masks"))
+    }
+
+    /// Adds a grid expression (`iota`'s values, `affine_select`'s predicate) to the pool.
+    pub fn expr(&mut self, e: AxisIndex) -> Result<ExprId, BuildError> {
+        self.buf
+            .add_expr(e)
+            .ok_or(BuildError::Usage("too many grid expressions"))
+    }
+
+    /// An instruction with explicit operands (pool ids from [`ProgramBuilder::view`],
+    /// [`ProgramBuilder::access`], [`ProgramBuilder::mask`], [`ProgramBuilder::expr`]), engine,
+    /// mask and line. Loops are opened and closed with [`ProgramBuilder::begin_loop`] and
+    /// [`ProgramBuilder::end_loop`]; [`ProgramBuilder::finish`] checks the instruction like
+    /// every other.
+    pub fn push(&mut self, instr: Instr) -> Result<(), BuildError> {
+        if matches!(
+            instr.data,
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. }
+        ) {
             return Err(BuildError::Usage(
                 "open and close loops with begin_loop and end_loop",
             ));
         }
-        self.push_op(op);
+        self.buf.instrs.push(instr);
         Ok(())
     }
 
     /// `load`: the window `src` of an HBM tensor into the whole tile `dst`.
     pub fn load(&mut self, dst: TileId, src: Grid) -> Result<(), BuildError> {
-        let dst = self.view(dst)?;
-        let src = self.access(src, &dst.shape)?;
-        self.push_op(Op::Load { src, dst });
+        let (tile, shape) = self.whole(dst)?;
+        let hbm = self.grid_access(src, &shape)?;
+        self.push_op(Opcode::Load, InstrData::Dma { tile, hbm });
         Ok(())
     }
 
     /// `store`: the whole tile `src` into the window `dst` of an HBM output.
     pub fn store(&mut self, dst: Grid, src: TileId) -> Result<(), BuildError> {
-        let src = self.view(src)?;
-        let dst = self.access(dst, &src.shape)?;
-        self.push_op(Op::Store { dst, src });
+        let (tile, shape) = self.whole(src)?;
+        let hbm = self.grid_access(dst, &shape)?;
+        self.push_op(Opcode::Store, InstrData::Dma { tile, hbm });
         Ok(())
     }
 
     /// `nc_matmul`: `dst (PSUM) = stationaryᵀ · moving`, overwritten or accumulated per `write`.
-    pub fn matmul(
+    pub fn nc_matmul(
         &mut self,
         dst: TileId,
         stationary: TileId,
         moving: TileId,
-        write: PsumWrite,
+        write: Write,
     ) -> Result<(), BuildError> {
-        let (dst, stationary, moving) =
-            (self.view(dst)?, self.view(stationary)?, self.view(moving)?);
-        self.push_op(Op::Matmul {
-            stationary,
-            moving,
-            dst,
-            write,
-        });
+        let (view, _) = self.whole(dst)?;
+        let (stationary, _) = self.whole(stationary)?;
+        let (moving, _) = self.whole(moving)?;
+        let dst = Dst { view, write };
+        self.push_op(
+            Opcode::Matmul,
+            InstrData::Matmul {
+                dst,
+                stationary,
+                moving,
+            },
+        );
         Ok(())
     }
 
     /// `nc_transpose` on TensorE: `dst[f, p] = src[p, f]`.
-    pub fn transpose(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
-        let (dst, src) = (self.view(dst)?, self.view(src)?);
-        self.push_op(Op::Transpose { src, dst });
-        Ok(())
+    pub fn nc_transpose(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
+        self.unary(Opcode::Transpose, dst, src)
     }
 
     /// `tensor_copy` with a cast to `dst`'s dtype.
-    pub fn copy(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
-        let (dst, src) = (self.view(dst)?, self.view(src)?);
-        self.push_op(Op::Copy { src, dst });
+    pub fn tensor_copy(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
+        self.unary(Opcode::TensorCopy, dst, src)
+    }
+
+    fn unary(&mut self, opcode: Opcode, dst: TileId, src: TileId) -> Result<(), BuildError> {
+        let (dst, _) = self.whole(dst)?;
+        let (src, _) = self.whole(src)?;
+        self.push_op(
+            opcode,
+            InstrData::Unary {
+                dst: Dst::overwrite(dst),
+                src,
+            },
+        );
         Ok(())
     }
 
-    /// `memset`.
-    pub fn memset(&mut self, dst: TileId, value: f32) -> Result<(), BuildError> {
-        let dst = self.view(dst)?;
-        self.push_op(Op::Memset { dst, value });
+    /// `memset`: every element of `dst` becomes `value`, converted to its dtype.
+    pub fn memset(&mut self, dst: TileId, value: Scalar) -> Result<(), BuildError> {
+        let (dst, _) = self.whole(dst)?;
+        self.push_op(
+            Opcode::Memset,
+            InstrData::Fill {
+                dst: Dst::overwrite(dst),
+                value,
+            },
+        );
         Ok(())
     }
 

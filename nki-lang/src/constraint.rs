@@ -39,8 +39,9 @@ pub enum Constraint {
         by: u64,
     },
     /// An index stays inside a dimension for every iteration of its loops:
-    /// `0 ≤ lo + Σ min(0, coef[d]·(trip[d]−1))` and `hi + Σ max(0, coef[d]·(trip[d]−1)) < size`.
-    /// Vacuous when any enclosing loop has no iteration.
+    /// `0 ≤ lo + Σ min(0, coef[d]·(trip[d]−1))` and, when `upper`,
+    /// `hi + Σ max(0, coef[d]·(trip[d]−1)) < size`. Vacuous when any enclosing loop has no
+    /// iteration. `upper` is false when the instruction's mask keeps the index below `size`.
     InBounds {
         /// What is indexed.
         target: Bounded,
@@ -56,24 +57,27 @@ pub enum Constraint {
         loops: [Extent; MAX_LOOP_DEPTH],
         /// Number of enclosing loops.
         depth: u8,
+        /// Whether the upper bound is checked.
+        upper: bool,
     },
 }
 
 /// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
+/// Computed in `i128`, so that no coefficient or trip count can overflow it.
 pub fn index_range(
     lo: i64,
     hi: i64,
     coef: &[i64; MAX_LOOP_DEPTH],
     loops: &[Extent],
     syms: &SymbolValues,
-) -> Option<(i64, i64)> {
-    let (mut lo, mut hi) = (lo, hi);
+) -> Option<(i128, i128)> {
+    let (mut lo, mut hi) = (lo as i128, hi as i128);
     for (d, trip) in loops.iter().enumerate() {
-        let t = trip.eval(syms) as i64;
+        let t = trip.eval(syms) as i128;
         if t == 0 {
             return None;
         }
-        let span = coef[d] * (t - 1);
+        let span = coef[d] as i128 * (t - 1);
         lo += span.min(0);
         hi += span.max(0);
     }
@@ -92,10 +96,11 @@ impl Constraint {
                 coef,
                 loops,
                 depth,
+                upper,
                 ..
             } => match index_range(lo, hi, &coef, &loops[..depth as usize], syms) {
                 None => true,
-                Some((lo, hi)) => lo >= 0 && (hi as u64) < size.eval(syms),
+                Some((lo, hi)) => lo >= 0 && (!upper || hi < size.eval(syms) as i128),
             },
         }
     }
@@ -113,6 +118,30 @@ impl Constraint {
             tensors,
             tiles,
         }
+    }
+}
+
+/// Whether an index range `[lo, hi] + coef·(trip − 1)` inside a dimension `S` follows from its
+/// loop's own launch constraint `S % div == 0`: with one loop term whose coefficient is `div`
+/// and trip count `S / div`, the largest index is `hi + S − div`, below `S` exactly when
+/// `hi < div`.
+pub fn implied_by_divisibility(
+    size: Dim,
+    lo: i64,
+    hi: i64,
+    coef: &[i64; MAX_LOOP_DEPTH],
+    loops: &[Extent],
+) -> bool {
+    let Dim::Sym(s) = size else { return false };
+    let mut terms = loops.iter().enumerate().filter(|&(d, _)| coef[d] != 0);
+    let (Some((d, &trip)), None) = (terms.next(), terms.next()) else {
+        return false;
+    };
+    match trip {
+        Extent::Sym { sym, add: 0, div } => {
+            sym == s && i64::try_from(div).is_ok_and(|div| coef[d] == div && lo >= 0 && hi < div)
+        }
+        Extent::Sym { .. } | Extent::Fixed(_) => false,
     }
 }
 
@@ -153,6 +182,7 @@ impl fmt::Display for DisplayConstraint<'_> {
                 coef,
                 loops,
                 depth,
+                upper,
             } => {
                 let what = match target {
                     Bounded::Tensor { tensor, axis } => format!(
@@ -164,13 +194,20 @@ impl fmt::Display for DisplayConstraint<'_> {
                         self.tiles.get(tile as usize).copied().unwrap_or("?")
                     ),
                 };
-                write!(f, "{what}: index in [{lo}, {hi}]")?;
+                if upper {
+                    write!(f, "{what}: index in [{lo}, {hi}]")?;
+                } else {
+                    write!(f, "{what}: lowest index {lo}")?;
+                }
                 for d in 0..depth as usize {
                     if coef[d] != 0 {
                         write!(f, " + {}*(", coef[d])?;
                         write!(f, "{}", loops[d].display(self.symbols))?;
                         f.write_str(" - 1)")?;
                     }
+                }
+                if !upper {
+                    return f.write_str(" >= 0");
                 }
                 f.write_str(" < ")?;
                 match size {

@@ -9,30 +9,36 @@
 
 pub mod affine;
 pub mod alloc;
-pub mod build;
 pub mod builder;
 pub mod constraint;
 pub mod dtype;
 pub mod func;
 pub mod ir;
 pub mod listing;
+pub mod ops;
 pub mod program;
 pub mod rules;
 pub mod shape;
 pub mod target;
+pub mod verify;
 
-pub use affine::{Affine, LoopValues, MAX_LOOP_DEPTH};
-pub use build::{CompiledProgram, Diagnostic, ProgramBuf, Role, Site, TensorBuf, TileBuf};
+pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
 pub use constraint::{Bounded, Constraint};
 pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
-pub use ir::{AxisIndex, Engine, HbmAccess, Instr, LoopKind, Memory, Op, PsumWrite, TileView};
+pub use ir::{
+    AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, Engine, ExprId, HbmAccess, Instr, InstrData,
+    LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred, Scalar,
+    SlotOperand, Src, TileView, ViewId, Write,
+};
+pub use ops::{Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
 pub use program::{Program, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{
     Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, MAX_TILE_RANK, SymbolValues, TileShape,
 };
 pub use target::Target;
+pub use verify::{CompiledProgram, Diagnostic, ProgramBuf, Site, TensorBuf, TileBuf};
 
 /// Most HBM tensors (inputs plus outputs) one kernel may have.
 pub const MAX_TENSORS: usize = 16;

@@ -2,7 +2,9 @@
 
 use core::fmt;
 
-use crate::ir::{HbmAccess, Op, PsumWrite, TileView};
+use crate::ir::{
+    AccessId, AxisIndex, Dir, Dst, InstrData, Mask, Pred, Scalar, Src, TileView, ViewId, Write,
+};
 use crate::program::{Program, TensorRole};
 use crate::shape::Dim;
 
@@ -63,57 +65,33 @@ impl fmt::Display for Program<'_> {
         }
         let mut names: Vec<&str> = Vec::new();
         for (i, ins) in self.instrs().iter().enumerate() {
-            if let Op::LoopEnd { .. } = ins.op {
+            if let InstrData::LoopEnd { .. } = ins.data {
                 names.pop();
                 continue;
             }
             let indent = "  ".repeat(names.len() + 1);
             write!(f, "{i:04}{indent}")?;
-            match ins.op {
-                Op::LoopBegin {
-                    kind, trip, var, ..
-                } => {
-                    let name = self.loop_vars().get(var as usize).copied().unwrap_or("?");
-                    let trip = trip.display(self.symbols());
-                    writeln!(f, "for {name} in {}({trip}):", kind.name())?;
-                    names.push(name);
-                    continue;
-                }
-                Op::LoopEnd { .. } => unreachable!(),
-                _ => {}
+            if let InstrData::LoopBegin {
+                kind, trip, var, ..
+            } = ins.data
+            {
+                let name = self.loop_vars().get(var as usize).copied().unwrap_or("?");
+                let trip = trip.display(self.symbols());
+                writeln!(f, "for {name} in {}({trip}):", kind.name())?;
+                names.push(name);
+                continue;
             }
-            write!(f, "{:<7} {:<12} ", ins.engine, ins.op.mnemonic())?;
-            let p: &Program<'_> = self;
-            let loops: &[&str] = &names;
-            let v = |v| ViewFmt { p, v, loops };
-            let a = |a| AccessFmt { p, a, loops };
-            match ins.op {
-                Op::Load { src, dst } => write!(f, "{} <- {}", v(&dst), a(&src))?,
-                Op::Store { dst, src } => write!(f, "{} <- {}", a(&dst), v(&src))?,
-                Op::Matmul {
-                    stationary,
-                    moving,
-                    dst,
-                    write,
-                } => {
-                    let op = match write {
-                        PsumWrite::Overwrite => "=".to_string(),
-                        PsumWrite::Accumulate => "+=".to_string(),
-                        PsumWrite::Group { loops } => {
-                            let ls: Vec<&str> = (0..8)
-                                .filter(|d| loops >> d & 1 == 1)
-                                .map(|d| names.get(d).copied().unwrap_or("?"))
-                                .collect();
-                            format!("+= (group over {})", ls.join(", "))
-                        }
-                    };
-                    write!(f, "{} {op} {}ᵀ · {}", v(&dst), v(&stationary), v(&moving))?
+            write!(f, "{:<7} {:<12} ", ins.engine, ins.mnemonic())?;
+            let l = Line {
+                p: self,
+                loops: &names,
+            };
+            l.operands(f, ins.opcode.info().operands, &ins.data)?;
+            if let Some(m) = ins.mask {
+                match self.masks().get(m.index()) {
+                    Some(mask) => write!(f, " if {}", l.mask(mask))?,
+                    None => write!(f, " if mask{}?", m.0)?,
                 }
-                Op::Transpose { src, dst } | Op::Copy { src, dst } => {
-                    write!(f, "{} <- {}", v(&dst), v(&src))?
-                }
-                Op::Memset { dst, value } => write!(f, "{} <- {value:?}", v(&dst))?,
-                Op::LoopBegin { .. } | Op::LoopEnd { .. } => unreachable!(),
             }
             writeln!(f)?;
         }
@@ -121,15 +99,247 @@ impl fmt::Display for Program<'_> {
     }
 }
 
+/// Formats one instruction's operands with the program's names.
+struct Line<'a, 'p> {
+    p: &'a Program<'p>,
+    loops: &'a [&'a str],
+}
+
+impl<'a> Line<'a, '_> {
+    fn view(&self, v: ViewId) -> ViewFmt<'a, '_> {
+        ViewFmt {
+            p: self.p,
+            v: self.p.views().get(v.index()),
+            id: v,
+            loops: self.loops,
+        }
+    }
+
+    fn access(&self, a: AccessId) -> impl fmt::Display + '_ {
+        AccessFmt { line: self, a }
+    }
+
+    fn src(&self, s: Src) -> String {
+        match s {
+            Src::None => "-".to_string(),
+            Src::Tile(v) => self.view(v).to_string(),
+            Src::Imm(x) => format!("{x:?}"),
+        }
+    }
+
+    fn expr(&self, e: &AxisIndex) -> String {
+        index(e, self.loops)
+    }
+
+    fn mask(&self, m: &Mask) -> String {
+        let sym = |s: u8| self.p.symbols().get(s as usize).copied().unwrap_or("?");
+        m.terms()
+            .iter()
+            .map(|t| {
+                let mut grid = [0i64; 4];
+                if let Some(g) = grid.get_mut(t.axis as usize) {
+                    *g = t.coef;
+                }
+                let lhs = index(
+                    &AxisIndex {
+                        start: t.offset,
+                        grid,
+                    },
+                    self.loops,
+                );
+                let rhs = t.sym.map_or("0", sym);
+                format!("{lhs} < {rhs}")
+            })
+            .collect::<Vec<_>>()
+            .join(" & ")
+    }
+
+    fn dst(&self, d: &Dst, assign: &str) -> String {
+        let op = match d.write {
+            Write::Overwrite => assign.to_string(),
+            Write::Accumulate(crate::func::Alu::Add) => "+=".to_string(),
+            Write::Accumulate(a) => format!("{a}="),
+            Write::Group { loops, op } => {
+                let ls: Vec<&str> = (0..8)
+                    .filter(|d| loops >> d & 1 == 1)
+                    .map(|d| self.loops.get(d).copied().unwrap_or("?"))
+                    .collect();
+                let op = match op {
+                    crate::func::Alu::Add => "+=".to_string(),
+                    a => format!("{a}="),
+                };
+                format!("{op} (group over {})", ls.join(", "))
+            }
+        };
+        format!("{} {op}", self.view(d.view))
+    }
+
+    fn operands(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        spec: &[crate::ops::OperandSpec],
+        data: &InstrData,
+    ) -> fmt::Result {
+        match *data {
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } => Ok(()),
+            InstrData::Dma { tile, hbm } => {
+                if spec.first().is_some_and(|s| s.dir == Dir::Write) {
+                    write!(f, "{} <- {}", self.view(tile), self.access(hbm))
+                } else {
+                    write!(f, "{} <- {}", self.access(hbm), self.view(tile))
+                }
+            }
+            InstrData::Unary { dst, src } => {
+                write!(f, "{} {}", self.dst(&dst, "<-"), self.view(src))
+            }
+            InstrData::Fill { dst, value } => write!(f, "{} {value:?}", self.dst(&dst, "<-")),
+            InstrData::Iota { dst, expr } => {
+                let e = self.p.exprs().get(expr.index());
+                let e = e.map_or_else(|| "?".to_string(), |e| self.expr(e));
+                write!(f, "{} iota({e})", self.dst(&dst, "<-"))
+            }
+            InstrData::Alu {
+                dst,
+                src,
+                op,
+                rev,
+                acc,
+            } => {
+                let mut value = self.src(src[0]);
+                for (j, &o) in op.iter().enumerate() {
+                    if o == crate::func::Alu::Bypass && j > 0 {
+                        continue;
+                    }
+                    let other = self.src(src[j + 1]);
+                    value = match (o.arity(), rev >> j & 1 == 1) {
+                        (1, _) => format!("{o}({value})"),
+                        (_, false) => format!("{o}({value}, {other})"),
+                        (_, true) => format!("{o}({other}, {value})"),
+                    };
+                }
+                write!(f, "{} {value}", self.dst(&dst, "<-"))?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
+            InstrData::Act {
+                dst,
+                src,
+                func,
+                scale,
+                bias,
+                acc,
+            } => {
+                let mut arg = self.view(src).to_string();
+                if scale != Src::Imm(Scalar::float(1.0)) {
+                    arg = format!("{arg} * {}", self.src(scale));
+                }
+                if bias != Src::None {
+                    arg = format!("{arg} + {}", self.src(bias));
+                }
+                write!(f, "{} {func}({arg})", self.dst(&dst, "<-"))?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
+            InstrData::Reduce {
+                dst,
+                src,
+                op,
+                axes,
+                negate,
+            } => {
+                let axes: Vec<String> = (0..3)
+                    .filter(|j| axes >> j & 1 == 1)
+                    .map(|j| (j + 1).to_string())
+                    .collect();
+                let neg = if negate { "-" } else { "" };
+                write!(
+                    f,
+                    "{} {neg}{op}({}, axis [{}])",
+                    self.dst(&dst, "<-"),
+                    self.view(src),
+                    axes.join(", ")
+                )
+            }
+            InstrData::Scan { dst, src, init, op } => write!(
+                f,
+                "{} scan({}, {}, {}, {}, init {})",
+                self.dst(&dst, "<-"),
+                op[0],
+                op[1],
+                self.view(src[0]),
+                self.view(src[1]),
+                self.src(init)
+            ),
+            InstrData::Select {
+                dst,
+                pred,
+                on_true,
+                on_false,
+            } => {
+                let pred = match pred {
+                    Pred::Tile(v) => self.view(v).to_string(),
+                    Pred::Affine { expr, cmp } => {
+                        let e = self.p.exprs().get(expr.index());
+                        let e = e.map_or_else(|| "?".to_string(), |e| self.expr(e));
+                        format!("{e} {} 0", cmp.symbol())
+                    }
+                };
+                write!(
+                    f,
+                    "{} select({pred}, {}, {})",
+                    self.dst(&dst, "<-"),
+                    self.src(on_true),
+                    self.src(on_false)
+                )
+            }
+            InstrData::Matmul {
+                dst,
+                stationary,
+                moving,
+            } => write!(
+                f,
+                "{} {}ᵀ · {}",
+                self.dst(&dst, "="),
+                self.view(stationary),
+                self.view(moving)
+            ),
+        }
+    }
+}
+
+/// `start + g·p + ...` with the grid axes' names.
+fn index(ix: &AxisIndex, loops: &[&str]) -> String {
+    let mut terms: Vec<String> = Vec::new();
+    for (j, &g) in ix.grid.iter().enumerate() {
+        match g {
+            0 => {}
+            1 => terms.push(TILE_AXES[j].to_string()),
+            g => terms.push(format!("{g}*{}", TILE_AXES[j])),
+        }
+    }
+    let start = ix.start.display(loops).to_string();
+    if start != "0" || terms.is_empty() {
+        terms.insert(0, start);
+    }
+    terms.join(" + ")
+}
+
 struct ViewFmt<'a, 'p> {
     p: &'a Program<'p>,
-    v: &'a TileView,
+    v: Option<&'a TileView>,
+    id: ViewId,
     loops: &'a [&'a str],
 }
 
 impl fmt::Display for ViewFmt<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = self.v;
+        let Some(v) = self.v else {
+            return write!(f, "view{}?", self.id.0);
+        };
         let Some(t) = self.p.tiles().get(v.tile as usize) else {
             return write!(f, "t{}?", v.tile);
         };
@@ -138,7 +348,7 @@ impl fmt::Display for ViewFmt<'_, '_> {
             && v.shape == t.shape
             && v.offset.constant == 0
             && v.offset.is_constant()
-            && is_row_major(v);
+            && v.is_row_major();
         if !whole {
             write!(
                 f,
@@ -151,52 +361,32 @@ impl fmt::Display for ViewFmt<'_, '_> {
             }
             f.write_str("}")?;
         }
-        let addr = t.addr as i64 + v.offset.constant * t.dtype.size() as i64;
+        let addr = i64::from(t.addr)
+            .saturating_add(v.offset.constant.saturating_mul(i64::from(t.dtype.size())));
         write!(f, " @{addr:#x}")
     }
 }
 
-fn is_row_major(v: &TileView) -> bool {
-    let free = v.shape.free();
-    let mut stride = 1i64;
-    for j in (0..free.len()).rev() {
-        if free[j] != 1 && v.strides[j] != stride {
-            return false;
-        }
-        stride *= free[j] as i64;
-    }
-    true
+struct AccessFmt<'a, 'l, 'p> {
+    line: &'a Line<'l, 'p>,
+    a: AccessId,
 }
 
-struct AccessFmt<'a, 'p> {
-    p: &'a Program<'p>,
-    a: &'a HbmAccess,
-    loops: &'a [&'a str],
-}
-
-impl fmt::Display for AccessFmt<'_, '_> {
+impl fmt::Display for AccessFmt<'_, '_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(t) = self.p.tensors().get(self.a.tensor as usize) else {
-            return write!(f, "tensor{}?", self.a.tensor);
+        let p = self.line.p;
+        let Some(a) = p.accesses().get(self.a.index()) else {
+            return write!(f, "access{}?", self.a.0);
+        };
+        let Some(t) = p.tensors().get(a.tensor as usize) else {
+            return write!(f, "tensor{}?", a.tensor);
         };
         write!(f, "{}:{}[", t.name, t.dtype)?;
-        for (axis, ix) in self.a.axes().iter().enumerate() {
+        for (axis, ix) in a.axes().iter().enumerate() {
             if axis > 0 {
                 f.write_str(", ")?;
             }
-            let mut terms: Vec<String> = Vec::new();
-            for (j, &g) in ix.grid.iter().enumerate() {
-                match g {
-                    0 => {}
-                    1 => terms.push(TILE_AXES[j].to_string()),
-                    g => terms.push(format!("{g}*{}", TILE_AXES[j])),
-                }
-            }
-            let start = ix.start.display(self.loops).to_string();
-            if start != "0" || terms.is_empty() {
-                terms.insert(0, start);
-            }
-            f.write_str(&terms.join(" + "))?;
+            f.write_str(&index(ix, self.line.loops))?;
         }
         f.write_str("]")
     }

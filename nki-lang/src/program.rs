@@ -2,7 +2,7 @@
 
 use crate::constraint::Constraint;
 use crate::dtype::DType;
-use crate::ir::{Instr, Memory};
+use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, Memory, TileView};
 use crate::shape::{Dim, TileShape};
 use crate::target::Target;
 
@@ -65,6 +65,10 @@ pub struct Program<'a> {
     tensors: &'a [TensorDecl<'a>],
     tiles: &'a [TileDecl<'a>],
     loop_vars: &'a [&'a str],
+    views: &'a [TileView],
+    accesses: &'a [HbmAccess],
+    masks: &'a [Mask],
+    exprs: &'a [AxisIndex],
     instrs: &'a [Instr],
     constraints: &'a [Constraint],
     sbuf_bytes: u32,
@@ -85,6 +89,10 @@ impl<'a> Program<'a> {
         tensors: &'a [TensorDecl<'a>],
         tiles: &'a [TileDecl<'a>],
         loop_vars: &'a [&'a str],
+        views: &'a [TileView],
+        accesses: &'a [HbmAccess],
+        masks: &'a [Mask],
+        exprs: &'a [AxisIndex],
         instrs: &'a [Instr],
         constraints: &'a [Constraint],
         sbuf_bytes: u32,
@@ -102,6 +110,10 @@ impl<'a> Program<'a> {
             tensors,
             tiles,
             loop_vars,
+            views,
+            accesses,
+            masks,
+            exprs,
             instrs,
             constraints,
             sbuf_bytes,
@@ -150,7 +162,27 @@ impl<'a> Program<'a> {
     pub const fn tiles(&self) -> &'a [TileDecl<'a>] {
         self.tiles
     }
-    /// Names of the loop induction variables (indexed by `Op::LoopBegin::var`).
+    /// The tile views instructions use (indexed by [`crate::ir::ViewId`]).
+    #[inline]
+    pub const fn views(&self) -> &'a [TileView] {
+        self.views
+    }
+    /// The HBM accesses instructions use (indexed by [`crate::ir::AccessId`]).
+    #[inline]
+    pub const fn accesses(&self) -> &'a [HbmAccess] {
+        self.accesses
+    }
+    /// The masks instructions use (indexed by [`crate::ir::MaskId`]).
+    #[inline]
+    pub const fn masks(&self) -> &'a [Mask] {
+        self.masks
+    }
+    /// The grid expressions instructions use (indexed by [`crate::ir::ExprId`]).
+    #[inline]
+    pub const fn exprs(&self) -> &'a [AxisIndex] {
+        self.exprs
+    }
+    /// Names of the loop induction variables (indexed by `InstrData::LoopBegin::var`).
     #[inline]
     pub const fn loop_vars(&self) -> &'a [&'a str] {
         self.loop_vars

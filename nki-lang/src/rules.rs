@@ -7,7 +7,7 @@
 use thiserror::Error;
 
 use crate::dtype::DType;
-use crate::ir::Memory;
+use crate::ir::{Engine, Memory};
 use crate::shape::TileShape;
 use crate::target::{
     GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
@@ -138,6 +138,14 @@ pub enum RuleViolation {
         /// The dimension's size.
         size: u64,
     },
+    /// An index whose range over its grid overflows 64-bit arithmetic.
+    #[error("the index of tensor `{tensor}` on dimension {axis} overflows 64-bit arithmetic")]
+    IndexOverflow {
+        /// The tensor's or tile's name.
+        tensor: String,
+        /// The dimension.
+        axis: usize,
+    },
     /// A kernel parameter is written: inputs are immutable.
     #[error("cannot update immutable parameter `{name}`: kernel inputs are read-only")]
     ImmutableParameter {
@@ -164,6 +172,19 @@ pub enum RuleViolation {
         /// What is wrong.
         what: &'static str,
     },
+    /// An instruction on an engine that cannot run it.
+    #[error(
+        "'{op}' cannot run on the {engine} engine; it runs on {}",
+        engine_list(allowed)
+    )]
+    EngineNotAllowed {
+        /// The operation.
+        op: &'static str,
+        /// The engine asked for.
+        engine: Engine,
+        /// The engines that can run it.
+        allowed: &'static [Engine],
+    },
     /// A partition access with a stride: the partition dimension must be contiguous.
     #[error(
         "the partition dimension must be accessed contiguously with stride 1 from a constant start"
@@ -187,13 +208,25 @@ impl RuleViolation {
             RuleViolation::SbufCapacity { .. } => "err_sbuf_capacity_exceeded",
             RuleViolation::PsumBanks { .. } => "err_psum_banks_exceeded",
             RuleViolation::ShapeMismatch { .. } => "err_store_dst_shape_smaller_than_other_shape",
-            RuleViolation::OutOfBounds { .. } => "err_tensor_access_out_of_bound",
+            RuleViolation::OutOfBounds { .. } | RuleViolation::IndexOverflow { .. } => {
+                "err_tensor_access_out_of_bound"
+            }
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
             RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
             RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",
             RuleViolation::UnboundSymbol { .. } => "err_unbound_symbolic_dimension",
             RuleViolation::Malformed { .. } => "err_malformed_program",
+            RuleViolation::EngineNotAllowed { .. } => "err_unsupported_engine",
         }
+    }
+}
+
+fn engine_list(engines: &[Engine]) -> String {
+    let names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no engine".to_string(),
     }
 }
 

@@ -32,18 +32,22 @@ impl Dim {
     }
 }
 
-/// A loop's trip count: a literal, or a symbolic dimension divided by a literal (`K / 128`).
+/// A loop's trip count: a literal, or a symbolic dimension plus a literal, divided by a literal
+/// (`K / 128`, `(K + 127) / 128`).
 ///
-/// A symbolic trip count `S / d` makes the program require `S % d == 0` at launch: a kernel
-/// that silently skipped a remainder would leave part of its output unwritten.
+/// A symbolic trip count `S / d` (no addend) makes the program require `S % d == 0` at launch:
+/// a kernel that silently skipped a remainder would leave part of its output unwritten. The
+/// ceiling form `(S + d − 1) / d` covers a ragged last tile, which the kernel masks.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Extent {
     /// A trip count known at compile time.
     Fixed(u64),
-    /// `symbols[sym] / div`.
+    /// `(symbols[sym] + add) / div`.
     Sym {
         /// Symbol index.
         sym: u8,
+        /// Literal addend.
+        add: u64,
         /// Literal divisor (1 for a plain symbol).
         div: u64,
     },
@@ -55,11 +59,18 @@ impl Extent {
     pub const fn eval(self, syms: &SymbolValues) -> u64 {
         match self {
             Extent::Fixed(n) => n,
-            Extent::Sym { sym, div } => syms[sym as usize] / div,
+            Extent::Sym { sym, add, div } => {
+                let s = syms[sym as usize].saturating_add(add);
+                match div {
+                    0 => 0,
+                    d => s / d,
+                }
+            }
         }
     }
 
-    /// Formats the trip count with the program's symbol names (`8`, `K`, `K / 128`).
+    /// Formats the trip count with the program's symbol names (`8`, `K`, `K / 128`,
+    /// `(K + 127) / 128`).
     pub fn display<'a>(&'a self, symbols: &'a [&'a str]) -> impl fmt::Display + 'a {
         DisplayExtent { e: *self, symbols }
     }
@@ -162,8 +173,14 @@ impl fmt::Display for DisplayExtent<'_> {
         let name = |s: u8| self.symbols.get(s as usize).copied().unwrap_or("?");
         match self.e {
             Extent::Fixed(n) => write!(f, "{n}"),
-            Extent::Sym { sym, div: 1 } => f.write_str(name(sym)),
-            Extent::Sym { sym, div } => write!(f, "{} / {div}", name(sym)),
+            Extent::Sym {
+                sym,
+                add: 0,
+                div: 1,
+            } => f.write_str(name(sym)),
+            Extent::Sym { sym, add: 0, div } => write!(f, "{} / {div}", name(sym)),
+            Extent::Sym { sym, add, div: 1 } => write!(f, "{} + {add}", name(sym)),
+            Extent::Sym { sym, add, div } => write!(f, "({} + {add}) / {div}", name(sym)),
         }
     }
 }

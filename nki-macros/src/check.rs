@@ -4,13 +4,8 @@
 use crate::span::Span;
 use nki_lang::{CompiledProgram, RuleViolation, Site};
 
-use crate::errors::Errors;
+use crate::errors::{Errors, message};
 use crate::lower::Lowered;
-
-/// The message of a violation: the rule and its limit, with NKI's error code.
-pub fn message(v: &RuleViolation) -> String {
-    format!("{v} ({})", v.code())
-}
 
 /// Checks a lowered kernel; on failure every violation is reported at its span.
 pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<CompiledProgram> {
@@ -35,9 +30,11 @@ pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<Co
             (Site::Program, _) => fallback,
             (Site::Tile(t), _) => spans.tiles.get(t).copied().unwrap_or(fallback),
             (Site::Tensor(t), _) => spans.tensors.get(t).copied().unwrap_or(fallback),
-            (Site::Operand { instr, role }, _) => {
-                spans.instrs.get(instr).map_or(fallback, |s| s.get(role))
-            }
+            (Site::Instr(instr), _) => spans.instrs.get(instr).map_or(fallback, |s| s.whole),
+            (Site::Operand { instr, slot }, _) => spans
+                .instrs
+                .get(instr)
+                .map_or(fallback, |s| s.get(Some(slot))),
         };
         errors.push(span, message(&d.violation));
     }

@@ -2,7 +2,14 @@
 
 use proc_macro2::{Punct, Spacing, TokenStream, TokenTree};
 
+use nki_lang::RuleViolation;
+
 use crate::span::Span;
+
+/// The message of a violation: the rule and its limit, with NKI's error code.
+pub fn message(v: &RuleViolation) -> String {
+    format!("{v} ({})", v.code())
+}
 
 /// A list of spanned errors.
 #[derive(Default)]

@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::cpu::Isa;
 use crate::engines::Engines;
-use crate::exec::{Untimed, run};
+use crate::exec::{Observer, Untimed, run};
 use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
 
@@ -92,7 +92,17 @@ impl NeuronCore {
     /// depends on the core is checked here: a program compiled for a larger SBUF (a Trn2
     /// program on a Trn1 core) is refused with [`LaunchError::SbufCapacity`] before anything
     /// runs.
-    pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+    pub fn execute(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        self.execute_observed(bound, &mut Untimed)
+    }
+
+    /// [`NeuronCore::execute`] with an [`Observer`] that sees every instruction with its
+    /// resolved operands as it runs, and may stop the run ([`LaunchError::Exec`]).
+    pub fn execute_observed<O: Observer>(
+        &mut self,
+        mut bound: Bound<'_, '_, '_>,
+        observer: &mut O,
+    ) -> Result<(), LaunchError> {
         let p = bound.program;
         let capacity = self.target.sbuf_partition_bytes();
         if p.sbuf_bytes() > capacity {
@@ -104,7 +114,7 @@ impl NeuronCore {
                 capacity,
             });
         }
-        run(&mut self.engines, &mut bound, &mut Untimed);
+        run(&mut self.engines, &mut bound, observer)?;
         Ok(())
     }
 

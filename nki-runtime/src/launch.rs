@@ -207,6 +207,9 @@ pub enum LaunchError {
         /// The given buffer's shape.
         found: Vec<usize>,
     },
+    /// The execution stopped: an [`crate::Observer`] refused an instruction.
+    #[error(transparent)]
+    Exec(#[from] crate::exec::ExecError),
     /// The program needs more SBUF per partition than the core has.
     #[error(
         "kernel `{kernel}` needs {needed} bytes of SBUF per partition (compiled for {compiled}), but this {core} core has {capacity}"

@@ -149,5 +149,5 @@ pub fn empty_program(k: &Kernel) -> TokenStream {
     let program_t = item("Program");
     let target_t = item("Target");
     let name = k.name.to_string();
-    quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], 0, 0))
+    quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], &[], &[], &[], &[], 0, 0))
 }

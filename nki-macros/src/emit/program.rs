@@ -1,10 +1,15 @@
 //! The checked program as a `static`: plain data, built by const expressions.
+//!
+//! Each pool entry (view, access, mask, expression) is emitted once; instructions refer to them
+//! by index.
+
+use core::fmt::Debug;
 
 use nki_lang::{
-    Affine, AxisIndex, Bounded, CompiledProgram, Constraint, DType, Dim, Engine, Extent, HbmAccess,
-    Instr, LoopKind, Memory, Op, PsumWrite, TensorRole, TileShape, TileView,
+    AccOut, Affine, AxisIndex, Bounded, CompiledProgram, Constraint, Dim, Dst, Extent, HbmAccess,
+    Instr, InstrData, Mask, MaskTerm, Pred, Scalar, Src, TileShape, TileView, Write,
 };
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
 
 use super::paths::item;
@@ -15,10 +20,14 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
     let prog = parts.program();
     let program_t = item("Program");
     let name = prog.name();
-    let target = target(prog.target());
+    let target = variant("Target", prog.target());
     let symbols = prog.symbols();
     let tensors = prog.tensors().iter().map(|t| {
-        let (name, dtype, role) = (t.name, dtype(t.dtype), role(t.role));
+        let (name, dtype, role) = (
+            t.name,
+            variant("DType", t.dtype),
+            variant("TensorRole", t.role),
+        );
         let shape = t.shape.iter().map(|d| dim(*d));
         let decl = item("TensorDecl");
         quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role })
@@ -26,8 +35,8 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
     let tiles = prog.tiles().iter().map(|t| {
         let (name, memory, dtype, shape, addr) = (
             t.name,
-            memory(t.memory),
-            dtype(t.dtype),
+            variant("Memory", t.memory),
+            variant("DType", t.dtype),
             shape(&t.shape),
             t.addr,
         );
@@ -35,6 +44,10 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr })
     });
     let loop_vars = prog.loop_vars();
+    let views = prog.views().iter().map(view);
+    let accesses = prog.accesses().iter().map(access);
+    let masks = prog.masks().iter().map(mask);
+    let exprs = prog.exprs().iter().map(axis_index);
     let instrs = prog.instrs().iter().map(instr);
     let constraints = prog.constraints().iter().map(constraint);
     let (sbuf, psum) = (prog.sbuf_bytes(), prog.psum_banks());
@@ -46,6 +59,10 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             const { &[#(#tensors),*] },
             const { &[#(#tiles),*] },
             const { &[#(#loop_vars),*] },
+            const { &[#(#views),*] },
+            const { &[#(#accesses),*] },
+            const { &[#(#masks),*] },
+            const { &[#(#exprs),*] },
             const { &[#(#instrs),*] },
             const { &[#(#constraints),*] },
             #sbuf,
@@ -54,48 +71,20 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
     }
 }
 
-fn target(t: nki_lang::Target) -> TokenStream {
-    let ty = item("Target");
-    match t {
-        nki_lang::Target::Trn1 => quote!(#ty::Trn1),
-        nki_lang::Target::Trn2 => quote!(#ty::Trn2),
-    }
-}
-
-fn dtype(d: DType) -> TokenStream {
-    let ty = item("DType");
-    let v = match d {
-        DType::F32 => quote!(F32),
-        DType::Tf32 => quote!(Tf32),
-        DType::Bf16 => quote!(Bf16),
-        DType::F16 => quote!(F16),
-        DType::F8E4M3 => quote!(F8E4M3),
-        DType::F8E5M2 => quote!(F8E5M2),
-        DType::I8 => quote!(I8),
-        DType::I16 => quote!(I16),
-        DType::I32 => quote!(I32),
-        DType::U8 => quote!(U8),
-        DType::U16 => quote!(U16),
-        DType::U32 => quote!(U32),
-        DType::Bool => quote!(Bool),
-    };
+/// A variant of a fieldless enum of `nki-lang`, by its `Debug` name (which is its identifier).
+fn variant(ty: &str, value: impl Debug) -> TokenStream {
+    let ty = item(ty);
+    let v = Ident::new(&format!("{value:?}"), Span::call_site());
     quote!(#ty::#v)
 }
 
-fn role(r: TensorRole) -> TokenStream {
-    let ty = item("TensorRole");
-    match r {
-        TensorRole::Input => quote!(#ty::Input),
-        TensorRole::Output => quote!(#ty::Output),
-    }
-}
-
-fn memory(m: Memory) -> TokenStream {
-    let ty = item("Memory");
-    match m {
-        Memory::Hbm => quote!(#ty::Hbm),
-        Memory::Sbuf => quote!(#ty::Sbuf),
-        Memory::Psum => quote!(#ty::Psum),
+fn option<T>(x: Option<T>, f: impl Fn(T) -> TokenStream) -> TokenStream {
+    match x {
+        Some(x) => {
+            let x = f(x);
+            quote!(::core::option::Option::Some(#x))
+        }
+        None => quote!(::core::option::Option::None),
     }
 }
 
@@ -111,14 +100,17 @@ fn extent(e: Extent) -> TokenStream {
     let ty = item("Extent");
     match e {
         Extent::Fixed(n) => quote!(#ty::Fixed(#n)),
-        Extent::Sym { sym, div } => quote!(#ty::Sym { sym: #sym, div: #div }),
+        Extent::Sym { sym, add, div } => quote!(#ty::Sym { sym: #sym, add: #add, div: #div }),
     }
 }
 
 fn shape(s: &TileShape) -> TokenStream {
     let ty = item("TileShape");
     let dims = s.dims();
-    quote!(match #ty::new(&[#(#dims),*]) { ::core::option::Option::Some(s) => s, ::core::option::Option::None => panic!() })
+    quote!(match #ty::new(&[#(#dims),*]) {
+        ::core::option::Option::Some(s) => s,
+        ::core::option::Option::None => ::core::panic!(),
+    })
 }
 
 fn affine(a: &Affine) -> TokenStream {
@@ -139,84 +131,197 @@ fn view(v: &TileView) -> TokenStream {
     quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*] })
 }
 
+fn axis_index(x: &AxisIndex) -> TokenStream {
+    let ty = item("AxisIndex");
+    let (start, grid) = (affine(&x.start), x.grid);
+    quote!(#ty { start: #start, grid: [#(#grid),*] })
+}
+
 fn access(a: &HbmAccess) -> TokenStream {
     let ty = item("HbmAccess");
-    let axis_t = item("AxisIndex");
-    let (tensor, rank) = (a.tensor, a.rank);
-    let axes = a.axes.iter().map(|x: &AxisIndex| {
-        let (start, grid) = (affine(&x.start), x.grid);
-        quote!(#axis_t { start: #start, grid: [#(#grid),*] })
+    let (tensor, rank, shape) = (a.tensor, a.rank, shape(&a.shape));
+    let axes = a.axes.iter().map(axis_index);
+    quote!(#ty { tensor: #tensor, rank: #rank, shape: #shape, axes: [#(#axes),*] })
+}
+
+fn mask(m: &Mask) -> TokenStream {
+    let ty = item("Mask");
+    let term_t = item("MaskTerm");
+    let terms = m.terms.iter().map(|t: &MaskTerm| {
+        let (axis, coef, offset) = (t.axis, t.coef, affine(&t.offset));
+        let sym = option(t.sym, |s| quote!(#s));
+        quote!(#term_t { axis: #axis, coef: #coef, offset: #offset, sym: #sym })
     });
-    quote!(#ty { tensor: #tensor, rank: #rank, axes: [#(#axes),*] })
+    let len = m.len;
+    quote!(#ty { terms: [#(#terms),*], len: #len })
+}
+
+fn id(ty: &str, i: u16) -> TokenStream {
+    let ty = item(ty);
+    quote!(#ty(#i))
+}
+
+fn scalar(x: Scalar) -> TokenStream {
+    let ty = item("Scalar");
+    match x {
+        Scalar::Float(bits) => quote!(#ty::Float(#bits)),
+        Scalar::Int(v) => quote!(#ty::Int(#v)),
+    }
+}
+
+fn src(s: Src) -> TokenStream {
+    let ty = item("Src");
+    match s {
+        Src::None => quote!(#ty::None),
+        Src::Tile(v) => {
+            let v = id("ViewId", v.0);
+            quote!(#ty::Tile(#v))
+        }
+        Src::Imm(x) => {
+            let x = scalar(x);
+            quote!(#ty::Imm(#x))
+        }
+    }
+}
+
+fn dst(d: Dst) -> TokenStream {
+    let ty = item("Dst");
+    let w = item("Write");
+    let v = id("ViewId", d.view.0);
+    let write = match d.write {
+        Write::Overwrite => quote!(#w::Overwrite),
+        Write::Accumulate(op) => {
+            let op = variant("Alu", op);
+            quote!(#w::Accumulate(#op))
+        }
+        Write::Group { loops, op } => {
+            let op = variant("Alu", op);
+            quote!(#w::Group { loops: #loops, op: #op })
+        }
+    };
+    quote!(#ty { view: #v, write: #write })
+}
+
+fn acc(a: Option<AccOut>) -> TokenStream {
+    option(a, |a| {
+        let ty = item("AccOut");
+        let (op, v) = (variant("Alu", a.op), id("ViewId", a.view.0));
+        quote!(#ty { op: #op, view: #v })
+    })
 }
 
 fn instr(i: &Instr) -> TokenStream {
     let instr_t = item("Instr");
-    let op_t = item("Op");
-    let engine_t = item("Engine");
-    let engine = match i.engine {
-        Engine::Tensor => quote!(#engine_t::Tensor),
-        Engine::Vector => quote!(#engine_t::Vector),
-        Engine::Scalar => quote!(#engine_t::Scalar),
-        Engine::GpSimd => quote!(#engine_t::GpSimd),
-        Engine::Dma => quote!(#engine_t::Dma),
-        Engine::Sync => quote!(#engine_t::Sync),
-    };
-    let op = match &i.op {
-        Op::LoopBegin {
+    let d = item("InstrData");
+    let opcode = variant("Opcode", i.opcode);
+    let engine = variant("Engine", i.engine);
+    let mask = option(i.mask, |m| id("MaskId", m.0));
+    let line = i.line;
+    let data = match i.data {
+        InstrData::LoopBegin {
             kind,
             trip,
             var,
             end,
         } => {
-            let k = item("LoopKind");
-            let kind = match kind {
-                LoopKind::Affine => quote!(#k::Affine),
-                LoopKind::Sequential => quote!(#k::Sequential),
+            let (kind, trip) = (variant("LoopKind", kind), extent(trip));
+            quote!(#d::LoopBegin { kind: #kind, trip: #trip, var: #var, end: #end })
+        }
+        InstrData::LoopEnd { begin } => quote!(#d::LoopEnd { begin: #begin }),
+        InstrData::Dma { tile, hbm } => {
+            let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
+            quote!(#d::Dma { tile: #tile, hbm: #hbm })
+        }
+        InstrData::Unary { dst: t, src: s } => {
+            let (t, s) = (dst(t), id("ViewId", s.0));
+            quote!(#d::Unary { dst: #t, src: #s })
+        }
+        InstrData::Fill { dst: t, value } => {
+            let (t, value) = (dst(t), scalar(value));
+            quote!(#d::Fill { dst: #t, value: #value })
+        }
+        InstrData::Iota { dst: t, expr } => {
+            let (t, expr) = (dst(t), id("ExprId", expr.0));
+            quote!(#d::Iota { dst: #t, expr: #expr })
+        }
+        InstrData::Alu {
+            dst: t,
+            src: s,
+            op,
+            rev,
+            acc: a,
+        } => {
+            let t = dst(t);
+            let s = s.map(src);
+            let op = op.map(|o| variant("Alu", o));
+            let a = acc(a);
+            quote!(#d::Alu { dst: #t, src: [#(#s),*], op: [#(#op),*], rev: #rev, acc: #a })
+        }
+        InstrData::Act {
+            dst: t,
+            src: s,
+            func,
+            scale,
+            bias,
+            acc: a,
+        } => {
+            let (t, s, func) = (dst(t), id("ViewId", s.0), variant("ActFn", func));
+            let (scale, bias, a) = (src(scale), src(bias), acc(a));
+            quote!(#d::Act { dst: #t, src: #s, func: #func, scale: #scale, bias: #bias, acc: #a })
+        }
+        InstrData::Reduce {
+            dst: t,
+            src: s,
+            op,
+            axes,
+            negate,
+        } => {
+            let (t, s, op) = (dst(t), id("ViewId", s.0), variant("Alu", op));
+            quote!(#d::Reduce { dst: #t, src: #s, op: #op, axes: #axes, negate: #negate })
+        }
+        InstrData::Scan {
+            dst: t,
+            src: s,
+            init,
+            op,
+        } => {
+            let t = dst(t);
+            let s = s.map(|v| id("ViewId", v.0));
+            let init = src(init);
+            let op = op.map(|o| variant("Alu", o));
+            quote!(#d::Scan { dst: #t, src: [#(#s),*], init: #init, op: [#(#op),*] })
+        }
+        InstrData::Select {
+            dst: t,
+            pred,
+            on_true,
+            on_false,
+        } => {
+            let p = item("Pred");
+            let pred = match pred {
+                Pred::Tile(v) => {
+                    let v = id("ViewId", v.0);
+                    quote!(#p::Tile(#v))
+                }
+                Pred::Affine { expr, cmp } => {
+                    let (expr, cmp) = (id("ExprId", expr.0), variant("Cmp", cmp));
+                    quote!(#p::Affine { expr: #expr, cmp: #cmp })
+                }
             };
-            let trip = extent(*trip);
-            quote!(#op_t::LoopBegin { kind: #kind, trip: #trip, var: #var, end: #end })
+            let (t, on_true, on_false) = (dst(t), src(on_true), src(on_false));
+            quote!(#d::Select { dst: #t, pred: #pred, on_true: #on_true, on_false: #on_false })
         }
-        Op::LoopEnd { begin } => quote!(#op_t::LoopEnd { begin: #begin }),
-        Op::Load { src, dst } => {
-            let (src, dst) = (access(src), view(dst));
-            quote!(#op_t::Load { src: #src, dst: #dst })
-        }
-        Op::Store { dst, src } => {
-            let (dst, src) = (access(dst), view(src));
-            quote!(#op_t::Store { dst: #dst, src: #src })
-        }
-        Op::Matmul {
+        InstrData::Matmul {
+            dst: t,
             stationary,
             moving,
-            dst,
-            write,
         } => {
-            let (s, m, d) = (view(stationary), view(moving), view(dst));
-            let w = item("PsumWrite");
-            let write = match write {
-                PsumWrite::Overwrite => quote!(#w::Overwrite),
-                PsumWrite::Accumulate => quote!(#w::Accumulate),
-                PsumWrite::Group { loops } => quote!(#w::Group { loops: #loops }),
-            };
-            quote!(#op_t::Matmul { stationary: #s, moving: #m, dst: #d, write: #write })
-        }
-        Op::Transpose { src, dst } => {
-            let (src, dst) = (view(src), view(dst));
-            quote!(#op_t::Transpose { src: #src, dst: #dst })
-        }
-        Op::Copy { src, dst } => {
-            let (src, dst) = (view(src), view(dst));
-            quote!(#op_t::Copy { src: #src, dst: #dst })
-        }
-        Op::Memset { dst, value } => {
-            let dst = view(dst);
-            let bits = value.to_bits();
-            quote!(#op_t::Memset { dst: #dst, value: f32::from_bits(#bits) })
+            let t = dst(t);
+            let (s, m) = (id("ViewId", stationary.0), id("ViewId", moving.0));
+            quote!(#d::Matmul { dst: #t, stationary: #s, moving: #m })
         }
     };
-    let line = i.line;
-    quote!(#instr_t { engine: #engine, line: #line, op: #op })
+    quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }
 
 fn constraint(c: &Constraint) -> TokenStream {
@@ -231,6 +336,7 @@ fn constraint(c: &Constraint) -> TokenStream {
             coef,
             loops,
             depth,
+            upper,
         } => {
             let b = item("Bounded");
             let target = match target {
@@ -241,7 +347,7 @@ fn constraint(c: &Constraint) -> TokenStream {
             };
             let size = dim(size);
             let loops = loops.iter().map(|e| extent(*e));
-            quote!(#ty::InBounds { target: #target, size: #size, lo: #lo, hi: #hi, coef: [#(#coef),*], loops: [#(#loops),*], depth: #depth })
+            quote!(#ty::InBounds { target: #target, size: #size, lo: #lo, hi: #hi, coef: [#(#coef),*], loops: [#(#loops),*], depth: #depth, upper: #upper })
         }
     }
 }

@@ -4,8 +4,8 @@ use crate::span::Span;
 use nki_lang::{DType, MAX_TILE_RANK};
 
 use super::Lowerer;
-use super::ops::Dest;
-use super::value::{Buffer, Idx, Value};
+use super::call::Dest;
+use super::value::{Buffer, Idx, IdxError, Value};
 use crate::parse::model::{BinOp, Expr};
 
 const AXES: [&str; 4] = ["p", "x", "y", "z"];
@@ -18,10 +18,10 @@ impl Lowerer<'_> {
             Expr::Float(v, _) => Value::Float(*v),
             Expr::Bool(b, _) => Value::Bool(*b),
             Expr::Name(id) => self.name(&id.to_string(), id.span().into()),
-            Expr::Neg(inner, span) => {
-                let v = self.eval(inner);
-                self.arith(BinOp::Mul, v, Value::Int(-1), *span)
-            }
+            Expr::Neg(inner, span) => match self.eval(inner) {
+                Value::Float(f) => Value::Float(-f),
+                v => self.arith(BinOp::Mul, v, Value::Int(-1), *span),
+            },
             Expr::Binary { op, lhs, rhs, span } => {
                 let a = self.eval(lhs);
                 let b = self.eval(rhs);
@@ -69,6 +69,7 @@ impl Lowerer<'_> {
         if let Some(s) = self.buf.symbols.iter().position(|s| s == name) {
             return Value::Sym {
                 sym: s as u8,
+                add: 0,
                 div: 1,
             };
         }
@@ -127,20 +128,33 @@ impl Lowerer<'_> {
             (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
             (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
             (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
-            (BinOp::Div, Sym { sym, div }, Int(y)) if y > 0 => Sym { sym, div: div * y as u64 },
+            (BinOp::Div, Sym { sym, add, div }, Int(y)) if y > 0 => match div.checked_mul(y as u64) {
+                Some(div) => Sym { sym, add, div },
+                None => self.error(span, "integer overflow in a compile-time expression"),
+            },
+            (BinOp::Add, Sym { sym, add, div: 1 }, Int(k)) | (BinOp::Add, Int(k), Sym { sym, add, div: 1 }) if k >= 0 => {
+                match add.checked_add(k as u64) {
+                    Some(add) => Sym { sym, add, div: 1 },
+                    None => self.error(span, "integer overflow in a compile-time expression"),
+                }
+            }
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
-                "a symbolic dimension can only be divided by a positive literal (`K / 128`) to form a trip count",
+                "a symbolic dimension forms a trip count: `K`, `K / 128`, or `(K + 127) / 128` for a ragged last tile",
             ),
             (BinOp::Add | BinOp::Sub, x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => {
                 let k = if op == BinOp::Sub { -1 } else { 1 };
                 let (Some(x), Some(y)) = (self.as_index(x, span), self.as_index(y, span)) else { return Poison };
                 match x.add_scaled(&y, k) {
                     Ok(i) => Index(i),
-                    Err(axis) => self.error(span, format!("index grids of different sizes on axis {axis}")),
+                    Err(IdxError::GridSizes(axis)) => self.error(span, format!("index grids of different sizes on axis {axis}")),
+                    Err(IdxError::Overflow) => self.error(span, "integer overflow in an index expression"),
                 }
             }
-            (BinOp::Mul, Index(i), Int(k)) | (BinOp::Mul, Int(k), Index(i)) => Index(i.scale(k)),
+            (BinOp::Mul, Index(i), Int(k)) | (BinOp::Mul, Int(k), Index(i)) => match i.scale(k) {
+                Some(i) => Index(i),
+                None => self.error(span, "integer overflow in an index expression"),
+            },
             (BinOp::Mul, Index(_), Index(_)) => self.error(span, "index expressions must be affine: a product of two indices is not"),
             (BinOp::Div | BinOp::Rem, Index(_), _) => self.error(span, "index expressions must be affine: `/` and `%` apply to integers only"),
             (_, x, y) => self.error(span, format!("cannot apply this operator to {} and {}", x.describe(), y.describe())),
@@ -192,7 +206,10 @@ impl Lowerer<'_> {
             if e <= s {
                 return self.error(*rs, "an empty range");
             }
-            axes.push(Idx::grid_axis(j, s, (e - s) as u32));
+            let Some(size) = e.checked_sub(s).and_then(|n| u32::try_from(n).ok()) else {
+                return self.error(*rs, "an index grid axis has at most 4294967295 elements");
+            };
+            axes.push(Idx::grid_axis(j, s, size));
         }
         Value::Grid(axes)
     }

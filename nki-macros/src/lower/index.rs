@@ -11,6 +11,8 @@ use super::Lowerer;
 use super::value::{Access, Idx, Value};
 use crate::parse::model::Expr;
 
+const TOO_LONG: &str = "a slice is longer than 4294967295 elements";
+
 enum Sel {
     Slice { start: Affine, size: u32 },
     Advanced(Idx),
@@ -148,10 +150,16 @@ impl Lowerer<'_> {
 
     fn select(&mut self, e: Option<&Expr>, dim: Option<u64>, span: Span) -> Option<Sel> {
         let whole = |this: &mut Self, at: Span| match dim {
-            Some(n) => Some(Sel::Slice {
-                start: Affine::ZERO,
-                size: n as u32,
-            }),
+            Some(n) => match u32::try_from(n) {
+                Ok(size) => Some(Sel::Slice {
+                    start: Affine::ZERO,
+                    size,
+                }),
+                Err(_) => {
+                    this.error(at, TOO_LONG);
+                    None
+                }
+            },
             None => {
                 this.error(at, "a slice over a symbolic dimension needs explicit bounds (`a..b`): its size must be known at compile time");
                 None
@@ -170,10 +178,15 @@ impl Lowerer<'_> {
                 match end {
                     None if start.is_none() => whole(self, *span),
                     None => match (dim, s.is_constant()) {
-                        (Some(n), true) if (s.constant as u64) < n => Some(Sel::Slice {
-                            start: s,
-                            size: (n as i64 - s.constant) as u32,
-                        }),
+                        (Some(n), true) if s.constant >= 0 && (s.constant as u64) < n => {
+                            match u32::try_from(n - s.constant as u64) {
+                                Ok(size) => Some(Sel::Slice { start: s, size }),
+                                Err(_) => {
+                                    self.error(*span, TOO_LONG);
+                                    None
+                                }
+                            }
+                        }
                         _ => {
                             self.error(*span, "an open-ended slice needs a constant start and a literal dimension");
                             None
@@ -182,15 +195,20 @@ impl Lowerer<'_> {
                     Some(end_e) => {
                         let v = self.eval(end_e);
                         let end = self.basic(v, end_e.span())?;
-                        let size = end.add(&s.scale(-1));
+                        let size = s.checked_scale(-1).and_then(|m| end.checked_add(&m));
+                        let Some(size) = size else {
+                            self.error(*span, "integer overflow in an index expression");
+                            return None;
+                        };
                         if !size.is_constant() || size.constant <= 0 {
                             self.error(*span, "a slice's size (`end - start`) must be a positive compile-time constant");
                             return None;
                         }
-                        Some(Sel::Slice {
-                            start: s,
-                            size: size.constant as u32,
-                        })
+                        let Ok(size) = u32::try_from(size.constant) else {
+                            self.error(*span, TOO_LONG);
+                            return None;
+                        };
+                        Some(Sel::Slice { start: s, size })
                     }
                 }
             }
@@ -206,10 +224,11 @@ impl Lowerer<'_> {
                     self.error(args[1].value.span(), "a slice's size must be positive");
                     return None;
                 }
-                Some(Sel::Slice {
-                    start,
-                    size: size as u32,
-                })
+                let Ok(size) = u32::try_from(size) else {
+                    self.error(args[1].value.span(), TOO_LONG);
+                    return None;
+                };
+                Some(Sel::Slice { start, size })
             }
             other => {
                 match self.eval(other) {
@@ -246,12 +265,14 @@ impl Lowerer<'_> {
             && p.grid[1..].iter().all(|&g| g == 0);
         if !part_ok {
             let v = nki_lang::RuleViolation::PartitionStride;
-            return self.error(span, crate::check::message(&v));
+            return self.error(span, crate::errors::message(&v));
         }
         let free = tshape.free();
+        // Row-major strides of the tile's free dimensions: their product is the tile's free
+        // size, which a tile shape keeps far below i64::MAX.
         let mut row = vec![1i64; free.len()];
         for j in (0..free.len().saturating_sub(1)).rev() {
-            row[j] = row[j + 1] * free[j + 1] as i64;
+            row[j] = row[j + 1] * i64::from(free[j + 1]);
         }
         let mut offset = Affine::ZERO;
         let mut strides = [0i64; MAX_TILE_RANK - 1];
@@ -259,14 +280,30 @@ impl Lowerer<'_> {
             if idx.grid[0] != 0 {
                 return self.error(span, "the partition axis of an index grid can only index a tile's partition dimension");
             }
-            offset = offset.add(&idx.lin.scale(row[a]));
+            let term = idx.lin.checked_scale(row[a]);
+            let Some(next) = term.and_then(|t| offset.checked_add(&t)) else {
+                return self.error(span, "integer overflow in an index expression");
+            };
+            offset = next;
             for j in 1..MAX_TILE_RANK {
-                strides[j - 1] += idx.grid[j] * row[a];
+                let s = idx.grid[j]
+                    .checked_mul(row[a])
+                    .and_then(|t| strides[j - 1].checked_add(t));
+                let Some(s) = s else {
+                    return self.error(span, "integer overflow in an index expression");
+                };
+                strides[j - 1] = s;
             }
         }
+        let Ok(part_start) = u32::try_from(p.lin.constant) else {
+            return self.error(
+                span,
+                crate::errors::message(&nki_lang::RuleViolation::PartitionStride),
+            );
+        };
         Value::Tile(TileView {
             tile,
-            part_start: p.lin.constant as u32,
+            part_start,
             shape,
             offset,
             strides,

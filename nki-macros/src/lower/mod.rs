@@ -1,6 +1,7 @@
 //! Lowering: the kernel model into a [`ProgramBuf`], with the span of every instruction operand,
 //! tile and tensor so that rule violations found later point at the user's tokens.
 
+mod call;
 mod expr;
 mod index;
 mod ops;
@@ -10,50 +11,43 @@ use std::collections::HashMap;
 
 use crate::span::Span;
 use nki_lang::{
-    Affine, DType, Dim, Extent, Instr, LoopKind, Memory, Op, ProgramBuf, Role, TensorBuf,
-    TensorRole, TileBuf, TileShape, TileView,
+    Affine, DType, Dim, Extent, Instr, InstrData, LoopKind, MAX_SLOTS, Memory, Opcode, ProgramBuf,
+    TensorBuf, TensorRole, TileBuf, TileShape, TileView, ViewId,
 };
 
 use crate::errors::Errors;
 use crate::parse::model::{Block, DimSpec, Expr, IterKind, Kernel, Stmt, TensorType};
 use value::Value;
 
-/// Spans of one instruction's operands.
+/// Spans of one instruction: the whole call, and each operand slot's tokens where the kernel
+/// wrote one.
 #[derive(Copy, Clone)]
 pub struct InstrSpans {
     /// The whole instruction's source.
     pub whole: Span,
-    /// Source operand.
-    pub src: Span,
-    /// Destination operand.
-    pub dst: Span,
-    /// Stationary operand.
-    pub stationary: Span,
-    /// Moving operand.
-    pub moving: Span,
+    /// Each operand slot's source, by slot.
+    pub slots: [Option<Span>; MAX_SLOTS],
 }
 
 impl InstrSpans {
-    /// All roles at one span.
+    /// Every operand at one span.
     pub fn at(span: Span) -> InstrSpans {
         InstrSpans {
             whole: span,
-            src: span,
-            dst: span,
-            stationary: span,
-            moving: span,
+            slots: [None; MAX_SLOTS],
         }
     }
 
-    /// The span of a role.
-    pub fn get(&self, role: Role) -> Span {
-        match role {
-            Role::Whole | Role::Trip => self.whole,
-            Role::Src => self.src,
-            Role::Dst => self.dst,
-            Role::Stationary => self.stationary,
-            Role::Moving => self.moving,
-        }
+    /// The same with slot `slot` at `span`.
+    pub fn with(mut self, slot: usize, span: Span) -> InstrSpans {
+        self.slots[slot] = Some(span);
+        self
+    }
+
+    /// The span of an operand slot (`None`: the instruction as a whole).
+    pub fn get(&self, slot: Option<u8>) -> Span {
+        slot.and_then(|s| self.slots.get(s as usize).copied().flatten())
+            .unwrap_or(self.whole)
     }
 }
 
@@ -176,7 +170,7 @@ impl Lowerer<'_> {
                     format!("parameter `{name}` is declared twice"),
                 );
             }
-            self.tensors.push(Tensor {
+            self.add_tensor(Tensor {
                 name: name.clone(),
                 dtype: p.ty.dtype,
                 shape,
@@ -187,13 +181,35 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Adds an instruction at the current statement.
-    fn emit(&mut self, op: Op, spans: InstrSpans) -> usize {
-        let line = spans.whole.line();
-        let engine = op.default_engine();
-        self.buf.instrs.push(Instr { engine, line, op });
+    /// Declares an HBM tensor (in declaration order until [`Lowerer::finish_outputs`] puts the
+    /// table in its final order); returns its index.
+    fn add_tensor(&mut self, t: Tensor) -> usize {
+        self.buf.tensors.push(TensorBuf {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: t.role,
+        });
+        self.tensors.push(t);
+        self.tensors.len() - 1
+    }
+
+    /// Adds an instruction on its opcode's default engine at the current statement.
+    fn emit(&mut self, opcode: Opcode, data: InstrData, spans: InstrSpans) -> usize {
+        let mut instr = Instr::new(opcode, data);
+        instr.line = spans.whole.line();
+        self.buf.instrs.push(instr);
         self.spans.instrs.push(spans);
         self.buf.instrs.len() - 1
+    }
+
+    /// The pool id of a view (each distinct view is stored once).
+    fn view_id(&mut self, v: TileView, span: Span) -> Option<ViewId> {
+        let id = self.buf.add_view(v);
+        if id.is_none() {
+            self.error(span, "a kernel uses at most 65535 distinct tile views");
+        }
+        id
     }
 
     /// Creates a tile; checks its shape rules on the spot.
@@ -210,7 +226,10 @@ impl Lowerer<'_> {
             _ => Ok(()),
         });
         if let Err(v) = check {
-            return self.error(span, crate::check::message(&v));
+            return self.error(span, crate::errors::message(&v));
+        }
+        if self.buf.tiles.len() >= u16::MAX as usize {
+            return self.error(span, "a kernel has at most 65535 tiles");
         }
         let name = match name {
             Some(n) => n.to_string(),
@@ -248,7 +267,7 @@ impl Lowerer<'_> {
                 } else {
                     names[0].as_ref().map(|i| i.to_string())
                 };
-                let v = self.produce(value, ops::Dest::New(single.as_deref()));
+                let v = self.produce(value, call::Dest::New(single.as_deref()));
                 if *tuple {
                     self.bind_tuple(names, v, value.span());
                 } else if let Some(n) = single {
@@ -256,9 +275,8 @@ impl Lowerer<'_> {
                 }
             }
             Stmt::Expr(e) => {
-                let is_effect = matches!(e, Expr::Call { func, .. } if func == "store");
-                let v = self.produce(e, ops::Dest::New(None));
-                if !is_effect && !matches!(v, Value::Poison) {
+                let v = self.produce(e, call::Dest::New(None));
+                if !matches!(v, Value::Poison | Value::Unit) {
                     self.error(
                         e.span(),
                         "this value is unused: bind it with `let` or store it",
@@ -271,7 +289,7 @@ impl Lowerer<'_> {
                     Value::Tile(view) => {
                         self.produce(
                             value,
-                            ops::Dest::Into {
+                            call::Dest::Into {
                                 view,
                                 span: target.span(),
                                 accumulate: false,
@@ -305,7 +323,7 @@ impl Lowerer<'_> {
                     Value::Tile(view) if is_matmul => {
                         self.produce(
                             value,
-                            ops::Dest::Into {
+                            call::Dest::Into {
                                 view,
                                 span: target.span(),
                                 accumulate: true,
@@ -374,7 +392,7 @@ impl Lowerer<'_> {
         let t = self.eval(trip);
         let extent = match t {
             Value::Int(n) if n >= 0 => Extent::Fixed(n as u64),
-            Value::Sym { sym, div } => Extent::Sym { sym, div },
+            Value::Sym { sym, add, div } => Extent::Sym { sym, add, div },
             Value::Poison => return,
             Value::Int(_) => {
                 self.error(trip.span(), "a trip count cannot be negative");
@@ -421,7 +439,8 @@ impl Lowerer<'_> {
             _ => LoopKind::Sequential,
         };
         let begin = self.emit(
-            Op::LoopBegin {
+            Opcode::LoopBegin,
+            InstrData::LoopBegin {
                 kind,
                 trip: extent,
                 var: var_id,
@@ -434,19 +453,20 @@ impl Lowerer<'_> {
         if var.is_some() {
             self.bind(
                 &name,
-                Value::Index(value::Idx::from_affine(Affine::var(depth, 1))),
+                Value::Index(value::Idx::from_affine(Affine::loop_var(depth, 1))),
             );
         }
         self.block(body);
         self.scopes.pop();
         self.loops.pop();
         let end = self.emit(
-            Op::LoopEnd {
+            Opcode::LoopEnd,
+            InstrData::LoopEnd {
                 begin: begin as u32,
             },
             InstrSpans::at(iter_span),
         );
-        if let Op::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].op {
+        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
             *e = end as u32;
         }
     }
@@ -527,14 +547,11 @@ impl Lowerer<'_> {
         for (new, &old) in order.iter().enumerate() {
             remap[old] = new as u8;
         }
-        for instr in &mut self.buf.instrs {
-            match &mut instr.op {
-                Op::Load { src: a, .. } | Op::Store { dst: a, .. } => {
-                    a.tensor = remap[a.tensor as usize]
-                }
-                _ => {}
-            }
+        // Every tensor index of the program is in the access pool.
+        for a in &mut self.buf.accesses {
+            a.tensor = remap[a.tensor as usize];
         }
+        self.buf.tensors.clear();
         for &t in &order {
             let x = &self.tensors[t];
             self.buf.tensors.push(TensorBuf {

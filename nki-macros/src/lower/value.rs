@@ -39,30 +39,41 @@ impl Idx {
         self.grid.iter().any(|&g| g != 0)
     }
 
-    /// `self + k·other`; `Err(axis)` when two grids disagree on an axis' extent.
-    pub fn add_scaled(&self, other: &Idx, k: i64) -> Result<Idx, usize> {
+    /// `self + k·other`.
+    pub fn add_scaled(&self, other: &Idx, k: i64) -> Result<Idx, IdxError> {
         let mut out = *self;
-        out.lin = self.lin.add(&other.lin.scale(k));
+        let scaled = other.lin.checked_scale(k).ok_or(IdxError::Overflow)?;
+        out.lin = self.lin.checked_add(&scaled).ok_or(IdxError::Overflow)?;
         for j in 0..MAX_TILE_RANK {
-            out.grid[j] += k * other.grid[j];
+            let term = k.checked_mul(other.grid[j]).ok_or(IdxError::Overflow)?;
+            out.grid[j] = out.grid[j].checked_add(term).ok_or(IdxError::Overflow)?;
             match (self.sizes[j], other.sizes[j]) {
                 (0, s) | (s, 0) => out.sizes[j] = s,
                 (a, b) if a == b => {}
-                _ => return Err(j),
+                _ => return Err(IdxError::GridSizes(j)),
             }
         }
         Ok(out)
     }
 
-    /// `self · k`.
-    pub fn scale(&self, k: i64) -> Idx {
+    /// `self · k`, or `None` on overflow.
+    pub fn scale(&self, k: i64) -> Option<Idx> {
         let mut out = *self;
-        out.lin = self.lin.scale(k);
+        out.lin = self.lin.checked_scale(k)?;
         for g in &mut out.grid {
-            *g *= k;
+            *g = g.checked_mul(k)?;
         }
-        out
+        Some(out)
     }
+}
+
+/// Why two index expressions cannot be combined.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum IdxError {
+    /// A coefficient or constant overflows `i64`.
+    Overflow,
+    /// Two index grids of different sizes on this axis.
+    GridSizes(usize),
 }
 
 /// A buffer named in a creation call.
@@ -110,10 +121,13 @@ pub enum Value {
     Bool(bool),
     /// An index expression.
     Index(Idx),
-    /// A symbolic dimension divided by a literal: `K`, `K / 128`.
+    /// A symbolic dimension plus a literal, divided by a literal: `K`, `K / 128`,
+    /// `(K + 127) / 128`.
     Sym {
         /// Symbol id.
         sym: u8,
+        /// Addend.
+        add: u64,
         /// Divisor.
         div: u64,
     },
@@ -131,6 +145,8 @@ pub enum Value {
     DType(DType),
     /// A buffer.
     Buffer(Buffer),
+    /// The result of an operation that returns nothing (`store`).
+    Unit,
     /// The result of an erroneous expression (already reported).
     Poison,
 }
@@ -151,6 +167,7 @@ impl Value {
             Value::Range(..) => "an arange",
             Value::DType(_) => "a dtype",
             Value::Buffer(_) => "a buffer",
+            Value::Unit => "nothing (the result of `store`)",
             Value::Poison => "an erroneous value",
         }
     }

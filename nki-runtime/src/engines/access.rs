@@ -12,46 +12,30 @@
 //! Offsets are in elements of each side's dtype. Every memory has partition and tile
 //! addresses that are multiples of the element size, so element offsets are exact.
 
-use nki_lang::{DType, HbmAccess, LoopValues, MAX_TILE_RANK, TileDecl, TileView};
+use nki_lang::{DType, HbmAccess, MAX_TILE_RANK, TileDecl, TileView, VarValues};
 
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
+use crate::exec::Resolved;
 use crate::worker::Worker;
 
 /// Elements moved per gather/convert/scatter step of a strided transfer.
 pub(crate) const CHUNK: usize = 1024;
 
-/// Where an operand's elements are: element `(t0, t1, t2, t3)` of the grid is at element
-/// `base + Σ strides[j] · tj` of its memory.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Pattern {
-    /// Offset of element `(0, 0, 0, 0)`.
-    pub base: isize,
-    /// Stride of each grid dimension (partition first).
-    pub strides: [isize; MAX_TILE_RANK],
-}
-
-/// The grid of a view: its shape padded with 1s to [`MAX_TILE_RANK`] dimensions.
-pub(crate) fn grid(view: &TileView) -> [usize; MAX_TILE_RANK] {
-    let mut g = [1usize; MAX_TILE_RANK];
-    for (d, &n) in g.iter_mut().zip(view.shape.dims()) {
-        *d = n as usize;
-    }
-    g
-}
+pub(crate) use crate::exec::Pattern;
 
 /// The pattern of a view of `tile` in a memory whose partitions are `partition_bytes` apart.
 pub(crate) fn view_pattern(
     view: &TileView,
     tile: &TileDecl<'_>,
     partition_bytes: usize,
-    ivs: &LoopValues,
+    vars: &VarValues,
 ) -> Pattern {
     let size = tile.dtype.size() as usize;
     let part = (partition_bytes / size) as isize;
     let base = (tile.addr as usize / size) as isize
         + view.part_start as isize * part
-        + view.offset.eval(ivs) as isize;
+        + view.offset.eval(vars) as isize;
     let mut strides = [0isize; MAX_TILE_RANK];
     strides[0] = part;
     for (s, &v) in strides[1..].iter_mut().zip(&view.strides) {
@@ -62,12 +46,12 @@ pub(crate) fn view_pattern(
 
 /// The pattern of an HBM access into a row-major tensor with element strides `tensor_strides`
 /// (one per axis).
-pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], ivs: &LoopValues) -> Pattern {
+pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], vars: &VarValues) -> Pattern {
     let mut base = 0isize;
     let mut strides = [0isize; MAX_TILE_RANK];
     for (ix, &st) in a.axes().iter().zip(tensor_strides) {
         let st = st as isize;
-        base += ix.start.eval(ivs) as isize * st;
+        base += ix.start.eval(vars) as isize * st;
         for (s, &g) in strides.iter_mut().zip(&ix.grid) {
             *s += g as isize * st;
         }
@@ -162,6 +146,14 @@ impl Plan {
     /// A plan over one grid for two patterns.
     pub(crate) fn for_grid(grid: &[usize; MAX_TILE_RANK], src: &Pattern, dst: &Pattern) -> Plan {
         Plan::new(&squeeze(grid, &src.strides), &squeeze(grid, &dst.strides))
+    }
+
+    /// A plan between two resolved operands of the same layout.
+    pub(crate) fn between(src: &Resolved, dst: &Resolved) -> Plan {
+        Plan::new(
+            &squeeze(&src.dims, &src.pattern.strides),
+            &squeeze(&dst.dims, &dst.pattern.strides),
+        )
     }
 
     /// Number of elements of the innermost dimension.

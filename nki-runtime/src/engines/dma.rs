@@ -1,75 +1,55 @@
 //! The DMA queues: `load` (HBM → SBUF) and `store` (SBUF → HBM), casting between the tensor's
 //! and the tile's element types.
 
-use nki_lang::{HbmAccess, LoopValues, Memory, TileView};
-
 use super::Engines;
-use super::access::{End, Plan, grid, hbm_pattern, transfer_par, view_pattern};
+use super::access::{End, Plan, transfer_par};
+use crate::exec::{Operands, Resolved};
 use crate::launch::Bound;
 
-/// `load`: element `t` of the tile-shaped grid goes from the HBM access's element `t` to the
-/// view's element `t`, converted to the tile's dtype.
-pub(crate) fn load(
-    e: &mut Engines,
-    b: &Bound<'_, '_, '_>,
-    ivs: &LoopValues,
-    src: &HbmAccess,
-    dst: &TileView,
-) {
-    let p = b.program;
-    let tile = &p.tiles()[dst.tile as usize];
-    let dtype = p.tensors()[src.tensor as usize].dtype;
-    let (data, shape) = b.hbm(src.tensor as usize);
-    let hp = hbm_pattern(src, &shape.strides()[..shape.rank()], ivs);
-    let tp = view_pattern(dst, tile, e.partition_bytes(Memory::Sbuf), ivs);
-    let plan = Plan::for_grid(&grid(dst), &hp, &tp);
+fn end(r: &Resolved) -> End {
+    End {
+        dtype: r.dtype,
+        base: r.pattern.base,
+    }
+}
+
+/// `load`: element `t` of the access's grid goes to the tile's element `t` (in row-major order
+/// of both sides' non-trivial dimensions), converted to the tile's dtype.
+pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
+    let (tile, hbm) = (ops.get(0), ops.get(1));
+    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+        unreachable!("a load reads HBM")
+    };
+    let (data, _) = b.hbm(t as usize);
+    let plan = Plan::between(hbm, tile);
     transfer_par(
         e.isa,
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         data,
         e.sbuf.bytes_mut(),
-        End {
-            dtype,
-            base: hp.base,
-        },
-        End {
-            dtype: tile.dtype,
-            base: tp.base,
-        },
+        end(hbm),
+        end(tile),
         &plan,
     );
 }
 
 /// `store`: the reverse of [`load`], into an output tensor.
-pub(crate) fn store(
-    e: &mut Engines,
-    b: &mut Bound<'_, '_, '_>,
-    ivs: &LoopValues,
-    dst: &HbmAccess,
-    src: &TileView,
-) {
-    let p = b.program;
-    let tile = &p.tiles()[src.tile as usize];
-    let dtype = p.tensors()[dst.tensor as usize].dtype;
-    let (data, shape) = b.hbm_mut(dst.tensor as usize);
-    let hp = hbm_pattern(dst, &shape.strides()[..shape.rank()], ivs);
-    let tp = view_pattern(src, tile, e.partition_bytes(Memory::Sbuf), ivs);
-    let plan = Plan::for_grid(&grid(src), &tp, &hp);
+pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) {
+    let (tile, hbm) = (ops.get(0), ops.get(1));
+    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+        unreachable!("a store writes HBM")
+    };
+    let (data, _) = b.hbm_mut(t as usize);
+    let plan = Plan::between(tile, hbm);
     transfer_par(
         e.isa,
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         e.sbuf.bytes(),
         data,
-        End {
-            dtype: tile.dtype,
-            base: tp.base,
-        },
-        End {
-            dtype,
-            base: hp.base,
-        },
+        end(tile),
+        end(hbm),
         &plan,
     );
 }

@@ -13,7 +13,7 @@ pub(crate) mod dma;
 pub(crate) mod tensor;
 pub(crate) mod vector;
 
-use nki_lang::{Memory, Target};
+use nki_lang::Target;
 
 use crate::cpu::Isa;
 use crate::cpu::matmul::MatmulScratch;
@@ -56,14 +56,6 @@ impl Engines {
             mm_worker: MatmulScratch::new(),
             worker: Worker::start(),
             packed: tensor::Packed::new(),
-        }
-    }
-
-    /// Bytes between partitions of an on-chip memory.
-    pub(crate) fn partition_bytes(&self, memory: Memory) -> usize {
-        match memory {
-            Memory::Psum => Psum::PARTITION_BYTES,
-            _ => self.sbuf.partition_bytes(),
         }
     }
 }

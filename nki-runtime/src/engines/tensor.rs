@@ -1,11 +1,12 @@
 //! TensorE: `nc_matmul` (fp32 accumulation in PSUM) and `nc_transpose`.
 
-use nki_lang::{DType, LoopValues, MAX_TILE_RANK, Memory, Program, TileDecl, TileView};
+use nki_lang::{DType, MAX_TILE_RANK};
 
 use super::Engines;
-use super::access::{ChunkBuf, End, Mem, Pattern, Plan, grid, squeeze, transfer, view_pattern};
+use super::access::{ChunkBuf, End, Mem, Pattern, Plan, squeeze, transfer};
 use crate::cpu::Isa;
 use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
+use crate::exec::{Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
 
 /// Largest contraction size (partitions).
@@ -67,20 +68,17 @@ fn operand<'a>(
     isa: Isa,
     chunks: &mut ChunkBuf,
     sbuf: &'a Sbuf,
-    tile: &TileDecl<'_>,
-    view: &TileView,
-    ivs: &LoopValues,
+    r: &Resolved,
     pack: &'a mut [u8],
 ) -> Operand<'a> {
-    let size = tile.dtype.size() as usize;
-    let pat = view_pattern(view, tile, sbuf.partition_bytes(), ivs);
-    let g = grid(view);
+    let size = r.dtype.size() as usize;
+    let (g, pat) = (r.dims, r.pattern);
     let rows = g[0];
-    let cols = view.shape.free_elems() as usize;
+    let cols = g[1..].iter().product();
     if free_contiguous(&g, &pat) {
         return Operand {
             data: sbuf.bytes(),
-            dtype: tile.dtype,
+            dtype: r.dtype,
             offset: pat.base as usize * size,
             row_stride: sbuf.partition_bytes(),
             rows,
@@ -92,7 +90,7 @@ fn operand<'a>(
         strides: row_major(&g),
     };
     let end = |base| End {
-        dtype: tile.dtype,
+        dtype: r.dtype,
         base,
     };
     let plan = Plan::for_grid(&g, &pat, &packed);
@@ -106,7 +104,7 @@ fn operand<'a>(
     );
     Operand {
         data: pack,
-        dtype: tile.dtype,
+        dtype: r.dtype,
         offset: 0,
         row_stride: cols * size,
         rows,
@@ -116,15 +114,8 @@ fn operand<'a>(
 
 /// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
 /// accumulation order of [`crate::cpu::matmul`].
-pub(crate) fn matmul(
-    e: &mut Engines,
-    p: &Program<'_>,
-    ivs: &LoopValues,
-    stationary: &TileView,
-    moving: &TileView,
-    dst: &TileView,
-    accumulate: bool,
-) {
+pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
+    let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
     let Engines {
         isa,
         sbuf,
@@ -137,34 +128,15 @@ pub(crate) fn matmul(
         ..
     } = e;
     let isa = *isa;
-    let tiles = p.tiles();
     let Packed {
         stationary: ps,
         moving: pm,
         out: po,
     } = packed;
-    let s = operand(
-        isa,
-        chunks,
-        sbuf,
-        &tiles[stationary.tile as usize],
-        stationary,
-        ivs,
-        ps,
-    );
-    let m = operand(
-        isa,
-        chunks,
-        sbuf,
-        &tiles[moving.tile as usize],
-        moving,
-        ivs,
-        pm,
-    );
+    let s = operand(isa, chunks, sbuf, stationary, ps);
+    let m = operand(isa, chunks, sbuf, moving, pm);
     let n = m.cols;
-    let dt = &tiles[dst.tile as usize];
-    let dp = view_pattern(dst, dt, Psum::PARTITION_BYTES, ivs);
-    let g = grid(dst);
+    let (dp, g) = (dst.pattern, dst.dims);
     if free_contiguous(&g, &dp) {
         let offset = dp.base as usize;
         let row_stride = Psum::PARTITION_F32S;
@@ -245,21 +217,13 @@ pub(crate) fn matmul(
 
 /// `nc_transpose` on TensorE: `dst[f, p] = src[p, f]`, widened exactly to fp32 in PSUM (`f` is
 /// the row-major index of the source's free elements).
-pub(crate) fn transpose(
-    e: &mut Engines,
-    p: &Program<'_>,
-    ivs: &LoopValues,
-    src: &TileView,
-    dst: &TileView,
-) {
-    let tiles = p.tiles();
-    let (st, dt) = (&tiles[src.tile as usize], &tiles[dst.tile as usize]);
-    let sp = view_pattern(src, st, e.partition_bytes(Memory::Sbuf), ivs);
-    let dp = view_pattern(dst, dt, Psum::PARTITION_BYTES, ivs);
-    let g = grid(src);
+pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
+    let (dst, src) = (ops.get(0), ops.get(1));
+    let (sp, dp) = (src.pattern, dst.pattern);
+    let g = src.dims;
     // The destination's free elements hold the source partitions: its one non-trivial free
     // dimension (none when the source has one partition) has the stride for `p`.
-    let dg = grid(dst);
+    let dg = dst.dims;
     let p_stride = (1..MAX_TILE_RANK)
         .find(|&j| dg[j] != 1)
         .map_or(0, |j| dp.strides[j]);
@@ -280,11 +244,11 @@ pub(crate) fn transpose(
         &mut e.chunks,
         Mem::Two(e.sbuf.bytes(), e.psum.bytes_mut()),
         End {
-            dtype: st.dtype,
+            dtype: src.dtype,
             base: sp.base,
         },
         End {
-            dtype: dt.dtype,
+            dtype: dst.dtype,
             base: dp.base,
         },
         &plan,

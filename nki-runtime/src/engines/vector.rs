@@ -1,30 +1,24 @@
 //! VectorE: `tensor_copy` (elementwise, with a cast) and `memset`, on SBUF and PSUM.
 
-use nki_lang::{LoopValues, Memory, Program, TileView};
+use nki_lang::{DType, Scalar};
 
 use super::Engines;
-use super::access::{
-    End, Plan, fill, grid, squeeze, transfer_par, transfer_par_within, view_pattern,
-};
+use super::access::{End, Plan, fill, transfer_par, transfer_par_within};
 use crate::cpu::convert::convert;
+use crate::exec::{Loc, Operands, Resolved};
+
+fn end(r: &Resolved) -> End {
+    End {
+        dtype: r.dtype,
+        base: r.pattern.base,
+    }
+}
 
 /// `tensor_copy`: `dst[i] = cast(src[i])` element by element (in row-major order of the
-/// views' non-trivial dimensions). Same-dtype copies keep the bits.
-pub(crate) fn copy(
-    e: &mut Engines,
-    p: &Program<'_>,
-    ivs: &LoopValues,
-    src: &TileView,
-    dst: &TileView,
-) {
-    let tiles = p.tiles();
-    let (st, dt) = (&tiles[src.tile as usize], &tiles[dst.tile as usize]);
-    let sp = view_pattern(src, st, e.partition_bytes(st.memory), ivs);
-    let dp = view_pattern(dst, dt, e.partition_bytes(dt.memory), ivs);
-    let plan = Plan::new(
-        &squeeze(&grid(src), &sp.strides),
-        &squeeze(&grid(dst), &dp.strides),
-    );
+/// operands' non-trivial dimensions). Same-dtype copies keep the bits.
+pub(crate) fn copy(e: &mut Engines, ops: &Operands) {
+    let (dst, src) = (ops.get(0), ops.get(1));
+    let plan = Plan::between(src, dst);
     let Engines {
         isa,
         sbuf,
@@ -34,36 +28,25 @@ pub(crate) fn copy(
         worker,
         ..
     } = e;
-    let (from, to) = (
-        End {
-            dtype: st.dtype,
-            base: sp.base,
-        },
-        End {
-            dtype: dt.dtype,
-            base: dp.base,
-        },
-    );
-    let (src_mem, dst_mem) = match (st.memory, dt.memory) {
-        (Memory::Sbuf, Memory::Sbuf) => {
-            let bufs = (chunks, chunks_worker);
+    let (from, to) = (end(src), end(dst));
+    let bufs = (chunks, chunks_worker);
+    let (src_mem, dst_mem) = match (src.loc, dst.loc) {
+        (Loc::Sbuf, Loc::Sbuf) => {
             let mem = sbuf.bytes_mut();
             return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
-        (Memory::Psum, Memory::Psum) => {
-            let bufs = (chunks, chunks_worker);
+        (Loc::Psum, Loc::Psum) => {
             let mem = psum.bytes_mut();
             return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
-        (Memory::Sbuf, Memory::Psum) => (sbuf.bytes(), psum.bytes_mut()),
-        (Memory::Psum, Memory::Sbuf) => (psum.bytes(), sbuf.bytes_mut()),
-        // Tiles live in SBUF or PSUM (checked when the program was built).
-        _ => return,
+        (Loc::Sbuf, Loc::Psum) => (sbuf.bytes(), psum.bytes_mut()),
+        (Loc::Psum, Loc::Sbuf) => (psum.bytes(), sbuf.bytes_mut()),
+        (s, d) => unreachable!("tensor_copy from {s:?} to {d:?}: the checks keep tiles on chip"),
     };
     transfer_par(
         *isa,
         worker.as_mut(),
-        (chunks, chunks_worker),
+        bufs,
         src_mem,
         dst_mem,
         from,
@@ -72,30 +55,23 @@ pub(crate) fn copy(
     );
 }
 
-/// `memset`: every element of the view becomes `value` rounded to the tile's dtype.
-pub(crate) fn memset(
-    e: &mut Engines,
-    p: &Program<'_>,
-    ivs: &LoopValues,
-    dst: &TileView,
-    value: f32,
-) {
-    let dt = &p.tiles()[dst.tile as usize];
-    let dp = view_pattern(dst, dt, e.partition_bytes(dt.memory), ivs);
-    let size = dt.dtype.size() as usize;
+/// `memset`: every element of the destination becomes `value` converted to its dtype.
+pub(crate) fn memset(e: &mut Engines, ops: &Operands, value: Scalar) {
+    let dst = ops.get(0);
+    let size = dst.dtype.size() as usize;
     let mut bits = [0u8; 4];
     convert(
         e.isa,
-        &value.to_le_bytes(),
-        nki_lang::DType::F32,
+        &value.as_f32().to_le_bytes(),
+        DType::F32,
         &mut bits,
-        dt.dtype,
+        dst.dtype,
         1,
     );
-    let plan = Plan::for_grid(&grid(dst), &dp, &dp);
-    let mem = match dt.memory {
-        Memory::Psum => e.psum.bytes_mut(),
+    let plan = Plan::between(dst, dst);
+    let mem = match dst.loc {
+        Loc::Psum => e.psum.bytes_mut(),
         _ => e.sbuf.bytes_mut(),
     };
-    fill(mem, dp.base, &bits[..size], &plan);
+    fill(mem, dst.pattern.base, &bits[..size], &plan);
 }

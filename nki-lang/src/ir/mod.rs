@@ -1,0 +1,534 @@
+//! The instruction set as plain data.
+//!
+//! An [`Instr`] is a fieldless [`Opcode`] (one per hardware instruction, described once in the
+//! opcode table, [`crate::ops`]), the engine that runs it, an optional mask, the kernel source
+//! line, and its operands in one of a few fixed layouts ([`InstrData`], the *formats*). A
+//! format carries function codes ([`Alu`], [`ActFn`]) rather than one variant per NKI call:
+//! `nl.maximum` is `tensor_tensor` with [`Alu::Max`].
+//!
+//! Operands refer by index to the program's pools: tile views ([`ViewId`]), HBM accesses
+//! ([`AccessId`]), masks ([`MaskId`]) and grid expressions ([`ExprId`]), so that an instruction
+//! stays small (at most 64 bytes) and each view is stored once.
+//! [`Instr::operands`] is the one enumerator of an instruction's operands that every pass uses.
+
+mod operand;
+mod operands;
+
+use core::fmt;
+
+pub use operand::{AxisIndex, HbmAccess, MAX_MASK_TERMS, Mask, MaskTerm, TileView};
+pub use operands::{Dir, OperandRef, Operands, SlotOperand};
+
+use crate::func::{ActFn, Alu};
+use crate::ops::Opcode;
+use crate::shape::Extent;
+
+/// Where a tensor or tile lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// Device memory: kernel inputs and outputs (`nl.shared_hbm`).
+    Hbm,
+    /// The state buffer: 128 partitions, the engines' working memory (`nl.sbuf`).
+    Sbuf,
+    /// The partial-sum buffer: 128 partitions × 8 banks of 2 KiB, written by TensorE (`nl.psum`).
+    Psum,
+}
+
+impl Memory {
+    /// NKI's name of the address space (`hbm`, `sbuf`, `psum`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Memory::Hbm => "hbm",
+            Memory::Sbuf => "sbuf",
+            Memory::Psum => "psum",
+        }
+    }
+}
+
+impl fmt::Display for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The NeuronCore engine that runs an instruction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// The 128×128 systolic array: `nc_matmul`, transposes.
+    Tensor,
+    /// The vector engine: elementwise arithmetic, copies, memsets, reductions.
+    Vector,
+    /// The scalar (activation) engine.
+    Scalar,
+    /// The general-purpose SIMD engine.
+    GpSimd,
+    /// The DMA queues: loads and stores between HBM and SBUF.
+    Dma,
+    /// The sync engine: a sequencer without a datapath; runs loop control.
+    Sync,
+}
+
+impl Engine {
+    /// Short name used in listings and traces.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "Tensor",
+            Engine::Vector => "Vector",
+            Engine::Scalar => "Scalar",
+            Engine::GpSimd => "GpSimd",
+            Engine::Dma => "DMA",
+            Engine::Sync => "Sync",
+        }
+    }
+
+    /// Parses NKI's engine names (`nisa.vector_engine`, `vector`, `gpsimd`, ...).
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Some(match name {
+            "tensor" | "tensor_engine" | "Tensor" => Engine::Tensor,
+            "vector" | "vector_engine" | "Vector" => Engine::Vector,
+            "scalar" | "scalar_engine" | "activation" | "Scalar" => Engine::Scalar,
+            "gpsimd" | "gpsimd_engine" | "GpSimd" => Engine::GpSimd,
+            "dma" | "dma_engine" | "sync" | "Dma" => Engine::Dma,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// The kind of a loop, with NKI's meaning.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LoopKind {
+    /// `affine_range`: iterations are independent (except accumulation) and may overlap.
+    Affine,
+    /// `sequential_range`: iterations run in order; loop-carried dependencies are allowed.
+    Sequential,
+}
+
+impl LoopKind {
+    /// The NKI iterator's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LoopKind::Affine => "affine_range",
+            LoopKind::Sequential => "sequential_range",
+        }
+    }
+}
+
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u16);
+
+        impl $name {
+            /// The position in its pool.
+            #[inline]
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id!(
+    /// A tile view in the program's view pool ([`crate::Program::views`]).
+    ViewId
+);
+id!(
+    /// An HBM access in the program's access pool ([`crate::Program::accesses`]).
+    AccessId
+);
+id!(
+    /// A mask in the program's mask pool ([`crate::Program::masks`]).
+    MaskId
+);
+id!(
+    /// An affine grid expression in the program's expression pool ([`crate::Program::exprs`]):
+    /// `iota`'s values and `affine_select`'s predicate.
+    ExprId
+);
+
+/// An immediate operand.
+///
+/// Floats are kept as their bits so that instructions are `Eq` and `Hash`, and emit as
+/// integer literals.
+#[derive(Copy, Clone, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// An fp32 value, by its bits.
+    Float(u32),
+    /// A 32-bit integer (for integer tiles, bit operations and shifts).
+    Int(i32),
+}
+
+impl Scalar {
+    /// An fp32 immediate.
+    pub const fn float(x: f32) -> Scalar {
+        Scalar::Float(x.to_bits())
+    }
+
+    /// The value as the engines' fp32 (integers above 2²⁴ round to nearest even).
+    pub fn as_f32(self) -> f32 {
+        match self {
+            Scalar::Float(bits) => f32::from_bits(bits),
+            Scalar::Int(v) => v as f32,
+        }
+    }
+}
+
+impl fmt::Debug for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scalar::Float(bits) => write!(f, "{:?}", f32::from_bits(bits)),
+            Scalar::Int(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// A source operand of a compute instruction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Src {
+    /// No operand (a slot the instruction does not use).
+    None,
+    /// A tile view. A `[P, 1]` column applied along every free element is a view whose free
+    /// strides are 0, as is any free-dimension broadcast.
+    Tile(ViewId),
+    /// An immediate.
+    Imm(Scalar),
+}
+
+impl Src {
+    /// The view, if the operand is one.
+    pub const fn view(self) -> Option<ViewId> {
+        match self {
+            Src::Tile(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// How an instruction writes its destination.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Write {
+    /// Overwrite the destination.
+    Overwrite,
+    /// Combine the result into the destination: `dst = dst op result` (`+=` into PSUM or
+    /// SBUF; `nl.loop_reduce`).
+    Accumulate(Alu),
+    /// An accumulation group (`acc += nc_matmul(...)` over a zeroed PSUM tile): overwrite
+    /// while every loop in `loops` (bit `d` = loop at depth `d`) is in its first iteration,
+    /// accumulate with `op` otherwise.
+    Group {
+        /// Loops (by depth) the group spans.
+        loops: u8,
+        /// How later iterations combine.
+        op: Alu,
+    },
+}
+
+/// A destination operand and how it is written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Dst {
+    /// The view written.
+    pub view: ViewId,
+    /// Overwrite or accumulate.
+    pub write: Write,
+}
+
+impl Dst {
+    /// A destination that is overwritten.
+    pub const fn overwrite(view: ViewId) -> Dst {
+        Dst {
+            view,
+            write: Write::Overwrite,
+        }
+    }
+
+    /// Whether the instruction reads the destination's old value (in some iteration).
+    pub const fn reads_old(&self) -> bool {
+        !matches!(self.write, Write::Overwrite)
+    }
+}
+
+/// A comparison of an affine grid expression with 0 (`affine_select`'s predicate).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// `e < 0`
+    Lt,
+    /// `e <= 0`
+    Le,
+    /// `e > 0`
+    Gt,
+    /// `e >= 0`
+    Ge,
+    /// `e == 0`
+    Eq,
+    /// `e != 0`
+    Ne,
+}
+
+impl Cmp {
+    /// Whether `v cmp 0` holds.
+    #[inline]
+    pub const fn holds(self, v: i64) -> bool {
+        match self {
+            Cmp::Lt => v < 0,
+            Cmp::Le => v <= 0,
+            Cmp::Gt => v > 0,
+            Cmp::Ge => v >= 0,
+            Cmp::Eq => v == 0,
+            Cmp::Ne => v != 0,
+        }
+    }
+
+    /// The operator's symbol.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+        }
+    }
+}
+
+/// The predicate of a select.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Pred {
+    /// A tile of truth values (nonzero = true): `nl.where`.
+    Tile(ViewId),
+    /// An affine expression of the grid and index variables compared with 0:
+    /// `affine_select`.
+    Affine {
+        /// The expression.
+        expr: ExprId,
+        /// The comparison.
+        cmp: Cmp,
+    },
+}
+
+/// A second, per-partition output of an instruction that reduces its result along the free
+/// dimensions (`activation`'s `reduce_res`, `tensor_scalar_reduce`): a `[P, 1]` view.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AccOut {
+    /// The reduction.
+    pub op: Alu,
+    /// The `[P, 1]` view it is written to.
+    pub view: ViewId,
+}
+
+/// An instruction's operands, in one of a fixed set of layouts (formats). Each variant's doc
+/// lists its operand slots in the order [`Instr::operands`] numbers them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InstrData {
+    /// Start of a loop; its body runs up to the matching `LoopEnd` at index `end`.
+    /// No operand slots.
+    LoopBegin {
+        /// `affine_range` or `sequential_range`.
+        kind: LoopKind,
+        /// Number of iterations.
+        trip: Extent,
+        /// Index of the induction variable's name in [`crate::Program::loop_vars`].
+        var: u16,
+        /// Index of the matching `LoopEnd`.
+        end: u32,
+    },
+    /// End of the loop that begins at `begin`. No operand slots.
+    LoopEnd {
+        /// Index of the matching `LoopBegin`.
+        begin: u32,
+    },
+    /// A DMA between a tile and HBM; the opcode gives the direction.
+    /// Slots: 0 `tile`, 1 `hbm`.
+    Dma {
+        /// The on-chip side.
+        tile: ViewId,
+        /// The HBM side.
+        hbm: AccessId,
+    },
+    /// One source, one destination. Slots: 0 `dst`, 1 `src`.
+    Unary {
+        /// Destination.
+        dst: Dst,
+        /// Source.
+        src: ViewId,
+    },
+    /// A constant. Slots: 0 `dst`.
+    Fill {
+        /// Destination.
+        dst: Dst,
+        /// The value, converted to the destination's dtype.
+        value: Scalar,
+    },
+    /// The values of an affine expression of the grid. Slots: 0 `dst`, 1 `expr`.
+    Iota {
+        /// Destination.
+        dst: Dst,
+        /// The expression.
+        expr: ExprId,
+    },
+    /// A chain of up to two ALU operations: `dst = (src0 op0 src1) op1 src2`, where bit `j`
+    /// of `rev` swaps the operands of `op[j]`. `op1` is [`Alu::Bypass`] for one operation.
+    /// Slots: 0 `dst`, 1 `src0`, 2 `src1`, 3 `src2`, 4 `acc`.
+    Alu {
+        /// Destination.
+        dst: Dst,
+        /// Operands.
+        src: [Src; 3],
+        /// Operations.
+        op: [Alu; 2],
+        /// Operand swaps.
+        rev: u8,
+        /// Optional per-partition reduction of the result.
+        acc: Option<AccOut>,
+    },
+    /// `dst = func(src · scale + bias)` on the Scalar engine. Slots: 0 `dst`, 1 `src`,
+    /// 2 `scale`, 3 `bias`, 4 `acc`.
+    Act {
+        /// Destination.
+        dst: Dst,
+        /// Input.
+        src: ViewId,
+        /// The function.
+        func: ActFn,
+        /// An immediate or a `[P, 1]` column.
+        scale: Src,
+        /// `Src::None` or a `[P, 1]` column.
+        bias: Src,
+        /// Optional per-partition reduction of the result.
+        acc: Option<AccOut>,
+    },
+    /// A reduction along free axes. Slots: 0 `dst`, 1 `src`.
+    Reduce {
+        /// Destination.
+        dst: Dst,
+        /// Input.
+        src: ViewId,
+        /// The reduction.
+        op: Alu,
+        /// Bit `j` set: reduce the source's free axis `j` (axis `j + 1` of its shape).
+        axes: u8,
+        /// Multiply the result by −1.
+        negate: bool,
+    },
+    /// A scan along the free elements of each partition:
+    /// `r[i] = (src0[i] op0 r[i−1]) op1 src1[i]`, `r[−1] = init`.
+    /// Slots: 0 `dst`, 1 `src0`, 2 `src1`, 3 `init`.
+    Scan {
+        /// Destination.
+        dst: Dst,
+        /// Inputs.
+        src: [ViewId; 2],
+        /// The initial value: an immediate or a `[P, 1]` column.
+        init: Src,
+        /// Operations.
+        op: [Alu; 2],
+    },
+    /// `dst = pred ? on_true : on_false`, elementwise. Slots: 0 `dst`, 1 `pred`,
+    /// 2 `on_true`, 3 `on_false`.
+    Select {
+        /// Destination.
+        dst: Dst,
+        /// The predicate.
+        pred: Pred,
+        /// Value where the predicate holds.
+        on_true: Src,
+        /// Value elsewhere.
+        on_false: Src,
+    },
+    /// `dst = stationaryᵀ · moving` on TensorE, fp32 accumulation in PSUM.
+    /// Slots: 0 `dst`, 1 `stationary`, 2 `moving`.
+    Matmul {
+        /// `[M, N]` fp32 in PSUM.
+        dst: Dst,
+        /// `[K, M]` in SBUF.
+        stationary: ViewId,
+        /// `[K, N]` in SBUF.
+        moving: ViewId,
+    },
+}
+
+impl InstrData {
+    /// The destination, for formats that have one.
+    pub const fn dst(&self) -> Option<Dst> {
+        match *self {
+            InstrData::Unary { dst, .. }
+            | InstrData::Fill { dst, .. }
+            | InstrData::Iota { dst, .. }
+            | InstrData::Alu { dst, .. }
+            | InstrData::Act { dst, .. }
+            | InstrData::Reduce { dst, .. }
+            | InstrData::Scan { dst, .. }
+            | InstrData::Select { dst, .. }
+            | InstrData::Matmul { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+        }
+    }
+
+    /// The same operands with the destination's view replaced (formats without a destination
+    /// are returned unchanged).
+    pub fn with_dst_view(mut self, view: ViewId) -> InstrData {
+        match &mut self {
+            InstrData::Unary { dst, .. }
+            | InstrData::Fill { dst, .. }
+            | InstrData::Iota { dst, .. }
+            | InstrData::Alu { dst, .. }
+            | InstrData::Act { dst, .. }
+            | InstrData::Reduce { dst, .. }
+            | InstrData::Scan { dst, .. }
+            | InstrData::Select { dst, .. }
+            | InstrData::Matmul { dst, .. } => dst.view = view,
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => {}
+        }
+        self
+    }
+}
+
+/// One instruction: the opcode, the engine that runs it, an optional mask, the kernel source
+/// line it came from (0 when unknown), and its operands.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instr {
+    /// The operation.
+    pub opcode: Opcode,
+    /// The engine that runs it: one of the opcode's legal engines
+    /// ([`crate::ops::OpInfo::engines`]).
+    pub engine: Engine,
+    /// The mask restricting the instruction to a sub-rectangle of its grid.
+    pub mask: Option<MaskId>,
+    /// Line of the kernel source that produced the instruction.
+    pub line: u32,
+    /// The operands, in the opcode's format.
+    pub data: InstrData,
+}
+
+const _: () = assert!(core::mem::size_of::<Instr>() <= 64);
+
+impl Instr {
+    /// An instruction on the opcode's default engine, without mask or source line.
+    pub fn new(opcode: Opcode, data: InstrData) -> Instr {
+        Instr {
+            opcode,
+            engine: opcode.info().engines[0],
+            mask: None,
+            line: 0,
+            data,
+        }
+    }
+
+    /// The operands, each with its slot and direction: the one enumeration that allocation,
+    /// checking, remapping, execution, timing and strictness all use.
+    pub fn operands(&self) -> Operands {
+        Operands::of(self)
+    }
+
+    /// The instruction's mnemonic (NKI's name): [`crate::ops::OpInfo::name`].
+    pub fn mnemonic(&self) -> &'static str {
+        self.opcode.info().name
+    }
+}

@@ -1,0 +1,203 @@
+//! The one enumerator of an instruction's operands.
+//!
+//! Every pass that needs to know what an instruction reads and writes goes through
+//! [`crate::Instr::operands`]: allocation and live ranges, the structural and rule checks,
+//! the macro's tensor-index remapping, the executor, and later the timing model and strict mode.
+//! It is written once per format; a new format must be added here (the match is exhaustive).
+
+use super::{AccOut, AccessId, Dst, ExprId, Instr, InstrData, Pred, Scalar, Src, ViewId, Write};
+use crate::ops::MAX_SLOTS;
+
+/// Whether an instruction reads an operand, writes it, or both.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Read only.
+    Read,
+    /// Written only (every element overwritten).
+    Write,
+    /// Read and written: an accumulating destination.
+    ReadWrite,
+}
+
+impl Dir {
+    /// Whether the operand is read.
+    pub const fn reads(self) -> bool {
+        matches!(self, Dir::Read | Dir::ReadWrite)
+    }
+
+    /// Whether the operand is written.
+    pub const fn writes(self) -> bool {
+        matches!(self, Dir::Write | Dir::ReadWrite)
+    }
+}
+
+/// What an operand slot holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum OperandRef {
+    /// A tile view.
+    View(ViewId),
+    /// An HBM access.
+    Access(AccessId),
+    /// A grid expression (computed, not read from memory).
+    Expr(ExprId),
+    /// An immediate.
+    Imm(Scalar),
+}
+
+/// One operand of an instruction: its slot in the format, what it is, and its direction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SlotOperand {
+    /// The slot (see [`InstrData`]'s variants; names in [`crate::ops::OpInfo::operands`]).
+    pub slot: u8,
+    /// The operand.
+    pub operand: OperandRef,
+    /// Read, written, or both.
+    pub dir: Dir,
+}
+
+impl SlotOperand {
+    /// The view, if the operand is one.
+    pub const fn view(&self) -> Option<ViewId> {
+        match self.operand {
+            OperandRef::View(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The operands of one instruction, in slot order (an iterator; allocates nothing).
+#[derive(Clone, Debug)]
+pub struct Operands {
+    items: [Option<SlotOperand>; MAX_SLOTS],
+    next: usize,
+}
+
+impl Operands {
+    pub(super) fn of(ins: &Instr) -> Operands {
+        let mut o = Operands {
+            items: [None; MAX_SLOTS],
+            next: 0,
+        };
+        match ins.data {
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } => {}
+            InstrData::Dma { tile, hbm } => {
+                let spec = ins.opcode.info().operands;
+                let dir = |slot: usize| spec.get(slot).map_or(Dir::Read, |s| s.dir);
+                o.put(0, OperandRef::View(tile), dir(0));
+                o.put(1, OperandRef::Access(hbm), dir(1));
+            }
+            InstrData::Unary { dst, src } | InstrData::Reduce { dst, src, .. } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+            }
+            InstrData::Fill { dst, .. } => o.dst(dst),
+            InstrData::Iota { dst, expr } => {
+                o.dst(dst);
+                o.put(1, OperandRef::Expr(expr), Dir::Read);
+            }
+            InstrData::Alu { dst, src, acc, .. } => {
+                o.dst(dst);
+                for (j, &x) in src.iter().enumerate() {
+                    o.src(1 + j, x);
+                }
+                o.acc(acc);
+            }
+            InstrData::Act {
+                dst,
+                src,
+                scale,
+                bias,
+                acc,
+                ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.src(2, scale);
+                o.src(3, bias);
+                o.acc(acc);
+            }
+            InstrData::Scan { dst, src, init, .. } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src[0]), Dir::Read);
+                o.put(2, OperandRef::View(src[1]), Dir::Read);
+                o.src(3, init);
+            }
+            InstrData::Select {
+                dst,
+                pred,
+                on_true,
+                on_false,
+            } => {
+                o.dst(dst);
+                match pred {
+                    Pred::Tile(v) => o.put(1, OperandRef::View(v), Dir::Read),
+                    Pred::Affine { expr, .. } => o.put(1, OperandRef::Expr(expr), Dir::Read),
+                }
+                o.src(2, on_true);
+                o.src(3, on_false);
+            }
+            InstrData::Matmul {
+                dst,
+                stationary,
+                moving,
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(stationary), Dir::Read);
+                o.put(2, OperandRef::View(moving), Dir::Read);
+            }
+        }
+        o
+    }
+
+    fn put(&mut self, slot: usize, operand: OperandRef, dir: Dir) {
+        self.items[slot] = Some(SlotOperand {
+            slot: slot as u8,
+            operand,
+            dir,
+        });
+    }
+
+    /// Slot 0: the destination, read too when it accumulates.
+    fn dst(&mut self, d: Dst) {
+        let dir = match d.write {
+            Write::Overwrite => Dir::Write,
+            Write::Accumulate(_) | Write::Group { .. } => Dir::ReadWrite,
+        };
+        self.put(0, OperandRef::View(d.view), dir);
+    }
+
+    fn src(&mut self, slot: usize, s: Src) {
+        match s {
+            Src::None => {}
+            Src::Tile(v) => self.put(slot, OperandRef::View(v), Dir::Read),
+            Src::Imm(x) => self.put(slot, OperandRef::Imm(x), Dir::Read),
+        }
+    }
+
+    /// Slot 4: the per-partition reduction output.
+    fn acc(&mut self, a: Option<AccOut>) {
+        if let Some(a) = a {
+            self.put(4, OperandRef::View(a.view), Dir::Write);
+        }
+    }
+
+    /// The operand in `slot`, if the instruction has one there.
+    pub fn get(&self, slot: usize) -> Option<SlotOperand> {
+        self.items.get(slot).copied().flatten()
+    }
+}
+
+impl Iterator for Operands {
+    type Item = SlotOperand;
+
+    fn next(&mut self) -> Option<SlotOperand> {
+        while self.next < MAX_SLOTS {
+            let i = self.next;
+            self.next += 1;
+            if let Some(o) = self.items[i] {
+                return Some(o);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,238 @@
+//! The opcode table: one entry per hardware instruction, written once.
+//!
+//! Each [`Opcode`] has an [`OpInfo`]: its NKI name (which is also the listing's mnemonic and
+//! the [`crate::builder::ProgramBuilder`] method), its format (the [`InstrData`] variant it
+//! uses), the engines that may run it (the first is the default), the name, direction and
+//! allowed memories of each operand slot, and one shape/dtype inference function. `#[kernel]`
+//! calls [`infer`] to create a result tile and to blame the right operand of a mistake;
+//! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
+//! twice.
+
+mod infer;
+
+pub use infer::{Blame, InferIn, Inferred, Slot, ViewInfo, infer};
+
+use crate::ir::{Dir, Engine, InstrData, Memory};
+
+/// Most operand slots an instruction format has.
+pub const MAX_SLOTS: usize = 5;
+
+/// An operand layout: which [`InstrData`] variant an opcode uses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// [`InstrData::LoopBegin`]
+    LoopBegin,
+    /// [`InstrData::LoopEnd`]
+    LoopEnd,
+    /// [`InstrData::Dma`]
+    Dma,
+    /// [`InstrData::Unary`]
+    Unary,
+    /// [`InstrData::Fill`]
+    Fill,
+    /// [`InstrData::Iota`]
+    Iota,
+    /// [`InstrData::Alu`]
+    Alu,
+    /// [`InstrData::Act`]
+    Act,
+    /// [`InstrData::Reduce`]
+    Reduce,
+    /// [`InstrData::Scan`]
+    Scan,
+    /// [`InstrData::Select`]
+    Select,
+    /// [`InstrData::Matmul`]
+    Matmul,
+}
+
+impl Format {
+    /// The format of an instruction's operands.
+    pub const fn of(data: &InstrData) -> Format {
+        match data {
+            InstrData::LoopBegin { .. } => Format::LoopBegin,
+            InstrData::LoopEnd { .. } => Format::LoopEnd,
+            InstrData::Dma { .. } => Format::Dma,
+            InstrData::Unary { .. } => Format::Unary,
+            InstrData::Fill { .. } => Format::Fill,
+            InstrData::Iota { .. } => Format::Iota,
+            InstrData::Alu { .. } => Format::Alu,
+            InstrData::Act { .. } => Format::Act,
+            InstrData::Reduce { .. } => Format::Reduce,
+            InstrData::Scan { .. } => Format::Scan,
+            InstrData::Select { .. } => Format::Select,
+            InstrData::Matmul { .. } => Format::Matmul,
+        }
+    }
+}
+
+/// One operand slot of an opcode.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OperandSpec {
+    /// NKI's name of the operand (`src`, `stationary`, `data1`, ...); empty for a slot the
+    /// opcode does not use.
+    pub name: &'static str,
+    /// Whether the instruction reads or writes it (a destination that accumulates is read too).
+    pub dir: Dir,
+    /// The memories it may be in.
+    pub memory: &'static [Memory],
+}
+
+/// The shape/dtype rule of an opcode: given what is known of its operands, the result's
+/// shape, dtype and memory, or the operand to blame for a broken rule.
+pub type InferFn = fn(&InferIn<'_>) -> Result<Option<Inferred>, Blame>;
+
+/// Everything the language knows about one opcode.
+#[derive(Copy, Clone, Debug)]
+pub struct OpInfo {
+    /// NKI's name: the listing's mnemonic and the builder's method name.
+    pub name: &'static str,
+    /// The operand layout.
+    pub format: Format,
+    /// The engines that may run it; the first is the default.
+    pub engines: &'static [Engine],
+    /// Operand slots, in the format's order.
+    pub operands: &'static [OperandSpec],
+    /// The shape/dtype rule.
+    pub infer: InferFn,
+    /// What the instruction computes.
+    pub doc: &'static str,
+}
+
+const ON_CHIP: &[Memory] = &[Memory::Sbuf, Memory::Psum];
+const SBUF: &[Memory] = &[Memory::Sbuf];
+const PSUM: &[Memory] = &[Memory::Psum];
+const HBM: &[Memory] = &[Memory::Hbm];
+
+const fn slot(name: &'static str, dir: Dir, memory: &'static [Memory]) -> OperandSpec {
+    OperandSpec { name, dir, memory }
+}
+
+macro_rules! opcodes {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, } )*) => {
+        /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Opcode {
+            $( $(#[doc = $doc])* $v, )*
+        }
+
+        /// The table, indexed by `Opcode as usize`.
+        static OPS: &[OpInfo] = &[$(
+            OpInfo {
+                name: $name,
+                format: Format::$format,
+                engines: $engines,
+                operands: $operands,
+                infer: $infer,
+                doc: concat!($($doc),*),
+            },
+        )*];
+
+        impl Opcode {
+            /// Every opcode, in table order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$v),*];
+        }
+    };
+}
+
+opcodes! {
+    /// Start of a loop (`affine_range`, `sequential_range`): runs on the sync engine.
+    LoopBegin {
+        name: "loop",
+        format: LoopBegin,
+        engines: &[Engine::Sync],
+        operands: &[],
+        infer: infer::none,
+    }
+    /// End of a loop: advance the induction variable and jump back, or leave.
+    LoopEnd {
+        name: "end",
+        format: LoopEnd,
+        engines: &[Engine::Sync],
+        operands: &[],
+        infer: infer::none,
+    }
+    /// `load`: an HBM access into an SBUF tile, cast to the tile's dtype.
+    Load {
+        name: "load",
+        format: Dma,
+        engines: &[Engine::Dma],
+        operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
+        infer: infer::load,
+    }
+    /// `store`: an SBUF tile into an HBM output access, cast to the tensor's dtype.
+    Store {
+        name: "store",
+        format: Dma,
+        engines: &[Engine::Dma],
+        operands: &[slot("value", Dir::Read, SBUF), slot("dst", Dir::Write, HBM)],
+        infer: infer::store,
+    }
+    /// `nc_matmul`: `dst = stationaryᵀ · moving` in fp32 in PSUM.
+    Matmul {
+        name: "nc_matmul",
+        format: Matmul,
+        engines: &[Engine::Tensor],
+        operands: &[
+            slot("dst", Dir::Write, PSUM),
+            slot("stationary", Dir::Read, SBUF),
+            slot("moving", Dir::Read, SBUF),
+        ],
+        infer: infer::matmul,
+    }
+    /// `nc_transpose`: `dst[f, p] = src[p, f]` (TensorE: SBUF in, fp32 PSUM out).
+    Transpose {
+        name: "nc_transpose",
+        format: Unary,
+        engines: &[Engine::Tensor],
+        operands: &[slot("dst", Dir::Write, PSUM), slot("data", Dir::Read, SBUF)],
+        infer: infer::transpose,
+    }
+    /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype.
+    TensorCopy {
+        name: "tensor_copy",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
+        infer: infer::same_as_src,
+    }
+    /// `memset`: every element of `dst` becomes the value, converted to its dtype.
+    Memset {
+        name: "memset",
+        format: Fill,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP)],
+        infer: infer::given_dst,
+    }
+}
+
+impl Opcode {
+    /// The opcode's table entry.
+    #[inline]
+    pub fn info(self) -> &'static OpInfo {
+        &OPS[self as usize]
+    }
+
+    /// Looks an opcode up by its NKI name.
+    pub fn from_name(name: &str) -> Option<Opcode> {
+        Opcode::ALL.iter().copied().find(|o| o.info().name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_consistent() {
+        for (i, &op) in Opcode::ALL.iter().enumerate() {
+            let info = op.info();
+            assert_eq!(op as usize, i);
+            assert!(!info.engines.is_empty(), "{}", info.name);
+            assert!(info.operands.len() <= MAX_SLOTS, "{}", info.name);
+            assert_eq!(Opcode::from_name(info.name), Some(op));
+            assert!(!info.doc.is_empty(), "{}", info.name);
+        }
+    }
+}

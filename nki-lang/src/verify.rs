@@ -1,0 +1,777 @@
+//! Owned programs and the one validator that turns them into [`Program`]s.
+//!
+//! `#[kernel]` lowers a kernel body into a [`ProgramBuf`] at compile time and a tool can build
+//! one at run time ([`crate::builder::ProgramBuilder`]); both call [`ProgramBuf::finish`],
+//! which checks the program's structure, applies every opcode's rules through the opcode table
+//! ([`crate::ops::infer`]), assigns tile addresses and derives the launch constraints.
+
+use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS};
+use crate::alloc::allocate;
+use crate::constraint::{Bounded, Constraint, implied_by_divisibility, index_range};
+use crate::dtype::DType;
+use crate::ir::{
+    AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, Mask, MaskId, Memory,
+    OperandRef, TileView, ViewId, Write,
+};
+use crate::ops::{self, Blame, Format, InferIn, MAX_SLOTS, Slot, ViewInfo};
+use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
+use crate::rules::{self, RuleViolation};
+use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, SymbolValues, TileShape};
+use crate::target::Target;
+
+/// An HBM tensor of a [`ProgramBuf`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorBuf {
+    /// Its name in the kernel source.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, literal or symbolic.
+    pub shape: Vec<Dim>,
+    /// Input or output.
+    pub role: TensorRole,
+}
+
+/// A tile of a [`ProgramBuf`], before allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileBuf {
+    /// Its name in the kernel source (`_tN` for temporaries).
+    pub name: String,
+    /// SBUF or PSUM.
+    pub memory: Memory,
+    /// Element type.
+    pub dtype: DType,
+    /// Partition size, then free sizes.
+    pub shape: TileShape,
+}
+
+/// A program under construction: owned, unchecked, without tile addresses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProgramBuf {
+    /// Kernel name.
+    pub name: String,
+    /// Target generation.
+    pub target: Target,
+    /// Symbolic dimension names.
+    pub symbols: Vec<String>,
+    /// HBM tensors: inputs first, then outputs.
+    pub tensors: Vec<TensorBuf>,
+    /// On-chip tiles.
+    pub tiles: Vec<TileBuf>,
+    /// Loop variable names.
+    pub loop_vars: Vec<String>,
+    /// The tile views instructions use ([`ViewId`]).
+    pub views: Vec<TileView>,
+    /// The HBM accesses instructions use ([`AccessId`]).
+    pub accesses: Vec<HbmAccess>,
+    /// The masks instructions use ([`MaskId`]).
+    pub masks: Vec<Mask>,
+    /// The grid expressions instructions use ([`ExprId`]).
+    pub exprs: Vec<AxisIndex>,
+    /// Instructions.
+    pub instrs: Vec<Instr>,
+}
+
+/// Adds `item` to `pool` unless an equal one is there; its index, or `None` past `u16::MAX`.
+fn intern<T: PartialEq>(pool: &mut Vec<T>, item: T) -> Option<u16> {
+    if let Some(i) = pool.iter().position(|x| *x == item) {
+        return u16::try_from(i).ok();
+    }
+    let i = u16::try_from(pool.len()).ok()?;
+    pool.push(item);
+    Some(i)
+}
+
+impl ProgramBuf {
+    /// The view's id in the pool (an equal view is stored once), or `None` when the pool is
+    /// full.
+    pub fn add_view(&mut self, v: TileView) -> Option<ViewId> {
+        intern(&mut self.views, v).map(ViewId)
+    }
+
+    /// The access's id in the pool (an equal access is stored once), or `None` when full.
+    pub fn add_access(&mut self, a: HbmAccess) -> Option<AccessId> {
+        intern(&mut self.accesses, a).map(AccessId)
+    }
+
+    /// The mask's id in the pool (an equal mask is stored once), or `None` when full.
+    pub fn add_mask(&mut self, m: Mask) -> Option<MaskId> {
+        intern(&mut self.masks, m).map(MaskId)
+    }
+
+    /// The expression's id in the pool, or `None` when full.
+    pub fn add_expr(&mut self, e: AxisIndex) -> Option<ExprId> {
+        intern(&mut self.exprs, e).map(ExprId)
+    }
+
+    /// What the rules know of a view: its tile's memory and dtype, its shape.
+    pub fn view_info(&self, v: ViewId) -> Option<ViewInfo> {
+        let view = self.views.get(v.index())?;
+        let tile = self.tiles.get(view.tile as usize)?;
+        Some(ViewInfo {
+            memory: tile.memory,
+            dtype: tile.dtype,
+            shape: view.shape,
+            column: view.is_column(),
+        })
+    }
+
+    /// What the rules know of an access: HBM, its tensor's dtype, its grid shape.
+    pub fn access_info(&self, a: AccessId) -> Option<ViewInfo> {
+        let access = self.accesses.get(a.index())?;
+        let tensor = self.tensors.get(access.tensor as usize)?;
+        Some(ViewInfo {
+            memory: Memory::Hbm,
+            dtype: tensor.dtype,
+            shape: access.shape,
+            column: false,
+        })
+    }
+
+    /// What the rules know of each operand slot of `ins` (an operand whose index is out of
+    /// range is [`Slot::Absent`]; [`ProgramBuf::finish`] reports it).
+    pub fn slots(&self, ins: &Instr) -> [Slot; MAX_SLOTS] {
+        let mut slots = [Slot::Absent; MAX_SLOTS];
+        for o in ins.operands() {
+            slots[o.slot as usize] = match o.operand {
+                OperandRef::View(v) => self.view_info(v).map_or(Slot::Absent, Slot::View),
+                OperandRef::Access(a) => self.access_info(a).map_or(Slot::Absent, Slot::Access),
+                OperandRef::Expr(_) => Slot::Expr,
+                OperandRef::Imm(x) => Slot::Imm(x),
+            };
+        }
+        slots
+    }
+
+    /// Applies `ins`'s opcode rules ([`ops::infer`]) to its operands as this program has them.
+    pub fn infer(&self, ins: &Instr) -> Result<Option<ops::Inferred>, Blame> {
+        ops::infer(&InferIn {
+            opcode: ins.opcode,
+            engine: ins.engine,
+            data: &ins.data,
+            slots: self.slots(ins),
+        })
+    }
+}
+
+/// Which part of a program a diagnostic is about.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Site {
+    /// The program as a whole.
+    Program,
+    /// A tile's declaration.
+    Tile(usize),
+    /// An HBM tensor's declaration.
+    Tensor(usize),
+    /// An instruction as a whole.
+    Instr(usize),
+    /// An operand of an instruction, by slot ([`crate::ops::OpInfo::operands`] names it).
+    Operand {
+        /// Instruction index.
+        instr: usize,
+        /// The operand's slot.
+        slot: u8,
+    },
+}
+
+/// A broken rule and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The part of the program the rule is about.
+    pub site: Site,
+    /// The rule and its limit.
+    pub violation: RuleViolation,
+}
+
+/// A program that passed [`ProgramBuf::finish`]: owned storage behind a [`Program`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompiledProgram {
+    buf: ProgramBuf,
+    addrs: Vec<u32>,
+    constraints: Vec<Constraint>,
+    sbuf_bytes: u32,
+    psum_banks: u32,
+}
+
+/// Borrowed views of a [`CompiledProgram`]'s names, for building a [`Program`].
+pub struct ProgramParts<'a> {
+    symbols: Vec<&'a str>,
+    tensors: Vec<TensorDecl<'a>>,
+    tiles: Vec<TileDecl<'a>>,
+    loop_vars: Vec<&'a str>,
+    owner: &'a CompiledProgram,
+}
+
+impl CompiledProgram {
+    /// The unchecked source it was compiled from.
+    pub fn source(&self) -> &ProgramBuf {
+        &self.buf
+    }
+    /// Address of each tile.
+    pub fn addrs(&self) -> &[u32] {
+        &self.addrs
+    }
+    /// Launch constraints.
+    pub fn constraints(&self) -> &[Constraint] {
+        &self.constraints
+    }
+    /// SBUF bytes per partition used.
+    pub fn sbuf_bytes(&self) -> u32 {
+        self.sbuf_bytes
+    }
+    /// PSUM banks used.
+    pub fn psum_banks(&self) -> u32 {
+        self.psum_banks
+    }
+    /// The name tables a [`Program`] borrows; call [`ProgramParts::program`] on the result.
+    pub fn parts(&self) -> ProgramParts<'_> {
+        ProgramParts {
+            symbols: self.buf.symbols.iter().map(String::as_str).collect(),
+            tensors: self
+                .buf
+                .tensors
+                .iter()
+                .map(|t| TensorDecl {
+                    name: &t.name,
+                    dtype: t.dtype,
+                    shape: &t.shape,
+                    role: t.role,
+                })
+                .collect(),
+            tiles: self
+                .buf
+                .tiles
+                .iter()
+                .zip(&self.addrs)
+                .map(|(t, &addr)| TileDecl {
+                    name: &t.name,
+                    memory: t.memory,
+                    dtype: t.dtype,
+                    shape: t.shape,
+                    addr,
+                })
+                .collect(),
+            loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),
+            owner: self,
+        }
+    }
+}
+
+impl<'a> ProgramParts<'a> {
+    /// The program.
+    pub fn program(&self) -> Program<'_> {
+        let o = self.owner;
+        Program::from_checked_parts(
+            &o.buf.name,
+            o.buf.target,
+            &self.symbols,
+            &self.tensors,
+            &self.tiles,
+            &self.loop_vars,
+            &o.buf.views,
+            &o.buf.accesses,
+            &o.buf.masks,
+            &o.buf.exprs,
+            &o.buf.instrs,
+            &o.constraints,
+            o.sbuf_bytes,
+            o.psum_banks,
+        )
+    }
+}
+
+impl ProgramBuf {
+    /// Applies every rule, assigns SBUF and PSUM addresses and derives the launch constraints.
+    /// Returns every violation found, each with its site.
+    pub fn finish(self) -> Result<CompiledProgram, Vec<Diagnostic>> {
+        let mut c = Checker {
+            p: &self,
+            diags: Vec::new(),
+            constraints: Vec::new(),
+        };
+        c.check_structure();
+        if !c.diags.is_empty() {
+            return Err(c.diags);
+        }
+        for (t, tile) in self.tiles.iter().enumerate() {
+            c.report(Site::Tile(t), rules::check_tile_shape(&tile.shape));
+            match tile.memory {
+                Memory::Psum => {
+                    c.report(
+                        Site::Tile(t),
+                        rules::check_psum_tile(&tile.shape, tile.dtype),
+                    );
+                }
+                Memory::Sbuf => {}
+                Memory::Hbm => c.malformed(Site::Tile(t), "a tile must live in SBUF or PSUM"),
+            }
+        }
+        let mut loops: Vec<Extent> = Vec::new();
+        for (i, instr) in self.instrs.iter().enumerate() {
+            match instr.data {
+                InstrData::LoopBegin { trip, .. } => {
+                    if let Extent::Sym { sym, add: 0, div } = trip
+                        && div > 1
+                    {
+                        c.constrain(Constraint::Divisible { sym, by: div });
+                    }
+                    loops.push(trip);
+                }
+                InstrData::LoopEnd { .. } => {
+                    loops.pop();
+                }
+                _ => c.check_instr(i, instr, &loops),
+            }
+        }
+        for (t, tensor) in self.tensors.iter().enumerate() {
+            let written = self.instrs.iter().any(|ins| {
+                ins.operands().any(|o| match o.operand {
+                    OperandRef::Access(a) => {
+                        o.dir.writes() && self.accesses[a.index()].tensor as usize == t
+                    }
+                    _ => false,
+                })
+            });
+            if tensor.role == TensorRole::Output && !written {
+                let name = tensor.name.clone();
+                c.report(
+                    Site::Tensor(t),
+                    Err(RuleViolation::OutputNotWritten { name }),
+                );
+            }
+        }
+        if !c.diags.is_empty() {
+            return Err(c.diags);
+        }
+        let sizes: Vec<(Memory, u64)> = self
+            .tiles
+            .iter()
+            .map(|t| (t.memory, t.shape.free_elems() * t.dtype.size() as u64))
+            .collect();
+        let alloc = allocate(&self, &sizes).map_err(|(t, violation)| {
+            vec![Diagnostic {
+                site: Site::Tile(t),
+                violation,
+            }]
+        })?;
+        Ok(CompiledProgram {
+            addrs: alloc.addrs,
+            constraints: c.constraints,
+            sbuf_bytes: alloc.sbuf_bytes,
+            psum_banks: alloc.psum_banks,
+            buf: self,
+        })
+    }
+}
+
+struct Checker<'p> {
+    p: &'p ProgramBuf,
+    diags: Vec<Diagnostic>,
+    constraints: Vec<Constraint>,
+}
+
+/// An index `start + Σ grid[j]·t_j` over a grid, with the mask's restriction when one applies.
+struct Index<'a> {
+    start: &'a crate::affine::Affine,
+    grid: &'a [i64],
+    shape: &'a TileShape,
+}
+
+impl Index<'_> {
+    /// The index's range `[lo, hi]` over the grid at iteration 0 of every loop (`None` when the
+    /// arithmetic overflows).
+    fn range(&self) -> Option<(i64, i64)> {
+        let (mut lo, mut hi) = (self.start.constant, self.start.constant);
+        for (&g, &size) in self.grid.iter().zip(self.shape.dims()) {
+            let span = g.checked_mul(i64::from(size) - 1)?;
+            lo = lo.checked_add(span.min(0))?;
+            hi = hi.checked_add(span.max(0))?;
+        }
+        Some((lo, hi))
+    }
+}
+
+impl Checker<'_> {
+    fn report(&mut self, site: Site, r: Result<(), RuleViolation>) -> bool {
+        match r {
+            Ok(()) => true,
+            Err(violation) => {
+                self.diags.push(Diagnostic { site, violation });
+                false
+            }
+        }
+    }
+
+    fn malformed(&mut self, site: Site, what: &'static str) {
+        self.diags.push(Diagnostic {
+            site,
+            violation: RuleViolation::Malformed { what },
+        });
+    }
+
+    fn constrain(&mut self, c: Constraint) {
+        if !self.constraints.contains(&c) {
+            self.constraints.push(c);
+        }
+    }
+
+    fn check_instr(&mut self, i: usize, ins: &Instr, loops: &[Extent]) {
+        let p = self.p;
+        let mask = ins.mask.map(|m| &p.masks[m.index()]);
+        let mut ok = true;
+        for o in ins.operands() {
+            let site = Site::Operand {
+                instr: i,
+                slot: o.slot,
+            };
+            match o.operand {
+                OperandRef::View(v) => {
+                    ok &= self.check_view(site, &p.views[v.index()], loops);
+                }
+                OperandRef::Access(a) => {
+                    let access = &p.accesses[a.index()];
+                    let tensor = &p.tensors[access.tensor as usize];
+                    if o.dir.writes() && tensor.role == TensorRole::Input {
+                        let name = tensor.name.clone();
+                        ok &= self.report(site, Err(RuleViolation::ImmutableParameter { name }));
+                    }
+                    ok &= self.check_access(site, access, mask, loops);
+                }
+                OperandRef::Expr(_) | OperandRef::Imm(_) => {}
+            }
+        }
+        if !ok {
+            return;
+        }
+        if let Err(Blame { slot, violation }) = p.infer(ins) {
+            let site = match slot {
+                Some(slot) => Site::Operand { instr: i, slot },
+                None => Site::Instr(i),
+            };
+            self.diags.push(Diagnostic { site, violation });
+        }
+    }
+
+    /// A view lies inside its tile for every iteration of the enclosing loops.
+    fn check_view(&mut self, site: Site, v: &TileView, loops: &[Extent]) -> bool {
+        let tile = &self.p.tiles[v.tile as usize];
+        if !self.report(site, rules::check_tile_shape(&v.shape)) {
+            return false;
+        }
+        let part_end = u64::from(v.part_start) + u64::from(v.shape.partitions());
+        if part_end > u64::from(tile.shape.partitions()) {
+            let r = rules::check_bounds(
+                &tile.name,
+                0,
+                i64::from(v.part_start),
+                part_end as i64 - 1,
+                u64::from(tile.shape.partitions()),
+            );
+            return self.report(site, r);
+        }
+        let mut free = [0i64; crate::shape::MAX_TILE_RANK];
+        free[1..].copy_from_slice(&v.strides);
+        let index = Index {
+            start: &v.offset,
+            grid: &free,
+            shape: &v.shape,
+        };
+        let size = Dim::Fixed(tile.shape.free_elems());
+        let target = Bounded::TileFree { tile: v.tile };
+        self.bound(site, &tile.name, 1, target, size, &index, false, loops)
+    }
+
+    fn check_access(
+        &mut self,
+        site: Site,
+        a: &HbmAccess,
+        mask: Option<&Mask>,
+        loops: &[Extent],
+    ) -> bool {
+        let t = &self.p.tensors[a.tensor as usize];
+        for (axis, ix) in a.axes().iter().enumerate() {
+            let index = Index {
+                start: &ix.start,
+                grid: &ix.grid,
+                shape: &a.shape,
+            };
+            let target = Bounded::Tensor {
+                tensor: a.tensor,
+                axis: axis as u8,
+            };
+            let size = t.shape[axis];
+            let masked = mask.is_some_and(|m| mask_bounds_above(m, ix, size));
+            if !self.bound(site, &t.name, axis, target, size, &index, masked, loops) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// An index range inside a dimension: decided now when static, else a launch constraint.
+    /// With `masked`, the instruction's mask keeps the index below the size, and only the lower
+    /// bound is checked.
+    #[allow(clippy::too_many_arguments)]
+    fn bound(
+        &mut self,
+        site: Site,
+        name: &str,
+        axis: usize,
+        target: Bounded,
+        size: Dim,
+        index: &Index<'_>,
+        masked: bool,
+        loops: &[Extent],
+    ) -> bool {
+        let Some((lo, hi)) = index.range() else {
+            let v = RuleViolation::IndexOverflow {
+                tensor: name.to_string(),
+                axis,
+            };
+            return self.report(site, Err(v));
+        };
+        let mut coef = [0i64; MAX_LOOP_DEPTH];
+        coef.copy_from_slice(&index.start.coef[MAX_PIDS..]);
+        let is_static = matches!(size, Dim::Fixed(_))
+            && loops
+                .iter()
+                .enumerate()
+                .all(|(d, e)| coef[d] == 0 || e.fixed().is_some());
+        if is_static {
+            let syms: SymbolValues = [0; MAX_SYMBOLS];
+            let fixed: Vec<Extent> = loops
+                .iter()
+                .map(|e| Extent::Fixed(e.fixed().unwrap_or(1).max(1)))
+                .collect();
+            let Some((lo, hi)) = index_range(lo, hi, &coef, &fixed, &syms) else {
+                return true;
+            };
+            let Dim::Fixed(n) = size else { return true };
+            let (lo, hi) = (clamp(lo), clamp(hi));
+            let hi = if masked { lo.max(0) } else { hi };
+            return self.report(site, rules::check_bounds(name, axis, lo, hi, n.max(1)));
+        }
+        if !masked && implied_by_divisibility(size, lo, hi, &coef, loops) {
+            return true;
+        }
+        if masked && lo >= 0 && coef[..loops.len()].iter().all(|&c| c >= 0) {
+            return true;
+        }
+        let mut ls = [Extent::Fixed(1); MAX_LOOP_DEPTH];
+        ls[..loops.len()].copy_from_slice(loops);
+        self.constrain(Constraint::InBounds {
+            target,
+            size,
+            lo,
+            hi,
+            coef,
+            loops: ls,
+            depth: loops.len() as u8,
+            upper: !masked,
+        });
+        true
+    }
+}
+
+fn clamp(x: i128) -> i64 {
+    x.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+/// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
+/// every element it lets through: the term bounds the same grid expression as the index
+/// (`k * 128 + i_p < n` for the index `k * 128 + i_p` of a dimension `n`).
+fn mask_bounds_above(mask: &Mask, ix: &AxisIndex, size: Dim) -> bool {
+    let mut terms = ix.grid.iter().enumerate().filter(|(_, g)| **g != 0);
+    let (Some((axis, &g)), None) = (terms.next(), terms.next()) else {
+        return false;
+    };
+    mask.terms().iter().any(|t| {
+        if t.axis as usize != axis || t.coef != g {
+            return false;
+        }
+        // index − (term's left side) = start − offset must be a constant c; then
+        // index < S + c, inside the dimension when S + c ≤ size.
+        if t.offset.coef != ix.start.coef {
+            return false;
+        }
+        let Some(c) = ix.start.constant.checked_sub(t.offset.constant) else {
+            return false;
+        };
+        match (t.sym, size) {
+            (Some(s), Dim::Sym(d)) => s == d && c <= 0,
+            (None, Dim::Fixed(n)) => c <= 0 || u64::try_from(c).is_ok_and(|c| c <= n),
+            (None, Dim::Sym(_)) => c <= 0,
+            (Some(_), Dim::Fixed(_)) => false,
+        }
+    })
+}
+
+impl Checker<'_> {
+    /// Indices in range, formats matching opcodes, loops balanced and not too deep, indices
+    /// using only enclosing loops, symbols bindable from the inputs.
+    fn check_structure(&mut self) {
+        let p = self.p;
+        if p.symbols.len() > MAX_SYMBOLS {
+            self.malformed(Site::Program, "more than 8 symbolic dimensions");
+        }
+        let inputs = p
+            .tensors
+            .iter()
+            .take_while(|t| t.role == TensorRole::Input)
+            .count();
+        if p.tensors[inputs..]
+            .iter()
+            .any(|t| t.role == TensorRole::Input)
+        {
+            self.malformed(
+                Site::Program,
+                "inputs must precede outputs in the tensor table",
+            );
+        }
+        if p.tensors.len() > crate::MAX_TENSORS {
+            self.malformed(Site::Program, "more than 16 HBM tensors");
+        }
+        for (t, tensor) in p.tensors.iter().enumerate() {
+            if tensor.shape.is_empty() || tensor.shape.len() > MAX_TENSOR_RANK {
+                self.malformed(Site::Tensor(t), "tensor rank must be 1 to 6");
+            }
+            for d in &tensor.shape {
+                if let Dim::Sym(s) = *d
+                    && s as usize >= p.symbols.len()
+                {
+                    self.malformed(Site::Tensor(t), "symbol index out of range");
+                }
+            }
+        }
+        for (s, name) in p.symbols.iter().enumerate() {
+            let bound = p.tensors[..inputs]
+                .iter()
+                .any(|t| t.shape.contains(&Dim::Sym(s as u8)));
+            if !bound {
+                let name = name.clone();
+                self.report(Site::Program, Err(RuleViolation::UnboundSymbol { name }));
+            }
+        }
+        if p.tiles.len() > u16::MAX as usize {
+            self.malformed(Site::Program, "too many tiles");
+        }
+        for v in &p.views {
+            if v.tile as usize >= p.tiles.len() {
+                return self.malformed(Site::Program, "a view's tile index is out of range");
+            }
+        }
+        for a in &p.accesses {
+            match p.tensors.get(a.tensor as usize) {
+                None => return self.malformed(Site::Program, "tensor index out of range"),
+                Some(t) if t.shape.len() != a.rank as usize => {
+                    return self.malformed(Site::Program, "access rank differs from tensor rank");
+                }
+                Some(_) => {}
+            }
+        }
+        let mut stack: Vec<usize> = Vec::new();
+        for (i, ins) in p.instrs.iter().enumerate() {
+            let info = ins.opcode.info();
+            if Format::of(&ins.data) != info.format {
+                return self.malformed(
+                    Site::Instr(i),
+                    "operands in the wrong format for the opcode",
+                );
+            }
+            match ins.data {
+                InstrData::LoopBegin { end, var, trip, .. } => {
+                    if stack.len() == MAX_LOOP_DEPTH {
+                        return self.malformed(Site::Instr(i), "loops nested deeper than 8");
+                    }
+                    let matched = p.instrs.get(end as usize).map(|e| e.data)
+                        == Some(InstrData::LoopEnd { begin: i as u32 });
+                    if !matched || var as usize >= p.loop_vars.len() {
+                        return self.malformed(Site::Instr(i), "unmatched loop");
+                    }
+                    if let Extent::Sym { sym, div, .. } = trip
+                        && (sym as usize >= p.symbols.len() || div == 0)
+                    {
+                        self.malformed(Site::Instr(i), "bad trip count");
+                    }
+                    stack.push(i);
+                }
+                InstrData::LoopEnd { begin } => {
+                    if stack.pop() != Some(begin as usize) {
+                        return self.malformed(Site::Instr(i), "unmatched loop end");
+                    }
+                }
+                _ => {
+                    if let Err(what) = self.check_operand_refs(ins, stack.len()) {
+                        self.malformed(Site::Instr(i), what);
+                    }
+                }
+            }
+        }
+        if !stack.is_empty() {
+            self.malformed(Site::Program, "unterminated loop");
+        }
+    }
+
+    /// Every operand index of a non-loop instruction is in range, and its affine indices use
+    /// only the `depth` enclosing loops.
+    fn check_operand_refs(&self, ins: &Instr, depth: usize) -> Result<(), &'static str> {
+        let p = self.p;
+        const OUTSIDE: &str = "index uses a loop that does not enclose it";
+        if let Some(m) = ins.mask {
+            let mask = p.masks.get(m.index()).ok_or("mask index out of range")?;
+            if mask.len as usize > crate::ir::MAX_MASK_TERMS {
+                return Err("a mask has too many terms");
+            }
+            for t in mask.terms() {
+                if t.offset.uses_loops_from(depth) {
+                    return Err(OUTSIDE);
+                }
+                if t.sym.is_some_and(|s| s as usize >= p.symbols.len()) {
+                    return Err("symbol index out of range");
+                }
+                if t.axis as usize >= crate::shape::MAX_TILE_RANK {
+                    return Err("a mask term's grid axis is out of range");
+                }
+            }
+        }
+        if let Some(dst) = ins.data.dst()
+            && let Write::Group { loops, .. } = dst.write
+            && u32::from(loops) >> depth != 0
+        {
+            return Err("accumulation group names a loop that does not enclose it");
+        }
+        for o in ins.operands() {
+            match o.operand {
+                OperandRef::View(v) => {
+                    let view = p.views.get(v.index()).ok_or("view index out of range")?;
+                    if view.offset.uses_loops_from(depth) {
+                        return Err(OUTSIDE);
+                    }
+                }
+                OperandRef::Access(a) => {
+                    let access = p
+                        .accesses
+                        .get(a.index())
+                        .ok_or("access index out of range")?;
+                    if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
+                        return Err(OUTSIDE);
+                    }
+                    if o.dir == Dir::ReadWrite {
+                        return Err("an HBM access cannot accumulate");
+                    }
+                }
+                OperandRef::Expr(e) => {
+                    let expr = p
+                        .exprs
+                        .get(e.index())
+                        .ok_or("expression index out of range")?;
+                    if expr.start.uses_loops_from(depth) {
+                        return Err(OUTSIDE);
+                    }
+                }
+                OperandRef::Imm(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! Calls of the language's functions: dispatch by name, argument matching, operand evaluation,
+//! and the one path that emits an instruction through its opcode's rules.
+
+use crate::span::Span;
+use nki_lang::{DType, Engine, Instr, InstrData, Memory, Opcode, TileView, ViewId, Write, rules};
+
+use super::value::{Access, Value};
+use super::{InstrSpans, Lowerer};
+use crate::errors::message;
+use crate::parse::model::{Arg, Expr};
+
+/// Where an operation's result goes.
+pub enum Dest<'a> {
+    /// A new tile, named after the `let` binding when there is one.
+    New(Option<&'a str>),
+    /// An existing tile view (`t[...] = op(...)`, `acc += nc_matmul(...)`).
+    Into {
+        /// The destination.
+        view: TileView,
+        /// Its span.
+        span: Span,
+        /// `+=` (accumulation).
+        accumulate: bool,
+    },
+}
+
+/// The options every operation takes besides its operands.
+#[derive(Copy, Clone, Default)]
+pub struct OpOptions {
+    /// `dtype =`: the result's dtype (default: the opcode's rule).
+    pub dtype: Option<DType>,
+    /// `engine =` (default: the opcode's first engine).
+    pub engine: Option<Engine>,
+}
+
+impl Lowerer<'_> {
+    /// Evaluates an expression, writing its result to `dest`.
+    pub(super) fn produce(&mut self, e: &Expr, dest: Dest<'_>) -> Value {
+        let Expr::Call { func, args, span } = e else {
+            let v = self.eval(e);
+            return match dest {
+                Dest::New(_) => v,
+                Dest::Into {
+                    view, span: dspan, ..
+                } => match v {
+                    Value::Tile(src) => self.copy_into(src, view, e.span(), dspan),
+                    Value::Poison => Value::Poison,
+                    other => self.error(
+                        e.span(),
+                        format!("cannot assign {} to a tile", other.describe()),
+                    ),
+                },
+            };
+        };
+        let name = func.to_string();
+        let span = *span;
+        match name.as_str() {
+            "load" => self.load(args, span, dest),
+            "store" => self.store(args, span, dest),
+            "nc_matmul" => self.nc_matmul(args, span, dest),
+            "matmul" => self.matmul(args, span, dest),
+            "copy" | "tensor_copy" => self.copy(args, span, dest),
+            "nc_transpose" | "transpose" => self.transpose(args, span, dest),
+            "zeros" | "ones" | "full" | "ndarray" => match dest {
+                Dest::New(n) => self.create(&name, args, span, n),
+                Dest::Into { .. } => self.error(
+                    span,
+                    format!("`{name}` creates a new tensor: bind it with `let`"),
+                ),
+            },
+            "arange" => match dest {
+                Dest::New(_) => self.arange(args, span),
+                Dest::Into { .. } => self.error(
+                    span,
+                    "an arange is an index, not data: it cannot be assigned to a tile",
+                ),
+            },
+            "ds" => self.error(
+                span,
+                "`ds(start, size)` is a slice: it can only appear inside an index",
+            ),
+            _ => self.error(
+                func.span().into(),
+                format!("unknown function `{name}` in a kernel"),
+            ),
+        }
+    }
+
+    /// Matches positional and keyword arguments to parameter names.
+    pub(super) fn args<'a>(
+        &mut self,
+        func: &str,
+        args: &'a [Arg],
+        params: &[&str],
+        required: usize,
+        span: Span,
+    ) -> Option<Vec<Option<&'a Expr>>> {
+        let mut out: Vec<Option<&Expr>> = vec![None; params.len()];
+        let mut ok = true;
+        let mut positional = 0;
+        for a in args {
+            let slot = match &a.name {
+                None => {
+                    positional += 1;
+                    if positional > params.len() {
+                        self.error(
+                            a.value.span(),
+                            format!("`{func}` takes at most {} arguments", params.len()),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                    positional - 1
+                }
+                Some(n) => match params.iter().position(|p| n == p) {
+                    Some(i) => i,
+                    None => {
+                        self.error(
+                            n.span().into(),
+                            format!(
+                                "`{func}` has no argument `{n}`; it takes {}",
+                                params.join(", ")
+                            ),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                },
+            };
+            if out[slot].is_some() {
+                self.error(
+                    a.value.span(),
+                    format!("argument `{}` of `{func}` given twice", params[slot]),
+                );
+                ok = false;
+            }
+            out[slot] = Some(&a.value);
+        }
+        for (i, p) in params.iter().enumerate().take(required) {
+            if out[i].is_none() {
+                self.error(span, format!("`{func}` needs the argument `{p}`"));
+                ok = false;
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// Evaluates a `dtype` argument.
+    pub(super) fn dtype_arg(&mut self, e: &Expr) -> Option<DType> {
+        if let Expr::Name(id) = e
+            && self.lookup(&id.to_string()).is_none()
+            && DType::from_name(&id.to_string()).is_none()
+        {
+            self.error(
+                id.span().into(),
+                format!("unknown dtype `{id}`: expected {}", DTYPES),
+            );
+            return None;
+        }
+        match self.eval(e) {
+            Value::DType(d) => Some(d),
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "expected a dtype ({DTYPES}, or `x.dtype`), found {}",
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// A tile operand for `slot` of `opcode`. An HBM tensor where a tile is expected is the
+    /// slot's memory error.
+    pub(super) fn tile_arg(&mut self, e: &Expr, opcode: Opcode, slot: usize) -> Option<TileView> {
+        let info = opcode.info();
+        let spec = &info.operands[slot];
+        match self.eval(e) {
+            Value::Tile(view) => Some(view),
+            Value::Tensor(_) | Value::Access(_) => {
+                if let Err(v) = rules::check_memory(info.name, spec.name, Memory::Hbm, spec.memory)
+                {
+                    self.error(e.span(), message(&v));
+                }
+                None
+            }
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "operand '{}' of '{}' must be a tile, not {}",
+                        spec.name,
+                        info.name,
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// An HBM access operand for `slot` of `opcode` (a whole tensor is indexed entirely). A
+    /// tile where HBM is expected is the slot's memory error.
+    pub(super) fn access_arg(&mut self, e: &Expr, opcode: Opcode, slot: usize) -> Option<Access> {
+        let info = opcode.info();
+        let spec = &info.operands[slot];
+        match self.eval(e) {
+            Value::Access(acc) => Some(acc),
+            Value::Tensor(t) => match self.index(Value::Tensor(t), &[], e.span()) {
+                Value::Access(acc) => Some(acc),
+                _ => None,
+            },
+            Value::Tile(v) => {
+                let mem = self.buf.tiles[v.tile as usize].memory;
+                if let Err(v) = rules::check_memory(info.name, spec.name, mem, spec.memory) {
+                    self.error(e.span(), message(&v));
+                }
+                None
+            }
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "operand '{}' of '{}' is an HBM tensor, not {}",
+                        spec.name,
+                        info.name,
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Checks an instruction against its opcode's rules ([`nki_lang::ProgramBuf::infer`]) and
+    /// emits it, or reports the broken rule on the blamed operand's tokens.
+    pub(super) fn emit_checked(&mut self, instr: Instr, spans: InstrSpans) -> bool {
+        if let Err(b) = self.buf.infer(&instr) {
+            self.error(spans.get(b.slot), message(&b.violation));
+            return false;
+        }
+        if let Some(dst) = instr.data.dst()
+            && dst.write == Write::Overwrite
+            && let Some(v) = self.buf.views.get(dst.view.index())
+        {
+            // A write other than `+=` ends a pending accumulation group on the tile.
+            self.fresh_zero.remove(&v.tile);
+        }
+        let line = spans.whole.line();
+        self.buf.instrs.push(Instr { line, ..instr });
+        self.spans.instrs.push(spans);
+        true
+    }
+
+    /// Emits `opcode` with the operands `make(dst)`, where `dst` is the result's view: `dest`'s
+    /// view, or a new tile whose shape, dtype and memory the opcode's rule gives for these
+    /// operands (`options.dtype` overrides the dtype). Returns the result's view.
+    pub(super) fn emit_op(
+        &mut self,
+        opcode: Opcode,
+        make: &dyn Fn(ViewId) -> InstrData,
+        dest: Dest<'_>,
+        options: OpOptions,
+        spans: InstrSpans,
+    ) -> Option<TileView> {
+        let engine = options.engine.unwrap_or(opcode.info().engines[0]);
+        let instr = |data| Instr {
+            engine,
+            ..Instr::new(opcode, data)
+        };
+        let (view, spans) = match dest {
+            Dest::Into {
+                view, span: dspan, ..
+            } => (view, spans.with(0, dspan)),
+            Dest::New(name) => {
+                // The rule gives the result of these operands; slot 0 is still empty.
+                let probe = instr(make(ViewId(u16::MAX)));
+                let out = match self.buf.infer(&probe) {
+                    Ok(Some(out)) => out,
+                    Ok(None) => {
+                        self.error(spans.whole, "this operation has no result");
+                        return None;
+                    }
+                    Err(b) => {
+                        self.error(spans.get(b.slot), message(&b.violation));
+                        return None;
+                    }
+                };
+                let dtype = options.dtype.unwrap_or(out.dtype);
+                let memory = out.memories[0];
+                match self.new_tile(name, memory, dtype, out.shape, spans.whole) {
+                    Value::Tile(v) => (v, spans),
+                    _ => return None,
+                }
+            }
+        };
+        let id = self.view_id(view, spans.get(Some(0)))?;
+        self.emit_checked(instr(make(id)), spans).then_some(view)
+    }
+}
+
+/// The dtypes, for messages.
+pub const DTYPES: &str =
+    "f32, tfloat32, bf16, f16, float8_e4m3, float8_e5m2, i8, i16, i32, u8, u16, u32 or bool";

@@ -1,0 +1,27 @@
+//! The language's functions that need more than the opcode table: `load`, `store`, `nc_matmul`,
+//! `matmul`, `copy`, `nc_transpose`, the creation functions and `arange`.
+
+mod create;
+mod dma;
+mod tensor;
+
+use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
+
+use super::value::Access;
+
+/// The IR access of an indexed tensor: one affine index per tensor axis over the access's grid.
+fn hbm_access(a: &Access) -> HbmAccess {
+    let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+    for (k, idx) in a.axes.iter().enumerate().take(MAX_TENSOR_RANK) {
+        axes[k] = AxisIndex {
+            start: idx.lin,
+            grid: idx.grid,
+        };
+    }
+    HbmAccess {
+        tensor: a.tensor as u8,
+        rank: a.axes.len() as u8,
+        shape: a.shape,
+        axes,
+    }
+}

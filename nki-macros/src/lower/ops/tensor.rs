@@ -1,0 +1,216 @@
+//! TensorE's `nc_matmul`, `matmul` and `nc_transpose`, and `copy`.
+
+use crate::span::Span;
+use nki_lang::{Alu, Dst, InstrData, Memory, Opcode, TileView, Write};
+
+use super::super::call::{Dest, OpOptions};
+use super::super::value::Value;
+use super::super::{InstrSpans, Lowerer};
+use crate::parse::model::Arg;
+
+impl Lowerer<'_> {
+    /// `nc_matmul(stationary, moving)`.
+    pub(in super::super) fn nc_matmul(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let Some(a) = self.args("nc_matmul", args, &["stationary", "moving"], 2, span) else {
+            return Value::Poison;
+        };
+        let (s_e, m_e) = (a[0].expect("required"), a[1].expect("required"));
+        let s = self.tile_arg(s_e, Opcode::Matmul, 1);
+        let m = self.tile_arg(m_e, Opcode::Matmul, 2);
+        let (Some(s), Some(m)) = (s, m) else {
+            return Value::Poison;
+        };
+        self.matmul_op(s, m, s_e.span(), m_e.span(), span, dest)
+    }
+
+    fn matmul_op(
+        &mut self,
+        s: TileView,
+        m: TileView,
+        s_span: Span,
+        m_span: Span,
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let write = match &dest {
+            Dest::Into {
+                view,
+                accumulate: true,
+                ..
+            } => match self.fresh_zero.remove(&view.tile) {
+                // The first `+=` into a zeroed PSUM tile opens an accumulation group over the
+                // loops entered since the `zeros`.
+                Some(d0) => {
+                    let mask = (d0..self.loops.len()).fold(0u8, |m, d| m | 1 << d);
+                    if mask == 0 {
+                        Write::Overwrite
+                    } else {
+                        Write::Group {
+                            loops: mask,
+                            op: Alu::Add,
+                        }
+                    }
+                }
+                None => Write::Accumulate(Alu::Add),
+            },
+            _ => Write::Overwrite,
+        };
+        let (Some(stationary), Some(moving)) = (self.view_id(s, s_span), self.view_id(m, m_span))
+        else {
+            return Value::Poison;
+        };
+        let spans = InstrSpans::at(span).with(1, s_span).with(2, m_span);
+        let make = |view| InstrData::Matmul {
+            dst: Dst { view, write },
+            stationary,
+            moving,
+        };
+        match self.emit_op(Opcode::Matmul, &make, dest, OpOptions::default(), spans) {
+            Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+
+    /// `matmul(x, y, transpose_x)`: `xᵀ · y` with `transpose_x`, else `x · y` through a
+    /// TensorE transpose of `x`, as NKI lowers it.
+    pub(in super::super) fn matmul(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
+        let Some(a) = self.args("matmul", args, &["x", "y", "transpose_x"], 2, span) else {
+            return Value::Poison;
+        };
+        let (x_e, y_e) = (a[0].expect("required"), a[1].expect("required"));
+        let transpose_x = match a[2].map(|e| (e, self.eval(e))) {
+            None => false,
+            Some((_, Value::Bool(b))) => b,
+            Some((_, Value::Poison)) => return Value::Poison,
+            Some((e, other)) => {
+                return self.error(
+                    e.span(),
+                    format!("`transpose_x` is a bool, not {}", other.describe()),
+                );
+            }
+        };
+        let x = self.tile_arg(x_e, Opcode::Matmul, 1);
+        let y = self.tile_arg(y_e, Opcode::Matmul, 2);
+        let (Some(x), Some(y)) = (x, y) else {
+            return Value::Poison;
+        };
+        if transpose_x {
+            return self.matmul_op(x, y, x_e.span(), y_e.span(), span, dest);
+        }
+        // x @ y = nc_matmul(xᵀ, y): transpose x on TensorE, evict to SBUF, multiply.
+        let xd = self.buf.tiles[x.tile as usize].dtype;
+        let Some(xt) = self.transpose_op(x, x_e.span(), Dest::New(None)) else {
+            return Value::Poison;
+        };
+        let Value::Tile(xs) = self.new_tile(None, Memory::Sbuf, xd, xt.shape, x_e.span()) else {
+            return Value::Poison;
+        };
+        let into = Dest::Into {
+            view: xs,
+            span: x_e.span(),
+            accumulate: false,
+        };
+        if self
+            .copy_op(xt, x_e.span(), into, OpOptions::default(), x_e.span())
+            .is_none()
+        {
+            return Value::Poison;
+        }
+        self.matmul_op(xs, y, x_e.span(), y_e.span(), span, dest)
+    }
+
+    fn transpose_op(&mut self, x: TileView, span: Span, dest: Dest<'_>) -> Option<TileView> {
+        let src = self.view_id(x, span)?;
+        let make = |view| InstrData::Unary {
+            dst: Dst::overwrite(view),
+            src,
+        };
+        let spans = InstrSpans::at(span).with(1, span);
+        self.emit_op(Opcode::Transpose, &make, dest, OpOptions::default(), spans)
+    }
+
+    /// `nc_transpose(data)`.
+    pub(in super::super) fn transpose(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let Some(a) = self.args("nc_transpose", args, &["data"], 1, span) else {
+            return Value::Poison;
+        };
+        let e = a[0].expect("required");
+        let Some(x) = self.tile_arg(e, Opcode::Transpose, 1) else {
+            return Value::Poison;
+        };
+        match self.transpose_op(x, e.span(), dest) {
+            Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+
+    /// `copy(src, dtype)`.
+    pub(in super::super) fn copy(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
+        let Some(a) = self.args("copy", args, &["src", "dtype"], 1, span) else {
+            return Value::Poison;
+        };
+        let e = a[0].expect("required");
+        let Some(src) = self.tile_arg(e, Opcode::TensorCopy, 1) else {
+            return Value::Poison;
+        };
+        let dtype = match a[1].map(|d| self.dtype_arg(d)) {
+            Some(None) => return Value::Poison,
+            Some(d) => d,
+            None => None,
+        };
+        let options = OpOptions {
+            dtype,
+            ..OpOptions::default()
+        };
+        match self.copy_op(src, e.span(), dest, options, span) {
+            Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+
+    fn copy_op(
+        &mut self,
+        src: TileView,
+        src_span: Span,
+        dest: Dest<'_>,
+        options: OpOptions,
+        span: Span,
+    ) -> Option<TileView> {
+        let src = self.view_id(src, src_span)?;
+        let make = |view| InstrData::Unary {
+            dst: Dst::overwrite(view),
+            src,
+        };
+        let spans = InstrSpans::at(span).with(1, src_span);
+        self.emit_op(Opcode::TensorCopy, &make, dest, options, spans)
+    }
+
+    /// `dst[...] = src`: a copy.
+    pub(in super::super) fn copy_into(
+        &mut self,
+        src: TileView,
+        dst: TileView,
+        span: Span,
+        dspan: Span,
+    ) -> Value {
+        let dest = Dest::Into {
+            view: dst,
+            span: dspan,
+            accumulate: false,
+        };
+        match self.copy_op(src, span, dest, OpOptions::default(), span) {
+            Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+}

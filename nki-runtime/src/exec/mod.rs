@@ -1,0 +1,161 @@
+//! The interpreter: walks a program's instructions with a fixed-size loop stack, resolves each
+//! instruction's operands once, shows them to an [`Observer`] and hands them to the engine
+//! routine of the instruction's family.
+//!
+//! Loops: `LoopBegin` evaluates the trip count for the bound symbols and skips the body when
+//! it is 0, else pushes the loop; `LoopEnd` advances the induction value and jumps back to the
+//! body's first instruction, or pops. The index variables ([`VarValues`]: program ids, then the
+//! loops' induction values by depth) feed every operand's affine indices. Nothing is allocated.
+
+mod resolve;
+
+use core::ops::ControlFlow;
+
+use nki_lang::{Instr, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Opcode, VarValues, Write};
+use thiserror::Error;
+
+pub use resolve::{Loc, Operands, Pattern, Resolved};
+
+use crate::engines::{Engines, dma, tensor, vector};
+use crate::launch::Bound;
+
+/// Why an execution stopped before the end of the program.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("kernel `{kernel}`, instruction {instr} ({mnemonic}, line {line}): {what}")]
+pub struct ExecError {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Index of the instruction in the program.
+    pub instr: usize,
+    /// Its mnemonic.
+    pub mnemonic: &'static str,
+    /// The kernel source line it came from (0 when unknown).
+    pub line: u32,
+    /// What went wrong.
+    pub what: String,
+}
+
+/// Sees every instruction as it executes, with its resolved operands: the hook for a timing
+/// model, a profiler or a strictness check. The default methods do nothing, and an observer
+/// that does nothing costs nothing.
+pub trait Observer {
+    /// Called before instruction `pc` runs (not for loop control), with the operands it reads
+    /// and writes in this execution and the values of the index variables. Returning
+    /// `ControlFlow::Break(what)` stops the execution with an [`ExecError`] saying `what`.
+    #[inline(always)]
+    fn before(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+    ) -> ControlFlow<String> {
+        let _ = (pc, instr, operands, vars);
+        ControlFlow::Continue(())
+    }
+
+    /// Called after instruction `pc` ran.
+    #[inline(always)]
+    fn after(&mut self, pc: usize, instr: &Instr) {
+        let _ = (pc, instr);
+    }
+}
+
+/// The observer of a plain run: does nothing.
+pub(crate) struct Untimed;
+
+impl Observer for Untimed {}
+
+/// Whether an accumulating destination adds to its old value in this execution (an
+/// accumulation group overwrites while its loops are in their first iteration).
+fn accumulates(write: Write, vars: &VarValues) -> bool {
+    match write {
+        Write::Overwrite => false,
+        Write::Accumulate(_) => true,
+        Write::Group { loops, .. } => {
+            (0..MAX_LOOP_DEPTH).any(|d| loops >> d & 1 == 1 && vars[MAX_PIDS + d] != 0)
+        }
+    }
+}
+
+/// Runs a bound program to completion, or until the observer stops it.
+pub(crate) fn run<O: Observer>(
+    e: &mut Engines,
+    b: &mut Bound<'_, '_, '_>,
+    obs: &mut O,
+) -> Result<(), ExecError> {
+    let p = b.program;
+    let instrs = p.instrs();
+    let syms = b.syms;
+    let mut vars: VarValues = [0; MAX_VARS];
+    let mut trips = [0i64; MAX_LOOP_DEPTH];
+    let mut depth = 0usize;
+    let mut pc = 0usize;
+    let sbuf_partition_bytes = e.sbuf.partition_bytes();
+    while let Some(ins) = instrs.get(pc) {
+        match ins.data {
+            InstrData::LoopBegin { trip, end, .. } => {
+                let n = i64::try_from(trip.eval(&syms)).unwrap_or(i64::MAX);
+                if n <= 0 {
+                    pc = end as usize + 1;
+                    continue;
+                }
+                trips[depth] = n;
+                vars[MAX_PIDS + depth] = 0;
+                depth += 1;
+            }
+            InstrData::LoopEnd { begin } => {
+                let d = depth - 1;
+                vars[MAX_PIDS + d] += 1;
+                if vars[MAX_PIDS + d] < trips[d] {
+                    pc = begin as usize + 1;
+                    continue;
+                }
+                vars[MAX_PIDS + d] = 0;
+                depth = d;
+            }
+            data => {
+                if let Some(ops) = resolve::resolve(b, ins, &vars, sbuf_partition_bytes) {
+                    if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, &vars) {
+                        return Err(ExecError {
+                            kernel: p.name().to_string(),
+                            instr: pc,
+                            mnemonic: ins.mnemonic(),
+                            line: ins.line,
+                            what,
+                        });
+                    }
+                    execute(e, b, ins.opcode, &data, &ops, &vars);
+                    obs.after(pc, ins);
+                }
+            }
+        }
+        pc += 1;
+    }
+    Ok(())
+}
+
+/// Runs one instruction's engine routine on its resolved operands.
+fn execute(
+    e: &mut Engines,
+    b: &mut Bound<'_, '_, '_>,
+    opcode: Opcode,
+    data: &InstrData,
+    ops: &Operands,
+    vars: &VarValues,
+) {
+    match (opcode, *data) {
+        (Opcode::Load, _) => dma::load(e, b, ops),
+        (Opcode::Store, _) => dma::store(e, b, ops),
+        (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
+            tensor::matmul(e, ops, accumulates(dst.write, vars))
+        }
+        (Opcode::Transpose, _) => tensor::transpose(e, ops),
+        (Opcode::TensorCopy, _) => vector::copy(e, ops),
+        (Opcode::Memset, InstrData::Fill { value, .. }) => vector::memset(e, ops, value),
+        // The checks match every opcode with its format; loop control never gets here.
+        (Opcode::LoopBegin | Opcode::LoopEnd | Opcode::Matmul | Opcode::Memset, _) => {
+            unreachable!("opcode {opcode:?} with operands {data:?}")
+        }
+    }
+}

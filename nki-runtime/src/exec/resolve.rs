@@ -1,0 +1,255 @@
+//! Operand resolution: once per executed instruction, every operand becomes a [`Resolved`]
+//! pattern (memory, dtype, base element, strides, dimensions) for the loop values of that
+//! execution, clipped to the instruction's mask. The engine routine and the observer both get
+//! these, so that neither re-derives addresses.
+
+use nki_lang::{
+    AxisIndex, DType, Dir, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask, Memory, OperandRef,
+    Program, Scalar, VarValues,
+};
+
+use crate::engines::access::{hbm_pattern, view_pattern};
+use crate::launch::Bound;
+use crate::memory::Psum;
+
+/// Where an operand's elements are: element `(t0, t1, t2, t3)` of its grid is at element
+/// `base + Σ strides[j] · tj` of its memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    /// Offset of element `(0, 0, 0, 0)`.
+    pub base: isize,
+    /// Stride of each grid dimension (partition first).
+    pub strides: [isize; MAX_TILE_RANK],
+}
+
+/// Where a resolved operand's elements are.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// The state buffer (element offsets from its byte 0, in the operand's dtype).
+    Sbuf,
+    /// The partial-sum buffer.
+    Psum,
+    /// HBM tensor `t` of the program's tensor table (element offsets into the tensor).
+    Hbm(u8),
+    /// Not in memory: a grid expression, computed (`iota`, `affine_select`).
+    Expr,
+    /// Not in memory: an immediate.
+    Imm(Scalar),
+}
+
+/// One operand of one executed instruction: element `(t0, t1, t2, t3)` of its `dims` is at
+/// element `pattern.base + Σ pattern.strides[j] · tj` of its memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The operand's slot in the instruction's format.
+    pub slot: u8,
+    /// Read, written, or both.
+    pub dir: Dir,
+    /// Where it is.
+    pub loc: Loc,
+    /// Element type (of the tile or tensor; `F32` for immediates and expressions).
+    pub dtype: DType,
+    /// Base element and element strides.
+    pub pattern: Pattern,
+    /// The elements it covers, per dimension (partition first), after masking.
+    pub dims: [usize; MAX_TILE_RANK],
+}
+
+impl Resolved {
+    /// Number of elements.
+    pub fn elems(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Bytes of its memory it reads or writes (its elements times the element size).
+    pub fn bytes(&self) -> usize {
+        self.elems() * self.dtype.size() as usize
+    }
+}
+
+/// The resolved operands of one executed instruction, by slot.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Operands {
+    ops: [Option<Resolved>; MAX_SLOTS],
+}
+
+impl Operands {
+    /// The operand in `slot`. Panics if the instruction has none there: the engines only ask
+    /// for the slots their format fills, which the program's checks guarantee.
+    #[inline]
+    pub fn get(&self, slot: usize) -> &Resolved {
+        self.ops[slot]
+            .as_ref()
+            .expect("a checked program fills every slot its format uses")
+    }
+
+    /// The operand in `slot`, if any.
+    #[inline]
+    pub fn slot(&self, slot: usize) -> Option<&Resolved> {
+        self.ops[slot].as_ref()
+    }
+
+    /// Every operand, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &Resolved> {
+        self.ops.iter().flatten()
+    }
+}
+
+/// The shape's dimensions padded with 1s to [`MAX_TILE_RANK`].
+fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
+    let mut g = [1usize; MAX_TILE_RANK];
+    for (d, &n) in g.iter_mut().zip(dims) {
+        *d = n as usize;
+    }
+    g
+}
+
+/// The slot whose dimensions are the instruction's grid: the one a mask's axes refer to.
+fn grid_slot(data: &InstrData) -> usize {
+    match data {
+        InstrData::Reduce { .. } => 1,
+        _ => 0,
+    }
+}
+
+/// `[lo, hi)` per grid dimension kept by `mask` at these variable values.
+fn mask_box(
+    mask: &Mask,
+    grid: &[usize; MAX_TILE_RANK],
+    vars: &VarValues,
+    syms: &[u64],
+) -> [(i64, i64); MAX_TILE_RANK] {
+    let mut bx = [(0i64, 0i64); MAX_TILE_RANK];
+    for (b, &n) in bx.iter_mut().zip(grid) {
+        *b = (0, n as i64);
+    }
+    for t in mask.terms() {
+        // coef·x + off < 0, with off = offset(vars) − S.
+        let s = t.sym.map_or(0, |s| syms[s as usize] as i64);
+        let off = t.offset.eval(vars).saturating_sub(s);
+        let (lo, hi) = &mut bx[t.axis as usize];
+        match t.coef {
+            0 if off >= 0 => *hi = *lo,
+            0 => {}
+            c if c > 0 => *hi = (*hi).min(div_ceil(off.saturating_neg(), c)),
+            c => *lo = (*lo).max(off.div_euclid(-c) + 1),
+        }
+    }
+    bx
+}
+
+fn div_ceil(a: i64, b: i64) -> i64 {
+    -((-a).div_euclid(b))
+}
+
+/// Resolves every operand of `ins` for the variable values `vars`. `None` when the mask keeps
+/// no element (the instruction does nothing in this execution).
+pub(crate) fn resolve(
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    vars: &VarValues,
+    sbuf_partition_bytes: usize,
+) -> Option<Operands> {
+    let p: &Program<'_> = b.program;
+    let mut out = Operands::default();
+    for o in ins.operands() {
+        let r = match o.operand {
+            OperandRef::View(v) => {
+                let view = &p.views()[v.index()];
+                let tile = &p.tiles()[view.tile as usize];
+                let partition_bytes = match tile.memory {
+                    Memory::Psum => Psum::PARTITION_BYTES,
+                    _ => sbuf_partition_bytes,
+                };
+                let loc = match tile.memory {
+                    Memory::Psum => Loc::Psum,
+                    _ => Loc::Sbuf,
+                };
+                Resolved {
+                    slot: o.slot,
+                    dir: o.dir,
+                    loc,
+                    dtype: tile.dtype,
+                    pattern: view_pattern(view, tile, partition_bytes, vars),
+                    dims: padded(view.shape.dims()),
+                }
+            }
+            OperandRef::Access(a) => {
+                let access = &p.accesses()[a.index()];
+                let (_, shape) = b.hbm(access.tensor as usize);
+                Resolved {
+                    slot: o.slot,
+                    dir: o.dir,
+                    loc: Loc::Hbm(access.tensor),
+                    dtype: p.tensors()[access.tensor as usize].dtype,
+                    pattern: hbm_pattern(access, &shape.strides()[..shape.rank()], vars),
+                    dims: padded(access.shape.dims()),
+                }
+            }
+            OperandRef::Expr(e) => {
+                let ex: &AxisIndex = &p.exprs()[e.index()];
+                let mut strides = [0isize; MAX_TILE_RANK];
+                for (s, &g) in strides.iter_mut().zip(&ex.grid) {
+                    *s = g as isize;
+                }
+                Resolved {
+                    slot: o.slot,
+                    dir: o.dir,
+                    loc: Loc::Expr,
+                    dtype: DType::I32,
+                    pattern: Pattern {
+                        base: ex.start.eval(vars) as isize,
+                        strides,
+                    },
+                    dims: [1; MAX_TILE_RANK],
+                }
+            }
+            OperandRef::Imm(x) => Resolved {
+                slot: o.slot,
+                dir: o.dir,
+                loc: Loc::Imm(x),
+                dtype: DType::F32,
+                pattern: Pattern {
+                    base: 0,
+                    strides: [0; MAX_TILE_RANK],
+                },
+                dims: [1; MAX_TILE_RANK],
+            },
+        };
+        out.ops[o.slot as usize] = Some(r);
+    }
+    let gs = grid_slot(&ins.data);
+    let Some(grid) = out.ops[gs].map(|r| r.dims) else {
+        return Some(out);
+    };
+    for r in out.ops.iter_mut().flatten() {
+        if r.loc == Loc::Expr {
+            r.dims = grid;
+        }
+    }
+    let Some(m) = ins.mask else {
+        return Some(out);
+    };
+    let bx = mask_box(&p.masks()[m.index()], &grid, vars, &b.syms[..]);
+    if bx.iter().any(|&(lo, hi)| lo >= hi) {
+        return None;
+    }
+    for r in out.ops.iter_mut().flatten() {
+        if matches!(r.loc, Loc::Imm(_)) {
+            continue;
+        }
+        clip(r, &grid, &bx);
+    }
+    Some(out)
+}
+
+/// Restricts an operand to the mask's box of the grid. Operands whose dimensions are the
+/// grid's (expressions included) are clipped on every axis; an operand with other dimensions
+/// (a reduction's result) only on the partition axis, which every operand shares.
+fn clip(r: &mut Resolved, grid: &[usize; MAX_TILE_RANK], bx: &[(i64, i64); MAX_TILE_RANK]) {
+    let axes = if r.dims == *grid { MAX_TILE_RANK } else { 1 };
+    for (j, &(lo, hi)) in bx.iter().enumerate().take(axes) {
+        r.pattern.base += lo as isize * r.pattern.strides[j];
+        r.dims[j] = (hi - lo) as usize;
+    }
+}
