@@ -6,9 +6,9 @@ use crate::ir::{
     AccessId, AxisIndex, Dir, Dst, InstrData, Mask, Pred, Scalar, Src, TileView, ViewId, Write,
 };
 use crate::program::{Program, TensorRole};
-use crate::shape::Dim;
+use crate::shape::{Dim, MAX_TILE_RANK};
 
-const TILE_AXES: [&str; 4] = ["p", "f0", "f1", "f2"];
+const TILE_AXES: [&str; MAX_TILE_RANK] = ["p", "f0", "f1", "f2", "f3"];
 
 impl fmt::Display for Program<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -136,7 +136,7 @@ impl<'a> Line<'a, '_> {
         m.terms()
             .iter()
             .map(|t| {
-                let mut grid = [0i64; 4];
+                let mut grid = [0i64; MAX_TILE_RANK];
                 if let Some(g) = grid.get_mut(t.axis as usize) {
                     *g = t.coef;
                 }

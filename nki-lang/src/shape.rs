@@ -6,8 +6,9 @@ use core::fmt;
 pub const MAX_SYMBOLS: usize = 8;
 /// Highest rank of an HBM tensor.
 pub const MAX_TENSOR_RANK: usize = 6;
-/// Highest rank of a tile: the partition dimension plus up to three free dimensions.
-pub const MAX_TILE_RANK: usize = 4;
+/// Highest rank of a tile or of an instruction's access pattern: the partition dimension plus
+/// up to four free dimensions (the hardware's 4-D free access pattern).
+pub const MAX_TILE_RANK: usize = 5;
 
 /// Values of a program's symbolic dimensions, bound at launch (index = symbol id).
 pub type SymbolValues = [u64; MAX_SYMBOLS];

@@ -571,6 +571,9 @@ mod tests {
     use super::*;
 
     fn plan(grid: [usize; 4], s: [isize; 4], d: [isize; 4]) -> Plan {
+        let pad = |a: [usize; 4]| [a[0], a[1], a[2], a[3], 1];
+        let pads = |a: [isize; 4]| [a[0], a[1], a[2], a[3], 0];
+        let (grid, s, d) = (pad(grid), pads(s), pads(d));
         Plan::for_grid(
             &grid,
             &Pattern {

@@ -228,7 +228,8 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         .find(|&j| dg[j] != 1)
         .map_or(0, |j| dp.strides[j]);
     // The source's free index `f` selects the destination partition.
-    let mut strides = [p_stride, 0, 0, 0];
+    let mut strides = [0isize; MAX_TILE_RANK];
+    strides[0] = p_stride;
     let mut acc = dp.strides[0];
     for j in (1..MAX_TILE_RANK).rev() {
         strides[j] = acc;
