@@ -32,13 +32,14 @@ use thiserror::Error;
 
 use crate::affine::{Affine, MAX_LOOP_DEPTH};
 use crate::dtype::DType;
+use crate::func::{ActFn, Alu};
 use crate::ir::{
-    AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, Memory,
-    Scalar, TileView, ViewId, Write,
+    AccessId, AxisIndex, Dst, Engine, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId,
+    Memory, Scalar, Src, TileView, ViewId, Write,
 };
 use crate::ops::Opcode;
 use crate::program::TensorRole;
-use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, TileShape};
+use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
 use crate::target::Target;
 use crate::verify::{CompiledProgram, Diagnostic, ProgramBuf, TensorBuf, TileBuf};
 
@@ -115,6 +116,19 @@ impl Grid {
         self.first_axis = axis;
         self
     }
+}
+
+/// A source operand of a builder call.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Operand {
+    /// No operand.
+    None,
+    /// A whole tile.
+    Tile(TileId),
+    /// A `[P, 1]` tile applied along every free element.
+    Column(TileId),
+    /// An immediate.
+    Imm(Scalar),
 }
 
 /// Builds a [`ProgramBuf`] and checks it.
@@ -444,6 +458,140 @@ impl ProgramBuilder {
             },
         );
         Ok(())
+    }
+
+    /// An instruction of `opcode` with `data`, on `engine` (its default when `None`) and with
+    /// `mask`.
+    fn op(
+        &mut self,
+        opcode: Opcode,
+        data: InstrData,
+        engine: Option<Engine>,
+        mask: Option<MaskId>,
+    ) -> Result<(), BuildError> {
+        let mut ins = Instr::new(opcode, data);
+        ins.engine = engine.unwrap_or(ins.engine);
+        ins.mask = mask;
+        self.push(ins)
+    }
+
+    /// A source operand: a whole tile or an immediate.
+    pub fn src(&mut self, s: Operand) -> Result<Src, BuildError> {
+        Ok(match s {
+            Operand::Tile(t) => Src::Tile(self.whole(t)?.0),
+            Operand::Column(t) => Src::Tile(self.column(t)?),
+            Operand::Imm(x) => Src::Imm(x),
+            Operand::None => Src::None,
+        })
+    }
+
+    /// A `[P, 1]` tile read along every free element of the grid `like`'s shape (a view with
+    /// free strides 0).
+    fn column(&mut self, t: TileId) -> Result<ViewId, BuildError> {
+        let tile = self
+            .buf
+            .tiles
+            .get(t.0 as usize)
+            .ok_or(BuildError::Usage("unknown tile"))?;
+        let shape = tile.shape;
+        let mut v = TileView::whole(t.0, &shape);
+        v.strides = [0; MAX_TILE_RANK - 1];
+        self.view(v)
+    }
+
+    /// `tensor_tensor`: `dst = a op b`.
+    pub fn tensor_tensor(
+        &mut self,
+        dst: TileId,
+        a: TileId,
+        b: TileId,
+        op: Alu,
+    ) -> Result<(), BuildError> {
+        let (dst, a, b) = (self.whole(dst)?.0, self.whole(a)?.0, self.whole(b)?.0);
+        let data = InstrData::Alu {
+            dst: Dst::overwrite(dst),
+            src: [Src::Tile(a), Src::Tile(b), Src::None],
+            op: [op, Alu::Bypass],
+            rev: 0,
+            acc: None,
+        };
+        self.op(Opcode::TensorTensor, data, None, None)
+    }
+
+    /// `tensor_scalar`: `dst = (data op0 operand0) op1 operand1` (operands immediates or
+    /// `[P, 1]` columns; `op1` [`Alu::Bypass`] with [`Operand::None`] for one operation).
+    pub fn tensor_scalar(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        op0: Alu,
+        operand0: Operand,
+        op1: Alu,
+        operand1: Operand,
+    ) -> Result<(), BuildError> {
+        let (dst, data) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let (s0, s1) = (self.src(operand0)?, self.src(operand1)?);
+        let data = InstrData::Alu {
+            dst: Dst::overwrite(dst),
+            src: [Src::Tile(data), s0, s1],
+            op: [op0, op1],
+            rev: 0,
+            acc: None,
+        };
+        self.op(Opcode::TensorScalar, data, None, None)
+    }
+
+    /// `activation`: `dst = func(data · scale + bias)`.
+    pub fn activation(
+        &mut self,
+        dst: TileId,
+        func: ActFn,
+        data: TileId,
+        scale: Operand,
+        bias: Operand,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let (scale, bias) = (self.src(scale)?, self.src(bias)?);
+        let data = InstrData::Act {
+            dst: Dst::overwrite(dst),
+            src,
+            func,
+            scale,
+            bias,
+            acc: None,
+        };
+        self.op(Opcode::Activation, data, None, None)
+    }
+
+    /// `tensor_reduce`: `dst = op` over the free axes in `axes` (bit `j` = free axis `j`).
+    pub fn tensor_reduce(
+        &mut self,
+        dst: TileId,
+        op: Alu,
+        data: TileId,
+        axes: u8,
+        negate: bool,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let data = InstrData::Reduce {
+            dst: Dst::overwrite(dst),
+            src,
+            op,
+            axes,
+            negate,
+        };
+        self.op(Opcode::TensorReduce, data, None, None)
+    }
+
+    /// `iota`: `dst` holds the values of `expr` over its grid.
+    pub fn iota(&mut self, dst: TileId, expr: AxisIndex) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let expr = self.expr(expr)?;
+        let data = InstrData::Iota {
+            dst: Dst::overwrite(dst),
+            expr,
+        };
+        self.op(Opcode::Iota, data, None, None)
     }
 
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).

@@ -172,6 +172,122 @@ pub enum RuleViolation {
         /// What is wrong.
         what: &'static str,
     },
+    /// Two operands of an elementwise instruction have different partition counts.
+    #[error(
+        "number of partitions (dimension 0 size of a tile) mismatch in parameters ({a}{a_shape}, {b}{b_shape}) of '{op}'"
+    )]
+    PartitionMismatch {
+        /// The operation.
+        op: &'static str,
+        /// First operand's name.
+        a: &'static str,
+        /// Its shape.
+        a_shape: TileShape,
+        /// Second operand's name.
+        b: &'static str,
+        /// Its shape.
+        b_shape: TileShape,
+    },
+    /// Two operands that may not both be in PSUM are.
+    #[error("operands '{a}' and '{b}' of '{op}' cannot both be in PSUM")]
+    BothInPsum {
+        /// The operation.
+        op: &'static str,
+        /// First operand.
+        a: &'static str,
+        /// Second operand.
+        b: &'static str,
+    },
+    /// An ALU operation that cannot be used here.
+    #[error("'{op}' cannot use the ALU operation '{alu}': {why}")]
+    UnsupportedAlu {
+        /// The operation.
+        op: &'static str,
+        /// The ALU operation.
+        alu: crate::func::Alu,
+        /// Why.
+        why: &'static str,
+    },
+    /// An activation's `scale` is neither an immediate nor a `[P, 1]` vector.
+    #[error(
+        "the scale of 'activation' must be a compile-time scalar or a (P, 1) vector, but it is a tile of shape {shape}"
+    )]
+    ScaleNotScalarOrVector {
+        /// The scale's shape.
+        shape: TileShape,
+    },
+    /// An activation's `scale` vector is not fp32.
+    #[error("the scale vector of 'activation' must be f32, but it is {found}")]
+    ScaleInvalidType {
+        /// Its dtype.
+        found: DType,
+    },
+    /// An activation's `bias` is not a `[P, 1]` vector of fp32, fp16 or bf16.
+    #[error(
+        "the bias of 'activation' must be a (P, 1) vector of f32, f16 or bf16, but it is {found}{shape}"
+    )]
+    BiasInvalidType {
+        /// Its dtype.
+        found: DType,
+        /// Its shape.
+        shape: TileShape,
+    },
+    /// An operand's dimension is over an instruction's limit.
+    #[error(
+        "size of {what} {size} of operand '{operand}' of '{op}' exceeds the architecture limit of {limit}"
+    )]
+    SizeLimit {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// Which dimension (`free size`, `partition dimension`, ...).
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// An operand has more dimensions than the operation supports.
+    #[error("operand '{operand}' of '{op}' has {rank} dimensions; '{op}' supports at most {max}")]
+    RankLimit {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// Its rank.
+        rank: usize,
+        /// The most the operation takes.
+        max: usize,
+    },
+    /// A reduction over the partition dimension, or over no axis.
+    #[error("'{op}' reduces along free axes only (1 to {max_axis}); got axes {axes:?}")]
+    ReduceAxes {
+        /// The operation.
+        op: &'static str,
+        /// The axes asked for.
+        axes: Vec<u8>,
+        /// The last free axis.
+        max_axis: usize,
+    },
+    /// An operand that must be an immediate, or a `[P, 1]` vector, is not.
+    #[error("operand '{operand}' of '{op}' must be {expected}")]
+    OperandKind {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// A mask on an instruction that cannot be masked.
+    #[error("'{op}' cannot be masked: {why}")]
+    MaskNotSupported {
+        /// The operation.
+        op: &'static str,
+        /// What to do instead.
+        why: &'static str,
+    },
     /// An instruction on an engine that cannot run it.
     #[error(
         "'{op}' cannot run on the {engine} engine; it runs on {}",
@@ -217,6 +333,17 @@ impl RuleViolation {
             RuleViolation::UnboundSymbol { .. } => "err_unbound_symbolic_dimension",
             RuleViolation::Malformed { .. } => "err_malformed_program",
             RuleViolation::EngineNotAllowed { .. } => "err_unsupported_engine",
+            RuleViolation::PartitionMismatch { .. } => "err_num_partition_mismatch",
+            RuleViolation::BothInPsum { .. } => "err_unsupported_memory",
+            RuleViolation::UnsupportedAlu { .. } => "err_unsupported_alu_op",
+            RuleViolation::ScaleNotScalarOrVector { .. } => "err_activation_scale_scalar_or_vector",
+            RuleViolation::ScaleInvalidType { .. } => "err_activation_scale_invalid_type",
+            RuleViolation::BiasInvalidType { .. } => "err_activation_bias_invalid_type",
+            RuleViolation::SizeLimit { .. } => "err_size_of_dimension_exceed_arch_limit",
+            RuleViolation::RankLimit { .. } => "err_exceed_max_supported_dimension",
+            RuleViolation::ReduceAxes { .. } => "err_unsupported_reduce_axes",
+            RuleViolation::OperandKind { .. } => "err_unsupported_operand",
+            RuleViolation::MaskNotSupported { .. } => "err_unsupported_mask",
         }
     }
 }

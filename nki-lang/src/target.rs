@@ -12,6 +12,8 @@ pub const PSUM_BANK_BYTES: u32 = 2048;
 pub const GEMM_STATIONARY_FMAX: u32 = 128;
 /// Largest free size of `nc_matmul`'s moving operand (`gemm_moving_fmax`).
 pub const GEMM_MOVING_FMAX: u32 = 512;
+/// Largest free size `bn_stats` takes (`nl.tile_size.bn_stats_fmax`).
+pub const BN_STATS_FMAX: u32 = 512;
 /// Alignment of every SBUF tile's byte address within its partitions.
 pub const SBUF_ALIGN: u32 = 64;
 

@@ -150,6 +150,8 @@ impl ProgramBuf {
             engine: ins.engine,
             data: &ins.data,
             slots: self.slots(ins),
+            masked: ins.mask.is_some(),
+            target: self.target,
         })
     }
 }

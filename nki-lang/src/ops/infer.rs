@@ -2,9 +2,11 @@
 
 use super::{MAX_SLOTS, OpInfo, Opcode};
 use crate::dtype::DType;
+use crate::func::{Alu, AluClass};
 use crate::ir::{Engine, InstrData, Memory, Scalar};
 use crate::rules::{self, RuleViolation};
 use crate::shape::TileShape;
+use crate::target::{BN_STATS_FMAX, PARTITIONS, Target};
 
 /// What the rules know of a tile view or an HBM access.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -56,6 +58,10 @@ pub struct InferIn<'a> {
     pub data: &'a InstrData,
     /// What each slot holds.
     pub slots: [Slot; MAX_SLOTS],
+    /// Whether the instruction has a mask.
+    pub masked: bool,
+    /// The generation the program is for.
+    pub target: Target,
 }
 
 impl InferIn<'_> {
@@ -109,6 +115,15 @@ pub struct Blame {
 /// with the operand to blame.
 pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let info = x.info();
+    if x.masked && !info.maskable {
+        return Err(Blame {
+            slot: None,
+            violation: RuleViolation::MaskNotSupported {
+                op: info.name,
+                why: "mask its operands by indexing them instead",
+            },
+        });
+    }
     if !info.engines.contains(&x.engine) {
         return Err(Blame {
             slot: None,
@@ -120,7 +135,7 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
         });
     }
     for (slot, spec) in info.operands.iter().enumerate() {
-        let result = slot == 0 && spec.dir.writes() && !matches!(info.format, super::Format::Dma);
+        let result = slot == 0 && spec.dir.writes();
         if let (Some(v), false) = (x.slots[slot].info(), result) {
             rules::check_memory(info.name, spec.name, v.memory, spec.memory)
                 .map_err(|e| x.blame(slot, e))?;
@@ -242,4 +257,582 @@ pub(super) fn given_dst(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
         fixed_dtype: false,
         memories: &[Memory::Sbuf, Memory::Psum],
     }))
+}
+
+/// An operand that is a tile view (not an immediate).
+fn tile<'a>(x: &'a InferIn<'_>, slot: usize) -> Result<&'a ViewInfo, Blame> {
+    match &x.slots[slot] {
+        Slot::View(v) => Ok(v),
+        _ => Err(x.blame(
+            slot,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                expected: "a tile",
+            },
+        )),
+    }
+}
+
+/// The dtype an immediate stands for in promotion: NKI types a Python float as fp32 and an int
+/// as int32.
+fn imm_dtype(v: Scalar) -> DType {
+    match v {
+        Scalar::Float(_) => DType::F32,
+        Scalar::Int(_) => DType::I32,
+    }
+}
+
+/// The dtype of a source slot for promotion (`None` for an empty slot).
+fn src_dtype(x: &InferIn<'_>, slot: usize) -> Option<DType> {
+    match x.slots[slot] {
+        Slot::View(v) | Slot::Access(v) => Some(v.dtype),
+        Slot::Imm(v) => Some(imm_dtype(v)),
+        Slot::Absent | Slot::Expr => None,
+    }
+}
+
+/// An immediate, or a view that holds one value per partition (a `[P, 1]` column, possibly
+/// broadcast along the free dimensions).
+fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<(), Blame> {
+    match &x.slots[slot] {
+        Slot::Imm(_) | Slot::Absent => Ok(()),
+        Slot::View(v) if v.column && v.shape.partitions() == grid.partitions() => Ok(()),
+        Slot::View(v) if v.column => Err(partition_mismatch(x, 1, grid, slot, &v.shape)),
+        _ => Err(x.blame(
+            slot,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                expected: "a compile-time scalar or a (P, 1) vector",
+            },
+        )),
+    }
+}
+
+fn partition_mismatch(
+    x: &InferIn<'_>,
+    a: usize,
+    a_shape: &TileShape,
+    b: usize,
+    b_shape: &TileShape,
+) -> Blame {
+    let ops = x.info().operands;
+    x.blame(
+        b,
+        RuleViolation::PartitionMismatch {
+            op: x.info().name,
+            a: ops[a].name,
+            a_shape: *a_shape,
+            b: ops[b].name,
+            b_shape: *b_shape,
+        },
+    )
+}
+
+/// Two tile operands of an elementwise instruction: same partitions, same elements in the
+/// same order (broadcasts are views of the grid's shape with zero strides).
+fn same_grid(x: &InferIn<'_>, a: usize, b: usize) -> Result<(), Blame> {
+    let (va, vb) = (x.view(a)?, x.view(b)?);
+    if va.shape.partitions() != vb.shape.partitions() {
+        return Err(partition_mismatch(x, a, &va.shape, b, &vb.shape));
+    }
+    let info = x.info();
+    rules::check_same_shape(info.name, info.operands[b].name, &va.shape, &vb.shape)
+        .map_err(|e| x.blame(b, e))
+}
+
+/// Bit operations take integer operands.
+fn check_alu_dtype(x: &InferIn<'_>, alu: Alu, slot: usize) -> Result<(), Blame> {
+    let Some(d) = src_dtype(x, slot) else {
+        return Ok(());
+    };
+    if alu.class() == AluClass::Bitvec && !(d.is_int() || d == DType::Bool) {
+        return Err(x.blame(
+            slot,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                expected: "an integer type (for a bit operation)",
+                found: d,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The default dtype of an ALU result: `bool` for comparisons and logical operations, else the
+/// operands' promoted type.
+fn alu_dtype(alu: Alu, operands: impl Iterator<Item = DType>) -> Option<DType> {
+    match alu.class() {
+        AluClass::Compare | AluClass::Logical => Some(DType::Bool),
+        AluClass::Arithmetic | AluClass::Bitvec => operands.reduce(DType::promote),
+    }
+}
+
+fn unsupported(x: &InferIn<'_>, slot: Option<u8>, alu: Alu, why: &'static str) -> Blame {
+    Blame {
+        slot,
+        violation: RuleViolation::UnsupportedAlu {
+            op: x.info().name,
+            alu,
+            why,
+        },
+    }
+}
+
+fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
+    Inferred {
+        shape,
+        dtype,
+        fixed_dtype: false,
+        memories: &[Memory::Sbuf, Memory::Psum],
+    }
+}
+
+/// The reduction of a per-partition output (`reduce_res`): a legal reduction, into a `[P, 1]`
+/// column of the grid's partitions.
+fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
+    if !op.is_reduction() {
+        return Err(unsupported(x, Some(4), op, "it is not a reduction"));
+    }
+    if x.opcode == Opcode::Activation && x.target == Target::Trn1 && op != Alu::Add {
+        return Err(unsupported(
+            x,
+            Some(4),
+            op,
+            "the Scalar engine of NeuronCore-v2 (trn1) only reduces with add",
+        ));
+    }
+    let acc = tile(x, 4)?;
+    if acc.shape.partitions() != grid.partitions() {
+        return Err(partition_mismatch(x, 1, grid, 4, &acc.shape));
+    }
+    if acc.shape.free_elems() != 1 {
+        return Err(x.blame(
+            4,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: x.info().operands[4].name,
+                expected: "a (P, 1) vector",
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The Vector and Scalar engines' free-size limits: 64K elements from SBUF, 4K from PSUM.
+fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
+    let Some(v) = x.slots[slot].info() else {
+        return Ok(());
+    };
+    let limit = match v.memory {
+        Memory::Psum => 4096,
+        _ => 65536,
+    };
+    let size = v.shape.free_elems();
+    if size > limit {
+        return Err(x.blame(
+            slot,
+            RuleViolation::SizeLimit {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                what: "free size",
+                size,
+                limit,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// `tensor_tensor(data1, data2, op)`: two tiles of one grid, not both in PSUM.
+pub(super) fn tensor_tensor(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let InstrData::Alu { op, .. } = *x.data else {
+        return Err(malformed(x));
+    };
+    let (a, b) = (tile(x, 1)?, tile(x, 2)?);
+    same_grid(x, 1, 2)?;
+    if a.memory == Memory::Psum && b.memory == Memory::Psum {
+        let ops = x.info().operands;
+        return Err(x.blame(
+            2,
+            RuleViolation::BothInPsum {
+                op: x.info().name,
+                a: ops[1].name,
+                b: ops[2].name,
+            },
+        ));
+    }
+    if op[0].arity() != 2 || op[1] != Alu::Bypass {
+        return Err(unsupported(
+            x,
+            None,
+            op[0],
+            "tensor_tensor applies one binary operation",
+        ));
+    }
+    check_alu_dtype(x, op[0], 1)?;
+    check_alu_dtype(x, op[0], 2)?;
+    check_free_size(x, 1)?;
+    let dtype = alu_dtype(op[0], [a.dtype, b.dtype].into_iter()).unwrap_or(a.dtype);
+    Ok(Some(elementwise(a.shape, dtype)))
+}
+
+/// `tensor_scalar(data, op0, operand0, op1, operand1)`, `scalar_tensor_tensor` (whose
+/// `operand1` is a tile) and `tensor_scalar_reduce` (with a per-partition reduction).
+pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let InstrData::Alu { op, acc, .. } = *x.data else {
+        return Err(malformed(x));
+    };
+    let data = *tile(x, 1)?;
+    scalar_or_column(x, 2, &data.shape)?;
+    match x.opcode {
+        Opcode::ScalarTensorTensor => {
+            tile(x, 3)?;
+            same_grid(x, 1, 3)?;
+        }
+        _ => scalar_or_column(x, 3, &data.shape)?,
+    }
+    if op[1] == Alu::Bypass && !matches!(x.slots[3], Slot::Absent) {
+        return Err(unsupported(x, Some(3), op[1], "an operand1 needs an op1"));
+    }
+    let bit = |a: Alu| a.class() == AluClass::Bitvec;
+    if op[1] != Alu::Bypass && bit(op[0]) != bit(op[1]) {
+        return Err(unsupported(
+            x,
+            None,
+            op[1],
+            "the two operations must both be bit operations or both arithmetic",
+        ));
+    }
+    if x.engine == Engine::Scalar {
+        let ok = |a: Alu| matches!(a, Alu::Add | Alu::Multiply | Alu::Bypass);
+        if !(ok(op[0]) && ok(op[1])) || x.target == Target::Trn1 {
+            let bad = if ok(op[0]) { op[1] } else { op[0] };
+            return Err(unsupported(
+                x,
+                None,
+                bad,
+                "the Scalar engine runs tensor_scalar with multiply and add only, and only on trn2",
+            ));
+        }
+    }
+    for (j, &a) in op.iter().enumerate() {
+        check_alu_dtype(x, a, 1)?;
+        check_alu_dtype(x, a, 2 + j)?;
+    }
+    match (x.opcode, acc) {
+        (Opcode::TensorScalarReduce, Some(a)) => check_acc(x, a.op, &data.shape)?,
+        (Opcode::TensorScalarReduce, None) => {
+            return Err(x.blame(
+                4,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "reduce_res",
+                    expected: "a (P, 1) vector",
+                },
+            ));
+        }
+        (_, Some(_)) => return Err(malformed(x)),
+        (_, None) => {}
+    }
+    check_free_size(x, 1)?;
+    let last = if op[1] == Alu::Bypass { op[0] } else { op[1] };
+    let dtypes = (1..4).filter_map(|s| src_dtype(x, s));
+    let dtype = alu_dtype(last, dtypes).unwrap_or(data.dtype);
+    Ok(Some(elementwise(data.shape, dtype)))
+}
+
+/// `activation(op, data, bias, scale)`: `scale` an immediate or an f32 `[P, 1]` vector, `bias`
+/// an f32/f16/bf16 `[P, 1]` vector.
+pub(super) fn activation(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let InstrData::Act { func, acc, .. } = *x.data else {
+        return Err(malformed(x));
+    };
+    let data = *tile(x, 1)?;
+    match &x.slots[2] {
+        Slot::Imm(_) => {}
+        Slot::View(v) if !v.column => {
+            return Err(x.blame(2, RuleViolation::ScaleNotScalarOrVector { shape: v.shape }));
+        }
+        Slot::View(v) if v.dtype != DType::F32 => {
+            return Err(x.blame(2, RuleViolation::ScaleInvalidType { found: v.dtype }));
+        }
+        Slot::View(_) => scalar_or_column(x, 2, &data.shape)?,
+        _ => return Err(malformed(x)),
+    }
+    match &x.slots[3] {
+        Slot::Absent => {}
+        Slot::View(v) if v.column && matches!(v.dtype, DType::F32 | DType::F16 | DType::Bf16) => {
+            scalar_or_column(x, 3, &data.shape)?;
+            if func == crate::func::ActFn::Reciprocal && x.target == Target::Trn1 {
+                return Err(x.blame(
+                    3,
+                    RuleViolation::OperandKind {
+                        op: x.info().name,
+                        operand: "bias",
+                        expected: "absent for reciprocal on trn1 (NeuronCore-v2 applies no bias to reciprocal)",
+                    },
+                ));
+            }
+        }
+        Slot::View(v) => {
+            return Err(x.blame(
+                3,
+                RuleViolation::BiasInvalidType {
+                    found: v.dtype,
+                    shape: v.shape,
+                },
+            ));
+        }
+        _ => {
+            return Err(x.blame(
+                3,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "bias",
+                    expected: "a (P, 1) vector of f32, f16 or bf16",
+                },
+            ));
+        }
+    }
+    if let Some(a) = acc {
+        check_acc(x, a.op, &data.shape)?;
+    }
+    check_free_size(x, 1)?;
+    Ok(Some(elementwise(data.shape, data.dtype)))
+}
+
+/// `tensor_reduce(op, data, axis, negate)`: a reduction along free axes; the result keeps
+/// the other axes and has size 1 along the reduced ones.
+pub(super) fn tensor_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let InstrData::Reduce { op, axes, .. } = *x.data else {
+        return Err(malformed(x));
+    };
+    let data = *tile(x, 1)?;
+    let free = data.shape.rank() - 1;
+    if axes == 0 || u32::from(axes) >> free != 0 {
+        let list = (0..8)
+            .filter(|j| axes >> j & 1 == 1)
+            .map(|j| j + 1)
+            .collect();
+        return Err(x.blame(
+            1,
+            RuleViolation::ReduceAxes {
+                op: x.info().name,
+                axes: list,
+                max_axis: free,
+            },
+        ));
+    }
+    if !op.is_reduction() {
+        return Err(unsupported(x, None, op, "it is not a reduction"));
+    }
+    check_alu_dtype(x, op, 1)?;
+    check_free_size(x, 1)?;
+    let mut dims = [1u32; crate::shape::MAX_TILE_RANK];
+    for (j, &d) in data.shape.dims().iter().enumerate() {
+        dims[j] = if j > 0 && axes >> (j - 1) & 1 == 1 {
+            1
+        } else {
+            d
+        };
+    }
+    let shape = TileShape::new(&dims[..data.shape.rank()]).ok_or_else(|| malformed(x))?;
+    let dtype = alu_dtype(op, core::iter::once(data.dtype)).unwrap_or(data.dtype);
+    Ok(Some(elementwise(shape, dtype)))
+}
+
+/// `tensor_tensor_scan(data0, data1, initial, op0, op1)`: two tiles of one grid; `initial` an
+/// immediate or a `[P, 1]` vector.
+pub(super) fn tensor_tensor_scan(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let InstrData::Scan { op, .. } = *x.data else {
+        return Err(malformed(x));
+    };
+    let a = *tile(x, 1)?;
+    tile(x, 2)?;
+    same_grid(x, 1, 2)?;
+    scalar_or_column(x, 3, &a.shape)?;
+    for o in op {
+        if o.class() != AluClass::Arithmetic || o.arity() != 2 {
+            return Err(unsupported(
+                x,
+                None,
+                o,
+                "a scan combines with binary arithmetic",
+            ));
+        }
+    }
+    check_free_size(x, 1)?;
+    let dtype = [1, 2]
+        .iter()
+        .filter_map(|&s| src_dtype(x, s))
+        .reduce(DType::promote);
+    Ok(Some(elementwise(a.shape, dtype.unwrap_or(a.dtype))))
+}
+
+/// `select(pred, on_true, on_false)` and `affine_select`: the result has the grid of the
+/// tiles involved.
+pub(super) fn select(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let tiles: Vec<usize> = (1..4)
+        .filter(|&s| matches!(x.slots[s], Slot::View(_)))
+        .collect();
+    let Some(&first) = tiles.first() else {
+        // Every operand an immediate: the destination gives the grid.
+        return given_dst(x);
+    };
+    for &s in &tiles[1..] {
+        same_grid(x, first, s)?;
+    }
+    if x.opcode == Opcode::AffineSelect {
+        if !matches!(x.slots[1], Slot::Expr) || !matches!(x.slots[2], Slot::View(_)) {
+            return Err(malformed(x));
+        }
+        if !matches!(x.slots[3], Slot::Imm(Scalar::Float(_))) {
+            return Err(x.blame(
+                3,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: x.info().operands[3].name,
+                    expected: "an fp32 compile-time scalar",
+                },
+            ));
+        }
+    }
+    let shape = x.view(first)?.shape;
+    let dtype = [2, 3]
+        .iter()
+        .filter_map(|&s| src_dtype(x, s))
+        .reduce(DType::promote);
+    Ok(Some(elementwise(shape, dtype.unwrap_or(DType::F32))))
+}
+
+/// `nc_transpose`: TensorE as [`transpose`]; VectorE a `[P ≤ 32, F ≤ 32]` tile of any dtype,
+/// on chip.
+pub(super) fn nc_transpose(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    if x.engine == Engine::Tensor {
+        return transpose(x);
+    }
+    let src = x.view(1)?;
+    let (p, f) = (u64::from(src.shape.partitions()), src.shape.free_elems());
+    for (what, size) in [("partition dimension", p), ("free size", f)] {
+        if size > 32 {
+            return Err(x.blame(
+                1,
+                RuleViolation::SizeLimit {
+                    op: x.info().name,
+                    operand: "data",
+                    what,
+                    size,
+                    limit: 32,
+                },
+            ));
+        }
+    }
+    let shape = TileShape::new(&[f as u32, p as u32]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, src.dtype)))
+}
+
+/// `bn_stats(data)`: `[P, F ≤ 512]` → `[P, 6]` fp32 statistics.
+pub(super) fn bn_stats(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let src = x.view(1)?;
+    let f = src.shape.free_elems();
+    if f > u64::from(BN_STATS_FMAX) {
+        return Err(x.blame(
+            1,
+            RuleViolation::SizeLimit {
+                op: x.info().name,
+                operand: "data",
+                what: "free size",
+                size: f,
+                limit: u64::from(BN_STATS_FMAX),
+            },
+        ));
+    }
+    let shape = TileShape::new(&[src.shape.partitions(), 6]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, DType::F32)))
+}
+
+/// `bn_aggr(data)`: concatenated `bn_stats` results `[P, 6·k]` → `[P, 2]` (mean, variance).
+pub(super) fn bn_aggr(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let src = x.view(1)?;
+    let f = src.shape.free_elems();
+    if f == 0 || f % 6 != 0 {
+        return Err(x.blame(
+            1,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "data",
+                expected: "concatenated bn_stats results: a free size that is a multiple of 6",
+            },
+        ));
+    }
+    let shape = TileShape::new(&[src.shape.partitions(), 2]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, DType::F32)))
+}
+
+/// `load_transpose2d`: a 2-D HBM access `[A, B]` into an SBUF tile `[B, A]`.
+pub(super) fn load_transpose2d(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let src = x.view(1)?;
+    let dims: Vec<u32> = src
+        .shape
+        .dims()
+        .iter()
+        .copied()
+        .filter(|&d| d != 1)
+        .collect();
+    let (a, b) = match dims.as_slice() {
+        [a, b] => (*a, *b),
+        [a] if src.shape.partitions() == 1 => (1, *a),
+        [a] => (*a, 1),
+        [] => (1, 1),
+        _ => {
+            return Err(x.blame(
+                1,
+                RuleViolation::RankLimit {
+                    op: x.info().name,
+                    operand: "src",
+                    rank: dims.len(),
+                    max: 2,
+                },
+            ));
+        }
+    };
+    if b > PARTITIONS {
+        return Err(x.blame(
+            1,
+            RuleViolation::PartitionDimTooLarge { size: u64::from(b) },
+        ));
+    }
+    let shape = TileShape::new(&[b, a]).ok_or_else(|| malformed(x))?;
+    Ok(Some(Inferred {
+        shape,
+        dtype: src.dtype,
+        fixed_dtype: false,
+        memories: &[Memory::Sbuf],
+    }))
+}
+
+/// `iota(expr)`: the destination's own shape and dtype, on SBUF.
+pub(super) fn iota(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    if !matches!(x.slots[1], Slot::Expr) {
+        return Err(malformed(x));
+    }
+    let dst = x.view(0)?;
+    Ok(Some(Inferred {
+        shape: dst.shape,
+        dtype: dst.dtype,
+        fixed_dtype: false,
+        memories: &[Memory::Sbuf],
+    }))
+}
+
+fn malformed(_: &InferIn<'_>) -> Blame {
+    Blame {
+        slot: None,
+        violation: RuleViolation::Malformed {
+            what: "operands that do not fit the opcode",
+        },
+    }
 }

@@ -95,6 +95,8 @@ pub struct OpInfo {
     pub operands: &'static [OperandSpec],
     /// The shape/dtype rule.
     pub infer: InferFn,
+    /// Whether the instruction takes a `mask`.
+    pub maskable: bool,
     /// What the instruction computes.
     pub doc: &'static str,
 }
@@ -109,7 +111,7 @@ const fn slot(name: &'static str, dir: Dir, memory: &'static [Memory]) -> Operan
 }
 
 macro_rules! opcodes {
-    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, } )*) => {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, } )*) => {
         /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -125,6 +127,7 @@ macro_rules! opcodes {
                 engines: $engines,
                 operands: $operands,
                 infer: $infer,
+                maskable: $maskable,
                 doc: concat!($($doc),*),
             },
         )*];
@@ -144,6 +147,7 @@ opcodes! {
         engines: &[Engine::Sync],
         operands: &[],
         infer: infer::none,
+        maskable: false,
     }
     /// End of a loop: advance the induction variable and jump back, or leave.
     LoopEnd {
@@ -152,6 +156,7 @@ opcodes! {
         engines: &[Engine::Sync],
         operands: &[],
         infer: infer::none,
+        maskable: false,
     }
     /// `load`: an HBM access into an SBUF tile, cast to the tile's dtype.
     Load {
@@ -160,6 +165,7 @@ opcodes! {
         engines: &[Engine::Dma],
         operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
         infer: infer::load,
+        maskable: true,
     }
     /// `store`: an SBUF tile into an HBM output access, cast to the tensor's dtype.
     Store {
@@ -168,6 +174,7 @@ opcodes! {
         engines: &[Engine::Dma],
         operands: &[slot("value", Dir::Read, SBUF), slot("dst", Dir::Write, HBM)],
         infer: infer::store,
+        maskable: true,
     }
     /// `nc_matmul`: `dst = stationaryᵀ · moving` in fp32 in PSUM.
     Matmul {
@@ -180,30 +187,218 @@ opcodes! {
             slot("moving", Dir::Read, SBUF),
         ],
         infer: infer::matmul,
+        maskable: false,
     }
-    /// `nc_transpose`: `dst[f, p] = src[p, f]` (TensorE: SBUF in, fp32 PSUM out).
+    /// `nc_transpose`: `dst[f, p] = src[p, f]`, the free dimensions flattened. TensorE: a
+    /// `[P ≤ 128, F ≤ 128]` SBUF tile into fp32 PSUM; VectorE: `[P ≤ 32, F ≤ 32]`, any dtype,
+    /// SBUF or PSUM.
     Transpose {
         name: "nc_transpose",
         format: Unary,
-        engines: &[Engine::Tensor],
-        operands: &[slot("dst", Dir::Write, PSUM), slot("data", Dir::Read, SBUF)],
-        infer: infer::transpose,
+        engines: &[Engine::Tensor, Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        infer: infer::nc_transpose,
+        maskable: true,
     }
-    /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype.
+    /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype. Vector and
+    /// GpSimd keep the bits when the dtypes are equal; the Scalar engine always goes through
+    /// fp32 (so an int32 copy above 2²⁴ rounds).
     TensorCopy {
         name: "tensor_copy",
         format: Unary,
-        engines: &[Engine::Vector],
+        engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
         infer: infer::same_as_src,
+        maskable: true,
     }
     /// `memset`: every element of `dst` becomes the value, converted to its dtype.
     Memset {
         name: "memset",
         format: Fill,
-        engines: &[Engine::Vector],
+        engines: &[Engine::Vector, Engine::GpSimd],
         operands: &[slot("dst", Dir::Write, ON_CHIP)],
         infer: infer::given_dst,
+        maskable: true,
+    }
+    /// `tensor_tensor`: `dst = data1 op data2`, elementwise, in fp32 (bit operations on
+    /// 32-bit integers).
+    TensorTensor {
+        name: "tensor_tensor",
+        format: Alu,
+        engines: &[Engine::Vector, Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data1", Dir::Read, ON_CHIP),
+            slot("data2", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::tensor_tensor,
+        maskable: true,
+    }
+    /// `tensor_scalar`: `dst = (data op0 operand0) op1 operand1`, each operand an immediate or
+    /// a `[P, 1]` vector applied along the free dimensions.
+    TensorScalar {
+        name: "tensor_scalar",
+        format: Alu,
+        engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("operand0", Dir::Read, ON_CHIP),
+            slot("operand1", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::tensor_scalar,
+        maskable: true,
+    }
+    /// `scalar_tensor_tensor`: `dst = (data op0 operand0) op1 operand1`, `operand0` an
+    /// immediate or `[P, 1]` vector, `operand1` a tile.
+    ScalarTensorTensor {
+        name: "scalar_tensor_tensor",
+        format: Alu,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("operand0", Dir::Read, ON_CHIP),
+            slot("operand1", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::tensor_scalar,
+        maskable: true,
+    }
+    /// `tensor_scalar_reduce`: `dst = data op0 operand0`, and `reduce_res` the reduction of
+    /// each partition's results.
+    TensorScalarReduce {
+        name: "tensor_scalar_reduce",
+        format: Alu,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("operand0", Dir::Read, ON_CHIP),
+            slot("", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: infer::tensor_scalar,
+        maskable: true,
+    }
+    /// `activation`: `dst = op(data · scale + bias)` on the Scalar engine, with an optional
+    /// reduction of each partition's results into `reduce_res`.
+    Activation {
+        name: "activation",
+        format: Act,
+        engines: &[Engine::Scalar],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("scale", Dir::Read, ON_CHIP),
+            slot("bias", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: infer::activation,
+        maskable: true,
+    }
+    /// `tensor_reduce`: a reduction along free axes of each partition.
+    TensorReduce {
+        name: "tensor_reduce",
+        format: Reduce,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        infer: infer::tensor_reduce,
+        maskable: true,
+    }
+    /// `tensor_tensor_scan`: `r[i] = (data0[i] op0 r[i−1]) op1 data1[i]` along each
+    /// partition's free elements, `r[−1] = initial`.
+    TensorTensorScan {
+        name: "tensor_tensor_scan",
+        format: Scan,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data0", Dir::Read, ON_CHIP),
+            slot("data1", Dir::Read, ON_CHIP),
+            slot("initial", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::tensor_tensor_scan,
+        maskable: true,
+    }
+    /// `iota`: the values of an affine expression of the grid (int32 arithmetic), converted to
+    /// the destination's dtype.
+    Iota {
+        name: "iota",
+        format: Iota,
+        engines: &[Engine::GpSimd],
+        operands: &[slot("dst", Dir::Write, SBUF), slot("expr", Dir::Read, &[])],
+        infer: infer::iota,
+        maskable: true,
+    }
+    /// `affine_select`: `dst = pred ? on_true_tile : on_false_value`, where `pred` is an affine
+    /// comparison of the grid's coordinates and the index variables.
+    AffineSelect {
+        name: "affine_select",
+        format: Select,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("pred", Dir::Read, &[]),
+            slot("on_true_tile", Dir::Read, SBUF),
+            slot("on_false_value", Dir::Read, &[]),
+        ],
+        infer: infer::select,
+        maskable: true,
+    }
+    /// `select`: `dst = predicate ? on_true : on_false` elementwise (`nl.where`); the
+    /// predicate is a tile (nonzero = true), the values tiles or immediates.
+    Select {
+        name: "select",
+        format: Select,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("predicate", Dir::Read, ON_CHIP),
+            slot("on_true", Dir::Read, ON_CHIP),
+            slot("on_false", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::select,
+        maskable: true,
+    }
+    /// `reciprocal`: `dst = 1 / data` on the Vector engine (IEEE division: more accurate than
+    /// the Scalar engine's approximation on hardware).
+    Reciprocal {
+        name: "reciprocal",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        infer: infer::same_as_src,
+        maskable: true,
+    }
+    /// `bn_stats`: per partition, the count, mean and variance·count of the even and of the odd
+    /// elements of a `[P, F ≤ 512]` tile: `[P, 6]` fp32.
+    BnStats {
+        name: "bn_stats",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        infer: infer::bn_stats,
+        maskable: false,
+    }
+    /// `bn_aggr`: the mean and variance of each partition from concatenated `bn_stats` results:
+    /// `[P, 2]` fp32.
+    BnAggr {
+        name: "bn_aggr",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        infer: infer::bn_aggr,
+        maskable: true,
+    }
+    /// `load_transpose2d`: a 2-D HBM access `[A, B]` into an SBUF tile `[B, A]`, cast to the
+    /// tile's dtype.
+    LoadTranspose2d {
+        name: "load_transpose2d",
+        format: Dma,
+        engines: &[Engine::Dma],
+        operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
+        infer: infer::load_transpose2d,
+        maskable: true,
     }
 }
 

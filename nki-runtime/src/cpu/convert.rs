@@ -376,3 +376,47 @@ pub(crate) mod tests {
         }
     }
 }
+
+/// Widens `dst.len()` elements of `dtype` to f32 (placeholder: replaced by the per-dtype
+/// routines in the next commit).
+pub fn load_f32(isa: Isa, src: &[u8], dtype: DType, dst: &mut [f32]) {
+    let n = dst.len();
+    convert(
+        isa,
+        src,
+        dtype,
+        bytemuck::cast_slice_mut(dst),
+        DType::F32,
+        n,
+    );
+}
+
+/// Narrows f32 lanes to `dtype` (placeholder, as [`load_f32`]).
+pub fn store_f32(isa: Isa, src: &[f32], dst: &mut [u8], dtype: DType) {
+    convert(
+        isa,
+        bytemuck::cast_slice(src),
+        DType::F32,
+        dst,
+        dtype,
+        src.len(),
+    );
+}
+
+/// Integer lanes (placeholder, as [`load_f32`]).
+pub fn load_i32(_isa: Isa, src: &[u8], dtype: DType, dst: &mut [i32]) {
+    let size = dtype.size() as usize;
+    for (d, s) in dst.iter_mut().zip(src.chunks_exact(size)) {
+        let mut b = [0u8; 4];
+        b[..size].copy_from_slice(s);
+        *d = i32::from_le_bytes(b);
+    }
+}
+
+/// Integer lanes (placeholder, as [`load_f32`]).
+pub fn store_i32(_isa: Isa, src: &[i32], dst: &mut [u8], dtype: DType) {
+    let size = dtype.size() as usize;
+    for (s, d) in src.iter().zip(dst.chunks_exact_mut(size)) {
+        d.copy_from_slice(&s.to_le_bytes()[..size]);
+    }
+}

@@ -7,6 +7,8 @@
 //! - [`convert`]: element type conversions over contiguous runs (DMA casts, engine copies).
 //! - [`matmul`]: the TensorEngine's `nc_matmul` inner loop with a defined accumulation order.
 
+pub mod act;
+pub mod alu;
 pub mod convert;
 pub mod matmul;
 

@@ -1,8 +1,10 @@
 //! The DMA queues: `load` (HBM → SBUF) and `store` (SBUF → HBM), casting between the tensor's
 //! and the tile's element types.
 
+use nki_lang::MAX_TILE_RANK;
+
 use super::Engines;
-use super::access::{End, Plan, transfer_par};
+use super::access::{End, Pattern, Plan, transfer_par};
 use crate::exec::{Operands, Resolved};
 use crate::launch::Bound;
 
@@ -50,6 +52,49 @@ pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) 
         data,
         end(tile),
         end(hbm),
+        &plan,
+    );
+}
+
+/// `load_transpose2d`: the access's 2-D grid `[A, B]` into the tile `[B, A]`: access element
+/// `(a, b)` goes to tile element `(b, a)`, converted to the tile's dtype.
+pub(crate) fn load_transpose2d(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
+    let (tile, hbm) = (ops.get(0), ops.get(1));
+    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+        unreachable!("a load reads HBM")
+    };
+    let (data, _) = b.hbm(t as usize);
+    let g = hbm.dims;
+    // The access's two non-trivial axes: rows `a` (size A), then columns `b` (size B).
+    let mut axes = (0..MAX_TILE_RANK).filter(|&j| g[j] != 1);
+    let (ga, gb) = match (axes.next(), axes.next()) {
+        (Some(a), Some(b)) => (Some(a), Some(b)),
+        (Some(a), None) if g[0] != 1 => (Some(a), None),
+        (Some(b), None) => (None, Some(b)),
+        _ => (None, None),
+    };
+    // Tile `[B, A]`: partitions index `b`, the free elements `a`.
+    let free = (1..MAX_TILE_RANK).find(|&j| tile.dims[j] != 1);
+    let mut strides = [0isize; MAX_TILE_RANK];
+    if let Some(gb) = gb {
+        strides[gb] = tile.pattern.strides[0];
+    }
+    if let (Some(ga), Some(f)) = (ga, free) {
+        strides[ga] = tile.pattern.strides[f];
+    }
+    let to = Pattern {
+        base: tile.pattern.base,
+        strides,
+    };
+    let plan = Plan::for_grid(&g, &hbm.pattern, &to);
+    transfer_par(
+        e.isa,
+        e.worker.as_mut(),
+        (&mut e.chunks, &mut e.chunks_worker),
+        data,
+        e.sbuf.bytes_mut(),
+        end(hbm),
+        end(tile),
         &plan,
     );
 }

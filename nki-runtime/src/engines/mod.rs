@@ -9,7 +9,10 @@
 //! - [`vector`]: `tensor_copy` (with casts) and `memset` on SBUF and PSUM.
 
 pub(crate) mod access;
+pub(crate) mod compute;
 pub(crate) mod dma;
+pub(crate) mod reduce;
+pub(crate) mod stream;
 pub(crate) mod tensor;
 pub(crate) mod vector;
 
@@ -41,6 +44,10 @@ pub(crate) struct Engines {
     pub worker: Option<Worker>,
     /// Contiguous copies of matmul operands whose free elements are strided.
     pub packed: tensor::Packed,
+    /// Lanes of streamed (elementwise) instructions.
+    pub lanes: stream::Lanes,
+    /// Lanes of the worker's half of a streamed instruction.
+    pub lanes_worker: stream::Lanes,
 }
 
 impl Engines {
@@ -56,6 +63,8 @@ impl Engines {
             mm_worker: MatmulScratch::new(),
             worker: Worker::start(),
             packed: tensor::Packed::new(),
+            lanes: stream::Lanes::new(),
+            lanes_worker: stream::Lanes::new(),
         }
     }
 }

@@ -6,7 +6,7 @@ use super::Engines;
 use super::access::{ChunkBuf, End, Mem, Pattern, Plan, squeeze, transfer};
 use crate::cpu::Isa;
 use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
-use crate::exec::{Operands, Resolved};
+use crate::exec::{Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
 
 /// Largest contraction size (partitions).
@@ -215,8 +215,9 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
     );
 }
 
-/// `nc_transpose` on TensorE: `dst[f, p] = src[p, f]`, widened exactly to fp32 in PSUM (`f` is
-/// the row-major index of the source's free elements).
+/// `nc_transpose`: `dst[f, p] = src[p, f]` (`f` the row-major index of the source's free
+/// elements), converted to the destination's dtype: TensorE widens exactly to fp32 in PSUM;
+/// VectorE moves `[P ≤ 32, F ≤ 32]` tiles within or between SBUF and PSUM.
 pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let (sp, dp) = (src.pattern, dst.pattern);
@@ -240,18 +241,27 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         strides,
     };
     let plan = Plan::for_grid(&g, &sp, &tp);
-    transfer(
-        e.isa,
-        &mut e.chunks,
-        Mem::Two(e.sbuf.bytes(), e.psum.bytes_mut()),
-        End {
-            dtype: src.dtype,
-            base: sp.base,
-        },
-        End {
-            dtype: dst.dtype,
-            base: dp.base,
-        },
-        &plan,
-    );
+    let from = End {
+        dtype: src.dtype,
+        base: sp.base,
+    };
+    let to = End {
+        dtype: dst.dtype,
+        base: dp.base,
+    };
+    let Engines {
+        isa,
+        sbuf,
+        psum,
+        chunks,
+        ..
+    } = e;
+    let mem = match (src.loc, dst.loc) {
+        (Loc::Sbuf, Loc::Psum) => Mem::Two(sbuf.bytes(), psum.bytes_mut()),
+        (Loc::Psum, Loc::Sbuf) => Mem::Two(psum.bytes(), sbuf.bytes_mut()),
+        (Loc::Sbuf, Loc::Sbuf) => Mem::One(sbuf.bytes_mut()),
+        (Loc::Psum, Loc::Psum) => Mem::One(psum.bytes_mut()),
+        (s, d) => unreachable!("nc_transpose from {s:?} to {d:?}: the checks keep tiles on chip"),
+    };
+    transfer(*isa, chunks, mem, from, to, &plan);
 }

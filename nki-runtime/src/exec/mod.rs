@@ -11,12 +11,15 @@ mod resolve;
 
 use core::ops::ControlFlow;
 
-use nki_lang::{Instr, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Opcode, VarValues, Write};
+use nki_lang::{
+    Alu, Engine, Instr, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Opcode, Pred, VarValues,
+    Write,
+};
 use thiserror::Error;
 
 pub use resolve::{Loc, Operands, Pattern, Resolved};
 
-use crate::engines::{Engines, dma, tensor, vector};
+use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
 use crate::launch::Bound;
 
 /// Why an execution stopped before the end of the program.
@@ -114,7 +117,7 @@ pub(crate) fn run<O: Observer>(
                 vars[MAX_PIDS + d] = 0;
                 depth = d;
             }
-            data => {
+            _ => {
                 if let Some(ops) = resolve::resolve(b, ins, &vars, sbuf_partition_bytes) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, &vars) {
                         return Err(ExecError {
@@ -125,7 +128,7 @@ pub(crate) fn run<O: Observer>(
                             what,
                         });
                     }
-                    execute(e, b, ins.opcode, &data, &ops, &vars);
+                    execute(e, b, ins, &ops, &vars);
                     obs.after(pc, ins);
                 }
             }
@@ -135,27 +138,105 @@ pub(crate) fn run<O: Observer>(
     Ok(())
 }
 
-/// Runs one instruction's engine routine on its resolved operands.
+/// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
+/// calling its family's routine with the instruction's function codes.
 fn execute(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
-    opcode: Opcode,
-    data: &InstrData,
+    ins: &Instr,
     ops: &Operands,
     vars: &VarValues,
 ) {
-    match (opcode, *data) {
+    let acc = |w: Write| match w {
+        Write::Overwrite => None,
+        Write::Accumulate(op) => Some(op),
+        Write::Group { op, .. } => accumulates(w, vars).then_some(op),
+    };
+    match (ins.opcode, ins.data) {
         (Opcode::Load, _) => dma::load(e, b, ops),
         (Opcode::Store, _) => dma::store(e, b, ops),
+        (Opcode::LoadTranspose2d, _) => dma::load_transpose2d(e, b, ops),
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
             tensor::matmul(e, ops, accumulates(dst.write, vars))
         }
         (Opcode::Transpose, _) => tensor::transpose(e, ops),
-        (Opcode::TensorCopy, _) => vector::copy(e, ops),
+        (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => match (ins.engine, acc(dst.write)) {
+            (Engine::Scalar, a) | (_, a @ Some(_)) => compute::copy_through_f32(e, ops, a),
+            _ => vector::copy(e, ops),
+        },
         (Opcode::Memset, InstrData::Fill { value, .. }) => vector::memset(e, ops, value),
-        // The checks match every opcode with its format; loop control never gets here.
-        (Opcode::LoopBegin | Opcode::LoopEnd | Opcode::Matmul | Opcode::Memset, _) => {
-            unreachable!("opcode {opcode:?} with operands {data:?}")
+        (Opcode::Reciprocal, InstrData::Unary { dst, .. }) => compute::alu_chain(
+            e,
+            ops,
+            ins.engine,
+            [Alu::Reciprocal, Alu::Bypass],
+            0,
+            None,
+            acc(dst.write),
+        ),
+        (
+            Opcode::TensorTensor
+            | Opcode::TensorScalar
+            | Opcode::ScalarTensorTensor
+            | Opcode::TensorScalarReduce,
+            InstrData::Alu {
+                dst,
+                op,
+                rev,
+                acc: reduce,
+                ..
+            },
+        ) => compute::alu_chain(e, ops, ins.engine, op, rev, reduce, acc(dst.write)),
+        (
+            Opcode::Activation,
+            InstrData::Act {
+                dst,
+                func,
+                acc: reduce,
+                ..
+            },
+        ) => compute::activation(e, ops, func, reduce, acc(dst.write)),
+        (
+            Opcode::TensorReduce,
+            InstrData::Reduce {
+                dst,
+                op,
+                axes,
+                negate,
+                ..
+            },
+        ) => reduce::tensor_reduce(e, ops, op, axes, negate, acc(dst.write)),
+        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, .. }) => {
+            reduce::scan(e, ops, op, acc(dst.write))
         }
+        (Opcode::BnStats, _) => reduce::bn_stats(e, ops),
+        (Opcode::BnAggr, _) => reduce::bn_aggr(e, ops),
+        (Opcode::Iota, _) => compute::iota(e, ops),
+        (Opcode::Select | Opcode::AffineSelect, InstrData::Select { dst, pred, .. }) => {
+            let cmp = match pred {
+                Pred::Tile(_) => None,
+                Pred::Affine { cmp, .. } => Some(cmp),
+            };
+            compute::select(e, ops, cmp, acc(dst.write))
+        }
+        // The checks match every opcode with its format; loop control never gets here.
+        (
+            Opcode::LoopBegin
+            | Opcode::LoopEnd
+            | Opcode::Matmul
+            | Opcode::TensorCopy
+            | Opcode::Memset
+            | Opcode::Reciprocal
+            | Opcode::TensorTensor
+            | Opcode::TensorScalar
+            | Opcode::ScalarTensorTensor
+            | Opcode::TensorScalarReduce
+            | Opcode::Activation
+            | Opcode::TensorReduce
+            | Opcode::TensorTensorScan
+            | Opcode::Select
+            | Opcode::AffineSelect,
+            data,
+        ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
     }
 }

@@ -65,6 +65,27 @@ impl Resolved {
     pub fn bytes(&self) -> usize {
         self.elems() * self.dtype.size() as usize
     }
+
+    /// Its strides over an instruction's grid whose dimensions equal its own up to size-1
+    /// dimensions: the partition stride first, then each of the grid's free dimensions of size
+    /// above 1 takes the stride of the operand's next free dimension of size above 1; the
+    /// grid's size-1 dimensions get stride 0. An operand with fewer such dimensions (a `[P, 1]`
+    /// result of a reduction) gets stride 0 along the rest.
+    pub fn strides_on(&self, grid: &[usize; MAX_TILE_RANK]) -> [isize; MAX_TILE_RANK] {
+        let mut out = [0isize; MAX_TILE_RANK];
+        out[0] = self.pattern.strides[0];
+        if self.dims == *grid {
+            return self.pattern.strides;
+        }
+        let mut mine = (1..MAX_TILE_RANK).filter(|&j| self.dims[j] != 1);
+        for j in (1..MAX_TILE_RANK).filter(|&j| grid[j] != 1) {
+            match mine.next() {
+                Some(k) => out[j] = self.pattern.strides[k],
+                None => break,
+            }
+        }
+        out
+    }
 }
 
 /// The resolved operands of one executed instruction, by slot.

@@ -1,0 +1,493 @@
+//! The ALU operations of the Vector, Scalar and GpSimd engines, over runs of 32-bit lanes.
+//!
+//! # Definition
+//!
+//! Arithmetic, comparison and logical operations compute on fp32 lanes ([`eval`]); bit
+//! operations on 32-bit integer lanes ([`eval_bits`]). Each is one scalar function of IEEE 754
+//! binary32 operations, with:
+//!
+//! - **NaN results canonical**: every NaN an arithmetic operation produces is stored as
+//!   `0x7fc0_0000`, whatever the operands' payloads.
+//! - **`maximum` / `minimum`** propagate NaN (a NaN operand gives NaN) and order the zeros:
+//!   `maximum(-0.0, +0.0) = +0.0`, `minimum(-0.0, +0.0) = -0.0` (IEEE 754-2019's `maximum`
+//!   and `minimum`).
+//! - **`divide`** is IEEE division (correctly rounded); **`reciprocal`** is `1 / a`;
+//!   **`rsqrt`** is `1 / sqrt(a)`, two correctly rounded steps.
+//! - **`mod`** is NumPy's floored remainder, `r = fmod(a, b)`, then `r + b` when `r` is nonzero
+//!   and its sign differs from `b`'s (that addition rounds, as NumPy's does); **`fmod`** is
+//!   the exact truncated remainder (IEEE `fmod`, C's `fmodf`).
+//! - **`power`** is [`super::act::pow`].
+//! - **Comparisons** give 1.0 or 0.0 (IEEE: a NaN operand makes every comparison false except
+//!   `not_equal`). **Logical operations** read nonzero (NaN included) as true and give 1.0 or
+//!   0.0.
+//! - **Bit operations** act on the two's-complement 32-bit lanes; `left_shift` and
+//!   `right_shift` (logical) by an amount outside `0..32` give 0. On integer lanes, `add`,
+//!   `subtract` and `multiply` wrap (GpSimd's exact int32 arithmetic).
+//!
+//! # Implementation
+//!
+//! Each operation is a small `#[inline(always)]` function over `f32` or `i32`; a run applies it
+//! in a loop that is compiled once per host code path from the same source (portable, AVX2,
+//! AVX-512), so every path performs the same IEEE operations in the same order and produces
+//! the same bits; only the vector width the compiler chooses differs. Rust never contracts a
+//! multiply and an add into a fused operation, nor reorders floating-point arithmetic.
+
+use nki_lang::Alu;
+
+use super::Isa;
+
+/// The canonical NaN every NaN result becomes.
+pub const CANONICAL_NAN: f32 = f32::from_bits(0x7fc0_0000);
+
+#[inline(always)]
+fn canon(x: f32) -> f32 {
+    if x.is_nan() { CANONICAL_NAN } else { x }
+}
+
+#[inline(always)]
+fn truth(x: bool) -> f32 {
+    if x { 1.0 } else { 0.0 }
+}
+
+#[inline(always)]
+fn max(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        CANONICAL_NAN
+    } else if a > b {
+        a
+    } else if a < b {
+        b
+    } else {
+        // Equal: identical bits, or ±0 (whose AND is +0).
+        f32::from_bits(a.to_bits() & b.to_bits())
+    }
+}
+
+#[inline(always)]
+fn min(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        CANONICAL_NAN
+    } else if a < b {
+        a
+    } else if a > b {
+        b
+    } else {
+        // Equal: identical bits, or ±0 (whose OR is -0).
+        f32::from_bits(a.to_bits() | b.to_bits())
+    }
+}
+
+#[inline(always)]
+fn floored_mod(a: f32, b: f32) -> f32 {
+    let r = a % b;
+    if r != 0.0 && (r < 0.0) != (b < 0.0) {
+        canon(r + b)
+    } else {
+        canon(r)
+    }
+}
+
+/// The definition of an arithmetic, comparison or logical operation on fp32 lanes
+/// ([`Alu::Bypass`] and one-operand operations ignore `b`). Bit operations are
+/// [`eval_bits`]'s; here they compute on the lanes' values converted to integers.
+#[inline]
+pub fn eval(op: Alu, a: f32, b: f32) -> f32 {
+    match op {
+        Alu::Bypass => a,
+        Alu::Add => canon(a + b),
+        Alu::Subtract => canon(a - b),
+        Alu::Multiply => canon(a * b),
+        Alu::Divide => canon(a / b),
+        Alu::Max => max(a, b),
+        Alu::Min => min(a, b),
+        Alu::Pow => super::act::pow(a, b),
+        Alu::Mod => floored_mod(a, b),
+        Alu::Fmod => canon(a % b),
+        Alu::Abs => f32::from_bits(a.to_bits() & 0x7fff_ffff),
+        Alu::Rsqrt => canon(1.0 / a.sqrt()),
+        Alu::Reciprocal => canon(1.0 / a),
+        Alu::IsEqual => truth(a == b),
+        Alu::NotEqual => truth(a != b),
+        Alu::IsGt => truth(a > b),
+        Alu::IsGe => truth(a >= b),
+        Alu::IsLt => truth(a < b),
+        Alu::IsLe => truth(a <= b),
+        Alu::LogicalAnd => truth(a != 0.0 && b != 0.0),
+        Alu::LogicalOr => truth(a != 0.0 || b != 0.0),
+        Alu::LogicalXor => truth((a != 0.0) != (b != 0.0)),
+        Alu::LogicalNot => truth(a == 0.0),
+        Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => eval_bits(op, a as i32, b as i32) as f32,
+    }
+}
+
+/// The definition of an operation on 32-bit integer lanes: bit operations exactly; `add`,
+/// `subtract` and `multiply` in two's-complement wrapping arithmetic (GpSimd's int32
+/// arithmetic); any other operation on the lanes' values as fp32 ([`eval`]), rounded back to
+/// an integer toward zero (saturating; NaN becomes 0).
+#[inline]
+pub fn eval_bits(op: Alu, a: i32, b: i32) -> i32 {
+    let shift = |f: fn(u32, u32) -> u32| {
+        if (0..32).contains(&b) {
+            f(a as u32, b as u32) as i32
+        } else {
+            0
+        }
+    };
+    match op {
+        Alu::BitwiseAnd => a & b,
+        Alu::BitwiseOr => a | b,
+        Alu::BitwiseXor => a ^ b,
+        Alu::Invert => !a,
+        Alu::LeftShift => shift(|x, s| x << s),
+        Alu::RightShift => shift(|x, s| x >> s),
+        Alu::Bypass => a,
+        Alu::Add => a.wrapping_add(b),
+        Alu::Subtract => a.wrapping_sub(b),
+        Alu::Multiply => a.wrapping_mul(b),
+        _ => eval(op, a as f32, b as f32) as i32,
+    }
+}
+
+/// The second operand of a run: a run of lanes, or one value for every lane.
+#[derive(Copy, Clone, Debug)]
+pub enum Rhs<'a, T> {
+    /// One value per lane.
+    Run(&'a [T]),
+    /// The same value for every lane.
+    Splat(T),
+}
+
+/// `out[i] = eval(op, a[i], b[i])` (operands swapped when `rev`), for every lane of `out`.
+///
+/// # Panics
+/// If `a` or a run `b` is shorter than `out`, or the CPU does not support `isa`.
+pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut [f32]) {
+    macro_rules! go {
+        ($f:expr) => {
+            if rev {
+                run(isa, a, b, out, |x: f32, y: f32| $f(y, x))
+            } else {
+                run(isa, a, b, out, $f)
+            }
+        };
+    }
+    match op {
+        Alu::Bypass => go!(|x: f32, _y: f32| x),
+        Alu::Add => go!(|x: f32, y: f32| canon(x + y)),
+        Alu::Subtract => go!(|x: f32, y: f32| canon(x - y)),
+        Alu::Multiply => go!(|x: f32, y: f32| canon(x * y)),
+        Alu::Divide => go!(|x: f32, y: f32| canon(x / y)),
+        Alu::Max => go!(max),
+        Alu::Min => go!(min),
+        Alu::IsEqual => go!(|x: f32, y: f32| truth(x == y)),
+        Alu::NotEqual => go!(|x: f32, y: f32| truth(x != y)),
+        Alu::IsGt => go!(|x: f32, y: f32| truth(x > y)),
+        Alu::IsGe => go!(|x: f32, y: f32| truth(x >= y)),
+        Alu::IsLt => go!(|x: f32, y: f32| truth(x < y)),
+        Alu::IsLe => go!(|x: f32, y: f32| truth(x <= y)),
+        Alu::Abs => go!(|x: f32, _y: f32| f32::from_bits(x.to_bits() & 0x7fff_ffff)),
+        Alu::Reciprocal => go!(|x: f32, _y: f32| canon(1.0 / x)),
+        Alu::Rsqrt => go!(|x: f32, _y: f32| canon(1.0 / x.sqrt())),
+        Alu::Pow => match (b, rev) {
+            (Rhs::Run(b), false) => {
+                super::act::apply_pow(isa, &a[..out.len()], &b[..out.len()], out)
+            }
+            (Rhs::Run(b), true) => {
+                super::act::apply_pow(isa, &b[..out.len()], &a[..out.len()], out)
+            }
+            _ => go!(super::act::pow),
+        },
+        _ => go!(|x: f32, y: f32| eval(op, x, y)),
+    }
+}
+
+/// `out[i] = eval_bits(op, a[i], b[i])` (operands swapped when `rev`), for every lane of `out`.
+///
+/// # Panics
+/// As [`apply`].
+pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out: &mut [i32]) {
+    macro_rules! go {
+        ($f:expr) => {
+            if rev {
+                run(isa, a, b, out, |x: i32, y: i32| $f(y, x))
+            } else {
+                run(isa, a, b, out, $f)
+            }
+        };
+    }
+    match op {
+        Alu::BitwiseAnd => go!(|x: i32, y: i32| x & y),
+        Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
+        Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
+        Alu::Invert => go!(|x: i32, _y: i32| !x),
+        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+    }
+}
+
+/// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each
+/// whole block `k`, in block order (the order of [`crate::engines`]' reductions).
+///
+/// # Panics
+/// If `values.len()` is not a multiple of 16, or the CPU does not support `isa`.
+pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
+    assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
+    match op {
+        Alu::Add => fold(isa, acc, values, |x: f32, y: f32| canon(x + y)),
+        Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| canon(x * y)),
+        Alu::Max => fold(isa, acc, values, max),
+        Alu::Min => fold(isa, acc, values, min),
+        _ => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
+    }
+}
+
+/// [`fold16`] on 32-bit integer lanes, with [`eval_bits`].
+///
+/// # Panics
+/// As [`fold16`].
+pub fn fold16_bits(isa: Isa, op: Alu, acc: &mut [i32; 16], values: &[i32]) {
+    assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
+    fold(isa, acc, values, |x: i32, y: i32| eval_bits(op, x, y))
+}
+
+#[inline(always)]
+fn fold<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], values: &[T], f: F) {
+    #[inline(always)]
+    fn body<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
+        let mut a = *acc;
+        for block in values.chunks_exact(16) {
+            for l in 0..16 {
+                a[l] = f(a[l], block[l]);
+            }
+        }
+        *acc = a;
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn body_avx2<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
+        body(acc, values, f)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn body_avx512<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
+        body(acc, values, f)
+    }
+    match isa {
+        Isa::Portable => body(acc, values, f),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { body_avx2(acc, values, f) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { body_avx512(acc, values, f) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            isa.assert_supported();
+            body(acc, values, f)
+        }
+    }
+}
+
+/// Applies `f` lane by lane, in a loop compiled for `isa`.
+#[inline(always)]
+fn run<T: Copy, F: Fn(T, T) -> T>(isa: Isa, a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) {
+    let n = out.len();
+    let a = &a[..n];
+    if let Rhs::Run(b) = b {
+        assert!(b.len() >= n, "operand run shorter than the output");
+    }
+    match isa {
+        Isa::Portable => body(a, b, out, f),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { body_avx2(a, b, out, f) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { body_avx512(a, b, out, f) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            isa.assert_supported();
+            body(a, b, out, f)
+        }
+    }
+}
+
+#[inline(always)]
+fn body<T: Copy, F: Fn(T, T) -> T>(a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) {
+    match b {
+        Rhs::Run(b) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        Rhs::Splat(y) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn body_avx2<T: Copy, F: Fn(T, T) -> T>(a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) {
+    body(a, b, out, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn body_avx512<T: Copy, F: Fn(T, T) -> T>(a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) {
+    body(a, b, out, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::convert::tests::Rng;
+
+    /// Special values, then random bit patterns and random ordinary values.
+    fn inputs() -> Vec<f32> {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            3.0,
+            -7.25,
+            f32::MIN_POSITIVE,
+            1e-45,
+            -1e-45,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::from_bits(0xffc0_0001),
+            16777217.0,
+            2.5,
+            -2.5,
+        ];
+        let mut rng = Rng::new(11);
+        for _ in 0..3000 {
+            v.push(f32::from_bits(rng.next_u32()));
+            v.push((rng.next_u32() % 2001) as f32 / 100.0 - 10.0);
+        }
+        v
+    }
+
+    fn same(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits()
+    }
+
+    #[test]
+    fn definitions_against_f64() {
+        let xs = inputs();
+        for &a in &xs[..200] {
+            for &b in &xs[..200] {
+                let (x, y) = (a as f64, b as f64);
+                // Correctly rounded in f64 then to f32: equal to the single IEEE f32 result.
+                // f64 has more than twice f32's precision plus 2 bits, so rounding the f64
+                // result to f32 gives the correctly rounded f32 result.
+                let cases = [
+                    (Alu::Add, x + y),
+                    (Alu::Subtract, x - y),
+                    (Alu::Multiply, x * y),
+                    (Alu::Divide, x / y),
+                ];
+                for (op, want) in cases {
+                    let got = eval(op, a, b);
+                    let want = want as f32;
+                    if want.is_nan() {
+                        assert_eq!(got.to_bits(), 0x7fc0_0000, "{op} {a:e} {b:e}");
+                    } else {
+                        assert!(same(got, want), "{op} {a:e} {b:e}: {got:e} vs {want:e}");
+                    }
+                }
+                let m = eval(Alu::Max, a, b);
+                if a.is_nan() || b.is_nan() {
+                    assert_eq!(m.to_bits(), 0x7fc0_0000);
+                } else {
+                    assert_eq!(m as f64, x.max(y), "max {a:e} {b:e}");
+                }
+                assert_eq!(eval(Alu::IsLt, a, b) == 1.0, x < y);
+                assert_eq!(eval(Alu::NotEqual, a, b) == 1.0, x != y);
+                if b != 0.0 && a.is_finite() && b.is_finite() {
+                    let r = eval(Alu::Fmod, a, b) as f64;
+                    assert_eq!(r, x % y, "fmod {a:e} {b:e}");
+                }
+            }
+        }
+        assert!(same(eval(Alu::Max, -0.0, 0.0), 0.0));
+        assert!(same(eval(Alu::Max, 0.0, -0.0), 0.0));
+        assert!(same(eval(Alu::Min, 0.0, -0.0), -0.0));
+        assert!(same(eval(Alu::Min, -0.0, 0.0), -0.0));
+        assert_eq!(eval(Alu::Mod, -7.0, 3.0), 2.0);
+        assert_eq!(eval(Alu::Mod, 7.0, -3.0), -2.0);
+        assert_eq!(eval(Alu::Fmod, -7.0, 3.0), -1.0);
+        assert_eq!(eval(Alu::LogicalAnd, f32::NAN, 2.0), 1.0);
+        assert_eq!(eval(Alu::LogicalNot, 0.0, 0.0), 1.0);
+        assert_eq!(eval_bits(Alu::LeftShift, 1, 31), i32::MIN);
+        assert_eq!(eval_bits(Alu::LeftShift, 1, 32), 0);
+        assert_eq!(eval_bits(Alu::RightShift, -1, 28), 15);
+        assert_eq!(eval_bits(Alu::RightShift, 5, -1), 0);
+        assert_eq!(eval_bits(Alu::Invert, 0, 0), -1);
+    }
+
+    #[test]
+    fn every_path_matches_the_definition() {
+        let xs = inputs();
+        let ys: Vec<f32> = xs.iter().rev().copied().collect();
+        for &op in Alu::ALL {
+            if op.class() == nki_lang::AluClass::Bitvec {
+                continue;
+            }
+            for isa in Isa::supported() {
+                for rev in [false, true] {
+                    let mut out = vec![0.0f32; xs.len() - 3];
+                    apply(isa, op, &xs, Rhs::Run(&ys), rev, &mut out);
+                    for (i, &o) in out.iter().enumerate() {
+                        let (a, b) = if rev { (ys[i], xs[i]) } else { (xs[i], ys[i]) };
+                        let want = eval(op, a, b);
+                        assert!(same(o, want), "{isa:?} {op} {a:e} {b:e}: {o:e} vs {want:e}");
+                    }
+                    apply(isa, op, &xs, Rhs::Splat(2.5), rev, &mut out);
+                    for (i, &o) in out.iter().enumerate() {
+                        let (a, b) = if rev { (2.5, xs[i]) } else { (xs[i], 2.5) };
+                        assert!(same(o, eval(op, a, b)), "{isa:?} {op} splat");
+                    }
+                }
+            }
+        }
+        let mut rng = Rng::new(5);
+        let a: Vec<i32> = (0..1000).map(|_| rng.next_u32() as i32).collect();
+        let b: Vec<i32> = (0..1000)
+            .map(|_| (rng.next_u32() % 40) as i32 - 4)
+            .collect();
+        for &op in Alu::ALL {
+            for isa in Isa::supported() {
+                let mut out = vec![0i32; 1000];
+                apply_bits(isa, op, &a, Rhs::Run(&b), false, &mut out);
+                for i in 0..1000 {
+                    assert_eq!(out[i], eval_bits(op, a[i], b[i]), "{isa:?} {op}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The elementwise families, each a [`stream`] with its compute callback: ALU chains
+//! (`tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`, `tensor_scalar_reduce`,
+//! `reciprocal`), activations, selects (`select`, `affine_select`), `iota`, and the Scalar
+//! engine's `tensor_copy`.
+
+use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine};
+
+use super::Engines;
+use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, stream};
+use crate::cpu::act;
+use crate::cpu::alu::Rhs;
+use crate::exec::{Loc, Operands, Resolved};
+
+/// The sources of the given slots, in order (absent slots skipped).
+fn sources(ops: &Operands, slots: &[usize], lane: Lane) -> ([Source; 4], usize) {
+    let grid = ops.get(0).dims;
+    let mut out = [Source::Splat(0); 4];
+    let mut n = 0;
+    for &s in slots {
+        if let Some(r) = ops.slot(s) {
+            out[n] = Source::of(r, lane, &grid);
+            n += 1;
+        }
+    }
+    (out, n)
+}
+
+fn reduce_of(ops: &Operands, acc: Option<AccOut>) -> Option<RowReduce> {
+    acc.map(|a| RowReduce {
+        op: a.op,
+        sink: Sink::of(ops.get(4), &ops.get(0).dims),
+    })
+}
+
+fn is_int(r: Option<&Resolved>) -> bool {
+    r.is_none_or(|r| match r.loc {
+        Loc::Imm(x) => matches!(x, nki_lang::Scalar::Int(_)),
+        Loc::Expr => true,
+        _ => r.dtype.is_int() || r.dtype == DType::Bool,
+    })
+}
+
+/// The lanes an ALU chain computes in: int32 for bit operations, and for GpSimd's exact int32
+/// `add`, `subtract` and `multiply` on integer operands; fp32 otherwise.
+fn alu_lane(engine: Engine, op: [Alu; 2], ops: &Operands) -> Lane {
+    if op.iter().any(|o| o.class() == AluClass::Bitvec) {
+        return Lane::I32;
+    }
+    let int_op = |o: &Alu| matches!(o, Alu::Add | Alu::Subtract | Alu::Multiply | Alu::Bypass);
+    let int_operands = (1..4).all(|s| is_int(ops.slot(s))) && is_int(Some(ops.get(0)));
+    if engine == Engine::GpSimd && op.iter().all(int_op) && int_operands {
+        Lane::I32
+    } else {
+        Lane::F32
+    }
+}
+
+/// An ALU chain: `dst = (src0 op0 src1) op1 src2` (bit `j` of `rev` swaps op `j`'s operands),
+/// combined into the destination with `accumulate`, and reduced per partition into `acc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn alu_chain(
+    e: &mut Engines,
+    ops: &Operands,
+    engine: Engine,
+    op: [Alu; 2],
+    rev: u8,
+    acc: Option<AccOut>,
+    accumulate: Option<Alu>,
+) {
+    let lane = alu_lane(engine, op, ops);
+    let (srcs, n) = sources(ops, &[1, 2, 3], lane);
+    let dst = ops.get(0);
+    let s = Stream {
+        dims: dst.dims,
+        srcs: &srcs[..n],
+        dst: Sink::of(dst, &dst.dims),
+        lane,
+        accumulate,
+        reduce: reduce_of(ops, acc),
+    };
+    let isa = e.isa;
+    let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
+        let b = match ins.get(2) {
+            Some(b) => Rhs::Run(*b),
+            None => Rhs::Splat(0),
+        };
+        apply_rev(isa, lane, op[1], a, b, rev >> 1 & 1 == 1, out);
+    };
+    let compute: &Compute<'_> = &|_, ins, out, tmp| {
+        let b = match ins.get(1) {
+            Some(b) => Rhs::Run(*b),
+            None => Rhs::Splat(0),
+        };
+        if op[1] == Alu::Bypass {
+            apply_rev(isa, lane, op[0], ins[0], b, rev & 1 == 1, out);
+        } else {
+            apply_rev(isa, lane, op[0], ins[0], b, rev & 1 == 1, tmp);
+            second(ins, tmp, out);
+        }
+    };
+    stream(e, &s, compute);
+}
+
+/// `out = a op b`, or `b op a` with `rev`.
+fn apply_rev(
+    isa: crate::cpu::Isa,
+    lane: Lane,
+    op: Alu,
+    a: &[u32],
+    b: Rhs<'_, u32>,
+    rev: bool,
+    out: &mut [u32],
+) {
+    match (lane, rev) {
+        (_, false) => apply(isa, lane, op, a, b, out),
+        (Lane::F32, true) => {
+            let b = match b {
+                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, f32>(b)),
+                Rhs::Splat(x) => Rhs::Splat(f32::from_bits(x)),
+            };
+            crate::cpu::alu::apply(
+                isa,
+                op,
+                bytemuck::cast_slice(a),
+                b,
+                true,
+                bytemuck::cast_slice_mut(out),
+            );
+        }
+        (Lane::I32, true) => {
+            let b = match b {
+                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, i32>(b)),
+                Rhs::Splat(x) => Rhs::Splat(x as i32),
+            };
+            crate::cpu::alu::apply_bits(
+                isa,
+                op,
+                bytemuck::cast_slice(a),
+                b,
+                true,
+                bytemuck::cast_slice_mut(out),
+            );
+        }
+    }
+}
+
+/// `activation`: `dst = func(src · scale + bias)`, `scale` and `bias` one value per
+/// partition, reduced per partition into `acc`.
+pub(crate) fn activation(
+    e: &mut Engines,
+    ops: &Operands,
+    func: ActFn,
+    acc: Option<AccOut>,
+    accumulate: Option<Alu>,
+) {
+    let (srcs, n) = sources(ops, &[1, 2, 3], Lane::F32);
+    let has_bias = ops.slot(3).is_some();
+    let dst = ops.get(0);
+    let s = Stream {
+        dims: dst.dims,
+        srcs: &srcs[..n],
+        dst: Sink::of(dst, &dst.dims),
+        lane: Lane::F32,
+        accumulate,
+        reduce: reduce_of(ops, acc),
+    };
+    let isa = e.isa;
+    let compute: &Compute<'_> = &|_, ins, out, _| {
+        let scale = f32::from_bits(ins[1][0]);
+        let bias = if has_bias {
+            f32::from_bits(ins[2][0])
+        } else {
+            -0.0
+        };
+        act::apply(
+            isa,
+            func,
+            bytemuck::cast_slice(ins[0]),
+            bytemuck::cast_slice_mut(out),
+            scale,
+            bias,
+        );
+    };
+    stream(e, &s, compute);
+}
+
+/// `select` (`nl.where`): `dst = pred ≠ 0 ? on_true : on_false`; `affine_select` with `cmp`:
+/// `dst = (expr cmp 0) ? on_true : on_false`.
+pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumulate: Option<Alu>) {
+    let (srcs, n) = sources(ops, &[1, 2, 3], Lane::F32);
+    let dst = ops.get(0);
+    let s = Stream {
+        dims: dst.dims,
+        srcs: &srcs[..n],
+        dst: Sink::of(dst, &dst.dims),
+        lane: Lane::F32,
+        accumulate,
+        reduce: None,
+    };
+    let compute: &Compute<'_> = &|_, ins, out, _| {
+        let holds = |p: u32| {
+            let v = f32::from_bits(p);
+            match cmp {
+                None => v != 0.0,
+                // An expression's lanes are its int32 values as fp32: the sign and zero survive.
+                Some(c) => c.holds(v as i64),
+            }
+        };
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = if holds(ins[0][k]) {
+                ins[1][k]
+            } else {
+                ins[2][k]
+            };
+        }
+    };
+    stream(e, &s, compute);
+}
+
+/// `iota`: the expression's int32 values, converted to the destination's dtype.
+pub(crate) fn iota(e: &mut Engines, ops: &Operands) {
+    let dst = ops.get(0);
+    let lane = if dst.dtype.is_float() {
+        Lane::F32
+    } else {
+        Lane::I32
+    };
+    let srcs = [Source::of(ops.get(1), lane, &dst.dims)];
+    let s = Stream {
+        dims: dst.dims,
+        srcs: &srcs,
+        dst: Sink::of(dst, &dst.dims),
+        lane,
+        accumulate: None,
+        reduce: None,
+    };
+    stream(e, &s, &|_, ins, out, _| out.copy_from_slice(ins[0]));
+}
+
+/// `tensor_copy` through fp32 lanes (the Scalar engine's copy, lossy for int32 above 2²⁴).
+pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands, accumulate: Option<Alu>) {
+    let dst = ops.get(0);
+    let srcs = [Source::of(ops.get(1), Lane::F32, &dst.dims)];
+    let s = Stream {
+        dims: dst.dims,
+        srcs: &srcs,
+        dst: Sink::of(dst, &dst.dims),
+        lane: Lane::F32,
+        accumulate,
+        reduce: None,
+    };
+    stream(e, &s, &|_, ins, out, _| out.copy_from_slice(ins[0]));
+}
