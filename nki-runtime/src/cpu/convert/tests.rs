@@ -685,3 +685,46 @@ fn unaligned_runs_and_tails_every_path() {
         }
     }
 }
+
+/// Every f32 bit pattern stored as every dtype, and every 32-bit pattern loaded, on every path
+/// against the definitions (minutes; run with `--release -- --ignored`).
+#[test]
+#[ignore = "exhaustive over 2^32 inputs; minutes in release"]
+fn exhaustive_32_bit_inputs_every_path() {
+    const BLOCK: u64 = 1 << 20;
+    let isas: Vec<Isa> = Isa::supported().into_iter().skip(1).collect();
+    let mut f = vec![0f32; BLOCK as usize];
+    let mut want = vec![0u8; 4 * BLOCK as usize];
+    let mut got = vec![0u8; 4 * BLOCK as usize];
+    let mut loaded = vec![0f32; BLOCK as usize];
+    for start in (0..1u64 << 32).step_by(BLOCK as usize) {
+        for (i, x) in f.iter_mut().enumerate() {
+            *x = f32::from_bits((start + i as u64) as u32);
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(&f);
+        for dtype in DType::ALL {
+            if dtype == F32 {
+                continue;
+            }
+            let size = dtype.size() as usize;
+            store_f32(Isa::Portable, &f, &mut want, dtype);
+            for &isa in &isas {
+                store_f32(isa, &f, &mut got, dtype);
+                assert!(
+                    got[..size * BLOCK as usize] == want[..size * BLOCK as usize],
+                    "{isa:?} store {dtype} in block {start:#x}"
+                );
+            }
+            if size == 4 {
+                let mut w = vec![0f32; BLOCK as usize];
+                load_f32(Isa::Portable, bytes, dtype, &mut w);
+                for &isa in &isas {
+                    load_f32(isa, bytes, dtype, &mut loaded);
+                    let (a, b): (&[u32], &[u32]) =
+                        (bytemuck::cast_slice(&loaded), bytemuck::cast_slice(&w));
+                    assert!(a == b, "{isa:?} load {dtype} in block {start:#x}");
+                }
+            }
+        }
+    }
+}
