@@ -7,6 +7,8 @@
 use bytemuck::{Pod, Zeroable};
 use nki_lang::DType;
 
+use crate::cpu::convert;
+
 mod sealed {
     /// Keeps [`super::Element`] implemented only for the types below.
     pub trait Sealed {}
@@ -77,6 +79,51 @@ bits_newtype!(
     Bool(u8)
 );
 
+impl F8E4M3 {
+    /// Rounds an f32 to the nearest `float8_e4m3` (ties to even, fp8 subnormals kept,
+    /// `|x| ≥ 248` → ±inf, NaN → NaN): the model's f32 → e4m3 conversion,
+    /// [`crate::cpu::convert::f32_to_f8e4m3`].
+    pub fn from_f32(x: f32) -> Self {
+        F8E4M3(convert::f32_to_f8e4m3(x))
+    }
+
+    /// The value as an f32 (exact; a NaN keeps sign and payload):
+    /// [`crate::cpu::convert::f8e4m3_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::f8e4m3_to_f32(self.0)
+    }
+}
+
+impl F8E5M2 {
+    /// Rounds an f32 to the nearest `float8_e5m2` (ties to even, fp8 subnormals kept,
+    /// `|x| ≥ 61440` → ±inf, NaN → NaN): the model's f32 → e5m2 conversion,
+    /// [`crate::cpu::convert::f32_to_f8e5m2`].
+    pub fn from_f32(x: f32) -> Self {
+        F8E5M2(convert::f32_to_f8e5m2(x))
+    }
+
+    /// The value as an f32 (exact; a NaN keeps sign and payload):
+    /// [`crate::cpu::convert::f8e5m2_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::f8e5m2_to_f32(self.0)
+    }
+}
+
+impl Tf32 {
+    /// Rounds an f32 to TensorFloat-32 (ties to even at 10 mantissa bits, f32 subnormals to a
+    /// signed zero, overflow to ±inf; the 13 low container bits are zero):
+    /// [`crate::cpu::convert::f32_to_tf32`].
+    pub fn from_f32(x: f32) -> Self {
+        Tf32(convert::f32_to_tf32(x))
+    }
+
+    /// The value as an f32: the container with its 13 low bits cleared,
+    /// [`crate::cpu::convert::tf32_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::tf32_to_f32(self.0)
+    }
+}
+
 impl From<bool> for Bool {
     fn from(b: bool) -> Bool {
         Bool(b as u8)
@@ -127,5 +174,27 @@ mod tests {
         check::<u16>();
         check::<u32>();
         check::<Bool>();
+    }
+
+    #[test]
+    fn small_floats_round_trip() {
+        for bits in 0..=u8::MAX {
+            // A NaN comes back quiet (the format's top mantissa bit set), the rest exactly.
+            let x = F8E4M3(bits).to_f32();
+            let want = if x.is_nan() { bits | 0x04 } else { bits };
+            assert_eq!(F8E4M3::from_f32(x), F8E4M3(want), "{x}");
+            let x = F8E5M2(bits).to_f32();
+            let want = if x.is_nan() { bits | 0x02 } else { bits };
+            assert_eq!(F8E5M2::from_f32(x), F8E5M2(want), "{x}");
+        }
+        assert_eq!(F8E4M3::from_f32(240.0), F8E4M3(0x77));
+        assert_eq!(F8E4M3::from_f32(300.0).to_f32(), f32::INFINITY);
+        assert_eq!(F8E5M2::from_f32(-57344.0), F8E5M2(0xfb));
+        assert_eq!(
+            Tf32::from_f32(1.0 + 2f32.powi(-10)).to_f32(),
+            1.0 + 2f32.powi(-10)
+        );
+        assert_eq!(Tf32::from_f32(1.0 + 2f32.powi(-12)).to_f32(), 1.0);
+        assert_eq!(Tf32(0x3f80_1fff).to_f32(), 1.0);
     }
 }

@@ -32,12 +32,14 @@
 //!
 //! # Numerics
 //!
-//! - **Conversions** (DMA casts, `tensor_copy`, `memset` values) round to nearest, ties to
-//!   even. Widening bf16/f16 → f32 is exact (an f16 signaling NaN becomes quiet). f32 → bf16
-//!   flushes f32 subnormal inputs to a signed zero, as the hardware's conversion does;
-//!   f32 → f16 is IEEE (f16 subnormals kept).
-//!   bf16 ↔ f16 goes through f32. The exact bit rules, NaNs included, are those of
-//!   [`cpu::convert`].
+//! - **Conversions** (DMA casts, `tensor_copy`, `memset` values) between any two of NKI's
+//!   dtypes go through f32: the source's exact (or, for 32-bit integers, rounded) load, then the
+//!   destination's store, which rounds to nearest, ties to even. Widening to f32 is exact for
+//!   every float type (an f16 or fp8 signaling NaN becomes quiet). f32 → bf16 and → tfloat32
+//!   flush f32 subnormal inputs to a signed zero, as `vcvtneps2bf16` does; f32 → f16 and
+//!   → fp8 are IEEE (subnormals kept, overflow to ±inf; `float8_e4m3` is the IEEE-style format
+//!   with max 240). f32 → integers saturate, NaN → 0; bool is 0 or 1. The exact bit rules,
+//!   NaNs included, are those of [`cpu::convert`]; `docs/dtypes.md` has them as a table.
 //! - **`nc_matmul`** accumulates in fp32 in PSUM: for each output element, starting from the
 //!   existing PSUM value (accumulate) or `-0.0` (overwrite), one fused multiply-add per
 //!   contraction index in ascending order, inputs treated as zero when subnormal and results

@@ -27,7 +27,8 @@ mod matmul_avx512;
 pub enum Isa {
     /// Plain Rust scalar loops; runs everywhere.
     Portable,
-    /// x86-64 AVX2 with FMA (F16C is used for `f16` when the CPU has it).
+    /// x86-64 AVX2 with FMA (F16C is used for `f16` when the CPU has it; the vector conversion
+    /// loops need it, and fall back to the portable ones without it).
     Avx2Fma,
     /// x86-64 AVX-512 (F, BW, VL); uses 512-bit `vfmadd231ps` for every matmul.
     Avx512,
