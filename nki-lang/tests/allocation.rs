@@ -7,7 +7,7 @@ mod common;
 
 use common::{compile, dims};
 use nki_lang::builder::{Grid, ProgramBuilder, TensorId, TileId};
-use nki_lang::{CompiledProgram, DType, Extent, LoopKind, Memory, PsumWrite, Target};
+use nki_lang::{Alu, CompiledProgram, DType, Extent, LoopKind, Memory, Scalar, Target, Write};
 
 /// A builder with input `x` and output `out`, both f32 [512, 512].
 fn io() -> (ProgramBuilder, TensorId, TensorId) {
@@ -53,12 +53,12 @@ fn tiles_with_disjoint_live_ranges_share_address_zero() {
 
 #[test]
 fn a_tile_first_used_where_another_is_last_used_does_not_share() {
-    // copy c <- a at instruction 1 reads a and writes c in the same instruction.
+    // tensor_copy c <- a at instruction 1 reads a and writes c in the same instruction.
     let (mut b, x, out) = io();
     let a = sbuf(&mut b, "a", DType::F32, &[128, 512]);
     let c = sbuf(&mut b, "c", DType::F32, &[128, 512]);
     b.load(a, Grid::origin(x)).unwrap();
-    b.copy(c, a).unwrap();
+    b.tensor_copy(c, a).unwrap();
     b.store(Grid::origin(out), c).unwrap();
     let p = compile(b);
     assert_eq!(p.addrs(), &[0, 2048]);
@@ -146,7 +146,7 @@ fn value_carried_into_a_loop(looped: bool) -> CompiledProgram {
         b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
             .unwrap();
     }
-    b.copy(c, a).unwrap();
+    b.tensor_copy(c, a).unwrap();
     b.store(Grid::origin(out), c).unwrap();
     b.load(d, Grid::origin(x)).unwrap();
     b.store(Grid::origin(out), d).unwrap();
@@ -194,7 +194,7 @@ fn the_loop_extension_stops_at_the_loop_that_carries_the_value() {
     b.load(a, Grid::origin(x)).unwrap();
     b.begin_loop(LoopKind::Affine, "j", Extent::Fixed(2))
         .unwrap();
-    b.copy(c, a).unwrap();
+    b.tensor_copy(c, a).unwrap();
     b.store(Grid::origin(out), c).unwrap();
     b.load(d, Grid::origin(x)).unwrap();
     b.store(Grid::origin(out), d).unwrap();
@@ -239,15 +239,15 @@ fn live_psum_tiles_get_distinct_banks_and_reuse_the_lowest_free_one() {
     let ps: Vec<TileId> = (0..5).map(|i| psum(&mut b, &format!("p{i}"))).collect();
     let s = sbuf(&mut b, "s", DType::F32, &[128, 512]);
     for &p in &ps[..3] {
-        b.memset(p, 0.0).unwrap();
+        b.memset(p, Scalar::float(0.0)).unwrap();
     }
-    b.copy(s, ps[1]).unwrap();
-    b.memset(ps[3], 0.0).unwrap();
+    b.tensor_copy(s, ps[1]).unwrap();
+    b.memset(ps[3], Scalar::float(0.0)).unwrap();
     for i in [0, 2, 3] {
-        b.copy(s, ps[i]).unwrap();
+        b.tensor_copy(s, ps[i]).unwrap();
     }
-    b.memset(ps[4], 0.0).unwrap();
-    b.copy(s, ps[4]).unwrap();
+    b.memset(ps[4], Scalar::float(0.0)).unwrap();
+    b.tensor_copy(s, ps[4]).unwrap();
     b.store(Grid::origin(out), s).unwrap();
     let p = compile(b);
     // PSUM addresses are bank × 2048; s is the only SBUF tile.
@@ -264,10 +264,10 @@ fn a_small_psum_tile_still_takes_a_whole_bank() {
     let p0 = b.tile("p0", Memory::Psum, DType::F32, &[128, 16]).unwrap();
     let p1 = b.tile("p1", Memory::Psum, DType::F32, &[128, 16]).unwrap();
     let s = sbuf(&mut b, "s", DType::F32, &[128, 16]);
-    b.memset(p0, 0.0).unwrap();
-    b.memset(p1, 0.0).unwrap();
-    b.copy(s, p0).unwrap();
-    b.copy(s, p1).unwrap();
+    b.memset(p0, Scalar::float(0.0)).unwrap();
+    b.memset(p1, Scalar::float(0.0)).unwrap();
+    b.tensor_copy(s, p0).unwrap();
+    b.tensor_copy(s, p1).unwrap();
     b.store(Grid::origin(out), s).unwrap();
     let p = compile(b);
     assert_eq!(p.addrs(), &[0, 2048, 0]);
@@ -316,13 +316,22 @@ fn an_accumulator_over_a_loop_keeps_its_bank_across_iterations() {
     let k = b
         .begin_loop(LoopKind::Affine, "k", Extent::Fixed(4))
         .unwrap();
-    b.load(st, Grid::origin(x).at(1, k.scale(128))).unwrap();
-    b.load(mv, Grid::origin(x)).unwrap();
-    b.matmul(acc, st, mv, PsumWrite::Group { loops: 0b1 })
+    b.load(st, Grid::origin(x).at(1, k.checked_scale(128).unwrap()))
         .unwrap();
-    b.copy(r, acc).unwrap();
-    b.matmul(p2, st, mv, PsumWrite::Overwrite).unwrap();
-    b.copy(r2, p2).unwrap();
+    b.load(mv, Grid::origin(x)).unwrap();
+    b.nc_matmul(
+        acc,
+        st,
+        mv,
+        Write::Group {
+            loops: 0b1,
+            op: Alu::Add,
+        },
+    )
+    .unwrap();
+    b.tensor_copy(r, acc).unwrap();
+    b.nc_matmul(p2, st, mv, Write::Overwrite).unwrap();
+    b.tensor_copy(r2, p2).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     b.store(Grid::origin(out), r2).unwrap();
     b.end_loop().unwrap();

@@ -2,12 +2,25 @@
 //! `TileShape` construction and `same_layout`, `Extent`/`Dim` evaluation, `DType` names and
 //! sizes, and `Target` capacities. Every expectation is worked out by hand.
 
-use nki_lang::{Affine, DType, Dim, Extent, LoopValues, MAX_LOOP_DEPTH, Target, TileShape};
+use nki_lang::{
+    Affine, DType, Dim, Extent, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Target, TileShape, VarValues,
+};
 
-fn ivs(values: &[i64]) -> LoopValues {
-    let mut v = [0; MAX_LOOP_DEPTH];
-    v[..values.len()].copy_from_slice(values);
+/// The index variables with the loops at depths `0..values.len()` at `values` (program ids 0).
+fn ivs(values: &[i64]) -> VarValues {
+    let mut v = [0; MAX_VARS];
+    v[MAX_PIDS..MAX_PIDS + values.len()].copy_from_slice(values);
     v
+}
+
+/// `a + b`, which must not overflow.
+fn add(a: Affine, b: Affine) -> Affine {
+    a.checked_add(&b).expect("no overflow")
+}
+
+/// `a · k`, which must not overflow.
+fn scale(a: Affine, k: i64) -> Affine {
+    a.checked_scale(k).expect("no overflow")
 }
 
 fn shape(d: &[u32]) -> TileShape {
@@ -17,16 +30,17 @@ fn shape(d: &[u32]) -> TileShape {
 #[test]
 fn affine_eval_sums_constant_and_scaled_loop_variables() {
     // 128*k0 + 3*k1 - 7 at k0 = 2, k1 = 5: 256 + 15 - 7 = 264.
-    let a = Affine::var(0, 128)
-        .add(&Affine::var(1, 3))
-        .add(&Affine::constant(-7));
+    let a = add(
+        add(Affine::loop_var(0, 128), Affine::loop_var(1, 3)),
+        Affine::constant(-7),
+    );
     assert_eq!(a.eval(&ivs(&[2, 5])), 264);
     // Deeper loop values do not matter when their coefficients are zero.
     assert_eq!(a.eval(&ivs(&[2, 5, 100, 100])), 264);
     assert_eq!(Affine::ZERO.eval(&ivs(&[9, 9, 9])), 0);
     // The innermost possible depth takes part too: 4 * 6 = 24.
     assert_eq!(
-        Affine::var(MAX_LOOP_DEPTH - 1, 4).eval(&ivs(&[0, 0, 0, 0, 0, 0, 0, 6])),
+        Affine::loop_var(MAX_LOOP_DEPTH - 1, 4).eval(&ivs(&[0, 0, 0, 0, 0, 0, 0, 6])),
         24
     );
 }
@@ -34,14 +48,15 @@ fn affine_eval_sums_constant_and_scaled_loop_variables() {
 #[test]
 fn affine_scale_and_is_constant() {
     // (k + 2) * 3 = 3k + 6; at k = 4 that is 18.
-    let a = Affine::var(0, 1).add(&Affine::constant(2)).scale(3);
+    let a = scale(add(Affine::loop_var(0, 1), Affine::constant(2)), 3);
     assert_eq!(a.constant, 6);
-    assert_eq!(a.coef[0], 3);
+    assert_eq!(a.loop_coef(0), 3);
+    assert_eq!(a.coef[MAX_PIDS], 3);
     assert_eq!(a.eval(&ivs(&[4])), 18);
     assert!(!a.is_constant());
     assert!(Affine::constant(17).is_constant());
     // A variable scaled by 0 is constant again.
-    assert!(Affine::var(3, 5).scale(0).is_constant());
+    assert!(scale(Affine::loop_var(3, 5), 0).is_constant());
 }
 
 #[test]
@@ -49,20 +64,26 @@ fn affine_display() {
     let names = ["k", "m"];
     let show = |a: Affine| a.display(&names).to_string();
     assert_eq!(
-        show(Affine::var(0, 128).add(&Affine::constant(5))),
+        show(add(Affine::loop_var(0, 128), Affine::constant(5))),
         "128*k + 5"
     );
-    assert_eq!(show(Affine::var(1, -1)), "-m");
+    assert_eq!(show(Affine::loop_var(1, -1)), "-m");
     assert_eq!(show(Affine::ZERO), "0");
     assert_eq!(show(Affine::constant(-7)), "-7");
-    assert_eq!(show(Affine::var(0, 1).add(&Affine::var(1, -2))), "k - 2*m");
     assert_eq!(
-        show(Affine::var(0, -128).add(&Affine::constant(-1))),
+        show(add(Affine::loop_var(0, 1), Affine::loop_var(1, -2))),
+        "k - 2*m"
+    );
+    assert_eq!(
+        show(add(Affine::loop_var(0, -128), Affine::constant(-1))),
         "-128*k - 1"
     );
-    assert_eq!(show(Affine::var(0, 1).add(&Affine::constant(-3))), "k - 3");
+    assert_eq!(
+        show(add(Affine::loop_var(0, 1), Affine::constant(-3))),
+        "k - 3"
+    );
     // A loop without a name prints as `?`.
-    assert_eq!(show(Affine::var(2, 1)), "?");
+    assert_eq!(show(Affine::loop_var(2, 1)), "?");
 }
 
 #[test]
@@ -100,12 +121,44 @@ fn extent_and_dim_eval() {
     syms[0] = 512;
     syms[2] = 300;
     assert_eq!(Extent::Fixed(7).eval(&syms), 7);
-    assert_eq!(Extent::Sym { sym: 0, div: 128 }.eval(&syms), 4);
+    assert_eq!(
+        Extent::Sym {
+            sym: 0,
+            add: 0,
+            div: 128,
+        }
+        .eval(&syms),
+        4
+    );
     // Integer division: 300 / 128 = 2.
-    assert_eq!(Extent::Sym { sym: 2, div: 128 }.eval(&syms), 2);
-    assert_eq!(Extent::Sym { sym: 2, div: 1 }.eval(&syms), 300);
+    assert_eq!(
+        Extent::Sym {
+            sym: 2,
+            add: 0,
+            div: 128,
+        }
+        .eval(&syms),
+        2
+    );
+    assert_eq!(
+        Extent::Sym {
+            sym: 2,
+            add: 0,
+            div: 1,
+        }
+        .eval(&syms),
+        300
+    );
     assert_eq!(Extent::Fixed(7).fixed(), Some(7));
-    assert_eq!(Extent::Sym { sym: 0, div: 1 }.fixed(), None);
+    assert_eq!(
+        Extent::Sym {
+            sym: 0,
+            add: 0,
+            div: 1,
+        }
+        .fixed(),
+        None
+    );
     assert_eq!(Dim::Fixed(9).eval(&syms), 9);
     assert_eq!(Dim::Sym(2).eval(&syms), 300);
 }

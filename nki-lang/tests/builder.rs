@@ -8,8 +8,8 @@ mod common;
 use common::{compile, dims};
 use nki_lang::builder::{BuildError, Grid, ProgramBuilder};
 use nki_lang::{
-    Affine, AxisIndex, DType, Dim, Engine, Extent, HbmAccess, LoopKind, MAX_TENSOR_RANK,
-    MAX_TILE_RANK, Memory, Op, Target,
+    Affine, AxisIndex, DType, Dim, Dst, Engine, Extent, HbmAccess, Instr, InstrData, LoopKind,
+    MAX_TENSOR_RANK, MAX_TILE_RANK, Memory, Opcode, Scalar, Target, TileShape, Write,
 };
 
 fn new() -> ProgramBuilder {
@@ -60,7 +60,7 @@ fn more_than_eight_nested_loops() {
             .begin_loop(LoopKind::Sequential, &format!("l{d}"), Extent::Fixed(1))
             .unwrap();
         // Each loop's variable is the one at its depth, scale 1.
-        assert_eq!(v, Affine::var(d, 1));
+        assert_eq!(v, Affine::loop_var(d, 1));
     }
     assert_eq!(
         b.begin_loop(LoopKind::Sequential, "l8", Extent::Fixed(1)),
@@ -86,8 +86,8 @@ fn loop_var_only_for_open_loops() {
         .unwrap();
     b.begin_loop(LoopKind::Affine, "j", Extent::Fixed(2))
         .unwrap();
-    assert_eq!(b.loop_var(0, 128), Ok(Affine::var(0, 128)));
-    assert_eq!(b.loop_var(1, -1), Ok(Affine::var(1, -1)));
+    assert_eq!(b.loop_var(0, 128), Ok(Affine::loop_var(0, 128)));
+    assert_eq!(b.loop_var(1, -1), Ok(Affine::loop_var(1, -1)));
     assert_eq!(
         b.loop_var(2, 1),
         Err(BuildError::Usage("no open loop at that depth"))
@@ -104,16 +104,16 @@ fn loops_are_linked_begin_to_end() {
         .unwrap();
     b.begin_loop(LoopKind::Sequential, "j", Extent::Fixed(5))
         .unwrap();
-    b.memset(t, 1.0).unwrap();
+    b.memset(t, Scalar::float(1.0)).unwrap();
     b.end_loop().unwrap();
-    b.memset(t, 2.0).unwrap();
+    b.memset(t, Scalar::float(2.0)).unwrap();
     b.end_loop().unwrap();
     b.store(Grid::origin(out), t).unwrap();
     let p = compile(b);
-    let ops: Vec<Op> = p.source().instrs.iter().map(|i| i.op).collect();
+    let ops: Vec<InstrData> = p.source().instrs.iter().map(|i| i.data).collect();
     assert_eq!(
         ops[0],
-        Op::LoopBegin {
+        InstrData::LoopBegin {
             kind: LoopKind::Affine,
             trip: Extent::Fixed(3),
             var: 0,
@@ -122,15 +122,28 @@ fn loops_are_linked_begin_to_end() {
     );
     assert_eq!(
         ops[1],
-        Op::LoopBegin {
+        InstrData::LoopBegin {
             kind: LoopKind::Sequential,
             trip: Extent::Fixed(5),
             var: 1,
             end: 3
         }
     );
-    assert_eq!(ops[3], Op::LoopEnd { begin: 1 });
-    assert_eq!(ops[5], Op::LoopEnd { begin: 0 });
+    assert_eq!(ops[3], InstrData::LoopEnd { begin: 1 });
+    assert_eq!(ops[5], InstrData::LoopEnd { begin: 0 });
+    let opcodes: Vec<Opcode> = p.source().instrs.iter().map(|i| i.opcode).collect();
+    assert_eq!(
+        opcodes,
+        [
+            Opcode::LoopBegin,
+            Opcode::LoopBegin,
+            Opcode::Memset,
+            Opcode::LoopEnd,
+            Opcode::Memset,
+            Opcode::LoopEnd,
+            Opcode::Store
+        ]
+    );
     let engines: Vec<Engine> = p.source().instrs.iter().map(|i| i.engine).collect();
     assert_eq!(
         engines,
@@ -225,7 +238,10 @@ fn ids_from_another_builder_are_unknown() {
         .tile("t", Memory::Sbuf, DType::F32, &[128, 4])
         .unwrap();
     let mut b = new();
-    assert_eq!(b.memset(t, 0.0), Err(BuildError::Usage("unknown tile")));
+    assert_eq!(
+        b.memset(t, Scalar::float(0.0)),
+        Err(BuildError::Usage("unknown tile"))
+    );
     let own = b.tile("own", Memory::Sbuf, DType::F32, &[128, 4]).unwrap();
     assert_eq!(
         b.load(own, Grid::origin(x)),
@@ -251,7 +267,7 @@ fn grid_places_the_tile_on_the_tensor_axes() {
         Grid::origin(x)
             .from_axis(1)
             .at(0, i)
-            .at(1, j.scale(128))
+            .at(1, j.checked_scale(128).unwrap())
             .at(2, Affine::constant(7)),
     )
     .unwrap();
@@ -267,25 +283,33 @@ fn grid_places_the_tile_on_the_tensor_axes() {
     };
     let mut axes = [none; MAX_TENSOR_RANK];
     axes[0] = AxisIndex {
-        start: Affine::var(0, 1),
+        start: Affine::loop_var(0, 1),
         grid: [0, 0, 0, 0],
     };
     axes[1] = AxisIndex {
-        start: Affine::var(1, 128),
+        start: Affine::loop_var(1, 128),
         grid: [1, 0, 0, 0],
     };
     axes[2] = AxisIndex {
         start: Affine::constant(7),
         grid: [0, 1, 0, 0],
     };
-    let Op::Load { src, dst } = p.source().instrs[2].op else {
+    let ins = p.source().instrs[2];
+    assert_eq!(ins.opcode, Opcode::Load, "instruction 2 is the load");
+    let InstrData::Dma { tile, hbm } = ins.data else {
         panic!("instruction 2 is the load")
     };
+    let (src, dst) = (
+        p.source().accesses[hbm.index()],
+        p.source().views[tile.index()],
+    );
+    // The access's grid is the tile's shape.
     assert_eq!(
         src,
         HbmAccess {
             tensor: 0,
             rank: 3,
+            shape: TileShape::new(&[128, 16]).unwrap(),
             axes
         }
     );
@@ -304,13 +328,16 @@ fn whole_tile_views_have_row_major_strides() {
     let t = b
         .tile("t", Memory::Sbuf, DType::F32, &[2, 3, 4, 5])
         .unwrap();
-    b.memset(t, 0.5).unwrap();
+    b.memset(t, Scalar::float(0.5)).unwrap();
     let p = compile(b);
-    let Op::Memset { dst, value } = p.source().instrs[0].op else {
+    let ins = p.source().instrs[0];
+    assert_eq!(ins.opcode, Opcode::Memset, "instruction 0 is the memset");
+    let InstrData::Fill { dst, value } = ins.data else {
         panic!("instruction 0 is the memset")
     };
-    assert_eq!(dst.strides, [20, 5, 1]);
-    assert_eq!(value, 0.5);
+    assert_eq!(dst.write, Write::Overwrite);
+    assert_eq!(p.source().views[dst.view.index()].strides, [20, 5, 1]);
+    assert_eq!(value, Scalar::float(0.5));
 }
 
 #[test]
@@ -334,12 +361,12 @@ fn rule_errors_are_reported_through_build_error() {
 
 #[test]
 fn push_takes_explicit_operands_and_leaves_loops_to_begin_and_end() {
-    use nki_lang::{Affine, DType, Dim, LoopKind, Memory, Op, Target, TileShape, TileView};
+    use nki_lang::TileView;
     let mut b = ProgramBuilder::new("explicit", Target::Trn1);
     b.input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)])
         .unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
-    let loop_marker = Op::LoopEnd { begin: 0 };
+    let loop_marker = Instr::new(Opcode::LoopEnd, InstrData::LoopEnd { begin: 0 });
     assert_eq!(
         b.push(loop_marker),
         Err(BuildError::Usage(
@@ -354,17 +381,25 @@ fn push_takes_explicit_operands_and_leaves_loops_to_begin_and_end() {
     let mut half = TileView::whole(t.index(), &TileShape::new(&[128, 32]).unwrap());
     half.strides[0] = 2;
     half.offset = Affine::constant(1);
-    b.push(Op::Memset {
-        dst: half,
-        value: 1.0,
-    })
+    let v = b.view(half).unwrap();
+    b.push(Instr::new(
+        Opcode::Memset,
+        InstrData::Fill {
+            dst: Dst::overwrite(v),
+            value: Scalar::float(1.0),
+        },
+    ))
     .unwrap();
     // Column 1 + 2·31 = 63 is the last one: in bounds. Offset 2 would reach column 64.
     half.offset = Affine::constant(2);
-    b.push(Op::Memset {
-        dst: half,
-        value: 1.0,
-    })
+    let v = b.view(half).unwrap();
+    b.push(Instr::new(
+        Opcode::Memset,
+        InstrData::Fill {
+            dst: Dst::overwrite(v),
+            value: Scalar::float(1.0),
+        },
+    ))
     .unwrap();
     b.end_loop().unwrap();
     let Err(BuildError::Rules(d)) = b.finish() else {

@@ -6,15 +6,20 @@
 
 mod common;
 
-use common::{compile, dims};
+use common::{compile, dims, edit_view};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::constraint::check_constraints;
 use nki_lang::{
     Affine, Bounded, CompiledProgram, Constraint, DType, Dim, Extent, LoopKind, MAX_LOOP_DEPTH,
-    Memory, Op, SymbolValues, Target,
+    Memory, Opcode, Scalar, SymbolValues, Target,
 };
 
 const K: u8 = 0;
+
+/// The trip count `symbols[sym] / div`.
+const fn sym_div(sym: u8, div: u64) -> Extent {
+    Extent::Sym { sym, add: 0, div }
+}
 
 /// Symbol values with `K` (symbol 0) and optionally `M` (symbol 1).
 fn syms(k: u64, m: u64) -> SymbolValues {
@@ -56,13 +61,12 @@ fn row_loops(blocks: &[(u64, i64)]) -> CompiledProgram {
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
     for (n, &(div, offset)) in blocks.iter().enumerate() {
         let i = b
-            .begin_loop(
-                LoopKind::Affine,
-                &format!("i{n}"),
-                Extent::Sym { sym: K, div },
-            )
+            .begin_loop(LoopKind::Affine, &format!("i{n}"), sym_div(K, div))
             .unwrap();
-        let row = i.scale(div as i64).add(&Affine::constant(offset));
+        let row = i
+            .checked_scale(div as i64)
+            .and_then(|r| r.checked_add(&Affine::constant(offset)))
+            .unwrap();
         b.load(t, Grid::origin(x).at(0, row)).unwrap();
         b.store(Grid::origin(out).at(0, row), t).unwrap();
         b.end_loop().unwrap();
@@ -115,8 +119,9 @@ fn block_access_shifted_by_one_keeps_its_bounds_constraint() {
         lo: 1,
         hi: 128,
         coef: coef(128),
-        loops: loops(Some(Extent::Sym { sym: K, div: 128 })),
+        loops: loops(Some(sym_div(K, 128))),
         depth: 1,
+        upper: true,
     };
     assert_eq!(
         p.constraints(),
@@ -144,9 +149,10 @@ fn block_access_into_a_different_symbol_keeps_its_bounds_constraint() {
     let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
     let i = b
-        .begin_loop(LoopKind::Affine, "k", Extent::Sym { sym: K, div: 128 })
+        .begin_loop(LoopKind::Affine, "k", sym_div(K, 128))
         .unwrap();
-    b.load(t, Grid::origin(x).at(0, i.scale(128))).unwrap();
+    b.load(t, Grid::origin(x).at(0, i.checked_scale(128).unwrap()))
+        .unwrap();
     b.store(Grid::origin(out), t).unwrap();
     b.end_loop().unwrap();
     let p = compile(b);
@@ -156,8 +162,9 @@ fn block_access_into_a_different_symbol_keeps_its_bounds_constraint() {
         lo: 0,
         hi: 127,
         coef: coef(128),
-        loops: loops(Some(Extent::Sym { sym: K, div: 128 })),
+        loops: loops(Some(sym_div(K, 128))),
         depth: 1,
+        upper: true,
     };
     assert_eq!(
         p.constraints(),
@@ -190,6 +197,7 @@ const X_ROWS_0_127: Constraint = Constraint::InBounds {
     coef: [0; MAX_LOOP_DEPTH],
     loops: [Extent::Fixed(1); MAX_LOOP_DEPTH],
     depth: 0,
+    upper: true,
 };
 
 #[test]
@@ -219,9 +227,10 @@ fn trip_count_k_with_coefficient_2_keeps_its_bound() {
     let out = b.output("out", DType::F32, &dims(&[1, 512])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[1, 512]).unwrap();
     let i = b
-        .begin_loop(LoopKind::Sequential, "i", Extent::Sym { sym: K, div: 1 })
+        .begin_loop(LoopKind::Sequential, "i", sym_div(K, 1))
         .unwrap();
-    b.load(t, Grid::origin(x).at(0, i.scale(2))).unwrap();
+    b.load(t, Grid::origin(x).at(0, i.checked_scale(2).unwrap()))
+        .unwrap();
     b.store(Grid::origin(out), t).unwrap();
     b.end_loop().unwrap();
     let p = compile(b);
@@ -231,8 +240,9 @@ fn trip_count_k_with_coefficient_2_keeps_its_bound() {
         lo: 0,
         hi: 0,
         coef: coef(2),
-        loops: loops(Some(Extent::Sym { sym: K, div: 1 })),
+        loops: loops(Some(sym_div(K, 1))),
         depth: 1,
+        upper: true,
     };
     // Division by 1 needs no divisibility constraint.
     assert_eq!(p.constraints(), &[bound]);
@@ -253,7 +263,7 @@ fn trip_count_k_with_coefficient_1_is_implied() {
     let out = b.output("out", DType::F32, &dims(&[1, 512])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[1, 512]).unwrap();
     let i = b
-        .begin_loop(LoopKind::Sequential, "i", Extent::Sym { sym: K, div: 1 })
+        .begin_loop(LoopKind::Sequential, "i", sym_div(K, 1))
         .unwrap();
     b.load(t, Grid::origin(x).at(0, i)).unwrap();
     b.store(Grid::origin(out), t).unwrap();
@@ -271,18 +281,17 @@ fn tile_view_indexed_by_a_symbolic_loop_is_bounded_at_launch() {
     let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 1024]).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
-    b.begin_loop(LoopKind::Sequential, "k", Extent::Sym { sym: K, div: 1 })
+    b.begin_loop(LoopKind::Sequential, "k", sym_div(K, 1))
         .unwrap();
-    b.memset(t, 0.0).unwrap();
+    b.memset(t, Scalar::float(0.0)).unwrap();
     b.end_loop().unwrap();
-    b.memset(r, 0.0).unwrap();
+    b.memset(r, Scalar::float(0.0)).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     let mut src = compile(b).source().clone();
-    let Op::Memset { dst, .. } = &mut src.instrs[1].op else {
-        panic!("instruction 1 is the memset")
-    };
-    dst.shape = nki_lang::TileShape::new(&[128, 512]).unwrap();
-    dst.offset = Affine::var(0, 1);
+    edit_view(&mut src, 1, Opcode::Memset, common::slot::DST, |dst| {
+        dst.shape = nki_lang::TileShape::new(&[128, 512]).unwrap();
+        dst.offset = Affine::loop_var(0, 1);
+    });
     let p = src.finish().expect("valid");
     let bound = Constraint::InBounds {
         target: Bounded::TileFree { tile: 0 },
@@ -290,8 +299,9 @@ fn tile_view_indexed_by_a_symbolic_loop_is_bounded_at_launch() {
         lo: 0,
         hi: 511,
         coef: coef(1),
-        loops: loops(Some(Extent::Sym { sym: K, div: 1 })),
+        loops: loops(Some(sym_div(K, 1))),
         depth: 1,
+        upper: true,
     };
     assert_eq!(p.constraints(), &[bound]);
     // Last element 511 + (K - 1): 1023 for K = 513, 1024 for K = 514.
@@ -315,6 +325,7 @@ fn check_constraints_returns_the_first_failing_one() {
             coef: [0; MAX_LOOP_DEPTH],
             loops: [Extent::Fixed(1); MAX_LOOP_DEPTH],
             depth: 0,
+            upper: true,
         },
     ];
     assert_eq!(check_constraints(&cs, &syms(256, 128)), Ok(()));
@@ -353,8 +364,9 @@ fn constraint_display() {
         lo: 1,
         hi: 128,
         coef: coef(128),
-        loops: loops(Some(Extent::Sym { sym: 1, div: 128 })),
+        loops: loops(Some(sym_div(1, 128))),
         depth: 1,
+        upper: true,
     };
     assert_eq!(
         show(&shifted),
@@ -369,6 +381,7 @@ fn constraint_display() {
         coef: coef(128),
         loops: loops(Some(Extent::Fixed(4))),
         depth: 1,
+        upper: true,
     };
     assert_eq!(
         show(&fixed),

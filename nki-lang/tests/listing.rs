@@ -5,10 +5,11 @@
 
 mod common;
 
-use common::{compile, dims};
+use common::{compile, dims, edit_view, slot};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::{
-    Affine, CompiledProgram, DType, Dim, Extent, LoopKind, Memory, Op, PsumWrite, Target,
+    Affine, Alu, CompiledProgram, DType, Dim, Extent, LoopKind, Memory, Opcode, Scalar, Target,
+    Write,
 };
 
 fn listing(p: &CompiledProgram) -> String {
@@ -31,14 +32,31 @@ fn kt_sum() -> CompiledProgram {
         .tile("res", Memory::Sbuf, DType::F32, &[128, 512])
         .unwrap();
     let kv = b
-        .begin_loop(LoopKind::Affine, "k", Extent::Sym { sym: 0, div: 128 })
+        .begin_loop(
+            LoopKind::Affine,
+            "k",
+            Extent::Sym {
+                sym: 0,
+                add: 0,
+                div: 128,
+            },
+        )
         .unwrap();
-    b.load(a, Grid::origin(x).at(0, kv.scale(128))).unwrap();
-    b.load(m, Grid::origin(y).at(0, kv.scale(128))).unwrap();
-    b.matmul(acc, a, m, PsumWrite::Group { loops: 0b1 })
-        .unwrap();
+    let row = kv.checked_scale(128).unwrap();
+    b.load(a, Grid::origin(x).at(0, row)).unwrap();
+    b.load(m, Grid::origin(y).at(0, row)).unwrap();
+    b.nc_matmul(
+        acc,
+        a,
+        m,
+        Write::Group {
+            loops: 0b1,
+            op: Alu::Add,
+        },
+    )
+    .unwrap();
     b.end_loop().unwrap();
-    b.copy(res, acc).unwrap();
+    b.tensor_copy(res, acc).unwrap();
     b.store(Grid::origin(out), res).unwrap();
     compile(b)
 }
@@ -103,19 +121,18 @@ fn listing_of_a_sequential_loop_with_memsets_and_a_strided_view() {
     let s = b.tile("s", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
     b.begin_loop(LoopKind::Sequential, "i", Extent::Fixed(3))
         .unwrap();
-    b.memset(p0, 1.5).unwrap();
-    b.memset(p1, -2.0).unwrap();
-    b.copy(s, p0).unwrap();
-    b.copy(s, p1).unwrap();
+    b.memset(p0, Scalar::float(1.5)).unwrap();
+    b.memset(p1, Scalar::float(-2.0)).unwrap();
+    b.tensor_copy(s, p0).unwrap();
+    b.tensor_copy(s, p1).unwrap();
     b.end_loop().unwrap();
     b.store(Grid::origin(out), s).unwrap();
     let mut src = compile(b).source().clone();
-    let Op::Memset { dst, .. } = &mut src.instrs[1].op else {
-        panic!("instruction 1 is the memset")
-    };
-    dst.shape = nki_lang::TileShape::new(&[128, 32]).unwrap();
-    dst.offset = Affine::constant(1);
-    dst.strides = [2, 0, 0];
+    edit_view(&mut src, 1, Opcode::Memset, slot::DST, |dst| {
+        dst.shape = nki_lang::TileShape::new(&[128, 32]).unwrap();
+        dst.offset = Affine::constant(1);
+        dst.strides = [2, 0, 0];
+    });
     let p = src.finish().expect("valid");
     let text = listing(&p);
 
@@ -150,12 +167,21 @@ fn listing_of_nested_loops_and_a_fixed_tensor_axis() {
     let out = b.output("out", DType::F32, &dims(&[128, 64])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
     let i = b
-        .begin_loop(LoopKind::Affine, "i", Extent::Sym { sym: 0, div: 1 })
+        .begin_loop(
+            LoopKind::Affine,
+            "i",
+            Extent::Sym {
+                sym: 0,
+                add: 0,
+                div: 1,
+            },
+        )
         .unwrap();
     let j = b
         .begin_loop(LoopKind::Sequential, "j", Extent::Fixed(2))
         .unwrap();
-    b.load(t, Grid::origin(x).from_axis(1).at(0, i).at(1, j.scale(128)))
+    let row = j.checked_scale(128).unwrap();
+    b.load(t, Grid::origin(x).from_axis(1).at(0, i).at(1, row))
         .unwrap();
     b.store(Grid::origin(out), t).unwrap();
     b.end_loop().unwrap();

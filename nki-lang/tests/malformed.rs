@@ -6,11 +6,11 @@
 
 mod common;
 
-use common::{buf_violations, compile, diag, dims, operand};
+use common::{buf_violations, compile, diag, dims, edit_access, edit_view, operand, slot, whole};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::{
-    Affine, DType, Dim, Engine, Extent, Instr, LoopKind, Memory, Op, ProgramBuf, PsumWrite, Role,
-    RuleViolation, Site, Target, TensorBuf, TensorRole,
+    Affine, Alu, DType, Dim, Engine, Extent, Instr, InstrData, LoopKind, Memory, Opcode,
+    ProgramBuf, RuleViolation, Scalar, Site, Target, TensorBuf, TensorRole, Write,
 };
 
 fn malformed(what: &'static str) -> RuleViolation {
@@ -27,17 +27,21 @@ fn looped() -> ProgramBuf {
     let i = b
         .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
         .unwrap();
-    b.load(t, Grid::origin(x).at(0, i.scale(128))).unwrap();
-    b.store(Grid::origin(out).at(0, i.scale(128)), t).unwrap();
+    b.load(t, Grid::origin(x).at(0, i.checked_scale(128).unwrap()))
+        .unwrap();
+    b.store(Grid::origin(out).at(0, i.checked_scale(128).unwrap()), t)
+        .unwrap();
     b.end_loop().unwrap();
     compile(b).source().clone()
 }
 
-fn instr(op: Op) -> Instr {
-    Instr {
-        engine: op.default_engine(),
-        line: 0,
-        op,
+/// Inserts `tensors` (inputs) in front of the tensor table, keeping every HBM access on the
+/// tensor it named: accesses refer to tensors by index, so those indices move up.
+fn insert_inputs_in_front(p: &mut ProgramBuf, tensors: Vec<TensorBuf>) {
+    let n = tensors.len() as u8;
+    p.tensors.splice(0..0, tensors);
+    for a in &mut p.accesses {
+        a.tensor += n;
     }
 }
 
@@ -50,15 +54,21 @@ fn nested_loops(depth: usize) -> ProgramBuf {
     let last = 2 * depth - 1;
     for d in 0..depth {
         p.loop_vars.push(format!("i{d}"));
-        p.instrs.push(instr(Op::LoopBegin {
-            kind: LoopKind::Sequential,
-            trip: Extent::Fixed(1),
-            var: d as u16,
-            end: (last - d) as u32,
-        }));
+        p.instrs.push(Instr::new(
+            Opcode::LoopBegin,
+            InstrData::LoopBegin {
+                kind: LoopKind::Sequential,
+                trip: Extent::Fixed(1),
+                var: d as u16,
+                end: (last - d) as u32,
+            },
+        ));
     }
     for d in (0..depth).rev() {
-        p.instrs.push(instr(Op::LoopEnd { begin: d as u32 }));
+        p.instrs.push(Instr::new(
+            Opcode::LoopEnd,
+            InstrData::LoopEnd { begin: d as u32 },
+        ));
     }
     p
 }
@@ -76,63 +86,62 @@ fn loop_without_its_end() {
     let mut p = looped();
     p.instrs.pop();
     let d = buf_violations(p);
-    assert_eq!(
-        d,
-        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
-    );
+    assert_eq!(d, vec![diag(whole(0), malformed("unmatched loop"))]);
     assert_eq!(d[0].violation.code(), "err_malformed_program");
 }
 
 #[test]
 fn loop_end_without_its_begin() {
     let mut p = looped();
-    p.instrs.push(instr(Op::LoopEnd { begin: 0 }));
+    p.instrs
+        .push(Instr::new(Opcode::LoopEnd, InstrData::LoopEnd { begin: 0 }));
     assert_eq!(
         buf_violations(p),
-        vec![diag(
-            operand(4, Role::Whole),
-            malformed("unmatched loop end")
-        )]
+        vec![diag(whole(4), malformed("unmatched loop end"))]
     );
 }
 
 #[test]
 fn loop_begin_pointing_at_a_non_end() {
     let mut p = looped();
-    let Op::LoopBegin { end, .. } = &mut p.instrs[0].op else {
+    let InstrData::LoopBegin { end, .. } = &mut p.instrs[0].data else {
         panic!("instruction 0 is the loop")
     };
     *end = 2;
     assert_eq!(
         buf_violations(p),
-        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
+        vec![diag(whole(0), malformed("unmatched loop"))]
     );
 }
 
 #[test]
 fn loop_variable_index_out_of_range() {
     let mut p = looped();
-    let Op::LoopBegin { var, .. } = &mut p.instrs[0].op else {
+    let InstrData::LoopBegin { var, .. } = &mut p.instrs[0].data else {
         panic!("instruction 0 is the loop")
     };
     *var = 7;
     assert_eq!(
         buf_violations(p),
-        vec![diag(operand(0, Role::Whole), malformed("unmatched loop"))]
+        vec![diag(whole(0), malformed("unmatched loop"))]
     );
 }
 
 #[test]
 fn trip_count_with_unknown_symbol_or_zero_divisor() {
     let mut p = looped();
-    let Op::LoopBegin { trip, .. } = &mut p.instrs[0].op else {
+    let InstrData::LoopBegin { trip, .. } = &mut p.instrs[0].data else {
         panic!("instruction 0 is the loop")
     };
     // The program has no symbols at all.
-    *trip = Extent::Sym { sym: 0, div: 128 };
+    *trip = Extent::Sym {
+        sym: 0,
+        add: 0,
+        div: 128,
+    };
     assert_eq!(
         buf_violations(p),
-        vec![diag(operand(0, Role::Trip), malformed("bad trip count"))]
+        vec![diag(whole(0), malformed("bad trip count"))]
     );
 
     let mut b = ProgramBuilder::new("k", Target::Trn1);
@@ -140,18 +149,23 @@ fn trip_count_with_unknown_symbol_or_zero_divisor() {
     let x = b.input("x", DType::F32, &[k, Dim::Fixed(512)]).unwrap();
     let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
-    b.begin_loop(LoopKind::Affine, "k", Extent::Sym { sym: 0, div: 0 })
-        .unwrap();
+    b.begin_loop(
+        LoopKind::Affine,
+        "k",
+        Extent::Sym {
+            sym: 0,
+            add: 0,
+            div: 0,
+        },
+    )
+    .unwrap();
     b.load(t, Grid::origin(x)).unwrap();
     b.store(Grid::origin(out), t).unwrap();
     b.end_loop().unwrap();
     let nki_lang::builder::BuildError::Rules(d) = b.finish().unwrap_err() else {
         panic!("expected rule violations")
     };
-    assert_eq!(
-        d,
-        vec![diag(operand(0, Role::Trip), malformed("bad trip count"))]
-    );
+    assert_eq!(d, vec![diag(whole(0), malformed("bad trip count"))]);
 }
 
 #[test]
@@ -159,37 +173,28 @@ fn loops_nested_nine_deep() {
     // Instructions 0..=8 open loops; the ninth (index 8) is one too many.
     assert_eq!(
         buf_violations(nested_loops(9)),
-        vec![diag(
-            operand(8, Role::Whole),
-            malformed("loops nested deeper than 8")
-        )]
+        vec![diag(whole(8), malformed("loops nested deeper than 8"))]
     );
 }
 
 #[test]
 fn tile_index_out_of_range() {
     let mut p = looped();
-    let Op::Load { dst, .. } = &mut p.instrs[1].op else {
-        panic!("instruction 1 is the load")
-    };
-    dst.tile = 5;
+    edit_view(&mut p, 1, Opcode::Load, slot::TILE, |dst| dst.tile = 5);
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(1, Role::Dst),
+            operand(1, slot::TILE),
             malformed("tile index out of range")
         )]
     );
 
     let mut p = looped();
-    let Op::Store { src, .. } = &mut p.instrs[2].op else {
-        panic!("instruction 2 is the store")
-    };
-    src.tile = 1;
+    edit_view(&mut p, 2, Opcode::Store, slot::TILE, |src| src.tile = 1);
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(2, Role::Src),
+            operand(2, slot::TILE),
             malformed("tile index out of range")
         )]
     );
@@ -198,27 +203,21 @@ fn tile_index_out_of_range() {
 #[test]
 fn tensor_index_out_of_range_and_wrong_access_rank() {
     let mut p = looped();
-    let Op::Load { src, .. } = &mut p.instrs[1].op else {
-        panic!("instruction 1 is the load")
-    };
-    src.tensor = 9;
+    edit_access(&mut p, 1, Opcode::Load, |src| src.tensor = 9);
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(1, Role::Src),
+            operand(1, slot::HBM),
             malformed("tensor index out of range")
         )]
     );
 
     let mut p = looped();
-    let Op::Store { dst, .. } = &mut p.instrs[2].op else {
-        panic!("instruction 2 is the store")
-    };
-    dst.rank = 1;
+    edit_access(&mut p, 2, Opcode::Store, |dst| dst.rank = 1);
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(2, Role::Dst),
+            operand(2, slot::HBM),
             malformed("access rank differs from tensor rank")
         )]
     );
@@ -228,14 +227,13 @@ fn tensor_index_out_of_range_and_wrong_access_rank() {
 fn tile_view_indexed_by_a_loop_that_does_not_enclose_it() {
     // The store is at depth 1; a coefficient on depth 1 names no enclosing loop.
     let mut p = looped();
-    let Op::Store { src, .. } = &mut p.instrs[2].op else {
-        panic!("instruction 2 is the store")
-    };
-    src.offset = Affine::var(1, 1);
+    edit_view(&mut p, 2, Opcode::Store, slot::TILE, |src| {
+        src.offset = Affine::loop_var(1, 1)
+    });
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(2, Role::Whole),
+            whole(2),
             malformed("index uses a loop that does not enclose it")
         )]
     );
@@ -251,9 +249,11 @@ fn hbm_access_indexed_by_a_loop_that_has_ended() {
     let i = b
         .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
         .unwrap();
-    b.load(t, Grid::origin(x).at(0, i.scale(128))).unwrap();
+    b.load(t, Grid::origin(x).at(0, i.checked_scale(128).unwrap()))
+        .unwrap();
     b.end_loop().unwrap();
-    b.store(Grid::origin(out).at(0, i.scale(128)), t).unwrap();
+    b.store(Grid::origin(out).at(0, i.checked_scale(128).unwrap()), t)
+        .unwrap();
     // Instruction 3 is the store, at depth 0, indexed with depth-0's variable.
     let nki_lang::builder::BuildError::Rules(d) = b.finish().expect_err("must be rejected") else {
         panic!("expected rule violations")
@@ -261,7 +261,7 @@ fn hbm_access_indexed_by_a_loop_that_has_ended() {
     assert_eq!(
         d,
         vec![diag(
-            operand(3, Role::Whole),
+            whole(3),
             malformed("index uses a loop that does not enclose it")
         )]
     );
@@ -273,8 +273,8 @@ fn tile_in_hbm() {
     let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
     let h = b.tile("h", Memory::Hbm, DType::F32, &[128, 512]).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
-    b.memset(h, 0.0).unwrap();
-    b.memset(r, 0.0).unwrap();
+    b.memset(h, Scalar::float(0.0)).unwrap();
+    b.memset(r, Scalar::float(0.0)).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     let nki_lang::builder::BuildError::Rules(d) = b.finish().unwrap_err() else {
         panic!("expected rule violations")
@@ -284,7 +284,7 @@ fn tile_in_hbm() {
         vec![
             diag(Site::Tile(0), malformed("a tile must live in SBUF or PSUM")),
             diag(
-                operand(0, Role::Dst),
+                operand(0, slot::DST),
                 RuleViolation::WrongMemory {
                     op: "memset",
                     operand: "dst",
@@ -296,9 +296,17 @@ fn tile_in_hbm() {
     );
 }
 
+/// An accumulation group over the loops in `loops` (bit `d` = the loop at depth `d`).
+fn group(loops: u8) -> Write {
+    Write::Group {
+        loops,
+        op: Alu::Add,
+    }
+}
+
 /// A matmul at depth `depth` (inside that many one-trip loops) with the given write mode.
 /// Instructions: loops, then memset s, memset m, nc_matmul, copy, store, then the ends.
-fn matmul_at_depth(depth: usize, write: PsumWrite) -> ProgramBuilder {
+fn matmul_at_depth(depth: usize, write: Write) -> ProgramBuilder {
     let mut b = ProgramBuilder::new("k", Target::Trn1);
     let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
     let s = b.tile("s", Memory::Sbuf, DType::Bf16, &[128, 128]).unwrap();
@@ -309,10 +317,10 @@ fn matmul_at_depth(depth: usize, write: PsumWrite) -> ProgramBuilder {
         b.begin_loop(LoopKind::Sequential, &format!("l{l}"), Extent::Fixed(2))
             .unwrap();
     }
-    b.memset(s, 1.0).unwrap();
-    b.memset(m, 1.0).unwrap();
-    b.matmul(d, s, m, write).unwrap();
-    b.copy(r, d).unwrap();
+    b.memset(s, Scalar::float(1.0)).unwrap();
+    b.memset(m, Scalar::float(1.0)).unwrap();
+    b.nc_matmul(d, s, m, write).unwrap();
+    b.tensor_copy(r, d).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     for _ in 0..depth {
         b.end_loop().unwrap();
@@ -323,26 +331,22 @@ fn matmul_at_depth(depth: usize, write: PsumWrite) -> ProgramBuilder {
 #[test]
 fn accumulation_group_over_a_loop_that_does_not_enclose_it() {
     // Bit 0 names the loop at depth 0: fine inside one loop.
-    compile(matmul_at_depth(1, PsumWrite::Group { loops: 0b1 }));
+    compile(matmul_at_depth(1, group(0b1)));
     // Outside any loop: instruction 2 is the matmul.
     let nki_lang::builder::BuildError::Rules(d) =
-        matmul_at_depth(0, PsumWrite::Group { loops: 0b1 })
-            .finish()
-            .unwrap_err()
+        matmul_at_depth(0, group(0b1)).finish().unwrap_err()
     else {
         panic!("expected rule violations")
     };
     let v = malformed("accumulation group names a loop that does not enclose it");
-    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::DST), v.clone())]);
     // Inside one loop, bit 1 names depth 1, which is not there: the matmul is instruction 3.
     let nki_lang::builder::BuildError::Rules(d) =
-        matmul_at_depth(1, PsumWrite::Group { loops: 0b10 })
-            .finish()
-            .unwrap_err()
+        matmul_at_depth(1, group(0b10)).finish().unwrap_err()
     else {
         panic!("expected rule violations")
     };
-    assert_eq!(d, vec![diag(operand(3, Role::Dst), v)]);
+    assert_eq!(d, vec![diag(operand(3, slot::DST), v)]);
 }
 
 #[test]
@@ -365,8 +369,16 @@ fn input_after_an_output_in_the_tensor_table() {
 
 #[test]
 fn tensor_with_bad_rank_or_unknown_symbol() {
+    // Tensor 0 is an input no instruction accesses (an accessed tensor of the wrong rank would
+    // also break its accesses' rank); tensor 1 is `x`, whose access keeps its rank 2.
     let mut p = looped();
-    p.tensors[0].shape = vec![];
+    let unused = TensorBuf {
+        name: "unused".into(),
+        dtype: DType::F32,
+        shape: vec![],
+        role: TensorRole::Input,
+    };
+    insert_inputs_in_front(&mut p, vec![unused]);
     p.tensors[1].shape = vec![Dim::Sym(3), Dim::Fixed(512)];
     assert_eq!(
         buf_violations(p),
@@ -388,8 +400,7 @@ fn too_many_symbols_or_tensors() {
         shape: syms.map(Dim::Sym).collect(),
         role: TensorRole::Input,
     };
-    p.tensors.insert(0, input("a", 0..5));
-    p.tensors.insert(1, input("b", 5..9));
+    insert_inputs_in_front(&mut p, vec![input("a", 0..5), input("b", 5..9)]);
     assert_eq!(
         buf_violations(p),
         vec![diag(
@@ -400,17 +411,16 @@ fn too_many_symbols_or_tensors() {
 
     // Seventeen tensors: sixteen extra inputs in front.
     let mut p = looped();
-    for n in 0..16 {
-        p.tensors.insert(
-            0,
-            TensorBuf {
-                name: format!("in{n}"),
-                dtype: DType::F32,
-                shape: dims(&[1]),
-                role: TensorRole::Input,
-            },
-        );
-    }
+    let extra = (0..16)
+        .rev()
+        .map(|n| TensorBuf {
+            name: format!("in{n}"),
+            dtype: DType::F32,
+            shape: dims(&[1]),
+            role: TensorRole::Input,
+        })
+        .collect();
+    insert_inputs_in_front(&mut p, extra);
     assert_eq!(
         buf_violations(p),
         vec![diag(Site::Program, malformed("more than 16 HBM tensors"))]
@@ -426,16 +436,15 @@ fn partition_start_near_u32_max_is_rejected_not_overflowed() {
     b.load(t, Grid::origin(x)).unwrap();
     b.store(Grid::origin(out), t).unwrap();
     let mut p = compile(b).source().clone();
-    let Op::Load { dst, .. } = &mut p.instrs[0].op else {
-        panic!("instruction 0 is the load")
-    };
     // u32::MAX - 63 + 128 wraps to 64 in u32 arithmetic.
-    dst.part_start = u32::MAX - 63;
+    edit_view(&mut p, 0, Opcode::Load, slot::TILE, |dst| {
+        dst.part_start = u32::MAX - 63
+    });
     let result = std::panic::catch_unwind(|| p.finish());
     let d = result
         .expect("finish must not panic")
         .expect_err("a view 4 billion partitions past its tile must be rejected");
-    assert_eq!(d[0].site, operand(0, Role::Dst));
+    assert_eq!(d[0].site, operand(0, slot::TILE));
     assert_eq!(
         d[0].violation,
         RuleViolation::OutOfBounds {

@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{buf_violations, compile, diag, dims, operand, violations};
+use common::{buf_violations, compile, diag, dims, edit_view, operand, slot, violations, whole};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::{
-    Affine, DType, Extent, LoopKind, Memory, Op, PsumWrite, Role, RuleViolation, Site, Target,
-    TileShape,
+    Affine, DType, Extent, LoopKind, Memory, Opcode, RuleViolation, Scalar, Site, Target,
+    TileShape, Write,
 };
 
 fn shape(d: &[u32]) -> TileShape {
@@ -60,10 +60,10 @@ fn matmul_program(st: T, mv: T, dst: T) -> ProgramBuilder {
     let m = b.tile("m", mv.memory, mv.dtype, mv.shape).unwrap();
     let d = b.tile("d", dst.memory, dst.dtype, dst.shape).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, dst.shape).unwrap();
-    b.memset(s, 1.0).unwrap();
-    b.memset(m, 1.0).unwrap();
-    b.matmul(d, s, m, PsumWrite::Overwrite).unwrap();
-    b.copy(r, d).unwrap();
+    b.memset(s, Scalar::float(1.0)).unwrap();
+    b.memset(m, Scalar::float(1.0)).unwrap();
+    b.nc_matmul(d, s, m, Write::Overwrite).unwrap();
+    b.tensor_copy(r, d).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     b
 }
@@ -84,8 +84,8 @@ fn partition_dim_over_128() {
         .tile("big", Memory::Sbuf, DType::F32, &[256, 512])
         .unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
-    b.memset(big, 0.0).unwrap();
-    b.memset(r, 0.0).unwrap();
+    b.memset(big, Scalar::float(0.0)).unwrap();
+    b.memset(r, Scalar::float(0.0)).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     let v = RuleViolation::PartitionDimTooLarge { size: 256 };
     // Reported on the tile's declaration and on the instruction that uses it.
@@ -93,7 +93,7 @@ fn partition_dim_over_128() {
         violations(b),
         vec![
             diag(Site::Tile(0), v.clone()),
-            diag(operand(0, Role::Dst), v.clone()),
+            diag(operand(0, slot::DST), v.clone()),
         ]
     );
     assert_eq!(v.code(), "err_num_partition_exceed_arch_limit");
@@ -111,7 +111,7 @@ fn tile_without_free_dim_or_with_empty_dim() {
     b.tile("flat", Memory::Sbuf, DType::F32, &[128]).unwrap();
     b.tile("empty", Memory::Sbuf, DType::F32, &[128, 0])
         .unwrap();
-    b.memset(r, 0.0).unwrap();
+    b.memset(r, Scalar::float(0.0)).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     let d = violations(b);
     assert_eq!(
@@ -145,7 +145,7 @@ fn stationary_free_size_over_128() {
         RESULT,
     ));
     let v = RuleViolation::StationaryTooWide { size: 256 };
-    assert_eq!(d, vec![diag(operand(2, Role::Stationary), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::STATIONARY), v.clone())]);
     assert_eq!(v.code(), "err_size_of_dimension_exceed_arch_limit");
 }
 
@@ -160,7 +160,7 @@ fn stationary_free_size_counts_every_free_dim() {
     assert_eq!(
         d,
         vec![diag(
-            operand(2, Role::Stationary),
+            operand(2, slot::STATIONARY),
             RuleViolation::StationaryTooWide { size: 130 }
         )]
     );
@@ -174,7 +174,7 @@ fn moving_free_size_over_512() {
         RESULT,
     ));
     let v = RuleViolation::MovingTooWide { size: 1024 };
-    assert_eq!(d, vec![diag(operand(2, Role::Moving), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::MOVING), v.clone())]);
     assert_eq!(v.code(), "err_size_of_dimension_exceed_arch_limit");
 }
 
@@ -190,7 +190,7 @@ fn contraction_sizes_differ() {
         moving: 64,
     };
     // Neither operand alone is at fault: the site is the instruction as a whole.
-    assert_eq!(d, vec![diag(operand(2, Role::Whole), v.clone())]);
+    assert_eq!(d, vec![diag(whole(2), v.clone())]);
     assert_eq!(v.code(), "err_num_partition_mismatch");
 }
 
@@ -207,7 +207,7 @@ fn matmul_operand_in_psum() {
         expected: "sbuf",
         found: Memory::Psum,
     };
-    assert_eq!(d, vec![diag(operand(2, Role::Stationary), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::STATIONARY), v.clone())]);
     assert_eq!(v.code(), "err_unsupported_memory");
     assert_eq!(
         v.to_string(),
@@ -223,7 +223,7 @@ fn matmul_operand_in_psum() {
     assert_eq!(
         d,
         vec![diag(
-            operand(2, Role::Moving),
+            operand(2, slot::MOVING),
             RuleViolation::WrongMemory {
                 op: "nc_matmul",
                 operand: "moving",
@@ -247,7 +247,7 @@ fn matmul_dst_not_in_psum() {
         expected: "psum",
         found: Memory::Sbuf,
     };
-    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::DST), v.clone())]);
     assert_eq!(v.code(), "err_unsupported_memory");
 }
 
@@ -264,7 +264,7 @@ fn matmul_dst_not_f32() {
         expected: "f32",
         found: DType::Bf16,
     };
-    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::DST), v.clone())]);
     assert_eq!(v.code(), "err_unsupported_dtype");
 }
 
@@ -282,7 +282,7 @@ fn matmul_dst_shape_must_be_stationary_free_by_moving_free() {
         expected: shape(&[64, 512]),
         found: shape(&[128, 512]),
     };
-    assert_eq!(d, vec![diag(operand(2, Role::Dst), v.clone())]);
+    assert_eq!(d, vec![diag(operand(2, slot::DST), v.clone())]);
     assert_eq!(v.code(), "err_store_dst_shape_smaller_than_other_shape");
     // [64, 1, 512] holds the same elements as [64, 512].
     compile(matmul_program(
@@ -303,8 +303,8 @@ fn psum_tile_over_one_bank() {
         let s = b
             .tile("s", Memory::Sbuf, DType::F32, &[128, free as u32])
             .unwrap();
-        b.memset(p, 0.0).unwrap();
-        b.copy(s, p).unwrap();
+        b.memset(p, Scalar::float(0.0)).unwrap();
+        b.tensor_copy(s, p).unwrap();
         b.store(Grid::origin(out), s).unwrap();
         b
     };
@@ -393,10 +393,10 @@ fn live_psum_tiles(n: usize) -> ProgramBuilder {
         .collect();
     let s = b.tile("s", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
     for &p in &ps {
-        b.memset(p, 0.0).unwrap();
+        b.memset(p, Scalar::float(0.0)).unwrap();
     }
     for &p in &ps {
-        b.copy(s, p).unwrap();
+        b.tensor_copy(s, p).unwrap();
     }
     b.store(Grid::origin(out), s).unwrap();
     b
@@ -423,7 +423,7 @@ fn store_into_an_input() {
     b.store(Grid::origin(x), t).unwrap();
     b.store(Grid::origin(out), t).unwrap();
     let v = RuleViolation::ImmutableParameter { name: "x".into() };
-    assert_eq!(violations(b), vec![diag(operand(1, Role::Dst), v.clone())]);
+    assert_eq!(violations(b), vec![diag(operand(1, slot::HBM), v.clone())]);
     assert_eq!(v.code(), "err_cannot_update_immutable_parameter");
 }
 
@@ -479,7 +479,7 @@ fn row_blocks(trips: u64, load_start: Affine, store_start: Affine) -> ProgramBui
 
 #[test]
 fn static_out_of_bounds_in_a_fixed_loop() {
-    let i128 = Affine::var(0, 128);
+    let i128 = Affine::loop_var(0, 128);
     // Four blocks of 128 rows cover 512 exactly.
     compile(row_blocks(4, i128, i128));
     // Five reach row 128·4 + 127 = 639.
@@ -494,8 +494,8 @@ fn static_out_of_bounds_in_a_fixed_loop() {
     assert_eq!(
         d,
         vec![
-            diag(operand(1, Role::Src), oob("x")),
-            diag(operand(2, Role::Dst), oob("out")),
+            diag(operand(1, slot::HBM), oob("x")),
+            diag(operand(2, slot::HBM), oob("out")),
         ]
     );
     assert_eq!(d[0].violation.code(), "err_tensor_access_out_of_bound");
@@ -508,16 +508,20 @@ fn static_out_of_bounds_in_a_fixed_loop() {
 
 #[test]
 fn static_out_of_bounds_below_zero_with_a_negative_coefficient() {
-    let i128 = Affine::var(0, 128);
+    let i128 = Affine::loop_var(0, 128);
     // 384 - 128·i over i = 0..4 stays in [0, 511].
-    let down = Affine::constant(384).add(&Affine::var(0, -128));
+    let down = Affine::constant(384)
+        .checked_add(&Affine::loop_var(0, -128))
+        .unwrap();
     compile(row_blocks(4, down, i128));
     // 256 - 128·i reaches 256 - 384 = -128; its top is 256 + 127 = 383.
-    let down = Affine::constant(256).add(&Affine::var(0, -128));
+    let down = Affine::constant(256)
+        .checked_add(&Affine::loop_var(0, -128))
+        .unwrap();
     assert_eq!(
         violations(row_blocks(4, down, i128)),
         vec![diag(
-            operand(1, Role::Src),
+            operand(1, slot::HBM),
             RuleViolation::OutOfBounds {
                 tensor: "x".into(),
                 axis: 0,
@@ -542,7 +546,7 @@ fn out_of_bounds_on_the_free_axis_of_a_tensor() {
     assert_eq!(
         violations(b),
         vec![diag(
-            operand(0, Role::Src),
+            operand(0, slot::HBM),
             RuleViolation::OutOfBounds {
                 tensor: "x".into(),
                 axis: 1,
@@ -569,14 +573,13 @@ fn copy_through_tile() -> nki_lang::ProgramBuf {
 fn tile_view_outside_its_tile() {
     // Free offset 1: elements 1..=512 of a 512-element partition.
     let mut p = copy_through_tile();
-    let Op::Store { src, .. } = &mut p.instrs[1].op else {
-        panic!("instruction 1 is the store")
-    };
-    src.offset = Affine::constant(1);
+    edit_view(&mut p, 1, Opcode::Store, slot::TILE, |src| {
+        src.offset = Affine::constant(1)
+    });
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(1, Role::Src),
+            operand(1, slot::TILE),
             RuleViolation::OutOfBounds {
                 tensor: "t".into(),
                 axis: 1,
@@ -589,14 +592,13 @@ fn tile_view_outside_its_tile() {
 
     // Partitions 64..192 of a 128-partition tile.
     let mut p = copy_through_tile();
-    let Op::Load { dst, .. } = &mut p.instrs[0].op else {
-        panic!("instruction 0 is the load")
-    };
-    dst.part_start = 64;
+    edit_view(&mut p, 0, Opcode::Load, slot::TILE, |dst| {
+        dst.part_start = 64
+    });
     assert_eq!(
         buf_violations(p),
         vec![diag(
-            operand(0, Role::Dst),
+            operand(0, slot::TILE),
             RuleViolation::OutOfBounds {
                 tensor: "t".into(),
                 axis: 0,
@@ -620,7 +622,7 @@ fn load_into_psum_and_store_from_psum() {
         violations(b),
         vec![
             diag(
-                operand(0, Role::Dst),
+                operand(0, slot::TILE),
                 RuleViolation::WrongMemory {
                     op: "load",
                     operand: "dst",
@@ -629,7 +631,7 @@ fn load_into_psum_and_store_from_psum() {
                 }
             ),
             diag(
-                operand(1, Role::Src),
+                operand(1, slot::TILE),
                 RuleViolation::WrongMemory {
                     op: "store",
                     operand: "value",
@@ -651,13 +653,13 @@ fn copy_shapes_must_match() {
     let dst = b
         .tile("dst", Memory::Sbuf, DType::F32, &[128, 512])
         .unwrap();
-    b.memset(src, 0.0).unwrap();
-    b.copy(dst, src).unwrap();
+    b.memset(src, Scalar::float(0.0)).unwrap();
+    b.tensor_copy(dst, src).unwrap();
     b.store(Grid::origin(out), dst).unwrap();
     assert_eq!(
         violations(b),
         vec![diag(
-            operand(1, Role::Dst),
+            operand(1, slot::DST),
             RuleViolation::ShapeMismatch {
                 op: "tensor_copy",
                 operand: "dst",
@@ -680,8 +682,8 @@ fn transpose_program(src: &[u32], dst: T) -> ProgramBuilder {
     let d = b.tile("d", dst.memory, dst.dtype, dst.shape).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, dst.shape).unwrap();
     b.load(s, Grid::origin(x)).unwrap();
-    b.transpose(d, s).unwrap();
-    b.copy(r, d).unwrap();
+    b.nc_transpose(d, s).unwrap();
+    b.tensor_copy(r, d).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     b
 }
@@ -694,14 +696,14 @@ fn transpose_rules() {
     assert_eq!(
         violations(transpose_program(&[64, 256], psum(DType::F32, &[128, 64]))),
         vec![diag(
-            operand(1, Role::Src),
+            operand(1, slot::SRC),
             RuleViolation::PartitionDimTooLarge { size: 256 }
         )]
     );
     assert_eq!(
         violations(transpose_program(&[64, 128], psum(DType::Bf16, &[128, 64]))),
         vec![diag(
-            operand(1, Role::Dst),
+            operand(1, slot::DST),
             RuleViolation::WrongDType {
                 op: "nc_transpose",
                 operand: "dst",
@@ -713,7 +715,7 @@ fn transpose_rules() {
     assert_eq!(
         violations(transpose_program(&[64, 128], psum(DType::F32, &[64, 128]))),
         vec![diag(
-            operand(1, Role::Dst),
+            operand(1, slot::DST),
             RuleViolation::ShapeMismatch {
                 op: "nc_transpose",
                 operand: "dst",
@@ -735,18 +737,35 @@ fn every_violation_is_reported_not_just_the_first() {
     let m = b.tile("m", Memory::Sbuf, DType::Bf16, &[128, 512]).unwrap();
     let d = b.tile("d", Memory::Psum, DType::F32, &[128, 512]).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
-    b.memset(s, 0.0).unwrap();
-    b.memset(m, 0.0).unwrap();
-    b.matmul(d, s, m, PsumWrite::Overwrite).unwrap();
-    b.copy(r, d).unwrap();
+    b.memset(s, Scalar::float(0.0)).unwrap();
+    b.memset(m, Scalar::float(0.0)).unwrap();
+    b.nc_matmul(d, s, m, Write::Overwrite).unwrap();
+    b.tensor_copy(r, d).unwrap();
     b.store(Grid::origin(out), r).unwrap();
     let d = violations(b);
     assert_eq!(
         d.iter().map(|d| d.site).collect::<Vec<_>>(),
-        vec![operand(2, Role::Stationary), Site::Tensor(1)]
+        vec![operand(2, slot::STATIONARY), Site::Tensor(1)]
     );
     assert_eq!(
         d.iter().map(|d| d.violation.code()).collect::<Vec<_>>(),
         vec!["err_unsupported_memory", "err_tensor_output_not_written_to"]
     );
+}
+
+#[test]
+fn operand_slots_are_the_ones_the_opcode_table_names() {
+    // The sites above name operands by slot (`common::slot`); these are the operands the
+    // opcode table gives those slots, so that each diagnostic is about the operand it says.
+    let names = |op: Opcode| -> Vec<&str> { op.info().operands.iter().map(|s| s.name).collect() };
+    assert_eq!(slot::TILE, 0);
+    assert_eq!(slot::HBM, 1);
+    assert_eq!(names(Opcode::Load), ["dst", "src"]);
+    assert_eq!(names(Opcode::Store), ["value", "dst"]);
+    assert_eq!((slot::DST, slot::STATIONARY, slot::MOVING), (0, 1, 2));
+    assert_eq!(names(Opcode::Matmul), ["dst", "stationary", "moving"]);
+    assert_eq!((slot::DST, slot::SRC), (0, 1));
+    assert_eq!(names(Opcode::Transpose), ["dst", "data"]);
+    assert_eq!(names(Opcode::TensorCopy), ["dst", "src"]);
+    assert_eq!(names(Opcode::Memset), ["dst"]);
 }

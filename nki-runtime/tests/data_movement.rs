@@ -6,7 +6,7 @@ mod common;
 use common::{Builder, Rng, access, access2, view, whole};
 use half::{bf16, f16};
 use ndarray::{Array2, Array3, Ix2, s};
-use nki_lang::{Affine, CompiledProgram, DType, Dim, Extent, Memory, Op};
+use nki_lang::{Affine, CompiledProgram, DType, Dim, Extent, Memory};
 use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
 
 fn fixed(dims: &[u64]) -> Vec<Dim> {
@@ -21,14 +21,8 @@ fn roundtrip_program(tile_dtype: DType, rows: u32, cols: u32) -> CompiledProgram
     let out = b.output("out", DType::F32, &shape);
     let t = b.tile("t", Memory::Sbuf, tile_dtype, &[rows, cols]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(x, z, z),
-        dst: whole(t, &[rows, cols]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(t, &[rows, cols]),
-    });
+    b.load(whole(t, &[rows, cols]), access2(x, z, z));
+    b.store(access2(out, z, z), whole(t, &[rows, cols]));
     b.finish()
 }
 
@@ -171,14 +165,14 @@ fn strided_hbm_access() {
     let out = b.output("out", DType::F32, &fixed(&[128, 512]));
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 256]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access(x, &[(z, [1, 0, 0, 0]), (Affine::constant(1), [0, 2, 0, 0])]),
-        dst: whole(t, &[128, 256]),
-    });
-    b.push(Op::Store {
-        dst: access(out, &[(z, [1, 0, 0, 0]), (z, [0, 2, 0, 0])]),
-        src: whole(t, &[128, 256]),
-    });
+    b.load(
+        whole(t, &[128, 256]),
+        access(x, &[(z, [1, 0, 0, 0]), (Affine::constant(1), [0, 2, 0, 0])]),
+    );
+    b.store(
+        access(out, &[(z, [1, 0, 0, 0]), (z, [0, 2, 0, 0])]),
+        whole(t, &[128, 256]),
+    );
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
@@ -208,34 +202,34 @@ fn rank3_tensors_loops_and_reversed_views() {
     let z = Affine::ZERO;
     // out[p, 64 i + f] = x[i, p, 63 - f], one tile per loop iteration.
     let i = b.begin("i", Extent::Fixed(4));
-    b.push(Op::Load {
-        src: access(
+    b.load(
+        whole(t, &[128, 64]),
+        access(
             x,
             &[
-                (Affine::var(i, 1), [0, 0, 0, 0]),
+                (Affine::loop_var(i, 1), [0, 0, 0, 0]),
                 (z, [1, 0, 0, 0]),
                 (z, [0, 1, 0, 0]),
             ],
         ),
-        dst: whole(t, &[128, 64]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, Affine::var(i, 64)),
-        src: view(t, 0, &[128, 64], Affine::constant(63), &[-1]),
-    });
+    );
+    b.store(
+        access2(out, z, Affine::loop_var(i, 64)),
+        view(t, 0, &[128, 64], Affine::constant(63), &[-1]),
+    );
     b.end();
     // out2[p, 64 a + f] = x[a, p, f] with one 3-D tile.
-    b.push(Op::Load {
-        src: access(
+    b.load(
+        whole(t3, &[128, 4, 64]),
+        access(
             x,
             &[(z, [0, 1, 0, 0]), (z, [1, 0, 0, 0]), (z, [0, 0, 1, 0])],
         ),
-        dst: whole(t3, &[128, 4, 64]),
-    });
-    b.push(Op::Store {
-        dst: access(out2, &[(z, [1, 0, 0, 0]), (z, [0, 64, 1, 0])]),
-        src: whole(t3, &[128, 4, 64]),
-    });
+    );
+    b.store(
+        access(out2, &[(z, [1, 0, 0, 0]), (z, [0, 64, 1, 0])]),
+        whole(t3, &[128, 4, 64]),
+    );
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
@@ -275,59 +269,32 @@ fn vector_copies_and_memsets() {
     let kb = b.tile("kb", Memory::Sbuf, DType::Bf16, &[128, 1]);
     let kh = b.tile("kh", Memory::Sbuf, DType::F16, &[128, 1]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(x, z, z),
-        dst: whole(a, &[128, 64]),
-    });
+    b.load(whole(a, &[128, 64]), access2(x, z, z));
     // h = f16(a[:, 1::2]): strided SBUF source, different dtype in the same memory.
-    b.push(Op::Copy {
-        src: view(a, 0, &[128, 32], Affine::constant(1), &[2]),
-        dst: whole(h, &[128, 32]),
-    });
+    b.copy(
+        whole(h, &[128, 32]),
+        view(a, 0, &[128, 32], Affine::constant(1), &[2]),
+    );
     // SBUF → PSUM, then a memset of partitions 32..64, columns 0, 2, 4, ... of PSUM.
-    b.push(Op::Copy {
-        src: whole(h, &[128, 32]),
-        dst: whole(ps, &[128, 32]),
-    });
-    b.push(Op::Memset {
-        dst: view(ps, 32, &[32, 16], z, &[2]),
-        value: 1.0 / 3.0,
-    });
+    b.copy(whole(ps, &[128, 32]), whole(h, &[128, 32]));
+    b.memset(view(ps, 32, &[32, 16], z, &[2]), 1.0 / 3.0);
     // PSUM → SBUF bf16, through views that differ in size-1 dimensions.
-    b.push(Op::Copy {
-        src: whole(ps, &[128, 32, 1]),
-        dst: whole(c, &[128, 1, 32]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(c, &[128, 32]),
-    });
+    b.copy(whole(c, &[128, 1, 32]), whole(ps, &[128, 32, 1]));
+    b.store(access2(out, z, z), whole(c, &[128, 32]));
     // Memset values rounded to bf16 and f16 (70000 overflows f16), widened back to f32.
-    b.push(Op::Memset {
-        dst: whole(kb, &[128, 1]),
-        value: 1.0 / 3.0,
-    });
-    b.push(Op::Memset {
-        dst: whole(kh, &[128, 1]),
-        value: 70000.0,
-    });
-    b.push(Op::Copy {
-        src: whole(kb, &[128, 1]),
-        dst: view(k, 0, &[128, 1], z, &[1]),
-    });
-    b.push(Op::Copy {
-        src: whole(kh, &[128, 1]),
-        dst: view(k, 0, &[128, 1], Affine::constant(1), &[1]),
-    });
+    b.memset(whole(kb, &[128, 1]), 1.0 / 3.0);
+    b.memset(whole(kh, &[128, 1]), 70000.0);
+    b.copy(view(k, 0, &[128, 1], z, &[1]), whole(kb, &[128, 1]));
+    b.copy(
+        view(k, 0, &[128, 1], Affine::constant(1), &[1]),
+        whole(kh, &[128, 1]),
+    );
     // Copies within one tile: columns 0..2 → 2..4 (same dtype, same buffer).
-    b.push(Op::Copy {
-        src: view(k, 0, &[128, 2], z, &[1]),
-        dst: view(k, 0, &[128, 2], Affine::constant(2), &[1]),
-    });
-    b.push(Op::Store {
-        dst: access2(consts, z, z),
-        src: whole(k, &[128, 4]),
-    });
+    b.copy(
+        view(k, 0, &[128, 2], Affine::constant(2), &[1]),
+        view(k, 0, &[128, 2], z, &[1]),
+    );
+    b.store(access2(consts, z, z), whole(k, &[128, 4]));
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());

@@ -2,11 +2,14 @@
 
 mod common;
 
-use common::{Builder, access2, seed_program, tiled_program, whole};
+use common::{Builder, access2, accumulation_group, seed_program, tiled_program, whole};
+use core::ops::ControlFlow;
 use half::bf16;
 use ndarray::Ix2;
-use nki_lang::{Affine, DType, Dim, Memory, Op, PsumWrite, Target};
-use nki_runtime::{DeviceTensor, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
+
+use nki_lang::{Affine, DType, Dim, Instr, Memory, Target, VarValues};
+use nki_runtime::exec::Operands;
+use nki_runtime::{DeviceTensor, HbmIn, HbmOut, Kernel, LaunchError, NeuronCore, Observer};
 
 const SENTINEL: f32 = 12345.0;
 
@@ -22,7 +25,7 @@ fn sentinel(shape: &[usize]) -> DeviceTensor<f32> {
 
 /// Launches the tiled kernel and returns the error message; checks the output is untouched.
 fn tiled_error(lhs: &[usize], rhs: &[usize], out: &[usize]) -> String {
-    let compiled = tiled_program(PsumWrite::Group { loops: 0 });
+    let compiled = tiled_program(accumulation_group(0));
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
     let (l, r) = (bf(lhs), bf(rhs));
@@ -133,14 +136,8 @@ fn bounds_constraint_names_the_tensor() {
     let out = b.output("out", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)]);
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(x, z, z),
-        dst: whole(t, &[128, 64]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(t, &[128, 64]),
-    });
+    b.load(whole(t, &[128, 64]), access2(x, z, z));
+    b.store(access2(out, z, z), whole(t, &[128, 64]));
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
@@ -167,14 +164,8 @@ fn trn2_program_on_trn1_core() {
     let out = b.output("out", DType::F32, &[Dim::Fixed(1), Dim::Fixed(50_000)]);
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[1, 50_000]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(x, z, z),
-        dst: whole(t, &[1, 50_000]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(t, &[1, 50_000]),
-    });
+    b.load(whole(t, &[1, 50_000]), access2(x, z, z));
+    b.store(access2(out, z, z), whole(t, &[1, 50_000]));
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
@@ -209,6 +200,58 @@ fn bind_then_execute() {
     NeuronCore::default().execute(bound).unwrap();
     // 128 products of 0.25.
     assert!(out.as_slice().iter().all(|&x| x == bf16::from_f32(32.0)));
+}
+
+/// Records the instructions it sees and stops the run before instruction `stop_at`.
+struct StopAt {
+    stop_at: usize,
+    seen: Vec<usize>,
+}
+
+impl Observer for StopAt {
+    fn before(&mut self, pc: usize, _: &Instr, _: &Operands, _: &VarValues) -> ControlFlow<String> {
+        self.seen.push(pc);
+        if pc == self.stop_at {
+            ControlFlow::Break("stopped by the observer".into())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+#[test]
+fn an_observer_can_stop_an_execution() {
+    // The seed program: 0 load, 1 load, 2 nc_matmul, 3 tensor_copy, 4 store.
+    let compiled = seed_program();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let (lhs, rhs) = (bf(&[128, 128]), bf(&[128, 512]));
+    let mut out =
+        DeviceTensor::from_vec(&[128, 512], vec![bf16::from_f32(SENTINEL); 128 * 512]).unwrap();
+    let mut observer = StopAt {
+        stop_at: 2,
+        seen: Vec::new(),
+    };
+    let err = {
+        let inputs = [lhs.arg(), rhs.arg()];
+        let mut outputs = [out.arg_mut()];
+        let bound = kernel.bind(&inputs, &mut outputs).unwrap();
+        NeuronCore::default()
+            .execute_observed(bound, &mut observer)
+            .unwrap_err()
+    };
+    assert!(matches!(err, LaunchError::Exec(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "kernel `matmul_seed`, instruction 2 (nc_matmul, line 0): stopped by the observer"
+    );
+    assert_eq!(observer.seen, [0, 1, 2]);
+    // The store never ran.
+    assert!(
+        out.as_slice()
+            .iter()
+            .all(|&x| x == bf16::from_f32(SENTINEL))
+    );
 }
 
 #[test]

@@ -3,11 +3,12 @@
 mod common;
 
 use common::{
-    Builder, Rng, access2, assert_close, reference_matmul, seed_program, tiled_program, view, whole,
+    ACCUMULATE, Builder, Rng, access2, accumulation_group, assert_close, reference_matmul,
+    seed_program, tiled_program, view, whole,
 };
 use half::{bf16, f16};
 use ndarray::Array2;
-use nki_lang::{Affine, DType, Dim, Memory, Op, PsumWrite, Target};
+use nki_lang::{Affine, DType, Dim, Memory, Target, Write};
 use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
 
 fn random_bf16(rng: &mut Rng, rows: usize, cols: usize) -> Array2<bf16> {
@@ -82,7 +83,7 @@ fn run_tiled(
 
 #[test]
 fn tiled_matmul_over_symbolic_dims() {
-    let compiled = tiled_program(PsumWrite::Group { loops: 0 });
+    let compiled = tiled_program(accumulation_group(0));
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
     for (i, &(k, m, n)) in [(384, 256, 1024), (128, 128, 512), (256, 384, 512)]
@@ -97,8 +98,8 @@ fn tiled_matmul_over_symbolic_dims() {
 
 #[test]
 fn group_and_plain_accumulation_agree() {
-    let group = tiled_program(PsumWrite::Group { loops: 0 });
-    let plain = tiled_program(PsumWrite::Accumulate);
+    let group = tiled_program(accumulation_group(0));
+    let plain = tiled_program(ACCUMULATE);
     let (gp, pp) = (group.parts(), plain.parts());
     let (g, p) = (Kernel::new(gp.program()), Kernel::new(pp.program()));
     let (a, _, _) = run_tiled(&g, 256, 128, 512, 5);
@@ -109,7 +110,7 @@ fn group_and_plain_accumulation_agree() {
 
 #[test]
 fn tiled_matmul_1024_cubed() {
-    let compiled = tiled_program(PsumWrite::Group { loops: 0 });
+    let compiled = tiled_program(accumulation_group(0));
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
     let (got, want, abs) = run_tiled(&kernel, 1024, 1024, 1024, 99);
@@ -131,32 +132,23 @@ fn strided_and_mixed_dtype_operands() {
     let acc = b.tile("acc", Memory::Psum, DType::F32, &[96, 500]);
     let res = b.tile("res", Memory::Sbuf, DType::F32, &[96, 200]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(s_in, z, z),
-        dst: whole(st, &[128, 96]),
-    });
+    b.load(whole(st, &[128, 96]), access2(s_in, z, z));
     // Every other column of the moving tile holds `mv`.
-    b.push(Op::Load {
-        src: access2(m_in, z, z),
-        dst: view(mv, 0, &[64, 200], z, &[2]),
-    });
+    b.load(view(mv, 0, &[64, 200], z, &[2]), access2(m_in, z, z));
     // Partitions 64..128 of the stationary tile, twice: first overwrite, then accumulate.
-    for write in [PsumWrite::Overwrite, PsumWrite::Accumulate] {
-        b.push(Op::Matmul {
-            stationary: view(st, 64, &[64, 96], z, &[1]),
-            moving: view(mv, 0, &[64, 100, 2], z, &[4, 2]),
-            dst: view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
+    for write in [Write::Overwrite, ACCUMULATE] {
+        b.matmul(
+            view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
+            view(st, 64, &[64, 96], z, &[1]),
+            view(mv, 0, &[64, 100, 2], z, &[4, 2]),
             write,
-        });
+        );
     }
-    b.push(Op::Copy {
-        src: view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
-        dst: whole(res, &[96, 200]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(res, &[96, 200]),
-    });
+    b.copy(
+        whole(res, &[96, 200]),
+        view(acc, 0, &[96, 200], Affine::constant(1), &[2]),
+    );
+    b.store(access2(out, z, z), whole(res, &[96, 200]));
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());
@@ -188,22 +180,10 @@ fn transpose_is_exact() {
     let pt = b.tile("pt", Memory::Psum, DType::F32, &[96, 128]);
     let res = b.tile("res", Memory::Sbuf, DType::F32, &[96, 128]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(x, z, z),
-        dst: whole(t, &[128, 96]),
-    });
-    b.push(Op::Transpose {
-        src: whole(t, &[128, 2, 48]),
-        dst: whole(pt, &[96, 128]),
-    });
-    b.push(Op::Copy {
-        src: whole(pt, &[96, 128]),
-        dst: whole(res, &[96, 128]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(res, &[96, 128]),
-    });
+    b.load(whole(t, &[128, 96]), access2(x, z, z));
+    b.transpose(whole(pt, &[96, 128]), whole(t, &[128, 2, 48]));
+    b.copy(whole(res, &[96, 128]), whole(pt, &[96, 128]));
+    b.store(access2(out, z, z), whole(res, &[96, 128]));
     let compiled = b.finish();
     let parts = compiled.parts();
     let kernel = Kernel::new(parts.program());

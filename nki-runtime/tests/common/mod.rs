@@ -4,8 +4,9 @@
 
 use nki_lang::builder::ProgramBuilder;
 use nki_lang::{
-    Affine, AxisIndex, CompiledProgram, DType, Dim, Extent, HbmAccess, LoopKind, MAX_TENSOR_RANK,
-    MAX_TILE_RANK, Memory, Op, PsumWrite, Target, TileShape, TileView,
+    Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Extent, HbmAccess, Instr, InstrData,
+    LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Memory, Opcode, Scalar, Target, TileShape, TileView,
+    Write,
 };
 
 /// A [`ProgramBuilder`] with raw indices for hand-written operands; panics on misuse (tests
@@ -46,8 +47,8 @@ impl Builder {
         self.b.tile(name, memory, dtype, dims).unwrap().index()
     }
 
-    /// Opens an `affine_range` loop; returns its depth (the index of its induction value in
-    /// affine expressions).
+    /// Opens an `affine_range` loop; returns its depth (the depth of its induction variable in
+    /// affine expressions, `Affine::loop_var(depth, _)`).
     pub fn begin(&mut self, var: &str, trip: Extent) -> usize {
         self.b.begin_loop(LoopKind::Affine, var, trip).unwrap();
         self.depth += 1;
@@ -59,8 +60,68 @@ impl Builder {
         self.depth -= 1;
     }
 
-    pub fn push(&mut self, op: Op) {
-        self.b.push(op).unwrap();
+    /// An instruction with explicit operands, on the opcode's default engine.
+    pub fn push(&mut self, opcode: Opcode, data: InstrData) {
+        self.b.push(Instr::new(opcode, data)).unwrap();
+    }
+
+    fn dst(&mut self, view: TileView, write: Write) -> Dst {
+        Dst {
+            view: self.b.view(view).unwrap(),
+            write,
+        }
+    }
+
+    /// `load`: the HBM access `src` (over the destination view's shape) into view `dst`.
+    pub fn load(&mut self, dst: TileView, src: Access) {
+        let tile = self.b.view(dst).unwrap();
+        let hbm = self.b.access(src.over(&dst.shape)).unwrap();
+        self.push(Opcode::Load, InstrData::Dma { tile, hbm });
+    }
+
+    /// `store`: view `src` into the HBM access `dst` (over the source view's shape).
+    pub fn store(&mut self, dst: Access, src: TileView) {
+        let tile = self.b.view(src).unwrap();
+        let hbm = self.b.access(dst.over(&src.shape)).unwrap();
+        self.push(Opcode::Store, InstrData::Dma { tile, hbm });
+    }
+
+    /// `nc_matmul`: `dst = stationaryᵀ · moving`, written per `write`.
+    pub fn matmul(&mut self, dst: TileView, stationary: TileView, moving: TileView, write: Write) {
+        let dst = self.dst(dst, write);
+        let stationary = self.b.view(stationary).unwrap();
+        let moving = self.b.view(moving).unwrap();
+        self.push(
+            Opcode::Matmul,
+            InstrData::Matmul {
+                dst,
+                stationary,
+                moving,
+            },
+        );
+    }
+
+    /// `nc_transpose`: `dst[f, p] = src[p, f]`.
+    pub fn transpose(&mut self, dst: TileView, src: TileView) {
+        self.unary(Opcode::Transpose, dst, src);
+    }
+
+    /// `tensor_copy`: `dst = src`, cast to `dst`'s dtype.
+    pub fn copy(&mut self, dst: TileView, src: TileView) {
+        self.unary(Opcode::TensorCopy, dst, src);
+    }
+
+    fn unary(&mut self, opcode: Opcode, dst: TileView, src: TileView) {
+        let dst = self.dst(dst, Write::Overwrite);
+        let src = self.b.view(src).unwrap();
+        self.push(opcode, InstrData::Unary { dst, src });
+    }
+
+    /// `memset`: every element of `dst` becomes `value`, rounded to its dtype.
+    pub fn memset(&mut self, dst: TileView, value: f32) {
+        let dst = self.dst(dst, Write::Overwrite);
+        let value = Scalar::float(value);
+        self.push(Opcode::Memset, InstrData::Fill { dst, value });
     }
 
     pub fn finish(self) -> CompiledProgram {
@@ -89,8 +150,29 @@ pub fn view(tile: u16, part_start: u32, dims: &[u32], offset: Affine, strides: &
     }
 }
 
+/// The indices of an HBM access, before its grid is known: `load` and `store` take the grid
+/// from their tile view's shape ([`Access::over`]).
+#[derive(Copy, Clone, Debug)]
+pub struct Access {
+    tensor: u8,
+    rank: u8,
+    axes: [AxisIndex; MAX_TENSOR_RANK],
+}
+
+impl Access {
+    /// The access over the grid `shape`.
+    pub fn over(&self, shape: &TileShape) -> HbmAccess {
+        HbmAccess {
+            tensor: self.tensor,
+            rank: self.rank,
+            shape: *shape,
+            axes: self.axes,
+        }
+    }
+}
+
 /// An HBM access: one `(start, grid)` per tensor axis.
-pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> HbmAccess {
+pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> Access {
     let mut a = [AxisIndex {
         start: Affine::ZERO,
         grid: [0; MAX_TILE_RANK],
@@ -98,7 +180,7 @@ pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> HbmAccess 
     for (slot, &(start, grid)) in a.iter_mut().zip(axes) {
         *slot = AxisIndex { start, grid };
     }
-    HbmAccess {
+    Access {
         tensor,
         rank: axes.len() as u8,
         axes: a,
@@ -106,9 +188,21 @@ pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> HbmAccess 
 }
 
 /// `tensor[p, f]` of a rank-2 tensor for a rank-2 tile, starting at `(r0, c0)`.
-pub fn access2(tensor: u8, r0: Affine, c0: Affine) -> HbmAccess {
+pub fn access2(tensor: u8, r0: Affine, c0: Affine) -> Access {
     access(tensor, &[(r0, [1, 0, 0, 0]), (c0, [0, 1, 0, 0])])
 }
+
+/// An accumulation group of `nc_matmul` partial sums over the loops in `loops` (bit `d` = the
+/// loop at depth `d`), adding.
+pub fn accumulation_group(loops: u8) -> Write {
+    Write::Group {
+        loops,
+        op: Alu::Add,
+    }
+}
+
+/// Plain accumulation: `dst += result`.
+pub const ACCUMULATE: Write = Write::Accumulate(Alu::Add);
 
 /// Deterministic xorshift64* values.
 pub struct Rng(u64);
@@ -181,34 +275,23 @@ pub fn seed_program() -> CompiledProgram {
     let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
     let res = b.tile("res", Memory::Sbuf, DType::Bf16, &[128, 512]);
     let z = Affine::ZERO;
-    b.push(Op::Load {
-        src: access2(lhs, z, z),
-        dst: whole(a, &[128, 128]),
-    });
-    b.push(Op::Load {
-        src: access2(rhs, z, z),
-        dst: whole(r, &[128, 512]),
-    });
-    b.push(Op::Matmul {
-        stationary: whole(a, &[128, 128]),
-        moving: whole(r, &[128, 512]),
-        dst: whole(acc, &[128, 512]),
-        write: PsumWrite::Overwrite,
-    });
-    b.push(Op::Copy {
-        src: whole(acc, &[128, 512]),
-        dst: whole(res, &[128, 512]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, z, z),
-        src: whole(res, &[128, 512]),
-    });
+    b.load(whole(a, &[128, 128]), access2(lhs, z, z));
+    b.load(whole(r, &[128, 512]), access2(rhs, z, z));
+    b.matmul(
+        whole(acc, &[128, 512]),
+        whole(a, &[128, 128]),
+        whole(r, &[128, 512]),
+        Write::Overwrite,
+    );
+    b.copy(whole(res, &[128, 512]), whole(acc, &[128, 512]));
+    b.store(access2(out, z, z), whole(res, &[128, 512]));
     b.finish()
 }
 
 /// `out[M, N] (f32) = lhsT[K, M]ᵀ · rhs[K, N]`, tiled 128 × 512 × 128 with an accumulation
-/// group over `k` into a memset PSUM tile.
-pub fn tiled_program(write: PsumWrite) -> CompiledProgram {
+/// group over `k` into a memset PSUM tile (a `Write::Group`'s loops are replaced by the `k`
+/// loop's; any other `write` is used as given).
+pub fn tiled_program(write: Write) -> CompiledProgram {
     let mut b = Builder::new("matmul_tiled");
     let k = b.sym("K");
     let m = b.sym("M");
@@ -220,40 +303,35 @@ pub fn tiled_program(write: PsumWrite) -> CompiledProgram {
     let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
     let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
     let res = b.tile("res", Memory::Sbuf, DType::F32, &[128, 512]);
-    let dm = b.begin("m", Extent::Sym { sym: m, div: 128 });
-    let dn = b.begin("n", Extent::Sym { sym: n, div: 512 });
-    b.push(Op::Memset {
-        dst: whole(acc, &[128, 512]),
-        value: 0.0,
-    });
-    let dk = b.begin("k", Extent::Sym { sym: k, div: 128 });
-    b.push(Op::Load {
-        src: access2(lhs, Affine::var(dk, 128), Affine::var(dm, 128)),
-        dst: whole(a, &[128, 128]),
-    });
-    b.push(Op::Load {
-        src: access2(rhs, Affine::var(dk, 128), Affine::var(dn, 512)),
-        dst: whole(r, &[128, 512]),
-    });
+    let sym = |sym, div| Extent::Sym { sym, add: 0, div };
+    let dm = b.begin("m", sym(m, 128));
+    let dn = b.begin("n", sym(n, 512));
+    b.memset(whole(acc, &[128, 512]), 0.0);
+    let dk = b.begin("k", sym(k, 128));
+    b.load(
+        whole(a, &[128, 128]),
+        access2(lhs, Affine::loop_var(dk, 128), Affine::loop_var(dm, 128)),
+    );
+    b.load(
+        whole(r, &[128, 512]),
+        access2(rhs, Affine::loop_var(dk, 128), Affine::loop_var(dn, 512)),
+    );
     let write = match write {
-        PsumWrite::Group { .. } => PsumWrite::Group { loops: 1 << dk },
+        Write::Group { op, .. } => Write::Group { loops: 1 << dk, op },
         w => w,
     };
-    b.push(Op::Matmul {
-        stationary: whole(a, &[128, 128]),
-        moving: whole(r, &[128, 512]),
-        dst: whole(acc, &[128, 512]),
+    b.matmul(
+        whole(acc, &[128, 512]),
+        whole(a, &[128, 128]),
+        whole(r, &[128, 512]),
         write,
-    });
+    );
     b.end();
-    b.push(Op::Copy {
-        src: whole(acc, &[128, 512]),
-        dst: whole(res, &[128, 512]),
-    });
-    b.push(Op::Store {
-        dst: access2(out, Affine::var(dm, 128), Affine::var(dn, 512)),
-        src: whole(res, &[128, 512]),
-    });
+    b.copy(whole(res, &[128, 512]), whole(acc, &[128, 512]));
+    b.store(
+        access2(out, Affine::loop_var(dm, 128), Affine::loop_var(dn, 512)),
+        whole(res, &[128, 512]),
+    );
     b.end();
     b.end();
     b.finish()
