@@ -657,20 +657,6 @@ impl Checker<'_> {
         if p.tiles.len() > u16::MAX as usize {
             self.malformed(Site::Program, "too many tiles");
         }
-        for v in &p.views {
-            if v.tile as usize >= p.tiles.len() {
-                return self.malformed(Site::Program, "a view's tile index is out of range");
-            }
-        }
-        for a in &p.accesses {
-            match p.tensors.get(a.tensor as usize) {
-                None => return self.malformed(Site::Program, "tensor index out of range"),
-                Some(t) if t.shape.len() != a.rank as usize => {
-                    return self.malformed(Site::Program, "access rank differs from tensor rank");
-                }
-                Some(_) => {}
-            }
-        }
         let mut stack: Vec<usize> = Vec::new();
         for (i, ins) in p.instrs.iter().enumerate() {
             let info = ins.opcode.info();
@@ -703,8 +689,12 @@ impl Checker<'_> {
                     }
                 }
                 _ => {
-                    if let Err(what) = self.check_operand_refs(ins, stack.len()) {
-                        self.malformed(Site::Instr(i), what);
+                    if let Err((slot, what)) = self.check_operand_refs(ins, stack.len()) {
+                        let site = match slot {
+                            Some(slot) => Site::Operand { instr: i, slot },
+                            None => Site::Instr(i),
+                        };
+                        self.malformed(site, what);
                     }
                 }
             }
@@ -712,27 +702,50 @@ impl Checker<'_> {
         if !stack.is_empty() {
             self.malformed(Site::Program, "unterminated loop");
         }
+        // Pool entries no instruction uses are emitted too: they must be well-formed as well.
+        if !self.diags.is_empty() {
+            return;
+        }
+        if p.views.iter().any(|v| v.tile as usize >= p.tiles.len()) {
+            self.malformed(Site::Program, "tile index out of range");
+        }
+        let bad_access = |a: &HbmAccess| {
+            p.tensors
+                .get(a.tensor as usize)
+                .is_none_or(|t| t.shape.len() != a.rank as usize)
+        };
+        if p.accesses.iter().any(bad_access) {
+            self.malformed(Site::Program, "tensor index out of range");
+        }
     }
 
     /// Every operand index of a non-loop instruction is in range, and its affine indices use
-    /// only the `depth` enclosing loops.
-    fn check_operand_refs(&self, ins: &Instr, depth: usize) -> Result<(), &'static str> {
+    /// only the `depth` enclosing loops. A failure names the operand's slot (`None`: the
+    /// instruction as a whole).
+    fn check_operand_refs(
+        &self,
+        ins: &Instr,
+        depth: usize,
+    ) -> Result<(), (Option<u8>, &'static str)> {
         let p = self.p;
         const OUTSIDE: &str = "index uses a loop that does not enclose it";
         if let Some(m) = ins.mask {
-            let mask = p.masks.get(m.index()).ok_or("mask index out of range")?;
+            let mask = p
+                .masks
+                .get(m.index())
+                .ok_or((None, "mask index out of range"))?;
             if mask.len as usize > crate::ir::MAX_MASK_TERMS {
-                return Err("a mask has too many terms");
+                return Err((None, "a mask has too many terms"));
             }
             for t in mask.terms() {
                 if t.offset.uses_loops_from(depth) {
-                    return Err(OUTSIDE);
+                    return Err((None, OUTSIDE));
                 }
                 if t.sym.is_some_and(|s| s as usize >= p.symbols.len()) {
-                    return Err("symbol index out of range");
+                    return Err((None, "symbol index out of range"));
                 }
                 if t.axis as usize >= crate::shape::MAX_TILE_RANK {
-                    return Err("a mask term's grid axis is out of range");
+                    return Err((None, "a mask term's grid axis is out of range"));
                 }
             }
         }
@@ -740,35 +753,52 @@ impl Checker<'_> {
             && let Write::Group { loops, .. } = dst.write
             && u32::from(loops) >> depth != 0
         {
-            return Err("accumulation group names a loop that does not enclose it");
+            return Err((
+                Some(0),
+                "accumulation group names a loop that does not enclose it",
+            ));
         }
         for o in ins.operands() {
+            let slot = Some(o.slot);
             match o.operand {
                 OperandRef::View(v) => {
-                    let view = p.views.get(v.index()).ok_or("view index out of range")?;
+                    let view = p
+                        .views
+                        .get(v.index())
+                        .ok_or((slot, "view index out of range"))?;
+                    if view.tile as usize >= p.tiles.len() {
+                        return Err((slot, "tile index out of range"));
+                    }
                     if view.offset.uses_loops_from(depth) {
-                        return Err(OUTSIDE);
+                        return Err((None, OUTSIDE));
                     }
                 }
                 OperandRef::Access(a) => {
                     let access = p
                         .accesses
                         .get(a.index())
-                        .ok_or("access index out of range")?;
+                        .ok_or((slot, "access index out of range"))?;
+                    let tensor = p
+                        .tensors
+                        .get(access.tensor as usize)
+                        .ok_or((slot, "tensor index out of range"))?;
+                    if tensor.shape.len() != access.rank as usize {
+                        return Err((slot, "access rank differs from tensor rank"));
+                    }
                     if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
-                        return Err(OUTSIDE);
+                        return Err((None, OUTSIDE));
                     }
                     if o.dir == Dir::ReadWrite {
-                        return Err("an HBM access cannot accumulate");
+                        return Err((slot, "an HBM access cannot accumulate"));
                     }
                 }
                 OperandRef::Expr(e) => {
                     let expr = p
                         .exprs
                         .get(e.index())
-                        .ok_or("expression index out of range")?;
+                        .ok_or((slot, "expression index out of range"))?;
                     if expr.start.uses_loops_from(depth) {
-                        return Err(OUTSIDE);
+                        return Err((None, OUTSIDE));
                     }
                 }
                 OperandRef::Imm(_) => {}

@@ -89,7 +89,7 @@ fn affine_display() {
 #[test]
 fn tile_shape_construction_and_sizes() {
     assert_eq!(TileShape::new(&[]), None);
-    assert_eq!(TileShape::new(&[1, 2, 3, 4, 5]), None);
+    assert_eq!(TileShape::new(&[1, 2, 3, 4, 5, 6]), None);
     let s = shape(&[128, 2, 256]);
     assert_eq!(s.rank(), 3);
     assert_eq!(s.dims(), &[128, 2, 256]);

@@ -284,15 +284,15 @@ fn grid_places_the_tile_on_the_tensor_axes() {
     let mut axes = [none; MAX_TENSOR_RANK];
     axes[0] = AxisIndex {
         start: Affine::loop_var(0, 1),
-        grid: [0, 0, 0, 0],
+        grid: [0, 0, 0, 0, 0],
     };
     axes[1] = AxisIndex {
         start: Affine::loop_var(1, 128),
-        grid: [1, 0, 0, 0],
+        grid: [1, 0, 0, 0, 0],
     };
     axes[2] = AxisIndex {
         start: Affine::constant(7),
-        grid: [0, 1, 0, 0],
+        grid: [0, 1, 0, 0, 0],
     };
     let ins = p.source().instrs[2];
     assert_eq!(ins.opcode, Opcode::Load, "instruction 2 is the load");
@@ -318,7 +318,7 @@ fn grid_places_the_tile_on_the_tensor_axes() {
     assert_eq!(dst.part_start, 0);
     assert_eq!(dst.shape.dims(), &[128, 16]);
     assert_eq!(dst.offset, Affine::ZERO);
-    assert_eq!(dst.strides, [1, 0, 0]);
+    assert_eq!(dst.strides, [1, 0, 0, 0]);
 }
 
 #[test]
@@ -336,7 +336,7 @@ fn whole_tile_views_have_row_major_strides() {
         panic!("instruction 0 is the memset")
     };
     assert_eq!(dst.write, Write::Overwrite);
-    assert_eq!(p.source().views[dst.view.index()].strides, [20, 5, 1]);
+    assert_eq!(p.source().views[dst.view.index()].strides, [20, 5, 1, 0]);
     assert_eq!(value, Scalar::float(0.5));
 }
 

@@ -131,7 +131,7 @@ fn listing_of_a_sequential_loop_with_memsets_and_a_strided_view() {
     edit_view(&mut src, 1, Opcode::Memset, slot::DST, |dst| {
         dst.shape = nki_lang::TileShape::new(&[128, 32]).unwrap();
         dst.offset = Affine::constant(1);
-        dst.strides = [2, 0, 0];
+        dst.strides = [2, 0, 0, 0];
     });
     let p = src.finish().expect("valid");
     let text = listing(&p);

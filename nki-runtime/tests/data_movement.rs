@@ -167,10 +167,13 @@ fn strided_hbm_access() {
     let z = Affine::ZERO;
     b.load(
         whole(t, &[128, 256]),
-        access(x, &[(z, [1, 0, 0, 0]), (Affine::constant(1), [0, 2, 0, 0])]),
+        access(
+            x,
+            &[(z, [1, 0, 0, 0, 0]), (Affine::constant(1), [0, 2, 0, 0, 0])],
+        ),
     );
     b.store(
-        access(out, &[(z, [1, 0, 0, 0]), (z, [0, 2, 0, 0])]),
+        access(out, &[(z, [1, 0, 0, 0, 0]), (z, [0, 2, 0, 0, 0])]),
         whole(t, &[128, 256]),
     );
     let compiled = b.finish();
@@ -207,9 +210,9 @@ fn rank3_tensors_loops_and_reversed_views() {
         access(
             x,
             &[
-                (Affine::loop_var(i, 1), [0, 0, 0, 0]),
-                (z, [1, 0, 0, 0]),
-                (z, [0, 1, 0, 0]),
+                (Affine::loop_var(i, 1), [0, 0, 0, 0, 0]),
+                (z, [1, 0, 0, 0, 0]),
+                (z, [0, 1, 0, 0, 0]),
             ],
         ),
     );
@@ -223,11 +226,15 @@ fn rank3_tensors_loops_and_reversed_views() {
         whole(t3, &[128, 4, 64]),
         access(
             x,
-            &[(z, [0, 1, 0, 0]), (z, [1, 0, 0, 0]), (z, [0, 0, 1, 0])],
+            &[
+                (z, [0, 1, 0, 0, 0]),
+                (z, [1, 0, 0, 0, 0]),
+                (z, [0, 0, 1, 0, 0]),
+            ],
         ),
     );
     b.store(
-        access(out2, &[(z, [1, 0, 0, 0]), (z, [0, 64, 1, 0])]),
+        access(out2, &[(z, [1, 0, 0, 0, 0]), (z, [0, 64, 1, 0, 0])]),
         whole(t3, &[128, 4, 64]),
     );
     let compiled = b.finish();

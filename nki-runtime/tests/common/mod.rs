@@ -189,7 +189,7 @@ pub fn access(tensor: u8, axes: &[(Affine, [i64; MAX_TILE_RANK])]) -> Access {
 
 /// `tensor[p, f]` of a rank-2 tensor for a rank-2 tile, starting at `(r0, c0)`.
 pub fn access2(tensor: u8, r0: Affine, c0: Affine) -> Access {
-    access(tensor, &[(r0, [1, 0, 0, 0]), (c0, [0, 1, 0, 0])])
+    access(tensor, &[(r0, [1, 0, 0, 0, 0]), (c0, [0, 1, 0, 0, 0])])
 }
 
 /// An accumulation group of `nc_matmul` partial sums over the loops in `loops` (bit `d` = the
