@@ -2,7 +2,12 @@
 //! and the one path that emits an instruction through its opcode's rules.
 
 use crate::span::Span;
-use nki_lang::{DType, Engine, Instr, InstrData, Memory, Opcode, TileView, ViewId, Write, rules};
+use nki_lang::{
+    Alu, DType, Engine, Instr, InstrData, MaskId, Memory, Opcode, TileShape, TileView, ViewId,
+    Write, rules,
+};
+
+use super::builtins::{self, Kind, Special};
 
 use super::value::{Access, Value};
 use super::{InstrSpans, Lowerer};
@@ -19,8 +24,8 @@ pub enum Dest<'a> {
         view: TileView,
         /// Its span.
         span: Span,
-        /// `+=` (accumulation).
-        accumulate: bool,
+        /// `op=`: the result is combined into the destination (`+=` is `Some(Alu::Add)`).
+        accumulate: Option<Alu>,
     },
 }
 
@@ -31,19 +36,31 @@ pub struct OpOptions {
     pub dtype: Option<DType>,
     /// `engine =` (default: the opcode's first engine).
     pub engine: Option<Engine>,
+    /// `mask =`.
+    pub mask: Option<MaskId>,
+    /// A new result tile drops its size-1 free dimensions (a reduction without `keepdims`).
+    pub squeeze: bool,
+    /// The shape of a new result tile, for operations whose rule takes it from the
+    /// destination (`iota`).
+    pub shape: Option<TileShape>,
 }
 
 impl Lowerer<'_> {
     /// Evaluates an expression, writing its result to `dest`.
     pub(super) fn produce(&mut self, e: &Expr, dest: Dest<'_>) -> Value {
+        if let Expr::Binary { .. } | Expr::Neg(..) | Expr::Not(..) = e {
+            return self.operator(e, dest);
+        }
         let Expr::Call { func, args, span } = e else {
             let v = self.eval(e);
             return match dest {
                 Dest::New(_) => v,
                 Dest::Into {
-                    view, span: dspan, ..
+                    view,
+                    span: dspan,
+                    accumulate,
                 } => match v {
-                    Value::Tile(src) => self.copy_into(src, view, e.span(), dspan),
+                    Value::Tile(src) => self.copy_into(src, view, e.span(), dspan, accumulate),
                     Value::Poison => Value::Poison,
                     other => self.error(
                         e.span(),
@@ -54,35 +71,79 @@ impl Lowerer<'_> {
         };
         let name = func.to_string();
         let span = *span;
-        match name.as_str() {
-            "load" => self.load(args, span, dest),
-            "store" => self.store(args, span, dest),
-            "nc_matmul" => self.nc_matmul(args, span, dest),
-            "matmul" => self.matmul(args, span, dest),
-            "copy" | "tensor_copy" => self.copy(args, span, dest),
-            "nc_transpose" | "transpose" => self.transpose(args, span, dest),
-            "zeros" | "ones" | "full" | "ndarray" => match dest {
-                Dest::New(n) => self.create(&name, args, span, n),
+        let Some(kind) = builtins::lookup(&name) else {
+            let msg = match builtins::names().find(|n| close(n, &name)) {
+                Some(n) => format!("unknown function `{name}` in a kernel; did you mean `{n}`?"),
+                None => format!("unknown function `{name}` in a kernel"),
+            };
+            return self.error(func.span().into(), msg);
+        };
+        match kind {
+            Kind::Isa(opcode, params) => self.isa(opcode, params, args, span, dest),
+            Kind::Binary(alu) => self.nl_binary(&name, alu, args, span, dest),
+            Kind::UnaryAlu(alu) => self.nl_unary_alu(&name, alu, args, span, dest),
+            Kind::Act(f) => self.nl_act(&name, f, args, span, dest),
+            Kind::Reduce(r) => self.nl_reduce(&name, r, args, span, dest),
+            Kind::Special(s) => self.special(s, &name, args, span, dest),
+        }
+    }
+
+    fn special(
+        &mut self,
+        s: Special,
+        name: &str,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        match s {
+            Special::Load => self.load(args, span, dest),
+            Special::Store => self.store(args, span, dest),
+            Special::LoadTranspose2d => self.load_transpose2d(args, span, dest),
+            Special::DmaCopy => self.dma_copy(args, span, dest),
+            Special::NcMatmul => self.nc_matmul(args, span, dest),
+            Special::Matmul => self.matmul(args, span, dest),
+            Special::Copy => self.copy(args, span, dest),
+            Special::Transpose => self.nl_transpose(args, span, dest),
+            Special::NcTranspose => self.transpose(args, span, dest),
+            Special::Where => self.nl_where(args, span, dest),
+            Special::BroadcastTo => self.broadcast_to(args, span, dest),
+            Special::Softmax => self.softmax(args, span, dest),
+            Special::RmsNorm => self.rms_norm(args, span, dest),
+            Special::Negative => self.negative(args, span, dest),
+            Special::ProgramId => match dest {
+                Dest::New(_) => self.program_id(args, span),
+                Dest::Into { .. } => self.error(span, "a program id is an index, not data"),
+            },
+            Special::Create | Special::Memset => match dest {
+                Dest::New(n) => self.create(name, args, span, n),
                 Dest::Into { .. } => self.error(
                     span,
                     format!("`{name}` creates a new tensor: bind it with `let`"),
                 ),
             },
-            "arange" => match dest {
+            Special::Arange => match dest {
                 Dest::New(_) => self.arange(args, span),
                 Dest::Into { .. } => self.error(
                     span,
                     "an arange is an index, not data: it cannot be assigned to a tile",
                 ),
             },
-            "ds" => self.error(
+            Special::Ds => self.error(
                 span,
                 "`ds(start, size)` is a slice: it can only appear inside an index",
             ),
-            _ => self.error(
-                func.span().into(),
-                format!("unknown function `{name}` in a kernel"),
-            ),
+        }
+    }
+
+    /// How an instruction writing `dest` writes it: overwritten, or combined by `op=`.
+    pub(super) fn write_for(&self, dest: &Dest<'_>) -> Write {
+        match dest {
+            Dest::Into {
+                accumulate: Some(op),
+                ..
+            } => Write::Accumulate(*op),
+            _ => Write::Overwrite,
         }
     }
 
@@ -271,12 +332,23 @@ impl Lowerer<'_> {
         let engine = options.engine.unwrap_or(opcode.info().engines[0]);
         let instr = |data| Instr {
             engine,
+            mask: options.mask,
             ..Instr::new(opcode, data)
         };
         let (view, spans) = match dest {
             Dest::Into {
                 view, span: dspan, ..
             } => (view, spans.with(0, dspan)),
+            Dest::New(name) if options.shape.is_some() => {
+                let (Some(shape), Some(dtype)) = (options.shape, options.dtype) else {
+                    self.error(spans.whole, "this operation needs a `dtype`");
+                    return None;
+                };
+                match self.new_tile(name, Memory::Sbuf, dtype, shape, spans.whole) {
+                    Value::Tile(v) => (v, spans),
+                    _ => return None,
+                }
+            }
             Dest::New(name) => {
                 // The rule gives the result of these operands; slot 0 is still empty.
                 let probe = instr(make(ViewId(u16::MAX)));
@@ -293,7 +365,12 @@ impl Lowerer<'_> {
                 };
                 let dtype = options.dtype.unwrap_or(out.dtype);
                 let memory = out.memories[0];
-                match self.new_tile(name, memory, dtype, out.shape, spans.whole) {
+                let shape = if options.squeeze {
+                    squeezed(&out.shape)
+                } else {
+                    out.shape
+                };
+                match self.new_tile(name, memory, dtype, shape, spans.whole) {
                     Value::Tile(v) => (v, spans),
                     _ => return None,
                 }
@@ -307,3 +384,46 @@ impl Lowerer<'_> {
 /// The dtypes, for messages.
 pub const DTYPES: &str =
     "f32, tfloat32, bf16, f16, float8_e4m3, float8_e5m2, i8, i16, i32, u8, u16, u32 or bool";
+
+/// A shape without its size-1 free dimensions (at least one free dimension stays).
+fn squeezed(s: &TileShape) -> TileShape {
+    let mut dims = vec![s.partitions()];
+    dims.extend(s.free().iter().copied().filter(|&d| d != 1));
+    if dims.len() == 1 {
+        dims.push(1);
+    }
+    TileShape::new(&dims).unwrap_or(*s)
+}
+
+/// Whether `candidate` is a likely intended spelling of `name` (one edit apart, or a prefix).
+fn close(candidate: &str, name: &str) -> bool {
+    let (a, b) = (candidate.as_bytes(), name.as_bytes());
+    if a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    // Levenshtein distance ≤ 1, or one transposition.
+    let (mut i, mut j, mut edits) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] == b[j] {
+            i += 1;
+            j += 1;
+            continue;
+        }
+        edits += 1;
+        if edits > 1 {
+            return false;
+        }
+        if i + 1 < a.len() && j + 1 < b.len() && a[i] == b[j + 1] && a[i + 1] == b[j] {
+            i += 2;
+            j += 2;
+        } else if a.len() > b.len() {
+            i += 1;
+        } else if b.len() > a.len() {
+            j += 1;
+        } else {
+            i += 1;
+            j += 1;
+        }
+    }
+    edits + (a.len() - i) + (b.len() - j) <= 1
+}

@@ -1,14 +1,27 @@
 //! Evaluation of kernel-body expressions to compile-time values.
 
 use crate::span::Span;
-use nki_lang::{DType, MAX_TILE_RANK};
+use nki_lang::{ActFn, Alu, Cmp, DType, Engine, MAX_TILE_RANK};
 
 use super::Lowerer;
 use super::call::Dest;
-use super::value::{Buffer, Idx, IdxError, Value};
+use super::value::{Buffer, Cond, Idx, IdxError, Value};
 use crate::parse::model::{BinOp, Expr};
 
 const AXES: [&str; 4] = ["p", "x", "y", "z"];
+
+/// The comparison an operator is, if it is one.
+fn comparison(op: BinOp) -> Option<Cmp> {
+    Some(match op {
+        BinOp::Lt => Cmp::Lt,
+        BinOp::Le => Cmp::Le,
+        BinOp::Gt => Cmp::Gt,
+        BinOp::Ge => Cmp::Ge,
+        BinOp::Eq => Cmp::Eq,
+        BinOp::Ne => Cmp::Ne,
+        _ => return None,
+    })
+}
 
 impl Lowerer<'_> {
     /// Evaluates an expression that creates nothing new (or a temporary).
@@ -18,15 +31,7 @@ impl Lowerer<'_> {
             Expr::Float(v, _) => Value::Float(*v),
             Expr::Bool(b, _) => Value::Bool(*b),
             Expr::Name(id) => self.name(&id.to_string(), id.span().into()),
-            Expr::Neg(inner, span) => match self.eval(inner) {
-                Value::Float(f) => Value::Float(-f),
-                v => self.arith(BinOp::Mul, v, Value::Int(-1), *span),
-            },
-            Expr::Binary { op, lhs, rhs, span } => {
-                let a = self.eval(lhs);
-                let b = self.eval(rhs);
-                self.arith(*op, a, b, *span)
-            }
+            Expr::Neg(..) | Expr::Not(..) | Expr::Binary { .. } => self.produce(e, Dest::New(None)),
             Expr::Field { base, field, span } => {
                 let b = self.eval(base);
                 self.field(b, &field.to_string(), *span)
@@ -73,6 +78,12 @@ impl Lowerer<'_> {
                 div: 1,
             };
         }
+        let code = Alu::from_name(name).is_some()
+            || ActFn::from_name(name).is_some()
+            || Engine::from_name(name).is_some();
+        if code {
+            return Value::Code(name.to_string());
+        }
         self.error(span, format!("cannot find `{name}` in this kernel"))
     }
 
@@ -110,10 +121,41 @@ impl Lowerer<'_> {
         }
     }
 
-    fn arith(&mut self, op: BinOp, a: Value, b: Value, span: Span) -> Value {
+    /// An operator on compile-time values (integers, indices, comparisons); operators on
+    /// tiles are [`Lowerer::operator`]'s.
+    pub(super) fn arith(&mut self, op: BinOp, a: Value, b: Value, span: Span) -> Value {
         use Value::*;
+        if let Some(cmp) = comparison(op) {
+            return self.compare(cmp, a, b, span);
+        }
         match (op, a, b) {
             (_, Poison, _) | (_, _, Poison) => Poison,
+            (BinOp::BitAnd, Cond(mut x), Cond(y)) => {
+                x.extend(y);
+                Cond(x)
+            }
+            (BinOp::BitAnd, Bool(x), Bool(y)) => Bool(x & y),
+            (BinOp::BitOr, Bool(x), Bool(y)) => Bool(x | y),
+            (BinOp::BitXor, Bool(x), Bool(y)) => Bool(x ^ y),
+            (BinOp::BitOr | BinOp::BitXor, Cond(_), _) | (BinOp::BitOr | BinOp::BitXor, _, Cond(_)) => self.error(
+                span,
+                "a mask joins conditions with `&`: any other combination is not a box (err_unsupported_expression_in_mask)",
+            ),
+            (BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor, Int(x), Int(y)) => Int(match op {
+                BinOp::BitAnd => x & y,
+                BinOp::BitOr => x | y,
+                _ => x ^ y,
+            }),
+            (BinOp::Shl | BinOp::Shr, Int(x), Int(y)) => {
+                let r = u32::try_from(y).ok().and_then(|y| match op {
+                    BinOp::Shl => x.checked_shl(y).filter(|r| r >> y == x),
+                    _ => x.checked_shr(y),
+                });
+                match r {
+                    Some(v) => Int(v),
+                    None => self.error(span, "integer overflow in a compile-time expression"),
+                }
+            }
             (BinOp::Add | BinOp::Sub | BinOp::Mul, Int(x), Int(y)) => {
                 let r = match op {
                     BinOp::Add => x.checked_add(y),
@@ -158,6 +200,56 @@ impl Lowerer<'_> {
             (BinOp::Mul, Index(_), Index(_)) => self.error(span, "index expressions must be affine: a product of two indices is not"),
             (BinOp::Div | BinOp::Rem, Index(_), _) => self.error(span, "index expressions must be affine: `/` and `%` apply to integers only"),
             (_, x, y) => self.error(span, format!("cannot apply this operator to {} and {}", x.describe(), y.describe())),
+        }
+    }
+
+    /// `a cmp b` on compile-time values: a bool for two integers, else a condition on indices
+    /// (a mask or predicate), with at most a symbolic dimension on the upper side.
+    fn compare(&mut self, cmp: Cmp, a: Value, b: Value, span: Span) -> Value {
+        use Value::*;
+        match (a, b) {
+            (Poison, _) | (_, Poison) => Poison,
+            (Int(x), Int(y)) => Bool(match cmp {
+                Cmp::Lt => x < y,
+                Cmp::Le => x <= y,
+                Cmp::Gt => x > y,
+                Cmp::Ge => x >= y,
+                Cmp::Eq => x == y,
+                Cmp::Ne => x != y,
+            }),
+            (x @ (Int(_) | Index(_)), Sym { sym, add, div: 1 }) => {
+                self.cond(cmp, x, Int(add as i64), Some(sym), span)
+            }
+            (Sym { sym, add, div: 1 }, y @ (Int(_) | Index(_))) => {
+                let mirrored = match cmp {
+                    Cmp::Gt => Cmp::Lt,
+                    Cmp::Ge => Cmp::Le,
+                    Cmp::Lt => Cmp::Gt,
+                    Cmp::Le => Cmp::Ge,
+                    c => c,
+                };
+                self.cond(mirrored, y, Int(add as i64), Some(sym), span)
+            }
+            (x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => self.cond(cmp, x, y, None, span),
+            (x, y) => self.error(
+                span,
+                format!("cannot compare {} and {}", x.describe(), y.describe()),
+            ),
+        }
+    }
+
+    /// The condition `a − b cmp S` (`S` the symbol `sym`, or 0).
+    fn cond(&mut self, cmp: Cmp, a: Value, b: Value, sym: Option<u8>, span: Span) -> Value {
+        let (Some(a), Some(b)) = (self.as_index(a, span), self.as_index(b, span)) else {
+            return Value::Poison;
+        };
+        match a.add_scaled(&b, -1) {
+            Ok(expr) => Value::Cond(vec![Cond { expr, cmp, sym }]),
+            Err(IdxError::GridSizes(axis)) => self.error(
+                span,
+                format!("index grids of different sizes on axis {axis}"),
+            ),
+            Err(IdxError::Overflow) => self.error(span, "integer overflow in an index expression"),
         }
     }
 

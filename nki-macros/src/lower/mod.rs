@@ -1,9 +1,11 @@
 //! Lowering: the kernel model into a [`ProgramBuf`], with the span of every instruction operand,
 //! tile and tensor so that rule violations found later point at the user's tokens.
 
+mod builtins;
 mod call;
 mod expr;
 mod index;
+mod mask;
 mod ops;
 pub mod value;
 
@@ -292,7 +294,7 @@ impl Lowerer<'_> {
                             call::Dest::Into {
                                 view,
                                 span: target.span(),
-                                accumulate: false,
+                                accumulate: None,
                             },
                         );
                     }
@@ -311,27 +313,30 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            Stmt::AddAssign {
+            Stmt::OpAssign {
+                op,
                 target,
                 value,
                 span,
             } => {
-                let dst = self.eval(target);
-                let is_matmul = matches!(value, Expr::Call { func, .. } if func == "nc_matmul" || func == "matmul");
-                match dst {
+                let Some(alu) = accumulation(*op) else {
+                    self.error(
+                        *span,
+                        format!("`{}=` does not accumulate into a tile", op.symbol()),
+                    );
+                    return;
+                };
+                match self.eval(target) {
                     Value::Poison => {}
-                    Value::Tile(view) if is_matmul => {
+                    Value::Tile(view) => {
                         self.produce(
                             value,
                             call::Dest::Into {
                                 view,
                                 span: target.span(),
-                                accumulate: true,
+                                accumulate: Some(alu),
                             },
                         );
-                    }
-                    Value::Tile(_) => {
-                        self.error(*span, "`+=` accumulates a matmul into a PSUM tile: the right side must be `nc_matmul(...)` or `matmul(...)`");
                     }
                     other => {
                         self.error(
@@ -573,4 +578,23 @@ fn fmt_dims(dims: &[Dim], symbols: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The ALU operation of a compound assignment (`+=` adds, `-=` subtracts, ...).
+fn accumulation(op: crate::parse::model::BinOp) -> Option<nki_lang::Alu> {
+    use crate::parse::model::BinOp as B;
+    use nki_lang::Alu;
+    Some(match op {
+        B::Add => Alu::Add,
+        B::Sub => Alu::Subtract,
+        B::Mul => Alu::Multiply,
+        B::Div => Alu::Divide,
+        B::Rem => Alu::Mod,
+        B::BitAnd => Alu::BitwiseAnd,
+        B::BitOr => Alu::BitwiseOr,
+        B::BitXor => Alu::BitwiseXor,
+        B::Shl => Alu::LeftShift,
+        B::Shr => Alu::RightShift,
+        B::Lt | B::Le | B::Gt | B::Ge | B::Eq | B::Ne => return None,
+    })
 }

@@ -76,6 +76,18 @@ pub enum IdxError {
     GridSizes(usize),
 }
 
+/// A comparison of index expressions: `expr cmp S`, where `S` is the symbolic dimension
+/// `sym` (0 when `None`). The building block of masks and predicates.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Cond {
+    /// The left side minus the right side's non-symbolic part.
+    pub expr: Idx,
+    /// The comparison.
+    pub cmp: nki_lang::Cmp,
+    /// A symbolic dimension on the right side.
+    pub sym: Option<u8>,
+}
+
 /// A buffer named in a creation call.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Buffer {
@@ -145,6 +157,11 @@ pub enum Value {
     DType(DType),
     /// A buffer.
     Buffer(Buffer),
+    /// Comparisons joined with `&`: a mask, or an `affine_select` predicate.
+    Cond(Vec<Cond>),
+    /// A bare name of an ALU operation, activation function or engine (`add`, `exp`,
+    /// `vector`), read by the parameter it is passed to.
+    Code(String),
     /// The result of an operation that returns nothing (`store`).
     Unit,
     /// The result of an erroneous expression (already reported).
@@ -167,6 +184,8 @@ impl Value {
             Value::Range(..) => "an arange",
             Value::DType(_) => "a dtype",
             Value::Buffer(_) => "a buffer",
+            Value::Cond(_) => "a comparison of indices",
+            Value::Code(_) => "the name of an operation",
             Value::Unit => "nothing (the result of `store`)",
             Value::Poison => "an erroneous value",
         }

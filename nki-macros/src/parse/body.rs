@@ -104,21 +104,16 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
             let value = parse_expr(&a.right, errors)?;
             Some(Stmt::Assign { target, value })
         }
-        SynExpr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_)) => {
+        SynExpr::Binary(b) if compound_assign(&b.op).is_some() => {
+            let op = compound_assign(&b.op)?;
             let target = parse_expr(&b.left, errors)?;
             let value = parse_expr(&b.right, errors)?;
-            Some(Stmt::AddAssign {
+            Some(Stmt::OpAssign {
+                op,
                 target,
                 value,
                 span: Span::of(b),
             })
-        }
-        SynExpr::Binary(b) if is_compound_assign(&b.op) => {
-            errors.push(
-                Span::of(&b.op),
-                "only `+=` of a matmul into a PSUM tile (accumulation) is supported in a kernel",
-            );
-            None
         }
         SynExpr::ForLoop(f) => {
             if let Some(l) = &f.label {
@@ -181,20 +176,22 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
 const ITER_HELP: &str =
     "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)`";
 
-fn is_compound_assign(op: &syn::BinOp) -> bool {
-    use syn::BinOp::*;
-    matches!(
-        op,
-        SubAssign(_)
-            | MulAssign(_)
-            | DivAssign(_)
-            | RemAssign(_)
-            | BitXorAssign(_)
-            | BitAndAssign(_)
-            | BitOrAssign(_)
-            | ShlAssign(_)
-            | ShrAssign(_)
-    )
+/// The operator of a compound assignment (`+=` → `+`), if `op` is one.
+fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
+    use syn::BinOp as S;
+    Some(match op {
+        S::AddAssign(_) => BinOp::Add,
+        S::SubAssign(_) => BinOp::Sub,
+        S::MulAssign(_) => BinOp::Mul,
+        S::DivAssign(_) => BinOp::Div,
+        S::RemAssign(_) => BinOp::Rem,
+        S::BitXorAssign(_) => BinOp::BitXor,
+        S::BitAndAssign(_) => BinOp::BitAnd,
+        S::BitOrAssign(_) => BinOp::BitOr,
+        S::ShlAssign(_) => BinOp::Shl,
+        S::ShrAssign(_) => BinOp::Shr,
+        _ => return None,
+    })
 }
 
 fn parse_args<'a>(
@@ -273,23 +270,43 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         SynExpr::Group(g) => parse_expr(&g.expr, errors)?,
         SynExpr::Unary(u) => match u.op {
             syn::UnOp::Neg(_) => Expr::Neg(Box::new(parse_expr(&u.expr, errors)?), span),
+            syn::UnOp::Not(_) => Expr::Not(Box::new(parse_expr(&u.expr, errors)?), span),
             _ => {
                 errors.push(
                     span,
-                    "only `-` is supported as a unary operator in a kernel",
+                    "references have no meaning in a kernel: pass tensors and tiles by name",
                 );
                 return None;
             }
         },
         SynExpr::Binary(b) => {
+            use syn::BinOp as S;
             let op = match b.op {
-                syn::BinOp::Add(_) => BinOp::Add,
-                syn::BinOp::Sub(_) => BinOp::Sub,
-                syn::BinOp::Mul(_) => BinOp::Mul,
-                syn::BinOp::Div(_) => BinOp::Div,
-                syn::BinOp::Rem(_) => BinOp::Rem,
+                S::Add(_) => BinOp::Add,
+                S::Sub(_) => BinOp::Sub,
+                S::Mul(_) => BinOp::Mul,
+                S::Div(_) => BinOp::Div,
+                S::Rem(_) => BinOp::Rem,
+                S::BitAnd(_) => BinOp::BitAnd,
+                S::BitOr(_) => BinOp::BitOr,
+                S::BitXor(_) => BinOp::BitXor,
+                S::Shl(_) => BinOp::Shl,
+                S::Shr(_) => BinOp::Shr,
+                S::Lt(_) => BinOp::Lt,
+                S::Le(_) => BinOp::Le,
+                S::Gt(_) => BinOp::Gt,
+                S::Ge(_) => BinOp::Ge,
+                S::Eq(_) => BinOp::Eq,
+                S::Ne(_) => BinOp::Ne,
+                S::And(_) | S::Or(_) => {
+                    errors.push(
+                        Span::of(&b.op),
+                        "`&&` and `||` have no meaning on tiles and masks: join conditions with `&` and `|` (err_ambiguous_tensor_truth_value)",
+                    );
+                    return None;
+                }
                 _ => {
-                    errors.push(Span::of(&b.op), "index arithmetic supports `+ - * / %`");
+                    errors.push(Span::of(&b.op), "this operator cannot appear in a kernel");
                     return None;
                 }
             };

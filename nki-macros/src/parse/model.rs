@@ -79,8 +79,11 @@ pub enum Stmt {
         /// The value.
         value: Expr,
     },
-    /// `target += value;`
-    AddAssign {
+    /// `target op= value;` (`+=`, `-=`, `*=`, `/=`, `&=`, `|=`, `^=`, `<<=`, `>>=`): an
+    /// accumulation into a tile.
+    OpAssign {
+        /// The operator.
+        op: BinOp,
         /// The accumulator.
         target: Expr,
         /// The value.
@@ -114,8 +117,9 @@ pub enum IterKind {
     Static,
 }
 
-/// A binary operator of index arithmetic.
-#[derive(Copy, Clone, PartialEq, Eq)]
+/// A binary operator: index arithmetic on integers and indices, elementwise operations on
+/// tiles, comparisons (masks, predicates), and `&` joining mask conditions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum BinOp {
     /// `+`
     Add,
@@ -123,10 +127,56 @@ pub enum BinOp {
     Sub,
     /// `*`
     Mul,
-    /// `/` (integer division, NKI's `//`)
+    /// `/` (integer division, NKI's `//`, on integers; division on tiles)
     Div,
     /// `%`
     Rem,
+    /// `&`
+    BitAnd,
+    /// `|`
+    BitOr,
+    /// `^`
+    BitXor,
+    /// `<<`
+    Shl,
+    /// `>>`
+    Shr,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl BinOp {
+    /// The operator's token.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+        }
+    }
 }
 
 /// An argument of a call: positional, or `name = value` (NKI's keyword arguments).
@@ -160,6 +210,8 @@ pub enum Expr {
     },
     /// `-e`
     Neg(Box<Expr>, Span),
+    /// `!e`: bitwise not of an integer tile, logical not of a bool tile.
+    Not(Box<Expr>, Span),
     /// A call of a language function: `load(...)`, `nc_matmul(...)`, ...
     Call {
         /// The function.
@@ -219,7 +271,11 @@ impl Expr {
     /// The expression's span.
     pub fn span(&self) -> Span {
         match self {
-            Expr::Int(_, s) | Expr::Bool(_, s) | Expr::Float(_, s) | Expr::Neg(_, s) => *s,
+            Expr::Int(_, s)
+            | Expr::Bool(_, s)
+            | Expr::Float(_, s)
+            | Expr::Neg(_, s)
+            | Expr::Not(_, s) => *s,
             Expr::Name(i) => i.span().into(),
             Expr::Binary { span, .. }
             | Expr::Call { span, .. }

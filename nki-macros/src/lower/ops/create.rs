@@ -1,11 +1,10 @@
 //! The creation functions `ndarray`, `zeros`, `ones`, `full`, and `arange`.
 
 use crate::span::Span;
-use nki_lang::{
-    DType, Dim, Dst, Instr, InstrData, MAX_TENSOR_RANK, MAX_TILE_RANK, Memory, Opcode, Scalar,
-    TileShape,
-};
+use nki_lang::{DType, Dim, Dst, Instr, InstrData, MAX_TENSOR_RANK, Memory, Opcode, Scalar};
 
+use super::super::builtins::P;
+use super::super::call::OpOptions;
 use super::super::value::{Buffer, Value};
 use super::super::{InstrSpans, Lowerer};
 use crate::parse::model::{Arg, Expr};
@@ -18,19 +17,37 @@ impl Lowerer<'_> {
         span: Span,
         name: Option<&str>,
     ) -> Value {
-        let (params, required): (&[&str], usize) = match func {
-            "full" => (&["shape", "fill_value", "dtype", "buffer"], 3),
-            _ => (&["shape", "dtype", "buffer"], 2),
+        let like = func.ends_with("_like");
+        let base = func.trim_end_matches("_like");
+        let params: &[&str] = match (base, like) {
+            ("memset", _) => &["shape", "value", "dtype", "engine", "mask"],
+            ("full", false) => &["shape", "fill_value", "dtype", "buffer"],
+            ("full", true) => &["a", "fill_value", "dtype", "buffer"],
+            (_, false) => &["shape", "dtype", "buffer"],
+            (_, true) => &["a", "dtype", "buffer"],
         };
+        let fill_slot = matches!(base, "full" | "memset").then_some(1);
+        let dtype_slot = if fill_slot.is_some() { 2 } else { 1 };
+        let required = if like { dtype_slot } else { dtype_slot + 1 };
         let Some(a) = self.args(func, args, params, required, span) else {
             return Value::Poison;
         };
-        let (shape_e, fill_e, dtype_e, buffer_e) = match func {
-            "full" => (a[0].expect("required"), a[1], a[2].expect("required"), a[3]),
-            _ => (a[0].expect("required"), None, a[1].expect("required"), a[2]),
-        };
-        let Some(dtype) = self.dtype_arg(dtype_e) else {
-            return Value::Poison;
+        let shape_e = a[0].expect("required");
+        let fill_e = fill_slot.and_then(|k| a[k]);
+        let mut opts = OpOptions::default();
+        if base == "memset" {
+            for (k, p) in [(3, P::Engine), (4, P::Mask)] {
+                if let Some(e) = a[k]
+                    && !self.option_arg(p, e, &mut opts)
+                {
+                    return Value::Poison;
+                }
+            }
+        }
+        let buffer_e = if base == "memset" {
+            None
+        } else {
+            a[dtype_slot + 1]
         };
         let buffer = match buffer_e.map(|e| (e, self.eval(e))) {
             None => Buffer::Sbuf,
@@ -46,34 +63,47 @@ impl Lowerer<'_> {
                 );
             }
         };
-        let Expr::Array(dims, _) = shape_e else {
-            return self.error(
-                shape_e.span(),
-                "a shape is an array of dimensions: `[128, 512]`",
-            );
-        };
-        if buffer == Buffer::SharedHbm {
-            return self.create_output(func, dims, dtype, span, name);
-        }
-        let mut sizes = Vec::new();
-        for d in dims {
-            match self.int(d, "a tile dimension").map(u32::try_from) {
-                Some(Ok(n)) if n > 0 => sizes.push(n),
-                Some(_) => {
-                    return self.error(d.span(), "a tile dimension is a positive 32-bit integer");
+        // The shape and default dtype: given, or those of the tile `a`.
+        let (shape, like_dtype) = if like {
+            match self.eval(shape_e) {
+                Value::Tile(v) => (v.shape, Some(self.buf.tiles[v.tile as usize].dtype)),
+                Value::Poison => return Value::Poison,
+                other => {
+                    return self.error(
+                        shape_e.span(),
+                        format!("`{func}` takes a tile, not {}", other.describe()),
+                    );
                 }
+            }
+        } else {
+            let Expr::Array(dims, _) = shape_e else {
+                return self.error(
+                    shape_e.span(),
+                    "a shape is an array of dimensions: `[128, 512]`",
+                );
+            };
+            if buffer == Buffer::SharedHbm {
+                let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
+                    return Value::Poison;
+                };
+                return self.create_output(func, dims, dtype, span, name);
+            }
+            match self.shape_arg(shape_e) {
+                Some(s) => (s, None),
                 None => return Value::Poison,
             }
-        }
-        let Some(shape) = TileShape::new(&sizes).filter(|s| s.rank() >= 2) else {
-            return self.error(
-                shape_e.span(),
-                format!(
-                    "a tile has a partition dimension and 1 to {} free dimensions",
-                    MAX_TILE_RANK - 1
-                ),
-            );
         };
+        let dtype = match (a[dtype_slot], like_dtype) {
+            (Some(e), _) => match self.dtype_arg(e) {
+                Some(d) => d,
+                None => return Value::Poison,
+            },
+            (None, Some(d)) => d,
+            (None, None) => unreachable!("required"),
+        };
+        if buffer == Buffer::SharedHbm {
+            return self.error(span, "an HBM tensor cannot be created with an initial value: create it with `ndarray` and `store` into it (err_hbm_tensor_with_init_value_not_supported)");
+        }
         let memory = if buffer == Buffer::Psum {
             Memory::Psum
         } else {
@@ -81,10 +111,10 @@ impl Lowerer<'_> {
         };
         let v = self.new_tile(name, memory, dtype, shape, span);
         let Value::Tile(view) = v else { return v };
-        let fill = match func {
+        let fill = match base {
             "zeros" => Some(Scalar::float(0.0)),
             "ones" => Some(Scalar::float(1.0)),
-            "full" => match fill_e.map(|e| (e, self.eval(e))) {
+            "full" | "memset" => match fill_e.map(|e| (e, self.eval(e))) {
                 Some((e, Value::Int(n))) => match i32::try_from(n) {
                     Ok(n) if dtype.is_float() => Some(Scalar::float(n as f32)),
                     Ok(n) => Some(Scalar::Int(n)),
@@ -113,14 +143,36 @@ impl Lowerer<'_> {
                 dst: Dst::overwrite(dst),
                 value,
             };
-            if !self.emit_checked(Instr::new(Opcode::Memset, data), InstrSpans::at(span)) {
+            let mut instr = Instr::new(Opcode::Memset, data);
+            instr.engine = opts.engine.unwrap_or(instr.engine);
+            instr.mask = opts.mask;
+            if !self.emit_checked(instr, InstrSpans::at(span)) {
                 return Value::Poison;
             }
-            if value.as_f32() == 0.0 && memory == Memory::Psum {
+            if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
         }
         v
+    }
+
+    /// `program_id(axis)`: this instance's coordinate along an axis of the launch grid, an
+    /// index variable like a loop's.
+    pub(in super::super) fn program_id(&mut self, args: &[Arg], span: Span) -> Value {
+        let Some(a) = self.args("program_id", args, &["axis"], 1, span) else {
+            return Value::Poison;
+        };
+        let e = a[0].expect("required");
+        match self.int(e, "an axis") {
+            Some(n) if (0..nki_lang::MAX_PIDS as i64).contains(&n) => Value::Index(
+                super::super::value::Idx::from_affine(nki_lang::Affine::program_id(n as usize, 1)),
+            ),
+            Some(_) => self.error(
+                e.span(),
+                format!("a launch grid has at most {} axes", nki_lang::MAX_PIDS),
+            ),
+            None => Value::Poison,
+        }
     }
 
     fn create_output(

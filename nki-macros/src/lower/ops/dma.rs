@@ -3,59 +3,153 @@
 use crate::span::Span;
 use nki_lang::{Dst, Instr, InstrData, Memory, Opcode, TileView};
 
+use super::super::builtins::P;
 use super::super::call::{Dest, OpOptions};
-use super::super::value::Value;
+use super::super::value::{Access, Value};
 use super::super::{InstrSpans, Lowerer};
 use super::hbm_access;
-use crate::parse::model::Arg;
+use crate::parse::model::{Arg, Expr};
 
 impl Lowerer<'_> {
-    /// `load(src, dtype)`: an HBM access into a new SBUF tile (or the destination view).
+    /// `load(src, dtype, mask)`: an HBM access into a new SBUF tile (or the destination view).
     pub(in super::super) fn load(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
-        let Some(a) = self.args("load", args, &["src", "dtype"], 1, span) else {
+        self.load_op(Opcode::Load, "load", args, span, dest)
+    }
+
+    /// `load_transpose2d(src, dtype, mask)`: a 2-D HBM access `[A, B]` into a tile `[B, A]`.
+    pub(in super::super) fn load_transpose2d(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        self.load_op(
+            Opcode::LoadTranspose2d,
+            "load_transpose2d",
+            args,
+            span,
+            dest,
+        )
+    }
+
+    fn load_op(
+        &mut self,
+        opcode: Opcode,
+        name: &str,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let Some(a) = self.args(name, args, &["src", "dtype", "mask"], 1, span) else {
             return Value::Poison;
         };
         let src_e = a[0].expect("required");
-        let Some(access) = self.access_arg(src_e, Opcode::Load, 1) else {
+        let Some(access) = self.access_arg(src_e, opcode, 1) else {
             return Value::Poison;
         };
-        let dtype = match a[1].map(|d| self.dtype_arg(d)) {
-            Some(None) => return Value::Poison,
-            Some(d) => d,
-            None => None,
-        };
-        let Some(hbm) = self.buf.add_access(hbm_access(&access)) else {
+        let mut options = OpOptions::default();
+        for (k, p) in [(1, P::DType), (2, P::Mask)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut options)
+            {
+                return Value::Poison;
+            }
+        }
+        self.load_access(opcode, &access, src_e.span(), span, dest, options)
+    }
+
+    fn load_access(
+        &mut self,
+        opcode: Opcode,
+        access: &Access,
+        src_span: Span,
+        span: Span,
+        dest: Dest<'_>,
+        options: OpOptions,
+    ) -> Value {
+        let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
-        let spans = InstrSpans::at(span).with(1, src_e.span());
-        let options = OpOptions {
-            dtype,
-            ..OpOptions::default()
-        };
+        let spans = InstrSpans::at(span).with(1, src_span);
         let make = |tile| InstrData::Dma { tile, hbm };
-        match self.emit_op(Opcode::Load, &make, dest, options, spans) {
+        match self.emit_op(opcode, &make, dest, options, spans) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
         }
     }
 
-    /// `store(dst, value)`: a tile into an HBM output; a PSUM value goes through an SBUF copy,
-    /// as NKI does.
+    /// `dma_copy(dst, src, mask)`: a `store` when `dst` is HBM, a `load` into `dst` when `src`
+    /// is.
+    pub(in super::super) fn dma_copy(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
+        if !matches!(dest, Dest::New(None)) {
+            return self.error(span, "`dma_copy` returns nothing");
+        }
+        let Some(a) = self.args("dma_copy", args, &["dst", "src", "mask"], 2, span) else {
+            return Value::Poison;
+        };
+        let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));
+        let mut options = OpOptions::default();
+        if let Some(e) = a[2]
+            && !self.option_arg(P::Mask, e, &mut options)
+        {
+            return Value::Poison;
+        }
+        match self.eval(dst_e) {
+            Value::Tile(view) => {
+                let Some(access) = self.access_arg(src_e, Opcode::Load, 1) else {
+                    return Value::Poison;
+                };
+                let into = Dest::Into {
+                    view,
+                    span: dst_e.span(),
+                    accumulate: None,
+                };
+                self.load_access(Opcode::Load, &access, src_e.span(), span, into, options);
+                Value::Unit
+            }
+            Value::Poison => Value::Poison,
+            _ => self.store_exprs(dst_e, src_e, span, options.mask),
+        }
+    }
+
+    /// `store(dst, value, mask)`: a tile into an HBM output; a PSUM value goes through an SBUF
+    /// copy, as NKI does.
     pub(in super::super) fn store(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
         if !matches!(dest, Dest::New(None)) {
             return self.error(span, "`store` returns nothing");
         }
-        let Some(a) = self.args("store", args, &["dst", "value"], 2, span) else {
+        let Some(a) = self.args("store", args, &["dst", "value", "mask"], 2, span) else {
             return Value::Poison;
         };
+        let mut options = OpOptions::default();
+        if let Some(e) = a[2]
+            && !self.option_arg(P::Mask, e, &mut options)
+        {
+            return Value::Poison;
+        }
         let (dst_e, val_e) = (a[0].expect("required"), a[1].expect("required"));
+        self.store_exprs(dst_e, val_e, span, options.mask)
+    }
+
+    /// `store(dst_e, val_e)` with a mask.
+    fn store_exprs(
+        &mut self,
+        dst_e: &Expr,
+        val_e: &Expr,
+        span: Span,
+        mask: Option<nki_lang::MaskId>,
+    ) -> Value {
+        let options = OpOptions {
+            mask,
+            ..OpOptions::default()
+        };
         let access = self.access_arg(dst_e, Opcode::Store, 1);
         let value = self.tile_arg(val_e, Opcode::Store, 0);
         let (Some(access), Some(mut value)) = (access, value) else {
             return Value::Poison;
         };
         if self.buf.tiles[value.tile as usize].memory == Memory::Psum {
-            match self.to_sbuf(value, val_e.span()) {
+            match self.to_sbuf(value, val_e.span(), options.mask) {
                 Some(v) => value = v,
                 None => return Value::Poison,
             }
@@ -69,15 +163,21 @@ impl Lowerer<'_> {
         let spans = InstrSpans::at(span)
             .with(0, val_e.span())
             .with(1, dst_e.span());
-        self.emit_checked(
-            Instr::new(Opcode::Store, InstrData::Dma { tile, hbm }),
-            spans,
-        );
+        let instr = Instr {
+            mask: options.mask,
+            ..Instr::new(Opcode::Store, InstrData::Dma { tile, hbm })
+        };
+        self.emit_checked(instr, spans);
         Value::Unit
     }
 
     /// A copy of a PSUM view into a new SBUF tile of the same dtype.
-    fn to_sbuf(&mut self, value: TileView, span: Span) -> Option<TileView> {
+    fn to_sbuf(
+        &mut self,
+        value: TileView,
+        span: Span,
+        mask: Option<nki_lang::MaskId>,
+    ) -> Option<TileView> {
         let tile = &self.buf.tiles[value.tile as usize];
         let (dtype, shape) = (tile.dtype, value.shape);
         let Value::Tile(tmp) = self.new_tile(None, Memory::Sbuf, dtype, shape, span) else {
@@ -88,7 +188,11 @@ impl Lowerer<'_> {
             dst: Dst::overwrite(dst),
             src,
         };
-        self.emit_checked(Instr::new(Opcode::TensorCopy, data), InstrSpans::at(span))
+        let instr = Instr {
+            mask,
+            ..Instr::new(Opcode::TensorCopy, data)
+        };
+        self.emit_checked(instr, InstrSpans::at(span))
             .then_some(tmp)
     }
 }

@@ -3,6 +3,9 @@
 
 mod create;
 mod dma;
+mod elementwise;
+pub(super) mod isa;
+mod reduction;
 mod tensor;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};

@@ -1,8 +1,9 @@
 //! TensorE's `nc_matmul`, `matmul` and `nc_transpose`, and `copy`.
 
 use crate::span::Span;
-use nki_lang::{Alu, Dst, InstrData, Memory, Opcode, TileView, Write};
+use nki_lang::{Alu, DType, Dst, Engine, InstrData, Memory, Opcode, TileView, Write};
 
+use super::super::builtins::P;
 use super::super::call::{Dest, OpOptions};
 use super::super::value::Value;
 use super::super::{InstrSpans, Lowerer};
@@ -39,8 +40,17 @@ impl Lowerer<'_> {
     ) -> Value {
         let write = match &dest {
             Dest::Into {
+                accumulate: Some(op),
+                ..
+            } if *op != Alu::Add => {
+                return self.error(
+                    span,
+                    "a matmul accumulates into PSUM with `+=` only (the PSUM adds in place)",
+                );
+            }
+            Dest::Into {
                 view,
-                accumulate: true,
+                accumulate: Some(_),
                 ..
             } => match self.fresh_zero.remove(&view.tile) {
                 // The first `+=` into a zeroed PSUM tile opens an accumulation group over the
@@ -113,7 +123,7 @@ impl Lowerer<'_> {
         let into = Dest::Into {
             view: xs,
             span: x_e.span(),
-            accumulate: false,
+            accumulate: None,
         };
         if self
             .copy_op(xt, x_e.span(), into, OpOptions::default(), x_e.span())
@@ -134,51 +144,99 @@ impl Lowerer<'_> {
         self.emit_op(Opcode::Transpose, &make, dest, OpOptions::default(), spans)
     }
 
-    /// `nc_transpose(data)`.
+    /// `nc_transpose(data, dtype, engine, mask)`: TensorE by default for SBUF data, VectorE
+    /// for PSUM data; a `dtype` other than the result's adds a copy, as NKI inserts a cast.
     pub(in super::super) fn transpose(
         &mut self,
         args: &[Arg],
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        let Some(a) = self.args("nc_transpose", args, &["data"], 1, span) else {
+        let params = ["data", "dtype", "engine", "mask"];
+        let Some(a) = self.args("nc_transpose", args, &params, 1, span) else {
             return Value::Poison;
         };
         let e = a[0].expect("required");
         let Some(x) = self.tile_arg(e, Opcode::Transpose, 1) else {
             return Value::Poison;
         };
-        match self.transpose_op(x, e.span(), dest) {
+        let mut opts = OpOptions::default();
+        for (k, p) in [(1, P::DType), (2, P::Engine), (3, P::Mask)] {
+            if let Some(arg) = a[k]
+                && !self.option_arg(p, arg, &mut opts)
+            {
+                return Value::Poison;
+            }
+        }
+        let in_psum = self.buf.tiles[x.tile as usize].memory == Memory::Psum;
+        let engine = opts.engine.unwrap_or(if in_psum {
+            Engine::Vector
+        } else {
+            Engine::Tensor
+        });
+        let t_opts = OpOptions {
+            engine: Some(engine),
+            mask: opts.mask,
+            ..OpOptions::default()
+        };
+        let cast = opts
+            .dtype
+            .filter(|&d| engine == Engine::Tensor && d != DType::F32);
+        let Some(src) = self.view_id(x, e.span()) else {
+            return Value::Poison;
+        };
+        let make = |view| InstrData::Unary {
+            dst: Dst::overwrite(view),
+            src,
+        };
+        let spans = InstrSpans::at(span).with(1, e.span());
+        if cast.is_none() {
+            let t_opts = OpOptions {
+                dtype: opts.dtype,
+                ..t_opts
+            };
+            return match self.emit_op(Opcode::Transpose, &make, dest, t_opts, spans) {
+                Some(v) => Value::Tile(v),
+                None => Value::Poison,
+            };
+        }
+        let Some(t) = self.emit_op(Opcode::Transpose, &make, Dest::New(None), t_opts, spans) else {
+            return Value::Poison;
+        };
+        let copy = OpOptions {
+            dtype: cast,
+            ..OpOptions::default()
+        };
+        match self.copy_op(t, span, dest, copy, span) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
         }
     }
 
-    /// `copy(src, dtype)`.
+    /// `copy(src, dtype, mask)`.
     pub(in super::super) fn copy(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
-        let Some(a) = self.args("copy", args, &["src", "dtype"], 1, span) else {
+        let Some(a) = self.args("copy", args, &["src", "dtype", "mask"], 1, span) else {
             return Value::Poison;
         };
         let e = a[0].expect("required");
         let Some(src) = self.tile_arg(e, Opcode::TensorCopy, 1) else {
             return Value::Poison;
         };
-        let dtype = match a[1].map(|d| self.dtype_arg(d)) {
-            Some(None) => return Value::Poison,
-            Some(d) => d,
-            None => None,
-        };
-        let options = OpOptions {
-            dtype,
-            ..OpOptions::default()
-        };
+        let mut options = OpOptions::default();
+        for (k, p) in [(1, P::DType), (2, P::Mask)] {
+            if let Some(arg) = a[k]
+                && !self.option_arg(p, arg, &mut options)
+            {
+                return Value::Poison;
+            }
+        }
         match self.copy_op(src, e.span(), dest, options, span) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
         }
     }
 
-    fn copy_op(
+    pub(in super::super) fn copy_op(
         &mut self,
         src: TileView,
         src_span: Span,
@@ -187,26 +245,28 @@ impl Lowerer<'_> {
         span: Span,
     ) -> Option<TileView> {
         let src = self.view_id(src, src_span)?;
+        let write = self.write_for(&dest);
         let make = |view| InstrData::Unary {
-            dst: Dst::overwrite(view),
+            dst: Dst { view, write },
             src,
         };
         let spans = InstrSpans::at(span).with(1, src_span);
         self.emit_op(Opcode::TensorCopy, &make, dest, options, spans)
     }
 
-    /// `dst[...] = src`: a copy.
+    /// `dst[...] = src`: a copy (`dst[...] op= src`: combined into `dst`).
     pub(in super::super) fn copy_into(
         &mut self,
         src: TileView,
         dst: TileView,
         span: Span,
         dspan: Span,
+        accumulate: Option<Alu>,
     ) -> Value {
         let dest = Dest::Into {
             view: dst,
             span: dspan,
-            accumulate: false,
+            accumulate,
         };
         match self.copy_op(src, span, dest, OpOptions::default(), span) {
             Some(v) => Value::Tile(v),

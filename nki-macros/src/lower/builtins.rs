@@ -1,0 +1,413 @@
+//! The language's functions by name: what each lowers to and the parameters it takes.
+//!
+//! Most functions are table rows: an ISA call (`tensor_tensor`, `activation`, ...) is its
+//! opcode with a parameter list that says which instruction slot or function code each argument
+//! fills, and one generic assembler ([`super::ops::isa`]) builds any of them; an `nl` function
+//! is a family (`Binary(Alu::Add)`, `Act(ActFn::Exp)`, `Reduce(..)`) lowered by one routine per
+//! family. Only the truly special operations (matmul's accumulation groups and transposes,
+//! `store`'s PSUM hand-off, creation, index generators, composites) are hand-written.
+
+use nki_lang::{ActFn, Alu, Opcode};
+
+/// What one parameter of an ISA call fills.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum P {
+    /// A tile operand for the instruction slot.
+    Tile(u8),
+    /// A tile, a `[P, 1]` column (broadcast along the free dimensions) or an immediate for the
+    /// slot.
+    TileOrImm(u8),
+    /// The ALU operation `op[j]`.
+    Alu(u8),
+    /// The activation function.
+    Act,
+    /// Swaps the operands of `op[j]`.
+    Rev(u8),
+    /// `negate` of a reduction.
+    Negate,
+    /// `keepdims` of a reduction.
+    KeepDims,
+    /// The reduced axes.
+    Axis,
+    /// The result's dtype.
+    DType,
+    /// The engine.
+    Engine,
+    /// The mask.
+    Mask,
+    /// The per-partition reduction's operation.
+    ReduceOp,
+    /// The per-partition reduction's `[P, 1]` result.
+    ReduceRes,
+    /// An affine expression of index grids (`iota`'s values).
+    Expr,
+    /// An affine comparison of index grids (`affine_select`'s predicate).
+    Pred,
+}
+
+/// A parameter: its NKI keyword, what it fills, whether it must be given.
+#[derive(Copy, Clone, Debug)]
+pub struct Param {
+    /// NKI's keyword (also its position in the list for positional arguments).
+    pub name: &'static str,
+    /// What it fills.
+    pub kind: P,
+    /// Whether a call must give it.
+    pub required: bool,
+}
+
+const fn req(name: &'static str, kind: P) -> Param {
+    Param {
+        name,
+        kind,
+        required: true,
+    }
+}
+
+const fn opt(name: &'static str, kind: P) -> Param {
+    Param {
+        name,
+        kind,
+        required: false,
+    }
+}
+
+const DTYPE: Param = opt("dtype", P::DType);
+const MASK: Param = opt("mask", P::Mask);
+const ENGINE: Param = opt("engine", P::Engine);
+
+/// An `nl` reduction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// `tensor_reduce` with this operation.
+    Op(Alu),
+    /// `sum / n`, in fp32 for integer inputs.
+    Mean,
+    /// The mean of the squared deviations from the mean.
+    Var,
+}
+
+/// The functions whose lowering is written by hand.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Special {
+    /// `load`
+    Load,
+    /// `store`
+    Store,
+    /// `load_transpose2d`
+    LoadTranspose2d,
+    /// `dma_copy`
+    DmaCopy,
+    /// `nc_matmul`
+    NcMatmul,
+    /// `matmul`
+    Matmul,
+    /// `copy` (`nl.copy`)
+    Copy,
+    /// `nl.transpose`
+    Transpose,
+    /// `nc_transpose`
+    NcTranspose,
+    /// `zeros`, `ones`, `full`, `ndarray`, `empty_like`, `zeros_like`, `ones_like`, `full_like`
+    Create,
+    /// `memset`
+    Memset,
+    /// `arange`
+    Arange,
+    /// `ds`
+    Ds,
+    /// `where`
+    Where,
+    /// `broadcast_to`
+    BroadcastTo,
+    /// `softmax`
+    Softmax,
+    /// `rms_norm`
+    RmsNorm,
+    /// `program_id`
+    ProgramId,
+    /// `nl.negative`
+    Negative,
+}
+
+/// How a function lowers.
+#[derive(Copy, Clone, Debug)]
+pub enum Kind {
+    /// One ISA instruction assembled from the parameter list.
+    Isa(Opcode, &'static [Param]),
+    /// An elementwise binary operation with NumPy broadcasting and scalar operands
+    /// (`tensor_tensor` or `tensor_scalar`).
+    Binary(Alu),
+    /// A one-operand ALU operation (`tensor_scalar` with one operation).
+    UnaryAlu(Alu),
+    /// An activation function on the Scalar engine.
+    Act(ActFn),
+    /// A reduction along free axes.
+    Reduce(Reduction),
+    /// Written by hand.
+    Special(Special),
+}
+
+/// A function of the language.
+#[derive(Copy, Clone, Debug)]
+pub struct Builtin {
+    /// Its names (NKI's, and accepted spellings).
+    pub names: &'static [&'static str],
+    /// How it lowers.
+    pub kind: Kind,
+}
+
+const fn isa(names: &'static [&'static str], op: Opcode, params: &'static [Param]) -> Builtin {
+    Builtin {
+        names,
+        kind: Kind::Isa(op, params),
+    }
+}
+
+const fn special(names: &'static [&'static str], s: Special) -> Builtin {
+    Builtin {
+        names,
+        kind: Kind::Special(s),
+    }
+}
+
+/// The ISA calls, the hand-written functions and the `nl` reductions. The `nl` elementwise
+/// functions are found by their operation's name ([`lookup`]).
+static TABLE: &[Builtin] = &[
+    isa(
+        &["tensor_tensor"],
+        Opcode::TensorTensor,
+        &[
+            req("data1", P::Tile(1)),
+            req("data2", P::Tile(2)),
+            req("op", P::Alu(0)),
+            DTYPE,
+            ENGINE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["tensor_scalar"],
+        Opcode::TensorScalar,
+        &[
+            req("data", P::Tile(1)),
+            req("op0", P::Alu(0)),
+            req("operand0", P::TileOrImm(2)),
+            opt("reverse0", P::Rev(0)),
+            opt("op1", P::Alu(1)),
+            opt("operand1", P::TileOrImm(3)),
+            opt("reverse1", P::Rev(1)),
+            DTYPE,
+            ENGINE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["scalar_tensor_tensor"],
+        Opcode::ScalarTensorTensor,
+        &[
+            req("data", P::Tile(1)),
+            req("op0", P::Alu(0)),
+            req("operand0", P::TileOrImm(2)),
+            req("op1", P::Alu(1)),
+            req("operand1", P::Tile(3)),
+            opt("reverse0", P::Rev(0)),
+            opt("reverse1", P::Rev(1)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["tensor_scalar_reduce"],
+        Opcode::TensorScalarReduce,
+        &[
+            req("data", P::Tile(1)),
+            req("op0", P::Alu(0)),
+            req("operand0", P::TileOrImm(2)),
+            req("reduce_op", P::ReduceOp),
+            req("reduce_res", P::ReduceRes),
+            opt("reverse0", P::Rev(0)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["activation"],
+        Opcode::Activation,
+        &[
+            req("op", P::Act),
+            req("data", P::Tile(1)),
+            opt("bias", P::Tile(3)),
+            opt("scale", P::TileOrImm(2)),
+            opt("reduce_op", P::ReduceOp),
+            opt("reduce_res", P::ReduceRes),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["activation_reduce"],
+        Opcode::Activation,
+        &[
+            req("op", P::Act),
+            req("data", P::Tile(1)),
+            req("reduce_op", P::ReduceOp),
+            req("reduce_res", P::ReduceRes),
+            opt("bias", P::Tile(3)),
+            opt("scale", P::TileOrImm(2)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["tensor_reduce"],
+        Opcode::TensorReduce,
+        &[
+            req("op", P::Alu(0)),
+            req("data", P::Tile(1)),
+            req("axis", P::Axis),
+            opt("negate", P::Negate),
+            opt("keepdims", P::KeepDims),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["tensor_tensor_scan"],
+        Opcode::TensorTensorScan,
+        &[
+            req("data0", P::Tile(1)),
+            req("data1", P::Tile(2)),
+            req("initial", P::TileOrImm(3)),
+            req("op0", P::Alu(0)),
+            req("op1", P::Alu(1)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["iota"],
+        Opcode::Iota,
+        &[req("expr", P::Expr), req("dtype", P::DType), MASK],
+    ),
+    isa(
+        &["affine_select"],
+        Opcode::AffineSelect,
+        &[
+            req("pred", P::Pred),
+            req("on_true_tile", P::Tile(2)),
+            req("on_false_value", P::TileOrImm(3)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["reciprocal"],
+        Opcode::Reciprocal,
+        &[req("data", P::Tile(1)), DTYPE, MASK],
+    ),
+    isa(
+        &["bn_stats"],
+        Opcode::BnStats,
+        &[req("data", P::Tile(1)), DTYPE],
+    ),
+    isa(
+        &["bn_aggr"],
+        Opcode::BnAggr,
+        &[req("data", P::Tile(1)), DTYPE, MASK],
+    ),
+    isa(
+        &["tensor_copy"],
+        Opcode::TensorCopy,
+        &[req("src", P::Tile(1)), DTYPE, ENGINE, MASK],
+    ),
+    special(&["load"], Special::Load),
+    special(&["store"], Special::Store),
+    special(&["load_transpose2d"], Special::LoadTranspose2d),
+    special(&["dma_copy"], Special::DmaCopy),
+    special(&["nc_matmul"], Special::NcMatmul),
+    special(&["matmul"], Special::Matmul),
+    special(&["copy"], Special::Copy),
+    special(&["transpose"], Special::Transpose),
+    special(&["nc_transpose"], Special::NcTranspose),
+    special(
+        &[
+            "zeros",
+            "ones",
+            "full",
+            "ndarray",
+            "empty_like",
+            "zeros_like",
+            "ones_like",
+            "full_like",
+        ],
+        Special::Create,
+    ),
+    special(&["memset"], Special::Memset),
+    special(&["arange"], Special::Arange),
+    special(&["ds"], Special::Ds),
+    special(&["where"], Special::Where),
+    special(&["broadcast_to"], Special::BroadcastTo),
+    special(&["softmax"], Special::Softmax),
+    special(&["rms_norm"], Special::RmsNorm),
+    special(&["program_id"], Special::ProgramId),
+    special(&["negative"], Special::Negative),
+    Builtin {
+        names: &["sum"],
+        kind: Kind::Reduce(Reduction::Op(Alu::Add)),
+    },
+    Builtin {
+        names: &["max"],
+        kind: Kind::Reduce(Reduction::Op(Alu::Max)),
+    },
+    Builtin {
+        names: &["min"],
+        kind: Kind::Reduce(Reduction::Op(Alu::Min)),
+    },
+    Builtin {
+        names: &["prod"],
+        kind: Kind::Reduce(Reduction::Op(Alu::Multiply)),
+    },
+    Builtin {
+        names: &["all"],
+        kind: Kind::Reduce(Reduction::Op(Alu::LogicalAnd)),
+    },
+    Builtin {
+        names: &["mean"],
+        kind: Kind::Reduce(Reduction::Mean),
+    },
+    Builtin {
+        names: &["var"],
+        kind: Kind::Reduce(Reduction::Var),
+    },
+];
+
+/// The function called `name`: a table row, else an `nl` elementwise function named after its
+/// ALU operation (`add`, `maximum`, `logical_not`, ...) or activation (`exp`, `gelu`, ...).
+pub fn lookup(name: &str) -> Option<Kind> {
+    if let Some(b) = TABLE.iter().find(|b| b.names.contains(&name)) {
+        return Some(b.kind);
+    }
+    if let Some(alu) = Alu::from_name(name).filter(|a| *a != Alu::Bypass) {
+        return Some(match alu.arity() {
+            1 => match alu {
+                // The Scalar engine's functions where NKI lowers them there.
+                Alu::Abs => Kind::Act(ActFn::Abs),
+                Alu::Rsqrt => Kind::Act(ActFn::Rsqrt),
+                Alu::Reciprocal => Kind::Act(ActFn::Reciprocal),
+                _ => Kind::UnaryAlu(alu),
+            },
+            _ => Kind::Binary(alu),
+        });
+    }
+    ActFn::from_name(name).map(Kind::Act)
+}
+
+/// Every name the table knows, for "did you mean" help.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    TABLE
+        .iter()
+        .flat_map(|b| b.names.iter().copied())
+        .chain(Alu::ALL.iter().map(|a| a.name()))
+        .chain(ActFn::ALL.iter().map(|f| f.name()))
+}

@@ -1,0 +1,170 @@
+//! Masks and predicates: comparisons of index expressions, normalised to the instruction set's
+//! forms.
+//!
+//! A mask (`mask = (i_p < 64) & (k * 128 + i_p < n)`) becomes a [`Mask`]: each condition bounds
+//! one grid axis, `coef · t + offset < S`, so that the kept elements form a box. A predicate
+//! (`affine_select`'s `pred`) is one comparison of an affine expression of several grid axes
+//! with 0.
+
+use crate::span::Span;
+use nki_lang::{AxisIndex, Cmp, MAX_MASK_TERMS, Mask, MaskId, MaskTerm};
+
+use super::Lowerer;
+use super::value::{Cond, Value};
+use crate::parse::model::Expr;
+
+const NOT_A_BOX: &str = "err_unsupported_expression_in_mask";
+
+impl Lowerer<'_> {
+    /// The mask of a `mask =` argument (`None` after an error; `Some(None)` when the mask
+    /// keeps everything).
+    pub(super) fn mask_arg(&mut self, e: &Expr) -> Option<Option<MaskId>> {
+        let conds = match self.eval(e) {
+            Value::Cond(c) => c,
+            Value::Bool(true) => return Some(None),
+            Value::Bool(false) => Vec::new(),
+            Value::Poison => return None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "a mask is a comparison of indices, or several joined with `&`, not {} ({NOT_A_BOX})",
+                        other.describe()
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut terms: Vec<MaskTerm> = Vec::new();
+        if conds.is_empty() {
+            // `false`: `0 < 0` never holds.
+            terms.push(MaskTerm {
+                axis: 0,
+                coef: 0,
+                offset: nki_lang::Affine::ZERO,
+                sym: None,
+            });
+        }
+        for c in &conds {
+            if !self.mask_terms(c, e.span(), &mut terms) {
+                return None;
+            }
+        }
+        if terms.len() > MAX_MASK_TERMS {
+            self.error(
+                e.span(),
+                format!("a mask joins at most {MAX_MASK_TERMS} bounds ({NOT_A_BOX})"),
+            );
+            return None;
+        }
+        let mut mask = Mask {
+            terms: [terms[0]; MAX_MASK_TERMS],
+            len: terms.len() as u8,
+        };
+        mask.terms[..terms.len()].copy_from_slice(&terms);
+        match self.buf.add_mask(mask) {
+            Some(id) => Some(Some(id)),
+            None => {
+                self.error(e.span(), "a kernel uses at most 65535 distinct masks");
+                None
+            }
+        }
+    }
+
+    /// Appends the bounds of one condition: `expr cmp S` as `coef · t + offset < S`.
+    fn mask_terms(&mut self, c: &Cond, span: Span, out: &mut Vec<MaskTerm>) -> bool {
+        let axes: Vec<usize> = (0..c.expr.grid.len())
+            .filter(|&j| c.expr.grid[j] != 0)
+            .collect();
+        let (axis, coef) = match axes.as_slice() {
+            [] => (0, 0),
+            [j] => (*j, c.expr.grid[*j]),
+            _ => {
+                self.error(
+                    span,
+                    format!("a mask condition bounds one index-grid axis; a condition on several (like `i_p < i_f`) is not a box: use `affine_select` ({NOT_A_BOX})"),
+                );
+                return false;
+            }
+        };
+        let lin = c.expr.lin;
+        let term = |coef: i64, offset: nki_lang::Affine, sym| MaskTerm {
+            axis: axis as u8,
+            coef,
+            offset,
+            sym,
+        };
+        let shifted = |k: i64| lin.checked_add(&nki_lang::Affine::constant(k));
+        let negated = |k: i64| {
+            lin.checked_scale(-1)
+                .and_then(|n| n.checked_add(&nki_lang::Affine::constant(k)))
+        };
+        let overflow = || "integer overflow in a mask".to_string();
+        // `x < S`, `x <= S` keep a symbol on the upper side; `x > 0`, `x >= 0` become
+        // `−x < 0`, `−x − 1 < 0`.
+        let new: Result<Vec<MaskTerm>, String> = match (c.cmp, c.sym) {
+            (Cmp::Lt, s) => Ok(vec![term(coef, lin, s)]),
+            (Cmp::Le, s) => shifted(-1)
+                .map(|o| vec![term(coef, o, s)])
+                .ok_or_else(overflow),
+            (Cmp::Gt, None) => negated(0)
+                .map(|o| vec![term(-coef, o, None)])
+                .ok_or_else(overflow),
+            (Cmp::Ge, None) => negated(-1)
+                .map(|o| vec![term(-coef, o, None)])
+                .ok_or_else(overflow),
+            (Cmp::Eq, None) => match (shifted(-1), negated(-1)) {
+                (Some(le), Some(ge)) => Ok(vec![term(coef, le, None), term(-coef, ge, None)]),
+                _ => Err(overflow()),
+            },
+            (Cmp::Ne, _) => Err(format!(
+                "`!=` keeps everything but one index: not a box ({NOT_A_BOX})"
+            )),
+            (_, Some(_)) => Err(format!(
+                "a symbolic dimension can only bound an index from above: `expr < N` or `expr <= N` ({NOT_A_BOX})"
+            )),
+        };
+        match new {
+            Ok(t) => {
+                out.extend(t);
+                true
+            }
+            Err(msg) => {
+                self.error(span, msg);
+                false
+            }
+        }
+    }
+
+    /// The predicate of `affine_select`: one comparison of an affine expression of the grid
+    /// with a constant.
+    pub(super) fn pred_arg(&mut self, e: &Expr) -> Option<(AxisIndex, Cmp)> {
+        match self.eval(e) {
+            Value::Cond(c) if c.len() == 1 && c[0].sym.is_none() => Some((
+                AxisIndex {
+                    start: c[0].expr.lin,
+                    grid: c[0].expr.grid,
+                },
+                c[0].cmp,
+            )),
+            Value::Poison => None,
+            Value::Cond(_) => {
+                self.error(
+                    e.span(),
+                    "affine_select's predicate is one comparison of affine index expressions without symbolic dimensions",
+                );
+                None
+            }
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "affine_select's predicate is a comparison of indices, not {}",
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
+    }
+}

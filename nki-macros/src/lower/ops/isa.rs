@@ -1,0 +1,497 @@
+//! The one assembler of ISA calls: arguments matched to a table row's parameters, each filling
+//! an instruction slot or a function code, the instruction built in its opcode's format.
+
+use crate::span::Span;
+use nki_lang::{
+    AccOut, ActFn, Alu, Dst, Engine, Format, InstrData, MAX_TILE_RANK, Memory, Opcode, Pred,
+    Scalar, Src, TileShape, TileView, ViewId,
+};
+
+use super::super::builtins::{P, Param};
+use super::super::call::{Dest, OpOptions};
+use super::super::value::Value;
+use super::super::{InstrSpans, Lowerer};
+use crate::parse::model::{Arg, Expr};
+
+/// A source argument before it becomes an operand: a view still to be broadcast to the
+/// instruction's grid, or an immediate.
+#[derive(Copy, Clone, Debug)]
+pub(in super::super) enum Operand {
+    /// A tile view.
+    Tile(TileView),
+    /// An immediate.
+    Imm(Scalar),
+}
+
+/// Everything the arguments of an ISA call give.
+#[derive(Default)]
+struct Collected {
+    srcs: [Option<(Operand, Span)>; 5],
+    op: [Option<Alu>; 2],
+    act: Option<ActFn>,
+    rev: u8,
+    negate: bool,
+    keepdims: bool,
+    axes: Option<u8>,
+    reduce_op: Option<Alu>,
+    reduce_res: Option<(TileView, Span)>,
+    expr: Option<nki_lang::AxisIndex>,
+    pred: Option<(nki_lang::AxisIndex, nki_lang::Cmp)>,
+    options: OpOptions,
+}
+
+impl Lowerer<'_> {
+    /// A source operand: a tile (view) or an immediate number.
+    pub(in super::super) fn operand(&mut self, e: &Expr, what: &str) -> Option<Operand> {
+        match self.eval(e) {
+            Value::Tile(v) => Some(Operand::Tile(v)),
+            Value::Float(f) => Some(Operand::Imm(Scalar::float(f as f32))),
+            Value::Int(n) => match i32::try_from(n) {
+                Ok(n) => Some(Operand::Imm(Scalar::Int(n))),
+                Err(_) => {
+                    self.error(e.span(), "an immediate is a 32-bit integer or a float");
+                    None
+                }
+            },
+            Value::Bool(b) => Some(Operand::Imm(Scalar::Int(b as i32))),
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!("{what} is a tile or a number, not {}", other.describe()),
+                );
+                None
+            }
+        }
+    }
+
+    /// An ALU operation named by an argument (`op = add`, `op = nl::maximum`).
+    pub(in super::super) fn alu_arg(&mut self, e: &Expr) -> Option<Alu> {
+        match self.eval(e) {
+            Value::Code(n) if Alu::from_name(&n).is_some() => Alu::from_name(&n),
+            Value::Poison => None,
+            _ => {
+                self.error(
+                    e.span(),
+                    "expected an ALU operation: add, subtract, multiply, divide, maximum, minimum, power, bitwise_and, equal, ...",
+                );
+                None
+            }
+        }
+    }
+
+    /// An activation function named by an argument (`op = exp`).
+    fn act_arg(&mut self, e: &Expr) -> Option<ActFn> {
+        match self.eval(e) {
+            Value::Code(n) if ActFn::from_name(&n).is_some() => ActFn::from_name(&n),
+            Value::Poison => None,
+            _ => {
+                self.error(
+                    e.span(),
+                    "expected an activation function: exp, log, tanh, gelu, sigmoid, silu, relu, ...",
+                );
+                None
+            }
+        }
+    }
+
+    /// An engine named by an argument (`engine = vector`, `engine = nisa::gpsimd_engine`).
+    pub(in super::super) fn engine_arg(&mut self, e: &Expr) -> Option<Engine> {
+        match self.eval(e) {
+            Value::Code(n) if Engine::from_name(&n).is_some() => Engine::from_name(&n),
+            Value::Poison => None,
+            _ => {
+                self.error(
+                    e.span(),
+                    "expected an engine: tensor, vector, scalar or gpsimd",
+                );
+                None
+            }
+        }
+    }
+
+    /// A compile-time bool argument.
+    pub(in super::super) fn bool_arg(&mut self, e: &Expr, what: &str) -> Option<bool> {
+        match self.eval(e) {
+            Value::Bool(b) => Some(b),
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!("`{what}` is a bool, not {}", other.describe()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reduced axes (`axis = 1`, `axis = [1, 2]`): free axes of a tile, as a bit mask (bit
+    /// `j` = free axis `j`, i.e. tile axis `j + 1`).
+    pub(in super::super) fn axes_arg(&mut self, e: &Expr) -> Option<u8> {
+        let items: Vec<&Expr> = match e {
+            Expr::Array(v, _) => v.iter().collect(),
+            e => vec![e],
+        };
+        let mut mask = 0u8;
+        for it in items {
+            let n = self.int(it, "an axis")?;
+            if !(1..MAX_TILE_RANK as i64).contains(&n) {
+                let v = nki_lang::RuleViolation::ReduceAxes {
+                    op: "tensor_reduce",
+                    axes: vec![n.clamp(0, 255) as u8],
+                    max_axis: MAX_TILE_RANK - 1,
+                };
+                self.error(it.span(), crate::errors::message(&v));
+                return None;
+            }
+            mask |= 1 << (n - 1);
+        }
+        Some(mask)
+    }
+
+    /// The options every operation takes: `dtype`, `engine`, `mask`.
+    pub(in super::super) fn option_arg(&mut self, p: P, e: &Expr, opts: &mut OpOptions) -> bool {
+        match p {
+            P::DType => match self.dtype_arg(e) {
+                Some(d) => opts.dtype = Some(d),
+                None => return false,
+            },
+            P::Engine => match self.engine_arg(e) {
+                Some(g) => opts.engine = Some(g),
+                None => return false,
+            },
+            P::Mask => match self.mask_arg(e) {
+                Some(m) => opts.mask = m,
+                None => return false,
+            },
+            _ => unreachable!("not an option"),
+        }
+        true
+    }
+
+    /// `view` broadcast along the free dimensions to `shape` (NumPy's rules on the free
+    /// dimensions, aligned from the right; the partitions must agree). `None` when the shapes
+    /// do not broadcast.
+    pub(in super::super) fn broadcast(&self, v: &TileView, shape: &TileShape) -> Option<TileView> {
+        if v.shape.partitions() != shape.partitions() {
+            return None;
+        }
+        if v.shape.same_layout(shape) {
+            return Some(*v);
+        }
+        let (from, to) = (v.shape.free(), shape.free());
+        if from.len() > to.len() {
+            // Leading size-1 dimensions can go.
+            let extra = from.len() - to.len();
+            if from[..extra].iter().any(|&d| d != 1) {
+                return None;
+            }
+        }
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (k, &n) in to.iter().enumerate().rev() {
+            let back = to.len() - k;
+            let Some(j) = from.len().checked_sub(back) else {
+                continue;
+            };
+            match from[j] {
+                1 => {}
+                d if d == n => strides[k] = v.strides[j],
+                _ => return None,
+            }
+        }
+        Some(TileView {
+            shape: *shape,
+            strides,
+            ..*v
+        })
+    }
+
+    /// An operand as a source of an instruction whose grid is `grid`: a tile broadcast to it.
+    pub(in super::super) fn src_on(
+        &mut self,
+        o: Operand,
+        grid: &TileShape,
+        span: Span,
+    ) -> Option<Src> {
+        match o {
+            Operand::Imm(x) => Some(Src::Imm(x)),
+            Operand::Tile(v) => {
+                let v = self.broadcast(&v, grid).unwrap_or(v);
+                self.view_id(v, span).map(Src::Tile)
+            }
+        }
+    }
+
+    /// An ISA call: every argument matched to the row's parameters, the instruction assembled
+    /// in its opcode's format and emitted through the opcode's rules.
+    pub(in super::super) fn isa(
+        &mut self,
+        opcode: Opcode,
+        params: &[Param],
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let info = opcode.info();
+        let names: Vec<&str> = params.iter().map(|p| p.name).collect();
+        let Some(a) = self.args(info.name, args, &names, 0, span) else {
+            return Value::Poison;
+        };
+        let mut c = Collected::default();
+        let mut ok = true;
+        let mut spans = InstrSpans::at(span);
+        for (p, e) in params.iter().zip(&a) {
+            let Some(e) = e else {
+                if p.required {
+                    self.error(
+                        span,
+                        format!("`{}` needs the argument `{}`", info.name, p.name),
+                    );
+                    ok = false;
+                }
+                continue;
+            };
+            ok &= match p.kind {
+                P::Tile(slot) => match self.eval(e) {
+                    Value::Tile(v) => {
+                        c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
+                        spans = spans.with(slot as usize, e.span());
+                        true
+                    }
+                    Value::Poison => false,
+                    Value::Tensor(_) | Value::Access(_) => {
+                        let spec = &info.operands[slot as usize];
+                        let v = nki_lang::rules::check_memory(
+                            info.name,
+                            spec.name,
+                            Memory::Hbm,
+                            spec.memory,
+                        );
+                        if let Err(v) = v {
+                            self.error(e.span(), crate::errors::message(&v));
+                        }
+                        false
+                    }
+                    other => {
+                        let what = format!(
+                            "operand '{}' of '{}' must be a tile, not {}",
+                            p.name,
+                            info.name,
+                            other.describe()
+                        );
+                        self.error(e.span(), what);
+                        false
+                    }
+                },
+                P::TileOrImm(slot) => match self.operand(e, p.name) {
+                    Some(o) => {
+                        c.srcs[slot as usize] = Some((o, e.span()));
+                        spans = spans.with(slot as usize, e.span());
+                        true
+                    }
+                    None => false,
+                },
+                P::Alu(j) => self
+                    .alu_arg(e)
+                    .map(|o| c.op[j as usize] = Some(o))
+                    .is_some(),
+                P::Act => self.act_arg(e).map(|f| c.act = Some(f)).is_some(),
+                P::Rev(j) => self
+                    .bool_arg(e, p.name)
+                    .map(|b| c.rev |= (b as u8) << j)
+                    .is_some(),
+                P::Negate => self.bool_arg(e, p.name).map(|b| c.negate = b).is_some(),
+                P::KeepDims => self.bool_arg(e, p.name).map(|b| c.keepdims = b).is_some(),
+                P::Axis => self.axes_arg(e).map(|m| c.axes = Some(m)).is_some(),
+                P::ReduceOp => self.alu_arg(e).map(|o| c.reduce_op = Some(o)).is_some(),
+                P::ReduceRes => match self.eval(e) {
+                    Value::Tile(v) => {
+                        c.reduce_res = Some((v, e.span()));
+                        spans = spans.with(4, e.span());
+                        true
+                    }
+                    Value::Poison => false,
+                    other => {
+                        self.error(
+                            e.span(),
+                            format!("`reduce_res` is a (P, 1) tile, not {}", other.describe()),
+                        );
+                        false
+                    }
+                },
+                P::Expr => match self.eval(e) {
+                    Value::Index(i) => {
+                        c.expr = Some(nki_lang::AxisIndex {
+                            start: i.lin,
+                            grid: i.grid,
+                        });
+                        c.options.shape = Some(expr_shape(&i.sizes));
+                        true
+                    }
+                    Value::Int(n) => {
+                        c.expr = Some(nki_lang::AxisIndex::constant(n));
+                        true
+                    }
+                    Value::Poison => false,
+                    other => {
+                        self.error(
+                            e.span(),
+                            format!(
+                                "iota takes an affine expression of index grids, not {}",
+                                other.describe()
+                            ),
+                        );
+                        false
+                    }
+                },
+                P::Pred => self.pred_arg(e).map(|pr| c.pred = Some(pr)).is_some(),
+                P::DType | P::Engine | P::Mask => self.option_arg(p.kind, e, &mut c.options),
+            };
+        }
+        if !ok {
+            return Value::Poison;
+        }
+        if c.reduce_res.is_some() != c.reduce_op.is_some() {
+            self.error(span, "`reduce_op` and `reduce_res` go together");
+            return Value::Poison;
+        }
+        self.assemble(opcode, c, spans, dest)
+    }
+
+    /// Builds the instruction of `opcode` from the collected arguments and emits it.
+    fn assemble(
+        &mut self,
+        opcode: Opcode,
+        c: Collected,
+        spans: InstrSpans,
+        dest: Dest<'_>,
+    ) -> Value {
+        let info = opcode.info();
+        // The grid: the first tile operand's shape (broadcast columns and immediates follow it).
+        let grid = c.srcs.iter().flatten().find_map(|(o, _)| match o {
+            Operand::Tile(v) => Some(v.shape),
+            Operand::Imm(_) => None,
+        });
+        let grid = match (grid, c.options.shape, &dest) {
+            (Some(g), _, _) | (None, Some(g), _) => g,
+            (None, None, Dest::Into { view, .. }) => view.shape,
+            (None, None, Dest::New(_)) => {
+                self.error(spans.whole, format!("'{}' needs a tile operand", info.name));
+                return Value::Poison;
+            }
+        };
+        let mut src = [Src::None; 5];
+        for (slot, s) in c.srcs.iter().enumerate() {
+            if let Some((o, sp)) = *s {
+                match self.src_on(o, &grid, sp) {
+                    Some(x) => src[slot] = x,
+                    None => return Value::Poison,
+                }
+            }
+        }
+        let view = |s: Src| s.view().unwrap_or(ViewId(u16::MAX));
+        let acc = match (c.reduce_op, c.reduce_res) {
+            (Some(op), Some((v, sp))) => match self.view_id(v, sp) {
+                Some(view) => Some(AccOut { op, view }),
+                None => return Value::Poison,
+            },
+            _ => None,
+        };
+        let expr = match c.expr {
+            Some(e) => match self.buf.add_expr(e) {
+                Some(id) => Some(id),
+                None => return self.error(spans.whole, "a kernel uses at most 65535 expressions"),
+            },
+            None => None,
+        };
+        let pred = match c.pred {
+            Some((e, cmp)) => match self.buf.add_expr(e) {
+                Some(id) => Some(Pred::Affine { expr: id, cmp }),
+                None => return self.error(spans.whole, "a kernel uses at most 65535 expressions"),
+            },
+            None => None,
+        };
+        let write = self.write_for(&dest);
+        let op = [
+            c.op[0].unwrap_or(Alu::Bypass),
+            c.op[1].unwrap_or(Alu::Bypass),
+        ];
+        let (rev, negate, axes, act) = (c.rev, c.negate, c.axes.unwrap_or(0), c.act);
+        let make = move |v: ViewId| -> InstrData {
+            let dst = Dst { view: v, write };
+            match info.format {
+                Format::Alu => InstrData::Alu {
+                    dst,
+                    src: [src[1], src[2], src[3]],
+                    op,
+                    rev,
+                    acc,
+                },
+                Format::Act => InstrData::Act {
+                    dst,
+                    src: view(src[1]),
+                    func: act.unwrap_or(ActFn::Identity),
+                    scale: match src[2] {
+                        Src::None => Src::Imm(Scalar::float(1.0)),
+                        s => s,
+                    },
+                    bias: src[3],
+                    acc,
+                },
+                Format::Reduce => InstrData::Reduce {
+                    dst,
+                    src: view(src[1]),
+                    op: op[0],
+                    axes,
+                    negate,
+                },
+                Format::Scan => InstrData::Scan {
+                    dst,
+                    src: [view(src[1]), view(src[2])],
+                    init: src[3],
+                    op,
+                },
+                Format::Iota => InstrData::Iota {
+                    dst,
+                    expr: expr.unwrap_or(nki_lang::ExprId(u16::MAX)),
+                },
+                Format::Select => InstrData::Select {
+                    dst,
+                    pred: pred.unwrap_or(Pred::Tile(view(src[1]))),
+                    on_true: src[2],
+                    on_false: src[3],
+                },
+                Format::Unary => InstrData::Unary {
+                    dst,
+                    src: view(src[1]),
+                },
+                Format::LoopBegin
+                | Format::LoopEnd
+                | Format::Dma
+                | Format::Fill
+                | Format::Matmul => unreachable!("{} is lowered by hand", info.name),
+            }
+        };
+        let mut options = c.options;
+        if info.format == Format::Reduce && !c.keepdims {
+            options.squeeze = true;
+        }
+        if info.format == Format::Iota && options.shape.is_none() {
+            options.shape = Some(grid);
+        }
+        match self.emit_op(opcode, &make, dest, options, spans) {
+            Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+}
+
+/// The shape of an index expression's grid: its axes' extents (size 1 where it has none).
+fn expr_shape(sizes: &[u32; MAX_TILE_RANK]) -> TileShape {
+    let rank = (0..MAX_TILE_RANK)
+        .rev()
+        .find(|&j| sizes[j] != 0)
+        .map_or(2, |j| (j + 1).max(2));
+    let dims: Vec<u32> = sizes[..rank].iter().map(|&s| s.max(1)).collect();
+    TileShape::new(&dims).unwrap_or_else(|| TileShape::new(&[1, 1]).expect("rank 2"))
+}

@@ -1,0 +1,477 @@
+//! `nl` reductions (`sum`, `max`, `min`, `prod`, `all`, `mean`, `var`) and the composites
+//! `softmax` and `rms_norm`, built from the instruction set as NKI builds them.
+
+use crate::span::Span;
+use nki_lang::{
+    AccOut, ActFn, Alu, DType, Dst, InstrData, Memory, Opcode, Scalar, Src, TileShape, TileView,
+};
+
+use super::super::builtins::{P, Reduction};
+use super::super::call::{Dest, OpOptions};
+use super::super::value::Value;
+use super::super::{InstrSpans, Lowerer};
+use super::isa::Operand;
+use crate::parse::model::Arg;
+
+impl Lowerer<'_> {
+    /// `tensor_reduce(op, x, axes)` into `dest`.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_op(
+        &mut self,
+        op: Alu,
+        x: TileView,
+        x_span: Span,
+        axes: u8,
+        negate: bool,
+        keepdims: bool,
+        span: Span,
+        dest: Dest<'_>,
+        mut opts: OpOptions,
+    ) -> Option<TileView> {
+        let src = self.view_id(x, x_span)?;
+        let write = self.write_for(&dest);
+        let make = |v| InstrData::Reduce {
+            dst: Dst { view: v, write },
+            src,
+            op,
+            axes,
+            negate,
+        };
+        opts.squeeze = !keepdims;
+        let spans = InstrSpans::at(span).with(1, x_span);
+        self.emit_op(Opcode::TensorReduce, &make, dest, opts, spans)
+    }
+
+    /// Number of elements a reduction over `axes` of `shape` combines.
+    fn reduced_count(shape: &TileShape, axes: u8) -> u64 {
+        shape
+            .free()
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| axes >> j & 1 == 1)
+            .map(|(_, &d)| u64::from(d))
+            .product()
+    }
+
+    /// `nl.sum(x, axis, dtype, mask, keepdims)` and the other reductions.
+    pub(in super::super) fn nl_reduce(
+        &mut self,
+        name: &str,
+        r: Reduction,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let Some(a) = self.args(
+            name,
+            args,
+            &["x", "axis", "dtype", "mask", "keepdims"],
+            2,
+            span,
+        ) else {
+            return Value::Poison;
+        };
+        let x_e = a[0].expect("required");
+        let x = match self.eval(x_e) {
+            Value::Tile(v) => v,
+            Value::Poison => return Value::Poison,
+            other => {
+                return self.error(
+                    x_e.span(),
+                    format!("`{name}` takes a tile, not {}", other.describe()),
+                );
+            }
+        };
+        let Some(axes) = self.axes_arg(a[1].expect("required")) else {
+            return Value::Poison;
+        };
+        let mut opts = OpOptions::default();
+        for (k, p) in [(2, P::DType), (3, P::Mask)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut opts)
+            {
+                return Value::Poison;
+            }
+        }
+        let keepdims = match a[4].map(|e| self.bool_arg(e, "keepdims")) {
+            Some(None) => return Value::Poison,
+            Some(Some(b)) => b,
+            None => false,
+        };
+        let xs = x_e.span();
+        let done = |v: Option<TileView>| v.map_or(Value::Poison, Value::Tile);
+        match r {
+            Reduction::Op(op) => {
+                done(self.reduce_op(op, x, xs, axes, false, keepdims, span, dest, opts))
+            }
+            Reduction::Mean | Reduction::Var => {
+                let n = Self::reduced_count(&x.shape, axes);
+                let int = !self.buf.tiles[x.tile as usize].dtype.is_float();
+                let work = OpOptions {
+                    dtype: if int { Some(DType::F32) } else { None },
+                    mask: opts.mask,
+                    ..OpOptions::default()
+                };
+                let count = (Operand::Imm(Scalar::float(n as f32)), span);
+                if r == Reduction::Mean {
+                    let Some(s) = self.reduce_op(
+                        Alu::Add,
+                        x,
+                        xs,
+                        axes,
+                        false,
+                        keepdims,
+                        span,
+                        Dest::New(None),
+                        work,
+                    ) else {
+                        return Value::Poison;
+                    };
+                    return self.binary(
+                        Alu::Divide,
+                        (Operand::Tile(s), span),
+                        count,
+                        span,
+                        dest,
+                        opts,
+                    );
+                }
+                // var: the mean of the squared deviations from the mean.
+                let Some(s) = self.reduce_op(
+                    Alu::Add,
+                    x,
+                    xs,
+                    axes,
+                    false,
+                    true,
+                    span,
+                    Dest::New(None),
+                    work,
+                ) else {
+                    return Value::Poison;
+                };
+                let Value::Tile(mean) = self.binary(
+                    Alu::Divide,
+                    (Operand::Tile(s), span),
+                    count,
+                    span,
+                    Dest::New(None),
+                    work,
+                ) else {
+                    return Value::Poison;
+                };
+                let Value::Tile(d) = self.binary(
+                    Alu::Subtract,
+                    (Operand::Tile(x), xs),
+                    (Operand::Tile(mean), span),
+                    span,
+                    Dest::New(None),
+                    work,
+                ) else {
+                    return Value::Poison;
+                };
+                let Value::Tile(sq) = self.binary(
+                    Alu::Multiply,
+                    (Operand::Tile(d), span),
+                    (Operand::Tile(d), span),
+                    span,
+                    Dest::New(None),
+                    work,
+                ) else {
+                    return Value::Poison;
+                };
+                let Some(ss) = self.reduce_op(
+                    Alu::Add,
+                    sq,
+                    span,
+                    axes,
+                    false,
+                    keepdims,
+                    span,
+                    Dest::New(None),
+                    work,
+                ) else {
+                    return Value::Poison;
+                };
+                self.binary(
+                    Alu::Divide,
+                    (Operand::Tile(ss), span),
+                    count,
+                    span,
+                    dest,
+                    opts,
+                )
+            }
+        }
+    }
+
+    /// A new `[P, 1]` fp32 tile for a per-partition result.
+    fn column_tile(&mut self, partitions: u32, span: Span) -> Option<TileView> {
+        let shape = TileShape::new(&[partitions, 1])?;
+        match self.new_tile(None, Memory::Sbuf, DType::F32, shape, span) {
+            Value::Tile(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// `activation(func, x, bias = −m?)` with a per-partition `add` reduction into `res`.
+    #[allow(clippy::too_many_arguments)]
+    fn act_reduce(
+        &mut self,
+        func: ActFn,
+        x: TileView,
+        scale: Src,
+        bias: Option<TileView>,
+        res: TileView,
+        span: Span,
+        dest: Dest<'_>,
+        opts: OpOptions,
+    ) -> Option<TileView> {
+        let src = self.view_id(x, span)?;
+        let bias = match bias {
+            Some(b) => Src::Tile(self.view_id(self.broadcast(&b, &x.shape)?, span)?),
+            None => Src::None,
+        };
+        let acc = Some(AccOut {
+            op: Alu::Add,
+            view: self.view_id(res, span)?,
+        });
+        let write = self.write_for(&dest);
+        let make = |v| InstrData::Act {
+            dst: Dst { view: v, write },
+            src,
+            func,
+            scale,
+            bias,
+            acc,
+        };
+        self.emit_op(Opcode::Activation, &make, dest, opts, InstrSpans::at(span))
+    }
+
+    /// The tile argument `name` of a composite.
+    fn tile_param(&mut self, e: &crate::parse::model::Expr, name: &str) -> Option<TileView> {
+        match self.eval(e) {
+            Value::Tile(v) => Some(v),
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!("`{name}` takes a tile, not {}", other.describe()),
+                );
+                None
+            }
+        }
+    }
+
+    /// `softmax(x, axis)` along every free axis: `exp(x − max(x)) / Σ exp(x − max(x))`, as
+    /// NKI's kernels compute it: a negated max (VectorE), the exponential with that bias and its
+    /// per-partition sum in one activation (ScalarE), a reciprocal (VectorE) and a multiply.
+    pub(in super::super) fn softmax(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
+        let params = ["x", "axis", "dtype", "compute_dtype", "mask"];
+        let Some(a) = self.args("softmax", args, &params, 2, span) else {
+            return Value::Poison;
+        };
+        let Some(x) = self.tile_param(a[0].expect("required"), "softmax") else {
+            return Value::Poison;
+        };
+        let Some(axes) = self.axes_arg(a[1].expect("required")) else {
+            return Value::Poison;
+        };
+        let all = (1u8 << (x.shape.rank() - 1)) - 1;
+        if axes != all {
+            return self.error(
+                a[1].expect("required").span(),
+                "softmax here normalises along every free axis of its tile (axis = [1, ..]): index the tile so that the softmax axis is its free dimension",
+            );
+        }
+        let mut opts = OpOptions::default();
+        for (k, p) in [(2, P::DType), (4, P::Mask)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut opts)
+            {
+                return Value::Poison;
+            }
+        }
+        let work = OpOptions {
+            dtype: Some(DType::F32),
+            mask: opts.mask,
+            ..OpOptions::default()
+        };
+        let p = x.shape.partitions();
+        let Some(neg_max) = self.reduce_op(
+            Alu::Max,
+            x,
+            span,
+            axes,
+            true,
+            true,
+            span,
+            Dest::New(None),
+            work,
+        ) else {
+            return Value::Poison;
+        };
+        let Some(sum) = self.column_tile(p, span) else {
+            return Value::Poison;
+        };
+        let one = Src::Imm(Scalar::float(1.0));
+        let Some(e) = self.act_reduce(
+            ActFn::Exp,
+            x,
+            one,
+            Some(neg_max),
+            sum,
+            span,
+            Dest::New(None),
+            work,
+        ) else {
+            return Value::Poison;
+        };
+        let recip = self.isa_unary(Opcode::Reciprocal, sum, span, work);
+        let Some(recip) = recip else {
+            return Value::Poison;
+        };
+        self.binary(
+            Alu::Multiply,
+            (Operand::Tile(e), span),
+            (Operand::Tile(recip), span),
+            span,
+            dest,
+            opts,
+        )
+    }
+
+    /// A one-operand instruction (`reciprocal`) into a new tile.
+    fn isa_unary(
+        &mut self,
+        opcode: Opcode,
+        x: TileView,
+        span: Span,
+        opts: OpOptions,
+    ) -> Option<TileView> {
+        let src = self.view_id(x, span)?;
+        let make = |v| InstrData::Unary {
+            dst: Dst::overwrite(v),
+            src,
+        };
+        self.emit_op(opcode, &make, Dest::New(None), opts, InstrSpans::at(span))
+    }
+
+    /// `rms_norm(x, w, axis, n, epsilon)`: `x / sqrt(Σ x² / n + ε) · w`, along every free axis:
+    /// the squares and their per-partition sum in one activation, `/ n + ε`, a reciprocal square
+    /// root, then two multiplies (`w` broadcast as NumPy would).
+    pub(in super::super) fn rms_norm(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
+        let params = [
+            "x",
+            "w",
+            "axis",
+            "n",
+            "epsilon",
+            "dtype",
+            "compute_dtype",
+            "mask",
+        ];
+        let Some(a) = self.args("rms_norm", args, &params, 4, span) else {
+            return Value::Poison;
+        };
+        let Some(x) = self.tile_param(a[0].expect("required"), "rms_norm") else {
+            return Value::Poison;
+        };
+        let w_e = a[1].expect("required");
+        let Some(w) = self.operand(w_e, "w") else {
+            return Value::Poison;
+        };
+        let Some(axes) = self.axes_arg(a[2].expect("required")) else {
+            return Value::Poison;
+        };
+        if axes != (1u8 << (x.shape.rank() - 1)) - 1 {
+            return self.error(
+                span,
+                "rms_norm normalises along every free axis of its tile",
+            );
+        }
+        let n_e = a[3].expect("required");
+        let n = match self.eval(n_e) {
+            Value::Int(n) if n > 0 => n as f32,
+            Value::Float(f) if f > 0.0 => f as f32,
+            Value::Poison => return Value::Poison,
+            _ => return self.error(n_e.span(), "`n` is a positive number"),
+        };
+        let eps = match a[4].map(|e| (e, self.eval(e))) {
+            None => 1e-6,
+            Some((_, Value::Float(f))) => f as f32,
+            Some((_, Value::Int(i))) => i as f32,
+            Some((_, Value::Poison)) => return Value::Poison,
+            Some((e, _)) => return self.error(e.span(), "`epsilon` is a number"),
+        };
+        let mut opts = OpOptions::default();
+        for (k, p) in [(5, P::DType), (7, P::Mask)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut opts)
+            {
+                return Value::Poison;
+            }
+        }
+        let work = OpOptions {
+            dtype: Some(DType::F32),
+            mask: opts.mask,
+            ..OpOptions::default()
+        };
+        let p = x.shape.partitions();
+        let Some(ss) = self.column_tile(p, span) else {
+            return Value::Poison;
+        };
+        let one = Src::Imm(Scalar::float(1.0));
+        if self
+            .act_reduce(ActFn::Square, x, one, None, ss, span, Dest::New(None), work)
+            .is_none()
+        {
+            return Value::Poison;
+        }
+        let Some(ss_id) = self.view_id(ss, span) else {
+            return Value::Poison;
+        };
+        let make = |v| InstrData::Alu {
+            dst: Dst::overwrite(v),
+            src: [
+                Src::Tile(ss_id),
+                Src::Imm(Scalar::float(n)),
+                Src::Imm(Scalar::float(eps)),
+            ],
+            op: [Alu::Divide, Alu::Add],
+            rev: 0,
+            acc: None,
+        };
+        let Some(ms) = self.emit_op(
+            Opcode::TensorScalar,
+            &make,
+            Dest::New(None),
+            work,
+            InstrSpans::at(span),
+        ) else {
+            return Value::Poison;
+        };
+        let Value::Tile(r) = self.act(ActFn::Rsqrt, ms, span, one, span, Dest::New(None), work)
+        else {
+            return Value::Poison;
+        };
+        let Value::Tile(y) = self.binary(
+            Alu::Multiply,
+            (Operand::Tile(x), span),
+            (Operand::Tile(r), span),
+            span,
+            Dest::New(None),
+            work,
+        ) else {
+            return Value::Poison;
+        };
+        self.binary(
+            Alu::Multiply,
+            (Operand::Tile(y), span),
+            (w, w_e.span()),
+            span,
+            dest,
+            opts,
+        )
+    }
+}
