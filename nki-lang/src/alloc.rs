@@ -1,6 +1,6 @@
 //! Live ranges of tiles and their SBUF/PSUM addresses.
 
-use crate::ir::{Instr, InstrData, Memory, TileView, Write};
+use crate::ir::{Instr, LoopControl, Memory, TileView, Write};
 use crate::rules::RuleViolation;
 use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
 use crate::verify::ProgramBuf;
@@ -36,13 +36,15 @@ pub fn live_ranges(
     // Accumulations carry their destination's value from one iteration to the next.
     let mut open: Vec<(usize, usize)> = Vec::new();
     for (i, instr) in instrs.iter().enumerate() {
-        match instr.data {
-            InstrData::LoopBegin { end, .. } => open.push((i, end as usize)),
-            InstrData::LoopEnd { .. } => {
+        match instr.data.loop_control() {
+            Some(LoopControl::Begin { end, .. }) => open.push((i, end as usize)),
+            Some(LoopControl::End) => {
                 open.pop();
             }
-            data => {
-                let Some(dst) = data.dst() else { continue };
+            None => {
+                let Some(dst) = instr.data.dst() else {
+                    continue;
+                };
                 let spans = |d: usize| match dst.write {
                     Write::Overwrite => false,
                     Write::Accumulate(_) => true,
@@ -60,9 +62,9 @@ pub fn live_ranges(
     let mut loops: Vec<(usize, usize)> = instrs
         .iter()
         .enumerate()
-        .filter_map(|(i, ins)| match ins.data {
-            InstrData::LoopBegin { end, .. } => Some((i, end as usize)),
-            _ => None,
+        .filter_map(|(i, ins)| match ins.data.loop_control() {
+            Some(LoopControl::Begin { end, .. }) => Some((i, end as usize)),
+            Some(LoopControl::End) | None => None,
         })
         .collect();
     loops.sort_by_key(|&(b, e)| e - b);

@@ -28,8 +28,8 @@ pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
 pub use ir::{
     AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, Engine, ExprId, HbmAccess, Instr, InstrData,
-    LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred, Scalar,
-    SlotOperand, Src, TileView, ViewId, Write,
+    LoopControl, LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred,
+    Scalar, SlotOperand, Src, TileView, ViewId, Write,
 };
 pub use ops::{Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
 pub use program::{Program, TensorDecl, TensorRole, TileDecl};

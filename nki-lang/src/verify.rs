@@ -10,8 +10,8 @@ use crate::alloc::allocate;
 use crate::constraint::{Bounded, Constraint, implied_by_divisibility, index_range};
 use crate::dtype::DType;
 use crate::ir::{
-    AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, Mask, MaskId, Memory,
-    OperandRef, TileView, ViewId, Write,
+    AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, Mask, MaskId,
+    Memory, OperandRef, TileView, ViewId, Write,
 };
 use crate::ops::{self, Blame, Format, InferIn, MAX_SLOTS, Slot, ViewInfo};
 use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
@@ -310,8 +310,8 @@ impl ProgramBuf {
         }
         let mut loops: Vec<Extent> = Vec::new();
         for (i, instr) in self.instrs.iter().enumerate() {
-            match instr.data {
-                InstrData::LoopBegin { trip, .. } => {
+            match instr.data.loop_control() {
+                Some(LoopControl::Begin { trip, .. }) => {
                     if let Extent::Sym { sym, add: 0, div } = trip
                         && div > 1
                     {
@@ -319,10 +319,10 @@ impl ProgramBuf {
                     }
                     loops.push(trip);
                 }
-                InstrData::LoopEnd { .. } => {
+                Some(LoopControl::End) => {
                     loops.pop();
                 }
-                _ => c.check_instr(i, instr, &loops),
+                None => c.check_instr(i, instr, &loops),
             }
         }
         for (t, tensor) in self.tensors.iter().enumerate() {
@@ -688,7 +688,16 @@ impl Checker<'_> {
                         return self.malformed(Site::Instr(i), "unmatched loop end");
                     }
                 }
-                _ => {
+                InstrData::Dma { .. }
+                | InstrData::Unary { .. }
+                | InstrData::Fill { .. }
+                | InstrData::Iota { .. }
+                | InstrData::Alu { .. }
+                | InstrData::Act { .. }
+                | InstrData::Reduce { .. }
+                | InstrData::Scan { .. }
+                | InstrData::Select { .. }
+                | InstrData::Matmul { .. } => {
                     if let Err((slot, what)) = self.check_operand_refs(ins, stack.len()) {
                         let site = match slot {
                             Some(slot) => Site::Operand { instr: i, slot },

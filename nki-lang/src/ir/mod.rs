@@ -454,7 +454,39 @@ pub enum InstrData {
     },
 }
 
+/// Loop control, as the passes that track loop nesting see it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LoopControl {
+    /// A loop starts; its body ends at instruction `end`.
+    Begin {
+        /// The trip count.
+        trip: Extent,
+        /// Index of the matching `LoopEnd`.
+        end: u32,
+    },
+    /// A loop's body ends.
+    End,
+}
+
 impl InstrData {
+    /// The loop control this instruction is, or `None` for an operation.
+    pub const fn loop_control(&self) -> Option<LoopControl> {
+        match *self {
+            InstrData::LoopBegin { trip, end, .. } => Some(LoopControl::Begin { trip, end }),
+            InstrData::LoopEnd { .. } => Some(LoopControl::End),
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => None,
+        }
+    }
+
     /// The destination, for formats that have one.
     pub const fn dst(&self) -> Option<Dst> {
         match *self {

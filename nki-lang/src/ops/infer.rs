@@ -487,12 +487,11 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     };
     let data = *tile(x, 1)?;
     scalar_or_column(x, 2, &data.shape)?;
-    match x.opcode {
-        Opcode::ScalarTensorTensor => {
-            tile(x, 3)?;
-            same_grid(x, 1, 3)?;
-        }
-        _ => scalar_or_column(x, 3, &data.shape)?,
+    if x.opcode == Opcode::ScalarTensorTensor {
+        tile(x, 3)?;
+        same_grid(x, 1, 3)?;
+    } else {
+        scalar_or_column(x, 3, &data.shape)?;
     }
     if op[1] == Alu::Bypass && !matches!(x.slots[3], Slot::Absent) {
         return Err(unsupported(x, Some(3), op[1], "an operand1 needs an op1"));
@@ -522,9 +521,9 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         check_alu_dtype(x, a, 1)?;
         check_alu_dtype(x, a, 2 + j)?;
     }
-    match (x.opcode, acc) {
-        (Opcode::TensorScalarReduce, Some(a)) => check_acc(x, a.op, &data.shape)?,
-        (Opcode::TensorScalarReduce, None) => {
+    match (x.opcode == Opcode::TensorScalarReduce, acc) {
+        (true, Some(a)) => check_acc(x, a.op, &data.shape)?,
+        (true, None) => {
             return Err(x.blame(
                 4,
                 RuleViolation::OperandKind {
@@ -534,8 +533,8 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
                 },
             ));
         }
-        (_, Some(_)) => return Err(malformed(x)),
-        (_, None) => {}
+        (false, Some(_)) => return Err(malformed(x)),
+        (false, None) => {}
     }
     check_free_size(x, 1)?;
     let last = if op[1] == Alu::Bypass { op[0] } else { op[1] };
