@@ -552,3 +552,40 @@ fn masks_cut_ragged_tiles() {
         }
     }
 }
+
+/// Bit operations on integer tiles: on the values' own bits (a logical right shift of an i8
+/// shifts its 8 bits), results wrapped to the destination's width.
+#[test]
+fn bit_operations_on_integer_tiles() {
+    let (p, f) = (16usize, 64usize);
+    let a: Vec<i8> = (0..p * f).map(|i| (i as i32 * 37 - 100) as i8).collect();
+    let b: Vec<i8> = (0..p * f).map(|i| (i % 9) as i8).collect();
+    type Reference = fn(i8, i8) -> i8;
+    let rows: &[(Alu, Reference)] = &[
+        (Alu::BitwiseAnd, |x, y| x & y),
+        (Alu::BitwiseOr, |x, y| x | y),
+        (Alu::BitwiseXor, |x, y| x ^ y),
+        (Alu::LeftShift, |x, y| {
+            if y < 8 { ((x as u8) << y) as i8 } else { 0 }
+        }),
+        (Alu::RightShift, |x, y| {
+            if y < 8 { ((x as u8) >> y) as i8 } else { 0 }
+        }),
+    ];
+    for &(op, reference) in rows {
+        let prog = program(
+            &[DType::I8; 2],
+            p as u32,
+            f as u32,
+            (DType::I8, &[p as u32, f as u32]),
+            |bld, t, r| {
+                bld.tensor_tensor(r, t[0], t[1], op).unwrap();
+            },
+        );
+        for out in run::<i8, i8>(&prog, &[a.clone(), b.clone()], [p, f], &[p, f]) {
+            for i in 0..p * f {
+                assert_eq!(out[i], reference(a[i], b[i]), "{op} {} {}", a[i], b[i]);
+            }
+        }
+    }
+}

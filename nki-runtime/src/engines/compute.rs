@@ -79,6 +79,14 @@ pub(crate) fn alu_chain(
         reduce: reduce_of(ops, acc),
     };
     let isa = e.isa;
+    // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
+    // lane is cut to the dtype's width first (docs/dtypes.md, integer lanes).
+    let width = match ops.slot(1).map(|r| r.dtype) {
+        Some(DType::I8) => 0xff,
+        Some(DType::I16) => 0xffff,
+        _ => u32::MAX,
+    };
+    let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
     let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
         let b = match ins.get(2) {
             Some(b) => Rhs::Run(*b),
@@ -91,10 +99,20 @@ pub(crate) fn alu_chain(
             Some(b) => Rhs::Run(*b),
             None => Rhs::Splat(0),
         };
-        if op[1] == Alu::Bypass {
-            apply_rev(isa, lane, op[0], ins[0], b, rev & 1 == 1, out);
+        let mut cut = [0u32; super::stream::CHUNK];
+        let a = if narrow {
+            let cut = &mut cut[..ins[0].len()];
+            for (c, &x) in cut.iter_mut().zip(ins[0]) {
+                *c = x & width;
+            }
+            &*cut
         } else {
-            apply_rev(isa, lane, op[0], ins[0], b, rev & 1 == 1, tmp);
+            ins[0]
+        };
+        if op[1] == Alu::Bypass {
+            apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, out);
+        } else {
+            apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, tmp);
             second(ins, tmp, out);
         }
     };
