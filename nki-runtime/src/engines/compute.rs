@@ -6,7 +6,7 @@
 use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine};
 
 use super::Engines;
-use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, stream};
+use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
 use crate::exec::{Loc, Operands, Resolved};
@@ -88,22 +88,18 @@ pub(crate) fn alu_chain(
     };
     let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
     let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
-        let b = match ins.get(2) {
-            Some(b) => Rhs::Run(*b),
-            None => Rhs::Splat(0),
-        };
+        let b = ins.get(2).map_or(Rhs::Splat(0), |b| lanes_of(b));
         apply_rev(isa, lane, op[1], a, b, rev >> 1 & 1 == 1, out);
     };
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
-        let b = match ins.get(1) {
-            Some(b) => Rhs::Run(*b),
-            None => Rhs::Splat(0),
-        };
+        let b = ins.get(1).map_or(Rhs::Splat(0), |b| lanes_of(b));
         let mut cut = [0u32; super::stream::CHUNK];
-        let a = if narrow {
-            let cut = &mut cut[..ins[0].len()];
-            for (c, &x) in cut.iter_mut().zip(ins[0]) {
-                *c = x & width;
+        let a = if narrow || ins[0].len() < out.len() {
+            // A narrow signed operand cut to its width, or a single lane spread over the run.
+            let cut = &mut cut[..out.len()];
+            for (k, c) in cut.iter_mut().enumerate() {
+                let x = ins[0][k.min(ins[0].len() - 1)];
+                *c = if narrow { x & width } else { x };
             }
             &*cut
         } else {
@@ -183,17 +179,23 @@ pub(crate) fn activation(
         reduce: reduce_of(ops, acc),
     };
     let isa = e.isa;
-    let compute: &Compute<'_> = &|_, ins, out, _| {
+    let compute: &Compute<'_> = &|_, ins, out, tmp| {
         let scale = f32::from_bits(ins[1][0]);
         let bias = if has_bias {
             f32::from_bits(ins[2][0])
         } else {
             -0.0
         };
+        let data = if ins[0].len() < out.len() {
+            spread(ins[0], tmp);
+            &*tmp
+        } else {
+            ins[0]
+        };
         act::apply(
             isa,
             func,
-            bytemuck::cast_slice(ins[0]),
+            bytemuck::cast_slice(data),
             bytemuck::cast_slice_mut(out),
             scale,
             bias,
@@ -224,11 +226,12 @@ pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumula
                 Some(c) => c.holds(v as i64),
             }
         };
+        let at = |x: &[u32], k: usize| x[k.min(x.len() - 1)];
         for (k, o) in out.iter_mut().enumerate() {
-            *o = if holds(ins[0][k]) {
-                ins[1][k]
+            *o = if holds(at(ins[0], k)) {
+                at(ins[1], k)
             } else {
-                ins[2][k]
+                at(ins[2], k)
             };
         }
     };
@@ -252,7 +255,15 @@ pub(crate) fn iota(e: &mut Engines, ops: &Operands) {
         accumulate: None,
         reduce: None,
     };
-    stream(e, &s, &|_, ins, out, _| out.copy_from_slice(ins[0]));
+    stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
+}
+
+/// `out` = the lanes of `x`, a single lane repeated.
+fn spread(x: &[u32], out: &mut [u32]) {
+    match x {
+        [one] => out.fill(*one),
+        run => out.copy_from_slice(run),
+    }
 }
 
 /// `tensor_copy` through fp32 lanes (the Scalar engine's copy, lossy for int32 above 2²⁴).
@@ -267,5 +278,5 @@ pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands, accumulate: Opti
         accumulate,
         reduce: None,
     };
-    stream(e, &s, &|_, ins, out, _| out.copy_from_slice(ins[0]));
+    stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
 }

@@ -5,7 +5,7 @@
 //! of the reduced axes, are folded into 16 partials and the partials combined pairwise. A scan
 //! is sequential along each partition's free elements in row-major order.
 
-use nki_lang::{Alu, AluClass, MAX_TILE_RANK};
+use nki_lang::{Alu, AluClass, DType, MAX_TILE_RANK};
 
 use super::Engines;
 use super::stream::{
@@ -84,8 +84,25 @@ pub(crate) fn tensor_reduce(
                         while done < m {
                             let c = CHUNK.min(m - done);
                             let off = s_off + roffs[0] + done as isize * r_in;
-                            load_lanes(isa, mems, &source, lane, src_row, off, r_in, c, bytes, buf);
-                            fold.fold(isa, lane, &buf[..c]);
+                            match source {
+                                // Contiguous fp32 values are folded where they are.
+                                Source::Mem {
+                                    loc,
+                                    dtype: DType::F32,
+                                    base,
+                                    ..
+                                } if lane == Lane::F32 && r_in == 1 => {
+                                    let at = (base + src_row + off) as usize * 4;
+                                    let values = mems.read(loc, at..at + c * 4);
+                                    fold.fold(isa, lane, bytemuck::cast_slice(values));
+                                }
+                                _ => {
+                                    load_lanes(
+                                        isa, mems, &source, lane, src_row, off, r_in, c, bytes, buf,
+                                    );
+                                    fold.fold(isa, lane, &buf[..c]);
+                                }
+                            }
                             done += c;
                         }
                     });

@@ -239,6 +239,15 @@ pub(crate) fn apply(isa: Isa, lane: Lane, op: Alu, a: &[u32], b: Rhs<'_, u32>, o
     }
 }
 
+/// A source's lanes as an ALU operand: a run, or one value for every lane when the source
+/// gives a single lane.
+pub(crate) fn lanes_of(x: &[u32]) -> Rhs<'_, u32> {
+    match x {
+        [one] => Rhs::Splat(*one),
+        run => Rhs::Run(run),
+    }
+}
+
 /// A per-partition reduction of the results into one element per row of `sink`.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct RowReduce {
@@ -265,7 +274,8 @@ pub(crate) struct Stream<'a> {
 }
 
 /// Turns one chunk of source lanes into result lanes (`out`); called with the row
-/// (partition) index and a scratch chunk as long as `out`.
+/// (partition) index and a scratch chunk as long as `out`. A source that has one value along the
+/// chunk (an immediate, a `[P, 1]` column) is given as a single lane ([`lanes_of`]).
 pub(crate) type Compute<'a> = dyn Fn(usize, &[&[u32]], &mut [u32], &mut [u32]) + Sync + 'a;
 
 /// Per-thread lane buffers of streamed instructions, allocated once per core.
@@ -364,6 +374,11 @@ pub(crate) struct Mems<'a> {
 }
 
 impl<'a> Mems<'a> {
+    /// Bytes `r` of `loc`'s memory (within one partition).
+    pub(crate) fn read(&self, loc: Loc, r: Range<usize>) -> &[u8] {
+        self.region(loc).read(r)
+    }
+
     fn region(&self, loc: Loc) -> &Region<'a> {
         match loc {
             Loc::Psum => &self.psum,
@@ -585,6 +600,12 @@ pub(crate) fn store_lanes(
     }
 }
 
+/// fp32 elements of a memory as lanes (SBUF and PSUM tiles are 4-byte aligned, and so is every
+/// fp32 element of them).
+fn in_place(bytes: &[u8]) -> &[u32] {
+    bytemuck::cast_slice(bytes)
+}
+
 /// Streams rows `rows` of the instruction with one thread's memories and lanes.
 fn stream_rows(
     isa: Isa,
@@ -607,6 +628,11 @@ fn stream_rows(
         .iter()
         .map(|st| if plan.rank == 0 { 0 } else { st[plan.rank] })
         .collect();
+    let uniform: [bool; MAX_SOURCES] = core::array::from_fn(|j| {
+        s.srcs
+            .get(j)
+            .is_some_and(|src| matches!(src, Source::Splat(_)) || inner_strides[j] == 0)
+    });
     let Lanes {
         ins,
         out,
@@ -620,9 +646,25 @@ fn stream_rows(
             let mut done = 0;
             while done < n {
                 let c = CHUNK.min(n - done);
+                // Sources that already are contiguous fp32 lanes in memory are read in place.
+                let mut direct: [Option<Range<usize>>; MAX_SOURCES] = Default::default();
                 for (j, src) in s.srcs.iter().enumerate() {
                     let off = offs[j] + done as isize * inner_strides[j];
                     let row = r as isize * row_strides[j];
+                    if let Source::Mem {
+                        dtype: DType::F32,
+                        base,
+                        ..
+                    } = *src
+                        && s.lane == Lane::F32
+                        && inner_strides[j] == 1
+                    {
+                        direct[j] = Some(span(base + row + off, 1, c, 4));
+                        continue;
+                    }
+                    // A source with one value along the run (an immediate, a column) is
+                    // given as that one lane.
+                    let n = if uniform[j] { 1 } else { c };
                     load_lanes(
                         isa,
                         mems,
@@ -631,12 +673,19 @@ fn stream_rows(
                         row,
                         off,
                         inner_strides[j],
-                        c,
+                        n,
                         bytes,
                         &mut ins[j],
                     );
                 }
-                let inputs: [&[u32]; MAX_SOURCES] = core::array::from_fn(|j| &ins[j][..c]);
+                let inputs: [&[u32]; MAX_SOURCES] =
+                    core::array::from_fn(|j| match (&direct[j], s.srcs.get(j)) {
+                        (Some(range), Some(Source::Mem { loc, .. })) => {
+                            in_place(mems.region(*loc).read(range.clone()))
+                        }
+                        _ if uniform[j] => &ins[j][..1],
+                        _ => &ins[j][..c],
+                    });
                 compute(r, &inputs[..n_src], &mut out[..c], &mut sum[..c]);
                 let d_off = offs[n_src] + done as isize * inner_strides[n_src];
                 let d_row = r as isize * row_strides[n_src];
