@@ -41,6 +41,19 @@ impl Errors {
         self.list.is_empty()
     }
 
+    /// Each error's message and the line and column its span starts at (for tests).
+    #[cfg(test)]
+    pub fn reported(&self) -> Vec<(String, usize, usize)> {
+        self.list
+            .iter()
+            .flat_map(|e| e.clone().into_iter())
+            .map(|e| {
+                let start = e.span().start();
+                (e.to_string(), start.line, start.column)
+            })
+            .collect()
+    }
+
     /// The errors as `compile_error!` invocations.
     pub fn to_compile_errors(&self) -> TokenStream {
         self.list.iter().map(syn::Error::to_compile_error).collect()

@@ -16,6 +16,8 @@ mod errors;
 mod lower;
 mod parse;
 mod span;
+#[cfg(test)]
+mod tests;
 
 use proc_macro::TokenStream;
 

@@ -91,9 +91,7 @@ fn run<I: Element, O: Element>(
         .map(|mut core| {
             let ins: Vec<HbmIn<'_>> = xs.iter().map(|x| HbmIn::new(x, &shape).unwrap()).collect();
             let mut o = DeviceTensor::<O>::zeros(out).unwrap();
-            let mut outs = [o.arg_mut()];
-            core.launch(&kernel, &ins, &mut outs).unwrap();
-            drop(outs);
+            core.launch(&kernel, &ins, &mut [o.arg_mut()]).unwrap();
             o.as_slice().to_vec()
         })
         .collect()
@@ -240,7 +238,7 @@ fn tensor_reduce_order_and_axes() {
                 b.tensor_reduce(r, op, t[0], 1, negate).unwrap();
             },
         );
-        for out in run_f32(&prog, &[x.clone()], [p, f], &[p, 1]) {
+        for out in run_f32(&prog, std::slice::from_ref(&x), [p, f], &[p, 1]) {
             for r in 0..p {
                 let row = &x[r * f..(r + 1) * f];
                 // The documented order: 16 partials by index mod 16, then pairwise.
@@ -379,7 +377,7 @@ fn activation_with_scale_bias_and_reduction() {
             .unwrap();
         },
     );
-    for out in run_f32(&prog, &[x.clone()], [p, f], &[p, f]) {
+    for out in run_f32(&prog, std::slice::from_ref(&x), [p, f], &[p, f]) {
         for i in 0..p * f {
             let want = ((x[i] as f64).mul_add(-2.0, 0.5)).exp();
             let rel = ((out[i] as f64) - want).abs() / want;
@@ -406,7 +404,7 @@ fn iota_and_affine_select() {
         },
     );
     let x = vec![0f32; p * f];
-    for out in run::<f32, i32>(&prog, &[x.clone()], [p, f], &[p, f]) {
+    for out in run::<f32, i32>(&prog, std::slice::from_ref(&x), [p, f], &[p, f]) {
         for r in 0..p {
             for c in 0..f {
                 assert_eq!(out[r * f + c], 5 + 2 * r as i32 + 3 * c as i32);
@@ -447,7 +445,7 @@ fn iota_and_affine_select() {
             let _: ExprId = e;
         },
     );
-    for out in run_f32(&prog, &[x.clone()], [p, f], &[p, f]) {
+    for out in run_f32(&prog, std::slice::from_ref(&x), [p, f], &[p, f]) {
         for r in 0..p {
             for c in 0..f {
                 let want = if r >= c { x[r * f + c] } else { -9984.0 };
@@ -546,7 +544,7 @@ fn masks_cut_ragged_tiles() {
         .iter()
         .map(|&v| v as f32)
         .collect();
-    for out in run_f32(&prog, &[xs.clone()], [rows, f], &[rows, f]) {
+    for out in run_f32(&prog, std::slice::from_ref(&xs), [rows, f], &[rows, f]) {
         for i in 0..rows * f {
             assert_eq!(out[i], xs[i] * 3.0, "element {i}");
         }

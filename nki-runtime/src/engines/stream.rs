@@ -162,7 +162,7 @@ impl RowFold {
     pub(crate) fn fold(&mut self, isa: Isa, lane: Lane, values: &[u32]) {
         let mut v = values;
         // Up to the next multiple of 16, one value at a time.
-        while !v.is_empty() && self.count % 16 != 0 {
+        while !v.is_empty() && !self.count.is_multiple_of(16) {
             let l = self.count % 16;
             self.lanes[l] = combine(isa, lane, self.op, self.lanes[l], v[0]);
             self.count += 1;
@@ -836,13 +836,12 @@ fn thread_mems<'m>(
     }
 }
 
+/// The work on a range of rows of an instruction, with one thread's memories and lanes.
+pub(crate) type RowsBody<'a> = dyn Fn(Isa, &mut Mems<'_>, Range<usize>, &mut Lanes) + Sync + 'a;
+
 /// Runs `body` over the rows of an instruction: on two threads (each with its own lanes and
 /// its own writable partitions) when [`RowSplit`] allows, else on this one.
-pub(crate) fn for_rows(
-    e: &mut Engines,
-    split: &RowSplit<'_>,
-    body: &(dyn Fn(Isa, &mut Mems<'_>, Range<usize>, &mut Lanes) + Sync),
-) {
+pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_>) {
     let sbuf_partition_bytes = e.sbuf.partition_bytes();
     let Engines {
         isa,

@@ -149,7 +149,7 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         if self.buf.tiles[value.tile as usize].memory == Memory::Psum {
-            match self.to_sbuf(value, val_e.span(), options.mask) {
+            match self.sbuf_copy(value, val_e.span(), options.mask) {
                 Some(v) => value = v,
                 None => return Value::Poison,
             }
@@ -172,7 +172,7 @@ impl Lowerer<'_> {
     }
 
     /// A copy of a PSUM view into a new SBUF tile of the same dtype.
-    fn to_sbuf(
+    fn sbuf_copy(
         &mut self,
         value: TileView,
         span: Span,

@@ -18,10 +18,10 @@ use crate::parse::model::{Arg, BinOp, Expr};
 fn broadcast_free(a: &[u32], b: &[u32]) -> Option<Vec<u32>> {
     let n = a.len().max(b.len());
     let mut out = vec![1u32; n];
-    for k in 0..n {
+    for (k, o) in out.iter_mut().enumerate() {
         let x = a.len().checked_sub(n - k).map_or(1, |j| a[j]);
         let y = b.len().checked_sub(n - k).map_or(1, |j| b[j]);
-        out[k] = match (x, y) {
+        *o = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
@@ -33,10 +33,10 @@ fn broadcast_free(a: &[u32], b: &[u32]) -> Option<Vec<u32>> {
 
 impl Lowerer<'_> {
     /// Evaluates `nl` arguments `x, y, dtype, mask` (or the names given).
-    fn nl_args<'a>(
+    fn nl_args(
         &mut self,
         name: &str,
-        args: &'a [Arg],
+        args: &[Arg],
         operands: &[&str],
         span: Span,
     ) -> Option<(Vec<(Operand, Span)>, OpOptions)> {
@@ -359,8 +359,8 @@ impl Lowerer<'_> {
                     BinOp::Ne => Alu::NotEqual,
                 };
                 let (Some(x), Some(y)) = (
-                    self.to_operand(a, lhs.span()),
-                    self.to_operand(b, rhs.span()),
+                    self.operand_of(a, lhs.span()),
+                    self.operand_of(b, rhs.span()),
                 ) else {
                     return Value::Poison;
                 };
@@ -412,7 +412,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn to_operand(&mut self, v: Value, span: Span) -> Option<Operand> {
+    fn operand_of(&mut self, v: Value, span: Span) -> Option<Operand> {
         match v {
             Value::Tile(t) => Some(Operand::Tile(t)),
             Value::Float(f) => Some(Operand::Imm(Scalar::float(f as f32))),

@@ -1,0 +1,252 @@
+//! The macro's own tests: kernels given as tokens, lowered, and the instructions and each
+//! error's message and position checked.
+
+use nki_lang::{ActFn, Alu, InstrData, Opcode, ProgramBuf, Scalar, Src, Write};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::errors::Errors;
+use crate::{check, lower, parse};
+
+/// Lowers a kernel (`#[kernel]` item tokens); the program, or the errors with positions.
+fn lower(item: TokenStream) -> Result<ProgramBuf, Vec<(String, usize, usize)>> {
+    let mut errors = Errors::default();
+    let kernel = parse::parse(TokenStream::new(), item, &mut errors).expect("a function");
+    let lowered = lower::lower(&kernel, &mut errors);
+    if !errors.is_empty() {
+        return Err(errors.reported());
+    }
+    let buf = lowered.buf.clone();
+    let fallback = kernel.name.span().into();
+    match check::check(lowered, fallback, &mut errors) {
+        Some(_) => Ok(buf),
+        None => Err(errors.reported()),
+    }
+}
+
+fn opcodes(p: &ProgramBuf) -> Vec<Opcode> {
+    p.instrs.iter().map(|i| i.opcode).collect()
+}
+
+/// The first error's message and position.
+fn error(item: TokenStream) -> (String, usize, usize) {
+    match lower(item) {
+        Ok(_) => panic!("expected an error"),
+        Err(mut e) => e.remove(0),
+    }
+}
+
+#[test]
+fn the_seed_kernel_lowers_to_its_five_instructions() {
+    let p = lower(quote! {
+        fn seed(a: Hbm<bf16, 128, 128>, b: Hbm<bf16, 128, 512>) -> Hbm<bf16, 128, 512> {
+            let out = ndarray([128, 512], bf16, SharedHbm);
+            let x = load(a[..]);
+            let y = load(b[..]);
+            let acc = nc_matmul(x, y);
+            store(out[..], copy(acc, bf16));
+            out
+        }
+    })
+    .unwrap();
+    use Opcode::*;
+    assert_eq!(opcodes(&p), [Load, Load, Matmul, TensorCopy, Store]);
+    // Views are pooled: the copy's source is the matmul's destination.
+    let (InstrData::Matmul { dst, .. }, InstrData::Unary { src, .. }) =
+        (p.instrs[2].data, p.instrs[3].data)
+    else {
+        panic!("formats");
+    };
+    assert_eq!(dst.view, src);
+}
+
+#[test]
+fn operators_and_functions_pick_their_instruction() {
+    let p = lower(quote! {
+        fn ops(a: Hbm<f32, 128, 64>, c: Hbm<f32, 128, 1>) -> Hbm<f32, 128, 1> {
+            let out = ndarray([128, 1], f32, SharedHbm);
+            let x = load(a[..]);
+            let col = load(c[..]);
+            let s = x + x;
+            let t = s * 2.0;
+            let u = t - col;
+            let e = exp(u);
+            let r = sum(e, axis = 1);
+            store(out[..], r);
+            out
+        }
+    })
+    .unwrap();
+    let body: Vec<&nki_lang::Instr> = p.instrs[2..7].iter().collect();
+    assert_eq!(body[0].opcode, Opcode::TensorTensor);
+    let InstrData::Alu { op, src, .. } = body[1].data else {
+        panic!()
+    };
+    assert_eq!(
+        (body[1].opcode, op[0]),
+        (Opcode::TensorScalar, Alu::Multiply)
+    );
+    assert_eq!(src[1], Src::Imm(Scalar::float(2.0)));
+    // `t - col`: the [128, 1] column is a tensor_scalar operand read along the free axis.
+    let InstrData::Alu { src, op, .. } = body[2].data else {
+        panic!()
+    };
+    assert_eq!(
+        (body[2].opcode, op[0]),
+        (Opcode::TensorScalar, Alu::Subtract)
+    );
+    let col = p.views[src[1].view().unwrap().index()];
+    assert_eq!((col.shape.dims(), col.strides[0]), (&[128, 64][..], 0));
+    let InstrData::Act { func, .. } = body[3].data else {
+        panic!()
+    };
+    assert_eq!(func, ActFn::Exp);
+    let InstrData::Reduce { op, axes, dst, .. } = body[4].data else {
+        panic!()
+    };
+    assert_eq!((op, axes), (Alu::Add, 1));
+    assert_eq!(p.views[dst.view.index()].shape.dims(), &[128, 1]);
+}
+
+#[test]
+fn masks_and_accumulation_reach_the_instructions() {
+    let p = lower(quote! {
+        fn ragged(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
+            let out = ndarray([N, 64], f32, SharedHbm);
+            let (i_p, i_f) = mgrid![0..128, 0..64];
+            let acc = zeros([128, 64], f32, Sbuf);
+            for k in affine_range((N + 127) / 128) {
+                let t = load(x[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < N);
+                acc += t;
+                store(out[[k * 128 + i_p, i_f]], t, mask = k * 128 + i_p < N);
+            }
+            out
+        }
+    })
+    .unwrap();
+    let load = p.instrs.iter().find(|i| i.opcode == Opcode::Load).unwrap();
+    let mask = p.masks[load.mask.unwrap().index()];
+    let t = mask.terms()[0];
+    assert_eq!((t.axis, t.coef, t.sym), (0, 1, Some(0)));
+    assert_eq!(t.offset.loop_coef(0), 128);
+    let add = p
+        .instrs
+        .iter()
+        .find(|i| i.opcode == Opcode::TensorCopy)
+        .unwrap();
+    assert_eq!(add.data.dst().unwrap().write, Write::Accumulate(Alu::Add));
+}
+
+#[test]
+fn errors_name_the_rule_on_the_users_tokens() {
+    // From source text, so that tokens have real lines and columns (1-based lines, 0-based
+    // columns).
+    let source = "fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let t = laod(x[..]);
+    store(out[..], t);
+    out
+}";
+    let (msg, line, col) = error(source.parse().unwrap());
+    assert_eq!(
+        msg,
+        "unknown function `laod` in a kernel; did you mean `load`?"
+    );
+    assert_eq!((line, col), (3, 12), "{msg}");
+    let source = "fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let t = load(x[..]);
+    let y = tensor_tensor(t, zeros([64, 64], f32, Sbuf), add);
+    store(out[..], y);
+    out
+}";
+    let (msg, line, col) = error(source.parse().unwrap());
+    assert_eq!(
+        msg,
+        "number of partitions (dimension 0 size of a tile) mismatch in parameters (data1[128, 64], data2[64, 64]) of 'tensor_tensor' (err_num_partition_mismatch)"
+    );
+    // On the second operand.
+    assert_eq!((line, col), (4, 29), "{msg}");
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[..]);
+            let e = activation(exp, t, engine = vector);
+            store(out[..], e);
+            out
+        }
+    });
+    assert!(
+        msg.contains("`activation` has no argument `engine`"),
+        "{msg}"
+    );
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let (i_p, i_f) = mgrid![0..128, 0..64];
+            let t = load(x[..], mask = i_p < i_f);
+            store(out[..], t);
+            out
+        }
+    });
+    assert!(
+        msg.contains("not a box") && msg.ends_with("(err_unsupported_expression_in_mask)"),
+        "{msg}"
+    );
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[..]);
+            let u = tensor_reduce(add, t, axis = 1, engine = gpsimd);
+            store(out[..], t);
+            out
+        }
+    });
+    assert!(msg.contains("has no argument `engine`"), "{msg}");
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[..]);
+            let u = tensor_copy(t, engine = tensor);
+            store(out[..], u);
+            out
+        }
+    });
+    assert_eq!(
+        msg,
+        "'tensor_copy' cannot run on the Tensor engine; it runs on Vector, Scalar or GpSimd (err_unsupported_engine)"
+    );
+}
+
+#[test]
+fn nothing_is_not_a_tile() {
+    // `store` returns nothing; using its result is an error, not a silent no-op.
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[..]);
+            let u = copy(store(out[..], t));
+            out
+        }
+    });
+    assert!(msg.contains("must be a tile, not nothing"), "{msg}");
+}
+
+#[test]
+fn one_mistake_gives_one_error() {
+    let Err(errors) = lower(quote! {
+        fn k(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[..]);
+            let a = exp(undefined);
+            let b = a + t;
+            let c = sum(b, axis = 1);
+            store(out[..], t);
+            out
+        }
+    }) else {
+        panic!("expected an error");
+    };
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, "cannot find `undefined` in this kernel");
+}
