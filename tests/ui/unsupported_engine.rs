@@ -1,0 +1,13 @@
+use nki::prelude::*;
+
+#[kernel]
+fn larger(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let m = tensor_tensor(x, y, op = maximum, engine = scalar);
+    store(out[..], m);
+    out
+}
+
+fn main() {}
