@@ -224,13 +224,56 @@ pub enum RuleViolation {
     },
     /// An activation's `bias` is not a `[P, 1]` vector of fp32, fp16 or bf16.
     #[error(
-        "the bias of 'activation' must be a (P, 1) vector of f32, f16 or bf16, but it is {found}{shape}"
+        "the bias of 'activation' must be a (P, 1) vector of f32, f16 or bf16, but it is {}",
+        if *column { format!("a (P, 1) vector of {found}") } else { format!("a tile of {found}{shape}") }
     )]
     BiasInvalidType {
         /// Its dtype.
         found: DType,
-        /// Its shape.
+        /// Whether it holds one value per partition.
+        column: bool,
+        /// Its shape (as broadcast to the instruction's grid).
         shape: TileShape,
+    },
+    /// Two operands whose shapes do not broadcast to one grid.
+    #[error(
+        "shapes {a} and {b} of '{op}' do not broadcast: free dimensions must be equal or 1 (aligned from the right), partitions equal or 1"
+    )]
+    NotBroadcastable {
+        /// The operation.
+        op: &'static str,
+        /// The first shape.
+        a: TileShape,
+        /// The second shape.
+        b: TileShape,
+    },
+    /// An instruction on an engine that runs it only on a later generation.
+    #[error(
+        "'{op}' runs on the {engine} engine only on {needs}; this kernel is compiled for {target}"
+    )]
+    EngineNotOnTarget {
+        /// The operation.
+        op: &'static str,
+        /// The engine.
+        engine: Engine,
+        /// The generation it needs.
+        needs: &'static str,
+        /// The kernel's target.
+        target: &'static str,
+    },
+    /// An engine reads or writes a memory it cannot access.
+    #[error(
+        "the {engine} engine cannot access {found}: operand '{operand}' of '{op}' is in {found}"
+    )]
+    EngineMemory {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// The engine.
+        engine: Engine,
+        /// The memory.
+        found: Memory,
     },
     /// An operand's dimension is over an instruction's limit.
     #[error(
@@ -261,7 +304,7 @@ pub enum RuleViolation {
         max: usize,
     },
     /// A reduction over the partition dimension, or over no axis.
-    #[error("'{op}' reduces along free axes only (1 to {max_axis}); got axes {axes:?}")]
+    #[error("'{op}' reduces along the free axes of its tile (1 to {max_axis}); got axis {axes:?}")]
     ReduceAxes {
         /// The operation.
         op: &'static str,
@@ -344,6 +387,9 @@ impl RuleViolation {
             RuleViolation::ReduceAxes { .. } => "err_unsupported_reduce_axes",
             RuleViolation::OperandKind { .. } => "err_unsupported_operand",
             RuleViolation::MaskNotSupported { .. } => "err_unsupported_mask",
+            RuleViolation::NotBroadcastable { .. } => "err_incompatible_broadcast_shapes",
+            RuleViolation::EngineMemory { .. } => "err_unsupported_memory",
+            RuleViolation::EngineNotOnTarget { .. } => "err_unsupported_engine",
         }
     }
 }
@@ -509,4 +555,18 @@ pub fn check_bounds(
         });
     }
     Ok(())
+}
+
+/// Reduction axes: free axes of a tile with `free` free dimensions, at least one (`axes` are
+/// tile axes, 1-based for the free ones). Returns the bit mask (bit `j` = free axis `j + 1`).
+pub fn check_reduce_axes(op: &'static str, axes: &[i64], free: usize) -> Result<u8, RuleViolation> {
+    let bad = axes.is_empty() || axes.iter().any(|&a| a < 1 || a > free as i64);
+    if bad {
+        return Err(RuleViolation::ReduceAxes {
+            op,
+            axes: axes.iter().map(|&a| a.clamp(0, 255) as u8).collect(),
+            max_axis: free,
+        });
+    }
+    Ok(axes.iter().fold(0u8, |m, &a| m | 1 << (a - 1)))
 }

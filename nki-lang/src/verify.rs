@@ -13,7 +13,7 @@ use crate::ir::{
     AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, Mask, MaskId,
     Memory, OperandRef, TileView, ViewId, Write,
 };
-use crate::ops::{self, Blame, Format, InferIn, MAX_SLOTS, Slot, ViewInfo};
+use crate::ops::{self, Blame, Format, InferIn, MAX_SLOTS, Part, Slot, ViewInfo};
 use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
 use crate::rules::{self, RuleViolation};
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, SymbolValues, TileShape};
@@ -445,10 +445,10 @@ impl Checker<'_> {
         if !ok {
             return;
         }
-        if let Err(Blame { slot, violation }) = p.infer(ins) {
-            let site = match slot {
-                Some(slot) => Site::Operand { instr: i, slot },
-                None => Site::Instr(i),
+        if let Err(Blame { part, violation }) = p.infer(ins) {
+            let site = match part {
+                Part::Slot(slot) => Site::Operand { instr: i, slot },
+                Part::Whole | Part::Code(_) | Part::Engine => Site::Instr(i),
             };
             self.diags.push(Diagnostic { site, violation });
         }

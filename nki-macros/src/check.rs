@@ -2,6 +2,7 @@
 //! on the tokens of the instruction operand, tile or tensor it concerns.
 
 use crate::span::Span;
+use nki_lang::ops::Part;
 use nki_lang::{CompiledProgram, RuleViolation, Site};
 
 use crate::errors::{Errors, message};
@@ -34,7 +35,7 @@ pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<Co
             (Site::Operand { instr, slot }, _) => spans
                 .instrs
                 .get(instr)
-                .map_or(fallback, |s| s.get(Some(slot))),
+                .map_or(fallback, |s| s.get(Part::Slot(slot))),
         };
         errors.push(span, message(&d.violation));
     }

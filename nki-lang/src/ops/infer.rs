@@ -72,7 +72,7 @@ impl InferIn<'_> {
     /// The view or access in `slot`; the rule functions only ask for slots the format fills.
     fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
         self.slots[slot].info().ok_or(Blame {
-            slot: Some(slot as u8),
+            part: Part::Slot(slot as u8),
             violation: RuleViolation::Malformed {
                 what: "an operand slot the opcode needs is empty",
             },
@@ -81,7 +81,7 @@ impl InferIn<'_> {
 
     fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
         Blame {
-            slot: Some(slot as u8),
+            part: Part::Slot(slot as u8),
             violation,
         }
     }
@@ -100,11 +100,25 @@ pub struct Inferred {
     pub memories: &'static [Memory],
 }
 
-/// A broken rule and the operand slot it is about (`None`: the instruction as a whole).
+/// The part of an instruction a broken rule is about.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The instruction as a whole.
+    Whole,
+    /// An operand slot.
+    Slot(u8),
+    /// A function code: 0 the first ALU operation (or the activation function), 1 the
+    /// second, 2 the per-partition reduction's operation.
+    Code(u8),
+    /// The engine.
+    Engine,
+}
+
+/// A broken rule and the part of the instruction it is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blame {
-    /// The slot.
-    pub slot: Option<u8>,
+    /// What to point at.
+    pub part: Part,
     /// The rule.
     pub violation: RuleViolation,
 }
@@ -117,7 +131,7 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let info = x.info();
     if x.masked && !info.maskable {
         return Err(Blame {
-            slot: None,
+            part: Part::Whole,
             violation: RuleViolation::MaskNotSupported {
                 op: info.name,
                 why: "mask its operands by indexing them instead",
@@ -126,7 +140,7 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     }
     if !info.engines.contains(&x.engine) {
         return Err(Blame {
-            slot: None,
+            part: Part::Engine,
             violation: RuleViolation::EngineNotAllowed {
                 op: info.name,
                 engine: x.engine,
@@ -137,6 +151,17 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     for (slot, spec) in info.operands.iter().enumerate() {
         let result = slot == 0 && spec.dir.writes();
         if let (Some(v), false) = (x.slots[slot].info(), result) {
+            if spec.memory.is_empty() {
+                // A slot that holds no memory operand: an immediate (`on_false_value`).
+                return Err(x.blame(
+                    slot,
+                    RuleViolation::OperandKind {
+                        op: info.name,
+                        operand: spec.name,
+                        expected: "a compile-time number, not a tile",
+                    },
+                ));
+            }
             rules::check_memory(info.name, spec.name, v.memory, spec.memory)
                 .map_err(|e| x.blame(slot, e))?;
             if x.engine == Engine::GpSimd && v.memory == Memory::Psum {
@@ -172,10 +197,10 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 }
 
 fn gpsimd_psum(op: &'static str, operand: &'static str) -> RuleViolation {
-    RuleViolation::WrongMemory {
+    RuleViolation::EngineMemory {
         op,
         operand,
-        expected: "sbuf",
+        engine: Engine::GpSimd,
         found: Memory::Psum,
     }
 }
@@ -210,12 +235,12 @@ pub(super) fn matmul(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     rules::check_matmul_input_dtype("stationary", s.dtype).map_err(|e| x.blame(1, e))?;
     rules::check_matmul_input_dtype("moving", m.dtype).map_err(|e| x.blame(2, e))?;
     let shape = rules::check_matmul((&s.shape, s.memory), (&m.shape, m.memory)).map_err(|e| {
-        let slot = match e {
-            RuleViolation::MovingTooWide { .. } => Some(2),
-            RuleViolation::ContractionMismatch { .. } => None,
-            _ => Some(1),
+        let part = match e {
+            RuleViolation::MovingTooWide { .. } => Part::Slot(2),
+            RuleViolation::ContractionMismatch { .. } => Part::Whole,
+            _ => Part::Slot(1),
         };
-        Blame { slot, violation: e }
+        Blame { part, violation: e }
     })?;
     Ok(Some(Inferred {
         shape,
@@ -370,9 +395,9 @@ fn alu_dtype(alu: Alu, operands: impl Iterator<Item = DType>) -> Option<DType> {
     }
 }
 
-fn unsupported(x: &InferIn<'_>, slot: Option<u8>, alu: Alu, why: &'static str) -> Blame {
+fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static str) -> Blame {
     Blame {
-        slot,
+        part,
         violation: RuleViolation::UnsupportedAlu {
             op: x.info().name,
             alu,
@@ -394,12 +419,12 @@ fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
 /// column of the grid's partitions.
 fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
     if !op.is_reduction() {
-        return Err(unsupported(x, Some(4), op, "it is not a reduction"));
+        return Err(unsupported(x, Part::Code(2), op, "it is not a reduction"));
     }
     if x.opcode == Opcode::Activation && x.target == Target::Trn1 && op != Alu::Add {
         return Err(unsupported(
             x,
-            Some(4),
+            Part::Code(2),
             op,
             "the Scalar engine of NeuronCore-v2 (trn1) only reduces with add",
         ));
@@ -467,7 +492,7 @@ pub(super) fn tensor_tensor(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     if op[0].arity() != 2 || op[1] != Alu::Bypass {
         return Err(unsupported(
             x,
-            None,
+            Part::Code(0),
             op[0],
             "tensor_tensor applies one binary operation",
         ));
@@ -494,26 +519,43 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         scalar_or_column(x, 3, &data.shape)?;
     }
     if op[1] == Alu::Bypass && !matches!(x.slots[3], Slot::Absent) {
-        return Err(unsupported(x, Some(3), op[1], "an operand1 needs an op1"));
+        return Err(x.blame(
+            3,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "operand1",
+                expected: "given with the operation op1 that applies it",
+            },
+        ));
     }
     let bit = |a: Alu| a.class() == AluClass::Bitvec;
     if op[1] != Alu::Bypass && bit(op[0]) != bit(op[1]) {
         return Err(unsupported(
             x,
-            None,
+            Part::Code(1),
             op[1],
             "the two operations must both be bit operations or both arithmetic",
         ));
     }
     if x.engine == Engine::Scalar {
+        if x.target == Target::Trn1 {
+            return Err(Blame {
+                part: Part::Engine,
+                violation: RuleViolation::EngineNotOnTarget {
+                    op: x.info().name,
+                    engine: x.engine,
+                    needs: "trn2",
+                    target: x.target.name(),
+                },
+            });
+        }
         let ok = |a: Alu| matches!(a, Alu::Add | Alu::Multiply | Alu::Bypass);
-        if !(ok(op[0]) && ok(op[1])) || x.target == Target::Trn1 {
-            let bad = if ok(op[0]) { op[1] } else { op[0] };
+        if let Some(j) = (0..2).find(|&j| !ok(op[j])) {
             return Err(unsupported(
                 x,
-                None,
-                bad,
-                "the Scalar engine runs tensor_scalar with multiply and add only, and only on trn2",
+                Part::Code(j as u8),
+                op[j],
+                "the Scalar engine runs tensor_scalar with multiply and add only",
             ));
         }
     }
@@ -581,6 +623,7 @@ pub(super) fn activation(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
                 3,
                 RuleViolation::BiasInvalidType {
                     found: v.dtype,
+                    column: v.column,
                     shape: v.shape,
                 },
             ));
@@ -626,7 +669,7 @@ pub(super) fn tensor_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         ));
     }
     if !op.is_reduction() {
-        return Err(unsupported(x, None, op, "it is not a reduction"));
+        return Err(unsupported(x, Part::Code(0), op, "it is not a reduction"));
     }
     check_alu_dtype(x, op, 1)?;
     check_free_size(x, 1)?;
@@ -653,11 +696,11 @@ pub(super) fn tensor_tensor_scan(x: &InferIn<'_>) -> Result<Option<Inferred>, Bl
     tile(x, 2)?;
     same_grid(x, 1, 2)?;
     scalar_or_column(x, 3, &a.shape)?;
-    for o in op {
+    for (j, o) in op.into_iter().enumerate() {
         if o.class() != AluClass::Arithmetic || o.arity() != 2 {
             return Err(unsupported(
                 x,
-                None,
+                Part::Code(j as u8),
                 o,
                 "a scan combines with binary arithmetic",
             ));
@@ -688,13 +731,13 @@ pub(super) fn select(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
         if !matches!(x.slots[1], Slot::Expr) || !matches!(x.slots[2], Slot::View(_)) {
             return Err(malformed(x));
         }
-        if !matches!(x.slots[3], Slot::Imm(Scalar::Float(_))) {
+        if !matches!(x.slots[3], Slot::Imm(_)) {
             return Err(x.blame(
                 3,
                 RuleViolation::OperandKind {
                     op: x.info().name,
                     operand: x.info().operands[3].name,
-                    expected: "an fp32 compile-time scalar",
+                    expected: "a compile-time number (converted to fp32)",
                 },
             ));
         }
@@ -829,7 +872,7 @@ pub(super) fn iota(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 
 fn malformed(_: &InferIn<'_>) -> Blame {
     Blame {
-        slot: None,
+        part: Part::Whole,
         violation: RuleViolation::Malformed {
             what: "operands that do not fit the opcode",
         },

@@ -10,7 +10,7 @@
 
 mod infer;
 
-pub use infer::{Blame, InferIn, Inferred, Slot, ViewInfo, infer};
+pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
 use crate::ir::{Dir, Engine, InstrData, Memory};
 

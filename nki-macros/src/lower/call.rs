@@ -2,6 +2,7 @@
 //! and the one path that emits an instruction through its opcode's rules.
 
 use crate::span::Span;
+use nki_lang::ops::Part;
 use nki_lang::{
     Alu, DType, Engine, Instr, InstrData, MaskId, Memory, Opcode, TileShape, TileView, ViewId,
     Write, rules,
@@ -302,7 +303,7 @@ impl Lowerer<'_> {
     /// emits it, or reports the broken rule on the blamed operand's tokens.
     pub(super) fn emit_checked(&mut self, instr: Instr, spans: InstrSpans) -> bool {
         if let Err(b) = self.buf.infer(&instr) {
-            self.error(spans.get(b.slot), message(&b.violation));
+            self.error(spans.get(b.part), message(&b.violation));
             return false;
         }
         if let Some(dst) = instr.data.dst()
@@ -359,7 +360,7 @@ impl Lowerer<'_> {
                         return None;
                     }
                     Err(b) => {
-                        self.error(spans.get(b.slot), message(&b.violation));
+                        self.error(spans.get(b.part), message(&b.violation));
                         return None;
                     }
                 };
@@ -376,7 +377,7 @@ impl Lowerer<'_> {
                 }
             }
         };
-        let id = self.view_id(view, spans.get(Some(0)))?;
+        let id = self.view_id(view, spans.get(Part::Slot(0)))?;
         self.emit_checked(instr(make(id)), spans).then_some(view)
     }
 }

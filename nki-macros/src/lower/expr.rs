@@ -58,6 +58,7 @@ impl Lowerer<'_> {
             Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
             Expr::Tuple(_, span) => self.error(*span, "a tuple can only be a kernel's return value"),
+            Expr::Error(_) => Value::Poison,
         }
     }
 
@@ -182,7 +183,7 @@ impl Lowerer<'_> {
             }
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
-                "a symbolic dimension forms a trip count: `K`, `K / 128`, or `(K + 127) / 128` for a ragged last tile",
+                "a symbolic dimension forms a trip count (`K`, `K / 128`, `(K + 127) / 128`) or bounds an index in a mask from above (`k * 128 + i_p < K`: keep the other terms on the left)",
             ),
             (BinOp::Add | BinOp::Sub, x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => {
                 let k = if op == BinOp::Sub { -1 } else { 1 };

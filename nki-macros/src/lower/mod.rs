@@ -12,6 +12,7 @@ pub mod value;
 use std::collections::HashMap;
 
 use crate::span::Span;
+use nki_lang::ops::Part;
 use nki_lang::{
     Affine, DType, Dim, Extent, Instr, InstrData, LoopKind, MAX_SLOTS, Memory, Opcode, ProgramBuf,
     TensorBuf, TensorRole, TileBuf, TileShape, TileView, ViewId,
@@ -21,14 +22,18 @@ use crate::errors::Errors;
 use crate::parse::model::{Block, DimSpec, Expr, IterKind, Kernel, Stmt, TensorType};
 use value::Value;
 
-/// Spans of one instruction: the whole call, and each operand slot's tokens where the kernel
-/// wrote one.
+/// Spans of one instruction: the whole call, and the tokens of each operand slot, function
+/// code and engine where the kernel wrote them.
 #[derive(Copy, Clone)]
 pub struct InstrSpans {
     /// The whole instruction's source.
     pub whole: Span,
     /// Each operand slot's source, by slot.
     pub slots: [Option<Span>; MAX_SLOTS],
+    /// The function codes' arguments (`op0`, `op1`, `reduce_op`; [`Part::Code`]).
+    pub codes: [Option<Span>; 3],
+    /// The `engine =` argument.
+    pub engine: Option<Span>,
 }
 
 impl InstrSpans {
@@ -37,6 +42,8 @@ impl InstrSpans {
         InstrSpans {
             whole: span,
             slots: [None; MAX_SLOTS],
+            codes: [None; 3],
+            engine: None,
         }
     }
 
@@ -46,10 +53,15 @@ impl InstrSpans {
         self
     }
 
-    /// The span of an operand slot (`None`: the instruction as a whole).
-    pub fn get(&self, slot: Option<u8>) -> Span {
-        slot.and_then(|s| self.slots.get(s as usize).copied().flatten())
-            .unwrap_or(self.whole)
+    /// The span of a part of the instruction (the whole call when the kernel wrote none).
+    pub fn get(&self, part: Part) -> Span {
+        let at = match part {
+            Part::Whole => None,
+            Part::Slot(s) => self.slots.get(s as usize).copied().flatten(),
+            Part::Code(c) => self.codes.get(c as usize).copied().flatten(),
+            Part::Engine => self.engine,
+        };
+        at.unwrap_or(self.whole)
     }
 }
 
@@ -509,7 +521,7 @@ impl Lowerer<'_> {
         for (t, tensor) in self.tensors.iter().enumerate() {
             if tensor.role == TensorRole::Output && !returned.contains(&t) {
                 let msg = format!(
-                    "shared_hbm tensor `{}` is not returned: every kernel output must be returned",
+                    "shared_hbm tensor `{}` is not returned: every kernel output must be returned (err_tensor_output_not_written_to)",
                     tensor.name
                 );
                 self.errors.push(tensor.span, msg);

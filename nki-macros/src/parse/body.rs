@@ -25,13 +25,15 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
                 let Some((names, tuple)) = parse_pat(&local.pat, errors) else {
                     continue;
                 };
-                if let Some(value) = parse_expr(&init.expr, errors) {
-                    stmts.push(Stmt::Let {
-                        names,
-                        tuple,
-                        value,
-                    });
-                }
+                // A value that fails to parse still binds its names (to an erroneous value),
+                // so that their uses report nothing more.
+                let value = parse_expr(&init.expr, errors)
+                    .unwrap_or_else(|| Expr::Error(Span::of(&init.expr)));
+                stmts.push(Stmt::Let {
+                    names,
+                    tuple,
+                    value,
+                });
             }
             SynStmt::Item(syn::Item::Const(c)) => {
                 if let Some(value) = parse_expr(&c.expr, errors) {

@@ -265,6 +265,9 @@ pub enum Expr {
     Tuple(Vec<Expr>, Span),
     /// `mgrid![0..128, 0..512]`.
     Mgrid(Vec<Expr>, Span),
+    /// An expression that failed to parse (already reported): its value is erroneous, so that
+    /// names bound to it cause no further errors.
+    Error(Span),
 }
 
 impl Expr {
@@ -283,7 +286,7 @@ impl Expr {
             | Expr::Field { span, .. }
             | Expr::Index { span, .. }
             | Expr::Range { span, .. } => *span,
-            Expr::Array(_, s) | Expr::Tuple(_, s) | Expr::Mgrid(_, s) => *s,
+            Expr::Array(_, s) | Expr::Tuple(_, s) | Expr::Mgrid(_, s) | Expr::Error(s) => *s,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! operations, activation functions, `where`, `broadcast_to` and `nl.transpose`.
 
 use crate::span::Span;
+use nki_lang::ops::Part;
 use nki_lang::{
     ActFn, Alu, DType, Dst, Engine, InstrData, MAX_TILE_RANK, Memory, Opcode, Pred, Scalar, Src,
     TileShape, TileView, Write,
@@ -127,13 +128,12 @@ impl Lowerer<'_> {
                     y
                 };
                 let Some(free) = broadcast_free(x.shape.free(), y.shape.free()) else {
-                    let v = nki_lang::RuleViolation::ShapeMismatch {
-                        op: "tensor_tensor",
-                        operand: "data2",
-                        expected: x.shape,
-                        found: y.shape,
+                    let v = nki_lang::RuleViolation::NotBroadcastable {
+                        op: alu.name(),
+                        a: x.shape,
+                        b: y.shape,
                     };
-                    return self.error(b.1, crate::errors::message(&v));
+                    return self.error(span, crate::errors::message(&v));
                 };
                 let mut dims = vec![x.shape.partitions()];
                 dims.extend(free);
@@ -186,8 +186,8 @@ impl Lowerer<'_> {
             opts.engine = Some(Engine::GpSimd);
         }
         let (Some(a), Some(b)) = (
-            self.view_id(x, spans.get(Some(1))),
-            self.view_id(y, spans.get(Some(2))),
+            self.view_id(x, spans.get(Part::Slot(1))),
+            self.view_id(y, spans.get(Part::Slot(2))),
         ) else {
             return Value::Poison;
         };
@@ -217,7 +217,7 @@ impl Lowerer<'_> {
         dest: Dest<'_>,
         opts: OpOptions,
     ) -> Value {
-        let Some(d) = self.view_id(data, spans.get(Some(1))) else {
+        let Some(d) = self.view_id(data, spans.get(Part::Slot(1))) else {
             return Value::Poison;
         };
         let write = self.write_for(&dest);
@@ -527,11 +527,10 @@ impl Lowerer<'_> {
         match self.broadcast(&src, &shape) {
             Some(v) => self.assign(Value::Tile(v), span, dest),
             None => {
-                let v = nki_lang::RuleViolation::ShapeMismatch {
+                let v = nki_lang::RuleViolation::NotBroadcastable {
                     op: "broadcast_to",
-                    operand: "src",
-                    expected: shape,
-                    found: src.shape,
+                    a: src.shape,
+                    b: shape,
                 };
                 self.error(src_e.span(), crate::errors::message(&v))
             }

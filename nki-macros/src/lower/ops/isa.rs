@@ -32,7 +32,7 @@ struct Collected {
     rev: u8,
     negate: bool,
     keepdims: bool,
-    axes: Option<u8>,
+    axes: Option<(Vec<i64>, Span)>,
     reduce_op: Option<Alu>,
     reduce_res: Option<(TileView, Span)>,
     expr: Option<nki_lang::AxisIndex>,
@@ -125,28 +125,30 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Reduced axes (`axis = 1`, `axis = [1, 2]`): free axes of a tile, as a bit mask (bit
-    /// `j` = free axis `j`, i.e. tile axis `j + 1`).
-    pub(in super::super) fn axes_arg(&mut self, e: &Expr) -> Option<u8> {
+    /// Reduced axes (`axis = 1`, `axis = [1, 2]`) of a tile of shape `data` for the function
+    /// `func`: free axes, as a bit mask (bit `j` = tile axis `j + 1`). A partition or missing
+    /// axis is the reduction rule's error, on the argument.
+    pub(in super::super) fn axes_arg(
+        &mut self,
+        e: &Expr,
+        func: &'static str,
+        data: &TileShape,
+    ) -> Option<u8> {
         let items: Vec<&Expr> = match e {
             Expr::Array(v, _) => v.iter().collect(),
             e => vec![e],
         };
-        let mut mask = 0u8;
+        let mut axes = Vec::new();
         for it in items {
-            let n = self.int(it, "an axis")?;
-            if !(1..MAX_TILE_RANK as i64).contains(&n) {
-                let v = nki_lang::RuleViolation::ReduceAxes {
-                    op: "tensor_reduce",
-                    axes: vec![n.clamp(0, 255) as u8],
-                    max_axis: MAX_TILE_RANK - 1,
-                };
-                self.error(it.span(), crate::errors::message(&v));
-                return None;
-            }
-            mask |= 1 << (n - 1);
+            axes.push(self.int(it, "an axis")?);
         }
-        Some(mask)
+        match nki_lang::rules::check_reduce_axes(func, &axes, data.rank() - 1) {
+            Ok(mask) => Some(mask),
+            Err(v) => {
+                self.error(e.span(), crate::errors::message(&v));
+                None
+            }
+        }
     }
 
     /// The options every operation takes: `dtype`, `engine`, `mask`.
@@ -291,19 +293,41 @@ impl Lowerer<'_> {
                     }
                     None => false,
                 },
-                P::Alu(j) => self
-                    .alu_arg(e)
-                    .map(|o| c.op[j as usize] = Some(o))
-                    .is_some(),
-                P::Act => self.act_arg(e).map(|f| c.act = Some(f)).is_some(),
+                P::Alu(j) => {
+                    spans.codes[j as usize] = Some(e.span());
+                    self.alu_arg(e)
+                        .map(|o| c.op[j as usize] = Some(o))
+                        .is_some()
+                }
+                P::Act => {
+                    spans.codes[0] = Some(e.span());
+                    self.act_arg(e).map(|f| c.act = Some(f)).is_some()
+                }
                 P::Rev(j) => self
                     .bool_arg(e, p.name)
                     .map(|b| c.rev |= (b as u8) << j)
                     .is_some(),
                 P::Negate => self.bool_arg(e, p.name).map(|b| c.negate = b).is_some(),
                 P::KeepDims => self.bool_arg(e, p.name).map(|b| c.keepdims = b).is_some(),
-                P::Axis => self.axes_arg(e).map(|m| c.axes = Some(m)).is_some(),
-                P::ReduceOp => self.alu_arg(e).map(|o| c.reduce_op = Some(o)).is_some(),
+                P::Axis => {
+                    let items: Vec<&Expr> = match e {
+                        Expr::Array(v, _) => v.iter().collect(),
+                        e => vec![e],
+                    };
+                    let mut axes = Vec::new();
+                    for it in items {
+                        match self.int(it, "an axis") {
+                            Some(n) => axes.push(n),
+                            None => ok = false,
+                        }
+                    }
+                    c.axes = Some((axes, e.span()));
+                    true
+                }
+                P::ReduceOp => {
+                    spans.codes[2] = Some(e.span());
+                    self.alu_arg(e).map(|o| c.reduce_op = Some(o)).is_some()
+                }
                 P::ReduceRes => match self.eval(e) {
                     Value::Tile(v) => {
                         c.reduce_res = Some((v, e.span()));
@@ -345,7 +369,11 @@ impl Lowerer<'_> {
                     }
                 },
                 P::Pred => self.pred_arg(e).map(|pr| c.pred = Some(pr)).is_some(),
-                P::DType | P::Engine | P::Mask => self.option_arg(p.kind, e, &mut c.options),
+                P::Engine => {
+                    spans.engine = Some(e.span());
+                    self.option_arg(p.kind, e, &mut c.options)
+                }
+                P::DType | P::Mask => self.option_arg(p.kind, e, &mut c.options),
             };
         }
         if !ok {
@@ -416,7 +444,16 @@ impl Lowerer<'_> {
             c.op[0].unwrap_or(Alu::Bypass),
             c.op[1].unwrap_or(Alu::Bypass),
         ];
-        let (rev, negate, axes, act) = (c.rev, c.negate, c.axes.unwrap_or(0), c.act);
+        let axes = match (&c.axes, grid) {
+            (Some((list, sp)), data) if info.format == Format::Reduce => {
+                match nki_lang::rules::check_reduce_axes(info.name, list, data.rank() - 1) {
+                    Ok(m) => m,
+                    Err(v) => return self.error(*sp, crate::errors::message(&v)),
+                }
+            }
+            _ => 0,
+        };
+        let (rev, negate, act) = (c.rev, c.negate, c.act);
         let make = move |v: ViewId| -> InstrData {
             let dst = Dst { view: v, write };
             match info.format {

@@ -82,7 +82,7 @@ impl Lowerer<'_> {
                 );
             }
         };
-        let Some(axes) = self.axes_arg(a[1].expect("required")) else {
+        let Some(axes) = self.axes_arg(a[1].expect("required"), static_name(name), &x.shape) else {
             return Value::Poison;
         };
         let mut opts = OpOptions::default();
@@ -274,7 +274,7 @@ impl Lowerer<'_> {
         let Some(x) = self.tile_param(a[0].expect("required"), "softmax") else {
             return Value::Poison;
         };
-        let Some(axes) = self.axes_arg(a[1].expect("required")) else {
+        let Some(axes) = self.axes_arg(a[1].expect("required"), "softmax", &x.shape) else {
             return Value::Poison;
         };
         let all = (1u8 << (x.shape.rank() - 1)) - 1;
@@ -381,7 +381,7 @@ impl Lowerer<'_> {
         let Some(w) = self.operand(w_e, "w") else {
             return Value::Poison;
         };
-        let Some(axes) = self.axes_arg(a[2].expect("required")) else {
+        let Some(axes) = self.axes_arg(a[2].expect("required"), "rms_norm", &x.shape) else {
             return Value::Poison;
         };
         if axes != (1u8 << (x.shape.rank() - 1)) - 1 {
@@ -474,4 +474,12 @@ impl Lowerer<'_> {
             opts,
         )
     }
+}
+
+/// The `&'static` name of an `nl` reduction, for its diagnostics.
+fn static_name(name: &str) -> &'static str {
+    ["sum", "max", "min", "prod", "all", "mean", "var"]
+        .into_iter()
+        .find(|n| *n == name)
+        .unwrap_or("tensor_reduce")
 }

@@ -17,7 +17,8 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        let Some(a) = self.args("nc_matmul", args, &["stationary", "moving"], 2, span) else {
+        let params = ["stationary", "moving", "mask"];
+        let Some(a) = self.args("nc_matmul", args, &params, 2, span) else {
             return Value::Poison;
         };
         let (s_e, m_e) = (a[0].expect("required"), a[1].expect("required"));
@@ -26,9 +27,17 @@ impl Lowerer<'_> {
         let (Some(s), Some(m)) = (s, m) else {
             return Value::Poison;
         };
-        self.matmul_op(s, m, s_e.span(), m_e.span(), span, dest)
+        // The opcode's rule refuses a mask (NKI masks a matmul through its operands' indices).
+        let mut opts = OpOptions::default();
+        if let Some(e) = a[2]
+            && !self.option_arg(P::Mask, e, &mut opts)
+        {
+            return Value::Poison;
+        }
+        self.matmul_op(s, m, s_e.span(), m_e.span(), span, dest, opts)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn matmul_op(
         &mut self,
         s: TileView,
@@ -37,16 +46,20 @@ impl Lowerer<'_> {
         m_span: Span,
         span: Span,
         dest: Dest<'_>,
+        opts: OpOptions,
     ) -> Value {
         let write = match &dest {
             Dest::Into {
                 accumulate: Some(op),
+                span: dspan,
                 ..
             } if *op != Alu::Add => {
-                return self.error(
-                    span,
-                    "a matmul accumulates into PSUM with `+=` only (the PSUM adds in place)",
-                );
+                let v = nki_lang::RuleViolation::UnsupportedAlu {
+                    op: "nc_matmul",
+                    alu: *op,
+                    why: "a matmul accumulates into PSUM with `+=` only (PSUM adds in place)",
+                };
+                return self.error(*dspan, crate::errors::message(&v));
             }
             Dest::Into {
                 view,
@@ -80,7 +93,7 @@ impl Lowerer<'_> {
             stationary,
             moving,
         };
-        match self.emit_op(Opcode::Matmul, &make, dest, OpOptions::default(), spans) {
+        match self.emit_op(Opcode::Matmul, &make, dest, opts, spans) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
         }
@@ -110,7 +123,15 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         if transpose_x {
-            return self.matmul_op(x, y, x_e.span(), y_e.span(), span, dest);
+            return self.matmul_op(
+                x,
+                y,
+                x_e.span(),
+                y_e.span(),
+                span,
+                dest,
+                OpOptions::default(),
+            );
         }
         // x @ y = nc_matmul(xᵀ, y): transpose x on TensorE, evict to SBUF, multiply.
         let xd = self.buf.tiles[x.tile as usize].dtype;
@@ -131,7 +152,15 @@ impl Lowerer<'_> {
         {
             return Value::Poison;
         }
-        self.matmul_op(xs, y, x_e.span(), y_e.span(), span, dest)
+        self.matmul_op(
+            xs,
+            y,
+            x_e.span(),
+            y_e.span(),
+            span,
+            dest,
+            OpOptions::default(),
+        )
     }
 
     fn transpose_op(&mut self, x: TileView, span: Span, dest: Dest<'_>) -> Option<TileView> {
@@ -168,6 +197,8 @@ impl Lowerer<'_> {
                 return Value::Poison;
             }
         }
+        let mut spans = InstrSpans::at(span).with(1, e.span());
+        spans.engine = a[2].map(|arg| arg.span());
         let in_psum = self.buf.tiles[x.tile as usize].memory == Memory::Psum;
         let engine = opts.engine.unwrap_or(if in_psum {
             Engine::Vector
@@ -189,7 +220,6 @@ impl Lowerer<'_> {
             dst: Dst::overwrite(view),
             src,
         };
-        let spans = InstrSpans::at(span).with(1, e.span());
         if cast.is_none() {
             let t_opts = OpOptions {
                 dtype: opts.dtype,
