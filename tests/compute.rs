@@ -529,3 +529,261 @@ fn promotion_rules() {
         assert_eq!(tile(p, name).0, want, "{name}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Other tile shapes: fewer partitions, free sizes that are not multiples of 128, free sizes
+// above one streamed chunk (1024 elements), views at a partition offset, PSUM operands.
+// ---------------------------------------------------------------------------------------------
+
+#[kernel]
+fn small_tiles(a: Hbm<f32, 64, 300>, b: Hbm<f32, 64, 300>) -> (Hbm<f32, 64, 300>, Hbm<f32, 64, 1>) {
+    let o = ndarray([64, 300], f32, SharedHbm);
+    let o_max = ndarray([64, 1], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    store(o[..], x * y - 1.5);
+    store(o_max[..], max(x / y, axis = 1));
+    (o, o_max)
+}
+
+#[test]
+fn sixty_four_partitions_and_an_odd_free_size() {
+    let a = rand_f32(Ix2(64, 300), 20, -5.0, 5.0);
+    let b = rand_f32(Ix2(64, 300), 21, 0.5, 5.0);
+    let (o, m) = small_tiles::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    assert_bits("x * y - 1.5", o.iter(), a.iter().zip(&b).map(|(&x, &y)| x * y - 1.5));
+    let want = (0..64).map(|p| {
+        let r = a.row(p).iter().zip(b.row(p)).map(|(&x, &y)| x / y).collect::<Vec<_>>();
+        fold16(r, f32::NEG_INFINITY, fmax)
+    });
+    assert_bits("max(x / y)", m.iter(), want);
+}
+
+#[kernel]
+fn long_rows(
+    a: Hbm<f32, 128, 3000>,
+    b: Hbm<f32, 128, 3000>,
+) -> (Hbm<f32, 128, 3000>, Hbm<f32, 128, 3000>, Hbm<f32, 128, 1>, Hbm<f32, 128, 1>) {
+    let o = ndarray([128, 3000], f32, SharedHbm);
+    let o_scan = ndarray([128, 3000], f32, SharedHbm);
+    let o_sum = ndarray([128, 1], f32, SharedHbm);
+    let o_red = ndarray([128, 1], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let r = ndarray([128, 1], f32, Sbuf);
+    let z = tensor_scalar_reduce(data = x, op0 = add, operand0 = y[[0..128, 0..1]], reduce_op = add, reduce_res = r);
+    store(o[..], z);
+    store(o_scan[..], tensor_tensor_scan(data0 = y, data1 = x, initial = 0.0, op0 = multiply, op1 = add));
+    store(o_sum[..], sum(x, axis = 1));
+    store(o_red[..], r);
+    (o, o_scan, o_sum, o_red)
+}
+
+#[test]
+fn rows_longer_than_one_chunk() {
+    let a = rand_f32(Ix2(128, 3000), 22, -5.0, 5.0);
+    let b = rand_f32(Ix2(128, 3000), 23, 0.9, 1.0);
+    let (o, scan, sum, red) = long_rows::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    let z: Vec<f32> = a.indexed_iter().map(|((p, _), &x)| x + b[[p, 0]]).collect();
+    assert_bits("x + col", o.iter(), z.iter().copied());
+    let mut want = Vec::new();
+    for p in 0..128 {
+        let mut h = 0.0f32;
+        for j in 0..3000 {
+            h = b[[p, j]] * h + a[[p, j]];
+            want.push(h);
+        }
+    }
+    assert_bits("scan over 3000", scan.iter(), want);
+    assert_bits("sum over 3000", sum.iter(), a.rows().into_iter().map(|r| sum16(r.iter().copied())));
+    let want = z.chunks(3000).map(|r| sum16(r.iter().copied()));
+    assert_bits("reduce_res over 3000", red.iter(), want);
+}
+
+#[kernel]
+fn partition_offsets(a: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let x = load(a[..]);
+    let lo = x[[0..64, 0..512]] * 2.0;
+    let hi = exp(x[[64..128, 0..512]]);
+    store(out[[0..64, 0..512]], lo);
+    store(out[[64..128, 0..512]], hi);
+    out
+}
+
+#[test]
+fn views_at_a_partition_offset() {
+    let a = rand_f32(Ix2(128, 512), 24, -3.0, 3.0);
+    let out = partition_offsets::host(&mut NeuronCore::default(), a.view()).unwrap();
+    assert_bits("rows 0..64 * 2", out.slice(s![0..64, ..]).iter(), a.slice(s![0..64, ..]).iter().map(|&x| x * 2.0));
+    let want = a.slice(s![64..128, ..]).iter().map(|&x| (x as f64).exp()).collect::<Vec<_>>();
+    assert_close("exp of rows 64..128", out.slice(s![64..128, ..]).iter(), want, 1e-6, 0.0);
+}
+
+#[kernel]
+fn psum_operands(
+    a: Hbm<bf16, 128, 128>,
+    b: Hbm<bf16, 128, 512>,
+    c: Hbm<f32, 128, 512>,
+) -> (Hbm<f32, 3, 128, 512>, Hbm<f32, 32, 32>) {
+    let out = ndarray([3, 128, 512], f32, SharedHbm);
+    let out_t = ndarray([32, 32], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let z = load(c[..]);
+    let acc = nc_matmul(x, y);
+    store(out[[0, 0..128, 0..512]], acc * 0.5);
+    store(out[[1, 0..128, 0..512]], acc + z);
+    store(out[[2, 0..128, 0..512]], tensor_copy(src = acc, engine = scalar));
+    let small = acc[[0..32, 0..32]];
+    let t = nc_transpose(small);
+    store(out_t[..], t);
+    (out, out_t)
+}
+
+#[test]
+fn elementwise_operations_read_psum() {
+    // Small integers: the matmul is exact.
+    let a = rand_int(Ix2(128, 128), 25, -3, 3).mapv(bf16::from_f32);
+    let b = rand_int(Ix2(128, 512), 26, -3, 3).mapv(bf16::from_f32);
+    let c = rand_f32(Ix2(128, 512), 27, -3.0, 3.0);
+    let (out, t) = psum_operands::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
+    let m = a.mapv(f32::from).t().dot(&b.mapv(f32::from));
+    assert_bits("psum * 0.5", out.slice(s![0, .., ..]).iter(), m.iter().map(|&v| v * 0.5));
+    assert_bits("psum + sbuf", out.slice(s![1, .., ..]).iter(), m.iter().zip(&c).map(|(&v, &z)| v + z));
+    assert_bits("copy of psum", out.slice(s![2, .., ..]).iter(), m.iter().copied());
+    assert_eq!(t, m.slice(s![0..32, 0..32]).t(), "nc_transpose of PSUM data (Vector engine)");
+    let prog = psum_operands::KERNEL.program();
+    assert!(has_instr(prog, "Vector", "nc_transpose"), "{prog}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// More broadcasting, rounding of narrow results, in-place updates.
+// ---------------------------------------------------------------------------------------------
+
+#[kernel]
+fn outer_broadcast(
+    a: Hbm<f32, 128, 4, 1>,
+    b: Hbm<f32, 128, 1, 64>,
+    c: Hbm<f32, 128, 1>,
+) -> (Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 512>) {
+    let o1 = ndarray([128, 4, 64], f32, SharedHbm);
+    let o2 = ndarray([128, 4, 64], f32, SharedHbm);
+    let o3 = ndarray([128, 512], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let col = load(c[..]);
+    let outer = x * y;
+    store(o1[..], outer);
+    store(o2[..], outer - col);
+    store(o3[..], broadcast_to(col, [128, 512]) + 1.0);
+    (o1, o2, o3)
+}
+
+#[test]
+fn outer_product_broadcast_and_columns_over_three_dimensions() {
+    let a = rand_f32(Ix3(P, 4, 1), 30, -3.0, 3.0);
+    let b = rand_f32(Ix3(P, 1, 64), 31, -3.0, 3.0);
+    let c = rand_f32(Ix2(P, 1), 32, -3.0, 3.0);
+    let (o1, o2, o3) = outer_broadcast::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
+    let want: Vec<f32> = o1.indexed_iter().map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]]).collect();
+    assert_bits("[P,4,1] * [P,1,64]", o1.iter(), want.iter().copied());
+    let want2 = o2.indexed_iter().map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]] - c[[p, 0]]);
+    assert_bits("[P,4,64] - [P,1]", o2.iter(), want2);
+    assert_bits("broadcast_to(col) + 1", o3.iter(), o3.indexed_iter().map(|((p, _), _)| c[[p, 0]] + 1.0));
+    assert_eq!(tile(outer_broadcast::KERNEL.program(), "outer").1, vec![128, 4, 64]);
+}
+
+#[kernel]
+fn narrow_results(
+    a: Hbm<bf16, 128, 512>,
+    b: Hbm<bf16, 128, 512>,
+    c: Hbm<f16, 128, 512>,
+    d: Hbm<f16, 128, 512>,
+) -> (Hbm<bf16, 128, 512>, Hbm<f16, 128, 512>, Hbm<bf16, 128, 512>) {
+    let o1 = ndarray([128, 512], bf16, SharedHbm);
+    let o2 = ndarray([128, 512], f16, SharedHbm);
+    let o3 = ndarray([128, 512], bf16, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let z = load(c[..]);
+    let w = load(d[..]);
+    let s = x + y;
+    store(o1[..], s);
+    let m = z * w;
+    store(o2[..], m);
+    store(o3[..], divide(x, y, dtype = bf16));
+    (o1, o2, o3)
+}
+
+#[test]
+fn narrow_float_results_round_once_to_nearest_even() {
+    let a = rand_f32(Ix2(P, F), 33, -100.0, 100.0).mapv(bf16::from_f32);
+    let b = rand_f32(Ix2(P, F), 34, -100.0, 100.0).mapv(bf16::from_f32);
+    let c = rand_f32(Ix2(P, F), 35, -200.0, 200.0).mapv(f16::from_f32);
+    let d = rand_f32(Ix2(P, F), 36, -200.0, 200.0).mapv(f16::from_f32);
+    let (s_, m, q) = narrow_results::host(&mut NeuronCore::default(), a.view(), b.view(), c.view(), d.view()).unwrap();
+    let prog = narrow_results::KERNEL.program();
+    assert_eq!(tile(prog, "s").0, DType::Bf16, "bf16 + bf16");
+    assert_eq!(tile(prog, "m").0, DType::F16, "f16 * f16");
+    let bits = |v: &[u16]| v.to_vec();
+    let got: Vec<u16> = s_.iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u16> = a.iter().zip(&b).map(|(x, y)| bf16::from_f32(x.to_f32() + y.to_f32()).to_bits()).collect();
+    assert_eq!(bits(&got), want, "bf16 + bf16");
+    let got: Vec<u16> = m.iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u16> = c.iter().zip(&d).map(|(x, y)| f16::from_f32(x.to_f32() * y.to_f32()).to_bits()).collect();
+    assert_eq!(got, want, "f16 * f16 (overflow to inf included)");
+    let got: Vec<u16> = q.iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u16> = a.iter().zip(&b).map(|(x, y)| bf16::from_f32(x.to_f32() / y.to_f32()).to_bits()).collect();
+    assert_eq!(got, want, "divide(.., dtype = bf16)");
+}
+
+#[kernel]
+fn in_place(a: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let t = load(a[..]);
+    t[..] = t * 2.0;
+    t[[0..128, 0..256]] = t[[0..128, 256..512]] + 1.0;
+    t[[0..128, 256..512]] = exp(t[[0..128, 256..512]]);
+    store(out[..], t);
+    out
+}
+
+#[test]
+fn in_place_updates_of_a_tile() {
+    let a = rand_f32(Ix2(P, F), 37, -2.0, 2.0);
+    let out = in_place::host(&mut NeuronCore::default(), a.view()).unwrap();
+    for ((p, f), &g) in out.indexed_iter() {
+        let want = if f < 256 {
+            (a[[p, f + 256]] * 2.0 + 1.0) as f64
+        } else {
+            ((a[[p, f]] * 2.0) as f64).exp()
+        };
+        assert!((g as f64 - want).abs() <= 1e-6 * want.abs(), "({p}, {f}): {g} vs {want}");
+    }
+}
+
+#[kernel]
+fn wide_partition_broadcast(a: Hbm<f32, 128, 1000>, r: Hbm<bf16, 1, 1000>) -> (Hbm<f32, 128, 1000>, Hbm<f32, 128, 1>) {
+    let out = ndarray([128, 1000], f32, SharedHbm);
+    let o_sum = ndarray([128, 1], f32, SharedHbm);
+    let x = load(a[..]);
+    let row = load(r[..]);
+    let rows = broadcast_to(row, [128, 1000]);
+    store(out[..], x - rows);
+    let acc = zeros([128, 512], f32, Psum);
+    acc[..] = copy(x[[0..128, 0..512]]);
+    store(o_sum[..], sum(acc, axis = 1));
+    (out, o_sum)
+}
+
+#[test]
+fn partition_broadcast_wider_than_one_matmul_and_reductions_of_psum() {
+    let a = rand_f32(Ix2(P, 1000), 38, -5.0, 5.0);
+    let r = rand_f32(Ix2(1, 1000), 39, -5.0, 5.0).mapv(bf16::from_f32);
+    let (out, sum) = wide_partition_broadcast::host(&mut NeuronCore::default(), a.view(), r.view()).unwrap();
+    let want = a.indexed_iter().map(|((_, f), &x)| x - r[[0, f]].to_f32());
+    assert_bits("x - broadcast_to([1, 1000] bf16)", out.iter(), want);
+    let want = a.rows().into_iter().map(|row| sum16(row.iter().take(512).copied()));
+    assert_bits("sum of a PSUM tile", sum.iter(), want);
+}
