@@ -988,3 +988,36 @@ fn softmax_rows() {
     let out = softmax_only::host(&mut NeuronCore::default(), a.view()).unwrap();
     check_softmax(&a, &out);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Trn2-only forms: tensor_scalar on the Scalar engine, non-add reductions of activation.
+// ---------------------------------------------------------------------------------------------
+
+#[kernel(target = trn2)]
+fn trn2_forms(a: Hbm<f32, 128, 512>) -> (Hbm<f32, 2, 128, 512>, Hbm<f32, 128, 1>) {
+    let out = ndarray([2, 128, 512], f32, SharedHbm);
+    let o_m = ndarray([128, 1], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = tensor_scalar(data = x, op0 = multiply, operand0 = 3.0, op1 = add, operand1 = -1.0, engine = scalar);
+    store(out[[0, 0..128, 0..512]], y);
+    let m = ndarray([128, 1], f32, Sbuf);
+    let e = activation(op = exp, data = x, reduce_op = maximum, reduce_res = m);
+    store(out[[1, 0..128, 0..512]], e);
+    store(o_m[..], m);
+    (out, o_m)
+}
+
+#[test]
+fn trn2_scalar_engine_tensor_scalar_and_activation_max_reduction() {
+    let a = rand_f32(Ix2(P, F), 50, -3.0, 3.0);
+    let mut core = NeuronCore::new(Target::Trn2);
+    let (out, m) = trn2_forms::host(&mut core, a.view()).unwrap();
+    let want = a.iter().map(|&x| x as f64 * 3.0 - 1.0);
+    assert_close("3x - 1 on the Scalar engine", out.slice(s![0, .., ..]).iter(), want, 1e-6, 1e-6);
+    let want = a.iter().map(|&x| (x as f64).exp());
+    assert_close("exp", out.slice(s![1, .., ..]).iter(), want, 1e-6, 0.0);
+    let want = a.rows().into_iter().map(|r| r.iter().fold(f64::MIN, |m, &x| m.max((x as f64).exp())));
+    assert_close("max of exp", m.iter(), want, 1e-6, 0.0);
+    let prog = trn2_forms::KERNEL.program();
+    assert!(has_instr(prog, "Scalar", "tensor_scalar"), "{prog}");
+}
