@@ -104,9 +104,17 @@ fn arithmetic_tile_tile() {
     assert_eq!(out[[4, 0, 5]], -2.0, "7 mod -3");
     assert_eq!(out[[8, 0, 4]], -1.0, "fmod(-7, 3)");
     assert_eq!(out[[6, 0, 1]].to_bits(), 0.0f32.to_bits(), "maximum(0, -0)");
-    assert_eq!(out[[7, 0, 2]].to_bits(), (-0.0f32).to_bits(), "minimum(-0, 0)");
+    assert_eq!(
+        out[[7, 0, 2]].to_bits(),
+        (-0.0f32).to_bits(),
+        "minimum(-0, 0)"
+    );
     assert_eq!(out[[3, 0, 3]].abs(), f32::INFINITY, "x / 0");
-    assert_eq!(out[[4, 0, 3]].to_bits(), 0x7fc0_0000, "x % 0 is the canonical NaN");
+    assert_eq!(
+        out[[4, 0, 3]].to_bits(),
+        0x7fc0_0000,
+        "x % 0 is the canonical NaN"
+    );
 }
 
 /// `power` (a placeholder definition for now: compared within 1e-6).
@@ -126,11 +134,27 @@ fn power_tile_tile_and_scalar() {
     let b = rand_f32(Ix2(P, F), 4, -3.0, 3.0);
     let out = power_tt::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
     let want = a.iter().zip(&b).map(|(&x, &y)| (x as f64).powf(y as f64));
-    assert_close("power(x, y)", out.slice(s![0, .., ..]).iter(), want, 1e-6, 0.0);
+    assert_close(
+        "power(x, y)",
+        out.slice(s![0, .., ..]).iter(),
+        want,
+        1e-6,
+        0.0,
+    );
     let want = a.iter().map(|&x| (x as f64).powi(2));
-    assert_close("power(x, 2)", out.slice(s![1, .., ..]).iter(), want, 1e-6, 0.0);
+    assert_close(
+        "power(x, 2)",
+        out.slice(s![1, .., ..]).iter(),
+        want,
+        1e-6,
+        0.0,
+    );
     // NKI runs power on GpSimd.
-    assert!(has_instr(power_tt::KERNEL.program(), "GpSimd", "tensor_tensor"));
+    assert!(has_instr(
+        power_tt::KERNEL.program(),
+        "GpSimd",
+        "tensor_tensor"
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,7 +195,11 @@ fn arithmetic_tile_scalar_and_scalar_tile() {
         ("maximum(0, x)", |x| fmax(0.0, x)),
     ];
     for (k, (name, f)) in refs.iter().enumerate() {
-        assert_bits(name, out.slice(s![k, .., ..]).iter(), a.iter().map(|&x| f(x)));
+        assert_bits(
+            name,
+            out.slice(s![k, .., ..]).iter(),
+            a.iter().map(|&x| f(x)),
+        );
     }
 }
 
@@ -221,7 +249,11 @@ fn free_broadcast(
     a: Hbm<f32, 128, 4, 64>,
     b: Hbm<f32, 128, 1, 64>,
     c: Hbm<f32, 128, 64>,
-) -> (Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 4, 64>) {
+) -> (
+    Hbm<f32, 128, 4, 64>,
+    Hbm<f32, 128, 4, 64>,
+    Hbm<f32, 128, 4, 64>,
+) {
     let o1 = ndarray([128, 4, 64], f32, SharedHbm);
     let o2 = ndarray([128, 4, 64], f32, SharedHbm);
     let o3 = ndarray([128, 4, 64], f32, SharedHbm);
@@ -268,7 +300,11 @@ fn one_partition_broadcast_through_tensor_engine() {
     assert_bits("x + row", out.slice(s![0, .., ..]).iter(), want);
     let want = a.indexed_iter().map(|((_, f), &x)| r[[0, f]] * x);
     assert_bits("row * x", out.slice(s![1, .., ..]).iter(), want);
-    assert!(has_instr(partition_broadcast::KERNEL.program(), "Tensor", "nc_matmul"));
+    assert!(has_instr(
+        partition_broadcast::KERNEL.program(),
+        "Tensor",
+        "nc_matmul"
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,7 +312,11 @@ fn one_partition_broadcast_through_tensor_engine() {
 // ---------------------------------------------------------------------------------------------
 
 #[kernel]
-fn compare(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>, c: Hbm<f32, 128, 1>) -> Hbm<bool, 14, 128, 512> {
+fn compare(
+    a: Hbm<f32, 128, 512>,
+    b: Hbm<f32, 128, 512>,
+    c: Hbm<f32, 128, 1>,
+) -> Hbm<bool, 14, 128, 512> {
     let out = ndarray([14, 128, 512], bool, SharedHbm);
     let x = load(a[..]);
     let y = load(b[..]);
@@ -324,13 +364,22 @@ fn comparisons_give_bool_tiles() {
     for (k, (name, f)) in refs.iter().enumerate() {
         for ((p, j), &x) in a.indexed_iter() {
             let want = Bool::from(f(x, b[[p, j]], c[[p, 0]]));
-            assert_eq!(out[[k, p, j]], want, "{name} at ({p}, {j}): x = {x}, y = {}", b[[p, j]]);
+            assert_eq!(
+                out[[k, p, j]],
+                want,
+                "{name} at ({p}, {j}): x = {x}, y = {}",
+                b[[p, j]]
+            );
         }
     }
     assert_eq!(out[[5, 1, 0]], Bool::from(true), "NaN != y");
     assert_eq!(out[[4, 1, 0]], Bool::from(false), "NaN == y");
     let prog = compare::KERNEL.program();
-    assert_eq!(tile(prog, "lt").0, DType::Bool, "a comparison gives a bool tile");
+    assert_eq!(
+        tile(prog, "lt").0,
+        DType::Bool,
+        "a comparison gives a bool tile"
+    );
 }
 
 #[kernel]
@@ -445,15 +494,36 @@ fn dtype_argument_and_type_promotion() {
     )
     .unwrap();
     let sum = |p: usize, j: usize| (h[[p, j]].to_f64() + g[[p, j]].to_f64()) as f32;
-    assert_bits("bf16 + f16", s_.iter(), h.indexed_iter().map(|((p, j), _)| sum(p, j)));
-    let want_d: Vec<bf16> = h.indexed_iter().map(|((p, j), _)| bf16::from_f32(sum(p, j))).collect();
-    assert_eq!(d.iter().copied().collect::<Vec<_>>(), want_d, "add(.., dtype = bf16)");
+    assert_bits(
+        "bf16 + f16",
+        s_.iter(),
+        h.indexed_iter().map(|((p, j), _)| sum(p, j)),
+    );
+    let want_d: Vec<bf16> = h
+        .indexed_iter()
+        .map(|((p, j), _)| bf16::from_f32(sum(p, j)))
+        .collect();
+    assert_eq!(
+        d.iter().copied().collect::<Vec<_>>(),
+        want_d,
+        "add(.., dtype = bf16)"
+    );
     assert_eq!(n, i.mapv(|v| v as i32 + 2), "int8 + 2");
-    let want_m = i.indexed_iter().map(|((p, j), &v)| v as i16 + u[[p, j]] as i16);
-    assert_eq!(m.iter().copied().collect::<Vec<_>>(), want_m.collect::<Vec<_>>(), "int8 + uint8");
+    let want_m = i
+        .indexed_iter()
+        .map(|((p, j), &v)| v as i16 + u[[p, j]] as i16);
+    assert_eq!(
+        m.iter().copied().collect::<Vec<_>>(),
+        want_m.collect::<Vec<_>>(),
+        "int8 + uint8"
+    );
     assert_bits("bf16 * 2.0", w.iter(), h.iter().map(|v| v.to_f32() * 2.0));
     let want_e: Vec<f16> = g.iter().map(|v| f16::from_f32(v.to_f32() * 3.0)).collect();
-    assert_eq!(e.iter().copied().collect::<Vec<_>>(), want_e, "multiply(.., dtype = f16)");
+    assert_eq!(
+        e.iter().copied().collect::<Vec<_>>(),
+        want_e,
+        "multiply(.., dtype = f16)"
+    );
 }
 
 /// The promotion table, read from the program (compiled only).
@@ -551,9 +621,18 @@ fn sixty_four_partitions_and_an_odd_free_size() {
     let a = rand_f32(Ix2(64, 300), 20, -5.0, 5.0);
     let b = rand_f32(Ix2(64, 300), 21, 0.5, 5.0);
     let (o, m) = small_tiles::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
-    assert_bits("x * y - 1.5", o.iter(), a.iter().zip(&b).map(|(&x, &y)| x * y - 1.5));
+    assert_bits(
+        "x * y - 1.5",
+        o.iter(),
+        a.iter().zip(&b).map(|(&x, &y)| x * y - 1.5),
+    );
     let want = (0..64).map(|p| {
-        let r = a.row(p).iter().zip(b.row(p)).map(|(&x, &y)| x / y).collect::<Vec<_>>();
+        let r = a
+            .row(p)
+            .iter()
+            .zip(b.row(p))
+            .map(|(&x, &y)| x / y)
+            .collect::<Vec<_>>();
         fold16(r, f32::NEG_INFINITY, fmax)
     });
     assert_bits("max(x / y)", m.iter(), want);
@@ -563,7 +642,12 @@ fn sixty_four_partitions_and_an_odd_free_size() {
 fn long_rows(
     a: Hbm<f32, 128, 3000>,
     b: Hbm<f32, 128, 3000>,
-) -> (Hbm<f32, 128, 3000>, Hbm<f32, 128, 3000>, Hbm<f32, 128, 1>, Hbm<f32, 128, 1>) {
+) -> (
+    Hbm<f32, 128, 3000>,
+    Hbm<f32, 128, 3000>,
+    Hbm<f32, 128, 1>,
+    Hbm<f32, 128, 1>,
+) {
     let o = ndarray([128, 3000], f32, SharedHbm);
     let o_scan = ndarray([128, 3000], f32, SharedHbm);
     let o_sum = ndarray([128, 1], f32, SharedHbm);
@@ -571,9 +655,24 @@ fn long_rows(
     let x = load(a[..]);
     let y = load(b[..]);
     let r = ndarray([128, 1], f32, Sbuf);
-    let z = tensor_scalar_reduce(data = x, op0 = add, operand0 = y[[0..128, 0..1]], reduce_op = add, reduce_res = r);
+    let z = tensor_scalar_reduce(
+        data = x,
+        op0 = add,
+        operand0 = y[[0..128, 0..1]],
+        reduce_op = add,
+        reduce_res = r,
+    );
     store(o[..], z);
-    store(o_scan[..], tensor_tensor_scan(data0 = y, data1 = x, initial = 0.0, op0 = multiply, op1 = add));
+    store(
+        o_scan[..],
+        tensor_tensor_scan(
+            data0 = y,
+            data1 = x,
+            initial = 0.0,
+            op0 = multiply,
+            op1 = add,
+        ),
+    );
     store(o_sum[..], sum(x, axis = 1));
     store(o_red[..], r);
     (o, o_scan, o_sum, o_red)
@@ -583,7 +682,8 @@ fn long_rows(
 fn rows_longer_than_one_chunk() {
     let a = rand_f32(Ix2(128, 3000), 22, -5.0, 5.0);
     let b = rand_f32(Ix2(128, 3000), 23, 0.9, 1.0);
-    let (o, scan, sum, red) = long_rows::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    let (o, scan, sum, red) =
+        long_rows::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
     let z: Vec<f32> = a.indexed_iter().map(|((p, _), &x)| x + b[[p, 0]]).collect();
     assert_bits("x + col", o.iter(), z.iter().copied());
     let mut want = Vec::new();
@@ -595,7 +695,11 @@ fn rows_longer_than_one_chunk() {
         }
     }
     assert_bits("scan over 3000", scan.iter(), want);
-    assert_bits("sum over 3000", sum.iter(), a.rows().into_iter().map(|r| sum16(r.iter().copied())));
+    assert_bits(
+        "sum over 3000",
+        sum.iter(),
+        a.rows().into_iter().map(|r| sum16(r.iter().copied())),
+    );
     let want = z.chunks(3000).map(|r| sum16(r.iter().copied()));
     assert_bits("reduce_res over 3000", red.iter(), want);
 }
@@ -615,9 +719,23 @@ fn partition_offsets(a: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
 fn views_at_a_partition_offset() {
     let a = rand_f32(Ix2(128, 512), 24, -3.0, 3.0);
     let out = partition_offsets::host(&mut NeuronCore::default(), a.view()).unwrap();
-    assert_bits("rows 0..64 * 2", out.slice(s![0..64, ..]).iter(), a.slice(s![0..64, ..]).iter().map(|&x| x * 2.0));
-    let want = a.slice(s![64..128, ..]).iter().map(|&x| (x as f64).exp()).collect::<Vec<_>>();
-    assert_close("exp of rows 64..128", out.slice(s![64..128, ..]).iter(), want, 1e-6, 0.0);
+    assert_bits(
+        "rows 0..64 * 2",
+        out.slice(s![0..64, ..]).iter(),
+        a.slice(s![0..64, ..]).iter().map(|&x| x * 2.0),
+    );
+    let want = a
+        .slice(s![64..128, ..])
+        .iter()
+        .map(|&x| (x as f64).exp())
+        .collect::<Vec<_>>();
+    assert_close(
+        "exp of rows 64..128",
+        out.slice(s![64..128, ..]).iter(),
+        want,
+        1e-6,
+        0.0,
+    );
 }
 
 #[kernel]
@@ -634,7 +752,10 @@ fn psum_operands(
     let acc = nc_matmul(x, y);
     store(out[[0, 0..128, 0..512]], acc * 0.5);
     store(out[[1, 0..128, 0..512]], acc + z);
-    store(out[[2, 0..128, 0..512]], tensor_copy(src = acc, engine = scalar));
+    store(
+        out[[2, 0..128, 0..512]],
+        tensor_copy(src = acc, engine = scalar),
+    );
     let small = acc[[0..32, 0..32]];
     let t = nc_transpose(small);
     store(out_t[..], t);
@@ -647,12 +768,29 @@ fn elementwise_operations_read_psum() {
     let a = rand_int(Ix2(128, 128), 25, -3, 3).mapv(bf16::from_f32);
     let b = rand_int(Ix2(128, 512), 26, -3, 3).mapv(bf16::from_f32);
     let c = rand_f32(Ix2(128, 512), 27, -3.0, 3.0);
-    let (out, t) = psum_operands::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
+    let (out, t) =
+        psum_operands::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
     let m = a.mapv(f32::from).t().dot(&b.mapv(f32::from));
-    assert_bits("psum * 0.5", out.slice(s![0, .., ..]).iter(), m.iter().map(|&v| v * 0.5));
-    assert_bits("psum + sbuf", out.slice(s![1, .., ..]).iter(), m.iter().zip(&c).map(|(&v, &z)| v + z));
-    assert_bits("copy of psum", out.slice(s![2, .., ..]).iter(), m.iter().copied());
-    assert_eq!(t, m.slice(s![0..32, 0..32]).t(), "nc_transpose of PSUM data (Vector engine)");
+    assert_bits(
+        "psum * 0.5",
+        out.slice(s![0, .., ..]).iter(),
+        m.iter().map(|&v| v * 0.5),
+    );
+    assert_bits(
+        "psum + sbuf",
+        out.slice(s![1, .., ..]).iter(),
+        m.iter().zip(&c).map(|(&v, &z)| v + z),
+    );
+    assert_bits(
+        "copy of psum",
+        out.slice(s![2, .., ..]).iter(),
+        m.iter().copied(),
+    );
+    assert_eq!(
+        t,
+        m.slice(s![0..32, 0..32]).t(),
+        "nc_transpose of PSUM data (Vector engine)"
+    );
     let prog = psum_operands::KERNEL.program();
     assert!(has_instr(prog, "Vector", "nc_transpose"), "{prog}");
 }
@@ -666,7 +804,11 @@ fn outer_broadcast(
     a: Hbm<f32, 128, 4, 1>,
     b: Hbm<f32, 128, 1, 64>,
     c: Hbm<f32, 128, 1>,
-) -> (Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 4, 64>, Hbm<f32, 128, 512>) {
+) -> (
+    Hbm<f32, 128, 4, 64>,
+    Hbm<f32, 128, 4, 64>,
+    Hbm<f32, 128, 512>,
+) {
     let o1 = ndarray([128, 4, 64], f32, SharedHbm);
     let o2 = ndarray([128, 4, 64], f32, SharedHbm);
     let o3 = ndarray([128, 512], f32, SharedHbm);
@@ -685,13 +827,26 @@ fn outer_product_broadcast_and_columns_over_three_dimensions() {
     let a = rand_f32(Ix3(P, 4, 1), 30, -3.0, 3.0);
     let b = rand_f32(Ix3(P, 1, 64), 31, -3.0, 3.0);
     let c = rand_f32(Ix2(P, 1), 32, -3.0, 3.0);
-    let (o1, o2, o3) = outer_broadcast::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
-    let want: Vec<f32> = o1.indexed_iter().map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]]).collect();
+    let (o1, o2, o3) =
+        outer_broadcast::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
+    let want: Vec<f32> = o1
+        .indexed_iter()
+        .map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]])
+        .collect();
     assert_bits("[P,4,1] * [P,1,64]", o1.iter(), want.iter().copied());
-    let want2 = o2.indexed_iter().map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]] - c[[p, 0]]);
+    let want2 = o2
+        .indexed_iter()
+        .map(|((p, i, f), _)| a[[p, i, 0]] * b[[p, 0, f]] - c[[p, 0]]);
     assert_bits("[P,4,64] - [P,1]", o2.iter(), want2);
-    assert_bits("broadcast_to(col) + 1", o3.iter(), o3.indexed_iter().map(|((p, _), _)| c[[p, 0]] + 1.0));
-    assert_eq!(tile(outer_broadcast::KERNEL.program(), "outer").1, vec![128, 4, 64]);
+    assert_bits(
+        "broadcast_to(col) + 1",
+        o3.iter(),
+        o3.indexed_iter().map(|((p, _), _)| c[[p, 0]] + 1.0),
+    );
+    assert_eq!(
+        tile(outer_broadcast::KERNEL.program(), "outer").1,
+        vec![128, 4, 64]
+    );
 }
 
 #[kernel]
@@ -722,19 +877,38 @@ fn narrow_float_results_round_once_to_nearest_even() {
     let b = rand_f32(Ix2(P, F), 34, -100.0, 100.0).mapv(bf16::from_f32);
     let c = rand_f32(Ix2(P, F), 35, -200.0, 200.0).mapv(f16::from_f32);
     let d = rand_f32(Ix2(P, F), 36, -200.0, 200.0).mapv(f16::from_f32);
-    let (s_, m, q) = narrow_results::host(&mut NeuronCore::default(), a.view(), b.view(), c.view(), d.view()).unwrap();
+    let (s_, m, q) = narrow_results::host(
+        &mut NeuronCore::default(),
+        a.view(),
+        b.view(),
+        c.view(),
+        d.view(),
+    )
+    .unwrap();
     let prog = narrow_results::KERNEL.program();
     assert_eq!(tile(prog, "s").0, DType::Bf16, "bf16 + bf16");
     assert_eq!(tile(prog, "m").0, DType::F16, "f16 * f16");
     let bits = |v: &[u16]| v.to_vec();
     let got: Vec<u16> = s_.iter().map(|v| v.to_bits()).collect();
-    let want: Vec<u16> = a.iter().zip(&b).map(|(x, y)| bf16::from_f32(x.to_f32() + y.to_f32()).to_bits()).collect();
+    let want: Vec<u16> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| bf16::from_f32(x.to_f32() + y.to_f32()).to_bits())
+        .collect();
     assert_eq!(bits(&got), want, "bf16 + bf16");
     let got: Vec<u16> = m.iter().map(|v| v.to_bits()).collect();
-    let want: Vec<u16> = c.iter().zip(&d).map(|(x, y)| f16::from_f32(x.to_f32() * y.to_f32()).to_bits()).collect();
+    let want: Vec<u16> = c
+        .iter()
+        .zip(&d)
+        .map(|(x, y)| f16::from_f32(x.to_f32() * y.to_f32()).to_bits())
+        .collect();
     assert_eq!(got, want, "f16 * f16 (overflow to inf included)");
     let got: Vec<u16> = q.iter().map(|v| v.to_bits()).collect();
-    let want: Vec<u16> = a.iter().zip(&b).map(|(x, y)| bf16::from_f32(x.to_f32() / y.to_f32()).to_bits()).collect();
+    let want: Vec<u16> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| bf16::from_f32(x.to_f32() / y.to_f32()).to_bits())
+        .collect();
     assert_eq!(got, want, "divide(.., dtype = bf16)");
 }
 
@@ -759,12 +933,18 @@ fn in_place_updates_of_a_tile() {
         } else {
             ((a[[p, f]] * 2.0) as f64).exp()
         };
-        assert!((g as f64 - want).abs() <= 1e-6 * want.abs(), "({p}, {f}): {g} vs {want}");
+        assert!(
+            (g as f64 - want).abs() <= 1e-6 * want.abs(),
+            "({p}, {f}): {g} vs {want}"
+        );
     }
 }
 
 #[kernel]
-fn wide_partition_broadcast(a: Hbm<f32, 128, 1000>, r: Hbm<bf16, 1, 1000>) -> (Hbm<f32, 128, 1000>, Hbm<f32, 128, 1>) {
+fn wide_partition_broadcast(
+    a: Hbm<f32, 128, 1000>,
+    r: Hbm<bf16, 1, 1000>,
+) -> (Hbm<f32, 128, 1000>, Hbm<f32, 128, 1>) {
     let out = ndarray([128, 1000], f32, SharedHbm);
     let o_sum = ndarray([128, 1], f32, SharedHbm);
     let x = load(a[..]);
@@ -781,9 +961,85 @@ fn wide_partition_broadcast(a: Hbm<f32, 128, 1000>, r: Hbm<bf16, 1, 1000>) -> (H
 fn partition_broadcast_wider_than_one_matmul_and_reductions_of_psum() {
     let a = rand_f32(Ix2(P, 1000), 38, -5.0, 5.0);
     let r = rand_f32(Ix2(1, 1000), 39, -5.0, 5.0).mapv(bf16::from_f32);
-    let (out, sum) = wide_partition_broadcast::host(&mut NeuronCore::default(), a.view(), r.view()).unwrap();
+    let (out, sum) =
+        wide_partition_broadcast::host(&mut NeuronCore::default(), a.view(), r.view()).unwrap();
     let want = a.indexed_iter().map(|((_, f), &x)| x - r[[0, f]].to_f32());
     assert_bits("x - broadcast_to([1, 1000] bf16)", out.iter(), want);
-    let want = a.rows().into_iter().map(|row| sum16(row.iter().take(512).copied()));
+    let want = a
+        .rows()
+        .into_iter()
+        .map(|row| sum16(row.iter().take(512).copied()));
     assert_bits("sum of a PSUM tile", sum.iter(), want);
+}
+
+// `nl.where` is a Rust keyword: a kernel calls it as `r#where`.
+#[kernel]
+fn select_where(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>) -> Hbm<f32, 3, 128, 512> {
+    let out = ndarray([3, 128, 512], f32, SharedHbm);
+    let x = load(a[..]);
+    let y = load(b[..]);
+    let m = x > y;
+    store(out[[0, 0..128, 0..512]], r#where(x > y, x, y));
+    store(out[[1, 0..128, 0..512]], r#where(m, x, 0.0));
+    store(
+        out[[2, 0..128, 0..512]],
+        r#where(condition = x < 0.0, x = -1.0, y = 1.0),
+    );
+    out
+}
+
+#[test]
+fn where_selects_between_tiles_and_numbers() {
+    let a = Array2::from_shape_fn((128, 512), |(p, f)| ((p * 37 + f * 11) % 41) as f32 - 20.0);
+    let b = Array2::from_shape_fn((128, 512), |(p, f)| ((p * 13 + f * 7) % 43) as f32 - 21.0);
+    let out = select_where::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    for ((p, f), &x) in a.indexed_iter() {
+        let y = b[[p, f]];
+        assert_eq!(out[[0, p, f]], if x > y { x } else { y });
+        assert_eq!(out[[1, p, f]], if x > y { x } else { 0.0 });
+        assert_eq!(out[[2, p, f]], if x < 0.0 { -1.0 } else { 1.0 });
+    }
+    assert!(
+        select_where::KERNEL
+            .program()
+            .to_string()
+            .contains("select")
+    );
+}
+
+// `t op= number`: NKI tiles take a number on the right of `+=`, `*=`, `<<=`, ...
+#[kernel]
+fn op_assign_scalar(
+    a: Hbm<f32, 128, 512>,
+    b: Hbm<i32, 128, 64>,
+) -> (Hbm<f32, 128, 512>, Hbm<i32, 128, 64>) {
+    let o1 = ndarray([128, 512], f32, SharedHbm);
+    let o2 = ndarray([128, 64], i32, SharedHbm);
+    let t = load(a[..]);
+    t += 1.0;
+    t *= 2.0;
+    t -= 0.5;
+    t[[0..128, 0..8]] = 3.0;
+    let u = load(b[..]);
+    u <<= 1;
+    u ^= 0xff;
+    store(o1[..], t);
+    store(o2[..], u);
+    (o1, o2)
+}
+
+#[test]
+fn op_assign_with_a_number() {
+    let a = Array2::from_shape_fn((128, 512), |(p, f)| (p as f32 - f as f32) * 0.25);
+    let b = Array2::from_shape_fn((128, 64), |(p, f)| (p * 64 + f) as i32);
+    let (o1, o2) = op_assign_scalar::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    let want = Array2::from_shape_fn((128, 512), |(p, f)| {
+        if f < 8 {
+            3.0
+        } else {
+            (a[[p, f]] + 1.0) * 2.0 - 0.5
+        }
+    });
+    assert_eq!(o1, want);
+    assert_eq!(o2, b.mapv(|x| (x << 1) ^ 0xff));
 }

@@ -27,11 +27,20 @@ fn alu_calls(
     let x = load(a[..]);
     let y = load(b[..]);
     let col = load(c[..]);
-    store(out[[0, 0..128, 0..512]], tensor_tensor(data1 = x, data2 = y, op = maximum));
+    store(
+        out[[0, 0..128, 0..512]],
+        tensor_tensor(data1 = x, data2 = y, op = maximum),
+    );
     store(out[[1, 0..128, 0..512]], tensor_tensor(x, y, np::subtract));
     store(
         out[[2, 0..128, 0..512]],
-        tensor_scalar(data = x, op0 = multiply, operand0 = 2.0, op1 = add, operand1 = 1.0),
+        tensor_scalar(
+            data = x,
+            op0 = multiply,
+            operand0 = 2.0,
+            op1 = add,
+            operand1 = 1.0,
+        ),
     );
     store(
         out[[3, 0..128, 0..512]],
@@ -45,16 +54,28 @@ fn alu_calls(
             operand0 = col,
             op1 = divide,
             operand1 = 4.0,
-            reverse1 = true
+            reverse1 = true,
         ),
     );
     store(
         out[[5, 0..128, 0..512]],
-        tensor_scalar(data = x, op0 = nl::maximum, operand0 = 0.0, op1 = nl::minimum, operand1 = 6.0),
+        tensor_scalar(
+            data = x,
+            op0 = nl::maximum,
+            operand0 = 0.0,
+            op1 = nl::minimum,
+            operand1 = 6.0,
+        ),
     );
     store(
         out[[6, 0..128, 0..512]],
-        scalar_tensor_tensor(data = x, op0 = multiply, operand0 = col, op1 = add, operand1 = y),
+        scalar_tensor_tensor(
+            data = x,
+            op0 = multiply,
+            operand0 = col,
+            op1 = add,
+            operand1 = y,
+        ),
     );
     store(
         out[[7, 0..128, 0..512]],
@@ -64,7 +85,7 @@ fn alu_calls(
             operand0 = 1.0,
             op1 = subtract,
             operand1 = y,
-            reverse1 = true
+            reverse1 = true,
         ),
     );
     store(
@@ -73,7 +94,13 @@ fn alu_calls(
     );
     store(
         out[[9, 0..128, 0..512]],
-        tensor_scalar(data = x, op0 = add, operand0 = col, op1 = multiply, operand1 = col),
+        tensor_scalar(
+            data = x,
+            op0 = add,
+            operand0 = col,
+            op1 = multiply,
+            operand1 = col,
+        ),
     );
     out
 }
@@ -98,10 +125,16 @@ fn tensor_tensor_tensor_scalar_scalar_tensor_tensor() {
         ("(x + col) * col", |x, _, c| (x + c) * c),
     ];
     for (k, (name, f)) in refs.iter().enumerate() {
-        let want = a.indexed_iter().map(|((p, j), &x)| f(x, b[[p, j]], c[[p, 0]]));
+        let want = a
+            .indexed_iter()
+            .map(|((p, j), &x)| f(x, b[[p, j]], c[[p, 0]]));
         assert_bits(name, out.slice(s![k, .., ..]).iter(), want);
     }
-    assert!(has_instr(alu_calls::KERNEL.program(), "GpSimd", "tensor_tensor"));
+    assert!(has_instr(
+        alu_calls::KERNEL.program(),
+        "GpSimd",
+        "tensor_tensor"
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -122,7 +155,7 @@ fn scalar_reduce(
         op0 = multiply,
         operand0 = 2.0,
         reduce_op = add,
-        reduce_res = r
+        reduce_res = r,
     );
     let m = ndarray([128, 1], f32, Sbuf);
     let z = tensor_scalar_reduce(
@@ -131,7 +164,7 @@ fn scalar_reduce(
         operand0 = 1.0,
         reduce_op = maximum,
         reduce_res = m,
-        reverse0 = true
+        reverse0 = true,
     );
     store(o[[0, 0..128, 0..512]], y);
     store(o[[1, 0..128, 0..512]], z);
@@ -144,9 +177,20 @@ fn scalar_reduce(
 fn tensor_scalar_reduce_into_reduce_res() {
     let a = rand_f32(Ix2(P, F), 4, -20.0, 20.0);
     let (o, sum, max) = scalar_reduce::host(&mut NeuronCore::default(), a.view()).unwrap();
-    assert_bits("x * 2", o.slice(s![0, .., ..]).iter(), a.iter().map(|&x| x * 2.0));
-    assert_bits("1 - x", o.slice(s![1, .., ..]).iter(), a.iter().map(|&x| 1.0 - x));
-    let want = a.rows().into_iter().map(|r| sum16(r.iter().map(|&x| x * 2.0)));
+    assert_bits(
+        "x * 2",
+        o.slice(s![0, .., ..]).iter(),
+        a.iter().map(|&x| x * 2.0),
+    );
+    assert_bits(
+        "1 - x",
+        o.slice(s![1, .., ..]).iter(),
+        a.iter().map(|&x| 1.0 - x),
+    );
+    let want = a
+        .rows()
+        .into_iter()
+        .map(|r| sum16(r.iter().map(|&x| x * 2.0)));
     assert_bits("reduce_res add", sum.iter(), want);
     let want = a
         .rows()
@@ -171,13 +215,31 @@ fn act_calls(
     let x = load(a[..]);
     let scale = load(sc[..]);
     let bias = load(bi[..]);
-    store(out[[0, 0..128, 0..512]], activation(op = exp, data = x, scale = 0.5));
-    store(out[[1, 0..128, 0..512]], activation(op = exp, data = x, scale = scale, bias = bias));
+    store(
+        out[[0, 0..128, 0..512]],
+        activation(op = exp, data = x, scale = 0.5),
+    );
+    store(
+        out[[1, 0..128, 0..512]],
+        activation(op = exp, data = x, scale = scale, bias = bias),
+    );
     let r = ndarray([128, 1], f32, Sbuf);
-    let e = activation(op = exp, data = x, bias = bias, reduce_op = add, reduce_res = r);
+    let e = activation(
+        op = exp,
+        data = x,
+        bias = bias,
+        reduce_op = add,
+        reduce_res = r,
+    );
     store(out[[2, 0..128, 0..512]], e);
     let r2 = ndarray([128, 1], f32, Sbuf);
-    let e2 = activation_reduce(op = exp, data = x, reduce_op = add, reduce_res = r2, scale = -1.0);
+    let e2 = activation_reduce(
+        op = exp,
+        data = x,
+        reduce_op = add,
+        reduce_res = r2,
+        scale = -1.0,
+    );
     store(out[[3, 0..128, 0..512]], e2);
     store(out[[4, 0..128, 0..512]], exp(x));
     store(o_r[..], r);
@@ -200,7 +262,10 @@ fn activation_with_scale_bias_and_reduction() {
             "exp(x * scale + bias)",
             Box::new(|p, j| (x(p, j) * sc[[p, 0]] as f64 + bi[[p, 0]] as f64).exp()),
         ),
-        ("exp(x + bias)", Box::new(|p, j| (x(p, j) + bi[[p, 0]] as f64).exp())),
+        (
+            "exp(x + bias)",
+            Box::new(|p, j| (x(p, j) + bi[[p, 0]] as f64).exp()),
+        ),
         ("exp(-x)", Box::new(|p, j| (-x(p, j)).exp())),
         ("exp(x)", Box::new(|p, j| x(p, j).exp())),
     ];
@@ -208,11 +273,19 @@ fn activation_with_scale_bias_and_reduction() {
         let want = grid().map(|(p, j)| f(p, j));
         assert_close(name, out.slice(s![k, .., ..]).iter(), want, 1e-6, 0.0);
     }
-    let want = (0..P).map(|p| (0..F).map(|j| (x(p, j) + bi[[p, 0]] as f64).exp()).sum::<f64>());
+    let want = (0..P).map(|p| {
+        (0..F)
+            .map(|j| (x(p, j) + bi[[p, 0]] as f64).exp())
+            .sum::<f64>()
+    });
     assert_close("reduce_res of exp(x + bias)", r.iter(), want, 1e-5, 0.0);
     let want = (0..P).map(|p| (0..F).map(|j| (-x(p, j)).exp()).sum::<f64>());
     assert_close("activation_reduce", r2.iter(), want, 1e-5, 0.0);
-    assert!(has_instr(act_calls::KERNEL.program(), "Scalar", "activation"));
+    assert!(has_instr(
+        act_calls::KERNEL.program(),
+        "Scalar",
+        "activation"
+    ));
 }
 
 /// The error function, by its Maclaurin series (|x| ≤ 3: terms stay below 1e4, so f64 keeps
@@ -247,7 +320,10 @@ fn act_functions(
     store(out[[1, 0..128, 0..64]], tanh(x));
     store(out[[2, 0..128, 0..64]], sqrt(q));
     store(out[[3, 0..128, 0..64]], rsqrt(q));
-    store(out[[4, 0..128, 0..64]], activation(op = reciprocal, data = q));
+    store(
+        out[[4, 0..128, 0..64]],
+        activation(op = reciprocal, data = q),
+    );
     store(out[[5, 0..128, 0..64]], square(x));
     store(out[[6, 0..128, 0..64]], relu(x));
     store(out[[7, 0..128, 0..64]], gelu(x));
@@ -306,7 +382,11 @@ fn activation_functions() {
                 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
             }),
         ),
-        ("gelu_apprx_sigmoid", 0, Box::new(move |x: f64| x * sigm(1.702 * x))),
+        (
+            "gelu_apprx_sigmoid",
+            0,
+            Box::new(move |x: f64| x * sigm(1.702 * x)),
+        ),
         ("sigmoid", 0, Box::new(sigm)),
         ("silu", 0, Box::new(move |x: f64| x * sigm(x))),
         (
@@ -347,7 +427,12 @@ fn activation_functions() {
             .map(|(g, x)| format!("{name}({x}) = {g}, want {}", f(*x as f64)));
         failed.extend(bad);
     }
-    assert!(failed.is_empty(), "{} functions wrong:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} functions wrong:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,7 +466,13 @@ fn reduce_calls(
     let r12 = tensor_reduce(op = add, data = x3, axis = [1, 2]);
     let r12k = tensor_reduce(op = add, data = x3, axis = [1, 2], keepdims = true);
     let r2 = tensor_reduce(op = minimum, data = x3, axis = 2);
-    let r2k = tensor_reduce(op = minimum, data = x3, axis = 2, keepdims = true, negate = true);
+    let r2k = tensor_reduce(
+        op = minimum,
+        data = x3,
+        axis = 2,
+        keepdims = true,
+        negate = true,
+    );
     let r1 = tensor_reduce(multiply, x3, 1);
     store(o_sum[..], rs);
     store(o_negmax[..], rm);
@@ -410,15 +501,25 @@ fn tensor_reduce_axes_negate_keepdims() {
     assert_bits("sum", sum.iter(), rows().map(|r| sum16(r.iter().copied())));
     let want = rows().map(|r| -fold16(r.iter().copied(), f32::NEG_INFINITY, fmax));
     assert_bits("-max", negmax.iter(), want);
-    let want: Vec<f32> = (0..P).map(|p| sum16(b.slice(s![p, .., ..]).iter().copied())).collect();
+    let want: Vec<f32> = (0..P)
+        .map(|p| sum16(b.slice(s![p, .., ..]).iter().copied()))
+        .collect();
     assert_bits("sum over [1, 2]", r12.iter(), want.iter().copied());
-    assert_bits("sum over [1, 2], keepdims", r12k.iter(), want.iter().copied());
+    assert_bits(
+        "sum over [1, 2], keepdims",
+        r12k.iter(),
+        want.iter().copied(),
+    );
     let want: Vec<f32> = (0..P)
         .flat_map(|p| (0..4).map(move |i| (p, i)))
         .map(|(p, i)| fold16(b.slice(s![p, i, ..]).iter().copied(), f32::INFINITY, fmin))
         .collect();
     assert_bits("min over 2", r2.iter(), want.iter().copied());
-    assert_bits("-min over 2, keepdims", r2k.iter(), want.iter().map(|&v| -v));
+    assert_bits(
+        "-min over 2, keepdims",
+        r2k.iter(),
+        want.iter().map(|&v| -v),
+    );
     let want = (0..P)
         .flat_map(|p| (0..64).map(move |f| (p, f)))
         .map(|(p, f)| fold16(b.slice(s![p, .., f]).iter().copied(), 1.0, |x, y| x * y));
@@ -441,7 +542,13 @@ fn scan_calls(
     let h = load(h0[..]);
     store(
         out[[0, 0..128, 0..512]],
-        tensor_tensor_scan(data0 = a, data1 = b, initial = 0.0, op0 = multiply, op1 = add),
+        tensor_tensor_scan(
+            data0 = a,
+            data1 = b,
+            initial = 0.0,
+            op0 = multiply,
+            op1 = add,
+        ),
     );
     store(
         out[[1, 0..128, 0..512]],
@@ -459,7 +566,8 @@ fn tensor_tensor_scan_mamba_recurrence() {
     let da = rand_f32(Ix2(P, F), 13, 0.5, 1.0);
     let dbx = rand_f32(Ix2(P, F), 14, -1.0, 1.0);
     let h0 = rand_f32(Ix2(P, 1), 15, -3.0, 3.0);
-    let out = scan_calls::host(&mut NeuronCore::default(), da.view(), dbx.view(), h0.view()).unwrap();
+    let out =
+        scan_calls::host(&mut NeuronCore::default(), da.view(), dbx.view(), h0.view()).unwrap();
     let scan = |init: &dyn Fn(usize) -> f32, f: &dyn Fn(f32, f32, f32) -> f32| {
         let mut v = Vec::new();
         for p in 0..P {
@@ -472,10 +580,22 @@ fn tensor_tensor_scan_mamba_recurrence() {
         v
     };
     let mamba = |a: f32, h: f32, b: f32| a * h + b;
-    assert_bits("h = a*h + b from 0", out.slice(s![0, .., ..]).iter(), scan(&|_| 0.0, &mamba));
-    assert_bits("h = a*h + b from h0", out.slice(s![1, .., ..]).iter(), scan(&|p| h0[[p, 0]], &mamba));
+    assert_bits(
+        "h = a*h + b from 0",
+        out.slice(s![0, .., ..]).iter(),
+        scan(&|_| 0.0, &mamba),
+    );
+    assert_bits(
+        "h = a*h + b from h0",
+        out.slice(s![1, .., ..]).iter(),
+        scan(&|p| h0[[p, 0]], &mamba),
+    );
     let other = |a: f32, h: f32, b: f32| fmax(a, h) - b;
-    assert_bits("h = max(a, h) - b", out.slice(s![2, .., ..]).iter(), scan(&|_| 1.0, &other));
+    assert_bits(
+        "h = max(a, h) - b",
+        out.slice(s![2, .., ..]).iter(),
+        scan(&|_| 1.0, &other),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,9 +622,18 @@ fn iota_calls(x: Hbm<f32, 128, 64>) -> (Hbm<i32, 128, 64>, Hbm<f32, 128, 1>, Hbm
 fn iota_values() {
     let x = Array2::<f32>::zeros((P, 64));
     let (v, w, z) = iota_calls::host(&mut NeuronCore::default(), x.view()).unwrap();
-    assert_eq!(v, Array2::from_shape_fn((P, 64), |(p, f)| (f + 64 * p) as i32));
-    assert_eq!(w, Array2::from_shape_fn((P, 1), |(p, _)| (5 + 2 * p) as f32));
-    assert_eq!(z, Array2::from_shape_fn((P, 64), |(p, f)| f as f32 - 3.0 * p as f32));
+    assert_eq!(
+        v,
+        Array2::from_shape_fn((P, 64), |(p, f)| (f + 64 * p) as i32)
+    );
+    assert_eq!(
+        w,
+        Array2::from_shape_fn((P, 1), |(p, _)| (5 + 2 * p) as f32)
+    );
+    assert_eq!(
+        z,
+        Array2::from_shape_fn((P, 64), |(p, f)| f as f32 - 3.0 * p as f32)
+    );
     assert!(has_instr(iota_calls::KERNEL.program(), "GpSimd", "iota"));
 }
 
@@ -519,7 +648,7 @@ fn causal(x: Hbm<f32, 256, 256>) -> (Hbm<f32, 256, 256>, Hbm<f32, 128, 128>) {
             let m = affine_select(
                 pred = k * 128 + i_p >= j * 128 + i_f,
                 on_true_tile = t,
-                on_false_value = -9984.0
+                on_false_value = -9984.0,
             );
             store(out[[k * 128 + i_p, j * 128 + i_f]], m);
         }
@@ -533,7 +662,10 @@ fn causal(x: Hbm<f32, 256, 256>) -> (Hbm<f32, 256, 256>, Hbm<f32, 128, 128>) {
 fn affine_select_causal_mask() {
     let x = rand_f32(Ix2(256, 256), 16, -5.0, 5.0);
     let (out, out2) = causal::host(&mut NeuronCore::default(), x.view()).unwrap();
-    let want = Array2::from_shape_fn((256, 256), |(i, j)| if i >= j { x[[i, j]] } else { -9984.0 });
+    let want = Array2::from_shape_fn(
+        (256, 256),
+        |(i, j)| if i >= j { x[[i, j]] } else { -9984.0 },
+    );
     assert_eq!(out, want);
     let want = Array2::from_shape_fn((128, 128), |(i, j)| if i < j { x[[i, j]] } else { 0.0 });
     assert_eq!(out2, want);
@@ -556,8 +688,16 @@ fn reciprocal_is_ieee_division() {
     b[[0, 0]] = 0.0;
     b[[0, 1]] = -0.0;
     let out = recip::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
-    assert_bits("reciprocal(x)", out.slice(s![0, .., ..]).iter(), a.iter().map(|&x| 1.0 / x));
-    assert_bits("reciprocal(y)", out.slice(s![1, .., ..]).iter(), b.iter().map(|&x| 1.0 / x));
+    assert_bits(
+        "reciprocal(x)",
+        out.slice(s![0, .., ..]).iter(),
+        a.iter().map(|&x| 1.0 / x),
+    );
+    assert_bits(
+        "reciprocal(y)",
+        out.slice(s![1, .., ..]).iter(),
+        b.iter().map(|&x| 1.0 / x),
+    );
     assert_eq!(out[[1, 0, 0]], f32::INFINITY);
     assert_eq!(out[[1, 0, 1]], f32::NEG_INFINITY);
     assert!(has_instr(recip::KERNEL.program(), "Vector", "reciprocal"));
@@ -599,7 +739,8 @@ fn mean_var(v: impl Iterator<Item = f32> + Clone) -> (f64, f64, f64) {
 fn bn_stats_and_bn_aggr_give_mean_and_variance() {
     let a = rand_f32(Ix2(P, 1024), 19, 1.0, 3.0);
     let b = rand_f32(Ix2(P, 300), 20, -2.0, 6.0);
-    let (mv, st, mv2) = batchnorm_stats::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    let (mv, st, mv2) =
+        batchnorm_stats::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
     for p in 0..P {
         let (n, mean, m2) = mean_var(a.row(p).iter().copied());
         assert_close("bn_aggr mean", [mv[[p, 0]]].iter(), [mean], 1e-6, 0.0);
@@ -614,7 +755,13 @@ fn bn_stats_and_bn_aggr_give_mean_and_variance() {
         let got = [st[[p, 1]], st[[p, 2]], st[[p, 4]], st[[p, 5]]];
         assert_close("bn_stats", got.iter(), [me, m2e, mo, m2o], 1e-5, 1e-6);
         let (n, mean, m2) = mean_var(row.iter().copied());
-        assert_close("bn_aggr of one bn_stats", [mv2[[p, 0]], mv2[[p, 1]]].iter(), [mean, m2 / n], 1e-5, 1e-6);
+        assert_close(
+            "bn_aggr of one bn_stats",
+            [mv2[[p, 0]], mv2[[p, 1]]].iter(),
+            [mean, m2 / n],
+            1e-5,
+            1e-6,
+        );
     }
 }
 
@@ -728,9 +875,14 @@ fn dma_copy_and_broadcast_to() {
     let c = rand_f32(Ix2(P, 1), 26, -10.0, 10.0);
     let r = rand_f32(Ix2(1, F), 27, -10.0, 10.0);
     let b3 = rand_f32(Ix3(P, 1, 64), 28, -10.0, 10.0);
-    let (o1, o2, o3, o4) =
-        dma_and_broadcast::host(&mut NeuronCore::default(), a.view(), c.view(), r.view(), b3.view())
-            .unwrap();
+    let (o1, o2, o3, o4) = dma_and_broadcast::host(
+        &mut NeuronCore::default(),
+        a.view(),
+        c.view(),
+        r.view(),
+        b3.view(),
+    )
+    .unwrap();
     assert_eq!(o1, a.mapv(|x| x * 2.0));
     assert_eq!(o2, Array2::from_shape_fn((P, F), |(p, _)| c[[p, 0]]));
     assert_eq!(o3, Array2::from_shape_fn((P, F), |(_, f)| r[[0, f]]));
@@ -782,11 +934,22 @@ fn creation(
 #[test]
 fn creation_and_memset() {
     let a = rand_f32(Ix2(P, F), 29, -10.0, 10.0);
-    let (o, ones, fl, fi, ms, msg, z8) = creation::host(&mut NeuronCore::default(), a.view()).unwrap();
-    assert!(o.slice(s![0, .., ..]).iter().all(|v| v.to_bits() == 0), "zeros_like");
+    let (o, ones, fl, fi, ms, msg, z8) =
+        creation::host(&mut NeuronCore::default(), a.view()).unwrap();
+    assert!(
+        o.slice(s![0, .., ..]).iter().all(|v| v.to_bits() == 0),
+        "zeros_like"
+    );
     assert!(o.slice(s![1, .., ..]).iter().all(|&v| v == 3.5), "full");
-    assert_bits("x + full", o.slice(s![2, .., ..]).iter(), a.iter().map(|&x| x + 3.5));
-    assert!(ones.iter().all(|&v| v == bf16::ONE), "ones_like(dtype = bf16)");
+    assert_bits(
+        "x + full",
+        o.slice(s![2, .., ..]).iter(),
+        a.iter().map(|&x| x + 3.5),
+    );
+    assert!(
+        ones.iter().all(|&v| v == bf16::ONE),
+        "ones_like(dtype = bf16)"
+    );
     assert!(fl.iter().all(|&v| v == -2.0), "full_like");
     assert!(fi.iter().all(|&v| v == 7), "full i32");
     assert!(ms.iter().all(|&v| v == -123456), "memset i32");
@@ -807,8 +970,14 @@ fn copies(
     let o_bf = ndarray([128, 64], bf16, SharedHbm);
     let o_h = ndarray([128, 64], f16, SharedHbm);
     let iv = load(a[..]);
-    store(o[[0, 0..128, 0..64]], tensor_copy(src = iv, engine = scalar));
-    store(o[[1, 0..128, 0..64]], tensor_copy(src = iv, engine = vector));
+    store(
+        o[[0, 0..128, 0..64]],
+        tensor_copy(src = iv, engine = scalar),
+    );
+    store(
+        o[[1, 0..128, 0..64]],
+        tensor_copy(src = iv, engine = vector),
+    );
     store(o[[2, 0..128, 0..64]], tensor_copy(iv, engine = gpsimd));
     store(o[[3, 0..128, 0..64]], copy(iv));
     let x = load(b[..]);
@@ -904,44 +1073,83 @@ fn nl_sum_max_min_prod_mean_var() {
     assert_bits("min", o.slice(s![2, .., 0]).iter(), want);
     let want = q.rows().into_iter().map(|r| r.iter().product::<f32>());
     assert_bits("prod", o.slice(s![3, .., 0]).iter(), want);
-    assert_bits("mean", o.slice(s![4, .., 0]).iter(), sums.iter().map(|&s| s / 512.0));
+    assert_bits(
+        "mean",
+        o.slice(s![4, .., 0]).iter(),
+        sums.iter().map(|&s| s / 512.0),
+    );
     let want = rows().map(|r| {
         let (n, _, m2) = mean_var(r.iter().copied());
         m2 / n
     });
     assert_close("var", o.slice(s![5, .., 0]).iter(), want, 1e-5, 0.0);
-    assert_bits("sum keepdims", o.slice(s![6, .., 0]).iter(), sums.iter().copied());
-    let want = iv.rows().into_iter().map(|r| r.iter().map(|&v| v as f64).sum::<f64>() / 64.0);
+    assert_bits(
+        "sum keepdims",
+        o.slice(s![6, .., 0]).iter(),
+        sums.iter().copied(),
+    );
+    let want = iv
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().map(|&v| v as f64).sum::<f64>() / 64.0);
     assert_close("mean of i32", imean.iter(), want, 1e-7, 0.0);
     let want: Vec<bf16> = sums.iter().map(|&s| bf16::from_f32(s)).collect();
-    assert_eq!(sbf.iter().copied().collect::<Vec<_>>(), want, "sum(dtype = bf16)");
+    assert_eq!(
+        sbf.iter().copied().collect::<Vec<_>>(),
+        want,
+        "sum(dtype = bf16)"
+    );
     let prog = nl_reductions::KERNEL.program();
     assert_eq!(tile(prog, "every").0, DType::Bool);
-    assert_eq!(tile(prog, "im").0, DType::F32, "mean of an integer tile is fp32");
+    assert_eq!(
+        tile(prog, "im").0,
+        DType::F32,
+        "mean of an integer tile is fp32"
+    );
     assert_eq!(tile(prog, "sm").1, vec![128, 1]);
 }
 
 #[test]
-#[ignore = "bug: a [P, 1] tile of a 1-byte dtype (bool here) moves through strided DMA, whose gather/scatter (nki-runtime/src/engines/access.rs:495-527) treat 1-byte elements as 4-byte"]
 fn nl_all_gives_a_bool_column() {
     let (a, q, iv) = nl_reduction_inputs();
     let (_, every, _, _) =
         nl_reductions::host(&mut NeuronCore::default(), a.view(), q.view(), iv.view()).unwrap();
-    let want = a.rows().into_iter().map(|r| Bool::from(r.iter().all(|&x| x > -19.0)));
-    assert_eq!(every.slice(s![0, .., 0]).to_vec(), want.collect::<Vec<_>>(), "all(x > -19)");
-    let want = q.rows().into_iter().map(|r| Bool::from(r.iter().all(|&x| x != 0.0)));
-    assert_eq!(every.slice(s![1, .., 0]).to_vec(), want.collect::<Vec<_>>(), "all(y != 0)");
+    let want = a
+        .rows()
+        .into_iter()
+        .map(|r| Bool::from(r.iter().all(|&x| x > -19.0)));
+    assert_eq!(
+        every.slice(s![0, .., 0]).to_vec(),
+        want.collect::<Vec<_>>(),
+        "all(x > -19)"
+    );
+    let want = q
+        .rows()
+        .into_iter()
+        .map(|r| Bool::from(r.iter().all(|&x| x != 0.0)));
+    assert_eq!(
+        every.slice(s![1, .., 0]).to_vec(),
+        want.collect::<Vec<_>>(),
+        "all(y != 0)"
+    );
 }
 
 #[kernel]
-fn composites(a: Hbm<f32, 128, 512>, w: Hbm<f32, 128, 512>, wr: Hbm<f32, 1, 512>) -> Hbm<f32, 3, 128, 512> {
+fn composites(
+    a: Hbm<f32, 128, 512>,
+    w: Hbm<f32, 128, 512>,
+    wr: Hbm<f32, 1, 512>,
+) -> Hbm<f32, 3, 128, 512> {
     let out = ndarray([3, 128, 512], f32, SharedHbm);
     let x = load(a[..]);
     let wt = load(w[..]);
     let wrow = load(wr[..]);
     store(out[[0, 0..128, 0..512]], softmax(x, axis = 1));
     store(out[[1, 0..128, 0..512]], rms_norm(x, wt, axis = 1, n = 512));
-    store(out[[2, 0..128, 0..512]], rms_norm(x = x, w = wrow, axis = 1, n = 512, epsilon = 1e-3));
+    store(
+        out[[2, 0..128, 0..512]],
+        rms_norm(x = x, w = wrow, axis = 1, n = 512, epsilon = 1e-3),
+    );
     out
 }
 
@@ -958,7 +1166,10 @@ fn softmax_and_rms_norm() {
         let wrows = wr.broadcast((P, F)).unwrap().to_owned();
         for (k, eps, wt) in [(1, 1e-6, &w), (2, 1e-3, &wrows)] {
             let (xr, wr) = (a.row(p), wt.row(p));
-            let want = xr.iter().zip(wr).map(|(&x, &w)| x as f64 / (ms + eps).sqrt() * w as f64);
+            let want = xr
+                .iter()
+                .zip(wr)
+                .map(|(&x, &w)| x as f64 / (ms + eps).sqrt() * w as f64);
             assert_close("rms_norm", out.slice(s![k, p, ..]).iter(), want, 1e-5, 0.0);
         }
     }
@@ -998,7 +1209,14 @@ fn trn2_forms(a: Hbm<f32, 128, 512>) -> (Hbm<f32, 2, 128, 512>, Hbm<f32, 128, 1>
     let out = ndarray([2, 128, 512], f32, SharedHbm);
     let o_m = ndarray([128, 1], f32, SharedHbm);
     let x = load(a[..]);
-    let y = tensor_scalar(data = x, op0 = multiply, operand0 = 3.0, op1 = add, operand1 = -1.0, engine = scalar);
+    let y = tensor_scalar(
+        data = x,
+        op0 = multiply,
+        operand0 = 3.0,
+        op1 = add,
+        operand1 = -1.0,
+        engine = scalar,
+    );
     store(out[[0, 0..128, 0..512]], y);
     let m = ndarray([128, 1], f32, Sbuf);
     let e = activation(op = exp, data = x, reduce_op = maximum, reduce_res = m);
@@ -1013,10 +1231,19 @@ fn trn2_scalar_engine_tensor_scalar_and_activation_max_reduction() {
     let mut core = NeuronCore::new(Target::Trn2);
     let (out, m) = trn2_forms::host(&mut core, a.view()).unwrap();
     let want = a.iter().map(|&x| x as f64 * 3.0 - 1.0);
-    assert_close("3x - 1 on the Scalar engine", out.slice(s![0, .., ..]).iter(), want, 1e-6, 1e-6);
+    assert_close(
+        "3x - 1 on the Scalar engine",
+        out.slice(s![0, .., ..]).iter(),
+        want,
+        1e-6,
+        1e-6,
+    );
     let want = a.iter().map(|&x| (x as f64).exp());
     assert_close("exp", out.slice(s![1, .., ..]).iter(), want, 1e-6, 0.0);
-    let want = a.rows().into_iter().map(|r| r.iter().fold(f64::MIN, |m, &x| m.max((x as f64).exp())));
+    let want = a
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().fold(f64::MIN, |m, &x| m.max((x as f64).exp())));
     assert_close("max of exp", m.iter(), want, 1e-6, 0.0);
     let prog = trn2_forms::KERNEL.program();
     assert!(has_instr(prog, "Scalar", "tensor_scalar"), "{prog}");

@@ -31,7 +31,7 @@ pub use ir::{
     LoopControl, LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred,
     Scalar, SlotOperand, Src, TileView, ViewId, Write,
 };
-pub use ops::{Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
+pub use ops::{Axes, Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
 pub use program::{Program, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{

@@ -13,7 +13,7 @@ use crate::ir::{
     AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, Mask, MaskId,
     Memory, OperandRef, TileView, ViewId, Write,
 };
-use crate::ops::{self, Blame, Format, InferIn, MAX_SLOTS, Part, Slot, ViewInfo};
+use crate::ops::{self, Axes, Blame, Format, InferIn, MAX_SLOTS, Part, Slot, ViewInfo};
 use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
 use crate::rules::{self, RuleViolation};
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, SymbolValues, TileShape};
@@ -437,7 +437,8 @@ impl Checker<'_> {
                         let name = tensor.name.clone();
                         ok &= self.report(site, Err(RuleViolation::ImmutableParameter { name }));
                     }
-                    ok &= self.check_access(site, access, mask, loops);
+                    let axes = ins.opcode.info().operands[o.slot as usize].axes;
+                    ok &= self.check_access(site, access, mask.map(|m| (m, axes)), loops);
                 }
                 OperandRef::Expr(_) | OperandRef::Imm(_) => {}
             }
@@ -487,7 +488,7 @@ impl Checker<'_> {
         &mut self,
         site: Site,
         a: &HbmAccess,
-        mask: Option<&Mask>,
+        mask: Option<(&Mask, Axes)>,
         loops: &[Extent],
     ) -> bool {
         let t = &self.p.tensors[a.tensor as usize];
@@ -502,7 +503,7 @@ impl Checker<'_> {
                 axis: axis as u8,
             };
             let size = t.shape[axis];
-            let masked = mask.is_some_and(|m| mask_bounds_above(m, ix, size));
+            let masked = mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, size));
             if !self.bound(site, &t.name, axis, target, size, &index, masked, loops) {
                 return false;
             }
@@ -581,14 +582,15 @@ fn clamp(x: i128) -> i64 {
 
 /// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
 /// every element it lets through: the term bounds the same grid expression as the index
-/// (`k * 128 + i_p < n` for the index `k * 128 + i_p` of a dimension `n`).
-fn mask_bounds_above(mask: &Mask, ix: &AxisIndex, size: Dim) -> bool {
+/// (`k * 128 + i_p < n` for the index `k * 128 + i_p` of a dimension `n`). The access's axes
+/// follow the instruction's grid as `axes` says.
+fn mask_bounds_above(mask: &Mask, axes: Axes, ix: &AxisIndex, size: Dim) -> bool {
     let mut terms = ix.grid.iter().enumerate().filter(|(_, g)| **g != 0);
     let (Some((axis, &g)), None) = (terms.next(), terms.next()) else {
         return false;
     };
     mask.terms().iter().any(|t| {
-        if t.axis as usize != axis || t.coef != g {
+        if axes.of_grid_axis(t.axis as usize) != Some(axis) || t.coef != g {
             return false;
         }
         // index − (term's left side) = start − offset must be a constant c; then

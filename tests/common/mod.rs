@@ -43,7 +43,11 @@ pub fn rand_int<D: Dimension>(shape: D, seed: u64, lo: i64, hi: i64) -> Array<f3
 
 /// The documented reduction order: value `i` folded into partial `i mod 16` (each partial starts
 /// at the identity), then partial `l` absorbs `l + 8`, `l + 4`, `l + 2`, `l + 1`.
-pub fn fold16(values: impl IntoIterator<Item = f32>, identity: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
+pub fn fold16(
+    values: impl IntoIterator<Item = f32>,
+    identity: f32,
+    op: impl Fn(f32, f32) -> f32,
+) -> f32 {
     let mut p = [identity; 16];
     for (i, v) in values.into_iter().enumerate() {
         p[i % 16] = op(p[i % 16], v);
@@ -66,7 +70,11 @@ pub fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::from_bits(0x7fc0_0000)
     } else if a == b {
-        if a.is_sign_negative() && b.is_sign_negative() { a } else { a.abs() }
+        if a.is_sign_negative() && b.is_sign_negative() {
+            a
+        } else {
+            a.abs()
+        }
     } else if a > b {
         a
     } else {
@@ -79,7 +87,11 @@ pub fn fmin(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::from_bits(0x7fc0_0000)
     } else if a == b {
-        if a.is_sign_negative() || b.is_sign_negative() { -a.abs() } else { a }
+        if a.is_sign_negative() || b.is_sign_negative() {
+            -a.abs()
+        } else {
+            a
+        }
     } else if a < b {
         a
     } else {
@@ -163,7 +175,8 @@ pub fn tile(p: &Program<'_>, name: &str) -> (DType, Vec<u32>) {
 pub fn has_instr(p: &Program<'_>, engine: &str, mnemonic: &str) -> bool {
     p.to_string().lines().any(|l| {
         let mut w = l.split_whitespace();
-        w.next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+        w.next()
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
             && w.next() == Some(engine)
             && w.next() == Some(mnemonic)
     })

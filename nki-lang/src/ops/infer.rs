@@ -580,7 +580,16 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     }
     check_free_size(x, 1)?;
     let last = if op[1] == Alu::Bypass { op[0] } else { op[1] };
-    let dtypes = (1..4).filter_map(|s| src_dtype(x, s));
+    // An operand that no operation reads (a one-operand op's, an absent op1's) takes no part
+    // in promotion.
+    let read = [
+        true,
+        op[0].arity() == 2,
+        op[1] != Alu::Bypass && op[1].arity() == 2,
+    ];
+    let dtypes = (1..4)
+        .filter(|&s| read[s - 1])
+        .filter_map(|s| src_dtype(x, s));
     let dtype = alu_dtype(last, dtypes).unwrap_or(data.dtype);
     Ok(Some(elementwise(data.shape, dtype)))
 }

@@ -76,6 +76,34 @@ pub struct OperandSpec {
     pub dir: Dir,
     /// The memories it may be in.
     pub memory: &'static [Memory],
+    /// How its axes follow the instruction's grid (the axes a mask restricts).
+    pub axes: Axes,
+}
+
+/// How an operand's axes follow its instruction's grid: the grid is the destination's
+/// dimensions (a reduction's: its source's), and a mask's terms name grid axes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Axes {
+    /// Axis `j` of the operand is axis `j` of the grid, or has size 1 and is broadcast along
+    /// it, or (a reduction's result) is reduced away.
+    Grid,
+    /// The grid's first two axes swapped: a transpose's source.
+    Swapped,
+    /// Not a function of the grid (a matmul's operands); such opcodes take no mask.
+    Own,
+}
+
+impl Axes {
+    /// The operand axis that grid axis `axis` runs along, if any.
+    pub const fn of_grid_axis(self, axis: usize) -> Option<usize> {
+        match (self, axis) {
+            (Axes::Grid, a) => Some(a),
+            (Axes::Swapped, 0) => Some(1),
+            (Axes::Swapped, 1) => Some(0),
+            (Axes::Swapped, a) => Some(a),
+            (Axes::Own, _) => None,
+        }
+    }
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -107,7 +135,18 @@ const PSUM: &[Memory] = &[Memory::Psum];
 const HBM: &[Memory] = &[Memory::Hbm];
 
 const fn slot(name: &'static str, dir: Dir, memory: &'static [Memory]) -> OperandSpec {
-    OperandSpec { name, dir, memory }
+    OperandSpec {
+        name,
+        dir,
+        memory,
+        axes: Axes::Grid,
+    }
+}
+
+impl OperandSpec {
+    const fn axes(self, axes: Axes) -> OperandSpec {
+        OperandSpec { axes, ..self }
+    }
 }
 
 macro_rules! opcodes {
@@ -183,8 +222,8 @@ opcodes! {
         engines: &[Engine::Tensor],
         operands: &[
             slot("dst", Dir::Write, PSUM),
-            slot("stationary", Dir::Read, SBUF),
-            slot("moving", Dir::Read, SBUF),
+            slot("stationary", Dir::Read, SBUF).axes(Axes::Own),
+            slot("moving", Dir::Read, SBUF).axes(Axes::Own),
         ],
         infer: infer::matmul,
         maskable: false,
@@ -196,7 +235,10 @@ opcodes! {
         name: "nc_transpose",
         format: Unary,
         engines: &[Engine::Tensor, Engine::Vector],
-        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP).axes(Axes::Swapped),
+        ],
         infer: infer::nc_transpose,
         maskable: true,
     }
@@ -396,7 +438,10 @@ opcodes! {
         name: "load_transpose2d",
         format: Dma,
         engines: &[Engine::Dma],
-        operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, HBM).axes(Axes::Swapped),
+        ],
         infer: infer::load_transpose2d,
         maskable: true,
     }

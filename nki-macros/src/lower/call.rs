@@ -54,21 +54,7 @@ impl Lowerer<'_> {
         }
         let Expr::Call { func, args, span } = e else {
             let v = self.eval(e);
-            return match dest {
-                Dest::New(_) => v,
-                Dest::Into {
-                    view,
-                    span: dspan,
-                    accumulate,
-                } => match v {
-                    Value::Tile(src) => self.copy_into(src, view, e.span(), dspan, accumulate),
-                    Value::Poison => Value::Poison,
-                    other => self.error(
-                        e.span(),
-                        format!("cannot assign {} to a tile", other.describe()),
-                    ),
-                },
-            };
+            return self.assign(v, e.span(), dest);
         };
         let name = func.to_string();
         let span = *span;

@@ -10,6 +10,7 @@ mod ops;
 pub mod value;
 
 use std::collections::HashMap;
+use syn::ext::IdentExt;
 
 use crate::span::Span;
 use nki_lang::ops::Part;
@@ -177,7 +178,8 @@ impl Lowerer<'_> {
     fn declare_params(&mut self, kernel: &Kernel) {
         for p in &kernel.params {
             let shape = self.dims(&p.ty);
-            let name = p.name.to_string();
+            // The body's names are unraw (`r#in` is `in`), so are the parameters'.
+            let name = p.name.unraw().to_string();
             if self.lookup(&name).is_some() {
                 self.errors.push(
                     p.name.span(),

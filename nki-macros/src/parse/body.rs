@@ -1,6 +1,7 @@
 //! The kernel body: syn's syntax tree to the statements and expressions a kernel may contain.
 //! Anything else is an error on its own tokens.
 
+use syn::ext::IdentExt;
 use syn::{Expr as SynExpr, Lit, Pat, Stmt as SynStmt};
 
 use super::model::{Arg, BinOp, Block, Expr, IterKind, Stmt};
@@ -38,7 +39,7 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
             SynStmt::Item(syn::Item::Const(c)) => {
                 if let Some(value) = parse_expr(&c.expr, errors) {
                     stmts.push(Stmt::Let {
-                        names: vec![Some(c.ident.clone())],
+                        names: vec![Some(c.ident.unraw())],
                         tuple: false,
                         value,
                     });
@@ -72,14 +73,14 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
 
 fn parse_pat(pat: &Pat, errors: &mut Errors) -> Option<(Vec<Option<syn::Ident>>, bool)> {
     match pat {
-        Pat::Ident(p) => Some((vec![Some(p.ident.clone())], false)),
+        Pat::Ident(p) => Some((vec![Some(p.ident.unraw())], false)),
         Pat::Wild(_) => Some((vec![None], false)),
         Pat::Type(t) => parse_pat(&t.pat, errors),
         Pat::Tuple(t) => {
             let mut names = Vec::new();
             for e in &t.elems {
                 match e {
-                    Pat::Ident(p) => names.push(Some(p.ident.clone())),
+                    Pat::Ident(p) => names.push(Some(p.ident.unraw())),
                     Pat::Wild(_) => names.push(None),
                     other => {
                         errors.push(Span::of(&other), "expected a name or `_`");
@@ -122,7 +123,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 errors.push(Span::of(&l), "loop labels are not supported in a kernel");
             }
             let var = match &*f.pat {
-                Pat::Ident(p) => Some(p.ident.clone()),
+                Pat::Ident(p) => Some(p.ident.unraw()),
                 Pat::Wild(_) => None,
                 other => {
                     errors.push(Span::of(&other), "a loop variable is a plain name or `_`");
@@ -134,15 +135,17 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 return None;
             };
             let kind = match &*call.func {
-                SynExpr::Path(p) => match p.path.get_ident().map(|i| i.to_string()).as_deref() {
-                    Some("affine_range") => IterKind::Affine,
-                    Some("sequential_range") | Some("range") => IterKind::Sequential,
-                    Some("static_range") => IterKind::Static,
-                    _ => {
-                        errors.push(Span::of(&call.func), ITER_HELP);
-                        return None;
+                SynExpr::Path(p) => {
+                    match p.path.get_ident().map(|i| i.unraw().to_string()).as_deref() {
+                        Some("affine_range") => IterKind::Affine,
+                        Some("sequential_range") | Some("range") => IterKind::Sequential,
+                        Some("static_range") => IterKind::Static,
+                        _ => {
+                            errors.push(Span::of(&call.func), ITER_HELP);
+                            return None;
+                        }
                     }
-                },
+                }
                 _ => {
                     errors.push(Span::of(&call.func), ITER_HELP);
                     return None;
@@ -206,7 +209,7 @@ fn parse_args<'a>(
         let arg = match a {
             SynExpr::Assign(kw) => match &*kw.left {
                 SynExpr::Path(p) if p.path.get_ident().is_some() => {
-                    let name = p.path.get_ident().cloned();
+                    let name = p.path.get_ident().map(IdentExt::unraw);
                     parse_expr(&kw.right, errors).map(|value| Arg { name, value })
                 }
                 other => {
@@ -253,9 +256,9 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             }
         },
         SynExpr::Path(p) => match p.path.get_ident() {
-            Some(i) => Expr::Name(i.clone()),
+            Some(i) => Expr::Name(i.unraw()),
             None => {
-                let last = p.path.segments.last().map(|s| s.ident.clone());
+                let last = p.path.segments.last().map(|s| s.ident.unraw());
                 match last {
                     // `nl::psum`, `Buffer::Psum`: the last segment names the value
                     Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => {
@@ -326,7 +329,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");
                 return None;
             };
-            let Some(func) = p.path.segments.last().map(|s| s.ident.clone()) else {
+            let Some(func) = p.path.segments.last().map(|s| s.ident.unraw()) else {
                 errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");
                 return None;
             };
@@ -338,7 +341,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             let args = parse_args(m.args.iter(), errors)?;
             Expr::Method {
                 recv: Box::new(recv),
-                method: m.method.clone(),
+                method: m.method.unraw(),
                 args,
                 span,
             }
@@ -354,7 +357,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             let base = parse_expr(&f.base, errors)?;
             Expr::Field {
                 base: Box::new(base),
-                field: field.clone(),
+                field: field.unraw(),
                 span,
             }
         }

@@ -387,7 +387,7 @@ pub(crate) fn transfer_par_within(
     };
     // A boundary at or after the end of both sides' first halves and at or before the start
     // of both second halves, on a 4-byte multiple so that both sides' element offsets stay
-    // exact (elements are 2 or 4 bytes).
+    // exact (elements are 1, 2 or 4 bytes).
     let split = match (extent(&plan.src), extent(&plan.dst)) {
         (Some(se), Some(de))
             if plan.rank >= 2
@@ -502,7 +502,9 @@ fn gather(src: &[u8], size: usize, start: isize, stride: isize, count: usize, ou
         }
     }
     let out = &mut out[..count * size];
+    debug_assert!(matches!(size, 1 | 2 | 4));
     match size {
+        1 => go::<1>(src, start, stride, out),
         2 => go::<2>(src, start, stride, out),
         _ => go::<4>(src, start, stride, out),
     }
@@ -520,7 +522,9 @@ fn scatter(from: &[u8], size: usize, dst: &mut [u8], start: isize, stride: isize
         }
     }
     let from = &from[..count * size];
+    debug_assert!(matches!(size, 1 | 2 | 4));
     match size {
+        1 => go::<1>(from, dst, start, stride),
         2 => go::<2>(from, dst, start, stride),
         _ => go::<4>(from, dst, start, stride),
     }

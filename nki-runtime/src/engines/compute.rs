@@ -40,9 +40,10 @@ fn is_int(r: Option<&Resolved>) -> bool {
     })
 }
 
-/// The lanes an ALU chain computes in: int32 for bit operations, and for GpSimd's exact int32
-/// `add`, `subtract` and `multiply` on integer operands; fp32 otherwise.
-fn alu_lane(engine: Engine, op: [Alu; 2], ops: &Operands) -> Lane {
+/// The lanes an ALU chain computes in (its two operations and the accumulation into the
+/// destination): int32 for bit operations, and for GpSimd's exact int32 `add`, `subtract` and
+/// `multiply` on integer operands; fp32 otherwise.
+fn alu_lane(engine: Engine, op: [Alu; 3], ops: &Operands) -> Lane {
     if op.iter().any(|o| o.class() == AluClass::Bitvec) {
         return Lane::I32;
     }
@@ -67,7 +68,11 @@ pub(crate) fn alu_chain(
     acc: Option<AccOut>,
     accumulate: Option<Alu>,
 ) {
-    let lane = alu_lane(engine, op, ops);
+    let lane = alu_lane(
+        engine,
+        [op[0], op[1], accumulate.unwrap_or(Alu::Bypass)],
+        ops,
+    );
     let (srcs, n) = sources(ops, &[1, 2, 3], lane);
     let dst = ops.get(0);
     let s = Stream {
@@ -81,11 +86,9 @@ pub(crate) fn alu_chain(
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
     // lane is cut to the dtype's width first (docs/dtypes.md, integer lanes).
-    let width = match ops.slot(1).map(|r| r.dtype) {
-        Some(DType::I8) => 0xff,
-        Some(DType::I16) => 0xffff,
-        _ => u32::MAX,
-    };
+    let width = ops
+        .slot(1)
+        .map_or(u32::MAX, |r| super::stream::width_mask(r.dtype));
     let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
     let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
         let b = ins.get(2).map_or(Rhs::Splat(0), |b| lanes_of(b));
@@ -267,7 +270,7 @@ fn spread(x: &[u32], out: &mut [u32]) {
 }
 
 /// `tensor_copy` through fp32 lanes (the Scalar engine's copy, lossy for int32 above 2²⁴).
-pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands, accumulate: Option<Alu>) {
+pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands) {
     let dst = ops.get(0);
     let srcs = [Source::of(ops.get(1), Lane::F32, &dst.dims)];
     let s = Stream {
@@ -275,7 +278,7 @@ pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands, accumulate: Opti
         srcs: &srcs,
         dst: Sink::of(dst, &dst.dims),
         lane: Lane::F32,
-        accumulate,
+        accumulate: None,
         reduce: None,
     };
     stream(e, &s, &|_, ins, out, _| spread(ins[0], out));

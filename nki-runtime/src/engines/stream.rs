@@ -495,6 +495,16 @@ fn span(start: isize, stride: isize, n: usize, size: usize) -> Range<usize> {
     (lo as usize * size)..((hi as usize + 1) * size)
 }
 
+/// The bits of a narrow signed integer in its sign-extended int32 lane: a logical right shift
+/// shifts the dtype's own bits (docs/dtypes.md, integer lanes), so the lane is cut to them first.
+pub(crate) fn width_mask(dtype: DType) -> u32 {
+    match dtype {
+        DType::I8 => 0xff,
+        DType::I16 => 0xffff,
+        _ => u32::MAX,
+    }
+}
+
 /// Fills `out` with the lanes of `n` elements of `src` starting at free offset `off` (plus
 /// the row's offset `row`) with inner stride `s_in`.
 #[allow(clippy::too_many_arguments)]
@@ -698,6 +708,10 @@ fn stream_rows(
                     };
                     let s_in = inner_strides[n_src];
                     load_lanes(isa, mems, &dst, s.lane, d_row, d_off, s_in, c, bytes, old);
+                    if op == Alu::RightShift && s.lane == Lane::I32 {
+                        let width = width_mask(s.dst.dtype);
+                        old[..c].iter_mut().for_each(|x| *x &= width);
+                    }
                     apply(
                         isa,
                         s.lane,

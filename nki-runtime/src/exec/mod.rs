@@ -161,7 +161,11 @@ fn execute(
         }
         (Opcode::Transpose, _) => tensor::transpose(e, ops),
         (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => match (ins.engine, acc(dst.write)) {
-            (Engine::Scalar, a) | (_, a @ Some(_)) => compute::copy_through_f32(e, ops, a),
+            // An accumulating copy is the ALU chain `bypass`, combined into the destination.
+            (engine, a @ Some(_)) => {
+                compute::alu_chain(e, ops, engine, [Alu::Bypass; 2], 0, None, a)
+            }
+            (Engine::Scalar, None) => compute::copy_through_f32(e, ops),
             _ => vector::copy(e, ops),
         },
         (Opcode::Memset, InstrData::Fill { value, .. }) => vector::memset(e, ops, value),

@@ -4,8 +4,8 @@
 //! these, so that neither re-derives addresses.
 
 use nki_lang::{
-    AxisIndex, DType, Dir, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask, Memory, OperandRef,
-    Program, Scalar, VarValues,
+    Axes, AxisIndex, DType, Dir, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask, Memory,
+    OperandRef, Program, Scalar, VarValues,
 };
 
 use crate::engines::access::{hbm_pattern, view_pattern};
@@ -255,20 +255,27 @@ pub(crate) fn resolve(
     if bx.iter().any(|&(lo, hi)| lo >= hi) {
         return None;
     }
+    let specs = ins.opcode.info().operands;
     for r in out.ops.iter_mut().flatten() {
-        if matches!(r.loc, Loc::Imm(_)) {
-            continue;
+        let axes = specs.get(r.slot as usize).map_or(Axes::Grid, |s| s.axes);
+        match (r.loc, axes) {
+            (Loc::Imm(_), _) | (_, Axes::Own) => {}
+            (_, Axes::Swapped) => {
+                let mut swapped = bx;
+                swapped.swap(0, 1);
+                clip(r, MAX_TILE_RANK, &swapped);
+            }
+            // An operand with other dimensions than the grid's (a reduction's result) shares
+            // only the partition axis.
+            (_, Axes::Grid) if r.dims != grid => clip(r, 1, &bx),
+            (_, Axes::Grid) => clip(r, MAX_TILE_RANK, &bx),
         }
-        clip(r, &grid, &bx);
     }
     Some(out)
 }
 
-/// Restricts an operand to the mask's box of the grid. Operands whose dimensions are the
-/// grid's (expressions included) are clipped on every axis; an operand with other dimensions
-/// (a reduction's result) only on the partition axis, which every operand shares.
-fn clip(r: &mut Resolved, grid: &[usize; MAX_TILE_RANK], bx: &[(i64, i64); MAX_TILE_RANK]) {
-    let axes = if r.dims == *grid { MAX_TILE_RANK } else { 1 };
+/// Restricts an operand's first `axes` dimensions to the mask's box.
+fn clip(r: &mut Resolved, axes: usize, bx: &[(i64, i64); MAX_TILE_RANK]) {
     for (j, &(lo, hi)) in bx.iter().enumerate().take(axes) {
         r.pattern.base += lo as isize * r.pattern.strides[j];
         r.dims[j] = (hi - lo) as usize;

@@ -1,7 +1,9 @@
 //! The creation functions `ndarray`, `zeros`, `ones`, `full`, and `arange`.
 
 use crate::span::Span;
-use nki_lang::{DType, Dim, Dst, Instr, InstrData, MAX_TENSOR_RANK, Memory, Opcode, Scalar};
+use nki_lang::{
+    DType, Dim, Dst, Instr, InstrData, MAX_TENSOR_RANK, Memory, Opcode, Scalar, TileView,
+};
 
 use super::super::builtins::P;
 use super::super::call::OpOptions;
@@ -136,17 +138,7 @@ impl Lowerer<'_> {
             _ => None,
         };
         if let Some(value) = fill {
-            let Some(dst) = self.view_id(view, span) else {
-                return Value::Poison;
-            };
-            let data = InstrData::Fill {
-                dst: Dst::overwrite(dst),
-                value,
-            };
-            let mut instr = Instr::new(Opcode::Memset, data);
-            instr.engine = opts.engine.unwrap_or(instr.engine);
-            instr.mask = opts.mask;
-            if !self.emit_checked(instr, InstrSpans::at(span)) {
+            if !self.fill(view, value, span, opts) {
                 return Value::Poison;
             }
             if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
@@ -154,6 +146,28 @@ impl Lowerer<'_> {
             }
         }
         v
+    }
+
+    /// `memset`: writes `value` to every element of `view` (under `opts`' engine and mask).
+    /// False after an error.
+    pub(in super::super) fn fill(
+        &mut self,
+        view: TileView,
+        value: Scalar,
+        span: Span,
+        opts: OpOptions,
+    ) -> bool {
+        let Some(dst) = self.view_id(view, span) else {
+            return false;
+        };
+        let data = InstrData::Fill {
+            dst: Dst::overwrite(dst),
+            value,
+        };
+        let mut instr = Instr::new(Opcode::Memset, data);
+        instr.engine = opts.engine.unwrap_or(instr.engine);
+        instr.mask = opts.mask;
+        self.emit_checked(instr, InstrSpans::at(span))
     }
 
     /// `program_id(axis)`: this instance's coordinate along an axis of the launch grid, an

@@ -247,12 +247,23 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         match ops[0].0 {
-            Operand::Tile(t) => {
-                let spans = InstrSpans::at(span).with(1, ops[0].1);
-                self.scalar_op(alu, t, Src::Imm(Scalar::Int(0)), false, spans, dest, opts)
-            }
+            Operand::Tile(t) => self.unary_alu(alu, t, ops[0].1, span, dest, opts),
             Operand::Imm(_) => self.error(ops[0].1, format!("`{name}` takes a tile")),
         }
+    }
+
+    /// A one-operand ALU operation on `x` (`tensor_scalar` with an unused operand).
+    fn unary_alu(
+        &mut self,
+        alu: Alu,
+        x: TileView,
+        x_span: Span,
+        span: Span,
+        dest: Dest<'_>,
+        opts: OpOptions,
+    ) -> Value {
+        let spans = InstrSpans::at(span).with(1, x_span);
+        self.scalar_op(alu, x, Src::Imm(Scalar::Int(0)), false, spans, dest, opts)
     }
 
     /// `nl.exp(x)` and the other activation functions: `activation(op, x)`.
@@ -312,13 +323,37 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `nl.negative(x)`: `x · −1` on the Vector engine.
+    /// `nl.negative(x)`.
     pub(in super::super) fn negative(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
         let Some((ops, opts)) = self.nl_args("negative", args, &["x"], span) else {
             return Value::Poison;
         };
+        match ops[0].0 {
+            Operand::Tile(t) => self.negate(t, ops[0].1, span, dest, opts),
+            Operand::Imm(_) => self.error(ops[0].1, "`negative` takes a tile"),
+        }
+    }
+
+    /// `−x`: `x · −1` on the Vector engine, in `x`'s dtype unless `dtype =` says otherwise (the
+    /// weak `−1` takes no part in promotion, as in NKI).
+    fn negate(
+        &mut self,
+        x: TileView,
+        x_span: Span,
+        span: Span,
+        dest: Dest<'_>,
+        mut opts: OpOptions,
+    ) -> Value {
+        opts.dtype.get_or_insert(self.dtype_of(&x));
         let minus = (Operand::Imm(Scalar::float(-1.0)), span);
-        self.binary(Alu::Multiply, ops[0], minus, span, dest, opts)
+        self.binary(
+            Alu::Multiply,
+            (Operand::Tile(x), x_span),
+            minus,
+            span,
+            dest,
+            opts,
+        )
     }
 
     /// Rust's operators: on tiles, elementwise operations; on integers, indices and
@@ -374,18 +409,7 @@ impl Lowerer<'_> {
                 )
             }
             Expr::Neg(inner, _) => match self.eval(inner) {
-                Value::Tile(t) => {
-                    let minus = (Operand::Imm(Scalar::float(-1.0)), span);
-                    let opts = OpOptions::default();
-                    self.binary(
-                        Alu::Multiply,
-                        (Operand::Tile(t), inner.span()),
-                        minus,
-                        span,
-                        dest,
-                        opts,
-                    )
-                }
+                Value::Tile(t) => self.negate(t, inner.span(), span, dest, OpOptions::default()),
                 Value::Float(f) => self.assign(Value::Float(-f), span, dest),
                 v => {
                     let r = self.arith(BinOp::Mul, v, Value::Int(-1), span);
@@ -399,9 +423,7 @@ impl Lowerer<'_> {
                     } else {
                         Alu::Invert
                     };
-                    let spans = InstrSpans::at(span).with(1, inner.span());
-                    let zero = Src::Imm(Scalar::Int(0));
-                    self.scalar_op(alu, t, zero, false, spans, dest, OpOptions::default())
+                    self.unary_alu(alu, t, inner.span(), span, dest, OpOptions::default())
                 }
                 Value::Bool(b) => self.assign(Value::Bool(!b), span, dest),
                 Value::Int(n) => self.assign(Value::Int(!n), span, dest),
@@ -435,22 +457,53 @@ impl Lowerer<'_> {
         }
     }
 
-    /// A compile-time value as an expression's result: itself, or copied into a tile view.
+    /// A compile-time value as an expression's result: itself, or written into a tile view: a
+    /// tile copied (`t[...] = x`, `t[...] op= x`), a number filled (`t[...] = 0.0`) or combined
+    /// into every element (`t[...] op= 2.0`).
     pub(in super::super) fn assign(&mut self, v: Value, span: Span, dest: Dest<'_>) -> Value {
-        match dest {
-            Dest::New(_) => v,
-            Dest::Into {
-                view,
-                span: dspan,
-                accumulate,
-            } => match v {
-                Value::Tile(src) => self.copy_into(src, view, span, dspan, accumulate),
-                Value::Poison => Value::Poison,
-                other => self.error(
+        let Dest::Into {
+            view,
+            span: dspan,
+            accumulate,
+        } = dest
+        else {
+            return v;
+        };
+        match v {
+            Value::Tile(src) => self.copy_into(src, view, span, dspan, accumulate),
+            Value::Poison => Value::Poison,
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
+                let Some(x) = self.operand_of(v, span) else {
+                    return Value::Poison;
+                };
+                let Operand::Imm(value) = x else {
+                    unreachable!("numbers are immediates")
+                };
+                let Some(op) = accumulate else {
+                    return match self.fill(view, value, span, OpOptions::default()) {
+                        true => Value::Tile(view),
+                        false => Value::Poison,
+                    };
+                };
+                let into = Dest::Into {
+                    view,
+                    span: dspan,
+                    accumulate: None,
+                };
+                let opts = OpOptions::default();
+                self.binary(
+                    op,
+                    (Operand::Tile(view), dspan),
+                    (x, span),
                     span,
-                    format!("cannot assign {} to a tile", other.describe()),
-                ),
-            },
+                    into,
+                    opts,
+                )
+            }
+            other => self.error(
+                span,
+                format!("cannot assign {} to a tile", other.describe()),
+            ),
         }
     }
 
@@ -594,16 +647,9 @@ impl Lowerer<'_> {
         let Value::Tile(ones) = self.new_tile(None, Memory::Sbuf, dtype, ones_shape, span) else {
             return None;
         };
+        self.fill(ones, Scalar::float(1.0), span, OpOptions::default())
+            .then_some(())?;
         let ones_id = self.view_id(ones, span)?;
-        let fill = InstrData::Fill {
-            dst: Dst::overwrite(ones_id),
-            value: Scalar::float(1.0),
-        };
-        self.emit_checked(
-            nki_lang::Instr::new(Opcode::Memset, fill),
-            InstrSpans::at(span),
-        )
-        .then_some(())?;
         let mut start = 0u32;
         while start < f {
             let n = (f - start).min(nki_lang::target::GEMM_MOVING_FMAX);
