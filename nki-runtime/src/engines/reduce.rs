@@ -318,9 +318,13 @@ fn stats(isa: crate::cpu::Isa, values: &[f32]) -> [f32; 3] {
     [n, mean, m2]
 }
 
-/// `bn_stats`: per partition, `[count, mean, m2]` of the even-indexed elements (row-major),
-/// then of the odd-indexed ones ([`stats`]).
-pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
+/// Runs `f` on each partition's values (the source's free elements in row-major order) and
+/// writes the fp32 values it returns to that partition of the destination.
+fn per_row(
+    e: &mut Engines,
+    ops: &Operands,
+    f: &(dyn Fn(crate::cpu::Isa, &[f32], &mut [u32]) -> usize + Sync),
+) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let grid = src.dims;
     let source = Source::of(src, Lane::F32, &grid);
@@ -334,25 +338,34 @@ pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let (buf, bytes) = lanes.scratch();
         let mut row = [0f32; CHUNK];
+        let mut out = [0u32; 8];
         for r in rows {
             let n = row_values(isa, mems, &source, &grid, r, bytes, buf, &mut row);
-            let (mut even, mut odd) = ([0f32; CHUNK / 2], [0f32; CHUNK / 2]);
-            let (ne, no) = (n.div_ceil(2), n / 2);
-            for k in 0..n {
-                match k % 2 {
-                    0 => even[k / 2] = row[k],
-                    _ => odd[k / 2] = row[k],
-                }
-            }
-            let mut out = [0u32; 6];
-            let groups = stats(isa, &even[..ne])
-                .into_iter()
-                .chain(stats(isa, &odd[..no]));
-            for (k, v) in groups.enumerate() {
-                out[k] = v.to_bits();
-            }
-            store_row(isa, mems, &sink, &dst.dims, r, &out, bytes);
+            let k = f(isa, &row[..n], &mut out);
+            store_row(isa, mems, &sink, &dst.dims, r, &out[..k], bytes);
         }
+    });
+}
+
+/// `bn_stats`: per partition, `[count, mean, m2]` of the even-indexed elements (row-major),
+/// then of the odd-indexed ones ([`stats`]).
+pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
+    per_row(e, ops, &|isa, row, out| {
+        let (mut even, mut odd) = ([0f32; CHUNK / 2], [0f32; CHUNK / 2]);
+        let (ne, no) = (row.len().div_ceil(2), row.len() / 2);
+        for (k, &v) in row.iter().enumerate() {
+            match k % 2 {
+                0 => even[k / 2] = v,
+                _ => odd[k / 2] = v,
+            }
+        }
+        let groups = stats(isa, &even[..ne])
+            .into_iter()
+            .chain(stats(isa, &odd[..no]));
+        for (o, v) in out.iter_mut().zip(groups) {
+            *o = v.to_bits();
+        }
+        6
     });
 }
 
@@ -361,44 +374,23 @@ pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
 /// `n = na + nb`, `δ = mb − ma`, `mean = ma + δ·(nb / n)`, `m2 = (m2a + m2b) + (δ·δ)·(na·nb / n)`,
 /// each operation rounded to fp32 in that order; the variance is `m2 / n` (0 for no element).
 pub(crate) fn bn_aggr(e: &mut Engines, ops: &Operands) {
-    let (dst, src) = (ops.get(0), ops.get(1));
-    let grid = src.dims;
-    let source = Source::of(src, Lane::F32, &grid);
-    let sink = Sink::of(dst, &dst.dims);
-    let split = RowSplit {
-        rows: grid[0],
-        elems: grid.iter().product(),
-        writes: &[sink],
-        reads: &[source],
-    };
-    for_rows(e, &split, &|isa, mems, rows, lanes| {
-        let (buf, bytes) = lanes.scratch();
-        let mut row = [0f32; CHUNK];
-        for r in rows {
-            let n = row_values(isa, mems, &source, &grid, r, bytes, buf, &mut row);
-            let (mut cn, mut cm, mut c2) = (0f32, 0f32, 0f32);
-            for g in row[..n].chunks_exact(3) {
-                let (nb, mb, m2b) = (g[0], g[1], g[2]);
-                let total = cn + nb;
-                if total == 0.0 {
-                    continue;
-                }
-                let delta = mb - cm;
-                cm += delta * (nb / total);
-                c2 = (c2 + m2b) + (delta * delta) * (cn * nb / total);
-                cn = total;
+    per_row(e, ops, &|_, row, out| {
+        let (mut cn, mut cm, mut c2) = (0f32, 0f32, 0f32);
+        for g in row.chunks_exact(3) {
+            let (nb, mb, m2b) = (g[0], g[1], g[2]);
+            let total = cn + nb;
+            if total == 0.0 {
+                continue;
             }
-            let var = if cn == 0.0 { 0.0 } else { c2 / cn };
-            store_row(
-                isa,
-                mems,
-                &sink,
-                &dst.dims,
-                r,
-                &[cm.to_bits(), var.to_bits()],
-                bytes,
-            );
+            let delta = mb - cm;
+            cm += delta * (nb / total);
+            c2 = (c2 + m2b) + (delta * delta) * (cn * nb / total);
+            cn = total;
         }
+        let var = if cn == 0.0 { 0.0 } else { c2 / cn };
+        out[0] = cm.to_bits();
+        out[1] = var.to_bits();
+        2
     });
 }
 

@@ -113,77 +113,44 @@ impl Lowerer<'_> {
                     ..OpOptions::default()
                 };
                 let count = (Operand::Imm(Scalar::float(n as f32)), span);
-                if r == Reduction::Mean {
-                    let Some(s) = self.reduce_op(
-                        Alu::Add,
-                        x,
-                        xs,
-                        axes,
-                        false,
-                        keepdims,
-                        span,
-                        Dest::New(None),
-                        work,
-                    ) else {
-                        return Value::Poison;
-                    };
-                    return self.binary(
-                        Alu::Divide,
-                        (Operand::Tile(s), span),
-                        count,
-                        span,
-                        dest,
-                        opts,
-                    );
-                }
                 // var: the mean of the squared deviations from the mean.
+                let (x, xs) = match r {
+                    Reduction::Var => {
+                        let Some(s) = self.reduce_op(
+                            Alu::Add,
+                            x,
+                            xs,
+                            axes,
+                            false,
+                            true,
+                            span,
+                            Dest::New(None),
+                            work,
+                        ) else {
+                            return Value::Poison;
+                        };
+                        let deviations = self
+                            .temp(Alu::Divide, (Operand::Tile(s), span), count, span, work)
+                            .and_then(|mean| {
+                                let (x, mean) =
+                                    ((Operand::Tile(x), xs), (Operand::Tile(mean), span));
+                                self.temp(Alu::Subtract, x, mean, span, work)
+                            })
+                            .and_then(|d| {
+                                let d = (Operand::Tile(d), span);
+                                self.temp(Alu::Multiply, d, d, span, work)
+                            });
+                        match deviations {
+                            Some(sq) => (sq, span),
+                            None => return Value::Poison,
+                        }
+                    }
+                    _ => (x, xs),
+                };
                 let Some(s) = self.reduce_op(
                     Alu::Add,
                     x,
                     xs,
-                    axes,
-                    false,
-                    true,
-                    span,
-                    Dest::New(None),
-                    work,
-                ) else {
-                    return Value::Poison;
-                };
-                let Value::Tile(mean) = self.binary(
-                    Alu::Divide,
-                    (Operand::Tile(s), span),
-                    count,
-                    span,
-                    Dest::New(None),
-                    work,
-                ) else {
-                    return Value::Poison;
-                };
-                let Value::Tile(d) = self.binary(
-                    Alu::Subtract,
-                    (Operand::Tile(x), xs),
-                    (Operand::Tile(mean), span),
-                    span,
-                    Dest::New(None),
-                    work,
-                ) else {
-                    return Value::Poison;
-                };
-                let Value::Tile(sq) = self.binary(
-                    Alu::Multiply,
-                    (Operand::Tile(d), span),
-                    (Operand::Tile(d), span),
-                    span,
-                    Dest::New(None),
-                    work,
-                ) else {
-                    return Value::Poison;
-                };
-                let Some(ss) = self.reduce_op(
-                    Alu::Add,
-                    sq,
-                    span,
                     axes,
                     false,
                     keepdims,
@@ -195,13 +162,28 @@ impl Lowerer<'_> {
                 };
                 self.binary(
                     Alu::Divide,
-                    (Operand::Tile(ss), span),
+                    (Operand::Tile(s), span),
                     count,
                     span,
                     dest,
                     opts,
                 )
             }
+        }
+    }
+
+    /// `a op b` into a new tile (a composite's intermediate).
+    fn temp(
+        &mut self,
+        op: Alu,
+        a: (Operand, Span),
+        b: (Operand, Span),
+        span: Span,
+        opts: OpOptions,
+    ) -> Option<TileView> {
+        match self.binary(op, a, b, span, Dest::New(None), opts) {
+            Value::Tile(t) => Some(t),
+            _ => None,
         }
     }
 
@@ -455,14 +437,8 @@ impl Lowerer<'_> {
         else {
             return Value::Poison;
         };
-        let Value::Tile(y) = self.binary(
-            Alu::Multiply,
-            (Operand::Tile(x), span),
-            (Operand::Tile(r), span),
-            span,
-            Dest::New(None),
-            work,
-        ) else {
+        let xr = ((Operand::Tile(x), span), (Operand::Tile(r), span));
+        let Some(y) = self.temp(Alu::Multiply, xr.0, xr.1, span, work) else {
             return Value::Poison;
         };
         self.binary(
