@@ -6,6 +6,8 @@
 #[path = "../examples/matmul_basic.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod basic;
+#[allow(dead_code)]
+mod doc_kernels;
 #[path = "../examples/matmul_tiled.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
@@ -95,6 +97,27 @@ fn launches_allocate_only_their_outputs() {
     );
     assert_eq!(fresh.as_slice(), out.as_slice());
 
+    // The compute families (reductions, activations with their reduction, reciprocal,
+    // tensor_scalar, masks) in the ragged softmax of the docs, and elementwise operators.
+    let x = DeviceTensor::from_array(&nki::ndarray::Array2::<f32>::from_shape_fn(
+        (300, 256),
+        |(i, j)| (i * 7 + j * 3) as f32 * 0.01,
+    ))
+    .unwrap();
+    let mut y = DeviceTensor::<f32>::zeros(&[300, 256]).unwrap();
+    doc_kernels::softmax_rows::launch_into(&mut core, &x, &mut y).unwrap();
+    let (r, n) = count(|| doc_kernels::softmax_rows::launch_into(&mut core, &x, &mut y));
+    r.unwrap();
+    assert_eq!(n, 0, "a launch of the ragged softmax allocated {n} times");
+    let z = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+    let mut e = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+    doc_kernels::elementwise::launch_into(&mut core, &z, &z, &mut e).unwrap();
+    let (r, n) = count(|| doc_kernels::elementwise::launch_into(&mut core, &z, &z, &mut e));
+    r.unwrap();
+    assert_eq!(
+        n, 0,
+        "a launch of the elementwise kernel allocated {n} times"
+    );
     // A failed launch allocates only its error message.
     let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
     let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));

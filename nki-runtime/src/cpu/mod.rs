@@ -64,8 +64,28 @@ impl Isa {
             .collect()
     }
 
-    /// Whether this CPU can run the path (run-time detection; cached by the standard library).
+    /// Whether this CPU can run the path. Detected once per process: the vector paths assert
+    /// it on every call, and the standard library's per-feature queries, though cached, cost
+    /// a few loads each.
+    #[inline]
     pub fn is_supported(self) -> bool {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        /// Bit `k` set: `ALL[k]` is supported; bit 7: detection has run.
+        static SUPPORTED: AtomicU8 = AtomicU8::new(0);
+        let mut bits = SUPPORTED.load(Ordering::Relaxed);
+        if bits == 0 {
+            bits = Self::ALL
+                .iter()
+                .enumerate()
+                .filter(|(_, isa)| isa.detect_now())
+                .fold(0x80, |b, (k, _)| b | 1 << k);
+            SUPPORTED.store(bits, Ordering::Relaxed);
+        }
+        bits & 1 << (self as u8) != 0
+    }
+
+    /// Run-time feature detection for the path.
+    fn detect_now(self) -> bool {
         match self {
             Isa::Portable => true,
             #[cfg(target_arch = "x86_64")]
@@ -82,7 +102,7 @@ impl Isa {
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512Bf16 => {
-                Isa::Avx512.is_supported() && std::is_x86_feature_detected!("avx512bf16")
+                Isa::Avx512.detect_now() && std::is_x86_feature_detected!("avx512bf16")
             }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,

@@ -96,9 +96,10 @@ pub(crate) fn alu_chain(
     };
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
         let b = ins.get(1).map_or(Rhs::Splat(0), |b| lanes_of(b));
-        let mut cut = [0u32; super::stream::CHUNK];
+        let mut cut: [u32; super::stream::CHUNK];
         let a = if narrow || ins[0].len() < out.len() {
             // A narrow signed operand cut to its width, or a single lane spread over the run.
+            cut = [0; super::stream::CHUNK];
             let cut = &mut cut[..out.len()];
             for (k, c) in cut.iter_mut().enumerate() {
                 let x = ins[0][k.min(ins[0].len() - 1)];

@@ -402,9 +402,10 @@ pub(crate) struct FreePlan {
 }
 
 impl FreePlan {
-    /// Merges dimension `j` into `j + 1` when every strided operand has
+    /// Merges free dimension `j` into the next one when every operand has
     /// `stride[j] == stride[j + 1] · dims[j + 1]`, and drops size-1 dimensions. Returns the
-    /// merged dims and, per operand, its strides over them.
+    /// merged dims and rewrites each operand's free strides to those of the merged dims (the
+    /// rest zero). Works in place: a merged axis is never after the axis it is read from.
     pub(crate) fn new(
         dims: &[usize; MAX_TILE_RANK],
         strides: &mut [[isize; MAX_TILE_RANK]],
@@ -413,33 +414,27 @@ impl FreePlan {
             dims: [1; MAX_TILE_RANK - 1],
             rank: 0,
         };
-        // Work on copies of the free part, outermost first.
-        let mut d: Vec<usize> = dims[1..].to_vec();
-        let mut st: Vec<Vec<isize>> = strides.iter().map(|s| s[1..].to_vec()).collect();
-        let mut j = 0;
-        while j + 1 < d.len() {
-            let mergeable = d[j] == 1
-                || d[j + 1] == 1
-                || st.iter().all(|s| s[j] == s[j + 1] * d[j + 1] as isize);
-            if mergeable {
-                let (a, b) = (d[j], d[j + 1]);
-                for s in st.iter_mut() {
-                    s[j + 1] = if b == 1 { s[j] } else { s[j + 1] };
-                    s.remove(j);
+        for (j, &n) in dims.iter().enumerate().skip(1) {
+            if n == 1 {
+                continue;
+            }
+            let r = out.rank;
+            // The merged axis `k` of an operand is at `stride[1 + k]`; the last one is `r`.
+            if r > 0 && strides.iter().all(|s| s[r] == s[j] * n as isize) {
+                out.dims[r - 1] *= n;
+                for s in strides.iter_mut() {
+                    s[r] = s[j];
                 }
-                d[j + 1] = a * b;
-                d.remove(j);
             } else {
-                j += 1;
+                out.dims[r] = n;
+                for s in strides.iter_mut() {
+                    s[r + 1] = s[j];
+                }
+                out.rank += 1;
             }
         }
-        out.rank = d.len();
-        out.dims[..d.len()].copy_from_slice(&d);
-        for (s, m) in strides.iter_mut().zip(&st) {
-            s[1..1 + m.len()].copy_from_slice(m);
-            for x in s[1 + m.len()..].iter_mut() {
-                *x = 0;
-            }
+        for s in strides.iter_mut() {
+            s[1 + out.rank..].fill(0);
         }
         out
     }
@@ -632,12 +627,15 @@ fn stream_rows(
         *st = src.strides().unwrap_or([0; MAX_TILE_RANK]);
     }
     strides[n_src] = s.dst.strides;
-    let row_strides: Vec<isize> = strides[..=n_src].iter().map(|st| st[0]).collect();
+    let row_strides: [isize; MAX_SOURCES + 1] = core::array::from_fn(|j| strides[j][0]);
     let plan = FreePlan::new(&s.dims, &mut strides[..=n_src]);
-    let inner_strides: Vec<isize> = strides[..=n_src]
-        .iter()
-        .map(|st| if plan.rank == 0 { 0 } else { st[plan.rank] })
-        .collect();
+    let inner_strides: [isize; MAX_SOURCES + 1] = core::array::from_fn(|j| {
+        if plan.rank == 0 {
+            0
+        } else {
+            strides[j][plan.rank]
+        }
+    });
     let uniform: [bool; MAX_SOURCES] = core::array::from_fn(|j| {
         s.srcs
             .get(j)
