@@ -318,13 +318,13 @@ fn stats(isa: crate::cpu::Isa, values: &[f32]) -> [f32; 3] {
     [n, mean, m2]
 }
 
+/// A per-partition function: the partition's values in, its results written to the lanes
+/// given, their count returned.
+type RowFn = dyn Fn(crate::cpu::Isa, &[f32], &mut [u32]) -> usize + Sync;
+
 /// Runs `f` on each partition's values (the source's free elements in row-major order) and
 /// writes the fp32 values it returns to that partition of the destination.
-fn per_row(
-    e: &mut Engines,
-    ops: &Operands,
-    f: &(dyn Fn(crate::cpu::Isa, &[f32], &mut [u32]) -> usize + Sync),
-) {
+fn per_row(e: &mut Engines, ops: &Operands, f: &RowFn) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let grid = src.dims;
     let source = Source::of(src, Lane::F32, &grid);
