@@ -81,7 +81,8 @@ fn arithmetic_tile_tile() {
     let (a, b) = pair();
     let mut core = NeuronCore::default();
     let out = arith_tt::host(&mut core, a.view(), b.view()).unwrap();
-    let refs: [(&str, fn(f32, f32) -> f32); 12] = [
+    type Ref = fn(f32, f32) -> f32;
+    let refs: [(&str, Ref); 12] = [
         ("x + y", |x, y| (x as f64 + y as f64) as f32),
         ("x - y", |x, y| (x as f64 - y as f64) as f32),
         ("x * y", |x, y| (x as f64 * y as f64) as f32),
@@ -182,7 +183,8 @@ fn arith_ts(a: Hbm<f32, 128, 512>) -> Hbm<f32, 10, 128, 512> {
 fn arithmetic_tile_scalar_and_scalar_tile() {
     let (a, _) = pair();
     let out = arith_ts::host(&mut NeuronCore::default(), a.view()).unwrap();
-    let refs: [(&str, fn(f32) -> f32); 10] = [
+    type Ref = fn(f32) -> f32;
+    let refs: [(&str, Ref); 10] = [
         ("x + 2.5", |x| (x as f64 + 2.5) as f32),
         ("2.5 - x", |x| (2.5 - x as f64) as f32),
         ("x * -3", |x| (x as f64 * -3.0) as f32),
@@ -226,7 +228,8 @@ fn column_broadcast() {
     let (a, _) = pair();
     let c = rand_f32(Ix2(P, 1), 5, -10.0, 10.0);
     let out = column_ops::host(&mut NeuronCore::default(), a.view(), c.view()).unwrap();
-    let refs: [(&str, fn(f32, f32) -> f32); 6] = [
+    type Ref = fn(f32, f32) -> f32;
+    let refs: [(&str, Ref); 6] = [
         ("x + col", |x, c| (x as f64 + c as f64) as f32),
         ("col - x", |x, c| (c as f64 - x as f64) as f32),
         ("x * col", |x, c| (x as f64 * c as f64) as f32),
@@ -345,7 +348,8 @@ fn comparisons_give_bool_tiles() {
     a[[1, 0]] = f32::NAN;
     let c = rand_f32(Ix2(P, 1), 10, -10.0, 10.0);
     let out = compare::host(&mut NeuronCore::default(), a.view(), b.view(), c.view()).unwrap();
-    let refs: [(&str, fn(f32, f32, f32) -> bool); 14] = [
+    type Ref = fn(f32, f32, f32) -> bool;
+    let refs: [(&str, Ref); 14] = [
         ("x < y", |x, y, _| x < y),
         ("x <= y", |x, y, _| x <= y),
         ("x > y", |x, y, _| x > y),
@@ -406,7 +410,8 @@ fn logical(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>) -> Hbm<bool, 8, 128, 51
 fn logical_operations_on_bool_tiles() {
     let (a, b) = pair();
     let out = logical::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
-    let refs: [(&str, fn(bool, bool) -> bool); 8] = [
+    type Ref = fn(bool, bool) -> bool;
+    let refs: [(&str, Ref); 8] = [
         ("p & q", |p, q| p && q),
         ("p | q", |p, q| p || q),
         ("p ^ q", |p, q| p != q),

@@ -609,7 +609,8 @@ fn bit_operations_on_u8_and_u16_tiles() {
         d.view(),
     )
     .unwrap();
-    let r8: [(&str, fn(u8, u8) -> u8); 6] = [
+    type Op8 = fn(u8, u8) -> u8;
+    let r8: [(&str, Op8); 6] = [
         ("&", |x, y| x & y),
         ("|", |x, y| x | y),
         ("^", |x, y| x ^ y),
@@ -625,7 +626,8 @@ fn bit_operations_on_u8_and_u16_tiles() {
             "u8 {name}"
         );
     }
-    let r16: [(&str, fn(u16, u16) -> u16); 6] = [
+    type Op16 = fn(u16, u16) -> u16;
+    let r16: [(&str, Op16); 6] = [
         ("&", |x, y| x & y),
         ("bitwise_or", |x, y| x | y),
         ("bitwise_xor", |x, y| x ^ y),
@@ -866,7 +868,8 @@ fn logical_operations_on_loaded_bool_tiles() {
     let b = Array2::from_shape_fn((P, F), |(p, f)| Bool(((p * 2 + f / 3) % 3) as u8));
     let (out, o_f) = bool_logic::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
     let t = |v: Bool| v.0 != 0;
-    let refs: [(&str, fn(bool, bool) -> bool); 5] = [
+    type Ref = fn(bool, bool) -> bool;
+    let refs: [(&str, Ref); 5] = [
         ("&", |p, q| p && q),
         ("|", |p, q| p || q),
         ("^", |p, q| p != q),

@@ -256,7 +256,8 @@ fn activation_with_scale_bias_and_reduction() {
         act_calls::host(&mut NeuronCore::default(), a.view(), sc.view(), bi.view()).unwrap();
     let x = |p: usize, j: usize| a[[p, j]] as f64;
     let grid = || (0..P).flat_map(|p| (0..F).map(move |j| (p, j)));
-    let refs: [(&str, Box<dyn Fn(usize, usize) -> f64>); 5] = [
+    type Ref<'a> = Box<dyn Fn(usize, usize) -> f64 + 'a>;
+    let refs: [(&str, Ref<'_>); 5] = [
         ("exp(x * 0.5)", Box::new(|p, j| (x(p, j) * 0.5).exp())),
         (
             "exp(x * scale + bias)",

@@ -186,7 +186,8 @@ fn two_dimensional_masks_leave_the_rest_untouched() {
     let x = rand_f32(Ix2(128, 512), 11, -3.0, 3.0);
     let out = mask_2d::host(&mut NeuronCore::default(), x.view()).unwrap();
     type In = fn(usize, usize) -> bool;
-    let cases: [(&str, In, fn(f32) -> f64, f64); 5] = [
+    type Want = fn(f32) -> f64;
+    let cases: [(&str, In, Want, f64); 5] = [
         (
             "multiply",
             |p, f| p < 64 && f < 256,
