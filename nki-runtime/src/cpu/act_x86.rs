@@ -15,7 +15,7 @@ use core::ops::{Add, Div, Mul, Neg, Sub};
 use nki_lang::ActFn;
 
 use super::Isa;
-use super::act::{Simd, SimdF64, act_affine, portable, portable_pow, pow_core, pow_v};
+use super::act::{F64Kernel, Simd, SimdF64, act_affine, portable, portable_pow, pow_v};
 
 /// Runs a block of intrinsics.
 macro_rules! avx {
@@ -124,6 +124,7 @@ impl Neg for V8 {
 impl Simd for V16 {
     type M = __mmask16;
     type I = __m512i;
+    type D = D8;
     #[inline(always)]
     fn splat(x: f32) -> Self {
         avx!(V16(_mm512_set1_ps(x)))
@@ -247,15 +248,31 @@ impl Simd for V16 {
         avx!(V16(_mm512_cvtepi32_ps(i)))
     }
     #[inline(always)]
-    fn pow_f64(m: Self, e: Self, y: Self) -> Self {
+    fn map_f64<K: F64Kernel>(a: Self, b: Self, c: Self) -> Self {
+        // (No closures around intrinsics here: a closure would not inherit the loop's target
+        // features, and the intrinsics in it would become calls.)
         avx!({
-            let lo = |v: V16| D8(_mm512_cvtps_pd(_mm512_castps512_ps256(v.0)));
-            let hi = |v: V16| {
-                let h = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v.0));
-                D8(_mm512_cvtps_pd(_mm256_castpd_ps(h)))
-            };
-            let rl = _mm512_cvtpd_ps(pow_core(lo(m), lo(e), lo(y)).0);
-            let rh = _mm512_cvtpd_ps(pow_core(hi(m), hi(e), hi(y)).0);
+            let (a_hi, b_hi, c_hi) = (
+                _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a.0)),
+                _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(b.0)),
+                _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(c.0)),
+            );
+            let rl = _mm512_cvtpd_ps(
+                K::run(
+                    D8(_mm512_cvtps_pd(_mm512_castps512_ps256(a.0))),
+                    D8(_mm512_cvtps_pd(_mm512_castps512_ps256(b.0))),
+                    D8(_mm512_cvtps_pd(_mm512_castps512_ps256(c.0))),
+                )
+                .0,
+            );
+            let rh = _mm512_cvtpd_ps(
+                K::run(
+                    D8(_mm512_cvtps_pd(_mm256_castpd_ps(a_hi))),
+                    D8(_mm512_cvtps_pd(_mm256_castpd_ps(b_hi))),
+                    D8(_mm512_cvtps_pd(_mm256_castpd_ps(c_hi))),
+                )
+                .0,
+            );
             let r = _mm512_insertf64x4::<1>(
                 _mm512_castpd256_pd512(_mm256_castps_pd(rl)),
                 _mm256_castps_pd(rh),
@@ -292,6 +309,7 @@ impl Simd for V16 {
 impl Simd for V8 {
     type M = __m256;
     type I = __m256i;
+    type D = D4;
     #[inline(always)]
     fn splat(x: f32) -> Self {
         avx!(V8(_mm256_set1_ps(x)))
@@ -415,12 +433,25 @@ impl Simd for V8 {
         avx!(V8(_mm256_cvtepi32_ps(i)))
     }
     #[inline(always)]
-    fn pow_f64(m: Self, e: Self, y: Self) -> Self {
+    fn map_f64<K: F64Kernel>(a: Self, b: Self, c: Self) -> Self {
+        // (No closures around intrinsics: see the 16-lane version.)
         avx!({
-            let lo = |v: V8| D4(_mm256_cvtps_pd(_mm256_castps256_ps128(v.0)));
-            let hi = |v: V8| D4(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v.0)));
-            let rl = _mm256_cvtpd_ps(pow_core(lo(m), lo(e), lo(y)).0);
-            let rh = _mm256_cvtpd_ps(pow_core(hi(m), hi(e), hi(y)).0);
+            let rl = _mm256_cvtpd_ps(
+                K::run(
+                    D4(_mm256_cvtps_pd(_mm256_castps256_ps128(a.0))),
+                    D4(_mm256_cvtps_pd(_mm256_castps256_ps128(b.0))),
+                    D4(_mm256_cvtps_pd(_mm256_castps256_ps128(c.0))),
+                )
+                .0,
+            );
+            let rh = _mm256_cvtpd_ps(
+                K::run(
+                    D4(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(a.0))),
+                    D4(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(b.0))),
+                    D4(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(c.0))),
+                )
+                .0,
+            );
             V8(_mm256_insertf128_ps::<1>(_mm256_castps128_ps256(rl), rh))
         })
     }
