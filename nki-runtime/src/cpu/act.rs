@@ -978,18 +978,53 @@ fn near_zero<V: Simd, const N: usize>(x: V, v: V, hi: f32, lo: f32, w: f32, p: &
     V::select(lt(abs(d), w), d * poly(d, p), v)
 }
 
+/// `(n + n_lo) / (d + d_lo)` for finite `d > 0` as `q + lo`: `q = n/d` and the correction
+/// `lo = (rem + n_lo − q·d_lo)/d`, `rem = n − q·d` exact (one fma); 0 when `q` is zero or
+/// infinite.
+#[inline(always)]
+fn div_hilo<V: Simd>(n: V, n_lo: V, d: V, d_lo: V) -> (V, V) {
+    let q = n / d;
+    let rem = (-q).mul_add(d, n);
+    let lo = (-q).mul_add(d_lo, rem + n_lo) / d;
+    let keep = V::m_or(q.eq(c(0.0)), abs(q).eq(c(f32::INFINITY)));
+    (q, V::select(keep, c(0.0), lo))
+}
+
+/// [`div_hilo`] summed (a zero quotient keeps its sign).
+#[inline(always)]
+fn div_corrected<V: Simd>(n: V, n_lo: V, d: V, d_lo: V) -> V {
+    let (q, lo) = div_hilo(n, n_lo, d, d_lo);
+    V::select(q.eq(c(0.0)), q, q + lo)
+}
+
 /// `sigmoid(x)·(1 + x·(1 − sigmoid(x)))`: with `F = e^−|x|`, `d = 1 + F`:
-/// `x ≥ 0`: `(d + x·F)/d²`; `x < 0`: `F·((1 + x) + F)/d²`.
+/// `x ≥ 0`: `(d + x·F)/d²`; `x < 0`: `F·((1 + x) + F)/d²`, each numerator and `d²` carried as
+/// hi + lo (exact residuals by TwoSum/fma, and `F`'s own rounding error) and the quotient
+/// corrected ([`div_corrected`]); within 5/16 of the zero `x0`: a polynomial in `x − x0`.
 #[inline(always)]
 fn silu_dx<V: Simd>(x: V) -> V {
+    let one = c::<V>(1.0);
     let xc = clamp(x, -200.0, 200.0);
-    let e = exp_core(-abs(x), None, 24.0);
+    let (e, e_lo) = exp_core2(-abs(x), None, 24.0);
     let f = e * c(TWO_M24);
-    let d = e.mul_add(c(TWO_M24), c(1.0));
-    // d² = 1 + F·(F + 2) with one rounding (beyond that of F + 2, which F ≤ 1 makes tiny).
-    let d2 = f.mul_add(f + c(2.0), c(1.0));
-    let pos = xc.mul_add(f, d) / d2;
-    let neg = (e * ((xc + c(1.0)) + f)) / (d2 * c(TWO_24));
+    let f_lo = e_lo * c(TWO_M24);
+    let d = e.mul_add(c(TWO_M24), one);
+    let d_lo = e.mul_add(c(TWO_M24), -(d - one)) + f_lo;
+    let d2 = d * d;
+    let d2_lo = d.mul_add(d, -d2) + (d + d) * d_lo;
+    // x ≥ 0: (d + x·F) / d².
+    let (p, p_err) = two_prod(xc, f);
+    let (n, n_err) = two_sum(d, p);
+    let n_lo = xc.mul_add(f_lo, n_err + p_err + d_lo);
+    let pos = div_corrected(n, n_lo, d2, d2_lo);
+    // x < 0: F·((1 + x) + F) / d², scaled by 2^24.
+    let (ox, ox_err) = two_sum(one, xc);
+    let (t, t_err) = two_sum(ox, f);
+    let t_lo = t_err + ox_err + f_lo;
+    let (m, m_err) = two_prod(e, t);
+    let m_lo = e_lo.mul_add(t, e.mul_add(t_lo, m_err));
+    let big = c::<V>(TWO_24);
+    let neg = div_corrected(m, m_lo, d2 * big, d2_lo * big);
     let v = V::select(lt(x, 0.0), neg, pos);
     near_zero(x, v, SILU_DX_X0_HI, SILU_DX_X0_LO, 0.3125, &SILU_DX_Z)
 }
@@ -1006,20 +1041,34 @@ fn softplus<V: Simd>(x: V) -> V {
 }
 
 /// `x · tanh(softplus(x))`: with `E = e^x`, `tanh(ln(1 + E)) = n/(n + 2)`, `n = E·E + 2E`;
-/// `x ≥ 0` uses `F = e^−x`: `(1 + 2F)/(1 + 2F + 2F²)`.
+/// `x ≥ 0` uses `F = e^−x`: `(1 + 2F)/(1 + 2F + 2F²)`. Numerators and denominators are
+/// carried as hi + lo (exact residuals, and `E`'s own rounding error) and the quotient
+/// corrected ([`div_hilo`]); then `x·(q + lo)` with one rounding (for `x < 0` on values scaled
+/// by 2^24, so that tiny results round once into the subnormal range).
 #[inline(always)]
 fn mish<V: Simd>(x: V) -> V {
+    let one = c::<V>(1.0);
     let xc = c::<V>(-200.0).max(x);
-    let e = exp_core(-abs(x), None, 24.0);
+    let (e, e_lo) = exp_core2(-abs(x), None, 24.0);
     let f = e * c(TWO_M24);
-    // x ≥ 0
+    let f_lo = e_lo * c(TWO_M24);
+    // x ≥ 0: num = 1 + 2F, den = num + 2F².
     let f2 = f + f;
-    let num = f2 + c(1.0);
-    let pos = x * (num / f2.mul_add(f, num));
-    // x < 0
-    let n = e.mul_add(f, e + e);
-    let den = n.mul_add(c(TWO_M24), c(2.0));
-    let neg = (xc * n) / (den * c(TWO_24));
+    let num = f2 + one;
+    let num_lo = (f2 - (num - one)) + (f_lo + f_lo);
+    let (p, p_err) = two_prod(f2, f);
+    let (den, den_err) = two_sum(num, p);
+    let den_lo = (f2 + f2).mul_add(f_lo, den_err + p_err + num_lo);
+    let (r, r_lo) = div_hilo(num, num_lo, den, den_lo);
+    // (x bounded in the correction term, so that x = inf gives inf, not inf·0.)
+    let pos = x.mul_add(r, c::<V>(1e30).min(x) * r_lo);
+    // x < 0, scaled by 2^24: n' = E'·F + 2E', den' = n' + 2^25.
+    let (q, q_err) = two_prod(e, f);
+    let (n, n_err) = two_sum(q, e + e);
+    let n_lo = e_lo.mul_add(f + c(2.0), e.mul_add(f_lo, n_err + q_err));
+    let (dn, dn_err) = two_sum(n, c(2.0 * TWO_24));
+    let (r, r_lo) = div_hilo(n, n_lo, dn * c(TWO_M24), (dn_err + n_lo) * c(TWO_M24));
+    let neg = xc.mul_add(r, xc * r_lo) * c(TWO_M24);
     V::select(lt(x, 0.0), neg, pos)
 }
 
@@ -1383,17 +1432,19 @@ mod tests {
             | ActFn::Ceil
             | ActFn::Trunc => 0.0,
             ActFn::Sqrt | ActFn::Reciprocal | ActFn::Square => 0.5,
-            ActFn::Exp | ActFn::Log => 1.0,
-            ActFn::Erf => 1.25,
-            ActFn::Tanh | ActFn::Sin | ActFn::Cos | ActFn::Rsqrt => 1.5,
-            ActFn::Softplus | ActFn::ErfDx => 1.75,
-            ActFn::Arctan => 2.0,
-            ActFn::Sigmoid | ActFn::Tan => 2.25,
-            ActFn::GeluApproxTanh | ActFn::GeluApproxSigmoid | ActFn::Silu => 3.0,
-            ActFn::SiluDx => 3.5,
-            ActFn::Mish => 4.0,
-            ActFn::GeluDx => 4.5,
-            ActFn::Gelu => 5.0,
+            ActFn::Log | ActFn::Tanh => 1.0,
+            ActFn::Exp => 1.02,
+            ActFn::Sigmoid => 1.05,
+            ActFn::Arctan | ActFn::Mish => 1.1,
+            ActFn::Silu => 1.2,
+            ActFn::Erf | ActFn::ErfDx => 1.35,
+            ActFn::Sin | ActFn::Cos | ActFn::Rsqrt | ActFn::GeluApproxTanh => 1.5,
+            ActFn::GeluApproxSigmoid => 1.5,
+            ActFn::Softplus => 1.75,
+            ActFn::SiluDx => 2.05,
+            ActFn::Tan => 2.4,
+            ActFn::Gelu => 2.6,
+            ActFn::GeluDx => 2.85,
         }
     }
 
@@ -1770,7 +1821,7 @@ mod tests {
         for i in 0..xs.len() {
             let e = ulp_error(got[i], reference_pow(xs[i], ys[i]));
             assert!(
-                e <= 0.501,
+                e <= 0.5001,
                 "pow({:e}, {:e}) = {:e}: {e} ulp",
                 xs[i],
                 ys[i],

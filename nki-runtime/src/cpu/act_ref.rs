@@ -56,7 +56,9 @@ pub fn reference(f: ActFn, x: f32) -> f64 {
             if x.is_infinite() {
                 if x > 0.0 { 1.0 } else { -0.0 }
             } else {
-                ncdf(x) + x * libm::exp(-x * x / 2.0) * inv_sqrt_2pi
+                let v = ncdf(x) + x * libm::exp(-x * x / 2.0) * inv_sqrt_2pi;
+                // Below x0 the exact value is negative: an underflowed result is -0.
+                if v == 0.0 && x < 0.0 { -0.0 } else { v }
             }
         }
         ActFn::GeluApproxTanh => {
