@@ -282,27 +282,23 @@ impl Simd for V16 {
     }
     #[inline(never)]
     #[cold]
-    fn patch2(self, m: __mmask16, a: Self, b: Self, f: fn(f32) -> (f32, f32)) -> (Self, Self) {
+    fn patch3(
+        self,
+        m: __mmask16,
+        v: (Self, Self, Self),
+        f: fn(f32) -> (f32, f32, f32),
+    ) -> (Self, Self, Self) {
         // SAFETY: `__m512` and `[f32; 16]` are both 64 plain bytes.
-        let (x, mut a, mut b) = unsafe {
-            (
-                transmute::<__m512, [f32; 16]>(self.0),
-                transmute::<__m512, [f32; 16]>(a.0),
-                transmute::<__m512, [f32; 16]>(b.0),
-            )
-        };
+        let t = |v: V16| unsafe { transmute::<__m512, [f32; 16]>(v.0) };
+        let (x, mut a, mut b, mut c) = (t(self), t(v.0), t(v.1), t(v.2));
         for i in 0..16 {
             if m >> i & 1 == 1 {
-                (a[i], b[i]) = f(x[i]);
+                (a[i], b[i], c[i]) = f(x[i]);
             }
         }
         // SAFETY: as above.
-        unsafe {
-            (
-                V16(transmute::<[f32; 16], __m512>(a)),
-                V16(transmute::<[f32; 16], __m512>(b)),
-            )
-        }
+        let u = |a: [f32; 16]| V16(unsafe { transmute::<[f32; 16], __m512>(a) });
+        (u(a), u(b), u(c))
     }
 }
 
@@ -457,28 +453,25 @@ impl Simd for V8 {
     }
     #[inline(never)]
     #[cold]
-    fn patch2(self, m: __m256, a: Self, b: Self, f: fn(f32) -> (f32, f32)) -> (Self, Self) {
+    fn patch3(
+        self,
+        m: __m256,
+        v: (Self, Self, Self),
+        f: fn(f32) -> (f32, f32, f32),
+    ) -> (Self, Self, Self) {
         // SAFETY: `__m256` and `[f32; 8]`/`[u32; 8]` are all 32 plain bytes.
-        let (x, mut a, mut b, m) = unsafe {
-            (
-                transmute::<__m256, [f32; 8]>(self.0),
-                transmute::<__m256, [f32; 8]>(a.0),
-                transmute::<__m256, [f32; 8]>(b.0),
-                transmute::<__m256, [u32; 8]>(m),
-            )
-        };
+        let t = |v: V8| unsafe { transmute::<__m256, [f32; 8]>(v.0) };
+        // SAFETY: as above.
+        let m = unsafe { transmute::<__m256, [u32; 8]>(m) };
+        let (x, mut a, mut b, mut c) = (t(self), t(v.0), t(v.1), t(v.2));
         for i in 0..8 {
             if m[i] >> 31 == 1 {
-                (a[i], b[i]) = f(x[i]);
+                (a[i], b[i], c[i]) = f(x[i]);
             }
         }
         // SAFETY: as above.
-        unsafe {
-            (
-                V8(transmute::<[f32; 8], __m256>(a)),
-                V8(transmute::<[f32; 8], __m256>(b)),
-            )
-        }
+        let u = |a: [f32; 8]| V8(unsafe { transmute::<[f32; 8], __m256>(a) });
+        (u(a), u(b), u(c))
     }
 }
 
