@@ -1,8 +1,8 @@
 //! f64 references for the activation functions and `power`, and the error measures used by the
 //! tests of `cpu::act` and by `examples/activation_accuracy.rs` (which includes this file).
 //!
-//! The references use the `libm` crate (a port of musl's f64 functions, errors below 1 ulp of
-//! f64, i.e. ~2^-29 of an f32 ulp) and are formulated so that they do not cancel
+//! The references use the `libm` crate (a port of musl's f64 functions, errors of about 1 ulp
+//! of f64, i.e. ~2^-29 of an f32 ulp) and are formulated so that they do not cancel
 //! catastrophically where the function is tiny (`x / (1 + e^−z)` rather than `(1 + tanh)/2`,
 //! `erfc` for the lower tail of `Φ`).
 
