@@ -82,23 +82,23 @@
 //! | `identity` | `x` | NaN → canonical NaN | 0 |
 //! | `exp` | `exp_core(x)` | `+inf` for `x ≥ 88.72284` (`0x42b17218`); subnormal for `x ≤ −87.33655`; `+0` for `x ≤ −103.97208`; `exp(−inf) = 0` | 1.013 |
 //! | `log` | log kernel; subnormals scaled by 2^23 | `log(±0) = −inf`, `log(inf) = inf`, `log(x < 0) = NaN` | 0.887 |
-//! | `tanh` | `|x| < 0.55`: `x + x³·P(x²)` (degree 11, error 2^-29.7); else `1 − q`, `q = 2/(e^(2|x|) + 1)` with `exp`'s rounding error, the residual of `e + 1` and of the division carried into `q` | `±1` for `|x| ≥ 9.0109` (`x` clamped to 20 inside); `tanh(x) = x` for `|x| < 2^-12` (keeps `−0`) | 0.879 |
+//! | `tanh` | `|x| < 0.55`: `x + x³·P(x²)` (degree 11, error 2^-29.7); else `1 − q`, `q = 2/(e^(2|x|) + 1)` with `exp`'s rounding error, the residual of `e + 1` and of the division carried into `q` | `±1` for `|x| ≥ 9.010914` (`x` clamped to 20 inside); `tanh(x) = x` for `|x| < 2^-12` (keeps `−0`) | 0.879 |
 //! | `sqrt` | IEEE `sqrt` | `sqrt(−0) = −0`, negative → NaN | 0.500 |
 //! | `rsqrt` | `1 / sqrt(x)`: two correctly rounded operations (≤ 1.5 ulp by construction) | `rsqrt(±0) = ±inf`, `rsqrt(inf) = 0`, negative → NaN | 1.490 |
 //! | `reciprocal` | IEEE `1 / x` | `±0 → ±inf`, `±inf → ±0` | 0.500 |
 //! | `square` | `x · x` | overflow to inf | 0.500 |
 //! | `relu` | `x > 0 ? x : +0` | `relu(−0) = +0`, NaN stays NaN | 0 |
-//! | `gelu` | `|x| < 0.75`: `x·(1/2 + x·Q(x²))` (`Q` of degree 5 in `x²`, error 2^-29.0); else with `E = e^(−x²/2)` (exact `x²` as hi + lo, `exp`'s rounding error carried) and `G` in f64: `x < 0`: `x·G·E`, `x ≥ 0`: `x − x·G·E` (one fma) | `gelu(x) = x` for `x ≥ 5.3475`, `−0` for `x ≤ −14.356` (`x` clamped to `[−20, 20]` inside); `gelu(±inf) = inf, −0` | 2.580 |
-//! | `gelu_dx` | `−1/4 < x < 3/4`: `1/2 + x·R(x²)` (degree 11, 2^-28.1); within 1/2 of the zero `x0`: `d·P(d)`, `d = x − x0` (degree 9, 2^-26.3); else with `t = |x|/√(2π) − G(|x|)` (hi + lo constant): `x < 0`: `−t·E`, `x ≥ 0`: `1 + t·E` | `1` for `x ≥ 5.9102`, `−0` for `x ≤ −14.54`; `(±inf) → 1, −0` | 2.804 |
-//! | `gelu_apprx_tanh` | `x·sigmoid(w)`, `w = x·(c1 + c2·x²)` (`c1 = 2√(2/π)`, `c2 = 0.044715·c1`, both hi + lo) formed as hi + lo, then as `sigmoid` | `x` clamped to `[−20, 20]` for `w`; `−0` for `x ≤ −10.77`; `(±inf) → inf, −0` | 1.332 |
-//! | `gelu_apprx_sigmoid` | `x·sigmoid(1.702·x)` with `1.702·x` exact as hi + lo (`1.702` hi + lo) | `−0` for `x ≤ −63.53`; `(±inf) → inf, −0` | 1.317 |
+//! | `gelu` | `|x| < 0.75`: `x·(1/2 + x·Q(x²))` (`Q` of degree 5 in `x²`, error 2^-29.0); else with `E = e^(−x²/2)` (exact `x²` as hi + lo, `exp`'s rounding error carried) and `G` in f64: `x < 0`: `x·G·E`, `x ≥ 0`: `x − x·G·E` (one fma) | `gelu(x) = x` for `x ≥ 5.3475156`, `−0` for `x ≤ −14.356069` (`x` clamped to `[−20, 20]` inside); `gelu(±inf) = inf, −0` | 2.580 |
+//! | `gelu_dx` | `−1/4 < x < 3/4`: `1/2 + x·R(x²)` (degree 11, 2^-28.1); within 1/2 of the zero `x0`: `d·P(d)`, `d = x − x0` (degree 9, 2^-26.3); else with `t = |x|/√(2π) − G(|x|)` (hi + lo constant): `x < 0`: `−t·E`, `x ≥ 0`: `1 + t·E` | `1` for `x ≥ 5.910161`, `−0` for `x ≤ −14.541349`; `(±inf) → 1, −0` | 2.804 |
+//! | `gelu_apprx_tanh` | `x·sigmoid(w)`, `w = x·(c1 + c2·x²)` (`c1 = 2√(2/π)`, `c2 = 0.044715·c1`, both hi + lo) formed as hi + lo, then as `sigmoid` | `x` clamped to `[−20, 20]` for `w`; `−0` for `x ≤ −10.770868`; `(±inf) → inf, −0` | 1.332 |
+//! | `gelu_apprx_sigmoid` | `x·sigmoid(1.702·x)` with `1.702·x` exact as hi + lo (`1.702` hi + lo) | `−0` for `x ≤ −63.527348`; `(±inf) → inf, −0` | 1.317 |
 //! | `sigmoid` | `E = e^−|x|·2^24` (hi + lo); `x ≥ 0`: `1/(1 + F)`, `x < 0`: `E/((1 + F)·2^24)`, `F = E·2^-24`; the residuals of `1 + F`, of the product and of the division, and `E`'s own error, corrected before one final rounding | `1` for `x ≥ 17.32868`, `+0` for `x ≤ −103.97208`; `(±inf) → 1, 0` | 1.005 |
-//! | `silu` | `x·sigmoid(x)` the same way (`x/(1 + F)`, `x·E/((1 + F)·2^24)`) | `−0` for `x ≤ −108.66`; `(±inf) → inf, −0` | 1.171 |
-//! | `silu_dx` | `x ≥ 0`: `(d + x·F)/d²`; `x < 0`: `F·((1 + x) + F)/d²` (`d = 1 + F`), numerators and `d²` as hi + lo, quotient corrected; within 5/16 of the zero `x0`: `d·P(d)` (degree 7, 2^-26.7) | `1` for `x ≥ 19.5563`, `−0` for `x ≤ −108.65`; `(±inf) → 1, −0` | 2.009 |
-//! | `softplus` | `max(x, 0) + log1p(e^−|x|)`, `log1p(E) = log(1 + E) + (E − ((1 + E) − 1))/(1 + E)`, the final sum by TwoSum | `x` for `x > 32`; `+0` for `x ≤ −103.97`; `(±inf) → inf, 0` | 1.728 |
-//! | `mish` | `x·n/(n + 2)`: `x < 0`: `n = E² + 2E`; `x ≥ 0`: `(1 + 2F)/(1 + 2F + 2F²)`; numerators and denominators hi + lo, quotient corrected, one rounding for `x·(q + lo)` | `−0` for `x ≤ −108.66`; `(±inf) → inf, −0` | 1.093 |
-//! | `erf` | `|x| < 1`: `x·(2/√π + Q(x²))` (`2/√π` hi + lo, `Q` of degree 6 in `x²`, 2^-29.3); else `1 − 2·e^(−x²)·G(|x|·√2)` (exact `x²`), sign restored | `±1` for `|x| ≥ 3.9192` (`|x|` clamped to 4 inside); `erf(±0) = ±0` | 1.320 |
-//! | `erf_dx` | `2/√π · e^(−x²)`: exact `x²`, `exp`'s rounding error and the constant's low part carried, scaled by 2^24 so that subnormal results round once | `+0` for `|x| ≥ 10.20259` | 1.299 |
+//! | `silu` | `x·sigmoid(x)` the same way (`x/(1 + F)`, `x·E/((1 + F)·2^24)`) | `−0` for `x ≤ −108.6603`; `(±inf) → inf, −0` | 1.171 |
+//! | `silu_dx` | `x ≥ 0`: `(d + x·F)/d²`; `x < 0`: `F·((1 + x) + F)/d²` (`d = 1 + F`), numerators and `d²` as hi + lo, quotient corrected; within 5/16 of the zero `x0`: `d·P(d)` (degree 7, 2^-26.7) | `1` for `x ≥ 19.556345`, `−0` for `x ≤ −108.65097`; `(±inf) → 1, −0` | 2.009 |
+//! | `softplus` | `max(x, 0) + log1p(e^−|x|)`, `log1p(E) = log(1 + E) + (E − ((1 + E) − 1))/(1 + E)`, the final sum by TwoSum | `x` for `x ≥ 17` (returned directly above 32); `+0` for `x ≤ −103.97208`; `(±inf) → inf, 0` | 1.728 |
+//! | `mish` | `x·n/(n + 2)`: `x < 0`: `n = E² + 2E`; `x ≥ 0`: `(1 + 2F)/(1 + 2F + 2F²)`; numerators and denominators hi + lo, quotient corrected, one rounding for `x·(q + lo)` | `−0` for `x ≤ −108.6603`; `(±inf) → inf, −0` | 1.093 |
+//! | `erf` | `|x| < 1`: `x·(2/√π + Q(x²))` (`2/√π` hi + lo, `Q` of degree 6 in `x²`, 2^-29.3); else `1 − 2·e^(−x²)·G(|x|·√2)` (exact `x²`), sign restored | `±1` for `|x| ≥ 3.919206` (`|x|` clamped to 4 inside); `erf(±0) = ±0` | 1.320 |
+//! | `erf_dx` | `2/√π · e^(−x²)`: exact `x²`, `exp`'s rounding error and the constant's low part carried, scaled by 2^24 so that subnormal results round once | `+0` for `|x| ≥ 10.202591` | 1.299 |
 //! | `sin`, `cos` | reduction by `π/2` (hi + lo), polynomials, quadrant by the low two bits of `k` | `sin(x) = x` for `|x| < 2^-12` (keeps `−0`); `±inf` → NaN; outside the valid range: Cody–Waite to 65536, Payne–Hanek beyond | 0.828 / 0.788 |
 //! | `tan` | `t = r + (r³·T(r²) + r_lo·(1 + r²))` (hi + lo); odd quadrants `−1/t`, corrected | `tan(x) = x` for `|x| < 2^-12`; `±inf` → NaN | 1.060 |
 //! | `arctan` | `|x| > tan(3π/8)`: `π/2 + atan(−1/|x|)`; `|x| > tan(π/8)`: `π/4 + atan((|x| − 1)/(|x| + 1))`; else `y + y³·A(y²)` (degree 11, 2^-30.4); the reduced argument's rounding errors carried as a first-order correction; sign restored | `±π/2` (rounded) for `±inf`; `x` for `|x| < 2^-12` | 1.096 |
@@ -134,8 +134,8 @@
 //!
 //! On the development machine (AMD EPYC, Zen 5 family, KVM guest; 1 Mi elements in
 //! `[−10, 10]`), the 16-lane loops take about 0.22 ns/element for exp, 0.33 log, 0.4 sin,
-//! 0.55 tanh, 0.65 sigmoid/silu, 0.6–0.7 erf/gelu, 1.2 mish, 2.2 gelu_apprx_tanh (whose tiny
-//! results in that range make subnormal intermediates), 1.5–1.9 power; AVX2 about twice that;
+//! 0.55 tanh, 0.65 sigmoid/silu, 0.6–0.7 erf/gelu, 1.2 mish, 2.2 gelu_apprx_tanh (probably
+//! slowed by subnormal intermediates from its tiny results there), 1.5–1.9 power; AVX2 about twice that;
 //! the portable path 20–70 ns/element (the baseline x86-64 target has no FMA instruction, so
 //! `f32::mul_add` is a library call). Measured by `act_timing`, an `#[ignore]` test:
 //! `cargo test --release -p nki-runtime -- --ignored --nocapture act_timing`.
