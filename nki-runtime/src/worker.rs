@@ -48,6 +48,9 @@ struct JobRef {
 struct Shared {
     state: AtomicU32,
     parked: AtomicBool,
+    /// Set by the worker thread once it runs: the standard library's start of a thread
+    /// (which allocates, e.g. its name for the stack-overflow handler) is over.
+    started: AtomicBool,
     job: UnsafeCell<Option<JobRef>>,
 }
 
@@ -95,7 +98,8 @@ pub(crate) struct Worker {
 
 impl Worker {
     /// Starts the thread, or returns `None` when the host has a single core or the thread
-    /// cannot be created (then everything runs on the calling thread).
+    /// cannot be created (then everything runs on the calling thread). Returns once the thread
+    /// runs.
     pub(crate) fn start() -> Option<Worker> {
         if thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             return None;
@@ -103,6 +107,7 @@ impl Worker {
         let shared = Arc::new(Shared {
             state: AtomicU32::new(IDLE),
             parked: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             job: UnsafeCell::new(None),
         });
         let s = Arc::clone(&shared);
@@ -110,6 +115,11 @@ impl Worker {
             .name("nki-core-worker".into())
             .spawn(move || worker_loop(&s))
             .ok()?;
+        // Wait until the thread runs, so that its start-up happens here and not during the
+        // first launch (whose allocations would then depend on the scheduler).
+        while !shared.started.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
         Some(Worker {
             shared,
             handle: Some(handle),
@@ -209,6 +219,7 @@ fn settle(shared: &Shared) -> bool {
 }
 
 fn worker_loop(shared: &Shared) {
+    shared.started.store(true, Ordering::Release);
     loop {
         let mut since = Instant::now();
         let mut spins = 0u32;

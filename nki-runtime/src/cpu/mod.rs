@@ -4,6 +4,10 @@
 //! produces results that are bit-identical on every path: the vector paths are faster
 //! implementations of the portable one, never different numerics.
 //!
+//! - [`act`]: the Scalar engine's activation functions and the ALU's `power`, each defined once
+//!   in fp32 from IEEE operations (accuracy measured in `docs/numerics.md`).
+//! - [`alu`]: the Vector and GpSimd engines' ALU operations, each defined once on fp32 or
+//!   int32 lanes, and the reductions' fold.
 //! - [`convert`]: element type conversions over contiguous runs (DMA casts, engine copies).
 //! - [`matmul`]: the TensorEngine's `nc_matmul` inner loop with a defined accumulation order.
 
@@ -12,6 +16,8 @@ pub mod alu;
 pub mod convert;
 pub mod matmul;
 
+#[cfg(target_arch = "x86_64")]
+mod act_x86;
 #[cfg(target_arch = "x86_64")]
 mod convert_x86;
 #[cfg(target_arch = "x86_64")]
