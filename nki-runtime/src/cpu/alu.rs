@@ -232,13 +232,19 @@ pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out:
 /// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each
 /// whole block `k`, in block order (the order of [`crate::engines`]' reductions).
 ///
+/// For `add` and `multiply` a NaN partial may keep whatever NaN encoding the host produced:
+/// NaN is absorbing there, so the partial stays NaN, and combining the partials with [`eval`]
+/// gives the canonical NaN, the same bits as canonicalising every step. (Canonicalising every
+/// step would put a compare and a blend on the fold's one dependency chain and more than
+/// double its latency.)
+///
 /// # Panics
 /// If `values.len()` is not a multiple of 16, or the CPU does not support `isa`.
 pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
     assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
     match op {
-        Alu::Add => fold(isa, acc, values, |x: f32, y: f32| canon(x + y)),
-        Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| canon(x * y)),
+        Alu::Add => fold(isa, acc, values, |x: f32, y: f32| x + y),
+        Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| x * y),
         Alu::Max => fold(isa, acc, values, max),
         Alu::Min => fold(isa, acc, values, min),
         _ => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),

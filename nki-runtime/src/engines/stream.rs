@@ -954,6 +954,29 @@ mod tests {
         }
         let empty = RowFold::new(Alu::Max, Lane::F32).finish(Isa::Portable, Lane::F32);
         assert_eq!(f32::from_bits(empty), f32::NEG_INFINITY);
+        // A NaN with a payload, or one an operation makes (∞ − ∞, 0 · ∞), anywhere in the
+        // sequence gives the canonical NaN.
+        for (op, nan_at, poison) in [
+            (Alu::Add, 3, f32::from_bits(0x7fa0_1234)),
+            (Alu::Add, 30, f32::from_bits(0xffc0_0001)),
+            (Alu::Multiply, 21, f32::from_bits(0x7f80_0001)),
+        ] {
+            let mut v = bits.clone();
+            v[nan_at] = poison.to_bits();
+            for isa in Isa::supported() {
+                let mut f = RowFold::new(op, Lane::F32);
+                f.fold(isa, Lane::F32, &v);
+                assert_eq!(f.finish(isa, Lane::F32), 0x7fc0_0000, "{op:?} {isa:?}");
+            }
+        }
+        let mut v = bits.clone();
+        v[5] = f32::INFINITY.to_bits();
+        v[37 - 16] = f32::NEG_INFINITY.to_bits();
+        for isa in Isa::supported() {
+            let mut f = RowFold::new(Alu::Add, Lane::F32);
+            f.fold(isa, Lane::F32, &v);
+            assert_eq!(f.finish(isa, Lane::F32), 0x7fc0_0000, "∞ − ∞ {isa:?}");
+        }
     }
 
     #[test]
