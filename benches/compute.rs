@@ -3,8 +3,9 @@
 //! host).
 //!
 //! ```sh
-//! cargo bench --bench compute                  # about a minute on 2 cores
-//! cargo bench --bench compute -- bf16/         # one dtype (criterion's name filter)
+//! cargo bench --bench compute                  # about two minutes on 2 cores
+//! cargo bench --bench compute -- '^bf16/'      # one dtype, both host threads (a name filter)
+//! cargo bench --bench compute -- 1-thread      # the calling thread only
 //! ```
 //!
 //! Each program fills its tiles once with `iota` (values 0..8191 scaled to [0, 1)) and then
@@ -13,7 +14,9 @@
 //! (`elem/s`): divide by 10⁹ for elements per nanosecond.
 //!
 //! Cases: `copy` (`tensor_copy` SBUF → SBUF), `tensor_tensor_add`, `tensor_scalar`
-//! (`(x · 1.5) + 0.25`), `activation_exp`, `tensor_reduce_add` (the free axis into `[128, 1]`).
+//! (`(x · 1.5) + 0.25`), `activation_exp`, `tensor_reduce_add` (the free axis into `[128, 1]`);
+//! each on a core with two host threads (groups `f32`, `bf16`) and with one (`f32-1-thread`,
+//! `bf16-1-thread`).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nki::lang::builder::{Operand, ProgramBuilder, TileId};
@@ -116,18 +119,24 @@ fn cases(dtype: DType) -> Vec<(&'static str, nki::lang::CompiledProgram)> {
 }
 
 fn bench_compute(c: &mut Criterion) {
-    let mut core = NeuronCore::default();
-    for (dtype, name) in [(DType::F32, "f32"), (DType::Bf16, "bf16")] {
-        let mut g = c.benchmark_group(name);
-        g.throughput(Throughput::Elements(u64::from(P * F) * REPS));
-        for (case, compiled) in cases(dtype) {
-            let parts = compiled.parts();
-            let kernel = Kernel::new(parts.program());
-            g.bench_function(BenchmarkId::from_parameter(case), |bench| {
-                bench.iter(|| core.launch(&kernel, &[], &mut []).unwrap())
-            });
+    for threads in [2, 1] {
+        let mut core = NeuronCore::default().with_host_threads(threads);
+        for (dtype, name) in [(DType::F32, "f32"), (DType::Bf16, "bf16")] {
+            let group = match core.host_threads() {
+                1 => format!("{name}-1-thread"),
+                _ => name.to_string(),
+            };
+            let mut g = c.benchmark_group(group);
+            g.throughput(Throughput::Elements(u64::from(P * F) * REPS));
+            for (case, compiled) in cases(dtype) {
+                let parts = compiled.parts();
+                let kernel = Kernel::new(parts.program());
+                g.bench_function(BenchmarkId::from_parameter(case), |bench| {
+                    bench.iter(|| core.launch(&kernel, &[], &mut []).unwrap())
+                });
+            }
+            g.finish();
         }
-        g.finish();
     }
 }
 
