@@ -14,7 +14,7 @@ pub use nki_lang::{
 };
 pub use nki_runtime::{
     Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Kernel, LaunchError,
-    NeuronCore, Tf32,
+    LaunchGrid, NeuronCore, Tf32,
 };
 
 /// Allocates output `i` in the modeled HBM for the bound symbols.
@@ -81,14 +81,15 @@ impl<'a, T: Element> HostInput<'a, T> {
     }
 }
 
-/// Binds the arguments and executes: the whole launch.
-pub fn run(
+/// Binds the arguments and executes the grid's instances: the whole launch.
+pub fn run_on(
     core: &mut NeuronCore,
     kernel: &Kernel<'_>,
+    grid: LaunchGrid,
     inputs: &[HbmIn<'_>],
     outputs: &mut [HbmOut<'_>],
 ) -> Result<(), LaunchError> {
-    core.launch(kernel, inputs, outputs)
+    core.execute(kernel.bind_on(grid, inputs, outputs)?)
 }
 
 /// Binds the outputs of a launch whose inputs were checked, and executes.

@@ -153,7 +153,18 @@ impl ProgramBuilder {
         }
     }
 
-    /// A symbolic dimension (created on first use of the name).
+    /// The launch grid's size along `axis` (`num_programs(axis)`), a symbolic dimension bound
+    /// at launch ([`crate::grid`]).
+    pub fn num_programs(&mut self, axis: usize) -> Result<Dim, BuildError> {
+        match crate::grid::GRID_SIZE_SYMBOLS.get(axis) {
+            Some(name) => self.symbol(name),
+            None => Err(BuildError::Usage("a launch grid has at most 3 axes")),
+        }
+    }
+
+    /// A symbolic dimension (created on first use of the name). The names of
+    /// [`crate::grid`] (`num_programs(0)`, `program_ndim()`, ...) are bound from the launch
+    /// grid, every other one from the first input axis that names it.
     pub fn symbol(&mut self, name: &str) -> Result<Dim, BuildError> {
         if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
             return Ok(Dim::Sym(i as u8));

@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::affine::MAX_LOOP_DEPTH;
+use crate::affine::{MAX_PIDS, MAX_VARS};
 use crate::shape::{Dim, Extent, SymbolValues};
 
 /// What a bounds constraint bounds.
@@ -38,23 +38,25 @@ pub enum Constraint {
         /// Divisor.
         by: u64,
     },
-    /// An index stays inside a dimension for every iteration of its loops:
-    /// `0 ≤ lo + Σ min(0, coef[d]·(trip[d]−1))` and, when `upper`,
-    /// `hi + Σ max(0, coef[d]·(trip[d]−1)) < size`. Vacuous when any enclosing loop has no
-    /// iteration. `upper` is false when the instruction's mask keeps the index below `size`.
+    /// An index stays inside a dimension for every program id and every iteration of its
+    /// loops: `0 ≤ lo + Σ min(0, coef[v]·(n[v]−1))` and, when `upper`,
+    /// `hi + Σ max(0, coef[v]·(n[v]−1)) < size`, over the index variables `v`: the program
+    /// ids (`n` = the grid's size, `num_programs(axis)`), then the enclosing loops (`n` = the
+    /// trip count). Vacuous when any enclosing loop has no iteration. `upper` is false when the
+    /// instruction's mask keeps the index below `size`.
     InBounds {
         /// What is indexed.
         target: Bounded,
         /// Size of the indexed dimension.
         size: Dim,
-        /// Smallest index at loop iteration 0.
+        /// Smallest index at program ids 0 and loop iteration 0.
         lo: i64,
-        /// Largest index at loop iteration 0.
+        /// Largest index at program ids 0 and loop iteration 0.
         hi: i64,
-        /// Coefficient of each enclosing loop's variable.
-        coef: [i64; MAX_LOOP_DEPTH],
-        /// Trip counts of the enclosing loops (`loops[..depth]`).
-        loops: [Extent; MAX_LOOP_DEPTH],
+        /// Coefficient of each index variable ([`crate::Var`] order: program ids, then loops).
+        coef: [i64; MAX_VARS],
+        /// How many values each index variable takes (`loops[..MAX_PIDS + depth]`).
+        loops: [Extent; MAX_VARS],
         /// Number of enclosing loops.
         depth: u8,
         /// Whether the upper bound is checked.
@@ -63,11 +65,12 @@ pub enum Constraint {
 }
 
 /// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
+/// `loops[v]` is how many values index variable `v` takes, `coef[v]` its coefficient.
 /// Computed in `i128`, so that no coefficient or trip count can overflow it.
 pub fn index_range(
     lo: i64,
     hi: i64,
-    coef: &[i64; MAX_LOOP_DEPTH],
+    coef: &[i64],
     loops: &[Extent],
     syms: &SymbolValues,
 ) -> Option<(i128, i128)> {
@@ -98,10 +101,13 @@ impl Constraint {
                 depth,
                 upper,
                 ..
-            } => match index_range(lo, hi, &coef, &loops[..depth as usize], syms) {
-                None => true,
-                Some((lo, hi)) => lo >= 0 && (!upper || hi < size.eval(syms) as i128),
-            },
+            } => {
+                let vars = loops.get(..MAX_PIDS + depth as usize).unwrap_or(&loops);
+                match index_range(lo, hi, &coef, vars, syms) {
+                    None => true,
+                    Some((lo, hi)) => lo >= 0 && (!upper || hi < size.eval(syms) as i128),
+                }
+            }
         }
     }
 
@@ -129,7 +135,7 @@ pub fn implied_by_divisibility(
     size: Dim,
     lo: i64,
     hi: i64,
-    coef: &[i64; MAX_LOOP_DEPTH],
+    coef: &[i64],
     loops: &[Extent],
 ) -> bool {
     let Dim::Sym(s) = size else { return false };
@@ -199,10 +205,10 @@ impl fmt::Display for DisplayConstraint<'_> {
                 } else {
                     write!(f, "{what}: lowest index {lo}")?;
                 }
-                for d in 0..depth as usize {
-                    if coef[d] != 0 {
-                        write!(f, " + {}*(", coef[d])?;
-                        write!(f, "{}", loops[d].display(self.symbols))?;
+                for v in 0..(MAX_PIDS + depth as usize).min(MAX_VARS) {
+                    if coef[v] != 0 {
+                        write!(f, " + {}*(", coef[v])?;
+                        write!(f, "{}", loops[v].display(self.symbols))?;
                         f.write_str(" - 1)")?;
                     }
                 }

@@ -13,6 +13,7 @@ pub mod builder;
 pub mod constraint;
 pub mod dtype;
 pub mod func;
+pub mod grid;
 pub mod ir;
 pub mod listing;
 pub mod ops;
@@ -26,6 +27,7 @@ pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
 pub use constraint::{Bounded, Constraint};
 pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
+pub use grid::SymbolSource;
 pub use ir::{
     AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, Engine, ExprId, HbmAccess, Instr, InstrData,
     LoopControl, LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred,

@@ -5,7 +5,7 @@
 //! which checks the program's structure, applies every opcode's rules through the opcode table
 //! ([`crate::ops::infer`]), assigns tile addresses and derives the launch constraints.
 
-use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS};
+use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS};
 use crate::alloc::allocate;
 use crate::constraint::{Bounded, Constraint, implied_by_divisibility, index_range};
 use crate::dtype::DType;
@@ -283,9 +283,38 @@ impl<'a> ProgramParts<'a> {
 }
 
 impl ProgramBuf {
+    /// Declares `num_programs(axis)` for every grid axis whose `program_id` an index uses: the
+    /// bounds of such an index depend on the grid's size.
+    fn declare_grid_symbols(&mut self) {
+        let starts = self
+            .accesses
+            .iter()
+            .flat_map(|a| a.axes().iter().map(|ix| &ix.start))
+            .chain(self.views.iter().map(|v| &v.offset))
+            .chain(self.exprs.iter().map(|e| &e.start))
+            .chain(
+                self.masks
+                    .iter()
+                    .flat_map(|m| m.terms().iter().map(|t| &t.offset)),
+            );
+        let mut used = [false; MAX_PIDS];
+        for a in starts {
+            for (u, &c) in used.iter_mut().zip(&a.coef) {
+                *u |= c != 0;
+            }
+        }
+        for (axis, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+            let name = crate::grid::GRID_SIZE_SYMBOLS[axis];
+            if !self.symbols.iter().any(|s| s == name) {
+                self.symbols.push(name.to_string());
+            }
+        }
+    }
+
     /// Applies every rule, assigns SBUF and PSUM addresses and derives the launch constraints.
     /// Returns every violation found, each with its site.
-    pub fn finish(self) -> Result<CompiledProgram, Vec<Diagnostic>> {
+    pub fn finish(mut self) -> Result<CompiledProgram, Vec<Diagnostic>> {
+        self.declare_grid_symbols();
         let mut c = Checker {
             p: &self,
             diags: Vec::new(),
@@ -394,6 +423,13 @@ impl Index<'_> {
 }
 
 impl Checker<'_> {
+    /// The symbol of `num_programs(axis)`, which a program using `program_id(axis)` declares.
+    fn grid_size_symbol(&self, axis: usize) -> Option<u8> {
+        let name = crate::grid::GRID_SIZE_SYMBOLS.get(axis)?;
+        let s = self.p.symbols.iter().position(|s| s == name)?;
+        u8::try_from(s).ok()
+    }
+
     fn report(&mut self, site: Site, r: Result<(), RuleViolation>) -> bool {
         match r {
             Ok(()) => true,
@@ -533,20 +569,38 @@ impl Checker<'_> {
             };
             return self.report(site, Err(v));
         };
-        let mut coef = [0i64; MAX_LOOP_DEPTH];
-        coef.copy_from_slice(&index.start.coef[MAX_PIDS..]);
+        // The index variables: program ids (as many values as the grid's size), then loops.
+        let coef = index.start.coef;
+        let mut ls = [Extent::Fixed(1); MAX_VARS];
+        for (a, l) in ls.iter_mut().enumerate().take(MAX_PIDS) {
+            if coef[a] != 0 {
+                *l = match self.grid_size_symbol(a) {
+                    Some(sym) => Extent::Sym {
+                        sym,
+                        add: 0,
+                        div: 1,
+                    },
+                    None => {
+                        self.malformed(site, "a program id without its grid symbol");
+                        return false;
+                    }
+                };
+            }
+        }
+        ls[MAX_PIDS..MAX_PIDS + loops.len()].copy_from_slice(loops);
+        let vars = &ls[..MAX_PIDS + loops.len()];
         let is_static = matches!(size, Dim::Fixed(_))
-            && loops
+            && vars
                 .iter()
                 .enumerate()
-                .all(|(d, e)| coef[d] == 0 || e.fixed().is_some());
+                .all(|(v, e)| coef[v] == 0 || e.fixed().is_some());
         if is_static {
             let syms: SymbolValues = [0; MAX_SYMBOLS];
-            let fixed: Vec<Extent> = loops
-                .iter()
-                .map(|e| Extent::Fixed(e.fixed().unwrap_or(1).max(1)))
-                .collect();
-            let Some((lo, hi)) = index_range(lo, hi, &coef, &fixed, &syms) else {
+            let mut fixed = ls;
+            for e in fixed.iter_mut() {
+                *e = Extent::Fixed(e.fixed().unwrap_or(1).max(1));
+            }
+            let Some((lo, hi)) = index_range(lo, hi, &coef, &fixed[..vars.len()], &syms) else {
                 return true;
             };
             let Dim::Fixed(n) = size else { return true };
@@ -554,14 +608,12 @@ impl Checker<'_> {
             let hi = if masked { lo.max(0) } else { hi };
             return self.report(site, rules::check_bounds(name, axis, lo, hi, n.max(1)));
         }
-        if !masked && implied_by_divisibility(size, lo, hi, &coef, loops) {
+        if !masked && implied_by_divisibility(size, lo, hi, &coef, vars) {
             return true;
         }
-        if masked && lo >= 0 && coef[..loops.len()].iter().all(|&c| c >= 0) {
+        if masked && lo >= 0 && coef[..vars.len()].iter().all(|&c| c >= 0) {
             return true;
         }
-        let mut ls = [Extent::Fixed(1); MAX_LOOP_DEPTH];
-        ls[..loops.len()].copy_from_slice(loops);
         self.constrain(Constraint::InBounds {
             target,
             size,
@@ -648,9 +700,11 @@ impl Checker<'_> {
             }
         }
         for (s, name) in p.symbols.iter().enumerate() {
-            let bound = p.tensors[..inputs]
-                .iter()
-                .any(|t| t.shape.contains(&Dim::Sym(s as u8)));
+            // The launch grid binds its own symbols.
+            let bound = crate::grid::SymbolSource::of(name) != crate::grid::SymbolSource::Input
+                || p.tensors[..inputs]
+                    .iter()
+                    .any(|t| t.shape.contains(&Dim::Sym(s as u8)));
             if !bound {
                 let name = name.clone();
                 self.report(Site::Program, Err(RuleViolation::UnboundSymbol { name }));

@@ -10,7 +10,7 @@ use common::{compile, dims, edit_view};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::constraint::check_constraints;
 use nki_lang::{
-    Affine, Bounded, CompiledProgram, Constraint, DType, Dim, Extent, LoopKind, MAX_LOOP_DEPTH,
+    Affine, Bounded, CompiledProgram, Constraint, DType, Dim, Extent, LoopKind, MAX_PIDS, MAX_VARS,
     Memory, Opcode, Scalar, SymbolValues, Target,
 };
 
@@ -29,16 +29,18 @@ fn syms(k: u64, m: u64) -> SymbolValues {
     s
 }
 
-fn coef(d0: i64) -> [i64; MAX_LOOP_DEPTH] {
-    let mut c = [0; MAX_LOOP_DEPTH];
-    c[0] = d0;
+/// Coefficients with `d0` for the outermost loop (the index variables after the program ids).
+fn coef(d0: i64) -> [i64; MAX_VARS] {
+    let mut c = [0; MAX_VARS];
+    c[MAX_PIDS] = d0;
     c
 }
 
-fn loops(l0: Option<Extent>) -> [Extent; MAX_LOOP_DEPTH] {
-    let mut l = [Extent::Fixed(1); MAX_LOOP_DEPTH];
+/// Index variable ranges with `l0` for the outermost loop.
+fn loops(l0: Option<Extent>) -> [Extent; MAX_VARS] {
+    let mut l = [Extent::Fixed(1); MAX_VARS];
     if let Some(e) = l0 {
-        l[0] = e;
+        l[MAX_PIDS] = e;
     }
     l
 }
@@ -194,8 +196,8 @@ const X_ROWS_0_127: Constraint = Constraint::InBounds {
     size: Dim::Sym(K),
     lo: 0,
     hi: 127,
-    coef: [0; MAX_LOOP_DEPTH],
-    loops: [Extent::Fixed(1); MAX_LOOP_DEPTH],
+    coef: [0; MAX_VARS],
+    loops: [Extent::Fixed(1); MAX_VARS],
     depth: 0,
     upper: true,
 };
@@ -322,8 +324,8 @@ fn check_constraints_returns_the_first_failing_one() {
             size: Dim::Sym(1),
             lo: 0,
             hi: 127,
-            coef: [0; MAX_LOOP_DEPTH],
-            loops: [Extent::Fixed(1); MAX_LOOP_DEPTH],
+            coef: [0; MAX_VARS],
+            loops: [Extent::Fixed(1); MAX_VARS],
             depth: 0,
             upper: true,
         },
@@ -386,5 +388,47 @@ fn constraint_display() {
     assert_eq!(
         show(&fixed),
         "out axis 1: index in [1, 128] + 128*(4 - 1) < 300"
+    );
+}
+
+#[test]
+fn a_program_id_in_an_index_is_bounded_by_the_grid_size() {
+    // t = x[pid0 * 128 + p, f] with x: f32[K, 512]: the program declares num_programs(0),
+    // and the index must stay below K for every program id of the grid.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let k = b.symbol("K").unwrap();
+    let x = b.input("x", DType::F32, &[k, Dim::Fixed(512)]).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x).at(0, Affine::program_id(0, 128)))
+        .unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let p = compile(b);
+    let parts = p.parts();
+    let program = parts.program();
+    assert_eq!(program.symbols(), &["K", "num_programs(0)"]);
+    let mut c = [0; MAX_VARS];
+    c[0] = 128;
+    let mut l = [Extent::Fixed(1); MAX_VARS];
+    l[0] = sym_div(1, 1);
+    let bound = Constraint::InBounds {
+        target: Bounded::Tensor { tensor: 0, axis: 0 },
+        size: Dim::Sym(K),
+        lo: 0,
+        hi: 127,
+        coef: c,
+        loops: l,
+        depth: 0,
+        upper: true,
+    };
+    assert_eq!(p.constraints(), &[bound]);
+    // K = 512 takes a grid of 4 along axis 0, not 5.
+    assert!(bound.holds(&syms(512, 4)));
+    assert!(!bound.holds(&syms(512, 5)));
+    assert_eq!(
+        bound
+            .display(program.symbols(), &["x", "out"], &["t"])
+            .to_string(),
+        "x axis 0: index in [0, 127] + 128*(num_programs(0) - 1) < K"
     );
 }

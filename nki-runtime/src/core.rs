@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::cpu::Isa;
 use crate::engines::Engines;
-use crate::exec::{Observer, Untimed, run};
+use crate::exec::{Observer, run, spmd};
 use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
 
@@ -26,6 +26,9 @@ pub struct UnsupportedIsa {
 pub struct NeuronCore {
     target: Target,
     engines: Engines,
+    /// The engines of the worker's half of a grid launch's instances, created on the first
+    /// grid launch that splits.
+    second: Option<Box<Engines>>,
 }
 
 impl NeuronCore {
@@ -35,6 +38,7 @@ impl NeuronCore {
         NeuronCore {
             target,
             engines: Engines::new(target, Isa::detect()),
+            second: None,
         }
     }
 
@@ -92,8 +96,14 @@ impl NeuronCore {
     /// depends on the core is checked here: a program compiled for a larger SBUF (a Trn2
     /// program on a Trn1 core) is refused with [`LaunchError::SbufCapacity`] before anything
     /// runs.
-    pub fn execute(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
-        self.execute_observed(bound, &mut Untimed)
+    ///
+    /// The instances of a grid launch run in row-major order, or in two halves on the core's
+    /// two host threads when their outputs split between them (`exec::spmd`): the results are
+    /// the same.
+    pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        self.check_capacity(&bound)?;
+        spmd::execute(&mut self.engines, &mut self.second, self.target, &mut bound)?;
+        Ok(())
     }
 
     /// [`NeuronCore::execute`] with an [`Observer`] that sees every instruction with its
@@ -103,6 +113,13 @@ impl NeuronCore {
         mut bound: Bound<'_, '_, '_>,
         observer: &mut O,
     ) -> Result<(), LaunchError> {
+        self.check_capacity(&bound)?;
+        run(&mut self.engines, &mut bound, observer)?;
+        Ok(())
+    }
+
+    /// Refuses a program compiled for a larger SBUF than this core's.
+    fn check_capacity(&self, bound: &Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let p = bound.program;
         let capacity = self.target.sbuf_partition_bytes();
         if p.sbuf_bytes() > capacity {
@@ -114,7 +131,6 @@ impl NeuronCore {
                 capacity,
             });
         }
-        run(&mut self.engines, &mut bound, observer)?;
         Ok(())
     }
 

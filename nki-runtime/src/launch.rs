@@ -11,6 +11,8 @@ use core::fmt::Write as _;
 use ndarray::{Dimension, ErrorKind, ShapeError};
 use nki_lang::constraint::check_constraints;
 use nki_lang::{Constraint, DType, Dim, Extent, MAX_SYMBOLS, Program, SymbolValues};
+
+use crate::grid::LaunchGrid;
 use thiserror::Error;
 
 use crate::element::Element;
@@ -51,7 +53,11 @@ impl<'a> HbmIn<'a> {
 
 /// A kernel output: a writable HBM tensor with its dtype and shape (row-major, contiguous).
 pub struct HbmOut<'a> {
+    /// The tensor's bytes, or (while instances of a grid run on two threads) the part of them
+    /// one thread may touch.
     pub(crate) data: &'a mut [u8],
+    /// The element offset in the tensor of `data`'s first element.
+    pub(crate) origin: usize,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
 }
@@ -64,6 +70,7 @@ impl<'a> HbmOut<'a> {
         let shape = checked_shape(data.len(), shape)?;
         Ok(HbmOut {
             data: bytemuck::cast_slice_mut(data),
+            origin: 0,
             dtype: T::DTYPE,
             shape,
         })
@@ -77,6 +84,26 @@ impl<'a> HbmOut<'a> {
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         self.shape.as_slice()
+    }
+
+    /// A binding of nothing (a placeholder in a fixed-size table of outputs).
+    pub(crate) fn empty() -> HbmOut<'a> {
+        HbmOut {
+            data: &mut [],
+            origin: 0,
+            dtype: DType::U8,
+            shape: Shape::default(),
+        }
+    }
+
+    /// `data`, the part of this tensor from element `origin` of this binding on.
+    pub(crate) fn part(&self, data: &'a mut [u8], origin: usize) -> HbmOut<'a> {
+        HbmOut {
+            data,
+            origin: self.origin + origin,
+            dtype: self.dtype,
+            shape: self.shape,
+        }
     }
 }
 
@@ -207,6 +234,15 @@ pub enum LaunchError {
         /// The given buffer's shape.
         found: Vec<usize>,
     },
+    /// The launch grid cannot be launched: more than three axes, an empty axis, more instances
+    /// than the host can count, or `nc` where the target has one physical core.
+    #[error("kernel `{kernel}`: bad launch grid: {why}")]
+    Grid {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong with the grid.
+        why: String,
+    },
     /// The execution stopped: an [`crate::Observer`] refused an instruction.
     #[error(transparent)]
     Exec(#[from] crate::exec::ExecError),
@@ -259,7 +295,20 @@ impl<'p> Kernel<'p> {
     /// launch constraint of the program. Allocates only to report an error.
     #[inline]
     pub fn bind_inputs(&self, inputs: &[HbmIn<'_>]) -> Result<SymbolValues, LaunchError> {
+        self.bind_inputs_on(&LaunchGrid::SINGLE, inputs)
+    }
+
+    /// [`Kernel::bind_inputs`] for a launch over `grid`, which also binds the grid's symbols
+    /// (`num_programs(axis)`, `num_programs()`, `program_ndim()`) before the constraints are
+    /// checked.
+    #[inline]
+    pub fn bind_inputs_on(
+        &self,
+        grid: &LaunchGrid,
+        inputs: &[HbmIn<'_>],
+    ) -> Result<SymbolValues, LaunchError> {
         let p = &self.program;
+        grid.validate(p.name(), p.target())?;
         let decls = p.inputs();
         if inputs.len() != decls.len() {
             return Err(LaunchError::ArgumentCount {
@@ -325,6 +374,7 @@ impl<'p> Kernel<'p> {
                 }
             }
         }
+        grid.bind_symbols(p, &mut syms);
         if let Err(c) = check_constraints(p.constraints(), &syms) {
             return Err(constraint_error(p, c, &syms));
         }
@@ -357,8 +407,19 @@ impl<'p> Kernel<'p> {
         inputs: &'a [HbmIn<'a>],
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
-        let syms = self.bind_inputs(inputs)?;
-        self.bind_outputs(syms, inputs, outputs)
+        self.bind_on(LaunchGrid::SINGLE, inputs, outputs)
+    }
+
+    /// [`Kernel::bind`] for a launch over `grid`.
+    #[inline]
+    pub fn bind_on<'a, 'o>(
+        &'a self,
+        grid: LaunchGrid,
+        inputs: &'a [HbmIn<'a>],
+        outputs: &'a mut [HbmOut<'o>],
+    ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
+        let syms = self.bind_inputs_on(&grid, inputs)?;
+        self.bind_outputs(syms, grid, inputs, outputs)
     }
 
     /// The input half of [`Kernel::bind`]: checks the inputs as [`Kernel::bind_inputs`] does and
@@ -369,11 +430,22 @@ impl<'p> Kernel<'p> {
         &'a self,
         inputs: &'a [HbmIn<'a>],
     ) -> Result<CheckedInputs<'a, 'p>, LaunchError> {
-        let syms = self.bind_inputs(inputs)?;
+        self.check_inputs_on(LaunchGrid::SINGLE, inputs)
+    }
+
+    /// [`Kernel::check_inputs`] for a launch over `grid`.
+    #[inline]
+    pub fn check_inputs_on<'a>(
+        &'a self,
+        grid: LaunchGrid,
+        inputs: &'a [HbmIn<'a>],
+    ) -> Result<CheckedInputs<'a, 'p>, LaunchError> {
+        let syms = self.bind_inputs_on(&grid, inputs)?;
         Ok(CheckedInputs {
             kernel: self,
             inputs,
             syms,
+            grid,
         })
     }
 
@@ -383,6 +455,7 @@ impl<'p> Kernel<'p> {
     fn bind_outputs<'a, 'o>(
         &'a self,
         syms: SymbolValues,
+        grid: LaunchGrid,
         inputs: &'a [HbmIn<'a>],
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
@@ -431,6 +504,7 @@ impl<'p> Kernel<'p> {
         Ok(Bound {
             program: p,
             syms,
+            grid,
             inputs,
             outputs,
         })
@@ -473,8 +547,9 @@ fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> Lau
             if let Dim::Sym(s) = size {
                 used[s as usize] = true;
             }
-            for d in 0..depth as usize {
-                if let (Extent::Sym { sym, .. }, true) = (loops[d], coef[d] != 0) {
+            let vars = (nki_lang::MAX_PIDS + depth as usize).min(nki_lang::MAX_VARS);
+            for v in 0..vars {
+                if let (Extent::Sym { sym, .. }, true) = (loops[v], coef[v] != 0) {
                     used[sym as usize] = true;
                 }
             }
@@ -500,6 +575,7 @@ pub struct CheckedInputs<'a, 'p> {
     kernel: &'a Kernel<'p>,
     inputs: &'a [HbmIn<'a>],
     syms: SymbolValues,
+    grid: LaunchGrid,
 }
 
 impl<'a, 'p> CheckedInputs<'a, 'p> {
@@ -515,7 +591,8 @@ impl<'a, 'p> CheckedInputs<'a, 'p> {
         self,
         outputs: &'a mut [HbmOut<'o>],
     ) -> Result<Bound<'a, 'p, 'o>, LaunchError> {
-        self.kernel.bind_outputs(self.syms, self.inputs, outputs)
+        self.kernel
+            .bind_outputs(self.syms, self.grid, self.inputs, outputs)
     }
 }
 
@@ -524,6 +601,7 @@ impl<'a, 'p> CheckedInputs<'a, 'p> {
 pub struct Bound<'a, 'p, 'o> {
     pub(crate) program: &'a Program<'p>,
     pub(crate) syms: SymbolValues,
+    pub(crate) grid: LaunchGrid,
     pub(crate) inputs: &'a [HbmIn<'a>],
     pub(crate) outputs: &'a mut [HbmOut<'o>],
 }
@@ -538,6 +616,11 @@ impl<'a, 'p> Bound<'a, 'p, '_> {
     pub fn symbols(&self) -> &SymbolValues {
         &self.syms
     }
+
+    /// The launch grid.
+    pub fn grid(&self) -> &LaunchGrid {
+        &self.grid
+    }
 }
 
 impl fmt::Debug for Bound<'_, '_, '_> {
@@ -546,6 +629,7 @@ impl fmt::Debug for Bound<'_, '_, '_> {
         f.debug_struct("Bound")
             .field("kernel", &self.program.name())
             .field("symbols", &syms)
+            .field("grid", &self.grid)
             .field("inputs", &self.inputs)
             .field("outputs", &self.outputs)
             .finish()
@@ -563,6 +647,14 @@ impl Bound<'_, '_, '_> {
                 (&*o.data, &o.shape)
             }
         }
+    }
+
+    /// The element offset in tensor `t` of the first byte [`Bound::hbm`] gives (0 but for
+    /// the part of an output one thread of a grid launch owns).
+    pub(crate) fn origin(&self, t: usize) -> usize {
+        t.checked_sub(self.inputs.len())
+            .and_then(|o| self.outputs.get(o))
+            .map_or(0, |o| o.origin)
     }
 
     /// The bytes and shape of output tensor `t` (index in the program's tensor table).

@@ -56,8 +56,11 @@
 //! A core splits its large instructions (a matmul's output rows, a transfer's partitions)
 //! between the calling thread and one persistent worker thread of its own, so that a kernel
 //! uses two host cores. Each half computes exactly what the serial code computes for its rows:
-//! results are bit for bit the same with [`NeuronCore::with_host_threads`]`(1)`. See
-//! `docs/performance.md` for the measured effect.
+//! results are bit for bit the same with [`NeuronCore::with_host_threads`]`(1)`. A launch over
+//! an SPMD grid ([`LaunchGrid`]) runs half of its instances on each thread instead, each half
+//! with on-chip memories of its own, when their outputs split between them (else one after the
+//! other); again the results are the serial run's. See `docs/performance.md` for the measured
+//! effect.
 //!
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
@@ -73,6 +76,7 @@ mod core;
 mod element;
 mod engines;
 pub mod exec;
+mod grid;
 mod launch;
 pub mod memory;
 mod shape;
@@ -83,6 +87,7 @@ pub use crate::core::{NeuronCore, UnsupportedIsa};
 pub use cpu::Isa;
 pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
 pub use exec::{ExecError, Observer};
+pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use launch::{Bound, CheckedInputs, HbmIn, HbmOut, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};

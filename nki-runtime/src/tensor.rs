@@ -103,6 +103,7 @@ impl<T: Element> DeviceTensor<T> {
     /// The tensor as a kernel output.
     pub fn arg_mut(&mut self) -> HbmOut<'_> {
         HbmOut {
+            origin: 0,
             data: bytemuck::cast_slice_mut(&mut self.data),
             dtype: T::DTYPE,
             shape: self.shape,

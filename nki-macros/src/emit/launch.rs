@@ -62,6 +62,7 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
     let core_t = item("NeuronCore");
     let err_t = item("LaunchError");
     let kernel_t = item("Kernel");
+    let grid_t = item("LaunchGrid");
     let result = quote!(::core::result::Result);
     let dev_ret = returns(&outs, |(_, t)| {
         let e = elem(t.dtype);
@@ -72,28 +73,32 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
         quote!(#p::ndarray::Array<#e, #d>)
     });
     let ok_tuple = returns(&out_names, |n| quote!(#n));
-    let host_params = k.params.iter().map(|prm| {
-        let (n, e, d) = (&prm.name, elem(prm.ty.dtype), ix(prm.ty.dims.len()));
-        quote!(#n: #p::ndarray::ArrayView<'_, #e, #d>)
-    });
+    let host_params: Vec<TokenStream> = k
+        .params
+        .iter()
+        .map(|prm| {
+            let (n, e, d) = (&prm.name, elem(prm.ty.dtype), ix(prm.ty.dims.len()));
+            quote!(#n: #p::ndarray::ArrayView<'_, #e, #d>)
+        })
+        .collect();
     let idx: Vec<usize> = (0..outs.len()).collect();
     let host_dims: Vec<TokenStream> = outs.iter().map(|(_, t)| ix(t.dims.len())).collect();
     let (b_launch, b_into, b_host) = if working {
         (
             quote! {
                 let inputs = [#(#names.arg()),*];
-                let checked = KERNEL.check_inputs(&inputs)?;
+                let checked = KERNEL.check_inputs_on(self.0, &inputs)?;
                 #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, checked.symbols())?;)*
                 #p::run_checked(core, checked, &mut [#(#out_names.arg_mut()),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
             quote! {
-                #p::run(core, &KERNEL, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
+                #p::run_on(core, &KERNEL, self.0, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
             },
             quote! {
                 #(let #names = #p::HostInput::new(&#names)?;)*
                 let inputs = [#(#names.arg()),*];
-                let checked = KERNEL.check_inputs(&inputs)?;
+                let checked = KERNEL.check_inputs_on(self.0, &inputs)?;
                 #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, checked.symbols())?;)*
                 #p::run_checked(core, checked, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
@@ -128,17 +133,46 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
 
             /// Launches the kernel with device-resident inputs; allocates the outputs.
             pub fn launch(core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
-                #b_launch
+                Grid(#grid_t::SINGLE).launch(core, #(#names),*)
             }
 
             /// Launches the kernel writing into caller-provided outputs: no allocation.
             pub fn launch_into(core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
-                #b_into
+                Grid(#grid_t::SINGLE).launch_into(core, #(#names,)* #(#out_names),*)
             }
 
             /// Launches the kernel on `ndarray` views (any layout) and returns `ndarray` arrays.
             pub fn host(core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
-                #b_host
+                Grid(#grid_t::SINGLE).host(core, #(#names),*)
+            }
+
+            /// The kernel launched over an SPMD grid, NKI's `kernel[2, 4](...)`:
+            /// `grid([2, 4]).launch(core, ...)` runs one instance per point of the grid, each
+            /// reading its coordinates with `program_id(axis)`.
+            pub fn grid(grid: impl ::core::convert::Into<#grid_t>) -> Grid {
+                Grid(grid.into())
+            }
+
+            /// The kernel and a launch grid (see [`grid()`]); its methods are the launch forms.
+            #[derive(Copy, Clone, Debug)]
+            pub struct Grid(pub #grid_t);
+
+            impl Grid {
+                /// Launches the grid with device-resident inputs; allocates the outputs.
+                pub fn launch(&self, core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+                    #b_launch
+                }
+
+                /// Launches the grid writing into caller-provided outputs: no allocation.
+                pub fn launch_into(&self, core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
+                    #b_into
+                }
+
+                /// Launches the grid on `ndarray` views (any layout) and returns `ndarray`
+                /// arrays.
+                pub fn host(&self, core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
+                    #b_host
+                }
             }
         }
     }

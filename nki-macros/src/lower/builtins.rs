@@ -126,6 +126,8 @@ pub enum Special {
     RmsNorm,
     /// `program_id`
     ProgramId,
+    /// `num_programs`, `program_ndim`: the launch grid's sizes and rank
+    GridSymbol,
     /// `nl.negative`
     Negative,
 }
@@ -351,6 +353,7 @@ static TABLE: &[Builtin] = &[
     special(&["softmax"], Special::Softmax),
     special(&["rms_norm"], Special::RmsNorm),
     special(&["program_id"], Special::ProgramId),
+    special(&["num_programs", "program_ndim"], Special::GridSymbol),
     special(&["negative"], Special::Negative),
     Builtin {
         names: &["sum"],

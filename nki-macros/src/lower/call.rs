@@ -98,6 +98,10 @@ impl Lowerer<'_> {
             Special::Softmax => self.softmax(args, span, dest),
             Special::RmsNorm => self.rms_norm(args, span, dest),
             Special::Negative => self.negative(args, span, dest),
+            Special::GridSymbol => match dest {
+                Dest::New(_) => self.grid_symbol(name, args, span),
+                Dest::Into { .. } => self.error(span, "a grid size is an integer, not data"),
+            },
             Special::ProgramId => match dest {
                 Dest::New(_) => self.program_id(args, span),
                 Dest::Into { .. } => self.error(span, "a program id is an index, not data"),

@@ -156,12 +156,16 @@ impl Lowerer<'_> {
     }
 
     fn symbol(&mut self, name: &syn::Ident) -> u8 {
-        let name_s = name.to_string();
-        if let Some(i) = self.buf.symbols.iter().position(|s| *s == name_s) {
+        self.symbol_named(&name.to_string(), name.span().into())
+    }
+
+    /// The symbol called `name`, declared at `span` on first use.
+    fn symbol_named(&mut self, name: &str, span: Span) -> u8 {
+        if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
             return i as u8;
         }
-        self.buf.symbols.push(name_s);
-        self.spans.symbols.push(name.span().into());
+        self.buf.symbols.push(name.to_string());
+        self.spans.symbols.push(span);
         (self.buf.symbols.len() - 1) as u8
     }
 

@@ -51,8 +51,16 @@ pub(crate) struct Engines {
 }
 
 impl Engines {
-    /// Zeroed memories for `target`; every buffer is allocated here, once.
+    /// Zeroed memories for `target` and a worker thread; every buffer is allocated here, once.
     pub(crate) fn new(target: Target, isa: Isa) -> Self {
+        Engines {
+            worker: Worker::start(),
+            ..Engines::single_threaded(target, isa)
+        }
+    }
+
+    /// [`Engines::new`] without a worker: every instruction runs on the calling thread.
+    pub(crate) fn single_threaded(target: Target, isa: Isa) -> Self {
         Engines {
             isa,
             sbuf: Sbuf::new(target),
@@ -61,7 +69,7 @@ impl Engines {
             chunks_worker: ChunkBuf::new(),
             mm: MatmulScratch::new(),
             mm_worker: MatmulScratch::new(),
-            worker: Worker::start(),
+            worker: None,
             packed: tensor::Packed::new(),
             lanes: stream::Lanes::new(),
             lanes_worker: stream::Lanes::new(),

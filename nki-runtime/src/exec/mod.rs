@@ -8,6 +8,7 @@
 //! loops' induction values by depth) feed every operand's affine indices. Nothing is allocated.
 
 mod resolve;
+pub(crate) mod spmd;
 
 use core::ops::ControlFlow;
 
@@ -81,16 +82,42 @@ fn accumulates(write: Write, vars: &VarValues) -> bool {
     }
 }
 
-/// Runs a bound program to completion, or until the observer stops it.
+/// Runs every instance of a bound program's grid in row-major order, each to completion, or
+/// until the observer stops one.
 pub(crate) fn run<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
 ) -> Result<(), ExecError> {
+    run_instances(e, b, obs, 0..b.grid.count().unwrap_or(0))
+}
+
+/// Runs instances `range` (row-major indices) of the bound program's grid, in order.
+pub(crate) fn run_instances<O: Observer>(
+    e: &mut Engines,
+    b: &mut Bound<'_, '_, '_>,
+    obs: &mut O,
+    range: core::ops::Range<usize>,
+) -> Result<(), ExecError> {
+    for i in range {
+        let pids = b.grid.coords(i);
+        run_instance(e, b, obs, pids)?;
+    }
+    Ok(())
+}
+
+/// Runs one instance of the program: the one with program ids `pids`.
+fn run_instance<O: Observer>(
+    e: &mut Engines,
+    b: &mut Bound<'_, '_, '_>,
+    obs: &mut O,
+    pids: [i64; MAX_PIDS],
+) -> Result<(), ExecError> {
     let p = b.program;
     let instrs = p.instrs();
     let syms = b.syms;
     let mut vars: VarValues = [0; MAX_VARS];
+    vars[..MAX_PIDS].copy_from_slice(&pids);
     let mut trips = [0i64; MAX_LOOP_DEPTH];
     let mut depth = 0usize;
     let mut pc = 0usize;

@@ -203,7 +203,11 @@ pub(crate) fn resolve(
                     dir: o.dir,
                     loc: Loc::Hbm(access.tensor),
                     dtype: p.tensors()[access.tensor as usize].dtype,
-                    pattern: hbm_pattern(access, &shape.strides()[..shape.rank()], vars),
+                    pattern: {
+                        let mut pt = hbm_pattern(access, &shape.strides()[..shape.rank()], vars);
+                        pt.base -= b.origin(access.tensor as usize) as isize;
+                        pt
+                    },
                     dims: padded(access.shape.dims()),
                 }
             }

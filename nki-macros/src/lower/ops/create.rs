@@ -170,6 +170,46 @@ impl Lowerer<'_> {
         self.emit_checked(instr, InstrSpans::at(span))
     }
 
+    /// `num_programs(axis)` (the grid's size along `axis`), `num_programs()` (the number of
+    /// instances) and `program_ndim()` (the grid's rank): symbolic dimensions the launch grid
+    /// binds, usable wherever a symbolic dimension is (trip counts, masks).
+    pub(in super::super) fn grid_symbol(&mut self, func: &str, args: &[Arg], span: Span) -> Value {
+        use nki_lang::grid::{GRID_COUNT_SYMBOL, GRID_RANK_SYMBOL, GRID_SIZE_SYMBOLS};
+        let name = if func == "program_ndim" {
+            if self.args(func, args, &[], 0, span).is_none() {
+                return Value::Poison;
+            }
+            GRID_RANK_SYMBOL
+        } else {
+            let Some(a) = self.args(func, args, &["axis"], 0, span) else {
+                return Value::Poison;
+            };
+            match a[0] {
+                None => GRID_COUNT_SYMBOL,
+                Some(e) => match self.int(e, "an axis") {
+                    Some(n) => match usize::try_from(n)
+                        .ok()
+                        .and_then(|n| GRID_SIZE_SYMBOLS.get(n))
+                    {
+                        Some(name) => name,
+                        None => {
+                            return self.error(
+                                e.span(),
+                                format!("a launch grid has at most {} axes", nki_lang::MAX_PIDS),
+                            );
+                        }
+                    },
+                    None => return Value::Poison,
+                },
+            }
+        };
+        Value::Sym {
+            sym: self.symbol_named(name, span),
+            add: 0,
+            div: 1,
+        }
+    }
+
     /// `program_id(axis)`: this instance's coordinate along an axis of the launch grid, an
     /// index variable like a loop's.
     pub(in super::super) fn program_id(&mut self, args: &[Arg], span: Span) -> Value {
@@ -178,9 +218,13 @@ impl Lowerer<'_> {
         };
         let e = a[0].expect("required");
         match self.int(e, "an axis") {
-            Some(n) if (0..nki_lang::MAX_PIDS as i64).contains(&n) => Value::Index(
-                super::super::value::Idx::from_affine(nki_lang::Affine::program_id(n as usize, 1)),
-            ),
+            Some(n) if (0..nki_lang::MAX_PIDS as i64).contains(&n) => {
+                // The index's bounds depend on the grid's size along the axis.
+                self.symbol_named(nki_lang::grid::GRID_SIZE_SYMBOLS[n as usize], span);
+                Value::Index(super::super::value::Idx::from_affine(
+                    nki_lang::Affine::program_id(n as usize, 1),
+                ))
+            }
             Some(_) => self.error(
                 e.span(),
                 format!("a launch grid has at most {} axes", nki_lang::MAX_PIDS),

@@ -1,0 +1,88 @@
+//! NKI's SPMD tensor add (`nki_tensor_add_kernel_`, the tutorial "SPMD tensor addition"): each
+//! instance of a `[X / 128, Y / 512]` launch grid adds one 128×512 tile, found from its
+//! `program_id`s.
+//!
+//! `cargo run --release --example tensor_add -- [X Y]` (default 4096 4096, f16; the tutorial's
+//! demo is 256 1024). X must be a multiple of 128 and Y of 512: the grid covers the tensor
+//! exactly, and a launch whose grid reaches past it is refused.
+
+#[path = "common/mod.rs"]
+pub mod common;
+
+use std::time::Instant;
+
+use nki::ndarray::Array2;
+use nki::prelude::*;
+
+/// `c = a + b`, one 128×512 tile per instance: launch over `[X / 128, Y / 512]`.
+#[kernel]
+pub fn tensor_add(a: Hbm<f16, X, Y>, b: Hbm<f16, X, Y>) -> Hbm<f16, X, Y> {
+    let c = ndarray([X, Y], f16, SharedHbm);
+    let ix = program_id(0) * 128 + arange(128).p();
+    let iy = program_id(1) * 512 + arange(512).x();
+    let a_tile = load(a[[ix, iy]]);
+    let b_tile = load(b[[ix, iy]]);
+    let c_tile = a_tile + b_tile;
+    store(c[[ix, iy]], c_tile);
+    c
+}
+
+/// The launch grid covering `[x, y]` with 128×512 tiles.
+pub fn grid_for(x: usize, y: usize) -> [usize; 2] {
+    [x / 128, y / 512]
+}
+
+/// `a + b` rounded once to f16, as the Vector engine computes it (fp32 sum, one rounding).
+pub fn reference(a: &Array2<f16>, b: &Array2<f16>) -> Array2<f16> {
+    Array2::from_shape_fn(a.dim(), |(i, j)| {
+        f16::from_f64(f64::from(a[[i, j]].to_f32()) + f64::from(b[[i, j]].to_f32()))
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let (x, y) = match args.as_slice() {
+        [] => (4096, 4096),
+        [x, y] => (*x, *y),
+        _ => return Err("usage: tensor_add [X Y]".into()),
+    };
+    let a = common::random_f16(x, y, 1);
+    let b = common::random_f16(x, y, 2);
+    let (a_dev, b_dev) = (DeviceTensor::from_array(&a)?, DeviceTensor::from_array(&b)?);
+    let [gx, gy] = grid_for(x, y);
+    let grid = tensor_add::grid([gx, gy]);
+    let mut core = NeuronCore::default();
+    let mut out = grid.launch(&mut core, &a_dev, &b_dev)?;
+    let got = out.clone().into_array::<nki::ndarray::Ix2>()?;
+    let want = reference(&a, &b);
+    let wrong = got
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| g.to_bits() != w.to_bits());
+    let wrong = wrong.count();
+    println!(
+        "tensor_add [{x}, {y}] f16 over the grid [{gx}, {gy}]: {wrong} elements differ from the reference"
+    );
+    if wrong > 0 {
+        return Err("result differs from the reference".into());
+    }
+    // The grid with its instances on two host threads, and on one.
+    let mut serial = NeuronCore::default().with_host_threads(1);
+    let median = |f: &mut dyn FnMut() -> Result<(), LaunchError>| {
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            f()?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        Ok::<_, LaunchError>(times[times.len() / 2])
+    };
+    let two = median(&mut || grid.launch_into(&mut core, &a_dev, &b_dev, &mut out))?;
+    let one = median(&mut || grid.launch_into(&mut serial, &a_dev, &b_dev, &mut out))?;
+    println!("median host time of a launch: {two:?} on 2 host threads, {one:?} on 1");
+    Ok(())
+}

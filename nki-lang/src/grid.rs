@@ -1,0 +1,79 @@
+//! The SPMD launch grid as the language sees it: `program_id(axis)` is an index variable
+//! ([`crate::Var::Pid`]), and the grid's sizes are symbolic dimensions bound at launch.
+//!
+//! NKI launches a kernel over a grid (`kernel[2, 4](a, b)`); each instance reads its
+//! coordinates with `program_id(axis)` and the grid with `num_programs(axis)` and
+//! `program_ndim()`. Here the last two are symbols of the program's symbol table, named by the
+//! NKI expressions themselves (which no Rust identifier can collide with), so that they work
+//! wherever a symbolic dimension does: trip counts (`affine_range(N / num_programs(0))`), mask
+//! bounds and launch constraints. [`SymbolSource::of`] says where each symbol's value comes
+//! from.
+
+use crate::affine::MAX_PIDS;
+
+/// The symbol names of `num_programs(axis)` for each grid axis.
+pub const GRID_SIZE_SYMBOLS: [&str; MAX_PIDS] =
+    ["num_programs(0)", "num_programs(1)", "num_programs(2)"];
+
+/// The symbol name of `num_programs()`: the number of instances (the product of the sizes).
+pub const GRID_COUNT_SYMBOL: &str = "num_programs()";
+
+/// The symbol name of `program_ndim()`: the launch grid's rank.
+pub const GRID_RANK_SYMBOL: &str = "program_ndim()";
+
+/// Where a symbolic dimension's value comes from at launch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SymbolSource {
+    /// An input tensor's axis that names it (`Hbm<f32, N, 256>`).
+    Input,
+    /// The grid's size along an axis (`num_programs(axis)`): 1 beyond the grid's rank.
+    GridSize(u8),
+    /// The number of instances (`num_programs()`).
+    GridCount,
+    /// The grid's rank (`program_ndim()`): 0 for a launch without a grid.
+    GridRank,
+}
+
+impl SymbolSource {
+    /// The source of the symbol called `name`.
+    pub fn of(name: &str) -> SymbolSource {
+        if let Some(axis) = GRID_SIZE_SYMBOLS.iter().position(|s| *s == name) {
+            return SymbolSource::GridSize(axis as u8);
+        }
+        match name {
+            GRID_COUNT_SYMBOL => SymbolSource::GridCount,
+            GRID_RANK_SYMBOL => SymbolSource::GridRank,
+            _ => SymbolSource::Input,
+        }
+    }
+
+    /// The symbol's name for a grid source (`None` for [`SymbolSource::Input`], whose symbols
+    /// are named by the kernel).
+    pub fn grid_name(self) -> Option<&'static str> {
+        match self {
+            SymbolSource::Input => None,
+            SymbolSource::GridSize(a) => GRID_SIZE_SYMBOLS.get(a as usize).copied(),
+            SymbolSource::GridCount => Some(GRID_COUNT_SYMBOL),
+            SymbolSource::GridRank => Some(GRID_RANK_SYMBOL),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_symbols_round_trip() {
+        for s in [
+            SymbolSource::GridSize(0),
+            SymbolSource::GridSize(2),
+            SymbolSource::GridCount,
+            SymbolSource::GridRank,
+        ] {
+            assert_eq!(SymbolSource::of(s.grid_name().unwrap()), s);
+        }
+        assert_eq!(SymbolSource::of("N"), SymbolSource::Input);
+        assert_eq!(SymbolSource::GridSize(3).grid_name(), None);
+    }
+}

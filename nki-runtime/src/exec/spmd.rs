@@ -1,0 +1,200 @@
+//! The instances of a grid launch on the core's two host threads.
+//!
+//! The instances are split in row-major order: the first half runs on the calling thread with
+//! the core's engines, the second on the worker with a second set of engines (SBUF, PSUM and
+//! scratch of its own, as each NKI instance has). Inputs are shared; each output tensor is
+//! split into two byte ranges, one per thread, which is only possible when the two halves'
+//! accesses to it (stores, and loads of outputs) lie on either side of one offset. That is
+//! decided before anything runs, from the accesses' affine indices over the halves' program ids
+//! and every loop value: a conservative hull, so a launch whose halves might touch the same
+//! elements runs its instances serially instead. Either way each instance computes what it
+//! computes alone, and the two halves touch disjoint memory, so the results are those of the
+//! serial run, bit for bit.
+
+use nki_lang::{
+    Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSORS, MAX_VARS, OperandRef, Program, Target,
+};
+
+use super::{ExecError, Untimed, run, run_instances};
+use crate::engines::Engines;
+use crate::grid::LaunchGrid;
+use crate::launch::{Bound, HbmOut};
+
+/// Instances a launch needs before its halves go to two threads.
+const MIN_PARALLEL_INSTANCES: usize = 2;
+
+/// An inclusive range of element offsets, or nothing.
+type Hull = Option<(i128, i128)>;
+
+fn union(a: Hull, b: Hull) -> Hull {
+    match (a, b) {
+        (Some((l1, h1)), Some((l2, h2))) => Some((l1.min(l2), h1.max(h2))),
+        (x, None) | (None, x) => x,
+    }
+}
+
+/// The bounding box of the program ids of instances `first..=last` (row-major indices): axes
+/// where both agree are fixed; the first that differs spans the two; later ones span the grid.
+fn pid_box(grid: &LaunchGrid, first: usize, last: usize) -> [(i64, i64); MAX_PIDS] {
+    let (a, b) = (grid.coords(first), grid.coords(last));
+    let mut bx = [(0i64, 0i64); MAX_PIDS];
+    let mut free = false;
+    for axis in 0..MAX_PIDS {
+        bx[axis] = if free {
+            (0, grid.size(axis) as i64 - 1)
+        } else {
+            (a[axis], b[axis])
+        };
+        free |= a[axis] != b[axis];
+    }
+    bx
+}
+
+/// For each output tensor (by output index), the element offsets that instances with program
+/// ids in `pids` can read or write, over every value of their loops.
+fn output_hulls(b: &Bound<'_, '_, '_>, pids: &[(i64, i64); MAX_PIDS]) -> [Hull; MAX_TENSORS] {
+    let p: &Program<'_> = b.program;
+    let inputs = p.input_count();
+    let mut hulls = [None; MAX_TENSORS];
+    // The range of every index variable in the current loop nest; `None` inside a loop that
+    // never runs.
+    let mut ranges = [(0i128, 0i128); MAX_VARS];
+    for (v, &(lo, hi)) in pids.iter().enumerate() {
+        ranges[v] = (lo as i128, hi as i128);
+    }
+    let mut dead = [false; MAX_LOOP_DEPTH + 1];
+    let mut depth = 0usize;
+    for ins in p.instrs() {
+        match ins.data {
+            InstrData::LoopBegin { trip, .. } => {
+                let n = match trip {
+                    Extent::Fixed(n) => n,
+                    e => e.eval(&b.syms),
+                };
+                depth += 1;
+                dead[depth] = dead[depth - 1] || n == 0;
+                ranges[MAX_PIDS + depth - 1] = (0, n.saturating_sub(1) as i128);
+                continue;
+            }
+            InstrData::LoopEnd { .. } => {
+                ranges[MAX_PIDS + depth - 1] = (0, 0);
+                depth -= 1;
+                continue;
+            }
+            _ if dead[depth] => continue,
+            _ => {}
+        }
+        for o in ins.operands() {
+            let OperandRef::Access(id) = o.operand else {
+                continue;
+            };
+            let access = &p.accesses()[id.index()];
+            let t = access.tensor as usize;
+            let Some(out) = t.checked_sub(inputs) else {
+                continue;
+            };
+            let (_, shape) = b.hbm(t);
+            let mut lo = 0i128;
+            let mut hi = 0i128;
+            let mut add = |c: i128, (a, z): (i128, i128)| {
+                let (x, y) = (c * a, c * z);
+                lo += x.min(y);
+                hi += x.max(y);
+            };
+            for (ix, stride) in access.axes().iter().zip(shape.strides()) {
+                let st = stride as i128;
+                add(st * ix.start.constant as i128, (1, 1));
+                for (&c, &r) in ix.start.coef.iter().zip(&ranges) {
+                    add(st * c as i128, r);
+                }
+                for (&g, &n) in ix.grid.iter().zip(access.shape.dims()) {
+                    add(st * g as i128, (0, i128::from(n.max(1)) - 1));
+                }
+            }
+            if let Some(h) = hulls.get_mut(out) {
+                *h = union(*h, Some((lo, hi)));
+            }
+        }
+    }
+    hulls
+}
+
+/// Where each output splits between the halves: `Some(k)` elements go to the half below.
+/// `None` if some output's halves might overlap.
+fn split_points(
+    a: &[Hull; MAX_TENSORS],
+    b: &[Hull; MAX_TENSORS],
+    outputs: usize,
+) -> Option<[(usize, bool); MAX_TENSORS]> {
+    let mut at = [(0usize, true); MAX_TENSORS];
+    for o in 0..outputs {
+        at[o] = match (a[o], b[o]) {
+            // The half that touches nothing gets nothing.
+            (None, _) => (0, true),
+            (Some(_), None) => (usize::MAX, true),
+            (Some((_, ha)), Some((lb, _))) if ha < lb => (usize::try_from(ha + 1).ok()?, true),
+            (Some((la, _)), Some((_, hb))) if hb < la => (usize::try_from(hb + 1).ok()?, false),
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+/// Runs a grid launch: its halves on two threads when the core has a worker, the launch has
+/// enough instances and its outputs split; else every instance on this thread.
+pub(crate) fn execute(
+    e: &mut Engines,
+    second: &mut Option<Box<Engines>>,
+    target: Target,
+    b: &mut Bound<'_, '_, '_>,
+) -> Result<(), ExecError> {
+    let n = b.grid.count().unwrap_or(0);
+    if n < MIN_PARALLEL_INSTANCES || e.worker.is_none() {
+        return run(e, b, &mut Untimed);
+    }
+    let h = n.div_ceil(2);
+    let outputs = b.outputs.len();
+    let ha = output_hulls(b, &pid_box(&b.grid, 0, h - 1));
+    let hb = output_hulls(b, &pid_box(&b.grid, h, n - 1));
+    let Some(at) = split_points(&ha, &hb, outputs) else {
+        return run(e, b, &mut Untimed);
+    };
+    // Each half's share of each output: `(below, above)` of the split, `below` to the half
+    // whose accesses lie lower.
+    let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
+    let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
+    for (o, out) in b.outputs.iter_mut().enumerate() {
+        let size = out.dtype.size() as usize;
+        let (k, a_below) = at[o];
+        let data = core::mem::take(&mut out.data);
+        let (below, above) = data.split_at_mut(k.saturating_mul(size).min(data.len()));
+        let k = below.len() / size;
+        let (mine, theirs) = if a_below {
+            ((below, 0), (above, k))
+        } else {
+            ((above, k), (below, 0))
+        };
+        outs_a[o] = out.part(mine.0, mine.1);
+        outs_b[o] = out.part(theirs.0, theirs.1);
+    }
+    let engines_b = second.get_or_insert_with(|| Box::new(Engines::single_threaded(target, e.isa)));
+    engines_b.isa = e.isa;
+    let mut worker = e.worker.take();
+    let Some(w) = worker.as_mut() else {
+        unreachable!("checked above")
+    };
+    let mut bound_a = Bound {
+        outputs: &mut outs_a[..outputs],
+        ..*b
+    };
+    let mut bound_b = Bound {
+        outputs: &mut outs_b[..outputs],
+        ..*b
+    };
+    let (ra, rb) = w.join(
+        || run_instances(e, &mut bound_a, &mut Untimed, 0..h),
+        || run_instances(engines_b, &mut bound_b, &mut Untimed, h..n),
+    );
+    e.worker = worker;
+    ra.and(rb)
+}

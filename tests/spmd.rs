@@ -1,0 +1,148 @@
+//! SPMD launch grids: `program_id`, `num_programs`, `program_ndim`; instances on two host
+//! threads computing the bits of a serial run; grids refused for what they are.
+
+#[path = "../examples/tensor_add.rs"]
+#[allow(dead_code)]
+mod tensor_add_example;
+
+use nki::LaunchError;
+use nki::ndarray::{Array2, s};
+use nki::prelude::*;
+use tensor_add_example::{common, grid_for, reference, tensor_add};
+
+fn cores() -> [NeuronCore; 2] {
+    [
+        NeuronCore::default(),
+        NeuronCore::default().with_host_threads(1),
+    ]
+}
+
+#[test]
+fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
+    for (x, y) in [(256, 1024), (1024, 2048), (128, 512)] {
+        let a = common::random_f16(x, y, 7);
+        let b = common::random_f16(x, y, 8);
+        let want = reference(&a, &b);
+        for mut core in cores() {
+            let threads = core.host_threads();
+            let got = tensor_add::grid(grid_for(x, y))
+                .host(&mut core, a.view(), b.view())
+                .unwrap();
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits());
+            assert!(same, "[{x}, {y}] on {threads} host threads");
+        }
+    }
+}
+
+#[test]
+fn device_launches_over_a_grid_write_into_caller_outputs() {
+    let (x, y) = (512, 1024);
+    let a = DeviceTensor::from_array(&common::random_f16(x, y, 1)).unwrap();
+    let b = DeviceTensor::from_array(&common::random_f16(x, y, 2)).unwrap();
+    let mut core = NeuronCore::default();
+    let grid = tensor_add::grid([4, 2]);
+    let fresh = grid.launch(&mut core, &a, &b).unwrap();
+    let mut into = DeviceTensor::<f16>::zeros(&[x, y]).unwrap();
+    grid.launch_into(&mut core, &a, &b, &mut into).unwrap();
+    assert_eq!(fresh.as_slice(), into.as_slice());
+}
+
+#[test]
+fn a_grid_that_reaches_past_the_tensor_is_refused() {
+    let a = common::random_f16(256, 1024, 3);
+    let mut core = NeuronCore::default();
+    let err = tensor_add::grid([3, 2])
+        .host(&mut core, a.view(), a.view())
+        .unwrap_err();
+    let LaunchError::Constraint { constraint, values } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(constraint.contains("num_programs(0)"), "{constraint}");
+    assert!(values.contains("num_programs(0) = 3"), "{values}");
+    // Without a grid, program ids are 0: one tile.
+    let one = tensor_add::host(&mut core, a.view(), a.view()).unwrap();
+    let want = reference(&a, &a);
+    assert_eq!(one.slice(s![..128, ..512]), want.slice(s![..128, ..512]));
+}
+
+#[test]
+fn bad_grids_are_launch_errors() {
+    let a = common::random_f16(128, 512, 3);
+    let mut core = NeuronCore::default();
+    let mut refused = |g: LaunchGrid| {
+        let err = tensor_add::grid(g)
+            .host(&mut core, a.view(), a.view())
+            .unwrap_err();
+        let LaunchError::Grid { kernel, why } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(kernel, "tensor_add");
+        why
+    };
+    assert!(refused(LaunchGrid::from([1, 0])).contains("axis 1 has no instance"));
+    assert!(refused(LaunchGrid::from([1, 1, 1, 1])).contains("at most 3 axes"));
+    assert!(refused(LaunchGrid::new(&[nc(2), 1.into()])).contains("needs trn2"));
+}
+
+/// Each instance counts, in a `sequential_range` over the grid's symbols, how large the grid
+/// is: `out[pid0, pid1] = [num_programs(1), num_programs(), program_ndim()]`.
+#[kernel]
+fn grid_sizes(x: Hbm<f32, 1, 1>, like: Hbm<f32, G, H>) -> Hbm<f32, G, H, 3> {
+    let out = ndarray([G, H, 3], f32, SharedHbm);
+    let one = load(x[..]);
+    let n1 = zeros([1, 1], f32);
+    for _ in sequential_range(num_programs(1)) {
+        n1 += one;
+    }
+    let n = zeros([1, 1], f32);
+    for _ in sequential_range(num_programs()) {
+        n += one;
+    }
+    let r = zeros([1, 1], f32);
+    for _ in sequential_range(program_ndim()) {
+        r += one;
+    }
+    store(out[[program_id(0), program_id(1), 0]], n1);
+    store(out[[program_id(0), program_id(1), 1]], n);
+    store(out[[program_id(0), program_id(1), 2]], r);
+    out
+}
+
+#[test]
+fn num_programs_and_program_ndim_are_the_grids() {
+    let x = Array2::from_elem((1, 1), 1.0f32);
+    let like = Array2::<f32>::zeros((3, 5));
+    for mut core in cores() {
+        let out = grid_sizes::grid([3, 5])
+            .host(&mut core, x.view(), like.view())
+            .unwrap();
+        for ((_, _, k), &v) in out.indexed_iter() {
+            assert_eq!(v, [5.0, 15.0, 2.0][k]);
+        }
+    }
+}
+
+/// Every instance writes the same tile: the instances' halves overlap, so they run serially,
+/// and the last instance's tile is the result, as in a serial run.
+#[kernel]
+fn last_writer_wins(a: Hbm<f32, N, 64>) -> Hbm<f32, 128, 64> {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..64];
+    let t = load(a[[program_id(0) * 128 + i_p, i_f]]);
+    store(out[[i_p, i_f]], t);
+    out
+}
+
+#[test]
+fn overlapping_instances_run_in_order() {
+    let a = Array2::from_shape_fn((128 * 5, 64), |(i, j)| (i * 64 + j) as f32);
+    for mut core in cores() {
+        let out = last_writer_wins::grid([5])
+            .host(&mut core, a.view())
+            .unwrap();
+        assert_eq!(out, a.slice(s![4 * 128.., ..]));
+    }
+}
