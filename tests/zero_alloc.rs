@@ -8,6 +8,9 @@
 mod basic;
 #[allow(dead_code)]
 mod doc_kernels;
+#[path = "../examples/tensor_add.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod spmd;
 #[path = "../examples/matmul_tiled.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
@@ -118,6 +121,15 @@ fn launches_allocate_only_their_outputs() {
         n, 0,
         "a launch of the elementwise kernel allocated {n} times"
     );
+    // A grid launch, its instances on two host threads (the worker's engines are created by
+    // the first one).
+    let h = DeviceTensor::from_array(&spmd::common::random_f16(256, 1024, 5)).unwrap();
+    let mut sum = DeviceTensor::<f16>::zeros(&[256, 1024]).unwrap();
+    let grid = spmd::tensor_add::grid([2, 2]);
+    grid.launch_into(&mut core, &h, &h, &mut sum).unwrap();
+    let (r, n) = count(|| grid.launch_into(&mut core, &h, &h, &mut sum));
+    r.unwrap();
+    assert_eq!(n, 0, "a grid launch allocated {n} times");
     // A failed launch allocates only its error message.
     let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
     let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));
