@@ -13,8 +13,8 @@ pub use nki_lang::{
     TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
-    Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Kernel, LaunchError,
-    LaunchGrid, NeuronCore, Tf32,
+    Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Instance, Kernel,
+    LaunchError, LaunchGrid, MetaValue, NeuronCore, Tf32,
 };
 
 /// Allocates output `i` in the modeled HBM for the bound symbols.

@@ -42,8 +42,8 @@ pub use nki_lang as lang;
 pub use nki_macros::kernel;
 pub use nki_runtime as runtime;
 pub use nki_runtime::{
-    Bool, DeviceTensor, F8E4M3, F8E5M2, GridDim, Kernel, LaunchError, LaunchGrid, NeuronCore, Tf32,
-    nc, spmd_dim,
+    Bool, DeviceTensor, F8E4M3, F8E5M2, GridDim, Instance, Kernel, LaunchError, LaunchGrid,
+    MetaValue, NeuronCore, Tf32, nc, spmd_dim,
 };
 
 /// What a kernel author needs: the attribute, the element types, the core and device tensors.

@@ -12,7 +12,7 @@ use crate::{check, lower, parse};
 fn lower(item: TokenStream) -> Result<ProgramBuf, Vec<(String, usize, usize)>> {
     let mut errors = Errors::default();
     let kernel = parse::parse(TokenStream::new(), item, &mut errors).expect("a function");
-    let lowered = lower::lower(&kernel, &mut errors);
+    let lowered = lower::lower(&kernel, None, &mut errors);
     if !errors.is_empty() {
         return Err(errors.reported());
     }
@@ -249,4 +249,92 @@ fn one_mistake_gives_one_error() {
     };
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].0, "cannot find `undefined` in this kernel");
+}
+
+/// The `compile_error!` messages of an expansion.
+fn expansion_errors(attr: TokenStream, item: TokenStream) -> Vec<String> {
+    let out = crate::expand(attr, item).to_string();
+    out.split("compile_error !")
+        .skip(1)
+        .map(|e| {
+            let start = e.find('"').map_or(0, |i| i + 1);
+            let end = e[start..].find("\" }").map_or(e.len(), |i| start + i);
+            e[start..end].replace("\\n", "\n")
+        })
+        .collect()
+}
+
+#[test]
+fn meta_parameters_compile_once_per_instantiation() {
+    let item = quote! {
+        fn blocks<const TILES: usize, const WIDE: bool>(x: Hbm<f32, 128, 1024>) -> Hbm<f32, 128, 1024> {
+            let out = ndarray([128, 1024], f32, SharedHbm);
+            for b in affine_range(1024 / (TILES * 128)) {
+                let t = load(x[[0..128, b * TILES * 128..(b + 1) * TILES * 128]]);
+                store(out[[0..128, b * TILES * 128..(b + 1) * TILES * 128]], t);
+            }
+            out
+        }
+    };
+    let good = quote!(one(TILES = 1, WIDE = false), four(WIDE = true, TILES = 4));
+    let out = crate::expand(good, item.clone()).to_string();
+    assert!(!out.contains("compile_error"), "{out}");
+    for needle in ["mod one", "mod four", "mod blocks", "INSTANCES"] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    // A load of TILES · 512 columns reaches past the tensor in two instantiations: one error
+    // naming both.
+    let past = quote! {
+        fn wide<const TILES: usize, const WIDE: bool>(x: Hbm<f32, 128, 1024>) -> Hbm<f32, 128, 1024> {
+            let out = ndarray([128, 1024], f32, SharedHbm);
+            let t = load(x[[0..128, 0..TILES * 512]]);
+            store(out[[0..128, 0..TILES * 512]], t);
+            out
+        }
+    };
+    let bad = quote!(
+        a(TILES = 3, WIDE = false),
+        b(TILES = 3, WIDE = true),
+        c(TILES = 2, WIDE = true),
+        d(TILES = 4, WIDE = true)
+    );
+    let errs = expansion_errors(bad, past.clone());
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    let both = "in the instantiations `a` (TILES = 3, WIDE = false), `b` (TILES = 3, WIDE = true)";
+    assert!(
+        errs[0].contains("tensor `x`") && errs[0].contains(both),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("tensor `out`") && errs[1].contains(both),
+        "{errs:?}"
+    );
+    assert!(
+        errs[2].ends_with("in the instantiation `d` (TILES = 4, WIDE = true)"),
+        "{errs:?}"
+    );
+    let errs = expansion_errors(
+        quote!(a(TILES = 3, WIDE = false), b(TILES = 3, WIDE = true)),
+        past,
+    );
+    assert!(errs[0].ends_with("in every instantiation"), "{errs:?}");
+    // Mistakes in the attribute, each once.
+    let errs = expansion_errors(
+        quote!(a(TILES = 1), b(TILES = true, WIDE = false, X = 2)),
+        item.clone(),
+    );
+    let expect = [
+        "the instantiation `a` does not set `WIDE`",
+        "`TILES` is an integer",
+        "`blocks` has no meta-parameter `X`",
+    ];
+    for e in expect {
+        assert!(errs.iter().any(|m| m.contains(e)), "{e}: {errs:?}");
+    }
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    let errs = expansion_errors(TokenStream::new(), item);
+    assert!(
+        errs[0].contains("compiled once per instantiation"),
+        "{errs:?}"
+    );
 }

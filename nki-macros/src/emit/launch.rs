@@ -6,7 +6,7 @@ use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
 use super::paths::{item, private};
-use crate::parse::model::{Kernel, TensorType};
+use crate::parse::model::{Instance, Kernel, MetaValue, TensorType};
 
 fn elem(d: DType) -> TokenStream {
     match d {
@@ -43,11 +43,26 @@ fn returns<T>(items: &[T], f: impl Fn(&T) -> TokenStream) -> TokenStream {
 }
 
 /// The launch functions; `body` says whether to emit working bodies or (after an error) stubs.
-pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
+pub fn launch(
+    k: &Kernel,
+    instance: Option<&Instance>,
+    working: bool,
+    program: TokenStream,
+) -> TokenStream {
     let p = private();
-    let name = &k.name;
+    let name = instance.map_or(&k.name, |i| &i.name);
     let vis = &k.vis;
-    let attrs = &k.attrs;
+    let mut attrs: Vec<TokenStream> = k.attrs.iter().map(|a| quote!(#a)).collect();
+    if let Some(i) = instance {
+        let doc = format!(
+            "The instantiation of [`{}`](mod@{}) with {}.",
+            k.name,
+            k.name,
+            settings(i)
+        );
+        attrs.push(quote!(#[doc = ""]));
+        attrs.push(quote!(#[doc = #doc]));
+    }
     let names: Vec<&Ident> = k.params.iter().map(|p| &p.name).collect();
     let ins: Vec<TokenStream> = k.params.iter().map(|p| elem(p.ty.dtype)).collect();
     let outs: Vec<(Ident, &TensorType)> = k
@@ -178,10 +193,56 @@ pub fn launch(k: &Kernel, working: bool, program: TokenStream) -> TokenStream {
     }
 }
 
+/// `A = 16, B = true`: an instantiation's meta-parameter values.
+pub fn settings(i: &Instance) -> String {
+    let each: Vec<String> = i
+        .values
+        .iter()
+        .map(|(p, v, _)| format!("{p} = {v}"))
+        .collect();
+    each.join(", ")
+}
+
+/// The module of a kernel with meta-parameters, listing its instantiations.
+pub fn instances(k: &Kernel) -> TokenStream {
+    let vis = &k.vis;
+    let name = &k.name;
+    let inst_t = item("Instance");
+    let meta_t = item("MetaValue");
+    let rows = k.instances.iter().map(|i| {
+        let n = &i.name;
+        let label = n.to_string();
+        let values = i.values.iter().map(|(p, v, _)| {
+            let p = p.to_string();
+            let v = match *v {
+                MetaValue::Int(n) => quote!(#meta_t::Int(#n)),
+                MetaValue::Float(b) => quote!(#meta_t::Float(#b)),
+                MetaValue::Bool(b) => quote!(#meta_t::Bool(#b)),
+            };
+            quote!((#p, #v))
+        });
+        quote!(#inst_t { name: #label, values: &[#(#values),*], kernel: &super::#n::KERNEL })
+    });
+    let doc = format!(
+        "The instantiations of the kernel `{name}`, one per meta-parameter set of its attribute."
+    );
+    let n = k.instances.len();
+    quote! {
+        #[doc = #doc]
+        #vis mod #name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            /// Each instantiation: its name, its meta-parameters' values and its program.
+            pub static INSTANCES: [#inst_t; #n] = [#(#rows),*];
+        }
+    }
+}
+
 /// An empty program for the fallback item emitted after an error.
-pub fn empty_program(k: &Kernel) -> TokenStream {
+pub fn empty_program(k: &Kernel, instance: Option<&Instance>) -> TokenStream {
     let program_t = item("Program");
     let target_t = item("Target");
-    let name = k.name.to_string();
+    let name = instance.map_or(&k.name, |i| &i.name).to_string();
     quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], &[], &[], &[], &[], 0, 0))
 }

@@ -54,6 +54,23 @@ impl Lowerer<'_> {
                 self.index(b, indices, *span)
             }
             Expr::Mgrid(ranges, span) => self.mgrid(ranges, *span),
+            Expr::If {
+                cond,
+                then,
+                els,
+                ..
+            } => match self.eval(cond) {
+                Value::Bool(true) => self.branch(then),
+                Value::Bool(false) => els.as_ref().map_or(Value::Unit, |b| self.branch(b)),
+                Value::Poison => Value::Poison,
+                other => self.error(
+                    cond.span(),
+                    format!(
+                        "an `if` condition must be known at compile time (a meta-parameter, a constant comparison), not {}: a kernel's control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported)",
+                        other.describe()
+                    ),
+                ),
+            },
             Expr::Call { .. } => self.produce(e, Dest::New(None)),
             Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),

@@ -3,6 +3,7 @@
 
 mod builtins;
 mod call;
+pub use call::DTYPES;
 mod expr;
 mod index;
 mod mask;
@@ -20,7 +21,9 @@ use nki_lang::{
 };
 
 use crate::errors::Errors;
-use crate::parse::model::{Block, DimSpec, Expr, IterKind, Kernel, Stmt, TensorType};
+use crate::parse::model::{
+    Block, DimSpec, Expr, Instance, IterKind, Kernel, MetaKind, MetaValue, Stmt, TensorType,
+};
 use value::Value;
 
 /// Spans of one instruction: the whole call, and the tokens of each operand slot, function
@@ -111,11 +114,12 @@ pub struct Lowered {
 }
 
 /// Lowers `kernel`; errors go to `errors`.
-pub fn lower(kernel: &Kernel, errors: &mut Errors) -> Lowered {
+pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) -> Lowered {
+    let name = instance.map_or(&kernel.name, |i| &i.name);
     let mut l = Lowerer {
         errors,
         buf: ProgramBuf {
-            name: kernel.name.to_string(),
+            name: name.to_string(),
             target: kernel.target,
             ..ProgramBuf::default()
         },
@@ -126,6 +130,21 @@ pub fn lower(kernel: &Kernel, errors: &mut Errors) -> Lowered {
         fresh_zero: HashMap::new(),
         temp_count: 0,
     };
+    // The meta-parameters are compile-time values, like `const` items (one an instantiation
+    // does not set, already reported, is poison).
+    for m in &kernel.meta {
+        let set = instance.and_then(|i| i.values.iter().find(|(p, ..)| *p == m.name));
+        let value = match (set, m.kind) {
+            (Some((_, MetaValue::Int(n), _)), MetaKind::Int) => Value::Int(*n),
+            (Some((_, MetaValue::Int(n), _)), MetaKind::Float) => Value::Float(*n as f64),
+            (Some((_, MetaValue::Float(b), _)), MetaKind::Float) => {
+                Value::Float(f64::from_bits(*b))
+            }
+            (Some((_, MetaValue::Bool(b), _)), MetaKind::Bool) => Value::Bool(*b),
+            _ => Value::Poison,
+        };
+        l.bind(&m.name.unraw().to_string(), value);
+    }
     l.declare_params(kernel);
     for ty in &kernel.returns {
         // Symbols of the outputs resolve in the body; one that no input binds is reported by
@@ -174,7 +193,28 @@ impl Lowerer<'_> {
             .iter()
             .map(|d| match d {
                 DimSpec::Lit(n) => Dim::Fixed(*n),
-                DimSpec::Sym(i) => Dim::Sym(self.symbol(i)),
+                // An integer meta-parameter fixes the dimension in its instantiation.
+                DimSpec::Sym(i) => match self.lookup(&i.unraw().to_string()) {
+                    Some(&Value::Int(n)) if n > 0 => Dim::Fixed(n as u64),
+                    Some(Value::Int(_)) => {
+                        self.errors
+                            .push(i.span(), format!("the dimension `{i}` must be positive"));
+                        Dim::Fixed(1)
+                    }
+                    _ => Dim::Sym(self.symbol(i)),
+                },
+                DimSpec::Expr(e) => match self.eval(e) {
+                    Value::Int(n) if n > 0 => Dim::Fixed(n as u64),
+                    Value::Poison => Dim::Fixed(1),
+                    other => {
+                        let what = other.describe();
+                        self.errors.push(
+                            e.span(),
+                            format!("a dimension is a positive compile-time integer, not {what}"),
+                        );
+                        Dim::Fixed(1)
+                    }
+                },
             })
             .collect()
     }
@@ -273,6 +313,16 @@ impl Lowerer<'_> {
         for s in &b.stmts {
             self.stmt(s);
         }
+    }
+
+    /// The branch an `if` takes: its statements in a scope of their own, then its tail's
+    /// value (`()` without one).
+    fn branch(&mut self, b: &Block) -> Value {
+        self.scopes.push(HashMap::new());
+        self.block(b);
+        let v = b.tail.as_ref().map_or(Value::Unit, |t| self.eval(t));
+        self.scopes.pop();
+        v
     }
 
     fn stmt(&mut self, s: &Stmt) {

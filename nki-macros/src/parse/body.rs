@@ -159,7 +159,11 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 return None;
             }
             let trip = parse_expr(&call.args[0], errors)?;
-            let body = parse_block(&f.body, errors);
+            let mut body = parse_block(&f.body, errors);
+            // A trailing `if` without `;` is a statement.
+            if let Some(Expr::If { .. }) = &body.tail {
+                body.stmts.extend(body.tail.take().map(Stmt::Expr));
+            }
             if let Some(t) = &body.tail {
                 errors.push(
                     t.span(),
@@ -433,12 +437,25 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 }
             }
         }
-        SynExpr::If(_) => {
-            errors.push(
+        SynExpr::If(i) => {
+            let cond = parse_expr(&i.cond, errors);
+            let then = parse_block(&i.then_branch, errors);
+            let els = match &i.else_branch {
+                None => None,
+                Some((_, e)) => Some(match &**e {
+                    SynExpr::Block(b) => parse_block(&b.block, errors),
+                    other => Block {
+                        stmts: Vec::new(),
+                        tail: Some(parse_expr(other, errors)?),
+                    },
+                }),
+            };
+            Expr::If {
+                cond: Box::new(cond?),
+                then: Box::new(then),
+                els: els.map(Box::new),
                 span,
-                "`if` is not supported in a kernel: control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported)",
-            );
-            return None;
+            }
         }
         SynExpr::While(_) | SynExpr::Loop(_) => {
             errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)` or `static_range(n)`");

@@ -12,7 +12,7 @@ use model::Kernel;
 /// Parses `#[kernel(attr)] item`. Errors are collected; `None` when the item is not a
 /// function at all.
 pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Option<Kernel> {
-    let target = signature::parse_attr(attr, errors);
+    let (target, instances) = signature::parse_attr(attr, errors);
     let func: syn::ItemFn = match syn::parse2(item) {
         Ok(f) => f,
         Err(e) => {
@@ -20,6 +20,8 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
             return None;
         }
     };
+    let meta = signature::parse_meta(&func.sig, errors);
+    signature::check_instances(&func.sig.ident, &meta, &instances, errors);
     let params = signature::parse_params(&func.sig, errors);
     let (returns, returns_span) = signature::parse_returns(&func.sig, errors);
     let body = body::parse_block(&func.block, errors);
@@ -33,6 +35,8 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         vis: func.vis,
         name: func.sig.ident,
         target,
+        meta,
+        instances,
         params,
         returns,
         returns_span,

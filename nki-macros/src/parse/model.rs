@@ -15,6 +15,10 @@ pub struct Kernel {
     pub name: Ident,
     /// The target generation from `#[kernel(target = ...)]`.
     pub target: Target,
+    /// Compile-time parameters (`const TILES: usize`), in declaration order.
+    pub meta: Vec<MetaParam>,
+    /// The instantiations the attribute lists (`#[kernel(mm_16(TILES = 16))]`).
+    pub instances: Vec<Instance>,
     /// Parameters: HBM input tensors.
     pub params: Vec<Param>,
     /// Declared return types, in order.
@@ -23,6 +27,68 @@ pub struct Kernel {
     pub returns_span: Span,
     /// The body.
     pub body: Block,
+}
+
+/// A meta-parameter: `const NAME: usize` (an integer type), `const NAME: f32` (a float type,
+/// which Rust's own const generics lack but a kernel's compile-time values may be) or
+/// `const NAME: bool`.
+pub struct MetaParam {
+    /// Its name.
+    pub name: Ident,
+    /// What values it takes.
+    pub kind: MetaKind,
+}
+
+/// The kind of value a meta-parameter takes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MetaKind {
+    /// An integer.
+    Int,
+    /// A float.
+    Float,
+    /// A boolean.
+    Bool,
+}
+
+/// A meta-parameter's value in an instantiation.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MetaValue {
+    /// An integer.
+    Int(i64),
+    /// A float (its bits: the value is compared and emitted exactly).
+    Float(u64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl MetaValue {
+    /// The kind of meta-parameter that takes the value (an integer also sets a float).
+    pub fn fits(self, kind: MetaKind) -> bool {
+        matches!(
+            (self, kind),
+            (MetaValue::Int(_), MetaKind::Int | MetaKind::Float)
+                | (MetaValue::Float(_), MetaKind::Float)
+                | (MetaValue::Bool(_), MetaKind::Bool)
+        )
+    }
+}
+
+impl std::fmt::Display for MetaValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetaValue::Int(n) => write!(f, "{n}"),
+            MetaValue::Float(b) => write!(f, "{:?}", f64::from_bits(*b)),
+            MetaValue::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// One instantiation: `name(P = value, ...)`, a kernel of its own.
+pub struct Instance {
+    /// The instantiated kernel's name.
+    pub name: Ident,
+    /// Each meta-parameter's value, with the span of the value.
+    pub values: Vec<(Ident, MetaValue, Span)>,
 }
 
 /// A kernel parameter.
@@ -47,8 +113,10 @@ pub struct TensorType {
 pub enum DimSpec {
     /// A literal size.
     Lit(u64),
-    /// A symbolic size, bound at launch.
+    /// A symbolic size, bound at launch (or a meta-parameter's value).
     Sym(Ident),
+    /// `{ expr }`: a size computed at compile time from meta-parameters.
+    Expr(Expr),
 }
 
 /// A sequence of statements, optionally ending in a value.
@@ -268,6 +336,18 @@ pub enum Expr {
     /// An expression that failed to parse (already reported): its value is erroneous, so that
     /// names bound to it cause no further errors.
     Error(Span),
+    /// `if cond { .. } else { .. }` on a condition known at compile time (a meta-parameter, a
+    /// constant): only the branch taken is compiled; its value is its block's tail.
+    If {
+        /// The condition.
+        cond: Box<Expr>,
+        /// The branch taken when it holds.
+        then: Box<Block>,
+        /// The other branch (an `else if` is a block whose tail is the inner `if`).
+        els: Option<Box<Block>>,
+        /// Span of the whole expression.
+        span: Span,
+    },
 }
 
 impl Expr {
@@ -285,6 +365,7 @@ impl Expr {
             | Expr::Method { span, .. }
             | Expr::Field { span, .. }
             | Expr::Index { span, .. }
+            | Expr::If { span, .. }
             | Expr::Range { span, .. } => *span,
             Expr::Array(_, s) | Expr::Tuple(_, s) | Expr::Mgrid(_, s) | Expr::Error(s) => *s,
         }

@@ -1,57 +1,240 @@
 //! The kernel's signature: `#[kernel(target = trn2)] fn name(x: Hbm<bf16, K, 128>) -> Hbm<...>`.
 
 use nki_lang::{DType, Target};
-use syn::{Expr, FnArg, GenericArgument, Lit, Pat, PathArguments, ReturnType, Type};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::{
+    Expr, FnArg, GenericArgument, GenericParam, Lit, Meta, MetaNameValue, Pat, PathArguments,
+    ReturnType, Token, Type,
+};
 
-use super::model::{DimSpec, Param, TensorType};
+use crate::lower::DTYPES;
+
+use super::model::{DimSpec, Instance, MetaKind, MetaParam, MetaValue, Param, TensorType};
 use crate::errors::Errors;
 use crate::span::Span;
 
-/// Parses the attribute's arguments: empty, or `target = trn1 | trn2`.
-pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Target {
-    if attr.is_empty() {
-        return Target::default();
-    }
-    let parsed: syn::Result<syn::MetaNameValue> = syn::parse2(attr.clone());
-    match parsed {
-        Ok(nv) if nv.path.is_ident("target") => {
-            let name = match &nv.value {
-                Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-                Expr::Lit(l) => match &l.lit {
-                    Lit::Str(s) => Some(s.value()),
+/// Parses the attribute's arguments: a comma-separated list of `target = trn1 | trn2` and
+/// instantiations `name(P = value, ...)`.
+pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Target, Vec<Instance>) {
+    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2)]` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
+    let mut target = None;
+    let mut instances = Vec::new();
+    let parser = Punctuated::<Meta, Token![,]>::parse_terminated;
+    let metas = match parser.parse2(attr.clone()) {
+        Ok(m) => m,
+        Err(_) => {
+            errors.push(Span::of(&attr), EXPECTED);
+            return (Target::default(), instances);
+        }
+    };
+    for meta in metas {
+        match meta {
+            Meta::NameValue(nv) if nv.path.is_ident("target") => {
+                let name = match &nv.value {
+                    Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                    Expr::Lit(l) => match &l.lit {
+                        Lit::Str(s) => Some(s.value()),
+                        _ => None,
+                    },
                     _ => None,
-                },
-                _ => None,
-            };
-            match name.as_deref().and_then(Target::from_name) {
-                Some(t) => t,
-                None => {
-                    errors.push(
+                };
+                match name.as_deref().and_then(Target::from_name) {
+                    Some(_) if target.is_some() => {
+                        errors.push(Span::of(&nv), "the target is given twice");
+                    }
+                    Some(t) => target = Some(t),
+                    None => errors.push(
                         Span::of(&nv.value),
                         "unknown target: expected `trn1` or `trn2`",
-                    );
-                    Target::default()
+                    ),
                 }
             }
+            Meta::List(list) => {
+                let Some(name) = list.path.get_ident().cloned() else {
+                    errors.push(
+                        Span::of(&list.path),
+                        "an instantiation is named by one identifier",
+                    );
+                    continue;
+                };
+                let args = Punctuated::<MetaNameValue, Token![,]>::parse_terminated;
+                let Ok(args) = args.parse2(list.tokens.clone()) else {
+                    errors.push(
+                        Span::of(&list),
+                        "expected the meta-parameters' values: `name(PARAM = value, ...)`",
+                    );
+                    continue;
+                };
+                let mut values = Vec::new();
+                for nv in args {
+                    let Some(p) = nv.path.get_ident().cloned() else {
+                        errors.push(Span::of(&nv.path), "expected a meta-parameter's name");
+                        continue;
+                    };
+                    match meta_value(&nv.value) {
+                        Some(v) => values.push((p, v, Span::of(&nv.value))),
+                        None => errors.push(
+                            Span::of(&nv.value),
+                            "a meta-parameter's value is a number or `true`/`false`",
+                        ),
+                    }
+                }
+                instances.push(Instance { name, values });
+            }
+            other => errors.push(Span::of(&other), EXPECTED),
         }
-        _ => {
+    }
+    (target.unwrap_or_default(), instances)
+}
+
+/// An integer literal (possibly negated) or a bool literal.
+fn meta_value(e: &Expr) -> Option<MetaValue> {
+    match e {
+        Expr::Lit(l) => match &l.lit {
+            Lit::Int(i) => i.base10_parse::<i64>().ok().map(MetaValue::Int),
+            Lit::Float(f) => f
+                .base10_parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .map(|x| MetaValue::Float(x.to_bits())),
+            Lit::Bool(b) => Some(MetaValue::Bool(b.value)),
+            _ => None,
+        },
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => match meta_value(&u.expr)? {
+            MetaValue::Int(n) => n.checked_neg().map(MetaValue::Int),
+            MetaValue::Float(b) => Some(MetaValue::Float((-f64::from_bits(b)).to_bits())),
+            MetaValue::Bool(_) => None,
+        },
+        Expr::Group(g) => meta_value(&g.expr),
+        Expr::Paren(p) => meta_value(&p.expr),
+        _ => None,
+    }
+}
+
+/// Parses the meta-parameters: `const NAME: usize` (or another integer type) and
+/// `const NAME: bool`; any other generic parameter is an error.
+pub fn parse_meta(sig: &syn::Signature, errors: &mut Errors) -> Vec<MetaParam> {
+    let mut meta = Vec::new();
+    for g in &sig.generics.params {
+        let GenericParam::Const(c) = g else {
             errors.push(
-                Span::of(&attr),
-                "expected `#[kernel]` or `#[kernel(target = trn1 | trn2)]`",
+                Span::of(g),
+                "a kernel's only generic parameters are meta-parameters `const NAME: usize`: its program is built at compile time",
             );
-            Target::default()
+            continue;
+        };
+        let ty = match &c.ty {
+            Type::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        };
+        let kind = match ty.as_deref() {
+            Some("bool") => MetaKind::Bool,
+            Some("f32" | "f64") => MetaKind::Float,
+            Some(
+                "usize" | "u8" | "u16" | "u32" | "u64" | "isize" | "i8" | "i16" | "i32" | "i64",
+            ) => MetaKind::Int,
+            _ => {
+                errors.push(
+                    Span::of(&c.ty),
+                    "a meta-parameter is an integer, a float or a `bool`",
+                );
+                continue;
+            }
+        };
+        if let Some(d) = &c.default {
+            errors.push(
+                Span::of(&d.1),
+                "a meta-parameter has no default: each instantiation gives its value",
+            );
+        }
+        meta.push(MetaParam {
+            name: c.ident.clone(),
+            kind,
+        });
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        errors.push(Span::of(w), "a kernel has no `where` clause");
+    }
+    meta
+}
+
+/// Checks the instantiations against the meta-parameters: each gives every meta-parameter
+/// once, with a value of its type, and the names are distinct and not the kernel's.
+pub fn check_instances(
+    kernel: &syn::Ident,
+    meta: &[MetaParam],
+    instances: &[Instance],
+    errors: &mut Errors,
+) {
+    if meta.is_empty() {
+        if let Some(i) = instances.first() {
+            errors.push(
+                Span::of(&i.name),
+                "an instantiation sets meta-parameters, but the kernel declares none (`fn k<const P: usize>(...)`)",
+            );
+        }
+        return;
+    }
+    if instances.is_empty() {
+        errors.push(
+            Span::of(kernel),
+            format!(
+                "a kernel with meta-parameters is compiled once per instantiation: list them in the attribute, `#[kernel(name({} = ...))]`",
+                meta[0].name
+            ),
+        );
+        return;
+    }
+    for (k, inst) in instances.iter().enumerate() {
+        if inst.name == *kernel || instances[..k].iter().any(|o| o.name == inst.name) {
+            errors.push(
+                Span::of(&inst.name),
+                format!(
+                    "`{}` is already a kernel or an instantiation of this one",
+                    inst.name
+                ),
+            );
+        }
+        for (j, (p, v, span)) in inst.values.iter().enumerate() {
+            match meta.iter().find(|m| m.name == *p) {
+                None => errors.push(
+                    Span::of(p),
+                    format!("`{}` has no meta-parameter `{p}`", kernel),
+                ),
+                Some(_) if inst.values[..j].iter().any(|(q, ..)| q == p) => {
+                    errors.push(Span::of(p), format!("`{p}` is given twice"))
+                }
+                Some(m) if !v.fits(m.kind) => errors.push(
+                    *span,
+                    format!(
+                        "`{p}` is {}",
+                        match m.kind {
+                            MetaKind::Int => "an integer",
+                            MetaKind::Float => "a float",
+                            MetaKind::Bool => "a bool",
+                        }
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+        for m in meta {
+            if !inst.values.iter().any(|(p, ..)| *p == m.name) {
+                errors.push(
+                    Span::of(&inst.name),
+                    format!(
+                        "the instantiation `{}` does not set `{}`",
+                        inst.name, m.name
+                    ),
+                );
+            }
         }
     }
 }
 
 /// Parses the parameters: each `name: Hbm<dtype, dims...>`.
 pub fn parse_params(sig: &syn::Signature, errors: &mut Errors) -> Vec<Param> {
-    if !sig.generics.params.is_empty() {
-        errors.push(
-            Span::of(&sig.generics),
-            "a kernel cannot be generic: its program is built at compile time",
-        );
-    }
     if let Some(c) = &sig.constness {
         errors.push(Span::of(&c), "a kernel cannot be `const`");
     }
@@ -126,14 +309,14 @@ fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
                 None => {
                     errors.push(
                         Span::of(&p),
-                        format!("unknown dtype `{name}`: expected bf16, f16 or f32"),
+                        format!("unknown dtype `{name}`: expected {DTYPES}"),
                     );
                     return None;
                 }
             }
         }
         Some(other) => {
-            errors.push(Span::of(&other), "expected a dtype: bf16, f16 or f32");
+            errors.push(Span::of(&other), format!("expected a dtype: {DTYPES}"));
             return None;
         }
         None => {
@@ -159,9 +342,18 @@ fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
             GenericArgument::Type(Type::Path(p)) if p.path.get_ident().is_some() => {
                 dims.push(DimSpec::Sym(p.path.get_ident().unwrap().clone()));
             }
+            // `{ H / 2 }`: a compile-time expression of meta-parameters.
+            GenericArgument::Const(Expr::Block(b)) => match b.block.stmts.as_slice() {
+                [syn::Stmt::Expr(e, None)] => {
+                    if let Some(e) = super::body::parse_expr(e, errors) {
+                        dims.push(DimSpec::Expr(e));
+                    }
+                }
+                _ => errors.push(Span::of(&b), "a dimension `{ ... }` is one expression"),
+            },
             other => errors.push(
                 Span::of(&other),
-                "a dimension is an integer literal or a symbolic name",
+                "a dimension is an integer literal, a symbolic name or a `{ ... }` expression of meta-parameters",
             ),
         }
     }
