@@ -251,7 +251,7 @@ impl<'a> Line<'a, '_> {
                 axes,
                 negate,
             } => {
-                let axes: Vec<String> = (0..3)
+                let axes: Vec<String> = (0..crate::shape::MAX_TILE_RANK - 1)
                     .filter(|j| axes >> j & 1 == 1)
                     .map(|j| (j + 1).to_string())
                     .collect();

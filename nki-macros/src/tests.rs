@@ -338,3 +338,35 @@ fn meta_parameters_compile_once_per_instantiation() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn nl_tile_size_and_unsupported_masks() {
+    let ok = lower(quote! {
+        fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+            let out = ndarray([128, 512], f32, SharedHbm);
+            let (i_p, i_f) = mgrid![0..tile_size.pmax, 0..tile_size.gemm_moving_fmax];
+            store(out[[i_p, i_f]], load(x[[i_p, i_f]]));
+            out
+        }
+    });
+    assert!(ok.is_ok(), "{ok:?}");
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 6> {
+            let out = ndarray([128, 6], f32, SharedHbm);
+            let (i_p, i_f) = mgrid![0..128, 0..512];
+            let t = load(x[[i_p, i_f]]);
+            store(out[[0..128, 0..6]], bn_stats(t, mask = i_f < 300));
+            out
+        }
+    });
+    assert!(msg.contains("err_unsupported_mask"), "{msg}");
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+            let out = ndarray([128, 512], f32, SharedHbm);
+            let t = load(x[[0..128, 0..512]]);
+            store(out[[0..128, 0..512]], t.reshape([128, 512]));
+            out
+        }
+    });
+    assert!(msg.starts_with("no method `reshape` on a tile"), "{msg}");
+}

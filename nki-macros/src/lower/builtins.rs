@@ -311,7 +311,7 @@ static TABLE: &[Builtin] = &[
     isa(
         &["bn_stats"],
         Opcode::BnStats,
-        &[req("data", P::Tile(1)), DTYPE],
+        &[req("data", P::Tile(1)), DTYPE, MASK],
     ),
     isa(
         &["bn_aggr"],

@@ -39,6 +39,17 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
+                if !AXES.contains(&m.as_str()) {
+                    let hint = match m.as_str() {
+                        "broadcast_to" => ": write `broadcast_to(x, shape)`",
+                        "reshape" => ": index the tensor with the shape you need (`x[[i_p, i_f]]` over an `mgrid!`)",
+                        _ => "",
+                    };
+                    return match r {
+                        Value::Poison => Value::Poison,
+                        other => self.error(*span, format!("no method `{m}` on {}{hint}", other.describe())),
+                    };
+                }
                 if !args.is_empty() {
                     return self.error(*span, format!("`.{m}()` takes no arguments"));
                 }
@@ -98,7 +109,8 @@ impl Lowerer<'_> {
         }
         let code = Alu::from_name(name).is_some()
             || ActFn::from_name(name).is_some()
-            || Engine::from_name(name).is_some();
+            || Engine::from_name(name).is_some()
+            || name == "tile_size";
         if code {
             return Value::Code(name.to_string());
         }
@@ -281,6 +293,20 @@ impl Lowerer<'_> {
                     None => self.error(span, format!("the grid has {} axes", axes.len())),
                 }
             }
+            // NKI's `nl.tile_size`: the hardware's tile limits.
+            (Value::Code(c), f) if c == "tile_size" => match f {
+                "pmax" => Value::Int(i64::from(nki_lang::target::PARTITIONS)),
+                "psum_fmax" => Value::Int(i64::from(nki_lang::target::PSUM_BANK_BYTES / 4)),
+                "gemm_stationary_fmax" => {
+                    Value::Int(i64::from(nki_lang::target::GEMM_STATIONARY_FMAX))
+                }
+                "gemm_moving_fmax" => Value::Int(i64::from(nki_lang::target::GEMM_MOVING_FMAX)),
+                "bn_stats_fmax" => Value::Int(i64::from(nki_lang::target::BN_STATS_FMAX)),
+                _ => self.error(
+                    span,
+                    format!("`tile_size` has no `{f}`: it has pmax, psum_fmax, gemm_stationary_fmax, gemm_moving_fmax, bn_stats_fmax"),
+                ),
+            },
             (Value::Tensor(t), "dtype") => Value::DType(self.tensors[*t].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v), "dtype") => Value::DType(self.buf.tiles[v.tile as usize].dtype),
