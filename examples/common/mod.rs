@@ -1,7 +1,13 @@
-//! Inputs and the independent f64 reference shared by the matmul examples.
+//! Inputs, timing and comparisons shared by the examples, and the independent f64 reference of
+//! the matmul examples.
 
-use nki::bf16;
-use nki::ndarray::{Array2, ArrayView2};
+// Each example uses a part of these helpers.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use nki::ndarray::{Array, Array2, ArrayView2, Dimension};
+use nki::{bf16, f16};
 
 /// A deterministic matrix with values in [-2, 2) (a 64-bit LCG; no dependency).
 pub fn uniform(rows: usize, cols: usize, seed: u64) -> Array2<f64> {
@@ -56,4 +62,160 @@ pub fn max_error(
         worst = worst.max(err);
     }
     (worst, ok)
+}
+
+/// A deterministic array of `shape` with values uniform in `[lo, hi)` (the same 64-bit LCG as
+/// [`random_bf16`], 24 random bits per value), in f64: convert it to the kernel's dtype with
+/// `mapv`. Each value is a multiple of `(hi − lo)·2⁻²⁴` from `lo`.
+pub fn uniform<D: Dimension>(shape: D, seed: u64, lo: f64, hi: f64) -> Array<f64, D> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let n = shape.size();
+    let values = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let unit = (state >> 40) as f64 / (1u64 << 24) as f64;
+            lo + (hi - lo) * unit
+        })
+        .collect();
+    Array::from_shape_vec(shape, values).expect("the shape's size")
+}
+
+/// [`uniform`] rounded to f32.
+pub fn random_f32<D: Dimension>(shape: D, seed: u64, lo: f64, hi: f64) -> Array<f32, D> {
+    uniform(shape, seed, lo, hi).mapv(|x| x as f32)
+}
+
+/// [`uniform`] rounded to f16.
+pub fn random_f16<D: Dimension>(shape: D, seed: u64, lo: f64, hi: f64) -> Array<f16, D> {
+    uniform(shape, seed, lo, hi).mapv(f16::from_f64)
+}
+
+/// The median wall time of `runs` calls of `launch` (after one untimed warm-up call).
+pub fn median_time<E>(
+    runs: usize,
+    mut launch: impl FnMut() -> Result<(), E>,
+) -> Result<Duration, E> {
+    launch()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        launch()?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+/// A comparison of results against a reference with a bound per element.
+#[derive(Copy, Clone, Debug)]
+pub struct Comparison {
+    /// The largest `|got − reference|` (NaN if any result or reference is NaN).
+    pub max_error: f64,
+    /// The largest `|got − reference| / bound` (1 means at the bound).
+    pub worst_ratio: f64,
+    /// Where (the element's row-major position) `worst_ratio` was reached.
+    pub worst_at: usize,
+    /// Whether every element is within its bound (false on any NaN).
+    pub within: bool,
+    /// The number of elements compared.
+    pub count: usize,
+}
+
+/// Compares `got` with `reference`, element `i` against `bound[i]` (`|got − ref| ≤ bound`; a
+/// bound of 0 asks for equality). The three sequences must have the same length.
+pub fn compare(
+    got: impl IntoIterator<Item = f64>,
+    reference: impl IntoIterator<Item = f64>,
+    bound: impl IntoIterator<Item = f64>,
+) -> Comparison {
+    let mut c = Comparison {
+        max_error: 0.0,
+        worst_ratio: 0.0,
+        worst_at: 0,
+        within: true,
+        count: 0,
+    };
+    let mut r = reference.into_iter();
+    let mut b = bound.into_iter();
+    for (i, g) in got.into_iter().enumerate() {
+        let (Some(r), Some(b)) = (r.next(), b.next()) else {
+            panic!("fewer reference values or bounds than results");
+        };
+        let err = (g - r).abs();
+        if err.is_nan() {
+            if !c.max_error.is_nan() {
+                c.max_error = f64::NAN;
+                c.worst_ratio = f64::NAN;
+                c.worst_at = i;
+            }
+        } else if !c.max_error.is_nan() {
+            let ratio = if err == 0.0 { 0.0 } else { err / b };
+            if ratio > c.worst_ratio {
+                c.worst_ratio = ratio;
+                c.worst_at = i;
+            }
+            c.max_error = c.max_error.max(err);
+        }
+        c.within &= err <= b;
+        c.count += 1;
+    }
+    assert!(r.next().is_none(), "more reference values than results");
+    c
+}
+
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "max |error| {:.3e}, worst error/bound {:.3} (element {}), {} of {} elements checked: {}",
+            self.max_error,
+            self.worst_ratio,
+            self.worst_at,
+            if self.within { "all" } else { "NOT all" },
+            self.count,
+            if self.within {
+                "within bounds"
+            } else {
+                "OUT OF BOUNDS"
+            }
+        )
+    }
+}
+
+/// A floating-point element type of kernel inputs and outputs, for error bounds.
+pub trait Real: Copy {
+    /// The unit roundoff: round to nearest changes a normal value by at most `UNIT·|x|`.
+    const UNIT: f64;
+    /// Half the smallest subnormal: the largest rounding error below the normal range.
+    const TINY: f64;
+    /// The value in f64 (exact).
+    fn to_f64(self) -> f64;
+}
+
+impl Real for f32 {
+    const UNIT: f64 = 1.0 / (1u64 << 24) as f64;
+    const TINY: f64 = f32::from_bits(1) as f64 / 2.0;
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Real for f16 {
+    const UNIT: f64 = 1.0 / (1u64 << 11) as f64;
+    const TINY: f64 = 1.0 / (1u64 << 25) as f64;
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Real for bf16 {
+    const UNIT: f64 = 1.0 / (1u64 << 8) as f64;
+    const TINY: f64 = f32::from_bits(1 << 16) as f64 / 2.0;
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
 }
