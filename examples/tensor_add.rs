@@ -49,8 +49,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [x, y] => (*x, *y),
         _ => return Err("usage: tensor_add [X Y]".into()),
     };
-    let a = common::random_f16(x, y, 1);
-    let b = common::random_f16(x, y, 2);
+    let a = common::random_f16(nki::ndarray::Ix2(x, y), 1, -2.0, 2.0);
+    let b = common::random_f16(nki::ndarray::Ix2(x, y), 2, -2.0, 2.0);
     let (a_dev, b_dev) = (DeviceTensor::from_array(&a)?, DeviceTensor::from_array(&b)?);
     let [gx, gy] = grid_for(x, y);
     let grid = tensor_add::grid([gx, gy]);

@@ -20,8 +20,8 @@ fn cores() -> [NeuronCore; 2] {
 #[test]
 fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
     for (x, y) in [(256, 1024), (1024, 2048), (128, 512)] {
-        let a = common::random_f16(x, y, 7);
-        let b = common::random_f16(x, y, 8);
+        let a = common::random_f16(nki::ndarray::Ix2(x, y), 7, -2.0, 2.0);
+        let b = common::random_f16(nki::ndarray::Ix2(x, y), 8, -2.0, 2.0);
         let want = reference(&a, &b);
         for mut core in cores() {
             let threads = core.host_threads();
@@ -40,8 +40,10 @@ fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
 #[test]
 fn device_launches_over_a_grid_write_into_caller_outputs() {
     let (x, y) = (512, 1024);
-    let a = DeviceTensor::from_array(&common::random_f16(x, y, 1)).unwrap();
-    let b = DeviceTensor::from_array(&common::random_f16(x, y, 2)).unwrap();
+    let a = DeviceTensor::from_array(&common::random_f16(nki::ndarray::Ix2(x, y), 1, -2.0, 2.0))
+        .unwrap();
+    let b = DeviceTensor::from_array(&common::random_f16(nki::ndarray::Ix2(x, y), 2, -2.0, 2.0))
+        .unwrap();
     let mut core = NeuronCore::default();
     let grid = tensor_add::grid([4, 2]);
     let fresh = grid.launch(&mut core, &a, &b).unwrap();
@@ -52,7 +54,7 @@ fn device_launches_over_a_grid_write_into_caller_outputs() {
 
 #[test]
 fn a_grid_that_reaches_past_the_tensor_is_refused() {
-    let a = common::random_f16(256, 1024, 3);
+    let a = common::random_f16(nki::ndarray::Ix2(256, 1024), 3, -2.0, 2.0);
     let mut core = NeuronCore::default();
     let err = tensor_add::grid([3, 2])
         .host(&mut core, a.view(), a.view())
@@ -70,7 +72,7 @@ fn a_grid_that_reaches_past_the_tensor_is_refused() {
 
 #[test]
 fn bad_grids_are_launch_errors() {
-    let a = common::random_f16(128, 512, 3);
+    let a = common::random_f16(nki::ndarray::Ix2(128, 512), 3, -2.0, 2.0);
     let mut core = NeuronCore::default();
     let mut refused = |g: LaunchGrid| {
         let err = tensor_add::grid(g)

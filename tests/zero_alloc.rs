@@ -123,7 +123,13 @@ fn launches_allocate_only_their_outputs() {
     );
     // A grid launch, its instances on two host threads (the worker's engines are created by
     // the first one).
-    let h = DeviceTensor::from_array(&spmd::common::random_f16(256, 1024, 5)).unwrap();
+    let h = DeviceTensor::from_array(&spmd::common::random_f16(
+        nki::ndarray::Ix2(256, 1024),
+        5,
+        -2.0,
+        2.0,
+    ))
+    .unwrap();
     let mut sum = DeviceTensor::<f16>::zeros(&[256, 1024]).unwrap();
     let grid = spmd::tensor_add::grid([2, 2]);
     grid.launch_into(&mut core, &h, &h, &mut sum).unwrap();

@@ -6,31 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use nki::ndarray::{Array, Array2, ArrayView2, Dimension};
+use nki::ndarray::{Array, Array2, ArrayView2, Dimension, Ix2};
 use nki::{bf16, f16};
 
-/// A deterministic matrix with values in [-2, 2) (a 64-bit LCG; no dependency).
-pub fn uniform(rows: usize, cols: usize, seed: u64) -> Array2<f64> {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    Array2::from_shape_fn((rows, cols), |_| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let unit = (state >> 40) as f64 / (1u64 << 24) as f64;
-        unit * 4.0 - 2.0
-    })
-}
-
-/// [`uniform`] rounded to bf16.
+/// A deterministic bf16 matrix with values in [-2, 2) ([`uniform`]).
 pub fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
-    uniform(rows, cols, seed).mapv(bf16::from_f64)
-}
-
-/// [`uniform`] rounded to f16.
-pub fn random_f16(rows: usize, cols: usize, seed: u64) -> Array2<nki::f16> {
-    uniform(rows, cols, seed).mapv(nki::f16::from_f64)
+    uniform(Ix2(rows, cols), seed, -2.0, 2.0).mapv(bf16::from_f64)
 }
 
 /// `lhs_tᵀ · rhs` in f64 with `ndarray`, and `|lhs_t|ᵀ · |rhs|` (the `Σ_k |a·b|` of each
