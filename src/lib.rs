@@ -39,7 +39,9 @@
 pub use half::{bf16, f16};
 pub use ndarray;
 pub use nki_lang as lang;
-pub use nki_macros::kernel;
+#[doc(hidden)]
+pub use nki_macros::__kernel_with_helpers;
+pub use nki_macros::{helper, kernel};
 pub use nki_runtime as runtime;
 pub use nki_runtime::{
     Bool, DeviceTensor, F8E4M3, F8E5M2, GridDim, Instance, Kernel, LaunchError, LaunchGrid,
@@ -48,7 +50,7 @@ pub use nki_runtime::{
 
 /// What a kernel author needs: the attribute, the element types, the core and device tensors.
 pub mod prelude {
-    pub use crate::kernel;
+    pub use crate::{helper, kernel};
     pub use half::{bf16, f16};
     pub use ndarray;
     pub use nki_lang::Target;

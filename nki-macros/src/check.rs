@@ -37,7 +37,19 @@ pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<Co
                 .get(instr)
                 .map_or(fallback, |s| s.get(Part::Slot(slot))),
         };
-        errors.push(span, message(&d.violation));
+        // An instruction inlined from a helper: where the helper was called.
+        let note = match d.site {
+            Site::Instr(instr) | Site::Operand { instr, .. } => spans
+                .instrs
+                .get(instr)
+                .and_then(|s| s.note)
+                .and_then(|n| spans.notes.get(n as usize)),
+            _ => None,
+        };
+        match note {
+            Some(note) => errors.push(span, format!("{}\n{note}", message(&d.violation))),
+            None => errors.push(span, message(&d.violation)),
+        }
     }
     None
 }

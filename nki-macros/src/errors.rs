@@ -35,6 +35,11 @@ impl Errors {
         self.list.is_empty()
     }
 
+    /// The errors, each with its span.
+    pub fn into_list(self) -> Vec<(Span, String)> {
+        self.list
+    }
+
     /// Records the errors of a kernel's instantiations (`labels[i]` names instantiation `i`,
     /// `per[i]` holds its errors): an error that several of them report at the same tokens is
     /// reported once, naming them.

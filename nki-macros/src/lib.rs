@@ -26,17 +26,84 @@ use proc_macro::TokenStream;
 /// See the `nki` crate's documentation for the language.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(attr.into(), item.into()).into()
+    expand(attr.into(), item.into(), proc_macro2::TokenStream::new()).into()
 }
 
+/// Declares a helper: a function of tiles, indices and numbers that kernels call and
+/// `#[kernel]` inlines at each call.
+///
+/// See the `nki` crate's documentation for the language.
+#[proc_macro_attribute]
+pub fn helper(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = errors::Errors::default();
+    if !attr.is_empty() {
+        errors.push(
+            span::Span::of(&proc_macro2::TokenStream::from(attr)),
+            "`#[helper]` takes no arguments",
+        );
+    }
+    let func: syn::ItemFn = match syn::parse(item) {
+        Ok(f) => f,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let _ = parse::helper::parse_helper(&func, &mut errors);
+    let mut out = errors.to_compile_errors();
+    out.extend(parse::helper::helper_macro(&func));
+    out.into()
+}
+
+/// The end of a chain of helper macros: `{ helper definitions } [attribute] kernel item`.
+/// Emitted by `#[kernel]`, not to be written by hand.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
+    let input = proc_macro2::TokenStream::from(input);
+    let mut it = input.into_iter();
+    let (Some(proc_macro2::TokenTree::Group(defs)), Some(proc_macro2::TokenTree::Group(attr))) =
+        (it.next(), it.next())
+    else {
+        return quote::quote!(::core::compile_error!("malformed helper chain");).into();
+    };
+    expand(attr.stream(), it.collect(), defs.stream()).into()
+}
+
+/// Expands `#[kernel(attr)] item` with the helper definitions `defs` gathered so far.
 fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
+    defs: proc_macro2::TokenStream,
 ) -> proc_macro2::TokenStream {
     let mut errors = errors::Errors::default();
-    let Some(kernel) = parse::parse(attr, item, &mut errors) else {
+    let Some(mut kernel) = parse::parse(attr.clone(), item.clone(), &mut errors) else {
         return errors.to_compile_errors();
     };
+    // The helpers' own mistakes are reported by their `#[helper]`.
+    let funcs: Vec<syn::ItemFn> = syn::parse2::<syn::File>(defs.clone())
+        .map(|f| {
+            f.items
+                .into_iter()
+                .filter_map(|i| match i {
+                    syn::Item::Fn(f) => Some(f),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    kernel.helpers = funcs
+        .iter()
+        .filter_map(|f| parse::helper::parse_helper(f, &mut errors::Errors::default()))
+        .collect();
+    // Helpers the kernel (or a helper) calls whose definitions have not arrived: fetch them.
+    let mut missing = Vec::new();
+    let known = |n: &str| kernel.helpers.iter().any(|h| h.name == n);
+    parse::helper::unknown_calls(&kernel.body, &known, &mut missing);
+    for h in &kernel.helpers {
+        parse::helper::unknown_calls(&h.body, &known, &mut missing);
+    }
+    if !missing.is_empty() {
+        let payload = quote::quote!([#attr] #item);
+        return parse::helper::chain(&missing, defs, payload);
+    }
     if kernel.meta.is_empty() {
         return match compile(&kernel, None, &mut errors) {
             Some(out) => out,

@@ -253,7 +253,7 @@ fn one_mistake_gives_one_error() {
 
 /// The `compile_error!` messages of an expansion.
 fn expansion_errors(attr: TokenStream, item: TokenStream) -> Vec<String> {
-    let out = crate::expand(attr, item).to_string();
+    let out = crate::expand(attr, item, TokenStream::new()).to_string();
     out.split("compile_error !")
         .skip(1)
         .map(|e| {
@@ -277,7 +277,7 @@ fn meta_parameters_compile_once_per_instantiation() {
         }
     };
     let good = quote!(one(TILES = 1, WIDE = false), four(WIDE = true, TILES = 4));
-    let out = crate::expand(good, item.clone()).to_string();
+    let out = crate::expand(good, item.clone(), TokenStream::new()).to_string();
     assert!(!out.contains("compile_error"), "{out}");
     for needle in ["mod one", "mod four", "mod blocks", "INSTANCES"] {
         assert!(out.contains(needle), "{needle}: {out}");
@@ -369,4 +369,36 @@ fn nl_tile_size_and_unsupported_masks() {
         }
     });
     assert!(msg.starts_with("no method `reshape` on a tile"), "{msg}");
+}
+
+#[test]
+fn calls_of_unknown_functions_fetch_helpers_and_typos_stay_typos() {
+    let item = quote! {
+        fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+            let out = ndarray([128, 512], f32, SharedHbm);
+            store(out[..], twice(load(x[..])));
+            out
+        }
+    };
+    // Without the helper's definition: a chain through the helper's macro.
+    let out = crate::expand(TokenStream::new(), item.clone(), TokenStream::new()).to_string();
+    assert!(out.starts_with("twice ! { @ nki_helpers [] {"), "{out}");
+    // With it: inlined.
+    let defs = quote!(
+        fn twice(t: Tile) -> Tile {
+            t * 2.0
+        }
+    );
+    let out = crate::expand(TokenStream::new(), item, defs).to_string();
+    assert!(out.contains("pub static KERNEL"), "{out}");
+    assert!(!out.contains("compile_error"), "{out}");
+    // `exq` is a typo of `exp`, not a helper to fetch.
+    let (msg, ..) = error(quote! {
+        fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+            let out = ndarray([128, 512], f32, SharedHbm);
+            store(out[..], exq(load(x[..])));
+            out
+        }
+    });
+    assert!(msg.contains("did you mean `exp`"), "{msg}");
 }

@@ -58,6 +58,9 @@ impl Lowerer<'_> {
         };
         let name = func.to_string();
         let span = *span;
+        if let Some(h) = self.helpers.iter().find(|h| h.name == name) {
+            return self.inline(h, args, span, dest);
+        }
         let Some(kind) = builtins::lookup(&name) else {
             let msg = match builtins::names().find(|n| close(n, &name)) {
                 Some(n) => format!("unknown function `{name}` in a kernel; did you mean `{n}`?"),
@@ -305,7 +308,7 @@ impl Lowerer<'_> {
         }
         let line = spans.whole.line();
         self.buf.instrs.push(Instr { line, ..instr });
-        self.spans.instrs.push(spans);
+        self.push_spans(spans);
         true
     }
 
@@ -387,7 +390,7 @@ fn squeezed(s: &TileShape) -> TileShape {
 }
 
 /// Whether `candidate` is a likely intended spelling of `name` (one edit apart, or a prefix).
-fn close(candidate: &str, name: &str) -> bool {
+pub(super) fn close(candidate: &str, name: &str) -> bool {
     let (a, b) = (candidate.as_bytes(), name.as_bytes());
     if a.len().abs_diff(b.len()) > 1 {
         return false;

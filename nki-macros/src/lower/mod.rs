@@ -6,6 +6,7 @@ mod call;
 pub use call::DTYPES;
 mod expr;
 mod index;
+mod inline;
 mod mask;
 mod ops;
 pub mod value;
@@ -22,7 +23,7 @@ use nki_lang::{
 
 use crate::errors::Errors;
 use crate::parse::model::{
-    Block, DimSpec, Expr, Instance, IterKind, Kernel, MetaKind, MetaValue, Stmt, TensorType,
+    Block, DimSpec, Expr, Helper, Instance, IterKind, Kernel, MetaKind, MetaValue, Stmt, TensorType,
 };
 use value::Value;
 
@@ -38,6 +39,8 @@ pub struct InstrSpans {
     pub codes: [Option<Span>; 3],
     /// The `engine =` argument.
     pub engine: Option<Span>,
+    /// The note of the helper call the instruction was inlined from ([`Spans::notes`]).
+    pub note: Option<u32>,
 }
 
 impl InstrSpans {
@@ -48,6 +51,7 @@ impl InstrSpans {
             slots: [None; MAX_SLOTS],
             codes: [None; 3],
             engine: None,
+            note: None,
         }
     }
 
@@ -74,6 +78,9 @@ impl InstrSpans {
 pub struct Spans {
     /// One per instruction.
     pub instrs: Vec<InstrSpans>,
+    /// Notes that errors at an instruction inlined from a helper carry (where it was called),
+    /// indexed by [`InstrSpans::note`].
+    pub notes: Vec<String>,
     /// One per tile (its creation).
     pub tiles: Vec<Span>,
     /// One per tensor (its declaration).
@@ -103,6 +110,10 @@ pub struct Lowerer<'e> {
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
     temp_count: usize,
+    /// The helpers the kernel may call.
+    helpers: &'e [Helper],
+    /// The helpers being inlined, innermost last: name and the note their errors get.
+    inlining: Vec<(String, u32)>,
 }
 
 /// The result of lowering: the unchecked program and its spans.
@@ -111,6 +122,17 @@ pub struct Lowered {
     pub buf: ProgramBuf,
     /// Spans parallel to its tables.
     pub spans: Spans,
+}
+
+/// Whether `name` is one of the language's functions.
+pub fn is_builtin(name: &str) -> bool {
+    builtins::lookup(name).is_some()
+}
+
+/// Whether `name` is one edit from one of the language's functions: a typo, reported as such
+/// (with the right name) rather than looked up as a helper.
+pub fn near_builtin(name: &str) -> bool {
+    !is_builtin(name) && builtins::names().any(|n| call::close(n, name))
 }
 
 /// Lowers `kernel`; errors go to `errors`.
@@ -129,6 +151,8 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         fresh_zero: HashMap::new(),
         temp_count: 0,
+        helpers: &kernel.helpers,
+        inlining: Vec::new(),
     };
     // The meta-parameters are compile-time values, like `const` items (one an instantiation
     // does not set, already reported, is poison).
@@ -259,8 +283,14 @@ impl Lowerer<'_> {
         let mut instr = Instr::new(opcode, data);
         instr.line = spans.whole.line();
         self.buf.instrs.push(instr);
-        self.spans.instrs.push(spans);
+        self.push_spans(spans);
         self.buf.instrs.len() - 1
+    }
+
+    /// Records an instruction's spans, with the note of the helper call being inlined.
+    fn push_spans(&mut self, mut spans: InstrSpans) {
+        spans.note = self.inlining.last().map(|&(_, note)| note);
+        self.spans.instrs.push(spans);
     }
 
     /// The pool id of a view (each distinct view is stored once).

@@ -1,6 +1,7 @@
 //! Parsing: the annotated function into this crate's model of a kernel.
 
 pub mod body;
+pub mod helper;
 pub mod model;
 pub mod signature;
 
@@ -37,6 +38,7 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         target,
         meta,
         instances,
+        helpers: Vec::new(),
         params,
         returns,
         returns_span,

@@ -19,6 +19,8 @@ pub struct Kernel {
     pub meta: Vec<MetaParam>,
     /// The instantiations the attribute lists (`#[kernel(mm_16(TILES = 16))]`).
     pub instances: Vec<Instance>,
+    /// The helpers the body may call, gathered from their `#[helper]` definitions.
+    pub helpers: Vec<Helper>,
     /// Parameters: HBM input tensors.
     pub params: Vec<Param>,
     /// Declared return types, in order.
@@ -26,6 +28,17 @@ pub struct Kernel {
     /// Span of the return type (or of the name when there is none).
     pub returns_span: Span,
     /// The body.
+    pub body: Block,
+}
+
+/// A helper: a function of tiles, indices and numbers (`#[helper] fn f(x: Tile, k: usize) ->
+/// Tile { .. }`) that kernels call and `#[kernel]` inlines.
+pub struct Helper {
+    /// Its name.
+    pub name: Ident,
+    /// Its parameters' names.
+    pub params: Vec<Ident>,
+    /// Its body; the tail is its value.
     pub body: Block,
 }
 
