@@ -106,3 +106,18 @@ pub fn median_time<E>(
     times.sort();
     Ok(times[times.len() / 2])
 }
+
+/// A deterministic f32 matrix with values in `[lo, hi)` (the same LCG as [`random_bf16`]).
+#[allow(dead_code)]
+pub fn random_f32(rows: usize, cols: usize, seed: u64, lo: f64, hi: f64) -> Array2<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    Array2::from_shape_fn((rows, cols), |_| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let unit = (state >> 40) as f64 / (1u64 << 24) as f64;
+        (lo + (hi - lo) * unit) as f32
+    })
+}
