@@ -27,10 +27,12 @@
 //!   `channels // 128`). A tile's shape here is a compile-time constant and its partition
 //!   dimension comes first, so the tiles hold `MAX_SEQ_LEN` columns (v1's accumulator
 //!   `MAX_CHANNEL_TILES` channel tiles) and every instruction over the sequence is masked to
-//!   `seq_len` (`mask = i_f < SEQ_LEN`); longer inputs fail at launch with the constraint the
-//!   indices carry (in v1 and v2, whose masks alone would let a longer sequence through cut at
-//!   the capacity, the constraint of an explicit one-element guard: there is no `assert`). `broadcast_to` takes no mask: B's and C's rows are broadcast over the whole
-//!   capacity (the columns past `seq_len` are never read).
+//!   `seq_len` (`mask = i_f < SEQ_LEN`). Longer inputs fail at launch with the constraint the
+//!   indices carry; in v1 and v2, whose masks alone would let a longer sequence through, cut
+//!   at the capacity, that is the constraint of an explicit one-element guard (the language
+//!   has no `assert`).
+//! - `broadcast_to` takes no mask: B's and C's rows are broadcast over the whole capacity in
+//!   v1 and v2 (the columns past `seq_len` are never read).
 //! - The `+=` into the accumulator is written `+= copy(scanC, mask = ...)`: one instruction
 //!   that adds `scanC` into the accumulator, masked like the others (a plain `+= scanC` cannot
 //!   carry a mask).
@@ -43,7 +45,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
-use nki::ndarray::{Array3, ArrayView2, ArrayView3};
+use nki::ndarray::{Array2, Array3, ArrayView2, ArrayView3};
 use nki::prelude::*;
 
 /// Mamba's selective scan, NKI's `mamba_v1`: batch → state → channel tile.
@@ -481,30 +483,66 @@ pub fn max_error(
     (worst, worst_ratio, worst_ratio.is_finite())
 }
 
-/// Deterministic inputs: `delta` in [0.01, 0.5) (a softplus output in Mamba), `A` in
-/// [−2, −0.1) (negative, as the tutorial chooses it so that the scan decays), `u`, `B`, `C`
-/// in [−1, 1).
-pub fn inputs(
-    batch: usize,
-    seq_len: usize,
-    channels: usize,
-    state_size: usize,
-    seed: u64,
-) -> [Array3<f32>; 5] {
-    let r3 = |d0: usize, d1: usize, d2: usize, seed: u64, lo: f64, hi: f64| {
-        common::random_f32(d0 * d1, d2, seed, lo, hi)
-            .into_shape_with_order((d0, d1, d2))
-            .expect("same element count")
-    };
-    let A = common::random_f32(channels, state_size, seed + 2, -2.0, -0.1);
-    [
-        r3(batch, channels, seq_len, seed, 0.01, 0.5),
-        r3(batch, channels, seq_len, seed + 1, -1.0, 1.0),
-        A.into_shape_with_order((1, channels, state_size))
-            .expect("same element count"),
-        r3(batch, state_size, seq_len, seed + 3, -1.0, 1.0),
-        r3(batch, state_size, seq_len, seed + 4, -1.0, 1.0),
-    ]
+/// The kernels' inputs on the host.
+pub struct Inputs {
+    /// `[batch, channels, seq_len]`.
+    pub delta: Array3<f32>,
+    /// `[batch, channels, seq_len]`.
+    pub u: Array3<f32>,
+    /// `[channels, state_size]`.
+    pub A: Array2<f32>,
+    /// `[batch, state_size, seq_len]`.
+    pub B: Array3<f32>,
+    /// `[batch, state_size, seq_len]`.
+    pub C: Array3<f32>,
+}
+
+impl Inputs {
+    /// Deterministic inputs: `delta` in [0.01, 0.5) (a softplus output in Mamba), `A` in
+    /// [−2, −0.1) (negative, as the tutorial chooses it so that the scan decays), `u`, `B`,
+    /// `C` in [−1, 1).
+    pub fn random(
+        batch: usize,
+        seq_len: usize,
+        channels: usize,
+        state_size: usize,
+        seed: u64,
+    ) -> Self {
+        let r3 = |d0: usize, d1: usize, d2: usize, seed: u64, lo: f64, hi: f64| {
+            common::random_f32(d0 * d1, d2, seed, lo, hi)
+                .into_shape_with_order((d0, d1, d2))
+                .expect("same element count")
+        };
+        Inputs {
+            delta: r3(batch, channels, seq_len, seed, 0.01, 0.5),
+            u: r3(batch, channels, seq_len, seed + 1, -1.0, 1.0),
+            A: common::random_f32(channels, state_size, seed + 2, -2.0, -0.1),
+            B: r3(batch, state_size, seq_len, seed + 3, -1.0, 1.0),
+            C: r3(batch, state_size, seq_len, seed + 4, -1.0, 1.0),
+        }
+    }
+
+    /// [`reference`] of these inputs.
+    pub fn reference(&self) -> (Array3<f64>, Array3<f64>) {
+        reference(
+            self.delta.view(),
+            self.u.view(),
+            self.A.view(),
+            self.B.view(),
+            self.C.view(),
+        )
+    }
+
+    /// The inputs uploaded to the modeled HBM, in the kernels' order.
+    pub fn device(&self) -> Result<[DeviceTensor<f32>; 5], LaunchError> {
+        Ok([
+            DeviceTensor::from_array(&self.delta)?,
+            DeviceTensor::from_array(&self.u)?,
+            DeviceTensor::from_array(&self.A)?,
+            DeviceTensor::from_array(&self.B)?,
+            DeviceTensor::from_array(&self.C)?,
+        ])
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -512,27 +550,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "mamba [BATCH SEQ_LEN CHANNELS STATE_SIZE]",
         [1, 2048, 256, 16],
     )?;
-    let [delta, u, A, B, C] = inputs(batch, seq_len, channels, state_size, 1);
-    let A = A.index_axis_move(nki::ndarray::Axis(0), 0);
-    let (reference, bound) = reference(delta.view(), u.view(), A.view(), B.view(), C.view());
-    let device = [
-        DeviceTensor::from_array(&delta)?,
-        DeviceTensor::from_array(&u)?,
-        DeviceTensor::from_array(&A)?,
-        DeviceTensor::from_array(&B)?,
-        DeviceTensor::from_array(&C)?,
-    ];
-    let [d, x, a, b, c] = &device;
+    let inputs = Inputs::random(batch, seq_len, channels, state_size, 1);
+    let (reference, bound) = inputs.reference();
+    let [d, x, a, b, c] = &inputs.device()?;
     let mut core = NeuronCore::default();
     let mut all_within = true;
     for (name, kernel) in VERSIONS {
         let out = kernel(&mut core, d, x, a, b, c)?;
-        let median = common::median_time(3, || kernel(&mut core, d, x, a, b, c).map(drop))?;
+        let median = common::median_time(5, || kernel(&mut core, d, x, a, b, c).map(drop))?;
         let out = out.into_array::<nki::ndarray::Ix3>()?;
         let (worst, ratio, within) = max_error(out.view(), &reference, &bound);
         println!(
             "{name} batch={batch} seq_len={seq_len} channels={channels} state_size={state_size}: \
-             median launch {median:.2?} (3 launches); largest |error| against the f64 \
+             median launch {median:.2?} (5 launches); largest |error| against the f64 \
              reference: {worst:.3e}, at most {ratio:.3} of the fp32 bound (within it: {within})"
         );
         all_within &= within;

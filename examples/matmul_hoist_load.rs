@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
     let out = nki_matmul_hoist_load_(&mut core, &lhs_t, &rhs)?;
-    let median = common::median_time(3, || {
+    let median = common::median_time(5, || {
         nki_matmul_hoist_load_(&mut core, &lhs_t, &rhs).map(drop)
     })?;
 
@@ -93,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = out.into_array::<nki::ndarray::Ix2>()?;
     let (worst, within) = common::max_error(out.view(), &reference, &magnitude, k);
     println!(
-        "nki_matmul_hoist_load_ K={k} M={m} N={n}: median launch {median:.2?} (3 launches); \
+        "nki_matmul_hoist_load_ K={k} M={m} N={n}: median launch {median:.2?} (5 launches); \
          largest |error| against the f64 reference: {worst:.3e} (within the bf16 bound: {within})"
     );
     if !within {
