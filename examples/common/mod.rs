@@ -45,6 +45,49 @@ pub fn max_error(
     (worst, ok)
 }
 
+/// The largest error of `out` against the reference, and whether every element is within the
+/// bound when the result is rounded to bf16 `roundings` times on its way (a kernel that
+/// accumulates partial sums in a bf16 SBUF tile, as NKI's fully optimised matmul does, rounds
+/// once per K block). Each rounding of a partial sum `s` errs by at most 2⁻⁸·|s| ≤ 2⁻⁸·Σ|a·b|
+/// (plus the error already made; 2⁻⁸ + 2⁻²³ where the sum is first rounded to fp32 by the
+/// engine's add), and fp32 accumulation adds `k`·2⁻²⁴·Σ|a·b| as in [`max_error`].
+#[allow(dead_code)]
+pub fn max_error_rounded(
+    out: ArrayView2<bf16>,
+    reference: &Array2<f64>,
+    magnitude: &Array2<f64>,
+    k: usize,
+    roundings: usize,
+) -> (f64, bool) {
+    let u = 2f64.powi(-8) + 2f64.powi(-23);
+    let grow = (1.0 + u).powi(roundings as i32);
+    let mut worst = 0.0f64;
+    let mut ok = true;
+    for ((o, r), m) in out.iter().zip(reference).zip(magnitude) {
+        let err = (f64::from(*o) - r).abs();
+        let last = u * r.abs();
+        let partial = (roundings.saturating_sub(1)) as f64 * u * m;
+        let bound = (last + partial + (k as f64 + 2.0) * 2f64.powi(-24) * m) * grow;
+        ok &= err <= bound;
+        worst = worst.max(err);
+    }
+    (worst, ok)
+}
+
+/// The command line's dimensions (`[K M N]` and the like), or `default` when none are given.
+#[allow(dead_code)]
+pub fn dims<const D: usize>(usage: &str, default: [usize; D]) -> Result<[usize; D], String> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().map_err(|e| format!("{a}: {e}; usage: {usage}")))
+        .collect::<Result<_, _>>()?;
+    match args.len() {
+        0 => Ok(default),
+        n if n == D => Ok(args.try_into().expect("length checked")),
+        _ => Err(format!("usage: {usage}")),
+    }
+}
+
 /// A deterministic array of `shape` with values uniform in `[lo, hi)` (the same 64-bit LCG as
 /// [`random_bf16`], 24 random bits per value), in f64: convert it to the kernel's dtype with
 /// `mapv`. Each value is a multiple of `(hi − lo)·2⁻²⁴` from `lo`.
