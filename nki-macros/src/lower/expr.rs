@@ -210,6 +210,10 @@ impl Lowerer<'_> {
                     None => self.error(span, "integer overflow in a compile-time expression"),
                 }
             }
+            // `(N + TILE - 1) / TILE`: a literal subtracted from the addend.
+            (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k >= 0 && add >= k as u64 => {
+                Sym { sym, add: add - k as u64, div: 1 }
+            }
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
                 "a symbolic dimension forms a trip count (`K`, `K / 128`, `(K + 127) / 128`) or bounds an index in a mask from above (`k * 128 + i_p < K`: keep the other terms on the left)",

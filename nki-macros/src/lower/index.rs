@@ -256,6 +256,30 @@ impl Lowerer<'_> {
     }
 
     /// A view of a tile from one index per tile axis.
+    /// The range of an index over the grid `shape` and every iteration of the enclosing loops,
+    /// when those are known at compile time (no program id, no symbolic trip count).
+    fn index_range(&self, idx: &Idx, shape: &TileShape) -> Option<(i128, i128)> {
+        let mut lo = i128::from(idx.lin.constant);
+        let mut hi = lo;
+        let mut add = |c: i64, n: u64| {
+            let span = i128::from(c) * (i128::from(n) - 1);
+            lo += span.min(0);
+            hi += span.max(0);
+        };
+        for (&g, &n) in idx.grid.iter().zip(shape.dims()) {
+            add(g, u64::from(n));
+        }
+        for (v, &c) in idx.lin.coef.iter().enumerate().filter(|(_, c)| **c != 0) {
+            let d = v.checked_sub(nki_lang::MAX_PIDS)?;
+            match self.loops.get(d)? {
+                nki_lang::Extent::Fixed(0) => return None,
+                nki_lang::Extent::Fixed(n) => add(c, *n),
+                nki_lang::Extent::Sym { .. } => return None,
+            }
+        }
+        Some((lo, hi))
+    }
+
     fn tile_view(&mut self, tile: u16, axes: &[Idx], shape: TileShape, span: Span) -> Value {
         let tshape = self.buf.tiles[tile as usize].shape;
         let p = &axes[0];
@@ -279,6 +303,22 @@ impl Lowerer<'_> {
         for (a, idx) in axes[1..].iter().enumerate() {
             if idx.grid[0] != 0 {
                 return self.error(span, "the partition axis of an index grid can only index a tile's partition dimension");
+            }
+            // Each free axis of a tile with several stays inside its own dimension (the
+            // flattened free range is checked with the program).
+            if free.len() > 1
+                && let Some((lo, hi)) = self.index_range(idx, &shape)
+                && (lo < 0 || hi >= i128::from(free[a]))
+            {
+                let name = self.buf.tiles[tile as usize].name.clone();
+                return self.error(
+                    span,
+                    format!(
+                        "out-of-bound access for tile `{name}` on dimension {}: index range [{lo}, {hi}] exceeds dimension size of {} (err_tensor_access_out_of_bound)",
+                        a + 1,
+                        free[a]
+                    ),
+                );
             }
             let term = idx.lin.checked_scale(row[a]);
             let Some(next) = term.and_then(|t| offset.checked_add(&t)) else {
