@@ -14,10 +14,11 @@ use std::time::Instant;
 use nki::ndarray::Array2;
 use nki::prelude::*;
 
-/// `c = a + b`, one 128×512 tile per instance: launch over `[X / 128, Y / 512]`.
-#[kernel]
-pub fn tensor_add(a: Hbm<f16, X, Y>, b: Hbm<f16, X, Y>) -> Hbm<f16, X, Y> {
-    let c = ndarray([X, Y], f16, SharedHbm);
+/// `c = a + b`, one 128×512 tile per instance: launch over `[X / 128, Y / 512]`. The dtype is a
+/// parameter, as in NKI's Python: one instantiation per dtype.
+#[kernel(tensor_add_f16(T = f16), tensor_add_bf16(T = bf16))]
+pub fn tensor_add<T>(a: Hbm<T, X, Y>, b: Hbm<T, X, Y>) -> Hbm<T, X, Y> {
+    let c = ndarray([X, Y], T, SharedHbm);
     let ix = program_id(0) * 128 + arange(128).p();
     let iy = program_id(1) * 512 + arange(512).x();
     let a_tile = load(a[[ix, iy]]);
@@ -53,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let b = common::random_f16(nki::ndarray::Ix2(x, y), 2, -2.0, 2.0);
     let (a_dev, b_dev) = (DeviceTensor::from_array(&a)?, DeviceTensor::from_array(&b)?);
     let [gx, gy] = grid_for(x, y);
-    let grid = tensor_add::grid([gx, gy]);
+    let grid = tensor_add_f16::grid([gx, gy]);
     let mut core = NeuronCore::default();
     let mut out = grid.launch(&mut core, &a_dev, &b_dev)?;
     let got = out.clone().into_array::<nki::ndarray::Ix2>()?;

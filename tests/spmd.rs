@@ -8,7 +8,7 @@ mod tensor_add_example;
 use nki::LaunchError;
 use nki::ndarray::{Array2, s};
 use nki::prelude::*;
-use tensor_add_example::{common, grid_for, reference, tensor_add};
+use tensor_add_example::{common, grid_for, reference, tensor_add_f16};
 
 fn cores() -> [NeuronCore; 2] {
     [
@@ -25,7 +25,7 @@ fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
         let want = reference(&a, &b);
         for mut core in cores() {
             let threads = core.host_threads();
-            let got = tensor_add::grid(grid_for(x, y))
+            let got = tensor_add_f16::grid(grid_for(x, y))
                 .host(&mut core, a.view(), b.view())
                 .unwrap();
             let same = got
@@ -45,7 +45,7 @@ fn device_launches_over_a_grid_write_into_caller_outputs() {
     let b = DeviceTensor::from_array(&common::random_f16(nki::ndarray::Ix2(x, y), 2, -2.0, 2.0))
         .unwrap();
     let mut core = NeuronCore::default();
-    let grid = tensor_add::grid([4, 2]);
+    let grid = tensor_add_f16::grid([4, 2]);
     let fresh = grid.launch(&mut core, &a, &b).unwrap();
     let mut into = DeviceTensor::<f16>::zeros(&[x, y]).unwrap();
     grid.launch_into(&mut core, &a, &b, &mut into).unwrap();
@@ -56,7 +56,7 @@ fn device_launches_over_a_grid_write_into_caller_outputs() {
 fn a_grid_that_reaches_past_the_tensor_is_refused() {
     let a = common::random_f16(nki::ndarray::Ix2(256, 1024), 3, -2.0, 2.0);
     let mut core = NeuronCore::default();
-    let err = tensor_add::grid([3, 2])
+    let err = tensor_add_f16::grid([3, 2])
         .host(&mut core, a.view(), a.view())
         .unwrap_err();
     let LaunchError::Constraint { constraint, values } = &err else {
@@ -65,7 +65,7 @@ fn a_grid_that_reaches_past_the_tensor_is_refused() {
     assert!(constraint.contains("num_programs(0)"), "{constraint}");
     assert!(values.contains("num_programs(0) = 3"), "{values}");
     // Without a grid, program ids are 0: one tile.
-    let one = tensor_add::host(&mut core, a.view(), a.view()).unwrap();
+    let one = tensor_add_f16::host(&mut core, a.view(), a.view()).unwrap();
     let want = reference(&a, &a);
     assert_eq!(one.slice(s![..128, ..512]), want.slice(s![..128, ..512]));
 }
@@ -75,13 +75,13 @@ fn bad_grids_are_launch_errors() {
     let a = common::random_f16(nki::ndarray::Ix2(128, 512), 3, -2.0, 2.0);
     let mut core = NeuronCore::default();
     let mut refused = |g: LaunchGrid| {
-        let err = tensor_add::grid(g)
+        let err = tensor_add_f16::grid(g)
             .host(&mut core, a.view(), a.view())
             .unwrap_err();
         let LaunchError::Grid { kernel, why } = err else {
             panic!("{err:?}");
         };
-        assert_eq!(kernel, "tensor_add");
+        assert_eq!(kernel, "tensor_add_f16");
         why
     };
     assert!(refused(LaunchGrid::from([1, 0])).contains("axis 1 has no instance"));
@@ -147,4 +147,25 @@ fn overlapping_instances_run_in_order() {
             .unwrap();
         assert_eq!(out, a.slice(s![4 * 128.., ..]));
     }
+}
+
+#[test]
+fn the_dtype_is_a_meta_parameter() {
+    use tensor_add_example::tensor_add_bf16;
+    let a = common::uniform(nki::ndarray::Ix2(256, 512), 5, -2.0, 2.0).mapv(bf16::from_f64);
+    let b = common::uniform(nki::ndarray::Ix2(256, 512), 6, -2.0, 2.0).mapv(bf16::from_f64);
+    let got = tensor_add_bf16::grid([2, 1])
+        .host(&mut NeuronCore::default(), a.view(), b.view())
+        .unwrap();
+    for ((g, x), y) in got.iter().zip(&a).zip(&b) {
+        assert_eq!(
+            *g,
+            bf16::from_f64(f64::from(x.to_f32()) + f64::from(y.to_f32()))
+        );
+    }
+    let inst = &tensor_add_example::tensor_add::INSTANCES[1];
+    assert_eq!(
+        inst.value("T"),
+        Some(nki::MetaValue::DType(nki::lang::DType::Bf16))
+    );
 }

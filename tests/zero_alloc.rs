@@ -131,7 +131,7 @@ fn launches_allocate_only_their_outputs() {
     ))
     .unwrap();
     let mut sum = DeviceTensor::<f16>::zeros(&[256, 1024]).unwrap();
-    let grid = spmd::tensor_add::grid([2, 2]);
+    let grid = spmd::tensor_add_f16::grid([2, 2]);
     grid.launch_into(&mut core, &h, &h, &mut sum).unwrap();
     let (r, n) = count(|| grid.launch_into(&mut core, &h, &h, &mut sum));
     r.unwrap();

@@ -173,6 +173,15 @@ fn compile(
     instance: Option<&parse::model::Instance>,
     errors: &mut errors::Errors,
 ) -> Option<proc_macro2::TokenStream> {
+    // The signature's dtype parameters, resolved for the instantiation.
+    let resolved;
+    let kernel = match instance {
+        Some(i) if has_dtype_params(kernel) => {
+            resolved = with_dtypes(kernel, i);
+            &resolved
+        }
+        _ => kernel,
+    };
     let clean = errors.is_empty();
     let lowered = lower::lower(kernel, instance, errors);
     if !clean || !errors.is_empty() {
@@ -180,4 +189,30 @@ fn compile(
     }
     let program = check::check(lowered, kernel.name.span().into(), errors)?;
     Some(emit::kernel(kernel, instance, &program))
+}
+
+fn has_dtype_params(k: &parse::model::Kernel) -> bool {
+    k.params
+        .iter()
+        .map(|p| &p.ty)
+        .chain(&k.returns)
+        .any(|t| t.dtype_param.is_some())
+}
+
+/// `k` with each dtype parameter of its signature replaced by the instantiation's dtype.
+fn with_dtypes(k: &parse::model::Kernel, inst: &parse::model::Instance) -> parse::model::Kernel {
+    let mut k = k.clone();
+    let resolve = |t: &mut parse::model::TensorType| {
+        if let Some(p) = &t.dtype_param
+            && let Some((_, parse::model::MetaValue::DType(d), _)) =
+                inst.values.iter().find(|(n, ..)| n == p)
+        {
+            t.dtype = *d;
+        }
+    };
+    for p in &mut k.params {
+        resolve(&mut p.ty);
+    }
+    k.returns.iter_mut().for_each(resolve);
+    k
 }

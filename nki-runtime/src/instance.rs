@@ -13,6 +13,8 @@ pub enum MetaValue {
     Float(u64),
     /// A boolean.
     Bool(bool),
+    /// A dtype (a type parameter of the kernel).
+    DType(nki_lang::DType),
 }
 
 impl MetaValue {
@@ -21,7 +23,7 @@ impl MetaValue {
         match self {
             MetaValue::Int(n) => Some(n as f64),
             MetaValue::Float(b) => Some(f64::from_bits(b)),
-            MetaValue::Bool(_) => None,
+            MetaValue::Bool(_) | MetaValue::DType(_) => None,
         }
     }
 }
@@ -32,6 +34,7 @@ impl fmt::Display for MetaValue {
             MetaValue::Int(n) => write!(f, "{n}"),
             MetaValue::Float(b) => write!(f, "{:?}", f64::from_bits(*b)),
             MetaValue::Bool(b) => write!(f, "{b}"),
+            MetaValue::DType(d) => write!(f, "{}", d.name()),
         }
     }
 }

@@ -218,6 +218,10 @@ pub fn instances(k: &Kernel) -> TokenStream {
                 MetaValue::Int(n) => quote!(#meta_t::Int(#n)),
                 MetaValue::Float(b) => quote!(#meta_t::Float(#b)),
                 MetaValue::Bool(b) => quote!(#meta_t::Bool(#b)),
+                MetaValue::DType(d) => {
+                    let d = super::program::variant("DType", d);
+                    quote!(#meta_t::DType(#d))
+                }
             };
             quote!((#p, #v))
         });

@@ -72,7 +72,7 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
 }
 
 /// A variant of a fieldless enum of `nki-lang`, by its `Debug` name (which is its identifier).
-fn variant(ty: &str, value: impl Debug) -> TokenStream {
+pub(super) fn variant(ty: &str, value: impl Debug) -> TokenStream {
     let ty = item(ty);
     let v = Ident::new(&format!("{value:?}"), Span::call_site());
     quote!(#ty::#v)

@@ -165,6 +165,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
                 Value::Float(f64::from_bits(*b))
             }
             (Some((_, MetaValue::Bool(b), _)), MetaKind::Bool) => Value::Bool(*b),
+            (Some((_, MetaValue::DType(d), _)), MetaKind::DType) => Value::DType(*d),
             _ => Value::Poison,
         };
         l.bind(&m.name.unraw().to_string(), value);

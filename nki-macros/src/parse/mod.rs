@@ -23,8 +23,8 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
     };
     let meta = signature::parse_meta(&func.sig, errors);
     signature::check_instances(&func.sig.ident, &meta, &instances, errors);
-    let params = signature::parse_params(&func.sig, errors);
-    let (returns, returns_span) = signature::parse_returns(&func.sig, errors);
+    let params = signature::parse_params(&func.sig, &meta, errors);
+    let (returns, returns_span) = signature::parse_returns(&func.sig, &meta, errors);
     let body = body::parse_block(&func.block, errors);
     let attrs = func
         .attrs

@@ -6,6 +6,7 @@ use nki_lang::{DType, Target};
 use syn::Ident;
 
 /// A parsed `#[kernel]` function.
+#[derive(Clone)]
 pub struct Kernel {
     /// Outer attributes to keep on the generated function (doc comments).
     pub attrs: Vec<syn::Attribute>,
@@ -33,6 +34,7 @@ pub struct Kernel {
 
 /// A helper: a function of tiles, indices and numbers (`#[helper] fn f(x: Tile, k: usize) ->
 /// Tile { .. }`) that kernels call and `#[kernel]` inlines.
+#[derive(Clone)]
 pub struct Helper {
     /// Its name.
     pub name: Ident,
@@ -45,6 +47,7 @@ pub struct Helper {
 /// A meta-parameter: `const NAME: usize` (an integer type), `const NAME: f32` (a float type,
 /// which Rust's own const generics lack but a kernel's compile-time values may be) or
 /// `const NAME: bool`.
+#[derive(Clone)]
 pub struct MetaParam {
     /// Its name.
     pub name: Ident,
@@ -61,6 +64,8 @@ pub enum MetaKind {
     Float,
     /// A boolean.
     Bool,
+    /// A dtype (a type parameter, `T` in `Hbm<T, N>`).
+    DType,
 }
 
 /// A meta-parameter's value in an instantiation.
@@ -72,6 +77,8 @@ pub enum MetaValue {
     Float(u64),
     /// A boolean.
     Bool(bool),
+    /// A dtype.
+    DType(DType),
 }
 
 impl MetaValue {
@@ -82,6 +89,7 @@ impl MetaValue {
             (MetaValue::Int(_), MetaKind::Int | MetaKind::Float)
                 | (MetaValue::Float(_), MetaKind::Float)
                 | (MetaValue::Bool(_), MetaKind::Bool)
+                | (MetaValue::DType(_), MetaKind::DType)
         )
     }
 }
@@ -92,11 +100,13 @@ impl std::fmt::Display for MetaValue {
             MetaValue::Int(n) => write!(f, "{n}"),
             MetaValue::Float(b) => write!(f, "{:?}", f64::from_bits(*b)),
             MetaValue::Bool(b) => write!(f, "{b}"),
+            MetaValue::DType(d) => write!(f, "{}", d.name()),
         }
     }
 }
 
 /// One instantiation: `name(P = value, ...)`, a kernel of its own.
+#[derive(Clone)]
 pub struct Instance {
     /// The instantiated kernel's name.
     pub name: Ident,
@@ -105,6 +115,7 @@ pub struct Instance {
 }
 
 /// A kernel parameter.
+#[derive(Clone)]
 pub struct Param {
     /// Its name.
     pub name: Ident,
@@ -113,9 +124,13 @@ pub struct Param {
 }
 
 /// `Hbm<dtype, d0, d1, ...>`.
+#[derive(Clone)]
 pub struct TensorType {
     /// Element type.
     pub dtype: DType,
+    /// The dtype meta-parameter that gives the element type (`T` in `Hbm<T, N>`), resolved
+    /// per instantiation.
+    pub dtype_param: Option<Ident>,
     /// Dimensions.
     pub dims: Vec<DimSpec>,
     /// Span of the whole type.
@@ -123,6 +138,7 @@ pub struct TensorType {
 }
 
 /// A dimension in a signature.
+#[derive(Clone)]
 pub enum DimSpec {
     /// A literal size.
     Lit(u64),
@@ -133,6 +149,7 @@ pub enum DimSpec {
 }
 
 /// A sequence of statements, optionally ending in a value.
+#[derive(Clone)]
 pub struct Block {
     /// Statements.
     pub stmts: Vec<Stmt>,
@@ -141,6 +158,7 @@ pub struct Block {
 }
 
 /// A statement of a kernel body.
+#[derive(Clone)]
 pub enum Stmt {
     /// `let x = e;`, `let (a, b) = e;` or `const X: T = e;`.
     Let {
@@ -261,6 +279,7 @@ impl BinOp {
 }
 
 /// An argument of a call: positional, or `name = value` (NKI's keyword arguments).
+#[derive(Clone)]
 pub struct Arg {
     /// The keyword, if any.
     pub name: Option<Ident>,
@@ -269,6 +288,7 @@ pub struct Arg {
 }
 
 /// An expression of a kernel body.
+#[derive(Clone)]
 pub enum Expr {
     /// An integer literal.
     Int(i64, Span),

@@ -76,7 +76,7 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Targe
                         Some(v) => values.push((p, v, Span::of(&nv.value))),
                         None => errors.push(
                             Span::of(&nv.value),
-                            "a meta-parameter's value is a number or `true`/`false`",
+                            "a meta-parameter's value is a number, `true`/`false` or a dtype (`bf16`)",
                         ),
                     }
                 }
@@ -104,8 +104,13 @@ fn meta_value(e: &Expr) -> Option<MetaValue> {
         Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => match meta_value(&u.expr)? {
             MetaValue::Int(n) => n.checked_neg().map(MetaValue::Int),
             MetaValue::Float(b) => Some(MetaValue::Float((-f64::from_bits(b)).to_bits())),
-            MetaValue::Bool(_) => None,
+            MetaValue::Bool(_) | MetaValue::DType(_) => None,
         },
+        Expr::Path(p) => p
+            .path
+            .get_ident()
+            .and_then(|i| DType::from_name(&i.to_string()))
+            .map(MetaValue::DType),
         Expr::Group(g) => meta_value(&g.expr),
         Expr::Paren(p) => meta_value(&p.expr),
         _ => None,
@@ -117,12 +122,23 @@ fn meta_value(e: &Expr) -> Option<MetaValue> {
 pub fn parse_meta(sig: &syn::Signature, errors: &mut Errors) -> Vec<MetaParam> {
     let mut meta = Vec::new();
     for g in &sig.generics.params {
-        let GenericParam::Const(c) = g else {
-            errors.push(
-                Span::of(g),
-                "a kernel's only generic parameters are meta-parameters `const NAME: usize`: its program is built at compile time",
-            );
-            continue;
+        let c = match g {
+            GenericParam::Const(c) => c,
+            // A dtype parameter: `T` in `fn k<T>(x: Hbm<T, N>)`.
+            GenericParam::Type(t) if t.bounds.is_empty() && t.default.is_none() => {
+                meta.push(MetaParam {
+                    name: t.ident.clone(),
+                    kind: MetaKind::DType,
+                });
+                continue;
+            }
+            _ => {
+                errors.push(
+                    Span::of(g),
+                    "a kernel's generic parameters are meta-parameters: `const NAME: usize` (or an integer, float or bool type) and dtypes `T`",
+                );
+                continue;
+            }
         };
         let ty = match &c.ty {
             Type::Path(p) => p.path.get_ident().map(|i| i.to_string()),
@@ -213,6 +229,7 @@ pub fn check_instances(
                             MetaKind::Int => "an integer",
                             MetaKind::Float => "a float",
                             MetaKind::Bool => "a bool",
+                            MetaKind::DType => "a dtype",
                         }
                     ),
                 ),
@@ -234,7 +251,7 @@ pub fn check_instances(
 }
 
 /// Parses the parameters: each `name: Hbm<dtype, dims...>`.
-pub fn parse_params(sig: &syn::Signature, errors: &mut Errors) -> Vec<Param> {
+pub fn parse_params(sig: &syn::Signature, meta: &[MetaParam], errors: &mut Errors) -> Vec<Param> {
     if let Some(c) = &sig.constness {
         errors.push(Span::of(&c), "a kernel cannot be `const`");
     }
@@ -251,7 +268,7 @@ pub fn parse_params(sig: &syn::Signature, errors: &mut Errors) -> Vec<Param> {
             errors.push(Span::of(&pt.pat), "a kernel parameter must be a plain name");
             continue;
         };
-        if let Some(ty) = parse_tensor_type(&pt.ty, errors) {
+        if let Some(ty) = parse_tensor_type(&pt.ty, meta, errors) {
             params.push(Param {
                 name: pi.ident.clone(),
                 ty,
@@ -262,7 +279,11 @@ pub fn parse_params(sig: &syn::Signature, errors: &mut Errors) -> Vec<Param> {
 }
 
 /// Parses the return type: one `Hbm<...>` or a tuple of them.
-pub fn parse_returns(sig: &syn::Signature, errors: &mut Errors) -> (Vec<TensorType>, Span) {
+pub fn parse_returns(
+    sig: &syn::Signature,
+    meta: &[MetaParam],
+    errors: &mut Errors,
+) -> (Vec<TensorType>, Span) {
     match &sig.output {
         ReturnType::Default => (Vec::new(), sig.ident.span().into()),
         ReturnType::Type(_, ty) => {
@@ -271,16 +292,16 @@ pub fn parse_returns(sig: &syn::Signature, errors: &mut Errors) -> (Vec<TensorTy
                 Type::Tuple(t) => t
                     .elems
                     .iter()
-                    .filter_map(|e| parse_tensor_type(e, errors))
+                    .filter_map(|e| parse_tensor_type(e, meta, errors))
                     .collect(),
-                t => parse_tensor_type(t, errors).into_iter().collect(),
+                t => parse_tensor_type(t, meta, errors).into_iter().collect(),
             };
             (list, span)
         }
     }
 }
 
-fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
+fn parse_tensor_type(ty: &Type, meta: &[MetaParam], errors: &mut Errors) -> Option<TensorType> {
     const EXPECTED: &str =
         "expected an HBM tensor type `Hbm<dtype, dims...>`, e.g. `Hbm<bf16, 128, N>`";
     let Type::Path(tp) = ty else {
@@ -297,6 +318,7 @@ fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
         return None;
     };
     let mut it = args.args.iter();
+    let mut dtype_param = None;
     let dtype = match it.next() {
         Some(GenericArgument::Type(Type::Path(p))) => {
             let name = p
@@ -304,8 +326,16 @@ fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
                 .get_ident()
                 .map(|i| i.to_string())
                 .unwrap_or_default();
+            let param = meta
+                .iter()
+                .find(|m| m.kind == MetaKind::DType && m.name == name);
             match DType::from_name(&name) {
                 Some(d) => d,
+                // Resolved per instantiation.
+                None if param.is_some() => {
+                    dtype_param = param.map(|m| m.name.clone());
+                    DType::F32
+                }
                 None => {
                     errors.push(
                         Span::of(&p),
@@ -369,6 +399,7 @@ fn parse_tensor_type(ty: &Type, errors: &mut Errors) -> Option<TensorType> {
     }
     Some(TensorType {
         dtype,
+        dtype_param,
         dims,
         span: Span::of(ty),
     })
