@@ -11,9 +11,9 @@
 //! benchmark shape 4096 64), without and with the causal mask.
 //!
 //! Deviations from NKI, each forced by the language:
-//! - NKI's `use_causal_mask` is a keyword argument and `d_head` is read from the traced shape;
-//!   the language has no compile-time parameters yet, so `macro_rules!` writes one kernel per
-//!   `(d_head, use_causal_mask)` from the same body. `seqlen` is a symbolic dimension.
+//! - NKI's `use_causal_mask` is a keyword argument and `d_head` is read from the traced shape:
+//!   here both are meta-parameters, one instantiation per pair. `seqlen` is a symbolic
+//!   dimension.
 //! - NKI sizes its SBUF buffers by the traced `seqlen` (`(par_dim(128), seqlen)`,
 //!   `(par_dim(128), seqlen // 128, d_head)`, ...). A tile's shape here is a compile-time
 //!   constant and its partition dimension comes first, so they hold `MAX_SEQLEN` = 4096
@@ -34,247 +34,224 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView2, Axis};
 use nki::prelude::*;
 
-/// Writes `fused_self_attn_for_SD_small_head_size` for one `d_head` and `use_causal_mask`.
-macro_rules! fused_self_attn_for_sd_small_head_size {
-    ($(#[$attr:meta])* $name:ident, d_head = $d_head:tt, use_causal_mask = false) => {
-        fused_self_attn_for_sd_small_head_size!(@kernel $(#[$attr])* $name, $d_head, [
-            // Simply send psum result back to sbuf
-            qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]] =
-                copy(qk_psum[[ip_qk, if_qk]], dtype = kernel_dtype);
-        ]);
-    };
-    ($(#[$attr:meta])* $name:ident, d_head = $d_head:tt, use_causal_mask = true) => {
-        fused_self_attn_for_sd_small_head_size!(@kernel $(#[$attr])* $name, $d_head, [
-            // GpSimd cannot read PSUM: the scores go to SBUF first (exact).
-            let qk_sbuf = copy(qk_psum[[ip_qk, if_qk]], dtype = kernel_dtype);
-            // Magic number -9984.0 to replace -inf similar to what neuronx-cc uses
-            qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]] = affine_select(
-                pred = i_q_seq_tile * Q_SEQ_TILE_SIZE + ip_qk
-                    >= i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk,
-                on_true_tile = qk_sbuf[[ip_qk, if_qk]],
-                on_false_value = -9984.0,
-                dtype = kernel_dtype,
+/// `softmax(q·kᵀ·0.125)·v` for `q, k, v: [seqlen, D_HEAD]`, seqlen a multiple of 128 up to
+/// 4096; with `USE_CAUSAL_MASK`, query `i` attends to keys `j ≤ i`. One instantiation per
+/// `(d_head, use_causal_mask)`, as NKI specialises on the traced shape and keyword argument.
+#[kernel(
+    fused_self_attn_for_sd_small_head_size_d64(D_HEAD = 64, USE_CAUSAL_MASK = false),
+    fused_self_attn_for_sd_small_head_size_d64_causal(D_HEAD = 64, USE_CAUSAL_MASK = true),
+    fused_self_attn_for_sd_small_head_size_d128(D_HEAD = 128, USE_CAUSAL_MASK = false),
+    fused_self_attn_for_sd_small_head_size_d128_causal(D_HEAD = 128, USE_CAUSAL_MASK = true)
+)]
+pub fn fused_self_attn_for_sd_small_head_size<const D_HEAD: usize, const USE_CAUSAL_MASK: bool>(
+    q_ref: Hbm<f32, SEQLEN, D_HEAD>,
+    k_ref: Hbm<f32, SEQLEN, D_HEAD>,
+    v_ref: Hbm<f32, SEQLEN, D_HEAD>,
+) -> Hbm<f32, SEQLEN, D_HEAD> {
+    // Capacity of the SBUF buffers along the sequence (NKI sizes them by seqlen).
+    const MAX_SEQLEN: usize = 4096;
+
+    // Use q_ref dtype as the intermediate tensor dtype
+    let kernel_dtype = q_ref.dtype;
+    // mixed_precision=True: Tensor Engine operands in bfloat16
+    let pe_in_dt = bf16;
+    let out_ref = ndarray([SEQLEN, D_HEAD], q_ref.dtype, SharedHbm);
+
+    // Softmax scaling factor, multiplied onto Q: softmax_scale = 0.125
+
+    // q_seq_n_tiles = k_seq_n_tiles = v_seq_n_tiles = SEQLEN / 128 (trip counts below)
+    const Q_SEQ_TILE_SIZE: usize = 128;
+    const K_SEQ_TILE_SIZE: usize = 128;
+    const V_SEQ_TILE_SIZE: usize = 128;
+    // No tiling on d_head dimension since the dimension of d_head fits in SB
+    const D_HEAD_TILE_SIZE: usize = D_HEAD;
+    const MAX_SEQ_N_TILES: usize = MAX_SEQLEN / 128;
+
+    ///////////////////////////////////
+    // Step 1. transpose(tensor_v)
+    ///////////////////////////////////
+    // Buffer for v matrix transposed
+    // Pre-fetch and keep it in SBUF throughout different softmax tiles
+    let trans_v = ndarray([V_SEQ_TILE_SIZE, MAX_SEQ_N_TILES, D_HEAD], pe_in_dt, Sbuf);
+
+    for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
+        let (ip_v_, if_v_) = mgrid![0..V_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
+        trans_v[[ip_v_, i_k_seq_tile, if_v_]] = load(
+            v_ref[[i_k_seq_tile * K_SEQ_TILE_SIZE + ip_v_, if_v_]],
+            dtype = pe_in_dt,
+        );
+    }
+
+    let q_local = ndarray(
+        [D_HEAD_TILE_SIZE, MAX_SEQ_N_TILES, Q_SEQ_TILE_SIZE],
+        pe_in_dt,
+        Sbuf,
+    );
+    let (ip_q_, if_q_) = mgrid![0..D_HEAD_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
+    for i_q_seq_tile in affine_range(SEQLEN / Q_SEQ_TILE_SIZE) {
+        let (idx_1, idx_2) = mgrid![0..Q_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
+        q_local[[ip_q_, i_q_seq_tile, if_q_]] = load_transpose2d(
+            q_ref[[i_q_seq_tile * Q_SEQ_TILE_SIZE + idx_1, idx_2]],
+            dtype = pe_in_dt,
+        ) * 0.125;
+    }
+
+    let k_local = ndarray(
+        [D_HEAD_TILE_SIZE, MAX_SEQ_N_TILES, K_SEQ_TILE_SIZE],
+        pe_in_dt,
+        Sbuf,
+    );
+    let (ip_k_, if_k_) = mgrid![0..D_HEAD_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
+    for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
+        let (idx_1, idx_2) = mgrid![0..K_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
+        k_local[[ip_k_, i_k_seq_tile, if_k_]] = load_transpose2d(
+            k_ref[[i_k_seq_tile * K_SEQ_TILE_SIZE + idx_1, idx_2]],
+            dtype = pe_in_dt,
+        );
+    }
+
+    for i_q_seq_tile in affine_range(SEQLEN / Q_SEQ_TILE_SIZE) {
+        // A SBUF buffer for an independent softmax tile
+        let qk_res_buf = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQLEN], kernel_dtype, Sbuf);
+
+        let neg_max_res = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQ_N_TILES], kernel_dtype, Sbuf);
+        let (ip_max, if_max) = mgrid![0..Q_SEQ_TILE_SIZE, 0..MAX_SEQ_N_TILES];
+
+        // Loop over RHS free of matmul(stationary=tensor_q, moving=tensor_k, contract=d_head)
+        for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
+            // Since the K^T tile is the RHS, the q_seq_len dimension will be P in the result
+            // PSUM buffer shape: [q_seq_tile_size P, k_seq_tile_size F]
+            let qk_psum = zeros([Q_SEQ_TILE_SIZE, K_SEQ_TILE_SIZE], f32, Psum);
+
+            // Tensor indices for accessing qk result in k_seq_tile_size
+            let (ip_qk, if_qk) = mgrid![0..Q_SEQ_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
+
+            //////////////////////////////////////////////////////////////
+            // Step 2. matmul(stationary=tensor_q, moving=tensor_k, contract=d_head)
+            //////////////////////////////////////////////////////////////
+            qk_psum[[ip_qk, if_qk]] += nc_matmul(
+                moving = k_local[[ip_k_, i_k_seq_tile, if_k_]],
+                stationary = q_local[[ip_q_, i_q_seq_tile, if_q_]],
             );
-        ]);
-    };
-    (@kernel $(#[$attr:meta])* $name:ident, $d_head:tt, [$($step3:tt)*]) => {
-        $(#[$attr])*
-        #[kernel]
-        pub fn $name(
-            q_ref: Hbm<f32, SEQLEN, $d_head>,
-            k_ref: Hbm<f32, SEQLEN, $d_head>,
-            v_ref: Hbm<f32, SEQLEN, $d_head>,
-        ) -> Hbm<f32, SEQLEN, $d_head> {
-            const D_HEAD: usize = $d_head;
-            // Capacity of the SBUF buffers along the sequence (NKI sizes them by seqlen).
-            const MAX_SEQLEN: usize = 4096;
-
-            // Use q_ref dtype as the intermediate tensor dtype
-            let kernel_dtype = q_ref.dtype;
-            // mixed_precision=True: Tensor Engine operands in bfloat16
-            let pe_in_dt = bf16;
-            let out_ref = ndarray([SEQLEN, D_HEAD], q_ref.dtype, SharedHbm);
-
-            // Softmax scaling factor, multiplied onto Q: softmax_scale = 0.125
-
-            // q_seq_n_tiles = k_seq_n_tiles = v_seq_n_tiles = SEQLEN / 128 (trip counts below)
-            const Q_SEQ_TILE_SIZE: usize = 128;
-            const K_SEQ_TILE_SIZE: usize = 128;
-            const V_SEQ_TILE_SIZE: usize = 128;
-            // No tiling on d_head dimension since the dimension of d_head fits in SB
-            const D_HEAD_TILE_SIZE: usize = D_HEAD;
-            const MAX_SEQ_N_TILES: usize = MAX_SEQLEN / 128;
 
             ///////////////////////////////////
-            // Step 1. transpose(tensor_v)
+            // Step 3. Apply optional causal mask
             ///////////////////////////////////
-            // Buffer for v matrix transposed
-            // Pre-fetch and keep it in SBUF throughout different softmax tiles
-            let trans_v = ndarray([V_SEQ_TILE_SIZE, MAX_SEQ_N_TILES, D_HEAD], pe_in_dt, Sbuf);
-
-            for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
-                let (ip_v_, if_v_) = mgrid![0..V_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
-                trans_v[[ip_v_, i_k_seq_tile, if_v_]] = load(
-                    v_ref[[i_k_seq_tile * K_SEQ_TILE_SIZE + ip_v_, if_v_]],
-                    dtype = pe_in_dt,
-                );
-            }
-
-            let q_local =
-                ndarray([D_HEAD_TILE_SIZE, MAX_SEQ_N_TILES, Q_SEQ_TILE_SIZE], pe_in_dt, Sbuf);
-            let (ip_q_, if_q_) = mgrid![0..D_HEAD_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
-            for i_q_seq_tile in affine_range(SEQLEN / Q_SEQ_TILE_SIZE) {
-                let (idx_1, idx_2) = mgrid![0..Q_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
-                q_local[[ip_q_, i_q_seq_tile, if_q_]] = load_transpose2d(
-                    q_ref[[i_q_seq_tile * Q_SEQ_TILE_SIZE + idx_1, idx_2]],
-                    dtype = pe_in_dt,
-                ) * 0.125;
-            }
-
-            let k_local =
-                ndarray([D_HEAD_TILE_SIZE, MAX_SEQ_N_TILES, K_SEQ_TILE_SIZE], pe_in_dt, Sbuf);
-            let (ip_k_, if_k_) = mgrid![0..D_HEAD_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
-            for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
-                let (idx_1, idx_2) = mgrid![0..K_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
-                k_local[[ip_k_, i_k_seq_tile, if_k_]] = load_transpose2d(
-                    k_ref[[i_k_seq_tile * K_SEQ_TILE_SIZE + idx_1, idx_2]],
-                    dtype = pe_in_dt,
-                );
-            }
-
-            for i_q_seq_tile in affine_range(SEQLEN / Q_SEQ_TILE_SIZE) {
-                // A SBUF buffer for an independent softmax tile
-                let qk_res_buf = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQLEN], kernel_dtype, Sbuf);
-
-                let neg_max_res = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQ_N_TILES], kernel_dtype, Sbuf);
-                let (ip_max, if_max) = mgrid![0..Q_SEQ_TILE_SIZE, 0..MAX_SEQ_N_TILES];
-
-                // Loop over RHS free of matmul(stationary=tensor_q, moving=tensor_k, contract=d_head)
-                for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
-                    // Since the K^T tile is the RHS, the q_seq_len dimension will be P in the result
-                    // PSUM buffer shape: [q_seq_tile_size P, k_seq_tile_size F]
-                    let qk_psum = zeros([Q_SEQ_TILE_SIZE, K_SEQ_TILE_SIZE], f32, Psum);
-
-                    // Tensor indices for accessing qk result in k_seq_tile_size
-                    let (ip_qk, if_qk) = mgrid![0..Q_SEQ_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
-
-                    //////////////////////////////////////////////////////////////
-                    // Step 2. matmul(stationary=tensor_q, moving=tensor_k, contract=d_head)
-                    //////////////////////////////////////////////////////////////
-                    qk_psum[[ip_qk, if_qk]] += nc_matmul(
-                        moving = k_local[[ip_k_, i_k_seq_tile, if_k_]],
-                        stationary = q_local[[ip_q_, i_q_seq_tile, if_q_]],
-                    );
-
-                    ///////////////////////////////////
-                    // Step 3. Apply optional causal mask
-                    ///////////////////////////////////
-                    $($step3)*
-
-                    ///////////////////////////////////
-                    // Step 4. Softmax
-                    ///////////////////////////////////
-                    neg_max_res[[0..Q_SEQ_TILE_SIZE, i_k_seq_tile..i_k_seq_tile + 1]] =
-                        tensor_reduce(
-                            max,
-                            data = qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]],
-                            axis = 1,
-                            dtype = kernel_dtype,
-                            negate = true,
-                            keepdims = true,
-                        );
-                }
-
-                let neg_max_res_final = tensor_reduce(
-                    min,
-                    data = neg_max_res[[ip_max, if_max]],
-                    axis = 1,
+            if USE_CAUSAL_MASK {
+                // GpSimd cannot read PSUM: the scores go to SBUF first (exact).
+                let qk_sbuf = copy(qk_psum[[ip_qk, if_qk]], dtype = kernel_dtype);
+                // Magic number -9984.0 to replace -inf similar to what neuronx-cc uses
+                qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]] = affine_select(
+                    pred = i_q_seq_tile * Q_SEQ_TILE_SIZE + ip_qk
+                        >= i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk,
+                    on_true_tile = qk_sbuf[[ip_qk, if_qk]],
+                    on_false_value = -9984.0,
                     dtype = kernel_dtype,
-                    negate = false,
-                    keepdims = true,
-                    mask = K_SEQ_TILE_SIZE * if_max < SEQLEN,
                 );
-
-                let (ip_softmax, if_softmax) = mgrid![0..Q_SEQ_TILE_SIZE, 0..MAX_SEQLEN];
-                let (ip_sum_res, if_sum_res) = mgrid![0..Q_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
-
-                let softmax_res = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQLEN], pe_in_dt, Sbuf);
-                let sum_divisor = ndarray([Q_SEQ_TILE_SIZE, D_HEAD_TILE_SIZE], kernel_dtype, Sbuf);
-
-                // Simply use a large tile of seq_len in size since this is a "blocking" instruction
-                // exp and its row sum in one instruction on ACT
-                let sum_res = ndarray([Q_SEQ_TILE_SIZE, 1], kernel_dtype, Sbuf);
-                let exp_res = activation(
-                    exp,
-                    data = qk_res_buf[[ip_softmax, if_softmax]],
-                    bias = neg_max_res_final,
-                    scale = 1.0,
-                    reduce_op = add,
-                    reduce_res = sum_res,
-                    mask = if_softmax < SEQLEN,
-                );
-
-                softmax_res[[ip_softmax, if_softmax]] =
-                    copy(exp_res, dtype = pe_in_dt, mask = if_softmax < SEQLEN);
-
-                let sum_reciprocal_broadcast =
-                    broadcast_to(reciprocal(sum_res), [Q_SEQ_TILE_SIZE, D_HEAD_TILE_SIZE]);
-                sum_divisor[[ip_sum_res, if_sum_res]] =
-                    copy(sum_reciprocal_broadcast, dtype = kernel_dtype);
-
-                // Buffer for transposed softmax results
-                let trans_softmax_res =
-                    ndarray([K_SEQ_TILE_SIZE, MAX_SEQ_N_TILES, Q_SEQ_TILE_SIZE], pe_in_dt, Sbuf);
-
-                // Result psum buffer has the hidden dim as P
-                let attn_res_psum = zeros([D_HEAD_TILE_SIZE, Q_SEQ_TILE_SIZE], f32, Psum);
-
-                let (ip_scores_t, if_scores_t) = mgrid![0..K_SEQ_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
-
-                // Loop over matmul_1 contraction
-                for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
-                    ///////////////////////////////////
-                    // Step 5. transpose(softmax_res)
-                    ///////////////////////////////////
-                    let (ip_scores, if_scores) = mgrid![0..Q_SEQ_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
-
-                    trans_softmax_res[[ip_scores_t, i_k_seq_tile, if_scores_t]] = nc_transpose(
-                        softmax_res[[ip_scores, i_k_seq_tile * K_SEQ_TILE_SIZE + if_scores]],
-                        dtype = pe_in_dt,
-                    );
-                }
-
-                let (ip_out, if_out) = mgrid![0..D_HEAD_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
-                for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
-                    //////////////////////////////////////////////////////////////////////
-                    // Step 6. matmul_1(stationary=trans_v, moving=trans_softmax_res, contract=seqlen_v=seqlen_k)
-                    //////////////////////////////////////////////////////////////////////
-                    let (ip_v_t, if_v_t) = mgrid![0..K_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
-                    attn_res_psum[[ip_out, if_out]] += nc_matmul(
-                        moving = trans_softmax_res[[ip_scores_t, i_k_seq_tile, if_scores_t]],
-                        stationary = trans_v[[ip_v_t, i_k_seq_tile, if_v_t]],
-                    );
-                }
-
-                let attn_res_sbuf = copy(attn_res_psum[[ip_out, if_out]], dtype = kernel_dtype);
-
-                let attn_res_div =
-                    attn_res_sbuf * nc_transpose(sum_divisor[[ip_sum_res, if_sum_res]]);
-
-                store(
-                    out_ref[[i_q_seq_tile * Q_SEQ_TILE_SIZE + if_out, ip_out]],
-                    attn_res_div,
-                );
+            } else {
+                // Simply send psum result back to sbuf
+                qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]] =
+                    copy(qk_psum[[ip_qk, if_qk]], dtype = kernel_dtype);
             }
-            out_ref
-        }
-    };
-}
 
-fused_self_attn_for_sd_small_head_size!(
-    /// `softmax(q·kᵀ·0.125)·v` for `q, k, v: [seqlen, 64]`, seqlen a multiple of 128 up to 4096.
-    fused_self_attn_for_sd_small_head_size_d64,
-    d_head = 64,
-    use_causal_mask = false
-);
-fused_self_attn_for_sd_small_head_size!(
-    /// The same with the causal mask: query `i` attends to keys `j ≤ i`.
-    fused_self_attn_for_sd_small_head_size_d64_causal,
-    d_head = 64,
-    use_causal_mask = true
-);
-fused_self_attn_for_sd_small_head_size!(
-    /// `softmax(q·kᵀ·0.125)·v` for `q, k, v: [seqlen, 128]`, seqlen a multiple of 128 up to 4096.
-    fused_self_attn_for_sd_small_head_size_d128,
-    d_head = 128,
-    use_causal_mask = false
-);
-fused_self_attn_for_sd_small_head_size!(
-    /// The same with the causal mask: query `i` attends to keys `j ≤ i`.
-    fused_self_attn_for_sd_small_head_size_d128_causal,
-    d_head = 128,
-    use_causal_mask = true
-);
+            ///////////////////////////////////
+            // Step 4. Softmax
+            ///////////////////////////////////
+            neg_max_res[[0..Q_SEQ_TILE_SIZE, i_k_seq_tile..i_k_seq_tile + 1]] = tensor_reduce(
+                max,
+                data = qk_res_buf[[ip_qk, i_k_seq_tile * K_SEQ_TILE_SIZE + if_qk]],
+                axis = 1,
+                dtype = kernel_dtype,
+                negate = true,
+                keepdims = true,
+            );
+        }
+
+        let neg_max_res_final = tensor_reduce(
+            min,
+            data = neg_max_res[[ip_max, if_max]],
+            axis = 1,
+            dtype = kernel_dtype,
+            negate = false,
+            keepdims = true,
+            mask = K_SEQ_TILE_SIZE * if_max < SEQLEN,
+        );
+
+        let (ip_softmax, if_softmax) = mgrid![0..Q_SEQ_TILE_SIZE, 0..MAX_SEQLEN];
+        let (ip_sum_res, if_sum_res) = mgrid![0..Q_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
+
+        let softmax_res = ndarray([Q_SEQ_TILE_SIZE, MAX_SEQLEN], pe_in_dt, Sbuf);
+        let sum_divisor = ndarray([Q_SEQ_TILE_SIZE, D_HEAD_TILE_SIZE], kernel_dtype, Sbuf);
+
+        // Simply use a large tile of seq_len in size since this is a "blocking" instruction
+        // exp and its row sum in one instruction on ACT
+        let sum_res = ndarray([Q_SEQ_TILE_SIZE, 1], kernel_dtype, Sbuf);
+        let exp_res = activation(
+            exp,
+            data = qk_res_buf[[ip_softmax, if_softmax]],
+            bias = neg_max_res_final,
+            scale = 1.0,
+            reduce_op = add,
+            reduce_res = sum_res,
+            mask = if_softmax < SEQLEN,
+        );
+
+        softmax_res[[ip_softmax, if_softmax]] =
+            copy(exp_res, dtype = pe_in_dt, mask = if_softmax < SEQLEN);
+
+        let sum_reciprocal_broadcast =
+            broadcast_to(reciprocal(sum_res), [Q_SEQ_TILE_SIZE, D_HEAD_TILE_SIZE]);
+        sum_divisor[[ip_sum_res, if_sum_res]] =
+            copy(sum_reciprocal_broadcast, dtype = kernel_dtype);
+
+        // Buffer for transposed softmax results
+        let trans_softmax_res = ndarray(
+            [K_SEQ_TILE_SIZE, MAX_SEQ_N_TILES, Q_SEQ_TILE_SIZE],
+            pe_in_dt,
+            Sbuf,
+        );
+
+        // Result psum buffer has the hidden dim as P
+        let attn_res_psum = zeros([D_HEAD_TILE_SIZE, Q_SEQ_TILE_SIZE], f32, Psum);
+
+        let (ip_scores_t, if_scores_t) = mgrid![0..K_SEQ_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
+
+        // Loop over matmul_1 contraction
+        for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
+            ///////////////////////////////////
+            // Step 5. transpose(softmax_res)
+            ///////////////////////////////////
+            let (ip_scores, if_scores) = mgrid![0..Q_SEQ_TILE_SIZE, 0..K_SEQ_TILE_SIZE];
+
+            trans_softmax_res[[ip_scores_t, i_k_seq_tile, if_scores_t]] = nc_transpose(
+                softmax_res[[ip_scores, i_k_seq_tile * K_SEQ_TILE_SIZE + if_scores]],
+                dtype = pe_in_dt,
+            );
+        }
+
+        let (ip_out, if_out) = mgrid![0..D_HEAD_TILE_SIZE, 0..Q_SEQ_TILE_SIZE];
+        for i_k_seq_tile in affine_range(SEQLEN / K_SEQ_TILE_SIZE) {
+            //////////////////////////////////////////////////////////////////////
+            // Step 6. matmul_1(stationary=trans_v, moving=trans_softmax_res, contract=seqlen_v=seqlen_k)
+            //////////////////////////////////////////////////////////////////////
+            let (ip_v_t, if_v_t) = mgrid![0..K_SEQ_TILE_SIZE, 0..D_HEAD_TILE_SIZE];
+            attn_res_psum[[ip_out, if_out]] += nc_matmul(
+                moving = trans_softmax_res[[ip_scores_t, i_k_seq_tile, if_scores_t]],
+                stationary = trans_v[[ip_v_t, i_k_seq_tile, if_v_t]],
+            );
+        }
+
+        let attn_res_sbuf = copy(attn_res_psum[[ip_out, if_out]], dtype = kernel_dtype);
+
+        let attn_res_div = attn_res_sbuf * nc_transpose(sum_divisor[[ip_sum_res, if_sum_res]]);
+
+        store(
+            out_ref[[i_q_seq_tile * Q_SEQ_TILE_SIZE + if_out, ip_out]],
+            attn_res_div,
+        );
+    }
+    out_ref
+}
 
 /// The kernel for `d_head` (64 or 128) and the mask.
 pub type Attention = fn(

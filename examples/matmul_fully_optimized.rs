@@ -14,9 +14,10 @@
 //! the tutorial's benchmark shape is `-- 8192 4096 8192` (`[4096, 8192] @ [8192, 8192]`,
 //! about 550 GFLOP: seconds per launch here, and minutes for the f64 reference).
 //!
-//! The meta-parameters `TILES_IN_BLOCK_M = 16`, `TILES_IN_BLOCK_N = 2`, `TILES_IN_BLOCK_K = 8`
-//! are keyword arguments of NKI's kernel; the language has no compile-time parameters yet, so
-//! they are the `const` items at the top of the body, and everything else is derived from them.
+//! The meta-parameters `TILES_IN_BLOCK_M`, `TILES_IN_BLOCK_N`, `TILES_IN_BLOCK_K` are keyword
+//! arguments of NKI's kernel; here they are the kernel's meta-parameters, instantiated with the
+//! tutorial's 16, 2, 8 as `nki_matmul_fully_optimized_` (and once more with smaller blocks, for
+//! small shapes and for tuning: `nki_matmul_fully_optimized::INSTANCES` lists both).
 //!
 //! Deviation from NKI: NKI allocates `result_tiles` as
 //! `(NUM_BLOCK_M, TILES_IN_BLOCK_M, TILES_IN_BLOCK_N, par_dim(TILE_M), TILE_N)`, sized by the
@@ -30,17 +31,25 @@ pub mod common;
 
 use nki::prelude::*;
 
-/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K a multiple of 1024, M of 2048
-/// (M ≤ 8192), N of 1024.
-#[kernel]
-pub fn nki_matmul_fully_optimized_(
+/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K a multiple of
+/// `128·TILES_IN_BLOCK_K`, M of `128·TILES_IN_BLOCK_M` (at most 4 blocks), N of
+/// `512·TILES_IN_BLOCK_N` (1024, 2048 and 1024 for the tutorial's values).
+#[kernel(
+    nki_matmul_fully_optimized_(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 8),
+    nki_matmul_fully_optimized_small(
+        TILES_IN_BLOCK_M = 4,
+        TILES_IN_BLOCK_N = 1,
+        TILES_IN_BLOCK_K = 4
+    )
+)]
+pub fn nki_matmul_fully_optimized<
+    const TILES_IN_BLOCK_M: usize,
+    const TILES_IN_BLOCK_N: usize,
+    const TILES_IN_BLOCK_K: usize,
+>(
     lhs_t: Hbm<bf16, K, M>,
     rhs: Hbm<bf16, K, N>,
 ) -> Hbm<bf16, M, N> {
-    // Meta-parameters (keyword arguments of NKI's kernel)
-    const TILES_IN_BLOCK_M: usize = 16;
-    const TILES_IN_BLOCK_N: usize = 2;
-    const TILES_IN_BLOCK_K: usize = 8;
     // Capacity of `result_tiles` in blocks of M (NKI sizes it NUM_BLOCK_M = M // BLOCK_M).
     const MAX_BLOCKS_M: usize = 4;
 

@@ -18,7 +18,7 @@ mod hoist_load;
 mod tiled;
 
 use block_free_dimension::nki_matmul_block_free_dimension_;
-use fully_optimized::nki_matmul_fully_optimized_;
+use fully_optimized::{nki_matmul_fully_optimized_, nki_matmul_fully_optimized_small};
 use hoist_load::nki_matmul_hoist_load_;
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
@@ -109,6 +109,27 @@ fn fully_optimized_matches_the_reference() {
         2048,
         k / fully_optimized::BLOCK_K,
     );
+}
+
+#[test]
+fn fully_optimized_small_blocks_match_the_reference() {
+    // Blocks of 512 rows, 512 columns and 512 of the contraction: a shape the tutorial's
+    // blocks do not divide, two K blocks.
+    let small = check(
+        "fully_optimized_small",
+        nki_matmul_fully_optimized_small,
+        1024,
+        512,
+        1536,
+        2,
+    );
+    assert_eq!(small.len(), 512 * 1536);
+    let (a, b) = inputs(1024, 512, 1536, 1);
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    assert!(nki_matmul_fully_optimized_(&mut NeuronCore::default(), &da, &db).is_err());
 }
 
 #[test]
