@@ -10,13 +10,16 @@
 //! [4096, 8192] f32, γ and β [8192], all uniform in [0, 1) as the tutorial draws them, ε = 1e-5.
 //! Small and ragged shapes are in `tests/tutorials_norm.rs`.
 //!
-//! The row count is symbolic (`N`); the row length is a literal (a tile's shape is), so
-//! `nki_layernorm_kernels!` stamps both kernels for each row length used: 8192 (the benchmark)
-//! and 1024 (the tests). ε is a constant of the kernel (NKI passes it as a Python float
-//! argument; a kernel here takes HBM tensors only). The row length must be a multiple of 512
-//! for v2: NKI masks the last `bn_stats` chunk (`j * 512 + i_f_bn < D`), and `bn_stats` cannot
-//! be masked here (docs/language.md, "Masks"), so a partial last chunk is a compile-time
-//! out-of-bounds error instead.
+//! The row count is symbolic (`N`). The row length `D` (NKI's `input_tensor.shape[1]`) and ε
+//! (NKI's `epsilon` argument) are meta-parameters, `const D: usize` and `const EPS: f32`: each
+//! kernel's `#[kernel(...)]` lists one instantiation per row length used, rows of 8192 (the
+//! benchmark) and of 1024 (the tests), both with the tutorial's ε = 1e-5, each a kernel of its
+//! own (`nki_layernorm_kernel_v1_8192`, ..., listed in `nki_layernorm_kernel_v1::INSTANCES`).
+//! `tile_size.pmax` and `tile_size.bn_stats_fmax` stand where the tutorial writes
+//! `nl.tile_size.pmax` and `nl.tile_size.bn_stats_fmax`. The row length must be a multiple of
+//! 512 for v2: NKI masks the last `bn_stats` chunk (`j * bn_stats_fmax + i_f_bn < D`), and
+//! `bn_stats` cannot be masked (NKI's known issue; docs/language.md, "Masks"), so a partial
+//! last chunk is a compile-time out-of-bounds error instead.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -24,140 +27,137 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView1, ArrayView2, Ix1, Ix2};
 use nki::prelude::*;
 
-/// ε, as the tutorial's test passes it.
+/// ε, as the tutorial's test passes it: the `EPS` of every instantiation of both kernels.
 pub const EPSILON: f64 = 1e-5;
 
-/// Both kernels for rows of `D` elements, as NKI's tutorial writes them: γ and β loaded once as
-/// `[1, D]` tiles and broadcast to `[128, D]`, then for each 128-row tile the statistics, the
-/// shift and scale, `· γ + β`, and the store. As in NKI only the load and the store are masked.
-macro_rules! nki_layernorm_kernels {
-    ($(#[$attr1:meta])* $v1:ident, $(#[$attr2:meta])* $v2:ident, D = $d:tt) => {
-        $(#[$attr1])*
-        #[kernel]
-        pub fn $v1(
-            input_tensor: Hbm<f32, N, $d>,
-            gamma_vector: Hbm<f32, $d>,
-            beta_vector: Hbm<f32, $d>,
-        ) -> Hbm<f32, N, $d> {
-            let output_tensor = ndarray([N, $d], f32, SharedHbm);
-            let epsilon = 1e-5;
+/// `nki_layernorm_kernel_v1` for rows of `D` elements and ε = `EPS`, as NKI's tutorial writes
+/// it, with `nl` operations only: γ and β loaded once as `[1, D]` tiles and broadcast to
+/// `[128, D]`, then for each 128-row tile the mean and variance (`mean(x²) − mean²`), the shift
+/// and scale, `· γ + β`, and the store. As in NKI only the load and the store are masked.
+///
+/// One kernel per row length: `nki_layernorm_kernel_v1_8192` (the benchmark shape) and
+/// `nki_layernorm_kernel_v1_1024` (the tests), both with the tutorial's ε = 1e-5 ([`EPSILON`]).
+#[kernel(
+    nki_layernorm_kernel_v1_8192(D = 8192, EPS = 1e-5),
+    nki_layernorm_kernel_v1_1024(D = 1024, EPS = 1e-5)
+)]
+pub fn nki_layernorm_kernel_v1<const D: usize, const EPS: f32>(
+    input_tensor: Hbm<f32, N, D>,
+    gamma_vector: Hbm<f32, D>,
+    beta_vector: Hbm<f32, D>,
+) -> Hbm<f32, N, D> {
+    let output_tensor = ndarray([N, D], f32, SharedHbm);
 
-            // Tile indices for the input and output, and for the (1, D) parameters.
-            let (i_p_io, i_f_io) = mgrid![0..128, 0..$d];
-            let (i_p_param, i_f_param) = mgrid![0..1, 0..$d];
+    // Tile indices for the input and output, and for the (1, D) parameters.
+    let (i_p_io, i_f_io) = mgrid![0..tile_size.pmax, 0..D];
+    let (i_p_param, i_f_param) = mgrid![0..1, 0..D];
 
-            // γ and β, loaded once (viewed as (1, D), as NKI's `reshape((1, D))`) and broadcast
-            // along the partitions.
-            let gamma_sb = load(gamma_vector[[i_p_param * $d + i_f_param]]);
-            let beta_sb = load(beta_vector[[i_p_param * $d + i_f_param]]);
-            let gamma_sb_bcast = broadcast_to(gamma_sb, [128, $d]);
-            let beta_sb_bcast = broadcast_to(beta_sb, [128, $d]);
+    // γ and β, loaded once (viewed as (1, D), as NKI's `reshape((1, D))`) and broadcast along
+    // the partitions.
+    let gamma_sb = load(gamma_vector[[i_p_param * D + i_f_param]]);
+    let beta_sb = load(beta_vector[[i_p_param * D + i_f_param]]);
+    let gamma_sb_bcast = broadcast_to(gamma_sb, [tile_size.pmax, D]);
+    let beta_sb_bcast = broadcast_to(beta_sb, [tile_size.pmax, D]);
 
-            for i in affine_range((N + 127) / 128) {
-                let input_sb = load(
-                    input_tensor[[i * 128 + i_p_io, i_f_io]],
-                    mask = i * 128 + i_p_io < N,
-                );
+    // The rows, tile_size.pmax (128) at a time: NKI's `math.ceil(num_rows / nl.tile_size.pmax)`
+    // tiles.
+    for i in affine_range((N + (tile_size.pmax - 1)) / tile_size.pmax) {
+        let input_sb = load(
+            input_tensor[[i * tile_size.pmax + i_p_io, i_f_io]],
+            mask = i * tile_size.pmax + i_p_io < N,
+        );
 
-                // The mean and the variance, as mean(x²) − mean(x)².
-                let mean = nl::mean(input_sb, axis = 1);
-                let var = nl::mean(square(input_sb), axis = 1) - mean * mean;
+        // The mean and the variance, as mean(x²) − mean(x)².
+        let mean = nl::mean(input_sb, axis = 1);
+        let var = nl::mean(square(input_sb), axis = 1) - mean * mean;
 
-                // Shift by the mean, scale by 1 / sqrt(var + ε).
-                let shift_scale_tensor = (input_sb - mean) * rsqrt(var + epsilon);
+        // Shift by the mean, scale by 1 / sqrt(var + ε).
+        let shift_scale_tensor = (input_sb - mean) * rsqrt(var + EPS);
 
-                // · γ + β.
-                let output_sb = shift_scale_tensor * gamma_sb_bcast + beta_sb_bcast;
+        // · γ + β.
+        let output_sb = shift_scale_tensor * gamma_sb_bcast + beta_sb_bcast;
 
-                store(
-                    output_tensor[[i * 128 + i_p_io, i_f_io]],
-                    output_sb,
-                    mask = i * 128 + i_p_io < N,
-                );
-            }
-            output_tensor
-        }
-
-        $(#[$attr2])*
-        #[kernel]
-        pub fn $v2(
-            input_tensor: Hbm<f32, N, $d>,
-            gamma_vector: Hbm<f32, $d>,
-            beta_vector: Hbm<f32, $d>,
-        ) -> Hbm<f32, N, $d> {
-            let output_tensor = ndarray([N, $d], f32, SharedHbm);
-            let epsilon = 1e-5;
-
-            let (i_p_io, i_f_io) = mgrid![0..128, 0..$d];
-            let (i_p_param, i_f_param) = mgrid![0..1, 0..$d];
-
-            let gamma_sb = load(gamma_vector[[i_p_param * $d + i_f_param]]);
-            let beta_sb = load(beta_vector[[i_p_param * $d + i_f_param]]);
-            let gamma_sb_bcast = broadcast_to(gamma_sb, [128, $d]);
-            let beta_sb_bcast = broadcast_to(beta_sb, [128, $d]);
-
-            for i in affine_range((N + 127) / 128) {
-                let input_sb = load(
-                    input_tensor[[i * 128 + i_p_io, i_f_io]],
-                    mask = i * 128 + i_p_io < N,
-                );
-
-                // bn_stats on each 512-element chunk (its free-size limit), 6 values per chunk.
-                let (i_p_bn, i_f_bn) = mgrid![0..128, 0..512];
-                let (i_p_stats, i_f_stats) = mgrid![0..128, 0..6];
-                const NUM_BN_STATS: usize = ($d + 511) / 512;
-                let stats_results = ndarray([128, 6 * NUM_BN_STATS], f32, Sbuf);
-                for j in affine_range(NUM_BN_STATS) {
-                    stats_results[[i_p_stats, j * 6 + i_f_stats]] =
-                        bn_stats(input_sb[[i_p_bn, j * 512 + i_f_bn]], dtype = f32);
-                }
-
-                // The chunks' statistics aggregated: the mean and the variance of the row.
-                let mean_var = bn_aggr(stats_results);
-                let mean = mean_var[[i_p_io, 0]];
-                let var = mean_var[[i_p_io, 1]];
-
-                // 1 / sqrt(var + ε).
-                let scale_var = rsqrt(var + epsilon);
-
-                // (x − mean) · scale in one instruction (two ALU operations).
-                let shift_scale_tensor = tensor_scalar(
-                    data = input_sb,
-                    op0 = subtract,
-                    operand0 = mean,
-                    op1 = multiply,
-                    operand1 = scale_var,
-                );
-
-                // · γ + β.
-                let output_sb = shift_scale_tensor * gamma_sb_bcast + beta_sb_bcast;
-
-                store(
-                    output_tensor[[i * 128 + i_p_io, i_f_io]],
-                    output_sb,
-                    mask = i * 128 + i_p_io < N,
-                );
-            }
-            output_tensor
-        }
-    };
+        store(
+            output_tensor[[i * tile_size.pmax + i_p_io, i_f_io]],
+            output_sb,
+            mask = i * tile_size.pmax + i_p_io < N,
+        );
+    }
+    output_tensor
 }
 
-nki_layernorm_kernels!(
-    /// `nki_layernorm_kernel_v1` for rows of 8192 elements (the benchmark shape).
-    nki_layernorm_kernel_v1,
-    /// `nki_layernorm_kernel_v2` for rows of 8192 elements (the benchmark shape).
-    nki_layernorm_kernel_v2,
-    D = 8192
-);
+/// `nki_layernorm_kernel_v2` for rows of `D` elements and ε = `EPS`, as NKI's tutorial writes
+/// it: as v1, but the mean and variance come from `bn_stats` on each `bn_stats_fmax` (512)
+/// element chunk and `bn_aggr`, and the shift and scale is one `tensor_scalar` (two ALU
+/// operations).
+///
+/// One kernel per row length: `nki_layernorm_kernel_v2_8192` (the benchmark shape, 16 chunks)
+/// and `nki_layernorm_kernel_v2_1024` (the tests, two chunks), both with ε = 1e-5.
+#[kernel(
+    nki_layernorm_kernel_v2_8192(D = 8192, EPS = 1e-5),
+    nki_layernorm_kernel_v2_1024(D = 1024, EPS = 1e-5)
+)]
+pub fn nki_layernorm_kernel_v2<const D: usize, const EPS: f32>(
+    input_tensor: Hbm<f32, N, D>,
+    gamma_vector: Hbm<f32, D>,
+    beta_vector: Hbm<f32, D>,
+) -> Hbm<f32, N, D> {
+    let output_tensor = ndarray([N, D], f32, SharedHbm);
 
-nki_layernorm_kernels!(
-    /// `nki_layernorm_kernel_v1` for rows of 1024 elements.
-    nki_layernorm_kernel_v1_1024,
-    /// `nki_layernorm_kernel_v2` for rows of 1024 elements (two `bn_stats` chunks).
-    nki_layernorm_kernel_v2_1024,
-    D = 1024
-);
+    let (i_p_io, i_f_io) = mgrid![0..tile_size.pmax, 0..D];
+    let (i_p_param, i_f_param) = mgrid![0..1, 0..D];
+
+    let gamma_sb = load(gamma_vector[[i_p_param * D + i_f_param]]);
+    let beta_sb = load(beta_vector[[i_p_param * D + i_f_param]]);
+    let gamma_sb_bcast = broadcast_to(gamma_sb, [tile_size.pmax, D]);
+    let beta_sb_bcast = broadcast_to(beta_sb, [tile_size.pmax, D]);
+
+    for i in affine_range((N + (tile_size.pmax - 1)) / tile_size.pmax) {
+        let input_sb = load(
+            input_tensor[[i * tile_size.pmax + i_p_io, i_f_io]],
+            mask = i * tile_size.pmax + i_p_io < N,
+        );
+
+        // bn_stats on each chunk of bn_stats_fmax (its free-size limit), 6 values per chunk.
+        let (i_p_bn, i_f_bn) = mgrid![0..tile_size.pmax, 0..tile_size.bn_stats_fmax];
+        let (i_p_stats, i_f_stats) = mgrid![0..tile_size.pmax, 0..6];
+        let num_bn_stats = (D + tile_size.bn_stats_fmax - 1) / tile_size.bn_stats_fmax;
+        let stats_results = ndarray([tile_size.pmax, 6 * num_bn_stats], f32, Sbuf);
+        for j in affine_range(num_bn_stats) {
+            stats_results[[i_p_stats, j * 6 + i_f_stats]] = bn_stats(
+                input_sb[[i_p_bn, j * tile_size.bn_stats_fmax + i_f_bn]],
+                dtype = f32,
+            );
+        }
+
+        // The chunks' statistics aggregated: the mean and the variance of the row.
+        let mean_var = bn_aggr(stats_results);
+        let mean = mean_var[[i_p_io, 0]];
+        let var = mean_var[[i_p_io, 1]];
+
+        // 1 / sqrt(var + ε).
+        let scale_var = rsqrt(var + EPS);
+
+        // (x − mean) · scale in one instruction (two ALU operations).
+        let shift_scale_tensor = tensor_scalar(
+            data = input_sb,
+            op0 = subtract,
+            operand0 = mean,
+            op1 = multiply,
+            operand1 = scale_var,
+        );
+
+        // · γ + β.
+        let output_sb = shift_scale_tensor * gamma_sb_bcast + beta_sb_bcast;
+
+        store(
+            output_tensor[[i * tile_size.pmax + i_p_io, i_f_io]],
+            output_sb,
+            mask = i * tile_size.pmax + i_p_io < N,
+        );
+    }
+    output_tensor
+}
 
 /// One row's statistics in f64: the mean, the (population) variance by two passes, the mean of
 /// the squares and the mean of the absolute values.
@@ -258,17 +258,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out_v1 = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let mut out_v2 = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time_v1 = common::median_time(5, || {
-        nki_layernorm_kernel_v1::launch_into(&mut core, &x_dev, &gamma_dev, &beta_dev, &mut out_v1)
+        nki_layernorm_kernel_v1_8192::launch_into(
+            &mut core,
+            &x_dev,
+            &gamma_dev,
+            &beta_dev,
+            &mut out_v1,
+        )
     })?;
     let time_v2 = common::median_time(5, || {
-        nki_layernorm_kernel_v2::launch_into(&mut core, &x_dev, &gamma_dev, &beta_dev, &mut out_v2)
+        nki_layernorm_kernel_v2_8192::launch_into(
+            &mut core,
+            &x_dev,
+            &gamma_dev,
+            &beta_dev,
+            &mut out_v2,
+        )
     })?;
 
-    println!("{}", nki_layernorm_kernel_v2::KERNEL.program());
+    println!("{}", nki_layernorm_kernel_v2_8192::KERNEL.program());
     let mut ok = true;
     for (name, out, time) in [
-        ("nki_layernorm_kernel_v1", out_v1, time_v1),
-        ("nki_layernorm_kernel_v2", out_v2, time_v2),
+        ("nki_layernorm_kernel_v1_8192", out_v1, time_v1),
+        ("nki_layernorm_kernel_v2_8192", out_v2, time_v2),
     ] {
         let out = out.into_array::<Ix2>()?;
         let c = check(out.view(), x.view(), gamma.view(), beta.view());

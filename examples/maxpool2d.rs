@@ -10,8 +10,13 @@
 //! Ragged channel counts are in `tests/tutorials_pool.rs`.
 //!
 //! As in `examples/average_pool2d.rs`: the channel count is symbolic (`C`, 128 channels per
-//! tile, the last tile masked), the rows are processed in blocks of `out_rows` output rows, and
-//! `tensor_maxpool_kernel!` stamps the kernel for each literal H, W and pool size.
+//! tile, the last tile masked), the rows are processed in blocks of `OUT_ROWS` output rows, and
+//! H, W, the pool size and `OUT_ROWS` are meta-parameters (the output's dimensions
+//! `{ H / POOL_SIZE }` and `{ W / POOL_SIZE }`), one instantiation per shape used:
+//! `tensor_maxpool_kernel_6x6` (fp16, the example's shape), `tensor_maxpool_kernel_9x12_pool3`
+//! (fp16, for the tests) and `tensor_maxpool_kernel_512` (f32, the benchmark). A meta-parameter
+//! cannot be a dtype, so the body is written twice, `tensor_maxpool_kernel` on fp16 and
+//! `tensor_maxpool_kernel_f32` on f32.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -20,81 +25,122 @@ use common::Real;
 use nki::ndarray::{Array3, ArrayView3, Ix3};
 use nki::prelude::*;
 
-/// The kernel for `[C, H, W]` inputs of `dtype` max-pooled by `pool` into
-/// `[C, H/pool, W/pool]`, `out_rows` output rows per tile (it must divide `H/pool`). Per tile:
-/// a load of `pool·out_rows` input rows, the 5-D view reduced with `max` over its axes 2 and 4,
-/// a store, each masked to the tile's channels below `C` (the example's single tile has exactly
-/// `C` partitions).
-macro_rules! tensor_maxpool_kernel {
-    (
-        $(#[$attr:meta])* $name:ident, $dtype:ident,
-        [$h:tt, $w:tt] -> [$h_out:tt, $w_out:tt], pool = $pool:tt, out_rows = $rows:tt
-    ) => {
-        $(#[$attr])*
-        #[kernel]
-        pub fn $name(in_tensor: Hbm<$dtype, C, $h, $w>) -> Hbm<$dtype, C, $h_out, $w_out> {
-            let out_tensor = ndarray([C, $h_out, $w_out], $dtype, SharedHbm);
+/// `tensor_maxpool_kernel_` on fp16 (the example's dtype): `[C, H, W]` inputs pooled by `POOL_SIZE`
+/// into `[C, H/POOL_SIZE, W/POOL_SIZE]`, `OUT_ROWS` output rows per tile (it must divide
+/// `H/POOL_SIZE`). Per tile: a load of `POOL_SIZE·OUT_ROWS` input rows, the 5-D view reduced with
+/// `max` over its axes 2 and 4, and a store, each masked to the tile's channels below `C` (the
+/// example's single tile has exactly `C` partitions).
+///
+/// One kernel per shape: `tensor_maxpool_kernel_6x6` (the example's shape: 6×6 images, pool 2, one
+/// tile of rows) and `tensor_maxpool_kernel_9x12_pool3` (9×12 images, pool 3, one output row per
+/// tile: three row tiles; for `tests/tutorials_pool.rs`).
+#[kernel(
+    tensor_maxpool_kernel_6x6(H = 6, W = 6, POOL_SIZE = 2, OUT_ROWS = 3),
+    tensor_maxpool_kernel_9x12_pool3(H = 9, W = 12, POOL_SIZE = 3, OUT_ROWS = 1)
+)]
+pub fn tensor_maxpool_kernel<
+    const H: usize,
+    const W: usize,
+    const POOL_SIZE: usize,
+    const OUT_ROWS: usize,
+>(
+    in_tensor: Hbm<f16, C, H, W>,
+) -> Hbm<f16, C, { H / POOL_SIZE }, { W / POOL_SIZE }> {
+    // The output's dimensions, and the pool size.
+    let sz_hout = H / POOL_SIZE;
+    let sz_wout = W / POOL_SIZE;
+    let out_tensor = ndarray([C, sz_hout, sz_wout], in_tensor.dtype, SharedHbm);
+    let sz_pool = POOL_SIZE;
+    // Output rows per tile, and the input rows they pool.
+    let sz_hout_tile = OUT_ROWS;
+    let sz_hin_tile = sz_pool * sz_hout_tile;
 
-            const SZ_POOL: usize = $pool;
-            const SZ_HOUT: usize = $h_out;
-            const SZ_WOUT: usize = $w_out;
-            // Output rows per tile, and the input rows they pool.
-            const SZ_HOUT_TILE: usize = $rows;
-            const SZ_HIN_TILE: usize = SZ_POOL * SZ_HOUT_TILE;
+    // Indices of an input tile, of an output tile, and the pool pattern (two extra dimensions
+    // for the window): axes 1 and 2 index the rows (2 inside the window), axes 3 and 4 the
+    // columns (4 inside the window).
+    let (i_p, i_hin, i_win) = mgrid![0..128, 0..sz_hin_tile, 0..W];
+    let (i_q, i_hout, i_wout) = mgrid![0..128, 0..sz_hout_tile, 0..sz_wout];
+    let (i_0, i_1, i_2, i_3, i_4) =
+        mgrid![0..128, 0..sz_hout_tile, 0..sz_pool, 0..sz_wout, 0..sz_pool];
 
-            // Indices of an input tile, of an output tile, and the pool pattern (two extra
-            // dimensions for the window): axes 1 and 2 index the rows (2 inside the window),
-            // axes 3 and 4 the columns (4 inside the window).
-            let (i_p, i_hin, i_win) = mgrid![0..128, 0..SZ_HIN_TILE, 0..$w];
-            let (i_q, i_hout, i_wout) = mgrid![0..128, 0..SZ_HOUT_TILE, 0..SZ_WOUT];
-            let (i_0, i_1, i_2, i_3, i_4) =
-                mgrid![0..128, 0..SZ_HOUT_TILE, 0..SZ_POOL, 0..SZ_WOUT, 0..SZ_POOL];
+    for c in affine_range((C + 127) / 128) {
+        for h in affine_range(sz_hout / sz_hout_tile) {
+            let in_tile = load(
+                in_tensor[[c * 128 + i_p, h * sz_hin_tile + i_hin, i_win]],
+                mask = c * 128 + i_p < C,
+            );
 
-            for c in affine_range((C + 127) / 128) {
-                for h in affine_range(SZ_HOUT / SZ_HOUT_TILE) {
-                    let in_tile = load(
-                        in_tensor[[c * 128 + i_p, h * SZ_HIN_TILE + i_hin, i_win]],
-                        mask = c * 128 + i_p < C,
-                    );
+            // The pooling: the tile viewed in 5-D, the maximum over the window's axes.
+            let out_tile = max(
+                in_tile[[i_0, sz_pool * i_1 + i_2, sz_pool * i_3 + i_4]],
+                axis = [2, 4],
+                mask = c * 128 + i_0 < C,
+            );
 
-                    // The pooling: the tile viewed in 5-D, the maximum over the window's axes.
-                    let out_tile = max(
-                        in_tile[[i_0, SZ_POOL * i_1 + i_2, SZ_POOL * i_3 + i_4]],
-                        axis = [2, 4],
-                        mask = c * 128 + i_0 < C,
-                    );
-
-                    store(
-                        out_tensor[[c * 128 + i_q, h * SZ_HOUT_TILE + i_hout, i_wout]],
-                        out_tile,
-                        mask = c * 128 + i_q < C,
-                    );
-                }
-            }
-            out_tensor
+            store(
+                out_tensor[[c * 128 + i_q, h * sz_hout_tile + i_hout, i_wout]],
+                out_tile,
+                mask = c * 128 + i_q < C,
+            );
         }
-    };
+    }
+    out_tensor
 }
 
-tensor_maxpool_kernel!(
-    /// `tensor_maxpool_kernel_` on fp16 6×6 images, pool 2 (the example's shape), one tile of
-    /// rows.
-    tensor_maxpool_kernel,
-    f16,
-    [6, 6] -> [3, 3],
-    pool = 2,
-    out_rows = 3
-);
+/// `tensor_maxpool_kernel_` on f32, the same body as [`tensor_maxpool_kernel`]'s: a tensor's dtype
+/// cannot be a meta-parameter, so each dtype is a kernel of its own.
+///
+/// One kernel per shape: `tensor_maxpool_kernel_512` (the benchmark's 512×512 images, pool 2, 16
+/// output rows, i.e. 32 input rows or 64 KiB per partition, per tile).
+#[kernel(tensor_maxpool_kernel_512(H = 512, W = 512, POOL_SIZE = 2, OUT_ROWS = 16))]
+pub fn tensor_maxpool_kernel_f32<
+    const H: usize,
+    const W: usize,
+    const POOL_SIZE: usize,
+    const OUT_ROWS: usize,
+>(
+    in_tensor: Hbm<f32, C, H, W>,
+) -> Hbm<f32, C, { H / POOL_SIZE }, { W / POOL_SIZE }> {
+    // The output's dimensions, and the pool size.
+    let sz_hout = H / POOL_SIZE;
+    let sz_wout = W / POOL_SIZE;
+    let out_tensor = ndarray([C, sz_hout, sz_wout], in_tensor.dtype, SharedHbm);
+    let sz_pool = POOL_SIZE;
+    // Output rows per tile, and the input rows they pool.
+    let sz_hout_tile = OUT_ROWS;
+    let sz_hin_tile = sz_pool * sz_hout_tile;
 
-tensor_maxpool_kernel!(
-    /// `tensor_maxpool_kernel_` on f32 512×512 images, pool 2, 16 output rows (32 input rows,
-    /// 64 KiB per partition) per tile.
-    tensor_maxpool_kernel_512,
-    f32,
-    [512, 512] -> [256, 256],
-    pool = 2,
-    out_rows = 16
-);
+    // Indices of an input tile, of an output tile, and the pool pattern (two extra dimensions
+    // for the window): axes 1 and 2 index the rows (2 inside the window), axes 3 and 4 the
+    // columns (4 inside the window).
+    let (i_p, i_hin, i_win) = mgrid![0..128, 0..sz_hin_tile, 0..W];
+    let (i_q, i_hout, i_wout) = mgrid![0..128, 0..sz_hout_tile, 0..sz_wout];
+    let (i_0, i_1, i_2, i_3, i_4) =
+        mgrid![0..128, 0..sz_hout_tile, 0..sz_pool, 0..sz_wout, 0..sz_pool];
+
+    for c in affine_range((C + 127) / 128) {
+        for h in affine_range(sz_hout / sz_hout_tile) {
+            let in_tile = load(
+                in_tensor[[c * 128 + i_p, h * sz_hin_tile + i_hin, i_win]],
+                mask = c * 128 + i_p < C,
+            );
+
+            // The pooling: the tile viewed in 5-D, the maximum over the window's axes.
+            let out_tile = max(
+                in_tile[[i_0, sz_pool * i_1 + i_2, sz_pool * i_3 + i_4]],
+                axis = [2, 4],
+                mask = c * 128 + i_0 < C,
+            );
+
+            store(
+                out_tensor[[c * 128 + i_q, h * sz_hout_tile + i_hout, i_wout]],
+                out_tile,
+                mask = c * 128 + i_q < C,
+            );
+        }
+    }
+    out_tensor
+}
 
 /// The maximum of each `pool × pool` window, in f64 (NumPy's
 /// `x.reshape(C, H/p, p, W/p, p).max(axis=(2, 4))`).
@@ -137,11 +183,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The example's shape.
     let x = tutorial_input(2, 6, 6);
-    let out = tensor_maxpool_kernel(&mut core, &DeviceTensor::from_array(&x)?)?;
+    let out = tensor_maxpool_kernel_6x6(&mut core, &DeviceTensor::from_array(&x)?)?;
     let out = out.into_array::<Ix3>()?;
     println!("input 2×6×6 fp16:\n{x}\nmax-pooled by 2:\n{out}");
     let c = check(out.view(), x.view(), 2);
-    println!("tensor_maxpool_kernel 2×6×6 fp16: against the f64 reference, {c}");
+    println!("tensor_maxpool_kernel_6x6 2×6×6 fp16: against the f64 reference, {c}");
     ok &= c.within;
 
     // The benchmark shape.

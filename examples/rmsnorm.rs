@@ -7,10 +7,11 @@
 //! tutorial draws `a` and `g` uniform in [0, 1)), `g` [4096]. The tutorial's own test shape,
 //! (128, 512), and ragged row counts are in `tests/tutorials_norm.rs`.
 //!
-//! The row count is symbolic (`N`): any number of rows, the last tile masked. The row length is
-//! a literal, because a tile's shape is (`mgrid![0..128, 0..D]` needs a compile-time `D`), so
-//! `nki_rmsnorm_kernel!` stamps the kernel for each row length used: 4096 (the benchmark) and
-//! 512 (the tutorial's test).
+//! The row count is symbolic (`N`): any number of rows, the last tile masked. The row length
+//! `D` (NKI's `a_tensor.shape[1]`) is a meta-parameter, since it is a tile's free size
+//! (`mgrid![0..128, 0..D]`): `#[kernel(...)]` lists one instantiation per row length used,
+//! `nki_rmsnorm_kernel_4096` (the benchmark) and `nki_rmsnorm_kernel_512` (the tutorial's test),
+//! each a kernel of its own; `nki_rmsnorm_kernel::INSTANCES` lists them.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -18,63 +19,56 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView1, ArrayView2, Ix1, Ix2};
 use nki::prelude::*;
 
-/// The kernel for rows of `D` elements, as NKI's tutorial writes it: `g` loaded once as a
-/// `[1, D]` tile, then for each 128-row tile: square, sum along the row, divide by `D`,
+/// `nki_rmsnorm_kernel` for rows of `D` elements, as NKI's tutorial writes it: `g` loaded once
+/// as a `[1, D]` tile, then for each 128-row tile: square, sum along the row, divide by `D`,
 /// `rsqrt`, multiply by the `[128, 1]` column, multiply by `g` broadcast to `[128, D]` (masked),
 /// store (masked). As in NKI, only the load, the last multiply and the store are masked; the
 /// other instructions compute on the rows past `N` too and their results are never stored.
-macro_rules! nki_rmsnorm_kernel {
-    ($(#[$attr:meta])* $name:ident, D = $d:tt) => {
-        $(#[$attr])*
-        #[kernel]
-        pub fn $name(a_tensor: Hbm<f32, N, $d>, g_tensor: Hbm<f32, $d>) -> Hbm<f32, N, $d> {
-            let out_tensor = ndarray([N, $d], f32, SharedHbm);
+///
+/// One kernel per row length: `nki_rmsnorm_kernel_4096` (the benchmark shape) and
+/// `nki_rmsnorm_kernel_512` (the tutorial's test shape, (128, 512)).
+#[kernel(nki_rmsnorm_kernel_4096(D = 4096), nki_rmsnorm_kernel_512(D = 512))]
+pub fn nki_rmsnorm_kernel<const D: usize>(
+    a_tensor: Hbm<f32, N, D>,
+    g_tensor: Hbm<f32, D>,
+) -> Hbm<f32, N, D> {
+    let out_tensor = ndarray([N, D], f32, SharedHbm);
 
-            // Tensor indices: 128 rows × D columns for `a`, one row × D columns for `g`.
-            let (ix, iy) = mgrid![0..128, 0..$d];
-            let (iw, ig) = mgrid![0..1, 0..$d];
+    // Tensor indices: 128 rows × D columns for `a`, one row × D columns for `g`.
+    let (ix, iy) = mgrid![0..128, 0..D];
+    let (iw, ig) = mgrid![0..1, 0..D];
 
-            // The weight, loaded once and reused by every tile of rows: `g` viewed as (1, D),
-            // element (iw, ig) at iw·D + ig, as NKI's `g_tensor.reshape((1, D))[iw, iy]`.
-            let g_tile = load(g_tensor[[iw * $d + ig]]);
+    // The weight, loaded once and reused by every tile of rows: `g` viewed as (1, D), element
+    // (iw, ig) at iw·D + ig, as NKI's `g_tensor.reshape((1, D))[iw, iy]`.
+    let g_tile = load(g_tensor[[iw * D + ig]]);
 
-            // 128 rows at a time (the partition dimension); the tiles are independent.
-            for i in affine_range((N + 127) / 128) {
-                let a_tile = load(a_tensor[[i * 128 + ix, iy]], mask = i * 128 + ix < N);
+    // 128 rows at a time (the partition dimension); the tiles are independent.
+    for i in affine_range((N + 127) / 128) {
+        let a_tile = load(a_tensor[[i * 128 + ix, iy]], mask = i * 128 + ix < N);
 
-                // Σ a², along the row.
-                let in_square = square(a_tile);
-                let square_sum = sum(in_square, axis = [1]);
+        // Σ a², along the row.
+        let in_square = square(a_tile);
+        let square_sum = sum(in_square, axis = [1]);
 
-                // The mean, and 1 / sqrt(mean) (one activation).
-                let mean = square_sum / $d;
-                let rms_reciprocal = rsqrt(mean);
+        // The mean, and 1 / sqrt(mean) (one activation).
+        let mean = square_sum / D;
+        let rms_reciprocal = rsqrt(mean);
 
-                // a · (1 / RMS), the [128, 1] column broadcast along the row.
-                let out_tile = multiply(a_tile, rms_reciprocal);
+        // a · (1 / RMS), the [128, 1] column broadcast along the row.
+        let out_tile = multiply(a_tile, rms_reciprocal);
 
-                // g broadcast along the partitions, and multiplied in.
-                let g_bcast = broadcast_to(g_tile, [128, $d]);
-                out_tile[..] = multiply(out_tile, g_bcast, mask = i * 128 + ix < N);
+        // g broadcast along the partitions, and multiplied in.
+        let g_bcast = broadcast_to(g_tile, [128, D]);
+        out_tile[..] = multiply(out_tile, g_bcast, mask = i * 128 + ix < N);
 
-                store(out_tensor[[i * 128 + ix, iy]], out_tile, mask = i * 128 + ix < N);
-            }
-            out_tensor
-        }
-    };
+        store(
+            out_tensor[[i * 128 + ix, iy]],
+            out_tile,
+            mask = i * 128 + ix < N,
+        );
+    }
+    out_tensor
 }
-
-nki_rmsnorm_kernel!(
-    /// `nki_rmsnorm_kernel` for rows of 4096 elements (the benchmark shape).
-    nki_rmsnorm_kernel,
-    D = 4096
-);
-
-nki_rmsnorm_kernel!(
-    /// `nki_rmsnorm_kernel` for rows of 512 elements (the tutorial's test shape, (128, 512)).
-    nki_rmsnorm_kernel_512,
-    D = 512
-);
 
 /// `a / sqrt(mean(a²)) · g` per row, in f64 from the f32 inputs (each exact in f64).
 pub fn reference(a: ArrayView2<f32>, g: ArrayView1<f32>) -> Array2<f64> {
@@ -129,14 +123,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut core = NeuronCore::default();
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time = common::median_time(5, || {
-        nki_rmsnorm_kernel::launch_into(&mut core, &a_dev, &g_dev, &mut out)
+        nki_rmsnorm_kernel_4096::launch_into(&mut core, &a_dev, &g_dev, &mut out)
     })?;
 
-    println!("{}", nki_rmsnorm_kernel::KERNEL.program());
+    println!("{}", nki_rmsnorm_kernel_4096::KERNEL.program());
     let out = out.into_array::<Ix2>()?;
     let c = check(out.view(), a.view(), g.view());
     println!(
-        "nki_rmsnorm_kernel a [{ROWS}, {D}] f32, g [{D}]: against the f64 reference, {c} \
+        "nki_rmsnorm_kernel_4096 a [{ROWS}, {D}] f32, g [{D}]: against the f64 reference, {c} \
          (relative bound {:.2e}); median of 5 launches {:.2} ms",
         relative_tolerance(D),
         time.as_secs_f64() * 1e3

@@ -6,9 +6,10 @@
 //! `cargo run --release --example softmax` runs the benchmark shape, [4096, 4096] f32 (values
 //! uniform in [−4, 4)). Small and ragged shapes are in `tests/tutorials_norm.rs`.
 //!
-//! The row count is symbolic (`N`); the row length is a literal (a tile's shape is), so
-//! `nki_softmax_kernel!` stamps the kernel for each row length used: 4096 (the benchmark) and
-//! 512 (the tests).
+//! The row count is symbolic (`N`); the row length `D` (NKI's `a_tensor.shape[1]`) is a
+//! meta-parameter, since it is a tile's free size: `#[kernel(...)]` lists one instantiation per
+//! row length used, `nki_softmax_kernel_4096` (the benchmark) and `nki_softmax_kernel_512` (the
+//! tests), each a kernel of its own; `nki_softmax_kernel::INSTANCES` lists them.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -16,52 +17,38 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView2, Ix2};
 use nki::prelude::*;
 
-/// The kernel for rows of `D` elements, as NKI's tutorial writes it: per 128-row tile, the
-/// row maximum (`max` with `keepdims`, masked), the shift (`subtract`, masked), `exp`, the row
-/// sum, the division by the `[128, 1]` sum, and the store (masked).
-macro_rules! nki_softmax_kernel {
-    ($(#[$attr:meta])* $name:ident, D = $d:tt) => {
-        $(#[$attr])*
-        #[kernel]
-        pub fn $name(a_tensor: Hbm<f32, N, $d>) -> Hbm<f32, N, $d> {
-            let out_tensor = ndarray([N, $d], f32, SharedHbm);
+/// `nki_softmax_kernel` for rows of `D` elements, as NKI's tutorial writes it: per 128-row
+/// tile, the row maximum (`max` with `keepdims`, masked), the shift (`subtract`, masked), `exp`,
+/// the row sum, the division by the `[128, 1]` sum, and the store (masked).
+///
+/// One kernel per row length: `nki_softmax_kernel_4096` (the benchmark shape) and
+/// `nki_softmax_kernel_512` (the tests).
+#[kernel(nki_softmax_kernel_4096(D = 4096), nki_softmax_kernel_512(D = 512))]
+pub fn nki_softmax_kernel<const D: usize>(a_tensor: Hbm<f32, N, D>) -> Hbm<f32, N, D> {
+    let out_tensor = ndarray([N, D], f32, SharedHbm);
 
-            // Tensor indices: 128 rows × D columns.
-            let (ix, iy) = mgrid![0..128, 0..$d];
+    // Tensor indices: 128 rows × D columns.
+    let (ix, iy) = mgrid![0..128, 0..D];
 
-            // 128 rows at a time (the partition dimension); the tiles are independent.
-            for i in affine_range((N + 127) / 128) {
-                let a_tile = load(a_tensor[[i * 128 + ix, iy]], mask = i * 128 + ix < N);
+    // 128 rows at a time (the partition dimension); the tiles are independent.
+    for i in affine_range((N + 127) / 128) {
+        let a_tile = load(a_tensor[[i * 128 + ix, iy]], mask = i * 128 + ix < N);
 
-                // The row maximum, subtracted for numerical stability.
-                let max_vals = max(a_tile, axis = [1], keepdims = true, mask = i * 128 + ix < N);
-                let shifted = subtract(a_tile, max_vals, mask = i * 128 + ix < N);
+        // The row maximum, subtracted for numerical stability.
+        let max_vals = max(a_tile, axis = [1], keepdims = true, mask = i * 128 + ix < N);
+        let shifted = subtract(a_tile, max_vals, mask = i * 128 + ix < N);
 
-                // exp, and its sum along the row.
-                let numerator = exp(shifted);
-                let denominator = sum(numerator, axis = [1]);
+        // exp, and its sum along the row.
+        let numerator = exp(shifted);
+        let denominator = sum(numerator, axis = [1]);
 
-                // The division by the [128, 1] sum.
-                let sm = numerator / denominator;
+        // The division by the [128, 1] sum.
+        let sm = numerator / denominator;
 
-                store(out_tensor[[i * 128 + ix, iy]], sm, mask = i * 128 + ix < N);
-            }
-            out_tensor
-        }
-    };
+        store(out_tensor[[i * 128 + ix, iy]], sm, mask = i * 128 + ix < N);
+    }
+    out_tensor
 }
-
-nki_softmax_kernel!(
-    /// `nki_softmax_kernel` for rows of 4096 elements (the benchmark shape).
-    nki_softmax_kernel,
-    D = 4096
-);
-
-nki_softmax_kernel!(
-    /// `nki_softmax_kernel` for rows of 512 elements.
-    nki_softmax_kernel_512,
-    D = 512
-);
 
 /// The softmax of each row, in f64 from the f32 inputs.
 pub fn reference(a: ArrayView2<f32>) -> Array2<f64> {
@@ -120,14 +107,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut core = NeuronCore::default();
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time = common::median_time(5, || {
-        nki_softmax_kernel::launch_into(&mut core, &a_dev, &mut out)
+        nki_softmax_kernel_4096::launch_into(&mut core, &a_dev, &mut out)
     })?;
 
-    println!("{}", nki_softmax_kernel::KERNEL.program());
+    println!("{}", nki_softmax_kernel_4096::KERNEL.program());
     let out = out.into_array::<Ix2>()?;
     let c = check(out.view(), a.view());
     println!(
-        "nki_softmax_kernel [{ROWS}, {D}] f32: against the f64 reference, {c} \
+        "nki_softmax_kernel_4096 [{ROWS}, {D}] f32: against the f64 reference, {c} \
          (relative bound {:.2e} for a spread of 8); median of 5 launches {:.2} ms",
         relative_tolerance(D, 8.0),
         time.as_secs_f64() * 1e3

@@ -10,10 +10,15 @@
 //! 0..60 and shape2D = (3, 4). Ragged row counts are in `tests/tutorials_pool.rs`.
 //!
 //! The tutorial loads the whole input as one tile (at most 128 rows). Here the row count is
-//! symbolic (`P`) and the rows are processed 128 at a time, the last tile masked. shape2D is a
-//! compile-time argument in NKI too (a Python tuple); here a tile's shape must be literal, so
-//! `tensor_transpose2d_kernel!` stamps the kernel for each (dtype, F1, F2): (int8, 3, 4) and
-//! (f32, 64, 64).
+//! symbolic (`P`) and the rows are processed 128 at a time, the last tile masked. shape2D, a
+//! compile-time argument in NKI too (a Python tuple), is two meta-parameters, `const F1: usize`
+//! and `const F2: usize`, and the row length is the dimension `{ F1 * F2 }` computed from them;
+//! `#[kernel(...)]` lists one instantiation per shape2D used, each a kernel of its own:
+//! `tensor_transpose2d_kernel_3x4` (int8, the tutorial's (3, 4)) and
+//! `tensor_transpose2d_kernel_64x64` (f32, the benchmark's (64, 64)). The tutorial's kernel takes
+//! any dtype (`in_tensor.dtype`); here a tensor's dtype is part of the signature and a
+//! meta-parameter cannot be one, so the body is written twice, `tensor_transpose2d_kernel` on
+//! int8 and `tensor_transpose2d_kernel_f32` on f32.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -21,56 +26,84 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView2, Ix2};
 use nki::prelude::*;
 
-/// The kernel for rows of `F1·F2` elements of `dtype`: per 128-row tile, a load, the permuting
-/// copy and a store, each masked to the rows below `P` (the tutorial's single tile has exactly
-/// `P` partitions). `F` must be `F1·F2` (a macro cannot multiply literals).
-macro_rules! tensor_transpose2d_kernel {
-    ($(#[$attr:meta])* $name:ident, $dtype:ident, shape2d = ($f1:tt, $f2:tt), F = $f:tt) => {
-        $(#[$attr])*
-        #[kernel]
-        pub fn $name(in_tensor: Hbm<$dtype, P, $f>) -> Hbm<$dtype, P, $f> {
-            let out_tensor = ndarray([P, $f], $dtype, SharedHbm);
+/// `tensor_transpose2D_kernel_` on int8 (the tutorial's example), shape2D = (`F1`, `F2`): per
+/// 128-row tile, a load, the permuting copy and a store, each masked to the rows below `P` (the
+/// tutorial's single tile has exactly `P` partitions).
+///
+/// One kernel per shape2D: `tensor_transpose2d_kernel_3x4` (the tutorial's (3, 4)).
+#[kernel(tensor_transpose2d_kernel_3x4(F1 = 3, F2 = 4))]
+pub fn tensor_transpose2d_kernel<const F1: usize, const F2: usize>(
+    in_tensor: Hbm<i8, P, { F1 * F2 }>,
+) -> Hbm<i8, P, { F1 * F2 }> {
+    let out_tensor = ndarray([P, F1 * F2], in_tensor.dtype, SharedHbm);
 
-            // The transpose pattern (NKI's shape2D).
-            const SZ_F1: usize = $f1;
-            const SZ_F2: usize = $f2;
+    // The transpose pattern (NKI's shape2D).
+    let sz_f1 = F1;
+    let sz_f2 = F2;
 
-            // Indices of a 128-row tile, flat and as F1×F2 matrices: i_p0 is the partition
-            // index, i_f1 and i_f2 are the two free indices that trade places.
-            let (i_p, i_f) = mgrid![0..128, 0..$f];
-            let (i_p0, i_f1, i_f2) = mgrid![0..128, 0..SZ_F1, 0..SZ_F2];
+    // Indices of a 128-row tile, flat and as F1×F2 matrices: i_p0 is the partition index,
+    // i_f1 and i_f2 are the two free indices that trade places.
+    let (i_p, i_f) = mgrid![0..128, 0..sz_f1 * sz_f2];
+    let (i_p0, i_f1, i_f2) = mgrid![0..128, 0..sz_f1, 0..sz_f2];
 
-            for k in affine_range((P + 127) / 128) {
-                let in_tile = load(in_tensor[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < P);
+    for k in affine_range((P + 127) / 128) {
+        let in_tile = load(in_tensor[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < P);
 
-                // The transpose, as an SBUF-to-SBUF copy through two access patterns: the
-                // source traverses the F1×F2 matrix row-major, the destination the F2×F1 one.
-                let out_tile = ndarray([128, SZ_F2 * SZ_F1], $dtype, Sbuf);
-                out_tile[[i_p0, i_f2 * SZ_F1 + i_f1]] =
-                    copy(in_tile[[i_p0, i_f1 * SZ_F2 + i_f2]], mask = k * 128 + i_p0 < P);
+        // The transpose, as an SBUF-to-SBUF copy through two access patterns: the source
+        // traverses the F1×F2 matrix row-major, the destination the F2×F1 one.
+        let out_tile = ndarray([128, sz_f2 * sz_f1], out_tensor.dtype, Sbuf);
+        out_tile[[i_p0, i_f2 * sz_f1 + i_f1]] = copy(
+            in_tile[[i_p0, i_f1 * sz_f2 + i_f2]],
+            mask = k * 128 + i_p0 < P,
+        );
 
-                store(out_tensor[[k * 128 + i_p, i_f]], out_tile, mask = k * 128 + i_p < P);
-            }
-            out_tensor
-        }
-    };
+        store(
+            out_tensor[[k * 128 + i_p, i_f]],
+            out_tile,
+            mask = k * 128 + i_p < P,
+        );
+    }
+    out_tensor
 }
 
-tensor_transpose2d_kernel!(
-    /// `tensor_transpose2D_kernel_` with shape2D = (3, 4) on int8 (the tutorial's example).
-    tensor_transpose2d_kernel,
-    i8,
-    shape2d = (3, 4),
-    F = 12
-);
+/// `tensor_transpose2D_kernel_` on f32, the same body as [`tensor_transpose2d_kernel`]'s: a
+/// tensor's dtype cannot be a meta-parameter, so each dtype is a kernel of its own.
+///
+/// One kernel per shape2D: `tensor_transpose2d_kernel_64x64` (the benchmark's (64, 64)).
+#[kernel(tensor_transpose2d_kernel_64x64(F1 = 64, F2 = 64))]
+pub fn tensor_transpose2d_kernel_f32<const F1: usize, const F2: usize>(
+    in_tensor: Hbm<f32, P, { F1 * F2 }>,
+) -> Hbm<f32, P, { F1 * F2 }> {
+    let out_tensor = ndarray([P, F1 * F2], in_tensor.dtype, SharedHbm);
 
-tensor_transpose2d_kernel!(
-    /// `tensor_transpose2D_kernel_` with shape2D = (64, 64) on f32 (the benchmark shape).
-    tensor_transpose2d_kernel_64x64,
-    f32,
-    shape2d = (64, 64),
-    F = 4096
-);
+    // The transpose pattern (NKI's shape2D).
+    let sz_f1 = F1;
+    let sz_f2 = F2;
+
+    // Indices of a 128-row tile, flat and as F1×F2 matrices: i_p0 is the partition index,
+    // i_f1 and i_f2 are the two free indices that trade places.
+    let (i_p, i_f) = mgrid![0..128, 0..sz_f1 * sz_f2];
+    let (i_p0, i_f1, i_f2) = mgrid![0..128, 0..sz_f1, 0..sz_f2];
+
+    for k in affine_range((P + 127) / 128) {
+        let in_tile = load(in_tensor[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < P);
+
+        // The transpose, as an SBUF-to-SBUF copy through two access patterns: the source
+        // traverses the F1×F2 matrix row-major, the destination the F2×F1 one.
+        let out_tile = ndarray([128, sz_f2 * sz_f1], out_tensor.dtype, Sbuf);
+        out_tile[[i_p0, i_f2 * sz_f1 + i_f1]] = copy(
+            in_tile[[i_p0, i_f1 * sz_f2 + i_f2]],
+            mask = k * 128 + i_p0 < P,
+        );
+
+        store(
+            out_tensor[[k * 128 + i_p, i_f]],
+            out_tile,
+            mask = k * 128 + i_p < P,
+        );
+    }
+    out_tensor
+}
 
 /// Each row's F1×F2 matrix transposed, with `ndarray` (`reshape`, `permuted_axes`).
 pub fn reference<T: Copy>(a: ArrayView2<T>, shape2d: (usize, usize)) -> Array2<T> {
@@ -116,11 +149,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The tutorial's example.
     let a = tutorial_input(5, 12);
-    let out = tensor_transpose2d_kernel(&mut core, &DeviceTensor::from_array(&a)?)?;
+    let out = tensor_transpose2d_kernel_3x4(&mut core, &DeviceTensor::from_array(&a)?)?;
     let out = out.into_array::<Ix2>()?;
     println!("input (5, 3·4) int8:\n{a}\ntransposed per row with shape2D = (3, 4):\n{out}");
     let c = check(out.view(), a.view(), (3, 4));
-    println!("tensor_transpose2d_kernel (5, 12) int8: against ndarray's transpose, {c}");
+    println!("tensor_transpose2d_kernel_3x4 (5, 12) int8: against ndarray's transpose, {c}");
     ok &= c.within;
 
     // The benchmark shape.

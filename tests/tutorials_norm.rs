@@ -3,7 +3,7 @@
 //! error bound at the tutorial's shape and at row counts that are not multiples of the
 //! 128-row tile (the last tile masked).
 //!
-//! The benchmark-shape instances (rows of 4096 or 8192) run here with few rows; the full
+//! The benchmark-shape instantiations (rows of 4096 or 8192) run here with few rows; the full
 //! benchmark shapes are the examples' `main`.
 
 // The example files, compiled here as modules; each brings its own copy of `examples/common`.
@@ -21,11 +21,11 @@ use nki::ndarray::{Array1, Array2, Ix1, Ix2};
 use nki::prelude::*;
 
 use layernorm::{
-    nki_layernorm_kernel_v1, nki_layernorm_kernel_v1_1024, nki_layernorm_kernel_v2,
-    nki_layernorm_kernel_v2_1024,
+    nki_layernorm_kernel_v1, nki_layernorm_kernel_v1_1024, nki_layernorm_kernel_v1_8192,
+    nki_layernorm_kernel_v2, nki_layernorm_kernel_v2_1024, nki_layernorm_kernel_v2_8192,
 };
-use rmsnorm::{common, nki_rmsnorm_kernel, nki_rmsnorm_kernel_512};
-use softmax::{nki_softmax_kernel, nki_softmax_kernel_512};
+use rmsnorm::{common, nki_rmsnorm_kernel_512, nki_rmsnorm_kernel_4096};
+use softmax::{nki_softmax_kernel_512, nki_softmax_kernel_4096};
 
 /// Asserts that a `Comparison` (each example has its own copy of the type) is within bounds.
 macro_rules! assert_within {
@@ -78,7 +78,7 @@ fn rmsnorm_ragged_rows() {
     }
     // The benchmark's row length.
     let (a, g) = rmsnorm_inputs(130, 4096, 25, -1.0);
-    let out = nki_rmsnorm_kernel(&mut core, &dev(&a), &dev(&g)).unwrap();
+    let out = nki_rmsnorm_kernel_4096(&mut core, &dev(&a), &dev(&g)).unwrap();
     assert_within!(
         "rmsnorm (130, 4096)",
         rmsnorm::check(matrix(out).view(), a.view(), g.view())
@@ -140,13 +140,25 @@ fn layernorm_v1_cancellation_and_v2() {
 }
 
 #[test]
+fn layernorm_instantiations_take_the_tutorials_epsilon() {
+    // The reference's ε is the one every instantiation of both kernels compiles in.
+    for inst in nki_layernorm_kernel_v1::INSTANCES
+        .iter()
+        .chain(&nki_layernorm_kernel_v2::INSTANCES)
+    {
+        let eps = inst.value("EPS").and_then(nki::MetaValue::as_f64);
+        assert_eq!(eps, Some(layernorm::EPSILON), "{inst}");
+    }
+}
+
+#[test]
 fn layernorm_benchmark_row_length() {
     // Rows of 8192 (16 bn_stats chunks per row), 130 rows: a full tile and a ragged one.
     let mut core = NeuronCore::default();
     let (x, gamma, beta) = layernorm_inputs(130, 8192, 35, -1.0, 1.0);
     let (xd, gd, bd) = (dev(&x), dev(&gamma), dev(&beta));
-    let v1 = matrix(nki_layernorm_kernel_v1(&mut core, &xd, &gd, &bd).unwrap());
-    let v2 = matrix(nki_layernorm_kernel_v2(&mut core, &xd, &gd, &bd).unwrap());
+    let v1 = matrix(nki_layernorm_kernel_v1_8192(&mut core, &xd, &gd, &bd).unwrap());
+    let v2 = matrix(nki_layernorm_kernel_v2_8192(&mut core, &xd, &gd, &bd).unwrap());
     assert_within!(
         "layernorm v1 (130, 8192)",
         layernorm::check(v1.view(), x.view(), gamma.view(), beta.view())
@@ -187,7 +199,7 @@ fn softmax_large_values_and_benchmark_row_length() {
     );
     // The benchmark's row length.
     let a = common::random_f32(Ix2(130, 4096), 56, -4.0, 4.0);
-    let out = nki_softmax_kernel(&mut core, &dev(&a)).unwrap();
+    let out = nki_softmax_kernel_4096(&mut core, &dev(&a)).unwrap();
     assert_within!(
         "softmax (130, 4096)",
         softmax::check(matrix(out).view(), a.view())

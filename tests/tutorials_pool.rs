@@ -3,16 +3,14 @@
 //! own independent reference at the tutorial's shape and at channel and row counts that are not
 //! multiples of the 128-partition tile (the last tile masked).
 //!
-//! The benchmark-shape instances run here with few channels or rows; the full benchmark shapes
+//! The benchmark-shape instantiations run here with few channels or rows; the full benchmark shapes
 //! are the examples' `main`.
 
 // The example files, compiled here as modules; each brings its own copy of `examples/common`.
 #[path = "../examples/average_pool2d.rs"]
-#[macro_use]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod average_pool2d;
 #[path = "../examples/maxpool2d.rs"]
-#[macro_use]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod maxpool2d;
 #[path = "../examples/transpose2d.rs"]
@@ -22,9 +20,13 @@ mod transpose2d;
 use nki::ndarray::{Array2, Array3, Ix2, Ix3};
 use nki::prelude::*;
 
-use average_pool2d::{tensor_avgpool_kernel, tensor_avgpool_kernel_512};
-use maxpool2d::{tensor_maxpool_kernel, tensor_maxpool_kernel_512};
-use transpose2d::{common, tensor_transpose2d_kernel, tensor_transpose2d_kernel_64x64};
+use average_pool2d::{
+    tensor_avgpool_kernel_6x6, tensor_avgpool_kernel_9x12_pool3, tensor_avgpool_kernel_512,
+};
+use maxpool2d::{
+    tensor_maxpool_kernel_6x6, tensor_maxpool_kernel_9x12_pool3, tensor_maxpool_kernel_512,
+};
+use transpose2d::{common, tensor_transpose2d_kernel_3x4, tensor_transpose2d_kernel_64x64};
 
 /// Asserts that a `Comparison` (each example has its own copy of the type) is within bounds.
 macro_rules! assert_within {
@@ -39,7 +41,7 @@ macro_rules! assert_within {
 // ---------------------------------------------------------------------------------------------
 
 fn transpose_i8(core: &mut NeuronCore, a: &Array2<i8>) -> Array2<i8> {
-    let out = tensor_transpose2d_kernel(core, &DeviceTensor::from_array(a).unwrap()).unwrap();
+    let out = tensor_transpose2d_kernel_3x4(core, &DeviceTensor::from_array(a).unwrap()).unwrap();
     out.into_array::<Ix2>().unwrap()
 }
 
@@ -89,16 +91,11 @@ fn transpose2d_ragged_rows() {
 // average_pool2d
 // ---------------------------------------------------------------------------------------------
 
-// The kernel with pool 3 on 9×12 images, one output row per tile (three row tiles): a pool size
-// and a row tiling the examples do not use.
-tensor_avgpool_kernel!(avgpool_9x12_pool3, f16, [9, 12] -> [3, 4], pool = 3, out_rows = 1);
-tensor_maxpool_kernel!(maxpool_9x12_pool3, f16, [9, 12] -> [3, 4], pool = 3, out_rows = 1);
-
 #[test]
 fn avgpool_tutorial_example() {
     let mut core = NeuronCore::default();
     let x = average_pool2d::tutorial_input(2, 6, 6);
-    let out = tensor_avgpool_kernel(&mut core, &DeviceTensor::from_array(&x).unwrap())
+    let out = tensor_avgpool_kernel_6x6(&mut core, &DeviceTensor::from_array(&x).unwrap())
         .unwrap()
         .into_array::<Ix3>()
         .unwrap();
@@ -115,7 +112,7 @@ fn avgpool_ragged_channels() {
     let mut core = NeuronCore::default();
     for (c, seed) in [(1, 12), (200, 13)] {
         let x = common::random_f16(Ix3(c, 6, 6), seed, -4.0, 4.0);
-        let out = tensor_avgpool_kernel(&mut core, &DeviceTensor::from_array(&x).unwrap())
+        let out = tensor_avgpool_kernel_6x6(&mut core, &DeviceTensor::from_array(&x).unwrap())
             .unwrap()
             .into_array::<Ix3>()
             .unwrap();
@@ -125,7 +122,7 @@ fn avgpool_ragged_channels() {
         );
     }
     let x = common::random_f16(Ix3(130, 9, 12), 14, -4.0, 4.0);
-    let out = avgpool_9x12_pool3(&mut core, &DeviceTensor::from_array(&x).unwrap())
+    let out = tensor_avgpool_kernel_9x12_pool3(&mut core, &DeviceTensor::from_array(&x).unwrap())
         .unwrap()
         .into_array::<Ix3>()
         .unwrap();
@@ -157,7 +154,7 @@ fn avgpool_benchmark_kernel_few_channels() {
 fn maxpool_tutorial_example() {
     let mut core = NeuronCore::default();
     let x = maxpool2d::tutorial_input(2, 6, 6);
-    let out = tensor_maxpool_kernel(&mut core, &DeviceTensor::from_array(&x).unwrap())
+    let out = tensor_maxpool_kernel_6x6(&mut core, &DeviceTensor::from_array(&x).unwrap())
         .unwrap()
         .into_array::<Ix3>()
         .unwrap();
@@ -177,7 +174,7 @@ fn maxpool_ragged_channels() {
     let mut core = NeuronCore::default();
     for (c, seed) in [(1, 16), (200, 17)] {
         let x = common::random_f16(Ix3(c, 6, 6), seed, -4.0, 4.0);
-        let out = tensor_maxpool_kernel(&mut core, &DeviceTensor::from_array(&x).unwrap())
+        let out = tensor_maxpool_kernel_6x6(&mut core, &DeviceTensor::from_array(&x).unwrap())
             .unwrap()
             .into_array::<Ix3>()
             .unwrap();
@@ -187,7 +184,7 @@ fn maxpool_ragged_channels() {
         );
     }
     let x = common::random_f16(Ix3(130, 9, 12), 18, -4.0, 4.0);
-    let out = maxpool_9x12_pool3(&mut core, &DeviceTensor::from_array(&x).unwrap())
+    let out = tensor_maxpool_kernel_9x12_pool3(&mut core, &DeviceTensor::from_array(&x).unwrap())
         .unwrap()
         .into_array::<Ix3>()
         .unwrap();
