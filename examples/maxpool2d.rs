@@ -14,9 +14,8 @@
 //! H, W, the pool size and `OUT_ROWS` are meta-parameters (the output's dimensions
 //! `{ H / POOL_SIZE }` and `{ W / POOL_SIZE }`), one instantiation per shape used:
 //! `tensor_maxpool_kernel_6x6` (fp16, the example's shape), `tensor_maxpool_kernel_9x12_pool3`
-//! (fp16, for the tests) and `tensor_maxpool_kernel_512` (f32, the benchmark). A meta-parameter
-//! cannot be a dtype, so the body is written twice, `tensor_maxpool_kernel` on fp16 and
-//! `tensor_maxpool_kernel_f32` on f32.
+//! (fp16, for the tests) and `tensor_maxpool_kernel_512` (f32, the benchmark); the dtype is the
+//! type parameter `T`.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -25,82 +24,30 @@ use common::Real;
 use nki::ndarray::{Array3, ArrayView3, Ix3};
 use nki::prelude::*;
 
-/// `tensor_maxpool_kernel_` on fp16 (the example's dtype): `[C, H, W]` inputs pooled by `POOL_SIZE`
+/// `tensor_maxpool_kernel_` for the dtype `T`: `[C, H, W]` inputs pooled by `POOL_SIZE`
 /// into `[C, H/POOL_SIZE, W/POOL_SIZE]`, `OUT_ROWS` output rows per tile (it must divide
 /// `H/POOL_SIZE`). Per tile: a load of `POOL_SIZE·OUT_ROWS` input rows, the 5-D view reduced with
 /// `max` over its axes 2 and 4, and a store, each masked to the tile's channels below `C` (the
 /// example's single tile has exactly `C` partitions).
 ///
-/// One kernel per shape: `tensor_maxpool_kernel_6x6` (the example's shape: 6×6 images, pool 2, one
-/// tile of rows) and `tensor_maxpool_kernel_9x12_pool3` (9×12 images, pool 3, one output row per
-/// tile: three row tiles; for `tests/tutorials_pool.rs`).
+/// One kernel per dtype and shape: `tensor_maxpool_kernel_6x6` (fp16, the example's shape: 6×6
+/// images, pool 2, one tile of rows), `tensor_maxpool_kernel_9x12_pool3` (fp16, 9×12 images,
+/// pool 3, one output row per tile; for `tests/tutorials_pool.rs`) and
+/// `tensor_maxpool_kernel_512` (f32, the benchmark's 512×512 images).
 #[kernel(
-    tensor_maxpool_kernel_6x6(H = 6, W = 6, POOL_SIZE = 2, OUT_ROWS = 3),
-    tensor_maxpool_kernel_9x12_pool3(H = 9, W = 12, POOL_SIZE = 3, OUT_ROWS = 1)
+    tensor_maxpool_kernel_6x6(T = f16, H = 6, W = 6, POOL_SIZE = 2, OUT_ROWS = 3),
+    tensor_maxpool_kernel_9x12_pool3(T = f16, H = 9, W = 12, POOL_SIZE = 3, OUT_ROWS = 1),
+    tensor_maxpool_kernel_512(T = f32, H = 512, W = 512, POOL_SIZE = 2, OUT_ROWS = 16),
 )]
 pub fn tensor_maxpool_kernel<
+    T,
     const H: usize,
     const W: usize,
     const POOL_SIZE: usize,
     const OUT_ROWS: usize,
 >(
-    in_tensor: Hbm<f16, C, H, W>,
-) -> Hbm<f16, C, { H / POOL_SIZE }, { W / POOL_SIZE }> {
-    // The output's dimensions, and the pool size.
-    let sz_hout = H / POOL_SIZE;
-    let sz_wout = W / POOL_SIZE;
-    let out_tensor = ndarray([C, sz_hout, sz_wout], in_tensor.dtype, SharedHbm);
-    let sz_pool = POOL_SIZE;
-    // Output rows per tile, and the input rows they pool.
-    let sz_hout_tile = OUT_ROWS;
-    let sz_hin_tile = sz_pool * sz_hout_tile;
-
-    // Indices of an input tile, of an output tile, and the pool pattern (two extra dimensions
-    // for the window): axes 1 and 2 index the rows (2 inside the window), axes 3 and 4 the
-    // columns (4 inside the window).
-    let (i_p, i_hin, i_win) = mgrid![0..128, 0..sz_hin_tile, 0..W];
-    let (i_q, i_hout, i_wout) = mgrid![0..128, 0..sz_hout_tile, 0..sz_wout];
-    let (i_0, i_1, i_2, i_3, i_4) =
-        mgrid![0..128, 0..sz_hout_tile, 0..sz_pool, 0..sz_wout, 0..sz_pool];
-
-    for c in affine_range((C + 127) / 128) {
-        for h in affine_range(sz_hout / sz_hout_tile) {
-            let in_tile = load(
-                in_tensor[[c * 128 + i_p, h * sz_hin_tile + i_hin, i_win]],
-                mask = c * 128 + i_p < C,
-            );
-
-            // The pooling: the tile viewed in 5-D, the maximum over the window's axes.
-            let out_tile = max(
-                in_tile[[i_0, sz_pool * i_1 + i_2, sz_pool * i_3 + i_4]],
-                axis = [2, 4],
-                mask = c * 128 + i_0 < C,
-            );
-
-            store(
-                out_tensor[[c * 128 + i_q, h * sz_hout_tile + i_hout, i_wout]],
-                out_tile,
-                mask = c * 128 + i_q < C,
-            );
-        }
-    }
-    out_tensor
-}
-
-/// `tensor_maxpool_kernel_` on f32, the same body as [`tensor_maxpool_kernel`]'s: a tensor's dtype
-/// cannot be a meta-parameter, so each dtype is a kernel of its own.
-///
-/// One kernel per shape: `tensor_maxpool_kernel_512` (the benchmark's 512×512 images, pool 2, 16
-/// output rows, i.e. 32 input rows or 64 KiB per partition, per tile).
-#[kernel(tensor_maxpool_kernel_512(H = 512, W = 512, POOL_SIZE = 2, OUT_ROWS = 16))]
-pub fn tensor_maxpool_kernel_f32<
-    const H: usize,
-    const W: usize,
-    const POOL_SIZE: usize,
-    const OUT_ROWS: usize,
->(
-    in_tensor: Hbm<f32, C, H, W>,
-) -> Hbm<f32, C, { H / POOL_SIZE }, { W / POOL_SIZE }> {
+    in_tensor: Hbm<T, C, H, W>,
+) -> Hbm<T, C, { H / POOL_SIZE }, { W / POOL_SIZE }> {
     // The output's dimensions, and the pool size.
     let sz_hout = H / POOL_SIZE;
     let sz_wout = W / POOL_SIZE;

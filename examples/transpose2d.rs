@@ -16,9 +16,8 @@
 //! `#[kernel(...)]` lists one instantiation per shape2D used, each a kernel of its own:
 //! `tensor_transpose2d_kernel_3x4` (int8, the tutorial's (3, 4)) and
 //! `tensor_transpose2d_kernel_64x64` (f32, the benchmark's (64, 64)). The tutorial's kernel takes
-//! any dtype (`in_tensor.dtype`); here a tensor's dtype is part of the signature and a
-//! meta-parameter cannot be one, so the body is written twice, `tensor_transpose2d_kernel` on
-//! int8 and `tensor_transpose2d_kernel_f32` on f32.
+//! any dtype (`in_tensor.dtype`); here the dtype is the type parameter `T`, set per
+//! instantiation.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -26,54 +25,19 @@ pub mod common;
 use nki::ndarray::{Array2, ArrayView2, Ix2};
 use nki::prelude::*;
 
-/// `tensor_transpose2D_kernel_` on int8 (the tutorial's example), shape2D = (`F1`, `F2`): per
-/// 128-row tile, a load, the permuting copy and a store, each masked to the rows below `P` (the
+/// `tensor_transpose2D_kernel_` for the dtype `T` and shape2D = (`F1`, `F2`): per 128-row
+/// tile, a load, the permuting copy and a store, each masked to the rows below `P` (the
 /// tutorial's single tile has exactly `P` partitions).
 ///
-/// One kernel per shape2D: `tensor_transpose2d_kernel_3x4` (the tutorial's (3, 4)).
-#[kernel(tensor_transpose2d_kernel_3x4(F1 = 3, F2 = 4))]
-pub fn tensor_transpose2d_kernel<const F1: usize, const F2: usize>(
-    in_tensor: Hbm<i8, P, { F1 * F2 }>,
-) -> Hbm<i8, P, { F1 * F2 }> {
-    let out_tensor = ndarray([P, F1 * F2], in_tensor.dtype, SharedHbm);
-
-    // The transpose pattern (NKI's shape2D).
-    let sz_f1 = F1;
-    let sz_f2 = F2;
-
-    // Indices of a 128-row tile, flat and as F1×F2 matrices: i_p0 is the partition index,
-    // i_f1 and i_f2 are the two free indices that trade places.
-    let (i_p, i_f) = mgrid![0..128, 0..sz_f1 * sz_f2];
-    let (i_p0, i_f1, i_f2) = mgrid![0..128, 0..sz_f1, 0..sz_f2];
-
-    for k in affine_range((P + 127) / 128) {
-        let in_tile = load(in_tensor[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < P);
-
-        // The transpose, as an SBUF-to-SBUF copy through two access patterns: the source
-        // traverses the F1×F2 matrix row-major, the destination the F2×F1 one.
-        let out_tile = ndarray([128, sz_f2 * sz_f1], out_tensor.dtype, Sbuf);
-        out_tile[[i_p0, i_f2 * sz_f1 + i_f1]] = copy(
-            in_tile[[i_p0, i_f1 * sz_f2 + i_f2]],
-            mask = k * 128 + i_p0 < P,
-        );
-
-        store(
-            out_tensor[[k * 128 + i_p, i_f]],
-            out_tile,
-            mask = k * 128 + i_p < P,
-        );
-    }
-    out_tensor
-}
-
-/// `tensor_transpose2D_kernel_` on f32, the same body as [`tensor_transpose2d_kernel`]'s: a
-/// tensor's dtype cannot be a meta-parameter, so each dtype is a kernel of its own.
-///
-/// One kernel per shape2D: `tensor_transpose2d_kernel_64x64` (the benchmark's (64, 64)).
-#[kernel(tensor_transpose2d_kernel_64x64(F1 = 64, F2 = 64))]
-pub fn tensor_transpose2d_kernel_f32<const F1: usize, const F2: usize>(
-    in_tensor: Hbm<f32, P, { F1 * F2 }>,
-) -> Hbm<f32, P, { F1 * F2 }> {
+/// One kernel per dtype and shape2D: `tensor_transpose2d_kernel_3x4` (int8, the tutorial's
+/// (3, 4)) and `tensor_transpose2d_kernel_64x64` (f32, the benchmark's (64, 64)).
+#[kernel(
+    tensor_transpose2d_kernel_3x4(T = i8, F1 = 3, F2 = 4),
+    tensor_transpose2d_kernel_64x64(T = f32, F1 = 64, F2 = 64),
+)]
+pub fn tensor_transpose2d_kernel<T, const F1: usize, const F2: usize>(
+    in_tensor: Hbm<T, P, { F1 * F2 }>,
+) -> Hbm<T, P, { F1 * F2 }> {
     let out_tensor = ndarray([P, F1 * F2], in_tensor.dtype, SharedHbm);
 
     // The transpose pattern (NKI's shape2D).
