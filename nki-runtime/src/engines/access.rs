@@ -200,14 +200,16 @@ pub(crate) enum Mem<'s, 'd> {
 }
 
 impl Mem<'_, '_> {
-    fn src(&self) -> &[u8] {
+    /// The memory read.
+    pub(crate) fn src(&self) -> &[u8] {
         match self {
             Mem::Two(s, _) => s,
             Mem::One(b) => b,
         }
     }
 
-    fn dst(&mut self) -> &mut [u8] {
+    /// The memory written.
+    pub(crate) fn dst(&mut self) -> &mut [u8] {
         match self {
             Mem::Two(_, d) => d,
             Mem::One(b) => b,

@@ -256,12 +256,85 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         chunks,
         ..
     } = e;
-    let mem = match (src.loc, dst.loc) {
+    let mut mem = match (src.loc, dst.loc) {
         (Loc::Sbuf, Loc::Psum) => Mem::Two(sbuf.bytes(), psum.bytes_mut()),
         (Loc::Psum, Loc::Sbuf) => Mem::Two(psum.bytes(), sbuf.bytes_mut()),
         (Loc::Sbuf, Loc::Sbuf) => Mem::One(sbuf.bytes_mut()),
         (Loc::Psum, Loc::Psum) => Mem::One(psum.bytes_mut()),
         (s, d) => unreachable!("nc_transpose from {s:?} to {d:?}: the checks keep tiles on chip"),
     };
+    // A `[P, F]` source with contiguous rows into contiguous destination rows: in blocks.
+    let mut free = (1..MAX_TILE_RANK).filter(|&j| g[j] != 1);
+    let (rows, cols, s_row, s_col) = match (free.next(), free.next()) {
+        (None, _) => (g[0], 1, sp.strides[0], 1),
+        (Some(j), None) => (g[0], g[j], sp.strides[0], sp.strides[j]),
+        _ => (0, 0, 0, 0),
+    };
+    if rows > 0 && s_col == 1 && (p_stride == 1 || rows == 1) && cols <= T_COLS {
+        let block = Block2d {
+            rows,
+            cols,
+            src: (sp.base, s_row, src.dtype),
+            dst: (dp.base, dp.strides[0], dst.dtype),
+        };
+        if matches!(mem, Mem::Two(..)) || !block.overlaps() {
+            return transpose_blocks(*isa, &mut mem, &block);
+        }
+    }
     transfer(*isa, chunks, mem, from, to, &plan);
+}
+
+/// A `[rows, cols]` source (element offsets: first element, row stride; contiguous rows) and
+/// its transpose's destination (first element, stride between its rows; contiguous rows).
+struct Block2d {
+    rows: usize,
+    cols: usize,
+    src: (isize, isize, DType),
+    dst: (isize, isize, DType),
+}
+
+impl Block2d {
+    /// Whether the source's and the destination's bytes may overlap (within one memory).
+    fn overlaps(&self) -> bool {
+        let span = |(base, stride, dt): (isize, isize, DType), n: usize, len: usize| {
+            let size = dt.size() as isize;
+            let last = base + (n as isize - 1) * stride + len as isize;
+            (base * size, last * size)
+        };
+        let (a0, a1) = span(self.src, self.rows, self.cols);
+        let (b0, b1) = span(self.dst, self.cols, self.rows);
+        a0 < b1 && b0 < a1
+    }
+}
+
+/// Rows of the source converted at once (the destination then gets runs of this many).
+const T_ROWS: usize = 16;
+/// Most columns a blocked transpose takes (TensorE's and VectorE's limits are below it).
+const T_COLS: usize = 128;
+
+/// `dst[c][r] = src[r][c]`, converted: `T_ROWS` source rows at a time are converted into a
+/// scratch block, whose columns are then written as contiguous runs of the destination's rows.
+fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
+    let (sb, s_row, s_dt) = b.src;
+    let (db, d_row, d_dt) = b.dst;
+    let (ss, ds) = (s_dt.size() as usize, d_dt.size() as usize);
+    let mut block = [0u8; T_ROWS * T_COLS * 4];
+    let at = |e: isize, size: usize| (e as usize) * size;
+    for r0 in (0..b.rows).step_by(T_ROWS) {
+        let n = T_ROWS.min(b.rows - r0);
+        for r in 0..n {
+            let s0 = at(sb + (r0 + r) as isize * s_row, ss);
+            let src = &mem.src()[s0..s0 + b.cols * ss];
+            let out = &mut block[r * b.cols * ds..(r + 1) * b.cols * ds];
+            crate::cpu::convert::convert(isa, src, s_dt, out, d_dt, b.cols);
+        }
+        for c in 0..b.cols {
+            let d0 = at(db + c as isize * d_row + r0 as isize, ds);
+            let run = &mut mem.dst()[d0..d0 + n * ds];
+            for (r, e) in run.chunks_exact_mut(ds).enumerate() {
+                let k = (r * b.cols + c) * ds;
+                e.copy_from_slice(&block[k..k + ds]);
+            }
+        }
+    }
 }

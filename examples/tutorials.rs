@@ -1,0 +1,306 @@
+//! NKI's tutorial kernels at the shapes `../shared/peers/bench_ops.py` times torch and numpy
+//! on, end to end with device-resident inputs (each launch writes into caller-provided
+//! outputs).
+//!
+//! ```sh
+//! cargo run --release --example tutorials                      # a table: min, P50, P99 in µs
+//! cargo run --release --example tutorials -- --json            # {case: {min, p50, p99}}
+//! cargo run --release --example tutorials -- --cases add,exp   # some cases
+//! cargo run --release --example tutorials -- --compare peers.json   # beside bench_ops.py's
+//! ```
+//!
+//! Each case calls its kernel twice, then times every call with `Instant::now()` until three
+//! seconds have passed (at least 5 calls, at most 2000), as `bench_ops.py` does. The kernels
+//! are the examples' own (each example file is compiled in here), so what is timed is what the
+//! examples and tests check against their references.
+
+#![allow(dead_code)]
+
+#[path = "average_pool2d.rs"]
+mod average_pool2d;
+#[path = "exp.rs"]
+mod exp;
+#[path = "fused_attention.rs"]
+mod fused_attention;
+#[path = "layernorm.rs"]
+mod layernorm;
+#[path = "mamba.rs"]
+mod mamba;
+#[path = "matmul_fully_optimized.rs"]
+mod matmul_fully_optimized;
+#[path = "rmsnorm.rs"]
+mod rmsnorm;
+#[path = "softmax.rs"]
+mod softmax;
+#[path = "tensor_add.rs"]
+mod tensor_add;
+#[path = "transpose2d.rs"]
+mod transpose2d;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use nki::ndarray::{Dimension, Ix1, Ix2, Ix3};
+use nki::prelude::*;
+use tensor_add::common;
+
+/// A case: its name (`bench_ops.py`'s) and one launch.
+type Launch = Box<dyn FnMut(&mut NeuronCore) -> Result<(), LaunchError>>;
+
+/// `[shape]` f32 values uniform in `[lo, hi)` on the device.
+fn f32s<D: Dimension>(shape: D, seed: u64, lo: f64, hi: f64) -> DeviceTensor<f32> {
+    DeviceTensor::from_array(&common::random_f32(shape, seed, lo, hi)).expect("a valid shape")
+}
+
+fn bf16s<D: Dimension>(shape: D, seed: u64) -> DeviceTensor<bf16> {
+    let a = common::uniform(shape, seed, -2.0, 2.0).mapv(bf16::from_f64);
+    DeviceTensor::from_array(&a).expect("a valid shape")
+}
+
+fn zeros<T: nki::runtime::Element>(shape: &[usize]) -> DeviceTensor<T> {
+    DeviceTensor::zeros(shape).expect("a valid shape")
+}
+
+/// The cases, in `bench_ops.py`'s order, built lazily (the matmul's inputs take 200 MB).
+fn case(name: &str) -> Option<Launch> {
+    Some(match name {
+        "add" => {
+            let (a, b) = (bf16s(Ix2(4096, 4096), 1), bf16s(Ix2(4096, 4096), 2));
+            let mut c = zeros::<bf16>(&[4096, 4096]);
+            let grid = tensor_add::tensor_add_bf16::grid(tensor_add::grid_for(4096, 4096));
+            Box::new(move |core| grid.launch_into(core, &a, &b, &mut c))
+        }
+        "exp" => {
+            let a = bf16s(Ix2(4096, 4096), 3);
+            let mut out = zeros::<bf16>(&[4096, 4096]);
+            Box::new(move |core| exp::exp_bf16_4096::launch_into(core, &a, &mut out))
+        }
+        "softmax" => {
+            let a = f32s(Ix2(4096, 4096), 4, -4.0, 4.0);
+            let mut out = zeros::<f32>(&[4096, 4096]);
+            Box::new(move |core| softmax::nki_softmax_kernel_4096::launch_into(core, &a, &mut out))
+        }
+        "rmsnorm" => {
+            let (a, g) = (
+                f32s(Ix2(4096, 4096), 5, -1.0, 1.0),
+                f32s(Ix1(4096), 6, 0.0, 1.0),
+            );
+            let mut out = zeros::<f32>(&[4096, 4096]);
+            Box::new(move |core| {
+                rmsnorm::nki_rmsnorm_kernel_4096::launch_into(core, &a, &g, &mut out)
+            })
+        }
+        "layernorm" => {
+            let x = f32s(Ix2(4096, 8192), 7, -1.0, 1.0);
+            let (g, b) = (f32s(Ix1(8192), 8, 0.0, 1.0), f32s(Ix1(8192), 9, 0.0, 1.0));
+            let mut out = zeros::<f32>(&[4096, 8192]);
+            Box::new(move |core| {
+                layernorm::nki_layernorm_kernel_v1_8192::launch_into(core, &x, &g, &b, &mut out)
+            })
+        }
+        "avgpool" => {
+            let x = f32s(Ix3(128, 512, 512), 10, -1.0, 1.0);
+            let mut out = zeros::<f32>(&[128, 256, 256]);
+            Box::new(move |core| {
+                average_pool2d::tensor_avgpool_kernel_512::launch_into(core, &x, &mut out)
+            })
+        }
+        "transpose" => {
+            let a = f32s(Ix2(4096, 64 * 64), 11, -1.0, 1.0);
+            let mut out = zeros::<f32>(&[4096, 64 * 64]);
+            Box::new(move |core| {
+                transpose2d::tensor_transpose2d_kernel_64x64::launch_into(core, &a, &mut out)
+            })
+        }
+        "attention" | "attention_causal" => {
+            let q = f32s(Ix2(4096, 64), 12, 0.0, 1.0);
+            let k = f32s(Ix2(4096, 64), 13, 0.0, 1.0);
+            let v = f32s(Ix2(4096, 64), 14, -1.0, 1.0);
+            let mut out = zeros::<f32>(&[4096, 64]);
+            let causal = name == "attention_causal";
+            Box::new(move |core| {
+                use fused_attention::*;
+                match causal {
+                    false => fused_self_attn_for_sd_small_head_size_d64::launch_into(
+                        core, &q, &k, &v, &mut out,
+                    ),
+                    true => fused_self_attn_for_sd_small_head_size_d64_causal::launch_into(
+                        core, &q, &k, &v, &mut out,
+                    ),
+                }
+            })
+        }
+        "matmul_big" => {
+            // [4096, 8192] × [8192, 8192]: lhsT [K = 8192, M = 4096], rhs [K, N = 8192].
+            let (a, b) = (bf16s(Ix2(8192, 4096), 15), bf16s(Ix2(8192, 8192), 16));
+            let mut out = zeros::<bf16>(&[4096, 8192]);
+            Box::new(move |core| {
+                matmul_fully_optimized::nki_matmul_fully_optimized_::launch_into(
+                    core, &a, &b, &mut out,
+                )
+            })
+        }
+        "mamba" => {
+            let (batch, channels, seq, state) = (1, 256, 512, 16);
+            let delta = f32s(Ix3(batch, channels, seq), 17, 0.0, 0.1);
+            let u = f32s(Ix3(batch, channels, seq), 18, -1.0, 1.0);
+            let a = f32s(Ix2(channels, state), 19, -2.0, -0.1);
+            let b = f32s(Ix3(batch, state, seq), 20, -1.0, 1.0);
+            let c = f32s(Ix3(batch, state, seq), 21, -1.0, 1.0);
+            let mut out = zeros::<f32>(&[batch, channels, seq]);
+            Box::new(move |core| {
+                mamba::mamba_v2::launch_into(core, &delta, &u, &a, &b, &c, &mut out)
+            })
+        }
+        _ => return None,
+    })
+}
+
+/// The cases of `bench_ops.py`, in its order.
+const CASES: [&str; 11] = [
+    "add",
+    "exp",
+    "softmax",
+    "rmsnorm",
+    "layernorm",
+    "avgpool",
+    "transpose",
+    "attention",
+    "attention_causal",
+    "matmul_big",
+    "mamba",
+];
+
+/// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).
+#[derive(Copy, Clone, Debug)]
+struct Stats {
+    min: f64,
+    p50: f64,
+    p99: f64,
+    n: usize,
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let pos = (sorted.len() - 1) as f64 * q / 100.0;
+    let lo = pos as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+fn time(launch: &mut Launch, core: &mut NeuronCore) -> Result<Stats, LaunchError> {
+    launch(core)?;
+    launch(core)?;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut samples = Vec::new();
+    for i in 0..2000 {
+        let t = Instant::now();
+        launch(core)?;
+        let end = Instant::now();
+        samples.push((end - t).as_secs_f64() * 1e6);
+        if i + 1 >= 5 && end > deadline {
+            break;
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(Stats {
+        min: samples[0],
+        p50: percentile(&samples, 50.0),
+        p99: percentile(&samples, 99.0),
+        n: samples.len(),
+    })
+}
+
+/// `bench_ops.py`'s JSON rows: `{rows: [{group, case, min_us, p50_us, p99_us}]}`, the P50s by
+/// (group, case).
+fn peers(path: &str) -> Result<BTreeMap<(String, String), f64>, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)?;
+    let json: serde_json::Value = serde_json::from_str(&text)?;
+    let rows = json["rows"].as_array().ok_or("no `rows` array")?;
+    let mut out = BTreeMap::new();
+    for r in rows {
+        if let (Some(g), Some(c), Some(p)) = (
+            r["group"].as_str(),
+            r["case"].as_str(),
+            r["p50_us"].as_f64(),
+        ) {
+            out.insert((g.to_string(), c.to_string()), p);
+        }
+    }
+    Ok(out)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut json = false;
+    let mut cases: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
+    let mut compare = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--cases" => {
+                let list = args.next().ok_or("--cases takes a list: add,exp,...")?;
+                cases = list.split(',').map(str::to_string).collect();
+            }
+            "--compare" => compare = Some(args.next().ok_or("--compare takes a file")?),
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    let mut core = NeuronCore::default();
+    let mut results = BTreeMap::new();
+    for name in &cases {
+        let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;
+        let s = time(&mut launch, &mut core)?;
+        if !json {
+            eprintln!("{name}: P50 {:.1} µs ({} calls)", s.p50, s.n);
+        }
+        results.insert(name.clone(), s);
+    }
+    if json {
+        let obj: serde_json::Map<String, serde_json::Value> = cases
+            .iter()
+            .map(|c| {
+                let s = results[c];
+                (
+                    c.clone(),
+                    serde_json::json!({"min": s.min, "p50": s.p50, "p99": s.p99}),
+                )
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(obj));
+        return Ok(());
+    }
+    let peers = match &compare {
+        Some(p) => peers(p)?,
+        None => BTreeMap::new(),
+    };
+    let p50 = |g: &str, c: &str| peers.get(&(g.to_string(), c.to_string())).copied();
+    println!(
+        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>9}",
+        "case",
+        "ours min",
+        "ours P50",
+        "ours P99",
+        "torch P50",
+        "ours/torch",
+        "numpy P50",
+        "ours/np"
+    );
+    for c in &cases {
+        let s = results[c];
+        let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+        let ratio = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{:.2}", s.p50 / v));
+        let (t, n) = (p50("torch", c), p50("numpy", c));
+        println!(
+            "{:<18} {:>12.1} {:>12.1} {:>12.1} {:>12} {:>9} {:>12} {:>9}",
+            c,
+            s.min,
+            s.p50,
+            s.p99,
+            cell(t),
+            ratio(t),
+            cell(n),
+            ratio(n)
+        );
+    }
+    Ok(())
+}
