@@ -14,7 +14,7 @@
 //! are the examples' own (each example file is compiled in here), so what is timed is what the
 //! examples and tests check against their references.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::duplicate_mod)]
 
 #[path = "average_pool2d.rs"]
 mod average_pool2d;
