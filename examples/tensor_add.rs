@@ -11,7 +11,7 @@ pub mod common;
 
 use std::time::Instant;
 
-use nki::ndarray::Array2;
+use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
 
 /// `c = a + b`, one 128×512 tile per instance: launch over `[X / 128, Y / 512]`. The dtype is a
@@ -85,5 +85,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let two = median(&mut || grid.launch_into(&mut core, &a_dev, &b_dev, &mut out))?;
     let one = median(&mut || grid.launch_into(&mut serial, &a_dev, &b_dev, &mut out))?;
     println!("median host time of a launch: {two:?} on 2 host threads, {one:?} on 1");
+    // The same work as one launch per tile, each on tensors of its own (as many bytes, none of
+    // them shared between launches), on one host thread like the grid above.
+    let n = gx * gy;
+    let tiles: Vec<_> = (0..n as u64)
+        .map(|s| {
+            let a = common::random_f16(Ix2(128, 512), 100 + s, -2.0, 2.0);
+            let b = common::random_f16(Ix2(128, 512), 200 + s, -2.0, 2.0);
+            let (a, b) = (DeviceTensor::from_array(&a), DeviceTensor::from_array(&b));
+            Ok::<_, LaunchError>((a?, b?, DeviceTensor::<f16>::zeros(&[128, 512])?))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut tiles = tiles;
+    let single = tensor_add_f16::grid([1, 1]);
+    let each = median(&mut || {
+        for (a, b, c) in tiles.iter_mut() {
+            single.launch_into(&mut serial, a, b, c)?;
+        }
+        Ok(())
+    })?;
+    println!("{n} one-tile launches on 1 host thread: {each:?} (the grid on 1 thread: {one:?})");
     Ok(())
 }
