@@ -58,6 +58,15 @@ pub trait Observer {
         ControlFlow::Continue(())
     }
 
+    /// Whether the instructions' data paths run. An observer that needs only the operands (a
+    /// timing model ranking kernel variants) returns `false`: the run then resolves and shows
+    /// every instruction, in the same order with the same loop values, but computes nothing,
+    /// and the outputs keep whatever they held.
+    #[inline(always)]
+    fn computes(&self) -> bool {
+        true
+    }
+
     /// Called after instruction `pc` ran.
     #[inline(always)]
     fn after(&mut self, pc: usize, instr: &Instr) {
@@ -155,7 +164,9 @@ fn run_instance<O: Observer>(
                             what,
                         });
                     }
-                    execute(e, b, ins, &ops, &vars);
+                    if obs.computes() {
+                        execute(e, b, ins, &ops, &vars);
+                    }
                     obs.after(pc, ins);
                 }
             }
