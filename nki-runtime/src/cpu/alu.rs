@@ -229,6 +229,179 @@ pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out:
     }
 }
 
+/// `acc[i] = eval(op, acc[i], b[i])` (operands swapped when `rev`), for every lane of `acc`:
+/// [`apply`] with the output in place of the first operand, the same bits.
+///
+/// # Panics
+/// If a run `b` is shorter than `acc`, or the CPU does not support `isa`.
+pub fn apply_assign(isa: Isa, op: Alu, acc: &mut [f32], b: Rhs<'_, f32>, rev: bool) {
+    macro_rules! go {
+        ($f:expr) => {
+            if rev {
+                run_assign(isa, acc, b, |x: f32, y: f32| $f(y, x))
+            } else {
+                run_assign(isa, acc, b, $f)
+            }
+        };
+    }
+    match op {
+        Alu::Add => go!(|x: f32, y: f32| canon(x + y)),
+        Alu::Subtract => go!(|x: f32, y: f32| canon(x - y)),
+        Alu::Multiply => go!(|x: f32, y: f32| canon(x * y)),
+        Alu::Max => go!(max),
+        Alu::Min => go!(min),
+        Alu::LogicalAnd => go!(|x: f32, y: f32| truth(x != 0.0 && y != 0.0)),
+        Alu::LogicalOr => go!(|x: f32, y: f32| truth(x != 0.0 || y != 0.0)),
+        Alu::LogicalXor => go!(|x: f32, y: f32| truth((x != 0.0) != (y != 0.0))),
+        _ => go!(|x: f32, y: f32| eval(op, x, y)),
+    }
+}
+
+/// `acc[i] = eval_bits(op, acc[i], b[i])` (operands swapped when `rev`): [`apply_bits`] in
+/// place.
+///
+/// # Panics
+/// As [`apply_assign`].
+pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, rev: bool) {
+    macro_rules! go {
+        ($f:expr) => {
+            if rev {
+                run_assign(isa, acc, b, |x: i32, y: i32| $f(y, x))
+            } else {
+                run_assign(isa, acc, b, $f)
+            }
+        };
+    }
+    match op {
+        Alu::BitwiseAnd => go!(|x: i32, y: i32| x & y),
+        Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
+        Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
+        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+    }
+}
+
+/// Combines 16 partial results pairwise: `acc[l] = eval(op, acc[l], acc[l + w])` for `w` = 8,
+/// 4, 2, 1 and every `l < w`, in that order; returns `acc[0]` (the last step of
+/// [`crate::engines`]' reductions). The operation is dispatched once, not per step.
+pub fn pairwise16(op: Alu, acc: &mut [f32; 16]) -> f32 {
+    match op {
+        Alu::Add => tree16(acc, |x: f32, y: f32| canon(x + y)),
+        Alu::Multiply => tree16(acc, |x: f32, y: f32| canon(x * y)),
+        Alu::Max => tree16(acc, max),
+        Alu::Min => tree16(acc, min),
+        _ => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
+    }
+}
+
+/// [`pairwise16`] on 32-bit integer lanes, with [`eval_bits`].
+pub fn pairwise16_bits(op: Alu, acc: &mut [i32; 16]) -> i32 {
+    match op {
+        Alu::BitwiseAnd => tree16(acc, |x: i32, y: i32| x & y),
+        Alu::BitwiseOr => tree16(acc, |x: i32, y: i32| x | y),
+        Alu::BitwiseXor => tree16(acc, |x: i32, y: i32| x ^ y),
+        Alu::Add => tree16(acc, |x: i32, y: i32| x.wrapping_add(y)),
+        _ => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
+    }
+}
+
+#[inline(always)]
+fn tree16<T: Copy>(acc: &mut [T; 16], f: impl Fn(T, T) -> T) -> T {
+    for w in [8, 4, 2, 1] {
+        for l in 0..w {
+            acc[l] = f(acc[l], acc[l + w]);
+        }
+    }
+    acc[0]
+}
+
+/// A scan step by step: `r = eval(op1, eval(op0, a[i], r), b[i])` from `r = init`, each `r`
+/// written to `out[i]`, for every lane of `out`; returns the last `r`. Sequential by
+/// definition (one dependency chain); the operations are dispatched once, not per element,
+/// for the arithmetic operations and `bypass`.
+///
+/// # Panics
+/// If `a` or `b` is shorter than `out`.
+pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
+    let n = out.len();
+    let (a, b) = (&a[..n], &b[..n]);
+    let same = |x: f32| x;
+    macro_rules! second {
+        ($f0:expr) => {
+            match op[1] {
+                Alu::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x + y), same),
+                Alu::Subtract => {
+                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x - y), same)
+                }
+                Alu::Multiply => {
+                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x * y), same)
+                }
+                Alu::Max => scan_run(a, b, init, out, $f0, max, same),
+                Alu::Min => scan_run(a, b, init, out, $f0, min, same),
+                Alu::Bypass => scan_run(a, b, init, out, $f0, |x: f32, _y: f32| x, same),
+                o => scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same),
+            }
+        };
+    }
+    // `add`, `subtract`, `multiply` give NaN exactly when an operand is NaN, whatever its
+    // encoding, and otherwise the IEEE result: a chain of them computed without
+    // canonicalising each step is NaN where the defined chain is, and equal to it elsewhere,
+    // so canonicalising each written value gives the defined values with two operations fewer
+    // on the dependency chain.
+    macro_rules! raw {
+        ($f0:expr) => {
+            match op[1] {
+                Alu::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x + y, canon),
+                Alu::Subtract => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x - y, canon),
+                _ => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x * y, canon),
+            }
+        };
+    }
+    let chain = |o: Alu| matches!(o, Alu::Add | Alu::Subtract | Alu::Multiply);
+    if chain(op[0]) && chain(op[1]) {
+        return match op[0] {
+            Alu::Add => raw!(|x: f32, y: f32| x + y),
+            Alu::Subtract => raw!(|x: f32, y: f32| x - y),
+            _ => raw!(|x: f32, y: f32| x * y),
+        };
+    }
+    match op[0] {
+        Alu::Add => second!(|x: f32, y: f32| canon(x + y)),
+        Alu::Subtract => second!(|x: f32, y: f32| canon(x - y)),
+        Alu::Multiply => second!(|x: f32, y: f32| canon(x * y)),
+        Alu::Max => second!(max),
+        Alu::Min => second!(min),
+        o => scan_run(
+            a,
+            b,
+            init,
+            out,
+            |x: f32, y: f32| eval(o, x, y),
+            |x: f32, y: f32| eval(op[1], x, y),
+            same,
+        ),
+    }
+}
+
+/// `r = f1(f0(a[i], r), b[i])`, `out[i] = fin(r)`; returns `fin` of the last `r` (`init` for
+/// an empty run).
+#[inline(always)]
+fn scan_run(
+    a: &[f32],
+    b: &[f32],
+    init: f32,
+    out: &mut [f32],
+    f0: impl Fn(f32, f32) -> f32,
+    f1: impl Fn(f32, f32) -> f32,
+    fin: impl Fn(f32) -> f32,
+) -> f32 {
+    let mut r = init;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        r = f1(f0(x, r), y);
+        *o = fin(r);
+    }
+    fin(r)
+}
+
 /// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each
 /// whole block `k`, in block order (the order of [`crate::engines`]' reductions).
 ///
@@ -330,6 +503,60 @@ fn run<T: Copy, F: Fn(T, T) -> T>(isa: Isa, a: &[T], b: Rhs<'_, T>, out: &mut [T
         _ => {
             isa.assert_supported();
             body(a, b, out, f)
+        }
+    }
+}
+
+/// Applies `f` lane by lane in place, in a loop compiled for `isa`.
+#[inline(always)]
+fn run_assign<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T], b: Rhs<'_, T>, f: F) {
+    #[inline(always)]
+    fn body<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T], b: Rhs<'_, T>, f: F) {
+        match b {
+            Rhs::Run(b) => {
+                let b = &b[..acc.len()];
+                for (x, &y) in acc.iter_mut().zip(b) {
+                    *x = f(*x, y);
+                }
+            }
+            Rhs::Splat(y) => {
+                for x in acc.iter_mut() {
+                    *x = f(*x, y);
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn body_avx2<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T], b: Rhs<'_, T>, f: F) {
+        body(acc, b, f)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn body_avx512<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T], b: Rhs<'_, T>, f: F) {
+        body(acc, b, f)
+    }
+    if let Rhs::Run(b) = b {
+        assert!(b.len() >= acc.len(), "operand run shorter than the output");
+    }
+    match isa {
+        Isa::Portable => body(acc, b, f),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { body_avx2(acc, b, f) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { body_avx512(acc, b, f) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            isa.assert_supported();
+            body(acc, b, f)
         }
     }
 }
@@ -492,6 +719,104 @@ mod tests {
                 apply_bits(isa, op, &a, Rhs::Run(&b), false, &mut out);
                 for i in 0..1000 {
                     assert_eq!(out[i], eval_bits(op, a[i], b[i]), "{isa:?} {op}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pairwise_combination_matches_the_definition() {
+        let xs = inputs();
+        let mut rng = Rng::new(8);
+        for &op in Alu::ALL {
+            for _ in 0..200 {
+                let mut acc: [f32; 16] = core::array::from_fn(|_| xs[rng.next_u32() as usize % 40]);
+                let mut want = acc;
+                for w in [8, 4, 2, 1] {
+                    for l in 0..w {
+                        want[l] = eval(op, want[l], want[l + w]);
+                    }
+                }
+                assert!(same(pairwise16(op, &mut acc), want[0]), "{op} {acc:?}");
+                let mut bits: [i32; 16] = core::array::from_fn(|_| rng.next_u32() as i32);
+                let mut want = bits;
+                for w in [8, 4, 2, 1] {
+                    for l in 0..w {
+                        want[l] = eval_bits(op, want[l], want[l + w]);
+                    }
+                }
+                assert_eq!(pairwise16_bits(op, &mut bits), want[0], "{op}");
+            }
+        }
+    }
+
+    #[test]
+    fn scans_match_the_definition() {
+        let xs = inputs();
+        let ys: Vec<f32> = xs.iter().rev().copied().collect();
+        for &op0 in Alu::ALL {
+            for &op1 in Alu::ALL {
+                if op0.class() == nki_lang::AluClass::Bitvec
+                    || op1.class() == nki_lang::AluClass::Bitvec
+                {
+                    continue;
+                }
+                // Small values keep most chains finite; the specials come first.
+                let n = 300;
+                let mut out = vec![0f32; n];
+                let last = scan([op0, op1], &xs, &ys, 0.5, &mut out);
+                let mut r = 0.5f32;
+                for i in 0..n {
+                    r = eval(op1, eval(op0, xs[i], r), ys[i]);
+                    assert!(same(out[i], r), "{op0} {op1} step {i}: {} vs {r}", out[i]);
+                }
+                assert!(same(last, r));
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_routines_match_the_definition() {
+        let xs = inputs();
+        let ys: Vec<f32> = xs.iter().rev().copied().collect();
+        for &op in Alu::ALL {
+            if op.class() == nki_lang::AluClass::Bitvec {
+                continue;
+            }
+            for isa in Isa::supported() {
+                for rev in [false, true] {
+                    let mut acc = xs[..xs.len() - 3].to_vec();
+                    apply_assign(isa, op, &mut acc, Rhs::Run(&ys), rev);
+                    for (i, &o) in acc.iter().enumerate() {
+                        let (a, b) = if rev { (ys[i], xs[i]) } else { (xs[i], ys[i]) };
+                        let want = eval(op, a, b);
+                        assert!(same(o, want), "{isa:?} {op} {a:e} {b:e}: {o:e} vs {want:e}");
+                    }
+                    for y in [-0.0, 1.0, f32::NEG_INFINITY, f32::NAN] {
+                        let mut acc = xs.clone();
+                        apply_assign(isa, op, &mut acc, Rhs::Splat(y), rev);
+                        for (i, &o) in acc.iter().enumerate() {
+                            let (a, b) = if rev { (y, xs[i]) } else { (xs[i], y) };
+                            assert!(same(o, eval(op, a, b)), "{isa:?} {op} splat {y}");
+                        }
+                    }
+                }
+            }
+        }
+        let mut rng = Rng::new(6);
+        let a: Vec<i32> = (0..1000).map(|_| rng.next_u32() as i32).collect();
+        let b: Vec<i32> = (0..1000)
+            .map(|_| (rng.next_u32() % 40) as i32 - 4)
+            .collect();
+        for &op in Alu::ALL {
+            for isa in Isa::supported() {
+                for rev in [false, true] {
+                    let mut acc = a.clone();
+                    apply_bits_assign(isa, op, &mut acc, Rhs::Run(&b), rev);
+                    for i in 0..1000 {
+                        let (x, y) = if rev { (b[i], a[i]) } else { (a[i], b[i]) };
+                        assert_eq!(acc[i], eval_bits(op, x, y), "{isa:?} {op}");
+                    }
                 }
             }
         }

@@ -146,14 +146,9 @@ pub(crate) struct RowFold {
 impl RowFold {
     /// An empty fold of `op` over lanes of kind `lane`.
     pub(crate) fn new(op: Alu, lane: Lane) -> RowFold {
-        let id = op.identity().unwrap_or(0.0);
-        let bits = match lane {
-            Lane::F32 => id.to_bits(),
-            Lane::I32 => id as i32 as u32,
-        };
         RowFold {
             op,
-            lanes: [bits; 16],
+            lanes: [identity_bits(op, lane); 16],
             count: 0,
         }
     }
@@ -164,7 +159,7 @@ impl RowFold {
         // Up to the next multiple of 16, one value at a time.
         while !v.is_empty() && !self.count.is_multiple_of(16) {
             let l = self.count % 16;
-            self.lanes[l] = combine(isa, lane, self.op, self.lanes[l], v[0]);
+            self.lanes[l] = combine(lane, self.op, self.lanes[l], v[0]);
             self.count += 1;
             v = &v[1..];
         }
@@ -182,27 +177,40 @@ impl RowFold {
         self.count += whole;
         for &x in &v[whole..] {
             let l = self.count % 16;
-            self.lanes[l] = combine(isa, lane, self.op, self.lanes[l], x);
+            self.lanes[l] = combine(lane, self.op, self.lanes[l], x);
             self.count += 1;
         }
     }
 
-    /// The result (the identity for an empty sequence).
-    pub(crate) fn finish(mut self, isa: Isa, lane: Lane) -> u32 {
-        for w in [8, 4, 2, 1] {
-            for l in 0..w {
-                self.lanes[l] = combine(isa, lane, self.op, self.lanes[l], self.lanes[l + w]);
-            }
+    /// The result (the identity for an empty sequence). `isa` is unused: the 15 steps of
+    /// the pairwise combination are single lanes, computed with the scalar definitions (the
+    /// bits of every path).
+    pub(crate) fn finish(mut self, _isa: Isa, lane: Lane) -> u32 {
+        match lane {
+            Lane::F32 => alu::pairwise16(self.op, bytemuck::cast_mut(&mut self.lanes)).to_bits(),
+            Lane::I32 => alu::pairwise16_bits(self.op, bytemuck::cast_mut(&mut self.lanes)) as u32,
         }
-        self.lanes[0]
     }
 }
 
-/// `op(a, b)` on single lanes.
-fn combine(isa: Isa, lane: Lane, op: Alu, a: u32, b: u32) -> u32 {
-    let mut out = [0u32];
-    apply(isa, lane, op, &[a], Rhs::Splat(b), &mut out);
-    out[0]
+/// The lanes of `op`'s identity ([`Alu::identity`], 0 for an operation without one): the
+/// fp32 bits, or the value converted to int32 (saturating) on integer lanes.
+pub(crate) fn identity_bits(op: Alu, lane: Lane) -> u32 {
+    let id = op.identity().unwrap_or(0.0);
+    match lane {
+        Lane::F32 => id.to_bits(),
+        Lane::I32 => id as i32 as u32,
+    }
+}
+
+/// `op(a, b)` on single lanes: the definitions ([`alu::eval`], [`alu::eval_bits`]) that every
+/// path of [`apply`] computes.
+#[inline]
+pub(crate) fn combine(lane: Lane, op: Alu, a: u32, b: u32) -> u32 {
+    match lane {
+        Lane::F32 => alu::eval(op, f32::from_bits(a), f32::from_bits(b)).to_bits(),
+        Lane::I32 => alu::eval_bits(op, a as i32, b as i32) as u32,
+    }
 }
 
 /// `out = a op b` on lanes of kind `lane`.
@@ -235,6 +243,33 @@ pub(crate) fn apply(isa: Isa, lane: Lane, op: Alu, a: &[u32], b: Rhs<'_, u32>, o
                 false,
                 bytemuck::cast_slice_mut(out),
             );
+        }
+    }
+}
+
+/// `acc = acc op b` (`b op acc` when `rev`) on lanes of kind `lane`: [`apply`] in place.
+pub(crate) fn apply_assign(
+    isa: Isa,
+    lane: Lane,
+    op: Alu,
+    acc: &mut [u32],
+    b: Rhs<'_, u32>,
+    rev: bool,
+) {
+    match lane {
+        Lane::F32 => {
+            let b = match b {
+                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, f32>(b)),
+                Rhs::Splat(x) => Rhs::Splat(f32::from_bits(x)),
+            };
+            alu::apply_assign(isa, op, bytemuck::cast_slice_mut(acc), b, rev);
+        }
+        Lane::I32 => {
+            let b = match b {
+                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, i32>(b)),
+                Rhs::Splat(x) => Rhs::Splat(x as i32),
+            };
+            alu::apply_bits_assign(isa, op, bytemuck::cast_slice_mut(acc), b, rev);
         }
     }
 }
@@ -444,6 +479,15 @@ impl FreePlan {
         self.rank
     }
 
+    /// The length of every innermost run.
+    pub(crate) fn inner(&self) -> usize {
+        if self.rank == 0 {
+            1
+        } else {
+            self.dims[self.rank - 1]
+        }
+    }
+
     /// Calls `f(offsets, n)` for every innermost run: `offsets[j]` is the free offset of the
     /// run's first element for operand `j`, `n` its length.
     pub(crate) fn runs(
@@ -602,6 +646,277 @@ pub(crate) fn store_lanes(
     for k in 0..n {
         let at = (first as isize + k as isize * s_in * size as isize) as usize;
         mem[at..at + size].copy_from_slice(&bytes[k * size..(k + 1) * size]);
+    }
+}
+
+/// Elements of one partition as runs: run `j` is `lens[j]` elements from free offset
+/// `starts[j]`, `stride` apart; every element lies in `bounds` (`lo..=hi`).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Runs<'a> {
+    /// First free offset of each run.
+    pub starts: &'a [isize],
+    /// Elements of each run.
+    pub lens: &'a [usize],
+    /// Offset between consecutive elements of a run.
+    pub stride: isize,
+    /// The least and the greatest offset of an element.
+    pub bounds: (isize, isize),
+}
+
+impl Runs<'_> {
+    /// Calls `f(k, offset)` for every element, `k` counting from 0 in order.
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(usize, isize)) {
+        let mut k = 0;
+        for (&start, &len) in self.starts.iter().zip(self.lens) {
+            for j in 0..len {
+                f(k + j, start + j as isize * self.stride);
+            }
+            k += len;
+        }
+    }
+}
+
+/// Fills `out` with the lanes of the elements `runs` (at free offsets shifted by `add`, plus the
+/// row's offset `row`) of `src`, in order; `out` is as long as the runs. The elements are
+/// converted as [`load_lanes`] converts them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gather_lanes(
+    isa: Isa,
+    mems: &Mems<'_>,
+    src: &Source,
+    lane: Lane,
+    row: isize,
+    runs: &Runs<'_>,
+    add: isize,
+    bytes: &mut [u8],
+    out: &mut [u32],
+) {
+    let n = out.len();
+    match *src {
+        Source::Splat(bits) => out.fill(bits),
+        Source::Expr { base, .. } => runs.each(|k, off| {
+            let v = base
+                .wrapping_add(row as i64)
+                .wrapping_add((off + add) as i64) as i32;
+            out[k] = match lane {
+                Lane::I32 => v as u32,
+                Lane::F32 => (v as f32).to_bits(),
+            };
+        }),
+        Source::Mem {
+            loc, dtype, base, ..
+        } => {
+            let size = dtype.size() as usize;
+            let (lo, hi) = runs.bounds;
+            let mem =
+                mems.region(loc)
+                    .read(span(base + row + add + lo, 1, (hi - lo + 1) as usize, size));
+            if dtype == DType::F32 && lane == Lane::F32 {
+                // fp32 lanes are the elements' bits (`load_f32` copies them). Small strides
+                // (interleaved windows) as fixed strides, which the compiler turns into vector
+                // loads and shuffles.
+                let mem = in_place(mem);
+                match runs.stride {
+                    2 => pick_every::<2>(mem, runs, lo, out),
+                    3 => pick_every::<3>(mem, runs, lo, out),
+                    4 => pick_every::<4>(mem, runs, lo, out),
+                    8 => pick_every::<8>(mem, runs, lo, out),
+                    _ => pick_runs(mem, runs, lo, out),
+                }
+                return;
+            }
+            match size {
+                1 => pick_runs(
+                    bytemuck::cast_slice::<u8, [u8; 1]>(mem),
+                    runs,
+                    lo,
+                    bytemuck::cast_slice_mut(&mut bytes[..n]),
+                ),
+                2 => pick_runs(
+                    bytemuck::cast_slice::<u8, [u8; 2]>(mem),
+                    runs,
+                    lo,
+                    bytemuck::cast_slice_mut(&mut bytes[..2 * n]),
+                ),
+                _ => pick_runs(
+                    bytemuck::cast_slice::<u8, [u8; 4]>(mem),
+                    runs,
+                    lo,
+                    bytemuck::cast_slice_mut(&mut bytes[..4 * n]),
+                ),
+            }
+            match lane {
+                Lane::F32 => load_f32(
+                    isa,
+                    &bytes[..n * size],
+                    dtype,
+                    bytemuck::cast_slice_mut(out),
+                ),
+                Lane::I32 => load_i32(
+                    isa,
+                    &bytes[..n * size],
+                    dtype,
+                    bytemuck::cast_slice_mut(out),
+                ),
+            }
+        }
+    }
+}
+
+/// Copies the elements of `runs` (offsets relative to `lo`) from `mem` to `out`, packed.
+#[inline(always)]
+fn pick_runs<T: Copy>(mem: &[T], runs: &Runs<'_>, lo: isize, out: &mut [T]) {
+    let mut k = 0;
+    for (&start, &len) in runs.starts.iter().zip(runs.lens) {
+        let o = &mut out[k..k + len];
+        let first = (start - lo) as usize;
+        match runs.stride {
+            1 => o.copy_from_slice(&mem[first..first + len]),
+            s if s > 0 => {
+                let from = mem[first..].iter().step_by(s as usize);
+                for (o, &x) in o.iter_mut().zip(from) {
+                    *o = x;
+                }
+            }
+            s => {
+                for (j, o) in o.iter_mut().enumerate() {
+                    *o = mem[(first as isize + j as isize * s) as usize];
+                }
+            }
+        }
+        k += len;
+    }
+}
+
+/// The lanes [`gather_lanes`] would give, read in place, when they are one contiguous run of
+/// fp32 elements.
+pub(crate) fn contiguous_lanes<'m>(
+    mems: &'m Mems<'_>,
+    src: &Source,
+    lane: Lane,
+    row: isize,
+    runs: &Runs<'_>,
+    add: isize,
+) -> Option<&'m [u32]> {
+    let Source::Mem {
+        loc,
+        dtype: DType::F32,
+        base,
+        ..
+    } = *src
+    else {
+        return None;
+    };
+    if lane != Lane::F32 || runs.starts.len() != 1 || (runs.stride != 1 && runs.lens[0] > 1) {
+        return None;
+    }
+    let (lo, hi) = runs.bounds;
+    let bytes = mems.read(
+        loc,
+        span(base + row + add + lo, 1, (hi - lo + 1) as usize, 4),
+    );
+    Some(in_place(bytes))
+}
+
+/// [`pick_runs`] for runs of stride `S`.
+#[inline(always)]
+fn pick_every<const S: usize>(mem: &[u32], runs: &Runs<'_>, lo: isize, out: &mut [u32]) {
+    let mut k = 0;
+    for (&start, &len) in runs.starts.iter().zip(runs.lens) {
+        let Some((last, body)) = out[k..k + len].split_last_mut() else {
+            continue;
+        };
+        let first = (start - lo) as usize;
+        let n = body.len();
+        for (o, c) in body
+            .iter_mut()
+            .zip(mem[first..first + n * S].chunks_exact(S))
+        {
+            *o = c[0];
+        }
+        *last = mem[first + n * S];
+        k += len;
+    }
+}
+
+/// Copies packed `src` to the elements of `runs` (offsets relative to `lo`) of `mem`, in order
+/// (a later element wins where offsets repeat).
+#[inline(always)]
+fn put_runs<T: Copy>(mem: &mut [T], runs: &Runs<'_>, lo: isize, src: &[T]) {
+    let mut k = 0;
+    for (&start, &len) in runs.starts.iter().zip(runs.lens) {
+        let s_in = &src[k..k + len];
+        let first = (start - lo) as usize;
+        match runs.stride {
+            1 => mem[first..first + len].copy_from_slice(s_in),
+            s if s > 0 => {
+                let to = mem[first..].iter_mut().step_by(s as usize);
+                for (m, &x) in to.zip(s_in) {
+                    *m = x;
+                }
+            }
+            s => {
+                for (j, &x) in s_in.iter().enumerate() {
+                    mem[(first as isize + j as isize * s) as usize] = x;
+                }
+            }
+        }
+        k += len;
+    }
+}
+
+/// Writes `lanes` to the elements `runs` of `sink` (plus the row's offset), in order, converted
+/// as [`store_lanes`] converts them (a later lane wins where offsets repeat).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter_lanes(
+    isa: Isa,
+    mems: &mut Mems<'_>,
+    sink: &Sink,
+    lane: Lane,
+    row: isize,
+    runs: &Runs<'_>,
+    lanes: &[u32],
+    bytes: &mut [u8],
+) {
+    let n = lanes.len();
+    let size = sink.dtype.size() as usize;
+    let (lo, hi) = runs.bounds;
+    let start = sink.base + row + lo;
+    if sink.dtype == DType::F32 && lane == Lane::F32 {
+        // `store_f32` copies fp32 lanes.
+        let mem = mems
+            .region_mut(sink.loc)
+            .write(span(start, 1, (hi - lo + 1) as usize, size));
+        put_runs(bytemuck::cast_slice_mut::<u8, u32>(mem), runs, lo, lanes);
+        return;
+    }
+    match lane {
+        Lane::F32 => store_f32(isa, bytemuck::cast_slice(lanes), bytes, sink.dtype),
+        Lane::I32 => store_i32(isa, bytemuck::cast_slice(lanes), bytes, sink.dtype),
+    }
+    let mem = mems
+        .region_mut(sink.loc)
+        .write(span(start, 1, (hi - lo + 1) as usize, size));
+    match size {
+        1 => put_runs(
+            bytemuck::cast_slice_mut::<u8, [u8; 1]>(mem),
+            runs,
+            lo,
+            bytemuck::cast_slice(&bytes[..n]),
+        ),
+        2 => put_runs(
+            bytemuck::cast_slice_mut::<u8, [u8; 2]>(mem),
+            runs,
+            lo,
+            bytemuck::cast_slice(&bytes[..2 * n]),
+        ),
+        _ => put_runs(
+            bytemuck::cast_slice_mut::<u8, [u8; 4]>(mem),
+            runs,
+            lo,
+            bytemuck::cast_slice(&bytes[..4 * n]),
+        ),
     }
 }
 
