@@ -222,24 +222,56 @@ pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumula
         reduce: None,
     };
     let compute: &Compute<'_> = &|_, ins, out, _| {
-        let holds = |p: u32| {
-            let v = f32::from_bits(p);
-            match cmp {
-                None => v != 0.0,
-                // An expression's lanes are its int32 values as fp32: the sign and zero survive.
-                Some(c) => c.holds(v as i64),
-            }
-        };
-        let at = |x: &[u32], k: usize| x[k.min(x.len() - 1)];
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = if holds(at(ins[0], k)) {
-                at(ins[1], k)
-            } else {
-                at(ins[2], k)
-            };
+        let (p, t, f) = (ins[0], ins[1], ins[2]);
+        // An expression's lanes are its int32 values as fp32: the sign and zero survive, so
+        // comparing them with 0.0 is comparing the integers with 0.
+        match cmp {
+            None => blend(|v| v != 0.0, p, t, f, out),
+            Some(Cmp::Lt) => blend(|v| v < 0.0, p, t, f, out),
+            Some(Cmp::Le) => blend(|v| v <= 0.0, p, t, f, out),
+            Some(Cmp::Gt) => blend(|v| v > 0.0, p, t, f, out),
+            Some(Cmp::Ge) => blend(|v| v >= 0.0, p, t, f, out),
+            Some(Cmp::Eq) => blend(|v| v == 0.0, p, t, f, out),
+            Some(Cmp::Ne) => blend(|v| v != 0.0, p, t, f, out),
         }
     };
     stream(e, &s, compute);
+}
+
+/// `out[k] = holds(p[k]) ? t[k] : f[k]`, each source a run or a single lane (one value for every
+/// `k`); compiled once per predicate, without a branch per element.
+#[inline(always)]
+fn blend(holds: impl Fn(f32) -> bool, p: &[u32], t: &[u32], f: &[u32], out: &mut [u32]) {
+    let n = out.len();
+    let pick = |c: bool, a: u32, b: u32| if c { a } else { b };
+    if let [one] = p {
+        let c = holds(f32::from_bits(*one));
+        let src = if c { t } else { f };
+        return spread(src, out);
+    }
+    let p = &p[..n];
+    match (t, f) {
+        ([a], [b]) => {
+            for (o, &x) in out.iter_mut().zip(p) {
+                *o = pick(holds(f32::from_bits(x)), *a, *b);
+            }
+        }
+        (t, [b]) => {
+            for ((o, &x), &a) in out.iter_mut().zip(p).zip(&t[..n]) {
+                *o = pick(holds(f32::from_bits(x)), a, *b);
+            }
+        }
+        ([a], f) => {
+            for ((o, &x), &b) in out.iter_mut().zip(p).zip(&f[..n]) {
+                *o = pick(holds(f32::from_bits(x)), *a, b);
+            }
+        }
+        (t, f) => {
+            for (((o, &x), &a), &b) in out.iter_mut().zip(p).zip(&t[..n]).zip(&f[..n]) {
+                *o = pick(holds(f32::from_bits(x)), a, b);
+            }
+        }
+    }
 }
 
 /// `iota`: the expression's int32 values, converted to the destination's dtype.
