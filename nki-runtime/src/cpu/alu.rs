@@ -49,31 +49,42 @@ fn truth(x: bool) -> f32 {
     if x { 1.0 } else { 0.0 }
 }
 
+// `maximum` and `minimum` are written as selects without branches (`|` rather than `||`), so
+// that the compiler turns runs of them into vector compares and blends.
+
 #[inline(always)]
 fn max(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        CANONICAL_NAN
-    } else if a > b {
+    // Equal: identical bits, or ±0 (whose AND is +0).
+    let eq = f32::from_bits(a.to_bits() & b.to_bits());
+    let m = if a > b {
         a
     } else if a < b {
         b
     } else {
-        // Equal: identical bits, or ±0 (whose AND is +0).
-        f32::from_bits(a.to_bits() & b.to_bits())
+        eq
+    };
+    if a.is_nan() | b.is_nan() {
+        CANONICAL_NAN
+    } else {
+        m
     }
 }
 
 #[inline(always)]
 fn min(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        CANONICAL_NAN
-    } else if a < b {
+    // Equal: identical bits, or ±0 (whose OR is -0).
+    let eq = f32::from_bits(a.to_bits() | b.to_bits());
+    let m = if a < b {
         a
     } else if a > b {
         b
     } else {
-        // Equal: identical bits, or ±0 (whose OR is -0).
-        f32::from_bits(a.to_bits() | b.to_bits())
+        eq
+    };
+    if a.is_nan() | b.is_nan() {
+        CANONICAL_NAN
+    } else {
+        m
     }
 }
 
