@@ -49,43 +49,31 @@ fn truth(x: bool) -> f32 {
     if x { 1.0 } else { 0.0 }
 }
 
-// `maximum` and `minimum` are written as selects without branches (`|` rather than `||`), so
-// that the compiler turns runs of them into vector compares and blends.
+// `maximum` and `minimum` are written with bit masks instead of branches, so that the compiler
+// turns runs and 16-lane folds of them into vector compares and blends (control flow would keep
+// them scalar).
+
+/// `c ? a : b` without a branch.
+#[inline(always)]
+fn sel(c: bool, a: f32, b: f32) -> f32 {
+    let m = (c as u32).wrapping_neg();
+    f32::from_bits((a.to_bits() & m) | (b.to_bits() & !m))
+}
 
 #[inline(always)]
 fn max(a: f32, b: f32) -> f32 {
     // Equal: identical bits, or ±0 (whose AND is +0).
     let eq = f32::from_bits(a.to_bits() & b.to_bits());
-    let m = if a > b {
-        a
-    } else if a < b {
-        b
-    } else {
-        eq
-    };
-    if a.is_nan() | b.is_nan() {
-        CANONICAL_NAN
-    } else {
-        m
-    }
+    let m = sel(a > b, a, sel(a < b, b, eq));
+    sel(a.is_nan() | b.is_nan(), CANONICAL_NAN, m)
 }
 
 #[inline(always)]
 fn min(a: f32, b: f32) -> f32 {
     // Equal: identical bits, or ±0 (whose OR is -0).
     let eq = f32::from_bits(a.to_bits() | b.to_bits());
-    let m = if a < b {
-        a
-    } else if a > b {
-        b
-    } else {
-        eq
-    };
-    if a.is_nan() | b.is_nan() {
-        CANONICAL_NAN
-    } else {
-        m
-    }
+    let m = sel(a < b, a, sel(a > b, b, eq));
+    sel(a.is_nan() | b.is_nan(), CANONICAL_NAN, m)
 }
 
 #[inline(always)]

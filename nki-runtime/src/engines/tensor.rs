@@ -307,6 +307,16 @@ impl Block2d {
     }
 }
 
+/// Column `c` of a block of rows `cols` elements wide (elements of `N` bytes) into `run`.
+#[inline(always)]
+fn column<const N: usize>(block: &[u8], run: &mut [u8], c: usize, cols: usize) {
+    for (r, e) in run.chunks_exact_mut(N).enumerate() {
+        let k = (r * cols + c) * N;
+        let v: [u8; N] = block[k..k + N].try_into().expect("N bytes");
+        e.copy_from_slice(&v);
+    }
+}
+
 /// Rows of the source converted at once (the destination then gets runs of this many).
 const T_ROWS: usize = 16;
 /// Most columns a blocked transpose takes (TensorE's and VectorE's limits are below it).
@@ -328,12 +338,14 @@ fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
             let out = &mut block[r * b.cols * ds..(r + 1) * b.cols * ds];
             crate::cpu::convert::convert(isa, src, s_dt, out, d_dt, b.cols);
         }
+        let block = &block[..n * b.cols * ds];
         for c in 0..b.cols {
             let d0 = at(db + c as isize * d_row + r0 as isize, ds);
             let run = &mut mem.dst()[d0..d0 + n * ds];
-            for (r, e) in run.chunks_exact_mut(ds).enumerate() {
-                let k = (r * b.cols + c) * ds;
-                e.copy_from_slice(&block[k..k + ds]);
+            match ds {
+                1 => column::<1>(block, run, c, b.cols),
+                2 => column::<2>(block, run, c, b.cols),
+                _ => column::<4>(block, run, c, b.cols),
             }
         }
     }
