@@ -66,11 +66,12 @@ struct Options {
     target: Target,
     warmup: usize,
     iters: usize,
+    buffers: usize,
 }
 
 fn options() -> Result<Options, String> {
     let usage = "usage: profile_matmul [--json] [--out DIR | --no-files] [--shape K M N] \
-                 [--target trn1|trn2] [--warmup N] [--iters N]";
+                 [--target trn1|trn2] [--warmup N] [--iters N] [--affine-buffers N]";
     let mut o = Options {
         json: false,
         out: Some(PathBuf::from("target/profile_matmul")),
@@ -78,6 +79,7 @@ fn options() -> Result<Options, String> {
         target: Target::Trn1,
         warmup: 2,
         iters: 10,
+        buffers: 1,
     };
     let mut args = std::env::args().skip(1);
     let number = |args: &mut dyn Iterator<Item = String>, what: &str| {
@@ -106,6 +108,7 @@ fn options() -> Result<Options, String> {
             }
             "--warmup" => o.warmup = number(&mut args, "--warmup")?,
             "--iters" => o.iters = number(&mut args, "--iters")?,
+            "--affine-buffers" => o.buffers = number(&mut args, "--affine-buffers")?,
             "-h" | "--help" => return Err(usage.to_string()),
             other => return Err(format!("unknown argument `{other}`; {usage}")),
         }
@@ -134,9 +137,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     for (key, title, kernel) in stages() {
         // The benchmark API: warm-up and timed runs, timing only, totals only.
+        let timing = Timing::new()
+            .params(Params::for_target(o.target))
+            .affine_buffers(o.buffers);
         let bench = Benchmark::new()
             .warmup(o.warmup)
             .iters(o.iters)
+            .timing(timing.clone().detail(Detail::Summary))
             .run_shapes(&mut core, kernel, &shapes)?;
         let p50 = bench.nc_latency.get_latency_percentile(50).unwrap_or(0.0);
         let p99 = bench.nc_latency.get_latency_percentile(99).unwrap_or(0.0);
@@ -147,8 +154,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             Detail::Profile
         };
-        let schedule = Timing::new()
-            .params(Params::for_target(o.target))
+        let schedule = timing
             .detail(detail)
             .run_shapes(&mut core, kernel, &shapes)?;
         debug_assert_eq!(schedule.latency_us(), p50);

@@ -2,7 +2,7 @@
 //! engine, on any machine.
 //!
 //! The model is an event-driven schedule over the instructions a launch executes
-//! ([`Timeline`], an [`Observer`] of the executor): each instruction runs on its engine's
+//! ([`Timeline`], an [`Observer`](crate::Observer) of the executor): each instruction runs on its engine's
 //! in-order queue (Sync, TensorE's LoadStationary and MultiplyMoving, Vector, Scalar, GpSimd;
 //! DMA transfers on 16 engines and their queues), starts when its engine is free and every
 //! region it reads or overwrites is ready (read-after-write, write-after-read,
@@ -31,7 +31,8 @@
 //! b.tensor_copy(res, acc)?;
 //! b.store(Grid::origin(out), res)?;
 //! let compiled = b.finish()?;
-//! let kernel = Kernel::new(compiled.parts().program());
+//! let parts = compiled.parts();
+//! let kernel = Kernel::new(parts.program());
 //!
 //! // Timing only: no arithmetic runs; the inputs are placeholders of these shapes.
 //! let mut core = NeuronCore::new(Target::Trn1);
@@ -149,7 +150,7 @@ pub enum Detail {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Resolve and time every instruction without computing anything
-    /// ([`Observer::computes`] is `false`); outputs keep what they held.
+    /// ([`Observer::computes`](crate::Observer::computes) is `false`); outputs keep what they held.
     #[default]
     TimingOnly,
     /// Execute the kernel as [`NeuronCore::execute`] does, and time it.
@@ -164,6 +165,7 @@ pub struct Timing {
     mode: Mode,
     grid: Option<LaunchGrid>,
     dma_rows: bool,
+    buffers: Option<usize>,
 }
 
 impl Timing {
@@ -203,6 +205,17 @@ impl Timing {
     /// 128-partition transfer: large traces).
     pub fn dma_engine_rows(mut self, on: bool) -> Timing {
         self.dma_rows = on;
+        self
+    }
+
+    /// Times the program as if every tile used only inside an `affine_range` loop's body had
+    /// `buffers` buffers rotating across iterations, as NKI's compiler allocates them to
+    /// overlap independent iterations (this compiler gives every tile one buffer, so the
+    /// iterations of a loop wait for each other on their tiles). A what-if: the extra
+    /// buffers' capacity is not checked. See [`Timeline::with_affine_buffers`]. Default 1:
+    /// the program as allocated.
+    pub fn affine_buffers(mut self, buffers: usize) -> Timing {
+        self.buffers = Some(buffers);
         self
     }
 
@@ -251,7 +264,8 @@ impl Timing {
             core.sbuf().partition_bytes(),
             bytes,
         )
-        .with_dma_engine_rows(self.dma_rows);
+        .with_dma_engine_rows(self.dma_rows)
+        .with_affine_buffers(self.buffers.unwrap_or(1));
         core.execute_observed(bound, &mut timeline)?;
         Ok(timeline.finish())
     }
@@ -468,6 +482,29 @@ pub fn profile_grid_from_args(
     grid: LaunchGrid,
     inputs: &[HbmIn<'_>],
 ) -> Result<Option<Profile>, TimingError> {
+    profile_with(core, kernel, |timing, core, kernel| {
+        timing.grid(grid).run_inputs(core, kernel, inputs)
+    })
+}
+
+/// [`profile_from_args`] on placeholder inputs of the given shapes (for an example whose
+/// inputs are not device tensors).
+pub fn profile_shapes_from_args(
+    core: &mut NeuronCore,
+    kernel: &Kernel<'_>,
+    input_shapes: &[&[usize]],
+) -> Result<Option<Profile>, TimingError> {
+    profile_with(core, kernel, |timing, core, kernel| {
+        timing.run_shapes(core, kernel, input_shapes)
+    })
+}
+
+/// The `--profile` handling common to the `*_from_args` helpers.
+fn profile_with(
+    core: &mut NeuronCore,
+    kernel: &Kernel<'_>,
+    run: impl FnOnce(Timing, &mut NeuronCore, &Kernel<'_>) -> Result<Schedule, TimingError>,
+) -> Result<Option<Profile>, TimingError> {
     let Some(req) = ProfileRequest::from_args(std::env::args().skip(1))? else {
         return Ok(None);
     };
@@ -476,10 +513,7 @@ pub fn profile_grid_from_args(
     } else {
         Detail::Profile
     };
-    let schedule = Timing::new()
-        .detail(detail)
-        .grid(grid)
-        .run_inputs(core, kernel, inputs)?;
+    let schedule = run(Timing::new().detail(detail), core, kernel)?;
     let profile = schedule.profile();
     println!("{profile}");
     if let Some(dir) = &req.dir {

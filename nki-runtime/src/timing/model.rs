@@ -21,7 +21,10 @@
 
 use core::ops::ControlFlow;
 
-use nki_lang::{Dir, Engine, Instr, OperandRef, Program, VarValues};
+use nki_lang::{
+    Dir, Engine, Instr, InstrData, LoopKind, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program,
+    VarValues,
+};
 
 use super::Detail;
 use super::cost::{self, Compute, Dma, Pe, Work};
@@ -36,6 +39,82 @@ use crate::exec::{Loc, Observer, Operands};
 /// An engine queue's state: when it can take the next instruction, and which record said so.
 type Free = Ready;
 
+/// How a tile's buffers rotate under [`Timeline::with_affine_buffers`].
+#[derive(Copy, Clone, Debug)]
+struct Rotation {
+    /// The index variables that identify an iteration: the program ids and the loops at
+    /// depths below `scope`; `None`: the tile never rotates.
+    scope: Option<usize>,
+    /// The iteration of the last access.
+    key: [i64; MAX_VARS],
+    /// Whether the tile was accessed yet.
+    seen: bool,
+    /// Iterations seen.
+    count: u64,
+}
+
+/// For each tile of `program`, the variables that identify its iteration when its buffers
+/// rotate: the innermost `affine_range` loop enclosing the loops common to all its uses (or
+/// the launch grid's instance, outside every loop). A tile whose first use is not a plain
+/// write (it may carry a value between iterations) never rotates.
+fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
+    let tiles = program.tiles().len();
+    let views = program.views();
+    // Per tile: the loop stack at its first use, how much of it every use shares, and
+    // whether the first use is a plain write.
+    type FirstUse = (Vec<(u32, LoopKind)>, usize, bool);
+    let mut first: Vec<Option<FirstUse>> = vec![None; tiles];
+    let mut stack: Vec<(u32, LoopKind)> = Vec::new();
+    for (pc, ins) in program.instrs().iter().enumerate() {
+        match ins.data {
+            InstrData::LoopBegin { kind, .. } => stack.push((pc as u32, kind)),
+            InstrData::LoopEnd { .. } => {
+                stack.pop();
+            }
+            _ => {
+                for o in ins.operands() {
+                    let OperandRef::View(v) = o.operand else {
+                        continue;
+                    };
+                    let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
+                        continue;
+                    };
+                    let Some(entry) = first.get_mut(t) else {
+                        continue;
+                    };
+                    match entry {
+                        None => *entry = Some((stack.clone(), stack.len(), o.dir == Dir::Write)),
+                        Some((s0, common, _)) => {
+                            let shared = s0
+                                .iter()
+                                .zip(&stack)
+                                .take(*common)
+                                .take_while(|(a, b)| a.0 == b.0)
+                                .count();
+                            *common = shared;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    first
+        .into_iter()
+        .map(|f| {
+            let (s0, common, plain) = f?;
+            if !plain {
+                return None;
+            }
+            // The innermost affine loop among the common ones; the instance if none.
+            let j = (0..common)
+                .rev()
+                .find(|&d| s0[d].1 == LoopKind::Affine)
+                .map_or(0, |d| d + 1);
+            Some(j)
+        })
+        .collect()
+}
+
 /// Times a run: pass it to [`crate::NeuronCore::execute_observed`], then call
 /// [`Timeline::finish`]. [`super::Timing`] does both.
 pub struct Timeline<'p> {
@@ -44,6 +123,12 @@ pub struct Timeline<'p> {
     detail: Detail,
     computes: bool,
     dma_rows: bool,
+    sbuf_partition_bytes: usize,
+    /// Buffers per rotating tile (1: the program as allocated).
+    buffers: usize,
+    rotation: Vec<Rotation>,
+    /// The plane of each operand slot of the instruction being timed.
+    planes: [usize; MAX_SLOTS],
     sbuf: OnChip,
     psum: OnChip,
     hbm: Hbm,
@@ -121,8 +206,12 @@ impl<'p> Timeline<'p> {
             detail,
             computes,
             dma_rows: false,
-            sbuf: OnChip::new(sbuf_partition_bytes),
-            psum: OnChip::new(crate::memory::Psum::PARTITION_BYTES),
+            sbuf_partition_bytes,
+            buffers: 1,
+            rotation: Vec::new(),
+            planes: [0; MAX_SLOTS],
+            sbuf: OnChip::new(sbuf_partition_bytes, 1),
+            psum: OnChip::new(crate::memory::Psum::PARTITION_BYTES, 1),
             hbm: Hbm::new(tensor_bytes),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
@@ -157,6 +246,67 @@ impl<'p> Timeline<'p> {
     pub fn with_dma_engine_rows(mut self, on: bool) -> Timeline<'p> {
         self.dma_rows = on;
         self
+    }
+
+    /// Times the program as if the compiler gave every tile used only inside an
+    /// `affine_range` loop's body `buffers` buffers of its own, rotating from one iteration to
+    /// the next (as NKI's compiler does to overlap independent iterations), instead of the one
+    /// buffer it has: accesses to different buffers do not wait for each other. A tile whose
+    /// uses share no loop rotates between the instances of a launch grid; one whose first use
+    /// is not a plain write never rotates. The extra buffers' capacity is not checked. 1 (the
+    /// default) times the program as allocated; at most 16.
+    pub fn with_affine_buffers(mut self, buffers: usize) -> Timeline<'p> {
+        let buffers = buffers.clamp(1, 16);
+        self.buffers = buffers;
+        let planes = if buffers > 1 { buffers + 1 } else { 1 };
+        self.sbuf = OnChip::new(self.sbuf_partition_bytes, planes);
+        self.psum = OnChip::new(crate::memory::Psum::PARTITION_BYTES, planes);
+        self.rotation = if buffers > 1 {
+            rotation_scopes(self.program)
+                .into_iter()
+                .map(|scope| Rotation {
+                    scope,
+                    key: [0; MAX_VARS],
+                    seen: false,
+                    count: 0,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self
+    }
+
+    /// Sets the plane of each operand of `ins` (its tile's current buffer) for this execution.
+    fn set_planes(&mut self, ins: &Instr, vars: &VarValues) {
+        self.planes = [0; MAX_SLOTS];
+        if self.buffers <= 1 {
+            return;
+        }
+        let views = self.program.views();
+        for o in ins.operands() {
+            let OperandRef::View(v) = o.operand else {
+                continue;
+            };
+            let Some(rot) = views
+                .get(v.index())
+                .and_then(|v| self.rotation.get_mut(v.tile as usize))
+            else {
+                continue;
+            };
+            let Some(scope) = rot.scope else { continue };
+            let n = (MAX_PIDS + scope).min(MAX_VARS);
+            if !rot.seen || rot.key[..n] != vars[..n] {
+                if rot.seen {
+                    rot.count += 1;
+                }
+                rot.seen = true;
+                rot.key[..n].copy_from_slice(&vars[..n]);
+            }
+            if let Some(p) = self.planes.get_mut(o.slot as usize) {
+                *p = 1 + (rot.count % self.buffers as u64) as usize;
+            }
+        }
     }
 
     /// The schedule of everything the timeline saw.
@@ -294,7 +444,7 @@ impl<'p> Timeline<'p> {
                     } else {
                         &self.psum
                     };
-                    let reg = mem.region(r);
+                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
                     if write {
                         mem.wait_write(reg, c, &mut ready);
                     } else {
@@ -320,7 +470,7 @@ impl<'p> Timeline<'p> {
                     } else {
                         &mut self.psum
                     };
-                    let reg = mem.region(r);
+                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
                     if write {
                         mem.mark_write(reg, cell);
                     } else {
@@ -639,12 +789,13 @@ impl Observer for Timeline<'_> {
         pc: usize,
         instr: &Instr,
         operands: &Operands,
-        _vars: &VarValues,
+        vars: &VarValues,
     ) -> ControlFlow<String> {
         let Some(work) = cost::cost(instr, operands, &self.p) else {
             return ControlFlow::Continue(());
         };
         self.count(instr);
+        self.set_planes(instr, vars);
         let pc = u32::try_from(pc).unwrap_or(u32::MAX);
         match work {
             Work::Compute(w) => self.compute(pc, instr, operands, w),

@@ -88,9 +88,11 @@ impl Consumer {
     }
 }
 
-/// A rectangle of cells: quadrants `q0..q1`, blocks `b0..b1`.
+/// A rectangle of cells: quadrants `q0..q1`, blocks `b0..b1`, in the plane whose first cell
+/// is `base`.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Region {
+    base: usize,
     q0: usize,
     q1: usize,
     b0: usize,
@@ -103,34 +105,42 @@ impl Region {
     }
 }
 
-/// The cells of one on-chip memory (SBUF or PSUM).
+/// The cells of one on-chip memory (SBUF or PSUM), in one or more planes: plane 0 is the
+/// memory as allocated; planes 1.. hold the extra buffers of rotated tiles (see
+/// `Timing::affine_buffers`).
 #[derive(Clone, Debug)]
 pub(crate) struct OnChip {
     partition_bytes: usize,
     blocks: usize,
+    planes: usize,
     writes: Vec<Cell>,
     reads: Vec<Cell>,
 }
 
 impl OnChip {
-    /// A memory of 128 partitions × `partition_bytes`, never accessed.
-    pub fn new(partition_bytes: usize) -> OnChip {
+    /// A memory of 128 partitions × `partition_bytes` in `planes` planes (at least 1), never
+    /// accessed.
+    pub fn new(partition_bytes: usize, planes: usize) -> OnChip {
         let blocks = partition_bytes.div_ceil(1 << BLOCK_SHIFT).max(1);
+        let planes = planes.max(1);
         OnChip {
             partition_bytes,
             blocks,
-            writes: vec![Cell::default(); blocks * QUADS],
-            reads: vec![Cell::default(); blocks * QUADS],
+            planes,
+            writes: vec![Cell::default(); planes * blocks * QUADS],
+            reads: vec![Cell::default(); planes * blocks * QUADS],
         }
     }
 
-    /// The cells an operand covers: its partitions' quadrants × the blocks of the bounding
-    /// box of its elements within a partition (clamped to the memory; the whole memory when
-    /// the pattern is not one partitions apart).
-    pub fn region(&self, r: &Resolved) -> Region {
+    /// The cells an operand covers in plane `plane` (clamped to the planes): its partitions'
+    /// quadrants × the blocks of the bounding box of its elements within a partition (clamped
+    /// to the memory; the whole memory when the pattern is not one partition apart).
+    pub fn region(&self, r: &Resolved, plane: usize) -> Region {
         let size = i64::from(r.dtype.size().max(1));
         let part = r.pattern.strides[0] as i64;
+        let plane_base = plane.min(self.planes - 1) * self.blocks * QUADS;
         let whole = Region {
+            base: plane_base,
             q0: 0,
             q1: QUADS,
             b0: 0,
@@ -160,6 +170,7 @@ impl OnChip {
         let lo_b = lo.max(0).saturating_mul(size) as usize;
         let hi_b = hi.max(0).saturating_add(1).saturating_mul(size) as usize;
         Region {
+            base: plane_base,
             q0: quad(p0),
             q1: (quad(last) + 1).min(QUADS),
             b0: (lo_b >> BLOCK_SHIFT).min(self.blocks),
@@ -174,7 +185,7 @@ impl OnChip {
             return;
         }
         for b in reg.b0..reg.b1 {
-            let row = b * QUADS;
+            let row = reg.base + b * QUADS;
             for cell in &self.writes[row + reg.q0..row + reg.q1] {
                 ready.merge(c.sees(cell), cell.who);
             }
@@ -189,7 +200,7 @@ impl OnChip {
             return;
         }
         for b in reg.b0..reg.b1 {
-            let row = b * QUADS;
+            let row = reg.base + b * QUADS;
             let (w, r) = (
                 &self.writes[row + reg.q0..row + reg.q1],
                 &self.reads[row + reg.q0..row + reg.q1],
@@ -208,7 +219,7 @@ impl OnChip {
             return;
         }
         for b in reg.b0..reg.b1 {
-            let row = b * QUADS;
+            let row = reg.base + b * QUADS;
             for c in &mut self.reads[row + reg.q0..row + reg.q1] {
                 if cell.t >= c.t {
                     *c = cell;
@@ -225,7 +236,7 @@ impl OnChip {
             return;
         }
         for b in reg.b0..reg.b1 {
-            let row = b * QUADS;
+            let row = reg.base + b * QUADS;
             for c in &mut self.writes[row + reg.q0..row + reg.q1] {
                 *c = cell;
             }
@@ -417,13 +428,14 @@ mod tests {
 
     #[test]
     fn regions_of_tiles() {
-        let m = OnChip::new(196_608);
+        let m = OnChip::new(196_608, 1);
         let part = 196_608 / 2;
         // [128, 512] bf16 at byte 0: 1 KiB = 16 blocks, all quadrants.
-        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]));
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
         assert_eq!(
             r,
             Region {
+                base: 0,
                 q0: 0,
                 q1: 4,
                 b0: 0,
@@ -431,14 +443,14 @@ mod tests {
             }
         );
         // Partitions 64..96, bytes 2048..2112.
-        let r = m.region(&sbuf(
-            64 * part + 1024,
-            [32, 32, 1, 1, 1],
-            [part, 1, 0, 0, 0],
-        ));
+        let r = m.region(
+            &sbuf(64 * part + 1024, [32, 32, 1, 1, 1], [part, 1, 0, 0, 0]),
+            0,
+        );
         assert_eq!(
             r,
             Region {
+                base: 0,
                 q0: 2,
                 q1: 3,
                 b0: 32,
@@ -446,16 +458,16 @@ mod tests {
             }
         );
         // A pattern that is not one partition apart: the whole memory.
-        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [7, 1, 0, 0, 0]));
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [7, 1, 0, 0, 0]), 0);
         assert_eq!(r.b1, m.blocks);
     }
 
     #[test]
     fn read_after_write_and_write_after_read() {
-        let mut m = OnChip::new(196_608);
+        let mut m = OnChip::new(196_608, 1);
         let part = 196_608 / 2;
-        let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]));
-        let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]));
+        let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
         let c = Consumer {
             pe: false,
             pe_latency: 0,

@@ -53,8 +53,8 @@ fn time(ps: u64) -> String {
 fn tick_step(total: u64, n: u64) -> u64 {
     let raw = (total / n.max(1)).max(1);
     let mut p = 1u64;
-    while p.saturating_mul(10) <= raw {
-        p = p.saturating_mul(10);
+    while p <= raw / 10 {
+        p *= 10;
     }
     for m in [1u64, 2, 5, 10] {
         if p.saturating_mul(m) >= raw {
@@ -273,6 +273,7 @@ mod tests {
         assert_eq!(tick_step(1_000_000, 10), 100_000);
         assert_eq!(tick_step(1_300_000, 10), 200_000);
         assert_eq!(tick_step(0, 10), 1);
+        assert!(tick_step(u64::MAX, 1) >= u64::MAX / 10);
         let m = merge(vec![(0, 10, "a"), (12, 20, "a"), (40, 50, "a")], 5);
         assert_eq!(m.len(), 2);
         assert_eq!((m[0].a, m[0].b, m[0].n, m[0].busy), (0, 20, 2, 18));
