@@ -217,3 +217,38 @@ fn grid_launches_time_every_instance() {
     assert!(four.total_ps() > one.total_ps());
     assert!(four.total_ps() < 4 * one.total_ps(), "instances overlap");
 }
+
+#[test]
+fn a_profile_request_prints_and_writes_files() {
+    let dir = std::env::temp_dir().join(format!("nki-timing-test-{}", std::process::id()));
+    let req = ProfileRequest {
+        dir: Some(dir.clone()),
+    };
+    let mut core = NeuronCore::default();
+    let p = req
+        .run_shapes(&mut core, &first_tile_only::KERNEL, &[&[512, 256]])
+        .unwrap();
+    assert_eq!(p.kernel, "first_tile_only");
+    assert!(p.latency_us > 0.0);
+    let trace = std::fs::read(dir.join("first_tile_only.trace.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&trace).unwrap();
+    assert!(v["traceEvents"].as_array().unwrap().len() > 10);
+    let svg = std::fs::read_to_string(dir.join("first_tile_only.svg")).unwrap();
+    assert!(svg.contains("first_tile_only"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Without a directory: the profile only.
+    let p2 = ProfileRequest { dir: None }
+        .run_inputs(
+            &mut core,
+            &first_tile_only::KERNEL,
+            LaunchGrid::SINGLE,
+            &[DeviceTensor::<f32>::zeros(&[512, 256]).unwrap().arg()],
+        )
+        .unwrap();
+    assert_eq!(p2, p);
+    // Profile JSON.
+    let j: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    assert_eq!(j["kernel"], "first_tile_only");
+    assert!(j["utilisation"]["Scalar"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["counts"]["Scalar.activation"], 1);
+}

@@ -458,6 +458,53 @@ pub fn is_profile_arg(arg: &str) -> bool {
     arg == "--profile" || arg.starts_with("--profile=")
 }
 
+impl ProfileRequest {
+    /// Times one launch of `kernel` on `inputs` over `grid` (timing only, placeholder
+    /// outputs), prints its profile, writes the trace and the timeline if a directory was
+    /// asked for, and returns the profile.
+    pub fn run_inputs(
+        &self,
+        core: &mut NeuronCore,
+        kernel: &Kernel<'_>,
+        grid: LaunchGrid,
+        inputs: &[HbmIn<'_>],
+    ) -> Result<Profile, TimingError> {
+        let schedule = self.timing().grid(grid).run_inputs(core, kernel, inputs)?;
+        self.report(&schedule, kernel)
+    }
+
+    /// [`ProfileRequest::run_inputs`] on placeholder inputs of the given shapes.
+    pub fn run_shapes(
+        &self,
+        core: &mut NeuronCore,
+        kernel: &Kernel<'_>,
+        input_shapes: &[&[usize]],
+    ) -> Result<Profile, TimingError> {
+        let schedule = self.timing().run_shapes(core, kernel, input_shapes)?;
+        self.report(&schedule, kernel)
+    }
+
+    /// The timing this request needs: operands in the trace only when files are written.
+    fn timing(&self) -> Timing {
+        Timing::new().detail(if self.dir.is_some() {
+            Detail::Trace
+        } else {
+            Detail::Profile
+        })
+    }
+
+    /// Prints the profile and writes the files.
+    fn report(&self, schedule: &Schedule, kernel: &Kernel<'_>) -> Result<Profile, TimingError> {
+        let profile = schedule.profile();
+        println!("{profile}");
+        if let Some(dir) = &self.dir {
+            let (trace, svg) = schedule.write_files(dir, kernel.name())?;
+            println!("trace: {}\ntimeline: {}", trace.display(), svg.display());
+        }
+        Ok(profile)
+    }
+}
+
 /// If the command line has `--profile` (or `--profile=DIR`), times one launch of `kernel` on
 /// `inputs` (timing only, placeholder outputs), prints its profile, and with a directory writes
 /// `<kernel>.trace.json` (Chrome trace-event JSON, for Perfetto or chrome://tracing) and
@@ -465,7 +512,7 @@ pub fn is_profile_arg(arg: &str) -> bool {
 /// example's `main`:
 ///
 /// ```ignore
-/// nki::runtime::timing::profile_from_args(&mut core, &my_kernel::KERNEL, &[a.arg(), b.arg()])?;
+/// nki::timing::profile_from_args(&mut core, &my_kernel::KERNEL, &[a.arg(), b.arg()])?;
 /// ```
 pub fn profile_from_args(
     core: &mut NeuronCore,
@@ -482,9 +529,9 @@ pub fn profile_grid_from_args(
     grid: LaunchGrid,
     inputs: &[HbmIn<'_>],
 ) -> Result<Option<Profile>, TimingError> {
-    profile_with(core, kernel, |timing, core, kernel| {
-        timing.grid(grid).run_inputs(core, kernel, inputs)
-    })
+    ProfileRequest::from_args(std::env::args().skip(1))?
+        .map(|req| req.run_inputs(core, kernel, grid, inputs))
+        .transpose()
 }
 
 /// [`profile_from_args`] on placeholder inputs of the given shapes (for an example whose
@@ -494,33 +541,9 @@ pub fn profile_shapes_from_args(
     kernel: &Kernel<'_>,
     input_shapes: &[&[usize]],
 ) -> Result<Option<Profile>, TimingError> {
-    profile_with(core, kernel, |timing, core, kernel| {
-        timing.run_shapes(core, kernel, input_shapes)
-    })
-}
-
-/// The `--profile` handling common to the `*_from_args` helpers.
-fn profile_with(
-    core: &mut NeuronCore,
-    kernel: &Kernel<'_>,
-    run: impl FnOnce(Timing, &mut NeuronCore, &Kernel<'_>) -> Result<Schedule, TimingError>,
-) -> Result<Option<Profile>, TimingError> {
-    let Some(req) = ProfileRequest::from_args(std::env::args().skip(1))? else {
-        return Ok(None);
-    };
-    let detail = if req.dir.is_some() {
-        Detail::Trace
-    } else {
-        Detail::Profile
-    };
-    let schedule = run(Timing::new().detail(detail), core, kernel)?;
-    let profile = schedule.profile();
-    println!("{profile}");
-    if let Some(dir) = &req.dir {
-        let (trace, svg) = schedule.write_files(dir, kernel.name())?;
-        println!("trace: {}\ntimeline: {}", trace.display(), svg.display());
-    }
-    Ok(Some(profile))
+    ProfileRequest::from_args(std::env::args().skip(1))?
+        .map(|req| req.run_shapes(core, kernel, input_shapes))
+        .transpose()
 }
 
 impl Schedule {

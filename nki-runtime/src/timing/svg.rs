@@ -96,6 +96,51 @@ fn merge(mut iv: Vec<(u64, u64, &'static str)>, eps: u64) -> Vec<Span> {
     out
 }
 
+/// The critical path drawn per pixel column: each column takes the colour that covers most
+/// of it, and runs of columns of one colour become one span (whatever the path's length, at
+/// most one box per pixel).
+fn dominant(path: &[(u64, u64, &'static str)], total: u64, columns: usize) -> Vec<Span> {
+    let columns = columns.max(1);
+    let width = total.div_ceil(columns as u64).max(1);
+    // Per column: time per colour (a path uses at most 8 colours).
+    let mut cols: Vec<Vec<(&'static str, u64)>> = vec![Vec::new(); columns];
+    for &(a, b, fill) in path {
+        let mut t = a;
+        while t < b {
+            let c = ((t / width) as usize).min(columns - 1);
+            let end = b.min((c as u64 + 1).saturating_mul(width)).max(t + 1);
+            let slot = &mut cols[c];
+            match slot.iter_mut().find(|(f, _)| *f == fill) {
+                Some((_, v)) => *v += end - t,
+                None => slot.push((fill, end - t)),
+            }
+            t = end;
+        }
+    }
+    let mut out: Vec<Span> = Vec::new();
+    for (c, slot) in cols.iter().enumerate() {
+        let Some(&(fill, busy)) = slot.iter().max_by_key(|(_, v)| *v) else {
+            continue;
+        };
+        let (a, b) = (c as u64 * width, (c as u64 + 1) * width);
+        match out.last_mut() {
+            Some(sp) if sp.fill == fill && sp.b == a => {
+                sp.b = b;
+                sp.n += 1;
+                sp.busy += busy;
+            }
+            _ => out.push(Span {
+                a,
+                b,
+                n: 1,
+                busy,
+                fill,
+            }),
+        }
+    }
+    out
+}
+
 /// Writes the timeline.
 pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
     if s.records().is_empty() {
@@ -159,7 +204,7 @@ pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
     );
     let _ = writeln!(
         o,
-        r##"<text x="{LEFT}" y="34" fill="#555">boxes merge records closer than a pixel ({}); hover for counts. Red on Scalar: activation-table loads.</text>"##,
+        r##"<text x="{LEFT}" y="34" fill="#555">boxes merge records closer than a pixel ({}), shaded by how busy they are; hover for counts. Red on Scalar: activation-table loads.</text>"##,
         esc(&time(eps))
     );
     // Time axis.
@@ -192,9 +237,12 @@ pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
         );
         for sp in spans {
             let (xa, xb) = (x(sp.a), x(sp.b));
+            // A box is as opaque as its span is busy (at least faintly visible).
+            let span = sp.b.saturating_sub(sp.a).max(1);
+            let opacity = (sp.busy as f64 / span as f64).clamp(0.2, 1.0);
             let _ = writeln!(
                 o,
-                r#"<rect x="{xa:.2}" y="{y:.1}" width="{:.2}" height="{ROW}" fill="{}"><title>{}: {} record(s), {} – {}, busy {}</title></rect>"#,
+                r#"<rect x="{xa:.2}" y="{y:.1}" width="{:.2}" height="{ROW}" fill="{}" fill-opacity="{opacity:.2}"><title>{}: {} record(s), {} – {}, busy {}</title></rect>"#,
                 (xb - xa).max(0.5),
                 sp.fill,
                 esc(label),
@@ -209,7 +257,12 @@ pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
         let iv = std::mem::take(&mut rows[t.index()]);
         draw_row(&mut o, i, &t.to_string(), merge(iv, eps));
     }
-    draw_row(&mut o, order.len(), "critical path", merge(path, eps));
+    draw_row(
+        &mut o,
+        order.len(),
+        "critical path",
+        dominant(&path, total, plot as usize),
+    );
     // SBUF and PSUM use.
     let cap = f64::from(s.params().sbuf_partition_bytes.max(1));
     let banks = f64::from(s.params().psum_banks.max(1));
@@ -278,5 +331,12 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!((m[0].a, m[0].b, m[0].n, m[0].busy), (0, 20, 2, 18));
         assert_eq!(esc("<a&b>"), "&lt;a&amp;b&gt;");
+        // 1000 alternating segments over 10 columns: one box per column at most.
+        let path: Vec<_> = (0..1000u64)
+            .map(|i| (i * 10, i * 10 + 10, if i % 3 == 0 { "a" } else { "b" }))
+            .collect();
+        let d = dominant(&path, 10_000, 10);
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].a, d[0].b, d[0].fill), (0, 10_000, "b"));
     }
 }
