@@ -7,6 +7,7 @@
 //! cargo run --release --example autotune_matmul                    # [4096, 8192] × [8192, 8192] bf16, Trn1
 //! cargo run --release --example autotune_matmul -- 4096 2048 4096  # K M N
 //! cargo run --release --example autotune_matmul -- --target trn2 --json
+//! cargo run --release --example autotune_matmul -- --affine-buffers 2  # loop tiles double-buffered
 //! ```
 //!
 //! The candidates are the tutorial's own instantiations (`examples/matmul_fully_optimized.rs`,
@@ -184,10 +185,12 @@ pub struct Outcome {
 
 /// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) and
 /// returns them fastest first, the ones that cannot launch last.
-pub fn rank(target: Target, k: usize, m: usize, n: usize) -> Vec<Outcome> {
+/// `buffers`: see `Timing::affine_buffers` (1: the programs as allocated).
+pub fn rank(target: Target, buffers: usize, k: usize, m: usize, n: usize) -> Vec<Outcome> {
     let mut core = NeuronCore::new(target);
     let timing = Timing::new()
         .params(Params::for_target(target))
+        .affine_buffers(buffers)
         .detail(Detail::Summary);
     let mut out: Vec<Outcome> = candidates()
         .into_iter()
@@ -218,14 +221,21 @@ fn value(i: &Instance, name: &str) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--json]";
+    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--affine-buffers N] [--json]";
     let mut dims = Vec::new();
     let mut target = Target::Trn1;
     let mut json = false;
+    let mut buffers = 1;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => json = true,
+            "--affine-buffers" => {
+                buffers = args
+                    .next()
+                    .and_then(|a| a.parse().ok())
+                    .ok_or(format!("--affine-buffers takes a number; {usage}"))?;
+            }
             "--target" => {
                 let t = args.next().unwrap_or_default();
                 target = Target::from_name(&t).ok_or(format!("unknown target `{t}`; {usage}"))?;
@@ -242,7 +252,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => return Err(usage.into()),
     };
     let start = Instant::now();
-    let ranked = rank(target, k, m, n);
+    let ranked = rank(target, buffers, k, m, n);
     let elapsed = start.elapsed();
     let timed = ranked.iter().filter(|o| o.result.is_ok()).count();
     if json {

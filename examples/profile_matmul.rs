@@ -8,7 +8,8 @@
 //! cargo run --release --example profile_matmul -- --json         # one JSON object keyed by stage
 //! cargo run --release --example profile_matmul -- --out DIR      # traces and timelines into DIR
 //! cargo run --release --example profile_matmul -- --no-files     # no trace or timeline
-//! cargo run --release --example profile_matmul -- --shape 2048 1024 2048 --target trn2
+//! cargo run --release --example profile_matmul -- --shape 2048 2048 2048 --target trn2
+//! cargo run --release --example profile_matmul -- --affine-buffers 2   # what if loop tiles were double-buffered
 //! ```
 //!
 //! For each stage: the modeled latency through the benchmark API (P50 and P99 of `--iters`
@@ -18,7 +19,9 @@
 //! chrome://tracing) and SVG timeline (`<kernel>.svg`) are written to the output directory.
 //! `--shape K M N` changes the shape (`lhs_t [K, M]`, `rhs [K, N]`; each stage's launch
 //! constraints apply: K ≤ 8192 for the hoisted stages, M a multiple of 2048 and at most 8192
-//! for the fully optimised one).
+//! for the fully optimised one). `--affine-buffers N` times the stages as if every tile of an
+//! `affine_range` loop body had N buffers rotating across iterations, as NKI's compiler
+//! allocates them (`Timing::affine_buffers`; this compiler gives each tile one buffer).
 
 #![allow(dead_code, clippy::duplicate_mod)]
 
@@ -32,7 +35,6 @@ mod hoist_load;
 mod tiled;
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use nki::prelude::*;
 use nki::runtime::timing::{Benchmark, Detail, Params, Profile, Timing};
@@ -229,13 +231,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.host_ms
         );
     }
-    let start = Instant::now();
     for r in &rows {
         println!("\n{}: {}", r.title, r.profile);
         if let Some((trace, svg)) = &r.files {
             println!("  trace {}  timeline {}", trace.display(), svg.display());
         }
     }
-    let _ = start;
     Ok(())
 }

@@ -3,6 +3,9 @@
 //! masked-off instructions cost nothing, the trace names kernel source lines, and the
 //! `--profile` argument parser.
 
+// Carries its own `#![allow(dead_code, clippy::duplicate_mod)]`.
+#[path = "../examples/autotune_matmul.rs"]
+mod autotune;
 #[path = "../examples/matmul_block_free_dimension.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod block_free_dimension;
@@ -251,4 +254,55 @@ fn a_profile_request_prints_and_writes_files() {
     assert_eq!(j["kernel"], "first_tile_only");
     assert!(j["utilisation"]["Scalar"].as_f64().unwrap() > 0.0);
     assert_eq!(j["counts"]["Scalar.activation"], 1);
+}
+
+#[test]
+fn autotune_candidates_compute_the_product_and_rank_consistently() {
+    // The tutorial's instance and the grid's instance with its values compute the same bits.
+    let (k, m, n) = (2048, 2048, 1024);
+    let a = tiled::common::random_bf16(k, m, 5);
+    let b = tiled::common::random_bf16(k, n, 6);
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    let mut core = NeuronCore::default();
+    let tutorial = fully_optimized::nki_matmul_fully_optimized_(&mut core, &da, &db).unwrap();
+    let grid = autotune::mm_m16_n2_k8(&mut core, &da, &db).unwrap();
+    assert_eq!(tutorial.as_slice(), grid.as_slice());
+    // A long-K candidate against the f64 reference (one bf16 rounding per K block).
+    let (k, m, n) = (4096, 256, 512);
+    let a = tiled::common::random_bf16(k, m, 7);
+    let b = tiled::common::random_bf16(k, n, 8);
+    let out = autotune::mm_m2_n1_k32(
+        &mut core,
+        &DeviceTensor::from_array(&a).unwrap(),
+        &DeviceTensor::from_array(&b).unwrap(),
+    )
+    .unwrap();
+    let (reference, magnitude) = tiled::common::reference(a.view(), b.view());
+    let out = out.into_array::<nki::ndarray::Ix2>().unwrap();
+    let (worst, within) =
+        tiled::common::max_error_rounded(out.view(), &reference, &magnitude, k, 1);
+    assert!(within, "largest error {worst}");
+    // Ranked fastest first; the two instances with the tutorial's values time the same.
+    let ranked = autotune::rank(Target::Trn1, 1, 2048, 2048, 2048);
+    let times: Vec<f64> = ranked
+        .iter()
+        .filter_map(|o| o.result.as_ref().ok().map(|p| p.latency_us))
+        .collect();
+    assert!(times.len() >= 30);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    let latency = |name: &str| {
+        ranked
+            .iter()
+            .find(|o| o.instance.name == name)
+            .and_then(|o| o.result.as_ref().ok())
+            .map(|p| p.latency_us)
+            .unwrap()
+    };
+    assert_eq!(
+        latency("nki_matmul_fully_optimized_"),
+        latency("mm_m16_n2_k8")
+    );
 }
