@@ -43,6 +43,8 @@ pub use nki_lang as lang;
 pub use nki_macros::__kernel_with_helpers;
 pub use nki_macros::{helper, kernel};
 pub use nki_runtime as runtime;
+/// The NeuronCore timing model, profiler and benchmark ([`nki_runtime::timing`]).
+pub use nki_runtime::timing;
 pub use nki_runtime::{
     Bool, DeviceTensor, F8E4M3, F8E5M2, GridDim, Instance, Kernel, LaunchError, LaunchGrid,
     MetaValue, NeuronCore, Tf32, nc, spmd_dim,

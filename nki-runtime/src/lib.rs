@@ -15,7 +15,9 @@
 //! was built, tile addresses assigned); [`Kernel::bind`] checks a launch's tensors against the
 //! program's signature and launch constraints, and [`NeuronCore::execute`] runs it. Every
 //! instruction runs to completion before the next one starts: the engines' overlap is a
-//! matter of time, not of results, and no timing is modeled yet.
+//! matter of time, not of results. What a kernel would cost on Trn1 or Trn2, engine by engine,
+//! is the [`timing`] module's: a timing model, a profiler and a benchmark, with or without the
+//! arithmetic.
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -82,6 +84,7 @@ mod launch;
 pub mod memory;
 mod shape;
 mod tensor;
+pub mod timing;
 mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa};

@@ -1,0 +1,356 @@
+//! Autotuning without hardware: the fully optimised matmul of NKI's tutorial instantiated for
+//! a grid of block sizes (its meta-parameters `TILES_IN_BLOCK_M/N/K`), every candidate timed
+//! by the NeuronCore timing model at a given shape without executing any arithmetic, ranked by
+//! modeled latency.
+//!
+//! ```sh
+//! cargo run --release --example autotune_matmul                    # [4096, 8192] × [8192, 8192] bf16, Trn1
+//! cargo run --release --example autotune_matmul -- 4096 2048 4096  # K M N
+//! cargo run --release --example autotune_matmul -- --target trn2 --json
+//! cargo run --release --example autotune_matmul -- --affine-buffers 2  # loop tiles double-buffered
+//! ```
+//!
+//! The candidates are the tutorial's own instantiations (`examples/matmul_fully_optimized.rs`,
+//! compiled in here: `nki_matmul_fully_optimized_` with 16, 2, 8 and the small 4, 1, 4) and
+//! `matmul_blocked`, the same kernel body instantiated for every block size of the grid
+//! M ∈ {2, 4, 8, 16} × N ∈ {1, 2} × K ∈ {2, 4, 8, 16, 32} tiles whose tiles fit in SBUF (33
+//! of the 40). `matmul_blocked` sizes its SBUF accumulator for M ≤ 8192 whatever the block
+//! (the tutorial's kernel holds 4 blocks of M). A candidate whose launch constraints the shape
+//! breaks (K not a multiple of its K block, …) is listed as not launchable.
+
+#![allow(dead_code, clippy::duplicate_mod)]
+
+#[path = "matmul_fully_optimized.rs"]
+mod fully_optimized;
+
+use std::time::Instant;
+
+use nki::prelude::*;
+use nki::runtime::Instance;
+use nki::runtime::timing::{Detail, Params, Profile, Timing, TimingError};
+
+/// The fully optimised matmul's body (`examples/matmul_fully_optimized.rs`), with the SBUF
+/// accumulator holding `8192 / BLOCK_M` blocks of M (any M up to 8192).
+#[kernel(
+    mm_m2_n1_k2(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 2),
+    mm_m2_n1_k4(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 4),
+    mm_m2_n1_k8(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 8),
+    mm_m2_n1_k16(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 16),
+    mm_m2_n1_k32(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 32),
+    mm_m2_n2_k2(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 2),
+    mm_m2_n2_k4(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 4),
+    mm_m2_n2_k8(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 8),
+    mm_m2_n2_k16(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 16),
+    mm_m4_n1_k2(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 2),
+    mm_m4_n1_k4(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 4),
+    mm_m4_n1_k8(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 8),
+    mm_m4_n1_k16(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 16),
+    mm_m4_n1_k32(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 32),
+    mm_m4_n2_k2(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 2),
+    mm_m4_n2_k4(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 4),
+    mm_m4_n2_k8(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 8),
+    mm_m4_n2_k16(TILES_IN_BLOCK_M = 4, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 16),
+    mm_m8_n1_k2(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 2),
+    mm_m8_n1_k4(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 4),
+    mm_m8_n1_k8(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 8),
+    mm_m8_n1_k16(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 16),
+    mm_m8_n1_k32(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 32),
+    mm_m8_n2_k2(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 2),
+    mm_m8_n2_k4(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 4),
+    mm_m8_n2_k8(TILES_IN_BLOCK_M = 8, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 8),
+    mm_m16_n1_k2(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 2),
+    mm_m16_n1_k4(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 4),
+    mm_m16_n1_k8(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 8),
+    mm_m16_n1_k16(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 16),
+    mm_m16_n2_k2(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 2),
+    mm_m16_n2_k4(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 4),
+    mm_m16_n2_k8(TILES_IN_BLOCK_M = 16, TILES_IN_BLOCK_N = 2, TILES_IN_BLOCK_K = 8)
+)]
+pub fn matmul_blocked<
+    const TILES_IN_BLOCK_M: usize,
+    const TILES_IN_BLOCK_N: usize,
+    const TILES_IN_BLOCK_K: usize,
+>(
+    lhs_t: Hbm<bf16, K, M>,
+    rhs: Hbm<bf16, K, N>,
+) -> Hbm<bf16, M, N> {
+    const TILE_M: usize = 128; // nl.tile_size.gemm_stationary_fmax
+    const TILE_K: usize = 128; // nl.tile_size.pmax
+    const TILE_N: usize = 512; // nl.tile_size.gemm_moving_fmax
+
+    const BLOCK_M: usize = TILE_M * TILES_IN_BLOCK_M;
+    const BLOCK_N: usize = TILE_N * TILES_IN_BLOCK_N;
+    const BLOCK_K: usize = TILE_K * TILES_IN_BLOCK_K;
+
+    // Capacity of `result_tiles` in blocks of M.
+    const MAX_BLOCKS_M: usize = 8192 / BLOCK_M;
+
+    let result = ndarray([M, N], bf16, SharedHbm);
+
+    for n in affine_range(N / BLOCK_N) {
+        let result_tiles = zeros(
+            [
+                TILE_M,
+                MAX_BLOCKS_M,
+                TILES_IN_BLOCK_M,
+                TILES_IN_BLOCK_N,
+                TILE_N,
+            ],
+            lhs_t.dtype,
+            Sbuf,
+        );
+
+        for k in sequential_range(K / BLOCK_K) {
+            let i_rhs = mgrid![0..TILE_K, 0..BLOCK_N];
+            let rhs_tiles = ndarray([TILE_K, TILES_IN_BLOCK_K, BLOCK_N], rhs.dtype, Sbuf);
+            for bk_r in affine_range(TILES_IN_BLOCK_K) {
+                rhs_tiles[[i_rhs.p, bk_r, i_rhs.x]] = load(
+                    rhs[[
+                        (TILES_IN_BLOCK_K * k + bk_r) * TILE_K + i_rhs.p,
+                        BLOCK_N * n + i_rhs.x,
+                    ]],
+                );
+            }
+
+            for m in affine_range(M / BLOCK_M) {
+                let i_lhs_t = mgrid![0..TILE_K, 0..BLOCK_M];
+                let lhs_t_tiles = ndarray([TILE_K, TILES_IN_BLOCK_K, BLOCK_M], lhs_t.dtype, Sbuf);
+                for bk_l in affine_range(TILES_IN_BLOCK_K) {
+                    lhs_t_tiles[[i_lhs_t.p, bk_l, i_lhs_t.x]] = load(
+                        lhs_t[[
+                            (TILES_IN_BLOCK_K * k + bk_l) * TILE_K + i_lhs_t.p,
+                            BLOCK_M * m + i_lhs_t.x,
+                        ]],
+                    );
+                }
+
+                let i_lhs_t_mm = mgrid![0..TILE_K, 0..TILE_M];
+                let i_rhs_mm = mgrid![0..TILE_K, 0..TILE_N];
+                let i_res_mm = mgrid![0..TILE_M, 0..TILE_N];
+                for bn in affine_range(TILES_IN_BLOCK_N) {
+                    for bm in affine_range(TILES_IN_BLOCK_M) {
+                        let res_tile = zeros([TILE_M, TILE_N], f32, Psum);
+                        for bk in affine_range(TILES_IN_BLOCK_K) {
+                            res_tile[..] += nc_matmul(
+                                lhs_t_tiles[[i_lhs_t_mm.p, bk, bm * TILE_M + i_lhs_t_mm.x]],
+                                rhs_tiles[[i_rhs_mm.p, bk, bn * TILE_N + i_rhs_mm.x]],
+                            );
+                        }
+                        result_tiles[[i_res_mm.p, m, bm, bn, i_res_mm.x]] +=
+                            res_tile[[i_res_mm.p, i_res_mm.x]];
+                    }
+                }
+            }
+        }
+
+        for m in affine_range(M / BLOCK_M) {
+            for bm in affine_range(TILES_IN_BLOCK_M) {
+                let i_res = mgrid![0..TILE_K, 0..TILE_N];
+                let i_res_packed = mgrid![0..TILE_K, 0..BLOCK_N];
+                let result_packed = ndarray([TILE_K, BLOCK_N], result_tiles.dtype, Sbuf);
+                for bn in affine_range(TILES_IN_BLOCK_N) {
+                    result_packed[[i_res.p, bn * TILE_N + i_res.x]] =
+                        copy(result_tiles[[i_res.p, m, bm, bn, i_res.x]]);
+                }
+                store(
+                    result[[
+                        (TILES_IN_BLOCK_M * m + bm) * TILE_K + i_res_packed.p,
+                        BLOCK_N * n + i_res_packed.x,
+                    ]],
+                    result_packed[[i_res_packed.p, i_res_packed.x]],
+                );
+            }
+        }
+    }
+    result
+}
+
+/// Every candidate: the tutorial's instantiations, then the grid's.
+pub fn candidates() -> Vec<&'static Instance> {
+    fully_optimized::nki_matmul_fully_optimized::INSTANCES
+        .iter()
+        .chain(matmul_blocked::INSTANCES.iter())
+        .collect()
+}
+
+/// One candidate's result.
+pub struct Outcome {
+    /// The instantiation.
+    pub instance: &'static Instance,
+    /// Its profile, or why it cannot launch at the shape.
+    pub result: Result<Profile, TimingError>,
+    /// Host time of the timing run (ms).
+    pub host_ms: f64,
+}
+
+/// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) and
+/// returns them fastest first, the ones that cannot launch last.
+/// `buffers`: see `Timing::affine_buffers` (1: the programs as allocated).
+pub fn rank(target: Target, buffers: usize, k: usize, m: usize, n: usize) -> Vec<Outcome> {
+    let mut core = NeuronCore::new(target);
+    let timing = Timing::new()
+        .params(Params::for_target(target))
+        .affine_buffers(buffers)
+        .detail(Detail::Summary);
+    let mut out: Vec<Outcome> = candidates()
+        .into_iter()
+        .map(|instance| {
+            let start = Instant::now();
+            let result = timing
+                .run_shapes(&mut core, instance.kernel, &[&[k, m], &[k, n]])
+                .map(|s| s.profile());
+            Outcome {
+                instance,
+                result,
+                host_ms: start.elapsed().as_secs_f64() * 1e3,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| match (&a.result, &b.result) {
+        (Ok(x), Ok(y)) => x.latency_us.total_cmp(&y.latency_us),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+    });
+    out
+}
+
+fn value(i: &Instance, name: &str) -> String {
+    i.value(name)
+        .map_or_else(|| "?".to_string(), |v| v.to_string())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--affine-buffers N] [--json]";
+    let mut dims = Vec::new();
+    let mut target = Target::Trn1;
+    let mut json = false;
+    let mut buffers = 1;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--affine-buffers" => {
+                buffers = args
+                    .next()
+                    .and_then(|a| a.parse().ok())
+                    .ok_or(format!("--affine-buffers takes a number; {usage}"))?;
+            }
+            "--target" => {
+                let t = args.next().unwrap_or_default();
+                target = Target::from_name(&t).ok_or(format!("unknown target `{t}`; {usage}"))?;
+            }
+            _ => dims.push(
+                a.parse::<usize>()
+                    .map_err(|e| format!("{a}: {e}; {usage}"))?,
+            ),
+        }
+    }
+    let [k, m, n] = match dims.as_slice() {
+        [] => [8192, 4096, 8192],
+        &[k, m, n] => [k, m, n],
+        _ => return Err(usage.into()),
+    };
+    let start = Instant::now();
+    let ranked = rank(target, buffers, k, m, n);
+    let elapsed = start.elapsed();
+    let timed = ranked.iter().filter(|o| o.result.is_ok()).count();
+    if json {
+        let rows: Vec<serde_json::Value> = ranked
+            .iter()
+            .map(|o| {
+                let i = o.instance;
+                match &o.result {
+                    Ok(p) => serde_json::json!({
+                        "kernel": i.name,
+                        "tiles_in_block_m": value(i, "TILES_IN_BLOCK_M"),
+                        "tiles_in_block_n": value(i, "TILES_IN_BLOCK_N"),
+                        "tiles_in_block_k": value(i, "TILES_IN_BLOCK_K"),
+                        "latency_us": p.latency_us,
+                        "mfu": p.mfu,
+                        "peak_sbuf_bytes_per_partition": p.peak_sbuf_bytes,
+                    }),
+                    Err(e) => serde_json::json!({ "kernel": i.name, "error": e.to_string() }),
+                }
+            })
+            .collect();
+        let winner = ranked
+            .first()
+            .filter(|o| o.result.is_ok())
+            .map(|o| o.instance.name);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "shape": {"K": k, "M": m, "N": n},
+                "target": target.name(),
+                "winner": winner,
+                "candidates": rows,
+            }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "autotuning the fully optimised matmul, lhs_t [{k}, {m}] · rhs [{k}, {n}] bf16 on the {} \
+         model: {} candidates, {timed} launchable, timed in {:.2?} without running any arithmetic",
+        Params::for_target(target).generation,
+        ranked.len(),
+        elapsed
+    );
+    println!(
+        "{:>4}  {:<32} {:>3} {:>3} {:>3} {:>11} {:>6} {:>6} {:>6} {:>6} {:>9} {:>8}",
+        "rank",
+        "kernel",
+        "M",
+        "N",
+        "K",
+        "latency µs",
+        "MFU",
+        "PE",
+        "Vector",
+        "DMA",
+        "SBUF KiB",
+        "model ms"
+    );
+    for (r, o) in ranked.iter().enumerate() {
+        let i = o.instance;
+        let (tm, tn, tk) = (
+            value(i, "TILES_IN_BLOCK_M"),
+            value(i, "TILES_IN_BLOCK_N"),
+            value(i, "TILES_IN_BLOCK_K"),
+        );
+        match &o.result {
+            Ok(p) => {
+                let u = |name: &str| p.engine(name).map_or(0.0, |e| 100.0 * e.utilisation);
+                println!(
+                    "{:>4}  {:<32} {tm:>3} {tn:>3} {tk:>3} {:>11.1} {:>5.1}% {:>5.1}% {:>5.1}% {:>5.1}% {:>9.1} {:>8.1}",
+                    r + 1,
+                    i.name,
+                    p.latency_us,
+                    100.0 * p.mfu,
+                    u("TensorMatrix"),
+                    u("Vector"),
+                    u("DMA"),
+                    p.peak_sbuf_bytes as f64 / 1024.0,
+                    o.host_ms
+                );
+            }
+            Err(e) => println!(
+                "   -  {:<32} {tm:>3} {tn:>3} {tk:>3}  not launchable: {e}",
+                i.name
+            ),
+        }
+    }
+    match ranked.first() {
+        Some(Outcome {
+            instance,
+            result: Ok(p),
+            ..
+        }) => println!(
+            "winner: {instance} — {:.1} µs modeled, MFU {:.1} %",
+            p.latency_us,
+            100.0 * p.mfu
+        ),
+        _ => println!("no candidate can launch at this shape"),
+    }
+    Ok(())
+}

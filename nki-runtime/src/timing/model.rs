@@ -1,0 +1,820 @@
+//! The event-driven schedule: an [`Observer`] that times every executed instruction as the
+//! executor shows it, in program order.
+//!
+//! Each engine is an in-order queue with a `free` time. An instruction starts when its engine
+//! is free and every region it reads is written (RAW) and, for what it writes, every earlier
+//! read and write is done (WAR, WAW); see [`super::regions`]. Then:
+//!
+//! - **Vector / Scalar / GpSimd**: busy for the instruction's interval; its result is visible
+//!   `dependency_latency_cycles` later. On v2, Vector and GpSimd share the SBUF port and Vector
+//!   and Scalar the PSUM port: an instruction also waits for the port. A Scalar activation
+//!   whose function group differs from the loaded table's is preceded by a table load.
+//! - **TensorE**: a LoadStationary (waits for the stationary operand, the previous
+//!   LoadStationary, and the start of the previous MultiplyMoving, whose weights it replaces
+//!   in the background), then a MultiplyMoving (waits for the LoadStationary, the previous
+//!   MultiplyMoving's interval, the moving operand and the PSUM destination; a TensorE result
+//!   is seen by the next TensorE instruction at the end of its interval, by other engines
+//!   `pe_latency_ns` later).
+//! - **DMA**: a trigger on the Sync engine (waits for the operands), then after the fixed
+//!   latency each of the transfer's engines moves its share when free; HBM bandwidth is shared
+//!   by all transfers; a queue's transfers complete in order.
+
+use core::ops::ControlFlow;
+
+use nki_lang::{
+    Dir, Engine, Instr, InstrData, LoopKind, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program,
+    VarValues,
+};
+
+use super::Detail;
+use super::cost::{self, Compute, Dma, Pe, Work};
+use super::params::{Params, bytes_ps, ns_ps};
+use super::regions::{Cell, Consumer, Hbm, OnChip, Ready};
+use super::schedule::{
+    DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
+    TrackStats, engine_index,
+};
+use crate::exec::{Loc, Observer, Operands};
+
+/// An engine queue's state: when it can take the next instruction, and which record said so.
+type Free = Ready;
+
+/// How a tile's buffers rotate under [`Timeline::with_affine_buffers`].
+#[derive(Copy, Clone, Debug)]
+struct Rotation {
+    /// The index variables that identify an iteration: the program ids and the loops at
+    /// depths below `scope`; `None`: the tile never rotates.
+    scope: Option<usize>,
+    /// The iteration of the last access.
+    key: [i64; MAX_VARS],
+    /// Whether the tile was accessed yet.
+    seen: bool,
+    /// Iterations seen.
+    count: u64,
+}
+
+/// For each tile of `program`, the variables that identify its iteration when its buffers
+/// rotate: the innermost `affine_range` loop enclosing the loops common to all its uses (or
+/// the launch grid's instance, outside every loop). A tile whose first use is not a plain
+/// write (it may carry a value between iterations) never rotates.
+fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
+    let tiles = program.tiles().len();
+    let views = program.views();
+    // Per tile: the loop stack at its first use, how much of it every use shares, and
+    // whether the first use is a plain write.
+    type FirstUse = (Vec<(u32, LoopKind)>, usize, bool);
+    let mut first: Vec<Option<FirstUse>> = vec![None; tiles];
+    let mut stack: Vec<(u32, LoopKind)> = Vec::new();
+    for (pc, ins) in program.instrs().iter().enumerate() {
+        match ins.data {
+            InstrData::LoopBegin { kind, .. } => stack.push((pc as u32, kind)),
+            InstrData::LoopEnd { .. } => {
+                stack.pop();
+            }
+            _ => {
+                for o in ins.operands() {
+                    let OperandRef::View(v) = o.operand else {
+                        continue;
+                    };
+                    let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
+                        continue;
+                    };
+                    let Some(entry) = first.get_mut(t) else {
+                        continue;
+                    };
+                    match entry {
+                        None => *entry = Some((stack.clone(), stack.len(), o.dir == Dir::Write)),
+                        Some((s0, common, _)) => {
+                            let shared = s0
+                                .iter()
+                                .zip(&stack)
+                                .take(*common)
+                                .take_while(|(a, b)| a.0 == b.0)
+                                .count();
+                            *common = shared;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    first
+        .into_iter()
+        .map(|f| {
+            let (s0, common, plain) = f?;
+            if !plain {
+                return None;
+            }
+            // The innermost affine loop among the common ones; the instance if none.
+            let j = (0..common)
+                .rev()
+                .find(|&d| s0[d].1 == LoopKind::Affine)
+                .map_or(0, |d| d + 1);
+            Some(j)
+        })
+        .collect()
+}
+
+/// Times a run: pass it to [`crate::NeuronCore::execute_observed`], then call
+/// [`Timeline::finish`]. [`super::Timing`] does both.
+pub struct Timeline<'p> {
+    program: &'p Program<'p>,
+    p: Params,
+    detail: Detail,
+    computes: bool,
+    dma_rows: bool,
+    sbuf_partition_bytes: usize,
+    /// Buffers per rotating tile (1: the program as allocated).
+    buffers: usize,
+    rotation: Vec<Rotation>,
+    /// The plane of each operand slot of the instruction being timed.
+    planes: [usize; MAX_SLOTS],
+    sbuf: OnChip,
+    psum: OnChip,
+    hbm: Hbm,
+    // Engine queues, by `Track::index` of the first six tracks.
+    free: [Free; 6],
+    /// The last MultiplyMoving's start: the next LoadStationary may not start earlier.
+    mm_started: Free,
+    sbuf_port: Free,
+    psum_port: Free,
+    dma: Vec<Free>,
+    queue_done: Vec<Free>,
+    /// DMA queue of each instruction of the program (by pc).
+    queue_of: Vec<u8>,
+    hbm_free: u64,
+    table: Option<u8>,
+    // Constant times (ps).
+    pe_latency: u64,
+    table_load: u64,
+    dma_issue: u64,
+    dma_latency: u64,
+    // What is measured.
+    total: u64,
+    instructions: u64,
+    tracks: Vec<TrackStats>,
+    opcodes: Vec<[u64; OPCODES]>,
+    table_loads: u64,
+    flops: u64,
+    hw_flops: u64,
+    hbm_read: u64,
+    hbm_write: u64,
+    dma_bytes: u64,
+    dma_transfers: u64,
+    live: Vec<(u64, u64)>,
+    records: Vec<Record>,
+    truncated: bool,
+    ops: Vec<OperandSummary>,
+    phases: Vec<DmaPhase>,
+}
+
+impl<'p> Timeline<'p> {
+    /// A timeline for one launch of `program` on a core whose SBUF partitions are
+    /// `sbuf_partition_bytes` apart, with HBM tensors of `tensor_bytes` (the program's tensor
+    /// table order). `computes`: whether the run also executes the arithmetic.
+    pub fn new(
+        program: &'p Program<'p>,
+        params: Params,
+        detail: Detail,
+        computes: bool,
+        sbuf_partition_bytes: usize,
+        tensor_bytes: impl IntoIterator<Item = u64>,
+    ) -> Timeline<'p> {
+        let engines = (params.dma_engines as usize).clamp(1, MAX_DMA);
+        let queues = (params.dma_queues as usize).clamp(1, MAX_DMA);
+        // Each static DMA instruction gets its own queue, in program order.
+        let mut next = 0usize;
+        let queue_of = program
+            .instrs()
+            .iter()
+            .map(|i| match i.engine {
+                Engine::Dma => {
+                    let q = (next % queues) as u8;
+                    next += 1;
+                    q
+                }
+                _ => 0,
+            })
+            .collect();
+        Timeline {
+            program,
+            pe_latency: ns_ps(params.pe_latency_ns),
+            table_load: cost::table_load_ps(&params),
+            dma_issue: ns_ps(params.dma_issue_ns),
+            dma_latency: ns_ps(params.dma_fixed_latency_ns),
+            p: params,
+            detail,
+            computes,
+            dma_rows: false,
+            sbuf_partition_bytes,
+            buffers: 1,
+            rotation: Vec::new(),
+            planes: [0; MAX_SLOTS],
+            sbuf: OnChip::new(sbuf_partition_bytes, 1),
+            psum: OnChip::new(crate::memory::Psum::PARTITION_BYTES, 1),
+            hbm: Hbm::new(tensor_bytes),
+            free: [Free::NONE; 6],
+            mm_started: Free::NONE,
+            sbuf_port: Free::NONE,
+            psum_port: Free::NONE,
+            dma: vec![Free::NONE; engines],
+            queue_done: vec![Free::NONE; queues],
+            queue_of,
+            hbm_free: 0,
+            table: None,
+            total: 0,
+            instructions: 0,
+            tracks: vec![TrackStats::default(); Track::COUNT],
+            opcodes: vec![[0; OPCODES]; ENGINES.len()],
+            table_loads: 0,
+            flops: 0,
+            hw_flops: 0,
+            hbm_read: 0,
+            hbm_write: 0,
+            dma_bytes: 0,
+            dma_transfers: 0,
+            live: vec![(u64::MAX, 0); program.tiles().len()],
+            records: Vec::new(),
+            truncated: false,
+            ops: Vec::new(),
+            phases: Vec::new(),
+        }
+    }
+
+    /// With [`Detail::Trace`], also records each DMA engine's part of every transfer (the
+    /// trace's `DMA-E` rows: 16 events per 128-partition transfer).
+    pub fn with_dma_engine_rows(mut self, on: bool) -> Timeline<'p> {
+        self.dma_rows = on;
+        self
+    }
+
+    /// Times the program as if the compiler gave every tile used only inside an
+    /// `affine_range` loop's body `buffers` buffers of its own, rotating from one iteration to
+    /// the next (as NKI's compiler does to overlap independent iterations), instead of the one
+    /// buffer it has: accesses to different buffers do not wait for each other. A tile whose
+    /// uses share no loop rotates between the instances of a launch grid; one whose first use
+    /// is not a plain write never rotates. The extra buffers' capacity is not checked. 1 (the
+    /// default) times the program as allocated; at most 16.
+    pub fn with_affine_buffers(mut self, buffers: usize) -> Timeline<'p> {
+        let buffers = buffers.clamp(1, 16);
+        self.buffers = buffers;
+        let planes = if buffers > 1 { buffers + 1 } else { 1 };
+        self.sbuf = OnChip::new(self.sbuf_partition_bytes, planes);
+        self.psum = OnChip::new(crate::memory::Psum::PARTITION_BYTES, planes);
+        self.rotation = if buffers > 1 {
+            rotation_scopes(self.program)
+                .into_iter()
+                .map(|scope| Rotation {
+                    scope,
+                    key: [0; MAX_VARS],
+                    seen: false,
+                    count: 0,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self
+    }
+
+    /// Sets the plane of each operand of `ins` (its tile's current buffer) for this execution.
+    fn set_planes(&mut self, ins: &Instr, vars: &VarValues) {
+        self.planes = [0; MAX_SLOTS];
+        if self.buffers <= 1 {
+            return;
+        }
+        let views = self.program.views();
+        for o in ins.operands() {
+            let OperandRef::View(v) = o.operand else {
+                continue;
+            };
+            let Some(rot) = views
+                .get(v.index())
+                .and_then(|v| self.rotation.get_mut(v.tile as usize))
+            else {
+                continue;
+            };
+            let Some(scope) = rot.scope else { continue };
+            let n = (MAX_PIDS + scope).min(MAX_VARS);
+            if !rot.seen || rot.key[..n] != vars[..n] {
+                if rot.seen {
+                    rot.count += 1;
+                }
+                rot.seen = true;
+                rot.key[..n].copy_from_slice(&vars[..n]);
+            }
+            if let Some(p) = self.planes.get_mut(o.slot as usize) {
+                *p = 1 + (rot.count % self.buffers as u64) as usize;
+            }
+        }
+    }
+
+    /// The schedule of everything the timeline saw.
+    pub fn finish(self) -> Schedule {
+        let program = self.program;
+        let tiles = program
+            .tiles()
+            .iter()
+            .zip(&self.live)
+            .map(|(t, &(a, b))| TileUse {
+                name: t.name.to_string(),
+                memory: t.memory,
+                bytes_per_partition: t.bytes_per_partition(),
+                partitions: t.shape.partitions(),
+                live: (a <= b).then_some((a, b)),
+            })
+            .collect();
+        Schedule {
+            kernel: program.name().to_string(),
+            params: self.p,
+            detail: self.detail,
+            total: self.total,
+            instructions: self.instructions,
+            tracks: self.tracks,
+            opcodes: self.opcodes,
+            table_loads: self.table_loads,
+            flops: self.flops,
+            hw_flops: self.hw_flops,
+            hbm_read: self.hbm_read,
+            hbm_write: self.hbm_write,
+            dma_bytes: self.dma_bytes,
+            dma_transfers: self.dma_transfers,
+            tiles,
+            tensors: program
+                .tensors()
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect(),
+            records: self.records,
+            truncated: self.truncated,
+            ops: self.ops,
+            phases: self.phases,
+        }
+    }
+
+    /// The record index the next [`Timeline::push`] will get (`u32::MAX` when records are
+    /// not kept or no longer fit).
+    fn next_id(&self) -> u32 {
+        if self.detail == Detail::Summary || self.truncated {
+            u32::MAX
+        } else {
+            u32::try_from(self.records.len())
+                .unwrap_or(u32::MAX)
+                .min(u32::MAX - 1)
+        }
+    }
+
+    /// Counts a record on its track, and keeps it if records are kept.
+    fn push(&mut self, r: Record) -> u32 {
+        let t = &mut self.tracks[r.track.index()];
+        t.busy = t.busy.saturating_add(r.end.saturating_sub(r.start));
+        t.count += 1;
+        self.total = self.total.max(r.done).max(r.end);
+        let id = self.next_id();
+        if id == u32::MAX {
+            if self.detail != Detail::Summary {
+                self.truncated = true;
+            }
+            return u32::MAX;
+        }
+        self.records.push(r);
+        id
+    }
+
+    /// Keeps the operands of an instruction (traced runs); returns their place.
+    fn summarize(&mut self, ins: &Instr, ops: &Operands) -> (u32, u8) {
+        if self.detail != Detail::Trace || self.truncated {
+            return (0, 0);
+        }
+        let start = u32::try_from(self.ops.len()).unwrap_or(u32::MAX);
+        let mut n = 0u8;
+        let views = self.program.views();
+        for o in ins.operands() {
+            let Some(r) = ops.slot(o.slot as usize) else {
+                continue;
+            };
+            let tile = match o.operand {
+                OperandRef::View(v) => views.get(v.index()).map(|v| v.tile),
+                _ => None,
+            };
+            let mut dims = [0u32; 5];
+            for (d, &s) in dims.iter_mut().zip(&r.dims) {
+                *d = u32::try_from(s).unwrap_or(u32::MAX);
+            }
+            self.ops.push(OperandSummary {
+                slot: r.slot,
+                dir: r.dir,
+                loc: r.loc,
+                dtype: r.dtype,
+                tile,
+                base: r.pattern.base as i64,
+                partition_stride: r.pattern.strides[0] as i64,
+                dims,
+            });
+            n += 1;
+        }
+        (start, n)
+    }
+
+    /// Extends the live ranges of the tiles an instruction touches.
+    fn touch_tiles(&mut self, ins: &Instr, start: u64, done: u64) {
+        let views = self.program.views();
+        for o in ins.operands() {
+            if let OperandRef::View(v) = o.operand
+                && let Some(view) = views.get(v.index())
+                && let Some(l) = self.live.get_mut(view.tile as usize)
+            {
+                l.0 = l.0.min(start);
+                l.1 = l.1.max(done);
+            }
+        }
+    }
+
+    /// The constraint of an instruction's operands: each read waits for the writes it reads,
+    /// each write for the reads and writes of what it overwrites.
+    fn operands_ready(&self, ops: &Operands, slots: &[usize], c: Consumer) -> Ready {
+        let mut ready = Ready::NONE;
+        for &s in slots {
+            let Some(r) = ops.slot(s) else { continue };
+            let write = r.dir.writes();
+            match r.loc {
+                Loc::Sbuf | Loc::Psum => {
+                    let mem = if r.loc == Loc::Sbuf {
+                        &self.sbuf
+                    } else {
+                        &self.psum
+                    };
+                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
+                    if write {
+                        mem.wait_write(reg, c, &mut ready);
+                    } else {
+                        mem.wait_read(reg, c, &mut ready);
+                    }
+                }
+                Loc::Hbm(t) => self.hbm.wait(t as usize, r, write, &mut ready),
+                Loc::Expr | Loc::Imm(_) => {}
+            }
+        }
+        ready
+    }
+
+    /// Records the accesses of an instruction's operands, complete at `done`.
+    fn mark(&mut self, ops: &Operands, slots: &[usize], cell: Cell) {
+        for &s in slots {
+            let Some(r) = ops.slot(s) else { continue };
+            let write = r.dir.writes();
+            match r.loc {
+                Loc::Sbuf | Loc::Psum => {
+                    let mem = if r.loc == Loc::Sbuf {
+                        &mut self.sbuf
+                    } else {
+                        &mut self.psum
+                    };
+                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
+                    if write {
+                        mem.mark_write(reg, cell);
+                    } else {
+                        mem.mark_read(reg, cell);
+                    }
+                }
+                Loc::Hbm(t) => self.hbm.mark(t as usize, r, write, cell),
+                Loc::Expr | Loc::Imm(_) => {}
+            }
+        }
+    }
+
+    fn count(&mut self, ins: &Instr) {
+        self.instructions += 1;
+        let e = engine_index(ins.engine);
+        self.opcodes[e][ins.opcode as usize] += 1;
+    }
+
+    /// A Vector, Scalar or GpSimd instruction.
+    fn compute(&mut self, pc: u32, ins: &Instr, ops: &Operands, w: Compute) {
+        let track = Track::of_engine(w.engine);
+        let ti = track.index();
+        let opsum = self.summarize(ins, ops);
+        // An activation table load, when the function group changes.
+        if let Some(g) = w.table
+            && self.table != Some(g)
+        {
+            let start = self.free[ti].t;
+            let end = start.saturating_add(self.table_load);
+            let pred = self.free[ti].who;
+            let id = self.push(Record {
+                track,
+                kind: Kind::TableLoad,
+                opcode: ins.opcode,
+                pc,
+                line: ins.line,
+                start,
+                end,
+                done: end,
+                wait: 0,
+                pred: (pred != u32::MAX).then_some(pred),
+                ops: (0, 0),
+            });
+            self.free[ti] = Free { t: end, who: id };
+            self.table = Some(g);
+            self.table_loads += 1;
+        }
+        let c = Consumer {
+            pe: false,
+            pe_latency: self.pe_latency,
+        };
+        let data = self.operands_ready(ops, &[0, 1, 2, 3, 4], c);
+        let mut gate = self.free[ti];
+        let shared = self.p.shared_ports;
+        let sbuf_port = shared && w.sbuf && matches!(w.engine, Engine::Vector | Engine::GpSimd);
+        let psum_port = shared && w.psum && matches!(w.engine, Engine::Vector | Engine::Scalar);
+        if sbuf_port {
+            gate = gate.max(self.sbuf_port);
+        }
+        if psum_port {
+            gate = gate.max(self.psum_port);
+        }
+        let at = gate.max(data);
+        let start = at.t;
+        let end = start.saturating_add(w.busy);
+        let done = end.saturating_add(w.latency);
+        let id = self.push(Record {
+            track,
+            kind: Kind::Instruction,
+            opcode: ins.opcode,
+            pc,
+            line: ins.line,
+            start,
+            end,
+            done,
+            wait: start - gate.t,
+            pred: (at.who != u32::MAX).then_some(at.who),
+            ops: opsum,
+        });
+        self.free[ti] = Free { t: end, who: id };
+        if sbuf_port {
+            self.sbuf_port = Free { t: end, who: id };
+        }
+        if psum_port {
+            self.psum_port = Free { t: end, who: id };
+        }
+        self.mark(
+            ops,
+            &[0, 1, 2, 3, 4],
+            Cell {
+                t: done,
+                who: id,
+                pe: false,
+            },
+        );
+        self.touch_tiles(ins, start, done);
+    }
+
+    /// A TensorE instruction: LoadStationary (slot 1) then MultiplyMoving (slot 2 → slot 0).
+    fn pe(&mut self, pc: u32, ins: &Instr, ops: &Operands, w: Pe) {
+        let opsum = self.summarize(ins, ops);
+        let c = Consumer {
+            pe: true,
+            pe_latency: self.pe_latency,
+        };
+        let ls_i = Track::Tensor.index();
+        let mm_i = Track::TensorMatrix.index();
+        // LoadStationary.
+        let gate = self.free[ls_i].max(self.mm_started);
+        let at = gate.max(self.operands_ready(ops, &[1], c));
+        let ls_start = at.t;
+        let ls_end = ls_start.saturating_add(w.ls);
+        let ls = self.push(Record {
+            track: Track::Tensor,
+            kind: Kind::LoadStationary,
+            opcode: ins.opcode,
+            pc,
+            line: ins.line,
+            start: ls_start,
+            end: ls_end,
+            done: ls_end,
+            wait: ls_start - gate.t,
+            pred: (at.who != u32::MAX).then_some(at.who),
+            ops: opsum,
+        });
+        self.free[ls_i] = Free { t: ls_end, who: ls };
+        // MultiplyMoving.
+        let gate = self.free[mm_i].max(Ready { t: ls_end, who: ls });
+        let at = gate.max(self.operands_ready(ops, &[2, 0], c));
+        let mm_start = at.t;
+        let mm_end = mm_start.saturating_add(w.mm);
+        let done = mm_end.saturating_add(self.pe_latency);
+        let mm = self.push(Record {
+            track: Track::TensorMatrix,
+            kind: Kind::MultiplyMoving,
+            opcode: ins.opcode,
+            pc,
+            line: ins.line,
+            start: mm_start,
+            end: mm_end,
+            done,
+            wait: mm_start - gate.t,
+            pred: (at.who != u32::MAX).then_some(at.who),
+            ops: opsum,
+        });
+        self.free[mm_i] = Free { t: mm_end, who: mm };
+        self.mm_started = Free {
+            t: mm_start,
+            who: mm,
+        };
+        // The stationary operand is read once loaded; the moving one and PSUM when done.
+        self.mark(
+            ops,
+            &[1],
+            Cell {
+                t: ls_end.saturating_add(self.pe_latency),
+                who: ls,
+                pe: true,
+            },
+        );
+        self.mark(
+            ops,
+            &[2, 0],
+            Cell {
+                t: done,
+                who: mm,
+                pe: true,
+            },
+        );
+        self.flops = self.flops.saturating_add(w.flops);
+        self.hw_flops = self.hw_flops.saturating_add(w.hw_flops);
+        self.touch_tiles(ins, ls_start, done);
+    }
+
+    /// A DMA: the trigger on the Sync engine, then the transfer.
+    fn dma(&mut self, pc: u32, ins: &Instr, ops: &Operands, w: Dma) {
+        let opsum = self.summarize(ins, ops);
+        let c = Consumer {
+            pe: false,
+            pe_latency: self.pe_latency,
+        };
+        let si = Track::Sync.index();
+        let gate = self.free[si];
+        let at = gate.max(self.operands_ready(ops, &[0, 1], c));
+        let t_start = at.t;
+        let t_end = t_start.saturating_add(self.dma_issue);
+        let trigger = self.push(Record {
+            track: Track::Sync,
+            kind: Kind::DmaTrigger,
+            opcode: ins.opcode,
+            pc,
+            line: ins.line,
+            start: t_start,
+            end: t_end,
+            done: t_end,
+            wait: t_start - gate.t,
+            pred: (at.who != u32::MAX).then_some(at.who),
+            ops: opsum,
+        });
+        self.free[si] = Free {
+            t: t_end,
+            who: trigger,
+        };
+        // The data phase: the engines with the earliest free times, in index order on ties.
+        let arrive = t_end.saturating_add(self.dma_latency);
+        let want = (w.engines as usize).clamp(1, self.dma.len());
+        let mut chosen = [usize::MAX; MAX_DMA];
+        let mut used = [false; MAX_DMA];
+        for slot in chosen.iter_mut().take(want) {
+            let mut best = usize::MAX;
+            for (e, f) in self.dma.iter().enumerate() {
+                if !used[e] && (best == usize::MAX || f.t < self.dma[best].t) {
+                    best = e;
+                }
+            }
+            used[best] = true;
+            *slot = best;
+        }
+        let mut first = u64::MAX;
+        let mut last = Ready {
+            t: arrive,
+            who: trigger,
+        };
+        for &e in &chosen[..want] {
+            let s = arrive.max(self.dma[e].t);
+            let blocker = if self.dma[e].t > arrive {
+                self.dma[e].who
+            } else {
+                trigger
+            };
+            let end = s.saturating_add(w.data);
+            first = first.min(s);
+            if end > last.t {
+                last = Ready {
+                    t: end,
+                    who: blocker,
+                };
+            }
+        }
+        // HBM bandwidth, shared by every transfer.
+        let hbm = w.hbm_read.saturating_add(w.hbm_write);
+        if hbm > 0 {
+            let s = self.hbm_free.max(first);
+            self.hbm_free = s.saturating_add(bytes_ps(hbm, self.p.hbm_bytes_per_us));
+            last.merge(self.hbm_free, trigger);
+        }
+        // A queue's transfers complete in order.
+        let q =
+            self.queue_of.get(pc as usize).copied().unwrap_or(0) as usize % self.queue_done.len();
+        let done = last.max(self.queue_done[q]);
+        let id = self.next_id();
+        for &e in &chosen[..want] {
+            let s = arrive.max(self.dma[e].t);
+            let end = s.saturating_add(w.data);
+            self.dma[e] = Free { t: end, who: id };
+            let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
+            t.busy = t.busy.saturating_add(w.data);
+            t.count += 1;
+            if self.dma_rows && self.detail == Detail::Trace && id != u32::MAX {
+                self.phases.push(DmaPhase {
+                    engine: e as u8,
+                    start: s,
+                    end,
+                    record: id,
+                });
+            }
+        }
+        // The transfer's record: from its trigger's end (the pred, unless an engine or an
+        // earlier transfer on the queue held it) to its completion; `wait` is the time to
+        // its first data.
+        let pred = if done.who == u32::MAX {
+            None
+        } else if done.t == last.t && last.who == trigger {
+            Some(trigger)
+        } else {
+            Some(done.who)
+        };
+        let rec = self.push(Record {
+            track: Track::Queue(q as u8),
+            kind: Kind::DmaTransfer,
+            opcode: ins.opcode,
+            pc,
+            line: ins.line,
+            start: t_end,
+            end: done.t,
+            done: done.t,
+            wait: first.saturating_sub(t_end),
+            pred: pred.filter(|&p| p != u32::MAX),
+            ops: opsum,
+        });
+        debug_assert!(rec == id || rec == u32::MAX);
+        self.queue_done[q] = Free {
+            t: done.t,
+            who: rec,
+        };
+        self.mark(
+            ops,
+            &[0, 1],
+            Cell {
+                t: done.t,
+                who: rec,
+                pe: false,
+            },
+        );
+        self.hbm_read = self.hbm_read.saturating_add(w.hbm_read);
+        self.hbm_write = self.hbm_write.saturating_add(w.hbm_write);
+        self.dma_bytes = self.dma_bytes.saturating_add(w.bytes);
+        self.dma_transfers += 1;
+        self.touch_tiles(ins, t_start, done.t);
+    }
+}
+
+impl Observer for Timeline<'_> {
+    fn before(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+    ) -> ControlFlow<String> {
+        let Some(work) = cost::cost(instr, operands, &self.p) else {
+            return ControlFlow::Continue(());
+        };
+        self.count(instr);
+        self.set_planes(instr, vars);
+        let pc = u32::try_from(pc).unwrap_or(u32::MAX);
+        match work {
+            Work::Compute(w) => self.compute(pc, instr, operands, w),
+            Work::Pe(w) => self.pe(pc, instr, operands, w),
+            Work::Dma(w) => self.dma(pc, instr, operands, w),
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn computes(&self) -> bool {
+        self.computes
+    }
+}
+
+/// Whether a direction reads (re-exported for the trace's operand descriptions).
+pub(crate) fn dir_name(d: Dir) -> &'static str {
+    match d {
+        Dir::Read => "read",
+        Dir::Write => "write",
+        Dir::ReadWrite => "read-write",
+    }
+}

@@ -1,0 +1,541 @@
+//! Dependency tracking on memory regions: when each piece of SBUF, PSUM and HBM was last
+//! written and read, so that an instruction starts only after the writes it reads
+//! (read-after-write) and, if it writes, after the reads and writes of what it overwrites
+//! (write-after-read, write-after-write), as the hardware's semaphores enforce.
+//!
+//! On chip, a cell is 32 partitions × 64 bytes: an access starting at a partition that is not
+//! a multiple of 32 is only legal with at most 32 partitions inside one quadrant [ARCH1 §1.7],
+//! and SBUF tiles are 64-byte aligned, so two hardware-legal accesses to different tiles
+//! rarely share a cell. Two accesses that do share one are ordered (conservatively). An access
+//! covers the bounding box of its elements within each partition. HBM is tracked only for the
+//! tensors a kernel writes, in 512-byte blocks along each contiguous run of the access.
+
+use crate::exec::{Loc, Resolved};
+
+/// Partitions per cell.
+const QUAD: usize = 32;
+/// Cells across the 128 partitions.
+const QUADS: usize = 4;
+/// Bytes per cell within a partition.
+const BLOCK_SHIFT: u32 = 6;
+/// Bytes per HBM block.
+const HBM_BLOCK_SHIFT: u32 = 9;
+/// Most contiguous runs of an HBM access walked one by one; beyond, its bounding range.
+const MAX_RUNS: usize = 4096;
+
+/// When a cell's last access is visible, and which record made it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Cell {
+    /// Completion time (ps).
+    pub t: u64,
+    /// The record (schedule index) of the access, `u32::MAX` when records are not kept.
+    pub who: u32,
+    /// Whether TensorE made the access (a TensorE consumer waits for its interval only).
+    pub pe: bool,
+}
+
+/// The latest constraint on an instruction's start, and where it came from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ready {
+    /// The time (ps).
+    pub t: u64,
+    /// The record that set it (`u32::MAX`: none).
+    pub who: u32,
+}
+
+impl Ready {
+    /// Nothing to wait for.
+    pub const NONE: Ready = Ready {
+        t: 0,
+        who: u32::MAX,
+    };
+
+    /// Raises the constraint to `t` (set by `who`) if later.
+    #[inline]
+    pub fn merge(&mut self, t: u64, who: u32) {
+        if t > self.t {
+            self.t = t;
+            self.who = who;
+        }
+    }
+
+    /// The later of two constraints.
+    #[inline]
+    pub fn max(mut self, o: Ready) -> Ready {
+        self.merge(o.t, o.who);
+        self
+    }
+}
+
+/// How a consumer sees a cell: a TensorE consumer of a TensorE result (PSUM accumulation)
+/// waits only for the producer's interval, the PE array's pipeline keeping them in order.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Consumer {
+    /// Whether the consumer runs on TensorE.
+    pub pe: bool,
+    /// TensorE's pipeline latency (ps), subtracted from a TensorE cell for a TensorE consumer.
+    pub pe_latency: u64,
+}
+
+impl Consumer {
+    #[inline]
+    fn sees(&self, c: &Cell) -> u64 {
+        if self.pe && c.pe {
+            c.t.saturating_sub(self.pe_latency)
+        } else {
+            c.t
+        }
+    }
+}
+
+/// A rectangle of cells: quadrants `q0..q1`, blocks `b0..b1`, in the plane whose first cell
+/// is `base`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Region {
+    base: usize,
+    q0: usize,
+    q1: usize,
+    b0: usize,
+    b1: usize,
+}
+
+impl Region {
+    fn is_empty(&self) -> bool {
+        self.q0 >= self.q1 || self.b0 >= self.b1
+    }
+}
+
+/// The cells of one on-chip memory (SBUF or PSUM), in one or more planes: plane 0 is the
+/// memory as allocated; planes 1.. hold the extra buffers of rotated tiles (see
+/// `Timing::affine_buffers`).
+#[derive(Clone, Debug)]
+pub(crate) struct OnChip {
+    partition_bytes: usize,
+    blocks: usize,
+    planes: usize,
+    writes: Vec<Cell>,
+    reads: Vec<Cell>,
+}
+
+impl OnChip {
+    /// A memory of 128 partitions × `partition_bytes` in `planes` planes (at least 1), never
+    /// accessed.
+    pub fn new(partition_bytes: usize, planes: usize) -> OnChip {
+        let blocks = partition_bytes.div_ceil(1 << BLOCK_SHIFT).max(1);
+        let planes = planes.max(1);
+        OnChip {
+            partition_bytes,
+            blocks,
+            planes,
+            writes: vec![Cell::default(); planes * blocks * QUADS],
+            reads: vec![Cell::default(); planes * blocks * QUADS],
+        }
+    }
+
+    /// The cells an operand covers in plane `plane` (clamped to the planes): its partitions'
+    /// quadrants × the blocks of the bounding box of its elements within a partition (clamped
+    /// to the memory; the whole memory when the pattern is not one partition apart).
+    pub fn region(&self, r: &Resolved, plane: usize) -> Region {
+        let size = i64::from(r.dtype.size().max(1));
+        let part = r.pattern.strides[0] as i64;
+        let plane_base = plane.min(self.planes - 1) * self.blocks * QUADS;
+        let whole = Region {
+            base: plane_base,
+            q0: 0,
+            q1: QUADS,
+            b0: 0,
+            b1: self.blocks,
+        };
+        if part <= 0 || part.saturating_mul(size) != self.partition_bytes as i64 {
+            return whole;
+        }
+        let base = r.pattern.base as i64;
+        let p0 = base.div_euclid(part);
+        let off = base.rem_euclid(part);
+        let (mut lo, mut hi) = (off, off);
+        for j in 1..r.dims.len() {
+            let n = r.dims[j] as i64;
+            if n > 1 {
+                let ext = (n - 1).saturating_mul(r.pattern.strides[j] as i64);
+                if ext > 0 {
+                    hi = hi.saturating_add(ext);
+                } else {
+                    lo = lo.saturating_add(ext);
+                }
+            }
+        }
+        let np = (r.dims[0] as i64).max(1);
+        let last = p0.saturating_add(np - 1);
+        let quad = |p: i64| (p.max(0) as usize / QUAD).min(QUADS);
+        let lo_b = lo.max(0).saturating_mul(size) as usize;
+        let hi_b = hi.max(0).saturating_add(1).saturating_mul(size) as usize;
+        Region {
+            base: plane_base,
+            q0: quad(p0),
+            q1: (quad(last) + 1).min(QUADS),
+            b0: (lo_b >> BLOCK_SHIFT).min(self.blocks),
+            b1: ((hi_b.saturating_sub(1) >> BLOCK_SHIFT) + 1).min(self.blocks),
+        }
+    }
+
+    /// Raises `ready` to when a reader of `reg` may start (the writes it reads are done).
+    #[inline]
+    pub fn wait_read(&self, reg: Region, c: Consumer, ready: &mut Ready) {
+        if reg.is_empty() {
+            return;
+        }
+        for b in reg.b0..reg.b1 {
+            let row = reg.base + b * QUADS;
+            for cell in &self.writes[row + reg.q0..row + reg.q1] {
+                ready.merge(c.sees(cell), cell.who);
+            }
+        }
+    }
+
+    /// Raises `ready` to when a writer of `reg` may start (the reads and writes of what it
+    /// overwrites are done).
+    #[inline]
+    pub fn wait_write(&self, reg: Region, c: Consumer, ready: &mut Ready) {
+        if reg.is_empty() {
+            return;
+        }
+        for b in reg.b0..reg.b1 {
+            let row = reg.base + b * QUADS;
+            let (w, r) = (
+                &self.writes[row + reg.q0..row + reg.q1],
+                &self.reads[row + reg.q0..row + reg.q1],
+            );
+            for (cw, cr) in w.iter().zip(r) {
+                ready.merge(c.sees(cw), cw.who);
+                ready.merge(c.sees(cr), cr.who);
+            }
+        }
+    }
+
+    /// Records a read of `reg` completing at `cell.t`.
+    #[inline]
+    pub fn mark_read(&mut self, reg: Region, cell: Cell) {
+        if reg.is_empty() {
+            return;
+        }
+        for b in reg.b0..reg.b1 {
+            let row = reg.base + b * QUADS;
+            for c in &mut self.reads[row + reg.q0..row + reg.q1] {
+                if cell.t >= c.t {
+                    *c = cell;
+                }
+            }
+        }
+    }
+
+    /// Records a write of `reg` completing at `cell.t` (it supersedes the reads before it,
+    /// which it waited for).
+    #[inline]
+    pub fn mark_write(&mut self, reg: Region, cell: Cell) {
+        if reg.is_empty() {
+            return;
+        }
+        for b in reg.b0..reg.b1 {
+            let row = reg.base + b * QUADS;
+            for c in &mut self.writes[row + reg.q0..row + reg.q1] {
+                *c = cell;
+            }
+            for c in &mut self.reads[row + reg.q0..row + reg.q1] {
+                if cell.t >= c.t {
+                    *c = cell;
+                }
+            }
+        }
+    }
+}
+
+/// The blocks of the HBM tensors a kernel writes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Hbm {
+    /// Per tensor of the program's table: its size in bytes, and its cells once written.
+    tensors: Vec<HbmTensor>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct HbmTensor {
+    bytes: u64,
+    writes: Vec<Cell>,
+    reads: Vec<Cell>,
+}
+
+impl Hbm {
+    /// Tensors of `bytes` each (by index in the program's tensor table); nothing allocated
+    /// until one is written.
+    pub fn new(bytes: impl IntoIterator<Item = u64>) -> Hbm {
+        Hbm {
+            tensors: bytes
+                .into_iter()
+                .map(|bytes| HbmTensor {
+                    bytes,
+                    writes: Vec::new(),
+                    reads: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Raises `ready` for an access of `r` (HBM tensor `t`): a read waits for the writes of
+    /// its blocks, a write also for their reads. Tensors never written cost nothing.
+    pub fn wait(&self, t: usize, r: &Resolved, write: bool, ready: &mut Ready) {
+        let Some(ts) = self.tensors.get(t) else {
+            return;
+        };
+        if ts.writes.is_empty() {
+            return;
+        }
+        let size = u64::from(r.dtype.size().max(1));
+        let n = ts.writes.len();
+        for_each_run(r, |start, len| {
+            let (b0, b1) = blocks(start, len, size, n);
+            for b in b0..b1 {
+                let c = ts.writes[b];
+                ready.merge(c.t, c.who);
+                if write {
+                    let c = ts.reads[b];
+                    ready.merge(c.t, c.who);
+                }
+            }
+        });
+    }
+
+    /// Records an access of `r` (tensor `t`) completing at `cell.t`. Reads of a tensor that
+    /// was never written are not recorded: nothing can wait for them.
+    pub fn mark(&mut self, t: usize, r: &Resolved, write: bool, cell: Cell) {
+        let Some(ts) = self.tensors.get_mut(t) else {
+            return;
+        };
+        if ts.writes.is_empty() {
+            if !write {
+                return;
+            }
+            let n = usize::try_from(ts.bytes.div_ceil(1 << HBM_BLOCK_SHIFT))
+                .unwrap_or(0)
+                .max(1);
+            ts.writes = vec![Cell::default(); n];
+            ts.reads = vec![Cell::default(); n];
+        }
+        let size = u64::from(r.dtype.size().max(1));
+        let n = ts.writes.len();
+        let HbmTensor { writes, reads, .. } = ts;
+        for_each_run(r, |start, len| {
+            let (b0, b1) = blocks(start, len, size, n);
+            for b in b0..b1 {
+                if write {
+                    writes[b] = cell;
+                }
+                if cell.t >= reads[b].t {
+                    reads[b] = cell;
+                }
+            }
+        });
+    }
+}
+
+/// The blocks (clamped to `n`) of elements `start..start + len` of `size` bytes.
+fn blocks(start: i64, len: u64, size: u64, n: usize) -> (usize, usize) {
+    let lo = (start.max(0) as u64).saturating_mul(size);
+    let hi = (start.max(0) as u64)
+        .saturating_add(len)
+        .saturating_mul(size);
+    let b0 = usize::try_from(lo >> HBM_BLOCK_SHIFT).unwrap_or(usize::MAX);
+    let b1 = usize::try_from((hi.saturating_sub(1) >> HBM_BLOCK_SHIFT) + 1).unwrap_or(usize::MAX);
+    (b0.min(n), b1.min(n))
+}
+
+/// Calls `f(start, len)` for each contiguous run of elements of an operand (at most
+/// [`MAX_RUNS`] calls; an access with more runs is given as its bounding range).
+fn for_each_run(r: &Resolved, mut f: impl FnMut(i64, u64)) {
+    if !matches!(r.loc, Loc::Hbm(_) | Loc::Sbuf | Loc::Psum) {
+        return;
+    }
+    // The dimensions of size above 1, outermost first.
+    let mut dims = [(0u64, 0i64); 5];
+    let mut rank = 0;
+    for (&n, &s) in r.dims.iter().zip(&r.pattern.strides) {
+        if n > 1 {
+            dims[rank] = (n as u64, s as i64);
+            rank += 1;
+        }
+    }
+    // Merge the innermost contiguous dimensions into the run.
+    let mut run = 1u64;
+    while rank > 0 && dims[rank - 1].1 == run as i64 {
+        run = run.saturating_mul(dims[rank - 1].0);
+        rank -= 1;
+    }
+    let base = r.pattern.base as i64;
+    let outer: u64 = dims[..rank]
+        .iter()
+        .fold(1u64, |a, &(n, _)| a.saturating_mul(n));
+    if outer as usize > MAX_RUNS || outer > MAX_RUNS as u64 {
+        // The bounding range of every element.
+        let (mut lo, mut hi) = (base, base.saturating_add(run as i64 - 1));
+        for &(n, s) in &dims[..rank] {
+            let ext = (n as i64 - 1).saturating_mul(s);
+            if ext > 0 {
+                hi = hi.saturating_add(ext);
+            } else {
+                lo = lo.saturating_add(ext);
+            }
+        }
+        f(lo, (hi.saturating_sub(lo) as u64).saturating_add(1));
+        return;
+    }
+    let mut idx = [0u64; 5];
+    loop {
+        let mut start = base;
+        for (&i, &(_, s)) in idx[..rank].iter().zip(&dims[..rank]) {
+            start = start.saturating_add((i as i64).saturating_mul(s));
+        }
+        f(start, run);
+        // Advance the odometer.
+        let mut d = rank;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < dims[d].0 {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Pattern;
+    use nki_lang::{DType, Dir};
+
+    fn sbuf(base: isize, dims: [usize; 5], strides: [isize; 5]) -> Resolved {
+        Resolved {
+            slot: 0,
+            dir: Dir::Read,
+            loc: Loc::Sbuf,
+            dtype: DType::Bf16,
+            pattern: Pattern { base, strides },
+            dims,
+        }
+    }
+
+    #[test]
+    fn regions_of_tiles() {
+        let m = OnChip::new(196_608, 1);
+        let part = 196_608 / 2;
+        // [128, 512] bf16 at byte 0: 1 KiB = 16 blocks, all quadrants.
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        assert_eq!(
+            r,
+            Region {
+                base: 0,
+                q0: 0,
+                q1: 4,
+                b0: 0,
+                b1: 16
+            }
+        );
+        // Partitions 64..96, bytes 2048..2112.
+        let r = m.region(
+            &sbuf(64 * part + 1024, [32, 32, 1, 1, 1], [part, 1, 0, 0, 0]),
+            0,
+        );
+        assert_eq!(
+            r,
+            Region {
+                base: 0,
+                q0: 2,
+                q1: 3,
+                b0: 32,
+                b1: 33
+            }
+        );
+        // A pattern that is not one partition apart: the whole memory.
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [7, 1, 0, 0, 0]), 0);
+        assert_eq!(r.b1, m.blocks);
+    }
+
+    #[test]
+    fn read_after_write_and_write_after_read() {
+        let mut m = OnChip::new(196_608, 1);
+        let part = 196_608 / 2;
+        let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        let c = Consumer {
+            pe: false,
+            pe_latency: 0,
+        };
+        m.mark_write(
+            a,
+            Cell {
+                t: 100,
+                who: 1,
+                pe: false,
+            },
+        );
+        let mut ready = Ready::NONE;
+        m.wait_read(b, c, &mut ready);
+        assert_eq!(ready, Ready::NONE, "disjoint tiles");
+        m.wait_read(a, c, &mut ready);
+        assert_eq!(ready, Ready { t: 100, who: 1 });
+        m.mark_read(
+            a,
+            Cell {
+                t: 300,
+                who: 2,
+                pe: false,
+            },
+        );
+        let mut ready = Ready::NONE;
+        m.wait_read(a, c, &mut ready);
+        assert_eq!(ready.t, 100, "reads do not wait for reads");
+        m.wait_write(a, c, &mut ready);
+        assert_eq!(ready, Ready { t: 300, who: 2 });
+    }
+
+    #[test]
+    fn runs_of_hbm_accesses() {
+        let mut r = sbuf(10, [4, 8, 1, 1, 1], [100, 1, 0, 0, 0]);
+        r.loc = Loc::Hbm(0);
+        let mut runs = Vec::new();
+        for_each_run(&r, |s, l| runs.push((s, l)));
+        assert_eq!(runs, vec![(10, 8), (110, 8), (210, 8), (310, 8)]);
+        // Contiguous rows merge.
+        let r2 = Resolved {
+            dims: [4, 100, 1, 1, 1],
+            ..r
+        };
+        runs.clear();
+        for_each_run(&r2, |s, l| runs.push((s, l)));
+        assert_eq!(runs, vec![(10, 400)]);
+        // Too many runs: one bounding range.
+        let r3 = Resolved {
+            dims: [128, 64, 1, 1, 1],
+            pattern: Pattern {
+                base: 0,
+                strides: [1, 128, 0, 0, 0],
+            },
+            ..r
+        };
+        runs.clear();
+        for_each_run(&r3, |s, l| runs.push((s, l)));
+        assert_eq!(runs, vec![(0, 8192)]);
+        let mut h = Hbm::new([1 << 20]);
+        let cell = Cell {
+            t: 5,
+            who: 0,
+            pe: false,
+        };
+        h.mark(0, &r, true, cell);
+        let mut ready = Ready::NONE;
+        h.wait(0, &r, false, &mut ready);
+        assert_eq!(ready.t, 5);
+    }
+}
