@@ -361,6 +361,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut all_within = true;
     for use_causal_mask in [false, true] {
         let kernel = kernel_for(d_head, use_causal_mask).ok_or("D_HEAD must be 64 or 128")?;
+        let inst = fused_self_attn_for_sd_small_head_size::INSTANCES
+            .iter()
+            .find(|i| {
+                i.value("D_HEAD") == Some(nki::MetaValue::Int(d_head as i64))
+                    && i.value("USE_CAUSAL_MASK") == Some(nki::MetaValue::Bool(use_causal_mask))
+            });
+        if let Some(i) = inst {
+            nki::timing::profile_from_args(&mut core, i.kernel, &[dq.arg(), dk.arg(), dv.arg()])?;
+        }
         let out = kernel(&mut core, &dq, &dk, &dv)?;
         let median = common::median_time(5, || kernel(&mut core, &dq, &dk, &dv).map(drop))?;
         let (reference, bound) = reference(q.view(), k.view(), v.view(), use_causal_mask);

@@ -185,6 +185,7 @@ fn median(mut f: impl FnMut() -> Result<(), LaunchError>) -> Result<f64, LaunchE
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| !nki::timing::is_profile_arg(a))
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
     let (k, m, n) = match args.as_slice() {
@@ -201,6 +202,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         DeviceTensor::from_array(&bias)?,
     );
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(
+        &mut core,
+        &fused::KERNEL,
+        &[a_d.arg(), b_d.arg(), bias_d.arg()],
+    )?;
     let mut out = DeviceTensor::<bf16>::zeros(&[m, n])?;
     let (mut c, mut d, mut e) = (out.clone(), out.clone(), out.clone());
 

@@ -255,6 +255,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gamma_dev = DeviceTensor::from_array(&gamma)?;
     let beta_dev = DeviceTensor::from_array(&beta)?;
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(
+        &mut core,
+        &nki_layernorm_kernel_v2_8192::KERNEL,
+        &[x_dev.arg(), gamma_dev.arg(), beta_dev.arg()],
+    )?;
     let mut out_v1 = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let mut out_v2 = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time_v1 = common::median_time(5, || {

@@ -559,6 +559,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (reference, bound) = inputs.reference();
     let [d, x, a, b, c] = &inputs.device()?;
     let mut core = NeuronCore::default();
+    for k in [&mamba_v1::KERNEL, &mamba_v2::KERNEL, &mamba_v3::KERNEL] {
+        nki::timing::profile_from_args(
+            &mut core,
+            k,
+            &[d.arg(), x.arg(), a.arg(), b.arg(), c.arg()],
+        )?;
+    }
     let mut all_within = true;
     for (name, kernel) in VERSIONS {
         let out = kernel(&mut core, d, x, a, b, c)?;

@@ -25,6 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lhs_t = common::random_bf16(128, 128, 1);
     let rhs = common::random_bf16(128, 512, 2);
     let mut core = NeuronCore::default();
+    nki::timing::profile_shapes_from_args(
+        &mut core,
+        &matmul_basic::KERNEL,
+        &[&[128, 128], &[128, 512]],
+    )?;
     let out = matmul_basic::host(&mut core, lhs_t.view(), rhs.view())?;
 
     println!("{}", matmul_basic::KERNEL.program());

@@ -121,6 +121,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(
+        &mut core,
+        &nki_matmul_block_free_dimension_::KERNEL,
+        &[lhs_t.arg(), rhs.arg()],
+    )?;
     let out = nki_matmul_block_free_dimension_(&mut core, &lhs_t, &rhs)?;
     let median = common::median_time(5, || {
         nki_matmul_block_free_dimension_(&mut core, &lhs_t, &rhs).map(drop)

@@ -38,6 +38,7 @@ pub fn matmul_tiled(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> Hbm<bf16, M
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| !nki::timing::is_profile_arg(a))
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
     let (k, m, n) = match args.as_slice() {
@@ -48,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(&mut core, &matmul_tiled::KERNEL, &[lhs_t.arg(), rhs.arg()])?;
     let out = matmul_tiled(&mut core, &lhs_t, &rhs)?;
 
     println!("{}", matmul_tiled::KERNEL.program());

@@ -143,6 +143,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     const W: usize = 512;
     let x = common::random_f32(Ix3(C, H, W), 9, -1.0, 1.0);
     let x_dev = DeviceTensor::from_array(&x)?;
+    nki::timing::profile_from_args(
+        &mut core,
+        &tensor_maxpool_kernel_512::KERNEL,
+        &[x_dev.arg()],
+    )?;
     let mut out = DeviceTensor::<f32>::zeros(&[C, H / 2, W / 2])?;
     let time = common::median_time(5, || {
         tensor_maxpool_kernel_512::launch_into(&mut core, &x_dev, &mut out)

@@ -121,6 +121,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a_dev = DeviceTensor::from_array(&a)?;
     let g_dev = DeviceTensor::from_array(&g)?;
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(
+        &mut core,
+        &nki_rmsnorm_kernel_4096::KERNEL,
+        &[a_dev.arg(), g_dev.arg()],
+    )?;
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time = common::median_time(5, || {
         nki_rmsnorm_kernel_4096::launch_into(&mut core, &a_dev, &g_dev, &mut out)

@@ -105,6 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = common::random_f32(Ix2(ROWS, D), 3, -4.0, 4.0);
     let a_dev = DeviceTensor::from_array(&a)?;
     let mut core = NeuronCore::default();
+    nki::timing::profile_from_args(&mut core, &nki_softmax_kernel_4096::KERNEL, &[a_dev.arg()])?;
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time = common::median_time(5, || {
         nki_softmax_kernel_4096::launch_into(&mut core, &a_dev, &mut out)

@@ -43,6 +43,7 @@ pub fn reference(a: &Array2<f16>, b: &Array2<f16>) -> Array2<f16> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| !nki::timing::is_profile_arg(a))
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
     let (x, y) = match args.as_slice() {
@@ -56,6 +57,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [gx, gy] = grid_for(x, y);
     let grid = tensor_add_f16::grid([gx, gy]);
     let mut core = NeuronCore::default();
+    nki::timing::profile_grid_from_args(
+        &mut core,
+        &tensor_add_f16::KERNEL,
+        grid.0,
+        &[a_dev.arg(), b_dev.arg()],
+    )?;
     let mut out = grid.launch(&mut core, &a_dev, &b_dev)?;
     let got = out.clone().into_array::<nki::ndarray::Ix2>()?;
     let want = reference(&a, &b);

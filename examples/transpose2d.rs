@@ -124,6 +124,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     const ROWS: usize = 4096;
     let a = common::random_f32(Ix2(ROWS, 64 * 64), 7, -1.0, 1.0);
     let a_dev = DeviceTensor::from_array(&a)?;
+    nki::timing::profile_from_args(
+        &mut core,
+        &tensor_transpose2d_kernel_64x64::KERNEL,
+        &[a_dev.arg()],
+    )?;
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, 64 * 64])?;
     let time = common::median_time(5, || {
         tensor_transpose2d_kernel_64x64::launch_into(&mut core, &a_dev, &mut out)

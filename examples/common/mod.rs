@@ -79,6 +79,7 @@ pub fn max_error_rounded(
 pub fn dims<const D: usize>(usage: &str, default: [usize; D]) -> Result<[usize; D], String> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| !nki::timing::is_profile_arg(a))
         .map(|a| a.parse().map_err(|e| format!("{a}: {e}; usage: {usage}")))
         .collect::<Result<_, _>>()?;
     match args.len() {
