@@ -1,7 +1,7 @@
 //! The seed's measurement, reproduced: the 128×128×512 bf16 matmul kernel called many times,
 //! each call timed with a wall clock.
 //!
-//! `cargo run --release --example launch_overhead [-- --json] [-- --iters N]`
+//! `cargo run --release --example launch_overhead [-- --json] [-- --iters N] [-- --host-profile]`
 //!
 //! Cases (min, P50, P99 per call):
 //! - (a) host launch overhead of the compile-time program: argument checks and binding of
@@ -14,6 +14,8 @@
 //! - (d) a plain CPU matmul of the same inputs with `ndarray` (f32 `dot`), for scale.
 //!
 //! Every figure includes the timer's own cost, printed as the timer floor (`timer_floor_ns`).
+//! `--host-profile` also prints where the host's time goes in the seed kernel's instructions,
+//! over `N` observed launches (which run on one thread: see `nki::runtime::host_profile`).
 
 #[path = "matmul_basic.rs"]
 #[allow(dead_code)]
@@ -243,5 +245,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         construct.p50 / launch.p50,
         end_to_end.p50 / reference.p50
     );
+    if args.iter().any(|a| a == "--host-profile") {
+        core.record_host_profile(true);
+        for _ in 0..iters {
+            matmul_basic::launch_into(&mut core, &da, &db, &mut out)?;
+        }
+        if let Some(p) = core.host_profile() {
+            println!("seed kernel, {iters} observed launches: {p}");
+        }
+    }
     Ok(())
 }

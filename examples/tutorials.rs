@@ -7,6 +7,7 @@
 //! cargo run --release --example tutorials -- --json            # {case: {min, p50, p99}}
 //! cargo run --release --example tutorials -- --cases add,exp   # some cases
 //! cargo run --release --example tutorials -- --compare peers.json   # beside bench_ops.py's
+//! cargo run --release --example tutorials -- --host-profile   # + where each case's host time goes
 //! ```
 //!
 //! Each case calls its kernel twice, then times every call with `Instant::now()` until three
@@ -233,6 +234,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut json = false;
     let mut cases: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
     let mut compare = None;
+    let mut host_profile = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -242,6 +244,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 cases = list.split(',').map(str::to_string).collect();
             }
             "--compare" => compare = Some(args.next().ok_or("--compare takes a file")?),
+            "--host-profile" => host_profile = true,
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -252,6 +255,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = time(&mut launch, &mut core)?;
         if !json {
             eprintln!("{name}: P50 {:.1} µs ({} calls)", s.p50, s.n);
+        }
+        if host_profile {
+            // One more launch, observed (serially: the profile shows every instruction).
+            core.record_host_profile(true);
+            launch(&mut core)?;
+            if let Some(p) = core.host_profile() {
+                eprintln!("{name}: {p}");
+            }
+            core.record_host_profile(false);
         }
         results.insert(name.clone(), s);
     }

@@ -8,6 +8,7 @@ use thiserror::Error;
 use crate::cpu::Isa;
 use crate::engines::Engines;
 use crate::exec::{Observer, run, spmd};
+use crate::host_profile::HostProfile;
 use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
 
@@ -29,6 +30,8 @@ pub struct NeuronCore {
     /// The engines of the worker's half of a grid launch's instances, created on the first
     /// grid launch that splits.
     second: Option<Box<Engines>>,
+    /// Host time per instruction of the launches since recording started, if it did.
+    host_profile: Option<HostProfile>,
 }
 
 impl NeuronCore {
@@ -39,6 +42,7 @@ impl NeuronCore {
             target,
             engines: Engines::new(target, Isa::detect()),
             second: None,
+            host_profile: None,
         }
     }
 
@@ -80,6 +84,24 @@ impl NeuronCore {
         self.target
     }
 
+    /// Starts recording where the host's time goes in the launches that follow (`true`,
+    /// keeping what was recorded so far), or stops and forgets (`false`). While recording,
+    /// every launch runs under a [`HostProfile`] (serially: see [`crate::host_profile`]);
+    /// when not, a launch pays one branch for this switch.
+    pub fn record_host_profile(&mut self, on: bool) {
+        match (on, self.host_profile.is_some()) {
+            (true, false) => self.host_profile = Some(HostProfile::new()),
+            (false, _) => self.host_profile = None,
+            (true, true) => {}
+        }
+    }
+
+    /// Host time per instruction and opcode of the launches since
+    /// [`NeuronCore::record_host_profile`] started recording; `None` when not recording.
+    pub fn host_profile(&self) -> Option<&HostProfile> {
+        self.host_profile.as_ref()
+    }
+
     /// The state buffer, for inspection.
     pub fn sbuf(&self) -> &Sbuf {
         &self.engines.sbuf
@@ -98,11 +120,16 @@ impl NeuronCore {
     /// runs.
     ///
     /// The instances of a grid launch run in row-major order, or in two halves on the core's
-    /// two host threads when their outputs split between them (`exec::spmd`): the results are
-    /// the same.
+    /// two host threads when their outputs split between them (`exec::spmd`). Within one
+    /// instance, an outermost `affine_range` loop whose iterations share no written tile runs
+    /// its iterations in two halves the same way ([`Bound::host_parallel_loops`] names them).
+    /// Either way the results are those of a serial run, bit for bit.
     pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
-        spmd::execute(&mut self.engines, &mut self.second, self.target, &mut bound)?;
+        match self.host_profile.as_mut() {
+            None => spmd::execute(&mut self.engines, &mut self.second, self.target, &mut bound)?,
+            Some(profile) => run(&mut self.engines, &mut bound, profile, None)?,
+        }
         Ok(())
     }
 
@@ -114,7 +141,7 @@ impl NeuronCore {
         observer: &mut O,
     ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
-        run(&mut self.engines, &mut bound, observer)?;
+        run(&mut self.engines, &mut bound, observer, None)?;
         Ok(())
     }
 

@@ -95,16 +95,6 @@ impl<'a> HbmOut<'a> {
             shape: Shape::default(),
         }
     }
-
-    /// `data`, the part of this tensor from element `origin` of this binding on.
-    pub(crate) fn part(&self, data: &'a mut [u8], origin: usize) -> HbmOut<'a> {
-        HbmOut {
-            data,
-            origin: self.origin + origin,
-            dtype: self.dtype,
-            shape: self.shape,
-        }
-    }
 }
 
 impl fmt::Debug for HbmIn<'_> {
@@ -620,6 +610,14 @@ impl<'a, 'p> Bound<'a, 'p, '_> {
     /// The launch grid.
     pub fn grid(&self) -> &LaunchGrid {
         &self.grid
+    }
+
+    /// The outermost `affine_range` loops whose iterations this launch runs in two halves,
+    /// one per host thread, on a core with two: their `LoopBegin` instruction indices (see
+    /// [`crate::exec`] for the conditions). Empty for a grid of several instances, whose
+    /// instances are split instead, and when no loop qualifies.
+    pub fn host_parallel_loops(&self) -> Vec<usize> {
+        crate::exec::loops::parallel_loops(self)
     }
 }
 

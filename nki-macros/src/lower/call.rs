@@ -323,6 +323,30 @@ impl Lowerer<'_> {
         options: OpOptions,
         spans: InstrSpans,
     ) -> Option<TileView> {
+        if let Dest::Into {
+            view,
+            span,
+            accumulate: Some(alu),
+        } = dest
+            && make(ViewId(u16::MAX)).dst().is_none()
+        {
+            // `t op= x` where `x`'s operation has no combining destination (a DMA into SBUF):
+            // `x` into a new tile, then `t = t op x` under the same mask.
+            let x = self.emit_op(opcode, make, Dest::New(None), options, spans)?;
+            let combine = OpOptions {
+                mask: options.mask,
+                ..OpOptions::default()
+            };
+            let into = Dest::Into {
+                view,
+                span,
+                accumulate: None,
+            };
+            return match self.tensor_op(alu, view, x, InstrSpans::at(spans.whole), into, combine) {
+                Value::Tile(v) => Some(v),
+                _ => None,
+            };
+        }
         let engine = options.engine.unwrap_or(opcode.info().engines[0]);
         let instr = |data| Instr {
             engine,

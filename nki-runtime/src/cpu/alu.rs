@@ -280,14 +280,16 @@ pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, re
 }
 
 /// Combines 16 partial results pairwise: `acc[l] = eval(op, acc[l], acc[l + w])` for `w` = 8,
-/// 4, 2, 1 and every `l < w`, in that order; returns `acc[0]` (the last step of
-/// [`crate::engines`]' reductions). The operation is dispatched once, not per step.
-pub fn pairwise16(op: Alu, acc: &mut [f32; 16]) -> f32 {
+/// 4, 2, 1 and every `l < w`, in that order; returns `acc[0]` (the last step of the engines'
+/// reductions). The operation is dispatched once, not per step, and the steps run lane-wise in
+/// `isa`'s registers: each lane computes the scalar definition, so every path gives the same
+/// bits.
+pub fn pairwise16(isa: Isa, op: Alu, acc: &mut [f32; 16]) -> f32 {
     match op {
-        Alu::Add => tree16(acc, |x: f32, y: f32| canon(x + y)),
-        Alu::Multiply => tree16(acc, |x: f32, y: f32| canon(x * y)),
-        Alu::Max => tree16(acc, max),
-        Alu::Min => tree16(acc, min),
+        Alu::Add => tree(isa, acc, |x: f32, y: f32| canon(x + y)),
+        Alu::Multiply => tree(isa, acc, |x: f32, y: f32| canon(x * y)),
+        Alu::Max => tree(isa, acc, max),
+        Alu::Min => tree(isa, acc, min),
         _ => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
     }
 }
@@ -300,6 +302,41 @@ pub fn pairwise16_bits(op: Alu, acc: &mut [i32; 16]) -> i32 {
         Alu::BitwiseXor => tree16(acc, |x: i32, y: i32| x ^ y),
         Alu::Add => tree16(acc, |x: i32, y: i32| x.wrapping_add(y)),
         _ => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
+    }
+}
+
+/// [`tree16`] compiled for `isa`.
+#[inline(always)]
+fn tree<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], f: F) -> T {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn tree_avx2<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], f: F) -> T {
+        tree16(acc, f)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn tree_avx512<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], f: F) -> T {
+        tree16(acc, f)
+    }
+    match isa {
+        Isa::Portable => tree16(acc, f),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { tree_avx2(acc, f) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { tree_avx512(acc, f) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            isa.assert_supported();
+            tree16(acc, f)
+        }
     }
 }
 
@@ -729,14 +766,20 @@ mod tests {
         let mut rng = Rng::new(8);
         for &op in Alu::ALL {
             for _ in 0..200 {
-                let mut acc: [f32; 16] = core::array::from_fn(|_| xs[rng.next_u32() as usize % 40]);
+                let acc: [f32; 16] = core::array::from_fn(|_| xs[rng.next_u32() as usize % 40]);
                 let mut want = acc;
                 for w in [8, 4, 2, 1] {
                     for l in 0..w {
                         want[l] = eval(op, want[l], want[l + w]);
                     }
                 }
-                assert!(same(pairwise16(op, &mut acc), want[0]), "{op} {acc:?}");
+                for isa in Isa::supported() {
+                    let mut a = acc;
+                    assert!(
+                        same(pairwise16(isa, op, &mut a), want[0]),
+                        "{isa:?} {op} {acc:?}"
+                    );
+                }
                 let mut bits: [i32; 16] = core::array::from_fn(|_| rng.next_u32() as i32);
                 let mut want = bits;
                 for w in [8, 4, 2, 1] {

@@ -15,6 +15,7 @@ pub mod act;
 pub mod alu;
 pub mod convert;
 pub mod matmul;
+pub mod transpose;
 
 #[cfg(target_arch = "x86_64")]
 mod act_x86;

@@ -572,6 +572,91 @@ fn fill_run(run: &mut [u8], value: &[u8]) {
     }
 }
 
+/// A `[rows, cols]` source (element offsets: first element, row stride; contiguous rows) and
+/// its transpose's destination (first element, stride between its rows; contiguous rows).
+pub(crate) struct Block2d {
+    /// Source rows (destination columns).
+    pub(crate) rows: usize,
+    /// Source columns (destination rows).
+    pub(crate) cols: usize,
+    /// Source: first element, row stride, dtype.
+    pub(crate) src: (isize, isize, DType),
+    /// Destination: first element, row stride, dtype.
+    pub(crate) dst: (isize, isize, DType),
+}
+
+impl Block2d {
+    /// Whether the source's and the destination's bytes may overlap (within one memory).
+    pub(crate) fn overlaps(&self) -> bool {
+        let span = |(base, stride, dt): (isize, isize, DType), n: usize, len: usize| {
+            let size = dt.size() as isize;
+            let last = base + (n as isize - 1) * stride + len as isize;
+            (base * size, last * size)
+        };
+        let (a0, a1) = span(self.src, self.rows, self.cols);
+        let (b0, b1) = span(self.dst, self.cols, self.rows);
+        a0 < b1 && b0 < a1
+    }
+}
+
+/// Column `c` of a block of rows `cols` elements wide (elements of `N` bytes) into `run`.
+#[inline(always)]
+fn column<const N: usize>(block: &[u8], run: &mut [u8], c: usize, cols: usize) {
+    for (r, e) in run.chunks_exact_mut(N).enumerate() {
+        let k = (r * cols + c) * N;
+        let v: [u8; N] = block[k..k + N].try_into().expect("N bytes");
+        e.copy_from_slice(&v);
+    }
+}
+
+/// Rows of the source converted at once (the destination then gets runs of this many).
+const T_ROWS: usize = 16;
+/// Most columns a blocked transpose takes (TensorE's and VectorE's limits are below it).
+pub(crate) const T_COLS: usize = 128;
+
+/// `dst[c][r] = src[r][c]`, converted: `T_ROWS` source rows at a time are converted into a
+/// scratch block, whose columns are then written as contiguous runs of the destination's rows.
+pub(crate) fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
+    let (sb, s_row, s_dt) = b.src;
+    let (db, d_row, d_dt) = b.dst;
+    let (ss, ds) = (s_dt.size() as usize, d_dt.size() as usize);
+    let mut words = [0u32; T_ROWS * T_COLS];
+    let block: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+    let at = |e: isize, size: usize| (e as usize) * size;
+    for r0 in (0..b.rows).step_by(T_ROWS) {
+        let n = T_ROWS.min(b.rows - r0);
+        for r in 0..n {
+            let s0 = at(sb + (r0 + r) as isize * s_row, ss);
+            let src = &mem.src()[s0..s0 + b.cols * ss];
+            let out = &mut block[r * b.cols * ds..(r + 1) * b.cols * ds];
+            crate::cpu::convert::convert(isa, src, s_dt, out, d_dt, b.cols);
+        }
+        // Whole 16 x 16 blocks of 32-bit elements in registers, the rest column by column.
+        let mut c = 0;
+        if ds == 4 && n == T_ROWS {
+            let words: &[u32] = bytemuck::cast_slice(&block[..n * b.cols * ds]);
+            while c + 16 <= b.cols {
+                let t = crate::cpu::transpose::transpose16(isa, &words[c..], b.cols);
+                for (j, run) in t.iter().enumerate() {
+                    let d0 = at(db + (c + j) as isize * d_row + r0 as isize, ds);
+                    mem.dst()[d0..d0 + 64].copy_from_slice(bytemuck::cast_slice(run));
+                }
+                c += 16;
+            }
+        }
+        let block = &block[..n * b.cols * ds];
+        for c in c..b.cols {
+            let d0 = at(db + c as isize * d_row + r0 as isize, ds);
+            let run = &mut mem.dst()[d0..d0 + n * ds];
+            match ds {
+                1 => column::<1>(block, run, c, b.cols),
+                2 => column::<2>(block, run, c, b.cols),
+                _ => column::<4>(block, run, c, b.cols),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 use nki_lang::MAX_TILE_RANK;
 
 use super::Engines;
-use super::access::{End, Pattern, Plan, transfer_par};
+use super::access::{Block2d, End, Mem, Pattern, Plan, T_COLS, transfer_par, transpose_blocks};
 use crate::exec::{Operands, Resolved};
 use crate::launch::Bound;
 
@@ -81,6 +81,21 @@ pub(crate) fn load_transpose2d(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Ope
     }
     if let (Some(ga), Some(f)) = (ga, free) {
         strides[ga] = tile.pattern.strides[f];
+    }
+    // Rows of the access with contiguous elements into contiguous tile partitions: in blocks
+    // (`[A, B]` rows converted a few at a time, their columns written as partition runs).
+    if let (Some(ga), Some(gb), Some(f)) = (ga, gb, free)
+        && hbm.pattern.strides[gb] == 1
+        && tile.pattern.strides[f] == 1
+        && g[gb] <= T_COLS
+    {
+        let block = Block2d {
+            rows: g[ga],
+            cols: g[gb],
+            src: (hbm.pattern.base, hbm.pattern.strides[ga], hbm.dtype),
+            dst: (tile.pattern.base, tile.pattern.strides[0], tile.dtype),
+        };
+        return transpose_blocks(e.isa, &mut Mem::Two(data, e.sbuf.bytes_mut()), &block);
     }
     let to = Pattern {
         base: tile.pattern.base,

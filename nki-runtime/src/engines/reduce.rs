@@ -280,6 +280,25 @@ pub(crate) fn tensor_reduce(
             res: [0u32; BATCH],
             tmp: [0u32; BATCH],
         };
+        if kept == 1 && batch == BATCH && accumulate.is_none() {
+            // One output element per partition (a row's reduction): the batch runs across
+            // partitions, so that the results are negated and written once per batch.
+            let mut b = Batch::new([src_strides[0], dst_strides[0]]);
+            let mut r = rows.start;
+            while r < rows.end {
+                let n = BATCH.min(rows.end - r);
+                b.push(r as isize * src_strides[0], r as isize * dst_strides[0], n);
+                let out = &mut lanes.res[..n];
+                plan.fold_each(mems, 0, &b, buf, bytes, out);
+                if negate {
+                    negate_lanes(isa, lane, out);
+                }
+                scatter_lanes(isa, mems, &sink, lane, 0, &b.dst_runs(), out, bytes);
+                b.clear();
+                r += n;
+            }
+            return;
+        }
         let mut b = Batch::new(k_in);
         for r in rows {
             let src_row = r as isize * src_strides[0];
@@ -293,19 +312,7 @@ pub(crate) fn tensor_reduce(
                     &mut lanes.res[..c]
                 };
                 if negate {
-                    match lane {
-                        Lane::F32 => apply_assign(
-                            isa,
-                            lane,
-                            Alu::Multiply,
-                            out,
-                            Rhs::Splat((-1.0f32).to_bits()),
-                            false,
-                        ),
-                        Lane::I32 => out
-                            .iter_mut()
-                            .for_each(|v| *v = (*v as i32).wrapping_neg() as u32),
-                    }
+                    negate_lanes(isa, lane, out);
                 }
                 if let Some(acc) = accumulate {
                     let old = Source::Mem {
@@ -341,6 +348,24 @@ pub(crate) fn tensor_reduce(
             }
         }
     });
+}
+
+/// `tensor_reduce`'s `negate`: fp32 lanes multiplied by −1 (the ALU's `multiply`), integer
+/// lanes negated with wrap-around.
+fn negate_lanes(isa: Isa, lane: Lane, out: &mut [u32]) {
+    match lane {
+        Lane::F32 => apply_assign(
+            isa,
+            lane,
+            Alu::Multiply,
+            out,
+            Rhs::Splat((-1.0f32).to_bits()),
+            false,
+        ),
+        Lane::I32 => out
+            .iter_mut()
+            .for_each(|v| *v = (*v as i32).wrapping_neg() as u32),
+    }
 }
 
 /// Lanes of a batch folded across its elements: the 16 partials, the result when no value is

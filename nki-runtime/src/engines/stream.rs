@@ -182,12 +182,12 @@ impl RowFold {
         }
     }
 
-    /// The result (the identity for an empty sequence). `isa` is unused: the 15 steps of
-    /// the pairwise combination are single lanes, computed with the scalar definitions (the
-    /// bits of every path).
-    pub(crate) fn finish(mut self, _isa: Isa, lane: Lane) -> u32 {
+    /// The result (the identity for an empty sequence).
+    pub(crate) fn finish(mut self, isa: Isa, lane: Lane) -> u32 {
         match lane {
-            Lane::F32 => alu::pairwise16(self.op, bytemuck::cast_mut(&mut self.lanes)).to_bits(),
+            Lane::F32 => {
+                alu::pairwise16(isa, self.op, bytemuck::cast_mut(&mut self.lanes)).to_bits()
+            }
             Lane::I32 => alu::pairwise16_bits(self.op, bytemuck::cast_mut(&mut self.lanes)) as u32,
         }
     }

@@ -3,7 +3,9 @@
 use nki_lang::{DType, MAX_TILE_RANK};
 
 use super::Engines;
-use super::access::{ChunkBuf, End, Mem, Pattern, Plan, squeeze, transfer};
+use super::access::{
+    Block2d, ChunkBuf, End, Mem, Pattern, Plan, T_COLS, squeeze, transfer, transpose_blocks,
+};
 use crate::cpu::Isa;
 use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
 use crate::exec::{Loc, Operands, Resolved};
@@ -282,71 +284,4 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         }
     }
     transfer(*isa, chunks, mem, from, to, &plan);
-}
-
-/// A `[rows, cols]` source (element offsets: first element, row stride; contiguous rows) and
-/// its transpose's destination (first element, stride between its rows; contiguous rows).
-struct Block2d {
-    rows: usize,
-    cols: usize,
-    src: (isize, isize, DType),
-    dst: (isize, isize, DType),
-}
-
-impl Block2d {
-    /// Whether the source's and the destination's bytes may overlap (within one memory).
-    fn overlaps(&self) -> bool {
-        let span = |(base, stride, dt): (isize, isize, DType), n: usize, len: usize| {
-            let size = dt.size() as isize;
-            let last = base + (n as isize - 1) * stride + len as isize;
-            (base * size, last * size)
-        };
-        let (a0, a1) = span(self.src, self.rows, self.cols);
-        let (b0, b1) = span(self.dst, self.cols, self.rows);
-        a0 < b1 && b0 < a1
-    }
-}
-
-/// Column `c` of a block of rows `cols` elements wide (elements of `N` bytes) into `run`.
-#[inline(always)]
-fn column<const N: usize>(block: &[u8], run: &mut [u8], c: usize, cols: usize) {
-    for (r, e) in run.chunks_exact_mut(N).enumerate() {
-        let k = (r * cols + c) * N;
-        let v: [u8; N] = block[k..k + N].try_into().expect("N bytes");
-        e.copy_from_slice(&v);
-    }
-}
-
-/// Rows of the source converted at once (the destination then gets runs of this many).
-const T_ROWS: usize = 16;
-/// Most columns a blocked transpose takes (TensorE's and VectorE's limits are below it).
-const T_COLS: usize = 128;
-
-/// `dst[c][r] = src[r][c]`, converted: `T_ROWS` source rows at a time are converted into a
-/// scratch block, whose columns are then written as contiguous runs of the destination's rows.
-fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
-    let (sb, s_row, s_dt) = b.src;
-    let (db, d_row, d_dt) = b.dst;
-    let (ss, ds) = (s_dt.size() as usize, d_dt.size() as usize);
-    let mut block = [0u8; T_ROWS * T_COLS * 4];
-    let at = |e: isize, size: usize| (e as usize) * size;
-    for r0 in (0..b.rows).step_by(T_ROWS) {
-        let n = T_ROWS.min(b.rows - r0);
-        for r in 0..n {
-            let s0 = at(sb + (r0 + r) as isize * s_row, ss);
-            let src = &mem.src()[s0..s0 + b.cols * ss];
-            let out = &mut block[r * b.cols * ds..(r + 1) * b.cols * ds];
-            crate::cpu::convert::convert(isa, src, s_dt, out, d_dt, b.cols);
-        }
-        let block = &block[..n * b.cols * ds];
-        for c in 0..b.cols {
-            let d0 = at(db + c as isize * d_row + r0 as isize, ds);
-            let run = &mut mem.dst()[d0..d0 + n * ds];
-            match ds {
-                1 => column::<1>(block, run, c, b.cols),
-                2 => column::<2>(block, run, c, b.cols),
-                _ => column::<4>(block, run, c, b.cols),
-            }
-        }
-    }
 }

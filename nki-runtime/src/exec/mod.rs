@@ -6,7 +6,13 @@
 //! it is 0, else pushes the loop; `LoopEnd` advances the induction value and jumps back to the
 //! body's first instruction, or pops. The index variables ([`VarValues`]: program ids, then the
 //! loops' induction values by depth) feed every operand's affine indices. Nothing is allocated.
+//!
+//! Host threads: the instances of a grid launch split between the core's two threads
+//! (`spmd`); in a launch of one instance, an outermost `affine_range` loop whose iterations
+//! share no written tile splits its iterations instead (`loops`). A run with an observer
+//! other than the plain one is serial.
 
+pub(crate) mod loops;
 mod resolve;
 pub(crate) mod spmd;
 
@@ -91,71 +97,118 @@ fn accumulates(write: Write, vars: &VarValues) -> bool {
     }
 }
 
+/// The core's second set of engines (created on first use) for work on the worker thread.
+pub(crate) struct Second<'s> {
+    /// The engines.
+    pub engines: &'s mut Option<Box<Engines>>,
+    /// The core's target, for creating them.
+    pub target: nki_lang::Target,
+}
+
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.
 pub(crate) fn run<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
+    second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
-    run_instances(e, b, obs, 0..b.grid.count().unwrap_or(0))
+    run_instances(e, b, obs, 0..b.grid.count().unwrap_or(0), second)
 }
 
-/// Runs instances `range` (row-major indices) of the bound program's grid, in order.
+/// Runs instances `range` (row-major indices) of the bound program's grid, in order. With
+/// `second`, an instance's outermost `affine_range` loops may run on two threads
+/// ([`loops`]).
 pub(crate) fn run_instances<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
     range: core::ops::Range<usize>,
+    mut second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
+    let end = b.program.instrs().len();
     for i in range {
-        let pids = b.grid.coords(i);
-        run_instance(e, b, obs, pids)?;
+        let mut f = Frame::new(b.grid.coords(i));
+        interpret(e, b, obs, &mut f, (0, end), second.as_deref_mut())?;
     }
     Ok(())
 }
 
-/// Runs one instance of the program: the one with program ids `pids`.
-fn run_instance<O: Observer>(
+/// The interpreter's state within one instance: the index variables' values, the open loops'
+/// trip counts and how many loops are open.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Frame {
+    /// Program ids, then the open loops' induction values by depth.
+    pub vars: VarValues,
+    /// Trip count of each open loop (by depth): the value at which it ends.
+    pub trips: [i64; MAX_LOOP_DEPTH],
+    /// Number of open loops.
+    pub depth: usize,
+}
+
+impl Frame {
+    /// The state at the start of the instance with program ids `pids`.
+    pub(crate) fn new(pids: [i64; MAX_PIDS]) -> Frame {
+        let mut vars: VarValues = [0; MAX_VARS];
+        vars[..MAX_PIDS].copy_from_slice(&pids);
+        Frame {
+            vars,
+            trips: [0; MAX_LOOP_DEPTH],
+            depth: 0,
+        }
+    }
+}
+
+/// Runs instructions `start..stop` from state `f`: a whole instance (`0..len`), or, for half of
+/// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`.
+pub(crate) fn interpret<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
-    pids: [i64; MAX_PIDS],
+    f: &mut Frame,
+    (start, stop): (usize, usize),
+    mut second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
     let p = b.program;
     let instrs = p.instrs();
     let syms = b.syms;
-    let mut vars: VarValues = [0; MAX_VARS];
-    vars[..MAX_PIDS].copy_from_slice(&pids);
-    let mut trips = [0i64; MAX_LOOP_DEPTH];
-    let mut depth = 0usize;
-    let mut pc = 0usize;
+    let mut pc = start;
     let sbuf_partition_bytes = e.sbuf.partition_bytes();
-    while let Some(ins) = instrs.get(pc) {
+    while pc < stop {
+        let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
             InstrData::LoopBegin { trip, end, .. } => {
-                let n = i64::try_from(trip.eval(&syms)).unwrap_or(i64::MAX);
+                let t = trip.eval(&syms);
+                let n = i64::try_from(t).unwrap_or(i64::MAX);
                 if n <= 0 {
                     pc = end as usize + 1;
                     continue;
                 }
-                trips[depth] = n;
-                vars[MAX_PIDS + depth] = 0;
-                depth += 1;
+                if f.depth == 0
+                    && let Some(s) = second.as_deref_mut()
+                    && loops::run_parallel(e, s, b, f, (pc, end as usize), t)?
+                {
+                    pc = end as usize + 1;
+                    continue;
+                }
+                f.trips[f.depth] = n;
+                f.vars[MAX_PIDS + f.depth] = 0;
+                f.depth += 1;
             }
             InstrData::LoopEnd { begin } => {
-                let d = depth - 1;
-                vars[MAX_PIDS + d] += 1;
-                if vars[MAX_PIDS + d] < trips[d] {
+                let d = f.depth - 1;
+                f.vars[MAX_PIDS + d] += 1;
+                if f.vars[MAX_PIDS + d] < f.trips[d] {
                     pc = begin as usize + 1;
                     continue;
                 }
-                vars[MAX_PIDS + d] = 0;
-                depth = d;
+                f.vars[MAX_PIDS + d] = 0;
+                f.depth = d;
             }
             _ => {
-                if let Some(ops) = resolve::resolve(b, ins, &vars, sbuf_partition_bytes) {
-                    if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, &vars) {
+                let vars = &f.vars;
+                if let Some(ops) = resolve::resolve(b, ins, vars, sbuf_partition_bytes) {
+                    if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),
                             instr: pc,
@@ -165,7 +218,7 @@ fn run_instance<O: Observer>(
                         });
                     }
                     if obs.computes() {
-                        execute(e, b, ins, &ops, &vars);
+                        execute(e, b, ins, &ops, vars);
                     }
                     obs.after(pc, ins);
                 }

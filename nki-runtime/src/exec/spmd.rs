@@ -15,7 +15,7 @@ use nki_lang::{
     Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSORS, MAX_VARS, OperandRef, Program, Target,
 };
 
-use super::{ExecError, Untimed, run, run_instances};
+use super::{ExecError, Second, Untimed, run, run_instances};
 use crate::engines::Engines;
 use crate::grid::LaunchGrid;
 use crate::launch::{Bound, HbmOut};
@@ -24,7 +24,7 @@ use crate::launch::{Bound, HbmOut};
 const MIN_PARALLEL_INSTANCES: usize = 2;
 
 /// An inclusive range of element offsets, or nothing.
-type Hull = Option<(i128, i128)>;
+pub(crate) type Hull = Option<(i128, i128)>;
 
 fn union(a: Hull, b: Hull) -> Hull {
     match (a, b) {
@@ -50,21 +50,23 @@ fn pid_box(grid: &LaunchGrid, first: usize, last: usize) -> [(i64, i64); MAX_PID
     bx
 }
 
-/// For each output tensor (by output index), the element offsets that instances with program
-/// ids in `pids` can read or write, over every value of their loops.
-fn output_hulls(b: &Bound<'_, '_, '_>, pids: &[(i64, i64); MAX_PIDS]) -> [Hull; MAX_TENSORS] {
+/// For each output tensor (by output index), the element offsets that instructions `instrs` of
+/// the program can read or write, over every value of the index variables: `ranges` gives
+/// the program ids' and the `depth` already open loops' ranges, the loops the instructions open
+/// range over their trip counts.
+pub(crate) fn output_hulls(
+    b: &Bound<'_, '_, '_>,
+    instrs: core::ops::Range<usize>,
+    mut ranges: [(i128, i128); MAX_VARS],
+    depth: usize,
+) -> [Hull; MAX_TENSORS] {
     let p: &Program<'_> = b.program;
     let inputs = p.input_count();
     let mut hulls = [None; MAX_TENSORS];
-    // The range of every index variable in the current loop nest; `None` inside a loop that
-    // never runs.
-    let mut ranges = [(0i128, 0i128); MAX_VARS];
-    for (v, &(lo, hi)) in pids.iter().enumerate() {
-        ranges[v] = (lo as i128, hi as i128);
-    }
+    // `dead[d]`: inside a loop at depth `d` that never runs.
     let mut dead = [false; MAX_LOOP_DEPTH + 1];
-    let mut depth = 0usize;
-    for ins in p.instrs() {
+    let mut depth = depth;
+    for ins in p.instrs().get(instrs).unwrap_or(&[]) {
         match ins.data {
             InstrData::LoopBegin { trip, .. } => {
                 let n = match trip {
@@ -119,9 +121,50 @@ fn output_hulls(b: &Bound<'_, '_, '_>, pids: &[(i64, i64); MAX_PIDS]) -> [Hull; 
     hulls
 }
 
+/// The index-variable ranges of a box of program ids (loops at 0).
+fn pid_ranges(pids: &[(i64, i64); MAX_PIDS]) -> [(i128, i128); MAX_VARS] {
+    let mut ranges = [(0i128, 0i128); MAX_VARS];
+    for (r, &(lo, hi)) in ranges.iter_mut().zip(pids) {
+        *r = (i128::from(lo), i128::from(hi));
+    }
+    ranges
+}
+
+/// Splits each output at its split point (`at`, from [`split_points`]): the part below the
+/// offset goes to the half whose accesses lie lower. The outputs' bytes are lent to the
+/// parts; they are whole again when the parts are dropped.
+pub(crate) fn split_outputs<'s>(
+    outputs: &'s mut [HbmOut<'_>],
+    at: &[(usize, bool); MAX_TENSORS],
+    outs_a: &mut [HbmOut<'s>; MAX_TENSORS],
+    outs_b: &mut [HbmOut<'s>; MAX_TENSORS],
+) {
+    for (o, out) in outputs.iter_mut().enumerate() {
+        let size = out.dtype.size() as usize;
+        let (k, a_below) = at[o];
+        let (dtype, shape, origin) = (out.dtype, out.shape, out.origin);
+        let data: &'s mut [u8] = &mut out.data[..];
+        let (below, above) = data.split_at_mut(k.saturating_mul(size).min(data.len()));
+        let k = below.len() / size;
+        let (mine, theirs) = if a_below {
+            ((below, 0), (above, k))
+        } else {
+            ((above, k), (below, 0))
+        };
+        let part = |data: &'s mut [u8], at: usize| HbmOut {
+            data,
+            origin: origin + at,
+            dtype,
+            shape,
+        };
+        outs_a[o] = part(mine.0, mine.1);
+        outs_b[o] = part(theirs.0, theirs.1);
+    }
+}
+
 /// Where each output splits between the halves: `Some(k)` elements go to the half below.
 /// `None` if some output's halves might overlap.
-fn split_points(
+pub(crate) fn split_points(
     a: &[Hull; MAX_TENSORS],
     b: &[Hull; MAX_TENSORS],
     outputs: usize,
@@ -150,33 +193,35 @@ pub(crate) fn execute(
 ) -> Result<(), ExecError> {
     let n = b.grid.count().unwrap_or(0);
     if n < MIN_PARALLEL_INSTANCES || e.worker.is_none() {
-        return run(e, b, &mut Untimed);
+        return run(
+            e,
+            b,
+            &mut Untimed,
+            Some(&mut Second {
+                engines: second,
+                target,
+            }),
+        );
     }
     let h = n.div_ceil(2);
     let outputs = b.outputs.len();
-    let ha = output_hulls(b, &pid_box(&b.grid, 0, h - 1));
-    let hb = output_hulls(b, &pid_box(&b.grid, h, n - 1));
+    let all = 0..b.program.instrs().len();
+    let ha = output_hulls(b, all.clone(), pid_ranges(&pid_box(&b.grid, 0, h - 1)), 0);
+    let hb = output_hulls(b, all, pid_ranges(&pid_box(&b.grid, h, n - 1)), 0);
     let Some(at) = split_points(&ha, &hb, outputs) else {
-        return run(e, b, &mut Untimed);
+        return run(
+            e,
+            b,
+            &mut Untimed,
+            Some(&mut Second {
+                engines: second,
+                target,
+            }),
+        );
     };
-    // Each half's share of each output: `(below, above)` of the split, `below` to the half
-    // whose accesses lie lower.
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
-    for (o, out) in b.outputs.iter_mut().enumerate() {
-        let size = out.dtype.size() as usize;
-        let (k, a_below) = at[o];
-        let data = core::mem::take(&mut out.data);
-        let (below, above) = data.split_at_mut(k.saturating_mul(size).min(data.len()));
-        let k = below.len() / size;
-        let (mine, theirs) = if a_below {
-            ((below, 0), (above, k))
-        } else {
-            ((above, k), (below, 0))
-        };
-        outs_a[o] = out.part(mine.0, mine.1);
-        outs_b[o] = out.part(theirs.0, theirs.1);
-    }
+    split_outputs(b.outputs, &at, &mut outs_a, &mut outs_b);
     let engines_b = second.get_or_insert_with(|| Box::new(Engines::single_threaded(target, e.isa)));
     engines_b.isa = e.isa;
     let mut worker = e.worker.take();
@@ -192,8 +237,8 @@ pub(crate) fn execute(
         ..*b
     };
     let (ra, rb) = w.join(
-        || run_instances(e, &mut bound_a, &mut Untimed, 0..h),
-        || run_instances(engines_b, &mut bound_b, &mut Untimed, h..n),
+        || run_instances(e, &mut bound_a, &mut Untimed, 0..h, None),
+        || run_instances(engines_b, &mut bound_b, &mut Untimed, h..n, None),
     );
     e.worker = worker;
     ra.and(rb)

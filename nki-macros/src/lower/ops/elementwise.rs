@@ -167,7 +167,7 @@ impl Lowerer<'_> {
 
     /// `tensor_tensor(x, y, op)`, on GpSimd for `power` and for int32 add/subtract/multiply
     /// (where NKI runs them), else on the Vector engine.
-    fn tensor_op(
+    pub(in super::super) fn tensor_op(
         &mut self,
         alu: Alu,
         x: TileView,

@@ -1,0 +1,113 @@
+//! 16 × 16 transposes of 32-bit elements: the inner step of the engines' blocked transposes
+//! (`nc_transpose` into PSUM, `load_transpose2d`). Moves bits only; every path gives the same
+//! result.
+
+use super::Isa;
+
+/// A transposed block: `out[j][i]` is element `(i, j)` of the source.
+pub type Block16 = [[u32; 16]; 16];
+
+/// `out[j][i] = block[i * stride + j]` for `i, j < 16`.
+///
+/// # Panics
+/// If `block` is shorter than `15 * stride + 16`.
+pub fn transpose16(isa: Isa, block: &[u32], stride: usize) -> Block16 {
+    let need = stride
+        .checked_mul(15)
+        .and_then(|n| n.checked_add(16))
+        .expect("a 16-row block's extent fits usize");
+    assert!(block.len() >= need, "a 16 x 16 block at stride {stride}");
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F (`assert_supported`); `block` holds 16 rows of
+            // 16 elements `stride` apart (checked above).
+            unsafe { transpose16_avx512(block, stride) }
+        }
+        _ => transpose16_portable(block, stride),
+    }
+}
+
+fn transpose16_portable(block: &[u32], stride: usize) -> Block16 {
+    let mut out = [[0u32; 16]; 16];
+    for (i, row) in block.chunks(stride).take(16).enumerate() {
+        for (j, &v) in row[..16].iter().enumerate() {
+            out[j][i] = v;
+        }
+    }
+    out
+}
+
+/// The network: 32-bit then 64-bit interleaves within 128-bit lanes leave, in vector
+/// `u[4k + c]`, rows `4k..4k + 4` of column `4L + c` in lane `L`; a 4 × 4 transpose of the
+/// 128-bit lanes of `u[c], u[4 + c], u[8 + c], u[12 + c]` then gives columns `c, 4 + c, 8 + c,
+/// 12 + c` whole.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16_avx512(block: &[u32], stride: usize) -> Block16 {
+    use std::arch::x86_64::*;
+    let mut r = [_mm512_setzero_si512(); 16];
+    for (i, v) in r.iter_mut().enumerate() {
+        let row = &block[i * stride..i * stride + 16];
+        // SAFETY: `row` holds 16 u32s (64 bytes); unaligned load.
+        *v = unsafe { _mm512_loadu_si512(row.as_ptr().cast()) };
+    }
+    let mut t = [_mm512_setzero_si512(); 16];
+    for k in 0..8 {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    let mut u = [_mm512_setzero_si512(); 16];
+    for k in 0..4 {
+        u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    let mut out = [[0u32; 16]; 16];
+    for c in 0..4 {
+        let (u0, u1, u2, u3) = (u[c], u[4 + c], u[8 + c], u[12 + c]);
+        let a = _mm512_shuffle_i32x4::<0x44>(u0, u1);
+        let b = _mm512_shuffle_i32x4::<0xEE>(u0, u1);
+        let cc = _mm512_shuffle_i32x4::<0x44>(u2, u3);
+        let d = _mm512_shuffle_i32x4::<0xEE>(u2, u3);
+        let cols = [
+            _mm512_shuffle_i32x4::<0x88>(a, cc),
+            _mm512_shuffle_i32x4::<0xDD>(a, cc),
+            _mm512_shuffle_i32x4::<0x88>(b, d),
+            _mm512_shuffle_i32x4::<0xDD>(b, d),
+        ];
+        for (l, v) in cols.into_iter().enumerate() {
+            // SAFETY: `out[4l + c]` holds 16 u32s (64 bytes); unaligned store.
+            unsafe { _mm512_storeu_si512(out[4 * l + c].as_mut_ptr().cast(), v) };
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_path_transposes() {
+        for stride in [16usize, 17, 32, 128, 130] {
+            let block: Vec<u32> = (0..15 * stride + 16)
+                .map(|k| (k as u32).wrapping_mul(2_654_435_761))
+                .collect();
+            for isa in Isa::supported() {
+                let out = transpose16(isa, &block, stride);
+                for (j, col) in out.iter().enumerate() {
+                    for (i, &v) in col.iter().enumerate() {
+                        assert_eq!(
+                            v,
+                            block[i * stride + j],
+                            "{isa:?} stride {stride} ({i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

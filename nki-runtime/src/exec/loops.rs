@@ -1,0 +1,273 @@
+//! The iterations of an outermost `affine_range` loop on the core's two host threads.
+//!
+//! NKI's `affine_range` declares that a loop's iterations do not depend on each other (except
+//! through accumulation, which the hardware orders): the compiler may pipeline them across the
+//! engines. The model uses the same freedom for the host's second core. When an instance
+//! reaches an `affine_range` loop at depth 0, its iterations split in two halves, the first on
+//! the calling thread with the core's engines and the second on the worker with the second set
+//! of engines (the one SPMD grids use), if all of the following hold; otherwise the loop runs
+//! serially, as always:
+//!
+//! - every tile the body writes is used only inside the body (it is the iteration's own: a
+//!   tile declared in the body, or scratch reused only there), so that no value flows from one
+//!   iteration to another or out of the loop through a tile;
+//! - no accumulation group spans the loop itself (`acc += nc_matmul(...)` with `acc` declared
+//!   outside it is excluded by the first rule already);
+//! - the halves' accesses to each output tensor lie on either side of one offset (the hull
+//!   analysis of SPMD grids, over the halves' iteration ranges), so each thread gets its own
+//!   part of the output;
+//! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_ELEMS`]) and the
+//!   program has at most [`MAX_TILES`] tiles.
+//!
+//! Before the halves start, every tile the body reads but does not write (values computed
+//! before the loop, such as a transposed operand kept in SBUF) is copied into the second
+//! engines' memories. Each iteration then reads exactly what it reads in a serial run and
+//! writes memory no other iteration touches, so the results are those of the serial run, bit
+//! for bit. (A kernel that breaks `affine_range`'s contract, by reading in one iteration a
+//! loop-private tile that an earlier iteration wrote, computes here what it computes on
+//! hardware: something that depends on the schedule.)
+//!
+//! A run with an [`crate::Observer`] (a profile, the timing model) keeps every loop serial.
+
+use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
+
+use super::spmd::{Hull, output_hulls, split_outputs, split_points};
+use super::{ExecError, Frame, Second, Untimed, interpret};
+use crate::engines::Engines;
+use crate::launch::{Bound, HbmOut};
+use crate::memory::Psum;
+
+/// Loops whose body's instructions together cover fewer grid elements than this, over all
+/// iterations, stay on one thread: a few tens of microseconds of work, about what the
+/// hand-over and the copies cost.
+pub(crate) const MIN_PARALLEL_ELEMS: u64 = 1 << 18;
+
+/// Programs with more tiles run their loops serially (the analysis keeps its sets on the
+/// stack).
+pub(crate) const MAX_TILES: usize = 4096;
+
+/// A fixed-size set of tile indices.
+struct TileSet([u64; MAX_TILES / 64]);
+
+impl TileSet {
+    const EMPTY: TileSet = TileSet([0; MAX_TILES / 64]);
+
+    fn insert(&mut self, t: usize) {
+        self.0[t / 64] |= 1 << (t % 64);
+    }
+
+    fn contains(&self, t: usize) -> bool {
+        self.0[t / 64] >> (t % 64) & 1 == 1
+    }
+
+    fn meets(&self, other: &TileSet) -> bool {
+        self.0.iter().zip(&other.0).any(|(a, b)| a & b != 0)
+    }
+}
+
+/// What the body of the loop at `begin..=end` reads from outside it, if its iterations may run
+/// on two threads (module documentation); `None` otherwise.
+fn shared_reads(p: &Program<'_>, begin: usize, end: usize, trip: u64) -> Option<TileSet> {
+    let (tiles, views) = (p.tiles(), p.views());
+    if tiles.len() > MAX_TILES {
+        return None;
+    }
+    let (mut read_in, mut written_in, mut used_out) =
+        (TileSet::EMPTY, TileSet::EMPTY, TileSet::EMPTY);
+    let mut work = 0u64;
+    for (pc, ins) in p.instrs().iter().enumerate() {
+        let inside = pc > begin && pc < end;
+        if inside
+            && let Some(dst) = ins.data.dst()
+            && let Write::Group { loops, .. } = dst.write
+            && loops & 1 == 1
+        {
+            return None;
+        }
+        let mut widest = 0u64;
+        for o in ins.operands() {
+            let OperandRef::View(v) = o.operand else {
+                continue;
+            };
+            let view = views.get(v.index())?;
+            let t = usize::from(view.tile);
+            if !inside {
+                used_out.insert(t);
+                continue;
+            }
+            if o.dir.reads() {
+                read_in.insert(t);
+            }
+            if o.dir.writes() {
+                written_in.insert(t);
+            }
+            widest = widest
+                .max(u64::from(view.shape.partitions()).saturating_mul(view.shape.free_elems()));
+        }
+        work = work.saturating_add(widest);
+    }
+    if written_in.meets(&used_out) || work.saturating_mul(trip) < MIN_PARALLEL_ELEMS {
+        return None;
+    }
+    for (w, r) in written_in.0.iter().zip(read_in.0.iter_mut()) {
+        *r &= !w;
+    }
+    Some(read_in)
+}
+
+/// The element offsets of each output that iterations `lo..hi` of the loop at `begin..=end`
+/// can touch.
+fn half_hulls(
+    b: &Bound<'_, '_, '_>,
+    f: &Frame,
+    (begin, end): (usize, usize),
+    (lo, hi): (u64, u64),
+) -> [Hull; MAX_TENSORS] {
+    let mut ranges = [(0i128, 0i128); nki_lang::MAX_VARS];
+    for (r, &v) in ranges.iter_mut().zip(&f.vars[..MAX_PIDS]) {
+        *r = (i128::from(v), i128::from(v));
+    }
+    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi) - 1);
+    output_hulls(b, begin + 1..end, ranges, 1)
+}
+
+/// Copies tile `t` (every partition's bytes) from `from` to `to`.
+fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
+    let tile = &p.tiles()[t];
+    let bytes = usize::try_from(tile.bytes_per_partition()).unwrap_or(usize::MAX);
+    let addr = tile.addr as usize;
+    let parts = tile.shape.partitions() as usize;
+    let (src, dst, stride) = match tile.memory {
+        Memory::Sbuf => (
+            from.sbuf.bytes(),
+            to.sbuf.bytes_mut(),
+            from.sbuf.partition_bytes(),
+        ),
+        Memory::Psum => (
+            from.psum.bytes(),
+            to.psum.bytes_mut(),
+            Psum::PARTITION_BYTES,
+        ),
+        // Tiles live on chip (the checks refuse others).
+        Memory::Hbm => return,
+    };
+    for part in 0..parts {
+        let at = part * stride + addr;
+        dst[at..at + bytes].copy_from_slice(&src[at..at + bytes]);
+    }
+}
+
+/// How the loop at `begin..=end` (`trip` iterations, the instance's state in `f`) runs on two
+/// threads: the tiles to copy, each output's split point and the first iteration of the
+/// second half; `None` if it must run serially.
+#[allow(clippy::type_complexity)]
+fn plan(
+    b: &Bound<'_, '_, '_>,
+    f: &Frame,
+    (begin, end): (usize, usize),
+    trip: u64,
+) -> Option<(TileSet, [(usize, bool); MAX_TENSORS], u64)> {
+    let p = b.program;
+    let affine = matches!(
+        p.instrs().get(begin)?.data,
+        InstrData::LoopBegin {
+            kind: LoopKind::Affine,
+            ..
+        }
+    );
+    if trip < 2 || f.depth != 0 || !affine {
+        return None;
+    }
+    let shared = shared_reads(p, begin, end, trip)?;
+    let h = trip.div_ceil(2);
+    let ha = half_hulls(b, f, (begin, end), (0, h));
+    let hb = half_hulls(b, f, (begin, end), (h, trip));
+    let at = split_points(&ha, &hb, b.outputs.len())?;
+    Some((shared, at, h))
+}
+
+/// The instructions (`LoopBegin` indices) of the outermost `affine_range` loops whose
+/// iterations a launch of `b` on a core with two host threads runs in two halves: none when
+/// the grid has several instances (those run in halves instead).
+pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
+    let mut found = Vec::new();
+    if b.grid.count() != Some(1) {
+        return found;
+    }
+    let f = Frame::new(b.grid.coords(0));
+    let mut pc = 0;
+    while let Some(ins) = b.program.instrs().get(pc) {
+        if let InstrData::LoopBegin { trip, end, .. } = ins.data {
+            if plan(b, &f, (pc, end as usize), trip.eval(&b.syms)).is_some() {
+                found.push(pc);
+            }
+            pc = end as usize;
+        }
+        pc += 1;
+    }
+    found
+}
+
+/// Runs the loop at `begin..=end` (`trip` iterations, the instance's state in `f`) in two
+/// halves on two threads if it may (module documentation) and returns `Ok(true)`; returns
+/// `Ok(false)`, having run nothing, if it must run serially.
+pub(crate) fn run_parallel(
+    e: &mut Engines,
+    second: &mut Second<'_>,
+    b: &mut Bound<'_, '_, '_>,
+    f: &Frame,
+    (begin, end): (usize, usize),
+    trip: u64,
+) -> Result<bool, ExecError> {
+    if e.worker.is_none() {
+        return Ok(false);
+    }
+    let p = b.program;
+    let Some((shared, at, h)) = plan(b, f, (begin, end), trip) else {
+        return Ok(false);
+    };
+    let outputs = b.outputs.len();
+    let engines_b = second
+        .engines
+        .get_or_insert_with(|| Box::new(Engines::single_threaded(second.target, e.isa)));
+    engines_b.isa = e.isa;
+    for t in (0..p.tiles().len()).filter(|&t| shared.contains(t)) {
+        copy_tile(p, t, e, engines_b);
+    }
+    let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
+    let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
+    split_outputs(b.outputs, &at, &mut outs_a, &mut outs_b);
+    let mut bound_a = Bound {
+        program: b.program,
+        syms: b.syms,
+        grid: b.grid,
+        inputs: b.inputs,
+        outputs: &mut outs_a[..outputs],
+    };
+    let mut bound_b = Bound {
+        program: b.program,
+        syms: b.syms,
+        grid: b.grid,
+        inputs: b.inputs,
+        outputs: &mut outs_b[..outputs],
+    };
+    let half = |lo: u64, hi: u64| {
+        let mut g = *f;
+        g.vars[MAX_PIDS] = i64::try_from(lo).unwrap_or(i64::MAX);
+        g.trips[0] = i64::try_from(hi).unwrap_or(i64::MAX);
+        g.depth = 1;
+        g
+    };
+    let (mut fa, mut fb) = (half(0, h), half(h, trip));
+    let mut worker = e.worker.take();
+    let Some(w) = worker.as_mut() else {
+        unreachable!("checked above")
+    };
+    let body = (begin + 1, end + 1);
+    let (ra, rb) = w.join(
+        || interpret(e, &mut bound_a, &mut Untimed, &mut fa, body, None),
+        || interpret(engines_b, &mut bound_b, &mut Untimed, &mut fb, body, None),
+    );
+    e.worker = worker;
+    ra.and(rb).map(|()| true)
+}

@@ -1,0 +1,180 @@
+//! Outermost `affine_range` loops on two host threads: which loops qualify, and that every
+//! kernel computes the bits of a serial run (one host thread, or an observed run, which keeps
+//! loops serial) and of an independent reference.
+
+#[path = "../examples/fused_attention.rs"]
+#[allow(dead_code)]
+mod fused_attention;
+
+use fused_attention::common;
+use nki::ndarray::{Array2, Ix2};
+use nki::prelude::*;
+use nki::runtime::HostProfile;
+
+/// `exp(x · w)` row tile by row tile: `w` is loaded once before the loop and read by every
+/// iteration (the second thread gets a copy); each iteration writes its own rows.
+#[kernel]
+fn scaled_exp(x: Hbm<f32, N, 512>, w: Hbm<f32, 128, 512>) -> Hbm<f32, N, 512> {
+    let out = ndarray([N, 512], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let wt = load(w[[ip, jf]]);
+    for i in affine_range(N / 128) {
+        let t = load(x[[i * 128 + ip, jf]]);
+        let u = exp(t * wt);
+        store(out[[i * 128 + ip, jf]], u);
+    }
+    out
+}
+
+/// The sum of `x`'s row tiles, accumulated in an SBUF tile declared outside the loop: the loop
+/// writes a tile that is read after it, so it stays serial.
+#[kernel]
+fn row_tile_sum(x: Hbm<f32, N, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let acc = zeros([128, 512], f32, Sbuf);
+    for i in affine_range(N / 128) {
+        acc[[ip, jf]] += load(x[[i * 128 + ip, jf]]);
+    }
+    store(out[[ip, jf]], acc);
+    out
+}
+
+/// Row `i·128 + p` of `x` to row `p·32 + i` of the output: both halves of the loop write rows
+/// all over the output, so it stays serial.
+#[kernel]
+fn interleave_rows(x: Hbm<f32, 4096, 512>) -> Hbm<f32, 4096, 512> {
+    let out = ndarray([4096, 512], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    for i in affine_range(32) {
+        let t = load(x[[i * 128 + ip, jf]]);
+        store(out[[ip * 32 + i, jf]], t);
+    }
+    out
+}
+
+fn cores() -> [NeuronCore; 2] {
+    [
+        NeuronCore::default(),
+        NeuronCore::default().with_host_threads(1),
+    ]
+}
+
+fn same_bits(a: &Array2<f32>, b: &Array2<f32>) -> bool {
+    a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Runs `kernel` on `inputs` on a two-thread core, a one-thread core and under an observer
+/// (serial), asserts the three agree bit for bit, and returns the result and which loops ran
+/// in halves.
+fn run_three_ways(
+    kernel: &nki::runtime::Kernel<'_>,
+    inputs: &[&DeviceTensor<f32>],
+    out_shape: [usize; 2],
+) -> (Array2<f32>, Vec<usize>) {
+    let args: Vec<_> = inputs.iter().map(|t| t.arg()).collect();
+    let mut results = Vec::new();
+    let mut parallel = Vec::new();
+    for mut core in cores() {
+        let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
+        let mut outs = [out.arg_mut()];
+        let bound = kernel.bind(&args, &mut outs).unwrap();
+        if core.host_threads() == 2 {
+            parallel = bound.host_parallel_loops();
+        }
+        core.execute(bound).unwrap();
+        results.push(out.into_array::<Ix2>().unwrap());
+    }
+    let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
+    let mut core = NeuronCore::default();
+    let mut outs = [out.arg_mut()];
+    let bound = kernel.bind(&args, &mut outs).unwrap();
+    core.execute_observed(bound, &mut HostProfile::new())
+        .unwrap();
+    results.push(out.into_array::<Ix2>().unwrap());
+    assert!(same_bits(&results[0], &results[1]), "two threads vs one");
+    assert!(
+        same_bits(&results[0], &results[2]),
+        "two threads vs observed"
+    );
+    (results.swap_remove(0), parallel)
+}
+
+#[test]
+fn independent_iterations_run_in_halves_with_the_serial_bits() {
+    for n in [256, 384, 4096] {
+        let x = common::random_f32(Ix2(n, 512), n as u64, -2.0, 2.0);
+        let w = common::random_f32(Ix2(128, 512), 1, -1.0, 1.0);
+        let (xd, wd) = (
+            DeviceTensor::from_array(&x).unwrap(),
+            DeviceTensor::from_array(&w).unwrap(),
+        );
+        let (got, parallel) = run_three_ways(&scaled_exp::KERNEL, &[&xd, &wd], [n, 512]);
+        assert_eq!(parallel.len(), 1, "N = {n}: the row loop runs in halves");
+        for ((r, c), &g) in got.indexed_iter() {
+            let product = x[[r, c]] * w[[r % 128, c]];
+            let want = f64::from(product).exp();
+            let err = (f64::from(g) - want).abs() / want;
+            assert!(
+                err < 4.0 * f64::from(f32::EPSILON),
+                "N = {n} ({r}, {c}): {g} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_loop_that_accumulates_into_an_outer_tile_stays_serial() {
+    let n = 4096;
+    let x = common::random_f32(Ix2(n, 512), 9, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let (got, parallel) = run_three_ways(&row_tile_sum::KERNEL, &[&xd], [128, 512]);
+    assert!(parallel.is_empty(), "{parallel:?}");
+    for ((p, c), &g) in got.indexed_iter() {
+        let want = (0..n / 128).fold(0.0f32, |acc, i| acc + x[[i * 128 + p, c]]);
+        assert_eq!(g.to_bits(), want.to_bits(), "({p}, {c})");
+    }
+}
+
+#[test]
+fn a_loop_whose_halves_write_interleaved_rows_stays_serial() {
+    let x = common::random_f32(Ix2(4096, 512), 5, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let (got, parallel) = run_three_ways(&interleave_rows::KERNEL, &[&xd], [4096, 512]);
+    assert!(parallel.is_empty(), "{parallel:?}");
+    for i in 0..32 {
+        for p in 0..128 {
+            assert_eq!(
+                got.row(p * 32 + i),
+                x.row(i * 128 + p),
+                "row {}",
+                p * 32 + i
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_attention_runs_its_query_tiles_in_halves_with_the_serial_bits() {
+    for causal in [false, true] {
+        let seqlen = 512;
+        let q = common::random_f32(Ix2(seqlen, 64), 11, 0.0, 1.0);
+        let k = common::random_f32(Ix2(seqlen, 64), 12, 0.0, 1.0);
+        let v = common::random_f32(Ix2(seqlen, 64), 13, -1.0, 1.0);
+        let [qd, kd, vd] = [&q, &k, &v].map(|a| DeviceTensor::from_array(a).unwrap());
+        let kernel = if causal {
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64_causal::KERNEL
+        } else {
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64::KERNEL
+        };
+        let (got, parallel) = run_three_ways(kernel, &[&qd, &kd, &vd], [seqlen, 64]);
+        assert_eq!(
+            parallel.len(),
+            1,
+            "causal = {causal}: the query loop runs in halves"
+        );
+        let (want, bound) = fused_attention::reference(q.view(), k.view(), v.view(), causal);
+        let (worst, ratio, within) = fused_attention::max_error(got.view(), &want, &bound);
+        assert!(within, "causal = {causal}: {worst:e}, {ratio} of the bound");
+    }
+}
