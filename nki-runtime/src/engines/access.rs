@@ -17,7 +17,7 @@ use nki_lang::{DType, HbmAccess, MAX_TILE_RANK, TileDecl, TileView, VarValues};
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
 use crate::exec::Resolved;
-use crate::worker::Worker;
+use crate::worker::{Worker, near};
 
 /// Elements moved per gather/convert/scatter step of a strided transfer.
 pub(crate) const CHUNK: usize = 1024;
@@ -328,10 +328,8 @@ pub(crate) fn transfer_par(
         && d0 > 0
         && plan.dst[1..plan.rank].iter().all(|&s| s >= 0)
         && row_extent <= d0;
-    let (Some(worker), true) = (
-        worker,
-        disjoint && rows >= 2 && elems >= MIN_SPLIT_ELEMS && dst.base >= 0,
-    ) else {
+    let wanted = disjoint && rows >= 2 && elems >= MIN_SPLIT_ELEMS && dst.base >= 0;
+    let Some(worker) = worker.filter(|_| wanted).and_then(near) else {
         return transfer(isa, bufs.0, Mem::Two(src_mem, dst_mem), src, dst, plan);
     };
     let h = rows / 2;
@@ -410,7 +408,8 @@ pub(crate) fn transfer_par_within(
         }
         _ => None,
     };
-    let (Some(worker), Some((at, hi_src, hi_dst))) = (worker, split) else {
+    let (Some(worker), Some((at, hi_src, hi_dst))) = (split.and(worker).and_then(near), split)
+    else {
         return transfer(isa, bufs.0, Mem::One(mem), src, dst, plan);
     };
     let (lo, hi) = mem.split_at_mut(at as usize);

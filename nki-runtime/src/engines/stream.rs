@@ -24,6 +24,7 @@ use crate::cpu::alu::{self, Rhs};
 use crate::cpu::convert::{load_f32, load_i32, store_f32, store_i32};
 use crate::exec::{Loc, Resolved};
 use crate::memory::Psum;
+use crate::worker::near;
 
 /// Elements per chunk of lanes.
 pub(crate) const CHUNK: usize = 1024;
@@ -1181,9 +1182,8 @@ pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_
     } = e;
     let isa = *isa;
     let rows = split.rows;
-    let plan = worker
-        .as_mut()
-        .and_then(|w| split_point(split, sbuf_partition_bytes).map(|p| (w, p)));
+    let plan = split_point(split, sbuf_partition_bytes)
+        .and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
     let Some((worker, (h, loc, p0))) = plan else {
         let mut mems = Mems {
             sbuf: Region::whole(sbuf.bytes_mut()),

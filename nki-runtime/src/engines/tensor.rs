@@ -10,6 +10,7 @@ use crate::cpu::Isa;
 use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
 use crate::exec::{Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
+use crate::worker::near;
 
 /// Largest contraction size (partitions).
 const MAX_K: usize = 128;
@@ -143,7 +144,7 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
         let offset = dp.base as usize;
         let row_stride = Psum::PARTITION_F32S;
         let split = split_rows(s.rows, s.cols, n);
-        if let (Some(worker), Some(h)) = (worker.as_mut(), split) {
+        if let (Some(worker), Some(h)) = (split.and(worker.as_mut()).and_then(near), split) {
             // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM partitions.
             let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
             let size = s.dtype.size() as usize;
