@@ -25,11 +25,22 @@ pub fn device_output<T: Element>(
 ) -> Result<DeviceTensor<T>, LaunchError> {
     let shape = kernel
         .output_shape(i, syms)
-        .ok_or(LaunchError::OutputCount {
-            expected: kernel.program().outputs().len(),
-            found: i + 1,
-        })?;
+        .ok_or_else(|| no_output(kernel, i))?;
     Ok(DeviceTensor::zeros(shape.as_slice())?)
+}
+
+/// Why output `i` has no shape: the kernel has fewer outputs, or its shape for the bound
+/// symbols is not a tensor's (its element count overflows).
+fn no_output(kernel: &Kernel<'_>, i: usize) -> LaunchError {
+    let expected = kernel.program().outputs().len();
+    if i < expected {
+        LaunchError::Shape(ndarray::ShapeError::from_kind(ndarray::ErrorKind::Overflow))
+    } else {
+        LaunchError::OutputCount {
+            expected,
+            found: i + 1,
+        }
+    }
 }
 
 /// Allocates output `i` as an `ndarray` array for the bound symbols.
@@ -40,11 +51,10 @@ pub fn host_output<T: Element, D: Dimension>(
 ) -> Result<Array<T, D>, LaunchError> {
     let dims = kernel
         .output_dims::<D>(i, syms)
-        .ok_or(LaunchError::OutputCount {
-            expected: kernel.program().outputs().len(),
-            found: i + 1,
-        })?;
-    Ok(Array::from_elem(dims, T::default()))
+        .ok_or_else(|| no_output(kernel, i))?;
+    // Through a device tensor: its allocation is fallible (an output sized from a huge
+    // symbolic dimension is an error, not an abort).
+    Ok(DeviceTensor::<T>::zeros(dims.slice())?.into_array::<D>()?)
 }
 
 /// Binds an output array created by [`host_output`].

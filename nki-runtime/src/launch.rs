@@ -126,6 +126,13 @@ pub enum LaunchError {
     /// overflows.
     #[error("cannot bind the buffer as a tensor: {0}")]
     Shape(#[from] ShapeError),
+    /// The host could not allocate an output the launch creates (its shape follows from the
+    /// inputs' and may be large).
+    #[error("cannot allocate {bytes} bytes for an output")]
+    Allocation {
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// The caller expects more outputs than the kernel declares (asking for output `found - 1`
     /// of a kernel with `expected` outputs).
     #[error(
@@ -659,6 +666,15 @@ impl Bound<'_, '_, '_> {
     pub(crate) fn hbm_mut(&mut self, t: usize) -> (&mut [u8], &Shape) {
         let o = &mut self.outputs[t - self.inputs.len()];
         (&mut *o.data, &o.shape)
+    }
+}
+
+impl From<crate::tensor::TensorError> for LaunchError {
+    fn from(e: crate::tensor::TensorError) -> Self {
+        match e {
+            crate::tensor::TensorError::Shape(s) => LaunchError::Shape(s),
+            crate::tensor::TensorError::Allocation { bytes } => LaunchError::Allocation { bytes },
+        }
     }
 }
 

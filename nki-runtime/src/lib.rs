@@ -98,4 +98,4 @@ pub use instance::{Instance, MetaValue};
 pub use launch::{Bound, CheckedInputs, HbmIn, HbmOut, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};
-pub use tensor::DeviceTensor;
+pub use tensor::{DeviceTensor, TensorError};

@@ -2,9 +2,37 @@
 
 use ndarray::{Array, ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn, ShapeError};
 
+use thiserror::Error;
+
 use crate::element::Element;
 use crate::launch::{HbmIn, HbmOut};
 use crate::shape::Shape;
+
+/// Why a tensor could not be created.
+#[derive(Clone, Debug, PartialEq, Error)]
+#[non_exhaustive]
+pub enum TensorError {
+    /// The shape is not a tensor's: rank above [`nki_lang::MAX_TENSOR_RANK`], an axis above
+    /// [`crate::MAX_DIM`], a size that overflows, or an element count that does not match.
+    #[error("invalid tensor shape: {0}")]
+    Shape(#[from] ShapeError),
+    /// The host could not allocate the tensor's memory.
+    #[error("cannot allocate {bytes} bytes for a tensor")]
+    Allocation {
+        /// Bytes asked for.
+        bytes: usize,
+    },
+}
+
+/// `n` default elements, or the bytes that could not be allocated.
+pub(crate) fn try_filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>, TensorError> {
+    let mut v = Vec::new();
+    let bytes = n.saturating_mul(core::mem::size_of::<T>());
+    v.try_reserve_exact(n)
+        .map_err(|_| TensorError::Allocation { bytes })?;
+    v.resize(n, value);
+    Ok(v)
+}
 
 /// A tensor in the modeled device memory (HBM): contiguous row-major elements and an inline
 /// shape of rank ≤ [`nki_lang::MAX_TENSOR_RANK`].
@@ -38,11 +66,13 @@ impl<T: Element> DeviceTensor<T> {
 
     /// A tensor of zeros.
     ///
-    /// Fails on a rank above [`nki_lang::MAX_TENSOR_RANK`] or a size that overflows.
-    pub fn zeros(shape: &[usize]) -> Result<Self, ShapeError> {
+    /// Fails on a rank above [`nki_lang::MAX_TENSOR_RANK`] or a size that overflows
+    /// ([`TensorError::Shape`]), and when the host cannot allocate it
+    /// ([`TensorError::Allocation`]).
+    pub fn zeros(shape: &[usize]) -> Result<Self, TensorError> {
         let shape = Shape::new(shape)?;
         Ok(DeviceTensor {
-            data: vec![T::default(); shape.len()],
+            data: try_filled(shape.len(), T::default())?,
             shape,
         })
     }
@@ -136,6 +166,17 @@ mod tests {
         assert!(t.clone().into_array::<Ix3>().is_err());
         assert!(DeviceTensor::<f32>::zeros(&[1; 7]).is_err());
         assert!(DeviceTensor::<f32>::from_vec(&[2, 2], vec![0.0; 3]).is_err());
+    }
+
+    #[test]
+    fn a_tensor_too_large_for_the_host_is_an_error() {
+        // 2^40 f32s (4 TiB): a valid shape that no host here can allocate.
+        let err = DeviceTensor::<f32>::zeros(&[1 << 40]).unwrap_err();
+        assert_eq!(err, TensorError::Allocation { bytes: 1 << 42 });
+        assert!(matches!(
+            DeviceTensor::<f32>::zeros(&[1 << 62, 4]),
+            Err(TensorError::Shape(_))
+        ));
         let big = ndarray::ArrayD::<f32>::zeros(IxDyn(&[1; 7]));
         assert!(DeviceTensor::from_array(&big).is_err());
         let t = DeviceTensor::from_array(&arr2(&[[1.0f32, 2.0]])).unwrap();

@@ -69,8 +69,16 @@ pub fn launch(
         .returns
         .iter()
         .enumerate()
-        .map(|(i, t)| (format_ident!("out{}", i), t))
+        .map(|(i, t)| (local(&format!("out{i}")), t))
         .collect();
+    // The expansion's own locals are hygienic, so that a kernel parameter may have any name
+    // (`core`, `inputs`, `out0`, ...); its items are reached through `self::`.
+    let (core, inputs, checked, grid) = (
+        local("core"),
+        local("inputs"),
+        local("checked"),
+        local("grid"),
+    );
     let out_names: Vec<&Ident> = outs.iter().map(|(n, _)| n).collect();
     let out_elems: Vec<TokenStream> = outs.iter().map(|(_, t)| elem(t.dtype)).collect();
     let device_t = item("DeviceTensor");
@@ -101,21 +109,21 @@ pub fn launch(
     let (b_launch, b_into, b_host) = if working {
         (
             quote! {
-                let inputs = [#(#names.arg()),*];
-                let checked = KERNEL.check_inputs_on(self.0, &inputs)?;
-                #(let mut #out_names = #p::device_output::<#out_elems>(&KERNEL, #idx, checked.symbols())?;)*
-                #p::run_checked(core, checked, &mut [#(#out_names.arg_mut()),*])?;
+                let #inputs = [#(#names.arg()),*];
+                let #checked = self::KERNEL.check_inputs_on(self.0, &#inputs)?;
+                #(let mut #out_names = #p::device_output::<#out_elems>(&self::KERNEL, #idx, #checked.symbols())?;)*
+                #p::run_checked(#core, #checked, &mut [#(#out_names.arg_mut()),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
             quote! {
-                #p::run_on(core, &KERNEL, self.0, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
+                #p::run_on(#core, &self::KERNEL, self.0, &[#(#names.arg()),*], &mut [#(#out_names.arg_mut()),*])
             },
             quote! {
                 #(let #names = #p::HostInput::new(&#names)?;)*
-                let inputs = [#(#names.arg()),*];
-                let checked = KERNEL.check_inputs_on(self.0, &inputs)?;
-                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&KERNEL, #idx, checked.symbols())?;)*
-                #p::run_checked(core, checked, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
+                let #inputs = [#(#names.arg()),*];
+                let #checked = self::KERNEL.check_inputs_on(self.0, &#inputs)?;
+                #(let mut #out_names = #p::host_output::<#out_elems, #host_dims>(&self::KERNEL, #idx, #checked.symbols())?;)*
+                #p::run_checked(#core, #checked, &mut [#(#p::host_output_arg(&mut #out_names)?),*])?;
                 ::core::result::Result::Ok(#ok_tuple)
             },
         )
@@ -133,8 +141,8 @@ pub fn launch(
         /// allocated in the modeled HBM. See the module of the same name for the program and the
         /// other launch forms.
         #[allow(clippy::too_many_arguments)]
-        #vis fn #name(core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
-            #name::launch(core, #(#names),*)
+        #vis fn #name(#core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+            #name::launch(#core, #(#names),*)
         }
 
         #[doc = #doc_mod]
@@ -147,25 +155,25 @@ pub fn launch(
             pub static KERNEL: #kernel_t<'static> = #kernel_t::new(#program);
 
             /// Launches the kernel with device-resident inputs; allocates the outputs.
-            pub fn launch(core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
-                Grid(#grid_t::SINGLE).launch(core, #(#names),*)
+            pub fn launch(#core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+                self::Grid(#grid_t::SINGLE).launch(#core, #(#names),*)
             }
 
             /// Launches the kernel writing into caller-provided outputs: no allocation.
-            pub fn launch_into(core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
-                Grid(#grid_t::SINGLE).launch_into(core, #(#names,)* #(#out_names),*)
+            pub fn launch_into(#core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
+                self::Grid(#grid_t::SINGLE).launch_into(#core, #(#names,)* #(#out_names),*)
             }
 
             /// Launches the kernel on `ndarray` views (any layout) and returns `ndarray` arrays.
-            pub fn host(core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
-                Grid(#grid_t::SINGLE).host(core, #(#names),*)
+            pub fn host(#core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
+                self::Grid(#grid_t::SINGLE).host(#core, #(#names),*)
             }
 
             /// The kernel launched over an SPMD grid, NKI's `kernel[2, 4](...)`:
             /// `grid([2, 4]).launch(core, ...)` runs one instance per point of the grid, each
             /// reading its coordinates with `program_id(axis)`.
-            pub fn grid(grid: impl ::core::convert::Into<#grid_t>) -> Grid {
-                Grid(grid.into())
+            pub fn grid(#grid: impl ::core::convert::Into<#grid_t>) -> Grid {
+                Grid(#grid.into())
             }
 
             /// The kernel and a launch grid (see [`grid()`]); its methods are the launch forms.
@@ -174,23 +182,28 @@ pub fn launch(
 
             impl Grid {
                 /// Launches the grid with device-resident inputs; allocates the outputs.
-                pub fn launch(&self, core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
+                pub fn launch(&self, #core: &mut #core_t, #(#names: &#device_t<#ins>),*) -> #result<#dev_ret, #err_t> {
                     #b_launch
                 }
 
                 /// Launches the grid writing into caller-provided outputs: no allocation.
-                pub fn launch_into(&self, core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
+                pub fn launch_into(&self, #core: &mut #core_t, #(#names: &#device_t<#ins>,)* #(#out_names: &mut #device_t<#out_elems>),*) -> #result<(), #err_t> {
                     #b_into
                 }
 
                 /// Launches the grid on `ndarray` views (any layout) and returns `ndarray`
                 /// arrays.
-                pub fn host(&self, core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
+                pub fn host(&self, #core: &mut #core_t, #(#host_params),*) -> #result<#host_ret, #err_t> {
                     #b_host
                 }
             }
         }
     }
+}
+
+/// An identifier of the expansion's own, invisible to the kernel's names (mixed-site hygiene).
+fn local(name: &str) -> Ident {
+    Ident::new(name, proc_macro2::Span::mixed_site())
 }
 
 /// `A = 16, B = true`: an instantiation's meta-parameter values.

@@ -57,6 +57,8 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
                     "this macro cannot be used as a statement in a kernel",
                 );
             }
+            // An empty statement (a stray `;`), which syn keeps as an empty expression.
+            SynStmt::Expr(SynExpr::Verbatim(tokens), Some(_)) if tokens.is_empty() => {}
             SynStmt::Expr(e, semi) => {
                 if semi.is_none() && i + 1 == n && !matches!(e, SynExpr::ForLoop(_)) {
                     tail = parse_expr(e, errors);
