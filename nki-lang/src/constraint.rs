@@ -66,7 +66,7 @@ pub enum Constraint {
 
 /// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
 /// `loops[v]` is how many values index variable `v` takes, `coef[v]` its coefficient.
-/// Computed in `i128`, so that no coefficient or trip count can overflow it.
+/// Computed in `i128` (saturating), so that no coefficient or trip count can overflow it.
 pub fn index_range(
     lo: i64,
     hi: i64,
@@ -74,15 +74,17 @@ pub fn index_range(
     loops: &[Extent],
     syms: &SymbolValues,
 ) -> Option<(i128, i128)> {
-    let (mut lo, mut hi) = (lo as i128, hi as i128);
-    for (d, trip) in loops.iter().enumerate() {
-        let t = trip.eval(syms) as i128;
+    let (mut lo, mut hi) = (i128::from(lo), i128::from(hi));
+    for (&c, trip) in coef.iter().zip(loops) {
+        let t = trip.eval(syms);
         if t == 0 {
             return None;
         }
-        let span = coef[d] as i128 * (t - 1);
-        lo += span.min(0);
-        hi += span.max(0);
+        // |c| ≤ 2^63 and t − 1 < 2^64: the product fits i128; the sums saturate outward, so
+        // that an absurd range fails every bound it is checked against.
+        let span = i128::from(c).saturating_mul(i128::from(t - 1));
+        lo = lo.saturating_add(span.min(0));
+        hi = hi.saturating_add(span.max(0));
     }
     Some((lo, hi))
 }
@@ -105,7 +107,7 @@ impl Constraint {
                 let vars = loops.get(..MAX_PIDS + depth as usize).unwrap_or(&loops);
                 match index_range(lo, hi, &coef, vars, syms) {
                     None => true,
-                    Some((lo, hi)) => lo >= 0 && (!upper || hi < size.eval(syms) as i128),
+                    Some((lo, hi)) => lo >= 0 && (!upper || hi < i128::from(size.eval(syms))),
                 }
             }
         }
@@ -222,5 +224,31 @@ impl fmt::Display for DisplayConstraint<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::MAX_SYMBOLS;
+
+    #[test]
+    fn index_ranges_saturate_instead_of_overflowing() {
+        let syms = [0u64; MAX_SYMBOLS];
+        let loops = [Extent::Fixed(u64::MAX); MAX_VARS];
+        let up = index_range(i64::MAX, i64::MAX, &[i64::MAX; MAX_VARS], &loops, &syms);
+        assert_eq!(up, Some((i128::from(i64::MAX), i128::MAX)));
+        let down = index_range(i64::MIN, i64::MIN, &[i64::MIN; MAX_VARS], &loops, &syms);
+        assert_eq!(down, Some((i128::MIN, i128::from(i64::MIN))));
+        // A small range is exact: 5 + 3·(4 − 1) − 2·(10 − 1).
+        let small = index_range(
+            5,
+            5,
+            &[3, -2],
+            &[Extent::Fixed(4), Extent::Fixed(10)],
+            &syms,
+        );
+        assert_eq!(small, Some((5 - 18, 5 + 9)));
+        assert_eq!(index_range(0, 0, &[1], &[Extent::Fixed(0)], &syms), None);
     }
 }

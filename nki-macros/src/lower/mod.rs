@@ -27,6 +27,13 @@ use crate::parse::model::{
 };
 use value::Value;
 
+/// The most iterations one `static_range` unrolls.
+pub(crate) const MAX_STATIC_TRIP: u64 = 4096;
+
+/// The most instructions unrolling may make a kernel (loops stay loops and do not count
+/// their iterations).
+pub(crate) const MAX_INSTRS: usize = 1 << 16;
+
 /// Spans of one instruction: the whole call, and the tokens of each operand slot, function
 /// code and engine where the kernel wrote them.
 #[derive(Copy, Clone)]
@@ -114,6 +121,8 @@ pub struct Lowerer<'e> {
     helpers: &'e [Helper],
     /// The helpers being inlined, innermost last: name and the note their errors get.
     inlining: Vec<(String, u32)>,
+    /// Unrolling passed [`MAX_INSTRS`] (reported once; every `static_range` stops).
+    too_long: bool,
 }
 
 /// The result of lowering: the unchecked program and its spans.
@@ -153,6 +162,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         temp_count: 0,
         helpers: &kernel.helpers,
         inlining: Vec::new(),
+        too_long: false,
     };
     // The meta-parameters are compile-time values, like `const` items (one an instantiation
     // does not set, already reported, is poison).
@@ -515,6 +525,15 @@ impl Lowerer<'_> {
                 );
                 return;
             };
+            if n > MAX_STATIC_TRIP {
+                self.error(
+                    trip.span(),
+                    format!(
+                        "`static_range({n})` would unroll {n} copies of its body; it unrolls at most {MAX_STATIC_TRIP} (use `affine_range` or `sequential_range`, which stay loops)"
+                    ),
+                );
+                return;
+            }
             for i in 0..n {
                 self.scopes.push(HashMap::new());
                 if let Some(v) = var {
@@ -522,6 +541,19 @@ impl Lowerer<'_> {
                 }
                 self.block(body);
                 self.scopes.pop();
+                if self.too_long {
+                    return;
+                }
+                if self.buf.instrs.len() > MAX_INSTRS {
+                    self.too_long = true;
+                    self.error(
+                        iter_span,
+                        format!(
+                            "unrolling this `static_range` makes the kernel longer than {MAX_INSTRS} instructions"
+                        ),
+                    );
+                    return;
+                }
             }
             return;
         }

@@ -258,6 +258,15 @@ pub fn parse_params(sig: &syn::Signature, meta: &[MetaParam], errors: &mut Error
     if let Some(a) = &sig.asyncness {
         errors.push(Span::of(&a), "a kernel cannot be `async`");
     }
+    if let syn::Safety::Unsafe(u) = &sig.safety {
+        errors.push(Span::of(&u), "a kernel cannot be `unsafe`");
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(
+            Span::of(&abi),
+            "a kernel cannot be `extern`: its launch functions are Rust's",
+        );
+    }
     let mut params = Vec::new();
     for arg in &sig.inputs {
         let FnArg::Typed(pt) = arg else {
