@@ -14,6 +14,8 @@ mod check;
 mod emit;
 mod errors;
 mod lower;
+#[cfg(test)]
+mod mutations;
 mod parse;
 mod span;
 #[cfg(test)]
