@@ -114,7 +114,10 @@ pub fn mamba_v1(
 
                 // Load the relevant tile from u and B
                 let u_i = load(u[[i_batch, channel_start + i_p, i_f]], mask = i_f < SEQ_LEN);
-                let B_i = load(B[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
+                // The broadcast below reads all MAX_SEQ_LEN columns: the tail past SEQ_LEN is
+                // zeroed so that it reads no stale SBUF (a strict launch refuses that).
+                let B_i = zeros([1, MAX_SEQ_LEN], f32, Sbuf);
+                B_i[[j_p, j_f]] = load(B[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
 
                 // Step 3: Element-wise multiplication of delta_i, B_i and u_i
                 let deltaU = tensor_tensor(delta_i, u_i, op = multiply, mask = i_f < SEQ_LEN);
@@ -132,7 +135,8 @@ pub fn mamba_v1(
                 );
 
                 // Load the relevant tile from C
-                let C_i = load(C[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
+                let C_i = zeros([1, MAX_SEQ_LEN], f32, Sbuf);
+                C_i[[j_p, j_f]] = load(C[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
 
                 // Step 5: Element-wise multiplication of scan_res and C_i
                 let C_i_bcast = broadcast_to(C_i, [CHANNEL_PSIZE, MAX_SEQ_LEN]);
@@ -218,7 +222,10 @@ pub fn mamba_v2(
                     activation(op = exp, data = delta_i, scale = A_i, mask = i_f < SEQ_LEN);
 
                 // Load the relevant tile from B
-                let B_i = load(B[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
+                // The broadcast below reads all MAX_SEQ_LEN columns: the tail past SEQ_LEN is
+                // zeroed so that it reads no stale SBUF (a strict launch refuses that).
+                let B_i = zeros([1, MAX_SEQ_LEN], f32, Sbuf);
+                B_i[[j_p, j_f]] = load(B[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
 
                 // Step 3: Element-wise multiplication of delta_i, B_i and u_i
                 let deltaU = tensor_tensor(delta_i, u_i, op = multiply, mask = i_f < SEQ_LEN);
@@ -236,7 +243,8 @@ pub fn mamba_v2(
                 );
 
                 // Load the relevant tile from C
-                let C_i = load(C[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
+                let C_i = zeros([1, MAX_SEQ_LEN], f32, Sbuf);
+                C_i[[j_p, j_f]] = load(C[[i_batch, i_state + j_p, j_f]], mask = j_f < SEQ_LEN);
 
                 // Step 5: Element-wise multiplication of scan_res and C_i
                 let C_i_bcast = broadcast_to(C_i, [CHANNEL_PSIZE, MAX_SEQ_LEN]);

@@ -11,6 +11,7 @@ use crate::exec::{Observer, run, spmd};
 use crate::host_profile::HostProfile;
 use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
+use crate::strict::Strict;
 
 /// The host CPU cannot run the requested code path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Error)]
@@ -142,6 +143,20 @@ impl NeuronCore {
     ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
         run(&mut self.engines, &mut bound, observer, None)?;
+        Ok(())
+    }
+
+    /// [`NeuronCore::execute`] in strict mode ([`crate::strict`]): an instruction that reads
+    /// SBUF, PSUM or output bytes no instruction of this launch wrote stops the launch with
+    /// [`LaunchError::Exec`] (the instruction, its source line, the tile or tensor, the element
+    /// and the loop values); an output left partly unwritten is [`LaunchError::Strict`]. The
+    /// launch runs serially, several times slower than a plain one.
+    pub fn execute_strict(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        let program = bound.program;
+        let outputs: Vec<usize> = bound.outputs.iter().map(|o| o.data.len()).collect();
+        let mut strict = Strict::new(program, self.engines.sbuf.partition_bytes(), &outputs);
+        self.execute_observed(bound, &mut strict)?;
+        strict.finish()?;
         Ok(())
     }
 

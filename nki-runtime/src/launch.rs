@@ -126,6 +126,10 @@ pub enum LaunchError {
     /// overflows.
     #[error("cannot bind the buffer as a tensor: {0}")]
     Shape(#[from] ShapeError),
+    /// A strict launch ([`crate::NeuronCore::execute_strict`]) left part of an output
+    /// unwritten.
+    #[error(transparent)]
+    Strict(#[from] crate::strict::StrictError),
     /// The host could not allocate an output the launch creates (its shape follows from the
     /// inputs' and may be large).
     #[error("cannot allocate {bytes} bytes for an output")]

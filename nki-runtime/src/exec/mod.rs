@@ -87,7 +87,7 @@ impl Observer for Untimed {}
 
 /// Whether an accumulating destination adds to its old value in this execution (an
 /// accumulation group overwrites while its loops are in their first iteration).
-fn accumulates(write: Write, vars: &VarValues) -> bool {
+pub(crate) fn accumulates(write: Write, vars: &VarValues) -> bool {
     match write {
         Write::Overwrite => false,
         Write::Accumulate(_) => true,

@@ -1,0 +1,267 @@
+//! Strict execution: a launch that reads memory it never wrote, or leaves part of an output
+//! unwritten, is an error instead of a result that hardware would not reproduce.
+//!
+//! SBUF and PSUM keep their contents between launches, and an output tensor holds whatever the
+//! caller put in it; on a NeuronCore those bytes are whatever the previous kernel left. A
+//! kernel that reads them computes, in a permissive simulator, the intended answer by accident
+//! (a zeroed buffer) and garbage on the device. [`Strict`] keeps a shadow map with one bit per
+//! byte of SBUF, PSUM and each output, set by every write of the launch, and checks every read
+//! against it: an instruction that reads an element no instruction of this launch wrote stops
+//! the launch with [`crate::ExecError`], naming the tile or tensor, the element, the loop
+//! values and (through the error) the instruction and its kernel source line. After the last
+//! instruction, every output element must have been written ([`StrictError::Unwritten`]).
+//!
+//! Run a launch strictly with [`crate::NeuronCore::execute_strict`]. It is an observer, so
+//! the launch runs on one thread, and each operand's elements are visited once more to check
+//! or mark them: a debugging mode, several times slower than a plain launch.
+
+use core::fmt;
+use core::ops::ControlFlow;
+
+use nki_lang::{
+    Dir, Instr, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues, Write,
+    target::{PARTITIONS, PSUM_PARTITION_BYTES},
+};
+use thiserror::Error;
+
+use crate::exec::{Loc, Observer, Operands, Resolved, accumulates};
+
+/// A launch that left part of an output unwritten.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum StrictError {
+    /// Output `output` has `count` elements no instruction wrote, the first at row-major
+    /// index `first`.
+    #[error(
+        "kernel `{kernel}` left {count} element{} of output `{output}` unwritten (the first at row-major index {first})",
+        if *count == 1 { "" } else { "s" }
+    )]
+    Unwritten {
+        /// The kernel's name.
+        kernel: String,
+        /// The output's name.
+        output: String,
+        /// The first unwritten element.
+        first: usize,
+        /// How many elements are unwritten.
+        count: usize,
+    },
+}
+
+/// One bit per byte.
+#[derive(Clone, Debug)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(bytes: usize) -> Bits {
+        Bits(vec![0; bytes.div_ceil(64)])
+    }
+
+    fn set(&mut self, from: usize, len: usize) {
+        for b in from..from + len {
+            if let Some(w) = self.0.get_mut(b / 64) {
+                *w |= 1 << (b % 64);
+            }
+        }
+    }
+
+    fn all(&self, from: usize, len: usize) -> bool {
+        (from..from + len).all(|b| self.0.get(b / 64).is_some_and(|w| w >> (b % 64) & 1 == 1))
+    }
+}
+
+/// The strictness observer of one launch (see the [module documentation](self)).
+#[derive(Clone, Debug)]
+pub struct Strict<'p> {
+    program: &'p Program<'p>,
+    sbuf: Bits,
+    psum: Bits,
+    /// One map per output tensor (by output index), and its size in bytes.
+    outputs: Vec<(Bits, usize)>,
+    /// The writes of the instruction that runs, marked after it ran.
+    pending: Vec<Resolved>,
+}
+
+impl<'p> Strict<'p> {
+    /// A shadow map of nothing written, for a launch of `program` on a core with
+    /// `sbuf_partition_bytes` of SBUF per partition and outputs of `output_bytes` bytes.
+    pub fn new(
+        program: &'p Program<'p>,
+        sbuf_partition_bytes: usize,
+        output_bytes: &[usize],
+    ) -> Self {
+        Strict {
+            program,
+            sbuf: Bits::new(PARTITIONS as usize * sbuf_partition_bytes),
+            psum: Bits::new(PARTITIONS as usize * PSUM_PARTITION_BYTES as usize),
+            outputs: output_bytes.iter().map(|&n| (Bits::new(n), n)).collect(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// The map and the byte size of an operand's elements, `None` for inputs (always
+    /// written), immediates and expressions.
+    fn map(&mut self, r: &Resolved) -> Option<&mut Bits> {
+        match r.loc {
+            Loc::Sbuf => Some(&mut self.sbuf),
+            Loc::Psum => Some(&mut self.psum),
+            Loc::Hbm(t) => {
+                let out = usize::from(t).checked_sub(self.program.input_count())?;
+                self.outputs.get_mut(out).map(|(b, _)| b)
+            }
+            Loc::Expr | Loc::Imm(_) => None,
+        }
+    }
+
+    /// Byte offsets of every element of `r`, in row-major order of its grid.
+    fn each_element(r: &Resolved, mut f: impl FnMut(usize) -> bool) -> Option<usize> {
+        let size = r.dtype.size() as usize;
+        let d = r.dims;
+        let s = r.pattern.strides;
+        let mut idx = [0usize; MAX_TILE_RANK];
+        let total: usize = d.iter().product();
+        for n in 0..total {
+            let mut rem = n;
+            for j in (0..MAX_TILE_RANK).rev() {
+                idx[j] = rem % d[j].max(1);
+                rem /= d[j].max(1);
+            }
+            let elem = r.pattern.base
+                + idx
+                    .iter()
+                    .zip(&s)
+                    .map(|(&i, &st)| i as isize * st)
+                    .sum::<isize>();
+            let at = usize::try_from(elem)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(size);
+            if !f(at) {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// The name of what operand `slot` of `instr` reads or writes.
+    fn describe(&self, instr: &Instr, slot: u8, r: &Resolved) -> String {
+        let p = self.program;
+        let named = instr.operands().into_iter().find(|o| o.slot == slot);
+        match (named.map(|o| o.operand), r.loc) {
+            (Some(OperandRef::View(v)), _) => {
+                let tile = p
+                    .views()
+                    .get(v.index())
+                    .and_then(|v| p.tiles().get(usize::from(v.tile)));
+                tile.map_or("a tile".to_string(), |t| format!("tile `{}`", t.name))
+            }
+            (_, Loc::Hbm(t)) => p
+                .tensors()
+                .get(usize::from(t))
+                .map_or("an output".to_string(), |t| format!("output `{}`", t.name)),
+            _ => "an operand".to_string(),
+        }
+    }
+
+    /// The elements of every output no instruction wrote: an error for the first output with
+    /// any.
+    pub fn finish(&self) -> Result<(), StrictError> {
+        let outputs = self.program.outputs();
+        for ((bits, bytes), decl) in self.outputs.iter().zip(outputs) {
+            let size = decl.dtype.size() as usize;
+            let mut first = None;
+            let mut count = 0usize;
+            for e in 0..bytes / size {
+                if !bits.all(e * size, size) {
+                    first.get_or_insert(e);
+                    count += 1;
+                }
+            }
+            if let Some(first) = first {
+                return Err(StrictError::Unwritten {
+                    kernel: self.program.name().to_string(),
+                    output: decl.name.to_string(),
+                    first,
+                    count,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The program ids and the open loops' values by depth, as `program ids (0, 1, 0), loop
+/// values [3, 0]` (trailing zero values left out).
+struct LoopValues<'a>(&'a VarValues);
+
+impl fmt::Display for LoopValues<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (pids, loops) = self.0.split_at(MAX_PIDS);
+        let used = loops.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
+        write!(
+            f,
+            "program ids {pids:?}, loop values by depth {:?}",
+            &loops[..used]
+        )
+    }
+}
+
+impl Observer for Strict<'_> {
+    fn before(
+        &mut self,
+        _pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+    ) -> ControlFlow<String> {
+        self.pending.clear();
+        let group_overwrites = instr
+            .data
+            .dst()
+            .is_some_and(|d| matches!(d.write, Write::Group { .. }) && !accumulates(d.write, vars));
+        for r in operands.iter() {
+            let reads = r.dir.reads() && !(r.slot == 0 && group_overwrites);
+            if r.dir.writes() {
+                self.pending.push(*r);
+            }
+            if !reads || r.dir == Dir::Write {
+                continue;
+            }
+            let size = r.dtype.size() as usize;
+            let mut bad = 0;
+            let unread = match self.map(r) {
+                Some(map) => Strict::each_element(r, |at| {
+                    bad = at;
+                    map.all(at, size)
+                }),
+                None => None,
+            };
+            if let Some(n) = unread {
+                let what = self.describe(instr, r.slot, r);
+                let mem = match r.loc {
+                    Loc::Sbuf => "SBUF",
+                    Loc::Psum => "PSUM",
+                    _ => "the output",
+                };
+                return ControlFlow::Break(format!(
+                    "reads {what} where no instruction of this launch wrote: element {n} of the operand (byte {bad} of {mem}), {}",
+                    LoopValues(vars)
+                ));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn after(&mut self, _pc: usize, _instr: &Instr) {
+        let pending = core::mem::take(&mut self.pending);
+        for r in &pending {
+            let size = r.dtype.size() as usize;
+            if let Some(map) = self.map(r) {
+                Strict::each_element(r, |at| {
+                    map.set(at, size);
+                    true
+                });
+            }
+        }
+        self.pending = pending;
+    }
+}

@@ -1,0 +1,262 @@
+//! Strict launches: reads of SBUF, PSUM or output bytes that no instruction of the launch
+//! wrote, and outputs left partly unwritten, are errors naming the instruction, its line, the
+//! tile or tensor and the loop values; correct kernels (the tutorials', with masks, PSUM
+//! accumulation groups and loop-private tiles) run strictly with the plain run's results.
+
+#![allow(clippy::duplicate_mod)]
+
+#[path = "../examples/average_pool2d.rs"]
+#[allow(dead_code)]
+mod average_pool2d;
+#[path = "../examples/fused_attention.rs"]
+#[allow(dead_code)]
+mod fused_attention;
+#[path = "../examples/layernorm.rs"]
+#[allow(dead_code)]
+mod layernorm;
+#[path = "../examples/mamba.rs"]
+#[allow(dead_code)]
+mod mamba;
+#[path = "../examples/matmul_block_free_dimension.rs"]
+#[allow(dead_code)]
+mod matmul_block_free_dimension;
+#[path = "../examples/matmul_fully_optimized.rs"]
+#[allow(dead_code)]
+mod matmul_fully_optimized;
+#[path = "../examples/matmul_hoist_load.rs"]
+#[allow(dead_code)]
+mod matmul_hoist_load;
+#[path = "../examples/matmul_tiled.rs"]
+#[allow(dead_code)]
+mod matmul_tiled;
+#[path = "../examples/rmsnorm.rs"]
+#[allow(dead_code)]
+mod rmsnorm;
+#[path = "../examples/softmax.rs"]
+#[allow(dead_code)]
+mod softmax;
+#[path = "../examples/transpose2d.rs"]
+#[allow(dead_code)]
+mod transpose2d;
+
+use fused_attention::common;
+use nki::LaunchError;
+use nki::ndarray::{Array2, Ix2};
+use nki::prelude::*;
+use nki::runtime::{Element, HbmIn, HbmOut, Kernel, StrictError};
+
+/// Adds a tile that was declared but never written.
+#[kernel]
+fn reads_an_unwritten_tile(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let scratch = ndarray([128, 512], f32, Sbuf);
+    let t = load(x[[0..128, 0..512]]);
+    store(out[[0..128, 0..512]], t + scratch);
+    out
+}
+
+/// Writes the left half of a tile in each iteration, then reads all of it.
+#[kernel]
+fn reads_half_a_tile(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    for i in affine_range(2) {
+        let t = ndarray([128, 512], f32, Sbuf);
+        t[[0..128, 0..256]] = load(x[[i * 128 + 0..i * 128 + 128, 0..256]]);
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], t);
+    }
+    out
+}
+
+/// Stores only the first 128 of its 256 output rows.
+#[kernel]
+fn writes_half_the_output(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    store(out[[0..128, 0..512]], load(x[[0..128, 0..512]]));
+    out
+}
+
+fn run_strict(
+    kernel: &Kernel<'_>,
+    inputs: &[&DeviceTensor<f32>],
+    out_shape: &[usize],
+) -> Result<DeviceTensor<f32>, LaunchError> {
+    let args: Vec<_> = inputs.iter().map(|t| t.arg()).collect();
+    let mut out = DeviceTensor::<f32>::zeros(out_shape).unwrap();
+    let mut outs = [out.arg_mut()];
+    let bound = kernel.bind(&args, &mut outs)?;
+    NeuronCore::default().execute_strict(bound)?;
+    Ok(out)
+}
+
+#[test]
+fn a_read_of_a_tile_never_written_names_the_tile_and_the_line() {
+    let x = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+    let err = run_strict(&reads_an_unwritten_tile::KERNEL, &[&x], &[128, 512]).unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.mnemonic, "tensor_tensor", "{err}");
+    assert!(e.line > 0, "{err}");
+    assert!(e.what.contains("tile `scratch`"), "{err}");
+    assert!(e.what.contains("SBUF"), "{err}");
+    // A plain launch reads whatever SBUF holds and succeeds.
+    let mut core = NeuronCore::default();
+    assert!(reads_an_unwritten_tile(&mut core, &x).is_ok());
+}
+
+#[test]
+fn a_read_past_what_this_iteration_wrote_names_the_loop_values() {
+    let x = DeviceTensor::<f32>::zeros(&[256, 512]).unwrap();
+    let err = run_strict(&reads_half_a_tile::KERNEL, &[&x], &[256, 512]).unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.mnemonic, "store", "{err}");
+    assert!(e.what.contains("tile `t`"), "{err}");
+    // The first unwritten element is column 256 of row 0: element 256 of the operand.
+    assert!(e.what.contains("element 256 of the operand"), "{err}");
+    assert!(e.what.contains("loop values by depth []"), "{err}");
+}
+
+#[test]
+fn an_output_left_partly_unwritten_is_an_error() {
+    let x = DeviceTensor::<f32>::zeros(&[256, 512]).unwrap();
+    let err = run_strict(&writes_half_the_output::KERNEL, &[&x], &[256, 512]).unwrap_err();
+    assert_eq!(
+        err,
+        LaunchError::Strict(StrictError::Unwritten {
+            kernel: "writes_half_the_output".to_string(),
+            output: "out".to_string(),
+            first: 128 * 512,
+            count: 128 * 512,
+        }),
+        "{err}"
+    );
+}
+
+#[test]
+fn correct_kernels_run_strictly_with_the_plain_results() {
+    // The tiled matmul: PSUM accumulation groups over a loop.
+    let a = common::random_bf16(256, 128, 1);
+    let b = common::random_bf16(256, 512, 2);
+    let (ad, bd) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    let mut plain_core = NeuronCore::default();
+    let plain = matmul_tiled::matmul_tiled(&mut plain_core, &ad, &bd).unwrap();
+    let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+    let (ins, mut outs) = ([ad.arg(), bd.arg()], [out.arg_mut()]);
+    let bound = matmul_tiled::matmul_tiled::KERNEL
+        .bind(&ins, &mut outs)
+        .unwrap();
+    NeuronCore::default().execute_strict(bound).unwrap();
+    assert_eq!(out.as_slice(), plain.as_slice());
+
+    // Fused attention with and without the causal mask: masked whole-row instructions over
+    // buffers sized for 4096 columns, of which a launch writes `seqlen`.
+    for causal in [false, true] {
+        let seqlen = 384;
+        let q = common::random_f32(Ix2(seqlen, 64), 3, 0.0, 1.0);
+        let k = common::random_f32(Ix2(seqlen, 64), 4, 0.0, 1.0);
+        let v = common::random_f32(Ix2(seqlen, 64), 5, -1.0, 1.0);
+        let [qd, kd, vd] = [&q, &k, &v].map(|a| DeviceTensor::from_array(a).unwrap());
+        let kernel = if causal {
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64_causal::KERNEL
+        } else {
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64::KERNEL
+        };
+        let strict = run_strict(kernel, &[&qd, &kd, &vd], &[seqlen, 64]).unwrap();
+        let strict: Array2<f32> = strict.into_array::<Ix2>().unwrap();
+        let (want, bound) = fused_attention::reference(q.view(), k.view(), v.view(), causal);
+        let (worst, ratio, within) = fused_attention::max_error(strict.view(), &want, &bound);
+        assert!(within, "causal = {causal}: {worst:e}, {ratio} of the bound");
+    }
+}
+
+/// Runs `kernel` strictly on zero inputs of `shapes` (element type `T` in and out): what it
+/// reads must be what it wrote, whatever the values.
+fn runs_strictly<T: Element>(name: &str, kernel: &Kernel<'_>, shapes: &[&[usize]]) {
+    let ins: Vec<DeviceTensor<T>> = shapes
+        .iter()
+        .map(|s| DeviceTensor::zeros(s).unwrap())
+        .collect();
+    let args: Vec<HbmIn<'_>> = ins.iter().map(|t| t.arg()).collect();
+    let syms = kernel.bind_inputs(&args).unwrap();
+    let mut outs: Vec<DeviceTensor<T>> = (0..kernel.program().outputs().len())
+        .map(|i| DeviceTensor::zeros(kernel.output_shape(i, &syms).unwrap().as_slice()).unwrap())
+        .collect();
+    let mut out_args: Vec<HbmOut<'_>> = outs.iter_mut().map(|t| t.arg_mut()).collect();
+    let bound = kernel.bind(&args, &mut out_args).unwrap();
+    if let Err(e) = NeuronCore::default().execute_strict(bound) {
+        panic!("{name}: {e}");
+    }
+}
+
+#[test]
+fn every_tutorial_kernel_runs_strictly_at_ragged_shapes() {
+    let rows = 300; // not a multiple of 128: masked last tiles
+    runs_strictly::<f32>(
+        "softmax",
+        &softmax::nki_softmax_kernel_512::KERNEL,
+        &[&[rows, 512]],
+    );
+    runs_strictly::<f32>(
+        "rmsnorm",
+        &rmsnorm::nki_rmsnorm_kernel_512::KERNEL,
+        &[&[rows, 512], &[512]],
+    );
+    let ln: &[&[usize]] = &[&[rows, 1024], &[1024], &[1024]];
+    runs_strictly::<f32>(
+        "layernorm v1",
+        &layernorm::nki_layernorm_kernel_v1_1024::KERNEL,
+        ln,
+    );
+    runs_strictly::<f32>(
+        "layernorm v2",
+        &layernorm::nki_layernorm_kernel_v2_1024::KERNEL,
+        ln,
+    );
+    runs_strictly::<f32>(
+        "avgpool",
+        &average_pool2d::tensor_avgpool_kernel_512::KERNEL,
+        &[&[130, 512, 512]],
+    );
+    runs_strictly::<f32>(
+        "transpose2d",
+        &transpose2d::tensor_transpose2d_kernel_64x64::KERNEL,
+        &[&[130, 4096]],
+    );
+    let scan: &[&[usize]] = &[
+        &[1, 256, 500],
+        &[1, 256, 500],
+        &[256, 16],
+        &[1, 16, 500],
+        &[1, 16, 500],
+    ];
+    runs_strictly::<f32>("mamba v1", &mamba::mamba_v1::KERNEL, scan);
+    runs_strictly::<f32>("mamba v2", &mamba::mamba_v2::KERNEL, scan);
+    let scan_v3: &[&[usize]] = &[
+        &[1, 256, 1024],
+        &[1, 256, 1024],
+        &[256, 16],
+        &[1, 16, 1024],
+        &[1, 16, 1024],
+    ];
+    runs_strictly::<f32>("mamba v3", &mamba::mamba_v3::KERNEL, scan_v3);
+    runs_strictly::<bf16>(
+        "matmul hoisted loads",
+        &matmul_hoist_load::nki_matmul_hoist_load_::KERNEL,
+        &[&[256, 256], &[256, 512]],
+    );
+    runs_strictly::<bf16>(
+        "matmul blocked free dimension",
+        &matmul_block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
+        &[&[256, 512], &[256, 2048]],
+    );
+    runs_strictly::<bf16>(
+        "matmul fully optimised",
+        &matmul_fully_optimized::nki_matmul_fully_optimized_small::KERNEL,
+        &[&[1024, 512], &[1024, 1024]],
+    );
+}
