@@ -35,6 +35,9 @@ mod rmsnorm;
 #[path = "../examples/softmax.rs"]
 #[allow(dead_code)]
 mod softmax;
+#[path = "../examples/tensor_add.rs"]
+#[allow(dead_code)]
+mod tensor_add;
 #[path = "../examples/transpose2d.rs"]
 #[allow(dead_code)]
 mod transpose2d;
@@ -64,6 +67,15 @@ fn reads_half_a_tile(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
         t[[0..128, 0..256]] = load(x[[i * 128 + 0..i * 128 + 128, 0..256]]);
         store(out[[i * 128 + 0..i * 128 + 128, 0..512]], t);
     }
+    out
+}
+
+/// Every instance of its grid stores the same 128 rows.
+#[kernel]
+fn instances_share_rows(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    store(out[[ip, jf]], load(x[[ip, jf]]));
     out
 }
 
@@ -132,6 +144,37 @@ fn an_output_left_partly_unwritten_is_an_error() {
         }),
         "{err}"
     );
+}
+
+#[test]
+fn spmd_instances_that_write_the_same_output_elements_are_an_error() {
+    let x = DeviceTensor::<f32>::zeros(&[256, 512]).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&[256, 512]).unwrap();
+    let (ins, mut outs) = ([x.arg()], [out.arg_mut()]);
+    let grid = LaunchGrid::from([2]);
+    let bound = instances_share_rows::KERNEL
+        .bind_on(grid, &ins, &mut outs)
+        .unwrap();
+    let err = NeuronCore::default().execute_strict(bound).unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.mnemonic, "store", "{err}");
+    assert!(e.what.contains("program ids [0, 0, 0] wrote"), "{err}");
+    assert!(e.what.contains("program ids [1, 0, 0]"), "{err}");
+}
+
+#[test]
+fn the_spmd_tensor_add_runs_strictly_over_its_grid() {
+    let a = DeviceTensor::<bf16>::zeros(&[512, 1024]).unwrap();
+    let b = DeviceTensor::<bf16>::zeros(&[512, 1024]).unwrap();
+    let mut out = DeviceTensor::<bf16>::zeros(&[512, 1024]).unwrap();
+    let (ins, mut outs) = ([a.arg(), b.arg()], [out.arg_mut()]);
+    let grid = LaunchGrid::from(tensor_add::grid_for(512, 1024));
+    let bound = tensor_add::tensor_add_bf16::KERNEL
+        .bind_on(grid, &ins, &mut outs)
+        .unwrap();
+    NeuronCore::default().execute_strict(bound).unwrap();
 }
 
 #[test]

@@ -11,6 +11,11 @@
 //! values and (through the error) the instruction and its kernel source line. After the last
 //! instruction, every output element must have been written ([`StrictError::Unwritten`]).
 //!
+//! The instances of an SPMD grid run on separate cores on hardware: each starts with nothing
+//! written on chip, and an instance that reads or writes an output element another instance
+//! wrote is an error naming both instances' program ids (their result would depend on which
+//! runs first).
+//!
 //! Run a launch strictly with [`crate::NeuronCore::execute_strict`]. It is an observer, so
 //! the launch runs on one thread, and each operand's elements are visited once more to check
 //! or mark them: a debugging mode, several times slower than a plain launch.
@@ -19,7 +24,7 @@ use core::fmt;
 use core::ops::ControlFlow;
 
 use nki_lang::{
-    Dir, Instr, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues, Write,
+    Instr, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues, Write,
     target::{PARTITIONS, PSUM_PARTITION_BYTES},
 };
 use thiserror::Error;
@@ -65,6 +70,10 @@ impl Bits {
         }
     }
 
+    fn clear(&mut self) {
+        self.0.fill(0);
+    }
+
     fn all(&self, from: usize, len: usize) -> bool {
         (from..from + len).all(|b| self.0.get(b / 64).is_some_and(|w| w >> (b % 64) & 1 == 1))
     }
@@ -76,8 +85,11 @@ pub struct Strict<'p> {
     program: &'p Program<'p>,
     sbuf: Bits,
     psum: Bits,
-    /// One map per output tensor (by output index), and its size in bytes.
-    outputs: Vec<(Bits, usize)>,
+    /// Per output tensor (by output index), per element: 0 when unwritten, else 1 + the
+    /// ordinal of the SPMD instance that wrote it.
+    outputs: Vec<Vec<u32>>,
+    /// The program ids of the instances seen so far, by ordinal (the last is running).
+    instances: Vec<[i64; MAX_PIDS]>,
     /// The writes of the instruction that runs, marked after it ran.
     pending: Vec<Resolved>,
 }
@@ -94,23 +106,42 @@ impl<'p> Strict<'p> {
             program,
             sbuf: Bits::new(PARTITIONS as usize * sbuf_partition_bytes),
             psum: Bits::new(PARTITIONS as usize * PSUM_PARTITION_BYTES as usize),
-            outputs: output_bytes.iter().map(|&n| (Bits::new(n), n)).collect(),
+            outputs: output_bytes
+                .iter()
+                .zip(program.outputs())
+                .map(|(&n, d)| vec![0; n / d.dtype.size() as usize])
+                .collect(),
+            instances: Vec::new(),
             pending: Vec::new(),
         }
     }
 
-    /// The map and the byte size of an operand's elements, `None` for inputs (always
-    /// written), immediates and expressions.
-    fn map(&mut self, r: &Resolved) -> Option<&mut Bits> {
+    /// The shadow map of an on-chip operand (SBUF or PSUM).
+    fn on_chip(&mut self, r: &Resolved) -> Option<&mut Bits> {
         match r.loc {
             Loc::Sbuf => Some(&mut self.sbuf),
             Loc::Psum => Some(&mut self.psum),
-            Loc::Hbm(t) => {
-                let out = usize::from(t).checked_sub(self.program.input_count())?;
-                self.outputs.get_mut(out).map(|(b, _)| b)
-            }
-            Loc::Expr | Loc::Imm(_) => None,
+            Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => None,
         }
+    }
+
+    /// The owners of an output operand's elements (`None` for inputs and on-chip operands).
+    fn output(&mut self, r: &Resolved) -> Option<&mut Vec<u32>> {
+        let Loc::Hbm(t) = r.loc else { return None };
+        let out = usize::from(t).checked_sub(self.program.input_count())?;
+        self.outputs.get_mut(out)
+    }
+
+    /// Notes the instance with program ids `pids` as running: a new instance starts with
+    /// nothing written on chip (on hardware each runs on its own core, or after the previous
+    /// one's tiles are gone).
+    fn enter(&mut self, pids: [i64; MAX_PIDS]) -> u32 {
+        if self.instances.last() != Some(&pids) {
+            self.instances.push(pids);
+            self.sbuf.clear();
+            self.psum.clear();
+        }
+        u32::try_from(self.instances.len()).unwrap_or(u32::MAX)
     }
 
     /// Byte offsets of every element of `r`, in row-major order of its grid.
@@ -166,17 +197,9 @@ impl<'p> Strict<'p> {
     /// any.
     pub fn finish(&self) -> Result<(), StrictError> {
         let outputs = self.program.outputs();
-        for ((bits, bytes), decl) in self.outputs.iter().zip(outputs) {
-            let size = decl.dtype.size() as usize;
-            let mut first = None;
-            let mut count = 0usize;
-            for e in 0..bytes / size {
-                if !bits.all(e * size, size) {
-                    first.get_or_insert(e);
-                    count += 1;
-                }
-            }
-            if let Some(first) = first {
+        for (owners, decl) in self.outputs.iter().zip(outputs) {
+            let count = owners.iter().filter(|&&o| o == 0).count();
+            if let Some(first) = owners.iter().position(|&o| o == 0) {
                 return Err(StrictError::Unwritten {
                     kernel: self.program.name().to_string(),
                     output: decl.name.to_string(),
@@ -205,6 +228,14 @@ impl fmt::Display for LoopValues<'_> {
     }
 }
 
+/// What an output element's owner says about an access by instance `me` (1-based).
+enum Conflict {
+    /// Read before any write.
+    Unwritten,
+    /// Written by another instance (its 1-based ordinal).
+    Other(u32),
+}
+
 impl Observer for Strict<'_> {
     fn before(
         &mut self,
@@ -214,50 +245,95 @@ impl Observer for Strict<'_> {
         vars: &VarValues,
     ) -> ControlFlow<String> {
         self.pending.clear();
+        let mut pids = [0i64; MAX_PIDS];
+        pids.copy_from_slice(&vars[..MAX_PIDS]);
+        let me = self.enter(pids);
         let group_overwrites = instr
             .data
             .dst()
             .is_some_and(|d| matches!(d.write, Write::Group { .. }) && !accumulates(d.write, vars));
         for r in operands.iter() {
             let reads = r.dir.reads() && !(r.slot == 0 && group_overwrites);
-            if r.dir.writes() {
+            let writes = r.dir.writes();
+            if writes {
                 self.pending.push(*r);
-            }
-            if !reads || r.dir == Dir::Write {
-                continue;
             }
             let size = r.dtype.size() as usize;
             let mut bad = 0;
-            let unread = match self.map(r) {
-                Some(map) => Strict::each_element(r, |at| {
+            // On chip: every read must find bytes this instance wrote.
+            let unread = match self.on_chip(r) {
+                Some(map) if reads => Strict::each_element(r, |at| {
                     bad = at;
                     map.all(at, size)
                 }),
-                None => None,
+                _ => None,
             };
             if let Some(n) = unread {
                 let what = self.describe(instr, r.slot, r);
-                let mem = match r.loc {
-                    Loc::Sbuf => "SBUF",
-                    Loc::Psum => "PSUM",
-                    _ => "the output",
-                };
+                let mem = if r.loc == Loc::Psum { "PSUM" } else { "SBUF" };
                 return ControlFlow::Break(format!(
                     "reads {what} where no instruction of this launch wrote: element {n} of the operand (byte {bad} of {mem}), {}",
                     LoopValues(vars)
                 ));
+            }
+            // Outputs: a read must find what this instance wrote; a write must not overwrite
+            // what another instance wrote.
+            let mut conflict = None;
+            let found = match self.output(r) {
+                Some(owners) => Strict::each_element(r, |at| {
+                    let e = at / size.max(1);
+                    let owner = owners.get(e).copied().unwrap_or(0);
+                    bad = e;
+                    conflict = match owner {
+                        0 if reads => Some(Conflict::Unwritten),
+                        0 => None,
+                        o if o != me => Some(Conflict::Other(o)),
+                        _ => None,
+                    };
+                    conflict.is_none()
+                }),
+                None => None,
+            };
+            if let (Some(n), Some(c)) = (found, conflict) {
+                let what = self.describe(instr, r.slot, r);
+                let at = LoopValues(vars);
+                let msg = match c {
+                    Conflict::Unwritten => format!(
+                        "reads {what} where no instruction of this launch wrote: element {n} of the operand (element {bad} of the tensor), {at}"
+                    ),
+                    Conflict::Other(o) => {
+                        let other = self
+                            .instances
+                            .get(o as usize - 1)
+                            .copied()
+                            .unwrap_or_default();
+                        let verb = if writes { "writes" } else { "reads" };
+                        format!(
+                            "{verb} element {bad} of {what}, which the instance with program ids {other:?} wrote: SPMD instances must not share output elements ({at})"
+                        )
+                    }
+                };
+                return ControlFlow::Break(msg);
             }
         }
         ControlFlow::Continue(())
     }
 
     fn after(&mut self, _pc: usize, _instr: &Instr) {
+        let me = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
         let pending = core::mem::take(&mut self.pending);
         for r in &pending {
             let size = r.dtype.size() as usize;
-            if let Some(map) = self.map(r) {
+            if let Some(map) = self.on_chip(r) {
                 Strict::each_element(r, |at| {
                     map.set(at, size);
+                    true
+                });
+            } else if let Some(owners) = self.output(r) {
+                Strict::each_element(r, |at| {
+                    if let Some(o) = owners.get_mut(at / size.max(1)) {
+                        *o = me;
+                    }
                     true
                 });
             }
