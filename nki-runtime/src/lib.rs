@@ -46,7 +46,7 @@
 //!   existing PSUM value (accumulate) or `-0.0` (overwrite), one fused multiply-add per
 //!   contraction index in ascending order, inputs treated as zero when subnormal and results
 //!   flushed when tiny: the order and rules of [`cpu::matmul`]. An accumulation group
-//!   ([`nki_lang::PsumWrite::Group`]) overwrites in the first iteration of its loops and
+//!   ([`nki_lang::Write::Group`]) overwrites in the first iteration of its loops and
 //!   accumulates afterwards.
 //! - **`nc_transpose`** widens exactly to fp32 in PSUM.
 //! - The engines compute in fp32: a `tensor_copy` between two dtypes goes through f32; a copy

@@ -439,7 +439,7 @@ fn scan_run(
 }
 
 /// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each
-/// whole block `k`, in block order (the order of [`crate::engines`]' reductions).
+/// whole block `k`, in block order (the order of the engines' reductions).
 ///
 /// For `add` and `multiply` a NaN partial may keep whatever NaN encoding the host produced:
 /// NaN is absorbing there, so the partial stays NaN, and combining the partials with [`eval`]
