@@ -671,6 +671,78 @@ fn affine_select_causal_mask() {
     assert_eq!(out2, want);
 }
 
+/// Ordering predicates with every sign of slope along the free axis and the partition axis, and
+/// a masked select: each row is a prefix and a suffix (the engine's row-copy path).
+#[kernel]
+fn slopes(x: Hbm<f32, 128, 256>) -> Hbm<f32, 5, 128, 256> {
+    let out = ndarray([5, 128, 256], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..256];
+    let t = load(x[[i_p, i_f]]);
+    let a = affine_select(
+        pred = 3 * i_p - 2 * i_f + 5 > 0,
+        on_true_tile = t,
+        on_false_value = 1.5,
+    );
+    store(out[[0, i_p, i_f]], a);
+    let b = affine_select(
+        pred = i_f - i_p < 0,
+        on_true_tile = t,
+        on_false_value = -0.0,
+    );
+    store(out[[1, i_p, i_f]], b);
+    let c = affine_select(pred = i_p - 64 >= 0, on_true_tile = t, on_false_value = 7.0);
+    store(out[[2, i_p, i_f]], c);
+    let d = affine_select(
+        pred = 100 - i_f <= 0,
+        on_true_tile = t,
+        on_false_value = -1.0,
+    );
+    store(out[[3, i_p, i_f]], d);
+    let e = zeros([128, 256], f32, Sbuf);
+    e[[i_p, i_f]] = affine_select(
+        pred = i_f - 2 * i_p >= 0,
+        on_true_tile = t,
+        on_false_value = 9.0,
+        mask = i_f < 200,
+    );
+    store(out[[4, i_p, i_f]], e);
+    out
+}
+
+#[test]
+fn affine_select_predicates_of_every_slope() {
+    let x = rand_f32(Ix2(128, 256), 21, -5.0, 5.0);
+    let out = slopes::host(&mut NeuronCore::default(), x.view()).unwrap();
+    let (p, f) = (|i: usize| i as i64, |j: usize| j as i64);
+    type Pred = fn(i64, i64) -> bool;
+    let cases: [(Pred, f32); 4] = [
+        (|i, j| 3 * i - 2 * j + 5 > 0, 1.5),
+        (|i, j| j - i < 0, -0.0),
+        (|i, _| i - 64 >= 0, 7.0),
+        (|_, j| 100 - j <= 0, -1.0),
+    ];
+    for (k, (holds, other)) in cases.iter().enumerate() {
+        let w = Array2::from_shape_fn((128, 256), |(i, j)| {
+            if holds(p(i), f(j)) { x[[i, j]] } else { *other }
+        });
+        assert_bits(
+            &format!("select {k}"),
+            out.slice(s![k, .., ..]).iter(),
+            w.iter().copied(),
+        );
+    }
+    let w = Array2::from_shape_fn((128, 256), |(i, j)| match j < 200 {
+        true if f(j) - 2 * p(i) >= 0 => x[[i, j]],
+        true => 9.0,
+        false => 0.0,
+    });
+    assert_bits(
+        "masked select",
+        out.slice(s![4, .., ..]).iter(),
+        w.iter().copied(),
+    );
+}
+
 #[kernel]
 fn recip(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>) -> Hbm<f32, 2, 128, 512> {
     let out = ndarray([2, 128, 512], f32, SharedHbm);

@@ -3,7 +3,7 @@
 //! `reciprocal`), activations, selects (`select`, `affine_select`), `iota`, and the Scalar
 //! engine's `tensor_copy`.
 
-use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine};
+use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
 use super::Engines;
 use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
@@ -211,6 +211,11 @@ pub(crate) fn activation(
 /// `select` (`nl.where`): `dst = pred ≠ 0 ? on_true : on_false`; `affine_select` with `cmp`:
 /// `dst = (expr cmp 0) ? on_true : on_false`.
 pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumulate: Option<Alu>) {
+    if let (Some(c), None) = (cmp, accumulate)
+        && select_rows(e, ops, c)
+    {
+        return;
+    }
     let (srcs, n) = sources(ops, &[1, 2, 3], Lane::F32);
     let dst = ops.get(0);
     let s = Stream {
@@ -236,6 +241,144 @@ pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumula
         }
     };
     stream(e, &s, compute);
+}
+
+/// One side of an `affine_select` row: fp32 bits, or an fp32 tile row (`loc`, element of
+/// partition 0, partition stride).
+#[derive(Copy, Clone)]
+enum Side {
+    Value(u32),
+    Row(Loc, isize, isize),
+}
+
+impl Side {
+    fn of(r: &Resolved, grid: &[usize; MAX_TILE_RANK], j: usize) -> Option<Side> {
+        match Source::of(r, Lane::F32, grid) {
+            Source::Splat(bits) => Some(Side::Value(bits)),
+            Source::Mem {
+                loc: loc @ (Loc::Sbuf | Loc::Psum),
+                dtype: DType::F32,
+                base,
+                strides,
+            } if grid[j] == 1 || strides[j] == 1 => Some(Side::Row(loc, base, strides[0])),
+            _ => None,
+        }
+    }
+}
+
+/// `affine_select` with an ordering predicate (`<`, `<=`, `>`, `>=`) over a `[P, F]` grid whose
+/// values are fp32 (tiles with contiguous rows, or immediates), written to an fp32 tile with
+/// contiguous rows: the predicate `a + b·p + c·f` is monotone along each row, so it holds on a
+/// prefix or a suffix, found by binary search, and each row is two copies. The same bits as the
+/// blend (selection copies fp32 lanes unchanged). `false`, having written nothing, for any other
+/// case, or when the predicate's values leave int32 (whose wrap-around [`Source::Expr`] keeps).
+fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
+    let (Some(dst), Some(pred), Some(t), Some(f)) =
+        (ops.slot(0), ops.slot(1), ops.slot(2), ops.slot(3))
+    else {
+        return false;
+    };
+    let g = dst.dims;
+    let mut free = (1..MAX_TILE_RANK).filter(|&j| g[j] != 1);
+    let (j, rest) = (free.next().unwrap_or(1), free.next());
+    let Source::Expr {
+        base: pb,
+        strides: ps,
+    } = Source::of(pred, Lane::F32, &g)
+    else {
+        return false;
+    };
+    let sink = Sink::of(dst, &g);
+    let (Some(on_true), Some(on_false)) = (Side::of(t, &g, j), Side::of(f, &g, j)) else {
+        return false;
+    };
+    let monotone = matches!(cmp, Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge);
+    let contiguous = g[j] == 1 || sink.strides[j] == 1;
+    let on_chip = matches!(sink.loc, Loc::Sbuf | Loc::Psum);
+    if rest.is_some() || !monotone || !contiguous || !on_chip || sink.dtype != DType::F32 {
+        return false;
+    }
+    let (rows, cols) = (g[0] as i64, g[j] as i64);
+    // A tile side in the destination's memory either is the destination or, with the same
+    // partition stride, occupies other bytes of each partition (otherwise a row could be read
+    // after part of it was written).
+    let apart = |s: Side| match s {
+        Side::Row(loc, base, pstride) if loc == sink.loc => {
+            let ps = sink.strides[0];
+            let same = base == sink.base && pstride == ps;
+            let (a, b) = (base.rem_euclid(ps.max(1)), sink.base.rem_euclid(ps.max(1)));
+            let n = cols as isize;
+            same || (pstride == ps && ps > 0 && (a + n <= b || b + n <= a))
+        }
+        _ => true,
+    };
+    if !apart(on_true) || !apart(on_false) {
+        return false;
+    }
+    let at = |p: i64, c: i64| {
+        i128::from(pb) + i128::from(ps[0]) * i128::from(p) + i128::from(ps[j]) * i128::from(c)
+    };
+    let int32 = |v: i128| (i128::from(i32::MIN)..=i128::from(i32::MAX)).contains(&v);
+    let corners = [(0, 0), (0, cols - 1), (rows - 1, 0), (rows - 1, cols - 1)];
+    if corners.iter().any(|&(p, c)| !int32(at(p, c))) {
+        return false;
+    }
+    let holds = |v: i128| match cmp {
+        Cmp::Lt => v < 0,
+        Cmp::Le => v <= 0,
+        Cmp::Gt => v > 0,
+        _ => v >= 0,
+    };
+    let Engines { sbuf, psum, .. } = e;
+    for p in 0..rows {
+        // Columns `[0, k)` take one side and `[k, cols)` the other: `first` says which.
+        let first = holds(at(p, 0));
+        let (mut lo, mut hi) = (1i64, cols);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if holds(at(p, mid)) == first {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let k = lo as usize;
+        let (a, b) = if first {
+            (on_true, on_false)
+        } else {
+            (on_false, on_true)
+        };
+        let d0 = sink.base + p as isize * sink.strides[0];
+        for (side, from, n) in [(a, 0usize, k), (b, k, cols as usize - k)] {
+            if n == 0 {
+                continue;
+            }
+            let d = (d0 as usize + from) * 4;
+            match side {
+                Side::Value(bits) => {
+                    let mem = match sink.loc {
+                        Loc::Psum => psum.bytes_mut(),
+                        _ => sbuf.bytes_mut(),
+                    };
+                    for w in mem[d..d + n * 4].chunks_exact_mut(4) {
+                        w.copy_from_slice(&bits.to_le_bytes());
+                    }
+                }
+                Side::Row(loc, base, pstride) => {
+                    let src = (base + p as isize * pstride) as usize * 4 + from * 4;
+                    match (loc, sink.loc) {
+                        (Loc::Psum, Loc::Psum) => psum.bytes_mut().copy_within(src..src + n * 4, d),
+                        (Loc::Psum, _) => sbuf.bytes_mut()[d..d + n * 4]
+                            .copy_from_slice(&psum.bytes()[src..src + n * 4]),
+                        (_, Loc::Psum) => psum.bytes_mut()[d..d + n * 4]
+                            .copy_from_slice(&sbuf.bytes()[src..src + n * 4]),
+                        _ => sbuf.bytes_mut().copy_within(src..src + n * 4, d),
+                    }
+                }
+            }
+        }
+    }
+    true
 }
 
 /// `out[k] = holds(p[k]) ? t[k] : f[k]`, each source a run or a single lane (one value for every
