@@ -284,12 +284,34 @@ pub(crate) fn tensor_reduce(
             // One output element per partition (a row's reduction): the batch runs across
             // partitions, so that the results are negated and written once per batch.
             let mut b = Batch::new([src_strides[0], dst_strides[0]]);
+            let whole_run =
+                plan.red.rank() <= 1 && plan.red.inner() == plan.m && plan.run_stride() == 1;
             let mut r = rows.start;
             while r < rows.end {
                 let n = BATCH.min(rows.end - r);
                 b.push(r as isize * src_strides[0], r as isize * dst_strides[0], n);
                 let out = &mut lanes.res[..n];
-                plan.fold_each(mems, 0, &b, buf, bytes, out);
+                match (source, whole_run) {
+                    // Each row's values are one contiguous fp32 run: folded where they are.
+                    (
+                        Source::Mem {
+                            loc,
+                            dtype: DType::F32,
+                            base,
+                            ..
+                        },
+                        true,
+                    ) if lane == Lane::F32 => {
+                        for (k, o) in out.iter_mut().enumerate() {
+                            let at = (base + (r + k) as isize * src_strides[0]) as usize * 4;
+                            let values = mems.read(loc, at..at + plan.m * 4);
+                            let mut fold = RowFold::new(op, lane);
+                            fold.fold(isa, lane, bytemuck::cast_slice(values));
+                            *o = fold.finish(isa, lane);
+                        }
+                    }
+                    _ => plan.fold_each(mems, 0, &b, buf, bytes, out),
+                }
                 if negate {
                     negate_lanes(isa, lane, out);
                 }
