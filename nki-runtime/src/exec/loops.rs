@@ -238,18 +238,12 @@ pub(crate) fn run_parallel(
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     split_outputs(b.outputs, &at, &mut outs_a, &mut outs_b);
     let mut bound_a = Bound {
-        program: b.program,
-        syms: b.syms,
-        grid: b.grid,
-        inputs: b.inputs,
         outputs: &mut outs_a[..outputs],
+        ..*b
     };
     let mut bound_b = Bound {
-        program: b.program,
-        syms: b.syms,
-        grid: b.grid,
-        inputs: b.inputs,
         outputs: &mut outs_b[..outputs],
+        ..*b
     };
     let half = |lo: u64, hi: u64| {
         let mut g = *f;
