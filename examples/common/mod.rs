@@ -119,20 +119,26 @@ pub fn random_f16<D: Dimension>(shape: D, seed: u64, lo: f64, hi: f64) -> Array<
     uniform(shape, seed, lo, hi).mapv(f16::from_f64)
 }
 
-/// The median wall time of `runs` calls of `launch` (after one untimed warm-up call).
-pub fn median_time<E>(
+/// The minimum and the median of `runs` timed calls of `launch` (after one untimed call), in
+/// seconds.
+pub fn time_runs<E>(
     runs: usize,
     mut launch: impl FnMut() -> Result<(), E>,
-) -> Result<Duration, E> {
+) -> Result<(f64, f64), E> {
     launch()?;
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         let start = Instant::now();
         launch()?;
-        times.push(start.elapsed());
+        times.push(start.elapsed().as_secs_f64());
     }
-    times.sort();
-    Ok(times[times.len() / 2])
+    times.sort_by(f64::total_cmp);
+    Ok((times[0], times[times.len() / 2]))
+}
+
+/// The median of `runs` timed calls of `launch` (after one untimed call).
+pub fn median_time<E>(runs: usize, launch: impl FnMut() -> Result<(), E>) -> Result<Duration, E> {
+    time_runs(runs, launch).map(|(_, p50)| Duration::from_secs_f64(p50))
 }
 
 /// A comparison of results against a reference with a bound per element.
