@@ -8,6 +8,7 @@
 //! cargo run --release --example tutorials -- --cases add,exp   # some cases
 //! cargo run --release --example tutorials -- --compare peers.json   # beside bench_ops.py's
 //! cargo run --release --example tutorials -- --host-profile   # + where each case's host time goes
+//! cargo run --release --example tutorials -- --strict         # run each case once, strictly
 //! ```
 //!
 //! Each case calls its kernel twice, then times every call with `Instant::now()` until three
@@ -235,6 +236,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut cases: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
     let mut compare = None;
     let mut host_profile = false;
+    let mut strict = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -245,8 +247,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             "--compare" => compare = Some(args.next().ok_or("--compare takes a file")?),
             "--host-profile" => host_profile = true,
+            "--strict" => strict = true,
             other => return Err(format!("unknown argument `{other}`").into()),
         }
+    }
+    if strict {
+        // Each case once on a strict core: a read of memory the launch never wrote, or an
+        // output left unwritten, is reported instead of timed.
+        let mut core = NeuronCore::default().with_strict(true);
+        let mut failed = 0;
+        for name in &cases {
+            let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;
+            match launch(&mut core) {
+                Ok(()) => println!("{name}: strict launch ok"),
+                Err(e) => {
+                    failed += 1;
+                    println!("{name}: {e}");
+                }
+            }
+        }
+        return match failed {
+            0 => Ok(()),
+            n => Err(format!("{n} case(s) failed the strict launch").into()),
+        };
     }
     let mut core = NeuronCore::default();
     let mut results = BTreeMap::new();

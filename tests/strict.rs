@@ -303,3 +303,25 @@ fn every_tutorial_kernel_runs_strictly_at_ragged_shapes() {
         &[&[1024, 512], &[1024, 1024]],
     );
 }
+
+#[test]
+fn a_strict_core_checks_every_launch_api() {
+    let x = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+    let mut core = NeuronCore::default().with_strict(true);
+    assert!(core.is_strict());
+    let err = reads_an_unwritten_tile(&mut core, &x).unwrap_err();
+    assert!(matches!(err, LaunchError::Exec(_)), "{err:?}");
+    let view = nki::ndarray::Array2::<f32>::zeros((128, 512));
+    let err = reads_an_unwritten_tile::host(&mut core, view.view()).unwrap_err();
+    assert!(matches!(err, LaunchError::Exec(_)), "{err:?}");
+    let x2 = DeviceTensor::<f32>::zeros(&[256, 512]).unwrap();
+    let err = writes_half_the_output(&mut core, &x2).unwrap_err();
+    assert!(matches!(err, LaunchError::Strict(_)), "{err:?}");
+    // A correct kernel runs on a strict core as on any other.
+    let a = common::random_bf16(128, 128, 7);
+    let b = common::random_bf16(128, 512, 8);
+    let strict = matmul_tiled::matmul_tiled::host(&mut core, a.view(), b.view()).unwrap();
+    let plain =
+        matmul_tiled::matmul_tiled::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
+    assert_eq!(strict, plain);
+}

@@ -33,6 +33,8 @@ pub struct NeuronCore {
     second: Option<Box<Engines>>,
     /// Host time per instruction of the launches since recording started, if it did.
     host_profile: Option<HostProfile>,
+    /// Whether every launch runs strictly ([`NeuronCore::execute_strict`]).
+    strict: bool,
 }
 
 impl NeuronCore {
@@ -44,6 +46,7 @@ impl NeuronCore {
             engines: Engines::new(target, Isa::detect()),
             second: None,
             host_profile: None,
+            strict: false,
         }
     }
 
@@ -97,6 +100,20 @@ impl NeuronCore {
         }
     }
 
+    /// The same core running every launch strictly (`true`): as
+    /// [`NeuronCore::execute_strict`], through every launch API (`kernel(&mut core, ...)`,
+    /// `launch_into`, `host`, grids). Off by default: strict launches run on one thread and
+    /// check every operand element, several times slower.
+    pub fn with_strict(mut self, on: bool) -> Self {
+        self.strict = on;
+        self
+    }
+
+    /// Whether launches run strictly ([`NeuronCore::with_strict`]).
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
     /// Host time per instruction and opcode of the launches since
     /// [`NeuronCore::record_host_profile`] started recording; `None` when not recording.
     pub fn host_profile(&self) -> Option<&HostProfile> {
@@ -126,6 +143,9 @@ impl NeuronCore {
     /// its iterations in two halves the same way ([`Bound::host_parallel_loops`] names them).
     /// Either way the results are those of a serial run, bit for bit.
     pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        if self.strict {
+            return self.execute_strict(bound);
+        }
         self.check_capacity(&bound)?;
         match self.host_profile.as_mut() {
             None => spmd::execute(&mut self.engines, &mut self.second, self.target, &mut bound)?,

@@ -144,33 +144,49 @@ impl<'p> Strict<'p> {
         u32::try_from(self.instances.len()).unwrap_or(u32::MAX)
     }
 
-    /// Byte offsets of every element of `r`, in row-major order of its grid.
+    /// Byte offsets of every element of `r`, in row-major order of its grid, until `f` returns
+    /// `false`: then the element's index in that order.
     fn each_element(r: &Resolved, mut f: impl FnMut(usize) -> bool) -> Option<usize> {
-        let size = r.dtype.size() as usize;
+        let size = r.dtype.size() as isize;
         let d = r.dims;
         let s = r.pattern.strides;
+        if d.contains(&0) {
+            return None;
+        }
+        let last = MAX_TILE_RANK - 1;
+        let (inner, step) = (d[last], s[last]);
         let mut idx = [0usize; MAX_TILE_RANK];
-        let total: usize = d.iter().product();
-        for n in 0..total {
-            let mut rem = n;
-            for j in (0..MAX_TILE_RANK).rev() {
-                idx[j] = rem % d[j].max(1);
-                rem /= d[j].max(1);
-            }
-            let elem = r.pattern.base
-                + idx
+        let mut n = 0usize;
+        loop {
+            // The offset of this run's first element; the innermost dimension is a run.
+            let start = r.pattern.base
+                + idx[..last]
                     .iter()
-                    .zip(&s)
+                    .zip(&s[..last])
                     .map(|(&i, &st)| i as isize * st)
                     .sum::<isize>();
-            let at = usize::try_from(elem)
-                .unwrap_or(usize::MAX)
-                .saturating_mul(size);
-            if !f(at) {
-                return Some(n);
+            for k in 0..inner {
+                let elem = start + k as isize * step;
+                let at = usize::try_from(elem * size).unwrap_or(usize::MAX);
+                if !f(at) {
+                    return Some(n + k);
+                }
+            }
+            n += inner;
+            // Advance the outer dimensions like an odometer.
+            let mut j = last;
+            loop {
+                if j == 0 {
+                    return None;
+                }
+                j -= 1;
+                idx[j] += 1;
+                if idx[j] < d[j] {
+                    break;
+                }
+                idx[j] = 0;
             }
         }
-        None
     }
 
     /// The name of what operand `slot` of `instr` reads or writes.
