@@ -103,7 +103,8 @@ impl NeuronCore {
     /// The same core running every launch strictly (`true`): as
     /// [`NeuronCore::execute_strict`], through every launch API (`kernel(&mut core, ...)`,
     /// `launch_into`, `host`, grids). Off by default: strict launches run on one thread and
-    /// check every operand element, several times slower.
+    /// check every operand element, some 50–100× slower. While strict, launches are not
+    /// recorded in the host profile.
     pub fn with_strict(mut self, on: bool) -> Self {
         self.strict = on;
         self
