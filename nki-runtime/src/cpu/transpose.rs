@@ -29,6 +29,58 @@ pub fn transpose16(isa: Isa, block: &[u32], stride: usize) -> Block16 {
     }
 }
 
+/// [`transpose16`] of bf16 elements widened to fp32 bits on the way (`bits << 16`, exact):
+/// `out[j][i] = src[first + i * stride + j] << 16`.
+///
+/// # Panics
+/// If `src` is shorter than `first + 15 * stride + 16`.
+pub fn transpose16_bf16(isa: Isa, src: &[u16], first: usize, stride: usize) -> Block16 {
+    let need = stride
+        .checked_mul(15)
+        .and_then(|n| n.checked_add(first))
+        .and_then(|n| n.checked_add(16))
+        .expect("a 16-row block's extent fits usize");
+    assert!(src.len() >= need, "a 16 x 16 block at stride {stride}");
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F (`assert_supported`); `src` holds 16 rows of
+            // 16 elements `stride` apart from `first` (checked above).
+            unsafe { transpose16_bf16_avx512(src, first, stride) }
+        }
+        _ => {
+            let mut out = [[0u32; 16]; 16];
+            for (i, row) in (0..16)
+                .map(|i| &src[first + i * stride..first + i * stride + 16])
+                .enumerate()
+            {
+                for (j, &v) in row.iter().enumerate() {
+                    out[j][i] = u32::from(v) << 16;
+                }
+            }
+            out
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16_bf16_avx512(src: &[u16], first: usize, stride: usize) -> Block16 {
+    use std::arch::x86_64::*;
+    let mut words = [0u32; 256];
+    for i in 0..16 {
+        let row = &src[first + i * stride..first + i * stride + 16];
+        // SAFETY: `row` holds 16 u16s (32 bytes); unaligned load, widened and shifted.
+        let v = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
+        let w = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(v));
+        // SAFETY: `words[16 i ..]` holds 16 u32s.
+        unsafe { _mm512_storeu_si512(words[16 * i..].as_mut_ptr().cast(), w) };
+    }
+    // SAFETY: the CPU supports AVX-512 F (the caller's contract); `words` holds 16 rows of 16.
+    unsafe { transpose16_avx512(&words, 16) }
+}
+
 fn transpose16_portable(block: &[u32], stride: usize) -> Block16 {
     let mut out = [[0u32; 16]; 16];
     for (i, row) in block.chunks(stride).take(16).enumerate() {
@@ -89,6 +141,24 @@ unsafe fn transpose16_avx512(block: &[u32], stride: usize) -> Block16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bf16_blocks_transpose_widened() {
+        for (first, stride) in [(0usize, 16usize), (3, 40), (7, 128)] {
+            let src: Vec<u16> = (0..first + 15 * stride + 16)
+                .map(|k| (k as u16).wrapping_mul(40503))
+                .collect();
+            for isa in Isa::supported() {
+                let out = transpose16_bf16(isa, &src, first, stride);
+                for (j, col) in out.iter().enumerate() {
+                    for (i, &v) in col.iter().enumerate() {
+                        let want = u32::from(src[first + i * stride + j]) << 16;
+                        assert_eq!(v, want, "{isa:?} first {first} stride {stride} ({i}, {j})");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_path_transposes() {

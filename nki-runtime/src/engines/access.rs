@@ -624,6 +624,26 @@ pub(crate) fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
     let at = |e: isize, size: usize| (e as usize) * size;
     for r0 in (0..b.rows).step_by(T_ROWS) {
         let n = T_ROWS.min(b.rows - r0);
+        // bf16 rows into fp32 (TensorE's transpose into PSUM): widened in registers, no
+        // conversion pass.
+        let halves = bytemuck::try_cast_slice::<u8, u16>(mem.src()).is_ok();
+        if s_dt == DType::Bf16
+            && d_dt == DType::F32
+            && n == T_ROWS
+            && b.cols.is_multiple_of(16)
+            && halves
+        {
+            for c in (0..b.cols).step_by(16) {
+                let first = (sb + r0 as isize * s_row) as usize + c;
+                let src: &[u16] = bytemuck::cast_slice(mem.src());
+                let t = crate::cpu::transpose::transpose16_bf16(isa, src, first, s_row as usize);
+                for (j, run) in t.iter().enumerate() {
+                    let d0 = at(db + (c + j) as isize * d_row + r0 as isize, ds);
+                    mem.dst()[d0..d0 + 64].copy_from_slice(bytemuck::cast_slice(run));
+                }
+            }
+            continue;
+        }
         for r in 0..n {
             let s0 = at(sb + (r0 + r) as isize * s_row, ss);
             let src = &mem.src()[s0..s0 + b.cols * ss];
