@@ -551,7 +551,7 @@ pub(crate) fn fill(dst: &mut [u8], base: isize, value: &[u8], plan: &Plan) {
 
 /// Fills a contiguous run with copies of `value`, word-wise where the run is aligned (it is
 /// in SBUF and PSUM, whose rows and tiles are element-aligned).
-fn fill_run(run: &mut [u8], value: &[u8]) {
+pub(crate) fn fill_run(run: &mut [u8], value: &[u8]) {
     match *value {
         [a, b] => match bytemuck::try_cast_slice_mut::<u8, u16>(run) {
             Ok(words) => words.fill(u16::from_ne_bytes([a, b])),
@@ -624,6 +624,14 @@ pub(crate) fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
     let at = |e: isize, size: usize| (e as usize) * size;
     for r0 in (0..b.rows).step_by(T_ROWS) {
         let n = T_ROWS.min(b.rows - r0);
+        // A transposed 16 x 16 block of 32-bit elements: destination rows `c..c + 16`, each a
+        // run of the 16 source rows from `r0`.
+        let put = |mem: &mut Mem<'_, '_>, t: &crate::cpu::transpose::Block16, c: usize| {
+            for (j, run) in t.iter().enumerate() {
+                let d0 = at(db + (c + j) as isize * d_row + r0 as isize, ds);
+                mem.dst()[d0..d0 + 64].copy_from_slice(bytemuck::cast_slice(run));
+            }
+        };
         // bf16 rows into fp32 (TensorE's transpose into PSUM): widened in registers, no
         // conversion pass.
         let halves = bytemuck::try_cast_slice::<u8, u16>(mem.src()).is_ok();
@@ -637,10 +645,7 @@ pub(crate) fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
                 let first = (sb + r0 as isize * s_row) as usize + c;
                 let src: &[u16] = bytemuck::cast_slice(mem.src());
                 let t = crate::cpu::transpose::transpose16_bf16(isa, src, first, s_row as usize);
-                for (j, run) in t.iter().enumerate() {
-                    let d0 = at(db + (c + j) as isize * d_row + r0 as isize, ds);
-                    mem.dst()[d0..d0 + 64].copy_from_slice(bytemuck::cast_slice(run));
-                }
+                put(mem, &t, c);
             }
             continue;
         }
@@ -656,10 +661,7 @@ pub(crate) fn transpose_blocks(isa: Isa, mem: &mut Mem<'_, '_>, b: &Block2d) {
             let words: &[u32] = bytemuck::cast_slice(&block[..n * b.cols * ds]);
             while c + 16 <= b.cols {
                 let t = crate::cpu::transpose::transpose16(isa, &words[c..], b.cols);
-                for (j, run) in t.iter().enumerate() {
-                    let d0 = at(db + (c + j) as isize * d_row + r0 as isize, ds);
-                    mem.dst()[d0..d0 + 64].copy_from_slice(bytemuck::cast_slice(run));
-                }
+                put(mem, &t, c);
                 c += 16;
             }
         }

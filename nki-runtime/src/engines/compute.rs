@@ -6,6 +6,7 @@
 use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
 use super::Engines;
+use super::access::fill_run;
 use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
@@ -360,9 +361,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
                         Loc::Psum => psum.bytes_mut(),
                         _ => sbuf.bytes_mut(),
                     };
-                    for w in mem[d..d + n * 4].chunks_exact_mut(4) {
-                        w.copy_from_slice(&bits.to_le_bytes());
-                    }
+                    fill_run(&mut mem[d..d + n * 4], &bits.to_le_bytes());
                 }
                 Side::Row(loc, base, pstride) => {
                     let src = (base + p as isize * pstride) as usize * 4 + from * 4;

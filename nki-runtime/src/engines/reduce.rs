@@ -284,34 +284,12 @@ pub(crate) fn tensor_reduce(
             // One output element per partition (a row's reduction): the batch runs across
             // partitions, so that the results are negated and written once per batch.
             let mut b = Batch::new([src_strides[0], dst_strides[0]]);
-            let whole_run =
-                plan.red.rank() <= 1 && plan.red.inner() == plan.m && plan.run_stride() == 1;
             let mut r = rows.start;
             while r < rows.end {
                 let n = BATCH.min(rows.end - r);
                 b.push(r as isize * src_strides[0], r as isize * dst_strides[0], n);
                 let out = &mut lanes.res[..n];
-                match (source, whole_run) {
-                    // Each row's values are one contiguous fp32 run: folded where they are.
-                    (
-                        Source::Mem {
-                            loc,
-                            dtype: DType::F32,
-                            base,
-                            ..
-                        },
-                        true,
-                    ) if lane == Lane::F32 => {
-                        for (k, o) in out.iter_mut().enumerate() {
-                            let at = (base + (r + k) as isize * src_strides[0]) as usize * 4;
-                            let values = mems.read(loc, at..at + plan.m * 4);
-                            let mut fold = RowFold::new(op, lane);
-                            fold.fold(isa, lane, bytemuck::cast_slice(values));
-                            *o = fold.finish(isa, lane);
-                        }
-                    }
-                    _ => plan.fold_each(mems, 0, &b, buf, bytes, out),
-                }
+                plan.fold_each(mems, 0, &b, buf, bytes, out);
                 if negate {
                     negate_lanes(isa, lane, out);
                 }
@@ -519,6 +497,30 @@ impl Reduction<'_> {
                 offs[k] = start + j as isize * b.strides[0];
                 k += 1;
             }
+        }
+        // Each element's values one contiguous fp32 run: folded where they are, in one call.
+        if let Source::Mem {
+            loc,
+            dtype: DType::F32,
+            base,
+            ..
+        } = self.source
+            && lane == Lane::F32
+            && self.red.rank() <= 1
+            && self.red.inner() == self.m
+            && r_in == 1
+        {
+            for (o, &s_off) in out.iter_mut().zip(&offs[..b.n]) {
+                let at = (base + src_row + s_off) as usize * 4;
+                let mut fold = RowFold::new(self.op, lane);
+                fold.fold(
+                    isa,
+                    lane,
+                    bytemuck::cast_slice(mems.read(loc, at..at + self.m * 4)),
+                );
+                *o = fold.finish(isa, lane);
+            }
+            return;
         }
         for (o, &s_off) in out.iter_mut().zip(&offs[..b.n]) {
             let mut fold = RowFold::new(self.op, lane);
