@@ -87,6 +87,105 @@ fn writes_half_the_output(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
     out
 }
 
+/// The aws-neuron-sdk#1045 pattern: one tile, declared outside the loop, that every iteration
+/// loads into and stores from.
+#[kernel]
+fn reuses_a_tile_across_iterations(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    let buf = ndarray([128, 512], f32, Sbuf);
+    for i in affine_range(2) {
+        buf[[0..128, 0..512]] = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], buf);
+    }
+    out
+}
+
+/// The same, with the tile declared in the loop: a tile per iteration.
+#[kernel]
+fn declares_the_tile_in_the_loop(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    for i in affine_range(2) {
+        let buf = ndarray([128, 512], f32, Sbuf);
+        buf[[0..128, 0..512]] = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], buf);
+    }
+    out
+}
+
+/// The same as `reuses_a_tile_across_iterations` over a `sequential_range`: ordered.
+#[kernel]
+fn reuses_a_tile_in_order(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    let buf = ndarray([128, 512], f32, Sbuf);
+    for i in sequential_range(2) {
+        buf[[0..128, 0..512]] = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], buf);
+    }
+    out
+}
+
+/// A running sum kept with a plain add (`t = t + x`), which is a loop-carried dependency.
+#[kernel]
+fn carries_a_sum_without_accumulating(x: Hbm<f32, 512, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let total = zeros([128, 512], f32, Sbuf);
+    for i in affine_range(4) {
+        let t = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        total[[0..128, 0..512]] = add(total, t);
+    }
+    store(out[[0..128, 0..512]], total);
+    out
+}
+
+/// NKI's accumulation idiom: `+=` into a tile declared outside the loop, read after it.
+#[kernel]
+fn accumulates_across_iterations(x: Hbm<f32, 512, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let total = zeros([128, 512], f32, Sbuf);
+    for i in affine_range(4) {
+        let t = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        total[[0..128, 0..512]] += t;
+    }
+    store(out[[0..128, 0..512]], total);
+    out
+}
+
+/// Reads the sum inside the loop, while other iterations still add to it.
+#[kernel]
+fn reads_a_partial_sum(x: Hbm<f32, 512, 512>) -> Hbm<f32, 512, 512> {
+    let out = ndarray([512, 512], f32, SharedHbm);
+    let total = zeros([128, 512], f32, Sbuf);
+    for i in affine_range(4) {
+        let t = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        total[[0..128, 0..512]] += t;
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], total);
+    }
+    out
+}
+
+/// Every iteration stores the same 128 rows.
+#[kernel]
+fn iterations_store_the_same_rows(x: Hbm<f32, 256, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    for i in affine_range(2) {
+        let t = load(x[[i * 128 + 0..i * 128 + 128, 0..512]]);
+        store(out[[0..128, 0..512]], t);
+    }
+    out
+}
+
+/// Loads into its per-iteration tile in the first iteration only, and stores it in each.
+#[kernel]
+fn reads_what_an_earlier_iteration_left(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    for i in affine_range(2) {
+        let t = ndarray([128, 512], f32, Sbuf);
+        t[[0..128, 0..512]] = load(x[[0..128, 0..512]], mask = i < 1);
+        store(out[[i * 128 + 0..i * 128 + 128, 0..512]], t);
+    }
+    out
+}
+
 fn run_strict(
     kernel: &Kernel<'_>,
     inputs: &[&DeviceTensor<f32>],
@@ -101,15 +200,20 @@ fn run_strict(
 }
 
 #[test]
-fn a_read_of_a_tile_never_written_names_the_tile_and_the_line() {
+fn a_result_computed_from_a_tile_never_written_is_refused_where_it_is_stored() {
     let x = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
     let err = run_strict(&reads_an_unwritten_tile::KERNEL, &[&x], &[128, 512]).unwrap_err();
     let LaunchError::Exec(e) = &err else {
         panic!("{err:?}")
     };
-    assert_eq!(e.mnemonic, "tensor_tensor", "{err}");
+    // The add computes row by row on bytes no instruction wrote: its result is undefined, and
+    // the store of it is the error, naming the add.
+    assert_eq!(e.mnemonic, "store", "{err}");
     assert!(e.line > 0, "{err}");
-    assert!(e.what.contains("tile `scratch`"), "{err}");
+    assert!(
+        e.what.contains("which instruction 1 (tensor_tensor, line"),
+        "{err}"
+    );
     assert!(e.what.contains("SBUF"), "{err}");
     // A plain launch reads whatever SBUF holds and succeeds.
     let mut core = NeuronCore::default();
@@ -128,6 +232,125 @@ fn a_read_past_what_this_iteration_wrote_names_the_loop_values() {
     // The first unwritten element is column 256 of row 0: element 256 of the operand.
     assert!(e.what.contains("element 256 of the operand"), "{err}");
     assert!(e.what.contains("loop values by depth []"), "{err}");
+}
+
+/// The [`LaunchError::Exec`] of a strict launch of `kernel` on zero inputs.
+fn strict_error(
+    kernel: &Kernel<'_>,
+    inputs: &[&[usize]],
+    out_shape: &[usize],
+) -> nki::runtime::ExecError {
+    let ins: Vec<DeviceTensor<f32>> = inputs
+        .iter()
+        .map(|s| DeviceTensor::zeros(s).unwrap())
+        .collect();
+    let refs: Vec<&DeviceTensor<f32>> = ins.iter().collect();
+    match run_strict(kernel, &refs, out_shape) {
+        Err(LaunchError::Exec(e)) => e,
+        other => panic!("{}: {:?}", kernel.program().name(), other.map(|_| ())),
+    }
+}
+
+#[test]
+fn a_tile_reused_across_affine_iterations_is_an_error_naming_both() {
+    let e = strict_error(
+        &reuses_a_tile_across_iterations::KERNEL,
+        &[&[256, 512]],
+        &[256, 512],
+    );
+    assert_eq!(e.mnemonic, "load", "{e}");
+    assert!(e.what.starts_with("overwrites tile `buf`"), "{e}");
+    assert!(
+        e.what.contains(
+            "that iteration i = 0 wrote, in iteration i = 1 of the affine_range loop on line"
+        ),
+        "{e}"
+    );
+    assert!(e.what.contains("aws-neuron-sdk#1045"), "{e}");
+    // Declared in the loop, or over an ordered loop: the same kernel is right.
+    let x = common::random_f32(Ix2(256, 512), 7, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    for k in [
+        &declares_the_tile_in_the_loop::KERNEL,
+        &reuses_a_tile_in_order::KERNEL,
+    ] {
+        let out = run_strict(k, &[&xd], &[256, 512]).unwrap();
+        assert_eq!(
+            out.into_array::<Ix2>().unwrap(),
+            x,
+            "{}",
+            k.program().name()
+        );
+    }
+}
+
+#[test]
+fn an_affine_iteration_reading_another_ones_write_is_an_error_unless_it_accumulates() {
+    let e = strict_error(
+        &carries_a_sum_without_accumulating::KERNEL,
+        &[&[512, 512]],
+        &[128, 512],
+    );
+    assert_eq!(e.mnemonic, "tensor_tensor", "{e}");
+    assert!(e.what.starts_with("reads tile `total`"), "{e}");
+    assert!(
+        e.what
+            .contains("that iteration i = 0 wrote, in iteration i = 1"),
+        "{e}"
+    );
+    assert!(e.what.contains("accumulate with `+=`"), "{e}");
+    // `+=` is NKI's accumulation: allowed, and the sum read after the loop is the reference.
+    let x = common::random_f32(Ix2(512, 512), 8, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let out = run_strict(&accumulates_across_iterations::KERNEL, &[&xd], &[128, 512]).unwrap();
+    let out = out.into_array::<Ix2>().unwrap();
+    for r in 0..128 {
+        for c in 0..512 {
+            // The fp32 sum in iteration order, as the engines add.
+            let want = (0..4).fold(0f32, |acc, i| acc + x[[i * 128 + r, c]]);
+            assert_eq!(out[[r, c]], want, "({r}, {c})");
+        }
+    }
+    // Reading the sum while other iterations still add to it is not.
+    let e = strict_error(&reads_a_partial_sum::KERNEL, &[&[512, 512]], &[512, 512]);
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(
+        e.what.starts_with("reads the partial sum in tile `total`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn two_affine_iterations_writing_one_output_element_are_an_error() {
+    let e = strict_error(
+        &iterations_store_the_same_rows::KERNEL,
+        &[&[256, 512]],
+        &[128, 512],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(e.what.starts_with("writes output `out`"), "{e}");
+    assert!(e.what.contains("element 0 of the tensor"), "{e}");
+    assert!(
+        e.what
+            .contains("two iterations must not write the same output element"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tile_declared_in_a_loop_is_new_in_each_iteration() {
+    let e = strict_error(
+        &reads_what_an_earlier_iteration_left::KERNEL,
+        &[&[256, 512]],
+        &[256, 512],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(
+        e.what
+            .starts_with("reads tile `t` where no instruction of this launch wrote"),
+        "{e}"
+    );
+    assert!(e.what.contains("loop values by depth [1]"), "{e}");
 }
 
 #[test]
@@ -219,7 +442,12 @@ fn correct_kernels_run_strictly_with_the_plain_results() {
 
 /// Runs `kernel` strictly on zero inputs of `shapes` (element type `T` in and out): what it
 /// reads must be what it wrote, whatever the values.
-fn runs_strictly<T: Element>(name: &str, kernel: &Kernel<'_>, shapes: &[&[usize]]) {
+fn runs_strictly<T: Element>(
+    name: &str,
+    kernel: &Kernel<'_>,
+    shapes: &[&[usize]],
+    failures: &mut Vec<String>,
+) {
     let ins: Vec<DeviceTensor<T>> = shapes
         .iter()
         .map(|s| DeviceTensor::zeros(s).unwrap())
@@ -232,43 +460,50 @@ fn runs_strictly<T: Element>(name: &str, kernel: &Kernel<'_>, shapes: &[&[usize]
     let mut out_args: Vec<HbmOut<'_>> = outs.iter_mut().map(|t| t.arg_mut()).collect();
     let bound = kernel.bind(&args, &mut out_args).unwrap();
     if let Err(e) = NeuronCore::default().execute_strict(bound) {
-        panic!("{name}: {e}");
+        failures.push(format!("{name}: {e}"));
     }
 }
 
 #[test]
 fn every_tutorial_kernel_runs_strictly_at_ragged_shapes() {
     let rows = 300; // not a multiple of 128: masked last tiles
+    let mut failures = Vec::new();
     runs_strictly::<f32>(
         "softmax",
         &softmax::nki_softmax_kernel_512::KERNEL,
         &[&[rows, 512]],
+        &mut failures,
     );
     runs_strictly::<f32>(
         "rmsnorm",
         &rmsnorm::nki_rmsnorm_kernel_512::KERNEL,
         &[&[rows, 512], &[512]],
+        &mut failures,
     );
     let ln: &[&[usize]] = &[&[rows, 1024], &[1024], &[1024]];
     runs_strictly::<f32>(
         "layernorm v1",
         &layernorm::nki_layernorm_kernel_v1_1024::KERNEL,
         ln,
+        &mut failures,
     );
     runs_strictly::<f32>(
         "layernorm v2",
         &layernorm::nki_layernorm_kernel_v2_1024::KERNEL,
         ln,
+        &mut failures,
     );
     runs_strictly::<f32>(
         "avgpool",
         &average_pool2d::tensor_avgpool_kernel_512::KERNEL,
         &[&[130, 512, 512]],
+        &mut failures,
     );
     runs_strictly::<f32>(
         "transpose2d",
         &transpose2d::tensor_transpose2d_kernel_64x64::KERNEL,
         &[&[130, 4096]],
+        &mut failures,
     );
     let scan: &[&[usize]] = &[
         &[1, 256, 500],
@@ -277,8 +512,8 @@ fn every_tutorial_kernel_runs_strictly_at_ragged_shapes() {
         &[1, 16, 500],
         &[1, 16, 500],
     ];
-    runs_strictly::<f32>("mamba v1", &mamba::mamba_v1::KERNEL, scan);
-    runs_strictly::<f32>("mamba v2", &mamba::mamba_v2::KERNEL, scan);
+    runs_strictly::<f32>("mamba v1", &mamba::mamba_v1::KERNEL, scan, &mut failures);
+    runs_strictly::<f32>("mamba v2", &mamba::mamba_v2::KERNEL, scan, &mut failures);
     let scan_v3: &[&[usize]] = &[
         &[1, 256, 1024],
         &[1, 256, 1024],
@@ -286,22 +521,26 @@ fn every_tutorial_kernel_runs_strictly_at_ragged_shapes() {
         &[1, 16, 1024],
         &[1, 16, 1024],
     ];
-    runs_strictly::<f32>("mamba v3", &mamba::mamba_v3::KERNEL, scan_v3);
+    runs_strictly::<f32>("mamba v3", &mamba::mamba_v3::KERNEL, scan_v3, &mut failures);
     runs_strictly::<bf16>(
         "matmul hoisted loads",
         &matmul_hoist_load::nki_matmul_hoist_load_::KERNEL,
         &[&[256, 256], &[256, 512]],
+        &mut failures,
     );
     runs_strictly::<bf16>(
         "matmul blocked free dimension",
         &matmul_block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
         &[&[256, 512], &[256, 2048]],
+        &mut failures,
     );
     runs_strictly::<bf16>(
         "matmul fully optimised",
         &matmul_fully_optimized::nki_matmul_fully_optimized_small::KERNEL,
         &[&[1024, 512], &[1024, 1024]],
+        &mut failures,
     );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

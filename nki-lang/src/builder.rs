@@ -226,7 +226,8 @@ impl ProgramBuilder {
         self.tensor(name, dtype, shape, TensorRole::Output)
     }
 
-    /// An on-chip tile (`shape`: partitions, then 1 to 3 free dimensions).
+    /// An on-chip tile (`shape`: partitions, then 1 to 3 free dimensions), declared in the
+    /// innermost open loop: each of its iterations has a tile of its own, used only inside it.
     pub fn tile(
         &mut self,
         name: &str,
@@ -244,6 +245,7 @@ impl ProgramBuilder {
             memory,
             dtype,
             shape,
+            scope: self.open.last().map(|&b| b as u32),
         });
         Ok(TileId((self.buf.tiles.len() - 1) as u16))
     }

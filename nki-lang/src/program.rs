@@ -41,6 +41,11 @@ pub struct TileDecl<'a> {
     pub shape: TileShape,
     /// Byte offset within each partition it occupies (for PSUM: bank × 2048).
     pub addr: u32,
+    /// Where it is declared: the `LoopBegin` instruction of the innermost loop whose body
+    /// declares it, or `None` at the kernel's top level. Each iteration of that loop has a tile
+    /// of its own (what one iteration wrote, the next does not see); a tile declared outside a
+    /// loop is one tile shared by the loop's iterations.
+    pub scope: Option<u32>,
 }
 
 impl TileDecl<'_> {

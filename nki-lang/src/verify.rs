@@ -43,6 +43,9 @@ pub struct TileBuf {
     pub dtype: DType,
     /// Partition size, then free sizes.
     pub shape: TileShape,
+    /// The `LoopBegin` of the innermost loop whose body declares it (`None`: the kernel's top
+    /// level); see [`TileDecl::scope`].
+    pub scope: Option<u32>,
 }
 
 /// A program under construction: owned, unchecked, without tile addresses.
@@ -251,6 +254,7 @@ impl CompiledProgram {
                     dtype: t.dtype,
                     shape: t.shape,
                     addr,
+                    scope: t.scope,
                 })
                 .collect(),
             loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),
@@ -754,7 +758,7 @@ impl Checker<'_> {
                 | InstrData::Scan { .. }
                 | InstrData::Select { .. }
                 | InstrData::Matmul { .. } => {
-                    if let Err((slot, what)) = self.check_operand_refs(ins, stack.len()) {
+                    if let Err((slot, what)) = self.check_operand_refs(ins, &stack) {
                         let site = match slot {
                             Some(slot) => Site::Operand { instr: i, slot },
                             None => Site::Instr(i),
@@ -774,6 +778,17 @@ impl Checker<'_> {
         if p.views.iter().any(|v| v.tile as usize >= p.tiles.len()) {
             self.malformed(Site::Program, "tile index out of range");
         }
+        let loop_begin = |s: u32| {
+            p.instrs
+                .get(s as usize)
+                .is_some_and(|i| matches!(i.data, InstrData::LoopBegin { .. }))
+        };
+        if p.tiles
+            .iter()
+            .any(|t| t.scope.is_some_and(|s| !loop_begin(s)))
+        {
+            self.malformed(Site::Program, "a tile's scope is not a loop");
+        }
         let bad_access = |a: &HbmAccess| {
             p.tensors
                 .get(a.tensor as usize)
@@ -784,15 +799,17 @@ impl Checker<'_> {
         }
     }
 
-    /// Every operand index of a non-loop instruction is in range, and its affine indices use
-    /// only the `depth` enclosing loops. A failure names the operand's slot (`None`: the
-    /// instruction as a whole).
+    /// Every operand index of a non-loop instruction is in range, its affine indices use only
+    /// the enclosing loops (`open`: their `LoopBegin`s, outermost first), and every tile it
+    /// uses is declared in one of them or at the top level. A failure names the operand's slot
+    /// (`None`: the instruction as a whole).
     fn check_operand_refs(
         &self,
         ins: &Instr,
-        depth: usize,
+        open: &[usize],
     ) -> Result<(), (Option<u8>, &'static str)> {
         let p = self.p;
+        let depth = open.len();
         const OUTSIDE: &str = "index uses a loop that does not enclose it";
         if let Some(m) = ins.mask {
             let mask = p
@@ -831,8 +848,12 @@ impl Checker<'_> {
                         .views
                         .get(v.index())
                         .ok_or((slot, "view index out of range"))?;
-                    if view.tile as usize >= p.tiles.len() {
-                        return Err((slot, "tile index out of range"));
+                    let tile = p
+                        .tiles
+                        .get(view.tile as usize)
+                        .ok_or((slot, "tile index out of range"))?;
+                    if tile.scope.is_some_and(|s| !open.contains(&(s as usize))) {
+                        return Err((slot, "a tile is used outside the loop that declares it"));
                     }
                     if view.offset.uses_loops_from(depth) {
                         return Err((None, OUTSIDE));

@@ -468,3 +468,43 @@ fn instructions_keep_their_engines() {
         vec![Engine::Sync, Engine::Dma, Engine::Dma, Engine::Sync]
     );
 }
+
+#[test]
+fn tile_used_after_the_loop_that_declares_it() {
+    // for i in range(4): t = x[128i + p, f] (t declared in the loop); afterwards: out = t.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[512, 512])).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[128, 512])).unwrap();
+    let i = b
+        .begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
+        .unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.load(t, Grid::origin(x).at(0, i.checked_scale(128).unwrap()))
+        .unwrap();
+    b.end_loop().unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let nki_lang::builder::BuildError::Rules(d) = b.finish().expect_err("must be rejected") else {
+        panic!("expected rule violations")
+    };
+    assert_eq!(
+        d,
+        vec![diag(
+            operand(3, slot::TILE),
+            malformed("a tile is used outside the loop that declares it")
+        )]
+    );
+}
+
+#[test]
+fn tile_scope_that_is_not_a_loop() {
+    let mut p = looped();
+    p.tiles[0].scope = Some(1);
+    let outside = || malformed("a tile is used outside the loop that declares it");
+    assert_eq!(
+        buf_violations(p),
+        vec![
+            diag(operand(1, slot::TILE), outside()),
+            diag(operand(2, slot::TILE), outside())
+        ]
+    );
+}

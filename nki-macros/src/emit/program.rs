@@ -40,8 +40,12 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             shape(&t.shape),
             t.addr,
         );
+        let scope = match t.scope {
+            Some(s) => quote!(::core::option::Option::Some(#s)),
+            None => quote!(::core::option::Option::None),
+        };
         let decl = item("TileDecl");
-        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr })
+        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr, scope: #scope })
     });
     let loop_vars = prog.loop_vars();
     let views = prog.views().iter().map(view);

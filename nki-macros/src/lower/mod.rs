@@ -114,6 +114,9 @@ pub struct Lowerer<'e> {
     scopes: Vec<HashMap<String, Value>>,
     /// Trip counts of the enclosing (non-unrolled) loops.
     loops: Vec<Extent>,
+    /// The `LoopBegin` instruction of each enclosing loop, outermost first: a tile is declared
+    /// in the innermost.
+    loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
     temp_count: usize,
@@ -158,6 +161,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         tensors: Vec::new(),
         scopes: vec![HashMap::new()],
         loops: Vec::new(),
+        loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
         temp_count: 0,
         helpers: &kernel.helpers,
@@ -344,6 +348,7 @@ impl Lowerer<'_> {
             memory,
             dtype,
             shape,
+            scope: self.loop_begins.last().copied(),
         });
         self.spans.tiles.push(span);
         let tile = (self.buf.tiles.len() - 1) as u16;
@@ -585,6 +590,7 @@ impl Lowerer<'_> {
             InstrSpans::at(iter_span),
         );
         self.loops.push(extent);
+        self.loop_begins.push(begin as u32);
         self.scopes.push(HashMap::new());
         if var.is_some() {
             self.bind(
@@ -595,6 +601,7 @@ impl Lowerer<'_> {
         self.block(body);
         self.scopes.pop();
         self.loops.pop();
+        self.loop_begins.pop();
         let end = self.emit(
             Opcode::LoopEnd,
             InstrData::LoopEnd {

@@ -1,0 +1,689 @@
+//! Strict execution: a launch whose result depends on what hardware does not promise (memory
+//! it never wrote, the order of an `affine_range` loop's iterations or of SPMD instances) is
+//! an error instead of a result that hardware would not reproduce.
+//!
+//! SBUF and PSUM keep their contents between launches, and an output tensor holds whatever the
+//! caller put in it; on a NeuronCore those bytes are whatever the previous kernel left. A
+//! kernel that reads them computes, in a permissive simulator, the intended answer by accident
+//! (a zeroed buffer) and garbage on the device. Likewise the iterations of an `affine_range`
+//! loop may run in any order and overlap, and the instances of an SPMD grid run on separate
+//! cores: a kernel whose iterations or instances depend on each other computes, serially, an
+//! answer the device does not.
+//!
+//! [`Strict`] keeps a shadow of SBUF and PSUM with, per byte, the tile that last wrote it, the
+//! iteration that wrote it (every loop's, see [`iterations`]) and whether it accumulated; and
+//! per output element, the instance and iteration that wrote it. Each instruction's operands are
+//! checked against it before the instruction runs. The launch stops with [`crate::ExecError`]
+//! (the instruction, its kernel source line, the tile or tensor, the element, the loop values)
+//! when an instruction:
+//! - reads bytes no instruction of this launch wrote; a tile declared inside a loop is a new
+//!   tile in each iteration, so reading what the previous iteration left in it counts;
+//! - reads, in one iteration of an `affine_range` loop, what another iteration wrote to a tile
+//!   declared outside the loop, or to an output;
+//! - overwrites, in one iteration, what another iteration wrote to such a tile (a tile reused
+//!   across iterations, aws-neuron-sdk#1045) or to an output;
+//!
+//! except NKI's accumulation idiom: `+=` (and an accumulation group's matmuls) into a tile
+//! declared outside the loop may run in every iteration; the sum is read after the loop.
+//! `sequential_range` orders its iterations, so they may depend on each other. After the last
+//! instruction, every output element must have been written ([`StrictError::Unwritten`]).
+//!
+//! Each SPMD instance starts with nothing written on chip, and an instance that reads or
+//! writes an output element another instance wrote is an error naming both instances' program
+//! ids.
+//!
+//! Run a launch strictly with [`crate::NeuronCore::execute_strict`]. It is an observer, so
+//! the launch runs on one thread, and each operand's elements are visited once more to check
+//! or mark them: a debugging mode, many times slower than a plain launch.
+
+mod iterations;
+mod shadow;
+
+use core::fmt;
+use core::ops::ControlFlow;
+
+use nki_lang::{
+    Axes, Instr, InstrData, LoopKind, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues,
+    Write,
+    target::{PARTITIONS, PSUM_PARTITION_BYTES},
+};
+use thiserror::Error;
+
+use crate::exec::{Loc, Observer, Operands, Resolved, accumulates};
+use iterations::{Iterations, NodeId, Relation};
+use shadow::{Shadow, Stamp};
+
+/// A launch that left part of an output unwritten.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum StrictError {
+    /// Output `output` has `count` elements no instruction wrote, the first at row-major
+    /// index `first`.
+    #[error(
+        "kernel `{kernel}` left {count} element{} of output `{output}` unwritten (the first at row-major index {first})",
+        if *count == 1 { "" } else { "s" }
+    )]
+    Unwritten {
+        /// The kernel's name.
+        kernel: String,
+        /// The output's name.
+        output: String,
+        /// The first unwritten element.
+        first: usize,
+        /// How many elements are unwritten.
+        count: usize,
+    },
+}
+
+/// Who wrote an output element last.
+#[derive(Copy, Clone, Debug, Default)]
+struct Owner {
+    /// 1 + the ordinal of the SPMD instance; 0 while unwritten.
+    instance: u32,
+    /// The iteration the write ran in (within that instance).
+    node: NodeId,
+}
+
+/// How an operand uses its tile.
+#[derive(Copy, Clone, Debug)]
+struct Access {
+    /// The tile (`u16::MAX` when the operand names none).
+    tile: u16,
+    /// The `LoopBegin` of the loop declaring the tile (`None`: the top level).
+    scope: Option<u32>,
+    /// Whether it reads (else it only writes).
+    reads: bool,
+    /// Whether it accumulates into the tile (`+=`, an accumulation group).
+    accumulates: bool,
+}
+
+/// What an access may not do.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Fault {
+    /// Read bytes no instruction of this instance wrote (to this tile, in this iteration of
+    /// the loops that declare it).
+    Unwritten,
+    /// Touched what another iteration of an `affine_range` loop wrote.
+    Race {
+        /// The loop's `LoopBegin`.
+        begin: u32,
+        /// The iteration that wrote.
+        wrote: i64,
+        /// The iteration that accesses.
+        now: i64,
+        /// Whether that write accumulated.
+        accumulated: bool,
+    },
+    /// Touched an output element another SPMD instance wrote (its 1-based ordinal).
+    Instance(u32),
+    /// Read, inside an `affine_range` loop, a sum accumulated over its iterations.
+    PartialSum {
+        /// The loop's `LoopBegin`.
+        begin: u32,
+        /// The iteration that reads.
+        now: i64,
+    },
+    /// Read a value that instruction `origin − 1` computed from bytes no instruction wrote.
+    Undefined {
+        /// 1 + the instruction.
+        origin: u32,
+    },
+}
+
+/// The strictness observer of one launch (see the [module documentation](self)).
+#[derive(Clone, Debug)]
+pub struct Strict<'p> {
+    program: &'p Program<'p>,
+    sbuf: Shadow,
+    psum: Shadow,
+    /// Per output tensor (by output index), per element.
+    outputs: Vec<Vec<Owner>>,
+    /// The program ids of the instances seen so far, by ordinal (the last is running).
+    instances: Vec<[i64; MAX_PIDS]>,
+    iterations: Iterations,
+    /// The iteration the running instruction belongs to.
+    now: NodeId,
+    /// The writes of the instruction that runs, marked after it ran: the operand, its tile,
+    /// whether it accumulates, and the iteration of the outermost loop its sum runs over.
+    pending: Vec<(Resolved, u16, bool, Option<NodeId>)>,
+    /// The rows (grid partitions) of the running instruction's results computed from bytes no
+    /// instruction wrote, and 1 + the instruction that first did so.
+    undefined: (u128, u32),
+}
+
+impl<'p> Strict<'p> {
+    /// A shadow of nothing written, for a launch of `program` on a core with
+    /// `sbuf_partition_bytes` of SBUF per partition and outputs of `output_bytes` bytes.
+    pub fn new(
+        program: &'p Program<'p>,
+        sbuf_partition_bytes: usize,
+        output_bytes: &[usize],
+    ) -> Self {
+        Strict {
+            program,
+            sbuf: Shadow::new(PARTITIONS as usize * sbuf_partition_bytes),
+            psum: Shadow::new(PARTITIONS as usize * PSUM_PARTITION_BYTES as usize),
+            outputs: output_bytes
+                .iter()
+                .zip(program.outputs())
+                .map(|(&n, d)| vec![Owner::default(); n / d.dtype.size() as usize])
+                .collect(),
+            instances: Vec::new(),
+            iterations: Iterations::new(program),
+            now: 0,
+            pending: Vec::new(),
+            undefined: (0, 0),
+        }
+    }
+
+    /// Notes the instance with program ids `pids` as running: a new instance starts with
+    /// nothing written on chip (on hardware each runs on its own core, or after the previous
+    /// one's tiles are gone). Returns its 1-based ordinal.
+    fn enter(&mut self, pids: [i64; MAX_PIDS]) -> u32 {
+        if self.instances.last() != Some(&pids) {
+            self.instances.push(pids);
+            self.sbuf.clear();
+            self.psum.clear();
+            self.iterations.reset();
+        }
+        u32::try_from(self.instances.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The tile operand `slot` of `instr` goes through, and the loop that declares it.
+    fn tile_of(&self, instr: &Instr, slot: u8) -> (u16, Option<u32>) {
+        let p = self.program;
+        let view = instr.operands().into_iter().find_map(|o| match o.operand {
+            OperandRef::View(v) if o.slot == slot => p.views().get(v.index()),
+            _ => None,
+        });
+        view.and_then(|v| Some((v.tile, p.tiles().get(usize::from(v.tile))?.scope)))
+            .unwrap_or((u16::MAX, None))
+    }
+
+    /// The loop whose `LoopBegin` is `begin`: its kind, variable name, end and source line.
+    fn loop_at(&self, begin: u32) -> Option<(LoopKind, &'p str, u32, u32)> {
+        let p = self.program;
+        let ins = p.instrs().get(begin as usize)?;
+        match ins.data {
+            InstrData::LoopBegin { kind, var, end, .. } => {
+                let name = p.loop_vars().get(usize::from(var)).copied().unwrap_or("_");
+                Some((kind, name, end, ins.line))
+            }
+            _ => None,
+        }
+    }
+
+    /// What an access to a tile may not do, given the stamp of a byte it touches.
+    fn judge(&self, stamp: Stamp, a: Access) -> Option<Fault> {
+        let fresh = a.reads.then_some(Fault::Unwritten);
+        if !stamp.written() || stamp.tile != a.tile {
+            return fresh;
+        }
+        if a.reads
+            && !a.accumulates
+            && stamp.spans
+            && self.iterations.encloses(stamp.node, self.now)
+        {
+            let (begin, now) = self.iterations.iteration(stamp.node);
+            if let Some((LoopKind::Affine, ..)) = self.loop_at(begin) {
+                return Some(Fault::PartialSum { begin, now });
+            }
+        }
+        if let Relation::OtherIteration { begin, wrote, now } =
+            self.iterations.relation(stamp.node, self.now)
+            && let Some((kind, _, end, _)) = self.loop_at(begin)
+        {
+            // The loop declares the tile: each iteration has its own.
+            if a.scope.is_some_and(|s| begin <= s && s < end) {
+                return fresh;
+            }
+            if kind == LoopKind::Affine && !(a.accumulates && stamp.accumulated) {
+                return Some(Fault::Race {
+                    begin,
+                    wrote,
+                    now,
+                    accumulated: stamp.accumulated,
+                });
+            }
+        }
+        (a.reads && stamp.undefined != 0).then_some(Fault::Undefined {
+            origin: stamp.undefined,
+        })
+    }
+
+    /// What an access to an output element may not do, given who wrote it.
+    fn judge_output(&self, owner: Owner, me: u32, reads: bool) -> Option<Fault> {
+        if owner.instance == 0 {
+            return reads.then_some(Fault::Unwritten);
+        }
+        if owner.instance != me {
+            return Some(Fault::Instance(owner.instance));
+        }
+        let Relation::OtherIteration { begin, wrote, now } =
+            self.iterations.relation(owner.node, self.now)
+        else {
+            return None;
+        };
+        match self.loop_at(begin)? {
+            (LoopKind::Sequential, ..) => None,
+            (LoopKind::Affine, ..) => Some(Fault::Race {
+                begin,
+                wrote,
+                now,
+                accumulated: false,
+            }),
+        }
+    }
+
+    /// Byte offsets of every element of `r`, with its row (partition index in the operand), in
+    /// row-major order of its grid, until `f` returns `false`: then the element's index in that
+    /// order.
+    fn each_element(r: &Resolved, mut f: impl FnMut(usize, usize) -> bool) -> Option<usize> {
+        let size = r.dtype.size() as isize;
+        let d = r.dims;
+        let s = r.pattern.strides;
+        if d.contains(&0) {
+            return None;
+        }
+        let last = MAX_TILE_RANK - 1;
+        let (inner, step) = (d[last], s[last]);
+        let mut idx = [0usize; MAX_TILE_RANK];
+        let mut n = 0usize;
+        loop {
+            // The offset of this run's first element; the innermost dimension is a run.
+            let start = r.pattern.base
+                + idx[..last]
+                    .iter()
+                    .zip(&s[..last])
+                    .map(|(&i, &st)| i as isize * st)
+                    .sum::<isize>();
+            for k in 0..inner {
+                let elem = start + k as isize * step;
+                let at = usize::try_from(elem * size).unwrap_or(usize::MAX);
+                if !f(at, idx[0]) {
+                    return Some(n + k);
+                }
+            }
+            n += inner;
+            // Advance the outer dimensions like an odometer.
+            let mut j = last;
+            loop {
+                if j == 0 {
+                    return None;
+                }
+                j -= 1;
+                idx[j] += 1;
+                if idx[j] < d[j] {
+                    break;
+                }
+                idx[j] = 0;
+            }
+        }
+    }
+
+    /// The first fault of an on-chip operand: the element (in the operand's order), its byte
+    /// in the memory, and the fault. With `rows` (an instruction that computes row by row), a
+    /// read of unwritten or undefined bytes is no fault: it makes the rows it feeds undefined
+    /// (`rows`: the rows and 1 + the instruction they come from).
+    fn check_on_chip(
+        &self,
+        pc: usize,
+        r: &Resolved,
+        a: Access,
+        mut rows: Option<&mut (u128, u32)>,
+    ) -> Option<(usize, usize, Fault)> {
+        let map = if r.loc == Loc::Psum {
+            &self.psum
+        } else {
+            &self.sbuf
+        };
+        let size = r.dtype.size() as usize;
+        // Consecutive bytes mostly carry one stamp: judge each stamp once.
+        let mut last: Option<(Stamp, Option<Fault>)> = None;
+        let mut found = None;
+        // A row broadcast along the partitions feeds every row.
+        let broadcast = r.dims[0] == 1;
+        let n = Strict::each_element(r, |at, row| {
+            for b in at..at.saturating_add(size) {
+                let stamp = map.get(b);
+                let fault = match last {
+                    Some((s, f)) if s == stamp => f,
+                    _ => {
+                        let f = self.judge(stamp, a);
+                        last = Some((stamp, f));
+                        f
+                    }
+                };
+                let origin = match fault {
+                    None => continue,
+                    Some(Fault::Unwritten) => u32::try_from(pc + 1).unwrap_or(u32::MAX),
+                    Some(Fault::Undefined { origin }) => origin,
+                    Some(f) => {
+                        found = Some((b, f));
+                        return false;
+                    }
+                };
+                match rows.as_deref_mut() {
+                    Some((bits, first)) => {
+                        *bits |= if broadcast {
+                            u128::MAX
+                        } else {
+                            1 << row.min(127)
+                        };
+                        if *first == 0 {
+                            *first = origin;
+                        }
+                    }
+                    None => {
+                        found = fault.map(|f| (b, f));
+                        return false;
+                    }
+                }
+            }
+            true
+        })?;
+        found.map(|(b, f)| (n, b, f))
+    }
+
+    /// The first fault of an output operand: the element (in the operand's order), its
+    /// row-major index in the tensor, and the fault.
+    fn check_output(&self, r: &Resolved, me: u32) -> Option<(usize, usize, Fault)> {
+        let Loc::Hbm(t) = r.loc else { return None };
+        let out = usize::from(t).checked_sub(self.program.input_count())?;
+        let owners = self.outputs.get(out)?;
+        let size = (r.dtype.size() as usize).max(1);
+        let mut found = None;
+        let n = Strict::each_element(r, |at, _| {
+            let e = at / size;
+            let owner = owners.get(e).copied().unwrap_or_default();
+            match self.judge_output(owner, me, r.dir.reads()) {
+                Some(f) => {
+                    found = Some((e, f));
+                    false
+                }
+                None => true,
+            }
+        })?;
+        found.map(|(e, f)| (n, e, f))
+    }
+
+    /// The name of what operand `slot` of `instr` reads or writes.
+    fn describe(&self, instr: &Instr, slot: u8, r: &Resolved) -> String {
+        let p = self.program;
+        let named = instr.operands().into_iter().find(|o| o.slot == slot);
+        match (named.map(|o| o.operand), r.loc) {
+            (Some(OperandRef::View(v)), _) => {
+                let tile = p
+                    .views()
+                    .get(v.index())
+                    .and_then(|v| p.tiles().get(usize::from(v.tile)));
+                tile.map_or("a tile".to_string(), |t| format!("tile `{}`", t.name))
+            }
+            (_, Loc::Hbm(t)) => p
+                .tensors()
+                .get(usize::from(t))
+                .map_or("an output".to_string(), |t| format!("output `{}`", t.name)),
+            _ => "an operand".to_string(),
+        }
+    }
+
+    /// The message of a fault of operand `r` of `instr`, at element `n` of the operand
+    /// (`place`: where that element is).
+    fn message(
+        &self,
+        instr: &Instr,
+        r: &Resolved,
+        (n, place): (usize, String),
+        a: Access,
+        fault: Fault,
+        vars: &VarValues,
+    ) -> String {
+        let what = self.describe(instr, r.slot, r);
+        let at = LoopValues(vars);
+        match fault {
+            Fault::Unwritten => format!(
+                "reads {what} where no instruction of this launch wrote: element {n} of the operand ({place}), {at}"
+            ),
+            Fault::Instance(o) => {
+                let other = self
+                    .instances
+                    .get(o as usize - 1)
+                    .copied()
+                    .unwrap_or_default();
+                let verb = if r.dir.writes() { "writes" } else { "reads" };
+                format!(
+                    "{verb} {place} of {what}, which the instance with program ids {other:?} wrote: SPMD instances must not share output elements ({at})"
+                )
+            }
+            Fault::PartialSum { begin, now } => {
+                let (_, var, _, line) =
+                    self.loop_at(begin).unwrap_or((LoopKind::Affine, "_", 0, 0));
+                format!(
+                    "reads the partial sum in {what} ({place}, element {n} of the operand) in iteration {var} = {now} of the affine_range loop on line {line}, whose iterations accumulate into it: they may run in any order or overlap, and the sum is complete only after the loop; {at}"
+                )
+            }
+            Fault::Undefined { origin } => {
+                let (k, source) = self.instruction(origin);
+                format!(
+                    "reads {what} ({place}, element {n} of the operand), which instruction {k} ({source}) computed from bytes no instruction of this launch wrote: mask that instruction to the rows that hold data, or write them first; {at}"
+                )
+            }
+            Fault::Race {
+                begin,
+                wrote,
+                now,
+                accumulated,
+            } => {
+                let (_, var, _, line) =
+                    self.loop_at(begin).unwrap_or((LoopKind::Affine, "_", 0, 0));
+                let (verb, why) = match (a.reads, a.accumulates, accumulated) {
+                    (_, true, _) => (
+                        "accumulates into",
+                        "an accumulation may only add to a sum that every iteration accumulates into",
+                    ),
+                    (true, false, true) => (
+                        "reads the partial sum in",
+                        "a sum accumulated across the iterations is complete only after the loop",
+                    ),
+                    (true, false, false) => (
+                        "reads",
+                        "one iteration must not read what another writes (accumulate with `+=`, or use `sequential_range`)",
+                    ),
+                    (false, false, _) if matches!(r.loc, Loc::Hbm(_)) => (
+                        "writes",
+                        "two iterations must not write the same output element",
+                    ),
+                    (false, false, _) => (
+                        "overwrites",
+                        "a tile declared outside the loop is one tile shared by its iterations (declare it inside the loop; aws-neuron-sdk#1045)",
+                    ),
+                };
+                format!(
+                    "{verb} {what} ({place}, element {n} of the operand) that iteration {var} = {wrote} wrote, in iteration {var} = {now} of the affine_range loop on line {line}: its iterations may run in any order or overlap, and {why}; {at}"
+                )
+            }
+        }
+    }
+
+    /// The iteration of the outermost loop an accumulation (written `write`, into a tile
+    /// declared in `scope`) sums over: an accumulation group's outermost loop, or for `+=` the
+    /// outermost loop between the tile's declaration and the instruction.
+    fn span(&self, write: Option<Write>, scope: Option<u32>) -> Option<NodeId> {
+        let depth = match write? {
+            Write::Overwrite => return None,
+            Write::Group { loops, .. } => (loops != 0).then(|| loops.trailing_zeros() as usize)?,
+            Write::Accumulate(_) => scope.map_or(0, |b| self.iterations.body_depth(b)),
+        };
+        self.iterations.current_at(depth + 1)
+    }
+
+    /// Instruction `origin − 1` by its index and as `mnemonic, line L`.
+    fn instruction(&self, origin: u32) -> (usize, String) {
+        let k = (origin as usize).saturating_sub(1);
+        let source = self.program.instrs().get(k).map_or(String::new(), |i| {
+            format!("{}, line {}", i.mnemonic(), i.line)
+        });
+        (k, source)
+    }
+
+    /// The elements of every output no instruction wrote: an error for the first output with
+    /// any.
+    pub fn finish(&self) -> Result<(), StrictError> {
+        let outputs = self.program.outputs();
+        for (owners, decl) in self.outputs.iter().zip(outputs) {
+            let unwritten = |o: &Owner| o.instance == 0;
+            if let Some(first) = owners.iter().position(unwritten) {
+                return Err(StrictError::Unwritten {
+                    kernel: self.program.name().to_string(),
+                    output: decl.name.to_string(),
+                    first,
+                    count: owners.iter().filter(|o| unwritten(o)).count(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The program ids and the open loops' values by depth, as `program ids (0, 1, 0), loop
+/// values [3, 0]` (trailing zero values left out).
+struct LoopValues<'a>(&'a VarValues);
+
+impl fmt::Display for LoopValues<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (pids, loops) = self.0.split_at(MAX_PIDS);
+        let used = loops.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
+        write!(
+            f,
+            "program ids {pids:?}, loop values by depth {:?}",
+            &loops[..used]
+        )
+    }
+}
+
+impl Observer for Strict<'_> {
+    fn before(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+    ) -> ControlFlow<String> {
+        self.pending.clear();
+        let mut pids = [0i64; MAX_PIDS];
+        pids.copy_from_slice(&vars[..MAX_PIDS]);
+        let me = self.enter(pids);
+        let Some(now) = self.iterations.enter(pc, vars) else {
+            return ControlFlow::Break(
+                "runs more loop iterations than strict mode can follow (2^32 per instance)"
+                    .to_string(),
+            );
+        };
+        self.now = now;
+        let dst_write = instr.data.dst().map(|d| d.write);
+        let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
+        let group_overwrites =
+            dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !accumulates(w, vars));
+        // Every operand follows the grid: row p of the results depends on row p of the
+        // sources only,
+        // and the results stay on chip (a store of undefined rows is the error).
+        let row_by_row = instr
+            .opcode
+            .info()
+            .operands
+            .iter()
+            .all(|o| o.axes == Axes::Grid)
+            && !operands
+                .iter()
+                .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
+        let mut undefined = (0u128, 0u32);
+        // Sources first: an instruction that reads what another iteration wrote and writes it
+        // back is reported for the read.
+        let sources = operands.iter().filter(|r| r.dir.reads());
+        for r in sources.chain(operands.iter().filter(|r| !r.dir.reads())) {
+            let reads = r.dir.reads() && !(r.slot == 0 && group_overwrites);
+            if !reads && !r.dir.writes() {
+                continue;
+            }
+            let (tile, scope) = self.tile_of(instr, r.slot);
+            let a = Access {
+                tile,
+                scope,
+                reads,
+                accumulates: r.slot == 0 && accumulating,
+            };
+            if r.dir.writes() {
+                let span = if a.accumulates {
+                    self.span(dst_write, scope)
+                } else {
+                    None
+                };
+                self.pending.push((*r, tile, a.accumulates, span));
+            }
+            let rows = row_by_row.then_some(&mut undefined);
+            let fault = match r.loc {
+                Loc::Sbuf | Loc::Psum => self.check_on_chip(pc, r, a, rows).map(|(n, b, f)| {
+                    let mem = if r.loc == Loc::Psum { "PSUM" } else { "SBUF" };
+                    (n, format!("byte {b} of {mem}"), f)
+                }),
+                Loc::Hbm(_) => self
+                    .check_output(r, me)
+                    .map(|(n, e, f)| (n, format!("element {e} of the tensor"), f)),
+                Loc::Expr | Loc::Imm(_) => None,
+            };
+            if let Some((n, place, f)) = fault {
+                return ControlFlow::Break(self.message(instr, r, (n, place), a, f, vars));
+            }
+        }
+        self.undefined = undefined;
+        ControlFlow::Continue(())
+    }
+
+    fn after(&mut self, _pc: usize, _instr: &Instr) {
+        let me = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
+        let node = self.now;
+        let (rows, origin) = self.undefined;
+        let pending = core::mem::take(&mut self.pending);
+        for (r, tile, accumulated, span) in &pending {
+            let size = r.dtype.size() as usize;
+            let stamp = Stamp {
+                node: span.unwrap_or(node),
+                tile: *tile,
+                accumulated: *accumulated,
+                spans: span.is_some(),
+                undefined: 0,
+            };
+            match r.loc {
+                Loc::Sbuf | Loc::Psum => {
+                    let map = if r.loc == Loc::Psum {
+                        &mut self.psum
+                    } else {
+                        &mut self.sbuf
+                    };
+                    Strict::each_element(r, |at, row| {
+                        let undefined = if rows >> row.min(127) & 1 == 1 {
+                            origin
+                        } else {
+                            0
+                        };
+                        map.set(at, size, Stamp { undefined, ..stamp });
+                        true
+                    });
+                }
+                Loc::Hbm(t) => {
+                    let out = usize::from(t).checked_sub(self.program.input_count());
+                    if let Some(owners) = out.and_then(|o| self.outputs.get_mut(o)) {
+                        Strict::each_element(r, |at, _| {
+                            if let Some(o) = owners.get_mut(at / size.max(1)) {
+                                *o = Owner { instance: me, node };
+                            }
+                            true
+                        });
+                    }
+                }
+                Loc::Expr | Loc::Imm(_) => {}
+            }
+        }
+        self.pending = pending;
+    }
+}
