@@ -166,8 +166,12 @@ fn copies_within(x: Hbm<f32, 128, 512>) -> (Hbm<bf16, 128, 512>, Hbm<f32, 128, 3
 #[test]
 fn copies_within_one_memory_on_two_threads_match_one_thread_and_the_reference() {
     let x = Array2::from_shape_fn((128, 512), |(i, j)| (i * 512 + j) as f32 * 0.37 - 9000.0);
-    let mut serial = NeuronCore::default().with_host_threads(1);
-    let mut parallel = NeuronCore::default().with_host_threads(2);
+    let mut serial = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(1);
+    let mut parallel = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(2);
     let (a1, b1) = copies_within::host(&mut serial, x.view()).unwrap();
     let (a2, b2) = copies_within::host(&mut parallel, x.view()).unwrap();
     let bits = |a: &Array2<bf16>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();

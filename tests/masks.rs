@@ -226,7 +226,9 @@ fn masked_store_leaves_hbm_untouched() {
     let x = rand_f32(Ix2(128, 512), 12, -3.0, 3.0);
     let input = DeviceTensor::from_array(&x).unwrap();
     let mut out = DeviceTensor::from_array(&Array2::from_elem((128, 512), -5.0f32)).unwrap();
-    masked_store::launch_into(&mut NeuronCore::default(), &input, &mut out).unwrap();
+    // The output's unmasked part stays unwritten on purpose, which a strict launch refuses.
+    let mut core = NeuronCore::default().with_strict(false);
+    masked_store::launch_into(&mut core, &input, &mut out).unwrap();
     let out = out.into_array::<Ix2>().unwrap();
     let want = Array2::from_shape_fn(
         (128, 512),

@@ -69,7 +69,8 @@ fn count<R>(f: impl FnOnce() -> R) -> (R, usize) {
 
 #[test]
 fn launches_allocate_only_their_outputs() {
-    let mut core = NeuronCore::default();
+    // The plain launch path (a strict launch keeps a shadow of the memories).
+    let mut core = NeuronCore::default().with_strict(false);
     let a = DeviceTensor::from_array(&common::random_bf16(128, 128, 1)).unwrap();
     let b = DeviceTensor::from_array(&common::random_bf16(128, 512, 2)).unwrap();
     let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();

@@ -39,14 +39,14 @@ pub struct NeuronCore {
 
 impl NeuronCore {
     /// A core of generation `target`, running its inner loops on the best code path of this
-    /// CPU ([`Isa::detect`]).
+    /// CPU ([`Isa::detect`]), strictly or not as [`strict_by_default`] says.
     pub fn new(target: Target) -> Self {
         NeuronCore {
             target,
             engines: Engines::new(target, Isa::detect()),
             second: None,
             host_profile: None,
-            strict: false,
+            strict: strict_by_default(),
         }
     }
 
@@ -102,9 +102,10 @@ impl NeuronCore {
 
     /// The same core running every launch strictly (`true`): as
     /// [`NeuronCore::execute_strict`], through every launch API (`kernel(&mut core, ...)`,
-    /// `launch_into`, `host`, grids). Off by default: strict launches run on one thread and
-    /// check every operand element, some 50–100× slower. While strict, launches are not
-    /// recorded in the host profile.
+    /// `launch_into`, `host`, grids); or at full speed (`false`). The default is
+    /// [`strict_by_default`]: on in tests and debug builds, off in release builds. Strict
+    /// launches run on one thread and check every operand element, some 50–100× slower; they
+    /// are not recorded in the host profile.
     pub fn with_strict(mut self, on: bool) -> Self {
         self.strict = on;
         self
@@ -207,6 +208,21 @@ impl NeuronCore {
     ) -> Result<(), LaunchError> {
         let bound = kernel.bind(inputs, outputs)?;
         self.execute(bound)
+    }
+}
+
+/// Whether a new [`NeuronCore`] runs every launch strictly: the environment variable
+/// `NKI_STRICT` if it is set (`0`, `false`, `off` or `no`: plain; any other value: strict),
+/// else whether this build has debug assertions. So `cargo test` and `cargo run` check every
+/// launch, and `--release` builds run at full speed; [`NeuronCore::with_strict`] overrides
+/// both for one core.
+pub fn strict_by_default() -> bool {
+    match std::env::var_os("NKI_STRICT") {
+        Some(v) => !matches!(
+            v.to_str().map(str::to_ascii_lowercase).as_deref(),
+            Some("0" | "false" | "off" | "no")
+        ),
+        None => cfg!(debug_assertions),
     }
 }
 

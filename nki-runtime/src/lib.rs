@@ -89,7 +89,7 @@ mod tensor;
 pub mod timing;
 mod worker;
 
-pub use crate::core::{NeuronCore, UnsupportedIsa};
+pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
 pub use cpu::Isa;
 pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
 pub use exec::{ExecError, Observer};

@@ -182,7 +182,9 @@ fn strided_hbm_access() {
     let xa = Array2::from_shape_fn((128, 512), |(i, j)| (i * 1000 + j) as f32);
     let xd = DeviceTensor::from_array(&xa).unwrap();
     let mut o = DeviceTensor::from_vec(&[128, 512], vec![-1.0f32; 128 * 512]).unwrap();
+    // Half the output stays unwritten on purpose, which a strict launch refuses.
     NeuronCore::default()
+        .with_strict(false)
         .launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
         .unwrap();
     let o = o.into_array::<Ix2>().unwrap();
@@ -200,11 +202,11 @@ fn rank3_tensors_loops_and_reversed_views() {
     let x = b.input("x", DType::Bf16, &fixed(&[4, 128, 64]));
     let out = b.output("out", DType::F32, &fixed(&[128, 256]));
     let out2 = b.output("out2", DType::F32, &fixed(&[128, 256]));
-    let t = b.tile("t", Memory::Sbuf, DType::Bf16, &[128, 64]);
     let t3 = b.tile("t3", Memory::Sbuf, DType::Bf16, &[128, 4, 64]);
     let z = Affine::ZERO;
     // out[p, 64 i + f] = x[i, p, 63 - f], one tile per loop iteration.
     let i = b.begin("i", Extent::Fixed(4));
+    let t = b.tile("t", Memory::Sbuf, DType::Bf16, &[128, 64]);
     b.load(
         whole(t, &[128, 64]),
         access(

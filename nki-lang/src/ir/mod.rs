@@ -503,6 +503,28 @@ impl InstrData {
         }
     }
 
+    /// How the destination accumulates: its [`Write`], or, for an ALU instruction that updates
+    /// its destination in place with an accumulating operation (`t = t + x`, `t -= 2.0`, the
+    /// combine of `t += load(x)`: source 0 is the destination's view, in order, and the second
+    /// operation is `bypass`), [`Write::Accumulate`] with that operation, as NKI treats `t = t +
+    /// x` and `t += x` alike. `None` for formats without a destination.
+    pub fn accumulation(&self) -> Option<Write> {
+        let dst = self.dst()?;
+        if let InstrData::Alu { src, op, rev, .. } = *self
+            && dst.write == Write::Overwrite
+            && src[0] == Src::Tile(dst.view)
+            && rev == 0
+            && op[1] == Alu::Bypass
+            && matches!(
+                op[0],
+                Alu::Add | Alu::Subtract | Alu::Multiply | Alu::Divide | Alu::Max | Alu::Min
+            )
+        {
+            return Some(Write::Accumulate(op[0]));
+        }
+        Some(dst.write)
+    }
+
     /// The same operands with the destination's view replaced (formats without a destination
     /// are returned unchanged).
     pub fn with_dst_view(mut self, view: ViewId) -> InstrData {

@@ -190,14 +190,17 @@ impl<'p> Strict<'p> {
     }
 
     /// The tile operand `slot` of `instr` goes through, and the loop that declares it.
-    fn tile_of(&self, instr: &Instr, slot: u8) -> (u16, Option<u32>) {
+    /// Also whether the operand is the destination's view (an accumulation's read of it).
+    fn tile_of(&self, instr: &Instr, slot: u8) -> (u16, Option<u32>, bool) {
         let p = self.program;
-        let view = instr.operands().into_iter().find_map(|o| match o.operand {
-            OperandRef::View(v) if o.slot == slot => p.views().get(v.index()),
+        let id = instr.operands().into_iter().find_map(|o| match o.operand {
+            OperandRef::View(v) if o.slot == slot => Some(v),
             _ => None,
         });
-        view.and_then(|v| Some((v.tile, p.tiles().get(usize::from(v.tile))?.scope)))
-            .unwrap_or((u16::MAX, None))
+        let on_dst = id.is_some() && id == instr.data.dst().map(|d| d.view);
+        id.and_then(|v| p.views().get(v.index()))
+            .and_then(|v| Some((v.tile, p.tiles().get(usize::from(v.tile))?.scope, on_dst)))
+            .unwrap_or((u16::MAX, None, false))
     }
 
     /// The loop whose `LoopBegin` is `begin`: its kind, variable name, end and source line.
@@ -580,7 +583,7 @@ impl Observer for Strict<'_> {
             );
         };
         self.now = now;
-        let dst_write = instr.data.dst().map(|d| d.write);
+        let dst_write = instr.data.accumulation();
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =
             dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !accumulates(w, vars));
@@ -605,12 +608,12 @@ impl Observer for Strict<'_> {
             if !reads && !r.dir.writes() {
                 continue;
             }
-            let (tile, scope) = self.tile_of(instr, r.slot);
+            let (tile, scope, on_dst) = self.tile_of(instr, r.slot);
             let a = Access {
                 tile,
                 scope,
                 reads,
-                accumulates: r.slot == 0 && accumulating,
+                accumulates: (r.slot == 0 || on_dst) && accumulating,
             };
             if r.dir.writes() {
                 let span = if a.accumulates {

@@ -299,15 +299,16 @@ pub fn tiled_program(write: Write) -> CompiledProgram {
     let lhs = b.input("lhsT", DType::Bf16, &[Dim::Sym(k), Dim::Sym(m)]);
     let rhs = b.input("rhs", DType::Bf16, &[Dim::Sym(k), Dim::Sym(n)]);
     let out = b.output("out", DType::F32, &[Dim::Sym(m), Dim::Sym(n)]);
-    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
-    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
-    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
-    let res = b.tile("res", Memory::Sbuf, DType::F32, &[128, 512]);
     let sym = |sym, div| Extent::Sym { sym, add: 0, div };
     let dm = b.begin("m", sym(m, 128));
     let dn = b.begin("n", sym(n, 512));
+    // Each tile is declared in the loop whose iterations use it: a tile per iteration.
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+    let res = b.tile("res", Memory::Sbuf, DType::F32, &[128, 512]);
     b.memset(whole(acc, &[128, 512]), 0.0);
     let dk = b.begin("k", sym(k, 128));
+    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
     b.load(
         whole(a, &[128, 128]),
         access2(lhs, Affine::loop_var(dk, 128), Affine::loop_var(dm, 128)),
