@@ -11,6 +11,7 @@ pub mod affine;
 pub mod alloc;
 pub mod builder;
 pub mod constraint;
+pub mod dataflow;
 pub mod dtype;
 pub mod func;
 pub mod grid;

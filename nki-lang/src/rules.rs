@@ -152,6 +152,25 @@ pub enum RuleViolation {
         /// The parameter.
         name: String,
     },
+    /// A tile is read before any instruction writes it (in program order, which every
+    /// execution follows): the read sees whatever SBUF or PSUM held.
+    #[error(
+        "tile `{tile}` is read before any instruction writes it: it holds whatever the memory held (write it first, or create it with `zeros`)"
+    )]
+    ReadBeforeWrite {
+        /// The tile.
+        tile: String,
+    },
+    /// Every iteration of an `affine_range` loop writes the same elements of an output.
+    #[error(
+        "every iteration of the `affine_range` loop over `{var}` writes the same elements of `{tensor}`, in an order the loop does not define: index the write with `{var}`, or use `sequential_range`"
+    )]
+    OutputDependencies {
+        /// The output.
+        tensor: String,
+        /// The loop's variable.
+        var: String,
+    },
     /// An output tensor is never stored to.
     #[error("output tensor `{name}` is never written to")]
     OutputNotWritten {
@@ -373,6 +392,8 @@ impl RuleViolation {
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
             RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
             RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",
+            RuleViolation::ReadBeforeWrite { .. } => "err_read_before_write",
+            RuleViolation::OutputDependencies { .. } => "err_unexpected_output_dependencies",
             RuleViolation::UnboundSymbol { .. } => "err_unbound_symbolic_dimension",
             RuleViolation::Malformed { .. } => "err_malformed_program",
             RuleViolation::EngineNotAllowed { .. } => "err_unsupported_engine",

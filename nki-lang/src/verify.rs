@@ -375,6 +375,10 @@ impl ProgramBuf {
                 );
             }
         }
+        if c.diags.is_empty() {
+            c.diags.extend(crate::dataflow::reads_before_writes(&self));
+            c.diags.extend(crate::dataflow::output_dependencies(&self));
+        }
         if !c.diags.is_empty() {
             return Err(c.diags);
         }

@@ -428,6 +428,52 @@ fn store_into_an_input() {
 }
 
 #[test]
+fn tile_read_before_any_write() {
+    // copy(r, t) reads t, which nothing wrote; then t is loaded, and read again: one error.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();
+    let y = b.output("y", DType::F32, &dims(&[128, 512])).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let r = b.tile("r", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    b.tensor_copy(r, t).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.tensor_copy(r, t).unwrap();
+    b.store(Grid::origin(y), r).unwrap();
+    let v = RuleViolation::ReadBeforeWrite { tile: "t".into() };
+    assert_eq!(violations(b), vec![diag(operand(0, 1), v.clone())]);
+    assert_eq!(v.code(), "err_read_before_write");
+}
+
+#[test]
+fn affine_iterations_writing_the_same_output_elements() {
+    // for i in affine_range(2): t = x[128 i + p, f]; y[p, f] = t  (y's index ignores i).
+    let build = |kind: LoopKind, trip: u64| {
+        let mut b = ProgramBuilder::new("k", Target::Trn1);
+        let x = b.input("x", DType::F32, &dims(&[256, 512])).unwrap();
+        let y = b.output("y", DType::F32, &dims(&[128, 512])).unwrap();
+        let i = b.begin_loop(kind, "i", Extent::Fixed(trip)).unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        b.load(t, Grid::origin(x).at(0, i.checked_scale(128).unwrap()))
+            .unwrap();
+        b.store(Grid::origin(y), t).unwrap();
+        b.end_loop().unwrap();
+        b
+    };
+    let v = RuleViolation::OutputDependencies {
+        tensor: "y".into(),
+        var: "i".into(),
+    };
+    assert_eq!(
+        violations(build(LoopKind::Affine, 2)),
+        vec![diag(whole(2), v.clone())]
+    );
+    assert_eq!(v.code(), "err_unexpected_output_dependencies");
+    // One iteration, or iterations in order: nothing to decide.
+    compile(build(LoopKind::Affine, 1));
+    compile(build(LoopKind::Sequential, 2));
+}
+
+#[test]
 fn output_never_stored() {
     let mut b = ProgramBuilder::new("k", Target::Trn1);
     let x = b.input("x", DType::F32, &dims(&[128, 512])).unwrap();

@@ -401,6 +401,7 @@ fn accumulation_pipelines() {
     let r = b.tile("r", Memory::Sbuf, DType::Bf16, &[128, 512]).unwrap();
     b.load(a, Grid::origin(lhs_t)).unwrap();
     b.load(x, Grid::origin(rhs)).unwrap();
+    b.memset(acc, Scalar::float(0.0)).unwrap();
     b.begin_loop(LoopKind::Affine, "k", Extent::Fixed(4))
         .unwrap();
     b.nc_matmul(acc, a, x, Write::Accumulate(Alu::Add)).unwrap();

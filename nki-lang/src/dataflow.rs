@@ -1,0 +1,123 @@
+//! What a program's instruction order proves wrong before it runs: a tile read before any
+//! instruction writes it, and an `affine_range` loop whose iterations all write the same output
+//! elements. Strict launches catch the cases that depend on values known only at launch
+//! (`nki_runtime::strict`); these are the ones every launch would hit.
+
+use crate::affine::Affine;
+use crate::ir::{Instr, LoopControl, LoopKind, Mask, OperandRef, Write};
+use crate::shape::Extent;
+use crate::verify::{Diagnostic, ProgramBuf, Site};
+use crate::{MAX_PIDS, RuleViolation};
+
+/// Every read of a tile that no earlier instruction (in program order, which every execution
+/// follows) writes: in its first execution the read sees whatever SBUF or PSUM held. One
+/// diagnostic per tile, at its first such read.
+pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
+    let mut written = vec![false; p.tiles.len()];
+    let mut out = Vec::new();
+    let tile_of = |o: OperandRef| match o {
+        OperandRef::View(v) => p.views.get(v.index()).map(|v| usize::from(v.tile)),
+        _ => None,
+    };
+    for (i, ins) in p.instrs.iter().enumerate() {
+        if ins.data.loop_control().is_some() {
+            continue;
+        }
+        // An accumulation group's first matmul overwrites its destination.
+        let group = ins
+            .data
+            .dst()
+            .is_some_and(|d| matches!(d.write, Write::Group { .. }));
+        for o in ins.operands() {
+            let reads = o.dir.reads() && !(group && o.slot == 0);
+            if let Some(t) = tile_of(o.operand).filter(|_| reads)
+                && written.get(t) == Some(&false)
+            {
+                written[t] = true;
+                out.push(Diagnostic {
+                    site: Site::Operand {
+                        instr: i,
+                        slot: o.slot,
+                    },
+                    violation: RuleViolation::ReadBeforeWrite {
+                        tile: p.tiles[t].name.clone(),
+                    },
+                });
+            }
+        }
+        for o in ins.operands().filter(|o| o.dir.writes()) {
+            if let Some(w) = tile_of(o.operand).and_then(|t| written.get_mut(t)) {
+                *w = true;
+            }
+        }
+    }
+    out
+}
+
+/// Every write to an output inside an `affine_range` loop of two or more iterations whose
+/// access and mask do not depend on the loop's variable: each iteration writes the same
+/// elements, in an order the loop does not define (NKI's `err_unexpected_output_dependencies`).
+pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
+    let mut open: Vec<(LoopKind, Extent, u16)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, ins) in p.instrs.iter().enumerate() {
+        match ins.data.loop_control() {
+            Some(LoopControl::Begin { trip, .. }) => {
+                let (kind, var) = match ins.data {
+                    crate::ir::InstrData::LoopBegin { kind, var, .. } => (kind, var),
+                    _ => continue,
+                };
+                open.push((kind, trip, var));
+                continue;
+            }
+            Some(LoopControl::End) => {
+                open.pop();
+                continue;
+            }
+            None => {}
+        }
+        if let Some(d) = same_elements_each_iteration(p, ins, &open) {
+            let (_, _, var) = open[d];
+            let access = ins.operands().find_map(|o| match o.operand {
+                OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
+                _ => None,
+            });
+            let tensor = access
+                .and_then(|a| p.tensors.get(usize::from(a.tensor)))
+                .map_or(String::new(), |t| t.name.clone());
+            out.push(Diagnostic {
+                site: Site::Instr(i),
+                violation: RuleViolation::OutputDependencies {
+                    tensor,
+                    var: p
+                        .loop_vars
+                        .get(usize::from(var))
+                        .cloned()
+                        .unwrap_or_default(),
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The depth of the outermost open `affine_range` loop of two or more iterations in whose
+/// iterations `ins` writes the same output elements, if any.
+fn same_elements_each_iteration(
+    p: &ProgramBuf,
+    ins: &Instr,
+    open: &[(LoopKind, Extent, u16)],
+) -> Option<usize> {
+    let access = ins.operands().find_map(|o| match o.operand {
+        OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
+        _ => None,
+    })?;
+    let mask: Option<&Mask> = ins.mask.and_then(|m| p.masks.get(m.index()));
+    let uses = |e: &Affine, d: usize| e.coef.get(MAX_PIDS + d).is_some_and(|&c| c != 0);
+    open.iter().enumerate().position(|(d, &(kind, trip, _))| {
+        kind == LoopKind::Affine
+            && matches!(trip, Extent::Fixed(n) if n >= 2)
+            && !access.axes().iter().any(|x| uses(&x.start, d))
+            && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
+    })
+}
