@@ -24,20 +24,37 @@ pub enum Var {
 }
 
 impl Var {
-    /// The variable's position in [`Affine::coef`] and [`VarValues`].
+    /// The variable's position in [`Affine::coef`] and [`VarValues`] (at most
+    /// `MAX_PIDS + 255`: a position of an existing variable is below [`MAX_VARS`]).
     pub const fn index(self) -> usize {
         match self {
             Var::Pid(a) => a as usize,
+            // A u8 plus 3: no overflow.
+            #[allow(clippy::arithmetic_side_effects)]
             Var::Loop(d) => MAX_PIDS + d as usize,
         }
     }
 
-    /// The variable at a position of [`Affine::coef`].
+    /// The variable at a position of [`Affine::coef`] (positions past `MAX_PIDS + 255`, which
+    /// no variable has, give `Var::Loop(255)`).
+    // Each cast is of a value checked to fit; `i - MAX_PIDS` follows `i >= MAX_PIDS`.
+    #[allow(clippy::cast_possible_truncation, clippy::arithmetic_side_effects)]
     pub const fn from_index(i: usize) -> Var {
         if i < MAX_PIDS {
             Var::Pid(i as u8)
-        } else {
+        } else if i - MAX_PIDS <= u8::MAX as usize {
             Var::Loop((i - MAX_PIDS) as u8)
+        } else {
+            Var::Loop(u8::MAX)
+        }
+    }
+
+    /// Whether the variable exists: a program id below [`MAX_PIDS`] or a loop depth below
+    /// [`MAX_LOOP_DEPTH`].
+    pub const fn is_valid(self) -> bool {
+        match self {
+            Var::Pid(a) => (a as usize) < MAX_PIDS,
+            Var::Loop(d) => (d as usize) < MAX_LOOP_DEPTH,
         }
     }
 }
@@ -69,19 +86,50 @@ impl Affine {
     }
 
     /// Variable `v` times `scale`.
+    ///
+    /// # Panics
+    ///
+    /// If the variable does not exist ([`Var::is_valid`]); [`Affine::checked_var`] returns
+    /// `None` instead.
     pub const fn var(v: Var, scale: i64) -> Affine {
+        match Affine::checked_var(v, scale) {
+            Some(a) => a,
+            None => panic!("no such index variable: program ids are 0..3, loop depths 0..8"),
+        }
+    }
+
+    /// Variable `v` times `scale`, or `None` if the variable does not exist
+    /// ([`Var::is_valid`]).
+    pub const fn checked_var(v: Var, scale: i64) -> Option<Affine> {
+        if !v.is_valid() {
+            return None;
+        }
         let mut a = Affine::ZERO;
         a.coef[v.index()] = scale;
-        a
+        Some(a)
     }
 
     /// The loop variable at `depth`, times `scale`.
+    ///
+    /// # Panics
+    ///
+    /// If `depth` is not below [`MAX_LOOP_DEPTH`].
     pub const fn loop_var(depth: usize, scale: i64) -> Affine {
+        assert!(depth < MAX_LOOP_DEPTH, "loops nest at most 8 deep");
+        // depth < 8
+        #[allow(clippy::cast_possible_truncation)]
         Affine::var(Var::Loop(depth as u8), scale)
     }
 
     /// `program_id(axis)` times `scale`.
+    ///
+    /// # Panics
+    ///
+    /// If `axis` is not below [`MAX_PIDS`].
     pub const fn program_id(axis: usize, scale: i64) -> Affine {
+        assert!(axis < MAX_PIDS, "a launch grid has at most 3 axes");
+        // axis < 3
+        #[allow(clippy::cast_possible_truncation)]
         Affine::var(Var::Pid(axis as u8), scale)
     }
 
@@ -104,14 +152,20 @@ impl Affine {
 
     /// Whether the expression uses a loop at depth `depth` or deeper.
     pub fn uses_loops_from(&self, depth: usize) -> bool {
-        self.coef[MAX_PIDS + depth.min(MAX_LOOP_DEPTH)..]
+        self.coef[MAX_PIDS.saturating_add(depth.min(MAX_LOOP_DEPTH))..]
             .iter()
             .any(|&c| c != 0)
     }
 
-    /// Coefficient of the loop variable at `depth`.
+    /// Coefficient of the loop variable at `depth` (0 for a depth no loop can have).
     pub const fn loop_coef(&self, depth: usize) -> i64 {
-        self.coef[MAX_PIDS + depth]
+        if depth < MAX_LOOP_DEPTH {
+            // depth < 8: inside `coef`.
+            #[allow(clippy::arithmetic_side_effects)]
+            self.coef[MAX_PIDS + depth]
+        } else {
+            0
+        }
     }
 
     /// `self + other`, or `None` on overflow.

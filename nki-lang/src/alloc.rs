@@ -48,7 +48,10 @@ pub fn live_ranges(
                 let spans = |d: usize| match dst.write {
                     Write::Overwrite => false,
                     Write::Accumulate(_) => true,
-                    Write::Group { loops, .. } => loops >> d & 1 == 1,
+                    Write::Group { loops, .. } => u32::try_from(d)
+                        .ok()
+                        .and_then(|d| loops.checked_shr(d))
+                        .is_some_and(|l| l & 1 == 1),
                 };
                 let Some(t) = tile_of(dst.view) else { continue };
                 for (d, &(b, e)) in open.iter().enumerate() {
@@ -67,7 +70,7 @@ pub fn live_ranges(
             Some(LoopControl::End) | None => None,
         })
         .collect();
-    loops.sort_by_key(|&(b, e)| e - b);
+    loops.sort_by_key(|&(b, e)| e.saturating_sub(b));
     for r in ranges.iter_mut().flatten() {
         for &(b, e) in &loops {
             let inside = r.0 > b && r.1 < e;
@@ -108,6 +111,7 @@ pub fn allocate(
     // (tile, start, end) of placed tiles
     let mut placed: Vec<(usize, u64, u64)> = Vec::new();
     let capacity = target.sbuf_partition_bytes();
+    let sbuf_capacity = |needed| sbuf_capacity_violation(needed, capacity, target.name());
     for &t in &order {
         let (first, _) = ranges[t].unwrap();
         placed.retain(|&(p, _, _)| ranges[p].unwrap().1 >= first);
@@ -115,50 +119,65 @@ pub fn allocate(
         let live = placed.iter().filter(|&&(p, _, _)| tiles[p].0 == memory);
         match memory {
             Memory::Sbuf => {
-                let size = bytes.div_ceil(SBUF_ALIGN as u64) * SBUF_ALIGN as u64;
+                // Saturating: a size near u64::MAX is far over capacity and refused below.
+                let align = u64::from(SBUF_ALIGN);
+                let size = bytes.div_ceil(align).saturating_mul(align);
                 let mut spans: Vec<(u64, u64)> = live.map(|&(_, a, b)| (a, b)).collect();
                 spans.sort_unstable();
                 let mut addr = 0u64;
                 for (a, b) in spans.iter().copied() {
-                    if addr + size <= a {
+                    if addr.saturating_add(size) <= a {
                         break;
                     }
                     addr = addr.max(b);
                 }
-                if addr + size > capacity as u64 {
-                    // The extent the placement needs: first-fit may need more than the live
-                    // tiles' total when freed space is fragmented.
-                    let needed = addr + size;
-                    return Err((
-                        t,
-                        RuleViolation::SbufCapacity {
-                            needed,
-                            capacity,
-                            target: target.name(),
-                        },
-                    ));
+                // The extent the placement needs: first-fit may need more than the live
+                // tiles' total when freed space is fragmented.
+                let needed = addr.saturating_add(size);
+                let (Ok(start), Ok(end)) = (u32::try_from(addr), u32::try_from(needed)) else {
+                    return Err((t, sbuf_capacity(needed)));
+                };
+                if end > capacity {
+                    return Err((t, sbuf_capacity(needed)));
                 }
-                out.addrs[t] = addr as u32;
-                out.sbuf_bytes = out.sbuf_bytes.max((addr + size) as u32);
-                placed.push((t, addr, addr + size));
+                out.addrs[t] = start;
+                out.sbuf_bytes = out.sbuf_bytes.max(end);
+                placed.push((t, addr, needed));
             }
             Memory::Psum => {
-                let used: Vec<u64> = live.map(|&(_, a, _)| a / PSUM_BANK_BYTES as u64).collect();
-                let Some(bank) = (0..PSUM_BANKS as u64).find(|b| !used.contains(b)) else {
+                let bank_bytes = u64::from(PSUM_BANK_BYTES);
+                // Division by the (non-zero) bank size.
+                #[allow(clippy::arithmetic_side_effects)]
+                let used: Vec<u64> = live.map(|&(_, a, _)| a / bank_bytes).collect();
+                let Some(bank) = (0..PSUM_BANKS).find(|&b| !used.contains(&u64::from(b))) else {
+                    let live = u32::try_from(used.len()).unwrap_or(u32::MAX);
                     return Err((
                         t,
                         RuleViolation::PsumBanks {
-                            needed: used.len() as u32 + 1,
+                            needed: live.saturating_add(1),
                         },
                     ));
                 };
-                let addr = bank * PSUM_BANK_BYTES as u64;
-                out.addrs[t] = addr as u32;
-                out.psum_banks = out.psum_banks.max(bank as u32 + 1);
-                placed.push((t, addr, addr + PSUM_BANK_BYTES as u64));
+                // bank < 8: the products are at most 8 · 2 KiB.
+                #[allow(clippy::arithmetic_side_effects)]
+                let (addr, end) = (bank * PSUM_BANK_BYTES, (bank + 1) * PSUM_BANK_BYTES);
+                out.addrs[t] = addr;
+                #[allow(clippy::arithmetic_side_effects)]
+                let banks = bank + 1;
+                out.psum_banks = out.psum_banks.max(banks);
+                placed.push((t, u64::from(addr), u64::from(end)));
             }
             Memory::Hbm => {}
         }
     }
     Ok(out)
+}
+
+/// SBUF capacity exceeded: the placement needs `needed` bytes per partition.
+fn sbuf_capacity_violation(needed: u64, capacity: u32, target: &'static str) -> RuleViolation {
+    RuleViolation::SbufCapacity {
+        needed,
+        capacity,
+        target,
+    }
 }

@@ -166,16 +166,16 @@ impl ProgramBuilder {
     /// [`crate::grid`] (`num_programs(0)`, `program_ndim()`, ...) are bound from the launch
     /// grid, every other one from the first input axis that names it.
     pub fn symbol(&mut self, name: &str) -> Result<Dim, BuildError> {
+        const TOO_MANY: BuildError = BuildError::Usage("a program has at most 8 symbolic dimensions");
         if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
-            return Ok(Dim::Sym(i as u8));
+            return u8::try_from(i).map(Dim::Sym).map_err(|_| TOO_MANY);
         }
-        if self.buf.symbols.len() == crate::shape::MAX_SYMBOLS {
-            return Err(BuildError::Usage(
-                "a program has at most 8 symbolic dimensions",
-            ));
+        if self.buf.symbols.len() >= crate::shape::MAX_SYMBOLS {
+            return Err(TOO_MANY);
         }
+        let i = u8::try_from(self.buf.symbols.len()).map_err(|_| TOO_MANY)?;
         self.buf.symbols.push(name.to_string());
-        Ok(Dim::Sym((self.buf.symbols.len() - 1) as u8))
+        Ok(Dim::Sym(i))
     }
 
     fn tensor(
@@ -185,19 +185,21 @@ impl ProgramBuilder {
         shape: &[Dim],
         role: TensorRole,
     ) -> Result<TensorId, BuildError> {
-        if self.buf.tensors.len() == crate::MAX_TENSORS {
-            return Err(BuildError::Usage("a program has at most 16 HBM tensors"));
+        const TOO_MANY: BuildError = BuildError::Usage("a program has at most 16 HBM tensors");
+        if self.buf.tensors.len() >= crate::MAX_TENSORS {
+            return Err(TOO_MANY);
         }
         if shape.is_empty() || shape.len() > MAX_TENSOR_RANK {
             return Err(BuildError::Usage("an HBM tensor has 1 to 6 dimensions"));
         }
+        let id = u8::try_from(self.buf.tensors.len()).map_err(|_| TOO_MANY)?;
         self.buf.tensors.push(TensorBuf {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
             role,
         });
-        Ok(TensorId((self.buf.tensors.len() - 1) as u8))
+        Ok(TensorId(id))
     }
 
     /// An input tensor (declare every input before the first output).
@@ -235,11 +237,13 @@ impl ProgramBuilder {
         dtype: DType,
         shape: &[u32],
     ) -> Result<TileId, BuildError> {
-        let shape =
-            TileShape::new(shape).ok_or(BuildError::Usage("a tile has 1 to 4 dimensions"))?;
-        if self.buf.tiles.len() >= u16::MAX as usize {
-            return Err(BuildError::Usage("too many tiles"));
-        }
+        let shape = TileShape::new(shape).ok_or(BuildError::Usage(
+            "a tile has a partition dimension and 1 to 4 free dimensions",
+        ))?;
+        let id = u16::try_from(self.buf.tiles.len())
+            .ok()
+            .filter(|&i| i < u16::MAX)
+            .ok_or(BuildError::Usage("too many tiles"))?;
         self.buf.tiles.push(TileBuf {
             name: name.to_string(),
             memory,
@@ -247,7 +251,7 @@ impl ProgramBuilder {
             shape,
             scope: self.open.last().map(|&b| b as u32),
         });
-        Ok(TileId((self.buf.tiles.len() - 1) as u16))
+        Ok(TileId(id))
     }
 
     /// Opens a loop; returns its induction variable as an affine expression (`scale` 1).
@@ -257,11 +261,13 @@ impl ProgramBuilder {
         var: &str,
         trip: Extent,
     ) -> Result<Affine, BuildError> {
-        if self.open.len() == MAX_LOOP_DEPTH {
+        if self.open.len() >= MAX_LOOP_DEPTH {
             return Err(BuildError::Usage("loops nest at most 8 deep"));
         }
+        let v = u16::try_from(self.buf.loop_vars.len())
+            .map_err(|_| BuildError::Usage("a program has at most 65536 loops"))?;
+        self.instr_index()?;
         self.buf.loop_vars.push(var.to_string());
-        let v = (self.buf.loop_vars.len() - 1) as u16;
         let depth = self.open.len();
         self.open.push(self.buf.instrs.len());
         self.push_op(
@@ -286,21 +292,29 @@ impl ProgramBuilder {
 
     /// Closes the innermost loop.
     pub fn end_loop(&mut self) -> Result<(), BuildError> {
+        let end = self.instr_index()?;
         let begin = self
             .open
             .pop()
             .ok_or(BuildError::Usage("no loop is open"))?;
-        let end = self.buf.instrs.len() as u32;
-        self.push_op(
-            Opcode::LoopEnd,
-            InstrData::LoopEnd {
-                begin: begin as u32,
-            },
-        );
-        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
+        // `begin` was an instruction index, below `end`.
+        let begin32 = u32::try_from(begin).unwrap_or(u32::MAX);
+        self.push_op(Opcode::LoopEnd, InstrData::LoopEnd { begin: begin32 });
+        if let Some(InstrData::LoopBegin { end: e, .. }) =
+            self.buf.instrs.get_mut(begin).map(|i| &mut i.data)
+        {
             *e = end;
         }
         Ok(())
+    }
+
+    /// The index the next instruction gets, or an error when a program would have more
+    /// instructions than `u32` counts.
+    fn instr_index(&self) -> Result<u32, BuildError> {
+        u32::try_from(self.buf.instrs.len())
+            .ok()
+            .filter(|&i| i < u32::MAX)
+            .ok_or(BuildError::Usage("a program has at most 2^32 - 1 instructions"))
     }
 
     fn whole(&mut self, t: TileId) -> Result<(ViewId, TileShape), BuildError> {
@@ -327,7 +341,7 @@ impl ProgramBuilder {
                 "a start index is set on an axis the tensor does not have",
             ));
         }
-        if g.first_axis + shape.rank() > rank {
+        if g.first_axis.saturating_add(shape.rank()) > rank {
             return Err(BuildError::Usage(
                 "the tile has more dimensions than the tensor has from that axis",
             ));
@@ -335,13 +349,14 @@ impl ProgramBuilder {
         let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
         for (a, axis) in axes.iter_mut().enumerate().take(rank) {
             axis.start = g.start[a];
-            if a >= g.first_axis && a - g.first_axis < shape.rank() {
-                axis.grid[a - g.first_axis] = 1;
+            if let Some(j) = a.checked_sub(g.first_axis).filter(|&j| j < shape.rank()) {
+                axis.grid[j] = 1;
             }
         }
         self.access(HbmAccess {
             tensor: g.tensor.0,
-            rank: rank as u8,
+            // rank ≤ MAX_TENSOR_RANK (checked when the tensor was declared)
+            rank: u8::try_from(rank).unwrap_or(u8::MAX),
             shape: *shape,
             axes,
         })

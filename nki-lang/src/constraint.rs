@@ -26,6 +26,31 @@ pub enum Bounded {
     },
 }
 
+/// A value the executor computes from the index variables that no dimension bounds (see
+/// [`Constraint::InRange`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Computed {
+    /// The index on axis `axis` of an access to HBM tensor `tensor`, where the instruction's
+    /// mask cuts it off at the dimension's end.
+    MaskedIndex {
+        /// Tensor index.
+        tensor: u8,
+        /// Axis.
+        axis: u8,
+    },
+    /// The bound of a mask condition (mask `mask` of the program's pool).
+    MaskBound {
+        /// Mask index.
+        mask: u16,
+    },
+    /// An `iota`'s values or an `affine_select` predicate's expression (expression `expr` of
+    /// the program's pool).
+    Expr {
+        /// Expression index.
+        expr: u16,
+    },
+}
+
 /// A condition on the symbolic dimensions.
 // Plain data emitted into `static`s by `#[kernel]`: no variant can be boxed.
 #[allow(clippy::large_enum_variant)]
@@ -62,11 +87,30 @@ pub enum Constraint {
         /// Whether the upper bound is checked.
         upper: bool,
     },
+    /// A value the executor computes stays within ±[`MAX_INDEX`] for every program id and
+    /// every iteration of its loops: `−MAX_INDEX ≤ lo + Σ min(0, coef[v]·(n[v]−1))` and
+    /// `hi + Σ max(0, coef[v]·(n[v]−1)) ≤ MAX_INDEX`, over the index variables as in
+    /// [`Constraint::InBounds`]. Vacuous when any enclosing loop has no iteration.
+    InRange {
+        /// What the value is.
+        what: Computed,
+        /// Smallest value at program ids 0 and loop iteration 0.
+        lo: i64,
+        /// Largest value at program ids 0 and loop iteration 0.
+        hi: i64,
+        /// Coefficient of each index variable.
+        coef: [i64; MAX_VARS],
+        /// How many values each index variable takes (`loops[..MAX_PIDS + depth]`).
+        loops: [Extent; MAX_VARS],
+        /// Number of enclosing loops.
+        depth: u8,
+    },
 }
 
 /// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
 /// `loops[v]` is how many values index variable `v` takes, `coef[v]` its coefficient.
-/// Computed in `i128` (saturating), so that no coefficient or trip count can overflow it.
+/// Computed in `i128`, saturating: a range beyond `i128` (only absurd coefficients and trip
+/// counts reach one) saturates outward, so that it fails every bound it is checked against.
 pub fn index_range(
     lo: i64,
     hi: i64,
@@ -80,14 +124,19 @@ pub fn index_range(
         if t == 0 {
             return None;
         }
-        // |c| ≤ 2^63 and t − 1 < 2^64: the product fits i128; the sums saturate outward, so
-        // that an absurd range fails every bound it is checked against.
-        let span = i128::from(c).saturating_mul(i128::from(t - 1));
+        // |c| ≤ 2^63 and t − 1 < 2^64: the product fits i128; the sums saturate.
+        let span = i128::from(c).saturating_mul(i128::from(t.saturating_sub(1)));
         lo = lo.saturating_add(span.min(0));
         hi = hi.saturating_add(span.max(0));
     }
     Some((lo, hi))
 }
+
+/// The largest magnitude of a value the executor computes from the index variables without
+/// a bound of its own: a mask's bound, an `iota` value or `affine_select` expression, an HBM
+/// index a mask cuts off. 2⁶² leaves room for the executor's sums and differences of two such
+/// values in `i64`.
+pub const MAX_INDEX: i64 = 1 << 62;
 
 impl Constraint {
     /// Whether the symbols satisfy the constraint.
@@ -103,12 +152,37 @@ impl Constraint {
                 depth,
                 upper,
                 ..
+            } => match index_range(lo, hi, &coef, vars(&loops, depth), syms) {
+                None => true,
+                Some((lo, hi)) => lo >= 0 && (!upper || hi < i128::from(size.eval(syms))),
+            },
+            Constraint::InRange {
+                lo,
+                hi,
+                coef,
+                loops,
+                depth,
+                ..
+            } => match index_range(lo, hi, &coef, vars(&loops, depth), syms) {
+                None => true,
+                Some((lo, hi)) => in_range(lo, hi),
+            },
+        }
+    }
+
+    /// The constraint's index-variable coefficients and counts, for the variables in use (none
+    /// for [`Constraint::Divisible`]).
+    pub fn variables(&self) -> (&[i64], &[Extent]) {
+        match self {
+            Constraint::Divisible { .. } => (&[], &[]),
+            Constraint::InBounds {
+                coef, loops, depth, ..
+            }
+            | Constraint::InRange {
+                coef, loops, depth, ..
             } => {
-                let vars = loops.get(..MAX_PIDS + depth as usize).unwrap_or(&loops);
-                match index_range(lo, hi, &coef, vars, syms) {
-                    None => true,
-                    Some((lo, hi)) => lo >= 0 && (!upper || hi < i128::from(size.eval(syms))),
-                }
+                let v = vars(loops, *depth);
+                (&coef[..v.len()], v)
             }
         }
     }
@@ -127,6 +201,18 @@ impl Constraint {
             tiles,
         }
     }
+}
+
+/// The index variables in use at loop depth `depth`: the program ids, then the loops.
+fn vars(loops: &[Extent; MAX_VARS], depth: u8) -> &[Extent] {
+    loops
+        .get(..MAX_PIDS.saturating_add(usize::from(depth)))
+        .unwrap_or(loops)
+}
+
+/// Whether a value range lies within ±[`MAX_INDEX`].
+pub fn in_range(lo: i128, hi: i128) -> bool {
+    lo >= i128::from(MAX_INDEX.wrapping_neg()) && hi <= i128::from(MAX_INDEX)
 }
 
 /// Whether an index range `[lo, hi] + coef·(trip − 1)` inside a dimension `S` follows from its
@@ -178,8 +264,20 @@ impl DisplayConstraint<'_> {
     }
 }
 
+impl DisplayConstraint<'_> {
+    /// ` + c*(n - 1)` for each index variable in use.
+    fn terms(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (coef, loops) = self.c.variables();
+        for (&c, n) in coef.iter().zip(loops).filter(|(c, _)| **c != 0) {
+            write!(f, " + {c}*({} - 1)", n.display(self.symbols))?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for DisplayConstraint<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tensor = |t: u8| self.tensors.get(usize::from(t)).copied().unwrap_or("?");
         match *self.c {
             Constraint::Divisible { sym, by } => write!(f, "{} % {by} == 0", self.sym(sym)),
             Constraint::InBounds {
@@ -187,19 +285,14 @@ impl fmt::Display for DisplayConstraint<'_> {
                 size,
                 lo,
                 hi,
-                coef,
-                loops,
-                depth,
                 upper,
+                ..
             } => {
                 let what = match target {
-                    Bounded::Tensor { tensor, axis } => format!(
-                        "{} axis {axis}",
-                        self.tensors.get(tensor as usize).copied().unwrap_or("?")
-                    ),
+                    Bounded::Tensor { tensor: t, axis } => format!("{} axis {axis}", tensor(t)),
                     Bounded::TileFree { tile } => format!(
                         "{} free elements",
-                        self.tiles.get(tile as usize).copied().unwrap_or("?")
+                        self.tiles.get(usize::from(tile)).copied().unwrap_or("?")
                     ),
                 };
                 if upper {
@@ -207,13 +300,7 @@ impl fmt::Display for DisplayConstraint<'_> {
                 } else {
                     write!(f, "{what}: lowest index {lo}")?;
                 }
-                for v in 0..(MAX_PIDS + depth as usize).min(MAX_VARS) {
-                    if coef[v] != 0 {
-                        write!(f, " + {}*(", coef[v])?;
-                        write!(f, "{}", loops[v].display(self.symbols))?;
-                        f.write_str(" - 1)")?;
-                    }
-                }
+                self.terms(f)?;
                 if !upper {
                     return f.write_str(" >= 0");
                 }
@@ -222,6 +309,18 @@ impl fmt::Display for DisplayConstraint<'_> {
                     Dim::Fixed(n) => write!(f, "{n}"),
                     Dim::Sym(s) => f.write_str(self.sym(s)),
                 }
+            }
+            Constraint::InRange { what, lo, hi, .. } => {
+                match what {
+                    Computed::MaskedIndex { tensor: t, axis } => {
+                        write!(f, "{} axis {axis} (masked): index", tensor(t))?
+                    }
+                    Computed::MaskBound { mask } => write!(f, "mask {mask}: bound")?,
+                    Computed::Expr { expr } => write!(f, "index expression {expr}: value")?,
+                }
+                write!(f, " in [{lo}, {hi}]")?;
+                self.terms(f)?;
+                f.write_str(" within ±2^62")
             }
         }
     }

@@ -38,6 +38,8 @@ impl SymbolSource {
     /// The source of the symbol called `name`.
     pub fn of(name: &str) -> SymbolSource {
         if let Some(axis) = GRID_SIZE_SYMBOLS.iter().position(|s| *s == name) {
+            // axis < MAX_PIDS
+            #[allow(clippy::cast_possible_truncation)]
             return SymbolSource::GridSize(axis as u8);
         }
         match name {

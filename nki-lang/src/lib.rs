@@ -6,6 +6,15 @@
 //! programs and builds them at run time with the same checks.
 
 #![warn(missing_docs)]
+// Sizes, strides, offsets, indices and trip counts all come from users (a kernel's literals, a
+// builder's arguments, a launch's shapes): arithmetic on them is checked, saturating or wrapping
+// by intent, never silently truncated or panicking. Each `allow` below says why it is safe.
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
 
 pub mod affine;
 pub mod alloc;

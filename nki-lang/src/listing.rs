@@ -69,7 +69,7 @@ impl fmt::Display for Program<'_> {
                 names.pop();
                 continue;
             }
-            let indent = "  ".repeat(names.len() + 1);
+            let indent = "  ".repeat(names.len().saturating_add(1));
             write!(f, "{i:04}{indent}")?;
             if let InstrData::LoopBegin {
                 kind, trip, var, ..
@@ -210,6 +210,8 @@ impl<'a> Line<'a, '_> {
                     if o == crate::func::Alu::Bypass && j > 0 {
                         continue;
                     }
+                    // j < 2: `src` has three slots.
+                    #[allow(clippy::arithmetic_side_effects)]
                     let other = self.src(src[j + 1]);
                     value = match (o.arity(), rev >> j & 1 == 1) {
                         (1, _) => format!("{o}({value})"),
@@ -253,7 +255,7 @@ impl<'a> Line<'a, '_> {
             } => {
                 let axes: Vec<String> = (0..crate::shape::MAX_TILE_RANK - 1)
                     .filter(|j| axes >> j & 1 == 1)
-                    .map(|j| (j + 1).to_string())
+                    .map(|j| j.saturating_add(1).to_string())
                     .collect();
                 let neg = if negate { "-" } else { "" };
                 write!(
@@ -356,8 +358,9 @@ impl fmt::Display for ViewFmt<'_, '_> {
                 v.part_start,
                 v.offset.display(self.loops)
             )?;
-            for (j, s) in v.strides[..v.shape.rank() - 1].iter().enumerate() {
-                write!(f, " + {s}*{}", TILE_AXES[j + 1])?;
+            let free = v.shape.rank().saturating_sub(1);
+            for (s, axis) in v.strides[..free].iter().zip(&TILE_AXES[1..]) {
+                write!(f, " + {s}*{axis}")?;
             }
             f.write_str("}")?;
         }

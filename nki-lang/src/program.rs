@@ -51,7 +51,7 @@ pub struct TileDecl<'a> {
 impl TileDecl<'_> {
     /// Bytes the tile occupies in each partition.
     pub const fn bytes_per_partition(&self) -> u64 {
-        self.shape.free_elems() * self.dtype.size() as u64
+        self.shape.free_elems().saturating_mul(self.dtype.size() as u64)
     }
 }
 
@@ -106,7 +106,11 @@ impl<'a> Program<'a> {
         let mut input_count = 0;
         while input_count < tensors.len() && matches!(tensors[input_count].role, TensorRole::Input)
         {
-            input_count += 1;
+            // input_count < tensors.len()
+            #[allow(clippy::arithmetic_side_effects)]
+            {
+                input_count += 1;
+            }
         }
         Program {
             name,

@@ -146,6 +146,20 @@ pub enum RuleViolation {
         /// The dimension.
         axis: usize,
     },
+    /// A value computed from the index variables (a mask's bound, an `iota` value, an index
+    /// a mask cuts off) can leave ±2⁶² ([`crate::constraint::MAX_INDEX`]), the range index
+    /// arithmetic is done in.
+    #[error(
+        "{what} reaches [{lo}, {hi}], beyond ±2^62 (4611686018427387904), the range of index arithmetic"
+    )]
+    IndexRange {
+        /// What the value is.
+        what: String,
+        /// Its smallest value (saturated to `i64`).
+        lo: i64,
+        /// Its largest value (saturated to `i64`).
+        hi: i64,
+    },
     /// A kernel parameter is written: inputs are immutable.
     #[error("cannot update immutable parameter `{name}`: kernel inputs are read-only")]
     ImmutableParameter {
@@ -386,7 +400,9 @@ impl RuleViolation {
             RuleViolation::SbufCapacity { .. } => "err_sbuf_capacity_exceeded",
             RuleViolation::PsumBanks { .. } => "err_psum_banks_exceeded",
             RuleViolation::ShapeMismatch { .. } => "err_store_dst_shape_smaller_than_other_shape",
-            RuleViolation::OutOfBounds { .. } | RuleViolation::IndexOverflow { .. } => {
+            RuleViolation::OutOfBounds { .. }
+            | RuleViolation::IndexOverflow { .. }
+            | RuleViolation::IndexRange { .. } => {
                 "err_tensor_access_out_of_bound"
             }
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
@@ -440,7 +456,7 @@ pub fn check_tile_shape(shape: &TileShape) -> Result<(), RuleViolation> {
 
 /// TC#2: a PSUM tile fits one bank.
 pub fn check_psum_tile(shape: &TileShape, dtype: DType) -> Result<(), RuleViolation> {
-    let bytes = shape.free_elems() * dtype.size() as u64;
+    let bytes = shape.free_elems().saturating_mul(u64::from(dtype.size()));
     if bytes > PSUM_BANK_BYTES as u64 {
         return Err(RuleViolation::PsumTileTooLarge { bytes });
     }
@@ -498,7 +514,9 @@ pub fn check_matmul(
             moving: m.partitions(),
         });
     }
-    Ok(TileShape::new(&[s.free_elems() as u32, m.free_elems() as u32]).expect("rank 2"))
+    // Both at most 512 (checked above).
+    let dims = [s.free_elems(), m.free_elems()].map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    TileShape::new(&dims).ok_or(RuleViolation::BadTileShape { shape: *m })
 }
 
 /// `nc_transpose` on TensorE: SBUF `[P ≤ 128, F ≤ 128]` in. Returns the result shape `[F, P]`.
@@ -509,7 +527,9 @@ pub fn check_transpose(src: (&TileShape, Memory)) -> Result<TileShape, RuleViola
     if f > PARTITIONS as u64 {
         return Err(RuleViolation::PartitionDimTooLarge { size: f });
     }
-    Ok(TileShape::new(&[f as u32, src.0.partitions()]).expect("rank 2"))
+    // f ≤ 128 (checked above).
+    let f = u32::try_from(f).unwrap_or(u32::MAX);
+    TileShape::new(&[f, src.0.partitions()]).ok_or(RuleViolation::BadTileShape { shape: *src.0 })
 }
 
 /// Floating-point dtypes `nc_matmul` and `nc_transpose` accept as inputs.
@@ -566,7 +586,7 @@ pub fn check_bounds(
     hi: i64,
     size: u64,
 ) -> Result<(), RuleViolation> {
-    if lo < 0 || hi < lo || hi as u64 >= size {
+    if lo < 0 || hi < lo || hi.unsigned_abs() >= size {
         return Err(RuleViolation::OutOfBounds {
             tensor: tensor.to_string(),
             axis,
@@ -581,13 +601,21 @@ pub fn check_bounds(
 /// Reduction axes: free axes of a tile with `free` free dimensions, at least one (`axes` are
 /// tile axes, 1-based for the free ones). Returns the bit mask (bit `j` = free axis `j + 1`).
 pub fn check_reduce_axes(op: &'static str, axes: &[i64], free: usize) -> Result<u8, RuleViolation> {
-    let bad = axes.is_empty() || axes.iter().any(|&a| a < 1 || a > free as i64);
-    if bad {
-        return Err(RuleViolation::ReduceAxes {
+    // A free axis is 1 to `free`, and its bit must fit the mask's 8.
+    let bit = |a: i64| {
+        let a = usize::try_from(a).ok().filter(|&a| a >= 1 && a <= free)?;
+        1u8.checked_shl(u32::try_from(a.saturating_sub(1)).ok()?)
+    };
+    let bits: Option<Vec<u8>> = axes.iter().map(|&a| bit(a)).collect();
+    match bits {
+        Some(bits) if !bits.is_empty() => Ok(bits.iter().fold(0u8, |m, &b| m | b)),
+        _ => Err(RuleViolation::ReduceAxes {
             op,
-            axes: axes.iter().map(|&a| a.clamp(0, 255) as u8).collect(),
+            axes: axes
+                .iter()
+                .map(|&a| u8::try_from(a.clamp(0, 255)).unwrap_or(u8::MAX))
+                .collect(),
             max_axis: free,
-        });
+        }),
     }
-    Ok(axes.iter().fold(0u8, |m, &a| m | 1 << (a - 1)))
 }

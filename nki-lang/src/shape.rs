@@ -62,9 +62,11 @@ impl Extent {
             Extent::Fixed(n) => n,
             Extent::Sym { sym, add, div } => {
                 let s = syms[sym as usize].saturating_add(add);
-                match div {
-                    0 => 0,
-                    d => s / d,
+                // `checked_div` is `None` only for a divisor of 0, which a checked program's trip
+                // counts never have.
+                match s.checked_div(div) {
+                    Some(n) => n,
+                    None => 0,
                 }
             }
         }
@@ -103,9 +105,15 @@ impl TileShape {
         let mut i = 0;
         while i < dims.len() {
             out[i] = dims[i];
-            i += 1;
+            // i < dims.len() ≤ 5
+            #[allow(clippy::arithmetic_side_effects)]
+            {
+                i += 1;
+            }
         }
         Some(TileShape {
+            // dims.len() ≤ 5
+            #[allow(clippy::cast_possible_truncation)]
             rank: dims.len() as u8,
             dims: out,
         })
@@ -126,13 +134,18 @@ impl TileShape {
         self.dims[0]
     }
 
-    /// Elements per partition (the product of the free dimensions).
+    /// Elements per partition (the product of the free dimensions), saturating at `u64::MAX`
+    /// (four free dimensions of up to 2³² − 1 can exceed it; no rule accepts such a tile).
     pub const fn free_elems(&self) -> u64 {
         let mut n = 1u64;
         let mut i = 1;
         while i < self.rank as usize {
-            n *= self.dims[i] as u64;
-            i += 1;
+            n = n.saturating_mul(self.dims[i] as u64);
+            // i < rank ≤ 5
+            #[allow(clippy::arithmetic_side_effects)]
+            {
+                i += 1;
+            }
         }
         n
     }

@@ -7,7 +7,9 @@
 
 use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS};
 use crate::alloc::allocate;
-use crate::constraint::{Bounded, Constraint, implied_by_divisibility, index_range};
+use crate::constraint::{
+    Bounded, Computed, Constraint, implied_by_divisibility, in_range, index_range,
+};
 use crate::dtype::DType;
 use crate::ir::{
     AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, Mask, MaskId,
@@ -16,7 +18,7 @@ use crate::ir::{
 use crate::ops::{self, Axes, Blame, Format, InferIn, MAX_SLOTS, Part, Slot, ViewInfo};
 use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
 use crate::rules::{self, RuleViolation};
-use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, SymbolValues, TileShape};
+use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, TileShape};
 use crate::target::Target;
 
 /// An HBM tensor of a [`ProgramBuf`].
@@ -385,7 +387,10 @@ impl ProgramBuf {
         let sizes: Vec<(Memory, u64)> = self
             .tiles
             .iter()
-            .map(|t| (t.memory, t.shape.free_elems() * t.dtype.size() as u64))
+            .map(|t| {
+                let bytes = t.shape.free_elems().saturating_mul(u64::from(t.dtype.size()));
+                (t.memory, bytes)
+            })
             .collect();
         let alloc = allocate(&self, &sizes).map_err(|(t, violation)| {
             vec![Diagnostic {
@@ -417,12 +422,24 @@ struct Index<'a> {
 }
 
 impl Index<'_> {
+    /// The range in `i128`, which no grid of `i64` coefficients and `u32` sizes overflows.
+    fn range128(&self) -> (i128, i128) {
+        let c = i128::from(self.start.constant);
+        let (mut lo, mut hi) = (c, c);
+        for (&g, &size) in self.grid.iter().zip(self.shape.dims()) {
+            let span = i128::from(g).saturating_mul(i128::from(size.saturating_sub(1)));
+            lo = lo.saturating_add(span.min(0));
+            hi = hi.saturating_add(span.max(0));
+        }
+        (lo, hi)
+    }
+
     /// The index's range `[lo, hi]` over the grid at iteration 0 of every loop (`None` when the
     /// arithmetic overflows).
     fn range(&self) -> Option<(i64, i64)> {
         let (mut lo, mut hi) = (self.start.constant, self.start.constant);
         for (&g, &size) in self.grid.iter().zip(self.shape.dims()) {
-            let span = g.checked_mul(i64::from(size) - 1)?;
+            let span = g.checked_mul(i64::from(size.saturating_sub(1)))?;
             lo = lo.checked_add(span.min(0))?;
             hi = hi.checked_add(span.max(0))?;
         }
@@ -484,7 +501,36 @@ impl Checker<'_> {
                     let axes = ins.opcode.info().operands[o.slot as usize].axes;
                     ok &= self.check_access(site, access, mask.map(|m| (m, axes)), loops);
                 }
-                OperandRef::Expr(_) | OperandRef::Imm(_) => {}
+                OperandRef::Expr(e) => {
+                    // The expression runs over the instruction's grid: its destination's.
+                    let grid = ins
+                        .data
+                        .dst()
+                        .and_then(|d| p.views.get(d.view.index()))
+                        .map(|v| v.shape);
+                    if let (Some(expr), Some(shape)) = (p.exprs.get(e.index()), grid) {
+                        let index = Index {
+                            start: &expr.start,
+                            grid: &expr.grid,
+                            shape: &shape,
+                        };
+                        let what = Computed::Expr { expr: e.0 };
+                        ok &= self.fits(site, what, "the values of an index expression", &index, loops);
+                    }
+                }
+                OperandRef::Imm(_) => {}
+            }
+        }
+        if let (Some(m), Some(id)) = (mask, ins.mask) {
+            let site = Site::Instr(i);
+            for t in m.terms() {
+                let index = Index {
+                    start: &t.offset,
+                    grid: &[],
+                    shape: &UNIT,
+                };
+                let what = Computed::MaskBound { mask: id.0 };
+                ok &= self.fits(site, what, "a mask's bound", &index, loops);
             }
         }
         if !ok {
@@ -505,13 +551,14 @@ impl Checker<'_> {
         if !self.report(site, rules::check_tile_shape(&v.shape)) {
             return false;
         }
-        let part_end = u64::from(v.part_start) + u64::from(v.shape.partitions());
-        if part_end > u64::from(tile.shape.partitions()) {
+        // u32 + u32 fits in i64.
+        let part_end = i64::from(v.part_start).saturating_add(i64::from(v.shape.partitions()));
+        if part_end > i64::from(tile.shape.partitions()) {
             let r = rules::check_bounds(
                 &tile.name,
                 0,
                 i64::from(v.part_start),
-                part_end as i64 - 1,
+                part_end.saturating_sub(1),
                 u64::from(tile.shape.partitions()),
             );
             return self.report(site, r);
@@ -542,14 +589,30 @@ impl Checker<'_> {
                 grid: &ix.grid,
                 shape: &a.shape,
             };
+            // axis < MAX_TENSOR_RANK
+            let axis8 = u8::try_from(axis).unwrap_or(u8::MAX);
             let target = Bounded::Tensor {
                 tensor: a.tensor,
-                axis: axis as u8,
+                axis: axis8,
             };
             let size = t.shape[axis];
             let masked = mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, size));
             if !self.bound(site, &t.name, axis, target, size, &index, masked, loops) {
                 return false;
+            }
+            // What the mask cuts off is still computed: it must stay within range.
+            if masked {
+                let what = Computed::MaskedIndex {
+                    tensor: a.tensor,
+                    axis: axis8,
+                };
+                let label = format!(
+                    "the index of tensor `{}` on dimension {axis}, where the mask cuts it off,",
+                    t.name
+                );
+                if !self.fits(site, what, &label, &index, loops) {
+                    return false;
+                }
             }
         }
         true
@@ -577,41 +640,12 @@ impl Checker<'_> {
             };
             return self.report(site, Err(v));
         };
-        // The index variables: program ids (as many values as the grid's size), then loops.
         let coef = index.start.coef;
-        let mut ls = [Extent::Fixed(1); MAX_VARS];
-        for (a, l) in ls.iter_mut().enumerate().take(MAX_PIDS) {
-            if coef[a] != 0 {
-                *l = match self.grid_size_symbol(a) {
-                    Some(sym) => Extent::Sym {
-                        sym,
-                        add: 0,
-                        div: 1,
-                    },
-                    None => {
-                        self.malformed(site, "a program id without its grid symbol");
-                        return false;
-                    }
-                };
-            }
-        }
-        ls[MAX_PIDS..MAX_PIDS + loops.len()].copy_from_slice(loops);
-        let vars = &ls[..MAX_PIDS + loops.len()];
-        let is_static = matches!(size, Dim::Fixed(_))
-            && vars
-                .iter()
-                .enumerate()
-                .all(|(v, e)| coef[v] == 0 || e.fixed().is_some());
-        if is_static {
-            let syms: SymbolValues = [0; MAX_SYMBOLS];
-            let mut fixed = ls;
-            for e in fixed.iter_mut() {
-                *e = Extent::Fixed(e.fixed().unwrap_or(1).max(1));
-            }
-            let Some((lo, hi)) = index_range(lo, hi, &coef, &fixed[..vars.len()], &syms) else {
-                return true;
-            };
-            let Dim::Fixed(n) = size else { return true };
+        let Some((ls, nvars)) = self.extents(site, &coef, loops) else {
+            return false;
+        };
+        let vars = &ls[..nvars];
+        if let (Dim::Fixed(n), Some((lo, hi))) = (size, static_range(lo, hi, &coef, vars)) {
             let (lo, hi) = (clamp(lo), clamp(hi));
             let hi = if masked { lo.max(0) } else { hi };
             return self.report(site, rules::check_bounds(name, axis, lo, hi, n.max(1)));
@@ -629,15 +663,119 @@ impl Checker<'_> {
             hi,
             coef,
             loops: ls,
-            depth: loops.len() as u8,
+            depth: depth8(loops),
             upper: !masked,
+        });
+        true
+    }
+
+    /// How many values each index variable takes: the program ids that `coef` uses (the grid's
+    /// size along their axis), then the enclosing loops; and how many variables are in use.
+    /// `None` after reporting a program id whose grid symbol is missing.
+    fn extents(
+        &mut self,
+        site: Site,
+        coef: &[i64; MAX_VARS],
+        loops: &[Extent],
+    ) -> Option<([Extent; MAX_VARS], usize)> {
+        let mut ls = [Extent::Fixed(1); MAX_VARS];
+        for (a, l) in ls.iter_mut().enumerate().take(MAX_PIDS) {
+            if coef[a] != 0 {
+                *l = match self.grid_size_symbol(a) {
+                    Some(sym) => Extent::Sym {
+                        sym,
+                        add: 0,
+                        div: 1,
+                    },
+                    None => {
+                        self.malformed(site, "a program id without its grid symbol");
+                        return None;
+                    }
+                };
+            }
+        }
+        // The structure check keeps loops at most MAX_LOOP_DEPTH deep.
+        let n = MAX_PIDS.saturating_add(loops.len()).min(MAX_VARS);
+        for (l, e) in ls[MAX_PIDS..n].iter_mut().zip(loops) {
+            *l = *e;
+        }
+        Some((ls, n))
+    }
+
+    /// A value the executor computes from the index variables (`label` names it in an error)
+    /// stays within ±[`crate::constraint::MAX_INDEX`]: decided now when its loops' trip counts are literals,
+    /// else a launch constraint.
+    fn fits(
+        &mut self,
+        site: Site,
+        what: Computed,
+        label: &str,
+        index: &Index<'_>,
+        loops: &[Extent],
+    ) -> bool {
+        let refuse = |this: &mut Self, lo: i128, hi: i128| {
+            let v = RuleViolation::IndexRange {
+                what: label.to_string(),
+                lo: clamp(lo),
+                hi: clamp(hi),
+            };
+            this.report(site, Err(v))
+        };
+        let (lo, hi) = index.range128();
+        if !in_range(lo, hi) {
+            return refuse(self, lo, hi);
+        }
+        // Within ±2^62.
+        let (lo, hi) = (clamp(lo), clamp(hi));
+        let coef = index.start.coef;
+        let Some((ls, nvars)) = self.extents(site, &coef, loops) else {
+            return false;
+        };
+        let vars = &ls[..nvars];
+        if let Some((lo, hi)) = static_range(lo, hi, &coef, vars) {
+            return in_range(lo, hi) || refuse(self, lo, hi);
+        }
+        self.constrain(Constraint::InRange {
+            what,
+            lo,
+            hi,
+            coef,
+            loops: ls,
+            depth: depth8(loops),
         });
         true
     }
 }
 
+/// A 1-partition shape: the grid of a value without grid terms.
+const UNIT: TileShape = match TileShape::new(&[1]) {
+    Some(s) => s,
+    None => panic!("a rank-1 shape"),
+};
+
+/// The loop depth as the `u8` a constraint holds (the structure check keeps it at most 8).
+fn depth8(loops: &[Extent]) -> u8 {
+    u8::try_from(loops.len()).unwrap_or(u8::MAX)
+}
+
+/// The range `[lo, hi] + Σ coef·(n − 1)` over the index variables `vars` when every variable
+/// in use takes a literal number of values (a loop of none counts as one: its body is still
+/// checked), else `None`.
+fn static_range(lo: i64, hi: i64, coef: &[i64; MAX_VARS], vars: &[Extent]) -> Option<(i128, i128)> {
+    let fixed = vars
+        .iter()
+        .zip(coef)
+        .map(|(e, &c)| match (c, e.fixed()) {
+            (0, _) => Some(Extent::Fixed(1)),
+            (_, Some(n)) => Some(Extent::Fixed(n.max(1))),
+            (_, None) => None,
+        })
+        .collect::<Option<Vec<Extent>>>()?;
+    index_range(lo, hi, coef, &fixed, &[0; MAX_SYMBOLS])
+}
+
 fn clamp(x: i128) -> i64 {
-    x.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    i64::try_from(x.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
 }
 
 /// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
@@ -712,7 +850,7 @@ impl Checker<'_> {
             let bound = crate::grid::SymbolSource::of(name) != crate::grid::SymbolSource::Input
                 || p.tensors[..inputs]
                     .iter()
-                    .any(|t| t.shape.contains(&Dim::Sym(s as u8)));
+                    .any(|t| u8::try_from(s).is_ok_and(|s| t.shape.contains(&Dim::Sym(s))));
             if !bound {
                 let name = name.clone();
                 self.report(Site::Program, Err(RuleViolation::UnboundSymbol { name }));
@@ -720,6 +858,10 @@ impl Checker<'_> {
         }
         if p.tiles.len() > u16::MAX as usize {
             self.malformed(Site::Program, "too many tiles");
+        }
+        if u32::try_from(p.instrs.len()).is_err() {
+            // Loop ends and begins refer to instructions by `u32` index.
+            return self.malformed(Site::Program, "more than 2^32 - 1 instructions");
         }
         let mut stack: Vec<usize> = Vec::new();
         for (i, ins) in p.instrs.iter().enumerate() {
@@ -735,8 +877,10 @@ impl Checker<'_> {
                     if stack.len() == MAX_LOOP_DEPTH {
                         return self.malformed(Site::Instr(i), "loops nested deeper than 8");
                     }
-                    let matched = p.instrs.get(end as usize).map(|e| e.data)
-                        == Some(InstrData::LoopEnd { begin: i as u32 });
+                    let matched = u32::try_from(i).is_ok_and(|begin| {
+                        p.instrs.get(end as usize).map(|e| e.data)
+                            == Some(InstrData::LoopEnd { begin })
+                    });
                     if !matched || var as usize >= p.loop_vars.len() {
                         return self.malformed(Site::Instr(i), "unmatched loop");
                     }
@@ -832,6 +976,10 @@ impl Checker<'_> {
                 }
                 if t.axis as usize >= crate::shape::MAX_TILE_RANK {
                     return Err((None, "a mask term's grid axis is out of range"));
+                }
+                // The executor negates a negative coefficient.
+                if t.coef == i64::MIN {
+                    return Err((None, "a mask term's coefficient is out of range"));
                 }
             }
         }

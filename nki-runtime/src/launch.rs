@@ -536,24 +536,24 @@ fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> Lau
     let tiles: Vec<&str> = p.tiles().iter().map(|t| t.name).collect();
     let constraint = c.display(p.symbols(), &tensors, &tiles).to_string();
     let mut used = [false; MAX_SYMBOLS];
+    let mut use_sym = |s: u8| {
+        if let Some(u) = used.get_mut(usize::from(s)) {
+            *u = true;
+        }
+    };
     match *c {
-        Constraint::Divisible { sym, .. } => used[sym as usize] = true,
-        Constraint::InBounds {
-            size,
-            coef,
-            loops,
-            depth,
-            ..
-        } => {
+        Constraint::Divisible { sym, .. } => use_sym(sym),
+        Constraint::InBounds { size, .. } => {
             if let Dim::Sym(s) = size {
-                used[s as usize] = true;
+                use_sym(s);
             }
-            let vars = (nki_lang::MAX_PIDS + depth as usize).min(nki_lang::MAX_VARS);
-            for v in 0..vars {
-                if let (Extent::Sym { sym, .. }, true) = (loops[v], coef[v] != 0) {
-                    used[sym as usize] = true;
-                }
-            }
+        }
+        Constraint::InRange { .. } => {}
+    }
+    let (coef, loops) = c.variables();
+    for (&k, n) in coef.iter().zip(loops) {
+        if let (Extent::Sym { sym, .. }, true) = (n, k != 0) {
+            use_sym(*sym);
         }
     }
     let mut values = String::new();

@@ -97,8 +97,8 @@ impl Operands {
             }
             InstrData::Alu { dst, src, acc, .. } => {
                 o.dst(dst);
-                for (j, &x) in src.iter().enumerate() {
-                    o.src(1 + j, x);
+                for (slot, &x) in (1..).zip(&src) {
+                    o.src(slot, x);
                 }
                 o.acc(acc);
             }
@@ -149,12 +149,8 @@ impl Operands {
         o
     }
 
-    fn put(&mut self, slot: usize, operand: OperandRef, dir: Dir) {
-        self.items[slot] = Some(SlotOperand {
-            slot: slot as u8,
-            operand,
-            dir,
-        });
+    fn put(&mut self, slot: u8, operand: OperandRef, dir: Dir) {
+        self.items[usize::from(slot)] = Some(SlotOperand { slot, operand, dir });
     }
 
     /// Slot 0: the destination, read too when it accumulates.
@@ -166,7 +162,7 @@ impl Operands {
         self.put(0, OperandRef::View(d.view), dir);
     }
 
-    fn src(&mut self, slot: usize, s: Src) {
+    fn src(&mut self, slot: u8, s: Src) {
         match s {
             Src::None => {}
             Src::Tile(v) => self.put(slot, OperandRef::View(v), Dir::Read),
@@ -193,7 +189,11 @@ impl Iterator for Operands {
     fn next(&mut self) -> Option<SlotOperand> {
         while self.next < MAX_SLOTS {
             let i = self.next;
-            self.next += 1;
+            // i < MAX_SLOTS
+            #[allow(clippy::arithmetic_side_effects)]
+            {
+                self.next += 1;
+            }
             if let Some(o) = self.items[i] {
                 return Some(o);
             }

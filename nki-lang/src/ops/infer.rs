@@ -72,7 +72,7 @@ impl InferIn<'_> {
     /// The view or access in `slot`; the rule functions only ask for slots the format fills.
     fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
         self.slots[slot].info().ok_or(Blame {
-            part: Part::Slot(slot as u8),
+            part: Part::Slot(small(slot)),
             violation: RuleViolation::Malformed {
                 what: "an operand slot the opcode needs is empty",
             },
@@ -81,7 +81,7 @@ impl InferIn<'_> {
 
     fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
         Blame {
-            part: Part::Slot(slot as u8),
+            part: Part::Slot(small(slot)),
             violation,
         }
     }
@@ -553,15 +553,15 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         if let Some(j) = (0..2).find(|&j| !ok(op[j])) {
             return Err(unsupported(
                 x,
-                Part::Code(j as u8),
+                Part::Code(small(j)),
                 op[j],
                 "the Scalar engine runs tensor_scalar with multiply and add only",
             ));
         }
     }
-    for (j, &a) in op.iter().enumerate() {
+    for (slot, &a) in (2..).zip(&op) {
         check_alu_dtype(x, a, 1)?;
-        check_alu_dtype(x, a, 2 + j)?;
+        check_alu_dtype(x, a, slot)?;
     }
     match (x.opcode == Opcode::TensorScalarReduce, acc) {
         (true, Some(a)) => check_acc(x, a.op, &data.shape)?,
@@ -588,8 +588,9 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         op[1] != Alu::Bypass && op[1].arity() == 2,
     ];
     let dtypes = (1..4)
-        .filter(|&s| read[s - 1])
-        .filter_map(|s| src_dtype(x, s));
+        .zip(read)
+        .filter(|&(_, r)| r)
+        .filter_map(|(s, _)| src_dtype(x, s));
     let dtype = alu_dtype(last, dtypes).unwrap_or(data.dtype);
     Ok(Some(elementwise(data.shape, dtype)))
 }
@@ -662,11 +663,11 @@ pub(super) fn tensor_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
         return Err(malformed(x));
     };
     let data = *tile(x, 1)?;
-    let free = data.shape.rank() - 1;
+    let free = data.shape.rank().saturating_sub(1);
     if axes == 0 || u32::from(axes) >> free != 0 {
-        let list = (0..8)
+        let list = (0..8u8)
             .filter(|j| axes >> j & 1 == 1)
-            .map(|j| j + 1)
+            .map(|j| j.saturating_add(1))
             .collect();
         return Err(x.blame(
             1,
@@ -684,7 +685,7 @@ pub(super) fn tensor_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     check_free_size(x, 1)?;
     let mut dims = [1u32; crate::shape::MAX_TILE_RANK];
     for (j, &d) in data.shape.dims().iter().enumerate() {
-        dims[j] = if j > 0 && axes >> (j - 1) & 1 == 1 {
+        dims[j] = if j.checked_sub(1).is_some_and(|a| axes >> a & 1 == 1) {
             1
         } else {
             d
@@ -709,7 +710,7 @@ pub(super) fn tensor_tensor_scan(x: &InferIn<'_>) -> Result<Option<Inferred>, Bl
         if o.class() != AluClass::Arithmetic || o.arity() != 2 {
             return Err(unsupported(
                 x,
-                Part::Code(j as u8),
+                Part::Code(small(j)),
                 o,
                 "a scan combines with binary arithmetic",
             ));
@@ -781,7 +782,12 @@ pub(super) fn nc_transpose(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             ));
         }
     }
-    let shape = TileShape::new(&[f as u32, p as u32]).ok_or_else(|| malformed(x))?;
+    // Both at most 32 (checked above).
+    let (f, p) = (u32::try_from(f), u32::try_from(p));
+    let (Ok(f), Ok(p)) = (f, p) else {
+        return Err(malformed(x));
+    };
+    let shape = TileShape::new(&[f, p]).ok_or_else(|| malformed(x))?;
     Ok(Some(elementwise(shape, src.dtype)))
 }
 
@@ -886,4 +892,9 @@ fn malformed(_: &InferIn<'_>) -> Blame {
             what: "operands that do not fit the opcode",
         },
     }
+}
+
+/// A slot or function-code position (below `MAX_SLOTS`) as the `u8` a [`Part`] holds.
+fn small(j: usize) -> u8 {
+    u8::try_from(j).unwrap_or(u8::MAX)
 }

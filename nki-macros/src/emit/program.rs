@@ -5,6 +5,7 @@
 
 use core::fmt::Debug;
 
+use nki_lang::constraint::Computed;
 use nki_lang::{
     AccOut, Affine, AxisIndex, Bounded, CompiledProgram, Constraint, Dim, Dst, Extent, HbmAccess,
     Instr, InstrData, Mask, MaskTerm, Pred, Scalar, Src, TileShape, TileView, Write,
@@ -352,6 +353,25 @@ fn constraint(c: &Constraint) -> TokenStream {
             let size = dim(size);
             let loops = loops.iter().map(|e| extent(*e));
             quote!(#ty::InBounds { target: #target, size: #size, lo: #lo, hi: #hi, coef: [#(#coef),*], loops: [#(#loops),*], depth: #depth, upper: #upper })
+        }
+        Constraint::InRange {
+            what,
+            lo,
+            hi,
+            coef,
+            loops,
+            depth,
+        } => {
+            let c = item("Computed");
+            let what = match what {
+                Computed::MaskedIndex { tensor, axis } => {
+                    quote!(#c::MaskedIndex { tensor: #tensor, axis: #axis })
+                }
+                Computed::MaskBound { mask } => quote!(#c::MaskBound { mask: #mask }),
+                Computed::Expr { expr } => quote!(#c::Expr { expr: #expr }),
+            };
+            let loops = loops.iter().map(|e| extent(*e));
+            quote!(#ty::InRange { what: #what, lo: #lo, hi: #hi, coef: [#(#coef),*], loops: [#(#loops),*], depth: #depth })
         }
     }
 }
