@@ -166,7 +166,8 @@ impl ProgramBuilder {
     /// [`crate::grid`] (`num_programs(0)`, `program_ndim()`, ...) are bound from the launch
     /// grid, every other one from the first input axis that names it.
     pub fn symbol(&mut self, name: &str) -> Result<Dim, BuildError> {
-        const TOO_MANY: BuildError = BuildError::Usage("a program has at most 8 symbolic dimensions");
+        const TOO_MANY: BuildError =
+            BuildError::Usage("a program has at most 8 symbolic dimensions");
         if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
             return u8::try_from(i).map(Dim::Sym).map_err(|_| TOO_MANY);
         }
@@ -228,7 +229,7 @@ impl ProgramBuilder {
         self.tensor(name, dtype, shape, TensorRole::Output)
     }
 
-    /// An on-chip tile (`shape`: partitions, then 1 to 3 free dimensions), declared in the
+    /// An on-chip tile (`shape`: partitions, then up to 4 free dimensions), declared in the
     /// innermost open loop: each of its iterations has a tile of its own, used only inside it.
     pub fn tile(
         &mut self,
@@ -238,7 +239,7 @@ impl ProgramBuilder {
         shape: &[u32],
     ) -> Result<TileId, BuildError> {
         let shape = TileShape::new(shape).ok_or(BuildError::Usage(
-            "a tile has a partition dimension and 1 to 4 free dimensions",
+            "a tile has 1 to 5 dimensions: its partitions, then up to 4 free dimensions",
         ))?;
         let id = u16::try_from(self.buf.tiles.len())
             .ok()
@@ -249,7 +250,7 @@ impl ProgramBuilder {
             memory,
             dtype,
             shape,
-            scope: self.open.last().map(|&b| b as u32),
+            scope: self.open.last().and_then(|&b| u32::try_from(b).ok()),
         });
         Ok(TileId(id))
     }
@@ -314,7 +315,9 @@ impl ProgramBuilder {
         u32::try_from(self.buf.instrs.len())
             .ok()
             .filter(|&i| i < u32::MAX)
-            .ok_or(BuildError::Usage("a program has at most 2^32 - 1 instructions"))
+            .ok_or(BuildError::Usage(
+                "a program has at most 2^32 - 1 instructions",
+            ))
     }
 
     fn whole(&mut self, t: TileId) -> Result<(ViewId, TileShape), BuildError> {

@@ -113,7 +113,11 @@ fn same_elements_each_iteration(
         _ => None,
     })?;
     let mask: Option<&Mask> = ins.mask.and_then(|m| p.masks.get(m.index()));
-    let uses = |e: &Affine, d: usize| e.coef.get(MAX_PIDS + d).is_some_and(|&c| c != 0);
+    let uses = |e: &Affine, d: usize| {
+        e.coef
+            .get(MAX_PIDS.saturating_add(d))
+            .is_some_and(|&c| c != 0)
+    };
     open.iter().enumerate().position(|(d, &(kind, trip, _))| {
         kind == LoopKind::Affine
             && matches!(trip, Extent::Fixed(n) if n >= 2)

@@ -51,7 +51,9 @@ pub struct TileDecl<'a> {
 impl TileDecl<'_> {
     /// Bytes the tile occupies in each partition.
     pub const fn bytes_per_partition(&self) -> u64 {
-        self.shape.free_elems().saturating_mul(self.dtype.size() as u64)
+        self.shape
+            .free_elems()
+            .saturating_mul(self.dtype.size() as u64)
     }
 }
 

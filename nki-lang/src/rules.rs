@@ -402,9 +402,7 @@ impl RuleViolation {
             RuleViolation::ShapeMismatch { .. } => "err_store_dst_shape_smaller_than_other_shape",
             RuleViolation::OutOfBounds { .. }
             | RuleViolation::IndexOverflow { .. }
-            | RuleViolation::IndexRange { .. } => {
-                "err_tensor_access_out_of_bound"
-            }
+            | RuleViolation::IndexRange { .. } => "err_tensor_access_out_of_bound",
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
             RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
             RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",

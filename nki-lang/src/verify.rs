@@ -388,7 +388,10 @@ impl ProgramBuf {
             .tiles
             .iter()
             .map(|t| {
-                let bytes = t.shape.free_elems().saturating_mul(u64::from(t.dtype.size()));
+                let bytes = t
+                    .shape
+                    .free_elems()
+                    .saturating_mul(u64::from(t.dtype.size()));
                 (t.memory, bytes)
             })
             .collect();
@@ -515,7 +518,13 @@ impl Checker<'_> {
                             shape: &shape,
                         };
                         let what = Computed::Expr { expr: e.0 };
-                        ok &= self.fits(site, what, "the values of an index expression", &index, loops);
+                        ok &= self.fits(
+                            site,
+                            what,
+                            "the values of an index expression",
+                            &index,
+                            loops,
+                        );
                     }
                 }
                 OperandRef::Imm(_) => {}

@@ -182,7 +182,9 @@ fn symbols_are_interned_and_limited_to_eight() {
 #[test]
 fn tile_and_tensor_ranks() {
     let mut b = new();
-    let tile_rank = BuildError::Usage("a tile has 1 to 4 dimensions");
+    let tile_rank = BuildError::Usage(
+        "a tile has 1 to 5 dimensions: its partitions, then up to 4 free dimensions",
+    );
     assert_eq!(
         b.tile("t", Memory::Sbuf, DType::F32, &[]),
         Err(tile_rank.clone())

@@ -152,11 +152,11 @@ impl Lowerer<'_> {
     ) -> Option<Vec<Option<&'a Expr>>> {
         let mut out: Vec<Option<&Expr>> = vec![None; params.len()];
         let mut ok = true;
-        let mut positional = 0;
+        let mut positional = 0usize;
         for a in args {
             let slot = match &a.name {
                 None => {
-                    positional += 1;
+                    positional = positional.saturating_add(1);
                     if positional > params.len() {
                         self.error(
                             a.value.span(),
@@ -165,7 +165,7 @@ impl Lowerer<'_> {
                         ok = false;
                         continue;
                     }
-                    positional - 1
+                    positional.saturating_sub(1)
                 }
                 Some(n) => match params.iter().position(|p| n == p) {
                     Some(i) => i,
@@ -414,6 +414,8 @@ fn squeezed(s: &TileShape) -> TileShape {
 }
 
 /// Whether `candidate` is a likely intended spelling of `name` (one edit apart, or a prefix).
+// The indices stay below the names' lengths and `edits` below 3: nothing overflows.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn close(candidate: &str, name: &str) -> bool {
     let (a, b) = (candidate.as_bytes(), name.as_bytes());
     if a.len().abs_diff(b.len()) > 1 {

@@ -102,7 +102,8 @@ impl Lowerer<'_> {
         }
         if let Some(s) = self.buf.symbols.iter().position(|s| s == name) {
             return Value::Sym {
-                sym: s as u8,
+                // Past 255 symbols: an index the verifier refuses (a kernel has at most 8).
+                sym: u8::try_from(s).unwrap_or(u8::MAX),
                 add: 0,
                 div: 1,
             };
@@ -200,19 +201,19 @@ impl Lowerer<'_> {
             (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
             (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
             (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
-            (BinOp::Div, Sym { sym, add, div }, Int(y)) if y > 0 => match div.checked_mul(y as u64) {
+            (BinOp::Div, Sym { sym, add, div }, Int(y)) if y > 0 => match div.checked_mul(y.unsigned_abs()) {
                 Some(div) => Sym { sym, add, div },
                 None => self.error(span, "integer overflow in a compile-time expression"),
             },
             (BinOp::Add, Sym { sym, add, div: 1 }, Int(k)) | (BinOp::Add, Int(k), Sym { sym, add, div: 1 }) if k >= 0 => {
-                match add.checked_add(k as u64) {
+                match add.checked_add(k.unsigned_abs()) {
                     Some(add) => Sym { sym, add, div: 1 },
                     None => self.error(span, "integer overflow in a compile-time expression"),
                 }
             }
             // `(N + TILE - 1) / TILE`: a literal subtracted from the addend.
-            (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k >= 0 && add >= k as u64 => {
-                Sym { sym, add: add - k as u64, div: 1 }
+            (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k >= 0 && add >= k.unsigned_abs() => {
+                Sym { sym, add: add.saturating_sub(k.unsigned_abs()), div: 1 }
             }
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
@@ -251,9 +252,10 @@ impl Lowerer<'_> {
                 Cmp::Eq => x == y,
                 Cmp::Ne => x != y,
             }),
-            (x @ (Int(_) | Index(_)), Sym { sym, add, div: 1 }) => {
-                self.cond(cmp, x, Int(add as i64), Some(sym), span)
-            }
+            (x @ (Int(_) | Index(_)), Sym { sym, add, div: 1 }) => match i64::try_from(add) {
+                Ok(add) => self.cond(cmp, x, Int(add), Some(sym), span),
+                Err(_) => self.error(span, "integer overflow in a compile-time expression"),
+            },
             (Sym { sym, add, div: 1 }, y @ (Int(_) | Index(_))) => {
                 let mirrored = match cmp {
                     Cmp::Gt => Cmp::Lt,
@@ -262,7 +264,10 @@ impl Lowerer<'_> {
                     Cmp::Le => Cmp::Ge,
                     c => c,
                 };
-                self.cond(mirrored, y, Int(add as i64), Some(sym), span)
+                match i64::try_from(add) {
+                    Ok(add) => self.cond(mirrored, y, Int(add), Some(sym), span),
+                    Err(_) => self.error(span, "integer overflow in a compile-time expression"),
+                }
             }
             (x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => self.cond(cmp, x, y, None, span),
             (x, y) => self.error(

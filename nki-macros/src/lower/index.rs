@@ -85,7 +85,8 @@ impl Lowerer<'_> {
                 if let Sel::Advanced(i) = s {
                     for (j, size) in sizes.iter_mut().enumerate() {
                         if i.grid[j] != 0 || i.sizes[j] != 0 {
-                            rank = rank.max(j + 1);
+                            // j < MAX_TILE_RANK.
+                            rank = rank.max(j.saturating_add(1));
                         }
                         match (*size, i.sizes[j]) {
                             (_, 0) => {}
@@ -123,7 +124,8 @@ impl Lowerer<'_> {
                         }
                         i.grid[g] = 1;
                         shape_dims.push(size);
-                        g += 1;
+                        // g < MAX_TILE_RANK, checked above.
+                        g = g.saturating_add(1);
                         i
                     }
                     Sel::Scalar(a) => Idx::from_affine(a),
@@ -178,8 +180,8 @@ impl Lowerer<'_> {
                 match end {
                     None if start.is_none() => whole(self, *span),
                     None => match (dim, s.is_constant()) {
-                        (Some(n), true) if s.constant >= 0 && (s.constant as u64) < n => {
-                            match u32::try_from(n - s.constant as u64) {
+                        (Some(n), true) if s.constant >= 0 && s.constant.unsigned_abs() < n => {
+                            match u32::try_from(n.saturating_sub(s.constant.unsigned_abs())) {
                                 Ok(size) => Some(Sel::Slice { start: s, size }),
                                 Err(_) => {
                                     self.error(*span, TOO_LONG);
@@ -261,10 +263,12 @@ impl Lowerer<'_> {
     fn index_range(&self, idx: &Idx, shape: &TileShape) -> Option<(i128, i128)> {
         let mut lo = i128::from(idx.lin.constant);
         let mut hi = lo;
+        // |c| ≤ 2^63 and n − 1 < 2^64: the product fits i128; the sums saturate outward, so
+        // that an absurd range fails the bounds it is checked against.
         let mut add = |c: i64, n: u64| {
-            let span = i128::from(c) * (i128::from(n) - 1);
-            lo += span.min(0);
-            hi += span.max(0);
+            let span = i128::from(c).saturating_mul(i128::from(n.saturating_sub(1)));
+            lo = lo.saturating_add(span.min(0));
+            hi = hi.saturating_add(span.max(0));
         };
         for (&g, &n) in idx.grid.iter().zip(shape.dims()) {
             add(g, u64::from(n));
@@ -296,7 +300,7 @@ impl Lowerer<'_> {
         // size, which a tile shape keeps far below i64::MAX.
         let mut row = vec![1i64; free.len()];
         for j in (0..free.len().saturating_sub(1)).rev() {
-            row[j] = row[j + 1] * i64::from(free[j + 1]);
+            row[j] = row[j.saturating_add(1)].saturating_mul(i64::from(free[j.saturating_add(1)]));
         }
         let mut offset = Affine::ZERO;
         let mut strides = [0i64; MAX_TILE_RANK - 1];
@@ -315,7 +319,7 @@ impl Lowerer<'_> {
                     span,
                     format!(
                         "out-of-bound access for tile `{name}` on dimension {}: index range [{lo}, {hi}] exceeds dimension size of {} (err_tensor_access_out_of_bound)",
-                        a + 1,
+                        a.saturating_add(1),
                         free[a]
                     ),
                 );
@@ -325,14 +329,14 @@ impl Lowerer<'_> {
                 return self.error(span, "integer overflow in an index expression");
             };
             offset = next;
-            for j in 1..MAX_TILE_RANK {
-                let s = idx.grid[j]
+            for (j, stride) in strides.iter_mut().enumerate() {
+                let s = idx.grid[j.saturating_add(1)]
                     .checked_mul(row[a])
-                    .and_then(|t| strides[j - 1].checked_add(t));
+                    .and_then(|t| stride.checked_add(t));
                 let Some(s) = s else {
                     return self.error(span, "integer overflow in an index expression");
                 };
-                strides[j - 1] = s;
+                *stride = s;
             }
         }
         let Ok(part_start) = u32::try_from(p.lin.constant) else {

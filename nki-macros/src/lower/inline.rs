@@ -42,17 +42,17 @@ impl Lowerer<'_> {
             None => format!(
                 "in the helper `{name}`, called at line {}, column {}",
                 start.line,
-                start.column + 1
+                start.column.saturating_add(1)
             ),
             Some(&(_, outer)) => format!(
                 "in the helper `{name}`, called at line {}, column {}\n{}",
                 start.line,
-                start.column + 1,
+                start.column.saturating_add(1),
                 self.spans.notes[outer as usize]
             ),
         };
         self.spans.notes.push(note.clone());
-        let id = (self.spans.notes.len() - 1) as u32;
+        let id = u32::try_from(self.spans.notes.len().saturating_sub(1)).unwrap_or(u32::MAX);
         self.inlining.push((name, id));
         let scope: HashMap<String, Value> =
             h.params.iter().map(|p| p.to_string()).zip(values).collect();

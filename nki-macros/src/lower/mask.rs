@@ -59,7 +59,8 @@ impl Lowerer<'_> {
         }
         let mut mask = Mask {
             terms: [terms[0]; MAX_MASK_TERMS],
-            len: terms.len() as u8,
+            // At most MAX_MASK_TERMS, checked above.
+            len: u8::try_from(terms.len()).unwrap_or(u8::MAX),
         };
         mask.terms[..terms.len()].copy_from_slice(&terms);
         match self.buf.add_mask(mask) {
@@ -89,7 +90,8 @@ impl Lowerer<'_> {
         };
         let lin = c.expr.lin;
         let term = |coef: i64, offset: nki_lang::Affine, sym| MaskTerm {
-            axis: axis as u8,
+            // A grid axis: below MAX_TILE_RANK.
+            axis: u8::try_from(axis).unwrap_or(u8::MAX),
             coef,
             offset,
             sym,
@@ -100,6 +102,10 @@ impl Lowerer<'_> {
                 .and_then(|n| n.checked_add(&nki_lang::Affine::constant(k)))
         };
         let overflow = || "integer overflow in a mask".to_string();
+        let Some(neg) = coef.checked_neg() else {
+            self.error(span, overflow());
+            return false;
+        };
         // `x < S`, `x <= S` keep a symbol on the upper side; `x > 0`, `x >= 0` become
         // `−x < 0`, `−x − 1 < 0`.
         let new: Result<Vec<MaskTerm>, String> = match (c.cmp, c.sym) {
@@ -108,13 +114,13 @@ impl Lowerer<'_> {
                 .map(|o| vec![term(coef, o, s)])
                 .ok_or_else(overflow),
             (Cmp::Gt, None) => negated(0)
-                .map(|o| vec![term(-coef, o, None)])
+                .map(|o| vec![term(neg, o, None)])
                 .ok_or_else(overflow),
             (Cmp::Ge, None) => negated(-1)
-                .map(|o| vec![term(-coef, o, None)])
+                .map(|o| vec![term(neg, o, None)])
                 .ok_or_else(overflow),
             (Cmp::Eq, None) => match (shifted(-1), negated(-1)) {
-                (Some(le), Some(ge)) => Ok(vec![term(coef, le, None), term(-coef, ge, None)]),
+                (Some(le), Some(ge)) => Ok(vec![term(coef, le, None), term(neg, ge, None)]),
                 _ => Err(overflow()),
             },
             (Cmp::Ne, _) => Err(format!(

@@ -1,5 +1,16 @@
 //! Lowering: the kernel model into a [`ProgramBuf`], with the span of every instruction operand,
 //! tile and tensor so that rule violations found later point at the user's tokens.
+//!
+//! A kernel's literals (sizes, indices, strides, trip counts, unroll counts) are user input:
+//! arithmetic on them is checked (a spanned compile error on overflow) and conversions are
+//! fallible, never silently truncated, wrapped or panicking. The lints below keep it so; each
+//! `allow` says why its operation cannot overflow.
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
 
 mod builtins;
 mod call;
@@ -33,6 +44,15 @@ pub(crate) const MAX_STATIC_TRIP: u64 = 4096;
 /// The most instructions unrolling may make a kernel (loops stay loops and do not count
 /// their iterations).
 pub(crate) const MAX_INSTRS: usize = 1 << 16;
+
+/// A kernel's number as an fp32 immediate: rounded to nearest even, as the hardware's fp32
+/// immediates are (past fp32's range, ±inf).
+pub(crate) fn fp32(x: f64) -> f32 {
+    // The rounding is the point.
+    #[allow(clippy::cast_possible_truncation)]
+    let y = x as f32;
+    y
+}
 
 /// Spans of one instruction: the whole call, and the tokens of each operand slot, function
 /// code and engine where the kernel wrote them.
@@ -219,12 +239,13 @@ impl Lowerer<'_> {
 
     /// The symbol called `name`, declared at `span` on first use.
     fn symbol_named(&mut self, name: &str, span: Span) -> u8 {
+        // Past 255 symbols: an index the verifier refuses (a kernel has at most 8).
         if let Some(i) = self.buf.symbols.iter().position(|s| s == name) {
-            return i as u8;
+            return u8::try_from(i).unwrap_or(u8::MAX);
         }
         self.buf.symbols.push(name.to_string());
         self.spans.symbols.push(span);
-        (self.buf.symbols.len() - 1) as u8
+        u8::try_from(self.buf.symbols.len().saturating_sub(1)).unwrap_or(u8::MAX)
     }
 
     fn dims(&mut self, ty: &TensorType) -> Vec<Dim> {
@@ -234,7 +255,7 @@ impl Lowerer<'_> {
                 DimSpec::Lit(n) => Dim::Fixed(*n),
                 // An integer meta-parameter fixes the dimension in its instantiation.
                 DimSpec::Sym(i) => match self.lookup(&i.unraw().to_string()) {
-                    Some(&Value::Int(n)) if n > 0 => Dim::Fixed(n as u64),
+                    Some(&Value::Int(n)) if n > 0 => Dim::Fixed(n.unsigned_abs()),
                     Some(Value::Int(_)) => {
                         self.errors
                             .push(i.span(), format!("the dimension `{i}` must be positive"));
@@ -243,7 +264,7 @@ impl Lowerer<'_> {
                     _ => Dim::Sym(self.symbol(i)),
                 },
                 DimSpec::Expr(e) => match self.eval(e) {
-                    Value::Int(n) if n > 0 => Dim::Fixed(n as u64),
+                    Value::Int(n) if n > 0 => Dim::Fixed(n.unsigned_abs()),
                     Value::Poison => Dim::Fixed(1),
                     other => {
                         let what = other.describe();
@@ -276,7 +297,7 @@ impl Lowerer<'_> {
                 role: TensorRole::Input,
                 span: p.name.span().into(),
             });
-            self.bind(&name, Value::Tensor(self.tensors.len() - 1));
+            self.bind(&name, Value::Tensor(self.tensors.len().saturating_sub(1)));
         }
     }
 
@@ -290,7 +311,7 @@ impl Lowerer<'_> {
             role: t.role,
         });
         self.tensors.push(t);
-        self.tensors.len() - 1
+        self.tensors.len().saturating_sub(1)
     }
 
     /// Adds an instruction on its opcode's default engine at the current statement.
@@ -299,7 +320,7 @@ impl Lowerer<'_> {
         instr.line = spans.whole.line();
         self.buf.instrs.push(instr);
         self.push_spans(spans);
-        self.buf.instrs.len() - 1
+        self.buf.instrs.len().saturating_sub(1)
     }
 
     /// Records an instruction's spans, with the note of the helper call being inlined.
@@ -339,7 +360,7 @@ impl Lowerer<'_> {
         let name = match name {
             Some(n) => n.to_string(),
             None => {
-                self.temp_count += 1;
+                self.temp_count = self.temp_count.saturating_add(1);
                 format!("_t{}", self.temp_count)
             }
         };
@@ -351,7 +372,8 @@ impl Lowerer<'_> {
             scope: self.loop_begins.last().copied(),
         });
         self.spans.tiles.push(span);
-        let tile = (self.buf.tiles.len() - 1) as u16;
+        // Below u16::MAX, checked above.
+        let tile = u16::try_from(self.buf.tiles.len().saturating_sub(1)).unwrap_or(u16::MAX);
         Value::Tile(TileView::whole(tile, &shape))
     }
 
@@ -510,7 +532,7 @@ impl Lowerer<'_> {
     ) {
         let t = self.eval(trip);
         let extent = match t {
-            Value::Int(n) if n >= 0 => Extent::Fixed(n as u64),
+            Value::Int(n) if n >= 0 => Extent::Fixed(n.unsigned_abs()),
             Value::Sym { sym, add, div } => Extent::Sym { sym, add, div },
             Value::Poison => return,
             Value::Int(_) => {
@@ -542,7 +564,11 @@ impl Lowerer<'_> {
             for i in 0..n {
                 self.scopes.push(HashMap::new());
                 if let Some(v) = var {
-                    self.bind(&v.to_string(), Value::Int(i as i64));
+                    // i < 4096 (the unroll limit).
+                    self.bind(
+                        &v.to_string(),
+                        Value::Int(i64::try_from(i).unwrap_or(i64::MAX)),
+                    );
                 }
                 self.block(body);
                 self.scopes.pop();
@@ -574,7 +600,8 @@ impl Lowerer<'_> {
             .map(|v| v.to_string())
             .unwrap_or_else(|| "_".to_string());
         self.buf.loop_vars.push(name.clone());
-        let var_id = (self.buf.loop_vars.len() - 1) as u16;
+        // Past 65535 loops: an index the verifier refuses.
+        let var_id = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
         let kind = match kind {
             IterKind::Affine => LoopKind::Affine,
             _ => LoopKind::Sequential,
@@ -590,7 +617,10 @@ impl Lowerer<'_> {
             InstrSpans::at(iter_span),
         );
         self.loops.push(extent);
-        self.loop_begins.push(begin as u32);
+        // Instruction indices fit u32: unrolling stops at MAX_INSTRS, and no source holds 2^32
+        // instructions (past that, an index the verifier refuses).
+        let begin_at = u32::try_from(begin).unwrap_or(u32::MAX);
+        self.loop_begins.push(begin_at);
         self.scopes.push(HashMap::new());
         if var.is_some() {
             self.bind(
@@ -604,13 +634,11 @@ impl Lowerer<'_> {
         self.loop_begins.pop();
         let end = self.emit(
             Opcode::LoopEnd,
-            InstrData::LoopEnd {
-                begin: begin as u32,
-            },
+            InstrData::LoopEnd { begin: begin_at },
             InstrSpans::at(iter_span),
         );
         if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
-            *e = end as u32;
+            *e = u32::try_from(end).unwrap_or(u32::MAX);
         }
     }
 
@@ -688,7 +716,8 @@ impl Lowerer<'_> {
         order.extend(rest);
         let mut remap = vec![0u8; self.tensors.len()];
         for (new, &old) in order.iter().enumerate() {
-            remap[old] = new as u8;
+            // At most MAX_TENSORS (16) tensors.
+            remap[old] = u8::try_from(new).unwrap_or(u8::MAX);
         }
         // Every tensor index of the program is in the access pool.
         for a in &mut self.buf.accesses {

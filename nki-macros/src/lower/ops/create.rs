@@ -29,8 +29,12 @@ impl Lowerer<'_> {
             (_, true) => &["a", "dtype", "buffer"],
         };
         let fill_slot = matches!(base, "full" | "memset").then_some(1);
-        let dtype_slot = if fill_slot.is_some() { 2 } else { 1 };
-        let required = if like { dtype_slot } else { dtype_slot + 1 };
+        let dtype_slot: usize = if fill_slot.is_some() { 2 } else { 1 };
+        let required = if like {
+            dtype_slot
+        } else {
+            dtype_slot.saturating_add(1)
+        };
         let Some(a) = self.args(func, args, params, required, span) else {
             return Value::Poison;
         };
@@ -49,7 +53,7 @@ impl Lowerer<'_> {
         let buffer_e = if base == "memset" {
             None
         } else {
-            a[dtype_slot + 1]
+            a[dtype_slot.saturating_add(1)]
         };
         let buffer = match buffer_e.map(|e| (e, self.eval(e))) {
             None => Buffer::Sbuf,
@@ -124,7 +128,7 @@ impl Lowerer<'_> {
                         return self.error(e.span(), "a fill value is a 32-bit integer or a float");
                     }
                 },
-                Some((_, Value::Float(f))) => Some(Scalar::float(f as f32)),
+                Some((_, Value::Float(f))) => Some(Scalar::float(super::super::fp32(f))),
                 Some((_, Value::Bool(b))) => Some(Scalar::Int(b as i32)),
                 Some((_, Value::Poison)) => return Value::Poison,
                 Some((e, other)) => {
@@ -217,12 +221,12 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         let e = a[0].expect("required");
-        match self.int(e, "an axis") {
-            Some(n) if (0..nki_lang::MAX_PIDS as i64).contains(&n) => {
+        match self.int(e, "an axis").map(usize::try_from) {
+            Some(Ok(n)) if n < nki_lang::MAX_PIDS => {
                 // The index's bounds depend on the grid's size along the axis.
-                self.symbol_named(nki_lang::grid::GRID_SIZE_SYMBOLS[n as usize], span);
+                self.symbol_named(nki_lang::grid::GRID_SIZE_SYMBOLS[n], span);
                 Value::Index(super::super::value::Idx::from_affine(
-                    nki_lang::Affine::program_id(n as usize, 1),
+                    nki_lang::Affine::program_id(n, 1),
                 ))
             }
             Some(_) => self.error(
@@ -262,7 +266,7 @@ impl Lowerer<'_> {
         let mut shape = Vec::new();
         for d in dims {
             match self.eval(d) {
-                Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n as u64)),
+                Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
                 Value::Sym { sym, add: 0, div: 1 } => shape.push(Dim::Sym(sym)),
                 Value::Poison => return Value::Poison,
                 _ => return self.error(d.span(), "an output dimension is a positive integer or a symbolic dimension of the inputs"),

@@ -20,8 +20,8 @@ fn broadcast_free(a: &[u32], b: &[u32]) -> Option<Vec<u32>> {
     let n = a.len().max(b.len());
     let mut out = vec![1u32; n];
     for (k, o) in out.iter_mut().enumerate() {
-        let x = a.len().checked_sub(n - k).map_or(1, |j| a[j]);
-        let y = b.len().checked_sub(n - k).map_or(1, |j| b[j]);
+        let x = a.len().checked_sub(n.saturating_sub(k)).map_or(1, |j| a[j]);
+        let y = b.len().checked_sub(n.saturating_sub(k)).map_or(1, |j| b[j]);
         *o = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -57,7 +57,7 @@ impl Lowerer<'_> {
         if let Some(e) = a[operands.len()] {
             ok &= self.option_arg(super::super::builtins::P::DType, e, &mut opts);
         }
-        if let Some(e) = a[operands.len() + 1] {
+        if let Some(e) = a[operands.len().saturating_add(1)] {
             ok &= self.option_arg(super::super::builtins::P::Mask, e, &mut opts);
         }
         ok.then_some((out, opts))
@@ -437,7 +437,7 @@ impl Lowerer<'_> {
     fn operand_of(&mut self, v: Value, span: Span) -> Option<Operand> {
         match v {
             Value::Tile(t) => Some(Operand::Tile(t)),
-            Value::Float(f) => Some(Operand::Imm(Scalar::float(f as f32))),
+            Value::Float(f) => Some(Operand::Imm(Scalar::float(super::super::fp32(f)))),
             Value::Int(n) => match i32::try_from(n) {
                 Ok(n) => Some(Operand::Imm(Scalar::Int(n))),
                 Err(_) => {
@@ -652,12 +652,16 @@ impl Lowerer<'_> {
         let ones_id = self.view_id(ones, span)?;
         let mut start = 0u32;
         while start < f {
-            let n = (f - start).min(nki_lang::target::GEMM_MOVING_FMAX);
+            let n = f
+                .saturating_sub(start)
+                .min(nki_lang::target::GEMM_MOVING_FMAX);
             let cols = |v: &TileView, rows: u32| TileView {
                 shape: TileShape::new(&[rows, n]).expect("rank 2"),
                 offset: v
                     .offset
-                    .checked_add(&nki_lang::Affine::constant(i64::from(start) * v.strides[0]))
+                    .checked_add(&nki_lang::Affine::constant(
+                        i64::from(start).saturating_mul(v.strides[0]),
+                    ))
                     .unwrap_or(v.offset),
                 ..*v
             };
@@ -691,7 +695,8 @@ impl Lowerer<'_> {
                 InstrSpans::at(span),
             )
             .then_some(())?;
-            start += n;
+            // start + n ≤ f.
+            start = start.saturating_add(n);
         }
         Some(out)
     }

@@ -45,7 +45,7 @@ impl Lowerer<'_> {
     pub(in super::super) fn operand(&mut self, e: &Expr, what: &str) -> Option<Operand> {
         match self.eval(e) {
             Value::Tile(v) => Some(Operand::Tile(v)),
-            Value::Float(f) => Some(Operand::Imm(Scalar::float(f as f32))),
+            Value::Float(f) => Some(Operand::Imm(Scalar::float(super::super::fp32(f)))),
             Value::Int(n) => match i32::try_from(n) {
                 Ok(n) => Some(Operand::Imm(Scalar::Int(n))),
                 Err(_) => {
@@ -142,7 +142,7 @@ impl Lowerer<'_> {
         for it in items {
             axes.push(self.int(it, "an axis")?);
         }
-        match nki_lang::rules::check_reduce_axes(func, &axes, data.rank() - 1) {
+        match nki_lang::rules::check_reduce_axes(func, &axes, data.rank().saturating_sub(1)) {
             Ok(mask) => Some(mask),
             Err(v) => {
                 self.error(e.span(), crate::errors::message(&v));
@@ -184,14 +184,14 @@ impl Lowerer<'_> {
         let (from, to) = (v.shape.free(), shape.free());
         if from.len() > to.len() {
             // Leading size-1 dimensions can go.
-            let extra = from.len() - to.len();
+            let extra = from.len().saturating_sub(to.len());
             if from[..extra].iter().any(|&d| d != 1) {
                 return None;
             }
         }
         let mut strides = [0i64; MAX_TILE_RANK - 1];
         for (k, &n) in to.iter().enumerate().rev() {
-            let back = to.len() - k;
+            let back = to.len().saturating_sub(k);
             let Some(j) = from.len().checked_sub(back) else {
                 continue;
             };
@@ -446,7 +446,11 @@ impl Lowerer<'_> {
         ];
         let axes = match (&c.axes, grid) {
             (Some((list, sp)), data) if info.format == Format::Reduce => {
-                match nki_lang::rules::check_reduce_axes(info.name, list, data.rank() - 1) {
+                match nki_lang::rules::check_reduce_axes(
+                    info.name,
+                    list,
+                    data.rank().saturating_sub(1),
+                ) {
                     Ok(m) => m,
                     Err(v) => return self.error(*sp, crate::errors::message(&v)),
                 }
@@ -528,7 +532,7 @@ fn expr_shape(sizes: &[u32; MAX_TILE_RANK]) -> TileShape {
     let rank = (0..MAX_TILE_RANK)
         .rev()
         .find(|&j| sizes[j] != 0)
-        .map_or(2, |j| (j + 1).max(2));
+        .map_or(2, |j| j.saturating_add(1).max(2));
     let dims: Vec<u32> = sizes[..rank].iter().map(|&s| s.max(1)).collect();
     TileShape::new(&dims).unwrap_or_else(|| TileShape::new(&[1, 1]).expect("rank 2"))
 }

@@ -22,8 +22,9 @@ fn hbm_access(a: &Access) -> HbmAccess {
         };
     }
     HbmAccess {
-        tensor: a.tensor as u8,
-        rank: a.axes.len() as u8,
+        // At most MAX_TENSORS tensors and MAX_TENSOR_RANK axes.
+        tensor: u8::try_from(a.tensor).unwrap_or(u8::MAX),
+        rank: u8::try_from(a.axes.len()).unwrap_or(u8::MAX),
         shape: a.shape,
         axes,
     }

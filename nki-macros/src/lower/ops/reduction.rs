@@ -259,7 +259,7 @@ impl Lowerer<'_> {
         let Some(axes) = self.axes_arg(a[1].expect("required"), "softmax", &x.shape) else {
             return Value::Poison;
         };
-        let all = (1u8 << (x.shape.rank() - 1)) - 1;
+        let all = (1u8 << x.shape.rank().saturating_sub(1)).saturating_sub(1);
         if axes != all {
             return self.error(
                 a[1].expect("required").span(),
@@ -366,7 +366,7 @@ impl Lowerer<'_> {
         let Some(axes) = self.axes_arg(a[2].expect("required"), "rms_norm", &x.shape) else {
             return Value::Poison;
         };
-        if axes != (1u8 << (x.shape.rank() - 1)) - 1 {
+        if axes != (1u8 << x.shape.rank().saturating_sub(1)).saturating_sub(1) {
             return self.error(
                 span,
                 "rms_norm normalises along every free axis of its tile",
@@ -375,13 +375,13 @@ impl Lowerer<'_> {
         let n_e = a[3].expect("required");
         let n = match self.eval(n_e) {
             Value::Int(n) if n > 0 => n as f32,
-            Value::Float(f) if f > 0.0 => f as f32,
+            Value::Float(f) if f > 0.0 => super::super::fp32(f),
             Value::Poison => return Value::Poison,
             _ => return self.error(n_e.span(), "`n` is a positive number"),
         };
         let eps = match a[4].map(|e| (e, self.eval(e))) {
             None => 1e-6,
-            Some((_, Value::Float(f))) => f as f32,
+            Some((_, Value::Float(f))) => super::super::fp32(f),
             Some((_, Value::Int(i))) => i as f32,
             Some((_, Value::Poison)) => return Value::Poison,
             Some((e, _)) => return self.error(e.span(), "`epsilon` is a number"),
