@@ -10,6 +10,15 @@
 //! (`kernel[spmd_dim(4, nc(2)), 2]` has `4 · 2 · 2` instances). The model runs every instance
 //! on its own host threads either way: `nc` changes the grid's size, not the results.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use core::fmt;
 
 use nki_lang::grid::SymbolSource;
@@ -144,7 +153,7 @@ impl LaunchGrid {
             }
         }
         self.count()
-            .filter(|&n| u64::try_from(n).is_ok() && n <= i64::MAX as usize)
+            .filter(|&n| i64::try_from(n).is_ok())
             .ok_or_else(|| refuse(format!("{self} instances do not fit this host")))
     }
 
@@ -166,9 +175,10 @@ impl LaunchGrid {
     pub(crate) fn coords(&self, mut i: usize) -> [i64; MAX_PIDS] {
         let mut c = [0i64; MAX_PIDS];
         for axis in (0..self.rank).rev() {
-            let n = self.dims[axis].size;
-            c[axis] = (i % n) as i64;
-            i /= n;
+            // Sizes are nonzero and the instance count fits i64 (checked when bound).
+            let n = self.dims[axis].size.max(1);
+            c[axis] = i64::try_from(i.checked_rem(n).unwrap_or(0)).unwrap_or(i64::MAX);
+            i = i.checked_div(n).unwrap_or(0);
         }
         c
     }
@@ -202,7 +212,11 @@ impl fmt::Display for LaunchGrid {
             }
             match d.cores {
                 1 => write!(f, "{}", d.size)?,
-                c => write!(f, "spmd_dim({}, nc({c}))", d.size / c)?,
+                c => write!(
+                    f,
+                    "spmd_dim({}, nc({c}))",
+                    d.size.checked_div(c).unwrap_or(0)
+                )?,
             }
         }
         write!(f, "]")

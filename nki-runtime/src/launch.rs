@@ -5,6 +5,15 @@
 //! constraints. [`Kernel::bind`] does all of it without allocating; the result, a [`Bound`],
 //! is what [`crate::NeuronCore::execute`] runs.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use core::fmt;
 use core::fmt::Write as _;
 
@@ -359,7 +368,9 @@ impl<'p> Kernel<'p> {
                             }
                             _ if syms[s] == n => {}
                             _ => {
-                                let (ti, ta) = first_source(decls, s as u8);
+                                // s < MAX_SYMBOLS.
+                                let sym = u8::try_from(s).unwrap_or(u8::MAX);
+                                let (ti, ta) = first_source(decls, sym);
                                 return Err(LaunchError::InconsistentSymbol {
                                     symbol: name(p.symbols(), s),
                                     first: syms[s],
@@ -652,7 +663,7 @@ impl Bound<'_, '_, '_> {
         match self.inputs.get(t) {
             Some(i) => (i.data, &i.shape),
             None => {
-                let o = &self.outputs[t - n];
+                let o = &self.outputs[t.saturating_sub(n)];
                 (&*o.data, &o.shape)
             }
         }
@@ -668,7 +679,7 @@ impl Bound<'_, '_, '_> {
 
     /// The bytes and shape of output tensor `t` (index in the program's tensor table).
     pub(crate) fn hbm_mut(&mut self, t: usize) -> (&mut [u8], &Shape) {
-        let o = &mut self.outputs[t - self.inputs.len()];
+        let o = &mut self.outputs[t.saturating_sub(self.inputs.len())];
         (&mut *o.data, &o.shape)
     }
 }

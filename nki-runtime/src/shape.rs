@@ -1,5 +1,14 @@
 //! The concrete shape of an HBM tensor, stored inline.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use core::fmt;
 
 use ndarray::{Dimension, ErrorKind, ShapeError};
@@ -33,7 +42,8 @@ impl Shape {
         }
         let mut out = Shape {
             dims: [0; MAX_TENSOR_RANK],
-            rank: dims.len() as u8,
+            // At most MAX_TENSOR_RANK, checked above.
+            rank: u8::try_from(dims.len()).unwrap_or(u8::MAX),
         };
         out.dims[..dims.len()].copy_from_slice(dims);
         out.checked_len()
@@ -77,10 +87,11 @@ impl Shape {
     /// Row-major element strides.
     pub(crate) fn strides(&self) -> [usize; MAX_TENSOR_RANK] {
         let mut s = [0; MAX_TENSOR_RANK];
-        let mut acc = 1;
+        let mut acc: usize = 1;
         for a in (0..self.rank()).rev() {
             s[a] = acc;
-            acc *= self.dims[a];
+            // Fits usize: a shape's element count is checked when it is made.
+            acc = acc.saturating_mul(self.dims[a]);
         }
         s
     }

@@ -29,6 +29,15 @@
 //!
 //! A run with an [`crate::Observer`] (a profile, the timing model) keeps every loop serial.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
 
 use super::spmd::{Hull, output_hulls, split_outputs, split_points};
@@ -127,8 +136,8 @@ fn half_hulls(
     for (r, &v) in ranges.iter_mut().zip(&f.vars[..MAX_PIDS]) {
         *r = (i128::from(v), i128::from(v));
     }
-    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi) - 1);
-    output_hulls(b, begin + 1..end, ranges, 1)
+    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi).saturating_sub(1));
+    output_hulls(b, begin.saturating_add(1)..end, ranges, 1)
 }
 
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
@@ -152,8 +161,12 @@ fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
         Memory::Hbm => return,
     };
     for part in 0..parts {
-        let at = part * stride + addr;
-        dst[at..at + bytes].copy_from_slice(&src[at..at + bytes]);
+        // Within the memory: the program's tiles were placed inside it.
+        let at = part.saturating_mul(stride).saturating_add(addr);
+        let run = at..at.saturating_add(bytes);
+        if let (Some(d), Some(s)) = (dst.get_mut(run.clone()), src.get(run)) {
+            d.copy_from_slice(s);
+        }
     }
 }
 
@@ -203,7 +216,7 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             }
             pc = end as usize;
         }
-        pc += 1;
+        pc = pc.saturating_add(1);
     }
     found
 }
@@ -257,7 +270,7 @@ pub(crate) fn run_parallel(
     let Some(w) = worker.as_mut() else {
         unreachable!("checked above")
     };
-    let body = (begin + 1, end + 1);
+    let body = (begin.saturating_add(1), end.saturating_add(1));
     let (ra, rb) = w.join(
         || interpret(e, &mut bound_a, &mut Untimed, &mut fa, body, None),
         || interpret(engines_b, &mut bound_b, &mut Untimed, &mut fb, body, None),

@@ -3,6 +3,15 @@
 //! execution, clipped to the instruction's mask. The engine routine and the observer both get
 //! these, so that neither re-derives addresses.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use nki_lang::{
     Axes, AxisIndex, DType, Dir, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask, Memory,
     OperandRef, Program, Scalar, VarValues,
@@ -63,7 +72,8 @@ impl Resolved {
 
     /// Bytes of its memory it reads or writes (its elements times the element size).
     pub fn bytes(&self) -> usize {
-        self.elems() * self.dtype.size() as usize
+        self.elems()
+            .saturating_mul(usize::try_from(self.dtype.size()).unwrap_or(usize::MAX))
     }
 
     /// Its strides over an instruction's grid whose dimensions equal its own up to size-1
@@ -142,25 +152,28 @@ fn mask_box(
 ) -> [(i64, i64); MAX_TILE_RANK] {
     let mut bx = [(0i64, 0i64); MAX_TILE_RANK];
     for (b, &n) in bx.iter_mut().zip(grid) {
-        *b = (0, n as i64);
+        *b = (0, i64::try_from(n).unwrap_or(i64::MAX));
     }
     for t in mask.terms() {
         // coef·x + off < 0, with off = offset(vars) − S.
-        let s = t.sym.map_or(0, |s| syms[s as usize] as i64);
+        let s = t.sym.map_or(0, |s| {
+            i64::try_from(syms[usize::from(s)]).unwrap_or(i64::MAX)
+        });
         let off = t.offset.eval(vars).saturating_sub(s);
         let (lo, hi) = &mut bx[t.axis as usize];
         match t.coef {
             0 if off >= 0 => *hi = *lo,
             0 => {}
             c if c > 0 => *hi = (*hi).min(div_ceil(off.saturating_neg(), c)),
-            c => *lo = (*lo).max(off.div_euclid(-c) + 1),
+            c => *lo = (*lo).max(off.div_euclid(c.saturating_neg()).saturating_add(1)),
         }
     }
     bx
 }
 
+/// `⌈a / b⌉` for `b > 0` (saturating at `a = i64::MIN`).
 fn div_ceil(a: i64, b: i64) -> i64 {
-    -((-a).div_euclid(b))
+    a.saturating_neg().div_euclid(b).saturating_neg()
 }
 
 /// Resolves every operand of `ins` for the variable values `vars`. `None` when the mask keeps
@@ -205,7 +218,10 @@ pub(crate) fn resolve(
                     dtype: p.tensors()[access.tensor as usize].dtype,
                     pattern: {
                         let mut pt = hbm_pattern(access, &shape.strides()[..shape.rank()], vars);
-                        pt.base -= b.origin(access.tensor as usize) as isize;
+                        let origin = b.origin(usize::from(access.tensor));
+                        pt.base = pt
+                            .base
+                            .saturating_sub(isize::try_from(origin).unwrap_or(isize::MAX));
                         pt
                     },
                     dims: padded(access.shape.dims()),
@@ -215,7 +231,7 @@ pub(crate) fn resolve(
                 let ex: &AxisIndex = &p.exprs()[e.index()];
                 let mut strides = [0isize; MAX_TILE_RANK];
                 for (s, &g) in strides.iter_mut().zip(&ex.grid) {
-                    *s = g as isize;
+                    *s = isize::try_from(g).unwrap_or(isize::MAX);
                 }
                 Resolved {
                     slot: o.slot,
@@ -223,7 +239,7 @@ pub(crate) fn resolve(
                     loc: Loc::Expr,
                     dtype: DType::I32,
                     pattern: Pattern {
-                        base: ex.start.eval(vars) as isize,
+                        base: isize::try_from(ex.start.eval(vars)).unwrap_or(isize::MAX),
                         strides,
                     },
                     dims: [1; MAX_TILE_RANK],
@@ -281,7 +297,11 @@ pub(crate) fn resolve(
 /// Restricts an operand's first `axes` dimensions to the mask's box.
 fn clip(r: &mut Resolved, axes: usize, bx: &[(i64, i64); MAX_TILE_RANK]) {
     for (j, &(lo, hi)) in bx.iter().enumerate().take(axes) {
-        r.pattern.base += lo as isize * r.pattern.strides[j];
-        r.dims[j] = (hi - lo) as usize;
+        let lo_at = isize::try_from(lo).unwrap_or(isize::MAX);
+        r.pattern.base = r
+            .pattern
+            .base
+            .saturating_add(lo_at.saturating_mul(r.pattern.strides[j]));
+        r.dims[j] = usize::try_from(hi.saturating_sub(lo)).unwrap_or(0);
     }
 }

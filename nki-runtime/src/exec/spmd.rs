@@ -11,6 +11,15 @@
 //! computes alone, and the two halves touch disjoint memory, so the results are those of the
 //! serial run, bit for bit.
 
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
 use nki_lang::{
     Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSORS, MAX_VARS, OperandRef, Program, Target,
 };
@@ -41,7 +50,10 @@ fn pid_box(grid: &LaunchGrid, first: usize, last: usize) -> [(i64, i64); MAX_PID
     let mut free = false;
     for axis in 0..MAX_PIDS {
         bx[axis] = if free {
-            (0, grid.size(axis) as i64 - 1)
+            (
+                0,
+                i64::try_from(grid.size(axis)).map_or(i64::MAX, |n| n.saturating_sub(1)),
+            )
         } else {
             (a[axis], b[axis])
         };
@@ -73,17 +85,25 @@ pub(crate) fn output_hulls(
                     Extent::Fixed(n) => n,
                     e => e.eval(&b.syms),
                 };
-                depth += 1;
-                dead[depth] = dead[depth - 1] || n == 0;
-                ranges[MAX_PIDS + depth - 1] = (0, n.saturating_sub(1) as i128);
+                // Loops nest at most MAX_LOOP_DEPTH deep (a verified program's rule).
+                let outer_dead = dead.get(depth).copied().unwrap_or(false);
+                depth = depth.saturating_add(1);
+                if let Some(d) = dead.get_mut(depth) {
+                    *d = outer_dead || n == 0;
+                }
+                if let Some(r) = ranges.get_mut(MAX_PIDS.saturating_add(depth).saturating_sub(1)) {
+                    *r = (0, i128::from(n.saturating_sub(1)));
+                }
                 continue;
             }
             InstrData::LoopEnd { .. } => {
-                ranges[MAX_PIDS + depth - 1] = (0, 0);
-                depth -= 1;
+                if let Some(r) = ranges.get_mut(MAX_PIDS.saturating_add(depth).saturating_sub(1)) {
+                    *r = (0, 0);
+                }
+                depth = depth.saturating_sub(1);
                 continue;
             }
-            _ if dead[depth] => continue,
+            _ if dead.get(depth).copied().unwrap_or(false) => continue,
             _ => {}
         }
         for o in ins.operands() {
@@ -98,19 +118,21 @@ pub(crate) fn output_hulls(
             let (_, shape) = b.hbm(t);
             let mut lo = 0i128;
             let mut hi = 0i128;
+            // In i128, saturating outward: a hull past i128 fails every split.
             let mut add = |c: i128, (a, z): (i128, i128)| {
-                let (x, y) = (c * a, c * z);
-                lo += x.min(y);
-                hi += x.max(y);
+                let (x, y) = (c.saturating_mul(a), c.saturating_mul(z));
+                lo = lo.saturating_add(x.min(y));
+                hi = hi.saturating_add(x.max(y));
             };
             for (ix, stride) in access.axes().iter().zip(shape.strides()) {
-                let st = stride as i128;
-                add(st * ix.start.constant as i128, (1, 1));
+                let st = i128::try_from(stride).unwrap_or(i128::MAX);
+                add(st.saturating_mul(i128::from(ix.start.constant)), (1, 1));
                 for (&c, &r) in ix.start.coef.iter().zip(&ranges) {
-                    add(st * c as i128, r);
+                    add(st.saturating_mul(i128::from(c)), r);
                 }
                 for (&g, &n) in ix.grid.iter().zip(access.shape.dims()) {
-                    add(st * g as i128, (0, i128::from(n.max(1)) - 1));
+                    let last = i128::from(n.max(1)).saturating_sub(1);
+                    add(st.saturating_mul(i128::from(g)), (0, last));
                 }
             }
             if let Some(h) = hulls.get_mut(out) {
@@ -145,7 +167,7 @@ pub(crate) fn split_outputs<'s>(
         let (dtype, shape, origin) = (out.dtype, out.shape, out.origin);
         let data: &'s mut [u8] = &mut out.data[..];
         let (below, above) = data.split_at_mut(k.saturating_mul(size).min(data.len()));
-        let k = below.len() / size;
+        let k = below.len().checked_div(size).unwrap_or(0);
         let (mine, theirs) = if a_below {
             ((below, 0), (above, k))
         } else {
@@ -153,7 +175,7 @@ pub(crate) fn split_outputs<'s>(
         };
         let part = |data: &'s mut [u8], at: usize| HbmOut {
             data,
-            origin: origin + at,
+            origin: origin.saturating_add(at),
             dtype,
             shape,
         };
@@ -175,8 +197,12 @@ pub(crate) fn split_points(
             // The half that touches nothing gets nothing.
             (None, _) => (0, true),
             (Some(_), None) => (usize::MAX, true),
-            (Some((_, ha)), Some((lb, _))) if ha < lb => (usize::try_from(ha + 1).ok()?, true),
-            (Some((la, _)), Some((_, hb))) if hb < la => (usize::try_from(hb + 1).ok()?, false),
+            (Some((_, ha)), Some((lb, _))) if ha < lb => {
+                (usize::try_from(ha.saturating_add(1)).ok()?, true)
+            }
+            (Some((la, _)), Some((_, hb))) if hb < la => {
+                (usize::try_from(hb.saturating_add(1)).ok()?, false)
+            }
             _ => return None,
         };
     }
@@ -206,8 +232,19 @@ pub(crate) fn execute(
     let h = n.div_ceil(2);
     let outputs = b.outputs.len();
     let all = 0..b.program.instrs().len();
-    let ha = output_hulls(b, all.clone(), pid_ranges(&pid_box(&b.grid, 0, h - 1)), 0);
-    let hb = output_hulls(b, all, pid_ranges(&pid_box(&b.grid, h, n - 1)), 0);
+    // n ≥ MIN_PARALLEL_INSTANCES ≥ 2, so 1 ≤ h < n.
+    let ha = output_hulls(
+        b,
+        all.clone(),
+        pid_ranges(&pid_box(&b.grid, 0, h.saturating_sub(1))),
+        0,
+    );
+    let hb = output_hulls(
+        b,
+        all,
+        pid_ranges(&pid_box(&b.grid, h, n.saturating_sub(1))),
+        0,
+    );
     let Some(at) = split_points(&ha, &hb, outputs) else {
         return run(
             e,
