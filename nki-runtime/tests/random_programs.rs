@@ -1,0 +1,234 @@
+//! Property tests over random programs (`docs/fuzzing.md`): random valid programs with random
+//! inputs run on a strict core, on plain cores with one and two host threads and on every host
+//! code path, and must build, launch, agree bit for bit, and equal the reference interpreter
+//! kept in `random_programs/reference.rs`; random builder calls and wrong launch arguments
+//! must give errors, never panics.
+//!
+//! Each property draws a byte string; `random_programs/generate.rs` turns it into a program, so
+//! proptest's shrinking of the bytes shrinks the program. The same modules drive the cargo-fuzz
+//! target `fuzz/fuzz_targets/programs.rs`. `PROPTEST_CASES` raises (or lowers) every
+//! property's case count.
+
+#[path = "random_programs/generate.rs"]
+mod generate;
+#[path = "random_programs/invalid.rs"]
+mod invalid;
+#[path = "random_programs/lower.rs"]
+mod lower;
+#[path = "random_programs/numerics.rs"]
+mod numerics;
+#[path = "random_programs/reference.rs"]
+mod reference;
+#[path = "random_programs/run.rs"]
+mod run;
+#[path = "random_programs/spec.rs"]
+mod spec;
+
+use std::cell::RefCell;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+use nki_runtime::NeuronCore;
+use numerics::Val;
+use run::{Cores, Summary};
+use spec::{Dt, Op};
+
+/// `default` cases, or `PROPTEST_CASES`; no regression files (a failure prints its bytes,
+/// which reproduce it through `generate::case`).
+fn config(default: u32) -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_time: 120_000,
+        ..Config::default()
+    }
+}
+
+/// Byte strings up to `len` long.
+fn bytes(len: usize) -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 0..len)
+}
+
+/// Runs `property` over random byte strings, panicking with proptest's minimal failing input.
+fn run_property(cases: u32, len: usize, property: impl Fn(&[u8]) -> Result<(), String>) {
+    let mut runner = TestRunner::new(config(cases));
+    let result = runner.run(&bytes(len), |b| property(&b).map_err(TestCaseError::fail));
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, b)) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            panic!("{why}\nminimal failing bytes ({} long): {hex}", b.len());
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn random_programs_match_the_reference() {
+    let cores = RefCell::new(Cores::new());
+    let total = RefCell::new(Summary::default());
+    run_property(1024, 512, |b| {
+        let case = generate::case(b);
+        let s = run::check(&mut cores.borrow_mut(), &case)?;
+        let mut t = total.borrow_mut();
+        t.exact += s.exact;
+        t.within += s.within;
+        t.any += s.any;
+        t.instructions += s.instructions;
+        Ok(())
+    });
+    let t = total.into_inner();
+    println!(
+        "checked {} instructions; output elements: {} bit-exact, {} within a bound, {} unconstrained",
+        t.instructions, t.exact, t.within, t.any
+    );
+    // Most elements must be pinned down: a reference that says `Any` everywhere checks nothing.
+    assert!(t.any * 20 <= t.exact + t.within, "{t:?}");
+}
+
+#[test]
+fn wrong_launch_arguments_are_errors_and_change_nothing() {
+    let cores = RefCell::new(Cores::new());
+    run_property(256, 256, |b| {
+        let case = generate::case(b);
+        let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
+        run::check_bad_launch(&mut cores.borrow_mut(), &case, &mut c)
+    });
+}
+
+/// Random builder calls (a sequence of them, or a few slipped into a valid program's) return
+/// `Ok` or `Err`; `finish` returns; a program it accepts launches, or is refused, without a
+/// panic.
+#[test]
+fn random_builder_calls_never_panic() {
+    let cores = RefCell::new(vec![
+        NeuronCore::default().with_strict(true),
+        NeuronCore::default().with_strict(false),
+    ]);
+    // (accepted, accepted with an instruction other than loop control, launched)
+    let counts = RefCell::new((0usize, 0usize, 0usize));
+    run_property(4096, 1024, |b| {
+        let accepted = match b.first() {
+            Some(x) if x % 2 == 1 => invalid::mutated_program(&b[1..]),
+            _ => invalid::builder_calls(b.get(1..).unwrap_or_default()),
+        };
+        if let Some(compiled) = accepted {
+            let mut n = counts.borrow_mut();
+            n.0 += 1;
+            let parts = compiled.parts();
+            let program = parts.program();
+            if program
+                .instrs()
+                .iter()
+                .any(|i| i.data.loop_control().is_none())
+            {
+                n.1 += 1;
+            }
+            let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
+            if invalid::launch_accepted(&mut cores.borrow_mut(), &compiled, &mut c) {
+                n.2 += 1;
+            }
+        }
+        Ok(())
+    });
+    let (accepted, working, launched) = counts.into_inner();
+    println!(
+        "finish accepted {accepted} random programs ({working} with instructions); {launched} launched"
+    );
+}
+
+/// The generator, over many byte strings (no launches): every program builds, and every
+/// operation, layout, load split, loop kind, carry and dtype of the description appears.
+#[test]
+fn generator_reaches_every_feature() {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..400 {
+        let len = 64 + (state % 448) as usize;
+        let b: Vec<u8> = (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect();
+        let case = generate::case(&b);
+        if let Err(e) = run::build(&case) {
+            panic!("{e}");
+        }
+        let expected = reference::evaluate(&case);
+        for v in expected.iter().flatten().flatten() {
+            let kind = match v {
+                Val::Exact(_) => "exact",
+                Val::Within(..) => "within",
+                Val::Any => "any",
+            };
+            seen.insert(kind.to_string());
+        }
+        for stage in &case.program.stages {
+            let store = match stage.carry {
+                Some(spec::Carry::Tile { .. }) => "carry tile",
+                Some(spec::Carry::Group { .. }) => "carry group",
+                None => "stores",
+            };
+            seen.insert(store.to_string());
+            seen.insert(format!("layout {:?}", stage.layout));
+            for l in &stage.loops {
+                seen.insert(format!("loop {:?}", l.kind));
+            }
+            for s in &stage.steps {
+                let name = match &s.op {
+                    Op::Load { split, .. } => format!("load {split:?}"),
+                    op => format!("{op:?}"),
+                };
+                let name = name.split(['(', ' ', '{']).take(2).collect::<Vec<_>>();
+                let name = match name[0] {
+                    "load" => name.join(" "),
+                    other => other.to_string(),
+                };
+                seen.insert(name);
+                let dt = if s.tile.dt == Dt::Bf16 {
+                    "bf16 tile"
+                } else {
+                    "f32 tile"
+                };
+                seen.insert(dt.to_string());
+            }
+        }
+    }
+    let want = [
+        "exact",
+        "within",
+        "carry tile",
+        "carry group",
+        "stores",
+        "layout RowBlocks",
+        "layout RowInterleave",
+        "layout ColBlocks",
+        "layout ColInterleave",
+        "layout Transposed",
+        "loop Affine",
+        "loop Sequential",
+        "load Whole",
+        "load Cols",
+        "load Rows",
+        "Memset",
+        "TensorTensor",
+        "TensorScalar",
+        "Copy",
+        "Reduce",
+        "Transpose",
+        "Matmul",
+        "bf16 tile",
+        "f32 tile",
+    ];
+    let missing: Vec<_> = want.iter().filter(|w| !seen.contains(**w)).collect();
+    assert!(missing.is_empty(), "never generated: {missing:?}");
+}

@@ -1,0 +1,413 @@
+//! Lowering a [`Program`] to nki: one `ProgramBuilder` call per operation, through the
+//! builder's named methods where they express it (whole-tile operands, default engines, unit
+//! steps) and through `push` with explicit views, accesses and engines otherwise.
+
+use nki_lang::builder::{BuildError, Grid, Operand, ProgramBuilder, TileId};
+use nki_lang::{
+    Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Engine, Extent, HbmAccess, Instr,
+    InstrData, LoopKind, MAX_TENSOR_RANK, Memory, Opcode, Src, Target, TileShape, TileView,
+};
+
+use super::spec::{
+    Bin, Carry, Dt, Eng, Index, Kind, Layout, Mem, Op, Program, Red, Scalar, Split, Stage, Window,
+};
+
+/// nki's dtype for `dt`.
+pub fn dtype(dt: Dt) -> DType {
+    match dt {
+        Dt::F32 => DType::F32,
+        Dt::Bf16 => DType::Bf16,
+    }
+}
+
+fn alu(op: Bin) -> Alu {
+    match op {
+        Bin::Add => Alu::Add,
+        Bin::Subtract => Alu::Subtract,
+        Bin::Multiply => Alu::Multiply,
+        Bin::Max => Alu::Max,
+        Bin::Min => Alu::Min,
+    }
+}
+
+fn memory(m: Mem) -> Memory {
+    match m {
+        Mem::Sbuf => Memory::Sbuf,
+        Mem::Psum => Memory::Psum,
+    }
+}
+
+/// The builder, the ids it returned, and a hook called after every operation.
+struct Lowering<'h> {
+    b: ProgramBuilder,
+    inputs: Vec<nki_lang::builder::TensorId>,
+    outputs: Vec<nki_lang::builder::TensorId>,
+    hook: &'h mut dyn FnMut(&mut ProgramBuilder),
+}
+
+/// Builds and checks the program (`finish`).
+pub fn lower(p: &Program) -> Result<CompiledProgram, BuildError> {
+    lower_with(p, &mut |_| {})
+}
+
+/// [`lower`], calling `hook` with the builder after every operation's calls (to slip extra,
+/// possibly rule-breaking, calls into a valid program).
+pub fn lower_with(
+    p: &Program,
+    hook: &mut dyn FnMut(&mut ProgramBuilder),
+) -> Result<CompiledProgram, BuildError> {
+    let mut l = Lowering {
+        b: ProgramBuilder::new("random_program", Target::Trn1),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        hook,
+    };
+    let shape = |t: &super::spec::Tensor| [Dim::Fixed(t.rows.into()), Dim::Fixed(t.cols.into())];
+    for (i, t) in p.inputs.iter().enumerate() {
+        let id = l.b.input(&format!("in{i}"), dtype(t.dt), &shape(t))?;
+        l.inputs.push(id);
+    }
+    for (i, t) in p.outputs.iter().enumerate() {
+        let id = l.b.output(&format!("out{i}"), dtype(t.dt), &shape(t))?;
+        l.outputs.push(id);
+    }
+    for (s, stage) in p.stages.iter().enumerate() {
+        l.stage(s, stage)?;
+    }
+    l.b.finish()
+}
+
+/// The affine expression of `index` over the open loops.
+fn affine(b: &ProgramBuilder, index: &Index) -> Result<Affine, BuildError> {
+    let mut a = Affine::constant(index.constant);
+    for (d, &c) in index.coefs.iter().enumerate() {
+        a = a
+            .checked_add(&b.loop_var(d, c)?)
+            .ok_or(BuildError::Usage("index overflow"))?;
+    }
+    Ok(a)
+}
+
+/// A 2-D HBM access of `shape` with per-axis starts and grid steps.
+fn access(tensor: u8, shape: TileShape, starts: [Affine; 2], grid: [[i64; 2]; 2]) -> HbmAccess {
+    let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+    for a in 0..2 {
+        axes[a].start = starts[a];
+        axes[a].grid[0] = grid[a][0];
+        axes[a].grid[1] = grid[a][1];
+    }
+    HbmAccess {
+        tensor,
+        rank: 2,
+        shape,
+        axes,
+    }
+}
+
+/// `[p, f]`.
+fn shape2(p: u32, f: u32) -> TileShape {
+    TileShape::new(&[p, f]).expect("a 2-D shape")
+}
+
+impl Lowering<'_> {
+    fn stage(&mut self, s: usize, stage: &Stage) -> Result<(), BuildError> {
+        let result = stage.steps[stage.result].tile;
+        let shape = [result.p, result.f];
+        // The accumulator, declared before the loops.
+        let acc = match stage.carry {
+            Some(Carry::Tile { dt, init, .. }) => {
+                let t = self
+                    .b
+                    .tile(&format!("acc{s}"), Memory::Sbuf, dtype(dt), &shape)?;
+                self.b.memset(t, nki_lang::Scalar::float(init))?;
+                Some(t)
+            }
+            Some(Carry::Group { .. }) => {
+                let t = self
+                    .b
+                    .tile(&format!("acc{s}"), Memory::Psum, DType::F32, &shape)?;
+                self.b.memset(t, nki_lang::Scalar::float(0.0))?;
+                Some(t)
+            }
+            None => None,
+        };
+        for (d, l) in stage.loops.iter().enumerate() {
+            let kind = match l.kind {
+                Kind::Affine => LoopKind::Affine,
+                Kind::Sequential => LoopKind::Sequential,
+            };
+            self.b
+                .begin_loop(kind, &format!("s{s}_l{d}"), Extent::Fixed(l.trip.into()))?;
+        }
+        let mut tiles: Vec<TileId> = Vec::with_capacity(stage.steps.len());
+        for (i, step) in stage.steps.iter().enumerate() {
+            if let (Some(acc), Some(Carry::Group { .. }), true) =
+                (acc, stage.carry, i == stage.result)
+            {
+                // `acc += nc_matmul(...)`, grouped over every loop of the stage.
+                let Op::Matmul { stationary, moving } = step.op else {
+                    return Err(BuildError::Usage(
+                        "generator bug: a group's result is a matmul",
+                    ));
+                };
+                let write = nki_lang::Write::Group {
+                    loops: ((1u16 << stage.loops.len()) - 1) as u8,
+                    op: Alu::Add,
+                };
+                self.b
+                    .nc_matmul(acc, tiles[stationary], tiles[moving], write)?;
+                tiles.push(acc);
+                (self.hook)(&mut self.b);
+                continue;
+            }
+            let t = step.tile;
+            let id = self.b.tile(
+                &format!("s{s}_t{i}"),
+                memory(t.mem),
+                dtype(t.dt),
+                &[t.p, t.f],
+            )?;
+            tiles.push(id);
+            self.op(&step.op, id, &tiles, stage)?;
+            (self.hook)(&mut self.b);
+        }
+        let res = tiles[stage.result];
+        let out = self.outputs[stage.output];
+        match (acc, stage.carry) {
+            (Some(acc), Some(carry)) => {
+                if let Carry::Tile { op, .. } = carry {
+                    self.b.tensor_tensor(acc, acc, res, alu(op))?;
+                }
+                for _ in &stage.loops {
+                    self.b.end_loop()?;
+                }
+                let stored = match carry {
+                    Carry::Tile { .. } => acc,
+                    Carry::Group { dt } => {
+                        let t = self.b.tile(
+                            &format!("acc{s}_copy"),
+                            Memory::Sbuf,
+                            dtype(dt),
+                            &shape,
+                        )?;
+                        self.b.tensor_copy(t, acc)?;
+                        t
+                    }
+                };
+                return self.b.store(Grid::origin(out), stored);
+            }
+            _ => self.store(stage, res, (result.p, result.f))?,
+        }
+        for _ in &stage.loops {
+            self.b.end_loop()?;
+        }
+        Ok(())
+    }
+
+    /// Stores the result tile of every iteration at its block of the output.
+    fn store(&mut self, stage: &Stage, res: TileId, (p, f): (u32, u32)) -> Result<(), BuildError> {
+        let n = i64::from(stage.iterations());
+        // The flattened iteration number times `scale`.
+        let it = |b: &ProgramBuilder, scale: i64| {
+            affine(
+                b,
+                &Index {
+                    constant: 0,
+                    coefs: stage.strides().iter().map(|s| s * scale).collect(),
+                },
+            )
+        };
+        let (p64, f64_) = (i64::from(p), i64::from(f));
+        let out_id = self.outputs[stage.output];
+        let z = Affine::ZERO;
+        let (starts, grid) = match stage.layout {
+            // Unit-step windows: the builder's own `store(Grid)`.
+            Layout::RowBlocks => {
+                let g = Grid::origin(out_id).at(0, it(&self.b, p64)?);
+                return self.b.store(g, res);
+            }
+            Layout::ColBlocks => {
+                let g = Grid::origin(out_id).at(1, it(&self.b, f64_)?);
+                return self.b.store(g, res);
+            }
+            Layout::RowInterleave => ([it(&self.b, 1)?, z], [[n, 0], [0, 1]]),
+            Layout::ColInterleave => ([z, it(&self.b, 1)?], [[1, 0], [0, n]]),
+            Layout::Transposed => ([it(&self.b, f64_)?, z], [[0, 1], [1, 0]]),
+        };
+        let shape = shape2(p, f);
+        let tile = self.b.view(TileView::whole(res.index(), &shape))?;
+        let hbm = self.b.access(access(out_id.index(), shape, starts, grid))?;
+        self.b
+            .push(Instr::new(Opcode::Store, InstrData::Dma { tile, hbm }))
+    }
+
+    fn op(
+        &mut self,
+        op: &Op,
+        dst: TileId,
+        tiles: &[TileId],
+        stage: &Stage,
+    ) -> Result<(), BuildError> {
+        let step_tile = |i: usize| stage.steps[i].tile;
+        let this = step_tile(tiles.len() - 1);
+        match *op {
+            Op::Load {
+                input,
+                ref window,
+                split,
+            } => self.load(dst, input, window, split, (this.p, this.f)),
+            Op::Memset { value, engine } => {
+                let value = nki_lang::Scalar::float(value);
+                if engine == Eng::Default {
+                    return self.b.memset(dst, value);
+                }
+                let data = InstrData::Fill {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    value,
+                };
+                self.push(Opcode::Memset, engine, data)
+            }
+            Op::TensorTensor { a, b, op, engine } => {
+                if engine == Eng::Default {
+                    return self.b.tensor_tensor(dst, tiles[a], tiles[b], alu(op));
+                }
+                let (ta, tb) = (step_tile(a), step_tile(b));
+                let data = InstrData::Alu {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: [
+                        Src::Tile(self.whole(tiles[a], ta.p, ta.f)?),
+                        Src::Tile(self.whole(tiles[b], tb.p, tb.f)?),
+                        Src::None,
+                    ],
+                    op: [alu(op), Alu::Bypass],
+                    rev: 0,
+                    acc: None,
+                };
+                self.push(Opcode::TensorTensor, engine, data)
+            }
+            Op::TensorScalar {
+                a,
+                first,
+                second,
+                engine,
+            } => {
+                let operand = |s: Scalar| match s {
+                    Scalar::Imm(x) => Operand::Imm(nki_lang::Scalar::float(x)),
+                    Scalar::Column(c) => Operand::Column(tiles[c]),
+                };
+                let (op1, s1) = match second {
+                    Some((op, s)) => (alu(op), operand(s)),
+                    None => (Alu::Bypass, Operand::None),
+                };
+                if engine == Eng::Default {
+                    return self.b.tensor_scalar(
+                        dst,
+                        tiles[a],
+                        alu(first.0),
+                        operand(first.1),
+                        op1,
+                        s1,
+                    );
+                }
+                let ta = step_tile(a);
+                let data = InstrData::Alu {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: [
+                        Src::Tile(self.whole(tiles[a], ta.p, ta.f)?),
+                        self.b.src(operand(first.1))?,
+                        self.b.src(s1)?,
+                    ],
+                    op: [alu(first.0), op1],
+                    rev: 0,
+                    acc: None,
+                };
+                self.push(Opcode::TensorScalar, engine, data)
+            }
+            Op::Copy { a, engine } => {
+                if engine == Eng::Default {
+                    return self.b.tensor_copy(dst, tiles[a]);
+                }
+                let ta = step_tile(a);
+                let data = InstrData::Unary {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: self.whole(tiles[a], ta.p, ta.f)?,
+                };
+                self.push(Opcode::TensorCopy, engine, data)
+            }
+            Op::Reduce { a, op, negate } => {
+                let op = match op {
+                    Red::Max => Alu::Max,
+                    Red::Add => Alu::Add,
+                };
+                self.b.tensor_reduce(dst, op, tiles[a], 1, negate)
+            }
+            Op::Transpose { a } => self.b.nc_transpose(dst, tiles[a]),
+            Op::Matmul { stationary, moving } => self.b.nc_matmul(
+                dst,
+                tiles[stationary],
+                tiles[moving],
+                nki_lang::Write::Overwrite,
+            ),
+        }
+    }
+
+    /// The whole of tile `t` (`[p, f]`) as a view.
+    fn whole(&mut self, t: TileId, p: u32, f: u32) -> Result<nki_lang::ViewId, BuildError> {
+        self.b.view(TileView::whole(t.index(), &shape2(p, f)))
+    }
+
+    fn push(&mut self, opcode: Opcode, engine: Eng, data: InstrData) -> Result<(), BuildError> {
+        let mut ins = Instr::new(opcode, data);
+        ins.engine = match engine {
+            Eng::Default => ins.engine,
+            Eng::Vector => Engine::Vector,
+            Eng::GpSimd => Engine::GpSimd,
+            Eng::Scalar => Engine::Scalar,
+        };
+        self.b.push(ins)
+    }
+
+    /// A load of `window` into the `[p, f]` tile `dst`, in one DMA or two.
+    fn load(
+        &mut self,
+        dst: TileId,
+        input: usize,
+        window: &Window,
+        split: Split,
+        (p, f): (u32, u32),
+    ) -> Result<(), BuildError> {
+        let (row, col) = (affine(&self.b, &window.row)?, affine(&self.b, &window.col)?);
+        let identity = window.grid == [[1, 0], [0, 1]];
+        let tensor = self.inputs[input].index();
+        if identity && split == Split::Whole {
+            let g = Grid::origin(self.inputs[input]).at(0, row).at(1, col);
+            return self.b.load(dst, g);
+        }
+        // Sub-views: (partition start, free offset, partitions, free size).
+        let parts: Vec<(u32, u32, u32, u32)> = match split {
+            Split::Whole => vec![(0, 0, p, f)],
+            Split::Cols(at) => vec![(0, 0, p, at), (0, at, p, f - at)],
+            Split::Rows(at) => vec![(0, 0, at, f), (at, 0, p - at, f)],
+        };
+        for (p0, f0, pp, ff) in parts {
+            let shape = shape2(pp, ff);
+            let mut view = TileView::whole(dst.index(), &shape);
+            view.part_start = p0;
+            view.offset = Affine::constant(i64::from(f0));
+            let g = window.grid;
+            let shift = |start: Affine, axis: usize| {
+                start
+                    .checked_add(&Affine::constant(
+                        g[axis][0] * i64::from(p0) + g[axis][1] * i64::from(f0),
+                    ))
+                    .ok_or(BuildError::Usage("index overflow"))
+            };
+            let starts = [shift(row, 0)?, shift(col, 1)?];
+            let tile = self.b.view(view)?;
+            let hbm = self.b.access(access(tensor, shape, starts, g))?;
+            self.b
+                .push(Instr::new(Opcode::Load, InstrData::Dma { tile, hbm }))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! Running cases on modeled cores and checking the properties: the generated program builds,
+//! launches without error on a strict core, gives the same bits on every core configuration,
+//! and equals the reference; wrong launch arguments are refused and change nothing.
+
+use half::bf16;
+use nki_lang::CompiledProgram;
+use nki_runtime::{HbmIn, HbmOut, Isa, Kernel, NeuronCore};
+
+use super::generate::Choices;
+use super::lower::lower;
+use super::numerics::Val;
+use super::reference::evaluate;
+use super::spec::{Case, Dt, Tensor};
+
+/// The core configurations every case runs on, reused across cases (SBUF and PSUM keep what
+/// earlier cases left, as a device's do).
+pub struct Cores {
+    cores: Vec<(String, NeuronCore)>,
+}
+
+impl Cores {
+    /// A strict core, plain cores with one and two host threads, and a plain two-thread core
+    /// for every other host code path this machine supports.
+    pub fn new() -> Cores {
+        let mut cores = vec![
+            (
+                "strict".to_string(),
+                NeuronCore::default().with_strict(true),
+            ),
+            (
+                "plain, 1 host thread".to_string(),
+                NeuronCore::default()
+                    .with_strict(false)
+                    .with_host_threads(1),
+            ),
+            (
+                "plain, 2 host threads".to_string(),
+                NeuronCore::default()
+                    .with_strict(false)
+                    .with_host_threads(2),
+            ),
+        ];
+        let native = NeuronCore::default().isa();
+        for isa in Isa::supported() {
+            if isa != native {
+                let core = NeuronCore::default()
+                    .with_isa(isa)
+                    .expect("a supported path")
+                    .with_strict(false)
+                    .with_host_threads(2);
+                cores.push((format!("plain, 2 host threads, {isa:?}"), core));
+            }
+        }
+        Cores { cores }
+    }
+}
+
+/// A host buffer of one tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buf {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// bf16 elements.
+    Bf16(Vec<bf16>),
+}
+
+/// What no engine writes: a NaN with a payload (the engines' NaNs are canonical).
+const SENTINEL: u32 = 0x7fa5_a5a5;
+
+impl Buf {
+    /// The values `xs` (exact in `dt`) as a buffer of `dt`.
+    pub fn new(dt: Dt, xs: &[f32]) -> Buf {
+        match dt {
+            Dt::F32 => Buf::F32(xs.to_vec()),
+            Dt::Bf16 => Buf::Bf16(
+                xs.iter()
+                    .map(|&x| bf16::from_bits((x.to_bits() >> 16) as u16))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `n` sentinel elements of `dt`.
+    pub fn sentinel(dt: Dt, n: usize) -> Buf {
+        match dt {
+            Dt::F32 => Buf::F32(vec![f32::from_bits(SENTINEL); n]),
+            Dt::Bf16 => Buf::Bf16(vec![bf16::from_bits((SENTINEL >> 16) as u16); n]),
+        }
+    }
+
+    /// The same elements in the other dtype (a wrong-dtype argument).
+    pub fn other_dtype(&self) -> Buf {
+        match self {
+            Buf::F32(v) => Buf::Bf16(vec![bf16::ZERO; v.len()]),
+            Buf::Bf16(v) => Buf::F32(vec![0.0; v.len()]),
+        }
+    }
+
+    /// Its element count.
+    pub fn len(&self) -> usize {
+        match self {
+            Buf::F32(v) => v.len(),
+            Buf::Bf16(v) => v.len(),
+        }
+    }
+
+    /// Bound as an input of `shape`.
+    pub fn arg(&self, shape: &[usize]) -> HbmIn<'_> {
+        match self {
+            Buf::F32(v) => HbmIn::new(v, shape),
+            Buf::Bf16(v) => HbmIn::new(v, shape),
+        }
+        .expect("shape matches the buffer")
+    }
+
+    /// Bound as an output of `shape`.
+    pub fn arg_mut(&mut self, shape: &[usize]) -> HbmOut<'_> {
+        match self {
+            Buf::F32(v) => HbmOut::new(v, shape),
+            Buf::Bf16(v) => HbmOut::new(v, shape),
+        }
+        .expect("shape matches the buffer")
+    }
+
+    /// Its elements' bits.
+    pub fn bits(&self) -> Vec<u32> {
+        match self {
+            Buf::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Buf::Bf16(v) => v.iter().map(|x| u32::from(x.to_bits())).collect(),
+        }
+    }
+}
+
+/// A tensor's shape as launch arguments take it.
+pub fn dims(t: &Tensor) -> Vec<usize> {
+    vec![t.rows as usize, t.cols as usize]
+}
+
+/// What one checked case held.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Output elements compared bit for bit.
+    pub exact: usize,
+    /// Output elements compared against a range.
+    pub within: usize,
+    /// Output elements the reference leaves unconstrained.
+    pub any: usize,
+    /// Instructions of the program.
+    pub instructions: usize,
+}
+
+/// Builds the case's program (a refusal is a failure: the generator makes valid programs).
+pub fn build(case: &Case) -> Result<CompiledProgram, String> {
+    lower(&case.program).map_err(|e| {
+        format!(
+            "the builder refused a generated program: {e}\n{e:?}\n{:?}",
+            case.program
+        )
+    })
+}
+
+/// Runs the case on every core and checks the properties.
+pub fn check(cores: &mut Cores, case: &Case) -> Result<Summary, String> {
+    let compiled = build(case)?;
+    let parts = compiled.parts();
+    let program = parts.program();
+    let kernel = Kernel::new(program);
+    let expected = evaluate(case);
+    let inputs: Vec<Buf> = case
+        .program
+        .inputs
+        .iter()
+        .zip(&case.inputs)
+        .map(|(t, xs)| Buf::new(t.dt, xs))
+        .collect();
+    let mut results: Vec<(String, Vec<Vec<u32>>)> = Vec::new();
+    for (name, core) in &mut cores.cores {
+        let mut outs: Vec<Buf> = case
+            .program
+            .outputs
+            .iter()
+            .map(|t| Buf::sentinel(t.dt, t.len()))
+            .collect();
+        let ins: Vec<HbmIn<'_>> = inputs
+            .iter()
+            .zip(&case.program.inputs)
+            .map(|(b, t)| b.arg(&dims(t)))
+            .collect();
+        let mut out_args: Vec<HbmOut<'_>> = outs
+            .iter_mut()
+            .zip(&case.program.outputs)
+            .map(|(b, t)| b.arg_mut(&dims(t)))
+            .collect();
+        core.launch(&kernel, &ins, &mut out_args).map_err(|e| {
+            format!(
+                "launch on the {name} core failed: {e}\n{program}\n{:?}",
+                case.program
+            )
+        })?;
+        drop(out_args);
+        results.push((name.clone(), outs.iter().map(Buf::bits).collect()));
+    }
+    let (first_name, first) = &results[0];
+    for (name, got) in &results[1..] {
+        for (o, (a, b)) in first.iter().zip(got).enumerate() {
+            if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
+                return Err(format!(
+                    "cores disagree: output {o} element {i} is {:#x} on the {first_name} core, \
+                     {:#x} on the {name} core\n{program}\n{:?}",
+                    a[i], b[i], case.program
+                ));
+            }
+        }
+    }
+    let mut summary = Summary {
+        instructions: program.instrs().len(),
+        ..Summary::default()
+    };
+    for (o, (want, got)) in expected.iter().zip(first).enumerate() {
+        let t = case.program.outputs[o];
+        for (i, (w, &g)) in want.iter().zip(got).enumerate() {
+            let Some(w) = *w else {
+                return Err(format!(
+                    "generator bug: the reference leaves output {o} element {i} unwritten"
+                ));
+            };
+            if !w.admits(t.dt, g) {
+                return Err(format!(
+                    "output {o} ({:?}) element ({}, {}): expected {w:?}, got {:#x} = {:e}\n{program}\n{:?}",
+                    t.dt,
+                    i / t.cols as usize,
+                    i % t.cols as usize,
+                    g,
+                    super::numerics::value_of(t.dt, g),
+                    case.program
+                ));
+            }
+            match w {
+                Val::Exact(_) => summary.exact += 1,
+                Val::Within(..) => summary.within += 1,
+                Val::Any => summary.any += 1,
+            }
+        }
+    }
+    Ok(summary)
+}
+
+/// Launches the case's program with arguments that break its signature in one way chosen by
+/// `c`: each launch must return an error and leave every output as it was.
+pub fn check_bad_launch(cores: &mut Cores, case: &Case, c: &mut Choices<'_>) -> Result<(), String> {
+    let compiled = build(case)?;
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let p = &case.program;
+    let mut ins: Vec<(Buf, Vec<usize>)> = p
+        .inputs
+        .iter()
+        .zip(&case.inputs)
+        .map(|(t, xs)| (Buf::new(t.dt, xs), dims(t)))
+        .collect();
+    let mut outs: Vec<(Buf, Vec<usize>)> = p
+        .outputs
+        .iter()
+        .map(|t| (Buf::sentinel(t.dt, t.len()), dims(t)))
+        .collect();
+    /// A shape of another rank, or one more row or column (the buffer resized to fit).
+    fn reshape(c: &mut Choices<'_>, buf: &mut Buf, shape: &mut Vec<usize>) {
+        let (r, k) = (shape[0], shape[1]);
+        *shape = match c.below(4) {
+            0 => vec![r * k],
+            1 => vec![1, r, k],
+            2 => vec![r + 1, k],
+            _ => vec![r, k + 1],
+        };
+        let n = shape.iter().product();
+        if n != buf.len() {
+            *buf = match buf {
+                Buf::F32(_) => Buf::F32(vec![0.0; n]),
+                Buf::Bf16(_) => Buf::Bf16(vec![bf16::ZERO; n]),
+            };
+        }
+    }
+    let what = match c.below(7) {
+        0 if !ins.is_empty() => {
+            ins.pop();
+            "an input missing"
+        }
+        0 | 1 => {
+            ins.push((Buf::F32(vec![0.0; 4]), vec![2, 2]));
+            "an extra input"
+        }
+        2 if !ins.is_empty() => {
+            let i = c.below(ins.len());
+            ins[i].0 = ins[i].0.other_dtype();
+            "an input of the wrong dtype"
+        }
+        2 | 3 if !ins.is_empty() => {
+            let i = c.below(ins.len());
+            let (buf, shape) = &mut ins[i];
+            reshape(c, buf, shape);
+            "an input of the wrong shape"
+        }
+        4 => {
+            let i = c.below(outs.len());
+            outs[i].0 = outs[i].0.other_dtype();
+            "an output of the wrong dtype"
+        }
+        5 => {
+            let i = c.below(outs.len());
+            let (buf, shape) = &mut outs[i];
+            reshape(c, buf, shape);
+            "an output of the wrong shape"
+        }
+        _ => {
+            if c.chance(50) {
+                outs.pop();
+                "an output missing"
+            } else {
+                outs.push((Buf::F32(vec![0.0; 4]), vec![2, 2]));
+                "an extra output"
+            }
+        }
+    };
+    for (name, core) in &mut cores.cores {
+        let before: Vec<Vec<u32>> = outs.iter().map(|(b, _)| b.bits()).collect();
+        let args: Vec<HbmIn<'_>> = ins.iter().map(|(b, s)| b.arg(s)).collect();
+        let mut out_args: Vec<HbmOut<'_>> = outs.iter_mut().map(|(b, s)| b.arg_mut(s)).collect();
+        let r = core.launch(&kernel, &args, &mut out_args);
+        drop(out_args);
+        if r.is_ok() {
+            return Err(format!(
+                "a launch with {what} succeeded on the {name} core\n{:?}",
+                case.program
+            ));
+        }
+        let after: Vec<Vec<u32>> = outs.iter().map(|(b, _)| b.bits()).collect();
+        if before != after {
+            return Err(format!(
+                "a refused launch with {what} changed an output on the {name} core"
+            ));
+        }
+    }
+    Ok(())
+}
