@@ -69,6 +69,8 @@ fn run_property(cases: u32, len: usize, property: impl Fn(&[u8]) -> Result<(), S
     }
 }
 
+/// Property 1: random valid programs build, launch strictly, agree across every core
+/// configuration and equal the reference.
 #[test]
 fn random_programs_match_the_reference() {
     let cores = RefCell::new(Cores::new());
@@ -92,6 +94,8 @@ fn random_programs_match_the_reference() {
     assert!(t.any * 20 <= t.exact + t.within, "{t:?}");
 }
 
+/// Property 2: a generated program launched with arguments that break its signature returns
+/// an error on every core and changes no output.
 #[test]
 fn wrong_launch_arguments_are_errors_and_change_nothing() {
     let cores = RefCell::new(Cores::new());

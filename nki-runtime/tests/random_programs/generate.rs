@@ -90,6 +90,7 @@ impl Style {
 
     /// One value, exactly representable in `dt`.
     fn value(self, dt: Dt, rng: &mut Rng) -> f32 {
+        /// The edge values of [`Style::Specials`].
         const SPECIALS: [f32; 14] = [
             0.0,
             -0.0,
@@ -146,6 +147,7 @@ impl Style {
 struct Rng(u64);
 
 impl Rng {
+    /// The next 64 random bits.
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -159,6 +161,7 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// A number in `0..n` (`n > 0`).
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
@@ -197,6 +200,7 @@ struct StageDraft {
 }
 
 impl StageDraft {
+    /// PSUM tiles the stage declares so far.
     fn psum_tiles(&self) -> usize {
         self.steps
             .iter()
@@ -258,15 +262,18 @@ pub fn case(data: &[u8]) -> Case {
 }
 
 impl Gen<'_, '_> {
+    /// A dtype (f32 once the bytes run out).
     fn dt(&mut self) -> Dt {
         if self.c.chance(40) { Dt::Bf16 } else { Dt::F32 }
     }
 
+    /// One of the binary operations.
     fn bin(&mut self) -> Bin {
         self.c
             .pick(&[Bin::Add, Bin::Subtract, Bin::Multiply, Bin::Max, Bin::Min])
     }
 
+    /// An immediate: one of [`IMMEDIATES`], or a multiple of 2⁻¹² in `[−8, 8)`.
     fn imm(&mut self) -> f32 {
         if self.c.chance(30) {
             (self.c.below(1 << 16) as f32 / 4096.0) - 8.0
@@ -289,6 +296,7 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// Stage `s` and the output it writes.
     fn stage(&mut self, s: usize) -> (Stage, Tensor) {
         let depth = self.c.below(3);
         let loops: Vec<Loop> = (0..depth)
@@ -550,6 +558,7 @@ impl Gen<'_, '_> {
         (Index { constant, coefs }, max)
     }
 
+    /// Appends a `memset` (SBUF, or PSUM f32).
     fn memset(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
         let (p, f) = self.shape_near(p, f);
         let f = if self.c.chance(20) { 1 } else { f };
@@ -575,6 +584,7 @@ impl Gen<'_, '_> {
         );
     }
 
+    /// Appends a `tensor_tensor` of two steps of one shape, not both in PSUM.
     fn tensor_tensor(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
         let a = self.any(sd, p, f);
         let ta = sd.steps[a].tile;
@@ -602,6 +612,7 @@ impl Gen<'_, '_> {
         );
     }
 
+    /// Appends a `tensor_scalar` with one or two operations (immediates or `[P, 1]` columns).
     fn tensor_scalar(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
         let a = self.any(sd, p, f);
         let ta = sd.steps[a].tile;
@@ -649,6 +660,7 @@ impl Gen<'_, '_> {
         );
     }
 
+    /// Appends a `tensor_reduce` along the free axis.
     fn reduce(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
         let a = self.any(sd, p, f);
         let ta = sd.steps[a].tile;
@@ -676,6 +688,8 @@ impl Gen<'_, '_> {
         );
     }
 
+    /// Appends an `nc_transpose` of an SBUF step with at most 128 free elements (if PSUM has
+    /// room).
     fn transpose(&mut self, sd: &mut StageDraft, p: u32) {
         if sd.psum_tiles() >= MAX_PSUM {
             return;
@@ -699,6 +713,8 @@ impl Gen<'_, '_> {
         );
     }
 
+    /// Appends an `nc_matmul` of SBUF steps of one dtype and contraction size (if PSUM has room
+    /// and the magnitudes stay bounded; its operand loads are appended either way).
     fn matmul(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
         if sd.psum_tiles() >= MAX_PSUM {
             return;

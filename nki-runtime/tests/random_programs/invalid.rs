@@ -123,6 +123,7 @@ pub fn mutated_program(data: &[u8]) -> Option<CompiledProgram> {
 }
 
 impl Calls<'_, '_, '_> {
+    /// A small integer or an edge value.
     fn int(&mut self) -> i64 {
         if self.c.chance(50) {
             self.c.below(8) as i64
@@ -131,6 +132,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A dtype: f32 or bf16 most often, any of nki's otherwise.
     fn dtype(&mut self) -> DType {
         if self.c.chance(60) {
             self.c.pick(&[DType::F32, DType::Bf16])
@@ -139,10 +141,12 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A memory, HBM included.
     fn memory(&mut self) -> Memory {
         self.c.pick(&[Memory::Sbuf, Memory::Psum, Memory::Hbm])
     }
 
+    /// A tensor dimension: fixed (0 and huge included) or symbolic.
     fn dim(&mut self) -> Dim {
         if self.c.chance(15) {
             let name = self.c.pick(&["N", "M", "K"]);
@@ -155,6 +159,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A tile shape of 0 to 5 dimensions, sizes 0 to `u32::MAX`.
     fn tile_dims(&mut self) -> Vec<u32> {
         let rank = self.c.pick(&[2, 2, 2, 1, 3, 0, 5]);
         (0..rank)
@@ -165,6 +170,7 @@ impl Calls<'_, '_, '_> {
             .collect()
     }
 
+    /// An affine expression with random coefficients on random variables.
     fn affine(&mut self) -> Affine {
         let mut a = Affine::constant(self.int());
         for _ in 0..self.c.below(3) {
@@ -174,14 +180,17 @@ impl Calls<'_, '_, '_> {
         a
     }
 
+    /// A tile id of this builder or the foreign one.
     fn tile(&mut self) -> TileId {
         self.c.pick(&self.tiles.clone())
     }
 
+    /// A tensor id of this builder or the foreign one.
     fn tensor(&mut self) -> TensorId {
         self.c.pick(&self.tensors.clone())
     }
 
+    /// An ALU operation: arithmetic most often, any otherwise.
     fn alu(&mut self) -> Alu {
         if self.c.chance(60) {
             self.c
@@ -191,6 +200,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// An immediate: a float (inf, NaN and subnormal included) or an integer.
     fn scalar(&mut self) -> Scalar {
         if self.c.chance(70) {
             Scalar::float(
@@ -202,6 +212,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A builder operand of any kind.
     fn operand(&mut self) -> Operand {
         match self.c.below(4) {
             0 => Operand::Imm(self.scalar()),
@@ -211,6 +222,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A grid of some tensor with random starts on random axes.
     fn grid(&mut self) -> Grid {
         let mut g = Grid::origin(self.tensor());
         for _ in 0..self.c.below(3) {
@@ -224,6 +236,7 @@ impl Calls<'_, '_, '_> {
         g
     }
 
+    /// A destination write mode of any kind.
     fn write(&mut self) -> Write {
         match self.c.below(3) {
             0 => Write::Overwrite,
@@ -235,11 +248,13 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A tile shape `TileShape::new` accepts (`[1, 1]` when it refuses the random one).
     fn shape(&mut self) -> TileShape {
         TileShape::new(&self.tile_dims())
             .unwrap_or_else(|| TileShape::new(&[1, 1]).expect("[1, 1]"))
     }
 
+    /// An axis index with random start and grid coefficients.
     fn axis_index(&mut self) -> AxisIndex {
         let mut grid = [0i64; MAX_TILE_RANK];
         for g in grid.iter_mut() {
@@ -314,6 +329,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// Mostly no mask; sometimes a mask of random terms, or a forged id.
     fn mask_id(&mut self) -> Option<nki_lang::MaskId> {
         if !self.c.chance(15) {
             return None;
@@ -351,6 +367,7 @@ impl Calls<'_, '_, '_> {
         self.b.expr(e).unwrap_or(nki_lang::ExprId(0))
     }
 
+    /// A source operand of any kind.
     fn src(&mut self) -> Src {
         match self.c.below(3) {
             0 => Src::None,
@@ -359,6 +376,7 @@ impl Calls<'_, '_, '_> {
         }
     }
 
+    /// A destination with a random view and write mode.
     fn dst(&mut self) -> Dst {
         Dst {
             view: self.view_id(),

@@ -20,6 +20,7 @@ pub fn dtype(dt: Dt) -> DType {
     }
 }
 
+/// nki's ALU operation for `op`.
 fn alu(op: Bin) -> Alu {
     match op {
         Bin::Add => Alu::Add,
@@ -30,6 +31,7 @@ fn alu(op: Bin) -> Alu {
     }
 }
 
+/// nki's memory for `m`.
 fn memory(m: Mem) -> Memory {
     match m {
         Mem::Sbuf => Memory::Sbuf,
@@ -110,6 +112,7 @@ fn shape2(p: u32, f: u32) -> TileShape {
 }
 
 impl Lowering<'_> {
+    /// Lowers stage `s`: its accumulator, loops, steps and stores.
     fn stage(&mut self, s: usize, stage: &Stage) -> Result<(), BuildError> {
         let result = stage.steps[stage.result].tile;
         let shape = [result.p, result.f];
@@ -241,6 +244,7 @@ impl Lowering<'_> {
             .push(Instr::new(Opcode::Store, InstrData::Dma { tile, hbm }))
     }
 
+    /// Lowers one step's operation into its tile `dst` (`tiles`: the stage's tiles so far).
     fn op(
         &mut self,
         op: &Op,
@@ -356,6 +360,7 @@ impl Lowering<'_> {
         self.b.view(TileView::whole(t.index(), &shape2(p, f)))
     }
 
+    /// Pushes an instruction on `engine`.
     fn push(&mut self, opcode: Opcode, engine: Eng, data: InstrData) -> Result<(), BuildError> {
         let mut ins = Instr::new(opcode, data);
         ins.engine = match engine {

@@ -28,6 +28,7 @@ pub fn evaluate(case: &Case) -> Expected {
     outs
 }
 
+/// Evaluates one stage into its output's expected values.
 fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
     let program = &case.program;
     let otensor = program.outputs[stage.output];
