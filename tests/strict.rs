@@ -195,6 +195,29 @@ fn reads_what_an_earlier_iteration_left(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 
     out
 }
 
+/// Columns 300 and up of the tile are never loaded; `exp` runs on whole rows, and only the
+/// loaded columns are stored.
+#[kernel]
+fn computes_past_a_ragged_column_mask(x: Hbm<f32, 128, 300>) -> Hbm<f32, 128, 300> {
+    let out = ndarray([128, 300], f32, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..512];
+    let t = load(x[[ix, iy]], mask = iy < 300);
+    let e = exp(t);
+    store(out[[ix, iy]], e, mask = iy < 300);
+    out
+}
+
+/// The same, storing one column too many.
+#[kernel]
+fn stores_a_column_never_loaded(x: Hbm<f32, 128, 301>) -> Hbm<f32, 128, 301> {
+    let out = ndarray([128, 301], f32, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..512];
+    let t = load(x[[ix, iy]], mask = iy < 300);
+    let e = exp(t);
+    store(out[[ix, iy]], e, mask = iy < 301);
+    out
+}
+
 fn run_strict(
     kernel: &Kernel<'_>,
     inputs: &[&DeviceTensor<f32>],
@@ -360,6 +383,40 @@ fn a_tile_declared_in_a_loop_is_new_in_each_iteration() {
         "{e}"
     );
     assert!(e.what.contains("loop values by depth [1]"), "{e}");
+}
+
+#[test]
+fn definedness_is_tracked_per_element() {
+    // Row-by-row instructions on the unloaded columns are fine while those columns are not
+    // stored: the result is exp of the input.
+    let x = common::random_f32(Ix2(128, 300), 9, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let out = run_strict(
+        &computes_past_a_ragged_column_mask::KERNEL,
+        &[&xd],
+        &[128, 300],
+    )
+    .unwrap();
+    let out = out.into_array::<Ix2>().unwrap();
+    for ((r, c), &v) in out.indexed_iter() {
+        let want = f64::from(x[[r, c]]).exp();
+        assert!(
+            (f64::from(v) - want).abs() <= 4e-7 * want,
+            "({r}, {c}): {v} vs {want}"
+        );
+    }
+    // Storing column 300 stores what exp computed from a byte no instruction wrote.
+    let e = strict_error(
+        &stores_a_column_never_loaded::KERNEL,
+        &[&[128, 301]],
+        &[128, 301],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(
+        e.what.contains("which instruction 1 (activation, line"),
+        "{e}"
+    );
+    assert!(e.what.contains("element 300 of the operand"), "{e}");
 }
 
 #[test]

@@ -17,7 +17,11 @@
 //! (the instruction, its kernel source line, the tile or tensor, the element, the loop values)
 //! when an instruction:
 //! - reads bytes no instruction of this launch wrote; a tile declared inside a loop is a new
-//!   tile in each iteration, so reading what the previous iteration left in it counts;
+//!   tile in each iteration, so reading what the previous iteration left in it counts. An
+//!   instruction that computes row by row (every operand on the instruction's grid) may read
+//!   them: the elements it computes from them are *undefined*, and so is what is computed from
+//!   those; the error comes where an undefined element is stored or mixed across rows (a matmul,
+//!   a transpose), naming the instruction that first read unwritten bytes;
 //! - reads, in one iteration of an `affine_range` loop, what another iteration wrote to a tile
 //!   declared outside the loop, or to an output;
 //! - overwrites, in one iteration, what another iteration wrote to such a tile (a tile reused
@@ -146,9 +150,10 @@ pub struct Strict<'p> {
     /// The writes of the instruction that runs, marked after it ran: the operand, its tile,
     /// whether it accumulates, and the iteration of the outermost loop its sum runs over.
     pending: Vec<(Resolved, u16, bool, Option<NodeId>)>,
-    /// The rows (grid partitions) of the running instruction's results computed from bytes no
-    /// instruction wrote, and 1 + the instruction that first did so.
-    undefined: (u128, u32),
+    /// For each on-chip operand the running instruction writes (by slot), the elements it
+    /// computes from bytes no instruction wrote: per element in the operand's row-major order,
+    /// 1 + the instruction that first read such bytes, or 0. Empty when all are defined.
+    undefined: Vec<(u8, Vec<u32>)>,
 }
 
 impl<'p> Strict<'p> {
@@ -172,7 +177,7 @@ impl<'p> Strict<'p> {
             iterations: Iterations::new(program),
             now: 0,
             pending: Vec::new(),
-            undefined: (0, 0),
+            undefined: Vec::new(),
         }
     }
 
@@ -326,8 +331,8 @@ impl<'p> Strict<'p> {
 
     /// The first fault of an on-chip operand: the element (in the operand's order), its byte
     /// in the memory, and the fault. With `rows` (an instruction that computes row by row), a
-    /// read of unwritten or undefined bytes is no fault: it makes the rows it feeds undefined
-    /// (`rows`: the rows and 1 + the instruction they come from).
+    /// read of unwritten or undefined bytes is no fault: it notes the rows that read them and 1 +
+    /// the instruction they come from ([`Strict::undefined_elements`] then finds the elements).
     fn check_on_chip(
         &self,
         pc: usize,
@@ -386,6 +391,121 @@ impl<'p> Strict<'p> {
             true
         })?;
         found.map(|(b, f)| (n, b, f))
+    }
+
+    /// For each on-chip operand `instr` writes, which of its elements come from unwritten or
+    /// undefined bytes (1 + the instruction they come from, per element in the operand's
+    /// row-major order; 0 when defined): an element is undefined when a
+    /// source element at the same point of the instruction's grid is, and a reduction's result
+    /// when any point it reduces is. Walks the grid once; only instructions that read such
+    /// bytes pay for it.
+    fn undefined_elements(
+        &self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        group_overwrites: bool,
+        accumulating: bool,
+    ) -> Vec<(u8, Vec<u32>)> {
+        let on_chip = |r: &Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
+        // The grid: the largest extent of any operand along each axis.
+        let mut grid = [1usize; MAX_TILE_RANK];
+        for r in operands.iter().filter(|r| on_chip(r)) {
+            for (g, &d) in grid.iter_mut().zip(&r.dims) {
+                *g = (*g).max(d);
+            }
+        }
+        let strides = |r: &Resolved| {
+            let mut s = r.strides_on(&grid);
+            // A row broadcast along the partitions.
+            if r.dims[0] == 1 {
+                s[0] = 0;
+            }
+            s
+        };
+        let sources: Vec<(Resolved, [isize; MAX_TILE_RANK], Access)> = operands
+            .iter()
+            .filter(|r| on_chip(r) && r.dir.reads() && !(r.slot == 0 && group_overwrites))
+            .map(|r| {
+                let (tile, scope, on_dst) = self.tile_of(instr, r.slot);
+                let a = Access {
+                    tile,
+                    scope,
+                    reads: true,
+                    accumulates: (r.slot == 0 || on_dst) && accumulating,
+                };
+                (*r, strides(r), a)
+            })
+            .collect();
+        let this = u32::try_from(pc.saturating_add(1)).unwrap_or(u32::MAX);
+        // The instruction that made the element at grid point `t` undefined, if any.
+        let origin_at = |t: &[usize; MAX_TILE_RANK]| {
+            sources.iter().find_map(|(r, st, a)| {
+                let map = if r.loc == Loc::Psum {
+                    &self.psum
+                } else {
+                    &self.sbuf
+                };
+                let size = r.dtype.size() as usize;
+                let elem = t.iter().zip(st).fold(r.pattern.base, |acc, (&i, &s)| {
+                    acc.saturating_add((i as isize).saturating_mul(s))
+                });
+                let at = usize::try_from(elem.saturating_mul(size as isize)).ok()?;
+                (at..at.saturating_add(size)).find_map(|b| match self.judge(map.get(b), *a) {
+                    Some(Fault::Unwritten) => Some(this),
+                    Some(Fault::Undefined { origin }) => Some(origin),
+                    _ => None,
+                })
+            })
+        };
+        let mut out = Vec::new();
+        for w in operands.iter().filter(|r| on_chip(r) && r.dir.writes()) {
+            // Operand axis k (size above 1) runs along the grid's next axis of size above 1,
+            // as in `Resolved::strides_on`; the partition axis along the grid's.
+            let mut along = [None; MAX_TILE_RANK];
+            along[0] = (w.dims[0] > 1).then_some(0);
+            let mut grid_axes = (1..MAX_TILE_RANK).filter(|&j| grid[j] != 1);
+            for (k, a) in along.iter_mut().enumerate().skip(1) {
+                if w.dims[k] != 1 {
+                    *a = grid_axes.next();
+                }
+            }
+            let mut row_major = [0usize; MAX_TILE_RANK];
+            let mut acc = 1usize;
+            for k in (0..MAX_TILE_RANK).rev() {
+                row_major[k] = acc;
+                acc = acc.saturating_mul(w.dims[k]);
+            }
+            let mut origins = vec![0u32; w.elems()];
+            let mut t = [0usize; MAX_TILE_RANK];
+            'grid: loop {
+                if let Some(o) = origin_at(&t) {
+                    let index = along.iter().zip(&row_major).fold(0usize, |acc, (a, &m)| {
+                        acc.saturating_add(a.map_or(0, |j| t[j]).saturating_mul(m))
+                    });
+                    if let Some(slot) = origins.get_mut(index)
+                        && *slot == 0
+                    {
+                        *slot = o;
+                    }
+                }
+                // The next grid point, like an odometer.
+                let mut j = MAX_TILE_RANK;
+                loop {
+                    if j == 0 {
+                        break 'grid;
+                    }
+                    j -= 1;
+                    t[j] += 1;
+                    if t[j] < grid[j] {
+                        break;
+                    }
+                    t[j] = 0;
+                }
+            }
+            out.push((w.slot, origins));
+        }
+        out
     }
 
     /// The first fault of an output operand: the element (in the operand's order), its
@@ -589,7 +709,7 @@ impl Observer for Strict<'_> {
             dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !accumulates(w, vars));
         // Every operand follows the grid: row p of the results depends on row p of the
         // sources only,
-        // and the results stay on chip (a store of undefined rows is the error).
+        // and the results stay on chip (a store of undefined elements is the error).
         let row_by_row = instr
             .opcode
             .info()
@@ -638,14 +758,18 @@ impl Observer for Strict<'_> {
                 return ControlFlow::Break(self.message(instr, r, (n, place), a, f, vars));
             }
         }
-        self.undefined = undefined;
+        self.undefined.clear();
+        if undefined.0 != 0 {
+            self.undefined =
+                self.undefined_elements(pc, instr, operands, group_overwrites, accumulating);
+        }
         ControlFlow::Continue(())
     }
 
     fn after(&mut self, _pc: usize, _instr: &Instr) {
         let me = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
         let node = self.now;
-        let (rows, origin) = self.undefined;
+        let undefined = core::mem::take(&mut self.undefined);
         let pending = core::mem::take(&mut self.pending);
         for (r, tile, accumulated, span) in &pending {
             let size = r.dtype.size() as usize;
@@ -663,12 +787,11 @@ impl Observer for Strict<'_> {
                     } else {
                         &mut self.sbuf
                     };
-                    Strict::each_element(r, |at, row| {
-                        let undefined = if rows >> row.min(127) & 1 == 1 {
-                            origin
-                        } else {
-                            0
-                        };
+                    let origins = undefined.iter().find(|(s, _)| *s == r.slot).map(|(_, o)| o);
+                    let mut n = 0usize;
+                    Strict::each_element(r, |at, _| {
+                        let undefined = origins.and_then(|o| o.get(n)).copied().unwrap_or(0);
+                        n = n.saturating_add(1);
                         map.set(at, size, Stamp { undefined, ..stamp });
                         true
                     });
