@@ -184,6 +184,10 @@ fn generator_reaches_every_feature() {
             };
             seen.insert(store.to_string());
             seen.insert(format!("layout {:?}", stage.layout));
+            let r = stage.steps[stage.result].tile;
+            if stage.stored != [r.p, r.f] {
+                seen.insert(format!("masked store {:?}", stage.layout));
+            }
             for l in &stage.loops {
                 seen.insert(format!("loop {:?}", l.kind));
             }
@@ -197,6 +201,9 @@ fn generator_reaches_every_feature() {
                     "load" => name.join(" "),
                     other => other.to_string(),
                 };
+                if s.mask.is_some() {
+                    seen.insert(format!("masked {}", name.split(' ').next().unwrap_or("")));
+                }
                 seen.insert(name);
                 let dt = if s.tile.dt == Dt::Bf16 {
                     "bf16 tile"
@@ -230,6 +237,17 @@ fn generator_reaches_every_feature() {
         "Reduce",
         "Transpose",
         "Matmul",
+        "masked load",
+        "masked Memset",
+        "masked TensorTensor",
+        "masked TensorScalar",
+        "masked Copy",
+        "masked Reduce",
+        "masked store RowBlocks",
+        "masked store RowInterleave",
+        "masked store ColBlocks",
+        "masked store ColInterleave",
+        "masked store Transposed",
         "bf16 tile",
         "f32 tile",
     ];

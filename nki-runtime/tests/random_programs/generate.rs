@@ -214,6 +214,30 @@ impl StageDraft {
             .filter(|&i| keep(&self.steps[i].tile))
             .collect()
     }
+
+    /// Steps matching `keep` whose whole tile is written (no mask cut it).
+    fn find_full(&self, keep: impl Fn(&Tile) -> bool) -> Vec<usize> {
+        self.find(keep)
+            .into_iter()
+            .filter(|&i| self.full(i))
+            .collect()
+    }
+
+    /// Whether step `i` writes its whole tile.
+    fn full(&self, i: usize) -> bool {
+        let t = self.steps[i].tile;
+        self.steps[i].written() == [t.p, t.f]
+    }
+
+    /// The box of step `i`'s written elements.
+    fn written(&self, i: usize) -> [u32; 2] {
+        self.steps[i].written()
+    }
+}
+
+/// The intersection of two boxes.
+fn meet(a: [u32; 2], b: [u32; 2]) -> [u32; 2] {
+    [a[0].min(b[0]), a[1].min(b[1])]
 }
 
 /// The generator's state across stages.
@@ -265,6 +289,38 @@ impl Gen<'_, '_> {
     /// A dtype (f32 once the bytes run out).
     fn dt(&mut self) -> Dt {
         if self.c.chance(40) { Dt::Bf16 } else { Dt::F32 }
+    }
+
+    /// A mask for an instruction over a `shape` grid whose operands are written only in the
+    /// box `avail`: one (inside `avail`) when `avail` is not the whole grid, otherwise one
+    /// cutting a ragged partition and/or free range with probability `percent`%.
+    fn mask_for(&mut self, avail: [u32; 2], shape: [u32; 2], percent: usize) -> Option<[u32; 2]> {
+        let avail = meet(avail, shape);
+        let mut m = avail;
+        if avail == shape {
+            if !self.c.chance(percent) {
+                return None;
+            }
+            match self.c.below(3) {
+                0 => m[0] = self.cut(shape[0]),
+                1 => m[1] = self.cut(shape[1]),
+                _ => m = [self.cut(shape[0]), self.cut(shape[1])],
+            }
+        } else if self.c.chance(20) {
+            m = [
+                self.cut(avail[0] + 1).min(avail[0]),
+                self.cut(avail[1] + 1).min(avail[1]),
+            ];
+        }
+        (m != shape).then_some(m)
+    }
+
+    /// A ragged count in `1..n` (`n` itself when `n ≤ 1`).
+    fn cut(&mut self, n: u32) -> u32 {
+        if n <= 1 {
+            return n;
+        }
+        1 + self.c.below(n as usize - 1) as u32
     }
 
     /// One of the binary operations.
@@ -331,7 +387,8 @@ impl Gen<'_, '_> {
             let engine = self.engine(true, true);
             let dt = self.dt();
             let mag = sd.mags[result];
-            result = push(
+            let mask = self.mask_for(sd.written(result), [t.p, t.f], 0);
+            result = push_masked(
                 &mut sd,
                 Op::Copy { a: result, engine },
                 Tile {
@@ -340,13 +397,14 @@ impl Gen<'_, '_> {
                     ..t
                 },
                 mag,
+                mask,
             );
         }
         let sequential =
             !sd.loops.is_empty() && sd.loops.iter().all(|l| l.kind == Kind::Sequential);
         let carry = if group {
             Some(Carry::Group { dt: self.dt() })
-        } else if sequential && self.c.chance(30) {
+        } else if sequential && sd.full(result) && self.c.chance(30) {
             let op = self.bin();
             Some(Carry::Tile {
                 dt: self.dt(),
@@ -367,7 +425,6 @@ impl Gen<'_, '_> {
             Layout::ColInterleave,
             Layout::Transposed,
         ]);
-        let t = sd.steps[result].tile;
         let n = if carry.is_some() {
             1
         } else {
@@ -378,7 +435,8 @@ impl Gen<'_, '_> {
         } else {
             layout
         };
-        let [rows, cols] = layout.shape(n, t.p, t.f);
+        let stored = sd.written(result);
+        let [rows, cols] = layout.shape(n, stored[0], stored[1]);
         let output = Tensor {
             dt: self.dt(),
             rows,
@@ -391,6 +449,7 @@ impl Gen<'_, '_> {
             output: s,
             layout,
             carry,
+            stored,
         };
         (stage, output)
     }
@@ -401,7 +460,7 @@ impl Gen<'_, '_> {
             0 => {
                 let dt = self.dt();
                 let (p, f) = self.shape_near(p, f);
-                self.load(sd, dt, p, f);
+                self.load(sd, dt, p, f, true);
             }
             1 => self.memset(sd, p, f),
             2 => self.tensor_tensor(sd, p, f),
@@ -412,7 +471,8 @@ impl Gen<'_, '_> {
                 let engine = self.engine(t.mem == Mem::Psum, true);
                 let dt = self.dt();
                 let mag = sd.mags[a] * 1.01;
-                push(
+                let mask = self.mask_for(sd.written(a), [t.p, t.f], 15);
+                push_masked(
                     sd,
                     Op::Copy { a, engine },
                     Tile {
@@ -421,6 +481,7 @@ impl Gen<'_, '_> {
                         ..t
                     },
                     mag,
+                    mask,
                 );
             }
             5 => self.reduce(sd, p, f),
@@ -442,30 +503,32 @@ impl Gen<'_, '_> {
     fn any(&mut self, sd: &mut StageDraft, p: u32, f: u32) -> usize {
         if sd.steps.is_empty() || self.c.chance(15) {
             let dt = self.dt();
-            self.load(sd, dt, p, f)
+            self.load(sd, dt, p, f, true)
         } else {
             self.c.below(sd.steps.len())
         }
     }
 
-    /// One of `candidates`, or a new `[p, f]` load of `dt` when there is none (or by chance).
+    /// One of `candidates`, or a new `[p, f]` load of `dt` when there is none (or by chance),
+    /// masked only if `maskable`.
     fn one_of(
         &mut self,
         sd: &mut StageDraft,
         candidates: &[usize],
-        dt: Dt,
-        p: u32,
-        f: u32,
+        (dt, p, f): (Dt, u32, u32),
+        maskable: bool,
     ) -> usize {
         if candidates.is_empty() || self.c.chance(25) {
-            self.load(sd, dt, p, f)
+            self.load(sd, dt, p, f, maskable)
         } else {
             self.c.pick(candidates)
         }
     }
 
-    /// A load of a new `[p, f]` tile of `dt` from some input.
-    fn load(&mut self, sd: &mut StageDraft, dt: Dt, p: u32, f: u32) -> usize {
+    /// A load of a new `[p, f]` tile of `dt` from some input; if `maskable`, sometimes
+    /// masked to a ragged box (its access then only has to fit the kept elements: positive
+    /// steps may run past the input's end).
+    fn load(&mut self, sd: &mut StageDraft, dt: Dt, p: u32, f: u32, maskable: bool) -> usize {
         let input = if self.inputs.is_empty()
             || (self.inputs.len() < self.max_inputs && self.c.chance(50))
         {
@@ -492,8 +555,15 @@ impl Gen<'_, '_> {
         let cs = self.c.pick(&[1i64, 1, 1, 2, -1, 0]);
         // Tile dimensions along the tensor's rows and columns.
         let (nr, nc) = if transposed { (f, p) } else { (p, f) };
-        let (row, row_max) = self.index(&sd.loops, nr, rs);
-        let (col, col_max) = self.index(&sd.loops, nc, cs);
+        let mask = if maskable {
+            self.mask_for([p, f], [p, f], 20)
+        } else {
+            None
+        };
+        let [kp, kf] = mask.unwrap_or([p, f]);
+        let (kr, kc) = if transposed { (kf, kp) } else { (kp, kf) };
+        let (row, row_max) = self.index(&sd.loops, (nr, kr), rs);
+        let (col, col_max) = self.index(&sd.loops, (nc, kc), cs);
         let grid = if transposed {
             [[0, rs], [cs, 0]]
         } else {
@@ -502,7 +572,9 @@ impl Gen<'_, '_> {
         let d = &mut self.inputs[input];
         d.rows = d.rows.max(row_max + 1);
         d.cols = d.cols.max(col_max + 1);
-        let split = if f >= 2 && self.c.chance(20) {
+        let split = if mask.is_some() {
+            Split::Whole
+        } else if f >= 2 && self.c.chance(20) {
             Split::Cols(1 + self.c.below(f as usize - 1) as u32)
         } else if p >= 2 && self.c.chance(15) {
             Split::Rows(1 + self.c.below(p as usize - 1) as u32)
@@ -511,7 +583,7 @@ impl Gen<'_, '_> {
         };
         let mag = self.inputs[input].style.magnitude();
         let window = Window { row, col, grid };
-        push(
+        push_masked(
             sd,
             Op::Load {
                 input,
@@ -525,13 +597,16 @@ impl Gen<'_, '_> {
                 f,
             },
             mag,
+            mask,
         )
     }
 
     /// A start index for `n` elements `step` apart along one tensor axis, and the largest
-    /// index the access reaches over every iteration.
-    fn index(&mut self, loops: &[Loop], n: u32, step: i64) -> (Index, i64) {
+    /// index the access reaches over every iteration for its first `kept` elements (a mask
+    /// keeps those).
+    fn index(&mut self, loops: &[Loop], (n, kept): (u32, u32), step: i64) -> (Index, i64) {
         let span = (i64::from(n) - 1) * step.abs();
+        let kept_span = (i64::from(kept) - 1) * step.abs();
         let base = if step < 0 { span } else { 0 };
         let constant = base + self.c.below(4) as i64;
         let block = (i64::from(n) * step.abs()).max(1);
@@ -549,7 +624,7 @@ impl Gen<'_, '_> {
                     .zip(loops)
                     .map(|(c, l)| c * (i64::from(l.trip) - 1))
                     .sum::<i64>()
-                + if step > 0 { span } else { 0 }
+                + if step > 0 { kept_span } else { 0 }
         };
         if reach(&coefs) >= MAX_EXTENT {
             coefs.iter_mut().for_each(|c| *c = 0);
@@ -576,11 +651,13 @@ impl Gen<'_, '_> {
             engine
         };
         let mem = if psum { Mem::Psum } else { Mem::Sbuf };
-        push(
+        let mask = self.mask_for([p, f], [p, f], 15);
+        push_masked(
             sd,
             Op::Memset { value, engine },
             Tile { dt, mem, p, f },
             f64::from(value.abs()).min(LIMIT),
+            mask,
         );
     }
 
@@ -591,7 +668,7 @@ impl Gen<'_, '_> {
         let candidates =
             sd.find(|t| t.p == ta.p && t.f == ta.f && !(t.mem == Mem::Psum && ta.mem == Mem::Psum));
         let dt = self.dt();
-        let b = self.one_of(sd, &candidates, dt, ta.p, ta.f);
+        let b = self.one_of(sd, &candidates, (dt, ta.p, ta.f), true);
         let (ma, mb) = (sd.mags[a], sd.mags[b]);
         let mut op = self.bin();
         let mut mag = grow(op, ma, mb);
@@ -604,11 +681,14 @@ impl Gen<'_, '_> {
         let psum = psum_dst || ta.mem == Mem::Psum || sd.steps[b].tile.mem == Mem::Psum;
         let engine = self.engine(psum, false);
         let mem = if psum_dst { Mem::Psum } else { Mem::Sbuf };
-        push(
+        let avail = meet(sd.written(a), sd.written(b));
+        let mask = self.mask_for(avail, [ta.p, ta.f], 15);
+        push_masked(
             sd,
             Op::TensorTensor { a, b, op, engine },
             Tile { dt, mem, ..ta },
             mag,
+            mask,
         );
     }
 
@@ -643,7 +723,14 @@ impl Gen<'_, '_> {
         };
         let engine = self.engine(psum, false);
         let dt = self.dt();
-        push(
+        let mut avail = sd.written(a);
+        for (_, s) in std::iter::once(first).chain(second) {
+            if let Scalar::Column(c) = s {
+                avail[0] = avail[0].min(sd.written(c)[0]);
+            }
+        }
+        let mask = self.mask_for(avail, [ta.p, ta.f], 15);
+        push_masked(
             sd,
             Op::TensorScalar {
                 a,
@@ -657,6 +744,7 @@ impl Gen<'_, '_> {
                 ..ta
             },
             mag,
+            mask,
         );
     }
 
@@ -675,7 +763,8 @@ impl Gen<'_, '_> {
         }
         let negate = self.c.chance(30);
         let dt = self.dt();
-        push(
+        let mask = self.mask_for(sd.written(a), [ta.p, ta.f], 15);
+        push_masked(
             sd,
             Op::Reduce { a, op, negate },
             Tile {
@@ -685,6 +774,7 @@ impl Gen<'_, '_> {
                 f: 1,
             },
             mag,
+            mask,
         );
     }
 
@@ -694,10 +784,10 @@ impl Gen<'_, '_> {
         if sd.psum_tiles() >= MAX_PSUM {
             return;
         }
-        let candidates = sd.find(|t| t.mem == Mem::Sbuf && t.f <= 128);
+        let candidates = sd.find_full(|t| t.mem == Mem::Sbuf && t.f <= 128);
         let dt = self.dt();
         let f = self.c.pick(&FREE[..8]);
-        let a = self.one_of(sd, &candidates, dt, p, f);
+        let a = self.one_of(sd, &candidates, (dt, p, f), false);
         let ta = sd.steps[a].tile;
         let mag = sd.mags[a];
         push(
@@ -720,12 +810,12 @@ impl Gen<'_, '_> {
             return;
         }
         let dt = if self.c.chance(15) { Dt::F32 } else { Dt::Bf16 };
-        let stationary = sd.find(|t| t.mem == Mem::Sbuf && t.dt == dt && t.f <= 128);
+        let stationary = sd.find_full(|t| t.mem == Mem::Sbuf && t.dt == dt && t.f <= 128);
         let m = self.c.pick(&FREE[..8]);
-        let s = self.one_of(sd, &stationary, dt, p, m);
+        let s = self.one_of(sd, &stationary, (dt, p, m), false);
         let ts = sd.steps[s].tile;
-        let moving = sd.find(|t| t.mem == Mem::Sbuf && t.dt == dt && t.p == ts.p);
-        let mv = self.one_of(sd, &moving, dt, ts.p, f);
+        let moving = sd.find_full(|t| t.mem == Mem::Sbuf && t.dt == dt && t.p == ts.p);
+        let mv = self.one_of(sd, &moving, (dt, ts.p, f), false);
         let tm = sd.steps[mv].tile;
         let mag = f64::from(ts.p) * sd.mags[s] * sd.mags[mv];
         if mag > LIMIT {
@@ -759,7 +849,12 @@ fn grow(op: Bin, a: f64, b: f64) -> f64 {
 
 /// Appends a step; returns its index.
 fn push(sd: &mut StageDraft, op: Op, tile: Tile, mag: f64) -> usize {
-    sd.steps.push(Step { op, tile });
+    push_masked(sd, op, tile, mag, None)
+}
+
+/// Appends a step under `mask`; returns its index.
+fn push_masked(sd: &mut StageDraft, op: Op, tile: Tile, mag: f64, mask: Option<[u32; 2]>) -> usize {
+    sd.steps.push(Step { op, tile, mask });
     sd.mags.push(mag);
     sd.steps.len() - 1
 }

@@ -5,7 +5,8 @@
 use nki_lang::builder::{BuildError, Grid, Operand, ProgramBuilder, TileId};
 use nki_lang::{
     Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Engine, Extent, HbmAccess, Instr,
-    InstrData, LoopKind, MAX_TENSOR_RANK, Memory, Opcode, Src, Target, TileShape, TileView,
+    InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskId, MaskTerm, Memory, Opcode,
+    Src, Target, TileShape, TileView,
 };
 
 use super::spec::{
@@ -45,6 +46,11 @@ struct Lowering<'h> {
     inputs: Vec<nki_lang::builder::TensorId>,
     outputs: Vec<nki_lang::builder::TensorId>,
     hook: &'h mut dyn FnMut(&mut ProgramBuilder),
+    /// The program's input and output tensors.
+    program_inputs: Vec<super::spec::Tensor>,
+    program_outputs: Vec<super::spec::Tensor>,
+    /// The mask of the instruction(s) being lowered.
+    mask: Option<Mask>,
 }
 
 /// Builds and checks the program (`finish`).
@@ -63,6 +69,9 @@ pub fn lower_with(
         inputs: Vec::new(),
         outputs: Vec::new(),
         hook,
+        program_inputs: p.inputs.clone(),
+        program_outputs: p.outputs.clone(),
+        mask: None,
     };
     let shape = |t: &super::spec::Tensor| [Dim::Fixed(t.rows.into()), Dim::Fixed(t.cols.into())];
     for (i, t) in p.inputs.iter().enumerate() {
@@ -104,6 +113,34 @@ fn access(tensor: u8, shape: TileShape, starts: [Affine; 2], grid: [[i64; 2]; 2]
         shape,
         axes,
     }
+}
+
+/// The mask `t_0 < keep[0] & t_1 < keep[1]` on a `[p, f]` grid (terms only for the axes it
+/// cuts), or `None` for no mask.
+fn mask_of(keep: Option<[u32; 2]>, (p, f): (u32, u32)) -> Option<Mask> {
+    let keep = keep?;
+    let term = MaskTerm {
+        axis: 0,
+        coef: 1,
+        offset: Affine::ZERO,
+        sym: None,
+    };
+    let mut m = Mask {
+        terms: [term; MAX_MASK_TERMS],
+        len: 0,
+    };
+    for (axis, (k, n)) in [(keep[0], p), (keep[1], f)].into_iter().enumerate() {
+        if k < n {
+            m.terms[m.len as usize] = MaskTerm {
+                axis: axis as u8,
+                // `t_axis − k < 0`
+                offset: Affine::constant(-i64::from(k)),
+                ..term
+            };
+            m.len += 1;
+        }
+    }
+    (m.len > 0).then_some(m)
 }
 
 /// `[p, f]`.
@@ -171,7 +208,14 @@ impl Lowering<'_> {
                 &[t.p, t.f],
             )?;
             tiles.push(id);
+            // A reduction's grid is its input's.
+            let grid = match step.op {
+                Op::Reduce { a, .. } => stage.steps[a].tile,
+                _ => t,
+            };
+            self.mask = mask_of(step.mask, (grid.p, grid.f));
             self.op(&step.op, id, &tiles, stage)?;
+            self.mask = None;
             (self.hook)(&mut self.b);
         }
         let res = tiles[stage.result];
@@ -199,7 +243,11 @@ impl Lowering<'_> {
                 };
                 return self.b.store(Grid::origin(out), stored);
             }
-            _ => self.store(stage, res, (result.p, result.f))?,
+            _ => {
+                self.mask = mask_of(Some(stage.stored), (result.p, result.f));
+                self.store(stage, res, (result.p, result.f))?;
+                self.mask = None;
+            }
         }
         for _ in &stage.loops {
             self.b.end_loop()?;
@@ -220,10 +268,14 @@ impl Lowering<'_> {
                 },
             )
         };
-        let (p64, f64_) = (i64::from(p), i64::from(f));
+        // Blocks of the stored box's shape.
+        let (p64, f64_) = (i64::from(stage.stored[0]), i64::from(stage.stored[1]));
         let out_id = self.outputs[stage.output];
         let z = Affine::ZERO;
+        let masked = self.mask.is_some();
         let (starts, grid) = match stage.layout {
+            Layout::RowBlocks if masked => ([it(&self.b, p64)?, z], [[1, 0], [0, 1]]),
+            Layout::ColBlocks if masked => ([z, it(&self.b, f64_)?], [[1, 0], [0, 1]]),
             // Unit-step windows: the builder's own `store(Grid)`.
             Layout::RowBlocks => {
                 let g = Grid::origin(out_id).at(0, it(&self.b, p64)?);
@@ -239,9 +291,46 @@ impl Lowering<'_> {
         };
         let shape = shape2(p, f);
         let tile = self.b.view(TileView::whole(res.index(), &shape))?;
-        let hbm = self.b.access(access(out_id.index(), shape, starts, grid))?;
-        self.b
-            .push(Instr::new(Opcode::Store, InstrData::Dma { tile, hbm }))
+        let a = access(out_id.index(), shape, starts, grid);
+        let hbm = self.b.access(a)?;
+        let mut ins = Instr::new(Opcode::Store, InstrData::Dma { tile, hbm });
+        let o = self.program_outputs[stage.output];
+        ins.mask = self.dma_mask(&a, [o.rows, o.cols])?;
+        self.b.push(ins)
+    }
+
+    /// The current mask for a DMA through `a` into a tensor of `dims`, with NKI's proof that
+    /// the kept elements stay inside the tensor: for each tensor axis indexed `start + g·t_j`
+    /// along a grid axis `j` the mask cuts, the term `g·t_j + start − dim < 0` (what a
+    /// kernel writes as `k·128 + i_p < N`), without which the access's unmasked extent
+    /// would have to fit.
+    fn dma_mask(&mut self, a: &HbmAccess, dims: [u32; 2]) -> Result<Option<MaskId>, BuildError> {
+        let Some(mut m) = self.mask else {
+            return Ok(None);
+        };
+        let cut: Vec<u8> = m.terms().iter().map(|t| t.axis).collect();
+        for (axis, ix) in a.axes().iter().enumerate() {
+            let steps: Vec<(usize, i64)> = (0..2)
+                .filter(|&j| ix.grid[j] != 0)
+                .map(|j| (j, ix.grid[j]))
+                .collect();
+            let [(j, g)] = steps[..] else { continue };
+            if !cut.contains(&(j as u8)) || m.len as usize >= MAX_MASK_TERMS {
+                continue;
+            }
+            let offset = ix
+                .start
+                .checked_add(&Affine::constant(-i64::from(dims[axis])))
+                .ok_or(BuildError::Usage("index overflow"))?;
+            m.terms[m.len as usize] = MaskTerm {
+                axis: j as u8,
+                coef: g,
+                offset,
+                sym: None,
+            };
+            m.len += 1;
+        }
+        Ok(Some(self.b.mask(m)?))
     }
 
     /// Lowers one step's operation into its tile `dst` (`tiles`: the stage's tiles so far).
@@ -254,6 +343,8 @@ impl Lowering<'_> {
     ) -> Result<(), BuildError> {
         let step_tile = |i: usize| stage.steps[i].tile;
         let this = step_tile(tiles.len() - 1);
+        // A masked instruction goes through `push` (the named methods take no mask).
+        let named = |engine: Eng| engine == Eng::Default && self.mask.is_none();
         match *op {
             Op::Load {
                 input,
@@ -262,7 +353,7 @@ impl Lowering<'_> {
             } => self.load(dst, input, window, split, (this.p, this.f)),
             Op::Memset { value, engine } => {
                 let value = nki_lang::Scalar::float(value);
-                if engine == Eng::Default {
+                if named(engine) {
                     return self.b.memset(dst, value);
                 }
                 let data = InstrData::Fill {
@@ -272,7 +363,7 @@ impl Lowering<'_> {
                 self.push(Opcode::Memset, engine, data)
             }
             Op::TensorTensor { a, b, op, engine } => {
-                if engine == Eng::Default {
+                if named(engine) {
                     return self.b.tensor_tensor(dst, tiles[a], tiles[b], alu(op));
                 }
                 let (ta, tb) = (step_tile(a), step_tile(b));
@@ -303,7 +394,7 @@ impl Lowering<'_> {
                     Some((op, s)) => (alu(op), operand(s)),
                     None => (Alu::Bypass, Operand::None),
                 };
-                if engine == Eng::Default {
+                if named(engine) {
                     return self.b.tensor_scalar(
                         dst,
                         tiles[a],
@@ -328,7 +419,7 @@ impl Lowering<'_> {
                 self.push(Opcode::TensorScalar, engine, data)
             }
             Op::Copy { a, engine } => {
-                if engine == Eng::Default {
+                if named(engine) {
                     return self.b.tensor_copy(dst, tiles[a]);
                 }
                 let ta = step_tile(a);
@@ -343,7 +434,18 @@ impl Lowering<'_> {
                     Red::Max => Alu::Max,
                     Red::Add => Alu::Add,
                 };
-                self.b.tensor_reduce(dst, op, tiles[a], 1, negate)
+                if named(Eng::Default) {
+                    return self.b.tensor_reduce(dst, op, tiles[a], 1, negate);
+                }
+                let ta = step_tile(a);
+                let data = InstrData::Reduce {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: self.whole(tiles[a], ta.p, ta.f)?,
+                    op,
+                    axes: 1,
+                    negate,
+                };
+                self.push(Opcode::TensorReduce, Eng::Default, data)
             }
             Op::Transpose { a } => self.b.nc_transpose(dst, tiles[a]),
             Op::Matmul { stationary, moving } => self.b.nc_matmul(
@@ -369,6 +471,10 @@ impl Lowering<'_> {
             Eng::GpSimd => Engine::GpSimd,
             Eng::Scalar => Engine::Scalar,
         };
+        ins.mask = match self.mask {
+            Some(m) => Some(self.b.mask(m)?),
+            None => None,
+        };
         self.b.push(ins)
     }
 
@@ -384,7 +490,7 @@ impl Lowering<'_> {
         let (row, col) = (affine(&self.b, &window.row)?, affine(&self.b, &window.col)?);
         let identity = window.grid == [[1, 0], [0, 1]];
         let tensor = self.inputs[input].index();
-        if identity && split == Split::Whole {
+        if identity && split == Split::Whole && self.mask.is_none() {
             let g = Grid::origin(self.inputs[input]).at(0, row).at(1, col);
             return self.b.load(dst, g);
         }
@@ -409,9 +515,12 @@ impl Lowering<'_> {
             };
             let starts = [shift(row, 0)?, shift(col, 1)?];
             let tile = self.b.view(view)?;
-            let hbm = self.b.access(access(tensor, shape, starts, g))?;
-            self.b
-                .push(Instr::new(Opcode::Load, InstrData::Dma { tile, hbm }))?;
+            let a = access(tensor, shape, starts, g);
+            let hbm = self.b.access(a)?;
+            let mut ins = Instr::new(Opcode::Load, InstrData::Dma { tile, hbm });
+            let t = self.program_inputs[input];
+            ins.mask = self.dma_mask(&a, [t.rows, t.cols])?;
+            self.b.push(ins)?;
         }
         Ok(())
     }

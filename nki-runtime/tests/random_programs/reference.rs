@@ -34,6 +34,8 @@ fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
     let otensor = program.outputs[stage.output];
     let result = stage.steps[stage.result].tile;
     let (p, f) = (i64::from(result.p), i64::from(result.f));
+    // The stored box (the result's written elements).
+    let (sp, sf) = (i64::from(stage.stored[0]), i64::from(stage.stored[1]));
     let len = (p * f) as usize;
     // The accumulator of `Carry::Tile`, and the operand pairs of every term of each element
     // of an accumulation group.
@@ -70,12 +72,12 @@ fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
                 }
             }
             None => {
-                for r in 0..p {
-                    for c in 0..f {
+                for r in 0..sp {
+                    for c in 0..sf {
                         let (row, col) =
                             stage
                                 .layout
-                                .element(i64::from(n), i64::from(it), p, f, r, c);
+                                .element(i64::from(n), i64::from(it), sp, sf, r, c);
                         let v = res[(r * f + c) as usize].convert(result.dt, otensor.dt);
                         put(out, otensor.cols, row, col, v);
                     }
@@ -124,6 +126,9 @@ fn eval_step(
 ) -> Vec<Val> {
     let t = step.tile;
     let (p, f) = (t.p as usize, t.f as usize);
+    // The mask's box on the instruction's grid (a reduction's: its input's).
+    let [mp, mf] = step.mask.map_or([u32::MAX; 2], |m| m).map(|x| x as usize);
+    let kept = |e: usize| e / f < mp && e % f < mf;
     let from = match step.op {
         Op::Load { input, .. } => case.program.inputs[input].dt,
         // The Scalar engine copies through fp32 even within one dtype (docs/language.md).
@@ -136,6 +141,10 @@ fn eval_step(
             let data = &case.inputs[*input];
             (0..p * f)
                 .map(|e| {
+                    if !kept(e) {
+                        // Masked off: not read (it may lie past the input's end).
+                        return Val::Any;
+                    }
                     let (row, col) = window.element(vars, (e / f) as i64, (e % f) as i64);
                     Val::Exact(data[(row * i64::from(tensor.cols) + col) as usize])
                 })
@@ -170,7 +179,11 @@ fn eval_step(
             let width = src.len() / p;
             (0..p)
                 .map(|r| {
-                    let row = &src[r * width..(r + 1) * width];
+                    if r >= mp {
+                        return Val::Any;
+                    }
+                    // Only the columns the mask keeps are reduced.
+                    let row = &src[r * width..r * width + width.min(mf)];
                     let v = match op {
                         Red::Max => row.iter().fold(Val::Exact(f32::NEG_INFINITY), |m, &x| {
                             bin_val(Bin::Max, m, x)
@@ -198,7 +211,19 @@ fn eval_step(
                 .collect()
         }
     };
-    v.into_iter().map(|x| x.convert(from, t.dt)).collect()
+    // Masked-off elements are not written: undefined in this iteration's new tile (never
+    // read by a later step nor stored, by construction; strict mode checks it).
+    let reduce = matches!(step.op, Op::Reduce { .. });
+    v.into_iter()
+        .enumerate()
+        .map(|(e, x)| {
+            if reduce || kept(e) {
+                x.convert(from, t.dt)
+            } else {
+                Val::Any
+            }
+        })
+        .collect()
 }
 
 /// `tensor_reduce(add)` of one row. Exact values: `docs/numerics.md`'s order (value `i` into

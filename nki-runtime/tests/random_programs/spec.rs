@@ -226,6 +226,22 @@ pub struct Step {
     pub op: Op,
     /// Its destination, declared in the stage's innermost loop.
     pub tile: Tile,
+    /// A mask `t_0 < mask[0] & t_1 < mask[1]` on the instruction's grid (the destination's;
+    /// a reduction's input's), or `None`. Masked-off elements are neither read nor written:
+    /// they stay undefined (the step's tile is new in every iteration).
+    pub mask: Option<[u32; 2]>,
+}
+
+impl Step {
+    /// The `[rows, cols]` box of the tile's elements the step writes (from its origin).
+    pub fn written(&self) -> [u32; 2] {
+        let t = self.tile;
+        match (self.mask, &self.op) {
+            (None, _) => [t.p, t.f],
+            (Some([r, _]), Op::Reduce { .. }) => [r, 1],
+            (Some([r, c]), _) => [r.min(t.p), c.min(t.f)],
+        }
+    }
 }
 
 /// Where each iteration's result tile goes in the stage's output. With `n` iterations of the
@@ -316,6 +332,10 @@ pub struct Stage {
     pub layout: Layout,
     /// A loop-carried accumulator, or `None`: each iteration stores its result.
     pub carry: Option<Carry>,
+    /// The `[rows, cols]` box of the result that is stored (its written elements; the whole
+    /// tile unless a mask cut it): the store is masked to it, and the layout places blocks of
+    /// this shape.
+    pub stored: [u32; 2],
 }
 
 impl Stage {
