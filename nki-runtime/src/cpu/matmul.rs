@@ -181,6 +181,136 @@ pub fn matmul(
     );
 }
 
+/// Whether [`matmul`] on `isa` runs these operands on the `vdpbf16ps` kernel, which packs the
+/// moving operand by independent panels: then two threads that split the output's rows can
+/// share one packing ([`pack_moving`], then [`matmul_packed`]) instead of each packing all of
+/// it.
+pub fn packs_moving_by_panels(isa: Isa, stationary: &Operand, moving: &Operand) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        isa == Isa::Avx512Bf16
+            && isa.is_supported()
+            && super::bf16_dot_is_fast()
+            && stationary.dtype == DType::Bf16
+            && moving.dtype == DType::Bf16
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, stationary, moving);
+        false
+    }
+}
+
+/// Where two threads split the packing of `n` moving columns: about half, on a panel boundary
+/// (`n` when the columns are one panel).
+pub fn moving_split(n: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    let panel = super::matmul_avx512::PANEL;
+    #[cfg(not(target_arch = "x86_64"))]
+    let panel = 1;
+    (n / 2).next_multiple_of(panel).min(n)
+}
+
+/// The stationary operand's packing buffer of a [`MatmulScratch`], for [`matmul_packed`].
+pub struct StationaryScratch<'a>(&'a mut AlignedBuf);
+
+impl MatmulScratch {
+    /// The stationary buffer, and the moving operand's packing words split at column `col`
+    /// (from [`moving_split`]) of an operand of `k` rows: the words of the columns before it and
+    /// from it, for two threads' [`pack_moving`].
+    pub fn split_moving(
+        &mut self,
+        k: usize,
+        col: usize,
+    ) -> (StationaryScratch<'_>, &mut [u32], &mut [u32]) {
+        #[cfg(target_arch = "x86_64")]
+        let at = super::matmul_avx512::packed_moving_offset(k, col);
+        #[cfg(not(target_arch = "x86_64"))]
+        let at = {
+            let _ = (k, col);
+            0
+        };
+        let words = self.b.as_mut_slice();
+        let at = at.min(words.len());
+        let (before, from) = words.split_at_mut(at);
+        (StationaryScratch(&mut self.a), before, from)
+    }
+
+    /// The stationary buffer alone.
+    pub fn stationary(&mut self) -> StationaryScratch<'_> {
+        StationaryScratch(&mut self.a)
+    }
+}
+
+/// Packs the moving operand's columns `cols` (starting on a panel boundary) into `words`, the
+/// part of a [`MatmulScratch::split_moving`] buffer where those columns go. Panics unless
+/// [`packs_moving_by_panels`] holds for `isa` and bf16 operands.
+pub fn pack_moving(isa: Isa, words: &mut [u32], moving: &Operand, cols: Range<usize>) {
+    assert!(
+        cols.start <= cols.end && cols.end <= moving.cols && moving.rows <= MAX_K,
+        "columns {cols:?} of a moving operand of {} columns",
+        moving.cols
+    );
+    validate_operand(moving);
+    if cols.is_empty() {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(packs_moving_by_panels(isa, moving, moving));
+        // SAFETY: `packs_moving_by_panels` checked the CPU's features; `validate_operand`
+        // that every element of the operand lies in its slice; the kernel asserts that
+        // `words` holds the packing.
+        unsafe { super::matmul_avx512::pack_moving_bf16(words, moving, cols) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, words);
+        unreachable!("no panel packing on this architecture")
+    }
+}
+
+/// [`matmul`] over all of the moving operand's columns, with them already packed into
+/// `packed` (by [`pack_moving`], all columns): packs the stationary operand into `scratch` and
+/// computes. The same bits as [`matmul`]. Panics unless [`packs_moving_by_panels`] holds.
+pub fn matmul_packed(
+    isa: Isa,
+    scratch: StationaryScratch<'_>,
+    packed: &[u32],
+    stationary: &Operand,
+    moving: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+) {
+    let cols = 0..moving.cols;
+    validate(stationary, moving, out, &cols);
+    if cols.is_empty() || stationary.cols == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(packs_moving_by_panels(isa, stationary, moving));
+        // SAFETY: `packs_moving_by_panels` checked the CPU's features, `validate` the operands
+        // and the output; the kernel asserts the buffers' sizes (whatever `packed` holds, every
+        // access stays inside it).
+        unsafe {
+            super::matmul_avx512::matmul_bf16_packed(
+                scratch.0.as_mut_slice(),
+                packed,
+                stationary,
+                out,
+                accumulate,
+                cols,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, scratch, packed, accumulate);
+        unreachable!("no panel packing on this architecture")
+    }
+}
+
 /// [`matmul`] with the choice of the `vdpbf16ps` kernel made by the caller (`bf16_dot`: use it
 /// for bf16 × bf16 on [`Isa::Avx512Bf16`]), so that the tests can run both kernels anywhere.
 #[allow(clippy::too_many_arguments)]
@@ -241,19 +371,8 @@ fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
         "column range {cols:?} not within 0..{}",
         mv.cols
     );
-    for op in [st, mv] {
-        let size = elem_size(op.dtype);
-        if op.rows > 0 && op.cols > 0 {
-            let end = (op.rows - 1)
-                .checked_mul(op.row_stride)
-                .and_then(|x| x.checked_add(op.offset))
-                .and_then(|x| x.checked_add(op.cols * size));
-            assert!(
-                end.is_some_and(|end| end <= op.data.len()),
-                "matmul operand does not fit its slice"
-            );
-        }
-    }
+    validate_operand(st);
+    validate_operand(mv);
     let m = st.cols;
     if m > 0 && !cols.is_empty() {
         assert!(
@@ -267,6 +386,21 @@ fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
         assert!(
             end.is_some_and(|end| end <= out.data.len()),
             "matmul output does not fit its slice"
+        );
+    }
+}
+
+/// Checks that every element of an operand lies inside its slice.
+fn validate_operand(op: &Operand) {
+    let size = elem_size(op.dtype);
+    if op.rows > 0 && op.cols > 0 {
+        let end = (op.rows - 1)
+            .checked_mul(op.row_stride)
+            .and_then(|x| x.checked_add(op.offset))
+            .and_then(|x| x.checked_add(op.cols * size));
+        assert!(
+            end.is_some_and(|end| end <= op.data.len()),
+            "matmul operand does not fit its slice"
         );
     }
 }
@@ -642,6 +776,27 @@ mod tests {
             }
         }
 
+        /// The stationary and moving operands.
+        fn operands(&self) -> (Operand<'_>, Operand<'_>) {
+            let st = Operand {
+                data: &self.st.0,
+                dtype: self.dt.0,
+                offset: self.st.1,
+                row_stride: self.st.2,
+                rows: self.k,
+                cols: self.m,
+            };
+            let mv = Operand {
+                data: &self.mv.0,
+                dtype: self.dt.1,
+                offset: self.mv.1,
+                row_stride: self.mv.2,
+                rows: self.k,
+                cols: self.n,
+            };
+            (st, mv)
+        }
+
         fn run(&self, path: Path, accumulate: bool, cols: Range<usize>) -> Vec<f32> {
             let st = Operand {
                 data: &self.st.0,
@@ -703,6 +858,65 @@ mod tests {
     ];
 
     /// Every path equals the portable one bit for bit; sizes, column ranges, accumulation.
+    /// Two halves of the output's rows computed from one packing of the moving operand, made
+    /// in two halves of its panels (as two host threads do), give [`matmul`]'s bits.
+    #[test]
+    fn shared_moving_packing_gives_the_same_bits() {
+        let isa = Isa::Avx512Bf16;
+        let bf16 = (DType::Bf16, DType::Bf16);
+        let mut seed = 500;
+        for k in [1, 2, 7, 128] {
+            for m in [9, 16, 128] {
+                for n in [1, 47, 48, 100, 512] {
+                    for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
+                        seed += 1;
+                        let case = Case::new(seed, bf16, k, m, n, kind);
+                        let (st, mv) = case.operands();
+                        if !packs_moving_by_panels(isa, &st, &mv) {
+                            return; // no `vdpbf16ps` kernel on this CPU
+                        }
+                        for accumulate in [false, true] {
+                            let want = case.run(PORTABLE, accumulate, 0..n);
+                            let mut psum = case.psum.clone();
+                            let h = (m / 2).div_ceil(8) * 8;
+                            let (lo, hi) = psum.split_at_mut(PSUM_OFFSET + h * PSUM_STRIDE);
+                            let st_lo = Operand { cols: h, ..st };
+                            let st_hi = Operand {
+                                offset: st.offset + h * 2,
+                                cols: m - h,
+                                ..st
+                            };
+                            let mut scratch = MatmulScratch::new();
+                            let mut other = MatmulScratch::new();
+                            let half = moving_split(n);
+                            {
+                                let (_, before, from) = scratch.split_moving(k, half);
+                                pack_moving(isa, from, &mv, half..n);
+                                pack_moving(isa, before, &mv, 0..half);
+                            }
+                            let (a, _, packed) = scratch.split_moving(k, 0);
+                            let mut out_lo = Output {
+                                data: lo,
+                                offset: PSUM_OFFSET,
+                                row_stride: PSUM_STRIDE,
+                            };
+                            matmul_packed(isa, a, packed, &st_lo, &mv, &mut out_lo, accumulate);
+                            let mut out_hi = Output {
+                                data: hi,
+                                offset: 0,
+                                row_stride: PSUM_STRIDE,
+                            };
+                            let a = other.stationary();
+                            matmul_packed(isa, a, packed, &st_hi, &mv, &mut out_hi, accumulate);
+                            let what = format!("K{k} M{m} N{n} {kind:?} acc {accumulate}");
+                            assert_same_bits(&psum, &want, &what);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn paths_agree_bit_for_bit() {
         let paths = paths();

@@ -26,6 +26,8 @@ const MR: usize = 8;
 const NR: usize = 3;
 /// Columns per moving panel.
 const NC: usize = NR * 16;
+/// Columns per panel of the packed moving operand (see [`pack_moving_bf16`]).
+pub(super) const PANEL: usize = NC;
 
 /// bf16 element type code for the const-generic packers.
 const BF16: u8 = 1;
@@ -59,7 +61,8 @@ fn lanes(n: usize) -> u16 {
     if n >= 16 { 0xffff } else { (1u16 << n) - 1 }
 }
 
-/// bf16 × bf16 with `vdpbf16ps`.
+/// bf16 × bf16 with `vdpbf16ps`: packs the moving operand's columns `cols`, then
+/// [`matmul_bf16_packed`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL and AVX512_BF16; the operands and the output must have
@@ -73,19 +76,58 @@ pub(super) unsafe fn matmul_bf16(
     accumulate: bool,
     cols: Range<usize>,
 ) {
+    let MatmulScratch { a, b } = scratch;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        pack_moving_bf16(b.as_mut_slice(), mv, cols.clone());
+        matmul_bf16_packed(a.as_mut_slice(), b.as_slice(), st, out, accumulate, cols);
+    }
+}
+
+/// Packs the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p` at
+/// word `p · pairs · NC`), as [`matmul_bf16_packed`] reads them. Panels are independent:
+/// packing columns `[0, h)` and `[h, n)` into the two parts of a buffer split at `h`'s panel
+/// (`h` a multiple of `NC`) gives the packing of `[0, n)`.
+///
+/// # Safety
+/// As for [`matmul_bf16`] (for the moving operand and `cols`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) unsafe fn pack_moving_bf16(b: &mut [u32], mv: &Operand, cols: Range<usize>) {
+    let pairs = mv.rows.div_ceil(2);
+    assert!(cols.len().div_ceil(NC) * NC * pairs <= b.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_pairs::<NC>(mv, cols.start, cols.len(), b.as_mut_ptr(), i16::MIN) };
+}
+
+/// The words the packing of columns `[0, col)` of `k` rows takes: where column `col` (a
+/// multiple of [`NC`], or the last column) starts.
+pub(super) const fn packed_moving_offset(k: usize, col: usize) -> usize {
+    col.div_ceil(NC) * k.div_ceil(2) * NC
+}
+
+/// bf16 × bf16 with `vdpbf16ps`, the moving operand's columns `cols` already packed into `b`
+/// by [`pack_moving_bf16`]: packs the stationary operand into `a`, then computes block by
+/// block.
+///
+/// # Safety
+/// As for [`matmul_bf16`]; `b` holds the packing of the moving operand's columns `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) unsafe fn matmul_bf16_packed(
+    a: &mut [u32],
+    b: &[u32],
+    st: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
     let (k, m, w) = (st.rows, st.cols, cols.len());
     let pairs = k.div_ceil(2);
-    let a = scratch.a.as_mut_slice();
-    let b = scratch.b.as_mut_slice();
     let blocks = m.div_ceil(MR);
     assert!(
         blocks.div_ceil(2) * 2 * MR * pairs <= a.len() && w.div_ceil(NC) * NC * pairs <= b.len()
     );
-    // SAFETY: validated operands; the packed sizes fit the buffers (asserted above).
-    unsafe {
-        pack_pairs::<MR>(st, 0, m, a.as_mut_ptr(), 0);
-        pack_pairs::<NC>(mv, cols.start, w, b.as_mut_ptr(), i16::MIN);
-    }
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_pairs::<MR>(st, 0, m, a.as_mut_ptr(), 0) };
     let (a, b) = (a.as_ptr(), b.as_ptr());
     let base = out.data.as_mut_ptr();
     for p in 0..w.div_ceil(NC) {

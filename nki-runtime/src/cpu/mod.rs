@@ -162,6 +162,12 @@ impl AlignedBuf {
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u32] {
         &mut self.words[self.start..self.start + self.len]
     }
+
+    /// The aligned words, read-only.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[u32] {
+        &self.words[self.start..self.start + self.len]
+    }
 }
 
 #[cfg(test)]

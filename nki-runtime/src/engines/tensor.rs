@@ -7,7 +7,10 @@ use super::access::{
     Block2d, ChunkBuf, End, Mem, Pattern, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
 use crate::cpu::Isa;
-use crate::cpu::matmul::{Operand, Output, matmul as mm_kernel};
+use crate::cpu::matmul::{
+    Operand, Output, matmul as mm_kernel, matmul_packed, moving_split, pack_moving,
+    packs_moving_by_panels,
+};
 use crate::exec::{Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
 use crate::worker::near;
@@ -165,6 +168,26 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
                 row_stride,
             };
             let m = &m;
+            if packs_moving_by_panels(isa, &s, m) {
+                // The moving operand packed once: each thread packs half of its panels into
+                // this thread's buffer, then each computes its rows from all of them.
+                let half = moving_split(n);
+                {
+                    let (_, b_lo, b_hi) = mm.split_moving(m.rows, half);
+                    worker.join(
+                        || pack_moving(isa, b_lo, m, 0..half),
+                        || pack_moving(isa, b_hi, m, half..n),
+                    );
+                }
+                let (a_lo, _, packed) = mm.split_moving(m.rows, 0);
+                let packed: &[u32] = packed;
+                let a_hi = mm_worker.stationary();
+                worker.join(
+                    || matmul_packed(isa, a_lo, packed, &s_lo, m, &mut out_lo, accumulate),
+                    || matmul_packed(isa, a_hi, packed, &s_hi, m, &mut out_hi, accumulate),
+                );
+                return;
+            }
             worker.join(
                 || mm_kernel(isa, mm, &s_lo, m, &mut out_lo, accumulate, 0..n),
                 || mm_kernel(isa, mm_worker, &s_hi, m, &mut out_hi, accumulate, 0..n),
