@@ -201,6 +201,12 @@ fn generator_reaches_every_feature() {
                     "load" => name.join(" "),
                     other => other.to_string(),
                 };
+                if let Op::Activation { func, bias, .. } = &s.op {
+                    seen.insert(format!("act {func:?}"));
+                    if bias.is_some() {
+                        seen.insert("act bias".to_string());
+                    }
+                }
                 if s.mask.is_some() {
                     seen.insert(format!("masked {}", name.split(' ').next().unwrap_or("")));
                 }
@@ -237,6 +243,15 @@ fn generator_reaches_every_feature() {
         "Reduce",
         "Transpose",
         "Matmul",
+        "Activation",
+        "act Exp",
+        "act Tanh",
+        "act Identity",
+        "act Relu",
+        "act Abs",
+        "act Square",
+        "act bias",
+        "masked Activation",
         "masked load",
         "masked Memset",
         "masked TensorTensor",

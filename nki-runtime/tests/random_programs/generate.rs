@@ -13,8 +13,8 @@ use arbitrary::Unstructured;
 
 use super::numerics::to_bf16;
 use super::spec::{
-    Bin, Carry, Case, Dt, Eng, Index, Kind, Layout, Loop, Mem, Op, Program, Red, Scalar, Split,
-    Stage, Step, Tensor, Tile, Window,
+    Act, Bin, Carry, Case, Dt, Eng, Index, Kind, Layout, Loop, Mem, Op, Program, Red, Scalar,
+    Split, Stage, Step, Tensor, Tile, Window,
 };
 
 /// Choices drawn from bytes; each takes its first option once the bytes run out.
@@ -456,7 +456,7 @@ impl Gen<'_, '_> {
 
     /// Appends one operation (and the loads it needs).
     fn op(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
-        match self.c.weighted(&[3, 1, 4, 3, 2, 2, 1, 2]) {
+        match self.c.weighted(&[3, 1, 4, 3, 2, 2, 1, 2, 2]) {
             0 => {
                 let dt = self.dt();
                 let (p, f) = self.shape_near(p, f);
@@ -486,6 +486,7 @@ impl Gen<'_, '_> {
             }
             5 => self.reduce(sd, p, f),
             6 => self.transpose(sd, p),
+            8 => self.activation(sd, p, f),
             _ => self.matmul(sd, p, f),
         }
     }
@@ -737,6 +738,75 @@ impl Gen<'_, '_> {
                 first,
                 second,
                 engine,
+            },
+            Tile {
+                dt,
+                mem: Mem::Sbuf,
+                ..ta
+            },
+            mag,
+            mask,
+        );
+    }
+
+    /// Appends an `activation` with an immediate or column scale and bias, from SBUF or PSUM
+    /// into SBUF; `exp` only where its argument stays small, `square` where it stays bounded.
+    fn activation(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
+        let a = self.any(sd, p, f);
+        let ta = sd.steps[a].tile;
+        let mut avail = sd.written(a);
+        let mut operand = |g: &mut Self, sd: &StageDraft, one: f32| {
+            // A scale column must be f32; a bias column f32, f16 or bf16.
+            let columns = sd.find(|t| {
+                t.p == ta.p && t.f == 1 && t.mem == Mem::Sbuf && (one == 0.0 || t.dt == Dt::F32)
+            });
+            let chance = if one == 0.0 { 50 } else { 30 };
+            if !columns.is_empty() && g.c.chance(chance) {
+                let col = g.c.pick(&columns);
+                avail[0] = avail[0].min(sd.written(col)[0]);
+                (Scalar::Column(col), sd.mags[col])
+            } else if g.c.chance(40) {
+                (Scalar::Imm(one), f64::from(one.abs()))
+            } else {
+                let x = g.imm();
+                (Scalar::Imm(x), f64::from(x.abs()))
+            }
+        };
+        let (scale, ms) = operand(self, sd, 1.0);
+        let (bias, mb) = match operand(self, sd, 0.0) {
+            (Scalar::Column(c), m) => (Some(c), m),
+            _ => (None, 0.0),
+        };
+        let z = sd.mags[a] * ms + mb;
+        let mut func = self.c.pick(&[
+            Act::Exp,
+            Act::Tanh,
+            Act::Identity,
+            Act::Relu,
+            Act::Abs,
+            Act::Square,
+        ]);
+        if func == Act::Exp && z > 60.0 || func == Act::Square && z * z > LIMIT {
+            func = Act::Tanh;
+        }
+        let mag = match func {
+            Act::Exp => z.exp(),
+            Act::Tanh => 1.0,
+            Act::Square => z * z,
+            Act::Identity | Act::Relu | Act::Abs => z,
+        };
+        if mag > LIMIT {
+            return;
+        }
+        let dt = self.dt();
+        let mask = self.mask_for(avail, [ta.p, ta.f], 15);
+        push_masked(
+            sd,
+            Op::Activation {
+                a,
+                func,
+                scale,
+                bias,
             },
             Tile {
                 dt,

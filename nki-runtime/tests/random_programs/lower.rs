@@ -4,13 +4,14 @@
 
 use nki_lang::builder::{BuildError, Grid, Operand, ProgramBuilder, TileId};
 use nki_lang::{
-    Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Engine, Extent, HbmAccess, Instr,
-    InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskId, MaskTerm, Memory, Opcode,
-    Src, Target, TileShape, TileView,
+    ActFn, Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Engine, Extent, HbmAccess,
+    Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskId, MaskTerm, Memory,
+    Opcode, Src, Target, TileShape, TileView,
 };
 
 use super::spec::{
-    Bin, Carry, Dt, Eng, Index, Kind, Layout, Mem, Op, Program, Red, Scalar, Split, Stage, Window,
+    Act, Bin, Carry, Dt, Eng, Index, Kind, Layout, Mem, Op, Program, Red, Scalar, Split, Stage,
+    Window,
 };
 
 /// nki's dtype for `dt`.
@@ -446,6 +447,40 @@ impl Lowering<'_> {
                     negate,
                 };
                 self.push(Opcode::TensorReduce, Eng::Default, data)
+            }
+            Op::Activation {
+                a,
+                func,
+                scale,
+                bias,
+            } => {
+                let operand = |s: Scalar| match s {
+                    Scalar::Imm(x) => Operand::Imm(nki_lang::Scalar::float(x)),
+                    Scalar::Column(c) => Operand::Column(tiles[c]),
+                };
+                let func = match func {
+                    Act::Identity => ActFn::Identity,
+                    Act::Relu => ActFn::Relu,
+                    Act::Abs => ActFn::Abs,
+                    Act::Square => ActFn::Square,
+                    Act::Exp => ActFn::Exp,
+                    Act::Tanh => ActFn::Tanh,
+                };
+                let bias = bias.map_or(Operand::None, |c| Operand::Column(tiles[c]));
+                let scale = operand(scale);
+                if named(Eng::Default) {
+                    return self.b.activation(dst, func, tiles[a], scale, bias);
+                }
+                let ta = step_tile(a);
+                let data = InstrData::Act {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: self.whole(tiles[a], ta.p, ta.f)?,
+                    func,
+                    scale: self.b.src(scale)?,
+                    bias: self.b.src(bias)?,
+                    acc: None,
+                };
+                self.push(Opcode::Activation, Eng::Default, data)
             }
             Op::Transpose { a } => self.b.nc_transpose(dst, tiles[a]),
             Op::Matmul { stationary, moving } => self.b.nc_matmul(

@@ -2,7 +2,7 @@
 //! fp32 operations computed in f64 and rounded once, bf16 rounding by the `half` crate, and
 //! the value ranges that sums are checked against.
 
-use super::spec::{Bin, Dt};
+use super::spec::{Act, Bin, Dt};
 
 /// The stored value of every NaN an operation produces.
 pub const CANONICAL_NAN: f32 = f32::from_bits(0x7fc0_0000);
@@ -261,4 +261,110 @@ impl Sum {
         let err = gamma * self.mag + f64_error + extra;
         Val::Within(down(self.lo - err), up(self.hi + err))
     }
+}
+
+/// The spacing of f32 at the (finite) value `x`: `2^(e − 23)` for `2^e ≤ |x| < 2^(e+1)`,
+/// `2⁻¹⁴⁹` in the subnormal range.
+fn ulp32(x: f64) -> f64 {
+    let a = x.abs();
+    if a < 2f64.powi(-126) {
+        return 2f64.powi(-149);
+    }
+    let e = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    2f64.powi(e - 23)
+}
+
+/// `func(z)` for an fp32 pre-activation `z`: exact for the exactly rounded functions
+/// (identity, relu, abs, square), within `docs/numerics.md`'s measured maximum error for
+/// `exp` (1.013 ulp) and `tanh` (0.879 ulp) of an f64 reference (widened by 2⁻²⁰ ulp for the
+/// reference's own error).
+pub fn act(func: Act, z: f32) -> Val {
+    if z.is_nan() {
+        // `relu` of NaN is not documented (a `max` with 0 may drop it).
+        return if func == Act::Relu {
+            Val::Any
+        } else {
+            Val::Exact(CANONICAL_NAN)
+        };
+    }
+    let zf = f64::from(z);
+    let bound = |r: f64, k: f64| -> Val {
+        if r.is_infinite() || r.abs() > 2.0 * f64::from(f32::MAX) {
+            return Val::Exact(if r > 0.0 {
+                f32::INFINITY
+            } else {
+                f32::NEG_INFINITY
+            });
+        }
+        let w = (k + 2f64.powi(-20)) * ulp32(r);
+        if (r.abs() + w) >= f64::from(f32::MAX) {
+            return Val::Any;
+        }
+        Val::Within(down(r - w), up(r + w))
+    };
+    match func {
+        Act::Identity => Val::Exact(z),
+        Act::Relu => Val::Exact(if z > 0.0 { z } else { 0.0 }),
+        Act::Abs => Val::Exact(z.abs()),
+        Act::Square => Val::Exact((zf * zf) as f32),
+        Act::Exp => match z {
+            f32::INFINITY => Val::Exact(f32::INFINITY),
+            f32::NEG_INFINITY => Val::Exact(0.0),
+            _ => bound(zf.exp(), 1.013),
+        },
+        Act::Tanh => match z {
+            f32::INFINITY => Val::Exact(1.0),
+            f32::NEG_INFINITY => Val::Exact(-1.0),
+            _ => bound(zf.tanh(), 0.879),
+        },
+    }
+}
+
+/// `func(x · scale + bias)`: the pre-activation is one fused multiply-add rounded to fp32
+/// (NaN canonical); ranges go through the corners (the fma is monotone in each operand for a
+/// fixed sign of the other factor) and the function's extremes over the range (every function
+/// used is monotone, or has its minimum at 0).
+pub fn act_val(func: Act, x: Val, scale: Val, bias: Val) -> Val {
+    let fma = |x: f32, s: f32, b: f32| canon(x.mul_add(s, b));
+    if let (Val::Exact(x), Val::Exact(s), Val::Exact(b)) = (x, scale, bias) {
+        return act(func, fma(x, s, b));
+    }
+    let (Some((xl, xh)), Some((sl, sh)), Some((bl, bh))) =
+        (x.bounds(), scale.bounds(), bias.bounds())
+    else {
+        return Val::Any;
+    };
+    if ![xl, xh, sl, sh, bl, bh].iter().all(|v| v.is_finite()) {
+        return Val::Any;
+    }
+    let mut zs = Vec::with_capacity(8);
+    for x in [xl, xh] {
+        for s in [sl, sh] {
+            for b in [bl, bh] {
+                zs.push(fma(x, s, b));
+            }
+        }
+    }
+    if zs.iter().any(|z| !z.is_finite()) {
+        return Val::Any;
+    }
+    let zl = zs.iter().copied().fold(f32::INFINITY, f32::min);
+    let zh = zs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut ends = vec![act(func, zl), act(func, zh)];
+    if matches!(func, Act::Abs | Act::Square) && zl <= 0.0 && 0.0 <= zh {
+        ends.push(Val::Exact(0.0));
+    }
+    let mut lo = f32::INFINITY;
+    let mut hi = f32::NEG_INFINITY;
+    for v in ends {
+        let Some((l, h)) = v.bounds() else {
+            return Val::Any;
+        };
+        if !l.is_finite() || !h.is_finite() {
+            return Val::Any;
+        }
+        lo = lo.min(l);
+        hi = hi.max(h);
+    }
+    Val::Within(lo, hi)
 }

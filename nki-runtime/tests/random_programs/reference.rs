@@ -7,7 +7,7 @@
 //! `docs/numerics.md` defines (16 partials, combined pairwise) and is exact too; one of ranges
 //! is a range. A matmul is a range: the f64 sum ± the fp32 bound of [`sum_range`].
 
-use super::numerics::{CANONICAL_NAN, Sum, Val, bin, bin_val, daz, round_to, sum_range};
+use super::numerics::{CANONICAL_NAN, Sum, Val, act_val, bin, bin_val, daz, round_to, sum_range};
 use super::spec::{Bin, Carry, Case, Dt, Eng, Layout, Op, Red, Scalar, Stage, Step};
 
 /// Every output element's expected value, per output, row-major (`None`: never written).
@@ -174,6 +174,28 @@ fn eval_step(
                 .collect()
         }
         Op::Copy { a, .. } => tiles[*a].clone(),
+        Op::Activation {
+            a,
+            func,
+            scale,
+            bias,
+        } => {
+            let operand = |s: Scalar, row: usize| match s {
+                Scalar::Imm(x) => Val::Exact(x),
+                Scalar::Column(c) => tiles[c][row],
+            };
+            (0..p * f)
+                .map(|e| {
+                    if !kept(e) {
+                        return Val::Any;
+                    }
+                    let s = operand(*scale, e / f);
+                    // No bias: the product alone (an fma adding −0 keeps its sign).
+                    let b = bias.map_or(Val::Exact(-0.0), |c| tiles[c][e / f]);
+                    act_val(*func, tiles[*a][e], s, b)
+                })
+                .collect()
+        }
         Op::Reduce { a, op, negate } => {
             let src = &tiles[*a];
             let width = src.len() / p;

@@ -126,6 +126,23 @@ pub enum Scalar {
     Column(usize),
 }
 
+/// An activation function (the Scalar engine's `activation`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// `x` (exact).
+    Identity,
+    /// `max(x, 0)` (exact).
+    Relu,
+    /// `|x|` (exact).
+    Abs,
+    /// `x²` (correctly rounded).
+    Square,
+    /// `eˣ` (within 1.013 ulp, `docs/numerics.md`).
+    Exp,
+    /// `tanh x` (within 0.879 ulp).
+    Tanh,
+}
+
 /// A reduction along the free axis.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Red {
@@ -191,6 +208,18 @@ pub enum Op {
         op: Red,
         /// Multiply the result by −1.
         negate: bool,
+    },
+    /// `activation`: `func(a · scale + bias)` (one fused multiply-add, then the function).
+    Activation {
+        /// The data (SBUF or PSUM).
+        a: usize,
+        /// The function.
+        func: Act,
+        /// The scale.
+        scale: Scalar,
+        /// The bias: a `[p, 1]` column (the step that made it), or none (Trn1 takes no
+        /// immediate bias).
+        bias: Option<usize>,
     },
     /// `nc_transpose` on TensorE: `[p, f]` → PSUM fp32 `[f, p]`.
     Transpose {
