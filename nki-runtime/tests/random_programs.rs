@@ -180,6 +180,16 @@ fn generator_reaches_every_feature() {
             let store = match stage.carry {
                 Some(spec::Carry::Tile { .. }) => "carry tile",
                 Some(spec::Carry::Group { .. }) => "carry group",
+                Some(spec::Carry::Accumulate { op, .. }) => {
+                    if stage.loops.iter().any(|l| l.kind == spec::Kind::Affine) {
+                        seen.insert("accumulate across affine".to_string());
+                    }
+                    if op == spec::Bin::Add {
+                        "accumulate add"
+                    } else {
+                        "accumulate max/min"
+                    }
+                }
                 None => "stores",
             };
             seen.insert(store.to_string());
@@ -225,6 +235,9 @@ fn generator_reaches_every_feature() {
         "within",
         "carry tile",
         "carry group",
+        "accumulate add",
+        "accumulate max/min",
+        "accumulate across affine",
         "stores",
         "layout RowBlocks",
         "layout RowInterleave",

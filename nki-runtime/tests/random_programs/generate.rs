@@ -404,6 +404,19 @@ impl Gen<'_, '_> {
             !sd.loops.is_empty() && sd.loops.iter().all(|l| l.kind == Kind::Sequential);
         let carry = if group {
             Some(Carry::Group { dt: self.dt() })
+        } else if !sd.loops.is_empty() && sd.full(result) && self.c.chance(15) {
+            let op = self.c.pick(&[Bin::Add, Bin::Max, Bin::Min]);
+            let n = f64::from(sd.loops.iter().map(|l| l.trip).product::<u32>());
+            let op = if op == Bin::Add && sd.mags[result] * n > LIMIT {
+                Bin::Max
+            } else {
+                op
+            };
+            Some(Carry::Accumulate {
+                dt: if op == Bin::Add { Dt::F32 } else { self.dt() },
+                init: self.c.pick(&IMMEDIATES[..7]),
+                op,
+            })
         } else if sequential && sd.full(result) && self.c.chance(30) {
             let op = self.bin();
             Some(Carry::Tile {

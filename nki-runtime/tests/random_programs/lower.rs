@@ -156,7 +156,7 @@ impl Lowering<'_> {
         let shape = [result.p, result.f];
         // The accumulator, declared before the loops.
         let acc = match stage.carry {
-            Some(Carry::Tile { dt, init, .. }) => {
+            Some(Carry::Tile { dt, init, .. } | Carry::Accumulate { dt, init, .. }) => {
                 let t = self
                     .b
                     .tile(&format!("acc{s}"), Memory::Sbuf, dtype(dt), &shape)?;
@@ -226,11 +226,22 @@ impl Lowering<'_> {
                 if let Carry::Tile { op, .. } = carry {
                     self.b.tensor_tensor(acc, acc, res, alu(op))?;
                 }
+                if let Carry::Accumulate { op, .. } = carry {
+                    // `acc op= result`
+                    let data = InstrData::Unary {
+                        dst: Dst {
+                            view: self.whole(acc, result.p, result.f)?,
+                            write: nki_lang::Write::Accumulate(alu(op)),
+                        },
+                        src: self.whole(res, result.p, result.f)?,
+                    };
+                    self.push(Opcode::TensorCopy, Eng::Vector, data)?;
+                }
                 for _ in &stage.loops {
                     self.b.end_loop()?;
                 }
                 let stored = match carry {
-                    Carry::Tile { .. } => acc,
+                    Carry::Tile { .. } | Carry::Accumulate { .. } => acc,
                     Carry::Group { dt } => {
                         let t = self.b.tile(
                             &format!("acc{s}_copy"),

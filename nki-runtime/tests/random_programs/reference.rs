@@ -40,7 +40,9 @@ fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
     // The accumulator of `Carry::Tile`, and the operand pairs of every term of each element
     // of an accumulation group.
     let mut acc: Vec<Val> = match stage.carry {
-        Some(Carry::Tile { dt, init, .. }) => vec![Val::Exact(round_to(dt, init)); len],
+        Some(Carry::Tile { dt, init, .. } | Carry::Accumulate { dt, init, .. }) => {
+            vec![Val::Exact(round_to(dt, init)); len]
+        }
         _ => Vec::new(),
     };
     let mut group: Vec<Dot> = vec![Dot::default(); len];
@@ -55,9 +57,23 @@ fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
         }
         let res = &tiles[stage.result];
         match stage.carry {
-            Some(Carry::Tile { dt, op, .. }) => {
+            // Exact, order-free combinations (`maximum`/`minimum`; rounding to `dt` commutes
+            // with them) fold in any order.
+            Some(Carry::Tile { dt, op, .. })
+            | Some(Carry::Accumulate {
+                dt,
+                op: op @ (Bin::Max | Bin::Min),
+                ..
+            }) => {
                 for (a, &r) in acc.iter_mut().zip(res) {
                     *a = bin_val(op, *a, r).round(dt);
+                }
+            }
+            Some(Carry::Accumulate { .. }) => {
+                // `+=` in an order the iterations do not promise: a sum of every iteration's
+                // terms (and the initial value), with one rounding per iteration.
+                for (g, &r) in group.iter_mut().zip(res) {
+                    g.add(r.convert(result.dt, Dt::F32), Val::Exact(1.0));
                 }
             }
             Some(Carry::Group { .. }) => {
@@ -87,6 +103,19 @@ fn run_stage(case: &Case, stage: &Stage, out: &mut [Option<Val>]) {
     }
     let stored: Vec<Val> = match stage.carry {
         Some(Carry::Tile { .. }) => acc,
+        Some(Carry::Accumulate {
+            op: Bin::Max | Bin::Min,
+            ..
+        }) => acc,
+        // f32 (the generator's rule); the `Dot`'s flush-to-zero allowance covers subnormal
+        // terms the engines keep.
+        Some(Carry::Accumulate { init, .. }) => group
+            .iter_mut()
+            .map(|dot| {
+                dot.add(Val::Exact(init), Val::Exact(1.0));
+                dot.value(n as usize + 1)
+            })
+            .collect(),
         // The PSUM sum over every iteration's terms, copied to an SBUF tile of `dt`.
         Some(Carry::Group { dt }) => group
             .iter()

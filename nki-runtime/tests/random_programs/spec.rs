@@ -334,13 +334,27 @@ pub enum Carry {
         /// The dtype of the SBUF copy that is stored.
         dt: Dt,
     },
+    /// NKI's SBUF accumulation over loops of any kind (`affine_range` too): an SBUF tile
+    /// shaped like the result, declared before the loops and set to `init`, into which every
+    /// iteration's result is combined by one `tensor_copy` with `Write::Accumulate(op)`
+    /// (`acc op= result`, a read-modify-write that affine iterations may share). `op` is
+    /// `Add` (an f32 accumulator; the iterations' order is not promised, so a range),
+    /// `Max` or `Min` (exact).
+    Accumulate {
+        /// The accumulator's dtype.
+        dt: Dt,
+        /// Its initial value.
+        init: f32,
+        /// The combination.
+        op: Bin,
+    },
 }
 
 impl Carry {
     /// The dtype of the tile that is stored.
     pub fn dt(self) -> Dt {
         match self {
-            Carry::Tile { dt, .. } | Carry::Group { dt } => dt,
+            Carry::Tile { dt, .. } | Carry::Group { dt } | Carry::Accumulate { dt, .. } => dt,
         }
     }
 }
