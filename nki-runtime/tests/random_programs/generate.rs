@@ -13,8 +13,8 @@ use arbitrary::Unstructured;
 
 use super::numerics::to_bf16;
 use super::spec::{
-    Act, Bin, Carry, Case, Dt, Eng, Index, Kind, Layout, Loop, Mem, Op, Program, Red, Scalar,
-    Split, Stage, Step, Tensor, Tile, Window,
+    Act, Bin, Carry, Case, Cmp, Dt, Eng, Expr, Index, Kind, Layout, Loop, Mem, Op, Program, Red,
+    Scalar, Split, Stage, Step, Tensor, Tile, Window,
 };
 
 /// Choices drawn from bytes; each takes its first option once the bytes run out.
@@ -469,7 +469,7 @@ impl Gen<'_, '_> {
 
     /// Appends one operation (and the loads it needs).
     fn op(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
-        match self.c.weighted(&[3, 1, 4, 3, 2, 2, 1, 2, 2]) {
+        match self.c.weighted(&[3, 1, 4, 3, 2, 2, 1, 2, 2, 1, 1]) {
             0 => {
                 let dt = self.dt();
                 let (p, f) = self.shape_near(p, f);
@@ -500,6 +500,8 @@ impl Gen<'_, '_> {
             5 => self.reduce(sd, p, f),
             6 => self.transpose(sd, p),
             8 => self.activation(sd, p, f),
+            9 => self.iota(sd, p, f),
+            10 => self.affine_select(sd, p, f),
             _ => self.matmul(sd, p, f),
         }
     }
@@ -820,6 +822,82 @@ impl Gen<'_, '_> {
                 func,
                 scale,
                 bias,
+            },
+            Tile {
+                dt,
+                mem: Mem::Sbuf,
+                ..ta
+            },
+            mag,
+            mask,
+        );
+    }
+
+    /// An expression of the grid and the loops with small coefficients (values stay below
+    /// 2¹² in magnitude).
+    fn expr(&mut self, loops: &[Loop]) -> Expr {
+        let constant = self.c.below(301) as i64 - 150;
+        let coefs = loops.iter().map(|_| self.c.below(4) as i64 - 1).collect();
+        let grid = [
+            self.c.pick(&[1, 0, -1, 2, -3]),
+            self.c.pick(&[1, -1, 0, 2, 3, -2]),
+        ];
+        Expr {
+            start: Index { constant, coefs },
+            grid,
+        }
+    }
+
+    /// Appends an `iota` into SBUF.
+    fn iota(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
+        let (p, f) = self.shape_near(p, f);
+        let expr = self.expr(&sd.loops);
+        let dt = self.dt();
+        let mask = self.mask_for([p, f], [p, f], 15);
+        push_masked(
+            sd,
+            Op::Iota { expr },
+            Tile {
+                dt,
+                mem: Mem::Sbuf,
+                p,
+                f,
+            },
+            2048.0,
+            mask,
+        );
+    }
+
+    /// Appends an `affine_select` of an SBUF step (a triangle, a band edge, a diagonal).
+    fn affine_select(&mut self, sd: &mut StageDraft, p: u32, f: u32) {
+        let candidates = sd.find(|t| t.mem == Mem::Sbuf);
+        let dt = self.dt();
+        let a = self.one_of(sd, &candidates, (dt, p, f), true);
+        let ta = sd.steps[a].tile;
+        let mut expr = self.expr(&sd.loops);
+        // Mostly a triangle through the tile (`k + i_p − i_f cmp 0`).
+        if self.c.chance(60) {
+            expr.grid = [1, -1];
+            expr.start.constant = self.c.below(9) as i64 - 4;
+        }
+        let cmp = self
+            .c
+            .pick(&[Cmp::Ge, Cmp::Lt, Cmp::Gt, Cmp::Le, Cmp::Eq, Cmp::Ne]);
+        let on_false = if self.c.chance(30) {
+            self.c.pick(&[f32::NEG_INFINITY, -1.0e30, f32::INFINITY])
+        } else {
+            self.imm()
+        };
+        let dt = self.dt();
+        let mag = sd.mags[a].max(f64::from(on_false.abs()).min(LIMIT));
+        let mask = self.mask_for(sd.written(a), [ta.p, ta.f], 15);
+        push_masked(
+            sd,
+            Op::AffineSelect {
+                a,
+                expr,
+                cmp,
+                on_false,
             },
             Tile {
                 dt,

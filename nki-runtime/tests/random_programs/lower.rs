@@ -10,8 +10,8 @@ use nki_lang::{
 };
 
 use super::spec::{
-    Act, Bin, Carry, Dt, Eng, Index, Kind, Layout, Mem, Op, Program, Red, Scalar, Split, Stage,
-    Window,
+    Act, Bin, Carry, Dt, Eng, Expr, Index, Kind, Layout, Mem, Op, Program, Red, Scalar, Split,
+    Stage, Window,
 };
 
 /// nki's dtype for `dt`.
@@ -493,6 +493,44 @@ impl Lowering<'_> {
                 };
                 self.push(Opcode::Activation, Eng::Default, data)
             }
+            Op::Iota { ref expr } => {
+                let e = self.axis_index(expr)?;
+                if named(Eng::Default) {
+                    return self.b.iota(dst, e);
+                }
+                let data = InstrData::Iota {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    expr: self.b.expr(e)?,
+                };
+                self.push(Opcode::Iota, Eng::Default, data)
+            }
+            Op::AffineSelect {
+                a,
+                ref expr,
+                cmp,
+                on_false,
+            } => {
+                let e = self.axis_index(expr)?;
+                let cmp = match cmp {
+                    super::spec::Cmp::Lt => nki_lang::Cmp::Lt,
+                    super::spec::Cmp::Le => nki_lang::Cmp::Le,
+                    super::spec::Cmp::Gt => nki_lang::Cmp::Gt,
+                    super::spec::Cmp::Ge => nki_lang::Cmp::Ge,
+                    super::spec::Cmp::Eq => nki_lang::Cmp::Eq,
+                    super::spec::Cmp::Ne => nki_lang::Cmp::Ne,
+                };
+                let ta = step_tile(a);
+                let data = InstrData::Select {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    pred: nki_lang::Pred::Affine {
+                        expr: self.b.expr(e)?,
+                        cmp,
+                    },
+                    on_true: Src::Tile(self.whole(tiles[a], ta.p, ta.f)?),
+                    on_false: Src::Imm(nki_lang::Scalar::float(on_false)),
+                };
+                self.push(Opcode::AffineSelect, Eng::Default, data)
+            }
             Op::Transpose { a } => self.b.nc_transpose(dst, tiles[a]),
             Op::Matmul { stationary, moving } => self.b.nc_matmul(
                 dst,
@@ -501,6 +539,16 @@ impl Lowering<'_> {
                 nki_lang::Write::Overwrite,
             ),
         }
+    }
+
+    /// nki's grid expression for `e`.
+    fn axis_index(&self, e: &Expr) -> Result<AxisIndex, BuildError> {
+        let mut grid = [0i64; nki_lang::MAX_TILE_RANK];
+        grid[..2].copy_from_slice(&e.grid);
+        Ok(AxisIndex {
+            start: affine(&self.b, &e.start)?,
+            grid,
+        })
     }
 
     /// The whole of tile `t` (`[p, f]`) as a view.

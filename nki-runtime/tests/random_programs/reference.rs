@@ -203,6 +203,25 @@ fn eval_step(
                 .collect()
         }
         Op::Copy { a, .. } => tiles[*a].clone(),
+        // Integers below 2²⁴: exact in fp32.
+        Op::Iota { expr } => (0..p * f)
+            .map(|e| Val::Exact(expr.at(vars, (e / f) as i64, (e % f) as i64) as f32))
+            .collect(),
+        Op::AffineSelect {
+            a,
+            expr,
+            cmp,
+            on_false,
+        } => (0..p * f)
+            .map(|e| {
+                if cmp.holds(expr.at(vars, (e / f) as i64, (e % f) as i64)) {
+                    // Read into fp32 (then converted to the tile's dtype, below).
+                    tiles[*a][e].convert(stage.steps[*a].tile.dt, Dt::F32)
+                } else {
+                    Val::Exact(*on_false)
+                }
+            })
+            .collect(),
         Op::Activation {
             a,
             func,

@@ -67,6 +67,54 @@ impl Index {
     }
 }
 
+/// An affine expression of a tile's grid and the loop variables: element `(r, c)` has
+/// `start.at(vars) + grid[0]·r + grid[1]·c` (`iota`'s values, `affine_select`'s predicate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expr {
+    /// The value at the grid's first element.
+    pub start: Index,
+    /// The step per partition and per free element (any sign).
+    pub grid: [i64; 2],
+}
+
+impl Expr {
+    /// The value at element `(r, c)` for loop variables `vars`.
+    pub fn at(&self, vars: &[i64], r: i64, c: i64) -> i64 {
+        self.start.at(vars) + self.grid[0] * r + self.grid[1] * c
+    }
+}
+
+/// A comparison of an expression with 0.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    /// `e < 0`
+    Lt,
+    /// `e <= 0`
+    Le,
+    /// `e > 0`
+    Gt,
+    /// `e >= 0`
+    Ge,
+    /// `e == 0`
+    Eq,
+    /// `e != 0`
+    Ne,
+}
+
+impl Cmp {
+    /// Whether `v cmp 0` holds.
+    pub fn holds(self, v: i64) -> bool {
+        match self {
+            Cmp::Lt => v < 0,
+            Cmp::Le => v <= 0,
+            Cmp::Gt => v > 0,
+            Cmp::Ge => v >= 0,
+            Cmp::Eq => v == 0,
+            Cmp::Ne => v != 0,
+        }
+    }
+}
+
 /// A 2-D window of an HBM tensor seen as a `[p, f]` tile: tile element `(r, c)` is tensor
 /// element `(row.at(vars) + grid[0][0]·r + grid[0][1]·c, col.at(vars) + grid[1][0]·r +
 /// grid[1][1]·c)`.
@@ -220,6 +268,23 @@ pub enum Op {
         /// The bias: a `[p, 1]` column (the step that made it), or none (Trn1 takes no
         /// immediate bias).
         bias: Option<usize>,
+    },
+    /// `iota`: the expression's values (int32, converted to the tile's dtype; the generator
+    /// keeps them below 2²⁴ in magnitude, so every conversion path rounds once).
+    Iota {
+        /// The values.
+        expr: Expr,
+    },
+    /// `affine_select`: `expr cmp 0 ? a : on_false` (GpSimd; `a` an SBUF step of the shape).
+    AffineSelect {
+        /// The value where the predicate holds.
+        a: usize,
+        /// The predicate's expression.
+        expr: Expr,
+        /// The predicate's comparison.
+        cmp: Cmp,
+        /// The fp32 value elsewhere.
+        on_false: f32,
     },
     /// `nc_transpose` on TensorE: `[p, f]` → PSUM fp32 `[f, p]`.
     Transpose {
