@@ -800,13 +800,18 @@ impl Gen<'_, '_> {
             Act::Relu,
             Act::Abs,
             Act::Square,
+            Act::Sigmoid,
+            Act::Silu,
+            Act::Softplus,
         ]);
         if func == Act::Exp && z > 60.0 || func == Act::Square && z * z > LIMIT {
             func = Act::Tanh;
         }
         let mag = match func {
             Act::Exp => z.exp(),
-            Act::Tanh => 1.0,
+            Act::Tanh | Act::Sigmoid => 1.0,
+            Act::Softplus => z + 1.0,
+            Act::Silu => z,
             Act::Square => z * z,
             Act::Identity | Act::Relu | Act::Abs => z,
         };

@@ -476,6 +476,9 @@ impl Lowering<'_> {
                     Act::Square => ActFn::Square,
                     Act::Exp => ActFn::Exp,
                     Act::Tanh => ActFn::Tanh,
+                    Act::Sigmoid => ActFn::Sigmoid,
+                    Act::Silu => ActFn::Silu,
+                    Act::Softplus => ActFn::Softplus,
                 };
                 let bias = bias.map_or(Operand::None, |c| Operand::Column(tiles[c]));
                 let scale = operand(scale);

@@ -276,8 +276,9 @@ fn ulp32(x: f64) -> f64 {
 
 /// `func(z)` for an fp32 pre-activation `z`: exact for the exactly rounded functions
 /// (identity, relu, abs, square), within `docs/numerics.md`'s measured maximum error for
-/// `exp` (1.013 ulp) and `tanh` (0.879 ulp) of an f64 reference (widened by 2⁻²⁰ ulp for the
-/// reference's own error).
+/// `exp` (1.013 ulp), `tanh` (0.879), `sigmoid` (1.005), `silu` (1.171) and `softplus`
+/// (1.728) of an f64 reference (widened by 2⁻²⁰ ulp for the reference's own error). The last
+/// three at ±∞ (outside their documented valid range, "all finite") are `Any`.
 pub fn act(func: Act, z: f32) -> Val {
     if z.is_nan() {
         // `relu` of NaN is not documented (a `max` with 0 may drop it).
@@ -317,13 +318,34 @@ pub fn act(func: Act, z: f32) -> Val {
             f32::NEG_INFINITY => Val::Exact(-1.0),
             _ => bound(zf.tanh(), 0.879),
         },
+        _ if z.is_infinite() => Val::Any,
+        Act::Sigmoid => bound(sigmoid(zf), 1.005),
+        Act::Silu => bound(zf * sigmoid(zf), 1.171),
+        Act::Softplus => bound(
+            if zf > 0.0 {
+                zf + (-zf).exp().ln_1p()
+            } else {
+                zf.exp().ln_1p()
+            },
+            1.728,
+        ),
+    }
+}
+
+/// `1 / (1 + e⁻ˣ)` in f64, without cancellation.
+fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
     }
 }
 
 /// `func(x · scale + bias)`: the pre-activation is one fused multiply-add rounded to fp32
 /// (NaN canonical); ranges go through the corners (the fma is monotone in each operand for a
 /// fixed sign of the other factor) and the function's extremes over the range (every function
-/// used is monotone, or has its minimum at 0).
+/// used is monotone, has its minimum at 0, or is `silu`, with its one minimum near −1.28).
 pub fn act_val(func: Act, x: Val, scale: Val, bias: Val) -> Val {
     let fma = |x: f32, s: f32, b: f32| canon(x.mul_add(s, b));
     if let (Val::Exact(x), Val::Exact(s), Val::Exact(b)) = (x, scale, bias) {
@@ -353,6 +375,10 @@ pub fn act_val(func: Act, x: Val, scale: Val, bias: Val) -> Val {
     let mut ends = vec![act(func, zl), act(func, zh)];
     if matches!(func, Act::Abs | Act::Square) && zl <= 0.0 && 0.0 <= zh {
         ends.push(Val::Exact(0.0));
+    }
+    // `silu`'s minimum, −0.27846454 at x₀ = −1.2784645, less its error bound.
+    if func == Act::Silu && zl <= -1.278 && -1.279 <= zh {
+        ends.push(Val::Within(-0.278_464_7, -0.278_464_4));
     }
     let mut lo = f32::INFINITY;
     let mut hi = f32::NEG_INFINITY;

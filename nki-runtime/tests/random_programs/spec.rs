@@ -189,6 +189,12 @@ pub enum Act {
     Exp,
     /// `tanh x` (within 0.879 ulp).
     Tanh,
+    /// `1 / (1 + e⁻ˣ)` (within 1.005 ulp).
+    Sigmoid,
+    /// `x · sigmoid(x)` (within 1.171 ulp).
+    Silu,
+    /// `ln(1 + eˣ)` (within 1.728 ulp).
+    Softplus,
 }
 
 /// A reduction along the free axis.
