@@ -270,6 +270,7 @@ fn generator_reaches_every_feature() {
         "masked Activation",
         "Iota",
         "AffineSelect",
+        "masked Transpose",
         "masked Iota",
         "masked AffineSelect",
         "masked load",

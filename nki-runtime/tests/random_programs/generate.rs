@@ -950,13 +950,17 @@ impl Gen<'_, '_> {
         if sd.psum_tiles() >= MAX_PSUM {
             return;
         }
-        let candidates = sd.find_full(|t| t.mem == Mem::Sbuf && t.f <= 128);
+        let candidates = sd.find(|t| t.mem == Mem::Sbuf && t.f <= 128);
         let dt = self.dt();
         let f = self.c.pick(&FREE[..8]);
-        let a = self.one_of(sd, &candidates, (dt, p, f), false);
+        let a = self.one_of(sd, &candidates, (dt, p, f), true);
         let ta = sd.steps[a].tile;
         let mag = sd.mags[a];
-        push(
+        // The mask is on the destination's grid `[f, p]`: inside the source's written box,
+        // transposed (an undefined element fed to TensorE is an error in strict mode).
+        let [wp, wf] = sd.written(a);
+        let mask = self.mask_for([wf, wp], [ta.f, ta.p], 15);
+        push_masked(
             sd,
             Op::Transpose { a },
             Tile {
@@ -966,6 +970,7 @@ impl Gen<'_, '_> {
                 f: ta.p,
             },
             mag,
+            mask,
         );
     }
 

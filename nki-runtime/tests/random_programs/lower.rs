@@ -534,7 +534,18 @@ impl Lowering<'_> {
                 };
                 self.push(Opcode::AffineSelect, Eng::Default, data)
             }
-            Op::Transpose { a } => self.b.nc_transpose(dst, tiles[a]),
+            Op::Transpose { a } => {
+                if named(Eng::Default) {
+                    return self.b.nc_transpose(dst, tiles[a]);
+                }
+                // The mask is on the destination's grid.
+                let ta = step_tile(a);
+                let data = InstrData::Unary {
+                    dst: Dst::overwrite(self.whole(dst, this.p, this.f)?),
+                    src: self.whole(tiles[a], ta.p, ta.f)?,
+                };
+                self.push(Opcode::Transpose, Eng::Default, data)
+            }
             Op::Matmul { stationary, moving } => self.b.nc_matmul(
                 dst,
                 tiles[stationary],
