@@ -194,6 +194,9 @@ fn generator_reaches_every_feature() {
             };
             seen.insert(store.to_string());
             seen.insert(format!("layout {:?}", stage.layout));
+            if stage.ragged > 0 {
+                seen.insert("ragged store".to_string());
+            }
             let r = stage.steps[stage.result].tile;
             if stage.stored != [r.p, r.f] {
                 seen.insert(format!("masked store {:?}", stage.layout));
@@ -271,6 +274,7 @@ fn generator_reaches_every_feature() {
         "Iota",
         "AffineSelect",
         "masked Transpose",
+        "ragged store",
         "masked Iota",
         "masked AffineSelect",
         "masked load",

@@ -450,6 +450,14 @@ impl Gen<'_, '_> {
         };
         let stored = sd.written(result);
         let [rows, cols] = layout.shape(n, stored[0], stored[1]);
+        let ragged =
+            if layout == Layout::RowBlocks && carry.is_none() && n >= 2 && self.c.chance(30) {
+                self.cut(stored[0])
+            } else {
+                0
+            };
+        let ragged = if ragged == stored[0] { 0 } else { ragged };
+        let rows = rows - ragged;
         let output = Tensor {
             dt: self.dt(),
             rows,
@@ -463,6 +471,7 @@ impl Gen<'_, '_> {
             layout,
             carry,
             stored,
+            ragged,
         };
         (stage, output)
     }

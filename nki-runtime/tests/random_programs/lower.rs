@@ -257,6 +257,34 @@ impl Lowering<'_> {
             }
             _ => {
                 self.mask = mask_of(Some(stage.stored), (result.p, result.f));
+                if stage.ragged > 0 {
+                    // NKI's ragged last tile: `it·rows_per_block + t_0 < rows`.
+                    let rows = self.program_outputs[stage.output].rows;
+                    let offset = affine(
+                        &self.b,
+                        &Index {
+                            constant: -i64::from(rows),
+                            coefs: stage
+                                .strides()
+                                .iter()
+                                .map(|s| s * i64::from(stage.stored[0]))
+                                .collect(),
+                        },
+                    )?;
+                    let term = MaskTerm {
+                        axis: 0,
+                        coef: 1,
+                        offset,
+                        sym: None,
+                    };
+                    let mut m = self.mask.unwrap_or(Mask {
+                        terms: [term; MAX_MASK_TERMS],
+                        len: 0,
+                    });
+                    m.terms[m.len as usize] = term;
+                    m.len += 1;
+                    self.mask = Some(m);
+                }
                 self.store(stage, res, (result.p, result.f))?;
                 self.mask = None;
             }
@@ -327,7 +355,12 @@ impl Lowering<'_> {
                 .map(|j| (j, ix.grid[j]))
                 .collect();
             let [(j, g)] = steps[..] else { continue };
-            if !cut.contains(&(j as u8)) || m.len as usize >= MAX_MASK_TERMS {
+            // A term of the proof's form on that axis already there (the ragged tile's).
+            let proved = m
+                .terms()
+                .iter()
+                .any(|t| usize::from(t.axis) == j && t.coef == g && t.offset.coef == ix.start.coef);
+            if !cut.contains(&(j as u8)) || proved || m.len as usize >= MAX_MASK_TERMS {
                 continue;
             }
             let offset = ix

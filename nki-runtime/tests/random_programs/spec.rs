@@ -450,6 +450,10 @@ pub struct Stage {
     /// tile unless a mask cut it): the store is masked to it, and the layout places blocks of
     /// this shape.
     pub stored: [u32; 2],
+    /// With `RowBlocks` (no carry): rows missing from the last block (`0..stored[0]`). The
+    /// output has `n·stored[0] − ragged` rows, and the store's mask carries NKI's ragged-tile
+    /// term `it·stored[0] + t_0 < rows`, a bound that depends on the loop variables.
+    pub ragged: u32,
 }
 
 impl Stage {
