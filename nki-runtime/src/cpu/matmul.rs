@@ -798,22 +798,7 @@ mod tests {
         }
 
         fn run(&self, path: Path, accumulate: bool, cols: Range<usize>) -> Vec<f32> {
-            let st = Operand {
-                data: &self.st.0,
-                dtype: self.dt.0,
-                offset: self.st.1,
-                row_stride: self.st.2,
-                rows: self.k,
-                cols: self.m,
-            };
-            let mv = Operand {
-                data: &self.mv.0,
-                dtype: self.dt.1,
-                offset: self.mv.1,
-                row_stride: self.mv.2,
-                rows: self.k,
-                cols: self.n,
-            };
+            let (st, mv) = self.operands();
             let mut psum = self.psum.clone();
             let mut out = Output {
                 data: &mut psum,
