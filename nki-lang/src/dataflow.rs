@@ -4,7 +4,7 @@
 //! (`nki_runtime::strict`); these are the ones every launch would hit.
 
 use crate::affine::Affine;
-use crate::ir::{Instr, LoopControl, LoopKind, Mask, OperandRef, Write};
+use crate::ir::{HbmAccess, Instr, LoopControl, LoopKind, Mask, OperandRef, Write};
 use crate::shape::Extent;
 use crate::verify::{Diagnostic, ProgramBuf, Site};
 use crate::{MAX_PIDS, RuleViolation};
@@ -76,14 +76,11 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             }
             None => {}
         }
-        if let Some(d) = same_elements_each_iteration(p, ins, &open) {
+        if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
             let (_, _, var) = open[d];
-            let access = ins.operands().find_map(|o| match o.operand {
-                OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
-                _ => None,
-            });
-            let tensor = access
-                .and_then(|a| p.tensors.get(usize::from(a.tensor)))
+            let tensor = p
+                .tensors
+                .get(usize::from(access.tensor))
                 .map_or(String::new(), |t| t.name.clone());
             out.push(Diagnostic {
                 site: Site::Instr(i),
@@ -102,12 +99,12 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
 }
 
 /// The depth of the outermost open `affine_range` loop of two or more iterations in whose
-/// iterations `ins` writes the same output elements, if any.
-fn same_elements_each_iteration(
-    p: &ProgramBuf,
+/// iterations `ins` writes the same output elements, if any, with the access it writes.
+fn same_elements_each_iteration<'p>(
+    p: &'p ProgramBuf,
     ins: &Instr,
     open: &[(LoopKind, Extent, u16)],
-) -> Option<usize> {
+) -> Option<(usize, &'p HbmAccess)> {
     let access = ins.operands().find_map(|o| match o.operand {
         OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
         _ => None,
@@ -118,10 +115,11 @@ fn same_elements_each_iteration(
             .get(MAX_PIDS.saturating_add(d))
             .is_some_and(|&c| c != 0)
     };
-    open.iter().enumerate().position(|(d, &(kind, trip, _))| {
+    let depth = open.iter().enumerate().position(|(d, &(kind, trip, _))| {
         kind == LoopKind::Affine
             && matches!(trip, Extent::Fixed(n) if n >= 2)
             && !access.axes().iter().any(|x| uses(&x.start, d))
             && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
-    })
+    })?;
+    Some((depth, access))
 }

@@ -283,10 +283,9 @@ impl<'p> Strict<'p> {
         }
     }
 
-    /// Byte offsets of every element of `r`, with its row (partition index in the operand), in
-    /// row-major order of its grid, until `f` returns `false`: then the element's index in that
-    /// order.
-    fn each_element(r: &Resolved, mut f: impl FnMut(usize, usize) -> bool) -> Option<usize> {
+    /// Byte offsets of every element of `r`, in row-major order of its grid, until `f` returns
+    /// `false`: then the element's index in that order.
+    fn each_element(r: &Resolved, mut f: impl FnMut(usize) -> bool) -> Option<usize> {
         let size = r.dtype.size() as isize;
         let d = r.dims;
         let s = r.pattern.strides;
@@ -308,7 +307,7 @@ impl<'p> Strict<'p> {
             for k in 0..inner {
                 let elem = start + k as isize * step;
                 let at = usize::try_from(elem * size).unwrap_or(usize::MAX);
-                if !f(at, idx[0]) {
+                if !f(at) {
                     return Some(n + k);
                 }
             }
@@ -330,15 +329,14 @@ impl<'p> Strict<'p> {
     }
 
     /// The first fault of an on-chip operand: the element (in the operand's order), its byte
-    /// in the memory, and the fault. With `rows` (an instruction that computes row by row), a
-    /// read of unwritten or undefined bytes is no fault: it notes the rows that read them and 1 +
-    /// the instruction they come from ([`Strict::undefined_elements`] then finds the elements).
+    /// in the memory, and the fault. With `undefined` (an instruction that computes row by
+    /// row), a read of unwritten or undefined bytes is no fault: it sets the flag, and
+    /// [`Strict::undefined_elements`] then finds the elements of the results they feed.
     fn check_on_chip(
         &self,
-        pc: usize,
         r: &Resolved,
         a: Access,
-        mut rows: Option<&mut (u128, u32)>,
+        mut undefined: Option<&mut bool>,
     ) -> Option<(usize, usize, Fault)> {
         let map = if r.loc == Loc::Psum {
             &self.psum
@@ -349,9 +347,7 @@ impl<'p> Strict<'p> {
         // Consecutive bytes mostly carry one stamp: judge each stamp once.
         let mut last: Option<(Stamp, Option<Fault>)> = None;
         let mut found = None;
-        // A row broadcast along the partitions feeds every row.
-        let broadcast = r.dims[0] == 1;
-        let n = Strict::each_element(r, |at, row| {
+        let n = Strict::each_element(r, |at| {
             for b in at..at.saturating_add(size) {
                 let stamp = map.get(b);
                 let fault = match last {
@@ -362,28 +358,11 @@ impl<'p> Strict<'p> {
                         f
                     }
                 };
-                let origin = match fault {
-                    None => continue,
-                    Some(Fault::Unwritten) => u32::try_from(pc + 1).unwrap_or(u32::MAX),
-                    Some(Fault::Undefined { origin }) => origin,
-                    Some(f) => {
+                match (fault, undefined.as_deref_mut()) {
+                    (None, _) => {}
+                    (Some(Fault::Unwritten | Fault::Undefined { .. }), Some(flag)) => *flag = true,
+                    (Some(f), _) => {
                         found = Some((b, f));
-                        return false;
-                    }
-                };
-                match rows.as_deref_mut() {
-                    Some((bits, first)) => {
-                        *bits |= if broadcast {
-                            u128::MAX
-                        } else {
-                            1 << row.min(127)
-                        };
-                        if *first == 0 {
-                            *first = origin;
-                        }
-                    }
-                    None => {
-                        found = fault.map(|f| (b, f));
                         return false;
                     }
                 }
@@ -516,7 +495,7 @@ impl<'p> Strict<'p> {
         let owners = self.outputs.get(out)?;
         let size = (r.dtype.size() as usize).max(1);
         let mut found = None;
-        let n = Strict::each_element(r, |at, _| {
+        let n = Strict::each_element(r, |at| {
             let e = at / size;
             let owner = owners.get(e).copied().unwrap_or_default();
             match self.judge_output(owner, me, r.dir.reads()) {
@@ -719,7 +698,7 @@ impl Observer for Strict<'_> {
             && !operands
                 .iter()
                 .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
-        let mut undefined = (0u128, 0u32);
+        let mut undefined = false;
         // Sources first: an instruction that reads what another iteration wrote and writes it
         // back is reported for the read.
         let sources = operands.iter().filter(|r| r.dir.reads());
@@ -743,9 +722,9 @@ impl Observer for Strict<'_> {
                 };
                 self.pending.push((*r, tile, a.accumulates, span));
             }
-            let rows = row_by_row.then_some(&mut undefined);
+            let flag = row_by_row.then_some(&mut undefined);
             let fault = match r.loc {
-                Loc::Sbuf | Loc::Psum => self.check_on_chip(pc, r, a, rows).map(|(n, b, f)| {
+                Loc::Sbuf | Loc::Psum => self.check_on_chip(r, a, flag).map(|(n, b, f)| {
                     let mem = if r.loc == Loc::Psum { "PSUM" } else { "SBUF" };
                     (n, format!("byte {b} of {mem}"), f)
                 }),
@@ -759,7 +738,7 @@ impl Observer for Strict<'_> {
             }
         }
         self.undefined.clear();
-        if undefined.0 != 0 {
+        if undefined {
             self.undefined =
                 self.undefined_elements(pc, instr, operands, group_overwrites, accumulating);
         }
@@ -789,7 +768,7 @@ impl Observer for Strict<'_> {
                     };
                     let origins = undefined.iter().find(|(s, _)| *s == r.slot).map(|(_, o)| o);
                     let mut n = 0usize;
-                    Strict::each_element(r, |at, _| {
+                    Strict::each_element(r, |at| {
                         let undefined = origins.and_then(|o| o.get(n)).copied().unwrap_or(0);
                         n = n.saturating_add(1);
                         map.set(at, size, Stamp { undefined, ..stamp });
@@ -799,7 +778,7 @@ impl Observer for Strict<'_> {
                 Loc::Hbm(t) => {
                     let out = usize::from(t).checked_sub(self.program.input_count());
                     if let Some(owners) = out.and_then(|o| self.outputs.get_mut(o)) {
-                        Strict::each_element(r, |at, _| {
+                        Strict::each_element(r, |at| {
                             if let Some(o) = owners.get_mut(at / size.max(1)) {
                                 *o = Owner { instance: me, node };
                             }
