@@ -6,7 +6,8 @@
 //! - bf16: a K-pair dword holds element `k` in its high half and `k + 1` in its low half
 //!   (swapped, so that `vdpbf16ps` adds in ascending `k`); stationary block `mb` is
 //!   `a[(mb * pairs + j) * MR + r]` (broadcast per row), moving panel `p` is
-//!   `b[(p * pairs + j) * NC + c]`.
+//!   `b[p * panel_words(pairs) + j * NC + c]` (panels padded by one cache line, see
+//!   [`panel_words`]).
 //! - f32: the same with single widened (DAZ'd) elements instead of pairs.
 
 use core::arch::x86_64::*;
@@ -35,25 +36,6 @@ const BF16: u8 = 1;
 const F16: u8 = 2;
 /// f32 element type code.
 const F32: u8 = 4;
-
-/// Operand rows to prefetch ahead while packing (SBUF rows are far apart, so the hardware
-/// prefetchers only see one short stream per row).
-const PREFETCH: usize = 4;
-
-/// Prefetches the cache lines of `bytes` bytes at `p` (any address: prefetches never fault).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-fn prefetch_run(p: *const u8, bytes: usize) {
-    for off in (0..bytes).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast());
-    }
-}
-
-/// Columns packed together for all `k` before moving on: a whole block of width `bw`, or 16
-/// columns (two blocks) when `bw` is 8.
-const fn group(bw: usize) -> usize {
-    if bw.is_multiple_of(16) { bw } else { 16 }
-}
 
 /// Mask of the first `n` (≤ 16) lanes.
 #[inline]
@@ -85,7 +67,7 @@ pub(super) unsafe fn matmul_bf16(
 }
 
 /// Packs the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p` at
-/// word `p · pairs · NC`), as [`matmul_bf16_packed`] reads them. Panels are independent:
+/// word `p · panel_words(pairs)`), as [`matmul_bf16_packed`] reads them. Panels are independent:
 /// packing columns `[0, h)` and `[h, n)` into the two parts of a buffer split at `h`'s panel
 /// (`h` a multiple of `NC`) gives the packing of `[0, n)`.
 ///
@@ -94,15 +76,74 @@ pub(super) unsafe fn matmul_bf16(
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(super) unsafe fn pack_moving_bf16(b: &mut [u32], mv: &Operand, cols: Range<usize>) {
     let pairs = mv.rows.div_ceil(2);
-    assert!(cols.len().div_ceil(NC) * NC * pairs <= b.len());
+    assert!(cols.len().div_ceil(NC) * panel_words(pairs) <= b.len());
     // SAFETY: validated operand; the packed size fits the buffer (asserted above).
-    unsafe { pack_pairs::<NC>(mv, cols.start, cols.len(), b.as_mut_ptr(), i16::MIN) };
+    unsafe { pack_panels(mv, cols.start, cols.len(), b.as_mut_ptr()) };
+}
+
+/// Words from one packed block of `bw` columns (a moving panel or a stationary row block) to
+/// the next, for `rows` packed rows (K-pairs or `k`): the block's `rows · bw` words and one
+/// cache line more. A packer writes the same row of every block in turn; unpadded, those rows
+/// would be a multiple of 4 KiB apart (a bf16 panel of 64 pairs is 12 KiB) and all fall in one
+/// L1 set.
+const fn block_stride(rows: usize, bw: usize) -> usize {
+    rows * bw + 16
+}
+
+/// [`block_stride`] of the bf16 moving panels.
+const fn panel_words(pairs: usize) -> usize {
+    block_stride(pairs, NC)
 }
 
 /// The words the packing of columns `[0, col)` of `k` rows takes: where column `col` (a
 /// multiple of [`NC`], or the last column) starts.
 pub(super) const fn packed_moving_offset(k: usize, col: usize) -> usize {
-    col.div_ceil(NC) * k.div_ceil(2) * NC
+    col.div_ceil(NC) * panel_words(k.div_ceil(2))
+}
+
+/// Packs the moving operand's `op[k][c0 .. c0 + width]` into K-pair dwords (`k` high, `k + 1`
+/// low; a missing last `k + 1` is bf16 `-0.0`), panel after panel of [`NC`] columns: element
+/// `(j, i)` goes to `dst[i / NC * panel_words(pairs) + j * NC + i % NC]`. Columns past `width`
+/// up to the next multiple of 16 are zero.
+///
+/// Pair by pair over every column: each source row is read once, front to back, which the
+/// hardware prefetchers follow (operand rows are a partition apart, a multiple of 4 KiB, so
+/// reading a few columns of every row in turn would keep all of them in one L1 set).
+///
+/// # Safety
+/// Validated operand of 2-byte elements with `c0 + width <= op.cols`; `dst` must hold
+/// `ceil(width / NC)` panels.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pack_panels(op: &Operand, c0: usize, width: usize, dst: *mut u32) {
+    let pairs = op.rows.div_ceil(2);
+    let stride = panel_words(pairs);
+    let src = op.data.as_ptr();
+    for j in 0..pairs {
+        let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+        for i in (0..width).step_by(16) {
+            let mask = lanes(width - i);
+            // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
+            // neither read nor faulted.
+            let (hi, lo) = unsafe {
+                let at = |k: usize| src.add(op.offset + k * op.row_stride + (c0 + i) * 2);
+                let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
+                let lo = if k_lo < op.rows {
+                    _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
+                } else {
+                    _mm256_maskz_mov_epi16(mask, _mm256_set1_epi16(i16::MIN))
+                };
+                (hi, lo)
+            };
+            let v = _mm512_or_si512(
+                _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
+                _mm512_cvtepu16_epi32(lo),
+            );
+            // SAFETY: the caller sized `dst` for these panels; rows of a panel are 64-byte
+            // aligned (`NC` and the padding are multiples of 16 words).
+            unsafe { _mm512_store_si512(dst.add(i / NC * stride + j * NC + i % NC).cast(), v) };
+        }
+    }
 }
 
 /// bf16 × bf16 with `vdpbf16ps`, the moving operand's columns `cols` already packed into `b`
@@ -124,10 +165,11 @@ pub(super) unsafe fn matmul_bf16_packed(
     let pairs = k.div_ceil(2);
     let blocks = m.div_ceil(MR);
     assert!(
-        blocks.div_ceil(2) * 2 * MR * pairs <= a.len() && w.div_ceil(NC) * NC * pairs <= b.len()
+        blocks.div_ceil(2) * 2 * block_words(pairs) <= a.len()
+            && w.div_ceil(NC) * panel_words(pairs) <= b.len()
     );
     // SAFETY: validated operand; the packed size fits the buffer (asserted above).
-    unsafe { pack_pairs::<MR>(st, 0, m, a.as_mut_ptr(), 0) };
+    unsafe { pack_stationary(st, a.as_mut_ptr()) };
     let (a, b) = (a.as_ptr(), b.as_ptr());
     let base = out.data.as_mut_ptr();
     for p in 0..w.div_ceil(NC) {
@@ -139,8 +181,8 @@ pub(super) unsafe fn matmul_bf16_packed(
             // a validated element and `rows`/`last` keep every access inside the output.
             unsafe {
                 let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
-                let ap = a.add(mb * pairs * MR);
-                let bp = b.add(p * pairs * NC);
+                let ap = a.add(mb * block_words(pairs));
+                let bp = b.add(p * panel_words(pairs));
                 match width.div_ceil(16) {
                     1 => kernel_bf16::<1>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
                     2 => kernel_bf16::<2>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
@@ -151,64 +193,59 @@ pub(super) unsafe fn matmul_bf16_packed(
     }
 }
 
-/// Packs `op[k][c0 .. c0 + width]` into K-pair dwords (`k` high, `k + 1` low; a missing last
-/// `k + 1` is the bf16 `pad`: `+0.0` for stationary, `-0.0` for moving), in blocks of `BW`
-/// columns (8 or a multiple of 16): element `(j, i)` goes to
-/// `dst[(i / BW * pairs + j) * BW + i % BW]`. Columns past `width` up to the next multiple of 16
-/// are zero.
+/// [`block_stride`] of the bf16 stationary blocks.
+const fn block_words(pairs: usize) -> usize {
+    block_stride(pairs, MR)
+}
+
+/// Packs the stationary operand `op[k][0 .. m]` into K-pair dwords (`k` high, `k + 1` low; a
+/// missing last `k + 1` is bf16 `+0.0`), in blocks of [`MR`] columns: element `(j, i)` goes to
+/// `dst[i / MR * block_words(pairs) + j * MR + i % MR]`. Columns past `m` up to the next
+/// multiple of 16 are zero. Pair by pair over every column, as [`pack_panels`].
 ///
 /// # Safety
-/// Validated operand of 2-byte elements with `c0 + width <= op.cols`; `dst` must hold
-/// `ceil(width / 16) * 16` columns of every pair.
+/// Validated operand of 2-byte elements; `dst` must hold `ceil(m / 16) * 2` blocks.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-unsafe fn pack_pairs<const BW: usize>(
-    op: &Operand,
-    c0: usize,
-    width: usize,
-    dst: *mut u32,
-    pad: i16,
-) {
-    let pairs = op.rows.div_ceil(2);
+unsafe fn pack_stationary(op: &Operand, dst: *mut u32) {
+    let (pairs, m) = (op.rows.div_ceil(2), op.cols);
+    let stride = block_words(pairs);
     let src = op.data.as_ptr();
-    let row = |k: usize| src.wrapping_add(op.offset + k * op.row_stride + c0 * 2);
-    // Column groups outside, pairs inside: the stores of a group run sequentially through its
-    // blocks (blocks of one pair are a multiple of 4 KiB apart and would alias in L1).
-    for g in (0..width).step_by(group(BW)) {
-        let end = (g + group(BW)).min(width);
-        for j in 0..pairs {
-            let (k_hi, k_lo) = (2 * j, 2 * j + 1);
-            if k_hi + 2 * PREFETCH < op.rows {
-                prefetch_run(row(k_hi + 2 * PREFETCH).wrapping_add(g * 2), (end - g) * 2);
-                prefetch_run(row(k_lo + 2 * PREFETCH).wrapping_add(g * 2), (end - g) * 2);
-            }
-            for i in (g..end).step_by(16) {
-                let mask = lanes(width - i);
-                // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
-                // neither read nor faulted.
-                let (hi, lo) = unsafe {
-                    let at = |k: usize| src.add(op.offset + k * op.row_stride + (c0 + i) * 2);
-                    let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
-                    let lo = if k_lo < op.rows {
-                        _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
-                    } else {
-                        _mm256_maskz_mov_epi16(mask, _mm256_set1_epi16(pad))
-                    };
-                    (hi, lo)
+    for j in 0..pairs {
+        let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+        for i in (0..m).step_by(16) {
+            let mask = lanes(m - i);
+            // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
+            // neither read nor faulted.
+            let (hi, lo) = unsafe {
+                let at = |k: usize| src.add(op.offset + k * op.row_stride + i * 2);
+                let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
+                let lo = if k_lo < op.rows {
+                    _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
+                } else {
+                    _mm256_setzero_si256()
                 };
-                let v = _mm512_or_si512(
-                    _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
-                    _mm512_cvtepu16_epi32(lo),
-                );
-                // SAFETY: the caller sized `dst` for these blocks.
-                unsafe { store_blocked::<BW>(dst, pairs, j, i, v) };
+                (hi, lo)
+            };
+            let v = _mm512_or_si512(
+                _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
+                _mm512_cvtepu16_epi32(lo),
+            );
+            // SAFETY: the caller sized `dst` for blocks `i / MR` and `i / MR + 1`, which are
+            // 32-byte aligned in a 64-byte aligned buffer (`MR` and the padding are multiples
+            // of 8 words).
+            unsafe {
+                let at = dst.add(i / MR * stride + j * MR);
+                _mm256_store_si256(at.cast(), _mm512_castsi512_si256(v));
+                _mm256_store_si256(at.add(stride).cast(), _mm512_extracti64x4_epi64::<1>(v));
             }
         }
     }
 }
 
 /// Stores 16 packed columns starting at column `i` (a multiple of 16) of pair/row `j` into the
-/// blocked layout with block width `BW` (8 or a multiple of 16).
+/// blocked layout with block width `BW` (8 or a multiple of 16) and `rows` rows per block
+/// (blocks [`block_stride`] apart).
 ///
 /// # Safety
 /// `dst` must hold the addressed blocks.
@@ -221,18 +258,17 @@ unsafe fn store_blocked<const BW: usize>(
     i: usize,
     v: __m512i,
 ) {
+    let stride = block_stride(rows, BW);
     // SAFETY: in bounds by the caller's contract; blocks are 32-byte aligned in a 64-byte
-    // aligned buffer (`BW` 8) or 64-byte aligned (`BW` a multiple of 16).
+    // aligned buffer (`BW` 8) or 64-byte aligned (`BW` a multiple of 16; the padding is 16
+    // words).
     unsafe {
+        let at = dst.add(i / BW * stride + j * BW + i % BW);
         if BW == 8 {
-            let blk = i / 8;
-            let lo = dst.add((blk * rows + j) * 8);
-            let hi = dst.add(((blk + 1) * rows + j) * 8);
-            _mm256_store_si256(lo.cast(), _mm512_castsi512_si256(v));
-            _mm256_store_si256(hi.cast(), _mm512_extracti64x4_epi64::<1>(v));
+            _mm256_store_si256(at.cast(), _mm512_castsi512_si256(v));
+            _mm256_store_si256(at.add(stride).cast(), _mm512_extracti64x4_epi64::<1>(v));
         } else {
-            let p = dst.add((i / BW * rows + j) * BW + i % BW);
-            _mm512_store_si512(p.cast(), v);
+            _mm512_store_si512(at.cast(), v);
         }
     }
 }
@@ -353,7 +389,10 @@ pub(super) unsafe fn matmul_f32(
     let a = scratch.a.as_mut_slice();
     let b = scratch.b.as_mut_slice();
     let blocks = m.div_ceil(MR);
-    assert!(blocks.div_ceil(2) * 2 * MR * k <= a.len() && w.div_ceil(NC) * NC * k <= b.len());
+    assert!(
+        blocks.div_ceil(2) * 2 * block_stride(k, MR) <= a.len()
+            && w.div_ceil(NC) * block_stride(k, NC) <= b.len()
+    );
     // SAFETY: validated operands; the packed sizes fit the buffers (asserted above).
     let (key_a, key_b) = unsafe {
         (
@@ -372,8 +411,8 @@ pub(super) unsafe fn matmul_f32(
             // SAFETY: as in `matmul_bf16`.
             unsafe {
                 let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
-                let ap = a.add(mb * k * MR);
-                let bp = b.add(p * k * NC);
+                let ap = a.add(mb * block_stride(k, MR));
+                let bp = b.add(p * block_stride(k, NC));
                 let s = out.row_stride;
                 match width.div_ceil(16) {
                     1 => kernel_f32::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
@@ -407,7 +446,8 @@ unsafe fn pack_f32_any<const BW: usize>(
 }
 
 /// Widens `op[k][c0 .. c0 + width]` to f32 with DAZ into blocks of `BW` columns (8 or a
-/// multiple of 16): element `(k, i)` goes to `dst[(i / BW * K + k) * BW + i % BW]`; returns the
+/// multiple of 16): element `(k, i)` goes to `dst[i / BW * block_stride(K, BW) + k * BW + i %
+/// BW]`, row after row as [`pack_panels`] does; returns the
 /// minimum exponent key (see `super::matmul::exp_key`). Columns past `width` up to the next
 /// multiple of 16 are zero. DAZ is a second pass ([`flush_packed`]), only taken when a
 /// subnormal is present: the common case pays one `min` per vector for the check.
@@ -428,37 +468,29 @@ unsafe fn pack_f32<const D: u8, const BW: usize>(
     let one = _mm512_set1_epi32(1);
     let size = if D == F32 { 4 } else { 2 };
     let mut keys = _mm512_set1_epi32(-1);
-    let row = |k: usize| src.wrapping_add(op.offset + k * op.row_stride + c0 * size);
-    // Column groups outside, rows inside (see `pack_pairs`).
-    for g in (0..width).step_by(group(BW)) {
-        let end = (g + group(BW)).min(width);
-        for k in 0..op.rows {
-            if k + PREFETCH < op.rows {
-                prefetch_run(row(k + PREFETCH).wrapping_add(g * size), (end - g) * size);
-            }
-            for i in (g..end).step_by(16) {
-                let mask = lanes(width - i);
-                // SAFETY: the addressed row is in bounds; masked lanes are neither read nor
-                // faulted.
-                let x = unsafe {
-                    let at = src.add(op.offset + k * op.row_stride + (c0 + i) * size);
-                    match D {
-                        F32 => _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, at.cast())),
-                        BF16 => _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
-                            _mm256_maskz_loadu_epi16(mask, at.cast()),
-                        )),
-                        _ => _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                            mask,
-                            at.cast(),
-                        ))),
-                    }
-                };
-                // min(|x| − 1): the smallest nonzero magnitude, and below 0x007f_ffff if a
-                // subnormal is present (zeros wrap to u32::MAX).
-                keys = _mm512_min_epu32(keys, _mm512_sub_epi32(_mm512_and_si512(x, abs), one));
-                // SAFETY: the caller sized `dst` for these blocks.
-                unsafe { store_blocked::<BW>(dst, op.rows, k, i, x) };
-            }
+    for k in 0..op.rows {
+        for i in (0..width).step_by(16) {
+            let mask = lanes(width - i);
+            // SAFETY: the addressed row is in bounds; masked lanes are neither read nor
+            // faulted.
+            let x = unsafe {
+                let at = src.add(op.offset + k * op.row_stride + (c0 + i) * size);
+                match D {
+                    F32 => _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, at.cast())),
+                    BF16 => _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                        _mm256_maskz_loadu_epi16(mask, at.cast()),
+                    )),
+                    _ => _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                        mask,
+                        at.cast(),
+                    ))),
+                }
+            };
+            // min(|x| − 1): the smallest nonzero magnitude, and below 0x007f_ffff if a
+            // subnormal is present (zeros wrap to u32::MAX).
+            keys = _mm512_min_epu32(keys, _mm512_sub_epi32(_mm512_and_si512(x, abs), one));
+            // SAFETY: the caller sized `dst` for these blocks.
+            unsafe { store_blocked::<BW>(dst, op.rows, k, i, x) };
         }
     }
     match _mm512_reduce_min_epu32(keys) {
@@ -482,7 +514,7 @@ unsafe fn flush_packed<const BW: usize>(dst: *mut u32, rows: usize, width: usize
     for c in 0..width.div_ceil(16) * 16 {
         for k in 0..rows {
             // SAFETY: `pack_f32` stored this word (all 16 columns of every chunk).
-            let w = unsafe { &mut *dst.add((c / BW * rows + k) * BW + c % BW) };
+            let w = unsafe { &mut *dst.add(c / BW * block_stride(rows, BW) + k * BW + c % BW) };
             let x = daz(f32::from_bits(*w));
             *w = x.to_bits();
             key = key.min(exp_key(x));
