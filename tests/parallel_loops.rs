@@ -2,6 +2,9 @@
 //! kernel computes the bits of a serial run (one host thread, or an observed run, which keeps
 //! loops serial) and of an independent reference.
 
+#[path = "../examples/matmul_fully_optimized.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod fully_optimized;
 #[path = "../examples/fused_attention.rs"]
 #[allow(dead_code)]
 mod fused_attention;
@@ -53,6 +56,20 @@ fn interleave_rows(x: Hbm<f32, 4096, 512>) -> Hbm<f32, 4096, 512> {
     out
 }
 
+/// `exp` of the first half of each 512-column block of `x`, into the same columns of the
+/// output: both halves of the loop write every row, in disjoint column ranges, and the second
+/// half's range holds columns the kernel never writes.
+#[kernel]
+fn half_column_blocks(x: Hbm<f32, 128, 4096>) -> Hbm<f32, 128, 4096> {
+    let out = ndarray([128, 4096], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..256];
+    for j in affine_range(8) {
+        let t = load(x[[ip, j * 512 + jf]]);
+        store(out[[ip, j * 512 + jf]], exp(t));
+    }
+    out
+}
+
 /// Two host threads and one, plain: a strict launch runs on one thread.
 fn cores() -> [NeuronCore; 2] {
     [
@@ -75,11 +92,20 @@ fn run_three_ways(
     inputs: &[&DeviceTensor<f32>],
     out_shape: [usize; 2],
 ) -> (Array2<f32>, Vec<usize>) {
+    run_three_ways_into(kernel, inputs, &Array2::zeros(out_shape))
+}
+
+/// [`run_three_ways`] into outputs that hold `init` before each launch.
+fn run_three_ways_into(
+    kernel: &nki::runtime::Kernel<'_>,
+    inputs: &[&DeviceTensor<f32>],
+    init: &Array2<f32>,
+) -> (Array2<f32>, Vec<usize>) {
     let args: Vec<_> = inputs.iter().map(|t| t.arg()).collect();
     let mut results = Vec::new();
     let mut parallel = Vec::new();
     for mut core in cores() {
-        let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
+        let mut out = DeviceTensor::from_array(init).unwrap();
         let mut outs = [out.arg_mut()];
         let bound = kernel.bind(&args, &mut outs).unwrap();
         if core.host_threads() == 2 {
@@ -88,7 +114,7 @@ fn run_three_ways(
         core.execute(bound).unwrap();
         results.push(out.into_array::<Ix2>().unwrap());
     }
-    let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
+    let mut out = DeviceTensor::from_array(init).unwrap();
     let mut core = NeuronCore::default();
     let mut outs = [out.arg_mut()];
     let bound = kernel.bind(&args, &mut outs).unwrap();
@@ -180,4 +206,60 @@ fn fused_attention_runs_its_query_tiles_in_halves_with_the_serial_bits() {
         let (worst, ratio, within) = fused_attention::max_error(got.view(), &want, &bound);
         assert!(within, "causal = {causal}: {worst:e}, {ratio} of the bound");
     }
+}
+
+#[test]
+fn a_loop_over_column_blocks_runs_in_halves_and_keeps_unwritten_columns() {
+    let x = common::random_f32(Ix2(128, 4096), 21, -2.0, 2.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let init = Array2::from_elem((128, 4096), 7.5f32);
+    let (got, parallel) = run_three_ways_into(&half_column_blocks::KERNEL, &[&xd], &init);
+    assert_eq!(parallel.len(), 1, "the column-block loop runs in halves");
+    for ((r, c), &g) in got.indexed_iter() {
+        if c % 512 < 256 {
+            let want = f64::from(x[[r, c]]).exp();
+            let err = (f64::from(g) - want).abs() / want;
+            assert!(
+                err < 4.0 * f64::from(f32::EPSILON),
+                "({r}, {c}): {g} vs {want}"
+            );
+        } else {
+            assert_eq!(g, 7.5, "({r}, {c}) is never written");
+        }
+    }
+}
+
+#[test]
+fn the_fully_optimized_matmul_runs_its_column_blocks_in_halves_with_the_serial_bits() {
+    use fully_optimized::nki_matmul_fully_optimized_small as kernel;
+    // K = M = 512 (one block each), N = 2048: four column blocks of 512, two per thread.
+    let (k, m, n) = (512, 512, 2048);
+    let lhs_t = fully_optimized::common::random_bf16(k, m, 31);
+    let rhs = fully_optimized::common::random_bf16(k, n, 32);
+    let (a, b) = (
+        DeviceTensor::from_array(&lhs_t).unwrap(),
+        DeviceTensor::from_array(&rhs).unwrap(),
+    );
+    let mut results = Vec::new();
+    for mut core in cores() {
+        let mut out = DeviceTensor::<bf16>::zeros(&[m, n]).unwrap();
+        let args = [a.arg(), b.arg()];
+        let mut outs = [out.arg_mut()];
+        let bound = kernel::KERNEL.bind(&args, &mut outs).unwrap();
+        if core.host_threads() == 2 {
+            assert_eq!(
+                bound.host_parallel_loops(),
+                [0],
+                "the column-block loop splits"
+            );
+        }
+        core.execute(bound).unwrap();
+        results.push(out.into_array::<Ix2>().unwrap());
+    }
+    let bits = |a: &Array2<bf16>| a.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&results[0]), bits(&results[1]), "two threads vs one");
+    let (want, magnitude) = fully_optimized::common::reference(lhs_t.view(), rhs.view());
+    let (worst, within) =
+        fully_optimized::common::max_error(results[0].view(), &want, &magnitude, k);
+    assert!(within, "largest error {worst:e}");
 }

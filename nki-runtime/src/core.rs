@@ -23,7 +23,10 @@ pub struct UnsupportedIsa {
 
 /// One modeled NeuronCore: SBUF, PSUM and the engines that execute kernel programs.
 ///
-/// All memory is allocated when the core is created; launches allocate nothing. SBUF and PSUM
+/// The memories are allocated when the core is created, and launches allocate nothing, with two
+/// exceptions made once and kept: the second set of engines on the first launch that splits
+/// between the host threads, and the copies of output parts the second thread writes on the
+/// first launch whose halves interleave in an output (`exec::interleaved`). SBUF and PSUM
 /// keep their contents between launches (a kernel must not rely on them, as on hardware).
 pub struct NeuronCore {
     target: Target,
@@ -31,6 +34,9 @@ pub struct NeuronCore {
     /// The engines of the worker's half of a grid launch's instances, created on the first
     /// grid launch that splits.
     second: Option<Box<Engines>>,
+    /// The worker's copies of output parts that interleave with the calling thread's, grown
+    /// on the first launch that splits so (`exec::interleaved`).
+    second_outputs: Vec<u8>,
     /// Host time per instruction of the launches since recording started, if it did.
     host_profile: Option<HostProfile>,
     /// Whether every launch runs strictly ([`NeuronCore::execute_strict`]).
@@ -45,6 +51,7 @@ impl NeuronCore {
             target,
             engines: Engines::new(target, Isa::detect()),
             second: None,
+            second_outputs: Vec::new(),
             host_profile: None,
             strict: strict_by_default(),
         }
@@ -150,7 +157,13 @@ impl NeuronCore {
         }
         self.check_capacity(&bound)?;
         match self.host_profile.as_mut() {
-            None => spmd::execute(&mut self.engines, &mut self.second, self.target, &mut bound)?,
+            None => spmd::execute(
+                &mut self.engines,
+                &mut self.second,
+                &mut self.second_outputs,
+                self.target,
+                &mut bound,
+            )?,
             Some(profile) => run(&mut self.engines, &mut bound, profile, None)?,
         }
         Ok(())

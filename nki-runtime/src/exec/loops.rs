@@ -15,7 +15,9 @@
 //!   outside it is excluded by the first rule already);
 //! - the halves' accesses to each output tensor lie on either side of one offset (the hull
 //!   analysis of SPMD grids, over the halves' iteration ranges), so each thread gets its own
-//!   part of the output;
+//!   part of the output; or, failing that, in disjoint boxes of indices, such as the column
+//!   blocks of a row-major result, and the second half works on a copy of its box
+//!   (`exec::interleaved`);
 //! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_ELEMS`]) and the
 //!   program has at most [`MAX_TILES`] tiles.
 //!
@@ -40,7 +42,8 @@
 
 use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
 
-use super::spmd::{Hull, output_hulls, split_outputs, split_points};
+use super::interleaved::{give_back, lend, second_half_boxes};
+use super::spmd::{Hull, IndexBox, output_boxes, output_hulls, split_outputs, split_points};
 use super::{ExecError, Frame, Second, Untimed, interpret};
 use crate::engines::Engines;
 use crate::launch::{Bound, HbmOut};
@@ -124,20 +127,48 @@ fn shared_reads(p: &Program<'_>, begin: usize, end: usize, trip: u64) -> Option<
     Some(read_in)
 }
 
+/// The index-variable ranges of iterations `lo..hi` of a loop at depth 0 (the instance's
+/// program ids from `f`).
+fn half_ranges(f: &Frame, (lo, hi): (u64, u64)) -> [(i128, i128); nki_lang::MAX_VARS] {
+    let mut ranges = [(0i128, 0i128); nki_lang::MAX_VARS];
+    for (r, &v) in ranges.iter_mut().zip(&f.vars[..MAX_PIDS]) {
+        *r = (i128::from(v), i128::from(v));
+    }
+    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi).saturating_sub(1));
+    ranges
+}
+
 /// The element offsets of each output that iterations `lo..hi` of the loop at `begin..=end`
 /// can touch.
 fn half_hulls(
     b: &Bound<'_, '_, '_>,
     f: &Frame,
     (begin, end): (usize, usize),
-    (lo, hi): (u64, u64),
+    half: (u64, u64),
 ) -> [Hull; MAX_TENSORS] {
-    let mut ranges = [(0i128, 0i128); nki_lang::MAX_VARS];
-    for (r, &v) in ranges.iter_mut().zip(&f.vars[..MAX_PIDS]) {
-        *r = (i128::from(v), i128::from(v));
-    }
-    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi).saturating_sub(1));
-    output_hulls(b, begin.saturating_add(1)..end, ranges, 1)
+    output_hulls(b, begin.saturating_add(1)..end, half_ranges(f, half), 1)
+}
+
+/// The boxes of indices of each output that iterations `lo..hi` of the loop at `begin..=end`
+/// can touch.
+fn half_boxes(
+    b: &Bound<'_, '_, '_>,
+    f: &Frame,
+    (begin, end): (usize, usize),
+    half: (u64, u64),
+) -> [IndexBox; MAX_TENSORS] {
+    output_boxes(b, begin.saturating_add(1)..end, half_ranges(f, half), 1)
+}
+
+/// How the outputs are shared between the two halves.
+// One value per split launch, on the stack: boxing the larger variant would allocate.
+#[allow(clippy::large_enum_variant)]
+enum Outputs {
+    /// Split at an element offset each (`exec::spmd::split_points`).
+    At([(usize, bool); MAX_TENSORS]),
+    /// Whole for the first half; the second works on copies of these boxes
+    /// (`exec::interleaved`).
+    Boxes([IndexBox; MAX_TENSORS]),
 }
 
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
@@ -171,15 +202,14 @@ fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
 }
 
 /// How the loop at `begin..=end` (`trip` iterations, the instance's state in `f`) runs on two
-/// threads: the tiles to copy, each output's split point and the first iteration of the
+/// threads: the tiles to copy, how the outputs are shared and the first iteration of the
 /// second half; `None` if it must run serially.
-#[allow(clippy::type_complexity)]
 fn plan(
     b: &Bound<'_, '_, '_>,
     f: &Frame,
     (begin, end): (usize, usize),
     trip: u64,
-) -> Option<(TileSet, [(usize, bool); MAX_TENSORS], u64)> {
+) -> Option<(TileSet, Outputs, u64)> {
     let p = b.program;
     let affine = matches!(
         p.instrs().get(begin)?.data,
@@ -195,8 +225,15 @@ fn plan(
     let h = trip.div_ceil(2);
     let ha = half_hulls(b, f, (begin, end), (0, h));
     let hb = half_hulls(b, f, (begin, end), (h, trip));
-    let at = split_points(&ha, &hb, b.outputs.len())?;
-    Some((shared, at, h))
+    let outputs = match split_points(&ha, &hb, b.outputs.len()) {
+        Some(at) => Outputs::At(at),
+        None => {
+            let ba = half_boxes(b, f, (begin, end), (0, h));
+            let bb = half_boxes(b, f, (begin, end), (h, trip));
+            Outputs::Boxes(second_half_boxes(&ba, &bb, b.outputs)?)
+        }
+    };
+    Some((shared, outputs, h))
 }
 
 /// The instructions (`LoopBegin` indices) of the outermost `affine_range` loops whose
@@ -236,7 +273,7 @@ pub(crate) fn run_parallel(
         return Ok(false);
     }
     let p = b.program;
-    let Some((shared, at, h)) = plan(b, f, (begin, end), trip) else {
+    let Some((shared, split, h)) = plan(b, f, (begin, end), trip) else {
         return Ok(false);
     };
     let outputs = b.outputs.len();
@@ -249,7 +286,10 @@ pub(crate) fn run_parallel(
     }
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
-    split_outputs(b.outputs, &at, &mut outs_a, &mut outs_b);
+    match &split {
+        Outputs::At(at) => split_outputs(b.outputs, at, &mut outs_a, &mut outs_b),
+        Outputs::Boxes(boxes) => lend(b.outputs, boxes, second.outputs, &mut outs_a, &mut outs_b),
+    }
     let mut bound_a = Bound {
         outputs: &mut outs_a[..outputs],
         ..*b
@@ -276,5 +316,8 @@ pub(crate) fn run_parallel(
         || interpret(engines_b, &mut bound_b, &mut Untimed, &mut fb, body, None),
     );
     e.worker = worker;
+    if let Outputs::Boxes(boxes) = &split {
+        give_back(b.outputs, boxes, second.outputs);
+    }
     ra.and(rb).map(|()| true)
 }

@@ -12,6 +12,7 @@
 //! share no written tile splits its iterations instead (`loops`). A run with an observer
 //! other than the plain one is serial.
 
+mod interleaved;
 pub(crate) mod loops;
 mod resolve;
 pub(crate) mod spmd;
@@ -101,6 +102,9 @@ pub(crate) fn accumulates(write: Write, vars: &VarValues) -> bool {
 pub(crate) struct Second<'s> {
     /// The engines.
     pub engines: &'s mut Option<Box<Engines>>,
+    /// Copies of the parts of outputs the worker's half writes when they interleave with the
+    /// calling thread's (`interleaved`), grown on first use.
+    pub outputs: &'s mut Vec<u8>,
     /// The core's target, for creating them.
     pub target: nki_lang::Target,
 }

@@ -21,7 +21,8 @@
 )]
 
 use nki_lang::{
-    Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSORS, MAX_VARS, OperandRef, Program, Target,
+    Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSOR_RANK, MAX_TENSORS, MAX_VARS,
+    OperandRef, Program, Target,
 };
 
 use super::{ExecError, Second, Untimed, run, run_instances};
@@ -34,6 +35,9 @@ const MIN_PARALLEL_INSTANCES: usize = 2;
 
 /// An inclusive range of element offsets, or nothing.
 pub(crate) type Hull = Option<(i128, i128)>;
+
+/// An inclusive range of indices along each axis of a tensor, or nothing.
+pub(crate) type IndexBox = Option<[(i128, i128); MAX_TENSOR_RANK]>;
 
 fn union(a: Hull, b: Hull) -> Hull {
     match (a, b) {
@@ -62,19 +66,20 @@ fn pid_box(grid: &LaunchGrid, first: usize, last: usize) -> [(i64, i64); MAX_PID
     bx
 }
 
-/// For each output tensor (by output index), the element offsets that instructions `instrs` of
-/// the program can read or write, over every value of the index variables: `ranges` gives
-/// the program ids' and the `depth` already open loops' ranges, the loops the instructions open
-/// range over their trip counts.
-pub(crate) fn output_hulls(
+/// Calls `f(output, axes)` for every access of an output tensor (by output index) among
+/// instructions `instrs` of the program, with the inclusive range of its index along each
+/// of the tensor's axes over every value of the index variables: `ranges` gives the program
+/// ids' and the `depth` already open loops' ranges, the loops the instructions open range over
+/// their trip counts. In i128, saturating outward (a range past i128 fails every split).
+fn each_output_access(
     b: &Bound<'_, '_, '_>,
     instrs: core::ops::Range<usize>,
     mut ranges: [(i128, i128); MAX_VARS],
     depth: usize,
-) -> [Hull; MAX_TENSORS] {
+    mut f: impl FnMut(usize, &[(i128, i128)]),
+) {
     let p: &Program<'_> = b.program;
     let inputs = p.input_count();
-    let mut hulls = [None; MAX_TENSORS];
     // `dead[d]`: inside a loop at depth `d` that never runs.
     let mut dead = [false; MAX_LOOP_DEPTH + 1];
     let mut depth = depth;
@@ -111,36 +116,77 @@ pub(crate) fn output_hulls(
                 continue;
             };
             let access = &p.accesses()[id.index()];
-            let t = access.tensor as usize;
-            let Some(out) = t.checked_sub(inputs) else {
+            let Some(out) = (access.tensor as usize).checked_sub(inputs) else {
                 continue;
             };
-            let (_, shape) = b.hbm(t);
-            let mut lo = 0i128;
-            let mut hi = 0i128;
-            // In i128, saturating outward: a hull past i128 fails every split.
-            let mut add = |c: i128, (a, z): (i128, i128)| {
-                let (x, y) = (c.saturating_mul(a), c.saturating_mul(z));
-                lo = lo.saturating_add(x.min(y));
-                hi = hi.saturating_add(x.max(y));
-            };
-            for (ix, stride) in access.axes().iter().zip(shape.strides()) {
-                let st = i128::try_from(stride).unwrap_or(i128::MAX);
-                add(st.saturating_mul(i128::from(ix.start.constant)), (1, 1));
+            let mut axes = [(0i128, 0i128); MAX_TENSOR_RANK];
+            for (ix, range) in access.axes().iter().zip(axes.iter_mut()) {
+                let (mut lo, mut hi) =
+                    (i128::from(ix.start.constant), i128::from(ix.start.constant));
+                let mut add = |c: i128, (a, z): (i128, i128)| {
+                    let (x, y) = (c.saturating_mul(a), c.saturating_mul(z));
+                    lo = lo.saturating_add(x.min(y));
+                    hi = hi.saturating_add(x.max(y));
+                };
                 for (&c, &r) in ix.start.coef.iter().zip(&ranges) {
-                    add(st.saturating_mul(i128::from(c)), r);
+                    add(i128::from(c), r);
                 }
                 for (&g, &n) in ix.grid.iter().zip(access.shape.dims()) {
-                    let last = i128::from(n.max(1)).saturating_sub(1);
-                    add(st.saturating_mul(i128::from(g)), (0, last));
+                    add(i128::from(g), (0, i128::from(n.max(1)).saturating_sub(1)));
                 }
+                *range = (lo, hi);
             }
-            if let Some(h) = hulls.get_mut(out) {
-                *h = union(*h, Some((lo, hi)));
-            }
+            f(out, &axes[..access.axes().len()]);
         }
     }
+}
+
+/// For each output tensor (by output index), the element offsets that instructions `instrs` of
+/// the program can read or write, over every value of the index variables (as in
+/// [`each_output_access`]).
+pub(crate) fn output_hulls(
+    b: &Bound<'_, '_, '_>,
+    instrs: core::ops::Range<usize>,
+    ranges: [(i128, i128); MAX_VARS],
+    depth: usize,
+) -> [Hull; MAX_TENSORS] {
+    let mut hulls = [None; MAX_TENSORS];
+    let inputs = b.program.input_count();
+    each_output_access(b, instrs, ranges, depth, |out, axes| {
+        let (_, shape) = b.hbm(inputs.saturating_add(out));
+        let (mut lo, mut hi) = (0i128, 0i128);
+        for (&(a, z), stride) in axes.iter().zip(shape.strides()) {
+            // Row-major strides are not negative.
+            let st = i128::try_from(stride).unwrap_or(i128::MAX);
+            lo = lo.saturating_add(st.saturating_mul(a));
+            hi = hi.saturating_add(st.saturating_mul(z));
+        }
+        if let Some(h) = hulls.get_mut(out) {
+            *h = union(*h, Some((lo, hi)));
+        }
+    });
     hulls
+}
+
+/// For each output tensor (by output index), the box of indices (a range per axis) that
+/// instructions `instrs` of the program can read or write, as [`output_hulls`] does for
+/// offsets.
+pub(crate) fn output_boxes(
+    b: &Bound<'_, '_, '_>,
+    instrs: core::ops::Range<usize>,
+    ranges: [(i128, i128); MAX_VARS],
+    depth: usize,
+) -> [IndexBox; MAX_TENSORS] {
+    let mut boxes = [None; MAX_TENSORS];
+    each_output_access(b, instrs, ranges, depth, |out, axes| {
+        if let Some(bx) = boxes.get_mut(out) {
+            let joined = bx.get_or_insert([(i128::MAX, i128::MIN); MAX_TENSOR_RANK]);
+            for (j, &(a, z)) in joined.iter_mut().zip(axes) {
+                *j = (j.0.min(a), j.1.max(z));
+            }
+        }
+    });
+    boxes
 }
 
 /// The index-variable ranges of a box of program ids (loops at 0).
@@ -214,6 +260,7 @@ pub(crate) fn split_points(
 pub(crate) fn execute(
     e: &mut Engines,
     second: &mut Option<Box<Engines>>,
+    second_outputs: &mut Vec<u8>,
     target: Target,
     b: &mut Bound<'_, '_, '_>,
 ) -> Result<(), ExecError> {
@@ -225,6 +272,7 @@ pub(crate) fn execute(
             &mut Untimed,
             Some(&mut Second {
                 engines: second,
+                outputs: second_outputs,
                 target,
             }),
         );
@@ -252,6 +300,7 @@ pub(crate) fn execute(
             &mut Untimed,
             Some(&mut Second {
                 engines: second,
+                outputs: second_outputs,
                 target,
             }),
         );

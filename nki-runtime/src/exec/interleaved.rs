@@ -1,0 +1,192 @@
+//! Outputs whose two halves of a split run interleave: disjoint boxes of indices that no one
+//! offset separates.
+//!
+//! The halves of a split (`exec::loops`) normally get one byte range of each output each
+//! (`exec::spmd::split_outputs`). A loop over column blocks of a row-major result, such as the
+//! outer loop of NKI's fully optimised matmul, writes every row in both halves: the halves'
+//! boxes of indices are disjoint along the column axis, but their offsets interleave. Such an
+//! output stays whole for the first half; the second half works on a copy of its box in a
+//! buffer of the core's, which is copied back into the output after both halves finish.
+//! Since neither half touches (reads or writes) any element of the other's box, every element
+//! ends as in the serial run, bit for bit. The buffer is created on the first such launch and
+//! kept (it grows to the largest output that needed it).
+
+// Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
+// grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
+#![warn(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
+
+use nki_lang::{MAX_TENSOR_RANK, MAX_TENSORS};
+
+use super::spmd::IndexBox;
+use crate::launch::HbmOut;
+use crate::shape::Shape;
+
+/// Whether two boxes (of a tensor of rank `rank`) share no index: some axis separates them.
+fn disjoint(
+    a: &[(i128, i128); MAX_TENSOR_RANK],
+    b: &[(i128, i128); MAX_TENSOR_RANK],
+    rank: usize,
+) -> bool {
+    a.iter()
+        .zip(b)
+        .take(rank)
+        .any(|(&(la, ha), &(lb, hb))| ha < lb || hb < la)
+}
+
+/// The boxes the second half touches, one per output (`None` where it touches nothing), if for
+/// every output the halves' boxes (`a`, `b`, from `exec::spmd::output_boxes`) are disjoint or
+/// one of them is empty; `None` if some output's halves may touch the same element.
+pub(crate) fn second_half_boxes(
+    a: &[IndexBox; MAX_TENSORS],
+    b: &[IndexBox; MAX_TENSORS],
+    outputs: &[HbmOut<'_>],
+) -> Option<[IndexBox; MAX_TENSORS]> {
+    for (o, out) in outputs.iter().enumerate() {
+        if let (Some(ba), Some(bb)) = (a.get(o)?, b.get(o)?)
+            && !disjoint(ba, bb, out.shape.rank())
+        {
+            return None;
+        }
+    }
+    Some(*b)
+}
+
+/// Copies the elements of box `bx` of a tensor of shape `shape` and element size `size` from
+/// `from` to `to`, two buffers that both hold the tensor's elements from `origin` on. Indices
+/// outside the tensor or the buffers are skipped (the accesses that made the box were checked
+/// against the tensor at launch).
+fn copy_box(
+    from: &[u8],
+    to: &mut [u8],
+    shape: &Shape,
+    origin: usize,
+    size: usize,
+    bx: &[(i128, i128)],
+) {
+    let dims = shape.as_slice();
+    let rank = dims.len();
+    let strides = shape.strides();
+    // The box clipped to the tensor, as usize ranges; an empty one copies nothing.
+    let mut lo = [0usize; MAX_TENSOR_RANK];
+    let mut hi = [0usize; MAX_TENSOR_RANK];
+    for axis in 0..rank {
+        let (a, z) = bx.get(axis).copied().unwrap_or((0, -1));
+        let last = i128::try_from(dims[axis])
+            .unwrap_or(i128::MAX)
+            .saturating_sub(1);
+        let (a, z) = (a.max(0), z.min(last));
+        if a > z {
+            return;
+        }
+        // Within 0..=last < 2⁴⁰ (`MAX_DIM`).
+        lo[axis] = usize::try_from(a).unwrap_or(0);
+        hi[axis] = usize::try_from(z).unwrap_or(0);
+    }
+    // One contiguous run along the last axis per index of the others (one element at rank 0).
+    let run = match rank.checked_sub(1) {
+        Some(l) => hi[l].saturating_sub(lo[l]).saturating_add(1),
+        None => 1,
+    };
+    let bytes = run.saturating_mul(size);
+    let mut idx = lo;
+    loop {
+        let offset = (0..rank).fold(0usize, |acc, a| {
+            acc.saturating_add(idx[a].saturating_mul(strides[a]))
+        });
+        if let Some(start) = offset.checked_sub(origin).map(|e| e.saturating_mul(size)) {
+            let span = start..start.saturating_add(bytes);
+            if let (Some(s), Some(d)) = (from.get(span.clone()), to.get_mut(span)) {
+                d.copy_from_slice(s);
+            }
+        }
+        // The next index of the axes before the last, row-major; done after the last one.
+        let mut axis = rank.saturating_sub(1);
+        loop {
+            let Some(a) = axis.checked_sub(1) else {
+                return;
+            };
+            axis = a;
+            if idx[a] < hi[a] {
+                idx[a] = idx[a].saturating_add(1);
+                break;
+            }
+            idx[a] = lo[a];
+        }
+    }
+}
+
+/// Lends the outputs to the two halves: each whole output to the first half, and to the second
+/// a copy of its box in `scratch` (grown as needed), or an empty part where it touches nothing.
+pub(crate) fn lend<'s>(
+    outputs: &'s mut [HbmOut<'_>],
+    boxes: &[IndexBox; MAX_TENSORS],
+    scratch: &'s mut Vec<u8>,
+    outs_a: &mut [HbmOut<'s>; MAX_TENSORS],
+    outs_b: &mut [HbmOut<'s>; MAX_TENSORS],
+) {
+    let needed = outputs
+        .iter()
+        .zip(boxes)
+        .filter(|(_, bx)| bx.is_some())
+        .fold(0usize, |acc, (o, _)| acc.saturating_add(o.data.len()));
+    if scratch.len() < needed {
+        scratch.resize(needed, 0);
+    }
+    let mut rest: &'s mut [u8] = scratch;
+    for (o, out) in outputs.iter_mut().enumerate() {
+        let (dtype, shape, origin) = (out.dtype, out.shape, out.origin);
+        let data: &'s mut [u8] = &mut out.data[..];
+        let copy: &'s mut [u8] = match boxes[o] {
+            Some(bx) => {
+                let rest_now = core::mem::take(&mut rest);
+                let at = data.len().min(rest_now.len());
+                let (part, after) = rest_now.split_at_mut(at);
+                rest = after;
+                copy_box(data, part, &shape, origin, dtype.size() as usize, &bx);
+                part
+            }
+            None => &mut [],
+        };
+        outs_a[o] = HbmOut {
+            data,
+            origin,
+            dtype,
+            shape,
+        };
+        outs_b[o] = HbmOut {
+            data: copy,
+            origin,
+            dtype,
+            shape,
+        };
+    }
+}
+
+/// Copies the second half's boxes back from `scratch` (as [`lend`] laid them out) into the
+/// outputs.
+pub(crate) fn give_back(
+    outputs: &mut [HbmOut<'_>],
+    boxes: &[IndexBox; MAX_TENSORS],
+    scratch: &[u8],
+) {
+    let mut rest = scratch;
+    for (o, out) in outputs.iter_mut().enumerate() {
+        if let Some(bx) = boxes[o] {
+            let (part, after) = rest.split_at(out.data.len().min(rest.len()));
+            rest = after;
+            copy_box(
+                part,
+                out.data,
+                &out.shape,
+                out.origin,
+                out.dtype.size() as usize,
+                &bx,
+            );
+        }
+    }
+}
