@@ -189,7 +189,7 @@ impl NeuronCore {
     pub fn execute_strict(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let program = bound.program;
         let outputs: Vec<usize> = bound.outputs.iter().map(|o| o.data.len()).collect();
-        let mut strict = Strict::new(program, self.engines.sbuf.partition_bytes(), &outputs);
+        let mut strict = Strict::new(program, self.engines.sbuf.partition_stride(), &outputs);
         self.execute_observed(bound, &mut strict)?;
         strict.finish()?;
         Ok(())

@@ -24,15 +24,15 @@ pub(crate) const CHUNK: usize = 1024;
 
 pub(crate) use crate::exec::Pattern;
 
-/// The pattern of a view of `tile` in a memory whose partitions are `partition_bytes` apart.
+/// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart.
 pub(crate) fn view_pattern(
     view: &TileView,
     tile: &TileDecl<'_>,
-    partition_bytes: usize,
+    stride: usize,
     vars: &VarValues,
 ) -> Pattern {
     let size = tile.dtype.size() as usize;
-    let part = (partition_bytes / size) as isize;
+    let part = (stride / size) as isize;
     let base = (tile.addr as usize / size) as isize
         + view.part_start as isize * part
         + view.offset.eval(vars) as isize;

@@ -150,13 +150,10 @@ fn neutral(op: Alu, lane: Lane, a: u32) -> bool {
 /// Where an operand in SBUF or PSUM lies: its memory, the partition of its row 0 and the bytes
 /// its free elements span within their partition; `None` for the partition when its rows are
 /// not one partition apart.
-fn footprint(
-    r: &Resolved,
-    sbuf_partition_bytes: usize,
-) -> Option<(Loc, Option<isize>, isize, isize)> {
+fn footprint(r: &Resolved, sbuf_stride: usize) -> Option<(Loc, Option<isize>, isize, isize)> {
     let part = match r.loc {
-        Loc::Sbuf => sbuf_partition_bytes as isize,
-        Loc::Psum => Psum::PARTITION_BYTES as isize,
+        Loc::Sbuf => sbuf_stride as isize,
+        Loc::Psum => Psum::PARTITION_STRIDE as isize,
         _ => return None,
     };
     let size = r.dtype.size() as isize;
@@ -173,11 +170,8 @@ fn footprint(
 
 /// Whether writing the destination of some row could change what the source of the same row
 /// reads (rows run in order, so only a row's own reads and writes can interleave differently).
-fn may_overlap(src: &Resolved, dst: &Resolved, sbuf_partition_bytes: usize) -> bool {
-    match (
-        footprint(src, sbuf_partition_bytes),
-        footprint(dst, sbuf_partition_bytes),
-    ) {
+fn may_overlap(src: &Resolved, dst: &Resolved, sbuf_stride: usize) -> bool {
+    match (footprint(src, sbuf_stride), footprint(dst, sbuf_stride)) {
         (Some((a, pa, a0, a1)), Some((b, pb, b0, b1))) if a == b => match (pa, pb) {
             (Some(pa), Some(pb)) => pa == pb && a0 < b1 && b0 < a1,
             _ => true,
@@ -246,7 +240,7 @@ pub(crate) fn tensor_reduce(
     };
     // Element by element when a write could change a later read (of the source, or of the
     // destination's old value when accumulating).
-    let overlaps = may_overlap(src, dst, e.sbuf.partition_bytes());
+    let overlaps = may_overlap(src, dst, e.sbuf.partition_stride());
     let repeats = accumulate.is_some() && !distinct(&kept_grid, &dst_strides);
     let batch = if overlaps || repeats { 1 } else { BATCH };
     let split = RowSplit {

@@ -1082,15 +1082,15 @@ pub(crate) struct RowSplit<'a> {
 
 /// Where to split the rows between two threads, or `None` when the instruction must run on
 /// one: small, or some thread could read what the other writes.
-fn split_point(s: &RowSplit<'_>, sbuf_partition_bytes: usize) -> Option<(usize, Loc, isize)> {
+fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(usize, Loc, isize)> {
     let rows = s.rows;
     if rows < 2 || s.elems < MIN_SPLIT_ELEMS {
         return None;
     }
     let per = |loc: Loc, dtype: DType| {
         let bytes = match loc {
-            Loc::Psum => Psum::PARTITION_BYTES,
-            _ => sbuf_partition_bytes,
+            Loc::Psum => Psum::PARTITION_STRIDE,
+            _ => sbuf_stride,
         };
         (bytes / dtype.size() as usize) as isize
     };
@@ -1170,7 +1170,7 @@ pub(crate) type RowsBody<'a> = dyn Fn(Isa, &mut Mems<'_>, Range<usize>, &mut Lan
 /// Runs `body` over the rows of an instruction: on two threads (each with its own lanes and
 /// its own writable partitions) when [`RowSplit`] allows, else on this one.
 pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_>) {
-    let sbuf_partition_bytes = e.sbuf.partition_bytes();
+    let sbuf_stride = e.sbuf.partition_stride();
     let Engines {
         isa,
         sbuf,
@@ -1182,8 +1182,7 @@ pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_
     } = e;
     let isa = *isa;
     let rows = split.rows;
-    let plan = split_point(split, sbuf_partition_bytes)
-        .and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
+    let plan = split_point(split, sbuf_stride).and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
     let Some((worker, (h, loc, p0))) = plan else {
         let mut mems = Mems {
             sbuf: Region::whole(sbuf.bytes_mut()),
@@ -1196,8 +1195,8 @@ pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_
         _ => (sbuf.bytes_mut(), psum.bytes()),
     };
     let part = match loc {
-        Loc::Psum => Psum::PARTITION_BYTES,
-        _ => sbuf_partition_bytes,
+        Loc::Psum => Psum::PARTITION_STRIDE,
+        _ => sbuf_stride,
     };
     let p0 = p0 as usize;
     let (a0, b0, b1) = (p0 * part, (p0 + h) * part, (p0 + rows) * part);

@@ -86,7 +86,7 @@ fn operand<'a>(
             data: sbuf.bytes(),
             dtype: r.dtype,
             offset: pat.base as usize * size,
-            row_stride: sbuf.partition_bytes(),
+            row_stride: sbuf.partition_stride(),
             rows,
             cols,
         };
@@ -145,7 +145,7 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
     let (dp, g) = (dst.pattern, dst.dims);
     if free_contiguous(&g, &dp) {
         let offset = dp.base as usize;
-        let row_stride = Psum::PARTITION_F32S;
+        let row_stride = Psum::STRIDE_F32S;
         let split = split_rows(s.rows, s.cols, n);
         if let (Some(worker), Some(h)) = (split.and(worker.as_mut()).and_then(near), split) {
             // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM partitions.

@@ -181,12 +181,12 @@ fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
         Memory::Sbuf => (
             from.sbuf.bytes(),
             to.sbuf.bytes_mut(),
-            from.sbuf.partition_bytes(),
+            from.sbuf.partition_stride(),
         ),
         Memory::Psum => (
             from.psum.bytes(),
             to.psum.bytes_mut(),
-            Psum::PARTITION_BYTES,
+            Psum::PARTITION_STRIDE,
         ),
         // Tiles live on chip (the checks refuse others).
         Memory::Hbm => return,

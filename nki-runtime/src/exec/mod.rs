@@ -177,7 +177,7 @@ pub(crate) fn interpret<O: Observer>(
     let instrs = p.instrs();
     let syms = b.syms;
     let mut pc = start;
-    let sbuf_partition_bytes = e.sbuf.partition_bytes();
+    let sbuf_stride = e.sbuf.partition_stride();
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -211,7 +211,7 @@ pub(crate) fn interpret<O: Observer>(
             }
             _ => {
                 let vars = &f.vars;
-                if let Some(ops) = resolve::resolve(b, ins, vars, sbuf_partition_bytes) {
+                if let Some(ops) = resolve::resolve(b, ins, vars, sbuf_stride) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),

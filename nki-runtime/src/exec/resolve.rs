@@ -182,7 +182,7 @@ pub(crate) fn resolve(
     b: &Bound<'_, '_, '_>,
     ins: &Instr,
     vars: &VarValues,
-    sbuf_partition_bytes: usize,
+    sbuf_stride: usize,
 ) -> Option<Operands> {
     let p: &Program<'_> = b.program;
     let mut out = Operands::default();
@@ -191,9 +191,9 @@ pub(crate) fn resolve(
             OperandRef::View(v) => {
                 let view = &p.views()[v.index()];
                 let tile = &p.tiles()[view.tile as usize];
-                let partition_bytes = match tile.memory {
-                    Memory::Psum => Psum::PARTITION_BYTES,
-                    _ => sbuf_partition_bytes,
+                let stride = match tile.memory {
+                    Memory::Psum => Psum::PARTITION_STRIDE,
+                    _ => sbuf_stride,
                 };
                 let loc = match tile.memory {
                     Memory::Psum => Loc::Psum,
@@ -204,7 +204,7 @@ pub(crate) fn resolve(
                     dir: o.dir,
                     loc,
                     dtype: tile.dtype,
-                    pattern: view_pattern(view, tile, partition_bytes, vars),
+                    pattern: view_pattern(view, tile, stride, vars),
                     dims: padded(view.shape.dims()),
                 }
             }

@@ -48,8 +48,7 @@ use core::ops::ControlFlow;
 
 use nki_lang::{
     Axes, Instr, InstrData, LoopKind, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues,
-    Write,
-    target::{PARTITIONS, PSUM_PARTITION_BYTES},
+    Write, target::PARTITIONS,
 };
 use thiserror::Error;
 
@@ -158,16 +157,12 @@ pub struct Strict<'p> {
 
 impl<'p> Strict<'p> {
     /// A shadow of nothing written, for a launch of `program` on a core with
-    /// `sbuf_partition_bytes` of SBUF per partition and outputs of `output_bytes` bytes.
-    pub fn new(
-        program: &'p Program<'p>,
-        sbuf_partition_bytes: usize,
-        output_bytes: &[usize],
-    ) -> Self {
+    /// SBUF partitions `sbuf_stride` bytes apart and outputs of `output_bytes` bytes.
+    pub fn new(program: &'p Program<'p>, sbuf_stride: usize, output_bytes: &[usize]) -> Self {
         Strict {
             program,
-            sbuf: Shadow::new(PARTITIONS as usize * sbuf_partition_bytes),
-            psum: Shadow::new(PARTITIONS as usize * PSUM_PARTITION_BYTES as usize),
+            sbuf: Shadow::new(PARTITIONS as usize * sbuf_stride),
+            psum: Shadow::new(PARTITIONS as usize * crate::memory::Psum::PARTITION_STRIDE),
             outputs: output_bytes
                 .iter()
                 .zip(program.outputs())

@@ -261,7 +261,7 @@ impl Timing {
             self.params_for(core),
             self.detail,
             self.mode == Mode::Compute,
-            core.sbuf().partition_bytes(),
+            core.sbuf().partition_stride(),
             bytes,
         )
         .with_dma_engine_rows(self.dma_rows)

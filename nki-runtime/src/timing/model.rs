@@ -123,7 +123,7 @@ pub struct Timeline<'p> {
     detail: Detail,
     computes: bool,
     dma_rows: bool,
-    sbuf_partition_bytes: usize,
+    sbuf_stride: usize,
     /// Buffers per rotating tile (1: the program as allocated).
     buffers: usize,
     rotation: Vec<Rotation>,
@@ -170,14 +170,14 @@ pub struct Timeline<'p> {
 
 impl<'p> Timeline<'p> {
     /// A timeline for one launch of `program` on a core whose SBUF partitions are
-    /// `sbuf_partition_bytes` apart, with HBM tensors of `tensor_bytes` (the program's tensor
+    /// `sbuf_stride` apart, with HBM tensors of `tensor_bytes` (the program's tensor
     /// table order). `computes`: whether the run also executes the arithmetic.
     pub fn new(
         program: &'p Program<'p>,
         params: Params,
         detail: Detail,
         computes: bool,
-        sbuf_partition_bytes: usize,
+        sbuf_stride: usize,
         tensor_bytes: impl IntoIterator<Item = u64>,
     ) -> Timeline<'p> {
         let engines = (params.dma_engines as usize).clamp(1, MAX_DMA);
@@ -206,12 +206,12 @@ impl<'p> Timeline<'p> {
             detail,
             computes,
             dma_rows: false,
-            sbuf_partition_bytes,
+            sbuf_stride,
             buffers: 1,
             rotation: Vec::new(),
             planes: [0; MAX_SLOTS],
-            sbuf: OnChip::new(sbuf_partition_bytes, 1),
-            psum: OnChip::new(crate::memory::Psum::PARTITION_BYTES, 1),
+            sbuf: OnChip::new(sbuf_stride, 1),
+            psum: OnChip::new(crate::memory::Psum::PARTITION_STRIDE, 1),
             hbm: Hbm::new(tensor_bytes),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
@@ -259,8 +259,8 @@ impl<'p> Timeline<'p> {
         let buffers = buffers.clamp(1, 16);
         self.buffers = buffers;
         let planes = if buffers > 1 { buffers + 1 } else { 1 };
-        self.sbuf = OnChip::new(self.sbuf_partition_bytes, planes);
-        self.psum = OnChip::new(crate::memory::Psum::PARTITION_BYTES, planes);
+        self.sbuf = OnChip::new(self.sbuf_stride, planes);
+        self.psum = OnChip::new(crate::memory::Psum::PARTITION_STRIDE, planes);
         self.rotation = if buffers > 1 {
             rotation_scopes(self.program)
                 .into_iter()

@@ -110,7 +110,7 @@ impl Region {
 /// `Timing::affine_buffers`).
 #[derive(Clone, Debug)]
 pub(crate) struct OnChip {
-    partition_bytes: usize,
+    stride: usize,
     blocks: usize,
     planes: usize,
     writes: Vec<Cell>,
@@ -118,13 +118,13 @@ pub(crate) struct OnChip {
 }
 
 impl OnChip {
-    /// A memory of 128 partitions × `partition_bytes` in `planes` planes (at least 1), never
+    /// A memory of 128 partitions `stride` bytes apart in `planes` planes (at least 1), never
     /// accessed.
-    pub fn new(partition_bytes: usize, planes: usize) -> OnChip {
-        let blocks = partition_bytes.div_ceil(1 << BLOCK_SHIFT).max(1);
+    pub fn new(stride: usize, planes: usize) -> OnChip {
+        let blocks = stride.div_ceil(1 << BLOCK_SHIFT).max(1);
         let planes = planes.max(1);
         OnChip {
-            partition_bytes,
+            stride,
             blocks,
             planes,
             writes: vec![Cell::default(); planes * blocks * QUADS],
@@ -146,7 +146,7 @@ impl OnChip {
             b0: 0,
             b1: self.blocks,
         };
-        if part <= 0 || part.saturating_mul(size) != self.partition_bytes as i64 {
+        if part <= 0 || part.saturating_mul(size) != self.stride as i64 {
             return whole;
         }
         let base = r.pattern.base as i64;
