@@ -181,23 +181,64 @@ pub fn matmul(
     );
 }
 
-/// Whether [`matmul`] on `isa` runs these operands on the `vdpbf16ps` kernel, which packs the
-/// moving operand by independent panels: then two threads that split the output's rows can
-/// share one packing ([`pack_moving`], then [`matmul_packed`]) instead of each packing all of
-/// it.
-pub fn packs_moving_by_panels(isa: Isa, stationary: &Operand, moving: &Operand) -> bool {
+/// The layout of a moving operand packed once for two threads that split a matmul's output
+/// rows, from [`shared_packing`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MovingPacking {
+    /// K-pairs for the `vdpbf16ps` kernel, rather than elements widened to f32.
+    dot: bool,
+}
+
+impl MovingPacking {
+    /// The words the packing of columns `[0, col)` of an operand of `k` rows takes.
+    fn offset(self, k: usize, col: usize) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.dot {
+                super::matmul_avx512::packed_moving_offset(k, col)
+            } else {
+                super::matmul_avx512::packed_moving_offset_f32(k, col)
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (self, k, col);
+            0
+        }
+    }
+}
+
+/// What packing part of a moving operand learned of its values (the smallest magnitude, which
+/// decides whether the f32 kernel must flush tiny results); [`MovingKey::and`] combines the
+/// parts'.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MovingKey(u32);
+
+impl MovingKey {
+    /// The key of two parts together.
+    pub fn and(self, other: MovingKey) -> MovingKey {
+        MovingKey(self.0.min(other.0))
+    }
+}
+
+/// How two threads that split a matmul's output rows share one packing of its moving operand
+/// (each [`pack_moving`]s half of its panels, then each runs [`matmul_packed`] on its rows),
+/// if [`matmul`] on `isa` packs it by independent panels: every AVX-512 kernel does; the AVX2
+/// and portable paths do not (`None`: each thread runs [`matmul`] on its rows).
+pub fn shared_packing(isa: Isa, stationary: &Operand, moving: &Operand) -> Option<MovingPacking> {
     #[cfg(target_arch = "x86_64")]
     {
-        isa == Isa::Avx512Bf16
-            && isa.is_supported()
+        let dot = isa == Isa::Avx512Bf16
             && super::bf16_dot_is_fast()
             && stationary.dtype == DType::Bf16
-            && moving.dtype == DType::Bf16
+            && moving.dtype == DType::Bf16;
+        (matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported())
+            .then_some(MovingPacking { dot })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (isa, stationary, moving);
-        false
+        None
     }
 }
 
@@ -215,23 +256,17 @@ pub fn moving_split(n: usize) -> usize {
 pub struct StationaryScratch<'a>(&'a mut AlignedBuf);
 
 impl MatmulScratch {
-    /// The stationary buffer, and the moving operand's packing words split at column `col`
-    /// (from [`moving_split`]) of an operand of `k` rows: the words of the columns before it and
-    /// from it, for two threads' [`pack_moving`].
+    /// The stationary buffer, and the moving operand's packing words in layout `packing` split
+    /// at column `col` (from [`moving_split`]) of an operand of `k` rows: the words of the
+    /// columns before it and from it, for two threads' [`pack_moving`].
     pub fn split_moving(
         &mut self,
+        packing: MovingPacking,
         k: usize,
         col: usize,
     ) -> (StationaryScratch<'_>, &mut [u32], &mut [u32]) {
-        #[cfg(target_arch = "x86_64")]
-        let at = super::matmul_avx512::packed_moving_offset(k, col);
-        #[cfg(not(target_arch = "x86_64"))]
-        let at = {
-            let _ = (k, col);
-            0
-        };
         let words = self.b.as_mut_slice();
-        let at = at.min(words.len());
+        let at = packing.offset(k, col).min(words.len());
         let (before, from) = words.split_at_mut(at);
         (StationaryScratch(&mut self.a), before, from)
     }
@@ -242,10 +277,17 @@ impl MatmulScratch {
     }
 }
 
-/// Packs the moving operand's columns `cols` (starting on a panel boundary) into `words`, the
-/// part of a [`MatmulScratch::split_moving`] buffer where those columns go. Panics unless
-/// [`packs_moving_by_panels`] holds for `isa` and bf16 operands.
-pub fn pack_moving(isa: Isa, words: &mut [u32], moving: &Operand, cols: Range<usize>) {
+/// Packs the moving operand's columns `cols` (starting on a panel boundary) in layout
+/// `packing` (from [`shared_packing`] for `isa`) into `words`, the part of a
+/// [`MatmulScratch::split_moving`] buffer where those columns go, and returns what the packing
+/// learned of them.
+pub fn pack_moving(
+    isa: Isa,
+    packing: MovingPacking,
+    words: &mut [u32],
+    moving: &Operand,
+    cols: Range<usize>,
+) -> MovingKey {
     assert!(
         cols.start <= cols.end && cols.end <= moving.cols && moving.rows <= MAX_K,
         "columns {cols:?} of a moving operand of {} columns",
@@ -253,30 +295,43 @@ pub fn pack_moving(isa: Isa, words: &mut [u32], moving: &Operand, cols: Range<us
     );
     validate_operand(moving);
     if cols.is_empty() {
-        return;
+        return MovingKey(u32::MAX);
     }
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(packs_moving_by_panels(isa, moving, moving));
-        // SAFETY: `packs_moving_by_panels` checked the CPU's features; `validate_operand`
-        // that every element of the operand lies in its slice; the kernel asserts that
-        // `words` holds the packing.
-        unsafe { super::matmul_avx512::pack_moving_bf16(words, moving, cols) };
+        assert!(shared_packing(isa, moving, moving).is_some());
+        // SAFETY: `shared_packing` checked the CPU's features (the `vdpbf16ps` layout only
+        // comes from a bf16 operand on `Isa::Avx512Bf16`); `validate_operand` that every
+        // element of the operand lies in its slice; the kernels assert that `words` holds the
+        // packing.
+        unsafe {
+            if packing.dot {
+                assert!(moving.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
+                super::matmul_avx512::pack_moving_bf16(words, moving, cols);
+                MovingKey(u32::MAX)
+            } else {
+                MovingKey(super::matmul_avx512::pack_moving_f32(words, moving, cols))
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (isa, words);
+        let _ = (isa, packing, words);
         unreachable!("no panel packing on this architecture")
     }
 }
 
 /// [`matmul`] over all of the moving operand's columns, with them already packed into
-/// `packed` (by [`pack_moving`], all columns): packs the stationary operand into `scratch` and
-/// computes. The same bits as [`matmul`]. Panics unless [`packs_moving_by_panels`] holds.
+/// `packed` in layout `packing` (by [`pack_moving`], all columns, whose keys combine into
+/// `key`): packs the stationary operand into `scratch` and computes. The same bits as
+/// [`matmul`]. Panics unless `packing` is [`shared_packing`]'s for these operands.
+#[allow(clippy::too_many_arguments)]
 pub fn matmul_packed(
     isa: Isa,
+    packing: MovingPacking,
     scratch: StationaryScratch<'_>,
     packed: &[u32],
+    key: MovingKey,
     stationary: &Operand,
     moving: &Operand,
     out: &mut Output,
@@ -289,24 +344,26 @@ pub fn matmul_packed(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(packs_moving_by_panels(isa, stationary, moving));
-        // SAFETY: `packs_moving_by_panels` checked the CPU's features, `validate` the operands
-        // and the output; the kernel asserts the buffers' sizes (whatever `packed` holds, every
-        // access stays inside it).
+        assert_eq!(shared_packing(isa, stationary, moving), Some(packing));
+        let a = scratch.0.as_mut_slice();
+        // SAFETY: `shared_packing` checked the CPU's features and chose the kernel, `validate`
+        // the operands and the output; the kernels assert the buffers' sizes (whatever
+        // `packed` holds, every access stays inside it).
         unsafe {
-            super::matmul_avx512::matmul_bf16_packed(
-                scratch.0.as_mut_slice(),
-                packed,
-                stationary,
-                out,
-                accumulate,
-                cols,
-            )
-        };
+            if packing.dot {
+                super::matmul_avx512::matmul_bf16_packed(
+                    a, packed, stationary, out, accumulate, cols,
+                );
+            } else {
+                super::matmul_avx512::matmul_f32_packed(
+                    a, packed, key.0, stationary, moving, out, accumulate, cols,
+                );
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (isa, scratch, packed, accumulate);
+        let _ = (isa, packing, scratch, packed, key, accumulate);
         unreachable!("no panel packing on this architecture")
     }
 }
@@ -844,62 +901,97 @@ mod tests {
 
     /// Every path equals the portable one bit for bit; sizes, column ranges, accumulation.
     /// Two halves of the output's rows computed from one packing of the moving operand, made
-    /// in two halves of its panels (as two host threads do), give [`matmul`]'s bits.
+    /// in two halves of its panels (as two host threads do), give [`matmul`]'s bits, on every
+    /// path that shares packings (both AVX-512 kernels) and for every dtype pair.
     #[test]
     fn shared_moving_packing_gives_the_same_bits() {
-        let isa = Isa::Avx512Bf16;
-        let bf16 = (DType::Bf16, DType::Bf16);
         let mut seed = 500;
-        for k in [1, 2, 7, 128] {
-            for m in [9, 16, 128] {
-                for n in [1, 47, 48, 100, 512] {
-                    for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
-                        seed += 1;
-                        let case = Case::new(seed, bf16, k, m, n, kind);
-                        let (st, mv) = case.operands();
-                        if !packs_moving_by_panels(isa, &st, &mv) {
-                            return; // no `vdpbf16ps` kernel on this CPU
-                        }
-                        for accumulate in [false, true] {
-                            let want = case.run(PORTABLE, accumulate, 0..n);
-                            let mut psum = case.psum.clone();
-                            let h = (m / 2).div_ceil(8) * 8;
-                            let (lo, hi) = psum.split_at_mut(PSUM_OFFSET + h * PSUM_STRIDE);
-                            let st_lo = Operand { cols: h, ..st };
-                            let st_hi = Operand {
-                                offset: st.offset + h * 2,
-                                cols: m - h,
-                                ..st
-                            };
-                            let mut scratch = MatmulScratch::new();
-                            let mut other = MatmulScratch::new();
-                            let half = moving_split(n);
-                            {
-                                let (_, before, from) = scratch.split_moving(k, half);
-                                pack_moving(isa, from, &mv, half..n);
-                                pack_moving(isa, before, &mv, 0..half);
+        for isa in Isa::supported() {
+            for dt in DTYPES {
+                for k in [1, 2, 7, 128] {
+                    for m in [9, 16, 128] {
+                        for n in [1, 47, 48, 100, 512] {
+                            for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
+                                seed += 1;
+                                let case = Case::new(seed, dt, k, m, n, kind);
+                                let (st, mv) = case.operands();
+                                let Some(packing) = shared_packing(isa, &st, &mv) else {
+                                    continue;
+                                };
+                                for accumulate in [false, true] {
+                                    let want = case.run(PORTABLE, accumulate, 0..n);
+                                    let got = shared_run(&case, isa, packing, accumulate);
+                                    let what = format!(
+                                        "{isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate}"
+                                    );
+                                    assert_same_bits(&got, &want, &what);
+                                }
                             }
-                            let (a, _, packed) = scratch.split_moving(k, 0);
-                            let mut out_lo = Output {
-                                data: lo,
-                                offset: PSUM_OFFSET,
-                                row_stride: PSUM_STRIDE,
-                            };
-                            matmul_packed(isa, a, packed, &st_lo, &mv, &mut out_lo, accumulate);
-                            let mut out_hi = Output {
-                                data: hi,
-                                offset: 0,
-                                row_stride: PSUM_STRIDE,
-                            };
-                            let a = other.stationary();
-                            matmul_packed(isa, a, packed, &st_hi, &mv, &mut out_hi, accumulate);
-                            let what = format!("K{k} M{m} N{n} {kind:?} acc {accumulate}");
-                            assert_same_bits(&psum, &want, &what);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// `case` computed as two threads share the packing of its moving operand: the packing's
+    /// second half first, then the output rows' halves.
+    fn shared_run(case: &Case, isa: Isa, packing: MovingPacking, accumulate: bool) -> Vec<f32> {
+        let (st, mv) = case.operands();
+        let (k, m, n) = (case.k, case.m, case.n);
+        let mut psum = case.psum.clone();
+        let h = (m / 2).div_ceil(8) * 8;
+        let (lo, hi) = psum.split_at_mut(PSUM_OFFSET + h * PSUM_STRIDE);
+        let size = st.dtype.size() as usize;
+        let st_lo = Operand { cols: h, ..st };
+        let st_hi = Operand {
+            offset: st.offset + h * size,
+            cols: m - h,
+            ..st
+        };
+        let mut scratch = MatmulScratch::new();
+        let mut other = MatmulScratch::new();
+        let half = moving_split(n);
+        let key = {
+            let (_, before, from) = scratch.split_moving(packing, k, half);
+            let k_hi = pack_moving(isa, packing, from, &mv, half..n);
+            pack_moving(isa, packing, before, &mv, 0..half).and(k_hi)
+        };
+        let (a, _, packed) = scratch.split_moving(packing, k, 0);
+        let mut out_lo = Output {
+            data: lo,
+            offset: PSUM_OFFSET,
+            row_stride: PSUM_STRIDE,
+        };
+        matmul_packed(
+            isa,
+            packing,
+            a,
+            packed,
+            key,
+            &st_lo,
+            &mv,
+            &mut out_lo,
+            accumulate,
+        );
+        let mut out_hi = Output {
+            data: hi,
+            offset: 0,
+            row_stride: PSUM_STRIDE,
+        };
+        let a = other.stationary();
+        matmul_packed(
+            isa,
+            packing,
+            a,
+            packed,
+            key,
+            &st_hi,
+            &mv,
+            &mut out_hi,
+            accumulate,
+        );
+        psum
     }
 
     #[test]

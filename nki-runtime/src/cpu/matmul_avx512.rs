@@ -371,7 +371,8 @@ unsafe fn kernel_bf16<const N: usize>(
 
 // ---- f32 FMA path ----
 
-/// Everything but bf16 × bf16: widen to f32 with DAZ, then `vfmadd231ps`.
+/// Everything but bf16 × bf16: widen to f32 with DAZ, then `vfmadd231ps`: packs the moving
+/// operand's columns `cols`, then [`matmul_f32_packed`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL (with FMA and F16C); the operands and the output must
@@ -385,21 +386,70 @@ pub(super) unsafe fn matmul_f32(
     accumulate: bool,
     cols: Range<usize>,
 ) {
+    let MatmulScratch { a, b } = scratch;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        let key_b = pack_moving_f32(b.as_mut_slice(), mv, cols.clone());
+        matmul_f32_packed(
+            a.as_mut_slice(),
+            b.as_slice(),
+            key_b,
+            st,
+            mv,
+            out,
+            accumulate,
+            cols,
+        );
+    }
+}
+
+/// Widens the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p`
+/// at word `p · block_stride(K, NC)`), as [`matmul_f32_packed`] reads them, and returns their
+/// exponent key (`super::matmul::exp_key` of the smallest nonzero magnitude, after DAZ).
+/// Panels are independent, as for [`pack_moving_bf16`]; the key of all columns is the minimum
+/// of the parts' keys.
+///
+/// # Safety
+/// As for [`matmul_f32`] (for the moving operand and `cols`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn pack_moving_f32(b: &mut [u32], mv: &Operand, cols: Range<usize>) -> u32 {
+    assert!(cols.len().div_ceil(NC) * block_stride(mv.rows, NC) <= b.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_f32_any::<NC>(mv, cols.start, cols.len(), b.as_mut_ptr()) }
+}
+
+/// The words the widened packing of columns `[0, col)` of `k` rows takes: where column `col`
+/// (a multiple of [`NC`], or the last column) starts.
+pub(super) const fn packed_moving_offset_f32(k: usize, col: usize) -> usize {
+    col.div_ceil(NC) * block_stride(k, NC)
+}
+
+/// The f32 FMA kernel, the moving operand's columns `cols` already widened into `b` by
+/// [`pack_moving_f32`] (which returned `key_b`): widens the stationary operand into `a`, then
+/// computes block by block.
+///
+/// # Safety
+/// As for [`matmul_f32`]; `b` holds the packing of the moving operand's columns `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn matmul_f32_packed(
+    a: &mut [u32],
+    b: &[u32],
+    key_b: u32,
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
     let (k, m, w) = (st.rows, st.cols, cols.len());
-    let a = scratch.a.as_mut_slice();
-    let b = scratch.b.as_mut_slice();
     let blocks = m.div_ceil(MR);
     assert!(
         blocks.div_ceil(2) * 2 * block_stride(k, MR) <= a.len()
             && w.div_ceil(NC) * block_stride(k, NC) <= b.len()
     );
-    // SAFETY: validated operands; the packed sizes fit the buffers (asserted above).
-    let (key_a, key_b) = unsafe {
-        (
-            pack_f32_any::<MR>(st, 0, m, a.as_mut_ptr()),
-            pack_f32_any::<NC>(mv, cols.start, w, b.as_mut_ptr()),
-        )
-    };
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    let key_a = unsafe { pack_f32_any::<MR>(st, 0, m, a.as_mut_ptr()) };
     let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
     let (a, b) = (a.as_ptr().cast::<f32>(), b.as_ptr().cast::<f32>());
     let base = out.data.as_mut_ptr();

@@ -8,8 +8,7 @@ use super::access::{
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    Operand, Output, matmul as mm_kernel, matmul_packed, moving_split, pack_moving,
-    packs_moving_by_panels,
+    Operand, Output, matmul as mm_kernel, matmul_packed, moving_split, pack_moving, shared_packing,
 };
 use crate::exec::{Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
@@ -168,23 +167,30 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
                 row_stride,
             };
             let m = &m;
-            if packs_moving_by_panels(isa, &s, m) {
+            if let Some(packing) = shared_packing(isa, &s, m) {
                 // The moving operand packed once: each thread packs half of its panels into
                 // this thread's buffer, then each computes its rows from all of them.
                 let half = moving_split(n);
-                {
-                    let (_, b_lo, b_hi) = mm.split_moving(m.rows, half);
+                let (k_lo, k_hi) = {
+                    let (_, b_lo, b_hi) = mm.split_moving(packing, m.rows, half);
                     worker.join(
-                        || pack_moving(isa, b_lo, m, 0..half),
-                        || pack_moving(isa, b_hi, m, half..n),
-                    );
-                }
-                let (a_lo, _, packed) = mm.split_moving(m.rows, 0);
+                        || pack_moving(isa, packing, b_lo, m, 0..half),
+                        || pack_moving(isa, packing, b_hi, m, half..n),
+                    )
+                };
+                let key = k_lo.and(k_hi);
+                let (a_lo, _, packed) = mm.split_moving(packing, m.rows, 0);
                 let packed: &[u32] = packed;
                 let a_hi = mm_worker.stationary();
                 worker.join(
-                    || matmul_packed(isa, a_lo, packed, &s_lo, m, &mut out_lo, accumulate),
-                    || matmul_packed(isa, a_hi, packed, &s_hi, m, &mut out_hi, accumulate),
+                    || {
+                        let out = &mut out_lo;
+                        matmul_packed(isa, packing, a_lo, packed, key, &s_lo, m, out, accumulate)
+                    },
+                    || {
+                        let out = &mut out_hi;
+                        matmul_packed(isa, packing, a_hi, packed, key, &s_hi, m, out, accumulate)
+                    },
                 );
                 return;
             }
