@@ -141,6 +141,24 @@ pub(crate) fn bf16_dot_is_fast() -> bool {
     })
 }
 
+/// Asks the host to bring the cache lines of `bytes` into its caches: a hint that changes no
+/// value (a no-op where there is no prefetch instruction).
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..bytes.len()).step_by(64) {
+        // SAFETY: `off` is within `bytes`; a prefetch reads nothing architecturally and never
+        // faults.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                bytes.as_ptr().add(off).cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// A reusable, 64-byte-aligned buffer of `u32` words (packing scratch; never reallocated).
 pub(crate) struct AlignedBuf {
     words: Vec<u32>,
