@@ -37,6 +37,24 @@ const F16: u8 = 2;
 /// f32 element type code.
 const F32: u8 = 4;
 
+/// K-pairs ahead of the one being packed whose two rows the packers prefetch: an operand's
+/// rows are a partition apart, separate short runs that the hardware prefetchers barely start
+/// on, and operands of large kernels are often out of cache. The matmul tutorial's shape ran
+/// about 5 % faster (median of six alternating runs, 724 against 763 ms); a packing of
+/// operands already in L2 costs 0.3 µs more (2.0 → 2.3 µs for a 128 × 512 moving operand).
+const PREFETCH_PAIRS: usize = 2;
+
+/// Prefetches row `k` (if it exists) of `op`'s columns `c0 .. c0 + width` (2-byte elements).
+#[inline]
+fn prefetch_row(op: &Operand, k: usize, c0: usize, width: usize) {
+    if k < op.rows {
+        let at = op.offset + k * op.row_stride + c0 * 2;
+        if let Some(row) = op.data.get(at..at + width * 2) {
+            super::prefetch(row);
+        }
+    }
+}
+
 /// Mask of the first `n` (≤ 16) lanes.
 #[inline]
 fn lanes(n: usize) -> u16 {
@@ -121,6 +139,9 @@ unsafe fn pack_panels(op: &Operand, c0: usize, width: usize, dst: *mut u32) {
     let src = op.data.as_ptr();
     for j in 0..pairs {
         let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+        let ahead = 2 * (j + PREFETCH_PAIRS);
+        prefetch_row(op, ahead, c0, width);
+        prefetch_row(op, ahead + 1, c0, width);
         for i in (0..width).step_by(16) {
             let mask = lanes(width - i);
             // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
@@ -213,6 +234,9 @@ unsafe fn pack_stationary(op: &Operand, dst: *mut u32) {
     let src = op.data.as_ptr();
     for j in 0..pairs {
         let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+        let ahead = 2 * (j + PREFETCH_PAIRS);
+        prefetch_row(op, ahead, 0, m);
+        prefetch_row(op, ahead + 1, 0, m);
         for i in (0..m).step_by(16) {
             let mask = lanes(m - i);
             // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
