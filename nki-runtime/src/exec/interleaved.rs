@@ -190,3 +190,68 @@ pub(crate) fn give_back(
         }
     }
 }
+
+#[cfg(test)]
+// Small fixed sizes: plain arithmetic is the independent reference here.
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap
+)]
+mod tests {
+    use super::*;
+
+    /// Copies box `bx` of a `dims` tensor of 2-byte elements between buffers holding elements
+    /// `origin..` and compares with a plain loop over every index.
+    fn check(dims: &[usize], origin: usize, bx: &[(i128, i128)]) {
+        let shape = Shape::new(dims).unwrap();
+        let len = shape.len() - origin;
+        let from: Vec<u8> = (0..2 * len).map(|i| (i % 251) as u8 + 1).collect();
+        let mut to = vec![0u8; 2 * len];
+        copy_box(&from, &mut to, &shape, origin, 2, bx);
+        let strides = shape.strides();
+        for e in origin..shape.len() {
+            let inside = (0..dims.len()).all(|a| {
+                let i = (e / strides[a] % dims[a]) as i128;
+                bx[a].0 <= i && i <= bx[a].1
+            });
+            let at = 2 * (e - origin);
+            let want = if inside {
+                &from[at..at + 2]
+            } else {
+                &[0, 0][..]
+            };
+            assert_eq!(&to[at..at + 2], want, "{dims:?} {bx:?} element {e}");
+        }
+    }
+
+    #[test]
+    fn copies_exactly_the_box() {
+        check(&[4, 6], 0, &[(0, 3), (3, 5)]);
+        check(&[5, 3, 7], 0, &[(1, 3), (0, 2), (2, 4)]);
+        check(&[9], 0, &[(2, 6)]);
+        // Clipped to the tensor, and to the part of it the buffers hold.
+        check(&[4, 6], 0, &[(-3, 1), (4, 40)]);
+        check(&[6, 8], 8, &[(0, 5), (0, 3)]);
+        // An empty box copies nothing.
+        check(&[4, 6], 0, &[(2, 1), (0, 5)]);
+    }
+
+    #[test]
+    fn boxes_disjoint_along_any_axis() {
+        let a = [(0, 3), (0, 511), (0, 0), (0, 0), (0, 0), (0, 0)];
+        let mut b = a;
+        b[1] = (512, 1023);
+        assert!(disjoint(
+            &a[..].try_into().unwrap(),
+            &b[..].try_into().unwrap(),
+            2
+        ));
+        b[1] = (511, 1023);
+        assert!(!disjoint(
+            &a[..].try_into().unwrap(),
+            &b[..].try_into().unwrap(),
+            2
+        ));
+    }
+}
