@@ -40,6 +40,35 @@ fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
     }
 }
 
+/// A grid of one row of instances, each adding a 512-column block: the halves of the grid
+/// write every row of the output, in disjoint column ranges (`exec::interleaved`). The output
+/// starts filled with 9s, which every element overwrites.
+#[test]
+fn instances_over_column_blocks_compute_the_serial_bits() {
+    let (x, y) = (128, 4096);
+    let a = common::random_f16(nki::ndarray::Ix2(x, y), 11, -2.0, 2.0);
+    let b = common::random_f16(nki::ndarray::Ix2(x, y), 12, -2.0, 2.0);
+    let want = reference(&a, &b);
+    let (ad, bd) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    for mut core in cores() {
+        let threads = core.host_threads();
+        let mut out =
+            DeviceTensor::from_array(&Array2::from_elem((x, y), f16::from_f32(9.0))).unwrap();
+        tensor_add_f16::grid([1, y / 512])
+            .launch_into(&mut core, &ad, &bd, &mut out)
+            .unwrap();
+        let got = out.into_array::<nki::ndarray::Ix2>().unwrap();
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        assert!(same, "on {threads} host threads");
+    }
+}
+
 #[test]
 fn device_launches_over_a_grid_write_into_caller_outputs() {
     let (x, y) = (512, 1024);

@@ -1,12 +1,13 @@
 //! Outputs whose two halves of a split run interleave: disjoint boxes of indices that no one
 //! offset separates.
 //!
-//! The halves of a split (`exec::loops`) normally get one byte range of each output each
-//! (`exec::spmd::split_outputs`). A loop over column blocks of a row-major result, such as the
-//! outer loop of NKI's fully optimised matmul, writes every row in both halves: the halves'
-//! boxes of indices are disjoint along the column axis, but their offsets interleave. Such an
-//! output stays whole for the first half; the second half works on a copy of its box in a
-//! buffer of the core's, which is copied back into the output after both halves finish.
+//! The halves of a split (a loop's iterations, `exec::loops`, or a grid's instances,
+//! `exec::spmd`) normally get one byte range of each output each (`exec::spmd::split_outputs`).
+//! A loop over column blocks of a row-major result, such as the outer loop of NKI's fully
+//! optimised matmul, or a grid with one row of instances, writes every row in both halves: the
+//! halves' boxes of indices are disjoint along the column axis, but their offsets interleave.
+//! Such an output stays whole for the first half; the second half works on a copy of its box
+//! in a buffer of the core's, which is copied back into the output after both halves finish.
 //! Since neither half touches (reads or writes) any element of the other's box, every element
 //! ends as in the serial run, bit for bit. The buffer is created on the first such launch and
 //! kept (it grows to the largest output that needed it).
@@ -22,9 +23,58 @@
 
 use nki_lang::{MAX_TENSOR_RANK, MAX_TENSORS};
 
-use super::spmd::IndexBox;
+use super::spmd::{Hull, IndexBox, split_outputs, split_points};
 use crate::launch::HbmOut;
 use crate::shape::Shape;
+
+/// How the outputs of a launch are shared between the two halves of a split.
+// One value per split launch, on the stack: boxing the larger variant would allocate.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Shares {
+    /// Each output split at an element offset (`exec::spmd::split_points`).
+    At([(usize, bool); MAX_TENSORS]),
+    /// Each output whole for the first half; the second works on copies of these boxes.
+    Boxes([IndexBox; MAX_TENSORS]),
+}
+
+impl Shares {
+    /// How the halves whose accesses to each output have hulls `a` and `b` (and boxes
+    /// `boxes()`, computed only if the hulls overlap) share the outputs; `None` if they may
+    /// touch the same element.
+    pub(crate) fn plan(
+        a: &[Hull; MAX_TENSORS],
+        b: &[Hull; MAX_TENSORS],
+        boxes: impl FnOnce() -> ([IndexBox; MAX_TENSORS], [IndexBox; MAX_TENSORS]),
+        outputs: &[HbmOut<'_>],
+    ) -> Option<Shares> {
+        if let Some(at) = split_points(a, b, outputs.len()) {
+            return Some(Shares::At(at));
+        }
+        let (ba, bb) = boxes();
+        second_half_boxes(&ba, &bb, outputs).map(Shares::Boxes)
+    }
+
+    /// Lends the outputs to the two halves (`scratch` holds the second half's copies, if any).
+    pub(crate) fn lend<'s>(
+        &self,
+        outputs: &'s mut [HbmOut<'_>],
+        scratch: &'s mut Vec<u8>,
+        outs_a: &mut [HbmOut<'s>; MAX_TENSORS],
+        outs_b: &mut [HbmOut<'s>; MAX_TENSORS],
+    ) {
+        match self {
+            Shares::At(at) => split_outputs(outputs, at, outs_a, outs_b),
+            Shares::Boxes(boxes) => lend(outputs, boxes, scratch, outs_a, outs_b),
+        }
+    }
+
+    /// After both halves ran: copies the second half's boxes back into the outputs.
+    pub(crate) fn give_back(&self, outputs: &mut [HbmOut<'_>], scratch: &[u8]) {
+        if let Shares::Boxes(boxes) = self {
+            give_back(outputs, boxes, scratch);
+        }
+    }
+}
 
 /// Whether two boxes (of a tensor of rank `rank`) share no index: some axis separates them.
 fn disjoint(
@@ -41,7 +91,7 @@ fn disjoint(
 /// The boxes the second half touches, one per output (`None` where it touches nothing), if for
 /// every output the halves' boxes (`a`, `b`, from `exec::spmd::output_boxes`) are disjoint or
 /// one of them is empty; `None` if some output's halves may touch the same element.
-pub(crate) fn second_half_boxes(
+fn second_half_boxes(
     a: &[IndexBox; MAX_TENSORS],
     b: &[IndexBox; MAX_TENSORS],
     outputs: &[HbmOut<'_>],
@@ -122,7 +172,7 @@ fn copy_box(
 
 /// Lends the outputs to the two halves: each whole output to the first half, and to the second
 /// a copy of its box in `scratch` (grown as needed), or an empty part where it touches nothing.
-pub(crate) fn lend<'s>(
+fn lend<'s>(
     outputs: &'s mut [HbmOut<'_>],
     boxes: &[IndexBox; MAX_TENSORS],
     scratch: &'s mut Vec<u8>,

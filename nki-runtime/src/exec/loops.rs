@@ -42,8 +42,8 @@
 
 use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
 
-use super::interleaved::{give_back, lend, second_half_boxes};
-use super::spmd::{Hull, IndexBox, output_boxes, output_hulls, split_outputs, split_points};
+use super::interleaved::Shares;
+use super::spmd::{Hull, IndexBox, output_boxes, output_hulls};
 use super::{ExecError, Frame, Second, Untimed, interpret};
 use crate::engines::Engines;
 use crate::launch::{Bound, HbmOut};
@@ -160,17 +160,6 @@ fn half_boxes(
     output_boxes(b, begin.saturating_add(1)..end, half_ranges(f, half), 1)
 }
 
-/// How the outputs are shared between the two halves.
-// One value per split launch, on the stack: boxing the larger variant would allocate.
-#[allow(clippy::large_enum_variant)]
-enum Outputs {
-    /// Split at an element offset each (`exec::spmd::split_points`).
-    At([(usize, bool); MAX_TENSORS]),
-    /// Whole for the first half; the second works on copies of these boxes
-    /// (`exec::interleaved`).
-    Boxes([IndexBox; MAX_TENSORS]),
-}
-
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
 fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
     let tile = &p.tiles()[t];
@@ -209,7 +198,7 @@ fn plan(
     f: &Frame,
     (begin, end): (usize, usize),
     trip: u64,
-) -> Option<(TileSet, Outputs, u64)> {
+) -> Option<(TileSet, Shares, u64)> {
     let p = b.program;
     let affine = matches!(
         p.instrs().get(begin)?.data,
@@ -225,15 +214,18 @@ fn plan(
     let h = trip.div_ceil(2);
     let ha = half_hulls(b, f, (begin, end), (0, h));
     let hb = half_hulls(b, f, (begin, end), (h, trip));
-    let outputs = match split_points(&ha, &hb, b.outputs.len()) {
-        Some(at) => Outputs::At(at),
-        None => {
-            let ba = half_boxes(b, f, (begin, end), (0, h));
-            let bb = half_boxes(b, f, (begin, end), (h, trip));
-            Outputs::Boxes(second_half_boxes(&ba, &bb, b.outputs)?)
-        }
-    };
-    Some((shared, outputs, h))
+    let shares = Shares::plan(
+        &ha,
+        &hb,
+        || {
+            (
+                half_boxes(b, f, (begin, end), (0, h)),
+                half_boxes(b, f, (begin, end), (h, trip)),
+            )
+        },
+        b.outputs,
+    )?;
+    Some((shared, shares, h))
 }
 
 /// The instructions (`LoopBegin` indices) of the outermost `affine_range` loops whose
@@ -286,10 +278,7 @@ pub(crate) fn run_parallel(
     }
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
-    match &split {
-        Outputs::At(at) => split_outputs(b.outputs, at, &mut outs_a, &mut outs_b),
-        Outputs::Boxes(boxes) => lend(b.outputs, boxes, second.outputs, &mut outs_a, &mut outs_b),
-    }
+    split.lend(b.outputs, second.outputs, &mut outs_a, &mut outs_b);
     let mut bound_a = Bound {
         outputs: &mut outs_a[..outputs],
         ..*b
@@ -316,8 +305,6 @@ pub(crate) fn run_parallel(
         || interpret(engines_b, &mut bound_b, &mut Untimed, &mut fb, body, None),
     );
     e.worker = worker;
-    if let Outputs::Boxes(boxes) = &split {
-        give_back(b.outputs, boxes, second.outputs);
-    }
+    split.give_back(b.outputs, second.outputs);
     ra.and(rb).map(|()| true)
 }

@@ -10,6 +10,10 @@
 //! elements runs its instances serially instead. Either way each instance computes what it
 //! computes alone, and the two halves touch disjoint memory, so the results are those of the
 //! serial run, bit for bit.
+//!
+//! When no offset separates the halves but their boxes of indices are disjoint (instances that
+//! each write a column block of every row), the second half works on a copy of its box instead
+//! (`exec::interleaved`).
 
 // Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
 // grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
@@ -25,6 +29,7 @@ use nki_lang::{
     OperandRef, Program, Target,
 };
 
+use super::interleaved::Shares;
 use super::{ExecError, Second, Untimed, run, run_instances};
 use crate::engines::Engines;
 use crate::grid::LaunchGrid;
@@ -281,19 +286,17 @@ pub(crate) fn execute(
     let outputs = b.outputs.len();
     let all = 0..b.program.instrs().len();
     // n ≥ MIN_PARALLEL_INSTANCES ≥ 2, so 1 ≤ h < n.
-    let ha = output_hulls(
-        b,
-        all.clone(),
-        pid_ranges(&pid_box(&b.grid, 0, h.saturating_sub(1))),
-        0,
-    );
-    let hb = output_hulls(
-        b,
-        all,
-        pid_ranges(&pid_box(&b.grid, h, n.saturating_sub(1))),
-        0,
-    );
-    let Some(at) = split_points(&ha, &hb, outputs) else {
+    let a_ranges = pid_ranges(&pid_box(&b.grid, 0, h.saturating_sub(1)));
+    let b_ranges = pid_ranges(&pid_box(&b.grid, h, n.saturating_sub(1)));
+    let ha = output_hulls(b, all.clone(), a_ranges, 0);
+    let hb = output_hulls(b, all.clone(), b_ranges, 0);
+    let boxes = || {
+        (
+            output_boxes(b, all.clone(), a_ranges, 0),
+            output_boxes(b, all.clone(), b_ranges, 0),
+        )
+    };
+    let Some(shares) = Shares::plan(&ha, &hb, boxes, b.outputs) else {
         return run(
             e,
             b,
@@ -307,7 +310,7 @@ pub(crate) fn execute(
     };
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
-    split_outputs(b.outputs, &at, &mut outs_a, &mut outs_b);
+    shares.lend(b.outputs, second_outputs, &mut outs_a, &mut outs_b);
     let engines_b = second.get_or_insert_with(|| Box::new(Engines::single_threaded(target, e.isa)));
     engines_b.isa = e.isa;
     let mut worker = e.worker.take();
@@ -327,5 +330,6 @@ pub(crate) fn execute(
         || run_instances(engines_b, &mut bound_b, &mut Untimed, h..n, None),
     );
     e.worker = worker;
+    shares.give_back(b.outputs, second_outputs);
     ra.and(rb)
 }
