@@ -119,6 +119,39 @@ pub(super) const fn packed_moving_offset(k: usize, col: usize) -> usize {
     col.div_ceil(NC) * panel_words(k.div_ceil(2))
 }
 
+/// Columns `c .. c + 16` (lanes in `mask`) of K-pair `j` of a 2-byte operand as dwords: row
+/// `2j` in the high half, row `2j + 1` (or `pad` past the last row) in the low half, so that
+/// `vdpbf16ps` adds in ascending `k`; lanes outside `mask` are zero.
+///
+/// # Safety
+/// Validated operand of 2-byte elements whose rows `2j` and `2j + 1` (when it exists) hold the
+/// columns of `mask` from `c`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pair_dwords(op: &Operand, j: usize, c: usize, mask: u16, pad: i16) -> __m512i {
+    let (k_hi, k_lo) = (2 * j, 2 * j + 1);
+    let at = |k: usize| {
+        op.data
+            .as_ptr()
+            .wrapping_add(op.offset + k * op.row_stride + c * 2)
+    };
+    // SAFETY: the rows are in bounds by the caller's contract; masked lanes are neither read
+    // nor faulted.
+    let (hi, lo) = unsafe {
+        let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
+        let lo = if k_lo < op.rows {
+            _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
+        } else {
+            _mm256_maskz_mov_epi16(mask, _mm256_set1_epi16(pad))
+        };
+        (hi, lo)
+    };
+    _mm512_or_si512(
+        _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
+        _mm512_cvtepu16_epi32(lo),
+    )
+}
+
 /// Packs the moving operand's `op[k][c0 .. c0 + width]` into K-pair dwords (`k` high, `k + 1`
 /// low; a missing last `k + 1` is bf16 `-0.0`), panel after panel of [`NC`] columns: element
 /// `(j, i)` goes to `dst[i / NC * panel_words(pairs) + j * NC + i % NC]`. Columns past `width`
@@ -136,30 +169,13 @@ pub(super) const fn packed_moving_offset(k: usize, col: usize) -> usize {
 unsafe fn pack_panels(op: &Operand, c0: usize, width: usize, dst: *mut u32) {
     let pairs = op.rows.div_ceil(2);
     let stride = panel_words(pairs);
-    let src = op.data.as_ptr();
     for j in 0..pairs {
-        let (k_hi, k_lo) = (2 * j, 2 * j + 1);
         let ahead = 2 * (j + PREFETCH_PAIRS);
         prefetch_row(op, ahead, c0, width);
         prefetch_row(op, ahead + 1, c0, width);
         for i in (0..width).step_by(16) {
-            let mask = lanes(width - i);
-            // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
-            // neither read nor faulted.
-            let (hi, lo) = unsafe {
-                let at = |k: usize| src.add(op.offset + k * op.row_stride + (c0 + i) * 2);
-                let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
-                let lo = if k_lo < op.rows {
-                    _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
-                } else {
-                    _mm256_maskz_mov_epi16(mask, _mm256_set1_epi16(i16::MIN))
-                };
-                (hi, lo)
-            };
-            let v = _mm512_or_si512(
-                _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
-                _mm512_cvtepu16_epi32(lo),
-            );
+            // SAFETY: columns `c0 + i ..` of pair `j` are in bounds up to `width`.
+            let v = unsafe { pair_dwords(op, j, c0 + i, lanes(width - i), i16::MIN) };
             // SAFETY: the caller sized `dst` for these panels; rows of a panel are 64-byte
             // aligned (`NC` and the padding are multiples of 16 words).
             unsafe { _mm512_store_si512(dst.add(i / NC * stride + j * NC + i % NC).cast(), v) };
@@ -231,30 +247,13 @@ const fn block_words(pairs: usize) -> usize {
 unsafe fn pack_stationary(op: &Operand, dst: *mut u32) {
     let (pairs, m) = (op.rows.div_ceil(2), op.cols);
     let stride = block_words(pairs);
-    let src = op.data.as_ptr();
     for j in 0..pairs {
-        let (k_hi, k_lo) = (2 * j, 2 * j + 1);
         let ahead = 2 * (j + PREFETCH_PAIRS);
         prefetch_row(op, ahead, 0, m);
         prefetch_row(op, ahead + 1, 0, m);
         for i in (0..m).step_by(16) {
-            let mask = lanes(m - i);
-            // SAFETY: row `k_hi` (and `k_lo` when it exists) is in bounds; masked lanes are
-            // neither read nor faulted.
-            let (hi, lo) = unsafe {
-                let at = |k: usize| src.add(op.offset + k * op.row_stride + i * 2);
-                let hi = _mm256_maskz_loadu_epi16(mask, at(k_hi).cast());
-                let lo = if k_lo < op.rows {
-                    _mm256_maskz_loadu_epi16(mask, at(k_lo).cast())
-                } else {
-                    _mm256_setzero_si256()
-                };
-                (hi, lo)
-            };
-            let v = _mm512_or_si512(
-                _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)),
-                _mm512_cvtepu16_epi32(lo),
-            );
+            // SAFETY: columns `i ..` of pair `j` are in bounds up to `m`.
+            let v = unsafe { pair_dwords(op, j, i, lanes(m - i), 0) };
             // SAFETY: the caller sized `dst` for blocks `i / MR` and `i / MR + 1`, which are
             // 32-byte aligned in a 64-byte aligned buffer (`MR` and the padding are multiples
             // of 8 words).
