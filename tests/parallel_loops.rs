@@ -29,6 +29,22 @@ fn scaled_exp(x: Hbm<f32, N, 512>, w: Hbm<f32, 128, 512>) -> Hbm<f32, N, 512> {
     out
 }
 
+/// [`scaled_exp`]'s row loop inside a loop that runs once (as a loop over `(C + 127) / 128`
+/// channel tiles does for 128 channels): the row loop is the outermost one that splits.
+#[kernel]
+fn scaled_exp_in_a_single_pass(x: Hbm<f32, N, 512>, w: Hbm<f32, 128, 512>) -> Hbm<f32, N, 512> {
+    let out = ndarray([N, 512], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    for pass in affine_range(1) {
+        let wt = load(w[[pass * 128 + ip, jf]]);
+        for i in affine_range(N / 128) {
+            let t = load(x[[i * 128 + ip, jf]]);
+            store(out[[i * 128 + ip, jf]], exp(t * wt));
+        }
+    }
+    out
+}
+
 /// The sum of `x`'s row tiles, accumulated in an SBUF tile declared outside the loop: the loop
 /// writes a tile that is read after it, so it stays serial.
 #[kernel]
@@ -56,11 +72,30 @@ fn interleave_rows(x: Hbm<f32, 4096, 512>) -> Hbm<f32, 4096, 512> {
     out
 }
 
-/// `exp` of the first half of each 512-column block of `x`, into the same columns of the
-/// output: both halves of the loop write every row, in disjoint column ranges, and the second
-/// half's range holds columns the kernel never writes.
+/// `lhs_tᵀ · rhs` for the first 256 columns of each 512-column block of `rhs`, into the same
+/// columns of the output: both halves of the loop write every row, in disjoint column ranges,
+/// and the second half's range holds columns the kernel never writes.
 #[kernel]
-fn half_column_blocks(x: Hbm<f32, 128, 4096>) -> Hbm<f32, 128, 4096> {
+fn half_column_block_products(
+    lhs_t: Hbm<bf16, 128, 128>,
+    rhs: Hbm<bf16, 128, 4096>,
+) -> Hbm<f32, 128, 4096> {
+    let out = ndarray([128, 4096], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..256];
+    let (lp, lf) = mgrid![0..128, 0..128];
+    for j in affine_range(8) {
+        let l = load(lhs_t[[lp, lf]]);
+        let r = load(rhs[[ip, j * 512 + jf]]);
+        let acc = nc_matmul(l, r);
+        store(out[[ip, j * 512 + jf]], copy(acc, f32));
+    }
+    out
+}
+
+/// The same loop with `exp` instead of a matmul: too little work per byte of the output for
+/// the second half's copy of its columns to pay, so it stays serial.
+#[kernel]
+fn half_column_block_exp(x: Hbm<f32, 128, 4096>) -> Hbm<f32, 128, 4096> {
     let out = ndarray([128, 4096], f32, SharedHbm);
     let (ip, jf) = mgrid![0..128, 0..256];
     for j in affine_range(8) {
@@ -92,20 +127,11 @@ fn run_three_ways(
     inputs: &[&DeviceTensor<f32>],
     out_shape: [usize; 2],
 ) -> (Array2<f32>, Vec<usize>) {
-    run_three_ways_into(kernel, inputs, &Array2::zeros(out_shape))
-}
-
-/// [`run_three_ways`] into outputs that hold `init` before each launch.
-fn run_three_ways_into(
-    kernel: &nki::runtime::Kernel<'_>,
-    inputs: &[&DeviceTensor<f32>],
-    init: &Array2<f32>,
-) -> (Array2<f32>, Vec<usize>) {
     let args: Vec<_> = inputs.iter().map(|t| t.arg()).collect();
     let mut results = Vec::new();
     let mut parallel = Vec::new();
     for mut core in cores() {
-        let mut out = DeviceTensor::from_array(init).unwrap();
+        let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
         let mut outs = [out.arg_mut()];
         let bound = kernel.bind(&args, &mut outs).unwrap();
         if core.host_threads() == 2 {
@@ -114,7 +140,7 @@ fn run_three_ways_into(
         core.execute(bound).unwrap();
         results.push(out.into_array::<Ix2>().unwrap());
     }
-    let mut out = DeviceTensor::from_array(init).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&out_shape).unwrap();
     let mut core = NeuronCore::default();
     let mut outs = [out.arg_mut()];
     let bound = kernel.bind(&args, &mut outs).unwrap();
@@ -149,6 +175,32 @@ fn independent_iterations_run_in_halves_with_the_serial_bits() {
                 "N = {n} ({r}, {c}): {g} vs {want}"
             );
         }
+    }
+}
+
+#[test]
+fn a_loop_inside_a_loop_that_runs_once_runs_in_halves() {
+    let n = 2048;
+    let x = common::random_f32(Ix2(n, 512), 31, -2.0, 2.0);
+    let w = common::random_f32(Ix2(128, 512), 32, -1.0, 1.0);
+    let (xd, wd) = (
+        DeviceTensor::from_array(&x).unwrap(),
+        DeviceTensor::from_array(&w).unwrap(),
+    );
+    let (got, parallel) =
+        run_three_ways(&scaled_exp_in_a_single_pass::KERNEL, &[&xd, &wd], [n, 512]);
+    assert_eq!(
+        parallel.len(),
+        1,
+        "the row loop runs in halves: {parallel:?}"
+    );
+    for ((r, c), &g) in got.indexed_iter() {
+        let want = f64::from(x[[r, c]] * w[[r % 128, c]]).exp();
+        let err = (f64::from(g) - want).abs() / want;
+        assert!(
+            err < 4.0 * f64::from(f32::EPSILON),
+            "({r}, {c}): {g} vs {want}"
+        );
     }
 }
 
@@ -210,22 +262,59 @@ fn fused_attention_runs_its_query_tiles_in_halves_with_the_serial_bits() {
 
 #[test]
 fn a_loop_over_column_blocks_runs_in_halves_and_keeps_unwritten_columns() {
-    let x = common::random_f32(Ix2(128, 4096), 21, -2.0, 2.0);
-    let xd = DeviceTensor::from_array(&x).unwrap();
-    let init = Array2::from_elem((128, 4096), 7.5f32);
-    let (got, parallel) = run_three_ways_into(&half_column_blocks::KERNEL, &[&xd], &init);
-    assert_eq!(parallel.len(), 1, "the column-block loop runs in halves");
-    for ((r, c), &g) in got.indexed_iter() {
+    let lhs_t = fully_optimized::common::random_bf16(128, 128, 21);
+    let rhs = fully_optimized::common::random_bf16(128, 4096, 22);
+    let (a, b) = (
+        DeviceTensor::from_array(&lhs_t).unwrap(),
+        DeviceTensor::from_array(&rhs).unwrap(),
+    );
+    let mut results = Vec::new();
+    for mut core in cores() {
+        let mut out = DeviceTensor::from_array(&Array2::from_elem((128, 4096), 7.5f32)).unwrap();
+        let args = [a.arg(), b.arg()];
+        let mut outs = [out.arg_mut()];
+        let bound = half_column_block_products::KERNEL
+            .bind(&args, &mut outs)
+            .unwrap();
+        if core.host_threads() == 2 {
+            assert_eq!(bound.host_parallel_loops().len(), 1, "the loop splits");
+        }
+        core.execute(bound).unwrap();
+        results.push(out.into_array::<Ix2>().unwrap());
+    }
+    assert!(same_bits(&results[0], &results[1]), "two threads vs one");
+    for ((m, c), &g) in results[0].indexed_iter() {
         if c % 512 < 256 {
-            let want = f64::from(x[[r, c]]).exp();
-            let err = (f64::from(g) - want).abs() / want;
+            let (mut want, mut size) = (0.0f64, 0.0f64);
+            for k in 0..128 {
+                let p = f64::from(lhs_t[[k, m]].to_f32()) * f64::from(rhs[[k, c]].to_f32());
+                want += p;
+                size += p.abs();
+            }
+            let bound = 128.0 * f64::from(f32::EPSILON) * size;
             assert!(
-                err < 4.0 * f64::from(f32::EPSILON),
-                "({r}, {c}): {g} vs {want}"
+                (f64::from(g) - want).abs() <= bound,
+                "({m}, {c}): {g} vs {want}"
             );
         } else {
-            assert_eq!(g, 7.5, "({r}, {c}) is never written");
+            assert_eq!(g, 7.5, "({m}, {c}) is never written");
         }
+    }
+}
+
+#[test]
+fn a_loop_over_column_blocks_with_little_work_stays_serial() {
+    let x = common::random_f32(Ix2(128, 4096), 23, -2.0, 2.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let (got, parallel) = run_three_ways(&half_column_block_exp::KERNEL, &[&xd], [128, 4096]);
+    assert!(parallel.is_empty(), "{parallel:?}");
+    for ((r, c), &g) in got.indexed_iter().filter(|((_, c), _)| c % 512 < 256) {
+        let want = f64::from(x[[r, c]]).exp();
+        let err = (f64::from(g) - want).abs() / want;
+        assert!(
+            err < 4.0 * f64::from(f32::EPSILON),
+            "({r}, {c}): {g} vs {want}"
+        );
     }
 }
 

@@ -40,32 +40,51 @@ fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
     }
 }
 
-/// A grid of one row of instances, each adding a 512-column block: the halves of the grid
-/// write every row of the output, in disjoint column ranges (`exec::interleaved`). The output
-/// starts filled with 9s, which every element overwrites.
+/// Instance `j` multiplies `lhs_t` by column block `j` of `rhs` into the same columns of the
+/// output: the two halves of a one-dimensional grid write every row, in disjoint column ranges,
+/// so the second half works on a copy of its columns (`exec::interleaved`).
+#[kernel]
+fn column_block_products(lhs_t: Hbm<bf16, 128, 128>, rhs: Hbm<bf16, 128, N>) -> Hbm<f32, 128, N> {
+    let out = ndarray([128, N], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let (lp, lf) = mgrid![0..128, 0..128];
+    let l = load(lhs_t[[lp, lf]]);
+    let r = load(rhs[[ip, program_id(0) * 512 + jf]]);
+    let acc = nc_matmul(l, r);
+    store(out[[ip, program_id(0) * 512 + jf]], copy(acc, f32));
+    out
+}
+
 #[test]
 fn instances_over_column_blocks_compute_the_serial_bits() {
-    let (x, y) = (128, 4096);
-    let a = common::random_f16(nki::ndarray::Ix2(x, y), 11, -2.0, 2.0);
-    let b = common::random_f16(nki::ndarray::Ix2(x, y), 12, -2.0, 2.0);
-    let want = reference(&a, &b);
-    let (ad, bd) = (
-        DeviceTensor::from_array(&a).unwrap(),
-        DeviceTensor::from_array(&b).unwrap(),
+    let n = 4096;
+    let lhs_t = common::uniform(nki::ndarray::Ix2(128, 128), 11, -1.0, 1.0).mapv(bf16::from_f64);
+    let rhs = common::uniform(nki::ndarray::Ix2(128, n), 12, -1.0, 1.0).mapv(bf16::from_f64);
+    let (a, b) = (
+        DeviceTensor::from_array(&lhs_t).unwrap(),
+        DeviceTensor::from_array(&rhs).unwrap(),
     );
+    let mut results = Vec::new();
     for mut core in cores() {
-        let threads = core.host_threads();
-        let mut out =
-            DeviceTensor::from_array(&Array2::from_elem((x, y), f16::from_f32(9.0))).unwrap();
-        tensor_add_f16::grid([1, y / 512])
-            .launch_into(&mut core, &ad, &bd, &mut out)
+        let out = column_block_products::grid([n / 512])
+            .launch(&mut core, &a, &b)
             .unwrap();
-        let got = out.into_array::<nki::ndarray::Ix2>().unwrap();
-        let same = got
-            .iter()
-            .zip(&want)
-            .all(|(g, w)| g.to_bits() == w.to_bits());
-        assert!(same, "on {threads} host threads");
+        results.push(out.into_array::<nki::ndarray::Ix2>().unwrap());
+    }
+    let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&results[0]), bits(&results[1]), "two threads vs one");
+    for ((m, c), &g) in results[0].indexed_iter() {
+        let (mut want, mut size) = (0.0f64, 0.0f64);
+        for k in 0..128 {
+            let p = f64::from(lhs_t[[k, m]].to_f32()) * f64::from(rhs[[k, c]].to_f32());
+            want += p;
+            size += p.abs();
+        }
+        let bound = 128.0 * f64::from(f32::EPSILON) * size;
+        assert!(
+            (f64::from(g) - want).abs() <= bound,
+            "({m}, {c}): {g} vs {want}"
+        );
     }
 }
 

@@ -40,18 +40,28 @@ pub(crate) enum Shares {
 impl Shares {
     /// How the halves whose accesses to each output have hulls `a` and `b` (and boxes
     /// `boxes()`, computed only if the hulls overlap) share the outputs; `None` if they may
-    /// touch the same element.
+    /// touch the same element, or if copying the second half's boxes in and out would cost
+    /// too much next to the split's `work` (see [`super::work`] and [`BYTES_PER_WORK_INV`]).
     pub(crate) fn plan(
         a: &[Hull; MAX_TENSORS],
         b: &[Hull; MAX_TENSORS],
         boxes: impl FnOnce() -> ([IndexBox; MAX_TENSORS], [IndexBox; MAX_TENSORS]),
         outputs: &[HbmOut<'_>],
+        work: u64,
     ) -> Option<Shares> {
         if let Some(at) = split_points(a, b, outputs.len()) {
             return Some(Shares::At(at));
         }
         let (ba, bb) = boxes();
-        second_half_boxes(&ba, &bb, outputs).map(Shares::Boxes)
+        let boxes = second_half_boxes(&ba, &bb, outputs)?;
+        let copied = outputs.iter().zip(&boxes).fold(0u64, |acc, (out, bx)| {
+            let bytes = bx
+                .map_or(0, |bx| box_elems(&out.shape, &bx))
+                .saturating_mul(u64::from(out.dtype.size()));
+            // Copied in before the halves run and back after.
+            acc.saturating_add(bytes.saturating_mul(2))
+        });
+        (copied.saturating_mul(BYTES_PER_WORK_INV) <= work).then_some(Shares::Boxes(boxes))
     }
 
     /// Lends the outputs to the two halves (`scratch` holds the second half's copies, if any).
@@ -74,6 +84,31 @@ impl Shares {
             give_back(outputs, boxes, scratch);
         }
     }
+}
+
+/// The inverse of the most bytes of box copies a split may cost per unit of its work: a split
+/// whose copies exceed `work / 8` bytes runs serially. A copy moves a byte in about as long as
+/// an engine takes for a few elements, and a matmul's multiply-adds are far cheaper still: the
+/// matmul tutorial's outer loop copies 64 MiB for 17 G multiply-adds and gains 1.9×, while the
+/// average pool's row loop (32 MiB of copies for 80 M elements of work) ran at 1.6× the time of
+/// its instructions split one by one.
+const BYTES_PER_WORK_INV: u64 = 8;
+
+/// The number of elements of box `bx` within a tensor of shape `shape`.
+fn box_elems(shape: &Shape, bx: &[(i128, i128); MAX_TENSOR_RANK]) -> u64 {
+    shape
+        .as_slice()
+        .iter()
+        .zip(bx)
+        .fold(1u64, |acc, (&d, &(lo, hi))| {
+            let last = i128::try_from(d).unwrap_or(i128::MAX).saturating_sub(1);
+            let n = hi
+                .min(last)
+                .saturating_sub(lo.max(0))
+                .saturating_add(1)
+                .max(0);
+            acc.saturating_mul(u64::try_from(n).unwrap_or(0))
+        })
 }
 
 /// Whether two boxes (of a tensor of rank `rank`) share no index: some axis separates them.

@@ -3,7 +3,9 @@
 //! NKI's `affine_range` declares that a loop's iterations do not depend on each other (except
 //! through accumulation, which the hardware orders): the compiler may pipeline them across the
 //! engines. The model uses the same freedom for the host's second core. When an instance
-//! reaches an `affine_range` loop at depth 0, its iterations split in two halves, the first on
+//! reaches an outermost `affine_range` loop (at depth 0, or nested only in loops that run once,
+//! such as a loop over `(C + 127) / 128` channel tiles when `C` is 128), its iterations split
+//! in two halves, the first on
 //! the calling thread with the core's engines and the second on the worker with the second set
 //! of engines (the one SPMD grids use), if all of the following hold; otherwise the loop runs
 //! serially, as always:
@@ -49,7 +51,7 @@ use crate::engines::Engines;
 use crate::launch::{Bound, HbmOut};
 use crate::memory::Psum;
 
-/// Loops whose body's instructions together cover fewer grid elements than this, over all
+/// Loops whose body's instructions together do less [`super::work`] than this, over all
 /// iterations, stay on one thread: a few tens of microseconds of work, about what the
 /// hand-over and the copies cost.
 pub(crate) const MIN_PARALLEL_ELEMS: u64 = 1 << 18;
@@ -77,26 +79,30 @@ impl TileSet {
     }
 }
 
-/// What the body of the loop at `begin..=end` reads from outside it, if its iterations may run
-/// on two threads (module documentation); `None` otherwise.
-fn shared_reads(p: &Program<'_>, begin: usize, end: usize, trip: u64) -> Option<TileSet> {
+/// What the body of the loop at `begin..=end` (at depth `depth`) reads from outside it, if its
+/// iterations may run on two threads (module documentation; `work` is theirs, from
+/// [`super::work_of`]); `None` otherwise.
+fn shared_reads(
+    p: &Program<'_>,
+    (begin, end): (usize, usize),
+    depth: usize,
+    work: u64,
+) -> Option<TileSet> {
     let (tiles, views) = (p.tiles(), p.views());
     if tiles.len() > MAX_TILES {
         return None;
     }
     let (mut read_in, mut written_in, mut used_out) =
         (TileSet::EMPTY, TileSet::EMPTY, TileSet::EMPTY);
-    let mut work = 0u64;
     for (pc, ins) in p.instrs().iter().enumerate() {
         let inside = pc > begin && pc < end;
         if inside
             && let Some(dst) = ins.data.dst()
             && let Write::Group { loops, .. } = dst.write
-            && loops & 1 == 1
+            && u32::try_from(depth).is_ok_and(|d| loops.checked_shr(d).unwrap_or(0) & 1 == 1)
         {
             return None;
         }
-        let mut widest = 0u64;
         for o in ins.operands() {
             let OperandRef::View(v) = o.operand else {
                 continue;
@@ -113,12 +119,9 @@ fn shared_reads(p: &Program<'_>, begin: usize, end: usize, trip: u64) -> Option<
             if o.dir.writes() {
                 written_in.insert(t);
             }
-            widest = widest
-                .max(u64::from(view.shape.partitions()).saturating_mul(view.shape.free_elems()));
         }
-        work = work.saturating_add(widest);
     }
-    if written_in.meets(&used_out) || work.saturating_mul(trip) < MIN_PARALLEL_ELEMS {
+    if written_in.meets(&used_out) || work < MIN_PARALLEL_ELEMS {
         return None;
     }
     for (w, r) in written_in.0.iter().zip(read_in.0.iter_mut()) {
@@ -127,14 +130,25 @@ fn shared_reads(p: &Program<'_>, begin: usize, end: usize, trip: u64) -> Option<
     Some(read_in)
 }
 
-/// The index-variable ranges of iterations `lo..hi` of a loop at depth 0 (the instance's
-/// program ids from `f`).
+/// Whether a loop opened in state `f` is outermost for splitting: every loop around it runs
+/// once (so it runs once too, with the enclosing loops' variables fixed).
+fn outermost(f: &Frame) -> bool {
+    f.trips
+        .get(..f.depth)
+        .is_some_and(|t| t.iter().all(|&n| n == 1))
+}
+
+/// The index-variable ranges of iterations `lo..hi` of a loop opened in state `f` (the
+/// instance's program ids and the enclosing loops' values from `f`).
 fn half_ranges(f: &Frame, (lo, hi): (u64, u64)) -> [(i128, i128); nki_lang::MAX_VARS] {
     let mut ranges = [(0i128, 0i128); nki_lang::MAX_VARS];
-    for (r, &v) in ranges.iter_mut().zip(&f.vars[..MAX_PIDS]) {
+    let open = MAX_PIDS.saturating_add(f.depth);
+    for (r, &v) in ranges.iter_mut().zip(&f.vars[..open]) {
         *r = (i128::from(v), i128::from(v));
     }
-    ranges[MAX_PIDS] = (i128::from(lo), i128::from(hi).saturating_sub(1));
+    if let Some(r) = ranges.get_mut(open) {
+        *r = (i128::from(lo), i128::from(hi).saturating_sub(1));
+    }
     ranges
 }
 
@@ -146,7 +160,12 @@ fn half_hulls(
     (begin, end): (usize, usize),
     half: (u64, u64),
 ) -> [Hull; MAX_TENSORS] {
-    output_hulls(b, begin.saturating_add(1)..end, half_ranges(f, half), 1)
+    output_hulls(
+        b,
+        begin.saturating_add(1)..end,
+        half_ranges(f, half),
+        f.depth.saturating_add(1),
+    )
 }
 
 /// The boxes of indices of each output that iterations `lo..hi` of the loop at `begin..=end`
@@ -157,7 +176,12 @@ fn half_boxes(
     (begin, end): (usize, usize),
     half: (u64, u64),
 ) -> [IndexBox; MAX_TENSORS] {
-    output_boxes(b, begin.saturating_add(1)..end, half_ranges(f, half), 1)
+    output_boxes(
+        b,
+        begin.saturating_add(1)..end,
+        half_ranges(f, half),
+        f.depth.saturating_add(1),
+    )
 }
 
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
@@ -207,10 +231,11 @@ fn plan(
             ..
         }
     );
-    if trip < 2 || f.depth != 0 || !affine {
+    if trip < 2 || !outermost(f) || !affine {
         return None;
     }
-    let shared = shared_reads(p, begin, end, trip)?;
+    let work = super::work_of(b, begin.saturating_add(1)..end).saturating_mul(trip);
+    let shared = shared_reads(p, (begin, end), f.depth, work)?;
     let h = trip.div_ceil(2);
     let ha = half_hulls(b, f, (begin, end), (0, h));
     let hb = half_hulls(b, f, (begin, end), (h, trip));
@@ -224,6 +249,7 @@ fn plan(
             )
         },
         b.outputs,
+        work,
     )?;
     Some((shared, shares, h))
 }
@@ -236,14 +262,26 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
     if b.grid.count() != Some(1) {
         return found;
     }
-    let f = Frame::new(b.grid.coords(0));
+    let mut f = Frame::new(b.grid.coords(0));
     let mut pc = 0;
     while let Some(ins) = b.program.instrs().get(pc) {
-        if let InstrData::LoopBegin { trip, end, .. } = ins.data {
-            if plan(b, &f, (pc, end as usize), trip.eval(&b.syms)).is_some() {
-                found.push(pc);
+        match ins.data {
+            InstrData::LoopBegin { trip, end, .. } => {
+                let n = trip.eval(&b.syms);
+                if plan(b, &f, (pc, end as usize), n).is_some() {
+                    found.push(pc);
+                    pc = end as usize;
+                } else if n == 1 && f.depth < f.trips.len() {
+                    // A loop that runs once: the loops in its body are outermost too.
+                    f.trips[f.depth] = 1;
+                    f.vars[MAX_PIDS.saturating_add(f.depth)] = 0;
+                    f.depth = f.depth.saturating_add(1);
+                } else {
+                    pc = end as usize;
+                }
             }
-            pc = end as usize;
+            InstrData::LoopEnd { .. } => f.depth = f.depth.saturating_sub(1),
+            _ => {}
         }
         pc = pc.saturating_add(1);
     }
@@ -287,11 +325,13 @@ pub(crate) fn run_parallel(
         outputs: &mut outs_b[..outputs],
         ..*b
     };
+    // `outermost` held, so the loop's depth is below MAX_LOOP_DEPTH.
+    let d = f.depth;
     let half = |lo: u64, hi: u64| {
         let mut g = *f;
-        g.vars[MAX_PIDS] = i64::try_from(lo).unwrap_or(i64::MAX);
-        g.trips[0] = i64::try_from(hi).unwrap_or(i64::MAX);
-        g.depth = 1;
+        g.vars[MAX_PIDS.saturating_add(d)] = i64::try_from(lo).unwrap_or(i64::MAX);
+        g.trips[d] = i64::try_from(hi).unwrap_or(i64::MAX);
+        g.depth = d.saturating_add(1);
         g
     };
     let (mut fa, mut fb) = (half(0, h), half(h, trip));

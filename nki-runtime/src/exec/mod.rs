@@ -98,6 +98,63 @@ pub(crate) fn accumulates(write: Write, vars: &VarValues) -> bool {
     }
 }
 
+/// A measure of an instruction's host work, for deciding whether splitting it (or a loop or
+/// grid of it) between two threads pays: a matmul's multiply-adds, else the elements of its
+/// widest operand.
+pub(crate) fn work(p: &nki_lang::Program<'_>, ins: &Instr) -> u64 {
+    let elems = |v: nki_lang::ViewId| {
+        p.views().get(v.index()).map_or(0, |view| {
+            u64::from(view.shape.partitions()).saturating_mul(view.shape.free_elems())
+        })
+    };
+    if let InstrData::Matmul {
+        stationary, moving, ..
+    } = ins.data
+    {
+        // K·M·N: the stationary operand's elements (K·M) times the moving one's free size.
+        let k = p
+            .views()
+            .get(moving.index())
+            .map_or(1, |v| u64::from(v.shape.partitions()).max(1));
+        return elems(stationary).saturating_mul(elems(moving) / k);
+    }
+    ins.operands()
+        .filter_map(|o| match o.operand {
+            nki_lang::OperandRef::View(v) => Some(elems(v)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The [`work`] of instructions `instrs` of a bound program run once, each instruction counted
+/// as many times as the loops it is nested in within `instrs` run (their trip counts at this
+/// launch).
+pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) -> u64 {
+    let p = b.program;
+    // Multipliers of the loops opened within `instrs`, innermost last.
+    let mut nest = [1u64; MAX_LOOP_DEPTH + 1];
+    let mut depth = 0usize;
+    let mut total = 0u64;
+    for ins in p.instrs().get(instrs).unwrap_or(&[]) {
+        match ins.data {
+            InstrData::LoopBegin { trip, .. } => {
+                let outer = nest.get(depth).copied().unwrap_or(u64::MAX);
+                depth = depth.saturating_add(1);
+                if let Some(m) = nest.get_mut(depth) {
+                    *m = outer.saturating_mul(trip.eval(&b.syms));
+                }
+            }
+            InstrData::LoopEnd { .. } => depth = depth.saturating_sub(1),
+            _ => {
+                let m = nest.get(depth).copied().unwrap_or(u64::MAX);
+                total = total.saturating_add(work(p, ins).saturating_mul(m));
+            }
+        }
+    }
+    total
+}
+
 /// The core's second set of engines (created on first use) for work on the worker thread.
 pub(crate) struct Second<'s> {
     /// The engines.
@@ -188,8 +245,7 @@ pub(crate) fn interpret<O: Observer>(
                     pc = end as usize + 1;
                     continue;
                 }
-                if f.depth == 0
-                    && let Some(s) = second.as_deref_mut()
+                if let Some(s) = second.as_deref_mut()
                     && loops::run_parallel(e, s, b, f, (pc, end as usize), t)?
                 {
                     pc = end as usize + 1;

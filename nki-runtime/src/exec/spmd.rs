@@ -296,7 +296,9 @@ pub(crate) fn execute(
             output_boxes(b, all.clone(), b_ranges, 0),
         )
     };
-    let Some(shares) = Shares::plan(&ha, &hb, boxes, b.outputs) else {
+    let work = super::work_of(b, 0..b.program.instrs().len())
+        .saturating_mul(u64::try_from(n).unwrap_or(u64::MAX));
+    let Some(shares) = Shares::plan(&ha, &hb, boxes, b.outputs, work) else {
         return run(
             e,
             b,
