@@ -37,19 +37,22 @@ const F16: u8 = 2;
 /// f32 element type code.
 const F32: u8 = 4;
 
-/// K-pairs ahead of the one being packed whose two rows the packers prefetch: an operand's
+/// K-pairs ahead of the one being packed whose two rows the packers prefetch (the f32 packer:
+/// twice as many rows): an operand's
 /// rows are a partition apart, separate short runs that the hardware prefetchers barely start
 /// on, and operands of large kernels are often out of cache. The matmul tutorial's shape ran
-/// about 5 % faster (median of six alternating runs, 724 against 763 ms); a packing of
-/// operands already in L2 costs 0.3 µs more (2.0 → 2.3 µs for a 128 × 512 moving operand).
+/// about 5 % faster on the `vdpbf16ps` kernel (median of six alternating runs, 724 against
+/// 763 ms) and 6 % faster on the f32 FMA kernel (seven runs, 1340 against 1426 ms); a packing
+/// of operands already in L2 costs 0.3 µs more (2.0 → 2.3 µs for a 128 × 512 moving operand).
 const PREFETCH_PAIRS: usize = 2;
 
-/// Prefetches row `k` (if it exists) of `op`'s columns `c0 .. c0 + width` (2-byte elements).
+/// Prefetches row `k` (if it exists) of `op`'s columns `c0 .. c0 + width` (elements of `size`
+/// bytes).
 #[inline]
-fn prefetch_row(op: &Operand, k: usize, c0: usize, width: usize) {
+fn prefetch_row(op: &Operand, k: usize, c0: usize, width: usize, size: usize) {
     if k < op.rows {
-        let at = op.offset + k * op.row_stride + c0 * 2;
-        if let Some(row) = op.data.get(at..at + width * 2) {
+        let at = op.offset + k * op.row_stride + c0 * size;
+        if let Some(row) = op.data.get(at..at + width * size) {
             super::prefetch(row);
         }
     }
@@ -171,8 +174,8 @@ unsafe fn pack_panels(op: &Operand, c0: usize, width: usize, dst: *mut u32) {
     let stride = panel_words(pairs);
     for j in 0..pairs {
         let ahead = 2 * (j + PREFETCH_PAIRS);
-        prefetch_row(op, ahead, c0, width);
-        prefetch_row(op, ahead + 1, c0, width);
+        prefetch_row(op, ahead, c0, width, 2);
+        prefetch_row(op, ahead + 1, c0, width, 2);
         for i in (0..width).step_by(16) {
             // SAFETY: columns `c0 + i ..` of pair `j` are in bounds up to `width`.
             let v = unsafe { pair_dwords(op, j, c0 + i, lanes(width - i), i16::MIN) };
@@ -249,8 +252,8 @@ unsafe fn pack_stationary(op: &Operand, dst: *mut u32) {
     let stride = block_words(pairs);
     for j in 0..pairs {
         let ahead = 2 * (j + PREFETCH_PAIRS);
-        prefetch_row(op, ahead, 0, m);
-        prefetch_row(op, ahead + 1, 0, m);
+        prefetch_row(op, ahead, 0, m, 2);
+        prefetch_row(op, ahead + 1, 0, m, 2);
         for i in (0..m).step_by(16) {
             // SAFETY: columns `i ..` of pair `j` are in bounds up to `m`.
             let v = unsafe { pair_dwords(op, j, i, lanes(m - i), 0) };
@@ -542,6 +545,7 @@ unsafe fn pack_f32<const D: u8, const BW: usize>(
     let size = if D == F32 { 4 } else { 2 };
     let mut keys = _mm512_set1_epi32(-1);
     for k in 0..op.rows {
+        prefetch_row(op, k + 2 * PREFETCH_PAIRS, c0, width, size);
         for i in (0..width).step_by(16) {
             let mask = lanes(width - i);
             // SAFETY: the addressed row is in bounds; masked lanes are neither read nor
