@@ -177,14 +177,21 @@ fn copy_box(
         Some(l) => hi[l].saturating_sub(lo[l]).saturating_add(1),
         None => 1,
     };
-    let bytes = run.saturating_mul(size);
+    // Elements `origin .. origin + held` are in both buffers.
+    let held = from.len().min(to.len()) / size.max(1);
     let mut idx = lo;
     loop {
         let offset = (0..rank).fold(0usize, |acc, a| {
             acc.saturating_add(idx[a].saturating_mul(strides[a]))
         });
-        if let Some(start) = offset.checked_sub(origin).map(|e| e.saturating_mul(size)) {
-            let span = start..start.saturating_add(bytes);
+        // The run's elements that the buffers hold, as byte offsets into them.
+        let first = offset.max(origin).saturating_sub(origin);
+        let end = offset
+            .saturating_add(run)
+            .min(origin.saturating_add(held))
+            .saturating_sub(origin);
+        if first < end {
+            let span = first.saturating_mul(size)..end.saturating_mul(size);
             if let (Some(s), Some(d)) = (from.get(span.clone()), to.get_mut(span)) {
                 d.copy_from_slice(s);
             }
@@ -320,6 +327,21 @@ mod tests {
         check(&[6, 8], 8, &[(0, 5), (0, 3)]);
         // An empty box copies nothing.
         check(&[4, 6], 0, &[(2, 1), (0, 5)]);
+    }
+
+    proptest::proptest! {
+        /// Random shapes of rank 1 to 4, boxes reaching past the tensor on either side or
+        /// empty, and parts of the tensor starting past element 0.
+        #[test]
+        fn copies_exactly_random_boxes(
+            dims in proptest::collection::vec(1usize..6, 1..5),
+            raw in proptest::collection::vec((-3i128..8, -3i128..8), 4),
+            skip in 0usize..10,
+        ) {
+            let bx: Vec<(i128, i128)> = raw[..dims.len()].to_vec();
+            let len: usize = dims.iter().product();
+            check(&dims, skip.min(len - 1), &bx);
+        }
     }
 
     #[test]
