@@ -178,7 +178,7 @@ fn copy_box(
         None => 1,
     };
     // Elements `origin .. origin + held` are in both buffers.
-    let held = from.len().min(to.len()) / size.max(1);
+    let held = from.len().min(to.len()).checked_div(size).unwrap_or(0);
     let mut idx = lo;
     loop {
         let offset = (0..rank).fold(0usize, |acc, a| {
