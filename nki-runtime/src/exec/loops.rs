@@ -20,7 +20,7 @@
 //!   part of the output; or, failing that, in disjoint boxes of indices, such as the column
 //!   blocks of a row-major result, and the second half works on a copy of its box
 //!   (`exec::interleaved`);
-//! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_ELEMS`]) and the
+//! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_WORK`]) and the
 //!   program has at most [`MAX_TILES`] tiles.
 //!
 //! Before the halves start, every tile the body reads but does not write (values computed
@@ -54,7 +54,7 @@ use crate::memory::Psum;
 /// Loops whose body's instructions together do less [`super::work`] than this, over all
 /// iterations, stay on one thread: a few tens of microseconds of work, about what the
 /// hand-over and the copies cost.
-pub(crate) const MIN_PARALLEL_ELEMS: u64 = 1 << 18;
+pub(crate) const MIN_PARALLEL_WORK: u64 = 1 << 18;
 
 /// Programs with more tiles run their loops serially (the analysis keeps its sets on the
 /// stack).
@@ -121,7 +121,7 @@ fn shared_reads(
             }
         }
     }
-    if written_in.meets(&used_out) || work < MIN_PARALLEL_ELEMS {
+    if written_in.meets(&used_out) || work < MIN_PARALLEL_WORK {
         return None;
     }
     for (w, r) in written_in.0.iter().zip(read_in.0.iter_mut()) {
