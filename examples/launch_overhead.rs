@@ -14,6 +14,10 @@
 //! - (d) a plain CPU matmul of the same inputs with `ndarray` (f32 `dot`), for scale.
 //!
 //! Every figure includes the timer's own cost, printed as the timer floor (`timer_floor_ns`).
+//! The cache-line round trip to the core's second host thread is printed from before and after
+//! case (c) (`host_round_trip_ns`, -1 when there is none): up to
+//! `NeuronCore::NEAR_ROUND_TRIP` (150 ns), single instructions split between the threads;
+//! above, the two vCPUs sit far apart and (c) takes about the one-thread time.
 //! `--host-profile` also prints where the host's time goes in the seed kernel's instructions,
 //! over `N` observed launches (which run on one thread: see `nki::runtime::host_profile`).
 
@@ -157,9 +161,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     });
 
+    let round_trip_before = core.host_round_trip();
     let end_to_end = measure(warmup, iters, || {
         matmul_basic::launch_into(&mut core, &da, &db, &mut out).expect("valid launch");
     });
+    let round_trip_after = core.host_round_trip();
+    let round_trip_ns = |t: Option<std::time::Duration>| t.map_or(-1.0, |t| t.as_nanos() as f64);
 
     let mut serial_core = NeuronCore::default().with_host_threads(1);
     let end_to_end_one_thread = measure(warmup, iters, || {
@@ -186,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("\"{name}\": {{\"min\": {min:.3}, \"p50\": {p50:.3}, \"p99\": {p99:.3}}}")
         };
         println!(
-            "{{{}, {}, {}, {}, {}, {}, {}}}",
+            "{{{}, {}, {}, {}, {}, {}, {}, \"host_round_trip_ns\": [{:.0}, {:.0}]}}",
             obj("launch_ns", ns(&launch)),
             obj("construct_and_launch_ns", ns(&construct)),
             obj("end_to_end_us", us(&end_to_end)),
@@ -194,12 +201,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             obj("reference_us", us(&reference)),
             obj("timer_floor_ns", ns(&floor)),
             obj("end_to_end_one_thread_us", us(&end_to_end_one_thread)),
+            round_trip_ns(round_trip_before),
+            round_trip_ns(round_trip_after),
         );
         return Ok(());
     }
     println!(
         "seed kernel: 128x128x512 bf16 matmul, {iters} timed calls per case after {warmup} warm-up calls, host code path {:?}",
         core.isa()
+    );
+    let show = |t: Option<std::time::Duration>| match t {
+        Some(t) if t.as_nanos() <= 150 => {
+            format!("{} ns (near: single instructions split)", t.as_nanos())
+        }
+        Some(t) => format!(
+            "{} ns (far: single instructions run on one thread)",
+            t.as_nanos()
+        ),
+        None => "none (one host thread, or the other core is busy)".to_string(),
+    };
+    println!(
+        "cache-line round trip to the second host thread, before and after case (c): {}; {}",
+        show(round_trip_before),
+        show(round_trip_after)
     );
     println!("{:<62} {:>12} {:>12} {:>12}", "case", "min", "P50", "P99");
     let row = |name: &str, (min, p50, p99): (f64, f64, f64), unit: &str| {

@@ -352,3 +352,16 @@ fn the_fully_optimized_matmul_runs_its_column_blocks_in_halves_with_the_serial_b
         fully_optimized::common::max_error(results[0].view(), &want, &magnitude, k);
     assert!(within, "largest error {worst:e}");
 }
+
+#[test]
+fn the_round_trip_to_the_second_host_thread_is_measured_only_with_two() {
+    let mut one = NeuronCore::default().with_host_threads(1);
+    assert_eq!(one.host_round_trip(), None);
+    let mut two = NeuronCore::default();
+    if two.host_threads() == 2 {
+        // `None` only when the other core is busy; a measured trip is a cache line's journey.
+        if let Some(t) = two.host_round_trip() {
+            assert!(t < std::time::Duration::from_millis(1), "{t:?}");
+        }
+    }
+}

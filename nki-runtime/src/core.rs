@@ -85,6 +85,23 @@ impl NeuronCore {
         1 + self.engines.worker.is_some() as usize
     }
 
+    /// The mean round trip of a cache line between the calling thread and the core's second
+    /// host thread, measured now (a few microseconds); `None` with one host thread, or when the
+    /// second thread's core is busy.
+    ///
+    /// Single instructions are split between the two threads only while the round trip is at
+    /// most [`NeuronCore::NEAR_ROUND_TRIP`] (the hypervisor moves the two vCPUs near and far
+    /// from each other; halves of one instruction share their operands, so in the far
+    /// placement splitting costs more than it saves). Benchmarks print it to tell the two
+    /// placements apart.
+    pub fn host_round_trip(&mut self) -> Option<std::time::Duration> {
+        self.engines.worker.as_mut()?.round_trip()
+    }
+
+    /// The longest round trip ([`NeuronCore::host_round_trip`]) at which single instructions
+    /// are split between the two host threads (150 ns).
+    pub const NEAR_ROUND_TRIP: std::time::Duration = crate::worker::NEAR;
+
     /// The code path in use.
     pub fn isa(&self) -> Isa {
         self.engines.isa
