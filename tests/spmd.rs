@@ -73,14 +73,9 @@ fn instances_over_column_blocks_compute_the_serial_bits() {
     }
     let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&results[0]), bits(&results[1]), "two threads vs one");
+    let (want, size) = common::reference(lhs_t.view(), rhs.view());
     for ((m, c), &g) in results[0].indexed_iter() {
-        let (mut want, mut size) = (0.0f64, 0.0f64);
-        for k in 0..128 {
-            let p = f64::from(lhs_t[[k, m]].to_f32()) * f64::from(rhs[[k, c]].to_f32());
-            want += p;
-            size += p.abs();
-        }
-        let bound = 128.0 * f64::from(f32::EPSILON) * size;
+        let (want, bound) = (want[[m, c]], 128.0 * f64::from(f32::EPSILON) * size[[m, c]]);
         assert!(
             (f64::from(g) - want).abs() <= bound,
             "({m}, {c}): {g} vs {want}"
