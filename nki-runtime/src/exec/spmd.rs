@@ -3,8 +3,8 @@
 //! The instances are split in row-major order: the first half runs on the calling thread with
 //! the core's engines, the second on the worker with a second set of engines (SBUF, PSUM and
 //! scratch of its own, as each NKI instance has). Inputs are shared; each output tensor is
-//! split into two byte ranges, one per thread, which is only possible when the two halves'
-//! accesses to it (stores, and loads of outputs) lie on either side of one offset. That is
+//! split into two byte ranges, one per thread, when the two halves' accesses to it (stores,
+//! and loads of outputs) lie on either side of one offset. That is
 //! decided before anything runs, from the accesses' affine indices over the halves' program ids
 //! and every loop value: a conservative hull, so a launch whose halves might touch the same
 //! elements runs its instances serially instead. Either way each instance computes what it
