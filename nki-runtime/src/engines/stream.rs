@@ -386,34 +386,27 @@ impl<'a> Region<'a> {
     /// Bytes `r` (which lie in one of the three parts: a run never crosses a partition, and
     /// parts are whole partitions).
     fn read(&self, r: Range<usize>) -> &[u8] {
+        let (part, start) = self.part_of(&r);
+        &part[r.start - start..r.end - start]
+    }
+
+    /// The part (below, own or above) that holds bytes `r`, and the offset of its first byte.
+    fn part_of(&self, r: &Range<usize>) -> (&[u8], usize) {
         if r.end <= self.own_start {
-            &self.below[r]
+            (self.below, 0)
         } else if r.start >= self.above_start {
-            &self.above[r.start - self.above_start..r.end - self.above_start]
+            (self.above, self.above_start)
         } else {
-            &self.own[r.start - self.own_start..r.end - self.own_start]
+            (&self.own[..], self.own_start)
         }
     }
 
     /// Asks the host to bring bytes `r` (within one partition) into its caches: a hint, with
     /// no effect on any value; bytes outside the memory are skipped.
     fn prefetch(&self, r: Range<usize>) {
-        let part: &[u8] = if r.end <= self.own_start {
-            self.below
-        } else if r.start >= self.above_start {
-            self.above
-        } else {
-            &self.own[..]
-        };
-        let base = if r.end <= self.own_start {
-            0
-        } else if r.start >= self.above_start {
-            self.above_start
-        } else {
-            self.own_start
-        };
-        let lo = r.start.saturating_sub(base).min(part.len());
-        let hi = r.end.saturating_sub(base).min(part.len());
+        let (part, start) = self.part_of(&r);
+        let lo = r.start.saturating_sub(start).min(part.len());
+        let hi = r.end.saturating_sub(start).min(part.len());
         crate::cpu::prefetch(&part[lo..hi]);
     }
 
