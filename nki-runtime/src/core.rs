@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::cpu::Isa;
 use crate::engines::Engines;
-use crate::exec::{Observer, run, spmd};
+use crate::exec::{Observer, Shown, run, spmd};
 use crate::host_profile::HostProfile;
 use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
@@ -181,7 +181,7 @@ impl NeuronCore {
                 self.target,
                 &mut bound,
             )?,
-            Some(profile) => run(&mut self.engines, &mut bound, profile, None)?,
+            Some(profile) => run(&mut self.engines, &mut bound, profile, Shown::Each, None)?,
         }
         Ok(())
     }
@@ -194,7 +194,7 @@ impl NeuronCore {
         observer: &mut O,
     ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
-        run(&mut self.engines, &mut bound, observer, None)?;
+        run(&mut self.engines, &mut bound, observer, Shown::Each, None)?;
         Ok(())
     }
 

@@ -201,3 +201,126 @@ fn transpose_is_exact() {
         }
     }
 }
+
+/// A matmul followed by a `tensor_copy` of its result: the plain cores run the copy as part of
+/// the matmul (converting each block of results while it is in cache), the strict core runs the
+/// two instructions one after the other. Every variant, on every host code path and with one
+/// and two host threads, gives the strict core's bits, and the f64 reference's values:
+/// - the copy to bf16 and to f32;
+/// - the copy written over the moving operand's own tile (the packing of both operands comes
+///   before any result, so the matmul still reads the operand's old values);
+/// - a second matmul accumulating into the first one's result before the copy;
+/// - a copy of half of the result's columns, and a second copy of the whole result after the
+///   first (neither of which runs fused; the second reads PSUM, which still holds the results).
+#[test]
+fn a_copy_after_a_matmul_gives_the_bits_of_both_in_turn() {
+    let (k, m, n) = (128usize, 128usize, 512usize);
+    let dims = [m as u32, n as u32];
+    let z = Affine::ZERO;
+    let program = |variant: &str| {
+        let mut b = Builder::new("matmul_then_copy");
+        let lhs = b.input("lhsT", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(128)]);
+        let rhs = b.input("rhs", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+        let out_dt = if variant == "f32" {
+            DType::F32
+        } else {
+            DType::Bf16
+        };
+        let out = b.output("out", out_dt, &[Dim::Fixed(128), Dim::Fixed(512)]);
+        let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+        let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+        let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+        let res = b.tile("res", Memory::Sbuf, out_dt, &[128, 512]);
+        b.load(whole(a, &[128, 128]), access2(lhs, z, z));
+        b.load(whole(r, &[128, 512]), access2(rhs, z, z));
+        let product = |b: &mut Builder, write| {
+            b.matmul(
+                whole(acc, &dims),
+                whole(a, &[128, 128]),
+                whole(r, &dims),
+                write,
+            )
+        };
+        product(&mut b, Write::Overwrite);
+        match variant {
+            "over the operand" => {
+                b.copy(whole(r, &dims), whole(acc, &dims));
+                b.store(access2(out, z, z), whole(r, &dims));
+            }
+            "accumulated" => {
+                product(&mut b, ACCUMULATE);
+                b.copy(whole(res, &dims), whole(acc, &dims));
+                b.store(access2(out, z, z), whole(res, &dims));
+            }
+            "half, then whole" => {
+                b.copy(whole(res, &[128, 256]), whole(acc, &[128, 256]));
+                b.copy(whole(res, &dims), whole(acc, &dims));
+                b.store(access2(out, z, z), whole(res, &dims));
+            }
+            _ => {
+                b.copy(whole(res, &dims), whole(acc, &dims));
+                b.store(access2(out, z, z), whole(res, &dims));
+            }
+        }
+        b.finish()
+    };
+    let mut rng = Rng::new(21);
+    let lhs = random_bf16(&mut rng, k, m);
+    let rhs = random_bf16(&mut rng, k, n);
+    let (want, abs) = reference_matmul(
+        &to_f64(lhs.as_slice().unwrap()),
+        &to_f64(rhs.as_slice().unwrap()),
+        k,
+        m,
+        n,
+    );
+    let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+    let rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+    let inputs = [lhs_d.arg(), rhs_d.arg()];
+    for variant in [
+        "bf16",
+        "f32",
+        "over the operand",
+        "accumulated",
+        "half, then whole",
+    ] {
+        let compiled = program(variant);
+        let parts = compiled.parts();
+        let kernel = Kernel::new(parts.program());
+        let scale = if variant == "accumulated" { 2.0 } else { 1.0 };
+        let want: Vec<f64> = want.iter().map(|w| w * scale).collect();
+        let abs: Vec<f64> = abs.iter().map(|w| w * scale).collect();
+        let run = |core: &mut NeuronCore| -> Vec<f64> {
+            if variant == "f32" {
+                let mut out = DeviceTensor::<f32>::zeros(&[m, n]).unwrap();
+                core.launch(&kernel, &inputs, &mut [out.arg_mut()]).unwrap();
+                out.as_slice().iter().map(|&x| f64::from(x)).collect()
+            } else {
+                let mut out = DeviceTensor::<bf16>::zeros(&[m, n]).unwrap();
+                core.launch(&kernel, &inputs, &mut [out.arg_mut()]).unwrap();
+                to_f64(out.as_slice())
+            }
+        };
+        let strict = run(&mut NeuronCore::default().with_strict(true));
+        let rel = if variant == "f32" { 0.0 } else { 2f64.powi(-8) };
+        assert_close(&strict, &want, &abs, 2 * k, rel);
+        for isa in Isa::supported() {
+            for threads in [1, 2] {
+                let mut core = NeuronCore::default()
+                    .with_isa(isa)
+                    .unwrap()
+                    .with_strict(false)
+                    .with_host_threads(threads);
+                let got = run(&mut core);
+                let same = got
+                    .iter()
+                    .zip(&strict)
+                    .all(|(g, s)| g.to_bits() == s.to_bits());
+                assert!(
+                    same,
+                    "{variant}: {isa:?}, {threads} threads differ from strict"
+                );
+            }
+        }
+    }
+}

@@ -328,7 +328,7 @@ unsafe fn st16_f32(p: *mut u8, v: __m512) {
 /// The model's f32 → bf16 rounding with integer operations (AVX-512F).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-fn f32_to_bf16_x16(v: __m512) -> __m256i {
+pub(super) fn f32_to_bf16_x16(v: __m512) -> __m256i {
     let bits = _mm512_castps_si512(v);
     let abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fff_ffff));
     let nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f80_0000));
@@ -348,14 +348,21 @@ unsafe fn st16_bf16(p: *mut u8, v: __m512) {
     unsafe { _mm256_storeu_si256(p.cast(), f32_to_bf16_x16(v)) }
 }
 
+/// The model's f32 → bf16 rounding with `vcvtneps2bf16` (AVX512_BF16), which follows it
+/// natively (round to nearest even, subnormals flushed, NaNs quieted).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) fn f32_to_bf16_hw_x16(v: __m512) -> __m256i {
+    // SAFETY: `__m256bh` and `__m256i` are both plain 256-bit vectors.
+    unsafe { transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) }
+}
+
 /// Narrows 16 f32 to bf16 with `vcvtneps2bf16` and stores them.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn st16_bf16_hw(p: *mut u8, v: __m512) {
-    // SAFETY: `__m256bh` and `__m256i` are both plain 256-bit vectors.
-    let h: __m256i = unsafe { transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) };
     // SAFETY: the caller guarantees 32 writable bytes at `p`; the store is unaligned.
-    unsafe { _mm256_storeu_si256(p.cast(), h) }
+    unsafe { _mm256_storeu_si256(p.cast(), f32_to_bf16_hw_x16(v)) }
 }
 
 /// Narrows 16 f32 to f16 (`vcvtps2ph`, round to nearest even) and stores them.

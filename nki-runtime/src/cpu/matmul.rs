@@ -221,17 +221,23 @@ impl MovingKey {
     }
 }
 
-/// How two threads that split a matmul's output rows share one packing of its moving operand
-/// (each [`pack_moving`]s half of its panels, then each runs [`matmul_packed`] on its rows),
-/// if [`matmul`] on `isa` packs it by independent panels: every AVX-512 kernel does; the AVX2
-/// and portable paths do not (`None`: each thread runs [`matmul`] on its rows).
+/// How a matmul's operands are packed for [`matmul_prepacked`], if [`matmul`] on `isa` packs
+/// them by independent panels: every AVX-512 kernel does; the AVX2 and portable paths do not
+/// (`None`). Two threads that split a matmul's output rows then share one packing of its
+/// moving operand: each [`pack_moving`]s half of its panels and [`pack_stationary`]s its rows
+/// of the stationary operand, then each runs [`matmul_prepacked`] on its rows.
 pub fn shared_packing(isa: Isa, stationary: &Operand, moving: &Operand) -> Option<MovingPacking> {
+    packing_of(isa, stationary.dtype, moving.dtype)
+}
+
+/// [`shared_packing`] for operands of these dtypes.
+pub fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPacking> {
     #[cfg(target_arch = "x86_64")]
     {
         let dot = isa == Isa::Avx512Bf16
             && super::bf16_dot_is_fast()
-            && stationary.dtype == DType::Bf16
-            && moving.dtype == DType::Bf16;
+            && stationary == DType::Bf16
+            && moving == DType::Bf16;
         (matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported())
             .then_some(MovingPacking { dot })
     }
@@ -252,23 +258,38 @@ pub fn moving_split(n: usize) -> usize {
     (n / 2).next_multiple_of(panel).min(n)
 }
 
-/// The stationary operand's packing buffer of a [`MatmulScratch`], for [`matmul_packed`].
+/// An operand's element type and size without its data: what a packed operand keeps of it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OperandShape {
+    /// Element type.
+    pub dtype: DType,
+    /// `K`, the contraction size.
+    pub rows: usize,
+    /// `M` (stationary) or `N` (moving).
+    pub cols: usize,
+}
+
+impl Operand<'_> {
+    /// The operand's dtype and size.
+    pub fn shape(&self) -> OperandShape {
+        OperandShape {
+            dtype: self.dtype,
+            rows: self.rows,
+            cols: self.cols,
+        }
+    }
+}
+
+/// The stationary operand's packing buffer of a [`MatmulScratch`], for [`pack_stationary`].
 pub struct StationaryScratch<'a>(&'a mut AlignedBuf);
 
+/// The moving operand's packing buffer of a [`MatmulScratch`], for [`pack_moving`].
+pub struct MovingScratch<'a>(&'a mut AlignedBuf);
+
 impl MatmulScratch {
-    /// The stationary buffer, and the moving operand's packing words in layout `packing` split
-    /// at column `col` (from [`moving_split`]) of an operand of `k` rows: the words of the
-    /// columns before it and from it, for two threads' [`pack_moving`].
-    pub fn split_moving(
-        &mut self,
-        packing: MovingPacking,
-        k: usize,
-        col: usize,
-    ) -> (StationaryScratch<'_>, &mut [u32], &mut [u32]) {
-        let words = self.b.as_mut_slice();
-        let at = packing.offset(k, col).min(words.len());
-        let (before, from) = words.split_at_mut(at);
-        (StationaryScratch(&mut self.a), before, from)
+    /// The stationary and the moving buffer, to be packed separately.
+    pub fn parts(&mut self) -> (StationaryScratch<'_>, MovingScratch<'_>) {
+        (StationaryScratch(&mut self.a), MovingScratch(&mut self.b))
     }
 
     /// The stationary buffer alone.
@@ -277,9 +298,58 @@ impl MatmulScratch {
     }
 }
 
+impl<'a> MovingScratch<'a> {
+    /// The words of a moving operand of `k` rows packed in layout `packing`, split at column
+    /// `col` (from [`moving_split`]; 0 puts every column in the second part): where the columns
+    /// before it and from it go, for two threads' [`pack_moving`].
+    pub fn split(
+        &mut self,
+        packing: MovingPacking,
+        k: usize,
+        col: usize,
+    ) -> (&mut [u32], &mut [u32]) {
+        let words = self.0.as_mut_slice();
+        let at = packing.offset(k, col).min(words.len());
+        words.split_at_mut(at)
+    }
+
+    /// The moving operand of `shape` packed here in layout `packing`, every column of it by
+    /// [`pack_moving`] calls whose keys combine into `key`, for [`matmul_prepacked`]. (Packed
+    /// otherwise, the results are meaningless, but every read stays inside the buffer.)
+    pub fn packed(
+        self,
+        packing: MovingPacking,
+        shape: OperandShape,
+        key: MovingKey,
+    ) -> PackedMoving<'a> {
+        PackedMoving {
+            packing,
+            words: self.0.as_slice(),
+            shape,
+            key,
+        }
+    }
+}
+
+/// A moving operand packed for [`matmul_prepacked`] ([`MovingScratch::packed`]).
+pub struct PackedMoving<'a> {
+    packing: MovingPacking,
+    words: &'a [u32],
+    shape: OperandShape,
+    key: MovingKey,
+}
+
+/// A stationary operand packed for [`matmul_prepacked`] by [`pack_stationary`].
+pub struct PackedStationary<'a> {
+    packing: MovingPacking,
+    words: &'a [u32],
+    shape: OperandShape,
+    key: u32,
+}
+
 /// Packs the moving operand's columns `cols` (starting on a panel boundary) in layout
 /// `packing` (from [`shared_packing`] for `isa`) into `words`, the part of a
-/// [`MatmulScratch::split_moving`] buffer where those columns go, and returns what the packing
+/// [`MovingScratch::split`] buffer where those columns go, and returns what the packing
 /// learned of them.
 pub fn pack_moving(
     isa: Isa,
@@ -321,49 +391,122 @@ pub fn pack_moving(
     }
 }
 
-/// [`matmul`] over all of the moving operand's columns, with them already packed into
-/// `packed` in layout `packing` (by [`pack_moving`], all columns, whose keys combine into
-/// `key`): packs the stationary operand into `scratch` and computes. The same bits as
-/// [`matmul`]. Panics unless `packing` is [`shared_packing`]'s for these operands.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_packed(
+/// Packs the stationary operand in layout `packing` (from [`shared_packing`] for `isa`) into
+/// `scratch`, for [`matmul_prepacked`].
+pub fn pack_stationary<'a>(
     isa: Isa,
     packing: MovingPacking,
-    scratch: StationaryScratch<'_>,
-    packed: &[u32],
-    key: MovingKey,
+    scratch: StationaryScratch<'a>,
     stationary: &Operand,
-    moving: &Operand,
-    out: &mut Output,
-    accumulate: bool,
-) {
-    let cols = 0..moving.cols;
-    validate(stationary, moving, out, &cols);
-    if cols.is_empty() || stationary.cols == 0 {
-        return;
-    }
+) -> PackedStationary<'a> {
+    assert!(
+        stationary.rows <= MAX_K && stationary.cols <= MAX_M,
+        "a stationary operand of {} × {}",
+        stationary.rows,
+        stationary.cols
+    );
+    validate_operand(stationary);
+    let words = scratch.0.as_mut_slice();
     #[cfg(target_arch = "x86_64")]
-    {
-        assert_eq!(shared_packing(isa, stationary, moving), Some(packing));
-        let a = scratch.0.as_mut_slice();
-        // SAFETY: `shared_packing` checked the CPU's features and chose the kernel, `validate`
-        // the operands and the output; the kernels assert the buffers' sizes (whatever
-        // `packed` holds, every access stays inside it).
+    let key = {
+        assert!(shared_packing(isa, stationary, stationary).is_some());
+        // SAFETY: as in `pack_moving`.
         unsafe {
             if packing.dot {
-                super::matmul_avx512::matmul_bf16_packed(
-                    a, packed, stationary, out, accumulate, cols,
+                assert!(stationary.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
+                super::matmul_avx512::pack_stationary_bf16(words, stationary);
+                u32::MAX
+            } else {
+                super::matmul_avx512::pack_stationary_f32(words, stationary)
+            }
+        }
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let key = {
+        let _ = (isa, &words);
+        unreachable!("no panel packing on this architecture")
+    };
+    PackedStationary {
+        packing,
+        words,
+        shape: stationary.shape(),
+        key,
+    }
+}
+
+/// Where a matmul also writes its results converted to `dtype` (bf16 or f32) as it computes
+/// them: the `tensor_copy` out of PSUM that follows a matmul, done while each block of results
+/// is still in L1. `copy[m][n]` (for the output's `out[m][n]`) is at byte
+/// `offset + m * row_stride + n * dtype.size()` of `data`, converted with the model's
+/// conversion ([`super::convert`]).
+#[derive(Debug)]
+pub struct CopyOut<'a> {
+    /// The memory it goes to (the SBUF bytes).
+    pub data: &'a mut [u8],
+    /// `Bf16` or `F32`.
+    pub dtype: DType,
+    /// Byte offset of `copy[0][0]`.
+    pub offset: usize,
+    /// Bytes between `copy[m][n]` and `copy[m + 1][n]`.
+    pub row_stride: usize,
+}
+
+/// [`matmul`] over all of the moving operand's columns, both operands already packed (the
+/// stationary one by [`pack_stationary`], the moving one by [`pack_moving`]s into a
+/// [`MovingScratch`]), and, with `copy`, each result also converted into it. The same bits as
+/// [`matmul`] (and the copy's as [`super::convert`]'s of them).
+///
+/// # Panics
+/// As [`matmul`]; also if the operands were packed in different layouts or in another than
+/// [`shared_packing`]'s for `isa`, or if `copy` does not fit its slice, its rows overlap or its
+/// dtype is neither `Bf16` nor `F32`.
+pub fn matmul_prepacked(
+    isa: Isa,
+    stationary: &PackedStationary,
+    moving: &PackedMoving,
+    out: &mut Output,
+    copy: Option<&mut CopyOut>,
+    accumulate: bool,
+) {
+    let (st, mv) = (stationary.shape, moving.shape);
+    let cols = 0..mv.cols;
+    validate_shapes(st, mv, out, &cols);
+    if let Some(c) = &copy {
+        validate_copy(c, st.cols, &cols);
+    }
+    if cols.is_empty() || st.cols == 0 {
+        return;
+    }
+    let packing = moving.packing;
+    assert!(
+        stationary.packing == packing && packing_of(isa, st.dtype, mv.dtype) == Some(packing),
+        "operands packed in another layout than {isa:?}'s for {:?} × {:?}",
+        st.dtype,
+        mv.dtype
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (a, b) = (stationary.words, moving.words);
+        let (k, m) = (st.rows, st.cols);
+        // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
+        // the output and the copy are validated; the kernels assert the buffers' sizes
+        // (whatever they hold, every access stays inside them).
+        unsafe {
+            if packing.dot {
+                super::matmul_avx512::matmul_bf16_prepacked(
+                    a, b, k, m, out, copy, accumulate, cols,
                 );
             } else {
-                super::matmul_avx512::matmul_f32_packed(
-                    a, packed, key.0, stationary, moving, out, accumulate, cols,
+                let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
+                super::matmul_avx512::matmul_f32_prepacked(
+                    a, b, ops_ok, k, m, out, copy, accumulate, cols,
                 );
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (isa, packing, scratch, packed, key, accumulate);
+        let _ = (isa, copy, accumulate);
         unreachable!("no panel packing on this architecture")
     }
 }
@@ -419,6 +562,13 @@ fn run(
 
 /// Checks shapes and bounds; the vector paths rely on it for memory safety.
 fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
+    validate_shapes(st.shape(), mv.shape(), out, cols);
+    validate_operand(st);
+    validate_operand(mv);
+}
+
+/// Checks the operands' shapes against each other and the limits, and the output's bounds.
+fn validate_shapes(st: OperandShape, mv: OperandShape, out: &Output, cols: &Range<usize>) {
     assert_eq!(st.rows, mv.rows, "stationary and moving disagree on K");
     assert!(st.rows <= MAX_K, "K = {} exceeds {MAX_K}", st.rows);
     assert!(st.cols <= MAX_M, "M = {} exceeds {MAX_M}", st.cols);
@@ -428,8 +578,6 @@ fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
         "column range {cols:?} not within 0..{}",
         mv.cols
     );
-    validate_operand(st);
-    validate_operand(mv);
     let m = st.cols;
     if m > 0 && !cols.is_empty() {
         assert!(
@@ -443,6 +591,28 @@ fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
         assert!(
             end.is_some_and(|end| end <= out.data.len()),
             "matmul output does not fit its slice"
+        );
+    }
+}
+
+/// Checks a [`CopyOut`] of `m` rows and columns `cols`: its dtype, that its rows do not
+/// overlap and that it fits its slice.
+fn validate_copy(c: &CopyOut, m: usize, cols: &Range<usize>) {
+    assert!(
+        matches!(c.dtype, DType::Bf16 | DType::F32),
+        "a matmul's copy is bf16 or f32, not {:?}",
+        c.dtype
+    );
+    let row = cols.end * elem_size(c.dtype);
+    if m > 0 && !cols.is_empty() {
+        assert!(m == 1 || c.row_stride >= row, "matmul copy rows overlap");
+        let end = (m - 1)
+            .checked_mul(c.row_stride)
+            .and_then(|x| x.checked_add(c.offset))
+            .and_then(|x| x.checked_add(row));
+        assert!(
+            end.is_some_and(|end| end <= c.data.len()),
+            "matmul copy does not fit its slice"
         );
     }
 }
@@ -675,7 +845,7 @@ fn portable(
 
 #[cfg(test)]
 mod tests {
-    use super::super::convert::{f32_to_bf16, f32_to_f16, tests::Rng};
+    use super::super::convert::{convert, f32_to_bf16, f32_to_f16, tests::Rng};
     use super::*;
 
     /// Kinds of generated data.
@@ -920,7 +1090,8 @@ mod tests {
                                 };
                                 for accumulate in [false, true] {
                                     let want = case.run(PORTABLE, accumulate, 0..n);
-                                    let got = shared_run(&case, isa, packing, accumulate);
+                                    let (got, _) =
+                                        shared_run(&case, isa, packing, accumulate, None);
                                     let what = format!(
                                         "{isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate}"
                                     );
@@ -935,8 +1106,16 @@ mod tests {
     }
 
     /// `case` computed as two threads share the packing of its moving operand: the packing's
-    /// second half first, then the output rows' halves.
-    fn shared_run(case: &Case, isa: Isa, packing: MovingPacking, accumulate: bool) -> Vec<f32> {
+    /// second half first, then the output rows' halves, each with its own stationary packing
+    /// (and, with `copy` of that dtype, the results converted into a copy as they are computed:
+    /// returned after the output).
+    fn shared_run(
+        case: &Case,
+        isa: Isa,
+        packing: MovingPacking,
+        accumulate: bool,
+        copy: Option<DType>,
+    ) -> (Vec<f32>, Vec<u8>) {
         let (st, mv) = case.operands();
         let (k, m, n) = (case.k, case.m, case.n);
         let mut psum = case.psum.clone();
@@ -952,26 +1131,37 @@ mod tests {
         let mut scratch = MatmulScratch::new();
         let mut other = MatmulScratch::new();
         let half = moving_split(n);
+        let (a, mut b) = scratch.parts();
         let key = {
-            let (_, before, from) = scratch.split_moving(packing, k, half);
+            let (before, from) = b.split(packing, k, half);
             let k_hi = pack_moving(isa, packing, from, &mv, half..n);
             pack_moving(isa, packing, before, &mv, 0..half).and(k_hi)
         };
-        let (a, _, packed) = scratch.split_moving(packing, k, 0);
+        let packed = b.packed(packing, mv.shape(), key);
+        let a_lo = pack_stationary(isa, packing, a, &st_lo);
+        let a_hi = pack_stationary(isa, packing, other.stationary(), &st_hi);
+        let mut copied = vec![0xa5u8; COPY_OFFSET + m.max(1) * COPY_STRIDE];
+        let (c_lo, c_hi) = copied.split_at_mut(COPY_OFFSET + h.min(m) * COPY_STRIDE);
+        let copy_of = |data, offset| {
+            copy.map(|dtype| CopyOut {
+                data,
+                dtype,
+                offset,
+                row_stride: COPY_STRIDE,
+            })
+        };
+        let (mut copy_lo, mut copy_hi) = (copy_of(c_lo, COPY_OFFSET), copy_of(c_hi, 0));
         let mut out_lo = Output {
             data: lo,
             offset: PSUM_OFFSET,
             row_stride: PSUM_STRIDE,
         };
-        matmul_packed(
+        matmul_prepacked(
             isa,
-            packing,
-            a,
-            packed,
-            key,
-            &st_lo,
-            &mv,
+            &a_lo,
+            &packed,
             &mut out_lo,
+            copy_lo.as_mut(),
             accumulate,
         );
         let mut out_hi = Output {
@@ -979,19 +1169,65 @@ mod tests {
             offset: 0,
             row_stride: PSUM_STRIDE,
         };
-        let a = other.stationary();
-        matmul_packed(
+        matmul_prepacked(
             isa,
-            packing,
-            a,
-            packed,
-            key,
-            &st_hi,
-            &mv,
+            &a_hi,
+            &packed,
             &mut out_hi,
+            copy_hi.as_mut(),
             accumulate,
         );
-        psum
+        (psum, copied)
+    }
+
+    /// Byte offset of a test copy's first row (odd, as SBUF tiles may start anywhere).
+    const COPY_OFFSET: usize = 7;
+    /// Bytes between a test copy's rows (more than a row of 512 f32s).
+    const COPY_STRIDE: usize = 2060;
+
+    /// A matmul's results converted into a copy as they are computed are [`convert`]'s
+    /// conversion of the stored results, on both AVX-512 kernels, for both copy dtypes, with
+    /// and without accumulation, on data with NaNs, infinities and tiny values; bytes outside
+    /// the copy keep their values.
+    #[test]
+    fn copies_are_the_conversions_of_the_results() {
+        let mut seed = 900;
+        for isa in Isa::supported() {
+            for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
+                for (k, m, n) in [(128, 128, 512), (7, 13, 100), (128, 9, 47), (2, 128, 1)] {
+                    for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
+                        seed += 1;
+                        let case = Case::new(seed, dt, k, m, n, kind);
+                        let (st, mv) = case.operands();
+                        let Some(packing) = shared_packing(isa, &st, &mv) else {
+                            continue;
+                        };
+                        for accumulate in [false, true] {
+                            for dtype in [DType::Bf16, DType::F32] {
+                                let what = format!(
+                                    "{isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate} \
+                                     copy {dtype:?}"
+                                );
+                                let want = case.run(PORTABLE, accumulate, 0..n);
+                                let run = shared_run(&case, isa, packing, accumulate, Some(dtype));
+                                let (got, copied) = run;
+                                assert_same_bits(&got, &want, &what);
+                                let size = elem_size(dtype);
+                                let mut expected = vec![0xa5u8; copied.len()];
+                                for r in 0..m {
+                                    let from = PSUM_OFFSET + r * PSUM_STRIDE;
+                                    let row: &[u8] = bytemuck::cast_slice(&want[from..from + n]);
+                                    let at = COPY_OFFSET + r * COPY_STRIDE;
+                                    let to = &mut expected[at..at + n * size];
+                                    convert(Isa::Portable, row, DType::F32, to, dtype, n);
+                                }
+                                assert!(copied == expected, "{what}: the copy differs");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -16,8 +16,9 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
+use super::convert_x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 use super::matmul::{
-    CANONICAL_NAN, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
+    CANONICAL_NAN, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
     products_on_grid,
 };
 
@@ -64,8 +65,8 @@ fn lanes(n: usize) -> u16 {
     if n >= 16 { 0xffff } else { (1u16 << n) - 1 }
 }
 
-/// bf16 × bf16 with `vdpbf16ps`: packs the moving operand's columns `cols`, then
-/// [`matmul_bf16_packed`].
+/// bf16 × bf16 with `vdpbf16ps`: packs the moving operand's columns `cols` and the stationary
+/// operand, then [`matmul_bf16_prepacked`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL and AVX512_BF16; the operands and the output must have
@@ -83,12 +84,23 @@ pub(super) unsafe fn matmul_bf16(
     // SAFETY: forwarded caller contract.
     unsafe {
         pack_moving_bf16(b.as_mut_slice(), mv, cols.clone());
-        matmul_bf16_packed(a.as_mut_slice(), b.as_slice(), st, out, accumulate, cols);
+        pack_stationary_bf16(a.as_mut_slice(), st);
+        let (k, m) = (st.rows, st.cols);
+        matmul_bf16_prepacked(
+            a.as_slice(),
+            b.as_slice(),
+            k,
+            m,
+            out,
+            None,
+            accumulate,
+            cols,
+        );
     }
 }
 
 /// Packs the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p` at
-/// word `p · panel_words(pairs)`), as [`matmul_bf16_packed`] reads them. Panels are independent:
+/// word `p · panel_words(pairs)`), as [`matmul_bf16_prepacked`] reads them. Panels are independent:
 /// packing columns `[0, h)` and `[h, n)` into the two parts of a buffer split at `h`'s panel
 /// (`h` a multiple of `NC`) gives the packing of `[0, n)`.
 ///
@@ -186,39 +198,56 @@ unsafe fn pack_panels(op: &Operand, c0: usize, width: usize, dst: *mut u32) {
     }
 }
 
-/// bf16 × bf16 with `vdpbf16ps`, the moving operand's columns `cols` already packed into `b`
-/// by [`pack_moving_bf16`]: packs the stationary operand into `a`, then computes block by
-/// block.
+/// Packs the stationary operand into `a` for [`matmul_bf16_prepacked`].
 ///
 /// # Safety
-/// As for [`matmul_bf16`]; `b` holds the packing of the moving operand's columns `cols`.
+/// As for [`matmul_bf16`] (for the stationary operand).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(super) unsafe fn matmul_bf16_packed(
-    a: &mut [u32],
+pub(super) unsafe fn pack_stationary_bf16(a: &mut [u32], st: &Operand) {
+    let blocks = st.cols.div_ceil(MR);
+    assert!(blocks.div_ceil(2) * 2 * block_words(st.rows.div_ceil(2)) <= a.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_stationary(st, a.as_mut_ptr()) };
+}
+
+/// bf16 × bf16 with `vdpbf16ps` on a `k × m` stationary operand packed into `a` by
+/// [`pack_stationary_bf16`] and the moving operand's columns `cols` packed into `b` by
+/// [`pack_moving_bf16`]: block by block, each block's results stored into `out`, then
+/// converted into `copy` when there is one.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL and AVX512_BF16; the output (and `copy`) must have
+/// been validated by `super::matmul` for `m` rows and columns `cols` (whatever the buffers
+/// hold, every read stays inside them: their sizes are asserted).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn matmul_bf16_prepacked(
+    a: &[u32],
     b: &[u32],
-    st: &Operand,
+    k: usize,
+    m: usize,
     out: &mut Output,
+    copy: Option<&mut CopyOut>,
     accumulate: bool,
     cols: Range<usize>,
 ) {
-    let (k, m, w) = (st.rows, st.cols, cols.len());
-    let pairs = k.div_ceil(2);
+    let (pairs, w) = (k.div_ceil(2), cols.len());
     let blocks = m.div_ceil(MR);
     assert!(
         blocks.div_ceil(2) * 2 * block_words(pairs) <= a.len()
             && w.div_ceil(NC) * panel_words(pairs) <= b.len()
     );
-    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
-    unsafe { pack_stationary(st, a.as_mut_ptr()) };
     let (a, b) = (a.as_ptr(), b.as_ptr());
     let base = out.data.as_mut_ptr();
+    let copy = copy.map(|c| CopyAt::new(c, cols.start));
     for p in 0..w.div_ceil(NC) {
         let width = (w - p * NC).min(NC);
         let last = lanes(width - (width - 1) / 16 * 16);
         for mb in 0..blocks {
             let rows = (m - mb * MR).min(MR);
             // SAFETY: the block's packed data lies in the buffers; the output block starts at
-            // a validated element and `rows`/`last` keep every access inside the output.
+            // a validated element and `rows`/`last` keep every access inside the output (and
+            // the copy).
             unsafe {
                 let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
                 let ap = a.add(mb * block_words(pairs));
@@ -227,6 +256,78 @@ pub(super) unsafe fn matmul_bf16_packed(
                     1 => kernel_bf16::<1>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
                     2 => kernel_bf16::<2>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
                     _ => kernel_bf16::<3>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
+                }
+                if let Some(c) = &copy {
+                    let (rs, at) = (out.row_stride, c.block(mb * MR, p * NC));
+                    copy_block::<true>(o, rs, rows, width, at, c.row_stride, c.bf16);
+                }
+            }
+        }
+    }
+}
+
+/// A [`CopyOut`] as raw parts for the kernels' block loops: where the copy of output column
+/// `col0` of row 0 is, bytes between rows, and whether it holds bf16 (else f32).
+struct CopyAt {
+    origin: *mut u8,
+    row_stride: usize,
+    bf16: bool,
+}
+
+impl CopyAt {
+    /// The copy `c` of an output whose columns start at `col0`.
+    fn new(c: &mut CopyOut, col0: usize) -> CopyAt {
+        let size = c.dtype.size() as usize;
+        CopyAt {
+            origin: c.data.as_mut_ptr().wrapping_add(c.offset + col0 * size),
+            row_stride: c.row_stride,
+            bf16: c.dtype == DType::Bf16,
+        }
+    }
+
+    /// Where the copy of the block at row `row`, column `col` (from `col0`) starts.
+    fn block(&self, row: usize, col: usize) -> *mut u8 {
+        let size = if self.bf16 { 2 } else { 4 };
+        self.origin.wrapping_add(row * self.row_stride + col * size)
+    }
+}
+
+/// Converts the results a kernel just stored (`rows` rows of `width` columns at `src`, rows
+/// `stride` f32s apart, still in L1) into the copy at `dst` (rows `dst_stride` bytes apart):
+/// bf16 with the model's rounding (`vcvtneps2bf16` when `HW`), or f32 as they are. The
+/// results are read back rather than taken from the accumulators because the f32 kernel fixes
+/// some lanes up after its block loop.
+///
+/// # Safety
+/// The caller's CPU has AVX-512 F/BW/VL (and AVX512_BF16 when `HW`); both regions are in
+/// bounds for `rows` × `width`.
+#[inline(always)]
+unsafe fn copy_block<const HW: bool>(
+    src: *const f32,
+    stride: usize,
+    rows: usize,
+    width: usize,
+    dst: *mut u8,
+    dst_stride: usize,
+    bf16: bool,
+) {
+    for r in 0..rows {
+        for c in (0..width).step_by(16) {
+            let mask = lanes(width - c);
+            // SAFETY: in bounds by the caller's contract (masked lanes are not accessed); the
+            // caller has the features the conversions need.
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(mask, src.add(r * stride + c));
+                let row = dst.add(r * dst_stride);
+                if bf16 {
+                    let h = if HW {
+                        f32_to_bf16_hw_x16(v)
+                    } else {
+                        f32_to_bf16_x16(v)
+                    };
+                    _mm256_mask_storeu_epi16(row.add(c * 2).cast(), mask, h);
+                } else {
+                    _mm512_mask_storeu_ps(row.add(c * 4).cast(), mask, v);
                 }
             }
         }
@@ -398,7 +499,7 @@ unsafe fn kernel_bf16<const N: usize>(
 // ---- f32 FMA path ----
 
 /// Everything but bf16 × bf16: widen to f32 with DAZ, then `vfmadd231ps`: packs the moving
-/// operand's columns `cols`, then [`matmul_f32_packed`].
+/// operand's columns `cols` and the stationary operand, then [`matmul_f32_prepacked`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL (with FMA and F16C); the operands and the output must
@@ -416,21 +517,15 @@ pub(super) unsafe fn matmul_f32(
     // SAFETY: forwarded caller contract.
     unsafe {
         let key_b = pack_moving_f32(b.as_mut_slice(), mv, cols.clone());
-        matmul_f32_packed(
-            a.as_mut_slice(),
-            b.as_slice(),
-            key_b,
-            st,
-            mv,
-            out,
-            accumulate,
-            cols,
-        );
+        let key_a = pack_stationary_f32(a.as_mut_slice(), st);
+        let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
+        let (a, b) = (a.as_slice(), b.as_slice());
+        matmul_f32_prepacked(a, b, ops_ok, st.rows, st.cols, out, None, accumulate, cols);
     }
 }
 
 /// Widens the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p`
-/// at word `p · block_stride(K, NC)`), as [`matmul_f32_packed`] reads them, and returns their
+/// at word `p · block_stride(K, NC)`), as [`matmul_f32_prepacked`] reads them, and returns their
 /// exponent key (`super::matmul::exp_key` of the smallest nonzero magnitude, after DAZ).
 /// Panels are independent, as for [`pack_moving_bf16`]; the key of all columns is the minimum
 /// of the parts' keys.
@@ -450,41 +545,54 @@ pub(super) const fn packed_moving_offset_f32(k: usize, col: usize) -> usize {
     col.div_ceil(NC) * block_stride(k, NC)
 }
 
-/// The f32 FMA kernel, the moving operand's columns `cols` already widened into `b` by
-/// [`pack_moving_f32`] (which returned `key_b`): widens the stationary operand into `a`, then
-/// computes block by block.
+/// Widens the stationary operand into `a` for [`matmul_f32_prepacked`] and returns its
+/// exponent key (as [`pack_moving_f32`] does).
 ///
 /// # Safety
-/// As for [`matmul_f32`]; `b` holds the packing of the moving operand's columns `cols`.
+/// As for [`matmul_f32`] (for the stationary operand).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn pack_stationary_f32(a: &mut [u32], st: &Operand) -> u32 {
+    assert!(st.cols.div_ceil(MR).div_ceil(2) * 2 * block_stride(st.rows, MR) <= a.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_f32_any::<MR>(st, 0, st.cols, a.as_mut_ptr()) }
+}
+
+/// The f32 FMA kernel on a `k × m` stationary operand widened into `a` by
+/// [`pack_stationary_f32`] and the moving operand's columns `cols` widened into `b` by
+/// [`pack_moving_f32`]; `ops_ok`: the operands' keys prove that no product can be tiny
+/// (`super::matmul::products_on_grid`). Block by block, each block's results stored into
+/// `out`, then converted into `copy` when there is one.
+///
+/// # Safety
+/// As for [`matmul_bf16_prepacked`], without AVX512_BF16.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn matmul_f32_packed(
-    a: &mut [u32],
+pub(super) unsafe fn matmul_f32_prepacked(
+    a: &[u32],
     b: &[u32],
-    key_b: u32,
-    st: &Operand,
-    mv: &Operand,
+    ops_ok: bool,
+    k: usize,
+    m: usize,
     out: &mut Output,
+    copy: Option<&mut CopyOut>,
     accumulate: bool,
     cols: Range<usize>,
 ) {
-    let (k, m, w) = (st.rows, st.cols, cols.len());
+    let w = cols.len();
     let blocks = m.div_ceil(MR);
     assert!(
         blocks.div_ceil(2) * 2 * block_stride(k, MR) <= a.len()
             && w.div_ceil(NC) * block_stride(k, NC) <= b.len()
     );
-    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
-    let key_a = unsafe { pack_f32_any::<MR>(st, 0, m, a.as_mut_ptr()) };
-    let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
     let (a, b) = (a.as_ptr().cast::<f32>(), b.as_ptr().cast::<f32>());
     let base = out.data.as_mut_ptr();
+    let copy = copy.map(|c| CopyAt::new(c, cols.start));
     for p in 0..w.div_ceil(NC) {
         let width = (w - p * NC).min(NC);
         let last = lanes(width - (width - 1) / 16 * 16);
         for mb in 0..blocks {
             let rows = (m - mb * MR).min(MR);
-            // SAFETY: as in `matmul_bf16`.
+            // SAFETY: as in `matmul_bf16_prepacked`.
             unsafe {
                 let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
                 let ap = a.add(mb * block_stride(k, MR));
@@ -494,6 +602,10 @@ pub(super) unsafe fn matmul_f32_packed(
                     1 => kernel_f32::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
                     2 => kernel_f32::<2>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
                     _ => kernel_f32::<3>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                }
+                if let Some(c) = &copy {
+                    let at = c.block(mb * MR, p * NC);
+                    copy_block::<false>(o, s, rows, width, at, c.row_stride, c.bf16);
                 }
             }
         }

@@ -8,7 +8,8 @@ use super::access::{
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    Operand, Output, matmul as mm_kernel, matmul_packed, moving_split, pack_moving, shared_packing,
+    CopyOut, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
+    pack_stationary, packing_of, shared_packing,
 };
 use crate::exec::{Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
@@ -58,6 +59,27 @@ fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
     }
     // A multiple of 8 rows keeps the kernel's row blocks whole.
     Some((m / 2).div_ceil(8) * 8).filter(|&h| h < m)
+}
+
+/// The [`CopyOut`] of a copy destination in SBUF, `sbuf` holding its row 0 at byte `offset`.
+fn copy_out<'a>(sbuf: &'a mut [u8], to: &Resolved, offset: usize) -> CopyOut<'a> {
+    let size = to.dtype.size() as usize;
+    CopyOut {
+        data: sbuf,
+        dtype: to.dtype,
+        offset,
+        row_stride: to.pattern.strides[0] as usize * size,
+    }
+}
+
+/// The [`CopyOut`]s of a copy destination's rows `[0, h)` and from `h` on, in disjoint parts of
+/// the SBUF bytes.
+fn split_copy<'a>(sbuf: &'a mut [u8], to: &Resolved, h: usize) -> (CopyOut<'a>, CopyOut<'a>) {
+    let size = to.dtype.size() as usize;
+    let start = to.pattern.base as usize * size;
+    let at = (start + h * to.pattern.strides[0] as usize * size).min(sbuf.len());
+    let (lo, hi) = sbuf.split_at_mut(at);
+    (copy_out(lo, to, start), copy_out(hi, to, 0))
 }
 
 /// Whether a view's free elements are one contiguous run in each partition.
@@ -117,9 +139,37 @@ fn operand<'a>(
     }
 }
 
+/// Whether the `tensor_copy` with operands `copy`, run right after the matmul with operands
+/// `mm`, can run as part of it ([`matmul`] with `copy`): it converts exactly the matmul's PSUM
+/// result to bf16 or f32, into SBUF partitions whose free elements are contiguous, and the
+/// matmul takes a path that packs both operands before it computes (so that the copy's writes
+/// cannot change what it reads, even when the copy's tile overlaps an operand's).
+pub(crate) fn copy_fuses(e: &Engines, mm: &Operands, copy: &Operands) -> bool {
+    let (dst, stationary, moving) = (mm.get(0), mm.get(1), mm.get(2));
+    let (to, from) = (copy.get(0), copy.get(1));
+    let rows_apart = to.dims[0] == 1
+        || usize::try_from(to.pattern.strides[0] * to.dtype.size() as isize)
+            == Ok(e.sbuf.partition_stride());
+    dst.loc == Loc::Psum
+        && free_contiguous(&dst.dims, &dst.pattern)
+        && from.loc == Loc::Psum
+        && from.dtype == DType::F32
+        && from.pattern == dst.pattern
+        && from.dims == dst.dims
+        && to.loc == Loc::Sbuf
+        && matches!(to.dtype, DType::Bf16 | DType::F32)
+        && to.dims == dst.dims
+        && to.pattern.base >= 0
+        && free_contiguous(&to.dims, &to.pattern)
+        && rows_apart
+        && packing_of(e.isa, stationary.dtype, moving.dtype).is_some()
+}
+
 /// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
-/// accumulation order of [`crate::cpu::matmul`].
-pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
+/// accumulation order of [`crate::cpu::matmul`]; with `copy` (the destination of a
+/// `tensor_copy` of `dst` for which [`copy_fuses`] holds), each result is also converted into
+/// it as it is computed.
+pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool, copy: Option<&Resolved>) {
     let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
     let Engines {
         isa,
@@ -142,9 +192,89 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
     let m = operand(isa, chunks, sbuf, moving, pm);
     let n = m.cols;
     let (dp, g) = (dst.pattern, dst.dims);
+    let row_stride = Psum::STRIDE_F32S;
+    if free_contiguous(&g, &dp)
+        && let Some(packing) = shared_packing(isa, &s, &m)
+    {
+        // Both operands packed first, then the rows computed (and copied): the moving
+        // operand once, in halves of its panels when two threads split the rows.
+        let offset = dp.base as usize;
+        let (k, rows) = (s.rows, s.cols);
+        let shape = m.shape();
+        let (a, mut b) = mm.parts();
+        let split = split_rows(k, rows, n);
+        let Some((worker, h)) = split.and(worker.as_mut()).and_then(near).zip(split) else {
+            let (_, words) = b.split(packing, k, 0);
+            let key = pack_moving(isa, packing, words, &m, 0..n);
+            let packed = b.packed(packing, shape, key);
+            let a = pack_stationary(isa, packing, a, &s);
+            let mut out = Output {
+                data: psum.f32s_mut(),
+                offset,
+                row_stride,
+            };
+            let mut c = copy.map(|c| {
+                copy_out(
+                    sbuf.bytes_mut(),
+                    c,
+                    c.pattern.base as usize * c.dtype.size() as usize,
+                )
+            });
+            return matmul_prepacked(isa, &a, &packed, &mut out, c.as_mut(), accumulate);
+        };
+        // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
+        let size = s.dtype.size() as usize;
+        let s_lo = Operand { cols: h, ..s };
+        let s_hi = Operand {
+            offset: s.offset + h * size,
+            cols: rows - h,
+            ..s
+        };
+        let (m, half) = (&m, moving_split(n));
+        let (b_lo, b_hi) = b.split(packing, k, half);
+        let a_hi = mm_worker.stationary();
+        let ((k_lo, a_lo), (k_hi, a_hi)) = worker.join(
+            || {
+                let key = pack_moving(isa, packing, b_lo, m, 0..half);
+                (key, pack_stationary(isa, packing, a, &s_lo))
+            },
+            || {
+                let key = pack_moving(isa, packing, b_hi, m, half..n);
+                (key, pack_stationary(isa, packing, a_hi, &s_hi))
+            },
+        );
+        let packed = b.packed(packing, shape, k_lo.and(k_hi));
+        let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
+        let mut out_lo = Output {
+            data: lo,
+            offset,
+            row_stride,
+        };
+        let mut out_hi = Output {
+            data: hi,
+            offset: 0,
+            row_stride,
+        };
+        let (mut c_lo, mut c_hi) = match copy {
+            Some(c) => {
+                let (lo, hi) = split_copy(sbuf.bytes_mut(), c, h);
+                (Some(lo), Some(hi))
+            }
+            None => (None, None),
+        };
+        let packed = &packed;
+        worker.join(
+            || matmul_prepacked(isa, &a_lo, packed, &mut out_lo, c_lo.as_mut(), accumulate),
+            || matmul_prepacked(isa, &a_hi, packed, &mut out_hi, c_hi.as_mut(), accumulate),
+        );
+        return;
+    }
+    debug_assert!(
+        copy.is_none(),
+        "a copy fused into a matmul that does not pack first"
+    );
     if free_contiguous(&g, &dp) {
         let offset = dp.base as usize;
-        let row_stride = Psum::STRIDE_F32S;
         let split = split_rows(s.rows, s.cols, n);
         if let (Some(worker), Some(h)) = (split.and(worker.as_mut()).and_then(near), split) {
             // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM partitions.
@@ -167,33 +297,6 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool) {
                 row_stride,
             };
             let m = &m;
-            if let Some(packing) = shared_packing(isa, &s, m) {
-                // The moving operand packed once: each thread packs half of its panels into
-                // this thread's buffer, then each computes its rows from all of them.
-                let half = moving_split(n);
-                let (k_lo, k_hi) = {
-                    let (_, b_lo, b_hi) = mm.split_moving(packing, m.rows, half);
-                    worker.join(
-                        || pack_moving(isa, packing, b_lo, m, 0..half),
-                        || pack_moving(isa, packing, b_hi, m, half..n),
-                    )
-                };
-                let key = k_lo.and(k_hi);
-                let (a_lo, _, packed) = mm.split_moving(packing, m.rows, 0);
-                let packed: &[u32] = packed;
-                let a_hi = mm_worker.stationary();
-                worker.join(
-                    || {
-                        let out = &mut out_lo;
-                        matmul_packed(isa, packing, a_lo, packed, key, &s_lo, m, out, accumulate)
-                    },
-                    || {
-                        let out = &mut out_hi;
-                        matmul_packed(isa, packing, a_hi, packed, key, &s_hi, m, out, accumulate)
-                    },
-                );
-                return;
-            }
             worker.join(
                 || mm_kernel(isa, mm, &s_lo, m, &mut out_lo, accumulate, 0..n),
                 || mm_kernel(isa, mm_worker, &s_hi, m, &mut out_hi, accumulate, 0..n),

@@ -46,7 +46,7 @@ use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, P
 
 use super::interleaved::Shares;
 use super::spmd::{Hull, IndexBox, output_boxes, output_hulls};
-use super::{ExecError, Frame, Second, Untimed, interpret};
+use super::{ExecError, Frame, Second, Shown, Untimed, interpret};
 use crate::engines::Engines;
 use crate::launch::{Bound, HbmOut};
 use crate::memory::Psum;
@@ -341,8 +341,28 @@ pub(crate) fn run_parallel(
     };
     let body = (begin.saturating_add(1), end.saturating_add(1));
     let (ra, rb) = w.join(
-        || interpret(e, &mut bound_a, &mut Untimed, &mut fa, body, None),
-        || interpret(engines_b, &mut bound_b, &mut Untimed, &mut fb, body, None),
+        || {
+            interpret(
+                e,
+                &mut bound_a,
+                &mut Untimed,
+                Shown::Fused,
+                &mut fa,
+                body,
+                None,
+            )
+        },
+        || {
+            interpret(
+                engines_b,
+                &mut bound_b,
+                &mut Untimed,
+                Shown::Fused,
+                &mut fb,
+                body,
+                None,
+            )
+        },
     );
     e.worker = worker;
     split.give_back(b.outputs, second.outputs);

@@ -166,15 +166,26 @@ pub(crate) struct Second<'s> {
     pub target: nki_lang::Target,
 }
 
+/// How a run shows its instructions to its observer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// Every instruction, one at a time (an observed run: timing, strictness, profiles).
+    Each,
+    /// A plain run (the [`Untimed`] observer): a matmul and the `tensor_copy` of its result
+    /// that follows it may run as one ([`fused_copy`]).
+    Fused,
+}
+
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.
 pub(crate) fn run<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
+    shown: Shown,
     second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
-    run_instances(e, b, obs, 0..b.grid.count().unwrap_or(0), second)
+    run_instances(e, b, obs, shown, 0..b.grid.count().unwrap_or(0), second)
 }
 
 /// Runs instances `range` (row-major indices) of the bound program's grid, in order. With
@@ -184,13 +195,14 @@ pub(crate) fn run_instances<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
+    shown: Shown,
     range: core::ops::Range<usize>,
     mut second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
     let end = b.program.instrs().len();
     for i in range {
         let mut f = Frame::new(b.grid.coords(i));
-        interpret(e, b, obs, &mut f, (0, end), second.as_deref_mut())?;
+        interpret(e, b, obs, shown, &mut f, (0, end), second.as_deref_mut())?;
     }
     Ok(())
 }
@@ -226,6 +238,7 @@ pub(crate) fn interpret<O: Observer>(
     e: &mut Engines,
     b: &mut Bound<'_, '_, '_>,
     obs: &mut O,
+    shown: Shown,
     f: &mut Frame,
     (start, stop): (usize, usize),
     mut second: Option<&mut Second<'_>>,
@@ -277,6 +290,19 @@ pub(crate) fn interpret<O: Observer>(
                             what,
                         });
                     }
+                    let copy = match shown {
+                        Shown::Fused if obs.computes() => {
+                            fused_copy(e, b, ins, &ops, (pc, stop), vars)
+                        }
+                        _ => None,
+                    };
+                    if let (Some(copy), InstrData::Matmul { dst, .. }) = (&copy, ins.data) {
+                        // The copy runs as part of the matmul; its instruction is done too.
+                        tensor::matmul(e, &ops, accumulates(dst.write, vars), Some(copy.get(0)));
+                        obs.after(pc, ins);
+                        pc += 2;
+                        continue;
+                    }
                     if obs.computes() {
                         execute(e, b, ins, &ops, vars);
                     }
@@ -287,6 +313,37 @@ pub(crate) fn interpret<O: Observer>(
         pc += 1;
     }
     Ok(())
+}
+
+/// The operands of the `tensor_copy` right after the matmul `ins` (at `pc`, before `stop`) when
+/// it can run as part of the matmul: it overwrites its destination with the matmul's whole
+/// result, converted to bf16 or f32 ([`tensor::copy_fuses`]). Both instructions run with the
+/// same loop values, and the matmul packs both operands before it computes, so the copy's
+/// writes cannot change what the matmul reads, even where the copy's tile takes the place of
+/// an operand that dies with the matmul (as the allocator arranges in the seed kernel). The
+/// results are those of the two instructions one after the other, bit for bit, with the result
+/// converted while each block of it is still in the host's L1 cache instead of in a second
+/// pass over PSUM.
+fn fused_copy(
+    e: &Engines,
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+) -> Option<Operands> {
+    if ins.opcode != Opcode::Matmul || pc.checked_add(1)? >= stop {
+        return None;
+    }
+    let next = b.program.instrs().get(pc + 1)?;
+    let InstrData::Unary { dst, .. } = next.data else {
+        return None;
+    };
+    if next.opcode != Opcode::TensorCopy || dst.write != Write::Overwrite {
+        return None;
+    }
+    let copy = resolve::resolve(b, next, vars, e.sbuf.partition_stride())?;
+    tensor::copy_fuses(e, ops, &copy).then_some(copy)
 }
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
@@ -308,7 +365,7 @@ fn execute(
         (Opcode::Store, _) => dma::store(e, b, ops),
         (Opcode::LoadTranspose2d, _) => dma::load_transpose2d(e, b, ops),
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
-            tensor::matmul(e, ops, accumulates(dst.write, vars))
+            tensor::matmul(e, ops, accumulates(dst.write, vars), None)
         }
         (Opcode::Transpose, _) => tensor::transpose(e, ops),
         (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => match (ins.engine, acc(dst.write)) {

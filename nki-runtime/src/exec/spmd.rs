@@ -30,7 +30,7 @@ use nki_lang::{
 };
 
 use super::interleaved::Shares;
-use super::{ExecError, Second, Untimed, run, run_instances};
+use super::{ExecError, Second, Shown, Untimed, run, run_instances};
 use crate::engines::Engines;
 use crate::grid::LaunchGrid;
 use crate::launch::{Bound, HbmOut};
@@ -275,6 +275,7 @@ pub(crate) fn execute(
             e,
             b,
             &mut Untimed,
+            Shown::Fused,
             Some(&mut Second {
                 engines: second,
                 outputs: second_outputs,
@@ -303,6 +304,7 @@ pub(crate) fn execute(
             e,
             b,
             &mut Untimed,
+            Shown::Fused,
             Some(&mut Second {
                 engines: second,
                 outputs: second_outputs,
@@ -328,8 +330,17 @@ pub(crate) fn execute(
         ..*b
     };
     let (ra, rb) = w.join(
-        || run_instances(e, &mut bound_a, &mut Untimed, 0..h, None),
-        || run_instances(engines_b, &mut bound_b, &mut Untimed, h..n, None),
+        || run_instances(e, &mut bound_a, &mut Untimed, Shown::Fused, 0..h, None),
+        || {
+            run_instances(
+                engines_b,
+                &mut bound_b,
+                &mut Untimed,
+                Shown::Fused,
+                h..n,
+                None,
+            )
+        },
     );
     e.worker = worker;
     shares.give_back(b.outputs, second_outputs);
