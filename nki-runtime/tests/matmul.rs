@@ -324,3 +324,155 @@ fn a_copy_after_a_matmul_gives_the_bits_of_both_in_turn() {
         }
     }
 }
+
+/// A plain run skips a load whose tile only the matmul right after it (or after one more load)
+/// reads, and that matmul packs the operand from the input tensor. Whether or not the loads
+/// are skipped, every variant gives the strict core's bits on every host code path with one
+/// and two host threads, and the f64 reference's values:
+/// - the seed (both loads skipped), and the same with the moving operand loaded first;
+/// - a `memset` between the stationary load and the matmul (that load runs);
+/// - the tiles read by a second, accumulating matmul (no load skipped);
+/// - the moving operand converted from an f32 tensor by its load (that load runs).
+///
+/// Where a load was skipped, a fresh plain core's SBUF still holds zeros in its tile, while
+/// the strict core's holds the loaded values.
+#[test]
+fn loads_forwarded_into_a_matmul_give_the_same_bits() {
+    let (k, m, n) = (128usize, 128usize, 512usize);
+    let z = Affine::ZERO;
+    let program = |variant: &str| {
+        let mut b = Builder::new("forwarded_loads");
+        let rhs_dt = if variant == "converted" {
+            DType::F32
+        } else {
+            DType::Bf16
+        };
+        let lhs = b.input("lhsT", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(128)]);
+        let rhs = b.input("rhs", rhs_dt, &[Dim::Fixed(128), Dim::Fixed(512)]);
+        let out = b.output("out", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+        let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+        let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+        let other = b.tile("other", Memory::Sbuf, DType::F32, &[128, 4]);
+        let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+        let res = b.tile("res", Memory::Sbuf, DType::Bf16, &[128, 512]);
+        let load_a = |b: &mut Builder| b.load(whole(a, &[128, 128]), access2(lhs, z, z));
+        let load_r = |b: &mut Builder| b.load(whole(r, &[128, 512]), access2(rhs, z, z));
+        match variant {
+            "moving first" => {
+                load_r(&mut b);
+                load_a(&mut b);
+            }
+            "memset between" => {
+                load_a(&mut b);
+                b.memset(whole(other, &[128, 4]), 1.0);
+                load_r(&mut b);
+            }
+            _ => {
+                load_a(&mut b);
+                load_r(&mut b);
+            }
+        }
+        let product = |b: &mut Builder, write| {
+            b.matmul(
+                whole(acc, &[128, 512]),
+                whole(a, &[128, 128]),
+                whole(r, &[128, 512]),
+                write,
+            )
+        };
+        product(&mut b, Write::Overwrite);
+        if variant == "read twice" {
+            product(&mut b, ACCUMULATE);
+        }
+        b.copy(whole(res, &[128, 512]), whole(acc, &[128, 512]));
+        b.store(access2(out, z, z), whole(res, &[128, 512]));
+        (b.finish(), a, r)
+    };
+    let mut rng = Rng::new(33);
+    let lhs = random_bf16(&mut rng, k, m);
+    let rhs = random_bf16(&mut rng, k, n);
+    let rhs_f32 = rhs.mapv(|x| x.to_f32());
+    let (want, abs) = reference_matmul(
+        &to_f64(lhs.as_slice().unwrap()),
+        &to_f64(rhs.as_slice().unwrap()),
+        k,
+        m,
+        n,
+    );
+    let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+    let rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+    let rhs_f32_d = DeviceTensor::from_array(&rhs_f32).unwrap();
+    let variants = [
+        ("seed", [true, true]),
+        ("moving first", [true, true]),
+        ("memset between", [false, true]),
+        ("read twice", [false, false]),
+        ("converted", [true, false]),
+    ];
+    for (variant, forwarded) in variants {
+        let (compiled, a, r) = program(variant);
+        let parts = compiled.parts();
+        let program = parts.program();
+        let kernel = Kernel::new(program);
+        let rhs_arg = if variant == "converted" {
+            rhs_f32_d.arg()
+        } else {
+            rhs_d.arg()
+        };
+        let inputs = [lhs_d.arg(), rhs_arg];
+        let scale = if variant == "read twice" { 2.0 } else { 1.0 };
+        let want: Vec<f64> = want.iter().map(|w| w * scale).collect();
+        let abs: Vec<f64> = abs.iter().map(|w| w * scale).collect();
+        let run = |core: &mut NeuronCore| -> Vec<bf16> {
+            let mut out = DeviceTensor::<bf16>::zeros(&[m, n]).unwrap();
+            core.launch(&kernel, &inputs, &mut [out.arg_mut()]).unwrap();
+            out.as_slice().to_vec()
+        };
+        let mut strict_core = NeuronCore::default().with_strict(true);
+        let strict = run(&mut strict_core);
+        assert_close(&to_f64(&strict), &want, &abs, 2 * k, 2f64.powi(-8));
+        for isa in Isa::supported() {
+            for threads in [1, 2] {
+                let mut core = NeuronCore::default()
+                    .with_isa(isa)
+                    .unwrap()
+                    .with_strict(false)
+                    .with_host_threads(threads);
+                let got = run(&mut core);
+                assert!(
+                    got == strict,
+                    "{variant}: {isa:?}, {threads} threads differ from strict"
+                );
+                // Partition 5 of each loaded tile, where no other tile takes its place: zeros
+                // unless the load ran.
+                for (tile, skipped) in [a, r].into_iter().zip(forwarded) {
+                    let decl = &program.tiles()[usize::from(tile)];
+                    let at = decl.addr as usize;
+                    let end = at + decl.bytes_per_partition() as usize;
+                    let alone: Vec<usize> = (at..end)
+                        .filter(|&x| {
+                            program.tiles().iter().all(|o| {
+                                let (lo, hi) = (
+                                    o.addr as usize,
+                                    (o.addr as u64 + o.bytes_per_partition()) as usize,
+                                );
+                                o.name == decl.name || o.memory != Memory::Sbuf || x < lo || x >= hi
+                            })
+                        })
+                        .collect();
+                    let plain = core.sbuf().partition(5).unwrap();
+                    let strict = strict_core.sbuf().partition(5).unwrap();
+                    let untouched = alone.iter().all(|&x| plain[x] == 0);
+                    let what =
+                        format!("{variant}: tile {}, {} bytes alone", decl.name, alone.len());
+                    if !alone.is_empty() {
+                        assert_eq!(untouched, skipped, "{what}");
+                    }
+                    if !skipped {
+                        assert!(alone.iter().all(|&x| plain[x] == strict[x]), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}

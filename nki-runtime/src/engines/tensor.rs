@@ -11,7 +11,7 @@ use crate::cpu::matmul::{
     CopyOut, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
     pack_stationary, packing_of, shared_packing,
 };
-use crate::exec::{Loc, Operands, Resolved};
+use crate::exec::{Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
 use crate::worker::near;
 
@@ -83,10 +83,25 @@ fn split_copy<'a>(sbuf: &'a mut [u8], to: &Resolved, h: usize) -> (CopyOut<'a>, 
 }
 
 /// Whether a view's free elements are one contiguous run in each partition.
-fn free_contiguous(g: &[usize; MAX_TILE_RANK], pat: &Pattern) -> bool {
+pub(crate) fn free_contiguous(g: &[usize; MAX_TILE_RANK], pat: &Pattern) -> bool {
     let mut free = *g;
     free[0] = 1;
     squeeze(&free, &pat.strides).is_contiguous()
+}
+
+/// A matmul operand `[K, cols]` read from an input tensor (each partition one contiguous run of
+/// it, as [`Forward`] guarantees).
+fn hbm_operand<'a>(f: &Forward<'a>) -> Operand<'a> {
+    let r = &f.hbm;
+    let size = r.dtype.size() as usize;
+    Operand {
+        data: f.data,
+        dtype: r.dtype,
+        offset: r.pattern.base as usize * size,
+        row_stride: r.pattern.strides[0] as usize * size,
+        rows: r.dims[0],
+        cols: r.dims[1..].iter().product(),
+    }
 }
 
 /// A matmul operand `[K, cols]` for a view in SBUF: the view itself when its free elements are
@@ -168,8 +183,15 @@ pub(crate) fn copy_fuses(e: &Engines, mm: &Operands, copy: &Operands) -> bool {
 /// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
 /// accumulation order of [`crate::cpu::matmul`]; with `copy` (the destination of a
 /// `tensor_copy` of `dst` for which [`copy_fuses`] holds), each result is also converted into
-/// it as it is computed.
-pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool, copy: Option<&Resolved>) {
+/// it as it is computed. An operand in `from_hbm` (stationary, moving) is read from the input
+/// tensor a skipped load would have copied it from ([`crate::exec`]'s `fuse`).
+pub(crate) fn matmul(
+    e: &mut Engines,
+    ops: &Operands,
+    accumulate: bool,
+    copy: Option<&Resolved>,
+    from_hbm: [Option<Forward<'_>>; 2],
+) {
     let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
     let Engines {
         isa,
@@ -188,8 +210,15 @@ pub(crate) fn matmul(e: &mut Engines, ops: &Operands, accumulate: bool, copy: Op
         moving: pm,
         out: po,
     } = packed;
-    let s = operand(isa, chunks, sbuf, stationary, ps);
-    let m = operand(isa, chunks, sbuf, moving, pm);
+    let [fs, fm] = from_hbm;
+    let s = match fs {
+        Some(f) => hbm_operand(&f),
+        None => operand(isa, chunks, sbuf, stationary, ps),
+    };
+    let m = match fm {
+        Some(f) => hbm_operand(&f),
+        None => operand(isa, chunks, sbuf, moving, pm),
+    };
     let n = m.cols;
     let (dp, g) = (dst.pattern, dst.dims);
     let row_stride = Psum::STRIDE_F32S;

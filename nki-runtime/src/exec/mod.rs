@@ -12,6 +12,7 @@
 //! share no written tile splits its iterations instead (`loops`). A run with an observer
 //! other than the plain one is serial.
 
+mod fuse;
 mod interleaved;
 pub(crate) mod loops;
 mod resolve;
@@ -25,6 +26,7 @@ use nki_lang::{
 };
 use thiserror::Error;
 
+pub(crate) use fuse::Forward;
 pub use resolve::{Loc, Operands, Pattern, Resolved};
 
 use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
@@ -171,8 +173,8 @@ pub(crate) struct Second<'s> {
 pub(crate) enum Shown {
     /// Every instruction, one at a time (an observed run: timing, strictness, profiles).
     Each,
-    /// A plain run (the [`Untimed`] observer): a matmul and the `tensor_copy` of its result
-    /// that follows it may run as one ([`fused_copy`]).
+    /// A plain run (the [`Untimed`] observer): neighbouring instructions that only pass data
+    /// through SBUF may run as one step ([`fuse`]).
     Fused,
 }
 
@@ -234,9 +236,9 @@ impl Frame {
 
 /// Runs instructions `start..stop` from state `f`: a whole instance (`0..len`), or, for half of
 /// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`.
-pub(crate) fn interpret<O: Observer>(
+pub(crate) fn interpret<'i, O: Observer>(
     e: &mut Engines,
-    b: &mut Bound<'_, '_, '_>,
+    b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
     shown: Shown,
     f: &mut Frame,
@@ -248,6 +250,7 @@ pub(crate) fn interpret<O: Observer>(
     let syms = b.syms;
     let mut pc = start;
     let sbuf_stride = e.sbuf.partition_stride();
+    let mut pending: fuse::Pending<'i> = [None; 2];
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -290,60 +293,30 @@ pub(crate) fn interpret<O: Observer>(
                             what,
                         });
                     }
-                    let copy = match shown {
+                    let stepped = match shown {
                         Shown::Fused if obs.computes() => {
-                            fused_copy(e, b, ins, &ops, (pc, stop), vars)
+                            fuse::step(e, b, ins, &ops, (pc, stop), vars, &mut pending)
                         }
                         _ => None,
                     };
-                    if let (Some(copy), InstrData::Matmul { dst, .. }) = (&copy, ins.data) {
-                        // The copy runs as part of the matmul; its instruction is done too.
-                        tensor::matmul(e, &ops, accumulates(dst.write, vars), Some(copy.get(0)));
+                    if let Some(more) = stepped {
                         obs.after(pc, ins);
-                        pc += 2;
+                        pc += 1 + more;
                         continue;
                     }
                     if obs.computes() {
                         execute(e, b, ins, &ops, vars);
                     }
                     obs.after(pc, ins);
+                } else if ins.opcode == Opcode::Matmul {
+                    // Loads forwarded to a matmul are for this execution of it only.
+                    pending = [None; 2];
                 }
             }
         }
         pc += 1;
     }
     Ok(())
-}
-
-/// The operands of the `tensor_copy` right after the matmul `ins` (at `pc`, before `stop`) when
-/// it can run as part of the matmul: it overwrites its destination with the matmul's whole
-/// result, converted to bf16 or f32 ([`tensor::copy_fuses`]). Both instructions run with the
-/// same loop values, and the matmul packs both operands before it computes, so the copy's
-/// writes cannot change what the matmul reads, even where the copy's tile takes the place of
-/// an operand that dies with the matmul (as the allocator arranges in the seed kernel). The
-/// results are those of the two instructions one after the other, bit for bit, with the result
-/// converted while each block of it is still in the host's L1 cache instead of in a second
-/// pass over PSUM.
-fn fused_copy(
-    e: &Engines,
-    b: &Bound<'_, '_, '_>,
-    ins: &Instr,
-    ops: &Operands,
-    (pc, stop): (usize, usize),
-    vars: &VarValues,
-) -> Option<Operands> {
-    if ins.opcode != Opcode::Matmul || pc.checked_add(1)? >= stop {
-        return None;
-    }
-    let next = b.program.instrs().get(pc + 1)?;
-    let InstrData::Unary { dst, .. } = next.data else {
-        return None;
-    };
-    if next.opcode != Opcode::TensorCopy || dst.write != Write::Overwrite {
-        return None;
-    }
-    let copy = resolve::resolve(b, next, vars, e.sbuf.partition_stride())?;
-    tensor::copy_fuses(e, ops, &copy).then_some(copy)
 }
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
@@ -365,7 +338,7 @@ fn execute(
         (Opcode::Store, _) => dma::store(e, b, ops),
         (Opcode::LoadTranspose2d, _) => dma::load_transpose2d(e, b, ops),
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
-            tensor::matmul(e, ops, accumulates(dst.write, vars), None)
+            tensor::matmul(e, ops, accumulates(dst.write, vars), None, [None; 2])
         }
         (Opcode::Transpose, _) => tensor::transpose(e, ops),
         (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => match (ins.engine, acc(dst.write)) {

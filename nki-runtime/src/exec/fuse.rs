@@ -1,0 +1,183 @@
+//! What a plain run does in one step where a program spells out several instructions: data
+//! that would only pass through SBUF on its way between two neighbouring instructions goes
+//! straight from one to the other.
+//!
+//! - **A load into a matmul.** A `load` whose tile no instruction but the matmul right after
+//!   it (or after one more load) reads does not run: the matmul packs that operand straight
+//!   from the input tensor ([`forward_load`]). The tiled matmul's two loads per step and the
+//!   seed's two loads become reads of HBM by the matmul's packing, instead of a copy into
+//!   SBUF and a second pass over it.
+//! - **A matmul into a copy.** A `tensor_copy` of a matmul's whole PSUM result right after it
+//!   runs as part of the matmul ([`fused_copy`]): each block of results is converted while it
+//!   is still in the host's L1 cache, instead of in a second pass over PSUM.
+//!
+//! Both give the results of the instructions one after the other, bit for bit: the matmul
+//! packs both operands before it computes, so neither its operands' source nor the copy's
+//! writes can change what it reads. What differs is only what SBUF holds afterwards: a
+//! forwarded load's tile keeps its old contents, which no instruction reads (a strict core,
+//! or any observed run, runs every instruction as written).
+
+use nki_lang::{Instr, InstrData, Opcode, VarValues, Write};
+
+use super::resolve::{self, Loc, Operands, Resolved};
+use crate::engines::{Engines, tensor};
+use crate::launch::Bound;
+
+/// An operand a matmul reads from an input tensor instead of the tile a skipped load would
+/// have filled.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Forward<'i> {
+    /// The matmul's instruction index.
+    consumer: usize,
+    /// The matmul's operand slot: 1 (stationary) or 2 (moving).
+    slot: u8,
+    /// The input tensor's bytes.
+    pub data: &'i [u8],
+    /// The load's HBM side: the same elements, in the same order, as the tile it skipped.
+    pub hbm: Resolved,
+}
+
+/// The loads skipped for the matmul ahead (at most its two operands).
+pub(crate) type Pending<'i> = [Option<Forward<'i>>; 2];
+
+/// Runs `ins` (at `pc`, operands `ops`) in one step with what follows it, if it starts such a
+/// step: a forwarded load is set aside in `pending`, a matmul takes the loads forwarded to it
+/// and the copy after it. Returns how many instructions after `ins` the step also ran (so 0
+/// for a load or a lone matmul); `None` when `ins` is to run on its own.
+pub(crate) fn step<'i>(
+    e: &mut Engines,
+    b: &mut Bound<'i, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+    pending: &mut Pending<'i>,
+) -> Option<usize> {
+    match (ins.opcode, ins.data) {
+        (Opcode::Load, _) => {
+            let fw = forward_load(e, b, ins, ops, (pc, stop), vars)?;
+            let free = pending.iter_mut().find(|p| p.is_none())?;
+            *free = Some(fw);
+            Some(0)
+        }
+        (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
+            let taken = core::mem::take(pending);
+            let mut from_hbm: [Option<Forward<'i>>; 2] = [None; 2];
+            for fw in taken.into_iter().flatten().filter(|f| f.consumer == pc) {
+                from_hbm[usize::from(fw.slot - 1)] = Some(fw);
+            }
+            let copy = fused_copy(e, b, ins, ops, (pc, stop), vars);
+            let accumulate = super::accumulates(dst.write, vars);
+            let to = copy.as_ref().map(|c| c.get(0));
+            tensor::matmul(e, ops, accumulate, to, from_hbm);
+            Some(usize::from(copy.is_some()))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a resolved operand covers the same elements of the same memory as another.
+fn same_elements(a: &Resolved, b: &Resolved) -> bool {
+    (a.loc, a.dtype, a.pattern, a.dims) == (b.loc, b.dtype, b.pattern, b.dims)
+}
+
+/// The operand a load (`ins` at `pc`, operands `ops`) hands straight to the matmul after it
+/// (the next instruction, or the one after a load of another tile, before `stop`), when:
+/// - the load reads an input tensor of the tile's dtype, with the same dimensions, its free
+///   elements contiguous on both sides (each partition one run of the tensor);
+/// - the matmul reads exactly the loaded elements as one of its operands;
+/// - no other instruction of the program reads the tile.
+///
+/// Then the tile's contents matter to that matmul alone, which finds them in the tensor.
+pub(crate) fn forward_load<'i>(
+    e: &Engines,
+    b: &Bound<'i, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+) -> Option<Forward<'i>> {
+    let p = b.program;
+    let InstrData::Dma { tile: view, .. } = ins.data else {
+        return None;
+    };
+    let tile = p.views().get(view.index())?.tile;
+    let (dst, hbm) = (ops.get(0), ops.get(1));
+    let Loc::Hbm(t) = hbm.loc else {
+        return None;
+    };
+    let data = b.inputs.get(usize::from(t))?.data;
+    let shaped = hbm.dtype == dst.dtype
+        && hbm.dims == dst.dims
+        && hbm.pattern.base >= 0
+        && hbm.pattern.strides[0] > 0
+        && tensor::free_contiguous(&hbm.dims, &hbm.pattern)
+        && tensor::free_contiguous(&dst.dims, &dst.pattern);
+    if !shaped {
+        return None;
+    }
+    let instrs = p.instrs();
+    let tile_of = |v: nki_lang::ViewId| p.views().get(v.index()).map(|v| v.tile);
+    // The matmul: next, or after one load of another tile.
+    let mut at = pc.checked_add(1)?;
+    if let Some(InstrData::Dma { tile: v, .. }) = instrs.get(at).map(|i| i.data)
+        && instrs[at].opcode == Opcode::Load
+        && tile_of(v) != Some(tile)
+    {
+        at = at.checked_add(1)?;
+    }
+    let mm = instrs
+        .get(at)
+        .filter(|i| i.opcode == Opcode::Matmul && at < stop)?;
+    // No instruction but the matmul reads the tile.
+    let others_read = instrs.iter().enumerate().any(|(i, x)| {
+        i != at
+            && x.operands()
+                .any(|o| o.dir.reads() && o.view().and_then(tile_of) == Some(tile))
+    });
+    if others_read {
+        return None;
+    }
+    let mops = resolve::resolve(b, mm, vars, e.sbuf.partition_stride())?;
+    let mut slots = [1u8, 2]
+        .into_iter()
+        .filter(|&s| same_elements(mops.get(usize::from(s)), dst));
+    let slot = slots.next()?;
+    if slots.next().is_some() {
+        return None;
+    }
+    Some(Forward {
+        consumer: at,
+        slot,
+        data,
+        hbm: *hbm,
+    })
+}
+
+/// The operands of the `tensor_copy` right after the matmul `ins` (at `pc`, before `stop`) when
+/// it can run as part of the matmul: it overwrites its destination with the matmul's whole
+/// result, converted to bf16 or f32 ([`tensor::copy_fuses`]). Both instructions run with the
+/// same loop values, and the matmul packs both operands before it computes, so the copy's
+/// writes cannot change what the matmul reads, even where the copy's tile takes the place of
+/// an operand that dies with the matmul (as the allocator arranges in the seed kernel).
+pub(crate) fn fused_copy(
+    e: &Engines,
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+) -> Option<Operands> {
+    if ins.opcode != Opcode::Matmul || pc.checked_add(1)? >= stop {
+        return None;
+    }
+    let next = b.program.instrs().get(pc + 1)?;
+    let InstrData::Unary { dst, .. } = next.data else {
+        return None;
+    };
+    if next.opcode != Opcode::TensorCopy || dst.write != Write::Overwrite {
+        return None;
+    }
+    let copy = resolve::resolve(b, next, vars, e.sbuf.partition_stride())?;
+    tensor::copy_fuses(e, ops, &copy).then_some(copy)
+}
