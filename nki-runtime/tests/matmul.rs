@@ -9,6 +9,7 @@ use common::{
 use half::{bf16, f16};
 use ndarray::Array2;
 use nki_lang::{Affine, DType, Dim, Memory, Target, Write};
+use nki_runtime::cpu::matmul::packing_of;
 use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
 
 fn random_bf16(rng: &mut Rng, rows: usize, cols: usize) -> Array2<bf16> {
@@ -473,6 +474,104 @@ fn loads_forwarded_into_a_matmul_give_the_same_bits() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// When a store is the only reader of the tile a matmul's fused copy writes, a plain run
+/// converts the results straight into the output tensor: the output has the strict core's
+/// bits on every path and thread count, and on the paths that fuse the copy (the AVX-512 ones)
+/// a fresh plain core's SBUF still holds zeros where the copy's tile is (and no other tile),
+/// while the strict core's holds the copy.
+#[test]
+fn a_copy_stored_alone_goes_straight_to_the_output() {
+    let z = Affine::ZERO;
+    let mut b = Builder::new("copy_into_store");
+    let lhs = b.input("lhsT", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(128)]);
+    let rhs = b.input("rhs", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let out = b.output("out", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let out2 = b.output(
+        "rhs_again",
+        DType::Bf16,
+        &[Dim::Fixed(128), Dim::Fixed(512)],
+    );
+    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+    let res = b.tile("res", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let dims = [128, 512];
+    b.load(whole(a, &[128, 128]), access2(lhs, z, z));
+    b.load(whole(r, &dims), access2(rhs, z, z));
+    b.matmul(
+        whole(acc, &dims),
+        whole(a, &[128, 128]),
+        whole(r, &dims),
+        Write::Overwrite,
+    );
+    b.copy(whole(res, &dims), whole(acc, &dims));
+    b.store(access2(out, z, z), whole(res, &dims));
+    // The moving tile stays live past the copy, so the copy's tile cannot take its place.
+    b.store(access2(out2, z, z), whole(r, &dims));
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let program = parts.program();
+    let kernel = Kernel::new(program);
+    let mut rng = Rng::new(45);
+    let lhs_a = random_bf16(&mut rng, 128, 128);
+    let rhs_a = random_bf16(&mut rng, 128, 512);
+    let (want, abs) = reference_matmul(
+        &to_f64(lhs_a.as_slice().unwrap()),
+        &to_f64(rhs_a.as_slice().unwrap()),
+        128,
+        128,
+        512,
+    );
+    let lhs_d = DeviceTensor::from_array(&lhs_a).unwrap();
+    let rhs_d = DeviceTensor::from_array(&rhs_a).unwrap();
+    let inputs = [lhs_d.arg(), rhs_d.arg()];
+    let run = |core: &mut NeuronCore| -> (Vec<bf16>, Vec<bf16>) {
+        let mut o = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+        let mut o2 = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+        core.launch(&kernel, &inputs, &mut [o.arg_mut(), o2.arg_mut()])
+            .unwrap();
+        (o.as_slice().to_vec(), o2.as_slice().to_vec())
+    };
+    let mut strict_core = NeuronCore::default().with_strict(true);
+    let strict = run(&mut strict_core);
+    assert_close(&to_f64(&strict.0), &want, &abs, 128, 2f64.powi(-8));
+    assert_eq!(strict.1.as_slice(), rhs_a.as_slice().unwrap());
+    let decl = &program.tiles()[usize::from(res)];
+    let alone: Vec<usize> = (decl.addr as usize
+        ..(decl.addr as u64 + decl.bytes_per_partition()) as usize)
+        .filter(|&x| {
+            program.tiles().iter().all(|o| {
+                let (lo, hi) = (
+                    o.addr as usize,
+                    (o.addr as u64 + o.bytes_per_partition()) as usize,
+                );
+                o.name == decl.name || o.memory != Memory::Sbuf || x < lo || x >= hi
+            })
+        })
+        .collect();
+    assert!(
+        !alone.is_empty(),
+        "the copy's tile shares every byte with other tiles"
+    );
+    let strict_res = strict_core.sbuf().partition(7).unwrap();
+    assert!(alone.iter().any(|&x| strict_res[x] != 0));
+    for isa in Isa::supported() {
+        for threads in [1, 2] {
+            let mut core = NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_strict(false)
+                .with_host_threads(threads);
+            assert!(run(&mut core) == strict, "{isa:?}, {threads} threads");
+            // Only the paths that pack both operands before computing fuse the copy.
+            let fused = packing_of(isa, DType::Bf16, DType::Bf16).is_some();
+            let plain_res = core.sbuf().partition(7).unwrap();
+            let untouched = alone.iter().all(|&x| plain_res[x] == 0);
+            assert_eq!(untouched, fused, "{isa:?}, {threads} threads");
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::cpu::matmul::{
     CopyOut, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
     pack_stationary, packing_of, shared_packing,
 };
-use crate::exec::{Forward, Loc, Operands, Resolved};
+use crate::exec::{CopyTo, Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
 use crate::worker::near;
 
@@ -61,24 +61,39 @@ fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
     Some((m / 2).div_ceil(8) * 8).filter(|&h| h < m)
 }
 
-/// The [`CopyOut`] of a copy destination in SBUF, `sbuf` holding its row 0 at byte `offset`.
-fn copy_out<'a>(sbuf: &'a mut [u8], to: &Resolved, offset: usize) -> CopyOut<'a> {
+/// The [`CopyOut`] of elements `to` of `mem` (a tile in SBUF, or an output tensor's bytes),
+/// the slice holding its row 0 at byte `offset`.
+fn copy_out<'a>(mem: &'a mut [u8], to: &Resolved, offset: usize) -> CopyOut<'a> {
     let size = to.dtype.size() as usize;
     CopyOut {
-        data: sbuf,
+        data: mem,
         dtype: to.dtype,
         offset,
         row_stride: to.pattern.strides[0] as usize * size,
     }
 }
 
-/// The [`CopyOut`]s of a copy destination's rows `[0, h)` and from `h` on, in disjoint parts of
-/// the SBUF bytes.
-fn split_copy<'a>(sbuf: &'a mut [u8], to: &Resolved, h: usize) -> (CopyOut<'a>, CopyOut<'a>) {
+/// The memory and elements a fused copy writes.
+fn copy_target<'a>(sbuf: &'a mut Sbuf, copy: CopyTo<'a>) -> (&'a mut [u8], Resolved) {
+    match copy {
+        CopyTo::Sbuf(to) => (sbuf.bytes_mut(), to),
+        CopyTo::Hbm(mem, to) => (mem, to),
+    }
+}
+
+/// The [`CopyOut`] of all of a fused copy's rows.
+fn whole_copy<'a>(mem: &'a mut [u8], to: &Resolved) -> CopyOut<'a> {
+    let start = to.pattern.base as usize * to.dtype.size() as usize;
+    copy_out(mem, to, start)
+}
+
+/// The [`CopyOut`]s of a fused copy's rows `[0, h)` and from `h` on, in disjoint parts of its
+/// memory.
+fn split_copy<'a>(mem: &'a mut [u8], to: &Resolved, h: usize) -> (CopyOut<'a>, CopyOut<'a>) {
     let size = to.dtype.size() as usize;
     let start = to.pattern.base as usize * size;
-    let at = (start + h * to.pattern.strides[0] as usize * size).min(sbuf.len());
-    let (lo, hi) = sbuf.split_at_mut(at);
+    let at = (start + h * to.pattern.strides[0] as usize * size).min(mem.len());
+    let (lo, hi) = mem.split_at_mut(at);
     (copy_out(lo, to, start), copy_out(hi, to, 0))
 }
 
@@ -181,15 +196,15 @@ pub(crate) fn copy_fuses(e: &Engines, mm: &Operands, copy: &Operands) -> bool {
 }
 
 /// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
-/// accumulation order of [`crate::cpu::matmul`]; with `copy` (the destination of a
-/// `tensor_copy` of `dst` for which [`copy_fuses`] holds), each result is also converted into
-/// it as it is computed. An operand in `from_hbm` (stationary, moving) is read from the input
-/// tensor a skipped load would have copied it from ([`crate::exec`]'s `fuse`).
-pub(crate) fn matmul(
-    e: &mut Engines,
+/// accumulation order of [`crate::cpu::matmul`]; with `copy` (a `tensor_copy` of `dst` for
+/// which [`copy_fuses`] holds: its tile, or the output its store went to), each result is also
+/// converted into it as it is computed. An operand in `from_hbm` (stationary, moving) is read
+/// from the input tensor a skipped load would have copied it from ([`crate::exec`]'s `fuse`).
+pub(crate) fn matmul<'h>(
+    e: &'h mut Engines,
     ops: &Operands,
     accumulate: bool,
-    copy: Option<&Resolved>,
+    copy: Option<CopyTo<'h>>,
     from_hbm: [Option<Forward<'_>>; 2],
 ) {
     let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
@@ -242,13 +257,8 @@ pub(crate) fn matmul(
                 offset,
                 row_stride,
             };
-            let mut c = copy.map(|c| {
-                copy_out(
-                    sbuf.bytes_mut(),
-                    c,
-                    c.pattern.base as usize * c.dtype.size() as usize,
-                )
-            });
+            let target = copy.map(|c| copy_target(sbuf, c));
+            let mut c = target.map(|(mem, to)| whole_copy(mem, &to));
             return matmul_prepacked(isa, &a, &packed, &mut out, c.as_mut(), accumulate);
         };
         // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
@@ -284,9 +294,9 @@ pub(crate) fn matmul(
             offset: 0,
             row_stride,
         };
-        let (mut c_lo, mut c_hi) = match copy {
-            Some(c) => {
-                let (lo, hi) = split_copy(sbuf.bytes_mut(), c, h);
+        let (mut c_lo, mut c_hi) = match copy.map(|c| copy_target(sbuf, c)) {
+            Some((mem, to)) => {
+                let (lo, hi) = split_copy(mem, &to, h);
                 (Some(lo), Some(hi))
             }
             None => (None, None),

@@ -10,12 +10,15 @@
 //! - **A matmul into a copy.** A `tensor_copy` of a matmul's whole PSUM result right after it
 //!   runs as part of the matmul ([`fused_copy`]): each block of results is converted while it
 //!   is still in the host's L1 cache, instead of in a second pass over PSUM.
+//! - **A copy into a store.** When the `store` after such a copy is the only reader of the
+//!   copy's tile, the matmul converts its results straight into the output tensor
+//!   ([`forward_store`]), as the seed kernel's last three instructions do.
 //!
-//! Both give the results of the instructions one after the other, bit for bit: the matmul
-//! packs both operands before it computes, so neither its operands' source nor the copy's
-//! writes can change what it reads. What differs is only what SBUF holds afterwards: a
-//! forwarded load's tile keeps its old contents, which no instruction reads (a strict core,
-//! or any observed run, runs every instruction as written).
+//! All give the results of the instructions one after the other, bit for bit: the matmul packs
+//! both operands before it computes, so neither its operands' source nor the copy's writes can
+//! change what it reads. What differs is only what SBUF holds afterwards: the tile of a
+//! forwarded load or copy keeps its old contents, which no instruction reads (a strict core, or
+//! any observed run, runs every instruction as written).
 
 use nki_lang::{Instr, InstrData, Opcode, VarValues, Write};
 
@@ -67,13 +70,29 @@ pub(crate) fn step<'i>(
                 from_hbm[usize::from(fw.slot - 1)] = Some(fw);
             }
             let copy = fused_copy(e, b, ins, ops, (pc, stop), vars);
+            let store = copy
+                .as_ref()
+                .and_then(|c| forward_store(e, b, c, (pc + 1, stop), vars));
             let accumulate = super::accumulates(dst.write, vars);
-            let to = copy.as_ref().map(|c| c.get(0));
+            let to = match (&copy, store) {
+                (Some(_), Some((t, hbm))) => Some(CopyTo::Hbm(b.hbm_mut(usize::from(t)).0, hbm)),
+                (Some(c), None) => Some(CopyTo::Sbuf(*c.get(0))),
+                (None, _) => None,
+            };
             tensor::matmul(e, ops, accumulate, to, from_hbm);
-            Some(usize::from(copy.is_some()))
+            Some(usize::from(copy.is_some()) + usize::from(store.is_some()))
         }
         _ => None,
     }
+}
+
+/// Where a matmul's fused copy writes.
+pub(crate) enum CopyTo<'h> {
+    /// The copy's tile in SBUF (its destination operand).
+    Sbuf(Resolved),
+    /// An output tensor's bytes and the HBM side of the store that followed the copy, whose
+    /// tile that store alone read ([`forward_store`]).
+    Hbm(&'h mut [u8], Resolved),
 }
 
 /// Whether a resolved operand covers the same elements of the same memory as another.
@@ -129,13 +148,7 @@ pub(crate) fn forward_load<'i>(
     let mm = instrs
         .get(at)
         .filter(|i| i.opcode == Opcode::Matmul && at < stop)?;
-    // No instruction but the matmul reads the tile.
-    let others_read = instrs.iter().enumerate().any(|(i, x)| {
-        i != at
-            && x.operands()
-                .any(|o| o.dir.reads() && o.view().and_then(tile_of) == Some(tile))
-    });
-    if others_read {
+    if !read_only_by(p, tile, at) {
         return None;
     }
     let mops = resolve::resolve(b, mm, vars, e.sbuf.partition_stride())?;
@@ -152,6 +165,55 @@ pub(crate) fn forward_load<'i>(
         data,
         hbm: *hbm,
     })
+}
+
+/// Whether no instruction of the program but the one at `except` reads tile `tile`.
+fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
+    let tile_of = |v: nki_lang::ViewId| p.views().get(v.index()).map(|v| v.tile);
+    !p.instrs().iter().enumerate().any(|(i, x)| {
+        i != except
+            && x.operands()
+                .any(|o| o.dir.reads() && o.view().and_then(tile_of) == Some(tile))
+    })
+}
+
+/// The output tensor and HBM side of the `store` right after a fused copy (operands `copy`, at
+/// `pc`, before `stop`) that the copy can write straight into, when:
+/// - the store writes exactly the copy's destination elements into an output tensor of their
+///   dtype, with the same dimensions, each partition one contiguous run of the tensor, rows
+///   in increasing order and apart;
+/// - no other instruction of the program reads the copy's tile.
+fn forward_store(
+    e: &Engines,
+    b: &Bound<'_, '_, '_>,
+    copy: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+) -> Option<(u8, Resolved)> {
+    let p = b.program;
+    let at = pc.checked_add(1).filter(|&at| at < stop)?;
+    let store = p.instrs().get(at).filter(|i| i.opcode == Opcode::Store)?;
+    let InstrData::Dma { tile: view, .. } = store.data else {
+        return None;
+    };
+    let tile = p.views().get(view.index())?.tile;
+    if !read_only_by(p, tile, at) {
+        return None;
+    }
+    let sops = resolve::resolve(b, store, vars, e.sbuf.partition_stride())?;
+    let (from, to) = (sops.get(0), sops.get(1));
+    let Loc::Hbm(t) = to.loc else {
+        return None;
+    };
+    let row: usize = to.dims[1..].iter().product();
+    let fits = same_elements(from, copy.get(0))
+        && usize::from(t) >= b.inputs.len()
+        && to.dtype == from.dtype
+        && to.dims == from.dims
+        && to.pattern.base >= 0
+        && usize::try_from(to.pattern.strides[0]).is_ok_and(|s| s >= row.max(1))
+        && tensor::free_contiguous(&to.dims, &to.pattern);
+    fits.then_some((t, *to))
 }
 
 /// The operands of the `tensor_copy` right after the matmul `ins` (at `pc`, before `stop`) when

@@ -26,7 +26,7 @@ use nki_lang::{
 };
 use thiserror::Error;
 
-pub(crate) use fuse::Forward;
+pub(crate) use fuse::{CopyTo, Forward};
 pub use resolve::{Loc, Operands, Pattern, Resolved};
 
 use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
