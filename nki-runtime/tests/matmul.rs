@@ -575,3 +575,46 @@ fn a_copy_stored_alone_goes_straight_to_the_output() {
         }
     }
 }
+
+/// A plain core keeps the packings of operands it reads straight from input tensors for the
+/// rest of a launch (the tiled matmul reads each one several times); a second launch with an
+/// input changed in place must see the new values, on every path and thread count.
+#[test]
+fn packings_kept_within_a_launch_follow_inputs_changed_between_launches() {
+    let compiled = tiled_program(accumulation_group(0));
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let (k, m, n) = (256usize, 256usize, 1024usize);
+    let mut rng = Rng::new(61);
+    let lhs = random_bf16(&mut rng, k, m);
+    let rhs = random_bf16(&mut rng, k, n);
+    let rhs2 = random_bf16(&mut rng, k, n);
+    for isa in Isa::supported() {
+        for threads in [1, 2] {
+            let mut core = NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_strict(false)
+                .with_host_threads(threads);
+            let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+            let mut rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+            for values in [&rhs, &rhs2] {
+                rhs_d
+                    .as_mut_slice()
+                    .copy_from_slice(values.as_slice().unwrap());
+                let mut out = DeviceTensor::<f32>::zeros(&[m, n]).unwrap();
+                core.launch(&kernel, &[lhs_d.arg(), rhs_d.arg()], &mut [out.arg_mut()])
+                    .unwrap();
+                let (want, abs) = reference_matmul(
+                    &to_f64(lhs.as_slice().unwrap()),
+                    &to_f64(values.as_slice().unwrap()),
+                    k,
+                    m,
+                    n,
+                );
+                let got: Vec<f64> = out.as_slice().iter().map(|&x| f64::from(x)).collect();
+                assert_close(&got, &want, &abs, k, 0.0);
+            }
+        }
+    }
+}

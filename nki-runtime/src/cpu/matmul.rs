@@ -347,6 +347,158 @@ pub struct PackedStationary<'a> {
     key: u32,
 }
 
+/// Packings of operands that cannot change while they are reused: the operands a matmul reads
+/// straight from an input tensor, which no instruction writes during a launch. The first
+/// matmul to read an operand packs it into a slot; later ones of the same elements (the tiled
+/// matmul's operands, each read by every block of the other side's tiles) find it there.
+/// Slots are allocated when first filled and kept afterwards; once all are used, a new packing
+/// replaces the oldest one. [`PackCache::clear`] forgets every packing: the caller runs it
+/// whenever the memory behind the operands may change (at the start of each launch). Keep one
+/// cache for moving operands and one for stationary ones.
+pub struct PackCache {
+    slots: Vec<Slot>,
+    /// Slots holding a packing since the last [`PackCache::clear`].
+    used: usize,
+    capacity: usize,
+    /// The slot the next packing replaces once every slot is used (the oldest packing).
+    oldest: usize,
+}
+
+/// One cached packing: what it packs, and the packed words.
+struct Slot {
+    key: OperandKey,
+    packing: MovingPacking,
+    buf: AlignedBuf,
+    /// The packing's key: [`MovingKey`]'s value for a moving operand, the exponent key of a
+    /// stationary one.
+    learned: u32,
+}
+
+/// The elements an operand reads: its memory (by address and length) and its place and shape
+/// in it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct OperandKey {
+    data: (usize, usize),
+    dtype: DType,
+    offset: usize,
+    row_stride: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl OperandKey {
+    fn of(op: &Operand) -> OperandKey {
+        OperandKey {
+            data: (op.data.as_ptr() as usize, op.data.len()),
+            dtype: op.dtype,
+            offset: op.offset,
+            row_stride: op.row_stride,
+            rows: op.rows,
+            cols: op.cols,
+        }
+    }
+}
+
+impl PackCache {
+    /// An empty cache of at most `capacity` packings.
+    pub fn new(capacity: usize) -> PackCache {
+        PackCache {
+            slots: Vec::new(),
+            used: 0,
+            capacity,
+            oldest: 0,
+        }
+    }
+
+    /// Forgets every packing (and keeps the slots' memory).
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.oldest = 0;
+    }
+
+    /// The slot holding `op`'s packing in layout `packing`, or a free slot (else the oldest
+    /// packing's) that `fill` packs it into (returning the packing's key); `None` for a cache
+    /// without slots.
+    fn get(
+        &mut self,
+        op: &Operand,
+        packing: MovingPacking,
+        words: usize,
+        fill: impl FnOnce(&mut [u32]) -> u32,
+    ) -> Option<&Slot> {
+        let key = OperandKey::of(op);
+        let found = self.slots[..self.used]
+            .iter()
+            .position(|s| s.key == key && s.packing == packing);
+        let at = match found {
+            Some(at) => at,
+            None if self.capacity == 0 => return None,
+            None => {
+                let at = if self.used < self.capacity {
+                    self.used += 1;
+                    self.used - 1
+                } else {
+                    let at = self.oldest;
+                    self.oldest = (at + 1) % self.capacity;
+                    at
+                };
+                if at == self.slots.len() {
+                    self.slots.push(Slot {
+                        key,
+                        packing,
+                        buf: AlignedBuf::new(words),
+                        learned: 0,
+                    });
+                }
+                let slot = &mut self.slots[at];
+                slot.key = key;
+                slot.packing = packing;
+                slot.learned = fill(slot.buf.as_mut_slice());
+                at
+            }
+        };
+        Some(&self.slots[at])
+    }
+
+    /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every column
+    /// of it: from the cache, or packed into a slot now. `None` for a cache without slots. The
+    /// caller guarantees that `moving`'s elements have not changed since the last
+    /// [`PackCache::clear`].
+    pub fn moving(
+        &mut self,
+        isa: Isa,
+        packing: MovingPacking,
+        moving: &Operand,
+    ) -> Option<PackedMoving<'_>> {
+        let fill = |words: &mut [u32]| pack_moving(isa, packing, words, moving, 0..moving.cols).0;
+        let slot = self.get(moving, packing, B_WORDS, fill)?;
+        Some(PackedMoving {
+            packing,
+            words: slot.buf.as_slice(),
+            shape: moving.shape(),
+            key: MovingKey(slot.learned),
+        })
+    }
+
+    /// `stationary`'s packing, as [`PackCache::moving`] for a stationary operand
+    /// ([`pack_stationary`]).
+    pub fn stationary(
+        &mut self,
+        isa: Isa,
+        packing: MovingPacking,
+        stationary: &Operand,
+    ) -> Option<PackedStationary<'_>> {
+        let fill = |words: &mut [u32]| pack_stationary_words(isa, packing, words, stationary);
+        let slot = self.get(stationary, packing, A_WORDS, fill)?;
+        Some(PackedStationary {
+            packing,
+            words: slot.buf.as_slice(),
+            shape: stationary.shape(),
+            key: slot.learned,
+        })
+    }
+}
+
 /// Packs the moving operand's columns `cols` (starting on a panel boundary) in layout
 /// `packing` (from [`shared_packing`] for `isa`) into `words`, the part of a
 /// [`MovingScratch::split`] buffer where those columns go, and returns what the packing
@@ -399,6 +551,23 @@ pub fn pack_stationary<'a>(
     scratch: StationaryScratch<'a>,
     stationary: &Operand,
 ) -> PackedStationary<'a> {
+    let words = scratch.0.as_mut_slice();
+    let key = pack_stationary_words(isa, packing, words, stationary);
+    PackedStationary {
+        packing,
+        words,
+        shape: stationary.shape(),
+        key,
+    }
+}
+
+/// [`pack_stationary`] into `words`; returns the packing's exponent key.
+fn pack_stationary_words(
+    isa: Isa,
+    packing: MovingPacking,
+    words: &mut [u32],
+    stationary: &Operand,
+) -> u32 {
     assert!(
         stationary.rows <= MAX_K && stationary.cols <= MAX_M,
         "a stationary operand of {} × {}",
@@ -406,9 +575,8 @@ pub fn pack_stationary<'a>(
         stationary.cols
     );
     validate_operand(stationary);
-    let words = scratch.0.as_mut_slice();
     #[cfg(target_arch = "x86_64")]
-    let key = {
+    {
         assert!(shared_packing(isa, stationary, stationary).is_some());
         // SAFETY: as in `pack_moving`.
         unsafe {
@@ -420,17 +588,11 @@ pub fn pack_stationary<'a>(
                 super::matmul_avx512::pack_stationary_f32(words, stationary)
             }
         }
-    };
+    }
     #[cfg(not(target_arch = "x86_64"))]
-    let key = {
-        let _ = (isa, &words);
+    {
+        let _ = (isa, packing, words);
         unreachable!("no panel packing on this architecture")
-    };
-    PackedStationary {
-        packing,
-        words,
-        shape: stationary.shape(),
-        key,
     }
 }
 
@@ -1054,8 +1216,8 @@ mod tests {
                 g.to_bits(),
                 w.to_bits(),
                 "{what}: element {i} (row {}, col {}): got {g:e} want {w:e}",
-                (i - PSUM_OFFSET) / PSUM_STRIDE,
-                (i - PSUM_OFFSET) % PSUM_STRIDE,
+                i.saturating_sub(PSUM_OFFSET) / PSUM_STRIDE,
+                i.saturating_sub(PSUM_OFFSET) % PSUM_STRIDE,
             );
         }
     }
@@ -1178,6 +1340,63 @@ mod tests {
             accumulate,
         );
         (psum, copied)
+    }
+
+    /// Packings from a [`PackCache`] compute [`matmul`]'s bits, whether packed now or found
+    /// again; once every slot is used, the oldest packing gives way; after
+    /// [`PackCache::clear`], an operand whose bytes changed in place is packed anew.
+    #[test]
+    fn cached_packings_give_the_bits_of_fresh_ones() {
+        for isa in Isa::supported() {
+            for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
+                let mut case = Case::new(77, dt, 64, 24, 100, Kind::Normal);
+                let (st, mv) = case.operands();
+                let Some(packing) = shared_packing(isa, &st, &mv) else {
+                    continue;
+                };
+                let mut moving = PackCache::new(2);
+                let mut stationary = PackCache::new(2);
+                let run = |case: &Case, moving: &mut PackCache, stationary: &mut PackCache| {
+                    let (st, mv) = case.operands();
+                    let mut psum = case.psum.clone();
+                    let mut out = Output {
+                        data: &mut psum,
+                        offset: PSUM_OFFSET,
+                        row_stride: PSUM_STRIDE,
+                    };
+                    let b = moving.moving(isa, packing, &mv).unwrap();
+                    let a = stationary.stationary(isa, packing, &st).unwrap();
+                    matmul_prepacked(isa, &a, &b, &mut out, None, false);
+                    psum
+                };
+                let what = format!("{isa:?} {dt:?}");
+                let want = case.run(PORTABLE, false, 0..100);
+                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
+                // Found again.
+                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
+                // Two other operands (views one row further in) take both slots...
+                for shift in [1, 2] {
+                    let mut other = Case::new(77, dt, 64, 24, 100, Kind::Normal);
+                    other.st.1 += shift * other.st.2;
+                    other.mv.1 += shift * other.mv.2;
+                    other.k -= 2;
+                    let want = other.run(PORTABLE, false, 0..100);
+                    let got = run(&other, &mut moving, &mut stationary);
+                    assert_same_bits(&got, &want, &what);
+                }
+                // ... so the first is packed again, and its bytes changed in place after a
+                // clear are packed anew too.
+                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
+                let fresh = Case::new(78, dt, 64, 24, 100, Kind::Normal);
+                moving.clear();
+                stationary.clear();
+                case.st.0.copy_from_slice(&fresh.st.0);
+                case.mv.0.copy_from_slice(&fresh.mv.0);
+                let new_want = case.run(PORTABLE, false, 0..100);
+                assert_ne!(new_want, want, "the new bytes give new results");
+                assert_same_bits(&run(&case, &mut moving, &mut stationary), &new_want, &what);
+            }
+        }
     }
 
     /// Byte offset of a test copy's first row (odd, as SBUF tiles may start anywhere).

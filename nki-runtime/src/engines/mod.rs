@@ -19,7 +19,7 @@ pub(crate) mod vector;
 use nki_lang::Target;
 
 use crate::cpu::Isa;
-use crate::cpu::matmul::MatmulScratch;
+use crate::cpu::matmul::{MatmulScratch, PackCache};
 use crate::memory::{Psum, Sbuf};
 use crate::worker::Worker;
 use access::ChunkBuf;
@@ -44,6 +44,9 @@ pub(crate) struct Engines {
     pub worker: Option<Worker>,
     /// Contiguous copies of matmul operands whose free elements are strided.
     pub packed: tensor::Packed,
+    /// Packings of matmul operands read straight from input tensors, for reuse within an
+    /// execution: moving operands, then stationary ones.
+    pub packs: (PackCache, PackCache),
     /// Lanes of streamed (elementwise) instructions.
     pub lanes: stream::Lanes,
     /// Lanes of the worker's half of a streamed instruction.
@@ -71,6 +74,10 @@ impl Engines {
             mm_worker: MatmulScratch::new(),
             worker: None,
             packed: tensor::Packed::new(),
+            packs: (
+                PackCache::new(tensor::CACHED_MOVING),
+                PackCache::new(tensor::CACHED_STATIONARY),
+            ),
             lanes: stream::Lanes::new(),
             lanes_worker: stream::Lanes::new(),
         }

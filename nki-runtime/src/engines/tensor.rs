@@ -22,6 +22,14 @@ const MAX_M: usize = 128;
 /// Largest moving free size (`gemm_moving_fmax`).
 const MAX_N: usize = 512;
 
+/// Moving operands of input tensors whose packings a set of engines keeps for reuse within an
+/// execution (`Engines::packs`): the tiled 1024³ matmul's loop half reads 16 (8 × 2 tiles of
+/// `[128, 512]`, about 140 KiB packed each), every one of them once per row block.
+pub(crate) const CACHED_MOVING: usize = 16;
+/// Stationary operands likewise: the 1024³ loop half reads 32 tiles of `[128, 128]`, each once
+/// per column block.
+pub(crate) const CACHED_STATIONARY: usize = 32;
+
 /// Contiguous copies of operands whose free elements are not contiguous in their tile.
 pub(crate) struct Packed {
     stationary: Vec<u8>,
@@ -217,6 +225,7 @@ pub(crate) fn matmul<'h>(
         mm_worker,
         worker,
         packed,
+        packs,
         ..
     } = e;
     let isa = *isa;
@@ -248,10 +257,20 @@ pub(crate) fn matmul<'h>(
         let (a, mut b) = mm.parts();
         let split = split_rows(k, rows, n);
         let Some((worker, h)) = split.and(worker.as_mut()).and_then(near).zip(split) else {
-            let (_, words) = b.split(packing, k, 0);
-            let key = pack_moving(isa, packing, words, &m, 0..n);
-            let packed = b.packed(packing, shape, key);
-            let a = pack_stationary(isa, packing, a, &s);
+            // An operand read from an input tensor is packed once per execution.
+            let (cached_m, cached_s) = packs;
+            let packed = match fm.and_then(|_| cached_m.moving(isa, packing, &m)) {
+                Some(p) => p,
+                None => {
+                    let (_, words) = b.split(packing, k, 0);
+                    let key = pack_moving(isa, packing, words, &m, 0..n);
+                    b.packed(packing, shape, key)
+                }
+            };
+            let a = match fs.and_then(|_| cached_s.stationary(isa, packing, &s)) {
+                Some(p) => p,
+                None => pack_stationary(isa, packing, a, &s),
+            };
             let mut out = Output {
                 data: psum.f32s_mut(),
                 offset,
