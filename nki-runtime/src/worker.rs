@@ -18,8 +18,8 @@
 //! between the two threads was measured at 44 ns in some minutes and 390–430 ns in others, and
 //! in the far placement the seed kernel took 74 µs on two threads against 48 µs on one (30 µs
 //! on two when near). [`Worker::near`] measures the round trip every [`PROBE_EVERY`] (a few
-//! microseconds of ping-pong) and the engines split single instructions only while it is at
-//! most [`NEAR`]. Work split in larger halves with memories of their own (SPMD instances, loop
+//! microseconds of ping-pong; a parked worker is woken first and measured once it spins) and
+//! the engines split single instructions only while it is at most [`NEAR`]. Work split in larger halves with memories of their own (SPMD instances, loop
 //! iterations) is split either way.
 //!
 //! The worker must claim a posted job before running it. When the caller has finished its own
@@ -62,6 +62,9 @@ const PROBE_ROUNDS: u32 = 32;
 /// How long a measurement waits for the worker (to start, or to answer) before it counts the
 /// worker as far.
 const PROBE_PATIENCE: Duration = Duration::from_micros(500);
+
+/// How long [`Worker::round_trip`] waits for a parked worker to wake before it measures.
+const WAKE_PATIENCE: Duration = Duration::from_millis(10);
 
 /// The probe's flag when the caller gave up.
 const GAVE_UP: u32 = u32::MAX;
@@ -159,21 +162,49 @@ impl Worker {
 
     /// Whether the worker's core is near enough for single instructions to be split: the
     /// last measurement of the round trip, taken again when it is older than [`PROBE_EVERY`].
+    ///
+    /// A parked worker is not measured: its vCPU may take longer to wake than any round trip
+    /// (on the project's virtual machines, from under 0.1 ms to more than 10 ms; anything over
+    /// [`PROBE_PATIENCE`] used to count as far for the next [`PROBE_EVERY`]). It is woken
+    /// instead, the last answer stands (near, before the first measurement), and a later call
+    /// measures it once it spins. Splitting meanwhile costs little: a half the worker has not
+    /// claimed by the time the caller's is done runs on the caller.
     pub(crate) fn near(&mut self) -> bool {
         match self.probed {
             Some((at, near)) if at.elapsed() < PROBE_EVERY => near,
-            _ => {
-                let near = self.round_trip().is_some_and(|t| t <= NEAR);
+            last => {
+                if self.wake() {
+                    return last.is_none_or(|(_, near)| near);
+                }
+                let near = self.measure().is_some_and(|t| t <= NEAR);
                 self.probed = Some((Instant::now(), near));
                 near
             }
         }
     }
 
+    /// Wakes the worker if it is parked; whether it was.
+    fn wake(&self) -> bool {
+        let parked = self.shared.parked.load(Ordering::SeqCst);
+        if let (true, Some(h)) = (parked, &self.handle) {
+            h.thread().unpark();
+        }
+        parked
+    }
+
     /// The mean round trip of a cache line between this thread and the worker, over
-    /// [`PROBE_ROUNDS`]; `None` when the worker did not start or answer within
-    /// [`PROBE_PATIENCE`] (its core is busy).
+    /// [`PROBE_ROUNDS`], after waking it if it is parked (waiting up to [`WAKE_PATIENCE`]);
+    /// `None` when it did not start or answer within [`PROBE_PATIENCE`] (its core is busy).
     pub(crate) fn round_trip(&mut self) -> Option<Duration> {
+        let woken = Instant::now();
+        while self.wake() && woken.elapsed() < WAKE_PATIENCE {
+            thread::yield_now();
+        }
+        self.measure()
+    }
+
+    /// One round-trip measurement, as the worker is now.
+    fn measure(&mut self) -> Option<Duration> {
         let flag = AtomicU32::new(0);
         let (t, ()) = self.join(|| ping(&flag), || pong(&flag));
         t

@@ -16,7 +16,8 @@ use nki_lang::{DType, HbmAccess, MAX_TILE_RANK, TileDecl, TileView, VarValues};
 
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
-use crate::exec::Resolved;
+use crate::exec::{Loc, Resolved};
+use crate::memory::Psum;
 use crate::worker::{Worker, near};
 
 /// Elements moved per gather/convert/scatter step of a strided transfer.
@@ -187,6 +188,47 @@ impl Plan {
                 idx[j] = 0;
             }
         }
+    }
+}
+
+/// Where an operand in SBUF or PSUM lies: its memory, the partition of its row 0 and the bytes
+/// its free elements span within their partition; `None` for the partition when its rows are
+/// not one partition apart.
+pub(crate) fn footprint(
+    r: &Resolved,
+    sbuf_stride: usize,
+) -> Option<(Loc, Option<isize>, isize, isize)> {
+    let part = match r.loc {
+        Loc::Sbuf => sbuf_stride as isize,
+        Loc::Psum => Psum::PARTITION_STRIDE as isize,
+        _ => return None,
+    };
+    let size = r.dtype.size() as isize;
+    let base = r.pattern.base * size;
+    let (mut lo, mut hi) = (base.rem_euclid(part), base.rem_euclid(part));
+    for (&n, &s) in r.dims.iter().zip(&r.pattern.strides).skip(1) {
+        let reach = s * size * (n.max(1) as isize - 1);
+        lo += reach.min(0);
+        hi += reach.max(0);
+    }
+    let row0 = (r.pattern.strides[0] * size == part).then(|| base.div_euclid(part));
+    Some((r.loc, row0, lo, hi + size))
+}
+
+/// Whether two operands may share bytes of SBUF or PSUM: the same memory, overlapping bytes
+/// within a partition and overlapping partitions (any partitions, for an operand whose rows
+/// are not one partition apart).
+pub(crate) fn may_share_bytes(a: &Resolved, b: &Resolved, sbuf_stride: usize) -> bool {
+    match (footprint(a, sbuf_stride), footprint(b, sbuf_stride)) {
+        (Some((la, pa, a0, a1)), Some((lb, pb, b0, b1))) => {
+            let rows = |p: Option<isize>, r: &Resolved| p.map(|p| (p, p + r.dims[0] as isize));
+            let parts_meet = match (rows(pa, a), rows(pb, b)) {
+                (Some((p0, p1)), Some((q0, q1))) => p0 < q1 && q0 < p1,
+                _ => true,
+            };
+            la == lb && a0 < b1 && b0 < a1 && parts_meet
+        }
+        _ => false,
     }
 }
 

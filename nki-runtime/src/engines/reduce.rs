@@ -27,6 +27,7 @@
 use nki_lang::{Alu, AluClass, DType, MAX_TILE_RANK};
 
 use super::Engines;
+use super::access::footprint;
 use super::stream::{
     CHUNK, FreePlan, Lane, RowFold, RowSplit, Runs, Sink, Source, apply_assign, combine,
     contiguous_lanes, for_rows, gather_lanes, identity_bits, load_lanes, scatter_lanes,
@@ -34,8 +35,7 @@ use super::stream::{
 };
 use crate::cpu::Isa;
 use crate::cpu::alu::{self, Rhs};
-use crate::exec::{Loc, Operands, Resolved};
-use crate::memory::Psum;
+use crate::exec::{Operands, Resolved};
 
 /// Output elements per batch of `tensor_reduce`.
 const BATCH: usize = 256;
@@ -145,27 +145,6 @@ fn neutral(op: Alu, lane: Lane, a: u32) -> bool {
         (Lane::I32, Alu::BitwiseOr | Alu::BitwiseXor) => a == 0,
         _ => false,
     }
-}
-
-/// Where an operand in SBUF or PSUM lies: its memory, the partition of its row 0 and the bytes
-/// its free elements span within their partition; `None` for the partition when its rows are
-/// not one partition apart.
-fn footprint(r: &Resolved, sbuf_stride: usize) -> Option<(Loc, Option<isize>, isize, isize)> {
-    let part = match r.loc {
-        Loc::Sbuf => sbuf_stride as isize,
-        Loc::Psum => Psum::PARTITION_STRIDE as isize,
-        _ => return None,
-    };
-    let size = r.dtype.size() as isize;
-    let base = r.pattern.base * size;
-    let (mut lo, mut hi) = (base.rem_euclid(part), base.rem_euclid(part));
-    for (&n, &s) in r.dims.iter().zip(&r.pattern.strides).skip(1) {
-        let reach = s * size * (n.max(1) as isize - 1);
-        lo += reach.min(0);
-        hi += reach.max(0);
-    }
-    let row0 = (r.pattern.strides[0] * size == part).then(|| base.div_euclid(part));
-    Some((r.loc, row0, lo, hi + size))
 }
 
 /// Whether writing the destination of some row could change what the source of the same row

@@ -8,12 +8,12 @@ use super::access::{
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
-    pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingScratch, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split,
+    pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::exec::{CopyTo, Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
-use crate::worker::near;
+use crate::worker::{Worker, near};
 
 /// Largest contraction size (partitions).
 const MAX_K: usize = 128;
@@ -103,6 +103,50 @@ fn split_copy<'a>(mem: &'a mut [u8], to: &Resolved, h: usize) -> (CopyOut<'a>, C
     let at = (start + h * to.pattern.strides[0] as usize * size).min(mem.len());
     let (lo, hi) = mem.split_at_mut(at);
     (copy_out(lo, to, start), copy_out(hi, to, 0))
+}
+
+/// The stationary operand's columns (the output's rows) `[0, h)` and from `h` on.
+fn split_stationary<'a>(s: &Operand<'a>, h: usize) -> (Operand<'a>, Operand<'a>) {
+    let size = s.dtype.size() as usize;
+    let hi = Operand {
+        offset: s.offset + h * size,
+        cols: s.cols - h,
+        ..*s
+    };
+    (Operand { cols: h, ..*s }, hi)
+}
+
+/// The [`Output`]s of a PSUM result's rows `[0, h)` (its row 0 at element `offset`) and from
+/// `h` on.
+fn split_output(psum: &mut Psum, offset: usize, h: usize) -> (Output<'_>, Output<'_>) {
+    let row_stride = Psum::STRIDE_F32S;
+    let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
+    let lo = Output {
+        data: lo,
+        offset,
+        row_stride,
+    };
+    let hi = Output {
+        data: hi,
+        offset: 0,
+        row_stride,
+    };
+    (lo, hi)
+}
+
+/// The [`CopyOut`]s of a fused copy's rows `[0, h)` and from `h` on, if there is a copy.
+fn split_copies<'a>(
+    sbuf: &'a mut Sbuf,
+    copy: Option<CopyTo<'a>>,
+    h: usize,
+) -> (Option<CopyOut<'a>>, Option<CopyOut<'a>>) {
+    match copy.map(|c| copy_target(sbuf, c)) {
+        Some((mem, to)) => {
+            let (lo, hi) = split_copy(mem, &to, h);
+            (Some(lo), Some(hi))
+        }
+        None => (None, None),
+    }
 }
 
 /// Whether a view's free elements are one contiguous run in each partition.
@@ -256,7 +300,12 @@ pub(crate) fn matmul<'h>(
         let shape = m.shape();
         let (a, mut b) = mm.parts();
         let split = split_rows(k, rows, n);
-        let Some((worker, h)) = split.and(worker.as_mut()).and_then(near).zip(split) else {
+        // Operands read straight from input tensors are never written while the kernel runs:
+        // two threads that each pack their own copy of them share no line that either writes,
+        // so the split pays even while the worker's core is far.
+        let inputs = fs.zip(fm);
+        let split_with = |w: &'h mut Worker| if inputs.is_some() { Some(w) } else { near(w) };
+        let Some((worker, h)) = split.and(worker.as_mut()).and_then(split_with).zip(split) else {
             // An operand read from an input tensor is packed once per execution.
             let (cached_m, cached_s) = packs;
             let packed = match fm.and_then(|_| cached_m.moving(isa, packing, &m)) {
@@ -281,13 +330,28 @@ pub(crate) fn matmul<'h>(
             return matmul_prepacked(isa, &a, &packed, &mut out, c.as_mut(), accumulate);
         };
         // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
-        let size = s.dtype.size() as usize;
-        let s_lo = Operand { cols: h, ..s };
-        let s_hi = Operand {
-            offset: s.offset + h * size,
-            cols: rows - h,
-            ..s
-        };
+        if let Some((fs, fm)) = inputs {
+            // Each thread packs both operands (the moving one whole) and computes its rows.
+            let (s, m) = (hbm_operand(&fs), hbm_operand(&fm));
+            let (s_lo, s_hi) = split_stationary(&s, h);
+            let (mut out_lo, mut out_hi) = split_output(psum, offset, h);
+            let (mut c_lo, mut c_hi) = split_copies(sbuf, copy, h);
+            let (a_hi, b_hi) = mm_worker.parts();
+            let m = &m;
+            let own = |a, mut b: MovingScratch<'_>, s: &Operand, out: &mut Output, c| {
+                let (_, words) = b.split(packing, k, 0);
+                let key = pack_moving(isa, packing, words, m, 0..n);
+                let a = pack_stationary(isa, packing, a, s);
+                let packed = b.packed(packing, shape, key);
+                matmul_prepacked(isa, &a, &packed, out, c, accumulate);
+            };
+            worker.join(
+                || own(a, b, &s_lo, &mut out_lo, c_lo.as_mut()),
+                || own(a_hi, b_hi, &s_hi, &mut out_hi, c_hi.as_mut()),
+            );
+            return;
+        }
+        let (s_lo, s_hi) = split_stationary(&s, h);
         let (m, half) = (&m, moving_split(n));
         let (b_lo, b_hi) = b.split(packing, k, half);
         let a_hi = mm_worker.stationary();
@@ -302,24 +366,8 @@ pub(crate) fn matmul<'h>(
             },
         );
         let packed = b.packed(packing, shape, k_lo.and(k_hi));
-        let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
-        let mut out_lo = Output {
-            data: lo,
-            offset,
-            row_stride,
-        };
-        let mut out_hi = Output {
-            data: hi,
-            offset: 0,
-            row_stride,
-        };
-        let (mut c_lo, mut c_hi) = match copy.map(|c| copy_target(sbuf, c)) {
-            Some((mem, to)) => {
-                let (lo, hi) = split_copy(mem, &to, h);
-                (Some(lo), Some(hi))
-            }
-            None => (None, None),
-        };
+        let (mut out_lo, mut out_hi) = split_output(psum, offset, h);
+        let (mut c_lo, mut c_hi) = split_copies(sbuf, copy, h);
         let packed = &packed;
         worker.join(
             || matmul_prepacked(isa, &a_lo, packed, &mut out_lo, c_lo.as_mut(), accumulate),
@@ -336,24 +384,8 @@ pub(crate) fn matmul<'h>(
         let split = split_rows(s.rows, s.cols, n);
         if let (Some(worker), Some(h)) = (split.and(worker.as_mut()).and_then(near), split) {
             // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM partitions.
-            let (lo, hi) = psum.f32s_mut().split_at_mut(offset + h * row_stride);
-            let size = s.dtype.size() as usize;
-            let s_lo = Operand { cols: h, ..s };
-            let s_hi = Operand {
-                offset: s.offset + h * size,
-                cols: s.cols - h,
-                ..s
-            };
-            let mut out_lo = Output {
-                data: lo,
-                offset,
-                row_stride,
-            };
-            let mut out_hi = Output {
-                data: hi,
-                offset: 0,
-                row_stride,
-            };
+            let (s_lo, s_hi) = split_stationary(&s, h);
+            let (mut out_lo, mut out_hi) = split_output(psum, offset, h);
             let m = &m;
             worker.join(
                 || mm_kernel(isa, mm, &s_lo, m, &mut out_lo, accumulate, 0..n),

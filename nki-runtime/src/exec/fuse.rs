@@ -23,6 +23,7 @@
 use nki_lang::{Instr, InstrData, Opcode, VarValues, Write};
 
 use super::resolve::{self, Loc, Operands, Resolved};
+use crate::engines::access::may_share_bytes;
 use crate::engines::{Engines, tensor};
 use crate::launch::Bound;
 
@@ -101,10 +102,12 @@ fn same_elements(a: &Resolved, b: &Resolved) -> bool {
 }
 
 /// The operand a load (`ins` at `pc`, operands `ops`) hands straight to the matmul after it
-/// (the next instruction, or the one after a load of another tile, before `stop`), when:
+/// (the next instruction, or the one after a load of another tile that writes none of this
+/// one's bytes, before `stop`), when:
 /// - the load reads an input tensor of the tile's dtype, with the same dimensions, its free
 ///   elements contiguous on both sides (each partition one run of the tensor);
-/// - the matmul reads exactly the loaded elements as one of its operands;
+/// - the matmul reads exactly the loaded elements, through a view of the same tile, as one of
+///   its operands;
 /// - no other instruction of the program reads the tile.
 ///
 /// Then the tile's contents matter to that matmul alone, which finds them in the tensor.
@@ -136,25 +139,38 @@ pub(crate) fn forward_load<'i>(
         return None;
     }
     let instrs = p.instrs();
+    let stride = e.sbuf.partition_stride();
     let tile_of = |v: nki_lang::ViewId| p.views().get(v.index()).map(|v| v.tile);
-    // The matmul: next, or after one load of another tile.
+    // The matmul: next, or after one load of another tile that leaves this one's bytes alone.
     let mut at = pc.checked_add(1)?;
-    if let Some(InstrData::Dma { tile: v, .. }) = instrs.get(at).map(|i| i.data)
-        && instrs[at].opcode == Opcode::Load
-        && tile_of(v) != Some(tile)
-    {
+    if let Some(load) = instrs.get(at).filter(|i| i.opcode == Opcode::Load) {
+        let InstrData::Dma { tile: v, .. } = load.data else {
+            return None;
+        };
+        let writes = resolve::resolve(b, load, vars, stride).map(|o| *o.get(0));
+        if tile_of(v) == Some(tile) || writes.is_some_and(|w| may_share_bytes(&w, dst, stride)) {
+            return None;
+        }
         at = at.checked_add(1)?;
     }
     let mm = instrs
         .get(at)
         .filter(|i| i.opcode == Opcode::Matmul && at < stop)?;
+    let InstrData::Matmul {
+        stationary, moving, ..
+    } = mm.data
+    else {
+        return None;
+    };
     if !read_only_by(p, tile, at) {
         return None;
     }
-    let mops = resolve::resolve(b, mm, vars, e.sbuf.partition_stride())?;
-    let mut slots = [1u8, 2]
+    // The operand the matmul reads through a view of this tile, of exactly the loaded elements.
+    let mops = resolve::resolve(b, mm, vars, stride)?;
+    let mut slots = [(1u8, stationary), (2, moving)]
         .into_iter()
-        .filter(|&s| same_elements(mops.get(usize::from(s)), dst));
+        .filter(|&(s, v)| tile_of(v) == Some(tile) && same_elements(mops.get(usize::from(s)), dst))
+        .map(|(s, _)| s);
     let slot = slots.next()?;
     if slots.next().is_some() {
         return None;
@@ -179,9 +195,9 @@ fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
 
 /// The output tensor and HBM side of the `store` right after a fused copy (operands `copy`, at
 /// `pc`, before `stop`) that the copy can write straight into, when:
-/// - the store writes exactly the copy's destination elements into an output tensor of their
-///   dtype, with the same dimensions, each partition one contiguous run of the tensor, rows
-///   in increasing order and apart;
+/// - the store writes exactly the copy's destination elements, through a view of the copy's
+///   tile, into an output tensor of their dtype, with the same dimensions, each partition one
+///   contiguous run of the tensor, rows in increasing order and apart;
 /// - no other instruction of the program reads the copy's tile.
 fn forward_store(
     e: &Engines,
@@ -197,7 +213,11 @@ fn forward_store(
         return None;
     };
     let tile = p.views().get(view.index())?.tile;
-    if !read_only_by(p, tile, at) {
+    let copied = match p.instrs().get(pc).map(|i| i.data) {
+        Some(InstrData::Unary { dst, .. }) => p.views().get(dst.view.index())?.tile,
+        _ => return None,
+    };
+    if tile != copied || !read_only_by(p, tile, at) {
         return None;
     }
     let sops = resolve::resolve(b, store, vars, e.sbuf.partition_stride())?;
