@@ -146,7 +146,9 @@ impl NeuronCore {
         self.host_profile.as_ref()
     }
 
-    /// The state buffer, for inspection.
+    /// The state buffer, for inspection. After a plain (not strict) launch, tiles whose data
+    /// only passed through SBUF between two neighbouring instructions may keep their old
+    /// contents (see the crate documentation); a strict core writes every tile.
     pub fn sbuf(&self) -> &Sbuf {
         &self.engines.sbuf
     }

@@ -64,6 +64,19 @@
 //! other); again the results are the serial run's. See `docs/performance.md` for the measured
 //! effect.
 //!
+//! # Data that only passes through SBUF
+//!
+//! A plain run (no observer, not strict) does not copy data into SBUF that only passes through
+//! it between two neighbouring instructions: a `load` whose tile only the next `nc_matmul`
+//! reads is skipped, and the matmul packs that operand from the input tensor (once per launch,
+//! however many matmuls read it); a `tensor_copy` of a matmul's whole result right after it is
+//! converted as each block of results is computed; and when that copy's tile only the next
+//! `store` reads, the results go straight into the output tensor. Outputs are bit for bit those
+//! of the instructions run one after the other; what differs is that the skipped tiles keep
+//! their old contents in SBUF, where no instruction of the kernel reads them. A strict core, or
+//! an observed run ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every
+//! instruction as written.
+//!
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
 

@@ -11,6 +11,12 @@
 //! (`spmd`); in a launch of one instance, an outermost `affine_range` loop whose iterations
 //! share no written tile splits its iterations instead (`loops`). A run with an observer
 //! other than the plain one is serial.
+//!
+//! Steps: a plain run passes data that would only go through SBUF between two neighbouring
+//! instructions straight from one to the other (`fuse`: a load into the matmul after it, a
+//! matmul into the `tensor_copy` of its result, that copy into the store after it), with the
+//! bits of the instructions run one after the other. A run with any other observer shows and
+//! runs every instruction as written.
 
 mod fuse;
 mod interleaved;
