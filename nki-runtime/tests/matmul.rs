@@ -618,3 +618,120 @@ fn packings_kept_within_a_launch_follow_inputs_changed_between_launches() {
         }
     }
 }
+
+/// The same matmul twice, then again after writes to its operands' tiles (a load over the
+/// moving tile, a `memset` of a few columns of the stationary one): whatever a plain core keeps
+/// of the operands between matmuls (packings), the products have the strict core's bits on
+/// every path and thread count, and the f64 reference's values.
+#[test]
+fn matmuls_of_rewritten_operands_see_the_new_values() {
+    let z = Affine::ZERO;
+    let mut b = Builder::new("rewritten_operands");
+    let lhs = b.input("lhsT", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(128)]);
+    let rhs = b.input("rhs", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let rhs2 = b.input("rhs2", DType::Bf16, &[Dim::Fixed(128), Dim::Fixed(512)]);
+    let out = b.output("out", DType::F32, &[Dim::Fixed(128), Dim::Fixed(1024)]);
+    let a = b.tile("lhsT_tile", Memory::Sbuf, DType::Bf16, &[128, 128]);
+    let r = b.tile("rhs_tile", Memory::Sbuf, DType::Bf16, &[128, 512]);
+    let acc = b.tile("acc", Memory::Psum, DType::F32, &[128, 512]);
+    let res = b.tile("res", Memory::Sbuf, DType::F32, &[128, 1024]);
+    let dims = [128, 512];
+    b.load(whole(a, &[128, 128]), access2(lhs, z, z));
+    b.load(whole(r, &dims), access2(rhs, z, z));
+    b.matmul(
+        whole(acc, &dims),
+        whole(a, &[128, 128]),
+        whole(r, &dims),
+        Write::Overwrite,
+    );
+    b.copy(view(res, 0, &dims, z, &[1]), whole(acc, &dims));
+    // The same matmul again: its operands' packings are reused.
+    b.matmul(
+        whole(acc, &dims),
+        whole(a, &[128, 128]),
+        whole(r, &dims),
+        ACCUMULATE,
+    );
+    b.copy(view(res, 0, &dims, z, &[1]), whole(acc, &dims));
+    // New moving values, and stationary columns 40..48 zeroed.
+    b.load(whole(r, &dims), access2(rhs2, z, z));
+    b.memset(view(a, 0, &[128, 8], Affine::constant(40), &[1]), 0.0);
+    b.matmul(
+        whole(acc, &dims),
+        whole(a, &[128, 128]),
+        whole(r, &dims),
+        Write::Overwrite,
+    );
+    b.copy(
+        view(res, 0, &dims, Affine::constant(512), &[1]),
+        whole(acc, &dims),
+    );
+    b.store(access2(out, z, z), whole(res, &[128, 1024]));
+    let compiled = b.finish();
+    let parts = compiled.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut rng = Rng::new(71);
+    let lhs_a = random_bf16(&mut rng, 128, 128);
+    let rhs_a = random_bf16(&mut rng, 128, 512);
+    let rhs2_a = random_bf16(&mut rng, 128, 512);
+    let lhs_z = Array2::from_shape_fn((128, 128), |(k, m)| {
+        if (40..48).contains(&m) {
+            bf16::ZERO
+        } else {
+            lhs_a[[k, m]]
+        }
+    });
+    let (first, abs1) = reference_matmul(
+        &to_f64(lhs_a.as_slice().unwrap()),
+        &to_f64(rhs_a.as_slice().unwrap()),
+        128,
+        128,
+        512,
+    );
+    let (second, abs2) = reference_matmul(
+        &to_f64(lhs_z.as_slice().unwrap()),
+        &to_f64(rhs2_a.as_slice().unwrap()),
+        128,
+        128,
+        512,
+    );
+    let mut want = vec![0.0; 128 * 1024];
+    let mut abs = vec![0.0; 128 * 1024];
+    for row in 0..128 {
+        for col in 0..512 {
+            want[row * 1024 + col] = 2.0 * first[row * 512 + col];
+            abs[row * 1024 + col] = 2.0 * abs1[row * 512 + col];
+            want[row * 1024 + 512 + col] = second[row * 512 + col];
+            abs[row * 1024 + 512 + col] = abs2[row * 512 + col];
+        }
+    }
+    let inputs_d = [
+        DeviceTensor::from_array(&lhs_a).unwrap(),
+        DeviceTensor::from_array(&rhs_a).unwrap(),
+        DeviceTensor::from_array(&rhs2_a).unwrap(),
+    ];
+    let inputs = [inputs_d[0].arg(), inputs_d[1].arg(), inputs_d[2].arg()];
+    let run = |core: &mut NeuronCore| -> Vec<f32> {
+        let mut o = DeviceTensor::<f32>::zeros(&[128, 1024]).unwrap();
+        core.launch(&kernel, &inputs, &mut [o.arg_mut()]).unwrap();
+        o.as_slice().to_vec()
+    };
+    let strict = run(&mut NeuronCore::default().with_strict(true));
+    let got: Vec<f64> = strict.iter().map(|&x| f64::from(x)).collect();
+    assert_close(&got, &want, &abs, 256, 0.0);
+    for isa in Isa::supported() {
+        for threads in [1, 2] {
+            let mut core = NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_strict(false)
+                .with_host_threads(threads);
+            let got = run(&mut core);
+            let same = got
+                .iter()
+                .zip(&strict)
+                .all(|(g, s)| g.to_bits() == s.to_bits());
+            assert!(same, "{isa:?}, {threads} threads differ from strict");
+        }
+    }
+}
