@@ -36,6 +36,30 @@ pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
     );
 }
 
+/// A `load` of `from` (in `input`, an input tensor's bytes) whose tile only the `store` to `to`
+/// (in `output`, an output tensor's bytes) after it reads, with the store keeping the bits (the
+/// tile's and the output's dtypes are the same): element `t` of the load's access goes to
+/// element `t` of the store's, converted as the load converts, and the tile is not written.
+pub(crate) fn load_into_store(
+    e: &mut Engines,
+    input: &[u8],
+    from: &Resolved,
+    output: &mut [u8],
+    to: &Resolved,
+) {
+    let plan = Plan::between(from, to);
+    transfer_par(
+        e.isa,
+        e.worker.as_mut(),
+        (&mut e.chunks, &mut e.chunks_worker),
+        input,
+        output,
+        end(from),
+        end(to),
+        &plan,
+    );
+}
+
 /// `store`: the reverse of [`load`], into an output tensor.
 pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));

@@ -13,6 +13,9 @@
 //! - **A copy into a store.** When the `store` after such a copy is the only reader of the
 //!   copy's tile, the matmul converts its results straight into the output tensor
 //!   ([`forward_store`]), as the seed kernel's last three instructions do.
+//! - **A load into a store.** A tile loaded from an input only for the `store` after it moves
+//!   straight from the input tensor to the output, converted once as the load converts
+//!   (`data_movement`'s copy kernels).
 //!
 //! All give the results of the instructions one after the other, bit for bit: the matmul packs
 //! both operands before it computes, so neither its operands' source nor the copy's writes can
@@ -24,7 +27,7 @@ use nki_lang::{Instr, InstrData, Opcode, VarValues, Write};
 
 use super::resolve::{self, Loc, Operands, Resolved};
 use crate::engines::access::may_share_bytes;
-use crate::engines::{Engines, tensor};
+use crate::engines::{Engines, dma, tensor};
 use crate::launch::Bound;
 
 /// An operand a matmul reads from an input tensor instead of the tile a skipped load would
@@ -59,10 +62,20 @@ pub(crate) fn step<'i>(
 ) -> Option<usize> {
     match (ins.opcode, ins.data) {
         (Opcode::Load, _) => {
-            let fw = forward_load(e, b, ins, ops, (pc, stop), vars)?;
-            let free = pending.iter_mut().find(|p| p.is_none())?;
-            *free = Some(fw);
-            Some(0)
+            if let Some(fw) = forward_load(e, b, ins, ops, (pc, stop), vars) {
+                let free = pending.iter_mut().find(|p| p.is_none())?;
+                *free = Some(fw);
+                return Some(0);
+            }
+            // A tile loaded only to be stored: straight from the input to the output.
+            let from = ops.get(1);
+            let Loc::Hbm(t_in) = from.loc else {
+                return None;
+            };
+            let input = b.inputs.get(usize::from(t_in))?.data;
+            let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
+            dma::load_into_store(e, input, from, b.hbm_mut(usize::from(t)).0, &to);
+            Some(1)
         }
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
             let taken = core::mem::take(pending);
@@ -193,12 +206,12 @@ fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
     })
 }
 
-/// The output tensor and HBM side of the `store` right after a fused copy (operands `copy`, at
-/// `pc`, before `stop`) that the copy can write straight into, when:
-/// - the store writes exactly the copy's destination elements, through a view of the copy's
+/// The output tensor and HBM side of the `store` right after a fused copy or a load (operands
+/// `copy`, at `pc`, before `stop`) that it can write straight into, when:
+/// - the store writes exactly the elements the copy or load wrote, through a view of the same
 ///   tile, into an output tensor of their dtype, with the same dimensions, each partition one
 ///   contiguous run of the tensor, rows in increasing order and apart;
-/// - no other instruction of the program reads the copy's tile.
+/// - no other instruction of the program reads that tile.
 fn forward_store(
     e: &Engines,
     b: &Bound<'_, '_, '_>,
@@ -213,11 +226,12 @@ fn forward_store(
         return None;
     };
     let tile = p.views().get(view.index())?.tile;
-    let copied = match p.instrs().get(pc).map(|i| i.data) {
-        Some(InstrData::Unary { dst, .. }) => p.views().get(dst.view.index())?.tile,
+    let written = match p.instrs().get(pc).map(|i| i.data) {
+        Some(InstrData::Unary { dst, .. }) => dst.view,
+        Some(InstrData::Dma { tile, .. }) => tile,
         _ => return None,
     };
-    if tile != copied || !read_only_by(p, tile, at) {
+    if p.views().get(written.index())?.tile != tile || !read_only_by(p, tile, at) {
         return None;
     }
     let sops = resolve::resolve(b, store, vars, e.sbuf.partition_stride())?;
