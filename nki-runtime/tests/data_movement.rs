@@ -472,3 +472,86 @@ fn a_tile_loaded_only_to_be_stored_goes_straight_to_the_output() {
         }
     }
 }
+
+/// A `tensor_copy` whose tile only the next store reads (the store keeping its bits) goes
+/// straight from the copy's source to the output on a plain core: f32 → bf16 rounding (NaNs and
+/// infinities in the data) from an SBUF tile. Where the store converts again, both run. Every
+/// case gives the strict core's bits on plain cores of every path with one and two host
+/// threads, and the `half` reference's; on a fresh plain core, SBUF keeps zeros in a forwarded
+/// copy's tile.
+#[test]
+fn a_copy_only_to_be_stored_goes_straight_to_the_output() {
+    let (rows, cols) = (128u32, 512u32);
+    let n = (rows * cols) as usize;
+    let mut xs = cast_inputs(n);
+    xs[9] = f32::NAN;
+    for (output, forwarded) in [(DType::Bf16, true), (DType::F32, false)] {
+        let mut b = Builder::new("copy_store");
+        let shape = fixed(&[rows as u64, cols as u64]);
+        let x = b.input("x", DType::F32, &shape);
+        let out = b.output("out", output, &shape);
+        let a = b.tile("a", Memory::Sbuf, DType::F32, &[rows, cols]);
+        let c = b.tile("c", Memory::Sbuf, DType::Bf16, &[rows, cols]);
+        let z = Affine::ZERO;
+        b.load(whole(a, &[rows, cols]), access2(x, z, z));
+        b.copy(whole(c, &[rows, cols]), whole(a, &[rows, cols]));
+        b.store(access2(out, z, z), whole(c, &[rows, cols]));
+        let compiled = b.finish();
+        let parts = compiled.parts();
+        let program = parts.program();
+        let kernel = Kernel::new(program);
+        let xd = DeviceTensor::from_vec(&[128, 512], xs.clone()).unwrap();
+        let run = |core: &mut NeuronCore| -> Vec<u32> {
+            if output == DType::Bf16 {
+                let mut o = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+                core.launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
+                    .unwrap();
+                o.as_slice()
+                    .iter()
+                    .map(|h| u32::from(h.to_bits()))
+                    .collect()
+            } else {
+                let mut o = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+                core.launch(&kernel, &[xd.arg()], &mut [o.arg_mut()])
+                    .unwrap();
+                o.as_slice().iter().map(|f| f.to_bits()).collect()
+            }
+        };
+        let strict = run(&mut NeuronCore::default().with_strict(true));
+        for (i, (&got, &x)) in strict.iter().zip(&xs).enumerate() {
+            let h = bf16::from_f32(x);
+            let want = match output {
+                DType::Bf16 => u32::from(h.to_bits()),
+                _ => h.to_f32().to_bits(),
+            };
+            assert!(got == want || x.is_nan(), "{output:?}: element {i}");
+        }
+        let decl = &program.tiles()[usize::from(c)];
+        let (at, len) = (decl.addr as usize, decl.bytes_per_partition() as usize);
+        let alone = program.tiles().iter().all(|o| {
+            o.name == decl.name || o.addr as usize + o.bytes_per_partition() as usize <= at
+        });
+        for isa in Isa::supported() {
+            for threads in [1, 2] {
+                let mut core = NeuronCore::default()
+                    .with_isa(isa)
+                    .unwrap()
+                    .with_strict(false)
+                    .with_host_threads(threads);
+                assert!(
+                    run(&mut core) == strict,
+                    "{output:?}: {isa:?}, {threads} threads"
+                );
+                if alone {
+                    let tile = &core.sbuf().partition(3).unwrap()[at..at + len];
+                    let untouched = tile.iter().all(|&x| x == 0);
+                    assert_eq!(
+                        untouched, forwarded,
+                        "{output:?}: {isa:?}, {threads} threads"
+                    );
+                }
+            }
+        }
+        assert!(alone, "the copy's tile shares bytes with another tile");
+    }
+}

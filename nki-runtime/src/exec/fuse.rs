@@ -16,6 +16,9 @@
 //! - **A load into a store.** A tile loaded from an input only for the `store` after it moves
 //!   straight from the input tensor to the output, converted once as the load converts
 //!   (`data_movement`'s copy kernels).
+//! - **A copy into a store.** Likewise a `tensor_copy` (on VectorE or GpSimd, which convert
+//!   directly) whose tile only the next store reads: from the copy's source (the tiled
+//!   matmul's PSUM result) straight to the output.
 //!
 //! All give the results of the instructions one after the other, bit for bit: the matmul packs
 //! both operands before it computes, so neither its operands' source nor the copy's writes can
@@ -23,11 +26,11 @@
 //! forwarded load or copy keeps its old contents, which no instruction reads (a strict core, or
 //! any observed run, runs every instruction as written).
 
-use nki_lang::{Instr, InstrData, Opcode, VarValues, Write};
+use nki_lang::{Engine, Instr, InstrData, Opcode, VarValues, Write};
 
 use super::resolve::{self, Loc, Operands, Resolved};
 use crate::engines::access::may_share_bytes;
-use crate::engines::{Engines, dma, tensor};
+use crate::engines::{Engines, dma, tensor, vector};
 use crate::launch::Bound;
 
 /// An operand a matmul reads from an input tensor instead of the tile a skipped load would
@@ -95,6 +98,14 @@ pub(crate) fn step<'i>(
             };
             tensor::matmul(e, ops, accumulate, to, from_hbm);
             Some(usize::from(copy.is_some()) + usize::from(store.is_some()))
+        }
+        (Opcode::TensorCopy, InstrData::Unary { dst, .. })
+            if ins.engine != Engine::Scalar && dst.write == Write::Overwrite =>
+        {
+            // A copy only to be stored: straight from its source to the output.
+            let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
+            vector::copy_into_store(e, ops.get(1), b.hbm_mut(usize::from(t)).0, &to);
+            Some(1)
         }
         _ => None,
     }
