@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Builder, Rng, access, access2, view, whole};
+use common::{Builder, Rng, access, access2, plain_cores, view, whole};
 use half::{bf16, f16};
 use ndarray::{Array2, Array3, Ix2, s};
 use nki_lang::{Affine, CompiledProgram, DType, Dim, Extent, Memory};
@@ -452,23 +452,13 @@ fn a_tile_loaded_only_to_be_stored_goes_straight_to_the_output() {
             canonical(strict.clone()) == canonical(want.clone()),
             "{what}: strict"
         );
-        for isa in Isa::supported() {
-            for threads in [1, 2] {
-                let mut core = NeuronCore::default()
-                    .with_isa(isa)
-                    .unwrap()
-                    .with_strict(false)
-                    .with_host_threads(threads);
-                assert!(
-                    run(&mut core) == strict,
-                    "{what}: {isa:?}, {threads} threads"
-                );
-                let tile = core.sbuf().partition(3).unwrap();
-                let untouched = tile[..(cols * tile_dt.size()) as usize]
-                    .iter()
-                    .all(|&x| x == 0);
-                assert_eq!(untouched, forwarded, "{what}: {isa:?}, {threads} threads");
-            }
+        for (label, mut core) in plain_cores() {
+            assert!(run(&mut core) == strict, "{what}: {label}");
+            let tile = core.sbuf().partition(3).unwrap();
+            let untouched = tile[..(cols * tile_dt.size()) as usize]
+                .iter()
+                .all(|&x| x == 0);
+            assert_eq!(untouched, forwarded, "{what}: {label}");
         }
     }
 }
@@ -531,25 +521,12 @@ fn a_copy_only_to_be_stored_goes_straight_to_the_output() {
         let alone = program.tiles().iter().all(|o| {
             o.name == decl.name || o.addr as usize + o.bytes_per_partition() as usize <= at
         });
-        for isa in Isa::supported() {
-            for threads in [1, 2] {
-                let mut core = NeuronCore::default()
-                    .with_isa(isa)
-                    .unwrap()
-                    .with_strict(false)
-                    .with_host_threads(threads);
-                assert!(
-                    run(&mut core) == strict,
-                    "{output:?}: {isa:?}, {threads} threads"
-                );
-                if alone {
-                    let tile = &core.sbuf().partition(3).unwrap()[at..at + len];
-                    let untouched = tile.iter().all(|&x| x == 0);
-                    assert_eq!(
-                        untouched, forwarded,
-                        "{output:?}: {isa:?}, {threads} threads"
-                    );
-                }
+        for (label, mut core) in plain_cores() {
+            assert!(run(&mut core) == strict, "{output:?}: {label}");
+            if alone {
+                let tile = &core.sbuf().partition(3).unwrap()[at..at + len];
+                let untouched = tile.iter().all(|&x| x == 0);
+                assert_eq!(untouched, forwarded, "{output:?}: {label}");
             }
         }
         assert!(alone, "the copy's tile shares bytes with another tile");

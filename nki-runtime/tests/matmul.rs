@@ -3,8 +3,8 @@
 mod common;
 
 use common::{
-    ACCUMULATE, Builder, Rng, access2, accumulation_group, assert_close, reference_matmul,
-    seed_program, tiled_program, view, whole,
+    ACCUMULATE, Builder, Rng, access2, accumulation_group, assert_close, plain_cores,
+    reference_matmul, seed_program, tiled_program, view, whole,
 };
 use half::{bf16, f16};
 use ndarray::Array2;
@@ -304,23 +304,13 @@ fn a_copy_after_a_matmul_gives_the_bits_of_both_in_turn() {
         let strict = run(&mut NeuronCore::default().with_strict(true));
         let rel = if variant == "f32" { 0.0 } else { 2f64.powi(-8) };
         assert_close(&strict, &want, &abs, 2 * k, rel);
-        for isa in Isa::supported() {
-            for threads in [1, 2] {
-                let mut core = NeuronCore::default()
-                    .with_isa(isa)
-                    .unwrap()
-                    .with_strict(false)
-                    .with_host_threads(threads);
-                let got = run(&mut core);
-                let same = got
-                    .iter()
-                    .zip(&strict)
-                    .all(|(g, s)| g.to_bits() == s.to_bits());
-                assert!(
-                    same,
-                    "{variant}: {isa:?}, {threads} threads differ from strict"
-                );
-            }
+        for (label, mut core) in plain_cores() {
+            let got = run(&mut core);
+            let same = got
+                .iter()
+                .zip(&strict)
+                .all(|(g, s)| g.to_bits() == s.to_bits());
+            assert!(same, "{variant}: {label} differs from strict");
         }
     }
 }
@@ -431,46 +421,35 @@ fn loads_forwarded_into_a_matmul_give_the_same_bits() {
         let mut strict_core = NeuronCore::default().with_strict(true);
         let strict = run(&mut strict_core);
         assert_close(&to_f64(&strict), &want, &abs, 2 * k, 2f64.powi(-8));
-        for isa in Isa::supported() {
-            for threads in [1, 2] {
-                let mut core = NeuronCore::default()
-                    .with_isa(isa)
-                    .unwrap()
-                    .with_strict(false)
-                    .with_host_threads(threads);
-                let got = run(&mut core);
-                assert!(
-                    got == strict,
-                    "{variant}: {isa:?}, {threads} threads differ from strict"
-                );
-                // Partition 5 of each loaded tile, where no other tile takes its place: zeros
-                // unless the load ran.
-                for (tile, skipped) in [a, r].into_iter().zip(forwarded) {
-                    let decl = &program.tiles()[usize::from(tile)];
-                    let at = decl.addr as usize;
-                    let end = at + decl.bytes_per_partition() as usize;
-                    let alone: Vec<usize> = (at..end)
-                        .filter(|&x| {
-                            program.tiles().iter().all(|o| {
-                                let (lo, hi) = (
-                                    o.addr as usize,
-                                    (o.addr as u64 + o.bytes_per_partition()) as usize,
-                                );
-                                o.name == decl.name || o.memory != Memory::Sbuf || x < lo || x >= hi
-                            })
+        for (label, mut core) in plain_cores() {
+            let got = run(&mut core);
+            assert!(got == strict, "{variant}: {label} differs from strict");
+            // Partition 5 of each loaded tile, where no other tile takes its place: zeros
+            // unless the load ran.
+            for (tile, skipped) in [a, r].into_iter().zip(forwarded) {
+                let decl = &program.tiles()[usize::from(tile)];
+                let at = decl.addr as usize;
+                let end = at + decl.bytes_per_partition() as usize;
+                let alone: Vec<usize> = (at..end)
+                    .filter(|&x| {
+                        program.tiles().iter().all(|o| {
+                            let (lo, hi) = (
+                                o.addr as usize,
+                                (o.addr as u64 + o.bytes_per_partition()) as usize,
+                            );
+                            o.name == decl.name || o.memory != Memory::Sbuf || x < lo || x >= hi
                         })
-                        .collect();
-                    let plain = core.sbuf().partition(5).unwrap();
-                    let strict = strict_core.sbuf().partition(5).unwrap();
-                    let untouched = alone.iter().all(|&x| plain[x] == 0);
-                    let what =
-                        format!("{variant}: tile {}, {} bytes alone", decl.name, alone.len());
-                    if !alone.is_empty() {
-                        assert_eq!(untouched, skipped, "{what}");
-                    }
-                    if !skipped {
-                        assert!(alone.iter().all(|&x| plain[x] == strict[x]), "{what}");
-                    }
+                    })
+                    .collect();
+                let plain = core.sbuf().partition(5).unwrap();
+                let strict = strict_core.sbuf().partition(5).unwrap();
+                let untouched = alone.iter().all(|&x| plain[x] == 0);
+                let what = format!("{variant}: tile {}, {} bytes alone", decl.name, alone.len());
+                if !alone.is_empty() {
+                    assert_eq!(untouched, skipped, "{what}");
+                }
+                if !skipped {
+                    assert!(alone.iter().all(|&x| plain[x] == strict[x]), "{what}");
                 }
             }
         }
@@ -558,20 +537,13 @@ fn a_copy_stored_alone_goes_straight_to_the_output() {
     );
     let strict_res = strict_core.sbuf().partition(7).unwrap();
     assert!(alone.iter().any(|&x| strict_res[x] != 0));
-    for isa in Isa::supported() {
-        for threads in [1, 2] {
-            let mut core = NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_strict(false)
-                .with_host_threads(threads);
-            assert!(run(&mut core) == strict, "{isa:?}, {threads} threads");
-            // The paths that pack both operands before computing fuse the copy into the
-            // matmul; the others run the copy, straight into the output.
-            let plain_res = core.sbuf().partition(7).unwrap();
-            let untouched = alone.iter().all(|&x| plain_res[x] == 0);
-            assert!(untouched, "{isa:?}, {threads} threads");
-        }
+    for (label, mut core) in plain_cores() {
+        assert!(run(&mut core) == strict, "{label}");
+        // The paths that pack both operands before computing fuse the copy into the
+        // matmul; the others run the copy, straight into the output.
+        let plain_res = core.sbuf().partition(7).unwrap();
+        let untouched = alone.iter().all(|&x| plain_res[x] == 0);
+        assert!(untouched, "{label}");
     }
 }
 
@@ -588,32 +560,25 @@ fn packings_kept_within_a_launch_follow_inputs_changed_between_launches() {
     let lhs = random_bf16(&mut rng, k, m);
     let rhs = random_bf16(&mut rng, k, n);
     let rhs2 = random_bf16(&mut rng, k, n);
-    for isa in Isa::supported() {
-        for threads in [1, 2] {
-            let mut core = NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_strict(false)
-                .with_host_threads(threads);
-            let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
-            let mut rhs_d = DeviceTensor::from_array(&rhs).unwrap();
-            for values in [&rhs, &rhs2] {
-                rhs_d
-                    .as_mut_slice()
-                    .copy_from_slice(values.as_slice().unwrap());
-                let mut out = DeviceTensor::<f32>::zeros(&[m, n]).unwrap();
-                core.launch(&kernel, &[lhs_d.arg(), rhs_d.arg()], &mut [out.arg_mut()])
-                    .unwrap();
-                let (want, abs) = reference_matmul(
-                    &to_f64(lhs.as_slice().unwrap()),
-                    &to_f64(values.as_slice().unwrap()),
-                    k,
-                    m,
-                    n,
-                );
-                let got: Vec<f64> = out.as_slice().iter().map(|&x| f64::from(x)).collect();
-                assert_close(&got, &want, &abs, k, 0.0);
-            }
+    for (_, mut core) in plain_cores() {
+        let lhs_d = DeviceTensor::from_array(&lhs).unwrap();
+        let mut rhs_d = DeviceTensor::from_array(&rhs).unwrap();
+        for values in [&rhs, &rhs2] {
+            rhs_d
+                .as_mut_slice()
+                .copy_from_slice(values.as_slice().unwrap());
+            let mut out = DeviceTensor::<f32>::zeros(&[m, n]).unwrap();
+            core.launch(&kernel, &[lhs_d.arg(), rhs_d.arg()], &mut [out.arg_mut()])
+                .unwrap();
+            let (want, abs) = reference_matmul(
+                &to_f64(lhs.as_slice().unwrap()),
+                &to_f64(values.as_slice().unwrap()),
+                k,
+                m,
+                n,
+            );
+            let got: Vec<f64> = out.as_slice().iter().map(|&x| f64::from(x)).collect();
+            assert_close(&got, &want, &abs, k, 0.0);
         }
     }
 }
@@ -644,7 +609,7 @@ fn matmuls_of_rewritten_operands_see_the_new_values() {
         Write::Overwrite,
     );
     b.copy(view(res, 0, &dims, z, &[1]), whole(acc, &dims));
-    // The same matmul again: its operands' packings are reused.
+    // The same matmul again, accumulating.
     b.matmul(
         whole(acc, &dims),
         whole(a, &[128, 128]),
@@ -718,19 +683,12 @@ fn matmuls_of_rewritten_operands_see_the_new_values() {
     let strict = run(&mut NeuronCore::default().with_strict(true));
     let got: Vec<f64> = strict.iter().map(|&x| f64::from(x)).collect();
     assert_close(&got, &want, &abs, 256, 0.0);
-    for isa in Isa::supported() {
-        for threads in [1, 2] {
-            let mut core = NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_strict(false)
-                .with_host_threads(threads);
-            let got = run(&mut core);
-            let same = got
-                .iter()
-                .zip(&strict)
-                .all(|(g, s)| g.to_bits() == s.to_bits());
-            assert!(same, "{isa:?}, {threads} threads differ from strict");
-        }
+    for (label, mut core) in plain_cores() {
+        let got = run(&mut core);
+        let same = got
+            .iter()
+            .zip(&strict)
+            .all(|(g, s)| g.to_bits() == s.to_bits());
+        assert!(same, "{label} differs from strict");
     }
 }

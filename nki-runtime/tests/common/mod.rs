@@ -225,6 +225,21 @@ impl Rng {
     }
 }
 
+/// A plain (not strict) core for every host code path this machine supports, with one and with
+/// two host threads, each with a label naming it.
+pub fn plain_cores() -> impl Iterator<Item = (String, nki_runtime::NeuronCore)> {
+    nki_runtime::Isa::supported().into_iter().flat_map(|isa| {
+        [1, 2].into_iter().map(move |threads| {
+            let core = nki_runtime::NeuronCore::default()
+                .with_isa(isa)
+                .expect("a supported path")
+                .with_strict(false)
+                .with_host_threads(threads);
+            (format!("{isa:?}, {threads} host threads"), core)
+        })
+    })
+}
+
 /// `lhs_t[K, M]ᵀ · rhs[K, N]` in f64, and `Σ_k |lhs_t[k, m] · rhs[k, n]|` (for error bounds).
 pub fn reference_matmul(
     lhs_t: &[f64],
