@@ -10,15 +10,15 @@
 //! - **A matmul into a copy.** A `tensor_copy` of a matmul's whole PSUM result right after it
 //!   runs as part of the matmul ([`fused_copy`]): each block of results is converted while it
 //!   is still in the host's L1 cache, instead of in a second pass over PSUM.
-//! - **A copy into a store.** When the `store` after such a copy is the only reader of the
-//!   copy's tile, the matmul converts its results straight into the output tensor
+//! - **A matmul's copy into a store.** When the `store` after such a copy is the only reader
+//!   of the copy's tile, the matmul converts its results straight into the output tensor
 //!   ([`forward_store`]), as the seed kernel's last three instructions do.
 //! - **A load into a store.** A tile loaded from an input only for the `store` after it moves
 //!   straight from the input tensor to the output, converted once as the load converts
 //!   (`data_movement`'s copy kernels).
-//! - **A copy into a store.** Likewise a `tensor_copy` (on VectorE or GpSimd, which convert
-//!   directly) whose tile only the next store reads: from the copy's source (the tiled
-//!   matmul's PSUM result) straight to the output.
+//! - **A copy into a store.** Likewise a `tensor_copy` whose tile only the next store reads,
+//!   on any engine but ScalarE (whose copies go through f32 lanes, not one conversion): from
+//!   the copy's source (the tiled matmul's PSUM result) straight to the output.
 //!
 //! All give the results of the instructions one after the other, bit for bit: the matmul packs
 //! both operands before it computes, so neither its operands' source nor the copy's writes can
