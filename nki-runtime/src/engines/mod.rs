@@ -47,6 +47,8 @@ pub(crate) struct Engines {
     /// Packings of matmul operands read straight from input tensors, for reuse within an
     /// execution: moving operands, then stationary ones.
     pub packs: (PackCache, PackCache),
+    /// How matmuls of input operands share their rows with the worker.
+    pub row_share: tensor::RowShare,
     /// Lanes of streamed (elementwise) instructions.
     pub lanes: stream::Lanes,
     /// Lanes of the worker's half of a streamed instruction.
@@ -78,6 +80,7 @@ impl Engines {
                 PackCache::new(tensor::CACHED_MOVING),
                 PackCache::new(tensor::CACHED_STATIONARY),
             ),
+            row_share: tensor::RowShare::new(),
             lanes: stream::Lanes::new(),
             lanes_worker: stream::Lanes::new(),
         }

@@ -8,11 +8,14 @@ use super::access::{
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingScratch, Operand, Output, matmul as mm_kernel, matmul_prepacked, moving_split,
-    pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingScratch, Operand, Output, PackedMoving, StationaryScratch, matmul as mm_kernel,
+    matmul_prepacked, moving_split, pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::exec::{CopyTo, Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use crate::worker::{Worker, near};
 
 /// Largest contraction size (partitions).
@@ -67,6 +70,46 @@ fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
     }
     // A multiple of 8 rows keeps the kernel's row blocks whole.
     Some((m / 2).div_ceil(8) * 8).filter(|&h| h < m)
+}
+
+/// How a matmul whose operands both come from input tensors shares its output rows between the
+/// calling thread and the worker: the fraction of rows the caller takes, moved after each such
+/// split toward even finishing times (each half computes exactly its rows, so the results do
+/// not depend on it). The two vCPUs of the project's virtual machines are not always equally
+/// fast: when they sat far apart, the seed's half took the worker 28.3–28.6 µs against
+/// 23.1–24.1 µs on the calling thread, and fixed halves waited for the worker.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct RowShare {
+    caller: f32,
+}
+
+impl RowShare {
+    /// Even halves to start with.
+    pub(crate) fn new() -> RowShare {
+        RowShare { caller: 0.5 }
+    }
+
+    /// The caller's rows of `m`: a multiple of 8 (the kernel's row blocks), at least 8 and
+    /// leaving the worker at least one; `None` below 16 rows.
+    fn rows(&self, m: usize) -> Option<usize> {
+        if m < 16 {
+            return None;
+        }
+        let h = (m as f32 * self.caller / 8.0).round() as usize * 8;
+        Some(h.clamp(8, (m - 1) / 8 * 8))
+    }
+
+    /// Takes in that the caller computed `h` of `m` rows in `here` and the worker the rest in
+    /// `there`: the share that would have made both take as long, averaged into the last ones
+    /// and kept within a quarter and three quarters.
+    fn observe(&mut self, h: usize, m: usize, here: Duration, there: Duration) {
+        let rate = |rows: usize, t: Duration| rows as f32 / t.as_secs_f32().max(1e-9);
+        let (mine, theirs) = (rate(h, here), rate(m.saturating_sub(h), there));
+        if mine + theirs > 0.0 {
+            let even = mine / (mine + theirs);
+            self.caller = (0.75 * self.caller + 0.25 * even).clamp(0.25, 0.75);
+        }
+    }
 }
 
 /// The [`CopyOut`] of elements `to` of `mem` (a tile in SBUF, or an output tensor's bytes),
@@ -270,6 +313,7 @@ pub(crate) fn matmul<'h>(
         worker,
         packed,
         packs,
+        row_share: share,
         ..
     } = e;
     let isa = *isa;
@@ -331,24 +375,61 @@ pub(crate) fn matmul<'h>(
         };
         // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
         if let Some((fs, fm)) = inputs {
-            // Each thread packs both operands (the moving one whole) and computes its rows.
+            // Each thread packs both operands (the moving one whole) and computes its rows, as
+            // many as keep the two threads' times even (`RowShare`).
+            let h = share.rows(rows).unwrap_or(h);
             let (s, m) = (hbm_operand(&fs), hbm_operand(&fm));
             let (s_lo, s_hi) = split_stationary(&s, h);
-            let (mut out_lo, mut out_hi) = split_output(psum, offset, h);
-            let (mut c_lo, mut c_hi) = split_copies(sbuf, copy, h);
+            let (mut out_lo, out_hi) = split_output(psum, offset, h);
+            let (mut c_lo, c_hi) = split_copies(sbuf, copy, h);
             let (a_hi, b_hi) = mm_worker.parts();
             let m = &m;
-            let own = |a, mut b: MovingScratch<'_>, s: &Operand, out: &mut Output, c| {
+            // Either thread: the moving operand packed whole, then rows from it.
+            let pack = |mut b: MovingScratch<'h>| {
                 let (_, words) = b.split(packing, k, 0);
                 let key = pack_moving(isa, packing, words, m, 0..n);
-                let a = pack_stationary(isa, packing, a, s);
-                let packed = b.packed(packing, shape, key);
-                matmul_prepacked(isa, &a, &packed, out, c, accumulate);
+                b.packed(packing, shape, key)
             };
-            worker.join(
-                || own(a, b, &s_lo, &mut out_lo, c_lo.as_mut()),
-                || own(a_hi, b_hi, &s_hi, &mut out_hi, c_hi.as_mut()),
+            let compute = |a: StationaryScratch<'_>,
+                           packed: &PackedMoving<'_>,
+                           s: &Operand,
+                           out: &mut Output<'_>,
+                           c: Option<&mut CopyOut<'_>>| {
+                let a = pack_stationary(isa, packing, a, s);
+                matmul_prepacked(isa, &a, packed, out, c, accumulate);
+            };
+            let (pack, compute) = (&pack, &compute);
+            // Set once this thread's rows are done: a worker half that has not started by then
+            // (its vCPU busy) is left to this thread, which computes it from its own packing
+            // rather than packing the moving operand a second time.
+            let done = AtomicBool::new(false);
+            let done = &done;
+            let (mine, theirs) = worker.join(
+                || {
+                    let t = Instant::now();
+                    let packed = pack(b);
+                    compute(a, &packed, &s_lo, &mut out_lo, c_lo.as_mut());
+                    done.store(true, Ordering::Release);
+                    (packed, t.elapsed())
+                },
+                move || {
+                    let (mut out_hi, mut c_hi) = (out_hi, c_hi);
+                    if done.load(Ordering::Acquire) {
+                        return Err((a_hi, out_hi, c_hi));
+                    }
+                    let t = Instant::now();
+                    let packed = pack(b_hi);
+                    compute(a_hi, &packed, &s_hi, &mut out_hi, c_hi.as_mut());
+                    Ok(t.elapsed())
+                },
             );
+            let (packed, here) = mine;
+            match theirs {
+                Ok(there) => share.observe(h, rows, here, there),
+                Err((a_hi, mut out_hi, mut c_hi)) => {
+                    compute(a_hi, &packed, &s_hi, &mut out_hi, c_hi.as_mut());
+                }
+            }
             return;
         }
         let (s_lo, s_hi) = split_stationary(&s, h);
@@ -507,4 +588,41 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         }
     }
     transfer(*isa, chunks, mem, from, to, &plan);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::RowShare;
+
+    #[test]
+    fn row_shares_move_toward_even_times_in_whole_row_blocks() {
+        let mut share = RowShare::new();
+        assert_eq!(share.rows(128), Some(64));
+        assert_eq!(share.rows(15), None);
+        assert_eq!(share.rows(16), Some(8));
+        // The worker 40 % slower per row: the caller's share grows, by whole blocks of 8 rows.
+        let us = Duration::from_micros;
+        for _ in 0..20 {
+            let h = share.rows(128).unwrap();
+            share.observe(h, 128, us(h as u64), us((128 - h) as u64 * 14 / 10));
+        }
+        let h = share.rows(128).unwrap();
+        assert!(h == 72 || h == 80, "{h}");
+        assert_eq!(h % 8, 0);
+        // Even again: back to halves.
+        for _ in 0..40 {
+            let h = share.rows(128).unwrap();
+            share.observe(h, 128, us(h as u64), us((128 - h) as u64));
+        }
+        assert_eq!(share.rows(128), Some(64));
+        // A worker that seems to take forever moves the share no further than three quarters,
+        // and the worker keeps at least one row.
+        for _ in 0..100 {
+            share.observe(64, 128, us(1), us(1_000_000));
+        }
+        assert_eq!(share.rows(128), Some(96));
+        assert_eq!(share.rows(17), Some(16));
+    }
 }
