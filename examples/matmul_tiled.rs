@@ -1,7 +1,11 @@
 //! NKI's tiled matmul (`nki_matmul_tiled_`): symbolic K, M, N, 128×128 stationary and 128×512
 //! moving tiles, PSUM accumulation over K, checked against an f64 reference.
 //!
-//! `cargo run --release --example matmul_tiled -- [K M N]` (default 1024 1024 1024)
+//! `cargo run --release --example matmul_tiled -- [K M N] [--time RUNS]` (default 1024 1024 1024)
+//!
+//! `--time RUNS` also times `RUNS` launches with device-resident tensors on a two-thread core
+//! (after one untimed launch) and prints min and P50: the 1024³ figures of
+//! `docs/performance.md`.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -36,15 +40,24 @@ pub fn matmul_tiled(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> Hbm<bf16, M
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !nki::timing::is_profile_arg(a))
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
-    let (k, m, n) = match args.as_slice() {
+        .collect();
+    let runs = match args.iter().position(|a| a == "--time") {
+        Some(at) if at + 1 < args.len() => {
+            let runs: usize = args[at + 1].parse()?;
+            args.drain(at..at + 2);
+            Some(runs)
+        }
+        Some(_) => return Err("--time takes a number of launches".into()),
+        None => None,
+    };
+    let dims: Vec<usize> = args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
+    let (k, m, n) = match dims.as_slice() {
         [] => (1024, 1024, 1024),
         [k, m, n] => (*k, *m, *n),
-        _ => return Err("usage: matmul_tiled [K M N]".into()),
+        _ => return Err("usage: matmul_tiled [K M N] [--time RUNS]".into()),
     };
     let lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
@@ -63,6 +76,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     if !within {
         return Err("result outside the bf16 error bound".into());
+    }
+    if let Some(runs) = runs {
+        let mut out = DeviceTensor::<bf16>::zeros(&[m, n])?;
+        let mut core = NeuronCore::default().with_strict(false);
+        let (min, p50) = common::time_runs(runs, || {
+            matmul_tiled::launch_into(&mut core, &lhs_t, &rhs, &mut out)
+        })?;
+        println!(
+            "K={k} M={m} N={n}, {runs} launches, device-resident, two host threads: min {:.0} µs, P50 {:.0} µs",
+            min * 1e6,
+            p50 * 1e6
+        );
     }
     Ok(())
 }
