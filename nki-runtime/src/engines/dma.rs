@@ -5,7 +5,7 @@ use nki_lang::MAX_TILE_RANK;
 
 use super::Engines;
 use super::access::{Block2d, End, Mem, Pattern, Plan, T_COLS, transfer_par, transpose_blocks};
-use crate::exec::{Operands, Resolved};
+use crate::exec::{Loc, Operands, Resolved};
 use crate::launch::Bound;
 
 fn end(r: &Resolved) -> End {
@@ -36,23 +36,29 @@ pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
     );
 }
 
-/// A `load` of `from` (in `input`, an input tensor's bytes) whose tile only the `store` to `to`
-/// (in `output`, an output tensor's bytes) after it reads, with the store keeping the bits (the
-/// tile's and the output's dtypes are the same): element `t` of the load's access goes to
-/// element `t` of the store's, converted as the load converts, and the tile is not written.
-pub(crate) fn load_into_store(
+/// A `store` to `to` (in `output`, an output tensor's bytes) of a tile that only passed data
+/// through: element `t` of `from` goes to element `t` of the store's access, converted once
+/// from `from`'s dtype to the output's, and the tile is not written. `from` is the HBM side of
+/// a load (in `input`, an input tensor's bytes) or the source of a `tensor_copy` in SBUF or
+/// PSUM (`input` `None`).
+pub(crate) fn store_straight(
     e: &mut Engines,
-    input: &[u8],
     from: &Resolved,
+    input: Option<&[u8]>,
     output: &mut [u8],
     to: &Resolved,
 ) {
     let plan = Plan::between(from, to);
+    let src_mem = match (input, from.loc) {
+        (Some(input), _) => input,
+        (None, Loc::Psum) => e.psum.bytes(),
+        (None, _) => e.sbuf.bytes(),
+    };
     transfer_par(
         e.isa,
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
-        input,
+        src_mem,
         output,
         end(from),
         end(to),

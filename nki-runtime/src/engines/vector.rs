@@ -55,38 +55,6 @@ pub(crate) fn copy(e: &mut Engines, ops: &Operands) {
     );
 }
 
-/// A `tensor_copy` of `src` whose destination tile only the `store` to `to` (in `output`, an
-/// output tensor's bytes) after it reads, with the store keeping the bits: element `t` of the
-/// source goes to element `t` of the store's access, converted as the copy converts, and the
-/// tile is not written.
-pub(crate) fn copy_into_store(e: &mut Engines, src: &Resolved, output: &mut [u8], to: &Resolved) {
-    let plan = Plan::between(src, to);
-    let Engines {
-        isa,
-        sbuf,
-        psum,
-        chunks,
-        chunks_worker,
-        worker,
-        ..
-    } = e;
-    let src_mem = match src.loc {
-        Loc::Psum => psum.bytes(),
-        _ => sbuf.bytes(),
-    };
-    let bufs = (chunks, chunks_worker);
-    transfer_par(
-        *isa,
-        worker.as_mut(),
-        bufs,
-        src_mem,
-        output,
-        end(src),
-        end(to),
-        &plan,
-    );
-}
-
 /// `memset`: every element of the destination becomes `value` converted to its dtype.
 pub(crate) fn memset(e: &mut Engines, ops: &Operands, value: Scalar) {
     let dst = ops.get(0);

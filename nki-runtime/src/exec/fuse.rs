@@ -30,7 +30,7 @@ use nki_lang::{Engine, Instr, InstrData, Opcode, VarValues, Write};
 
 use super::resolve::{self, Loc, Operands, Resolved};
 use crate::engines::access::may_share_bytes;
-use crate::engines::{Engines, dma, tensor, vector};
+use crate::engines::{Engines, dma, tensor};
 use crate::launch::Bound;
 
 /// An operand a matmul reads from an input tensor instead of the tile a skipped load would
@@ -77,7 +77,7 @@ pub(crate) fn step<'i>(
             };
             let input = b.inputs.get(usize::from(t_in))?.data;
             let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
-            dma::load_into_store(e, input, from, b.hbm_mut(usize::from(t)).0, &to);
+            dma::store_straight(e, from, Some(input), b.hbm_mut(usize::from(t)).0, &to);
             Some(1)
         }
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
@@ -104,7 +104,7 @@ pub(crate) fn step<'i>(
         {
             // A copy only to be stored: straight from its source to the output.
             let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
-            vector::copy_into_store(e, ops.get(1), b.hbm_mut(usize::from(t)).0, &to);
+            dma::store_straight(e, ops.get(1), None, b.hbm_mut(usize::from(t)).0, &to);
             Some(1)
         }
         _ => None,
@@ -147,7 +147,7 @@ pub(crate) fn forward_load<'i>(
     let InstrData::Dma { tile: view, .. } = ins.data else {
         return None;
     };
-    let tile = p.views().get(view.index())?.tile;
+    let tile = tile_of(p, view)?;
     let (dst, hbm) = (ops.get(0), ops.get(1));
     let Loc::Hbm(t) = hbm.loc else {
         return None;
@@ -164,7 +164,6 @@ pub(crate) fn forward_load<'i>(
     }
     let instrs = p.instrs();
     let stride = e.sbuf.partition_stride();
-    let tile_of = |v: nki_lang::ViewId| p.views().get(v.index()).map(|v| v.tile);
     // The matmul: next, or after one load of another tile that leaves this one's bytes alone.
     let mut at = pc.checked_add(1)?;
     if let Some(load) = instrs.get(at).filter(|i| i.opcode == Opcode::Load) {
@@ -172,7 +171,7 @@ pub(crate) fn forward_load<'i>(
             return None;
         };
         let writes = resolve::resolve(b, load, vars, stride).map(|o| *o.get(0));
-        if tile_of(v) == Some(tile) || writes.is_some_and(|w| may_share_bytes(&w, dst, stride)) {
+        if tile_of(p, v) == Some(tile) || writes.is_some_and(|w| may_share_bytes(&w, dst, stride)) {
             return None;
         }
         at = at.checked_add(1)?;
@@ -193,7 +192,9 @@ pub(crate) fn forward_load<'i>(
     let mops = resolve::resolve(b, mm, vars, stride)?;
     let mut slots = [(1u8, stationary), (2, moving)]
         .into_iter()
-        .filter(|&(s, v)| tile_of(v) == Some(tile) && same_elements(mops.get(usize::from(s)), dst))
+        .filter(|&(s, v)| {
+            tile_of(p, v) == Some(tile) && same_elements(mops.get(usize::from(s)), dst)
+        })
         .map(|(s, _)| s);
     let slot = slots.next()?;
     if slots.next().is_some() {
@@ -207,13 +208,17 @@ pub(crate) fn forward_load<'i>(
     })
 }
 
+/// The tile a view of the program belongs to.
+fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Option<u16> {
+    p.views().get(view.index()).map(|v| v.tile)
+}
+
 /// Whether no instruction of the program but the one at `except` reads tile `tile`.
 fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
-    let tile_of = |v: nki_lang::ViewId| p.views().get(v.index()).map(|v| v.tile);
     !p.instrs().iter().enumerate().any(|(i, x)| {
         i != except
             && x.operands()
-                .any(|o| o.dir.reads() && o.view().and_then(tile_of) == Some(tile))
+                .any(|o| o.dir.reads() && o.view().and_then(|v| tile_of(p, v)) == Some(tile))
     })
 }
 
@@ -236,13 +241,13 @@ fn forward_store(
     let InstrData::Dma { tile: view, .. } = store.data else {
         return None;
     };
-    let tile = p.views().get(view.index())?.tile;
+    let tile = tile_of(p, view)?;
     let written = match p.instrs().get(pc).map(|i| i.data) {
         Some(InstrData::Unary { dst, .. }) => dst.view,
         Some(InstrData::Dma { tile, .. }) => tile,
         _ => return None,
     };
-    if p.views().get(written.index())?.tile != tile || !read_only_by(p, tile, at) {
+    if tile_of(p, written)? != tile || !read_only_by(p, tile, at) {
         return None;
     }
     let sops = resolve::resolve(b, store, vars, e.sbuf.partition_stride())?;
