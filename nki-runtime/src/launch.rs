@@ -33,6 +33,10 @@ pub struct HbmIn<'a> {
     pub(crate) data: &'a [u8],
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
+    /// The [`crate::DeviceTensor`]'s version, if it is one: what a core derived from these
+    /// elements in an earlier launch of the same version still holds. `None` for borrowed
+    /// host memory, which may change between launches unseen.
+    pub(crate) version: Option<u64>,
 }
 
 impl<'a> HbmIn<'a> {
@@ -46,6 +50,7 @@ impl<'a> HbmIn<'a> {
             data: bytemuck::cast_slice(data),
             dtype: T::DTYPE,
             shape,
+            version: None,
         })
     }
 

@@ -69,7 +69,8 @@
 //! A plain run (no observer, not strict) does not copy data into SBUF that only passes through
 //! it between two neighbouring instructions: a `load` whose tile only the next `nc_matmul`
 //! reads is skipped, and the matmul packs that operand from the input tensor (once per launch,
-//! however many matmuls read it); a `tensor_copy` of a matmul's whole result right after it is
+//! however many matmuls read it, and once for all launches while the input is a
+//! [`DeviceTensor`] that keeps its version: see [`DeviceTensor`]); a `tensor_copy` of a matmul's whole result right after it is
 //! converted as each block of results is computed; and when that copy's tile only the next
 //! `store` reads, the results go straight into the output tensor. Outputs are bit for bit those
 //! of the instructions run one after the other; what differs is that the skipped tiles keep

@@ -2,6 +2,8 @@
 
 use ndarray::{Array, ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn, ShapeError};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use thiserror::Error;
 
 use crate::element::Element;
@@ -34,19 +36,55 @@ pub(crate) fn try_filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>, TensorE
     Ok(v)
 }
 
+/// A version no tensor state has had yet: every tensor gets one when it is created, cloned or
+/// handed out for writing, so that two equal versions are one tensor whose elements have not
+/// changed in between.
+fn new_version() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A tensor in the modeled device memory (HBM): contiguous row-major elements and an inline
 /// shape of rank ≤ [`nki_lang::MAX_TENSOR_RANK`].
+///
+/// A tensor also carries a version that changes whenever its elements may change (through
+/// [`DeviceTensor::as_mut_slice`] or [`DeviceTensor::arg_mut`]). A core keeps what it derived
+/// from an input tensor's elements (the packed layouts of matmul operands read straight from
+/// it) for the next launch that gets the same tensor at the same version, as device memory
+/// keeps data between kernel launches.
 ///
 /// Uploading ([`DeviceTensor::from_array`]) copies any ndarray layout into row-major order;
 /// downloading ([`DeviceTensor::to_array`], [`DeviceTensor::into_array`]) gives an ndarray
 /// back. Kernels take tensors through [`DeviceTensor::arg`] and [`DeviceTensor::arg_mut`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub struct DeviceTensor<T: Element> {
     data: Vec<T>,
     shape: Shape,
+    version: u64,
+}
+
+impl<T: Element> Clone for DeviceTensor<T> {
+    fn clone(&self) -> Self {
+        DeviceTensor::new(self.data.clone(), self.shape)
+    }
+}
+
+/// Equal elements and shapes (whatever the versions).
+impl<T: Element + PartialEq> PartialEq for DeviceTensor<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.data == other.data
+    }
 }
 
 impl<T: Element> DeviceTensor<T> {
+    fn new(data: Vec<T>, shape: Shape) -> Self {
+        DeviceTensor {
+            data,
+            shape,
+            version: new_version(),
+        }
+    }
+
     /// Uploads an array of any layout (strided, transposed, negative strides): the tensor
     /// holds its elements in logical row-major order.
     ///
@@ -61,7 +99,7 @@ impl<T: Element> DeviceTensor<T> {
             Some(s) => s.to_vec(),
             None => a.iter().copied().collect(),
         };
-        Ok(DeviceTensor { data, shape })
+        Ok(DeviceTensor::new(data, shape))
     }
 
     /// A tensor of zeros.
@@ -71,10 +109,10 @@ impl<T: Element> DeviceTensor<T> {
     /// ([`TensorError::Allocation`]).
     pub fn zeros(shape: &[usize]) -> Result<Self, TensorError> {
         let shape = Shape::new(shape)?;
-        Ok(DeviceTensor {
-            data: try_filled(shape.len(), T::default())?,
+        Ok(DeviceTensor::new(
+            try_filled(shape.len(), T::default())?,
             shape,
-        })
+        ))
     }
 
     /// A tensor from row-major elements.
@@ -85,7 +123,7 @@ impl<T: Element> DeviceTensor<T> {
         if shape.len() != data.len() {
             return Err(ShapeError::from_kind(ndarray::ErrorKind::IncompatibleShape));
         }
-        Ok(DeviceTensor { data, shape })
+        Ok(DeviceTensor::new(data, shape))
     }
 
     /// The dimensions.
@@ -100,6 +138,7 @@ impl<T: Element> DeviceTensor<T> {
 
     /// The elements, row-major, writable.
     pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.version = new_version();
         &mut self.data
     }
 
@@ -127,11 +166,13 @@ impl<T: Element> DeviceTensor<T> {
             data: bytemuck::cast_slice(&self.data),
             dtype: T::DTYPE,
             shape: self.shape,
+            version: Some(self.version),
         }
     }
 
     /// The tensor as a kernel output.
     pub fn arg_mut(&mut self) -> HbmOut<'_> {
+        self.version = new_version();
         HbmOut {
             origin: 0,
             data: bytemuck::cast_slice_mut(&mut self.data),
@@ -157,6 +198,26 @@ mod tests {
         let t = DeviceTensor::from_array(&r).unwrap();
         assert_eq!(t.as_slice(), &[21.0, 23.0, 11.0, 13.0, 1.0, 3.0]);
         assert_eq!(t.into_array::<Ix2>().unwrap(), r);
+    }
+
+    #[test]
+    fn versions_change_with_every_chance_to_write() {
+        let mut t = DeviceTensor::from_array(&arr2(&[[1.0f32, 2.0]])).unwrap();
+        let v = t.arg().version;
+        assert!(v.is_some());
+        assert_eq!(t.arg().version, v, "reading keeps the version");
+        let _ = t.as_slice();
+        assert_eq!(t.arg().version, v);
+        let c = t.clone();
+        assert_ne!(c.arg().version, v, "a clone is another tensor");
+        assert_eq!(c, t, "equal elements compare equal whatever the versions");
+        t.as_mut_slice();
+        let w = t.arg().version;
+        assert_ne!(w, v);
+        t.arg_mut();
+        assert_ne!(t.arg().version, w);
+        let u = DeviceTensor::<f32>::zeros(&[1, 2]).unwrap();
+        assert_ne!(u.arg().version, t.arg().version);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use common::{
 use half::{bf16, f16};
 use ndarray::Array2;
 use nki_lang::{Affine, DType, Dim, Memory, Target, Write};
-use nki_runtime::{DeviceTensor, Isa, Kernel, NeuronCore};
+use nki_runtime::{DeviceTensor, HbmIn, Isa, Kernel, NeuronCore};
 
 fn random_bf16(rng: &mut Rng, rows: usize, cols: usize) -> Array2<bf16> {
     Array2::from_shape_fn((rows, cols), |_| bf16::from_f64(rng.unit()))
@@ -579,6 +579,128 @@ fn packings_kept_within_a_launch_follow_inputs_changed_between_launches() {
             );
             let got: Vec<f64> = out.as_slice().iter().map(|&x| f64::from(x)).collect();
             assert_close(&got, &want, &abs, k, 0.0);
+        }
+    }
+}
+
+/// A plain core keeps the packings of a device tensor's operands from one launch to the next
+/// while the tensor keeps its version. Every way a launch's inputs can change gives the new
+/// values, on every path and thread count: an input written in place, a tensor dropped and
+/// another one created (perhaps at the same address), a clone, the output of a launch read
+/// as the next one's input, and borrowed host memory (no version) rewritten between launches.
+#[test]
+fn packings_kept_across_launches_follow_every_change_of_an_input() {
+    let seed = seed_program();
+    let tiled = tiled_program(accumulation_group(0));
+    let (seed_parts, tiled_parts) = (seed.parts(), tiled.parts());
+    // Kernel, K, M, N, and whether its output is f32 (else bf16).
+    let kernels = [
+        (
+            Kernel::new(seed_parts.program()),
+            128usize,
+            128usize,
+            512usize,
+            false,
+        ),
+        (Kernel::new(tiled_parts.program()), 256, 128, 1024, true),
+    ];
+    let mut rng = Rng::new(62);
+    for (kernel, k, m, n, out_f32) in &kernels {
+        let (k, m, n, out_f32) = (*k, *m, *n, *out_f32);
+        // The result's values (exact in f64) of a launch with these inputs.
+        let launch = |core: &mut NeuronCore, lhs: HbmIn<'_>, rhs: HbmIn<'_>| -> Vec<f64> {
+            if out_f32 {
+                let mut out = DeviceTensor::<f32>::zeros(&[m, n]).unwrap();
+                core.launch(kernel, &[lhs, rhs], &mut [out.arg_mut()])
+                    .unwrap();
+                to_f64(out.as_slice())
+            } else {
+                let mut out = DeviceTensor::<bf16>::zeros(&[m, n]).unwrap();
+                core.launch(kernel, &[lhs, rhs], &mut [out.arg_mut()])
+                    .unwrap();
+                to_f64(out.as_slice())
+            }
+        };
+        let rel = if out_f32 { 0.0 } else { 2f64.powi(-8) };
+        let check = |lhs: &[bf16], rhs: &[bf16], got: &[f64]| {
+            let (want, abs) = reference_matmul(&to_f64(lhs), &to_f64(rhs), k, m, n);
+            assert_close(got, &want, &abs, k, rel);
+        };
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (label, mut core) in plain_cores() {
+            let core = &mut core;
+            println!("{label}, K={k} M={m} N={n}");
+            let mut lhs_d = DeviceTensor::from_array(&random_bf16(&mut rng, k, m)).unwrap();
+            let mut rhs_d = DeviceTensor::from_array(&random_bf16(&mut rng, k, n)).unwrap();
+            // Unchanged inputs: the kept packings give the bits of the first launch.
+            let first = launch(core, lhs_d.arg(), rhs_d.arg());
+            check(lhs_d.as_slice(), rhs_d.as_slice(), &first);
+            for _ in 0..2 {
+                let again = launch(core, lhs_d.arg(), rhs_d.arg());
+                assert_eq!(bits(&again), bits(&first), "{label}: unchanged inputs");
+            }
+            // Written in place: each operand alone, then both.
+            for (s, r) in [(true, false), (false, true), (true, true)] {
+                if s {
+                    let new = random_bf16(&mut rng, k, m);
+                    lhs_d
+                        .as_mut_slice()
+                        .copy_from_slice(new.as_slice().unwrap());
+                }
+                if r {
+                    let new = random_bf16(&mut rng, k, n);
+                    rhs_d
+                        .as_mut_slice()
+                        .copy_from_slice(new.as_slice().unwrap());
+                }
+                let got = launch(core, lhs_d.arg(), rhs_d.arg());
+                check(lhs_d.as_slice(), rhs_d.as_slice(), &got);
+            }
+            // Dropped, and new tensors of other values created (the allocator may well give
+            // them the same addresses).
+            drop((lhs_d, rhs_d));
+            let lhs_d = DeviceTensor::from_array(&random_bf16(&mut rng, k, m)).unwrap();
+            let rhs_d = DeviceTensor::from_array(&random_bf16(&mut rng, k, n)).unwrap();
+            let got = launch(core, lhs_d.arg(), rhs_d.arg());
+            check(lhs_d.as_slice(), rhs_d.as_slice(), &got);
+            // A clone written in place: its own values, and the original's still.
+            let mut rhs_c = rhs_d.clone();
+            let new = random_bf16(&mut rng, k, n);
+            rhs_c
+                .as_mut_slice()
+                .copy_from_slice(new.as_slice().unwrap());
+            let got = launch(core, lhs_d.arg(), rhs_c.arg());
+            check(lhs_d.as_slice(), rhs_c.as_slice(), &got);
+            let got = launch(core, lhs_d.arg(), rhs_d.arg());
+            check(lhs_d.as_slice(), rhs_d.as_slice(), &got);
+            // A launch's output read as the next launch's moving operand (the seed's output
+            // has the moving operand's shape and dtype).
+            if !out_f32 && k == m {
+                let mut product = DeviceTensor::<bf16>::zeros(&[k, n]).unwrap();
+                for _ in 0..2 {
+                    let rhs_next = DeviceTensor::from_array(&random_bf16(&mut rng, k, n)).unwrap();
+                    core.launch(
+                        kernel,
+                        &[lhs_d.arg(), rhs_next.arg()],
+                        &mut [product.arg_mut()],
+                    )
+                    .unwrap();
+                    let got = launch(core, lhs_d.arg(), product.arg());
+                    check(lhs_d.as_slice(), product.as_slice(), &got);
+                }
+            }
+            // Borrowed host memory has no version: rewritten between launches, it is packed
+            // anew.
+            let mut host = random_bf16(&mut rng, k, n);
+            for _ in 0..2 {
+                let rhs_in = HbmIn::new(host.as_slice().unwrap(), &[k, n]).unwrap();
+                let got = launch(core, lhs_d.arg(), rhs_in);
+                check(lhs_d.as_slice(), host.as_slice().unwrap(), &got);
+                let new = random_bf16(&mut rng, k, n);
+                host.as_slice_mut()
+                    .unwrap()
+                    .copy_from_slice(new.as_slice().unwrap());
+            }
         }
     }
 }

@@ -352,12 +352,15 @@ pub struct PackedStationary<'a> {
 /// matmul to read an operand packs it into a slot; later ones of the same elements (the tiled
 /// matmul's operands, each read by every block of the other side's tiles) find it there.
 /// Slots are allocated when first filled and kept afterwards; once all are used, a new packing
-/// replaces the oldest one. [`PackCache::clear`] forgets every packing: the caller runs it
-/// whenever the memory behind the operands may change (at the start of each launch). Keep one
-/// cache for moving operands and one for stationary ones.
+/// replaces the oldest one. Each packing is of an operand of a given version of its memory,
+/// or of no version. [`PackCache::forget_unversioned`] forgets the packings of no version: the
+/// caller runs it whenever unversioned memory may have changed (at the start of each launch),
+/// and gives a version only to memory whose every change gives it a new one (a
+/// [`crate::DeviceTensor`]'s). [`PackCache::clear`] forgets every packing. Keep one cache for
+/// moving operands and one for stationary ones.
 pub struct PackCache {
     slots: Vec<Slot>,
-    /// Slots holding a packing since the last [`PackCache::clear`].
+    /// Slots holding a packing (the first ones).
     used: usize,
     capacity: usize,
     /// The slot the next packing replaces once every slot is used (the oldest packing).
@@ -374,11 +377,12 @@ struct Slot {
     learned: u32,
 }
 
-/// The elements an operand reads: its memory (by address and length) and its place and shape
-/// in it.
+/// The elements an operand reads: its memory (by address, length and version) and its place
+/// and shape in it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct OperandKey {
     data: (usize, usize),
+    version: Option<u64>,
     dtype: DType,
     offset: usize,
     row_stride: usize,
@@ -387,9 +391,10 @@ struct OperandKey {
 }
 
 impl OperandKey {
-    fn of(op: &Operand) -> OperandKey {
+    fn of(op: &Operand, version: Option<u64>) -> OperandKey {
         OperandKey {
             data: (op.data.as_ptr() as usize, op.data.len()),
+            version,
             dtype: op.dtype,
             offset: op.offset,
             row_stride: op.row_stride,
@@ -416,17 +421,33 @@ impl PackCache {
         self.oldest = 0;
     }
 
+    /// Forgets the packings of operands of no version (and keeps the slots' memory).
+    pub fn forget_unversioned(&mut self) {
+        let mut kept = 0;
+        for at in 0..self.used {
+            if self.slots[at].key.version.is_some() {
+                self.slots.swap(kept, at);
+                kept += 1;
+            }
+        }
+        if kept < self.used {
+            self.used = kept;
+            self.oldest = 0;
+        }
+    }
+
     /// The slot holding `op`'s packing in layout `packing`, or a free slot (else the oldest
     /// packing's) that `fill` packs it into (returning the packing's key); `None` for a cache
     /// without slots.
     fn get(
         &mut self,
         op: &Operand,
+        version: Option<u64>,
         packing: MovingPacking,
         words: usize,
         fill: impl FnOnce(&mut [u32]) -> u32,
     ) -> Option<&Slot> {
-        let key = OperandKey::of(op);
+        let key = OperandKey::of(op, version);
         let found = self.slots[..self.used]
             .iter()
             .position(|s| s.key == key && s.packing == packing);
@@ -462,16 +483,18 @@ impl PackCache {
 
     /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every column
     /// of it: from the cache, or packed into a slot now. `None` for a cache without slots. The
-    /// caller guarantees that `moving`'s elements have not changed since the last
-    /// [`PackCache::clear`].
+    /// caller guarantees that `moving`'s memory is at `version` (each of its changes gives it a
+    /// new one), or, for `None`, that its elements have not changed since the last
+    /// [`PackCache::forget_unversioned`].
     pub fn moving(
         &mut self,
         isa: Isa,
         packing: MovingPacking,
         moving: &Operand,
+        version: Option<u64>,
     ) -> Option<PackedMoving<'_>> {
         let fill = |words: &mut [u32]| pack_moving(isa, packing, words, moving, 0..moving.cols).0;
-        let slot = self.get(moving, packing, B_WORDS, fill)?;
+        let slot = self.get(moving, version, packing, B_WORDS, fill)?;
         Some(PackedMoving {
             packing,
             words: slot.buf.as_slice(),
@@ -487,9 +510,10 @@ impl PackCache {
         isa: Isa,
         packing: MovingPacking,
         stationary: &Operand,
+        version: Option<u64>,
     ) -> Option<PackedStationary<'_>> {
         let fill = |words: &mut [u32]| pack_stationary_words(isa, packing, words, stationary);
-        let slot = self.get(stationary, packing, A_WORDS, fill)?;
+        let slot = self.get(stationary, version, packing, A_WORDS, fill)?;
         Some(PackedStationary {
             packing,
             words: slot.buf.as_slice(),
@@ -1364,8 +1388,8 @@ mod tests {
                         offset: PSUM_OFFSET,
                         row_stride: PSUM_STRIDE,
                     };
-                    let b = moving.moving(isa, packing, &mv).unwrap();
-                    let a = stationary.stationary(isa, packing, &st).unwrap();
+                    let b = moving.moving(isa, packing, &mv, None).unwrap();
+                    let a = stationary.stationary(isa, packing, &st, None).unwrap();
                     matmul_prepacked(isa, &a, &b, &mut out, None, false);
                     psum
                 };

@@ -45,8 +45,11 @@ pub(crate) struct Engines {
     /// Contiguous copies of matmul operands whose free elements are strided.
     pub packed: tensor::Packed,
     /// Packings of matmul operands read straight from input tensors, for reuse within an
-    /// execution: moving operands, then stationary ones.
+    /// execution (and across launches for device tensors that keep their version): moving
+    /// operands, then stationary ones.
     pub packs: (PackCache, PackCache),
+    /// The same for the worker's half of a matmul whose operands both come from inputs.
+    pub packs_worker: (PackCache, PackCache),
     /// How matmuls of input operands share their rows with the worker.
     pub row_share: tensor::RowShare,
     /// Lanes of streamed (elementwise) instructions.
@@ -77,6 +80,10 @@ impl Engines {
             worker: None,
             packed: tensor::Packed::new(),
             packs: (
+                PackCache::new(tensor::CACHED_MOVING),
+                PackCache::new(tensor::CACHED_STATIONARY),
+            ),
+            packs_worker: (
                 PackCache::new(tensor::CACHED_MOVING),
                 PackCache::new(tensor::CACHED_STATIONARY),
             ),

@@ -8,8 +8,9 @@ use super::access::{
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingScratch, Operand, Output, PackedMoving, StationaryScratch, matmul as mm_kernel,
-    matmul_prepacked, moving_split, pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingPacking, MovingScratch, Operand, Output, PackCache, PackedMoving,
+    PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_prepacked, moving_split,
+    pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::exec::{CopyTo, Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
@@ -290,6 +291,39 @@ pub(crate) fn copy_fuses(e: &Engines, mm: &Operands, copy: &Operands) -> bool {
         && packing_of(e.isa, stationary.dtype, moving.dtype).is_some()
 }
 
+/// The packing of a matmul's moving operand `m` in layout `packing`: from `cache` when it is
+/// read straight from an input tensor (`from`), else packed now into `scratch`.
+fn moving_packing<'c>(
+    isa: Isa,
+    packing: MovingPacking,
+    cache: &'c mut PackCache,
+    from: Option<Forward<'_>>,
+    mut scratch: MovingScratch<'c>,
+    m: &Operand,
+) -> PackedMoving<'c> {
+    if let Some(p) = from.and_then(|f| cache.moving(isa, packing, m, f.version)) {
+        return p;
+    }
+    let (_, words) = scratch.split(packing, m.rows, 0);
+    let key = pack_moving(isa, packing, words, m, 0..m.cols);
+    scratch.packed(packing, m.shape(), key)
+}
+
+/// The packing of a matmul's stationary operand `s`, as [`moving_packing`].
+fn stationary_packing<'c>(
+    isa: Isa,
+    packing: MovingPacking,
+    cache: &'c mut PackCache,
+    from: Option<Forward<'_>>,
+    scratch: StationaryScratch<'c>,
+    s: &Operand,
+) -> PackedStationary<'c> {
+    match from.and_then(|f| cache.stationary(isa, packing, s, f.version)) {
+        Some(p) => p,
+        None => pack_stationary(isa, packing, scratch, s),
+    }
+}
+
 /// `nc_matmul`: `dst[m, n] (=|+=) Σ_k stationary[k, m] · moving[k, n]` in fp32 with the
 /// accumulation order of [`crate::cpu::matmul`]; with `copy` (a `tensor_copy` of `dst` for
 /// which [`copy_fuses`] holds: its tile, or the output its store went to), each result is also
@@ -313,6 +347,7 @@ pub(crate) fn matmul<'h>(
         worker,
         packed,
         packs,
+        packs_worker,
         row_share: share,
         ..
     } = e;
@@ -350,20 +385,11 @@ pub(crate) fn matmul<'h>(
         let inputs = fs.zip(fm);
         let split_with = |w: &'h mut Worker| if inputs.is_some() { Some(w) } else { near(w) };
         let Some((worker, h)) = split.and(worker.as_mut()).and_then(split_with).zip(split) else {
-            // An operand read from an input tensor is packed once per execution.
+            // An operand read from an input tensor is packed once per execution (or once for
+            // every launch while a device tensor keeps its version).
             let (cached_m, cached_s) = packs;
-            let packed = match fm.and_then(|_| cached_m.moving(isa, packing, &m)) {
-                Some(p) => p,
-                None => {
-                    let (_, words) = b.split(packing, k, 0);
-                    let key = pack_moving(isa, packing, words, &m, 0..n);
-                    b.packed(packing, shape, key)
-                }
-            };
-            let a = match fs.and_then(|_| cached_s.stationary(isa, packing, &s)) {
-                Some(p) => p,
-                None => pack_stationary(isa, packing, a, &s),
-            };
+            let packed = moving_packing(isa, packing, cached_m, fm, b, &m);
+            let a = stationary_packing(isa, packing, cached_s, fs, a, &s);
             let mut out = Output {
                 data: psum.f32s_mut(),
                 offset,
@@ -375,30 +401,18 @@ pub(crate) fn matmul<'h>(
         };
         // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
         if let Some((fs, fm)) = inputs {
-            // Each thread packs both operands (the moving one whole) and computes its rows, as
-            // many as keep the two threads' times even (`RowShare`).
+            // Each thread packs both operands (the moving one whole) into its own caches and
+            // computes its rows, as many as keep the two threads' times even (`RowShare`).
             let h = share.rows(rows).unwrap_or(h);
+            // The operands again, as views of the inputs alone (not of SBUF, which the copy
+            // writes).
             let (s, m) = (hbm_operand(&fs), hbm_operand(&fm));
             let (s_lo, s_hi) = split_stationary(&s, h);
             let (mut out_lo, out_hi) = split_output(psum, offset, h);
             let (mut c_lo, c_hi) = split_copies(sbuf, copy, h);
+            let ((cm, cs), (wm, ws)) = (packs, packs_worker);
             let (a_hi, b_hi) = mm_worker.parts();
             let m = &m;
-            // Either thread: the moving operand packed whole, then rows from it.
-            let pack = |mut b: MovingScratch<'h>| {
-                let (_, words) = b.split(packing, k, 0);
-                let key = pack_moving(isa, packing, words, m, 0..n);
-                b.packed(packing, shape, key)
-            };
-            let compute = |a: StationaryScratch<'_>,
-                           packed: &PackedMoving<'_>,
-                           s: &Operand,
-                           out: &mut Output<'_>,
-                           c: Option<&mut CopyOut<'_>>| {
-                let a = pack_stationary(isa, packing, a, s);
-                matmul_prepacked(isa, &a, packed, out, c, accumulate);
-            };
-            let (pack, compute) = (&pack, &compute);
             // Set once this thread's rows are done: a worker half that has not started by then
             // (its vCPU busy) is left to this thread, which computes it from its own packing
             // rather than packing the moving operand a second time.
@@ -407,8 +421,9 @@ pub(crate) fn matmul<'h>(
             let (mine, theirs) = worker.join(
                 || {
                     let t = Instant::now();
-                    let packed = pack(b);
-                    compute(a, &packed, &s_lo, &mut out_lo, c_lo.as_mut());
+                    let packed = moving_packing(isa, packing, cm, Some(fm), b, m);
+                    let a = stationary_packing(isa, packing, cs, Some(fs), a, &s_lo);
+                    matmul_prepacked(isa, &a, &packed, &mut out_lo, c_lo.as_mut(), accumulate);
                     done.store(true, Ordering::Release);
                     (packed, t.elapsed())
                 },
@@ -418,8 +433,9 @@ pub(crate) fn matmul<'h>(
                         return Err((a_hi, out_hi, c_hi));
                     }
                     let t = Instant::now();
-                    let packed = pack(b_hi);
-                    compute(a_hi, &packed, &s_hi, &mut out_hi, c_hi.as_mut());
+                    let packed = moving_packing(isa, packing, wm, Some(fm), b_hi, m);
+                    let a = stationary_packing(isa, packing, ws, Some(fs), a_hi, &s_hi);
+                    matmul_prepacked(isa, &a, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                     Ok(t.elapsed())
                 },
             );
@@ -427,7 +443,8 @@ pub(crate) fn matmul<'h>(
             match theirs {
                 Ok(there) => share.observe(h, rows, here, there),
                 Err((a_hi, mut out_hi, mut c_hi)) => {
-                    compute(a_hi, &packed, &s_hi, &mut out_hi, c_hi.as_mut());
+                    let a = pack_stationary(isa, packing, a_hi, &s_hi);
+                    matmul_prepacked(isa, &a, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                 }
             }
             return;

@@ -43,6 +43,8 @@ pub(crate) struct Forward<'i> {
     slot: u8,
     /// The input tensor's bytes.
     pub data: &'i [u8],
+    /// The input tensor's version ([`crate::launch::HbmIn`]).
+    pub version: Option<u64>,
     /// The load's HBM side: the same elements, in the same order, as the tile it skipped.
     pub hbm: Resolved,
 }
@@ -152,7 +154,8 @@ pub(crate) fn forward_load<'i>(
     let Loc::Hbm(t) = hbm.loc else {
         return None;
     };
-    let data = b.inputs.get(usize::from(t))?.data;
+    let input = b.inputs.get(usize::from(t))?;
+    let (data, version) = (input.data, input.version);
     let shaped = hbm.dtype == dst.dtype
         && hbm.dims == dst.dims
         && hbm.pattern.base >= 0
@@ -204,6 +207,7 @@ pub(crate) fn forward_load<'i>(
         consumer: at,
         slot,
         data,
+        version,
         hbm: *hbm,
     })
 }

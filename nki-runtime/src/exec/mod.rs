@@ -257,9 +257,12 @@ pub(crate) fn interpret<'i, O: Observer>(
     let mut pc = start;
     let sbuf_stride = e.sbuf.partition_stride();
     let mut pending: fuse::Pending<'i> = [None; 2];
-    // Packings of input operands from an earlier launch may be of other data by now.
-    e.packs.0.clear();
-    e.packs.1.clear();
+    // Packings of input operands from an earlier launch may be of other data by now, unless
+    // they are of a device tensor's version.
+    for cache in [&mut e.packs, &mut e.packs_worker] {
+        cache.0.forget_unversioned();
+        cache.1.forget_unversioned();
+    }
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {

@@ -337,6 +337,7 @@ impl Buffer {
             data: &bytemuck::cast_slice(&self.words)[..self.bytes],
             dtype: self.dtype,
             shape: self.shape,
+            version: None,
         }
     }
 
