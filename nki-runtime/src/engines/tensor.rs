@@ -443,7 +443,7 @@ pub(crate) fn matmul<'h>(
             match theirs {
                 Ok(there) => share.observe(h, rows, here, there),
                 Err((a_hi, mut out_hi, mut c_hi)) => {
-                    let a = pack_stationary(isa, packing, a_hi, &s_hi);
+                    let a = stationary_packing(isa, packing, cs, Some(fs), a_hi, &s_hi);
                     matmul_prepacked(isa, &a, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                 }
             }
