@@ -15,6 +15,11 @@ fn random_bf16(rng: &mut Rng, rows: usize, cols: usize) -> Array2<bf16> {
     Array2::from_shape_fn((rows, cols), |_| bf16::from_f64(rng.unit()))
 }
 
+/// Writes new random values over `to`, the elements of a `rows × cols` bf16 tensor, in place.
+fn rewrite(to: &mut [bf16], rng: &mut Rng, rows: usize, cols: usize) {
+    to.copy_from_slice(random_bf16(rng, rows, cols).as_slice().unwrap());
+}
+
 fn to_f64<T: Copy + Into<f32>>(a: &[T]) -> Vec<f64> {
     a.iter().map(|&x| x.into() as f64).collect()
 }
@@ -642,16 +647,10 @@ fn packings_kept_across_launches_follow_every_change_of_an_input() {
             // Written in place: each operand alone, then both.
             for (s, r) in [(true, false), (false, true), (true, true)] {
                 if s {
-                    let new = random_bf16(&mut rng, k, m);
-                    lhs_d
-                        .as_mut_slice()
-                        .copy_from_slice(new.as_slice().unwrap());
+                    rewrite(lhs_d.as_mut_slice(), &mut rng, k, m);
                 }
                 if r {
-                    let new = random_bf16(&mut rng, k, n);
-                    rhs_d
-                        .as_mut_slice()
-                        .copy_from_slice(new.as_slice().unwrap());
+                    rewrite(rhs_d.as_mut_slice(), &mut rng, k, n);
                 }
                 let got = launch(core, lhs_d.arg(), rhs_d.arg());
                 check(lhs_d.as_slice(), rhs_d.as_slice(), &got);
@@ -665,10 +664,7 @@ fn packings_kept_across_launches_follow_every_change_of_an_input() {
             check(lhs_d.as_slice(), rhs_d.as_slice(), &got);
             // A clone written in place: its own values, and the original's still.
             let mut rhs_c = rhs_d.clone();
-            let new = random_bf16(&mut rng, k, n);
-            rhs_c
-                .as_mut_slice()
-                .copy_from_slice(new.as_slice().unwrap());
+            rewrite(rhs_c.as_mut_slice(), &mut rng, k, n);
             let got = launch(core, lhs_d.arg(), rhs_c.arg());
             check(lhs_d.as_slice(), rhs_c.as_slice(), &got);
             let got = launch(core, lhs_d.arg(), rhs_d.arg());
@@ -696,10 +692,7 @@ fn packings_kept_across_launches_follow_every_change_of_an_input() {
                 let rhs_in = HbmIn::new(host.as_slice().unwrap(), &[k, n]).unwrap();
                 let got = launch(core, lhs_d.arg(), rhs_in);
                 check(lhs_d.as_slice(), host.as_slice().unwrap(), &got);
-                let new = random_bf16(&mut rng, k, n);
-                host.as_slice_mut()
-                    .unwrap()
-                    .copy_from_slice(new.as_slice().unwrap());
+                rewrite(host.as_slice_mut().unwrap(), &mut rng, k, n);
             }
         }
     }
