@@ -71,8 +71,8 @@ fn count<R>(f: impl FnOnce() -> R) -> (R, usize) {
 fn launches_allocate_only_their_outputs() {
     // The plain launch path (a strict launch keeps a shadow of the memories).
     let mut core = NeuronCore::default().with_strict(false);
-    let a = DeviceTensor::from_array(&common::random_bf16(128, 128, 1)).unwrap();
-    let b = DeviceTensor::from_array(&common::random_bf16(128, 512, 2)).unwrap();
+    let mut a = DeviceTensor::from_array(&common::random_bf16(128, 128, 1)).unwrap();
+    let mut b = DeviceTensor::from_array(&common::random_bf16(128, 512, 2)).unwrap();
     let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
     let mut big_out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
     // Warm up: first launches may initialise lazily created host state (thread pools).
@@ -92,6 +92,22 @@ fn launches_allocate_only_their_outputs() {
         n, 0,
         "destination-passing launch of the tiled kernel allocated {n} times"
     );
+
+    // Inputs marked written before each launch: their operands are packed anew, into the
+    // slots of the packings of their earlier versions.
+    for round in 0..3 {
+        let (r, n) = count(|| {
+            a.as_mut_slice();
+            b.as_mut_slice();
+            matmul_basic::launch_into(&mut core, &a, &b, &mut out)?;
+            matmul_tiled::launch_into(&mut core, &a, &b, &mut big_out)
+        });
+        r.unwrap();
+        assert_eq!(
+            n, 0,
+            "launches of inputs written in between allocated {n} times (round {round})"
+        );
+    }
 
     let (r, n) = count(|| matmul_basic(&mut core, &a, &b));
     let fresh = r.unwrap();

@@ -208,6 +208,26 @@ impl MovingPacking {
     }
 }
 
+impl MovingPacking {
+    /// The words between two blocks of [`STATIONARY_BLOCK`] stationary columns packed in this
+    /// layout for a contraction of `k` rows.
+    fn stationary_block(self, k: usize) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            super::matmul_avx512::packed_stationary_block(self.dot, k)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (self, k);
+            0
+        }
+    }
+}
+
+/// The stationary operand's columns (the output's rows) a packing keeps together: a
+/// [`PackedStationary`] splits at multiples of it.
+pub const STATIONARY_BLOCK: usize = 8;
+
 /// What packing part of a moving operand learned of its values (the smallest magnitude, which
 /// decides whether the f32 kernel must flush tiny results); [`MovingKey::and`] combines the
 /// parts'.
@@ -347,6 +367,34 @@ pub struct PackedStationary<'a> {
     key: u32,
 }
 
+impl<'a> PackedStationary<'a> {
+    /// The packing of the operand's columns `cols` alone (the output's rows `cols`), for
+    /// threads that split a matmul's rows but share one packing of its stationary operand.
+    ///
+    /// # Panics
+    /// If `cols` does not start at a multiple of [`STATIONARY_BLOCK`] or is not within the
+    /// operand's columns.
+    pub fn columns(&self, cols: Range<usize>) -> PackedStationary<'a> {
+        assert!(
+            cols.start.is_multiple_of(STATIONARY_BLOCK)
+                && cols.start <= cols.end
+                && cols.end <= self.shape.cols,
+            "columns {cols:?} of a packed stationary operand of {} columns",
+            self.shape.cols
+        );
+        let block = self.packing.stationary_block(self.shape.rows);
+        let at = (cols.start / STATIONARY_BLOCK * block).min(self.words.len());
+        PackedStationary {
+            words: &self.words[at..],
+            shape: OperandShape {
+                cols: cols.len(),
+                ..self.shape
+            },
+            ..*self
+        }
+    }
+}
+
 /// Packings of operands that cannot change while they are reused: the operands a matmul reads
 /// straight from an input tensor, which no instruction writes during a launch. The first
 /// matmul to read an operand packs it into a slot; later ones of the same elements (the tiled
@@ -436,9 +484,9 @@ impl PackCache {
         }
     }
 
-    /// The slot holding `op`'s packing in layout `packing`, or a free slot (else the oldest
-    /// packing's) that `fill` packs it into (returning the packing's key); `None` for a cache
-    /// without slots.
+    /// The slot holding `op`'s packing in layout `packing`, or the slot that `fill` packs it
+    /// into (returning the packing's key): that of a packing of the same elements at another
+    /// version, else a free slot, else the oldest packing's; `None` for a cache without slots.
     fn get(
         &mut self,
         op: &Operand,
@@ -451,11 +499,20 @@ impl PackCache {
         let found = self.slots[..self.used]
             .iter()
             .position(|s| s.key == key && s.packing == packing);
+        // A packing of the same elements at another version is of what the memory held before:
+        // the new one takes its slot.
+        let stale = || {
+            self.slots[..self.used]
+                .iter()
+                .position(|s| OperandKey { version, ..s.key } == key)
+        };
         let at = match found {
             Some(at) => at,
             None if self.capacity == 0 => return None,
             None => {
-                let at = if self.used < self.capacity {
+                let at = if let Some(at) = stale() {
+                    at
+                } else if self.used < self.capacity {
                     self.used += 1;
                     self.used - 1
                 } else {
@@ -1283,6 +1340,72 @@ mod tests {
                                     );
                                     assert_same_bits(&got, &want, &what);
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of the output computed from columns of one packing of the stationary operand
+    /// ([`PackedStationary::columns`], split at every multiple of 8, odd block counts
+    /// included) give [`matmul`]'s bits, on both AVX-512 kernels and for every dtype pair.
+    #[test]
+    fn columns_of_one_stationary_packing_give_the_same_bits() {
+        let mut seed = 700;
+        for isa in Isa::supported() {
+            for dt in DTYPES {
+                for (k, m, n) in [(1, 9, 47), (7, 72, 100), (128, 128, 512), (128, 17, 48)] {
+                    for kind in [Kind::Normal, Kind::Tiny] {
+                        seed += 1;
+                        let case = Case::new(seed, dt, k, m, n, kind);
+                        let (st, mv) = case.operands();
+                        let Some(packing) = shared_packing(isa, &st, &mv) else {
+                            continue;
+                        };
+                        let mut scratch = MatmulScratch::new();
+                        let (a, mut b) = scratch.parts();
+                        let (_, words) = b.split(packing, k, 0);
+                        let key = pack_moving(isa, packing, words, &mv, 0..n);
+                        let packed = b.packed(packing, mv.shape(), key);
+                        let whole = pack_stationary(isa, packing, a, &st);
+                        for accumulate in [false, true] {
+                            let want = case.run(PORTABLE, accumulate, 0..n);
+                            for h in (8..m).step_by(8) {
+                                let mut psum = case.psum.clone();
+                                let (lo, hi) = psum.split_at_mut(PSUM_OFFSET + h * PSUM_STRIDE);
+                                let mut out_lo = Output {
+                                    data: lo,
+                                    offset: PSUM_OFFSET,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let mut out_hi = Output {
+                                    data: hi,
+                                    offset: 0,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let (a_lo, a_hi) = (whole.columns(0..h), whole.columns(h..m));
+                                matmul_prepacked(
+                                    isa,
+                                    &a_lo,
+                                    &packed,
+                                    &mut out_lo,
+                                    None,
+                                    accumulate,
+                                );
+                                matmul_prepacked(
+                                    isa,
+                                    &a_hi,
+                                    &packed,
+                                    &mut out_hi,
+                                    None,
+                                    accumulate,
+                                );
+                                let what = format!(
+                                    "{isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate} h {h}"
+                                );
+                                assert_same_bits(&psum, &want, &what);
                             }
                         }
                     }

@@ -24,6 +24,7 @@ use super::matmul::{
 
 /// Rows of `m` per register block.
 const MR: usize = 8;
+const _: () = assert!(MR == super::matmul::STATIONARY_BLOCK);
 /// Most zmm vectors of `n` per register block (`MR * NR` accumulators).
 const NR: usize = 3;
 /// Columns per moving panel.
@@ -331,6 +332,16 @@ unsafe fn copy_block<const HW: bool>(
                 }
             }
         }
+    }
+}
+
+/// The words between two blocks of [`MR`] packed stationary columns of a contraction of `k`
+/// rows: `vdpbf16ps` K-pairs (`dot`), or widened f32.
+pub(super) const fn packed_stationary_block(dot: bool, k: usize) -> usize {
+    if dot {
+        block_words(k.div_ceil(2))
+    } else {
+        block_stride(k, MR)
     }
 }
 

@@ -401,50 +401,50 @@ pub(crate) fn matmul<'h>(
         };
         // Output rows [0, h) here, [h, M) on the worker: disjoint PSUM (and copy) partitions.
         if let Some((fs, fm)) = inputs {
-            // Each thread packs both operands (the moving one whole) into its own caches and
-            // computes its rows, as many as keep the two threads' times even (`RowShare`).
+            // Each thread packs both operands whole into its own caches and computes its rows
+            // from them, as many as keep the two threads' times even (`RowShare`).
             let h = share.rows(rows).unwrap_or(h);
             // The operands again, as views of the inputs alone (not of SBUF, which the copy
             // writes).
             let (s, m) = (hbm_operand(&fs), hbm_operand(&fm));
-            let (s_lo, s_hi) = split_stationary(&s, h);
             let (mut out_lo, out_hi) = split_output(psum, offset, h);
             let (mut c_lo, c_hi) = split_copies(sbuf, copy, h);
             let ((cm, cs), (wm, ws)) = (packs, packs_worker);
             let (a_hi, b_hi) = mm_worker.parts();
-            let m = &m;
+            let (s, m) = (&s, &m);
             // Set once this thread's rows are done: a worker half that has not started by then
-            // (its vCPU busy) is left to this thread, which computes it from its own packing
-            // rather than packing the moving operand a second time.
+            // (its vCPU busy) is left to this thread, which computes it from its own packings.
             let done = AtomicBool::new(false);
             let done = &done;
             let (mine, theirs) = worker.join(
                 || {
                     let t = Instant::now();
                     let packed = moving_packing(isa, packing, cm, Some(fm), b, m);
-                    let a = stationary_packing(isa, packing, cs, Some(fs), a, &s_lo);
-                    matmul_prepacked(isa, &a, &packed, &mut out_lo, c_lo.as_mut(), accumulate);
+                    let a = stationary_packing(isa, packing, cs, Some(fs), a, s);
+                    let lo = a.columns(0..h);
+                    matmul_prepacked(isa, &lo, &packed, &mut out_lo, c_lo.as_mut(), accumulate);
                     done.store(true, Ordering::Release);
-                    (packed, t.elapsed())
+                    (packed, a, t.elapsed())
                 },
                 move || {
                     let (mut out_hi, mut c_hi) = (out_hi, c_hi);
                     if done.load(Ordering::Acquire) {
-                        return Err((a_hi, out_hi, c_hi));
+                        return Err((out_hi, c_hi));
                     }
                     let t = Instant::now();
                     let packed = moving_packing(isa, packing, wm, Some(fm), b_hi, m);
-                    let a = stationary_packing(isa, packing, ws, Some(fs), a_hi, &s_hi);
-                    matmul_prepacked(isa, &a, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
+                    let a = stationary_packing(isa, packing, ws, Some(fs), a_hi, s);
+                    let hi = a.columns(h..rows);
+                    matmul_prepacked(isa, &hi, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                     Ok(t.elapsed())
                 },
             );
-            let (packed, here) = mine;
+            let (packed, a, here) = mine;
             match theirs {
                 Ok(there) => share.observe(h, rows, here, there),
-                Err((a_hi, mut out_hi, mut c_hi)) => {
-                    let a = stationary_packing(isa, packing, cs, Some(fs), a_hi, &s_hi);
-                    matmul_prepacked(isa, &a, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
+                Err((mut out_hi, mut c_hi)) => {
+                    let hi = a.columns(h..rows);
+                    matmul_prepacked(isa, &hi, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                 }
             }
             return;
