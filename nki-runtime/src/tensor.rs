@@ -136,7 +136,8 @@ impl<T: Element> DeviceTensor<T> {
         &self.data
     }
 
-    /// The elements, row-major, writable.
+    /// The elements, row-major, writable. The tensor gets a new version: a core packs the
+    /// operands it reads from the tensor anew at its next launch.
     pub fn as_mut_slice(&mut self) -> &mut [T] {
         self.version = new_version();
         &mut self.data
@@ -170,7 +171,8 @@ impl<T: Element> DeviceTensor<T> {
         }
     }
 
-    /// The tensor as a kernel output.
+    /// The tensor as a kernel output (which gives it a new version, as
+    /// [`DeviceTensor::as_mut_slice`] does).
     pub fn arg_mut(&mut self) -> HbmOut<'_> {
         self.version = new_version();
         HbmOut {
