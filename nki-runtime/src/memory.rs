@@ -80,8 +80,8 @@ impl Sbuf {
         self.mem.partition_bytes
     }
 
-    /// Bytes from the start of one partition to the next in [`Sbuf::bytes`]: the partition's
-    /// size and [`PARTITION_PAD`].
+    /// Bytes from the start of one partition to the next in the modeled SBUF's host memory:
+    /// the partition's size and [`PARTITION_PAD`].
     pub fn partition_stride(&self) -> usize {
         self.mem.stride
     }
