@@ -206,9 +206,7 @@ impl MovingPacking {
             0
         }
     }
-}
 
-impl MovingPacking {
     /// The words between two blocks of [`STATIONARY_BLOCK`] stationary columns packed in this
     /// layout for a contraction of `k` rows.
     fn stationary_block(self, k: usize) -> usize {
@@ -504,7 +502,7 @@ impl PackCache {
         let stale = || {
             self.slots[..self.used]
                 .iter()
-                .position(|s| OperandKey { version, ..s.key } == key)
+                .position(|s| s.key.version != version && OperandKey { version, ..s.key } == key)
         };
         let at = match found {
             Some(at) => at,

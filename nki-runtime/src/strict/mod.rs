@@ -13,9 +13,9 @@
 //! [`Strict`] keeps a shadow of SBUF and PSUM with, per byte, the tile that last wrote it, the
 //! iteration that wrote it (every loop's, see the `iterations` module) and whether it
 //! accumulated; and per output element, the instance and iteration that wrote it. Each
-//! instruction's operands are checked against it before the instruction runs. The launch stops with [`crate::ExecError`]
-//! (the instruction, its kernel source line, the tile or tensor, the element, the loop values)
-//! when an instruction:
+//! instruction's operands are checked against it before the instruction runs. The launch stops
+//! with [`crate::ExecError`] (the instruction, its kernel source line, the tile or tensor, the
+//! element, the loop values) when an instruction:
 //! - reads bytes no instruction of this launch wrote; a tile declared inside a loop is a new
 //!   tile in each iteration, so reading what the previous iteration left in it counts. An
 //!   instruction that computes row by row (every operand on the instruction's grid) may read
