@@ -7,15 +7,15 @@
 //! cargo run --release --example autotune_matmul                    # [4096, 8192] × [8192, 8192] bf16, Trn1
 //! cargo run --release --example autotune_matmul -- 4096 2048 4096  # K M N
 //! cargo run --release --example autotune_matmul -- --target trn2 --json
-//! cargo run --release --example autotune_matmul -- --affine-buffers 2  # loop tiles double-buffered
+//! cargo run --release --example autotune_matmul -- --program-order  # the programs as allocated and ordered
 //! ```
 //!
 //! The candidates are the tutorial's own instantiations (`examples/matmul_fully_optimized.rs`,
 //! compiled in here: `nki_matmul_fully_optimized_` with 16, 2, 8 and the small 4, 1, 4) and
 //! `matmul_blocked`, the same kernel body instantiated for every block size of the grid
 //! M ∈ {2, 4, 8, 16} × N ∈ {1, 2} × K ∈ {2, 4, 8, 16, 32} tiles whose tiles fit in SBUF (33
-//! of the 40). `matmul_blocked` sizes its SBUF accumulator for M ≤ 8192 whatever the block
-//! (the tutorial's kernel holds 4 blocks of M). A candidate whose launch constraints the shape
+//! of the 40). `matmul_blocked` sizes its SBUF accumulator for M = 4096, as NKI's kernel
+//! sizes it at the tutorial's shape (so M ≤ 4096 here). A candidate whose launch constraints the shape
 //! breaks (K not a multiple of its K block, …) is listed as not launchable.
 
 #![allow(dead_code, clippy::duplicate_mod)]
@@ -27,10 +27,10 @@ use std::time::Instant;
 
 use nki::prelude::*;
 use nki::runtime::Instance;
-use nki::runtime::timing::{Detail, Params, Profile, Timing, TimingError};
+use nki::runtime::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
 
 /// The fully optimised matmul's body (`examples/matmul_fully_optimized.rs`), with the SBUF
-/// accumulator holding `8192 / BLOCK_M` blocks of M (any M up to 8192).
+/// accumulator holding `4096 / BLOCK_M` blocks of M (any M up to 4096).
 #[kernel(
     mm_m2_n1_k2(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 2),
     mm_m2_n1_k4(TILES_IN_BLOCK_M = 2, TILES_IN_BLOCK_N = 1, TILES_IN_BLOCK_K = 4),
@@ -83,7 +83,9 @@ pub fn matmul_blocked<
     const BLOCK_K: usize = TILE_K * TILES_IN_BLOCK_K;
 
     // Capacity of `result_tiles` in blocks of M.
-    const MAX_BLOCKS_M: usize = 8192 / BLOCK_M;
+    // NKI sizes `result_tiles` by the traced M (M // BLOCK_M blocks); here, exactly for the
+    // tutorial's M = 4096.
+    const MAX_BLOCKS_M: usize = 4096 / BLOCK_M;
 
     let result = ndarray([M, N], bf16, SharedHbm);
 
@@ -185,12 +187,12 @@ pub struct Outcome {
 
 /// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) and
 /// returns them fastest first, the ones that cannot launch last.
-/// `buffers`: see `Timing::affine_buffers` (1: the programs as allocated).
-pub fn rank(target: Target, buffers: usize, k: usize, m: usize, n: usize) -> Vec<Outcome> {
+/// `scheduling`: which program to time (`Scheduling::Device`: what NKI's compiler would run).
+pub fn rank(target: Target, scheduling: Scheduling, k: usize, m: usize, n: usize) -> Vec<Outcome> {
     let mut core = NeuronCore::new(target);
     let timing = Timing::new()
         .params(Params::for_target(target))
-        .affine_buffers(buffers)
+        .scheduling(scheduling)
         .detail(Detail::Summary);
     let mut out: Vec<Outcome> = candidates()
         .into_iter()
@@ -221,20 +223,20 @@ fn value(i: &Instance, name: &str) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--affine-buffers N] [--json]";
+    let usage =
+        "usage: autotune_matmul [K M N] [--target trn1|trn2] [--program-order] [--json]";
     let mut dims = Vec::new();
     let mut target = Target::Trn1;
     let mut json = false;
-    let mut buffers = 1;
+    let mut scheduling = Scheduling::default();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => json = true,
-            "--affine-buffers" => {
-                buffers = args
-                    .next()
-                    .and_then(|a| a.parse().ok())
-                    .ok_or(format!("--affine-buffers takes a number; {usage}"))?;
+            "--program-order" => scheduling = Scheduling::ProgramOrder { buffers: 1 },
+            "-h" | "--help" => {
+                println!("{usage}");
+                return Ok(());
             }
             "--target" => {
                 let t = args.next().unwrap_or_default();
@@ -252,7 +254,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => return Err(usage.into()),
     };
     let start = Instant::now();
-    let ranked = rank(target, buffers, k, m, n);
+    let ranked = rank(target, scheduling, k, m, n);
     let elapsed = start.elapsed();
     let timed = ranked.iter().filter(|o| o.result.is_ok()).count();
     if json {

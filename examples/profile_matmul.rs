@@ -9,7 +9,8 @@
 //! cargo run --release --example profile_matmul -- --out DIR      # traces and timelines into DIR
 //! cargo run --release --example profile_matmul -- --no-files     # no trace or timeline
 //! cargo run --release --example profile_matmul -- --shape 2048 2048 2048 --target trn2
-//! cargo run --release --example profile_matmul -- --affine-buffers 2   # what if loop tiles were double-buffered
+//! cargo run --release --example profile_matmul -- --program-order      # the program as allocated and ordered
+//! cargo run --release --example profile_matmul -- --rotation 2          # loop tiles rotate over at most 2 buffers
 //! ```
 //!
 //! For each stage: the modeled latency through the benchmark API (P50 and P99 of `--iters`
@@ -19,9 +20,11 @@
 //! chrome://tracing) and SVG timeline (`<kernel>.svg`) are written to the output directory.
 //! `--shape K M N` changes the shape (`lhs_t [K, M]`, `rhs [K, N]`; each stage's launch
 //! constraints apply: K ≤ 8192 for the hoisted stages, M a multiple of 2048 and at most 8192
-//! for the fully optimised one). `--affine-buffers N` times the stages as if every tile of an
-//! `affine_range` loop body had N buffers rotating across iterations, as NKI's compiler
-//! allocates them (`Timing::affine_buffers`; this compiler gives each tile one buffer).
+//! for the fully optimised one). By default the model times the program NKI's compiler would
+//! hand the device (`Scheduling::Device`: tiles renamed, loop tiles rotating over up to
+//! `--rotation N` buffers, 4 by default); `--program-order` times this project's program as
+//! allocated and ordered, and `--affine-buffers N` that program with N buffers per loop tile
+//! (a what-if whose capacity is not checked).
 
 #![allow(dead_code, clippy::duplicate_mod)]
 
@@ -37,7 +40,7 @@ mod tiled;
 use std::path::PathBuf;
 
 use nki::prelude::*;
-use nki::runtime::timing::{Benchmark, Detail, Params, Profile, Timing};
+use nki::runtime::timing::{Benchmark, Detail, Params, Profile, Scheduling, Timing};
 
 /// The stages: JSON key, title, kernel.
 fn stages() -> [(&'static str, &'static str, &'static Kernel<'static>); 4] {
@@ -68,12 +71,13 @@ struct Options {
     target: Target,
     warmup: usize,
     iters: usize,
-    buffers: usize,
+    scheduling: Scheduling,
 }
 
 fn options() -> Result<Options, String> {
     let usage = "usage: profile_matmul [--json] [--out DIR | --no-files] [--shape K M N] \
-                 [--target trn1|trn2] [--warmup N] [--iters N] [--affine-buffers N]";
+                 [--target trn1|trn2] [--warmup N] [--iters N] \
+                 [--rotation N | --program-order | --affine-buffers N]";
     let mut o = Options {
         json: false,
         out: Some(PathBuf::from("target/profile_matmul")),
@@ -81,7 +85,7 @@ fn options() -> Result<Options, String> {
         target: Target::Trn1,
         warmup: 2,
         iters: 10,
-        buffers: 1,
+        scheduling: Scheduling::default(),
     };
     let mut args = std::env::args().skip(1);
     let number = |args: &mut dyn Iterator<Item = String>, what: &str| {
@@ -110,7 +114,19 @@ fn options() -> Result<Options, String> {
             }
             "--warmup" => o.warmup = number(&mut args, "--warmup")?,
             "--iters" => o.iters = number(&mut args, "--iters")?,
-            "--affine-buffers" => o.buffers = number(&mut args, "--affine-buffers")?,
+            "--rotation" => {
+                let rotation = number(&mut args, "--rotation")?;
+                o.scheduling = Scheduling::Device {
+                    rotation: u32::try_from(rotation).map_err(|e| e.to_string())?,
+                };
+            }
+            "--program-order" => o.scheduling = Scheduling::ProgramOrder { buffers: 1 },
+            "--affine-buffers" => {
+                let buffers = number(&mut args, "--affine-buffers")?;
+                o.scheduling = Scheduling::ProgramOrder {
+                    buffers: u32::try_from(buffers).map_err(|e| e.to_string())?,
+                };
+            }
             "-h" | "--help" => return Err(usage.to_string()),
             other => return Err(format!("unknown argument `{other}`; {usage}")),
         }
@@ -141,7 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The benchmark API: warm-up and timed runs, timing only, totals only.
         let timing = Timing::new()
             .params(Params::for_target(o.target))
-            .affine_buffers(o.buffers);
+            .scheduling(o.scheduling);
         let bench = Benchmark::new()
             .warmup(o.warmup)
             .iters(o.iters)

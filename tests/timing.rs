@@ -22,7 +22,7 @@ mod tiled;
 use nki::lang::{Engine, Opcode};
 use nki::prelude::*;
 use nki::runtime::timing::{
-    Detail, Kind, Mode, ProfileRequest, Timing, TimingError, is_profile_arg,
+    Detail, Kind, Mode, ProfileRequest, Scheduling, Timing, TimingError, is_profile_arg,
 };
 
 /// The four stages, each with a shape its launch constraints accept.
@@ -286,7 +286,7 @@ fn autotune_candidates_compute_the_product_and_rank_consistently() {
         tiled::common::max_error_rounded(out.view(), &reference, &magnitude, k, 1);
     assert!(within, "largest error {worst}");
     // Ranked fastest first; the two instances with the tutorial's values time the same.
-    let ranked = autotune::rank(Target::Trn1, 1, 2048, 2048, 2048);
+    let ranked = autotune::rank(Target::Trn1, Scheduling::default(), 2048, 2048, 2048);
     let times: Vec<f64> = ranked
         .iter()
         .filter_map(|o| o.result.as_ref().ok().map(|p| p.latency_us))

@@ -451,6 +451,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
             p.dma_engine_bytes_per_us,
         )
     };
+    let data = data.saturating_add(ns_ps(p.dma_transfer_overhead_ns));
     let (hbm_read, hbm_write) = match opcode {
         Opcode::Store => (0, hbm),
         _ => (hbm, 0),

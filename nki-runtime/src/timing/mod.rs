@@ -68,7 +68,7 @@ use nki_lang::DType;
 use thiserror::Error;
 
 pub use bench::{Benchmark, BenchmarkResult, Latency};
-pub use model::Timeline;
+pub use model::{Scheduling, Timeline};
 pub use params::{Generation, ParamEntry, Params};
 pub use profile::{EngineRow, OpcodeCount, Profile};
 pub use schedule::{
@@ -165,7 +165,7 @@ pub struct Timing {
     mode: Mode,
     grid: Option<LaunchGrid>,
     dma_rows: bool,
-    buffers: Option<usize>,
+    scheduling: Scheduling,
 }
 
 impl Timing {
@@ -208,15 +208,21 @@ impl Timing {
         self
     }
 
-    /// Times the program as if every tile used only inside an `affine_range` loop's body had
-    /// `buffers` buffers rotating across iterations, as NKI's compiler allocates them to
-    /// overlap independent iterations (this compiler gives every tile one buffer, so the
-    /// iterations of a loop wait for each other on their tiles). A what-if: the extra
-    /// buffers' capacity is not checked. See [`Timeline::with_affine_buffers`]. Default 1:
-    /// the program as allocated.
-    pub fn affine_buffers(mut self, buffers: usize) -> Timing {
-        self.buffers = Some(buffers);
+    /// Which program to time: what NKI's compiler would hand the device
+    /// ([`Scheduling::Device`], the default) or this project's program as allocated and
+    /// ordered ([`Scheduling::ProgramOrder`]). See [`Timeline::with_scheduling`].
+    pub fn scheduling(mut self, scheduling: Scheduling) -> Timing {
+        self.scheduling = scheduling;
         self
+    }
+
+    /// [`Scheduling::ProgramOrder`] with `buffers` buffers per tile used only inside an
+    /// `affine_range` loop's body, rotating across iterations: a what-if on the program as
+    /// allocated whose extra buffers' capacity is not checked (1: the program as allocated;
+    /// at most 16).
+    pub fn affine_buffers(self, buffers: usize) -> Timing {
+        let buffers = u32::try_from(buffers).unwrap_or(u32::MAX);
+        self.scheduling(Scheduling::ProgramOrder { buffers })
     }
 
     /// The launch grid.
@@ -265,7 +271,7 @@ impl Timing {
             bytes,
         )
         .with_dma_engine_rows(self.dma_rows)
-        .with_affine_buffers(self.buffers.unwrap_or(1));
+        .with_scheduling(self.scheduling);
         core.execute_observed(bound, &mut timeline)?;
         Ok(timeline.finish())
     }

@@ -22,8 +22,8 @@
 use core::ops::ControlFlow;
 
 use nki_lang::{
-    Dir, Engine, Instr, InstrData, LoopKind, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program,
-    VarValues,
+    Dir, Engine, Instr, InstrData, LoopKind, MAX_PIDS, MAX_SLOTS, MAX_VARS, Memory, Opcode,
+    OperandRef, Program, VarValues, Write,
 };
 
 use super::Detail;
@@ -36,10 +36,13 @@ use super::schedule::{
 };
 use crate::exec::{Loc, Observer, Operands};
 
+/// PSUM's partition stride as the core lays it out.
+const PSUM_STRIDE: usize = crate::memory::Psum::PARTITION_STRIDE;
+
 /// An engine queue's state: when it can take the next instruction, and which record said so.
 type Free = Ready;
 
-/// How a tile's buffers rotate under [`Timeline::with_affine_buffers`].
+/// How a tile's buffers rotate (see [`Timeline::with_scheduling`]).
 #[derive(Copy, Clone, Debug)]
 struct Rotation {
     /// The index variables that identify an iteration: the program ids and the loops at
@@ -51,6 +54,175 @@ struct Rotation {
     seen: bool,
     /// Iterations seen.
     count: u64,
+}
+
+/// Which program the model times: the one NKI's compiler would hand the device, or this
+/// project's program as allocated and ordered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scheduling {
+    /// What NKI's compiler and the hardware run (the default): every tile has a space of its
+    /// own (tiles with disjoint lifetimes that share an address do not wait for each other);
+    /// a tile used only within one iteration of an `affine_range` loop rotates over up to
+    /// `rotation` buffers, as many as SBUF and the PSUM banks hold beside the program's
+    /// tiles; a zero `memset` of a PSUM tile that an accumulation group then writes costs
+    /// nothing (the group's first matmul overwrites the bank); each DMA queue triggers its
+    /// own transfers in order, in parallel with the other queues.
+    Device {
+        /// Most buffers per rotating tile (at least 1).
+        rotation: u32,
+    },
+    /// The program as this project allocates and orders it: tiles at one address wait for
+    /// each other, one buffer per tile (or `buffers` rotating ones, a what-if whose capacity
+    /// is not checked), a memset costs its Vector time, every DMA is triggered from the Sync
+    /// engine's one in-order queue.
+    ProgramOrder {
+        /// Buffers per rotating tile (1: the program as allocated; at most 16).
+        buffers: u32,
+    },
+}
+
+impl Scheduling {
+    /// The default rotation degree of [`Scheduling::Device`].
+    pub const DEFAULT_ROTATION: u32 = 4;
+
+    /// Most buffers a rotating tile may have.
+    pub const MAX_BUFFERS: u32 = 16;
+}
+
+impl Default for Scheduling {
+    /// [`Scheduling::Device`] with [`Scheduling::DEFAULT_ROTATION`] buffers.
+    fn default() -> Self {
+        Scheduling::Device {
+            rotation: Scheduling::DEFAULT_ROTATION,
+        }
+    }
+}
+
+/// Each tile's place in a space where every tile of one memory has bytes of its own: the byte
+/// shift from its address to that place, and each memory's span (SBUF, PSUM).
+fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) {
+    let (mut sbuf, mut psum) = (0usize, 0usize);
+    let shifts = program
+        .tiles()
+        .iter()
+        .map(|t| {
+            // Tiles live in SBUF or PSUM (an HBM tile does not exist).
+            let end = match t.memory {
+                Memory::Psum => &mut psum,
+                Memory::Sbuf | Memory::Hbm => &mut sbuf,
+            };
+            let at = *end;
+            let bytes = usize::try_from(t.bytes_per_partition()).unwrap_or(usize::MAX);
+            *end = at.saturating_add(bytes.next_multiple_of(64).max(64));
+            at as i64 - i64::from(t.addr)
+        })
+        .collect();
+    (shifts, sbuf.max(64), psum.max(64))
+}
+
+/// The buffers of each tile under [`Scheduling::Device`]: one more at a time for every
+/// rotating tile in turn (all double-buffered before any is triple-buffered), up to
+/// `rotation`, while the capacity the program's tiles leave holds it (SBUF bytes per
+/// partition, PSUM banks). Within a round, the tiles of the deepest loops come first (the
+/// overlap of a loop's iterations matters most where they are shortest), smaller before
+/// larger at one depth.
+fn rotation_degrees(
+    program: &Program<'_>,
+    scopes: &[Option<usize>],
+    rotation: u32,
+    p: &Params,
+) -> Vec<u32> {
+    let bank = u64::from(p.psum_bank_bytes.max(1));
+    let tiles = program.tiles();
+    // A tile's size and the end of its place, in bytes (SBUF) or banks (PSUM).
+    let size = |t: &nki_lang::TileDecl<'_>| match t.memory {
+        Memory::Sbuf | Memory::Hbm => t.bytes_per_partition(),
+        Memory::Psum => t.bytes_per_partition().div_ceil(bank).max(1),
+    };
+    let end = |t: &nki_lang::TileDecl<'_>| match t.memory {
+        Memory::Sbuf | Memory::Hbm => u64::from(t.addr).saturating_add(size(t)),
+        Memory::Psum => (u64::from(t.addr) / bank).saturating_add(size(t)),
+    };
+    let mut free = [Memory::Sbuf, Memory::Psum].map(|memory| {
+        let cap = match memory {
+            Memory::Sbuf | Memory::Hbm => u64::from(p.sbuf_partition_bytes),
+            Memory::Psum => u64::from(p.psum_banks),
+        };
+        let extent = tiles
+            .iter()
+            .filter(|t| t.memory == memory)
+            .map(end)
+            .max()
+            .unwrap_or(0);
+        cap.saturating_sub(extent)
+    });
+    let mut order: Vec<usize> = (0..tiles.len())
+        .filter(|&t| scopes[t].is_some() && tiles[t].memory != Memory::Hbm)
+        .collect();
+    order.sort_by_key(|&t| (core::cmp::Reverse(scopes[t]), size(&tiles[t]), t));
+    let most = rotation.clamp(1, Scheduling::MAX_BUFFERS);
+    let mut degree = vec![1u32; tiles.len()];
+    // One more buffer for each tile in turn: every tile double-buffered before any is
+    // triple-buffered.
+    for d in 2..=most {
+        for &t in &order {
+            let n = size(&tiles[t]).max(1);
+            let left = &mut free[usize::from(tiles[t].memory == Memory::Psum)];
+            if degree[t] == d - 1 && *left >= n {
+                *left -= n;
+                degree[t] = d;
+            }
+        }
+    }
+    degree
+}
+
+/// The instructions (by pc) the device does not run: a zero `memset` of a PSUM tile whose next
+/// use in program order is an accumulation into it by TensorE (the accumulation group's first
+/// matmul overwrites instead).
+fn folded_memsets(program: &Program<'_>) -> Vec<bool> {
+    let instrs = program.instrs();
+    let views = program.views();
+    let tiles = program.tiles();
+    let tile_of = |v: nki_lang::ViewId| views.get(v.index()).map(|v| v.tile as usize);
+    instrs
+        .iter()
+        .enumerate()
+        .map(|(pc, ins)| {
+            let InstrData::Fill { dst, value, .. } = ins.data else {
+                return false;
+            };
+            let Some(t) = tile_of(dst.view) else {
+                return false;
+            };
+            if ins.opcode != Opcode::Memset
+                || value.as_f32() != 0.0
+                || tiles.get(t).is_none_or(|d| d.memory != Memory::Psum)
+            {
+                return false;
+            }
+            let next = instrs[pc + 1..].iter().find(|i| {
+                i.operands()
+                    .filter_map(|o| o.view())
+                    .any(|v| tile_of(v) == Some(t))
+            });
+            next.is_some_and(|i| {
+                i.opcode == Opcode::Matmul
+                    && i.data.dst().is_some_and(|d| {
+                        tile_of(d.view) == Some(t) && !matches!(d.write, Write::Overwrite)
+                    })
+            })
+        })
+        .collect()
+}
+
+/// Whether the tiles of a loop's body may rotate across its iterations: those of an
+/// `affine_range` or `sequential_range` loop (a tile whose first use in an iteration is a
+/// plain write carries nothing from the previous one, whatever the loop carries elsewhere).
+const fn rotating_loop(kind: LoopKind) -> bool {
+    match kind {
+        LoopKind::Affine | LoopKind::Sequential => true,
+    }
 }
 
 /// For each tile of `program`, the variables that identify its iteration when its buffers
@@ -105,10 +277,10 @@ fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             if !plain {
                 return None;
             }
-            // The innermost affine loop among the common ones; the instance if none.
+            // The innermost rotating loop among the common ones; the instance if none.
             let j = (0..common)
                 .rev()
-                .find(|&d| s0[d].1 == LoopKind::Affine)
+                .find(|&d| rotating_loop(s0[d].1))
                 .map_or(0, |d| d + 1);
             Some(j)
         })
@@ -124,11 +296,18 @@ pub struct Timeline<'p> {
     computes: bool,
     dma_rows: bool,
     sbuf_stride: usize,
-    /// Buffers per rotating tile (1: the program as allocated).
-    buffers: usize,
+    scheduling: Scheduling,
+    /// Whether any tile rotates.
+    rotates: bool,
     rotation: Vec<Rotation>,
-    /// The plane of each operand slot of the instruction being timed.
-    planes: [usize; MAX_SLOTS],
+    /// Buffers of each tile.
+    degree: Vec<u32>,
+    /// Each tile's byte shift into its own space (all zero: the memory as allocated).
+    shift: Vec<i64>,
+    /// Instructions the device does not run (by pc).
+    folded: Vec<bool>,
+    /// The plane and shift of each operand slot of the instruction being timed.
+    place: [(usize, i64); MAX_SLOTS],
     sbuf: OnChip,
     psum: OnChip,
     hbm: Hbm,
@@ -140,6 +319,8 @@ pub struct Timeline<'p> {
     psum_port: Free,
     dma: Vec<Free>,
     queue_done: Vec<Free>,
+    /// Each DMA queue's trigger sequencer ([`Scheduling::Device`]).
+    queue_trigger: Vec<Free>,
     /// DMA queue of each instruction of the program (by pc).
     queue_of: Vec<u8>,
     hbm_free: u64,
@@ -152,6 +333,8 @@ pub struct Timeline<'p> {
     // What is measured.
     total: u64,
     instructions: u64,
+    /// Executed instructions the device does not run.
+    folded_count: u64,
     tracks: Vec<TrackStats>,
     opcodes: Vec<[u64; OPCODES]>,
     table_loads: u64,
@@ -207,11 +390,15 @@ impl<'p> Timeline<'p> {
             computes,
             dma_rows: false,
             sbuf_stride,
-            buffers: 1,
+            scheduling: Scheduling::ProgramOrder { buffers: 1 },
+            rotates: false,
             rotation: Vec::new(),
-            planes: [0; MAX_SLOTS],
-            sbuf: OnChip::new(sbuf_stride, 1),
-            psum: OnChip::new(crate::memory::Psum::PARTITION_STRIDE, 1),
+            degree: Vec::new(),
+            shift: Vec::new(),
+            folded: Vec::new(),
+            place: [(0, 0); MAX_SLOTS],
+            sbuf: OnChip::new(sbuf_stride, sbuf_stride, 1),
+            psum: OnChip::new(PSUM_STRIDE, PSUM_STRIDE, 1),
             hbm: Hbm::new(tensor_bytes),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
@@ -219,11 +406,13 @@ impl<'p> Timeline<'p> {
             psum_port: Free::NONE,
             dma: vec![Free::NONE; engines],
             queue_done: vec![Free::NONE; queues],
+            queue_trigger: vec![Free::NONE; queues],
             queue_of,
             hbm_free: 0,
             table: None,
             total: 0,
             instructions: 0,
+            folded_count: 0,
             tracks: vec![TrackStats::default(); Track::COUNT],
             opcodes: vec![[0; OPCODES]; ENGINES.len()],
             table_loads: 0,
@@ -248,63 +437,105 @@ impl<'p> Timeline<'p> {
         self
     }
 
-    /// Times the program as if the compiler gave every tile used only inside an
-    /// `affine_range` loop's body `buffers` buffers of its own, rotating from one iteration to
-    /// the next (as NKI's compiler does to overlap independent iterations), instead of the one
-    /// buffer it has: accesses to different buffers do not wait for each other. A tile whose
-    /// uses share no loop rotates between the instances of a launch grid; one whose first use
-    /// is not a plain write never rotates. The extra buffers' capacity is not checked. 1 (the
-    /// default) times the program as allocated; at most 16.
-    pub fn with_affine_buffers(mut self, buffers: usize) -> Timeline<'p> {
-        let buffers = buffers.clamp(1, 16);
-        self.buffers = buffers;
-        let planes = if buffers > 1 { buffers + 1 } else { 1 };
-        self.sbuf = OnChip::new(self.sbuf_stride, planes);
-        self.psum = OnChip::new(crate::memory::Psum::PARTITION_STRIDE, planes);
-        self.rotation = if buffers > 1 {
-            rotation_scopes(self.program)
-                .into_iter()
-                .map(|scope| Rotation {
-                    scope,
-                    key: [0; MAX_VARS],
-                    seen: false,
-                    count: 0,
-                })
-                .collect()
-        } else {
-            Vec::new()
+    /// Times the program `scheduling` says (a new timeline times the program as allocated
+    /// and ordered, one buffer per tile: [`Scheduling::ProgramOrder`] of 1).
+    ///
+    /// [`Scheduling::Device`] gives every tile a space of its own and every tile used only
+    /// within one iteration of an `affine_range` loop (its first use a plain write) up to
+    /// `rotation` buffers, rotating from one iteration to the next, as many as fit beside
+    /// the program's tiles. [`Scheduling::ProgramOrder`] with `buffers` above 1 is a what-if
+    /// on the program as allocated: such a tile rotates over `buffers` extra buffers whose
+    /// capacity is not checked. A tile whose uses share no loop rotates between the instances
+    /// of a launch grid.
+    pub fn with_scheduling(mut self, scheduling: Scheduling) -> Timeline<'p> {
+        let scopes = rotation_scopes(self.program);
+        let tiles = self.program.tiles().len();
+        let (degree, planes) = match scheduling {
+            Scheduling::Device { rotation } => {
+                let degree = rotation_degrees(self.program, &scopes, rotation, &self.p);
+                let planes = degree.iter().copied().max().unwrap_or(1);
+                (degree, planes)
+            }
+            Scheduling::ProgramOrder { buffers } => {
+                let b = buffers.clamp(1, Scheduling::MAX_BUFFERS);
+                let degree = scopes
+                    .iter()
+                    .map(|s| if s.is_some() { b } else { 1 })
+                    .collect();
+                (degree, if b > 1 { b + 1 } else { 1 })
+            }
         };
+        let planes = planes as usize;
+        let device = matches!(scheduling, Scheduling::Device { .. });
+        if device {
+            let (shift, sbuf_span, psum_span) = renamed_layout(self.program);
+            self.shift = shift;
+            self.folded = folded_memsets(self.program);
+            self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes);
+            self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes);
+        } else {
+            self.shift = vec![0; tiles];
+            self.folded = Vec::new();
+            self.sbuf = OnChip::new(self.sbuf_stride, self.sbuf_stride, planes);
+            self.psum = OnChip::new(PSUM_STRIDE, PSUM_STRIDE, planes);
+        }
+        self.rotates = degree.iter().any(|&d| d > 1);
+        self.degree = degree;
+        self.rotation = scopes
+            .into_iter()
+            .map(|scope| Rotation {
+                scope,
+                key: [0; MAX_VARS],
+                seen: false,
+                count: 0,
+            })
+            .collect();
+        self.scheduling = scheduling;
         self
     }
 
-    /// Sets the plane of each operand of `ins` (its tile's current buffer) for this execution.
-    fn set_planes(&mut self, ins: &Instr, vars: &VarValues) {
-        self.planes = [0; MAX_SLOTS];
-        if self.buffers <= 1 {
+    /// Whether DMA triggers wait on their own queue rather than the Sync engine's.
+    fn queued_triggers(&self) -> bool {
+        matches!(self.scheduling, Scheduling::Device { .. })
+    }
+
+    /// Sets the plane and shift of each operand of `ins` (its tile's current buffer and its
+    /// place) for this execution.
+    fn place_operands(&mut self, ins: &Instr, vars: &VarValues) {
+        self.place = [(0, 0); MAX_SLOTS];
+        if self.shift.is_empty() {
             return;
         }
         let views = self.program.views();
+        let program_order = !self.queued_triggers();
         for o in ins.operands() {
             let OperandRef::View(v) = o.operand else {
                 continue;
             };
-            let Some(rot) = views
-                .get(v.index())
-                .and_then(|v| self.rotation.get_mut(v.tile as usize))
-            else {
+            let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
                 continue;
             };
-            let Some(scope) = rot.scope else { continue };
-            let n = (MAX_PIDS + scope).min(MAX_VARS);
-            if !rot.seen || rot.key[..n] != vars[..n] {
-                if rot.seen {
-                    rot.count += 1;
+            let shift = self.shift.get(t).copied().unwrap_or(0);
+            let mut plane = 0;
+            if self.rotates
+                && let (Some(rot), Some(&degree)) = (self.rotation.get_mut(t), self.degree.get(t))
+                && let Some(scope) = rot.scope
+                && degree > 1
+            {
+                let n = (MAX_PIDS + scope).min(MAX_VARS);
+                if !rot.seen || rot.key[..n] != vars[..n] {
+                    if rot.seen {
+                        rot.count += 1;
+                    }
+                    rot.seen = true;
+                    rot.key[..n].copy_from_slice(&vars[..n]);
                 }
-                rot.seen = true;
-                rot.key[..n].copy_from_slice(&vars[..n]);
+                let b = (rot.count % u64::from(degree)) as usize;
+                // As allocated, plane 0 is the memory itself and the extra buffers follow.
+                plane = if program_order { 1 + b } else { b };
             }
-            if let Some(p) = self.planes.get_mut(o.slot as usize) {
-                *p = 1 + (rot.count % self.buffers as u64) as usize;
+            if let Some(p) = self.place.get_mut(o.slot as usize) {
+                *p = (plane, shift);
             }
         }
     }
@@ -444,7 +675,8 @@ impl<'p> Timeline<'p> {
                     } else {
                         &self.psum
                     };
-                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
+                    let (plane, shift) = self.place[s % MAX_SLOTS];
+                    let reg = mem.region(r, plane, shift);
                     if write {
                         mem.wait_write(reg, c, &mut ready);
                     } else {
@@ -470,7 +702,8 @@ impl<'p> Timeline<'p> {
                     } else {
                         &mut self.psum
                     };
-                    let reg = mem.region(r, self.planes[s % MAX_SLOTS]);
+                    let (plane, shift) = self.place[s % MAX_SLOTS];
+                    let reg = mem.region(r, plane, shift);
                     if write {
                         mem.mark_write(reg, cell);
                     } else {
@@ -653,12 +886,23 @@ impl<'p> Timeline<'p> {
             pe_latency: self.pe_latency,
         };
         let si = Track::Sync.index();
-        let gate = self.free[si];
+        let q =
+            self.queue_of.get(pc as usize).copied().unwrap_or(0) as usize % self.queue_done.len();
+        let queued = self.queued_triggers();
+        let gate = if queued {
+            self.queue_trigger[q]
+        } else {
+            self.free[si]
+        };
         let at = gate.max(self.operands_ready(ops, &[0, 1], c));
         let t_start = at.t;
         let t_end = t_start.saturating_add(self.dma_issue);
         let trigger = self.push(Record {
-            track: Track::Sync,
+            track: if queued {
+                Track::Queue(q as u8)
+            } else {
+                Track::Sync
+            },
             kind: Kind::DmaTrigger,
             opcode: ins.opcode,
             pc,
@@ -670,10 +914,15 @@ impl<'p> Timeline<'p> {
             pred: (at.who != u32::MAX).then_some(at.who),
             ops: opsum,
         });
-        self.free[si] = Free {
+        let triggered = Free {
             t: t_end,
             who: trigger,
         };
+        if queued {
+            self.queue_trigger[q] = triggered;
+        } else {
+            self.free[si] = triggered;
+        }
         // The data phase: the engines with the earliest free times, in index order on ties.
         let arrive = t_end.saturating_add(self.dma_latency);
         let want = (w.engines as usize).clamp(1, self.dma.len());
@@ -718,8 +967,6 @@ impl<'p> Timeline<'p> {
             last.merge(self.hbm_free, trigger);
         }
         // A queue's transfers complete in order.
-        let q =
-            self.queue_of.get(pc as usize).copied().unwrap_or(0) as usize % self.queue_done.len();
         let done = last.max(self.queue_done[q]);
         let id = self.next_id();
         for &e in &chosen[..want] {
@@ -791,11 +1038,15 @@ impl Observer for Timeline<'_> {
         operands: &Operands,
         vars: &VarValues,
     ) -> ControlFlow<String> {
+        if self.folded.get(pc).copied().unwrap_or(false) {
+            self.folded_count += 1;
+            return ControlFlow::Continue(());
+        }
         let Some(work) = cost::cost(instr, operands, &self.p) else {
             return ControlFlow::Continue(());
         };
         self.count(instr);
-        self.set_planes(instr, vars);
+        self.place_operands(instr, vars);
         let pc = u32::try_from(pc).unwrap_or(u32::MAX);
         match work {
             Work::Compute(w) => self.compute(pc, instr, operands, w),

@@ -175,6 +175,10 @@ params! {
     /// Per-descriptor overhead, in byte-times of one engine: a descriptor of `d` bytes runs at
     /// `d / (d + overhead)` of peak (2 KiB → 90 %, 4 KiB → 95 %, 256 B → 53 %).
     dma_descriptor_overhead_bytes: u32, "bytes", v2 = 228, v3 = 228, "fit to DMABW/DMAOV (<256 B overhead bound, ≥2 KiB near peak, ≥4 KiB saturates; UNSURE)";
+    /// Time each DMA engine of a transfer spends on it beyond moving its descriptors: taking
+    /// the transfer from its queue and writing the completion semaphore that every engine
+    /// writes, whether it moved data or not [DMAOV].
+    dma_transfer_overhead_ns: u32, "ns", v2 = 360, v3 = 0, "v2: fit to mm-tiled-trn1 (51.80 ms: 32,768 pairs of 32 KiB + 128 KiB loads at ~104 GB/s, 1.58 µs per pair per engine); v3: DMAOV figs (trigger→done = fixed latency + packet time; UNSURE)";
     /// Whether the DMA engines transpose natively (`load_transpose2d` at
     /// `dma_transpose_percent` of peak); otherwise every element is its own descriptor.
     dma_native_transpose: bool, "", v2 = false, v3 = true, "ARCH2 (DMA transpose) / PERF Opt #8 (v2 'much lower bandwidth'; UNSURE)";

@@ -110,7 +110,9 @@ impl Region {
 /// `Timing::affine_buffers`).
 #[derive(Clone, Debug)]
 pub(crate) struct OnChip {
+    /// Bytes from one partition to the next in the memory as allocated.
     stride: usize,
+    /// Cells along a partition in one plane (of the memory, or of the renamed space).
     blocks: usize,
     planes: usize,
     writes: Vec<Cell>,
@@ -119,9 +121,10 @@ pub(crate) struct OnChip {
 
 impl OnChip {
     /// A memory of 128 partitions `stride` bytes apart in `planes` planes (at least 1), never
-    /// accessed.
-    pub fn new(stride: usize, planes: usize) -> OnChip {
-        let blocks = stride.div_ceil(1 << BLOCK_SHIFT).max(1);
+    /// accessed, each plane `span` bytes along a partition (the memory's `stride` as
+    /// allocated; the sum of the tiles' sizes when each tile has a space of its own).
+    pub fn new(stride: usize, span: usize, planes: usize) -> OnChip {
+        let blocks = span.div_ceil(1 << BLOCK_SHIFT).max(1);
         let planes = planes.max(1);
         OnChip {
             stride,
@@ -133,9 +136,10 @@ impl OnChip {
     }
 
     /// The cells an operand covers in plane `plane` (clamped to the planes): its partitions'
-    /// quadrants × the blocks of the bounding box of its elements within a partition (clamped
-    /// to the memory; the whole memory when the pattern is not one partition apart).
-    pub fn region(&self, r: &Resolved, plane: usize) -> Region {
+    /// quadrants × the blocks of the bounding box of its elements within a partition, moved
+    /// by `shift` bytes (a tile's place in a renamed space less its address; clamped to the
+    /// plane; the whole plane when the pattern is not one partition apart).
+    pub fn region(&self, r: &Resolved, plane: usize, shift: i64) -> Region {
         let size = i64::from(r.dtype.size().max(1));
         let part = r.pattern.strides[0] as i64;
         let plane_base = plane.min(self.planes - 1) * self.blocks * QUADS;
@@ -167,8 +171,12 @@ impl OnChip {
         let np = (r.dims[0] as i64).max(1);
         let last = p0.saturating_add(np - 1);
         let quad = |p: i64| (p.max(0) as usize / QUAD).min(QUADS);
-        let lo_b = lo.max(0).saturating_mul(size) as usize;
-        let hi_b = hi.max(0).saturating_add(1).saturating_mul(size) as usize;
+        let lo_b = lo.saturating_mul(size).saturating_add(shift).max(0) as usize;
+        let hi_b = hi
+            .saturating_add(1)
+            .saturating_mul(size)
+            .saturating_add(shift)
+            .max(0) as usize;
         Region {
             base: plane_base,
             q0: quad(p0),
