@@ -384,11 +384,11 @@ fn two_matmuls_sharing_a_psum_bank() {
         mm2.pred,
         Some(shared.records().iter().position(|r| *r == copy1).unwrap() as u32)
     );
-    // Sharing the bank delays the second matmul (the stores that follow may hide it).
+    // Sharing the bank delays the second matmul (the stores that follow, in another order,
+    // decide the totals).
     assert!(
         rec(&shared, 4, Kind::MultiplyMoving).end > rec(&apart, 3, Kind::MultiplyMoving).end
     );
-    assert!(shared.total_ps() >= apart.total_ps());
     assert_eq!(shared.peak_memory().1, 1);
     assert_eq!(apart.peak_memory().1, 2);
 }
