@@ -287,6 +287,68 @@ fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// Which of a shared port's two engines an engine is.
+struct Port;
+
+impl Port {
+    /// `engine`'s side of a port shared by `pair`, if it uses the port.
+    fn of(engine: Engine, pair: [Engine; 2]) -> Option<usize> {
+        pair.iter().position(|&e| e == engine)
+    }
+}
+
+/// The idle intervals an engine queue left before its last instruction, where the compiler's
+/// schedule may place a later instruction whose operands are ready earlier (it orders each
+/// engine's stream by readiness, not by program order). The most recent [`Gaps::MAX`] are
+/// kept: a bounded window of the schedule.
+#[derive(Clone, Debug, Default)]
+struct Gaps {
+    /// `(start, end)`, in order of time.
+    list: Vec<(u64, u64)>,
+}
+
+impl Gaps {
+    /// Gaps kept per engine.
+    const MAX: usize = 32;
+
+    /// The earliest start at or after `ready` of an interval of `busy` inside a gap, which it
+    /// takes, and where that gap opened; `None` when no gap holds it.
+    fn take(&mut self, ready: u64, busy: u64) -> Option<(u64, u64)> {
+        let i = self
+            .list
+            .iter()
+            .position(|&(a, b)| a.max(ready).saturating_add(busy) <= b)?;
+        let (a, b) = self.list[i];
+        let start = a.max(ready);
+        let end = start + busy;
+        match (start > a, end < b) {
+            (true, true) => {
+                self.list[i] = (a, start);
+                self.list.insert(i + 1, (end, b));
+            }
+            (true, false) => self.list[i] = (a, start),
+            (false, true) => self.list[i] = (end, b),
+            (false, false) => {
+                self.list.remove(i);
+            }
+        }
+        if self.list.len() > Self::MAX {
+            self.list.remove(0);
+        }
+        Some((start, a))
+    }
+
+    /// Records the idle interval `[from, to)` (nothing if empty).
+    fn open(&mut self, from: u64, to: u64) {
+        if to > from {
+            self.list.push((from, to));
+            if self.list.len() > Self::MAX {
+                self.list.remove(0);
+            }
+        }
+    }
+}
+
 /// Times a run: pass it to [`crate::NeuronCore::execute_observed`], then call
 /// [`Timeline::finish`]. [`super::Timing`] does both.
 pub struct Timeline<'p> {
@@ -315,8 +377,11 @@ pub struct Timeline<'p> {
     free: [Free; 6],
     /// The last MultiplyMoving's start: the next LoadStationary may not start earlier.
     mm_started: Free,
-    sbuf_port: Free,
-    psum_port: Free,
+    /// The last access through each v2 shared port, by its two engines ([`Port::of`]).
+    sbuf_port: [Free; 2],
+    psum_port: [Free; 2],
+    /// Each engine queue's idle gaps ([`Scheduling::Device`]).
+    gaps: [Gaps; 6],
     dma: Vec<Free>,
     queue_done: Vec<Free>,
     /// Each DMA queue's trigger sequencer ([`Scheduling::Device`]).
@@ -402,8 +467,9 @@ impl<'p> Timeline<'p> {
             hbm: Hbm::new(tensor_bytes),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
-            sbuf_port: Free::NONE,
-            psum_port: Free::NONE,
+            sbuf_port: [Free::NONE; 2],
+            psum_port: [Free::NONE; 2],
+            gaps: Default::default(),
             dma: vec![Free::NONE; engines],
             queue_done: vec![Free::NONE; queues],
             queue_trigger: vec![Free::NONE; queues],
@@ -728,6 +794,7 @@ impl<'p> Timeline<'p> {
         let ti = track.index();
         let opsum = self.summarize(ins, ops);
         // An activation table load, when the function group changes.
+        let loaded_table = w.table.is_some_and(|g| self.table != Some(g));
         if let Some(g) = w.table
             && self.table != Some(g)
         {
@@ -755,19 +822,39 @@ impl<'p> Timeline<'p> {
             pe: false,
             pe_latency: self.pe_latency,
         };
-        let data = self.operands_ready(ops, &[0, 1, 2, 3, 4], c);
-        let mut gate = self.free[ti];
+        let mut ready = self.operands_ready(ops, &[0, 1, 2, 3, 4], c);
+        // The v2 shared ports: wait until the other engine's last access through the port.
         let shared = self.p.shared_ports;
-        let sbuf_port = shared && w.sbuf && matches!(w.engine, Engine::Vector | Engine::GpSimd);
-        let psum_port = shared && w.psum && matches!(w.engine, Engine::Vector | Engine::Scalar);
-        if sbuf_port {
-            gate = gate.max(self.sbuf_port);
+        let sbuf_port = (shared && w.sbuf)
+            .then(|| Port::of(w.engine, [Engine::Vector, Engine::GpSimd]))
+            .flatten();
+        let psum_port = (shared && w.psum)
+            .then(|| Port::of(w.engine, [Engine::Vector, Engine::Scalar]))
+            .flatten();
+        if let Some(side) = sbuf_port {
+            ready = ready.max(self.sbuf_port[1 - side]);
         }
-        if psum_port {
-            gate = gate.max(self.psum_port);
+        if let Some(side) = psum_port {
+            ready = ready.max(self.psum_port[1 - side]);
         }
-        let at = gate.max(data);
-        let start = at.t;
+        // The compiler's schedule may put the instruction in an idle gap its engine left
+        // before the instructions so far (not across a table load).
+        let gap = if self.queued_triggers() && !loaded_table {
+            self.gaps[ti].take(ready.t, w.busy)
+        } else {
+            None
+        };
+        let (start, gate, at) = match gap {
+            Some((start, opened)) => (start, Free { t: opened, who: ready.who }, ready),
+            None => {
+                let gate = self.free[ti];
+                let at = gate.max(ready);
+                if self.queued_triggers() {
+                    self.gaps[ti].open(gate.t, at.t);
+                }
+                (at.t, gate, at)
+            }
+        };
         let end = start.saturating_add(w.busy);
         let done = end.saturating_add(w.latency);
         let id = self.push(Record {
@@ -779,16 +866,19 @@ impl<'p> Timeline<'p> {
             start,
             end,
             done,
-            wait: start - gate.t,
+            wait: start.saturating_sub(gate.t),
             pred: (at.who != u32::MAX).then_some(at.who),
             ops: opsum,
         });
-        self.free[ti] = Free { t: end, who: id };
-        if sbuf_port {
-            self.sbuf_port = Free { t: end, who: id };
+        if gap.is_none() {
+            self.free[ti] = Free { t: end, who: id };
         }
-        if psum_port {
-            self.psum_port = Free { t: end, who: id };
+        let used = Free { t: end, who: id };
+        if let Some(side) = sbuf_port {
+            self.sbuf_port[side] = self.sbuf_port[side].max(used);
+        }
+        if let Some(side) = psum_port {
+            self.psum_port[side] = self.psum_port[side].max(used);
         }
         self.mark(
             ops,
