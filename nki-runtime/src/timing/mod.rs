@@ -51,6 +51,7 @@
 //! nor shown to observers, so it costs nothing.
 
 mod bench;
+mod compiler;
 mod cost;
 mod json;
 mod model;
@@ -68,7 +69,8 @@ use nki_lang::DType;
 use thiserror::Error;
 
 pub use bench::{Benchmark, BenchmarkResult, Latency};
-pub use model::{Scheduling, Timeline};
+pub use compiler::Scheduling;
+pub use model::Timeline;
 pub use params::{Generation, ParamEntry, Params};
 pub use profile::{EngineRow, OpcodeCount, Profile};
 pub use schedule::{

@@ -22,11 +22,11 @@
 use core::ops::ControlFlow;
 
 use nki_lang::{
-    Dir, Engine, Instr, InstrData, LoopKind, MAX_PIDS, MAX_SLOTS, MAX_VARS, Memory, Opcode,
-    OperandRef, Program, VarValues, Write,
+    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues,
 };
 
 use super::Detail;
+use super::compiler::{self, Scheduling};
 use super::cost::{self, Compute, Dma, Pe, Work};
 use super::params::{Params, bytes_ps, ns_ps};
 use super::regions::{Cell, Consumer, Hbm, OnChip, Ready};
@@ -54,237 +54,6 @@ struct Rotation {
     seen: bool,
     /// Iterations seen.
     count: u64,
-}
-
-/// Which program the model times: the one NKI's compiler would hand the device, or this
-/// project's program as allocated and ordered.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Scheduling {
-    /// What NKI's compiler and the hardware run (the default): every tile has a space of its
-    /// own (tiles with disjoint lifetimes that share an address do not wait for each other);
-    /// a tile used only within one iteration of an `affine_range` loop rotates over up to
-    /// `rotation` buffers, as many as SBUF and the PSUM banks hold beside the program's
-    /// tiles; a zero `memset` of a PSUM tile that an accumulation group then writes costs
-    /// nothing (the group's first matmul overwrites the bank); each DMA queue triggers its
-    /// own transfers in order, in parallel with the other queues.
-    Device {
-        /// Most buffers per rotating tile (at least 1).
-        rotation: u32,
-    },
-    /// The program as this project allocates and orders it: tiles at one address wait for
-    /// each other, one buffer per tile (or `buffers` rotating ones, a what-if whose capacity
-    /// is not checked), a memset costs its Vector time, every DMA is triggered from the Sync
-    /// engine's one in-order queue.
-    ProgramOrder {
-        /// Buffers per rotating tile (1: the program as allocated; at most 16).
-        buffers: u32,
-    },
-}
-
-impl Scheduling {
-    /// The default rotation degree of [`Scheduling::Device`].
-    pub const DEFAULT_ROTATION: u32 = 4;
-
-    /// Most buffers a rotating tile may have.
-    pub const MAX_BUFFERS: u32 = 16;
-}
-
-impl Default for Scheduling {
-    /// [`Scheduling::Device`] with [`Scheduling::DEFAULT_ROTATION`] buffers.
-    fn default() -> Self {
-        Scheduling::Device {
-            rotation: Scheduling::DEFAULT_ROTATION,
-        }
-    }
-}
-
-/// Each tile's place in a space where every tile of one memory has bytes of its own: the byte
-/// shift from its address to that place, and each memory's span (SBUF, PSUM).
-fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) {
-    let (mut sbuf, mut psum) = (0usize, 0usize);
-    let shifts = program
-        .tiles()
-        .iter()
-        .map(|t| {
-            // Tiles live in SBUF or PSUM (an HBM tile does not exist).
-            let end = match t.memory {
-                Memory::Psum => &mut psum,
-                Memory::Sbuf | Memory::Hbm => &mut sbuf,
-            };
-            let at = *end;
-            let bytes = usize::try_from(t.bytes_per_partition()).unwrap_or(usize::MAX);
-            *end = at.saturating_add(bytes.next_multiple_of(64).max(64));
-            at as i64 - i64::from(t.addr)
-        })
-        .collect();
-    (shifts, sbuf.max(64), psum.max(64))
-}
-
-/// The buffers of each tile under [`Scheduling::Device`]: one more at a time for every
-/// rotating tile in turn (all double-buffered before any is triple-buffered), up to
-/// `rotation`, while the capacity the program's tiles leave holds it (SBUF bytes per
-/// partition, PSUM banks). Within a round, the tiles of the deepest loops come first (the
-/// overlap of a loop's iterations matters most where they are shortest), smaller before
-/// larger at one depth.
-fn rotation_degrees(
-    program: &Program<'_>,
-    scopes: &[Option<usize>],
-    rotation: u32,
-    p: &Params,
-) -> Vec<u32> {
-    let bank = u64::from(p.psum_bank_bytes.max(1));
-    let tiles = program.tiles();
-    // A tile's size and the end of its place, in bytes (SBUF) or banks (PSUM).
-    let size = |t: &nki_lang::TileDecl<'_>| match t.memory {
-        Memory::Sbuf | Memory::Hbm => t.bytes_per_partition(),
-        Memory::Psum => t.bytes_per_partition().div_ceil(bank).max(1),
-    };
-    let end = |t: &nki_lang::TileDecl<'_>| match t.memory {
-        Memory::Sbuf | Memory::Hbm => u64::from(t.addr).saturating_add(size(t)),
-        Memory::Psum => (u64::from(t.addr) / bank).saturating_add(size(t)),
-    };
-    let mut free = [Memory::Sbuf, Memory::Psum].map(|memory| {
-        let cap = match memory {
-            Memory::Sbuf | Memory::Hbm => u64::from(p.sbuf_partition_bytes),
-            Memory::Psum => u64::from(p.psum_banks),
-        };
-        let extent = tiles
-            .iter()
-            .filter(|t| t.memory == memory)
-            .map(end)
-            .max()
-            .unwrap_or(0);
-        cap.saturating_sub(extent)
-    });
-    let mut order: Vec<usize> = (0..tiles.len())
-        .filter(|&t| scopes[t].is_some() && tiles[t].memory != Memory::Hbm)
-        .collect();
-    order.sort_by_key(|&t| (core::cmp::Reverse(scopes[t]), size(&tiles[t]), t));
-    let most = rotation.clamp(1, Scheduling::MAX_BUFFERS);
-    let mut degree = vec![1u32; tiles.len()];
-    // One more buffer for each tile in turn: every tile double-buffered before any is
-    // triple-buffered.
-    for d in 2..=most {
-        for &t in &order {
-            let n = size(&tiles[t]).max(1);
-            let left = &mut free[usize::from(tiles[t].memory == Memory::Psum)];
-            if degree[t] == d - 1 && *left >= n {
-                *left -= n;
-                degree[t] = d;
-            }
-        }
-    }
-    degree
-}
-
-/// The instructions (by pc) the device does not run: a zero `memset` of a PSUM tile whose next
-/// use in program order is an accumulation into it by TensorE (the accumulation group's first
-/// matmul overwrites instead).
-fn folded_memsets(program: &Program<'_>) -> Vec<bool> {
-    let instrs = program.instrs();
-    let views = program.views();
-    let tiles = program.tiles();
-    let tile_of = |v: nki_lang::ViewId| views.get(v.index()).map(|v| v.tile as usize);
-    instrs
-        .iter()
-        .enumerate()
-        .map(|(pc, ins)| {
-            let InstrData::Fill { dst, value, .. } = ins.data else {
-                return false;
-            };
-            let Some(t) = tile_of(dst.view) else {
-                return false;
-            };
-            if ins.opcode != Opcode::Memset
-                || value.as_f32() != 0.0
-                || tiles.get(t).is_none_or(|d| d.memory != Memory::Psum)
-            {
-                return false;
-            }
-            let next = instrs[pc + 1..].iter().find(|i| {
-                i.operands()
-                    .filter_map(|o| o.view())
-                    .any(|v| tile_of(v) == Some(t))
-            });
-            next.is_some_and(|i| {
-                i.opcode == Opcode::Matmul
-                    && i.data.dst().is_some_and(|d| {
-                        tile_of(d.view) == Some(t) && !matches!(d.write, Write::Overwrite)
-                    })
-            })
-        })
-        .collect()
-}
-
-/// Whether the tiles of a loop's body may rotate across its iterations: those of an
-/// `affine_range` or `sequential_range` loop (a tile whose first use in an iteration is a
-/// plain write carries nothing from the previous one, whatever the loop carries elsewhere).
-const fn rotating_loop(kind: LoopKind) -> bool {
-    match kind {
-        LoopKind::Affine | LoopKind::Sequential => true,
-    }
-}
-
-/// For each tile of `program`, the variables that identify its iteration when its buffers
-/// rotate: the innermost `affine_range` loop enclosing the loops common to all its uses (or
-/// the launch grid's instance, outside every loop). A tile whose first use is not a plain
-/// write (it may carry a value between iterations) never rotates.
-fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
-    let tiles = program.tiles().len();
-    let views = program.views();
-    // Per tile: the loop stack at its first use, how much of it every use shares, and
-    // whether the first use is a plain write.
-    type FirstUse = (Vec<(u32, LoopKind)>, usize, bool);
-    let mut first: Vec<Option<FirstUse>> = vec![None; tiles];
-    let mut stack: Vec<(u32, LoopKind)> = Vec::new();
-    for (pc, ins) in program.instrs().iter().enumerate() {
-        match ins.data {
-            InstrData::LoopBegin { kind, .. } => stack.push((pc as u32, kind)),
-            InstrData::LoopEnd { .. } => {
-                stack.pop();
-            }
-            _ => {
-                for o in ins.operands() {
-                    let OperandRef::View(v) = o.operand else {
-                        continue;
-                    };
-                    let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
-                        continue;
-                    };
-                    let Some(entry) = first.get_mut(t) else {
-                        continue;
-                    };
-                    match entry {
-                        None => *entry = Some((stack.clone(), stack.len(), o.dir == Dir::Write)),
-                        Some((s0, common, _)) => {
-                            let shared = s0
-                                .iter()
-                                .zip(&stack)
-                                .take(*common)
-                                .take_while(|(a, b)| a.0 == b.0)
-                                .count();
-                            *common = shared;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    first
-        .into_iter()
-        .map(|f| {
-            let (s0, common, plain) = f?;
-            if !plain {
-                return None;
-            }
-            // The innermost rotating loop among the common ones; the instance if none.
-            let j = (0..common)
-                .rev()
-                .find(|&d| rotating_loop(s0[d].1))
-                .map_or(0, |d| d + 1);
-            Some(j)
-        })
-        .collect()
 }
 
 /// Which of a shared port's two engines an engine is.
@@ -368,6 +137,9 @@ pub struct Timeline<'p> {
     shift: Vec<i64>,
     /// Instructions the device does not run (by pc).
     folded: Vec<bool>,
+    /// Instructions hoisted out of the loop at this depth (by pc): run in its first
+    /// iteration only.
+    hoisted: Vec<Option<usize>>,
     /// The plane and shift of each operand slot of the instruction being timed.
     place: [(usize, i64); MAX_SLOTS],
     sbuf: OnChip,
@@ -461,6 +233,7 @@ impl<'p> Timeline<'p> {
             degree: Vec::new(),
             shift: Vec::new(),
             folded: Vec::new(),
+            hoisted: Vec::new(),
             place: [(0, 0); MAX_SLOTS],
             sbuf: OnChip::new(sbuf_stride, sbuf_stride, 1),
             psum: OnChip::new(PSUM_STRIDE, PSUM_STRIDE, 1),
@@ -514,11 +287,27 @@ impl<'p> Timeline<'p> {
     /// capacity is not checked. A tile whose uses share no loop rotates between the instances
     /// of a launch grid.
     pub fn with_scheduling(mut self, scheduling: Scheduling) -> Timeline<'p> {
-        let scopes = rotation_scopes(self.program);
+        let mut scopes = compiler::rotation_scopes(self.program);
+        let device = matches!(scheduling, Scheduling::Device { .. });
+        self.hoisted = if device {
+            compiler::hoisted_instructions(self.program)
+        } else {
+            Vec::new()
+        };
+        // A hoisted instruction's destination holds one result for the whole loop.
+        let views = self.program.views();
+        for (ins, h) in self.program.instrs().iter().zip(&self.hoisted) {
+            if h.is_some()
+                && let Some(d) = ins.data.dst()
+                && let Some(s) = views.get(d.view.index()).and_then(|v| scopes.get_mut(v.tile as usize))
+            {
+                *s = None;
+            }
+        }
         let tiles = self.program.tiles().len();
         let (degree, planes) = match scheduling {
             Scheduling::Device { rotation } => {
-                let degree = rotation_degrees(self.program, &scopes, rotation, &self.p);
+                let degree = compiler::rotation_degrees(self.program, &scopes, rotation, &self.p);
                 let planes = degree.iter().copied().max().unwrap_or(1);
                 (degree, planes)
             }
@@ -532,11 +321,10 @@ impl<'p> Timeline<'p> {
             }
         };
         let planes = planes as usize;
-        let device = matches!(scheduling, Scheduling::Device { .. });
         if device {
-            let (shift, sbuf_span, psum_span) = renamed_layout(self.program);
+            let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program);
             self.shift = shift;
-            self.folded = folded_memsets(self.program);
+            self.folded = compiler::folded_memsets(self.program);
             self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes);
             self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes);
         } else {
@@ -1128,7 +916,13 @@ impl Observer for Timeline<'_> {
         operands: &Operands,
         vars: &VarValues,
     ) -> ControlFlow<String> {
-        if self.folded.get(pc).copied().unwrap_or(false) {
+        let hoisted_repeat = self
+            .hoisted
+            .get(pc)
+            .copied()
+            .flatten()
+            .is_some_and(|d| vars.get(MAX_PIDS + d).is_some_and(|&v| v != 0));
+        if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
             self.folded_count += 1;
             return ControlFlow::Continue(());
         }

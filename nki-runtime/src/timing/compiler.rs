@@ -1,0 +1,336 @@
+//! What NKI's compiler does to a program before the device runs it, as the timing model
+//! needs it ([`Scheduling::Device`]): each tile in a space of its own, the buffers a loop's
+//! tiles rotate over within SBUF's and PSUM's capacity, the PSUM zero fills an accumulation
+//! group makes unnecessary, and the instructions a loop repeats with the same operands (hoisted
+//! out of it). Each is a static pass over the program, computed once per timed launch.
+//!
+//! `shared/calibration/README.md` lists what is documented of these passes; where NKI's
+//! behaviour is not documented, `docs/timing.md` gives the choice made here and why.
+
+use nki_lang::{
+    Dir, Extent, InstrData, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl, ViewId,
+    Write,
+};
+
+use super::params::Params;
+
+/// Which program the model times: the one NKI's compiler would hand the device, or this
+/// project's program as allocated and ordered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scheduling {
+    /// What NKI's compiler and the hardware run (the default): every tile has a space of its
+    /// own (tiles with disjoint lifetimes that share an address do not wait for each other);
+    /// a tile used only within one iteration of an `affine_range` loop rotates over up to
+    /// `rotation` buffers, as many as SBUF and the PSUM banks hold beside the program's
+    /// tiles; a zero `memset` of a PSUM tile that an accumulation group then writes costs
+    /// nothing (the group's first matmul overwrites the bank); each DMA queue triggers its
+    /// own transfers in order, in parallel with the other queues.
+    Device {
+        /// Most buffers per rotating tile (at least 1).
+        rotation: u32,
+    },
+    /// The program as this project allocates and orders it: tiles at one address wait for
+    /// each other, one buffer per tile (or `buffers` rotating ones, a what-if whose capacity
+    /// is not checked), a memset costs its Vector time, every DMA is triggered from the Sync
+    /// engine's one in-order queue.
+    ProgramOrder {
+        /// Buffers per rotating tile (1: the program as allocated; at most 16).
+        buffers: u32,
+    },
+}
+
+impl Scheduling {
+    /// The default rotation degree of [`Scheduling::Device`].
+    pub const DEFAULT_ROTATION: u32 = 4;
+
+    /// Most buffers a rotating tile may have.
+    pub const MAX_BUFFERS: u32 = 16;
+}
+
+impl Default for Scheduling {
+    /// [`Scheduling::Device`] with [`Scheduling::DEFAULT_ROTATION`] buffers.
+    fn default() -> Self {
+        Scheduling::Device {
+            rotation: Scheduling::DEFAULT_ROTATION,
+        }
+    }
+}
+
+/// Each tile's place in a space where every tile of one memory has bytes of its own: the byte
+/// shift from its address to that place, and each memory's span (SBUF, PSUM).
+pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) {
+    let (mut sbuf, mut psum) = (0usize, 0usize);
+    let shifts = program
+        .tiles()
+        .iter()
+        .map(|t| {
+            // Tiles live in SBUF or PSUM (an HBM tile does not exist).
+            let end = match t.memory {
+                Memory::Psum => &mut psum,
+                Memory::Sbuf | Memory::Hbm => &mut sbuf,
+            };
+            let at = *end;
+            let bytes = usize::try_from(t.bytes_per_partition()).unwrap_or(usize::MAX);
+            *end = at.saturating_add(bytes.next_multiple_of(64).max(64));
+            at as i64 - i64::from(t.addr)
+        })
+        .collect();
+    (shifts, sbuf.max(64), psum.max(64))
+}
+
+/// The buffers of each tile under [`Scheduling::Device`]: one more at a time for every
+/// rotating tile in turn (all double-buffered before any is triple-buffered), up to
+/// `rotation`, while the capacity the program's tiles leave holds it (SBUF bytes per
+/// partition, PSUM banks). Within a round, the tiles of the deepest loops come first (the
+/// overlap of a loop's iterations matters most where they are shortest), smaller before
+/// larger at one depth.
+pub(crate) fn rotation_degrees(
+    program: &Program<'_>,
+    scopes: &[Option<usize>],
+    rotation: u32,
+    p: &Params,
+) -> Vec<u32> {
+    let bank = u64::from(p.psum_bank_bytes.max(1));
+    let tiles = program.tiles();
+    // A tile's size and the end of its place, in bytes (SBUF) or banks (PSUM).
+    let size = |t: &TileDecl<'_>| match t.memory {
+        Memory::Sbuf | Memory::Hbm => t.bytes_per_partition(),
+        Memory::Psum => t.bytes_per_partition().div_ceil(bank).max(1),
+    };
+    let end = |t: &TileDecl<'_>| match t.memory {
+        Memory::Sbuf | Memory::Hbm => u64::from(t.addr).saturating_add(size(t)),
+        Memory::Psum => (u64::from(t.addr) / bank).saturating_add(size(t)),
+    };
+    let mut free = [Memory::Sbuf, Memory::Psum].map(|memory| {
+        let cap = match memory {
+            Memory::Sbuf | Memory::Hbm => u64::from(p.sbuf_partition_bytes),
+            Memory::Psum => u64::from(p.psum_banks),
+        };
+        let extent = tiles
+            .iter()
+            .filter(|t| t.memory == memory)
+            .map(end)
+            .max()
+            .unwrap_or(0);
+        cap.saturating_sub(extent)
+    });
+    let mut order: Vec<usize> = (0..tiles.len())
+        .filter(|&t| scopes[t].is_some() && tiles[t].memory != Memory::Hbm)
+        .collect();
+    order.sort_by_key(|&t| (core::cmp::Reverse(scopes[t]), size(&tiles[t]), t));
+    let most = rotation.clamp(1, Scheduling::MAX_BUFFERS);
+    let mut degree = vec![1u32; tiles.len()];
+    // One more buffer for each tile in turn: every tile double-buffered before any is
+    // triple-buffered.
+    for d in 2..=most {
+        for &t in &order {
+            let n = size(&tiles[t]).max(1);
+            let left = &mut free[usize::from(tiles[t].memory == Memory::Psum)];
+            if degree[t] == d - 1 && *left >= n {
+                *left -= n;
+                degree[t] = d;
+            }
+        }
+    }
+    degree
+}
+
+/// The instructions (by pc) the device does not run: a zero `memset` of a PSUM tile whose next
+/// use in program order is an accumulation into it by TensorE (the accumulation group's first
+/// matmul overwrites instead).
+pub(crate) fn folded_memsets(program: &Program<'_>) -> Vec<bool> {
+    let instrs = program.instrs();
+    let views = program.views();
+    let tiles = program.tiles();
+    let tile_of = |v: ViewId| views.get(v.index()).map(|v| v.tile as usize);
+    instrs
+        .iter()
+        .enumerate()
+        .map(|(pc, ins)| {
+            let InstrData::Fill { dst, value, .. } = ins.data else {
+                return false;
+            };
+            let Some(t) = tile_of(dst.view) else {
+                return false;
+            };
+            if ins.opcode != Opcode::Memset
+                || value.as_f32() != 0.0
+                || tiles.get(t).is_none_or(|d| d.memory != Memory::Psum)
+            {
+                return false;
+            }
+            let next = instrs[pc + 1..].iter().find(|i| {
+                i.operands()
+                    .filter_map(|o| o.view())
+                    .any(|v| tile_of(v) == Some(t))
+            });
+            next.is_some_and(|i| {
+                i.opcode == Opcode::Matmul
+                    && i.data.dst().is_some_and(|d| {
+                        tile_of(d.view) == Some(t) && !matches!(d.write, Write::Overwrite)
+                    })
+            })
+        })
+        .collect()
+}
+
+/// Whether the tiles of a loop's body may rotate across its iterations: those of an
+/// `affine_range` or `sequential_range` loop (a tile whose first use in an iteration is a
+/// plain write carries nothing from the previous one, whatever the loop carries elsewhere).
+const fn rotating_loop(kind: LoopKind) -> bool {
+    match kind {
+        LoopKind::Affine | LoopKind::Sequential => true,
+    }
+}
+
+/// For each tile of `program`, the variables that identify its iteration when its buffers
+/// rotate: the innermost `affine_range` loop enclosing the loops common to all its uses (or
+/// the launch grid's instance, outside every loop). A tile whose first use is not a plain
+/// write (it may carry a value between iterations) never rotates.
+pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
+    let tiles = program.tiles().len();
+    let views = program.views();
+    // Per tile: the loop stack at its first use, how much of it every use shares, and
+    // whether the first use is a plain write.
+    type FirstUse = (Vec<(u32, LoopKind)>, usize, bool);
+    let mut first: Vec<Option<FirstUse>> = vec![None; tiles];
+    let mut stack: Vec<(u32, LoopKind)> = Vec::new();
+    for (pc, ins) in program.instrs().iter().enumerate() {
+        match ins.data {
+            InstrData::LoopBegin { kind, .. } => stack.push((pc as u32, kind)),
+            InstrData::LoopEnd { .. } => {
+                stack.pop();
+            }
+            _ => {
+                for o in ins.operands() {
+                    let OperandRef::View(v) = o.operand else {
+                        continue;
+                    };
+                    let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
+                        continue;
+                    };
+                    let Some(entry) = first.get_mut(t) else {
+                        continue;
+                    };
+                    match entry {
+                        None => *entry = Some((stack.clone(), stack.len(), o.dir == Dir::Write)),
+                        Some((s0, common, _)) => {
+                            let shared = s0
+                                .iter()
+                                .zip(&stack)
+                                .take(*common)
+                                .take_while(|(a, b)| a.0 == b.0)
+                                .count();
+                            *common = shared;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    first
+        .into_iter()
+        .map(|f| {
+            let (s0, common, plain) = f?;
+            if !plain {
+                return None;
+            }
+            // The innermost rotating loop among the common ones; the instance if none.
+            let j = (0..common)
+                .rev()
+                .find(|&d| rotating_loop(s0[d].1))
+                .map_or(0, |d| d + 1);
+            Some(j)
+        })
+        .collect()
+}
+
+
+/// For each instruction (by pc), the depth of the loop it is hoisted out of, if any: a compute
+/// instruction (not a DMA) inside a loop of more than one iteration whose operands are the same
+/// in every iteration of its innermost loop — no view offset or mask uses that loop's index,
+/// no operand is a grid expression, it overwrites its destination, and no other instruction
+/// in the loop's body writes a tile it reads or its destination — runs once per entry into the
+/// loop, as a compiler's loop-invariant code motion leaves it (the loop's other iterations
+/// read its one result). A hoisted instruction's destination does not rotate.
+pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> {
+    let instrs = program.instrs();
+    let views = program.views();
+    let masks = program.masks();
+    let tile_of = |v: ViewId| views.get(v.index()).map(|v| v.tile as usize);
+    let mut out = vec![None; instrs.len()];
+    // The loop stack: (depth, begin pc, end pc, more than one iteration).
+    let mut stack: Vec<(usize, usize, usize, bool)> = Vec::new();
+    for (pc, ins) in instrs.iter().enumerate() {
+        match ins.data {
+            InstrData::LoopBegin { trip, end, .. } => {
+                let many = match trip {
+                    Extent::Fixed(n) => n > 1,
+                    Extent::Sym { .. } => true,
+                };
+                stack.push((stack.len(), pc, end as usize, many));
+                continue;
+            }
+            InstrData::LoopEnd { .. } => {
+                stack.pop();
+                continue;
+            }
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {}
+        }
+        let Some(&(depth, begin, end, true)) = stack.last() else {
+            continue;
+        };
+        if matches!(ins.data, InstrData::Dma { .. }) {
+            continue;
+        }
+        let Some(dst) = ins.data.dst() else { continue };
+        if !matches!(dst.write, Write::Overwrite) {
+            continue;
+        }
+        let mut reads = Vec::new();
+        let mut invariant = ins
+            .mask
+            .and_then(|m| masks.get(m.index()))
+            .is_none_or(|m| m.terms[..usize::from(m.len)].iter().all(|t| t.offset.loop_coef(depth) == 0));
+        for o in ins.operands() {
+            match o.operand {
+                OperandRef::View(v) => match views.get(v.index()) {
+                    Some(view) if view.offset.loop_coef(depth) == 0 => {
+                        if o.dir != Dir::Write {
+                            reads.push(view.tile as usize);
+                        }
+                    }
+                    _ => invariant = false,
+                },
+                OperandRef::Imm(_) => {}
+                OperandRef::Access(_) | OperandRef::Expr(_) => invariant = false,
+            }
+        }
+        let Some(own) = tile_of(dst.view) else { continue };
+        if !invariant {
+            continue;
+        }
+        // No other instruction of the loop's body writes what it reads or its destination.
+        let clobbered = instrs[begin + 1..end].iter().enumerate().any(|(i, other)| {
+            let written = other.operands().filter(|o| o.dir.writes()).filter_map(|o| match o.operand {
+                OperandRef::View(v) => tile_of(v),
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
+            });
+            let me = begin + 1 + i == pc;
+            written.into_iter().any(|t| reads.contains(&t) || (!me && t == own))
+        });
+        if !clobbered {
+            out[pc] = Some(depth);
+        }
+    }
+    out
+}
