@@ -347,7 +347,7 @@ fn fp32(d: DType) -> bool {
     d == DType::F32
 }
 
-/// `nc_matmul`: LS II = max(M, 64)/4, MM II = max(N, 64) PE cycles, ×4 for FP32.
+/// `nc_matmul`: LS II = max(M, 64)/4, MM II = max(N, 64) + 64 PE cycles, ×4 for FP32.
 fn matmul(ops: &Operands, p: &Params) -> Pe {
     let (Some(st), Some(mv)) = (ops.slot(1), ops.slot(2)) else {
         return Pe {
@@ -367,7 +367,7 @@ fn matmul(ops: &Operands, p: &Params) -> Pe {
     };
     let floor = u64::from(p.mm_min_ii_cycles);
     let ls = m.max(floor).div_ceil(u64::from(p.ls_speedup.max(1)));
-    let mm = n.max(floor);
+    let mm = n.max(floor).saturating_add(u64::from(p.mm_start_cycles));
     let flops = 2u64.saturating_mul(k).saturating_mul(m).saturating_mul(n);
     Pe {
         ls: cycles_ps(ls.saturating_mul(factor), p.pe_mhz),
@@ -378,7 +378,8 @@ fn matmul(ops: &Operands, p: &Params) -> Pe {
 }
 
 /// `nc_transpose` on TensorE of data `[P, F]`: a matmul of the data (stationary, F columns)
-/// against a `[P, P]` identity; MM II = max(P, min(64, F)) [ISA nc_transpose], FP32 data at
+/// against a `[P, P]` identity; MM II = max(P, min(64, F)) [ISA nc_transpose] + the start
+/// cycles of a matmul pass, FP32 data at
 /// the generation's transpose factor.
 fn pe_transpose(ops: &Operands, p: &Params) -> Pe {
     let Some(src) = ops.slot(1) else {
@@ -398,7 +399,9 @@ fn pe_transpose(ops: &Operands, p: &Params) -> Pe {
     };
     let floor = u64::from(p.mm_min_ii_cycles);
     let ls = cols.max(floor).div_ceil(u64::from(p.ls_speedup.max(1)));
-    let mm = rows.max(cols.min(floor));
+    let mm = rows
+        .max(cols.min(floor))
+        .saturating_add(u64::from(p.mm_start_cycles));
     Pe {
         ls: cycles_ps(ls.saturating_mul(factor), p.pe_mhz),
         mm: cycles_ps(mm.saturating_mul(factor), p.pe_mhz),

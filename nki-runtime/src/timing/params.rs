@@ -130,6 +130,9 @@ params! {
     /// TensorE MultiplyMoving initiation interval floor: a matmul's II is
     /// `max(N_moving, mm_min_ii_cycles)` PE cycles.
     mm_min_ii_cycles: u32, "PE cycles", v2 = 64, v3 = 64, "ARCH1 (MM_INIT_LATENCY = 64), model §1.3/§5/§6";
+    /// TensorE cycles each MultiplyMoving pass spends starting, on top of its moving columns:
+    /// a matmul's II is `max(N_moving, mm_min_ii_cycles) + mm_start_cycles` per pass.
+    mm_start_cycles: u32, "PE cycles", v2 = 64, v3 = 64, "ARCH1 (MM_INIT_LATENCY = 64) charged per matmul: fit to mm-fully-optimized-trn1 (6.97 ms, HFU 85.24 % = 32,768 × (512 + 64) cycles at 2.8 GHz and the pipeline's fill and drain)";
     /// How much faster a LoadStationary is than a MultiplyMoving of the same free size: LS II =
     /// `max(M, mm_min_ii_cycles) / ls_speedup` PE cycles (32 cycles for M = 128).
     ls_speedup: u32, "×", v2 = 4, v3 = 4, "ARCH1 + PERF Opt #7 (fast LoadStationary, up to 4× faster; floor UNSURE)";
@@ -178,7 +181,7 @@ params! {
     /// Time each DMA engine of a transfer spends on it beyond moving its descriptors: taking
     /// the transfer from its queue and writing the completion semaphore that every engine
     /// writes, whether it moved data or not [DMAOV].
-    dma_transfer_overhead_ns: u32, "ns", v2 = 360, v3 = 0, "v2: fit to mm-tiled-trn1 (51.80 ms: 32,768 pairs of 32 KiB + 128 KiB loads at ~104 GB/s, 1.58 µs per pair per engine); v3: DMAOV figs (trigger→done = fixed latency + packet time; UNSURE)";
+    dma_transfer_overhead_ns: u32, "ns", v2 = 360, v3 = 50, "v2: fit to mm-tiled-trn1 (51.80 ms: 32,768 pairs of 32 KiB + 128 KiB loads at ~104 GB/s, 1.58 µs per pair per engine); v3: fit to kopt-v2-tiled-trn2 (39.89 ms, DMA active 99.93 %: 32,768 pairs of 64 KiB + 256 KiB fp32 loads with 512 B and 2 KiB rows)";
     /// Whether the DMA engines transpose natively (`load_transpose2d` at
     /// `dma_transpose_percent` of peak); otherwise every element is its own descriptor.
     dma_native_transpose: bool, "", v2 = false, v3 = true, "ARCH2 (DMA transpose) / PERF Opt #8 (v2 'much lower bandwidth'; UNSURE)";

@@ -410,6 +410,31 @@ impl Schedule {
         out
     }
 
+    /// How long at least one DMA transfer was moving data (from its first data to its
+    /// completion), in picoseconds: the profiler's "DMA active" time. `None` without records
+    /// ([`Detail::Summary`]).
+    pub fn dma_active_ps(&self) -> Option<u64> {
+        if self.records.is_empty() {
+            return None;
+        }
+        let mut spans: Vec<(u64, u64)> = self
+            .records
+            .iter()
+            .filter(|r| r.kind == Kind::DmaTransfer)
+            .map(|r| (r.start.saturating_add(r.wait).min(r.end), r.end))
+            .collect();
+        spans.sort_unstable();
+        let (mut total, mut reach) = (0u64, 0u64);
+        for (a, b) in spans {
+            let a = a.max(reach);
+            if b > a {
+                total += b - a;
+                reach = b;
+            }
+        }
+        Some(total)
+    }
+
     /// The largest SBUF use (bytes per partition) and PSUM use (banks) over the run.
     pub fn peak_memory(&self) -> (u64, u64) {
         self.memory_use()
