@@ -436,10 +436,10 @@ mod tests {
 
     #[test]
     fn regions_of_tiles() {
-        let m = OnChip::new(196_608, 1);
+        let m = OnChip::new(196_608, 196_608, 1);
         let part = 196_608 / 2;
         // [128, 512] bf16 at byte 0: 1 KiB = 16 blocks, all quadrants.
-        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);
         assert_eq!(
             r,
             Region {
@@ -454,6 +454,7 @@ mod tests {
         let r = m.region(
             &sbuf(64 * part + 1024, [32, 32, 1, 1, 1], [part, 1, 0, 0, 0]),
             0,
+            0,
         );
         assert_eq!(
             r,
@@ -466,16 +467,32 @@ mod tests {
             }
         );
         // A pattern that is not one partition apart: the whole memory.
-        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [7, 1, 0, 0, 0]), 0);
+        let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [7, 1, 0, 0, 0]), 0, 0);
         assert_eq!(r.b1, m.blocks);
     }
 
     #[test]
-    fn read_after_write_and_write_after_read() {
-        let mut m = OnChip::new(196_608, 1);
+    fn renamed_tiles_have_places_of_their_own() {
+        // Two tiles at one address, each given its own place in a renamed space of 4 KiB per
+        // partition: the second's region starts where the first's ends.
+        let m = OnChip::new(196_608, 4096, 2);
         let part = 196_608 / 2;
-        let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
-        let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0);
+        let tile = sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]);
+        let first = m.region(&tile, 0, 0);
+        let second = m.region(&tile, 0, 1024);
+        assert_eq!((first.b0, first.b1), (0, 16));
+        assert_eq!((second.b0, second.b1), (16, 32));
+        // The second plane (a rotated buffer) lies past the first plane's 64 blocks.
+        let rotated = m.region(&tile, 1, 1024);
+        assert_eq!((rotated.base, rotated.b0), (64 * QUADS, 16));
+    }
+
+    #[test]
+    fn read_after_write_and_write_after_read() {
+        let mut m = OnChip::new(196_608, 196_608, 1);
+        let part = 196_608 / 2;
+        let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);
+        let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);
         let c = Consumer {
             pe: false,
             pe_latency: 0,
