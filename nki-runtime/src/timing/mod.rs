@@ -2,13 +2,18 @@
 //! engine, on any machine.
 //!
 //! The model is an event-driven schedule over the instructions a launch executes
-//! ([`Timeline`], an [`Observer`](crate::Observer) of the executor): each instruction runs on its engine's
-//! in-order queue (Sync, TensorE's LoadStationary and MultiplyMoving, Vector, Scalar, GpSimd;
-//! DMA transfers on 16 engines and their queues), starts when its engine is free and every
+//! ([`Timeline`], an [`Observer`](crate::Observer) of the executor): each instruction runs on its
+//! engine's queue (Sync, TensorE's LoadStationary and MultiplyMoving, Vector, Scalar, GpSimd;
+//! DMA transfers on 16 engines and their queues), starts when its engine can take it and every
 //! region it reads or overwrites is ready (read-after-write, write-after-read,
-//! write-after-write), and costs what `shared/neuroncore-model.md` says (the formulas in
-//! `cost.rs`, the numbers with their sources in [`Params`]). `docs/timing.md` describes the
-//! model, its parameters, what it leaves out, and how to read a profile.
+//! write-after-write), and costs what `neuroncore-model.md` says (the formulas in `cost.rs`,
+//! the numbers with their sources in [`Params`]). By default it times the program NKI's
+//! compiler would hand the device ([`Scheduling::Device`]: tiles renamed, loop tiles rotating,
+//! accumulation groups without their fill, loop-invariant instructions hoisted, each engine's
+//! stream ordered by readiness, DMA triggers per queue; the passes are in `compiler.rs`);
+//! [`Scheduling::ProgramOrder`] times this project's program as allocated and ordered.
+//! `docs/timing.md` describes the model, its parameters, its fidelity against published
+//! measurements, what it leaves out, and how to read a profile.
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,7 +1,9 @@
 //! The event-driven schedule: an [`Observer`] that times every executed instruction as the
-//! executor shows it, in program order.
+//! executor shows it, in the order it runs (the program's, or the one [`Scheduling::Device`]
+//! gives each engine's stream).
 //!
-//! Each engine is an in-order queue with a `free` time. An instruction starts when its engine
+//! Each engine is a queue with a `free` time (and, under [`Scheduling::Device`], the idle gaps
+//! it left, which a later instruction whose operands are ready may fill). An instruction starts when its engine
 //! is free and every region it reads is written (RAW) and, for what it writes, every earlier
 //! read and write is done (WAR, WAW); see [`super::regions`]. Then:
 //!
@@ -15,7 +17,8 @@
 //!   MultiplyMoving's interval, the moving operand and the PSUM destination; a TensorE result
 //!   is seen by the next TensorE instruction at the end of its interval, by other engines
 //!   `pe_latency_ns` later).
-//! - **DMA**: a trigger on the Sync engine (waits for the operands), then after the fixed
+//! - **DMA**: a trigger on its queue (the Sync engine's one queue under
+//!   [`Scheduling::ProgramOrder`]; waits for the operands), then after the fixed
 //!   latency each of the transfer's engines moves its share when free; HBM bandwidth is shared
 //!   by all transfers; a queue's transfers complete in order.
 
@@ -401,11 +404,18 @@ impl<'p> Timeline<'p> {
             .tiles()
             .iter()
             .zip(&self.live)
-            .map(|(t, &(a, b))| TileUse {
+            .enumerate()
+            .map(|(i, (t, &(a, b)))| TileUse {
                 name: t.name.to_string(),
                 memory: t.memory,
                 bytes_per_partition: t.bytes_per_partition(),
                 partitions: t.shape.partitions(),
+                addr: t.addr,
+                // The buffers it used: one per iteration seen, up to its degree.
+                buffers: self.degree.get(i).map_or(1, |&d| {
+                    let seen = self.rotation.get(i).map_or(1, |r| r.count.saturating_add(1));
+                    u32::try_from(seen.min(u64::from(d))).unwrap_or(d)
+                }),
                 live: (a <= b).then_some((a, b)),
             })
             .collect();

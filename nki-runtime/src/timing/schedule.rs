@@ -217,6 +217,11 @@ pub struct TileUse {
     pub bytes_per_partition: u64,
     /// Partitions.
     pub partitions: u32,
+    /// Its byte offset within each partition (PSUM: bank × bank bytes).
+    pub addr: u32,
+    /// The buffers the timed program gives it (more than 1 when it rotates across a loop's
+    /// iterations; the extra ones lie beyond the program's tiles).
+    pub buffers: u32,
     /// First access start and last access completion (ps), if any instruction touched it.
     pub live: Option<(u64, u64)>,
 }
@@ -380,32 +385,62 @@ impl Schedule {
     }
 
     /// Time-ordered changes of on-chip memory in use: `(time, SBUF bytes per partition, PSUM
-    /// banks)` after each change, counting a tile from its first access's start to its last
-    /// access's completion.
+    /// banks)` from each instant on, counting the distinct addresses of the tiles live then (a
+    /// tile from its first access's start to its last access's completion; tiles the
+    /// allocator put at one address count once) and the extra buffers of rotating tiles.
     pub fn memory_use(&self) -> Vec<(u64, u64, u64)> {
         let bank = u64::from(self.params.psum_bank_bytes.max(1));
-        let mut events: Vec<(u64, i64, i64)> = Vec::with_capacity(2 * self.tiles.len());
-        for t in &self.tiles {
-            let Some((a, b)) = t.live else { continue };
-            let (s, p) = match t.memory {
-                Memory::Psum => (0, t.bytes_per_partition.div_ceil(bank).max(1) as i64),
-                _ => (t.bytes_per_partition as i64, 0),
-            };
-            events.push((a, s, p));
-            events.push((b, -s, -p));
-        }
-        // Frees before allocations at the same instant.
-        events.sort_by_key(|&(t, s, p)| (t, s.signum() + p.signum()));
-        let (mut s, mut p) = (0i64, 0i64);
-        let mut out: Vec<(u64, u64, u64)> = Vec::with_capacity(events.len());
-        for (t, ds, dp) in events {
-            s += ds;
-            p += dp;
-            let v = (t, s.max(0) as u64, p.max(0) as u64);
-            match out.last_mut() {
-                Some(last) if last.0 == t => *last = v,
-                _ => out.push(v),
+        // A tile's extent: bytes per partition (SBUF) or banks (PSUM), from its address.
+        let extent = |t: &TileUse| match t.memory {
+            Memory::Psum => {
+                let first = u64::from(t.addr) / bank;
+                (first, first + t.bytes_per_partition.div_ceil(bank).max(1))
             }
+            Memory::Sbuf | Memory::Hbm => {
+                let a = u64::from(t.addr);
+                (a, a.saturating_add(t.bytes_per_partition))
+            }
+        };
+        let mut times: Vec<u64> = self
+            .tiles
+            .iter()
+            .filter_map(|t| t.live)
+            .flat_map(|(a, b)| [a, b])
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        // At each instant: the union of the live tiles' address ranges (tiles that share an
+        // address take it once), plus their extra rotating buffers. A tile is live from its
+        // first access's start to its last access's completion, not including that instant.
+        let mut out: Vec<(u64, u64, u64)> = Vec::with_capacity(times.len());
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for &at in &times {
+            let mut used = [0u64; 2];
+            for (slot, memory) in [(0, Memory::Sbuf), (1, Memory::Psum)] {
+                ranges.clear();
+                let mut extra = 0u64;
+                for t in self.tiles.iter().filter(|t| t.memory == memory) {
+                    let Some((a, b)) = t.live else { continue };
+                    if a <= at && at < b {
+                        let (lo, hi) = extent(t);
+                        ranges.push((lo, hi));
+                        extra = extra.saturating_add(
+                            u64::from(t.buffers.saturating_sub(1)).saturating_mul(hi - lo),
+                        );
+                    }
+                }
+                ranges.sort_unstable();
+                let (mut union, mut reach) = (0u64, 0u64);
+                for &(lo, hi) in &ranges {
+                    let lo = lo.max(reach);
+                    if hi > lo {
+                        union += hi - lo;
+                        reach = hi;
+                    }
+                }
+                used[slot] = union.saturating_add(extra);
+            }
+            out.push((at, used[0], used[1]));
         }
         out
     }
