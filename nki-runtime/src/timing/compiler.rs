@@ -56,9 +56,11 @@ impl Default for Scheduling {
     }
 }
 
-/// Each tile's place in a space where every tile of one memory has bytes of its own: the byte
-/// shift from its address to that place, and each memory's span (SBUF, PSUM).
+/// Each tile's place in a space where every tile of one memory has bytes of its own, aligned to
+/// the space's cells: the byte shift from its address to that place, and each memory's span
+/// (SBUF, PSUM).
 pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) {
+    const CELL: usize = 1 << super::regions::RENAMED_BLOCK_SHIFT;
     let (mut sbuf, mut psum) = (0usize, 0usize);
     let shifts = program
         .tiles()
@@ -71,11 +73,11 @@ pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) 
             };
             let at = *end;
             let bytes = usize::try_from(t.bytes_per_partition()).unwrap_or(usize::MAX);
-            *end = at.saturating_add(bytes.next_multiple_of(64).max(64));
+            *end = at.saturating_add(bytes.next_multiple_of(CELL).max(CELL));
             at as i64 - i64::from(t.addr)
         })
         .collect();
-    (shifts, sbuf.max(64), psum.max(64))
+    (shifts, sbuf.max(CELL), psum.max(CELL))
 }
 
 /// The buffers of each tile under [`Scheduling::Device`]: one more at a time for every

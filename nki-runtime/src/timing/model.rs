@@ -32,7 +32,9 @@ use super::Detail;
 use super::compiler::{self, Scheduling};
 use super::cost::{self, Compute, Dma, Pe, Work};
 use super::params::{Params, bytes_ps, ns_ps};
-use super::regions::{Cell, Consumer, Hbm, OnChip, Ready};
+use super::regions::{
+    BLOCK_SHIFT, Cell, Consumer, Hbm, OnChip, RENAMED_BLOCK_SHIFT, Ready, Region,
+};
 use super::schedule::{
     DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
     TrackStats, engine_index,
@@ -145,6 +147,8 @@ pub struct Timeline<'p> {
     hoisted: Vec<Option<usize>>,
     /// The plane and shift of each operand slot of the instruction being timed.
     place: [(usize, i64); MAX_SLOTS],
+    /// The on-chip cells each operand slot of the instruction being timed covers.
+    regions: [Region; MAX_SLOTS],
     sbuf: OnChip,
     psum: OnChip,
     hbm: Hbm,
@@ -238,8 +242,9 @@ impl<'p> Timeline<'p> {
             folded: Vec::new(),
             hoisted: Vec::new(),
             place: [(0, 0); MAX_SLOTS],
-            sbuf: OnChip::new(sbuf_stride, sbuf_stride, 1),
-            psum: OnChip::new(PSUM_STRIDE, PSUM_STRIDE, 1),
+            regions: [Region::default(); MAX_SLOTS],
+            sbuf: OnChip::new(sbuf_stride, sbuf_stride, 1, BLOCK_SHIFT),
+            psum: OnChip::new(PSUM_STRIDE, PSUM_STRIDE, 1, BLOCK_SHIFT),
             hbm: Hbm::new(tensor_bytes),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
@@ -328,13 +333,13 @@ impl<'p> Timeline<'p> {
             let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program);
             self.shift = shift;
             self.folded = compiler::folded_memsets(self.program);
-            self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes);
-            self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes);
+            self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes, RENAMED_BLOCK_SHIFT);
+            self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes, RENAMED_BLOCK_SHIFT);
         } else {
             self.shift = vec![0; tiles];
             self.folded = Vec::new();
-            self.sbuf = OnChip::new(self.sbuf_stride, self.sbuf_stride, planes);
-            self.psum = OnChip::new(PSUM_STRIDE, PSUM_STRIDE, planes);
+            self.sbuf = OnChip::new(self.sbuf_stride, self.sbuf_stride, planes, BLOCK_SHIFT);
+            self.psum = OnChip::new(PSUM_STRIDE, PSUM_STRIDE, planes, BLOCK_SHIFT);
         }
         self.rotates = degree.iter().any(|&d| d > 1);
         self.degree = degree;
@@ -394,6 +399,24 @@ impl<'p> Timeline<'p> {
             if let Some(p) = self.place.get_mut(o.slot as usize) {
                 *p = (plane, shift);
             }
+        }
+    }
+
+    /// The cells of each on-chip operand of the instruction being timed (once per
+    /// instruction: its waits and its marks use them).
+    fn locate(&mut self, ops: &Operands) {
+        for (s, reg) in self.regions.iter_mut().enumerate() {
+            *reg = match ops.slot(s) {
+                Some(r) if r.loc == Loc::Sbuf => {
+                    let (plane, shift) = self.place[s];
+                    self.sbuf.region(r, plane, shift)
+                }
+                Some(r) if r.loc == Loc::Psum => {
+                    let (plane, shift) = self.place[s];
+                    self.psum.region(r, plane, shift)
+                }
+                Some(_) | None => Region::default(),
+            };
         }
     }
 
@@ -539,8 +562,7 @@ impl<'p> Timeline<'p> {
                     } else {
                         &self.psum
                     };
-                    let (plane, shift) = self.place[s % MAX_SLOTS];
-                    let reg = mem.region(r, plane, shift);
+                    let reg = self.regions[s % MAX_SLOTS];
                     if write {
                         mem.wait_write(reg, c, &mut ready);
                     } else {
@@ -566,8 +588,7 @@ impl<'p> Timeline<'p> {
                     } else {
                         &mut self.psum
                     };
-                    let (plane, shift) = self.place[s % MAX_SLOTS];
-                    let reg = mem.region(r, plane, shift);
+                    let reg = self.regions[s % MAX_SLOTS];
                     if write {
                         mem.mark_write(reg, cell);
                     } else {
@@ -816,7 +837,13 @@ impl<'p> Timeline<'p> {
         let want = (w.engines as usize).clamp(1, self.dma.len());
         let mut chosen = [usize::MAX; MAX_DMA];
         let mut used = [false; MAX_DMA];
-        for slot in chosen.iter_mut().take(want) {
+        if want == self.dma.len() {
+            // Every engine: no choice to make.
+            for (e, slot) in chosen.iter_mut().enumerate().take(want) {
+                *slot = e;
+            }
+        }
+        for slot in chosen.iter_mut().take(want).filter(|c| **c == usize::MAX) {
             let mut best = usize::MAX;
             for (e, f) in self.dma.iter().enumerate() {
                 if !used[e] && (best == usize::MAX || f.t < self.dma[best].t) {
@@ -941,6 +968,7 @@ impl Observer for Timeline<'_> {
         };
         self.count(instr);
         self.place_operands(instr, vars);
+        self.locate(operands);
         let pc = u32::try_from(pc).unwrap_or(u32::MAX);
         match work {
             Work::Compute(w) => self.compute(pc, instr, operands, w),

@@ -16,8 +16,13 @@ use crate::exec::{Loc, Resolved};
 const QUAD: usize = 32;
 /// Cells across the 128 partitions.
 const QUADS: usize = 4;
-/// Bytes per cell within a partition.
-const BLOCK_SHIFT: u32 = 6;
+/// Bytes per cell within a partition (log2) of the memory as allocated: SBUF tiles are 64-byte
+/// aligned, so two tiles never share a cell.
+pub(crate) const BLOCK_SHIFT: u32 = 6;
+/// Bytes per cell within a partition (log2) of a renamed space, where every tile's place is
+/// aligned to it: 512 bytes, 8 times fewer cells to track (parts of one tile closer than that
+/// are ordered together).
+pub(crate) const RENAMED_BLOCK_SHIFT: u32 = 9;
 /// Bytes per HBM block.
 const HBM_BLOCK_SHIFT: u32 = 9;
 /// Most contiguous runs of an HBM access walked one by one; beyond, its bounding range.
@@ -114,6 +119,8 @@ pub(crate) struct OnChip {
     stride: usize,
     /// Cells along a partition in one plane (of the memory, or of the renamed space).
     blocks: usize,
+    /// Bytes per cell within a partition (log2).
+    shift: u32,
     planes: usize,
     writes: Vec<Cell>,
     reads: Vec<Cell>,
@@ -122,13 +129,15 @@ pub(crate) struct OnChip {
 impl OnChip {
     /// A memory of 128 partitions `stride` bytes apart in `planes` planes (at least 1), never
     /// accessed, each plane `span` bytes along a partition (the memory's `stride` as
-    /// allocated; the sum of the tiles' sizes when each tile has a space of its own).
-    pub fn new(stride: usize, span: usize, planes: usize) -> OnChip {
-        let blocks = span.div_ceil(1 << BLOCK_SHIFT).max(1);
+    /// allocated; the sum of the tiles' sizes when each tile has a space of its own), in cells
+    /// of `1 << shift` bytes per partition.
+    pub fn new(stride: usize, span: usize, planes: usize, shift: u32) -> OnChip {
+        let blocks = span.div_ceil(1 << shift).max(1);
         let planes = planes.max(1);
         OnChip {
             stride,
             blocks,
+            shift,
             planes,
             writes: vec![Cell::default(); planes * blocks * QUADS],
             reads: vec![Cell::default(); planes * blocks * QUADS],
@@ -181,8 +190,8 @@ impl OnChip {
             base: plane_base,
             q0: quad(p0),
             q1: (quad(last) + 1).min(QUADS),
-            b0: (lo_b >> BLOCK_SHIFT).min(self.blocks),
-            b1: ((hi_b.saturating_sub(1) >> BLOCK_SHIFT) + 1).min(self.blocks),
+            b0: (lo_b >> self.shift).min(self.blocks),
+            b1: ((hi_b.saturating_sub(1) >> self.shift) + 1).min(self.blocks),
         }
     }
 
@@ -436,7 +445,7 @@ mod tests {
 
     #[test]
     fn regions_of_tiles() {
-        let m = OnChip::new(196_608, 196_608, 1);
+        let m = OnChip::new(196_608, 196_608, 1, BLOCK_SHIFT);
         let part = 196_608 / 2;
         // [128, 512] bf16 at byte 0: 1 KiB = 16 blocks, all quadrants.
         let r = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);
@@ -475,7 +484,7 @@ mod tests {
     fn renamed_tiles_have_places_of_their_own() {
         // Two tiles at one address, each given its own place in a renamed space of 4 KiB per
         // partition: the second's region starts where the first's ends.
-        let m = OnChip::new(196_608, 4096, 2);
+        let m = OnChip::new(196_608, 4096, 2, BLOCK_SHIFT);
         let part = 196_608 / 2;
         let tile = sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]);
         let first = m.region(&tile, 0, 0);
@@ -489,7 +498,7 @@ mod tests {
 
     #[test]
     fn read_after_write_and_write_after_read() {
-        let mut m = OnChip::new(196_608, 196_608, 1);
+        let mut m = OnChip::new(196_608, 196_608, 1, BLOCK_SHIFT);
         let part = 196_608 / 2;
         let a = m.region(&sbuf(0, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);
         let b = m.region(&sbuf(1024, [128, 512, 1, 1, 1], [part, 1, 0, 0, 0]), 0, 0);

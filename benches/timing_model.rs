@@ -1,0 +1,75 @@
+//! Criterion benchmarks of the timing model's speed in timing-only mode
+//! (`Timing::run_shapes`, `Detail::Summary`: what an autotuner runs per candidate), in executed
+//! instructions per second: each case declares the instructions its launch executes as its
+//! throughput, so criterion's "elem/s" figure is instructions per second.
+//!
+//! ```sh
+//! cargo bench --bench timing_model                  # about 30 s on 2 cores
+//! cargo bench --bench timing_model -- --quick       # about 5 s, less precise
+//! ```
+//!
+//! Cases, at the matmul tutorial's shape `[4096, 8192] × [8192, 8192]` bf16 on Trn1 under the
+//! default `Scheduling::Device`: `tiled` (99,328 executed instructions, DMA bound) and
+//! `fully_optimized` (39,176, TensorE bound); `mamba_v2` at the tutorial's `[1, 4096, 512]`
+//! (6,368, Vector bound).
+
+#[path = "../examples/matmul_fully_optimized.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod fully_optimized;
+#[path = "../examples/mamba_tutorial_shapes.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod mamba_shapes;
+#[path = "../examples/matmul_tiled.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod tiled;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nki::prelude::*;
+use nki::runtime::timing::{Detail, Timing};
+
+fn timing_only(c: &mut Criterion) {
+    let mut group = c.benchmark_group("timing_only");
+    group
+        .measurement_time(Duration::from_secs(8))
+        .sample_size(20);
+    let mm: [&[usize]; 2] = [&[8192, 4096], &[8192, 8192]];
+    let mamba: [&[usize]; 5] = [
+        &[1, 4096, 512],
+        &[1, 4096, 512],
+        &[4096, 16],
+        &[1, 16, 512],
+        &[1, 16, 512],
+    ];
+    let cases: [(&str, &Kernel<'static>, &[&[usize]]); 3] = [
+        ("tiled", &tiled::matmul_tiled::KERNEL, &mm),
+        (
+            "fully_optimized",
+            &fully_optimized::nki_matmul_fully_optimized_::KERNEL,
+            &mm,
+        ),
+        (
+            "mamba_v2",
+            &mamba_shapes::mamba_v2_512x4096::KERNEL,
+            &mamba,
+        ),
+    ];
+    let timing = Timing::new().detail(Detail::Summary);
+    for (name, kernel, shapes) in cases {
+        let mut core = NeuronCore::new(Target::Trn1);
+        let executed = timing
+            .run_shapes(&mut core, kernel, shapes)
+            .expect("the case launches")
+            .instructions();
+        group.throughput(Throughput::Elements(executed));
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(timing.run_shapes(&mut core, kernel, shapes).expect("launches")))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, timing_only);
+criterion_main!(benches);
