@@ -17,6 +17,10 @@
 //! of the 40). `matmul_blocked` sizes its SBUF accumulator for M = 4096, as NKI's kernel
 //! sizes it at the tutorial's shape (so M ≤ 4096 here). A candidate whose launch constraints the shape
 //! breaks (K not a multiple of its K block, …) is listed as not launchable.
+//!
+//! The candidates are timed on every host thread at once (a modeled core each), then ranked;
+//! for the winner the example names the engine the model finds it bound by (the busiest row
+//! over the kernel's time) and how far that engine is from being busy all the time.
 
 #![allow(dead_code, clippy::duplicate_mod)]
 
@@ -185,36 +189,73 @@ pub struct Outcome {
     pub host_ms: f64,
 }
 
-/// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) and
-/// returns them fastest first, the ones that cannot launch last.
+/// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) on every
+/// host thread (a core of its own each, the candidates dealt in turn) and returns them fastest
+/// first (ties in the candidates' order), the ones that cannot launch last.
 /// `scheduling`: which program to time (`Scheduling::Device`: what NKI's compiler would run).
 pub fn rank(target: Target, scheduling: Scheduling, k: usize, m: usize, n: usize) -> Vec<Outcome> {
-    let mut core = NeuronCore::new(target);
     let timing = Timing::new()
         .params(Params::for_target(target))
         .scheduling(scheduling)
         .detail(Detail::Summary);
-    let mut out: Vec<Outcome> = candidates()
-        .into_iter()
-        .map(|instance| {
-            let start = Instant::now();
-            let result = timing
-                .run_shapes(&mut core, instance.kernel, &[&[k, m], &[k, n]])
-                .map(|s| s.profile());
-            Outcome {
-                instance,
-                result,
-                host_ms: start.elapsed().as_secs_f64() * 1e3,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| match (&a.result, &b.result) {
-        (Ok(x), Ok(y)) => x.latency_us.total_cmp(&y.latency_us),
-        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
-        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
-        (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+    let list = candidates();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, list.len().max(1));
+    let mut out: Vec<(usize, Outcome)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (list, timing) = (&list, &timing);
+                scope.spawn(move || {
+                    let mut core = NeuronCore::new(target);
+                    list.iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(i, &instance)| {
+                            let start = Instant::now();
+                            let result = timing
+                                .run_shapes(&mut core, instance.kernel, &[&[k, m], &[k, n]])
+                                .map(|s| s.profile());
+                            let host_ms = start.elapsed().as_secs_f64() * 1e3;
+                            (
+                                i,
+                                Outcome {
+                                    instance,
+                                    result,
+                                    host_ms,
+                                },
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a timing thread panicked"))
+            .collect()
     });
-    out
+    out.sort_by(|(i, a), (j, b)| {
+        let by_latency = match (&a.result, &b.result) {
+            (Ok(x), Ok(y)) => x.latency_us.total_cmp(&y.latency_us),
+            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+            (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+        };
+        by_latency.then(i.cmp(j))
+    });
+    out.into_iter().map(|(_, o)| o).collect()
+}
+
+/// The engine a profile is bound by: the row busiest over the kernel's time (`TensorMatrix`
+/// is the PE array, `DMA` the DMA engines' average), with its busy share.
+pub fn bottleneck(p: &Profile) -> Option<(&str, f64)> {
+    p.engines
+        .iter()
+        .filter(|e| e.name != "Sync")
+        .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
+        .map(|e| (e.name.as_str(), e.utilisation))
 }
 
 fn value(i: &Instance, name: &str) -> String {
@@ -276,16 +317,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             })
             .collect();
-        let winner = ranked
-            .first()
-            .filter(|o| o.result.is_ok())
-            .map(|o| o.instance.name);
+        let best = ranked.first().and_then(|o| o.result.as_ref().ok().map(|p| (o, p)));
+        let winner = best.map(|(o, _)| o.instance.name);
+        let bound = best.and_then(|(_, p)| bottleneck(p)).map(|(engine, busy)| {
+            serde_json::json!({"engine": engine, "busy": busy, "from_peak": 1.0 - busy})
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "shape": {"K": k, "M": m, "N": n},
                 "target": target.name(),
                 "winner": winner,
+                "bottleneck": bound,
                 "candidates": rows,
             }))?
         );
@@ -347,11 +390,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             instance,
             result: Ok(p),
             ..
-        }) => println!(
-            "winner: {instance} — {:.1} µs modeled, MFU {:.1} %",
-            p.latency_us,
-            100.0 * p.mfu
-        ),
+        }) => {
+            println!(
+                "winner: {instance} — {:.1} µs modeled, MFU {:.1} %",
+                p.latency_us,
+                100.0 * p.mfu
+            );
+            if let Some((engine, busy)) = bottleneck(p) {
+                println!(
+                    "bound by {engine}: busy {:.1} % of the kernel's time, {:.1} % from that \
+                     engine's peak",
+                    100.0 * busy,
+                    100.0 * (1.0 - busy)
+                );
+            }
+        }
         _ => println!("no candidate can launch at this shape"),
     }
     Ok(())
