@@ -306,3 +306,29 @@ fn autotune_candidates_compute_the_product_and_rank_consistently() {
         latency("mm_m16_n2_k8")
     );
 }
+
+/// A kernel compiled for Trn3.
+#[kernel(target = trn3)]
+fn double_trn3(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let t = load(x[[0..128, 0..512]]);
+    store(out[[0..128, 0..512]], t + t);
+    out
+}
+
+#[test]
+fn a_trn3_kernel_runs_and_is_timed_on_the_v4_table() {
+    assert_eq!(double_trn3::KERNEL.program().target(), Target::Trn3);
+    let mut core = NeuronCore::new(Target::Trn3);
+    let x = DeviceTensor::from_array(&nki::ndarray::Array2::from_shape_fn((128, 512), |(i, j)| {
+        (i * 512 + j) as f32
+    }))
+    .unwrap();
+    let out = double_trn3(&mut core, &x).unwrap();
+    let out = out.into_array::<nki::ndarray::Ix2>().unwrap();
+    assert_eq!(out[[3, 7]], 2.0 * (3 * 512 + 7) as f32);
+    let s = Timing::new()
+        .run_shapes(&mut core, &double_trn3::KERNEL, &[&[128, 512]])
+        .unwrap();
+    assert_eq!(s.params().generation.to_string(), "NeuronCore-v4 (Trn3)");
+}

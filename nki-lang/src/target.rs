@@ -19,7 +19,8 @@ pub const SBUF_ALIGN: u32 = 64;
 
 /// The NeuronCore generation a kernel is compiled for.
 ///
-/// The generations differ in SBUF capacity; a program compiled for Trn1 runs on either.
+/// The generations differ in SBUF capacity and in the forms some instructions take; a program
+/// compiled for Trn1 runs on any of them.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Target {
     /// NeuronCore-v2 (Trn1, Inf2): SBUF of 128 partitions × 192 KiB.
@@ -27,6 +28,8 @@ pub enum Target {
     Trn1,
     /// NeuronCore-v3 (Trn2): SBUF of 128 partitions × 224 KiB.
     Trn2,
+    /// NeuronCore-v4 (Trn3): SBUF of 128 partitions × 256 KiB (32 MiB), PSUM as on Trn2.
+    Trn3,
 }
 
 impl Target {
@@ -35,22 +38,25 @@ impl Target {
         match self {
             Target::Trn1 => 192 * 1024,
             Target::Trn2 => 224 * 1024,
+            Target::Trn3 => 256 * 1024,
         }
     }
 
-    /// The target's lower-case name (`trn1`, `trn2`).
+    /// The target's lower-case name (`trn1`, `trn2`, `trn3`).
     pub const fn name(self) -> &'static str {
         match self {
             Target::Trn1 => "trn1",
             Target::Trn2 => "trn2",
+            Target::Trn3 => "trn3",
         }
     }
 
-    /// Parses `trn1` / `trn2`.
+    /// Parses `trn1` (or `inf2`) / `trn2` / `trn3`.
     pub fn from_name(name: &str) -> Option<Target> {
         match name {
             "trn1" | "inf2" => Some(Target::Trn1),
             "trn2" => Some(Target::Trn2),
+            "trn3" => Some(Target::Trn3),
             _ => None,
         }
     }

@@ -144,9 +144,9 @@ impl LaunchGrid {
             if d.size == 0 {
                 return Err(refuse(format!("axis {axis} has no instance")));
             }
-            if d.cores > 1 && (d.cores != 2 || target != Target::Trn2) {
+            if d.cores > 1 && (d.cores != 2 || target == Target::Trn1) {
                 return Err(refuse(format!(
-                    "nc({}) on axis {axis}: a {} kernel runs on one physical core (nc(2) needs trn2)",
+                    "nc({}) on axis {axis}: a {} kernel runs on one physical core (nc(2) needs trn2 or trn3)",
                     d.cores,
                     target.name()
                 )));

@@ -975,8 +975,55 @@ fn affine_buffers_overlap_independent_iterations() {
 #[test]
 fn docs_list_every_parameter() {
     let doc = include_str!("../../docs/timing.md");
-    for (a, b) in Params::TRN1.entries().iter().zip(Params::TRN2.entries()) {
-        let row = format!("| `{}` | {} | {} |", a.name, a.value, b.value);
+    let (v2, v3, v4) = (
+        Params::TRN1.entries(),
+        Params::TRN2.entries(),
+        Params::TRN3.entries(),
+    );
+    assert!(v2.len() == v3.len() && v3.len() == v4.len());
+    for ((a, b), c) in v2.iter().zip(&v3).zip(&v4) {
+        let row = format!(
+            "| `{}` | {} | {} | {} | {} | {} |",
+            a.name, a.value, b.value, c.value, a.unit, a.source
+        );
         assert!(doc.contains(&row), "docs/timing.md lacks the row {row}");
     }
+}
+
+/// `x [128, 2048] f32` loaded, squared with `tensor_tensor` on VectorE, stored, for `target`.
+fn square_f32(target: Target) -> CompiledProgram {
+    let mut b = ProgramBuilder::new("square", target);
+    let x = b.input("x", DType::F32, &[fixed(128), fixed(2048)]).unwrap();
+    let out = b.output("out", DType::F32, &[fixed(128), fixed(2048)]).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 2048]).unwrap();
+    let y = b.tile("y", Memory::Sbuf, DType::F32, &[128, 2048]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    b.tensor_tensor(y, t, t, Alu::Multiply).unwrap();
+    b.store(Grid::origin(out), y).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn trn3_is_timed_with_its_own_table() {
+    let vector = |target: Target| {
+        let c = square_f32(target);
+        let parts = c.parts();
+        let mut core = NeuronCore::new(target);
+        let s = Timing::new()
+            .run_shapes(&mut core, &Kernel::new(parts.program()), &[&[128, 2048]])
+            .unwrap();
+        assert_eq!(s.params(), &Params::for_target(target));
+        let r = *s
+            .records()
+            .iter()
+            .find(|r| r.track == Track::Vector)
+            .unwrap();
+        r.end - r.start
+    };
+    // fp32 tensor_tensor with both inputs in SBUF: 2N cycles, at 0.96 GHz on Trn2; on Trn3
+    // VectorE takes two 32-bit elements per lane per cycle at 1.2 GHz [TRN3ARCH].
+    assert_eq!(vector(Target::Trn2), cyc(2 * 2048, 960));
+    assert_eq!(vector(Target::Trn3), cyc(2048, 1200));
+    assert_eq!(Params::TRN3.generation.to_string(), "NeuronCore-v4 (Trn3)");
+    assert_eq!(Params::TRN3.sbuf_partition_bytes, 256 * 1024);
 }

@@ -261,10 +261,26 @@ fn compute(ins: &Instr, ops: &Operands, p: &Params, cycles: u64) -> Compute {
     } else {
         cycles
     };
+    // VectorE's base rate (v4: two 32-bit elements per lane per cycle) and ScalarE's v4
+    // performance mode for 16-bit copies and tensor_scalar [TRN3ARCH]; never below the floor.
+    let floor = u64::from(p.min_ii_cycles);
+    let cycles = match ins.engine {
+        Engine::Vector => (cycles / u64::from(p.vector_elements_per_cycle.max(1))).max(floor),
+        Engine::Scalar
+            if p.scalar_perf_mode
+                && matches!(ins.opcode, Opcode::TensorCopy | Opcode::TensorScalar)
+                && ops.iter().filter(|r| is_tile(r)).all(|r| half(r.dtype)) =>
+        {
+            (cycles / 2).max(floor)
+        }
+        Engine::Scalar | Engine::GpSimd | Engine::Tensor | Engine::Dma | Engine::Sync => cycles,
+    };
     let mhz = match ins.engine {
         Engine::Scalar => p.scalar_mhz,
         Engine::GpSimd => p.gpsimd_mhz,
-        _ => p.vector_mhz,
+        Engine::Vector => p.vector_mhz,
+        // Only the compute engines reach here (TensorE and DMA have their own cost paths).
+        Engine::Tensor | Engine::Dma | Engine::Sync => p.vector_mhz,
     };
     let table = match (ins.opcode, ins.data, ins.engine) {
         (Opcode::Activation, InstrData::Act { func, .. }, _) => Some(table_group(func)),
