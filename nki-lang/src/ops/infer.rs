@@ -544,7 +544,7 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
                 violation: RuleViolation::EngineNotOnTarget {
                     op: x.info().name,
                     engine: x.engine,
-                    needs: "trn2",
+                    needs: "trn2 or trn3",
                     target: x.target.name(),
                 },
             });

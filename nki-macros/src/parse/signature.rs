@@ -14,10 +14,10 @@ use super::model::{DimSpec, Instance, MetaKind, MetaParam, MetaValue, Param, Ten
 use crate::errors::Errors;
 use crate::span::Span;
 
-/// Parses the attribute's arguments: a comma-separated list of `target = trn1 | trn2` and
+/// Parses the attribute's arguments: a comma-separated list of `target = trn1 | trn2 | trn3` and
 /// instantiations `name(P = value, ...)`.
 pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Target, Vec<Instance>) {
-    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2)]` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
+    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2 | trn3)]` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
     let mut target = None;
     let mut instances = Vec::new();
     let parser = Punctuated::<Meta, Token![,]>::parse_terminated;
@@ -46,7 +46,7 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Targe
                     Some(t) => target = Some(t),
                     None => errors.push(
                         Span::of(&nv.value),
-                        "unknown target: expected `trn1` or `trn2`",
+                        "unknown target: expected `trn1`, `trn2` or `trn3`",
                     ),
                 }
             }
