@@ -50,11 +50,7 @@ fn timing_only(c: &mut Criterion) {
             &fully_optimized::nki_matmul_fully_optimized_::KERNEL,
             &mm,
         ),
-        (
-            "mamba_v2",
-            &mamba_shapes::mamba_v2_512x4096::KERNEL,
-            &mamba,
-        ),
+        ("mamba_v2", &mamba_shapes::mamba_v2_512x4096::KERNEL, &mamba),
     ];
     let timing = Timing::new().detail(Detail::Summary);
     for (name, kernel, shapes) in cases {
@@ -65,7 +61,13 @@ fn timing_only(c: &mut Criterion) {
             .instructions();
         group.throughput(Throughput::Elements(executed));
         group.bench_function(name, |b| {
-            b.iter(|| black_box(timing.run_shapes(&mut core, kernel, shapes).expect("launches")))
+            b.iter(|| {
+                black_box(
+                    timing
+                        .run_shapes(&mut core, kernel, shapes)
+                        .expect("launches"),
+                )
+            })
         });
     }
     group.finish();

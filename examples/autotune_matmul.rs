@@ -264,8 +264,7 @@ fn value(i: &Instance, name: &str) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let usage =
-        "usage: autotune_matmul [K M N] [--target trn1|trn2] [--program-order] [--json]";
+    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--program-order] [--json]";
     let mut dims = Vec::new();
     let mut target = Target::Trn1;
     let mut json = false;
@@ -317,7 +316,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             })
             .collect();
-        let best = ranked.first().and_then(|o| o.result.as_ref().ok().map(|p| (o, p)));
+        let best = ranked
+            .first()
+            .and_then(|o| o.result.as_ref().ok().map(|p| (o, p)));
         let winner = best.map(|(o, _)| o.instance.name);
         let bound = best.and_then(|(_, p)| bottleneck(p)).map(|(engine, busy)| {
             serde_json::json!({"engine": engine, "busy": busy, "from_peak": 1.0 - busy})

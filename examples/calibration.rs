@@ -169,16 +169,17 @@ pub fn run() -> Result<Vec<Outcome>, TimingError> {
             let mut core = NeuronCore::new(case.target);
             let shapes: Vec<&[usize]> = case.shapes.iter().map(Vec::as_slice).collect();
             let timing = Timing::new().params(Params::for_target(case.target));
-            let schedule = timing
-                .clone()
-                .detail(Detail::Profile)
-                .run_shapes(&mut core, case.kernel, &shapes)?;
+            let schedule = timing.clone().detail(Detail::Profile).run_shapes(
+                &mut core,
+                case.kernel,
+                &shapes,
+            )?;
             let program_order = timing
                 .detail(Detail::Summary)
                 .scheduling(Scheduling::ProgramOrder { buffers: 1 })
                 .run_shapes(&mut core, case.kernel, &shapes)?;
-            let dma_active = schedule.dma_active_ps().unwrap_or(0) as f64
-                / schedule.total_ps().max(1) as f64;
+            let dma_active =
+                schedule.dma_active_ps().unwrap_or(0) as f64 / schedule.total_ps().max(1) as f64;
             Ok(Outcome {
                 profile: schedule.profile(),
                 dma_active,

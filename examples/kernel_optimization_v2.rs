@@ -71,7 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             // fp32 products accumulated in fp32: a few ulps of the magnitude per term.
             let err = (f64::from(out[[i, j]]) - exact).abs();
-            worst = worst.max(err / (size * k as f64 * f64::from(f32::EPSILON)).max(f64::MIN_POSITIVE));
+            worst =
+                worst.max(err / (size * k as f64 * f64::from(f32::EPSILON)).max(f64::MIN_POSITIVE));
         }
     }
     println!(

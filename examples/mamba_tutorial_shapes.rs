@@ -65,13 +65,8 @@ pub fn mamba_v1_fixed<const SEQ_LEN: usize, const CHANNELS: usize>(
                 let deltaU = tensor_tensor(delta_i, u_i, op = multiply);
                 let B_i_bcast = broadcast_to(B_i, [CHANNEL_PSIZE, SEQ_LEN]);
                 let deltaBu = tensor_tensor(deltaU, B_i_bcast, op = multiply);
-                let scan_res = tensor_tensor_scan(
-                    deltaA,
-                    deltaBu,
-                    initial = 0.0,
-                    op0 = multiply,
-                    op1 = add,
-                );
+                let scan_res =
+                    tensor_tensor_scan(deltaA, deltaBu, initial = 0.0, op0 = multiply, op1 = add);
                 let C_i = load(C[[i_batch, i_state + j_p, j_f]]);
                 let C_i_bcast = broadcast_to(C_i, [CHANNEL_PSIZE, SEQ_LEN]);
                 let scanC = tensor_tensor(scan_res, C_i_bcast, op = multiply);
@@ -124,13 +119,8 @@ pub fn mamba_v2_fixed<const SEQ_LEN: usize>(
                 let deltaU = tensor_tensor(delta_i, u_i, op = multiply);
                 let B_i_bcast = broadcast_to(B_i, [CHANNEL_PSIZE, SEQ_LEN]);
                 let deltaBu = tensor_tensor(deltaU, B_i_bcast, op = multiply);
-                let scan_res = tensor_tensor_scan(
-                    deltaA,
-                    deltaBu,
-                    initial = 0.0,
-                    op0 = multiply,
-                    op1 = add,
-                );
+                let scan_res =
+                    tensor_tensor_scan(deltaA, deltaBu, initial = 0.0, op0 = multiply, op1 = add);
                 let C_i = load(C[[i_batch, i_state + j_p, j_f]]);
                 let C_i_bcast = broadcast_to(C_i, [CHANNEL_PSIZE, SEQ_LEN]);
                 let scanC = tensor_tensor(scan_res, C_i_bcast, op = multiply);

@@ -42,7 +42,10 @@ fn every_case_is_within_its_band() {
     assert_eq!(outcomes().len(), BANDS.len());
     for (id, lo, hi) in BANDS {
         let r = case(id).ratio();
-        assert!((lo..=hi).contains(&r), "{id}: modeled / published = {r:.3}, band [{lo}, {hi}]");
+        assert!(
+            (lo..=hi).contains(&r),
+            "{id}: modeled / published = {r:.3}, band [{lo}, {hi}]"
+        );
     }
 }
 

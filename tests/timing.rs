@@ -320,9 +320,10 @@ fn double_trn3(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
 fn a_trn3_kernel_runs_and_is_timed_on_the_v4_table() {
     assert_eq!(double_trn3::KERNEL.program().target(), Target::Trn3);
     let mut core = NeuronCore::new(Target::Trn3);
-    let x = DeviceTensor::from_array(&nki::ndarray::Array2::from_shape_fn((128, 512), |(i, j)| {
-        (i * 512 + j) as f32
-    }))
+    let x = DeviceTensor::from_array(&nki::ndarray::Array2::from_shape_fn(
+        (128, 512),
+        |(i, j)| (i * 512 + j) as f32,
+    ))
     .unwrap();
     let out = double_trn3(&mut core, &x).unwrap();
     let out = out.into_array::<nki::ndarray::Ix2>().unwrap();

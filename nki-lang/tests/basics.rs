@@ -196,5 +196,8 @@ fn target_capacities_and_names() {
     assert_eq!(Target::default(), Target::Trn1);
     assert_eq!(Target::from_name("inf2"), Some(Target::Trn1));
     assert_eq!(Target::from_name("trn2"), Some(Target::Trn2));
-    assert_eq!(Target::from_name("trn3"), None);
+    assert_eq!(Target::Trn3.sbuf_partition_bytes(), 262_144);
+    assert_eq!(Target::from_name("trn3"), Some(Target::Trn3));
+    assert_eq!(Target::Trn3.name(), "trn3");
+    assert_eq!(Target::from_name("trn4"), None);
 }

@@ -387,9 +387,7 @@ fn two_matmuls_sharing_a_psum_bank() {
     );
     // Sharing the bank delays the second matmul (the stores that follow, in another order,
     // decide the totals).
-    assert!(
-        rec(&shared, 4, Kind::MultiplyMoving).end > rec(&apart, 3, Kind::MultiplyMoving).end
-    );
+    assert!(rec(&shared, 4, Kind::MultiplyMoving).end > rec(&apart, 3, Kind::MultiplyMoving).end);
     assert_eq!(shared.peak_memory().1, 1);
     assert_eq!(apart.peak_memory().1, 2);
 }
@@ -723,10 +721,19 @@ fn an_added_dependency_never_shortens_a_schedule() {
     let mut checked = 0;
     for seed in 0..40 {
         let base = random_program(seed, 24, None);
-        let t0 = time_with(&base, &[&[128, 256]], program_order().detail(Detail::Summary)).total_ps();
+        let t0 = time_with(
+            &base,
+            &[&[128, 256]],
+            program_order().detail(Detail::Summary),
+        )
+        .total_ps();
         for extra in 0..4 {
             let with = random_program(seed, 24, Some(extra));
-            let s = time_with(&with, &[&[128, 256]], program_order().detail(Detail::Summary));
+            let s = time_with(
+                &with,
+                &[&[128, 256]],
+                program_order().detail(Detail::Summary),
+            );
             assert!(
                 s.total_ps() >= t0,
                 "seed {seed}, extra {extra}: {} < {t0}",
@@ -993,8 +1000,12 @@ fn docs_list_every_parameter() {
 /// `x [128, 2048] f32` loaded, squared with `tensor_tensor` on VectorE, stored, for `target`.
 fn square_f32(target: Target) -> CompiledProgram {
     let mut b = ProgramBuilder::new("square", target);
-    let x = b.input("x", DType::F32, &[fixed(128), fixed(2048)]).unwrap();
-    let out = b.output("out", DType::F32, &[fixed(128), fixed(2048)]).unwrap();
+    let x = b
+        .input("x", DType::F32, &[fixed(128), fixed(2048)])
+        .unwrap();
+    let out = b
+        .output("out", DType::F32, &[fixed(128), fixed(2048)])
+        .unwrap();
     let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 2048]).unwrap();
     let y = b.tile("y", Memory::Sbuf, DType::F32, &[128, 2048]).unwrap();
     b.load(t, Grid::origin(x)).unwrap();

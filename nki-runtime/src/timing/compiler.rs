@@ -8,8 +8,7 @@
 //! behaviour is not documented, `docs/timing.md` gives the choice made here and why.
 
 use nki_lang::{
-    Dir, Extent, InstrData, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl, ViewId,
-    Write,
+    Dir, Extent, InstrData, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl, ViewId, Write,
 };
 
 use super::params::Params;
@@ -247,7 +246,6 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
         .collect()
 }
 
-
 /// For each instruction (by pc), the depth of the loop it is hoisted out of, if any: a compute
 /// instruction (not a DMA) inside a loop of more than one iteration whose operands are the same
 /// in every iteration of its innermost loop — no view offset or mask uses that loop's index,
@@ -299,10 +297,11 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
             continue;
         }
         let mut reads = Vec::new();
-        let mut invariant = ins
-            .mask
-            .and_then(|m| masks.get(m.index()))
-            .is_none_or(|m| m.terms[..usize::from(m.len)].iter().all(|t| t.offset.loop_coef(depth) == 0));
+        let mut invariant = ins.mask.and_then(|m| masks.get(m.index())).is_none_or(|m| {
+            m.terms[..usize::from(m.len)]
+                .iter()
+                .all(|t| t.offset.loop_coef(depth) == 0)
+        });
         for o in ins.operands() {
             match o.operand {
                 OperandRef::View(v) => match views.get(v.index()) {
@@ -317,18 +316,26 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
                 OperandRef::Access(_) | OperandRef::Expr(_) => invariant = false,
             }
         }
-        let Some(own) = tile_of(dst.view) else { continue };
+        let Some(own) = tile_of(dst.view) else {
+            continue;
+        };
         if !invariant {
             continue;
         }
         // No other instruction of the loop's body writes what it reads or its destination.
         let clobbered = instrs[begin + 1..end].iter().enumerate().any(|(i, other)| {
-            let written = other.operands().filter(|o| o.dir.writes()).filter_map(|o| match o.operand {
-                OperandRef::View(v) => tile_of(v),
-                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
-            });
+            let written =
+                other
+                    .operands()
+                    .filter(|o| o.dir.writes())
+                    .filter_map(|o| match o.operand {
+                        OperandRef::View(v) => tile_of(v),
+                        OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
+                    });
             let me = begin + 1 + i == pc;
-            written.into_iter().any(|t| reads.contains(&t) || (!me && t == own))
+            written
+                .into_iter()
+                .any(|t| reads.contains(&t) || (!me && t == own))
         });
         if !clobbered {
             out[pc] = Some(depth);

@@ -24,9 +24,7 @@
 
 use core::ops::ControlFlow;
 
-use nki_lang::{
-    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues,
-};
+use nki_lang::{Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues};
 
 use super::Detail;
 use super::compiler::{self, Scheduling};
@@ -307,7 +305,9 @@ impl<'p> Timeline<'p> {
         for (ins, h) in self.program.instrs().iter().zip(&self.hoisted) {
             if h.is_some()
                 && let Some(d) = ins.data.dst()
-                && let Some(s) = views.get(d.view.index()).and_then(|v| scopes.get_mut(v.tile as usize))
+                && let Some(s) = views
+                    .get(d.view.index())
+                    .and_then(|v| scopes.get_mut(v.tile as usize))
             {
                 *s = None;
             }
@@ -436,7 +436,10 @@ impl<'p> Timeline<'p> {
                 addr: t.addr,
                 // The buffers it used: one per iteration seen, up to its degree.
                 buffers: self.degree.get(i).map_or(1, |&d| {
-                    let seen = self.rotation.get(i).map_or(1, |r| r.count.saturating_add(1));
+                    let seen = self
+                        .rotation
+                        .get(i)
+                        .map_or(1, |r| r.count.saturating_add(1));
                     u32::try_from(seen.min(u64::from(d))).unwrap_or(d)
                 }),
                 live: (a <= b).then_some((a, b)),
@@ -664,7 +667,14 @@ impl<'p> Timeline<'p> {
             None
         };
         let (start, gate, at) = match gap {
-            Some((start, opened)) => (start, Free { t: opened, who: ready.who }, ready),
+            Some((start, opened)) => (
+                start,
+                Free {
+                    t: opened,
+                    who: ready.who,
+                },
+                ready,
+            ),
             None => {
                 let gate = self.free[ti];
                 let at = gate.max(ready);
