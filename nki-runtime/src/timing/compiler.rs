@@ -185,9 +185,9 @@ const fn rotating_loop(kind: LoopKind) -> bool {
 }
 
 /// For each tile of `program`, the variables that identify its iteration when its buffers
-/// rotate: the innermost `affine_range` loop enclosing the loops common to all its uses (or
-/// the launch grid's instance, outside every loop). A tile whose first use is not a plain
-/// write (it may carry a value between iterations) never rotates.
+/// rotate: the innermost rotating loop ([`rotating_loop`]) among the loops common to all its
+/// uses (or the launch grid's instance, outside every loop). A tile whose first use is not a
+/// plain write (it may carry a value between iterations) never rotates.
 pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
     let tiles = program.tiles().len();
     let views = program.views();

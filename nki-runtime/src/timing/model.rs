@@ -175,8 +175,8 @@ pub struct Timeline<'p> {
     // What is measured.
     total: u64,
     instructions: u64,
-    /// Executed instructions the device does not run.
-    folded_count: u64,
+    /// Executed instructions the device does not run (folded fills, hoisted repeats).
+    not_run: u64,
     tracks: Vec<TrackStats>,
     opcodes: Vec<[u64; OPCODES]>,
     table_loads: u64,
@@ -257,7 +257,7 @@ impl<'p> Timeline<'p> {
             table: None,
             total: 0,
             instructions: 0,
-            folded_count: 0,
+            not_run: 0,
             tracks: vec![TrackStats::default(); Track::COUNT],
             opcodes: vec![[0; OPCODES]; ENGINES.len()],
             table_loads: 0,
@@ -356,8 +356,9 @@ impl<'p> Timeline<'p> {
         self
     }
 
-    /// Whether DMA triggers wait on their own queue rather than the Sync engine's.
-    fn queued_triggers(&self) -> bool {
+    /// Whether the device's program is timed ([`Scheduling::Device`]): DMA triggers on their
+    /// own queues, engine streams ordered by readiness.
+    fn device(&self) -> bool {
         matches!(self.scheduling, Scheduling::Device { .. })
     }
 
@@ -369,7 +370,7 @@ impl<'p> Timeline<'p> {
             return;
         }
         let views = self.program.views();
-        let program_order = !self.queued_triggers();
+        let program_order = !self.device();
         for o in ins.operands() {
             let OperandRef::View(v) = o.operand else {
                 continue;
@@ -451,6 +452,7 @@ impl<'p> Timeline<'p> {
             detail: self.detail,
             total: self.total,
             instructions: self.instructions,
+            not_run: self.not_run,
             tracks: self.tracks,
             opcodes: self.opcodes,
             table_loads: self.table_loads,
@@ -661,7 +663,7 @@ impl<'p> Timeline<'p> {
         }
         // The compiler's schedule may put the instruction in an idle gap its engine left
         // before the instructions so far (not across a table load).
-        let gap = if self.queued_triggers() && !loaded_table {
+        let gap = if self.device() && !loaded_table {
             self.gaps[ti].take(ready.t, w.busy)
         } else {
             None
@@ -678,7 +680,7 @@ impl<'p> Timeline<'p> {
             None => {
                 let gate = self.free[ti];
                 let at = gate.max(ready);
-                if self.queued_triggers() {
+                if self.device() {
                     self.gaps[ti].open(gate.t, at.t);
                 }
                 (at.t, gate, at)
@@ -807,7 +809,7 @@ impl<'p> Timeline<'p> {
         let si = Track::Sync.index();
         let q =
             self.queue_of.get(pc as usize).copied().unwrap_or(0) as usize % self.queue_done.len();
-        let queued = self.queued_triggers();
+        let queued = self.device();
         let gate = if queued {
             self.queue_trigger[q]
         } else {
@@ -970,7 +972,7 @@ impl Observer for Timeline<'_> {
             .flatten()
             .is_some_and(|d| vars.get(MAX_PIDS + d).is_some_and(|&v| v != 0));
         if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
-            self.folded_count += 1;
+            self.not_run += 1;
             return ControlFlow::Continue(());
         }
         let Some(work) = cost::cost(instr, operands, &self.p) else {

@@ -47,6 +47,8 @@ pub struct Profile {
     pub latency_us: f64,
     /// Instructions executed.
     pub instructions: u64,
+    /// Executed instructions the device would not run ([`Schedule::not_run`]).
+    pub not_run: u64,
     /// One row per engine, then DMA.
     pub engines: Vec<EngineRow>,
     /// Executions per engine and opcode (nonzero ones).
@@ -154,6 +156,7 @@ impl Profile {
             generation: p.generation,
             latency_us: s.latency_us(),
             instructions: s.instructions(),
+            not_run: s.not_run(),
             engines,
             opcodes,
             table_loads: s.table_loads(),
@@ -313,6 +316,13 @@ impl fmt::Display for Profile {
         }
         if self.table_loads > 0 {
             write!(f, ", ACT_TABLE_LOAD {}", self.table_loads)?;
+        }
+        if self.not_run > 0 {
+            write!(
+                f,
+                "; {} not run on the device (accumulation fills, hoisted repeats)",
+                self.not_run
+            )?;
         }
         writeln!(f)?;
         writeln!(

@@ -234,6 +234,7 @@ pub struct Schedule {
     pub(crate) detail: Detail,
     pub(crate) total: u64,
     pub(crate) instructions: u64,
+    pub(crate) not_run: u64,
     pub(crate) tracks: Vec<TrackStats>,
     pub(crate) opcodes: Vec<[u64; OPCODES]>,
     pub(crate) table_loads: u64,
@@ -304,6 +305,13 @@ impl Schedule {
     /// is neither executed nor timed).
     pub fn instructions(&self) -> u64 {
         self.instructions
+    }
+
+    /// Executed instructions the device would not run, so not timed: zero fills of PSUM
+    /// accumulation groups and the repeats of loop-invariant instructions
+    /// ([`super::Scheduling::Device`]).
+    pub fn not_run(&self) -> u64 {
+        self.not_run
     }
 
     /// A track's busy time and record count.
