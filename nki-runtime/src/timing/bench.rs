@@ -182,9 +182,10 @@ impl Benchmark {
         kernel: &Kernel<'_>,
         input_shapes: &[&[usize]],
     ) -> Result<BenchmarkResult, TimingError> {
-        let mut ph = super::Placeholders::new(kernel, self.timing.launch_grid(), input_shapes)?;
-        let (inputs, mut outputs) = ph.bind();
-        self.run(core, kernel, &inputs, &mut outputs)
+        self.timing
+            .on_placeholders(kernel, input_shapes, |inputs, outputs| {
+                self.run(core, kernel, inputs, outputs)
+            })
     }
 }
 

@@ -67,6 +67,7 @@ mod schedule;
 mod svg;
 mod trace;
 
+use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -292,9 +293,29 @@ impl Timing {
         kernel: &Kernel<'_>,
         input_shapes: &[&[usize]],
     ) -> Result<Schedule, TimingError> {
+        self.on_placeholders(kernel, input_shapes, |inputs, outputs| {
+            self.run(core, kernel, inputs, outputs)
+        })
+    }
+
+    /// Runs `f` on placeholder tensors of the given input shapes and the output shapes they
+    /// imply. After a timing-only run (nothing wrote them) they are kept, still zero, for the
+    /// next placeholders on this thread: a search over many candidates at one shape clears
+    /// its tensors once.
+    fn on_placeholders<T>(
+        &self,
+        kernel: &Kernel<'_>,
+        input_shapes: &[&[usize]],
+        f: impl FnOnce(&[HbmIn<'_>], &mut [HbmOut<'_>]) -> Result<T, TimingError>,
+    ) -> Result<T, TimingError> {
         let mut ph = Placeholders::new(kernel, self.launch_grid(), input_shapes)?;
         let (inputs, mut outputs) = ph.bind();
-        self.run(core, kernel, &inputs, &mut outputs)
+        let result = f(&inputs, &mut outputs);
+        drop((inputs, outputs));
+        if self.mode == Mode::TimingOnly {
+            ph.recycle();
+        }
+        result
     }
 
     /// Times one launch of `kernel` on `inputs`, with placeholder outputs of the shapes the
@@ -331,12 +352,19 @@ impl Buffer {
             .checked_mul(dtype.size() as usize)
             .filter(|&b| b <= isize::MAX as usize / 2)
             .ok_or(TimingError::TooLarge { index, elems })?;
-        // Refuse what the allocator cannot give (rather than abort), then take zeroed memory,
-        // which the host maps lazily: a timing-only run never touches it.
-        Vec::<u64>::new()
-            .try_reserve_exact(bytes.div_ceil(8))
-            .map_err(|_| TimingError::TooLarge { index, elems })?;
-        let words = vec![0u64; bytes.div_ceil(8)];
+        // A zeroed buffer of this length that an earlier timing-only run on this thread left,
+        // or new zeroed memory, which the host maps lazily (a timing-only run never touches
+        // it); refuse what the allocator cannot give rather than abort.
+        let len = bytes.div_ceil(8);
+        let words = match take_spare(len) {
+            Some(words) => words,
+            None => {
+                Vec::<u64>::new()
+                    .try_reserve_exact(len)
+                    .map_err(|_| TimingError::TooLarge { index, elems })?;
+                vec![0u64; len]
+            }
+        };
         Ok(Buffer {
             words,
             bytes,
@@ -363,6 +391,24 @@ impl Buffer {
             shape: self.shape,
         }
     }
+}
+
+thread_local! {
+    /// Zeroed placeholder buffers that earlier timing-only runs on this thread left (nothing
+    /// wrote them): a search that times many candidates at one shape clears them once. At most
+    /// [`SPARES`] are kept.
+    static SPARE: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most spare placeholder buffers kept per thread.
+const SPARES: usize = 8;
+
+/// A spare zeroed buffer of `len` words, if this thread has one.
+fn take_spare(len: usize) -> Option<Vec<u64>> {
+    SPARE.with_borrow_mut(|spare| {
+        let i = spare.iter().position(|w| w.len() == len)?;
+        Some(spare.swap_remove(i))
+    })
 }
 
 /// Placeholder tensors for a launch of a kernel at given input shapes.
@@ -397,6 +443,19 @@ impl Placeholders {
         let outputs = placeholder_outputs(kernel, grid, &ins)?;
         drop(ins);
         Ok(Placeholders { inputs, outputs })
+    }
+
+    /// Keeps the buffers for the next placeholders on this thread. Only for buffers nothing
+    /// wrote (a timing-only run's): they must still be zero.
+    fn recycle(self) {
+        SPARE.with_borrow_mut(|spare| {
+            for b in self.inputs.into_iter().chain(self.outputs) {
+                if spare.len() == SPARES {
+                    spare.remove(0);
+                }
+                spare.push(b.words);
+            }
+        });
     }
 
     fn bind(&mut self) -> (Vec<HbmIn<'_>>, Vec<HbmOut<'_>>) {
