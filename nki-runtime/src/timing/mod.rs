@@ -689,3 +689,45 @@ impl Schedule {
         Ok((trace_path, svg_path))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nki_lang::builder::{Grid, ProgramBuilder};
+    use nki_lang::{Dim, Memory, Target};
+
+    use super::*;
+
+    #[test]
+    fn timing_only_placeholders_are_kept_zero_for_the_next_run() {
+        let mut b = ProgramBuilder::new("copy", Target::Trn1);
+        let x = b
+            .input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)])
+            .unwrap();
+        let out = b
+            .output("out", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)])
+            .unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
+        b.load(t, Grid::origin(x)).unwrap();
+        b.store(Grid::origin(out), t).unwrap();
+        let c = b.finish().unwrap();
+        let parts = c.parts();
+        let kernel = Kernel::new(parts.program());
+        let mut core = NeuronCore::new(Target::Trn1);
+        let words = 128 * 64 * 4 / 8;
+        while take_spare(words).is_some() {}
+        Timing::new()
+            .run_shapes(&mut core, &kernel, &[&[128, 64]])
+            .unwrap();
+        // The input's and the output's buffers, both untouched.
+        for _ in 0..2 {
+            let spare = take_spare(words).expect("kept");
+            assert!(spare.iter().all(|&w| w == 0));
+        }
+        // A run that computes writes its output: nothing is kept.
+        Timing::new()
+            .mode(Mode::Compute)
+            .run_shapes(&mut core, &kernel, &[&[128, 64]])
+            .unwrap();
+        assert!(take_spare(words).is_none());
+    }
+}
