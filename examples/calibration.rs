@@ -133,6 +133,72 @@ pub fn cases() -> Vec<Case> {
 /// published speed-up.
 pub const PAIRS: [(&str, &str); 1] = [("mm-tiled-trn1", "mm-fully-optimized-trn1")];
 
+/// A published measurement the model was not fitted to: the fused Mamba tutorial's other
+/// versions and sequence lengths (aws-neuron-sdk `nki/guides/tutorials/fused_mamba.rst`,
+/// Trn1, fp32, batch 1, 4096 channels, 16 states).
+pub struct Check {
+    /// What it is.
+    pub id: &'static str,
+    /// NKI's kernel at the shape.
+    pub kernel: &'static Kernel<'static>,
+    /// The sequence length.
+    pub seq_len: usize,
+    /// Published latency, µs.
+    pub published_us: f64,
+}
+
+/// The held-out measurements, in pairs of versions at one shape (slower first).
+pub fn held_out() -> Vec<(Check, Check)> {
+    use mamba_tutorial_shapes as m;
+    let check = |id, kernel, seq_len, published_us| Check {
+        id,
+        kernel,
+        seq_len,
+        published_us,
+    };
+    vec![
+        (
+            check(
+                "mamba_v1 L=512",
+                &m::mamba_v1_512x4096::KERNEL,
+                512,
+                2_340.0,
+            ),
+            check(
+                "mamba_v2 L=512",
+                &m::mamba_v2_512x4096::KERNEL,
+                512,
+                1_610.0,
+            ),
+        ),
+        (
+            check("mamba_v2 L=1024", &m::mamba_v2_1024::KERNEL, 1024, 4_400.0),
+            check("mamba_v3 L=1024", &m::mamba_v3_1024::KERNEL, 1024, 3_300.0),
+        ),
+        (
+            check("mamba_v2 L=2048", &m::mamba_v2_2048::KERNEL, 2048, 8_900.0),
+            check("mamba_v3 L=2048", &m::mamba_v3_2048::KERNEL, 2048, 6_600.0),
+        ),
+    ]
+}
+
+/// Times a held-out check (Trn1, timing only): its modeled latency, µs.
+pub fn time_check(c: &Check) -> Result<f64, TimingError> {
+    let (l, ch) = (c.seq_len, 4096);
+    let shapes: [&[usize]; 5] = [
+        &[1, ch, l],
+        &[1, ch, l],
+        &[ch, 16],
+        &[1, 16, l],
+        &[1, 16, l],
+    ];
+    let mut core = NeuronCore::new(Target::Trn1);
+    Ok(Timing::new()
+        .detail(Detail::Summary)
+        .run_shapes(&mut core, c.kernel, &shapes)?
+        .latency_us())
+}
+
 /// A case as the model times it.
 pub struct Outcome {
     /// The case.
@@ -246,6 +312,37 @@ pub fn markdown(outcomes: &[Outcome]) -> String {
     s
 }
 
+/// The held-out table of `docs/timing.md`, as Markdown: each pair's latencies, ratios and
+/// whether the model orders the two versions as the hardware does.
+pub fn markdown_held_out() -> Result<String, TimingError> {
+    let mut s = String::from(
+        "| versions at one shape | published | modeled | r | speed-up published / modeled |\n\
+         |---|---|---|---|---|\n",
+    );
+    let held = held_out();
+    let mut right = 0;
+    for (slow, fast) in &held {
+        let (a, b) = (time_check(slow)?, time_check(fast)?);
+        let (published, modeled) = (slow.published_us / fast.published_us, a / b);
+        let same = (published > 1.0) == (modeled > 1.0);
+        right += usize::from(same);
+        s.push_str(&format!(
+            "| {} → {} | {} → {} | {} → {} | {:.2}, {:.2} | {published:.2}× / {modeled:.2}× ({}) |\n",
+            slow.id,
+            fast.id,
+            us(slow.published_us),
+            us(fast.published_us),
+            us(a),
+            us(b),
+            a / slow.published_us,
+            b / fast.published_us,
+            if same { "right" } else { "wrong" }
+        ));
+    }
+    s.push_str(&format!("\nDirections right: {right} of {}.\n", held.len()));
+    Ok(s)
+}
+
 /// A latency in µs or ms, three significant figures.
 fn us(t: f64) -> String {
     if t >= 1000.0 {
@@ -259,6 +356,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outcomes = run()?;
     if std::env::args().any(|a| a == "--markdown") {
         print!("{}", markdown(&outcomes));
+        println!();
+        print!("{}", markdown_held_out()?);
         return Ok(());
     }
     println!("the timing model against shared/calibration/README.md (Scheduling::Device):");
@@ -269,6 +368,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         100.0 * w15,
         100.0 * w30
     );
+    println!("\nheld out (published, not used to fit; Trn1):");
+    print!("{}", markdown_held_out()?);
     for (slow, fast) in PAIRS {
         let find = |id| outcomes.iter().find(|o| o.case.id == id);
         if let (Some(a), Some(b)) = (find(slow), find(fast)) {

@@ -116,4 +116,10 @@ fn docs_carry_the_fidelity_table() {
         "docs/timing.md's fidelity table is stale; replace it with the output of \
          `cargo run --release --example calibration -- --markdown`:\n{table}"
     );
+    let held = calibration::markdown_held_out().expect("every check launches");
+    assert!(
+        doc.contains(&held),
+        "docs/timing.md's held-out table is stale; replace it with the second table of \
+         `cargo run --release --example calibration -- --markdown`:\n{held}"
+    );
 }
