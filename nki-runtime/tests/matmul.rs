@@ -807,3 +807,62 @@ fn matmuls_of_rewritten_operands_see_the_new_values() {
         assert!(same, "{label} differs from strict");
     }
 }
+
+/// `cpu::matmul::matmul` refuses, with its documented panic, an operand of any dtype but f32,
+/// bf16 and f16 on every path this CPU runs, before any path reads it: its slices are sized
+/// for the dtype, which the paths' f32 reads would overrun.
+#[test]
+fn matmul_refuses_operands_of_other_dtypes_on_every_path() {
+    use nki_runtime::cpu::matmul::{MatmulScratch, Operand, Output, matmul};
+    let (k, m, n) = (4usize, 2usize, 16usize);
+    let refused: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|d| !matches!(d, DType::F32 | DType::Bf16 | DType::F16))
+        .collect();
+    assert!(refused.len() >= 8, "{refused:?}");
+    for isa in [Isa::Portable, Isa::Avx2Fma, Isa::Avx512, Isa::Avx512Bf16] {
+        if !isa.is_supported() {
+            continue;
+        }
+        for &dtype in &refused {
+            let size = dtype.size() as usize;
+            let (st, mv) = (vec![0u8; k * m * size], vec![0u8; k * n * size]);
+            let operand = |data, cols| Operand {
+                data,
+                dtype,
+                offset: 0,
+                row_stride: cols * size,
+                rows: k,
+                cols,
+            };
+            let (st, mv) = (operand(st.as_slice(), m), operand(mv.as_slice(), n));
+            let r = std::panic::catch_unwind(|| {
+                let mut out = vec![0f32; m * n];
+                let mut output = Output {
+                    data: &mut out,
+                    offset: 0,
+                    row_stride: n,
+                };
+                matmul(
+                    isa,
+                    &mut MatmulScratch::new(),
+                    &st,
+                    &mv,
+                    &mut output,
+                    false,
+                    0..n,
+                );
+            });
+            let message = r
+                .expect_err(&format!("{isa:?} took a {dtype:?} operand"))
+                .downcast::<String>()
+                .map(|s| *s)
+                .unwrap_or_default();
+            assert!(
+                message.contains("f32, bf16 or f16"),
+                "{isa:?} {dtype:?}: {message}"
+            );
+        }
+    }
+}

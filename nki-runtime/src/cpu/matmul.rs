@@ -858,8 +858,14 @@ fn validate_copy(c: &CopyOut, m: usize, cols: &Range<usize>) {
     }
 }
 
-/// Checks that every element of an operand lies inside its slice.
+/// Checks that an operand has a dtype the matmul reads (every path sizes its elements by it)
+/// and that every element lies inside its slice.
 fn validate_operand(op: &Operand) {
+    assert!(
+        matches!(op.dtype, DType::F32 | DType::Bf16 | DType::F16),
+        "a matmul operand is f32, bf16 or f16, not {:?}",
+        op.dtype
+    );
     let size = elem_size(op.dtype);
     if op.rows > 0 && op.cols > 0 {
         let end = (op.rows - 1)
