@@ -13,7 +13,7 @@ use nki_lang::{
     Memory, Opcode, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::timing::{
-    Benchmark, Detail, Kind, Mode, Params, Record, Schedule, Scheduling, Timing, Track,
+    Benchmark, Detail, Kind, Mode, Params, Record, Schedule, Scheduling, Timing, TimingError, Track,
 };
 use nki_runtime::{DeviceTensor, Kernel, NeuronCore};
 
@@ -1037,4 +1037,31 @@ fn trn3_is_timed_with_its_own_table() {
     assert_eq!(vector(Target::Trn3), cyc(2048, 1200));
     assert_eq!(Params::TRN3.generation.to_string(), "NeuronCore-v4 (Trn3)");
     assert_eq!(Params::TRN3.sbuf_partition_bytes, 256 * 1024);
+}
+
+#[test]
+fn benchmark_counts_beyond_the_limit_are_refused_before_any_run() {
+    let c = seed();
+    let parts = c.parts();
+    let k = Kernel::new(parts.program());
+    let mut core = NeuronCore::new(Target::Trn1);
+    let shapes: &[&[usize]] = &[&[128, 128], &[128, 512]];
+    for (bench, what) in [
+        (Benchmark::new().warmup(usize::MAX), "warm-up"),
+        (Benchmark::new().iters(usize::MAX), "timed"),
+        (Benchmark::new().iters(1 << 40), "timed"),
+        (Benchmark::new().iters(Benchmark::MAX_RUNS + 1), "timed"),
+    ] {
+        let e = bench.run_shapes(&mut core, &k, shapes).unwrap_err();
+        assert!(
+            matches!(e, TimingError::TooManyRuns { what: w, max, .. } if w == what && max == Benchmark::MAX_RUNS),
+            "{e}"
+        );
+    }
+    // The core is still usable.
+    let r = Benchmark::new()
+        .iters(2)
+        .run_shapes(&mut core, &k, shapes)
+        .unwrap();
+    assert_eq!(r.nc_latency.samples().len(), 2);
 }

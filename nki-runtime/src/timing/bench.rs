@@ -114,18 +114,22 @@ impl Default for Benchmark {
 }
 
 impl Benchmark {
+    /// Most warm-up runs, and most timed runs, a benchmark makes (each timed run keeps three
+    /// samples): larger counts are refused with [`TimingError::TooManyRuns`].
+    pub const MAX_RUNS: usize = 1 << 24;
+
     /// 5 warm-up runs, 10 timed runs, timing only.
     pub fn new() -> Benchmark {
         Benchmark::default()
     }
 
-    /// Untimed runs before the timed ones.
+    /// Untimed runs before the timed ones (at most [`Benchmark::MAX_RUNS`]).
     pub fn warmup(mut self, n: usize) -> Benchmark {
         self.warmup = n;
         self
     }
 
-    /// Timed runs (at least 1).
+    /// Timed runs (at least 1, at most [`Benchmark::MAX_RUNS`]).
     pub fn iters(mut self, n: usize) -> Benchmark {
         self.iters = n;
         self
@@ -148,23 +152,33 @@ impl Benchmark {
         if self.iters == 0 {
             return Err(TimingError::NoIterations);
         }
+        for (what, count) in [("warm-up", self.warmup), ("timed", self.iters)] {
+            if count > Benchmark::MAX_RUNS {
+                return Err(TimingError::TooManyRuns {
+                    what,
+                    count,
+                    max: Benchmark::MAX_RUNS,
+                });
+            }
+        }
         let grid = self.timing.launch_grid();
-        let mut nc = Vec::with_capacity(self.iters);
-        let mut launch = Vec::with_capacity(self.iters);
-        let mut model = Vec::with_capacity(self.iters);
+        for _ in 0..self.warmup {
+            let bound = kernel.bind_on(grid, inputs, outputs)?;
+            self.timing.run_bound(core, bound)?;
+        }
+        // The samples grow with the runs made (nothing is reserved for a count up front).
+        let (mut nc, mut launch, mut model) = (Vec::new(), Vec::new(), Vec::new());
         let mut last = None;
-        for i in 0..self.warmup + self.iters {
+        for _ in 0..self.iters {
             let t0 = Instant::now();
             let bound = kernel.bind_on(grid, inputs, outputs)?;
             let t1 = Instant::now();
             let s = self.timing.run_bound(core, bound)?;
             let t2 = Instant::now();
-            if i >= self.warmup {
-                nc.push(s.latency_us());
-                launch.push((t1 - t0).as_secs_f64() * 1e6);
-                model.push((t2 - t1).as_secs_f64() * 1e6);
-                last = Some(s);
-            }
+            nc.push(s.latency_us());
+            launch.push((t1 - t0).as_secs_f64() * 1e6);
+            model.push((t2 - t1).as_secs_f64() * 1e6);
+            last = Some(s);
         }
         Ok(BenchmarkResult {
             nc_latency: Latency::from_samples(nc),

@@ -120,6 +120,16 @@ pub enum TimingError {
     /// A benchmark of zero iterations.
     #[error("a benchmark needs at least one iteration")]
     NoIterations,
+    /// A benchmark asked for more runs than [`Benchmark::MAX_RUNS`].
+    #[error("a benchmark of {count} {what} runs: at most {max}")]
+    TooManyRuns {
+        /// `warm-up` or `timed`.
+        what: &'static str,
+        /// The count asked for.
+        count: usize,
+        /// The most it takes.
+        max: usize,
+    },
     /// A malformed `--profile` argument.
     #[error("bad profile argument `{arg}`: {why}")]
     Args {
