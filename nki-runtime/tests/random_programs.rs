@@ -94,6 +94,13 @@ fn random_programs_match_the_reference() {
     assert!(t.any * 20 <= t.exact + t.within, "{t:?}");
 }
 
+/// Property 1b: the timing model times every random valid program, under the device's
+/// schedule and the program order, with the invariants of `run::check_timing`.
+#[test]
+fn random_programs_are_timed_consistently() {
+    run_property(256, 512, |b| run::check_timing(&generate::case(b)));
+}
+
 /// Inputs the properties once failed on, run on every test run (hex, as the failure prints
 /// them).
 const REGRESSIONS: &[(&str, &str)] = &[(

@@ -342,3 +342,62 @@ pub fn check_bad_launch(cores: &mut Cores, case: &Case, c: &mut Choices<'_>) -> 
     }
     Ok(())
 }
+
+/// Times the case's program under both schedulings, timing only and computing, and checks
+/// what must hold of any schedule: the two modes give the same schedule; the device's program
+/// runs every executed instruction or counts it as not run; its on-chip peaks stay within
+/// capacity; every record ends after it starts, within the latency.
+pub fn check_timing(case: &Case) -> Result<(), String> {
+    use nki_runtime::timing::{Detail, Mode, Scheduling, Timing};
+    let compiled = build(case)?;
+    let parts = compiled.parts();
+    let program = parts.program();
+    let kernel = Kernel::new(program);
+    let shapes: Vec<Vec<usize>> = case.program.inputs.iter().map(dims).collect();
+    let shapes: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let target = program.target();
+    let mut core = NeuronCore::new(target).with_host_threads(1);
+    let mut time = |scheduling, mode| {
+        Timing::new()
+            .scheduling(scheduling)
+            .mode(mode)
+            .detail(Detail::Profile)
+            .run_shapes(&mut core, &kernel, &shapes)
+            .map_err(|e| format!("timing failed: {e}\n{program}\n{:?}", case.program))
+    };
+    let device = time(Scheduling::default(), Mode::TimingOnly)?;
+    let computed = time(Scheduling::default(), Mode::Compute)?;
+    let order = time(Scheduling::ProgramOrder { buffers: 1 }, Mode::TimingOnly)?;
+    let fail = |why: String| Err(format!("{why}\n{program}\n{:?}", case.program));
+    if device.records() != computed.records() || device.total_ps() != computed.total_ps() {
+        return fail("timing only and computing give different schedules".into());
+    }
+    if device.instructions() + device.not_run() != order.instructions() || order.not_run() != 0 {
+        return fail(format!(
+            "executed instructions: device {} + {} not run, program order {}",
+            device.instructions(),
+            device.not_run(),
+            order.instructions()
+        ));
+    }
+    let p = device.profile();
+    if p.peak_sbuf_bytes > p.sbuf_capacity || p.peak_psum_banks > p.psum_banks {
+        return fail(format!(
+            "peaks beyond capacity: SBUF {} of {}, PSUM {} of {}",
+            p.peak_sbuf_bytes, p.sbuf_capacity, p.peak_psum_banks, p.psum_banks
+        ));
+    }
+    for s in [&device, &order] {
+        if let Some(r) = s
+            .records()
+            .iter()
+            .find(|r| r.end < r.start || r.done < r.end || r.done > s.total_ps())
+        {
+            return fail(format!(
+                "a record out of order: {r:?} (latency {} ps)",
+                s.total_ps()
+            ));
+        }
+    }
+    Ok(())
+}
