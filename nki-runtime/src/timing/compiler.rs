@@ -8,7 +8,8 @@
 //! behaviour is not documented, `docs/timing.md` gives the choice made here and why.
 
 use nki_lang::{
-    Dir, Extent, InstrData, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl, ViewId, Write,
+    Dir, Extent, InstrData, LoopControl, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl,
+    ViewId, Write,
 };
 
 use super::params::Params;
@@ -262,8 +263,8 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
     // The loop stack: (depth, begin pc, end pc, more than one iteration).
     let mut stack: Vec<(usize, usize, usize, bool)> = Vec::new();
     for (pc, ins) in instrs.iter().enumerate() {
-        match ins.data {
-            InstrData::LoopBegin { trip, end, .. } => {
+        match ins.data.loop_control() {
+            Some(LoopControl::Begin { trip, end }) => {
                 let many = match trip {
                     Extent::Fixed(n) => n > 1,
                     Extent::Sym { .. } => true,
@@ -271,20 +272,11 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
                 stack.push((stack.len(), pc, end as usize, many));
                 continue;
             }
-            InstrData::LoopEnd { .. } => {
+            Some(LoopControl::End) => {
                 stack.pop();
                 continue;
             }
-            InstrData::Dma { .. }
-            | InstrData::Unary { .. }
-            | InstrData::Fill { .. }
-            | InstrData::Iota { .. }
-            | InstrData::Alu { .. }
-            | InstrData::Act { .. }
-            | InstrData::Reduce { .. }
-            | InstrData::Scan { .. }
-            | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {}
+            None => {}
         }
         let Some(&(depth, begin, end, true)) = stack.last() else {
             continue;
