@@ -51,6 +51,20 @@ impl Target {
         }
     }
 
+    /// Whether a program compiled for this target runs on a core of `core`'s: a generation
+    /// runs the programs of its own and earlier generations (a Trn1 program runs anywhere; a
+    /// Trn2 program, which may use Trn2's forms, on Trn2 and Trn3).
+    pub const fn runs_on(self, core: Target) -> bool {
+        const fn generation(t: Target) -> u8 {
+            match t {
+                Target::Trn1 => 2,
+                Target::Trn2 => 3,
+                Target::Trn3 => 4,
+            }
+        }
+        generation(self) <= generation(core)
+    }
+
     /// Parses `trn1` (or `inf2`) / `trn2` / `trn3`.
     pub fn from_name(name: &str) -> Option<Target> {
         match name {

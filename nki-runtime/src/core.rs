@@ -214,7 +214,8 @@ impl NeuronCore {
         Ok(())
     }
 
-    /// Refuses a program compiled for a larger SBUF than this core's.
+    /// Refuses a program compiled for a larger SBUF than this core's, or for a later
+    /// generation (whose instruction forms this core may lack).
     fn check_capacity(&self, bound: &Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let p = bound.program;
         let capacity = self.target.sbuf_partition_bytes();
@@ -225,6 +226,13 @@ impl NeuronCore {
                 compiled: p.target().name(),
                 core: self.target.name(),
                 capacity,
+            });
+        }
+        if !p.target().runs_on(self.target) {
+            return Err(LaunchError::Target {
+                kernel: p.name().to_string(),
+                compiled: p.target().name(),
+                core: self.target.name(),
             });
         }
         Ok(())

@@ -277,6 +277,19 @@ pub enum LaunchError {
         /// Bytes per partition the core has.
         capacity: u32,
     },
+    /// The kernel was compiled for a later generation than the core's: it may use forms
+    /// (`tensor_scalar` on ScalarE, non-add `activation` reductions, …) the core lacks.
+    #[error(
+        "kernel `{kernel}` is compiled for {compiled}; this {core} core runs programs compiled for {core} or earlier"
+    )]
+    Target {
+        /// The kernel's name.
+        kernel: String,
+        /// The program's target.
+        compiled: &'static str,
+        /// The core's target.
+        core: &'static str,
+    },
 }
 
 /// A kernel: its checked program, ready to launch.

@@ -263,3 +263,49 @@ fn shapes_that_cannot_be_allocated_or_viewed_are_errors() {
     let empty = nki_runtime::DeviceTensor::<f32>::zeros(&[0, 1 << 20]).unwrap();
     assert_eq!(empty.to_array().shape(), &[0, 1 << 20]);
 }
+
+#[test]
+fn a_program_runs_on_its_generation_and_later_ones() {
+    let copy = |target| {
+        let mut b = Builder::with_target("copy", target);
+        let x = b.input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(4)]);
+        let out = b.output("out", DType::F32, &[Dim::Fixed(128), Dim::Fixed(4)]);
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 4]);
+        let z = Affine::ZERO;
+        b.load(whole(t, &[128, 4]), access2(x, z, z));
+        b.store(access2(out, z, z), whole(t, &[128, 4]));
+        b.finish()
+    };
+    let xs: Vec<f32> = (0..512).map(|i| i as f32).collect();
+    let x = DeviceTensor::from_vec(&[128, 4], xs.clone()).unwrap();
+    let targets = [Target::Trn1, Target::Trn2, Target::Trn3];
+    for (i, &compiled) in targets.iter().enumerate() {
+        let c = copy(compiled);
+        let parts = c.parts();
+        let kernel = Kernel::new(parts.program());
+        for (j, &core) in targets.iter().enumerate() {
+            let mut o = sentinel(&[128, 4]);
+            let r = NeuronCore::new(core).launch(&kernel, &[x.arg()], &mut [o.arg_mut()]);
+            if j >= i {
+                r.unwrap();
+                assert_eq!(o.as_slice(), xs.as_slice());
+            } else {
+                let e = r.unwrap_err();
+                assert!(matches!(e, LaunchError::Target { .. }), "{e}");
+                assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "kernel `copy` is compiled for {}; this {} core runs programs compiled for {} or earlier",
+                        compiled.name(),
+                        core.name(),
+                        core.name()
+                    )
+                );
+                assert!(
+                    o.as_slice().iter().all(|&v| v == SENTINEL),
+                    "nothing written"
+                );
+            }
+        }
+    }
+}
