@@ -10,8 +10,8 @@ mod common;
 use common::{buf_violations, compile, diag, dims, edit_view, operand, slot, violations, whole};
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::{
-    Affine, DType, Extent, LoopKind, Memory, Opcode, RuleViolation, Scalar, Site, Target,
-    TileShape, Write,
+    Affine, DType, Diagnostic, Extent, LoopKind, Memory, Opcode, RuleViolation, Scalar, Site,
+    Target, TileShape, Write,
 };
 
 fn shape(d: &[u32]) -> TileShape {
@@ -814,4 +814,60 @@ fn operand_slots_are_the_ones_the_opcode_table_names() {
     assert_eq!(names(Opcode::Transpose), ["dst", "data"]);
     assert_eq!(names(Opcode::TensorCopy), ["dst", "src"]);
     assert_eq!(names(Opcode::Memset), ["dst"]);
+}
+
+/// A `memset` of `[1, free]` u8 then a `tensor_copy` of it, stored.
+fn fill_and_copy(memory: Memory, free: u32) -> ProgramBuilder {
+    let mut b = ProgramBuilder::new("wide", Target::Trn1);
+    let out = b
+        .output("out", DType::U8, &dims(&[1, u64::from(free)]))
+        .unwrap();
+    let a = b.tile("a", memory, DType::U8, &[1, free]).unwrap();
+    let c = b.tile("c", Memory::Sbuf, DType::U8, &[1, free]).unwrap();
+    b.memset(a, Scalar::float(1.0)).unwrap();
+    b.tensor_copy(c, a).unwrap();
+    b.store(Grid::origin(out), c).unwrap();
+    b
+}
+
+#[test]
+fn copy_and_memset_free_size_over_the_engine_limit() {
+    compile(fill_and_copy(Memory::Sbuf, 65536));
+    let limit = |op, operand, size, limit| RuleViolation::SizeLimit {
+        op,
+        operand,
+        what: "free size",
+        size,
+        limit,
+    };
+    assert_eq!(
+        violations(fill_and_copy(Memory::Sbuf, 70_000)),
+        vec![
+            diag(operand(0, 0), limit("memset", "dst", 70_000, 65536)),
+            diag(operand(1, 1), limit("tensor_copy", "src", 70_000, 65536)),
+        ]
+    );
+    // From PSUM: 4K elements (a PSUM tile this wide does not fit a bank either).
+    let v = violations(fill_and_copy(Memory::Psum, 5000));
+    assert!(
+        v.contains(&diag(operand(0, 0), limit("memset", "dst", 5000, 4096))),
+        "{v:?}"
+    );
+    assert!(
+        v.contains(&diag(
+            operand(1, 1),
+            limit("tensor_copy", "src", 5000, 4096)
+        )),
+        "{v:?}"
+    );
+    let sizes: Vec<&Diagnostic> = v
+        .iter()
+        .filter(|d| matches!(d.violation, RuleViolation::SizeLimit { .. }))
+        .collect();
+    assert_eq!(sizes.len(), 2, "{v:?}");
+    assert!(
+        sizes
+            .iter()
+            .all(|d| d.violation.code() == "err_size_of_dimension_exceed_arch_limit")
+    );
 }

@@ -265,6 +265,7 @@ pub(super) fn transpose(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 /// Elementwise on one source: its shape and dtype, into SBUF (or PSUM).
 pub(super) fn same_as_src(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let src = x.view(1)?;
+    check_free_size(x, 1)?;
     Ok(Some(Inferred {
         shape: src.shape,
         dtype: src.dtype,
@@ -276,6 +277,7 @@ pub(super) fn same_as_src(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 /// A result whose shape and dtype are the destination's own (`memset`).
 pub(super) fn given_dst(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let dst = x.view(0)?;
+    check_free_size(x, 0)?;
     Ok(Some(Inferred {
         shape: dst.shape,
         dtype: dst.dtype,
