@@ -47,7 +47,8 @@ pub use ops::{Axes, Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
 pub use program::{Program, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{
-    Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, MAX_TILE_RANK, SymbolValues, TileShape,
+    Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TILE_RANK, SymbolValues,
+    TileShape,
 };
 pub use target::Target;
 pub use verify::{CompiledProgram, Diagnostic, ProgramBuf, Site, TensorBuf, TileBuf};

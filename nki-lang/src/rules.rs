@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::ir::{Engine, Memory};
 use crate::shape::TileShape;
 use crate::target::{
-    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
+    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, Target,
 };
 
 /// A broken rule, with the limit it breaks.
@@ -90,6 +90,34 @@ pub enum RuleViolation {
     PsumTileTooLarge {
         /// Bytes per partition.
         bytes: u64,
+    },
+    /// One SBUF tile is larger than a partition of the target's SBUF (whether or not an
+    /// instruction uses it).
+    #[error(
+        "an SBUF tile of {bytes} bytes per partition exceeds a partition of {target} ({capacity} bytes)"
+    )]
+    SbufTileTooLarge {
+        /// Bytes per partition.
+        bytes: u64,
+        /// Bytes per partition available.
+        capacity: u32,
+        /// The target's name.
+        target: &'static str,
+    },
+    /// A fixed dimension of an HBM tensor above [`crate::MAX_TENSOR_DIM`]: no tensor can be
+    /// bound to it.
+    #[error(
+        "axis {axis} of `{tensor}` has {size} elements, over the {max} an HBM tensor axis may have"
+    )]
+    TensorDimTooLarge {
+        /// The tensor's name.
+        tensor: String,
+        /// The axis.
+        axis: usize,
+        /// Its size.
+        size: u64,
+        /// The most an axis may have.
+        max: u64,
     },
     /// Live SBUF tiles exceed the per-partition capacity (first-fit placement, 64-byte
     /// aligned, by live range).
@@ -397,7 +425,10 @@ impl RuleViolation {
             RuleViolation::WrongMemory { .. } => "err_unsupported_memory",
             RuleViolation::WrongDType { .. } => "err_unsupported_dtype",
             RuleViolation::PsumTileTooLarge { .. } => "err_psum_tile_exceeds_bank",
-            RuleViolation::SbufCapacity { .. } => "err_sbuf_capacity_exceeded",
+            RuleViolation::SbufCapacity { .. } | RuleViolation::SbufTileTooLarge { .. } => {
+                "err_sbuf_capacity_exceeded"
+            }
+            RuleViolation::TensorDimTooLarge { .. } => "err_size_of_dimension_exceed_arch_limit",
             RuleViolation::PsumBanks { .. } => "err_psum_banks_exceeded",
             RuleViolation::ShapeMismatch { .. } => "err_store_dst_shape_smaller_than_other_shape",
             RuleViolation::OutOfBounds { .. }
@@ -457,6 +488,38 @@ pub fn check_psum_tile(shape: &TileShape, dtype: DType) -> Result<(), RuleViolat
     let bytes = shape.free_elems().saturating_mul(u64::from(dtype.size()));
     if bytes > PSUM_BANK_BYTES as u64 {
         return Err(RuleViolation::PsumTileTooLarge { bytes });
+    }
+    Ok(())
+}
+
+/// A tile fits one partition of the target's SBUF (an SBUF tile; PSUM tiles have
+/// [`check_psum_tile`]).
+pub fn check_sbuf_tile(
+    shape: &TileShape,
+    dtype: DType,
+    target: Target,
+) -> Result<(), RuleViolation> {
+    let bytes = shape.free_elems().saturating_mul(u64::from(dtype.size()));
+    let capacity = target.sbuf_partition_bytes();
+    if bytes > u64::from(capacity) {
+        return Err(RuleViolation::SbufTileTooLarge {
+            bytes,
+            capacity,
+            target: target.name(),
+        });
+    }
+    Ok(())
+}
+
+/// A fixed dimension of an HBM tensor is at most [`crate::MAX_TENSOR_DIM`].
+pub fn check_tensor_dim(tensor: &str, axis: usize, size: u64) -> Result<(), RuleViolation> {
+    if size > crate::MAX_TENSOR_DIM {
+        return Err(RuleViolation::TensorDimTooLarge {
+            tensor: tensor.to_string(),
+            axis,
+            size,
+            max: crate::MAX_TENSOR_DIM,
+        });
     }
     Ok(())
 }

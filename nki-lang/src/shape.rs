@@ -6,6 +6,9 @@ use core::fmt;
 pub const MAX_SYMBOLS: usize = 8;
 /// Highest rank of an HBM tensor.
 pub const MAX_TENSOR_RANK: usize = 6;
+/// Largest size of one HBM tensor axis (2⁴⁰ elements): far beyond any memory, it keeps every
+/// index computation of a launch inside `i64`.
+pub const MAX_TENSOR_DIM: u64 = 1 << 40;
 /// Highest rank of a tile or of an instruction's access pattern: the partition dimension plus
 /// up to four free dimensions (the hardware's 4-D free access pattern).
 pub const MAX_TILE_RANK: usize = 5;

@@ -330,6 +330,16 @@ impl ProgramBuf {
         if !c.diags.is_empty() {
             return Err(c.diags);
         }
+        for (i, tensor) in self.tensors.iter().enumerate() {
+            for (axis, d) in tensor.shape.iter().enumerate() {
+                if let Dim::Fixed(n) = *d {
+                    c.report(
+                        Site::Tensor(i),
+                        rules::check_tensor_dim(&tensor.name, axis, n),
+                    );
+                }
+            }
+        }
         for (t, tile) in self.tiles.iter().enumerate() {
             c.report(Site::Tile(t), rules::check_tile_shape(&tile.shape));
             match tile.memory {
@@ -339,7 +349,12 @@ impl ProgramBuf {
                         rules::check_psum_tile(&tile.shape, tile.dtype),
                     );
                 }
-                Memory::Sbuf => {}
+                Memory::Sbuf => {
+                    c.report(
+                        Site::Tile(t),
+                        rules::check_sbuf_tile(&tile.shape, tile.dtype, self.target),
+                    );
+                }
                 Memory::Hbm => c.malformed(Site::Tile(t), "a tile must live in SBUF or PSUM"),
             }
         }

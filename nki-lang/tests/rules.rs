@@ -871,3 +871,69 @@ fn copy_and_memset_free_size_over_the_engine_limit() {
             .all(|d| d.violation.code() == "err_size_of_dimension_exceed_arch_limit")
     );
 }
+
+#[test]
+fn a_tile_larger_than_an_sbuf_partition_is_refused_even_unused() {
+    let program = |free: &[u32], target| {
+        let mut b = ProgramBuilder::new("unused", target);
+        let out = b.output("out", DType::F32, &dims(&[128, 4])).unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 4]).unwrap();
+        let mut shape = vec![128];
+        shape.extend_from_slice(free);
+        b.tile("huge", Memory::Sbuf, DType::F32, &shape).unwrap();
+        b.memset(t, Scalar::float(0.0)).unwrap();
+        b.store(Grid::origin(out), t).unwrap();
+        b
+    };
+    // Exactly one Trn1 partition (192 KiB of f32), unused: accepted.
+    compile(program(&[49_152], Target::Trn1));
+    assert_eq!(
+        violations(program(&[49_153], Target::Trn1)),
+        vec![diag(
+            Site::Tile(1),
+            RuleViolation::SbufTileTooLarge {
+                bytes: 196_612,
+                capacity: 196_608,
+                target: "trn1"
+            }
+        )]
+    );
+    // Fits a Trn2 partition.
+    compile(program(&[49_153], Target::Trn2));
+    // The free sizes multiply past u64: the size saturates, still refused.
+    let v = violations(program(&[u32::MAX, u32::MAX, 2], Target::Trn1));
+    assert!(
+        matches!(v.as_slice(), [d] if d.site == Site::Tile(1)
+            && matches!(d.violation, RuleViolation::SbufTileTooLarge { capacity: 196_608, .. })),
+        "{v:?}"
+    );
+    assert_eq!(v[0].violation.code(), "err_sbuf_capacity_exceeded");
+}
+
+#[test]
+fn a_tensor_axis_above_the_maximum_is_refused() {
+    let program = |n: u64| {
+        let mut b = ProgramBuilder::new("wide", Target::Trn1);
+        let x = b.input("x", DType::F32, &dims(&[n, 1])).unwrap();
+        let out = b.output("out", DType::F32, &dims(&[128, 1])).unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 1]).unwrap();
+        b.load(t, Grid::origin(x)).unwrap();
+        b.store(Grid::origin(out), t).unwrap();
+        b
+    };
+    compile(program(nki_lang::MAX_TENSOR_DIM));
+    for n in [nki_lang::MAX_TENSOR_DIM + 1, u64::MAX] {
+        assert_eq!(
+            violations(program(n)),
+            vec![diag(
+                Site::Tensor(0),
+                RuleViolation::TensorDimTooLarge {
+                    tensor: "x".to_string(),
+                    axis: 0,
+                    size: n,
+                    max: nki_lang::MAX_TENSOR_DIM
+                }
+            )]
+        );
+    }
+}

@@ -18,6 +18,9 @@ use nki_lang::MAX_TENSOR_RANK;
 /// index computation of a launch inside `i64`.
 pub const MAX_DIM: usize = 1 << 40;
 
+// The checker refuses larger fixed dimensions at compile time: the same limit.
+const _: () = assert!(MAX_DIM as u64 == nki_lang::MAX_TENSOR_DIM);
+
 /// The dimensions of an HBM tensor, row-major, up to [`MAX_TENSOR_RANK`] of them, stored
 /// inline (no heap).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]

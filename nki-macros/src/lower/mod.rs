@@ -347,9 +347,11 @@ impl Lowerer<'_> {
         shape: TileShape,
         span: Span,
     ) -> Value {
+        let target = self.buf.target;
         let check = nki_lang::rules::check_tile_shape(&shape).and_then(|()| match memory {
             Memory::Psum => nki_lang::rules::check_psum_tile(&shape, dtype),
-            _ => Ok(()),
+            Memory::Sbuf => nki_lang::rules::check_sbuf_tile(&shape, dtype, target),
+            Memory::Hbm => Ok(()),
         });
         if let Err(v) = check {
             return self.error(span, crate::errors::message(&v));
