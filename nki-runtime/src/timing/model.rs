@@ -3,9 +3,9 @@
 //! gives each engine's stream).
 //!
 //! Each engine is a queue with a `free` time (and, under [`Scheduling::Device`], the idle gaps
-//! it left, which a later instruction whose operands are ready may fill). An instruction starts when its engine
-//! is free and every region it reads is written (RAW) and, for what it writes, every earlier
-//! read and write is done (WAR, WAW); see [`super::regions`]. Then:
+//! it left, which a later instruction whose operands are ready may fill). An instruction
+//! starts when its engine is free and every region it reads is written (RAW) and, for what it
+//! writes, every earlier read and write is done (WAR, WAW); see [`super::regions`]. Then:
 //!
 //! - **Vector / Scalar / GpSimd**: busy for the instruction's interval; its result is visible
 //!   `dependency_latency_cycles` later. On v2, Vector and GpSimd share the SBUF port and Vector

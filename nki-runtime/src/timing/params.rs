@@ -196,7 +196,7 @@ params! {
     dma_descriptor_overhead_bytes: u32, "bytes", v2 = 228, v3 = 228, v4 = 228, "fit to DMABW/DMAOV (<256 B overhead bound, ≥2 KiB near peak, ≥4 KiB saturates; UNSURE); v4: as v3 (no Trn3 figure published; UNSURE)";
     /// Time each DMA engine of a transfer spends on it beyond moving its descriptors: taking
     /// the transfer from its queue and writing the completion semaphore that every engine
-    /// writes, whether it moved data or not [DMAOV].
+    /// writes, whether it moved data or not (DMAOV).
     dma_transfer_overhead_ns: u32, "ns", v2 = 360, v3 = 50, v4 = 50, "v2: fit to mm-tiled-trn1 (51.80 ms: 32,768 pairs of 32 KiB + 128 KiB loads at ~104 GB/s, 1.58 µs per pair per engine); v3: fit to kopt-v2-tiled-trn2 (39.89 ms, DMA active 99.93 %: 32,768 pairs of 64 KiB + 256 KiB fp32 loads with 512 B and 2 KiB rows); v4: as v3 (no Trn3 figure published; UNSURE)";
     /// Whether the DMA engines transpose natively (`load_transpose2d` at
     /// `dma_transpose_percent` of peak); otherwise every element is its own descriptor.
