@@ -36,13 +36,8 @@ fn timing_only(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(8))
         .sample_size(20);
     let mm: [&[usize]; 2] = [&[8192, 4096], &[8192, 8192]];
-    let mamba: [&[usize]; 5] = [
-        &[1, 4096, 512],
-        &[1, 4096, 512],
-        &[4096, 16],
-        &[1, 16, 512],
-        &[1, 16, 512],
-    ];
+    let mamba_shapes = mamba_shapes::input_shapes(4096, 512);
+    let mamba = mamba_shapes.each_ref().map(Vec::as_slice);
     let cases: [(&str, &Kernel<'static>, &[&[usize]]); 3] = [
         ("tiled", &tiled::matmul_tiled::KERNEL, &mm),
         (

@@ -55,15 +55,7 @@ pub struct Case {
 
 /// The five cases of `shared/calibration/README.md`.
 pub fn cases() -> Vec<Case> {
-    let mamba = |channels: usize| {
-        vec![
-            vec![1, channels, 512],
-            vec![1, channels, 512],
-            vec![channels, 16],
-            vec![1, 16, 512],
-            vec![1, 16, 512],
-        ]
-    };
+    let mamba = |channels: usize| mamba_tutorial_shapes::input_shapes(channels, 512).to_vec();
     vec![
         Case {
             id: "mm-tiled-trn1",
@@ -184,14 +176,8 @@ pub fn held_out() -> Vec<(Check, Check)> {
 
 /// Times a held-out check (Trn1, timing only): its modeled latency, µs.
 pub fn time_check(c: &Check) -> Result<f64, TimingError> {
-    let (l, ch) = (c.seq_len, 4096);
-    let shapes: [&[usize]; 5] = [
-        &[1, ch, l],
-        &[1, ch, l],
-        &[ch, 16],
-        &[1, 16, l],
-        &[1, 16, l],
-    ];
+    let shapes = mamba_tutorial_shapes::input_shapes(4096, c.seq_len);
+    let shapes = shapes.each_ref().map(Vec::as_slice);
     let mut core = NeuronCore::new(Target::Trn1);
     Ok(Timing::new()
         .detail(Detail::Summary)

@@ -29,6 +29,18 @@ pub mod mamba;
 
 use nki::prelude::*;
 
+/// The input shapes of one launch at the tutorial's batch of 1 and 16 states: `delta`, `u`
+/// `[1, channels, seq_len]`, `A [channels, 16]`, `B`, `C [1, 16, seq_len]`.
+pub fn input_shapes(channels: usize, seq_len: usize) -> [Vec<usize>; 5] {
+    [
+        vec![1, channels, seq_len],
+        vec![1, channels, seq_len],
+        vec![channels, 16],
+        vec![1, 16, seq_len],
+        vec![1, 16, seq_len],
+    ]
+}
+
 /// NKI's `mamba_v1` at a fixed sequence length and channel count: batch → state → channel
 /// tile, the channel tiles' results accumulated in one SBUF tile.
 #[kernel(
@@ -228,20 +240,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !within {
         return Err("result outside the fp32 error bound".into());
     }
-    let shapes: [&[usize]; 5] = [
-        &[1, 4096, 512],
-        &[1, 4096, 512],
-        &[4096, 16],
-        &[1, 16, 512],
-        &[1, 16, 512],
-    ];
-    let small_shapes: [&[usize]; 5] = [
-        &[1, 256, 512],
-        &[1, 256, 512],
-        &[256, 16],
-        &[1, 16, 512],
-        &[1, 16, 512],
-    ];
+    let (large, small) = (input_shapes(4096, 512), input_shapes(256, 512));
+    let (shapes, small_shapes) = (
+        large.each_ref().map(Vec::as_slice),
+        small.each_ref().map(Vec::as_slice),
+    );
     nki::timing::profile_shapes_from_args(&mut core, &mamba_v1_512x256::KERNEL, &small_shapes)?;
     nki::timing::profile_shapes_from_args(&mut core, &mamba_v1_512x4096::KERNEL, &shapes)?;
     nki::timing::profile_shapes_from_args(&mut core, &mamba_v2_512x4096::KERNEL, &shapes)?;
