@@ -254,6 +254,8 @@ fn a_profile_request_prints_and_writes_files() {
     assert_eq!(j["kernel"], "first_tile_only");
     assert!(j["utilisation"]["Scalar"].as_f64().unwrap() > 0.0);
     assert_eq!(j["counts"]["Scalar.activation"], 1);
+    assert_eq!(j["instructions"], p.instructions);
+    assert_eq!(j["not_run"], p.not_run);
 }
 
 #[test]

@@ -199,9 +199,9 @@ impl Profile {
         self.engines.iter().find(|e| e.name == name)
     }
 
-    /// The profile as one JSON object: `kernel`, `generation`, `latency_us`, `mfu`, `hfu`,
-    /// `utilisation` (by row name), `active_us`, `critical_path_share`, `counts`
-    /// (`engine.opcode`), the byte and memory figures.
+    /// The profile as one JSON object: `kernel`, `generation`, `latency_us`, `instructions`,
+    /// `not_run`, `mfu`, `hfu`, `utilisation` (by row name), `active_us`,
+    /// `critical_path_share`, `counts` (`engine.opcode`), the byte and memory figures.
     pub fn to_json(&self) -> String {
         let mut o = String::new();
         let _ = self.write_json(&mut o);
@@ -225,11 +225,12 @@ impl Profile {
         };
         write!(
             o,
-            "{{\"kernel\":{},\"generation\":{},\"latency_us\":{},\"instructions\":{},\"mfu\":{},\"hfu\":{},\"utilisation\":",
+            "{{\"kernel\":{},\"generation\":{},\"latency_us\":{},\"instructions\":{},\"not_run\":{},\"mfu\":{},\"hfu\":{},\"utilisation\":",
             Str(&self.kernel),
             Str(self.generation.name()),
             Num(self.latency_us),
             self.instructions,
+            self.not_run,
             Num(self.mfu),
             Num(self.hfu),
         )?;
