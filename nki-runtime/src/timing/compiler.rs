@@ -260,8 +260,23 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
     let masks = program.masks();
     let tile_of = |v: ViewId| views.get(v.index()).map(|v| v.tile as usize);
     let mut out = vec![None; instrs.len()];
-    // The loop stack: (depth, begin pc, end pc, more than one iteration).
-    let mut stack: Vec<(usize, usize, usize, bool)> = Vec::new();
+    // The tiles an instruction writes, each once.
+    let written = |ins: &nki_lang::Instr| {
+        let mut tiles: Vec<usize> = ins
+            .operands()
+            .filter(|o| o.dir.writes())
+            .filter_map(|o| match o.operand {
+                OperandRef::View(v) => tile_of(v),
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
+            })
+            .collect();
+        tiles.sort_unstable();
+        tiles.dedup();
+        tiles
+    };
+    // The loop stack: depth, more than one iteration, and how many instructions of the body
+    // write each tile (counted once per loop, not per instruction of it).
+    let mut stack: Vec<(usize, bool, Vec<u32>)> = Vec::new();
     for (pc, ins) in instrs.iter().enumerate() {
         match ins.data.loop_control() {
             Some(LoopControl::Begin { trip, end }) => {
@@ -269,7 +284,15 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
                     Extent::Fixed(n) => n > 1,
                     Extent::Sym { .. } => true,
                 };
-                stack.push((stack.len(), pc, end as usize, many));
+                let mut writers = vec![0u32; program.tiles().len()];
+                for other in &instrs[pc + 1..end as usize] {
+                    for t in written(other) {
+                        if let Some(n) = writers.get_mut(t) {
+                            *n += 1;
+                        }
+                    }
+                }
+                stack.push((stack.len(), many, writers));
                 continue;
             }
             Some(LoopControl::End) => {
@@ -278,9 +301,10 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
             }
             None => {}
         }
-        let Some(&(depth, begin, end, true)) = stack.last() else {
+        let Some((depth, true, writers)) = stack.last() else {
             continue;
         };
+        let depth = *depth;
         if matches!(ins.data, InstrData::Dma { .. }) {
             continue;
         }
@@ -314,21 +338,10 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
         if !invariant {
             continue;
         }
-        // No other instruction of the loop's body writes what it reads or its destination.
-        let clobbered = instrs[begin + 1..end].iter().enumerate().any(|(i, other)| {
-            let written =
-                other
-                    .operands()
-                    .filter(|o| o.dir.writes())
-                    .filter_map(|o| match o.operand {
-                        OperandRef::View(v) => tile_of(v),
-                        OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
-                    });
-            let me = begin + 1 + i == pc;
-            written
-                .into_iter()
-                .any(|t| reads.contains(&t) || (!me && t == own))
-        });
+        // No instruction of the loop's body writes what it reads, and none but itself writes
+        // its destination.
+        let count = |t: usize| writers.get(t).copied().unwrap_or(0);
+        let clobbered = reads.iter().any(|&t| count(t) > 0) || count(own) > 1;
         if !clobbered {
             out[pc] = Some(depth);
         }
