@@ -14,7 +14,10 @@
 //!
 //! Deviation from NKI (forced by the language): `B_i.broadcast_to((128, seq_len))` of a
 //! one-partition tile is a TensorE matmul against a tile of ones into PSUM and a copy back to
-//! SBUF (`docs/language.md`); NKI leaves the broadcast to its compiler.
+//! SBUF (`docs/language.md`); NKI leaves the broadcast to its compiler. The timing model times
+//! what that compiler runs: a broadcast of one PSUM bank (512 fp32) is read from PSUM, without
+//! the copy (`docs/timing.md`, "Scheduling"), so the copy costs no modeled time at 512 wide;
+//! wider broadcasts (`mamba_v2` at 1024 and 2048) keep it.
 //!
 //! `cargo run --release --example mamba_tutorial_shapes [-- --profile]`: runs each instance on
 //! random inputs against the f64 reference of `examples/mamba.rs` (v1 small only; the large

@@ -26,16 +26,22 @@ fn case(id: &str) -> &'static Outcome {
         .unwrap_or_else(|| panic!("no case {id}"))
 }
 
-/// The band each case's ratio stays in. Four cases are calibrated to ±10 %; `mamba-v2` is
-/// the model's known miss (`docs/timing.md`, "Fidelity"), pinned where it stands so that a
+/// The band each case's ratio stays in. Four cases are calibrated to ±10 %; `mamba-v1-small`
+/// is the model's known miss (`docs/timing.md`, "Fidelity"), pinned where it stands so that a
 /// change that moves it shows.
 const BANDS: [(&str, f64, f64); 5] = [
     ("mm-tiled-trn1", 0.9, 1.1),
     ("mm-fully-optimized-trn1", 0.9, 1.1),
     ("kopt-v2-tiled-trn2", 0.9, 1.1),
-    ("mamba-v1-small", 0.9, 1.1),
-    ("mamba-v2", 1.4, 1.75),
+    ("mamba-v1-small", 0.75, 0.9),
+    ("mamba-v2", 0.9, 1.1),
 ];
+
+/// The cases whose published engine shares the model misses by more than 10 points: the
+/// Mamba kernels' Vector shares (the model leaves VectorE idle for the 100-cycle dependency
+/// latency between the chain's instructions, which the profiler counts as active;
+/// `docs/timing.md`, "Fidelity").
+const UTILISATION_MISSES: [&str; 2] = ["mamba-v1-small", "mamba-v2"];
 
 #[test]
 fn every_case_is_within_its_band() {
@@ -51,7 +57,10 @@ fn every_case_is_within_its_band() {
 
 #[test]
 fn published_utilisations_are_within_ten_points() {
-    for o in outcomes().iter().filter(|o| o.case.id != "mamba-v2") {
+    for o in outcomes()
+        .iter()
+        .filter(|o| !UTILISATION_MISSES.contains(&o.case.id))
+    {
         for u in &o.case.utilisation {
             let modeled = o.modeled(u);
             assert!(

@@ -335,3 +335,160 @@ fn a_trn3_kernel_runs_and_is_timed_on_the_v4_table() {
         .unwrap();
     assert_eq!(s.params().generation.to_string(), "NeuronCore-v4 (Trn3)");
 }
+
+/// `x * broadcast_to(row)`: a partition broadcast read by VectorE, one PSUM bank wide
+/// (`F = 512` fp32) or two (`F = 1024`).
+#[kernel(scale_rows_512(F = 512), scale_rows_1024(F = 1024))]
+fn scale_rows<const F: usize>(x: Hbm<f32, 128, F>, row: Hbm<f32, 1, F>) -> Hbm<f32, 128, F> {
+    let out = ndarray([128, F], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..F];
+    let (j_p, j_f) = mgrid![0..1, 0..F];
+    let t = load(x[[i_p, i_f]]);
+    let r = load(row[[j_p, j_f]]);
+    let b = broadcast_to(r, [128, F]);
+    let y = tensor_tensor(t, b, op = multiply);
+    store(out[[i_p, i_f]], y);
+    out
+}
+
+/// Picoseconds of `cycles` VectorE cycles on Trn1 (1.12 GHz), as the model rounds them.
+fn trn1_vector_ps(cycles: u64) -> u64 {
+    (cycles * 1_000_000 + 560) / 1120
+}
+
+#[test]
+fn a_one_bank_partition_broadcast_is_read_from_psum_on_the_device() {
+    let mut core = NeuronCore::new(Target::Trn1);
+    let time = |kernel: &Kernel<'static>, f: usize, scheduling, core: &mut NeuronCore| {
+        Timing::new()
+            .detail(Detail::Trace)
+            .scheduling(scheduling)
+            .run_shapes(core, kernel, &[&[128, f], &[1, f]])
+            .unwrap()
+    };
+    let device = Scheduling::default();
+    let as_allocated = Scheduling::ProgramOrder { buffers: 1 };
+    for (kernel, f, copies) in [
+        (&scale_rows_512::KERNEL, 512u64, 0u64),
+        (&scale_rows_1024::KERNEL, 1024, 2),
+    ] {
+        let s = time(kernel, f as usize, device, &mut core);
+        // One bank: the copy out of PSUM does not run, the multiply reads PSUM (N cycles).
+        // Two banks: the broadcast is copied to SBUF and the multiply reads two SBUF tiles
+        // (2N cycles).
+        assert_eq!(
+            s.opcode_count(Engine::Vector, Opcode::TensorCopy),
+            copies,
+            "F = {f}"
+        );
+        let tt = s
+            .records()
+            .iter()
+            .find(|r| r.kind == Kind::Instruction && r.opcode == Opcode::TensorTensor)
+            .unwrap();
+        let n = if copies == 0 { f } else { 2 * f };
+        assert_eq!(tt.end - tt.start, trn1_vector_ps(n), "F = {f}");
+        // It still waits for the broadcast's matmul.
+        let mm = s
+            .records()
+            .iter()
+            .filter(|r| r.kind == Kind::MultiplyMoving)
+            .map(|r| r.done)
+            .max()
+            .unwrap();
+        assert!(tt.start >= mm, "F = {f}");
+        // The program as allocated runs every copy.
+        let p = time(kernel, f as usize, as_allocated, &mut core);
+        assert_eq!(
+            p.opcode_count(Engine::Vector, Opcode::TensorCopy),
+            f / 512,
+            "F = {f}"
+        );
+    }
+    // And the kernel computes the product either way.
+    let x = nki::ndarray::Array2::from_shape_fn((128, 512), |(p, j)| (p as f32) - (j as f32) / 7.0);
+    let row = nki::ndarray::Array2::from_shape_fn((1, 512), |(_, j)| 0.5 + j as f32);
+    let out = scale_rows_512::host(&mut core, x.view(), row.view()).unwrap();
+    for ((p, j), &v) in out.indexed_iter() {
+        assert_eq!(v, x[[p, j]] * row[[0, j]]);
+    }
+}
+
+/// `acc += t` of two SBUF tiles.
+#[kernel]
+fn accumulate_tile(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..512];
+    let acc = zeros([128, 512], f32, Sbuf);
+    let t = load(x[[i_p, i_f]]);
+    acc[[i_p, i_f]] += t;
+    store(out[[i_p, i_f]], acc[[i_p, i_f]]);
+    out
+}
+
+#[test]
+fn an_accumulating_copy_costs_a_tensor_tensor_of_two_inputs() {
+    let mut core = NeuronCore::new(Target::Trn1);
+    let s = Timing::new()
+        .detail(Detail::Trace)
+        .run_shapes(&mut core, &accumulate_tile::KERNEL, &[&[128, 512]])
+        .unwrap();
+    let acc = s
+        .records()
+        .iter()
+        .find(|r| r.kind == Kind::Instruction && r.opcode == Opcode::TensorCopy)
+        .unwrap();
+    // NKI's `+=`: a tensor_tensor add of two fp32 SBUF tiles, 2N cycles.
+    assert_eq!(acc.end - acc.start, trn1_vector_ps(1024));
+}
+
+/// Each iteration loads a tile, takes its exp and stores it: the next iteration's load is
+/// triggered long before this iteration's store.
+#[kernel]
+fn exp_tiles(x: Hbm<f32, 512, 512>) -> Hbm<f32, 512, 512> {
+    let out = ndarray([512, 512], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..512];
+    for k in affine_range(4) {
+        let t = load(x[[k * 128 + i_p, i_f]]);
+        let y = exp(t);
+        store(out[[k * 128 + i_p, i_f]], y);
+    }
+    out
+}
+
+#[test]
+fn dma_engines_serve_transfers_in_trigger_order_on_the_device() {
+    let mut core = NeuronCore::new(Target::Trn1);
+    let first_data = |scheduling, core: &mut NeuronCore| {
+        let s = Timing::new()
+            .detail(Detail::Trace)
+            .scheduling(scheduling)
+            .run_shapes(core, &exp_tiles::KERNEL, &[&[512, 512]])
+            .unwrap();
+        let of = |opcode| -> Vec<u64> {
+            s.records()
+                .iter()
+                .filter(|r| r.kind == Kind::DmaTransfer && r.opcode == opcode)
+                .map(|r| r.start + r.wait)
+                .collect()
+        };
+        (of(Opcode::Load), of(Opcode::Store))
+    };
+    let (loads, stores) = first_data(Scheduling::default(), &mut core);
+    assert_eq!((loads.len(), stores.len()), (4, 4));
+    // Iteration 1's load moves its data before iteration 0's store: the engines take it in
+    // the idle time before the store, as the device's queues would. (Later loads find no gap
+    // wide enough: a transfer already placed is never moved, so the gaps approximate the
+    // queues' trigger order only where the engines were idle.)
+    assert!(
+        loads[1] < stores[0],
+        "load 1 at {} ps, store 0 at {} ps",
+        loads[1],
+        stores[0]
+    );
+    // In program order on one Sync queue, each load waits for the store before it.
+    let (loads, stores) = first_data(Scheduling::ProgramOrder { buffers: 4 }, &mut core);
+    for k in 0..3 {
+        assert!(loads[k + 1] > stores[k]);
+    }
+}

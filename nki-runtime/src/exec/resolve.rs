@@ -120,6 +120,12 @@ impl Operands {
         self.ops[slot].as_ref()
     }
 
+    /// The operand in `slot`, to change (a timing model's view of what the device reads).
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, slot: usize) -> Option<&mut Resolved> {
+        self.ops.get_mut(slot).and_then(Option::as_mut)
+    }
+
     /// Every operand, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Resolved> {
         self.ops.iter().flatten()

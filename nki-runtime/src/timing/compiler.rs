@@ -348,3 +348,157 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
     }
     out
 }
+
+/// Partition broadcasts whose readers the compiler lets read PSUM: for each tile, the PSUM
+/// tile it stands for, and for each instruction (by pc) whether the device skips it (the copy
+/// out of PSUM it no longer needs).
+pub(crate) struct PsumReads {
+    /// By tile: the PSUM tile an SBUF tile's readers read instead.
+    pub alias: Vec<Option<u16>>,
+    /// By pc: the copies out of PSUM the device does not run.
+    pub folded: Vec<bool>,
+}
+
+/// The partition broadcasts (`broadcast_to` of a `[1, F]` tile) that fit one PSUM bank: NKI's
+/// compiler computes such a broadcast on TensorE (a matmul contracting one partition into
+/// PSUM) and may leave its result in PSUM ("a new tile ... in SBUF, but can be also assigned
+/// to a PSUM tensor", `nl.broadcast_to`), so its Vector and Scalar readers read the bank and
+/// no copy to SBUF runs. This project's lowering writes the copy; the device's program has
+/// none. The pattern, exactly: a PSUM tile of at most one bank per partition, written by one
+/// matmul whose stationary operand has one partition and read whole by one `tensor_copy` into
+/// an SBUF tile of the same shape that nothing else writes; every other use of that SBUF tile
+/// is a read by a Vector or Scalar instruction after the copy in the same loop body, with no
+/// other operand in PSUM (an engine reads at most one PSUM input). A broadcast wider than one
+/// bank (several matmuls) stays in SBUF.
+pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
+    let instrs = program.instrs();
+    let views = program.views();
+    let tiles = program.tiles();
+    let view = |v: ViewId| views.get(v.index());
+    let tile_of = |v: ViewId| view(v).map(|v| v.tile as usize);
+    let mut out = PsumReads {
+        alias: vec![None; tiles.len()],
+        folded: vec![false; instrs.len()],
+    };
+    // Per tile: the pcs that use it, and the innermost loop (its LoopBegin pc) of each use.
+    let mut uses: Vec<Vec<(usize, Option<usize>)>> = vec![Vec::new(); tiles.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    for (pc, ins) in instrs.iter().enumerate() {
+        match ins.data.loop_control() {
+            Some(LoopControl::Begin { .. }) => {
+                stack.push(pc);
+                continue;
+            }
+            Some(LoopControl::End) => {
+                stack.pop();
+                continue;
+            }
+            None => {}
+        }
+        for o in ins.operands() {
+            if let Some(t) = o.view().and_then(tile_of)
+                && let Some(u) = uses.get_mut(t)
+                && u.last().is_none_or(|&(last, _)| last != pc)
+            {
+                u.push((pc, stack.last().copied()));
+            }
+        }
+    }
+    let whole = |v: ViewId| {
+        view(v).is_some_and(|v| {
+            tiles.get(v.tile as usize).is_some_and(|t| {
+                v.part_start == 0
+                    && v.shape == t.shape
+                    && v.offset == nki_lang::Affine::ZERO
+                    && v.is_row_major()
+            })
+        })
+    };
+    let bank = u64::from(p.psum_bank_bytes);
+    for (pc, ins) in instrs.iter().enumerate() {
+        let InstrData::Unary { dst, src } = ins.data else {
+            continue;
+        };
+        let (Some(s), Some(ps)) = (tile_of(dst.view), tile_of(src)) else {
+            continue;
+        };
+        let (Some(sd), Some(pd)) = (tiles.get(s), tiles.get(ps)) else {
+            continue;
+        };
+        if ins.opcode != Opcode::TensorCopy
+            || ins.mask.is_some()
+            || !matches!(dst.write, Write::Overwrite)
+            || sd.memory != Memory::Sbuf
+            || pd.memory != Memory::Psum
+            || pd.bytes_per_partition() > bank
+            || sd.shape != pd.shape
+            || !whole(dst.view)
+            || !whole(src)
+        {
+            continue;
+        }
+        // The PSUM tile: one matmul of one partition (a broadcast), then this copy.
+        let psum_uses = &uses[ps];
+        let [(mm_pc, _), (copy_pc, _)] = psum_uses[..] else {
+            continue;
+        };
+        let broadcast = instrs.get(mm_pc).is_some_and(|m| match m.data {
+            InstrData::Matmul {
+                dst, stationary, ..
+            } => {
+                m.mask.is_none()
+                    && matches!(dst.write, Write::Overwrite)
+                    && tile_of(dst.view) == Some(ps)
+                    && view(stationary).is_some_and(|v| v.shape.partitions() == 1)
+            }
+            _ => false,
+        });
+        if copy_pc != pc || !broadcast {
+            continue;
+        }
+        // The SBUF tile: this copy, then reads by Vector or Scalar in the same loop body.
+        let sbuf_uses = &uses[s];
+        let Some(&(first, body)) = sbuf_uses.first() else {
+            continue;
+        };
+        let readers_ok = first == pc
+            && sbuf_uses[1..].iter().all(|&(r, loop_of)| {
+                let Some(reader) = instrs.get(r) else {
+                    return false;
+                };
+                let engine_reads_psum = match reader.engine {
+                    nki_lang::Engine::Vector | nki_lang::Engine::Scalar => true,
+                    nki_lang::Engine::Tensor
+                    | nki_lang::Engine::GpSimd
+                    | nki_lang::Engine::Dma
+                    | nki_lang::Engine::Sync => false,
+                };
+                let mut reads_it = false;
+                let mut other_psum = false;
+                for o in reader.operands() {
+                    let t = o.view().and_then(tile_of);
+                    if t == Some(s) {
+                        reads_it |= o.dir == Dir::Read;
+                        if o.dir != Dir::Read {
+                            return false;
+                        }
+                    } else if t
+                        .and_then(|t| tiles.get(t))
+                        .is_some_and(|d| d.memory == Memory::Psum)
+                    {
+                        other_psum = true;
+                    }
+                }
+                engine_reads_psum
+                    && reads_it
+                    && !other_psum
+                    && loop_of == body
+                    && !matches!(reader.data, InstrData::Dma { .. })
+            });
+        if readers_ok && sbuf_uses.len() > 1 {
+            out.alias[s] = u16::try_from(ps).ok();
+            out.folded[pc] = true;
+        }
+    }
+    out
+}

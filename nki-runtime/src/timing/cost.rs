@@ -171,7 +171,26 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
             // An ACTIVATE with the copy function [ISA activation: max(MIN_II, N)].
             Engine::Scalar => mi(n),
             Engine::GpSimd => gpsimd(n, p),
-            _ => vector_fast(mi(n), ops, p),
+            _ => match (tile(ops, 1), accumulating(ops)) {
+                // `dst += src` of two tiles: NKI emits a `tensor_tensor` of the destination
+                // and the source (the fused Mamba tutorial: "a VectorE tensor_tensor add").
+                (Some(src), Some(dst)) => {
+                    let add_like = matches!(
+                        ins.data,
+                        InstrData::Unary {
+                            dst: nki_lang::Dst {
+                                write: nki_lang::Write::Accumulate(
+                                    Alu::Add | Alu::Multiply | Alu::Subtract
+                                ),
+                                ..
+                            },
+                            ..
+                        }
+                    );
+                    mi(two_inputs(dst, src, Some(dst), add_like, p, n))
+                }
+                (Some(_), None) | (None, _) => vector_fast(mi(n), ops, p),
+            },
         },
         Opcode::Memset => match engine {
             Engine::GpSimd => gpsimd(n, p),
@@ -333,10 +352,6 @@ fn tensor_tensor(ins: &Instr, ops: &Operands, p: &Params, n: u64) -> u64 {
     let (Some(a), Some(b)) = (tile(ops, 1), tile(ops, 2)) else {
         return n.saturating_mul(2);
     };
-    let dst = ops.slot(0);
-    let mixed = a.loc != b.loc;
-    let both_sbuf = a.loc == Loc::Sbuf && b.loc == Loc::Sbuf;
-    let all = |f: fn(DType) -> bool| f(a.dtype) && f(b.dtype) && dst.is_some_and(|d| f(d.dtype));
     let add_like = matches!(
         ins.data,
         InstrData::Alu {
@@ -344,6 +359,27 @@ fn tensor_tensor(ins: &Instr, ops: &Operands, p: &Params, n: u64) -> u64 {
             ..
         }
     );
+    two_inputs(a, b, ops.slot(0), add_like, p, n)
+}
+
+/// The destination of an accumulating instruction (read and written), if it is a tile.
+fn accumulating(ops: &Operands) -> Option<&Resolved> {
+    tile(ops, 0).filter(|r| r.dir == nki_lang::Dir::ReadWrite)
+}
+
+/// VectorE cycles of an elementwise operation of two tile inputs `a` and `b` into `dst`
+/// (`tensor_tensor`'s table [ISA]); `add_like`: the operator is add, multiply or subtract.
+fn two_inputs(
+    a: &Resolved,
+    b: &Resolved,
+    dst: Option<&Resolved>,
+    add_like: bool,
+    p: &Params,
+    n: u64,
+) -> u64 {
+    let mixed = a.loc != b.loc;
+    let both_sbuf = a.loc == Loc::Sbuf && b.loc == Loc::Sbuf;
+    let all = |f: fn(DType) -> bool| f(a.dtype) && f(b.dtype) && dst.is_some_and(|d| f(d.dtype));
     let v2_fast = both_sbuf
         && all(|d| d == DType::Bf16)
         && add_like

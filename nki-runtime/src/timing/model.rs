@@ -83,6 +83,15 @@ impl Gaps {
     /// Gaps kept per engine.
     const MAX: usize = 32;
 
+    /// The earliest start at or after `ready` of an interval of `busy` inside a gap, if a
+    /// gap holds one.
+    fn fit(&self, ready: u64, busy: u64) -> Option<u64> {
+        self.list
+            .iter()
+            .find(|&&(a, b)| a.max(ready).saturating_add(busy) <= b)
+            .map(|&(a, _)| a.max(ready))
+    }
+
     /// The earliest start at or after `ready` of an interval of `busy` inside a gap, which it
     /// takes, and where that gap opened; `None` when no gap holds it.
     fn take(&mut self, ready: u64, busy: u64) -> Option<(u64, u64)> {
@@ -140,6 +149,9 @@ pub struct Timeline<'p> {
     shift: Vec<i64>,
     /// Instructions the device does not run (by pc).
     folded: Vec<bool>,
+    /// By tile: the PSUM tile its readers read instead (a partition broadcast left in PSUM,
+    /// [`compiler::psum_broadcasts`]); empty when none is.
+    alias: Vec<Option<u16>>,
     /// Instructions hoisted out of the loop at this depth (by pc): run in its first
     /// iteration only.
     hoisted: Vec<Option<usize>>,
@@ -160,6 +172,11 @@ pub struct Timeline<'p> {
     /// Each engine queue's idle gaps ([`Scheduling::Device`]).
     gaps: [Gaps; 6],
     dma: Vec<Free>,
+    /// Each DMA engine's idle gaps ([`Scheduling::Device`]): a transfer triggered earlier
+    /// than one the model placed before it (program order) takes the engine first.
+    dma_gaps: Vec<Gaps>,
+    /// HBM's idle gaps ([`Scheduling::Device`]), likewise.
+    hbm_gaps: Gaps,
     queue_done: Vec<Free>,
     /// Each DMA queue's trigger sequencer ([`Scheduling::Device`]).
     queue_trigger: Vec<Free>,
@@ -238,6 +255,7 @@ impl<'p> Timeline<'p> {
             degree: Vec::new(),
             shift: Vec::new(),
             folded: Vec::new(),
+            alias: Vec::new(),
             hoisted: Vec::new(),
             place: [(0, 0); MAX_SLOTS],
             regions: [Region::default(); MAX_SLOTS],
@@ -250,6 +268,8 @@ impl<'p> Timeline<'p> {
             psum_port: [Free::NONE; 2],
             gaps: Default::default(),
             dma: vec![Free::NONE; engines],
+            dma_gaps: vec![Gaps::default(); engines],
+            hbm_gaps: Gaps::default(),
             queue_done: vec![Free::NONE; queues],
             queue_trigger: vec![Free::NONE; queues],
             queue_of,
@@ -332,12 +352,22 @@ impl<'p> Timeline<'p> {
         if device {
             let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program);
             self.shift = shift;
+            let psum_reads = compiler::psum_broadcasts(self.program, &self.p);
             self.folded = compiler::folded_memsets(self.program);
+            for (f, &copy) in self.folded.iter_mut().zip(&psum_reads.folded) {
+                *f |= copy;
+            }
+            self.alias = if psum_reads.alias.iter().any(Option::is_some) {
+                psum_reads.alias
+            } else {
+                Vec::new()
+            };
             self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes, RENAMED_BLOCK_SHIFT);
             self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes, RENAMED_BLOCK_SHIFT);
         } else {
             self.shift = vec![0; tiles];
             self.folded = Vec::new();
+            self.alias = Vec::new();
             self.sbuf = OnChip::new(self.sbuf_stride, self.sbuf_stride, planes, BLOCK_SHIFT);
             self.psum = OnChip::new(PSUM_STRIDE, PSUM_STRIDE, planes, BLOCK_SHIFT);
         }
@@ -375,7 +405,7 @@ impl<'p> Timeline<'p> {
             let OperandRef::View(v) = o.operand else {
                 continue;
             };
-            let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
+            let Some(t) = views.get(v.index()).map(|v| self.tile_read(v.tile)) else {
                 continue;
             };
             let shift = self.shift.get(t).copied().unwrap_or(0);
@@ -401,6 +431,66 @@ impl<'p> Timeline<'p> {
                 *p = (plane, shift);
             }
         }
+    }
+
+    /// The tile the device reads for `tile`: its PSUM broadcast when the compiler left one
+    /// there ([`compiler::psum_broadcasts`]), else itself.
+    fn tile_read(&self, tile: u16) -> usize {
+        match self.alias.get(usize::from(tile)) {
+            Some(&Some(psum)) => usize::from(psum),
+            Some(None) | None => usize::from(tile),
+        }
+    }
+
+    /// The operands as the device reads them, when a partition broadcast that the
+    /// compiler left in PSUM is among them (else `None`): that operand's elements at the same
+    /// places of the PSUM tile (the two tiles have one shape, row-major).
+    fn read_from_psum(&self, ins: &Instr, ops: &Operands) -> Option<Operands> {
+        if self.alias.is_empty() {
+            return None;
+        }
+        let views = self.program.views();
+        let tiles = self.program.tiles();
+        let mut out: Option<Operands> = None;
+        for o in ins.operands() {
+            let Some(view) = o.view().and_then(|v| views.get(v.index())) else {
+                continue;
+            };
+            let psum = self.tile_read(view.tile);
+            if psum == usize::from(view.tile) {
+                continue;
+            }
+            let (Some(sd), Some(pd), Some(r)) = (
+                tiles.get(usize::from(view.tile)),
+                tiles.get(psum),
+                ops.slot(usize::from(o.slot)),
+            ) else {
+                continue;
+            };
+            let (s_size, p_size) = (
+                i64::from(sd.dtype.size().max(1)),
+                i64::from(pd.dtype.size().max(1)),
+            );
+            let s_part = self.sbuf_stride as i64 / s_size;
+            let p_part = PSUM_STRIDE as i64 / p_size;
+            if r.loc != Loc::Sbuf || s_part <= 0 {
+                continue;
+            }
+            let base = r.pattern.base as i64;
+            let partition = base.div_euclid(s_part);
+            let element = base.rem_euclid(s_part) - i64::from(sd.addr) / s_size;
+            let mut moved = *r;
+            moved.loc = Loc::Psum;
+            moved.dtype = pd.dtype;
+            moved.pattern.base =
+                (partition * p_part + i64::from(pd.addr) / p_size + element) as isize;
+            moved.pattern.strides[0] =
+                (r.pattern.strides[0] as i64 / s_part).saturating_mul(p_part) as isize;
+            if let Some(slot) = out.get_or_insert(*ops).slot_mut(usize::from(o.slot)) {
+                *slot = moved;
+            }
+        }
+        out
     }
 
     /// The cells of each on-chip operand of the instruction being timed (once per
@@ -545,7 +635,8 @@ impl<'p> Timeline<'p> {
         for o in ins.operands() {
             if let OperandRef::View(v) = o.operand
                 && let Some(view) = views.get(v.index())
-                && let Some(l) = self.live.get_mut(view.tile as usize)
+                && let t = self.tile_read(view.tile)
+                && let Some(l) = self.live.get_mut(t)
             {
                 l.0 = l.0.min(start);
                 l.1 = l.1.max(done);
@@ -844,9 +935,22 @@ impl<'p> Timeline<'p> {
         } else {
             self.free[si] = triggered;
         }
-        // The data phase: the engines with the earliest free times, in index order on ties.
+        // The data phase: the engines that can start it earliest (under the device's
+        // scheduling, in an idle gap an engine left), in index order on ties.
         let arrive = t_end.saturating_add(self.dma_latency);
         let want = (w.engines as usize).clamp(1, self.dma.len());
+        let gaps = queued;
+        let start_on = |tl: &Self, e: usize| -> (u64, bool) {
+            let gap = if gaps {
+                tl.dma_gaps[e].fit(arrive, w.data)
+            } else {
+                None
+            };
+            match gap {
+                Some(s) => (s, true),
+                None => (arrive.max(tl.dma[e].t), false),
+            }
+        };
         let mut chosen = [usize::MAX; MAX_DMA];
         let mut used = [false; MAX_DMA];
         if want == self.dma.len() {
@@ -857,22 +961,35 @@ impl<'p> Timeline<'p> {
         }
         for slot in chosen.iter_mut().take(want).filter(|c| **c == usize::MAX) {
             let mut best = usize::MAX;
-            for (e, f) in self.dma.iter().enumerate() {
-                if !used[e] && (best == usize::MAX || f.t < self.dma[best].t) {
+            let mut best_start = u64::MAX;
+            for (e, _) in used
+                .iter()
+                .enumerate()
+                .take(self.dma.len())
+                .filter(|(_, u)| !**u)
+            {
+                let (s, _) = start_on(self, e);
+                if best == usize::MAX || s < best_start {
                     best = e;
+                    best_start = s;
                 }
             }
             used[best] = true;
             *slot = best;
+        }
+        // Each chosen engine's start, and whether it is in a gap.
+        let mut starts = [(0u64, false); MAX_DMA];
+        for (k, &e) in chosen[..want].iter().enumerate() {
+            starts[k] = start_on(self, e);
         }
         let mut first = u64::MAX;
         let mut last = Ready {
             t: arrive,
             who: trigger,
         };
-        for &e in &chosen[..want] {
-            let s = arrive.max(self.dma[e].t);
-            let blocker = if self.dma[e].t > arrive {
+        for (k, &e) in chosen[..want].iter().enumerate() {
+            let (s, in_gap) = starts[k];
+            let blocker = if !in_gap && self.dma[e].t > arrive {
                 self.dma[e].who
             } else {
                 trigger
@@ -889,17 +1006,39 @@ impl<'p> Timeline<'p> {
         // HBM bandwidth, shared by every transfer.
         let hbm = w.hbm_read.saturating_add(w.hbm_write);
         if hbm > 0 {
-            let s = self.hbm_free.max(first);
-            self.hbm_free = s.saturating_add(bytes_ps(hbm, self.p.hbm_bytes_per_us));
-            last.merge(self.hbm_free, trigger);
+            let busy = bytes_ps(hbm, self.p.hbm_bytes_per_us);
+            let gap = if gaps {
+                self.hbm_gaps.take(first, busy).map(|(s, _)| s)
+            } else {
+                None
+            };
+            let end = match gap {
+                Some(s) => s.saturating_add(busy),
+                None => {
+                    let s = self.hbm_free.max(first);
+                    if gaps {
+                        self.hbm_gaps.open(self.hbm_free, s);
+                    }
+                    self.hbm_free = s.saturating_add(busy);
+                    self.hbm_free
+                }
+            };
+            last.merge(end, trigger);
         }
         // A queue's transfers complete in order.
         let done = last.max(self.queue_done[q]);
         let id = self.next_id();
-        for &e in &chosen[..want] {
-            let s = arrive.max(self.dma[e].t);
+        for (k, &e) in chosen[..want].iter().enumerate() {
+            let (s, in_gap) = starts[k];
             let end = s.saturating_add(w.data);
-            self.dma[e] = Free { t: end, who: id };
+            if in_gap {
+                self.dma_gaps[e].take(s, w.data);
+            } else {
+                if gaps {
+                    self.dma_gaps[e].open(self.dma[e].t, s);
+                }
+                self.dma[e] = Free { t: end, who: id };
+            }
             let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
             t.busy = t.busy.saturating_add(w.data);
             t.count += 1;
@@ -975,6 +1114,8 @@ impl Observer for Timeline<'_> {
             self.not_run += 1;
             return ControlFlow::Continue(());
         }
+        let moved = self.read_from_psum(instr, operands);
+        let operands = moved.as_ref().unwrap_or(operands);
         let Some(work) = cost::cost(instr, operands, &self.p) else {
             return ControlFlow::Continue(());
         };
