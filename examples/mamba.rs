@@ -25,8 +25,9 @@
 //! Deviations from NKI, each forced by keeping `SEQ_LEN` and `CHANNELS` launch-time dimensions
 //! (`examples/mamba_tutorial_shapes.rs` has `mamba_v1`/`mamba_v2` with both as meta-parameters,
 //! tiles sized exactly, none of these). What they cost in modeled time, on Trn1 at the
-//! tutorial's `1 × 512 × 256 × 16`: 422 µs for `mamba_v1` here against 185 µs for the exact
-//! kernel (173 µs published), `mamba_v2` 425 µs:
+//! tutorial's `1 × 512 × 256 × 16`: 437 µs for `mamba_v1` here against 139 µs for the exact
+//! kernel (173 µs published), `mamba_v2` 437 µs (the capacity-wide broadcasts span four PSUM
+//! banks, so their copies to SBUF run):
 //! - NKI sizes its SBUF tiles by the traced `seq_len` (and v1's accumulator by
 //!   `channels // 128`). A tile's shape here is a compile-time constant and its partition
 //!   dimension comes first, so the tiles hold `MAX_SEQ_LEN` columns (v1's accumulator
