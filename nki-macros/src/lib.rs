@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod check;
+mod depth;
 mod emit;
 mod errors;
 mod lower;
@@ -38,20 +39,35 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn helper(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = errors::Errors::default();
+    let attr = proc_macro2::TokenStream::from(attr);
     if !attr.is_empty() {
-        errors.push(
-            span::Span::of(&proc_macro2::TokenStream::from(attr)),
-            "`#[helper]` takes no arguments",
-        );
+        errors.push(span::Span::of(&attr), "`#[helper]` takes no arguments");
     }
-    let func: syn::ItemFn = match syn::parse(item) {
-        Ok(f) => f,
-        Err(e) => return e.to_compile_error().into(),
-    };
-    let _ = parse::helper::parse_helper(&func, &mut errors);
-    let mut out = errors.to_compile_errors();
-    out.extend(parse::helper::helper_macro(&func));
-    out.into()
+    let mut item = proc_macro2::TokenStream::from(item);
+    let mut nesting = depth::check(&item, &mut errors);
+    if !nesting.fits() {
+        // Reported; the kernels that call the helper get its signature and an empty body.
+        item = depth::hollow(&item);
+        nesting = depth::nesting(&item);
+        if !nesting.fits() {
+            return errors.to_compile_errors().into();
+        }
+    }
+    depth::on_stack(nesting, || {
+        let func: syn::ItemFn = match syn::parse2(item) {
+            Ok(f) => f,
+            Err(e) => {
+                let mut out = errors.to_compile_errors();
+                out.extend(e.to_compile_error());
+                return out;
+            }
+        };
+        let _ = parse::helper::parse_helper(&func, &mut errors);
+        let mut out = errors.to_compile_errors();
+        out.extend(parse::helper::helper_macro(&func));
+        out
+    })
+    .into()
 }
 
 /// The end of a chain of helper macros: `{ helper definitions } [attribute] kernel item`.
@@ -69,8 +85,58 @@ pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
     expand(attr.stream(), it.collect(), defs.stream()).into()
 }
 
-/// Expands `#[kernel(attr)] item` with the helper definitions `defs` gathered so far.
+/// Expands `#[kernel(attr)] item` with the helper definitions `defs` gathered so far, on a
+/// stack sized for how deeply they nest; a statement nested too deeply for any stack is an
+/// error on its tokens, and the kernel's fallback item follows.
 fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+    defs: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let mut errors = errors::Errors::default();
+    let nesting = depth::check(&attr, &mut errors).max(depth::check(&item, &mut errors));
+    // `#[helper]` reported its own and sent its signature only.
+    let nesting = nesting.max(depth::nesting(&defs));
+    if nesting.fits() {
+        return depth::on_stack(nesting, || expand_on_stack(attr, item, defs));
+    }
+    if errors.is_empty() {
+        // Only the helpers' definitions, written by hand.
+        return quote::quote!(::core::compile_error!("a helper definition nests too deeply"););
+    }
+    let item = depth::hollow(&item);
+    let nesting = depth::nesting(&attr).max(depth::nesting(&item));
+    depth::on_stack(nesting, || {
+        // The signature's own errors are reported with the body's.
+        let kernel = match nesting.fits() {
+            true => parse::parse(attr, item, &mut errors),
+            false => None,
+        };
+        let mut out = errors.to_compile_errors();
+        if let Some(kernel) = kernel {
+            out.extend(fallback(&kernel));
+        }
+        out
+    })
+}
+
+/// The items a kernel expands to after an error: each instantiation's (or the kernel's)
+/// launch functions with empty bodies, and the list of instantiations.
+fn fallback(kernel: &parse::model::Kernel) -> proc_macro2::TokenStream {
+    if kernel.meta.is_empty() {
+        return emit::fallback(kernel, None);
+    }
+    let mut out: proc_macro2::TokenStream = kernel
+        .instances
+        .iter()
+        .flat_map(|i| emit::fallback(kernel, Some(i)))
+        .collect();
+    out.extend(emit::instances(kernel));
+    out
+}
+
+/// [`expand`] on a stack of its own.
+fn expand_on_stack(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
     defs: proc_macro2::TokenStream,

@@ -402,3 +402,102 @@ fn calls_of_unknown_functions_fetch_helpers_and_typos_stay_typos() {
     });
     assert!(msg.contains("did you mean `exp`"), "{msg}");
 }
+
+/// A kernel whose load reads `0..(1 + 1 + ... + 1 - (n - 64))`: columns 0..64 through a sum
+/// of `n` ones, and whose result is a sum of `tiles` loaded tiles.
+fn long_sum_kernel(n: usize, tiles: usize) -> TokenStream {
+    let ones = vec!["1"; n].join(" + ");
+    let sum = vec!["load(x[[0..128, 0..64]])"; tiles].join(" + ");
+    format!(
+        "fn long_sum(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {{
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[[0..128, 0..({ones} - {})]]);
+            store(out[[0..128, 0..64]], t + {sum});
+            out
+        }}",
+        n - 64
+    )
+    .parse()
+    .expect("tokens")
+}
+
+#[test]
+fn long_sums_compile_in_linear_time() {
+    // 20,000 terms of index arithmetic and 2,000 tiles: a tree 20,000 levels deep, on a test
+    // thread's 2 MiB stack (the expansion grows its own).
+    let item = long_sum_kernel(20_000, 2_000);
+    let start = std::time::Instant::now();
+    let out = crate::expand(TokenStream::new(), item, TokenStream::new()).to_string();
+    assert!(
+        !out.contains("compile_error"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
+    assert!(out.contains("pub static KERNEL"));
+    // Quadratic work (a span printed per node) took minutes here.
+    assert!(start.elapsed().as_secs() < 60, "{:?}", start.elapsed());
+}
+
+#[test]
+fn a_statement_nested_too_deeply_is_an_error_on_its_tokens_with_a_fallback() {
+    let n = crate::depth::MAX_NESTING;
+    let out = crate::expand(
+        TokenStream::new(),
+        long_sum_kernel(n, 1),
+        TokenStream::new(),
+    );
+    let text = out.to_string();
+    assert_eq!(text.matches("compile_error").count(), 1, "{text}");
+    assert!(text.contains("too long or nests too deeply"), "{text}");
+    // The fallback: the launch functions, without a program.
+    assert!(text.contains("pub static KERNEL"), "{text}");
+    // Deep nesting through groups rather than operators: `((((1))))`.
+    let item: TokenStream = format!(
+        "fn deep(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {{
+            let out = ndarray([128, 64], f32, SharedHbm);
+            store(out[..], load(x[[0..128, 0..{}64{}]]));
+            out
+        }}",
+        "(".repeat(crate::depth::MAX_HEAVY),
+        ")".repeat(crate::depth::MAX_HEAVY)
+    )
+    .parse()
+    .expect("tokens");
+    let mut errors = Errors::default();
+    assert!(!crate::depth::check(&item, &mut errors).fits());
+    let reported = errors.reported();
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    // On the innermost statement past the bound: inside the index, not the whole `store`.
+    assert!(reported[0].0.contains("nests too deeply"), "{reported:?}");
+    assert_eq!(reported[0].1, 3, "{reported:?}");
+    assert!(reported[0].2 > 30, "{reported:?}");
+}
+
+#[test]
+fn operands_nested_up_to_the_bound_compile() {
+    // Unary minuses and parentheses: each a level of recursion in syn's parser, this crate's
+    // parsing and its lowering, just within the bound.
+    let depth = crate::depth::MAX_HEAVY - 64;
+    let item: TokenStream = format!(
+        "fn nested(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {{
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[[0..128, 0..{}64{}]]);
+            let u = load(x[[0..128, 0..{}64{}]]);
+            store(out[..], t + u);
+            out
+        }}",
+        "- ".repeat(depth / 2 * 2),
+        "",
+        "(".repeat(depth),
+        ")".repeat(depth),
+    )
+    .parse()
+    .expect("tokens");
+    let out = crate::expand(TokenStream::new(), item, TokenStream::new()).to_string();
+    assert!(
+        !out.contains("compile_error"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
+    assert!(out.contains("pub static KERNEL"));
+}

@@ -63,7 +63,7 @@ pub fn launch(
         attrs.push(quote!(#[doc = ""]));
         attrs.push(quote!(#[doc = #doc]));
     }
-    let names: Vec<&Ident> = k.params.iter().map(|p| &p.name).collect();
+    let names: Vec<&Ident> = k.params.iter().map(|p| &p.binding).collect();
     let ins: Vec<TokenStream> = k.params.iter().map(|p| elem(p.ty.dtype)).collect();
     let outs: Vec<(Ident, &TensorType)> = k
         .returns
@@ -100,7 +100,7 @@ pub fn launch(
         .params
         .iter()
         .map(|prm| {
-            let (n, e, d) = (&prm.name, elem(prm.ty.dtype), ix(prm.ty.dims.len()));
+            let (n, e, d) = (&prm.binding, elem(prm.ty.dtype), ix(prm.ty.dims.len()));
             quote!(#n: #p::ndarray::ArrayView<'_, #e, #d>)
         })
         .collect();

@@ -283,13 +283,8 @@ impl Lowerer<'_> {
         for p in &kernel.params {
             let shape = self.dims(&p.ty);
             // The body's names are unraw (`r#in` is `in`), so are the parameters'.
+            // A name declared twice was reported with the signature.
             let name = p.name.unraw().to_string();
-            if self.lookup(&name).is_some() {
-                self.errors.push(
-                    p.name.span(),
-                    format!("parameter `{name}` is declared twice"),
-                );
-            }
             self.add_tensor(Tensor {
                 name: name.clone(),
                 dtype: p.ty.dtype,

@@ -29,7 +29,7 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
                 // A value that fails to parse still binds its names (to an erroneous value),
                 // so that their uses report nothing more.
                 let value = parse_expr(&init.expr, errors)
-                    .unwrap_or_else(|| Expr::Error(Span::of(&init.expr)));
+                    .unwrap_or_else(|| Expr::Error(Span::of_expr(&init.expr)));
                 stmts.push(Stmt::Let {
                     names,
                     tuple,
@@ -117,7 +117,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 op,
                 target,
                 value,
-                span: Span::of(b),
+                span: Span::of_expr(e),
             })
         }
         SynExpr::ForLoop(f) => {
@@ -133,7 +133,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 }
             };
             let SynExpr::Call(call) = &*f.expr else {
-                errors.push(Span::of(&f.expr), ITER_HELP);
+                errors.push(Span::of_expr(&f.expr), ITER_HELP);
                 return None;
             };
             let kind = match &*call.func {
@@ -176,7 +176,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 var,
                 kind,
                 trip,
-                iter_span: Span::of(call),
+                iter_span: Span::of_expr(&f.expr),
                 body,
             })
         }
@@ -233,9 +233,82 @@ fn parse_args<'a>(
     ok.then_some(out)
 }
 
+/// The kernel's operator for syn's, or an error on it.
+fn binary_op(op: &syn::BinOp, errors: &mut Errors) -> Option<BinOp> {
+    use syn::BinOp as S;
+    Some(match op {
+        S::Add(_) => BinOp::Add,
+        S::Sub(_) => BinOp::Sub,
+        S::Mul(_) => BinOp::Mul,
+        S::Div(_) => BinOp::Div,
+        S::Rem(_) => BinOp::Rem,
+        S::BitAnd(_) => BinOp::BitAnd,
+        S::BitOr(_) => BinOp::BitOr,
+        S::BitXor(_) => BinOp::BitXor,
+        S::Shl(_) => BinOp::Shl,
+        S::Shr(_) => BinOp::Shr,
+        S::Lt(_) => BinOp::Lt,
+        S::Le(_) => BinOp::Le,
+        S::Gt(_) => BinOp::Gt,
+        S::Ge(_) => BinOp::Ge,
+        S::Eq(_) => BinOp::Eq,
+        S::Ne(_) => BinOp::Ne,
+        S::And(_) | S::Or(_) => {
+            errors.push(
+                Span::of(op),
+                "`&&` and `||` have no meaning on tiles and masks: join conditions with `&` and `|` (err_ambiguous_tensor_truth_value)",
+            );
+            return None;
+        }
+        _ => {
+            errors.push(Span::of(op), "this operator cannot appear in a kernel");
+            return None;
+        }
+    })
+}
+
+/// Parses a chain of binary operators `a + b - c ...` (`span` its tokens). syn nests it to the
+/// left, as deep as it is long: its left side is walked in a loop, not recursively, so that a
+/// sum of thousands of terms costs no stack per term. Errors come in the order of the tokens;
+/// below an operator that cannot appear in a kernel nothing is parsed.
+fn parse_binary(e: &SynExpr, span: Span, errors: &mut Errors) -> Option<Expr> {
+    // The operators from the outermost (the last in the source) in.
+    let mut spine = Vec::new();
+    let mut leaf = e;
+    while let SynExpr::Binary(b) = leaf {
+        spine.push(b);
+        leaf = &b.left;
+    }
+    // The outermost operator that cannot appear reports, and hides what it nests.
+    let hidden = spine
+        .iter()
+        .position(|b| binary_op(&b.op, &mut Errors::default()).is_none());
+    let mut acc = match hidden {
+        Some(k) => binary_op(&spine[k].op, errors).and(None),
+        None => parse_expr(leaf, errors),
+    };
+    for b in spine[..hidden.unwrap_or(spine.len())].iter().rev() {
+        let op = binary_op(&b.op, errors);
+        let rhs = parse_expr(&b.right, errors);
+        acc = match (acc, op, rhs) {
+            (Some(lhs), Some(op), Some(rhs)) => Some(Expr::Binary {
+                op,
+                span: Span {
+                    start: span.start,
+                    end: Span::of_expr(&b.right).end,
+                },
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            }),
+            _ => None,
+        };
+    }
+    acc
+}
+
 /// Parses an expression.
 pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
-    let span = Span::of(e);
+    let span = Span::of_expr(e);
     Some(match e {
         SynExpr::Lit(l) => match &l.lit {
             Lit::Int(i) => match i.base10_parse::<i64>() {
@@ -290,46 +363,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 return None;
             }
         },
-        SynExpr::Binary(b) => {
-            use syn::BinOp as S;
-            let op = match b.op {
-                S::Add(_) => BinOp::Add,
-                S::Sub(_) => BinOp::Sub,
-                S::Mul(_) => BinOp::Mul,
-                S::Div(_) => BinOp::Div,
-                S::Rem(_) => BinOp::Rem,
-                S::BitAnd(_) => BinOp::BitAnd,
-                S::BitOr(_) => BinOp::BitOr,
-                S::BitXor(_) => BinOp::BitXor,
-                S::Shl(_) => BinOp::Shl,
-                S::Shr(_) => BinOp::Shr,
-                S::Lt(_) => BinOp::Lt,
-                S::Le(_) => BinOp::Le,
-                S::Gt(_) => BinOp::Gt,
-                S::Ge(_) => BinOp::Ge,
-                S::Eq(_) => BinOp::Eq,
-                S::Ne(_) => BinOp::Ne,
-                S::And(_) | S::Or(_) => {
-                    errors.push(
-                        Span::of(&b.op),
-                        "`&&` and `||` have no meaning on tiles and masks: join conditions with `&` and `|` (err_ambiguous_tensor_truth_value)",
-                    );
-                    return None;
-                }
-                _ => {
-                    errors.push(Span::of(&b.op), "this operator cannot appear in a kernel");
-                    return None;
-                }
-            };
-            let lhs = parse_expr(&b.left, errors);
-            let rhs = parse_expr(&b.right, errors);
-            Expr::Binary {
-                op,
-                lhs: Box::new(lhs?),
-                rhs: Box::new(rhs?),
-                span,
-            }
-        }
+        SynExpr::Binary(_) => return parse_binary(e, span, errors),
         SynExpr::Call(c) => {
             let SynExpr::Path(p) = &*c.func else {
                 errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");

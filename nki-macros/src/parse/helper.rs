@@ -140,9 +140,19 @@ fn expr_calls(e: &Expr, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
                 expr_calls(&a.value, known, out);
             }
         }
-        Expr::Binary { lhs, rhs, .. } => {
-            expr_calls(lhs, known, out);
-            expr_calls(rhs, known, out);
+        Expr::Binary { .. } => {
+            // Down the left side of a chain `a + b + c ...` in a loop: it is as deep as it is
+            // long. In the order of the tokens.
+            let mut rights = Vec::new();
+            let mut leaf = e;
+            while let Expr::Binary { lhs, rhs, .. } = leaf {
+                rights.push(&**rhs);
+                leaf = lhs;
+            }
+            expr_calls(leaf, known, out);
+            for r in rights.into_iter().rev() {
+                expr_calls(r, known, out);
+            }
         }
         Expr::Neg(x, _) | Expr::Not(x, _) => expr_calls(x, known, out),
         Expr::Field { base, .. } => expr_calls(base, known, out),

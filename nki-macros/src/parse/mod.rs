@@ -13,7 +13,7 @@ use model::Kernel;
 /// Parses `#[kernel(attr)] item`. Errors are collected; `None` when the item is not a
 /// function at all.
 pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Option<Kernel> {
-    let (target, instances) = signature::parse_attr(attr, errors);
+    let (target, mut instances) = signature::parse_attr(attr, errors);
     let func: syn::ItemFn = match syn::parse2(item) {
         Ok(f) => f,
         Err(e) => {
@@ -22,7 +22,7 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         }
     };
     let meta = signature::parse_meta(&func.sig, errors);
-    signature::check_instances(&func.sig.ident, &meta, &instances, errors);
+    signature::check_instances(&func.sig.ident, &meta, &mut instances, errors);
     let params = signature::parse_params(&func.sig, &meta, errors);
     let (returns, returns_span) = signature::parse_returns(&func.sig, &meta, errors);
     let body = body::parse_block(&func.block, errors);

@@ -119,6 +119,9 @@ pub struct Instance {
 pub struct Param {
     /// Its name.
     pub name: Ident,
+    /// The name the launch functions bind it to: its own, or, when its own cannot be bound
+    /// there (reported), one of the expansion's own.
+    pub binding: Ident,
     /// Its tensor type.
     pub ty: TensorType,
 }

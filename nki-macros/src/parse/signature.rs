@@ -1,6 +1,7 @@
 //! The kernel's signature: `#[kernel(target = trn2)] fn name(x: Hbm<bf16, K, 128>) -> Hbm<...>`.
 
 use nki_lang::{DType, Target};
+use syn::ext::IdentExt;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{
@@ -58,6 +59,17 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Targe
                     );
                     continue;
                 };
+                // The attribute's paths take keywords (`Self`, `fn`), which name no function or
+                // module: the instantiation is not emitted.
+                if syn::parse2::<syn::Ident>(quote::quote!(#name)).is_err() {
+                    errors.push(
+                        Span::of(&name),
+                        format!(
+                            "`{name}` is a keyword: an instantiation is named by an identifier, like a function"
+                        ),
+                    );
+                    continue;
+                }
                 let args = Punctuated::<MetaNameValue, Token![,]>::parse_terminated;
                 let Ok(args) = args.parse2(list.tokens.clone()) else {
                     errors.push(
@@ -176,11 +188,13 @@ pub fn parse_meta(sig: &syn::Signature, errors: &mut Errors) -> Vec<MetaParam> {
 }
 
 /// Checks the instantiations against the meta-parameters: each gives every meta-parameter
-/// once, with a value of its type, and the names are distinct and not the kernel's.
+/// once, with a value of its type, and the names are distinct and not the kernel's. An
+/// instantiation named like the kernel or an earlier one is reported on its name and removed,
+/// so that the expansion defines each name once.
 pub fn check_instances(
     kernel: &syn::Ident,
     meta: &[MetaParam],
-    instances: &[Instance],
+    instances: &mut Vec<Instance>,
     errors: &mut Errors,
 ) {
     if meta.is_empty() {
@@ -202,12 +216,23 @@ pub fn check_instances(
         );
         return;
     }
+    // Whether each instantiation keeps its name (and is emitted).
+    let mut keep = Vec::with_capacity(instances.len());
     for (k, inst) in instances.iter().enumerate() {
-        if inst.name == *kernel || instances[..k].iter().any(|o| o.name == inst.name) {
+        let name = inst.name.unraw();
+        let clash = if name == kernel.unraw() {
+            Some("is the kernel's own name")
+        } else if instances[..k].iter().any(|o| o.name.unraw() == name) {
+            Some("names an earlier instantiation of this kernel")
+        } else {
+            None
+        };
+        keep.push(clash.is_none());
+        if let Some(clash) = clash {
             errors.push(
                 Span::of(&inst.name),
                 format!(
-                    "`{}` is already a kernel or an instantiation of this one",
+                    "`{}` {clash}: each instantiation is a kernel with a name of its own",
                     inst.name
                 ),
             );
@@ -248,6 +273,8 @@ pub fn check_instances(
             }
         }
     }
+    let mut keep = keep.into_iter();
+    instances.retain(|_| keep.next().unwrap_or(true));
 }
 
 /// Parses the parameters: each `name: Hbm<dtype, dims...>`.
@@ -267,7 +294,7 @@ pub fn parse_params(sig: &syn::Signature, meta: &[MetaParam], errors: &mut Error
             "a kernel cannot be `extern`: its launch functions are Rust's",
         );
     }
-    let mut params = Vec::new();
+    let mut params: Vec<Param> = Vec::new();
     for arg in &sig.inputs {
         let FnArg::Typed(pt) = arg else {
             errors.push(Span::of(&arg), "a kernel has no `self` parameter");
@@ -277,15 +304,40 @@ pub fn parse_params(sig: &syn::Signature, meta: &[MetaParam], errors: &mut Error
             errors.push(Span::of(&pt.pat), "a kernel parameter must be a plain name");
             continue;
         };
+        let name = pi.ident.clone();
+        let unraw = name.unraw();
+        let clash = if RESERVED_PARAMS.iter().any(|r| unraw == *r) {
+            Some(format!(
+                "a kernel parameter cannot be named `{unraw}`: the kernel's module defines `{}::{unraw}`, which a parameter of its launch functions cannot shadow",
+                sig.ident
+            ))
+        } else if params.iter().any(|p| p.name.unraw() == unraw) {
+            Some(format!("parameter `{unraw}` is declared twice"))
+        } else {
+            None
+        };
+        let binding = match clash {
+            Some(message) => {
+                errors.push(Span::of(&pi.ident), message);
+                // The fallback item's launch functions keep the parameter, under a name of
+                // the expansion's own; the body still knows it by its own.
+                proc_macro2::Ident::new(
+                    &format!("param{}", params.len()),
+                    proc_macro2::Span::mixed_site(),
+                )
+            }
+            None => name.clone(),
+        };
         if let Some(ty) = parse_tensor_type(&pt.ty, meta, errors) {
-            params.push(Param {
-                name: pi.ident.clone(),
-                ty,
-            });
+            params.push(Param { name, binding, ty });
         }
     }
     params
 }
+
+/// Names the kernel's module defines in the scope of its launch functions, which a parameter
+/// of the same name would shadow (a static and a tuple struct cannot be shadowed by a binding).
+const RESERVED_PARAMS: [&str; 2] = ["KERNEL", "Grid"];
 
 /// Parses the return type: one `Hbm<...>` or a tuple of them.
 pub fn parse_returns(

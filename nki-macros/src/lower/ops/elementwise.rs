@@ -361,52 +361,26 @@ impl Lowerer<'_> {
     pub(in super::super) fn operator(&mut self, e: &Expr, dest: Dest<'_>) -> Value {
         let span = e.span();
         match e {
-            Expr::Binary { op, lhs, rhs, .. } => {
-                let (a, b) = (self.eval(lhs), self.eval(rhs));
-                let tiles = matches!(a, Value::Tile(_)) || matches!(b, Value::Tile(_));
-                if !tiles {
-                    let v = self.arith(*op, a, b, span);
-                    return self.assign(v, span, dest);
+            Expr::Binary { .. } => {
+                // A chain `a + b + c ...` nests to the left, as deep as it is long: its left
+                // side is walked in a loop, not recursively, and evaluated innermost first.
+                let mut spine = Vec::new();
+                let mut leaf = e;
+                while let Expr::Binary { op, lhs, rhs, span } = leaf {
+                    spine.push((*op, &**lhs, &**rhs, *span));
+                    leaf = lhs;
                 }
-                let bool_tiles = [&a, &b].iter().all(|v| match v {
-                    Value::Tile(t) => self.dtype_of(t) == DType::Bool,
-                    _ => true,
-                });
-                let alu = match op {
-                    BinOp::Add => Alu::Add,
-                    BinOp::Sub => Alu::Subtract,
-                    BinOp::Mul => Alu::Multiply,
-                    BinOp::Div => Alu::Divide,
-                    BinOp::Rem => Alu::Mod,
-                    BinOp::BitAnd if bool_tiles => Alu::LogicalAnd,
-                    BinOp::BitOr if bool_tiles => Alu::LogicalOr,
-                    BinOp::BitXor if bool_tiles => Alu::LogicalXor,
-                    BinOp::BitAnd => Alu::BitwiseAnd,
-                    BinOp::BitOr => Alu::BitwiseOr,
-                    BinOp::BitXor => Alu::BitwiseXor,
-                    BinOp::Shl => Alu::LeftShift,
-                    BinOp::Shr => Alu::RightShift,
-                    BinOp::Lt => Alu::IsLt,
-                    BinOp::Le => Alu::IsLe,
-                    BinOp::Gt => Alu::IsGt,
-                    BinOp::Ge => Alu::IsGe,
-                    BinOp::Eq => Alu::IsEqual,
-                    BinOp::Ne => Alu::NotEqual,
+                let mut acc = self.eval(leaf);
+                let Some(top) = spine.first().copied() else {
+                    return acc;
                 };
-                let (Some(x), Some(y)) = (
-                    self.operand_of(a, lhs.span()),
-                    self.operand_of(b, rhs.span()),
-                ) else {
-                    return Value::Poison;
-                };
-                self.binary(
-                    alu,
-                    (x, lhs.span()),
-                    (y, rhs.span()),
-                    span,
-                    dest,
-                    OpOptions::default(),
-                )
+                for &(op, lhs, rhs, span) in spine[1..].iter().rev() {
+                    let b = self.eval(rhs);
+                    acc = self.binary_operator(op, (acc, lhs), (b, rhs), span, Dest::New(None));
+                }
+                let (op, lhs, rhs, span) = top;
+                let b = self.eval(rhs);
+                self.binary_operator(op, (acc, lhs), (b, rhs), span, dest)
             }
             Expr::Neg(inner, _) => match self.eval(inner) {
                 Value::Tile(t) => self.negate(t, inner.span(), span, dest, OpOptions::default()),
@@ -432,6 +406,62 @@ impl Lowerer<'_> {
             },
             _ => unreachable!("only operators come here"),
         }
+    }
+
+    /// `a op b` of evaluated operands (each with its expression, for spans), written to
+    /// `dest`.
+    fn binary_operator(
+        &mut self,
+        op: BinOp,
+        (a, lhs): (Value, &Expr),
+        (b, rhs): (Value, &Expr),
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let tiles = matches!(a, Value::Tile(_)) || matches!(b, Value::Tile(_));
+        if !tiles {
+            let v = self.arith(op, a, b, span);
+            return self.assign(v, span, dest);
+        }
+        let bool_tiles = [&a, &b].iter().all(|v| match v {
+            Value::Tile(t) => self.dtype_of(t) == DType::Bool,
+            _ => true,
+        });
+        let alu = match op {
+            BinOp::Add => Alu::Add,
+            BinOp::Sub => Alu::Subtract,
+            BinOp::Mul => Alu::Multiply,
+            BinOp::Div => Alu::Divide,
+            BinOp::Rem => Alu::Mod,
+            BinOp::BitAnd if bool_tiles => Alu::LogicalAnd,
+            BinOp::BitOr if bool_tiles => Alu::LogicalOr,
+            BinOp::BitXor if bool_tiles => Alu::LogicalXor,
+            BinOp::BitAnd => Alu::BitwiseAnd,
+            BinOp::BitOr => Alu::BitwiseOr,
+            BinOp::BitXor => Alu::BitwiseXor,
+            BinOp::Shl => Alu::LeftShift,
+            BinOp::Shr => Alu::RightShift,
+            BinOp::Lt => Alu::IsLt,
+            BinOp::Le => Alu::IsLe,
+            BinOp::Gt => Alu::IsGt,
+            BinOp::Ge => Alu::IsGe,
+            BinOp::Eq => Alu::IsEqual,
+            BinOp::Ne => Alu::NotEqual,
+        };
+        let (Some(x), Some(y)) = (
+            self.operand_of(a, lhs.span()),
+            self.operand_of(b, rhs.span()),
+        ) else {
+            return Value::Poison;
+        };
+        self.binary(
+            alu,
+            (x, lhs.span()),
+            (y, rhs.span()),
+            span,
+            dest,
+            OpOptions::default(),
+        )
     }
 
     fn operand_of(&mut self, v: Value, span: Span) -> Option<Operand> {
