@@ -86,7 +86,9 @@ impl Gaps {
     /// The earliest start at or after `ready` of an interval of `busy` inside a gap, if a
     /// gap holds one.
     fn fit(&self, ready: u64, busy: u64) -> Option<u64> {
-        self.list
+        // The gaps are in order of time and disjoint: those ending by `ready` cannot hold it.
+        let from = self.list.partition_point(|&(_, b)| b <= ready);
+        self.list[from..]
             .iter()
             .find(|&&(a, b)| a.max(ready).saturating_add(busy) <= b)
             .map(|&(a, _)| a.max(ready))
@@ -95,10 +97,11 @@ impl Gaps {
     /// The earliest start at or after `ready` of an interval of `busy` inside a gap, which it
     /// takes, and where that gap opened; `None` when no gap holds it.
     fn take(&mut self, ready: u64, busy: u64) -> Option<(u64, u64)> {
-        let i = self
-            .list
-            .iter()
-            .position(|&(a, b)| a.max(ready).saturating_add(busy) <= b)?;
+        let from = self.list.partition_point(|&(_, b)| b <= ready);
+        let i = from
+            + self.list[from..]
+                .iter()
+                .position(|&(a, b)| a.max(ready).saturating_add(busy) <= b)?;
         let (a, b) = self.list[i];
         let start = a.max(ready);
         let end = start + busy;
