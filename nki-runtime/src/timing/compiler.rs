@@ -357,6 +357,8 @@ pub(crate) struct PsumReads {
     pub alias: Vec<Option<u16>>,
     /// By pc: the copies out of PSUM the device does not run.
     pub folded: Vec<bool>,
+    /// By pc: the instructions that read an SBUF tile of `alias` (they read PSUM instead).
+    pub readers: Vec<bool>,
 }
 
 /// The partition broadcasts (`broadcast_to` of a `[1, F]` tile) that fit one PSUM bank: NKI's
@@ -379,6 +381,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
     let mut out = PsumReads {
         alias: vec![None; tiles.len()],
         folded: vec![false; instrs.len()],
+        readers: vec![false; instrs.len()],
     };
     // Per tile: the pcs that use it, and the innermost loop (its LoopBegin pc) of each use.
     let mut uses: Vec<Vec<(usize, Option<usize>)>> = vec![Vec::new(); tiles.len()];
@@ -495,9 +498,15 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
                     && loop_of == body
                     && !matches!(reader.data, InstrData::Dma { .. })
             });
-        if readers_ok && sbuf_uses.len() > 1 {
-            out.alias[s] = u16::try_from(ps).ok();
+        if readers_ok
+            && sbuf_uses.len() > 1
+            && let Ok(psum) = u16::try_from(ps)
+        {
+            out.alias[s] = Some(psum);
             out.folded[pc] = true;
+            for &(r, _) in &sbuf_uses[1..] {
+                out.readers[r] = true;
+            }
         }
     }
     out

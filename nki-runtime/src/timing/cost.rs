@@ -176,16 +176,10 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                 // and the source (the fused Mamba tutorial: "a VectorE tensor_tensor add").
                 (Some(src), Some(dst)) => {
                     let add_like = matches!(
-                        ins.data,
-                        InstrData::Unary {
-                            dst: nki_lang::Dst {
-                                write: nki_lang::Write::Accumulate(
-                                    Alu::Add | Alu::Multiply | Alu::Subtract
-                                ),
-                                ..
-                            },
-                            ..
-                        }
+                        ins.data.dst().map(|d| d.write),
+                        Some(nki_lang::Write::Accumulate(
+                            Alu::Add | Alu::Multiply | Alu::Subtract
+                        ))
                     );
                     mi(two_inputs(dst, src, Some(dst), add_like, p, n))
                 }

@@ -155,6 +155,8 @@ pub struct Timeline<'p> {
     /// By tile: the PSUM tile its readers read instead (a partition broadcast left in PSUM,
     /// [`compiler::psum_broadcasts`]); empty when none is.
     alias: Vec<Option<u16>>,
+    /// By pc: whether the instruction reads such a tile (empty when none does).
+    reads_alias: Vec<bool>,
     /// Instructions hoisted out of the loop at this depth (by pc): run in its first
     /// iteration only.
     hoisted: Vec<Option<usize>>,
@@ -259,6 +261,7 @@ impl<'p> Timeline<'p> {
             shift: Vec::new(),
             folded: Vec::new(),
             alias: Vec::new(),
+            reads_alias: Vec::new(),
             hoisted: Vec::new(),
             place: [(0, 0); MAX_SLOTS],
             regions: [Region::default(); MAX_SLOTS],
@@ -360,10 +363,10 @@ impl<'p> Timeline<'p> {
             for (f, &copy) in self.folded.iter_mut().zip(&psum_reads.folded) {
                 *f |= copy;
             }
-            self.alias = if psum_reads.alias.iter().any(Option::is_some) {
-                psum_reads.alias
+            (self.alias, self.reads_alias) = if psum_reads.alias.iter().any(Option::is_some) {
+                (psum_reads.alias, psum_reads.readers)
             } else {
-                Vec::new()
+                (Vec::new(), Vec::new())
             };
             self.sbuf = OnChip::new(self.sbuf_stride, sbuf_span, planes, RENAMED_BLOCK_SHIFT);
             self.psum = OnChip::new(PSUM_STRIDE, psum_span, planes, RENAMED_BLOCK_SHIFT);
@@ -371,6 +374,7 @@ impl<'p> Timeline<'p> {
             self.shift = vec![0; tiles];
             self.folded = Vec::new();
             self.alias = Vec::new();
+            self.reads_alias = Vec::new();
             self.sbuf = OnChip::new(self.sbuf_stride, self.sbuf_stride, planes, BLOCK_SHIFT);
             self.psum = OnChip::new(PSUM_STRIDE, PSUM_STRIDE, planes, BLOCK_SHIFT);
         }
@@ -448,8 +452,8 @@ impl<'p> Timeline<'p> {
     /// The operands as the device reads them, when a partition broadcast that the
     /// compiler left in PSUM is among them (else `None`): that operand's elements at the same
     /// places of the PSUM tile (the two tiles have one shape, row-major).
-    fn read_from_psum(&self, ins: &Instr, ops: &Operands) -> Option<Operands> {
-        if self.alias.is_empty() {
+    fn read_from_psum(&self, pc: usize, ins: &Instr, ops: &Operands) -> Option<Operands> {
+        if !self.reads_alias.get(pc).copied().unwrap_or(false) {
             return None;
         }
         let views = self.program.views();
@@ -954,37 +958,18 @@ impl<'p> Timeline<'p> {
                 None => (arrive.max(tl.dma[e].t), false),
             }
         };
-        let mut chosen = [usize::MAX; MAX_DMA];
-        let mut used = [false; MAX_DMA];
-        if want == self.dma.len() {
-            // Every engine: no choice to make.
-            for (e, slot) in chosen.iter_mut().enumerate().take(want) {
-                *slot = e;
-            }
+        // Each engine's earliest start, and whether it is in a gap; the transfer takes the
+        // `want` earliest (a stable sort: index order on ties).
+        let engines = self.dma.len();
+        let mut option = [(u64::MAX, false); MAX_DMA];
+        for (e, o) in option.iter_mut().enumerate().take(engines) {
+            *o = start_on(self, e);
         }
-        for slot in chosen.iter_mut().take(want).filter(|c| **c == usize::MAX) {
-            let mut best = usize::MAX;
-            let mut best_start = u64::MAX;
-            for (e, _) in used
-                .iter()
-                .enumerate()
-                .take(self.dma.len())
-                .filter(|(_, u)| !**u)
-            {
-                let (s, _) = start_on(self, e);
-                if best == usize::MAX || s < best_start {
-                    best = e;
-                    best_start = s;
-                }
-            }
-            used[best] = true;
-            *slot = best;
+        let mut chosen: [usize; MAX_DMA] = core::array::from_fn(|e| e);
+        if want < engines {
+            chosen[..engines].sort_by_key(|&e| option[e].0);
         }
-        // Each chosen engine's start, and whether it is in a gap.
-        let mut starts = [(0u64, false); MAX_DMA];
-        for (k, &e) in chosen[..want].iter().enumerate() {
-            starts[k] = start_on(self, e);
-        }
+        let starts = chosen.map(|e| option[e]);
         let mut first = u64::MAX;
         let mut last = Ready {
             t: arrive,
@@ -1117,7 +1102,7 @@ impl Observer for Timeline<'_> {
             self.not_run += 1;
             return ControlFlow::Continue(());
         }
-        let moved = self.read_from_psum(instr, operands);
+        let moved = self.read_from_psum(pc, instr, operands);
         let operands = moved.as_ref().unwrap_or(operands);
         let Some(work) = cost::cost(instr, operands, &self.p) else {
             return ControlFlow::Continue(());
