@@ -5,11 +5,12 @@ use core::fmt;
 use nki_lang::Target;
 use thiserror::Error;
 
+use crate::bind::{Bound, HbmIn, HbmOut};
 use crate::cpu::Isa;
 use crate::engines::Engines;
 use crate::exec::{Observer, Shown, run, spmd};
 use crate::host_profile::HostProfile;
-use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
+use crate::launch::{Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
 use crate::strict::Strict;
 

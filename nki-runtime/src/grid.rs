@@ -24,8 +24,6 @@ use core::fmt;
 use nki_lang::grid::SymbolSource;
 use nki_lang::{MAX_PIDS, Program, SymbolValues, Target};
 
-use crate::launch::LaunchError;
-
 /// One axis of a launch grid: a size, possibly spread over a Trn2's physical cores.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GridDim {
@@ -128,33 +126,30 @@ impl LaunchGrid {
             .try_fold(1usize, |n, d| n.checked_mul(d.size))
     }
 
-    /// Checks the grid for a program compiled for `target`.
-    pub(crate) fn validate(&self, kernel: &str, target: Target) -> Result<usize, LaunchError> {
-        let refuse = |why: String| LaunchError::Grid {
-            kernel: kernel.to_string(),
-            why,
-        };
+    /// Checks the grid for a program compiled for `target`: the number of instances, or why
+    /// the grid cannot be launched.
+    pub(crate) fn validate(&self, target: Target) -> Result<usize, String> {
         if self.too_many > 0 {
-            return Err(refuse(format!(
+            return Err(format!(
                 "a launch grid has at most {MAX_PIDS} axes, this one has {}",
                 self.too_many
-            )));
+            ));
         }
         for (axis, d) in self.dims().iter().enumerate() {
             if d.size == 0 {
-                return Err(refuse(format!("axis {axis} has no instance")));
+                return Err(format!("axis {axis} has no instance"));
             }
             if d.cores > 1 && (d.cores != 2 || target == Target::Trn1) {
-                return Err(refuse(format!(
+                return Err(format!(
                     "nc({}) on axis {axis}: a {} kernel runs on one physical core (nc(2) needs trn2 or trn3)",
                     d.cores,
                     target.name()
-                )));
+                ));
             }
         }
         self.count()
             .filter(|&n| i64::try_from(n).is_ok())
-            .ok_or_else(|| refuse(format!("{self} instances do not fit this host")))
+            .ok_or_else(|| format!("{self} instances do not fit this host"))
     }
 
     /// Binds the program's grid symbols (`num_programs(axis)`, `num_programs()`,
@@ -248,14 +243,14 @@ mod tests {
 
     #[test]
     fn bad_grids_are_launch_errors() {
-        let err = |g: LaunchGrid, t| g.validate("k", t).unwrap_err().to_string();
+        let err = |g: LaunchGrid, t| g.validate(t).unwrap_err();
         assert!(err(LaunchGrid::from([2, 0]), Target::Trn1).contains("axis 1 has no instance"));
         assert!(err(LaunchGrid::from([1, 1, 1, 1]), Target::Trn1).contains("at most 3 axes"));
         assert!(err(LaunchGrid::from([usize::MAX, 2]), Target::Trn1).contains("do not fit"));
         assert!(err(LaunchGrid::new(&[nc(2)]), Target::Trn1).contains("needs trn2"));
         assert!(err(LaunchGrid::new(&[nc(3)]), Target::Trn2).contains("nc(3)"));
         let g = LaunchGrid::new(&[spmd_dim(GridDim::new(4), nc(2)), GridDim::new(2)]);
-        assert_eq!(g.validate("k", Target::Trn2).unwrap(), 16);
+        assert_eq!(g.validate(Target::Trn2).unwrap(), 16);
         assert_eq!(g.to_string(), "[spmd_dim(4, nc(2)), 2]");
         assert_eq!(
             LaunchGrid::new(&[spmd_dim(GridDim::new(usize::MAX), nc(2))]).count(),

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use nki_lang::{Engine, Instr, Opcode, VarValues};
 
-use crate::exec::{Observer, Operands};
+use crate::exec::Observer;
+use crate::operand::Operands;
 
 /// Host time spent on one instruction of a program, over every time it ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

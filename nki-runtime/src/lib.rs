@@ -88,7 +88,9 @@ compile_error!("nki-runtime models the device's little-endian memories with host
 
 pub mod cpu;
 
+mod bind;
 mod core;
+mod device_tensor;
 mod element;
 mod engines;
 pub mod exec;
@@ -97,21 +99,22 @@ pub mod host_profile;
 mod instance;
 mod launch;
 pub mod memory;
+mod operand;
 mod shape;
 pub mod strict;
-mod tensor;
 pub mod timing;
 mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
+pub use bind::{Bound, HbmIn, HbmOut};
 pub use cpu::Isa;
+pub use device_tensor::{DeviceTensor, TensorError};
 pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
 pub use exec::{ExecError, Observer};
 pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use host_profile::{HostOpRow, HostProfile, HostRow};
 pub use instance::{Instance, MetaValue};
-pub use launch::{Bound, CheckedInputs, HbmIn, HbmOut, Kernel, LaunchError};
+pub use launch::{CheckedInputs, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};
 pub use strict::{Strict, StrictError};
-pub use tensor::{DeviceTensor, TensorError};

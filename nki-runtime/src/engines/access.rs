@@ -12,53 +12,16 @@
 //! Offsets are in elements of each side's dtype. Every memory has partition and tile
 //! addresses that are multiples of the element size, so element offsets are exact.
 
-use nki_lang::{DType, HbmAccess, MAX_TILE_RANK, TileDecl, TileView, VarValues};
+use nki_lang::{DType, MAX_TILE_RANK};
 
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
-use crate::exec::{Loc, Resolved};
 use crate::memory::Psum;
+use crate::operand::{Loc, Pattern, Resolved};
 use crate::worker::{Worker, near};
 
 /// Elements moved per gather/convert/scatter step of a strided transfer.
 pub(crate) const CHUNK: usize = 1024;
-
-pub(crate) use crate::exec::Pattern;
-
-/// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart.
-pub(crate) fn view_pattern(
-    view: &TileView,
-    tile: &TileDecl<'_>,
-    stride: usize,
-    vars: &VarValues,
-) -> Pattern {
-    let size = tile.dtype.size() as usize;
-    let part = (stride / size) as isize;
-    let base = (tile.addr as usize / size) as isize
-        + view.part_start as isize * part
-        + view.offset.eval(vars) as isize;
-    let mut strides = [0isize; MAX_TILE_RANK];
-    strides[0] = part;
-    for (s, &v) in strides[1..].iter_mut().zip(&view.strides) {
-        *s = v as isize;
-    }
-    Pattern { base, strides }
-}
-
-/// The pattern of an HBM access into a row-major tensor with element strides `tensor_strides`
-/// (one per axis).
-pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], vars: &VarValues) -> Pattern {
-    let mut base = 0isize;
-    let mut strides = [0isize; MAX_TILE_RANK];
-    for (ix, &st) in a.axes().iter().zip(tensor_strides) {
-        let st = st as isize;
-        base += ix.start.eval(vars) as isize * st;
-        for (s, &g) in strides.iter_mut().zip(&ix.grid) {
-            *s += g as isize * st;
-        }
-    }
-    Pattern { base, strides }
-}
 
 /// The non-trivial dimensions of one side: sizes and strides, outermost first.
 #[derive(Copy, Clone, Debug, Default)]

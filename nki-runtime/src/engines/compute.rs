@@ -10,7 +10,7 @@ use super::access::fill_run;
 use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
-use crate::exec::{Loc, Operands, Resolved};
+use crate::operand::{Loc, Operands, Resolved};
 
 /// The sources of the given slots, in order (absent slots skipped).
 fn sources(ops: &Operands, slots: &[usize], lane: Lane) -> ([Source; 4], usize) {

@@ -4,9 +4,9 @@
 use nki_lang::MAX_TILE_RANK;
 
 use super::Engines;
-use super::access::{Block2d, End, Mem, Pattern, Plan, T_COLS, transfer_par, transpose_blocks};
-use crate::exec::{Loc, Operands, Resolved};
-use crate::launch::Bound;
+use super::access::{Block2d, End, Mem, Plan, T_COLS, transfer_par, transpose_blocks};
+use crate::bind::Bound;
+use crate::operand::{Loc, Operands, Pattern, Resolved};
 
 fn end(r: &Resolved) -> End {
     End {
@@ -19,7 +19,7 @@ fn end(r: &Resolved) -> End {
 /// of both sides' non-trivial dimensions), converted to the tile's dtype.
 pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
-    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+    let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a load reads HBM")
     };
     let (data, _) = b.hbm(t as usize);
@@ -69,7 +69,7 @@ pub(crate) fn store_straight(
 /// `store`: the reverse of [`load`], into an output tensor.
 pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
-    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+    let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a store writes HBM")
     };
     let (data, _) = b.hbm_mut(t as usize);
@@ -90,7 +90,7 @@ pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) 
 /// `(a, b)` goes to tile element `(b, a)`, converted to the tile's dtype.
 pub(crate) fn load_transpose2d(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
-    let crate::exec::Loc::Hbm(t) = hbm.loc else {
+    let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a load reads HBM")
     };
     let (data, _) = b.hbm(t as usize);

@@ -35,7 +35,7 @@ use super::stream::{
 };
 use crate::cpu::Isa;
 use crate::cpu::alu::{self, Rhs};
-use crate::exec::{Operands, Resolved};
+use crate::operand::{Operands, Resolved};
 
 /// Output elements per batch of `tensor_reduce`.
 const BATCH: usize = 256;

@@ -22,8 +22,8 @@ use super::Engines;
 use crate::cpu::Isa;
 use crate::cpu::alu::{self, Rhs};
 use crate::cpu::convert::{load_f32, load_i32, store_f32, store_i32};
-use crate::exec::{Loc, Resolved};
 use crate::memory::Psum;
+use crate::operand::{Loc, Resolved};
 use crate::worker::near;
 
 /// Elements per chunk of lanes.

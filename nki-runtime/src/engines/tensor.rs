@@ -4,7 +4,7 @@ use nki_lang::{DType, MAX_TILE_RANK};
 
 use super::Engines;
 use super::access::{
-    Block2d, ChunkBuf, End, Mem, Pattern, Plan, T_COLS, squeeze, transfer, transpose_blocks,
+    Block2d, ChunkBuf, End, Mem, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
@@ -12,8 +12,8 @@ use crate::cpu::matmul::{
     PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_prepacked, moving_split,
     pack_moving, pack_stationary, packing_of, shared_packing,
 };
-use crate::exec::{CopyTo, Forward, Loc, Operands, Resolved};
 use crate::memory::{Psum, Sbuf};
+use crate::operand::{Loc, Operands, Pattern, Resolved};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -125,6 +125,28 @@ fn copy_out<'a>(mem: &'a mut [u8], to: &Resolved, offset: usize) -> CopyOut<'a> 
     }
 }
 
+/// A matmul operand read from an input tensor instead of the tile a skipped load would have
+/// filled: the same elements, in the same order.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct HbmOperand<'i> {
+    /// The input tensor's bytes.
+    pub data: &'i [u8],
+    /// The input tensor's version ([`crate::bind::HbmIn`]): packings of a versioned tensor
+    /// outlive the launch.
+    pub version: Option<u64>,
+    /// The load's HBM side.
+    pub hbm: Resolved,
+}
+
+/// Where a matmul's fused copy writes.
+pub(crate) enum CopyTo<'h> {
+    /// The copy's tile in SBUF (its destination operand).
+    Sbuf(Resolved),
+    /// An output tensor's bytes and the HBM side of the store that followed the copy, whose
+    /// tile that store alone read.
+    Hbm(&'h mut [u8], Resolved),
+}
+
 /// The memory and elements a fused copy writes.
 fn copy_target<'a>(sbuf: &'a mut Sbuf, copy: CopyTo<'a>) -> (&'a mut [u8], Resolved) {
     match copy {
@@ -201,8 +223,8 @@ pub(crate) fn free_contiguous(g: &[usize; MAX_TILE_RANK], pat: &Pattern) -> bool
 }
 
 /// A matmul operand `[K, cols]` read from an input tensor (each partition one contiguous run of
-/// it, as [`Forward`] guarantees).
-fn hbm_operand<'a>(f: &Forward<'a>) -> Operand<'a> {
+/// it, as [`HbmOperand`] guarantees).
+fn hbm_operand<'a>(f: &HbmOperand<'a>) -> Operand<'a> {
     let r = &f.hbm;
     let size = r.dtype.size() as usize;
     Operand {
@@ -297,7 +319,7 @@ fn moving_packing<'c>(
     isa: Isa,
     packing: MovingPacking,
     cache: &'c mut PackCache,
-    from: Option<Forward<'_>>,
+    from: Option<HbmOperand<'_>>,
     mut scratch: MovingScratch<'c>,
     m: &Operand,
 ) -> PackedMoving<'c> {
@@ -314,7 +336,7 @@ fn stationary_packing<'c>(
     isa: Isa,
     packing: MovingPacking,
     cache: &'c mut PackCache,
-    from: Option<Forward<'_>>,
+    from: Option<HbmOperand<'_>>,
     scratch: StationaryScratch<'c>,
     s: &Operand,
 ) -> PackedStationary<'c> {
@@ -328,13 +350,13 @@ fn stationary_packing<'c>(
 /// accumulation order of [`crate::cpu::matmul`]; with `copy` (a `tensor_copy` of `dst` for
 /// which [`copy_fuses`] holds: its tile, or the output its store went to), each result is also
 /// converted into it as it is computed. An operand in `from_hbm` (stationary, moving) is read
-/// from the input tensor a skipped load would have copied it from ([`crate::exec`]'s `fuse`).
+/// from the input tensor a skipped load would have copied it from.
 pub(crate) fn matmul<'h>(
     e: &'h mut Engines,
     ops: &Operands,
     accumulate: bool,
     copy: Option<CopyTo<'h>>,
-    from_hbm: [Option<Forward<'_>>; 2],
+    from_hbm: [Option<HbmOperand<'_>>; 2],
 ) {
     let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
     let Engines {

@@ -5,7 +5,7 @@ use nki_lang::{DType, Scalar};
 use super::Engines;
 use super::access::{End, Plan, fill, transfer_par, transfer_par_within};
 use crate::cpu::convert::convert;
-use crate::exec::{Loc, Operands, Resolved};
+use crate::operand::{Loc, Operands, Resolved};
 
 fn end(r: &Resolved) -> End {
     End {

@@ -28,25 +28,22 @@
 
 use nki_lang::{Engine, Instr, InstrData, Opcode, VarValues, Write};
 
-use super::resolve::{self, Loc, Operands, Resolved};
+use crate::bind::Bound;
 use crate::engines::access::may_share_bytes;
+use crate::engines::tensor::{CopyTo, HbmOperand};
 use crate::engines::{Engines, dma, tensor};
-use crate::launch::Bound;
+use crate::operand::{self, Loc, Operands, Resolved};
 
-/// An operand a matmul reads from an input tensor instead of the tile a skipped load would
-/// have filled.
+/// A load the matmul at `consumer` takes over: it reads its operand `slot` from the input
+/// tensor instead of the tile the skipped load would have filled.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Forward<'i> {
     /// The matmul's instruction index.
     consumer: usize,
     /// The matmul's operand slot: 1 (stationary) or 2 (moving).
     slot: u8,
-    /// The input tensor's bytes.
-    pub data: &'i [u8],
-    /// The input tensor's version ([`crate::launch::HbmIn`]).
-    pub version: Option<u64>,
-    /// The load's HBM side: the same elements, in the same order, as the tile it skipped.
-    pub hbm: Resolved,
+    /// The operand as the matmul reads it from the input tensor.
+    operand: HbmOperand<'i>,
 }
 
 /// The loads skipped for the matmul ahead (at most its two operands).
@@ -84,9 +81,9 @@ pub(crate) fn step<'i>(
         }
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
             let taken = core::mem::take(pending);
-            let mut from_hbm: [Option<Forward<'i>>; 2] = [None; 2];
+            let mut from_hbm: [Option<HbmOperand<'i>>; 2] = [None; 2];
             for fw in taken.into_iter().flatten().filter(|f| f.consumer == pc) {
-                from_hbm[usize::from(fw.slot - 1)] = Some(fw);
+                from_hbm[usize::from(fw.slot - 1)] = Some(fw.operand);
             }
             let copy = fused_copy(e, b, ins, ops, (pc, stop), vars);
             let store = copy
@@ -111,15 +108,6 @@ pub(crate) fn step<'i>(
         }
         _ => None,
     }
-}
-
-/// Where a matmul's fused copy writes.
-pub(crate) enum CopyTo<'h> {
-    /// The copy's tile in SBUF (its destination operand).
-    Sbuf(Resolved),
-    /// An output tensor's bytes and the HBM side of the store that followed the copy, whose
-    /// tile that store alone read ([`forward_store`]).
-    Hbm(&'h mut [u8], Resolved),
 }
 
 /// Whether a resolved operand covers the same elements of the same memory as another.
@@ -173,7 +161,7 @@ pub(crate) fn forward_load<'i>(
         let InstrData::Dma { tile: v, .. } = load.data else {
             return None;
         };
-        let writes = resolve::resolve(b, load, vars, stride).map(|o| *o.get(0));
+        let writes = operand::resolve(b, load, vars, stride).map(|o| *o.get(0));
         if tile_of(p, v) == Some(tile) || writes.is_some_and(|w| may_share_bytes(&w, dst, stride)) {
             return None;
         }
@@ -192,7 +180,7 @@ pub(crate) fn forward_load<'i>(
         return None;
     }
     // The operand the matmul reads through a view of this tile, of exactly the loaded elements.
-    let mops = resolve::resolve(b, mm, vars, stride)?;
+    let mops = operand::resolve(b, mm, vars, stride)?;
     let mut slots = [(1u8, stationary), (2, moving)]
         .into_iter()
         .filter(|&(s, v)| {
@@ -206,9 +194,11 @@ pub(crate) fn forward_load<'i>(
     Some(Forward {
         consumer: at,
         slot,
-        data,
-        version,
-        hbm: *hbm,
+        operand: HbmOperand {
+            data,
+            version,
+            hbm: *hbm,
+        },
     })
 }
 
@@ -254,7 +244,7 @@ fn forward_store(
     if tile_of(p, written)? != tile || !read_only_by(p, tile, at) {
         return None;
     }
-    let sops = resolve::resolve(b, store, vars, e.sbuf.partition_stride())?;
+    let sops = operand::resolve(b, store, vars, e.sbuf.partition_stride())?;
     let (from, to) = (sops.get(0), sops.get(1));
     let Loc::Hbm(t) = to.loc else {
         return None;
@@ -294,6 +284,6 @@ pub(crate) fn fused_copy(
     if next.opcode != Opcode::TensorCopy || dst.write != Write::Overwrite {
         return None;
     }
-    let copy = resolve::resolve(b, next, vars, e.sbuf.partition_stride())?;
+    let copy = operand::resolve(b, next, vars, e.sbuf.partition_stride())?;
     tensor::copy_fuses(e, ops, &copy).then_some(copy)
 }

@@ -24,7 +24,7 @@
 use nki_lang::{MAX_TENSOR_RANK, MAX_TENSORS};
 
 use super::spmd::{Hull, IndexBox, split_outputs, split_points};
-use crate::launch::HbmOut;
+use crate::bind::HbmOut;
 use crate::shape::Shape;
 
 /// How the outputs of a launch are shared between the two halves of a split.

@@ -47,8 +47,8 @@ use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, P
 use super::interleaved::Shares;
 use super::spmd::{Hull, IndexBox, output_boxes, output_hulls};
 use super::{ExecError, Frame, Second, Shown, Untimed, interpret};
+use crate::bind::{Bound, HbmOut};
 use crate::engines::Engines;
-use crate::launch::{Bound, HbmOut};
 use crate::memory::Psum;
 
 /// Loops whose body's instructions together do less [`super::work`] than this, over all
@@ -252,6 +252,16 @@ fn plan(
         work,
     )?;
     Some((shared, shares, h))
+}
+
+impl Bound<'_, '_, '_> {
+    /// The outermost `affine_range` loops whose iterations this launch runs in two halves,
+    /// one per host thread, on a core with two: their `LoopBegin` instruction indices (see
+    /// [`crate::exec`] for the conditions). Empty for a grid of several instances, whose
+    /// instances are split instead, and when no loop qualifies.
+    pub fn host_parallel_loops(&self) -> Vec<usize> {
+        parallel_loops(self)
+    }
 }
 
 /// The instructions (`LoopBegin` indices) of the outermost `affine_range` loops whose

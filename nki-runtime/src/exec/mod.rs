@@ -21,7 +21,6 @@
 mod fuse;
 mod interleaved;
 pub(crate) mod loops;
-mod resolve;
 pub(crate) mod spmd;
 
 use core::ops::ControlFlow;
@@ -32,11 +31,10 @@ use nki_lang::{
 };
 use thiserror::Error;
 
-pub(crate) use fuse::{CopyTo, Forward};
-pub use resolve::{Loc, Operands, Pattern, Resolved};
+pub use crate::operand::{Loc, Operands, Pattern, Resolved};
 
+use crate::bind::Bound;
 use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
-use crate::launch::Bound;
 
 /// Why an execution stopped before the end of the program.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -295,7 +293,7 @@ pub(crate) fn interpret<'i, O: Observer>(
             }
             _ => {
                 let vars = &f.vars;
-                if let Some(ops) = resolve::resolve(b, ins, vars, sbuf_stride) {
+                if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),

@@ -31,9 +31,9 @@ use nki_lang::{
 
 use super::interleaved::Shares;
 use super::{ExecError, Second, Shown, Untimed, run, run_instances};
+use crate::bind::{Bound, HbmOut};
 use crate::engines::Engines;
 use crate::grid::LaunchGrid;
-use crate::launch::{Bound, HbmOut};
 
 /// Instances a launch needs before its halves go to two threads.
 const MIN_PARALLEL_INSTANCES: usize = 2;

@@ -52,7 +52,8 @@ use nki_lang::{
 };
 use thiserror::Error;
 
-use crate::exec::{Loc, Observer, Operands, Resolved, accumulates};
+use crate::exec::{Observer, accumulates};
+use crate::operand::{Loc, Operands, Resolved};
 use iterations::{Iterations, NodeId, Relation};
 use shadow::{Shadow, Stamp};
 

@@ -4,8 +4,9 @@ use core::fmt;
 use std::time::Instant;
 
 use super::{Detail, Schedule, Timing, TimingError};
+use crate::bind::{HbmIn, HbmOut};
 use crate::core::NeuronCore;
-use crate::launch::{HbmIn, HbmOut, Kernel};
+use crate::launch::Kernel;
 
 /// Latency samples in µs, with `nki.benchmark`'s percentile accessor.
 #[derive(Clone, Debug, Default, PartialEq)]

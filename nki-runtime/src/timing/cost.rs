@@ -9,7 +9,7 @@
 use nki_lang::{ActFn, Alu, DType, Engine, Instr, InstrData, MAX_TILE_RANK, Opcode};
 
 use super::params::{Params, bytes_ps, cycles_ps, ns_ps};
-use crate::exec::{Loc, Operands, Resolved};
+use crate::operand::{Loc, Operands, Resolved};
 
 /// The engine work of one instruction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -83,9 +83,10 @@ pub use schedule::{
     CriticalPath, DmaPhase, Kind, OperandSummary, Record, Schedule, TileUse, Track, TrackStats,
 };
 
+use crate::bind::{Bound, HbmIn, HbmOut};
 use crate::core::NeuronCore;
 use crate::grid::LaunchGrid;
-use crate::launch::{Bound, HbmIn, HbmOut, Kernel, LaunchError};
+use crate::launch::{Kernel, LaunchError};
 use crate::shape::Shape;
 
 /// Why a timed run, a benchmark or a profile could not be made.

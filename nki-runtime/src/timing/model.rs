@@ -37,7 +37,8 @@ use super::schedule::{
     DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
     TrackStats, engine_index,
 };
-use crate::exec::{Loc, Observer, Operands};
+use crate::exec::Observer;
+use crate::operand::{Loc, Operands};
 
 /// PSUM's partition stride as the core lays it out.
 const PSUM_STRIDE: usize = crate::memory::Psum::PARTITION_STRIDE;

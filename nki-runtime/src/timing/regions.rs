@@ -10,7 +10,7 @@
 //! covers the bounding box of its elements within each partition. HBM is tracked only for the
 //! tensors a kernel writes, in 512-byte blocks along each contiguous run of the access.
 
-use crate::exec::{Loc, Resolved};
+use crate::operand::{Loc, Resolved};
 
 /// Partitions per cell.
 const QUAD: usize = 32;
@@ -429,7 +429,7 @@ fn for_each_run(r: &Resolved, mut f: impl FnMut(i64, u64)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::Pattern;
+    use crate::operand::Pattern;
     use nki_lang::{DType, Dir};
 
     fn sbuf(base: isize, dims: [usize; 5], strides: [isize; 5]) -> Resolved {

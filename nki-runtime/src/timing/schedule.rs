@@ -7,7 +7,7 @@ use nki_lang::{DType, Dir, Engine, Memory, Opcode};
 
 use super::Detail;
 use super::params::Params;
-use crate::exec::Loc;
+use crate::operand::Loc;
 
 /// Number of opcodes (the columns of [`Schedule::opcode_count`]).
 pub const OPCODES: usize = Opcode::ALL.len();

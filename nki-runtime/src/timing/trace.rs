@@ -14,7 +14,7 @@ use nki_lang::{MAX_TILE_RANK, Memory};
 use super::json::{Num, Str, Us};
 use super::model::dir_name;
 use super::schedule::{Kind, OperandSummary, Record, Schedule, Track};
-use crate::exec::Loc;
+use crate::operand::Loc;
 
 /// Why a trace or timeline could not be written.
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
 
+use crate::bind::{HbmIn, HbmOut};
 use crate::element::Element;
-use crate::launch::{HbmIn, HbmOut};
 use crate::shape::Shape;
 
 /// Why a tensor could not be created.

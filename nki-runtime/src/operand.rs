@@ -1,4 +1,8 @@
-//! Operand resolution: once per executed instruction, every operand becomes a [`Resolved`]
+//! The operand vocabulary every engine, the interpreter and every observer speak: where an
+//! operand's elements are ([`Loc`], [`Pattern`]), one resolved operand ([`Resolved`]) and the
+//! operands of one executed instruction ([`Operands`]).
+//!
+//! Resolution happens once per executed instruction: every operand becomes a [`Resolved`]
 //! pattern (memory, dtype, base element, strides, dimensions) for the loop values of that
 //! execution, clipped to the instruction's mask. The engine routine and the observer both get
 //! these, so that neither re-derives addresses.
@@ -13,12 +17,11 @@
 )]
 
 use nki_lang::{
-    Axes, AxisIndex, DType, Dir, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask, Memory,
-    OperandRef, Program, Scalar, VarValues,
+    Axes, AxisIndex, DType, Dir, HbmAccess, Instr, InstrData, MAX_SLOTS, MAX_TILE_RANK, Mask,
+    Memory, OperandRef, Program, Scalar, TileDecl, TileView, VarValues,
 };
 
-use crate::engines::access::{hbm_pattern, view_pattern};
-use crate::launch::Bound;
+use crate::bind::Bound;
 use crate::memory::Psum;
 
 /// Where an operand's elements are: element `(t0, t1, t2, t3)` of its grid is at element
@@ -130,6 +133,41 @@ impl Operands {
     pub fn iter(&self) -> impl Iterator<Item = &Resolved> {
         self.ops.iter().flatten()
     }
+}
+
+/// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart.
+pub(crate) fn view_pattern(
+    view: &TileView,
+    tile: &TileDecl<'_>,
+    stride: usize,
+    vars: &VarValues,
+) -> Pattern {
+    let size = tile.dtype.size() as usize;
+    let part = (stride / size) as isize;
+    let base = (tile.addr as usize / size) as isize
+        + view.part_start as isize * part
+        + view.offset.eval(vars) as isize;
+    let mut strides = [0isize; MAX_TILE_RANK];
+    strides[0] = part;
+    for (s, &v) in strides[1..].iter_mut().zip(&view.strides) {
+        *s = v as isize;
+    }
+    Pattern { base, strides }
+}
+
+/// The pattern of an HBM access into a row-major tensor with element strides `tensor_strides`
+/// (one per axis).
+pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], vars: &VarValues) -> Pattern {
+    let mut base = 0isize;
+    let mut strides = [0isize; MAX_TILE_RANK];
+    for (ix, &st) in a.axes().iter().zip(tensor_strides) {
+        let st = st as isize;
+        base += ix.start.eval(vars) as isize * st;
+        for (s, &g) in strides.iter_mut().zip(&ix.grid) {
+            *s += g as isize * st;
+        }
+    }
+    Pattern { base, strides }
 }
 
 /// The shape's dimensions padded with 1s to [`MAX_TILE_RANK`].
