@@ -42,7 +42,7 @@ fn tensor_add_over_its_grid_at_the_tutorials_shapes() {
 
 /// Instance `j` multiplies `lhs_t` by column block `j` of `rhs` into the same columns of the
 /// output: the two halves of a one-dimensional grid write every row, in disjoint column ranges,
-/// so the second half works on a copy of its columns (`exec::interleaved`).
+/// so the second half works on a copy of its columns (`host::interleaved`).
 #[kernel]
 fn column_block_products(lhs_t: Hbm<bf16, 128, 128>, rhs: Hbm<bf16, 128, N>) -> Hbm<f32, 128, N> {
     let out = ndarray([128, N], f32, SharedHbm);

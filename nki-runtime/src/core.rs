@@ -8,7 +8,9 @@ use thiserror::Error;
 use crate::bind::{Bound, HbmIn, HbmOut};
 use crate::cpu::Isa;
 use crate::engines::Engines;
-use crate::exec::{Observer, Shown, run, spmd};
+use crate::exec::plan::Serial;
+use crate::exec::{Observer, run};
+use crate::host::HostState;
 use crate::host_profile::HostProfile;
 use crate::launch::{Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
@@ -24,20 +26,17 @@ pub struct UnsupportedIsa {
 
 /// One modeled NeuronCore: SBUF, PSUM and the engines that execute kernel programs.
 ///
-/// The memories are allocated when the core is created, and launches allocate nothing, with two
-/// exceptions made once and kept: the second set of engines on the first launch that splits
-/// between the host threads, and the copies of output parts the second thread writes on the
-/// first launch whose halves interleave in an output (`exec::interleaved`). SBUF and PSUM
+/// The memories are allocated when the core is created, and launches allocate nothing, with
+/// three exceptions made once and kept: the second set of engines on the first launch that
+/// splits between the host threads, the copies of output parts the second thread writes on the
+/// first launch whose halves interleave in an output (`host::interleaved`), and a table of
+/// each tile's reader that grows to the largest program's tile count. SBUF and PSUM
 /// keep their contents between launches (a kernel must not rely on them, as on hardware).
 pub struct NeuronCore {
     target: Target,
     engines: Engines,
-    /// The engines of the worker's half of a grid launch's instances, created on the first
-    /// grid launch that splits.
-    second: Option<Box<Engines>>,
-    /// The worker's copies of output parts that interleave with the calling thread's, grown
-    /// on the first launch that splits so (`exec::interleaved`).
-    second_outputs: Vec<u8>,
+    /// What the host's shortcuts keep between plain launches.
+    host: HostState,
     /// Host time per instruction of the launches since recording started, if it did.
     host_profile: Option<HostProfile>,
     /// Whether every launch runs strictly ([`NeuronCore::execute_strict`]).
@@ -51,8 +50,7 @@ impl NeuronCore {
         NeuronCore {
             target,
             engines: Engines::new(target, Isa::detect()),
-            second: None,
-            second_outputs: Vec::new(),
+            host: HostState::default(),
             host_profile: None,
             strict: strict_by_default(),
         }
@@ -167,7 +165,7 @@ impl NeuronCore {
     /// runs.
     ///
     /// The instances of a grid launch run in row-major order, or in two halves on the core's
-    /// two host threads when their outputs split between them (`exec::spmd`). Within one
+    /// two host threads when their outputs split between them (`host::spmd`). Within one
     /// instance, an outermost `affine_range` loop whose iterations share no written tile runs
     /// its iterations in two halves the same way ([`Bound::host_parallel_loops`] names them).
     /// Either way the results are those of a serial run, bit for bit.
@@ -177,14 +175,10 @@ impl NeuronCore {
         }
         self.check_capacity(&bound)?;
         match self.host_profile.as_mut() {
-            None => spmd::execute(
-                &mut self.engines,
-                &mut self.second,
-                &mut self.second_outputs,
-                self.target,
-                &mut bound,
-            )?,
-            Some(profile) => run(&mut self.engines, &mut bound, profile, Shown::Each, None)?,
+            None => {
+                crate::host::execute(&mut self.engines, &mut self.host, self.target, &mut bound)?
+            }
+            Some(profile) => run(&mut self.engines, &mut bound, profile, &mut Serial)?,
         }
         Ok(())
     }
@@ -197,7 +191,7 @@ impl NeuronCore {
         observer: &mut O,
     ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
-        run(&mut self.engines, &mut bound, observer, Shown::Each, None)?;
+        run(&mut self.engines, &mut bound, observer, &mut Serial)?;
         Ok(())
     }
 

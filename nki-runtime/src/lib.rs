@@ -95,6 +95,7 @@ mod element;
 mod engines;
 pub mod exec;
 mod grid;
+mod host;
 pub mod host_profile;
 mod instance;
 mod launch;

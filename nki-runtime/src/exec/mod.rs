@@ -7,21 +7,11 @@
 //! body's first instruction, or pops. The index variables ([`VarValues`]: program ids, then the
 //! loops' induction values by depth) feed every operand's affine indices. Nothing is allocated.
 //!
-//! Host threads: the instances of a grid launch split between the core's two threads
-//! (`spmd`); in a launch of one instance, an outermost `affine_range` loop whose iterations
-//! share no written tile splits its iterations instead (`loops`). A run with an observer
-//! other than the plain one is serial.
-//!
-//! Steps: a plain run passes data that would only go through SBUF between two neighbouring
-//! instructions straight from one to the other (`fuse`: a load into the matmul after it, a
-//! matmul into the `tensor_copy` of its result, that copy into the store after it), with the
-//! bits of the instructions run one after the other. A run with any other observer shows and
-//! runs every instruction as written.
+//! Host shortcuts (two threads, neighbouring instructions run as one step) are not the
+//! interpreter's: they enter through a [`plan::HostPlan`], as observers enter through
+//! [`Observer`]. A run with [`plan::Serial`] runs every instruction as written.
 
-mod fuse;
-mod interleaved;
-pub(crate) mod loops;
-pub(crate) mod spmd;
+pub(crate) mod plan;
 
 use core::ops::ControlFlow;
 
@@ -35,6 +25,7 @@ pub use crate::operand::{Loc, Operands, Pattern, Resolved};
 
 use crate::bind::Bound;
 use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
+use plan::HostPlan;
 
 /// Why an execution stopped before the end of the program.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -104,111 +95,29 @@ pub(crate) fn accumulates(write: Write, vars: &VarValues) -> bool {
     }
 }
 
-/// A measure of an instruction's host work, for deciding whether splitting it (or a loop or
-/// grid of it) between two threads pays: a matmul's multiply-adds, else the elements of its
-/// widest operand.
-pub(crate) fn work(p: &nki_lang::Program<'_>, ins: &Instr) -> u64 {
-    let elems = |v: nki_lang::ViewId| {
-        p.views().get(v.index()).map_or(0, |view| {
-            u64::from(view.shape.partitions()).saturating_mul(view.shape.free_elems())
-        })
-    };
-    if let InstrData::Matmul {
-        stationary, moving, ..
-    } = ins.data
-    {
-        // K·M·N: the stationary operand's elements (K·M) times the moving one's free size.
-        let k = p
-            .views()
-            .get(moving.index())
-            .map_or(1, |v| u64::from(v.shape.partitions()).max(1));
-        return elems(stationary).saturating_mul(elems(moving) / k);
-    }
-    ins.operands()
-        .filter_map(|o| match o.operand {
-            nki_lang::OperandRef::View(v) => Some(elems(v)),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// The [`work`] of instructions `instrs` of a bound program run once, each instruction counted
-/// as many times as the loops it is nested in within `instrs` run (their trip counts at this
-/// launch).
-pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) -> u64 {
-    let p = b.program;
-    // Multipliers of the loops opened within `instrs`, innermost last.
-    let mut nest = [1u64; MAX_LOOP_DEPTH + 1];
-    let mut depth = 0usize;
-    let mut total = 0u64;
-    for ins in p.instrs().get(instrs).unwrap_or(&[]) {
-        match ins.data {
-            InstrData::LoopBegin { trip, .. } => {
-                let outer = nest.get(depth).copied().unwrap_or(u64::MAX);
-                depth = depth.saturating_add(1);
-                if let Some(m) = nest.get_mut(depth) {
-                    *m = outer.saturating_mul(trip.eval(&b.syms));
-                }
-            }
-            InstrData::LoopEnd { .. } => depth = depth.saturating_sub(1),
-            _ => {
-                let m = nest.get(depth).copied().unwrap_or(u64::MAX);
-                total = total.saturating_add(work(p, ins).saturating_mul(m));
-            }
-        }
-    }
-    total
-}
-
-/// The core's second set of engines (created on first use) for work on the worker thread.
-pub(crate) struct Second<'s> {
-    /// The engines.
-    pub engines: &'s mut Option<Box<Engines>>,
-    /// Copies of the parts of outputs the worker's half writes when they interleave with the
-    /// calling thread's (`interleaved`), grown on first use.
-    pub outputs: &'s mut Vec<u8>,
-    /// The core's target, for creating them.
-    pub target: nki_lang::Target,
-}
-
-/// How a run shows its instructions to its observer.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Shown {
-    /// Every instruction, one at a time (an observed run: timing, strictness, profiles).
-    Each,
-    /// A plain run (the [`Untimed`] observer): neighbouring instructions that only pass data
-    /// through SBUF may run as one step ([`fuse`]).
-    Fused,
-}
-
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.
-pub(crate) fn run<O: Observer>(
+pub(crate) fn run<'i, O: Observer, H: HostPlan<'i>>(
     e: &mut Engines,
-    b: &mut Bound<'_, '_, '_>,
+    b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
-    shown: Shown,
-    second: Option<&mut Second<'_>>,
+    plan: &mut H,
 ) -> Result<(), ExecError> {
-    run_instances(e, b, obs, shown, 0..b.grid.count().unwrap_or(0), second)
+    run_instances(e, b, obs, plan, 0..b.grid.count().unwrap_or(0))
 }
 
-/// Runs instances `range` (row-major indices) of the bound program's grid, in order. With
-/// `second`, an instance's outermost `affine_range` loops may run on two threads
-/// ([`loops`]).
-pub(crate) fn run_instances<O: Observer>(
+/// Runs instances `range` (row-major indices) of the bound program's grid, in order.
+pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
     e: &mut Engines,
-    b: &mut Bound<'_, '_, '_>,
+    b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
-    shown: Shown,
+    plan: &mut H,
     range: core::ops::Range<usize>,
-    mut second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
     let end = b.program.instrs().len();
     for i in range {
         let mut f = Frame::new(b.grid.coords(i));
-        interpret(e, b, obs, shown, &mut f, (0, end), second.as_deref_mut())?;
+        interpret(e, b, obs, plan, &mut f, (0, end))?;
     }
     Ok(())
 }
@@ -240,27 +149,19 @@ impl Frame {
 
 /// Runs instructions `start..stop` from state `f`: a whole instance (`0..len`), or, for half of
 /// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`.
-pub(crate) fn interpret<'i, O: Observer>(
+pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     e: &mut Engines,
     b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
-    shown: Shown,
+    plan: &mut H,
     f: &mut Frame,
     (start, stop): (usize, usize),
-    mut second: Option<&mut Second<'_>>,
 ) -> Result<(), ExecError> {
     let p = b.program;
     let instrs = p.instrs();
     let syms = b.syms;
     let mut pc = start;
     let sbuf_stride = e.sbuf.partition_stride();
-    let mut pending: fuse::Pending<'i> = [None; 2];
-    // Packings of input operands from an earlier launch may be of other data by now, unless
-    // they are of a device tensor's version.
-    for cache in [&mut e.packs, &mut e.packs_worker] {
-        cache.0.forget_unversioned();
-        cache.1.forget_unversioned();
-    }
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -271,9 +172,7 @@ pub(crate) fn interpret<'i, O: Observer>(
                     pc = end as usize + 1;
                     continue;
                 }
-                if let Some(s) = second.as_deref_mut()
-                    && loops::run_parallel(e, s, b, f, (pc, end as usize), t)?
-                {
+                if plan.run_loop(e, b, f, (pc, end as usize), t)? {
                     pc = end as usize + 1;
                     continue;
                 }
@@ -303,24 +202,17 @@ pub(crate) fn interpret<'i, O: Observer>(
                             what,
                         });
                     }
-                    let stepped = match shown {
-                        Shown::Fused if obs.computes() => {
-                            fuse::step(e, b, ins, &ops, (pc, stop), vars, &mut pending)
-                        }
-                        _ => None,
-                    };
-                    if let Some(more) = stepped {
-                        obs.after(pc, ins);
-                        pc += 1 + more;
-                        continue;
-                    }
                     if obs.computes() {
+                        if let Some(more) = plan.step(e, b, ins, &ops, (pc, stop), vars) {
+                            obs.after(pc, ins);
+                            pc += 1 + more;
+                            continue;
+                        }
                         execute(e, b, ins, &ops, vars);
                     }
                     obs.after(pc, ins);
-                } else if ins.opcode == Opcode::Matmul {
-                    // Loads forwarded to a matmul are for this execution of it only.
-                    pending = [None; 2];
+                } else {
+                    plan.masked_out(pc, ins);
                 }
             }
         }

@@ -53,9 +53,11 @@ pub(crate) type Pending<'i> = [Option<Forward<'i>>; 2];
 /// step: a forwarded load is set aside in `pending`, a matmul takes the loads forwarded to it
 /// and the copy after it. Returns how many instructions after `ins` the step also ran (so 0
 /// for a load or a lone matmul); `None` when `ins` is to run on its own.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn step<'i>(
     e: &mut Engines,
     b: &mut Bound<'i, '_, '_>,
+    readers: &Readers,
     ins: &Instr,
     ops: &Operands,
     (pc, stop): (usize, usize),
@@ -64,7 +66,7 @@ pub(crate) fn step<'i>(
 ) -> Option<usize> {
     match (ins.opcode, ins.data) {
         (Opcode::Load, _) => {
-            if let Some(fw) = forward_load(e, b, ins, ops, (pc, stop), vars) {
+            if let Some(fw) = forward_load(e, b, readers, ins, ops, (pc, stop), vars) {
                 let free = pending.iter_mut().find(|p| p.is_none())?;
                 *free = Some(fw);
                 return Some(0);
@@ -75,7 +77,7 @@ pub(crate) fn step<'i>(
                 return None;
             };
             let input = b.inputs.get(usize::from(t_in))?.data;
-            let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
+            let (t, to) = forward_store(e, b, readers, ops, (pc, stop), vars)?;
             dma::store_straight(e, from, Some(input), b.hbm_mut(usize::from(t)).0, &to);
             Some(1)
         }
@@ -88,8 +90,8 @@ pub(crate) fn step<'i>(
             let copy = fused_copy(e, b, ins, ops, (pc, stop), vars);
             let store = copy
                 .as_ref()
-                .and_then(|c| forward_store(e, b, c, (pc + 1, stop), vars));
-            let accumulate = super::accumulates(dst.write, vars);
+                .and_then(|c| forward_store(e, b, readers, c, (pc + 1, stop), vars));
+            let accumulate = crate::exec::accumulates(dst.write, vars);
             let to = match (&copy, store) {
                 (Some(_), Some((t, hbm))) => Some(CopyTo::Hbm(b.hbm_mut(usize::from(t)).0, hbm)),
                 (Some(c), None) => Some(CopyTo::Sbuf(*c.get(0))),
@@ -102,7 +104,7 @@ pub(crate) fn step<'i>(
             if ins.engine != Engine::Scalar && dst.write == Write::Overwrite =>
         {
             // A copy only to be stored: straight from its source to the output.
-            let (t, to) = forward_store(e, b, ops, (pc, stop), vars)?;
+            let (t, to) = forward_store(e, b, readers, ops, (pc, stop), vars)?;
             dma::store_straight(e, ops.get(1), None, b.hbm_mut(usize::from(t)).0, &to);
             Some(1)
         }
@@ -128,6 +130,7 @@ fn same_elements(a: &Resolved, b: &Resolved) -> bool {
 pub(crate) fn forward_load<'i>(
     e: &Engines,
     b: &Bound<'i, '_, '_>,
+    readers: &Readers,
     ins: &Instr,
     ops: &Operands,
     (pc, stop): (usize, usize),
@@ -176,7 +179,7 @@ pub(crate) fn forward_load<'i>(
     else {
         return None;
     };
-    if !read_only_by(p, tile, at) {
+    if !readers.only(tile, at) {
         return None;
     }
     // The operand the matmul reads through a view of this tile, of exactly the loaded elements.
@@ -207,13 +210,53 @@ fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Option<u16> {
     p.views().get(view.index()).map(|v| v.tile)
 }
 
-/// Whether no instruction of the program but the one at `except` reads tile `tile`.
-fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
-    !p.instrs().iter().enumerate().any(|(i, x)| {
-        i != except
-            && x.operands()
-                .any(|o| o.dir.reads() && o.view().and_then(|v| tile_of(p, v)) == Some(tile))
-    })
+/// The readers of each tile of a program: for tile `t`, [`Readers::NONE`], the one instruction
+/// that reads it, or [`Readers::MANY`]. Computed once per launch into a buffer the core keeps,
+/// so that deciding a step does not scan the program.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Readers(Vec<u32>);
+
+impl Readers {
+    /// No instruction reads the tile.
+    const NONE: u32 = u32::MAX;
+    /// Several instructions read it (or one whose index does not fit).
+    const MANY: u32 = u32::MAX - 1;
+
+    /// Finds the readers of `p`'s tiles (reusing the buffer: no allocation once it has grown
+    /// to the largest program's tile count).
+    pub(crate) fn find(&mut self, p: &nki_lang::Program<'_>) {
+        self.0.clear();
+        self.0.resize(p.tiles().len(), Self::NONE);
+        for (i, x) in p.instrs().iter().enumerate() {
+            let i = u32::try_from(i)
+                .ok()
+                .filter(|&i| i < Self::MANY)
+                .unwrap_or(Self::MANY);
+            for o in x.operands().filter(|o| o.dir.reads()) {
+                let Some(r) = o
+                    .view()
+                    .and_then(|v| tile_of(p, v))
+                    .and_then(|t| self.0.get_mut(usize::from(t)))
+                else {
+                    continue;
+                };
+                *r = match *r {
+                    Self::NONE => i,
+                    r if r == i => r,
+                    _ => Self::MANY,
+                };
+            }
+        }
+    }
+
+    /// Whether no instruction of the program but the one at `except` reads tile `tile`.
+    fn only(&self, tile: u16, except: usize) -> bool {
+        match self.0.get(usize::from(tile)) {
+            Some(&Self::NONE) => true,
+            Some(&r) => r != Self::MANY && usize::try_from(r).is_ok_and(|r| r == except),
+            None => false,
+        }
+    }
 }
 
 /// The output tensor and HBM side of the `store` right after a fused copy or a load (operands
@@ -225,6 +268,7 @@ fn read_only_by(p: &nki_lang::Program<'_>, tile: u16, except: usize) -> bool {
 fn forward_store(
     e: &Engines,
     b: &Bound<'_, '_, '_>,
+    readers: &Readers,
     copy: &Operands,
     (pc, stop): (usize, usize),
     vars: &VarValues,
@@ -241,7 +285,7 @@ fn forward_store(
         Some(InstrData::Dma { tile, .. }) => tile,
         _ => return None,
     };
-    if tile_of(p, written)? != tile || !read_only_by(p, tile, at) {
+    if tile_of(p, written)? != tile || !readers.only(tile, at) {
         return None;
     }
     let sops = operand::resolve(b, store, vars, e.sbuf.partition_stride())?;

@@ -19,7 +19,7 @@
 //!   analysis of SPMD grids, over the halves' iteration ranges), so each thread gets its own
 //!   part of the output; or, failing that, in disjoint boxes of indices, such as the column
 //!   blocks of a row-major result, and the second half works on a copy of its box
-//!   (`exec::interleaved`);
+//!   (`host::interleaved`);
 //! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_WORK`]) and the
 //!   program has at most [`MAX_TILES`] tiles.
 //!
@@ -44,11 +44,13 @@
 
 use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
 
+use super::fuse::Readers;
+use super::hull::{Hull, IndexBox, output_boxes, output_hulls};
 use super::interleaved::Shares;
-use super::spmd::{Hull, IndexBox, output_boxes, output_hulls};
-use super::{ExecError, Frame, Second, Shown, Untimed, interpret};
+use super::{Plain, Second};
 use crate::bind::{Bound, HbmOut};
 use crate::engines::Engines;
+use crate::exec::{ExecError, Frame, Untimed, interpret};
 use crate::memory::Psum;
 
 /// Loops whose body's instructions together do less [`super::work`] than this, over all
@@ -257,7 +259,7 @@ fn plan(
 impl Bound<'_, '_, '_> {
     /// The outermost `affine_range` loops whose iterations this launch runs in two halves,
     /// one per host thread, on a core with two: their `LoopBegin` instruction indices (see
-    /// [`crate::exec`] for the conditions). Empty for a grid of several instances, whose
+    /// `docs/performance.md`, "Host threads", for the conditions). Empty for a grid of several instances, whose
     /// instances are split instead, and when no loop qualifies.
     pub fn host_parallel_loops(&self) -> Vec<usize> {
         parallel_loops(self)
@@ -304,6 +306,7 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
 pub(crate) fn run_parallel(
     e: &mut Engines,
     second: &mut Second<'_>,
+    readers: &Readers,
     b: &mut Bound<'_, '_, '_>,
     f: &Frame,
     (begin, end): (usize, usize),
@@ -352,25 +355,18 @@ pub(crate) fn run_parallel(
     let body = (begin.saturating_add(1), end.saturating_add(1));
     let (ra, rb) = w.join(
         || {
-            interpret(
-                e,
-                &mut bound_a,
-                &mut Untimed,
-                Shown::Fused,
-                &mut fa,
-                body,
-                None,
-            )
+            let mut plan = Plain::new(e, readers, None);
+            interpret(e, &mut bound_a, &mut Untimed, &mut plan, &mut fa, body)
         },
         || {
+            let mut plan = Plain::new(engines_b, readers, None);
             interpret(
                 engines_b,
                 &mut bound_b,
                 &mut Untimed,
-                Shown::Fused,
+                &mut plan,
                 &mut fb,
                 body,
-                None,
             )
         },
     );

@@ -1,8 +1,8 @@
 //! Outputs whose two halves of a split run interleave: disjoint boxes of indices that no one
 //! offset separates.
 //!
-//! The halves of a split (a loop's iterations, `exec::loops`, or a grid's instances,
-//! `exec::spmd`) normally get one byte range of each output each (`exec::spmd::split_outputs`).
+//! The halves of a split (a loop's iterations, `host::loops`, or a grid's instances,
+//! `host::spmd`) normally get one byte range of each output each (`host::hull::split_outputs`).
 //! A loop over column blocks of a row-major result, such as the outer loop of NKI's fully
 //! optimised matmul, or a grid with one row of instances, writes every row in both halves: the
 //! halves' boxes of indices are disjoint along the column axis, but their offsets interleave.
@@ -23,7 +23,7 @@
 
 use nki_lang::{MAX_TENSOR_RANK, MAX_TENSORS};
 
-use super::spmd::{Hull, IndexBox, split_outputs, split_points};
+use super::hull::{Hull, IndexBox, split_outputs, split_points};
 use crate::bind::HbmOut;
 use crate::shape::Shape;
 
@@ -31,7 +31,7 @@ use crate::shape::Shape;
 // One value per split launch, on the stack: boxing the larger variant would allocate.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Shares {
-    /// Each output split at an element offset (`exec::spmd::split_points`).
+    /// Each output split at an element offset (`host::hull::split_points`).
     At([(usize, bool); MAX_TENSORS]),
     /// Each output whole for the first half; the second works on copies of these boxes.
     Boxes([IndexBox; MAX_TENSORS]),
@@ -123,7 +123,7 @@ fn disjoint(
 }
 
 /// The boxes the second half touches, one per output (`None` where it touches nothing), if for
-/// every output the halves' boxes (`a`, `b`, from `exec::spmd::output_boxes`) are disjoint or
+/// every output the halves' boxes (`a`, `b`, from `host::hull::output_boxes`) are disjoint or
 /// one of them is empty; `None` if some output's halves may touch the same element.
 fn second_half_boxes(
     a: &[IndexBox; MAX_TENSORS],
