@@ -15,7 +15,7 @@ use nki_lang::{ActFn, ValidRange};
 use nki_runtime::Isa;
 use nki_runtime::cpu::act;
 
-#[path = "../src/cpu/act_ref.rs"]
+#[path = "../src/cpu/act/reference.rs"]
 mod act_ref;
 use act_ref::*;
 

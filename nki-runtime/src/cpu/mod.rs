@@ -17,14 +17,6 @@ pub mod convert;
 pub mod matmul;
 pub mod transpose;
 
-#[cfg(target_arch = "x86_64")]
-mod act_x86;
-#[cfg(target_arch = "x86_64")]
-mod convert_x86;
-#[cfg(target_arch = "x86_64")]
-mod matmul_avx2;
-#[cfg(target_arch = "x86_64")]
-mod matmul_avx512;
 
 /// Which host code path runs the engines' inner loops.
 ///

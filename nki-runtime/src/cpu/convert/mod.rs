@@ -116,6 +116,9 @@ use nki_lang::DType;
 
 use super::Isa;
 
+#[cfg(target_arch = "x86_64")]
+pub(in crate::cpu) mod x86;
+
 /// Elements per chunk of the portable conversion between two non-f32 dtypes, through f32s
 /// in a stack buffer.
 const PORTABLE_CHUNK: usize = 64;
@@ -560,7 +563,7 @@ fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
 }
 
 #[cfg(target_arch = "x86_64")]
-use super::convert_x86::vector_loop as arch_loop;
+use x86::vector_loop as arch_loop;
 
 /// No vector loops off x86-64.
 #[cfg(not(target_arch = "x86_64"))]

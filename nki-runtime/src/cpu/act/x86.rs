@@ -14,8 +14,7 @@ use core::ops::{Add, Div, Mul, Neg, Sub};
 
 use nki_lang::ActFn;
 
-use super::Isa;
-use super::act::{F64Kernel, Simd, SimdF64, act_affine, portable, portable_pow, pow_v};
+use super::{F64Kernel, Isa, Simd, SimdF64, act_affine, portable, portable_pow, pow_v};
 
 /// Runs a block of intrinsics.
 macro_rules! avx {

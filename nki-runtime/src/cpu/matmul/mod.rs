@@ -75,6 +75,11 @@ use nki_lang::DType;
 use super::convert::{bf16_to_f32, elem_size, f16_to_f32};
 use super::{AlignedBuf, Isa};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
 /// Largest contraction size `K` (partitions).
 pub const MAX_K: usize = 128;
 /// Largest stationary free size `M` (output partitions).
@@ -195,9 +200,9 @@ impl MovingPacking {
         #[cfg(target_arch = "x86_64")]
         {
             if self.dot {
-                super::matmul_avx512::packed_moving_offset(k, col)
+                avx512::packed_moving_offset(k, col)
             } else {
-                super::matmul_avx512::packed_moving_offset_f32(k, col)
+                avx512::packed_moving_offset_f32(k, col)
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -212,7 +217,7 @@ impl MovingPacking {
     fn stationary_block(self, k: usize) -> usize {
         #[cfg(target_arch = "x86_64")]
         {
-            super::matmul_avx512::packed_stationary_block(self.dot, k)
+            avx512::packed_stationary_block(self.dot, k)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -270,7 +275,7 @@ pub fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPa
 /// (`n` when the columns are one panel).
 pub fn moving_split(n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
-    let panel = super::matmul_avx512::PANEL;
+    let panel = avx512::PANEL;
     #[cfg(not(target_arch = "x86_64"))]
     let panel = 1;
     (n / 2).next_multiple_of(panel).min(n)
@@ -608,10 +613,10 @@ pub fn pack_moving(
         unsafe {
             if packing.dot {
                 assert!(moving.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
-                super::matmul_avx512::pack_moving_bf16(words, moving, cols);
+                avx512::pack_moving_bf16(words, moving, cols);
                 MovingKey(u32::MAX)
             } else {
-                MovingKey(super::matmul_avx512::pack_moving_f32(words, moving, cols))
+                MovingKey(avx512::pack_moving_f32(words, moving, cols))
             }
         }
     }
@@ -661,10 +666,10 @@ fn pack_stationary_words(
         unsafe {
             if packing.dot {
                 assert!(stationary.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
-                super::matmul_avx512::pack_stationary_bf16(words, stationary);
+                avx512::pack_stationary_bf16(words, stationary);
                 u32::MAX
             } else {
-                super::matmul_avx512::pack_stationary_f32(words, stationary)
+                avx512::pack_stationary_f32(words, stationary)
             }
         }
     }
@@ -734,12 +739,12 @@ pub fn matmul_prepacked(
         // (whatever they hold, every access stays inside them).
         unsafe {
             if packing.dot {
-                super::matmul_avx512::matmul_bf16_prepacked(
+                avx512::matmul_bf16_prepacked(
                     a, b, k, m, out, copy, accumulate, cols,
                 );
             } else {
                 let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
-                super::matmul_avx512::matmul_f32_prepacked(
+                avx512::matmul_f32_prepacked(
                     a, b, ops_ok, k, m, out, copy, accumulate, cols,
                 );
             }
@@ -780,13 +785,13 @@ fn run(
             // address lies inside its slice.
             unsafe {
                 match isa {
-                    Isa::Avx512Bf16 if both_bf16 && bf16_dot => super::matmul_avx512::matmul_bf16(
+                    Isa::Avx512Bf16 if both_bf16 && bf16_dot => avx512::matmul_bf16(
                         scratch, stationary, moving, out, accumulate, cols,
                     ),
-                    Isa::Avx512Bf16 | Isa::Avx512 => super::matmul_avx512::matmul_f32(
+                    Isa::Avx512Bf16 | Isa::Avx512 => avx512::matmul_f32(
                         scratch, stationary, moving, out, accumulate, cols,
                     ),
-                    _ => super::matmul_avx2::matmul_f32(
+                    _ => avx2::matmul_f32(
                         scratch, stationary, moving, out, accumulate, cols,
                     ),
                 }

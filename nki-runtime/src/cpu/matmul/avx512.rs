@@ -16,15 +16,15 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
-use super::convert_x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
-use super::matmul::{
+use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
+use super::{
     CANONICAL_NAN, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
     products_on_grid,
 };
 
 /// Rows of `m` per register block.
 const MR: usize = 8;
-const _: () = assert!(MR == super::matmul::STATIONARY_BLOCK);
+const _: () = assert!(MR == super::STATIONARY_BLOCK);
 /// Most zmm vectors of `n` per register block (`MR * NR` accumulators).
 const NR: usize = 3;
 /// Columns per moving panel.
@@ -55,7 +55,7 @@ fn prefetch_row(op: &Operand, k: usize, c0: usize, width: usize, size: usize) {
     if k < op.rows {
         let at = op.offset + k * op.row_stride + c0 * size;
         if let Some(row) = op.data.get(at..at + width * size) {
-            super::prefetch(row);
+            crate::cpu::prefetch(row);
         }
     }
 }

@@ -18,8 +18,7 @@ use core::mem::transmute;
 
 use nki_lang::DType;
 
-use super::Isa;
-use super::convert::{E4M3, E5M2, MiniFloat, VectorRun};
+use super::{E4M3, Isa, E5M2, MiniFloat, VectorRun};
 
 /// Round to nearest even, exceptions suppressed (AVX-512 embedded rounding).
 const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -328,7 +327,7 @@ unsafe fn st16_f32(p: *mut u8, v: __m512) {
 /// The model's f32 → bf16 rounding with integer operations (AVX-512F).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) fn f32_to_bf16_x16(v: __m512) -> __m256i {
+pub(in crate::cpu) fn f32_to_bf16_x16(v: __m512) -> __m256i {
     let bits = _mm512_castps_si512(v);
     let abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fff_ffff));
     let nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f80_0000));
@@ -352,7 +351,7 @@ unsafe fn st16_bf16(p: *mut u8, v: __m512) {
 /// natively (round to nearest even, subnormals flushed, NaNs quieted).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(super) fn f32_to_bf16_hw_x16(v: __m512) -> __m256i {
+pub(in crate::cpu) fn f32_to_bf16_hw_x16(v: __m512) -> __m256i {
     // SAFETY: `__m256bh` and `__m256i` are both plain 256-bit vectors.
     unsafe { transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v)) }
 }

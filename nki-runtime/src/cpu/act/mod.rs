@@ -27,7 +27,7 @@
 //! Every definition is written once, generically over a lane type (the crate-private trait
 //! `Simd`, whose methods are the operations above). `f32` implements it with scalar operations:
 //! that instantiation *is* the definition, and the portable path. The x86-64 module
-//! `act_x86` implements it on 16 lanes (`__m512`, AVX-512F) and 8 lanes (`__m256`, AVX2 + FMA)
+//! `x86` implements it on 16 lanes (`__m512`, AVX-512F) and 8 lanes (`__m256`, AVX2 + FMA)
 //! with the instruction computing the same IEEE operation (`vfmadd…ps` for `mul_add`, `vdivps`,
 //! `vsqrtps`, `vroundps`/`vrndscaleps` for floor/ceil/trunc, `vcvttps2dq` on integral values,
 //! ...). The vector loops are monomorphized per function (the `match` on [`ActFn`] happens
@@ -145,6 +145,9 @@ use core::ops::{Add, Div, Mul, Neg, Sub};
 use nki_lang::ActFn;
 
 use super::Isa;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 /// The stored value of every NaN result.
 #[cfg(test)]
@@ -1530,7 +1533,7 @@ pub fn apply_pow(isa: Isa, a: &[f32], b: &[f32], dst: &mut [f32]) {
         _ => {
             isa.assert_supported();
             // SAFETY: `assert_supported` checked that the CPU has the features `isa` needs.
-            unsafe { super::act_x86::apply_pow(isa, a, b, dst) }
+            unsafe { x86::apply_pow(isa, a, b, dst) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         _ => {
@@ -1548,7 +1551,7 @@ fn run<const F: u8>(isa: Isa, src: &[f32], dst: &mut [f32], scale: f32, bias: f3
         _ => {
             isa.assert_supported();
             // SAFETY: `assert_supported` checked that the CPU has the features `isa` needs.
-            unsafe { super::act_x86::apply::<F>(isa, src, dst, scale, bias) }
+            unsafe { x86::apply::<F>(isa, src, dst, scale, bias) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         _ => {
@@ -1574,12 +1577,11 @@ pub(crate) fn portable_pow(a: &[f32], b: &[f32], dst: &mut [f32]) {
 }
 
 #[cfg(test)]
-#[path = "act_ref.rs"]
-mod act_ref;
+mod reference;
 
 #[cfg(test)]
 mod tests {
-    use super::act_ref::*;
+    use super::reference::*;
     use super::*;
     use crate::cpu::convert::tests::Rng;
     use nki_lang::ValidRange;
