@@ -10,8 +10,9 @@
 //! - **PSUM**, the partial-sum buffer: 128 partitions × 8 banks × 2 KiB, where TensorE
 //!   accumulates in fp32.
 //!
-//! and its engines: DMA (`load`, `store`), TensorE (`nc_matmul`, `nc_transpose`), VectorE
-//! (`tensor_copy`, `memset`). A kernel is a [`nki_lang::Program`] (plain data, checked when it
+//! and its engines: DMA (`load`, `store`), TensorE (`nc_matmul`, `nc_transpose`), VectorE,
+//! ScalarE and GpSimd (the elementwise, activation, reduction, scan and selection operations
+//! of NKI's ISA). A kernel is a [`nki_lang::Program`] (plain data, checked when it
 //! was built, tile addresses assigned); [`Kernel::bind`] checks a launch's tensors against the
 //! program's signature and launch constraints, and [`NeuronCore::execute`] runs it. Every
 //! instruction runs to completion before the next one starts: the engines' overlap is a
@@ -78,6 +79,27 @@
 //! an observed run ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every
 //! instruction as written.
 //!
+//! # Layers
+//!
+//! The crate's modules form layers, and an import points only down (a parent module and its
+//! own children in one folder excepted); `tests/layering.rs` checks it on the source:
+//!
+//! 1. `cpu/`: the numerics (conversions, ALU and activation functions, the matmul's
+//!    accumulation), one definition per function with its host code paths; stateless.
+//!    Beside it, host and device plumbing: `worker` (the second host thread), `memory` (SBUF,
+//!    PSUM), `shape`, `grid` (the launch grid).
+//! 2. `element` (host element types), then `bind` (the launch's tensors: [`HbmIn`],
+//!    [`HbmOut`], [`Bound`]), then `device_tensor` and `operand` (the vocabulary of a resolved
+//!    operand: [`exec::Loc`], [`exec::Pattern`], [`exec::Resolved`], [`exec::Operands`]).
+//! 3. `engines/`: one routine per instruction family, on resolved operands.
+//! 4. `exec/`: the interpreter, its [`Observer`] hook and its host-plan hook.
+//! 5. `host/` (the shortcuts of plain runs: two threads, fused steps), [`strict`],
+//!    [`host_profile`]: the plans and observers that plug into the interpreter. Observers
+//!    never see `engines/` or `host/`.
+//! 6. `launch` ([`Kernel`], the checks), `instantiation`, then `core` ([`NeuronCore`]: picks
+//!    the serial plan for strict and observed runs, the host's plan otherwise), then
+//!    [`timing`].
+//!
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
 
@@ -97,7 +119,7 @@ pub mod exec;
 mod grid;
 mod host;
 pub mod host_profile;
-mod instance;
+mod instantiation;
 mod launch;
 pub mod memory;
 mod operand;
@@ -114,7 +136,7 @@ pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
 pub use exec::{ExecError, Observer};
 pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use host_profile::{HostOpRow, HostProfile, HostRow};
-pub use instance::{Instance, MetaValue};
+pub use instantiation::{Instance, MetaValue};
 pub use launch::{CheckedInputs, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};

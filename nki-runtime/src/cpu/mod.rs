@@ -17,7 +17,6 @@ pub mod convert;
 pub mod matmul;
 pub mod transpose;
 
-
 /// Which host code path runs the engines' inner loops.
 ///
 /// The variants are ordered from the most portable to the most specialized; all of them compute

@@ -1,12 +1,17 @@
 //! The engines' datapaths: what each instruction does to the memories.
 //!
-//! Each instruction resolves its operands' addresses once (an [`access::Pattern`] per
-//! operand, from the loop values) and then runs one tight routine over them; nothing is
-//! dispatched per element.
+//! Each instruction's operands arrive resolved (a [`crate::operand::Pattern`] per operand,
+//! from the loop values) and one tight routine runs over them; nothing is dispatched per
+//! element.
 //!
-//! - [`dma`]: `load` / `store` between HBM and SBUF, with casts.
+//! - [`dma`]: `load`, `store`, `load_transpose2d` between HBM and SBUF, with casts.
 //! - [`tensor`]: TensorE's `nc_matmul` and `nc_transpose`, writing PSUM in fp32.
-//! - [`vector`]: `tensor_copy` (with casts) and `memset` on SBUF and PSUM.
+//! - [`vector`]: `tensor_copy` within one dtype or with casts, and `memset`.
+//! - [`compute`]: the ALU chains (`tensor_tensor`, `tensor_scalar`, …), activations, `iota`
+//!   and the selections, streamed through f32 lanes ([`stream`]).
+//! - [`reduce`]: reductions, scans and batch-norm statistics.
+//! - [`access`]: moving elements between two access patterns (the one strided-transfer
+//!   routine).
 
 pub(crate) mod access;
 pub(crate) mod compute;

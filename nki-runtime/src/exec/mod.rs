@@ -8,8 +8,8 @@
 //! loops' induction values by depth) feed every operand's affine indices. Nothing is allocated.
 //!
 //! Host shortcuts (two threads, neighbouring instructions run as one step) are not the
-//! interpreter's: they enter through a [`plan::HostPlan`], as observers enter through
-//! [`Observer`]. A run with [`plan::Serial`] runs every instruction as written.
+//! interpreter's: they enter through a host plan (`exec::plan::HostPlan`), as observers enter through
+//! [`Observer`]. A run with the serial plan runs every instruction as written.
 
 pub(crate) mod plan;
 

@@ -18,7 +18,7 @@ use core::mem::transmute;
 
 use nki_lang::DType;
 
-use super::{E4M3, Isa, E5M2, MiniFloat, VectorRun};
+use super::{E4M3, E5M2, Isa, MiniFloat, VectorRun};
 
 /// Round to nearest even, exceptions suppressed (AVX-512 embedded rounding).
 const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;

@@ -9,8 +9,8 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
-use crate::cpu::convert::f16_to_f32;
 use super::{CANONICAL_NAN, MatmulScratch, Operand, Output, exact_block, products_on_grid};
+use crate::cpu::convert::f16_to_f32;
 
 /// Rows of `m` per register block.
 const MR: usize = 6;

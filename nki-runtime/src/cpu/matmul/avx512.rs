@@ -16,11 +16,11 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
-use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 use super::{
     CANONICAL_NAN, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
     products_on_grid,
 };
+use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 
 /// Rows of `m` per register block.
 const MR: usize = 8;

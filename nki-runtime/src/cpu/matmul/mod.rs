@@ -739,14 +739,10 @@ pub fn matmul_prepacked(
         // (whatever they hold, every access stays inside them).
         unsafe {
             if packing.dot {
-                avx512::matmul_bf16_prepacked(
-                    a, b, k, m, out, copy, accumulate, cols,
-                );
+                avx512::matmul_bf16_prepacked(a, b, k, m, out, copy, accumulate, cols);
             } else {
                 let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
-                avx512::matmul_f32_prepacked(
-                    a, b, ops_ok, k, m, out, copy, accumulate, cols,
-                );
+                avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols);
             }
         }
     }
@@ -785,15 +781,13 @@ fn run(
             // address lies inside its slice.
             unsafe {
                 match isa {
-                    Isa::Avx512Bf16 if both_bf16 && bf16_dot => avx512::matmul_bf16(
-                        scratch, stationary, moving, out, accumulate, cols,
-                    ),
-                    Isa::Avx512Bf16 | Isa::Avx512 => avx512::matmul_f32(
-                        scratch, stationary, moving, out, accumulate, cols,
-                    ),
-                    _ => avx2::matmul_f32(
-                        scratch, stationary, moving, out, accumulate, cols,
-                    ),
+                    Isa::Avx512Bf16 if both_bf16 && bf16_dot => {
+                        avx512::matmul_bf16(scratch, stationary, moving, out, accumulate, cols)
+                    }
+                    Isa::Avx512Bf16 | Isa::Avx512 => {
+                        avx512::matmul_f32(scratch, stationary, moving, out, accumulate, cols)
+                    }
+                    _ => avx2::matmul_f32(scratch, stationary, moving, out, accumulate, cols),
                 }
             }
         }
