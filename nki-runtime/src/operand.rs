@@ -135,6 +135,12 @@ impl Operands {
     }
 }
 
+/// An integer as an element offset or stride, saturating: a saturated offset is out of every
+/// memory's range, which the launch's checks refuse.
+fn signed<T: TryInto<isize>>(v: T) -> isize {
+    v.try_into().unwrap_or(isize::MAX)
+}
+
 /// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart.
 pub(crate) fn view_pattern(
     view: &TileView,
@@ -142,15 +148,21 @@ pub(crate) fn view_pattern(
     stride: usize,
     vars: &VarValues,
 ) -> Pattern {
-    let size = tile.dtype.size() as usize;
-    let part = (stride / size) as isize;
-    let base = (tile.addr as usize / size) as isize
-        + view.part_start as isize * part
-        + view.offset.eval(vars) as isize;
+    let size = usize::try_from(tile.dtype.size()).unwrap_or(1).max(1);
+    let part = signed(stride.checked_div(size).unwrap_or(0));
+    let addr = signed(
+        usize::try_from(tile.addr)
+            .unwrap_or(usize::MAX)
+            .checked_div(size)
+            .unwrap_or(0),
+    );
+    let base = addr
+        .saturating_add(signed(view.part_start).saturating_mul(part))
+        .saturating_add(signed(view.offset.eval(vars)));
     let mut strides = [0isize; MAX_TILE_RANK];
     strides[0] = part;
     for (s, &v) in strides[1..].iter_mut().zip(&view.strides) {
-        *s = v as isize;
+        *s = signed(v);
     }
     Pattern { base, strides }
 }
@@ -161,16 +173,15 @@ pub(crate) fn hbm_pattern(a: &HbmAccess, tensor_strides: &[usize], vars: &VarVal
     let mut base = 0isize;
     let mut strides = [0isize; MAX_TILE_RANK];
     for (ix, &st) in a.axes().iter().zip(tensor_strides) {
-        let st = st as isize;
-        base += ix.start.eval(vars) as isize * st;
+        let st = signed(st);
+        base = base.saturating_add(signed(ix.start.eval(vars)).saturating_mul(st));
         for (s, &g) in strides.iter_mut().zip(&ix.grid) {
-            *s += g as isize * st;
+            *s = s.saturating_add(signed(g).saturating_mul(st));
         }
     }
     Pattern { base, strides }
 }
 
-/// The shape's dimensions padded with 1s to [`MAX_TILE_RANK`].
 fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
     let mut g = [1usize; MAX_TILE_RANK];
     for (d, &n) in g.iter_mut().zip(dims) {

@@ -16,6 +16,7 @@
 pub(crate) mod access;
 pub(crate) mod compute;
 pub(crate) mod dma;
+pub(crate) mod pack_cache;
 pub(crate) mod reduce;
 pub(crate) mod stream;
 pub(crate) mod tensor;
@@ -24,10 +25,11 @@ pub(crate) mod vector;
 use nki_lang::Target;
 
 use crate::cpu::Isa;
-use crate::cpu::matmul::{MatmulScratch, PackCache};
+use crate::cpu::matmul::MatmulScratch;
 use crate::memory::{Psum, Sbuf};
 use crate::worker::Worker;
 use access::ChunkBuf;
+use pack_cache::PackCache;
 
 /// The state the engines work on: the on-chip memories and preallocated scratch.
 pub(crate) struct Engines {

@@ -6,11 +6,12 @@ use super::Engines;
 use super::access::{
     Block2d, ChunkBuf, End, Mem, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
+use super::pack_cache::PackCache;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingPacking, MovingScratch, Operand, Output, PackCache, PackedMoving,
-    PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_prepacked, moving_split,
-    pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingPacking, MovingScratch, Operand, Output, PackedMoving, PackedStationary,
+    StationaryScratch, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
+    pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};

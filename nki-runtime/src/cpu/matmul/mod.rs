@@ -398,188 +398,107 @@ impl<'a> PackedStationary<'a> {
     }
 }
 
-/// Packings of operands that cannot change while they are reused: the operands a matmul reads
-/// straight from an input tensor, which no instruction writes during a launch. The first
-/// matmul to read an operand packs it into a slot; later ones of the same elements (the tiled
-/// matmul's operands, each read by every block of the other side's tiles) find it there.
-/// Slots are allocated when first filled and kept afterwards; once all are used, a new packing
-/// replaces the oldest one. Each packing is of an operand of a given version of its memory,
-/// or of no version. [`PackCache::forget_unversioned`] forgets the packings of no version: the
-/// caller runs it whenever unversioned memory may have changed (at the start of each launch),
-/// and gives a version only to memory whose every change gives it a new one (a
-/// [`crate::DeviceTensor`]'s). [`PackCache::clear`] forgets every packing. Keep one cache for
-/// moving operands and one for stationary ones.
-pub struct PackCache {
-    slots: Vec<Slot>,
-    /// Slots holding a packing (the first ones).
-    used: usize,
-    capacity: usize,
-    /// The slot the next packing replaces once every slot is used (the oldest packing).
-    oldest: usize,
+/// Which operand an [`OwnedPacking`] holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Side {
+    Stationary,
+    Moving,
 }
 
-/// One cached packing: what it packs, and the packed words.
-struct Slot {
-    key: OperandKey,
+/// One operand packed for [`matmul_prepacked`] in a buffer of its own, which can be packed
+/// again in place (a cache of packings keeps these).
+pub struct OwnedPacking {
+    side: Side,
     packing: MovingPacking,
     buf: AlignedBuf,
-    /// The packing's key: [`MovingKey`]'s value for a moving operand, the exponent key of a
-    /// stationary one.
-    learned: u32,
+    shape: OperandShape,
+    /// [`MovingKey`]'s value for a moving operand, the exponent key of a stationary one.
+    key: u32,
 }
 
-/// The elements an operand reads: its memory (by address, length and version) and its place
-/// and shape in it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct OperandKey {
-    data: (usize, usize),
-    version: Option<u64>,
-    dtype: DType,
-    offset: usize,
-    row_stride: usize,
-    rows: usize,
-    cols: usize,
-}
-
-impl OperandKey {
-    fn of(op: &Operand, version: Option<u64>) -> OperandKey {
-        OperandKey {
-            data: (op.data.as_ptr() as usize, op.data.len()),
-            version,
-            dtype: op.dtype,
-            offset: op.offset,
-            row_stride: op.row_stride,
-            rows: op.rows,
-            cols: op.cols,
-        }
-    }
-}
-
-impl PackCache {
-    /// An empty cache of at most `capacity` packings.
-    pub fn new(capacity: usize) -> PackCache {
-        PackCache {
-            slots: Vec::new(),
-            used: 0,
-            capacity,
-            oldest: 0,
-        }
-    }
-
-    /// Forgets every packing (and keeps the slots' memory).
-    pub fn clear(&mut self) {
-        self.used = 0;
-        self.oldest = 0;
-    }
-
-    /// Forgets the packings of operands of no version (and keeps the slots' memory).
-    pub fn forget_unversioned(&mut self) {
-        let mut kept = 0;
-        for at in 0..self.used {
-            if self.slots[at].key.version.is_some() {
-                self.slots.swap(kept, at);
-                kept += 1;
-            }
-        }
-        if kept < self.used {
-            self.used = kept;
-            self.oldest = 0;
-        }
-    }
-
-    /// The slot holding `op`'s packing in layout `packing`, or the slot that `fill` packs it
-    /// into (returning the packing's key): that of a packing of the same elements at another
-    /// version, else a free slot, else the oldest packing's; `None` for a cache without slots.
-    fn get(
-        &mut self,
-        op: &Operand,
-        version: Option<u64>,
-        packing: MovingPacking,
-        words: usize,
-        fill: impl FnOnce(&mut [u32]) -> u32,
-    ) -> Option<&Slot> {
-        let key = OperandKey::of(op, version);
-        let found = self.slots[..self.used]
-            .iter()
-            .position(|s| s.key == key && s.packing == packing);
-        // A packing of the same elements at another version is of what the memory held before:
-        // the new one takes its slot.
-        let stale = || {
-            self.slots[..self.used]
-                .iter()
-                .position(|s| s.key.version != version && OperandKey { version, ..s.key } == key)
-        };
-        let at = match found {
-            Some(at) => at,
-            None if self.capacity == 0 => return None,
-            None => {
-                let at = if let Some(at) = stale() {
-                    at
-                } else if self.used < self.capacity {
-                    self.used += 1;
-                    self.used - 1
-                } else {
-                    let at = self.oldest;
-                    self.oldest = (at + 1) % self.capacity;
-                    at
-                };
-                if at == self.slots.len() {
-                    self.slots.push(Slot {
-                        key,
-                        packing,
-                        buf: AlignedBuf::new(words),
-                        learned: 0,
-                    });
-                }
-                let slot = &mut self.slots[at];
-                slot.key = key;
-                slot.packing = packing;
-                slot.learned = fill(slot.buf.as_mut_slice());
-                at
-            }
-        };
-        Some(&self.slots[at])
-    }
-
-    /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every column
-    /// of it: from the cache, or packed into a slot now. `None` for a cache without slots. The
-    /// caller guarantees that `moving`'s memory is at `version` (each of its changes gives it a
-    /// new one), or, for `None`, that its elements have not changed since the last
-    /// [`PackCache::forget_unversioned`].
-    pub fn moving(
-        &mut self,
-        isa: Isa,
-        packing: MovingPacking,
-        moving: &Operand,
-        version: Option<u64>,
-    ) -> Option<PackedMoving<'_>> {
-        let fill = |words: &mut [u32]| pack_moving(isa, packing, words, moving, 0..moving.cols).0;
-        let slot = self.get(moving, version, packing, B_WORDS, fill)?;
-        Some(PackedMoving {
+impl OwnedPacking {
+    /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every
+    /// column of it, in a new buffer.
+    pub fn moving(isa: Isa, packing: MovingPacking, moving: &Operand) -> OwnedPacking {
+        let mut p = OwnedPacking {
+            side: Side::Moving,
             packing,
-            words: slot.buf.as_slice(),
+            buf: AlignedBuf::new(B_WORDS),
             shape: moving.shape(),
-            key: MovingKey(slot.learned),
+            key: 0,
+        };
+        p.pack_moving(isa, packing, moving);
+        p
+    }
+
+    /// `stationary`'s packing ([`pack_stationary`]), in a new buffer.
+    pub fn stationary(isa: Isa, packing: MovingPacking, stationary: &Operand) -> OwnedPacking {
+        let mut p = OwnedPacking {
+            side: Side::Stationary,
+            packing,
+            buf: AlignedBuf::new(A_WORDS),
+            shape: stationary.shape(),
+            key: 0,
+        };
+        p.pack_stationary(isa, packing, stationary);
+        p
+    }
+
+    /// Packs `moving` into this buffer, as [`OwnedPacking::moving`] does.
+    ///
+    /// # Panics
+    /// If the buffer holds a stationary operand's packing.
+    pub fn pack_moving(&mut self, isa: Isa, packing: MovingPacking, moving: &Operand) {
+        assert_eq!(self.side, Side::Moving, "a stationary packing's buffer");
+        let words = self.buf.as_mut_slice();
+        self.key = pack_moving(isa, packing, words, moving, 0..moving.cols).0;
+        (self.packing, self.shape) = (packing, moving.shape());
+    }
+
+    /// Packs `stationary` into this buffer, as [`OwnedPacking::stationary`] does.
+    ///
+    /// # Panics
+    /// If the buffer holds a moving operand's packing.
+    pub fn pack_stationary(&mut self, isa: Isa, packing: MovingPacking, stationary: &Operand) {
+        assert_eq!(self.side, Side::Stationary, "a moving packing's buffer");
+        let words = self.buf.as_mut_slice();
+        self.key = pack_stationary_words(isa, packing, words, stationary);
+        (self.packing, self.shape) = (packing, stationary.shape());
+    }
+
+    /// The layout it is packed in.
+    pub fn layout(&self) -> MovingPacking {
+        self.packing
+    }
+
+    /// The packing as a moving operand; `None` if it is a stationary one's.
+    pub fn as_moving(&self) -> Option<PackedMoving<'_>> {
+        (self.side == Side::Moving).then(|| PackedMoving {
+            packing: self.packing,
+            words: self.buf.as_slice(),
+            shape: self.shape,
+            key: MovingKey(self.key),
         })
     }
 
-    /// `stationary`'s packing, as [`PackCache::moving`] for a stationary operand
-    /// ([`pack_stationary`]).
-    pub fn stationary(
-        &mut self,
-        isa: Isa,
-        packing: MovingPacking,
-        stationary: &Operand,
-        version: Option<u64>,
-    ) -> Option<PackedStationary<'_>> {
-        let fill = |words: &mut [u32]| pack_stationary_words(isa, packing, words, stationary);
-        let slot = self.get(stationary, version, packing, A_WORDS, fill)?;
-        Some(PackedStationary {
-            packing,
-            words: slot.buf.as_slice(),
-            shape: stationary.shape(),
-            key: slot.learned,
+    /// The packing as a stationary operand; `None` if it is a moving one's.
+    pub fn as_stationary(&self) -> Option<PackedStationary<'_>> {
+        (self.side == Side::Stationary).then(|| PackedStationary {
+            packing: self.packing,
+            words: self.buf.as_slice(),
+            shape: self.shape,
+            key: self.key,
         })
+    }
+}
+
+impl core::fmt::Debug for OwnedPacking {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OwnedPacking")
+            .field("side", &self.side)
+            .field("packing", &self.packing)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
     }
 }
 
@@ -1090,13 +1009,13 @@ fn portable(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::convert::{convert, f32_to_bf16, f32_to_f16, tests::Rng};
     use super::*;
 
     /// Kinds of generated data.
     #[derive(Copy, Clone, Debug, PartialEq)]
-    enum Kind {
+    pub(crate) enum Kind {
         /// Random values of moderate magnitude (some zeros).
         Normal,
         /// Tiny magnitudes: products and sums around 2^-126, subnormals, signed zeros.
@@ -1182,20 +1101,20 @@ mod tests {
         (data, offset, stride, vals)
     }
 
-    struct Case {
-        st: (Vec<u8>, usize, usize, Vec<f32>),
-        mv: (Vec<u8>, usize, usize, Vec<f32>),
+    pub(crate) struct Case {
+        pub(crate) st: (Vec<u8>, usize, usize, Vec<f32>),
+        pub(crate) mv: (Vec<u8>, usize, usize, Vec<f32>),
         dt: (DType, DType),
-        k: usize,
+        pub(crate) k: usize,
         m: usize,
         n: usize,
-        psum: Vec<f32>,
+        pub(crate) psum: Vec<f32>,
     }
 
     /// A code path: an [`Isa`] and whether bf16 × bf16 uses `vdpbf16ps` (only meaningful for
     /// [`Isa::Avx512Bf16`]). Every supported path, the portable one first; both kernels of
     /// `Avx512Bf16` whatever [`matmul`] would pick on this CPU.
-    type Path = (Isa, bool);
+    pub(crate) type Path = (Isa, bool);
 
     fn paths() -> Vec<Path> {
         let mut paths: Vec<Path> = Isa::supported()
@@ -1208,13 +1127,20 @@ mod tests {
         paths
     }
 
-    const PORTABLE: Path = (Isa::Portable, false);
+    pub(crate) const PORTABLE: Path = (Isa::Portable, false);
 
-    const PSUM_OFFSET: usize = 5;
-    const PSUM_STRIDE: usize = 520;
+    pub(crate) const PSUM_OFFSET: usize = 5;
+    pub(crate) const PSUM_STRIDE: usize = 520;
 
     impl Case {
-        fn new(seed: u64, dt: (DType, DType), k: usize, m: usize, n: usize, kind: Kind) -> Case {
+        pub(crate) fn new(
+            seed: u64,
+            dt: (DType, DType),
+            k: usize,
+            m: usize,
+            n: usize,
+            kind: Kind,
+        ) -> Case {
             let mut rng = Rng::new(seed);
             let st = make_operand(&mut rng, dt.0, k, m, kind);
             let mv = make_operand(&mut rng, dt.1, k, n, kind);
@@ -1250,7 +1176,7 @@ mod tests {
         }
 
         /// The stationary and moving operands.
-        fn operands(&self) -> (Operand<'_>, Operand<'_>) {
+        pub(crate) fn operands(&self) -> (Operand<'_>, Operand<'_>) {
             let st = Operand {
                 data: &self.st.0,
                 dtype: self.dt.0,
@@ -1270,7 +1196,7 @@ mod tests {
             (st, mv)
         }
 
-        fn run(&self, path: Path, accumulate: bool, cols: Range<usize>) -> Vec<f32> {
+        pub(crate) fn run(&self, path: Path, accumulate: bool, cols: Range<usize>) -> Vec<f32> {
             let (st, mv) = self.operands();
             let mut psum = self.psum.clone();
             let mut out = Output {
@@ -1293,7 +1219,7 @@ mod tests {
         }
     }
 
-    fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
+    pub(crate) fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
             assert_eq!(
@@ -1490,63 +1416,6 @@ mod tests {
             accumulate,
         );
         (psum, copied)
-    }
-
-    /// Packings from a [`PackCache`] compute [`matmul`]'s bits, whether packed now or found
-    /// again; once every slot is used, the oldest packing gives way; after
-    /// [`PackCache::clear`], an operand whose bytes changed in place is packed anew.
-    #[test]
-    fn cached_packings_give_the_bits_of_fresh_ones() {
-        for isa in Isa::supported() {
-            for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
-                let mut case = Case::new(77, dt, 64, 24, 100, Kind::Normal);
-                let (st, mv) = case.operands();
-                let Some(packing) = shared_packing(isa, &st, &mv) else {
-                    continue;
-                };
-                let mut moving = PackCache::new(2);
-                let mut stationary = PackCache::new(2);
-                let run = |case: &Case, moving: &mut PackCache, stationary: &mut PackCache| {
-                    let (st, mv) = case.operands();
-                    let mut psum = case.psum.clone();
-                    let mut out = Output {
-                        data: &mut psum,
-                        offset: PSUM_OFFSET,
-                        row_stride: PSUM_STRIDE,
-                    };
-                    let b = moving.moving(isa, packing, &mv, None).unwrap();
-                    let a = stationary.stationary(isa, packing, &st, None).unwrap();
-                    matmul_prepacked(isa, &a, &b, &mut out, None, false);
-                    psum
-                };
-                let what = format!("{isa:?} {dt:?}");
-                let want = case.run(PORTABLE, false, 0..100);
-                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
-                // Found again.
-                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
-                // Two other operands (views one row further in) take both slots...
-                for shift in [1, 2] {
-                    let mut other = Case::new(77, dt, 64, 24, 100, Kind::Normal);
-                    other.st.1 += shift * other.st.2;
-                    other.mv.1 += shift * other.mv.2;
-                    other.k -= 2;
-                    let want = other.run(PORTABLE, false, 0..100);
-                    let got = run(&other, &mut moving, &mut stationary);
-                    assert_same_bits(&got, &want, &what);
-                }
-                // ... so the first is packed again, and its bytes changed in place after a
-                // clear are packed anew too.
-                assert_same_bits(&run(&case, &mut moving, &mut stationary), &want, &what);
-                let fresh = Case::new(78, dt, 64, 24, 100, Kind::Normal);
-                moving.clear();
-                stationary.clear();
-                case.st.0.copy_from_slice(&fresh.st.0);
-                case.mv.0.copy_from_slice(&fresh.mv.0);
-                let new_want = case.run(PORTABLE, false, 0..100);
-                assert_ne!(new_want, want, "the new bytes give new results");
-                assert_same_bits(&run(&case, &mut moving, &mut stationary), &new_want, &what);
-            }
-        }
     }
 
     /// Byte offset of a test copy's first row (odd, as SBUF tiles may start anywhere).
