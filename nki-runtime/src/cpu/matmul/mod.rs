@@ -189,7 +189,7 @@ pub fn matmul(
 /// The layout of a moving operand packed once for two threads that split a matmul's output
 /// rows, from [`shared_packing`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct MovingPacking {
+pub(crate) struct MovingPacking {
     /// K-pairs for the `vdpbf16ps` kernel, rather than elements widened to f32.
     dot: bool,
 }
@@ -229,17 +229,17 @@ impl MovingPacking {
 
 /// The stationary operand's columns (the output's rows) a packing keeps together: a
 /// [`PackedStationary`] splits at multiples of it.
-pub const STATIONARY_BLOCK: usize = 8;
+pub(crate) const STATIONARY_BLOCK: usize = 8;
 
 /// What packing part of a moving operand learned of its values (the smallest magnitude, which
 /// decides whether the f32 kernel must flush tiny results); [`MovingKey::and`] combines the
 /// parts'.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct MovingKey(u32);
+pub(crate) struct MovingKey(u32);
 
 impl MovingKey {
     /// The key of two parts together.
-    pub fn and(self, other: MovingKey) -> MovingKey {
+    pub(crate) fn and(self, other: MovingKey) -> MovingKey {
         MovingKey(self.0.min(other.0))
     }
 }
@@ -249,12 +249,16 @@ impl MovingKey {
 /// (`None`). Two threads that split a matmul's output rows then share one packing of its
 /// moving operand: each [`pack_moving`]s half of its panels and [`pack_stationary`]s its rows
 /// of the stationary operand, then each runs [`matmul_prepacked`] on its rows.
-pub fn shared_packing(isa: Isa, stationary: &Operand, moving: &Operand) -> Option<MovingPacking> {
+pub(crate) fn shared_packing(
+    isa: Isa,
+    stationary: &Operand,
+    moving: &Operand,
+) -> Option<MovingPacking> {
     packing_of(isa, stationary.dtype, moving.dtype)
 }
 
 /// [`shared_packing`] for operands of these dtypes.
-pub fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPacking> {
+pub(crate) fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPacking> {
     #[cfg(target_arch = "x86_64")]
     {
         let dot = isa == Isa::Avx512Bf16
@@ -273,7 +277,7 @@ pub fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPa
 
 /// Where two threads split the packing of `n` moving columns: about half, on a panel boundary
 /// (`n` when the columns are one panel).
-pub fn moving_split(n: usize) -> usize {
+pub(crate) fn moving_split(n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     let panel = avx512::PANEL;
     #[cfg(not(target_arch = "x86_64"))]
@@ -283,7 +287,7 @@ pub fn moving_split(n: usize) -> usize {
 
 /// An operand's element type and size without its data: what a packed operand keeps of it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct OperandShape {
+pub(crate) struct OperandShape {
     /// Element type.
     pub dtype: DType,
     /// `K`, the contraction size.
@@ -294,7 +298,7 @@ pub struct OperandShape {
 
 impl Operand<'_> {
     /// The operand's dtype and size.
-    pub fn shape(&self) -> OperandShape {
+    pub(crate) fn shape(&self) -> OperandShape {
         OperandShape {
             dtype: self.dtype,
             rows: self.rows,
@@ -304,19 +308,19 @@ impl Operand<'_> {
 }
 
 /// The stationary operand's packing buffer of a [`MatmulScratch`], for [`pack_stationary`].
-pub struct StationaryScratch<'a>(&'a mut AlignedBuf);
+pub(crate) struct StationaryScratch<'a>(&'a mut AlignedBuf);
 
 /// The moving operand's packing buffer of a [`MatmulScratch`], for [`pack_moving`].
-pub struct MovingScratch<'a>(&'a mut AlignedBuf);
+pub(crate) struct MovingScratch<'a>(&'a mut AlignedBuf);
 
 impl MatmulScratch {
     /// The stationary and the moving buffer, to be packed separately.
-    pub fn parts(&mut self) -> (StationaryScratch<'_>, MovingScratch<'_>) {
+    pub(crate) fn parts(&mut self) -> (StationaryScratch<'_>, MovingScratch<'_>) {
         (StationaryScratch(&mut self.a), MovingScratch(&mut self.b))
     }
 
     /// The stationary buffer alone.
-    pub fn stationary(&mut self) -> StationaryScratch<'_> {
+    pub(crate) fn stationary(&mut self) -> StationaryScratch<'_> {
         StationaryScratch(&mut self.a)
     }
 }
@@ -325,7 +329,7 @@ impl<'a> MovingScratch<'a> {
     /// The words of a moving operand of `k` rows packed in layout `packing`, split at column
     /// `col` (from [`moving_split`]; 0 puts every column in the second part): where the columns
     /// before it and from it go, for two threads' [`pack_moving`].
-    pub fn split(
+    pub(crate) fn split(
         &mut self,
         packing: MovingPacking,
         k: usize,
@@ -339,7 +343,7 @@ impl<'a> MovingScratch<'a> {
     /// The moving operand of `shape` packed here in layout `packing`, every column of it by
     /// [`pack_moving`] calls whose keys combine into `key`, for [`matmul_prepacked`]. (Packed
     /// otherwise, the results are meaningless, but every read stays inside the buffer.)
-    pub fn packed(
+    pub(crate) fn packed(
         self,
         packing: MovingPacking,
         shape: OperandShape,
@@ -355,7 +359,7 @@ impl<'a> MovingScratch<'a> {
 }
 
 /// A moving operand packed for [`matmul_prepacked`] ([`MovingScratch::packed`]).
-pub struct PackedMoving<'a> {
+pub(crate) struct PackedMoving<'a> {
     packing: MovingPacking,
     words: &'a [u32],
     shape: OperandShape,
@@ -363,7 +367,7 @@ pub struct PackedMoving<'a> {
 }
 
 /// A stationary operand packed for [`matmul_prepacked`] by [`pack_stationary`].
-pub struct PackedStationary<'a> {
+pub(crate) struct PackedStationary<'a> {
     packing: MovingPacking,
     words: &'a [u32],
     shape: OperandShape,
@@ -377,7 +381,7 @@ impl<'a> PackedStationary<'a> {
     /// # Panics
     /// If `cols` does not start at a multiple of [`STATIONARY_BLOCK`] or is not within the
     /// operand's columns.
-    pub fn columns(&self, cols: Range<usize>) -> PackedStationary<'a> {
+    pub(crate) fn columns(&self, cols: Range<usize>) -> PackedStationary<'a> {
         assert!(
             cols.start.is_multiple_of(STATIONARY_BLOCK)
                 && cols.start <= cols.end
@@ -407,7 +411,7 @@ enum Side {
 
 /// One operand packed for [`matmul_prepacked`] in a buffer of its own, which can be packed
 /// again in place (a cache of packings keeps these).
-pub struct OwnedPacking {
+pub(crate) struct OwnedPacking {
     side: Side,
     packing: MovingPacking,
     buf: AlignedBuf,
@@ -419,7 +423,7 @@ pub struct OwnedPacking {
 impl OwnedPacking {
     /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every
     /// column of it, in a new buffer.
-    pub fn moving(isa: Isa, packing: MovingPacking, moving: &Operand) -> OwnedPacking {
+    pub(crate) fn moving(isa: Isa, packing: MovingPacking, moving: &Operand) -> OwnedPacking {
         let mut p = OwnedPacking {
             side: Side::Moving,
             packing,
@@ -432,7 +436,11 @@ impl OwnedPacking {
     }
 
     /// `stationary`'s packing ([`pack_stationary`]), in a new buffer.
-    pub fn stationary(isa: Isa, packing: MovingPacking, stationary: &Operand) -> OwnedPacking {
+    pub(crate) fn stationary(
+        isa: Isa,
+        packing: MovingPacking,
+        stationary: &Operand,
+    ) -> OwnedPacking {
         let mut p = OwnedPacking {
             side: Side::Stationary,
             packing,
@@ -448,7 +456,7 @@ impl OwnedPacking {
     ///
     /// # Panics
     /// If the buffer holds a stationary operand's packing.
-    pub fn pack_moving(&mut self, isa: Isa, packing: MovingPacking, moving: &Operand) {
+    pub(crate) fn pack_moving(&mut self, isa: Isa, packing: MovingPacking, moving: &Operand) {
         assert_eq!(self.side, Side::Moving, "a stationary packing's buffer");
         let words = self.buf.as_mut_slice();
         self.key = pack_moving(isa, packing, words, moving, 0..moving.cols).0;
@@ -459,7 +467,12 @@ impl OwnedPacking {
     ///
     /// # Panics
     /// If the buffer holds a moving operand's packing.
-    pub fn pack_stationary(&mut self, isa: Isa, packing: MovingPacking, stationary: &Operand) {
+    pub(crate) fn pack_stationary(
+        &mut self,
+        isa: Isa,
+        packing: MovingPacking,
+        stationary: &Operand,
+    ) {
         assert_eq!(self.side, Side::Stationary, "a moving packing's buffer");
         let words = self.buf.as_mut_slice();
         self.key = pack_stationary_words(isa, packing, words, stationary);
@@ -467,12 +480,12 @@ impl OwnedPacking {
     }
 
     /// The layout it is packed in.
-    pub fn layout(&self) -> MovingPacking {
+    pub(crate) fn layout(&self) -> MovingPacking {
         self.packing
     }
 
     /// The packing as a moving operand; `None` if it is a stationary one's.
-    pub fn as_moving(&self) -> Option<PackedMoving<'_>> {
+    pub(crate) fn as_moving(&self) -> Option<PackedMoving<'_>> {
         (self.side == Side::Moving).then(|| PackedMoving {
             packing: self.packing,
             words: self.buf.as_slice(),
@@ -482,7 +495,7 @@ impl OwnedPacking {
     }
 
     /// The packing as a stationary operand; `None` if it is a moving one's.
-    pub fn as_stationary(&self) -> Option<PackedStationary<'_>> {
+    pub(crate) fn as_stationary(&self) -> Option<PackedStationary<'_>> {
         (self.side == Side::Stationary).then(|| PackedStationary {
             packing: self.packing,
             words: self.buf.as_slice(),
@@ -506,7 +519,7 @@ impl core::fmt::Debug for OwnedPacking {
 /// `packing` (from [`shared_packing`] for `isa`) into `words`, the part of a
 /// [`MovingScratch::split`] buffer where those columns go, and returns what the packing
 /// learned of them.
-pub fn pack_moving(
+pub(crate) fn pack_moving(
     isa: Isa,
     packing: MovingPacking,
     words: &mut [u32],
@@ -548,7 +561,7 @@ pub fn pack_moving(
 
 /// Packs the stationary operand in layout `packing` (from [`shared_packing`] for `isa`) into
 /// `scratch`, for [`matmul_prepacked`].
-pub fn pack_stationary<'a>(
+pub(crate) fn pack_stationary<'a>(
     isa: Isa,
     packing: MovingPacking,
     scratch: StationaryScratch<'a>,
@@ -605,7 +618,7 @@ fn pack_stationary_words(
 /// `offset + m * row_stride + n * dtype.size()` of `data`, converted with the model's
 /// conversion ([`super::convert`]).
 #[derive(Debug)]
-pub struct CopyOut<'a> {
+pub(crate) struct CopyOut<'a> {
     /// The memory it goes to (the SBUF bytes).
     pub data: &'a mut [u8],
     /// `Bf16` or `F32`.
@@ -625,7 +638,7 @@ pub struct CopyOut<'a> {
 /// As [`matmul`]; also if the operands were packed in different layouts or in another than
 /// [`shared_packing`]'s for `isa`, or if `copy` does not fit its slice, its rows overlap or its
 /// dtype is neither `Bf16` nor `F32`.
-pub fn matmul_prepacked(
+pub(crate) fn matmul_prepacked(
     isa: Isa,
     stationary: &PackedStationary,
     moving: &PackedMoving,
