@@ -1,5 +1,5 @@
 //! The timing model against the published Trainium measurements it is calibrated on
-//! (`shared/calibration/README.md`): each case is NKI's own kernel at the published shape, timed
+//! (`docs/sources/calibration.md`): each case is NKI's own kernel at the published shape, timed
 //! by the model (timing only, [`Scheduling::Device`] and, for comparison, the program as
 //! allocated and ordered), with the published latency and engine utilisations beside it.
 //!
@@ -39,7 +39,7 @@ pub struct Utilisation {
 
 /// One calibration case.
 pub struct Case {
-    /// Its id in `shared/calibration/README.md`.
+    /// Its id in `docs/sources/calibration.md`.
     pub id: &'static str,
     /// NKI's kernel.
     pub kernel: &'static Kernel<'static>,
@@ -53,7 +53,7 @@ pub struct Case {
     pub utilisation: Vec<Utilisation>,
 }
 
-/// The five cases of `shared/calibration/README.md`.
+/// The five cases of `docs/sources/calibration.md`.
 pub fn cases() -> Vec<Case> {
     let mamba = |channels: usize| mamba_tutorial_shapes::input_shapes(channels, 512).to_vec();
     vec![
@@ -346,7 +346,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         print!("{}", markdown_held_out()?);
         return Ok(());
     }
-    println!("the timing model against shared/calibration/README.md (Scheduling::Device):");
+    println!("the timing model against docs/sources/calibration.md (Scheduling::Device):");
     print!("{}", markdown(&outcomes));
     let (geomean, median, w15, w30) = summary(&outcomes);
     println!(

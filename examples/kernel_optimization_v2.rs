@@ -3,7 +3,7 @@
 //! (stationary) by 128 × 512 (moving), both tiles loaded inside the contraction loop, PSUM
 //! accumulation over K, one copy out of PSUM and one store per output tile. The guide profiles
 //! it at `lhsT [8192, 4096]`, `rhs [8192, 8192]`: 39.89 ms, DMA active 99.93 %, TensorE
-//! 87.28 % (the `kopt-v2-tiled-trn2` case of `shared/calibration/README.md`).
+//! 87.28 % (the `kopt-v2-tiled-trn2` case of `docs/sources/calibration.md`).
 //!
 //! Deviation from NKI (forced by the language): the guide's PSUM tile is uninitialised and its
 //! first `nc_matmul` overwrites it; here the accumulation starts from `zeros(.., Psum)`, a

@@ -4,7 +4,7 @@
 //! and no instruction is masked or zero-filled. `examples/mamba.rs` holds the same kernels for
 //! any shape up to a capacity, which costs masks and zero fills NKI's kernels do not have.
 //!
-//! Instances (the timing model's calibration cases, `shared/calibration/README.md`):
+//! Instances (the timing model's calibration cases, `docs/sources/calibration.md`):
 //! `mamba_v1_512x256` (seq_len 512, 256 channels: `mamba-v1-small`, 172.93 µs on Trn1),
 //! `mamba_v2_512x4096` (seq_len 512, 4096 channels: `mamba-v2`, 1.61 ms); and the tutorial's
 //! other published points, which the model is checked against but not fitted to

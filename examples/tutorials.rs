@@ -1,4 +1,4 @@
-//! NKI's tutorial kernels at the shapes `../shared/peers/bench_ops.py` times torch and numpy
+//! NKI's tutorial kernels at the shapes `peers/bench_ops.py` times torch and numpy
 //! on, end to end with device-resident inputs (each launch writes into caller-provided
 //! outputs).
 //!

@@ -1,4 +1,4 @@
-//! The timing model against the published measurements of `shared/calibration/README.md`:
+//! The timing model against the published measurements of `docs/sources/calibration.md`:
 //! each case's modeled / published ratio in its band, the published engine utilisations
 //! within 10 points, the versions of one kernel ordered as the hardware orders them, the
 //! profile's memory within capacity, and `docs/timing.md`'s fidelity table as the model gives

@@ -34,7 +34,7 @@ pub enum Isa {
     /// `vdpbf16ps` for bf16 × bf16 matmuls on CPUs where it outruns 512-bit FMA.
     ///
     /// That is AMD: on Zen 4 `vdpbf16ps` retires one per cycle, twice the FLOP rate of
-    /// `vfmadd231ps` (`shared/cpu-facts.md`). On Intel Xeon (measured on an Emerald Rapids KVM
+    /// `vfmadd231ps` (`docs/sources/cpu-facts.md`). On Intel Xeon (measured on an Emerald Rapids KVM
     /// guest) it sustains one per ~2.1 cycles against two FMAs per cycle, so bf16 × bf16
     /// matmuls take the FMA kernel there (a 128×128×512 tile: ~116 µs against ~200 µs).
     /// Results are bit-identical either way.

@@ -4,7 +4,7 @@
 //! group makes unnecessary, and the instructions a loop repeats with the same operands (hoisted
 //! out of it). Each is a static pass over the program, computed once per timed launch.
 //!
-//! `shared/calibration/README.md` lists what is documented of these passes; where NKI's
+//! `docs/sources/calibration.md` lists what is documented of these passes; where NKI's
 //! behaviour is not documented, `docs/timing.md` gives the choice made here and why.
 
 use nki_lang::{

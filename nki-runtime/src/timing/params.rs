@@ -1,6 +1,6 @@
 //! The model's parameters: one table per NeuronCore generation, in one place.
 //!
-//! Every number comes from `shared/neuroncore-model.md` and carries the key of its source in
+//! Every number comes from `docs/sources/neuroncore-model.md` and carries the key of its source in
 //! that document's source table (`ARCH1` = the Trainium/Inferentia2 architecture guide,
 //! `ARCH2` = the Trainium2 guide, `ISA` = the "Estimated instruction cost" blocks of the SDK
 //! 2.26 `nki.isa` docstrings, `DMABW` = the DMA bandwidth guide, ...). Numbers that the

@@ -31,7 +31,7 @@
 //!   padding is invisible.
 //!
 //! # Evidence (probed with small `vdpbf16ps` programs on the development machine, an Intel
-//! Xeon (Emerald Rapids) KVM guest; `shared/cpu-facts.md` reports the same order and DAZ/FTZ on
+//! Xeon (Emerald Rapids) KVM guest; `docs/sources/cpu-facts.md` reports the same order and DAZ/FTZ on
 //! AMD Zen 4, and the tests below re-check every corner case on whatever machine runs them)
 //!
 //! `vdpbf16ps` computes `(acc + a_hi·b_hi) + a_lo·b_lo` per lane, each step a fused FMA with
