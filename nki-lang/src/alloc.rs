@@ -1,8 +1,8 @@
 //! Live ranges of tiles and their SBUF/PSUM addresses.
 
-use crate::ir::{Instr, LoopControl, Memory, TileView, Write};
+use crate::ir::{Instr, LoopControl, TileView, Write};
 use crate::rules::RuleViolation;
-use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
+use crate::target::{Memory, PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
 use crate::verify::ProgramBuf;
 
 /// The instruction interval `[first, last]` over which each tile must keep its value, or

@@ -26,7 +26,6 @@ pub mod func;
 pub mod grid;
 pub mod ir;
 pub mod listing;
-pub mod ops;
 pub mod program;
 pub mod rules;
 pub mod shape;
@@ -38,19 +37,19 @@ pub use constraint::{Bounded, Constraint};
 pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
 pub use grid::SymbolSource;
+pub use ir::ops::{self, Axes, Format, OpInfo, Opcode, OperandSpec};
 pub use ir::{
-    AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, Engine, ExprId, HbmAccess, Instr, InstrData,
-    LoopControl, LoopKind, MAX_MASK_TERMS, Mask, MaskId, MaskTerm, Memory, OperandRef, Pred,
-    Scalar, SlotOperand, Src, TileView, ViewId, Write,
+    AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, ExprId, HbmAccess, Instr, InstrData, LoopControl,
+    LoopKind, MAX_MASK_TERMS, MAX_SLOTS, Mask, MaskId, MaskTerm, OperandRef, Pred, Scalar,
+    SlotOperand, Src, TileView, ViewId, Write,
 };
-pub use ops::{Axes, Format, MAX_SLOTS, OpInfo, Opcode, OperandSpec};
 pub use program::{Program, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{
     Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TILE_RANK, SymbolValues,
     TileShape,
 };
-pub use target::Target;
+pub use target::{Engine, Memory, Target};
 pub use verify::{CompiledProgram, Diagnostic, ProgramBuf, Site, TensorBuf, TileBuf};
 
 /// Most HBM tensors (inputs plus outputs) one kernel may have.

@@ -177,7 +177,7 @@ impl<'a> Line<'a, '_> {
     fn operands(
         &self,
         f: &mut fmt::Formatter<'_>,
-        spec: &[crate::ops::OperandSpec],
+        spec: &[crate::ir::ops::OperandSpec],
         data: &InstrData,
     ) -> fmt::Result {
         match *data {

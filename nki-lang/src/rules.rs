@@ -3,14 +3,18 @@
 //! `#[kernel]` calls these while lowering a kernel body and reports a violation as a compile
 //! error on the offending tokens; [`crate::ProgramBuf::finish`] calls the same functions for
 //! programs built at run time. Each violation names NKI's error code.
+//!
+//! The rules depend on the hardware's facts only (element types, shapes, function codes, the
+//! target's memories, engines and sizes), not on the instruction set: the opcode table
+//! ([`crate::ir::ops`]) applies them to instructions.
 
 use thiserror::Error;
 
 use crate::dtype::DType;
-use crate::ir::{Engine, Memory};
 use crate::shape::TileShape;
 use crate::target::{
-    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, Target,
+    Engine, GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, Memory, PARTITIONS, PSUM_BANK_BYTES,
+    PSUM_BANKS, Target,
 };
 
 /// A broken rule, with the limit it breaks.

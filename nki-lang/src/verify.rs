@@ -3,7 +3,7 @@
 //! `#[kernel]` lowers a kernel body into a [`ProgramBuf`] at compile time and a tool can build
 //! one at run time ([`crate::builder::ProgramBuilder`]); both call [`ProgramBuf::finish`],
 //! which checks the program's structure, applies every opcode's rules through the opcode table
-//! ([`crate::ops::infer`]), assigns tile addresses and derives the launch constraints.
+//! ([`crate::ir::ops::infer`]), assigns tile addresses and derives the launch constraints.
 
 use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS};
 use crate::alloc::allocate;
@@ -11,15 +11,15 @@ use crate::constraint::{
     Bounded, Computed, Constraint, implied_by_divisibility, in_range, index_range,
 };
 use crate::dtype::DType;
+use crate::ir::ops::{self, Axes, Blame, Format, InferIn, Part, Slot, ViewInfo};
 use crate::ir::{
-    AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, Mask, MaskId,
-    Memory, OperandRef, TileView, ViewId, Write,
+    AccessId, AxisIndex, Dir, ExprId, HbmAccess, Instr, InstrData, LoopControl, MAX_SLOTS, Mask,
+    MaskId, OperandRef, TileView, ViewId, Write,
 };
-use crate::ops::{self, Axes, Blame, Format, InferIn, MAX_SLOTS, Part, Slot, ViewInfo};
 use crate::program::{Program, TensorDecl, TensorRole, TileDecl};
 use crate::rules::{self, RuleViolation};
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK, TileShape};
-use crate::target::Target;
+use crate::target::{Memory, Target};
 
 /// An HBM tensor of a [`ProgramBuf`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,7 +172,7 @@ pub enum Site {
     Tensor(usize),
     /// An instruction as a whole.
     Instr(usize),
-    /// An operand of an instruction, by slot ([`crate::ops::OpInfo::operands`] names it).
+    /// An operand of an instruction, by slot ([`crate::ir::ops::OpInfo::operands`] names it).
     Operand {
         /// Instruction index.
         instr: usize,

@@ -1,12 +1,12 @@
 //! The opcodes' shape/dtype rules, and the checks every opcode shares.
 
-use super::{MAX_SLOTS, OpInfo, Opcode};
+use super::{OpInfo, Opcode};
 use crate::dtype::DType;
 use crate::func::{Alu, AluClass};
-use crate::ir::{Engine, InstrData, Memory, Scalar};
+use crate::ir::{InstrData, MAX_SLOTS, Scalar};
 use crate::rules::{self, RuleViolation};
 use crate::shape::TileShape;
-use crate::target::{BN_STATS_FMAX, PARTITIONS, Target};
+use crate::target::{BN_STATS_FMAX, Engine, Memory, PARTITIONS, Target};
 
 /// What the rules know of a tile view or an HBM access.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
