@@ -31,6 +31,9 @@
 use thiserror::Error;
 
 use crate::affine::{Affine, MAX_LOOP_DEPTH};
+use crate::buf::{ProgramBuf, TensorBuf, TileBuf};
+use crate::compiled::CompiledProgram;
+use crate::diag::Diagnostic;
 use crate::dtype::DType;
 use crate::func::{ActFn, Alu};
 use crate::ir::ops::Opcode;
@@ -41,7 +44,6 @@ use crate::ir::{
 use crate::program::TensorRole;
 use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
 use crate::target::{Engine, Memory, Target};
-use crate::verify::{CompiledProgram, Diagnostic, ProgramBuf, TensorBuf, TileBuf};
 
 /// Why a program could not be built.
 #[derive(Clone, Debug, PartialEq, Error)]

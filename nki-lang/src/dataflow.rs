@@ -3,11 +3,12 @@
 //! elements. Strict launches catch the cases that depend on values known only at launch
 //! (`nki_runtime::strict`); these are the ones every launch would hit.
 
-use crate::affine::Affine;
+use crate::affine::{Affine, MAX_PIDS};
+use crate::buf::ProgramBuf;
+use crate::diag::{Diagnostic, Site};
 use crate::ir::{HbmAccess, Instr, LoopControl, LoopKind, Mask, OperandRef, Write};
+use crate::rules::RuleViolation;
 use crate::shape::Extent;
-use crate::verify::{Diagnostic, ProgramBuf, Site};
-use crate::{MAX_PIDS, RuleViolation};
 
 /// Every read of a tile that no earlier instruction (in program order, which every execution
 /// follows) writes: in its first execution the read sees whatever SBUF or PSUM held. One

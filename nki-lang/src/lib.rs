@@ -18,9 +18,12 @@
 
 pub mod affine;
 pub mod alloc;
+pub mod buf;
 pub mod builder;
+pub mod compiled;
 pub mod constraint;
 pub mod dataflow;
+pub mod diag;
 pub mod dtype;
 pub mod func;
 pub mod grid;
@@ -30,10 +33,13 @@ pub mod program;
 pub mod rules;
 pub mod shape;
 pub mod target;
-pub mod verify;
+mod verify;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
+pub use buf::{ProgramBuf, TensorBuf, TileBuf};
+pub use compiled::CompiledProgram;
 pub use constraint::{Bounded, Constraint};
+pub use diag::{Diagnostic, Site};
 pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
 pub use grid::SymbolSource;
@@ -50,7 +56,6 @@ pub use shape::{
     TileShape,
 };
 pub use target::{Engine, Memory, Target};
-pub use verify::{CompiledProgram, Diagnostic, ProgramBuf, Site, TensorBuf, TileBuf};
 
 /// Most HBM tensors (inputs plus outputs) one kernel may have.
 pub const MAX_TENSORS: usize = 16;
