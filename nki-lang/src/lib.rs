@@ -6,6 +6,10 @@
 //! programs and builds them at run time with the same checks.
 
 #![warn(missing_docs)]
+// A match on an enum that grows (opcodes, formats, operand kinds, engines, dtypes, function
+// codes) names every variant, so that clippy points at every match a new variant must be decided
+// in (an error under `-D warnings`). A wildcard that is right carries an `#[expect]` saying why.
+#![warn(clippy::wildcard_enum_match_arm)]
 // Sizes, strides, offsets, indices and trip counts all come from users (a kernel's literals, a
 // builder's arguments, a launch's shapes): arithmetic on them is checked, saturating or wrapping
 // by intent, never silently truncated or panicking. Each `allow` below says why it is safe.

@@ -601,7 +601,16 @@ pub fn check_transpose(src: (&TileShape, Memory)) -> Result<TileShape, RuleViola
 pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(), RuleViolation> {
     match dtype {
         DType::Bf16 | DType::F16 | DType::F32 => Ok(()),
-        found => Err(RuleViolation::WrongDType {
+        found @ (DType::Tf32
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool) => Err(RuleViolation::WrongDType {
             op: "nc_matmul",
             operand,
             expected: "bf16, f16 or f32",

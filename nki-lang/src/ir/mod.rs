@@ -132,7 +132,7 @@ impl Src {
     pub const fn view(self) -> Option<ViewId> {
         match self {
             Src::Tile(v) => Some(v),
-            _ => None,
+            Src::None | Src::Imm(_) => None,
         }
     }
 }

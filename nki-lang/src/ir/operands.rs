@@ -62,7 +62,7 @@ impl SlotOperand {
     pub const fn view(&self) -> Option<ViewId> {
         match self.operand {
             OperandRef::View(v) => Some(v),
-            _ => None,
+            OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
         }
     }
 }

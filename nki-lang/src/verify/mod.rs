@@ -120,7 +120,7 @@ impl ProgramBuf {
                     OperandRef::Access(a) => {
                         o.dir.writes() && self.accesses[a.index()].tensor as usize == t
                     }
-                    _ => false,
+                    OperandRef::View(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => false,
                 })
             });
             if tensor.role == TensorRole::Output && !written {
