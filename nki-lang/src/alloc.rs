@@ -1,9 +1,9 @@
 //! Live ranges of tiles and their SBUF/PSUM addresses.
 
-use crate::ir::{Instr, LoopControl, Memory, TileView, Write};
+use crate::buf::ProgramBuf;
+use crate::ir::{Instr, LoopControl, TileView, Write};
 use crate::rules::RuleViolation;
-use crate::target::{PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
-use crate::verify::ProgramBuf;
+use crate::target::{Memory, PSUM_BANK_BYTES, PSUM_BANKS, SBUF_ALIGN};
 
 /// The instruction interval `[first, last]` over which each tile must keep its value, or
 /// `None` for a tile no instruction uses. `views` is the program's view pool.

@@ -31,17 +31,19 @@
 use thiserror::Error;
 
 use crate::affine::{Affine, MAX_LOOP_DEPTH};
+use crate::buf::{ProgramBuf, TensorBuf, TileBuf};
+use crate::compiled::CompiledProgram;
+use crate::diag::Diagnostic;
 use crate::dtype::DType;
 use crate::func::{ActFn, Alu};
+use crate::ir::ops::Opcode;
 use crate::ir::{
-    AccessId, AxisIndex, Dst, Engine, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId,
-    Memory, Scalar, Src, TileView, ViewId, Write,
+    AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, Scalar,
+    Src, TileView, ViewId, Write,
 };
-use crate::ops::Opcode;
 use crate::program::TensorRole;
 use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
-use crate::target::Target;
-use crate::verify::{CompiledProgram, Diagnostic, ProgramBuf, TensorBuf, TileBuf};
+use crate::target::{Engine, Memory, Target};
 
 /// Why a program could not be built.
 #[derive(Clone, Debug, PartialEq, Error)]

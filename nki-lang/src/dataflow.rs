@@ -3,11 +3,12 @@
 //! elements. Strict launches catch the cases that depend on values known only at launch
 //! (`nki_runtime::strict`); these are the ones every launch would hit.
 
-use crate::affine::Affine;
-use crate::ir::{HbmAccess, Instr, LoopControl, LoopKind, Mask, OperandRef, Write};
+use crate::affine::{Affine, MAX_PIDS};
+use crate::buf::ProgramBuf;
+use crate::diag::{Diagnostic, Site};
+use crate::ir::{HbmAccess, Instr, InstrData, LoopKind, Mask, OperandRef, Write};
+use crate::rules::RuleViolation;
 use crate::shape::Extent;
-use crate::verify::{Diagnostic, ProgramBuf, Site};
-use crate::{MAX_PIDS, RuleViolation};
 
 /// Every read of a tile that no earlier instruction (in program order, which every execution
 /// follows) writes: in its first execution the read sees whatever SBUF or PSUM held. One
@@ -17,7 +18,7 @@ pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let tile_of = |o: OperandRef| match o {
         OperandRef::View(v) => p.views.get(v.index()).map(|v| usize::from(v.tile)),
-        _ => None,
+        OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
     };
     for (i, ins) in p.instrs.iter().enumerate() {
         if ins.data.loop_control().is_some() {
@@ -61,20 +62,27 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
     let mut open: Vec<(LoopKind, Extent, u16)> = Vec::new();
     let mut out = Vec::new();
     for (i, ins) in p.instrs.iter().enumerate() {
-        match ins.data.loop_control() {
-            Some(LoopControl::Begin { trip, .. }) => {
-                let (kind, var) = match ins.data {
-                    crate::ir::InstrData::LoopBegin { kind, var, .. } => (kind, var),
-                    _ => continue,
-                };
+        match ins.data {
+            InstrData::LoopBegin {
+                kind, trip, var, ..
+            } => {
                 open.push((kind, trip, var));
                 continue;
             }
-            Some(LoopControl::End) => {
+            InstrData::LoopEnd { .. } => {
                 open.pop();
                 continue;
             }
-            None => {}
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {}
         }
         if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
             let (_, _, var) = open[d];
@@ -107,7 +115,9 @@ fn same_elements_each_iteration<'p>(
 ) -> Option<(usize, &'p HbmAccess)> {
     let access = ins.operands().find_map(|o| match o.operand {
         OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
-        _ => None,
+        OperandRef::Access(_) | OperandRef::View(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => {
+            None
+        }
     })?;
     let mask: Option<&Mask> = ins.mask.and_then(|m| p.masks.get(m.index()));
     let uses = |e: &Affine, d: usize| {

@@ -112,7 +112,13 @@ impl DType {
             DType::Bf16 => 8,
             DType::F8E4M3 => 4,
             DType::F8E5M2 => 3,
-            _ => 0,
+            DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool => 0,
         }
     }
 
@@ -218,7 +224,11 @@ const fn float_rank(d: DType) -> u8 {
         DType::F32 => 4,
         DType::Tf32 => 3,
         DType::Bf16 | DType::F16 => 2,
-        _ => 1,
+        DType::F8E4M3 | DType::F8E5M2 => 1,
+        // Not floats: `promote_float` never sees them.
+        DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 | DType::U32 | DType::Bool => {
+            1
+        }
     }
 }
 

@@ -156,7 +156,24 @@ impl Alu {
             Alu::Min => Some(f32::INFINITY),
             Alu::LogicalOr | Alu::LogicalXor | Alu::BitwiseOr | Alu::BitwiseXor => Some(0.0),
             Alu::BitwiseAnd => Some(-1.0),
-            _ => None,
+            Alu::Bypass
+            | Alu::Divide
+            | Alu::Pow
+            | Alu::Mod
+            | Alu::Fmod
+            | Alu::Abs
+            | Alu::Rsqrt
+            | Alu::Reciprocal
+            | Alu::IsEqual
+            | Alu::NotEqual
+            | Alu::IsGt
+            | Alu::IsGe
+            | Alu::IsLt
+            | Alu::IsLe
+            | Alu::LogicalNot
+            | Alu::Invert
+            | Alu::LeftShift
+            | Alu::RightShift => None,
         }
     }
 }

@@ -164,9 +164,11 @@ impl<'a> Line<'a, '_> {
                     .filter(|d| loops >> d & 1 == 1)
                     .map(|d| self.loops.get(d).copied().unwrap_or("?"))
                     .collect();
-                let op = match op {
-                    crate::func::Alu::Add => "+=".to_string(),
-                    a => format!("{a}="),
+                // Every operation shows as its name and `=`; `add` as `+=`.
+                let op = if op == crate::func::Alu::Add {
+                    "+=".to_string()
+                } else {
+                    format!("{op}=")
                 };
                 format!("{op} (group over {})", ls.join(", "))
             }
@@ -177,7 +179,7 @@ impl<'a> Line<'a, '_> {
     fn operands(
         &self,
         f: &mut fmt::Formatter<'_>,
-        spec: &[crate::ops::OperandSpec],
+        spec: &[crate::ir::ops::OperandSpec],
         data: &InstrData,
     ) -> fmt::Result {
         match *data {

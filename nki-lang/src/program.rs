@@ -2,9 +2,9 @@
 
 use crate::constraint::Constraint;
 use crate::dtype::DType;
-use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, Memory, TileView};
+use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, TileView};
 use crate::shape::{Dim, TileShape};
-use crate::target::Target;
+use crate::target::{Memory, Target};
 
 /// Whether an HBM tensor is a kernel input or an output the kernel allocates and returns.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -3,14 +3,18 @@
 //! `#[kernel]` calls these while lowering a kernel body and reports a violation as a compile
 //! error on the offending tokens; [`crate::ProgramBuf::finish`] calls the same functions for
 //! programs built at run time. Each violation names NKI's error code.
+//!
+//! The rules depend on the hardware's facts only (element types, shapes, function codes, the
+//! target's memories, engines and sizes), not on the instruction set: the opcode table
+//! ([`crate::ir::ops`]) applies them to instructions.
 
 use thiserror::Error;
 
 use crate::dtype::DType;
-use crate::ir::{Engine, Memory};
 use crate::shape::TileShape;
 use crate::target::{
-    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, Target,
+    Engine, GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, Memory, PARTITIONS, PSUM_BANK_BYTES,
+    PSUM_BANKS, Target,
 };
 
 /// A broken rule, with the limit it breaks.
@@ -597,7 +601,16 @@ pub fn check_transpose(src: (&TileShape, Memory)) -> Result<TileShape, RuleViola
 pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(), RuleViolation> {
     match dtype {
         DType::Bf16 | DType::F16 | DType::F32 => Ok(()),
-        found => Err(RuleViolation::WrongDType {
+        found @ (DType::Tf32
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool) => Err(RuleViolation::WrongDType {
             op: "nc_matmul",
             operand,
             expected: "bf16, f16 or f32",

@@ -1,4 +1,7 @@
-//! The modeled NeuronCore's fixed sizes.
+//! The modeled NeuronCore as the language sees it: its fixed sizes, its memories, its engines,
+//! and the generations a kernel may target.
+
+use core::fmt;
 
 /// Number of SBUF and PSUM partitions (`nl.tile_size.pmax`).
 pub const PARTITIONS: u32 = 128;
@@ -16,6 +19,83 @@ pub const GEMM_MOVING_FMAX: u32 = 512;
 pub const BN_STATS_FMAX: u32 = 512;
 /// Alignment of every SBUF tile's byte address within its partitions.
 pub const SBUF_ALIGN: u32 = 64;
+
+/// Where a tensor or tile lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// Device memory: kernel inputs and outputs (`nl.shared_hbm`).
+    Hbm,
+    /// The state buffer: 128 partitions, the engines' working memory (`nl.sbuf`).
+    Sbuf,
+    /// The partial-sum buffer: 128 partitions × 8 banks of 2 KiB, written by TensorE (`nl.psum`).
+    Psum,
+}
+
+impl Memory {
+    /// NKI's name of the address space (`hbm`, `sbuf`, `psum`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Memory::Hbm => "hbm",
+            Memory::Sbuf => "sbuf",
+            Memory::Psum => "psum",
+        }
+    }
+}
+
+impl fmt::Display for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The NeuronCore engine that runs an instruction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// The 128×128 systolic array: `nc_matmul`, transposes.
+    Tensor,
+    /// The vector engine: elementwise arithmetic, copies, memsets, reductions.
+    Vector,
+    /// The scalar (activation) engine.
+    Scalar,
+    /// The general-purpose SIMD engine.
+    GpSimd,
+    /// The DMA queues: loads and stores between HBM and SBUF.
+    Dma,
+    /// The sync engine: a sequencer without a datapath; runs loop control.
+    Sync,
+}
+
+impl Engine {
+    /// Short name used in listings and traces.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "Tensor",
+            Engine::Vector => "Vector",
+            Engine::Scalar => "Scalar",
+            Engine::GpSimd => "GpSimd",
+            Engine::Dma => "DMA",
+            Engine::Sync => "Sync",
+        }
+    }
+
+    /// Parses NKI's engine names (`nisa.vector_engine`, `vector`, `gpsimd`, ...).
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Some(match name {
+            "tensor" | "tensor_engine" | "Tensor" => Engine::Tensor,
+            "vector" | "vector_engine" | "Vector" => Engine::Vector,
+            "scalar" | "scalar_engine" | "activation" | "Scalar" => Engine::Scalar,
+            "gpsimd" | "gpsimd_engine" | "GpSimd" => Engine::GpSimd,
+            "dma" | "dma_engine" | "sync" | "Dma" => Engine::Dma,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
 
 /// The NeuronCore generation a kernel is compiled for.
 ///

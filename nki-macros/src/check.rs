@@ -44,7 +44,7 @@ pub fn check(lowered: Lowered, fallback: Span, errors: &mut Errors) -> Option<Co
                 .get(instr)
                 .and_then(|s| s.note)
                 .and_then(|n| spans.notes.get(n as usize)),
-            _ => None,
+            Site::Program | Site::Tile(_) | Site::Tensor(_) => None,
         };
         match note {
             Some(note) => errors.push(span, format!("{}\n{note}", message(&d.violation))),

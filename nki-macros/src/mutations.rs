@@ -189,7 +189,7 @@ fn mutated_kernels_expand_or_report_errors_but_never_panic() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let (mut expanded, mut clean) = (0, 0);
     for seed in SEEDS {
-        let out = crate::expand(
+        let out = crate::expand::expand(
             TokenStream::new(),
             TokenStream::from_str(seed).unwrap(),
             TokenStream::new(),
@@ -216,7 +216,7 @@ fn mutated_kernels_expand_or_report_errors_but_never_panic() {
                 continue;
             };
             let result = catch_unwind(AssertUnwindSafe(|| {
-                crate::expand(TokenStream::new(), item, TokenStream::new())
+                crate::expand::expand(TokenStream::new(), item, TokenStream::new())
             }));
             let Ok(out) = result else {
                 panic!("the macro panicked on:\n{text}");

@@ -253,7 +253,7 @@ fn one_mistake_gives_one_error() {
 
 /// The `compile_error!` messages of an expansion.
 fn expansion_errors(attr: TokenStream, item: TokenStream) -> Vec<String> {
-    let out = crate::expand(attr, item, TokenStream::new()).to_string();
+    let out = crate::expand::expand(attr, item, TokenStream::new()).to_string();
     out.split("compile_error !")
         .skip(1)
         .map(|e| {
@@ -277,7 +277,7 @@ fn meta_parameters_compile_once_per_instantiation() {
         }
     };
     let good = quote!(one(TILES = 1, WIDE = false), four(WIDE = true, TILES = 4));
-    let out = crate::expand(good, item.clone(), TokenStream::new()).to_string();
+    let out = crate::expand::expand(good, item.clone(), TokenStream::new()).to_string();
     assert!(!out.contains("compile_error"), "{out}");
     for needle in ["mod one", "mod four", "mod blocks", "INSTANCES"] {
         assert!(out.contains(needle), "{needle}: {out}");
@@ -381,7 +381,8 @@ fn calls_of_unknown_functions_fetch_helpers_and_typos_stay_typos() {
         }
     };
     // Without the helper's definition: a chain through the helper's macro.
-    let out = crate::expand(TokenStream::new(), item.clone(), TokenStream::new()).to_string();
+    let out =
+        crate::expand::expand(TokenStream::new(), item.clone(), TokenStream::new()).to_string();
     assert!(out.starts_with("twice ! { @ nki_helpers [] {"), "{out}");
     // With it: inlined.
     let defs = quote!(
@@ -389,7 +390,7 @@ fn calls_of_unknown_functions_fetch_helpers_and_typos_stay_typos() {
             t * 2.0
         }
     );
-    let out = crate::expand(TokenStream::new(), item, defs).to_string();
+    let out = crate::expand::expand(TokenStream::new(), item, defs).to_string();
     assert!(out.contains("pub static KERNEL"), "{out}");
     assert!(!out.contains("compile_error"), "{out}");
     // `exq` is a typo of `exp`, not a helper to fetch.
@@ -431,7 +432,7 @@ fn long_sums_compile_in_linear_time() {
 
 /// Asserts that `item` expands to a kernel with its program and no `compile_error!`.
 fn expands_without_errors(item: TokenStream) {
-    let out = crate::expand(TokenStream::new(), item, TokenStream::new()).to_string();
+    let out = crate::expand::expand(TokenStream::new(), item, TokenStream::new()).to_string();
     assert!(
         !out.contains("compile_error"),
         "{}",
@@ -443,7 +444,7 @@ fn expands_without_errors(item: TokenStream) {
 #[test]
 fn a_statement_nested_too_deeply_is_an_error_on_its_tokens_with_a_fallback() {
     let n = crate::depth::MAX_NESTING;
-    let out = crate::expand(
+    let out = crate::expand::expand(
         TokenStream::new(),
         long_sum_kernel(n, 1),
         TokenStream::new(),

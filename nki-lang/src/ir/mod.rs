@@ -1,10 +1,11 @@
 //! The instruction set as plain data.
 //!
 //! An [`Instr`] is a fieldless [`Opcode`] (one per hardware instruction, described once in the
-//! opcode table, [`crate::ops`]), the engine that runs it, an optional mask, the kernel source
-//! line, and its operands in one of a few fixed layouts ([`InstrData`], the *formats*). A
-//! format carries function codes ([`Alu`], [`ActFn`]) rather than one variant per NKI call:
-//! `nl.maximum` is `tensor_tensor` with [`Alu::Max`].
+//! opcode table, [`ops`], which lives here because opcodes and formats refer to each other),
+//! the [`Engine`] that runs it, an optional mask, the kernel source line, and its operands in
+//! one of a few fixed layouts ([`InstrData`], the *formats*). A format carries function codes
+//! ([`Alu`], [`ActFn`]) rather than one variant per NKI call: `nl.maximum` is `tensor_tensor`
+//! with [`Alu::Max`].
 //!
 //! Operands refer by index to the program's pools: tile views ([`ViewId`]), HBM accesses
 //! ([`AccessId`]), masks ([`MaskId`]) and grid expressions ([`ExprId`]), so that an instruction
@@ -13,92 +14,17 @@
 
 mod operand;
 mod operands;
+pub mod ops;
 
 use core::fmt;
 
 pub use operand::{AxisIndex, HbmAccess, MAX_MASK_TERMS, Mask, MaskTerm, TileView};
-pub use operands::{Dir, OperandRef, Operands, SlotOperand};
+pub use operands::{Dir, MAX_SLOTS, OperandRef, Operands, SlotOperand};
 
 use crate::func::{ActFn, Alu};
-use crate::ops::Opcode;
 use crate::shape::Extent;
-
-/// Where a tensor or tile lives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Memory {
-    /// Device memory: kernel inputs and outputs (`nl.shared_hbm`).
-    Hbm,
-    /// The state buffer: 128 partitions, the engines' working memory (`nl.sbuf`).
-    Sbuf,
-    /// The partial-sum buffer: 128 partitions × 8 banks of 2 KiB, written by TensorE (`nl.psum`).
-    Psum,
-}
-
-impl Memory {
-    /// NKI's name of the address space (`hbm`, `sbuf`, `psum`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Memory::Hbm => "hbm",
-            Memory::Sbuf => "sbuf",
-            Memory::Psum => "psum",
-        }
-    }
-}
-
-impl fmt::Display for Memory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The NeuronCore engine that runs an instruction.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Engine {
-    /// The 128×128 systolic array: `nc_matmul`, transposes.
-    Tensor,
-    /// The vector engine: elementwise arithmetic, copies, memsets, reductions.
-    Vector,
-    /// The scalar (activation) engine.
-    Scalar,
-    /// The general-purpose SIMD engine.
-    GpSimd,
-    /// The DMA queues: loads and stores between HBM and SBUF.
-    Dma,
-    /// The sync engine: a sequencer without a datapath; runs loop control.
-    Sync,
-}
-
-impl Engine {
-    /// Short name used in listings and traces.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Engine::Tensor => "Tensor",
-            Engine::Vector => "Vector",
-            Engine::Scalar => "Scalar",
-            Engine::GpSimd => "GpSimd",
-            Engine::Dma => "DMA",
-            Engine::Sync => "Sync",
-        }
-    }
-
-    /// Parses NKI's engine names (`nisa.vector_engine`, `vector`, `gpsimd`, ...).
-    pub fn from_name(name: &str) -> Option<Engine> {
-        Some(match name {
-            "tensor" | "tensor_engine" | "Tensor" => Engine::Tensor,
-            "vector" | "vector_engine" | "Vector" => Engine::Vector,
-            "scalar" | "scalar_engine" | "activation" | "Scalar" => Engine::Scalar,
-            "gpsimd" | "gpsimd_engine" | "GpSimd" => Engine::GpSimd,
-            "dma" | "dma_engine" | "sync" | "Dma" => Engine::Dma,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for Engine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.name())
-    }
-}
+use crate::target::Engine;
+use ops::Opcode;
 
 /// The kind of a loop, with NKI's meaning.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -206,7 +132,7 @@ impl Src {
     pub const fn view(self) -> Option<ViewId> {
         match self {
             Src::Tile(v) => Some(v),
-            _ => None,
+            Src::None | Src::Imm(_) => None,
         }
     }
 }
@@ -551,7 +477,7 @@ pub struct Instr {
     /// The operation.
     pub opcode: Opcode,
     /// The engine that runs it: one of the opcode's legal engines
-    /// ([`crate::ops::OpInfo::engines`]).
+    /// ([`crate::ir::ops::OpInfo::engines`]).
     pub engine: Engine,
     /// The mask restricting the instruction to a sub-rectangle of its grid.
     pub mask: Option<MaskId>,
@@ -581,7 +507,7 @@ impl Instr {
         Operands::of(self)
     }
 
-    /// The instruction's mnemonic (NKI's name): [`crate::ops::OpInfo::name`].
+    /// The instruction's mnemonic (NKI's name): [`crate::ir::ops::OpInfo::name`].
     pub fn mnemonic(&self) -> &'static str {
         self.opcode.info().name
     }

@@ -6,7 +6,9 @@
 //! It is written once per format; a new format must be added here (the match is exhaustive).
 
 use super::{AccOut, AccessId, Dst, ExprId, Instr, InstrData, Pred, Scalar, Src, ViewId, Write};
-use crate::ops::MAX_SLOTS;
+
+/// Most operand slots an instruction format has.
+pub const MAX_SLOTS: usize = 5;
 
 /// Whether an instruction reads an operand, writes it, or both.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -47,7 +49,7 @@ pub enum OperandRef {
 /// One operand of an instruction: its slot in the format, what it is, and its direction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SlotOperand {
-    /// The slot (see [`InstrData`]'s variants; names in [`crate::ops::OpInfo::operands`]).
+    /// The slot (see [`InstrData`]'s variants; names in [`crate::ir::ops::OpInfo::operands`]).
     pub slot: u8,
     /// The operand.
     pub operand: OperandRef,
@@ -60,7 +62,7 @@ impl SlotOperand {
     pub const fn view(&self) -> Option<ViewId> {
         match self.operand {
             OperandRef::View(v) => Some(v),
-            _ => None,
+            OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
         }
     }
 }

@@ -398,7 +398,32 @@ pub fn lookup(name: &str) -> Option<Kind> {
                 Alu::Abs => Kind::Act(ActFn::Abs),
                 Alu::Rsqrt => Kind::Act(ActFn::Rsqrt),
                 Alu::Reciprocal => Kind::Act(ActFn::Reciprocal),
-                _ => Kind::UnaryAlu(alu),
+                Alu::Bypass
+                | Alu::Add
+                | Alu::Subtract
+                | Alu::Multiply
+                | Alu::Divide
+                | Alu::Max
+                | Alu::Min
+                | Alu::Pow
+                | Alu::Mod
+                | Alu::Fmod
+                | Alu::IsEqual
+                | Alu::NotEqual
+                | Alu::IsGt
+                | Alu::IsGe
+                | Alu::IsLt
+                | Alu::IsLe
+                | Alu::LogicalAnd
+                | Alu::LogicalOr
+                | Alu::LogicalXor
+                | Alu::LogicalNot
+                | Alu::BitwiseAnd
+                | Alu::BitwiseOr
+                | Alu::BitwiseXor
+                | Alu::Invert
+                | Alu::LeftShift
+                | Alu::RightShift => Kind::UnaryAlu(alu),
             },
             _ => Kind::Binary(alu),
         });

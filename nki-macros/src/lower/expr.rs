@@ -262,7 +262,7 @@ impl Lowerer<'_> {
                     Cmp::Ge => Cmp::Le,
                     Cmp::Lt => Cmp::Gt,
                     Cmp::Le => Cmp::Ge,
-                    c => c,
+                    c @ (Cmp::Eq | Cmp::Ne) => c,
                 };
                 match i64::try_from(add) {
                     Ok(add) => self.cond(mirrored, y, Int(add), Some(sym), span),

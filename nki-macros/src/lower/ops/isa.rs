@@ -474,7 +474,7 @@ impl Lowerer<'_> {
                     func: act.unwrap_or(ActFn::Identity),
                     scale: match src[2] {
                         Src::None => Src::Imm(Scalar::float(1.0)),
-                        s => s,
+                        s @ (Src::Tile(_) | Src::Imm(_)) => s,
                     },
                     bias: src[3],
                     acc,

@@ -12,10 +12,8 @@ mod infer;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
-use crate::ir::{Dir, Engine, InstrData, Memory};
-
-/// Most operand slots an instruction format has.
-pub const MAX_SLOTS: usize = 5;
+use crate::ir::{Dir, InstrData};
+use crate::target::{Engine, Memory};
 
 /// An operand layout: which [`InstrData`] variant an opcode uses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -463,6 +461,7 @@ impl Opcode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::MAX_SLOTS;
 
     #[test]
     fn the_table_is_consistent() {

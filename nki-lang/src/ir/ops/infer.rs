@@ -1,12 +1,12 @@
 //! The opcodes' shape/dtype rules, and the checks every opcode shares.
 
-use super::{MAX_SLOTS, OpInfo, Opcode};
+use super::{OpInfo, Opcode};
 use crate::dtype::DType;
 use crate::func::{Alu, AluClass};
-use crate::ir::{Engine, InstrData, Memory, Scalar};
+use crate::ir::{InstrData, MAX_SLOTS, Scalar};
 use crate::rules::{self, RuleViolation};
 use crate::shape::TileShape;
-use crate::target::{BN_STATS_FMAX, PARTITIONS, Target};
+use crate::target::{BN_STATS_FMAX, Engine, Memory, PARTITIONS, Target};
 
 /// What the rules know of a tile view or an HBM access.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ impl Slot {
     pub const fn info(&self) -> Option<&ViewInfo> {
         match self {
             Slot::View(v) | Slot::Access(v) => Some(v),
-            _ => None,
+            Slot::Absent | Slot::Imm(_) | Slot::Expr => None,
         }
     }
 }
@@ -235,6 +235,11 @@ pub(super) fn matmul(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     rules::check_matmul_input_dtype("stationary", s.dtype).map_err(|e| x.blame(1, e))?;
     rules::check_matmul_input_dtype("moving", m.dtype).map_err(|e| x.blame(2, e))?;
     let shape = rules::check_matmul((&s.shape, s.memory), (&m.shape, m.memory)).map_err(|e| {
+        #[expect(
+            clippy::wildcard_enum_match_arm,
+            reason = "a rule violation, not an instruction-set enum: `stationary` is blamed unless \
+                      the violation is about another part"
+        )]
         let part = match e {
             RuleViolation::MovingTooWide { .. } => Part::Slot(2),
             RuleViolation::ContractionMismatch { .. } => Part::Whole,
@@ -290,7 +295,7 @@ pub(super) fn given_dst(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 fn tile<'a>(x: &'a InferIn<'_>, slot: usize) -> Result<&'a ViewInfo, Blame> {
     match &x.slots[slot] {
         Slot::View(v) => Ok(v),
-        _ => Err(x.blame(
+        Slot::Absent | Slot::Access(_) | Slot::Imm(_) | Slot::Expr => Err(x.blame(
             slot,
             RuleViolation::OperandKind {
                 op: x.info().name,
@@ -326,7 +331,7 @@ fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<()
         Slot::Imm(_) | Slot::Absent => Ok(()),
         Slot::View(v) if v.column && v.shape.partitions() == grid.partitions() => Ok(()),
         Slot::View(v) if v.column => Err(partition_mismatch(x, 1, grid, slot, &v.shape)),
-        _ => Err(x.blame(
+        Slot::View(_) | Slot::Access(_) | Slot::Expr => Err(x.blame(
             slot,
             RuleViolation::OperandKind {
                 op: x.info().name,
@@ -455,7 +460,7 @@ fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
     };
     let limit = match v.memory {
         Memory::Psum => 4096,
-        _ => 65536,
+        Memory::Sbuf | Memory::Hbm => 65536,
     };
     let size = v.shape.free_elems();
     if size > limit {
@@ -613,7 +618,7 @@ pub(super) fn activation(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             return Err(x.blame(2, RuleViolation::ScaleInvalidType { found: v.dtype }));
         }
         Slot::View(_) => scalar_or_column(x, 2, &data.shape)?,
-        _ => return Err(malformed(x)),
+        Slot::Absent | Slot::Access(_) | Slot::Expr => return Err(malformed(x)),
     }
     match &x.slots[3] {
         Slot::Absent => {}
@@ -640,7 +645,7 @@ pub(super) fn activation(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
                 },
             ));
         }
-        _ => {
+        Slot::Access(_) | Slot::Imm(_) | Slot::Expr => {
             return Err(x.blame(
                 3,
                 RuleViolation::OperandKind {

@@ -1,0 +1,318 @@
+//! Index bounds: every view inside its tile and every HBM access inside its tensor in every
+//! iteration of the enclosing loops, and every value the executor computes from the index
+//! variables within ±[`crate::constraint::MAX_INDEX`]. Each is decided now when the trip counts
+//! it depends on are literals, else becomes a launch constraint.
+
+use super::{Checker, Site};
+use crate::affine::{MAX_PIDS, MAX_VARS};
+use crate::constraint::{
+    Bounded, Computed, Constraint, implied_by_divisibility, in_range, index_range,
+};
+use crate::ir::ops::Axes;
+use crate::ir::{AxisIndex, HbmAccess, Mask, TileView};
+use crate::rules::{self, RuleViolation};
+use crate::shape::{Dim, Extent, MAX_SYMBOLS, TileShape};
+
+/// An index `start + Σ grid[j]·t_j` over a grid, with the mask's restriction when one applies.
+pub(super) struct Index<'a> {
+    pub(super) start: &'a crate::affine::Affine,
+    pub(super) grid: &'a [i64],
+    pub(super) shape: &'a TileShape,
+}
+
+impl Index<'_> {
+    /// The range in `i128`, which no grid of `i64` coefficients and `u32` sizes overflows.
+    fn range128(&self) -> (i128, i128) {
+        let c = i128::from(self.start.constant);
+        let (mut lo, mut hi) = (c, c);
+        for (&g, &size) in self.grid.iter().zip(self.shape.dims()) {
+            let span = i128::from(g).saturating_mul(i128::from(size.saturating_sub(1)));
+            lo = lo.saturating_add(span.min(0));
+            hi = hi.saturating_add(span.max(0));
+        }
+        (lo, hi)
+    }
+
+    /// The index's range `[lo, hi]` over the grid at iteration 0 of every loop (`None` when the
+    /// arithmetic overflows).
+    fn range(&self) -> Option<(i64, i64)> {
+        let (mut lo, mut hi) = (self.start.constant, self.start.constant);
+        for (&g, &size) in self.grid.iter().zip(self.shape.dims()) {
+            let span = g.checked_mul(i64::from(size.saturating_sub(1)))?;
+            lo = lo.checked_add(span.min(0))?;
+            hi = hi.checked_add(span.max(0))?;
+        }
+        Some((lo, hi))
+    }
+}
+
+impl Checker<'_> {
+    /// The symbol of `num_programs(axis)`, which a program using `program_id(axis)` declares.
+    fn grid_size_symbol(&self, axis: usize) -> Option<u8> {
+        let name = crate::grid::GRID_SIZE_SYMBOLS.get(axis)?;
+        let s = self.p.symbols.iter().position(|s| s == name)?;
+        u8::try_from(s).ok()
+    }
+
+    /// A view lies inside its tile for every iteration of the enclosing loops.
+    pub(super) fn check_view(&mut self, site: Site, v: &TileView, loops: &[Extent]) -> bool {
+        let tile = &self.p.tiles[v.tile as usize];
+        if !self.report(site, rules::check_tile_shape(&v.shape)) {
+            return false;
+        }
+        // u32 + u32 fits in i64.
+        let part_end = i64::from(v.part_start).saturating_add(i64::from(v.shape.partitions()));
+        if part_end > i64::from(tile.shape.partitions()) {
+            let r = rules::check_bounds(
+                &tile.name,
+                0,
+                i64::from(v.part_start),
+                part_end.saturating_sub(1),
+                u64::from(tile.shape.partitions()),
+            );
+            return self.report(site, r);
+        }
+        let mut free = [0i64; crate::shape::MAX_TILE_RANK];
+        free[1..].copy_from_slice(&v.strides);
+        let index = Index {
+            start: &v.offset,
+            grid: &free,
+            shape: &v.shape,
+        };
+        let size = Dim::Fixed(tile.shape.free_elems());
+        let target = Bounded::TileFree { tile: v.tile };
+        self.bound(site, &tile.name, 1, target, size, &index, false, loops)
+    }
+
+    pub(super) fn check_access(
+        &mut self,
+        site: Site,
+        a: &HbmAccess,
+        mask: Option<(&Mask, Axes)>,
+        loops: &[Extent],
+    ) -> bool {
+        let t = &self.p.tensors[a.tensor as usize];
+        for (axis, ix) in a.axes().iter().enumerate() {
+            let index = Index {
+                start: &ix.start,
+                grid: &ix.grid,
+                shape: &a.shape,
+            };
+            // axis < MAX_TENSOR_RANK
+            let axis8 = u8::try_from(axis).unwrap_or(u8::MAX);
+            let target = Bounded::Tensor {
+                tensor: a.tensor,
+                axis: axis8,
+            };
+            let size = t.shape[axis];
+            let masked = mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, size));
+            if !self.bound(site, &t.name, axis, target, size, &index, masked, loops) {
+                return false;
+            }
+            // What the mask cuts off is still computed: it must stay within range.
+            if masked {
+                let what = Computed::MaskedIndex {
+                    tensor: a.tensor,
+                    axis: axis8,
+                };
+                let label = format!(
+                    "the index of tensor `{}` on dimension {axis}, where the mask cuts it off,",
+                    t.name
+                );
+                if !self.fits(site, what, &label, &index, loops) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// An index range inside a dimension: decided now when static, else a launch constraint.
+    /// With `masked`, the instruction's mask keeps the index below the size, and only the lower
+    /// bound is checked.
+    #[allow(clippy::too_many_arguments)]
+    fn bound(
+        &mut self,
+        site: Site,
+        name: &str,
+        axis: usize,
+        target: Bounded,
+        size: Dim,
+        index: &Index<'_>,
+        masked: bool,
+        loops: &[Extent],
+    ) -> bool {
+        let Some((lo, hi)) = index.range() else {
+            let v = RuleViolation::IndexOverflow {
+                tensor: name.to_string(),
+                axis,
+            };
+            return self.report(site, Err(v));
+        };
+        let coef = index.start.coef;
+        let Some((ls, nvars)) = self.extents(site, &coef, loops) else {
+            return false;
+        };
+        let vars = &ls[..nvars];
+        if let (Dim::Fixed(n), Some((lo, hi))) = (size, static_range(lo, hi, &coef, vars)) {
+            let (lo, hi) = (clamp(lo), clamp(hi));
+            let hi = if masked { lo.max(0) } else { hi };
+            return self.report(site, rules::check_bounds(name, axis, lo, hi, n.max(1)));
+        }
+        if !masked && implied_by_divisibility(size, lo, hi, &coef, vars) {
+            return true;
+        }
+        if masked && lo >= 0 && coef[..vars.len()].iter().all(|&c| c >= 0) {
+            return true;
+        }
+        self.constrain(Constraint::InBounds {
+            target,
+            size,
+            lo,
+            hi,
+            coef,
+            loops: ls,
+            depth: depth8(loops),
+            upper: !masked,
+        });
+        true
+    }
+
+    /// How many values each index variable takes: the program ids that `coef` uses (the grid's
+    /// size along their axis), then the enclosing loops; and how many variables are in use.
+    /// `None` after reporting a program id whose grid symbol is missing.
+    fn extents(
+        &mut self,
+        site: Site,
+        coef: &[i64; MAX_VARS],
+        loops: &[Extent],
+    ) -> Option<([Extent; MAX_VARS], usize)> {
+        let mut ls = [Extent::Fixed(1); MAX_VARS];
+        for (a, l) in ls.iter_mut().enumerate().take(MAX_PIDS) {
+            if coef[a] != 0 {
+                *l = match self.grid_size_symbol(a) {
+                    Some(sym) => Extent::Sym {
+                        sym,
+                        add: 0,
+                        div: 1,
+                    },
+                    None => {
+                        self.malformed(site, "a program id without its grid symbol");
+                        return None;
+                    }
+                };
+            }
+        }
+        // The structure check keeps loops at most MAX_LOOP_DEPTH deep.
+        let n = MAX_PIDS.saturating_add(loops.len()).min(MAX_VARS);
+        for (l, e) in ls[MAX_PIDS..n].iter_mut().zip(loops) {
+            *l = *e;
+        }
+        Some((ls, n))
+    }
+
+    /// A value the executor computes from the index variables (`label` names it in an error)
+    /// stays within ±[`crate::constraint::MAX_INDEX`]: decided now when its loops' trip counts are literals,
+    /// else a launch constraint.
+    pub(super) fn fits(
+        &mut self,
+        site: Site,
+        what: Computed,
+        label: &str,
+        index: &Index<'_>,
+        loops: &[Extent],
+    ) -> bool {
+        let refuse = |this: &mut Self, lo: i128, hi: i128| {
+            let v = RuleViolation::IndexRange {
+                what: label.to_string(),
+                lo: clamp(lo),
+                hi: clamp(hi),
+            };
+            this.report(site, Err(v))
+        };
+        let (lo, hi) = index.range128();
+        if !in_range(lo, hi) {
+            return refuse(self, lo, hi);
+        }
+        // Within ±2^62.
+        let (lo, hi) = (clamp(lo), clamp(hi));
+        let coef = index.start.coef;
+        let Some((ls, nvars)) = self.extents(site, &coef, loops) else {
+            return false;
+        };
+        let vars = &ls[..nvars];
+        if let Some((lo, hi)) = static_range(lo, hi, &coef, vars) {
+            return in_range(lo, hi) || refuse(self, lo, hi);
+        }
+        self.constrain(Constraint::InRange {
+            what,
+            lo,
+            hi,
+            coef,
+            loops: ls,
+            depth: depth8(loops),
+        });
+        true
+    }
+}
+
+/// A 1-partition shape: the grid of a value without grid terms.
+pub(super) const UNIT: TileShape = match TileShape::new(&[1]) {
+    Some(s) => s,
+    None => panic!("a rank-1 shape"),
+};
+
+/// The loop depth as the `u8` a constraint holds (the structure check keeps it at most 8).
+fn depth8(loops: &[Extent]) -> u8 {
+    u8::try_from(loops.len()).unwrap_or(u8::MAX)
+}
+
+/// The range `[lo, hi] + Σ coef·(n − 1)` over the index variables `vars` when every variable
+/// in use takes a literal number of values (a loop of none counts as one: its body is still
+/// checked), else `None`.
+fn static_range(lo: i64, hi: i64, coef: &[i64; MAX_VARS], vars: &[Extent]) -> Option<(i128, i128)> {
+    let fixed = vars
+        .iter()
+        .zip(coef)
+        .map(|(e, &c)| match (c, e.fixed()) {
+            (0, _) => Some(Extent::Fixed(1)),
+            (_, Some(n)) => Some(Extent::Fixed(n.max(1))),
+            (_, None) => None,
+        })
+        .collect::<Option<Vec<Extent>>>()?;
+    index_range(lo, hi, coef, &fixed, &[0; MAX_SYMBOLS])
+}
+
+fn clamp(x: i128) -> i64 {
+    i64::try_from(x.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
+}
+
+/// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
+/// every element it lets through: the term bounds the same grid expression as the index
+/// (`k * 128 + i_p < n` for the index `k * 128 + i_p` of a dimension `n`). The access's axes
+/// follow the instruction's grid as `axes` says.
+fn mask_bounds_above(mask: &Mask, axes: Axes, ix: &AxisIndex, size: Dim) -> bool {
+    let mut terms = ix.grid.iter().enumerate().filter(|(_, g)| **g != 0);
+    let (Some((axis, &g)), None) = (terms.next(), terms.next()) else {
+        return false;
+    };
+    mask.terms().iter().any(|t| {
+        if axes.of_grid_axis(t.axis as usize) != Some(axis) || t.coef != g {
+            return false;
+        }
+        // index − (term's left side) = start − offset must be a constant c; then
+        // index < S + c, inside the dimension when S + c ≤ size.
+        if t.offset.coef != ix.start.coef {
+            return false;
+        }
+        let Some(c) = ix.start.constant.checked_sub(t.offset.constant) else {
+            return false;
+        };
+        match (t.sym, size) {
+            (Some(s), Dim::Sym(d)) => s == d && c <= 0,
+            (None, Dim::Fixed(n)) => c <= 0 || u64::try_from(c).is_ok_and(|c| c <= n),
+            (None, Dim::Sym(_)) => c <= 0,
+            (Some(_), Dim::Fixed(_)) => false,
+        }
+    })
+}

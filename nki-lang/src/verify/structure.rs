@@ -1,0 +1,249 @@
+//! The structural checks, which run before any other: indices in range, formats matching
+//! opcodes, loops balanced and not too deep, indices using only the loops that enclose them,
+//! tiles used only within the loops that declare them, symbols bindable from the inputs.
+
+use super::{Checker, Site};
+use crate::affine::MAX_LOOP_DEPTH;
+use crate::ir::ops::Format;
+use crate::ir::{Dir, HbmAccess, Instr, InstrData, OperandRef, Write};
+use crate::program::TensorRole;
+use crate::rules::RuleViolation;
+use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK};
+
+impl Checker<'_> {
+    /// Indices in range, formats matching opcodes, loops balanced and not too deep, indices
+    /// using only enclosing loops, symbols bindable from the inputs.
+    pub(super) fn check_structure(&mut self) {
+        let p = self.p;
+        if p.symbols.len() > MAX_SYMBOLS {
+            self.malformed(Site::Program, "more than 8 symbolic dimensions");
+        }
+        let inputs = p
+            .tensors
+            .iter()
+            .take_while(|t| t.role == TensorRole::Input)
+            .count();
+        if p.tensors[inputs..]
+            .iter()
+            .any(|t| t.role == TensorRole::Input)
+        {
+            self.malformed(
+                Site::Program,
+                "inputs must precede outputs in the tensor table",
+            );
+        }
+        if p.tensors.len() > crate::MAX_TENSORS {
+            self.malformed(Site::Program, "more than 16 HBM tensors");
+        }
+        for (t, tensor) in p.tensors.iter().enumerate() {
+            if tensor.shape.is_empty() || tensor.shape.len() > MAX_TENSOR_RANK {
+                self.malformed(Site::Tensor(t), "tensor rank must be 1 to 6");
+            }
+            for d in &tensor.shape {
+                if let Dim::Sym(s) = *d
+                    && s as usize >= p.symbols.len()
+                {
+                    self.malformed(Site::Tensor(t), "symbol index out of range");
+                }
+            }
+        }
+        for (s, name) in p.symbols.iter().enumerate() {
+            // The launch grid binds its own symbols.
+            let bound = crate::grid::SymbolSource::of(name) != crate::grid::SymbolSource::Input
+                || p.tensors[..inputs]
+                    .iter()
+                    .any(|t| u8::try_from(s).is_ok_and(|s| t.shape.contains(&Dim::Sym(s))));
+            if !bound {
+                let name = name.clone();
+                self.report(Site::Program, Err(RuleViolation::UnboundSymbol { name }));
+            }
+        }
+        if p.tiles.len() > u16::MAX as usize {
+            self.malformed(Site::Program, "too many tiles");
+        }
+        if u32::try_from(p.instrs.len()).is_err() {
+            // Loop ends and begins refer to instructions by `u32` index.
+            return self.malformed(Site::Program, "more than 2^32 - 1 instructions");
+        }
+        let mut stack: Vec<usize> = Vec::new();
+        for (i, ins) in p.instrs.iter().enumerate() {
+            let info = ins.opcode.info();
+            if Format::of(&ins.data) != info.format {
+                return self.malformed(
+                    Site::Instr(i),
+                    "operands in the wrong format for the opcode",
+                );
+            }
+            match ins.data {
+                InstrData::LoopBegin { end, var, trip, .. } => {
+                    if stack.len() == MAX_LOOP_DEPTH {
+                        return self.malformed(Site::Instr(i), "loops nested deeper than 8");
+                    }
+                    let matched = u32::try_from(i).is_ok_and(|begin| {
+                        p.instrs.get(end as usize).map(|e| e.data)
+                            == Some(InstrData::LoopEnd { begin })
+                    });
+                    if !matched || var as usize >= p.loop_vars.len() {
+                        return self.malformed(Site::Instr(i), "unmatched loop");
+                    }
+                    if let Extent::Sym { sym, div, .. } = trip
+                        && (sym as usize >= p.symbols.len() || div == 0)
+                    {
+                        self.malformed(Site::Instr(i), "bad trip count");
+                    }
+                    stack.push(i);
+                }
+                InstrData::LoopEnd { begin } => {
+                    if stack.pop() != Some(begin as usize) {
+                        return self.malformed(Site::Instr(i), "unmatched loop end");
+                    }
+                }
+                InstrData::Dma { .. }
+                | InstrData::Unary { .. }
+                | InstrData::Fill { .. }
+                | InstrData::Iota { .. }
+                | InstrData::Alu { .. }
+                | InstrData::Act { .. }
+                | InstrData::Reduce { .. }
+                | InstrData::Scan { .. }
+                | InstrData::Select { .. }
+                | InstrData::Matmul { .. } => {
+                    if let Err((slot, what)) = self.check_operand_refs(ins, &stack) {
+                        let site = match slot {
+                            Some(slot) => Site::Operand { instr: i, slot },
+                            None => Site::Instr(i),
+                        };
+                        self.malformed(site, what);
+                    }
+                }
+            }
+        }
+        if !stack.is_empty() {
+            self.malformed(Site::Program, "unterminated loop");
+        }
+        // Pool entries no instruction uses are emitted too: they must be well-formed as well.
+        if !self.diags.is_empty() {
+            return;
+        }
+        if p.views.iter().any(|v| v.tile as usize >= p.tiles.len()) {
+            self.malformed(Site::Program, "tile index out of range");
+        }
+        let loop_begin = |s: u32| {
+            p.instrs
+                .get(s as usize)
+                .is_some_and(|i| matches!(i.data, InstrData::LoopBegin { .. }))
+        };
+        if p.tiles
+            .iter()
+            .any(|t| t.scope.is_some_and(|s| !loop_begin(s)))
+        {
+            self.malformed(Site::Program, "a tile's scope is not a loop");
+        }
+        let bad_access = |a: &HbmAccess| {
+            p.tensors
+                .get(a.tensor as usize)
+                .is_none_or(|t| t.shape.len() != a.rank as usize)
+        };
+        if p.accesses.iter().any(bad_access) {
+            self.malformed(Site::Program, "tensor index out of range");
+        }
+    }
+
+    /// Every operand index of a non-loop instruction is in range, its affine indices use only
+    /// the enclosing loops (`open`: their `LoopBegin`s, outermost first), and every tile it
+    /// uses is declared in one of them or at the top level. A failure names the operand's slot
+    /// (`None`: the instruction as a whole).
+    fn check_operand_refs(
+        &self,
+        ins: &Instr,
+        open: &[usize],
+    ) -> Result<(), (Option<u8>, &'static str)> {
+        let p = self.p;
+        let depth = open.len();
+        const OUTSIDE: &str = "index uses a loop that does not enclose it";
+        if let Some(m) = ins.mask {
+            let mask = p
+                .masks
+                .get(m.index())
+                .ok_or((None, "mask index out of range"))?;
+            if mask.len as usize > crate::ir::MAX_MASK_TERMS {
+                return Err((None, "a mask has too many terms"));
+            }
+            for t in mask.terms() {
+                if t.offset.uses_loops_from(depth) {
+                    return Err((None, OUTSIDE));
+                }
+                if t.sym.is_some_and(|s| s as usize >= p.symbols.len()) {
+                    return Err((None, "symbol index out of range"));
+                }
+                if t.axis as usize >= crate::shape::MAX_TILE_RANK {
+                    return Err((None, "a mask term's grid axis is out of range"));
+                }
+                // The executor negates a negative coefficient.
+                if t.coef == i64::MIN {
+                    return Err((None, "a mask term's coefficient is out of range"));
+                }
+            }
+        }
+        if let Some(dst) = ins.data.dst()
+            && let Write::Group { loops, .. } = dst.write
+            && u32::from(loops) >> depth != 0
+        {
+            return Err((
+                Some(0),
+                "accumulation group names a loop that does not enclose it",
+            ));
+        }
+        for o in ins.operands() {
+            let slot = Some(o.slot);
+            match o.operand {
+                OperandRef::View(v) => {
+                    let view = p
+                        .views
+                        .get(v.index())
+                        .ok_or((slot, "view index out of range"))?;
+                    let tile = p
+                        .tiles
+                        .get(view.tile as usize)
+                        .ok_or((slot, "tile index out of range"))?;
+                    if tile.scope.is_some_and(|s| !open.contains(&(s as usize))) {
+                        return Err((slot, "a tile is used outside the loop that declares it"));
+                    }
+                    if view.offset.uses_loops_from(depth) {
+                        return Err((None, OUTSIDE));
+                    }
+                }
+                OperandRef::Access(a) => {
+                    let access = p
+                        .accesses
+                        .get(a.index())
+                        .ok_or((slot, "access index out of range"))?;
+                    let tensor = p
+                        .tensors
+                        .get(access.tensor as usize)
+                        .ok_or((slot, "tensor index out of range"))?;
+                    if tensor.shape.len() != access.rank as usize {
+                        return Err((slot, "access rank differs from tensor rank"));
+                    }
+                    if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
+                        return Err((None, OUTSIDE));
+                    }
+                    if o.dir == Dir::ReadWrite {
+                        return Err((slot, "an HBM access cannot accumulate"));
+                    }
+                }
+                OperandRef::Expr(e) => {
+                    let expr = p
+                        .exprs
+                        .get(e.index())
+                        .ok_or((slot, "expression index out of range"))?;
+                    if expr.start.uses_loops_from(depth) {
+                        return Err((None, OUTSIDE));
+                    }
+                }
+                OperandRef::Imm(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
