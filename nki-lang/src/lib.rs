@@ -20,28 +20,31 @@
     clippy::cast_sign_loss
 )]
 
-pub mod affine;
-pub mod alloc;
-pub mod buf;
+mod affine;
+mod alloc;
+mod buf;
 pub mod builder;
-pub mod compiled;
+mod compiled;
+#[doc(hidden)]
 pub mod constraint;
-pub mod dataflow;
-pub mod diag;
-pub mod dtype;
-pub mod func;
+mod dataflow;
+mod diag;
+mod dtype;
+mod func;
+#[doc(hidden)]
 pub mod grid;
-pub mod ir;
-pub mod listing;
-pub mod program;
+mod ir;
+mod listing;
+mod program;
+#[doc(hidden)]
 pub mod rules;
-pub mod shape;
+mod shape;
 pub mod target;
 mod verify;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
 pub use buf::{ProgramBuf, TensorBuf, TileBuf};
-pub use compiled::CompiledProgram;
+pub use compiled::{CompiledProgram, ProgramParts};
 pub use constraint::{Bounded, Constraint};
 pub use diag::{Diagnostic, Site};
 pub use dtype::{DType, DTypeClass};
