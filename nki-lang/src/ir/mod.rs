@@ -21,6 +21,7 @@ use core::fmt;
 pub use operand::{AxisIndex, HbmAccess, MAX_MASK_TERMS, Mask, MaskTerm, TileView};
 pub use operands::{Dir, MAX_SLOTS, OperandRef, Operands, SlotOperand};
 
+use crate::affine::{MAX_LOOP_DEPTH, MAX_PIDS, VarValues};
 use crate::func::{ActFn, Alu};
 use crate::shape::Extent;
 use crate::target::Engine;
@@ -154,6 +155,23 @@ pub enum Write {
         /// How later iterations combine.
         op: Alu,
     },
+}
+
+impl Write {
+    /// Whether the destination adds to its old value in the execution with loop values `vars`
+    /// (an accumulation group overwrites while its loops are in their first iteration).
+    pub fn accumulates_at(self, vars: &VarValues) -> bool {
+        match self {
+            Write::Overwrite => false,
+            Write::Accumulate(_) => true,
+            Write::Group { loops, .. } => (0..MAX_LOOP_DEPTH).any(|d| {
+                loops >> d & 1 == 1
+                    && vars
+                        .get(MAX_PIDS.saturating_add(d))
+                        .is_some_and(|&v| v != 0)
+            }),
+        }
+    }
 }
 
 /// A destination operand and how it is written.

@@ -83,18 +83,6 @@ pub(crate) struct Untimed;
 
 impl Observer for Untimed {}
 
-/// Whether an accumulating destination adds to its old value in this execution (an
-/// accumulation group overwrites while its loops are in their first iteration).
-pub(crate) fn accumulates(write: Write, vars: &VarValues) -> bool {
-    match write {
-        Write::Overwrite => false,
-        Write::Accumulate(_) => true,
-        Write::Group { loops, .. } => {
-            (0..MAX_LOOP_DEPTH).any(|d| loops >> d & 1 == 1 && vars[MAX_PIDS + d] != 0)
-        }
-    }
-}
-
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.
 pub(crate) fn run<'i, O: Observer, H: HostPlan<'i>>(
@@ -233,14 +221,14 @@ fn execute(
     let acc = |w: Write| match w {
         Write::Overwrite => None,
         Write::Accumulate(op) => Some(op),
-        Write::Group { op, .. } => accumulates(w, vars).then_some(op),
+        Write::Group { op, .. } => w.accumulates_at(vars).then_some(op),
     };
     match (ins.opcode, ins.data) {
         (Opcode::Load, _) => dma::load(e, b, ops),
         (Opcode::Store, _) => dma::store(e, b, ops),
         (Opcode::LoadTranspose2d, _) => dma::load_transpose2d(e, b, ops),
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
-            tensor::matmul(e, ops, accumulates(dst.write, vars), None, [None; 2])
+            tensor::matmul(e, ops, dst.write.accumulates_at(vars), None, [None; 2])
         }
         (Opcode::Transpose, _) => tensor::transpose(e, ops),
         (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => match (ins.engine, acc(dst.write)) {

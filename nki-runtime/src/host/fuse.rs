@@ -91,7 +91,7 @@ pub(crate) fn step<'i>(
             let store = copy
                 .as_ref()
                 .and_then(|c| forward_store(e, b, readers, c, (pc + 1, stop), vars));
-            let accumulate = crate::exec::accumulates(dst.write, vars);
+            let accumulate = dst.write.accumulates_at(vars);
             let to = match (&copy, store) {
                 (Some(_), Some((t, hbm))) => Some(CopyTo::Hbm(b.hbm_mut(usize::from(t)).0, hbm)),
                 (Some(c), None) => Some(CopyTo::Sbuf(*c.get(0))),

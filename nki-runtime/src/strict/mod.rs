@@ -52,7 +52,7 @@ use nki_lang::{
 };
 use thiserror::Error;
 
-use crate::exec::{Observer, accumulates};
+use crate::exec::Observer;
 use crate::operand::{Loc, Operands, Resolved};
 use iterations::{Iterations, NodeId, Relation};
 use shadow::{Shadow, Stamp};
@@ -681,7 +681,7 @@ impl Observer for Strict<'_> {
         let dst_write = instr.data.accumulation();
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =
-            dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !accumulates(w, vars));
+            dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !w.accumulates_at(vars));
         // Every operand follows the grid: row p of the results depends on row p of the
         // sources only,
         // and the results stay on chip (a store of undefined elements is the error).
