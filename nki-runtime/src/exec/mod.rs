@@ -78,10 +78,10 @@ pub trait Observer {
     }
 }
 
-/// The observer of a plain run: does nothing.
-pub(crate) struct Untimed;
+/// The observer of a plain run: sees nothing, costs nothing.
+pub(crate) struct Unobserved;
 
-impl Observer for Untimed {}
+impl Observer for Unobserved {}
 
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.

@@ -47,10 +47,10 @@ use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, P
 use super::fuse::Readers;
 use super::hull::{Hull, IndexBox, output_boxes, output_hulls};
 use super::interleaved::Shares;
-use super::{Plain, Second};
+use super::{Plain, WorkerEngines};
 use crate::bind::{Bound, HbmOut};
 use crate::engines::Engines;
-use crate::exec::{ExecError, Frame, Untimed, interpret};
+use crate::exec::{ExecError, Frame, Unobserved, interpret};
 use crate::memory::Psum;
 
 /// Loops whose body's instructions together do less [`super::work`] than this, over all
@@ -305,7 +305,7 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
 /// `Ok(false)`, having run nothing, if it must run serially.
 pub(crate) fn run_parallel(
     e: &mut Engines,
-    second: &mut Second<'_>,
+    second: &mut WorkerEngines<'_>,
     readers: &Readers,
     b: &mut Bound<'_, '_, '_>,
     f: &Frame,
@@ -356,14 +356,14 @@ pub(crate) fn run_parallel(
     let (ra, rb) = w.join(
         || {
             let mut plan = Plain::new(e, readers, None);
-            interpret(e, &mut bound_a, &mut Untimed, &mut plan, &mut fa, body)
+            interpret(e, &mut bound_a, &mut Unobserved, &mut plan, &mut fa, body)
         },
         || {
             let mut plan = Plain::new(engines_b, readers, None);
             interpret(
                 engines_b,
                 &mut bound_b,
-                &mut Untimed,
+                &mut Unobserved,
                 &mut plan,
                 &mut fb,
                 body,

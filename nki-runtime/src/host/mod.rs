@@ -101,7 +101,7 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
 }
 
 /// The core's second set of engines (created on first use) for work on the worker thread.
-pub(crate) struct Second<'s> {
+pub(crate) struct WorkerEngines<'s> {
     /// The engines.
     pub engines: &'s mut Option<Box<Engines>>,
     /// Copies of the parts of outputs the worker's half writes when they interleave with the
@@ -116,7 +116,7 @@ pub(crate) struct Second<'s> {
 /// through SBUF.
 pub(crate) struct Plain<'i, 's, 't> {
     /// The second engines, for splitting loops; `None` within a half, which runs serially.
-    second: Option<&'s mut Second<'t>>,
+    second: Option<&'s mut WorkerEngines<'t>>,
     /// Which instruction reads each tile (computed once per launch).
     readers: &'s fuse::Readers,
     /// The loads skipped for the matmul ahead.
@@ -130,7 +130,7 @@ impl<'i, 's, 't> Plain<'i, 's, 't> {
     pub(crate) fn new(
         e: &mut Engines,
         readers: &'s fuse::Readers,
-        second: Option<&'s mut Second<'t>>,
+        second: Option<&'s mut WorkerEngines<'t>>,
     ) -> Self {
         for cache in [&mut e.packs, &mut e.packs_worker] {
             cache.0.forget_unversioned();

@@ -28,10 +28,10 @@ use nki_lang::{MAX_PIDS, MAX_TENSORS, MAX_VARS, Target};
 
 use super::hull::{output_boxes, output_hulls};
 use super::interleaved::Shares;
-use super::{HostState, Plain, Second};
+use super::{HostState, Plain, WorkerEngines};
 use crate::bind::{Bound, HbmOut};
 use crate::engines::Engines;
-use crate::exec::{ExecError, Untimed, run, run_instances};
+use crate::exec::{ExecError, Unobserved, run, run_instances};
 use crate::grid::LaunchGrid;
 
 /// Instances a launch needs before its halves go to two threads.
@@ -84,13 +84,13 @@ pub(crate) fn execute(
     let readers = &*readers;
     let n = b.grid.count().unwrap_or(0);
     let serial = |e: &mut Engines, b: &mut Bound<'_, '_, '_>, second, second_outputs| {
-        let mut second = Second {
+        let mut second = WorkerEngines {
             engines: second,
             outputs: second_outputs,
             target,
         };
         let mut plan = Plain::new(e, readers, Some(&mut second));
-        run(e, b, &mut Untimed, &mut plan)
+        run(e, b, &mut Unobserved, &mut plan)
     };
     if n < MIN_PARALLEL_INSTANCES || e.worker.is_none() {
         return serial(e, b, second, second_outputs);
@@ -134,11 +134,11 @@ pub(crate) fn execute(
     let (ra, rb) = w.join(
         || {
             let mut plan = Plain::new(e, readers, None);
-            run_instances(e, &mut bound_a, &mut Untimed, &mut plan, 0..h)
+            run_instances(e, &mut bound_a, &mut Unobserved, &mut plan, 0..h)
         },
         || {
             let mut plan = Plain::new(engines_b, readers, None);
-            run_instances(engines_b, &mut bound_b, &mut Untimed, &mut plan, h..n)
+            run_instances(engines_b, &mut bound_b, &mut Unobserved, &mut plan, h..n)
         },
     );
     e.worker = worker;
