@@ -58,7 +58,6 @@
 mod bench;
 mod compiler;
 mod cost;
-mod json;
 mod model;
 mod params;
 mod profile;
