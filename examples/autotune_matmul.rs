@@ -29,6 +29,7 @@ mod fully_optimized;
 
 use std::time::Instant;
 
+use clap::Parser;
 use nki::prelude::*;
 use nki::runtime::Instance;
 use nki::runtime::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
@@ -263,35 +264,37 @@ fn value(i: &Instance, name: &str) -> String {
         .map_or_else(|| "?".to_string(), |v| v.to_string())
 }
 
+/// Ranks block sizes of the fully optimised matmul by modeled latency, without executing any
+/// arithmetic.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 8192 4096 8192)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    /// The modeled generation: trn1 (or inf2), trn2 or trn3
+    #[arg(
+        long,
+        value_name = "TARGET",
+        default_value = "trn1",
+        value_parser = fully_optimized::common::target
+    )]
+    target: Target,
+    /// Time the programs as allocated and ordered (Scheduling::ProgramOrder)
+    #[arg(long)]
+    program_order: bool,
+    /// Print JSON instead of the table
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let usage = "usage: autotune_matmul [K M N] [--target trn1|trn2] [--program-order] [--json]";
-    let mut dims = Vec::new();
-    let mut target = Target::Trn1;
-    let mut json = false;
-    let mut scheduling = Scheduling::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--program-order" => scheduling = Scheduling::ProgramOrder { buffers: 1 },
-            "-h" | "--help" => {
-                println!("{usage}");
-                return Ok(());
-            }
-            "--target" => {
-                let t = args.next().unwrap_or_default();
-                target = Target::from_name(&t).ok_or(format!("unknown target `{t}`; {usage}"))?;
-            }
-            _ => dims.push(
-                a.parse::<usize>()
-                    .map_err(|e| format!("{a}: {e}; {usage}"))?,
-            ),
-        }
-    }
-    let [k, m, n] = match dims.as_slice() {
-        [] => [8192, 4096, 8192],
-        &[k, m, n] => [k, m, n],
-        _ => return Err(usage.into()),
+    let cli = Cli::parse();
+    let [k, m, n] = fully_optimized::common::shape(&cli.shape, [8192, 4096, 8192]);
+    let (target, json) = (cli.target, cli.json);
+    let scheduling = if cli.program_order {
+        Scheduling::ProgramOrder { buffers: 1 }
+    } else {
+        Scheduling::default()
     };
     let start = Instant::now();
     let ranked = rank(target, scheduling, k, m, n);

@@ -23,6 +23,7 @@ mod matmul_fully_optimized;
 #[path = "matmul_tiled.rs"]
 mod matmul_tiled;
 
+use clap::Parser;
 use nki::prelude::*;
 use nki::runtime::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
 
@@ -338,9 +339,18 @@ fn us(t: f64) -> String {
     }
 }
 
+/// The timing model against the published Trainium measurements it is calibrated on.
+#[derive(Parser)]
+struct Cli {
+    /// Print only the tables of docs/timing.md (Markdown)
+    #[arg(long)]
+    markdown: bool,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let outcomes = run()?;
-    if std::env::args().any(|a| a == "--markdown") {
+    if cli.markdown {
         print!("{}", markdown(&outcomes));
         println!();
         print!("{}", markdown_held_out()?);

@@ -16,6 +16,7 @@ pub mod common;
 
 use std::hint::black_box;
 
+use clap::Parser;
 use nki::ndarray::Ix2;
 use nki::prelude::*;
 
@@ -31,7 +32,12 @@ pub fn copy_rows<T>(x: Hbm<T, N, 4096>) -> Hbm<f32, N, 4096> {
     out
 }
 
+/// Loads and stores of a device-resident [4096, 4096] tensor against memcpy.
+#[derive(Parser)]
+struct Cli {}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    Cli::parse();
     const ROWS: usize = 4096;
     let x = common::random_f32(Ix2(ROWS, 4096), 1, -1.0, 1.0);
     let xb = x.mapv(bf16::from_f32);

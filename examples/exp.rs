@@ -8,6 +8,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
 
@@ -35,11 +36,20 @@ pub fn reference(x: &Array2<f64>, unit: f64) -> (Array2<f64>, Array2<f64>) {
     (want, bound)
 }
 
+/// NKI's exp kernel on [4096, 4096] bf16, checked against f64.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let x = common::uniform(Ix2(4096, 4096), 1, -4.0, 4.0).mapv(bf16::from_f64);
     let xd = DeviceTensor::from_array(&x)?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(&mut core, &exp_bf16_4096::KERNEL, &[xd.arg()])?;
+    cli.profile
+        .run(&mut core, &exp_bf16_4096::KERNEL, &[xd.arg()])?;
     let mut out = exp_bf16_4096(&mut core, &xd)?;
     let t = common::median_time(9, || exp_bf16_4096::launch_into(&mut core, &xd, &mut out))?;
     let got = out.into_array::<Ix2>()?;

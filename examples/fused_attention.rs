@@ -31,6 +31,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, ArrayView2, Axis};
 use nki::prelude::*;
 
@@ -346,8 +347,19 @@ pub fn max_error(
     (worst, worst_ratio, worst_ratio.is_finite())
 }
 
+/// NKI's fused self-attention for Stable Diffusion, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    /// q, k, v [SEQLEN, D_HEAD]; D_HEAD 64 or 128 (default 4096 64)
+    #[arg(value_names = ["SEQLEN", "D_HEAD"], num_args = 2, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let [seqlen, d_head] = common::dims("fused_attention [SEQLEN D_HEAD]", [4096, 64])?;
+    let cli = Cli::parse();
+    let [seqlen, d_head] = common::shape(&cli.shape, [4096, 64]);
     // As the tutorial's test: uniform values in [0, 1).
     let q = common::random_f32(nki::ndarray::Ix2(seqlen, d_head), 1, 0.0, 1.0);
     let k = common::random_f32(nki::ndarray::Ix2(seqlen, d_head), 2, 0.0, 1.0);
@@ -368,7 +380,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     && i.value("USE_CAUSAL_MASK") == Some(nki::MetaValue::Bool(use_causal_mask))
             });
         if let Some(i) = inst {
-            nki::timing::profile_from_args(&mut core, i.kernel, &[dq.arg(), dk.arg(), dv.arg()])?;
+            cli.profile
+                .run(&mut core, i.kernel, &[dq.arg(), dk.arg(), dv.arg()])?;
         }
         let out = kernel(&mut core, &dq, &dk, &dv)?;
         let median = common::median_time(5, || kernel(&mut core, &dq, &dk, &dv).map(drop))?;

@@ -14,6 +14,7 @@ pub mod common;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
+use clap::Parser;
 use nki::lang::{Instr, VarValues};
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
@@ -182,17 +183,19 @@ fn median(mut f: impl FnMut() -> Result<(), LaunchError>) -> Result<f64, LaunchE
     Ok(t[t.len() / 2])
 }
 
+/// gelu(lhs_tᵀ · rhs + bias) as one fused kernel against three chained kernels.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 1024 1024 1024)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !nki::timing::is_profile_arg(a))
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
-    let (k, m, n) = match args.as_slice() {
-        [] => (1024, 1024, 1024),
-        [k, m, n] => (*k, *m, *n),
-        _ => return Err("usage: fused_matmul_bias_gelu [K M N]".into()),
-    };
+    let cli = Cli::parse();
+    let [k, m, n] = common::shape(&cli.shape, [1024, 1024, 1024]);
     let a = common::random_bf16(k, m, 1);
     let b = common::random_bf16(k, n, 2);
     let bias = common::uniform(Ix2(m, 1), 3, -1.0, 1.0).mapv(|x| x as f32);
@@ -202,7 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         DeviceTensor::from_array(&bias)?,
     );
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &fused::KERNEL,
         &[a_d.arg(), b_d.arg(), bias_d.arg()],

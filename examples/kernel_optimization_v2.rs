@@ -18,6 +18,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// `result = lhsTᵀ · rhs` for `lhsT: [K, M]`, `rhs: [K, N]` fp32; K and M multiples of 128, N
@@ -48,10 +49,21 @@ pub fn matrix_multiply_kernel(lhsT: Hbm<f32, K, M>, rhs: Hbm<f32, K, N>) -> Hbm<
     result
 }
 
+/// NKI's kernel-optimisation matmul (v2) on Trn2, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 512 256 1024)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let [k, m, n] = common::dims("kernel_optimization_v2 [K M N]", [512, 256, 1024])?;
+    let cli = Cli::parse();
+    let [k, m, n] = common::shape(&cli.shape, [512, 256, 1024]);
     let mut core = NeuronCore::new(Target::Trn2);
-    nki::timing::profile_shapes_from_args(
+    cli.profile.run_shapes(
         &mut core,
         &matrix_multiply_kernel::KERNEL,
         &[&[k, m], &[k, n]],

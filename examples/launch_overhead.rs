@@ -1,7 +1,7 @@
 //! The seed's measurement, reproduced: the 128×128×512 bf16 matmul kernel called many times,
 //! each call timed with a wall clock.
 //!
-//! `cargo run --release --example launch_overhead [-- --json] [-- --iters N] [-- --host-profile]`
+//! `cargo run --release --example launch_overhead [-- [--json] [--iters N] [--host-profile]]`
 //!
 //! Cases (min, P50, P99 per call):
 //! - (a) host launch overhead of the compile-time program: argument checks and binding of
@@ -32,6 +32,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use basic::{common, matmul_basic};
+use clap::Parser;
 use nki::lang::builder::{Grid, ProgramBuilder};
 use nki::lang::{DType, Dim, Memory, Program, Target, Write};
 use nki::ndarray::Array2;
@@ -116,13 +117,25 @@ pub fn build_seed_program() -> nki::lang::CompiledProgram {
     b.finish().expect("the seed program follows the rules")
 }
 
+/// The seed kernel called many times, each call timed: launch overhead, end to end, and a plain CPU
+/// matmul for scale.
+#[derive(Parser)]
+struct Cli {
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    json: bool,
+    /// Timed calls per case
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    iters: usize,
+    /// Also print where the host's time goes in the seed kernel's instructions, over --iters
+    /// observed launches
+    #[arg(long)]
+    host_profile: bool,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let json = args.iter().any(|a| a == "--json");
-    let iters: usize = match args.iter().position(|a| a == "--iters") {
-        Some(i) => args.get(i + 1).ok_or("--iters needs a number")?.parse()?,
-        None => 2000,
-    };
+    let cli = Cli::parse();
+    let (json, iters) = (cli.json, cli.iters);
     let warmup = (iters / 10).max(100);
 
     let a = common::random_bf16(128, 128, 1);
@@ -286,7 +299,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         construct.p50 / launch.p50,
         end_to_end.p50 / reference.p50
     );
-    if args.iter().any(|a| a == "--host-profile") {
+    if cli.host_profile {
         core.record_host_profile(true);
         for _ in 0..iters {
             matmul_basic::launch_into(&mut core, &da, &db, &mut out)?;

@@ -24,6 +24,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, ArrayView1, ArrayView2, Ix1, Ix2};
 use nki::prelude::*;
 
@@ -245,7 +246,16 @@ pub fn check(
     common::compare(out.iter().map(|&v| f64::from(v)), want, bound)
 }
 
+/// NKI's LayerNorm tutorial kernels v1 and v2 on [4096, 8192] f32, checked against an f64
+/// reference.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     const ROWS: usize = 4096;
     const D: usize = 8192;
     let x = common::random_f32(Ix2(ROWS, D), 4, 0.0, 1.0);
@@ -255,7 +265,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gamma_dev = DeviceTensor::from_array(&gamma)?;
     let beta_dev = DeviceTensor::from_array(&beta)?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &nki_layernorm_kernel_v2_8192::KERNEL,
         &[x_dev.arg(), gamma_dev.arg(), beta_dev.arg()],

@@ -50,6 +50,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, Array3, ArrayView2, ArrayView3};
 use nki::prelude::*;
 
@@ -563,21 +564,32 @@ impl Inputs {
     }
 }
 
+/// NKI's Mamba tutorial kernels v1–v3 at any shape up to their capacity, checked against an f64
+/// reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape (default 1 2048 256 16): delta, u [BATCH, CHANNELS, SEQ_LEN], A [CHANNELS,
+    /// STATE_SIZE], B, C [BATCH, STATE_SIZE, SEQ_LEN]
+    #[arg(
+        value_names = ["BATCH", "SEQ_LEN", "CHANNELS", "STATE_SIZE"],
+        num_args = 4,
+        action = clap::ArgAction::Set
+    )]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let [batch, seq_len, channels, state_size] = common::dims(
-        "mamba [BATCH SEQ_LEN CHANNELS STATE_SIZE]",
-        [1, 2048, 256, 16],
-    )?;
+    let cli = Cli::parse();
+    let [batch, seq_len, channels, state_size] = common::shape(&cli.shape, [1, 2048, 256, 16]);
     let inputs = Inputs::random(batch, seq_len, channels, state_size, 1);
     let (reference, bound) = inputs.reference();
     let [d, x, a, b, c] = &inputs.device()?;
     let mut core = NeuronCore::default();
     for k in [&mamba_v1::KERNEL, &mamba_v2::KERNEL, &mamba_v3::KERNEL] {
-        nki::timing::profile_from_args(
-            &mut core,
-            k,
-            &[d.arg(), x.arg(), a.arg(), b.arg(), c.arg()],
-        )?;
+        cli.profile
+            .run(&mut core, k, &[d.arg(), x.arg(), a.arg(), b.arg(), c.arg()])?;
     }
     let mut all_within = true;
     for (name, kernel) in VERSIONS {

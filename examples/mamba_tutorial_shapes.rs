@@ -30,6 +30,7 @@
 #[allow(dead_code)]
 pub mod mamba;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// The input shapes of one launch at the tutorial's batch of 1 and 16 states: `delta`, `u`
@@ -229,7 +230,15 @@ pub fn mamba_v3_fixed<const SEQ_LEN: usize>(
     output
 }
 
+/// NKI's fused Mamba kernels at the tutorial's shapes, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: mamba::common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let mut core = NeuronCore::default();
     let small = mamba::Inputs::random(1, 512, 256, 16, 1);
     let [d, x, a, b, c] = &small.device()?;
@@ -248,9 +257,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         large.each_ref().map(Vec::as_slice),
         small.each_ref().map(Vec::as_slice),
     );
-    nki::timing::profile_shapes_from_args(&mut core, &mamba_v1_512x256::KERNEL, &small_shapes)?;
-    nki::timing::profile_shapes_from_args(&mut core, &mamba_v1_512x4096::KERNEL, &shapes)?;
-    nki::timing::profile_shapes_from_args(&mut core, &mamba_v2_512x4096::KERNEL, &shapes)?;
+    cli.profile
+        .run_shapes(&mut core, &mamba_v1_512x256::KERNEL, &small_shapes)?;
+    cli.profile
+        .run_shapes(&mut core, &mamba_v1_512x4096::KERNEL, &shapes)?;
+    cli.profile
+        .run_shapes(&mut core, &mamba_v2_512x4096::KERNEL, &shapes)?;
     // v3 at 1024 against the f64 reference (one batch, two channel tiles, four states).
     let v3 = mamba::Inputs::random(1, 1024, 256, 4, 2);
     let [d, x, a, b, c] = &v3.device()?;

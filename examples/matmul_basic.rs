@@ -6,6 +6,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// `result = lhs_tᵀ · rhs` for a `[128, 128]` stationary and a `[128, 512]` moving matrix.
@@ -21,11 +22,19 @@ pub fn matmul_basic(lhs_t: Hbm<bf16, 128, 128>, rhs: Hbm<bf16, 128, 512>) -> Hbm
     result
 }
 
+/// The seed kernel: one 128×128 by 128×512 bf16 matmul, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let lhs_t = common::random_bf16(128, 128, 1);
     let rhs = common::random_bf16(128, 512, 2);
     let mut core = NeuronCore::default();
-    nki::timing::profile_shapes_from_args(
+    cli.profile.run_shapes(
         &mut core,
         &matmul_basic::KERNEL,
         &[&[128, 128], &[128, 512]],

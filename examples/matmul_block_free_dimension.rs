@@ -21,6 +21,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K a multiple of 128 (K ≤ 8192), M of
@@ -116,12 +117,23 @@ pub fn nki_matmul_block_free_dimension_(
     result
 }
 
+/// NKI's matmul tutorial, stage 3 (blocked free dimension), checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 2048 2048 2048)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let [k, m, n] = common::dims("matmul_block_free_dimension [K M N]", [2048, 2048, 2048])?;
+    let cli = Cli::parse();
+    let [k, m, n] = common::shape(&cli.shape, [2048, 2048, 2048]);
     let lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &nki_matmul_block_free_dimension_::KERNEL,
         &[lhs_t.arg(), rhs.arg()],

@@ -20,6 +20,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K and M multiples of 128 (K ≤ 8192),
@@ -77,12 +78,23 @@ pub fn nki_matmul_hoist_load_(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> H
     result
 }
 
+/// NKI's matmul tutorial, stage 2 (loads hoisted), checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 2048 2048 2048)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let [k, m, n] = common::dims("matmul_hoist_load [K M N]", [2048, 2048, 2048])?;
+    let cli = Cli::parse();
+    let [k, m, n] = common::shape(&cli.shape, [2048, 2048, 2048]);
     let lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &nki_matmul_hoist_load_::KERNEL,
         &[lhs_t.arg(), rhs.arg()],

@@ -13,6 +13,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::prelude::*;
 
 /// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K and M multiples of 128, N of 512.
@@ -42,30 +43,28 @@ pub fn matmul_tiled(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> Hbm<bf16, M
     result
 }
 
+/// NKI's tiled matmul, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape: lhs_t [K, M], rhs [K, N] (default 1024 1024 1024)
+    #[arg(value_names = ["K", "M", "N"], num_args = 3, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    /// Also time RUNS launches with device-resident tensors on a two-thread core (min, P50)
+    #[arg(long, value_name = "RUNS")]
+    time: Option<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !nki::timing::is_profile_arg(a))
-        .collect();
-    let runs = match args.iter().position(|a| a == "--time") {
-        Some(at) if at + 1 < args.len() => {
-            let runs: usize = args[at + 1].parse()?;
-            args.drain(at..at + 2);
-            Some(runs)
-        }
-        Some(_) => return Err("--time takes a number of launches".into()),
-        None => None,
-    };
-    let dims: Vec<usize> = args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
-    let (k, m, n) = match dims.as_slice() {
-        [] => (1024, 1024, 1024),
-        [k, m, n] => (*k, *m, *n),
-        _ => return Err("usage: matmul_tiled [K M N] [--time RUNS]".into()),
-    };
+    let cli = Cli::parse();
+    let [k, m, n] = common::shape(&cli.shape, [1024, 1024, 1024]);
+    let runs = cli.time;
     let mut lhs_t = DeviceTensor::from_array(&common::random_bf16(k, m, 3))?;
     let mut rhs = DeviceTensor::from_array(&common::random_bf16(k, n, 4))?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(&mut core, &matmul_tiled::KERNEL, &[lhs_t.arg(), rhs.arg()])?;
+    cli.profile
+        .run(&mut core, &matmul_tiled::KERNEL, &[lhs_t.arg(), rhs.arg()])?;
     let out = matmul_tiled(&mut core, &lhs_t, &rhs)?;
 
     println!("{}", matmul_tiled::KERNEL.program());

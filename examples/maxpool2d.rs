@@ -20,6 +20,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use common::Real;
 use nki::ndarray::{Array3, ArrayView3, Ix3};
 use nki::prelude::*;
@@ -124,7 +125,16 @@ pub fn tutorial_input(c: usize, h: usize, w: usize) -> Array3<f16> {
     })
 }
 
+/// NKI's max-pooling example on 2×6×6 fp16 and [128, 512, 512] f32, checked against an f64
+/// reference.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let mut core = NeuronCore::default();
     let mut ok = true;
 
@@ -143,7 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     const W: usize = 512;
     let x = common::random_f32(Ix3(C, H, W), 9, -1.0, 1.0);
     let x_dev = DeviceTensor::from_array(&x)?;
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &tensor_maxpool_kernel_512::KERNEL,
         &[x_dev.arg()],

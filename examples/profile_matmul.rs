@@ -39,6 +39,9 @@ mod tiled;
 
 use std::path::PathBuf;
 
+use tiled::common;
+
+use clap::Parser;
 use nki::prelude::*;
 use nki::runtime::timing::{Benchmark, Detail, Params, Profile, Scheduling, Timing};
 
@@ -74,64 +77,75 @@ struct Options {
     scheduling: Scheduling,
 }
 
-fn options() -> Result<Options, String> {
-    let usage = "usage: profile_matmul [--json] [--out DIR | --no-files] [--shape K M N] \
-                 [--target trn1|trn2] [--warmup N] [--iters N] \
-                 [--rotation N | --program-order | --affine-buffers N]";
-    let mut o = Options {
-        json: false,
-        out: Some(PathBuf::from("target/profile_matmul")),
-        shape: [8192, 4096, 8192],
-        target: Target::Trn1,
-        warmup: 2,
-        iters: 10,
-        scheduling: Scheduling::default(),
+/// The matmul tutorial's four stages through the timing model: each one's modeled latency,
+/// profile, Chrome trace and SVG timeline.
+#[derive(Parser)]
+struct Cli {
+    /// Print one JSON object keyed by stage
+    #[arg(long)]
+    json: bool,
+    /// Write the traces and timelines into DIR
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "target/profile_matmul",
+        conflicts_with = "no_files"
+    )]
+    out: PathBuf,
+    /// Write no trace or timeline
+    #[arg(long)]
+    no_files: bool,
+    /// The shape: lhs_t [K, M], rhs [K, N]
+    #[arg(
+        long,
+        value_names = ["K", "M", "N"],
+        num_args = 3,
+        action = clap::ArgAction::Set,
+        default_values_t = [8192, 4096, 8192]
+    )]
+    shape: Vec<usize>,
+    /// The modeled generation: trn1 (or inf2), trn2 or trn3
+    #[arg(
+        long,
+        value_name = "TARGET",
+        default_value = "trn1",
+        value_parser = common::target
+    )]
+    target: Target,
+    /// Untimed runs before the benchmark's timed ones
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    warmup: usize,
+    /// Timed runs of the benchmark
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    iters: usize,
+    /// Loop tiles rotate over at most N buffers (the compiler's program; default 4)
+    #[arg(long, value_name = "N", group = "scheduling")]
+    rotation: Option<u32>,
+    /// Time the program as allocated and ordered
+    #[arg(long, group = "scheduling")]
+    program_order: bool,
+    /// Time the program as allocated with N buffers per loop tile (capacity not checked)
+    #[arg(long, value_name = "N", group = "scheduling")]
+    affine_buffers: Option<u32>,
+}
+
+/// The options the command line asks for.
+fn options(cli: Cli) -> Options {
+    let scheduling = match (cli.rotation, cli.program_order, cli.affine_buffers) {
+        (Some(rotation), _, _) => Scheduling::Device { rotation },
+        (_, true, _) => Scheduling::ProgramOrder { buffers: 1 },
+        (_, _, Some(buffers)) => Scheduling::ProgramOrder { buffers },
+        _ => Scheduling::default(),
     };
-    let mut args = std::env::args().skip(1);
-    let number = |args: &mut dyn Iterator<Item = String>, what: &str| {
-        args.next()
-            .and_then(|a| a.parse::<usize>().ok())
-            .ok_or_else(|| format!("{what} takes a number; {usage}"))
-    };
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => o.json = true,
-            "--no-files" => o.out = None,
-            "--out" => {
-                o.out = Some(PathBuf::from(
-                    args.next()
-                        .ok_or(format!("--out takes a directory; {usage}"))?,
-                ))
-            }
-            "--shape" => {
-                for i in 0..3 {
-                    o.shape[i] = number(&mut args, "--shape")?;
-                }
-            }
-            "--target" => {
-                let t = args.next().unwrap_or_default();
-                o.target = Target::from_name(&t).ok_or(format!("unknown target `{t}`; {usage}"))?;
-            }
-            "--warmup" => o.warmup = number(&mut args, "--warmup")?,
-            "--iters" => o.iters = number(&mut args, "--iters")?,
-            "--rotation" => {
-                let rotation = number(&mut args, "--rotation")?;
-                o.scheduling = Scheduling::Device {
-                    rotation: u32::try_from(rotation).map_err(|e| e.to_string())?,
-                };
-            }
-            "--program-order" => o.scheduling = Scheduling::ProgramOrder { buffers: 1 },
-            "--affine-buffers" => {
-                let buffers = number(&mut args, "--affine-buffers")?;
-                o.scheduling = Scheduling::ProgramOrder {
-                    buffers: u32::try_from(buffers).map_err(|e| e.to_string())?,
-                };
-            }
-            "-h" | "--help" => return Err(usage.to_string()),
-            other => return Err(format!("unknown argument `{other}`; {usage}")),
-        }
+    Options {
+        json: cli.json,
+        out: (!cli.no_files).then_some(cli.out),
+        shape: common::shape(&cli.shape, [8192, 4096, 8192]),
+        target: cli.target,
+        warmup: cli.warmup,
+        iters: cli.iters,
+        scheduling,
     }
-    Ok(o)
 }
 
 /// What one stage gave.
@@ -146,7 +160,7 @@ struct Row {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let o = options()?;
+    let o = options(Cli::parse());
     let [k, m, n] = o.shape;
     let mut core = NeuronCore::new(o.target);
     let lhs_t = [k, m];

@@ -14,6 +14,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, ArrayView2, Ix2};
 use nki::prelude::*;
 
@@ -99,13 +100,22 @@ pub fn check(out: ArrayView2<f32>, a: ArrayView2<f32>) -> common::Comparison {
     )
 }
 
+/// NKI's softmax tutorial kernel on [4096, 4096] f32, checked against an f64 reference.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     const ROWS: usize = 4096;
     const D: usize = 4096;
     let a = common::random_f32(Ix2(ROWS, D), 3, -4.0, 4.0);
     let a_dev = DeviceTensor::from_array(&a)?;
     let mut core = NeuronCore::default();
-    nki::timing::profile_from_args(&mut core, &nki_softmax_kernel_4096::KERNEL, &[a_dev.arg()])?;
+    cli.profile
+        .run(&mut core, &nki_softmax_kernel_4096::KERNEL, &[a_dev.arg()])?;
     let mut out = DeviceTensor::<f32>::zeros(&[ROWS, D])?;
     let time = common::median_time(5, || {
         nki_softmax_kernel_4096::launch_into(&mut core, &a_dev, &mut out)

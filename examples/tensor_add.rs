@@ -11,6 +11,7 @@ pub mod common;
 
 use std::time::Instant;
 
+use clap::Parser;
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
 
@@ -40,24 +41,26 @@ pub fn reference(a: &Array2<f16>, b: &Array2<f16>) -> Array2<f16> {
     })
 }
 
+/// NKI's SPMD tensor add over a launch grid, f16, checked against a reference.
+#[derive(Parser)]
+struct Cli {
+    /// The shape of a and b: X a multiple of 128, Y of 512 (default 4096 4096)
+    #[arg(value_names = ["X", "Y"], num_args = 2, action = clap::ArgAction::Set)]
+    shape: Vec<usize>,
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !nki::timing::is_profile_arg(a))
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
-    let (x, y) = match args.as_slice() {
-        [] => (4096, 4096),
-        [x, y] => (*x, *y),
-        _ => return Err("usage: tensor_add [X Y]".into()),
-    };
+    let cli = Cli::parse();
+    let [x, y] = common::shape(&cli.shape, [4096, 4096]);
     let a = common::random_f16(nki::ndarray::Ix2(x, y), 1, -2.0, 2.0);
     let b = common::random_f16(nki::ndarray::Ix2(x, y), 2, -2.0, 2.0);
     let (a_dev, b_dev) = (DeviceTensor::from_array(&a)?, DeviceTensor::from_array(&b)?);
     let [gx, gy] = grid_for(x, y);
     let grid = tensor_add_f16::grid([gx, gy]);
     let mut core = NeuronCore::default();
-    nki::timing::profile_grid_from_args(
+    cli.profile.run_grid(
         &mut core,
         &tensor_add_f16::KERNEL,
         grid.0,

@@ -22,6 +22,7 @@
 #[path = "common/mod.rs"]
 pub mod common;
 
+use clap::Parser;
 use nki::ndarray::{Array2, ArrayView2, Ix2};
 use nki::prelude::*;
 
@@ -107,7 +108,16 @@ pub fn tutorial_input(p: usize, f: usize) -> Array2<i8> {
     Array2::from_shape_fn((p, f), |(i, j)| (i * f + j) as u8 as i8)
 }
 
+/// NKI's transpose2d tutorial kernel on [4096, 64·64] f32 and the tutorial's (5, 3·4) int8, checked
+/// against ndarray.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    profile: common::ProfileArg,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
     let mut core = NeuronCore::default();
     let mut ok = true;
 
@@ -124,7 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     const ROWS: usize = 4096;
     let a = common::random_f32(Ix2(ROWS, 64 * 64), 7, -1.0, 1.0);
     let a_dev = DeviceTensor::from_array(&a)?;
-    nki::timing::profile_from_args(
+    cli.profile.run(
         &mut core,
         &tensor_transpose2d_kernel_64x64::KERNEL,
         &[a_dev.arg()],

@@ -42,6 +42,7 @@ mod transpose2d;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use nki::ndarray::{Dimension, Ix1, Ix2, Ix3};
 use nki::prelude::*;
 use tensor_add::common;
@@ -231,26 +232,37 @@ fn peers(path: &str) -> Result<BTreeMap<(String, String), f64>, Box<dyn std::err
     Ok(out)
 }
 
+/// NKI's tutorial kernels at bench_ops.py's shapes, end to end with device-resident inputs: min,
+/// P50, P99 per case.
+#[derive(Parser)]
+struct Cli {
+    /// Print {case: {min, p50, p99}} (µs) as JSON instead of the table
+    #[arg(long)]
+    json: bool,
+    /// The cases to run, comma-separated (default: all)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = CASES)]
+    cases: Option<Vec<String>>,
+    /// bench_ops.py's JSON output: its torch and numpy P50s beside ours
+    #[arg(long, value_name = "FILE")]
+    compare: Option<String>,
+    /// Also print where each case's host time goes (one more launch, observed)
+    #[arg(long)]
+    host_profile: bool,
+    /// Run each case once on a strict core instead of timing it
+    #[arg(long)]
+    strict: bool,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut json = false;
-    let mut cases: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
-    let mut compare = None;
-    let mut host_profile = false;
-    let mut strict = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--cases" => {
-                let list = args.next().ok_or("--cases takes a list: add,exp,...")?;
-                cases = list.split(',').map(str::to_string).collect();
-            }
-            "--compare" => compare = Some(args.next().ok_or("--compare takes a file")?),
-            "--host-profile" => host_profile = true,
-            "--strict" => strict = true,
-            other => return Err(format!("unknown argument `{other}`").into()),
-        }
-    }
+    let cli = Cli::parse();
+    let Cli {
+        json,
+        cases,
+        compare,
+        host_profile,
+        strict,
+    } = cli;
+    let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
     if strict {
         // Each case once on a strict core: a read of memory the launch never wrote, or an
         // output left unwritten, is reported instead of timed.

@@ -1,13 +1,98 @@
-//! Inputs, timing and comparisons shared by the examples, and the independent f64 reference of
-//! the matmul examples.
+//! Inputs, timing and comparisons shared by the examples, the independent f64 reference of
+//! the matmul examples, and the command-line pieces their parsers (`clap`) share.
 
 // Each example uses a part of these helpers.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use nki::lang::Target;
 use nki::ndarray::{Array, Array2, ArrayView2, Dimension, Ix2};
-use nki::{bf16, f16};
+use nki::runtime::HbmIn;
+use nki::runtime::timing::{Profile, ProfileRequest, TimingError};
+use nki::{Kernel, LaunchGrid, NeuronCore, bf16, f16};
+
+/// `--profile[=DIR]`, for an example's arguments (`#[command(flatten)]`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ProfileArg {
+    /// Print the kernel's modeled Trainium profile; with =DIR also write its Chrome trace
+    /// (Perfetto) and SVG timeline into DIR
+    #[arg(
+        long,
+        value_name = "DIR",
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = directory,
+    )]
+    profile: Option<Option<PathBuf>>,
+}
+
+impl ProfileArg {
+    /// The request, if `--profile` was given.
+    pub fn request(&self) -> Option<ProfileRequest> {
+        let dir = self.profile.clone()?;
+        Some(ProfileRequest { dir })
+    }
+
+    /// With `--profile`: times one launch of `kernel` on `inputs` (timing only, placeholder
+    /// outputs), prints its profile, writes the trace and the timeline into the directory if
+    /// one was given, and returns the profile. Without: nothing.
+    pub fn run(
+        &self,
+        core: &mut NeuronCore,
+        kernel: &Kernel<'_>,
+        inputs: &[HbmIn<'_>],
+    ) -> Result<Option<Profile>, TimingError> {
+        self.run_grid(core, kernel, LaunchGrid::SINGLE, inputs)
+    }
+
+    /// [`ProfileArg::run`] for a launch over an SPMD grid.
+    pub fn run_grid(
+        &self,
+        core: &mut NeuronCore,
+        kernel: &Kernel<'_>,
+        grid: LaunchGrid,
+        inputs: &[HbmIn<'_>],
+    ) -> Result<Option<Profile>, TimingError> {
+        self.request()
+            .map(|r| r.run_inputs(core, kernel, grid, inputs))
+            .transpose()
+    }
+
+    /// [`ProfileArg::run`] on placeholder inputs of the given shapes.
+    pub fn run_shapes(
+        &self,
+        core: &mut NeuronCore,
+        kernel: &Kernel<'_>,
+        input_shapes: &[&[usize]],
+    ) -> Result<Option<Profile>, TimingError> {
+        self.request()
+            .map(|r| r.run_shapes(core, kernel, input_shapes))
+            .transpose()
+    }
+}
+
+/// `--profile=DIR`'s directory: not empty.
+fn directory(dir: &str) -> Result<PathBuf, String> {
+    if dir.is_empty() {
+        Err("give a directory after `=`, or no `=`".to_string())
+    } else {
+        Ok(PathBuf::from(dir))
+    }
+}
+
+/// Positional dimensions (`[K M N]` and the like: an argument with `num_args = D`, so that
+/// `clap` takes all of them or none), or `default` when none are given.
+pub fn shape<const D: usize>(given: &[usize], default: [usize; D]) -> [usize; D] {
+    given.try_into().unwrap_or(default)
+}
+
+/// `--target`'s value: `trn1` (or `inf2`), `trn2` or `trn3`.
+pub fn target(name: &str) -> Result<Target, String> {
+    Target::from_name(name)
+        .ok_or_else(|| format!("unknown target `{name}` (trn1, inf2, trn2 or trn3)"))
+}
 
 /// A deterministic bf16 matrix with values in [-2, 2) ([`uniform`]).
 pub fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
@@ -72,21 +157,6 @@ pub fn max_error_rounded(
         worst = worst.max(err);
     }
     (worst, ok)
-}
-
-/// The command line's dimensions (`[K M N]` and the like), or `default` when none are given.
-#[allow(dead_code)]
-pub fn dims<const D: usize>(usage: &str, default: [usize; D]) -> Result<[usize; D], String> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !nki::timing::is_profile_arg(a))
-        .map(|a| a.parse().map_err(|e| format!("{a}: {e}; usage: {usage}")))
-        .collect::<Result<_, _>>()?;
-    match args.len() {
-        0 => Ok(default),
-        n if n == D => Ok(args.try_into().expect("length checked")),
-        _ => Err(format!("usage: {usage}")),
-    }
 }
 
 /// A deterministic array of `shape` with values uniform in `[lo, hi)` (the same 64-bit LCG as

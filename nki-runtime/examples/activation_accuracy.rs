@@ -222,30 +222,46 @@ fn range_text(r: ValidRange) -> String {
     }
 }
 
+/// What the command line takes.
+const USAGE: &str = "Usage: activation_accuracy [--step K] [--only F,G,...] [--pow-samples N]
+
+  --step K           test every K-th bit pattern only (default 1: all)
+  --only F,G,...     these functions only (e.g. exp,gelu)
+  --pow-samples N    operand pairs of `power` (default 104857600)
+  -h, --help         print this";
+
+/// A flag's number.
+fn number(arg: Option<String>, why: &'static str) -> Result<u64, &'static str> {
+    arg.and_then(|s| s.parse().ok()).ok_or(why)
+}
+
+/// `--only`'s list.
+fn list(arg: Option<String>) -> Result<Vec<String>, &'static str> {
+    let list = arg.ok_or("--only takes a list: exp,gelu,...")?;
+    Ok(list.split(',').map(String::from).collect())
+}
+
 fn main() {
     let mut step = 1u64;
     let mut only: Option<Vec<String>> = None;
     let mut pow_samples = 100u64 << 20;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        match a.as_str() {
-            "--step" => step = args.next().and_then(|s| s.parse().ok()).expect("--step K"),
-            "--only" => {
-                only = Some(
-                    args.next()
-                        .expect("--only f,g")
-                        .split(',')
-                        .map(String::from)
-                        .collect(),
-                )
-            }
+        let parsed = match a.as_str() {
+            "--step" => number(args.next(), "--step takes a number").map(|k| step = k),
+            "--only" => list(args.next()).map(|l| only = Some(l)),
             "--pow-samples" => {
-                pow_samples = args
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .expect("--pow-samples N")
+                number(args.next(), "--pow-samples takes a number").map(|n| pow_samples = n)
             }
-            _ => panic!("unknown argument {a}"),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            _ => Err("unknown argument"),
+        };
+        if let Err(why) = parsed {
+            eprintln!("error: {why} (at `{a}`)\n\n{USAGE}");
+            std::process::exit(2);
         }
     }
     let isa = Isa::detect();

@@ -1,12 +1,13 @@
 //! The profile of a timed run: the summary a kernel author reads first.
 
-use core::fmt::{self, Write as _};
+use core::fmt;
 
 use nki_lang::{Engine, Opcode};
+use serde::{Serialize, Serializer};
 
-use super::json::{Num, Str};
 use super::params::Generation;
 use super::schedule::{ENGINES, Schedule, Track};
+use super::trace::Decimal;
 
 /// One row of the engine table.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,65 +204,93 @@ impl Profile {
     /// `not_run`, `mfu`, `hfu`, `utilisation` (by row name), `active_us`,
     /// `critical_path_share`, `counts` (`engine.opcode`), the byte and memory figures.
     pub fn to_json(&self) -> String {
-        let mut o = String::new();
-        let _ = self.write_json(&mut o);
-        o
-    }
-
-    fn write_json(&self, o: &mut String) -> fmt::Result {
-        let rows = |o: &mut String, f: &dyn Fn(&EngineRow) -> Option<f64>| -> fmt::Result {
-            o.push('{');
-            for (i, e) in self.engines.iter().enumerate() {
-                if i > 0 {
-                    o.push(',');
-                }
-                match f(e) {
-                    Some(v) => write!(o, "{}:{}", Str(&e.name), Num(v))?,
-                    None => write!(o, "{}:null", Str(&e.name))?,
-                }
-            }
-            o.push('}');
-            Ok(())
+        let rows = |f: fn(&EngineRow) -> Option<f64>| Rows {
+            engines: &self.engines,
+            value: f,
         };
-        write!(
-            o,
-            "{{\"kernel\":{},\"generation\":{},\"latency_us\":{},\"instructions\":{},\"not_run\":{},\"mfu\":{},\"hfu\":{},\"utilisation\":",
-            Str(&self.kernel),
-            Str(self.generation.name()),
-            Num(self.latency_us),
-            self.instructions,
-            self.not_run,
-            Num(self.mfu),
-            Num(self.hfu),
-        )?;
-        rows(o, &|e| Some(e.utilisation))?;
-        o.push_str(",\"active_us\":");
-        rows(o, &|e| Some(e.active_us))?;
-        o.push_str(",\"critical_path_share\":");
-        rows(o, &|e| e.critical_share)?;
-        o.push_str(",\"counts\":{");
-        for (i, c) in self.opcodes.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            let key = format!("{}.{}", c.engine.name(), c.opcode.info().name);
-            write!(o, "{}:{}", Str(&key), c.count)?;
-        }
-        write!(
-            o,
-            "}},\"table_loads\":{},\"flops\":{},\"hardware_flops\":{},\"hbm_read_bytes\":{},\"hbm_write_bytes\":{},\"dma_bytes\":{},\"dma_transfers\":{},\"dma_throughput_gbps\":{},\"arithmetic_intensity\":{},\"peak_sbuf_bytes_per_partition\":{},\"peak_psum_banks\":{}}}",
-            self.table_loads,
-            self.flops,
-            self.hardware_flops,
-            self.hbm_read_bytes,
-            self.hbm_write_bytes,
-            self.dma_bytes,
-            self.dma_transfers,
-            Num(self.dma_throughput_gbps),
-            Num(self.arithmetic_intensity),
-            self.peak_sbuf_bytes,
-            self.peak_psum_banks,
-        )
+        let json = ProfileJson {
+            kernel: &self.kernel,
+            generation: self.generation.name(),
+            latency_us: self.latency_us,
+            instructions: self.instructions,
+            not_run: self.not_run,
+            mfu: self.mfu,
+            hfu: self.hfu,
+            utilisation: rows(|e| Some(e.utilisation)),
+            active_us: rows(|e| Some(e.active_us)),
+            critical_path_share: rows(|e| e.critical_share),
+            counts: Counts(&self.opcodes),
+            table_loads: self.table_loads,
+            flops: self.flops,
+            hardware_flops: self.hardware_flops,
+            hbm_read_bytes: self.hbm_read_bytes,
+            hbm_write_bytes: self.hbm_write_bytes,
+            dma_bytes: self.dma_bytes,
+            dma_transfers: self.dma_transfers,
+            dma_throughput_gbps: self.dma_throughput_gbps,
+            arithmetic_intensity: self.arithmetic_intensity,
+            peak_sbuf_bytes_per_partition: self.peak_sbuf_bytes,
+            peak_psum_banks: self.peak_psum_banks,
+        };
+        let mut out = Vec::new();
+        json.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out, Decimal,
+        ))
+        .expect("a profile serialises to JSON");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+}
+
+/// [`Profile::to_json`]'s object.
+#[derive(Serialize)]
+struct ProfileJson<'a> {
+    kernel: &'a str,
+    generation: &'static str,
+    latency_us: f64,
+    instructions: u64,
+    not_run: u64,
+    mfu: f64,
+    hfu: f64,
+    utilisation: Rows<'a>,
+    active_us: Rows<'a>,
+    critical_path_share: Rows<'a>,
+    counts: Counts<'a>,
+    table_loads: u64,
+    flops: u64,
+    hardware_flops: u64,
+    hbm_read_bytes: u64,
+    hbm_write_bytes: u64,
+    dma_bytes: u64,
+    dma_transfers: u64,
+    dma_throughput_gbps: f64,
+    arithmetic_intensity: f64,
+    peak_sbuf_bytes_per_partition: u64,
+    peak_psum_banks: u64,
+}
+
+/// One figure of every engine row, keyed by the row's name (`null` where it has none).
+struct Rows<'a> {
+    engines: &'a [EngineRow],
+    value: fn(&EngineRow) -> Option<f64>,
+}
+
+impl Serialize for Rows<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_map(self.engines.iter().map(|e| (&e.name, (self.value)(e))))
+    }
+}
+
+/// Executions keyed by `engine.opcode`.
+struct Counts<'a>(&'a [OpcodeCount]);
+
+impl Serialize for Counts<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_map(self.0.iter().map(|c| {
+            (
+                format!("{}.{}", c.engine.name(), c.opcode.info().name),
+                c.count,
+            )
+        }))
     }
 }
 

@@ -5,13 +5,18 @@
 //! Timestamps are microseconds (`ts`, `dur`) with picosecond precision; events on one thread
 //! never overlap (engines are in-order; a queue's transfers are drawn from their first data or
 //! the previous transfer's completion, whichever is later).
+//!
+//! Written with serde_json from private serialisation structs: the events are made while they
+//! are written (nothing holds the whole trace), one per line.
 
 use core::fmt::Write as _;
 use std::io::{self, Write};
 
 use nki_lang::{MAX_TILE_RANK, Memory};
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+use serde_json::ser::Formatter;
 
-use super::json::{Num, Str, Us};
 use super::model::dir_name;
 use super::schedule::{Kind, OperandSummary, Record, Schedule, Track};
 use crate::operand::Loc;
@@ -112,133 +117,367 @@ pub(crate) fn describe(s: &Schedule, o: &OperandSummary) -> String {
     t
 }
 
+/// Microseconds from picoseconds (the trace's `ts` and `dur`): exact for any modeled time
+/// below 10⁹ µs, whose ps value has at most 15 significant digits.
+fn us(ps: u64) -> f64 {
+    ps as f64 / 1e6
+}
+
+/// The trace's document: its metadata, then the events.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Document<'a> {
+    display_time_unit: &'static str,
+    other_data: OtherData<'a>,
+    trace_events: Events<'a>,
+}
+
+/// `otherData`: what Perfetto shows as the trace's metadata.
+#[derive(Serialize)]
+struct OtherData<'a> {
+    kernel: &'a str,
+    model: &'a str,
+    latency_us: f64,
+    note: &'static str,
+}
+
+/// One trace event: metadata (`M`), complete (`X`) or counter (`C`), with its `args`.
+#[derive(Serialize)]
+struct Event<'a, A> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cat: Option<&'a str>,
+    ph: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    pid: u32,
+    tid: usize,
+    args: A,
+}
+
+impl<'a, A> Event<'a, A> {
+    /// A metadata event.
+    fn meta(name: &'a str, tid: usize, args: A) -> Self {
+        Event {
+            name,
+            cat: None,
+            ph: "M",
+            ts: None,
+            dur: None,
+            pid: PID,
+            tid,
+            args,
+        }
+    }
+
+    /// A complete event from `start` to `end` (ps).
+    fn complete(name: &'a str, cat: &'a str, start: u64, end: u64, tid: usize, args: A) -> Self {
+        Event {
+            name,
+            cat: Some(cat),
+            ph: "X",
+            ts: Some(us(start)),
+            dur: Some(us(end.saturating_sub(start))),
+            pid: PID,
+            tid,
+            args,
+        }
+    }
+
+    /// A counter's value at `t` (ps).
+    fn counter(name: &'a str, t: u64, args: A) -> Self {
+        Event {
+            name,
+            cat: None,
+            ph: "C",
+            ts: Some(us(t)),
+            dur: None,
+            pid: PID,
+            tid: 0,
+            args,
+        }
+    }
+}
+
+/// `args` of `process_name` and `thread_name`.
+#[derive(Serialize)]
+struct NameArgs<'a> {
+    name: &'a str,
+}
+
+/// `args` of `thread_sort_index`.
+#[derive(Serialize)]
+struct SortArgs {
+    sort_index: usize,
+}
+
+/// `args` of a record's event.
+#[derive(Serialize)]
+struct RecordArgs<'a> {
+    opcode: &'a str,
+    engine: &'a str,
+    pc: u32,
+    line: u32,
+    wait_ns: f64,
+    done_us: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    critical_path: Option<bool>,
+    #[serde(skip_serializing_if = "Pairs::is_empty")]
+    operands: Pairs,
+}
+
+/// `args` of a DMA engine's part of a transfer.
+#[derive(Serialize)]
+struct PhaseArgs<'a> {
+    opcode: &'a str,
+    transfer: u32,
+    line: u32,
+}
+
+/// `args` of the SBUF counter.
+#[derive(Serialize)]
+struct SbufArgs {
+    bytes_per_partition: u64,
+}
+
+/// `args` of the PSUM counter.
+#[derive(Serialize)]
+struct PsumArgs {
+    banks: u64,
+}
+
+/// A JSON object from key–value pairs, in their order.
+struct Pairs(Vec<(String, String)>);
+
+impl Pairs {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Pairs {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// The events, made while they are written.
+struct Events<'a>(&'a Schedule);
+
+impl Serialize for Events<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.0;
+        let p = s.params();
+        let mut seq = ser.serialize_seq(None)?;
+        let process = format!("NeuronCore {} · {}", p.generation.name(), s.kernel());
+        seq.serialize_element(&Event::meta("process_name", 0, NameArgs { name: &process }))?;
+        // The rows in use, in the profiler's order.
+        let mut used = [false; Track::COUNT];
+        for r in s.records() {
+            used[r.track.index()] = true;
+        }
+        for ph in s.dma_phases() {
+            used[Track::DmaEngine(ph.engine).index()] = true;
+        }
+        let mut tracks: Vec<Track> = Track::ENGINES.to_vec();
+        tracks.extend((0..super::schedule::MAX_DMA as u8).map(Track::Queue));
+        tracks.extend((0..super::schedule::MAX_DMA as u8).map(Track::DmaEngine));
+        for (order, t) in tracks.iter().filter(|t| used[t.index()]).enumerate() {
+            let name = t.to_string();
+            seq.serialize_element(&Event::meta(
+                "thread_name",
+                tid(*t),
+                NameArgs { name: &name },
+            ))?;
+            seq.serialize_element(&Event::meta(
+                "thread_sort_index",
+                tid(*t),
+                SortArgs { sort_index: order },
+            ))?;
+        }
+        // Which records are on the critical path.
+        let mut critical = vec![false; s.records().len()];
+        if let Some(path) = s.critical_path() {
+            for (i, _) in path {
+                critical[i as usize] = true;
+            }
+        }
+        let mut prev = [0u64; super::schedule::MAX_DMA];
+        for (i, r) in s.records().iter().enumerate() {
+            let start = queue_start(r, &mut prev);
+            let info = r.opcode.info();
+            let operands = s
+                .operands(r)
+                .iter()
+                .map(|o| {
+                    let slot = info
+                        .operands
+                        .get(o.slot as usize)
+                        .map(|sp| sp.name)
+                        .filter(|n| !n.is_empty())
+                        .map_or_else(|| format!("slot{}", o.slot), str::to_string);
+                    (slot, describe(s, o))
+                })
+                .collect();
+            let (name, track) = (name(r), r.track.to_string());
+            let args = RecordArgs {
+                opcode: info.name,
+                engine: &track,
+                pc: r.pc,
+                line: r.line,
+                wait_ns: r.wait as f64 / 1000.0,
+                done_us: us(r.done),
+                critical_path: critical[i].then_some(true),
+                operands: Pairs(operands),
+            };
+            seq.serialize_element(&Event::complete(
+                &name,
+                &track,
+                start,
+                r.end,
+                tid(r.track),
+                args,
+            ))?;
+        }
+        for ph in s.dma_phases() {
+            let r = s.records().get(ph.record as usize);
+            let (name, line) = r.map_or(("dma", 0), |r| (r.opcode.info().name, r.line));
+            let args = PhaseArgs {
+                opcode: name,
+                transfer: ph.record,
+                line,
+            };
+            seq.serialize_element(&Event::complete(
+                name,
+                "DMA",
+                ph.start,
+                ph.end,
+                tid(Track::DmaEngine(ph.engine)),
+                args,
+            ))?;
+        }
+        for (t, sbuf, psum) in s.memory_use() {
+            let sbuf = SbufArgs {
+                bytes_per_partition: sbuf,
+            };
+            seq.serialize_element(&Event::counter("SBUF usage", t, sbuf))?;
+            seq.serialize_element(&Event::counter("PSUM usage", t, PsumArgs { banks: psum }))?;
+        }
+        seq.end()
+    }
+}
+
+/// serde_json's compact output with numbers in plain decimal, as Rust prints them: the shortest
+/// digits that read back to the same value, never an exponent (`0.000005`, not `5e-6`; `1300`,
+/// not `1300.0`). NaN and infinities are `null` (serde_json writes those itself).
+pub(super) struct Decimal;
+
+impl Formatter for Decimal {
+    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        write!(w, "{value}")
+    }
+}
+
+/// [`Decimal`] with each element of an array on a line of its own: the trace's one array is
+/// its events, so one event per line, the separating comma at the line's start.
+struct EventPerLine;
+
+impl Formatter for EventPerLine {
+    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        Decimal.write_f64(w, value)
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b"\n," })
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b"\n]")
+    }
+}
+
 /// Writes the trace.
 pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
     if s.records().is_empty() {
         return Err(Error::NoRecords);
     }
     let mut w = io::BufWriter::with_capacity(1 << 16, w);
-    let p = s.params();
-    writeln!(
-        w,
-        "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"kernel\":{},\"model\":{},\"latency_us\":{},\"note\":\"modeled by nki-runtime's timing model; deterministic\"}},\"traceEvents\":[",
-        Str(s.kernel()),
-        Str(p.generation.name()),
-        Num(s.latency_us())
-    )?;
-    writeln!(
-        w,
-        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{PID},\"tid\":0,\"args\":{{\"name\":{}}}}}",
-        Str(&format!(
-            "NeuronCore {} · {}",
-            p.generation.name(),
-            s.kernel()
-        ))
-    )?;
-    // The rows in use, in the profiler's order.
-    let mut used = [false; Track::COUNT];
-    for r in s.records() {
-        used[r.track.index()] = true;
-    }
-    for ph in s.dma_phases() {
-        used[Track::DmaEngine(ph.engine).index()] = true;
-    }
-    let mut tracks: Vec<Track> = Track::ENGINES.to_vec();
-    tracks.extend((0..super::schedule::MAX_DMA as u8).map(Track::Queue));
-    tracks.extend((0..super::schedule::MAX_DMA as u8).map(Track::DmaEngine));
-    for (order, t) in tracks.iter().filter(|t| used[t.index()]).enumerate() {
-        writeln!(
-            w,
-            ",{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{PID},\"tid\":{},\"args\":{{\"name\":{}}}}}",
-            tid(*t),
-            Str(&t.to_string())
-        )?;
-        writeln!(
-            w,
-            ",{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{PID},\"tid\":{},\"args\":{{\"sort_index\":{order}}}}}",
-            tid(*t)
-        )?;
-    }
-    // Which records are on the critical path.
-    let mut critical = vec![false; s.records().len()];
-    if let Some(path) = s.critical_path() {
-        for (i, _) in path {
-            critical[i as usize] = true;
-        }
-    }
-    let mut prev = [0u64; super::schedule::MAX_DMA];
-    let mut args = String::new();
-    for (i, r) in s.records().iter().enumerate() {
-        let start = queue_start(r, &mut prev);
-        let info = r.opcode.info();
-        args.clear();
-        let _ = write!(
-            args,
-            "\"opcode\":{},\"engine\":{},\"pc\":{},\"line\":{},\"wait_ns\":{},\"done_us\":{}",
-            Str(info.name),
-            Str(&r.track.to_string()),
-            r.pc,
-            r.line,
-            Num(r.wait as f64 / 1000.0),
-            Us(r.done)
-        );
-        if critical[i] {
-            args.push_str(",\"critical_path\":true");
-        }
-        let ops = s.operands(r);
-        if !ops.is_empty() {
-            args.push_str(",\"operands\":{");
-            for (k, o) in ops.iter().enumerate() {
-                if k > 0 {
-                    args.push(',');
-                }
-                let slot = info
-                    .operands
-                    .get(o.slot as usize)
-                    .map(|sp| sp.name)
-                    .filter(|n| !n.is_empty())
-                    .map_or_else(|| format!("slot{}", o.slot), str::to_string);
-                let _ = write!(args, "{}:{}", Str(&slot), Str(&describe(s, o)));
-            }
-            args.push('}');
-        }
-        writeln!(
-            w,
-            ",{{\"name\":{},\"cat\":{},\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{PID},\"tid\":{},\"args\":{{{args}}}}}",
-            Str(&name(r)),
-            Str(&r.track.to_string()),
-            Us(start),
-            Us(r.end.saturating_sub(start)),
-            tid(r.track)
-        )?;
-    }
-    for ph in s.dma_phases() {
-        let r = s.records().get(ph.record as usize);
-        let (name, line) = r.map_or(("dma", 0), |r| (r.opcode.info().name, r.line));
-        writeln!(
-            w,
-            ",{{\"name\":{},\"cat\":\"DMA\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{PID},\"tid\":{},\"args\":{{\"opcode\":{},\"transfer\":{},\"line\":{line}}}}}",
-            Str(name),
-            Us(ph.start),
-            Us(ph.end.saturating_sub(ph.start)),
-            tid(Track::DmaEngine(ph.engine)),
-            Str(name),
-            ph.record
-        )?;
-    }
-    for (t, sbuf, psum) in s.memory_use() {
-        writeln!(
-            w,
-            ",{{\"name\":\"SBUF usage\",\"ph\":\"C\",\"ts\":{},\"pid\":{PID},\"tid\":0,\"args\":{{\"bytes_per_partition\":{sbuf}}}}}",
-            Us(t)
-        )?;
-        writeln!(
-            w,
-            ",{{\"name\":\"PSUM usage\",\"ph\":\"C\",\"ts\":{},\"pid\":{PID},\"tid\":0,\"args\":{{\"banks\":{psum}}}}}",
-            Us(t)
-        )?;
-    }
-    writeln!(w, "]}}")?;
+    let doc = Document {
+        display_time_unit: "ns",
+        other_data: OtherData {
+            kernel: s.kernel(),
+            model: s.params().generation.name(),
+            latency_us: s.latency_us(),
+            note: "modeled by nki-runtime's timing model; deterministic",
+        },
+        trace_events: Events(s),
+    };
+    doc.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut w,
+        EventPerLine,
+    ))
+    .map_err(io::Error::from)?;
+    writeln!(w)?;
     w.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_are_the_picoseconds_exactly() {
+        // Each µs value is written as the ps count in µs, the trailing zeros of six decimals
+        // dropped, never with an exponent.
+        let text = |x: f64| {
+            let mut out = Vec::new();
+            x.serialize(&mut serde_json::Serializer::with_formatter(
+                &mut out, Decimal,
+            ))
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let sweep = (0..10_000).map(|_| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 14) % 1_000_000_000_000_000
+        });
+        for ps in [
+            0u64,
+            1,
+            5,
+            999_999,
+            1_000_000,
+            1_234_567,
+            999_999_999_999_999,
+        ]
+        .into_iter()
+        .chain(sweep)
+        {
+            let fixed = format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000);
+            let want = fixed.trim_end_matches('0').trim_end_matches('.');
+            assert_eq!(text(us(ps)), want, "{ps}");
+        }
+        assert_eq!(text(us(5)), "0.000005");
+        assert_eq!(text(f64::NAN), "null");
+        assert_eq!(text(1300.0), "1300");
+    }
+
+    #[test]
+    fn one_event_per_line() {
+        let mut out = Vec::new();
+        let doc = serde_json::json!({"a": "x\"y", "traceEvents": [{"b": 1.0}, {"c": [2]}]});
+        doc.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out,
+            EventPerLine,
+        ))
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"a\":\"x\\\"y\",\"traceEvents\":[\n{\"b\":1}\n,{\"c\":[\n2\n]}\n]}"
+        );
+    }
 }
