@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use super::{Detail, Profile, Schedule, Timing, TimingError};
+use crate::bind::HbmIn;
 use crate::core::NeuronCore;
 use crate::grid::LaunchGrid;
-use crate::launch::{HbmIn, Kernel};
+use crate::launch::Kernel;
 
 /// What `--profile` asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
