@@ -1,8 +1,9 @@
 //! Property tests over random programs (`docs/fuzzing.md`): random valid programs with random
 //! inputs run on a strict core, on plain cores with one and two host threads and on every host
-//! code path, and must build, launch, agree bit for bit, and equal the reference interpreter
-//! kept in `random_programs/reference.rs`; random builder calls and wrong launch arguments
-//! must give errors, never panics.
+//! code path, and must build, launch, agree bit for bit with each other and with the runtime's
+//! element-by-element reference interpreter (`nki_runtime::reference_launch`), and equal the
+//! spec-level reference kept in `random_programs/reference.rs`; random builder calls and wrong
+//! launch arguments must give errors, never panics.
 //!
 //! Each property draws a byte string; `random_programs/generate.rs` turns it into a program, so
 //! proptest's shrinking of the bytes shrinks the program. The same modules drive the cargo-fuzz
