@@ -1098,6 +1098,64 @@ fn alu_format_rows() -> Vec<Row> {
     let f = F as u32;
     vec![
         row(
+            "tensor_scalar with no operand0: abs(data) + 1",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(DType::F32, eighths(90))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                k.b.tensor_scalar(
+                    r,
+                    x,
+                    Alu::Abs,
+                    Operand::None,
+                    Alu::Add,
+                    Operand::Imm(Scalar::float(1.0)),
+                )
+                .unwrap();
+                k.store(0, r);
+            },
+            |x| vec![x[0].mapv(|v| v.abs() + 1.0)],
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar in place, one element to the right: a partition is read, then written",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(DType::F32, values(P, 101, 91, |r| r.step(-8.0, 8.0, 0.125)))],
+            &[(DType::F32, [P, 100])],
+            |k| {
+                let x = k.load(0);
+                let src = k.view(x, &[p, 100], &[1]);
+                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 100]).unwrap());
+                v.offset = Affine::constant(1);
+                let dst = Dst::overwrite(k.b.view(v).unwrap());
+                k.alu(
+                    Opcode::TensorScalar,
+                    None,
+                    dst,
+                    [Src::Tile(src), Src::Imm(Scalar::float(2.0)), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    None,
+                );
+                let r = k.sbuf(DType::F32, &[p, 100]);
+                let (d, s) = (k.dst(r), k.view(x, &[p, 100], &[1]));
+                k.unary(Opcode::TensorCopy, None, d, s);
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 100), |(p, c)| {
+                    if c == 0 {
+                        x[0][[p, 0]]
+                    } else {
+                        2.0 * x[0][[p, c - 1]]
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
             "tensor_scalar: (column - data) * 0.5, the first operands swapped",
             &[Covers::Op(Opcode::TensorScalar)],
             vec![(DType::F32, eighths(20)), (DType::F32, column(21))],

@@ -27,9 +27,16 @@
 //! - **Reductions** fold values in the order `docs/numerics.md` defines ([`Fold`]): value `i`
 //!   into partial `i mod 16` (each partial starting from the operation's identity), then the
 //!   partials pairwise.
-//! - **Order.** Elements are visited in row-major order of the grid (partition first); each
-//!   element's sources are read just before its result is written. A reduction reads all the
-//!   values of one output element, then writes it.
+//! - **Order.** Where a destination shares memory with a source (an operand updated in place,
+//!   or views of one tile that overlap), the order of reads and writes is part of the
+//!   definition: an elementwise instruction, a scan or a `bn_stats`/`bn_aggr` runs partition by
+//!   partition (of its grid, in order), reading every operand element of the partition before it
+//!   writes the partition's results; a `tensor_reduce` computes its output elements one after
+//!   the other in row-major order, reading all the values of one before writing it; a move
+//!   (`load`, `store`, `tensor_copy` on Vector/GpSimd, `nc_transpose`, `load_transpose2d`)
+//!   reads all its source elements, then writes. (The engines stream a partition in chunks of
+//!   1024 elements, each read before it is written: they agree with these definitions for
+//!   partitions of up to 1024 elements.)
 //!
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
@@ -251,12 +258,15 @@ fn nc_transpose(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
     let p_stride = (1..MAX_TILE_RANK)
         .find(|&j| dst.dims[j] != 1)
         .map_or(0, |j| dst.pattern.strides[j]);
+    let mut moved = Vec::new();
     for p in 0..src.dims[0] {
         for (f, t) in free_indices(&src.dims, p).enumerate() {
-            let bits = m.read(from.loc, src.dtype, from.offset(t));
             let at = dst.pattern.base + f as isize * dst.pattern.strides[0] + p as isize * p_stride;
-            m.write(dst.loc, dst.dtype, at, cast(src.dtype, dst.dtype, bits));
+            moved.push((at, m.read(from.loc, src.dtype, from.offset(t))));
         }
+    }
+    for (at, bits) in moved {
+        m.write(dst.loc, dst.dtype, at, cast(src.dtype, dst.dtype, bits));
     }
 }
 
@@ -275,12 +285,10 @@ fn tensor_copy(
     }
     let (dst, src) = (ops.get(0), ops.get(1));
     if engine == Engine::Scalar {
-        let grid = dst.dims;
-        let (from, to) = (Elems::over(src, &grid), Elems::own(dst));
-        for t in indices(grid) {
-            let v = m.get(&from, t, Lane::F32);
-            m.put(&to, t, Lane::F32, v);
-        }
+        let from = Elems::over(src, &dst.dims);
+        elementwise(m, ops, Lane::F32, None, None, |m, t| {
+            m.get(&from, t, Lane::F32)
+        });
     } else {
         transfer(m, src, dst);
     }
@@ -444,13 +452,18 @@ fn tensor_tensor_scan(
     let to = Elems::own(dst);
     for p in 0..grid[0] {
         let mut r = m.get(&init, first(p), Lane::F32).f32();
-        for t in free_indices(&grid, p) {
-            let (x, y) = (m.get(&a, t, Lane::F32).f32(), m.get(&b, t, Lane::F32).f32());
-            r = alu::eval(op[1], alu::eval(op[0], x, r), y);
-            let mut v = Value::from_f32(r);
-            if let Some(acc) = accumulate {
-                v = Lane::F32.op(acc, m.get(&to, t, Lane::F32), v);
-            }
+        let results: Vec<_> = free_indices(&grid, p)
+            .map(|t| {
+                let (x, y) = (m.get(&a, t, Lane::F32).f32(), m.get(&b, t, Lane::F32).f32());
+                r = alu::eval(op[1], alu::eval(op[0], x, r), y);
+                let mut v = Value::from_f32(r);
+                if let Some(acc) = accumulate {
+                    v = Lane::F32.op(acc, m.get(&to, t, Lane::F32), v);
+                }
+                (t, v)
+            })
+            .collect();
+        for (t, v) in results {
             m.put(&to, t, Lane::F32, v);
         }
     }
@@ -467,11 +480,7 @@ fn iota(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         Lane::I32
     };
     let expr = Elems::over(ops.get(1), &dst.dims);
-    let to = Elems::own(dst);
-    for t in indices(dst.dims) {
-        let v = m.get(&expr, t, lane);
-        m.put(&to, t, lane, v);
-    }
+    elementwise(m, ops, lane, None, None, |m, t| m.get(&expr, t, lane));
 }
 
 /// `affine_select`: `dst = (expr cmp 0) ? on_true_tile : on_false_value` on fp32 lanes, `expr`
@@ -599,11 +608,15 @@ fn load_transpose2d(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         .find(|&j| tile.dims[j] != 1)
         .map_or(0, |j| tile.pattern.strides[j]);
     let from = Elems::own(hbm);
-    for t in indices(g) {
-        let a = ga.map_or(0, |j| t[j]) as isize;
-        let b = gb.map_or(0, |j| t[j]) as isize;
-        let bits = m.read(from.loc, hbm.dtype, from.offset(t));
-        let at = tile.pattern.base + b * tile.pattern.strides[0] + a * a_stride;
+    let moved: Vec<_> = indices(g)
+        .map(|t| {
+            let a = ga.map_or(0, |j| t[j]) as isize;
+            let b = gb.map_or(0, |j| t[j]) as isize;
+            let at = tile.pattern.base + b * tile.pattern.strides[0] + a * a_stride;
+            (at, m.read(from.loc, hbm.dtype, from.offset(t)))
+        })
+        .collect();
+    for (at, bits) in moved {
         m.write(tile.loc, tile.dtype, at, cast(hbm.dtype, tile.dtype, bits));
     }
 }
@@ -698,11 +711,12 @@ fn width_mask(dtype: DType) -> u32 {
     }
 }
 
-/// Runs an elementwise instruction over its grid (the destination's dims), row-major: for each
-/// element, `result(t)`; combined into the destination's old value with `accumulate` (`old op
-/// result`; a logical `right_shift` on int32 lanes cuts the old value to the destination's
-/// width first); folded into partition `p`'s reduction when there is one; stored. After each
-/// partition, its reduction goes to element `p` of `reduce_res` (slot 4).
+/// Runs an elementwise instruction over its grid (the destination's dims), partition by
+/// partition: for each element of the partition (row-major), `result(t)`, combined into the
+/// destination's old value with `accumulate` (`old op result`; a logical `right_shift` on int32
+/// lanes cuts the old value to the destination's width first) and folded into the partition's
+/// reduction when there is one; then the partition's results are stored, and its reduction goes
+/// to element `p` of `reduce_res` (slot 4).
 fn elementwise(
     m: &mut Machine<'_, '_, '_, '_>,
     ops: &Operands,
@@ -717,18 +731,23 @@ fn elementwise(
     let reduce_res = reduce.map(|r| (r.op, Elems::over(ops.get(4), &grid)));
     for p in 0..grid[0] {
         let mut fold = reduce_res.map(|(op, _)| Fold::new(op, lane));
-        for t in free_indices(&grid, p) {
-            let mut v = result(m, t);
-            if let Some(op) = accumulate {
-                let mut old = m.get(&to, t, lane);
-                if op == Alu::RightShift && lane == Lane::I32 {
-                    old = Value(old.0 & width_mask(dst.dtype));
+        let results: Vec<_> = free_indices(&grid, p)
+            .map(|t| {
+                let mut v = result(m, t);
+                if let Some(op) = accumulate {
+                    let mut old = m.get(&to, t, lane);
+                    if op == Alu::RightShift && lane == Lane::I32 {
+                        old = Value(old.0 & width_mask(dst.dtype));
+                    }
+                    v = lane.op(op, old, v);
                 }
-                v = lane.op(op, old, v);
-            }
-            if let Some(f) = fold.as_mut() {
-                f.push(v);
-            }
+                if let Some(f) = fold.as_mut() {
+                    f.push(v);
+                }
+                (t, v)
+            })
+            .collect();
+        for (t, v) in results {
             m.put(&to, t, lane, v);
         }
         if let (Some(f), Some((_, res))) = (fold, reduce_res) {
@@ -739,11 +758,15 @@ fn elementwise(
 
 /// Moves element `k` of `from` (row-major over its dims) to element `k` of `to`, converted
 /// with [`cast`]: `load`, `store`, and `tensor_copy` on Vector and GpSimd. The two sides have the
-/// same dimensions up to size-1 ones (the checks make sure).
+/// same dimensions up to size-1 ones (the checks make sure). Every source element is read
+/// before the first is written.
 fn transfer(m: &mut Machine<'_, '_, '_, '_>, from: &Resolved, to: &Resolved) {
     let (src, dst) = (Elems::own(from), Elems::own(to));
-    for (s, d) in indices(from.dims).zip(indices(to.dims)) {
-        let bits = m.read(src.loc, src.dtype, src.offset(s));
+    let moved: Vec<_> = indices(from.dims)
+        .zip(indices(to.dims))
+        .map(|(s, d)| (d, m.read(src.loc, src.dtype, src.offset(s))))
+        .collect();
+    for (d, bits) in moved {
         m.write(
             dst.loc,
             dst.dtype,
