@@ -1962,6 +1962,275 @@ fn select_rows() -> Vec<Row> {
     ]
 }
 
+/// Destinations that accumulate (`select`, `affine_select`, `activation`, `tensor_tensor_scan`,
+/// `reciprocal`), a masked reduction, and GpSimd's and the bit operations' int32 lanes.
+fn accumulate_rows() -> Vec<Row> {
+    let p = P as u32;
+    let f = F as u32;
+    let eighths = |seed| values(P, F, seed, |r| r.step(-8.0, 8.0, 0.125));
+    let acc = |k: &mut Kb, t: TileId, op: Alu| Dst {
+        view: k.v(t),
+        write: Write::Accumulate(op),
+    };
+    vec![
+        row(
+            "select accumulating with add: acc += predicate ? x : -1",
+            &[Covers::Op(Opcode::Select)],
+            vec![
+                (DType::F32, values(P, F, 80, |r| r.int(0, 1) as f64)),
+                (DType::F32, eighths(81)),
+                (DType::F32, eighths(82)),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (pr, x, a) = (k.load(0), k.load(1), k.load(2));
+                let dst = acc(k, a, Alu::Add);
+                let (vp, vx) = (k.v(pr), k.v(x));
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Tile(vp),
+                    on_true: Src::Tile(vx),
+                    on_false: Src::Imm(Scalar::float(-1.0)),
+                };
+                k.push(Opcode::Select, None, data);
+                k.store(0, a);
+            },
+            |x| {
+                let sel = elementwise(&x[0], &x[1], |p, v| if p != 0.0 { v } else { -1.0 });
+                vec![&x[2] + &sel]
+            },
+            Check::Exact,
+        ),
+        row(
+            "affine_select accumulating with maximum",
+            &[Covers::Op(Opcode::AffineSelect)],
+            vec![(DType::F32, eighths(83)), (DType::F32, eighths(84))],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let e =
+                    k.b.expr(AxisIndex {
+                        start: Affine::constant(-5),
+                        grid: [0, 1, 0, 0, 0],
+                    })
+                    .unwrap();
+                let dst = acc(k, a, Alu::Max);
+                let vx = k.v(x);
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Affine {
+                        expr: e,
+                        cmp: Cmp::Lt,
+                    },
+                    on_true: Src::Tile(vx),
+                    on_false: Src::Imm(Scalar::float(0.0)),
+                };
+                k.push(Opcode::AffineSelect, None, data);
+                k.store(0, a);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    let v = if (c as i64) < 5 { x[0][[p, c]] } else { 0.0 };
+                    x[1][[p, c]].max(v)
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "activation relu accumulating with subtract: acc -= relu(x)",
+            &[Covers::Op(Opcode::Activation), Covers::Act(ActFn::Relu)],
+            vec![(DType::F32, eighths(85)), (DType::F32, eighths(86))],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let dst = acc(k, a, Alu::Subtract);
+                let src = k.v(x);
+                let data = InstrData::Act {
+                    dst,
+                    src,
+                    func: ActFn::Relu,
+                    scale: Src::Imm(Scalar::float(1.0)),
+                    bias: Src::None,
+                    acc: None,
+                };
+                k.push(Opcode::Activation, None, data);
+                k.store(0, a);
+            },
+            |x| vec![elementwise(&x[1], &x[0], |a, v| a - v.max(0.0))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (maximum, add) accumulating with multiply",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![
+                (DType::F32, values(P, 48, 87, |r| r.int(-4, 4) as f64)),
+                (DType::F32, values(P, 48, 88, |r| r.int(-2, 2) as f64)),
+                (DType::F32, values(P, 48, 89, |r| r.int(-2, 2) as f64)),
+            ],
+            &[(DType::F32, [P, 48])],
+            move |k| {
+                let (a, b, out) = (k.load(0), k.load(1), k.load(2));
+                let dst = acc(k, out, Alu::Multiply);
+                let (va, vb) = (k.v(a), k.v(b));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(0.0)),
+                    op: [Alu::Max, Alu::Add],
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, out);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 48));
+                for p in 0..P {
+                    let mut r = 0.0f64;
+                    for i in 0..48 {
+                        r = x[0][[p, i]].max(r) + x[1][[p, i]];
+                        out[[p, i]] = x[2][[p, i]] * r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "reciprocal accumulating with add",
+            &[Covers::Op(Opcode::Reciprocal)],
+            vec![
+                (
+                    DType::F32,
+                    values(P, F, 90, |r| 2f64.powi(r.int(-6, 6) as i32)),
+                ),
+                (DType::F32, eighths(91)),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let dst = acc(k, a, Alu::Add);
+                let src = k.v(x);
+                k.unary(Opcode::Reciprocal, None, dst, src);
+                k.store(0, a);
+            },
+            |x| vec![elementwise(&x[1], &x[0], |a, v| a + 1.0 / v)],
+            Check::Rounded,
+        ),
+        row(
+            "tensor_reduce add masked to partitions [8, 100) and columns [0, 37)",
+            &[Covers::Op(Opcode::TensorReduce), Covers::Op(Opcode::Memset)],
+            vec![(DType::F32, eighths(92))],
+            &[(DType::F32, [P, 1])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 1]);
+                k.b.memset(r, Scalar::float(-3.0)).unwrap();
+                let term = |axis, coef, offset| MaskTerm {
+                    axis,
+                    coef,
+                    offset: Affine::constant(offset),
+                    sym: None,
+                };
+                // p < 100, p >= 8, c < 37.
+                let terms = [
+                    term(0, 1, -100),
+                    term(0, -1, 7),
+                    term(1, 1, -37),
+                    term(1, 1, -37),
+                ];
+                let mask = k.b.mask(Mask { terms, len: 3 }).unwrap();
+                let (dst, src) = (k.dst(r), k.v(x));
+                let mut ins = Instr::new(
+                    Opcode::TensorReduce,
+                    InstrData::Reduce {
+                        dst,
+                        src,
+                        op: Alu::Add,
+                        axes: 1,
+                        negate: false,
+                    },
+                );
+                ins.mask = Some(mask);
+                k.b.push(ins).unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 1), |(p, _)| {
+                    if (8..100).contains(&p) {
+                        (0..37).map(|c| x[0][[p, c]]).sum()
+                    } else {
+                        -3.0
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar on GpSimd with integer immediates: (x * 3) - 7 in exact int32",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(
+                DType::I32,
+                values(P, F, 93, |r| r.int(-(1 << 29), 1 << 29) as f64),
+            )],
+            &[(DType::I32, [P, F])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::I32, &[p, f]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                k.alu(
+                    Opcode::TensorScalar,
+                    Some(Engine::GpSimd),
+                    dst,
+                    [
+                        Src::Tile(vx),
+                        Src::Imm(Scalar::Int(3)),
+                        Src::Imm(Scalar::Int(7)),
+                    ],
+                    [Alu::Multiply, Alu::Subtract],
+                    0,
+                    None,
+                );
+                k.store(0, r);
+            },
+            |x| vec![x[0].mapv(|v| f64::from((v as i32).wrapping_mul(3).wrapping_sub(7)))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_reduce of u16: x ^ 0x0ff0, reduce_res = bitwise_or",
+            &[Covers::Op(Opcode::TensorScalarReduce)],
+            vec![(DType::U16, values(P, F, 94, |r| r.int(0, 65535) as f64))],
+            &[(DType::U16, [P, F]), (DType::U16, [P, 1])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::U16, &[p, f]);
+                let red = k.sbuf(DType::U16, &[p, 1]);
+                let (dst, vx, view) = (k.dst(r), k.v(x), k.v(red));
+                k.alu(
+                    Opcode::TensorScalarReduce,
+                    None,
+                    dst,
+                    [Src::Tile(vx), Src::Imm(Scalar::Int(0x0ff0)), Src::None],
+                    [Alu::BitwiseXor, Alu::Bypass],
+                    0,
+                    Some(AccOut {
+                        op: Alu::BitwiseOr,
+                        view,
+                    }),
+                );
+                k.store(0, r);
+                k.store(1, red);
+            },
+            |x| {
+                let y = x[0].mapv(|v| f64::from(v as u32 ^ 0x0ff0));
+                let or = y.map_axis(Axis(1), |r| {
+                    f64::from(r.iter().fold(0u32, |a, &v| a | v as u32))
+                });
+                vec![y, or.insert_axis(Axis(1))]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
 /// Every dtype: loaded into a tile of its own, copied into an f32 tile (stored as output 0),
 /// copied back into a tile of the dtype (stored as output 1): both give the input's values.
 fn dtype_rows() -> Vec<Row> {
@@ -2036,6 +2305,7 @@ tables! {
     activations: activation_rows,
     reductions_and_scans: reduce_rows,
     iota_and_selects: select_rows,
+    accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
 }
 
