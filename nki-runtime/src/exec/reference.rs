@@ -9,7 +9,7 @@
 //! operand, clipped to the instruction's mask), so what is defined here is exactly what an
 //! instruction does with its resolved operands:
 //!
-//! - **Elements.** Element `t = (t0, t1, t2, t3)` of an operand's `dims` is element
+//! - **Elements.** Element `t = (t0, …, t4)` of an operand's `dims` is element
 //!   `pattern.base + Σ pattern.strides[j] · tj` of its memory (in elements of its dtype). An
 //!   elementwise instruction's grid is its destination's dims; a source with size-1 dimensions
 //!   where the grid has more (a `[P, 1]` column, an immediate) is broadcast along them
@@ -20,7 +20,9 @@
 //!   ([`convert::to_f32`], [`convert::to_i32`]) and leaves it by the store
 //!   ([`convert::from_f32`], [`convert::from_i32`]); a copy within one dtype keeps the bits.
 //!   Every operation on lanes is a function of `cpu`: [`alu::eval`], [`alu::eval_bits`],
-//!   [`act::eval`], the matmul's `step`. Nothing here defines a numeric function of its own.
+//!   [`act::eval`], the matmul's `daz` and `step`. Nothing here defines a numeric function of
+//!   its own, with one exception: `bn_aggr`'s merge is plain IEEE fp32 arithmetic, as
+//!   `engines/reduce.rs` defines it (its NaNs are not made canonical).
 //! - **Accumulation.** A destination written with [`Write::Accumulate`] (or a
 //!   [`Write::Group`] past its loops' first iterations: `super::accumulates`) becomes
 //!   `old op result`, computed on the instruction's lanes before the store.
@@ -1062,7 +1064,7 @@ impl Machine<'_, '_, '_, '_> {
 
 // ---- Grid indices ----
 
-/// The indices `(t0, t1, t2, t3)` of a grid, in row-major order.
+/// The indices `(t0, …, t4)` of a grid, in row-major order.
 fn indices(dims: [usize; MAX_TILE_RANK]) -> impl Iterator<Item = [usize; MAX_TILE_RANK]> {
     let n: usize = dims.iter().product();
     (0..n).map(move |k| unravel(&dims, 0, k))
