@@ -26,7 +26,10 @@ fn every_opcode_is_documented() {
         .map(|op| op.info().name)
         .filter(|name| !mentions(&doc, name))
         .collect();
-    assert!(missing.is_empty(), "docs/language.md does not name the instructions {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/language.md does not name the instructions {missing:?}"
+    );
     // The loops are the language's `affine_range` and `sequential_range`.
     assert!(mentions(&doc, "affine_range") && mentions(&doc, "sequential_range"));
 }
@@ -36,6 +39,12 @@ fn every_alu_operation_and_activation_is_documented() {
     let doc = language_md();
     let alu = Alu::ALL.iter().map(|a| a.name());
     let act = ActFn::ALL.iter().map(|f| f.name());
-    let missing: Vec<&str> = alu.chain(act).filter(|name| !mentions(&doc, name)).collect();
-    assert!(missing.is_empty(), "docs/language.md does not name {missing:?}");
+    let missing: Vec<&str> = alu
+        .chain(act)
+        .filter(|name| !mentions(&doc, name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/language.md does not name {missing:?}"
+    );
 }
