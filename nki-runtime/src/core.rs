@@ -34,7 +34,7 @@ pub struct UnsupportedIsa {
 /// keep their contents between launches (a kernel must not rely on them, as on hardware).
 pub struct NeuronCore {
     target: Target,
-    engines: Engines,
+    pub(crate) engines: Engines,
     /// What the host's shortcuts keep between plain launches.
     host: HostState,
     /// Host time per instruction of the launches since recording started, if it did.
@@ -211,7 +211,7 @@ impl NeuronCore {
 
     /// Refuses a program compiled for a larger SBUF than this core's, or for a later
     /// generation (whose instruction forms this core may lack).
-    fn check_capacity(&self, bound: &Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+    pub(crate) fn check_capacity(&self, bound: &Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let p = bound.program;
         let capacity = self.target.sbuf_partition_bytes();
         if p.sbuf_bytes() > capacity {

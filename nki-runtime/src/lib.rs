@@ -98,7 +98,8 @@
 //!    never see `engines/` or `host/`.
 //! 6. `launch` ([`Kernel`], the checks), `instantiation`, then `core` ([`NeuronCore`]: picks
 //!    the serial plan for strict and observed runs, the host's plan otherwise), then
-//!    [`timing`].
+//!    [`timing`] and `reference_launch` (launches on the reference interpreter, the
+//!    element-by-element definition of every instruction in `exec::reference`, for tests).
 //!
 //! Elements are stored little-endian, sharing bytes with the host's slices, so the host must
 //! be little-endian.
@@ -123,6 +124,8 @@ mod instantiation;
 mod launch;
 pub mod memory;
 mod operand;
+#[doc(hidden)]
+pub mod reference_launch;
 mod shape;
 pub mod strict;
 pub mod timing;

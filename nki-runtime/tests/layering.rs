@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["launch"],
     &["instantiation"],
     &["core"],
-    &["timing"],
+    &["timing", "reference_launch"],
     &[""],
 ];
 

@@ -12,15 +12,17 @@ use crate::cpu::act;
 use crate::cpu::alu::Rhs;
 use crate::operand::{Loc, Operands, Resolved};
 
-/// The sources of the given slots, in order (absent slots skipped).
+/// The sources of the given slots, each at its slot's position: an absent slot before a present
+/// one reads as lane 0 (`tensor_scalar` with no `operand0` and an `operand1`); absent slots at
+/// the end are left out.
 fn sources(ops: &Operands, slots: &[usize], lane: Lane) -> ([Source; 4], usize) {
     let grid = ops.get(0).dims;
     let mut out = [Source::Splat(0); 4];
     let mut n = 0;
-    for &s in slots {
+    for (k, &s) in slots.iter().enumerate() {
         if let Some(r) = ops.slot(s) {
-            out[n] = Source::of(r, lane, &grid);
-            n += 1;
+            out[k] = Source::of(r, lane, &grid);
+            n = k + 1;
         }
     }
     (out, n)

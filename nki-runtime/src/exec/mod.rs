@@ -12,6 +12,7 @@
 //! [`Observer`]. A run with the serial plan runs every instruction as written.
 
 pub(crate) mod plan;
+pub(crate) mod reference;
 
 use core::ops::ControlFlow;
 

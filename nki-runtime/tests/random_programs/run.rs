@@ -1,6 +1,7 @@
 //! Running cases on modeled cores and checking the properties: the generated program builds,
-//! launches without error on a strict core, gives the same bits on every core configuration,
-//! and equals the reference; wrong launch arguments are refused and change nothing.
+//! launches without error on a strict core, gives the same bits on every core configuration as
+//! on the runtime's reference interpreter (`nki-runtime/src/exec/reference.rs`), and equals the
+//! spec-level reference (`reference.rs`); wrong launch arguments are refused and change nothing.
 
 use half::bf16;
 use nki_lang::CompiledProgram;
@@ -13,16 +14,36 @@ use super::reference::evaluate;
 use super::spec::{Case, Dt, Tensor};
 
 /// The core configurations every case runs on, reused across cases (SBUF and PSUM keep what
-/// earlier cases left, as a device's do).
+/// earlier cases left, as a device's do), and a core that runs on the reference interpreter
+/// (`nki_runtime::reference_launch`: every instruction element by element), first.
 pub struct Cores {
     cores: Vec<(String, NeuronCore)>,
 }
 
+/// The name of the run on the reference interpreter.
+const REFERENCE: &str = "reference interpreter";
+
+/// Launches on `core`: on the reference interpreter for the [`REFERENCE`] run.
+fn launch(
+    name: &str,
+    core: &mut NeuronCore,
+    kernel: &Kernel<'_>,
+    ins: &[HbmIn<'_>],
+    outs: &mut [HbmOut<'_>],
+) -> Result<(), nki_runtime::LaunchError> {
+    if name == REFERENCE {
+        nki_runtime::reference_launch::launch(core, kernel, ins, outs)
+    } else {
+        core.launch(kernel, ins, outs)
+    }
+}
+
 impl Cores {
-    /// A strict core, plain cores with one and two host threads, and a plain two-thread core
-    /// for every other host code path this machine supports.
+    /// The reference interpreter, a strict core, plain cores with one and two host threads,
+    /// and a plain two-thread core for every other host code path this machine supports.
     pub fn new() -> Cores {
         let mut cores = vec![
+            (REFERENCE.to_string(), NeuronCore::default()),
             (
                 "strict".to_string(),
                 NeuronCore::default().with_strict(true),
@@ -191,7 +212,7 @@ pub fn check(cores: &mut Cores, case: &Case) -> Result<Summary, String> {
             .zip(&case.program.outputs)
             .map(|(b, t)| b.arg_mut(&dims(t)))
             .collect();
-        core.launch(&kernel, &ins, &mut out_args).map_err(|e| {
+        launch(name, core, &kernel, &ins, &mut out_args).map_err(|e| {
             format!(
                 "launch on the {name} core failed: {e}\n{program}\n{:?}",
                 case.program
@@ -325,7 +346,7 @@ pub fn check_bad_launch(cores: &mut Cores, case: &Case, c: &mut Choices<'_>) -> 
         let before: Vec<Vec<u32>> = outs.iter().map(|(b, _)| b.bits()).collect();
         let args: Vec<HbmIn<'_>> = ins.iter().map(|(b, s)| b.arg(s)).collect();
         let mut out_args: Vec<HbmOut<'_>> = outs.iter_mut().map(|(b, s)| b.arg_mut(s)).collect();
-        let r = core.launch(&kernel, &args, &mut out_args);
+        let r = launch(name, core, &kernel, &args, &mut out_args);
         drop(out_args);
         if r.is_ok() {
             return Err(format!(

@@ -734,6 +734,17 @@ pub(super) fn tensor_tensor_scan(x: &InferIn<'_>) -> Result<Option<Inferred>, Bl
 /// `select(pred, on_true, on_false)` and `affine_select`: the result has the grid of the
 /// tiles involved.
 pub(super) fn select(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    // Both values are given: a select has nothing to write where one is missing.
+    if let Some(s) = (2..4).find(|&s| matches!(x.slots[s], Slot::Absent)) {
+        return Err(x.blame(
+            s,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: x.info().operands[s].name,
+                expected: "a tile or a compile-time number",
+            },
+        ));
+    }
     let tiles: Vec<usize> = (1..4)
         .filter(|&s| matches!(x.slots[s], Slot::View(_)))
         .collect();

@@ -814,7 +814,7 @@ fn validate_operand(op: &Operand) {
 
 /// Flushes an f32 subnormal to a zero of the same sign.
 #[inline]
-pub(super) fn daz(x: f32) -> f32 {
+pub(crate) fn daz(x: f32) -> f32 {
     let bits = x.to_bits();
     if bits & 0x7f80_0000 == 0 {
         f32::from_bits(bits & 0x8000_0000)
@@ -859,7 +859,7 @@ pub(super) fn acc_on_grid(x: f32) -> bool {
 
 /// One step of the definition: `FTZ(round(acc + a·b))` for DAZ'd `a`, `b` and a flushed `acc`.
 #[inline]
-fn step(a: f32, b: f32, acc: f32) -> f32 {
+pub(crate) fn step(a: f32, b: f32, acc: f32) -> f32 {
     let r = a.mul_add(b, acc);
     if (r.to_bits() & 0x7fff_ffff).wrapping_sub(1) < 0x0080_0000 {
         ftz_fixup(r, a, b, acc)

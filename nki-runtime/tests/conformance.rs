@@ -1,0 +1,2343 @@
+//! Conformance table: one row per opcode of the op table, and per ALU operation, activation
+//! function and dtype, in the style of CubeCL's runtime tests. Each row is a small program
+//! (built with `nki_lang::builder`) with its inputs and an independent plain-f64 / `ndarray`
+//! expectation. Every row runs on the reference interpreter (`nki_runtime::reference_launch`,
+//! the element-by-element definition of `exec/reference.rs`) and on every host code path
+//! (`Isa`) × host threads (1, 2) × plain / strict; every run's outputs must equal the reference
+//! interpreter's bit for bit, and the outputs must agree with the expectation: exactly where the
+//! expected value is exact in the output dtype, rounded to f32 for correctly rounded
+//! operations, within a tolerance for approximations ([`Check`]).
+//!
+//! [`every_opcode_alu_act_and_dtype_has_a_row`] fails when an [`Opcode`], [`Alu`], [`ActFn`] or
+//! [`DType`] has no row.
+
+use half::{bf16, f16};
+use ndarray::{Array2, Axis, Zip};
+use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
+use nki_lang::{
+    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
+    HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm, Memory,
+    Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+};
+use nki_runtime::{Bool, F8E4M3, F8E5M2, HbmIn, HbmOut, Isa, Kernel, NeuronCore, Tf32};
+
+// ---- Rows ----
+
+/// What a row exercises.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Covers {
+    Op(Opcode),
+    Alu(Alu),
+    Act(ActFn),
+    Dt(DType),
+}
+
+/// How a row's outputs are compared with its expectation.
+#[derive(Copy, Clone, Debug)]
+enum Check {
+    /// Every expected value is exact in the output dtype, and the output equals it.
+    Exact,
+    /// f32 outputs of correctly rounded operations: the output is the expected value rounded
+    /// to f32 (`as f32`).
+    Rounded,
+    /// Approximations: the output is within `tol · |want| + 1e-7` of the expected value (equal
+    /// where that is not finite).
+    Within(f64),
+    /// Corner cases without an independent expectation (flushed subnormals): only that every
+    /// run gives the reference interpreter's bits.
+    Runs,
+}
+
+/// One conformance case: a program, its inputs, its outputs' dtypes and shapes, and the
+/// expected output values.
+struct Row {
+    name: String,
+    covers: Vec<Covers>,
+    program: CompiledProgram,
+    inputs: Vec<(DType, Array2<f64>)>,
+    outputs: Vec<(DType, [usize; 2])>,
+    want: Vec<Array2<f64>>,
+    check: Check,
+}
+
+/// A row: the program is `body` run on a [`Kb`] with the inputs and outputs declared; the
+/// expectation `want` is computed from the input values.
+fn row(
+    name: impl Into<String>,
+    covers: &[Covers],
+    inputs: Vec<(DType, Array2<f64>)>,
+    outputs: &[(DType, [usize; 2])],
+    body: impl FnOnce(&mut Kb),
+    want: impl FnOnce(&[Array2<f64>]) -> Vec<Array2<f64>>,
+    check: Check,
+) -> Row {
+    let name = name.into();
+    let shapes: Vec<(DType, [usize; 2])> = inputs.iter().map(|(d, a)| (*d, dims(a))).collect();
+    let mut kb = Kb::new(&name, &shapes, outputs);
+    body(&mut kb);
+    let program =
+        kb.b.finish()
+            .unwrap_or_else(|e| panic!("row `{name}`: program rejected: {e:?}"));
+    let values: Vec<Array2<f64>> = inputs.iter().map(|(_, a)| a.clone()).collect();
+    let want = want(&values);
+    assert_eq!(want.len(), outputs.len(), "row `{name}`");
+    Row {
+        name,
+        covers: covers.to_vec(),
+        program,
+        inputs,
+        outputs: outputs.to_vec(),
+        want,
+        check,
+    }
+}
+
+fn dims(a: &Array2<f64>) -> [usize; 2] {
+    [a.nrows(), a.ncols()]
+}
+
+/// A program under construction: the row's inputs and outputs declared, tiles by shape.
+struct Kb {
+    b: ProgramBuilder,
+    inputs: Vec<(TensorId, DType, [usize; 2])>,
+    outputs: Vec<TensorId>,
+    shapes: Vec<TileShape>,
+}
+
+fn fixed(d: [usize; 2]) -> Vec<Dim> {
+    d.iter().map(|&n| Dim::Fixed(n as u64)).collect()
+}
+
+impl Kb {
+    fn new(name: &str, inputs: &[(DType, [usize; 2])], outputs: &[(DType, [usize; 2])]) -> Kb {
+        let mut b = ProgramBuilder::new(name, Target::Trn1);
+        let inputs = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &(d, s))| (b.input(&format!("x{i}"), d, &fixed(s)).unwrap(), d, s))
+            .collect();
+        let outputs = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, &(d, s))| b.output(&format!("out{i}"), d, &fixed(s)).unwrap())
+            .collect();
+        Kb {
+            b,
+            inputs,
+            outputs,
+            shapes: Vec::new(),
+        }
+    }
+
+    fn tile(&mut self, memory: Memory, dtype: DType, dims: &[u32]) -> TileId {
+        let n = self.shapes.len();
+        let t = self.b.tile(&format!("t{n}"), memory, dtype, dims).unwrap();
+        assert_eq!(t.index() as usize, n);
+        self.shapes.push(TileShape::new(dims).unwrap());
+        t
+    }
+
+    fn sbuf(&mut self, dtype: DType, dims: &[u32]) -> TileId {
+        self.tile(Memory::Sbuf, dtype, dims)
+    }
+
+    /// An SBUF tile of input `i`'s dtype and shape, loaded with the whole input.
+    fn load(&mut self, i: usize) -> TileId {
+        let (x, d, s) = self.inputs[i];
+        let t = self.sbuf(d, &[s[0] as u32, s[1] as u32]);
+        self.b.load(t, Grid::origin(x)).unwrap();
+        t
+    }
+
+    /// Stores the whole tile `t` into output `o`.
+    fn store(&mut self, o: usize, t: TileId) {
+        self.b.store(Grid::origin(self.outputs[o]), t).unwrap();
+    }
+
+    /// The whole of tile `t`.
+    fn v(&mut self, t: TileId) -> ViewId {
+        let shape = self.shapes[t.index() as usize];
+        self.b.view(TileView::whole(t.index(), &shape)).unwrap()
+    }
+
+    /// A view of tile `t` with the given shape and free strides.
+    fn view(&mut self, t: TileId, dims: &[u32], strides: &[i64]) -> ViewId {
+        let mut v = TileView::whole(t.index(), &TileShape::new(dims).unwrap());
+        v.strides = [0; MAX_TILE_RANK - 1];
+        v.strides[..strides.len()].copy_from_slice(strides);
+        self.b.view(v).unwrap()
+    }
+
+    /// A `[P, 1]` tile read along every free element.
+    fn col(&mut self, t: TileId) -> Src {
+        self.b.src(Operand::Column(t)).unwrap()
+    }
+
+    fn push(&mut self, opcode: Opcode, engine: Option<Engine>, data: InstrData) {
+        let mut i = Instr::new(opcode, data);
+        i.engine = engine.unwrap_or(i.engine);
+        self.b.push(i).unwrap();
+    }
+
+    /// An ALU-format instruction `dst = (src0 op0 src1) op1 src2`.
+    #[allow(clippy::too_many_arguments)]
+    fn alu(
+        &mut self,
+        opcode: Opcode,
+        engine: Option<Engine>,
+        dst: Dst,
+        src: [Src; 3],
+        op: [Alu; 2],
+        rev: u8,
+        acc: Option<AccOut>,
+    ) {
+        let data = InstrData::Alu {
+            dst,
+            src,
+            op,
+            rev,
+            acc,
+        };
+        self.push(opcode, engine, data);
+    }
+
+    /// A one-source instruction (`Unary` format).
+    fn unary(&mut self, opcode: Opcode, engine: Option<Engine>, dst: Dst, src: ViewId) {
+        self.push(opcode, engine, InstrData::Unary { dst, src });
+    }
+
+    fn dst(&mut self, t: TileId) -> Dst {
+        Dst::overwrite(self.v(t))
+    }
+}
+
+// ---- Values: independent encodings and decodings of every dtype ----
+
+/// The value of an IEEE-style binary float of `e` exponent and `m` mantissa bits (the fp8
+/// formats: bias `2^(e−1) − 1`, infinities and NaNs at the largest exponent).
+fn minifloat(bits: u32, e: u32, m: u32) -> f64 {
+    let sign = if bits >> (e + m) & 1 == 1 { -1.0 } else { 1.0 };
+    let exp = (bits >> m) & ((1 << e) - 1);
+    let man = f64::from(bits & ((1 << m) - 1));
+    let bias = (1 << (e - 1)) - 1;
+    let scale = |k: i32| 2f64.powi(k);
+    if exp == (1 << e) - 1 {
+        return if man == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    if exp == 0 {
+        sign * man / scale(m as i32) * scale(1 - bias)
+    } else {
+        sign * (1.0 + man / scale(m as i32)) * scale(exp as i32 - bias)
+    }
+}
+
+/// An element's value (its bits zero-extended).
+fn decode(dtype: DType, bits: u32) -> f64 {
+    match dtype {
+        DType::F32 | DType::Tf32 => f64::from(f32::from_bits(bits)),
+        DType::Bf16 => bf16::from_bits(bits as u16).to_f64(),
+        DType::F16 => f16::from_bits(bits as u16).to_f64(),
+        DType::F8E4M3 => minifloat(bits, 4, 3),
+        DType::F8E5M2 => minifloat(bits, 5, 2),
+        DType::I8 => f64::from(bits as u8 as i8),
+        DType::I16 => f64::from(bits as u16 as i16),
+        DType::I32 => f64::from(bits as i32),
+        DType::U8 => f64::from(bits as u8),
+        DType::U16 => f64::from(bits as u16),
+        DType::U32 => f64::from(bits),
+        DType::Bool => f64::from(u8::from(bits != 0)),
+    }
+}
+
+/// The bits of `v` in `dtype`, if `v` is exactly a value of it (a NaN: the f32 / 16-bit
+/// formats' default NaN).
+fn encode(dtype: DType, v: f64) -> Option<u32> {
+    let same = |x: f64| x == v && x.is_sign_negative() == v.is_sign_negative();
+    let int = |lo: f64, hi: f64| (v.fract() == 0.0 && (lo..=hi).contains(&v)).then_some(v as i64);
+    match dtype {
+        DType::F32 if v.is_nan() => Some(0x7fc0_0000),
+        DType::F32 => same(f64::from(v as f32)).then_some((v as f32).to_bits()),
+        DType::Tf32 => encode(DType::F32, v).filter(|b| b & 0x1fff == 0),
+        DType::Bf16 => {
+            let x = bf16::from_f64(v);
+            (same(x.to_f64()) || v.is_nan()).then_some(u32::from(x.to_bits()))
+        }
+        DType::F16 => {
+            let x = f16::from_f64(v);
+            (same(x.to_f64()) || v.is_nan()).then_some(u32::from(x.to_bits()))
+        }
+        DType::F8E4M3 | DType::F8E5M2 => (0..=255).find(|&b| same(decode(dtype, b))),
+        DType::I8 => int(-128.0, 127.0).map(|i| i as u8 as u32),
+        DType::I16 => int(-32768.0, 32767.0).map(|i| i as u16 as u32),
+        DType::I32 => int(-2147483648.0, 2147483647.0).map(|i| i as i32 as u32),
+        DType::U8 => int(0.0, 255.0).map(|i| i as u32),
+        DType::U16 => int(0.0, 65535.0).map(|i| i as u32),
+        DType::U32 => int(0.0, 4294967295.0).map(|i| i as u32),
+        DType::Bool => int(0.0, 1.0).map(|i| i as u32),
+    }
+}
+
+/// An f32 value rounded to bf16 (`half`'s conversion from f32: round to nearest even; its
+/// conversion from f64 ignores the low 32 bits when it rounds).
+fn bf16_of(v: f64) -> f64 {
+    bf16::from_f32(v as f32).to_f64()
+}
+
+fn same(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+/// Whether an output element (`bits` of `dtype`) agrees with the expected value.
+fn agrees(check: Check, dtype: DType, bits: u32, want: f64) -> bool {
+    let got = decode(dtype, bits);
+    match check {
+        Check::Exact => same(got, want),
+        Check::Rounded => {
+            assert_eq!(dtype, DType::F32, "a rounded check on an f32 output");
+            same(got, f64::from(want as f32))
+        }
+        Check::Within(_) if !want.is_finite() => same(got, want),
+        Check::Within(tol) => (got - want).abs() <= tol * want.abs() + 1e-7,
+        Check::Runs => true,
+    }
+}
+
+/// Host buffers of every element type.
+enum Store {
+    F32(Vec<f32>),
+    Tf32(Vec<Tf32>),
+    Bf16(Vec<bf16>),
+    F16(Vec<f16>),
+    F8E4M3(Vec<F8E4M3>),
+    F8E5M2(Vec<F8E5M2>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    Bool(Vec<Bool>),
+}
+
+macro_rules! each_store {
+    ($s:expr, $v:ident => $e:expr) => {
+        match $s {
+            Store::F32($v) => $e,
+            Store::Tf32($v) => $e,
+            Store::Bf16($v) => $e,
+            Store::F16($v) => $e,
+            Store::F8E4M3($v) => $e,
+            Store::F8E5M2($v) => $e,
+            Store::I8($v) => $e,
+            Store::I16($v) => $e,
+            Store::I32($v) => $e,
+            Store::U8($v) => $e,
+            Store::U16($v) => $e,
+            Store::U32($v) => $e,
+            Store::Bool($v) => $e,
+        }
+    };
+}
+
+impl Store {
+    /// Elements of `dtype` with the given bits.
+    fn new(dtype: DType, bits: &[u32]) -> Store {
+        fn pod<T: bytemuck::Pod>(bits: &[u32]) -> Vec<T> {
+            let size = core::mem::size_of::<T>();
+            let mut v = vec![T::zeroed(); bits.len()];
+            for (c, b) in bytemuck::cast_slice_mut::<T, u8>(&mut v)
+                .chunks_mut(size)
+                .zip(bits)
+            {
+                c.copy_from_slice(&b.to_le_bytes()[..size]);
+            }
+            v
+        }
+        match dtype {
+            DType::F32 => Store::F32(pod(bits)),
+            DType::Tf32 => Store::Tf32(pod(bits)),
+            DType::Bf16 => Store::Bf16(pod(bits)),
+            DType::F16 => Store::F16(pod(bits)),
+            DType::F8E4M3 => Store::F8E4M3(pod(bits)),
+            DType::F8E5M2 => Store::F8E5M2(pod(bits)),
+            DType::I8 => Store::I8(pod(bits)),
+            DType::I16 => Store::I16(pod(bits)),
+            DType::I32 => Store::I32(pod(bits)),
+            DType::U8 => Store::U8(pod(bits)),
+            DType::U16 => Store::U16(pod(bits)),
+            DType::U32 => Store::U32(pod(bits)),
+            DType::Bool => Store::Bool(pod(bits)),
+        }
+    }
+
+    /// The elements' bits, zero-extended.
+    fn bits(&self) -> Vec<u32> {
+        fn of<T: bytemuck::Pod>(v: &[T]) -> Vec<u32> {
+            let size = core::mem::size_of::<T>();
+            bytemuck::cast_slice::<T, u8>(v)
+                .chunks(size)
+                .map(|c| {
+                    let mut w = [0u8; 4];
+                    w[..size].copy_from_slice(c);
+                    u32::from_le_bytes(w)
+                })
+                .collect()
+        }
+        each_store!(self, v => of(v))
+    }
+
+    fn arg(&self, shape: &[usize]) -> HbmIn<'_> {
+        each_store!(self, v => HbmIn::new(v, shape).unwrap())
+    }
+
+    fn arg_mut(&mut self, shape: &[usize]) -> HbmOut<'_> {
+        each_store!(self, v => HbmOut::new(v, shape).unwrap())
+    }
+}
+
+// ---- Running ----
+
+/// One way of running a kernel.
+#[derive(Copy, Clone, Debug)]
+enum Run {
+    /// The reference interpreter.
+    Reference,
+    /// A core on a host code path, with 1 or 2 host threads, plain or strict.
+    Core {
+        isa: Isa,
+        threads: usize,
+        strict: bool,
+    },
+}
+
+/// The reference interpreter first, then every supported `Isa` × host threads × plain/strict.
+fn runs() -> Vec<Run> {
+    let mut v = vec![Run::Reference];
+    for isa in Isa::supported() {
+        for threads in [1, 2] {
+            for strict in [false, true] {
+                v.push(Run::Core {
+                    isa,
+                    threads,
+                    strict,
+                });
+            }
+        }
+    }
+    v
+}
+
+impl Run {
+    fn core(self) -> NeuronCore {
+        match self {
+            Run::Reference => NeuronCore::new(Target::Trn1),
+            Run::Core {
+                isa,
+                threads,
+                strict,
+            } => NeuronCore::new(Target::Trn1)
+                .with_isa(isa)
+                .unwrap()
+                .with_host_threads(threads)
+                .with_strict(strict),
+        }
+    }
+
+    /// Runs `row` on `core`: every output's bits.
+    fn launch(self, core: &mut NeuronCore, row: &Row) -> Vec<Vec<u32>> {
+        let ins: Vec<Store> = row
+            .inputs
+            .iter()
+            .map(|(d, a)| {
+                let bits: Vec<u32> = a
+                    .iter()
+                    .map(|&v| {
+                        encode(*d, v).unwrap_or_else(|| panic!("`{}`: {v} is not a {d}", row.name))
+                    })
+                    .collect();
+                Store::new(*d, &bits)
+            })
+            .collect();
+        // Outputs start as a byte pattern no row writes everywhere.
+        let mut outs: Vec<Store> = row
+            .outputs
+            .iter()
+            .map(|&(d, s)| Store::new(d, &vec![0x5a5a_5a5a; s[0] * s[1]]))
+            .collect();
+        let parts = row.program.parts();
+        let kernel = Kernel::new(parts.program());
+        let args: Vec<HbmIn<'_>> = ins
+            .iter()
+            .zip(&row.inputs)
+            .map(|(s, (_, a))| s.arg(&dims(a)))
+            .collect();
+        let mut out_args: Vec<HbmOut<'_>> = outs
+            .iter_mut()
+            .zip(&row.outputs)
+            .map(|(s, (_, d))| s.arg_mut(d))
+            .collect();
+        let r = match self {
+            Run::Reference => {
+                nki_runtime::reference_launch::launch(core, &kernel, &args, &mut out_args)
+            }
+            Run::Core { .. } => core.launch(&kernel, &args, &mut out_args),
+        };
+        r.unwrap_or_else(|e| panic!("`{}` on {self:?}: {e}", row.name));
+        drop(out_args);
+        outs.iter().map(Store::bits).collect()
+    }
+}
+
+/// Runs every row every way; every run must give the reference interpreter's bits, and those
+/// must agree with the row's expectation. Panics naming the first row and element that fail.
+fn check_rows(rows: &[Row]) {
+    let runs = runs();
+    let mut results: Vec<Vec<Vec<Vec<u32>>>> = vec![Vec::new(); rows.len()];
+    for &run in &runs {
+        let mut core = run.core();
+        for (r, row) in rows.iter().enumerate() {
+            results[r].push(run.launch(&mut core, row));
+        }
+    }
+    for (row, res) in rows.iter().zip(&results) {
+        let reference = &res[0];
+        for (run, got) in runs.iter().zip(res).skip(1) {
+            for (o, (a, b)) in reference.iter().zip(got).enumerate() {
+                if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
+                    panic!(
+                        "`{}`: output {o} element {i} is {:#x} on the reference interpreter, \
+                         {:#x} on {run:?}",
+                        row.name, a[i], b[i]
+                    );
+                }
+            }
+        }
+        for (o, ((dtype, _), want)) in row.outputs.iter().zip(&row.want).enumerate() {
+            for (i, (&bits, &w)) in reference[o].iter().zip(want.iter()).enumerate() {
+                if matches!(row.check, Check::Exact) {
+                    assert!(
+                        encode(*dtype, w).is_some(),
+                        "`{}`: the expected {w} of output {o} element {i} is not a {dtype}",
+                        row.name
+                    );
+                }
+                assert!(
+                    agrees(row.check, *dtype, bits, w),
+                    "`{}`: output {o} element {i} ({}, {}) is {:#x} = {}, expected {w} ({:?})",
+                    row.name,
+                    i / want.ncols(),
+                    i % want.ncols(),
+                    bits,
+                    decode(*dtype, bits),
+                    row.check
+                );
+            }
+        }
+    }
+}
+
+// ---- Inputs ----
+
+/// A deterministic source of values.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// An integer in `lo..=hi`.
+    fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+
+    /// A multiple of `step` in `[lo, hi]`.
+    fn step(&mut self, lo: f64, hi: f64, step: f64) -> f64 {
+        self.int((lo / step) as i64, (hi / step) as i64) as f64 * step
+    }
+}
+
+/// A `[p, f]` array of values drawn by `draw`.
+fn values(p: usize, f: usize, seed: u64, mut draw: impl FnMut(&mut Rng) -> f64) -> Array2<f64> {
+    let mut rng = Rng::new(seed);
+    Array2::from_shape_simple_fn((p, f), || draw(&mut rng))
+}
+
+/// The elementwise rows' grid: large enough for plain cores to split it between two threads.
+const P: usize = 128;
+const F: usize = 160;
+
+fn elementwise(a: &Array2<f64>, b: &Array2<f64>, f: impl Fn(f64, f64) -> f64) -> Array2<f64> {
+    Zip::from(a).and(b).map_collect(|&x, &y| f(x, y))
+}
+
+/// Special and ordinary f32 values: NaN, ±∞, ±0, subnormals, the largest finite, small ones.
+fn specials(seed: u64) -> Array2<f64> {
+    let pick = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f32::from_bits(1),
+        -f32::from_bits(0x0040_0000),
+        f32::MIN_POSITIVE,
+        f32::MAX,
+        -f32::MAX,
+        1.5,
+        -2.25,
+    ];
+    values(P, F, seed, |r| {
+        f64::from(pick[r.int(0, pick.len() as i64 - 1) as usize])
+    })
+}
+
+fn truth(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+// ---- The table ----
+
+/// Loop control: an `affine_range` loop over column blocks, each loaded, doubled and stored.
+fn loop_rows() -> Vec<Row> {
+    let x = values(P, 64, 1, |r| r.step(-8.0, 8.0, 0.125));
+    vec![row(
+        "loop over column blocks",
+        &[Covers::Op(Opcode::LoopBegin), Covers::Op(Opcode::LoopEnd)],
+        vec![(DType::F32, x)],
+        &[(DType::F32, [P, 64])],
+        |k| {
+            let i =
+                k.b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(4))
+                    .unwrap();
+            let at = i.checked_scale(16).unwrap();
+            let t = k.sbuf(DType::F32, &[P as u32, 16]);
+            let (x, o) = (k.inputs[0].0, k.outputs[0]);
+            k.b.load(t, Grid::origin(x).at(1, at)).unwrap();
+            let u = k.sbuf(DType::F32, &[P as u32, 16]);
+            k.b.tensor_scalar(
+                u,
+                t,
+                Alu::Multiply,
+                Operand::Imm(Scalar::float(2.0)),
+                Alu::Bypass,
+                Operand::None,
+            )
+            .unwrap();
+            k.b.store(Grid::origin(o).at(1, at), u).unwrap();
+            k.b.end_loop().unwrap();
+        },
+        |x| vec![x[0].mapv(|v| 2.0 * v)],
+        Check::Exact,
+    )]
+}
+
+/// DMA: loads and stores with casts, a masked load, and `load_transpose2d`.
+fn dma_rows() -> Vec<Row> {
+    let x = values(P, F, 2, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let bf = bf16_of;
+    let y = values(48, 40, 3, |r| r.step(-100.0, 100.0, 0.25));
+    vec![
+        row(
+            "load f32 into a bf16 tile (rounds to nearest even), store to f32",
+            &[Covers::Op(Opcode::Load), Covers::Op(Opcode::Store)],
+            vec![(DType::F32, x.clone())],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let t = k.sbuf(DType::Bf16, &[P as u32, F as u32]);
+                k.b.load(t, Grid::origin(k.inputs[0].0)).unwrap();
+                k.store(0, t);
+            },
+            |x| vec![x[0].mapv(bf)],
+            Check::Exact,
+        ),
+        row(
+            "store an f32 tile into a bf16 output",
+            &[Covers::Op(Opcode::Store)],
+            vec![(DType::F32, x)],
+            &[(DType::Bf16, [P, F])],
+            |k| {
+                let t = k.load(0);
+                k.store(0, t);
+            },
+            |x| vec![x[0].mapv(bf)],
+            Check::Exact,
+        ),
+        row(
+            "load_transpose2d [48, 40] into [40, 48]",
+            &[Covers::Op(Opcode::LoadTranspose2d)],
+            vec![(DType::F32, y)],
+            &[(DType::Bf16, [40, 48])],
+            |k| {
+                let t = k.sbuf(DType::Bf16, &[40, 48]);
+                let tile = k.v(t);
+                let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+                axes[0].grid = [1, 0, 0, 0, 0];
+                axes[1].grid = [0, 1, 0, 0, 0];
+                let hbm =
+                    k.b.access(HbmAccess {
+                        tensor: k.inputs[0].0.index(),
+                        rank: 2,
+                        shape: TileShape::new(&[48, 40]).unwrap(),
+                        axes,
+                    })
+                    .unwrap();
+                k.push(Opcode::LoadTranspose2d, None, InstrData::Dma { tile, hbm });
+                k.store(0, t);
+            },
+            |x| vec![x[0].t().mapv(bf)],
+            Check::Exact,
+        ),
+    ]
+}
+
+/// TensorE: `nc_matmul` (overwrite, an accumulation group over a loop, f32 operands) and
+/// `nc_transpose` on TensorE and VectorE.
+fn tensor_engine_rows() -> Vec<Row> {
+    let small = |seed, p, f| values(p, f, seed, |r| r.int(-8, 8) as f64);
+    let matmul = |s: &Array2<f64>, m: &Array2<f64>| s.t().dot(m);
+    // bf16 values from its subnormals (multiples of 2^-133) up to 2^-40: products and sums
+    // below 2^-126 are flushed.
+    let tiny = |seed, p, f| {
+        values(p, f, seed, |r| {
+            r.int(-7, 7) as f64 * 2f64.powi(r.int(-133, -40) as i32)
+        })
+    };
+    vec![
+        row(
+            "nc_matmul bf16 x bf16 of subnormal and tiny values (DAZ, FTZ)",
+            &[Covers::Op(Opcode::Matmul)],
+            vec![
+                (DType::Bf16, tiny(16, 128, 64)),
+                (DType::Bf16, tiny(17, 128, 256)),
+            ],
+            &[(DType::F32, [64, 256])],
+            |k| {
+                let (s, m) = (k.load(0), k.load(1));
+                let acc = k.tile(Memory::Psum, DType::F32, &[64, 256]);
+                k.b.nc_matmul(acc, s, m, Write::Overwrite).unwrap();
+                let r = k.sbuf(DType::F32, &[64, 256]);
+                k.b.tensor_copy(r, acc).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![matmul(&x[0], &x[1])],
+            Check::Runs,
+        ),
+        row(
+            "nc_matmul bf16 x bf16 into PSUM, copied out",
+            &[Covers::Op(Opcode::Matmul)],
+            vec![
+                (DType::Bf16, small(4, 128, 96)),
+                (DType::Bf16, small(5, 128, 320)),
+            ],
+            &[(DType::F32, [96, 320])],
+            |k| {
+                let (s, m) = (k.load(0), k.load(1));
+                let acc = k.tile(Memory::Psum, DType::F32, &[96, 320]);
+                k.b.nc_matmul(acc, s, m, Write::Overwrite).unwrap();
+                let r = k.sbuf(DType::F32, &[96, 320]);
+                k.b.tensor_copy(r, acc).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![matmul(&x[0], &x[1])],
+            Check::Exact,
+        ),
+        row(
+            "nc_matmul f16 accumulation group over a loop of K blocks",
+            &[
+                Covers::Op(Opcode::Matmul),
+                Covers::Op(Opcode::LoopBegin),
+                Covers::Op(Opcode::LoopEnd),
+            ],
+            vec![
+                (DType::F16, small(6, 384, 64)),
+                (DType::F16, small(7, 384, 200)),
+            ],
+            &[(DType::F32, [64, 200])],
+            |k| {
+                let acc = k.tile(Memory::Psum, DType::F32, &[64, 200]);
+                let i =
+                    k.b.begin_loop(LoopKind::Sequential, "k", Extent::Fixed(3))
+                        .unwrap();
+                let at = i.checked_scale(128).unwrap();
+                let (xs, xm) = (k.inputs[0].0, k.inputs[1].0);
+                let s = k.sbuf(DType::F16, &[128, 64]);
+                let m = k.sbuf(DType::F16, &[128, 200]);
+                k.b.load(s, Grid::origin(xs).at(0, at)).unwrap();
+                k.b.load(m, Grid::origin(xm).at(0, at)).unwrap();
+                let group = Write::Group {
+                    loops: 1,
+                    op: Alu::Add,
+                };
+                k.b.nc_matmul(acc, s, m, group).unwrap();
+                k.b.end_loop().unwrap();
+                let r = k.sbuf(DType::F32, &[64, 200]);
+                k.b.tensor_copy(r, acc).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![matmul(&x[0], &x[1])],
+            Check::Exact,
+        ),
+        row(
+            "nc_matmul f32 x f32 (fp32 accumulation)",
+            &[Covers::Op(Opcode::Matmul)],
+            vec![
+                // Multiples of 1/64 up to 2: every partial sum is exact in fp32.
+                (
+                    DType::F32,
+                    values(128, 128, 8, |r| r.step(-2.0, 2.0, 1.0 / 64.0)),
+                ),
+                (
+                    DType::F32,
+                    values(128, 256, 9, |r| r.step(-2.0, 2.0, 1.0 / 64.0)),
+                ),
+            ],
+            &[(DType::F32, [128, 256])],
+            |k| {
+                let (s, m) = (k.load(0), k.load(1));
+                let acc = k.tile(Memory::Psum, DType::F32, &[128, 256]);
+                k.b.nc_matmul(acc, s, m, Write::Overwrite).unwrap();
+                let r = k.sbuf(DType::F32, &[128, 256]);
+                k.b.tensor_copy(r, acc).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![matmul(&x[0], &x[1])],
+            Check::Exact,
+        ),
+        row(
+            "nc_transpose on TensorE: bf16 [128, 96] into fp32 PSUM [96, 128]",
+            &[Covers::Op(Opcode::Transpose)],
+            vec![(
+                DType::Bf16,
+                values(128, 96, 10, |r| r.step(-64.0, 64.0, 0.5)),
+            )],
+            &[(DType::F32, [96, 128])],
+            |k| {
+                let x = k.load(0);
+                let t = k.tile(Memory::Psum, DType::F32, &[96, 128]);
+                k.b.nc_transpose(t, x).unwrap();
+                let r = k.sbuf(DType::F32, &[96, 128]);
+                k.b.tensor_copy(r, t).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![x[0].t().to_owned()],
+            Check::Exact,
+        ),
+        row(
+            "nc_transpose on VectorE: i16 [24, 32] into [32, 24]",
+            &[Covers::Op(Opcode::Transpose)],
+            vec![(
+                DType::I16,
+                values(24, 32, 11, |r| r.int(-30000, 30000) as f64),
+            )],
+            &[(DType::I16, [32, 24])],
+            |k| {
+                let x = k.load(0);
+                let t = k.sbuf(DType::I16, &[32, 24]);
+                let (dst, src) = (k.dst(t), k.v(x));
+                k.unary(Opcode::Transpose, Some(Engine::Vector), dst, src);
+                k.store(0, t);
+            },
+            |x| vec![x[0].t().to_owned()],
+            Check::Exact,
+        ),
+    ]
+}
+
+/// `tensor_copy` on each engine, with casts and accumulation; `memset`.
+fn copy_rows() -> Vec<Row> {
+    let big = values(P, F, 12, |r| r.int(-(1 << 28), 1 << 28) as f64);
+    let copy = |engine: Engine, dt: DType| {
+        move |k: &mut Kb| {
+            let x = k.load(0);
+            let t = k.sbuf(dt, &[P as u32, F as u32]);
+            let (dst, src) = (k.dst(t), k.v(x));
+            k.unary(Opcode::TensorCopy, Some(engine), dst, src);
+            k.store(0, t);
+        }
+    };
+    let f32_round = |v: f64| f64::from(v as f32);
+    let fill = |value: Scalar, dt: DType| {
+        move |k: &mut Kb| {
+            let t = k.sbuf(dt, &[P as u32, F as u32]);
+            k.b.memset(t, value).unwrap();
+            k.store(0, t);
+        }
+    };
+    let none: Vec<(DType, Array2<f64>)> = Vec::new();
+    let constant = |v: f64| move |_: &[Array2<f64>]| vec![Array2::from_elem((P, F), v)];
+    vec![
+        row(
+            "tensor_copy on Vector keeps an int32's bits",
+            &[Covers::Op(Opcode::TensorCopy)],
+            vec![(DType::I32, big.clone())],
+            &[(DType::I32, [P, F])],
+            copy(Engine::Vector, DType::I32),
+            |x| vec![x[0].clone()],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy on GpSimd keeps an int32's bits",
+            &[Covers::Op(Opcode::TensorCopy)],
+            vec![(DType::I32, big.clone())],
+            &[(DType::I32, [P, F])],
+            copy(Engine::GpSimd, DType::I32),
+            |x| vec![x[0].clone()],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy on Scalar goes through fp32 (an int32 above 2^24 rounds)",
+            &[Covers::Op(Opcode::TensorCopy)],
+            vec![(DType::I32, big)],
+            &[(DType::I32, [P, F])],
+            copy(Engine::Scalar, DType::I32),
+            move |x| vec![x[0].mapv(f32_round)],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy f32 into bf16 (rounds to nearest even)",
+            &[Covers::Op(Opcode::TensorCopy)],
+            vec![(
+                DType::F32,
+                values(P, F, 13, |r| r.step(-3.0, 3.0, 1.0 / 4096.0)),
+            )],
+            &[(DType::Bf16, [P, F])],
+            copy(Engine::Vector, DType::Bf16),
+            |x| vec![x[0].mapv(bf16_of)],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy accumulating: dst += src",
+            &[Covers::Op(Opcode::TensorCopy)],
+            vec![
+                (DType::F32, values(P, F, 14, |r| r.step(-8.0, 8.0, 0.25))),
+                (DType::F32, values(P, F, 15, |r| r.step(-8.0, 8.0, 0.25))),
+            ],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (x, y) = (k.load(0), k.load(1));
+                let dst = Dst {
+                    view: k.v(y),
+                    write: Write::Accumulate(Alu::Add),
+                };
+                let src = k.v(x);
+                k.unary(Opcode::TensorCopy, None, dst, src);
+                k.store(0, y);
+            },
+            |x| vec![&x[0] + &x[1]],
+            Check::Exact,
+        ),
+        row(
+            "memset f32 2.5",
+            &[Covers::Op(Opcode::Memset)],
+            none.clone(),
+            &[(DType::F32, [P, F])],
+            fill(Scalar::float(2.5), DType::F32),
+            constant(2.5),
+            Check::Exact,
+        ),
+        row(
+            "memset i8 300 (saturates)",
+            &[Covers::Op(Opcode::Memset)],
+            none.clone(),
+            &[(DType::I8, [P, F])],
+            fill(Scalar::Int(300), DType::I8),
+            constant(127.0),
+            Check::Exact,
+        ),
+        row(
+            "memset bf16 1/3 (rounds)",
+            &[Covers::Op(Opcode::Memset)],
+            none,
+            &[(DType::Bf16, [P, F])],
+            fill(Scalar::float(1.0 / 3.0), DType::Bf16),
+            constant(bf16::from_f32(1.0 / 3.0).to_f64()),
+            Check::Exact,
+        ),
+    ]
+}
+
+/// How an ALU operation is exercised: the operation, the dtype of its operands and result,
+/// how its two operands are drawn, its f64 definition and the check.
+type AluCase = (
+    Alu,
+    DType,
+    fn(&mut Rng) -> f64,
+    fn(&mut Rng) -> f64,
+    fn(f64, f64) -> f64,
+    Check,
+);
+
+/// Every ALU operation: binary ones as `tensor_tensor`, one-operand ones as `tensor_scalar`.
+fn alu_rows() -> Vec<Row> {
+    fn eighths(r: &mut Rng) -> f64 {
+        r.step(-8.0, 8.0, 0.125)
+    }
+    fn nonzero(r: &mut Rng) -> f64 {
+        let v = r.step(-8.0, 8.0, 0.125);
+        if v == 0.0 { 0.5 } else { v }
+    }
+    fn few(r: &mut Rng) -> f64 {
+        r.int(-3, 3) as f64
+    }
+    fn positive(r: &mut Rng) -> f64 {
+        r.step(0.25, 4.0, 0.125)
+    }
+    fn powers_of_four(r: &mut Rng) -> f64 {
+        4f64.powi(r.int(-4, 4) as i32)
+    }
+    fn ints(r: &mut Rng) -> f64 {
+        r.int(i64::from(i32::MIN), i64::from(i32::MAX)) as f64
+    }
+    fn shifts(r: &mut Rng) -> f64 {
+        r.int(0, 40) as f64
+    }
+    fn unused(_: &mut Rng) -> f64 {
+        0.0
+    }
+    fn i(v: f64) -> i32 {
+        v as i32
+    }
+    fn shift(a: f64, b: f64, f: fn(u32, u32) -> u32) -> f64 {
+        if (0.0..32.0).contains(&b) {
+            f64::from(f(a as i32 as u32, b as u32) as i32)
+        } else {
+            0.0
+        }
+    }
+    use Check::{Exact, Rounded, Within};
+    use DType::{F32, I32};
+    #[rustfmt::skip]
+    let cases: [AluCase; 29] = [
+        (Alu::Bypass, F32, eighths, unused, |a, _| a, Exact),
+        (Alu::Add, F32, eighths, eighths, |a, b| a + b, Rounded),
+        (Alu::Subtract, F32, eighths, eighths, |a, b| a - b, Rounded),
+        (Alu::Multiply, F32, eighths, eighths, |a, b| a * b, Rounded),
+        (Alu::Divide, F32, eighths, nonzero, |a, b| a / b, Rounded),
+        (Alu::Max, F32, few, few, f64::max, Exact),
+        (Alu::Min, F32, few, few, f64::min, Exact),
+        (Alu::Pow, F32, positive, eighths, f64::powf, Within(3e-7)),
+        (Alu::Mod, F32, eighths, nonzero, |a, b| a - b * (a / b).floor(), Exact),
+        (Alu::Fmod, F32, eighths, nonzero, |a, b| a % b, Exact),
+        (Alu::Abs, F32, eighths, unused, |a, _| a.abs(), Exact),
+        (Alu::Rsqrt, F32, powers_of_four, unused, |a, _| 1.0 / a.sqrt(), Exact),
+        (Alu::Reciprocal, F32, nonzero, unused, |a, _| 1.0 / a, Rounded),
+        (Alu::IsEqual, F32, few, few, |a, b| truth(a == b), Exact),
+        (Alu::NotEqual, F32, few, few, |a, b| truth(a != b), Exact),
+        (Alu::IsGt, F32, few, few, |a, b| truth(a > b), Exact),
+        (Alu::IsGe, F32, few, few, |a, b| truth(a >= b), Exact),
+        (Alu::IsLt, F32, few, few, |a, b| truth(a < b), Exact),
+        (Alu::IsLe, F32, few, few, |a, b| truth(a <= b), Exact),
+        (Alu::LogicalAnd, F32, few, few, |a, b| truth(a != 0.0 && b != 0.0), Exact),
+        (Alu::LogicalOr, F32, few, few, |a, b| truth(a != 0.0 || b != 0.0), Exact),
+        (Alu::LogicalXor, F32, few, few, |a, b| truth((a != 0.0) != (b != 0.0)), Exact),
+        (Alu::LogicalNot, F32, few, unused, |a, _| truth(a == 0.0), Exact),
+        (Alu::BitwiseAnd, I32, ints, ints, |a, b| f64::from(i(a) & i(b)), Exact),
+        (Alu::BitwiseOr, I32, ints, ints, |a, b| f64::from(i(a) | i(b)), Exact),
+        (Alu::BitwiseXor, I32, ints, ints, |a, b| f64::from(i(a) ^ i(b)), Exact),
+        (Alu::Invert, I32, ints, unused, |a, _| f64::from(!i(a)), Exact),
+        (Alu::LeftShift, I32, ints, shifts, |a, b| shift(a, b, |x, s| x << s), Exact),
+        (Alu::RightShift, I32, ints, shifts, |a, b| shift(a, b, |x, s| x >> s), Exact),
+    ];
+    cases
+        .iter()
+        .enumerate()
+        .map(|(n, &(op, dtype, draw_a, draw_b, want, check))| {
+            let a = values(P, F, 100 + n as u64, draw_a);
+            let b = values(P, F, 200 + n as u64, draw_b);
+            let binary = op.arity() == 2;
+            let (opcode, inputs) = if binary {
+                (Opcode::TensorTensor, vec![(dtype, a), (dtype, b)])
+            } else {
+                (Opcode::TensorScalar, vec![(dtype, a)])
+            };
+            row(
+                format!("{} {op}", opcode.info().name),
+                &[Covers::Op(opcode), Covers::Alu(op)],
+                inputs,
+                &[(dtype, [P, F])],
+                move |k| {
+                    let x = k.load(0);
+                    let r = k.sbuf(dtype, &[P as u32, F as u32]);
+                    if binary {
+                        let y = k.load(1);
+                        k.b.tensor_tensor(r, x, y, op).unwrap();
+                    } else {
+                        k.b.tensor_scalar(r, x, op, Operand::None, Alu::Bypass, Operand::None)
+                            .unwrap();
+                    }
+                    k.store(0, r);
+                },
+                move |x| {
+                    let b = x.get(1).cloned().unwrap_or_else(|| x[0].mapv(|_| 0.0));
+                    vec![elementwise(&x[0], &b, want)]
+                },
+                check,
+            )
+        })
+        .collect()
+}
+
+/// The other ALU-format instructions, with immediates, columns, swapped operands, two
+/// operations, reductions, accumulation, a mask and GpSimd's int32 arithmetic; `reciprocal`.
+fn alu_format_rows() -> Vec<Row> {
+    let eighths = |seed| values(P, F, seed, |r| r.step(-8.0, 8.0, 0.125));
+    let column = |seed| values(P, 1, seed, |r| r.step(-4.0, 4.0, 0.25));
+    let p = P as u32;
+    let f = F as u32;
+    vec![
+        row(
+            "tensor_scalar with no operand0: abs(data) + 1",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(DType::F32, eighths(90))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                k.b.tensor_scalar(
+                    r,
+                    x,
+                    Alu::Abs,
+                    Operand::None,
+                    Alu::Add,
+                    Operand::Imm(Scalar::float(1.0)),
+                )
+                .unwrap();
+                k.store(0, r);
+            },
+            |x| vec![x[0].mapv(|v| v.abs() + 1.0)],
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar in place, one element to the right: a partition is read, then written",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(DType::F32, values(P, 101, 91, |r| r.step(-8.0, 8.0, 0.125)))],
+            &[(DType::F32, [P, 100])],
+            |k| {
+                let x = k.load(0);
+                let src = k.view(x, &[p, 100], &[1]);
+                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 100]).unwrap());
+                v.offset = Affine::constant(1);
+                let dst = Dst::overwrite(k.b.view(v).unwrap());
+                k.alu(
+                    Opcode::TensorScalar,
+                    None,
+                    dst,
+                    [Src::Tile(src), Src::Imm(Scalar::float(2.0)), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    None,
+                );
+                let r = k.sbuf(DType::F32, &[p, 100]);
+                let (d, s) = (k.dst(r), k.view(x, &[p, 100], &[1]));
+                k.unary(Opcode::TensorCopy, None, d, s);
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 100), |(p, c)| {
+                    if c == 0 {
+                        x[0][[p, 0]]
+                    } else {
+                        2.0 * x[0][[p, c - 1]]
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar: (column - data) * 0.5, the first operands swapped",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(DType::F32, eighths(20)), (DType::F32, column(21))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (x, c) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let (dst, data, col) = (k.dst(r), k.v(x), k.col(c));
+                let half = Src::Imm(Scalar::float(0.5));
+                k.alu(
+                    Opcode::TensorScalar,
+                    None,
+                    dst,
+                    [Src::Tile(data), col, half],
+                    [Alu::Subtract, Alu::Multiply],
+                    0b01,
+                    None,
+                );
+                k.store(0, r);
+            },
+            |x| {
+                vec![elementwise(
+                    &x[0],
+                    &x[1].broadcast((P, F)).unwrap().to_owned(),
+                    |a, c| (c - a) * 0.5,
+                )]
+            },
+            Check::Rounded,
+        ),
+        row(
+            "tensor_scalar masked to columns [16, 100): x * 3, the rest memset to -1",
+            &[Covers::Op(Opcode::TensorScalar), Covers::Op(Opcode::Memset)],
+            vec![(DType::F32, eighths(22))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                k.b.memset(r, Scalar::float(-1.0)).unwrap();
+                // Keep 16 <= f < 100: -f + 16 - 1 < 0 and f - 100 < 0.
+                let term = |coef, offset| MaskTerm {
+                    axis: 1,
+                    coef,
+                    offset: Affine::constant(offset),
+                    sym: None,
+                };
+                let mut terms = [term(1, -100); 4];
+                terms[1] = term(-1, 15);
+                let mask = k.b.mask(Mask { terms, len: 2 }).unwrap();
+                let (dst, data) = (k.dst(r), k.v(x));
+                let mut ins = Instr::new(
+                    Opcode::TensorScalar,
+                    InstrData::Alu {
+                        dst,
+                        src: [Src::Tile(data), Src::Imm(Scalar::float(3.0)), Src::None],
+                        op: [Alu::Multiply, Alu::Bypass],
+                        rev: 0,
+                        acc: None,
+                    },
+                );
+                ins.mask = Some(mask);
+                k.b.push(ins).unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                let mut out = x[0].mapv(|_| -1.0);
+                for ((r, c), o) in out.indexed_iter_mut() {
+                    if (16..100).contains(&c) {
+                        *o = 3.0 * x[0][[r, c]];
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "scalar_tensor_tensor: (data * column) + data1",
+            &[Covers::Op(Opcode::ScalarTensorTensor)],
+            vec![
+                (DType::F32, eighths(23)),
+                (DType::F32, column(24)),
+                (DType::F32, eighths(25)),
+            ],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (x, c, y) = (k.load(0), k.load(1), k.load(2));
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let (dst, data, col, data1) = (k.dst(r), k.v(x), k.col(c), k.v(y));
+                k.alu(
+                    Opcode::ScalarTensorTensor,
+                    None,
+                    dst,
+                    [Src::Tile(data), col, Src::Tile(data1)],
+                    [Alu::Multiply, Alu::Add],
+                    0,
+                    None,
+                );
+                k.store(0, r);
+            },
+            |x| {
+                let c = x[1].broadcast((P, F)).unwrap().to_owned();
+                let prod = elementwise(&x[0], &c, |a, c| f64::from((a * c) as f32));
+                vec![elementwise(&prod, &x[2], |a, b| a + b)]
+            },
+            Check::Rounded,
+        ),
+        row(
+            "tensor_scalar_reduce: dst = data * 2, reduce_res = max per partition",
+            &[Covers::Op(Opcode::TensorScalarReduce)],
+            vec![(DType::F32, eighths(26))],
+            &[(DType::F32, [P, F]), (DType::F32, [P, 1])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let red = k.sbuf(DType::F32, &[p, 1]);
+                let (dst, data, view) = (k.dst(r), k.v(x), k.v(red));
+                k.alu(
+                    Opcode::TensorScalarReduce,
+                    None,
+                    dst,
+                    [Src::Tile(data), Src::Imm(Scalar::float(2.0)), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    Some(AccOut { op: Alu::Max, view }),
+                );
+                k.store(0, r);
+                k.store(1, red);
+            },
+            |x| {
+                let y = x[0].mapv(|v| 2.0 * v);
+                let m = y.fold_axis(Axis(1), f64::NEG_INFINITY, |&a, &b| a.max(b));
+                vec![y, m.insert_axis(Axis(1))]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor add of NaN, infinities, signed zeros, subnormals",
+            &[Covers::Op(Opcode::TensorTensor), Covers::Alu(Alu::Add)],
+            vec![(DType::F32, specials(35)), (DType::F32, specials(36))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, f]);
+                k.b.tensor_tensor(r, a, b, Alu::Add).unwrap();
+                k.store(0, r);
+            },
+            |x| vec![&x[0] + &x[1]],
+            Check::Rounded,
+        ),
+        row(
+            "tensor_tensor maximum of NaN, infinities, signed zeros, subnormals",
+            &[Covers::Op(Opcode::TensorTensor), Covers::Alu(Alu::Max)],
+            vec![(DType::F32, specials(37)), (DType::F32, specials(38))],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, f]);
+                k.b.tensor_tensor(r, a, b, Alu::Max).unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                let max = |a: f64, b: f64| {
+                    if a.is_nan() || b.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(b)
+                    }
+                };
+                vec![elementwise(&x[0], &x[1], max)]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor accumulating with maximum: acc = max(acc, a + b)",
+            &[Covers::Op(Opcode::TensorTensor)],
+            vec![
+                (DType::F32, eighths(27)),
+                (DType::F32, eighths(28)),
+                (DType::F32, eighths(29)),
+            ],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let (a, b, acc) = (k.load(0), k.load(1), k.load(2));
+                let dst = Dst {
+                    view: k.v(acc),
+                    write: Write::Accumulate(Alu::Max),
+                };
+                let (va, vb) = (k.v(a), k.v(b));
+                k.alu(
+                    Opcode::TensorTensor,
+                    None,
+                    dst,
+                    [Src::Tile(va), Src::Tile(vb), Src::None],
+                    [Alu::Add, Alu::Bypass],
+                    0,
+                    None,
+                );
+                k.store(0, acc);
+            },
+            |x| {
+                let s = &x[0] + &x[1];
+                vec![elementwise(&x[2], &s, f64::max)]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor add on GpSimd: exact int32, wrapping",
+            &[Covers::Op(Opcode::TensorTensor), Covers::Alu(Alu::Add)],
+            vec![
+                (
+                    DType::I32,
+                    values(P, F, 30, |r| {
+                        r.int(i64::from(i32::MAX) - 1000, i64::from(i32::MAX)) as f64
+                    }),
+                ),
+                (DType::I32, values(P, F, 31, |r| r.int(0, 2000) as f64)),
+            ],
+            &[(DType::I32, [P, F])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::I32, &[p, f]);
+                let (dst, va, vb) = (k.dst(r), k.v(a), k.v(b));
+                k.alu(
+                    Opcode::TensorTensor,
+                    Some(Engine::GpSimd),
+                    dst,
+                    [Src::Tile(va), Src::Tile(vb), Src::None],
+                    [Alu::Add, Alu::Bypass],
+                    0,
+                    None,
+                );
+                k.store(0, r);
+            },
+            |x| {
+                vec![elementwise(&x[0], &x[1], |a, b| {
+                    f64::from((a as i32).wrapping_add(b as i32))
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor right_shift of i8 shifts its own 8 bits",
+            &[
+                Covers::Op(Opcode::TensorTensor),
+                Covers::Alu(Alu::RightShift),
+            ],
+            vec![
+                (DType::I8, values(P, F, 32, |r| r.int(-128, 127) as f64)),
+                (DType::I8, values(P, F, 33, |r| r.int(0, 9) as f64)),
+            ],
+            &[(DType::I8, [P, F])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::I8, &[p, f]);
+                k.b.tensor_tensor(r, a, b, Alu::RightShift).unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                vec![elementwise(&x[0], &x[1], |a, b| {
+                    let s = b as u32;
+                    if s < 8 {
+                        f64::from(((a as i8 as u8) >> s) as i8)
+                    } else {
+                        0.0
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "reciprocal",
+            &[Covers::Op(Opcode::Reciprocal)],
+            vec![(
+                DType::F32,
+                values(P, F, 34, |r| {
+                    let v = r.step(-8.0, 8.0, 0.125);
+                    if v == 0.0 { 3.0 } else { v }
+                }),
+            )],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let (dst, src) = (k.dst(r), k.v(x));
+                k.unary(Opcode::Reciprocal, None, dst, src);
+                k.store(0, r);
+            },
+            |x| vec![x[0].mapv(|v| 1.0 / v)],
+            Check::Rounded,
+        ),
+    ]
+}
+
+/// Every activation function, and one activation with a scale column, a bias and a reduction.
+fn activation_rows() -> Vec<Row> {
+    let erf = libm::erf;
+    let phi = move |x: f64| 0.5 * (1.0 + erf(x / 2f64.sqrt()));
+    let density = |x: f64| (-x * x / 2.0).exp() / (2.0 * core::f64::consts::PI).sqrt();
+    let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+    let softplus = |x: f64| x.exp().ln_1p();
+    let sign = |x: f64| if x == 0.0 { 0.0 } else { x.signum() };
+    let approx = Check::Within(2e-5);
+    type Def = Box<dyn Fn(f64) -> f64>;
+    type Draw = fn(&mut Rng) -> f64;
+    // Inputs on a grid of multiples of 2^-3 (2^-4, 2^-6 where the range is narrow), inside
+    // each function's valid range.
+    let wide: Draw = |r| r.step(-8.0, 8.0, 0.125);
+    let narrow: Draw = |r| r.step(-4.0, 4.0, 0.0625);
+    let angle: Draw = |r| r.step(-1.5, 1.5, 1.0 / 64.0);
+    let positive: Draw = |r| r.step(0.125, 16.0, 0.125);
+    let pi = core::f64::consts::PI;
+    #[rustfmt::skip]
+    let cases: Vec<(ActFn, Draw, Def, Check)> = vec![
+        (ActFn::Identity, wide, Box::new(|x| x), Check::Exact),
+        (ActFn::Exp, wide, Box::new(f64::exp), approx),
+        (ActFn::Log, positive, Box::new(f64::ln), approx),
+        (ActFn::Tanh, narrow, Box::new(f64::tanh), approx),
+        (ActFn::Sqrt, positive, Box::new(f64::sqrt), Check::Rounded),
+        (ActFn::Rsqrt, positive, Box::new(|x| 1.0 / x.sqrt()), approx),
+        (ActFn::Reciprocal, positive, Box::new(|x| 1.0 / x), approx),
+        (ActFn::Square, wide, Box::new(|x| x * x), Check::Exact),
+        (ActFn::Relu, wide, Box::new(|x| x.max(0.0)), Check::Exact),
+        (ActFn::Gelu, narrow, Box::new(move |x| x * phi(x)), approx),
+        (ActFn::GeluDx, narrow, Box::new(move |x| phi(x) + x * density(x)), approx),
+        (ActFn::GeluApproxTanh, narrow, Box::new(move |x| {
+            0.5 * x * (1.0 + ((2.0 / pi).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }), approx),
+        (ActFn::GeluApproxSigmoid, narrow, Box::new(move |x| x * sigmoid(1.702 * x)), approx),
+        (ActFn::Sigmoid, wide, Box::new(sigmoid), approx),
+        (ActFn::Silu, wide, Box::new(move |x| x * sigmoid(x)), approx),
+        (ActFn::SiluDx, wide, Box::new(move |x| sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x)))), approx),
+        (ActFn::Softplus, wide, Box::new(softplus), approx),
+        (ActFn::Mish, wide, Box::new(move |x| x * softplus(x).tanh()), approx),
+        (ActFn::Erf, narrow, Box::new(erf), approx),
+        (ActFn::ErfDx, narrow, Box::new(move |x| 2.0 / pi.sqrt() * (-x * x).exp()), approx),
+        (ActFn::Sin, |r| r.step(-3.0, 3.0, 1.0 / 64.0), Box::new(f64::sin), approx),
+        (ActFn::Cos, |r| r.step(-3.0, 3.0, 1.0 / 64.0), Box::new(f64::cos), approx),
+        (ActFn::Tan, angle, Box::new(f64::tan), approx),
+        (ActFn::Arctan, angle, Box::new(f64::atan), approx),
+        (ActFn::Abs, wide, Box::new(f64::abs), Check::Exact),
+        (ActFn::Sign, wide, Box::new(sign), Check::Exact),
+        (ActFn::Floor, wide, Box::new(f64::floor), Check::Exact),
+        (ActFn::Ceil, wide, Box::new(f64::ceil), Check::Exact),
+        (ActFn::Trunc, wide, Box::new(f64::trunc), Check::Exact),
+    ];
+    let mut rows: Vec<Row> = cases
+        .into_iter()
+        .enumerate()
+        .map(|(n, (func, draw, def, check))| {
+            row(
+                format!("activation {func}"),
+                &[Covers::Op(Opcode::Activation), Covers::Act(func)],
+                vec![(DType::F32, values(P, F, 300 + n as u64, draw))],
+                &[(DType::F32, [P, F])],
+                move |k| {
+                    let x = k.load(0);
+                    let r = k.sbuf(DType::F32, &[P as u32, F as u32]);
+                    let one = Operand::Imm(Scalar::float(1.0));
+                    k.b.activation(r, func, x, one, Operand::None).unwrap();
+                    k.store(0, r);
+                },
+                move |x| vec![x[0].mapv(&def)],
+                check,
+            )
+        })
+        .collect();
+    rows.push(row(
+        "activation exp(data * scale + bias), reduce_res = sum",
+        &[Covers::Op(Opcode::Activation), Covers::Act(ActFn::Exp)],
+        vec![
+            (DType::F32, values(P, F, 40, |r| r.step(-2.0, 2.0, 0.125))),
+            (DType::F32, values(P, 1, 41, |r| r.step(-1.0, 1.0, 0.25))),
+            (DType::F32, values(P, 1, 42, |r| r.step(-1.0, 1.0, 0.25))),
+        ],
+        &[(DType::F32, [P, F]), (DType::F32, [P, 1])],
+        |k| {
+            let (x, s, b) = (k.load(0), k.load(1), k.load(2));
+            let r = k.sbuf(DType::F32, &[P as u32, F as u32]);
+            let red = k.sbuf(DType::F32, &[P as u32, 1]);
+            let (dst, src, scale, bias, view) = (k.dst(r), k.v(x), k.col(s), k.col(b), k.v(red));
+            let data = InstrData::Act {
+                dst,
+                src,
+                func: ActFn::Exp,
+                scale,
+                bias,
+                acc: Some(AccOut { op: Alu::Add, view }),
+            };
+            k.push(Opcode::Activation, None, data);
+            k.store(0, r);
+            k.store(1, red);
+        },
+        |x| {
+            let y = Array2::from_shape_fn((P, F), |(p, f)| {
+                (x[0][[p, f]] * x[1][[p, 0]] + x[2][[p, 0]]).exp()
+            });
+            let s = y.sum_axis(Axis(1)).insert_axis(Axis(1));
+            vec![y, s]
+        },
+        Check::Within(2e-5),
+    ));
+    rows
+}
+
+/// `tensor_reduce` over one or two free axes, negated, of integers, accumulated;
+/// `tensor_tensor_scan`; `bn_stats`, `bn_aggr`.
+fn reduce_rows() -> Vec<Row> {
+    let p = P as u32;
+    // Eight `bn_stats` groups `[count, mean, m2]` per partition: whole counts from 2 to 9.
+    let raw = values(P, 24, 62, |r| r.step(1.0, 8.0, 0.25));
+    let groups = Array2::from_shape_fn((P, 24), |(p, j)| {
+        let v = raw[[p, j]];
+        if j % 3 == 0 { v.floor() + 1.0 } else { v }
+    });
+    let small = |seed, f| values(P, f, seed, |r| r.step(-8.0, 8.0, 0.25));
+    let reduce = |dt: DType, op: Alu| {
+        move |k: &mut Kb| {
+            let x = k.load(0);
+            let r = k.sbuf(dt, &[P as u32, 1]);
+            let (dst, src) = (k.dst(r), k.v(x));
+            let data = InstrData::Reduce {
+                dst,
+                src,
+                op,
+                axes: 1,
+                negate: false,
+            };
+            k.push(Opcode::TensorReduce, None, data);
+            k.store(0, r);
+        }
+    };
+    vec![
+        row(
+            "tensor_reduce add of positive values of mixed magnitudes (the order shows in the bits)",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(
+                DType::F32,
+                values(P, 777, 49, |r| {
+                    r.int(1, 1 << 23) as f64 * 2f64.powi(r.int(-40, 0) as i32)
+                }),
+            )],
+            &[(DType::F32, [P, 1])],
+            reduce(DType::F32, Alu::Add),
+            |x| vec![x[0].sum_axis(Axis(1)).insert_axis(Axis(1))],
+            Check::Within(1e-4),
+        ),
+        row(
+            "tensor_reduce add along the free axis",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(DType::F32, small(50, 1000))],
+            &[(DType::F32, [P, 1])],
+            reduce(DType::F32, Alu::Add),
+            |x| vec![x[0].sum_axis(Axis(1)).insert_axis(Axis(1))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_reduce maximum, negated, of [P, 12, 10] along its last axis",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(DType::F32, small(51, 120))],
+            &[(DType::F32, [P, 12])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 12]);
+                let dst = Dst::overwrite(k.view(r, &[p, 12, 1], &[1, 0]));
+                let src = k.view(x, &[p, 12, 10], &[10, 1]);
+                let data = InstrData::Reduce {
+                    dst,
+                    src,
+                    op: Alu::Max,
+                    axes: 0b10,
+                    negate: true,
+                };
+                k.push(Opcode::TensorReduce, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                let m = Array2::from_shape_fn((P, 12), |(p, i)| {
+                    (0..10)
+                        .map(|j| x[0][[p, i * 10 + j]])
+                        .fold(f64::NEG_INFINITY, f64::max)
+                });
+                vec![m.mapv(|v| -v)]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_reduce minimum of [P, 12, 10] along its first free axis",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(DType::F32, small(52, 120))],
+            &[(DType::F32, [P, 10])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 10]);
+                let dst = Dst::overwrite(k.view(r, &[p, 1, 10], &[0, 1]));
+                let src = k.view(x, &[p, 12, 10], &[10, 1]);
+                let data = InstrData::Reduce {
+                    dst,
+                    src,
+                    op: Alu::Min,
+                    axes: 0b01,
+                    negate: false,
+                };
+                k.push(Opcode::TensorReduce, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 10), |(p, j)| {
+                    (0..12)
+                        .map(|i| x[0][[p, i * 10 + j]])
+                        .fold(f64::INFINITY, f64::min)
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_reduce bitwise_xor of i32",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(
+                DType::I32,
+                values(P, 100, 53, |r| {
+                    r.int(i64::from(i32::MIN), i64::from(i32::MAX)) as f64
+                }),
+            )],
+            &[(DType::I32, [P, 1])],
+            reduce(DType::I32, Alu::BitwiseXor),
+            |x| {
+                vec![
+                    x[0].map_axis(Axis(1), |r| {
+                        f64::from(r.iter().fold(0i32, |a, &v| a ^ v as i32))
+                    })
+                    .insert_axis(Axis(1)),
+                ]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_reduce add accumulated into a column: acc += sum",
+            &[Covers::Op(Opcode::TensorReduce)],
+            vec![(DType::F32, small(54, 64)), (DType::F32, small(55, 1))],
+            &[(DType::F32, [P, 1])],
+            |k| {
+                let (x, acc) = (k.load(0), k.load(1));
+                let dst = Dst {
+                    view: k.v(acc),
+                    write: Write::Accumulate(Alu::Add),
+                };
+                let src = k.v(x);
+                let data = InstrData::Reduce {
+                    dst,
+                    src,
+                    op: Alu::Add,
+                    axes: 1,
+                    negate: false,
+                };
+                k.push(Opcode::TensorReduce, None, data);
+                k.store(0, acc);
+            },
+            |x| vec![&x[1] + &x[0].sum_axis(Axis(1)).insert_axis(Axis(1))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (add, add): prefix sums from a column",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![
+                (DType::F32, small(56, 200)),
+                (DType::F32, small(57, 200)),
+                (DType::F32, small(58, 1)),
+            ],
+            &[(DType::F32, [P, 200])],
+            |k| {
+                let (a, b, init) = (k.load(0), k.load(1), k.load(2));
+                let r = k.sbuf(DType::F32, &[p, 200]);
+                let (dst, va, vb, vi) = (k.dst(r), k.v(a), k.v(b), k.col(init));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: vi,
+                    op: [Alu::Add, Alu::Add],
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 200));
+                for p in 0..P {
+                    let mut r = x[2][[p, 0]];
+                    for i in 0..200 {
+                        r = x[0][[p, i]] + r + x[1][[p, i]];
+                        out[[p, i]] = r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (multiply, add) from an immediate",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![
+                (DType::F32, values(P, 64, 59, |r| r.int(-1, 1) as f64)),
+                (DType::F32, small(60, 64)),
+            ],
+            &[(DType::F32, [P, 64])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, 64]);
+                let (dst, va, vb) = (k.dst(r), k.v(a), k.v(b));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(1.0)),
+                    op: [Alu::Multiply, Alu::Add],
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 64));
+                for p in 0..P {
+                    let mut r = 1.0;
+                    for i in 0..64 {
+                        r = x[0][[p, i]] * r + x[1][[p, i]];
+                        out[[p, i]] = r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "bn_stats of [P, 301]",
+            &[Covers::Op(Opcode::BnStats)],
+            vec![(DType::F32, small(61, 301))],
+            &[(DType::F32, [P, 6])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 6]);
+                let (dst, src) = (k.dst(r), k.v(x));
+                k.unary(Opcode::BnStats, None, dst, src);
+                k.store(0, r);
+            },
+            |x| {
+                let stats = |v: Vec<f64>| {
+                    let n = v.len() as f64;
+                    let mean = v.iter().sum::<f64>() / n;
+                    let m2 = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>();
+                    [n, mean, m2]
+                };
+                vec![Array2::from_shape_fn((P, 6), |(p, j)| {
+                    let group: Vec<f64> = (j / 3..301).step_by(2).map(|i| x[0][[p, i]]).collect();
+                    stats(group)[j % 3]
+                })]
+            },
+            Check::Within(1e-5),
+        ),
+        row(
+            "bn_aggr of four groups",
+            &[Covers::Op(Opcode::BnAggr)],
+            vec![(DType::F32, groups)],
+            &[(DType::F32, [P, 2])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 2]);
+                let (dst, src) = (k.dst(r), k.v(x));
+                k.unary(Opcode::BnAggr, None, dst, src);
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 2), |(p, j)| {
+                    let (mut n, mut mean, mut m2) = (0.0, 0.0, 0.0);
+                    for g in 0..8 {
+                        let (nb, mb, m2b) =
+                            (x[0][[p, 3 * g]], x[0][[p, 3 * g + 1]], x[0][[p, 3 * g + 2]]);
+                        let total = n + nb;
+                        let delta = mb - mean;
+                        mean += delta * nb / total;
+                        m2 += m2b + delta * delta * n * nb / total;
+                        n = total;
+                    }
+                    if j == 0 { mean } else { m2 / n }
+                })]
+            },
+            Check::Within(1e-5),
+        ),
+    ]
+}
+
+/// `iota`, `affine_select` and `select`.
+fn select_rows() -> Vec<Row> {
+    let p = P as u32;
+    let f = F as u32;
+    let expr = AxisIndex {
+        start: Affine::constant(-70),
+        grid: [3, -2, 0, 0, 0],
+    };
+    let iota = move |dt: DType| {
+        move |k: &mut Kb| {
+            let r = k.sbuf(dt, &[p, f]);
+            k.b.iota(r, expr).unwrap();
+            k.store(0, r);
+        }
+    };
+    let value = |p: usize, c: usize| -70.0 + 3.0 * p as f64 - 2.0 * c as f64;
+    let none: Vec<(DType, Array2<f64>)> = Vec::new();
+    vec![
+        row(
+            "iota into int32",
+            &[Covers::Op(Opcode::Iota)],
+            none.clone(),
+            &[(DType::I32, [P, F])],
+            iota(DType::I32),
+            move |_| vec![Array2::from_shape_fn((P, F), |(p, c)| value(p, c))],
+            Check::Exact,
+        ),
+        row(
+            "iota into u8 (the low bits)",
+            &[Covers::Op(Opcode::Iota)],
+            none.clone(),
+            &[(DType::U8, [P, F])],
+            iota(DType::U8),
+            move |_| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    value(p, c).rem_euclid(256.0)
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "iota into f32",
+            &[Covers::Op(Opcode::Iota)],
+            none,
+            &[(DType::F32, [P, F])],
+            iota(DType::F32),
+            move |_| vec![Array2::from_shape_fn((P, F), |(p, c)| value(p, c))],
+            Check::Exact,
+        ),
+        row(
+            "affine_select: keep x where 2p - c >= 0, else -9984",
+            &[Covers::Op(Opcode::AffineSelect)],
+            vec![(DType::F32, values(P, F, 70, |r| r.step(-8.0, 8.0, 0.125)))],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let e =
+                    k.b.expr(AxisIndex {
+                        start: Affine::ZERO,
+                        grid: [2, -1, 0, 0, 0],
+                    })
+                    .unwrap();
+                let (dst, src) = (k.dst(r), k.v(x));
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Affine {
+                        expr: e,
+                        cmp: Cmp::Ge,
+                    },
+                    on_true: Src::Tile(src),
+                    on_false: Src::Imm(Scalar::float(-9984.0)),
+                };
+                k.push(Opcode::AffineSelect, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    if 2 * p as i64 - c as i64 >= 0 {
+                        x[0][[p, c]]
+                    } else {
+                        -9984.0
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "select: predicate ? on_true : 7.5",
+            &[Covers::Op(Opcode::Select)],
+            vec![
+                (DType::U8, values(P, F, 71, |r| r.int(0, 2) as f64)),
+                (DType::F32, values(P, F, 72, |r| r.step(-8.0, 8.0, 0.125))),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (pr, x) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, f]);
+                let (dst, vp, vx) = (k.dst(r), k.v(pr), k.v(x));
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Tile(vp),
+                    on_true: Src::Tile(vx),
+                    on_false: Src::Imm(Scalar::float(7.5)),
+                };
+                k.push(Opcode::Select, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                vec![elementwise(
+                    &x[0],
+                    &x[1],
+                    |p, v| if p != 0.0 { v } else { 7.5 },
+                )]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
+/// Destinations that accumulate (`select`, `affine_select`, `activation`, `tensor_tensor_scan`,
+/// `reciprocal`), a masked reduction, and GpSimd's and the bit operations' int32 lanes.
+fn accumulate_rows() -> Vec<Row> {
+    let p = P as u32;
+    let f = F as u32;
+    let eighths = |seed| values(P, F, seed, |r| r.step(-8.0, 8.0, 0.125));
+    let acc = |k: &mut Kb, t: TileId, op: Alu| Dst {
+        view: k.v(t),
+        write: Write::Accumulate(op),
+    };
+    vec![
+        row(
+            "select accumulating with add: acc += predicate ? x : -1",
+            &[Covers::Op(Opcode::Select)],
+            vec![
+                (DType::F32, values(P, F, 80, |r| r.int(0, 1) as f64)),
+                (DType::F32, eighths(81)),
+                (DType::F32, eighths(82)),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (pr, x, a) = (k.load(0), k.load(1), k.load(2));
+                let dst = acc(k, a, Alu::Add);
+                let (vp, vx) = (k.v(pr), k.v(x));
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Tile(vp),
+                    on_true: Src::Tile(vx),
+                    on_false: Src::Imm(Scalar::float(-1.0)),
+                };
+                k.push(Opcode::Select, None, data);
+                k.store(0, a);
+            },
+            |x| {
+                let sel = elementwise(&x[0], &x[1], |p, v| if p != 0.0 { v } else { -1.0 });
+                vec![&x[2] + &sel]
+            },
+            Check::Exact,
+        ),
+        row(
+            "affine_select accumulating with maximum",
+            &[Covers::Op(Opcode::AffineSelect)],
+            vec![(DType::F32, eighths(83)), (DType::F32, eighths(84))],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let e =
+                    k.b.expr(AxisIndex {
+                        start: Affine::constant(-5),
+                        grid: [0, 1, 0, 0, 0],
+                    })
+                    .unwrap();
+                let dst = acc(k, a, Alu::Max);
+                let vx = k.v(x);
+                let data = InstrData::Select {
+                    dst,
+                    pred: Pred::Affine {
+                        expr: e,
+                        cmp: Cmp::Lt,
+                    },
+                    on_true: Src::Tile(vx),
+                    on_false: Src::Imm(Scalar::float(0.0)),
+                };
+                k.push(Opcode::AffineSelect, None, data);
+                k.store(0, a);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    let v = if (c as i64) < 5 { x[0][[p, c]] } else { 0.0 };
+                    x[1][[p, c]].max(v)
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "activation relu accumulating with subtract: acc -= relu(x)",
+            &[Covers::Op(Opcode::Activation), Covers::Act(ActFn::Relu)],
+            vec![(DType::F32, eighths(85)), (DType::F32, eighths(86))],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let dst = acc(k, a, Alu::Subtract);
+                let src = k.v(x);
+                let data = InstrData::Act {
+                    dst,
+                    src,
+                    func: ActFn::Relu,
+                    scale: Src::Imm(Scalar::float(1.0)),
+                    bias: Src::None,
+                    acc: None,
+                };
+                k.push(Opcode::Activation, None, data);
+                k.store(0, a);
+            },
+            |x| vec![elementwise(&x[1], &x[0], |a, v| a - v.max(0.0))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (maximum, add) accumulating with multiply",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![
+                (DType::F32, values(P, 48, 87, |r| r.int(-4, 4) as f64)),
+                (DType::F32, values(P, 48, 88, |r| r.int(-2, 2) as f64)),
+                (DType::F32, values(P, 48, 89, |r| r.int(-2, 2) as f64)),
+            ],
+            &[(DType::F32, [P, 48])],
+            move |k| {
+                let (a, b, out) = (k.load(0), k.load(1), k.load(2));
+                let dst = acc(k, out, Alu::Multiply);
+                let (va, vb) = (k.v(a), k.v(b));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(0.0)),
+                    op: [Alu::Max, Alu::Add],
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, out);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 48));
+                for p in 0..P {
+                    let mut r = 0.0f64;
+                    for i in 0..48 {
+                        r = x[0][[p, i]].max(r) + x[1][[p, i]];
+                        out[[p, i]] = x[2][[p, i]] * r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "reciprocal accumulating with add",
+            &[Covers::Op(Opcode::Reciprocal)],
+            vec![
+                (
+                    DType::F32,
+                    values(P, F, 90, |r| 2f64.powi(r.int(-6, 6) as i32)),
+                ),
+                (DType::F32, eighths(91)),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let (x, a) = (k.load(0), k.load(1));
+                let dst = acc(k, a, Alu::Add);
+                let src = k.v(x);
+                k.unary(Opcode::Reciprocal, None, dst, src);
+                k.store(0, a);
+            },
+            |x| vec![elementwise(&x[1], &x[0], |a, v| a + 1.0 / v)],
+            Check::Rounded,
+        ),
+        row(
+            "tensor_reduce add masked to partitions [8, 100) and columns [0, 37)",
+            &[Covers::Op(Opcode::TensorReduce), Covers::Op(Opcode::Memset)],
+            vec![(DType::F32, eighths(92))],
+            &[(DType::F32, [P, 1])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 1]);
+                k.b.memset(r, Scalar::float(-3.0)).unwrap();
+                let term = |axis, coef, offset| MaskTerm {
+                    axis,
+                    coef,
+                    offset: Affine::constant(offset),
+                    sym: None,
+                };
+                // p < 100, p >= 8, c < 37.
+                let terms = [
+                    term(0, 1, -100),
+                    term(0, -1, 7),
+                    term(1, 1, -37),
+                    term(1, 1, -37),
+                ];
+                let mask = k.b.mask(Mask { terms, len: 3 }).unwrap();
+                let (dst, src) = (k.dst(r), k.v(x));
+                let mut ins = Instr::new(
+                    Opcode::TensorReduce,
+                    InstrData::Reduce {
+                        dst,
+                        src,
+                        op: Alu::Add,
+                        axes: 1,
+                        negate: false,
+                    },
+                );
+                ins.mask = Some(mask);
+                k.b.push(ins).unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 1), |(p, _)| {
+                    if (8..100).contains(&p) {
+                        (0..37).map(|c| x[0][[p, c]]).sum()
+                    } else {
+                        -3.0
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar on GpSimd with integer immediates: (x * 3) - 7 in exact int32",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(
+                DType::I32,
+                values(P, F, 93, |r| r.int(-(1 << 29), 1 << 29) as f64),
+            )],
+            &[(DType::I32, [P, F])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::I32, &[p, f]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                k.alu(
+                    Opcode::TensorScalar,
+                    Some(Engine::GpSimd),
+                    dst,
+                    [
+                        Src::Tile(vx),
+                        Src::Imm(Scalar::Int(3)),
+                        Src::Imm(Scalar::Int(7)),
+                    ],
+                    [Alu::Multiply, Alu::Subtract],
+                    0,
+                    None,
+                );
+                k.store(0, r);
+            },
+            |x| vec![x[0].mapv(|v| f64::from((v as i32).wrapping_mul(3).wrapping_sub(7)))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_reduce of u16: x ^ 0x0ff0, reduce_res = bitwise_or",
+            &[Covers::Op(Opcode::TensorScalarReduce)],
+            vec![(DType::U16, values(P, F, 94, |r| r.int(0, 65535) as f64))],
+            &[(DType::U16, [P, F]), (DType::U16, [P, 1])],
+            move |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::U16, &[p, f]);
+                let red = k.sbuf(DType::U16, &[p, 1]);
+                let (dst, vx, view) = (k.dst(r), k.v(x), k.v(red));
+                k.alu(
+                    Opcode::TensorScalarReduce,
+                    None,
+                    dst,
+                    [Src::Tile(vx), Src::Imm(Scalar::Int(0x0ff0)), Src::None],
+                    [Alu::BitwiseXor, Alu::Bypass],
+                    0,
+                    Some(AccOut {
+                        op: Alu::BitwiseOr,
+                        view,
+                    }),
+                );
+                k.store(0, r);
+                k.store(1, red);
+            },
+            |x| {
+                let y = x[0].mapv(|v| f64::from(v as u32 ^ 0x0ff0));
+                let or = y.map_axis(Axis(1), |r| {
+                    f64::from(r.iter().fold(0u32, |a, &v| a | v as u32))
+                });
+                vec![y, or.insert_axis(Axis(1))]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
+/// Every dtype: loaded into a tile of its own, copied into an f32 tile (stored as output 0),
+/// copied back into a tile of the dtype (stored as output 1): both give the input's values.
+fn dtype_rows() -> Vec<Row> {
+    DType::ALL
+        .iter()
+        .enumerate()
+        .map(|(n, &dt)| {
+            let draw = move |r: &mut Rng| -> f64 {
+                match dt {
+                    DType::Bool => r.int(0, 1) as f64,
+                    DType::I8 => r.int(-128, 127) as f64,
+                    DType::U8 => r.int(0, 255) as f64,
+                    DType::I16 => r.int(-32768, 32767) as f64,
+                    DType::U16 => r.int(0, 65535) as f64,
+                    DType::I32 => r.int(-(1 << 24), 1 << 24) as f64,
+                    DType::U32 => r.int(0, 1 << 24) as f64,
+                    // Three significant bits: exact in every float format, fp8 included.
+                    _ => r.int(-7, 7) as f64 * 2f64.powi(r.int(-3, 3) as i32),
+                }
+            };
+            let x = values(P, F, 400 + n as u64, draw);
+            row(
+                format!("dtype {dt}: load, copy to f32 and back, store"),
+                &[
+                    Covers::Dt(dt),
+                    Covers::Op(Opcode::Load),
+                    Covers::Op(Opcode::TensorCopy),
+                    Covers::Op(Opcode::Store),
+                ],
+                vec![(dt, x)],
+                &[(DType::F32, [P, F]), (dt, [P, F])],
+                move |k| {
+                    let t = k.load(0);
+                    let wide = k.sbuf(DType::F32, &[P as u32, F as u32]);
+                    k.b.tensor_copy(wide, t).unwrap();
+                    let back = k.sbuf(dt, &[P as u32, F as u32]);
+                    k.b.tensor_copy(back, wide).unwrap();
+                    k.store(0, wide);
+                    k.store(1, back);
+                },
+                |x| vec![x[0].clone(), x[0].clone()],
+                Check::Exact,
+            )
+        })
+        .collect()
+}
+
+/// Stamps one test per table and [`every_row`], the union of the tables.
+macro_rules! tables {
+    ($($test:ident: $rows:ident,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check_rows(&$rows());
+            }
+        )*
+
+        /// Every row of every table.
+        fn every_row() -> Vec<Row> {
+            [$($rows()),*].into_iter().flatten().collect()
+        }
+    };
+}
+
+tables! {
+    loops: loop_rows,
+    dma: dma_rows,
+    tensor_engine: tensor_engine_rows,
+    copies_and_memset: copy_rows,
+    alu_operations: alu_rows,
+    alu_formats: alu_format_rows,
+    activations: activation_rows,
+    reductions_and_scans: reduce_rows,
+    iota_and_selects: select_rows,
+    accumulation_masks_and_int_lanes: accumulate_rows,
+    dtypes: dtype_rows,
+}
+
+/// Every opcode, ALU operation, activation function and dtype has a row.
+#[test]
+fn every_opcode_alu_act_and_dtype_has_a_row() {
+    let covered: Vec<Covers> = every_row().iter().flat_map(|r| r.covers.clone()).collect();
+    let has = |c: Covers| covered.contains(&c);
+    let mut missing: Vec<String> = Vec::new();
+    missing.extend(
+        Opcode::ALL
+            .iter()
+            .filter(|&&o| !has(Covers::Op(o)))
+            .map(|o| format!("opcode {}", o.info().name)),
+    );
+    missing.extend(
+        Alu::ALL
+            .iter()
+            .filter(|&&a| !has(Covers::Alu(a)))
+            .map(|a| format!("alu {a}")),
+    );
+    missing.extend(
+        ActFn::ALL
+            .iter()
+            .filter(|&&f| !has(Covers::Act(f)))
+            .map(|f| format!("activation {f}")),
+    );
+    missing.extend(
+        DType::ALL
+            .iter()
+            .filter(|&&d| !has(Covers::Dt(d)))
+            .map(|d| format!("dtype {d}")),
+    );
+    assert!(missing.is_empty(), "no conformance row for: {missing:?}");
+}
