@@ -24,7 +24,7 @@
 //!   its own, with one exception: `bn_aggr`'s merge is plain IEEE fp32 arithmetic, as
 //!   `engines/reduce.rs` defines it (its NaNs are not made canonical).
 //! - **Accumulation.** A destination written with [`Write::Accumulate`] (or a
-//!   [`Write::Group`] past its loops' first iterations: `super::accumulates`) becomes
+//!   [`Write::Group`] past its loops' first iterations: `Write::accumulates_at`) becomes
 //!   `old op result`, computed on the instruction's lanes before the store.
 //! - **Reductions** fold values in the order `docs/numerics.md` defines ([`Fold`]): value `i`
 //!   into partial `i mod 16` (each partial starting from the operation's identity), then the
@@ -49,7 +49,7 @@ use nki_lang::{
 };
 
 use super::plan::HostPlan;
-use super::{ExecError, Untimed, accumulates, run};
+use super::{ExecError, Unobserved, run};
 use crate::bind::Bound;
 use crate::cpu::{act, alu, convert, matmul};
 use crate::engines::Engines;
@@ -82,7 +82,7 @@ impl<'i> HostPlan<'i> for Reference {
 /// Runs every instance of a bound program's grid, in row-major order, with the reference
 /// definitions (on `e`'s SBUF and PSUM; its scratch and threads are not used).
 pub(crate) fn run_reference(e: &mut Engines, b: &mut Bound<'_, '_, '_>) -> Result<(), ExecError> {
-    run(e, b, &mut Untimed, &mut Reference)
+    run(e, b, &mut Unobserved, &mut Reference)
 }
 
 /// Runs one instruction: one arm per opcode, in the op table's order.
@@ -91,13 +91,13 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
     let acc = |w: Write| match w {
         Write::Overwrite => None,
         Write::Accumulate(op) => Some(op),
-        Write::Group { op, .. } => accumulates(w, vars).then_some(op),
+        Write::Group { op, .. } => w.accumulates_at(vars).then_some(op),
     };
     match (ins.opcode, ins.data) {
         (Opcode::Load, _) => load(m, ops),
         (Opcode::Store, _) => store(m, ops),
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
-            nc_matmul(m, ops, accumulates(dst.write, vars))
+            nc_matmul(m, ops, dst.write.accumulates_at(vars))
         }
         (Opcode::Transpose, _) => nc_transpose(m, ops),
         (Opcode::TensorCopy, InstrData::Unary { dst, .. }) => {
