@@ -5,9 +5,10 @@
 
 use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
-use super::Engines;
 use super::access::fill_run;
-use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
+use super::lanes::{Lane, Sink, Source, apply_rev, lanes_of, width_mask};
+use super::stream::{Compute, RowReduce, Stream, stream};
+use super::{CHUNK, Engines};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
 use crate::operand::{Loc, Operands, Resolved};
@@ -87,9 +88,7 @@ pub(crate) fn alu_chain(
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
     // lane is cut to the dtype's width first (docs/dtypes.md, integer lanes).
-    let width = ops
-        .slot(1)
-        .map_or(u32::MAX, |r| super::stream::width_mask(r.dtype));
+    let width = ops.slot(1).map_or(u32::MAX, |r| width_mask(r.dtype));
     let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
     let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
         let b = ins.get(2).map_or(Rhs::Splat(0), |b| lanes_of(b));
@@ -97,10 +96,10 @@ pub(crate) fn alu_chain(
     };
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
         let b = ins.get(1).map_or(Rhs::Splat(0), |b| lanes_of(b));
-        let mut cut: [u32; super::stream::CHUNK];
+        let mut cut: [u32; CHUNK];
         let a = if narrow || ins[0].len() < out.len() {
             // A narrow signed operand cut to its width, or a single lane spread over the run.
-            cut = [0; super::stream::CHUNK];
+            cut = [0; CHUNK];
             let cut = &mut cut[..out.len()];
             for (k, c) in cut.iter_mut().enumerate() {
                 let x = ins[0][k.min(ins[0].len() - 1)];
@@ -118,49 +117,6 @@ pub(crate) fn alu_chain(
         }
     };
     stream(e, &s, compute);
-}
-
-/// `out = a op b`, or `b op a` with `rev`.
-fn apply_rev(
-    isa: crate::cpu::Isa,
-    lane: Lane,
-    op: Alu,
-    a: &[u32],
-    b: Rhs<'_, u32>,
-    rev: bool,
-    out: &mut [u32],
-) {
-    match (lane, rev) {
-        (_, false) => apply(isa, lane, op, a, b, out),
-        (Lane::F32, true) => {
-            let b = match b {
-                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, f32>(b)),
-                Rhs::Splat(x) => Rhs::Splat(f32::from_bits(x)),
-            };
-            crate::cpu::alu::apply(
-                isa,
-                op,
-                bytemuck::cast_slice(a),
-                b,
-                true,
-                bytemuck::cast_slice_mut(out),
-            );
-        }
-        (Lane::I32, true) => {
-            let b = match b {
-                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, i32>(b)),
-                Rhs::Splat(x) => Rhs::Splat(x as i32),
-            };
-            crate::cpu::alu::apply_bits(
-                isa,
-                op,
-                bytemuck::cast_slice(a),
-                b,
-                true,
-                bytemuck::cast_slice_mut(out),
-            );
-        }
-    }
 }
 
 /// `activation`: `dst = func(src · scale + bias)`, `scale` and `bias` one value per
