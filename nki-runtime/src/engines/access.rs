@@ -163,7 +163,7 @@ pub(crate) fn footprint(
     let part = match r.loc {
         Loc::Sbuf => sbuf_stride as isize,
         Loc::Psum => Psum::PARTITION_STRIDE as isize,
-        _ => return None,
+        Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => return None,
     };
     let size = r.dtype.size() as isize;
     let base = r.pattern.base * size;

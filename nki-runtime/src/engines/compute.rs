@@ -38,7 +38,7 @@ fn is_int(r: Option<&Resolved>) -> bool {
     r.is_none_or(|r| match r.loc {
         Loc::Imm(x) => matches!(x, nki_lang::Scalar::Int(_)),
         Loc::Expr => true,
-        _ => r.dtype.is_int() || r.dtype == DType::Bool,
+        Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => r.dtype.is_int() || r.dtype == DType::Bool,
     })
 }
 
@@ -218,7 +218,7 @@ impl Side {
                 base,
                 strides,
             } if grid[j] == 1 || strides[j] == 1 => Some(Side::Row(loc, base, strides[0])),
-            _ => None,
+            Source::Mem { .. } | Source::Expr { .. } => None,
         }
     }
 }
@@ -267,7 +267,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
             let n = cols as isize;
             same || (pstride == ps && ps > 0 && (a + n <= b || b + n <= a))
         }
-        _ => true,
+        Side::Value(_) | Side::Row(..) => true,
     };
     if !apart(on_true) || !apart(on_false) {
         return false;
@@ -284,7 +284,8 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
         Cmp::Lt => v < 0,
         Cmp::Le => v <= 0,
         Cmp::Gt => v > 0,
-        _ => v >= 0,
+        Cmp::Ge => v >= 0,
+        Cmp::Eq | Cmp::Ne => unreachable!("{cmp:?} is not monotone: returned above"),
     };
     let Engines { sbuf, psum, .. } = e;
     for p in 0..rows {
@@ -315,7 +316,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
                 Side::Value(bits) => {
                     let mem = match sink.loc {
                         Loc::Psum => psum.bytes_mut(),
-                        _ => sbuf.bytes_mut(),
+                        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf.bytes_mut(),
                     };
                     fill_run(&mut mem[d..d + n * 4], &bits.to_le_bytes());
                 }

@@ -78,7 +78,7 @@ impl Source {
                     strides,
                 }
             }
-            loc => Source::Mem {
+            loc @ (Loc::Sbuf | Loc::Psum | Loc::Hbm(_)) => Source::Mem {
                 loc,
                 dtype: r.dtype,
                 base: r.pattern.base,
@@ -326,7 +326,17 @@ pub(crate) fn width_mask(dtype: DType) -> u32 {
     match dtype {
         DType::I8 => 0xff,
         DType::I16 => 0xffff,
-        _ => u32::MAX,
+        DType::F32
+        | DType::Tf32
+        | DType::Bf16
+        | DType::F16
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool => u32::MAX,
     }
 }
 

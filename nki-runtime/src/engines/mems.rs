@@ -109,7 +109,7 @@ impl<'a> Mems<'a> {
     pub(super) fn region(&self, loc: Loc) -> &Region<'a> {
         match loc {
             Loc::Psum => &self.psum,
-            _ => &self.sbuf,
+            Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => &self.sbuf,
         }
     }
 
@@ -117,7 +117,7 @@ impl<'a> Mems<'a> {
     pub(super) fn region_mut(&mut self, loc: Loc) -> &mut Region<'a> {
         match loc {
             Loc::Psum => &mut self.psum,
-            _ => &mut self.sbuf,
+            Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => &mut self.sbuf,
         }
     }
 }

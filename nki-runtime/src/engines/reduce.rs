@@ -517,7 +517,7 @@ impl Reduction<'_> {
                                 let values = mems.read(loc, at..at + c * 4);
                                 fold.fold(isa, lane, bytemuck::cast_slice(values));
                             }
-                            _ => {
+                            Source::Mem { .. } | Source::Splat(_) | Source::Expr { .. } => {
                                 load_lanes(
                                     isa,
                                     mems,
@@ -561,7 +561,7 @@ pub(crate) fn scan(e: &mut Engines, ops: &Operands, op: [Alu; 2], accumulate: Op
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let strides = |s: &Source| match *s {
             Source::Mem { strides, .. } => strides,
-            _ => [0; MAX_TILE_RANK],
+            Source::Splat(_) | Source::Expr { .. } => [0; MAX_TILE_RANK],
         };
         let mut st = [strides(&srcs[0]), strides(&srcs[1]), sink.strides];
         let row_st = st.map(|s| s[0]);

@@ -79,7 +79,7 @@ fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(usize, Loc, isiz
     let per = |loc: Loc, dtype: DType| {
         let bytes = match loc {
             Loc::Psum => Psum::PARTITION_STRIDE,
-            _ => sbuf_stride,
+            Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_stride,
         };
         (bytes / dtype.size() as usize) as isize
     };
@@ -140,7 +140,7 @@ fn thread_mems<'m>(
             sbuf: Region::shared(other),
             psum: mine,
         },
-        _ => Mems {
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => Mems {
             sbuf: mine,
             psum: Region::shared(other),
         },
@@ -175,11 +175,11 @@ pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_
     };
     let (mem, other) = match loc {
         Loc::Psum => (psum.bytes_mut(), sbuf.bytes()),
-        _ => (sbuf.bytes_mut(), psum.bytes()),
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => (sbuf.bytes_mut(), psum.bytes()),
     };
     let part = match loc {
         Loc::Psum => Psum::PARTITION_STRIDE,
-        _ => sbuf_stride,
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_stride,
     };
     let p0 = p0 as usize;
     let (a0, b0, b1) = (p0 * part, (p0 + h) * part, (p0 + rows) * part);
