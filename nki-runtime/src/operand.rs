@@ -194,7 +194,17 @@ fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
 fn grid_slot(data: &InstrData) -> usize {
     match data {
         InstrData::Reduce { .. } => 1,
-        _ => 0,
+        InstrData::LoopBegin { .. }
+        | InstrData::LoopEnd { .. }
+        | InstrData::Dma { .. }
+        | InstrData::Unary { .. }
+        | InstrData::Fill { .. }
+        | InstrData::Iota { .. }
+        | InstrData::Alu { .. }
+        | InstrData::Act { .. }
+        | InstrData::Scan { .. }
+        | InstrData::Select { .. }
+        | InstrData::Matmul { .. } => 0,
     }
 }
 
@@ -248,11 +258,11 @@ pub(crate) fn resolve(
                 let tile = &p.tiles()[view.tile as usize];
                 let stride = match tile.memory {
                     Memory::Psum => Psum::PARTITION_STRIDE,
-                    _ => sbuf_stride,
+                    Memory::Hbm | Memory::Sbuf => sbuf_stride,
                 };
                 let loc = match tile.memory {
                     Memory::Psum => Loc::Psum,
-                    _ => Loc::Sbuf,
+                    Memory::Hbm | Memory::Sbuf => Loc::Sbuf,
                 };
                 Resolved {
                     slot: o.slot,

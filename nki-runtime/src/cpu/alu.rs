@@ -148,7 +148,25 @@ pub fn eval_bits(op: Alu, a: i32, b: i32) -> i32 {
         Alu::Add => a.wrapping_add(b),
         Alu::Subtract => a.wrapping_sub(b),
         Alu::Multiply => a.wrapping_mul(b),
-        _ => eval(op, a as f32, b as f32) as i32,
+        Alu::Divide
+        | Alu::Max
+        | Alu::Min
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot => eval(op, a as f32, b as f32) as i32,
     }
 }
 
@@ -199,9 +217,20 @@ pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut
             (Rhs::Run(b), true) => {
                 super::act::apply_pow(isa, &b[..out.len()], &a[..out.len()], out)
             }
-            _ => go!(super::act::pow),
+            (Rhs::Splat(_), _) => go!(super::act::pow),
         },
-        _ => go!(|x: f32, y: f32| eval(op, x, y)),
+        Alu::Mod
+        | Alu::Fmod
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => go!(|x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -224,7 +253,31 @@ pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out:
         Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
         Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
         Alu::Invert => go!(|x: i32, _y: i32| !x),
-        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+        Alu::Bypass
+        | Alu::Add
+        | Alu::Subtract
+        | Alu::Multiply
+        | Alu::Divide
+        | Alu::Max
+        | Alu::Min
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::LeftShift
+        | Alu::RightShift => go!(|x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -252,7 +305,27 @@ pub fn apply_assign(isa: Isa, op: Alu, acc: &mut [f32], b: Rhs<'_, f32>, rev: bo
         Alu::LogicalAnd => go!(|x: f32, y: f32| truth(x != 0.0 && y != 0.0)),
         Alu::LogicalOr => go!(|x: f32, y: f32| truth(x != 0.0 || y != 0.0)),
         Alu::LogicalXor => go!(|x: f32, y: f32| truth((x != 0.0) != (y != 0.0))),
-        _ => go!(|x: f32, y: f32| eval(op, x, y)),
+        Alu::Bypass
+        | Alu::Divide
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => go!(|x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -275,7 +348,32 @@ pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, re
         Alu::BitwiseAnd => go!(|x: i32, y: i32| x & y),
         Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
         Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
-        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+        Alu::Bypass
+        | Alu::Add
+        | Alu::Subtract
+        | Alu::Multiply
+        | Alu::Divide
+        | Alu::Max
+        | Alu::Min
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => go!(|x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -290,7 +388,31 @@ pub fn pairwise16(isa: Isa, op: Alu, acc: &mut [f32; 16]) -> f32 {
         Alu::Multiply => tree(isa, acc, |x: f32, y: f32| canon(x * y)),
         Alu::Max => tree(isa, acc, max),
         Alu::Min => tree(isa, acc, min),
-        _ => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
+        Alu::Bypass
+        | Alu::Subtract
+        | Alu::Divide
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -301,7 +423,31 @@ pub fn pairwise16_bits(op: Alu, acc: &mut [i32; 16]) -> i32 {
         Alu::BitwiseOr => tree16(acc, |x: i32, y: i32| x | y),
         Alu::BitwiseXor => tree16(acc, |x: i32, y: i32| x ^ y),
         Alu::Add => tree16(acc, |x: i32, y: i32| x.wrapping_add(y)),
-        _ => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
+        Alu::Bypass
+        | Alu::Subtract
+        | Alu::Multiply
+        | Alu::Divide
+        | Alu::Max
+        | Alu::Min
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -333,7 +479,7 @@ fn tree<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], f: F) -> T {
             unsafe { tree_avx512(acc, f) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             tree16(acc, f)
         }
@@ -374,7 +520,31 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
                 Alu::Max => scan_run(a, b, init, out, $f0, max, same),
                 Alu::Min => scan_run(a, b, init, out, $f0, min, same),
                 Alu::Bypass => scan_run(a, b, init, out, $f0, |x: f32, _y: f32| x, same),
-                o => scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same),
+                o @ (Alu::Divide
+                | Alu::Pow
+                | Alu::Mod
+                | Alu::Fmod
+                | Alu::Abs
+                | Alu::Rsqrt
+                | Alu::Reciprocal
+                | Alu::IsEqual
+                | Alu::NotEqual
+                | Alu::IsGt
+                | Alu::IsGe
+                | Alu::IsLt
+                | Alu::IsLe
+                | Alu::LogicalAnd
+                | Alu::LogicalOr
+                | Alu::LogicalXor
+                | Alu::LogicalNot
+                | Alu::BitwiseAnd
+                | Alu::BitwiseOr
+                | Alu::BitwiseXor
+                | Alu::Invert
+                | Alu::LeftShift
+                | Alu::RightShift) => {
+                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same)
+                }
             }
         };
     }
@@ -384,20 +554,57 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
     // so canonicalising each written value gives the defined values with two operations fewer
     // on the dependency chain.
     macro_rules! raw {
-        ($f0:expr) => {
-            match op[1] {
-                Alu::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x + y, canon),
-                Alu::Subtract => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x - y, canon),
-                _ => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x * y, canon),
+        ($f0:expr, $c1:expr) => {
+            match $c1 {
+                Chain::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x + y, canon),
+                Chain::Subtract => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x - y, canon),
+                Chain::Multiply => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x * y, canon),
             }
         };
     }
-    let chain = |o: Alu| matches!(o, Alu::Add | Alu::Subtract | Alu::Multiply);
-    if chain(op[0]) && chain(op[1]) {
-        return match op[0] {
-            Alu::Add => raw!(|x: f32, y: f32| x + y),
-            Alu::Subtract => raw!(|x: f32, y: f32| x - y),
-            _ => raw!(|x: f32, y: f32| x * y),
+    /// An operation of such a chain.
+    #[derive(Copy, Clone)]
+    enum Chain {
+        Add,
+        Subtract,
+        Multiply,
+    }
+    let chain = |o: Alu| match o {
+        Alu::Add => Some(Chain::Add),
+        Alu::Subtract => Some(Chain::Subtract),
+        Alu::Multiply => Some(Chain::Multiply),
+        Alu::Bypass
+        | Alu::Divide
+        | Alu::Max
+        | Alu::Min
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => None,
+    };
+    if let (Some(c0), Some(c1)) = (chain(op[0]), chain(op[1])) {
+        return match c0 {
+            Chain::Add => raw!(|x: f32, y: f32| x + y, c1),
+            Chain::Subtract => raw!(|x: f32, y: f32| x - y, c1),
+            Chain::Multiply => raw!(|x: f32, y: f32| x * y, c1),
         };
     }
     match op[0] {
@@ -406,7 +613,30 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
         Alu::Multiply => second!(|x: f32, y: f32| canon(x * y)),
         Alu::Max => second!(max),
         Alu::Min => second!(min),
-        o => scan_run(
+        o @ (Alu::Bypass
+        | Alu::Divide
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift) => scan_run(
             a,
             b,
             init,
@@ -456,7 +686,31 @@ pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
         Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| x * y),
         Alu::Max => fold(isa, acc, values, max),
         Alu::Min => fold(isa, acc, values, min),
-        _ => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
+        Alu::Bypass
+        | Alu::Subtract
+        | Alu::Divide
+        | Alu::Pow
+        | Alu::Mod
+        | Alu::Fmod
+        | Alu::Abs
+        | Alu::Rsqrt
+        | Alu::Reciprocal
+        | Alu::IsEqual
+        | Alu::NotEqual
+        | Alu::IsGt
+        | Alu::IsGe
+        | Alu::IsLt
+        | Alu::IsLe
+        | Alu::LogicalAnd
+        | Alu::LogicalOr
+        | Alu::LogicalXor
+        | Alu::LogicalNot
+        | Alu::BitwiseAnd
+        | Alu::BitwiseOr
+        | Alu::BitwiseXor
+        | Alu::Invert
+        | Alu::LeftShift
+        | Alu::RightShift => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -506,7 +760,7 @@ fn fold<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], values: &[T], f:
             unsafe { body_avx512(acc, values, f) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             body(acc, values, f)
         }
@@ -536,7 +790,7 @@ fn run<T: Copy, F: Fn(T, T) -> T>(isa: Isa, a: &[T], b: Rhs<'_, T>, out: &mut [T
             unsafe { body_avx512(a, b, out, f) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             body(a, b, out, f)
         }
@@ -590,7 +844,7 @@ fn run_assign<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T], b: Rhs<'_, T>,
             unsafe { body_avx512(acc, b, f) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             body(acc, b, f)
         }

@@ -25,7 +25,9 @@ pub fn transpose16(isa: Isa, block: &[u32], stride: usize) -> Block16 {
             // 16 elements `stride` apart (checked above).
             unsafe { transpose16_avx512(block, stride) }
         }
-        _ => transpose16_portable(block, stride),
+        Isa::Portable | Isa::Avx2Fma => transpose16_portable(block, stride),
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx512 | Isa::Avx512Bf16 => transpose16_portable(block, stride),
     }
 }
 
@@ -49,19 +51,24 @@ pub fn transpose16_bf16(isa: Isa, src: &[u16], first: usize, stride: usize) -> B
             // 16 elements `stride` apart from `first` (checked above).
             unsafe { transpose16_bf16_avx512(src, first, stride) }
         }
-        _ => {
-            let mut out = [[0u32; 16]; 16];
-            for (i, row) in (0..16)
-                .map(|i| &src[first + i * stride..first + i * stride + 16])
-                .enumerate()
-            {
-                for (j, &v) in row.iter().enumerate() {
-                    out[j][i] = u32::from(v) << 16;
-                }
-            }
-            out
+        Isa::Portable | Isa::Avx2Fma => transpose16_bf16_portable(src, first, stride),
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx512 | Isa::Avx512Bf16 => transpose16_bf16_portable(src, first, stride),
+    }
+}
+
+/// [`transpose16_bf16`] in scalar code.
+fn transpose16_bf16_portable(src: &[u16], first: usize, stride: usize) -> Block16 {
+    let mut out = [[0u32; 16]; 16];
+    for (i, row) in (0..16)
+        .map(|i| &src[first + i * stride..first + i * stride + 16])
+        .enumerate()
+    {
+        for (j, &v) in row.iter().enumerate() {
+            out[j][i] = u32::from(v) << 16;
         }
     }
+    out
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -14,14 +14,13 @@
 
 use nki_lang::{DType, MAX_TILE_RANK};
 
+use super::CHUNK;
+use super::split::{large_enough, transfer_splits};
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
 use crate::memory::Psum;
 use crate::operand::{Loc, Pattern, Resolved};
 use crate::worker::{Worker, near};
-
-/// Elements moved per gather/convert/scatter step of a strided transfer.
-pub(crate) const CHUNK: usize = 1024;
 
 /// The non-trivial dimensions of one side: sizes and strides, outermost first.
 #[derive(Copy, Clone, Debug, Default)]
@@ -164,7 +163,7 @@ pub(crate) fn footprint(
     let part = match r.loc {
         Loc::Sbuf => sbuf_stride as isize,
         Loc::Psum => Psum::PARTITION_STRIDE as isize,
-        _ => return None,
+        Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => return None,
     };
     let size = r.dtype.size() as isize;
     let base = r.pattern.base * size;
@@ -302,14 +301,10 @@ pub(crate) fn transfer(
     }
 }
 
-/// Transfers smaller than this many elements stay on one thread: the hand-over to the worker
-/// costs about as much as moving them.
-const MIN_SPLIT_ELEMS: usize = 1 << 14;
-
 /// [`transfer`] over two buffers, split between this thread and `worker` along the plan's
 /// outermost dimension when the transfer is large and the destination's halves are disjoint
-/// byte ranges (rows that cannot overlap); serial otherwise. Each half moves exactly the
-/// elements the serial transfer moves for those rows.
+/// byte ranges (rows that cannot overlap; [`transfer_splits`]); serial otherwise. Each half
+/// moves exactly the elements the serial transfer moves for those rows.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn transfer_par(
     isa: Isa,
@@ -321,19 +316,9 @@ pub(crate) fn transfer_par(
     dst: End,
     plan: &Plan,
 ) {
-    let elems: usize = plan.dims[..plan.rank].iter().product();
     let rows = plan.dims[0];
     let (d0, ds) = (plan.dst[0], dst.dtype.size() as isize);
-    // Extent of one outer row on the destination side, in elements.
-    let row_extent: isize = (1..plan.rank)
-        .map(|j| (plan.dims[j] as isize - 1) * plan.dst[j])
-        .sum::<isize>()
-        + 1;
-    let disjoint = plan.rank >= 2
-        && d0 > 0
-        && plan.dst[1..plan.rank].iter().all(|&s| s >= 0)
-        && row_extent <= d0;
-    let wanted = disjoint && rows >= 2 && elems >= MIN_SPLIT_ELEMS && dst.base >= 0;
+    let wanted = transfer_splits(&plan.dims[..plan.rank], &plan.dst[..plan.rank]) && dst.base >= 0;
     let Some(worker) = worker.filter(|_| wanted).and_then(near) else {
         return transfer(isa, bufs.0, Mem::Two(src_mem, dst_mem), src, dst, plan);
     };
@@ -396,8 +381,7 @@ pub(crate) fn transfer_par_within(
     let split = match (extent(&plan.src), extent(&plan.dst)) {
         (Some(se), Some(de))
             if plan.rank >= 2
-                && rows >= 2
-                && elems >= MIN_SPLIT_ELEMS
+                && large_enough(rows, elems)
                 && src.base >= 0
                 && dst.base >= 0
                 && plan.src[0] > 0

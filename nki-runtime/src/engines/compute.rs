@@ -5,9 +5,10 @@
 
 use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
-use super::Engines;
 use super::access::fill_run;
-use super::stream::{Compute, Lane, RowReduce, Sink, Source, Stream, apply, lanes_of, stream};
+use super::lanes::{Lane, Sink, Source, apply_rev, lanes_of, width_mask};
+use super::stream::{Compute, RowReduce, Stream, stream};
+use super::{CHUNK, Engines};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
 use crate::operand::{Loc, Operands, Resolved};
@@ -39,7 +40,7 @@ fn is_int(r: Option<&Resolved>) -> bool {
     r.is_none_or(|r| match r.loc {
         Loc::Imm(x) => matches!(x, nki_lang::Scalar::Int(_)),
         Loc::Expr => true,
-        _ => r.dtype.is_int() || r.dtype == DType::Bool,
+        Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => r.dtype.is_int() || r.dtype == DType::Bool,
     })
 }
 
@@ -89,9 +90,7 @@ pub(crate) fn alu_chain(
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
     // lane is cut to the dtype's width first (docs/dtypes.md, integer lanes).
-    let width = ops
-        .slot(1)
-        .map_or(u32::MAX, |r| super::stream::width_mask(r.dtype));
+    let width = ops.slot(1).map_or(u32::MAX, |r| width_mask(r.dtype));
     let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
     let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
         let b = ins.get(2).map_or(Rhs::Splat(0), |b| lanes_of(b));
@@ -99,10 +98,10 @@ pub(crate) fn alu_chain(
     };
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
         let b = ins.get(1).map_or(Rhs::Splat(0), |b| lanes_of(b));
-        let mut cut: [u32; super::stream::CHUNK];
+        let mut cut: [u32; CHUNK];
         let a = if narrow || ins[0].len() < out.len() {
             // A narrow signed operand cut to its width, or a single lane spread over the run.
-            cut = [0; super::stream::CHUNK];
+            cut = [0; CHUNK];
             let cut = &mut cut[..out.len()];
             for (k, c) in cut.iter_mut().enumerate() {
                 let x = ins[0][k.min(ins[0].len() - 1)];
@@ -120,49 +119,6 @@ pub(crate) fn alu_chain(
         }
     };
     stream(e, &s, compute);
-}
-
-/// `out = a op b`, or `b op a` with `rev`.
-fn apply_rev(
-    isa: crate::cpu::Isa,
-    lane: Lane,
-    op: Alu,
-    a: &[u32],
-    b: Rhs<'_, u32>,
-    rev: bool,
-    out: &mut [u32],
-) {
-    match (lane, rev) {
-        (_, false) => apply(isa, lane, op, a, b, out),
-        (Lane::F32, true) => {
-            let b = match b {
-                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, f32>(b)),
-                Rhs::Splat(x) => Rhs::Splat(f32::from_bits(x)),
-            };
-            crate::cpu::alu::apply(
-                isa,
-                op,
-                bytemuck::cast_slice(a),
-                b,
-                true,
-                bytemuck::cast_slice_mut(out),
-            );
-        }
-        (Lane::I32, true) => {
-            let b = match b {
-                Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, i32>(b)),
-                Rhs::Splat(x) => Rhs::Splat(x as i32),
-            };
-            crate::cpu::alu::apply_bits(
-                isa,
-                op,
-                bytemuck::cast_slice(a),
-                b,
-                true,
-                bytemuck::cast_slice_mut(out),
-            );
-        }
-    }
 }
 
 /// `activation`: `dst = func(src · scale + bias)`, `scale` and `bias` one value per
@@ -264,7 +220,7 @@ impl Side {
                 base,
                 strides,
             } if grid[j] == 1 || strides[j] == 1 => Some(Side::Row(loc, base, strides[0])),
-            _ => None,
+            Source::Mem { .. } | Source::Expr { .. } => None,
         }
     }
 }
@@ -313,7 +269,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
             let n = cols as isize;
             same || (pstride == ps && ps > 0 && (a + n <= b || b + n <= a))
         }
-        _ => true,
+        Side::Value(_) | Side::Row(..) => true,
     };
     if !apart(on_true) || !apart(on_false) {
         return false;
@@ -330,7 +286,8 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
         Cmp::Lt => v < 0,
         Cmp::Le => v <= 0,
         Cmp::Gt => v > 0,
-        _ => v >= 0,
+        Cmp::Ge => v >= 0,
+        Cmp::Eq | Cmp::Ne => unreachable!("{cmp:?} is not monotone: returned above"),
     };
     let Engines { sbuf, psum, .. } = e;
     for p in 0..rows {
@@ -361,7 +318,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
                 Side::Value(bits) => {
                     let mem = match sink.loc {
                         Loc::Psum => psum.bytes_mut(),
-                        _ => sbuf.bytes_mut(),
+                        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf.bytes_mut(),
                     };
                     fill_run(&mut mem[d..d + n * 4], &bits.to_le_bytes());
                 }

@@ -10,14 +10,26 @@
 //! - [`compute`]: the ALU chains (`tensor_tensor`, `tensor_scalar`, …), activations, `iota`
 //!   and the selections, streamed through f32 lanes ([`stream`]).
 //! - [`reduce`]: reductions, scans and batch-norm statistics.
+//!
+//! What they share:
+//!
 //! - [`access`]: moving elements between two access patterns (the one strided-transfer
-//!   routine).
+//!   routine), and 2-D transposes.
+//! - [`stream`]: the driver of elementwise instructions, row by row in chunks of lanes.
+//! - [`lanes`]: what the lanes hold, how they are filled from and emptied into the memories,
+//!   and the ALU on them.
+//! - [`mems`]: SBUF and PSUM as one thread of an instruction sees them.
+//! - [`split`]: the one policy for splitting an instruction's rows between two threads.
+//! - [`pack_cache`]: packings of matmul operands read straight from input tensors.
 
 pub(crate) mod access;
 pub(crate) mod compute;
 pub(crate) mod dma;
+pub(crate) mod lanes;
+pub(crate) mod mems;
 pub(crate) mod pack_cache;
 pub(crate) mod reduce;
+pub(crate) mod split;
 pub(crate) mod stream;
 pub(crate) mod tensor;
 pub(crate) mod vector;
@@ -30,6 +42,10 @@ use crate::memory::{Psum, Sbuf};
 use crate::worker::Worker;
 use access::ChunkBuf;
 use pack_cache::PackCache;
+
+/// Elements per chunk: the lanes of a streamed instruction or a reduction hold this many, and
+/// a strided transfer moves this many per gather/convert/scatter step.
+pub(crate) const CHUNK: usize = 1024;
 
 /// The state the engines work on: the on-chip memories and preallocated scratch.
 pub(crate) struct Engines {
@@ -60,9 +76,9 @@ pub(crate) struct Engines {
     /// How matmuls of input operands share their rows with the worker.
     pub row_share: tensor::RowShare,
     /// Lanes of streamed (elementwise) instructions.
-    pub lanes: stream::Lanes,
+    pub lanes: lanes::Lanes,
     /// Lanes of the worker's half of a streamed instruction.
-    pub lanes_worker: stream::Lanes,
+    pub lanes_worker: lanes::Lanes,
 }
 
 impl Engines {
@@ -95,8 +111,8 @@ impl Engines {
                 PackCache::new(tensor::CACHED_STATIONARY),
             ),
             row_share: tensor::RowShare::new(),
-            lanes: stream::Lanes::new(),
-            lanes_worker: stream::Lanes::new(),
+            lanes: lanes::Lanes::new(),
+            lanes_worker: lanes::Lanes::new(),
         }
     }
 }

@@ -26,13 +26,15 @@
 
 use nki_lang::{Alu, AluClass, DType, MAX_TILE_RANK};
 
-use super::Engines;
 use super::access::footprint;
-use super::stream::{
-    CHUNK, FreePlan, Lane, RowFold, RowSplit, Runs, Sink, Source, apply_assign, combine,
-    contiguous_lanes, for_rows, gather_lanes, identity_bits, load_lanes, scatter_lanes,
-    store_lanes,
+use super::lanes::{
+    Lane, RowFold, Runs, Sink, Source, apply_assign, combine, contiguous_lanes, gather_lanes,
+    identity_bits, load_lanes, scatter_lanes, store_lanes,
 };
+use super::mems::Mems;
+use super::split::{RowSplit, for_rows};
+use super::stream::FreePlan;
+use super::{CHUNK, Engines};
 use crate::cpu::Isa;
 use crate::cpu::alu::{self, Rhs};
 use crate::operand::{Operands, Resolved};
@@ -276,7 +278,7 @@ pub(crate) fn tensor_reduce(
         for r in rows {
             let src_row = r as isize * src_strides[0];
             let dst_row = r as isize * dst_strides[0];
-            let mut flush = |b: &mut Batch, mems: &mut super::stream::Mems<'_>| {
+            let mut flush = |b: &mut Batch, mems: &mut Mems<'_>| {
                 let c = b.n;
                 let out = if across {
                     plan.fold_across(mems, src_row, b, &mut lanes, bytes)
@@ -372,7 +374,7 @@ impl Reduction<'_> {
     /// lanes (in `parts[0]`, or in `res` when no value is folded).
     fn fold_across<'p>(
         &self,
-        mems: &super::stream::Mems<'_>,
+        mems: &Mems<'_>,
         src_row: isize,
         b: &Batch,
         lanes: &'p mut BatchLanes,
@@ -454,7 +456,7 @@ impl Reduction<'_> {
     /// The results of the batch's elements, one [`RowFold`] per element, into `out`.
     fn fold_each(
         &self,
-        mems: &super::stream::Mems<'_>,
+        mems: &Mems<'_>,
         src_row: isize,
         b: &Batch,
         buf: &mut [u32],
@@ -515,7 +517,7 @@ impl Reduction<'_> {
                                 let values = mems.read(loc, at..at + c * 4);
                                 fold.fold(isa, lane, bytemuck::cast_slice(values));
                             }
-                            _ => {
+                            Source::Mem { .. } | Source::Splat(_) | Source::Expr { .. } => {
                                 load_lanes(
                                     isa,
                                     mems,
@@ -559,7 +561,7 @@ pub(crate) fn scan(e: &mut Engines, ops: &Operands, op: [Alu; 2], accumulate: Op
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let strides = |s: &Source| match *s {
             Source::Mem { strides, .. } => strides,
-            _ => [0; MAX_TILE_RANK],
+            Source::Splat(_) | Source::Expr { .. } => [0; MAX_TILE_RANK],
         };
         let mut st = [strides(&srcs[0]), strides(&srcs[1]), sink.strides];
         let row_st = st.map(|s| s[0]);
@@ -661,7 +663,7 @@ pub(crate) fn scan(e: &mut Engines, ops: &Operands, op: [Alu; 2], accumulate: Op
 #[allow(clippy::too_many_arguments)]
 fn row_values(
     isa: Isa,
-    mems: &super::stream::Mems<'_>,
+    mems: &Mems<'_>,
     src: &Source,
     grid: &[usize; MAX_TILE_RANK],
     r: usize,
@@ -801,7 +803,7 @@ pub(crate) fn bn_aggr(e: &mut Engines, ops: &Operands) {
 /// Writes `values` to partition `r` of `sink` in row-major order of its free dims.
 fn store_row(
     isa: Isa,
-    mems: &mut super::stream::Mems<'_>,
+    mems: &mut Mems<'_>,
     sink: &Sink,
     dims: &[usize; MAX_TILE_RANK],
     r: usize,

@@ -71,7 +71,7 @@ pub(crate) fn memset(e: &mut Engines, ops: &Operands, value: Scalar) {
     let plan = Plan::between(dst, dst);
     let mem = match dst.loc {
         Loc::Psum => e.psum.bytes_mut(),
-        _ => e.sbuf.bytes_mut(),
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => e.sbuf.bytes_mut(),
     };
     fill(mem, dst.pattern.base, &bits[..size], &plan);
 }

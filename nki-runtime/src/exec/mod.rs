@@ -179,7 +179,16 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 f.vars[MAX_PIDS + d] = 0;
                 f.depth = d;
             }
-            _ => {
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {
                 let vars = &f.vars;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {

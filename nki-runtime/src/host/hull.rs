@@ -73,12 +73,26 @@ fn each_output_access(
                 depth = depth.saturating_sub(1);
                 continue;
             }
-            _ if dead.get(depth).copied().unwrap_or(false) => continue,
-            _ => {}
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {
+                if dead.get(depth).copied().unwrap_or(false) {
+                    continue;
+                }
+            }
         }
         for o in ins.operands() {
-            let OperandRef::Access(id) = o.operand else {
-                continue;
+            let id = match o.operand {
+                OperandRef::Access(id) => id,
+                // Tiles, grid expressions and immediates are no output tensor's elements.
+                OperandRef::View(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
             };
             let access = &p.accesses()[id.index()];
             let Some(out) = (access.tensor as usize).checked_sub(inputs) else {

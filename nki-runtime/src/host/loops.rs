@@ -106,8 +106,10 @@ fn shared_reads(
             return None;
         }
         for o in ins.operands() {
-            let OperandRef::View(v) = o.operand else {
-                continue;
+            let v = match o.operand {
+                OperandRef::View(v) => v,
+                // The tile sets are of tiles; HBM outputs are checked by their hulls.
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
             };
             let view = views.get(v.index())?;
             let t = usize::from(view.tile);
@@ -293,7 +295,16 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
                 }
             }
             InstrData::LoopEnd { .. } => f.depth = f.depth.saturating_sub(1),
-            _ => {}
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -66,7 +66,9 @@ pub(crate) fn work(p: &nki_lang::Program<'_>, ins: &Instr) -> u64 {
     ins.operands()
         .filter_map(|o| match o.operand {
             nki_lang::OperandRef::View(v) => Some(elems(v)),
-            _ => None,
+            nki_lang::OperandRef::Access(_)
+            | nki_lang::OperandRef::Expr(_)
+            | nki_lang::OperandRef::Imm(_) => None,
         })
         .max()
         .unwrap_or(0)
@@ -91,7 +93,16 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
                 }
             }
             InstrData::LoopEnd { .. } => depth = depth.saturating_sub(1),
-            _ => {
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));
             }

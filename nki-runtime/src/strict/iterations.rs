@@ -69,7 +69,16 @@ impl Iterations {
                     InstrData::LoopEnd { .. } => {
                         open.pop();
                     }
-                    _ => {}
+                    InstrData::Dma { .. }
+                    | InstrData::Unary { .. }
+                    | InstrData::Fill { .. }
+                    | InstrData::Iota { .. }
+                    | InstrData::Alu { .. }
+                    | InstrData::Act { .. }
+                    | InstrData::Reduce { .. }
+                    | InstrData::Scan { .. }
+                    | InstrData::Select { .. }
+                    | InstrData::Matmul { .. } => {}
                 }
                 outer
             })

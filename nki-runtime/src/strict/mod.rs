@@ -196,7 +196,10 @@ impl<'p> Strict<'p> {
         let p = self.program;
         let id = instr.operands().into_iter().find_map(|o| match o.operand {
             OperandRef::View(v) if o.slot == slot => Some(v),
-            _ => None,
+            OperandRef::View(_)
+            | OperandRef::Access(_)
+            | OperandRef::Expr(_)
+            | OperandRef::Imm(_) => None,
         });
         let on_dst = id.is_some() && id == instr.data.dst().map(|d| d.view);
         id.and_then(|v| p.views().get(v.index()))
@@ -213,7 +216,17 @@ impl<'p> Strict<'p> {
                 let name = p.loop_vars().get(usize::from(var)).copied().unwrap_or("_");
                 Some((kind, name, end, ins.line))
             }
-            _ => None,
+            InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => None,
         }
     }
 

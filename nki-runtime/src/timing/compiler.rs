@@ -203,10 +203,22 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             InstrData::LoopEnd { .. } => {
                 stack.pop();
             }
-            _ => {
+            InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. }
+            | InstrData::Matmul { .. } => {
                 for o in ins.operands() {
-                    let OperandRef::View(v) = o.operand else {
-                        continue;
+                    let v = match o.operand {
+                        OperandRef::View(v) => v,
+                        OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => {
+                            continue;
+                        }
                     };
                     let Some(t) = views.get(v.index()).map(|v| v.tile as usize) else {
                         continue;
@@ -454,7 +466,17 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
                     && tile_of(dst.view) == Some(ps)
                     && view(stationary).is_some_and(|v| v.shape.partitions() == 1)
             }
-            _ => false,
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Unary { .. }
+            | InstrData::Fill { .. }
+            | InstrData::Iota { .. }
+            | InstrData::Alu { .. }
+            | InstrData::Act { .. }
+            | InstrData::Reduce { .. }
+            | InstrData::Scan { .. }
+            | InstrData::Select { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

@@ -164,35 +164,48 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
         Opcode::Transpose => match engine {
             Engine::Tensor => return Some(Work::Pe(pe_transpose(ops, p))),
-            // VectorE transposes 32×32 blocks: max(MIN_II, N) [ISA].
-            _ => mi(n),
+            // VectorE transposes 32×32 blocks: max(MIN_II, N) [ISA]. (The op table runs
+            // `nc_transpose` on no other engine.)
+            Engine::Vector | Engine::Scalar | Engine::GpSimd | Engine::Dma | Engine::Sync => mi(n),
         },
         Opcode::TensorCopy => match engine {
             // An ACTIVATE with the copy function [ISA activation: max(MIN_II, N)].
             Engine::Scalar => mi(n),
             Engine::GpSimd => gpsimd(n, p),
-            _ => match (tile(ops, 1), accumulating(ops)) {
-                // `dst += src` of two tiles: NKI emits a `tensor_tensor` of the destination
-                // and the source (the fused Mamba tutorial: "a VectorE tensor_tensor add").
-                (Some(src), Some(dst)) => {
-                    let add_like = matches!(
-                        ins.data.dst().map(|d| d.write),
-                        Some(nki_lang::Write::Accumulate(
-                            Alu::Add | Alu::Multiply | Alu::Subtract
-                        ))
-                    );
-                    mi(two_inputs(dst, src, Some(dst), add_like, p, n))
+            Engine::Vector | Engine::Tensor | Engine::Dma | Engine::Sync => {
+                match (tile(ops, 1), accumulating(ops)) {
+                    // `dst += src` of two tiles: NKI emits a `tensor_tensor` of the destination
+                    // and the source (the fused Mamba tutorial: "a VectorE tensor_tensor add").
+                    (Some(src), Some(dst)) => {
+                        let add_like = matches!(
+                            ins.data.dst().map(|d| d.write),
+                            Some(nki_lang::Write::Accumulate(
+                                Alu::Add | Alu::Multiply | Alu::Subtract
+                            ))
+                        );
+                        mi(two_inputs(dst, src, Some(dst), add_like, p, n))
+                    }
+                    (Some(_), None) | (None, _) => vector_fast(mi(n), ops, p),
                 }
-                (Some(_), None) | (None, _) => vector_fast(mi(n), ops, p),
-            },
+            }
         },
         Opcode::Memset => match engine {
             Engine::GpSimd => gpsimd(n, p),
-            _ => {
+            Engine::Vector | Engine::Tensor | Engine::Scalar | Engine::Dma | Engine::Sync => {
                 let dst_half = ops.slot(0).is_some_and(|r| half(r.dtype));
                 let zero = match ins.data {
                     InstrData::Fill { value, .. } => value.as_f32() == 0.0,
-                    _ => false,
+                    InstrData::LoopBegin { .. }
+                    | InstrData::LoopEnd { .. }
+                    | InstrData::Dma { .. }
+                    | InstrData::Unary { .. }
+                    | InstrData::Iota { .. }
+                    | InstrData::Alu { .. }
+                    | InstrData::Act { .. }
+                    | InstrData::Reduce { .. }
+                    | InstrData::Scan { .. }
+                    | InstrData::Select { .. }
+                    | InstrData::Matmul { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -200,12 +213,16 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         },
         Opcode::TensorTensor => match engine {
             Engine::GpSimd => gpsimd(n, p),
-            _ => mi(tensor_tensor(ins, ops, p, n)),
+            Engine::Vector | Engine::Tensor | Engine::Scalar | Engine::Dma | Engine::Sync => {
+                mi(tensor_tensor(ins, ops, p, n))
+            }
         },
         Opcode::TensorScalar => match engine {
             Engine::Scalar => mi(n),
             Engine::GpSimd => gpsimd(n, p),
-            _ => vector_fast(mi(n), ops, p),
+            Engine::Vector | Engine::Tensor | Engine::Dma | Engine::Sync => {
+                vector_fast(mi(n), ops, p)
+            }
         },
         Opcode::ScalarTensorTensor => {
             // N if both inputs BF16, op0 = subtract, op1 = multiply and N even; else 2N [ISA].
@@ -502,8 +519,30 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
     };
     let data = data.saturating_add(ns_ps(p.dma_transfer_overhead_ns));
     let (hbm_read, hbm_write) = match opcode {
+        Opcode::Load | Opcode::LoadTranspose2d => (hbm, 0),
         Opcode::Store => (0, hbm),
-        _ => (hbm, 0),
+        // Not transfers: `cost` gives them no DMA work.
+        Opcode::LoopBegin
+        | Opcode::LoopEnd
+        | Opcode::Matmul
+        | Opcode::Transpose
+        | Opcode::TensorCopy
+        | Opcode::Memset
+        | Opcode::TensorTensor
+        | Opcode::TensorScalar
+        | Opcode::ScalarTensorTensor
+        | Opcode::TensorScalarReduce
+        | Opcode::Activation
+        | Opcode::TensorReduce
+        | Opcode::TensorTensorScan
+        | Opcode::Iota
+        | Opcode::AffineSelect
+        | Opcode::Select
+        | Opcode::Reciprocal
+        | Opcode::BnStats
+        | Opcode::BnAggr => {
+            unreachable!("{opcode:?} is not a DMA transfer")
+        }
     };
     Dma {
         engines: engines as u32,

@@ -241,7 +241,11 @@ impl<'p> Timeline<'p> {
                     next += 1;
                     q
                 }
-                _ => 0,
+                Engine::Tensor
+                | Engine::Vector
+                | Engine::Scalar
+                | Engine::GpSimd
+                | Engine::Sync => 0,
             })
             .collect();
         Timeline {
@@ -410,8 +414,9 @@ impl<'p> Timeline<'p> {
         let views = self.program.views();
         let program_order = !self.device();
         for o in ins.operands() {
-            let OperandRef::View(v) = o.operand else {
-                continue;
+            let v = match o.operand {
+                OperandRef::View(v) => v,
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
             };
             let Some(t) = views.get(v.index()).map(|v| self.tile_read(v.tile)) else {
                 continue;
@@ -616,7 +621,7 @@ impl<'p> Timeline<'p> {
             };
             let tile = match o.operand {
                 OperandRef::View(v) => views.get(v.index()).map(|v| v.tile),
-                _ => None,
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => None,
             };
             let mut dims = [0u32; 5];
             for (d, &s) in dims.iter_mut().zip(&r.dims) {
@@ -641,8 +646,11 @@ impl<'p> Timeline<'p> {
     fn touch_tiles(&mut self, ins: &Instr, start: u64, done: u64) {
         let views = self.program.views();
         for o in ins.operands() {
-            if let OperandRef::View(v) = o.operand
-                && let Some(view) = views.get(v.index())
+            let v = match o.operand {
+                OperandRef::View(v) => v,
+                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
+            };
+            if let Some(view) = views.get(v.index())
                 && let t = self.tile_read(view.tile)
                 && let Some(l) = self.live.get_mut(t)
             {

@@ -526,7 +526,12 @@ impl Schedule {
             total += t;
             match r.track {
                 Track::Queue(_) | Track::DmaEngine(_) => dma += t,
-                tr => engines[tr.index()] += t,
+                tr @ (Track::Sync
+                | Track::Tensor
+                | Track::TensorMatrix
+                | Track::Vector
+                | Track::Scalar
+                | Track::GpSimd) => engines[tr.index()] += t,
             }
         }
         Some(CriticalPath {

@@ -58,7 +58,13 @@ pub(crate) fn name(r: &Record) -> String {
 pub(crate) fn queue_start(r: &Record, prev: &mut [u64; super::schedule::MAX_DMA]) -> u64 {
     let q = match r.track {
         Track::Queue(q) => q as usize % prev.len(),
-        _ => return r.start,
+        Track::Sync
+        | Track::Tensor
+        | Track::TensorMatrix
+        | Track::Vector
+        | Track::Scalar
+        | Track::GpSimd
+        | Track::DmaEngine(_) => return r.start,
     };
     let s = r.start.saturating_add(r.wait).max(prev[q]).min(r.end);
     prev[q] = r.end;

@@ -1530,13 +1530,13 @@ pub fn apply_pow(isa: Isa, a: &[f32], b: &[f32], dst: &mut [f32]) {
     match isa {
         Isa::Portable => portable_pow(a, b, dst),
         #[cfg(target_arch = "x86_64")]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             // SAFETY: `assert_supported` checked that the CPU has the features `isa` needs.
             unsafe { x86::apply_pow(isa, a, b, dst) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             unreachable!()
         }
@@ -1548,13 +1548,13 @@ fn run<const F: u8>(isa: Isa, src: &[f32], dst: &mut [f32], scale: f32, bias: f3
     match isa {
         Isa::Portable => portable::<F>(src, dst, scale, bias),
         #[cfg(target_arch = "x86_64")]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             // SAFETY: `assert_supported` checked that the CPU has the features `isa` needs.
             unsafe { x86::apply::<F>(isa, src, dst, scale, bias) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             unreachable!()
         }

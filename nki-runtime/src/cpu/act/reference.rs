@@ -210,7 +210,33 @@ pub fn interior_zero(f: ActFn) -> Option<f64> {
     match f {
         ActFn::GeluDx => Some(-0.751_791_524_693_564_5),
         ActFn::SiluDx => Some(-1.278_464_542_761_074),
-        _ => None,
+        ActFn::Identity
+        | ActFn::Exp
+        | ActFn::Log
+        | ActFn::Tanh
+        | ActFn::Sqrt
+        | ActFn::Rsqrt
+        | ActFn::Reciprocal
+        | ActFn::Square
+        | ActFn::Relu
+        | ActFn::Gelu
+        | ActFn::GeluApproxTanh
+        | ActFn::GeluApproxSigmoid
+        | ActFn::Sigmoid
+        | ActFn::Silu
+        | ActFn::Softplus
+        | ActFn::Mish
+        | ActFn::Erf
+        | ActFn::ErfDx
+        | ActFn::Sin
+        | ActFn::Cos
+        | ActFn::Tan
+        | ActFn::Arctan
+        | ActFn::Abs
+        | ActFn::Sign
+        | ActFn::Floor
+        | ActFn::Ceil
+        | ActFn::Trunc => None,
     }
 }
 

@@ -432,7 +432,18 @@ pub fn to_i32(dtype: DType, bits: u32) -> i32 {
 pub fn from_i32(dtype: DType, v: i32) -> u32 {
     match dtype {
         DType::Bool => v as u32 & 1,
-        d => match d.size() {
+        d @ (DType::F32
+        | DType::Tf32
+        | DType::Bf16
+        | DType::F16
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32) => match d.size() {
             1 => v as u32 & 0xff,
             2 => v as u32 & 0xffff,
             _ => v as u32,

@@ -112,7 +112,22 @@ unsafe fn pack_any<const BW: usize>(
             DType::Bf16 => pack::<BF16, BW>(op, c0, width, dst),
             DType::F16 if f16c => pack_f16c::<BW>(op, c0, width, dst),
             DType::F16 => pack::<F16_SOFT, BW>(op, c0, width, dst),
-            _ => pack::<F32, BW>(op, c0, width, dst),
+            DType::F32 => pack::<F32, BW>(op, c0, width, dst),
+            DType::Tf32
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool => {
+                unreachable!(
+                    "validate_operand admits f32, bf16 and f16, not {:?}",
+                    op.dtype
+                )
+            }
         }
     }
 }

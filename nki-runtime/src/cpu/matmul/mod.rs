@@ -705,7 +705,7 @@ fn run(
     match isa {
         Isa::Portable => portable(scratch, stationary, moving, out, accumulate, cols),
         #[cfg(target_arch = "x86_64")]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             let both_bf16 = stationary.dtype == DType::Bf16 && moving.dtype == DType::Bf16;
             // SAFETY: `assert_supported` checked the CPU features of `isa`, which cover every
@@ -719,12 +719,15 @@ fn run(
                     Isa::Avx512Bf16 | Isa::Avx512 => {
                         avx512::matmul_f32(scratch, stationary, moving, out, accumulate, cols)
                     }
-                    _ => avx2::matmul_f32(scratch, stationary, moving, out, accumulate, cols),
+                    Isa::Avx2Fma => {
+                        avx2::matmul_f32(scratch, stationary, moving, out, accumulate, cols)
+                    }
+                    Isa::Portable => unreachable!("the portable path is taken above"),
                 }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => {
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             let _ = bf16_dot;
             isa.assert_supported();
             unreachable!()
@@ -836,7 +839,19 @@ fn mantissa_bits(dtype: DType) -> i32 {
     match dtype {
         DType::F32 => 23,
         DType::F16 => 10,
-        _ => 7,
+        DType::Bf16 => 7,
+        DType::Tf32
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool => {
+            unreachable!("validate_operand admits f32, bf16 and f16, not {:?}", dtype)
+        }
     }
 }
 
@@ -966,10 +981,25 @@ fn widen_rows(op: &Operand, cols: Range<usize>, dst: &mut [f32]) -> u32 {
                     *d = daz(bf16_to_f32(u16::from_le_bytes([s[0], s[1]])));
                 }
             }
-            _ => {
+            DType::F16 => {
                 for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
                     *d = f16_to_f32(u16::from_le_bytes([s[0], s[1]]));
                 }
+            }
+            DType::Tf32
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool => {
+                unreachable!(
+                    "validate_operand admits f32, bf16 and f16, not {:?}",
+                    op.dtype
+                )
             }
         }
         key = row.iter().fold(key, |m, &x| m.min(exp_key(x)));
@@ -1102,7 +1132,17 @@ pub(crate) mod tests {
                         data[at..at + 2].copy_from_slice(&h.to_le_bytes());
                         bf16_to_f32(h)
                     }
-                    _ => {
+                    DType::Tf32
+                    | DType::F16
+                    | DType::F8E4M3
+                    | DType::F8E5M2
+                    | DType::I8
+                    | DType::I16
+                    | DType::I32
+                    | DType::U8
+                    | DType::U16
+                    | DType::U32
+                    | DType::Bool => {
                         let h = f32_to_f16(x);
                         data[at..at + 2].copy_from_slice(&h.to_le_bytes());
                         f16_to_f32(h)
