@@ -105,6 +105,10 @@
 //! be little-endian.
 
 #![warn(missing_docs)]
+// A match on an enum that grows (opcodes, formats, operand kinds, engines, dtypes, ISAs, function
+// codes) names every variant, so that a new variant is an error (under `-D warnings`) at every
+// match that must decide it.
+#![warn(clippy::wildcard_enum_match_arm)]
 
 #[cfg(target_endian = "big")]
 compile_error!("nki-runtime models the device's little-endian memories with host memory");

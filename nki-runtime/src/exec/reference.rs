@@ -692,7 +692,7 @@ fn alu_lane(engine: Engine, op: [Alu; 3], ops: &Operands) -> Lane {
         r.is_none_or(|r| match r.loc {
             Loc::Imm(x) => matches!(x, Scalar::Int(_)),
             Loc::Expr => true,
-            _ => r.dtype.is_int() || r.dtype == DType::Bool,
+            Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => r.dtype.is_int() || r.dtype == DType::Bool,
         })
     };
     let int_op = |o: &Alu| matches!(o, Alu::Add | Alu::Subtract | Alu::Multiply | Alu::Bypass);
@@ -709,7 +709,17 @@ fn width_mask(dtype: DType) -> u32 {
     match dtype {
         DType::I8 => 0xff,
         DType::I16 => 0xffff,
-        _ => u32::MAX,
+        DType::F32
+        | DType::Tf32
+        | DType::Bf16
+        | DType::F16
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool => u32::MAX,
     }
 }
 
@@ -1051,7 +1061,9 @@ impl Machine<'_, '_, '_, '_> {
                 });
                 lane.expr(v)
             }
-            loc => lane.load(e.dtype, self.read(loc, e.dtype, e.offset(t))),
+            loc @ (Loc::Sbuf | Loc::Psum | Loc::Hbm(_)) => {
+                lane.load(e.dtype, self.read(loc, e.dtype, e.offset(t)))
+            }
         }
     }
 
