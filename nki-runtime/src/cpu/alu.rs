@@ -183,6 +183,10 @@ pub enum Rhs<'a, T> {
 ///
 /// # Panics
 /// If `a` or a run `b` is shorter than `out`, or the CPU does not support `isa`.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut [f32]) {
     macro_rules! go {
         ($f:expr) => {
@@ -219,18 +223,7 @@ pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut
             }
             (Rhs::Splat(_), _) => go!(super::act::pow),
         },
-        Alu::Mod
-        | Alu::Fmod
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => go!(|x: f32, y: f32| eval(op, x, y)),
+        _ => go!(|x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -238,6 +231,10 @@ pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut
 ///
 /// # Panics
 /// As [`apply`].
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out: &mut [i32]) {
     macro_rules! go {
         ($f:expr) => {
@@ -253,31 +250,7 @@ pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out:
         Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
         Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
         Alu::Invert => go!(|x: i32, _y: i32| !x),
-        Alu::Bypass
-        | Alu::Add
-        | Alu::Subtract
-        | Alu::Multiply
-        | Alu::Divide
-        | Alu::Max
-        | Alu::Min
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::LeftShift
-        | Alu::RightShift => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -286,6 +259,10 @@ pub fn apply_bits(isa: Isa, op: Alu, a: &[i32], b: Rhs<'_, i32>, rev: bool, out:
 ///
 /// # Panics
 /// If a run `b` is shorter than `acc`, or the CPU does not support `isa`.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn apply_assign(isa: Isa, op: Alu, acc: &mut [f32], b: Rhs<'_, f32>, rev: bool) {
     macro_rules! go {
         ($f:expr) => {
@@ -305,27 +282,7 @@ pub fn apply_assign(isa: Isa, op: Alu, acc: &mut [f32], b: Rhs<'_, f32>, rev: bo
         Alu::LogicalAnd => go!(|x: f32, y: f32| truth(x != 0.0 && y != 0.0)),
         Alu::LogicalOr => go!(|x: f32, y: f32| truth(x != 0.0 || y != 0.0)),
         Alu::LogicalXor => go!(|x: f32, y: f32| truth((x != 0.0) != (y != 0.0))),
-        Alu::Bypass
-        | Alu::Divide
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => go!(|x: f32, y: f32| eval(op, x, y)),
+        _ => go!(|x: f32, y: f32| eval(op, x, y)),
     }
 }
 
@@ -334,6 +291,10 @@ pub fn apply_assign(isa: Isa, op: Alu, acc: &mut [f32], b: Rhs<'_, f32>, rev: bo
 ///
 /// # Panics
 /// As [`apply_assign`].
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, rev: bool) {
     macro_rules! go {
         ($f:expr) => {
@@ -348,32 +309,7 @@ pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, re
         Alu::BitwiseAnd => go!(|x: i32, y: i32| x & y),
         Alu::BitwiseOr => go!(|x: i32, y: i32| x | y),
         Alu::BitwiseXor => go!(|x: i32, y: i32| x ^ y),
-        Alu::Bypass
-        | Alu::Add
-        | Alu::Subtract
-        | Alu::Multiply
-        | Alu::Divide
-        | Alu::Max
-        | Alu::Min
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => go!(|x: i32, y: i32| eval_bits(op, x, y)),
+        _ => go!(|x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -382,72 +318,32 @@ pub fn apply_bits_assign(isa: Isa, op: Alu, acc: &mut [i32], b: Rhs<'_, i32>, re
 /// reductions). The operation is dispatched once, not per step, and the steps run lane-wise in
 /// `isa`'s registers: each lane computes the scalar definition, so every path gives the same
 /// bits.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn pairwise16(isa: Isa, op: Alu, acc: &mut [f32; 16]) -> f32 {
     match op {
         Alu::Add => tree(isa, acc, |x: f32, y: f32| canon(x + y)),
         Alu::Multiply => tree(isa, acc, |x: f32, y: f32| canon(x * y)),
         Alu::Max => tree(isa, acc, max),
         Alu::Min => tree(isa, acc, min),
-        Alu::Bypass
-        | Alu::Subtract
-        | Alu::Divide
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
+        _ => tree16(acc, |x: f32, y: f32| eval(op, x, y)),
     }
 }
 
 /// [`pairwise16`] on 32-bit integer lanes, with [`eval_bits`].
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn pairwise16_bits(op: Alu, acc: &mut [i32; 16]) -> i32 {
     match op {
         Alu::BitwiseAnd => tree16(acc, |x: i32, y: i32| x & y),
         Alu::BitwiseOr => tree16(acc, |x: i32, y: i32| x | y),
         Alu::BitwiseXor => tree16(acc, |x: i32, y: i32| x ^ y),
         Alu::Add => tree16(acc, |x: i32, y: i32| x.wrapping_add(y)),
-        Alu::Bypass
-        | Alu::Subtract
-        | Alu::Multiply
-        | Alu::Divide
-        | Alu::Max
-        | Alu::Min
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
+        _ => tree16(acc, |x: i32, y: i32| eval_bits(op, x, y)),
     }
 }
 
@@ -503,6 +399,10 @@ fn tree16<T: Copy>(acc: &mut [T; 16], f: impl Fn(T, T) -> T) -> T {
 ///
 /// # Panics
 /// If `a` or `b` is shorter than `out`.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
     let n = out.len();
     let (a, b) = (&a[..n], &b[..n]);
@@ -520,31 +420,7 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
                 Alu::Max => scan_run(a, b, init, out, $f0, max, same),
                 Alu::Min => scan_run(a, b, init, out, $f0, min, same),
                 Alu::Bypass => scan_run(a, b, init, out, $f0, |x: f32, _y: f32| x, same),
-                o @ (Alu::Divide
-                | Alu::Pow
-                | Alu::Mod
-                | Alu::Fmod
-                | Alu::Abs
-                | Alu::Rsqrt
-                | Alu::Reciprocal
-                | Alu::IsEqual
-                | Alu::NotEqual
-                | Alu::IsGt
-                | Alu::IsGe
-                | Alu::IsLt
-                | Alu::IsLe
-                | Alu::LogicalAnd
-                | Alu::LogicalOr
-                | Alu::LogicalXor
-                | Alu::LogicalNot
-                | Alu::BitwiseAnd
-                | Alu::BitwiseOr
-                | Alu::BitwiseXor
-                | Alu::Invert
-                | Alu::LeftShift
-                | Alu::RightShift) => {
-                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same)
-                }
+                o => scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same),
             }
         };
     }
@@ -573,32 +449,7 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
         Alu::Add => Some(Chain::Add),
         Alu::Subtract => Some(Chain::Subtract),
         Alu::Multiply => Some(Chain::Multiply),
-        Alu::Bypass
-        | Alu::Divide
-        | Alu::Max
-        | Alu::Min
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => None,
+        _ => None,
     };
     if let (Some(c0), Some(c1)) = (chain(op[0]), chain(op[1])) {
         return match c0 {
@@ -613,30 +464,7 @@ pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f
         Alu::Multiply => second!(|x: f32, y: f32| canon(x * y)),
         Alu::Max => second!(max),
         Alu::Min => second!(min),
-        o @ (Alu::Bypass
-        | Alu::Divide
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift) => scan_run(
+        o => scan_run(
             a,
             b,
             init,
@@ -679,6 +507,10 @@ fn scan_run(
 ///
 /// # Panics
 /// If `values.len()` is not a multiple of 16, or the CPU does not support `isa`.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
+)]
 pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
     assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
     match op {
@@ -686,31 +518,7 @@ pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
         Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| x * y),
         Alu::Max => fold(isa, acc, values, max),
         Alu::Min => fold(isa, acc, values, min),
-        Alu::Bypass
-        | Alu::Subtract
-        | Alu::Divide
-        | Alu::Pow
-        | Alu::Mod
-        | Alu::Fmod
-        | Alu::Abs
-        | Alu::Rsqrt
-        | Alu::Reciprocal
-        | Alu::IsEqual
-        | Alu::NotEqual
-        | Alu::IsGt
-        | Alu::IsGe
-        | Alu::IsLt
-        | Alu::IsLe
-        | Alu::LogicalAnd
-        | Alu::LogicalOr
-        | Alu::LogicalXor
-        | Alu::LogicalNot
-        | Alu::BitwiseAnd
-        | Alu::BitwiseOr
-        | Alu::BitwiseXor
-        | Alu::Invert
-        | Alu::LeftShift
-        | Alu::RightShift => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
+        _ => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
     }
 }
 
