@@ -284,9 +284,7 @@ pub(crate) fn resolve(
                     pattern: {
                         let mut pt = hbm_pattern(access, &shape.strides()[..shape.rank()], vars);
                         let origin = b.origin(usize::from(access.tensor));
-                        pt.base = pt
-                            .base
-                            .saturating_sub(isize::try_from(origin).unwrap_or(isize::MAX));
+                        pt.base = pt.base.saturating_sub(signed(origin));
                         pt
                     },
                     dims: padded(access.shape.dims()),
@@ -296,7 +294,7 @@ pub(crate) fn resolve(
                 let ex: &AxisIndex = &p.exprs()[e.index()];
                 let mut strides = [0isize; MAX_TILE_RANK];
                 for (s, &g) in strides.iter_mut().zip(&ex.grid) {
-                    *s = isize::try_from(g).unwrap_or(isize::MAX);
+                    *s = signed(g);
                 }
                 Resolved {
                     slot: o.slot,
@@ -304,7 +302,7 @@ pub(crate) fn resolve(
                     loc: Loc::Expr,
                     dtype: DType::I32,
                     pattern: Pattern {
-                        base: isize::try_from(ex.start.eval(vars)).unwrap_or(isize::MAX),
+                        base: signed(ex.start.eval(vars)),
                         strides,
                     },
                     dims: [1; MAX_TILE_RANK],
@@ -362,7 +360,7 @@ pub(crate) fn resolve(
 /// Restricts an operand's first `axes` dimensions to the mask's box.
 fn clip(r: &mut Resolved, axes: usize, bx: &[(i64, i64); MAX_TILE_RANK]) {
     for (j, &(lo, hi)) in bx.iter().enumerate().take(axes) {
-        let lo_at = isize::try_from(lo).unwrap_or(isize::MAX);
+        let lo_at = signed(lo);
         r.pattern.base = r
             .pattern
             .base
