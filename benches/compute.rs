@@ -25,12 +25,12 @@
 //! tutorials' pattern) and `bn_stats` (`[128, 512]` → `[128, 6]`).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use nki::lang::builder::{Operand, ProgramBuilder, TileId};
-use nki::lang::{
+use nki::prelude::*;
+use nki::program::builder::{Operand, ProgramBuilder, TileId};
+use nki::program::{
     ActFn, Affine, Alu, AxisIndex, DType, Dst, Extent, Instr, InstrData, LoopKind, Memory, Opcode,
     Scalar, Target, TileShape, TileView,
 };
-use nki::prelude::*;
 
 const P: u32 = 128;
 const F: u32 = 8192;
@@ -41,7 +41,7 @@ fn program(
     dtype: DType,
     out_shape: &[u32],
     body: impl Fn(&mut ProgramBuilder, TileId, TileId, TileId),
-) -> nki::lang::CompiledProgram {
+) -> nki::program::CompiledProgram {
     let mut b = ProgramBuilder::new("bench", Target::Trn1);
     let x = b.tile("x", Memory::Sbuf, dtype, &[P, F]).unwrap();
     let y = b.tile("y", Memory::Sbuf, dtype, &[P, F]).unwrap();
@@ -78,7 +78,7 @@ fn program(
         .unwrap_or_else(|e| panic!("bench program rejected: {e:?}"))
 }
 
-fn cases(dtype: DType) -> Vec<(&'static str, nki::lang::CompiledProgram)> {
+fn cases(dtype: DType) -> Vec<(&'static str, nki::program::CompiledProgram)> {
     let full = [P, F];
     vec![
         (
@@ -154,7 +154,7 @@ fn reduce_program(
     src: u32,
     out: &[u32],
     body: impl Fn(&mut ProgramBuilder, TileId, TileId),
-) -> nki::lang::CompiledProgram {
+) -> nki::program::CompiledProgram {
     let mut b = ProgramBuilder::new("bench", Target::Trn1);
     let x = b.tile("x", Memory::Sbuf, DType::F32, &[P, src]).unwrap();
     let r = b.tile("r", Memory::Sbuf, DType::F32, out).unwrap();
@@ -181,7 +181,7 @@ fn reduce_program(
 }
 
 /// `[128, 32·2·256·2]` viewed as `[128, 32, 2, 256, 2]`, reduced over axes 2 and 4 with `op`.
-fn pool2x2(op: Alu) -> nki::lang::CompiledProgram {
+fn pool2x2(op: Alu) -> nki::program::CompiledProgram {
     let (h, w) = (32u32, 256u32);
     reduce_program(h * 2 * w * 2, &[P, h, w], |b, x, r| {
         let shape = TileShape::new(&[P, h, 2, w, 2]).unwrap();
@@ -207,7 +207,7 @@ fn pool2x2(op: Alu) -> nki::lang::CompiledProgram {
 }
 
 /// `bn_stats` of a `[128, 512]` tile into `[128, 6]`.
-fn bn_stats() -> nki::lang::CompiledProgram {
+fn bn_stats() -> nki::program::CompiledProgram {
     reduce_program(512, &[P, 6], |b, x, r| {
         let src = TileView::whole(x.index(), &TileShape::new(&[P, 512]).unwrap());
         let dst = TileView::whole(r.index(), &TileShape::new(&[P, 6]).unwrap());

@@ -11,7 +11,7 @@
 //! - `launch/bind`: host launch overhead of the compile-time program: argument checks and
 //!   binding of device-resident tensors (`KERNEL.bind`), no instruction executed;
 //! - `launch/construct_and_bind`: the same program built at run time on every call through
-//!   `nki::lang::builder::ProgramBuilder` (the equivalent of NKI's per-call tracing),
+//!   `nki::program::builder::ProgramBuilder` (the equivalent of NKI's per-call tracing),
 //!   `Kernel::new`, then the same binding;
 //! - `seed/device_resident`: `matmul_basic::launch_into`, launch and modeled execution with
 //!   device-resident tensors;
@@ -40,7 +40,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nki::ndarray::Array2;
 use nki::prelude::*;
-use nki::runtime::{HbmIn, HbmOut};
+use nki::{HbmIn, HbmOut};
 use overhead::basic::{common, matmul_basic};
 use overhead::build_seed_program;
 use tiled::matmul_tiled;

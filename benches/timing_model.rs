@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nki::prelude::*;
-use nki::runtime::timing::{Detail, Timing};
+use nki::timing::{Detail, Timing};
 
 fn timing_only(c: &mut Criterion) {
     let mut group = c.benchmark_group("timing_only");

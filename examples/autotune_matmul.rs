@@ -30,9 +30,9 @@ mod fully_optimized;
 use std::time::Instant;
 
 use clap::Parser;
+use nki::Instance;
 use nki::prelude::*;
-use nki::runtime::Instance;
-use nki::runtime::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
+use nki::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
 
 /// The fully optimised matmul's body (`examples/matmul_fully_optimized.rs`), with the SBUF
 /// accumulator holding `4096 / BLOCK_M` blocks of M (any M up to 4096).

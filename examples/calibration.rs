@@ -25,7 +25,7 @@ mod matmul_tiled;
 
 use clap::Parser;
 use nki::prelude::*;
-use nki::runtime::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
+use nki::timing::{Detail, Params, Profile, Scheduling, Timing, TimingError};
 
 /// An engine's published utilisation: the profile row it is compared with, the published
 /// share (0–1).

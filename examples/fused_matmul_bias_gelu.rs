@@ -15,11 +15,12 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use clap::Parser;
-use nki::lang::{Instr, VarValues};
 use nki::ndarray::{Array2, Ix2};
+use nki::observe::Observer;
+use nki::observe::{Loc, Operands};
 use nki::prelude::*;
-use nki::runtime::exec::{Loc, Operands};
-use nki::runtime::{HbmIn, HbmOut, Observer};
+use nki::program::{Instr, VarValues};
+use nki::{HbmIn, HbmOut};
 
 /// One `[128, 512]` block of `lhs_tᵀ · rhs` (rows `m`, columns `n` in tiles), accumulated in
 /// PSUM over `k_tiles` tiles of the contraction.

@@ -22,7 +22,7 @@
 //! `NeuronCore::NEAR_ROUND_TRIP` (150 ns), single instructions split between the threads;
 //! above, the two vCPUs sit far apart and (c) takes about the one-thread time.
 //! `--host-profile` also prints where the host's time goes in the seed kernel's instructions,
-//! over `N` observed launches (which run on one thread: see `nki::runtime::host_profile`).
+//! over `N` observed launches (which run on one thread: see `nki::host_profile`).
 
 #[path = "matmul_basic.rs"]
 #[allow(dead_code)]
@@ -33,11 +33,11 @@ use std::time::Instant;
 
 use basic::{common, matmul_basic};
 use clap::Parser;
-use nki::lang::builder::{Grid, ProgramBuilder};
-use nki::lang::{DType, Dim, Memory, Program, Target, Write};
 use nki::ndarray::Array2;
 use nki::prelude::*;
-use nki::runtime::{HbmIn, HbmOut};
+use nki::program::builder::{Grid, ProgramBuilder};
+use nki::program::{DType, Dim, Memory, Program, Target, Write};
+use nki::{HbmIn, HbmOut};
 
 /// min, P50, P99 of per-call samples, in nanoseconds.
 struct Stats {
@@ -86,7 +86,7 @@ pub fn same_instructions(a: &Program<'_>, b: &Program<'_>) -> bool {
 }
 
 /// The seed kernel's program, built instruction by instruction at run time.
-pub fn build_seed_program() -> nki::lang::CompiledProgram {
+pub fn build_seed_program() -> nki::program::CompiledProgram {
     let dims = |r, c| [Dim::Fixed(r), Dim::Fixed(c)];
     let mut b = ProgramBuilder::new("matmul_basic", Target::Trn1);
     let lhs_t = b

@@ -43,7 +43,7 @@ use tiled::common;
 
 use clap::Parser;
 use nki::prelude::*;
-use nki::runtime::timing::{Benchmark, Detail, Params, Profile, Scheduling, Timing};
+use nki::timing::{Benchmark, Detail, Params, Profile, Scheduling, Timing};
 
 /// The stages: JSON key, title, kernel.
 fn stages() -> [(&'static str, &'static str, &'static Kernel<'static>); 4] {

@@ -60,7 +60,7 @@ fn bf16s<D: Dimension>(shape: D, seed: u64) -> DeviceTensor<bf16> {
     DeviceTensor::from_array(&a).expect("a valid shape")
 }
 
-fn zeros<T: nki::runtime::Element>(shape: &[usize]) -> DeviceTensor<T> {
+fn zeros<T: nki::Element>(shape: &[usize]) -> DeviceTensor<T> {
     DeviceTensor::zeros(shape).expect("a valid shape")
 }
 

@@ -33,22 +33,71 @@
 //!
 //! The language is described in `docs/language.md`; the modeled core and its numerics in the
 //! `nki_runtime` crate.
+//!
+//! # What this crate exports
+//!
+//! - [`prelude`]: what a kernel author needs (the attribute, the element types, the core, device
+//!   tensors, launch grids);
+//! - at the root, the launch API: [`NeuronCore`], [`DeviceTensor`], [`Kernel`], [`LaunchGrid`],
+//!   raw bindings ([`HbmIn`], [`HbmOut`]), meta-parameter [`Instance`]s, the element types, the
+//!   errors;
+//! - [`timing`] (what a kernel costs on Trainium), [`strict`] (what hardware would not
+//!   reproduce), [`host_profile`] (where the host's time goes), [`observe`] (a launch
+//!   instruction by instruction);
+//! - [`program`]: programs as data and the run-time [`program::builder`].
+//!
+//! The machinery under them (the interpreter, the engines, the host's code paths, the checker)
+//! is not part of this API; the `nki_lang` and `nki_runtime` crates hold it.
 
 #![warn(missing_docs)]
 
 pub use half::{bf16, f16};
 pub use ndarray;
-pub use nki_lang as lang;
 #[doc(hidden)]
 pub use nki_macros::__kernel_with_helpers;
 pub use nki_macros::{helper, kernel};
-pub use nki_runtime as runtime;
+
+// The launch API: cores, device tensors, kernels and their launch grids, the element types.
+pub use nki_lang::{DType, Target};
+pub use nki_runtime::{
+    Bool, Bound, CheckedInputs, DeviceTensor, Element, ExecError, F8E4M3, F8E5M2, GridDim, HbmIn,
+    HbmOut, Instance, Isa, Kernel, LaunchError, LaunchGrid, MAX_DIM, MetaValue, NeuronCore, Shape,
+    TensorError, Tf32, UnsupportedIsa, nc, spmd_dim, strict_by_default,
+};
+
+/// Where the host's time goes in a launch, instruction by instruction
+/// ([`nki_runtime::host_profile`]).
+pub use nki_runtime::host_profile;
+/// Strict launches: what hardware would not reproduce is an error ([`nki_runtime::strict`]).
+pub use nki_runtime::strict;
 /// The NeuronCore timing model, profiler and benchmark ([`nki_runtime::timing`]).
 pub use nki_runtime::timing;
-pub use nki_runtime::{
-    Bool, DeviceTensor, F8E4M3, F8E5M2, GridDim, Instance, Kernel, LaunchError, LaunchGrid,
-    MetaValue, NeuronCore, Tf32, nc, spmd_dim,
-};
+
+/// Programs as data: what `#[kernel]` emits, what [`program::builder`] builds at run time, and
+/// the vocabulary a tool reads them with (instructions, operands, the op table, dtypes, the
+/// targets' limits).
+pub mod program {
+    pub use nki_lang::builder;
+    pub use nki_lang::ops;
+    pub use nki_lang::target;
+    pub use nki_lang::{
+        AccOut, AccessId, ActFn, Affine, Alu, AluClass, Axes, AxisIndex, Cmp, CompiledProgram,
+        DType, DTypeClass, Diagnostic, Dim, Dir, Dst, Engine, ExprId, Extent, Format, HbmAccess,
+        Instr, InstrData, LoopControl, LoopKind, MAX_LOOP_DEPTH, MAX_MASK_TERMS, MAX_PIDS,
+        MAX_SLOTS, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TENSORS, MAX_TILE_RANK,
+        MAX_VARS, Mask, MaskId, MaskTerm, Memory, OpInfo, Opcode, OperandRef, OperandSpec, Pred,
+        Program, ProgramParts, RuleViolation, Scalar, Site, SlotOperand, Src, SymbolValues, Target,
+        TensorDecl, TensorRole, TileDecl, TileShape, TileView, ValidRange, Var, VarValues, ViewId,
+        Write,
+    };
+}
+
+/// Watching a launch instruction by instruction: the [`Observer`](observe::Observer) hook and
+/// the resolved operands it is shown.
+pub mod observe {
+    pub use nki_runtime::Observer;
+    pub use nki_runtime::exec::{Loc, Operands, Pattern, Resolved};
+}
 
 /// What a kernel author needs: the attribute, the element types, the core and device tensors.
 pub mod prelude {

@@ -1,7 +1,7 @@
 //! `docs/language.md` names every instruction, ALU operation and activation function of the
 //! op table: a new row in `nki-lang` without a word in the language reference fails here.
 
-use nki::lang::{ActFn, Alu, Opcode};
+use nki::program::{ActFn, Alu, Opcode};
 
 fn language_md() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/language.md");

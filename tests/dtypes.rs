@@ -7,9 +7,9 @@
 mod common;
 
 use common::*;
-use nki::lang::DType;
 use nki::ndarray::{Array2, Ix2, s};
 use nki::prelude::*;
+use nki::program::DType;
 use nki::{Bool, F8E4M3, F8E5M2, Tf32};
 
 const P: usize = 128;

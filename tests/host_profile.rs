@@ -1,9 +1,9 @@
 //! `HostProfile`: host time per instruction and per opcode, counted over every execution of
 //! every observed launch, and a run under it computes what a plain run computes.
 
+use nki::host_profile::HostProfile;
 use nki::ndarray::Ix2;
 use nki::prelude::*;
-use nki::runtime::HostProfile;
 
 /// One load before the loop, then per row tile: a load, a multiply, an `exp` and a store.
 #[kernel]

@@ -6,9 +6,9 @@ mod common;
 
 use common::*;
 use nki::Bool;
-use nki::lang::DType;
 use nki::ndarray::{Array2, Ix2, Ix3, s};
 use nki::prelude::*;
+use nki::program::DType;
 
 const P: usize = 128;
 const F: usize = 512;

@@ -19,7 +19,7 @@ fn elementwise_operators_and_functions() {
 
 #[test]
 fn ragged_row_softmax_as_the_docs_write_it() {
-    let mnemonics = |p: &nki::lang::Program<'_>| -> Vec<&'static str> {
+    let mnemonics = |p: &nki::program::Program<'_>| -> Vec<&'static str> {
         p.instrs().iter().map(|i| i.mnemonic()).collect()
     };
     assert_eq!(

@@ -10,9 +10,9 @@ mod fully_optimized;
 mod fused_attention;
 
 use fused_attention::common;
+use nki::host_profile::HostProfile;
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
-use nki::runtime::HostProfile;
 
 /// `exp(x · w)` row tile by row tile: `w` is loaded once before the loop and read by every
 /// iteration (the second thread gets a copy); each iteration writes its own rows.
@@ -123,7 +123,7 @@ fn same_bits(a: &Array2<f32>, b: &Array2<f32>) -> bool {
 /// (serial), asserts the three agree bit for bit, and returns the result and which loops ran
 /// in halves.
 fn run_three_ways(
-    kernel: &nki::runtime::Kernel<'_>,
+    kernel: &nki::Kernel<'_>,
     inputs: &[&DeviceTensor<f32>],
     out_shape: [usize; 2],
 ) -> (Array2<f32>, Vec<usize>) {

@@ -38,7 +38,7 @@ fn tiled_matmul_program_size_is_independent_of_shape() {
     assert_eq!(small.instrs().len(), 12);
     // Same instructions apart from trip counts.
     let ops =
-        |p: &nki::lang::Program<'_>| p.instrs().iter().map(|i| i.mnemonic()).collect::<Vec<_>>();
+        |p: &nki::program::Program<'_>| p.instrs().iter().map(|i| i.mnemonic()).collect::<Vec<_>>();
     assert_eq!(ops(small), ops(large));
 }
 
@@ -59,6 +59,6 @@ fn static_range_unrolls() {
     assert!(
         p.instrs()
             .iter()
-            .all(|i| i.opcode != nki::lang::Opcode::LoopBegin)
+            .all(|i| i.opcode != nki::program::Opcode::LoopBegin)
     );
 }

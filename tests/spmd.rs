@@ -214,6 +214,6 @@ fn the_dtype_is_a_meta_parameter() {
     let inst = &tensor_add_example::tensor_add::INSTANCES[1];
     assert_eq!(
         inst.value("T"),
-        Some(nki::MetaValue::DType(nki::lang::DType::Bf16))
+        Some(nki::MetaValue::DType(nki::program::DType::Bf16))
     );
 }

@@ -46,7 +46,8 @@ use fused_attention::common;
 use nki::LaunchError;
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
-use nki::runtime::{Element, HbmIn, HbmOut, Kernel, StrictError};
+use nki::strict::StrictError;
+use nki::{Element, HbmIn, HbmOut, Kernel};
 
 /// Adds a tile of which only the first 64 rows were written.
 #[kernel]
@@ -267,11 +268,7 @@ fn a_read_past_what_this_iteration_wrote_names_the_loop_values() {
 }
 
 /// The [`LaunchError::Exec`] of a strict launch of `kernel` on zero inputs.
-fn strict_error(
-    kernel: &Kernel<'_>,
-    inputs: &[&[usize]],
-    out_shape: &[usize],
-) -> nki::runtime::ExecError {
+fn strict_error(kernel: &Kernel<'_>, inputs: &[&[usize]], out_shape: &[usize]) -> nki::ExecError {
     let ins: Vec<DeviceTensor<f32>> = inputs
         .iter()
         .map(|s| DeviceTensor::zeros(s).unwrap())

@@ -19,9 +19,9 @@ mod hoist_load;
 #[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
 
-use nki::lang::{Engine, Opcode};
 use nki::prelude::*;
-use nki::runtime::timing::{
+use nki::program::{Engine, Opcode};
+use nki::timing::{
     Detail, Kind, Mode, ProfileRequest, Scheduling, Timing, TimingError, is_profile_arg,
 };
 

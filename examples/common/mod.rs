@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nki::lang::Target;
+use nki::HbmIn;
 use nki::ndarray::{Array, Array2, ArrayView2, Dimension, Ix2};
-use nki::runtime::HbmIn;
-use nki::runtime::timing::{Profile, ProfileRequest, TimingError};
+use nki::program::Target;
+use nki::timing::{Profile, ProfileRequest, TimingError};
 use nki::{Kernel, LaunchGrid, NeuronCore, bf16, f16};
 
 /// `--profile[=DIR]`, for an example's arguments (`#[command(flatten)]`).

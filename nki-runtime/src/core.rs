@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::bind::{Bound, HbmIn, HbmOut};
 use crate::cpu::Isa;
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::exec::plan::Serial;
 use crate::exec::{Observer, run};
 use crate::host::HostState;
@@ -34,7 +34,7 @@ pub struct UnsupportedIsa {
 /// keep their contents between launches (a kernel must not rely on them, as on hardware).
 pub struct NeuronCore {
     target: Target,
-    pub(crate) engines: Engines,
+    pub(crate) engines: EngineState,
     /// What the host's shortcuts keep between plain launches.
     host: HostState,
     /// Host time per instruction of the launches since recording started, if it did.
@@ -49,7 +49,7 @@ impl NeuronCore {
     pub fn new(target: Target) -> Self {
         NeuronCore {
             target,
-            engines: Engines::new(target, Isa::detect()),
+            engines: EngineState::new(target, Isa::detect()),
             host: HostState::default(),
             host_profile: None,
             strict: strict_by_default(),

@@ -6,8 +6,8 @@
 
 #![allow(dead_code)]
 
-use nki::lang::{DType, Program};
 use nki::ndarray::{Array, Dimension};
+use nki::program::{DType, Program};
 
 /// Deterministic values in `[lo, hi)` (xorshift).
 pub fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {

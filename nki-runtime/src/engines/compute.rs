@@ -8,7 +8,7 @@ use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 use super::access::fill_run;
 use super::lanes::{Lane, Sink, Source, apply_rev, lanes_of, width_mask};
 use super::stream::{Compute, RowReduce, Stream, stream};
-use super::{CHUNK, Engines};
+use super::{CHUNK, EngineState};
 use crate::cpu::act;
 use crate::cpu::alu::Rhs;
 use crate::operand::{Loc, Operands, Resolved};
@@ -64,7 +64,7 @@ fn alu_lane(engine: Engine, op: [Alu; 3], ops: &Operands) -> Lane {
 /// combined into the destination with `accumulate`, and reduced per partition into `acc`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn alu_chain(
-    e: &mut Engines,
+    e: &mut EngineState,
     ops: &Operands,
     engine: Engine,
     op: [Alu; 2],
@@ -124,7 +124,7 @@ pub(crate) fn alu_chain(
 /// `activation`: `dst = func(src · scale + bias)`, `scale` and `bias` one value per
 /// partition, reduced per partition into `acc`.
 pub(crate) fn activation(
-    e: &mut Engines,
+    e: &mut EngineState,
     ops: &Operands,
     func: ActFn,
     acc: Option<AccOut>,
@@ -169,7 +169,12 @@ pub(crate) fn activation(
 
 /// `select` (`nl.where`): `dst = pred ≠ 0 ? on_true : on_false`; `affine_select` with `cmp`:
 /// `dst = (expr cmp 0) ? on_true : on_false`.
-pub(crate) fn select(e: &mut Engines, ops: &Operands, cmp: Option<Cmp>, accumulate: Option<Alu>) {
+pub(crate) fn select(
+    e: &mut EngineState,
+    ops: &Operands,
+    cmp: Option<Cmp>,
+    accumulate: Option<Alu>,
+) {
     if let (Some(c), None) = (cmp, accumulate)
         && select_rows(e, ops, c)
     {
@@ -231,7 +236,7 @@ impl Side {
 /// prefix or a suffix, found by binary search, and each row is two copies. The same bits as the
 /// blend (selection copies fp32 lanes unchanged). `false`, having written nothing, for any other
 /// case, or when the predicate's values leave int32 (whose wrap-around [`Source::Expr`] keeps).
-fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
+fn select_rows(e: &mut EngineState, ops: &Operands, cmp: Cmp) -> bool {
     let (Some(dst), Some(pred), Some(t), Some(f)) =
         (ops.slot(0), ops.slot(1), ops.slot(2), ops.slot(3))
     else {
@@ -289,7 +294,7 @@ fn select_rows(e: &mut Engines, ops: &Operands, cmp: Cmp) -> bool {
         Cmp::Ge => v >= 0,
         Cmp::Eq | Cmp::Ne => unreachable!("{cmp:?} is not monotone: returned above"),
     };
-    let Engines { sbuf, psum, .. } = e;
+    let EngineState { sbuf, psum, .. } = e;
     for p in 0..rows {
         // Columns `[0, k)` take one side and `[k, cols)` the other: `first` says which.
         let first = holds(at(p, 0));
@@ -376,7 +381,7 @@ fn blend(holds: impl Fn(f32) -> bool, p: &[u32], t: &[u32], f: &[u32], out: &mut
 }
 
 /// `iota`: the expression's int32 values, converted to the destination's dtype.
-pub(crate) fn iota(e: &mut Engines, ops: &Operands) {
+pub(crate) fn iota(e: &mut EngineState, ops: &Operands) {
     let dst = ops.get(0);
     let lane = if dst.dtype.is_float() {
         Lane::F32
@@ -404,7 +409,7 @@ fn spread(x: &[u32], out: &mut [u32]) {
 }
 
 /// `tensor_copy` through fp32 lanes (the Scalar engine's copy, lossy for int32 above 2²⁴).
-pub(crate) fn copy_through_f32(e: &mut Engines, ops: &Operands) {
+pub(crate) fn copy_through_f32(e: &mut EngineState, ops: &Operands) {
     let dst = ops.get(0);
     let srcs = [Source::of(ops.get(1), Lane::F32, &dst.dims)];
     let s = Stream {

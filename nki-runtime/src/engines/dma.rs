@@ -3,7 +3,7 @@
 
 use nki_lang::MAX_TILE_RANK;
 
-use super::Engines;
+use super::EngineState;
 use super::access::{Block2d, End, Mem, Plan, T_COLS, transfer_par, transpose_blocks};
 use crate::bind::Bound;
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -17,7 +17,7 @@ fn end(r: &Resolved) -> End {
 
 /// `load`: element `t` of the access's grid goes to the tile's element `t` (in row-major order
 /// of both sides' non-trivial dimensions), converted to the tile's dtype.
-pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
+pub(crate) fn load(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
     let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a load reads HBM")
@@ -42,7 +42,7 @@ pub(crate) fn load(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
 /// a load (in `input`, an input tensor's bytes) or the source of a `tensor_copy` in SBUF or
 /// PSUM (`input` `None`).
 pub(crate) fn store_straight(
-    e: &mut Engines,
+    e: &mut EngineState,
     from: &Resolved,
     input: Option<&[u8]>,
     output: &mut [u8],
@@ -67,7 +67,7 @@ pub(crate) fn store_straight(
 }
 
 /// `store`: the reverse of [`load`], into an output tensor.
-pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) {
+pub(crate) fn store(e: &mut EngineState, b: &mut Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
     let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a store writes HBM")
@@ -88,7 +88,7 @@ pub(crate) fn store(e: &mut Engines, b: &mut Bound<'_, '_, '_>, ops: &Operands) 
 
 /// `load_transpose2d`: the access's 2-D grid `[A, B]` into the tile `[B, A]`: access element
 /// `(a, b)` goes to tile element `(b, a)`, converted to the tile's dtype.
-pub(crate) fn load_transpose2d(e: &mut Engines, b: &Bound<'_, '_, '_>, ops: &Operands) {
+pub(crate) fn load_transpose2d(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
     let (tile, hbm) = (ops.get(0), ops.get(1));
     let crate::operand::Loc::Hbm(t) = hbm.loc else {
         unreachable!("a load reads HBM")

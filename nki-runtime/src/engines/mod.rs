@@ -48,7 +48,7 @@ use pack_cache::PackCache;
 pub(crate) const CHUNK: usize = 1024;
 
 /// The state the engines work on: the on-chip memories and preallocated scratch.
-pub(crate) struct Engines {
+pub(crate) struct EngineState {
     /// The host code path for conversions and matmuls.
     pub isa: Isa,
     /// The state buffer.
@@ -81,18 +81,18 @@ pub(crate) struct Engines {
     pub lanes_worker: lanes::Lanes,
 }
 
-impl Engines {
+impl EngineState {
     /// Zeroed memories for `target` and a worker thread; every buffer is allocated here, once.
     pub(crate) fn new(target: Target, isa: Isa) -> Self {
-        Engines {
+        EngineState {
             worker: Worker::start(),
-            ..Engines::single_threaded(target, isa)
+            ..EngineState::single_threaded(target, isa)
         }
     }
 
-    /// [`Engines::new`] without a worker: every instruction runs on the calling thread.
+    /// [`EngineState::new`] without a worker: every instruction runs on the calling thread.
     pub(crate) fn single_threaded(target: Target, isa: Isa) -> Self {
-        Engines {
+        EngineState {
             isa,
             sbuf: Sbuf::new(target),
             psum: Psum::new(),

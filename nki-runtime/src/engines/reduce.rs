@@ -34,7 +34,7 @@ use super::lanes::{
 use super::mems::Mems;
 use super::split::{RowSplit, for_rows};
 use super::stream::FreePlan;
-use super::{CHUNK, Engines};
+use super::{CHUNK, EngineState};
 use crate::cpu::Isa;
 use crate::cpu::alu::{self, Rhs};
 use crate::operand::{Operands, Resolved};
@@ -187,7 +187,7 @@ fn distinct(dims: &[usize; MAX_TILE_RANK], strides: &[isize; MAX_TILE_RANK]) -> 
 /// reduced axes (bit `j` of `axes` = free axis `j`), negated when asked, combined into the
 /// destination with `accumulate`.
 pub(crate) fn tensor_reduce(
-    e: &mut Engines,
+    e: &mut EngineState,
     ops: &Operands,
     op: Alu,
     axes: u8,
@@ -543,7 +543,7 @@ impl Reduction<'_> {
 
 /// `tensor_tensor_scan`: along each partition's free elements in row-major order,
 /// `r = (src0[i] op0 r) op1 src1[i]` from `r = initial`, each step rounded to fp32.
-pub(crate) fn scan(e: &mut Engines, ops: &Operands, op: [Alu; 2], accumulate: Option<Alu>) {
+pub(crate) fn scan(e: &mut EngineState, ops: &Operands, op: [Alu; 2], accumulate: Option<Alu>) {
     let dst = ops.get(0);
     let grid = dst.dims;
     let srcs = [
@@ -726,7 +726,7 @@ type RowFn = dyn Fn(Isa, &[f32], &mut [f32], &mut [u32]) -> usize + Sync;
 
 /// Runs `f` on each partition's values (the source's free elements in row-major order) and
 /// writes the fp32 values it returns to that partition of the destination.
-fn per_row(e: &mut Engines, ops: &Operands, f: &RowFn) {
+fn per_row(e: &mut EngineState, ops: &Operands, f: &RowFn) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let grid = src.dims;
     let source = Source::of(src, Lane::F32, &grid);
@@ -752,7 +752,7 @@ fn per_row(e: &mut Engines, ops: &Operands, f: &RowFn) {
 
 /// `bn_stats`: per partition, `[count, mean, m2]` of the even-indexed elements (row-major),
 /// then of the odd-indexed ones ([`stats`]).
-pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
+pub(crate) fn bn_stats(e: &mut EngineState, ops: &Operands) {
     per_row(e, ops, &|isa, row, scratch, out| {
         let (groups, squares) = scratch.split_at_mut(CHUNK);
         let (even, odd) = groups.split_at_mut(CHUNK / 2);
@@ -779,7 +779,7 @@ pub(crate) fn bn_stats(e: &mut Engines, ops: &Operands) {
 /// row (concatenated `bn_stats` results), merged left to right with Chan et al.'s update:
 /// `n = na + nb`, `δ = mb − ma`, `mean = ma + δ·(nb / n)`, `m2 = (m2a + m2b) + (δ·δ)·(na·nb / n)`,
 /// each operation rounded to fp32 in that order; the variance is `m2 / n` (0 for no element).
-pub(crate) fn bn_aggr(e: &mut Engines, ops: &Operands) {
+pub(crate) fn bn_aggr(e: &mut EngineState, ops: &Operands) {
     per_row(e, ops, &|_, row, _, out| {
         let (mut cn, mut cm, mut c2) = (0f32, 0f32, 0f32);
         for g in row.chunks_exact(3) {

@@ -15,7 +15,7 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
-use super::Engines;
+use super::EngineState;
 use super::lanes::{Lanes, Sink, Source};
 use super::mems::{Mems, Region};
 use crate::cpu::Isa;
@@ -152,9 +152,9 @@ pub(crate) type RowsBody<'a> = dyn Fn(Isa, &mut Mems<'_>, Range<usize>, &mut Lan
 
 /// Runs `body` over the rows of an instruction: on two threads (each with its own lanes and
 /// its own writable partitions) when [`RowSplit`] allows, else on this one.
-pub(crate) fn for_rows(e: &mut Engines, split: &RowSplit<'_>, body: &RowsBody<'_>) {
+pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBody<'_>) {
     let sbuf_stride = e.sbuf.partition_stride();
-    let Engines {
+    let EngineState {
         isa,
         sbuf,
         psum,

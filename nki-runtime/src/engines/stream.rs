@@ -24,7 +24,7 @@ use super::lanes::{
 };
 use super::mems::{Mems, span};
 use super::split::{RowSplit, for_rows};
-use super::{CHUNK, Engines};
+use super::{CHUNK, EngineState};
 use crate::cpu::Isa;
 use crate::cpu::alu::Rhs;
 use crate::operand::Loc;
@@ -364,7 +364,7 @@ fn stream_rows(
 }
 
 /// Runs a streamed instruction, on two threads when it is large and safe to split.
-pub(crate) fn stream(e: &mut Engines, s: &Stream<'_>, compute: &Compute<'_>) {
+pub(crate) fn stream(e: &mut EngineState, s: &Stream<'_>, compute: &Compute<'_>) {
     let mut writes = [s.dst; 2];
     let n = match s.reduce {
         Some(r) => {

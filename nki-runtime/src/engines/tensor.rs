@@ -2,7 +2,7 @@
 
 use nki_lang::{DType, MAX_TILE_RANK};
 
-use super::Engines;
+use super::EngineState;
 use super::access::{
     Block2d, ChunkBuf, End, Mem, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
@@ -28,7 +28,7 @@ const MAX_M: usize = 128;
 const MAX_N: usize = 512;
 
 /// Moving operands of input tensors whose packings a set of engines keeps for reuse within an
-/// execution (`Engines::packs`): the tiled 1024³ matmul's loop half reads 16 (8 × 2 tiles of
+/// execution (`EngineState::packs`): the tiled 1024³ matmul's loop half reads 16 (8 × 2 tiles of
 /// `[128, 512]`, about 140 KiB packed each), every one of them once per row block.
 pub(crate) const CACHED_MOVING: usize = 16;
 /// Stationary operands likewise: the 1024³ loop half reads 32 tiles of `[128, 128]`, each once
@@ -293,7 +293,7 @@ fn operand<'a>(
 /// result to bf16 or f32, into SBUF partitions whose free elements are contiguous, and the
 /// matmul takes a path that packs both operands before it computes (so that the copy's writes
 /// cannot change what it reads, even when the copy's tile overlaps an operand's).
-pub(crate) fn copy_fuses(e: &Engines, mm: &Operands, copy: &Operands) -> bool {
+pub(crate) fn copy_fuses(e: &EngineState, mm: &Operands, copy: &Operands) -> bool {
     let (dst, stationary, moving) = (mm.get(0), mm.get(1), mm.get(2));
     let (to, from) = (copy.get(0), copy.get(1));
     let rows_apart = to.dims[0] == 1
@@ -353,14 +353,14 @@ fn stationary_packing<'c>(
 /// converted into it as it is computed. An operand in `from_hbm` (stationary, moving) is read
 /// from the input tensor a skipped load would have copied it from.
 pub(crate) fn matmul<'h>(
-    e: &'h mut Engines,
+    e: &'h mut EngineState,
     ops: &Operands,
     accumulate: bool,
     copy: Option<CopyTo<'h>>,
     from_hbm: [Option<HbmOperand<'_>>; 2],
 ) {
     let (dst, stationary, moving) = (ops.get(0), ops.get(1), ops.get(2));
-    let Engines {
+    let EngineState {
         isa,
         sbuf,
         psum,
@@ -564,7 +564,7 @@ pub(crate) fn matmul<'h>(
 /// `nc_transpose`: `dst[f, p] = src[p, f]` (`f` the row-major index of the source's free
 /// elements), converted to the destination's dtype: TensorE widens exactly to fp32 in PSUM;
 /// VectorE moves `[P ≤ 32, F ≤ 32]` tiles within or between SBUF and PSUM.
-pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
+pub(crate) fn transpose(e: &mut EngineState, ops: &Operands) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let (sp, dp) = (src.pattern, dst.pattern);
     let g = src.dims;
@@ -595,7 +595,7 @@ pub(crate) fn transpose(e: &mut Engines, ops: &Operands) {
         dtype: dst.dtype,
         base: dp.base,
     };
-    let Engines {
+    let EngineState {
         isa,
         sbuf,
         psum,

@@ -2,7 +2,7 @@
 
 use nki_lang::{DType, Scalar};
 
-use super::Engines;
+use super::EngineState;
 use super::access::{End, Plan, fill, transfer_par, transfer_par_within};
 use crate::cpu::convert::convert;
 use crate::operand::{Loc, Operands, Resolved};
@@ -16,10 +16,10 @@ fn end(r: &Resolved) -> End {
 
 /// `tensor_copy`: `dst[i] = cast(src[i])` element by element (in row-major order of the
 /// operands' non-trivial dimensions). Same-dtype copies keep the bits.
-pub(crate) fn copy(e: &mut Engines, ops: &Operands) {
+pub(crate) fn copy(e: &mut EngineState, ops: &Operands) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let plan = Plan::between(src, dst);
-    let Engines {
+    let EngineState {
         isa,
         sbuf,
         psum,
@@ -56,7 +56,7 @@ pub(crate) fn copy(e: &mut Engines, ops: &Operands) {
 }
 
 /// `memset`: every element of the destination becomes `value` converted to its dtype.
-pub(crate) fn memset(e: &mut Engines, ops: &Operands, value: Scalar) {
+pub(crate) fn memset(e: &mut EngineState, ops: &Operands, value: Scalar) {
     let dst = ops.get(0);
     let size = dst.dtype.size() as usize;
     let mut bits = [0u8; 4];

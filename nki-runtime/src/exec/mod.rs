@@ -25,7 +25,7 @@ use thiserror::Error;
 pub use crate::operand::{Loc, Operands, Pattern, Resolved};
 
 use crate::bind::Bound;
-use crate::engines::{Engines, compute, dma, reduce, tensor, vector};
+use crate::engines::{EngineState, compute, dma, reduce, tensor, vector};
 use plan::HostPlan;
 
 /// Why an execution stopped before the end of the program.
@@ -87,7 +87,7 @@ impl Observer for Unobserved {}
 /// Runs every instance of a bound program's grid in row-major order, each to completion, or
 /// until the observer stops one.
 pub(crate) fn run<'i, O: Observer, H: HostPlan<'i>>(
-    e: &mut Engines,
+    e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
     plan: &mut H,
@@ -97,7 +97,7 @@ pub(crate) fn run<'i, O: Observer, H: HostPlan<'i>>(
 
 /// Runs instances `range` (row-major indices) of the bound program's grid, in order.
 pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
-    e: &mut Engines,
+    e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
     plan: &mut H,
@@ -139,7 +139,7 @@ impl Frame {
 /// Runs instructions `start..stop` from state `f`: a whole instance (`0..len`), or, for half of
 /// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`.
 pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
-    e: &mut Engines,
+    e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
     obs: &mut O,
     plan: &mut H,
@@ -222,7 +222,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
 /// calling its family's routine with the instruction's function codes.
 fn execute(
-    e: &mut Engines,
+    e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
     ins: &Instr,
     ops: &Operands,

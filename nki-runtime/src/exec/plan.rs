@@ -12,7 +12,7 @@ use nki_lang::{Instr, VarValues};
 
 use super::{ExecError, Frame};
 use crate::bind::Bound;
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::operand::Operands;
 
 /// How a run takes host shortcuts. Every method defaults to taking none.
@@ -23,7 +23,7 @@ pub(crate) trait HostPlan<'i> {
     #[inline(always)]
     fn run_loop(
         &mut self,
-        e: &mut Engines,
+        e: &mut EngineState,
         b: &mut Bound<'i, '_, '_>,
         f: &Frame,
         (begin, end): (usize, usize),
@@ -39,7 +39,7 @@ pub(crate) trait HostPlan<'i> {
     #[inline(always)]
     fn step(
         &mut self,
-        e: &mut Engines,
+        e: &mut EngineState,
         b: &mut Bound<'i, '_, '_>,
         ins: &Instr,
         ops: &Operands,

@@ -52,7 +52,7 @@ use super::plan::HostPlan;
 use super::{ExecError, Unobserved, run};
 use crate::bind::Bound;
 use crate::cpu::{act, alu, convert, matmul};
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::operand::{Loc, Operands, Resolved};
 
 /// The plan that runs every instruction with the reference definitions of this module.
@@ -62,7 +62,7 @@ pub(crate) struct Reference;
 impl<'i> HostPlan<'i> for Reference {
     fn step(
         &mut self,
-        e: &mut Engines,
+        e: &mut EngineState,
         b: &mut Bound<'i, '_, '_>,
         ins: &Instr,
         ops: &Operands,
@@ -81,7 +81,10 @@ impl<'i> HostPlan<'i> for Reference {
 
 /// Runs every instance of a bound program's grid, in row-major order, with the reference
 /// definitions (on `e`'s SBUF and PSUM; its scratch and threads are not used).
-pub(crate) fn run_reference(e: &mut Engines, b: &mut Bound<'_, '_, '_>) -> Result<(), ExecError> {
+pub(crate) fn run_reference(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+) -> Result<(), ExecError> {
     run(e, b, &mut Unobserved, &mut Reference)
 }
 

@@ -31,7 +31,7 @@ use nki_lang::{Engine, Instr, InstrData, Opcode, VarValues, Write};
 use crate::bind::Bound;
 use crate::engines::access::may_share_bytes;
 use crate::engines::tensor::{CopyTo, HbmOperand};
-use crate::engines::{Engines, dma, tensor};
+use crate::engines::{EngineState, dma, tensor};
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// A load the matmul at `consumer` takes over: it reads its operand `slot` from the input
@@ -55,7 +55,7 @@ pub(crate) type Pending<'i> = [Option<Forward<'i>>; 2];
 /// for a load or a lone matmul); `None` when `ins` is to run on its own.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn step<'i>(
-    e: &mut Engines,
+    e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
     readers: &Readers,
     ins: &Instr,
@@ -128,7 +128,7 @@ fn same_elements(a: &Resolved, b: &Resolved) -> bool {
 ///
 /// Then the tile's contents matter to that matmul alone, which finds them in the tensor.
 pub(crate) fn forward_load<'i>(
-    e: &Engines,
+    e: &EngineState,
     b: &Bound<'i, '_, '_>,
     readers: &Readers,
     ins: &Instr,
@@ -266,7 +266,7 @@ impl Readers {
 ///   contiguous run of the tensor, rows in increasing order and apart;
 /// - no other instruction of the program reads that tile.
 fn forward_store(
-    e: &Engines,
+    e: &EngineState,
     b: &Bound<'_, '_, '_>,
     readers: &Readers,
     copy: &Operands,
@@ -311,7 +311,7 @@ fn forward_store(
 /// writes cannot change what the matmul reads, even where the copy's tile takes the place of
 /// an operand that dies with the matmul (as the allocator arranges in the seed kernel).
 pub(crate) fn fused_copy(
-    e: &Engines,
+    e: &EngineState,
     b: &Bound<'_, '_, '_>,
     ins: &Instr,
     ops: &Operands,

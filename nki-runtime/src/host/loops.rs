@@ -47,9 +47,9 @@ use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, P
 use super::fuse::Readers;
 use super::hull::{Hull, IndexBox, output_boxes, output_hulls};
 use super::interleaved::Shares;
-use super::{Plain, WorkerEngines};
+use super::{Plain, WorkerState};
 use crate::bind::{Bound, HbmOut};
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::exec::{ExecError, Frame, Unobserved, interpret};
 use crate::memory::Psum;
 
@@ -189,7 +189,7 @@ fn half_boxes(
 }
 
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
-fn copy_tile(p: &Program<'_>, t: usize, from: &Engines, to: &mut Engines) {
+fn copy_tile(p: &Program<'_>, t: usize, from: &EngineState, to: &mut EngineState) {
     let tile = &p.tiles()[t];
     let bytes = usize::try_from(tile.bytes_per_partition()).unwrap_or(usize::MAX);
     let addr = tile.addr as usize;
@@ -315,8 +315,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
 /// halves on two threads if it may (module documentation) and returns `Ok(true)`; returns
 /// `Ok(false)`, having run nothing, if it must run serially.
 pub(crate) fn run_parallel(
-    e: &mut Engines,
-    second: &mut WorkerEngines<'_>,
+    e: &mut EngineState,
+    second: &mut WorkerState<'_>,
     readers: &Readers,
     b: &mut Bound<'_, '_, '_>,
     f: &Frame,
@@ -333,7 +333,7 @@ pub(crate) fn run_parallel(
     let outputs = b.outputs.len();
     let engines_b = second
         .engines
-        .get_or_insert_with(|| Box::new(Engines::single_threaded(second.target, e.isa)));
+        .get_or_insert_with(|| Box::new(EngineState::single_threaded(second.target, e.isa)));
     engines_b.isa = e.isa;
     for t in (0..p.tiles().len()).filter(|&t| shared.contains(t)) {
         copy_tile(p, t, e, engines_b);

@@ -22,7 +22,7 @@ mod spmd;
 use nki_lang::{Instr, InstrData, MAX_LOOP_DEPTH, Opcode, VarValues};
 
 use crate::bind::Bound;
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::exec::plan::HostPlan;
 use crate::exec::{ExecError, Frame};
 use crate::operand::Operands;
@@ -35,7 +35,7 @@ pub(crate) use spmd::execute;
 #[derive(Default)]
 pub(crate) struct HostState {
     /// The engines of the worker's half.
-    pub second: Option<Box<Engines>>,
+    pub second: Option<Box<EngineState>>,
     /// Copies of the parts of outputs the worker's half writes when they interleave with the
     /// calling thread's.
     pub outputs: Vec<u8>,
@@ -112,9 +112,9 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
 }
 
 /// The core's second set of engines (created on first use) for work on the worker thread.
-pub(crate) struct WorkerEngines<'s> {
+pub(crate) struct WorkerState<'s> {
     /// The engines.
-    pub engines: &'s mut Option<Box<Engines>>,
+    pub engines: &'s mut Option<Box<EngineState>>,
     /// Copies of the parts of outputs the worker's half writes when they interleave with the
     /// calling thread's (`interleaved`), grown on first use.
     pub outputs: &'s mut Vec<u8>,
@@ -127,7 +127,7 @@ pub(crate) struct WorkerEngines<'s> {
 /// through SBUF.
 pub(crate) struct Plain<'i, 's, 't> {
     /// The second engines, for splitting loops; `None` within a half, which runs serially.
-    second: Option<&'s mut WorkerEngines<'t>>,
+    second: Option<&'s mut WorkerState<'t>>,
     /// Which instruction reads each tile (computed once per launch).
     readers: &'s fuse::Readers,
     /// The loads skipped for the matmul ahead.
@@ -139,9 +139,9 @@ impl<'i, 's, 't> Plain<'i, 's, 't> {
     /// launch may be of other data by now, unless they are of a device tensor's version: those
     /// of borrowed host memory are dropped here.
     pub(crate) fn new(
-        e: &mut Engines,
+        e: &mut EngineState,
         readers: &'s fuse::Readers,
-        second: Option<&'s mut WorkerEngines<'t>>,
+        second: Option<&'s mut WorkerState<'t>>,
     ) -> Self {
         for cache in [&mut e.packs, &mut e.packs_worker] {
             cache.0.forget_unversioned();
@@ -158,7 +158,7 @@ impl<'i, 's, 't> Plain<'i, 's, 't> {
 impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
     fn run_loop(
         &mut self,
-        e: &mut Engines,
+        e: &mut EngineState,
         b: &mut Bound<'i, '_, '_>,
         f: &Frame,
         range: (usize, usize),
@@ -172,7 +172,7 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
 
     fn step(
         &mut self,
-        e: &mut Engines,
+        e: &mut EngineState,
         b: &mut Bound<'i, '_, '_>,
         ins: &Instr,
         ops: &Operands,

@@ -28,9 +28,9 @@ use nki_lang::{MAX_PIDS, MAX_TENSORS, MAX_VARS, Target};
 
 use super::hull::{output_boxes, output_hulls};
 use super::interleaved::Shares;
-use super::{HostState, Plain, WorkerEngines};
+use super::{HostState, Plain, WorkerState};
 use crate::bind::{Bound, HbmOut};
-use crate::engines::Engines;
+use crate::engines::EngineState;
 use crate::exec::{ExecError, Unobserved, run, run_instances};
 use crate::grid::LaunchGrid;
 
@@ -70,7 +70,7 @@ fn pid_ranges(pids: &[(i64, i64); MAX_PIDS]) -> [(i128, i128); MAX_VARS] {
 /// has enough instances and its outputs split; else every instance on this thread, whose
 /// outermost loops may split instead (`loops`).
 pub(crate) fn execute(
-    e: &mut Engines,
+    e: &mut EngineState,
     state: &mut HostState,
     target: Target,
     b: &mut Bound<'_, '_, '_>,
@@ -83,8 +83,8 @@ pub(crate) fn execute(
     readers.find(b.program);
     let readers = &*readers;
     let n = b.grid.count().unwrap_or(0);
-    let serial = |e: &mut Engines, b: &mut Bound<'_, '_, '_>, second, second_outputs| {
-        let mut second = WorkerEngines {
+    let serial = |e: &mut EngineState, b: &mut Bound<'_, '_, '_>, second, second_outputs| {
+        let mut second = WorkerState {
             engines: second,
             outputs: second_outputs,
             target,
@@ -117,7 +117,8 @@ pub(crate) fn execute(
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     shares.lend(b.outputs, second_outputs, &mut outs_a, &mut outs_b);
-    let engines_b = second.get_or_insert_with(|| Box::new(Engines::single_threaded(target, e.isa)));
+    let engines_b =
+        second.get_or_insert_with(|| Box::new(EngineState::single_threaded(target, e.isa)));
     engines_b.isa = e.isa;
     let mut worker = e.worker.take();
     let Some(w) = worker.as_mut() else {
