@@ -7,6 +7,12 @@
 //! addresses (`check`, with `nki-lang`'s one implementation of each rule), and emits the program
 //! as a `static` with typed launch functions (`emit`). Every error is reported on the user's
 //! tokens, all of them at once. Use it through the `nki` crate, which documents the language.
+//!
+//! A match on `nki-lang`'s enums (opcodes, dtypes, engines, functions) or on this crate's own
+//! kinds (an ISA call's parameters, a destination, a loop's kind) names every variant. The `_`
+//! arms that remain are type checks' fallbacks, "expected a tile, found …", over `syn`'s
+//! non-exhaustive syntax trees and a kernel's values; that is why clippy's
+//! `wildcard_enum_match_arm`, on in `nki-lang` and `nki-runtime`, is not on here.
 
 #![warn(missing_docs)]
 

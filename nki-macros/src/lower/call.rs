@@ -137,7 +137,10 @@ impl Lowerer<'_> {
                 accumulate: Some(op),
                 ..
             } => Write::Accumulate(*op),
-            _ => Write::Overwrite,
+            Dest::Into {
+                accumulate: None, ..
+            }
+            | Dest::New(_) => Write::Overwrite,
         }
     }
 

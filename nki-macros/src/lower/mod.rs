@@ -601,7 +601,8 @@ impl Lowerer<'_> {
         let var_id = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
         let kind = match kind {
             IterKind::Affine => LoopKind::Affine,
-            _ => LoopKind::Sequential,
+            // `static_range` was unrolled above.
+            IterKind::Sequential | IterKind::Static => LoopKind::Sequential,
         };
         let begin = self.emit(
             Opcode::LoopBegin,

@@ -166,7 +166,18 @@ impl Lowerer<'_> {
                 Some(m) => opts.mask = m,
                 None => return false,
             },
-            _ => unreachable!("not an option"),
+            P::Tile(_)
+            | P::TileOrImm(_)
+            | P::Alu(_)
+            | P::Act
+            | P::Rev(_)
+            | P::Negate
+            | P::KeepDims
+            | P::Axis
+            | P::ReduceOp
+            | P::ReduceRes
+            | P::Expr
+            | P::Pred => unreachable!("not an option"),
         }
         true
     }

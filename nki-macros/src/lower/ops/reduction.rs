@@ -145,7 +145,7 @@ impl Lowerer<'_> {
                             None => return Value::Poison,
                         }
                     }
-                    _ => (x, xs),
+                    Reduction::Op(_) | Reduction::Mean => (x, xs),
                 };
                 let Some(s) = self.reduce_op(
                     Alu::Add,

@@ -81,7 +81,10 @@ impl Lowerer<'_> {
                 }
                 None => Write::Accumulate(Alu::Add),
             },
-            _ => Write::Overwrite,
+            Dest::Into {
+                accumulate: None, ..
+            }
+            | Dest::New(_) => Write::Overwrite,
         };
         let (Some(stationary), Some(moving)) = (self.view_id(s, s_span), self.view_id(m, m_span))
         else {
