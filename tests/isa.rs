@@ -637,6 +637,56 @@ fn iota_values() {
     assert!(has_instr(iota_calls::KERNEL.program(), "GpSimd", "iota"));
 }
 
+/// `t += op(...)` where `op` only overwrites its destination (an iota, batch-norm statistics):
+/// the result goes to a tile of its own and one instruction adds it into `t`, as NKI's
+/// `t = t + op(...)`; before, the `+=` was silently an overwrite.
+#[kernel]
+fn accumulate_overwriting_ops(x: Hbm<f32, 128, 64>) -> (Hbm<f32, 128, 64>, Hbm<f32, 128, 6>) {
+    let o1 = ndarray([128, 64], f32, SharedHbm);
+    let o2 = ndarray([128, 6], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..64];
+    let t = load(x[..]);
+    t[..] += iota(i_f + 64 * i_p, dtype = f32);
+    let s = bn_stats(t);
+    s[..] += bn_stats(t);
+    store(o1[..], t);
+    store(o2[..], s);
+    (o1, o2)
+}
+
+#[test]
+fn accumulating_into_instructions_that_only_overwrite_adds() {
+    let x = Array2::from_shape_fn((P, 64), |(p, f)| ((p * 7 + f * 3) % 11) as f32 - 5.0);
+    let (t, s) = accumulate_overwriting_ops::host(&mut NeuronCore::default(), x.view()).unwrap();
+    let want_t = Array2::from_shape_fn((P, 64), |(p, f)| x[[p, f]] + (f + 64 * p) as f32);
+    assert_eq!(t, want_t);
+    // bn_stats of one row: count, mean and M2 of its even-indexed elements, then of its odd
+    // ones (f64 reference), each doubled by the `+=`.
+    for p in 0..P {
+        for (half, first) in [(0, 0), (1, 1)] {
+            let xs: Vec<f64> = (first..64)
+                .step_by(2)
+                .map(|f| f64::from(want_t[[p, f]]))
+                .collect();
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let m2: f64 = xs.iter().map(|v| (v - mean) * (v - mean)).sum();
+            let got = |j: usize| f64::from(s[[p, 3 * half + j]]);
+            assert_eq!(got(0), 2.0 * n, "row {p}");
+            assert!(
+                (got(1) - 2.0 * mean).abs() <= 1e-3 * mean.abs().max(1.0),
+                "row {p}"
+            );
+            assert!((got(2) - 2.0 * m2).abs() <= 1e-4 * m2.max(1.0), "row {p}");
+        }
+    }
+    let listing = accumulate_overwriting_ops::KERNEL.program().to_string();
+    assert!(
+        !listing.contains("+= iota") && !listing.contains("+= bn_stats"),
+        "{listing}"
+    );
+}
+
 #[kernel]
 fn causal(x: Hbm<f32, 256, 256>) -> (Hbm<f32, 256, 256>, Hbm<f32, 128, 128>) {
     let out = ndarray([256, 256], f32, SharedHbm);

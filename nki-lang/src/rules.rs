@@ -263,6 +263,15 @@ pub enum RuleViolation {
         /// Second operand.
         b: &'static str,
     },
+    /// An instruction that only overwrites its destination is asked to combine into it
+    /// (`+=`, `op=`, an accumulation group); see [`crate::Opcode::accumulates`].
+    #[error(
+        "'{op}' cannot combine its result into its destination (`+=`, `op=`): it only overwrites; write it to a tile of its own and combine that"
+    )]
+    NoAccumulation {
+        /// The operation.
+        op: &'static str,
+    },
     /// An ALU operation that cannot be used here.
     #[error("'{op}' cannot use the ALU operation '{alu}': {why}")]
     UnsupportedAlu {
@@ -449,6 +458,7 @@ impl RuleViolation {
             RuleViolation::PartitionMismatch { .. } => "err_num_partition_mismatch",
             RuleViolation::BothInPsum { .. } => "err_unsupported_memory",
             RuleViolation::UnsupportedAlu { .. } => "err_unsupported_alu_op",
+            RuleViolation::NoAccumulation { .. } => "err_unsupported_accumulation",
             RuleViolation::ScaleNotScalarOrVector { .. } => "err_activation_scale_scalar_or_vector",
             RuleViolation::ScaleInvalidType { .. } => "err_activation_scale_invalid_type",
             RuleViolation::BiasInvalidType { .. } => "err_activation_bias_invalid_type",

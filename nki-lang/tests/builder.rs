@@ -410,3 +410,47 @@ fn push_takes_explicit_operands_and_leaves_loops_to_begin_and_end() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].violation.code(), "err_tensor_access_out_of_bound");
 }
+
+#[test]
+fn instructions_that_only_overwrite_cannot_accumulate() {
+    use nki_lang::{Alu, TileView};
+    // A memset and an iota asked to add into their destination: each refused, where the
+    // executor would have overwritten it.
+    for opcode in [Opcode::Memset, Opcode::Iota] {
+        let mut b = ProgramBuilder::new("accumulating", Target::Trn1);
+        b.input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(64)])
+            .unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
+        let view = b
+            .view(TileView::whole(
+                t.index(),
+                &TileShape::new(&[128, 64]).unwrap(),
+            ))
+            .unwrap();
+        let expr = b.expr(AxisIndex::constant(0)).unwrap();
+        let dst = Dst {
+            view,
+            write: Write::Accumulate(Alu::Add),
+        };
+        let data = match opcode {
+            Opcode::Memset => InstrData::Fill {
+                dst,
+                value: Scalar::float(1.0),
+            },
+            _ => InstrData::Iota { dst, expr },
+        };
+        b.push(Instr::new(opcode, data)).unwrap();
+        let Err(BuildError::Rules(d)) = b.finish() else {
+            panic!("{opcode:?} accumulating into its destination was accepted")
+        };
+        assert_eq!(
+            d[0].violation.code(),
+            "err_unsupported_accumulation",
+            "{d:?}"
+        );
+        assert!(d[0].violation.to_string().contains(opcode.info().name));
+    }
+    // The rule itself: the instructions the engines combine into their destination.
+    assert!(Opcode::Matmul.accumulates() && Opcode::TensorTensor.accumulates());
+    assert!(!Opcode::BnStats.accumulates() && !Opcode::Transpose.accumulates());
+}

@@ -469,10 +469,9 @@ impl InstrData {
         Some(dst.write)
     }
 
-    /// The same operands with the destination's view replaced (formats without a destination
-    /// are returned unchanged).
-    pub fn with_dst_view(mut self, view: ViewId) -> InstrData {
-        match &mut self {
+    /// The destination, to change it (`None` for formats without one).
+    pub fn dst_mut(&mut self) -> Option<&mut Dst> {
+        match self {
             InstrData::Unary { dst, .. }
             | InstrData::Fill { dst, .. }
             | InstrData::Iota { dst, .. }
@@ -481,8 +480,16 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => dst.view = view,
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => {}
+            | InstrData::Matmul { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+        }
+    }
+
+    /// The same operands with the destination's view replaced (formats without a destination
+    /// are returned unchanged).
+    pub fn with_dst_view(mut self, view: ViewId) -> InstrData {
+        if let Some(dst) = self.dst_mut() {
+            dst.view = view;
         }
         self
     }

@@ -4,6 +4,7 @@
 
 use super::{Checker, Site};
 use crate::affine::MAX_LOOP_DEPTH;
+use crate::diag::Diagnostic;
 use crate::ir::ops::Format;
 use crate::ir::{Dir, HbmAccess, Instr, InstrData, OperandRef, Write};
 use crate::program::TensorRole;
@@ -114,6 +115,16 @@ impl Checker<'_> {
                             None => Site::Instr(i),
                         };
                         self.malformed(site, what);
+                    }
+                    if ins.data.dst().is_some_and(|d| d.write != Write::Overwrite)
+                        && !ins.opcode.accumulates()
+                    {
+                        self.diags.push(Diagnostic {
+                            site: Site::Instr(i),
+                            violation: RuleViolation::NoAccumulation {
+                                op: ins.opcode.info().name,
+                            },
+                        });
                     }
                 }
             }

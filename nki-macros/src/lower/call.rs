@@ -331,11 +331,19 @@ impl Lowerer<'_> {
             span,
             accumulate: Some(alu),
         } = dest
-            && make(ViewId(u16::MAX)).dst().is_none()
+            && (make(ViewId(u16::MAX)).dst().is_none() || !opcode.accumulates())
         {
-            // `t op= x` where `x`'s operation has no combining destination (a DMA into SBUF):
-            // `x` into a new tile, then `t = t op x` under the same mask.
-            let x = self.emit_op(opcode, make, Dest::New(None), options, spans)?;
+            // `t op= x` where `x`'s operation has no combining destination (a DMA into SBUF,
+            // a memset, an iota, a transpose, batch-norm statistics): `x` into a new tile,
+            // then `t = t op x` under the same mask.
+            let overwrite = |v| {
+                let mut data = make(v);
+                if let Some(dst) = data.dst_mut() {
+                    dst.write = Write::Overwrite;
+                }
+                data
+            };
+            let x = self.emit_op(opcode, &overwrite, Dest::New(None), options, spans)?;
             let combine = OpOptions {
                 mask: options.mask,
                 ..OpOptions::default()

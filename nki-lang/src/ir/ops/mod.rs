@@ -456,6 +456,38 @@ impl Opcode {
     pub fn from_name(name: &str) -> Option<Opcode> {
         Opcode::ALL.iter().copied().find(|o| o.info().name == name)
     }
+
+    /// Whether the instruction can combine its result into its destination
+    /// ([`crate::Write::Accumulate`], [`crate::Write::Group`]): a matmul accumulates in PSUM,
+    /// and the engines' ALU-based instructions combine with what the destination holds; a
+    /// memset, an iota, a transpose, the batch-norm statistics and the DMA transfers only
+    /// overwrite it.
+    pub const fn accumulates(self) -> bool {
+        match self {
+            Opcode::Matmul
+            | Opcode::TensorCopy
+            | Opcode::TensorTensor
+            | Opcode::TensorScalar
+            | Opcode::ScalarTensorTensor
+            | Opcode::TensorScalarReduce
+            | Opcode::Activation
+            | Opcode::TensorReduce
+            | Opcode::TensorTensorScan
+            | Opcode::AffineSelect
+            | Opcode::Select
+            | Opcode::Reciprocal => true,
+            Opcode::LoopBegin
+            | Opcode::LoopEnd
+            | Opcode::Load
+            | Opcode::Store
+            | Opcode::Transpose
+            | Opcode::Memset
+            | Opcode::Iota
+            | Opcode::BnStats
+            | Opcode::BnAggr
+            | Opcode::LoadTranspose2d => false,
+        }
+    }
 }
 
 #[cfg(test)]
