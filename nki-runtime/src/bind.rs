@@ -16,6 +16,7 @@ use core::fmt;
 use ndarray::{ErrorKind, ShapeError};
 use nki_lang::{DType, Program, SymbolValues};
 
+use crate::budget::Meter;
 use crate::element::Element;
 use crate::grid::LaunchGrid;
 use crate::shape::Shape;
@@ -132,6 +133,8 @@ pub struct Bound<'a, 'p, 'o> {
     pub(crate) grid: LaunchGrid,
     pub(crate) inputs: &'a [HbmIn<'a>],
     pub(crate) outputs: &'a mut [HbmOut<'o>],
+    /// What bounds the launch's work (set by the core that runs it).
+    pub(crate) meter: &'a Meter,
 }
 
 impl<'a, 'p> Bound<'a, 'p, '_> {

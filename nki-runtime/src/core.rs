@@ -6,6 +6,7 @@ use nki_lang::Target;
 use thiserror::Error;
 
 use crate::bind::{Bound, HbmIn, HbmOut};
+use crate::budget::{Budget, Meter, StopHandle};
 use crate::cpu::Isa;
 use crate::engines::EngineState;
 use crate::exec::plan::Serial;
@@ -41,6 +42,10 @@ pub struct NeuronCore {
     host_profile: Option<HostProfile>,
     /// Whether every launch runs strictly ([`NeuronCore::execute_strict`]).
     strict: bool,
+    /// What bounds each launch's work.
+    budget: Budget,
+    /// The handle that stops launches, once one was asked for.
+    stop: Option<StopHandle>,
 }
 
 impl NeuronCore {
@@ -53,6 +58,8 @@ impl NeuronCore {
             host: HostState::default(),
             host_profile: None,
             strict: strict_by_default(),
+            budget: Budget::UNLIMITED,
+            stop: None,
         }
     }
 
@@ -134,6 +141,25 @@ impl NeuronCore {
         self
     }
 
+    /// Bounds the work of every launch that follows, plain, strict, observed or timing-only
+    /// ([`Budget::UNLIMITED`] lifts the bounds): a launch over it ends with
+    /// [`LaunchError::Stopped`], and the core stays usable.
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.budget = budget;
+    }
+
+    /// What bounds each launch's work ([`NeuronCore::set_budget`]).
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// A handle another thread can use to stop this core's launch in progress
+    /// ([`StopHandle::stop`]); every call returns the same handle. Once one exists, launches
+    /// check it at every loop back-edge.
+    pub fn stop_handle(&mut self) -> StopHandle {
+        self.stop.get_or_insert_with(StopHandle::default).clone()
+    }
+
     /// Whether launches run strictly ([`NeuronCore::with_strict`]).
     pub fn is_strict(&self) -> bool {
         self.strict
@@ -169,30 +195,53 @@ impl NeuronCore {
     /// instance, an outermost `affine_range` loop whose iterations share no written tile runs
     /// its iterations in two halves the same way ([`Bound::host_parallel_loops`] names them).
     /// Either way the results are those of a serial run, bit for bit.
-    pub fn execute(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+    pub fn execute(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         if self.strict {
             return self.execute_strict(bound);
         }
         self.check_capacity(&bound)?;
-        match self.host_profile.as_mut() {
+        let meter = Meter::new(self.budget, self.stop.as_ref());
+        let mut bound = Bound {
+            meter: &meter,
+            ..bound
+        };
+        let ran = match self.host_profile.as_mut() {
             None => {
-                crate::host::execute(&mut self.engines, &mut self.host, self.target, &mut bound)?
+                crate::host::execute(&mut self.engines, &mut self.host, self.target, &mut bound)
             }
-            Some(profile) => run(&mut self.engines, &mut bound, profile, &mut Serial)?,
+            Some(profile) => run(&mut self.engines, &mut bound, profile, &mut Serial),
+        };
+        Self::report(&meter, &bound, ran)
+    }
+
+    /// A run's result, its meter's reason instead of the error that unwound it when the meter
+    /// stopped it.
+    fn report(
+        meter: &Meter,
+        bound: &Bound<'_, '_, '_>,
+        ran: Result<(), crate::exec::ExecError>,
+    ) -> Result<(), LaunchError> {
+        match meter.stopped(bound.program.name()) {
+            Some(why) => Err(LaunchError::Stopped(why)),
+            None => Ok(ran?),
         }
-        Ok(())
     }
 
     /// [`NeuronCore::execute`] with an [`Observer`] that sees every instruction with its
     /// resolved operands as it runs, and may stop the run ([`LaunchError::Exec`]).
     pub fn execute_observed<O: Observer>(
         &mut self,
-        mut bound: Bound<'_, '_, '_>,
+        bound: Bound<'_, '_, '_>,
         observer: &mut O,
     ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
-        run(&mut self.engines, &mut bound, observer, &mut Serial)?;
-        Ok(())
+        let meter = Meter::new(self.budget, self.stop.as_ref());
+        let mut bound = Bound {
+            meter: &meter,
+            ..bound
+        };
+        let ran = run(&mut self.engines, &mut bound, observer, &mut Serial);
+        Self::report(&meter, &bound, ran)
     }
 
     /// [`NeuronCore::execute`] in strict mode ([`crate::strict`]): an instruction that reads

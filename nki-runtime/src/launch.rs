@@ -156,6 +156,10 @@ pub enum LaunchError {
     /// The execution stopped: an [`crate::Observer`] refused an instruction.
     #[error(transparent)]
     Exec(#[from] crate::exec::ExecError),
+    /// The launch went over the core's budget or was stopped ([`crate::NeuronCore::set_budget`],
+    /// [`crate::NeuronCore::stop_handle`]).
+    #[error(transparent)]
+    Stopped(#[from] crate::budget::Stopped),
     /// The program needs more SBUF per partition than the core has.
     #[error(
         "kernel `{kernel}` needs {needed} bytes of SBUF per partition (compiled for {compiled}), but this {core} core has {capacity}"
@@ -435,6 +439,7 @@ impl<'p> Kernel<'p> {
             grid,
             inputs,
             outputs,
+            meter: &crate::budget::UNBOUNDED,
         })
     }
 }

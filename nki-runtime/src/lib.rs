@@ -88,7 +88,7 @@
 //! 1. `cpu/`: the numerics (conversions, ALU and activation functions, the matmul's
 //!    accumulation), one definition per function with its host code paths; stateless.
 //!    Beside it, host and device plumbing: `worker` (the second host thread), `memory` (SBUF,
-//!    PSUM), `shape`, `grid` (the launch grid).
+//!    PSUM), `shape`, `grid` (the launch grid), `budget` (what bounds a launch's work).
 //! 2. `element` (host element types), then `bind` (the launch's tensors: [`HbmIn`],
 //!    [`HbmOut`], [`Bound`]), then `device_tensor` and `operand` (the vocabulary of a resolved
 //!    operand: [`exec::Loc`], [`exec::Pattern`], [`exec::Resolved`], [`exec::Operands`]).
@@ -117,6 +117,7 @@ compile_error!("nki-runtime models the device's little-endian memories with host
 pub mod cpu;
 
 mod bind;
+mod budget;
 mod core;
 mod device_tensor;
 mod element;
@@ -138,6 +139,7 @@ mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
 pub use bind::{Bound, HbmIn, HbmOut};
+pub use budget::{Budget, StopHandle, Stopped};
 pub use cpu::Isa;
 pub use device_tensor::{DeviceTensor, TensorError};
 pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};

@@ -151,6 +151,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     let syms = b.syms;
     let mut pc = start;
     let sbuf_stride = e.sbuf.partition_stride();
+    // Executed instructions not yet charged to the launch's meter (`crate::budget`).
+    let mut executed = 0u64;
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -173,6 +175,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 let d = f.depth - 1;
                 f.vars[MAX_PIDS + d] += 1;
                 if f.vars[MAX_PIDS + d] < f.trips[d] {
+                    if !b.meter.charge(core::mem::take(&mut executed)) {
+                        return Err(stopped(b, pc, ins));
+                    }
                     pc = begin as usize + 1;
                     continue;
                 }
@@ -190,6 +195,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Select { .. }
             | InstrData::Matmul { .. } => {
                 let vars = &f.vars;
+                executed += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
                         return Err(ExecError {
@@ -203,6 +209,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                     if obs.computes() {
                         if let Some(more) = plan.step(e, b, ins, &ops, (pc, stop), vars) {
                             obs.after(pc, ins);
+                            executed += more as u64;
                             pc += 1 + more;
                             continue;
                         }
@@ -216,7 +223,23 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
         }
         pc += 1;
     }
-    Ok(())
+    match instrs.get(pc.saturating_sub(1)) {
+        Some(last) if !b.meter.charge(executed) => Err(stopped(b, pc - 1, last)),
+        _ => Ok(()),
+    }
+}
+
+/// The error that unwinds a launch its meter stopped (`crate::budget`); the core reports it
+/// as [`crate::LaunchError::Stopped`].
+#[cold]
+fn stopped(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr) -> ExecError {
+    ExecError {
+        kernel: b.program.name().to_string(),
+        instr: pc,
+        mnemonic: ins.mnemonic(),
+        line: ins.line,
+        what: "stopped by the core's budget or stop handle".to_string(),
+    }
 }
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
