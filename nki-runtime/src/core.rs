@@ -10,12 +10,13 @@ use crate::budget::{Budget, Meter, StopHandle};
 use crate::cpu::Isa;
 use crate::engines::EngineState;
 use crate::exec::plan::Serial;
-use crate::exec::{Observer, run};
+use crate::exec::{Observer, Unobserved, run};
 use crate::host::HostState;
 use crate::host_profile::HostProfile;
 use crate::launch::{Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
 use crate::strict::Strict;
+use crate::uninitialized::{UninitializedMemory, poison_launch};
 
 /// The host CPU cannot run the requested code path.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Error)]
@@ -46,6 +47,8 @@ pub struct NeuronCore {
     budget: Budget,
     /// The handle that stops launches, once one was asked for.
     stop: Option<StopHandle>,
+    /// What launches find in memory they did not write.
+    uninitialized: UninitializedMemory,
 }
 
 impl NeuronCore {
@@ -60,6 +63,7 @@ impl NeuronCore {
             strict: strict_by_default(),
             budget: Budget::UNLIMITED,
             stop: None,
+            uninitialized: UninitializedMemory::from_env(),
         }
     }
 
@@ -160,6 +164,23 @@ impl NeuronCore {
         self.stop.get_or_insert_with(StopHandle::default).clone()
     }
 
+    /// The same core with launches finding `memory` in what they did not write: what the
+    /// previous launch left ([`UninitializedMemory::Keep`], the default unless
+    /// `NKI_UNINITIALIZED_MEMORY=nan`), or NaN ([`UninitializedMemory::Nan`]: every tile of the
+    /// program and every output is filled with its dtype's NaN before each launch, which then
+    /// runs on one host thread), so that a result computed from stale data shows up without
+    /// strict mode. Strict launches are unaffected: they refuse such reads.
+    pub fn with_uninitialized_memory(mut self, memory: UninitializedMemory) -> Self {
+        self.uninitialized = memory;
+        self
+    }
+
+    /// What launches find in memory they did not write
+    /// ([`NeuronCore::with_uninitialized_memory`]).
+    pub fn uninitialized_memory(&self) -> UninitializedMemory {
+        self.uninitialized
+    }
+
     /// Whether launches run strictly ([`NeuronCore::with_strict`]).
     pub fn is_strict(&self) -> bool {
         self.strict
@@ -205,11 +226,16 @@ impl NeuronCore {
             meter: &meter,
             ..bound
         };
-        let ran = match self.host_profile.as_mut() {
-            None => {
+        self.poison(&mut bound);
+        let ran = match (self.host_profile.as_mut(), self.uninitialized) {
+            (Some(profile), _) => run(&mut self.engines, &mut bound, profile, &mut Serial),
+            // Poisoned on-chip memories are this core's: the launch runs on one thread.
+            (None, UninitializedMemory::Nan) => {
+                run(&mut self.engines, &mut bound, &mut Unobserved, &mut Serial)
+            }
+            (None, UninitializedMemory::Keep) => {
                 crate::host::execute(&mut self.engines, &mut self.host, self.target, &mut bound)
             }
-            Some(profile) => run(&mut self.engines, &mut bound, profile, &mut Serial),
         };
         Self::report(&meter, &bound, ran)
     }
@@ -240,8 +266,20 @@ impl NeuronCore {
             meter: &meter,
             ..bound
         };
+        if observer.computes() {
+            self.poison(&mut bound);
+        }
         let ran = run(&mut self.engines, &mut bound, observer, &mut Serial);
         Self::report(&meter, &bound, ran)
+    }
+
+    /// Fills the launch's tiles and outputs with NaN if this core's launches find NaN in what
+    /// they did not write ([`NeuronCore::with_uninitialized_memory`]).
+    fn poison(&mut self, bound: &mut Bound<'_, '_, '_>) {
+        if self.uninitialized == UninitializedMemory::Nan {
+            let e = &mut self.engines;
+            poison_launch(bound.program, &mut e.sbuf, &mut e.psum, bound.outputs);
+        }
     }
 
     /// [`NeuronCore::execute`] in strict mode ([`crate::strict`]): an instruction that reads

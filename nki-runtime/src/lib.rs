@@ -135,6 +135,7 @@ pub mod reference_launch;
 mod shape;
 pub mod strict;
 pub mod timing;
+mod uninitialized;
 mod worker;
 
 pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
@@ -151,3 +152,4 @@ pub use launch::{CheckedInputs, Kernel, LaunchError};
 pub use nki_lang;
 pub use shape::{MAX_DIM, Shape};
 pub use strict::{Strict, StrictError};
+pub use uninitialized::UninitializedMemory;

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["engines"],
     &["exec"],
     &["host", "strict", "host_profile"],
-    &["launch"],
+    &["launch", "uninitialized"],
     &["instantiation"],
     &["core"],
     &["timing", "reference_launch"],
