@@ -1,5 +1,6 @@
-//! The macro never panics, whatever tokens it is given: kernels from the examples, mutated a
-//! few thousand times (tokens deleted, duplicated, swapped, replaced by other kernel words or
+//! The macro never panics, whatever tokens it is given: three seed kernels, every kernel of the
+//! examples (the ported tutorials) and a kernel with a 5,120-term expression, mutated a few
+//! thousand times (tokens deleted, duplicated, swapped, replaced by other kernel words or
 //! extreme literals), each expanded under `catch_unwind`. A mutation either expands or yields
 //! `compile_error!`s; a panic fails the test with the mutated source. `NKI_MUTATIONS=N` sets the
 //! mutations per seed kernel (1200 by default; 30000 per seed, 90000 in all, found no panic).
@@ -51,6 +52,88 @@ const SEEDS: [&str; 3] = [
         out
     }",
 ];
+
+/// The sources of the examples, whose every `#[kernel]` is mutated too.
+const EXAMPLES: [&str; 20] = [
+    include_str!("../../examples/autotune_matmul.rs"),
+    include_str!("../../examples/average_pool2d.rs"),
+    include_str!("../../examples/data_movement.rs"),
+    include_str!("../../examples/exp.rs"),
+    include_str!("../../examples/fused_attention.rs"),
+    include_str!("../../examples/fused_matmul_bias_gelu.rs"),
+    include_str!("../../examples/kernel_optimization_v2.rs"),
+    include_str!("../../examples/layernorm.rs"),
+    include_str!("../../examples/mamba.rs"),
+    include_str!("../../examples/mamba_tutorial_shapes.rs"),
+    include_str!("../../examples/matmul_basic.rs"),
+    include_str!("../../examples/matmul_block_free_dimension.rs"),
+    include_str!("../../examples/matmul_fully_optimized.rs"),
+    include_str!("../../examples/matmul_hoist_load.rs"),
+    include_str!("../../examples/matmul_tiled.rs"),
+    include_str!("../../examples/maxpool2d.rs"),
+    include_str!("../../examples/rmsnorm.rs"),
+    include_str!("../../examples/softmax.rs"),
+    include_str!("../../examples/tensor_add.rs"),
+    include_str!("../../examples/transpose2d.rs"),
+];
+
+/// Every `#[kernel]` item of `src` (an example's source), as the attribute's arguments and the
+/// function: from `#[kernel` at a line's start to the brace that closes the function's body.
+fn kernels_in(src: &str) -> Vec<(String, String)> {
+    // Comments may hold unbalanced braces; kernels hold no string literals.
+    let code: Vec<&str> = src
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join("\n");
+    let mut found = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("\n#[kernel") {
+        rest = &rest[at + "\n#[kernel".len()..];
+        // The attribute's arguments: `(...)` up to the `]` that closes the attribute.
+        let close = rest.find("]\n").unwrap_or(0);
+        let args = rest[..close].trim();
+        let args = args
+            .strip_prefix('(')
+            .and_then(|a| a.strip_suffix(')'))
+            .unwrap_or("");
+        rest = &rest[close + 1..];
+        // The body's brace: the first outside the signature's parentheses and generics
+        // (`Hbm<T, P, { F1 * F2 }>`).
+        let (mut nest, mut prev) = (0i32, ' ');
+        let open = rest.char_indices().find_map(|(i, c)| {
+            match c {
+                '(' | '[' | '<' => nest += 1,
+                ')' | ']' => nest -= 1,
+                '>' if prev != '-' => nest -= 1,
+                '{' if nest == 0 => return Some(i),
+                _ => {}
+            }
+            prev = c;
+            None
+        });
+        let Some(open) = open else { break };
+        let mut depth = 0usize;
+        let mut end = None;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(open + i + 1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else { break };
+        found.push((args.to_string(), rest[..end].to_string()));
+        rest = &rest[end..];
+    }
+    found
+}
 
 /// Words a mutation may put in place of a token.
 const WORDS: [&str; 40] = [
@@ -229,6 +312,75 @@ fn mutated_kernels_expand_or_report_errors_but_never_panic() {
     }
     // Most mutations keep their delimiters balanced.
     assert!(expanded > SEEDS.len() * per_seed / 2, "{expanded}");
+    // The examples' kernels (the tutorials as ported), each expanded as written (those that
+    // call `#[helper]`s report the unknown helpers: a helper is expanded with its kernel by
+    // `nki::kernel`), then mutated a tenth as often as the seeds.
+    let kernels: Vec<_> = EXAMPLES.iter().flat_map(|src| kernels_in(src)).collect();
+    assert!(
+        kernels.len() >= 28,
+        "{} kernels found in the examples",
+        kernels.len()
+    );
+    let mut as_written = 0;
+    for (args, item) in &kernels {
+        let attr = TokenStream::from_str(args).expect("an attribute tokenizes");
+        let out = crate::expand::expand(
+            attr.clone(),
+            TokenStream::from_str(item).unwrap_or_else(|e| panic!("{e:?} in:\n{item}")),
+            TokenStream::new(),
+        );
+        as_written += usize::from(!out.to_string().contains("compile_error"));
+        let mut tokens = Vec::new();
+        flatten(
+            TokenStream::from_str(item).unwrap_or_else(|e| panic!("{e:?} in:\n{item}")),
+            &mut tokens,
+        );
+        for _ in 0..per_seed.div_ceil(10) {
+            let text = mutate(&tokens, &mut rng).join(" ");
+            let Ok(item) = TokenStream::from_str(&text) else {
+                continue;
+            };
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                crate::expand::expand(attr.clone(), item, TokenStream::new())
+            }));
+            if result.is_err() {
+                panic!("the macro panicked on:\n#[kernel({args})]\n{text}");
+            }
+            expanded += 1;
+        }
+    }
+    assert_eq!(
+        as_written,
+        kernels.len(),
+        "every example kernel expands as written"
+    );
+    // A kernel whose load bound is a sum of 5,120 terms (a syntax tree thousands of levels
+    // deep), mutated too: each mutation expands or errs, never overflows the stack.
+    let long = format!(
+        "fn long_sum(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {{
+            let out = ndarray([128, 64], f32, SharedHbm);
+            let t = load(x[[0..128, 0..({} 0 - 5056)]]);
+            store(out[[0..128, 0..64]], t + 1.0);
+            out
+        }}",
+        "1 + ".repeat(5120)
+    );
+    let mut tokens = Vec::new();
+    flatten(
+        TokenStream::from_str(&long).expect("tokenizes"),
+        &mut tokens,
+    );
+    for _ in 0..per_seed.div_ceil(100) {
+        let text = mutate(&tokens, &mut rng).join(" ");
+        let Ok(item) = TokenStream::from_str(&text) else {
+            continue;
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            crate::expand::expand(TokenStream::new(), item, TokenStream::new())
+        }));
+        assert!(result.is_ok(), "the macro panicked on a mutated long sum");
+        expanded += 1;
+    }
     // Some mutations stay valid kernels (a literal changed, a statement duplicated): the
     // lowering and the checks ran on those too.
     assert!(clean > 0, "{clean}");
