@@ -270,7 +270,12 @@ fn execute(
                 compute::alu_chain(e, ops, engine, [Alu::Bypass; 2], 0, None, a)
             }
             (Engine::Scalar, None) => compute::copy_through_f32(e, ops),
-            _ => vector::copy(e, ops),
+            // The op table gives a copy VectorE, ScalarE or GpSimd; the others move the bits
+            // as VectorE does.
+            (
+                Engine::Vector | Engine::GpSimd | Engine::Tensor | Engine::Dma | Engine::Sync,
+                None,
+            ) => vector::copy(e, ops),
         },
         (Opcode::Memset, InstrData::Fill { value, .. }) => vector::memset(e, ops, value),
         (Opcode::Reciprocal, InstrData::Unary { dst, .. }) => compute::alu_chain(
