@@ -135,7 +135,7 @@ pub mod strict;
 pub mod timing;
 mod worker;
 
-pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
+pub use crate::core::{NeuronCore, UnsupportedIsa, isa_by_default, strict_by_default};
 pub use bind::{Bound, HbmIn, HbmOut};
 pub use cpu::Isa;
 pub use device_tensor::{DeviceTensor, TensorError};
