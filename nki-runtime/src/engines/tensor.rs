@@ -473,7 +473,7 @@ pub(crate) fn matmul<'h>(
             return;
         }
         let (s_lo, s_hi) = split_stationary(&s, h);
-        let (m, half) = (&m, moving_split(n));
+        let (m, half) = (&m, moving_split(packing, n));
         let (b_lo, b_hi) = b.split(packing, k, half);
         let a_hi = mm_worker.stationary();
         let ((k_lo, a_lo), (k_hi, a_hi)) = worker.join(
