@@ -1,10 +1,11 @@
 //! NKI's tiled matmul (`nki_matmul_tiled_`): symbolic K, M, N, 128×128 stationary and 128×512
 //! moving tiles, PSUM accumulation over K, checked against an f64 reference.
 //!
-//! `cargo run --release --example matmul_tiled -- [K M N] [--time RUNS]` (default 1024 1024 1024)
+//! `cargo run --release --example matmul_tiled -- [K M N] [--time RUNS [--threads 1|2]]` (default
+//! 1024 1024 1024)
 //!
 //! `--time RUNS` also times `RUNS` launches with device-resident tensors on a two-thread core
-//! (after one untimed launch) and prints min and P50: the 1024³ figures of
+//! (`--threads 1`: one thread; after one untimed launch) and prints min and P50: the 1024³ figures of
 //! `docs/performance.md`. It does so twice: with the same inputs every time (the core keeps
 //! the packed matmul operands of unchanged device tensors between launches), and with both
 //! inputs marked written before each launch (`as_mut_slice`), so that every launch packs its
@@ -52,6 +53,9 @@ struct Cli {
     /// Also time RUNS launches with device-resident tensors on a two-thread core (min, P50)
     #[arg(long, value_name = "RUNS")]
     time: Option<usize>,
+    /// Host threads of the timed core (1 or 2)
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
     #[command(flatten)]
     profile: common::ProfileArg,
 }
@@ -81,7 +85,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(runs) = runs {
         let mut out = DeviceTensor::<bf16>::zeros(&[m, n])?;
-        let mut core = NeuronCore::default().with_strict(false);
+        let mut core = NeuronCore::default()
+            .with_strict(false)
+            .with_host_threads(cli.threads);
+        let threads = core.host_threads();
         for written in [false, true] {
             let (min, p50) = common::time_runs(runs, || {
                 if written {
@@ -96,7 +103,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "the same inputs"
             };
             println!(
-                "K={k} M={m} N={n}, {runs} launches, device-resident, two host threads, {inputs}: min {:.0} µs, P50 {:.0} µs",
+                "K={k} M={m} N={n}, {runs} launches, device-resident, {threads} host thread(s), {inputs}: min {:.0} µs, P50 {:.0} µs",
                 min * 1e6,
                 p50 * 1e6
             );

@@ -52,12 +52,13 @@ pub struct NeuronCore {
 }
 
 impl NeuronCore {
-    /// A core of generation `target`, running its inner loops on the best code path of this
-    /// CPU ([`Isa::detect`]), strictly or not as [`strict_by_default`] says.
+    /// A core of generation `target`, running its inner loops on the code path
+    /// [`isa_by_default`] names (the best one of this CPU unless `NKI_ISA` says otherwise),
+    /// strictly or not as [`strict_by_default`] says.
     pub fn new(target: Target) -> Self {
         NeuronCore {
             target,
-            engines: EngineState::new(target, Isa::detect()),
+            engines: EngineState::new(target, isa_by_default()),
             host: HostState::default(),
             host_profile: None,
             strict: strict_by_default(),
@@ -346,6 +347,42 @@ pub fn strict_by_default() -> bool {
         ),
         None => cfg!(debug_assertions),
     }
+}
+
+/// The code path new cores run on: the one the environment variable `NKI_ISA` names
+/// (`portable`, `avx2`, `avx512` or `avx512bf16`, any case), so that benchmarks and examples
+/// can measure a path other than the best one without code changes, else the best path of this
+/// CPU ([`Isa::detect`]). A name this CPU cannot run, or no path's name, is reported on stderr
+/// once and ignored. Read once per process.
+pub fn isa_by_default() -> Isa {
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(|| {
+        let Some(v) = std::env::var_os("NKI_ISA") else {
+            return Isa::detect();
+        };
+        let name = v.to_string_lossy().to_ascii_lowercase();
+        let isa = match name.as_str() {
+            "portable" => Some(Isa::Portable),
+            "avx2" | "avx2fma" => Some(Isa::Avx2Fma),
+            "avx512" => Some(Isa::Avx512),
+            "avx512bf16" => Some(Isa::Avx512Bf16),
+            _ => None,
+        };
+        match isa {
+            Some(isa) if isa.is_supported() => isa,
+            Some(isa) => {
+                eprintln!("NKI_ISA={name}: this CPU does not support {isa:?}; using the best path");
+                Isa::detect()
+            }
+            None => {
+                eprintln!(
+                    "NKI_ISA={name}: not one of portable, avx2, avx512, avx512bf16; using the \
+                     best path"
+                );
+                Isa::detect()
+            }
+        }
+    })
 }
 
 impl Default for NeuronCore {

@@ -138,7 +138,7 @@ pub mod timing;
 mod uninitialized;
 mod worker;
 
-pub use crate::core::{NeuronCore, UnsupportedIsa, strict_by_default};
+pub use crate::core::{NeuronCore, UnsupportedIsa, isa_by_default, strict_by_default};
 pub use bind::{Bound, HbmIn, HbmOut};
 pub use budget::{Budget, StopHandle, Stopped};
 pub use cpu::Isa;

@@ -1,6 +1,7 @@
 //! 16 × 16 transposes of 32-bit elements: the inner step of the engines' blocked transposes
 //! (`nc_transpose` into PSUM, `load_transpose2d`). Moves bits only; every path gives the same
-//! result.
+//! result. AVX-512 transposes in zmm registers whole; AVX2 as four 8 × 8 transposes in ymm
+//! registers (32-bit, then 64-bit interleaves within 128-bit lanes, then a swap of lanes).
 
 use super::Isa;
 
@@ -25,9 +26,16 @@ pub fn transpose16(isa: Isa, block: &[u32], stride: usize) -> Block16 {
             // 16 elements `stride` apart (checked above).
             unsafe { transpose16_avx512(block, stride) }
         }
-        Isa::Portable | Isa::Avx2Fma => transpose16_portable(block, stride),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 (`assert_supported`); `block` holds 16 rows of 16
+            // elements `stride` apart (checked above).
+            unsafe { transpose16_avx2(|i, c| &block[i * stride + c..i * stride + c + 8]) }
+        }
+        Isa::Portable => transpose16_portable(block, stride),
         #[cfg(not(target_arch = "x86_64"))]
-        Isa::Avx512 | Isa::Avx512Bf16 => transpose16_portable(block, stride),
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => transpose16_portable(block, stride),
     }
 }
 
@@ -51,9 +59,18 @@ pub fn transpose16_bf16(isa: Isa, src: &[u16], first: usize, stride: usize) -> B
             // 16 elements `stride` apart from `first` (checked above).
             unsafe { transpose16_bf16_avx512(src, first, stride) }
         }
-        Isa::Portable | Isa::Avx2Fma => transpose16_bf16_portable(src, first, stride),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 (`assert_supported`); `src` holds 16 rows of 16
+            // elements `stride` apart from `first` (checked above).
+            unsafe { transpose16_bf16_avx2(src, first, stride) }
+        }
+        Isa::Portable => transpose16_bf16_portable(src, first, stride),
         #[cfg(not(target_arch = "x86_64"))]
-        Isa::Avx512 | Isa::Avx512Bf16 => transpose16_bf16_portable(src, first, stride),
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
+            transpose16_bf16_portable(src, first, stride)
+        }
     }
 }
 
@@ -86,6 +103,98 @@ unsafe fn transpose16_bf16_avx512(src: &[u16], first: usize, stride: usize) -> B
     }
     // SAFETY: the CPU supports AVX-512 F (the caller's contract); `words` holds 16 rows of 16.
     unsafe { transpose16_avx512(&words, 16) }
+}
+
+/// [`transpose16_bf16`] with AVX2: each row of 8 bf16 widened in a ymm register, then
+/// [`transpose8_avx2`] as in [`transpose16_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose16_bf16_avx2(src: &[u16], first: usize, stride: usize) -> Block16 {
+    use std::arch::x86_64::*;
+    let mut out = [[0u32; 16]; 16];
+    for bi in 0..2 {
+        for bj in 0..2 {
+            let rows: [__m256i; 8] = core::array::from_fn(|i| {
+                let at = first + (8 * bi + i) * stride + 8 * bj;
+                let row = &src[at..at + 8];
+                // SAFETY: `row` holds 8 u16s (16 bytes); unaligned load, widened and shifted.
+                let h = unsafe { _mm_loadu_si128(row.as_ptr().cast()) };
+                _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h))
+            });
+            for (j, v) in transpose8_avx2(rows).into_iter().enumerate() {
+                let col = &mut out[8 * bj + j][8 * bi..8 * bi + 8];
+                // SAFETY: `col` holds 8 u32s (32 bytes); unaligned store.
+                unsafe { _mm256_storeu_si256(col.as_mut_ptr().cast(), v) };
+            }
+        }
+    }
+    out
+}
+
+/// [`transpose16`] with AVX2: four 8 × 8 blocks, `row(i, c)` giving the 8 elements of row `i`
+/// from column `c` (0 or 8).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose16_avx2<'a>(row: impl Fn(usize, usize) -> &'a [u32]) -> Block16 {
+    use std::arch::x86_64::*;
+    let mut out = [[0u32; 16]; 16];
+    for bi in 0..2 {
+        for bj in 0..2 {
+            let rows: [__m256i; 8] = core::array::from_fn(|i| {
+                let r = &row(8 * bi + i, 8 * bj)[..8];
+                // SAFETY: `r` holds 8 u32s (32 bytes); unaligned load.
+                unsafe { _mm256_loadu_si256(r.as_ptr().cast()) }
+            });
+            for (j, v) in transpose8_avx2(rows).into_iter().enumerate() {
+                let col = &mut out[8 * bj + j][8 * bi..8 * bi + 8];
+                // SAFETY: `col` holds 8 u32s (32 bytes); unaligned store.
+                unsafe { _mm256_storeu_si256(col.as_mut_ptr().cast(), v) };
+            }
+        }
+    }
+    out
+}
+
+/// An 8 × 8 transpose of 32-bit elements: vector `j` of the result holds element `j` of every
+/// row. 32-bit then 64-bit interleaves within 128-bit lanes leave, in `u[c]` (`u[4 + c]`),
+/// rows `0..4` (`4..8`) of column `c` in the low lane and of column `4 + c` in the high lane;
+/// joining the low lanes of `u[c]` and `u[4 + c]` gives column `c`, their high lanes column
+/// `4 + c`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8_avx2(r: [std::arch::x86_64::__m256i; 8]) -> [std::arch::x86_64::__m256i; 8] {
+    use std::arch::x86_64::*;
+    let t: [__m256i; 8] = core::array::from_fn(|k| {
+        let (a, b) = (r[k / 2 * 2], r[k / 2 * 2 + 1]);
+        if k % 2 == 0 {
+            _mm256_unpacklo_epi32(a, b)
+        } else {
+            _mm256_unpackhi_epi32(a, b)
+        }
+    });
+    // u[4h + c]: rows 4h..4h + 4 of columns c (low lane) and 4 + c (high lane).
+    let u: [__m256i; 8] = core::array::from_fn(|k| {
+        let (h, c) = (k / 4, k % 4);
+        let (a, b) = (t[4 * h + c / 2], t[4 * h + c / 2 + 2]);
+        if c % 2 == 0 {
+            _mm256_unpacklo_epi64(a, b)
+        } else {
+            _mm256_unpackhi_epi64(a, b)
+        }
+    });
+    core::array::from_fn(|j| {
+        let c = j % 4;
+        if j < 4 {
+            _mm256_permute2x128_si256::<0x20>(u[c], u[4 + c])
+        } else {
+            _mm256_permute2x128_si256::<0x31>(u[c], u[4 + c])
+        }
+    })
 }
 
 fn transpose16_portable(block: &[u32], stride: usize) -> Block16 {

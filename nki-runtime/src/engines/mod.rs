@@ -74,7 +74,7 @@ pub(crate) struct EngineState {
     /// The same for the worker's half of a matmul whose operands both come from inputs.
     pub packs_worker: (PackCache, PackCache),
     /// How matmuls of input operands share their rows with the worker.
-    pub row_share: tensor::RowShare,
+    pub row_share: split::RowShare,
     /// Lanes of streamed (elementwise) instructions.
     pub lanes: lanes::Lanes,
     /// Lanes of the worker's half of a streamed instruction.
@@ -110,7 +110,7 @@ impl EngineState {
                 PackCache::new(tensor::CACHED_MOVING),
                 PackCache::new(tensor::CACHED_STATIONARY),
             ),
-            row_share: tensor::RowShare::new(),
+            row_share: split::RowShare::new(),
             lanes: lanes::Lanes::new(),
             lanes_worker: lanes::Lanes::new(),
         }

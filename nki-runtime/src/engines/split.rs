@@ -10,8 +10,17 @@
 //! writable partitions ([`super::mems`]). Strided transfers ([`super::access::transfer_par`])
 //! split when [`transfer_splits`]: the destination's halves are disjoint byte ranges. Each
 //! half computes exactly what the serial loop computes for its rows.
+//!
+//! Matmuls (`super::tensor::matmul`) split their output rows, whose PSUM partitions the two
+//! threads write apart, by [`split_rows`]: at least 16 rows and `MIN_MACS` multiply-adds (a
+//! matmul's work per element is `K` multiply-adds, so its threshold counts those rather than
+//! elements), at half the rows rounded up to the packed stationary block (8 rows, which every
+//! kernel's row blocks tile). A matmul whose operands both come from input tensors splits
+//! where a [`RowShare`] says instead: a share of the rows moved after each split toward even
+//! finishing times of the two threads.
 
 use core::ops::Range;
+use std::time::Duration;
 
 use nki_lang::DType;
 
@@ -19,6 +28,7 @@ use super::EngineState;
 use super::lanes::{Lanes, Sink, Source};
 use super::mems::{Mems, Region};
 use crate::cpu::Isa;
+use crate::cpu::matmul::STATIONARY_BLOCK;
 use crate::memory::Psum;
 use crate::operand::Loc;
 use crate::worker::near;
@@ -49,6 +59,60 @@ pub(super) fn transfer_splits(dims: &[usize], dst: &[isize]) -> bool {
         + 1;
     let disjoint = rank >= 2 && d0 > 0 && dst[1..rank].iter().all(|&s| s >= 0) && row_extent <= d0;
     disjoint && large_enough(rows, elems)
+}
+
+/// Matmuls with fewer multiply-adds stay on one thread (a few microseconds of work).
+const MIN_MACS: usize = 1 << 19;
+
+/// Where to split a `[K, M] x [K, N]` matmul's output rows between two threads, or `None` when
+/// it is too small to pay for the hand-over (a few microseconds of work).
+pub(crate) fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
+    if m < 2 * STATIONARY_BLOCK || k * m * n < MIN_MACS {
+        return None;
+    }
+    // A multiple of the stationary block keeps the kernels' row blocks whole.
+    Some((m / 2).div_ceil(STATIONARY_BLOCK) * STATIONARY_BLOCK).filter(|&h| h < m)
+}
+
+/// How a matmul whose operands both come from input tensors shares its output rows between the
+/// calling thread and the worker: the fraction of rows the caller takes, moved after each such
+/// split toward even finishing times (each half computes exactly its rows, so the results do
+/// not depend on it). The two vCPUs of the project's virtual machines are not always equally
+/// fast: when they sat far apart, the seed's half took the worker 28.3–28.6 µs against
+/// 23.1–24.1 µs on the calling thread, and fixed halves waited for the worker.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct RowShare {
+    caller: f32,
+}
+
+impl RowShare {
+    /// Even halves to start with.
+    pub(crate) fn new() -> RowShare {
+        RowShare { caller: 0.5 }
+    }
+
+    /// The caller's rows of `m`: a multiple of 8 (the stationary block, which the kernels'
+    /// row blocks tile), at least 8 and leaving the worker at least one; `None` below 16 rows.
+    pub(crate) fn rows(&self, m: usize) -> Option<usize> {
+        const B: usize = STATIONARY_BLOCK;
+        if m < 2 * B {
+            return None;
+        }
+        let h = (m as f32 * self.caller / B as f32).round() as usize * B;
+        Some(h.clamp(B, (m - 1) / B * B))
+    }
+
+    /// Takes in that the caller computed `h` of `m` rows in `here` and the worker the rest in
+    /// `there`: the share that would have made both take as long, averaged into the last ones
+    /// and kept within a quarter and three quarters.
+    pub(crate) fn observe(&mut self, h: usize, m: usize, here: Duration, there: Duration) {
+        let rate = |rows: usize, t: Duration| rows as f32 / t.as_secs_f32().max(1e-9);
+        let (mine, theirs) = (rate(h, here), rate(m.saturating_sub(h), there));
+        if mine + theirs > 0.0 {
+            let even = mine / (mine + theirs);
+            self.caller = (0.75 * self.caller + 0.25 * even).clamp(0.25, 0.75);
+        }
+    }
 }
 
 /// The partition of element offset `elem` of a memory whose partitions hold `per` elements.
@@ -193,4 +257,53 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         || body(isa, &mut ma, 0..h, lanes),
         || body(isa, &mut mb, h..rows, lanes_worker),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{RowShare, split_rows};
+
+    /// Matmuls split at half their rows rounded up to the stationary block, from 16 rows and
+    /// 2^19 multiply-adds.
+    #[test]
+    fn matmuls_split_at_whole_stationary_blocks_when_large_enough() {
+        assert_eq!(split_rows(128, 128, 512), Some(64));
+        assert_eq!(split_rows(128, 17, 512), Some(8));
+        assert_eq!(split_rows(128, 24, 512), Some(16));
+        assert_eq!(split_rows(128, 15, 512), None);
+        assert_eq!(split_rows(4, 128, 512), None);
+        assert_eq!(split_rows(8, 128, 512), Some(64));
+    }
+
+    #[test]
+    fn row_shares_move_toward_even_times_in_whole_row_blocks() {
+        let mut share = RowShare::new();
+        assert_eq!(share.rows(128), Some(64));
+        assert_eq!(share.rows(15), None);
+        assert_eq!(share.rows(16), Some(8));
+        // The worker 40 % slower per row: the caller's share grows, by whole blocks of 8 rows.
+        let us = Duration::from_micros;
+        for _ in 0..20 {
+            let h = share.rows(128).unwrap();
+            share.observe(h, 128, us(h as u64), us((128 - h) as u64 * 14 / 10));
+        }
+        let h = share.rows(128).unwrap();
+        assert!(h == 72 || h == 80, "{h}");
+        assert_eq!(h % 8, 0);
+        // Even again: back to halves.
+        for _ in 0..40 {
+            let h = share.rows(128).unwrap();
+            share.observe(h, 128, us(h as u64), us((128 - h) as u64));
+        }
+        assert_eq!(share.rows(128), Some(64));
+        // A worker that seems to take forever moves the share no further than three quarters,
+        // and the worker keeps at least one row.
+        for _ in 0..100 {
+            share.observe(64, 128, us(1), us(1_000_000));
+        }
+        assert_eq!(share.rows(128), Some(96));
+        assert_eq!(share.rows(17), Some(16));
+    }
 }

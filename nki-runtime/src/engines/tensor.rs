@@ -7,6 +7,7 @@ use super::access::{
     Block2d, ChunkBuf, End, Mem, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
 use super::pack_cache::PackCache;
+use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
     CopyOut, MovingPacking, MovingScratch, Operand, Output, PackedMoving, PackedStationary,
@@ -16,7 +17,7 @@ use crate::cpu::matmul::{
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::worker::{Worker, near};
 
@@ -61,57 +62,6 @@ fn row_major(g: &[usize; MAX_TILE_RANK]) -> [isize; MAX_TILE_RANK] {
         acc *= g[j] as isize;
     }
     s
-}
-
-/// Where to split a `[K, M] x [K, N]` matmul's output rows between two threads, or `None` when
-/// it is too small to pay for the hand-over (a few microseconds of work).
-fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
-    const MIN_MACS: usize = 1 << 19;
-    if m < 16 || k * m * n < MIN_MACS {
-        return None;
-    }
-    // A multiple of 8 rows keeps the kernel's row blocks whole.
-    Some((m / 2).div_ceil(8) * 8).filter(|&h| h < m)
-}
-
-/// How a matmul whose operands both come from input tensors shares its output rows between the
-/// calling thread and the worker: the fraction of rows the caller takes, moved after each such
-/// split toward even finishing times (each half computes exactly its rows, so the results do
-/// not depend on it). The two vCPUs of the project's virtual machines are not always equally
-/// fast: when they sat far apart, the seed's half took the worker 28.3–28.6 µs against
-/// 23.1–24.1 µs on the calling thread, and fixed halves waited for the worker.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub(crate) struct RowShare {
-    caller: f32,
-}
-
-impl RowShare {
-    /// Even halves to start with.
-    pub(crate) fn new() -> RowShare {
-        RowShare { caller: 0.5 }
-    }
-
-    /// The caller's rows of `m`: a multiple of 8 (the kernel's row blocks), at least 8 and
-    /// leaving the worker at least one; `None` below 16 rows.
-    fn rows(&self, m: usize) -> Option<usize> {
-        if m < 16 {
-            return None;
-        }
-        let h = (m as f32 * self.caller / 8.0).round() as usize * 8;
-        Some(h.clamp(8, (m - 1) / 8 * 8))
-    }
-
-    /// Takes in that the caller computed `h` of `m` rows in `here` and the worker the rest in
-    /// `there`: the share that would have made both take as long, averaged into the last ones
-    /// and kept within a quarter and three quarters.
-    fn observe(&mut self, h: usize, m: usize, here: Duration, there: Duration) {
-        let rate = |rows: usize, t: Duration| rows as f32 / t.as_secs_f32().max(1e-9);
-        let (mine, theirs) = (rate(h, here), rate(m.saturating_sub(h), there));
-        if mine + theirs > 0.0 {
-            let even = mine / (mine + theirs);
-            self.caller = (0.75 * self.caller + 0.25 * even).clamp(0.25, 0.75);
-        }
-    }
 }
 
 /// The [`CopyOut`] of elements `to` of `mem` (a tile in SBUF, or an output tensor's bytes),
@@ -473,7 +423,7 @@ pub(crate) fn matmul<'h>(
             return;
         }
         let (s_lo, s_hi) = split_stationary(&s, h);
-        let (m, half) = (&m, moving_split(n));
+        let (m, half) = (&m, moving_split(packing, n));
         let (b_lo, b_hi) = b.split(packing, k, half);
         let a_hi = mm_worker.stationary();
         let ((k_lo, a_lo), (k_hi, a_hi)) = worker.join(
@@ -628,41 +578,4 @@ pub(crate) fn transpose(e: &mut EngineState, ops: &Operands) {
         }
     }
     transfer(*isa, chunks, mem, from, to, &plan);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::RowShare;
-
-    #[test]
-    fn row_shares_move_toward_even_times_in_whole_row_blocks() {
-        let mut share = RowShare::new();
-        assert_eq!(share.rows(128), Some(64));
-        assert_eq!(share.rows(15), None);
-        assert_eq!(share.rows(16), Some(8));
-        // The worker 40 % slower per row: the caller's share grows, by whole blocks of 8 rows.
-        let us = Duration::from_micros;
-        for _ in 0..20 {
-            let h = share.rows(128).unwrap();
-            share.observe(h, 128, us(h as u64), us((128 - h) as u64 * 14 / 10));
-        }
-        let h = share.rows(128).unwrap();
-        assert!(h == 72 || h == 80, "{h}");
-        assert_eq!(h % 8, 0);
-        // Even again: back to halves.
-        for _ in 0..40 {
-            let h = share.rows(128).unwrap();
-            share.observe(h, 128, us(h as u64), us((128 - h) as u64));
-        }
-        assert_eq!(share.rows(128), Some(64));
-        // A worker that seems to take forever moves the share no further than three quarters,
-        // and the worker keeps at least one row.
-        for _ in 0..100 {
-            share.observe(64, 128, us(1), us(1_000_000));
-        }
-        assert_eq!(share.rows(128), Some(96));
-        assert_eq!(share.rows(17), Some(16));
-    }
 }

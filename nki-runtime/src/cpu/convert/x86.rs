@@ -735,10 +735,11 @@ unsafe fn st8_f32(p: *mut u8, v: __m256) {
     unsafe { _mm256_storeu_ps(p.cast(), v) }
 }
 
-/// Narrows 8 f32 to bf16 with integer operations and stores them.
+/// Narrows 8 f32 to bf16 with integer operations (the model's rounding: to nearest even,
+/// subnormals flushed, NaNs quieted), in the low 128 bits.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn st8_bf16(p: *mut u8, v: __m256) {
+pub(in crate::cpu) fn f32_to_bf16_x8(v: __m256) -> __m128i {
     let bits = _mm256_castps_si256(v);
     let (nan, sub) = (nan8(v), below8(v, f32::MIN_POSITIVE));
     let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
@@ -750,8 +751,15 @@ unsafe fn st8_bf16(p: *mut u8, v: __m256) {
     let r = _mm256_srli_epi32::<16>(r);
     // packus works per 128-bit lane: [r0..r3 r0..r3 | r4..r7 r4..r7]; gather quadwords 0 and 2.
     let packed = _mm256_permute4x64_epi64::<0b1000>(_mm256_packus_epi32(r, r));
+    _mm256_castsi256_si128(packed)
+}
+
+/// Narrows 8 f32 to bf16 with integer operations and stores them.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn st8_bf16(p: *mut u8, v: __m256) {
     // SAFETY: the caller guarantees 16 writable bytes at `p`; the store is unaligned.
-    unsafe { _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(packed)) }
+    unsafe { _mm_storeu_si128(p.cast(), f32_to_bf16_x8(v)) }
 }
 
 /// Narrows 8 f32 to f16 (`vcvtps2ph`, round to nearest even) and stores them.

@@ -1,7 +1,27 @@
-//! AVX2 + FMA path of [`super::matmul`]: operands widened to f32 with DAZ, then a
-//! register-blocked `vfmadd231ps` kernel of `MR` rows of `m` × `NR` ymm vectors (8 columns
-//! each) of `n`. Packed layouts as on the AVX-512 path: stationary block `mb` is
-//! `a[(mb * K + k) * MR + r]`, moving panel `p` is `b[(p * K + k) * NC + c]`.
+//! AVX2 + FMA path of [`super::matmul`]: operands widened to f32 with DAZ while packing, then a
+//! register-blocked `vfmadd231ps` kernel of [`MR`] rows of `m` × up to [`NR`] ymm vectors (8
+//! columns each) of `n`.
+//!
+//! Packed layouts (in the scratch buffers, 64-byte aligned), the same scheme as the AVX-512 f32
+//! path's (`super::avx512`) with narrower register blocks and moving panels:
+//! - stationary block `sb` of [`SB`] columns (the stationary block every layout shares, so
+//!   that threads can split a packing's rows at multiples of it) is
+//!   `a[sb · block_stride(K, SB) + k · SB + r]`; the kernel runs on each half of a block (`MR`
+//!   rows), broadcasting `a[k · SB + r]`;
+//! - moving panel `p` of [`NC`] columns is `b[p · block_stride(K, NC) + k · NC + c]`.
+//!
+//! Blocks are padded by one cache line ([`block_stride`]): a packer writes the same row of
+//! every block in turn, and unpadded those rows would be a multiple of 4 KiB apart and all fall
+//! in one L1 set. Each packer reads every source row once, front to back, with vector loads and
+//! aligned vector stores. Results are stored with plain stores, masked (`vmaskmovps`) only for
+//! the last partial vector of a row and for lanes the exact fallback recomputed.
+//!
+//! Why `4 × 16` rather than BLIS's `6 × 16` for Haswell: blocks of 4 rows tile the 8-row
+//! stationary blocks that the threads' row splits and the AVX-512 layouts use; 8 accumulators
+//! are as many as two FMA pipes of latency 4 keep busy, with 2 moving loads and 4 broadcasts
+//! per 8 FMAs. `4 × 24` (12 accumulators, all 16 ymm registers live) was measured slower: LLVM
+//! spills an accumulator and shuffles registers on every step (the seed tile took 268 µs
+//! against 203 µs on the Intel Xeon of `docs/performance.md`).
 
 use core::arch::x86_64::*;
 use core::mem::transmute;
@@ -9,19 +29,29 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
-use super::{CANONICAL_NAN, MatmulScratch, Operand, Output, exact_block, products_on_grid};
+use super::{
+    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, daz, exact_block, exp_key,
+    products_on_grid,
+};
 use crate::cpu::convert::f16_to_f32;
+use crate::cpu::convert::x86::f32_to_bf16_x8;
 
 /// Rows of `m` per register block.
-const MR: usize = 6;
+const MR: usize = 4;
+/// Columns of the stationary operand per packed block.
+const SB: usize = super::STATIONARY_BLOCK;
+const _: () = assert!(SB.is_multiple_of(MR) && SB == 8);
 /// Most ymm vectors of `n` per register block (`MR * NR` accumulators; with the `NR` moving
-/// vectors and a broadcast that is 15 of the 16 ymm registers).
+/// vectors and a broadcast that is 11 of the 16 ymm registers).
 const NR: usize = 2;
 /// Columns per moving panel.
 const NC: usize = NR * 8;
+/// Columns per panel of the packed moving operand.
+pub(super) const PANEL: usize = NC;
 
-/// Operand rows to prefetch ahead while packing (SBUF rows are far apart).
-const PREFETCH: usize = 4;
+/// Operand rows ahead of the one being packed that the packers prefetch (operand rows are a
+/// partition apart: short runs the hardware prefetchers barely start on).
+const PREFETCH_ROWS: usize = 4;
 
 /// bf16 element type code for the const-generic packers.
 const BF16: u8 = 1;
@@ -31,6 +61,23 @@ const F16: u8 = 2;
 const F16_SOFT: u8 = 3;
 /// f32 element type code.
 const F32: u8 = 4;
+
+/// Words from one packed block of `bw` columns to the next, for `rows` packed rows: the
+/// block's `rows · bw` words and one cache line more (see the module docs).
+const fn block_stride(rows: usize, bw: usize) -> usize {
+    rows * bw + 16
+}
+
+/// The words the packing of columns `[0, col)` of a moving operand of `k` rows takes: where
+/// column `col` (a multiple of [`NC`], or the last column) starts.
+pub(super) const fn packed_moving_offset(k: usize, col: usize) -> usize {
+    col.div_ceil(NC) * block_stride(k, NC)
+}
+
+/// The words between two packed blocks of [`SB`] stationary columns, for `k` rows.
+pub(super) const fn packed_stationary_block(k: usize) -> usize {
+    block_stride(k, SB)
+}
 
 /// Lane mask (all ones in the first `n` lanes) for `vmaskmovps`.
 #[inline]
@@ -42,7 +89,20 @@ fn lanes(n: usize) -> __m256i {
     )
 }
 
-/// Widens to f32 with DAZ and multiplies with FMA.
+/// Prefetches row `k` (if it exists) of `op`'s columns `c0 .. c0 + width` (elements of `size`
+/// bytes).
+#[inline]
+fn prefetch_row(op: &Operand, k: usize, c0: usize, width: usize, size: usize) {
+    if k < op.rows {
+        let at = op.offset + k * op.row_stride + c0 * size;
+        if let Some(row) = op.data.get(at..at + width * size) {
+            crate::cpu::prefetch(row);
+        }
+    }
+}
+
+/// Widens to f32 with DAZ and multiplies with FMA: packs the moving operand's columns `cols`
+/// and the stationary operand, then [`matmul_f32_prepacked`].
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; the operands and the output must have been validated by
@@ -56,38 +116,146 @@ pub(super) unsafe fn matmul_f32(
     accumulate: bool,
     cols: Range<usize>,
 ) {
-    let (k, m, w) = (st.rows, st.cols, cols.len());
-    let a = scratch.a.as_mut_slice();
-    let b = scratch.b.as_mut_slice();
-    let blocks = m.div_ceil(MR);
-    assert!(blocks * MR * k <= a.len() && w.div_ceil(NC) * NC * k <= b.len());
-    let f16c = std::is_x86_feature_detected!("f16c");
-    // SAFETY: validated operands; the packed sizes fit the buffers (asserted above); F16C is
-    // only used when detected.
-    let (key_a, key_b) = unsafe {
-        (
-            pack_any::<MR>(st, 0, m, a.as_mut_ptr(), f16c),
-            pack_any::<NC>(mv, cols.start, w, b.as_mut_ptr(), f16c),
-        )
-    };
-    let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
+    let MatmulScratch { a, b } = scratch;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        let key_b = pack_moving_f32(b.as_mut_slice(), mv, cols.clone());
+        let key_a = pack_stationary_f32(a.as_mut_slice(), st);
+        let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
+        let (a, b) = (a.as_slice(), b.as_slice());
+        matmul_f32_prepacked(a, b, ops_ok, st.rows, st.cols, out, None, accumulate, cols);
+    }
+}
+
+/// Widens the moving operand's columns `cols` into `b` by panels of [`NC`] columns (panel `p`
+/// at word `p · block_stride(K, NC)`), as [`matmul_f32_prepacked`] reads them, and returns their
+/// exponent key (`super::matmul::exp_key` of the smallest nonzero magnitude, after DAZ).
+/// Panels are independent: packing columns `[0, h)` and `[h, n)` into the two parts of a
+/// buffer split at `h`'s panel (`h` a multiple of `NC`) gives the packing of `[0, n)`, whose
+/// key is the minimum of the parts' keys.
+///
+/// # Safety
+/// As for [`matmul_f32`] (for the moving operand and `cols`).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn pack_moving_f32(b: &mut [u32], mv: &Operand, cols: Range<usize>) -> u32 {
+    assert!(packed_moving_offset(mv.rows, cols.len()) <= b.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_any::<NC>(mv, cols.start, cols.len(), b.as_mut_ptr()) }
+}
+
+/// Widens the stationary operand into `a` for [`matmul_f32_prepacked`] and returns its
+/// exponent key (as [`pack_moving_f32`] does).
+///
+/// # Safety
+/// As for [`matmul_f32`] (for the stationary operand).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn pack_stationary_f32(a: &mut [u32], st: &Operand) -> u32 {
+    assert!(st.cols.div_ceil(SB) * block_stride(st.rows, SB) <= a.len());
+    // SAFETY: validated operand; the packed size fits the buffer (asserted above).
+    unsafe { pack_any::<SB>(st, 0, st.cols, a.as_mut_ptr()) }
+}
+
+/// The FMA kernel on a `k × m` stationary operand widened into `a` by [`pack_stationary_f32`]
+/// and the moving operand's columns `cols` widened into `b` by [`pack_moving_f32`]; `ops_ok`:
+/// the operands' keys prove that no product can be tiny (`super::matmul::products_on_grid`).
+/// Block by block, each block's results stored into `out`, then converted into `copy` when
+/// there is one.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; the output (and `copy`) must have been validated by
+/// `super::matmul` for `m` rows and columns `cols` (whatever the buffers hold, every read stays
+/// inside them: their sizes are asserted).
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn matmul_f32_prepacked(
+    a: &[u32],
+    b: &[u32],
+    ops_ok: bool,
+    k: usize,
+    m: usize,
+    out: &mut Output,
+    copy: Option<&mut CopyOut>,
+    accumulate: bool,
+    cols: Range<usize>,
+) {
+    let w = cols.len();
+    assert!(
+        m.div_ceil(SB) * block_stride(k, SB) <= a.len() && packed_moving_offset(k, w) <= b.len()
+    );
     let (a, b) = (a.as_ptr().cast::<f32>(), b.as_ptr().cast::<f32>());
     let base = out.data.as_mut_ptr();
+    let s = out.row_stride;
+    let copy = copy.map(|c| CopyAt::new(c, cols.start));
     for p in 0..w.div_ceil(NC) {
         let width = (w - p * NC).min(NC);
         let last = width - (width - 1) / 8 * 8;
-        for mb in 0..blocks {
-            let rows = (m - mb * MR).min(MR);
-            // SAFETY: the block's packed data lies in the buffers; the output block starts at
-            // a validated element and `rows`/`last` keep every access inside the output.
+        for mb in 0..m.div_ceil(MR) {
+            let r0 = mb * MR;
+            let rows = (m - r0).min(MR);
+            // SAFETY: the block's packed data lies in the buffers (asserted above); the output
+            // block starts at a validated element and `rows`/`last` keep every access inside
+            // the output (and the copy).
             unsafe {
-                let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
-                let ap = a.add(mb * k * MR);
-                let bp = b.add(p * k * NC);
-                let s = out.row_stride;
+                let o = base.add(out.offset + r0 * s + cols.start + p * NC);
+                let ap = a.add(r0 / SB * block_stride(k, SB) + r0 % SB);
+                let bp = b.add(p * block_stride(k, NC));
                 match width.div_ceil(8) {
                     1 => kernel::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
-                    _ => kernel::<2>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                    _ => kernel::<NR>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                }
+                if let Some(c) = &copy {
+                    let at = c.block(r0, p * NC);
+                    copy_block(o, s, rows, width, at, c.row_stride, c.bf16);
+                }
+            }
+        }
+    }
+}
+
+/// Converts the results a kernel just stored (`rows` rows of `width` columns at `src`, rows
+/// `stride` f32s apart, still in L1) into the copy at `dst` (rows `dst_stride` bytes apart):
+/// bf16 with the model's rounding, or f32 as they are. The results are read back rather than
+/// taken from the accumulators because the kernel fixes some lanes up after its loop.
+///
+/// # Safety
+/// The caller's CPU has AVX2 and FMA; both regions are in bounds for `rows` × `width`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn copy_block(
+    src: *const f32,
+    stride: usize,
+    rows: usize,
+    width: usize,
+    dst: *mut u8,
+    dst_stride: usize,
+    bf16: bool,
+) {
+    for r in 0..rows {
+        for c in (0..width).step_by(8) {
+            let n = (width - c).min(8);
+            // SAFETY: in bounds by the caller's contract: full vectors lie within the row, a
+            // partial one is accessed through a mask (masked lanes are not accessed) or through
+            // a stack buffer of which only `n` elements are copied.
+            unsafe {
+                let from = src.add(r * stride + c);
+                let v = if n == 8 {
+                    _mm256_loadu_ps(from)
+                } else {
+                    _mm256_maskload_ps(from, lanes(n))
+                };
+                let row = dst.add(r * dst_stride);
+                if bf16 {
+                    let h = f32_to_bf16_x8(v);
+                    if n == 8 {
+                        _mm_storeu_si128(row.add(c * 2).cast(), h);
+                    } else {
+                        let h: [u8; 16] = transmute::<__m128i, [u8; 16]>(h);
+                        core::ptr::copy_nonoverlapping(h.as_ptr(), row.add(c * 2), n * 2);
+                    }
+                } else if n == 8 {
+                    _mm256_storeu_ps(row.add(c * 4).cast(), v);
+                } else {
+                    _mm256_maskstore_ps(row.add(c * 4).cast(), lanes(n), v);
                 }
             }
         }
@@ -97,20 +265,16 @@ pub(super) unsafe fn matmul_f32(
 /// Dispatches [`pack`] on the operand's dtype (once per call).
 ///
 /// # Safety
-/// As for [`pack`]; `f16c` only if the CPU has F16C.
+/// As for [`pack`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pack_any<const BW: usize>(
-    op: &Operand,
-    c0: usize,
-    width: usize,
-    dst: *mut u32,
-    f16c: bool,
-) -> u32 {
-    // SAFETY: forwarded caller contract.
+unsafe fn pack_any<const BW: usize>(op: &Operand, c0: usize, width: usize, dst: *mut u32) -> u32 {
+    // SAFETY: forwarded caller contract; F16C is only used when detected.
     unsafe {
         match op.dtype {
             DType::Bf16 => pack::<BF16, BW>(op, c0, width, dst),
-            DType::F16 if f16c => pack_f16c::<BW>(op, c0, width, dst),
+            DType::F16 if std::is_x86_feature_detected!("f16c") => {
+                pack_f16c::<BW>(op, c0, width, dst)
+            }
             DType::F16 => pack::<F16_SOFT, BW>(op, c0, width, dst),
             DType::F32 => pack::<F32, BW>(op, c0, width, dst),
             DType::Tf32
@@ -174,14 +338,16 @@ unsafe fn cvtph(h: __m128i) -> __m256 {
     _mm256_cvtph_ps(h)
 }
 
-/// Widens `op[k][c0 .. c0 + width]` to f32 with DAZ into blocks of `BW` columns: element
-/// `(k, i)` goes to `dst[(i / BW * K + k) * BW + i % BW]`; returns the minimum exponent key (see
-/// `super::matmul::exp_key`). Columns past `width` up to the next multiple of `BW` are zero.
+/// Widens `op[k][c0 .. c0 + width]` to f32 into blocks of `BW` columns (a multiple of 8):
+/// element `(k, i)` goes to `dst[i / BW · block_stride(K, BW) + k · BW + i % BW]`, row after
+/// row (each source row read once, front to back); returns the minimum exponent key (see
+/// `super::matmul::exp_key`). Columns past `width` up to the next multiple of 8 are zero. DAZ
+/// is a second pass ([`flush_packed`]), only taken when a subnormal is present: the common
+/// case pays one `min` per vector for the check.
 ///
 /// # Safety
 /// Validated operand of element type `D` with `c0 + width <= op.cols`; `dst` must hold
-/// `ceil(width / BW) * BW` columns of every row (and, if `BW` is a multiple of 8, the multiple
-/// of 8 above `width`).
+/// `ceil(width / BW)` blocks; `D == F16` needs F16C.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pack<const D: u8, const BW: usize>(
@@ -190,72 +356,84 @@ unsafe fn pack<const D: u8, const BW: usize>(
     width: usize,
     dst: *mut u32,
 ) -> u32 {
+    const { assert!(BW.is_multiple_of(8)) };
     let size = if D == F32 { 4 } else { 2 };
     let src = op.data.as_ptr();
-    let exp = _mm256_set1_epi32(0x7f80_0000);
+    let abs = _mm256_set1_epi32(0x7fff_ffff);
     let one = _mm256_set1_epi32(1);
+    let stride = block_stride(op.rows, BW);
     let mut keys = _mm256_set1_epi32(-1);
     for k in 0..op.rows {
-        let ahead = src.wrapping_add(op.offset + (k + PREFETCH) * op.row_stride + c0 * size);
+        prefetch_row(op, k + PREFETCH_ROWS, c0, width, size);
         for i in (0..width).step_by(8) {
             let n = (width - i).min(8);
-            if k + PREFETCH < op.rows {
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(i * size).cast());
-            }
-            // SAFETY: the row is in bounds for `n` elements; a partial chunk is copied to a
-            // zeroed stack buffer first.
+            // SAFETY: the row is in bounds for `n` elements from `c0 + i`: a full chunk is
+            // loaded directly, a partial f32 one through a mask (masked lanes are neither read
+            // nor faulted), a partial 2-byte one from a zeroed stack copy.
             let x = unsafe {
                 let at = src.add(op.offset + k * op.row_stride + (c0 + i) * size);
                 if n == 8 {
                     load8::<D>(at)
+                } else if D == F32 {
+                    _mm256_castps_si256(_mm256_maskload_ps(at.cast(), lanes(n)))
                 } else {
-                    let mut tmp = [0u8; 32];
+                    let mut tmp = [0u8; 16];
                     core::ptr::copy_nonoverlapping(at, tmp.as_mut_ptr(), n * size);
                     load8::<D>(tmp.as_ptr())
                 }
             };
-            let x = if D == F16 || D == F16_SOFT {
-                x // f16 values widen to normal f32 values or zeros
-            } else {
-                let sub = _mm256_cmpeq_epi32(_mm256_and_si256(x, exp), _mm256_setzero_si256());
-                let zero = _mm256_and_si256(x, _mm256_set1_epi32(i32::MIN));
-                _mm256_blendv_epi8(x, zero, sub)
-            };
-            let key = _mm256_sub_epi32(_mm256_srli_epi32::<23>(_mm256_and_si256(x, exp)), one);
-            keys = _mm256_min_epu32(keys, key);
-            // SAFETY: the caller sized `dst` for these blocks; with `BW` a multiple of 8 the
-            // stores are 32-byte aligned in a 64-byte aligned buffer.
+            // min(|x| − 1): the smallest nonzero magnitude, and below 0x007f_ffff if a
+            // subnormal is present (zeros wrap to u32::MAX).
+            keys = _mm256_min_epu32(keys, _mm256_sub_epi32(_mm256_and_si256(x, abs), one));
+            // SAFETY: the caller sized `dst` for these blocks; `BW`, `i` and the blocks'
+            // padding are multiples of 8 words, so the store is 32-byte aligned in the 64-byte
+            // aligned buffer.
             unsafe {
-                if BW.is_multiple_of(8) {
-                    let p = dst.add((i / BW * op.rows + k) * BW + i % BW);
-                    _mm256_store_si256(p.cast(), x);
-                } else {
-                    // Narrow blocks (the stationary operand): element by element, padding the
-                    // last block's missing rows with zeros.
-                    let x: [u32; 8] = transmute::<__m256i, [u32; 8]>(x);
-                    let end = if i + 8 >= width {
-                        width.div_ceil(BW) * BW
-                    } else {
-                        i + 8
-                    };
-                    for c in i..end {
-                        let v = if c - i < 8 { x[c - i] } else { 0 };
-                        *dst.add((c / BW * op.rows + k) * BW + c % BW) = v;
-                    }
-                }
+                let at = dst.add(i / BW * stride + k * BW + i % BW);
+                _mm256_store_si256(at.cast(), x);
             }
         }
     }
     // SAFETY: `__m256i` and `[u32; 8]` have the same size; every bit pattern is valid.
     let keys: [u32; 8] = unsafe { transmute::<__m256i, [u32; 8]>(keys) };
-    keys.into_iter().min().unwrap_or(u32::MAX)
+    match keys.into_iter().min().unwrap_or(u32::MAX) {
+        u32::MAX => u32::MAX, // all zero
+        // SAFETY: the same region as written above.
+        m if m < 0x007f_ffff => unsafe { flush_packed::<BW>(dst, op.rows, width) },
+        m => ((m + 1) >> 23) - 1, // `exp_key` of the smallest nonzero magnitude
+    }
 }
 
-/// One `MR × N·8` block over all `k` (see the AVX-512 `kernel_f32`).
+/// DAZ over a packed region (the rare case of subnormal operands; only f32 and bf16 can have
+/// them): flushes every subnormal word written by [`pack`] and returns the minimum `exp_key`
+/// of the result.
 ///
 /// # Safety
-/// `a` holds `k * MR` packed floats, `b` `k` rows of `NC` (the first `N * 8` read); rows
-/// `< rows` of the output block, the first `last` lanes of its last vector, are in bounds.
+/// `dst` holds the region [`pack`] wrote for `rows` and `width`.
+#[cold]
+#[inline(never)]
+unsafe fn flush_packed<const BW: usize>(dst: *mut u32, rows: usize, width: usize) -> u32 {
+    let mut key = u32::MAX;
+    for c in 0..width.div_ceil(8) * 8 {
+        for k in 0..rows {
+            // SAFETY: `pack` stored this word (all 8 columns of every chunk).
+            let w = unsafe { &mut *dst.add(c / BW * block_stride(rows, BW) + k * BW + c % BW) };
+            let x = daz(f32::from_bits(*w));
+            *w = x.to_bits();
+            key = key.min(exp_key(x));
+        }
+    }
+    key
+}
+
+/// One `MR × N·8` block over all `k` with `vfmadd231ps`, following the definition: without
+/// per-step FTZ when the data provably never produces a tiny intermediate, else flushing each
+/// step and recomputing exactly the columns where a step gave `±2^-126`.
+///
+/// # Safety
+/// `a` holds `k` rows of [`SB`] packed floats (the first `rows` read), `b` `k` rows of `NC`
+/// (the first `N * 8` read); rows `< rows` of the output block, the first `last` lanes of its
+/// last vector, are in bounds.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
@@ -272,14 +450,10 @@ unsafe fn kernel<const N: usize>(
 ) {
     let exp = _mm256_set1_epi32(0x7f80_0000);
     let sign = _mm256_set1_epi32(i32::MIN);
+    let all = _mm256_set1_epi32(-1);
     let last_mask = lanes(last);
-    let mask = |c: usize| {
-        if c == N - 1 {
-            last_mask
-        } else {
-            _mm256_set1_epi32(-1)
-        }
-    };
+    // Only the last vector of a row can be partial.
+    let partial = |c: usize| c == N - 1 && last < 8;
     let mut acc = [[_mm256_set1_ps(-0.0); N]; MR];
     let mut grid = ops_ok;
     if accumulate {
@@ -287,7 +461,14 @@ unsafe fn kernel<const N: usize>(
         for (r, row) in acc.iter_mut().enumerate().take(rows) {
             for (c, v) in row.iter_mut().enumerate() {
                 // SAFETY: in bounds by the caller's contract (masked lanes are not accessed).
-                let x = unsafe { _mm256_maskload_ps(out.add(r * stride + c * 8), mask(c)) };
+                let x = unsafe {
+                    let at = out.add(r * stride + c * 8);
+                    if partial(c) {
+                        _mm256_maskload_ps(at, last_mask)
+                    } else {
+                        _mm256_loadu_ps(at)
+                    }
+                };
                 let bits = _mm256_castps_si256(x);
                 let e = _mm256_and_si256(bits, exp);
                 let sub = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
@@ -328,7 +509,7 @@ unsafe fn kernel<const N: usize>(
                     for l in (0..8).filter(|l| e >> l & 1 == 1) {
                         let col = c * 8 + l;
                         let o = out.add(r * stride + col);
-                        exact_block(k, a.add(r), MR, b.add(col), NC, o, stride, 1, 1, accumulate);
+                        exact_block(k, a.add(r), SB, b.add(col), NC, o, stride, 1, 1, accumulate);
                     }
                 }
             }
@@ -338,10 +519,19 @@ unsafe fn kernel<const N: usize>(
     for (r, row) in acc.iter().enumerate().take(rows) {
         for (c, &v) in row.iter().enumerate() {
             let v = _mm256_blendv_ps(v, nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-            // Lanes recomputed exactly are left alone.
-            let keep = _mm256_andnot_si256(lanes_of(exact[r][c]), mask(c));
-            // SAFETY: in bounds by the caller's contract (masked lanes are not accessed).
-            unsafe { _mm256_maskstore_ps(out.add(r * stride + c * 8), keep, v) };
+            // SAFETY: in bounds by the caller's contract: a full vector lies within the row;
+            // otherwise masked lanes are not accessed.
+            unsafe {
+                let at = out.add(r * stride + c * 8);
+                if exact[r][c] == 0 && !partial(c) {
+                    _mm256_storeu_ps(at, v);
+                } else {
+                    // Lanes recomputed exactly are left alone.
+                    let mask = if partial(c) { last_mask } else { all };
+                    let keep = _mm256_andnot_si256(lanes_of(exact[r][c]), mask);
+                    _mm256_maskstore_ps(at, keep, v);
+                }
+            }
         }
     }
 }
@@ -358,7 +548,7 @@ fn lanes_of(bits: u8) -> __m256i {
     _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits as i32), bit), bit)
 }
 
-/// The FMA chain over `k` for `R` rows (row `r` of step `kk` broadcasts `a[kk * MR + r]`).
+/// The FMA chain over `k` for `R` rows (row `r` of step `kk` broadcasts `a[kk * SB + r]`).
 /// With `FTZ`, each step flushes subnormal results to signed zero, and the second result marks
 /// per column (lane of each vector) whether some step of some row produced exactly `±2^-126`,
 /// where the flush decision needs the exact sum (the caller recomputes those columns).
@@ -381,11 +571,11 @@ unsafe fn fma_loop<const N: usize, const R: usize, const FTZ: bool>(
     let mut edge = [_mm256_set1_epi32(-1); N];
     for kk in 0..k {
         // SAFETY: within the packed buffers by the caller's contract; `b` rows are 32-byte
-        // aligned.
+        // aligned (`NC` and the panels' padding are multiples of 8 words).
         unsafe {
             let bp = b.add(kk * NC);
             let bv: [__m256; N] = core::array::from_fn(|c| _mm256_load_ps(bp.add(c * 8)));
-            let ap = a.add(kk * MR);
+            let ap = a.add(kk * SB);
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = _mm256_broadcast_ss(&*ap.add(r));
                 for ((v, &bc), e) in row.iter_mut().zip(&bv).zip(edge.iter_mut()) {

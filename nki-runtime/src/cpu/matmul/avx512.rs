@@ -17,8 +17,8 @@ use core::ops::Range;
 use nki_lang::DType;
 
 use super::{
-    CANONICAL_NAN, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block, exp_key,
-    products_on_grid,
+    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block,
+    exp_key, products_on_grid,
 };
 use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 
@@ -264,32 +264,6 @@ pub(super) unsafe fn matmul_bf16_prepacked(
                 }
             }
         }
-    }
-}
-
-/// A [`CopyOut`] as raw parts for the kernels' block loops: where the copy of output column
-/// `col0` of row 0 is, bytes between rows, and whether it holds bf16 (else f32).
-struct CopyAt {
-    origin: *mut u8,
-    row_stride: usize,
-    bf16: bool,
-}
-
-impl CopyAt {
-    /// The copy `c` of an output whose columns start at `col0`.
-    fn new(c: &mut CopyOut, col0: usize) -> CopyAt {
-        let size = c.dtype.size() as usize;
-        CopyAt {
-            origin: c.data.as_mut_ptr().wrapping_add(c.offset + col0 * size),
-            row_stride: c.row_stride,
-            bf16: c.dtype == DType::Bf16,
-        }
-    }
-
-    /// Where the copy of the block at row `row`, column `col` (from `col0`) starts.
-    fn block(&self, row: usize, col: usize) -> *mut u8 {
-        let size = if self.bf16 { 2 } else { 4 };
-        self.origin.wrapping_add(row * self.row_stride + col * size)
     }
 }
 

@@ -56,7 +56,7 @@
 //! - bf16 × bf16 on [`Isa::Avx512Bf16`] where `vdpbf16ps` is fast (AMD): `vdpbf16ps`, which
 //!   follows the definition natively, 8 rows × 48 columns per register block.
 //! - Everything else (f16, f32, mixed; bf16 on other CPUs): operands widened to f32 with DAZ
-//!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 6 × 16 blocks, or
+//!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 4 × 16 blocks, or
 //!   `f32::mul_add`). FTZ is not free there, so each call first proves from the data when it
 //!   cannot matter: if every nonzero operand of `A` is a multiple of `2^ga`, of `B` of `2^gb`
 //!   and every initial accumulator of `2^gc` (taking `2^(exponent − mantissa bits)`), every
@@ -186,12 +186,23 @@ pub fn matmul(
     );
 }
 
-/// The layout of a moving operand packed once for two threads that split a matmul's output
-/// rows, from [`shared_packing`].
+/// The layout of a matmul's operands packed by panels, from [`shared_packing`]: which kernel
+/// reads them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MovingPacking {
-    /// K-pairs for the `vdpbf16ps` kernel, rather than elements widened to f32.
-    dot: bool,
+    kernel: PackedKernel,
+}
+
+/// The kernels that read operands packed by panels.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum PackedKernel {
+    /// AVX-512 `vdpbf16ps`: K-pairs of bf16, 8 × 48 register blocks.
+    Avx512Dot,
+    /// AVX-512 `vfmadd231ps`: elements widened to f32, 8 × 48 register blocks.
+    Avx512F32,
+    /// AVX2 `vfmadd231ps`: elements widened to f32, 4 × 16 register blocks.
+    Avx2F32,
 }
 
 impl MovingPacking {
@@ -199,10 +210,10 @@ impl MovingPacking {
     fn offset(self, k: usize, col: usize) -> usize {
         #[cfg(target_arch = "x86_64")]
         {
-            if self.dot {
-                avx512::packed_moving_offset(k, col)
-            } else {
-                avx512::packed_moving_offset_f32(k, col)
+            match self.kernel {
+                PackedKernel::Avx512Dot => avx512::packed_moving_offset(k, col),
+                PackedKernel::Avx512F32 => avx512::packed_moving_offset_f32(k, col),
+                PackedKernel::Avx2F32 => avx2::packed_moving_offset(k, col),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -217,12 +228,32 @@ impl MovingPacking {
     fn stationary_block(self, k: usize) -> usize {
         #[cfg(target_arch = "x86_64")]
         {
-            avx512::packed_stationary_block(self.dot, k)
+            match self.kernel {
+                PackedKernel::Avx512Dot => avx512::packed_stationary_block(true, k),
+                PackedKernel::Avx512F32 => avx512::packed_stationary_block(false, k),
+                PackedKernel::Avx2F32 => avx2::packed_stationary_block(k),
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = (self, k);
             0
+        }
+    }
+
+    /// Columns per panel of the moving operand.
+    fn panel(self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self.kernel {
+                PackedKernel::Avx512Dot | PackedKernel::Avx512F32 => avx512::PANEL,
+                PackedKernel::Avx2F32 => avx2::PANEL,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = self;
+            1
         }
     }
 }
@@ -245,7 +276,7 @@ impl MovingKey {
 }
 
 /// How a matmul's operands are packed for [`matmul_prepacked`], if [`matmul`] on `isa` packs
-/// them by independent panels: every AVX-512 kernel does; the AVX2 and portable paths do not
+/// them by independent panels: every AVX-512 and AVX2 kernel does; the portable path does not
 /// (`None`). Two threads that split a matmul's output rows then share one packing of its
 /// moving operand: each [`pack_moving`]s half of its panels and [`pack_stationary`]s its rows
 /// of the stationary operand, then each runs [`matmul_prepacked`] on its rows.
@@ -261,12 +292,15 @@ pub(crate) fn shared_packing(
 pub(crate) fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<MovingPacking> {
     #[cfg(target_arch = "x86_64")]
     {
-        let dot = isa == Isa::Avx512Bf16
-            && super::bf16_dot_is_fast()
-            && stationary == DType::Bf16
-            && moving == DType::Bf16;
-        (matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported())
-            .then_some(MovingPacking { dot })
+        let dot = super::bf16_dot_is_fast() && stationary == DType::Bf16 && moving == DType::Bf16;
+        let kernel = match isa {
+            Isa::Portable => return None,
+            Isa::Avx2Fma => PackedKernel::Avx2F32,
+            Isa::Avx512 => PackedKernel::Avx512F32,
+            Isa::Avx512Bf16 if dot => PackedKernel::Avx512Dot,
+            Isa::Avx512Bf16 => PackedKernel::Avx512F32,
+        };
+        isa.is_supported().then_some(MovingPacking { kernel })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -275,14 +309,10 @@ pub(crate) fn packing_of(isa: Isa, stationary: DType, moving: DType) -> Option<M
     }
 }
 
-/// Where two threads split the packing of `n` moving columns: about half, on a panel boundary
-/// (`n` when the columns are one panel).
-pub(crate) fn moving_split(n: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    let panel = avx512::PANEL;
-    #[cfg(not(target_arch = "x86_64"))]
-    let panel = 1;
-    (n / 2).next_multiple_of(panel).min(n)
+/// Where two threads split the packing of `n` moving columns in layout `packing`: about half,
+/// on a panel boundary (`n` when the columns are one panel).
+pub(crate) fn moving_split(packing: MovingPacking, n: usize) -> usize {
+    (n / 2).next_multiple_of(packing.panel()).min(n)
 }
 
 /// An operand's element type and size without its data: what a packed operand keeps of it.
@@ -515,6 +545,27 @@ impl core::fmt::Debug for OwnedPacking {
     }
 }
 
+/// The kernel of layout `packing` after checking that [`packing_of`] gives it for `isa` (for
+/// some pair of dtypes) and that it packs operands of `dtype` (the `vdpbf16ps` layout packs
+/// bf16 alone): the packers' features are then the CPU's.
+///
+/// # Panics
+/// If it does not.
+#[cfg(target_arch = "x86_64")]
+fn checked_kernel(isa: Isa, packing: MovingPacking, dtype: DType) -> PackedKernel {
+    let ok = isa.is_supported()
+        && match packing.kernel {
+            PackedKernel::Avx512Dot => isa == Isa::Avx512Bf16 && dtype == DType::Bf16,
+            PackedKernel::Avx512F32 => matches!(isa, Isa::Avx512 | Isa::Avx512Bf16),
+            PackedKernel::Avx2F32 => isa == Isa::Avx2Fma,
+        };
+    assert!(
+        ok,
+        "a {dtype:?} operand packed in layout {packing:?} on {isa:?}"
+    );
+    packing.kernel
+}
+
 /// Packs the moving operand's columns `cols` (starting on a panel boundary) in layout
 /// `packing` (from [`shared_packing`] for `isa`) into `words`, the part of a
 /// [`MovingScratch::split`] buffer where those columns go, and returns what the packing
@@ -537,18 +588,19 @@ pub(crate) fn pack_moving(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(shared_packing(isa, moving, moving).is_some());
-        // SAFETY: `shared_packing` checked the CPU's features (the `vdpbf16ps` layout only
-        // comes from a bf16 operand on `Isa::Avx512Bf16`); `validate_operand` that every
-        // element of the operand lies in its slice; the kernels assert that `words` holds the
-        // packing.
+        let kernel = checked_kernel(isa, packing, moving.dtype);
+        // SAFETY: `checked_kernel` checked the CPU's features for the layout's kernel (and that
+        // the `vdpbf16ps` layout packs a bf16 operand); `validate_operand` that the dtype is
+        // one the packers read and that every element of the operand lies in its slice; the
+        // packers assert that `words` holds the packing.
         unsafe {
-            if packing.dot {
-                assert!(moving.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
-                avx512::pack_moving_bf16(words, moving, cols);
-                MovingKey(u32::MAX)
-            } else {
-                MovingKey(avx512::pack_moving_f32(words, moving, cols))
+            match kernel {
+                PackedKernel::Avx512Dot => {
+                    avx512::pack_moving_bf16(words, moving, cols);
+                    MovingKey(u32::MAX)
+                }
+                PackedKernel::Avx512F32 => MovingKey(avx512::pack_moving_f32(words, moving, cols)),
+                PackedKernel::Avx2F32 => MovingKey(avx2::pack_moving_f32(words, moving, cols)),
             }
         }
     }
@@ -593,15 +645,16 @@ fn pack_stationary_words(
     validate_operand(stationary);
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(shared_packing(isa, stationary, stationary).is_some());
+        let kernel = checked_kernel(isa, packing, stationary.dtype);
         // SAFETY: as in `pack_moving`.
         unsafe {
-            if packing.dot {
-                assert!(stationary.dtype == DType::Bf16 && isa == Isa::Avx512Bf16);
-                avx512::pack_stationary_bf16(words, stationary);
-                u32::MAX
-            } else {
-                avx512::pack_stationary_f32(words, stationary)
+            match kernel {
+                PackedKernel::Avx512Dot => {
+                    avx512::pack_stationary_bf16(words, stationary);
+                    u32::MAX
+                }
+                PackedKernel::Avx512F32 => avx512::pack_stationary_f32(words, stationary),
+                PackedKernel::Avx2F32 => avx2::pack_stationary_f32(words, stationary),
             }
         }
     }
@@ -627,6 +680,37 @@ pub(crate) struct CopyOut<'a> {
     pub offset: usize,
     /// Bytes between `copy[m][n]` and `copy[m + 1][n]`.
     pub row_stride: usize,
+}
+
+/// A [`CopyOut`] as raw parts for the kernels' block loops: where the copy of output column
+/// `col0` of row 0 is, bytes between rows, and whether it holds bf16 (else f32).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct CopyAt {
+    /// Where the copy of output column `col0` of row 0 is.
+    origin: *mut u8,
+    /// Bytes between rows.
+    row_stride: usize,
+    /// Whether it holds bf16 (else f32).
+    bf16: bool,
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl CopyAt {
+    /// The copy `c` of an output whose columns start at `col0`.
+    fn new(c: &mut CopyOut, col0: usize) -> CopyAt {
+        let size = c.dtype.size() as usize;
+        CopyAt {
+            origin: c.data.as_mut_ptr().wrapping_add(c.offset + col0 * size),
+            row_stride: c.row_stride,
+            bf16: c.dtype == DType::Bf16,
+        }
+    }
+
+    /// Where the copy of the block at row `row`, column `col` (from `col0`) starts.
+    fn block(&self, row: usize, col: usize) -> *mut u8 {
+        let size = if self.bf16 { 2 } else { 4 };
+        self.origin.wrapping_add(row * self.row_stride + col * size)
+    }
 }
 
 /// [`matmul`] over all of the moving operand's columns, both operands already packed (the
@@ -666,15 +750,21 @@ pub(crate) fn matmul_prepacked(
     {
         let (a, b) = (stationary.words, moving.words);
         let (k, m) = (st.rows, st.cols);
+        let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
         // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
         // the output and the copy are validated; the kernels assert the buffers' sizes
         // (whatever they hold, every access stays inside them).
         unsafe {
-            if packing.dot {
-                avx512::matmul_bf16_prepacked(a, b, k, m, out, copy, accumulate, cols);
-            } else {
-                let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
-                avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols);
+            match packing.kernel {
+                PackedKernel::Avx512Dot => {
+                    avx512::matmul_bf16_prepacked(a, b, k, m, out, copy, accumulate, cols)
+                }
+                PackedKernel::Avx512F32 => {
+                    avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
+                }
+                PackedKernel::Avx2F32 => {
+                    avx2::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
+                }
             }
         }
     }
@@ -1305,7 +1395,7 @@ pub(crate) mod tests {
             for dt in DTYPES {
                 for k in [1, 2, 7, 128] {
                     for m in [9, 16, 128] {
-                        for n in [1, 47, 48, 100, 512] {
+                        for n in [1, 23, 24, 47, 48, 100, 512] {
                             for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
                                 seed += 1;
                                 let case = Case::new(seed, dt, k, m, n, kind);
@@ -1421,7 +1511,7 @@ pub(crate) mod tests {
         };
         let mut scratch = MatmulScratch::new();
         let mut other = MatmulScratch::new();
-        let half = moving_split(n);
+        let half = moving_split(packing, n);
         let (a, mut b) = scratch.parts();
         let key = {
             let (before, from) = b.split(packing, k, half);
@@ -1503,6 +1593,88 @@ pub(crate) mod tests {
                                 let run = shared_run(&case, isa, packing, accumulate, Some(dtype));
                                 let (got, copied) = run;
                                 assert_same_bits(&got, &want, &what);
+                                let size = elem_size(dtype);
+                                let mut expected = vec![0xa5u8; copied.len()];
+                                for r in 0..m {
+                                    let from = PSUM_OFFSET + r * PSUM_STRIDE;
+                                    let row: &[u8] = bytemuck::cast_slice(&want[from..from + n]);
+                                    let at = COPY_OFFSET + r * COPY_STRIDE;
+                                    let to = &mut expected[at..at + n * size];
+                                    convert(Isa::Portable, row, DType::F32, to, dtype, n);
+                                }
+                                assert!(copied == expected, "{what}: the copy differs");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every packed layout (AVX2's 4 × 16 blocks, AVX-512's 8 × 48) on shapes that are not
+    /// multiples of its blocks, one row, one column, one contraction row: one thread's packing
+    /// and [`matmul_prepacked`] with and without a copy give [`matmul`]'s portable bits (and
+    /// the copy [`convert`]'s of them).
+    #[test]
+    fn packed_layouts_on_edge_shapes_give_the_same_bits() {
+        let mut seed = 1100;
+        for isa in Isa::supported() {
+            for dt in DTYPES {
+                for (k, m, n) in [
+                    (1, 1, 1),
+                    (1, 1, 24),
+                    (3, 4, 23),
+                    (5, 5, 25),
+                    (2, 12, 49),
+                    (128, 1, 512),
+                    (127, 127, 511),
+                    (128, 128, 1),
+                    (9, 3, 8),
+                    (64, 17, 100),
+                ] {
+                    for kind in [Kind::Normal, Kind::Tiny, Kind::Special] {
+                        seed += 1;
+                        let case = Case::new(seed, dt, k, m, n, kind);
+                        let (st, mv) = case.operands();
+                        let Some(packing) = shared_packing(isa, &st, &mv) else {
+                            continue;
+                        };
+                        let mut scratch = MatmulScratch::new();
+                        let (a, mut b) = scratch.parts();
+                        let (_, words) = b.split(packing, k, 0);
+                        let key = pack_moving(isa, packing, words, &mv, 0..n);
+                        let packed = b.packed(packing, mv.shape(), key);
+                        let a = pack_stationary(isa, packing, a, &st);
+                        for accumulate in [false, true] {
+                            let want = case.run(PORTABLE, accumulate, 0..n);
+                            for copy in [None, Some(DType::Bf16), Some(DType::F32)] {
+                                let what = format!(
+                                    "{isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate} \
+                                     copy {copy:?}"
+                                );
+                                let mut psum = case.psum.clone();
+                                let mut out = Output {
+                                    data: &mut psum,
+                                    offset: PSUM_OFFSET,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let mut copied = vec![0xa5u8; COPY_OFFSET + m * COPY_STRIDE];
+                                let mut c = copy.map(|dtype| CopyOut {
+                                    data: &mut copied,
+                                    dtype,
+                                    offset: COPY_OFFSET,
+                                    row_stride: COPY_STRIDE,
+                                });
+                                matmul_prepacked(
+                                    isa,
+                                    &a,
+                                    &packed,
+                                    &mut out,
+                                    c.as_mut(),
+                                    accumulate,
+                                );
+                                assert_same_bits(&psum, &want, &what);
+                                let Some(dtype) = copy else { continue };
                                 let size = elem_size(dtype);
                                 let mut expected = vec![0xa5u8; copied.len()];
                                 for r in 0..m {
