@@ -417,6 +417,34 @@ impl<'p> Strict<'p> {
         found.map(|(e, f)| (n, e, f))
     }
 
+    /// Where element `n` of a store's source goes: `, stored as element E of output `out``
+    /// (its row-major index in the tensor); empty for an instruction that stores nothing.
+    fn stored_to(&self, instr: &Instr, operands: &Operands, n: usize) -> String {
+        let Some(w) = operands
+            .iter()
+            .find(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)))
+        else {
+            return String::new();
+        };
+        let size = (w.dtype.size() as usize).max(1);
+        let mut k = 0usize;
+        let mut found = None;
+        Strict::each_element(w, |at| {
+            if k == n {
+                found = Some(at / size);
+                return false;
+            }
+            k = k.saturating_add(1);
+            true
+        });
+        found.map_or(String::new(), |e| {
+            format!(
+                ", stored as element {e} of {}",
+                self.describe(instr, w.slot, w)
+            )
+        })
+    }
+
     /// The name of what operand `slot` of `instr` reads or writes.
     fn describe(&self, instr: &Instr, slot: u8, r: &Resolved) -> String {
         let p = self.program;
@@ -438,12 +466,12 @@ impl<'p> Strict<'p> {
     }
 
     /// The message of a fault of operand `r` of `instr`, at element `n` of the operand
-    /// (`place`: where that element is).
+    /// (`place`: where that element is; `to`: where a store puts it, see [`Strict::stored_to`]).
     fn message(
         &self,
         instr: &Instr,
         r: &Resolved,
-        (n, place): (usize, String),
+        (n, place, to): (usize, String, String),
         a: Access,
         fault: Fault,
         vars: &VarValues,
@@ -452,7 +480,7 @@ impl<'p> Strict<'p> {
         let at = LoopValues(vars);
         match fault {
             Fault::Unwritten => format!(
-                "reads {what} where no instruction of this launch wrote: element {n} of the operand ({place}), {at}"
+                "reads {what} where no instruction of this launch wrote: element {n} of the operand ({place}{to}), {at}"
             ),
             Fault::Instance(o) => {
                 let other = self
@@ -475,7 +503,7 @@ impl<'p> Strict<'p> {
             Fault::Undefined { origin } => {
                 let (k, source) = self.instruction(origin);
                 format!(
-                    "reads {what} ({place}, element {n} of the operand), which instruction {k} ({source}) computed from bytes no instruction of this launch wrote: mask that instruction to the rows that hold data, or write them first; {at}"
+                    "reads {what} ({place}, element {n} of the operand{to}), which instruction {k} ({source}) computed from bytes no instruction of this launch wrote: mask that instruction to the rows that hold data, or write them first; {at}"
                 )
             }
             Fault::Race {
@@ -636,7 +664,8 @@ impl Observer for Strict<'_> {
                 Loc::Expr | Loc::Imm(_) => None,
             };
             if let Some((n, place, f)) = fault {
-                return ControlFlow::Break(self.message(instr, r, (n, place), a, f, vars));
+                let to = self.stored_to(instr, operands, n);
+                return ControlFlow::Break(self.message(instr, r, (n, place, to), a, f, vars));
             }
         }
         self.undefined.clear();
