@@ -403,6 +403,31 @@ impl Strict<'_> {
     }
 }
 
+/// The elements of operand `r` that `instr` writes, as an operand to walk: `r` itself, except a
+/// reduction's destination, which the executor writes over the source's kept axes (the
+/// instruction's grid after the mask, the reduced axes of size 1), through the destination's
+/// strides: a mask that cuts a kept free axis leaves the rest of the destination as it was.
+pub(super) fn written(instr: &Instr, operands: &Operands, r: &Resolved) -> Resolved {
+    let (Deps::Reduce, 0, InstrData::Reduce { axes, .. }, Some(src)) = (
+        instr.opcode.info().deps,
+        r.slot,
+        instr.data,
+        operands.slot(1),
+    ) else {
+        return *r;
+    };
+    let mut kept = src.dims;
+    for (j, k) in kept.iter_mut().enumerate().skip(1) {
+        if axes >> (j - 1) & 1 == 1 {
+            *k = 1;
+        }
+    }
+    let mut w = *r;
+    w.pattern.strides = r.strides_on(&kept);
+    w.dims = kept;
+    w
+}
+
 /// Whether, under [`Deps::AffineSelect`], the element at a point where the predicate holds
 /// (`taken`) depends on source `slot` (2: `on_true_tile`, 3: `on_false_value`); under every
 /// other elementwise rule, every source counts.

@@ -650,7 +650,8 @@ impl Observer for Strict<'_> {
                 } else {
                     None
                 };
-                self.pending.push((*r, tile, a.accumulates, span));
+                let w = defined::written(instr, operands, r);
+                self.pending.push((w, tile, a.accumulates, span));
             }
             let flag = propagates.then_some(&mut undefined);
             let fault = match r.loc {
