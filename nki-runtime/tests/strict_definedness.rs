@@ -883,7 +883,7 @@ fn config(default: u32) -> Config {
 
 #[test]
 fn strict_definedness_matches_the_reference() {
-    let mut runner = TestRunner::new(config(512));
+    let mut runner = TestRunner::new(config(256));
     let strategy = proptest::collection::vec(any::<u8>(), 0..256);
     if let Err(e) = runner.run(&strategy, |b| check(&b).map_err(TestCaseError::fail)) {
         panic!("{e}");

@@ -16,12 +16,13 @@
 //! instruction's operands are checked against it before the instruction runs. The launch stops
 //! with [`crate::ExecError`] (the instruction, its kernel source line, the tile or tensor, the
 //! element, the loop values) when an instruction:
-//! - reads bytes no instruction of this launch wrote; a tile declared inside a loop is a new
-//!   tile in each iteration, so reading what the previous iteration left in it counts. An
-//!   instruction that computes row by row (every operand on the instruction's grid) may read
-//!   them: the elements it computes from them are *undefined*, and so is what is computed from
-//!   those; the error comes where an undefined element is stored or mixed across rows (a matmul,
-//!   a transpose), naming the instruction that first read unwritten bytes;
+//! - stores a value that depends on bytes no instruction of this launch wrote (a tile declared
+//!   inside a loop is a new tile in each iteration, so what the previous iteration left in it
+//!   counts). Every instruction that writes on chip may read such bytes: the elements it
+//!   computes from them are *undefined*, by its opcode's dependency rule in the op table
+//!   ([`nki_lang::Deps`], evaluated in the `defined` module), and so is what is computed from
+//!   those; the error comes where an undefined element is stored, naming it and the
+//!   instruction that first read unwritten bytes;
 //! - reads, in one iteration of an `affine_range` loop, what another iteration wrote to a tile
 //!   declared outside the loop, or to an output;
 //! - overwrites, in one iteration, what another iteration wrote to such a tile (a tile reused
