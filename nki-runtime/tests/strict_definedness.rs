@@ -41,7 +41,7 @@ impl Choices<'_> {
     }
     /// A mask bound in `1..=n`, mostly `n` (no cut).
     fn bound(&mut self, n: u32) -> u32 {
-        if self.byte() % 2 == 0 {
+        if self.byte().is_multiple_of(2) {
             n
         } else {
             1 + (u32::from(self.byte()) % n)
@@ -284,7 +284,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             };
             let d = g.new_tile(Kind::Square);
             let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
-            let op = if c.byte() % 2 == 0 {
+            let op = if c.byte().is_multiple_of(2) {
                 Opcode::TensorCopy
             } else {
                 Opcode::Reciprocal
@@ -298,7 +298,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let (Some(a), Some(b2)) = (g.pick(c, &on_chip_sq), g.pick(c, &sq)) else {
                 return;
             };
-            let old = if c.byte() % 3 == 0 {
+            let old = if c.byte().is_multiple_of(3) {
                 g.pick(c, &sq).filter(|&t| t != a && t != b2)
             } else {
                 None
@@ -393,7 +393,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
-            let bias = if c.byte() % 2 == 0 {
+            let bias = if c.byte().is_multiple_of(2) {
                 g.pick(c, &[Kind::Column])
             } else {
                 None
@@ -599,7 +599,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let (Some(s), Some(mv)) = (g.pick(c, &sq), g.pick(c, &sq)) else {
                 return;
             };
-            let old = if c.byte() % 3 == 0 {
+            let old = if c.byte().is_multiple_of(3) {
                 g.pick(c, &[Kind::PsumSquare])
             } else {
                 None
