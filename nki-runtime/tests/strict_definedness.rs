@@ -940,3 +940,86 @@ fn the_generator_reaches_every_step_and_both_verdicts() {
         }
     }
 }
+
+/// A program that stores zeros into rows `0..4` of output 0, loads the whole of output 0 back
+/// (transposed when `transpose`), and stores the loaded tile's `[rows, cols]` box into output
+/// 1; then fills what is left of both outputs with zeros.
+fn reload(transpose: bool, rows: u32, cols: u32) -> CompiledProgram {
+    let mut b = ProgramBuilder::new("reload", Target::Trn1);
+    let shape = [Dim::Fixed(P.into()), Dim::Fixed(F.into())];
+    let o0 = b.output("o0", DType::F32, &shape).expect("output");
+    let o1 = b.output("o1", DType::F32, &shape).expect("output");
+    let square = TileShape::new(&[P, F]).expect("shape");
+    let z = b
+        .tile("z", Memory::Sbuf, DType::F32, &[P, F])
+        .expect("tile");
+    let t = b
+        .tile("t", Memory::Sbuf, DType::F32, &[P, F])
+        .expect("tile");
+    let (zv, tv) = (
+        b.view(TileView::whole(z.index(), &square)).expect("view"),
+        b.view(TileView::whole(t.index(), &square)).expect("view"),
+    );
+    b.memset(z, Scalar::float(2.0)).expect("memset");
+    let push = |b: &mut ProgramBuilder, op: Opcode, m: Option<Mask>, tile, o| {
+        let hbm = b.access(access(o, P, F, false)).expect("access");
+        let mut i = Instr::new(op, InstrData::Dma { tile, hbm });
+        i.mask = m.map(|m| b.mask(m).expect("mask"));
+        b.push(i).expect("push");
+    };
+    push(&mut b, Opcode::Store, Some(mask(4, (1, F))), zv, o0);
+    let load = if transpose {
+        Opcode::LoadTranspose2d
+    } else {
+        Opcode::Load
+    };
+    push(&mut b, load, None, tv, o0);
+    push(&mut b, Opcode::Store, Some(mask(rows, (1, cols))), tv, o1);
+    // The rest of both outputs, from the defined tile (the box above is written twice).
+    push(&mut b, Opcode::Store, None, zv, o0);
+    push(&mut b, Opcode::Store, None, zv, o1);
+    b.finish().expect("builds")
+}
+
+/// Strict launch of a `reload` program: `Ok` or the error's instruction and message.
+fn reload_strict(p: &CompiledProgram) -> Result<(), (usize, String)> {
+    let parts = p.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut a = vec![0f32; (P * F) as usize];
+    let mut c = vec![0f32; (P * F) as usize];
+    let mut outs = [
+        HbmOut::new(&mut a, &[P as usize, F as usize]).expect("output"),
+        HbmOut::new(&mut c, &[P as usize, F as usize]).expect("output"),
+    ];
+    match NeuronCore::default()
+        .with_strict(true)
+        .launch(&kernel, &[], &mut outs)
+    {
+        Ok(()) => Ok(()),
+        Err(LaunchError::Exec(e)) => Err((e.instr, e.what)),
+        Err(e) => Err((usize::MAX, e.to_string())),
+    }
+}
+
+#[test]
+fn output_elements_read_before_they_are_written_are_undefined() {
+    // Rows 0..4 of the reload are defined; storing them is correct.
+    assert_eq!(reload_strict(&reload(false, 4, F)), Ok(()));
+    // Row 4 is not: the store names its element 32 and the load.
+    let (pc, what) = reload_strict(&reload(false, P, F)).unwrap_err();
+    assert_eq!(pc, 3, "{what}");
+    assert!(what.contains("element 32 of the operand"), "{what}");
+    assert!(
+        what.contains("which instruction 2 (load, line 0)"),
+        "{what}"
+    );
+    // Transposed, the defined part is columns 0..4.
+    assert_eq!(reload_strict(&reload(true, P, 4)), Ok(()));
+    let (pc, what) = reload_strict(&reload(true, 1, 5)).unwrap_err();
+    assert_eq!(pc, 3, "{what}");
+    assert!(what.contains("element 4 of the operand"), "{what}");
+    assert!(
+        what.contains("which instruction 2 (load_transpose2d, line 0)"),
+        "{what}"
+    );
+}

@@ -367,32 +367,42 @@ impl Strict<'_> {
             }
             Deps::Transpose => {
                 if let Some(s) = src(1) {
-                    // The destination's free stride that runs along the source's partitions.
+                    // The destination's free stride that runs along the source's partitions
+                    // (`nc_transpose`), or along the access's first axis (`load_transpose2d`).
                     let p_stride = (1..MAX_TILE_RANK)
                         .find(|&j| dst.dims[j] != 1)
                         .map_or(0, |j| dst.pattern.strides[j]);
-                    for p in 0..s.r.dims[0] {
-                        for f in 0..free_elems(&s.r.dims) {
-                            let t = unravel(&s.r.dims, p, f);
-                            let o = self.origin(
-                                &s,
-                                offset(s.r.pattern.base, &s.r.pattern.strides, &t),
-                                this,
-                            );
-                            let at = dst
-                                .pattern
-                                .base
-                                .saturating_add(
-                                    isize::try_from(f)
-                                        .unwrap_or(isize::MAX)
-                                        .saturating_mul(dst.pattern.strides[0]),
-                                )
-                                .saturating_add(
-                                    isize::try_from(p)
-                                        .unwrap_or(isize::MAX)
-                                        .saturating_mul(p_stride),
-                                );
-                            put(&mut found, at, o);
+                    let at = |row: usize, col: usize| {
+                        let step = |i: usize, st: isize| {
+                            isize::try_from(i).unwrap_or(isize::MAX).saturating_mul(st)
+                        };
+                        dst.pattern
+                            .base
+                            .saturating_add(step(row, dst.pattern.strides[0]))
+                            .saturating_add(step(col, p_stride))
+                    };
+                    let g = s.r.dims;
+                    let own = |t: &Index| offset(s.r.pattern.base, &s.r.pattern.strides, t);
+                    if matches!(s.r.loc, Loc::Hbm(_)) {
+                        // An access `[A, B]` (its first two axes of size above 1; one alone is
+                        // `A` when it is the first axis, else `B`): `(a, b)` goes to `(b, a)`.
+                        let mut axes = (0..MAX_TILE_RANK).filter(|&j| g[j] != 1);
+                        let (ga, gb) = match (axes.next(), axes.next()) {
+                            (Some(a), Some(b)) => (Some(a), Some(b)),
+                            (Some(0), None) => (Some(0), None),
+                            (Some(b), None) => (None, Some(b)),
+                            (None, _) => (None, None),
+                        };
+                        for t in indices(g) {
+                            let (a, b) = (ga.map_or(0, |j| t[j]), gb.map_or(0, |j| t[j]));
+                            put(&mut found, at(b, a), self.origin(&s, own(&t), this));
+                        }
+                    } else {
+                        for p in 0..g[0] {
+                            for f in 0..free_elems(&g) {
+                                let t = unravel(&g, p, f);
+                                put(&mut found, at(f, p), self.origin(&s, own(&t), this));
+                            }
                         }
                     }
                 }
