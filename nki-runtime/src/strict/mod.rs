@@ -340,8 +340,8 @@ impl<'p> Strict<'p> {
     }
 
     /// The first fault of an on-chip operand: the element (in the operand's order), its byte
-    /// in the memory, and the fault. With `undefined` (an instruction that computes row by
-    /// row), a read of unwritten or undefined bytes is no fault: it sets the flag, and
+    /// in the memory, and the fault. With `undefined` (an instruction that writes on chip), a
+    /// read of unwritten or undefined bytes is no fault: it sets the flag, and
     /// [`Strict::undefined_elements`] then finds the elements of the results they feed.
     fn check_on_chip(
         &self,
