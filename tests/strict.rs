@@ -219,6 +219,127 @@ fn stores_a_column_never_loaded(x: Hbm<f32, 128, 301>) -> Hbm<f32, 128, 301> {
     out
 }
 
+/// Issue 21, finding 1: a scan's element `i` depends on every element before it. `data1` is
+/// loaded whole in rows 0..64 and only in its second half in rows 64..128; the second half of
+/// every row is stored.
+#[kernel]
+fn scans_past_a_half_written_tile(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 256> {
+    let out = ndarray([128, 256], f32, SharedHbm);
+    let a = load(x[..]);
+    let b = ndarray([128, 512], f32, Sbuf);
+    b[[0..64, 0..512]] = load(x[[0..64, 0..512]]);
+    b[[64..128, 256..512]] = load(x[[64..128, 256..512]]);
+    let r = tensor_tensor_scan(
+        data0 = a,
+        data1 = b,
+        initial = 0.0,
+        op0 = multiply,
+        op1 = add,
+    );
+    store(out[..], r[[0..128, 256..512]]);
+    out
+}
+
+/// The same scan with `data1`'s first half written and its second half not: the first half of
+/// the result depends only on written elements.
+#[kernel]
+fn scans_the_written_prefix(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 256> {
+    let out = ndarray([128, 256], f32, SharedHbm);
+    let a = load(x[..]);
+    let b = ndarray([128, 512], f32, Sbuf);
+    b[[0..128, 0..256]] = load(x[[0..128, 0..256]]);
+    let r = tensor_tensor_scan(
+        data0 = a,
+        data1 = b,
+        initial = 0.0,
+        op0 = multiply,
+        op1 = add,
+    );
+    store(out[..], r[[0..128, 0..256]]);
+    out
+}
+
+/// Issue 21, finding 2: `bn_stats` of a ragged tile (rows 0..40 loaded whole, rows 40..64 only
+/// in their first 300 columns), `bn_aggr`, rows 0..64 stored: each row's statistics depend on
+/// the whole row, so rows 40..64 are computed from bytes no instruction wrote.
+#[kernel]
+fn normalizes_a_ragged_tile(x: Hbm<f32, 64, 512>) -> Hbm<f32, 64, 2> {
+    let out = ndarray([64, 2], f32, SharedHbm);
+    let t = ndarray([128, 512], f32, Sbuf);
+    t[[0..40, 0..512]] = load(x[[0..40, 0..512]]);
+    t[[40..64, 0..300]] = load(x[[40..64, 0..300]]);
+    let mv = bn_aggr(bn_stats(t));
+    store(out[..], mv[[0..64, 0..2]]);
+    out
+}
+
+/// The same tile with only its loaded rows stored: correct.
+#[kernel]
+fn normalizes_the_loaded_rows(x: Hbm<f32, 64, 512>) -> Hbm<f32, 40, 2> {
+    let out = ndarray([40, 2], f32, SharedHbm);
+    let t = ndarray([128, 512], f32, Sbuf);
+    t[[0..40, 0..512]] = load(x[[0..40, 0..512]]);
+    t[[40..64, 0..300]] = load(x[[40..64, 0..300]]);
+    let mv = bn_aggr(bn_stats(t));
+    store(out[..], mv[[0..40, 0..2]]);
+    out
+}
+
+/// Issue 21, finding 3: a reduction over the middle axis of a `[128, 4, 64]` tile loaded under
+/// a mask (rows below 100, last-axis positions below 40), stored under the same mask: correct.
+#[kernel]
+fn reduces_the_middle_axis_under_a_mask(x: Hbm<f32, 100, 4, 40>) -> Hbm<f32, 100, 40> {
+    let out = ndarray([100, 40], f32, SharedHbm);
+    let (ip, ja, jb) = mgrid![0..128, 0..4, 0..64];
+    let t = load(x[[ip, ja, jb]], mask = (ip < 100) & (jb < 40));
+    let m = max(t, axis = 1);
+    let (op, of) = mgrid![0..128, 0..64];
+    store(out[[op, of]], m, mask = (op < 100) & (of < 40));
+    out
+}
+
+/// The same, storing one position of the last axis too many.
+#[kernel]
+fn reduces_the_middle_axis_and_stores_too_much(x: Hbm<f32, 100, 4, 41>) -> Hbm<f32, 100, 41> {
+    let out = ndarray([100, 41], f32, SharedHbm);
+    let (ip, ja, jb) = mgrid![0..128, 0..4, 0..64];
+    let t = load(x[[ip, ja, jb]], mask = (ip < 100) & (jb < 40));
+    let m = max(t, axis = 1);
+    let (op, of) = mgrid![0..128, 0..64];
+    store(out[[op, of]], m, mask = (op < 100) & (of < 41));
+    out
+}
+
+/// A masked load (300 of 512 columns) into a full matmul: the unwritten columns of the result
+/// are never stored.
+#[kernel]
+fn multiplies_a_ragged_tile(s: Hbm<f32, 128, 128>, x: Hbm<f32, 128, 300>) -> Hbm<f32, 128, 300> {
+    let out = ndarray([128, 300], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let st = load(s[..]);
+    let mv = load(x[[ip, jf]], mask = jf < 300);
+    let r = copy(nc_matmul(st, mv), f32);
+    store(out[[ip, jf]], r, mask = jf < 300);
+    out
+}
+
+/// The same, with rows 0..64 of the stationary operand unwritten: every element of the result
+/// sums over them.
+#[kernel]
+fn multiplies_a_half_written_stationary(
+    s: Hbm<f32, 128, 128>,
+    x: Hbm<f32, 128, 300>,
+) -> Hbm<f32, 128, 300> {
+    let out = ndarray([128, 300], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let st = ndarray([128, 128], f32, Sbuf);
+    st[[64..128, 0..128]] = load(s[[64..128, 0..128]]);
+    let mv = load(x[[ip, jf]], mask = jf < 300);
+    let r = copy(nc_matmul(st, mv), f32);
+    store(out[[ip, jf]], r, mask = jf < 300);
+    out
+}
+
 fn run_strict(
     kernel: &Kernel<'_>,
     inputs: &[&DeviceTensor<f32>],
@@ -626,4 +747,115 @@ fn a_strict_core_checks_every_launch_api() {
     let plain =
         matmul_tiled::matmul_tiled::host(&mut NeuronCore::default(), a.view(), b.view()).unwrap();
     assert_eq!(strict, plain);
+}
+
+#[test]
+fn a_scan_depends_on_every_element_before_it() {
+    let e = strict_error(
+        &scans_past_a_half_written_tile::KERNEL,
+        &[&[128, 512]],
+        &[128, 256],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(
+        e.what
+            .contains("which instruction 3 (tensor_tensor_scan, line"),
+        "{e}"
+    );
+    // Row 64, column 256 of the scan: the first stored element computed from row 64's
+    // unwritten first half.
+    assert!(e.what.contains("element 16384 of the operand"), "{e}");
+    assert!(e.what.contains("element 16384 of output `out`"), "{e}");
+    // The written prefix is defined: the scan of it runs strictly, with the plain results.
+    let x = common::random_f32(Ix2(128, 512), 3, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let strict = run_strict(&scans_the_written_prefix::KERNEL, &[&xd], &[128, 256]).unwrap();
+    let mut plain = NeuronCore::default().with_strict(false);
+    let want = scans_the_written_prefix(&mut plain, &xd).unwrap();
+    assert_eq!(
+        strict.into_array::<Ix2>().unwrap(),
+        want.into_array::<Ix2>().unwrap()
+    );
+}
+
+#[test]
+fn bn_stats_depends_on_its_whole_row() {
+    let e = strict_error(&normalizes_a_ragged_tile::KERNEL, &[&[64, 512]], &[64, 2]);
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(
+        e.what.contains("which instruction 2 (bn_stats, line"),
+        "{e}"
+    );
+    // Row 40: the first row with unwritten columns.
+    assert!(e.what.contains("element 80 of the operand"), "{e}");
+    assert!(e.what.contains("element 80 of output `out`"), "{e}");
+    let x = common::random_f32(Ix2(64, 512), 4, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let out = run_strict(&normalizes_the_loaded_rows::KERNEL, &[&xd], &[40, 2]).unwrap();
+    let out = out.into_array::<Ix2>().unwrap();
+    for r in 0..40 {
+        let row = x.row(r);
+        let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / 512.0;
+        let var = row
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / 512.0;
+        assert!((f64::from(out[[r, 0]]) - mean).abs() < 1e-5, "row {r}");
+        assert!((f64::from(out[[r, 1]]) - var).abs() < 1e-5, "row {r}");
+    }
+}
+
+#[test]
+fn a_reduction_over_the_middle_axis_under_a_mask_is_exact() {
+    let x = common::random_f32(nki::ndarray::Ix3(100, 4, 40), 5, -1.0, 1.0);
+    let xd = DeviceTensor::from_array(&x).unwrap();
+    let out = run_strict(
+        &reduces_the_middle_axis_under_a_mask::KERNEL,
+        &[&xd],
+        &[100, 40],
+    )
+    .unwrap();
+    let out = out.into_array::<Ix2>().unwrap();
+    for ((r, c), &v) in out.indexed_iter() {
+        let want = (0..4)
+            .map(|a| x[[r, a, c]])
+            .fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(v, want, "({r}, {c})");
+    }
+    let e = strict_error(
+        &reduces_the_middle_axis_and_stores_too_much::KERNEL,
+        &[&[100, 4, 41]],
+        &[100, 41],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(e.what.contains("(tensor_reduce, line"), "{e}");
+    // Row 0, position 40.
+    assert!(e.what.contains("element 40 of the operand"), "{e}");
+    assert!(e.what.contains("element 40 of output `out`"), "{e}");
+}
+
+#[test]
+fn a_matmul_depends_on_its_contraction() {
+    let s = common::random_f32(Ix2(128, 128), 6, -1.0, 1.0);
+    let x = common::random_f32(Ix2(128, 300), 7, -1.0, 1.0);
+    let (sd, xd) = (
+        DeviceTensor::from_array(&s).unwrap(),
+        DeviceTensor::from_array(&x).unwrap(),
+    );
+    let strict = run_strict(&multiplies_a_ragged_tile::KERNEL, &[&sd, &xd], &[128, 300]).unwrap();
+    let mut plain = NeuronCore::default().with_strict(false);
+    let want = multiplies_a_ragged_tile(&mut plain, &sd, &xd).unwrap();
+    assert_eq!(
+        strict.into_array::<Ix2>().unwrap(),
+        want.into_array::<Ix2>().unwrap()
+    );
+    let e = strict_error(
+        &multiplies_a_half_written_stationary::KERNEL,
+        &[&[128, 128], &[128, 300]],
+        &[128, 300],
+    );
+    assert_eq!(e.mnemonic, "store", "{e}");
+    assert!(e.what.contains("(nc_matmul, line"), "{e}");
+    assert!(e.what.contains("element 0 of the operand"), "{e}");
 }

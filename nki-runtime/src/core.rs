@@ -283,10 +283,11 @@ impl NeuronCore {
         }
     }
 
-    /// [`NeuronCore::execute`] in strict mode ([`crate::strict`]): an instruction that reads
-    /// SBUF, PSUM or output bytes no instruction of this launch wrote stops the launch with
-    /// [`LaunchError::Exec`] (the instruction, its source line, the tile or tensor, the element
-    /// and the loop values); an output left partly unwritten is [`LaunchError::Strict`]. The
+    /// [`NeuronCore::execute`] in strict mode ([`crate::strict`]): a store of a value that
+    /// depends on SBUF, PSUM or output bytes no instruction of this launch wrote (by each
+    /// opcode's dependency rule, [`nki_lang::Deps`]) stops the launch with [`LaunchError::Exec`]
+    /// (the instruction, its source line, the tile or tensor, the element and the loop values);
+    /// an output left partly unwritten is [`LaunchError::Strict`]. The
     /// launch runs serially, several times slower than a plain one.
     pub fn execute_strict(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         let program = bound.program;

@@ -16,12 +16,13 @@
 //! instruction's operands are checked against it before the instruction runs. The launch stops
 //! with [`crate::ExecError`] (the instruction, its kernel source line, the tile or tensor, the
 //! element, the loop values) when an instruction:
-//! - reads bytes no instruction of this launch wrote; a tile declared inside a loop is a new
-//!   tile in each iteration, so reading what the previous iteration left in it counts. An
-//!   instruction that computes row by row (every operand on the instruction's grid) may read
-//!   them: the elements it computes from them are *undefined*, and so is what is computed from
-//!   those; the error comes where an undefined element is stored or mixed across rows (a matmul,
-//!   a transpose), naming the instruction that first read unwritten bytes;
+//! - stores a value that depends on bytes no instruction of this launch wrote (a tile declared
+//!   inside a loop is a new tile in each iteration, so what the previous iteration left in it
+//!   counts). Every instruction that writes on chip may read such bytes: the elements it
+//!   computes from them are *undefined*, by its opcode's dependency rule in the op table
+//!   ([`nki_lang::Deps`], evaluated in the `defined` module), and so is what is computed from
+//!   those; the error comes where an undefined element is stored, naming it and the
+//!   instruction that first read unwritten bytes;
 //! - reads, in one iteration of an `affine_range` loop, what another iteration wrote to a tile
 //!   declared outside the loop, or to an output;
 //! - overwrites, in one iteration, what another iteration wrote to such a tile (a tile reused
@@ -40,6 +41,7 @@
 //! the launch runs on one thread, and each operand's elements are visited once more to check
 //! or mark them: a debugging mode, many times slower than a plain launch.
 
+mod defined;
 mod iterations;
 mod shadow;
 
@@ -47,8 +49,8 @@ use core::fmt;
 use core::ops::ControlFlow;
 
 use nki_lang::{
-    Axes, Instr, InstrData, LoopKind, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues,
-    Write, target::PARTITIONS,
+    Instr, InstrData, LoopKind, MAX_PIDS, MAX_TILE_RANK, OperandRef, Program, VarValues, Write,
+    target::PARTITIONS,
 };
 use thiserror::Error;
 
@@ -151,9 +153,9 @@ pub struct Strict<'p> {
     /// whether it accumulates, and the iteration of the outermost loop its sum runs over.
     pending: Vec<(Resolved, u16, bool, Option<NodeId>)>,
     /// For each on-chip operand the running instruction writes (by slot), the elements it
-    /// computes from bytes no instruction wrote: per element in the operand's row-major order,
-    /// 1 + the instruction that first read such bytes, or 0. Empty when all are defined.
-    undefined: Vec<(u8, Vec<u32>)>,
+    /// computes from bytes no instruction wrote, by byte offset: 1 + the instruction that first
+    /// read such bytes. Empty when all are defined.
+    undefined: defined::Undefined,
 }
 
 impl<'p> Strict<'p> {
@@ -338,8 +340,8 @@ impl<'p> Strict<'p> {
     }
 
     /// The first fault of an on-chip operand: the element (in the operand's order), its byte
-    /// in the memory, and the fault. With `undefined` (an instruction that computes row by
-    /// row), a read of unwritten or undefined bytes is no fault: it sets the flag, and
+    /// in the memory, and the fault. With `undefined` (an instruction that writes on chip), a
+    /// read of unwritten or undefined bytes is no fault: it sets the flag, and
     /// [`Strict::undefined_elements`] then finds the elements of the results they feed.
     fn check_on_chip(
         &self,
@@ -381,124 +383,15 @@ impl<'p> Strict<'p> {
         found.map(|(b, f)| (n, b, f))
     }
 
-    /// For each on-chip operand `instr` writes, which of its elements come from unwritten or
-    /// undefined bytes (1 + the instruction they come from, per element in the operand's
-    /// row-major order; 0 when defined): an element is undefined when a
-    /// source element at the same point of the instruction's grid is, and a reduction's result
-    /// when any point it reduces is. Walks the grid once; only instructions that read such
-    /// bytes pay for it.
-    fn undefined_elements(
-        &self,
-        pc: usize,
-        instr: &Instr,
-        operands: &Operands,
-        group_overwrites: bool,
-        accumulating: bool,
-    ) -> Vec<(u8, Vec<u32>)> {
-        let on_chip = |r: &Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
-        // The grid: the largest extent of any operand along each axis.
-        let mut grid = [1usize; MAX_TILE_RANK];
-        for r in operands.iter().filter(|r| on_chip(r)) {
-            for (g, &d) in grid.iter_mut().zip(&r.dims) {
-                *g = (*g).max(d);
-            }
-        }
-        let strides = |r: &Resolved| {
-            let mut s = r.strides_on(&grid);
-            // A row broadcast along the partitions.
-            if r.dims[0] == 1 {
-                s[0] = 0;
-            }
-            s
-        };
-        let sources: Vec<(Resolved, [isize; MAX_TILE_RANK], Access)> = operands
-            .iter()
-            .filter(|r| on_chip(r) && r.dir.reads() && !(r.slot == 0 && group_overwrites))
-            .map(|r| {
-                let (tile, scope, on_dst) = self.tile_of(instr, r.slot);
-                let a = Access {
-                    tile,
-                    scope,
-                    reads: true,
-                    accumulates: (r.slot == 0 || on_dst) && accumulating,
-                };
-                (*r, strides(r), a)
-            })
-            .collect();
-        let this = u32::try_from(pc.saturating_add(1)).unwrap_or(u32::MAX);
-        // The instruction that made the element at grid point `t` undefined, if any.
-        let origin_at = |t: &[usize; MAX_TILE_RANK]| {
-            sources.iter().find_map(|(r, st, a)| {
-                let map = if r.loc == Loc::Psum {
-                    &self.psum
-                } else {
-                    &self.sbuf
-                };
-                let size = r.dtype.size() as usize;
-                let elem = t.iter().zip(st).fold(r.pattern.base, |acc, (&i, &s)| {
-                    acc.saturating_add((i as isize).saturating_mul(s))
-                });
-                let at = usize::try_from(elem.saturating_mul(size as isize)).ok()?;
-                (at..at.saturating_add(size)).find_map(|b| match self.judge(map.get(b), *a) {
-                    Some(Fault::Unwritten) => Some(this),
-                    Some(Fault::Undefined { origin }) => Some(origin),
-                    _ => None,
-                })
-            })
-        };
-        let mut out = Vec::new();
-        for w in operands.iter().filter(|r| on_chip(r) && r.dir.writes()) {
-            // Operand axis k (size above 1) runs along the grid's next axis of size above 1,
-            // as in `Resolved::strides_on`; the partition axis along the grid's.
-            let mut along = [None; MAX_TILE_RANK];
-            along[0] = (w.dims[0] > 1).then_some(0);
-            let mut grid_axes = (1..MAX_TILE_RANK).filter(|&j| grid[j] != 1);
-            for (k, a) in along.iter_mut().enumerate().skip(1) {
-                if w.dims[k] != 1 {
-                    *a = grid_axes.next();
-                }
-            }
-            let mut row_major = [0usize; MAX_TILE_RANK];
-            let mut acc = 1usize;
-            for k in (0..MAX_TILE_RANK).rev() {
-                row_major[k] = acc;
-                acc = acc.saturating_mul(w.dims[k]);
-            }
-            let mut origins = vec![0u32; w.elems()];
-            let mut t = [0usize; MAX_TILE_RANK];
-            'grid: loop {
-                if let Some(o) = origin_at(&t) {
-                    let index = along.iter().zip(&row_major).fold(0usize, |acc, (a, &m)| {
-                        acc.saturating_add(a.map_or(0, |j| t[j]).saturating_mul(m))
-                    });
-                    if let Some(slot) = origins.get_mut(index)
-                        && *slot == 0
-                    {
-                        *slot = o;
-                    }
-                }
-                // The next grid point, like an odometer.
-                let mut j = MAX_TILE_RANK;
-                loop {
-                    if j == 0 {
-                        break 'grid;
-                    }
-                    j -= 1;
-                    t[j] += 1;
-                    if t[j] < grid[j] {
-                        break;
-                    }
-                    t[j] = 0;
-                }
-            }
-            out.push((w.slot, origins));
-        }
-        out
-    }
-
     /// The first fault of an output operand: the element (in the operand's order), its
-    /// row-major index in the tensor, and the fault.
-    fn check_output(&self, r: &Resolved, me: u32) -> Option<(usize, usize, Fault)> {
+    /// row-major index in the tensor, and the fault. With `undefined` (an instruction that
+    /// writes on chip), a read of unwritten elements is no fault: it sets the flag.
+    fn check_output(
+        &self,
+        r: &Resolved,
+        me: u32,
+        mut undefined: Option<&mut bool>,
+    ) -> Option<(usize, usize, Fault)> {
         let Loc::Hbm(t) = r.loc else { return None };
         let out = usize::from(t).checked_sub(self.program.input_count())?;
         let owners = self.outputs.get(out)?;
@@ -507,15 +400,50 @@ impl<'p> Strict<'p> {
         let n = Strict::each_element(r, |at| {
             let e = at / size;
             let owner = owners.get(e).copied().unwrap_or_default();
-            match self.judge_output(owner, me, r.dir.reads()) {
-                Some(f) => {
+            match (
+                self.judge_output(owner, me, r.dir.reads()),
+                undefined.as_deref_mut(),
+            ) {
+                (None, _) => true,
+                (Some(Fault::Unwritten), Some(flag)) => {
+                    *flag = true;
+                    true
+                }
+                (Some(f), _) => {
                     found = Some((e, f));
                     false
                 }
-                None => true,
             }
         })?;
         found.map(|(e, f)| (n, e, f))
+    }
+
+    /// Where element `n` of a store's source goes: `, stored as element E of output `out``
+    /// (its row-major index in the tensor); empty for an instruction that stores nothing.
+    fn stored_to(&self, instr: &Instr, operands: &Operands, n: usize) -> String {
+        let Some(w) = operands
+            .iter()
+            .find(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)))
+        else {
+            return String::new();
+        };
+        let size = (w.dtype.size() as usize).max(1);
+        let mut k = 0usize;
+        let mut found = None;
+        Strict::each_element(w, |at| {
+            if k == n {
+                found = Some(at / size);
+                return false;
+            }
+            k = k.saturating_add(1);
+            true
+        });
+        found.map_or(String::new(), |e| {
+            format!(
+                ", stored as element {e} of {}",
+                self.describe(instr, w.slot, w)
+            )
+        })
     }
 
     /// The name of what operand `slot` of `instr` reads or writes.
@@ -539,12 +467,12 @@ impl<'p> Strict<'p> {
     }
 
     /// The message of a fault of operand `r` of `instr`, at element `n` of the operand
-    /// (`place`: where that element is).
+    /// (`place`: where that element is; `to`: where a store puts it, see [`Strict::stored_to`]).
     fn message(
         &self,
         instr: &Instr,
         r: &Resolved,
-        (n, place): (usize, String),
+        (n, place, to): (usize, String, String),
         a: Access,
         fault: Fault,
         vars: &VarValues,
@@ -553,7 +481,7 @@ impl<'p> Strict<'p> {
         let at = LoopValues(vars);
         match fault {
             Fault::Unwritten => format!(
-                "reads {what} where no instruction of this launch wrote: element {n} of the operand ({place}), {at}"
+                "reads {what} where no instruction of this launch wrote: element {n} of the operand ({place}{to}), {at}"
             ),
             Fault::Instance(o) => {
                 let other = self
@@ -576,7 +504,7 @@ impl<'p> Strict<'p> {
             Fault::Undefined { origin } => {
                 let (k, source) = self.instruction(origin);
                 format!(
-                    "reads {what} ({place}, element {n} of the operand), which instruction {k} ({source}) computed from bytes no instruction of this launch wrote: mask that instruction to the rows that hold data, or write them first; {at}"
+                    "reads {what} ({place}, element {n} of the operand{to}), which instruction {k} ({source}) computed from bytes no instruction of this launch wrote: mask that instruction to the rows that hold data, or write them first; {at}"
                 )
             }
             Fault::Race {
@@ -695,18 +623,12 @@ impl Observer for Strict<'_> {
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =
             dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !w.accumulates_at(vars));
-        // Every operand follows the grid: row p of the results depends on row p of the
-        // sources only,
-        // and the results stay on chip (a store of undefined elements is the error).
-        let row_by_row = instr
-            .opcode
-            .info()
-            .operands
+        // An instruction that writes on chip may read unwritten or undefined elements: what it
+        // computes from them is undefined, by its opcode's dependency rule (`defined`). A store
+        // of one is the error.
+        let propagates = !operands
             .iter()
-            .all(|o| o.axes == Axes::Grid)
-            && !operands
-                .iter()
-                .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
+            .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
         let mut undefined = false;
         // Sources first: an instruction that reads what another iteration wrote and writes it
         // back is reported for the read.
@@ -729,21 +651,23 @@ impl Observer for Strict<'_> {
                 } else {
                     None
                 };
-                self.pending.push((*r, tile, a.accumulates, span));
+                let w = defined::written(instr, operands, r);
+                self.pending.push((w, tile, a.accumulates, span));
             }
-            let flag = row_by_row.then_some(&mut undefined);
+            let flag = propagates.then_some(&mut undefined);
             let fault = match r.loc {
                 Loc::Sbuf | Loc::Psum => self.check_on_chip(r, a, flag).map(|(n, b, f)| {
                     let mem = if r.loc == Loc::Psum { "PSUM" } else { "SBUF" };
                     (n, format!("byte {b} of {mem}"), f)
                 }),
                 Loc::Hbm(_) => self
-                    .check_output(r, me)
+                    .check_output(r, me, flag)
                     .map(|(n, e, f)| (n, format!("element {e} of the tensor"), f)),
                 Loc::Expr | Loc::Imm(_) => None,
             };
             if let Some((n, place, f)) = fault {
-                return ControlFlow::Break(self.message(instr, r, (n, place), a, f, vars));
+                let to = self.stored_to(instr, operands, n);
+                return ControlFlow::Break(self.message(instr, r, (n, place, to), a, f, vars));
             }
         }
         self.undefined.clear();
@@ -776,10 +700,8 @@ impl Observer for Strict<'_> {
                         &mut self.sbuf
                     };
                     let origins = undefined.iter().find(|(s, _)| *s == r.slot).map(|(_, o)| o);
-                    let mut n = 0usize;
                     Strict::each_element(r, |at| {
-                        let undefined = origins.and_then(|o| o.get(n)).copied().unwrap_or(0);
-                        n = n.saturating_add(1);
+                        let undefined = origins.and_then(|o| o.get(&at)).copied().unwrap_or(0);
                         map.set(at, size, Stamp { undefined, ..stamp });
                         true
                     });

@@ -3,7 +3,8 @@
 //! Each [`Opcode`] has an [`OpInfo`]: its NKI name (which is also the listing's mnemonic and
 //! the [`crate::builder::ProgramBuilder`] method), its format (the [`InstrData`] variant it
 //! uses), the engines that may run it (the first is the default), the name, direction and
-//! allowed memories of each operand slot, and one shape/dtype inference function. `#[kernel]`
+//! allowed memories of each operand slot, one shape/dtype inference function, and which source
+//! elements each element it writes depends on ([`Deps`]). `#[kernel]`
 //! calls [`infer`] to create a result tile and to blame the right operand of a mistake;
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
@@ -104,6 +105,49 @@ impl Axes {
     }
 }
 
+/// Which source elements each element an instruction writes depends on: its definedness rule.
+///
+/// Strict launches follow it (`nki_runtime::Strict`): an element computed from a byte no
+/// instruction of the launch wrote, or from such an element, is *undefined*, and storing one is
+/// the error. Each rule is stated on the operands as the executor resolves them (after the
+/// mask), in the terms of the reference interpreter (`nki-runtime/src/exec/reference.rs`); under
+/// every rule, an element of a destination that accumulates (`+=`, an accumulation group past
+/// its first iteration) also depends on its old value. Every opcode has one (a required field
+/// of the table), and every consumer matches on it exhaustively.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Deps {
+    /// No data: loop control.
+    Control,
+    /// Element `k` of the destination (row-major over its dimensions) is element `k` of the
+    /// source (row-major over its own): `load`, `store`, `tensor_copy`.
+    Move,
+    /// The destination's element at point `t` of the grid depends on every source's element at
+    /// `t` (a source broadcast along its size-1 or zero-stride axes reads one element for many
+    /// points; immediates and grid expressions are always defined). A per-partition reduction
+    /// of the results (`reduce_res`) depends on every result of its partition.
+    Elementwise,
+    /// `affine_select`: the element at `t` depends on `on_true_tile[t]` where the affine
+    /// predicate holds at `t` (a function of the grid and the loop values, so known to strict
+    /// mode), and on nothing in memory elsewhere (`on_false_value` is an immediate).
+    AffineSelect,
+    /// A reduction along free axes: each destination element depends on every source element
+    /// whose kept coordinates are its own (the whole of the reduced axes).
+    Reduce,
+    /// A scan along each partition's free elements: element `i` of partition `p` (row-major)
+    /// depends on the sources' elements `0..=i` of partition `p` and on the initial value of
+    /// `p`.
+    Prefix,
+    /// Every element of partition `p` of the destination depends on every element of partition
+    /// `p` of the source: `bn_stats`, `bn_aggr`.
+    Row,
+    /// A contraction over the partitions: `dst[m, n]` depends on `stationary[:, m]` and
+    /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements).
+    Contraction,
+    /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
+    /// source's free elements): `nc_transpose`, `load_transpose2d`.
+    Transpose,
+}
+
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
 /// shape, dtype and memory, or the operand to blame for a broken rule.
 pub type InferFn = fn(&InferIn<'_>) -> Result<Option<Inferred>, Blame>;
@@ -123,6 +167,8 @@ pub struct OpInfo {
     pub infer: InferFn,
     /// Whether the instruction takes a `mask`.
     pub maskable: bool,
+    /// Which source elements each element it writes depends on.
+    pub deps: Deps,
     /// What the instruction computes.
     pub doc: &'static str,
 }
@@ -148,7 +194,7 @@ impl OperandSpec {
 }
 
 macro_rules! opcodes {
-    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, } )*) => {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, deps: $deps:ident, } )*) => {
         /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -165,6 +211,7 @@ macro_rules! opcodes {
                 operands: $operands,
                 infer: $infer,
                 maskable: $maskable,
+                deps: Deps::$deps,
                 doc: concat!($($doc),*),
             },
         )*];
@@ -185,6 +232,7 @@ opcodes! {
         operands: &[],
         infer: infer::none,
         maskable: false,
+        deps: Control,
     }
     /// End of a loop: advance the induction variable and jump back, or leave.
     LoopEnd {
@@ -194,6 +242,7 @@ opcodes! {
         operands: &[],
         infer: infer::none,
         maskable: false,
+        deps: Control,
     }
     /// `load`: an HBM access into an SBUF tile, cast to the tile's dtype.
     Load {
@@ -203,6 +252,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
         infer: infer::load,
         maskable: true,
+        deps: Move,
     }
     /// `store`: an SBUF tile into an HBM output access, cast to the tensor's dtype.
     Store {
@@ -212,6 +262,7 @@ opcodes! {
         operands: &[slot("value", Dir::Read, SBUF), slot("dst", Dir::Write, HBM)],
         infer: infer::store,
         maskable: true,
+        deps: Move,
     }
     /// `nc_matmul`: `dst = stationaryᵀ · moving` in fp32 in PSUM.
     Matmul {
@@ -225,6 +276,7 @@ opcodes! {
         ],
         infer: infer::matmul,
         maskable: false,
+        deps: Contraction,
     }
     /// `nc_transpose`: `dst[f, p] = src[p, f]`, the free dimensions flattened. TensorE: a
     /// `[P ≤ 128, F ≤ 128]` SBUF tile into fp32 PSUM; VectorE: `[P ≤ 32, F ≤ 32]`, any dtype,
@@ -239,6 +291,7 @@ opcodes! {
         ],
         infer: infer::nc_transpose,
         maskable: true,
+        deps: Transpose,
     }
     /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype. Vector and
     /// GpSimd keep the bits when the dtypes are equal; the Scalar engine always goes through
@@ -250,6 +303,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
         infer: infer::same_as_src,
         maskable: true,
+        deps: Move,
     }
     /// `memset`: every element of `dst` becomes the value, converted to its dtype.
     Memset {
@@ -259,6 +313,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP)],
         infer: infer::given_dst,
         maskable: true,
+        deps: Elementwise,
     }
     /// `tensor_tensor`: `dst = data1 op data2`, elementwise, in fp32 (bit operations on
     /// 32-bit integers).
@@ -273,6 +328,7 @@ opcodes! {
         ],
         infer: infer::tensor_tensor,
         maskable: true,
+        deps: Elementwise,
     }
     /// `tensor_scalar`: `dst = (data op0 operand0) op1 operand1`, each operand an immediate or
     /// a `[P, 1]` vector applied along the free dimensions.
@@ -288,6 +344,7 @@ opcodes! {
         ],
         infer: infer::tensor_scalar,
         maskable: true,
+        deps: Elementwise,
     }
     /// `scalar_tensor_tensor`: `dst = (data op0 operand0) op1 operand1`, `operand0` an
     /// immediate or `[P, 1]` vector, `operand1` a tile.
@@ -303,6 +360,7 @@ opcodes! {
         ],
         infer: infer::tensor_scalar,
         maskable: true,
+        deps: Elementwise,
     }
     /// `tensor_scalar_reduce`: `dst = data op0 operand0`, and `reduce_res` the reduction of
     /// each partition's results.
@@ -319,6 +377,7 @@ opcodes! {
         ],
         infer: infer::tensor_scalar,
         maskable: true,
+        deps: Elementwise,
     }
     /// `activation`: `dst = op(data · scale + bias)` on the Scalar engine, with an optional
     /// reduction of each partition's results into `reduce_res`.
@@ -335,6 +394,7 @@ opcodes! {
         ],
         infer: infer::activation,
         maskable: true,
+        deps: Elementwise,
     }
     /// `tensor_reduce`: a reduction along free axes of each partition.
     TensorReduce {
@@ -344,6 +404,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::tensor_reduce,
         maskable: true,
+        deps: Reduce,
     }
     /// `tensor_tensor_scan`: `r[i] = (data0[i] op0 r[i−1]) op1 data1[i]` along each
     /// partition's free elements, `r[−1] = initial`.
@@ -359,6 +420,7 @@ opcodes! {
         ],
         infer: infer::tensor_tensor_scan,
         maskable: true,
+        deps: Prefix,
     }
     /// `iota`: the values of an affine expression of the grid (int32 arithmetic), converted to
     /// the destination's dtype.
@@ -369,6 +431,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, SBUF), slot("expr", Dir::Read, &[])],
         infer: infer::iota,
         maskable: true,
+        deps: Elementwise,
     }
     /// `affine_select`: `dst = pred ? on_true_tile : on_false_value`, where `pred` is an affine
     /// comparison of the grid's coordinates and the index variables.
@@ -384,6 +447,7 @@ opcodes! {
         ],
         infer: infer::select,
         maskable: true,
+        deps: AffineSelect,
     }
     /// `select`: `dst = predicate ? on_true : on_false` elementwise (`nl.where`); the
     /// predicate is a tile (nonzero = true), the values tiles or immediates.
@@ -399,6 +463,7 @@ opcodes! {
         ],
         infer: infer::select,
         maskable: true,
+        deps: Elementwise,
     }
     /// `reciprocal`: `dst = 1 / data` on the Vector engine (IEEE division: more accurate than
     /// the Scalar engine's approximation on hardware).
@@ -409,6 +474,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::same_as_src,
         maskable: true,
+        deps: Elementwise,
     }
     /// `bn_stats`: per partition, the count, mean and variance·count of the even and of the odd
     /// elements of a `[P, F ≤ 512]` tile: `[P, 6]` fp32.
@@ -419,6 +485,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::bn_stats,
         maskable: false,
+        deps: Row,
     }
     /// `bn_aggr`: the mean and variance of each partition from concatenated `bn_stats` results:
     /// `[P, 2]` fp32.
@@ -429,6 +496,7 @@ opcodes! {
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::bn_aggr,
         maskable: true,
+        deps: Row,
     }
     /// `load_transpose2d`: a 2-D HBM access `[A, B]` into an SBUF tile `[B, A]`, cast to the
     /// tile's dtype.
@@ -442,6 +510,7 @@ opcodes! {
         ],
         infer: infer::load_transpose2d,
         maskable: true,
+        deps: Transpose,
     }
 }
 
@@ -504,6 +573,40 @@ mod tests {
             assert!(info.operands.len() <= MAX_SLOTS, "{}", info.name);
             assert_eq!(Opcode::from_name(info.name), Some(op));
             assert!(!info.doc.is_empty(), "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn every_dependency_rule_fits_its_format() {
+        for &op in Opcode::ALL {
+            let info = op.info();
+            let fits = match info.deps {
+                Deps::Control => matches!(info.format, Format::LoopBegin | Format::LoopEnd),
+                Deps::Move => matches!(info.format, Format::Dma | Format::Unary),
+                Deps::Elementwise => matches!(
+                    info.format,
+                    Format::Unary
+                        | Format::Fill
+                        | Format::Iota
+                        | Format::Alu
+                        | Format::Act
+                        | Format::Select
+                ),
+                Deps::AffineSelect => op == Opcode::AffineSelect,
+                Deps::Reduce => info.format == Format::Reduce,
+                Deps::Prefix => info.format == Format::Scan,
+                Deps::Row => info.format == Format::Unary,
+                Deps::Contraction => info.format == Format::Matmul,
+                Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
+            };
+            assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
+            // Loop control has no operands; everything else writes its slot 0 or a tensor.
+            assert_eq!(
+                info.deps == Deps::Control,
+                info.operands.is_empty(),
+                "{}",
+                info.name
+            );
         }
     }
 }

@@ -1,0 +1,460 @@
+//! Definedness through an instruction: which elements of what it writes are *undefined*
+//! (computed from bytes no instruction of this launch wrote), following its opcode's
+//! dependency rule in the op table ([`Deps`]).
+//!
+//! Each rule is evaluated on the operands as the executor resolved them (after the mask), with
+//! the element offsets the reference interpreter (`exec/reference.rs`) reads and writes: a
+//! source element's offset is looked up in the shadow, a destination element's offset keys its
+//! result. An element's origin is 1 + the instruction that first read unwritten bytes on its
+//! way (this one when it reads them itself), 0 when it is defined.
+
+use std::collections::HashMap;
+
+use nki_lang::{Cmp, Deps, Instr, InstrData, MAX_TILE_RANK, Pred};
+
+use super::{Access, Fault, Strict};
+use crate::operand::{Loc, Operands, Resolved};
+
+/// Per written on-chip operand (by slot), the origin of each undefined element, keyed by the
+/// element's byte offset in its memory. Elements not in the map are defined.
+pub(super) type Undefined = Vec<(u8, HashMap<usize, u32>)>;
+
+/// A grid index, partition first.
+type Index = [usize; MAX_TILE_RANK];
+
+/// The byte offset of element `elem` of an operand of `dtype` (saturating: an offset outside
+/// every memory, which the launch's checks refuse, reads as unwritten).
+fn byte_of(r: &Resolved, elem: isize) -> usize {
+    let size = isize::try_from(r.dtype.size()).unwrap_or(isize::MAX);
+    usize::try_from(elem.saturating_mul(size)).unwrap_or(usize::MAX)
+}
+
+/// The element offset of index `t` with strides `s` from `base`.
+fn offset(base: isize, s: &[isize; MAX_TILE_RANK], t: &Index) -> isize {
+    s.iter().zip(t).fold(base, |acc, (&st, &i)| {
+        acc.saturating_add(st.saturating_mul(isize::try_from(i).unwrap_or(isize::MAX)))
+    })
+}
+
+/// The number of free elements per partition of `dims`.
+fn free_elems(dims: &Index) -> usize {
+    dims[1..].iter().product()
+}
+
+/// The index of partition `p`'s free element `k` (row-major) of `dims`; with `p = 0` and `k`
+/// up to the whole size, the row-major index `k` of the whole grid (as the reference's).
+fn unravel(dims: &Index, p: usize, mut k: usize) -> Index {
+    let mut t = [0; MAX_TILE_RANK];
+    for j in (1..MAX_TILE_RANK).rev() {
+        let d = dims[j].max(1);
+        t[j] = k % d;
+        k /= d;
+    }
+    t[0] = p.saturating_add(k);
+    t
+}
+
+/// Every index of `dims`, row-major.
+fn indices(dims: Index) -> impl Iterator<Item = Index> {
+    let n: usize = dims.iter().product();
+    (0..n).map(move |k| unravel(&dims, 0, k))
+}
+
+/// The first undefined origin of two.
+fn first(a: u32, b: u32) -> u32 {
+    if a != 0 { a } else { b }
+}
+
+/// One source operand the instruction reads from memory, and how.
+#[derive(Copy, Clone, Debug)]
+struct Source {
+    r: Resolved,
+    a: Access,
+}
+
+impl Strict<'_> {
+    /// The origin of the element at element offset `elem` of source `s`: 1 + `this` when a
+    /// byte of it is unwritten (an output element: never written), the stamp's origin when it
+    /// is undefined, 0 when defined.
+    fn origin(&self, s: &Source, elem: isize, this: u32) -> u32 {
+        match s.r.loc {
+            Loc::Sbuf | Loc::Psum => {
+                let map = if s.r.loc == Loc::Psum {
+                    &self.psum
+                } else {
+                    &self.sbuf
+                };
+                let at = byte_of(&s.r, elem);
+                let size = s.r.dtype.size() as usize;
+                (at..at.saturating_add(size))
+                    .find_map(|b| match self.judge(map.get(b), s.a) {
+                        Some(Fault::Unwritten) => Some(this),
+                        Some(Fault::Undefined { origin }) => Some(origin),
+                        Some(
+                            Fault::Race { .. } | Fault::Instance(_) | Fault::PartialSum { .. },
+                        )
+                        | None => None,
+                    })
+                    .unwrap_or(0)
+            }
+            Loc::Hbm(t) => {
+                let Some(out) = usize::from(t).checked_sub(self.program.input_count()) else {
+                    return 0; // an input: the caller's data
+                };
+                let owners = self.outputs.get(out);
+                let written = usize::try_from(elem)
+                    .ok()
+                    .and_then(|e| owners?.get(e))
+                    .is_some_and(|o| o.instance != 0);
+                if written { 0 } else { this }
+            }
+            Loc::Expr | Loc::Imm(_) => 0,
+        }
+    }
+
+    /// For each on-chip operand `instr` writes, its undefined elements (see the module
+    /// documentation). Called only when a source holds unwritten or undefined elements.
+    pub(super) fn undefined_elements(
+        &self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        group_overwrites: bool,
+        accumulating: bool,
+    ) -> Undefined {
+        let this = u32::try_from(pc.saturating_add(1)).unwrap_or(u32::MAX);
+        let on_chip = |r: &Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
+        // Every operand read from memory, by slot (slot 0: the destination's old value).
+        let mut sources: [Option<Source>; nki_lang::MAX_SLOTS] = [None; nki_lang::MAX_SLOTS];
+        for r in operands.iter() {
+            let in_memory = on_chip(r) || matches!(r.loc, Loc::Hbm(_));
+            if !(in_memory && r.dir.reads()) || (r.slot == 0 && group_overwrites) {
+                continue;
+            }
+            let (tile, scope, on_dst) = self.tile_of(instr, r.slot);
+            let a = Access {
+                tile,
+                scope,
+                reads: true,
+                accumulates: (r.slot == 0 || on_dst) && accumulating,
+            };
+            if let Some(s) = sources.get_mut(usize::from(r.slot)) {
+                *s = Some(Source { r: *r, a });
+            }
+        }
+        let src = |slot: usize| sources.get(slot).copied().flatten();
+        let mut out = Undefined::new();
+        let Some(dst) = operands.slot(0).copied().filter(|r| on_chip(r)) else {
+            return out;
+        };
+        let mut found = HashMap::new();
+        // The destination's element at offset `elem`, computed from sources of origin `o`: its
+        // origin once its old value (when it accumulates) is counted.
+        let old = src(0);
+        let put = |found: &mut HashMap<usize, u32>, elem: isize, o: u32| {
+            let o = first(o, old.map_or(0, |s| self.origin(&s, elem, this)));
+            if o != 0 {
+                found.insert(byte_of(&dst, elem), o);
+            }
+        };
+        match instr.opcode.info().deps {
+            Deps::Control => {}
+            Deps::Move => {
+                if let Some(s) = src(1) {
+                    for (f, d) in indices(s.r.dims).zip(indices(dst.dims)) {
+                        let o = self.origin(
+                            &s,
+                            offset(s.r.pattern.base, &s.r.pattern.strides, &f),
+                            this,
+                        );
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &d),
+                            o,
+                        );
+                    }
+                }
+            }
+            Deps::Elementwise | Deps::AffineSelect => {
+                let grid = dst.dims;
+                let over: Vec<(Source, [isize; MAX_TILE_RANK])> = (1..nki_lang::MAX_SLOTS)
+                    .filter_map(src)
+                    .filter(|s| s.r.slot != 4)
+                    .map(|s| (s, s.r.strides_on(&grid)))
+                    .collect();
+                // `affine_select`'s predicate: which side each point takes.
+                let predicate = match instr.data {
+                    InstrData::Select {
+                        pred: Pred::Affine { cmp, .. },
+                        ..
+                    } => operands.slot(1).map(|r| (*r, r.strides_on(&grid), cmp)),
+                    InstrData::Select {
+                        pred: Pred::Tile(_),
+                        ..
+                    }
+                    | InstrData::LoopBegin { .. }
+                    | InstrData::LoopEnd { .. }
+                    | InstrData::Dma { .. }
+                    | InstrData::Unary { .. }
+                    | InstrData::Fill { .. }
+                    | InstrData::Iota { .. }
+                    | InstrData::Alu { .. }
+                    | InstrData::Act { .. }
+                    | InstrData::Reduce { .. }
+                    | InstrData::Scan { .. }
+                    | InstrData::Matmul { .. } => None,
+                };
+                let holds = |t: &Index| {
+                    predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
+                        // The expression's value wrapped to int32, as the engines compute it.
+                        let v = s.iter().zip(t).fold(r.pattern.base as i64, |v, (&st, &i)| {
+                            v.wrapping_add((st as i64).wrapping_mul(i as i64))
+                        });
+                        cmp.holds(i64::from(v as i32))
+                    })
+                };
+                let reduce_res = operands.slot(4).copied().filter(|r| on_chip(r));
+                let mut rows = Vec::new();
+                for p in 0..grid[0] {
+                    let mut row = 0u32;
+                    for k in 0..free_elems(&grid) {
+                        let t = unravel(&grid, p, k);
+                        let taken = holds(&t);
+                        let o = over
+                            .iter()
+                            .filter(|(s, _)| deps_on_side(instr, s.r.slot, taken))
+                            .map(|(s, st)| self.origin(s, offset(s.r.pattern.base, st, &t), this))
+                            .fold(0, first);
+                        let at = offset(dst.pattern.base, &dst.pattern.strides, &t);
+                        let o = first(o, old.map_or(0, |s| self.origin(&s, at, this)));
+                        row = first(row, o);
+                        put(&mut found, at, o);
+                    }
+                    rows.push(row);
+                }
+                if let Some(res) = reduce_res {
+                    let mut partial = HashMap::new();
+                    let s = res.strides_on(&grid);
+                    for (p, &o) in rows.iter().enumerate() {
+                        let mut t = [0; MAX_TILE_RANK];
+                        t[0] = p;
+                        if o != 0 {
+                            partial.insert(byte_of(&res, offset(res.pattern.base, &s, &t)), o);
+                        }
+                    }
+                    out.push((res.slot, partial));
+                }
+            }
+            Deps::Reduce => {
+                if let (Some(s), InstrData::Reduce { axes, .. }) = (src(1), instr.data) {
+                    let grid = s.r.dims;
+                    let reduced = |j: usize| j > 0 && axes >> (j - 1) & 1 == 1;
+                    let (mut kept, mut red) = (grid, grid);
+                    red[0] = 1;
+                    for j in 1..MAX_TILE_RANK {
+                        if reduced(j) {
+                            kept[j] = 1;
+                        } else {
+                            red[j] = 1;
+                        }
+                    }
+                    let to = dst.strides_on(&kept);
+                    for k in indices(kept) {
+                        let o = indices(red)
+                            .map(|q| {
+                                let t: Index =
+                                    core::array::from_fn(|j| if reduced(j) { q[j] } else { k[j] });
+                                self.origin(
+                                    &s,
+                                    offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                    this,
+                                )
+                            })
+                            .find(|&o| o != 0)
+                            .unwrap_or(0);
+                        put(&mut found, offset(dst.pattern.base, &to, &k), o);
+                    }
+                }
+            }
+            Deps::Prefix => {
+                let grid = dst.dims;
+                let over: Vec<(Source, [isize; MAX_TILE_RANK])> = [1, 2]
+                    .into_iter()
+                    .filter_map(src)
+                    .map(|s| (s, s.r.strides_on(&grid)))
+                    .collect();
+                let init = src(3).map(|s| (s, s.r.strides_on(&grid)));
+                for p in 0..grid[0] {
+                    let mut first_t = [0; MAX_TILE_RANK];
+                    first_t[0] = p;
+                    let mut carried = init.map_or(0, |(s, st)| {
+                        self.origin(&s, offset(s.r.pattern.base, &st, &first_t), this)
+                    });
+                    for k in 0..free_elems(&grid) {
+                        let t = unravel(&grid, p, k);
+                        for (s, st) in &over {
+                            carried = first(
+                                carried,
+                                self.origin(s, offset(s.r.pattern.base, st, &t), this),
+                            );
+                        }
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            carried,
+                        );
+                    }
+                }
+            }
+            Deps::Row => {
+                if let Some(s) = src(1) {
+                    for p in 0..s.r.dims[0] {
+                        let o = (0..free_elems(&s.r.dims))
+                            .map(|k| {
+                                let t = unravel(&s.r.dims, p, k);
+                                self.origin(
+                                    &s,
+                                    offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                    this,
+                                )
+                            })
+                            .find(|&o| o != 0)
+                            .unwrap_or(0);
+                        for k in 0..free_elems(&dst.dims) {
+                            let t = unravel(&dst.dims, p, k);
+                            put(
+                                &mut found,
+                                offset(dst.pattern.base, &dst.pattern.strides, &t),
+                                o,
+                            );
+                        }
+                    }
+                }
+            }
+            Deps::Contraction => {
+                // Each operand's columns: free element `i` over the contraction index `k`.
+                let columns = |s: Option<Source>, dims: Index| -> Vec<u32> {
+                    (0..free_elems(&dims))
+                        .map(|i| {
+                            s.map_or(0, |s| {
+                                (0..dims[0])
+                                    .map(|k| {
+                                        let t = unravel(&dims, k, i);
+                                        self.origin(
+                                            &s,
+                                            offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                            this,
+                                        )
+                                    })
+                                    .find(|&o| o != 0)
+                                    .unwrap_or(0)
+                            })
+                        })
+                        .collect()
+                };
+                let dims = |slot: usize| operands.slot(slot).map_or([1; MAX_TILE_RANK], |r| r.dims);
+                let (st, mv) = (columns(src(1), dims(1)), columns(src(2), dims(2)));
+                for (m, &a) in st.iter().enumerate() {
+                    for (n, &b) in mv.iter().enumerate() {
+                        let t = unravel(&dst.dims, m, n);
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            first(a, b),
+                        );
+                    }
+                }
+            }
+            Deps::Transpose => {
+                if let Some(s) = src(1) {
+                    // The destination's free stride that runs along the source's partitions
+                    // (`nc_transpose`), or along the access's first axis (`load_transpose2d`).
+                    let p_stride = (1..MAX_TILE_RANK)
+                        .find(|&j| dst.dims[j] != 1)
+                        .map_or(0, |j| dst.pattern.strides[j]);
+                    let at = |row: usize, col: usize| {
+                        let step = |i: usize, st: isize| {
+                            isize::try_from(i).unwrap_or(isize::MAX).saturating_mul(st)
+                        };
+                        dst.pattern
+                            .base
+                            .saturating_add(step(row, dst.pattern.strides[0]))
+                            .saturating_add(step(col, p_stride))
+                    };
+                    let g = s.r.dims;
+                    let own = |t: &Index| offset(s.r.pattern.base, &s.r.pattern.strides, t);
+                    if matches!(s.r.loc, Loc::Hbm(_)) {
+                        // An access `[A, B]` (its first two axes of size above 1; one alone is
+                        // `A` when it is the first axis, else `B`): `(a, b)` goes to `(b, a)`.
+                        let mut axes = (0..MAX_TILE_RANK).filter(|&j| g[j] != 1);
+                        let (ga, gb) = match (axes.next(), axes.next()) {
+                            (Some(a), Some(b)) => (Some(a), Some(b)),
+                            (Some(0), None) => (Some(0), None),
+                            (Some(b), None) => (None, Some(b)),
+                            (None, _) => (None, None),
+                        };
+                        for t in indices(g) {
+                            let (a, b) = (ga.map_or(0, |j| t[j]), gb.map_or(0, |j| t[j]));
+                            put(&mut found, at(b, a), self.origin(&s, own(&t), this));
+                        }
+                    } else {
+                        for p in 0..g[0] {
+                            for f in 0..free_elems(&g) {
+                                let t = unravel(&g, p, f);
+                                put(&mut found, at(f, p), self.origin(&s, own(&t), this));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.push((0, found));
+        out
+    }
+}
+
+/// The elements of operand `r` that `instr` writes, as an operand to walk: `r` itself, except a
+/// reduction's destination, which the executor writes over the source's kept axes (the
+/// instruction's grid after the mask, the reduced axes of size 1), through the destination's
+/// strides: a mask that cuts a kept free axis leaves the rest of the destination as it was.
+pub(super) fn written(instr: &Instr, operands: &Operands, r: &Resolved) -> Resolved {
+    let (Deps::Reduce, 0, InstrData::Reduce { axes, .. }, Some(src)) = (
+        instr.opcode.info().deps,
+        r.slot,
+        instr.data,
+        operands.slot(1),
+    ) else {
+        return *r;
+    };
+    let mut kept = src.dims;
+    for (j, k) in kept.iter_mut().enumerate().skip(1) {
+        if axes >> (j - 1) & 1 == 1 {
+            *k = 1;
+        }
+    }
+    let mut w = *r;
+    w.pattern.strides = r.strides_on(&kept);
+    w.dims = kept;
+    w
+}
+
+/// Whether, under [`Deps::AffineSelect`], the element at a point where the predicate holds
+/// (`taken`) depends on source `slot` (2: `on_true_tile`, 3: `on_false_value`); under every
+/// other elementwise rule, every source counts.
+fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
+    match instr.opcode.info().deps {
+        Deps::AffineSelect => match slot {
+            2 => taken,
+            3 => !taken,
+            _ => true,
+        },
+        Deps::Control
+        | Deps::Move
+        | Deps::Elementwise
+        | Deps::Reduce
+        | Deps::Prefix
+        | Deps::Row
+        | Deps::Contraction
+        | Deps::Transpose => true,
+    }
+}

@@ -1,0 +1,1025 @@
+//! Strict mode's definedness against an independent reference (issue 21): random programs over
+//! partially written tiles, with every family of operations (moves, elementwise ALU and
+//! activation with per-partition reductions, selects, reductions along any free axes, scans,
+//! `bn_stats`/`bn_aggr`, transposes, matmuls with accumulation), stored under random masks.
+//!
+//! The reference keeps one "defined" flag per tile element and propagates it element by element
+//! from each operation's definition in the reference interpreter (`src/exec/reference.rs`),
+//! written here from the mathematics of the operation, not from the op table's rules. A strict
+//! launch must fail exactly when a store stores an undefined element, at the first such store,
+//! naming the first such element of its operand. A launch strict mode accepts must also give the
+//! same bits on two plain cores whose SBUF and PSUM held different values before it: its
+//! outputs do not depend on bytes it never wrote.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
+use nki_lang::{
+    ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, HbmAccess, Instr,
+    InstrData, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory, Opcode, Pred, Scalar, Src,
+    Target, TileShape, TileView, Write,
+};
+use nki_runtime::{HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
+
+/// Partitions of every tile, and free elements of a square tile.
+const P: u32 = 8;
+const F: u32 = 8;
+
+/// Reads choices from a byte string (0 past its end).
+struct Choices<'a>(&'a [u8], usize);
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        let b = self.0.get(self.1).copied().unwrap_or(0);
+        self.1 += 1;
+        b
+    }
+    /// A value in `0..n`.
+    fn below(&mut self, n: usize) -> usize {
+        usize::from(self.byte()) % n.max(1)
+    }
+    /// A mask bound in `1..=n`, mostly `n` (no cut).
+    fn bound(&mut self, n: u32) -> u32 {
+        if self.byte().is_multiple_of(2) {
+            n
+        } else {
+            1 + (u32::from(self.byte()) % n)
+        }
+    }
+}
+
+/// What kind of tile a step made: its memory and its free shape.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `[P, F]` in SBUF.
+    Square,
+    /// `[P, F]` fp32 in PSUM.
+    PsumSquare,
+    /// `[P, 1]` in SBUF.
+    Column,
+    /// `[P, 6]` (`bn_stats`).
+    Stats,
+    /// `[P, 2]` (`bn_aggr`).
+    Aggr,
+    /// `[P, 1, 4]` or `[P, 2, 1]` (a reduction of a `[P, 2, 4]` view).
+    Reduced(u32, u32),
+}
+
+impl Kind {
+    fn free(self) -> Vec<u32> {
+        match self {
+            Kind::Square | Kind::PsumSquare => vec![F],
+            Kind::Column => vec![1],
+            Kind::Stats => vec![6],
+            Kind::Aggr => vec![2],
+            Kind::Reduced(a, b) => vec![a, b],
+        }
+    }
+    fn elems(self) -> usize {
+        self.free().iter().product::<u32>() as usize
+    }
+    fn memory(self) -> Memory {
+        if self == Kind::PsumSquare {
+            Memory::Psum
+        } else {
+            Memory::Sbuf
+        }
+    }
+}
+
+/// One tile of the program and, for the reference, which of its elements are defined
+/// (partition-major).
+struct Tile {
+    id: TileId,
+    kind: Kind,
+    defined: Vec<bool>,
+}
+
+/// A `[rows, cols]` box mask from the grid's origin on axes 0 and `free_axis`.
+fn mask(rows: u32, cols: (usize, u32)) -> Mask {
+    let term = MaskTerm {
+        axis: 0,
+        coef: 1,
+        offset: Affine::ZERO,
+        sym: None,
+    };
+    let mut m = Mask {
+        terms: [term; MAX_MASK_TERMS],
+        len: 2,
+    };
+    m.terms[0].offset = Affine::constant(-i64::from(rows));
+    m.terms[1] = MaskTerm {
+        axis: cols.0 as u8,
+        offset: Affine::constant(-i64::from(cols.1)),
+        ..term
+    };
+    m
+}
+
+/// A 2-D access of tensor `t` (`[rows, cols]`, transposed when `swap`).
+fn access(t: TensorId, rows: u32, cols: u32, swap: bool) -> HbmAccess {
+    let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+    axes[0].grid[usize::from(swap)] = 1;
+    axes[1].grid[usize::from(!swap)] = 1;
+    let shape = if swap {
+        TileShape::new(&[cols, rows])
+    } else {
+        TileShape::new(&[rows, cols])
+    };
+    HbmAccess {
+        tensor: t.index(),
+        rank: 2,
+        shape: shape.expect("a 2-D shape"),
+        axes,
+    }
+}
+
+/// The program under construction and the reference's state.
+struct Gen {
+    b: ProgramBuilder,
+    input: TensorId,
+    tiles: Vec<Tile>,
+    /// Per store: its output, its instruction index, and the stored elements in the operand's
+    /// order (whether each is defined).
+    stores: Vec<(usize, usize, Vec<bool>)>,
+    instrs: usize,
+    outputs: Vec<TensorId>,
+    /// Every instruction pushed: its opcode, and whether it was masked.
+    seen: Vec<(Opcode, bool)>,
+}
+
+impl Gen {
+    fn view(&mut self, t: usize) -> nki_lang::ViewId {
+        let tile = &self.tiles[t];
+        let mut dims = vec![P];
+        dims.extend(tile.kind.free());
+        let shape = TileShape::new(&dims).expect("shape");
+        self.b
+            .view(TileView::whole(tile.id.index(), &shape))
+            .expect("view")
+    }
+
+    /// A view of tile `t` with the free shape `free` (row-major over its elements).
+    fn view_as(&mut self, t: usize, free: &[u32]) -> nki_lang::ViewId {
+        let mut dims = vec![P];
+        dims.extend(free);
+        let shape = TileShape::new(&dims).expect("shape");
+        let v = TileView::whole(self.tiles[t].id.index(), &shape);
+        self.b.view(v).expect("view")
+    }
+
+    fn new_tile(&mut self, kind: Kind) -> usize {
+        let mut dims = vec![P];
+        dims.extend(kind.free());
+        let dtype = DType::F32;
+        let id = self
+            .b
+            .tile(
+                &format!("t{}", self.tiles.len()),
+                kind.memory(),
+                dtype,
+                &dims,
+            )
+            .expect("tile");
+        self.tiles.push(Tile {
+            id,
+            kind,
+            defined: vec![false; P as usize * kind.elems()],
+        });
+        self.tiles.len() - 1
+    }
+
+    fn push(&mut self, opcode: Opcode, m: Option<Mask>, data: InstrData) {
+        self.seen.push((opcode, m.is_some()));
+        let mut i = Instr::new(opcode, data);
+        if let Some(m) = m {
+            i.mask = Some(self.b.mask(m).expect("mask"));
+        }
+        self.b.push(i).expect("push");
+        self.instrs += 1;
+    }
+
+    /// Tiles of `kind` so far.
+    fn of(&self, kinds: &[Kind]) -> Vec<usize> {
+        (0..self.tiles.len())
+            .filter(|&t| kinds.contains(&self.tiles[t].kind))
+            .collect()
+    }
+
+    fn pick(&self, c: &mut Choices<'_>, kinds: &[Kind]) -> Option<usize> {
+        let all = self.of(kinds);
+        (!all.is_empty()).then(|| all[c.below(all.len())])
+    }
+
+    /// Stores tile `t` to a new output under a `[rows, cols]` mask (over its 2-D view).
+    fn store(&mut self, t: usize, rows: u32, cols: u32) {
+        let fe = self.tiles[t].kind.elems() as u32;
+        let o = self.outputs[self.stores.len()];
+        let v = self.view_as(t, &[fe]);
+        let hbm = self.b.access(access(o, P, fe, false)).expect("access");
+        let (rows, cols) = (rows.min(P), cols.min(fe));
+        let m = (rows < P || cols < fe).then(|| mask(rows, (1, cols)));
+        let pc = self.instrs;
+        self.push(Opcode::Store, m, InstrData::Dma { tile: v, hbm });
+        let d = &self.tiles[t].defined;
+        let stored = (0..rows as usize)
+            .flat_map(|r| (0..cols as usize).map(move |c| d[r * fe as usize + c]))
+            .collect();
+        self.stores.push((self.stores.len(), pc, stored));
+    }
+}
+
+/// A step of the program, by its first choice byte.
+const STEPS: usize = 17;
+
+/// Generates one step: a new tile (or an accumulation into an old one) and the reference's
+/// definedness of it.
+fn step(g: &mut Gen, c: &mut Choices<'_>) {
+    let sq = [Kind::Square];
+    let on_chip_sq = [Kind::Square, Kind::PsumSquare];
+    let (mp, mf) = (c.bound(P), c.bound(F));
+    let m = (mp < P || mf < F).then(|| mask(mp, (1, mf)));
+    let inside = |r: usize, f: usize| r < mp as usize && f < mf as usize;
+    let n = (P * F) as usize;
+    let fu = F as usize;
+    match c.below(STEPS) {
+        // load under a mask
+        0 => {
+            let d = g.new_tile(Kind::Square);
+            let tile = g.view(d);
+            let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
+            g.push(Opcode::Load, m, InstrData::Dma { tile, hbm });
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+        }
+        // memset under a mask
+        1 => {
+            let d = g.new_tile(Kind::Square);
+            let dst = Dst::overwrite(g.view(d));
+            g.push(
+                Opcode::Memset,
+                m,
+                InstrData::Fill {
+                    dst,
+                    value: Scalar::float(1.5),
+                },
+            );
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+        }
+        // iota under a mask
+        2 => {
+            let d = g.new_tile(Kind::Square);
+            let dst = Dst::overwrite(g.view(d));
+            let mut e = AxisIndex::constant(1);
+            e.grid[0] = 3;
+            e.grid[1] = 1;
+            let expr = g.b.expr(e).expect("expr");
+            g.push(Opcode::Iota, m, InstrData::Iota { dst, expr });
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+        }
+        // tensor_copy, reciprocal: one source
+        3 | 4 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let d = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            let op = if c.byte().is_multiple_of(2) {
+                Opcode::TensorCopy
+            } else {
+                Opcode::Reciprocal
+            };
+            g.push(op, m, InstrData::Unary { dst, src });
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu) && da[e]).collect();
+        }
+        // tensor_tensor, optionally accumulating into an earlier square SBUF tile
+        5 => {
+            let (Some(a), Some(b2)) = (g.pick(c, &on_chip_sq), g.pick(c, &sq)) else {
+                return;
+            };
+            let old = if c.byte().is_multiple_of(3) {
+                g.pick(c, &sq).filter(|&t| t != a && t != b2)
+            } else {
+                None
+            };
+            let (d, write, fresh) = match old {
+                Some(t) => (t, Write::Accumulate(Alu::Add), false),
+                None => (g.new_tile(Kind::Square), Write::Overwrite, true),
+            };
+            let dst = Dst {
+                view: g.view(d),
+                write,
+            };
+            let (va, vb) = (g.view(a), g.view(b2));
+            g.push(
+                Opcode::TensorTensor,
+                m,
+                InstrData::Alu {
+                    dst,
+                    src: [Src::Tile(va), Src::Tile(vb), Src::None],
+                    op: [Alu::Multiply, Alu::Bypass],
+                    rev: 0,
+                    acc: None,
+                },
+            );
+            let (da, db) = (g.tiles[a].defined.clone(), g.tiles[b2].defined.clone());
+            let old = g.tiles[d].defined.clone();
+            let acc = !fresh;
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    if inside(e / fu, e % fu) {
+                        da[e] && db[e] && (!acc || old[e])
+                    } else {
+                        old[e] && !fresh
+                    }
+                })
+                .collect();
+        }
+        // tensor_scalar, scalar_tensor_tensor (a second tile) or tensor_scalar_reduce (a
+        // per-partition sum) with a column operand
+        6 => {
+            let (Some(a), Some(col)) = (g.pick(c, &on_chip_sq), g.pick(c, &[Kind::Column])) else {
+                return;
+            };
+            let variant = c.below(3);
+            let other = if variant == 1 { g.pick(c, &sq) } else { None };
+            if variant == 1 && other.is_none() {
+                return;
+            }
+            let d = g.new_tile(Kind::Square);
+            let r = (variant == 2).then(|| g.new_tile(Kind::Column));
+            let (dst, va, vc) = (Dst::overwrite(g.view(d)), g.view(a), g.view(col));
+            let third = other.map_or(Src::None, |t| Src::Tile(g.view(t)));
+            let acc = r.map(|r| nki_lang::AccOut {
+                op: Alu::Add,
+                view: g.view(r),
+            });
+            let (opcode, op) = match variant {
+                0 => (Opcode::TensorScalar, [Alu::Add, Alu::Bypass]),
+                1 => (Opcode::ScalarTensorTensor, [Alu::Multiply, Alu::Add]),
+                _ => (Opcode::TensorScalarReduce, [Alu::Add, Alu::Bypass]),
+            };
+            g.push(
+                opcode,
+                m,
+                InstrData::Alu {
+                    dst,
+                    src: [Src::Tile(va), Src::Tile(vc), third],
+                    op,
+                    rev: 0,
+                    acc,
+                },
+            );
+            let (da, dc) = (g.tiles[a].defined.clone(), g.tiles[col].defined.clone());
+            let db = other.map(|t| g.tiles[t].defined.clone());
+            let value: Vec<bool> = (0..n)
+                .map(|e| {
+                    inside(e / fu, e % fu)
+                        && da[e]
+                        && dc[e / fu]
+                        && db.as_ref().is_none_or(|b| b[e])
+                })
+                .collect();
+            if let Some(r) = r {
+                g.tiles[r].defined = (0..P as usize)
+                    .map(|p| p < mp as usize && (0..mf as usize).all(|f| value[p * fu + f]))
+                    .collect();
+            }
+            g.tiles[d].defined = value;
+        }
+        // activation with an optional bias column and a per-partition sum
+        7 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let bias = if c.byte().is_multiple_of(2) {
+                g.pick(c, &[Kind::Column])
+            } else {
+                None
+            };
+            let d = g.new_tile(Kind::Square);
+            let r = g.new_tile(Kind::Column);
+            let (dst, src, vr) = (Dst::overwrite(g.view(d)), g.view(a), g.view(r));
+            let bias_src = bias.map_or(Src::None, |b| Src::Tile(g.view(b)));
+            g.push(
+                Opcode::Activation,
+                m,
+                InstrData::Act {
+                    dst,
+                    src,
+                    func: ActFn::Exp,
+                    scale: Src::Imm(Scalar::float(0.5)),
+                    bias: bias_src,
+                    acc: Some(nki_lang::AccOut {
+                        op: Alu::Add,
+                        view: vr,
+                    }),
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            let db = bias.map(|b| g.tiles[b].defined.clone());
+            let value: Vec<bool> = (0..n)
+                .map(|e| inside(e / fu, e % fu) && da[e] && db.as_ref().is_none_or(|b| b[e / fu]))
+                .collect();
+            g.tiles[r].defined = (0..P as usize)
+                .map(|p| p < mp as usize && (0..mf as usize).all(|f| value[p * fu + f]))
+                .collect();
+            g.tiles[d].defined = value;
+        }
+        // tensor_reduce over a [P, 2, 4] view: the middle axis, the last, or both
+        8 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let axes = 1 + c.below(3) as u8;
+            let kind = match axes {
+                1 => Kind::Reduced(1, 4),
+                2 => Kind::Reduced(2, 1),
+                _ => Kind::Column,
+            };
+            // A mask on the partitions and on the view's last axis.
+            let (rows, last) = (c.bound(P), c.bound(4));
+            let rm = (rows < P || last < 4).then(|| mask(rows, (2, last)));
+            let d = g.new_tile(kind);
+            let dst = if kind == Kind::Column {
+                Dst::overwrite(g.view_as(d, &[1, 1]))
+            } else {
+                Dst::overwrite(g.view(d))
+            };
+            let src = g.view_as(a, &[2, 4]);
+            g.push(
+                Opcode::TensorReduce,
+                rm,
+                InstrData::Reduce {
+                    dst,
+                    src,
+                    op: Alu::Max,
+                    axes,
+                    negate: false,
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            let src_def = |p: usize, i: usize, j: usize| da[p * fu + i * 4 + j];
+            let (rows, last) = (rows as usize, last as usize);
+            g.tiles[d].defined = match axes {
+                // [P, 1, 4]: element (p, j) over i, for j below the mask's bound
+                1 => (0..P as usize * 4)
+                    .map(|e| {
+                        let (p, j) = (e / 4, e % 4);
+                        p < rows && j < last && (0..2).all(|i| src_def(p, i, j))
+                    })
+                    .collect(),
+                // [P, 2, 1]: element (p, i) over the kept positions j
+                2 => (0..P as usize * 2)
+                    .map(|e| {
+                        let (p, i) = (e / 2, e % 2);
+                        p < rows && (0..last).all(|j| src_def(p, i, j))
+                    })
+                    .collect(),
+                _ => (0..P as usize)
+                    .map(|p| p < rows && (0..2).all(|i| (0..last).all(|j| src_def(p, i, j))))
+                    .collect(),
+            };
+        }
+        // tensor_tensor_scan
+        9 => {
+            let (Some(a), Some(b2)) = (g.pick(c, &on_chip_sq), g.pick(c, &sq)) else {
+                return;
+            };
+            let d = g.new_tile(Kind::Square);
+            let (dst, va, vb) = (Dst::overwrite(g.view(d)), g.view(a), g.view(b2));
+            g.push(
+                Opcode::TensorTensorScan,
+                m,
+                InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(0.0)),
+                    op: [Alu::Multiply, Alu::Add],
+                },
+            );
+            let (da, db) = (g.tiles[a].defined.clone(), g.tiles[b2].defined.clone());
+            let mut out = vec![false; n];
+            for p in 0..mp as usize {
+                let mut ok = true;
+                for f in 0..mf as usize {
+                    ok = ok && da[p * fu + f] && db[p * fu + f];
+                    out[p * fu + f] = ok;
+                }
+            }
+            g.tiles[d].defined = out;
+        }
+        // affine_select: where 2·p − f + k ≥ 0, the tile; elsewhere an immediate
+        10 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let k = c.below(9) as i64 - 4;
+            let d = g.new_tile(Kind::Square);
+            let (dst, va) = (Dst::overwrite(g.view(d)), g.view(a));
+            let mut e = AxisIndex::constant(k);
+            e.grid[0] = 2;
+            e.grid[1] = -1;
+            let expr = g.b.expr(e).expect("expr");
+            g.push(
+                Opcode::AffineSelect,
+                m,
+                InstrData::Select {
+                    dst,
+                    pred: Pred::Affine { expr, cmp: Cmp::Ge },
+                    on_true: Src::Tile(va),
+                    on_false: Src::Imm(Scalar::float(-1.0)),
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    let (p, f) = ((e / fu) as i64, (e % fu) as i64);
+                    inside(e / fu, e % fu) && (2 * p - f + k < 0 || da[e])
+                })
+                .collect();
+        }
+        // select with a tile predicate
+        11 => {
+            let (Some(pr), Some(a), Some(b2)) =
+                (g.pick(c, &on_chip_sq), g.pick(c, &sq), g.pick(c, &sq))
+            else {
+                return;
+            };
+            let d = g.new_tile(Kind::Square);
+            let (dst, vp, va, vb) = (Dst::overwrite(g.view(d)), g.view(pr), g.view(a), g.view(b2));
+            g.push(
+                Opcode::Select,
+                m,
+                InstrData::Select {
+                    dst,
+                    pred: Pred::Tile(vp),
+                    on_true: Src::Tile(va),
+                    on_false: Src::Tile(vb),
+                },
+            );
+            let (dp, da, db) = (
+                g.tiles[pr].defined.clone(),
+                g.tiles[a].defined.clone(),
+                g.tiles[b2].defined.clone(),
+            );
+            g.tiles[d].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && dp[e] && da[e] && db[e])
+                .collect();
+        }
+        // bn_stats (no mask), then maybe bn_aggr (masked on partitions)
+        12 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let d = g.new_tile(Kind::Stats);
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            g.push(Opcode::BnStats, None, InstrData::Unary { dst, src });
+            let da = g.tiles[a].defined.clone();
+            let rows: Vec<bool> = (0..P as usize)
+                .map(|p| da[p * fu..(p + 1) * fu].iter().all(|&x| x))
+                .collect();
+            g.tiles[d].defined = (0..P as usize * 6).map(|e| rows[e / 6]).collect();
+            let e = g.new_tile(Kind::Aggr);
+            let (dst, src) = (Dst::overwrite(g.view(e)), g.view(d));
+            let am = (mp < P).then(|| mask(mp, (1, 2)));
+            g.push(Opcode::BnAggr, am, InstrData::Unary { dst, src });
+            g.tiles[e].defined = (0..P as usize * 2)
+                .map(|x| x / 2 < mp as usize && rows[x / 2])
+                .collect();
+        }
+        // nc_transpose on TensorE into PSUM
+        13 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let d = g.new_tile(Kind::PsumSquare);
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            g.push(Opcode::Transpose, None, InstrData::Unary { dst, src });
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n).map(|e| da[(e % fu) * fu + e / fu]).collect();
+        }
+        // nc_matmul into a new PSUM tile, or accumulating into an earlier one
+        14 => {
+            let (Some(s), Some(mv)) = (g.pick(c, &sq), g.pick(c, &sq)) else {
+                return;
+            };
+            let old = if c.byte().is_multiple_of(3) {
+                g.pick(c, &[Kind::PsumSquare])
+            } else {
+                None
+            };
+            let (d, write) = match old {
+                Some(t) => (t, Write::Accumulate(Alu::Add)),
+                None => (g.new_tile(Kind::PsumSquare), Write::Overwrite),
+            };
+            let (ts, tm, td) = (g.tiles[s].id, g.tiles[mv].id, g.tiles[d].id);
+            g.b.nc_matmul(td, ts, tm, write).expect("matmul");
+            g.seen.push((Opcode::Matmul, write != Write::Overwrite));
+            g.instrs += 1;
+            let (ds, dm) = (g.tiles[s].defined.clone(), g.tiles[mv].defined.clone());
+            let prev = g.tiles[d].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    let (i, j) = (e / fu, e % fu);
+                    (0..P as usize).all(|k| ds[k * fu + i] && dm[k * fu + j])
+                        && (old.is_none() || prev[e])
+                })
+                .collect();
+        }
+        // load_transpose2d
+        15 => {
+            let d = g.new_tile(Kind::Square);
+            let tile = g.view(d);
+            let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
+            g.push(Opcode::LoadTranspose2d, None, InstrData::Dma { tile, hbm });
+            g.tiles[d].defined = vec![true; n];
+        }
+        // a store of any tile under a mask
+        _ => {
+            let all: Vec<usize> = (0..g.tiles.len())
+                .filter(|&t| g.tiles[t].kind != Kind::PsumSquare)
+                .collect();
+            if all.is_empty() || g.stores.len() >= g.outputs.len() {
+                return;
+            }
+            let t = all[c.below(all.len())];
+            let fe = g.tiles[t].kind.elems() as u32;
+            let (rows, cols) = (c.bound(P), c.bound(fe));
+            store_any(g, t, rows, cols);
+        }
+    }
+}
+
+/// Stores tile `t` to the next output (into its first columns).
+fn store_any(g: &mut Gen, t: usize, rows: u32, cols: u32) {
+    g.store(t, rows, cols);
+}
+
+/// Most stores a program makes (one output each).
+const STORES: usize = 4;
+
+/// A random program, the reference's verdict (the first store of an undefined element: its
+/// instruction and the element of its operand), and the output shapes' free sizes.
+struct Case {
+    program: CompiledProgram,
+    verdict: Option<(usize, usize)>,
+    outputs: Vec<u32>,
+    seen: Vec<(Opcode, bool)>,
+}
+
+/// Builds a case from bytes, or `None` when the generator made nothing worth running.
+fn case(bytes: &[u8]) -> Option<Case> {
+    let mut c = Choices(bytes, 0);
+    // The stores' tiles are chosen as the program grows; outputs are declared up front, each
+    // shaped for a tile kind chosen now, and a store goes to the first output of its kind.
+    let mut b = ProgramBuilder::new("definedness", Target::Trn1);
+    let input = b
+        .input(
+            "x",
+            DType::F32,
+            &[Dim::Fixed(P.into()), Dim::Fixed(F.into())],
+        )
+        .ok()?;
+    let mut g = Gen {
+        b,
+        input,
+        tiles: Vec::new(),
+        stores: Vec::new(),
+        instrs: 0,
+        outputs: Vec::new(),
+        seen: Vec::new(),
+    };
+    let steps = 3 + c.below(10);
+    let scratch = &mut g;
+    // Every output is `[P, F]`; a tile with fewer free elements is stored into its first
+    // columns, the rest written by the initial zero store.
+    for k in 0..STORES {
+        let o = scratch
+            .b
+            .output(
+                &format!("out{k}"),
+                DType::F32,
+                &[Dim::Fixed(P.into()), Dim::Fixed(F.into())],
+            )
+            .ok()?;
+        scratch.outputs.push(o);
+    }
+    // Every output starts fully written (zeros), so that a masked store leaves no element of
+    // an output unwritten.
+    let z = scratch.new_tile(Kind::Square);
+    let dst = Dst::overwrite(scratch.view(z));
+    scratch.push(
+        Opcode::Memset,
+        None,
+        InstrData::Fill {
+            dst,
+            value: Scalar::float(0.0),
+        },
+    );
+    scratch.tiles[z].defined = vec![true; (P * F) as usize];
+    for k in 0..STORES {
+        let v = scratch.view(z);
+        let o = scratch.outputs[k];
+        let hbm = scratch.b.access(access(o, P, F, false)).ok()?;
+        scratch.push(Opcode::Store, None, InstrData::Dma { tile: v, hbm });
+    }
+    for _ in 0..steps {
+        step(scratch, &mut c);
+    }
+    // At least one store: the last tile not in PSUM, under a random mask.
+    if scratch.stores.is_empty() {
+        let t = (0..scratch.tiles.len())
+            .rev()
+            .find(|&t| scratch.tiles[t].kind != Kind::PsumSquare)?;
+        let fe = scratch.tiles[t].kind.elems() as u32;
+        let (rows, cols) = (c.bound(P), c.bound(fe));
+        store_any(scratch, t, rows, cols);
+    }
+    let verdict = g
+        .stores
+        .iter()
+        .find_map(|(_, pc, stored)| stored.iter().position(|&d| !d).map(|e| (*pc, e)));
+    let outputs = vec![F; g.outputs.len()];
+    let program = match g.b.finish() {
+        Ok(p) => p,
+        Err(e) => panic!("the builder refused a generated program: {e}"),
+    };
+    Some(Case {
+        program,
+        verdict,
+        outputs,
+        seen: g.seen,
+    })
+}
+
+/// Launches the case on `core` (outputs start at `fill`), returning the outputs' bits.
+fn launch(core: &mut NeuronCore, case: &Case) -> Result<Vec<Vec<u32>>, LaunchError> {
+    let parts = case.program.parts();
+    let kernel = Kernel::new(parts.program());
+    let x: Vec<f32> = (0..P * F).map(|i| i as f32 * 0.25 - 3.0).collect();
+    let mut outs: Vec<Vec<f32>> = case
+        .outputs
+        .iter()
+        .map(|_| vec![7.0; (P * F) as usize])
+        .collect();
+    {
+        let ins = [HbmIn::new(&x, &[P as usize, F as usize]).expect("input")];
+        let mut hbm: Vec<HbmOut<'_>> = outs
+            .iter_mut()
+            .map(|o| HbmOut::new(o, &[P as usize, F as usize]).expect("output"))
+            .collect();
+        core.launch(&kernel, &ins, &mut hbm)?;
+    }
+    Ok(outs
+        .iter()
+        .map(|o| o.iter().map(|v| v.to_bits()).collect())
+        .collect())
+}
+
+/// A kernel that fills the first `[128, 16384]` fp32 of SBUF and every PSUM bank with
+/// `value`, as a previous kernel would leave them (each tile stays live to the end, so that
+/// none shares addresses with another).
+fn dirty(core: &mut NeuronCore, value: f32) {
+    let mut b = ProgramBuilder::new("dirty", Target::Trn1);
+    let o = b
+        .output("o", DType::F32, &[Dim::Fixed(1), Dim::Fixed(1)])
+        .expect("output");
+    let s = b
+        .tile("s", Memory::Sbuf, DType::F32, &[128, 16384])
+        .expect("tile");
+    b.memset(s, Scalar::float(value)).expect("memset");
+    let banks: Vec<TileId> = (0..8)
+        .map(|i| {
+            let q = b
+                .tile(&format!("q{i}"), Memory::Psum, DType::F32, &[128, 512])
+                .expect("tile");
+            b.memset(q, Scalar::float(value)).expect("memset");
+            q
+        })
+        .collect();
+    let column = TileShape::new(&[128, 1]).expect("shape");
+    for (i, q) in banks.iter().enumerate() {
+        let c = b
+            .tile(&format!("c{i}"), Memory::Sbuf, DType::F32, &[128, 1])
+            .expect("tile");
+        let src = b.view(TileView::whole(q.index(), &column)).expect("view");
+        let dst = Dst::overwrite(b.view(TileView::whole(c.index(), &column)).expect("view"));
+        b.push(Instr::new(
+            Opcode::TensorCopy,
+            InstrData::Unary { dst, src },
+        ))
+        .expect("copy");
+    }
+    let v = b
+        .view(TileView::whole(
+            s.index(),
+            &TileShape::new(&[1, 1]).expect("shape"),
+        ))
+        .expect("view");
+    let hbm = b.access(access(o, 1, 1, false)).expect("access");
+    b.push(Instr::new(Opcode::Store, InstrData::Dma { tile: v, hbm }))
+        .expect("store");
+    let p = b.finish().expect("the dirtying kernel builds");
+    let parts = p.parts();
+    let mut out = [0f32];
+    let mut outs = [HbmOut::new(&mut out, &[1, 1]).expect("output")];
+    core.launch(&Kernel::new(parts.program()), &[], &mut outs)
+        .expect("dirty");
+}
+
+/// One case: strict mode's verdict equals the reference's; an accepted launch does not depend
+/// on what SBUF and PSUM held before it.
+fn check(bytes: &[u8]) -> Result<(), String> {
+    let Some(case) = case(bytes) else {
+        return Ok(());
+    };
+    let mut strict = NeuronCore::default().with_strict(true);
+    let got = launch(&mut strict, &case);
+    match (&got, case.verdict) {
+        (Ok(_), None) => {}
+        (Err(LaunchError::Exec(e)), Some((pc, n))) => {
+            let element = format!("element {n} of the operand");
+            if e.instr != pc || e.mnemonic != "store" || !e.what.contains(&element) {
+                return Err(format!(
+                    "strict mode named {e}; the reference: instruction {pc}, {element}\n{}",
+                    case.program.parts().program()
+                ));
+            }
+        }
+        (got, want) => {
+            return Err(format!(
+                "strict mode: {:?}; the reference: {want:?} (instruction, element)\n{}",
+                got.as_ref().map(|_| ()),
+                case.program.parts().program()
+            ));
+        }
+    }
+    if got.is_ok() {
+        let mut runs = Vec::new();
+        for value in [1.0e6f32, -3.0] {
+            let mut core = NeuronCore::default()
+                .with_strict(false)
+                .with_host_threads(1);
+            dirty(&mut core, value);
+            runs.push(launch(&mut core, &case).map_err(|e| e.to_string())?);
+        }
+        if runs[0] != runs[1] {
+            return Err(format!(
+                "strict mode accepted a launch whose outputs depend on stale SBUF or PSUM\n{}",
+                case.program.parts().program()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn config(default: u32) -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn strict_definedness_matches_the_reference() {
+    let mut runner = TestRunner::new(config(256));
+    let strategy = proptest::collection::vec(any::<u8>(), 0..256);
+    if let Err(e) = runner.run(&strategy, |b| check(&b).map_err(TestCaseError::fail)) {
+        panic!("{e}");
+    }
+}
+
+/// Every step kind is generated, and both verdicts occur.
+#[test]
+fn the_generator_reaches_every_step_and_both_verdicts() {
+    let (mut errors, mut clean) = (0, 0);
+    let mut seen = std::collections::HashSet::new();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..300 {
+        let b: Vec<u8> = (0..200)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect();
+        if let Some(c) = case(&b) {
+            seen.extend(c.seen.iter().copied());
+            if c.verdict.is_some() {
+                errors += 1;
+            } else {
+                clean += 1;
+            }
+        }
+    }
+    assert!(errors > 30 && clean > 30, "errors {errors}, clean {clean}");
+    // Every opcode but loop control, masked where it takes a mask (a matmul: accumulating).
+    for &op in Opcode::ALL {
+        let info = op.info();
+        if info.operands.is_empty() {
+            continue;
+        }
+        assert!(
+            seen.contains(&(op, false)) || seen.contains(&(op, true)),
+            "never generated: {}",
+            info.name
+        );
+        let masked = match op {
+            Opcode::Matmul => true,
+            Opcode::Transpose | Opcode::LoadTranspose2d => false,
+            _ => info.maskable,
+        };
+        if masked {
+            assert!(
+                seen.contains(&(op, true)),
+                "never generated masked (accumulating): {}",
+                info.name
+            );
+        }
+    }
+}
+
+/// A program that stores zeros into rows `0..4` of output 0, loads the whole of output 0 back
+/// (transposed when `transpose`), and stores the loaded tile's `[rows, cols]` box into output
+/// 1; then fills what is left of both outputs with zeros.
+fn reload(transpose: bool, rows: u32, cols: u32) -> CompiledProgram {
+    let mut b = ProgramBuilder::new("reload", Target::Trn1);
+    let shape = [Dim::Fixed(P.into()), Dim::Fixed(F.into())];
+    let o0 = b.output("o0", DType::F32, &shape).expect("output");
+    let o1 = b.output("o1", DType::F32, &shape).expect("output");
+    let square = TileShape::new(&[P, F]).expect("shape");
+    let z = b
+        .tile("z", Memory::Sbuf, DType::F32, &[P, F])
+        .expect("tile");
+    let t = b
+        .tile("t", Memory::Sbuf, DType::F32, &[P, F])
+        .expect("tile");
+    let (zv, tv) = (
+        b.view(TileView::whole(z.index(), &square)).expect("view"),
+        b.view(TileView::whole(t.index(), &square)).expect("view"),
+    );
+    b.memset(z, Scalar::float(2.0)).expect("memset");
+    let push = |b: &mut ProgramBuilder, op: Opcode, m: Option<Mask>, tile, o| {
+        let hbm = b.access(access(o, P, F, false)).expect("access");
+        let mut i = Instr::new(op, InstrData::Dma { tile, hbm });
+        i.mask = m.map(|m| b.mask(m).expect("mask"));
+        b.push(i).expect("push");
+    };
+    push(&mut b, Opcode::Store, Some(mask(4, (1, F))), zv, o0);
+    let load = if transpose {
+        Opcode::LoadTranspose2d
+    } else {
+        Opcode::Load
+    };
+    push(&mut b, load, None, tv, o0);
+    push(&mut b, Opcode::Store, Some(mask(rows, (1, cols))), tv, o1);
+    // The rest of both outputs, from the defined tile (the box above is written twice).
+    push(&mut b, Opcode::Store, None, zv, o0);
+    push(&mut b, Opcode::Store, None, zv, o1);
+    b.finish().expect("builds")
+}
+
+/// Strict launch of a `reload` program: `Ok` or the error's instruction and message.
+fn reload_strict(p: &CompiledProgram) -> Result<(), (usize, String)> {
+    let parts = p.parts();
+    let kernel = Kernel::new(parts.program());
+    let mut a = vec![0f32; (P * F) as usize];
+    let mut c = vec![0f32; (P * F) as usize];
+    let mut outs = [
+        HbmOut::new(&mut a, &[P as usize, F as usize]).expect("output"),
+        HbmOut::new(&mut c, &[P as usize, F as usize]).expect("output"),
+    ];
+    match NeuronCore::default()
+        .with_strict(true)
+        .launch(&kernel, &[], &mut outs)
+    {
+        Ok(()) => Ok(()),
+        Err(LaunchError::Exec(e)) => Err((e.instr, e.what)),
+        Err(e) => Err((usize::MAX, e.to_string())),
+    }
+}
+
+#[test]
+fn output_elements_read_before_they_are_written_are_undefined() {
+    // Rows 0..4 of the reload are defined; storing them is correct.
+    assert_eq!(reload_strict(&reload(false, 4, F)), Ok(()));
+    // Row 4 is not: the store names its element 32 and the load.
+    let (pc, what) = reload_strict(&reload(false, P, F)).unwrap_err();
+    assert_eq!(pc, 3, "{what}");
+    assert!(what.contains("element 32 of the operand"), "{what}");
+    assert!(
+        what.contains("which instruction 2 (load, line 0)"),
+        "{what}"
+    );
+    // Transposed, the defined part is columns 0..4.
+    assert_eq!(reload_strict(&reload(true, P, 4)), Ok(()));
+    let (pc, what) = reload_strict(&reload(true, 1, 5)).unwrap_err();
+    assert_eq!(pc, 3, "{what}");
+    assert!(what.contains("element 4 of the operand"), "{what}");
+    assert!(
+        what.contains("which instruction 2 (load_transpose2d, line 0)"),
+        "{what}"
+    );
+}
