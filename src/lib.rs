@@ -62,8 +62,8 @@ pub use nki_lang::{DType, Target};
 pub use nki_runtime::{
     Bool, Bound, Budget, CheckedInputs, DeviceTensor, Element, ExecError, F8E4M3, F8E5M2, GridDim,
     HbmIn, HbmOut, Instance, Isa, Kernel, LaunchError, LaunchGrid, MAX_DIM, MetaValue, NeuronCore,
-    Shape, StopHandle, Stopped, TensorError, Tf32, UninitializedMemory, UnsupportedIsa, nc,
-    spmd_dim, strict_by_default,
+    Shape, StopHandle, Stopped, TensorError, Tf32, UninitializedMemory, UnsupportedIsa,
+    isa_by_default, nc, spmd_dim, strict_by_default,
 };
 
 /// Where the host's time goes in a launch, instruction by instruction
