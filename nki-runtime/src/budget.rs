@@ -194,8 +194,12 @@ impl Meter {
 
     /// Why the launch stopped, if it did; consumes the stop request that stopped it.
     pub(crate) fn stopped(&self, kernel: &str) -> Option<Stopped> {
+        let reason = self.reason.load(Ordering::Relaxed);
+        if reason == RUNNING {
+            return None;
+        }
         let kernel = kernel.to_string();
-        match self.reason.load(Ordering::Relaxed) {
+        match reason {
             OVER_INSTRUCTIONS => Some(Stopped::Instructions {
                 kernel,
                 limit: self.budget.instructions.unwrap_or(0),
