@@ -197,6 +197,9 @@ pub struct Timeline<'p> {
     /// Whether every DMA engine is in engine 0's state (`dma`, `dma_gaps`): then only engine
     /// 0's is kept up to date, the others' are stale.
     dma_uniform: bool,
+    /// The busy time and transfers of every DMA engine's track while they were in one state
+    /// (added to each engine's track by [`Timeline::finish`]).
+    dma_all: TrackStats,
     /// Each DMA engine's idle gaps ([`Scheduling::Device`]): a transfer triggered earlier
     /// than one the model placed before it (program order) takes the engine first.
     dma_gaps: Vec<Gaps>,
@@ -210,6 +213,10 @@ pub struct Timeline<'p> {
     /// The tile of each operand slot that is a view, of each instruction (by pc;
     /// [`NO_TILE`]: the slot is not a view): computed once per program.
     slot_tiles: Vec<[u16; MAX_SLOTS]>,
+    /// The last cost of each instruction (by pc) and the operands it was computed from: an
+    /// execution whose operands differ only in their base elements costs the same
+    /// ([`cost::same_inputs`]).
+    costs: Vec<Option<(Operands, Work)>>,
     hbm_free: u64,
     table: Option<u8>,
     // Constant times (ps).
@@ -324,12 +331,14 @@ impl<'p> Timeline<'p> {
             gaps: Default::default(),
             dma: vec![Free::NONE; engines],
             dma_uniform: true,
+            dma_all: TrackStats::default(),
             dma_gaps: vec![Gaps::default(); engines],
             hbm_gaps: Gaps::default(),
             queue_done: vec![Free::NONE; queues],
             queue_trigger: vec![Free::NONE; queues],
             queue_of,
             slot_tiles,
+            costs: vec![None; program.instrs().len()],
             hbm_free: 0,
             table: None,
             total: 0,
@@ -568,8 +577,14 @@ impl<'p> Timeline<'p> {
     }
 
     /// The schedule of everything the timeline saw.
-    pub fn finish(self) -> Schedule {
+    pub fn finish(mut self) -> Schedule {
         let program = self.program;
+        for e in 0..self.dma.len() {
+            if let Some(t) = self.tracks.get_mut(Track::DmaEngine(e as u8).index()) {
+                t.busy = t.busy.saturating_add(self.dma_all.busy);
+                t.count += self.dma_all.count;
+            }
+        }
         let tiles = program
             .tiles()
             .iter()
@@ -947,6 +962,22 @@ impl<'p> Timeline<'p> {
         self.touch_tiles(pc, ls_start, done);
     }
 
+    /// The cost of `ins` on `ops` (pc `pc`): the last one computed for it when its operands
+    /// differ from that execution's only in their base elements.
+    fn cost_of(&mut self, pc: usize, ins: &Instr, ops: &Operands) -> Option<Work> {
+        if let Some(Some((seen, work))) = self.costs.get(pc)
+            && cost::same_inputs(seen, ops)
+        {
+            debug_assert_eq!(Some(*work), cost::cost(ins, ops, &self.p));
+            return Some(*work);
+        }
+        let work = cost::cost(ins, ops, &self.p)?;
+        if let Some(c) = self.costs.get_mut(pc) {
+            *c = Some((*ops, work));
+        }
+        Some(work)
+    }
+
     /// Gives every DMA engine a state of its own (engine 0's, while they share it).
     fn split_dma_engines(&mut self) {
         if self.dma_uniform {
@@ -1056,7 +1087,9 @@ impl<'p> Timeline<'p> {
             t: arrive,
             who: trigger,
         };
-        for &e in &chosen[..want] {
+        // Under one state, every engine's start is engine 0's.
+        let lanes = if uniform { 1 } else { want };
+        for &e in &chosen[..lanes] {
             let (s, in_gap) = option[e];
             let st = state(e);
             let blocker = if !in_gap && self.dma[st].t > arrive {
@@ -1098,28 +1131,35 @@ impl<'p> Timeline<'p> {
         // A queue's transfers complete in order.
         let done = last.max(self.queue_done[q]);
         let id = self.next_id();
-        for &e in &chosen[..want] {
+        for &e in &chosen[..lanes] {
             let (s, in_gap) = option[e];
             let end = s.saturating_add(w.data);
-            // Under one state, engine 0's update is every engine's.
-            if !uniform || e == 0 {
-                if in_gap {
-                    self.dma_gaps[e].take(s, w.data);
-                } else {
-                    if gaps {
-                        self.dma_gaps[e].open(self.dma[e].t, s);
-                    }
-                    self.dma[e] = Free { t: end, who: id };
+            if in_gap {
+                self.dma_gaps[e].take(s, w.data);
+            } else {
+                if gaps {
+                    self.dma_gaps[e].open(self.dma[e].t, s);
                 }
+                self.dma[e] = Free { t: end, who: id };
             }
-            let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
-            t.busy = t.busy.saturating_add(w.data);
-            t.count += 1;
-            if self.dma_rows && self.detail == Detail::Trace && id != u32::MAX {
+            if !uniform {
+                let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
+                t.busy = t.busy.saturating_add(w.data);
+                t.count += 1;
+            }
+        }
+        if uniform {
+            // Every engine's share, added to each engine's track by `finish`.
+            self.dma_all.busy = self.dma_all.busy.saturating_add(w.data);
+            self.dma_all.count += 1;
+        }
+        if self.dma_rows && self.detail == Detail::Trace && id != u32::MAX {
+            for &e in &chosen[..want] {
+                let (s, _) = option[e];
                 self.phases.push(DmaPhase {
                     engine: e as u8,
                     start: s,
-                    end,
+                    end: s.saturating_add(w.data),
                     record: id,
                 });
             }
@@ -1189,7 +1229,7 @@ impl Observer for Timeline<'_> {
         }
         let moved = self.read_from_psum(pc, instr, operands);
         let operands = moved.as_ref().unwrap_or(operands);
-        let Some(work) = cost::cost(instr, operands, &self.p) else {
+        let Some(work) = self.cost_of(pc, instr, operands) else {
             return ControlFlow::Continue(());
         };
         self.count(instr);
