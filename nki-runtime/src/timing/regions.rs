@@ -278,7 +278,7 @@ struct HbmTensor {
     bytes: u64,
     writes: Vec<Cell>,
     reads: Vec<Cell>,
-    /// Per page of [`HBM_PAGE_BLOCKS`] blocks: at least the latest time of any write of
+    /// Per page of `1 << HBM_PAGE_SHIFT` blocks: at least the latest time of any write of
     /// its blocks (a bound: a wait skips a page whose bound is not after its constraint).
     page_writes: Vec<u64>,
     /// Likewise of any read or write.
