@@ -151,9 +151,12 @@ pub(crate) const fn table_group(f: ActFn) -> u8 {
 pub(crate) fn same_inputs(a: &Operands, b: &Operands) -> bool {
     (0..nki_lang::MAX_SLOTS).all(|s| match (a.slot(s), b.slot(s)) {
         (None, None) => true,
+        // Element by element: the arrays' `==` calls `memcmp`, slower at this size.
         (Some(x), Some(y)) => {
-            x.dims == y.dims
-                && x.pattern.strides == y.pattern.strides
+            x.dims.iter().zip(&y.dims).all(|(a, b)| a == b)
+                && (x.pattern.strides.iter())
+                    .zip(&y.pattern.strides)
+                    .all(|(a, b)| a == b)
                 && x.dtype == y.dtype
                 && x.loc == y.loc
                 && x.dir == y.dir

@@ -216,7 +216,10 @@ pub struct Timeline<'p> {
     /// The last cost of each instruction (by pc) and the operands it was computed from: an
     /// execution whose operands differ only in their base elements costs the same
     /// ([`cost::same_inputs`]).
-    costs: Vec<Option<(Operands, Work)>>,
+    costs: Vec<(Operands, Work)>,
+    /// By pc: the index of its entry in `costs` (`u32::MAX`: not executed yet), so that
+    /// only the instructions executed take an entry.
+    cost_of_pc: Vec<u32>,
     hbm_free: u64,
     table: Option<u8>,
     // Constant times (ps).
@@ -338,7 +341,8 @@ impl<'p> Timeline<'p> {
             queue_trigger: vec![Free::NONE; queues],
             queue_of,
             slot_tiles,
-            costs: vec![None; program.instrs().len()],
+            costs: Vec::new(),
+            cost_of_pc: vec![u32::MAX; program.instrs().len()],
             hbm_free: 0,
             table: None,
             total: 0,
@@ -965,15 +969,21 @@ impl<'p> Timeline<'p> {
     /// The cost of `ins` on `ops` (pc `pc`): the last one computed for it when its operands
     /// differ from that execution's only in their base elements.
     fn cost_of(&mut self, pc: usize, ins: &Instr, ops: &Operands) -> Option<Work> {
-        if let Some(Some((seen, work))) = self.costs.get(pc)
+        let entry = self.cost_of_pc.get(pc).copied().unwrap_or(u32::MAX);
+        if let Some((seen, work)) = self.costs.get(entry as usize)
             && cost::same_inputs(seen, ops)
         {
             debug_assert_eq!(Some(*work), cost::cost(ins, ops, &self.p));
             return Some(*work);
         }
         let work = cost::cost(ins, ops, &self.p)?;
-        if let Some(c) = self.costs.get_mut(pc) {
-            *c = Some((*ops, work));
+        if let Some(c) = self.costs.get_mut(entry as usize) {
+            *c = (*ops, work);
+        } else if let (Some(e), Ok(next)) =
+            (self.cost_of_pc.get_mut(pc), u32::try_from(self.costs.len()))
+        {
+            *e = next;
+            self.costs.push((*ops, work));
         }
         Some(work)
     }
