@@ -27,6 +27,7 @@
 #[path = "matmul_fully_optimized.rs"]
 mod fully_optimized;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use clap::Parser;
@@ -191,7 +192,7 @@ pub struct Outcome {
 }
 
 /// Times every candidate at `lhs_t [k, m]`, `rhs [k, n]` (timing only, totals only) on every
-/// host thread (a core of its own each, the candidates dealt in turn) and returns them fastest
+/// host thread (a core of its own each, each taking the next candidate when it is free) and returns them fastest
 /// first (ties in the candidates' order), the ones that cannot launch last.
 /// `scheduling`: which program to time (`Scheduling::Device`: what NKI's compiler would run).
 pub fn rank(target: Target, scheduling: Scheduling, k: usize, m: usize, n: usize) -> Vec<Outcome> {
@@ -203,32 +204,35 @@ pub fn rank(target: Target, scheduling: Scheduling, k: usize, m: usize, n: usize
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, list.len().max(1));
+    let next = AtomicUsize::new(0);
     let mut out: Vec<(usize, Outcome)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let (list, timing) = (&list, &timing);
+            .map(|_| {
+                let (list, timing, next) = (&list, &timing, &next);
                 scope.spawn(move || {
                     let mut core = NeuronCore::new(target);
-                    list.iter()
-                        .enumerate()
-                        .skip(t)
-                        .step_by(threads)
-                        .map(|(i, &instance)| {
-                            let start = Instant::now();
-                            let result = timing
-                                .run_shapes(&mut core, instance.kernel, &[&[k, m], &[k, n]])
-                                .map(|s| s.profile());
-                            let host_ms = start.elapsed().as_secs_f64() * 1e3;
-                            (
-                                i,
-                                Outcome {
-                                    instance,
-                                    result,
-                                    host_ms,
-                                },
-                            )
-                        })
-                        .collect::<Vec<_>>()
+                    // Each thread takes the next candidate not yet taken: a slow candidate
+                    // does not hold back the ones dealt after it.
+                    std::iter::from_fn(|| {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        list.get(i).map(|&instance| (i, instance))
+                    })
+                    .map(|(i, instance)| {
+                        let start = Instant::now();
+                        let result = timing
+                            .run_shapes(&mut core, instance.kernel, &[&[k, m], &[k, n]])
+                            .map(|s| s.profile());
+                        let host_ms = start.elapsed().as_secs_f64() * 1e3;
+                        (
+                            i,
+                            Outcome {
+                                instance,
+                                result,
+                                host_ms,
+                            },
+                        )
+                    })
+                    .collect::<Vec<_>>()
                 })
             })
             .collect();

@@ -146,6 +146,26 @@ pub(crate) const fn table_group(f: ActFn) -> u8 {
     }
 }
 
+/// Whether [`cost`] gives one instruction the same work on operands `a` and `b`: every field
+/// of every operand it reads is equal (the base element, which no formula reads, may differ).
+pub(crate) fn same_inputs(a: &Operands, b: &Operands) -> bool {
+    (0..nki_lang::MAX_SLOTS).all(|s| match (a.slot(s), b.slot(s)) {
+        (None, None) => true,
+        // Element by element: the arrays' `==` calls `memcmp`, slower at this size.
+        (Some(x), Some(y)) => {
+            x.dims.iter().zip(&y.dims).all(|(a, b)| a == b)
+                && (x.pattern.strides.iter())
+                    .zip(&y.pattern.strides)
+                    .all(|(a, b)| a == b)
+                && x.dtype == y.dtype
+                && x.loc == y.loc
+                && x.dir == y.dir
+                && x.slot == y.slot
+        }
+        (Some(_), None) | (None, Some(_)) => false,
+    })
+}
+
 /// The cost of one executed instruction. `None` only for loop control, which the executor
 /// never shows to observers (the sequencers run it alongside the data path [ARCH1 §1.9]).
 pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {

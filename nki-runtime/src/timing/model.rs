@@ -23,6 +23,7 @@
 //!   by all transfers; a queue's transfers complete in order.
 
 use core::ops::ControlFlow;
+use std::collections::VecDeque;
 
 use nki_lang::{Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues};
 
@@ -42,6 +43,9 @@ use crate::operand::{Loc, Operands};
 
 /// PSUM's partition stride as the core lays it out.
 const PSUM_STRIDE: usize = crate::memory::Psum::PARTITION_STRIDE;
+
+/// A slot of [`Timeline::slot_tiles`] that is not a view of a tile.
+const NO_TILE: u16 = u16::MAX;
 
 /// An engine queue's state: when it can take the next instruction, and which record said so.
 type Free = Ready;
@@ -76,21 +80,31 @@ impl Port {
 /// kept: a bounded window of the schedule.
 #[derive(Clone, Debug, Default)]
 struct Gaps {
-    /// `(start, end)`, in order of time.
-    list: Vec<(u64, u64)>,
+    /// `(start, end)`, in order of time (a ring: the oldest leaves in O(1)).
+    list: VecDeque<(u64, u64)>,
 }
 
 impl Gaps {
     /// Gaps kept per engine.
     const MAX: usize = 32;
 
+    /// The index of the first gap that ends after `ready` (the gaps are in order of time and
+    /// disjoint: those ending by `ready` cannot hold an interval starting there).
+    #[inline]
+    fn first_after(&self, ready: u64) -> usize {
+        match self.list.back() {
+            Some(&(_, b)) if b > ready => self.list.partition_point(|&(_, b)| b <= ready),
+            Some(_) | None => self.list.len(),
+        }
+    }
+
     /// The earliest start at or after `ready` of an interval of `busy` inside a gap, if a
     /// gap holds one.
+    #[inline]
     fn fit(&self, ready: u64, busy: u64) -> Option<u64> {
-        // The gaps are in order of time and disjoint: those ending by `ready` cannot hold it.
-        let from = self.list.partition_point(|&(_, b)| b <= ready);
-        self.list[from..]
-            .iter()
+        let from = self.first_after(ready);
+        self.list
+            .range(from..)
             .find(|&&(a, b)| a.max(ready).saturating_add(busy) <= b)
             .map(|&(a, _)| a.max(ready))
     }
@@ -98,10 +112,11 @@ impl Gaps {
     /// The earliest start at or after `ready` of an interval of `busy` inside a gap, which it
     /// takes, and where that gap opened; `None` when no gap holds it.
     fn take(&mut self, ready: u64, busy: u64) -> Option<(u64, u64)> {
-        let from = self.list.partition_point(|&(_, b)| b <= ready);
+        let from = self.first_after(ready);
         let i = from
-            + self.list[from..]
-                .iter()
+            + self
+                .list
+                .range(from..)
                 .position(|&(a, b)| a.max(ready).saturating_add(busy) <= b)?;
         let (a, b) = self.list[i];
         let start = a.max(ready);
@@ -118,7 +133,7 @@ impl Gaps {
             }
         }
         if self.list.len() > Self::MAX {
-            self.list.remove(0);
+            self.list.pop_front();
         }
         Some((start, a))
     }
@@ -126,9 +141,9 @@ impl Gaps {
     /// Records the idle interval `[from, to)` (nothing if empty).
     fn open(&mut self, from: u64, to: u64) {
         if to > from {
-            self.list.push((from, to));
+            self.list.push_back((from, to));
             if self.list.len() > Self::MAX {
-                self.list.remove(0);
+                self.list.pop_front();
             }
         }
     }
@@ -177,7 +192,14 @@ pub struct Timeline<'p> {
     psum_port: [Free; 2],
     /// Each engine queue's idle gaps ([`Scheduling::Device`]).
     gaps: [Gaps; 6],
+    /// Each DMA engine's queue (only engine 0's while `dma_uniform`).
     dma: Vec<Free>,
+    /// Whether every DMA engine is in engine 0's state (`dma`, `dma_gaps`): then only engine
+    /// 0's is kept up to date, the others' are stale.
+    dma_uniform: bool,
+    /// The busy time and transfers of every DMA engine's track while they were in one state
+    /// (added to each engine's track by [`Timeline::finish`]).
+    dma_all: TrackStats,
     /// Each DMA engine's idle gaps ([`Scheduling::Device`]): a transfer triggered earlier
     /// than one the model placed before it (program order) takes the engine first.
     dma_gaps: Vec<Gaps>,
@@ -188,6 +210,16 @@ pub struct Timeline<'p> {
     queue_trigger: Vec<Free>,
     /// DMA queue of each instruction of the program (by pc).
     queue_of: Vec<u8>,
+    /// The tile of each operand slot that is a view, of each instruction (by pc;
+    /// [`NO_TILE`]: the slot is not a view): computed once per program.
+    slot_tiles: Vec<[u16; MAX_SLOTS]>,
+    /// The last cost of each instruction (by pc) and the operands it was computed from: an
+    /// execution whose operands differ only in their base elements costs the same
+    /// ([`cost::same_inputs`]).
+    costs: Vec<(Operands, Work)>,
+    /// By pc: the index of its entry in `costs` (`u32::MAX`: not executed yet), so that
+    /// only the instructions executed take an entry.
+    cost_of_pc: Vec<u32>,
     hbm_free: u64,
     table: Option<u8>,
     // Constant times (ps).
@@ -248,6 +280,28 @@ impl<'p> Timeline<'p> {
                 | Engine::Sync => 0,
             })
             .collect();
+        let views = program.views();
+        let slot_tiles = program
+            .instrs()
+            .iter()
+            .map(|ins| {
+                let mut tiles = [NO_TILE; MAX_SLOTS];
+                for o in ins.operands() {
+                    let v = match o.operand {
+                        OperandRef::View(v) => v,
+                        OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => {
+                            continue;
+                        }
+                    };
+                    if let (Some(view), Some(t)) =
+                        (views.get(v.index()), tiles.get_mut(o.slot as usize))
+                    {
+                        *t = view.tile;
+                    }
+                }
+                tiles
+            })
+            .collect();
         Timeline {
             program,
             pe_latency: ns_ps(params.pe_latency_ns),
@@ -279,11 +333,16 @@ impl<'p> Timeline<'p> {
             psum_port: [Free::NONE; 2],
             gaps: Default::default(),
             dma: vec![Free::NONE; engines],
+            dma_uniform: true,
+            dma_all: TrackStats::default(),
             dma_gaps: vec![Gaps::default(); engines],
             hbm_gaps: Gaps::default(),
             queue_done: vec![Free::NONE; queues],
             queue_trigger: vec![Free::NONE; queues],
             queue_of,
+            slot_tiles,
+            costs: Vec::new(),
+            cost_of_pc: vec![u32::MAX; program.instrs().len()],
             hbm_free: 0,
             table: None,
             total: 0,
@@ -406,21 +465,20 @@ impl<'p> Timeline<'p> {
 
     /// Sets the plane and shift of each operand of `ins` (its tile's current buffer and its
     /// place) for this execution.
-    fn place_operands(&mut self, ins: &Instr, vars: &VarValues) {
+    fn place_operands(&mut self, pc: usize, vars: &VarValues) {
         self.place = [(0, 0); MAX_SLOTS];
         if self.shift.is_empty() {
             return;
         }
-        let views = self.program.views();
         let program_order = !self.device();
-        for o in ins.operands() {
-            let v = match o.operand {
-                OperandRef::View(v) => v,
-                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
-            };
-            let Some(t) = views.get(v.index()).map(|v| self.tile_read(v.tile)) else {
+        let Some(&slots) = self.slot_tiles.get(pc) else {
+            return;
+        };
+        for (slot, tile) in slots.into_iter().enumerate() {
+            if tile == NO_TILE {
                 continue;
-            };
+            }
+            let t = self.tile_read(tile);
             let shift = self.shift.get(t).copied().unwrap_or(0);
             let mut plane = 0;
             if self.rotates
@@ -440,9 +498,7 @@ impl<'p> Timeline<'p> {
                 // As allocated, plane 0 is the memory itself and the extra buffers follow.
                 plane = if program_order { 1 + b } else { b };
             }
-            if let Some(p) = self.place.get_mut(o.slot as usize) {
-                *p = (plane, shift);
-            }
+            self.place[slot] = (plane, shift);
         }
     }
 
@@ -525,8 +581,14 @@ impl<'p> Timeline<'p> {
     }
 
     /// The schedule of everything the timeline saw.
-    pub fn finish(self) -> Schedule {
+    pub fn finish(mut self) -> Schedule {
         let program = self.program;
+        for e in 0..self.dma.len() {
+            if let Some(t) = self.tracks.get_mut(Track::DmaEngine(e as u8).index()) {
+                t.busy = t.busy.saturating_add(self.dma_all.busy);
+                t.count += self.dma_all.count;
+            }
+        }
         let tiles = program
             .tiles()
             .iter()
@@ -643,15 +705,13 @@ impl<'p> Timeline<'p> {
     }
 
     /// Extends the live ranges of the tiles an instruction touches.
-    fn touch_tiles(&mut self, ins: &Instr, start: u64, done: u64) {
-        let views = self.program.views();
-        for o in ins.operands() {
-            let v = match o.operand {
-                OperandRef::View(v) => v,
-                OperandRef::Access(_) | OperandRef::Expr(_) | OperandRef::Imm(_) => continue,
-            };
-            if let Some(view) = views.get(v.index())
-                && let t = self.tile_read(view.tile)
+    fn touch_tiles(&mut self, pc: u32, start: u64, done: u64) {
+        let Some(&slots) = self.slot_tiles.get(pc as usize) else {
+            return;
+        };
+        for tile in slots {
+            if tile != NO_TILE
+                && let t = self.tile_read(tile)
                 && let Some(l) = self.live.get_mut(t)
             {
                 l.0 = l.0.min(start);
@@ -827,7 +887,7 @@ impl<'p> Timeline<'p> {
                 pe: false,
             },
         );
-        self.touch_tiles(ins, start, done);
+        self.touch_tiles(pc, start, done);
     }
 
     /// A TensorE instruction: LoadStationary (slot 1) then MultiplyMoving (slot 2 → slot 0).
@@ -903,7 +963,47 @@ impl<'p> Timeline<'p> {
         );
         self.flops = self.flops.saturating_add(w.flops);
         self.hw_flops = self.hw_flops.saturating_add(w.hw_flops);
-        self.touch_tiles(ins, ls_start, done);
+        self.touch_tiles(pc, ls_start, done);
+    }
+
+    /// The cost of `ins` on `ops` (pc `pc`): the last one computed for it when its operands
+    /// differ from that execution's only in their base elements.
+    fn cost_of(&mut self, pc: usize, ins: &Instr, ops: &Operands) -> Option<Work> {
+        let entry = self.cost_of_pc.get(pc).copied().unwrap_or(u32::MAX);
+        if let Some((seen, work)) = self.costs.get(entry as usize)
+            && cost::same_inputs(seen, ops)
+        {
+            debug_assert_eq!(Some(*work), cost::cost(ins, ops, &self.p));
+            return Some(*work);
+        }
+        let work = cost::cost(ins, ops, &self.p)?;
+        if let Some(c) = self.costs.get_mut(entry as usize) {
+            *c = (*ops, work);
+        } else if let (Some(e), Ok(next)) =
+            (self.cost_of_pc.get_mut(pc), u32::try_from(self.costs.len()))
+        {
+            *e = next;
+            self.costs.push((*ops, work));
+        }
+        Some(work)
+    }
+
+    /// Gives every DMA engine a state of its own (engine 0's, while they share it).
+    fn split_dma_engines(&mut self) {
+        if self.dma_uniform {
+            let (free, gaps) = (self.dma[0], self.dma_gaps[0].clone());
+            self.dma.fill(free);
+            for g in &mut self.dma_gaps[1..] {
+                g.clone_from(&gaps);
+            }
+            self.dma_uniform = false;
+        }
+    }
+
+    /// Whether every DMA engine is in engine 0's state.
+    fn dma_engines_alike(&self) -> bool {
+        let (free, gaps) = (self.dma[0], &self.dma_gaps[0]);
+        self.dma.iter().all(|&f| f == free) && self.dma_gaps.iter().all(|g| g.list == gaps.list)
     }
 
     /// A DMA: the trigger on the Sync engine, then the transfer.
@@ -956,6 +1056,16 @@ impl<'p> Timeline<'p> {
         let arrive = t_end.saturating_add(self.dma_latency);
         let want = (w.engines as usize).clamp(1, self.dma.len());
         let gaps = queued;
+        let engines = self.dma.len();
+        // While every transfer takes all the engines, they are in one state: engine 0's
+        // stands for all of them (the same choices, one engine's work).
+        if want < engines {
+            self.split_dma_engines();
+        } else if !self.dma_uniform && self.dma_engines_alike() {
+            self.dma_uniform = true;
+        }
+        let uniform = self.dma_uniform;
+        let state = |e: usize| if uniform { 0 } else { e };
         let start_on = |tl: &Self, e: usize| -> (u64, bool) {
             let gap = if gaps {
                 tl.dma_gaps[e].fit(arrive, w.data)
@@ -969,25 +1079,31 @@ impl<'p> Timeline<'p> {
         };
         // Each engine's earliest start, and whether it is in a gap; the transfer takes the
         // `want` earliest (a stable sort: index order on ties).
-        let engines = self.dma.len();
         let mut option = [(u64::MAX, false); MAX_DMA];
-        for (e, o) in option.iter_mut().enumerate().take(engines) {
-            *o = start_on(self, e);
+        if uniform {
+            let o = start_on(self, 0);
+            option[..engines].fill(o);
+        } else {
+            for (e, o) in option.iter_mut().enumerate().take(engines) {
+                *o = start_on(self, e);
+            }
         }
         let mut chosen: [usize; MAX_DMA] = core::array::from_fn(|e| e);
         if want < engines {
             chosen[..engines].sort_by_key(|&e| option[e].0);
         }
-        let starts = chosen.map(|e| option[e]);
         let mut first = u64::MAX;
         let mut last = Ready {
             t: arrive,
             who: trigger,
         };
-        for (k, &e) in chosen[..want].iter().enumerate() {
-            let (s, in_gap) = starts[k];
-            let blocker = if !in_gap && self.dma[e].t > arrive {
-                self.dma[e].who
+        // Under one state, every engine's start is engine 0's.
+        let lanes = if uniform { 1 } else { want };
+        for &e in &chosen[..lanes] {
+            let (s, in_gap) = option[e];
+            let st = state(e);
+            let blocker = if !in_gap && self.dma[st].t > arrive {
+                self.dma[st].who
             } else {
                 trigger
             };
@@ -1025,8 +1141,8 @@ impl<'p> Timeline<'p> {
         // A queue's transfers complete in order.
         let done = last.max(self.queue_done[q]);
         let id = self.next_id();
-        for (k, &e) in chosen[..want].iter().enumerate() {
-            let (s, in_gap) = starts[k];
+        for &e in &chosen[..lanes] {
+            let (s, in_gap) = option[e];
             let end = s.saturating_add(w.data);
             if in_gap {
                 self.dma_gaps[e].take(s, w.data);
@@ -1036,14 +1152,24 @@ impl<'p> Timeline<'p> {
                 }
                 self.dma[e] = Free { t: end, who: id };
             }
-            let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
-            t.busy = t.busy.saturating_add(w.data);
-            t.count += 1;
-            if self.dma_rows && self.detail == Detail::Trace && id != u32::MAX {
+            if !uniform {
+                let t = &mut self.tracks[Track::DmaEngine(e as u8).index()];
+                t.busy = t.busy.saturating_add(w.data);
+                t.count += 1;
+            }
+        }
+        if uniform {
+            // Every engine's share, added to each engine's track by `finish`.
+            self.dma_all.busy = self.dma_all.busy.saturating_add(w.data);
+            self.dma_all.count += 1;
+        }
+        if self.dma_rows && self.detail == Detail::Trace && id != u32::MAX {
+            for &e in &chosen[..want] {
+                let (s, _) = option[e];
                 self.phases.push(DmaPhase {
                     engine: e as u8,
                     start: s,
-                    end,
+                    end: s.saturating_add(w.data),
                     record: id,
                 });
             }
@@ -1089,7 +1215,7 @@ impl<'p> Timeline<'p> {
         self.hbm_write = self.hbm_write.saturating_add(w.hbm_write);
         self.dma_bytes = self.dma_bytes.saturating_add(w.bytes);
         self.dma_transfers += 1;
-        self.touch_tiles(ins, t_start, done.t);
+        self.touch_tiles(pc, t_start, done.t);
     }
 }
 
@@ -1113,11 +1239,11 @@ impl Observer for Timeline<'_> {
         }
         let moved = self.read_from_psum(pc, instr, operands);
         let operands = moved.as_ref().unwrap_or(operands);
-        let Some(work) = cost::cost(instr, operands, &self.p) else {
+        let Some(work) = self.cost_of(pc, instr, operands) else {
             return ControlFlow::Continue(());
         };
         self.count(instr);
-        self.place_operands(instr, vars);
+        self.place_operands(pc, vars);
         self.locate(operands);
         let pc = u32::try_from(pc).unwrap_or(u32::MAX);
         match work {

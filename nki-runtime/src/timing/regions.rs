@@ -278,7 +278,15 @@ struct HbmTensor {
     bytes: u64,
     writes: Vec<Cell>,
     reads: Vec<Cell>,
+    /// Per page of `1 << HBM_PAGE_SHIFT` blocks: at least the latest time of any write of
+    /// its blocks (a bound: a wait skips a page whose bound is not after its constraint).
+    page_writes: Vec<u64>,
+    /// Likewise of any read or write.
+    page_accesses: Vec<u64>,
 }
+
+/// Blocks per page of an HBM tensor's bounds (log2).
+const HBM_PAGE_SHIFT: u32 = 6;
 
 impl Hbm {
     /// Tensors of `bytes` each (by index in the program's tensor table); nothing allocated
@@ -291,6 +299,8 @@ impl Hbm {
                     bytes,
                     writes: Vec::new(),
                     reads: Vec::new(),
+                    page_writes: Vec::new(),
+                    page_accesses: Vec::new(),
                 })
                 .collect(),
         }
@@ -307,15 +317,29 @@ impl Hbm {
         }
         let size = u64::from(r.dtype.size().max(1));
         let n = ts.writes.len();
+        let pages = if write {
+            &ts.page_accesses
+        } else {
+            &ts.page_writes
+        };
         for_each_run(r, |start, len| {
             let (b0, b1) = blocks(start, len, size, n);
-            for b in b0..b1 {
-                let c = ts.writes[b];
-                ready.merge(c.t, c.who);
-                if write {
-                    let c = ts.reads[b];
-                    ready.merge(c.t, c.who);
+            let mut from = b0;
+            while from < b1 {
+                let page = from >> HBM_PAGE_SHIFT;
+                let to = ((page + 1) << HBM_PAGE_SHIFT).min(b1);
+                // No block of a page whose bound is not after `ready` can raise it.
+                if pages.get(page).is_some_and(|&t| t > ready.t) {
+                    for b in from..to {
+                        let c = ts.writes[b];
+                        ready.merge(c.t, c.who);
+                        if write {
+                            let c = ts.reads[b];
+                            ready.merge(c.t, c.who);
+                        }
+                    }
                 }
+                from = to;
             }
         });
     }
@@ -335,10 +359,19 @@ impl Hbm {
                 .max(1);
             ts.writes = vec![Cell::default(); n];
             ts.reads = vec![Cell::default(); n];
+            let pages = n.div_ceil(1 << HBM_PAGE_SHIFT);
+            ts.page_writes = vec![0; pages];
+            ts.page_accesses = vec![0; pages];
         }
         let size = u64::from(r.dtype.size().max(1));
         let n = ts.writes.len();
-        let HbmTensor { writes, reads, .. } = ts;
+        let HbmTensor {
+            writes,
+            reads,
+            page_writes,
+            page_accesses,
+            ..
+        } = ts;
         for_each_run(r, |start, len| {
             let (b0, b1) = blocks(start, len, size, n);
             for b in b0..b1 {
@@ -347,6 +380,16 @@ impl Hbm {
                 }
                 if cell.t >= reads[b].t {
                     reads[b] = cell;
+                }
+            }
+            if b0 < b1 {
+                for page in (b0 >> HBM_PAGE_SHIFT)..=((b1 - 1) >> HBM_PAGE_SHIFT) {
+                    if write && let Some(t) = page_writes.get_mut(page) {
+                        *t = (*t).max(cell.t);
+                    }
+                    if let Some(t) = page_accesses.get_mut(page) {
+                        *t = (*t).max(cell.t);
+                    }
                 }
             }
         });
@@ -571,5 +614,69 @@ mod tests {
         let mut ready = Ready::NONE;
         h.wait(0, &r, false, &mut ready);
         assert_eq!(ready.t, 5);
+    }
+
+    /// The page bounds skip only blocks that cannot raise a wait: every wait equals one
+    /// over every block of the access (the tracking without bounds).
+    #[test]
+    fn hbm_page_bounds_change_no_wait() {
+        let mut h = Hbm::new([1 << 20]);
+        let access = |base: isize, rows: usize, row: usize, stride: isize| Resolved {
+            slot: 1,
+            dir: Dir::Read,
+            loc: Loc::Hbm(0),
+            dtype: DType::Bf16,
+            pattern: Pattern {
+                base,
+                strides: [stride, 1, 0, 0, 0],
+            },
+            dims: [rows, row, 1, 1, 1],
+        };
+        let naive = |h: &Hbm, r: &Resolved, write: bool, mut ready: Ready| {
+            let ts = &h.tensors[0];
+            let n = ts.writes.len();
+            for_each_run(r, |start, len| {
+                let (b0, b1) = blocks(start, len, 2, n);
+                for b in b0..b1 {
+                    ready.merge(ts.writes[b].t, ts.writes[b].who);
+                    if write {
+                        ready.merge(ts.reads[b].t, ts.reads[b].who);
+                    }
+                }
+            });
+            ready
+        };
+        // A deterministic sequence of accesses at scattered places and times.
+        let mut x: u64 = 12345;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for i in 0..400u32 {
+            let r = access(
+                next(400_000) as isize,
+                1 + next(64) as usize,
+                1 + next(700) as usize,
+                1 + next(3000) as isize,
+            );
+            let write = next(3) == 0;
+            let start = Ready {
+                t: next(4000),
+                who: 7,
+            };
+            let mut ready = start;
+            h.wait(0, &r, write, &mut ready);
+            if !h.tensors[0].writes.is_empty() {
+                assert_eq!(ready, naive(&h, &r, write, start), "access {i}");
+            }
+            let cell = Cell {
+                t: next(5000),
+                who: i,
+                pe: false,
+            };
+            h.mark(0, &r, write, cell);
+        }
     }
 }
