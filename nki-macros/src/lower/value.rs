@@ -155,6 +155,16 @@ pub enum Value {
     Range(i64, u32),
     /// A dtype.
     DType(DType),
+    /// `finfo(dtype)` or `iinfo(dtype)`: the type's limits, read by field (`.min`, `.max`, ...).
+    Info(DType),
+    /// `ds(start, size)`: a slice of `size` elements from `start`, bound to a name and used as
+    /// an index later.
+    Slice {
+        /// The first element (loop-affine).
+        start: Affine,
+        /// The number of elements.
+        size: u32,
+    },
     /// A buffer.
     Buffer(Buffer),
     /// Comparisons joined with `&`: a mask, or an `affine_select` predicate.
@@ -183,6 +193,8 @@ impl Value {
             Value::Grid(_) => "an index grid",
             Value::Range(..) => "an arange",
             Value::DType(_) => "a dtype",
+            Value::Info(_) => "the limits of a dtype (`finfo`, `iinfo`)",
+            Value::Slice { .. } => "a slice (`ds`)",
             Value::Buffer(_) => "a buffer",
             Value::Cond(_) => "a comparison of indices",
             Value::Code(_) => "the name of an operation",

@@ -622,7 +622,8 @@ impl Lowerer<'_> {
 
     /// A shape argument: `[128, 512]`.
     pub(in super::super) fn shape_arg(&mut self, e: &Expr) -> Option<TileShape> {
-        let Expr::Array(dims, _) = e else {
+        // `[128, 512]`, or NKI's tuple `(128, 512)`.
+        let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = e else {
             self.error(e.span(), "a shape is an array of dimensions: `[128, 512]`");
             return None;
         };

@@ -135,7 +135,7 @@ impl Lowerer<'_> {
         data: &TileShape,
     ) -> Option<u8> {
         let items: Vec<&Expr> = match e {
-            Expr::Array(v, _) => v.iter().collect(),
+            Expr::Array(v, _) | Expr::Tuple(v, _) => v.iter().collect(),
             e => vec![e],
         };
         let mut axes = Vec::new();
@@ -322,7 +322,7 @@ impl Lowerer<'_> {
                 P::KeepDims => self.bool_arg(e, p.name).map(|b| c.keepdims = b).is_some(),
                 P::Axis => {
                     let items: Vec<&Expr> = match e {
-                        Expr::Array(v, _) => v.iter().collect(),
+                        Expr::Array(v, _) | Expr::Tuple(v, _) => v.iter().collect(),
                         e => vec![e],
                     };
                     let mut axes = Vec::new();
