@@ -152,6 +152,42 @@ fn trace_time_arithmetic_follows_python() {
     }
 }
 
+/// Integer `/` and `%` at trace time are Python's `//` and `%`: the quotient rounded towards
+/// −∞, the remainder with the divisor's sign.
+#[kernel]
+fn int_division(x: Hbm<f32, 128, 8>) -> Hbm<f32, 128, 8> {
+    let out = ndarray([128, 8], f32, SharedHbm);
+    let t = ndarray([128, 8], f32, Sbuf);
+    t[[0..128, 0..1]] = -7 / 2;
+    t[[0..128, 1..2]] = -7 % 2;
+    t[[0..128, 2..3]] = 7 / -2;
+    t[[0..128, 3..4]] = 7 % -2;
+    t[[0..128, 4..5]] = -7 / -2;
+    t[[0..128, 5..6]] = -7 % -2;
+    t[[0..128, 6..7]] = 7 / 2;
+    t[[0..128, 7..8]] = 7 % 2;
+    store(out[..], t);
+    out
+}
+
+#[test]
+fn integer_division_is_pythons() {
+    let x = Array2::<f32>::zeros((128, 8));
+    let mut core = NeuronCore::default();
+    let out = int_division::host(&mut core, x.view()).unwrap();
+    let mut expected = Vec::new();
+    for (a, b) in [(-7.0f64, 2.0f64), (7.0, -2.0), (-7.0, -2.0), (7.0, 2.0)] {
+        let q = (a / b).floor();
+        expected.push(q);
+        expected.push(a - b * q);
+    }
+    for i in 0..128 {
+        for (j, e) in expected.iter().enumerate() {
+            assert_eq!(f64::from(out[[i, j]]), *e, "({i}, {j})");
+        }
+    }
+}
+
 /// Axes as tuples and negative axes, normalised against the tile's rank as NumPy does.
 #[kernel]
 fn axes(x: Hbm<f32, 128, 4, 32>) -> (Hbm<f32, 128, 1>, Hbm<f32, 128, 4>, Hbm<f32, 128, 4>) {

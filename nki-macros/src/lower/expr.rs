@@ -206,8 +206,10 @@ impl Lowerer<'_> {
                 "a symbolic dimension is known only at launch, so a float computed from it is not a compile-time number: make the dimension a meta-parameter (`const D: usize`, or a literal in the signature)",
             ),
             (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
-            (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
-            (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
+            (BinOp::Div | BinOp::Rem, Int(x), Int(y)) => match python_div_mod(x, y) {
+                Some((q, r)) => Int(if op == BinOp::Div { q } else { r }),
+                None => self.error(span, "integer overflow in a compile-time expression"),
+            },
             (BinOp::Div, Sym { sym, add, div }, Int(y)) if y > 0 => match div.checked_mul(y.unsigned_abs()) {
                 Some(div) => Sym { sym, add, div },
                 None => self.error(span, "integer overflow in a compile-time expression"),
@@ -488,4 +490,15 @@ fn limit(dtype: DType, v: f64) -> Value {
     #[allow(clippy::cast_possible_truncation)]
     let n = v as i64;
     Value::Int(n)
+}
+
+/// Python's `x // y` and `x % y` (`y ≠ 0`): the quotient rounded towards −∞ and the remainder
+/// with the divisor's sign; `None` on overflow (`i64::MIN // -1`).
+fn python_div_mod(x: i64, y: i64) -> Option<(i64, i64)> {
+    let (q, r) = (x.checked_div(y)?, x.checked_rem(y)?);
+    if r != 0 && (r < 0) != (y < 0) {
+        Some((q.checked_sub(1)?, r.checked_add(y)?))
+    } else {
+        Some((q, r))
+    }
 }
