@@ -148,6 +148,9 @@ pub struct Lowerer<'e> {
     too_long: bool,
 }
 
+/// The rewrite of a loop whose bounds depend on an enclosing loop (a triangle).
+const DEPENDENT_BOUNDS: &str = "every loop of a program has one trip count; loop over the whole range and mask the body's instructions (`mask = j >= i`), or select with `affine_select`";
+
 /// The bounds of a loop as written: `iter(stop)`, `iter(start, stop)`, `iter(start, stop,
 /// step)`.
 struct LoopRange<'a> {
@@ -544,6 +547,10 @@ impl Lowerer<'_> {
             Some(e) => match this.eval(e) {
                 Value::Int(n) => Some(n),
                 Value::Poison => None,
+                Value::Index(_) => {
+                    this.error(e.span(), format!("a loop's {what} cannot depend on another loop's variable or a program id: {DEPENDENT_BOUNDS}"));
+                    None
+                }
                 other => {
                     this.error(
                         e.span(),
@@ -642,6 +649,13 @@ impl Lowerer<'_> {
             Value::Poison => return,
             Value::Int(_) => {
                 self.error(trip.span(), "a trip count cannot be negative");
+                return;
+            }
+            Value::Index(_) => {
+                self.error(
+                    trip.span(),
+                    format!("a trip count cannot depend on another loop's variable or a program id: {DEPENDENT_BOUNDS}"),
+                );
                 return;
             }
             other => {
