@@ -152,6 +152,54 @@ fn trace_time_arithmetic_follows_python() {
     }
 }
 
+/// Python's `math` at trace time on numbers: NKI's `1.0 / (d ** 0.5)` is `1.0 / power(D, 0.5)`.
+#[kernel]
+fn trace_math(x: Hbm<f32, 128, 12>) -> Hbm<f32, 128, 12> {
+    const D: usize = 64;
+    let out = ndarray([128, 12], f32, SharedHbm);
+    let t = ndarray([128, 12], f32, Sbuf);
+    t[[0..128, 0..1]] = 1.0 / power(D, 0.5);
+    t[[0..128, 1..2]] = 1.0 / sqrt(D);
+    t[[0..128, 2..3]] = power(2, 10);
+    t[[0..128, 3..4]] = exp(1.0);
+    t[[0..128, 4..5]] = log(10.0);
+    t[[0..128, 5..6]] = abs(-3);
+    t[[0..128, 6..7]] = floor(-2.5);
+    t[[0..128, 7..8]] = ceil(2.1);
+    t[[0..128, 8..9]] = maximum(3, 4.5);
+    t[[0..128, 9..10]] = minimum(3, 4.5);
+    t[[0..128, 10..11]] = divide(1, 3);
+    t[[0..128, 11..12]] = power(2.0, -2);
+    store(out[..], t);
+    out
+}
+
+#[test]
+fn trace_time_math_follows_pythons_math() {
+    let x = Array2::<f32>::zeros((128, 12));
+    let mut core = NeuronCore::default();
+    let out = trace_math::host(&mut core, x.view()).unwrap();
+    let expected: [f64; 12] = [
+        1.0 / 64f64.powf(0.5),
+        1.0 / 64f64.sqrt(),
+        1024.0,
+        std::f64::consts::E,
+        std::f64::consts::LN_10,
+        3.0,
+        -3.0,
+        3.0,
+        4.5,
+        3.0,
+        1.0 / 3.0,
+        0.25,
+    ];
+    for i in 0..128 {
+        for (j, e) in expected.iter().enumerate() {
+            assert_eq!(out[[i, j]], *e as f32, "({i}, {j})");
+        }
+    }
+}
+
 /// Integer `/` and `%` at trace time are Python's `//` and `%`: the quotient rounded towards
 /// −∞, the remainder with the divisor's sign.
 #[kernel]

@@ -9,6 +9,8 @@ fn refused(x: Hbm<f32, N, 512>) -> Hbm<f32, N, 512> {
     let d = 512 as f32;
     let lo = finfo(i32).min;
     let hi = bool.max;
+    let nan = sqrt(-1.0);
+    let th = tanh(1.0);
     for k in affine_range((N + 127) / 128) {
         let (i_p, i_f) = mgrid![0..128, 0..512];
         let t = load(x[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < N);

@@ -282,6 +282,122 @@ impl Lowerer<'_> {
         }
     }
 
+    /// An activation function of a compile-time number, as Python's `math` computes it at trace
+    /// time (`sqrt(D)` for `math.sqrt(d)`; `floor` and `ceil` give integers, `abs` keeps an
+    /// integer an integer); `None` for a function without one. A domain error or an overflow is
+    /// a compile error, as Python's `ValueError` / `OverflowError`.
+    pub(super) fn math1(&mut self, name: &str, f: ActFn, x: Value, span: Span) -> Option<Value> {
+        let v = number(&x);
+        let float = |this: &mut Self, r: f64| {
+            if r.is_finite() {
+                Value::Float(r)
+            } else {
+                this.error(span, format!("`{name}` of {v} overflows"))
+            }
+        };
+        let domain =
+            |this: &mut Self| this.error(span, format!("`{name}` of {v}: a math domain error"));
+        Some(if f == ActFn::Sqrt {
+            if v < 0.0 {
+                domain(self)
+            } else {
+                Value::Float(v.sqrt())
+            }
+        } else if f == ActFn::Exp {
+            float(self, v.exp())
+        } else if f == ActFn::Log {
+            if v <= 0.0 {
+                domain(self)
+            } else {
+                Value::Float(v.ln())
+            }
+        } else if f == ActFn::Abs {
+            match x {
+                Value::Int(n) => match n.checked_abs() {
+                    Some(a) => Value::Int(a),
+                    None => self.error(span, "integer overflow in a compile-time expression"),
+                },
+                _ => Value::Float(v.abs()),
+            }
+        } else if f == ActFn::Floor || f == ActFn::Ceil {
+            match x {
+                Value::Int(n) => Value::Int(n),
+                _ => {
+                    let r = if f == ActFn::Floor {
+                        v.floor()
+                    } else {
+                        v.ceil()
+                    };
+                    // In range of i64 (±2^63, exclusive above), the conversion is exact.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let n = r as i64;
+                    if (-2f64.powi(63)..2f64.powi(63)).contains(&r) {
+                        Value::Int(n)
+                    } else {
+                        self.error(span, format!("`{name}` of {v} is not an integer"))
+                    }
+                }
+            }
+        } else {
+            return None;
+        })
+    }
+
+    /// A two-operand `nl` function of compile-time numbers at trace time: `power(a, b)` is
+    /// Python's `a ** b` (an integer for integers and a non-negative integer exponent),
+    /// `maximum` / `minimum` / `add` / `subtract` / `multiply` as on NumPy scalars, `divide`
+    /// a true division; `None` for the others.
+    pub(super) fn math2(
+        &mut self,
+        name: &str,
+        alu: Alu,
+        a: Value,
+        b: Value,
+        span: Span,
+    ) -> Option<Value> {
+        let (x, y) = (number(&a), number(&b));
+        Some(if alu == Alu::Pow {
+            match (&a, &b) {
+                (Value::Int(m), Value::Int(e)) if *e >= 0 => {
+                    match u32::try_from(*e).ok().and_then(|e| m.checked_pow(e)) {
+                        Some(r) => Value::Int(r),
+                        None => self.error(span, "integer overflow in a compile-time expression"),
+                    }
+                }
+                _ if x == 0.0 && y < 0.0 => {
+                    self.error(span, "division by zero (`power(0, negative)`)")
+                }
+                _ if x < 0.0 && y.fract() != 0.0 => self.error(
+                    span,
+                    format!(
+                        "`{name}` of a negative number to a fractional power is not a real number"
+                    ),
+                ),
+                _ => {
+                    let r = x.powf(y);
+                    if r.is_finite() {
+                        Value::Float(r)
+                    } else {
+                        self.error(span, format!("`{name}({x}, {y})` overflows"))
+                    }
+                }
+            }
+        } else if alu == Alu::Max || alu == Alu::Min {
+            let first = if alu == Alu::Max { x >= y } else { x <= y };
+            if first { a } else { b }
+        } else if alu == Alu::Add {
+            self.arith(BinOp::Add, a, b, span)
+        } else if alu == Alu::Subtract {
+            self.arith(BinOp::Sub, a, b, span)
+        } else if alu == Alu::Multiply {
+            self.arith(BinOp::Mul, a, b, span)
+        } else if alu == Alu::Divide {
+            self.float_arith(BinOp::Div, x, y, span)
+        } else {
+            return None;
+        })
+    }
+
     /// `a cmp b` on compile-time values: a bool for two integers, else a condition on indices
     /// (a mask or predicate), with at most a symbolic dimension on the upper side.
     fn compare(&mut self, cmp: Cmp, a: Value, b: Value, span: Span) -> Value {

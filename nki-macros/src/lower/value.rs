@@ -179,6 +179,11 @@ pub enum Value {
 }
 
 impl Value {
+    /// Whether the value is a compile-time number (an integer or a float).
+    pub fn is_number(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Float(_))
+    }
+
     /// A short description for error messages.
     pub fn describe(&self) -> &'static str {
         match self {
