@@ -317,12 +317,13 @@ impl Lowerer<'_> {
                     Some(a) => Value::Int(a),
                     None => self.error(span, "integer overflow in a compile-time expression"),
                 },
-                _ => Value::Float(v.abs()),
+                Value::Float(_) => Value::Float(v.abs()),
+                other => other,
             }
         } else if f == ActFn::Floor || f == ActFn::Ceil {
             match x {
                 Value::Int(n) => Value::Int(n),
-                _ => {
+                Value::Float(_) => {
                     let r = if f == ActFn::Floor {
                         v.floor()
                     } else {
@@ -337,6 +338,7 @@ impl Lowerer<'_> {
                         self.error(span, format!("`{name}` of {v} is not an integer"))
                     }
                 }
+                other => other,
             }
         } else {
             return None;
@@ -593,7 +595,23 @@ fn number(v: &Value) -> f64 {
         #[allow(clippy::cast_precision_loss)]
         Value::Int(n) => *n as f64,
         Value::Float(f) => *f,
-        _ => f64::NAN,
+        // Callers pass numbers only.
+        Value::Bool(_)
+        | Value::Index(_)
+        | Value::Sym { .. }
+        | Value::Tensor(_)
+        | Value::Access(_)
+        | Value::Tile(_)
+        | Value::Grid(_)
+        | Value::Range(..)
+        | Value::DType(_)
+        | Value::Info(_)
+        | Value::Slice { .. }
+        | Value::Buffer(_)
+        | Value::Cond(_)
+        | Value::Code(_)
+        | Value::Unit
+        | Value::Poison => f64::NAN,
     }
 }
 
