@@ -122,6 +122,71 @@ impl DType {
         }
     }
 
+    /// The largest finite value of the type: NumPy's `finfo(dtype).max` for a float type
+    /// (`(2 − 2^−m) · 2^emax`: 3.4028234663852886e38 for f32, 3.3895313892515355e38 for bf16,
+    /// 65504 for f16, 240 for the IEEE-style `float8_e4m3`, 57344 for `float8_e5m2`),
+    /// `iinfo(dtype).max` for an integer type; `None` for `bool`.
+    pub fn max_value(self) -> Option<f64> {
+        let float = |emax: i32| {
+            let m = self.significand_bits().saturating_sub(1);
+            let m = i32::try_from(m).unwrap_or(0);
+            (2.0 - 2f64.powi(m.saturating_neg())) * 2f64.powi(emax)
+        };
+        Some(match self {
+            DType::F32 | DType::Tf32 | DType::Bf16 => float(127),
+            DType::F16 | DType::F8E5M2 => float(15),
+            DType::F8E4M3 => float(7),
+            DType::I8 => f64::from(i8::MAX),
+            DType::I16 => f64::from(i16::MAX),
+            DType::I32 => f64::from(i32::MAX),
+            DType::U8 => f64::from(u8::MAX),
+            DType::U16 => f64::from(u16::MAX),
+            DType::U32 => f64::from(u32::MAX),
+            DType::Bool => return None,
+        })
+    }
+
+    /// The most negative finite value of the type: `−max` for a float type (NKI's
+    /// `nl.fp32.min`, bit pattern `0xff7fffff`, is f32's), the integer type's minimum; `None`
+    /// for `bool`.
+    pub fn min_value(self) -> Option<f64> {
+        Some(match self {
+            DType::F32 | DType::Tf32 | DType::Bf16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2 => {
+                -self.max_value()?
+            }
+            DType::I8 => f64::from(i8::MIN),
+            DType::I16 => f64::from(i16::MIN),
+            DType::I32 => f64::from(i32::MIN),
+            DType::U8 | DType::U16 | DType::U32 => 0.0,
+            DType::Bool => return None,
+        })
+    }
+
+    /// A float type's machine epsilon, the distance from 1 to the next value (`2^−m`, NumPy's
+    /// `finfo(dtype).eps`); `None` for the other classes.
+    pub fn epsilon(self) -> Option<f64> {
+        let m = i32::try_from(self.significand_bits().checked_sub(1)?).ok()?;
+        self.is_float().then(|| 2f64.powi(m.saturating_neg()))
+    }
+
+    /// A float type's smallest positive normal value (NumPy's `finfo(dtype).smallest_normal`,
+    /// alias `tiny`): `2^(1 − emax)`; `None` for the other classes.
+    pub fn smallest_normal(self) -> Option<f64> {
+        let emax: i32 = match self {
+            DType::F32 | DType::Tf32 | DType::Bf16 => 127,
+            DType::F16 | DType::F8E5M2 => 15,
+            DType::F8E4M3 => 7,
+            DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool => return None,
+        };
+        Some(2f64.powi(1i32.saturating_sub(emax)))
+    }
+
     /// The name used in kernel bodies and listings (`bf16`, `float8_e4m3`, `i32`, ...).
     pub const fn name(self) -> &'static str {
         match self {
@@ -297,5 +362,40 @@ mod tests {
             assert_eq!(DType::from_name(d.name()), Some(d));
             assert_eq!(DType::from_name(&d.nki_name()[3..]), Some(d));
         }
+    }
+
+    #[test]
+    fn limits_are_the_formats_extremes() {
+        // References: Rust's own f32 constants, and each format's largest finite bit
+        // pattern decoded by hand.
+        assert_eq!(DType::F32.max_value(), Some(f64::from(f32::MAX)));
+        assert_eq!(
+            DType::F32.min_value(),
+            Some(f64::from(f32::from_bits(0xff7f_ffff)))
+        );
+        assert_eq!(DType::F32.epsilon(), Some(f64::from(f32::EPSILON)));
+        assert_eq!(
+            DType::F32.smallest_normal(),
+            Some(f64::from(f32::MIN_POSITIVE))
+        );
+        // bf16 0x7f7f and tf32 0x7f7fe000 are f32 bit patterns with the low bits zero.
+        assert_eq!(
+            DType::Bf16.max_value(),
+            Some(f64::from(f32::from_bits(0x7f7f_0000)))
+        );
+        assert_eq!(
+            DType::Tf32.max_value(),
+            Some(f64::from(f32::from_bits(0x7f7f_e000)))
+        );
+        assert_eq!(DType::F16.max_value(), Some(65504.0));
+        assert_eq!(DType::F16.smallest_normal(), Some(1.0 / 16384.0));
+        assert_eq!(DType::F8E4M3.max_value(), Some(240.0));
+        assert_eq!(DType::F8E5M2.max_value(), Some(57344.0));
+        assert_eq!(DType::F8E5M2.epsilon(), Some(0.25));
+        assert_eq!(DType::I8.min_value(), Some(-128.0));
+        assert_eq!(DType::U32.max_value(), Some(4_294_967_295.0));
+        assert_eq!(DType::U8.min_value(), Some(0.0));
+        assert_eq!(DType::I32.epsilon(), None);
+        assert_eq!(DType::Bool.max_value(), None);
     }
 }

@@ -387,6 +387,30 @@ pub enum RuleViolation {
         /// The last free axis.
         max_axis: usize,
     },
+    /// A negative axis that counts back to the partition axis (`-2` of a 2-D tile).
+    #[error(
+        "'{op}' reduces along the free axes of its tile (1 to {max_axis}); axis {axis} counts back to the partition axis"
+    )]
+    NegativePartitionAxis {
+        /// The operation.
+        op: &'static str,
+        /// The axis asked for.
+        axis: i64,
+        /// The last free axis.
+        max_axis: usize,
+    },
+    /// An axis outside a tile's rank (NumPy's `AxisError`).
+    #[error(
+        "'{op}': axis {axis} is out of range for a tile of rank {rank} (a negative axis counts from the last: -1 is the last)"
+    )]
+    AxisOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The axis asked for.
+        axis: i64,
+        /// The tile's rank.
+        rank: usize,
+    },
     /// An operand that must be an immediate, or a `[P, 1]` vector, is not.
     #[error("operand '{operand}' of '{op}' must be {expected}")]
     OperandKind {
@@ -465,6 +489,9 @@ impl RuleViolation {
             RuleViolation::SizeLimit { .. } => "err_size_of_dimension_exceed_arch_limit",
             RuleViolation::RankLimit { .. } => "err_exceed_max_supported_dimension",
             RuleViolation::ReduceAxes { .. } => "err_unsupported_reduce_axes",
+            RuleViolation::AxisOutOfRange { .. } | RuleViolation::NegativePartitionAxis { .. } => {
+                "err_unsupported_reduce_axes"
+            }
             RuleViolation::OperandKind { .. } => "err_unsupported_operand",
             RuleViolation::MaskNotSupported { .. } => "err_unsupported_mask",
             RuleViolation::NotBroadcastable { .. } => "err_incompatible_broadcast_shapes",
@@ -480,6 +507,17 @@ fn engine_list(engines: &[Engine]) -> String {
         Some((last, [])) => last.to_string(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => "no engine".to_string(),
+    }
+}
+
+/// An axis of a tile (or tensor) of rank `rank`, NumPy's way: `0 ≤ axis < rank` as is, a
+/// negative one counted from the last (`-1` is `rank − 1`); anything else is out of range.
+pub fn normalize_axis(op: &'static str, axis: i64, rank: usize) -> Result<i64, RuleViolation> {
+    let r = i64::try_from(rank).unwrap_or(i64::MAX);
+    match axis {
+        a if (0..r).contains(&a) => Ok(a),
+        a if a < 0 && a >= r.saturating_neg() => Ok(a.saturating_add(r)),
+        a => Err(RuleViolation::AxisOutOfRange { op, axis: a, rank }),
     }
 }
 
@@ -685,6 +723,22 @@ pub fn check_bounds(
 /// Reduction axes: free axes of a tile with `free` free dimensions, at least one (`axes` are
 /// tile axes, 1-based for the free ones). Returns the bit mask (bit `j` = free axis `j + 1`).
 pub fn check_reduce_axes(op: &'static str, axes: &[i64], free: usize) -> Result<u8, RuleViolation> {
+    // A negative axis counts from the last (NumPy's rule): `-1` is the last of the tile's
+    // `free + 1` axes.
+    let mut normalized = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = normalize_axis(op, a, free.saturating_add(1))?;
+        if a < 0 && n == 0 {
+            return Err(RuleViolation::NegativePartitionAxis {
+                op,
+                axis: a,
+                max_axis: free,
+            });
+        }
+        normalized.push(n);
+    }
+    let axes = normalized;
+    let axes = axes.as_slice();
     // A free axis is 1 to `free`, and its bit must fit the mask's 8.
     let bit = |a: i64| {
         let a = usize::try_from(a).ok().filter(|&a| a >= 1 && a <= free)?;

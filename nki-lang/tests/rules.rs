@@ -937,3 +937,35 @@ fn a_tensor_axis_above_the_maximum_is_refused() {
         );
     }
 }
+
+/// Reduction axes: NumPy's negative axes count from the last; out of range is an error that
+/// keeps the axis as written.
+#[test]
+fn reduce_axes_normalise_negative_axes() {
+    use nki_lang::rules::{check_reduce_axes, normalize_axis};
+    // A [P, A, B] tile: free axes 1 and 2.
+    assert_eq!(check_reduce_axes("sum", &[-2, -1], 2), Ok(0b11));
+    assert_eq!(check_reduce_axes("sum", &[-1], 2), Ok(0b10));
+    assert_eq!(check_reduce_axes("sum", &[1], 2), Ok(0b01));
+    assert_eq!(
+        check_reduce_axes("sum", &[-3], 2),
+        Err(RuleViolation::NegativePartitionAxis {
+            op: "sum",
+            axis: -3,
+            max_axis: 2
+        })
+    );
+    let e = check_reduce_axes("sum", &[-4], 2).unwrap_err();
+    assert_eq!(
+        e,
+        RuleViolation::AxisOutOfRange {
+            op: "sum",
+            axis: -4,
+            rank: 3
+        }
+    );
+    assert_eq!(e.code(), "err_unsupported_reduce_axes");
+    assert_eq!(normalize_axis("sum", 3, 3).ok(), None);
+    assert_eq!(normalize_axis("sum", -3, 3), Ok(0));
+    assert_eq!(normalize_axis("sum", i64::MIN, 3).ok(), None);
+}

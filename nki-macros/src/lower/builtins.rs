@@ -130,6 +130,8 @@ pub enum Special {
     GridSymbol,
     /// `nl.negative`
     Negative,
+    /// `finfo`, `iinfo`: a dtype's limits
+    Info,
 }
 
 /// How a function lowers.
@@ -355,6 +357,7 @@ static TABLE: &[Builtin] = &[
     special(&["program_id"], Special::ProgramId),
     special(&["num_programs", "program_ndim"], Special::GridSymbol),
     special(&["negative"], Special::Negative),
+    special(&["finfo", "iinfo"], Special::Info),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -52,6 +52,23 @@ impl Lowerer<'_> {
         if let Expr::Binary { .. } | Expr::Neg(..) | Expr::Not(..) = e {
             return self.operator(e, dest);
         }
+        // NKI's tile method `x.broadcast_to(shape)` is `broadcast_to(x, shape)`.
+        if let Expr::Method {
+            recv,
+            method,
+            args,
+            span,
+        } = e
+            && method == "broadcast_to"
+        {
+            let mut all = Vec::with_capacity(args.len().saturating_add(1));
+            all.push(Arg {
+                name: None,
+                value: (**recv).clone(),
+            });
+            all.extend(args.iter().cloned());
+            return self.broadcast_to(&all, *span, dest);
+        }
         let Expr::Call { func, args, span } = e else {
             let v = self.eval(e);
             return self.assign(v, e.span(), dest);
@@ -123,10 +140,20 @@ impl Lowerer<'_> {
                     "an arange is an index, not data: it cannot be assigned to a tile",
                 ),
             },
-            Special::Ds => self.error(
-                span,
-                "`ds(start, size)` is a slice: it can only appear inside an index",
-            ),
+            Special::Ds => match dest {
+                Dest::New(_) => self.ds(args, span),
+                Dest::Into { .. } => self.error(
+                    span,
+                    "`ds(start, size)` is a slice, not data: use it as an index (`t[[.., ds(start, size)]]`)",
+                ),
+            },
+            Special::Info => match dest {
+                Dest::New(_) => self.info(name, args, span),
+                Dest::Into { .. } => self.error(
+                    span,
+                    format!("`{name}(dtype)` is the dtype's limits, not data: read one with `.min` or `.max`"),
+                ),
+            },
         }
     }
 

@@ -36,12 +36,12 @@ impl Lowerer<'_> {
                 let b = self.eval(base);
                 self.field(b, &field.to_string(), *span)
             }
+            Expr::Method { method, .. } if method == "broadcast_to" => self.produce(e, Dest::New(None)),
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
                 if !AXES.contains(&m.as_str()) {
                     let hint = match m.as_str() {
-                        "broadcast_to" => ": write `broadcast_to(x, shape)`",
                         "reshape" => ": index the tensor with the shape you need (`x[[i_p, i_f]]` over an `mgrid!`)",
                         _ => "",
                     };
@@ -198,9 +198,18 @@ impl Lowerer<'_> {
                     None => self.error(span, "integer overflow in a compile-time expression"),
                 }
             }
+            (_, x @ (Int(_) | Float(_)), y @ (Int(_) | Float(_))) if matches!(x, Float(_)) || matches!(y, Float(_)) => {
+                self.float_arith(op, number(&x), number(&y), span)
+            }
+            (_, Float(_), Sym { .. }) | (_, Sym { .. }, Float(_)) => self.error(
+                span,
+                "a symbolic dimension is known only at launch, so a float computed from it is not a compile-time number: make the dimension a meta-parameter (`const D: usize`, or a literal in the signature)",
+            ),
             (BinOp::Div | BinOp::Rem, Int(_), Int(0)) => self.error(span, "division by zero"),
-            (BinOp::Div, Int(x), Int(y)) => Int(x.div_euclid(y)),
-            (BinOp::Rem, Int(x), Int(y)) => Int(x.rem_euclid(y)),
+            (BinOp::Div | BinOp::Rem, Int(x), Int(y)) => match python_div_mod(x, y) {
+                Some((q, r)) => Int(if op == BinOp::Div { q } else { r }),
+                None => self.error(span, "integer overflow in a compile-time expression"),
+            },
             (BinOp::Div, Sym { sym, add, div }, Int(y)) if y > 0 => match div.checked_mul(y.unsigned_abs()) {
                 Some(div) => Sym { sym, add, div },
                 None => self.error(span, "integer overflow in a compile-time expression"),
@@ -238,6 +247,159 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Python's arithmetic on two numbers, one of them a float (an integer converts to the
+    /// nearest float first): `+ - * /` as f64, `%` floored as Python's (the result has the
+    /// divisor's sign). A division by zero is an error, as Python's `ZeroDivisionError`.
+    fn float_arith(&mut self, op: BinOp, x: f64, y: f64, span: Span) -> Value {
+        match op {
+            BinOp::Add => Value::Float(x + y),
+            BinOp::Sub => Value::Float(x - y),
+            BinOp::Mul => Value::Float(x * y),
+            BinOp::Div | BinOp::Rem if y == 0.0 => self.error(span, "division by zero"),
+            BinOp::Div => Value::Float(x / y),
+            BinOp::Rem => {
+                let r = x % y;
+                Value::Float(if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                    r + y
+                } else {
+                    r
+                })
+            }
+            BinOp::BitAnd
+            | BinOp::BitOr
+            | BinOp::BitXor
+            | BinOp::Shl
+            | BinOp::Shr
+            | BinOp::Lt
+            | BinOp::Le
+            | BinOp::Gt
+            | BinOp::Ge
+            | BinOp::Eq
+            | BinOp::Ne => self.error(
+                span,
+                format!("`{}` applies to integers, not to a float", op.symbol()),
+            ),
+        }
+    }
+
+    /// An activation function of a compile-time number, as Python's `math` computes it at trace
+    /// time (`sqrt(D)` for `math.sqrt(d)`; `floor` and `ceil` give integers, `abs` keeps an
+    /// integer an integer); `None` for a function without one. A domain error or an overflow is
+    /// a compile error, as Python's `ValueError` / `OverflowError`.
+    pub(super) fn math1(&mut self, name: &str, f: ActFn, x: Value, span: Span) -> Option<Value> {
+        let v = number(&x);
+        let float = |this: &mut Self, r: f64| {
+            if r.is_finite() {
+                Value::Float(r)
+            } else {
+                this.error(span, format!("`{name}` of {v} overflows"))
+            }
+        };
+        let domain =
+            |this: &mut Self| this.error(span, format!("`{name}` of {v}: a math domain error"));
+        Some(if f == ActFn::Sqrt {
+            if v < 0.0 {
+                domain(self)
+            } else {
+                Value::Float(v.sqrt())
+            }
+        } else if f == ActFn::Exp {
+            float(self, v.exp())
+        } else if f == ActFn::Log {
+            if v <= 0.0 {
+                domain(self)
+            } else {
+                Value::Float(v.ln())
+            }
+        } else if f == ActFn::Abs {
+            match x {
+                Value::Int(n) => match n.checked_abs() {
+                    Some(a) => Value::Int(a),
+                    None => self.error(span, "integer overflow in a compile-time expression"),
+                },
+                Value::Float(_) => Value::Float(v.abs()),
+                other => other,
+            }
+        } else if f == ActFn::Floor || f == ActFn::Ceil {
+            match x {
+                Value::Int(n) => Value::Int(n),
+                Value::Float(_) => {
+                    let r = if f == ActFn::Floor {
+                        v.floor()
+                    } else {
+                        v.ceil()
+                    };
+                    // In range of i64 (±2^63, exclusive above), the conversion is exact.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let n = r as i64;
+                    if (-2f64.powi(63)..2f64.powi(63)).contains(&r) {
+                        Value::Int(n)
+                    } else {
+                        self.error(span, format!("`{name}` of {v} is not an integer"))
+                    }
+                }
+                other => other,
+            }
+        } else {
+            return None;
+        })
+    }
+
+    /// A two-operand `nl` function of compile-time numbers at trace time: `power(a, b)` is
+    /// Python's `a ** b` (an integer for integers and a non-negative integer exponent),
+    /// `maximum` / `minimum` / `add` / `subtract` / `multiply` as on NumPy scalars, `divide`
+    /// a true division; `None` for the others.
+    pub(super) fn math2(
+        &mut self,
+        name: &str,
+        alu: Alu,
+        a: Value,
+        b: Value,
+        span: Span,
+    ) -> Option<Value> {
+        let (x, y) = (number(&a), number(&b));
+        Some(if alu == Alu::Pow {
+            match (&a, &b) {
+                (Value::Int(m), Value::Int(e)) if *e >= 0 => {
+                    match u32::try_from(*e).ok().and_then(|e| m.checked_pow(e)) {
+                        Some(r) => Value::Int(r),
+                        None => self.error(span, "integer overflow in a compile-time expression"),
+                    }
+                }
+                _ if x == 0.0 && y < 0.0 => {
+                    self.error(span, "division by zero (`power(0, negative)`)")
+                }
+                _ if x < 0.0 && y.fract() != 0.0 => self.error(
+                    span,
+                    format!(
+                        "`{name}` of a negative number to a fractional power is not a real number"
+                    ),
+                ),
+                _ => {
+                    let r = x.powf(y);
+                    if r.is_finite() {
+                        Value::Float(r)
+                    } else {
+                        self.error(span, format!("`{name}({x}, {y})` overflows"))
+                    }
+                }
+            }
+        } else if alu == Alu::Max || alu == Alu::Min {
+            let first = if alu == Alu::Max { x >= y } else { x <= y };
+            if first { a } else { b }
+        } else if alu == Alu::Add {
+            self.arith(BinOp::Add, a, b, span)
+        } else if alu == Alu::Subtract {
+            self.arith(BinOp::Sub, a, b, span)
+        } else if alu == Alu::Multiply {
+            self.arith(BinOp::Mul, a, b, span)
+        } else if alu == Alu::Divide {
+            self.float_arith(BinOp::Div, x, y, span)
+        } else {
+            return None;
+        })
+    }
+
     /// `a cmp b` on compile-time values: a bool for two integers, else a condition on indices
     /// (a mask or predicate), with at most a symbolic dimension on the upper side.
     fn compare(&mut self, cmp: Cmp, a: Value, b: Value, span: Span) -> Value {
@@ -252,6 +414,18 @@ impl Lowerer<'_> {
                 Cmp::Eq => x == y,
                 Cmp::Ne => x != y,
             }),
+            // Python compares an integer with a float by value.
+            (x @ (Int(_) | Float(_)), y @ (Int(_) | Float(_))) => {
+                let (x, y) = (number(&x), number(&y));
+                Bool(match cmp {
+                    Cmp::Lt => x < y,
+                    Cmp::Le => x <= y,
+                    Cmp::Gt => x > y,
+                    Cmp::Ge => x >= y,
+                    Cmp::Eq => x == y,
+                    Cmp::Ne => x != y,
+                })
+            }
             (x @ (Int(_) | Index(_)), Sym { sym, add, div: 1 }) => match i64::try_from(add) {
                 Ok(add) => self.cond(cmp, x, Int(add), Some(sym), span),
                 Err(_) => self.error(span, "integer overflow in a compile-time expression"),
@@ -316,10 +490,64 @@ impl Lowerer<'_> {
                     format!("`tile_size` has no `{f}`: it has pmax, psum_fmax, gemm_stationary_fmax, gemm_moving_fmax, bn_stats_fmax"),
                 ),
             },
+            // NKI's `nl.fp32.min`; every dtype's finite range (`f32::MIN` parses to this too).
+            (Value::DType(d), "min" | "max") => {
+                let v = if field == "min" { d.min_value() } else { d.max_value() };
+                match v {
+                    Some(v) => limit(*d, v),
+                    None => self.error(span, format!("`{}` has no `{field}`: it is not a number type", d.name())),
+                }
+            }
+            (Value::Info(d), f) => {
+                let v = match f {
+                    "min" => d.min_value(),
+                    "max" => d.max_value(),
+                    "eps" => d.epsilon(),
+                    "tiny" | "smallest_normal" => d.smallest_normal(),
+                    "bits" => Some(f64::from(d.size().saturating_mul(8))),
+                    "dtype" => return Value::DType(*d),
+                    _ => None,
+                };
+                match v {
+                    Some(v) if f == "bits" => limit(DType::I32, v),
+                    Some(v) => limit(*d, v),
+                    None => {
+                        let has = if d.is_float() { "min, max, eps, tiny, smallest_normal, bits, dtype" } else { "min, max, bits, dtype" };
+                        self.error(span, format!("the limits of `{}` have no `{f}`: they have {has}", d.name()))
+                    }
+                }
+            }
             (Value::Tensor(t), "dtype") => Value::DType(self.tensors[*t].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v), "dtype") => Value::DType(self.buf.tiles[v.tile as usize].dtype),
             _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
+        }
+    }
+
+    /// `finfo(dtype)` (a float type's limits) or `iinfo(dtype)` (an integer type's), as NumPy's.
+    pub(super) fn info(
+        &mut self,
+        func: &str,
+        args: &[crate::parse::model::Arg],
+        span: Span,
+    ) -> Value {
+        let Some(a) = self.args(func, args, &["dtype"], 1, span) else {
+            return Value::Poison;
+        };
+        let e = a[0].expect("required");
+        let Some(d) = self.dtype_arg(e) else {
+            return Value::Poison;
+        };
+        match (func, d.is_float(), d.is_int()) {
+            ("finfo", true, _) | ("iinfo", _, true) => Value::Info(d),
+            ("finfo", false, _) => self.error(
+                e.span(),
+                format!("`finfo` takes a float dtype, not `{}`: an integer type's limits are `iinfo({0})` (or `{0}.min`, `{0}.max`)", d.name()),
+            ),
+            _ => self.error(
+                e.span(),
+                format!("`iinfo` takes an integer dtype, not `{}`: a float type's limits are `finfo({0})` (or `{0}.min`, `{0}.max`)", d.name()),
+            ),
         }
     }
 
@@ -357,5 +585,54 @@ impl Lowerer<'_> {
             axes.push(Idx::grid_axis(j, s, size));
         }
         Value::Grid(axes)
+    }
+}
+
+/// A number as Python converts it for float arithmetic.
+fn number(v: &Value) -> f64 {
+    match v {
+        // The nearest float, as Python's `float(n)`.
+        #[allow(clippy::cast_precision_loss)]
+        Value::Int(n) => *n as f64,
+        Value::Float(f) => *f,
+        // Callers pass numbers only.
+        Value::Bool(_)
+        | Value::Index(_)
+        | Value::Sym { .. }
+        | Value::Tensor(_)
+        | Value::Access(_)
+        | Value::Tile(_)
+        | Value::Grid(_)
+        | Value::Range(..)
+        | Value::DType(_)
+        | Value::Info(_)
+        | Value::Slice { .. }
+        | Value::Buffer(_)
+        | Value::Cond(_)
+        | Value::Code(_)
+        | Value::Unit
+        | Value::Poison => f64::NAN,
+    }
+}
+
+/// A limit of `dtype` as a kernel value: an integer for an integer type, else a float.
+fn limit(dtype: DType, v: f64) -> Value {
+    if dtype.is_float() {
+        return Value::Float(v);
+    }
+    // Integer limits are integers of at most 32 bits: exact in f64 and in i64.
+    #[allow(clippy::cast_possible_truncation)]
+    let n = v as i64;
+    Value::Int(n)
+}
+
+/// Python's `x // y` and `x % y` (`y ≠ 0`): the quotient rounded towards −∞ and the remainder
+/// with the divisor's sign; `None` on overflow (`i64::MIN // -1`).
+fn python_div_mod(x: i64, y: i64) -> Option<(i64, i64)> {
+    let (q, r) = (x.checked_div(y)?, x.checked_rem(y)?);
+    if r != 0 && (r < 0) != (y < 0) {
+        Some((q.checked_sub(1)?, r.checked_add(y)?))
+    } else {
+        Some((q, r))
     }
 }

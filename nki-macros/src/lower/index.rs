@@ -214,26 +214,10 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            Expr::Call { func, args, span } if func == "ds" => {
-                if args.len() != 2 {
-                    self.error(*span, "`ds(start, size)` takes two arguments");
-                    return None;
-                }
-                let v = self.eval(&args[0].value);
-                let start = self.basic(v, args[0].value.span())?;
-                let size = self.int(&args[1].value, "the size of `ds`")?;
-                if size <= 0 {
-                    self.error(args[1].value.span(), "a slice's size must be positive");
-                    return None;
-                }
-                let Ok(size) = u32::try_from(size) else {
-                    self.error(args[1].value.span(), TOO_LONG);
-                    return None;
-                };
-                Some(Sel::Slice { start, size })
-            }
             other => {
                 match self.eval(other) {
+                    // `ds(start, size)`, written in the index or bound to a name before.
+                    Value::Slice { start, size } => Some(Sel::Slice { start, size }),
                     Value::Int(n) => Some(Sel::Scalar(Affine::constant(n))),
                     Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
                     Value::Index(i) => Some(Sel::Scalar(i.lin)),
@@ -245,6 +229,29 @@ impl Lowerer<'_> {
                 }
             }
         }
+    }
+
+    /// `ds(start, size)`: `start..start + size`, a value that indexes an axis (in the index
+    /// itself or through a name bound to it).
+    pub(super) fn ds(&mut self, args: &[crate::parse::model::Arg], span: Span) -> Value {
+        let Some(a) = self.args("ds", args, &["start", "size"], 2, span) else {
+            return Value::Poison;
+        };
+        let (start_e, size_e) = (a[0].expect("required"), a[1].expect("required"));
+        let v = self.eval(start_e);
+        let Some(start) = self.basic(v, start_e.span()) else {
+            return Value::Poison;
+        };
+        let Some(size) = self.int(size_e, "the size of `ds`") else {
+            return Value::Poison;
+        };
+        if size <= 0 {
+            return self.error(size_e.span(), "a slice's size must be positive");
+        }
+        let Ok(size) = u32::try_from(size) else {
+            return self.error(size_e.span(), TOO_LONG);
+        };
+        Value::Slice { start, size }
     }
 
     /// A loop-affine value without grid terms.

@@ -148,6 +148,17 @@ pub struct Lowerer<'e> {
     too_long: bool,
 }
 
+/// The rewrite of a loop whose bounds depend on an enclosing loop (a triangle).
+const DEPENDENT_BOUNDS: &str = "every loop of a program has one trip count; loop over the whole range and mask the body's instructions (`mask = j >= i`), or select with `affine_select`";
+
+/// The bounds of a loop as written: `iter(stop)`, `iter(start, stop)`, `iter(start, stop,
+/// step)`.
+struct LoopRange<'a> {
+    start: Option<&'a Expr>,
+    stop: &'a Expr,
+    step: Option<&'a Expr>,
+}
+
 /// The result of lowering: the unchecked program and its spans.
 pub struct Lowered {
     /// The program.
@@ -482,10 +493,19 @@ impl Lowerer<'_> {
             Stmt::For {
                 var,
                 kind,
+                start,
                 trip,
+                step,
                 iter_span,
                 body,
-            } => self.for_loop(var.as_ref(), *kind, trip, *iter_span, body),
+            } => {
+                let range = LoopRange {
+                    start: start.as_deref(),
+                    stop: trip,
+                    step: step.as_deref(),
+                };
+                self.for_loop(var.as_ref(), *kind, range, *iter_span, body)
+            }
         }
     }
 
@@ -519,21 +539,123 @@ impl Lowerer<'_> {
         }
     }
 
+    /// A loop's start and step (compile-time integers, 0 and 1 by default) and its trip
+    /// count: Python's `len(range(start, stop, step))`, symbolic when `stop` is.
+    fn loop_range(&mut self, range: &LoopRange<'_>, span: Span) -> Option<(i64, i64, Value)> {
+        let int = |this: &mut Self, e: Option<&Expr>, default: i64, what: &str| match e {
+            None => Some(default),
+            Some(e) => match this.eval(e) {
+                Value::Int(n) => Some(n),
+                Value::Poison => None,
+                Value::Index(_) => {
+                    this.error(e.span(), format!("a loop's {what} cannot depend on another loop's variable or a program id: {DEPENDENT_BOUNDS}"));
+                    None
+                }
+                other => {
+                    this.error(
+                        e.span(),
+                        format!(
+                            "a loop's {what} is a compile-time integer (a literal, a constant, a meta-parameter), not {}",
+                            other.describe()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let start = int(self, range.start, 0, "start");
+        let step = int(self, range.step, 1, "step");
+        let stop = self.eval(range.stop);
+        let (start, step) = (start?, step?);
+        if step <= 0 {
+            let at = range.step.map_or(span, Expr::span);
+            self.error(
+                at,
+                "a loop's step is a positive integer: loops here run upwards (index with `stop - 1 - i` to go down)",
+            );
+            return None;
+        }
+        if start == 0 && step == 1 {
+            return Some((start, step, stop));
+        }
+        let overflow = |this: &mut Self| {
+            this.error(span, "integer overflow in a compile-time expression");
+            None
+        };
+        let trip = match stop {
+            Value::Int(stop) if stop <= start => Value::Int(0),
+            Value::Int(stop) => {
+                // stop > start, step > 0: ceil((stop − start) / step).
+                let Some(n) = stop
+                    .checked_sub(start)
+                    .and_then(|d| d.checked_add(step.checked_sub(1)?))
+                    .and_then(|d| d.checked_div(step))
+                else {
+                    return overflow(self);
+                };
+                Value::Int(n)
+            }
+            Value::Poison => return None,
+            // The trip count `(K + a − start) / step` needs `a ≥ start`: a launch-time trip
+            // count is `(K + a) / c` with `a ≥ 0`.
+            Value::Sym { div, add, .. }
+                if div != 1 || i64::try_from(add).is_ok_and(|a| a < start) =>
+            {
+                self.error(
+                    range.stop.span(),
+                    format!(
+                        "a loop from {start} to a symbolic end needs the trip count `end − {start}`, which a launch-time trip count (`(K + a) / c`) cannot express: loop from 0 (`affine_range(K)`, `affine_range(K / c)`) and mask the body's instructions with `mask = i >= {start}`, or make the dimension a meta-parameter"
+                    ),
+                );
+                return None;
+            }
+            stop => {
+                let d = self.arith(
+                    crate::parse::model::BinOp::Sub,
+                    stop,
+                    Value::Int(start),
+                    span,
+                );
+                if step == 1 {
+                    d
+                } else {
+                    let Some(round) = step.checked_sub(1) else {
+                        return overflow(self);
+                    };
+                    let up =
+                        self.arith(crate::parse::model::BinOp::Add, d, Value::Int(round), span);
+                    self.arith(crate::parse::model::BinOp::Div, up, Value::Int(step), span)
+                }
+            }
+        };
+        Some((start, step, trip))
+    }
+
     fn for_loop(
         &mut self,
         var: Option<&syn::Ident>,
         kind: IterKind,
-        trip: &Expr,
+        range: LoopRange<'_>,
         iter_span: Span,
         body: &Block,
     ) {
-        let t = self.eval(trip);
+        let trip = range.stop;
+        let Some((start, step, t)) = self.loop_range(&range, iter_span) else {
+            return;
+        };
         let extent = match t {
             Value::Int(n) if n >= 0 => Extent::Fixed(n.unsigned_abs()),
             Value::Sym { sym, add, div } => Extent::Sym { sym, add, div },
             Value::Poison => return,
             Value::Int(_) => {
                 self.error(trip.span(), "a trip count cannot be negative");
+                return;
+            }
+            Value::Index(_) => {
+                self.error(
+                    trip.span(),
+                    format!("a trip count cannot depend on another loop's variable or a program id: {DEPENDENT_BOUNDS}"),
+                );
                 return;
             }
             other => {
@@ -559,13 +681,18 @@ impl Lowerer<'_> {
                 return;
             }
             for i in 0..n {
+                // i < 4096 (the unroll limit); start + step · i is checked.
+                let value = i64::try_from(i)
+                    .ok()
+                    .and_then(|i| step.checked_mul(i))
+                    .and_then(|s| start.checked_add(s));
+                let Some(value) = value else {
+                    self.error(iter_span, "integer overflow in a loop's values");
+                    return;
+                };
                 self.scopes.push(HashMap::new());
                 if let Some(v) = var {
-                    // i < 4096 (the unroll limit).
-                    self.bind(
-                        &v.to_string(),
-                        Value::Int(i64::try_from(i).unwrap_or(i64::MAX)),
-                    );
+                    self.bind(&v.to_string(), Value::Int(value));
                 }
                 self.block(body);
                 self.scopes.pop();
@@ -621,10 +748,15 @@ impl Lowerer<'_> {
         self.loop_begins.push(begin_at);
         self.scopes.push(HashMap::new());
         if var.is_some() {
-            self.bind(
-                &name,
-                Value::Index(value::Idx::from_affine(Affine::loop_var(depth, 1))),
-            );
+            // `start + step · i`.
+            let value = Affine::loop_var(depth, step).checked_add(&Affine::constant(start));
+            match value {
+                Some(a) => self.bind(&name, Value::Index(value::Idx::from_affine(a))),
+                None => {
+                    self.error(iter_span, "integer overflow in a loop's values");
+                    self.bind(&name, Value::Poison);
+                }
+            }
         }
         self.block(body);
         self.scopes.pop();

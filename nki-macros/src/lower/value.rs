@@ -155,6 +155,16 @@ pub enum Value {
     Range(i64, u32),
     /// A dtype.
     DType(DType),
+    /// `finfo(dtype)` or `iinfo(dtype)`: the type's limits, read by field (`.min`, `.max`, ...).
+    Info(DType),
+    /// `ds(start, size)`: a slice of `size` elements from `start`, bound to a name and used as
+    /// an index later.
+    Slice {
+        /// The first element (loop-affine).
+        start: Affine,
+        /// The number of elements.
+        size: u32,
+    },
     /// A buffer.
     Buffer(Buffer),
     /// Comparisons joined with `&`: a mask, or an `affine_select` predicate.
@@ -169,6 +179,11 @@ pub enum Value {
 }
 
 impl Value {
+    /// Whether the value is a compile-time number (an integer or a float).
+    pub fn is_number(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Float(_))
+    }
+
     /// A short description for error messages.
     pub fn describe(&self) -> &'static str {
         match self {
@@ -183,6 +198,8 @@ impl Value {
             Value::Grid(_) => "an index grid",
             Value::Range(..) => "an arange",
             Value::DType(_) => "a dtype",
+            Value::Info(_) => "the limits of a dtype (`finfo`, `iinfo`)",
+            Value::Slice { .. } => "a slice (`ds`)",
             Value::Buffer(_) => "a buffer",
             Value::Cond(_) => "a comparison of indices",
             Value::Code(_) => "the name of an operation",

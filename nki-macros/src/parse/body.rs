@@ -153,14 +153,28 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                     return None;
                 }
             };
-            if call.args.len() != 1 {
+            if call.args.is_empty() || call.args.len() > 3 {
                 errors.push(
                     Span::of(&call),
-                    "a loop iterator takes one argument: the trip count",
+                    "a loop iterator takes `(stop)`, `(start, stop)` or `(start, stop, step)`, as Python's `range`",
                 );
                 return None;
             }
-            let trip = parse_expr(&call.args[0], errors)?;
+            let mut parsed = Vec::new();
+            for a in &call.args {
+                parsed.push(parse_expr(a, errors));
+            }
+            let mut parsed = parsed
+                .into_iter()
+                .collect::<Option<Vec<Expr>>>()?
+                .into_iter();
+            let (start, trip, step) = match (parsed.next(), parsed.next(), parsed.next()) {
+                (Some(stop), None, _) => (None, stop, None),
+                (Some(start), Some(stop), step) => {
+                    (Some(Box::new(start)), stop, step.map(Box::new))
+                }
+                (None, ..) => return None,
+            };
             let mut body = parse_block(&f.body, errors);
             // A trailing `if` without `;` is a statement.
             if let Some(Expr::If { .. }) = &body.tail {
@@ -175,7 +189,9 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
             Some(Stmt::For {
                 var,
                 kind,
+                start,
                 trip,
+                step,
                 iter_span: Span::of_expr(&f.expr),
                 body,
             })
@@ -184,8 +200,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
     }
 }
 
-const ITER_HELP: &str =
-    "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)`";
+const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
 
 /// The operator of a compound assignment (`+=` → `+`), if `op` is one.
 fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
@@ -338,6 +353,23 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             Some(i) => Expr::Name(i.unraw()),
             None => {
                 let last = p.path.segments.last().map(|s| s.ident.unraw());
+                // Rust's `f32::MIN` / `f32::MAX`: the dtype's finite limits, as `f32.min`.
+                let n = p.path.segments.len();
+                if n >= 2
+                    && let Some(l) = &last
+                    && (l == "MIN" || l == "MAX")
+                    && p.path.segments.iter().all(|s| s.arguments.is_none())
+                {
+                    let ty = p.path.segments[n.saturating_sub(2)].ident.unraw();
+                    if nki_lang::DType::from_name(&ty.to_string()).is_some() {
+                        let field = syn::Ident::new(&l.to_string().to_lowercase(), l.span());
+                        return Some(Expr::Field {
+                            base: Box::new(Expr::Name(ty)),
+                            field,
+                            span,
+                        });
+                    }
+                }
                 match last {
                     // `nl::psum`, `Buffer::Psum`: the last segment names the value
                     Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => {
@@ -495,6 +527,13 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
         }
         SynExpr::While(_) | SynExpr::Loop(_) => {
             errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)` or `static_range(n)`");
+            return None;
+        }
+        SynExpr::Cast(c) => {
+            errors.push(
+                Span::of(&c.as_token),
+                "`as` conversions cannot appear in a kernel: a compile-time integer mixes with a float as in Python (`1.0 / D` is a float), and a tile converts with `copy(x, dtype)`",
+            );
             return None;
         }
         SynExpr::Closure(_) => {

@@ -110,8 +110,19 @@ pub fn unknown_calls(block: &Block, known: &dyn Fn(&str) -> bool, out: &mut Vec<
                 expr_calls(target, known, out);
                 expr_calls(value, known, out);
             }
-            Stmt::For { trip, body, .. } => {
-                expr_calls(trip, known, out);
+            Stmt::For {
+                start,
+                trip,
+                step,
+                body,
+                ..
+            } => {
+                for e in [start.as_deref(), Some(trip), step.as_deref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    expr_calls(e, known, out);
+                }
                 unknown_calls(body, known, out);
             }
         }

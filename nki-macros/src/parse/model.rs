@@ -193,14 +193,18 @@ pub enum Stmt {
         /// Span of the whole statement.
         span: Span,
     },
-    /// `for var in iter(trip) { body }`
+    /// `for var in iter(trip) { body }`, `iter(start, stop)`, `iter(start, stop, step)`
     For {
         /// The induction variable (`None` for `_`).
         var: Option<Ident>,
         /// Which iterator.
         kind: IterKind,
-        /// The trip count expression.
+        /// The first value, when the iterator is given one (`affine_range(start, stop)`).
+        start: Option<Box<Expr>>,
+        /// The end (exclusive): the trip count when there is no start and no step.
         trip: Expr,
+        /// The step, when the iterator is given one (`affine_range(start, stop, step)`).
+        step: Option<Box<Expr>>,
         /// Span of the iterator call.
         iter_span: Span,
         /// The body.

@@ -41,16 +41,46 @@ impl Lowerer<'_> {
         operands: &[&str],
         span: Span,
     ) -> Option<(Vec<(Operand, Span)>, OpOptions)> {
+        let (values, opts) = self.nl_values(name, args, operands, span)?;
+        let ops = self.nl_operands(values, operands)?;
+        Some((ops, opts))
+    }
+
+    /// The operands of an `nl` function as operands of an instruction.
+    fn nl_operands(
+        &mut self,
+        values: Vec<(Value, Span)>,
+        operands: &[&str],
+    ) -> Option<Vec<(Operand, Span)>> {
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (p, (v, sp)) in operands.iter().zip(values) {
+            match self.operand_value(v, sp, p) {
+                Some(o) => out.push((o, sp)),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// Evaluates `nl` arguments `x, y, dtype, mask` (or the names given) to values.
+    fn nl_values(
+        &mut self,
+        name: &str,
+        args: &[Arg],
+        operands: &[&str],
+        span: Span,
+    ) -> Option<(Vec<(Value, Span)>, OpOptions)> {
         let mut params: Vec<&str> = operands.to_vec();
         params.extend(["dtype", "mask"]);
         let a = self.args(name, args, &params, operands.len(), span)?;
         let mut out = Vec::new();
         let mut ok = true;
-        for (p, e) in operands.iter().zip(&a) {
+        for e in a.iter().take(operands.len()) {
             let e = e.expect("required");
-            match self.operand(e, p) {
-                Some(o) => out.push((o, e.span())),
-                None => ok = false,
+            match self.eval(e) {
+                Value::Poison => ok = false,
+                v => out.push((v, e.span())),
             }
         }
         let mut opts = OpOptions::default();
@@ -72,7 +102,18 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        let Some((ops, opts)) = self.nl_args(name, args, &["x", "y"], span) else {
+        let Some((values, opts)) = self.nl_values(name, args, &["x", "y"], span) else {
+            return Value::Poison;
+        };
+        // `power(d, 0.5)` (Python's `d ** 0.5`), `maximum(a, b)`, ... of numbers at trace time.
+        if let [(a, _), (b, _)] = values.as_slice()
+            && a.is_number()
+            && b.is_number()
+            && let Some(v) = self.math2(name, alu, a.clone(), b.clone(), span)
+        {
+            return self.assign(v, span, dest);
+        }
+        let Some(ops) = self.nl_operands(values, &["x", "y"]) else {
             return Value::Poison;
         };
         self.binary(alu, ops[0], ops[1], span, dest, opts)
@@ -275,7 +316,20 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        let Some((ops, opts)) = self.nl_args(name, args, &["x"], span) else {
+        let Some((values, opts)) = self.nl_values(name, args, &["x"], span) else {
+            return Value::Poison;
+        };
+        // `sqrt(D)`, `exp(1.0)`, ... of a number at trace time (Python's `math`).
+        if let [(x, xs)] = values.as_slice()
+            && x.is_number()
+        {
+            let (x, xs) = (x.clone(), *xs);
+            return match self.math1(name, func, x, xs) {
+                Some(v) => self.assign(v, span, dest),
+                None => self.error(xs, format!("`{name}` of a compile-time number is not evaluated at trace time (`sqrt`, `exp`, `log`, `abs`, `floor`, `ceil` are): compute it outside the kernel and pass it as a float meta-parameter (`const C: f32`)")),
+            };
+        }
+        let Some(ops) = self.nl_operands(values, &["x"]) else {
             return Value::Poison;
         };
         match ops[0].0 {
@@ -622,7 +676,8 @@ impl Lowerer<'_> {
 
     /// A shape argument: `[128, 512]`.
     pub(in super::super) fn shape_arg(&mut self, e: &Expr) -> Option<TileShape> {
-        let Expr::Array(dims, _) = e else {
+        // `[128, 512]`, or NKI's tuple `(128, 512)`.
+        let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = e else {
             self.error(e.span(), "a shape is an array of dimensions: `[128, 512]`");
             return None;
         };

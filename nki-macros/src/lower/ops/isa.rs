@@ -43,13 +43,24 @@ struct Collected {
 impl Lowerer<'_> {
     /// A source operand: a tile (view) or an immediate number.
     pub(in super::super) fn operand(&mut self, e: &Expr, what: &str) -> Option<Operand> {
-        match self.eval(e) {
+        let v = self.eval(e);
+        self.operand_value(v, e.span(), what)
+    }
+
+    /// An evaluated operand (its tokens at `span`): a tile or an immediate.
+    pub(in super::super) fn operand_value(
+        &mut self,
+        v: Value,
+        span: Span,
+        what: &str,
+    ) -> Option<Operand> {
+        match v {
             Value::Tile(v) => Some(Operand::Tile(v)),
             Value::Float(f) => Some(Operand::Imm(Scalar::float(super::super::fp32(f)))),
             Value::Int(n) => match i32::try_from(n) {
                 Ok(n) => Some(Operand::Imm(Scalar::Int(n))),
                 Err(_) => {
-                    self.error(e.span(), "an immediate is a 32-bit integer or a float");
+                    self.error(span, "an immediate is a 32-bit integer or a float");
                     None
                 }
             },
@@ -57,7 +68,7 @@ impl Lowerer<'_> {
             Value::Poison => None,
             other => {
                 self.error(
-                    e.span(),
+                    span,
                     format!("{what} is a tile or a number, not {}", other.describe()),
                 );
                 None
@@ -135,7 +146,7 @@ impl Lowerer<'_> {
         data: &TileShape,
     ) -> Option<u8> {
         let items: Vec<&Expr> = match e {
-            Expr::Array(v, _) => v.iter().collect(),
+            Expr::Array(v, _) | Expr::Tuple(v, _) => v.iter().collect(),
             e => vec![e],
         };
         let mut axes = Vec::new();
@@ -322,7 +333,7 @@ impl Lowerer<'_> {
                 P::KeepDims => self.bool_arg(e, p.name).map(|b| c.keepdims = b).is_some(),
                 P::Axis => {
                     let items: Vec<&Expr> = match e {
-                        Expr::Array(v, _) => v.iter().collect(),
+                        Expr::Array(v, _) | Expr::Tuple(v, _) => v.iter().collect(),
                         e => vec![e],
                     };
                     let mut axes = Vec::new();

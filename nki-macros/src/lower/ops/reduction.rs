@@ -11,7 +11,7 @@ use super::super::call::{Dest, OpOptions};
 use super::super::value::Value;
 use super::super::{InstrSpans, Lowerer};
 use super::isa::Operand;
-use crate::parse::model::Arg;
+use crate::parse::model::{Arg, BinOp};
 
 impl Lowerer<'_> {
     /// `tensor_reduce(op, x, axes)` into `dest`.
@@ -53,6 +53,46 @@ impl Lowerer<'_> {
             .product()
     }
 
+    /// Python's `max` (`is_max`) or `min` of compile-time numbers, `first` the value of the
+    /// first argument: the first greatest (least) argument, as Python returns it (an integer
+    /// stays an integer).
+    fn python_min_max(&mut self, is_max: bool, first: Value, args: &[Arg]) -> Value {
+        let name = if is_max { "max" } else { "min" };
+        let mut best = first;
+        for (k, a) in args.iter().enumerate() {
+            let v = if k == 0 {
+                best.clone()
+            } else {
+                self.eval(&a.value)
+            };
+            let sp = a.value.span();
+            match &v {
+                Value::Int(_) | Value::Float(_) => {}
+                Value::Poison => return Value::Poison,
+                Value::Sym { .. } => {
+                    return self.error(
+                        sp,
+                        format!("`{name}` of a symbolic dimension is known only at launch: make the dimension a meta-parameter (`const D: usize`) or bound the loop with a mask"),
+                    );
+                }
+                other => {
+                    return self.error(
+                        sp,
+                        format!("Python's `{name}(a, b, ...)` compares compile-time numbers, not {}; the elementwise {} of tiles is `{}(x, y)`, a reduction `{name}(x, axis)`", other.describe(), if is_max { "maximum" } else { "minimum" }, if is_max { "maximum" } else { "minimum" }),
+                    );
+                }
+            }
+            if k == 0 {
+                continue;
+            }
+            let cmp = if is_max { BinOp::Gt } else { BinOp::Lt };
+            if let Value::Bool(true) = self.arith(cmp, v.clone(), best.clone(), sp) {
+                best = v;
+            }
+        }
+        best
+    }
+
     /// `nl.sum(x, axis, dtype, mask, keepdims)` and the other reductions.
     pub(in super::super) fn nl_reduce(
         &mut self,
@@ -62,6 +102,17 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
+        // Python's `min(a, b, ...)` / `max(a, b, ...)` on numbers at trace time: two or more
+        // positional arguments, the first a number.
+        let python = matches!(name, "min" | "max")
+            && args.len() >= 2
+            && args.iter().all(|a| a.name.is_none());
+        let first = python.then(|| self.eval(&args[0].value));
+        if let Some(v @ (Value::Int(_) | Value::Float(_) | Value::Sym { .. })) = &first {
+            let v = v.clone();
+            let r = self.python_min_max(name == "max", v, args);
+            return self.assign(r, span, dest);
+        }
         let Some(a) = self.args(
             name,
             args,
@@ -72,7 +123,7 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         let x_e = a[0].expect("required");
-        let x = match self.eval(x_e) {
+        let x = match first.unwrap_or_else(|| self.eval(x_e)) {
             Value::Tile(v) => v,
             Value::Poison => return Value::Poison,
             other => {
