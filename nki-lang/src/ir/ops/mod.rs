@@ -169,6 +169,11 @@ pub struct OpInfo {
     pub maskable: bool,
     /// Which source elements each element it writes depends on.
     pub deps: Deps,
+    /// Whether it can combine its result into its destination ([`crate::Write::Accumulate`],
+    /// [`crate::Write::Group`]): a matmul accumulates in PSUM, and the engines' ALU-based
+    /// instructions combine with what the destination holds; a memset, an iota, a transpose,
+    /// the batch-norm statistics and the DMA transfers only overwrite it.
+    pub accumulates: bool,
     /// What the instruction computes.
     pub doc: &'static str,
 }
@@ -194,7 +199,7 @@ impl OperandSpec {
 }
 
 macro_rules! opcodes {
-    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, deps: $deps:ident, } )*) => {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, deps: $deps:ident, accumulates: $accumulates:literal, } )*) => {
         /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -212,6 +217,7 @@ macro_rules! opcodes {
                 infer: $infer,
                 maskable: $maskable,
                 deps: Deps::$deps,
+                accumulates: $accumulates,
                 doc: concat!($($doc),*),
             },
         )*];
@@ -233,6 +239,7 @@ opcodes! {
         infer: infer::none,
         maskable: false,
         deps: Control,
+        accumulates: false,
     }
     /// End of a loop: advance the induction variable and jump back, or leave.
     LoopEnd {
@@ -243,6 +250,7 @@ opcodes! {
         infer: infer::none,
         maskable: false,
         deps: Control,
+        accumulates: false,
     }
     /// `load`: an HBM access into an SBUF tile, cast to the tile's dtype.
     Load {
@@ -253,6 +261,7 @@ opcodes! {
         infer: infer::load,
         maskable: true,
         deps: Move,
+        accumulates: false,
     }
     /// `store`: an SBUF tile into an HBM output access, cast to the tensor's dtype.
     Store {
@@ -263,6 +272,7 @@ opcodes! {
         infer: infer::store,
         maskable: true,
         deps: Move,
+        accumulates: false,
     }
     /// `nc_matmul`: `dst = stationaryᵀ · moving` in fp32 in PSUM.
     Matmul {
@@ -277,6 +287,7 @@ opcodes! {
         infer: infer::matmul,
         maskable: false,
         deps: Contraction,
+        accumulates: true,
     }
     /// `nc_transpose`: `dst[f, p] = src[p, f]`, the free dimensions flattened. TensorE: a
     /// `[P ≤ 128, F ≤ 128]` SBUF tile into fp32 PSUM; VectorE: `[P ≤ 32, F ≤ 32]`, any dtype,
@@ -292,6 +303,7 @@ opcodes! {
         infer: infer::nc_transpose,
         maskable: true,
         deps: Transpose,
+        accumulates: false,
     }
     /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype. Vector and
     /// GpSimd keep the bits when the dtypes are equal; the Scalar engine always goes through
@@ -304,6 +316,7 @@ opcodes! {
         infer: infer::same_as_src,
         maskable: true,
         deps: Move,
+        accumulates: true,
     }
     /// `memset`: every element of `dst` becomes the value, converted to its dtype.
     Memset {
@@ -314,6 +327,7 @@ opcodes! {
         infer: infer::given_dst,
         maskable: true,
         deps: Elementwise,
+        accumulates: false,
     }
     /// `tensor_tensor`: `dst = data1 op data2`, elementwise, in fp32 (bit operations on
     /// 32-bit integers).
@@ -329,6 +343,7 @@ opcodes! {
         infer: infer::tensor_tensor,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `tensor_scalar`: `dst = (data op0 operand0) op1 operand1`, each operand an immediate or
     /// a `[P, 1]` vector applied along the free dimensions.
@@ -345,6 +360,7 @@ opcodes! {
         infer: infer::tensor_scalar,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `scalar_tensor_tensor`: `dst = (data op0 operand0) op1 operand1`, `operand0` an
     /// immediate or `[P, 1]` vector, `operand1` a tile.
@@ -361,6 +377,7 @@ opcodes! {
         infer: infer::tensor_scalar,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `tensor_scalar_reduce`: `dst = data op0 operand0`, and `reduce_res` the reduction of
     /// each partition's results.
@@ -378,6 +395,7 @@ opcodes! {
         infer: infer::tensor_scalar,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `activation`: `dst = op(data · scale + bias)` on the Scalar engine, with an optional
     /// reduction of each partition's results into `reduce_res`.
@@ -395,6 +413,7 @@ opcodes! {
         infer: infer::activation,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `tensor_reduce`: a reduction along free axes of each partition.
     TensorReduce {
@@ -405,6 +424,7 @@ opcodes! {
         infer: infer::tensor_reduce,
         maskable: true,
         deps: Reduce,
+        accumulates: true,
     }
     /// `tensor_tensor_scan`: `r[i] = (data0[i] op0 r[i−1]) op1 data1[i]` along each
     /// partition's free elements, `r[−1] = initial`.
@@ -421,6 +441,7 @@ opcodes! {
         infer: infer::tensor_tensor_scan,
         maskable: true,
         deps: Prefix,
+        accumulates: true,
     }
     /// `iota`: the values of an affine expression of the grid (int32 arithmetic), converted to
     /// the destination's dtype.
@@ -432,6 +453,7 @@ opcodes! {
         infer: infer::iota,
         maskable: true,
         deps: Elementwise,
+        accumulates: false,
     }
     /// `affine_select`: `dst = pred ? on_true_tile : on_false_value`, where `pred` is an affine
     /// comparison of the grid's coordinates and the index variables.
@@ -448,6 +470,7 @@ opcodes! {
         infer: infer::select,
         maskable: true,
         deps: AffineSelect,
+        accumulates: true,
     }
     /// `select`: `dst = predicate ? on_true : on_false` elementwise (`nl.where`); the
     /// predicate is a tile (nonzero = true), the values tiles or immediates.
@@ -464,6 +487,7 @@ opcodes! {
         infer: infer::select,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `reciprocal`: `dst = 1 / data` on the Vector engine (IEEE division: more accurate than
     /// the Scalar engine's approximation on hardware).
@@ -475,6 +499,7 @@ opcodes! {
         infer: infer::same_as_src,
         maskable: true,
         deps: Elementwise,
+        accumulates: true,
     }
     /// `bn_stats`: per partition, the count, mean and variance·count of the even and of the odd
     /// elements of a `[P, F ≤ 512]` tile: `[P, 6]` fp32.
@@ -486,6 +511,7 @@ opcodes! {
         infer: infer::bn_stats,
         maskable: false,
         deps: Row,
+        accumulates: false,
     }
     /// `bn_aggr`: the mean and variance of each partition from concatenated `bn_stats` results:
     /// `[P, 2]` fp32.
@@ -497,6 +523,7 @@ opcodes! {
         infer: infer::bn_aggr,
         maskable: true,
         deps: Row,
+        accumulates: false,
     }
     /// `load_transpose2d`: a 2-D HBM access `[A, B]` into an SBUF tile `[B, A]`, cast to the
     /// tile's dtype.
@@ -511,6 +538,7 @@ opcodes! {
         infer: infer::load_transpose2d,
         maskable: true,
         deps: Transpose,
+        accumulates: false,
     }
 }
 
@@ -527,35 +555,9 @@ impl Opcode {
     }
 
     /// Whether the instruction can combine its result into its destination
-    /// ([`crate::Write::Accumulate`], [`crate::Write::Group`]): a matmul accumulates in PSUM,
-    /// and the engines' ALU-based instructions combine with what the destination holds; a
-    /// memset, an iota, a transpose, the batch-norm statistics and the DMA transfers only
-    /// overwrite it.
-    pub const fn accumulates(self) -> bool {
-        match self {
-            Opcode::Matmul
-            | Opcode::TensorCopy
-            | Opcode::TensorTensor
-            | Opcode::TensorScalar
-            | Opcode::ScalarTensorTensor
-            | Opcode::TensorScalarReduce
-            | Opcode::Activation
-            | Opcode::TensorReduce
-            | Opcode::TensorTensorScan
-            | Opcode::AffineSelect
-            | Opcode::Select
-            | Opcode::Reciprocal => true,
-            Opcode::LoopBegin
-            | Opcode::LoopEnd
-            | Opcode::Load
-            | Opcode::Store
-            | Opcode::Transpose
-            | Opcode::Memset
-            | Opcode::Iota
-            | Opcode::BnStats
-            | Opcode::BnAggr
-            | Opcode::LoadTranspose2d => false,
-        }
+    /// ([`OpInfo::accumulates`]).
+    pub fn accumulates(self) -> bool {
+        self.info().accumulates
     }
 }
 
