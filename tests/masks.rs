@@ -680,3 +680,62 @@ fn compound_bit_assignments_on_i32_tiles() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A reduction masked along a kept free axis from a lower bound (`jb >= 32`): each kept
+/// position is written where the unmasked reduction writes it, and the others keep what they
+/// held (the result was once written from position 0).
+#[kernel]
+fn reduce_masked_on_a_kept_axis(
+    x: Hbm<f32, 128, 4, 64>,
+) -> (Hbm<f32, 128, 64>, Hbm<f32, 128, 1, 64>) {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let kept = ndarray([128, 1, 64], f32, SharedHbm);
+    let t = load(x[..]);
+    let m = ndarray([128, 64], f32, Sbuf);
+    m[..] = -1.0;
+    let k = ndarray([128, 1, 64], f32, Sbuf);
+    k[..] = -1.0;
+    let (ip, ja, jb) = mgrid![0..128, 0..4, 0..64];
+    m[..] = max(t[[ip, ja, jb]], axis = 1, mask = (jb >= 32) & (ip >= 8));
+    k[..] = max(
+        t[[ip, ja, jb]],
+        axis = 1,
+        keepdims = true,
+        mask = (jb >= 20) & (jb < 50),
+    );
+    store(out[..], m);
+    store(kept[..], k);
+    (out, kept)
+}
+
+#[test]
+fn a_reduction_masked_on_a_kept_axis_writes_the_kept_positions() {
+    let x = ndarray::Array3::from_shape_fn((128, 4, 64), |(p, a, b)| {
+        ((p * 7 + a * 13 + b * 5) % 23) as f32 - 11.0
+    });
+    let max_over_a = |p: usize, b: usize| (0..4).map(|a| x[[p, a, b]]).fold(f32::MIN, f32::max);
+    for strict in [false, true] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let (got, kept) = reduce_masked_on_a_kept_axis::host(&mut core, x.view()).unwrap();
+        for p in 0..128 {
+            for b in 0..64 {
+                let want = if b >= 32 && p >= 8 {
+                    max_over_a(p, b)
+                } else {
+                    -1.0
+                };
+                assert_eq!(got[[p, b]], want, "strict {strict}, [{p}, {b}]");
+                let want = if (20..50).contains(&b) {
+                    max_over_a(p, b)
+                } else {
+                    -1.0
+                };
+                assert_eq!(
+                    kept[[p, 0, b]],
+                    want,
+                    "keepdims, strict {strict}, [{p}, 0, {b}]"
+                );
+            }
+        }
+    }
+}

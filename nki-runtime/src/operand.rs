@@ -339,9 +339,33 @@ pub(crate) fn resolve(
         return None;
     }
     let specs = ins.opcode.info().operands;
+    // The grid axes a reduction folds (bit `j`: free axis `j`, grid axis `j + 1`).
+    let reduced = match ins.data {
+        InstrData::Reduce { axes, .. } => Some(axes),
+        InstrData::LoopBegin { .. }
+        | InstrData::LoopEnd { .. }
+        | InstrData::Dma { .. }
+        | InstrData::Unary { .. }
+        | InstrData::Fill { .. }
+        | InstrData::Iota { .. }
+        | InstrData::Alu { .. }
+        | InstrData::Act { .. }
+        | InstrData::Scan { .. }
+        | InstrData::Select { .. }
+        | InstrData::Matmul { .. } => None,
+    };
     for r in out.ops.iter_mut().flatten() {
         let axes = specs.get(r.slot as usize).map_or(Axes::Grid, |s| s.axes);
         match (r.loc, axes) {
+            // A reduction's result: its axes of size above 1 are the grid's kept axes of size
+            // above 1, in order (`Resolved::strides_on`); the mask clips them as it clips the
+            // grid, so each kept position is written where an unmasked reduction writes it.
+            (Loc::Sbuf | Loc::Psum, Axes::Grid)
+                if r.slot == 0
+                    && let Some(axes) = reduced =>
+            {
+                clip_kept(r, &grid, axes, &bx)
+            }
             (Loc::Imm(_), _) | (_, Axes::Own) => {}
             (_, Axes::Swapped) => {
                 let mut swapped = bx;
@@ -355,6 +379,36 @@ pub(crate) fn resolve(
         }
     }
     Some(out)
+}
+
+/// Restricts a reduction's result to the mask's box: the partition axis, and each of its free
+/// axes of size above 1 by the box of the grid axis it runs along (the grid's kept free axes of
+/// size above 1, matched in order, as `Resolved::strides_on` matches them; the reduced axes,
+/// bit `j` of `axes` for grid axis `j + 1`, have size 1 in the result or are squeezed away).
+fn clip_kept(
+    r: &mut Resolved,
+    grid: &[usize; MAX_TILE_RANK],
+    axes: u8,
+    bx: &[(i64, i64); MAX_TILE_RANK],
+) {
+    let mut kept = [(0i64, 1i64); MAX_TILE_RANK];
+    kept[0] = bx[0];
+    let folded =
+        |g: usize| u32::try_from(g - 1).is_ok_and(|j| axes.checked_shr(j).unwrap_or(0) & 1 == 1);
+    let mut along = (1..MAX_TILE_RANK).filter(|&g| grid[g] != 1 && !folded(g));
+    for d in (1..MAX_TILE_RANK).filter(|&d| r.dims[d] != 1) {
+        match along.next() {
+            Some(g) if grid[g] == r.dims[d] => kept[d] = bx[g],
+            // Not a result laid along the grid: only its partitions are the grid's.
+            Some(_) | None => return clip(r, 1, bx),
+        }
+    }
+    for (d, k) in kept.iter_mut().enumerate().skip(1) {
+        if r.dims[d] == 1 {
+            *k = (0, 1);
+        }
+    }
+    clip(r, MAX_TILE_RANK, &kept)
 }
 
 /// Restricts an operand's first `axes` dimensions to the mask's box.
