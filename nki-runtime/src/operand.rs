@@ -393,8 +393,9 @@ fn clip_kept(
 ) {
     let mut kept = [(0i64, 1i64); MAX_TILE_RANK];
     kept[0] = bx[0];
-    let folded =
-        |g: usize| u32::try_from(g - 1).is_ok_and(|j| axes.checked_shr(j).unwrap_or(0) & 1 == 1);
+    let folded = |g: usize| {
+        u32::try_from(g.saturating_sub(1)).is_ok_and(|j| axes.checked_shr(j).unwrap_or(0) & 1 == 1)
+    };
     let mut along = (1..MAX_TILE_RANK).filter(|&g| grid[g] != 1 && !folded(g));
     for d in (1..MAX_TILE_RANK).filter(|&d| r.dims[d] != 1) {
         match along.next() {
