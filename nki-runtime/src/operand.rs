@@ -190,10 +190,17 @@ fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
     g
 }
 
-/// The slot whose dimensions are the instruction's grid: the one a mask's axes refer to.
+/// The slot whose dimensions are the instruction's grid: the one a mask's axes refer to (a
+/// reduction's source, else slot 0).
 fn grid_slot(data: &InstrData) -> usize {
-    match data {
-        InstrData::Reduce { .. } => 1,
+    if reduced_axes(data).is_some() { 1 } else { 0 }
+}
+
+/// The grid axes a reduction folds (bit `j`: free axis `j`, grid axis `j + 1`); `None` for the
+/// other formats.
+fn reduced_axes(data: &InstrData) -> Option<u8> {
+    match *data {
+        InstrData::Reduce { axes, .. } => Some(axes),
         InstrData::LoopBegin { .. }
         | InstrData::LoopEnd { .. }
         | InstrData::Dma { .. }
@@ -204,7 +211,7 @@ fn grid_slot(data: &InstrData) -> usize {
         | InstrData::Act { .. }
         | InstrData::Scan { .. }
         | InstrData::Select { .. }
-        | InstrData::Matmul { .. } => 0,
+        | InstrData::Matmul { .. } => None,
     }
 }
 
@@ -339,21 +346,7 @@ pub(crate) fn resolve(
         return None;
     }
     let specs = ins.opcode.info().operands;
-    // The grid axes a reduction folds (bit `j`: free axis `j`, grid axis `j + 1`).
-    let reduced = match ins.data {
-        InstrData::Reduce { axes, .. } => Some(axes),
-        InstrData::LoopBegin { .. }
-        | InstrData::LoopEnd { .. }
-        | InstrData::Dma { .. }
-        | InstrData::Unary { .. }
-        | InstrData::Fill { .. }
-        | InstrData::Iota { .. }
-        | InstrData::Alu { .. }
-        | InstrData::Act { .. }
-        | InstrData::Scan { .. }
-        | InstrData::Select { .. }
-        | InstrData::Matmul { .. } => None,
-    };
+    let reduced = reduced_axes(&ins.data);
     for r in out.ops.iter_mut().flatten() {
         let axes = specs.get(r.slot as usize).map_or(Axes::Grid, |s| s.axes);
         match (r.loc, axes) {
