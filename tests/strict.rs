@@ -551,6 +551,30 @@ fn an_output_left_partly_unwritten_is_an_error() {
         }),
         "{err}"
     );
+    assert!(
+        err.to_string().contains("with_unwritten_outputs(true)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_output_left_partly_unwritten_by_design_is_allowed_when_asked() {
+    let x = DeviceTensor::from_array(&nki::ndarray::Array2::from_shape_fn(
+        (256, 512),
+        |(p, f)| (p * 512 + f) as f32,
+    ))
+    .unwrap();
+    let mut out =
+        DeviceTensor::<f32>::from_array(&nki::ndarray::Array2::from_elem((256, 512), -7.0))
+            .unwrap();
+    let mut core = NeuronCore::default()
+        .with_strict(true)
+        .with_unwritten_outputs(true);
+    writes_half_the_output::launch_into(&mut core, &x, &mut out).unwrap();
+    let (got, x) = (out.as_slice(), x.as_slice());
+    // The kernel writes rows 0..128 (as the error above says), the rest keeps what it held.
+    assert_eq!(&got[..128 * 512], &x[..128 * 512]);
+    assert!(got[128 * 512..].iter().all(|&v| v == -7.0));
 }
 
 #[test]

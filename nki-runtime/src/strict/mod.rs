@@ -66,7 +66,7 @@ pub enum StrictError {
     /// Output `output` has `count` elements no instruction wrote, the first at row-major
     /// index `first`.
     #[error(
-        "kernel `{kernel}` left {count} element{} of output `{output}` unwritten (the first at row-major index {first})",
+        "kernel `{kernel}` left {count} element{} of output `{output}` unwritten (the first at row-major index {first}); if it writes part of this output by design, allow that with `NeuronCore::with_unwritten_outputs(true)`",
         if *count == 1 { "" } else { "s" }
     )]
     Unwritten {
