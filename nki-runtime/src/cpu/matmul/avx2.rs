@@ -30,8 +30,8 @@ use core::ops::Range;
 use nki_lang::DType;
 
 use super::{
-    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, daz, exact_block, exp_key,
-    products_on_grid,
+    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, block_stride, exact_block,
+    packed_key, products_on_grid,
 };
 use crate::cpu::convert::f16_to_f32;
 use crate::cpu::convert::x86::f32_to_bf16_x8;
@@ -61,12 +61,6 @@ const F16: u8 = 2;
 const F16_SOFT: u8 = 3;
 /// f32 element type code.
 const F32: u8 = 4;
-
-/// Words from one packed block of `bw` columns to the next, for `rows` packed rows: the
-/// block's `rows · bw` words and one cache line more (see the module docs).
-const fn block_stride(rows: usize, bw: usize) -> usize {
-    rows * bw + 16
-}
 
 /// The words the packing of columns `[0, col)` of a moving operand of `k` rows takes: where
 /// column `col` (a multiple of [`NC`], or the last column) starts.
@@ -342,7 +336,7 @@ unsafe fn cvtph(h: __m128i) -> __m256 {
 /// element `(k, i)` goes to `dst[i / BW · block_stride(K, BW) + k · BW + i % BW]`, row after
 /// row (each source row read once, front to back); returns the minimum exponent key (see
 /// `super::matmul::exp_key`). Columns past `width` up to the next multiple of 8 are zero. DAZ
-/// is a second pass ([`flush_packed`]), only taken when a subnormal is present: the common
+/// is a second pass (`super::flush_packed`), only taken when a subnormal is present: the common
 /// case pays one `min` per vector for the check.
 ///
 /// # Safety
@@ -396,34 +390,9 @@ unsafe fn pack<const D: u8, const BW: usize>(
     }
     // SAFETY: `__m256i` and `[u32; 8]` have the same size; every bit pattern is valid.
     let keys: [u32; 8] = unsafe { transmute::<__m256i, [u32; 8]>(keys) };
-    match keys.into_iter().min().unwrap_or(u32::MAX) {
-        u32::MAX => u32::MAX, // all zero
-        // SAFETY: the same region as written above.
-        m if m < 0x007f_ffff => unsafe { flush_packed::<BW>(dst, op.rows, width) },
-        m => ((m + 1) >> 23) - 1, // `exp_key` of the smallest nonzero magnitude
-    }
-}
-
-/// DAZ over a packed region (the rare case of subnormal operands; only f32 and bf16 can have
-/// them): flushes every subnormal word written by [`pack`] and returns the minimum `exp_key`
-/// of the result.
-///
-/// # Safety
-/// `dst` holds the region [`pack`] wrote for `rows` and `width`.
-#[cold]
-#[inline(never)]
-unsafe fn flush_packed<const BW: usize>(dst: *mut u32, rows: usize, width: usize) -> u32 {
-    let mut key = u32::MAX;
-    for c in 0..width.div_ceil(8) * 8 {
-        for k in 0..rows {
-            // SAFETY: `pack` stored this word (all 8 columns of every chunk).
-            let w = unsafe { &mut *dst.add(c / BW * block_stride(rows, BW) + k * BW + c % BW) };
-            let x = daz(f32::from_bits(*w));
-            *w = x.to_bits();
-            key = key.min(exp_key(x));
-        }
-    }
-    key
+    let min = keys.into_iter().min().unwrap_or(u32::MAX);
+    // SAFETY: the region written above, in chunks of 8 columns.
+    unsafe { packed_key::<BW>(min, dst, op.rows, width, 8) }
 }
 
 /// One `MR × N·8` block over all `k` with `vfmadd231ps`, following the definition: without

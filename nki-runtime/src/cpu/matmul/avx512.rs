@@ -17,8 +17,8 @@ use core::ops::Range;
 use nki_lang::DType;
 
 use super::{
-    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, daz, exact_block,
-    exp_key, products_on_grid,
+    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, block_stride,
+    exact_block, packed_key, products_on_grid,
 };
 use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 
@@ -113,15 +113,6 @@ pub(super) unsafe fn pack_moving_bf16(b: &mut [u32], mv: &Operand, cols: Range<u
     assert!(cols.len().div_ceil(NC) * panel_words(pairs) <= b.len());
     // SAFETY: validated operand; the packed size fits the buffer (asserted above).
     unsafe { pack_panels(mv, cols.start, cols.len(), b.as_mut_ptr()) };
-}
-
-/// Words from one packed block of `bw` columns (a moving panel or a stationary row block) to
-/// the next, for `rows` packed rows (K-pairs or `k`): the block's `rows · bw` words and one
-/// cache line more. A packer writes the same row of every block in turn; unpadded, those rows
-/// would be a multiple of 4 KiB apart (a bf16 panel of 64 pairs is 12 KiB) and all fall in one
-/// L1 set.
-const fn block_stride(rows: usize, bw: usize) -> usize {
-    rows * bw + 16
 }
 
 /// [`block_stride`] of the bf16 moving panels.
@@ -637,7 +628,7 @@ unsafe fn pack_f32_any<const BW: usize>(
 /// multiple of 16): element `(k, i)` goes to `dst[i / BW * block_stride(K, BW) + k * BW + i %
 /// BW]`, row after row as [`pack_panels`] does; returns the
 /// minimum exponent key (see `super::matmul::exp_key`). Columns past `width` up to the next
-/// multiple of 16 are zero. DAZ is a second pass ([`flush_packed`]), only taken when a
+/// multiple of 16 are zero. DAZ is a second pass (`super::flush_packed`), only taken when a
 /// subnormal is present: the common case pays one `min` per vector for the check.
 ///
 /// # Safety
@@ -682,34 +673,8 @@ unsafe fn pack_f32<const D: u8, const BW: usize>(
             unsafe { store_blocked::<BW>(dst, op.rows, k, i, x) };
         }
     }
-    match _mm512_reduce_min_epu32(keys) {
-        u32::MAX => u32::MAX, // all zero
-        // SAFETY: the same region as written above.
-        m if m < 0x007f_ffff => unsafe { flush_packed::<BW>(dst, op.rows, width) },
-        m => ((m + 1) >> 23) - 1, // `exp_key` of the smallest nonzero magnitude
-    }
-}
-
-/// DAZ over a packed region (the rare case of subnormal operands; only f32 and bf16 can have
-/// them): flushes every subnormal word written by [`pack_f32`] and returns the minimum
-/// `exp_key` of the result.
-///
-/// # Safety
-/// `dst` holds the region [`pack_f32`] wrote for `rows` and `width`.
-#[cold]
-#[inline(never)]
-unsafe fn flush_packed<const BW: usize>(dst: *mut u32, rows: usize, width: usize) -> u32 {
-    let mut key = u32::MAX;
-    for c in 0..width.div_ceil(16) * 16 {
-        for k in 0..rows {
-            // SAFETY: `pack_f32` stored this word (all 16 columns of every chunk).
-            let w = unsafe { &mut *dst.add(c / BW * block_stride(rows, BW) + k * BW + c % BW) };
-            let x = daz(f32::from_bits(*w));
-            *w = x.to_bits();
-            key = key.min(exp_key(x));
-        }
-    }
-    key
+    // SAFETY: the region written above, in chunks of 16 columns.
+    unsafe { packed_key::<BW>(_mm512_reduce_min_epu32(keys), dst, op.rows, width, 16) }
 }
 
 /// One `MR × N·16` block over all `k` with `vfmadd231ps`, following the definition: without

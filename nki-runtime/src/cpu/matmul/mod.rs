@@ -903,6 +903,68 @@ fn validate_operand(op: &Operand) {
     }
 }
 
+// ---- Packed layouts of the vector paths ----
+
+/// Words from one packed block of `bw` columns (a moving panel or a stationary row block) to
+/// the next, for `rows` packed rows (K-pairs or `k`): the block's `rows · bw` words and one
+/// cache line more. A packer writes the same row of every block in turn; unpadded, those rows
+/// would be a multiple of 4 KiB apart (a bf16 panel of 64 pairs is 12 KiB) and all fall in one
+/// L1 set.
+#[cfg(target_arch = "x86_64")]
+const fn block_stride(rows: usize, bw: usize) -> usize {
+    rows * bw + 16
+}
+
+/// The smallest [`exp_key`] of a packed f32 region, from `min`, the minimum over its words of
+/// `|bits| − 1` (`u32::MAX`: all zero): read off `min`, unless a subnormal is present; then the
+/// region is flushed first (DAZ, the rare case: only f32 and bf16 operands have subnormals).
+///
+/// # Safety
+/// `dst` holds the region a packer wrote for `rows` rows and `width` columns: every column up
+/// to `width` rounded up to `chunk`, in blocks of `BW` columns [`block_stride`] apart.
+#[cfg(target_arch = "x86_64")]
+unsafe fn packed_key<const BW: usize>(
+    min: u32,
+    dst: *mut u32,
+    rows: usize,
+    width: usize,
+    chunk: usize,
+) -> u32 {
+    match min {
+        u32::MAX => u32::MAX, // all zero
+        // SAFETY: forwarded caller contract.
+        m if m < 0x007f_ffff => unsafe { flush_packed::<BW>(dst, rows, width, chunk) },
+        m => ((m + 1) >> 23) - 1, // `exp_key` of the smallest nonzero magnitude
+    }
+}
+
+/// DAZ over a packed region ([`packed_key`]'s): flushes every subnormal word and returns the
+/// minimum [`exp_key`] of the result.
+///
+/// # Safety
+/// As for [`packed_key`].
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+unsafe fn flush_packed<const BW: usize>(
+    dst: *mut u32,
+    rows: usize,
+    width: usize,
+    chunk: usize,
+) -> u32 {
+    let mut key = u32::MAX;
+    for c in 0..width.div_ceil(chunk) * chunk {
+        for k in 0..rows {
+            // SAFETY: the packer stored this word (all `chunk` columns of every chunk).
+            let w = unsafe { &mut *dst.add(c / BW * block_stride(rows, BW) + k * BW + c % BW) };
+            let x = daz(f32::from_bits(*w));
+            *w = x.to_bits();
+            key = key.min(exp_key(x));
+        }
+    }
+    key
+}
+
 // ---- Scalar pieces of the definition, shared by every path ----
 
 /// Flushes an f32 subnormal to a zero of the same sign.
