@@ -259,13 +259,15 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// For each instruction (by pc), the depth of the loop it is hoisted out of, if any: a compute
-/// instruction (not a DMA) inside a loop of more than one iteration whose operands are the same
-/// in every iteration of its innermost loop — no view offset or mask uses that loop's index,
-/// no operand is a grid expression, it overwrites its destination, and no other instruction
-/// in the loop's body writes a tile it reads or its destination — runs once per entry into the
-/// loop, as a compiler's loop-invariant code motion leaves it (the loop's other iterations
-/// read its one result). A hoisted instruction's destination does not rotate.
+/// For each instruction (by pc), the depth of the outermost loop it is hoisted out of, if any:
+/// a compute instruction (not a DMA) whose operands are the same in every iteration of its
+/// innermost loop — no view offset or mask uses that loop's index, no operand is a grid
+/// expression, it overwrites its destination, and no other instruction in the loop's body
+/// writes a tile it reads or its destination — moves out of that loop, and out of each
+/// enclosing loop where the same holds, as a compiler's loop-invariant code motion moves it.
+/// It runs once per entry into the outermost loop it leaves (one of the loops it leaves must
+/// repeat); the other iterations read its one result. A hoisted instruction's destination
+/// does not rotate.
 pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> {
     let instrs = program.instrs();
     let views = program.views();
@@ -313,49 +315,50 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
             }
             None => {}
         }
-        let Some((depth, true, writers)) = stack.last() else {
-            continue;
-        };
-        let depth = *depth;
-        if matches!(ins.data, InstrData::Dma { .. }) {
+        if stack.is_empty() || matches!(ins.data, InstrData::Dma { .. }) {
             continue;
         }
         let Some(dst) = ins.data.dst() else { continue };
         if !matches!(dst.write, Write::Overwrite) {
             continue;
         }
-        let mut reads = Vec::new();
-        let mut invariant = ins.mask.and_then(|m| masks.get(m.index())).is_none_or(|m| {
-            m.terms[..usize::from(m.len)]
-                .iter()
-                .all(|t| t.offset.loop_coef(depth) == 0)
-        });
-        for o in ins.operands() {
-            match o.operand {
-                OperandRef::View(v) => match views.get(v.index()) {
-                    Some(view) if view.offset.loop_coef(depth) == 0 => {
-                        if o.dir != Dir::Write {
-                            reads.push(view.tile as usize);
-                        }
-                    }
-                    _ => invariant = false,
-                },
-                OperandRef::Imm(_) => {}
-                OperandRef::Access(_) | OperandRef::Expr(_) => invariant = false,
-            }
-        }
         let Some(own) = tile_of(dst.view) else {
             continue;
         };
-        if !invariant {
-            continue;
+        // Whether the instruction's operands are the same in every iteration of the loop at
+        // `depth`, and no other instruction of that loop's body writes what it reads or its
+        // destination.
+        let invariant_in = |depth: usize, writers: &[u32]| {
+            let mask = ins.mask.and_then(|m| masks.get(m.index())).is_none_or(|m| {
+                m.terms[..usize::from(m.len)]
+                    .iter()
+                    .all(|t| t.offset.loop_coef(depth) == 0)
+            });
+            let count = |t: usize| writers.get(t).copied().unwrap_or(0);
+            mask && count(own) <= 1
+                && ins.operands().all(|o| match o.operand {
+                    OperandRef::View(v) => views.get(v.index()).is_some_and(|view| {
+                        view.offset.loop_coef(depth) == 0
+                            && (o.dir == Dir::Write || count(view.tile as usize) == 0)
+                    }),
+                    OperandRef::Imm(_) => true,
+                    OperandRef::Access(_) | OperandRef::Expr(_) => false,
+                })
+        };
+        // Out of the innermost loop, then out of each enclosing one while it stays invariant
+        // there, as loop-invariant code motion moves it: it runs once per entry into the
+        // outermost of those loops. Only worth it when one of them repeats.
+        let mut hoisted = None;
+        let mut repeats = false;
+        for (depth, many, writers) in stack.iter().rev() {
+            if !invariant_in(*depth, writers) {
+                break;
+            }
+            repeats |= *many;
+            hoisted = Some(*depth);
         }
-        // No instruction of the loop's body writes what it reads, and none but itself writes
-        // its destination.
-        let count = |t: usize| writers.get(t).copied().unwrap_or(0);
-        let clobbered = reads.iter().any(|&t| count(t) > 0) || count(own) > 1;
-        if !clobbered {
-            out[pc] = Some(depth);
+        if repeats {
+            out[pc] = hoisted;
         }
     }
     out

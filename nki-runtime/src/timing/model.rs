@@ -7,8 +7,9 @@
 //! starts when its engine is free and every region it reads is written (RAW) and, for what it
 //! writes, every earlier read and write is done (WAR, WAW); see [`super::regions`]. Then:
 //!
-//! - **Vector / Scalar / GpSimd**: busy for the instruction's interval; its result is visible
-//!   `dependency_latency_cycles` later. On v2, Vector and GpSimd share the SBUF port and Vector
+//! - **Vector / Scalar / GpSimd**: busy for the instruction's interval (on Vector and Scalar
+//!   with its `static_overhead_cycles`); its result is visible at the interval's end (GpSimd:
+//!   `static_overhead_cycles` later). On v2, Vector and GpSimd share the SBUF port and Vector
 //!   and Scalar the PSUM port: an instruction also waits for the port. A Scalar activation
 //!   whose function group differs from the loaded table's is preceded by a table load.
 //! - **TensorE**: a LoadStationary (waits for the stationary operand, the previous
@@ -173,8 +174,8 @@ pub struct Timeline<'p> {
     alias: Vec<Option<u16>>,
     /// By pc: whether the instruction reads such a tile (empty when none does).
     reads_alias: Vec<bool>,
-    /// Instructions hoisted out of the loop at this depth (by pc): run in its first
-    /// iteration only.
+    /// Instructions hoisted out of the loop at this depth and the loops inside it (by pc): run
+    /// in their first iteration only.
     hoisted: Vec<Option<usize>>,
     /// The plane and shift of each operand slot of the instruction being timed.
     place: [(usize, i64); MAX_SLOTS],
@@ -1232,7 +1233,9 @@ impl Observer for Timeline<'_> {
             .get(pc)
             .copied()
             .flatten()
-            .is_some_and(|d| vars.get(MAX_PIDS + d).is_some_and(|&v| v != 0));
+            // Past the first iteration of the loop it leaves or of a loop inside that one
+            // (the index of a loop not entered is 0).
+            .is_some_and(|d| vars.iter().skip(MAX_PIDS + d).any(|&v| v != 0));
         if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
             self.not_run += 1;
             return ControlFlow::Continue(());
