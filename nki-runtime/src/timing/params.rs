@@ -232,9 +232,10 @@ impl Params {
         }
     }
 
-    /// TensorE peak at full rate, in FLOP/s (91.75 TFLOPS on v2, 78.64 on v3).
+    /// TensorE peak at full rate, in FLOP/s (91.75 TFLOPS on v2, 78.64 on v3). A clock of 0
+    /// MHz counts as 1, as in every time the model computes.
     pub fn peak_flops(&self) -> f64 {
-        f64::from(self.pe_flops_per_cycle) * f64::from(self.pe_mhz) * 1e6
+        f64::from(self.pe_flops_per_cycle) * f64::from(self.pe_mhz.max(1)) * 1e6
     }
 
     /// The roofline's ridge point: peak FLOP/s over HBM bytes/s.

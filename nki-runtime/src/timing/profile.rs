@@ -148,8 +148,9 @@ impl Profile {
         }
         let peak = p.peak_flops();
         let secs = t / 1e12;
+        // 0 without time or without a peak (`pe_flops_per_cycle` of 0 in a what-if table).
         let util = |f: u64| {
-            if total == 0 {
+            if total == 0 || peak <= 0.0 {
                 0.0
             } else {
                 f as f64 / (peak * secs)
