@@ -1156,6 +1156,91 @@ fn alu_format_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            "tensor_scalar in place, 1500 elements to the right of 3000: a partition is read, then \
+             written, past the engines' 1024-element chunks",
+            &[Covers::Op(Opcode::TensorScalar)],
+            vec![(
+                DType::F32,
+                values(P, 3000, 92, |r| r.step(-8.0, 8.0, 0.125)),
+            )],
+            &[(DType::F32, [P, 3000])],
+            |k| {
+                let x = k.load(0);
+                let src = k.view(x, &[p, 1500], &[1]);
+                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 1500]).unwrap());
+                v.offset = Affine::constant(1500);
+                let dst = Dst::overwrite(k.b.view(v).unwrap());
+                k.alu(
+                    Opcode::TensorScalar,
+                    None,
+                    dst,
+                    [Src::Tile(src), Src::Imm(Scalar::float(2.0)), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    None,
+                );
+                k.store(0, x);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 3000), |(p, c)| {
+                    if c < 1500 {
+                        x[0][[p, c]]
+                    } else {
+                        2.0 * x[0][[p, c - 1500]]
+                    }
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy in place, 1100 elements to the left of 2600, a column broadcast onto its \
+             own row: every source element is read before any is written",
+            &[
+                Covers::Op(Opcode::TensorCopy),
+                Covers::Op(Opcode::TensorTensor),
+            ],
+            vec![(
+                DType::F32,
+                values(P, 2600, 93, |r| r.step(-8.0, 8.0, 0.125)),
+            )],
+            &[(DType::F32, [P, 2600])],
+            |k| {
+                let x = k.load(0);
+                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 1500]).unwrap());
+                v.offset = Affine::constant(1100);
+                let src = k.b.view(v).unwrap();
+                let dst = Dst::overwrite(k.view(x, &[p, 1500], &[1]));
+                k.unary(Opcode::TensorCopy, None, dst, src);
+                // x[:, c] *= x[:, 0] for every column, the column read from the row itself.
+                let whole = k.view(x, &[p, 2600], &[1]);
+                let first = k.view(x, &[p, 2600], &[0]);
+                let dst = Dst::overwrite(k.view(x, &[p, 2600], &[1]));
+                k.alu(
+                    Opcode::TensorTensor,
+                    None,
+                    dst,
+                    [Src::Tile(whole), Src::Tile(first), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    None,
+                );
+                k.store(0, x);
+            },
+            |x| {
+                let shifted = |p: usize, c: usize| {
+                    if c < 1500 {
+                        x[0][[p, c + 1100]]
+                    } else {
+                        x[0][[p, c]]
+                    }
+                };
+                vec![Array2::from_shape_fn((P, 2600), |(p, c)| {
+                    shifted(p, c) * shifted(p, 0)
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
             "tensor_scalar: (column - data) * 0.5, the first operands swapped",
             &[Covers::Op(Opcode::TensorScalar)],
             vec![(DType::F32, eighths(20)), (DType::F32, column(21))],
