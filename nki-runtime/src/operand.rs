@@ -135,7 +135,6 @@ impl Operands {
     }
 
     /// These operands with `r` in its slot (replacing what was there).
-    #[cfg(test)]
     pub(crate) fn with(mut self, r: Resolved) -> Operands {
         self.ops[usize::from(r.slot)] = Some(r);
         self

@@ -1241,6 +1241,79 @@ fn alu_format_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            "a run of partition-local instructions over [128, 4096] (plain cores run it a few \
+             partitions at a time): y = (2x + 1)·x, then y − max(y) + x per row",
+            &[
+                Covers::Op(Opcode::TensorScalar),
+                Covers::Op(Opcode::TensorTensor),
+                Covers::Op(Opcode::TensorReduce),
+            ],
+            vec![(
+                DType::F32,
+                values(P, 4096, 94, |r| r.step(-8.0, 8.0, 0.125)),
+            )],
+            &[(DType::F32, [P, 4096]), (DType::F32, [P, 1])],
+            |k| {
+                let x = k.load(0);
+                let a = k.sbuf(DType::F32, &[p, 4096]);
+                let (d, s) = (k.dst(a), k.v(x));
+                let (two, one) = (Scalar::float(2.0), Scalar::float(1.0));
+                k.alu(
+                    Opcode::TensorScalar,
+                    None,
+                    d,
+                    [Src::Tile(s), Src::Imm(two), Src::Imm(one)],
+                    [Alu::Multiply, Alu::Add],
+                    0,
+                    None,
+                );
+                let y = k.sbuf(DType::F32, &[p, 4096]);
+                let (d, s0, s1) = (k.dst(y), k.v(a), k.v(x));
+                k.alu(
+                    Opcode::TensorTensor,
+                    None,
+                    d,
+                    [Src::Tile(s0), Src::Tile(s1), Src::None],
+                    [Alu::Multiply, Alu::Bypass],
+                    0,
+                    None,
+                );
+                let m = k.sbuf(DType::F32, &[p, 1]);
+                let (dst, src) = (k.dst(m), k.v(y));
+                let data = InstrData::Reduce {
+                    dst,
+                    src,
+                    op: Alu::Max,
+                    axes: 1,
+                    negate: false,
+                };
+                k.push(Opcode::TensorReduce, None, data);
+                let r = k.sbuf(DType::F32, &[p, 4096]);
+                let (d, s, col, s2) = (k.dst(r), k.v(y), k.col(m), k.v(x));
+                k.alu(
+                    Opcode::ScalarTensorTensor,
+                    None,
+                    d,
+                    [Src::Tile(s), col, Src::Tile(s2)],
+                    [Alu::Subtract, Alu::Add],
+                    0,
+                    None,
+                );
+                k.store(0, r);
+                k.store(1, m);
+            },
+            |x| {
+                let y = x[0].mapv(|v| (2.0 * v + 1.0) * v);
+                let max = y.map_axis(Axis(1), |r| {
+                    r.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                });
+                let out =
+                    Array2::from_shape_fn((P, 4096), |(p, c)| y[[p, c]] - max[p] + x[0][[p, c]]);
+                vec![out, max.insert_axis(Axis(1))]
+            },
+            Check::Exact,
+        ),
+        row(
             "tensor_scalar: (column - data) * 0.5, the first operands swapped",
             &[Covers::Op(Opcode::TensorScalar)],
             vec![(DType::F32, eighths(20)), (DType::F32, column(21))],

@@ -11,7 +11,7 @@
 //! interpreter's: they enter through a host plan (`exec::plan::HostPlan`), as observers enter through
 //! [`Observer`]. A run with the serial plan runs every instruction as written.
 
-mod overlap;
+pub(crate) mod overlap;
 pub(crate) mod plan;
 pub(crate) mod reference;
 
@@ -253,7 +253,7 @@ fn stopped(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr) -> ExecError {
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
 /// calling its family's routine with the instruction's function codes.
-fn execute(
+pub(crate) fn execute(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
     ins: &Instr,

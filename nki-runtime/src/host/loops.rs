@@ -335,6 +335,7 @@ pub(crate) fn run_parallel(
         .engines
         .get_or_insert_with(|| Box::new(EngineState::single_threaded(second.target, e.isa)));
     engines_b.isa = e.isa;
+    engines_b.block_bytes = e.block_bytes;
     for t in (0..p.tiles().len()).filter(|&t| shared.contains(t)) {
         copy_tile(p, t, e, engines_b);
     }
