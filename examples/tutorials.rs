@@ -251,6 +251,10 @@ struct Cli {
     /// Run each case once on a strict core instead of timing it
     #[arg(long)]
     strict: bool,
+    /// Bytes of the host's cache per block of partitions (`NeuronCore::with_host_cache_bytes`;
+    /// a huge value runs every instruction over all its partitions at once)
+    #[arg(long, value_name = "BYTES")]
+    host_cache_bytes: Option<usize>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -261,6 +265,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         compare,
         host_profile,
         strict,
+        host_cache_bytes,
     } = cli;
     let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
     if strict {
@@ -284,6 +289,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
     }
     let mut core = NeuronCore::default();
+    if let Some(bytes) = host_cache_bytes {
+        core = core.with_host_cache_bytes(bytes);
+    }
     let mut results = BTreeMap::new();
     for name in &cases {
         let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;

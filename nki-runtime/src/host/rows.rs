@@ -137,7 +137,11 @@ pub(crate) fn step(
     let mut run = [Operands::default(); MAX_RUN];
     let mut len = 0usize;
     let mut chip_rows: Option<isize> = None;
+    // The bytes per partition of the run's distinct operands (by memory and first element of
+    // a row), and the operands counted.
     let mut per_partition = 0usize;
+    let mut seen = [(Loc::Expr, 0isize); MAX_RUN * nki_lang::MAX_SLOTS];
+    let mut n_seen = 0usize;
     for (at, next) in instrs.iter().enumerate().take(stop).skip(pc).take(MAX_RUN) {
         if !row_local(next) {
             break;
@@ -171,12 +175,21 @@ pub(crate) fn step(
         }
         run[len] = resolved;
         len += 1;
-        per_partition = per_partition.saturating_add(
-            resolved
-                .iter()
-                .map(|r| r.bytes() / r.dims[0].max(1))
-                .sum::<usize>(),
-        );
+        for r in resolved.iter() {
+            let row_start = match (r.loc, rows(r, sbuf_stride)) {
+                (Loc::Sbuf | Loc::Psum, Some(_)) => {
+                    let stride = r.pattern.strides[0].max(1);
+                    r.pattern.base.rem_euclid(stride)
+                }
+                _ => r.pattern.base,
+            };
+            let key = (r.loc, row_start);
+            if !seen[..n_seen].contains(&key) && n_seen < seen.len() {
+                seen[n_seen] = key;
+                n_seen += 1;
+                per_partition = per_partition.saturating_add(r.bytes() / r.dims[0].max(1));
+            }
+        }
     }
     if len < 2 {
         return None;
