@@ -244,7 +244,7 @@ fn stopped(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr) -> ExecError {
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each
 /// calling its family's routine with the instruction's function codes.
-fn execute(
+pub(crate) fn execute(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
     ins: &Instr,

@@ -1,0 +1,340 @@
+//! Schedule-independence checking: a launch must compute the same bits in every order of its
+//! instructions that the device may run, not only in program order.
+//!
+//! NKI's compiler and the hardware run instructions as soon as the instructions they depend
+//! on are done, not in program order; they give every tile a place of its own and rotate a
+//! loop's tiles over several buffers, so that the iterations of an `affine_range` loop
+//! overlap. A kernel whose result depends on program order (an `affine_range` iteration
+//! reading what another wrote, a tile declared outside the loop and reused by every
+//! iteration, a PSUM drain inside the loop that accumulates into it) computes, in a serial
+//! simulator, the answer the device does not. [`ScheduleCheck`] runs the launch in several
+//! other orders and compares the outputs bit for bit.
+//!
+//! How ([`crate::NeuronCore::with_schedule_check`]):
+//! 1. The launch's dynamic instruction stream (every executed instruction, loops expanded,
+//!    every SPMD instance) is recorded with what each instruction touches: for an on-chip
+//!    operand, its tile *instance* (a tile declared inside a loop is a new tile in each
+//!    iteration of that loop, as NKI defines it), for a `shared_hbm` output, the output.
+//! 2. The dependency graph: an instruction waits for every earlier one that touches the same
+//!    tile instance or output when one of the two writes (read-after-write, write-after-read,
+//!    write-after-write), as the device's semaphores enforce on the program the compiler
+//!    renamed (`timing::Scheduling::Device`: every tile in a place of its own, so tiles that
+//!    share an address by allocation do not wait for each other), except when the two run in
+//!    different iterations of an `affine_range` loop, or in different SPMD instances: NKI
+//!    promises those independent, and the compiler does not order them. The exception to the
+//!    exception is accumulation: `+=` and an accumulation group's matmuls into one tile keep
+//!    their program order (their sum's rounding depends on the order of the adds, which the
+//!    check does not explore: it tests the kernel's dependencies, not floating-point
+//!    associativity). Instances of a tile rotate over `buffers` buffers (the instance's
+//!    ordinal among the tile's instances, modulo `buffers`); two instances on one buffer are
+//!    always ordered, as the compiler orders a buffer's reuse. Accesses are compared per tile
+//!    instance and per output, not per byte, which adds edges (orders left out), never removes
+//!    one.
+//! 3. The steps run, with every tile instance in its own buffer, in program order (the
+//!    baseline), then in the orders of [`ScheduleCheck::orders`]: independent steps latest
+//!    first (`reverse`), the iterations of each loop in lockstep (`lockstep`, and lockstep
+//!    with the later iterations first), then random orders the graph allows. Each order's
+//!    outputs are compared with the baseline's, bit for bit.
+//! 4. On a difference, the two instructions are found by bisection: between the baseline and
+//!    the failing order lie orders that differ from their neighbours by one exchange of two
+//!    adjacent steps; the check finds two such neighbours, one that computes the baseline's
+//!    bits and one that does not, and names the two steps they exchange
+//!    ([`ScheduleError`]): the device may run them either way, and the result depends on it.
+//!
+//! The steps run on the engines' routines (bit-identical to the reference interpreter,
+//! `exec::reference`), one at a time, on one host thread. What this proves, and what not, is
+//! in `docs/strictness.md`.
+
+mod graph;
+mod record;
+mod replay;
+
+use core::fmt;
+
+use nki_lang::{MAX_PIDS, Program, VarValues};
+use thiserror::Error;
+
+use crate::bind::Bound;
+use crate::engines::EngineState;
+use crate::exec::plan::Serial;
+use crate::launch::LaunchError;
+use graph::Policy;
+use record::{Recorder, Recording};
+use replay::{Snapshot, replay};
+
+/// The option that runs every launch of a core in other legal orders too
+/// ([`crate::NeuronCore::with_schedule_check`]; see the [module documentation](self)).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScheduleCheck {
+    /// How many orders to try besides program order: the first four are `reverse`,
+    /// `lockstep`, `lockstep` with the later iterations first and `shared writes last`; the
+    /// rest are random.
+    pub orders: u32,
+    /// The seed of the random orders.
+    pub seed: u64,
+    /// Buffers each tile's instances rotate over (1 to [`ScheduleCheck::MAX_BUFFERS`]).
+    pub buffers: u32,
+}
+
+impl ScheduleCheck {
+    /// Most buffers per tile.
+    pub const MAX_BUFFERS: u32 = 16;
+
+    /// Six orders (the four named ones and two random), seed 0, four buffers per tile (the
+    /// timing model's default rotation, `timing::Scheduling::DEFAULT_ROTATION`).
+    pub const DEFAULT: ScheduleCheck = ScheduleCheck {
+        orders: 6,
+        seed: 0,
+        buffers: 4,
+    };
+
+    /// The same check trying `orders` orders besides program order.
+    pub const fn with_orders(mut self, orders: u32) -> Self {
+        self.orders = orders;
+        self
+    }
+
+    /// The same check with random orders drawn from `seed`.
+    pub const fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same check rotating each tile over `buffers` buffers (clamped to 1 to
+    /// [`ScheduleCheck::MAX_BUFFERS`]).
+    pub const fn with_buffers(mut self, buffers: u32) -> Self {
+        self.buffers = if buffers < 1 {
+            1
+        } else if buffers > Self::MAX_BUFFERS {
+            Self::MAX_BUFFERS
+        } else {
+            buffers
+        };
+        self
+    }
+
+    /// The policy of the `k`-th order tried.
+    fn policy(&self, k: u32) -> Policy {
+        match k {
+            0 => Policy::Reverse,
+            1 => Policy::Lockstep,
+            2 => Policy::LockstepReversed,
+            3 => Policy::LazySharedWrites,
+            _ => Policy::Random(self.seed.wrapping_add(u64::from(k - 4))),
+        }
+    }
+}
+
+impl Default for ScheduleCheck {
+    /// [`ScheduleCheck::DEFAULT`].
+    fn default() -> Self {
+        ScheduleCheck::DEFAULT
+    }
+}
+
+/// One executed instruction, as a [`ScheduleError`] names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Executed {
+    /// Index of the instruction in the program.
+    pub instr: usize,
+    /// Its mnemonic.
+    pub mnemonic: &'static str,
+    /// The kernel source line it came from (0 when unknown).
+    pub line: u32,
+    /// The SPMD instance's program ids.
+    pub program_ids: [i64; MAX_PIDS],
+    /// The values of its enclosing loops, outermost first.
+    pub loop_values: Vec<i64>,
+}
+
+impl fmt::Display for Executed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "instruction {} ({}, line {}) at program ids {:?}, loop values by depth {:?}",
+            self.instr, self.mnemonic, self.line, self.program_ids, self.loop_values
+        )
+    }
+}
+
+/// A launch whose outputs depend on the order of two instructions the device may run either
+/// way ([`ScheduleCheck`]).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error(
+    "kernel `{kernel}`: the result depends on the order of two instructions the device may run either way: {first} and {second}; run in program order (first before second) element {element} of output `{output}` is one value, run the other way round it is another (found in order `{order}`). Order them through a dependency (a `sequential_range` loop, a tile declared inside the loop, `+=` into a tile read after the loop), or do not write what the other touches"
+)]
+pub struct ScheduleError {
+    /// The kernel's name.
+    pub kernel: String,
+    /// The instruction that runs first in program order.
+    pub first: Executed,
+    /// The instruction that runs first in the failing order.
+    pub second: Executed,
+    /// The output that differs.
+    pub output: String,
+    /// The first element that differs (row-major).
+    pub element: usize,
+    /// The order in which the difference was found.
+    pub order: String,
+}
+
+/// The first output element where `a` and `b` differ: output index and element.
+fn first_difference(p: &Program<'_>, a: &[Vec<u8>], b: &[Vec<u8>]) -> Option<(usize, usize)> {
+    a.iter()
+        .zip(b)
+        .zip(p.outputs())
+        .enumerate()
+        .find_map(|(o, ((x, y), d))| {
+            let at = x.iter().zip(y).position(|(u, v)| u != v)?;
+            Some((o, at / (d.dtype.size() as usize).max(1)))
+        })
+}
+
+/// A step as an [`ScheduleError`] names it.
+fn executed(
+    p: &Program<'_>,
+    loops: &[Vec<(u32, nki_lang::LoopKind)>],
+    pc: u32,
+    vars: &VarValues,
+) -> Executed {
+    let ins = p.instrs().get(pc as usize);
+    let depth = loops.get(pc as usize).map_or(0, Vec::len);
+    let mut program_ids = [0; MAX_PIDS];
+    program_ids.copy_from_slice(&vars[..MAX_PIDS]);
+    Executed {
+        instr: pc as usize,
+        mnemonic: ins.map_or("", |i| i.mnemonic()),
+        line: ins.map_or(0, |i| i.line),
+        program_ids,
+        loop_values: vars[MAX_PIDS..MAX_PIDS + depth].to_vec(),
+    }
+}
+
+/// Runs `check` on the launch `b`: records it, runs it in program order and in the check's
+/// orders, and fails naming two instructions when outputs differ. Leaves SBUF, PSUM and the
+/// outputs as they were before.
+pub(crate) fn check(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+    check: ScheduleCheck,
+) -> Result<(), LaunchError> {
+    let p = b.program;
+    let mut recorder = Recorder::new(p, check.buffers.clamp(1, ScheduleCheck::MAX_BUFFERS));
+    crate::exec::run(e, b, &mut recorder, &mut Serial)?;
+    let loops = core::mem::take(&mut recorder.loops);
+    let rec: Recording = recorder.recording;
+    let g = graph::build(&rec, &loops);
+    let start = Snapshot::take(e, b);
+    let n = rec.steps.len();
+    let program_order: Vec<u32> = (0..n)
+        .map(|j| u32::try_from(j).unwrap_or(u32::MAX))
+        .collect();
+    let base = replay(e, b, &rec, &program_order, &start);
+    let mut found = None;
+    for k in 0..check.orders {
+        let policy = check.policy(k);
+        let order = graph::order(&rec, &g, policy);
+        let out = replay(e, b, &rec, &order, &start);
+        if first_difference(p, &base, &out).is_some() {
+            found = Some((policy, order));
+            break;
+        }
+    }
+    let result = match found {
+        None => Ok(()),
+        Some((policy, order)) => {
+            let (i, j, (o, element)) = bisect(e, b, &rec, &order, &start, &base);
+            let s = |k: u32| {
+                let st = &rec.steps[k as usize];
+                executed(p, &loops, st.pc, &st.vars)
+            };
+            Err(LaunchError::Schedule(ScheduleError {
+                kernel: p.name().to_string(),
+                first: s(i),
+                second: s(j),
+                output: p
+                    .outputs()
+                    .get(o)
+                    .map_or(String::new(), |d| d.name.to_string()),
+                element,
+                order: policy.name(),
+            }))
+        }
+    };
+    start.restore(e, b);
+    result
+}
+
+/// Two steps `(i, j)`, `i` before `j` in program order, whose exchange between two adjacent
+/// orders changes the outputs, and the first output element it changes; `order` is an order
+/// whose outputs differ from `base`, the program order's.
+fn bisect(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+    rec: &Recording,
+    order: &[u32],
+    start: &Snapshot,
+    base: &[Vec<u8>],
+) -> (u32, u32, (usize, usize)) {
+    let p = b.program;
+    let n = order.len();
+    // The order of `order`'s first `t` steps, then the rest in program order.
+    let mixed = |t: usize| -> Vec<u32> {
+        let mut taken = vec![false; n];
+        let mut out: Vec<u32> = order[..t].to_vec();
+        for &s in &out {
+            taken[s as usize] = true;
+        }
+        out.extend((0..n).filter(|&s| !taken[s]).map(|s| s as u32));
+        out
+    };
+    let differs = |e: &mut EngineState, b: &mut Bound<'_, '_, '_>, o: &[u32]| {
+        let out = replay(e, b, rec, o, start);
+        first_difference(p, base, &out)
+    };
+    // mixed(lo) computes the baseline's bits, mixed(hi) does not.
+    let (mut lo, mut hi) = (0usize, n);
+    let mut diff = differs(e, b, order);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match differs(e, b, &mixed(mid)) {
+            Some(d) => {
+                hi = mid;
+                diff = Some(d);
+            }
+            None => lo = mid,
+        }
+    }
+    // mixed(hi) runs step x right after the first `lo` steps of `order`; mixed(lo) runs it
+    // after the steps before it in program order. Move it past them one at a time.
+    let x = order[lo];
+    let prefix = &order[..lo];
+    let rest: Vec<u32> = mixed(lo)[lo..]
+        .iter()
+        .copied()
+        .filter(|&s| s != x)
+        .collect();
+    let with_x_at = |k: usize| -> Vec<u32> {
+        let mut out = prefix.to_vec();
+        out.extend_from_slice(&rest[..k]);
+        out.push(x);
+        out.extend_from_slice(&rest[k..]);
+        out
+    };
+    let before = rest.iter().take_while(|&&s| s < x).count();
+    // with_x_at(0) differs, with_x_at(before) does not.
+    let (mut lo, mut hi) = (0usize, before);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match differs(e, b, &with_x_at(mid)) {
+            Some(d) => {
+                lo = mid;
+                diff = Some(d);
+            }
+            None => hi = mid,
+        }
+    }
+    // with_x_at(lo) differs, with_x_at(lo + 1) does not: they exchange x and rest[lo].
+    let y = rest.get(lo).copied().unwrap_or(x);
+    (y, x, diff.unwrap_or((0, 0)))
+}
