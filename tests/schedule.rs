@@ -62,7 +62,7 @@ use fused_attention::common;
 use nki::LaunchError;
 use nki::ndarray::IxDyn;
 use nki::prelude::*;
-use nki::strict::{ScheduleCheck, ScheduleError};
+use nki::strict::{Reordering, ScheduleCheck, ScheduleError};
 use nki::{DType, HbmIn, HbmOut, Kernel, LaunchGrid};
 
 /// The memset-after-matmul pattern: each iteration accumulates into the PSUM tile, drains
@@ -156,6 +156,19 @@ fn reuses_a_tile_in_order(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
         buf[[0..128, 0..512]] = load(x[[i * 128..i * 128 + 128, 0..512]]);
         let y = multiply(buf, 2.0);
         store(out[[i * 128..i * 128 + 128, 0..512]], y);
+    }
+    out
+}
+
+/// Loads into its per-iteration tile in the first iteration only, and stores it in each: the
+/// second iteration reads what the first left in the tile's one buffer as allocated.
+#[kernel]
+fn reads_what_an_earlier_iteration_left(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 512> {
+    let out = ndarray([256, 512], f32, SharedHbm);
+    for i in affine_range(2) {
+        let t = ndarray([128, 512], f32, Sbuf);
+        t[[0..128, 0..512]] = load(x[[0..128, 0..512]], mask = i < 1);
+        store(out[[i * 128..i * 128 + 128, 0..512]], t);
     }
     out
 }
@@ -263,7 +276,7 @@ fn checking() -> NeuronCore {
 fn schedule_error(kernel: &Kernel<'_>, shapes: &[&[usize]]) -> ScheduleError {
     let mut core = checking().with_strict(false);
     match launch(&mut core, kernel, LaunchGrid::SINGLE, shapes) {
-        Err(LaunchError::Schedule(e)) => e,
+        Err(LaunchError::Schedule(e)) => *e,
         other => panic!("{}: {:?}", kernel.program().name(), other.map(|_| ())),
     }
 }
@@ -294,6 +307,7 @@ fn a_memset_after_a_matmul_into_the_same_psum_tile_fails_naming_both() {
     let matmul = instr(k, "nc_matmul");
     assert!([e.first.instr, e.second.instr].contains(&matmul), "{msg}");
     assert_ne!(e.first.loop_values, e.second.loop_values, "{msg}");
+    assert!(matches!(e.how, Reordering::Exchanged { .. }), "{msg}");
     let (mm, other) = if e.first.instr == matmul {
         (&e.first, &e.second)
     } else {
@@ -366,6 +380,33 @@ fn a_tile_reused_across_affine_iterations_fails_naming_both() {
     )
     .unwrap();
     assert_eq!(checked, plain);
+}
+
+#[test]
+fn a_loop_tile_read_before_its_iteration_writes_it_fails_under_rotation_naming_both() {
+    let k = &reads_what_an_earlier_iteration_left::KERNEL;
+    let shapes: &[&[usize]] = &[&[256, 512]];
+    let e = schedule_error(k, shapes);
+    let msg = e.to_string();
+    println!("{msg}");
+    assert_eq!(e.how, Reordering::Rotated { buffers: 4 }, "{msg}");
+    // The first iteration's load wrote the buffer the second iteration's store reads.
+    assert_eq!(
+        (e.first.mnemonic, e.first.loop_values.as_slice()),
+        ("load", &[0][..]),
+        "{msg}"
+    );
+    assert_eq!(
+        (e.second.mnemonic, e.second.loop_values.as_slice()),
+        ("store", &[1][..]),
+        "{msg}"
+    );
+    assert_eq!(e.element, 128 * 512, "{msg}");
+    // With one buffer per tile nothing rotates, and no order changes the result.
+    let mut one = NeuronCore::default()
+        .with_strict(false)
+        .with_schedule_check(Some(ScheduleCheck::DEFAULT.with_buffers(1)));
+    launch(&mut one, k, LaunchGrid::SINGLE, shapes).unwrap();
 }
 
 #[test]

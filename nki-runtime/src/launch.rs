@@ -43,7 +43,7 @@ pub enum LaunchError {
     /// ([`crate::NeuronCore::with_schedule_check`]) computes other outputs in another order
     /// of its instructions that the device may run.
     #[error(transparent)]
-    Schedule(#[from] crate::strict::ScheduleError),
+    Schedule(Box<crate::strict::ScheduleError>),
     /// The host could not allocate an output the launch creates (its shape follows from the
     /// inputs' and may be large).
     #[error("cannot allocate {bytes} bytes for an output")]

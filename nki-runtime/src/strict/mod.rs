@@ -49,7 +49,7 @@ mod iterations;
 pub mod schedule;
 mod shadow;
 
-pub use schedule::{Executed, ScheduleCheck, ScheduleError};
+pub use schedule::{Executed, Reordering, ScheduleCheck, ScheduleError};
 
 use core::fmt;
 use core::ops::ControlFlow;

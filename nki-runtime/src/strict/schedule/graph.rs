@@ -204,3 +204,145 @@ pub(super) fn order(rec: &Recording, g: &Graph, policy: Policy) -> Vec<u32> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{Access, Instance, Place, Recording, Step};
+    use super::*;
+    use nki_lang::MAX_VARS;
+
+    /// A step at `pc` with loop value `i` (depth 0) touching `accesses`.
+    fn step(pc: u32, i: i64, accesses: &[(Place, bool, bool, bool)]) -> Step {
+        let mut vars = [0i64; MAX_VARS];
+        vars[MAX_PIDS] = i;
+        Step {
+            pc,
+            vars,
+            accesses: accesses
+                .iter()
+                .map(|&(place, reads, writes, accumulates)| Access {
+                    place,
+                    reads,
+                    writes,
+                    accumulates,
+                })
+                .collect(),
+            shared_write: false,
+        }
+    }
+
+    /// A tile `t` written before a two-iteration loop (`kind`, begin at pc 1), written and
+    /// read in each iteration (pcs 2, 3; pc 3 also writes an output, and accumulates into
+    /// tile `u` when `acc`), and the output read after the loop (pc 5).
+    fn program(kind: LoopKind, acc: bool) -> (Recording, Vec<Vec<(u32, LoopKind)>>) {
+        let lp = vec![(1, kind)];
+        let loops = vec![vec![], vec![], lp.clone(), lp, vec![], vec![]];
+        let (t, u, o) = (Place::Tile(0), Place::Tile(1), Place::Output(0));
+        let body = |i| {
+            vec![
+                step(2, i, &[(t, false, true, false)]),
+                step(
+                    3,
+                    i,
+                    &[
+                        (t, true, false, false),
+                        (o, false, true, false),
+                        (u, true, true, acc),
+                    ],
+                ),
+            ]
+        };
+        let mut steps = vec![step(
+            0,
+            0,
+            &[(t, false, true, false), (u, false, true, false)],
+        )];
+        steps.extend(body(0));
+        steps.extend(body(1));
+        steps.push(step(5, 0, &[(o, true, false, false)]));
+        let instances = vec![
+            Instance { tile: 0, buffer: 0 },
+            Instance { tile: 1, buffer: 0 },
+        ];
+        (Recording { steps, instances }, loops)
+    }
+
+    fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn affine_iterations_are_unordered_but_for_accumulations() {
+        let (rec, loops) = program(LoopKind::Affine, false);
+        let g = build(&rec, &loops);
+        let preds: Vec<Vec<u32>> = g.preds.into_iter().map(sorted).collect();
+        // Steps: 0 before the loop, 1-2 iteration 0, 3-4 iteration 1, 5 after.
+        assert_eq!(
+            preds,
+            [vec![], vec![0], vec![0, 1], vec![0], vec![0, 3], vec![2, 4]]
+        );
+        // Accumulating into `u` in both iterations keeps them ordered.
+        let (rec, loops) = program(LoopKind::Affine, true);
+        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        assert_eq!(preds[4], [0, 2, 3]);
+    }
+
+    #[test]
+    fn sequential_iterations_are_ordered() {
+        let (rec, loops) = program(LoopKind::Sequential, false);
+        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        assert_eq!(preds[3], [0, 1, 2]);
+        assert_eq!(preds[4], [0, 2, 3]);
+    }
+
+    #[test]
+    fn instances_sharing_a_buffer_are_ordered() {
+        // Tile 0 declared in the loop: one instance per iteration, both on buffer 0.
+        let (mut rec, loops) = program(LoopKind::Affine, false);
+        rec.instances.push(Instance { tile: 0, buffer: 0 });
+        for s in &mut rec.steps[3..5] {
+            for a in &mut s.accesses {
+                if a.place == Place::Tile(0) {
+                    a.place = Place::Tile(2);
+                }
+            }
+        }
+        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        assert_eq!(preds[3], [0, 1, 2]);
+        // On buffers of their own, the iterations are independent.
+        rec.instances[2].buffer = 1;
+        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        assert_eq!(preds[3], Vec::<u32>::new());
+    }
+
+    #[test]
+    fn every_policy_gives_an_order_the_graph_allows() {
+        let (rec, loops) = program(LoopKind::Affine, false);
+        let g = build(&rec, &loops);
+        let policies = [
+            Policy::Reverse,
+            Policy::Lockstep,
+            Policy::LockstepReversed,
+            Policy::LazySharedWrites,
+            Policy::Random(1),
+            Policy::Random(2),
+        ];
+        let mut seen = Vec::new();
+        for policy in policies {
+            let o = order(&rec, &g, policy);
+            assert_eq!(sorted(o.clone()), [0, 1, 2, 3, 4, 5], "{policy:?}");
+            let at = |s: u32| o.iter().position(|&x| x == s).unwrap();
+            for (j, p) in g.preds.iter().enumerate() {
+                for &i in p {
+                    assert!(at(i) < at(j as u32), "{policy:?}: {o:?}");
+                }
+            }
+            seen.push(o);
+        }
+        // Reverse runs iteration 1 first; lockstep runs both writes of `t` before either read.
+        assert_eq!(seen[0], [0, 3, 4, 1, 2, 5]);
+        assert_eq!(seen[1], [0, 1, 3, 2, 4, 5]);
+        assert_eq!(seen[2], [0, 3, 1, 4, 2, 5]);
+    }
+}

@@ -33,8 +33,9 @@
 //! 3. The steps run, with every tile instance in its own buffer, in program order (the
 //!    baseline), then in the orders of [`ScheduleCheck::orders`]: independent steps latest
 //!    first (`reverse`), the iterations of each loop in lockstep (`lockstep`, and lockstep
-//!    with the later iterations first), then random orders the graph allows. Each order's
-//!    outputs are compared with the baseline's, bit for bit.
+//!    with the later iterations first), reads as early and writes of shared tiles and outputs
+//!    as late as allowed (`shared writes last`), then random orders the graph allows. Each
+//!    order's outputs are compared with the baseline's, bit for bit.
 //! 4. On a difference, the two instructions are found by bisection: between the baseline and
 //!    the failing order lie orders that differ from their neighbours by one exchange of two
 //!    adjacent steps; the check finds two such neighbours, one that computes the baseline's
@@ -50,6 +51,7 @@ mod record;
 mod replay;
 
 use core::fmt;
+use std::collections::HashMap;
 
 use nki_lang::{MAX_PIDS, Program, VarValues};
 use thiserror::Error;
@@ -157,25 +159,86 @@ impl fmt::Display for Executed {
     }
 }
 
-/// A launch whose outputs depend on the order of two instructions the device may run either
-/// way ([`ScheduleCheck`]).
+/// How a [`ScheduleError`]'s difference was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reordering {
+    /// The two instructions ran the other way round, in the order of [`ScheduleCheck`] named
+    /// `order` (the baseline: program order).
+    Exchanged {
+        /// The order's name.
+        order: String,
+    },
+    /// The tile's instances rotated over `buffers` buffers instead of sharing one (both in
+    /// program order): the second instruction read what the first left in the buffer the two
+    /// instances share as allocated.
+    Rotated {
+        /// The buffers per tile.
+        buffers: u32,
+    },
+}
+
+impl Reordering {
+    /// The end of a [`ScheduleError`]'s message: where the baseline's value comes from, the
+    /// value `found` in the other run and how that run differs, and what to do.
+    fn sentence(&self, found: &str) -> String {
+        match self {
+            Reordering::Exchanged { order } => format!(
+                "in program order (first before second), and {found} with the second before the first (order `{order}`): order them through a dependency (a `sequential_range` loop, a tile declared inside the loop, `+=` into a tile read after the loop), or do not write what the other touches"
+            ),
+            Reordering::Rotated { buffers } => format!(
+                "in program order with one buffer per tile, and {found} with each tile's instances (one per iteration of the loop that declares it) rotating over {buffers} buffers, as the device's may: the second reads what the first left in another iteration's tile; write what it reads in its own iteration, or declare the tile outside the loop"
+            ),
+        }
+    }
+}
+
+/// A launch whose outputs depend on how the device schedules two instructions: their order,
+/// or the rotation of a loop tile's buffers ([`ScheduleCheck`]).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error(
-    "kernel `{kernel}`: the result depends on the order of two instructions the device may run either way: {first} and {second}; run in program order (first before second) element {element} of output `{output}` is one value, run the other way round it is another (found in order `{order}`). Order them through a dependency (a `sequential_range` loop, a tile declared inside the loop, `+=` into a tile read after the loop), or do not write what the other touches"
+    "kernel `{kernel}`: the result depends on how the device schedules two instructions: {first} and {second}; element {element} of output `{output}` is {expected} {}",
+    how.sentence(found)
 )]
 pub struct ScheduleError {
     /// The kernel's name.
     pub kernel: String,
     /// The instruction that runs first in program order.
     pub first: Executed,
-    /// The instruction that runs first in the failing order.
+    /// The instruction that runs second in program order.
     pub second: Executed,
     /// The output that differs.
     pub output: String,
     /// The first element that differs (row-major).
     pub element: usize,
-    /// The order in which the difference was found.
-    pub order: String,
+    /// Its value in the baseline (as a number for floating-point outputs, else its bytes).
+    pub expected: String,
+    /// Its value in the run that differs.
+    pub found: String,
+    /// What differs between the two runs.
+    pub how: Reordering,
+}
+
+/// Element `element` of an output of `dtype`, from its bytes `bytes`: a number for the
+/// floating-point types of 16 and 32 bits, else the bytes in hexadecimal (little-endian).
+fn value(dtype: nki_lang::DType, bytes: &[u8], element: usize) -> String {
+    let size = dtype.size() as usize;
+    let Some(b) = bytes.get(element * size..(element + 1) * size) else {
+        return String::new();
+    };
+    match (dtype, b) {
+        (nki_lang::DType::F32, &[a, b, c, d]) => format!("{:e}", f32::from_le_bytes([a, b, c, d])),
+        (nki_lang::DType::Bf16, &[a, b]) => {
+            format!("{:e}", half::bf16::from_le_bytes([a, b]).to_f32())
+        }
+        (nki_lang::DType::F16, &[a, b]) => {
+            format!("{:e}", half::f16::from_le_bytes([a, b]).to_f32())
+        }
+        _ => {
+            let hex: String = b.iter().rev().map(|x| format!("{x:02x}")).collect();
+            format!("0x{hex}")
+        }
+    }
 }
 
 /// The first output element where `a` and `b` differ: output index and element.
@@ -229,12 +292,22 @@ pub(crate) fn check(
     let program_order: Vec<u32> = (0..n)
         .map(|j| u32::try_from(j).unwrap_or(u32::MAX))
         .collect();
-    let base = replay(e, b, &rec, &program_order, &start);
+    let rotated: Vec<u32> = rec.instances.iter().map(|i| i.buffer).collect();
+    let base = replay(e, b, &rec, &program_order, &rotated, &start);
+    let rotation = if rotated.iter().any(|&r| r != 0) {
+        rotation_error(e, b, (&rec, &loops), &rotated, &start, &base, check.buffers)
+    } else {
+        None
+    };
+    if let Some(err) = rotation {
+        start.restore(e, b);
+        return Err(LaunchError::Schedule(Box::new(err)));
+    }
     let mut found = None;
     for k in 0..check.orders {
         let policy = check.policy(k);
         let order = graph::order(&rec, &g, policy);
-        let out = replay(e, b, &rec, &order, &start);
+        let out = replay(e, b, &rec, &order, &rotated, &start);
         if first_difference(p, &base, &out).is_some() {
             found = Some((policy, order));
             break;
@@ -243,12 +316,20 @@ pub(crate) fn check(
     let result = match found {
         None => Ok(()),
         Some((policy, order)) => {
-            let (i, j, (o, element)) = bisect(e, b, &rec, &order, &start, &base);
+            let (i, j, (o, element), outputs) =
+                bisect(e, b, (&rec, &rotated), &order, &start, &base);
+            let dtype = p.outputs().get(o).map_or(nki_lang::DType::U8, |d| d.dtype);
+            let expected = value(dtype, base.get(o).map_or(&[][..], Vec::as_slice), element);
+            let found = value(
+                dtype,
+                outputs.get(o).map_or(&[][..], Vec::as_slice),
+                element,
+            );
             let s = |k: u32| {
                 let st = &rec.steps[k as usize];
                 executed(p, &loops, st.pc, &st.vars)
             };
-            Err(LaunchError::Schedule(ScheduleError {
+            Err(LaunchError::Schedule(Box::new(ScheduleError {
                 kernel: p.name().to_string(),
                 first: s(i),
                 second: s(j),
@@ -257,8 +338,12 @@ pub(crate) fn check(
                     .get(o)
                     .map_or(String::new(), |d| d.name.to_string()),
                 element,
-                order: policy.name(),
-            }))
+                expected,
+                found,
+                how: Reordering::Exchanged {
+                    order: policy.name(),
+                },
+            })))
         }
     };
     start.restore(e, b);
@@ -271,11 +356,11 @@ pub(crate) fn check(
 fn bisect(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
-    rec: &Recording,
+    (rec, buffers): (&Recording, &[u32]),
     order: &[u32],
     start: &Snapshot,
     base: &[Vec<u8>],
-) -> (u32, u32, (usize, usize)) {
+) -> (u32, u32, (usize, usize), Vec<Vec<u8>>) {
     let p = b.program;
     let n = order.len();
     // The order of `order`'s first `t` steps, then the rest in program order.
@@ -289,8 +374,8 @@ fn bisect(
         out
     };
     let differs = |e: &mut EngineState, b: &mut Bound<'_, '_, '_>, o: &[u32]| {
-        let out = replay(e, b, rec, o, start);
-        first_difference(p, base, &out)
+        let out = replay(e, b, rec, o, buffers, start);
+        first_difference(p, base, &out).map(|d| (d, out))
     };
     // mixed(lo) computes the baseline's bits, mixed(hi) does not.
     let (mut lo, mut hi) = (0usize, n);
@@ -336,5 +421,125 @@ fn bisect(
     }
     // with_x_at(lo) differs, with_x_at(lo + 1) does not: they exchange x and rest[lo].
     let y = rest.get(lo).copied().unwrap_or(x);
-    (y, x, diff.unwrap_or((0, 0)))
+    let (at, outputs) = diff.unwrap_or(((0, 0), Vec::new()));
+    (y, x, at, outputs)
+}
+
+/// The error when the launch in program order computes other outputs (`rotated_out`) with
+/// its tiles' instances on the buffers `rotated` than with one buffer per tile: bisection over
+/// the instances finds one whose move to its own buffer changes them, and the two steps are a
+/// read of that instance and the write of another instance it read (or the other way round).
+fn rotation_error(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+    (rec, loops): (&Recording, &[Vec<(u32, nki_lang::LoopKind)>]),
+    rotated: &[u32],
+    start: &Snapshot,
+    rotated_out: &[Vec<u8>],
+    buffers: u32,
+) -> Option<ScheduleError> {
+    let p = b.program;
+    let n = rec.steps.len();
+    let program_order: Vec<u32> = (0..n).map(|j| j as u32).collect();
+    // The first `m` instances on their rotated buffers, the others on buffer 0.
+    let mapping = |m: usize| -> Vec<u32> {
+        rotated
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| if i < m { r } else { 0 })
+            .collect()
+    };
+    let single = replay(e, b, rec, &program_order, &mapping(0), start);
+    let mut diff = first_difference(p, &single, rotated_out)?;
+    let mut out = rotated_out.to_vec();
+    let (mut lo, mut hi) = (0usize, rotated.len());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let o = replay(e, b, rec, &program_order, &mapping(mid), start);
+        match first_difference(p, &single, &o) {
+            Some(d) => {
+                hi = mid;
+                diff = d;
+                out = o;
+            }
+            None => lo = mid,
+        }
+    }
+    // Instance `lo` moved to its own buffer changes the outputs.
+    let (first, second) = rotation_pair(rec, &mapping(lo), lo as u32);
+    let (o, element) = diff;
+    let dtype = p.outputs().get(o).map_or(nki_lang::DType::U8, |d| d.dtype);
+    let s = |k: u32| {
+        let st = &rec.steps[k as usize];
+        executed(p, loops, st.pc, &st.vars)
+    };
+    Some(ScheduleError {
+        kernel: p.name().to_string(),
+        first: s(first),
+        second: s(second),
+        output: p
+            .outputs()
+            .get(o)
+            .map_or(String::new(), |d| d.name.to_string()),
+        element,
+        expected: value(dtype, single.get(o).map_or(&[][..], Vec::as_slice), element),
+        found: value(dtype, out.get(o).map_or(&[][..], Vec::as_slice), element),
+        how: Reordering::Rotated { buffers },
+    })
+}
+
+/// The two steps (in program order) through which instance `c` shares its buffer with
+/// another instance of its tile under `mapping`: if `c`'s first access reads, the last write
+/// of another instance on that buffer before it, and that read; else `c`'s last write and the
+/// first read of a later instance whose first access reads; else the first step of `c`, twice.
+fn rotation_pair(rec: &Recording, mapping: &[u32], c: u32) -> (u32, u32) {
+    let tile = rec.instances.get(c as usize).map_or(0, |i| i.tile);
+    let buffer_of = |id: u32| {
+        (
+            rec.instances.get(id as usize).map(|i| i.tile),
+            mapping.get(id as usize),
+        )
+    };
+    let mine = buffer_of(c);
+    let touches = |k: usize| {
+        rec.steps[k].accesses.iter().filter_map(|a| match a.place {
+            record::Place::Tile(id) => Some((id, a)),
+            record::Place::Output(_) => None,
+        })
+    };
+    // Each instance's first access (reads or not), by step.
+    let mut first_access: HashMap<u32, (usize, bool)> = HashMap::new();
+    let mut last_other_write: Option<usize> = None;
+    let mut last_own_write: Option<usize> = None;
+    let mut first_step: Option<usize> = None;
+    for k in 0..rec.steps.len() {
+        for (id, a) in touches(k) {
+            if buffer_of(id) != mine || rec.instances[id as usize].tile != tile {
+                continue;
+            }
+            let first = *first_access.entry(id).or_insert((k, a.reads));
+            if id == c {
+                first_step.get_or_insert(k);
+                if first == (k, true) {
+                    if let Some(w) = last_other_write {
+                        return (w as u32, k as u32);
+                    }
+                }
+                if a.writes {
+                    last_own_write = Some(k);
+                }
+            } else {
+                if first == (k, true)
+                    && let Some(w) = last_own_write
+                {
+                    return (w as u32, k as u32);
+                }
+                if a.writes {
+                    last_other_write = Some(k);
+                }
+            }
+        }
+    }
+    let k = first_step.unwrap_or(0) as u32;
+    (k, k)
 }

@@ -78,13 +78,15 @@ fn place(mem: &mut [u8], buf: &[u8], f: Footprint) {
 }
 
 /// Runs the steps of `rec` in `order` from the memories of `start`, every tile instance in
-/// its buffer (initially the tile's bytes at the launch's start), and returns the outputs.
+/// its buffer (`buffers`, by instance; initially the tile's bytes at the launch's start), and
+/// returns the outputs.
 /// The engines' memories and the bound outputs are left as the run leaves them.
 pub(super) fn replay(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
     rec: &Recording,
     order: &[u32],
+    buffers: &[u32],
     start: &Snapshot,
 ) -> Vec<Vec<u8>> {
     for (o, s) in b.outputs.iter_mut().zip(&start.outputs) {
@@ -109,7 +111,7 @@ pub(super) fn replay(
             }
         })
         .collect();
-    let mut buffers: HashMap<(u16, u32), Vec<u8>> = HashMap::new();
+    let mut held: HashMap<(u16, u32), Vec<u8>> = HashMap::new();
     for &s in order {
         let step = &rec.steps[s as usize];
         let Some(ins) = p.instrs().get(step.pc as usize) else {
@@ -119,17 +121,24 @@ pub(super) fn replay(
             continue;
         };
         let tiles = step.accesses.iter().filter_map(|a| match a.place {
-            Place::Tile(id) => Some((rec.instances[id as usize], a.writes)),
+            Place::Tile(id) => {
+                let tile = rec.instances.get(id as usize).map_or(0, |i| i.tile);
+                Some((
+                    tile,
+                    buffers.get(id as usize).copied().unwrap_or(0),
+                    a.writes,
+                ))
+            }
             Place::Output(_) => None,
         });
-        for (inst, _) in tiles.clone() {
-            let f = footprints[usize::from(inst.tile)];
+        for (tile, buffer, _) in tiles.clone() {
+            let f = footprints[usize::from(tile)];
             let (mem, init) = if f.psum {
                 (e.psum.bytes_mut(), &start.psum)
             } else {
                 (e.sbuf.bytes_mut(), &start.sbuf)
             };
-            let buf = buffers.entry((inst.tile, inst.buffer)).or_insert_with(|| {
+            let buf = held.entry((tile, buffer)).or_insert_with(|| {
                 let mut v = vec![0u8; PARTITIONS as usize * f.bytes];
                 save(init, &mut v, f);
                 v
@@ -137,17 +146,17 @@ pub(super) fn replay(
             place(mem, buf, f);
         }
         execute(e, b, ins, &ops, &step.vars);
-        for (inst, writes) in tiles {
+        for (tile, buffer, writes) in tiles {
             if !writes {
                 continue;
             }
-            let f = footprints[usize::from(inst.tile)];
+            let f = footprints[usize::from(tile)];
             let mem = if f.psum {
                 e.psum.bytes_mut()
             } else {
                 e.sbuf.bytes_mut()
             };
-            if let Some(buf) = buffers.get_mut(&(inst.tile, inst.buffer)) {
+            if let Some(buf) = held.get_mut(&(tile, buffer)) {
                 save(mem, buf, f);
             }
         }
