@@ -281,6 +281,16 @@ fn schedule_error(kernel: &Kernel<'_>, shapes: &[&[usize]]) -> ScheduleError {
     }
 }
 
+/// Whether a strict launch of `kernel` without the check refuses it (for what it sees in
+/// program order).
+fn strict_refuses(kernel: &Kernel<'_>, shapes: &[&[usize]]) -> bool {
+    let mut core = NeuronCore::default().with_strict(true);
+    matches!(
+        launch(&mut core, kernel, LaunchGrid::SINGLE, shapes),
+        Err(LaunchError::Exec(_))
+    )
+}
+
 /// The instruction of `kernel` whose mnemonic is `mnemonic` (the only one).
 fn instr(kernel: &Kernel<'_>, mnemonic: &str) -> usize {
     let found: Vec<usize> = kernel
@@ -407,6 +417,26 @@ fn a_loop_tile_read_before_its_iteration_writes_it_fails_under_rotation_naming_b
         .with_strict(false)
         .with_schedule_check(Some(ScheduleCheck::DEFAULT.with_buffers(1)));
     launch(&mut one, k, LaunchGrid::SINGLE, shapes).unwrap();
+}
+
+#[test]
+fn strict_mode_refuses_the_planted_kernels_too() {
+    let two: &[&[usize]] = &[&[256, 128], &[256, 512]];
+    let mm: &[&[usize]] = &[&[128, 128], &[256, 512]];
+    let one: &[&[usize]] = &[&[256, 512]];
+    assert!(strict_refuses(&zeroes_psum_after_the_matmul::KERNEL, mm));
+    assert!(strict_refuses(&drains_inside_the_k_loop::KERNEL, two));
+    assert!(strict_refuses(
+        &reuses_a_tile_across_iterations::KERNEL,
+        one
+    ));
+    assert!(strict_refuses(
+        &reads_what_an_earlier_iteration_left::KERNEL,
+        one
+    ));
+    assert!(!strict_refuses(&zeroes_psum_per_iteration::KERNEL, mm));
+    assert!(!strict_refuses(&drains_after_the_k_loop::KERNEL, two));
+    assert!(!strict_refuses(&reuses_a_tile_in_order::KERNEL, one));
 }
 
 #[test]

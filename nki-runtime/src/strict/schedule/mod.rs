@@ -520,10 +520,10 @@ fn rotation_pair(rec: &Recording, mapping: &[u32], c: u32) -> (u32, u32) {
             let first = *first_access.entry(id).or_insert((k, a.reads));
             if id == c {
                 first_step.get_or_insert(k);
-                if first == (k, true) {
-                    if let Some(w) = last_other_write {
-                        return (w as u32, k as u32);
-                    }
+                if first == (k, true)
+                    && let Some(w) = last_other_write
+                {
+                    return (w as u32, k as u32);
                 }
                 if a.writes {
                     last_own_write = Some(k);
