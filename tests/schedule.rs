@@ -6,6 +6,9 @@
 
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/autotune_matmul.rs"]
+#[allow(dead_code)]
+mod autotune_matmul;
 #[path = "../examples/average_pool2d.rs"]
 #[allow(dead_code)]
 mod average_pool2d;
@@ -21,12 +24,18 @@ mod fused_attention;
 #[path = "../examples/fused_matmul_bias_gelu.rs"]
 #[allow(dead_code)]
 mod fused_matmul_bias_gelu;
+#[path = "../examples/kernel_optimization_v2.rs"]
+#[allow(dead_code)]
+mod kernel_optimization_v2;
 #[path = "../examples/layernorm.rs"]
 #[allow(dead_code)]
 mod layernorm;
 #[path = "../examples/mamba.rs"]
 #[allow(dead_code)]
 mod mamba;
+#[path = "../examples/mamba_tutorial_shapes.rs"]
+#[allow(dead_code)]
+mod mamba_tutorial_shapes;
 #[path = "../examples/matmul_basic.rs"]
 #[allow(dead_code)]
 mod matmul_basic;
@@ -63,7 +72,7 @@ use nki::LaunchError;
 use nki::ndarray::IxDyn;
 use nki::prelude::*;
 use nki::strict::{Reordering, ScheduleCheck, ScheduleError};
-use nki::{DType, HbmIn, HbmOut, Kernel, LaunchGrid};
+use nki::{DType, HbmIn, HbmOut, Kernel, LaunchGrid, Target};
 
 /// The memset-after-matmul pattern: each iteration accumulates into the PSUM tile, drains
 /// it, and zeroes it for the next iteration. In program order each iteration sees a zeroed
@@ -476,13 +485,24 @@ fn passes(
     shapes: &[&[usize]],
     failures: &mut Vec<String>,
 ) {
-    let checked = launch(&mut checking().with_strict(true), kernel, grid, shapes);
-    let plain = launch(
-        &mut NeuronCore::default().with_strict(false),
-        kernel,
-        grid,
-        shapes,
-    );
+    passes_on(Target::Trn1, name, kernel, grid, shapes, failures);
+}
+
+/// [`passes`] on cores of generation `target`.
+fn passes_on(
+    target: Target,
+    name: &str,
+    kernel: &Kernel<'_>,
+    grid: LaunchGrid,
+    shapes: &[&[usize]],
+    failures: &mut Vec<String>,
+) {
+    let mut core = NeuronCore::new(target)
+        .with_strict(true)
+        .with_schedule_check(Some(ScheduleCheck::DEFAULT));
+    let checked = launch(&mut core, kernel, grid, shapes);
+    let mut plain_core = NeuronCore::new(target).with_strict(false);
+    let plain = launch(&mut plain_core, kernel, grid, shapes);
     match (checked, plain) {
         (Ok(c), Ok(p)) if c == p => {}
         (Ok(_), Ok(_)) => failures.push(format!("{name}: checked outputs differ from plain")),
@@ -644,6 +664,120 @@ fn every_tutorial_kernel_is_schedule_independent() {
         &tensor_add::tensor_add_bf16::KERNEL,
         LaunchGrid::from(tensor_add::grid_for(256, 1024)),
         &[&[256, 1024], &[256, 1024]],
+        &mut f,
+    );
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+#[test]
+fn every_other_ported_kernel_is_schedule_independent() {
+    let one = LaunchGrid::SINGLE;
+    let mut f = Vec::new();
+    passes(
+        "avgpool 6x6 f16",
+        &average_pool2d::tensor_avgpool_kernel_6x6::KERNEL,
+        one,
+        &[&[130, 6, 6]],
+        &mut f,
+    );
+    passes(
+        "maxpool 6x6 f16",
+        &maxpool2d::tensor_maxpool_kernel_6x6::KERNEL,
+        one,
+        &[&[130, 6, 6]],
+        &mut f,
+    );
+    passes(
+        "copy f32",
+        &data_movement::copy_f32::KERNEL,
+        one,
+        &[&[384, 4096]],
+        &mut f,
+    );
+    passes(
+        "exp bf16",
+        &exp::exp_bf16_4096::KERNEL,
+        one,
+        &[&[130, 4096]],
+        &mut f,
+    );
+    let mm: &[&[usize]] = &[&[256, 256], &[256, 512]];
+    passes(
+        "matmul only",
+        &fused_matmul_bias_gelu::matmul_only::KERNEL,
+        one,
+        mm,
+        &mut f,
+    );
+    passes(
+        "bias only",
+        &fused_matmul_bias_gelu::bias_only::KERNEL,
+        one,
+        &[&[256, 512], &[256, 1]],
+        &mut f,
+    );
+    passes(
+        "gelu only",
+        &fused_matmul_bias_gelu::gelu_only::KERNEL,
+        one,
+        &[&[256, 512]],
+        &mut f,
+    );
+    passes(
+        "autotuned matmul m2 n1 k2",
+        &autotune_matmul::mm_m2_n1_k2::KERNEL,
+        one,
+        &[&[512, 512], &[512, 1024]],
+        &mut f,
+    );
+    passes(
+        "fused attention d128",
+        &fused_attention::fused_self_attn_for_sd_small_head_size_d128::KERNEL,
+        one,
+        &[&[256, 128], &[256, 128], &[256, 128]],
+        &mut f,
+    );
+    let scan: &[&[usize]] = &[
+        &[1, 256, 512],
+        &[1, 256, 512],
+        &[256, 16],
+        &[1, 16, 512],
+        &[1, 16, 512],
+    ];
+    passes(
+        "mamba v1 512x256",
+        &mamba_tutorial_shapes::mamba_v1_512x256::KERNEL,
+        one,
+        scan,
+        &mut f,
+    );
+    let scan_1024: &[&[usize]] = &[
+        &[1, 256, 1024],
+        &[1, 256, 1024],
+        &[256, 16],
+        &[1, 16, 1024],
+        &[1, 16, 1024],
+    ];
+    passes(
+        "mamba v2 1024",
+        &mamba_tutorial_shapes::mamba_v2_1024::KERNEL,
+        one,
+        scan_1024,
+        &mut f,
+    );
+    passes(
+        "mamba v3 1024",
+        &mamba_tutorial_shapes::mamba_v3_1024::KERNEL,
+        one,
+        scan_1024,
+        &mut f,
+    );
+    passes_on(
+        Target::Trn2,
+        "kernel optimisation v2 (Trn2)",
+        &kernel_optimization_v2::matrix_multiply_kernel::KERNEL,
+        one,
+        &[&[512, 256], &[512, 1024]],
         &mut f,
     );
     assert!(f.is_empty(), "{}", f.join("\n"));
