@@ -77,10 +77,118 @@ fn place(mem: &mut [u8], buf: &[u8], f: Footprint) {
     }
 }
 
+/// The tiles' places and which buffer each holds now: a tile's buffer stays in its place
+/// until another of its buffers, or a tile sharing its bytes, needs the place, and is saved
+/// then if it was written (so that a run in program order copies almost nothing).
+struct Places<'s> {
+    footprints: Vec<Footprint>,
+    /// For each tile, the other tiles whose bytes intersect its own.
+    overlaps: Vec<Vec<u16>>,
+    /// For each tile, the buffer in its place and whether it was written since it was placed.
+    resident: Vec<Option<(u32, bool)>>,
+    /// The buffers not in their places (and stale copies of those that are).
+    held: HashMap<(u16, u32), Vec<u8>>,
+    start: &'s Snapshot,
+}
+
+impl<'s> Places<'s> {
+    fn new(b: &Bound<'_, '_, '_>, sbuf_stride: usize, start: &'s Snapshot) -> Self {
+        let footprints: Vec<Footprint> = b
+            .program
+            .tiles()
+            .iter()
+            .map(|t| {
+                let psum = t.memory == Memory::Psum;
+                Footprint {
+                    psum,
+                    stride: if psum {
+                        Psum::PARTITION_STRIDE
+                    } else {
+                        sbuf_stride
+                    },
+                    addr: t.addr as usize,
+                    bytes: usize::try_from(t.bytes_per_partition()).unwrap_or(0),
+                }
+            })
+            .collect();
+        let overlaps = footprints
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                footprints
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, g)| {
+                        j != i
+                            && g.psum == f.psum
+                            && g.addr < f.addr + f.bytes
+                            && f.addr < g.addr + g.bytes
+                    })
+                    .map(|(j, _)| u16::try_from(j).unwrap_or(u16::MAX))
+                    .collect()
+            })
+            .collect();
+        Places {
+            resident: vec![None; footprints.len()],
+            footprints,
+            overlaps,
+            held: HashMap::new(),
+            start,
+        }
+    }
+
+    /// Saves tile `t`'s buffer from its place if it was written, and forgets that it is there.
+    fn evict(&mut self, e: &mut EngineState, t: u16) {
+        let Some(Some((buffer, dirty))) = self.resident.get(usize::from(t)).copied() else {
+            return;
+        };
+        if dirty {
+            let f = self.footprints[usize::from(t)];
+            let mem = if f.psum {
+                e.psum.bytes()
+            } else {
+                e.sbuf.bytes()
+            };
+            let buf = self
+                .held
+                .entry((t, buffer))
+                .or_insert_with(|| vec![0u8; PARTITIONS as usize * f.bytes]);
+            save(mem, buf, f);
+        }
+        self.resident[usize::from(t)] = None;
+    }
+
+    /// Puts buffer `buffer` of tile `t` in the tile's place (the tile's bytes at the launch's
+    /// start if the buffer is new).
+    fn bring(&mut self, e: &mut EngineState, t: u16, buffer: u32) {
+        let ti = usize::from(t);
+        if matches!(self.resident.get(ti), Some(Some((b, _))) if *b == buffer) {
+            return;
+        }
+        self.evict(e, t);
+        for u in self.overlaps[ti].clone() {
+            self.evict(e, u);
+        }
+        let f = self.footprints[ti];
+        let (mem, init) = if f.psum {
+            (e.psum.bytes_mut(), &self.start.psum)
+        } else {
+            (e.sbuf.bytes_mut(), &self.start.sbuf)
+        };
+        let buf = self.held.entry((t, buffer)).or_insert_with(|| {
+            let mut v = vec![0u8; PARTITIONS as usize * f.bytes];
+            save(init, &mut v, f);
+            v
+        });
+        place(mem, buf, f);
+        self.resident[ti] = Some((buffer, false));
+    }
+}
+
 /// Runs the steps of `rec` in `order` from the memories of `start`, every tile instance in
 /// its buffer (`buffers`, by instance; initially the tile's bytes at the launch's start), and
-/// returns the outputs.
-/// The engines' memories and the bound outputs are left as the run leaves them.
+/// returns the outputs. The engines' memories and the bound outputs are left as the run
+/// leaves them.
 pub(super) fn replay(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
@@ -94,24 +202,7 @@ pub(super) fn replay(
     }
     let p = b.program;
     let sbuf_stride = e.sbuf.partition_stride();
-    let footprints: Vec<Footprint> = p
-        .tiles()
-        .iter()
-        .map(|t| {
-            let psum = t.memory == Memory::Psum;
-            Footprint {
-                psum,
-                stride: if psum {
-                    Psum::PARTITION_STRIDE
-                } else {
-                    sbuf_stride
-                },
-                addr: t.addr as usize,
-                bytes: usize::try_from(t.bytes_per_partition()).unwrap_or(0),
-            }
-        })
-        .collect();
-    let mut held: HashMap<(u16, u32), Vec<u8>> = HashMap::new();
+    let mut places = Places::new(b, sbuf_stride, start);
     for &s in order {
         let step = &rec.steps[s as usize];
         let Some(ins) = p.instrs().get(step.pc as usize) else {
@@ -123,41 +214,18 @@ pub(super) fn replay(
         let tiles = step.accesses.iter().filter_map(|a| match a.place {
             Place::Tile(id) => {
                 let tile = rec.instances.get(id as usize).map_or(0, |i| i.tile);
-                Some((
-                    tile,
-                    buffers.get(id as usize).copied().unwrap_or(0),
-                    a.writes,
-                ))
+                let buffer = buffers.get(id as usize).copied().unwrap_or(0);
+                Some((tile, buffer, a.writes))
             }
             Place::Output(_) => None,
         });
         for (tile, buffer, _) in tiles.clone() {
-            let f = footprints[usize::from(tile)];
-            let (mem, init) = if f.psum {
-                (e.psum.bytes_mut(), &start.psum)
-            } else {
-                (e.sbuf.bytes_mut(), &start.sbuf)
-            };
-            let buf = held.entry((tile, buffer)).or_insert_with(|| {
-                let mut v = vec![0u8; PARTITIONS as usize * f.bytes];
-                save(init, &mut v, f);
-                v
-            });
-            place(mem, buf, f);
+            places.bring(e, tile, buffer);
         }
         execute(e, b, ins, &ops, &step.vars);
         for (tile, buffer, writes) in tiles {
-            if !writes {
-                continue;
-            }
-            let f = footprints[usize::from(tile)];
-            let mem = if f.psum {
-                e.psum.bytes_mut()
-            } else {
-                e.sbuf.bytes_mut()
-            };
-            if let Some(buf) = held.get_mut(&(tile, buffer)) {
-                save(mem, buf, f);
+            if writes {
+                places.resident[usize::from(tile)] = Some((buffer, true));
             }
         }
     }
