@@ -194,7 +194,7 @@ impl NeuronCore {
 
     /// The same core checking every launch ([`NeuronCore::execute`], strict or not, and
     /// [`NeuronCore::execute_strict`]) for schedule independence first, when `check` is
-    /// `Some` ([`crate::strict::schedule`]): the launch runs in program order and in other
+    /// `Some` ([`ScheduleCheck`]): the launch runs in program order and in other
     /// orders of its instructions that the device may run (tiles renamed, loop tiles rotating,
     /// `affine_range` iterations and SPMD instances independent), and outputs that differ are
     /// [`LaunchError::Schedule`], naming two instructions whose order changed them. Then the
@@ -213,7 +213,7 @@ impl NeuronCore {
     /// Runs the core's schedule-independence check on `bound`, if it has one.
     fn check_schedule(&mut self, bound: &mut Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         if let Some(check) = self.schedule_check {
-            crate::strict::schedule::check(&mut self.engines, bound, check)?;
+            crate::schedule::check(&mut self.engines, bound, check)?;
         }
         Ok(())
     }

@@ -37,7 +37,7 @@
 //! writes an output element another instance wrote is an error naming both instances' program
 //! ids.
 //!
-//! [`schedule`] adds, as an option ([`crate::NeuronCore::with_schedule_check`]), runs of the
+//! [`ScheduleCheck`] adds, as an option ([`crate::NeuronCore::with_schedule_check`]), runs of the
 //! launch in other orders its dependencies allow, which must compute the same bits.
 //!
 //! Run a launch strictly with [`crate::NeuronCore::execute_strict`]. It is an observer, so
@@ -46,7 +46,7 @@
 
 mod defined;
 mod iterations;
-pub mod schedule;
+pub(crate) mod schedule;
 mod shadow;
 
 pub use schedule::{Executed, Reordering, ScheduleCheck, ScheduleError};

@@ -8,6 +8,7 @@ use core::cmp::Reverse;
 use nki_lang::{LoopKind, MAX_PIDS};
 
 use super::record::{Place, Recording, Step};
+use crate::strict::schedule::Policy;
 
 /// The graph: for each step, the steps that must run before it (each earlier in program
 /// order).
@@ -102,37 +103,6 @@ pub(super) fn build(rec: &Recording, loops: &[Vec<(u32, LoopKind)>]) -> Graph {
         }
     }
     Graph { preds }
-}
-
-/// How to choose among the steps whose predecessors all ran.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Policy {
-    /// The latest in program order first: independent iterations run last to first.
-    Reverse,
-    /// The lowest instruction index first, then the earliest step: the iterations of a loop
-    /// advance together, one instruction at a time (as a pipelined device overlaps them).
-    Lockstep,
-    /// The lowest instruction index first, then the latest step.
-    LockstepReversed,
-    /// Steps that write nothing shared (an output, or a tile declared outside their
-    /// innermost loop) first, in program order; then, when only such writers are ready, the
-    /// latest first: reads as early and shared writes as late as the graph allows.
-    LazySharedWrites,
-    /// Uniformly at random (a SplitMix64 stream from the seed).
-    Random(u64),
-}
-
-impl Policy {
-    /// The policy's name in messages.
-    pub fn name(self) -> String {
-        match self {
-            Policy::Reverse => "reverse".to_string(),
-            Policy::Lockstep => "lockstep".to_string(),
-            Policy::LockstepReversed => "lockstep, iterations reversed".to_string(),
-            Policy::LazySharedWrites => "shared writes last".to_string(),
-            Policy::Random(seed) => format!("random, seed {seed}"),
-        }
-    }
 }
 
 /// SplitMix64: the next value of the stream in `state`.
