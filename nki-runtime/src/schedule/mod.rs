@@ -1,5 +1,6 @@
-//! Schedule-independence checking ([`crate::strict::ScheduleCheck`]): a launch must compute the same bits in every order of its
-//! instructions that the device may run, not only in program order.
+//! Schedule-independence checking ([`crate::strict::ScheduleCheck`]): a launch must compute
+//! the same bits in every order of its instructions that the device may run, and with its loop
+//! tiles' buffers rotating, not only in program order on one buffer per tile.
 //!
 //! NKI's compiler and the hardware run instructions as soon as the instructions they depend
 //! on are done, not in program order; they give every tile a place of its own and rotate a
@@ -30,8 +31,11 @@
 //!    always ordered, as the compiler orders a buffer's reuse. Accesses are compared per tile
 //!    instance and per output, not per byte, which adds edges (orders left out), never removes
 //!    one.
-//! 3. The steps run, with every tile instance in its own buffer, in program order (the
-//!    baseline), then in the orders of [`ScheduleCheck::orders`]: independent steps latest
+//! 3. The steps run, with every tile instance in its buffer, in program order (the
+//!    baseline). The baseline is compared with program order on one buffer per tile (as
+//!    allocated): a difference is an instruction reading what another iteration's instance
+//!    of a loop tile left, found by bisection over the instances ([`Reordering::Rotated`]).
+//!    Then the steps run in the orders of [`ScheduleCheck::orders`]: independent steps latest
 //!    first (`reverse`), the iterations of each loop in lockstep (`lockstep`, and lockstep
 //!    with the later iterations first), reads as early and writes of shared tiles and outputs
 //!    as late as allowed (`shared writes last`), then random orders the graph allows. Each

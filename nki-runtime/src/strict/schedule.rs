@@ -40,7 +40,10 @@ impl Policy {
 }
 
 /// The option that runs every launch of a core in other legal orders too
-/// ([`crate::NeuronCore::with_schedule_check`]; see the [module documentation](self)).
+/// ([`crate::NeuronCore::with_schedule_check`]): the launch recorded, its dependency graph
+/// built as the device respects it, and run on renamed, rotating tile buffers in program order
+/// and in other orders the graph allows; `docs/strictness.md`, "Schedule independence", says
+/// how, and what a pass proves.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ScheduleCheck {
     /// How many orders to try besides program order: the first four are `reverse`,
