@@ -7,7 +7,6 @@
 #![allow(clippy::duplicate_mod)]
 
 #[path = "../examples/autotune_matmul.rs"]
-#[allow(dead_code)]
 mod autotune_matmul;
 #[path = "../examples/average_pool2d.rs"]
 #[allow(dead_code)]
