@@ -9,6 +9,7 @@
 //! cargo run --release --example tutorials -- --compare peers.json   # beside bench_ops.py's
 //! cargo run --release --example tutorials -- --host-profile   # + where each case's host time goes
 //! cargo run --release --example tutorials -- --strict         # run each case once, strictly
+//! cargo run --release --example tutorials -- --schedule-check # each case once, in other orders
 //! ```
 //!
 //! Each case calls its kernel twice, then times every call with `Instant::now()` until three
@@ -232,6 +233,44 @@ fn peers(path: &str) -> Result<BTreeMap<(String, String), f64>, Box<dyn std::err
     Ok(out)
 }
 
+/// Each case once on a core that checks schedule independence, timed against one plain launch
+/// on a one-thread core (after one untimed launch of each).
+fn check_schedules(cases: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut plain = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(1);
+    let mut checked = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(1)
+        .with_schedule_check(Some(nki::strict::ScheduleCheck::DEFAULT));
+    let mut failed = 0;
+    for name in cases {
+        let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;
+        launch(&mut plain)?;
+        let t = Instant::now();
+        launch(&mut plain)?;
+        let plain_time = t.elapsed();
+        let t = Instant::now();
+        let result = launch(&mut checked);
+        let checked_time = t.elapsed();
+        match result {
+            Ok(()) => println!(
+                "{name}: schedule check ok in {:.3} s (a plain launch on one thread: {:.3} s)",
+                checked_time.as_secs_f64(),
+                plain_time.as_secs_f64()
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("{name}: {e}");
+            }
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => Err(format!("{n} case(s) failed the schedule check").into()),
+    }
+}
+
 /// NKI's tutorial kernels at bench_ops.py's shapes, end to end with device-resident inputs: min,
 /// P50, P99 per case.
 #[derive(Parser)]
@@ -255,6 +294,10 @@ struct Cli {
     /// a huge value runs every instruction over all its partitions at once)
     #[arg(long, value_name = "BYTES")]
     host_cache_bytes: Option<usize>,
+    /// Run each case once with the schedule-independence check (ScheduleCheck::DEFAULT)
+    /// instead of timing it, and print the check's time beside a plain launch's
+    #[arg(long)]
+    schedule_check: bool,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -266,6 +309,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         host_profile,
         strict,
         host_cache_bytes,
+        schedule_check,
     } = cli;
     let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
     if strict {
@@ -287,6 +331,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             0 => Ok(()),
             n => Err(format!("{n} case(s) failed the strict launch").into()),
         };
+    }
+    if schedule_check {
+        return check_schedules(&cases);
     }
     let mut core = NeuronCore::default();
     if let Some(bytes) = host_cache_bytes {

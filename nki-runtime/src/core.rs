@@ -15,7 +15,7 @@ use crate::host::HostState;
 use crate::host_profile::HostProfile;
 use crate::launch::{Kernel, LaunchError};
 use crate::memory::{Psum, Sbuf};
-use crate::strict::Strict;
+use crate::strict::{ScheduleCheck, Strict};
 use crate::uninitialized::{UninitializedMemory, poison_launch};
 
 /// The host CPU cannot run the requested code path.
@@ -51,6 +51,8 @@ pub struct NeuronCore {
     uninitialized: UninitializedMemory,
     /// Whether a strict launch may leave output elements unwritten.
     unwritten_outputs: bool,
+    /// The schedule-independence check every launch runs first, if any.
+    schedule_check: Option<ScheduleCheck>,
 }
 
 impl NeuronCore {
@@ -68,6 +70,7 @@ impl NeuronCore {
             stop: None,
             uninitialized: UninitializedMemory::from_env(),
             unwritten_outputs: false,
+            schedule_check: None,
         }
     }
 
@@ -200,6 +203,32 @@ impl NeuronCore {
         self
     }
 
+    /// The same core checking every launch ([`NeuronCore::execute`], strict or not, and
+    /// [`NeuronCore::execute_strict`]) for schedule independence first, when `check` is
+    /// `Some` ([`ScheduleCheck`]): the launch runs in program order and in other
+    /// orders of its instructions that the device may run (tiles renamed, loop tiles rotating,
+    /// `affine_range` iterations and SPMD instances independent), and outputs that differ are
+    /// [`LaunchError::Schedule`], naming two instructions whose order changed them. Then the
+    /// launch runs as it would without the check. Off by default: each order is a full run,
+    /// one instruction at a time.
+    pub fn with_schedule_check(mut self, check: Option<ScheduleCheck>) -> Self {
+        self.schedule_check = check;
+        self
+    }
+
+    /// The schedule-independence check launches run ([`NeuronCore::with_schedule_check`]).
+    pub fn schedule_check(&self) -> Option<ScheduleCheck> {
+        self.schedule_check
+    }
+
+    /// Runs the core's schedule-independence check on `bound`, if it has one.
+    fn check_schedule(&mut self, bound: &mut Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        if let Some(check) = self.schedule_check {
+            crate::schedule::check(&mut self.engines, bound, check)?;
+        }
+        Ok(())
+    }
+
     /// What launches find in memory they did not write
     /// ([`NeuronCore::with_uninitialized_memory`]).
     pub fn uninitialized_memory(&self) -> UninitializedMemory {
@@ -246,6 +275,8 @@ impl NeuronCore {
             return self.execute_strict(bound);
         }
         self.check_capacity(&bound)?;
+        let mut bound = bound;
+        self.check_schedule(&mut bound)?;
         let meter = Meter::new(self.budget, self.stop.as_ref());
         let mut bound = Bound {
             meter: &meter,
@@ -313,7 +344,11 @@ impl NeuronCore {
     /// (the instruction, its source line, the tile or tensor, the element and the loop values);
     /// an output left partly unwritten is [`LaunchError::Strict`]. The
     /// launch runs serially, several times slower than a plain one.
-    pub fn execute_strict(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+    pub fn execute_strict(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        if self.schedule_check.is_some() {
+            self.check_capacity(&bound)?;
+            self.check_schedule(&mut bound)?;
+        }
         let program = bound.program;
         let outputs: Vec<usize> = bound.outputs.iter().map(|o| o.data.len()).collect();
         let mut strict = Strict::new(program, self.engines.sbuf.partition_stride(), &outputs);

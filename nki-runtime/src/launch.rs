@@ -39,6 +39,11 @@ pub enum LaunchError {
     /// unwritten.
     #[error(transparent)]
     Strict(#[from] crate::strict::StrictError),
+    /// A launch checked for schedule independence
+    /// ([`crate::NeuronCore::with_schedule_check`]) computes other outputs in another order
+    /// of its instructions that the device may run.
+    #[error(transparent)]
+    Schedule(Box<crate::strict::ScheduleError>),
     /// The host could not allocate an output the launch creates (its shape follows from the
     /// inputs' and may be large).
     #[error("cannot allocate {bytes} bytes for an output")]

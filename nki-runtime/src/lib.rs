@@ -97,7 +97,8 @@
 //! 5. `host/` (the shortcuts of plain runs: two threads, fused steps), [`strict`],
 //!    [`host_profile`]: the plans and observers that plug into the interpreter. Observers
 //!    never see `engines/` or `host/`.
-//! 6. `launch` ([`Kernel`], the checks), `instantiation`, then `core` ([`NeuronCore`]: picks
+//! 6. `launch` ([`Kernel`], the checks), `instantiation` and `schedule` (the
+//!    schedule-independence check of [`strict::ScheduleCheck`], which runs the engines), then `core` ([`NeuronCore`]: picks
 //!    the serial plan for strict and observed runs, the host's plan otherwise), then
 //!    [`timing`] and `reference_launch` (launches on the reference interpreter, the
 //!    element-by-element definition of every instruction in `exec::reference`, for tests).
@@ -132,6 +133,7 @@ pub mod memory;
 mod operand;
 #[doc(hidden)]
 pub mod reference_launch;
+mod schedule;
 mod shape;
 pub mod strict;
 pub mod timing;

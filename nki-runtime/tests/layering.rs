@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["exec"],
     &["host", "strict", "host_profile"],
     &["launch", "uninitialized"],
-    &["instantiation"],
+    &["instantiation", "schedule"],
     &["core"],
     &["timing", "reference_launch"],
     &[""],

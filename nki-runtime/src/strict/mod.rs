@@ -37,13 +37,19 @@
 //! writes an output element another instance wrote is an error naming both instances' program
 //! ids.
 //!
+//! [`ScheduleCheck`] adds, as an option ([`crate::NeuronCore::with_schedule_check`]), runs of the
+//! launch in other orders its dependencies allow, which must compute the same bits.
+//!
 //! Run a launch strictly with [`crate::NeuronCore::execute_strict`]. It is an observer, so
 //! the launch runs on one thread, and each operand's elements are visited once more to check
 //! or mark them: a debugging mode, many times slower than a plain launch.
 
 mod defined;
 mod iterations;
+pub(crate) mod schedule;
 mod shadow;
+
+pub use schedule::{Executed, Reordering, ScheduleCheck, ScheduleError};
 
 use core::fmt;
 use core::ops::ControlFlow;
