@@ -86,23 +86,31 @@ fn extent(r: &Resolved, sbuf_stride: usize) -> Option<Extent> {
 /// Whether `ins` writes memory that one of its sources also covers, other than as exactly the
 /// same elements of an elementwise instruction or a move.
 pub(crate) fn partly_overlapping(ins: &Instr, ops: &Operands, sbuf_stride: usize) -> bool {
+    overlapping_slots(ins, ops, sbuf_stride).is_some()
+}
+
+/// The first operand `ins` writes that a source partly overlaps, and that source: their slots.
+pub(crate) fn overlapping_slots(
+    ins: &Instr,
+    ops: &Operands,
+    sbuf_stride: usize,
+) -> Option<(u8, u8)> {
     let in_memory = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Hbm(_));
     let same_elements_allowed = matches!(ins.opcode.info().deps, Deps::Elementwise | Deps::Move);
     ops.iter()
         .filter(|w| w.dir.writes())
         .filter(in_memory)
-        .any(|w| {
-            let Some(we) = extent(w, sbuf_stride) else {
-                return false;
-            };
+        .find_map(|w| {
+            let we = extent(w, sbuf_stride)?;
             ops.iter()
                 .filter(|r| r.slot != w.slot && r.dir.reads() && r.loc == w.loc)
                 .filter(in_memory)
-                .any(|r| {
+                .find(|r| {
                     let same = r.dtype == w.dtype && r.pattern == w.pattern && r.dims == w.dims;
                     !(same && same_elements_allowed)
                         && extent(r, sbuf_stride).is_some_and(|re| re.meets(&we))
                 })
+                .map(|r| (w.slot, r.slot))
         })
 }
 
