@@ -21,6 +21,12 @@ enum Sel {
 
 impl Lowerer<'_> {
     pub(super) fn index(&mut self, base: Value, indices: &[Expr], span: Span) -> Value {
+        // A tile with block axes is indexed block first; its blocks stand for a tile of their
+        // own (`base` becomes the whole tile, indexed in its stored axis order).
+        let (base, blocks) = match base {
+            Value::Blocks { view, axes } => (Value::Tile(view), usize::from(axes)),
+            other => (other, 0),
+        };
         let dims: Vec<Option<u64>> = match &base {
             Value::Poison => return Value::Poison,
             Value::Tensor(t) => self.tensors[*t]
@@ -52,22 +58,42 @@ impl Lowerer<'_> {
                     ..
                 }
             );
-        if !full && indices.len() > dims.len() {
-            return self.error(
-                span,
-                format!(
-                    "{} indices for a tensor of rank {}",
-                    indices.len(),
-                    dims.len()
-                ),
-            );
-        }
+        let order: Vec<Option<&Expr>> = if blocks > 0 {
+            let Value::Tile(v) = &base else {
+                unreachable!("a block tile is a tile")
+            };
+            let name = self.buf.tiles[v.tile as usize].name.clone();
+            match self.block_order(&name, blocks, dims.len(), indices, span) {
+                Some(o) => o,
+                None => return Value::Poison,
+            }
+        } else {
+            if !full && indices.len() > dims.len() {
+                return self.error(
+                    span,
+                    format!(
+                        "{} indices for a tensor of rank {}",
+                        indices.len(),
+                        dims.len()
+                    ),
+                );
+            }
+            (0..dims.len())
+                .map(|axis| if full { None } else { indices.get(axis) })
+                .collect()
+        };
         let mut sels = Vec::new();
         for (axis, &dim) in dims.iter().enumerate() {
-            let e = if full { None } else { indices.get(axis) };
+            let e = order[axis];
             match self.select(e, dim, span) {
                 Some(s) => sels.push(s),
                 None => return Value::Poison,
+            }
+        }
+        for axis in 1..=blocks {
+            if !matches!(sels[axis], Sel::Scalar(_)) {
+                self.block_index_error(order[axis], span);
+                return Value::Poison;
             }
         }
         let slices = sels.iter().any(|s| matches!(s, Sel::Slice { .. }));
@@ -322,6 +348,18 @@ impl Lowerer<'_> {
                 && (lo < 0 || hi >= i128::from(free[a]))
             {
                 let name = self.buf.tiles[tile as usize].name.clone();
+                let blocks = self.tile_blocks.get(&tile).map_or(0, |&b| usize::from(b));
+                if a < blocks {
+                    return self.error(
+                        span,
+                        format!(
+                            "out-of-bound block index for tile `{name}` on block axis {a}: index range [{lo}, {hi}] exceeds its {} blocks (err_tensor_access_out_of_bound)",
+                            free[a]
+                        ),
+                    );
+                }
+                // NKI numbers the axes as written: the block axes, the partition axis, then
+                // the free axes.
                 return self.error(
                     span,
                     format!(

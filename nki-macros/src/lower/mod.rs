@@ -12,6 +12,7 @@
     clippy::cast_sign_loss
 )]
 
+mod blocks;
 mod builtins;
 mod call;
 pub use call::DTYPES;
@@ -139,6 +140,8 @@ pub struct Lowerer<'e> {
     loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
+    /// Tiles declared with block axes (`par_dim`): tile → number of block axes.
+    tile_blocks: HashMap<u16, u8>,
     temp_count: usize,
     /// The helpers the kernel may call.
     helpers: &'e [Helper],
@@ -194,6 +197,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
+        tile_blocks: HashMap::new(),
         temp_count: 0,
         helpers: &kernel.helpers,
         inlining: Vec::new(),

@@ -70,9 +70,14 @@ impl Lowerer<'_> {
             }
         };
         // The shape and default dtype: given, or those of the tile `a`.
+        let mut blocks = 0u8;
         let (shape, like_dtype) = if like {
             match self.eval(shape_e) {
                 Value::Tile(v) => (v.shape, Some(self.buf.tiles[v.tile as usize].dtype)),
+                Value::Blocks { view, axes } => {
+                    blocks = axes;
+                    (view.shape, Some(self.buf.tiles[view.tile as usize].dtype))
+                }
                 Value::Poison => return Value::Poison,
                 other => {
                     return self.error(
@@ -82,21 +87,36 @@ impl Lowerer<'_> {
                 }
             }
         } else {
-            let Expr::Array(dims, _) = shape_e else {
+            let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = shape_e else {
                 return self.error(
                     shape_e.span(),
                     "a shape is an array of dimensions: `[128, 512]`",
                 );
             };
-            if buffer == Buffer::SharedHbm {
+            if Self::has_par_dim(dims) {
+                if buffer == Buffer::SharedHbm {
+                    return self.error(
+                        shape_e.span(),
+                        "an HBM tensor has no partition dimension: `par_dim(n)` marks an SBUF or PSUM tile's",
+                    );
+                }
+                match self.block_shape(dims, shape_e.span()) {
+                    Some(b) => {
+                        blocks = b.blocks;
+                        (b.shape, None)
+                    }
+                    None => return Value::Poison,
+                }
+            } else if buffer == Buffer::SharedHbm {
                 let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
                     return Value::Poison;
                 };
                 return self.create_output(func, dims, dtype, span, name);
-            }
-            match self.shape_arg(shape_e) {
-                Some(s) => (s, None),
-                None => return Value::Poison,
+            } else {
+                match self.shape_arg(shape_e) {
+                    Some(s) => (s, None),
+                    None => return Value::Poison,
+                }
             }
         };
         let dtype = match (a[dtype_slot], like_dtype) {
@@ -148,6 +168,13 @@ impl Lowerer<'_> {
             if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
+        }
+        if blocks > 0 {
+            self.tile_blocks.insert(view.tile, blocks);
+            return Value::Blocks {
+                view,
+                axes: blocks,
+            };
         }
         v
     }
