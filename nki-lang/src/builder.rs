@@ -248,6 +248,7 @@ impl ProgramBuilder {
             .filter(|&i| i < u16::MAX)
             .ok_or(BuildError::Usage("too many tiles"))?;
         self.buf.tiles.push(TileBuf {
+            blocks: None,
             name: name.to_string(),
             memory,
             dtype,

@@ -79,6 +79,7 @@ impl CompiledProgram {
                     shape: t.shape,
                     addr,
                     scope: t.scope,
+                    blocks: t.blocks,
                 })
                 .collect(),
             loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),

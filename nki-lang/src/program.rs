@@ -3,7 +3,7 @@
 use crate::constraint::Constraint;
 use crate::dtype::DType;
 use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, TileView};
-use crate::shape::{Dim, TileShape};
+use crate::shape::{Dim, Extent, TileShape};
 use crate::target::{Memory, Target};
 
 /// Whether an HBM tensor is a kernel input or an output the kernel allocates and returns.
@@ -46,6 +46,10 @@ pub struct TileDecl<'a> {
     /// of its own (what one iteration wrote, the next does not see); a tile declared outside a
     /// loop is one tile shared by the loop's iterations.
     pub scope: Option<u32>,
+    /// For a tile whose first free axis is a block axis sized by a symbolic dimension: the
+    /// number of blocks a launch uses (`K / 128`); `shape` holds the capacity reserved for
+    /// them ([`crate::TileBuf::blocks`]).
+    pub blocks: Option<Extent>,
 }
 
 impl TileDecl<'_> {

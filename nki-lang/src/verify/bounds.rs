@@ -81,7 +81,96 @@ impl Checker<'_> {
         };
         let size = Dim::Fixed(tile.shape.free_elems());
         let target = Bounded::TileFree { tile: v.tile };
-        self.bound(site, &tile.name, 1, target, size, &index, false, loops)
+        if !self.bound(site, &tile.name, 1, target, size, &index, false, loops) {
+            return false;
+        }
+        match tile.blocks {
+            Some(Extent::Sym { sym, add, div }) => {
+                self.check_blocks(site, v, &index, (sym, add, div), loops)
+            }
+            Some(Extent::Fixed(_)) | None => true,
+        }
+    }
+
+    /// The block index of a view of a tile whose blocks symbol `sym` counts (`(S + add) /
+    /// div` blocks of `E` elements, the first free axis) stays below the count at launch:
+    /// `k < (S + add) / div` exactly when `div·k + div − 1 − add < S`, a bound on `S` like an
+    /// HBM axis'. Where the view's loop coefficients are not whole blocks (or `add ≥ div`),
+    /// the bound on the tile's free elements stands alone.
+    fn check_blocks(
+        &mut self,
+        site: Site,
+        v: &TileView,
+        index: &Index<'_>,
+        (sym, add, div): (u8, u64, u64),
+        loops: &[Extent],
+    ) -> bool {
+        let tile = &self.p.tiles[v.tile as usize];
+        let block: i64 = tile.shape.free()[1..]
+            .iter()
+            .fold(1i64, |n, &d| n.saturating_mul(i64::from(d)));
+        let (Ok(div_i), Ok(add_i)) = (i64::try_from(div), i64::try_from(add)) else {
+            return true;
+        };
+        if add_i >= div_i || block <= 0 {
+            return true;
+        }
+        let Some((lo, hi)) = index.range() else {
+            return true;
+        };
+        let coef = index.start.coef;
+        if coef.iter().any(|&c| c.checked_rem(block) != Some(0)) {
+            return true;
+        }
+        // The shift `div − 1 − add` is in [0, div) here.
+        let shift = div_i.saturating_sub(1).saturating_sub(add_i);
+        let scaled = |x: i64| {
+            x.checked_div_euclid(block)
+                .and_then(|k| k.checked_mul(div_i))
+                .and_then(|k| k.checked_add(shift))
+        };
+        let mut start = crate::affine::Affine::ZERO;
+        let (Some(lo), Some(hi)) = (scaled(lo), scaled(hi)) else {
+            return self.report(
+                site,
+                Err(RuleViolation::IndexOverflow {
+                    tensor: tile.name.clone(),
+                    axis: 1,
+                }),
+            );
+        };
+        for (s, &c) in start.coef.iter_mut().zip(&coef) {
+            match c.checked_div(block).and_then(|k| k.checked_mul(div_i)) {
+                Some(k) => *s = k,
+                None => {
+                    return self.report(
+                        site,
+                        Err(RuleViolation::IndexOverflow {
+                            tensor: tile.name.clone(),
+                            axis: 1,
+                        }),
+                    );
+                }
+            }
+        }
+        start.constant = lo;
+        // A one-axis grid of two points spans `[lo, hi]`.
+        let grid = [hi.saturating_sub(lo)];
+        let Some(two) = TileShape::new(&[2]) else {
+            return true;
+        };
+        let blocks = Index {
+            start: &start,
+            grid: &grid,
+            shape: &two,
+        };
+        let target = Bounded::TileBlocks {
+            tile: v.tile,
+            div,
+            add,
+        };
+        let name = tile.name.clone();
+        self.bound(site, &name, 1, target, Dim::Sym(sym), &blocks, false, loops)
     }
 
     pub(super) fn check_access(

@@ -8,7 +8,7 @@
 //! offset, so a loop over the blocks stays a loop.
 
 use crate::span::Span;
-use nki_lang::TileShape;
+use nki_lang::{Extent, TileShape, TileView};
 
 use super::Lowerer;
 use super::value::Value;
@@ -18,7 +18,36 @@ use crate::parse::model::Expr;
 /// the free axes) and how many block axes it has.
 pub(super) struct BlockShape {
     pub(super) shape: TileShape,
-    pub(super) blocks: u8,
+    pub(super) info: BlockInfo,
+    /// The number of blocks of the symbolic block axis, if one is.
+    pub(super) count: Option<Extent>,
+}
+
+/// The block axes of a tile: how many, and which one (as written) a symbolic dimension sizes.
+/// The symbolic one is stored first (right after the partition axis), so that a block's
+/// place does not depend on how many blocks there are; the others follow in their order.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct BlockInfo {
+    pub(super) axes: u8,
+    pub(super) symbolic: Option<u8>,
+}
+
+impl BlockInfo {
+    /// The stored position (0 = first after the partition axis) of written block axis `i`.
+    pub(super) fn stored(self, i: usize) -> usize {
+        match self.symbolic.map(usize::from) {
+            Some(s) if i == s => 0,
+            Some(s) if i < s => i.saturating_add(1),
+            Some(_) | None => i,
+        }
+    }
+
+    /// The written block axis stored at position `j`.
+    pub(super) fn written(self, j: usize) -> usize {
+        (0..usize::from(self.axes))
+            .find(|&i| self.stored(i) == j)
+            .unwrap_or(j)
+    }
 }
 
 /// The argument of `par_dim(n)`, if `e` is that call.
@@ -61,13 +90,16 @@ impl Lowerer<'_> {
             );
             return None;
         }
+        // As written: the partition size, the block axes, the free axes.
         let mut sizes = Vec::with_capacity(dims.len());
+        let mut symbolic: Option<(u8, Extent)> = None;
         for (j, d) in std::iter::once(p_e)
             .chain(&dims[..at])
             .chain(&dims[at.saturating_add(1)..])
             .enumerate()
         {
-            let what = if (1..=at).contains(&j) {
+            let block = (1..=at).contains(&j);
+            let what = if block {
                 "a block axis"
             } else {
                 "a tile dimension"
@@ -80,25 +112,48 @@ impl Lowerer<'_> {
                         return None;
                     }
                 },
-                Value::Sym { .. } if (1..=at).contains(&j) => {
-                    self.error(
-                        d.span(),
-                        "a block axis sized by a symbolic dimension (`K / 128`) is not supported yet: its size must be known at compile time; make the dimension a meta-parameter (`const K: usize`) or give the tile a fixed number of blocks and loop over `K / 128` of them",
-                    );
-                    return None;
+                Value::Sym { sym, add, div } if block => {
+                    if symbolic.is_some() {
+                        self.error(
+                            d.span(),
+                            "one block axis of a tile may be sized by a symbolic dimension; size the others with compile-time integers",
+                        );
+                        return None;
+                    }
+                    // j ≥ 1 and j ≤ at < MAX_TILE_RANK.
+                    let written = u8::try_from(j.saturating_sub(1)).unwrap_or(u8::MAX);
+                    symbolic = Some((written, Extent::Sym { sym, add, div }));
+                    // The capacity the compiler reserves replaces it.
+                    sizes.push(1);
                 }
                 Value::Poison => return None,
                 other => {
+                    let sym = if block {
+                        ", or a symbolic dimension (`K / 128`)"
+                    } else {
+                        ""
+                    };
                     self.error(
                         d.span(),
                         format!(
-                            "{what} must be a positive compile-time integer, not {}",
+                            "{what} must be a positive compile-time integer{sym}, not {}",
                             other.describe()
                         ),
                     );
                     return None;
                 }
             }
+        }
+        let info = BlockInfo {
+            // at < dims.len(); a shape of more than 255 axes fails `TileShape::new` below.
+            axes: u8::try_from(at).unwrap_or(u8::MAX),
+            symbolic: symbolic.map(|(w, _)| w),
+        };
+        // Stored order: the partition, the block axes (the symbolic one first), the free axes.
+        if let Some((w, _)) = symbolic {
+            let w = usize::from(w).saturating_add(1);
+            let n = sizes.remove(w);
+            sizes.insert(1, n);
         }
         let Some(shape) = TileShape::new(&sizes) else {
             self.error(
@@ -112,8 +167,8 @@ impl Lowerer<'_> {
         };
         Some(BlockShape {
             shape,
-            // at < dims.len() ≤ MAX_TILE_RANK, checked by `TileShape::new`.
-            blocks: u8::try_from(at).unwrap_or(u8::MAX),
+            info,
+            count: symbolic.map(|(_, e)| e),
         })
     }
 
@@ -123,11 +178,12 @@ impl Lowerer<'_> {
     pub(super) fn block_order<'x>(
         &mut self,
         name: &str,
-        blocks: usize,
+        info: BlockInfo,
         rank: usize,
         indices: &'x [Expr],
         span: Span,
     ) -> Option<Vec<Option<&'x Expr>>> {
+        let blocks = usize::from(info.axes);
         let whole = indices.len() == 1
             && matches!(
                 indices[0],
@@ -155,7 +211,7 @@ impl Lowerer<'_> {
         }
         let mut order: Vec<Option<&Expr>> = Vec::with_capacity(rank);
         order.push(indices.get(blocks));
-        order.extend(indices[..blocks].iter().map(Some));
+        order.extend((0..blocks).map(|j| indices.get(info.written(j))));
         for j in blocks.saturating_add(1)..rank {
             order.push(indices.get(j));
         }
@@ -168,5 +224,68 @@ impl Lowerer<'_> {
             e.map_or(span, Expr::span),
             "a block index is an integer expression (a constant, a loop variable, `k + 1`): a block axis cannot be sliced or indexed by an index grid, as its blocks are separate tiles (`t[[k, i_p, i_f]]`)",
         );
+    }
+}
+
+impl Lowerer<'_> {
+    /// `memset` of every block of a tile whose blocks a symbolic dimension counts (`zeros`,
+    /// `full` of such a tile): a loop over the launch's blocks, one block per iteration, as
+    /// the count is known only at launch. False after an error.
+    pub(super) fn fill_blocks(
+        &mut self,
+        whole: TileView,
+        count: Extent,
+        value: nki_lang::Scalar,
+        span: Span,
+        opts: super::call::OpOptions,
+    ) -> bool {
+        use nki_lang::{Affine, InstrData, LoopKind, Opcode};
+        if self.loops.len() == nki_lang::MAX_LOOP_DEPTH {
+            self.error(
+                span,
+                format!(
+                    "filling a tile's blocks takes a loop, and loops nest at most {} deep",
+                    nki_lang::MAX_LOOP_DEPTH
+                ),
+            );
+            return false;
+        }
+        let dims = whole.shape.dims();
+        let mut block_dims = vec![dims[0]];
+        block_dims.extend_from_slice(&dims[2..]);
+        let Some(shape) = TileShape::new(&block_dims) else {
+            return false;
+        };
+        let elems = i64::try_from(shape.free_elems()).unwrap_or(i64::MAX);
+        let depth = self.loops.len();
+        self.buf.loop_vars.push("_block".to_string());
+        let var = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
+        let begin = self.emit(
+            Opcode::LoopBegin,
+            InstrData::LoopBegin {
+                kind: LoopKind::Affine,
+                trip: count,
+                var,
+                end: 0,
+            },
+            super::InstrSpans::at(span),
+        );
+        let begin_at = u32::try_from(begin).unwrap_or(u32::MAX);
+        self.loops.push(count);
+        self.loop_begins.push(begin_at);
+        let mut view = TileView::whole(whole.tile, &shape);
+        view.offset = Affine::loop_var(depth, elems);
+        let ok = self.fill(view, value, span, opts);
+        self.loops.pop();
+        self.loop_begins.pop();
+        let end = self.emit(
+            Opcode::LoopEnd,
+            InstrData::LoopEnd { begin: begin_at },
+            super::InstrSpans::at(span),
+        );
+        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
+            *e = u32::try_from(end).unwrap_or(u32::MAX);
+        }
+        ok
     }
 }

@@ -63,7 +63,10 @@ impl Lowerer<'_> {
                 unreachable!("a block tile is a tile")
             };
             let name = self.buf.tiles[v.tile as usize].name.clone();
-            match self.block_order(&name, blocks, dims.len(), indices, span) {
+            let Some(&info) = self.tile_blocks.get(&v.tile) else {
+                unreachable!("a block tile is registered")
+            };
+            match self.block_order(&name, info, dims.len(), indices, span) {
                 Some(o) => o,
                 None => return Value::Poison,
             }
@@ -343,17 +346,23 @@ impl Lowerer<'_> {
             }
             // Each free axis of a tile with several stays inside its own dimension (the
             // flattened free range is checked with the program).
+            let info = self.tile_blocks.get(&tile).copied();
+            // A block axis a symbolic dimension sizes is checked at launch.
+            let symbolic = info.is_some_and(|i| i.symbolic.is_some() && a == 0);
             if free.len() > 1
+                && !symbolic
                 && let Some((lo, hi)) = self.index_range(idx, &shape)
                 && (lo < 0 || hi >= i128::from(free[a]))
             {
                 let name = self.buf.tiles[tile as usize].name.clone();
-                let blocks = self.tile_blocks.get(&tile).map_or(0, |&b| usize::from(b));
-                if a < blocks {
+                if let Some(info) = info
+                    && a < usize::from(info.axes)
+                {
                     return self.error(
                         span,
                         format!(
-                            "out-of-bound block index for tile `{name}` on block axis {a}: index range [{lo}, {hi}] exceeds its {} blocks (err_tensor_access_out_of_bound)",
+                            "out-of-bound block index for tile `{name}` on block axis {}: index range [{lo}, {hi}] exceeds its {} blocks (err_tensor_access_out_of_bound)",
+                            info.written(a),
                             free[a]
                         ),
                     );

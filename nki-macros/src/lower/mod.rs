@@ -141,7 +141,7 @@ pub struct Lowerer<'e> {
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
     /// Tiles declared with block axes (`par_dim`): tile → number of block axes.
-    tile_blocks: HashMap<u16, u8>,
+    tile_blocks: HashMap<u16, blocks::BlockInfo>,
     temp_count: usize,
     /// The helpers the kernel may call.
     helpers: &'e [Helper],
@@ -377,6 +377,7 @@ impl Lowerer<'_> {
             }
         };
         self.buf.tiles.push(TileBuf {
+            blocks: None,
             name,
             memory,
             dtype,

@@ -70,13 +70,17 @@ impl Lowerer<'_> {
             }
         };
         // The shape and default dtype: given, or those of the tile `a`.
-        let mut blocks = 0u8;
+        let mut blocks: Option<(super::super::blocks::BlockInfo, Option<nki_lang::Extent>)> = None;
         let (shape, like_dtype) = if like {
             match self.eval(shape_e) {
                 Value::Tile(v) => (v.shape, Some(self.buf.tiles[v.tile as usize].dtype)),
-                Value::Blocks { view, axes } => {
-                    blocks = axes;
-                    (view.shape, Some(self.buf.tiles[view.tile as usize].dtype))
+                Value::Blocks { view, .. } => {
+                    let tile = &self.buf.tiles[view.tile as usize];
+                    blocks = self
+                        .tile_blocks
+                        .get(&view.tile)
+                        .map(|&info| (info, tile.blocks));
+                    (view.shape, Some(tile.dtype))
                 }
                 Value::Poison => return Value::Poison,
                 other => {
@@ -102,7 +106,13 @@ impl Lowerer<'_> {
                 }
                 match self.block_shape(dims, shape_e.span()) {
                     Some(b) => {
-                        blocks = b.blocks;
+                        if b.count.is_some() && buffer == Buffer::Psum {
+                            return self.error(
+                                shape_e.span(),
+                                "a PSUM tile's block axes are compile-time integers: PSUM has 8 banks, sized when the kernel compiles",
+                            );
+                        }
+                        blocks = Some((b.info, b.count));
                         (b.shape, None)
                     }
                     None => return Value::Poison,
@@ -137,6 +147,10 @@ impl Lowerer<'_> {
         };
         let v = self.new_tile(name, memory, dtype, shape, span);
         let Value::Tile(view) = v else { return v };
+        if let Some((info, count)) = blocks {
+            self.buf.tiles[view.tile as usize].blocks = count;
+            self.tile_blocks.insert(view.tile, info);
+        }
         let fill = match base {
             "zeros" => Some(Scalar::float(0.0)),
             "ones" => Some(Scalar::float(1.0)),
@@ -162,18 +176,21 @@ impl Lowerer<'_> {
             _ => None,
         };
         if let Some(value) = fill {
-            if !self.fill(view, value, span, opts) {
+            let filled = match blocks {
+                Some((_, Some(count))) => self.fill_blocks(view, count, value, span, opts),
+                Some((_, None)) | None => self.fill(view, value, span, opts),
+            };
+            if !filled {
                 return Value::Poison;
             }
             if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
         }
-        if blocks > 0 {
-            self.tile_blocks.insert(view.tile, blocks);
+        if let Some((info, _)) = blocks {
             return Value::Blocks {
                 view,
-                axes: blocks,
+                axes: info.axes,
             };
         }
         v
