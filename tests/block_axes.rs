@@ -95,6 +95,7 @@ fn the_program_stays_a_loop_and_reserves_the_rest_of_sbuf() {
     // [128, 512] f32 copy (2 KiB): (192 KiB − 2 KiB) / 1280 B = 152 blocks.
     assert_eq!(cap, 152);
     let listing = p.to_string();
+    eprintln!("{listing}\n{}\n{}", block_index_past_count::KERNEL.program(), ragged_blocks::KERNEL.program());
     assert!(listing.contains("blocks"), "{listing}");
 }
 
