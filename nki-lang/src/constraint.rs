@@ -321,7 +321,7 @@ impl fmt::Display for DisplayConstraint<'_> {
                         let shift = i128::from(div)
                             .saturating_sub(1)
                             .saturating_sub(i128::from(add));
-                        format!("{} block index k: {div}*k + {shift}", tile(t))
+                        format!("{} block index k as {div}*k + {shift}", tile(t))
                     }
                 };
                 if upper {
