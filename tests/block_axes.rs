@@ -70,11 +70,15 @@ fn hoisted_block_tiles_sized_by_k_match_plain_loops() {
         let a = rand_int(Ix2(k, m), k as u64, -4, 4);
         let b = rand_int(Ix2(k, n), n as u64 + 1, -4, 4);
         let mut core = NeuronCore::default();
-        let out = hoist_load_blocks::host(&mut core, to_bf16(&a).view(), to_bf16(&b).view())
-            .unwrap();
+        let out =
+            hoist_load_blocks::host(&mut core, to_bf16(&a).view(), to_bf16(&b).view()).unwrap();
         let reference = matmul_reference(&a, &b);
         for ((i, j), &x) in out.indexed_iter() {
-            assert_eq!(f64::from(x), reference[[i, j]], "K={k} M={m} N={n} at [{i}, {j}]");
+            assert_eq!(
+                f64::from(x),
+                reference[[i, j]],
+                "K={k} M={m} N={n} at [{i}, {j}]"
+            );
         }
     }
 }
@@ -95,10 +99,16 @@ fn the_program_stays_a_loop_and_reserves_the_rest_of_sbuf() {
     // [128, 512] f32 copy (2 KiB): (192 KiB − 2 KiB) / 1280 B = 152 blocks.
     assert_eq!(cap, 152);
     let listing = p.to_string();
-    assert!(listing.contains("bf16[128, 152, 512] @0x0a000  blocks K / 128"), "{listing}");
+    assert!(
+        listing.contains("bf16[128, 152, 512] @0x0a000  blocks K / 128"),
+        "{listing}"
+    );
     // Loops over exactly the tiles' blocks need no constraint on their block indices.
     assert!(!listing.contains("block index"), "{listing}");
-    assert!(listing.contains("require rhs_tiles blocks: K / 128 <= 152"), "{listing}");
+    assert!(
+        listing.contains("require rhs_tiles blocks: K / 128 <= 152"),
+        "{listing}"
+    );
 }
 
 #[test]
@@ -171,7 +181,11 @@ fn fixed_block_counts_accumulate_per_block() {
             assert_eq!(out[[p, f]], twice * 3.0, "[{p}, {f}]");
         }
         for f in 0..64 {
-            assert_eq!(last[[p, f]], x[[p, 192 + f]] + x[[p, 192 + f]], "[{p}, {f}]");
+            assert_eq!(
+                last[[p, f]],
+                x[[p, 192 + f]] + x[[p, 192 + f]],
+                "[{p}, {f}]"
+            );
         }
     }
     // The fixed tile is one SBUF tile of 4 · 64 f32 per partition.

@@ -40,7 +40,10 @@ pub(crate) fn fixed_sizes(p: &ProgramBuf) -> Vec<(Memory, u64)> {
         .map(|t| {
             let bytes = match t.blocks {
                 Some(_) => 0,
-                None => t.shape.free_elems().saturating_mul(u64::from(t.dtype.size())),
+                None => t
+                    .shape
+                    .free_elems()
+                    .saturating_mul(u64::from(t.dtype.size())),
             };
             (t.memory, bytes)
         })

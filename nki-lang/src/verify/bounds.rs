@@ -182,16 +182,7 @@ impl Checker<'_> {
             add,
         };
         let name = tile.name.clone();
-        Some(self.bound(
-            site,
-            &name,
-            1,
-            target,
-            Dim::Sym(sym),
-            &blocks,
-            false,
-            loops,
-        ))
+        Some(self.bound(site, &name, 1, target, Dim::Sym(sym), &blocks, false, loops))
     }
 
     pub(super) fn check_access(

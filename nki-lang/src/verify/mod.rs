@@ -99,7 +99,10 @@ impl ProgramBuf {
                     Extent::Fixed(_) => false,
                 };
                 if bad_count {
-                    c.malformed(Site::Tile(t), "a tile's block count names a missing symbol or divides by 0");
+                    c.malformed(
+                        Site::Tile(t),
+                        "a tile's block count names a missing symbol or divides by 0",
+                    );
                 }
                 if tile.memory != Memory::Sbuf || tile.shape.rank() < 3 {
                     c.malformed(

@@ -63,7 +63,8 @@ fn par_dim_arg(e: &Expr) -> Option<&Expr> {
 impl Lowerer<'_> {
     /// Whether `dims` marks its partition dimension with `par_dim(n)`.
     pub(super) fn has_par_dim(dims: &[Expr]) -> bool {
-        dims.iter().any(|d| matches!(d, Expr::Call { func, .. } if func == "par_dim"))
+        dims.iter()
+            .any(|d| matches!(d, Expr::Call { func, .. } if func == "par_dim"))
     }
 
     /// A shape with `par_dim(n)`: `[B0, ..., par_dim(P), F0, ...]` → `[P, B0, ..., F0, ...]`.
@@ -76,7 +77,10 @@ impl Lowerer<'_> {
             .map(|(j, _)| j)
             .collect();
         let [at] = marked[..] else {
-            self.error(span, "a shape has one partition dimension: `par_dim(n)` appears once");
+            self.error(
+                span,
+                "a shape has one partition dimension: `par_dim(n)` appears once",
+            );
             return None;
         };
         let Some(p_e) = par_dim_arg(&dims[at]) else {

@@ -27,8 +27,7 @@ use core::ops::ControlFlow;
 use std::collections::VecDeque;
 
 use nki_lang::{
-    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, SymbolValues,
-    VarValues,
+    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, SymbolValues, VarValues,
 };
 
 use super::Detail;
@@ -388,7 +387,6 @@ impl<'p> Timeline<'p> {
         self
     }
 
-
     /// Times the program `scheduling` says (a new timeline times the program as allocated
     /// and ordered, one buffer per tile: [`Scheduling::ProgramOrder`] of 1).
     ///
@@ -444,7 +442,8 @@ impl<'p> Timeline<'p> {
         };
         let planes = planes as usize;
         if device {
-            let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program, syms.as_ref());
+            let (shift, sbuf_span, psum_span) =
+                compiler::renamed_layout(self.program, syms.as_ref());
             self.shift = shift;
             let psum_reads = compiler::psum_broadcasts(self.program, &self.p);
             self.folded = compiler::folded_memsets(self.program);
