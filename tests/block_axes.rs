@@ -221,3 +221,69 @@ fn ragged_block_counts_round_trip() {
         assert_eq!(out, x, "N={n}");
     }
 }
+
+/// Writes the even blocks of a `K / 128`-block tile, then stores every block: the odd ones
+/// were never written.
+#[kernel]
+fn writes_even_blocks(x: Hbm<f32, K, 64>) -> Hbm<f32, K, 64> {
+    let out = ndarray([K, 64], f32, SharedHbm);
+    let i = mgrid![0..128, 0..64];
+    let t = ndarray([K / 128, par_dim(128), 64], f32, Sbuf);
+    for j in affine_range(K / 256) {
+        t[[2 * j, i.p, i.x]] = load(x[[2 * j * 128 + i.p, i.x]]);
+    }
+    for k in affine_range(K / 128) {
+        store(out[[k * 128 + i.p, i.x]], t[k]);
+    }
+    out
+}
+
+#[test]
+fn strict_mode_sees_each_blocks_bytes() {
+    let x = rand_f32(Ix2(512, 64), 3, -1.0, 1.0);
+    let mut core = NeuronCore::default().with_strict(true);
+    let err = writes_even_blocks::host(&mut core, x.view()).unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    // Block 1 (the first odd one) is the first store of unwritten bytes.
+    assert_eq!(e.mnemonic, "store", "{err}");
+    assert!(e.what.contains("tile `t`"), "{err}");
+    assert!(e.what.contains("loop values by depth [1]"), "{err}");
+    // The written blocks hold their rows: a plain launch stores them.
+    let mut core = NeuronCore::default().with_strict(false);
+    let out = writes_even_blocks::host(&mut core, x.view()).unwrap();
+    for k in [0usize, 2] {
+        for p in 0..128 {
+            for f in 0..64 {
+                assert_eq!(out[[k * 128 + p, f]], x[[k * 128 + p, f]]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_timing_model_sees_the_launchs_blocks() {
+    use nki::timing::{Mode, Timing};
+    let peak = |k: usize| {
+        let lhs = DeviceTensor::from_array(&Array2::from_elem((k, 128), bf16::ZERO)).unwrap();
+        let rhs = DeviceTensor::from_array(&Array2::from_elem((k, 512), bf16::ZERO)).unwrap();
+        let mut out = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+        let mut core = NeuronCore::default();
+        let s = Timing::new()
+            .mode(Mode::TimingOnly)
+            .run(
+                &mut core,
+                &hoist_load_blocks::KERNEL,
+                &[lhs.arg(), rhs.arg()],
+                &mut [out.arg_mut()],
+            )
+            .unwrap();
+        s.profile().peak_sbuf_bytes
+    };
+    // Each K tile adds 256 B (lhs_t_tiles) + 1 KiB (rhs_tiles) per partition; the capacity
+    // reserved for 152 of them is not counted.
+    let (small, large) = (peak(256), peak(1024));
+    assert_eq!(large - small, 6 * 1280, "{small} {large}");
+    assert!(large < 32 * 1024, "{large}");
+}
