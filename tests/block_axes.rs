@@ -287,3 +287,43 @@ fn the_timing_model_sees_the_launchs_blocks() {
     assert_eq!(large - small, 6 * 1280, "{small} {large}");
     assert!(large < 32 * 1024, "{large}");
 }
+
+/// NKI's `nl.zeros((2, nl.par_dim(128), 512), buffer=nl.psum)`: two PSUM blocks, one bank
+/// each, accumulating the two 512-column halves of the result over K.
+#[kernel]
+fn psum_blocks(lhs_t: Hbm<bf16, K, 128>, rhs: Hbm<bf16, K, 1024>) -> Hbm<f32, 128, 1024> {
+    let out = ndarray([128, 1024], f32, SharedHbm);
+    let i = mgrid![0..128, 0..512];
+    let j = mgrid![0..128, 0..128];
+    let acc = zeros((2, par_dim(128), 512), f32, Psum);
+    for k in affine_range(K / 128) {
+        let a = load(lhs_t[[k * 128 + j.p, j.x]]);
+        for n in affine_range(2) {
+            let b = load(rhs[[k * 128 + i.p, n * 512 + i.x]]);
+            acc[n] += nc_matmul(a, b);
+        }
+    }
+    for n in affine_range(2) {
+        store(out[[i.p, n * 512 + i.x]], copy(acc[n], dtype = f32));
+    }
+    out
+}
+
+#[test]
+fn psum_block_tiles_take_a_bank_per_block() {
+    let p = psum_blocks::KERNEL.program();
+    let acc = p.tiles().iter().find(|t| t.name == "acc").unwrap();
+    assert_eq!(acc.shape.dims(), &[128, 2, 512]);
+    assert_eq!(acc.addr % 2048, 0);
+    assert_eq!(p.psum_banks(), 2);
+    for k in [128usize, 384] {
+        let a = rand_int(Ix2(k, 128), 11, -3, 3);
+        let b = rand_int(Ix2(k, 1024), 12, -3, 3);
+        let mut core = NeuronCore::default();
+        let out = psum_blocks::host(&mut core, to_bf16(&a).view(), to_bf16(&b).view()).unwrap();
+        let reference = matmul_reference(&a, &b);
+        for ((r, c), &x) in out.indexed_iter() {
+            assert_eq!(f64::from(x), reference[[r, c]], "K={k} at [{r}, {c}]");
+        }
+    }
+}

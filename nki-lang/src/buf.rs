@@ -49,6 +49,10 @@ pub struct TileBuf {
     /// reserves (every block the SBUF left beside the other tiles holds); a launch whose count
     /// exceeds it is refused ([`crate::Constraint::Blocks`]).
     pub blocks: Option<Extent>,
+    /// Number of block axes (NKI's axes before `par_dim`), stored right after the partition
+    /// axis in `shape`: each block is a tile of the remaining free axes. A PSUM tile with block
+    /// axes takes one bank per 2 KiB of blocks ([`crate::rules::check_psum_block_tile`]).
+    pub block_axes: u8,
 }
 
 /// A program under construction: owned, unchecked, without tile addresses.

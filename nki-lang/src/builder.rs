@@ -249,6 +249,7 @@ impl ProgramBuilder {
             .ok_or(BuildError::Usage("too many tiles"))?;
         self.buf.tiles.push(TileBuf {
             blocks: None,
+            block_axes: 0,
             name: name.to_string(),
             memory,
             dtype,

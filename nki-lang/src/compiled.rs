@@ -80,6 +80,7 @@ impl CompiledProgram {
                     addr,
                     scope: t.scope,
                     blocks: t.blocks,
+                    block_axes: t.block_axes,
                 })
                 .collect(),
             loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),

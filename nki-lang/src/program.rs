@@ -50,6 +50,8 @@ pub struct TileDecl<'a> {
     /// number of blocks a launch uses (`K / 128`); `shape` holds the capacity reserved for
     /// them ([`crate::TileBuf::blocks`]).
     pub blocks: Option<Extent>,
+    /// Number of block axes, stored right after the partition axis ([`crate::TileBuf::block_axes`]).
+    pub block_axes: u8,
 }
 
 impl TileDecl<'_> {

@@ -122,7 +122,7 @@ impl ProgramBuf {
                 Memory::Psum => {
                     c.report(
                         Site::Tile(t),
-                        rules::check_psum_tile(&tile.shape, tile.dtype),
+                        rules::check_psum_block_tile(&tile.shape, tile.dtype, tile.block_axes),
                     );
                 }
                 Memory::Sbuf => {

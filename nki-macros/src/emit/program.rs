@@ -52,8 +52,9 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             }
             None => quote!(::core::option::Option::None),
         };
+        let block_axes = t.block_axes;
         let decl = item("TileDecl");
-        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr, scope: #scope, blocks: #blocks })
+        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr, scope: #scope, blocks: #blocks, block_axes: #block_axes })
     });
     let loop_vars = prog.loop_vars();
     let views = prog.views().iter().map(view);

@@ -357,9 +357,23 @@ impl Lowerer<'_> {
         shape: TileShape,
         span: Span,
     ) -> Value {
+        self.new_block_tile(name, memory, dtype, shape, 0, span)
+    }
+
+    /// A new tile whose first `block_axes` free axes are block axes (NKI's axes before
+    /// `par_dim`).
+    fn new_block_tile(
+        &mut self,
+        name: Option<&str>,
+        memory: Memory,
+        dtype: DType,
+        shape: TileShape,
+        block_axes: u8,
+        span: Span,
+    ) -> Value {
         let target = self.buf.target;
         let check = nki_lang::rules::check_tile_shape(&shape).and_then(|()| match memory {
-            Memory::Psum => nki_lang::rules::check_psum_tile(&shape, dtype),
+            Memory::Psum => nki_lang::rules::check_psum_block_tile(&shape, dtype, block_axes),
             Memory::Sbuf => nki_lang::rules::check_sbuf_tile(&shape, dtype, target),
             Memory::Hbm => Ok(()),
         });
@@ -378,6 +392,7 @@ impl Lowerer<'_> {
         };
         self.buf.tiles.push(TileBuf {
             blocks: None,
+            block_axes,
             name,
             memory,
             dtype,

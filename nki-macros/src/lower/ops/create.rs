@@ -145,7 +145,8 @@ impl Lowerer<'_> {
         } else {
             Memory::Sbuf
         };
-        let v = self.new_tile(name, memory, dtype, shape, span);
+        let block_axes = blocks.map_or(0, |(info, _)| info.axes);
+        let v = self.new_block_tile(name, memory, dtype, shape, block_axes, span);
         let Value::Tile(view) = v else { return v };
         if let Some((info, count)) = blocks {
             self.buf.tiles[view.tile as usize].blocks = count;
