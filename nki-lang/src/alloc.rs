@@ -152,7 +152,10 @@ pub fn allocate(
                     .map(|&(_, a, e)| (a / bank_bytes, e.div_ceil(bank_bytes)))
                     .collect();
                 let n = bytes.div_ceil(bank_bytes).max(1);
-                let free = |b: u64| used.iter().all(|&(s, e)| b.saturating_add(n) <= s || b >= e);
+                let free = |b: u64| {
+                    used.iter()
+                        .all(|&(s, e)| b.saturating_add(n) <= s || b >= e)
+                };
                 let Some(bank) = (0..u64::from(PSUM_BANKS))
                     .filter(|&b| b.saturating_add(n) <= u64::from(PSUM_BANKS))
                     .find(|&b| free(b))

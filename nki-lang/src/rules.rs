@@ -148,9 +148,7 @@ pub enum RuleViolation {
         target: &'static str,
     },
     /// More PSUM tiles are live than there are banks.
-    #[error(
-        "the PSUM tiles live at once need {needed} banks, but PSUM has {PSUM_BANKS} banks"
-    )]
+    #[error("the PSUM tiles live at once need {needed} banks, but PSUM has {PSUM_BANKS} banks")]
     PsumBanks {
         /// Banks needed.
         needed: u32,
