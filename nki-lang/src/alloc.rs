@@ -149,7 +149,12 @@ pub fn allocate(
                 // The banks of each live tile: `[first, end)` (a tile with block axes may take
                 // several, `rules::check_psum_block_tile`).
                 let used: Vec<(u64, u64)> = live
-                    .map(|&(_, a, e)| (a / bank_bytes, e.div_ceil(bank_bytes)))
+                    .map(|&(_, a, e)| {
+                        (
+                            a.checked_div(bank_bytes).unwrap_or(0),
+                            e.div_ceil(bank_bytes),
+                        )
+                    })
                     .collect();
                 let n = bytes.div_ceil(bank_bytes).max(1);
                 let free = |b: u64| {

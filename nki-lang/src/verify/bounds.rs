@@ -108,7 +108,11 @@ impl Checker<'_> {
         loops: &[Extent],
     ) -> Option<bool> {
         let tile = &self.p.tiles[v.tile as usize];
-        let block: i64 = tile.shape.free()[1..]
+        let block: i64 = tile
+            .shape
+            .free()
+            .get(1..)
+            .unwrap_or(&[])
             .iter()
             .fold(1i64, |n, &d| n.saturating_mul(i64::from(d)));
         let (Ok(div_i), Ok(add_i)) = (i64::try_from(div), i64::try_from(add)) else {
