@@ -68,7 +68,9 @@ impl Lowerer<'_> {
     }
 
     /// A shape with `par_dim(n)`: `[B0, ..., par_dim(P), F0, ...]` → `[P, B0, ..., F0, ...]`.
-    /// Each block axis is a positive compile-time integer.
+    /// Each block axis is a positive compile-time integer, or, for one of them, a symbolic
+    /// dimension (`K / 128`): that one is stored first, with one block until
+    /// [`nki_lang::ProgramBuf::finish`] reserves its capacity.
     pub(super) fn block_shape(&mut self, dims: &[Expr], span: Span) -> Option<BlockShape> {
         let marked: Vec<usize> = dims
             .iter()
