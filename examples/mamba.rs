@@ -29,8 +29,8 @@
 //! Deviations from NKI, each forced by keeping `SEQ_LEN` a launch-time dimension
 //! (`examples/mamba_tutorial_shapes.rs` has `mamba_v1`/`mamba_v2` with it and `CHANNELS` as
 //! meta-parameters, tiles sized exactly, none of these). What they cost in modeled time, on
-//! Trn1 at the tutorial's `1 × 512 × 256 × 16`: 433 µs for `mamba_v1` here against 139 µs for
-//! the exact kernel (173 µs published), `mamba_v2` 437 µs (the capacity-wide broadcasts span
+//! Trn1 at the tutorial's `1 × 512 × 256 × 16`: 490 µs for `mamba_v1` here against 173 µs for
+//! the exact kernel (173 µs published), `mamba_v2` 462 µs (the capacity-wide broadcasts span
 //! four PSUM banks, so their copies to SBUF run):
 //! - NKI sizes its SBUF tiles by the traced `seq_len`. A free dimension's size here is a
 //!   compile-time constant, so the tiles hold `MAX_SEQ_LEN` columns and every instruction over
