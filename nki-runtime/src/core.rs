@@ -334,7 +334,13 @@ impl NeuronCore {
     fn poison(&mut self, bound: &mut Bound<'_, '_, '_>) {
         if self.uninitialized == UninitializedMemory::Nan {
             let e = &mut self.engines;
-            poison_launch(bound.program, &mut e.sbuf, &mut e.psum, bound.outputs);
+            poison_launch(
+                bound.program,
+                &bound.syms,
+                &mut e.sbuf,
+                &mut e.psum,
+                bound.outputs,
+            );
         }
     }
 

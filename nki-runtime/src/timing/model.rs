@@ -26,7 +26,9 @@
 use core::ops::ControlFlow;
 use std::collections::VecDeque;
 
-use nki_lang::{Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues};
+use nki_lang::{
+    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, SymbolValues, VarValues,
+};
 
 use super::Detail;
 use super::compiler::{self, Scheduling};
@@ -160,6 +162,9 @@ pub struct Timeline<'p> {
     dma_rows: bool,
     sbuf_stride: usize,
     scheduling: Scheduling,
+    /// The launch's symbol values, when known: the bytes a tile of blocks counted at launch
+    /// uses ([`nki_lang::TileDecl::bytes_in_use`]); else every tile's whole size.
+    syms: Option<SymbolValues>,
     /// Whether any tile rotates.
     rotates: bool,
     rotation: Vec<Rotation>,
@@ -315,6 +320,7 @@ impl<'p> Timeline<'p> {
             dma_rows: false,
             sbuf_stride,
             scheduling: Scheduling::ProgramOrder { buffers: 1 },
+            syms: None,
             rotates: false,
             rotation: Vec::new(),
             degree: Vec::new(),
@@ -373,6 +379,14 @@ impl<'p> Timeline<'p> {
         self
     }
 
+    /// The launch's symbol values (call before [`Timeline::with_scheduling`]): a tile whose
+    /// blocks a symbolic dimension counts then takes the launch's blocks in the places and
+    /// the rotation [`Scheduling::Device`] gives tiles, not the capacity reserved for it.
+    pub fn with_symbols(mut self, syms: SymbolValues) -> Timeline<'p> {
+        self.syms = Some(syms);
+        self
+    }
+
     /// Times the program `scheduling` says (a new timeline times the program as allocated
     /// and ordered, one buffer per tile: [`Scheduling::ProgramOrder`] of 1).
     ///
@@ -384,6 +398,7 @@ impl<'p> Timeline<'p> {
     /// capacity is not checked. A tile whose uses share no loop rotates between the instances
     /// of a launch grid.
     pub fn with_scheduling(mut self, scheduling: Scheduling) -> Timeline<'p> {
+        let syms = self.syms;
         let mut scopes = compiler::rotation_scopes(self.program);
         let device = matches!(scheduling, Scheduling::Device { .. });
         self.hoisted = if device {
@@ -406,7 +421,13 @@ impl<'p> Timeline<'p> {
         let tiles = self.program.tiles().len();
         let (degree, planes) = match scheduling {
             Scheduling::Device { rotation } => {
-                let degree = compiler::rotation_degrees(self.program, &scopes, rotation, &self.p);
+                let degree = compiler::rotation_degrees(
+                    self.program,
+                    &scopes,
+                    rotation,
+                    &self.p,
+                    syms.as_ref(),
+                );
                 let planes = degree.iter().copied().max().unwrap_or(1);
                 (degree, planes)
             }
@@ -421,7 +442,8 @@ impl<'p> Timeline<'p> {
         };
         let planes = planes as usize;
         if device {
-            let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program);
+            let (shift, sbuf_span, psum_span) =
+                compiler::renamed_layout(self.program, syms.as_ref());
             self.shift = shift;
             let psum_reads = compiler::psum_broadcasts(self.program, &self.p);
             self.folded = compiler::folded_memsets(self.program);
@@ -598,7 +620,11 @@ impl<'p> Timeline<'p> {
             .map(|(i, (t, &(a, b)))| TileUse {
                 name: t.name.to_string(),
                 memory: t.memory,
-                bytes_per_partition: t.bytes_per_partition(),
+                // A tile of blocks counted at launch: the launch's blocks.
+                bytes_per_partition: self
+                    .syms
+                    .as_ref()
+                    .map_or_else(|| t.bytes_per_partition(), |s| t.bytes_in_use(s)),
                 partitions: t.shape.partitions(),
                 addr: t.addr,
                 // The buffers it used: one per iteration seen, up to its degree.
