@@ -107,7 +107,7 @@ impl<'s> Places<'s> {
                         sbuf_stride
                     },
                     addr: t.addr as usize,
-                    bytes: usize::try_from(t.bytes_per_partition()).unwrap_or(0),
+                    bytes: usize::try_from(t.bytes_in_use(&b.syms)).unwrap_or(0),
                 }
             })
             .collect();
