@@ -8,7 +8,10 @@
 //! cargo run --release --example calibration -- --markdown  # the table of docs/timing.md
 //! ```
 //!
-//! `r` = modeled / published. The summary gives the geometric mean of `r`, the median
+//! `r` = modeled / published, where modeled is one NEFF execution: the kernel's latency plus
+//! the execution's fixed start-up and tear-down (`Params::execution_overhead_ns`), as the
+//! published figures (the profiler's device execution time, `nki.benchmark`) measure. The
+//! summary gives the geometric mean of `r`, the median
 //! `|ln r|`, the share of cases within ±15 % and ±30 %, and, for the pairs of kernel versions
 //! at one shape, whether the model orders them as the hardware does.
 
@@ -175,7 +178,7 @@ pub fn held_out() -> Vec<(Check, Check)> {
     ]
 }
 
-/// Times a held-out check (Trn1, timing only): its modeled latency, µs.
+/// Times a held-out check (Trn1, timing only): its modeled NEFF execution, µs.
 pub fn time_check(c: &Check) -> Result<f64, TimingError> {
     let shapes = mamba_tutorial_shapes::input_shapes(4096, c.seq_len);
     let shapes = shapes.each_ref().map(Vec::as_slice);
@@ -183,7 +186,7 @@ pub fn time_check(c: &Check) -> Result<f64, TimingError> {
     Ok(Timing::new()
         .detail(Detail::Summary)
         .run_shapes(&mut core, c.kernel, &shapes)?
-        .latency_us())
+        .execution_us())
 }
 
 /// A case as the model times it.
@@ -194,14 +197,15 @@ pub struct Outcome {
     pub profile: Profile,
     /// The DMA active share (time any transfer moves data over the latency).
     pub dma_active: f64,
-    /// The modeled latency of the program as allocated and ordered, µs.
+    /// The modeled NEFF execution of the program as allocated and ordered, µs.
     pub program_order_us: f64,
 }
 
 impl Outcome {
-    /// Modeled / published.
+    /// Modeled / published: the modeled NEFF execution (the kernel's latency with the
+    /// execution's start-up and tear-down), as the published figures measure.
     pub fn ratio(&self) -> f64 {
-        self.profile.latency_us / self.case.published_us
+        self.profile.execution_us / self.case.published_us
     }
 
     /// The modeled share for a published utilisation's row.
@@ -236,7 +240,7 @@ pub fn run() -> Result<Vec<Outcome>, TimingError> {
             Ok(Outcome {
                 profile: schedule.profile(),
                 dma_active,
-                program_order_us: program_order.latency_us(),
+                program_order_us: program_order.execution_us(),
                 case,
             })
         })
@@ -290,7 +294,7 @@ pub fn markdown(outcomes: &[Outcome]) -> String {
             o.case.id,
             o.case.target.name(),
             us(o.case.published_us),
-            us(o.profile.latency_us),
+            us(o.profile.execution_us),
             o.ratio(),
             us(o.program_order_us),
             engines.join(", ")
@@ -370,7 +374,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let find = |id| outcomes.iter().find(|o| o.case.id == id);
         if let (Some(a), Some(b)) = (find(slow), find(fast)) {
             let published = a.case.published_us / b.case.published_us;
-            let modeled = a.profile.latency_us / b.profile.latency_us;
+            let modeled = a.profile.execution_us / b.profile.execution_us;
             println!(
                 "{slow} → {fast}: published {published:.2}×, modeled {modeled:.2}× faster (direction {})",
                 if (published > 1.0) == (modeled > 1.0) {

@@ -17,25 +17,27 @@
 //! Shapes: `delta, u [batch, channels, seq_len]`, `A [channels, state_size]`,
 //! `B, C [batch, state_size, seq_len]` f32 → `out [batch, channels, seq_len]` f32; `channels` a
 //! multiple of 128 (NKI asserts it), `seq_len` ≤ 2048 (a multiple of 512 for v3, as NKI
-//! asserts), `channels` ≤ 512 for v1.
+//! asserts), `channels` ≤ 2304 for v1 (the room its accumulator's channel blocks get).
 //!
 //! `cargo run --release --example mamba -- [BATCH SEQ_LEN CHANNELS STATE_SIZE]` (default: the
 //! tutorial's defaults 1 2048 256 16).
 //!
-//! Deviations from NKI, each forced by keeping `SEQ_LEN` and `CHANNELS` launch-time dimensions
-//! (`examples/mamba_tutorial_shapes.rs` has `mamba_v1`/`mamba_v2` with both as meta-parameters,
-//! tiles sized exactly, none of these). What they cost in modeled time, on Trn1 at the
-//! tutorial's `1 × 512 × 256 × 16`: 437 µs for `mamba_v1` here against 139 µs for the exact
-//! kernel (173 µs published), `mamba_v2` 437 µs (the capacity-wide broadcasts span four PSUM
-//! banks, so their copies to SBUF run):
-//! - NKI sizes its SBUF tiles by the traced `seq_len` (and v1's accumulator by
-//!   `channels // 128`). A tile's shape here is a compile-time constant and its partition
-//!   dimension comes first, so the tiles hold `MAX_SEQ_LEN` columns (v1's accumulator
-//!   `MAX_CHANNEL_TILES` channel tiles) and every instruction over the sequence is masked to
-//!   `seq_len` (`mask = i_f < SEQ_LEN`). Longer inputs fail at launch with the constraint the
-//!   indices carry; in v1 and v2, whose masks alone would let a longer sequence through, cut
-//!   at the capacity, that is the constraint of an explicit one-element guard (the language
-//!   has no `assert`).
+//! v1's accumulator is NKI's block tile `(channels // 128, par_dim(128), seq_len)`, its channel
+//! blocks counted at launch (`docs/language.md`, "Block axes"), its sequence at the capacity
+//! below.
+//!
+//! Deviations from NKI, each forced by keeping `SEQ_LEN` a launch-time dimension
+//! (`examples/mamba_tutorial_shapes.rs` has `mamba_v1`/`mamba_v2` with it and `CHANNELS` as
+//! meta-parameters, tiles sized exactly, none of these). What they cost in modeled time, on
+//! Trn1 at the tutorial's `1 × 512 × 256 × 16`: 490 µs for `mamba_v1` here against 173 µs for
+//! the exact kernel (173 µs published), `mamba_v2` 462 µs (the capacity-wide broadcasts span
+//! four PSUM banks, so their copies to SBUF run):
+//! - NKI sizes its SBUF tiles by the traced `seq_len`. A free dimension's size here is a
+//!   compile-time constant, so the tiles hold `MAX_SEQ_LEN` columns and every instruction over
+//!   the sequence is masked to `seq_len` (`mask = i_f < SEQ_LEN`). Longer inputs fail at
+//!   launch with the constraint the indices carry; in v1 and v2, whose masks alone would let a
+//!   longer sequence through, cut at the capacity, that is the constraint of an explicit
+//!   one-element guard (the language has no `assert`).
 //! - `broadcast_to` takes no mask: B's and C's rows are broadcast over the whole capacity in
 //!   v1 and v2 (the columns past `seq_len` are never read).
 //! - The `+=` into the accumulator is written `+= copy(scanC, mask = ...)`: one instruction
@@ -63,9 +65,8 @@ pub fn mamba_v1(
     B: Hbm<f32, BATCH, STATE_SIZE, SEQ_LEN>,
     C: Hbm<f32, BATCH, STATE_SIZE, SEQ_LEN>,
 ) -> Hbm<f32, BATCH, CHANNELS, SEQ_LEN> {
-    // Capacities of the SBUF tiles (NKI sizes them by seq_len and channels // 128).
+    // Capacity of the SBUF tiles along the sequence (NKI sizes them by seq_len).
     const MAX_SEQ_LEN: usize = 2048;
-    const MAX_CHANNEL_TILES: usize = 4;
 
     let output = ndarray([BATCH, CHANNELS, SEQ_LEN], delta.dtype, SharedHbm);
 
@@ -89,9 +90,14 @@ pub fn mamba_v1(
 
     // Most outer loop with batch_size, parallel_for
     for i_batch in affine_range(BATCH) {
-        // partial accumulated scanC result with processed states
+        // partial accumulated scanC result with processed states: NKI's block tile of
+        // `channels // 128` channel tiles
         let scanC_accum = zeros(
-            [CHANNEL_PSIZE, MAX_CHANNEL_TILES, MAX_SEQ_LEN],
+            (
+                CHANNELS / CHANNEL_PSIZE,
+                par_dim(CHANNEL_PSIZE),
+                MAX_SEQ_LEN,
+            ),
             delta.dtype,
             Sbuf,
         );
@@ -149,7 +155,7 @@ pub fn mamba_v1(
                 let scanC = tensor_tensor(scan_res, C_i_bcast, op = multiply, mask = i_f < SEQ_LEN);
 
                 // Step 6: Accumulation of scanC along state_size dimension
-                scanC_accum[[i_p, i_channel_tile, i_f]] += copy(scanC, mask = i_f < SEQ_LEN);
+                scanC_accum[[i_channel_tile, i_p, i_f]] += copy(scanC, mask = i_f < SEQ_LEN);
             }
         }
 
@@ -158,7 +164,7 @@ pub fn mamba_v1(
             let channel_start = i_channel_tile * CHANNEL_PSIZE;
             store(
                 output[[i_batch, channel_start + i_p, i_f]],
-                scanC_accum[[i_p, i_channel_tile, i_f]],
+                scanC_accum[[i_channel_tile, i_p, i_f]],
                 mask = i_f < SEQ_LEN,
             );
         }

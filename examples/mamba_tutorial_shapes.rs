@@ -1,6 +1,7 @@
 //! NKI's fused Mamba kernels (`mamba_v1`, `mamba_v2`) exactly as the tutorial runs them at its
 //! benchmark shapes: the sequence length and the channel count are meta-parameters, so every
-//! tile has NKI's shape (`[128, seq_len]`, v1's accumulator `[128, channels // 128, seq_len]`)
+//! tile has NKI's shape (`[128, seq_len]`, v1's accumulator NKI's block tile
+//! `(channels // 128, par_dim(128), seq_len)`)
 //! and no instruction is masked or zero-filled. `examples/mamba.rs` holds the same kernels for
 //! any shape up to a capacity, which costs masks and zero fills NKI's kernels do not have.
 //!
@@ -67,7 +68,11 @@ pub fn mamba_v1_fixed<const SEQ_LEN: usize, const CHANNELS: usize>(
     let (j_p, j_f) = mgrid![0..1, 0..SEQ_LEN];
 
     for i_batch in affine_range(BATCH) {
-        let scanC_accum = zeros([CHANNEL_PSIZE, N_CHANNEL_TILE, SEQ_LEN], delta.dtype, Sbuf);
+        let scanC_accum = zeros(
+            (N_CHANNEL_TILE, par_dim(CHANNEL_PSIZE), SEQ_LEN),
+            delta.dtype,
+            Sbuf,
+        );
         for i_state in affine_range(STATE_SIZE) {
             for i_channel_tile in affine_range(N_CHANNEL_TILE) {
                 let channel_start = i_channel_tile * CHANNEL_PSIZE;
@@ -89,14 +94,14 @@ pub fn mamba_v1_fixed<const SEQ_LEN: usize, const CHANNELS: usize>(
                 let C_i = load(C[[i_batch, i_state + j_p, j_f]]);
                 let C_i_bcast = broadcast_to(C_i, [CHANNEL_PSIZE, SEQ_LEN]);
                 let scanC = tensor_tensor(scan_res, C_i_bcast, op = multiply);
-                scanC_accum[[i_p, i_channel_tile, i_f]] += scanC;
+                scanC_accum[[i_channel_tile, i_p, i_f]] += scanC;
             }
         }
         for i_channel_tile in affine_range(N_CHANNEL_TILE) {
             let channel_start = i_channel_tile * CHANNEL_PSIZE;
             store(
                 output[[i_batch, channel_start + i_p, i_f]],
-                scanC_accum[[i_p, i_channel_tile, i_f]],
+                scanC_accum[[i_channel_tile, i_p, i_f]],
             );
         }
     }

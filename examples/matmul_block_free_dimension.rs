@@ -5,18 +5,18 @@
 //! block. Checked against an f64 reference.
 //!
 //! Shapes: `lhs_t [K, M]`, `rhs [K, N]` bf16 → `result [M, N]` bf16 (fp32 PSUM accumulation);
-//! K a multiple of 128 (K ≤ 8192), M of `BLOCK_M` = 256, N of `BLOCK_N` = 1024.
+//! K a multiple of 128 (K ≤ 9728), M of `BLOCK_M` = 256, N of `BLOCK_N` = 1024.
 //!
 //! `cargo run --release --example matmul_block_free_dimension -- [K M N]` (default 2048 2048
 //! 2048); the tutorial's benchmark shape is `-- 8192 4096 8192` (`[4096, 8192] @ [8192, 8192]`,
 //! about 550 GFLOP: seconds per launch here, and minutes for the f64 reference).
 //!
-//! Deviation from NKI: NKI allocates the block tiles as
-//! `(TILES_IN_BLOCK, K // TILE_K, par_dim(TILE_K), TILE)`, sized by the traced K. A tile's
-//! shape here is a compile-time constant and its partition dimension comes first, so they are
-//! `[TILE_K, TILES_IN_BLOCK, MAX_K_TILES, TILE]` with a fixed capacity of `MAX_K_TILES` tiles
-//! along K; a launch with more K tiles than that fails with the launch constraint the index `k`
-//! carries.
+//! The block tiles are NKI's `(TILES_IN_BLOCK, K // TILE_K, par_dim(TILE_K), TILE)`, sized by
+//! the traced K (`docs/language.md`, "Block axes"). The compiler stores the K axis first
+//! (block `(b, k)` at `(k · TILES_IN_BLOCK + b) × tile bytes`), so that a block's place does
+//! not depend on K, and gives both tiles room for the same number of K tiles, the most the
+//! SBUF holds beside the kernel's other tiles (76 on trn1); a launch with more is refused by
+//! the launch constraint `lhs_t_tiles blocks: K / 128 <= 76`.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -24,7 +24,7 @@ pub mod common;
 use clap::Parser;
 use nki::prelude::*;
 
-/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K a multiple of 128 (K ≤ 8192), M of
+/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K a multiple of 128 (K ≤ 9728), M of
 /// 256, N of 1024.
 #[kernel]
 pub fn nki_matmul_block_free_dimension_(
@@ -36,8 +36,6 @@ pub fn nki_matmul_block_free_dimension_(
     const TILE_M: usize = 128; // nl.tile_size.gemm_stationary_fmax
     const TILE_K: usize = 128; // nl.tile_size.pmax
     const TILE_N: usize = 512; // nl.tile_size.gemm_moving_fmax
-    // Capacity of the block tiles in K tiles (NKI sizes them K // TILE_K).
-    const MAX_K_TILES: usize = 64;
 
     // Define the indices (shape) of the tiles
     let i_lhs_t = mgrid![0..TILE_K, 0..TILE_M];
@@ -55,13 +53,13 @@ pub fn nki_matmul_block_free_dimension_(
     for m in affine_range(M / BLOCK_M) {
         // Load TILES_IN_BLOCK_M columns tiles from lhs_t
         let lhs_t_tiles = ndarray(
-            [TILE_K, TILES_IN_BLOCK_M, MAX_K_TILES, TILE_M],
+            (TILES_IN_BLOCK_M, K / TILE_K, par_dim(TILE_K), TILE_M),
             lhs_t.dtype,
             Sbuf,
         );
         for bm in affine_range(TILES_IN_BLOCK_M) {
             for k in affine_range(K / TILE_K) {
-                lhs_t_tiles[[i_lhs_t.p, bm, k, i_lhs_t.x]] = load(
+                lhs_t_tiles[[bm, k, i_lhs_t.p, i_lhs_t.x]] = load(
                     lhs_t[[
                         k * TILE_K + i_lhs_t.p,
                         (m * TILES_IN_BLOCK_M + bm) * TILE_M + i_lhs_t.x,
@@ -73,13 +71,13 @@ pub fn nki_matmul_block_free_dimension_(
         for n in affine_range(N / BLOCK_N) {
             // Load TILES_IN_BLOCK_N columns from rhs
             let rhs_tiles = ndarray(
-                [TILE_K, TILES_IN_BLOCK_N, MAX_K_TILES, TILE_N],
+                (TILES_IN_BLOCK_N, K / TILE_K, par_dim(TILE_K), TILE_N),
                 rhs.dtype,
                 Sbuf,
             );
             for bn in affine_range(TILES_IN_BLOCK_N) {
                 for k in affine_range(K / TILE_K) {
-                    rhs_tiles[[i_rhs.p, bn, k, i_rhs.x]] = load(
+                    rhs_tiles[[bn, k, i_rhs.p, i_rhs.x]] = load(
                         rhs[[
                             k * TILE_K + i_rhs.p,
                             (n * TILES_IN_BLOCK_N + bn) * TILE_N + i_rhs.x,
@@ -95,8 +93,8 @@ pub fn nki_matmul_block_free_dimension_(
                     for k in affine_range(K / TILE_K) {
                         // Accumulate partial-sums into PSUM
                         res_psum += matmul(
-                            lhs_t_tiles[[i_lhs_t.p, bm, k, i_lhs_t.x]],
-                            rhs_tiles[[i_rhs.p, bn, k, i_rhs.x]],
+                            lhs_t_tiles[[bm, k, i_lhs_t.p, i_lhs_t.x]],
+                            rhs_tiles[[bn, k, i_rhs.p, i_rhs.x]],
                             transpose_x = true,
                         );
                     }

@@ -5,17 +5,17 @@
 //! multiplies. Checked against an f64 reference.
 //!
 //! Shapes: `lhs_t [K, M]`, `rhs [K, N]` bf16 → `result [M, N]` bf16 (fp32 PSUM accumulation);
-//! K and M multiples of 128, N of 512, and K ≤ 8192 (the SBUF block tiles' capacity, below).
+//! K and M multiples of 128, N of 512.
 //!
 //! `cargo run --release --example matmul_hoist_load -- [K M N]` (default 2048 2048 2048);
 //! the tutorial's benchmark shape is `-- 8192 4096 8192` (`[4096, 8192] @ [8192, 8192]`,
 //! about 550 GFLOP: seconds per launch here, and minutes for the f64 reference).
 //!
-//! Deviation from NKI: NKI allocates the block tiles as `(K // TILE_K, par_dim(TILE_K), TILE_M)`,
-//! sized by the traced K. A tile's shape here is a compile-time constant and its partition
-//! dimension comes first, so the block tiles are `[TILE_K, MAX_K_TILES, TILE_M]` with a fixed
-//! capacity of `MAX_K_TILES` tiles; a launch with more K tiles than that fails with the
-//! launch constraint the index `k` carries.
+//! The block tiles are NKI's `(K // TILE_K, par_dim(TILE_K), TILE_M)`, sized by the traced K
+//! (`docs/language.md`, "Block axes"): the compiler gives both room for the same number of
+//! K tiles, the most the SBUF holds beside the kernel's other tiles (152, so K ≤ 19456 on
+//! trn1); a launch with more is refused by the launch constraint `lhs_t_tiles blocks: K / 128
+//! <= 152`.
 
 #[path = "common/mod.rs"]
 pub mod common;
@@ -23,7 +23,7 @@ pub mod common;
 use clap::Parser;
 use nki::prelude::*;
 
-/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K and M multiples of 128 (K ≤ 8192),
+/// `result = lhs_tᵀ · rhs` for `lhs_t: [K, M]`, `rhs: [K, N]`; K and M multiples of 128 (K ≤ 19456),
 /// N of 512.
 #[kernel]
 pub fn nki_matmul_hoist_load_(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> Hbm<bf16, M, N> {
@@ -32,8 +32,6 @@ pub fn nki_matmul_hoist_load_(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> H
     const TILE_M: usize = 128; // nl.tile_size.gemm_stationary_fmax
     const TILE_K: usize = 128; // nl.tile_size.pmax
     const TILE_N: usize = 512; // nl.tile_size.gemm_moving_fmax
-    // Capacity of the block tiles in K tiles (NKI sizes them K // TILE_K).
-    const MAX_K_TILES: usize = 64;
 
     // Define the indices (shape) of the tiles
     let i_lhs_t = mgrid![0..TILE_K, 0..TILE_M];
@@ -44,18 +42,18 @@ pub fn nki_matmul_hoist_load_(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> H
     for m in affine_range(M / TILE_M) {
         // Load a whole column tiles from lhs_t (with K * TILE_M numbers)
         // This corresponds to the whole row in the original lhs
-        let lhs_t_tiles = ndarray([TILE_K, MAX_K_TILES, TILE_M], lhs_t.dtype, Sbuf);
+        let lhs_t_tiles = ndarray((K / TILE_K, par_dim(TILE_K), TILE_M), lhs_t.dtype, Sbuf);
         for k in affine_range(K / TILE_K) {
             // `.p` for the partition dimension and `.x` for the first free dimension
-            lhs_t_tiles[[i_lhs_t.p, k, i_lhs_t.x]] =
+            lhs_t_tiles[[k, i_lhs_t.p, i_lhs_t.x]] =
                 load(lhs_t[[k * TILE_K + i_lhs_t.p, m * TILE_M + i_lhs_t.x]]);
         }
 
         for n in affine_range(N / TILE_N) {
             // Load a whole column tiles from rhs (with K * TILE_N numbers)
-            let rhs_tiles = ndarray([TILE_K, MAX_K_TILES, TILE_N], rhs.dtype, Sbuf);
+            let rhs_tiles = ndarray((K / TILE_K, par_dim(TILE_K), TILE_N), rhs.dtype, Sbuf);
             for k in affine_range(K / TILE_K) {
-                rhs_tiles[[i_rhs.p, k, i_rhs.x]] =
+                rhs_tiles[[k, i_rhs.p, i_rhs.x]] =
                     load(rhs[[k * TILE_K + i_rhs.p, n * TILE_N + i_rhs.x]]);
             }
 
@@ -64,8 +62,8 @@ pub fn nki_matmul_hoist_load_(lhs_t: Hbm<bf16, K, M>, rhs: Hbm<bf16, K, N>) -> H
             for k in affine_range(K / TILE_K) {
                 // Accumulate partial-sums into PSUM
                 res_psum += matmul(
-                    lhs_t_tiles[[i_lhs_t.p, k, i_lhs_t.x]],
-                    rhs_tiles[[i_rhs.p, k, i_rhs.x]],
+                    lhs_t_tiles[[k, i_lhs_t.p, i_lhs_t.x]],
+                    rhs_tiles[[k, i_rhs.p, i_rhs.x]],
                     transpose_x = true,
                 );
             }

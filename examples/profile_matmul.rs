@@ -19,8 +19,8 @@
 //! Each stage's Chrome trace (`<kernel>.trace.json`: open it in https://ui.perfetto.dev or
 //! chrome://tracing) and SVG timeline (`<kernel>.svg`) are written to the output directory.
 //! `--shape K M N` changes the shape (`lhs_t [K, M]`, `rhs [K, N]`; each stage's launch
-//! constraints apply: K ≤ 8192 for the hoisted stages, M a multiple of 2048 and at most 8192
-//! for the fully optimised one). By default the model times the program NKI's compiler would
+//! constraints apply: K ≤ 19456 for the hoisted loads, K ≤ 9728 for the blocked free
+//! dimension, M a multiple of 2048 and at most 8192 for the fully optimised one). By default the model times the program NKI's compiler would
 //! hand the device (`Scheduling::Device`: tiles renamed, loop tiles rotating over up to
 //! `--rotation N` buffers, 4 by default); `--program-order` times this project's program as
 //! allocated and ordered, and `--affine-buffers N` that program with N buffers per loop tile

@@ -290,6 +290,10 @@ struct Cli {
     /// Run each case once on a strict core instead of timing it
     #[arg(long)]
     strict: bool,
+    /// Bytes of the host's cache per block of partitions (`NeuronCore::with_host_cache_bytes`;
+    /// a huge value runs every instruction over all its partitions at once)
+    #[arg(long, value_name = "BYTES")]
+    host_cache_bytes: Option<usize>,
     /// Run each case once with the schedule-independence check (ScheduleCheck::DEFAULT)
     /// instead of timing it, and print the check's time beside a plain launch's
     #[arg(long)]
@@ -304,6 +308,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         compare,
         host_profile,
         strict,
+        host_cache_bytes,
         schedule_check,
     } = cli;
     let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
@@ -331,6 +336,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return check_schedules(&cases);
     }
     let mut core = NeuronCore::default();
+    if let Some(bytes) = host_cache_bytes {
+        core = core.with_host_cache_bytes(bytes);
+    }
     let mut results = BTreeMap::new();
     for name in &cases {
         let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;

@@ -140,11 +140,18 @@ fn launch_constraints_name_the_shape_each_stage_needs() {
         let b = DeviceTensor::<bf16>::zeros(&[k, n]).unwrap();
         stage(&mut core, &a, &b).unwrap_err().to_string()
     };
-    // The SBUF block tiles hold 64 K tiles (K ≤ 8192).
-    let e = err(nki_matmul_hoist_load_, 8192 + 128, 128, 512);
-    assert!(e.contains("lhs_t_tiles") && e.contains("8320"), "{e}");
-    let e = err(nki_matmul_block_free_dimension_, 8192 + 128, 256, 1024);
-    assert!(e.contains("lhs_t_tiles") && e.contains("8320"), "{e}");
+    // NKI's block tiles sized by K: room for 152 K tiles beside the other tiles (K ≤ 19456).
+    let e = err(nki_matmul_hoist_load_, 19456 + 128, 128, 512);
+    assert!(
+        e.contains("lhs_t_tiles blocks: K / 128 <= 152") && e.contains("K = 19584"),
+        "{e}"
+    );
+    // Room for 76 K tiles of both block tiles beside the other tiles (K ≤ 9728).
+    let e = err(nki_matmul_block_free_dimension_, 9728 + 128, 256, 1024);
+    assert!(
+        e.contains("lhs_t_tiles blocks: K / 128 <= 76") && e.contains("K = 9856"),
+        "{e}"
+    );
     // Blocks: M % 256 and N % 1024 for block_free_dimension; K % 1024, M % 2048, N % 1024 and
     // at most 2 blocks of M for fully_optimized (its `result_tiles` is NKI's at M = 4096).
     let e = err(nki_matmul_block_free_dimension_, 128, 128, 1024);

@@ -146,26 +146,38 @@ pub fn allocate(
             }
             Memory::Psum => {
                 let bank_bytes = u64::from(PSUM_BANK_BYTES);
-                // Division by the (non-zero) bank size.
-                #[allow(clippy::arithmetic_side_effects)]
-                let used: Vec<u64> = live.map(|&(_, a, _)| a / bank_bytes).collect();
-                let Some(bank) = (0..PSUM_BANKS).find(|&b| !used.contains(&u64::from(b))) else {
-                    let live = u32::try_from(used.len()).unwrap_or(u32::MAX);
-                    return Err((
-                        t,
-                        RuleViolation::PsumBanks {
-                            needed: live.saturating_add(1),
-                        },
-                    ));
+                // The banks of each live tile: `[first, end)` (a tile with block axes may take
+                // several, `rules::check_psum_block_tile`).
+                let used: Vec<(u64, u64)> = live
+                    .map(|&(_, a, e)| {
+                        (
+                            a.checked_div(bank_bytes).unwrap_or(0),
+                            e.div_ceil(bank_bytes),
+                        )
+                    })
+                    .collect();
+                let n = bytes.div_ceil(bank_bytes).max(1);
+                let free = |b: u64| {
+                    used.iter()
+                        .all(|&(s, e)| b.saturating_add(n) <= s || b >= e)
                 };
-                // bank < 8: the products are at most 8 · 2 KiB.
-                #[allow(clippy::arithmetic_side_effects)]
-                let (addr, end) = (bank * PSUM_BANK_BYTES, (bank + 1) * PSUM_BANK_BYTES);
-                out.addrs[t] = addr;
-                #[allow(clippy::arithmetic_side_effects)]
-                let banks = bank + 1;
+                let Some(bank) = (0..u64::from(PSUM_BANKS))
+                    .filter(|&b| b.saturating_add(n) <= u64::from(PSUM_BANKS))
+                    .find(|&b| free(b))
+                else {
+                    let live = used.iter().map(|&(s, e)| e.saturating_sub(s)).sum::<u64>();
+                    let needed = u32::try_from(live.saturating_add(n)).unwrap_or(u32::MAX);
+                    return Err((t, RuleViolation::PsumBanks { needed }));
+                };
+                // bank + n ≤ 8: the products are at most 8 · 2 KiB.
+                let (addr, end) = (
+                    bank.saturating_mul(bank_bytes),
+                    bank.saturating_add(n).saturating_mul(bank_bytes),
+                );
+                out.addrs[t] = u32::try_from(addr).unwrap_or(u32::MAX);
+                let banks = u32::try_from(bank.saturating_add(n)).unwrap_or(u32::MAX);
                 out.psum_banks = out.psum_banks.max(banks);
-                placed.push((t, u64::from(addr), u64::from(end)));
+                placed.push((t, addr, end));
             }
             Memory::Hbm => {}
         }

@@ -13,7 +13,7 @@ use crate::ir::{
     ViewId,
 };
 use crate::program::TensorRole;
-use crate::shape::{Dim, TileShape};
+use crate::shape::{Dim, Extent, TileShape};
 use crate::target::{Memory, Target};
 
 /// An HBM tensor of a [`ProgramBuf`].
@@ -43,6 +43,16 @@ pub struct TileBuf {
     /// The `LoopBegin` of the innermost loop whose body declares it (`None`: the kernel's top
     /// level); see [`crate::TileDecl::scope`].
     pub scope: Option<u32>,
+    /// For a tile whose first free axis is a block axis sized by a symbolic dimension (NKI's
+    /// `nl.ndarray((K // 128, nl.par_dim(128), 512))`): the number of blocks, known at launch.
+    /// The axis' size in `shape` is replaced by [`ProgramBuf::finish`] with the capacity it
+    /// reserves (every block the SBUF left beside the other tiles holds); a launch whose count
+    /// exceeds it is refused ([`crate::Constraint::Blocks`]).
+    pub blocks: Option<Extent>,
+    /// Number of block axes (NKI's axes before `par_dim`), stored right after the partition
+    /// axis in `shape`: each block is a tile of the remaining free axes. A PSUM tile with block
+    /// axes takes one bank per 2 KiB of blocks ([`crate::rules::check_psum_block_tile`]).
+    pub block_axes: u8,
 }
 
 /// A program under construction: owned, unchecked, without tile addresses.

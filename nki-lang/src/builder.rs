@@ -248,6 +248,8 @@ impl ProgramBuilder {
             .filter(|&i| i < u16::MAX)
             .ok_or(BuildError::Usage("too many tiles"))?;
         self.buf.tiles.push(TileBuf {
+            blocks: None,
+            block_axes: 0,
             name: name.to_string(),
             memory,
             dtype,

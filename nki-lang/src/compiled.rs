@@ -79,6 +79,8 @@ impl CompiledProgram {
                     shape: t.shape,
                     addr,
                     scope: t.scope,
+                    blocks: t.blocks,
+                    block_axes: t.block_axes,
                 })
                 .collect(),
             loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),

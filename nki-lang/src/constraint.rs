@@ -24,6 +24,17 @@ pub enum Bounded {
         /// Tile index.
         tile: u16,
     },
+    /// The first block axis of tile `tile`, whose `(S + add) / div` blocks a symbolic
+    /// dimension `S` gives ([`crate::TileBuf::blocks`]). A block index `k` is below the count
+    /// exactly when `div·k + div − 1 − add < S`: the constraint bounds that index by `S`.
+    TileBlocks {
+        /// Tile index.
+        tile: u16,
+        /// The count's divisor.
+        div: u64,
+        /// The count's addend.
+        add: u64,
+    },
 }
 
 /// A value the executor computes from the index variables that no dimension bounds (see
@@ -105,6 +116,16 @@ pub enum Constraint {
         /// Number of enclosing loops.
         depth: u8,
     },
+    /// A tile's blocks sized by a symbolic dimension fit the capacity the compiler reserved
+    /// for them: `count ≤ capacity` ([`crate::TileBuf::blocks`]).
+    Blocks {
+        /// Tile index.
+        tile: u16,
+        /// The number of blocks, known at launch.
+        count: Extent,
+        /// Most blocks the tile's place holds.
+        capacity: u64,
+    },
 }
 
 /// The index range `[lo, hi]` a bounds constraint reaches, or `None` if its access never runs.
@@ -167,6 +188,9 @@ impl Constraint {
                 None => true,
                 Some((lo, hi)) => in_range(lo, hi),
             },
+            Constraint::Blocks {
+                count, capacity, ..
+            } => count.eval(syms) <= capacity,
         }
     }
 
@@ -174,7 +198,7 @@ impl Constraint {
     /// for [`Constraint::Divisible`]).
     pub fn variables(&self) -> (&[i64], &[Extent]) {
         match self {
-            Constraint::Divisible { .. } => (&[], &[]),
+            Constraint::Divisible { .. } | Constraint::Blocks { .. } => (&[], &[]),
             Constraint::InBounds {
                 coef, loops, depth, ..
             }
@@ -278,6 +302,7 @@ impl DisplayConstraint<'_> {
 impl fmt::Display for DisplayConstraint<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tensor = |t: u8| self.tensors.get(usize::from(t)).copied().unwrap_or("?");
+        let tile = |t: u16| self.tiles.get(usize::from(t)).copied().unwrap_or("?");
         match *self.c {
             Constraint::Divisible { sym, by } => write!(f, "{} % {by} == 0", self.sym(sym)),
             Constraint::InBounds {
@@ -290,10 +315,14 @@ impl fmt::Display for DisplayConstraint<'_> {
             } => {
                 let what = match target {
                     Bounded::Tensor { tensor: t, axis } => format!("{} axis {axis}", tensor(t)),
-                    Bounded::TileFree { tile } => format!(
-                        "{} free elements",
-                        self.tiles.get(usize::from(tile)).copied().unwrap_or("?")
-                    ),
+                    Bounded::TileFree { tile: t } => format!("{} free elements", tile(t)),
+                    Bounded::TileBlocks { tile: t, div, add } => {
+                        // The bounded index is `div·k + div − 1 − add`: say so.
+                        let shift = i128::from(div)
+                            .saturating_sub(1)
+                            .saturating_sub(i128::from(add));
+                        format!("{} block index k as {div}*k + {shift}", tile(t))
+                    }
                 };
                 if upper {
                     write!(f, "{what}: index in [{lo}, {hi}]")?;
@@ -322,6 +351,16 @@ impl fmt::Display for DisplayConstraint<'_> {
                 self.terms(f)?;
                 f.write_str(" within ±2^62")
             }
+            Constraint::Blocks {
+                tile: t,
+                count,
+                capacity,
+            } => write!(
+                f,
+                "{} blocks: {} <= {capacity} (the SBUF beside the kernel's other tiles holds {capacity})",
+                tile(t),
+                count.display(self.symbols)
+            ),
         }
     }
 }

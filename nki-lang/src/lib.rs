@@ -22,6 +22,7 @@
 
 mod affine;
 mod alloc;
+mod blocks;
 mod buf;
 pub mod builder;
 mod compiled;

@@ -57,11 +57,15 @@ impl fmt::Display for Program<'_> {
             self.psum_banks()
         )?;
         for (i, t) in self.tiles().iter().enumerate() {
-            writeln!(
+            write!(
                 f,
                 "  tile t{i} {:<12} {} {}{} @{:#07x}",
                 t.name, t.memory, t.dtype, t.shape, t.addr
             )?;
+            if let Some(count) = t.blocks {
+                write!(f, "  blocks {}", count.display(self.symbols()))?;
+            }
+            writeln!(f)?;
         }
         let mut names: Vec<&str> = Vec::new();
         for (i, ins) in self.instrs().iter().enumerate() {

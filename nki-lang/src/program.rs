@@ -3,7 +3,7 @@
 use crate::constraint::Constraint;
 use crate::dtype::DType;
 use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, TileView};
-use crate::shape::{Dim, TileShape};
+use crate::shape::{Dim, Extent, SymbolValues, TileShape};
 use crate::target::{Memory, Target};
 
 /// Whether an HBM tensor is a kernel input or an output the kernel allocates and returns.
@@ -46,6 +46,12 @@ pub struct TileDecl<'a> {
     /// of its own (what one iteration wrote, the next does not see); a tile declared outside a
     /// loop is one tile shared by the loop's iterations.
     pub scope: Option<u32>,
+    /// For a tile whose first free axis is a block axis sized by a symbolic dimension: the
+    /// number of blocks a launch uses (`K / 128`); `shape` holds the capacity reserved for
+    /// them ([`crate::TileBuf::blocks`]).
+    pub blocks: Option<Extent>,
+    /// Number of block axes, stored right after the partition axis ([`crate::TileBuf::block_axes`]).
+    pub block_axes: u8,
 }
 
 impl TileDecl<'_> {
@@ -54,6 +60,19 @@ impl TileDecl<'_> {
         self.shape
             .free_elems()
             .saturating_mul(self.dtype.size() as u64)
+    }
+
+    /// Bytes per partition a launch with symbol values `syms` uses: for a tile whose blocks a
+    /// symbolic dimension counts ([`TileDecl::blocks`]), the launch's blocks (at most the
+    /// capacity the tile has room for), else [`TileDecl::bytes_per_partition`].
+    pub fn bytes_in_use(&self, syms: &SymbolValues) -> u64 {
+        let all = self.bytes_per_partition();
+        let (Some(count), Some(&capacity)) = (self.blocks, self.shape.dims().get(1)) else {
+            return all;
+        };
+        let capacity = u64::from(capacity);
+        let per_block = all.checked_div(capacity).unwrap_or(0);
+        count.eval(syms).min(capacity).saturating_mul(per_block)
     }
 }
 

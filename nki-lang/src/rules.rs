@@ -87,6 +87,17 @@ pub enum RuleViolation {
         /// What it is.
         found: DType,
     },
+    /// A PSUM tile with block axes whose blocks do not fit banks: a block over a bank or not
+    /// dividing one (a block would straddle two banks), or more banks than PSUM has.
+    #[error(
+        "a PSUM tile with block axes takes {bytes} bytes per partition in blocks of {block} bytes: each block must fit one bank of {PSUM_BANK_BYTES} bytes without straddling two (its size dividing the bank's), and the tile at most PSUM's {PSUM_BANKS} banks"
+    )]
+    PsumBlocks {
+        /// Bytes per partition of the whole tile.
+        bytes: u64,
+        /// Bytes per partition of one block.
+        block: u64,
+    },
     /// TC#2: a PSUM tile does not fit one 2 KiB bank.
     #[error(
         "a PSUM tile of {bytes} bytes per partition exceeds one bank of {PSUM_BANK_BYTES} bytes (nl.tile_size.psum_fmax = 512 fp32)"
@@ -137,7 +148,7 @@ pub enum RuleViolation {
         target: &'static str,
     },
     /// More PSUM tiles are live than there are banks.
-    #[error("{needed} PSUM tiles are live at once, but PSUM has {PSUM_BANKS} banks")]
+    #[error("the PSUM tiles live at once need {needed} banks, but PSUM has {PSUM_BANKS} banks")]
     PsumBanks {
         /// Banks needed.
         needed: u32,
@@ -461,7 +472,9 @@ impl RuleViolation {
             RuleViolation::ContractionMismatch { .. } => "err_num_partition_mismatch",
             RuleViolation::WrongMemory { .. } => "err_unsupported_memory",
             RuleViolation::WrongDType { .. } => "err_unsupported_dtype",
-            RuleViolation::PsumTileTooLarge { .. } => "err_psum_tile_exceeds_bank",
+            RuleViolation::PsumTileTooLarge { .. } | RuleViolation::PsumBlocks { .. } => {
+                "err_psum_tile_exceeds_bank"
+            }
             RuleViolation::SbufCapacity { .. } | RuleViolation::SbufTileTooLarge { .. } => {
                 "err_sbuf_capacity_exceeded"
             }
@@ -540,6 +553,36 @@ pub fn check_psum_tile(shape: &TileShape, dtype: DType) -> Result<(), RuleViolat
     let bytes = shape.free_elems().saturating_mul(u64::from(dtype.size()));
     if bytes > PSUM_BANK_BYTES as u64 {
         return Err(RuleViolation::PsumTileTooLarge { bytes });
+    }
+    Ok(())
+}
+
+/// A PSUM tile with `block_axes` block axes (stored after the partition axis, NKI's
+/// `(B, par_dim(128), 512)`): each block fits one bank and no block straddles two (its bytes
+/// divide a bank, or the whole tile fits one), and the tile fits PSUM's 8 banks. Without
+/// block axes, [`check_psum_tile`].
+pub fn check_psum_block_tile(
+    shape: &TileShape,
+    dtype: DType,
+    block_axes: u8,
+) -> Result<(), RuleViolation> {
+    let size = u64::from(dtype.size());
+    let total = shape.free_elems().saturating_mul(size);
+    let bank = u64::from(PSUM_BANK_BYTES);
+    if block_axes == 0 || total <= bank {
+        return check_psum_tile(shape, dtype);
+    }
+    let block = shape
+        .free()
+        .iter()
+        .skip(usize::from(block_axes))
+        .fold(size, |n, &d| n.saturating_mul(u64::from(d)));
+    let banks = total.div_ceil(bank);
+    if block > bank || !bank.is_multiple_of(block) || banks > u64::from(PSUM_BANKS) {
+        return Err(RuleViolation::PsumBlocks {
+            bytes: total,
+            block,
+        });
     }
     Ok(())
 }

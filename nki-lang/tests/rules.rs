@@ -969,3 +969,19 @@ fn reduce_axes_normalise_negative_axes() {
     assert_eq!(normalize_axis("sum", -3, 3), Ok(0));
     assert_eq!(normalize_axis("sum", i64::MIN, 3).ok(), None);
 }
+
+#[test]
+fn psum_tiles_with_block_axes_take_a_bank_per_block() {
+    use nki_lang::rules::check_psum_block_tile;
+    let shape = |d: &[u32]| TileShape::new(d).unwrap();
+    // Two blocks of one bank each; eight; a plain tile of two banks is still refused.
+    assert!(check_psum_block_tile(&shape(&[128, 2, 512]), DType::F32, 1).is_ok());
+    assert!(check_psum_block_tile(&shape(&[128, 8, 512]), DType::F32, 1).is_ok());
+    assert!(check_psum_block_tile(&shape(&[128, 2, 512]), DType::F32, 0).is_err());
+    // Nine banks; blocks of 1536 bytes that would straddle banks; blocks of 512 bytes pack.
+    for (dims, axes) in [(&[128u32, 9, 512][..], 1u8), (&[128, 2, 384], 1)] {
+        let v = check_psum_block_tile(&shape(dims), DType::F32, axes).unwrap_err();
+        assert_eq!(v.code(), "err_psum_tile_exceeds_bank", "{dims:?}");
+    }
+    assert!(check_psum_block_tile(&shape(&[128, 2, 4, 128]), DType::F32, 2).is_ok());
+}

@@ -97,6 +97,17 @@ impl NeuronCore {
         self
     }
 
+    /// The same core assuming `bytes` of the host's cache per block of partitions (default
+    /// 512 KiB, half of a 1 MiB L2): plain runs run neighbouring instructions that compute
+    /// each partition on its own (loads, stores, elementwise instructions, reductions and
+    /// scans along the free axes) a block of partitions at a time when their tiles would not
+    /// stay in that much cache between them. Results are identical for any value (0 counts as
+    /// 1); only speed differs.
+    pub fn with_host_cache_bytes(mut self, bytes: usize) -> Self {
+        self.engines.block_bytes = bytes.max(1);
+        self
+    }
+
     /// Host threads this core uses (1 or 2).
     pub fn host_threads(&self) -> usize {
         1 + self.engines.worker.is_some() as usize
@@ -323,7 +334,13 @@ impl NeuronCore {
     fn poison(&mut self, bound: &mut Bound<'_, '_, '_>) {
         if self.uninitialized == UninitializedMemory::Nan {
             let e = &mut self.engines;
-            poison_launch(bound.program, &mut e.sbuf, &mut e.psum, bound.outputs);
+            poison_launch(
+                bound.program,
+                &bound.syms,
+                &mut e.sbuf,
+                &mut e.psum,
+                bound.outputs,
+            );
         }
     }
 

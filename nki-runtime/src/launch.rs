@@ -486,6 +486,11 @@ fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> Lau
             }
         }
         Constraint::InRange { .. } => {}
+        Constraint::Blocks { count, .. } => {
+            if let Extent::Sym { sym, .. } = count {
+                use_sym(sym);
+            }
+        }
     }
     let (coef, loops) = c.variables();
     for (&k, n) in coef.iter().zip(loops) {

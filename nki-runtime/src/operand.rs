@@ -133,6 +133,12 @@ impl Operands {
     pub fn iter(&self) -> impl Iterator<Item = &Resolved> {
         self.ops.iter().flatten()
     }
+
+    /// These operands with `r` in its slot (replacing what was there).
+    pub(crate) fn with(mut self, r: Resolved) -> Operands {
+        self.ops[usize::from(r.slot)] = Some(r);
+        self
+    }
 }
 
 /// An integer as an element offset or stride, saturating: a saturated offset is out of every

@@ -2,7 +2,7 @@
 //! the device, the default), or NaN, so that results depending on stale data show up as NaN
 //! even without strict mode (Pallas' `uninitialized_memory='nan'`, NKI's simulator).
 
-use nki_lang::{DType, DTypeClass, Memory, Program};
+use nki_lang::{DType, DTypeClass, Memory, Program, SymbolValues};
 
 use crate::bind::HbmOut;
 use crate::cpu::convert::from_f32;
@@ -59,6 +59,7 @@ fn fill(bytes: &mut [u8], dtype: DType) {
 /// output with its dtype's poison.
 pub(crate) fn poison_launch(
     program: &Program<'_>,
+    syms: &SymbolValues,
     sbuf: &mut Sbuf,
     psum: &mut Psum,
     outputs: &mut [HbmOut<'_>],
@@ -71,7 +72,8 @@ pub(crate) fn poison_launch(
             // Tiles live on chip (the checks refuse others).
             Memory::Hbm => continue,
         };
-        let bytes = usize::try_from(tile.bytes_per_partition()).unwrap_or(usize::MAX);
+        // A tile of blocks counted at launch: the launch's blocks only.
+        let bytes = usize::try_from(tile.bytes_in_use(syms)).unwrap_or(usize::MAX);
         let addr = tile.addr as usize;
         for part in 0..tile.shape.partitions() as usize {
             let at = part.saturating_mul(stride).saturating_add(addr);

@@ -10,6 +10,8 @@
 //! target `fuzz/fuzz_targets/programs.rs`. `PROPTEST_CASES` raises (or lowers) every
 //! property's case count.
 
+#[path = "random_programs/api.rs"]
+mod api;
 #[path = "random_programs/generate.rs"]
 mod generate;
 #[path = "random_programs/invalid.rs"]
@@ -139,6 +141,48 @@ fn wrong_launch_arguments_are_errors_and_change_nothing() {
         let case = generate::case(b);
         let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
         run::check_bad_launch(&mut cores.borrow_mut(), &case, &mut c)
+    });
+}
+
+/// Property 4: random valid programs timed with random options (parameters at and beyond
+/// their edges, every detail level and mode, launch grids a launch takes or refuses, rotation
+/// degrees and buffer counts from 0 to `u32::MAX`) give a schedule that holds what any
+/// schedule must, or a typed launch error for a refused grid; never a panic.
+#[test]
+fn random_timing_options_are_results_or_errors() {
+    run_property(256, 512, |b| {
+        let case = generate::case(b);
+        let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
+        api::check_timing_options(&case, &mut c)
+    });
+}
+
+/// Property 5: benchmarks with counts at and beyond their limits (0, `MAX_RUNS + 1`, 2^40,
+/// `usize::MAX`) are typed errors at once; the others give one identical sample per timed
+/// run.
+#[test]
+fn random_benchmark_counts_are_checked() {
+    run_property(64, 512, |b| {
+        let case = generate::case(b);
+        let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
+        api::check_benchmark_counts(&case, &mut c)
+    });
+}
+
+/// Property 6: a host profile of a random valid program counts every executed instruction
+/// once, by instruction and by opcode, and `clear` empties it.
+#[test]
+fn random_programs_are_host_profiled_completely() {
+    run_property(64, 512, |b| api::check_host_profile(&generate::case(b)));
+}
+
+/// Property 7: device tensors of random shapes (ranks beyond the limit, axes of 0 and beyond
+/// `MAX_DIM`, element counts that overflow or no host can hold) are created exactly when
+/// they are valid and small, and refused with a typed error otherwise.
+#[test]
+fn random_device_tensor_shapes_are_checked() {
+    run_property(1024, 16, |b| {
+        api::check_device_tensors(&mut generate::Choices::new(b))
     });
 }
 

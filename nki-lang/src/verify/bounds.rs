@@ -79,9 +79,114 @@ impl Checker<'_> {
             grid: &free,
             shape: &v.shape,
         };
+        // A view of one block of a tile whose blocks a symbolic dimension counts: its block
+        // index is checked against the launch's count (the count against the capacity by
+        // `Constraint::Blocks`), which bounds its free elements too.
+        if let Some(Extent::Sym { sym, add, div }) = tile.blocks
+            && let Some(ok) = self.check_blocks(site, v, &index, (sym, add, div), loops)
+        {
+            return ok;
+        }
         let size = Dim::Fixed(tile.shape.free_elems());
         let target = Bounded::TileFree { tile: v.tile };
         self.bound(site, &tile.name, 1, target, size, &index, false, loops)
+    }
+
+    /// The block index of a view of one block of a tile whose blocks symbol `sym` counts
+    /// (`(S + add) / div` blocks of `E` elements, the first free axis) stays below the count
+    /// at launch: `k < (S + add) / div` exactly when `div·k + div − 1 − add < S`, a bound on
+    /// `S` like an HBM axis'. Implied when the index is the variable of a loop over exactly
+    /// the tile's blocks. `None` when the view is not within one block at every iteration
+    /// (its loop coefficients are not whole blocks, or it spans two), or `add ≥ div`: the
+    /// bound on the tile's free elements then applies instead.
+    fn check_blocks(
+        &mut self,
+        site: Site,
+        v: &TileView,
+        index: &Index<'_>,
+        (sym, add, div): (u8, u64, u64),
+        loops: &[Extent],
+    ) -> Option<bool> {
+        let tile = &self.p.tiles[v.tile as usize];
+        let block: i64 = tile
+            .shape
+            .free()
+            .get(1..)
+            .unwrap_or(&[])
+            .iter()
+            .fold(1i64, |n, &d| n.saturating_mul(i64::from(d)));
+        let (Ok(div_i), Ok(add_i)) = (i64::try_from(div), i64::try_from(add)) else {
+            return None;
+        };
+        if add_i >= div_i || block <= 0 {
+            return None;
+        }
+        let (lo, hi) = index.range()?;
+        let coef = index.start.coef;
+        let one_block = lo >= 0 && lo.checked_div(block)? == hi.checked_div(block)?;
+        if !one_block || coef.iter().any(|&c| c.checked_rem(block) != Some(0)) {
+            return None;
+        }
+        // A loop over exactly the tile's blocks, indexing block `k`.
+        let count = Extent::Sym { sym, add, div };
+        let mut vars = coef.iter().enumerate().filter(|(_, c)| **c != 0);
+        if let (Some((var, &c)), None) = (vars.next(), vars.next())
+            && c == block
+            && lo.checked_div(block) == Some(0)
+            && var
+                .checked_sub(MAX_PIDS)
+                .and_then(|d| loops.get(d))
+                .is_some_and(|&trip| trip == count)
+        {
+            return Some(true);
+        }
+        // The shift `div − 1 − add` is in [0, div) here.
+        let shift = div_i.saturating_sub(1).saturating_sub(add_i);
+        let scaled = |x: i64| {
+            x.checked_div_euclid(block)
+                .and_then(|k| k.checked_mul(div_i))
+                .and_then(|k| k.checked_add(shift))
+        };
+        let mut start = crate::affine::Affine::ZERO;
+        let (Some(lo), Some(hi)) = (scaled(lo), scaled(hi)) else {
+            return Some(self.report(
+                site,
+                Err(RuleViolation::IndexOverflow {
+                    tensor: tile.name.clone(),
+                    axis: 1,
+                }),
+            ));
+        };
+        for (s, &c) in start.coef.iter_mut().zip(&coef) {
+            match c.checked_div(block).and_then(|k| k.checked_mul(div_i)) {
+                Some(k) => *s = k,
+                None => {
+                    return Some(self.report(
+                        site,
+                        Err(RuleViolation::IndexOverflow {
+                            tensor: tile.name.clone(),
+                            axis: 1,
+                        }),
+                    ));
+                }
+            }
+        }
+        start.constant = lo;
+        // A one-axis grid of two points spans `[lo, hi]`.
+        let grid = [hi.saturating_sub(lo)];
+        let two = TileShape::new(&[2])?;
+        let blocks = Index {
+            start: &start,
+            grid: &grid,
+            shape: &two,
+        };
+        let target = Bounded::TileBlocks {
+            tile: v.tile,
+            div,
+            add,
+        };
+        let name = tile.name.clone();
+        Some(self.bound(site, &name, 1, target, Dim::Sym(sym), &blocks, false, loops))
     }
 
     pub(super) fn check_access(

@@ -60,15 +60,25 @@ impl ProgramBuf {
     /// Returns every violation found, each with its site.
     pub fn finish(mut self) -> Result<CompiledProgram, Vec<Diagnostic>> {
         self.declare_grid_symbols();
+        {
+            let mut c = Checker {
+                p: &self,
+                diags: Vec::new(),
+                constraints: Vec::new(),
+            };
+            c.check_structure();
+            if !c.diags.is_empty() {
+                return Err(c.diags);
+            }
+        }
+        // The capacity of the tiles whose blocks a symbolic dimension counts: their shapes
+        // are final before any bound is checked.
+        let block_capacity = crate::blocks::reserve(&mut self);
         let mut c = Checker {
             p: &self,
             diags: Vec::new(),
             constraints: Vec::new(),
         };
-        c.check_structure();
-        if !c.diags.is_empty() {
-            return Err(c.diags);
-        }
         for (i, tensor) in self.tensors.iter().enumerate() {
             for (axis, d) in tensor.shape.iter().enumerate() {
                 if let Dim::Fixed(n) = *d {
@@ -81,11 +91,38 @@ impl ProgramBuf {
         }
         for (t, tile) in self.tiles.iter().enumerate() {
             c.report(Site::Tile(t), rules::check_tile_shape(&tile.shape));
+            if let Some(count) = tile.blocks {
+                let bad_count = match count {
+                    Extent::Sym { sym, div, .. } => {
+                        usize::from(sym) >= self.symbols.len() || div == 0
+                    }
+                    Extent::Fixed(_) => false,
+                };
+                if bad_count {
+                    c.malformed(
+                        Site::Tile(t),
+                        "a tile's block count names a missing symbol or divides by 0",
+                    );
+                }
+                if tile.memory != Memory::Sbuf || tile.shape.rank() < 3 {
+                    c.malformed(
+                        Site::Tile(t),
+                        "a tile with a symbolic number of blocks lives in SBUF and has a free axis after its block axis",
+                    );
+                }
+                if let (Some(capacity), Ok(tile)) = (block_capacity, u16::try_from(t)) {
+                    c.constrain(Constraint::Blocks {
+                        tile,
+                        count,
+                        capacity,
+                    });
+                }
+            }
             match tile.memory {
                 Memory::Psum => {
                     c.report(
                         Site::Tile(t),
-                        rules::check_psum_tile(&tile.shape, tile.dtype),
+                        rules::check_psum_block_tile(&tile.shape, tile.dtype, tile.block_axes),
                     );
                 }
                 Memory::Sbuf => {
@@ -138,23 +175,15 @@ impl ProgramBuf {
         if !c.diags.is_empty() {
             return Err(c.diags);
         }
-        let sizes: Vec<(Memory, u64)> = self
-            .tiles
-            .iter()
-            .map(|t| {
-                let bytes = t
-                    .shape
-                    .free_elems()
-                    .saturating_mul(u64::from(t.dtype.size()));
-                (t.memory, bytes)
-            })
-            .collect();
-        let alloc = allocate(&self, &sizes).map_err(|(t, violation)| {
+        let sizes = crate::blocks::fixed_sizes(&self);
+        let to_diag = |(t, violation)| {
             vec![Diagnostic {
                 site: Site::Tile(t),
                 violation,
             }]
-        })?;
+        };
+        let mut alloc = allocate(&self, &sizes).map_err(to_diag)?;
+        crate::blocks::place(&self, &mut alloc).map_err(to_diag)?;
         Ok(CompiledProgram {
             addrs: alloc.addrs,
             constraints: c.constraints,

@@ -45,8 +45,16 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             Some(s) => quote!(::core::option::Option::Some(#s)),
             None => quote!(::core::option::Option::None),
         };
+        let blocks = match t.blocks {
+            Some(e) => {
+                let e = extent(e);
+                quote!(::core::option::Option::Some(#e))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let block_axes = t.block_axes;
         let decl = item("TileDecl");
-        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr, scope: #scope })
+        quote!(#decl { name: #name, memory: #memory, dtype: #dtype, shape: #shape, addr: #addr, scope: #scope, blocks: #blocks, block_axes: #block_axes })
     });
     let loop_vars = prog.loop_vars();
     let views = prog.views().iter().map(view);
@@ -349,6 +357,9 @@ fn constraint(c: &Constraint) -> TokenStream {
                     quote!(#b::Tensor { tensor: #tensor, axis: #axis })
                 }
                 Bounded::TileFree { tile } => quote!(#b::TileFree { tile: #tile }),
+                Bounded::TileBlocks { tile, div, add } => {
+                    quote!(#b::TileBlocks { tile: #tile, div: #div, add: #add })
+                }
             };
             let size = dim(size);
             let loops = loops.iter().map(|e| extent(*e));
@@ -372,6 +383,14 @@ fn constraint(c: &Constraint) -> TokenStream {
             };
             let loops = loops.iter().map(|e| extent(*e));
             quote!(#ty::InRange { what: #what, lo: #lo, hi: #hi, coef: [#(#coef),*], loops: [#(#loops),*], depth: #depth })
+        }
+        Constraint::Blocks {
+            tile,
+            count,
+            capacity,
+        } => {
+            let count = extent(count);
+            quote!(#ty::Blocks { tile: #tile, count: #count, capacity: #capacity })
         }
     }
 }

@@ -130,6 +130,8 @@ pub enum Special {
     GridSymbol,
     /// `nl.negative`
     Negative,
+    /// `nl.par_dim(n)`: marks the partition dimension in a tile's shape (block axes before it)
+    ParDim,
     /// `finfo`, `iinfo`: a dtype's limits
     Info,
 }
@@ -357,6 +359,7 @@ static TABLE: &[Builtin] = &[
     special(&["program_id"], Special::ProgramId),
     special(&["num_programs", "program_ndim"], Special::GridSymbol),
     special(&["negative"], Special::Negative),
+    special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
     Builtin {
         names: &["sum"],

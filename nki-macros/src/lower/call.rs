@@ -118,6 +118,10 @@ impl Lowerer<'_> {
             Special::Softmax => self.softmax(args, span, dest),
             Special::RmsNorm => self.rms_norm(args, span, dest),
             Special::Negative => self.negative(args, span, dest),
+            Special::ParDim => self.error(
+                span,
+                "`par_dim(n)` marks the partition dimension inside a tile's shape, after its block axes: `ndarray([K / 128, par_dim(128), 512], bf16, Sbuf)`",
+            ),
             Special::GridSymbol => match dest {
                 Dest::New(_) => self.grid_symbol(name, args, span),
                 Dest::Into { .. } => self.error(span, "a grid size is an integer, not data"),

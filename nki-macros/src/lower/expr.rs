@@ -519,7 +519,9 @@ impl Lowerer<'_> {
             }
             (Value::Tensor(t), "dtype") => Value::DType(self.tensors[*t].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
-            (Value::Tile(v), "dtype") => Value::DType(self.buf.tiles[v.tile as usize].dtype),
+            (Value::Tile(v) | Value::Blocks { view: v, .. }, "dtype") => {
+                Value::DType(self.buf.tiles[v.tile as usize].dtype)
+            }
             _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
         }
     }
@@ -602,6 +604,7 @@ fn number(v: &Value) -> f64 {
         | Value::Tensor(_)
         | Value::Access(_)
         | Value::Tile(_)
+        | Value::Blocks { .. }
         | Value::Grid(_)
         | Value::Range(..)
         | Value::DType(_)

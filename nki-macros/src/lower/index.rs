@@ -21,6 +21,12 @@ enum Sel {
 
 impl Lowerer<'_> {
     pub(super) fn index(&mut self, base: Value, indices: &[Expr], span: Span) -> Value {
+        // A tile with block axes is indexed block first; its blocks stand for a tile of their
+        // own (`base` becomes the whole tile, indexed in its stored axis order).
+        let (base, blocks) = match base {
+            Value::Blocks { view, axes } => (Value::Tile(view), usize::from(axes)),
+            other => (other, 0),
+        };
         let dims: Vec<Option<u64>> = match &base {
             Value::Poison => return Value::Poison,
             Value::Tensor(t) => self.tensors[*t]
@@ -52,22 +58,45 @@ impl Lowerer<'_> {
                     ..
                 }
             );
-        if !full && indices.len() > dims.len() {
-            return self.error(
-                span,
-                format!(
-                    "{} indices for a tensor of rank {}",
-                    indices.len(),
-                    dims.len()
-                ),
-            );
-        }
+        let order: Vec<Option<&Expr>> = if blocks > 0 {
+            let Value::Tile(v) = &base else {
+                unreachable!("a block tile is a tile")
+            };
+            let name = self.buf.tiles[v.tile as usize].name.clone();
+            let Some(&info) = self.tile_blocks.get(&v.tile) else {
+                unreachable!("a block tile is registered")
+            };
+            match self.block_order(&name, info, dims.len(), indices, span) {
+                Some(o) => o,
+                None => return Value::Poison,
+            }
+        } else {
+            if !full && indices.len() > dims.len() {
+                return self.error(
+                    span,
+                    format!(
+                        "{} indices for a tensor of rank {}",
+                        indices.len(),
+                        dims.len()
+                    ),
+                );
+            }
+            (0..dims.len())
+                .map(|axis| if full { None } else { indices.get(axis) })
+                .collect()
+        };
         let mut sels = Vec::new();
         for (axis, &dim) in dims.iter().enumerate() {
-            let e = if full { None } else { indices.get(axis) };
+            let e = order[axis];
             match self.select(e, dim, span) {
                 Some(s) => sels.push(s),
                 None => return Value::Poison,
+            }
+        }
+        for axis in 1..=blocks {
+            if !matches!(sels[axis], Sel::Scalar(_)) {
+                self.block_index_error(order[axis], span);
+                return Value::Poison;
             }
         }
         let slices = sels.iter().any(|s| matches!(s, Sel::Slice { .. }));
@@ -317,11 +346,29 @@ impl Lowerer<'_> {
             }
             // Each free axis of a tile with several stays inside its own dimension (the
             // flattened free range is checked with the program).
+            let info = self.tile_blocks.get(&tile).copied();
+            // A block axis a symbolic dimension sizes is checked at launch.
+            let symbolic = info.is_some_and(|i| i.symbolic.is_some() && a == 0);
             if free.len() > 1
+                && !symbolic
                 && let Some((lo, hi)) = self.index_range(idx, &shape)
                 && (lo < 0 || hi >= i128::from(free[a]))
             {
                 let name = self.buf.tiles[tile as usize].name.clone();
+                if let Some(info) = info
+                    && a < usize::from(info.axes)
+                {
+                    return self.error(
+                        span,
+                        format!(
+                            "out-of-bound block index for tile `{name}` on block axis {}: index range [{lo}, {hi}] exceeds its {} blocks (err_tensor_access_out_of_bound)",
+                            info.written(a),
+                            free[a]
+                        ),
+                    );
+                }
+                // NKI numbers the axes as written: the block axes, the partition axis, then
+                // the free axes.
                 return self.error(
                     span,
                     format!(

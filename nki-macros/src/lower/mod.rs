@@ -12,6 +12,7 @@
     clippy::cast_sign_loss
 )]
 
+mod blocks;
 mod builtins;
 mod call;
 pub use call::DTYPES;
@@ -139,6 +140,8 @@ pub struct Lowerer<'e> {
     loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
+    /// Tiles declared with block axes (`par_dim`): tile → number of block axes.
+    tile_blocks: HashMap<u16, blocks::BlockInfo>,
     temp_count: usize,
     /// The helpers the kernel may call.
     helpers: &'e [Helper],
@@ -194,6 +197,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
+        tile_blocks: HashMap::new(),
         temp_count: 0,
         helpers: &kernel.helpers,
         inlining: Vec::new(),
@@ -353,9 +357,23 @@ impl Lowerer<'_> {
         shape: TileShape,
         span: Span,
     ) -> Value {
+        self.new_block_tile(name, memory, dtype, shape, 0, span)
+    }
+
+    /// A new tile whose first `block_axes` free axes are block axes (NKI's axes before
+    /// `par_dim`).
+    fn new_block_tile(
+        &mut self,
+        name: Option<&str>,
+        memory: Memory,
+        dtype: DType,
+        shape: TileShape,
+        block_axes: u8,
+        span: Span,
+    ) -> Value {
         let target = self.buf.target;
         let check = nki_lang::rules::check_tile_shape(&shape).and_then(|()| match memory {
-            Memory::Psum => nki_lang::rules::check_psum_tile(&shape, dtype),
+            Memory::Psum => nki_lang::rules::check_psum_block_tile(&shape, dtype, block_axes),
             Memory::Sbuf => nki_lang::rules::check_sbuf_tile(&shape, dtype, target),
             Memory::Hbm => Ok(()),
         });
@@ -373,6 +391,8 @@ impl Lowerer<'_> {
             }
         };
         self.buf.tiles.push(TileBuf {
+            blocks: None,
+            block_axes,
             name,
             memory,
             dtype,

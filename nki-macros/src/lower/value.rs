@@ -149,6 +149,15 @@ pub enum Value {
     Access(Access),
     /// A tile or a view of one.
     Tile(TileView),
+    /// A whole tile with leading block axes (NKI's `ndarray((B, par_dim(P), F))`): the view
+    /// of all its blocks, the block axes stored after the partition axis (`[P, B, F]`). It is
+    /// indexed block first (`t[k]`, `t[[k, i_p, i_f]]`) before it is an operand.
+    Blocks {
+        /// The whole tile.
+        view: TileView,
+        /// Number of leading block axes.
+        axes: u8,
+    },
     /// An `mgrid![...]` result: its axes.
     Grid(Vec<Idx>),
     /// An `arange(...)` before `.p()` / `.x()` picks its axis: (start, size).
@@ -195,6 +204,7 @@ impl Value {
             Value::Tensor(_) => "an HBM tensor",
             Value::Access(_) => "an indexed HBM tensor",
             Value::Tile(_) => "a tile",
+            Value::Blocks { .. } => "a tile with block axes (select a block first: `t[k]`)",
             Value::Grid(_) => "an index grid",
             Value::Range(..) => "an arange",
             Value::DType(_) => "a dtype",

@@ -443,14 +443,9 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                     }
                     v
                 }
-                SynExpr::Range(_) => vec![parse_expr(&ix.index, errors)?],
-                other => {
-                    errors.push(
-                        Span::of(other),
-                        "index a tensor with one index per axis in brackets, `t[[i_p, i_f]]`, or with `t[..]`",
-                    );
-                    return None;
-                }
+                // `t[..]`, or one index: the first axis (`t[k]`, a block of a tile with
+                // block axes).
+                _ => vec![parse_expr(&ix.index, errors)?],
             };
             Expr::Index {
                 base: Box::new(base),

@@ -11,6 +11,7 @@
 //! interpreter's: they enter through a host plan (`exec::plan::HostPlan`), as observers enter through
 //! [`Observer`]. A run with the serial plan runs every instruction as written.
 
+pub(crate) mod overlap;
 pub(crate) mod plan;
 pub(crate) mod reference;
 
@@ -207,6 +208,14 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         });
                     }
                     if obs.computes() {
+                        if overlap::partly_overlapping(ins, &ops, sbuf_stride) {
+                            // The definition reads before it writes; the engines' chunks
+                            // agree with it only up to 1024 elements per partition.
+                            reference::Reference.step(e, b, ins, &ops, (pc, stop), vars);
+                            obs.after(pc, ins);
+                            pc += 1;
+                            continue;
+                        }
                         if let Some(more) = plan.step(e, b, ins, &ops, (pc, stop), vars) {
                             obs.after(pc, ins);
                             executed += more as u64;

@@ -37,8 +37,9 @@
 //!   the other in row-major order, reading all the values of one before writing it; a move
 //!   (`load`, `store`, `tensor_copy` on Vector/GpSimd, `nc_transpose`, `load_transpose2d`)
 //!   reads all its source elements, then writes. (The engines stream a partition in chunks of
-//!   1024 elements, each read before it is written: they agree with these definitions for
-//!   partitions of up to 1024 elements.)
+//!   1024 elements, each read before it is written; an instruction whose destination partly
+//!   overlaps a source runs with these definitions on every host path instead, whatever its
+//!   size: `exec/overlap.rs`.)
 //!
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.

@@ -42,7 +42,9 @@
     clippy::cast_sign_loss
 )]
 
-use nki_lang::{InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, Write};
+use nki_lang::{
+    InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, SymbolValues, Write,
+};
 
 use super::fuse::Readers;
 use super::hull::{Hull, IndexBox, output_boxes, output_hulls};
@@ -189,9 +191,16 @@ fn half_boxes(
 }
 
 /// Copies tile `t` (every partition's bytes) from `from` to `to`.
-fn copy_tile(p: &Program<'_>, t: usize, from: &EngineState, to: &mut EngineState) {
+fn copy_tile(
+    p: &Program<'_>,
+    syms: &SymbolValues,
+    t: usize,
+    from: &EngineState,
+    to: &mut EngineState,
+) {
     let tile = &p.tiles()[t];
-    let bytes = usize::try_from(tile.bytes_per_partition()).unwrap_or(usize::MAX);
+    // A tile of blocks counted at launch: the launch's blocks only.
+    let bytes = usize::try_from(tile.bytes_in_use(syms)).unwrap_or(usize::MAX);
     let addr = tile.addr as usize;
     let parts = tile.shape.partitions() as usize;
     let (src, dst, stride) = match tile.memory {
@@ -335,8 +344,9 @@ pub(crate) fn run_parallel(
         .engines
         .get_or_insert_with(|| Box::new(EngineState::single_threaded(second.target, e.isa)));
     engines_b.isa = e.isa;
+    engines_b.block_bytes = e.block_bytes;
     for t in (0..p.tiles().len()).filter(|&t| shared.contains(t)) {
-        copy_tile(p, t, e, engines_b);
+        copy_tile(p, &b.syms, t, e, engines_b);
     }
     let mut outs_a: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());
     let mut outs_b: [HbmOut<'_>; MAX_TENSORS] = core::array::from_fn(|_| HbmOut::empty());

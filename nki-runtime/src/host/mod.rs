@@ -8,6 +8,9 @@
 //! - **Steps** (`fuse`): data that would only pass through SBUF between two neighbouring
 //!   instructions goes straight from one to the other (a load into the matmul after it, a
 //!   matmul into the `tensor_copy` of its result, that copy into the store after it).
+//! - **Blocks of partitions** (`rows`): neighbouring instructions that compute each partition
+//!   on its own run a few partitions at a time, all of them, so that their tiles stay in the
+//!   host's cache between them.
 //!
 //! All of it enters the interpreter through one [`HostPlan`], [`Plain`]: the interpreter names
 //! none of it. Strict and observed runs use [`crate::exec::plan::Serial`] and see every
@@ -17,6 +20,7 @@ mod fuse;
 mod hull;
 mod interleaved;
 mod loops;
+mod rows;
 mod spmd;
 
 use nki_lang::{Instr, InstrData, MAX_LOOP_DEPTH, Opcode, VarValues};
@@ -180,6 +184,7 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         vars: &VarValues,
     ) -> Option<usize> {
         fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending)
+            .or_else(|| rows::step(e, b, ins, ops, at, vars))
     }
 
     fn masked_out(&mut self, _pc: usize, ins: &Instr) {

@@ -120,6 +120,7 @@ pub(crate) fn execute(
     let engines_b =
         second.get_or_insert_with(|| Box::new(EngineState::single_threaded(target, e.isa)));
     engines_b.isa = e.isa;
+    engines_b.block_bytes = e.block_bytes;
     let mut worker = e.worker.take();
     let Some(w) = worker.as_mut() else {
         unreachable!("checked above")

@@ -147,6 +147,8 @@ enum Fault {
 pub struct Strict<'p> {
     program: &'p Program<'p>,
     sbuf: Shadow,
+    /// Bytes from one SBUF partition to the next.
+    sbuf_stride: usize,
     psum: Shadow,
     /// Per output tensor (by output index), per element.
     outputs: Vec<Vec<Owner>>,
@@ -171,6 +173,7 @@ impl<'p> Strict<'p> {
         Strict {
             program,
             sbuf: Shadow::new(PARTITIONS as usize * sbuf_stride),
+            sbuf_stride,
             psum: Shadow::new(PARTITIONS as usize * crate::memory::Psum::PARTITION_STRIDE),
             outputs: output_bytes
                 .iter()
@@ -625,6 +628,30 @@ impl Observer for Strict<'_> {
             );
         };
         self.now = now;
+        // A destination that partly overlaps a source: which source values the engines read
+        // before they overwrite them depends on their pipeline.
+        if let Some((w, r)) =
+            crate::exec::overlap::overlapping_slots(instr, operands, self.sbuf_stride)
+        {
+            let slot_name = |s: u8| {
+                (instr.opcode.info().operands)
+                    .get(usize::from(s))
+                    .map_or("an operand", |o| o.name)
+            };
+            let dst = operands.get(usize::from(w));
+            return ControlFlow::Break(format!(
+                "writes {} (operand `{}`) over elements it also reads as other elements of \
+                 its operand `{}`: the destination partly overlaps a source, and the engines \
+                 stream their operands, so which source values they read before overwriting \
+                 them depends on their pipeline, which NKI does not define (plain launches \
+                 read every source element first); write the result to a tile of its own \
+                 ({})",
+                self.describe(instr, w, dst),
+                slot_name(w),
+                slot_name(r),
+                LoopValues(vars)
+            ));
+        }
         let dst_write = instr.data.accumulation();
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =

@@ -8,8 +8,8 @@
 //! behaviour is not documented, `docs/timing.md` gives the choice made here and why.
 
 use nki_lang::{
-    Dir, Extent, InstrData, LoopControl, LoopKind, Memory, Opcode, OperandRef, Program, TileDecl,
-    ViewId, Write,
+    Dir, Extent, InstrData, LoopControl, LoopKind, Memory, Opcode, OperandRef, Program,
+    SymbolValues, TileDecl, ViewId, Write,
 };
 
 use super::params::Params;
@@ -56,10 +56,23 @@ impl Default for Scheduling {
     }
 }
 
+/// Bytes per partition tile `t` takes in a launch: with the launch's symbols, a tile of blocks
+/// counted at launch takes its launch's blocks; without them, every tile its whole size.
+fn tile_bytes(t: &TileDecl<'_>, syms: Option<&SymbolValues>) -> u64 {
+    match syms {
+        Some(s) => t.bytes_in_use(s),
+        None => t.bytes_per_partition(),
+    }
+}
+
 /// Each tile's place in a space where every tile of one memory has bytes of its own, aligned to
 /// the space's cells: the byte shift from its address to that place, and each memory's span
-/// (SBUF, PSUM).
-pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) {
+/// (SBUF, PSUM). A tile of blocks takes the launch's blocks when `syms` gives them: block `k`
+/// keeps its offset `k × block bytes` from the tile's place.
+pub(crate) fn renamed_layout(
+    program: &Program<'_>,
+    syms: Option<&SymbolValues>,
+) -> (Vec<i64>, usize, usize) {
     const CELL: usize = 1 << super::regions::RENAMED_BLOCK_SHIFT;
     let (mut sbuf, mut psum) = (0usize, 0usize);
     let shifts = program
@@ -72,7 +85,7 @@ pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) 
                 Memory::Sbuf | Memory::Hbm => &mut sbuf,
             };
             let at = *end;
-            let bytes = usize::try_from(t.bytes_per_partition()).unwrap_or(usize::MAX);
+            let bytes = usize::try_from(tile_bytes(t, syms)).unwrap_or(usize::MAX);
             *end = at.saturating_add(bytes.next_multiple_of(CELL).max(CELL));
             at as i64 - i64::from(t.addr)
         })
@@ -85,24 +98,28 @@ pub(crate) fn renamed_layout(program: &Program<'_>) -> (Vec<i64>, usize, usize) 
 /// `rotation`, while the capacity the program's tiles leave holds it (SBUF bytes per
 /// partition, PSUM banks). Within a round, the tiles of the deepest loops come first (the
 /// overlap of a loop's iterations matters most where they are shortest), smaller before
-/// larger at one depth.
+/// larger at one depth. With the launch's symbols, a tile of blocks counted at launch takes
+/// its launch's blocks, packed after the other tiles (as NKI, tracing the launch's shapes,
+/// allocates it), not the capacity the program reserves.
 pub(crate) fn rotation_degrees(
     program: &Program<'_>,
     scopes: &[Option<usize>],
     rotation: u32,
     p: &Params,
+    syms: Option<&SymbolValues>,
 ) -> Vec<u32> {
     let bank = u64::from(p.psum_bank_bytes.max(1));
     let tiles = program.tiles();
     // A tile's size and the end of its place, in bytes (SBUF) or banks (PSUM).
     let size = |t: &TileDecl<'_>| match t.memory {
-        Memory::Sbuf | Memory::Hbm => t.bytes_per_partition(),
+        Memory::Sbuf | Memory::Hbm => tile_bytes(t, syms),
         Memory::Psum => t.bytes_per_partition().div_ceil(bank).max(1),
     };
     let end = |t: &TileDecl<'_>| match t.memory {
         Memory::Sbuf | Memory::Hbm => u64::from(t.addr).saturating_add(size(t)),
         Memory::Psum => (u64::from(t.addr) / bank).saturating_add(size(t)),
     };
+    let counted = |t: &TileDecl<'_>| syms.is_some() && t.blocks.is_some();
     let mut free = [Memory::Sbuf, Memory::Psum].map(|memory| {
         let cap = match memory {
             Memory::Sbuf | Memory::Hbm => u64::from(p.sbuf_partition_bytes),
@@ -110,11 +127,19 @@ pub(crate) fn rotation_degrees(
         };
         let extent = tiles
             .iter()
-            .filter(|t| t.memory == memory)
+            .filter(|t| t.memory == memory && !counted(t))
             .map(end)
             .max()
             .unwrap_or(0);
-        cap.saturating_sub(extent)
+        // The launch's blocks, 64-byte aligned, after the other tiles.
+        let blocks = tiles
+            .iter()
+            .filter(|t| t.memory == memory && counted(t))
+            .fold(0u64, |n, t| n.saturating_add(size(t).next_multiple_of(64)));
+        if blocks == 0 {
+            return cap.saturating_sub(extent);
+        }
+        cap.saturating_sub(extent.next_multiple_of(64).saturating_add(blocks))
     });
     let mut order: Vec<usize> = (0..tiles.len())
         .filter(|&t| scopes[t].is_some() && tiles[t].memory != Memory::Hbm)
@@ -259,13 +284,15 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// For each instruction (by pc), the depth of the loop it is hoisted out of, if any: a compute
-/// instruction (not a DMA) inside a loop of more than one iteration whose operands are the same
-/// in every iteration of its innermost loop — no view offset or mask uses that loop's index,
-/// no operand is a grid expression, it overwrites its destination, and no other instruction
-/// in the loop's body writes a tile it reads or its destination — runs once per entry into the
-/// loop, as a compiler's loop-invariant code motion leaves it (the loop's other iterations
-/// read its one result). A hoisted instruction's destination does not rotate.
+/// For each instruction (by pc), the depth of the outermost loop it is hoisted out of, if any:
+/// a compute instruction (not a DMA) whose operands are the same in every iteration of its
+/// innermost loop — no view offset or mask uses that loop's index, no operand is a grid
+/// expression, it overwrites its destination, and no other instruction in the loop's body
+/// writes a tile it reads or its destination — moves out of that loop, and out of each
+/// enclosing loop where the same holds, as a compiler's loop-invariant code motion moves it.
+/// It runs once per entry into the outermost loop it leaves (one of the loops it leaves must
+/// repeat); the other iterations read its one result. A hoisted instruction's destination
+/// does not rotate.
 pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> {
     let instrs = program.instrs();
     let views = program.views();
@@ -313,49 +340,50 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
             }
             None => {}
         }
-        let Some((depth, true, writers)) = stack.last() else {
-            continue;
-        };
-        let depth = *depth;
-        if matches!(ins.data, InstrData::Dma { .. }) {
+        if stack.is_empty() || matches!(ins.data, InstrData::Dma { .. }) {
             continue;
         }
         let Some(dst) = ins.data.dst() else { continue };
         if !matches!(dst.write, Write::Overwrite) {
             continue;
         }
-        let mut reads = Vec::new();
-        let mut invariant = ins.mask.and_then(|m| masks.get(m.index())).is_none_or(|m| {
-            m.terms[..usize::from(m.len)]
-                .iter()
-                .all(|t| t.offset.loop_coef(depth) == 0)
-        });
-        for o in ins.operands() {
-            match o.operand {
-                OperandRef::View(v) => match views.get(v.index()) {
-                    Some(view) if view.offset.loop_coef(depth) == 0 => {
-                        if o.dir != Dir::Write {
-                            reads.push(view.tile as usize);
-                        }
-                    }
-                    _ => invariant = false,
-                },
-                OperandRef::Imm(_) => {}
-                OperandRef::Access(_) | OperandRef::Expr(_) => invariant = false,
-            }
-        }
         let Some(own) = tile_of(dst.view) else {
             continue;
         };
-        if !invariant {
-            continue;
+        // Whether the instruction's operands are the same in every iteration of the loop at
+        // `depth`, and no other instruction of that loop's body writes what it reads or its
+        // destination.
+        let invariant_in = |depth: usize, writers: &[u32]| {
+            let mask = ins.mask.and_then(|m| masks.get(m.index())).is_none_or(|m| {
+                m.terms[..usize::from(m.len)]
+                    .iter()
+                    .all(|t| t.offset.loop_coef(depth) == 0)
+            });
+            let count = |t: usize| writers.get(t).copied().unwrap_or(0);
+            mask && count(own) <= 1
+                && ins.operands().all(|o| match o.operand {
+                    OperandRef::View(v) => views.get(v.index()).is_some_and(|view| {
+                        view.offset.loop_coef(depth) == 0
+                            && (o.dir == Dir::Write || count(view.tile as usize) == 0)
+                    }),
+                    OperandRef::Imm(_) => true,
+                    OperandRef::Access(_) | OperandRef::Expr(_) => false,
+                })
+        };
+        // Out of the innermost loop, then out of each enclosing one while it stays invariant
+        // there, as loop-invariant code motion moves it: it runs once per entry into the
+        // outermost of those loops. Only worth it when one of them repeats.
+        let mut hoisted = None;
+        let mut repeats = false;
+        for (depth, many, writers) in stack.iter().rev() {
+            if !invariant_in(*depth, writers) {
+                break;
+            }
+            repeats |= *many;
+            hoisted = Some(*depth);
         }
-        // No instruction of the loop's body writes what it reads, and none but itself writes
-        // its destination.
-        let count = |t: usize| writers.get(t).copied().unwrap_or(0);
-        let clobbered = reads.iter().any(|&t| count(t) > 0) || count(own) > 1;
-        if !clobbered {
-            out[pc] = Some(depth);
+        if repeats {
+            out[pc] = hoisted;
         }
     }
     out

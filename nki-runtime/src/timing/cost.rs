@@ -27,9 +27,10 @@ pub(crate) enum Work {
 pub(crate) struct Compute {
     /// The engine.
     pub engine: Engine,
-    /// Engine cycles (the initiation interval).
+    /// Engine cycles of the opcode's formula.
     pub cycles: u64,
-    /// The initiation interval in picoseconds.
+    /// The initiation interval in picoseconds: the formula's cycles and, on Vector and
+    /// Scalar, the static overhead.
     pub busy: u64,
     /// Time from the end of the interval to the result being visible to a dependent
     /// instruction.
@@ -337,11 +338,19 @@ fn compute(ins: &Instr, ops: &Operands, p: &Params, cycles: u64) -> Compute {
         (Opcode::TensorCopy, _, Engine::Scalar) => Some(table_group(ActFn::Identity)),
         _ => None,
     };
+    // Vector and Scalar are busy for their static overhead too, and their result is visible
+    // at the interval's end; GpSimd's formula has its start-up, and its result is visible the
+    // overhead after its interval.
+    let overhead = u64::from(p.static_overhead_cycles);
+    let (busy_cycles, latency_cycles) = match ins.engine {
+        Engine::Vector | Engine::Scalar => (cycles.saturating_add(overhead), 0),
+        Engine::GpSimd | Engine::Tensor | Engine::Dma | Engine::Sync => (cycles, overhead),
+    };
     Compute {
         engine: ins.engine,
         cycles,
-        busy: cycles_ps(cycles, mhz),
-        latency: cycles_ps(u64::from(p.dependency_latency_cycles), mhz),
+        busy: cycles_ps(busy_cycles, mhz),
+        latency: cycles_ps(latency_cycles, mhz),
         table,
         sbuf: ops.iter().any(|r| r.loc == Loc::Sbuf),
         psum: ops.iter().any(|r| r.loc == Loc::Psum),

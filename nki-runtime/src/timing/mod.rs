@@ -294,6 +294,7 @@ impl Timing {
             bytes,
         )
         .with_dma_engine_rows(self.dma_rows)
+        .with_symbols(*bound.symbols())
         .with_scheduling(self.scheduling);
         core.execute_observed(bound, &mut timeline)?;
         Ok(timeline.finish())

@@ -7,8 +7,9 @@
 //! starts when its engine is free and every region it reads is written (RAW) and, for what it
 //! writes, every earlier read and write is done (WAR, WAW); see [`super::regions`]. Then:
 //!
-//! - **Vector / Scalar / GpSimd**: busy for the instruction's interval; its result is visible
-//!   `dependency_latency_cycles` later. On v2, Vector and GpSimd share the SBUF port and Vector
+//! - **Vector / Scalar / GpSimd**: busy for the instruction's interval (on Vector and Scalar
+//!   with its `static_overhead_cycles`); its result is visible at the interval's end (GpSimd:
+//!   `static_overhead_cycles` later). On v2, Vector and GpSimd share the SBUF port and Vector
 //!   and Scalar the PSUM port: an instruction also waits for the port. A Scalar activation
 //!   whose function group differs from the loaded table's is preceded by a table load.
 //! - **TensorE**: a LoadStationary (waits for the stationary operand, the previous
@@ -25,7 +26,9 @@
 use core::ops::ControlFlow;
 use std::collections::VecDeque;
 
-use nki_lang::{Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, VarValues};
+use nki_lang::{
+    Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, SymbolValues, VarValues,
+};
 
 use super::Detail;
 use super::compiler::{self, Scheduling};
@@ -159,6 +162,9 @@ pub struct Timeline<'p> {
     dma_rows: bool,
     sbuf_stride: usize,
     scheduling: Scheduling,
+    /// The launch's symbol values, when known: the bytes a tile of blocks counted at launch
+    /// uses ([`nki_lang::TileDecl::bytes_in_use`]); else every tile's whole size.
+    syms: Option<SymbolValues>,
     /// Whether any tile rotates.
     rotates: bool,
     rotation: Vec<Rotation>,
@@ -173,8 +179,8 @@ pub struct Timeline<'p> {
     alias: Vec<Option<u16>>,
     /// By pc: whether the instruction reads such a tile (empty when none does).
     reads_alias: Vec<bool>,
-    /// Instructions hoisted out of the loop at this depth (by pc): run in its first
-    /// iteration only.
+    /// Instructions hoisted out of the loop at this depth and the loops inside it (by pc): run
+    /// in their first iteration only.
     hoisted: Vec<Option<usize>>,
     /// The plane and shift of each operand slot of the instruction being timed.
     place: [(usize, i64); MAX_SLOTS],
@@ -314,6 +320,7 @@ impl<'p> Timeline<'p> {
             dma_rows: false,
             sbuf_stride,
             scheduling: Scheduling::ProgramOrder { buffers: 1 },
+            syms: None,
             rotates: false,
             rotation: Vec::new(),
             degree: Vec::new(),
@@ -372,6 +379,14 @@ impl<'p> Timeline<'p> {
         self
     }
 
+    /// The launch's symbol values (call before [`Timeline::with_scheduling`]): a tile whose
+    /// blocks a symbolic dimension counts then takes the launch's blocks in the places and
+    /// the rotation [`Scheduling::Device`] gives tiles, not the capacity reserved for it.
+    pub fn with_symbols(mut self, syms: SymbolValues) -> Timeline<'p> {
+        self.syms = Some(syms);
+        self
+    }
+
     /// Times the program `scheduling` says (a new timeline times the program as allocated
     /// and ordered, one buffer per tile: [`Scheduling::ProgramOrder`] of 1).
     ///
@@ -383,6 +398,7 @@ impl<'p> Timeline<'p> {
     /// capacity is not checked. A tile whose uses share no loop rotates between the instances
     /// of a launch grid.
     pub fn with_scheduling(mut self, scheduling: Scheduling) -> Timeline<'p> {
+        let syms = self.syms;
         let mut scopes = compiler::rotation_scopes(self.program);
         let device = matches!(scheduling, Scheduling::Device { .. });
         self.hoisted = if device {
@@ -405,7 +421,13 @@ impl<'p> Timeline<'p> {
         let tiles = self.program.tiles().len();
         let (degree, planes) = match scheduling {
             Scheduling::Device { rotation } => {
-                let degree = compiler::rotation_degrees(self.program, &scopes, rotation, &self.p);
+                let degree = compiler::rotation_degrees(
+                    self.program,
+                    &scopes,
+                    rotation,
+                    &self.p,
+                    syms.as_ref(),
+                );
                 let planes = degree.iter().copied().max().unwrap_or(1);
                 (degree, planes)
             }
@@ -420,7 +442,8 @@ impl<'p> Timeline<'p> {
         };
         let planes = planes as usize;
         if device {
-            let (shift, sbuf_span, psum_span) = compiler::renamed_layout(self.program);
+            let (shift, sbuf_span, psum_span) =
+                compiler::renamed_layout(self.program, syms.as_ref());
             self.shift = shift;
             let psum_reads = compiler::psum_broadcasts(self.program, &self.p);
             self.folded = compiler::folded_memsets(self.program);
@@ -597,7 +620,11 @@ impl<'p> Timeline<'p> {
             .map(|(i, (t, &(a, b)))| TileUse {
                 name: t.name.to_string(),
                 memory: t.memory,
-                bytes_per_partition: t.bytes_per_partition(),
+                // A tile of blocks counted at launch: the launch's blocks.
+                bytes_per_partition: self
+                    .syms
+                    .as_ref()
+                    .map_or_else(|| t.bytes_per_partition(), |s| t.bytes_in_use(s)),
                 partitions: t.shape.partitions(),
                 addr: t.addr,
                 // The buffers it used: one per iteration seen, up to its degree.
@@ -1232,7 +1259,9 @@ impl Observer for Timeline<'_> {
             .get(pc)
             .copied()
             .flatten()
-            .is_some_and(|d| vars.get(MAX_PIDS + d).is_some_and(|&v| v != 0));
+            // Past the first iteration of the loop it leaves or of a loop inside that one
+            // (the index of a loop not entered is 0).
+            .is_some_and(|d| vars.iter().skip(MAX_PIDS + d).any(|&v| v != 0));
         if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
             self.not_run += 1;
             return ControlFlow::Continue(());

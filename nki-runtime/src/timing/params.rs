@@ -156,9 +156,12 @@ params! {
     pe_latency_ns: u32, "ns", v2 = 150, v3 = 150, v4 = 150, "PGFIG fig18/20/21 fit (latency ≈ II + 140–170 ns; UNSURE); v4: as v3 (no Trn3 figure published; UNSURE)";
     /// Vector/Scalar/GpSimd instruction floor (`MIN_II`).
     min_ii_cycles: u32, "cycles", v2 = 64, v3 = 64, v4 = 64, "ISA (MIN_II ≈ 64); v3 UNSURE; v4: as v3 (no Trn3 figure published; UNSURE)";
-    /// Vector/Scalar/GpSimd completion latency after an instruction's II: what a dependent
-    /// instruction (on any engine) waits on top of the producer's II.
-    dependency_latency_cycles: u32, "cycles", v2 = 100, v3 = 100, v4 = 100, "ARCH1 (~100-cycle static overhead of RAW-dependent chains); v3 UNSURE; v4: as v3 (no Trn3 figure published; UNSURE)";
+    /// The static overhead of a Vector or Scalar instruction, part of its interval (the
+    /// engine is busy, and the profiler shows the instruction active, while it starts its
+    /// accesses and drains); its result is visible at the interval's end. A GpSimd
+    /// instruction's formula has its own start-up (`gpsimd_start_cycles`): its result is
+    /// visible this long after its interval.
+    static_overhead_cycles: u32, "cycles", v2 = 100, v3 = 100, v4 = 100, "ARCH1 (~100-cycle static overhead per instruction of back-to-back tiny instructions and RAW-dependent chains); inside the interval: profiler durations include a fixed part (PERF Opt #5a ACTIVATE of 1 element 159 ns; PGFIG fig10 TENSOR_TENSOR 2N + 0.36 µs; X-DN 685 ns for N = 512 on Trn2) and VectorE is 98.71 % / 99.63 % active in mamba-v1-small / mamba-v2, whose Vector instructions form RAW chains; v3 UNSURE; v4: as v3 (no Trn3 figure published; UNSURE)";
     /// GpSimd start-up overhead of every instruction: cost `gpsimd_start_cycles + N`.
     gpsimd_start_cycles: u32, "cycles", v2 = 150, v3 = 150, v4 = 150, "ISA (iota, affine_select: 150 + N); model §1.6/§5; v4: as v3 (no Trn3 figure published; UNSURE)";
     /// Innermost free stride above which an engine's SBUF/PSUM access runs at reduced rate.
@@ -175,6 +178,10 @@ params! {
     /// The v2 shared ports: VectorE and GpSimdE cannot access SBUF at the same time, VectorE
     /// and ScalarE cannot access PSUM at the same time (v3 lifts both).
     shared_ports: bool, "", v2 = true, v3 = false, v4 = false, "ARCH1 §1.7 / ARCH2; v4: as v3";
+    /// Fixed start-up and tear-down of one NEFF execution, outside the kernel's instructions:
+    /// what the profiler's device execution time and `nki.benchmark` add to the kernel's
+    /// latency (`Schedule::execution_ps`).
+    execution_overhead_ns: u32, "ns", v2 = 33_700, v3 = 33_700, v4 = 33_700, "fit to mamba-v1-small (the tutorial: its 172.93 µs device execution time includes the NEFF's start-up and tear-down, and VectorE is 98.71 % active over the execution between them; the kernel itself models at 139.2 µs); v3, v4: as v2 (no figure published; UNSURE)";
     /// Activation-function table load (`ACT_TABLE_LOAD`) when an activation's function group
     /// differs from the loaded one.
     act_table_load_ns: u32, "ns", v2 = 1300, v3 = 1283, v4 = 1283, "X-DN (1283 ns measured on Trn2); v2 UNSURE (~1.3 µs); v4: as v3 (no Trn3 figure published; UNSURE)";
@@ -225,9 +232,10 @@ impl Params {
         }
     }
 
-    /// TensorE peak at full rate, in FLOP/s (91.75 TFLOPS on v2, 78.64 on v3).
+    /// TensorE peak at full rate, in FLOP/s (91.75 TFLOPS on v2, 78.64 on v3). A clock of 0
+    /// MHz counts as 1, as in every time the model computes.
     pub fn peak_flops(&self) -> f64 {
-        f64::from(self.pe_flops_per_cycle) * f64::from(self.pe_mhz) * 1e6
+        f64::from(self.pe_flops_per_cycle) * f64::from(self.pe_mhz.max(1)) * 1e6
     }
 
     /// The roofline's ridge point: peak FLOP/s over HBM bytes/s.

@@ -44,8 +44,13 @@ pub struct Profile {
     pub kernel: String,
     /// The modeled generation.
     pub generation: Generation,
-    /// Modeled device time (µs).
+    /// Modeled device time (µs): from the kernel's first instruction to the completion of its
+    /// last.
     pub latency_us: f64,
+    /// Modeled time of one NEFF execution (µs): the latency plus the execution's fixed
+    /// start-up and tear-down, as the profiler and `nki.benchmark` measure
+    /// ([`Schedule::execution_us`]).
+    pub execution_us: f64,
     /// Instructions executed.
     pub instructions: u64,
     /// Executed instructions the device would not run ([`Schedule::not_run`]).
@@ -143,8 +148,9 @@ impl Profile {
         }
         let peak = p.peak_flops();
         let secs = t / 1e12;
+        // 0 without time or without a peak (`pe_flops_per_cycle` of 0 in a what-if table).
         let util = |f: u64| {
-            if total == 0 {
+            if total == 0 || peak <= 0.0 {
                 0.0
             } else {
                 f as f64 / (peak * secs)
@@ -156,6 +162,7 @@ impl Profile {
             kernel: s.kernel().to_string(),
             generation: p.generation,
             latency_us: s.latency_us(),
+            execution_us: s.execution_us(),
             instructions: s.instructions(),
             not_run: s.not_run(),
             engines,
@@ -200,7 +207,8 @@ impl Profile {
         self.engines.iter().find(|e| e.name == name)
     }
 
-    /// The profile as one JSON object: `kernel`, `generation`, `latency_us`, `instructions`,
+    /// The profile as one JSON object: `kernel`, `generation`, `latency_us`, `execution_us`,
+    /// `instructions`,
     /// `not_run`, `mfu`, `hfu`, `utilisation` (by row name), `active_us`,
     /// `critical_path_share`, `counts` (`engine.opcode`), the byte and memory figures.
     pub fn to_json(&self) -> String {
@@ -212,6 +220,7 @@ impl Profile {
             kernel: &self.kernel,
             generation: self.generation.name(),
             latency_us: self.latency_us,
+            execution_us: self.execution_us,
             instructions: self.instructions,
             not_run: self.not_run,
             mfu: self.mfu,
@@ -247,6 +256,7 @@ struct ProfileJson<'a> {
     kernel: &'a str,
     generation: &'static str,
     latency_us: f64,
+    execution_us: f64,
     instructions: u64,
     not_run: u64,
     mfu: f64,
@@ -314,6 +324,12 @@ impl fmt::Display for Profile {
             f,
             "kernel {} on the {} model: {:.3} µs modeled (deterministic), {} instructions",
             self.kernel, self.generation, self.latency_us, self.instructions
+        )?;
+        writeln!(
+            f,
+            "  one NEFF execution with its start-up and tear-down (as the profiler and \
+             nki.benchmark measure): {:.3} µs",
+            self.execution_us
         )?;
         writeln!(
             f,

@@ -301,6 +301,21 @@ impl Schedule {
         self.total as f64 / 1e6
     }
 
+    /// The modeled time of one NEFF execution of the kernel, in picoseconds: its latency
+    /// ([`Schedule::total_ps`]) plus the execution's fixed start-up and tear-down
+    /// ([`Params::execution_overhead_ns`]). This is what the Neuron profiler's device
+    /// execution time and `nki.benchmark` measure; the latency is what a kernel's own
+    /// instructions take, and what comparing two kernels needs.
+    pub fn execution_ps(&self) -> u64 {
+        self.total
+            .saturating_add(super::params::ns_ps(self.params.execution_overhead_ns))
+    }
+
+    /// [`Schedule::execution_ps`] in microseconds.
+    pub fn execution_us(&self) -> f64 {
+        self.execution_ps() as f64 / 1e6
+    }
+
     /// Instructions executed (shown to the model: an instruction whose mask keeps nothing
     /// is neither executed nor timed).
     pub fn instructions(&self) -> u64 {

@@ -39,8 +39,9 @@ fn launch(
 }
 
 impl Cores {
-    /// The reference interpreter, a strict core, plain cores with one and two host threads,
-    /// and a plain two-thread core for every other host code path this machine supports.
+    /// The reference interpreter, a strict core, plain cores with one and two host threads
+    /// (one of them blocking partitions at a 1 KiB budget), and a plain two-thread core for
+    /// every other host code path this machine supports.
     pub fn new() -> Cores {
         let mut cores = vec![
             (REFERENCE.to_string(), NeuronCore::default()),
@@ -59,6 +60,15 @@ impl Cores {
                 NeuronCore::default()
                     .with_strict(false)
                     .with_host_threads(2),
+            ),
+            // A cache of 1 KiB per block of partitions: runs of partition-local instructions
+            // of these small programs run a few partitions at a time, as large ones do.
+            (
+                "plain, 2 host threads, 1 KiB blocks".to_string(),
+                NeuronCore::default()
+                    .with_strict(false)
+                    .with_host_threads(2)
+                    .with_host_cache_bytes(1024),
             ),
         ];
         let native = NeuronCore::default().isa();

@@ -70,9 +70,18 @@ impl Lowerer<'_> {
             }
         };
         // The shape and default dtype: given, or those of the tile `a`.
+        let mut blocks: Option<(super::super::blocks::BlockInfo, Option<nki_lang::Extent>)> = None;
         let (shape, like_dtype) = if like {
             match self.eval(shape_e) {
                 Value::Tile(v) => (v.shape, Some(self.buf.tiles[v.tile as usize].dtype)),
+                Value::Blocks { view, .. } => {
+                    let tile = &self.buf.tiles[view.tile as usize];
+                    blocks = self
+                        .tile_blocks
+                        .get(&view.tile)
+                        .map(|&info| (info, tile.blocks));
+                    (view.shape, Some(tile.dtype))
+                }
                 Value::Poison => return Value::Poison,
                 other => {
                     return self.error(
@@ -82,21 +91,42 @@ impl Lowerer<'_> {
                 }
             }
         } else {
-            let Expr::Array(dims, _) = shape_e else {
+            let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = shape_e else {
                 return self.error(
                     shape_e.span(),
                     "a shape is an array of dimensions: `[128, 512]`",
                 );
             };
-            if buffer == Buffer::SharedHbm {
+            if Self::has_par_dim(dims) {
+                if buffer == Buffer::SharedHbm {
+                    return self.error(
+                        shape_e.span(),
+                        "an HBM tensor has no partition dimension: `par_dim(n)` marks an SBUF or PSUM tile's",
+                    );
+                }
+                match self.block_shape(dims, shape_e.span()) {
+                    Some(b) => {
+                        if b.count.is_some() && buffer == Buffer::Psum {
+                            return self.error(
+                                shape_e.span(),
+                                "a PSUM tile's block axes are compile-time integers: PSUM has 8 banks, sized when the kernel compiles",
+                            );
+                        }
+                        blocks = Some((b.info, b.count));
+                        (b.shape, None)
+                    }
+                    None => return Value::Poison,
+                }
+            } else if buffer == Buffer::SharedHbm {
                 let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
                     return Value::Poison;
                 };
                 return self.create_output(func, dims, dtype, span, name);
-            }
-            match self.shape_arg(shape_e) {
-                Some(s) => (s, None),
-                None => return Value::Poison,
+            } else {
+                match self.shape_arg(shape_e) {
+                    Some(s) => (s, None),
+                    None => return Value::Poison,
+                }
             }
         };
         let dtype = match (a[dtype_slot], like_dtype) {
@@ -115,8 +145,13 @@ impl Lowerer<'_> {
         } else {
             Memory::Sbuf
         };
-        let v = self.new_tile(name, memory, dtype, shape, span);
+        let block_axes = blocks.map_or(0, |(info, _)| info.axes);
+        let v = self.new_block_tile(name, memory, dtype, shape, block_axes, span);
         let Value::Tile(view) = v else { return v };
+        if let Some((info, count)) = blocks {
+            self.buf.tiles[view.tile as usize].blocks = count;
+            self.tile_blocks.insert(view.tile, info);
+        }
         let fill = match base {
             "zeros" => Some(Scalar::float(0.0)),
             "ones" => Some(Scalar::float(1.0)),
@@ -142,12 +177,22 @@ impl Lowerer<'_> {
             _ => None,
         };
         if let Some(value) = fill {
-            if !self.fill(view, value, span, opts) {
+            let filled = match blocks {
+                Some((_, Some(count))) => self.fill_blocks(view, count, value, span, opts),
+                Some((_, None)) | None => self.fill(view, value, span, opts),
+            };
+            if !filled {
                 return Value::Poison;
             }
             if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
+        }
+        if let Some((info, _)) = blocks {
+            return Value::Blocks {
+                view,
+                axes: info.axes,
+            };
         }
         v
     }
