@@ -181,6 +181,17 @@ fn reads_what_an_earlier_iteration_left(x: Hbm<f32, 256, 512>) -> Hbm<f32, 256, 
     out
 }
 
+/// Every instance of its grid stores its own rows of `x` to the same 128 rows of the output.
+#[kernel]
+fn instances_store_the_same_rows(x: Hbm<f32, 256, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let ip = arange(128).p();
+    let jf = arange(512).x();
+    let t = load(x[[program_id(0) * 128 + ip, jf]]);
+    store(out[[ip, jf]], t);
+    out
+}
+
 /// A host tensor of any element type the kernels use.
 enum Data {
     F32(Vec<f32>),
@@ -425,6 +436,27 @@ fn a_loop_tile_read_before_its_iteration_writes_it_fails_under_rotation_naming_b
         .with_strict(false)
         .with_schedule_check(Some(ScheduleCheck::DEFAULT.with_buffers(1)));
     launch(&mut one, k, LaunchGrid::SINGLE, shapes).unwrap();
+}
+
+#[test]
+fn spmd_instances_storing_the_same_elements_fail_naming_both() {
+    let k = &instances_store_the_same_rows::KERNEL;
+    let mut core = checking().with_strict(false);
+    let e = match launch(&mut core, k, LaunchGrid::from([2]), &[&[256, 512]]) {
+        Err(LaunchError::Schedule(e)) => *e,
+        other => panic!("{:?}", other.map(|_| ())),
+    };
+    let msg = e.to_string();
+    // The two instances' stores: on two cores, either may finish last.
+    assert_eq!(
+        (e.first.mnemonic, e.second.mnemonic),
+        ("store", "store"),
+        "{msg}"
+    );
+    assert_eq!(e.first.program_ids, [0, 0, 0], "{msg}");
+    assert_eq!(e.second.program_ids, [1, 0, 0], "{msg}");
+    // One instance alone is fine.
+    launch(&mut checking(), k, LaunchGrid::SINGLE, &[&[256, 512]]).unwrap();
 }
 
 #[test]
