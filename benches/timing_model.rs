@@ -19,12 +19,12 @@ mod block_free_dimension;
 #[path = "../examples/matmul_fully_optimized.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod fully_optimized;
-#[path = "../examples/mamba_tutorial_shapes.rs"]
-#[allow(dead_code, clippy::duplicate_mod)]
-mod mamba_shapes;
 #[path = "../examples/matmul_hoist_load.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod hoist_load;
+#[path = "../examples/mamba_tutorial_shapes.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod mamba_shapes;
 #[path = "../examples/matmul_tiled.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod tiled;
@@ -46,7 +46,11 @@ fn timing_only(c: &mut Criterion) {
     let mamba = mamba_shapes.each_ref().map(Vec::as_slice);
     let cases: [(&str, &Kernel<'static>, &[&[usize]]); 5] = [
         ("tiled", &tiled::matmul_tiled::KERNEL, &mm),
-        ("hoist_load", &hoist_load::nki_matmul_hoist_load_::KERNEL, &mm),
+        (
+            "hoist_load",
+            &hoist_load::nki_matmul_hoist_load_::KERNEL,
+            &mm,
+        ),
         (
             "block_free_dimension",
             &block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
