@@ -102,6 +102,9 @@ struct LoopInfo {
     tiles: Vec<usize>,
     /// Those that rotate.
     rotating: Vec<usize>,
+    /// The periods compared are multiples of this: the rotating tiles' buffers' least
+    /// common multiple (after as many iterations, each is at the same buffer again).
+    unit: i64,
 }
 
 /// A loop's recent back edges, and the snapshot it waits to compare with.
@@ -336,14 +339,15 @@ impl Timeline<'_> {
                     .and_then(|b| n.checked_sub(1 + b))
                     .and_then(|i| det.ring.get(i))
             };
-            let period = (1..=MAX_PERIOD).find(|&p| {
-                remaining >= 2 * p
-                    && matches!(
-                        (at(2 * p), at(p), at(0)),
-                        (Some(a), Some(b), Some(c)) if quick_moved(a, b) == quick_moved(b, c)
-                            && quick_moved(b, c).is_some()
-                    )
-            });
+            let period = (1..=MAX_PERIOD / info.unit)
+                .map(|j| j * info.unit)
+                .find(|&p| {
+                    remaining >= 2 * p
+                        && matches!(
+                            (at(p), at(0)),
+                            (Some(a), Some(b)) if quick_moved(a, b).is_some()
+                        )
+                });
             if let Some(p) = period {
                 det.snap = Some((self.snapshot(info, edge), p));
             }
@@ -466,11 +470,26 @@ impl Timeline<'_> {
             c.sort_unstable();
             c.dedup();
         }
+        // A tile whose iterations are told apart by this loop's value (or inner ones)
+        // changes buffer within the loop; the others keep theirs.
+        let mut unit = 1i64;
+        for &t in &rotating {
+            let scope = self.rotation.get(t).and_then(|r| r.scope).unwrap_or(0);
+            if MAX_PIDS + scope <= var {
+                continue;
+            }
+            let degree = i64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            unit = unit / gcd(unit, degree) * degree;
+            if unit > MAX_PERIOD {
+                return LoopSlot::Ineligible;
+            }
+        }
         LoopSlot::Eligible(Box::new(LoopInfo {
             var,
             cells,
             tiles,
             rotating,
+            unit,
         }))
     }
 
@@ -806,6 +825,11 @@ impl Timeline<'_> {
         self.hbm.journal(false);
         done
     }
+}
+
+/// The greatest common divisor of two positive numbers.
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
