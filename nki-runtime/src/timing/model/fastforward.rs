@@ -974,14 +974,14 @@ mod tests {
     #[test]
     fn a_steady_loop_is_skipped_with_the_same_schedule() {
         for reread in [false, true] {
-            let c = program(64, reread);
+            let c = program(256, reread);
             let parts = c.parts();
             let kernel = Kernel::new(parts.program());
             for scheduling in [
                 Scheduling::default(),
                 Scheduling::ProgramOrder { buffers: 1 },
             ] {
-                let [(plain, none), (fast, skipped)] = both(&kernel, 512 * 64, scheduling);
+                let [(plain, none), (fast, skipped)] = both(&kernel, 512 * 256, scheduling);
                 assert_eq!(none, 0);
                 assert_eq!(plain, fast, "reread {reread}, {scheduling:?}");
                 assert!(
