@@ -102,9 +102,9 @@ struct LoopInfo {
     tiles: Vec<usize>,
     /// Those that rotate.
     rotating: Vec<usize>,
-    /// The periods compared are multiples of this: the rotating tiles' buffers' least
-    /// common multiple (after as many iterations, each is at the same buffer again).
-    unit: i64,
+    /// Those that change buffer within the loop (their iterations are told apart by its
+    /// value or inner ones): a period brings each back to its buffer.
+    turning: Vec<usize>,
 }
 
 /// A loop's recent back edges, and the snapshot it waits to compare with.
@@ -129,6 +129,8 @@ struct Quick {
     free: [u64; 6],
     /// Instructions on each queue so far.
     counts: [u64; 6],
+    /// A digest of the buffers the loop's turning tiles are at.
+    buffers: u64,
 }
 
 /// The Δ by which `b`'s queues are `a`'s moved (those that ran; the others unchanged), if
@@ -311,6 +313,11 @@ impl Timeline<'_> {
             v,
             free: self.free.map(|f| f.t),
             counts: core::array::from_fn(|i| self.tracks[i].count),
+            buffers: info.turning.iter().fold(0u64, |h, &t| {
+                let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+                let b = self.rotation.get(t).map_or(0, |r| r.count % degree);
+                h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
+            }),
         };
         if let Some((snap, p)) = det.snap.take() {
             let since = v - snap.vars[info.var];
@@ -339,15 +346,13 @@ impl Timeline<'_> {
                     .and_then(|b| n.checked_sub(1 + b))
                     .and_then(|i| det.ring.get(i))
             };
-            let period = (1..=MAX_PERIOD / info.unit)
-                .map(|j| j * info.unit)
-                .find(|&p| {
-                    remaining >= 2 * p
-                        && matches!(
-                            (at(p), at(0)),
-                            (Some(a), Some(b)) if quick_moved(a, b).is_some()
-                        )
-                });
+            let period = (1..=MAX_PERIOD).find(|&p| {
+                remaining >= 2 * p
+                    && matches!(
+                        (at(p), at(0)),
+                        (Some(a), Some(b)) if a.buffers == b.buffers && quick_moved(a, b).is_some()
+                    )
+            });
             if let Some(p) = period {
                 det.snap = Some((self.snapshot(info, edge), p));
             }
@@ -472,24 +477,20 @@ impl Timeline<'_> {
         }
         // A tile whose iterations are told apart by this loop's value (or inner ones)
         // changes buffer within the loop; the others keep theirs.
-        let mut unit = 1i64;
-        for &t in &rotating {
-            let scope = self.rotation.get(t).and_then(|r| r.scope).unwrap_or(0);
-            if MAX_PIDS + scope <= var {
-                continue;
-            }
-            let degree = i64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
-            unit = unit / gcd(unit, degree) * degree;
-            if unit > MAX_PERIOD {
-                return LoopSlot::Ineligible;
-            }
-        }
+        let turning = rotating
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let scope = self.rotation.get(t).and_then(|r| r.scope).unwrap_or(0);
+                MAX_PIDS + scope > var
+            })
+            .collect();
         LoopSlot::Eligible(Box::new(LoopInfo {
             var,
             cells,
             tiles,
             rotating,
-            unit,
+            turning,
         }))
     }
 
@@ -825,11 +826,6 @@ impl Timeline<'_> {
         self.hbm.journal(false);
         done
     }
-}
-
-/// The greatest common divisor of two positive numbers.
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
