@@ -51,6 +51,9 @@ fn track_count(i: usize) -> usize {
     11 + 2 * i + 1
 }
 
+/// Most HBM events replayed by one skip.
+const MAX_REPLAYED: i64 = 1 << 16;
+
 /// Largest time a skip may reach (ps): far from `u64`'s end, where saturation would start.
 const MAX_TIME: u64 = 1 << 62;
 
@@ -704,8 +707,7 @@ impl Timeline<'_> {
         let room = (MAX_TIME.saturating_sub(max_now) / delta).saturating_sub(1);
         k = k.min(i64::try_from(room).unwrap_or(i64::MAX));
         for (&s, &d) in stats.iter().zip(&per) {
-            if d > 0 {
-                let fit = (u64::MAX - s) / d;
+            if let Some(fit) = (u64::MAX - s).checked_div(d) {
                 k = k.min(i64::try_from(fit).unwrap_or(i64::MAX));
             }
         }
@@ -716,6 +718,10 @@ impl Timeline<'_> {
         let first = snap.events.checked_sub(self.ff.events_base)?;
         let last = self.ff.events.len();
         if first < last {
+            // Replaying costs each period's events: at most about `MAX_REPLAYED` at once (the
+            // loop then runs on and skips again), so that a launch's budget is charged often.
+            let per = i64::try_from(last - first).unwrap_or(i64::MAX);
+            k = k.min((MAX_REPLAYED / per).max(1));
             k = self.replay(info, first..last, k, p, delta, resolve);
             if k == 0 {
                 return None;
