@@ -10,7 +10,9 @@
 //!
 //! The interpreter charges its executed instructions at every loop back-edge and at the end of
 //! each instance, so a launch stops within one loop iteration's instructions (or one
-//! instance's, for a body without loops) of its budget. A launch with no budget and no stop
+//! instance's, for a body without loops) of its budget. A timing-only run that skips the
+//! iterations of a loop in a steady state (the timing model's fast-forward) charges the
+//! skipped iterations' instructions when it skips them: it stops within one skip. A launch with no budget and no stop
 //! request pays one untaken branch per back-edge.
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};

@@ -78,6 +78,54 @@ pub trait Observer {
     fn after(&mut self, pc: usize, instr: &Instr) {
         let _ = (pc, instr);
     }
+
+    /// Called at a loop's back edge, when another iteration follows (`edge.vars` hold its
+    /// values): returns how many iterations from that one on the observer accounts for
+    /// without seeing them, which the executor then skips (a timing model that finds the
+    /// loop in a steady state). Only an observer that does not compute ([`Observer::computes`]
+    /// `false`) may skip; `resolve(pc, vars)` gives the operands instruction `pc` would have
+    /// at loop values `vars` (`None`: its mask keeps nothing). The default skips nothing.
+    #[inline(always)]
+    fn loop_edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        let _ = (edge, resolve);
+        Skip::NONE
+    }
+}
+
+/// The operands an instruction would have at given loop values (see [`Observer::loop_edge`]).
+pub type Resolver<'a> = dyn FnMut(usize, &VarValues) -> Option<Operands> + 'a;
+
+/// A loop's back edge, as [`Observer::loop_edge`] sees it.
+#[derive(Copy, Clone, Debug)]
+pub struct LoopEdge<'a> {
+    /// The loop's `LoopBegin` index.
+    pub begin: usize,
+    /// Its depth (its induction value is `vars[MAX_PIDS + depth]`).
+    pub depth: usize,
+    /// The loop values of the iteration about to start.
+    pub vars: &'a VarValues,
+    /// The loop's trip count.
+    pub trip: i64,
+    /// Instructions executed so far in this run of the interpreter (masked-off ones included,
+    /// loop control not): an observer that skips tells how many the skipped iterations hold.
+    pub executed: u64,
+}
+
+/// What an observer accounted for at a loop's back edge (see [`Observer::loop_edge`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skip {
+    /// Iterations skipped, from the one about to start.
+    pub iterations: i64,
+    /// Instructions they execute (for the launch's budget).
+    pub executed: u64,
+}
+
+impl Skip {
+    /// Nothing skipped.
+    pub const NONE: Skip = Skip {
+        iterations: 0,
+        executed: 0,
+    };
 }
 
 /// The observer of a plain run: sees nothing, costs nothing.
@@ -154,6 +202,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     let sbuf_stride = e.sbuf.partition_stride();
     // Executed instructions not yet charged to the launch's meter (`crate::budget`).
     let mut executed = 0u64;
+    // Executed instructions in all (what `Observer::loop_edge` sees).
+    let mut count = 0u64;
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -179,6 +229,36 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                     if !b.meter.charge(core::mem::take(&mut executed)) {
                         return Err(stopped(b, pc, ins));
                     }
+                    if !obs.computes() {
+                        let edge = LoopEdge {
+                            begin: begin as usize,
+                            depth: d,
+                            vars: &f.vars,
+                            trip: f.trips[d],
+                            executed: count,
+                        };
+                        let bound: &Bound<'_, '_, '_> = b;
+                        let mut resolve = |at: usize, vars: &VarValues| {
+                            instrs
+                                .get(at)
+                                .and_then(|i| crate::operand::resolve(bound, i, vars, sbuf_stride))
+                        };
+                        let skip = obs.loop_edge(&edge, &mut resolve);
+                        if skip.iterations > 0 {
+                            count = count.saturating_add(skip.executed);
+                            if !b.meter.charge(skip.executed) {
+                                return Err(stopped(b, pc, ins));
+                            }
+                            let v = &mut f.vars[MAX_PIDS + d];
+                            *v = v.saturating_add(skip.iterations).min(f.trips[d]);
+                            if *v >= f.trips[d] {
+                                *v = 0;
+                                f.depth = d;
+                                pc += 1;
+                                continue;
+                            }
+                        }
+                    }
                     pc = begin as usize + 1;
                     continue;
                 }
@@ -197,6 +277,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Matmul { .. } => {
                 let vars = &f.vars;
                 executed += 1;
+                count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
                     if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
                         return Err(ExecError {

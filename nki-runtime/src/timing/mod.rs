@@ -189,6 +189,8 @@ pub struct Timing {
     grid: Option<LaunchGrid>,
     dma_rows: bool,
     scheduling: Scheduling,
+    /// Times every iteration of every loop ([`Timing::fast_forward`] `false`).
+    plain: bool,
 }
 
 impl Timing {
@@ -236,6 +238,15 @@ impl Timing {
     /// ordered ([`Scheduling::ProgramOrder`]). See [`Timeline::with_scheduling`].
     pub fn scheduling(mut self, scheduling: Scheduling) -> Timing {
         self.scheduling = scheduling;
+        self
+    }
+
+    /// Whether a timing-only [`Detail::Summary`] run may skip the iterations of a loop in a
+    /// steady state (default `true`): the schedule is the same either way (its totals, counts
+    /// and every figure of its profile), `false` times every iteration. See
+    /// [`Timeline::with_fast_forward`].
+    pub fn fast_forward(mut self, on: bool) -> Timing {
+        self.plain = !on;
         self
     }
 
@@ -295,7 +306,8 @@ impl Timing {
         )
         .with_dma_engine_rows(self.dma_rows)
         .with_symbols(*bound.symbols())
-        .with_scheduling(self.scheduling);
+        .with_scheduling(self.scheduling)
+        .with_fast_forward(!self.plain);
         core.execute_observed(bound, &mut timeline)?;
         Ok(timeline.finish())
     }

@@ -41,8 +41,10 @@ use super::schedule::{
     DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
     TrackStats, engine_index,
 };
-use crate::exec::Observer;
+use crate::exec::{LoopEdge, Observer, Resolver, Skip};
 use crate::operand::{Loc, Operands};
+
+mod fastforward;
 
 /// PSUM's partition stride as the core lays it out.
 const PSUM_STRIDE: usize = crate::memory::Psum::PARTITION_STRIDE;
@@ -252,6 +254,8 @@ pub struct Timeline<'p> {
     truncated: bool,
     ops: Vec<OperandSummary>,
     phases: Vec<DmaPhase>,
+    /// Skipping loops in a steady state (`fastforward.rs`).
+    ff: fastforward::FastForward,
 }
 
 impl<'p> Timeline<'p> {
@@ -369,7 +373,17 @@ impl<'p> Timeline<'p> {
             truncated: false,
             ops: Vec::new(),
             phases: Vec::new(),
+            ff: fastforward::FastForward::new(detail == Detail::Summary && !computes),
         }
+    }
+
+    /// With `on` (the default), a timing-only run that keeps totals only ([`Detail::Summary`])
+    /// skips the iterations of a loop in a steady state, accounting for them as the ones it
+    /// timed moved in time: the same schedule, faster. `false` times every iteration (the
+    /// check that the two agree).
+    pub fn with_fast_forward(mut self, on: bool) -> Timeline<'p> {
+        self.set_fast_forward(on);
+        self
     }
 
     /// With [`Detail::Trace`], also records each DMA engine's part of every transfer (the
@@ -592,10 +606,16 @@ impl<'p> Timeline<'p> {
             *reg = match ops.slot(s) {
                 Some(r) if r.loc == Loc::Sbuf => {
                     let (plane, shift) = self.place[s];
+                    if !self.sbuf.is_partitioned(r) {
+                        self.ff.wide += 1;
+                    }
                     self.sbuf.region(r, plane, shift)
                 }
                 Some(r) if r.loc == Loc::Psum => {
                     let (plane, shift) = self.place[s];
+                    if !self.psum.is_partitioned(r) {
+                        self.ff.wide += 1;
+                    }
                     self.psum.region(r, plane, shift)
                 }
                 Some(_) | None => Region::default(),
@@ -1229,6 +1249,9 @@ impl<'p> Timeline<'p> {
             t: done.t,
             who: rec,
         };
+        if self.ff.armed {
+            self.record_hbm(pc, ops, done.t);
+        }
         self.mark(
             ops,
             &[0, 1],
@@ -1266,6 +1289,9 @@ impl Observer for Timeline<'_> {
             self.not_run += 1;
             return ControlFlow::Continue(());
         }
+        if self.ff.armed {
+            self.ff.vars = *vars;
+        }
         let moved = self.read_from_psum(pc, instr, operands);
         let operands = moved.as_ref().unwrap_or(operands);
         let Some(work) = self.cost_of(pc, instr, operands) else {
@@ -1285,6 +1311,10 @@ impl Observer for Timeline<'_> {
 
     fn computes(&self) -> bool {
         self.computes
+    }
+
+    fn loop_edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        self.edge(edge, resolve)
     }
 }
 

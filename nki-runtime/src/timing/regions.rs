@@ -108,6 +108,12 @@ impl Region {
     fn is_empty(&self) -> bool {
         self.q0 >= self.q1 || self.b0 >= self.b1
     }
+
+    /// With its quadrants clamped to the memory's.
+    fn clamped(mut self) -> Region {
+        self.q1 = self.q1.min(QUADS);
+        self
+    }
 }
 
 /// The cells of one on-chip memory (SBUF or PSUM), in one or more planes: plane 0 is the
@@ -195,6 +201,45 @@ impl OnChip {
         }
     }
 
+    /// Whether an operand's partitions are one partition apart (else [`OnChip::region`]
+    /// gives it the whole plane).
+    pub fn is_partitioned(&self, r: &Resolved) -> bool {
+        let size = i64::from(r.dtype.size().max(1));
+        let part = r.pattern.strides[0] as i64;
+        part > 0 && part.saturating_mul(size) == self.stride as i64
+    }
+
+    /// The cells of bytes `lo..hi` (already moved into the plane's space) of partitions
+    /// `0..partitions` in plane `plane` (clamped): a whole tile's.
+    pub fn span(&self, lo: i64, hi: i64, partitions: usize, plane: usize) -> Region {
+        let plane_base = plane.min(self.planes - 1) * self.blocks * QUADS;
+        let (lo, hi) = (lo.max(0) as usize, hi.max(0) as usize);
+        Region {
+            base: plane_base,
+            q0: 0,
+            q1: (partitions.max(1) - 1) / QUAD + 1,
+            b0: (lo >> self.shift).min(self.blocks),
+            b1: ((hi.saturating_sub(1) >> self.shift) + 1).min(self.blocks),
+        }
+        .clamped()
+    }
+
+    /// The indices of the cells of `reg` (for [`OnChip::cell_mut`]).
+    pub fn cells(&self, reg: Region, out: &mut Vec<usize>) {
+        if reg.is_empty() {
+            return;
+        }
+        for b in reg.b0..reg.b1 {
+            let row = reg.base + b * QUADS;
+            out.extend(row + reg.q0..row + reg.q1);
+        }
+    }
+
+    /// Cell `i`'s last write and last read.
+    pub fn cell_mut(&mut self, i: usize) -> Option<(&mut Cell, &mut Cell)> {
+        Some((self.writes.get_mut(i)?, self.reads.get_mut(i)?))
+    }
+
     /// Raises `ready` to when a reader of `reg` may start (the writes it reads are done).
     #[inline]
     pub fn wait_read(&self, reg: Region, c: Consumer, ready: &mut Ready) {
@@ -271,6 +316,9 @@ impl OnChip {
 pub(crate) struct Hbm {
     /// Per tensor of the program's table: its size in bytes, and its cells once written.
     tensors: Vec<HbmTensor>,
+    /// While kept: each block's cells before a mark changed them (tensor, block, write,
+    /// read), to undo marks.
+    journal: Option<Vec<(usize, usize, Cell, Cell)>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -303,6 +351,45 @@ impl Hbm {
                     page_accesses: Vec::new(),
                 })
                 .collect(),
+            journal: None,
+        }
+    }
+
+    /// Whether tensor `t` is tracked (some instruction wrote it).
+    pub fn tracked(&self, t: usize) -> bool {
+        self.tensors.get(t).is_some_and(|ts| !ts.writes.is_empty())
+    }
+
+    /// When an access of `r` (tensor `t`) may start by its blocks alone (0: at once).
+    pub fn wait_alone(&self, t: usize, r: &Resolved, write: bool) -> u64 {
+        let mut ready = Ready::NONE;
+        self.wait(t, r, write, &mut ready);
+        ready.t
+    }
+
+    /// Starts (or stops) keeping what each mark changes, for [`Hbm::undo`]. A tensor a mark
+    /// starts tracking is not undone: only marks of tracked tensors may be journaled.
+    pub fn journal(&mut self, on: bool) {
+        self.journal = on.then(Vec::new);
+    }
+
+    /// Entries in the journal.
+    pub fn journaled(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Undoes the journaled marks after the first `keep` (the blocks' page bounds stay: they
+    /// are bounds, not the blocks' times).
+    pub fn undo(&mut self, keep: usize) {
+        let Some(j) = self.journal.as_mut() else {
+            return;
+        };
+        while j.len() > keep {
+            let Some((t, b, w, r)) = j.pop() else { break };
+            if let Some(ts) = self.tensors.get_mut(t) {
+                ts.writes[b] = w;
+                ts.reads[b] = r;
+            }
         }
     }
 
@@ -372,9 +459,13 @@ impl Hbm {
             page_accesses,
             ..
         } = ts;
+        let journal = &mut self.journal;
         for_each_run(r, |start, len| {
             let (b0, b1) = blocks(start, len, size, n);
             for b in b0..b1 {
+                if let Some(j) = journal.as_mut() {
+                    j.push((t, b, writes[b], reads[b]));
+                }
                 if write {
                     writes[b] = cell;
                 }

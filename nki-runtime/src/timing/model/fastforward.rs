@@ -1,0 +1,996 @@
+//! Loop fast-forward: a timing-only run that keeps totals only ([`Detail::Summary`]) skips the
+//! iterations of a loop that has reached a steady state, with the same result as timing them.
+//!
+//! The model only takes maxima of times, adds constant costs to them and compares them, so
+//! that a state whose times are all moved by Δ evolves as the original one moved by Δ. At a
+//! back edge of a loop whose on-chip operands and masks do not depend on its induction value
+//! (the body's instructions, tiles and costs are then the same in every iteration; only its
+//! HBM addresses move), the state is compared with the one `P` iterations before (`P` ≤
+//! [`MAX_PERIOD`]). When every time that the loop's next iterations can read is either
+//!
+//! - moved by one Δ > 0 (the engine queues, the DMA queues and engines, HBM's queue, the
+//!   cells of the loop's tiles, the total, the tiles' live ranges),
+//! - 0, in both (never set: a 0 never raises a maximum),
+//! - unchanged and earlier than every queue's next possible start (a cell the loop only
+//!   reads: it cannot delay an instruction of the loop),
+//! - or an idle gap unchanged at the front of its engine's list (no instruction of the loop
+//!   fitted in it, and, all later ones being ready later, none will),
+//!
+//! and the rotating tiles are at the same buffer, the next `k·P` iterations are the last `P`
+//! moved by Δ, 2Δ, …: their counts, busy times, bytes and FLOPs are `k` times the last `P`'s,
+//! and their times are the state's moved by `k·Δ`. HBM is the exception: its blocks are
+//! addressed by the loop's values, so the accesses of written tensors are replayed on it, at
+//! each skipped iteration's addresses and moved times, and each wait must find what the last
+//! period's found, moved; the skip ends at the first period where one does not.
+//!
+//! `Timing::fast_forward(false)` times every iteration; `tests/timing_fast_forward.rs`
+//! compares the two on every tutorial, the calibration cases and random shapes.
+
+use std::collections::VecDeque;
+
+use nki_lang::{InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Memory, OperandRef, VarValues};
+
+use super::super::regions::Cell;
+use super::super::schedule::Track;
+use super::{Detail, Timeline};
+use crate::exec::{LoopEdge, Resolver, Skip};
+use crate::operand::Loc;
+
+/// Most iterations in a period: a loop is compared with itself up to this many iterations
+/// back (a rotating tile returns to its buffer after its degree's iterations, at most 16).
+const MAX_PERIOD: i64 = 16;
+
+/// Events kept before the ones no snapshot needs are dropped.
+const EVENTS_KEPT: usize = 4096;
+
+/// Index in [`Timeline::visit_stats`]' order of the transfers count.
+const DMA_TRANSFERS: usize = 8;
+
+/// Index in [`Timeline::visit_stats`]' order of track `i`'s count.
+fn track_count(i: usize) -> usize {
+    11 + 2 * i + 1
+}
+
+/// Most HBM events replayed by one skip.
+const MAX_REPLAYED: i64 = 1 << 16;
+
+/// Largest time a skip may reach (ps): far from `u64`'s end, where saturation would start.
+const MAX_TIME: u64 = 1 << 62;
+
+/// The fast-forward's state in a timeline.
+#[derive(Default)]
+pub(super) struct FastForward {
+    /// Whether loops may be skipped (a timing-only, [`Detail::Summary`] run that allows it).
+    pub on: bool,
+    /// By pc of a `LoopBegin`: what is known of the loop (empty until the first back edge).
+    loops: Vec<LoopSlot>,
+    /// By loop depth: the loop's recent back edges and the snapshot its state is compared
+    /// with.
+    detectors: [Detector; MAX_LOOP_DEPTH],
+    /// Whether a snapshot is held (HBM accesses are then recorded).
+    pub armed: bool,
+    /// HBM accesses of written tensors, in order (the first is event `events_base`).
+    events: Vec<Event>,
+    events_base: usize,
+    /// Accesses not one partition apart seen (their cells are a whole plane, not the tiles').
+    pub wide: u64,
+    /// The loop values of the instruction being timed (while armed).
+    pub vars: VarValues,
+    /// Scratch: the state's times.
+    now: Vec<u64>,
+    /// Iterations skipped so far.
+    pub skipped: i64,
+}
+
+/// What is known of a loop.
+#[derive(Clone, Debug, Default)]
+enum LoopSlot {
+    /// Not a `LoopBegin`, or not looked at yet.
+    #[default]
+    Unknown,
+    /// Its on-chip operands or masks depend on its induction value.
+    Ineligible,
+    /// It may be skipped.
+    Eligible(Box<LoopInfo>),
+}
+
+/// A loop whose iterations differ only in their HBM addresses.
+#[derive(Clone, Debug)]
+struct LoopInfo {
+    /// Index of its induction value in the loop values.
+    var: usize,
+    /// The cells of its tiles (all their buffers), SBUF's then PSUM's, each once.
+    cells: [Vec<usize>; 2],
+    /// Its tiles (as the device reads them).
+    tiles: Vec<usize>,
+    /// Those that rotate.
+    rotating: Vec<usize>,
+    /// Those that change buffer within the loop (their iterations are told apart by its
+    /// value or inner ones): a period brings each back to its buffer.
+    turning: Vec<usize>,
+}
+
+/// A loop's recent back edges, and the snapshot it waits to compare with.
+#[derive(Clone, Debug, Default)]
+struct Detector {
+    /// The loop.
+    begin: usize,
+    /// The loop values at the last back edge.
+    vars: VarValues,
+    /// The engine queues at the last back edges (consecutive iterations).
+    ring: VecDeque<Quick>,
+    /// A snapshot and the period after which the state is compared with it.
+    snap: Option<(Snapshot, i64)>,
+}
+
+/// The engine queues at a back edge.
+#[derive(Copy, Clone, Debug)]
+struct Quick {
+    /// The next iteration.
+    v: i64,
+    /// Each queue's next possible start.
+    free: [u64; 6],
+    /// Instructions on each queue so far.
+    counts: [u64; 6],
+    /// A digest of the buffers the loop's turning tiles are at.
+    buffers: u64,
+}
+
+/// The Δ by which `b`'s queues are `a`'s moved (those that ran; the others unchanged), if
+/// they are and one ran.
+fn quick_moved(a: &Quick, b: &Quick) -> Option<u64> {
+    let mut delta = None;
+    for i in 0..6 {
+        if a.counts[i] == b.counts[i] {
+            if a.free[i] != b.free[i] {
+                return None;
+            }
+            continue;
+        }
+        let d = b.free[i].checked_sub(a.free[i]).filter(|&d| d > 0)?;
+        if *delta.get_or_insert(d) != d {
+            return None;
+        }
+    }
+    delta
+}
+
+/// The state at a loop's back edge.
+#[derive(Clone, Debug)]
+struct Snapshot {
+    /// The loop values of the next iteration.
+    vars: VarValues,
+    /// Its times ([`Timeline::visit_times`] order).
+    times: Vec<u64>,
+    /// What must be equal: flags, list lengths, tracked tensors.
+    shape: Vec<u64>,
+    /// Its counts ([`Timeline::visit_stats`] order).
+    stats: Vec<u64>,
+    /// The rotating tiles' state: seen, key, count.
+    rotation: Vec<(bool, VarValues, u64)>,
+    /// The next event's index.
+    events: usize,
+    /// Instructions executed so far.
+    executed: u64,
+    /// Wide accesses so far.
+    wide: u64,
+}
+
+/// An HBM access of a written tensor (or a write): replayed on HBM for skipped iterations.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Event {
+    pc: u32,
+    vars: VarValues,
+    /// `(slot, writes)` of its HBM operands (`n` of them).
+    slots: [(u8, bool); 2],
+    n: u8,
+    /// When each could start by its blocks alone (0: at once).
+    waits: [u64; 2],
+    /// When the instruction completed (its marks).
+    done: u64,
+}
+
+/// Which instructions set a time (a time they leave unchanged over a period, no instruction
+/// of the period set: none of the next periods' will).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum User {
+    /// The instructions counted on this track (by `Track::index`).
+    Track(usize),
+    /// Those of VectorE, ScalarE or GpSimd (a shared port).
+    Compute,
+    /// Every DMA.
+    Dma,
+}
+
+/// How a time in the state may move from one period to the next.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A queue's or engine's next possible start, or a constraint on it: moved, 0, or
+    /// unchanged when its users did not run.
+    Gate(User),
+    /// A completion nothing waits for: moved, or 0.
+    Total,
+    /// The start of an idle gap (`first`: of its list), then its end: moved, or unchanged at
+    /// the front of the list.
+    GapStart {
+        first: bool,
+    },
+    GapEnd,
+    /// A memory cell or a live range: moved, 0, or unchanged and before every gate.
+    Cell,
+}
+
+impl FastForward {
+    /// Skipping loops (`on`) or not.
+    pub fn new(on: bool) -> FastForward {
+        FastForward {
+            on,
+            ..FastForward::default()
+        }
+    }
+}
+
+impl Timeline<'_> {
+    /// With `on`, a timing-only [`Detail::Summary`] run skips the iterations of loops in a
+    /// steady state (the result is the same; see `fastforward.rs`).
+    pub(super) fn set_fast_forward(&mut self, on: bool) {
+        self.ff.on = on && self.detail == Detail::Summary && !self.computes;
+    }
+
+    /// Records the HBM accesses of the DMA being timed (complete at `done`) while a snapshot
+    /// is held: before its marks.
+    pub(super) fn record_hbm(&mut self, pc: u32, ops: &crate::operand::Operands, done: u64) {
+        let mut e = Event {
+            pc,
+            vars: self.ff.vars,
+            slots: [(0, false); 2],
+            n: 0,
+            waits: [0; 2],
+            done,
+        };
+        for s in 0..2u8 {
+            if let Some(r) = ops.slot(usize::from(s))
+                && let Loc::Hbm(t) = r.loc
+            {
+                let write = r.dir.writes();
+                if write || self.hbm.tracked(usize::from(t)) {
+                    let n = usize::from(e.n);
+                    e.slots[n] = (s, write);
+                    e.waits[n] = self.hbm.wait_alone(usize::from(t), r, write);
+                    e.n += 1;
+                }
+            }
+        }
+        if e.n > 0 {
+            self.ff.events.push(e);
+        }
+    }
+
+    /// At a loop's back edge: compares the state with the loop's snapshot, skips what it can.
+    pub(super) fn edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        if !self.ff.on {
+            return Skip::NONE;
+        }
+        if self.ff.loops.is_empty() {
+            self.ff.loops = vec![LoopSlot::Unknown; self.program.instrs().len()];
+        }
+        if matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Unknown)) {
+            let slot = self.loop_info(edge.begin, edge.depth);
+            self.ff.loops[edge.begin] = slot;
+        }
+        if !matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Eligible(_))) {
+            return Skip::NONE;
+        }
+        let slot = core::mem::take(&mut self.ff.loops[edge.begin]);
+        let skip = match &slot {
+            LoopSlot::Eligible(info) => self.edge_of(info, edge, resolve),
+            LoopSlot::Ineligible | LoopSlot::Unknown => Skip::NONE,
+        };
+        self.ff.loops[edge.begin] = slot;
+        skip
+    }
+
+    /// [`Timeline::edge`] of an eligible loop: a snapshot is taken when the engine queues
+    /// have moved by one Δ over two periods of `p` iterations, and compared in full `p`
+    /// iterations later.
+    fn edge_of(
+        &mut self,
+        info: &LoopInfo,
+        edge: &LoopEdge<'_>,
+        resolve: &mut Resolver<'_>,
+    ) -> Skip {
+        let d = edge.depth.min(MAX_LOOP_DEPTH - 1);
+        let v = edge.vars[info.var];
+        let remaining = edge.trip.saturating_sub(v);
+        let mut det = core::mem::take(&mut self.ff.detectors[d]);
+        let consecutive = det.begin == edge.begin
+            && det.ring.back().is_some_and(|q| q.v == v - 1)
+            && (0..MAX_VARS).all(|i| i == info.var || det.vars[i] == edge.vars[i]);
+        if !consecutive {
+            det.ring.clear();
+            det.snap = None;
+            det.begin = edge.begin;
+        }
+        det.vars = *edge.vars;
+        let quick = Quick {
+            v,
+            free: self.free.map(|f| f.t),
+            counts: core::array::from_fn(|i| self.tracks[i].count),
+            buffers: info.turning.iter().fold(0u64, |h, &t| {
+                let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+                let b = self.rotation.get(t).map_or(0, |r| r.count % degree);
+                h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
+            }),
+        };
+        if let Some((snap, p)) = det.snap.take() {
+            let since = v - snap.vars[info.var];
+            if since == p {
+                if remaining >= p
+                    && let Some(skip) = self.try_skip(info, &snap, edge, p, resolve)
+                {
+                    det.ring.clear();
+                    self.ff.detectors[d] = det;
+                    self.rearm();
+                    return skip;
+                }
+            } else if since < p {
+                det.snap = Some((snap, p));
+            }
+        }
+        if det.ring.len() > 2 * MAX_PERIOD as usize {
+            det.ring.pop_front();
+        }
+        det.ring.push_back(quick);
+        if det.snap.is_none() && remaining >= 2 {
+            let n = det.ring.len();
+            let at = |back: i64| {
+                usize::try_from(back)
+                    .ok()
+                    .and_then(|b| n.checked_sub(1 + b))
+                    .and_then(|i| det.ring.get(i))
+            };
+            let period = (1..=MAX_PERIOD).find(|&p| {
+                remaining >= 2 * p
+                    && matches!(
+                        (at(p), at(0)),
+                        (Some(a), Some(b)) if a.buffers == b.buffers && quick_moved(a, b).is_some()
+                    )
+            });
+            if let Some(p) = period {
+                det.snap = Some((self.snapshot(info, edge), p));
+            }
+        }
+        self.ff.detectors[d] = det;
+        self.rearm();
+        Skip::NONE
+    }
+
+    /// Whether any snapshot is held; drops the events none needs.
+    fn rearm(&mut self) {
+        let oldest = (self.ff.detectors.iter())
+            .filter_map(|d| d.snap.as_ref())
+            .map(|(s, _)| s.events)
+            .min();
+        self.ff.armed = oldest.is_some();
+        let oldest = oldest.unwrap_or(self.ff.events_base + self.ff.events.len());
+        if self.ff.events.len() > EVENTS_KEPT
+            || oldest == self.ff.events_base + self.ff.events.len()
+        {
+            let drop = oldest
+                .saturating_sub(self.ff.events_base)
+                .min(self.ff.events.len());
+            self.ff.events.drain(..drop);
+            self.ff.events_base += drop;
+        }
+    }
+
+    /// A quick test before the whole comparison: the engine queues' next starts are the
+    /// snapshot's moved by one Δ (the first of [`Timeline::visit_times`]'s times).
+    fn queues_moved(&self, snap: &Snapshot) -> bool {
+        let mut delta = None;
+        for (i, (q, &a)) in self.free.iter().zip(&snap.times).enumerate() {
+            let b = q.t;
+            let ran = snap.stats.get(track_count(i)) != Some(&self.tracks[i].count);
+            if a == 0 || (b == a && !ran) {
+                if b != a {
+                    return false;
+                }
+                continue;
+            }
+            let Some(d) = b.checked_sub(a).filter(|&d| d > 0) else {
+                return false;
+            };
+            if *delta.get_or_insert(d) != d {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What is known of the loop at `begin` (at `depth`).
+    fn loop_info(&self, begin: usize, depth: usize) -> LoopSlot {
+        let program = self.program;
+        let instrs = program.instrs();
+        let Some(InstrData::LoopBegin { end, .. }) = instrs.get(begin).map(|i| i.data) else {
+            return LoopSlot::Ineligible;
+        };
+        let var = MAX_PIDS + depth;
+        if var >= MAX_VARS {
+            return LoopSlot::Ineligible;
+        }
+        let views = program.views();
+        let mut tiles: Vec<usize> = Vec::new();
+        for ins in instrs.get(begin + 1..end as usize).unwrap_or(&[]) {
+            if let Some(m) = ins.mask
+                && let Some(mask) = program.masks().get(m.index())
+                && mask.terms().iter().any(|t| t.offset.coef[var] != 0)
+            {
+                return LoopSlot::Ineligible;
+            }
+            for o in ins.operands() {
+                if let OperandRef::View(id) = o.operand {
+                    let Some(view) = views.get(id.index()) else {
+                        return LoopSlot::Ineligible;
+                    };
+                    if view.offset.coef[var] != 0 {
+                        return LoopSlot::Ineligible;
+                    }
+                    let t = self.tile_read(view.tile);
+                    if !tiles.contains(&t) {
+                        tiles.push(t);
+                    }
+                }
+            }
+        }
+        tiles.sort_unstable();
+        let device = self.device();
+        let mut cells = [Vec::new(), Vec::new()];
+        let mut rotating = Vec::new();
+        for &t in &tiles {
+            let Some(decl) = program.tiles().get(t) else {
+                return LoopSlot::Ineligible;
+            };
+            let degree = self.degree.get(t).copied().unwrap_or(1).max(1) as usize;
+            if degree > 1 && self.rotation.get(t).is_some_and(|r| r.scope.is_some()) {
+                rotating.push(t);
+            }
+            let (psum, mem) = match decl.memory {
+                Memory::Psum => (true, &self.psum),
+                Memory::Sbuf => (false, &self.sbuf),
+                Memory::Hbm => continue,
+            };
+            let lo = i64::from(decl.addr).saturating_add(self.shift.get(t).copied().unwrap_or(0));
+            let hi = lo.saturating_add(decl.bytes_per_partition() as i64);
+            let partitions = decl.shape.partitions() as usize;
+            let planes = match (degree > 1, device) {
+                (false, _) => 0..1,
+                (true, true) => 0..degree,
+                (true, false) => 1..degree + 1,
+            };
+            for plane in planes {
+                mem.cells(
+                    mem.span(lo, hi, partitions, plane),
+                    &mut cells[usize::from(psum)],
+                );
+            }
+        }
+        for c in &mut cells {
+            c.sort_unstable();
+            c.dedup();
+        }
+        // A tile whose iterations are told apart by this loop's value (or inner ones)
+        // changes buffer within the loop; the others keep theirs.
+        let turning = rotating
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let scope = self.rotation.get(t).and_then(|r| r.scope).unwrap_or(0);
+                MAX_PIDS + scope > var
+            })
+            .collect();
+        LoopSlot::Eligible(Box::new(LoopInfo {
+            var,
+            cells,
+            tiles,
+            rotating,
+            turning,
+        }))
+    }
+
+    /// Calls `f` with every time of the state a loop's iterations may read or move, in one
+    /// order, with how it may move.
+    fn visit_times(&mut self, info: &LoopInfo, f: &mut impl FnMut(Kind, &mut u64)) {
+        for (i, q) in self.free.iter_mut().enumerate() {
+            f(Kind::Gate(User::Track(i)), &mut q.t);
+        }
+        f(
+            Kind::Gate(User::Track(Track::TensorMatrix.index())),
+            &mut self.mm_started.t,
+        );
+        for q in self.sbuf_port.iter_mut().chain(&mut self.psum_port) {
+            f(Kind::Gate(User::Compute), &mut q.t);
+        }
+        f(Kind::Gate(User::Dma), &mut self.hbm_free);
+        for queues in [&mut self.queue_done, &mut self.queue_trigger] {
+            for (i, q) in queues.iter_mut().enumerate() {
+                let track = Track::Queue(u8::try_from(i).unwrap_or(u8::MAX)).index();
+                f(Kind::Gate(User::Track(track)), &mut q.t);
+            }
+        }
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        for q in self.dma.iter_mut().take(dma) {
+            f(Kind::Gate(User::Dma), &mut q.t);
+        }
+        f(Kind::Total, &mut self.total);
+        let rings = self
+            .gaps
+            .iter_mut()
+            .chain(self.dma_gaps.iter_mut().take(dma))
+            .chain(core::iter::once(&mut self.hbm_gaps));
+        for ring in rings {
+            for (i, (a, b)) in ring.list.iter_mut().enumerate() {
+                f(Kind::GapStart { first: i == 0 }, a);
+                f(Kind::GapEnd, b);
+            }
+        }
+        for (mem, cells) in [&mut self.sbuf, &mut self.psum]
+            .into_iter()
+            .zip(&info.cells)
+        {
+            for &i in cells {
+                if let Some((w, r)) = mem.cell_mut(i) {
+                    f(Kind::Cell, &mut w.t);
+                    f(Kind::Cell, &mut r.t);
+                }
+            }
+        }
+        for &t in &info.tiles {
+            if let Some(l) = self.live.get_mut(t) {
+                f(Kind::Cell, &mut l.1);
+            }
+        }
+    }
+
+    /// What must be equal between two states for one to be the other moved.
+    fn shape(&mut self, info: &LoopInfo, out: &mut Vec<u64>) {
+        out.clear();
+        out.push(u64::from(self.dma_uniform));
+        out.push(self.table.map_or(u64::MAX, u64::from));
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        for ring in self
+            .gaps
+            .iter()
+            .chain(self.dma_gaps.iter().take(dma))
+            .chain(core::iter::once(&self.hbm_gaps))
+        {
+            out.push(ring.list.len() as u64);
+        }
+        let tensors = self.program.tensors().len();
+        for t in 0..tensors {
+            out.push(u64::from(self.hbm.tracked(t)));
+        }
+        for (mem, cells) in [&mut self.sbuf, &mut self.psum]
+            .into_iter()
+            .zip(&info.cells)
+        {
+            for &i in cells {
+                if let Some((w, r)) = mem.cell_mut(i) {
+                    out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
+                }
+            }
+        }
+        for &t in &info.tiles {
+            out.push(self.live.get(t).map_or(0, |l| l.0));
+        }
+    }
+
+    /// Calls `f` with every count of the schedule.
+    fn visit_stats(&mut self, f: &mut impl FnMut(&mut u64)) {
+        for x in [
+            &mut self.instructions,
+            &mut self.not_run,
+            &mut self.table_loads,
+            &mut self.flops,
+            &mut self.hw_flops,
+            &mut self.hbm_read,
+            &mut self.hbm_write,
+            &mut self.dma_bytes,
+            &mut self.dma_transfers,
+            &mut self.dma_all.busy,
+            &mut self.dma_all.count,
+        ] {
+            f(x);
+        }
+        for t in &mut self.tracks {
+            f(&mut t.busy);
+            f(&mut t.count);
+        }
+        for row in &mut self.opcodes {
+            for c in row.iter_mut() {
+                f(c);
+            }
+        }
+    }
+
+    /// The rotating tiles' state.
+    fn rotation_state(&self, info: &LoopInfo) -> Vec<(bool, VarValues, u64)> {
+        info.rotating
+            .iter()
+            .map(|&t| {
+                self.rotation
+                    .get(t)
+                    .map_or((false, [0; MAX_VARS], 0), |r| (r.seen, r.key, r.count))
+            })
+            .collect()
+    }
+
+    /// The state at a back edge.
+    fn snapshot(&mut self, info: &LoopInfo, edge: &LoopEdge<'_>) -> Snapshot {
+        let mut times = Vec::new();
+        self.visit_times(info, &mut |_, t| times.push(*t));
+        let mut shape = Vec::new();
+        self.shape(info, &mut shape);
+        let mut stats = Vec::new();
+        self.visit_stats(&mut |x| stats.push(*x));
+        Snapshot {
+            vars: *edge.vars,
+            times,
+            shape,
+            stats,
+            rotation: self.rotation_state(info),
+            events: self.ff.events_base + self.ff.events.len(),
+            executed: edge.executed,
+            wide: self.ff.wide,
+        }
+    }
+
+    /// Skips whole periods of `p` iterations if the state is the snapshot's moved (see the
+    /// module's doc); `None` when it is not, or no period could be skipped.
+    fn try_skip(
+        &mut self,
+        info: &LoopInfo,
+        snap: &Snapshot,
+        edge: &LoopEdge<'_>,
+        p: i64,
+        resolve: &mut Resolver<'_>,
+    ) -> Option<Skip> {
+        if self.ff.wide != snap.wide || !self.queues_moved(snap) {
+            return None;
+        }
+        // The rotating tiles at the same buffer, their keys moved by the period or not.
+        let rotation = self.rotation_state(info);
+        let mut rot_delta = Vec::with_capacity(rotation.len());
+        for ((&t, a), b) in info.rotating.iter().zip(&snap.rotation).zip(&rotation) {
+            let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            let dc = b.2.checked_sub(a.2)?;
+            let dk = b.1[info.var].checked_sub(a.1[info.var])?;
+            let keys = (0..MAX_VARS).all(|i| i == info.var || a.1[i] == b.1[i]);
+            if a.0 != b.0 || dc % degree != 0 || !keys || (dk != 0 && dk != p) {
+                return None;
+            }
+            rot_delta.push((dc, dk));
+        }
+        let mut shape = Vec::with_capacity(snap.shape.len());
+        self.shape(info, &mut shape);
+        if shape != snap.shape {
+            return None;
+        }
+        let mut now = core::mem::take(&mut self.ff.now);
+        now.clear();
+        let mut kinds = Vec::with_capacity(snap.times.len());
+        self.visit_times(info, &mut |k, t| {
+            now.push(*t);
+            kinds.push(k);
+        });
+        // Counts per period.
+        let mut stats = Vec::with_capacity(snap.stats.len());
+        self.visit_stats(&mut |x| stats.push(*x));
+        let per: Vec<u64> = stats
+            .iter()
+            .zip(&snap.stats)
+            .map(|(&b, &a)| b.checked_sub(a))
+            .collect::<Option<_>>()?;
+        let ran = |u: User| match u {
+            User::Track(i) => per.get(track_count(i)).is_none_or(|&c| c > 0),
+            User::Compute => [Track::Vector, Track::Scalar, Track::GpSimd]
+                .iter()
+                .any(|t| per.get(track_count(t.index())).is_none_or(|&c| c > 0)),
+            User::Dma => per.get(DMA_TRANSFERS).is_none_or(|&c| c > 0),
+        };
+        let delta = moved_by(&kinds, &snap.times, &now, !self.dma_uniform, &ran);
+        let max_now = now.iter().copied().max().unwrap_or(0);
+        self.ff.now = now;
+        let delta = delta?;
+        let executed = edge.executed.checked_sub(snap.executed)?;
+        // Whole periods left, as far as the times stay far from saturation.
+        let mut k = (edge.trip - edge.vars[info.var]) / p;
+        let room = (MAX_TIME.saturating_sub(max_now) / delta).saturating_sub(1);
+        k = k.min(i64::try_from(room).unwrap_or(i64::MAX));
+        for (&s, &d) in stats.iter().zip(&per) {
+            if let Some(fit) = (u64::MAX - s).checked_div(d) {
+                k = k.min(i64::try_from(fit).unwrap_or(i64::MAX));
+            }
+        }
+        if k <= 0 {
+            return None;
+        }
+        // HBM: replay the period's accesses of written tensors, period by period.
+        let first = snap.events.checked_sub(self.ff.events_base)?;
+        let last = self.ff.events.len();
+        if first < last {
+            // Replaying costs each period's events: at most about `MAX_REPLAYED` at once (the
+            // loop then runs on and skips again), so that a launch's budget is charged often.
+            let per = i64::try_from(last - first).unwrap_or(i64::MAX);
+            k = k.min((MAX_REPLAYED / per).max(1));
+            k = self.replay(info, first..last, k, p, delta, resolve);
+            if k == 0 {
+                return None;
+            }
+        }
+        let (ku, moved) = (k as u64, (k as u64).checked_mul(delta)?);
+        // Move the times.
+        let mut i = 0;
+        let old = &snap.times;
+        self.visit_times(info, &mut |kind, t| {
+            let was = old[i];
+            i += 1;
+            let keep = match kind {
+                Kind::Gate(_) => *t == 0 || *t == was,
+                Kind::Total => *t == 0,
+                Kind::GapStart { .. } | Kind::GapEnd | Kind::Cell => *t == was,
+            };
+            if !keep {
+                *t += moved;
+            }
+        });
+        let mut i = 0;
+        self.visit_stats(&mut |x| {
+            *x += per[i] * ku;
+            i += 1;
+        });
+        for (&t, &(dc, dk)) in info.rotating.iter().zip(&rot_delta) {
+            if let Some(r) = self.rotation.get_mut(t) {
+                r.count += dc * ku;
+                r.key[info.var] += dk * k;
+            }
+        }
+        self.ff.skipped += k * p;
+        Some(Skip {
+            iterations: k * p,
+            executed: executed.saturating_mul(ku),
+        })
+    }
+
+    /// Replays the HBM events `range` (one period of `p` iterations) for up to `k` periods,
+    /// each moved by `delta` more; returns how many periods found what the first one found
+    /// (their marks stay, the failing period's are undone).
+    fn replay(
+        &mut self,
+        info: &LoopInfo,
+        range: core::ops::Range<usize>,
+        k: i64,
+        p: i64,
+        delta: u64,
+        resolve: &mut Resolver<'_>,
+    ) -> i64 {
+        let template: Vec<Event> = self.ff.events[range].to_vec();
+        self.hbm.journal(true);
+        let mut done = 0;
+        'periods: for m in 1..=k {
+            let keep = self.hbm.journaled();
+            let shift = delta * m as u64;
+            let mut moved = Vec::with_capacity(template.len());
+            for e in &template {
+                let mut vars = e.vars;
+                vars[info.var] += m * p;
+                let Some(ops) = resolve(e.pc as usize, &vars) else {
+                    self.hbm.undo(keep);
+                    break 'periods;
+                };
+                let mut out = Event { vars, ..*e };
+                for j in 0..usize::from(e.n) {
+                    let (s, write) = e.slots[j];
+                    let Some(r) = ops.slot(usize::from(s)) else {
+                        self.hbm.undo(keep);
+                        break 'periods;
+                    };
+                    let Loc::Hbm(t) = r.loc else {
+                        self.hbm.undo(keep);
+                        break 'periods;
+                    };
+                    let t = usize::from(t);
+                    let want = if e.waits[j] == 0 {
+                        0
+                    } else {
+                        e.waits[j] + shift
+                    };
+                    if !(write || self.hbm.tracked(t)) || self.hbm.wait_alone(t, r, write) != want {
+                        self.hbm.undo(keep);
+                        break 'periods;
+                    }
+                    out.waits[j] = want;
+                }
+                out.done = e.done + shift;
+                let cell = Cell {
+                    t: out.done,
+                    who: u32::MAX,
+                    pe: false,
+                };
+                for j in 0..usize::from(e.n) {
+                    let (s, write) = e.slots[j];
+                    if let Some(r) = ops.slot(usize::from(s))
+                        && let Loc::Hbm(t) = r.loc
+                    {
+                        self.hbm.mark(usize::from(t), r, write, cell);
+                    }
+                }
+                moved.push(out);
+            }
+            self.ff.events.extend(moved);
+            done = m;
+        }
+        self.hbm.journal(false);
+        done
+    }
+}
+
+/// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
+/// `no_frozen_gaps`: every gap must move (the DMA engines, each in a state of its own,
+/// compare their lists).
+fn moved_by(
+    kinds: &[Kind],
+    old: &[u64],
+    now: &[u64],
+    no_frozen_gaps: bool,
+    ran: &dyn Fn(User) -> bool,
+) -> Option<u64> {
+    if old.len() != now.len() || kinds.len() != now.len() {
+        return None;
+    }
+    let i = (0..now.len())
+        .position(|i| matches!(kinds[i], Kind::Gate(_)) && old[i] != 0 && now[i] != old[i])?;
+    let delta = now[i].checked_sub(old[i]).filter(|&d| d > 0)?;
+    // The earliest next start of any queue: a cell the loop only reads and that is earlier
+    // cannot delay it.
+    let mut floor = u64::MAX;
+    let mut moved_gap = false;
+    let mut j = 0;
+    while j < now.len() {
+        let (a, b) = (old[j], now[j]);
+        match kinds[j] {
+            Kind::Gate(user) => {
+                if a == 0 || (b == a && !ran(user)) {
+                    if b != a {
+                        return None;
+                    }
+                } else if b == a + delta {
+                    floor = floor.min(a);
+                } else {
+                    return None;
+                }
+            }
+            Kind::Total => {
+                let ok = if a == 0 { b == 0 } else { b == a + delta };
+                if !ok {
+                    return None;
+                }
+            }
+            Kind::GapStart { first } => {
+                if first {
+                    moved_gap = false;
+                }
+                let (a2, b2) = (*old.get(j + 1)?, *now.get(j + 1)?);
+                if b == a + delta && b2 == a2 + delta {
+                    moved_gap = true;
+                    floor = floor.min(a);
+                } else if b == a && b2 == a2 && !moved_gap && !no_frozen_gaps {
+                    // Unchanged, before every moved gap of its list.
+                } else {
+                    return None;
+                }
+                j += 1;
+            }
+            Kind::GapEnd => return None,
+            Kind::Cell => {
+                let ok = if a == 0 {
+                    b == 0
+                } else {
+                    b == a + delta || (b == a && a < floor)
+                };
+                if !ok {
+                    return None;
+                }
+            }
+        }
+        j += 1;
+    }
+    Some(delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use nki_lang::builder::{Grid, ProgramBuilder};
+    use nki_lang::{DType, Dim, Extent, LoopKind, Memory, Target};
+
+    use super::super::super::{Detail, Params, Scheduling};
+    use super::super::Timeline;
+    use crate::bind::{HbmIn, HbmOut};
+    use crate::{Kernel, NeuronCore};
+
+    /// Times `kernel` on zero tensors of `cols` columns (one input, one output of `[128,
+    /// cols]` f32) with and without the fast-forward: the schedules' Debug forms and the
+    /// iterations skipped.
+    fn both(kernel: &Kernel<'_>, cols: usize, scheduling: Scheduling) -> [(String, i64); 2] {
+        let x = vec![0f32; 128 * cols];
+        let mut out = vec![0f32; 128 * cols];
+        [false, true].map(|on| {
+            let mut core = NeuronCore::new(Target::Trn1);
+            let inputs = [HbmIn::new(&x, &[128, cols]).unwrap()];
+            let mut outputs = [HbmOut::new(&mut out, &[128, cols]).unwrap()];
+            let bound = kernel.bind(&inputs, &mut outputs).unwrap();
+            let program = bound.program();
+            let bytes = vec![128 * cols as u64 * 4; program.tensors().len()];
+            let mut tl = Timeline::new(
+                program,
+                Params::TRN1,
+                Detail::Summary,
+                false,
+                core.sbuf().partition_stride(),
+                bytes,
+            )
+            .with_scheduling(scheduling)
+            .with_fast_forward(on);
+            core.execute_observed(bound, &mut tl).unwrap();
+            let skipped = tl.ff.skipped;
+            (format!("{:?}", tl.finish()), skipped)
+        })
+    }
+
+    /// `for i in 0..trip`: load a `[128, 512]` column block, copy it on VectorE, store it;
+    /// with `reread`, also load the stored block back and store it again (HBM read-after-write
+    /// and write-after-read on the output within each iteration).
+    fn program(trip: u64, reread: bool) -> nki_lang::CompiledProgram {
+        let cols = Dim::Fixed(512 * trip);
+        let mut b = ProgramBuilder::new("columns", Target::Trn1);
+        let x = b.input("x", DType::F32, &[Dim::Fixed(128), cols]).unwrap();
+        let out = b
+            .output("out", DType::F32, &[Dim::Fixed(128), cols])
+            .unwrap();
+        b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(trip))
+            .unwrap();
+        let i = b.loop_var(0, 512).unwrap();
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        let u = b.tile("u", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        b.load(t, Grid::origin(x).at(1, i)).unwrap();
+        b.tensor_copy(u, t).unwrap();
+        b.store(Grid::origin(out).at(1, i), u).unwrap();
+        if reread {
+            let v = b.tile("v", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+            b.load(v, Grid::origin(out).at(1, i)).unwrap();
+            b.store(Grid::origin(out).at(1, i), v).unwrap();
+        }
+        b.end_loop().unwrap();
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn a_steady_loop_is_skipped_with_the_same_schedule() {
+        for reread in [false, true] {
+            let c = program(256, reread);
+            let parts = c.parts();
+            let kernel = Kernel::new(parts.program());
+            for scheduling in [
+                Scheduling::default(),
+                Scheduling::ProgramOrder { buffers: 1 },
+            ] {
+                let [(plain, none), (fast, skipped)] = both(&kernel, 512 * 256, scheduling);
+                assert_eq!(none, 0);
+                assert_eq!(plain, fast, "reread {reread}, {scheduling:?}");
+                assert!(
+                    skipped > 16,
+                    "reread {reread}, {scheduling:?}: {skipped} skipped"
+                );
+            }
+        }
+    }
+}

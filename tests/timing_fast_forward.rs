@@ -1,0 +1,283 @@
+//! The loop fast-forward of timing-only runs (`Timing::fast_forward`) against timing every
+//! iteration: the whole schedule (total, counts and busy time of every engine and DMA queue,
+//! opcodes, FLOPs, bytes, tiles' live ranges and buffers) and its profile, bit for bit, on
+//! every tutorial kernel, the calibration cases, the autotuner's candidates and random shapes,
+//! under each scheduling and generation.
+
+#![allow(dead_code, clippy::duplicate_mod)]
+
+#[path = "../examples/autotune_matmul.rs"]
+mod autotune;
+#[path = "../examples/average_pool2d.rs"]
+mod avgpool;
+#[path = "../examples/matmul_block_free_dimension.rs"]
+mod block_free_dimension;
+#[path = "../examples/calibration.rs"]
+mod calibration;
+#[path = "../examples/exp.rs"]
+mod exp;
+#[path = "../examples/matmul_fully_optimized.rs"]
+mod fully_optimized;
+#[path = "../examples/fused_attention.rs"]
+mod fused_attention;
+#[path = "../examples/matmul_hoist_load.rs"]
+mod hoist_load;
+#[path = "../examples/kernel_optimization_v2.rs"]
+mod kopt;
+#[path = "../examples/layernorm.rs"]
+mod layernorm;
+#[path = "../examples/mamba.rs"]
+mod mamba;
+#[path = "../examples/mamba_tutorial_shapes.rs"]
+mod mamba_shapes;
+#[path = "../examples/maxpool2d.rs"]
+mod maxpool;
+#[path = "../examples/rmsnorm.rs"]
+mod rmsnorm;
+#[path = "../examples/softmax.rs"]
+mod softmax;
+#[path = "../examples/matmul_tiled.rs"]
+mod tiled;
+#[path = "../examples/transpose2d.rs"]
+mod transpose2d;
+
+use nki::prelude::*;
+use nki::timing::{Detail, Scheduling, Timing};
+
+/// The schedulings compared: the device's, the program as allocated, and its rotation
+/// what-if.
+fn schedulings() -> [Scheduling; 3] {
+    [
+        Scheduling::default(),
+        Scheduling::ProgramOrder { buffers: 1 },
+        Scheduling::ProgramOrder { buffers: 2 },
+    ]
+}
+
+/// Times `kernel` at `shapes` on `target` both ways under every scheduling and asserts the
+/// schedules are the same; returns whether it launched.
+fn same(name: &str, kernel: &Kernel<'static>, target: Target, shapes: &[Vec<usize>]) -> bool {
+    let shapes: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let mut core = NeuronCore::new(target);
+    for scheduling in schedulings() {
+        let timing = Timing::new().detail(Detail::Summary).scheduling(scheduling);
+        let plain = timing
+            .clone()
+            .fast_forward(false)
+            .run_shapes(&mut core, kernel, &shapes);
+        let fast = timing.run_shapes(&mut core, kernel, &shapes);
+        match (plain, fast) {
+            (Ok(plain), Ok(fast)) => {
+                assert_eq!(
+                    format!("{plain:?}"),
+                    format!("{fast:?}"),
+                    "{name} {shapes:?} {target:?} {scheduling:?}: the schedules differ"
+                );
+                assert_eq!(
+                    plain.profile().to_string(),
+                    fast.profile().to_string(),
+                    "{name} {shapes:?} {target:?} {scheduling:?}: the profiles differ"
+                );
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a.to_string(), b.to_string(), "{name}: different refusals");
+                return false;
+            }
+            (a, b) => panic!(
+                "{name} {shapes:?}: one launched, one did not: {:?} / {:?}",
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            ),
+        }
+    }
+    true
+}
+
+/// A small deterministic generator (LCG) for the random shapes.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn calibration_cases_and_held_out_checks() {
+    for case in calibration::cases() {
+        assert!(
+            same(case.id, case.kernel, case.target, &case.shapes),
+            "{}",
+            case.id
+        );
+    }
+    for (a, b) in calibration::held_out() {
+        for c in [a, b] {
+            let shapes = mamba_shapes::input_shapes(4096, c.seq_len).to_vec();
+            assert!(same(c.id, c.kernel, Target::Trn1, &shapes), "{}", c.id);
+        }
+    }
+}
+
+#[test]
+fn matmul_stages_at_random_shapes() {
+    let stages: [(&str, &Kernel<'static>); 5] = [
+        ("tiled", &tiled::matmul_tiled::KERNEL),
+        ("hoist_load", &hoist_load::nki_matmul_hoist_load_::KERNEL),
+        (
+            "block_free_dimension",
+            &block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
+        ),
+        (
+            "fully_optimized",
+            &fully_optimized::nki_matmul_fully_optimized_::KERNEL,
+        ),
+        (
+            "fully_optimized_small",
+            &fully_optimized::nki_matmul_fully_optimized_small::KERNEL,
+        ),
+    ];
+    let mut rng = Lcg(7);
+    let mut launched = 0;
+    for round in 0..6 {
+        let k = 128 * (1 + rng.below(24) as usize);
+        let m = 128 * (1 + rng.below(16) as usize);
+        let n = 512 * (1 + rng.below(8) as usize);
+        let target = if round % 2 == 0 {
+            Target::Trn1
+        } else {
+            Target::Trn2
+        };
+        for (name, kernel) in stages {
+            if same(name, kernel, target, &[vec![k, m], vec![k, n]]) {
+                launched += 1;
+            }
+        }
+    }
+    // Shapes the stages accept, so that each launches at several.
+    for (k, m, n) in [(2048, 1024, 2048), (4096, 2048, 4096), (1024, 512, 1024)] {
+        for (name, kernel) in stages {
+            if same(name, kernel, Target::Trn1, &[vec![k, m], vec![k, n]]) {
+                launched += 1;
+            }
+        }
+    }
+    assert!(launched >= 15, "only {launched} launches");
+}
+
+#[test]
+fn autotune_candidates() {
+    let mut launched = 0;
+    for c in autotune::candidates() {
+        if same(
+            c.name,
+            c.kernel,
+            Target::Trn1,
+            &[vec![2048, 1024], vec![2048, 2048]],
+        ) {
+            launched += 1;
+        }
+    }
+    assert!(launched >= 10, "only {launched} candidates launched");
+}
+
+#[test]
+fn mamba_at_random_shapes() {
+    let mut rng = Lcg(11);
+    let kernels: [(&str, &Kernel<'static>); 3] = [
+        ("mamba_v1", &mamba::mamba_v1::KERNEL),
+        ("mamba_v2", &mamba::mamba_v2::KERNEL),
+        ("mamba_v3", &mamba::mamba_v3::KERNEL),
+    ];
+    let mut launched = 0;
+    for _ in 0..3 {
+        let channels = 128 * (1 + rng.below(6) as usize);
+        let seq = 512 * (1 + rng.below(3) as usize);
+        let shapes = mamba_shapes::input_shapes(channels, seq).to_vec();
+        for (name, kernel) in kernels {
+            if same(name, kernel, Target::Trn1, &shapes) {
+                launched += 1;
+            }
+        }
+    }
+    assert!(launched >= 3, "only {launched} launches");
+}
+
+#[test]
+fn other_tutorials() {
+    let cases: Vec<(&str, &Kernel<'static>, Target, Vec<Vec<usize>>)> = vec![
+        (
+            "kopt",
+            &kopt::matrix_multiply_kernel::KERNEL,
+            Target::Trn2,
+            vec![vec![1024, 512], vec![1024, 1024]],
+        ),
+        (
+            "rmsnorm",
+            &rmsnorm::nki_rmsnorm_kernel_512::KERNEL,
+            Target::Trn1,
+            vec![vec![1000, 512], vec![512]],
+        ),
+        (
+            "softmax",
+            &softmax::nki_softmax_kernel_512::KERNEL,
+            Target::Trn1,
+            vec![vec![1000, 512]],
+        ),
+        (
+            "layernorm_v1",
+            &layernorm::nki_layernorm_kernel_v1_1024::KERNEL,
+            Target::Trn1,
+            vec![vec![700, 1024], vec![1024], vec![1024]],
+        ),
+        (
+            "layernorm_v2",
+            &layernorm::nki_layernorm_kernel_v2_1024::KERNEL,
+            Target::Trn1,
+            vec![vec![700, 1024], vec![1024], vec![1024]],
+        ),
+        (
+            "exp",
+            &exp::exp_f32_512::KERNEL,
+            Target::Trn1,
+            vec![vec![1000, 512]],
+        ),
+        (
+            "avgpool",
+            &avgpool::tensor_avgpool_kernel_512::KERNEL,
+            Target::Trn1,
+            vec![vec![128, 512, 512]],
+        ),
+        (
+            "maxpool",
+            &maxpool::tensor_maxpool_kernel_512::KERNEL,
+            Target::Trn1,
+            vec![vec![128, 512, 512]],
+        ),
+        (
+            "transpose2d",
+            &transpose2d::tensor_transpose2d_kernel_64x64::KERNEL,
+            Target::Trn1,
+            vec![vec![128, 4096]],
+        ),
+        (
+            "attention",
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64::KERNEL,
+            Target::Trn1,
+            vec![vec![1024, 64], vec![1024, 64], vec![1024, 64]],
+        ),
+        (
+            "attention_causal",
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d128_causal::KERNEL,
+            Target::Trn1,
+            vec![vec![1024, 128], vec![1024, 128], vec![1024, 128]],
+        ),
+    ];
+    for (name, kernel, target, shapes) in cases {
+        assert!(same(name, kernel, target, &shapes), "{name} did not launch");
+    }
+}
