@@ -1188,7 +1188,7 @@ fn alu_format_rows() -> Vec<Row> {
         )
         .refused_strictly(),
         row(
-            "tensor_scalar in place, 1500 elements to the right of 3000: a partition is read, then \
+            "tensor_scalar in place, 1100 elements to the right of 3000: a partition is read, then \
              written, past the engines' 1024-element chunks",
             &[Covers::Op(Opcode::TensorScalar)],
             vec![(
@@ -1198,9 +1198,9 @@ fn alu_format_rows() -> Vec<Row> {
             &[(DType::F32, [P, 3000])],
             |k| {
                 let x = k.load(0);
-                let src = k.view(x, &[p, 1500], &[1]);
-                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 1500]).unwrap());
-                v.offset = Affine::constant(1500);
+                let src = k.view(x, &[p, 1900], &[1]);
+                let mut v = TileView::whole(x.index(), &TileShape::new(&[p, 1900]).unwrap());
+                v.offset = Affine::constant(1100);
                 let dst = Dst::overwrite(k.b.view(v).unwrap());
                 k.alu(
                     Opcode::TensorScalar,
@@ -1215,10 +1215,10 @@ fn alu_format_rows() -> Vec<Row> {
             },
             |x| {
                 vec![Array2::from_shape_fn((P, 3000), |(p, c)| {
-                    if c < 1500 {
+                    if c < 1100 {
                         x[0][[p, c]]
                     } else {
-                        2.0 * x[0][[p, c - 1500]]
+                        2.0 * x[0][[p, c - 1100]]
                     }
                 })]
             },

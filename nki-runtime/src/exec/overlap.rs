@@ -29,9 +29,10 @@ impl Extent {
     }
 }
 
-/// The half-open range of `base + Σ strides[j] · t_j` over `dims[from..]` (saturating: a
-/// saturated range meets everything, which only sends the instruction to the definition).
-fn span(r: &Resolved, from: usize) -> (isize, isize) {
+/// The half-open range of `Σ strides[j] · t_j` over `dims[from..]`, in elements from the
+/// operand's base (saturating: a saturated range meets everything, which only sends the
+/// instruction to the definition, or keeps a run of partitions from being blocked).
+pub(crate) fn span(r: &Resolved, from: usize) -> (isize, isize) {
     let (mut lo, mut hi) = (0isize, 0isize);
     for j in from..MAX_TILE_RANK {
         let reach = r.pattern.strides[j].saturating_mul(r.dims[j].saturating_sub(1) as isize);

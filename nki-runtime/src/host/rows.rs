@@ -13,11 +13,11 @@
 //! same order as before. A run is blocked only when its bytes per partition exceed what the
 //! cache holds for a block of several partitions; otherwise it runs as written.
 
-use nki_lang::{Deps, Engine, Instr, MAX_TILE_RANK, Opcode, VarValues};
+use nki_lang::{Deps, Engine, Instr, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::engines::EngineState;
-use crate::exec::overlap::partly_overlapping;
+use crate::exec::overlap::{partly_overlapping, span};
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// Most instructions in one blocked run (their resolved operands live on the stack).
@@ -56,32 +56,15 @@ fn rows(r: &Resolved, sbuf_stride: usize) -> Option<(isize, isize)> {
     }
 }
 
-/// The elements an operand's free axes reach within one row: `(lo, hi)` offsets from the
-/// row's first element, half-open.
-fn free_reach(r: &Resolved) -> (isize, isize) {
-    let (mut lo, mut hi) = (0isize, 0isize);
-    for j in 1..MAX_TILE_RANK {
-        let reach = r.pattern.strides[j].saturating_mul(r.dims[j].saturating_sub(1) as isize);
-        if reach < 0 {
-            lo = lo.saturating_add(reach);
-        } else {
-            hi = hi.saturating_add(reach);
-        }
-    }
-    (lo, hi.saturating_add(1))
-}
-
 /// Whether two HBM operands of one tensor, one of which writes, keep every byte's accesses in
 /// order when run block by block: they touch no common element, or they map row `p` to the
 /// same elements and no row reaches into another.
 fn hbm_pair_ok(a: &Resolved, b: &Resolved) -> bool {
     let whole = |r: &Resolved| {
-        let (lo, hi) = free_reach(r);
-        let rows = r.pattern.strides[0].saturating_mul(r.dims[0].saturating_sub(1) as isize);
-        let (rlo, rhi) = if rows < 0 { (rows, 0) } else { (0, rows) };
+        let (lo, hi) = span(r, 0);
         (
-            r.pattern.base.saturating_add(lo).saturating_add(rlo),
-            r.pattern.base.saturating_add(hi).saturating_add(rhi),
+            r.pattern.base.saturating_add(lo),
+            r.pattern.base.saturating_add(hi),
         )
     };
     let (a_lo, a_hi) = whole(a);
@@ -89,8 +72,9 @@ fn hbm_pair_ok(a: &Resolved, b: &Resolved) -> bool {
     if a_hi <= b_lo || b_hi <= a_lo {
         return true;
     }
+    // The elements the free axes reach within one row, from its first element.
     let fits = |r: &Resolved| {
-        let (lo, hi) = free_reach(r);
+        let (lo, hi) = span(r, 1);
         hi.saturating_sub(lo) <= r.pattern.strides[0].saturating_abs()
             && lo >= 0
             && hi <= r.pattern.strides[0].saturating_abs()

@@ -11,7 +11,7 @@ use nki_runtime::timing::{
 use nki_runtime::{DeviceTensor, GridDim, Kernel, LaunchGrid, NeuronCore, TensorError, spmd_dim};
 
 use super::generate::Choices;
-use super::run::{Buf, build, dims};
+use super::run::{Buf, build, dims, record_out_of_order};
 use super::spec::Case;
 
 /// The input shapes of a case's program.
@@ -76,15 +76,8 @@ fn random_grid(c: &mut Choices<'_>) -> (LaunchGrid, bool) {
 /// shorter than the latency, utilisations between 0 and 1, and (with records) a trace that
 /// is JSON and an SVG timeline.
 fn check_schedule(s: &Schedule, detail: Detail) -> Result<(), String> {
-    if let Some(r) = s
-        .records()
-        .iter()
-        .find(|r| r.end < r.start || r.done < r.end || r.done > s.total_ps())
-    {
-        return Err(format!(
-            "a record out of order: {r:?} (latency {})",
-            s.total_ps()
-        ));
+    if let Some(why) = record_out_of_order(s) {
+        return Err(why);
     }
     if s.execution_ps() < s.total_ps() {
         return Err("the execution is shorter than the kernel".into());

@@ -419,16 +419,22 @@ pub fn check_timing(case: &Case) -> Result<(), String> {
         ));
     }
     for s in [&device, &order] {
-        if let Some(r) = s
-            .records()
-            .iter()
-            .find(|r| r.end < r.start || r.done < r.end || r.done > s.total_ps())
-        {
-            return fail(format!(
-                "a record out of order: {r:?} (latency {} ps)",
-                s.total_ps()
-            ));
+        if let Some(why) = record_out_of_order(s) {
+            return fail(why);
         }
     }
     Ok(())
+}
+
+/// A record of `s` that ends before it starts, is seen before it ends, or is seen after the
+/// latency, described.
+pub fn record_out_of_order(s: &nki_runtime::timing::Schedule) -> Option<String> {
+    let r = s
+        .records()
+        .iter()
+        .find(|r| r.end < r.start || r.done < r.end || r.done > s.total_ps())?;
+    Some(format!(
+        "a record out of order: {r:?} (latency {} ps)",
+        s.total_ps()
+    ))
 }
