@@ -97,8 +97,8 @@ impl NeuronCore {
         self
     }
 
-    /// The same core assuming `bytes` of the host's cache per block of partitions (default
-    /// 512 KiB, half of a 1 MiB L2): plain runs run neighbouring instructions that compute
+    /// The same core assuming `bytes` of the host's cache per block of partitions (default:
+    /// half of the host's L2 per core as Linux reports it, else 512 KiB): plain runs run neighbouring instructions that compute
     /// each partition on its own (loads, stores, elementwise instructions, reductions and
     /// scans along the free axes) a block of partitions at a time when their tiles would not
     /// stay in that much cache between them. Results are identical for any value (0 counts as

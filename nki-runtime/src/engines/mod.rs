@@ -84,9 +84,44 @@ pub(crate) struct EngineState {
     pub block_bytes: usize,
 }
 
-/// [`EngineState::block_bytes`] by default: half of a 1 MiB L2 (Zen 3 and 4 have 512 KiB to
-/// 1 MiB per core, Intel Xeons 1.25 to 2 MiB).
-pub(crate) const BLOCK_BYTES: usize = 512 << 10;
+/// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux
+/// reports it for the first CPU (`/sys/devices/system/cpu/cpu0/cache/index2/size`), else half
+/// of 1 MiB (Zen 3 has 512 KiB per core, Zen 4 and 5 1 MiB, recent Intel Xeons 2 MiB); read
+/// once per process.
+pub(crate) fn block_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let l2 = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")
+            .ok()
+            .and_then(|s| cache_size(s.trim()))
+            .unwrap_or(1 << 20);
+        (l2 / 2).clamp(64 << 10, 16 << 20)
+    })
+}
+
+/// A cache size as Linux's sysfs writes it: `2048K`, `1M`, or bytes.
+fn cache_size(s: &str) -> Option<usize> {
+    let (digits, unit) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1usize << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod cache_tests {
+    #[test]
+    fn sysfs_cache_sizes() {
+        assert_eq!(super::cache_size("2048K"), Some(2 << 20));
+        assert_eq!(super::cache_size("1M"), Some(1 << 20));
+        assert_eq!(super::cache_size("524288"), Some(512 << 10));
+        assert_eq!(super::cache_size(""), None);
+        assert_eq!(super::cache_size("xK"), None);
+        assert!((64 << 10..=16 << 20).contains(&super::block_bytes()));
+    }
+}
 
 impl EngineState {
     /// Zeroed memories for `target` and a worker thread; every buffer is allocated here, once.
@@ -120,7 +155,7 @@ impl EngineState {
             row_share: split::RowShare::new(),
             lanes: lanes::Lanes::new(),
             lanes_worker: lanes::Lanes::new(),
-            block_bytes: BLOCK_BYTES,
+            block_bytes: block_bytes(),
         }
     }
 }
