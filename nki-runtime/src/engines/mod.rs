@@ -110,19 +110,6 @@ fn cache_size(s: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
-#[cfg(test)]
-mod cache_tests {
-    #[test]
-    fn sysfs_cache_sizes() {
-        assert_eq!(super::cache_size("2048K"), Some(2 << 20));
-        assert_eq!(super::cache_size("1M"), Some(1 << 20));
-        assert_eq!(super::cache_size("524288"), Some(512 << 10));
-        assert_eq!(super::cache_size(""), None);
-        assert_eq!(super::cache_size("xK"), None);
-        assert!((64 << 10..=16 << 20).contains(&super::block_bytes()));
-    }
-}
-
 impl EngineState {
     /// Zeroed memories for `target` and a worker thread; every buffer is allocated here, once.
     pub(crate) fn new(target: Target, isa: Isa) -> Self {
@@ -157,5 +144,18 @@ impl EngineState {
             lanes_worker: lanes::Lanes::new(),
             block_bytes: block_bytes(),
         }
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    #[test]
+    fn sysfs_cache_sizes() {
+        assert_eq!(super::cache_size("2048K"), Some(2 << 20));
+        assert_eq!(super::cache_size("1M"), Some(1 << 20));
+        assert_eq!(super::cache_size("524288"), Some(512 << 10));
+        assert_eq!(super::cache_size(""), None);
+        assert_eq!(super::cache_size("xK"), None);
+        assert!((64 << 10..=16 << 20).contains(&super::block_bytes()));
     }
 }
