@@ -157,6 +157,37 @@ fn random_timing_options_are_results_or_errors() {
     });
 }
 
+/// Property 4 on the inputs it once failed on.
+const TIMING_OPTION_REGRESSIONS: &[(&str, &str)] = &[(
+    // DMA engines of one byte per microsecond: each engine's busy time saturates, and their
+    // sum in the profile overflowed.
+    "saturated DMA engine times summed",
+    "004f0000646f1a46000000000021000000000000000000004b640000390000000003fc4af42e034064c78bf0\
+     9c85d73e77d46ca97c641a555f4dd4d629f9a1818fe10ea85c869a1e6cbd3e6625cce86721ee1af674319cd2\
+     e8c2f06eecf5730e19a11b528007e12a8808ea4ecffbae8fa0ac5175c214eafc47cc754eb97d7d49e1bd7f56\
+     4c65fb06d0299b1e424bf899ebf949c929b18b80ab0cf6056ca773960e6b0d5bb9ebb3c041d15c1e4d66275a\
+     2111aaed20edb4ed907dd85f39cb8ab3eba24a8875651525dc68b978f88f32def38aec5b7d8fe3ac312aaf43\
+     70cd966ddbe9a5c9306a8096b7a14a2186d81f469bcb3fb961e0023986a0a1aecb35a78aa23fecb5f707d1bb\
+     d2985fb026ce7a75e96740bb4418dc4fda9f57ee116851759d0186150fb15c1e382ae87fe0f474e2dafcbb5e\
+     c6b4aced27e68335c32dba12c06fe3dac10a4245aa8fb12543a9b6e4ee77b18947fa4d814f11681eaf5bfe6e\
+     43e905771831d1d7e8f1f05db265adc49cb78744a70d54f9a19a8159e3c19deb13da882d5760a40f",
+)];
+
+/// Property 4 on the inputs it once failed on.
+#[test]
+fn random_timing_option_regressions_are_results_or_errors() {
+    for (what, hex) in TIMING_OPTION_REGRESSIONS {
+        let b: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let case = generate::case(&b);
+        let mut c = generate::Choices::new(b.get(b.len() / 2..).unwrap_or_default());
+        if let Err(why) = api::check_timing_options(&case, &mut c) {
+            panic!("{what}: {why}");
+        }
+    }
+}
+
 /// Property 5: benchmarks with counts at and beyond their limits (0, `MAX_RUNS + 1`, 2^40,
 /// `usize::MAX`) are typed errors at once; the others give one identical sample per timed
 /// run.

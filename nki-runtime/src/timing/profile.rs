@@ -123,9 +123,10 @@ impl Profile {
             })
             .collect();
         let n_dma = (p.dma_engines as usize).clamp(1, super::schedule::MAX_DMA);
+        // Saturating: a what-if table of absurd rates saturates each engine's busy time.
         let dma_busy: u64 = (0..n_dma)
             .map(|e| s.track_stats(Track::DmaEngine(e as u8)).busy)
-            .sum();
+            .fold(0, u64::saturating_add);
         engines.push(EngineRow {
             name: "DMA".to_string(),
             active_us: dma_busy as f64 / n_dma as f64 / 1e6,
