@@ -546,63 +546,7 @@ fn every_tutorial_kernel_is_schedule_independent() {
     let one = LaunchGrid::SINGLE;
     let rows = 300; // masked last tiles
     let mut f = Vec::new();
-    passes(
-        "softmax",
-        &softmax::nki_softmax_kernel_512::KERNEL,
-        one,
-        &[&[rows, 512]],
-        &mut f,
-    );
-    passes(
-        "rmsnorm",
-        &rmsnorm::nki_rmsnorm_kernel_512::KERNEL,
-        one,
-        &[&[rows, 512], &[512]],
-        &mut f,
-    );
     let ln: &[&[usize]] = &[&[rows, 1024], &[1024], &[1024]];
-    passes(
-        "layernorm v1",
-        &layernorm::nki_layernorm_kernel_v1_1024::KERNEL,
-        one,
-        ln,
-        &mut f,
-    );
-    passes(
-        "layernorm v2",
-        &layernorm::nki_layernorm_kernel_v2_1024::KERNEL,
-        one,
-        ln,
-        &mut f,
-    );
-    passes(
-        "avgpool",
-        &average_pool2d::tensor_avgpool_kernel_9x12_pool3::KERNEL,
-        one,
-        &[&[130, 9, 12]],
-        &mut f,
-    );
-    passes(
-        "maxpool",
-        &maxpool2d::tensor_maxpool_kernel_9x12_pool3::KERNEL,
-        one,
-        &[&[130, 9, 12]],
-        &mut f,
-    );
-    passes(
-        "transpose2d",
-        &transpose2d::tensor_transpose2d_kernel_64x64::KERNEL,
-        one,
-        &[&[130, 4096]],
-        &mut f,
-    );
-    passes(
-        "transpose2d 3x4",
-        &transpose2d::tensor_transpose2d_kernel_3x4::KERNEL,
-        one,
-        &[&[5, 12]],
-        &mut f,
-    );
     let scan: &[&[usize]] = &[
         &[1, 256, 500],
         &[1, 256, 500],
@@ -610,8 +554,6 @@ fn every_tutorial_kernel_is_schedule_independent() {
         &[1, 16, 500],
         &[1, 16, 500],
     ];
-    passes("mamba v1", &mamba::mamba_v1::KERNEL, one, scan, &mut f);
-    passes("mamba v2", &mamba::mamba_v2::KERNEL, one, scan, &mut f);
     let scan_v3: &[&[usize]] = &[
         &[1, 256, 1024],
         &[1, 256, 1024],
@@ -619,84 +561,123 @@ fn every_tutorial_kernel_is_schedule_independent() {
         &[1, 16, 1024],
         &[1, 16, 1024],
     ];
-    passes("mamba v3", &mamba::mamba_v3::KERNEL, one, scan_v3, &mut f);
-    passes(
-        "matmul basic",
-        &matmul_basic::matmul_basic::KERNEL,
-        one,
-        &[&[128, 128], &[128, 512]],
-        &mut f,
-    );
-    passes(
-        "matmul tiled",
-        &matmul_tiled::matmul_tiled::KERNEL,
-        one,
-        &[&[256, 256], &[256, 1024]],
-        &mut f,
-    );
-    passes(
-        "matmul hoisted loads",
-        &matmul_hoist_load::nki_matmul_hoist_load_::KERNEL,
-        one,
-        &[&[256, 256], &[256, 512]],
-        &mut f,
-    );
-    passes(
-        "matmul blocked free dimension",
-        &matmul_block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
-        one,
-        &[&[256, 512], &[256, 2048]],
-        &mut f,
-    );
-    passes(
-        "matmul fully optimised",
-        &matmul_fully_optimized::nki_matmul_fully_optimized_small::KERNEL,
-        one,
-        &[&[1024, 512], &[1024, 1024]],
-        &mut f,
-    );
-    passes(
-        "fused matmul, bias, gelu",
-        &fused_matmul_bias_gelu::fused::KERNEL,
-        one,
-        &[&[256, 256], &[256, 512], &[256, 1]],
-        &mut f,
-    );
-    passes(
-        "fused attention",
-        &fused_attention::fused_self_attn_for_sd_small_head_size_d64::KERNEL,
-        one,
-        &[&[256, 64], &[256, 64], &[256, 64]],
-        &mut f,
-    );
-    passes(
-        "fused attention, causal",
-        &fused_attention::fused_self_attn_for_sd_small_head_size_d64_causal::KERNEL,
-        one,
-        &[&[256, 64], &[256, 64], &[256, 64]],
-        &mut f,
-    );
-    passes(
-        "exp",
-        &exp::exp_f32_512::KERNEL,
-        one,
-        &[&[300, 512]],
-        &mut f,
-    );
-    passes(
-        "copy rows",
-        &data_movement::copy_bf16_to_f32::KERNEL,
-        one,
-        &[&[256, 4096]],
-        &mut f,
-    );
-    passes(
-        "tensor add over a grid",
-        &tensor_add::tensor_add_bf16::KERNEL,
-        LaunchGrid::from(tensor_add::grid_for(256, 1024)),
-        &[&[256, 1024], &[256, 1024]],
-        &mut f,
-    );
+    let cases: &[(&str, &Kernel<'static>, LaunchGrid, &[&[usize]])] = &[
+        (
+            "softmax",
+            &softmax::nki_softmax_kernel_512::KERNEL,
+            one,
+            &[&[rows, 512]],
+        ),
+        (
+            "rmsnorm",
+            &rmsnorm::nki_rmsnorm_kernel_512::KERNEL,
+            one,
+            &[&[rows, 512], &[512]],
+        ),
+        (
+            "layernorm v1",
+            &layernorm::nki_layernorm_kernel_v1_1024::KERNEL,
+            one,
+            ln,
+        ),
+        (
+            "layernorm v2",
+            &layernorm::nki_layernorm_kernel_v2_1024::KERNEL,
+            one,
+            ln,
+        ),
+        (
+            "avgpool",
+            &average_pool2d::tensor_avgpool_kernel_9x12_pool3::KERNEL,
+            one,
+            &[&[130, 9, 12]],
+        ),
+        (
+            "maxpool",
+            &maxpool2d::tensor_maxpool_kernel_9x12_pool3::KERNEL,
+            one,
+            &[&[130, 9, 12]],
+        ),
+        (
+            "transpose2d",
+            &transpose2d::tensor_transpose2d_kernel_64x64::KERNEL,
+            one,
+            &[&[130, 4096]],
+        ),
+        (
+            "transpose2d 3x4",
+            &transpose2d::tensor_transpose2d_kernel_3x4::KERNEL,
+            one,
+            &[&[5, 12]],
+        ),
+        ("mamba v1", &mamba::mamba_v1::KERNEL, one, scan),
+        ("mamba v2", &mamba::mamba_v2::KERNEL, one, scan),
+        ("mamba v3", &mamba::mamba_v3::KERNEL, one, scan_v3),
+        (
+            "matmul basic",
+            &matmul_basic::matmul_basic::KERNEL,
+            one,
+            &[&[128, 128], &[128, 512]],
+        ),
+        (
+            "matmul tiled",
+            &matmul_tiled::matmul_tiled::KERNEL,
+            one,
+            &[&[256, 256], &[256, 1024]],
+        ),
+        (
+            "matmul hoisted loads",
+            &matmul_hoist_load::nki_matmul_hoist_load_::KERNEL,
+            one,
+            &[&[256, 256], &[256, 512]],
+        ),
+        (
+            "matmul blocked free dimension",
+            &matmul_block_free_dimension::nki_matmul_block_free_dimension_::KERNEL,
+            one,
+            &[&[256, 512], &[256, 2048]],
+        ),
+        (
+            "matmul fully optimised",
+            &matmul_fully_optimized::nki_matmul_fully_optimized_small::KERNEL,
+            one,
+            &[&[1024, 512], &[1024, 1024]],
+        ),
+        (
+            "fused matmul, bias, gelu",
+            &fused_matmul_bias_gelu::fused::KERNEL,
+            one,
+            &[&[256, 256], &[256, 512], &[256, 1]],
+        ),
+        (
+            "fused attention",
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64::KERNEL,
+            one,
+            &[&[256, 64], &[256, 64], &[256, 64]],
+        ),
+        (
+            "fused attention, causal",
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d64_causal::KERNEL,
+            one,
+            &[&[256, 64], &[256, 64], &[256, 64]],
+        ),
+        ("exp", &exp::exp_f32_512::KERNEL, one, &[&[300, 512]]),
+        (
+            "copy rows",
+            &data_movement::copy_bf16_to_f32::KERNEL,
+            one,
+            &[&[256, 4096]],
+        ),
+        (
+            "tensor add over a grid",
+            &tensor_add::tensor_add_bf16::KERNEL,
+            LaunchGrid::from(tensor_add::grid_for(256, 1024)),
+            &[&[256, 1024], &[256, 1024]],
+        ),
+    ];
+    for &(name, kernel, grid, shapes) in cases {
+        passes(name, kernel, grid, shapes, &mut f);
+    }
     assert!(f.is_empty(), "{}", f.join("\n"));
 }
 
@@ -704,70 +685,7 @@ fn every_tutorial_kernel_is_schedule_independent() {
 fn every_other_ported_kernel_is_schedule_independent() {
     let one = LaunchGrid::SINGLE;
     let mut f = Vec::new();
-    passes(
-        "avgpool 6x6 f16",
-        &average_pool2d::tensor_avgpool_kernel_6x6::KERNEL,
-        one,
-        &[&[130, 6, 6]],
-        &mut f,
-    );
-    passes(
-        "maxpool 6x6 f16",
-        &maxpool2d::tensor_maxpool_kernel_6x6::KERNEL,
-        one,
-        &[&[130, 6, 6]],
-        &mut f,
-    );
-    passes(
-        "copy f32",
-        &data_movement::copy_f32::KERNEL,
-        one,
-        &[&[384, 4096]],
-        &mut f,
-    );
-    passes(
-        "exp bf16",
-        &exp::exp_bf16_4096::KERNEL,
-        one,
-        &[&[130, 4096]],
-        &mut f,
-    );
     let mm: &[&[usize]] = &[&[256, 256], &[256, 512]];
-    passes(
-        "matmul only",
-        &fused_matmul_bias_gelu::matmul_only::KERNEL,
-        one,
-        mm,
-        &mut f,
-    );
-    passes(
-        "bias only",
-        &fused_matmul_bias_gelu::bias_only::KERNEL,
-        one,
-        &[&[256, 512], &[256, 1]],
-        &mut f,
-    );
-    passes(
-        "gelu only",
-        &fused_matmul_bias_gelu::gelu_only::KERNEL,
-        one,
-        &[&[256, 512]],
-        &mut f,
-    );
-    passes(
-        "autotuned matmul m2 n1 k2",
-        &autotune_matmul::mm_m2_n1_k2::KERNEL,
-        one,
-        &[&[512, 512], &[512, 1024]],
-        &mut f,
-    );
-    passes(
-        "fused attention d128",
-        &fused_attention::fused_self_attn_for_sd_small_head_size_d128::KERNEL,
-        one,
-        &[&[256, 128], &[256, 128], &[256, 128]],
-        &mut f,
-    );
     let scan: &[&[usize]] = &[
         &[1, 256, 512],
         &[1, 256, 512],
@@ -775,13 +693,6 @@ fn every_other_ported_kernel_is_schedule_independent() {
         &[1, 16, 512],
         &[1, 16, 512],
     ];
-    passes(
-        "mamba v1 512x256",
-        &mamba_tutorial_shapes::mamba_v1_512x256::KERNEL,
-        one,
-        scan,
-        &mut f,
-    );
     let scan_1024: &[&[usize]] = &[
         &[1, 256, 1024],
         &[1, 256, 1024],
@@ -789,20 +700,6 @@ fn every_other_ported_kernel_is_schedule_independent() {
         &[1, 16, 1024],
         &[1, 16, 1024],
     ];
-    passes(
-        "mamba v2 1024",
-        &mamba_tutorial_shapes::mamba_v2_1024::KERNEL,
-        one,
-        scan_1024,
-        &mut f,
-    );
-    passes(
-        "mamba v3 1024",
-        &mamba_tutorial_shapes::mamba_v3_1024::KERNEL,
-        one,
-        scan_1024,
-        &mut f,
-    );
     passes_on(
         Target::Trn2,
         "kernel optimisation v2 (Trn2)",
@@ -811,5 +708,82 @@ fn every_other_ported_kernel_is_schedule_independent() {
         &[&[512, 256], &[512, 1024]],
         &mut f,
     );
+    let cases: &[(&str, &Kernel<'static>, LaunchGrid, &[&[usize]])] = &[
+        (
+            "avgpool 6x6 f16",
+            &average_pool2d::tensor_avgpool_kernel_6x6::KERNEL,
+            one,
+            &[&[130, 6, 6]],
+        ),
+        (
+            "maxpool 6x6 f16",
+            &maxpool2d::tensor_maxpool_kernel_6x6::KERNEL,
+            one,
+            &[&[130, 6, 6]],
+        ),
+        (
+            "copy f32",
+            &data_movement::copy_f32::KERNEL,
+            one,
+            &[&[384, 4096]],
+        ),
+        (
+            "exp bf16",
+            &exp::exp_bf16_4096::KERNEL,
+            one,
+            &[&[130, 4096]],
+        ),
+        (
+            "matmul only",
+            &fused_matmul_bias_gelu::matmul_only::KERNEL,
+            one,
+            mm,
+        ),
+        (
+            "bias only",
+            &fused_matmul_bias_gelu::bias_only::KERNEL,
+            one,
+            &[&[256, 512], &[256, 1]],
+        ),
+        (
+            "gelu only",
+            &fused_matmul_bias_gelu::gelu_only::KERNEL,
+            one,
+            &[&[256, 512]],
+        ),
+        (
+            "autotuned matmul m2 n1 k2",
+            &autotune_matmul::mm_m2_n1_k2::KERNEL,
+            one,
+            &[&[512, 512], &[512, 1024]],
+        ),
+        (
+            "fused attention d128",
+            &fused_attention::fused_self_attn_for_sd_small_head_size_d128::KERNEL,
+            one,
+            &[&[256, 128], &[256, 128], &[256, 128]],
+        ),
+        (
+            "mamba v1 512x256",
+            &mamba_tutorial_shapes::mamba_v1_512x256::KERNEL,
+            one,
+            scan,
+        ),
+        (
+            "mamba v2 1024",
+            &mamba_tutorial_shapes::mamba_v2_1024::KERNEL,
+            one,
+            scan_1024,
+        ),
+        (
+            "mamba v3 1024",
+            &mamba_tutorial_shapes::mamba_v3_1024::KERNEL,
+            one,
+            scan_1024,
+        ),
+    ];
+    for &(name, kernel, grid, shapes) in cases {
+        passes(name, kernel, grid, shapes, &mut f);
+    }
     assert!(f.is_empty(), "{}", f.join("\n"));
 }
