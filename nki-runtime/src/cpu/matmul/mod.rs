@@ -1655,15 +1655,7 @@ pub(crate) mod tests {
                                 let run = shared_run(&case, isa, packing, accumulate, Some(dtype));
                                 let (got, copied) = run;
                                 assert_same_bits(&got, &want, &what);
-                                let size = elem_size(dtype);
-                                let mut expected = vec![0xa5u8; copied.len()];
-                                for r in 0..m {
-                                    let from = PSUM_OFFSET + r * PSUM_STRIDE;
-                                    let row: &[u8] = bytemuck::cast_slice(&want[from..from + n]);
-                                    let at = COPY_OFFSET + r * COPY_STRIDE;
-                                    let to = &mut expected[at..at + n * size];
-                                    convert(Isa::Portable, row, DType::F32, to, dtype, n);
-                                }
+                                let expected = expected_copy(&want, m, n, dtype, copied.len());
                                 assert!(copied == expected, "{what}: the copy differs");
                             }
                         }
@@ -1671,6 +1663,22 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// The bytes the fused copy writes for PSUM results `want` (`m` rows of `n`): each row
+    /// converted to `dtype` by the portable [`convert`] at its place in a buffer of `len` bytes
+    /// that otherwise holds `0xa5`.
+    fn expected_copy(want: &[f32], m: usize, n: usize, dtype: DType, len: usize) -> Vec<u8> {
+        let size = elem_size(dtype);
+        let mut expected = vec![0xa5u8; len];
+        for r in 0..m {
+            let from = PSUM_OFFSET + r * PSUM_STRIDE;
+            let row: &[u8] = bytemuck::cast_slice(&want[from..from + n]);
+            let at = COPY_OFFSET + r * COPY_STRIDE;
+            let to = &mut expected[at..at + n * size];
+            convert(Isa::Portable, row, DType::F32, to, dtype, n);
+        }
+        expected
     }
 
     /// Every packed layout (AVX2's 4 × 16 blocks, AVX-512's 8 × 48) on shapes that are not
@@ -1737,15 +1745,7 @@ pub(crate) mod tests {
                                 );
                                 assert_same_bits(&psum, &want, &what);
                                 let Some(dtype) = copy else { continue };
-                                let size = elem_size(dtype);
-                                let mut expected = vec![0xa5u8; copied.len()];
-                                for r in 0..m {
-                                    let from = PSUM_OFFSET + r * PSUM_STRIDE;
-                                    let row: &[u8] = bytemuck::cast_slice(&want[from..from + n]);
-                                    let at = COPY_OFFSET + r * COPY_STRIDE;
-                                    let to = &mut expected[at..at + n * size];
-                                    convert(Isa::Portable, row, DType::F32, to, dtype, n);
-                                }
+                                let expected = expected_copy(&want, m, n, dtype, copied.len());
                                 assert!(copied == expected, "{what}: the copy differs");
                             }
                         }
