@@ -10,8 +10,8 @@ pub use nki_lang::constraint::Computed;
 pub use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Bounded, Cmp, Constraint, DType, Dim, Dst,
     Engine, ExprId, Extent, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, MaskTerm, Memory,
-    Opcode, Pred, Program, Scalar, Src, SymbolValues, Target, TensorDecl, TensorRole, TileDecl,
-    TileShape, TileView, ViewId, Write,
+    Opcode, Pred, Program, ReshapeDecl, Scalar, Src, SymbolValues, Target, TensorDecl, TensorRole,
+    TileDecl, TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
     Bool, CheckedInputs, DeviceTensor, Element, F8E4M3, F8E5M2, HbmIn, HbmOut, Instance, Kernel,

@@ -29,6 +29,17 @@ pub struct TensorBuf {
     pub role: TensorRole,
 }
 
+/// A reshape of an HBM tensor of a [`ProgramBuf`] (see [`crate::ReshapeDecl`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReshapeBuf {
+    /// The name it is bound to in the kernel source.
+    pub name: String,
+    /// The tensor it views.
+    pub tensor: u8,
+    /// Its dimensions, literal or symbolic.
+    pub shape: Vec<Dim>,
+}
+
 /// A tile of a [`ProgramBuf`], before allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileBuf {
@@ -66,6 +77,8 @@ pub struct ProgramBuf {
     pub symbols: Vec<String>,
     /// HBM tensors: inputs first, then outputs.
     pub tensors: Vec<TensorBuf>,
+    /// Reshapes of the tensors ([`crate::HbmAccess::reshape`]).
+    pub reshapes: Vec<ReshapeBuf>,
     /// On-chip tiles.
     pub tiles: Vec<TileBuf>,
     /// Loop variable names.

@@ -68,6 +68,26 @@ impl TensorId {
     }
 }
 
+/// A reshape of an HBM tensor of the program under construction (NKI's
+/// `tensor.reshape(shape)`), indexed through [`Grid::reshaped`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ReshapeId {
+    tensor: u8,
+    reshape: u8,
+}
+
+impl ReshapeId {
+    /// Its index in the program's reshape table (`HbmAccess::reshape`).
+    pub fn index(self) -> u8 {
+        self.reshape
+    }
+
+    /// The tensor it views.
+    pub fn tensor(self) -> TensorId {
+        TensorId(self.tensor)
+    }
+}
+
 /// A tile of the program under construction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TileId(u16);
@@ -85,6 +105,8 @@ impl TileId {
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Grid {
     tensor: TensorId,
+    /// The reshape whose axes the grid runs along, if not the tensor's own.
+    reshape: Option<u8>,
     start: [Affine; MAX_TENSOR_RANK],
     first_axis: usize,
     /// An axis named by [`Grid::at`] that no tensor has; reported when the grid is used.
@@ -96,9 +118,18 @@ impl Grid {
     pub fn origin(tensor: TensorId) -> Grid {
         Grid {
             tensor,
+            reshape: None,
             start: [Affine::ZERO; MAX_TENSOR_RANK],
             first_axis: 0,
             bad_axis: None,
+        }
+    }
+
+    /// [`Grid::origin`] over a reshape's axes (the elements are its tensor's).
+    pub fn reshaped(reshape: ReshapeId) -> Grid {
+        Grid {
+            reshape: Some(reshape.reshape),
+            ..Grid::origin(reshape.tensor())
         }
     }
 
@@ -231,6 +262,36 @@ impl ProgramBuilder {
         self.tensor(name, dtype, shape, TensorRole::Output)
     }
 
+    /// A reshape of `tensor` to `shape` (NKI's `tensor.reshape(shape)`): the same elements, in
+    /// the same row-major order, under other dimensions. [`ProgramBuf::finish`] checks that
+    /// they hold the tensor's element count, or makes a launch check it when symbols decide.
+    pub fn reshape(
+        &mut self,
+        tensor: TensorId,
+        name: &str,
+        shape: &[Dim],
+    ) -> Result<ReshapeId, BuildError> {
+        if usize::from(tensor.0) >= self.buf.tensors.len() {
+            return Err(BuildError::Usage("unknown tensor"));
+        }
+        if shape.is_empty() || shape.len() > MAX_TENSOR_RANK {
+            return Err(BuildError::Usage("a reshape has 1 to 6 dimensions"));
+        }
+        let reshape = u8::try_from(self.buf.reshapes.len())
+            .ok()
+            .filter(|&r| r < u8::MAX)
+            .ok_or(BuildError::Usage("too many reshapes"))?;
+        self.buf.reshapes.push(crate::buf::ReshapeBuf {
+            name: name.to_string(),
+            tensor: tensor.0,
+            shape: shape.to_vec(),
+        });
+        Ok(ReshapeId {
+            tensor: tensor.0,
+            reshape,
+        })
+    }
+
     /// An on-chip tile (`shape`: partitions, then up to 4 free dimensions), declared in the
     /// innermost open loop: each of its iterations has a tile of its own, used only inside it.
     pub fn tile(
@@ -340,7 +401,16 @@ impl ProgramBuilder {
             .tensors
             .get(g.tensor.0 as usize)
             .ok_or(BuildError::Usage("unknown tensor"))?;
-        let rank = tensor.shape.len();
+        let rank = match g.reshape {
+            Some(r) => self
+                .buf
+                .reshapes
+                .get(usize::from(r))
+                .ok_or(BuildError::Usage("unknown reshape"))?
+                .shape
+                .len(),
+            None => tensor.shape.len(),
+        };
         if g.bad_axis.is_some_and(|a| a >= rank)
             || g.start[rank..].iter().any(|s| *s != Affine::ZERO)
         {
@@ -362,6 +432,7 @@ impl ProgramBuilder {
         }
         self.access(HbmAccess {
             tensor: g.tensor.0,
+            reshape: g.reshape,
             // rank ≤ MAX_TENSOR_RANK (checked when the tensor was declared)
             rank: u8::try_from(rank).unwrap_or(u8::MAX),
             shape: *shape,

@@ -5,7 +5,7 @@
 
 use crate::buf::ProgramBuf;
 use crate::constraint::Constraint;
-use crate::program::{Program, TensorDecl, TileDecl};
+use crate::program::{Program, ReshapeDecl, TensorDecl, TileDecl};
 
 /// A program that passed [`ProgramBuf::finish`]: owned storage behind a [`Program`].
 #[derive(Clone, Debug, PartialEq)]
@@ -26,6 +26,7 @@ pub struct CompiledProgram {
 pub struct ProgramParts<'a> {
     symbols: Vec<&'a str>,
     tensors: Vec<TensorDecl<'a>>,
+    reshapes: Vec<ReshapeDecl<'a>>,
     tiles: Vec<TileDecl<'a>>,
     loop_vars: Vec<&'a str>,
     owner: &'a CompiledProgram,
@@ -67,6 +68,16 @@ impl CompiledProgram {
                     role: t.role,
                 })
                 .collect(),
+            reshapes: self
+                .buf
+                .reshapes
+                .iter()
+                .map(|r| ReshapeDecl {
+                    name: &r.name,
+                    tensor: r.tensor,
+                    shape: &r.shape,
+                })
+                .collect(),
             tiles: self
                 .buf
                 .tiles
@@ -98,6 +109,7 @@ impl<'a> ProgramParts<'a> {
             o.buf.target,
             &self.symbols,
             &self.tensors,
+            &self.reshapes,
             &self.tiles,
             &self.loop_vars,
             &o.buf.views,

@@ -19,6 +19,13 @@ pub enum Bounded {
         /// Axis.
         axis: u8,
     },
+    /// Axis `axis` of reshape `reshape` of an HBM tensor ([`crate::Program::reshapes`]).
+    Reshape {
+        /// Reshape index.
+        reshape: u8,
+        /// Axis.
+        axis: u8,
+    },
     /// The free elements of tile `tile`.
     TileFree {
         /// Tile index.
@@ -46,6 +53,13 @@ pub enum Computed {
     MaskedIndex {
         /// Tensor index.
         tensor: u8,
+        /// Axis.
+        axis: u8,
+    },
+    /// [`Computed::MaskedIndex`] on axis `axis` of reshape `reshape` of an HBM tensor.
+    MaskedReshapeIndex {
+        /// Reshape index.
+        reshape: u8,
         /// Axis.
         axis: u8,
     },
@@ -211,17 +225,20 @@ impl Constraint {
         }
     }
 
-    /// Formats the constraint with the program's names.
+    /// Formats the constraint with the program's names (of its symbols, tensors, reshapes
+    /// and tiles).
     pub fn display<'a>(
         &'a self,
         symbols: &'a [&'a str],
         tensors: &'a [&'a str],
+        reshapes: &'a [&'a str],
         tiles: &'a [&'a str],
     ) -> impl fmt::Display + 'a {
         DisplayConstraint {
             c: self,
             symbols,
             tensors,
+            reshapes,
             tiles,
         }
     }
@@ -279,6 +296,7 @@ struct DisplayConstraint<'a> {
     c: &'a Constraint,
     symbols: &'a [&'a str],
     tensors: &'a [&'a str],
+    reshapes: &'a [&'a str],
     tiles: &'a [&'a str],
 }
 
@@ -302,6 +320,7 @@ impl DisplayConstraint<'_> {
 impl fmt::Display for DisplayConstraint<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tensor = |t: u8| self.tensors.get(usize::from(t)).copied().unwrap_or("?");
+        let reshape = |r: u8| self.reshapes.get(usize::from(r)).copied().unwrap_or("?");
         let tile = |t: u16| self.tiles.get(usize::from(t)).copied().unwrap_or("?");
         match *self.c {
             Constraint::Divisible { sym, by } => write!(f, "{} % {by} == 0", self.sym(sym)),
@@ -315,6 +334,9 @@ impl fmt::Display for DisplayConstraint<'_> {
             } => {
                 let what = match target {
                     Bounded::Tensor { tensor: t, axis } => format!("{} axis {axis}", tensor(t)),
+                    Bounded::Reshape { reshape: r, axis } => {
+                        format!("{} axis {axis}", reshape(r))
+                    }
                     Bounded::TileFree { tile: t } => format!("{} free elements", tile(t)),
                     Bounded::TileBlocks { tile: t, div, add } => {
                         // The bounded index is `div·k + div − 1 − add`: say so.
@@ -343,6 +365,9 @@ impl fmt::Display for DisplayConstraint<'_> {
                 match what {
                     Computed::MaskedIndex { tensor: t, axis } => {
                         write!(f, "{} axis {axis} (masked): index", tensor(t))?
+                    }
+                    Computed::MaskedReshapeIndex { reshape: r, axis } => {
+                        write!(f, "{} axis {axis} (masked): index", reshape(r))?
                     }
                     Computed::MaskBound { mask } => write!(f, "mask {mask}: bound")?,
                     Computed::Expr { expr } => write!(f, "index expression {expr}: value")?,

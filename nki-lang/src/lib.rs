@@ -44,7 +44,7 @@ pub mod target;
 mod verify;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
-pub use buf::{ProgramBuf, TensorBuf, TileBuf};
+pub use buf::{ProgramBuf, ReshapeBuf, TensorBuf, TileBuf};
 pub use compiled::{CompiledProgram, ProgramParts};
 pub use constraint::{Bounded, Constraint};
 pub use diag::{Diagnostic, Site};
@@ -57,7 +57,7 @@ pub use ir::{
     LoopKind, MAX_MASK_TERMS, MAX_SLOTS, Mask, MaskId, MaskTerm, OperandRef, Pred, Scalar,
     SlotOperand, Src, TileView, ViewId, Write,
 };
-pub use program::{Program, TensorDecl, TensorRole, TileDecl};
+pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{
     Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TILE_RANK, SymbolValues,

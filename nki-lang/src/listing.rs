@@ -39,14 +39,22 @@ impl fmt::Display for Program<'_> {
             sig(TensorRole::Output),
             self.target().name()
         )?;
+        for r in self.reshapes() {
+            let of = self
+                .tensors()
+                .get(usize::from(r.tensor))
+                .map_or("?", |t| t.name);
+            writeln!(f, "  reshape {} = {of}[{}]", r.name, dims(r.shape))?;
+        }
         if !self.constraints().is_empty() {
             let tensors: Vec<&str> = self.tensors().iter().map(|t| t.name).collect();
+            let reshapes: Vec<&str> = self.reshapes().iter().map(|r| r.name).collect();
             let tiles: Vec<&str> = self.tiles().iter().map(|t| t.name).collect();
             for c in self.constraints() {
                 writeln!(
                     f,
                     "  require {}",
-                    c.display(self.symbols(), &tensors, &tiles)
+                    c.display(self.symbols(), &tensors, &reshapes, &tiles)
                 )?;
             }
         }
@@ -390,7 +398,11 @@ impl fmt::Display for AccessFmt<'_, '_, '_> {
         let Some(t) = p.tensors().get(a.tensor as usize) else {
             return write!(f, "tensor{}?", a.tensor);
         };
-        write!(f, "{}:{}[", t.name, t.dtype)?;
+        let name = match a.reshape {
+            Some(r) => p.reshapes().get(usize::from(r)).map_or("?", |r| r.name),
+            None => t.name,
+        };
+        write!(f, "{name}:{}[", t.dtype)?;
         for (axis, ix) in a.axes().iter().enumerate() {
             if axis > 0 {
                 f.write_str(", ")?;

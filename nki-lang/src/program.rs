@@ -28,6 +28,30 @@ pub struct TensorDecl<'a> {
     pub role: TensorRole,
 }
 
+/// An HBM tensor under other dimensions: NKI's `tensor.reshape(shape)`, a view of the same
+/// elements in the same row-major order. Accesses index it with
+/// [`crate::HbmAccess::reshape`]; what they read and write is the tensor's.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReshapeDecl<'a> {
+    /// The name it is bound to in the kernel source.
+    pub name: &'a str,
+    /// The tensor it views (index in the program's tensor table).
+    pub tensor: u8,
+    /// Its dimensions, literal or symbolic; their product is the tensor's element count
+    /// (checked when the program is built if every dimension is known, else at launch).
+    pub shape: &'a [Dim],
+}
+
+impl ReshapeDecl<'_> {
+    /// The number of elements its dimensions hold for symbol values `syms`, or `None` past
+    /// `u64::MAX`. A launch runs only when it is its tensor's count.
+    pub fn elements(&self, syms: &SymbolValues) -> Option<u64> {
+        self.shape
+            .iter()
+            .try_fold(1u64, |n, d| n.checked_mul(d.eval(syms)))
+    }
+}
+
 /// An on-chip tile with the address the compiler gave it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TileDecl<'a> {
@@ -89,6 +113,7 @@ pub struct Program<'a> {
     target: Target,
     symbols: &'a [&'a str],
     tensors: &'a [TensorDecl<'a>],
+    reshapes: &'a [ReshapeDecl<'a>],
     tiles: &'a [TileDecl<'a>],
     loop_vars: &'a [&'a str],
     views: &'a [TileView],
@@ -113,6 +138,7 @@ impl<'a> Program<'a> {
         target: Target,
         symbols: &'a [&'a str],
         tensors: &'a [TensorDecl<'a>],
+        reshapes: &'a [ReshapeDecl<'a>],
         tiles: &'a [TileDecl<'a>],
         loop_vars: &'a [&'a str],
         views: &'a [TileView],
@@ -138,6 +164,7 @@ impl<'a> Program<'a> {
             target,
             symbols,
             tensors,
+            reshapes,
             tiles,
             loop_vars,
             views,
@@ -171,6 +198,24 @@ impl<'a> Program<'a> {
     #[inline]
     pub const fn tensors(&self) -> &'a [TensorDecl<'a>] {
         self.tensors
+    }
+    /// The tensors' reshapes the accesses index (NKI's `tensor.reshape(shape)`), by
+    /// [`HbmAccess::reshape`].
+    #[inline]
+    pub const fn reshapes(&self) -> &'a [ReshapeDecl<'a>] {
+        self.reshapes
+    }
+    /// The dimensions `access` indexes: its reshape's, or its tensor's (empty for an index
+    /// out of range, which a checked program does not have).
+    #[inline]
+    pub fn access_dims(&self, access: &HbmAccess) -> &'a [Dim] {
+        match access.reshape {
+            Some(r) => self.reshapes.get(usize::from(r)).map_or(&[], |r| r.shape),
+            None => self
+                .tensors
+                .get(usize::from(access.tensor))
+                .map_or(&[], |t| t.shape),
+        }
     }
     /// The input tensors.
     #[inline]

@@ -11,7 +11,7 @@
 use thiserror::Error;
 
 use crate::dtype::DType;
-use crate::shape::TileShape;
+use crate::shape::{Dim, TileShape};
 use crate::target::{
     Engine, GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, Memory, PARTITIONS, PSUM_BANK_BYTES,
     PSUM_BANKS, Target,
@@ -233,6 +233,20 @@ pub enum RuleViolation {
     OutputNotWritten {
         /// The output.
         name: String,
+    },
+    /// A reshape whose dimensions do not hold exactly the tensor's elements.
+    #[error(
+        "`{name}` reshapes `{tensor}` [{tensor_shape}] to [{shape}], which holds a different number of elements: a reshape views the same elements under other dimensions"
+    )]
+    ReshapeSize {
+        /// The reshape's name.
+        name: String,
+        /// The tensor reshaped.
+        tensor: String,
+        /// The tensor's dimensions.
+        tensor_shape: String,
+        /// The reshape's dimensions.
+        shape: String,
     },
     /// A symbolic dimension that no input's shape determines.
     #[error(
@@ -490,6 +504,7 @@ impl RuleViolation {
             RuleViolation::ReadBeforeWrite { .. } => "err_read_before_write",
             RuleViolation::OutputDependencies { .. } => "err_unexpected_output_dependencies",
             RuleViolation::UnboundSymbol { .. } => "err_unbound_symbolic_dimension",
+            RuleViolation::ReshapeSize { .. } => "err_reshape_size_mismatch",
             RuleViolation::Malformed { .. } => "err_malformed_program",
             RuleViolation::EngineNotAllowed { .. } => "err_unsupported_engine",
             RuleViolation::PartitionMismatch { .. } => "err_num_partition_mismatch",
@@ -617,6 +632,53 @@ pub fn check_tensor_dim(tensor: &str, axis: usize, size: u64) -> Result<(), Rule
         });
     }
     Ok(())
+}
+
+/// Whether a reshape from dimensions `from` to `to` keeps the element count: `Ok(true)` when
+/// it does at every launch, `Ok(false)` when only a launch can tell (symbolic dimensions that do
+/// not cancel out: [`crate::ReshapeDecl::elements`] checks it then), and the violation when it
+/// never does. `describe` writes dimensions for the message.
+pub fn check_reshape(
+    name: &str,
+    tensor: &str,
+    from: &[Dim],
+    to: &[Dim],
+    describe: &dyn Fn(&[Dim]) -> String,
+) -> Result<bool, RuleViolation> {
+    // The literal dimensions' product (`None` past u64) and the symbols, sorted.
+    let split = |dims: &[Dim]| {
+        let mut fixed = Some(1u64);
+        let mut syms: Vec<u8> = Vec::new();
+        for d in dims {
+            match *d {
+                Dim::Fixed(n) => fixed = fixed.and_then(|f| f.checked_mul(n)),
+                Dim::Sym(s) => syms.push(s),
+            }
+        }
+        syms.sort_unstable();
+        (fixed, syms)
+    };
+    let ((a, sa), (b, sb)) = (split(from), split(to));
+    let never = || RuleViolation::ReshapeSize {
+        name: name.to_string(),
+        tensor: tensor.to_string(),
+        tensor_shape: describe(from),
+        shape: describe(to),
+    };
+    match (a, b) {
+        (Some(a), Some(b)) if sa == sb => {
+            if a == b {
+                Ok(true)
+            } else {
+                Err(never())
+            }
+        }
+        // Symbols that differ: the launch's values decide (a product past u64 never matches an
+        // element count, which a launch refuses then too).
+        _ if sa != sb => Ok(false),
+        // Same symbols, a literal product past u64 on one side or both.
+        _ => Err(never()),
+    }
 }
 
 /// An operand's address space.

@@ -310,6 +310,7 @@ fn grid_places_the_tile_on_the_tensor_axes() {
         src,
         HbmAccess {
             tensor: 0,
+            reshape: None,
             rank: 3,
             shape: TileShape::new(&[128, 16]).unwrap(),
             axes
@@ -453,4 +454,62 @@ fn instructions_that_only_overwrite_cannot_accumulate() {
     // The rule itself: the instructions the engines combine into their destination.
     assert!(Opcode::Matmul.accumulates() && Opcode::TensorTensor.accumulates());
     assert!(!Opcode::BnStats.accumulates() && !Opcode::Transpose.accumulates());
+}
+
+#[test]
+fn a_grid_over_a_reshape_indexes_its_axes_and_counts_are_checked() {
+    // x: f32[K, 64] seen as [K, 2, 32]; a [2, 32] tile t[p, f] = x3[5, p, f].
+    let mut b = new();
+    let k = b.symbol("K").unwrap();
+    let x = b.input("x", DType::F32, &[k, Dim::Fixed(64)]).unwrap();
+    let x3 = b
+        .reshape(x, "x3", &[k, Dim::Fixed(2), Dim::Fixed(32)])
+        .unwrap();
+    assert_eq!((x3.tensor(), x3.index()), (x, 0));
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[2, 32]).unwrap();
+    b.load(
+        t,
+        Grid::reshaped(x3).at(0, Affine::constant(5)).from_axis(1),
+    )
+    .unwrap();
+    let out = b.output("out", DType::F32, &dims(&[2, 32])).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let p = compile(b);
+    let InstrData::Dma { hbm, .. } = p.source().instrs[0].data else {
+        panic!("instruction 0 is the load")
+    };
+    let access = p.source().accesses[hbm.index()];
+    assert_eq!(
+        (access.tensor, access.reshape, access.rank),
+        (0, Some(0), 3)
+    );
+    assert_eq!(access.axes[0].start, Affine::constant(5));
+    assert_eq!(access.axes[1].grid, [1, 0, 0, 0, 0]);
+    assert_eq!(access.axes[2].grid, [0, 1, 0, 0, 0]);
+
+    // A reshape that never holds the tensor's elements is a rule violation; one whose
+    // symbols differ is left to the launch.
+    let mut b = new();
+    let n = b.symbol("N").unwrap();
+    let x = b.input("x", DType::F32, &[n, Dim::Fixed(4)]).unwrap();
+    b.reshape(x, "wrong", &[n, Dim::Fixed(8)]).unwrap();
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[4, 4]).unwrap();
+    b.load(t, Grid::origin(x)).unwrap();
+    let out = b.output("out", DType::F32, &dims(&[4, 4])).unwrap();
+    b.store(Grid::origin(out), t).unwrap();
+    let e = b.finish().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the program breaks 1 rule(s); the first: `wrong` reshapes `x` [N, 4] to [N, 8], which holds a different number of elements: a reshape views the same elements under other dimensions"
+    );
+    let mut b = new();
+    assert_eq!(
+        b.reshape(x, "r", &dims(&[4])),
+        Err(BuildError::Usage("unknown tensor"))
+    );
+    let y = b.input("y", DType::F32, &dims(&[4])).unwrap();
+    assert_eq!(
+        b.reshape(y, "r", &[]),
+        Err(BuildError::Usage("a reshape has 1 to 6 dimensions"))
+    );
 }

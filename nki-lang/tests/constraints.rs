@@ -48,7 +48,7 @@ fn loops(l0: Option<Extent>) -> [Extent; MAX_VARS] {
 /// Displays a constraint of a program whose only symbols are `K`, `M`, tensors `x`, `w`,
 /// `out` and tile `t`.
 fn show(c: &Constraint) -> String {
-    c.display(&["K", "M"], &["x", "w", "out"], &["t"])
+    c.display(&["K", "M"], &["x", "w", "out"], &[], &["t"])
         .to_string()
 }
 
@@ -427,7 +427,7 @@ fn a_program_id_in_an_index_is_bounded_by_the_grid_size() {
     assert!(!bound.holds(&syms(512, 5)));
     assert_eq!(
         bound
-            .display(program.symbols(), &["x", "out"], &["t"])
+            .display(program.symbols(), &["x", "out"], &[], &["t"])
             .to_string(),
         "x axis 0: index in [0, 127] + 128*(num_programs(0) - 1) < K"
     );

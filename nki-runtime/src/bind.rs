@@ -14,7 +14,7 @@
 use core::fmt;
 
 use ndarray::{ErrorKind, ShapeError};
-use nki_lang::{DType, Program, SymbolValues};
+use nki_lang::{DType, HbmAccess, MAX_TENSOR_RANK, Program, SymbolValues};
 
 use crate::budget::Meter;
 use crate::element::Element;
@@ -178,6 +178,26 @@ impl Bound<'_, '_, '_> {
                 (&*o.data, &o.shape)
             }
         }
+    }
+
+    /// Row-major element strides of the axes `access` indexes: its tensor's, or those of the
+    /// reshape it indexes through (whose dimensions hold the tensor's elements: a launch
+    /// checks it).
+    pub(crate) fn access_strides(&self, access: &HbmAccess) -> [usize; MAX_TENSOR_RANK] {
+        let reshape = access
+            .reshape
+            .and_then(|r| self.program.reshapes().get(usize::from(r)));
+        let Some(r) = reshape else {
+            return self.hbm(usize::from(access.tensor)).1.strides();
+        };
+        let mut strides = [0usize; MAX_TENSOR_RANK];
+        let mut acc = 1usize;
+        for (s, d) in strides.iter_mut().zip(r.shape).rev() {
+            *s = acc;
+            let n = usize::try_from(d.eval(&self.syms)).unwrap_or(usize::MAX);
+            acc = acc.saturating_mul(n);
+        }
+        strides
     }
 
     /// The element offset in tensor `t` of the first byte [`Bound::hbm`] gives (0 but for

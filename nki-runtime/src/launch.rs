@@ -131,6 +131,24 @@ pub enum LaunchError {
         /// That input's axis.
         axis: usize,
     },
+    /// A reshape's dimensions do not hold its tensor's elements for the bound symbols.
+    #[error(
+        "`{reshape}` reshapes `{tensor}` ({elements} elements) to [{dims}] ({reshaped} elements) with {values}: a reshape views the same elements under other dimensions"
+    )]
+    Reshape {
+        /// The reshape's name.
+        reshape: String,
+        /// The tensor reshaped.
+        tensor: String,
+        /// The tensor's element count.
+        elements: u64,
+        /// The reshape's dimensions for the bound symbols.
+        dims: String,
+        /// Their product (`u64::MAX` past it).
+        reshaped: u64,
+        /// The symbols and their values (`N = 200`).
+        values: String,
+    },
     /// A launch constraint of the program does not hold for the bound symbols.
     #[error("launch constraint `{constraint}` fails with {values}")]
     Constraint {
@@ -312,6 +330,7 @@ impl<'p> Kernel<'p> {
             }
         }
         grid.bind_symbols(p, &mut syms);
+        check_reshapes(p, &syms)?;
         if let Err(c) = check_constraints(p.constraints(), &syms) {
             return Err(constraint_error(p, c, &syms));
         }
@@ -468,10 +487,50 @@ fn name(names: &[&str], i: usize) -> String {
 }
 
 /// The error for a failed constraint: its text and the values of the symbols it involves.
+/// Every reshape's dimensions hold its tensor's elements for the symbols `syms`.
+fn check_reshapes(p: &Program<'_>, syms: &SymbolValues) -> Result<(), LaunchError> {
+    for r in p.reshapes() {
+        let Some(tensor) = p.tensors().get(usize::from(r.tensor)) else {
+            continue;
+        };
+        let elements = tensor
+            .shape
+            .iter()
+            .try_fold(1u64, |n, d| n.checked_mul(d.eval(syms)));
+        let reshaped = r.elements(syms);
+        if reshaped == elements {
+            continue;
+        }
+        let dims: Vec<String> = r.shape.iter().map(|d| d.eval(syms).to_string()).collect();
+        let mut values = String::new();
+        for (s, sym) in p.symbols().iter().enumerate() {
+            let used = |d: &Dim| matches!(*d, Dim::Sym(x) if usize::from(x) == s);
+            if r.shape.iter().chain(tensor.shape).any(used) {
+                if !values.is_empty() {
+                    values.push_str(", ");
+                }
+                let _ = write!(values, "{sym} = {}", syms[s]);
+            }
+        }
+        return Err(LaunchError::Reshape {
+            reshape: r.name.to_string(),
+            tensor: tensor.name.to_string(),
+            elements: elements.unwrap_or(u64::MAX),
+            dims: dims.join(", "),
+            reshaped: reshaped.unwrap_or(u64::MAX),
+            values,
+        });
+    }
+    Ok(())
+}
+
 fn constraint_error(p: &Program<'_>, c: &Constraint, syms: &SymbolValues) -> LaunchError {
     let tensors: Vec<&str> = p.tensors().iter().map(|t| t.name).collect();
+    let reshapes: Vec<&str> = p.reshapes().iter().map(|r| r.name).collect();
     let tiles: Vec<&str> = p.tiles().iter().map(|t| t.name).collect();
-    let constraint = c.display(p.symbols(), &tensors, &tiles).to_string();
+    let constraint = c
+        .display(p.symbols(), &tensors, &reshapes, &tiles)
+        .to_string();
     let mut used = [false; MAX_SYMBOLS];
     let mut use_sym = |s: u8| {
         if let Some(u) = used.get_mut(usize::from(s)) {
@@ -568,6 +627,7 @@ mod tests {
         Target::Trn1,
         &["N"],
         &TENSORS,
+        &[],
         &[],
         &[],
         &[],

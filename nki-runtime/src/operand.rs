@@ -288,14 +288,15 @@ pub(crate) fn resolve(
             }
             OperandRef::Access(a) => {
                 let access = &p.accesses()[a.index()];
-                let (_, shape) = b.hbm(access.tensor as usize);
+                let strides = b.access_strides(access);
                 Resolved {
                     slot: o.slot,
                     dir: o.dir,
                     loc: Loc::Hbm(access.tensor),
                     dtype: p.tensors()[access.tensor as usize].dtype,
                     pattern: {
-                        let mut pt = hbm_pattern(access, &shape.strides()[..shape.rank()], vars);
+                        let rank = access.axes().len();
+                        let mut pt = hbm_pattern(access, &strides[..rank], vars);
                         let origin = b.origin(usize::from(access.tensor));
                         pt.base = pt.base.saturating_sub(signed(origin));
                         pt

@@ -719,6 +719,7 @@ fn dma_rows() -> Vec<Row> {
                 let hbm =
                     k.b.access(HbmAccess {
                         tensor: k.inputs[0].0.index(),
+                        reshape: None,
                         rank: 2,
                         shape: TileShape::new(&[48, 40]).unwrap(),
                         axes,

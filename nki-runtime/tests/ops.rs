@@ -512,6 +512,7 @@ fn masks_cut_ragged_tiles() {
         };
         b.access(nki_lang::HbmAccess {
             tensor,
+            reshape: None,
             rank: 2,
             shape: nki_lang::TileShape::new(&[128, f as u32]).unwrap(),
             axes,

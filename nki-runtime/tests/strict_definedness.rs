@@ -129,6 +129,7 @@ fn access(t: TensorId, rows: u32, cols: u32, swap: bool) -> HbmAccess {
     };
     HbmAccess {
         tensor: t.index(),
+        reshape: None,
         rank: 2,
         shape: shape.expect("a 2-D shape"),
         axes,

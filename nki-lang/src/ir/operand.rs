@@ -96,16 +96,21 @@ impl AxisIndex {
 /// A tile-shaped access into an HBM tensor, one affine index per tensor axis.
 ///
 /// Indices stay per axis (not flattened) because a tensor's strides depend on symbolic
-/// dimensions known only at launch.
+/// dimensions known only at launch. The axes are the tensor's own, or those of one of its
+/// reshapes (NKI's `tensor.reshape(shape)`: the same elements in the same row-major order,
+/// under other dimensions).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HbmAccess {
     /// Index of the tensor in the program's tensor table.
     pub tensor: u8,
-    /// Rank of the tensor.
+    /// The reshape of the tensor the axes index (index in [`crate::Program::reshapes`]), or
+    /// `None` for the tensor's own dimensions.
+    pub reshape: Option<u8>,
+    /// Number of axes indexed: the rank of the tensor, or of its reshape.
     pub rank: u8,
     /// The access's grid: the tile shape it reads or writes.
     pub shape: TileShape,
-    /// One index per tensor axis (`axes[..rank]`).
+    /// One index per axis (`axes[..rank]`).
     pub axes: [AxisIndex; MAX_TENSOR_RANK],
 }
 

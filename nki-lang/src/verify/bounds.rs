@@ -197,6 +197,15 @@ impl Checker<'_> {
         loops: &[Extent],
     ) -> bool {
         let t = &self.p.tensors[a.tensor as usize];
+        // A reshape's axes are bounded by its own dimensions (the structure check matched them
+        // to the access's rank).
+        let reshape = a
+            .reshape
+            .and_then(|r| Some((r, self.p.reshapes.get(usize::from(r))?)));
+        let (name, dims) = match reshape {
+            Some((_, r)) => (&r.name, &r.shape),
+            None => (&t.name, &t.shape),
+        };
         for (axis, ix) in a.axes().iter().enumerate() {
             let index = Index {
                 start: &ix.start,
@@ -205,24 +214,35 @@ impl Checker<'_> {
             };
             // axis < MAX_TENSOR_RANK
             let axis8 = u8::try_from(axis).unwrap_or(u8::MAX);
-            let target = Bounded::Tensor {
-                tensor: a.tensor,
-                axis: axis8,
+            let target = match reshape {
+                Some((reshape, _)) => Bounded::Reshape {
+                    reshape,
+                    axis: axis8,
+                },
+                None => Bounded::Tensor {
+                    tensor: a.tensor,
+                    axis: axis8,
+                },
             };
-            let size = t.shape[axis];
+            let size = dims[axis];
             let masked = mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, size));
-            if !self.bound(site, &t.name, axis, target, size, &index, masked, loops) {
+            if !self.bound(site, name, axis, target, size, &index, masked, loops) {
                 return false;
             }
             // What the mask cuts off is still computed: it must stay within range.
             if masked {
-                let what = Computed::MaskedIndex {
-                    tensor: a.tensor,
-                    axis: axis8,
+                let what = match reshape {
+                    Some((reshape, _)) => Computed::MaskedReshapeIndex {
+                        reshape,
+                        axis: axis8,
+                    },
+                    None => Computed::MaskedIndex {
+                        tensor: a.tensor,
+                        axis: axis8,
+                    },
                 };
                 let label = format!(
-                    "the index of tensor `{}` on dimension {axis}, where the mask cuts it off,",
-                    t.name
+                    "the index of tensor `{name}` on dimension {axis}, where the mask cuts it off,"
                 );
                 if !self.fits(site, what, &label, &index, loops) {
                     return false;

@@ -12,6 +12,46 @@ use crate::rules::RuleViolation;
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK};
 
 impl Checker<'_> {
+    /// Each reshape views a tensor of the program, has 1 to 6 dimensions whose symbols exist,
+    /// and keeps the tensor's element count ([`crate::rules::check_reshape`]).
+    fn check_reshapes(&mut self) {
+        let p = self.p;
+        let describe = |dims: &[Dim]| {
+            dims.iter()
+                .map(|d| match *d {
+                    Dim::Fixed(n) => n.to_string(),
+                    Dim::Sym(s) => p.symbols.get(usize::from(s)).cloned().unwrap_or_default(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for r in &p.reshapes {
+            let Some(tensor) = p.tensors.get(usize::from(r.tensor)) else {
+                self.malformed(Site::Program, "a reshape's tensor index is out of range");
+                continue;
+            };
+            if r.shape.is_empty() || r.shape.len() > MAX_TENSOR_RANK {
+                self.malformed(Site::Program, "a reshape has 1 to 6 dimensions");
+                continue;
+            }
+            let unknown = |d: &Dim| matches!(*d, Dim::Sym(s) if usize::from(s) >= p.symbols.len());
+            if r.shape.iter().any(unknown) {
+                self.malformed(Site::Program, "symbol index out of range");
+                continue;
+            }
+            let kept = crate::rules::check_reshape(
+                &r.name,
+                &tensor.name,
+                &tensor.shape,
+                &r.shape,
+                &describe,
+            );
+            if let Err(v) = kept {
+                self.report(Site::Program, Err(v));
+            }
+        }
+    }
+
     /// Indices in range, formats matching opcodes, loops balanced and not too deep, indices
     /// using only enclosing loops, symbols bindable from the inputs.
     pub(super) fn check_structure(&mut self) {
@@ -48,6 +88,7 @@ impl Checker<'_> {
                 }
             }
         }
+        self.check_reshapes();
         for (s, name) in p.symbols.iter().enumerate() {
             // The launch grid binds its own symbols.
             let bound = crate::grid::SymbolSource::of(name) != crate::grid::SymbolSource::Input
@@ -151,9 +192,16 @@ impl Checker<'_> {
             self.malformed(Site::Program, "a tile's scope is not a loop");
         }
         let bad_access = |a: &HbmAccess| {
-            p.tensors
-                .get(a.tensor as usize)
-                .is_none_or(|t| t.shape.len() != a.rank as usize)
+            let dims = match a.reshape {
+                Some(r) => p
+                    .reshapes
+                    .get(usize::from(r))
+                    .filter(|r| r.tensor == a.tensor)
+                    .map(|r| &r.shape),
+                None => p.tensors.get(a.tensor as usize).map(|t| &t.shape),
+            };
+            p.tensors.get(a.tensor as usize).is_none()
+                || dims.is_none_or(|d| d.len() != a.rank as usize)
         };
         if p.accesses.iter().any(bad_access) {
             self.malformed(Site::Program, "tensor index out of range");
@@ -233,7 +281,17 @@ impl Checker<'_> {
                         .tensors
                         .get(access.tensor as usize)
                         .ok_or((slot, "tensor index out of range"))?;
-                    if tensor.shape.len() != access.rank as usize {
+                    let dims = match access.reshape {
+                        Some(r) => {
+                            &p.reshapes
+                                .get(usize::from(r))
+                                .filter(|r| r.tensor == access.tensor)
+                                .ok_or((slot, "reshape index out of range"))?
+                                .shape
+                        }
+                        None => &tensor.shape,
+                    };
+                    if dims.len() != access.rank as usize {
                         return Err((slot, "access rank differs from tensor rank"));
                     }
                     if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {

@@ -261,5 +261,5 @@ pub fn empty_program(k: &Kernel, instance: Option<&Instance>) -> TokenStream {
     let program_t = item("Program");
     let target_t = item("Target");
     let name = instance.map_or(&k.name, |i| &i.name).to_string();
-    quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], &[], &[], &[], &[], 0, 0))
+    quote!(#program_t::from_checked_parts(#name, #target_t::Trn1, &[], &[], &[], &[], &[], &[], &[], &[], &[], &[], &[], 0, 0))
 }

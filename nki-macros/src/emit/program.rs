@@ -33,6 +33,12 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         let decl = item("TensorDecl");
         quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role })
     });
+    let reshapes = prog.reshapes().iter().map(|r| {
+        let (name, tensor) = (r.name, r.tensor);
+        let shape = r.shape.iter().map(|d| dim(*d));
+        let decl = item("ReshapeDecl");
+        quote!(#decl { name: #name, tensor: #tensor, shape: const { &[#(#shape),*] } })
+    });
     let tiles = prog.tiles().iter().map(|t| {
         let (name, memory, dtype, shape, addr) = (
             t.name,
@@ -70,6 +76,7 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             #target,
             const { &[#(#symbols),*] },
             const { &[#(#tensors),*] },
+            const { &[#(#reshapes),*] },
             const { &[#(#tiles),*] },
             const { &[#(#loop_vars),*] },
             const { &[#(#views),*] },
@@ -153,8 +160,9 @@ fn axis_index(x: &AxisIndex) -> TokenStream {
 fn access(a: &HbmAccess) -> TokenStream {
     let ty = item("HbmAccess");
     let (tensor, rank, shape) = (a.tensor, a.rank, shape(&a.shape));
+    let reshape = option(a.reshape, |r| quote!(#r));
     let axes = a.axes.iter().map(axis_index);
-    quote!(#ty { tensor: #tensor, rank: #rank, shape: #shape, axes: [#(#axes),*] })
+    quote!(#ty { tensor: #tensor, reshape: #reshape, rank: #rank, shape: #shape, axes: [#(#axes),*] })
 }
 
 fn mask(m: &Mask) -> TokenStream {
@@ -356,6 +364,9 @@ fn constraint(c: &Constraint) -> TokenStream {
                 Bounded::Tensor { tensor, axis } => {
                     quote!(#b::Tensor { tensor: #tensor, axis: #axis })
                 }
+                Bounded::Reshape { reshape, axis } => {
+                    quote!(#b::Reshape { reshape: #reshape, axis: #axis })
+                }
                 Bounded::TileFree { tile } => quote!(#b::TileFree { tile: #tile }),
                 Bounded::TileBlocks { tile, div, add } => {
                     quote!(#b::TileBlocks { tile: #tile, div: #div, add: #add })
@@ -377,6 +388,9 @@ fn constraint(c: &Constraint) -> TokenStream {
             let what = match what {
                 Computed::MaskedIndex { tensor, axis } => {
                     quote!(#c::MaskedIndex { tensor: #tensor, axis: #axis })
+                }
+                Computed::MaskedReshapeIndex { reshape, axis } => {
+                    quote!(#c::MaskedReshapeIndex { reshape: #reshape, axis: #axis })
                 }
                 Computed::MaskBound { mask } => quote!(#c::MaskBound { mask: #mask }),
                 Computed::Expr { expr } => quote!(#c::Expr { expr: #expr }),

@@ -299,7 +299,7 @@ impl Lowerer<'_> {
         let spec = &info.operands[slot];
         match self.eval(e) {
             Value::Access(acc) => Some(acc),
-            Value::Tensor(t) => match self.index(Value::Tensor(t), &[], e.span()) {
+            Value::Tensor(h) => match self.index(Value::Tensor(h), &[], e.span()) {
                 Value::Access(acc) => Some(acc),
                 _ => None,
             },

@@ -1,11 +1,11 @@
 //! Evaluation of kernel-body expressions to compile-time values.
 
 use crate::span::Span;
-use nki_lang::{ActFn, Alu, Cmp, DType, Engine, MAX_TILE_RANK};
+use nki_lang::{ActFn, Alu, Cmp, DType, Dim, Engine, MAX_TILE_RANK};
 
 use super::Lowerer;
 use super::call::Dest;
-use super::value::{Buffer, Cond, Idx, IdxError, Value};
+use super::value::{Buffer, Cond, Hbm, Idx, IdxError, Value};
 use crate::parse::model::{BinOp, Expr};
 
 const AXES: [&str; 4] = ["p", "x", "y", "z"];
@@ -40,9 +40,12 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
+                if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
+                    return self.reshape(*h, args, *span);
+                }
                 if !AXES.contains(&m.as_str()) {
                     let hint = match m.as_str() {
-                        "reshape" => ": index the tensor with the shape you need (`x[[i_p, i_f]]` over an `mgrid!`)",
+                        "reshape" => ": reshape the HBM tensor it comes from, or index the tile with the shape you need (`x[[i_p, i_f]]` over an `mgrid!`)",
                         _ => "",
                     };
                     return match r {
@@ -517,13 +520,76 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            (Value::Tensor(t), "dtype") => Value::DType(self.tensors[*t].dtype),
+            (Value::Tensor(h), "dtype") => Value::DType(self.tensors[h.tensor].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v) | Value::Blocks { view: v, .. }, "dtype") => {
                 Value::DType(self.buf.tiles[v.tile as usize].dtype)
             }
             _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
         }
+    }
+
+    /// `tensor.reshape([d0, d1, ...])` (also `reshape((d0, d1))` and `reshape(d0, d1)`): the
+    /// tensor's elements, in the same row-major order, under dimensions that are positive
+    /// integers or the kernel's symbolic dimensions.
+    fn reshape(&mut self, h: Hbm, args: &[crate::parse::model::Arg], span: Span) -> Value {
+        const WHAT: &str = "a reshape's dimension is a positive integer or one of the kernel's symbolic dimensions (`N`)";
+        if let Some(a) = args.iter().find(|a| a.name.is_some()) {
+            return self.error(a.value.span(), "`reshape` takes the new dimensions only");
+        }
+        let items: Vec<&Expr> = match args {
+            [a] => match &a.value {
+                Expr::Array(items, _) | Expr::Tuple(items, _) => items.iter().collect(),
+                e => vec![e],
+            },
+            _ => args.iter().map(|a| &a.value).collect(),
+        };
+        if items.is_empty() || items.len() > nki_lang::MAX_TENSOR_RANK {
+            return self.error(span, "a reshape has 1 to 6 dimensions");
+        }
+        let mut shape = Vec::new();
+        for e in items {
+            match self.eval(e) {
+                Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
+                Value::Sym {
+                    sym,
+                    add: 0,
+                    div: 1,
+                } => shape.push(Dim::Sym(sym)),
+                Value::Poison => return Value::Poison,
+                Value::Sym { .. } => {
+                    return self.error(e.span(), format!("{WHAT}: a dimension computed from one (`N / 128`, `N + 1`) is not supported"));
+                }
+                other => return self.error(e.span(), format!("{WHAT}, not {}", other.describe())),
+            }
+        }
+        let (from, tensor) = match h.reshape {
+            Some(r) => (self.buf.reshapes[r].shape.clone(), &self.tensors[h.tensor]),
+            None => (
+                self.tensors[h.tensor].shape.clone(),
+                &self.tensors[h.tensor],
+            ),
+        };
+        let symbols = &self.buf.symbols;
+        let describe = |dims: &[Dim]| super::fmt_dims(dims, symbols);
+        let name = format!("{}.reshape([{}])", tensor.name, describe(&shape));
+        let kept = nki_lang::rules::check_reshape(&name, &tensor.name, &from, &shape, &describe);
+        if let Err(v) = kept {
+            return self.error(span, crate::errors::message(&v));
+        }
+        let Ok(reshape) = u8::try_from(self.buf.reshapes.len()) else {
+            return self.error(span, "a kernel has at most 255 reshapes");
+        };
+        self.buf.reshapes.push(nki_lang::ReshapeBuf {
+            name,
+            // At most MAX_TENSORS (16) tensors; remapped with them when outputs are ordered.
+            tensor: u8::try_from(h.tensor).unwrap_or(u8::MAX),
+            shape,
+        });
+        Value::Tensor(Hbm {
+            tensor: h.tensor,
+            reshape: Some(usize::from(reshape)),
+        })
     }
 
     /// `finfo(dtype)` (a float type's limits) or `iinfo(dtype)` (an integer type's), as NumPy's.

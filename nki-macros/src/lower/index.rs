@@ -29,14 +29,16 @@ impl Lowerer<'_> {
         };
         let dims: Vec<Option<u64>> = match &base {
             Value::Poison => return Value::Poison,
-            Value::Tensor(t) => self.tensors[*t]
-                .shape
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(n) => Some(*n),
-                    Dim::Sym(_) => None,
-                })
-                .collect(),
+            Value::Tensor(h) => match h.reshape {
+                Some(r) => &self.buf.reshapes[r].shape,
+                None => &self.tensors[h.tensor].shape,
+            }
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => Some(*n),
+                Dim::Sym(_) => None,
+            })
+            .collect(),
             Value::Tile(v) => {
                 let tile = &self.buf.tiles[v.tile as usize];
                 if *v != TileView::whole(v.tile, &tile.shape) {
@@ -169,8 +171,9 @@ impl Lowerer<'_> {
             return self.error(span, "an access has at most 4 dimensions");
         };
         match base {
-            Value::Tensor(tensor) => Value::Access(Access {
-                tensor,
+            Value::Tensor(h) => Value::Access(Access {
+                tensor: h.tensor,
+                reshape: h.reshape,
                 axes,
                 shape,
             }),

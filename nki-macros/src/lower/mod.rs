@@ -37,7 +37,7 @@ use crate::errors::Errors;
 use crate::parse::model::{
     Block, DimSpec, Expr, Helper, Instance, IterKind, Kernel, MetaKind, MetaValue, Stmt, TensorType,
 };
-use value::Value;
+use value::{Hbm, Value};
 
 /// The most iterations one `static_range` unrolls.
 pub(crate) const MAX_STATIC_TRIP: u64 = 4096;
@@ -307,7 +307,10 @@ impl Lowerer<'_> {
                 role: TensorRole::Input,
                 span: p.name.span().into(),
             });
-            self.bind(&name, Value::Tensor(self.tensors.len().saturating_sub(1)));
+            self.bind(
+                &name,
+                Value::Tensor(Hbm::whole(self.tensors.len().saturating_sub(1))),
+            );
         }
     }
 
@@ -803,7 +806,19 @@ impl Lowerer<'_> {
             };
             for e in items {
                 match self.eval(e) {
-                    Value::Tensor(t) if self.tensors[t].role == TensorRole::Output => {
+                    Value::Tensor(Hbm {
+                        tensor: t,
+                        reshape: Some(r),
+                    }) if self.tensors[t].role == TensorRole::Output => {
+                        if returned.contains(&t) {
+                            self.error(e.span(), "this output is returned twice");
+                        }
+                        self.return_reshaped(t, r);
+                        returned.push(t);
+                    }
+                    Value::Tensor(Hbm { tensor: t, .. })
+                        if self.tensors[t].role == TensorRole::Output =>
+                    {
                         if returned.contains(&t) {
                             self.error(e.span(), "this output is returned twice");
                         }
@@ -869,9 +884,12 @@ impl Lowerer<'_> {
             // At most MAX_TENSORS (16) tensors.
             remap[old] = u8::try_from(new).unwrap_or(u8::MAX);
         }
-        // Every tensor index of the program is in the access pool.
+        // Every tensor index of the program is in the access pool and the reshapes.
         for a in &mut self.buf.accesses {
             a.tensor = remap[a.tensor as usize];
+        }
+        for r in &mut self.buf.reshapes {
+            r.tensor = remap[r.tensor as usize];
         }
         self.buf.tensors.clear();
         for &t in &order {
@@ -883,6 +901,35 @@ impl Lowerer<'_> {
                 role: x.role,
             });
             self.spans.tensors.push(x.span);
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// Output `t` returned through its reshape `r` (NKI's `return out.reshape(shape)`): the
+    /// kernel's output has the reshape's dimensions, and the dimensions it was created with
+    /// become a reshape of it. The accesses are swapped to match.
+    fn return_reshaped(&mut self, t: usize, r: usize) {
+        let created = self.tensors[t].shape.clone();
+        let returned = self.buf.reshapes[r].shape.clone();
+        let name = format!(
+            "{}.reshape([{}])",
+            self.tensors[t].name,
+            fmt_dims(&created, &self.buf.symbols)
+        );
+        self.tensors[t].shape = returned;
+        let view = &mut self.buf.reshapes[r];
+        view.shape = created;
+        view.name = name;
+        let (t8, r8) = (u8::try_from(t).ok(), u8::try_from(r).ok());
+        for a in &mut self.buf.accesses {
+            if Some(a.tensor) == t8 {
+                a.reshape = match a.reshape {
+                    None => r8,
+                    x if x == r8 => None,
+                    other => other,
+                };
+            }
         }
     }
 }

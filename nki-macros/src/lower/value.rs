@@ -111,11 +111,32 @@ impl Buffer {
     }
 }
 
+/// A whole HBM tensor, under its own dimensions or a reshape's.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Hbm {
+    /// Tensor id (see [`super::Lowerer::tensor`]).
+    pub tensor: usize,
+    /// The reshape it is seen through (index in the program's reshapes), if any.
+    pub reshape: Option<usize>,
+}
+
+impl Hbm {
+    /// The tensor under its own dimensions.
+    pub fn whole(tensor: usize) -> Hbm {
+        Hbm {
+            tensor,
+            reshape: None,
+        }
+    }
+}
+
 /// An indexed HBM tensor: one index per axis over a tile-shaped grid.
 #[derive(Clone, Debug)]
 pub struct Access {
     /// Tensor id (see [`super::Lowerer::tensor`]).
     pub tensor: usize,
+    /// The reshape whose axes `axes` index, if not the tensor's own.
+    pub reshape: Option<usize>,
     /// One index per tensor axis; grid coefficients refer to `shape`'s dimensions.
     pub axes: Vec<Idx>,
     /// The grid's shape.
@@ -143,8 +164,8 @@ pub enum Value {
         /// Divisor.
         div: u64,
     },
-    /// A whole HBM tensor.
-    Tensor(usize),
+    /// A whole HBM tensor (or a reshape of one).
+    Tensor(Hbm),
     /// An indexed HBM tensor.
     Access(Access),
     /// A tile or a view of one.

@@ -12,7 +12,7 @@
 )]
 
 use nki_lang::{
-    Extent, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSOR_RANK, MAX_TENSORS, MAX_VARS,
+    Extent, HbmAccess, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_TENSOR_RANK, MAX_TENSORS, MAX_VARS,
     OperandRef, Program,
 };
 
@@ -41,7 +41,7 @@ fn each_output_access(
     instrs: core::ops::Range<usize>,
     mut ranges: [(i128, i128); MAX_VARS],
     depth: usize,
-    mut f: impl FnMut(usize, &[(i128, i128)]),
+    mut f: impl FnMut(usize, &HbmAccess, &[(i128, i128)]),
 ) {
     let p: &Program<'_> = b.program;
     let inputs = p.input_count();
@@ -115,7 +115,7 @@ fn each_output_access(
                 }
                 *range = (lo, hi);
             }
-            f(out, &axes[..access.axes().len()]);
+            f(out, access, &axes[..access.axes().len()]);
         }
     }
 }
@@ -130,11 +130,9 @@ pub(crate) fn output_hulls(
     depth: usize,
 ) -> [Hull; MAX_TENSORS] {
     let mut hulls = [None; MAX_TENSORS];
-    let inputs = b.program.input_count();
-    each_output_access(b, instrs, ranges, depth, |out, axes| {
-        let (_, shape) = b.hbm(inputs.saturating_add(out));
+    each_output_access(b, instrs, ranges, depth, |out, access, axes| {
         let (mut lo, mut hi) = (0i128, 0i128);
-        for (&(a, z), stride) in axes.iter().zip(shape.strides()) {
+        for (&(a, z), stride) in axes.iter().zip(b.access_strides(access)) {
             // Row-major strides are not negative.
             let st = i128::try_from(stride).unwrap_or(i128::MAX);
             lo = lo.saturating_add(st.saturating_mul(a));
@@ -157,9 +155,19 @@ pub(crate) fn output_boxes(
     depth: usize,
 ) -> [IndexBox; MAX_TENSORS] {
     let mut boxes = [None; MAX_TENSORS];
-    each_output_access(b, instrs, ranges, depth, |out, axes| {
+    let inputs = b.program.input_count();
+    each_output_access(b, instrs, ranges, depth, |out, access, axes| {
         if let Some(bx) = boxes.get_mut(out) {
             let joined = bx.get_or_insert([(i128::MAX, i128::MIN); MAX_TENSOR_RANK]);
+            if access.reshape.is_some() {
+                // A reshape's indices are not the output's: the box is the whole output.
+                let (_, shape) = b.hbm(inputs.saturating_add(out));
+                for (j, &n) in joined.iter_mut().zip(shape.as_slice()) {
+                    let last = i128::try_from(n).unwrap_or(i128::MAX).saturating_sub(1);
+                    *j = (j.0.min(0), j.1.max(last));
+                }
+                return;
+            }
             for (j, &(a, z)) in joined.iter_mut().zip(axes) {
                 *j = (j.0.min(a), j.1.max(z));
             }

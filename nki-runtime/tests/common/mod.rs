@@ -164,6 +164,7 @@ impl Access {
     pub fn over(&self, shape: &TileShape) -> HbmAccess {
         HbmAccess {
             tensor: self.tensor,
+            reshape: None,
             rank: self.rank,
             shape: *shape,
             axes: self.axes,

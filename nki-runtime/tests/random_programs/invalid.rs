@@ -315,6 +315,12 @@ impl Calls<'_, '_, '_> {
                 } else {
                     self.c.below(256) as u8
                 },
+                // The programs have no reshape: any index is out of range.
+                reshape: if self.c.chance(10) {
+                    Some(self.c.below(3) as u8)
+                } else {
+                    None
+                },
                 rank: self.c.below(MAX_TENSOR_RANK + 3) as u8,
                 shape: self.shape(),
                 axes,

@@ -110,6 +110,7 @@ fn access(tensor: u8, shape: TileShape, starts: [Affine; 2], grid: [[i64; 2]; 2]
     }
     HbmAccess {
         tensor,
+        reshape: None,
         rank: 2,
         shape,
         axes,

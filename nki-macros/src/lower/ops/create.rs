@@ -324,7 +324,7 @@ impl Lowerer<'_> {
             role: nki_lang::TensorRole::Output,
             span,
         });
-        Value::Tensor(t)
+        Value::Tensor(super::super::value::Hbm::whole(t))
     }
 
     pub(in super::super) fn arange(&mut self, args: &[Arg], span: Span) -> Value {

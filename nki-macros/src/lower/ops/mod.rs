@@ -24,6 +24,7 @@ fn hbm_access(a: &Access) -> HbmAccess {
     HbmAccess {
         // At most MAX_TENSORS tensors and MAX_TENSOR_RANK axes.
         tensor: u8::try_from(a.tensor).unwrap_or(u8::MAX),
+        reshape: a.reshape.map(|r| u8::try_from(r).unwrap_or(u8::MAX)),
         rank: u8::try_from(a.axes.len()).unwrap_or(u8::MAX),
         shape: a.shape,
         axes,
