@@ -32,6 +32,9 @@ pub enum SymbolSource {
     GridCount,
     /// The grid's rank (`program_ndim()`): 0 for a launch without a grid.
     GridRank,
+    /// The product of other symbols and a literal (`N * C`, see [`crate::product`]), bound
+    /// after them.
+    Product,
 }
 
 impl SymbolSource {
@@ -45,15 +48,16 @@ impl SymbolSource {
         match name {
             GRID_COUNT_SYMBOL => SymbolSource::GridCount,
             GRID_RANK_SYMBOL => SymbolSource::GridRank,
+            _ if crate::product::is_product(name) => SymbolSource::Product,
             _ => SymbolSource::Input,
         }
     }
 
     /// The symbol's name for a grid source (`None` for [`SymbolSource::Input`], whose symbols
-    /// are named by the kernel).
+    /// are named by the kernel, and [`SymbolSource::Product`], named by its factors).
     pub fn grid_name(self) -> Option<&'static str> {
         match self {
-            SymbolSource::Input => None,
+            SymbolSource::Input | SymbolSource::Product => None,
             SymbolSource::GridSize(a) => GRID_SIZE_SYMBOLS.get(a as usize).copied(),
             SymbolSource::GridCount => Some(GRID_COUNT_SYMBOL),
             SymbolSource::GridRank => Some(GRID_RANK_SYMBOL),

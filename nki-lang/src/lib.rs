@@ -36,6 +36,7 @@ mod func;
 pub mod grid;
 mod ir;
 mod listing;
+pub mod product;
 mod program;
 #[doc(hidden)]
 pub mod rules;

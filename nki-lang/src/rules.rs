@@ -637,22 +637,33 @@ pub fn check_tensor_dim(tensor: &str, axis: usize, size: u64) -> Result<(), Rule
 /// Whether a reshape from dimensions `from` to `to` keeps the element count: `Ok(true)` when
 /// it does at every launch, `Ok(false)` when only a launch can tell (symbolic dimensions that do
 /// not cancel out: [`crate::ReshapeDecl::elements`] checks it then), and the violation when it
-/// never does. `describe` writes dimensions for the message.
+/// never does. Products of symbols (`N * C`, named in `symbols`) count as their factors.
+/// `describe` writes dimensions for the message.
 pub fn check_reshape(
     name: &str,
     tensor: &str,
     from: &[Dim],
     to: &[Dim],
+    symbols: &[String],
     describe: &dyn Fn(&[Dim]) -> String,
 ) -> Result<bool, RuleViolation> {
-    // The literal dimensions' product (`None` past u64) and the symbols, sorted.
+    use crate::product::{Factor, factors};
+    // The literal factors' product (`None` past u64) and the symbols' names, sorted.
     let split = |dims: &[Dim]| {
         let mut fixed = Some(1u64);
-        let mut syms: Vec<u8> = Vec::new();
+        let mut syms: Vec<&str> = Vec::new();
         for d in dims {
             match *d {
                 Dim::Fixed(n) => fixed = fixed.and_then(|f| f.checked_mul(n)),
-                Dim::Sym(s) => syms.push(s),
+                Dim::Sym(s) => {
+                    let name = symbols.get(usize::from(s)).map_or("?", String::as_str);
+                    for f in factors(name) {
+                        match f {
+                            Factor::Literal(n) => fixed = fixed.and_then(|f| f.checked_mul(n)),
+                            Factor::Symbol(s) => syms.push(s),
+                        }
+                    }
+                }
             }
         }
         syms.sort_unstable();

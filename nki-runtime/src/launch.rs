@@ -18,6 +18,7 @@ use core::fmt::Write as _;
 
 use ndarray::{Dimension, ShapeError};
 use nki_lang::constraint::check_constraints;
+use nki_lang::grid::SymbolSource;
 use nki_lang::{Constraint, DType, Dim, Extent, MAX_SYMBOLS, Program, SymbolValues};
 
 use crate::grid::LaunchGrid;
@@ -130,6 +131,14 @@ pub enum LaunchError {
         tensor: String,
         /// That input's axis.
         axis: usize,
+    },
+    /// A product of symbolic dimensions (`N * C`) passes `u64::MAX` for the bound symbols.
+    #[error("symbolic dim `{symbol}` passes 2^64 - 1 with {values}")]
+    ProductOverflow {
+        /// The product's name.
+        symbol: String,
+        /// Its factors' values (`N = 200`).
+        values: String,
     },
     /// A reshape's dimensions do not hold its tensor's elements for the bound symbols.
     #[error(
@@ -330,6 +339,7 @@ impl<'p> Kernel<'p> {
             }
         }
         grid.bind_symbols(p, &mut syms);
+        bind_products(p, &mut syms)?;
         check_reshapes(p, &syms)?;
         if let Err(c) = check_constraints(p.constraints(), &syms) {
             return Err(constraint_error(p, c, &syms));
@@ -487,6 +497,40 @@ fn name(names: &[&str], i: usize) -> String {
 }
 
 /// The error for a failed constraint: its text and the values of the symbols it involves.
+/// Binds the program's products of symbols (`N * C`) from their factors' values in `syms`.
+fn bind_products(p: &Program<'_>, syms: &mut SymbolValues) -> Result<(), LaunchError> {
+    let symbols = p.symbols();
+    for (s, name) in symbols.iter().enumerate() {
+        if SymbolSource::of(name) != SymbolSource::Product {
+            continue;
+        }
+        let value = |f: &str| {
+            let i = symbols.iter().position(|n| *n == f)?;
+            syms.get(i).copied()
+        };
+        match nki_lang::product::product_value(name, value) {
+            Some(v) => syms[s] = v,
+            None => {
+                let mut values = String::new();
+                for f in nki_lang::product::factors(name) {
+                    if let nki_lang::product::Factor::Symbol(f) = f {
+                        if !values.is_empty() {
+                            values.push_str(", ");
+                        }
+                        let v = value(f).map_or_else(|| "?".to_string(), |v| v.to_string());
+                        let _ = write!(values, "{f} = {v}");
+                    }
+                }
+                return Err(LaunchError::ProductOverflow {
+                    symbol: name.to_string(),
+                    values,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every reshape's dimensions hold its tensor's elements for the symbols `syms`.
 fn check_reshapes(p: &Program<'_>, syms: &SymbolValues) -> Result<(), LaunchError> {
     for r in p.reshapes() {

@@ -4,8 +4,13 @@ use nki::prelude::*;
 // the tensor's elements (decided here when the symbols cancel out), be integers or the
 // kernel's symbols; a tile is not reshaped.
 #[kernel]
-fn reshape_element_count(x: Hbm<f32, 4, 4>, y: Hbm<f32, N, 4>) -> Hbm<f32, N, 4> {
+fn reshape_element_count(
+    x: Hbm<f32, 4, 4>,
+    y: Hbm<f32, N, 4>,
+    z: Hbm<f32, N, C, 4>,
+) -> Hbm<f32, N, 4> {
     let out = ndarray([N, 4], f32, SharedHbm);
+    let e = z.reshape([N * C, 8]);
     let a = x.reshape([3, 5]);
     let b = y.reshape([N, 8]);
     let c = y.reshape([N / 2, 8]);

@@ -5,8 +5,10 @@
 use super::{Checker, Site};
 use crate::affine::MAX_LOOP_DEPTH;
 use crate::diag::Diagnostic;
+use crate::grid::SymbolSource;
 use crate::ir::ops::Format;
 use crate::ir::{Dir, HbmAccess, Instr, InstrData, OperandRef, Write};
+use crate::product::Factor;
 use crate::program::TensorRole;
 use crate::rules::RuleViolation;
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK};
@@ -44,6 +46,7 @@ impl Checker<'_> {
                 &tensor.name,
                 &tensor.shape,
                 &r.shape,
+                &p.symbols,
                 &describe,
             );
             if let Err(v) = kept {
@@ -89,12 +92,33 @@ impl Checker<'_> {
             }
         }
         self.check_reshapes();
+        // An input's shape binds a symbol it names; the launch grid binds its own; a product
+        // is bound when its factors are.
+        let from_inputs = |s: usize| {
+            p.tensors[..inputs]
+                .iter()
+                .any(|t| u8::try_from(s).is_ok_and(|s| t.shape.contains(&Dim::Sym(s))))
+        };
+        let plain = |name: &str| match SymbolSource::of(name) {
+            SymbolSource::Input => p
+                .symbols
+                .iter()
+                .position(|n| n == name)
+                .is_some_and(from_inputs),
+            SymbolSource::Product => false,
+            SymbolSource::GridSize(_) | SymbolSource::GridCount | SymbolSource::GridRank => true,
+        };
         for (s, name) in p.symbols.iter().enumerate() {
-            // The launch grid binds its own symbols.
-            let bound = crate::grid::SymbolSource::of(name) != crate::grid::SymbolSource::Input
-                || p.tensors[..inputs]
-                    .iter()
-                    .any(|t| u8::try_from(s).is_ok_and(|s| t.shape.contains(&Dim::Sym(s))));
+            let bound = match SymbolSource::of(name) {
+                SymbolSource::Input => from_inputs(s),
+                SymbolSource::Product => crate::product::factors(name).all(|f| match f {
+                    Factor::Literal(_) => true,
+                    Factor::Symbol(f) => plain(f),
+                }),
+                SymbolSource::GridSize(_) | SymbolSource::GridCount | SymbolSource::GridRank => {
+                    true
+                }
+            };
             if !bound {
                 let name = name.clone();
                 self.report(Site::Program, Err(RuleViolation::UnboundSymbol { name }));

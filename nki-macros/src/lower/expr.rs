@@ -41,6 +41,9 @@ impl Lowerer<'_> {
                 let r = self.eval(recv);
                 let m = method.to_string();
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
+                    if h.fixed > 0 {
+                        return self.error(*span, "reshape the whole tensor, then index the reshape: a tensor indexed on its leading axes (`q[b, h]`) is not reshaped");
+                    }
                     return self.reshape(*h, args, *span);
                 }
                 if !AXES.contains(&m.as_str()) {
@@ -226,6 +229,10 @@ impl Lowerer<'_> {
             // `(N + TILE - 1) / TILE`: a literal subtracted from the addend.
             (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k >= 0 && add >= k.unsigned_abs() => {
                 Sym { sym, add: add.saturating_sub(k.unsigned_abs()), div: 1 }
+            }
+            (BinOp::Mul, Sym { sym: a, add: 0, div: 1 }, Sym { sym: b, add: 0, div: 1 }) => self.product(1, &[a, b], span),
+            (BinOp::Mul, Sym { sym, add: 0, div: 1 }, Int(k)) | (BinOp::Mul, Int(k), Sym { sym, add: 0, div: 1 }) if k > 0 => {
+                self.product(k.unsigned_abs(), &[sym], span)
             }
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
@@ -529,11 +536,39 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The product of `literal` and the symbols `syms` (`N * C`, `64 * N`): a symbol of the
+    /// program's table named by its factors ([`nki_lang::product`]), bound at launch.
+    fn product(&mut self, literal: u64, syms: &[u8], span: Span) -> Value {
+        let names: Vec<&str> = syms
+            .iter()
+            .filter_map(|&s| self.buf.symbols.get(usize::from(s)).map(String::as_str))
+            .collect();
+        let Some(name) = nki_lang::product::product_name(literal, &names) else {
+            return self.error(span, "integer overflow in a compile-time expression");
+        };
+        let sym = match self.buf.symbols.iter().position(|s| *s == name) {
+            Some(s) => s,
+            None if self.buf.symbols.len() < nki_lang::MAX_SYMBOLS => {
+                self.buf.symbols.push(name);
+                self.buf.symbols.len().saturating_sub(1)
+            }
+            None => {
+                return self.error(span, format!("a kernel has at most {} symbolic dimensions, counting products such as `{name}`", nki_lang::MAX_SYMBOLS));
+            }
+        };
+        Value::Sym {
+            // sym < MAX_SYMBOLS (8).
+            sym: u8::try_from(sym).unwrap_or(u8::MAX),
+            add: 0,
+            div: 1,
+        }
+    }
+
     /// `tensor.reshape([d0, d1, ...])` (also `reshape((d0, d1))` and `reshape(d0, d1)`): the
     /// tensor's elements, in the same row-major order, under dimensions that are positive
     /// integers or the kernel's symbolic dimensions.
     fn reshape(&mut self, h: Hbm, args: &[crate::parse::model::Arg], span: Span) -> Value {
-        const WHAT: &str = "a reshape's dimension is a positive integer or one of the kernel's symbolic dimensions (`N`)";
+        const WHAT: &str = "a reshape's dimension is a positive integer, one of the kernel's symbolic dimensions (`N`) or a product of them (`N * C`)";
         if let Some(a) = args.iter().find(|a| a.name.is_some()) {
             return self.error(a.value.span(), "`reshape` takes the new dimensions only");
         }
@@ -558,7 +593,10 @@ impl Lowerer<'_> {
                 } => shape.push(Dim::Sym(sym)),
                 Value::Poison => return Value::Poison,
                 Value::Sym { .. } => {
-                    return self.error(e.span(), format!("{WHAT}: a dimension computed from one (`N / 128`, `N + 1`) is not supported"));
+                    return self.error(
+                        e.span(),
+                        format!("{WHAT}: a quotient or sum (`N / 128`, `N + 1`) is not supported"),
+                    );
                 }
                 other => return self.error(e.span(), format!("{WHAT}, not {}", other.describe())),
             }
@@ -573,7 +611,8 @@ impl Lowerer<'_> {
         let symbols = &self.buf.symbols;
         let describe = |dims: &[Dim]| super::fmt_dims(dims, symbols);
         let name = format!("{}.reshape([{}])", tensor.name, describe(&shape));
-        let kept = nki_lang::rules::check_reshape(&name, &tensor.name, &from, &shape, &describe);
+        let kept =
+            nki_lang::rules::check_reshape(&name, &tensor.name, &from, &shape, symbols, &describe);
         if let Err(v) = kept {
             return self.error(span, crate::errors::message(&v));
         }
@@ -587,8 +626,8 @@ impl Lowerer<'_> {
             shape,
         });
         Value::Tensor(Hbm {
-            tensor: h.tensor,
             reshape: Some(usize::from(reshape)),
+            ..Hbm::whole(h.tensor)
         })
     }
 

@@ -34,6 +34,7 @@ impl Lowerer<'_> {
                 None => &self.tensors[h.tensor].shape,
             }
             .iter()
+            .skip(usize::from(h.fixed))
             .map(|d| match d {
                 Dim::Fixed(n) => Some(*n),
                 Dim::Sym(_) => None,
@@ -90,6 +91,25 @@ impl Lowerer<'_> {
         let mut sels = Vec::new();
         for (axis, &dim) in dims.iter().enumerate() {
             let e = order[axis];
+            // Integers on the leading axes only (`q[b, h]`): the tensor of the remaining axes,
+            // indexed later (`q[b, h][[i_p, i_f]]`) or whole where it is an operand.
+            if let Value::Tensor(h) = &base
+                && e.is_none()
+                && !full
+                && !sels.is_empty()
+                && sels.iter().all(|s| matches!(s, Sel::Scalar(_)))
+            {
+                let mut h = *h;
+                for s in &sels {
+                    if let (Sel::Scalar(a), Some(slot)) =
+                        (s, h.prefix.get_mut(usize::from(h.fixed)))
+                    {
+                        *slot = *a;
+                        h.fixed = h.fixed.saturating_add(1);
+                    }
+                }
+                return Value::Tensor(h);
+            }
             match self.select(e, dim, span) {
                 Some(s) => sels.push(s),
                 None => return Value::Poison,
@@ -174,7 +194,12 @@ impl Lowerer<'_> {
             Value::Tensor(h) => Value::Access(Access {
                 tensor: h.tensor,
                 reshape: h.reshape,
-                axes,
+                axes: h
+                    .prefix()
+                    .iter()
+                    .map(|&a| Idx::from_affine(a))
+                    .chain(axes)
+                    .collect(),
                 shape,
             }),
             Value::Tile(v) => self.tile_view(v.tile, &axes, shape, span),

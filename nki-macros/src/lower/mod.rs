@@ -806,9 +806,13 @@ impl Lowerer<'_> {
             };
             for e in items {
                 match self.eval(e) {
+                    Value::Tensor(h) if h.fixed > 0 => {
+                        self.error(e.span(), "a kernel returns whole tensors, not a tensor indexed on its leading axes");
+                    }
                     Value::Tensor(Hbm {
                         tensor: t,
                         reshape: Some(r),
+                        ..
                     }) if self.tensors[t].role == TensorRole::Output => {
                         if returned.contains(&t) {
                             self.error(e.span(), "this output is returned twice");

@@ -1,7 +1,9 @@
-//! HBM reshapes, NKI's `tensor.reshape(shape)`: the same elements, in the same row-major order,
-//! under other dimensions. Loads and stores through a reshape of an input or an output against
-//! plain-loop references; element counts checked when the kernel compiles, or at launch when
-//! the symbols decide; strict launches and the timing model see the tensor's own elements.
+//! Views of HBM tensors. Reshapes, NKI's `tensor.reshape(shape)`: the same elements, in the same
+//! row-major order, under other dimensions; loads and stores through a reshape of an input or an
+//! output against plain-loop references; element counts checked when the kernel compiles, or at
+//! launch when the symbols decide; strict launches and the timing model see the tensor's own
+//! elements. Partial indexing, NKI's `q[b, h]` then `[i_p, i_f]`: integers on the leading axes
+//! leave a tensor of the remaining ones.
 
 mod common;
 
@@ -86,6 +88,44 @@ fn split_rows_returned_reshaped(x: Hbm<f32, N, 128>) -> Hbm<f32, N, 128> {
         }
     }
     dst.reshape([N, 128])
+}
+
+/// Attention-style partial indexing: `q[[b, h]]` (NKI's `q[b, h]`) of `q` [B, H, S, 64] is the [S, 64] matrix of
+/// batch `b`, head `h`, indexed again by row tiles; `out[b, h]` the same on the output. Each
+/// element is doubled.
+#[kernel]
+fn double_per_head(q: Hbm<f32, B, 2, S, 64>) -> Hbm<f32, B, 2, S, 64> {
+    let out = ndarray([B, 2, S, 64], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..64];
+    for b in affine_range(B) {
+        for h in affine_range(2) {
+            let qh = q[[b, h]];
+            let oh = out[[b, h]];
+            for s in affine_range(S / 128) {
+                let t = load(qh[[s * 128 + ip, jf]]);
+                store(oh[[s * 128 + ip, jf]], add(t, t));
+            }
+        }
+    }
+    out
+}
+
+/// NKI's interpolation kernels' pattern: `src.reshape((n * c, h, w))`, rows over the product of
+/// two traced dimensions, and `dst.reshape((n, c, h, w))` returned. Each element plus one.
+#[kernel]
+fn rows_of_batches_and_channels(src: Hbm<f32, N, C, 64>) -> Hbm<f32, N, C, 64> {
+    let rows = src.reshape([N * C, 64]);
+    let dst = ndarray([N * C, 64], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..64];
+    for i in affine_range((N * C + 127) / 128) {
+        let t = load(rows[[i * 128 + ip, jf]], mask = i * 128 + ip < N * C);
+        store(
+            dst[[i * 128 + ip, jf]],
+            add(t, 1.0),
+            mask = i * 128 + ip < N * C,
+        );
+    }
+    dst.reshape([N, C, 64])
 }
 
 fn rms_reference(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f64> {
@@ -185,6 +225,42 @@ fn an_output_returned_through_a_reshape_has_the_reshapes_dimensions() {
     assert!(
         listing.contains("reshape dst.reshape([N, 2, 64]) = dst[N, 2, 64]"),
         "{listing}"
+    );
+}
+
+#[test]
+fn a_tensor_indexed_on_its_leading_axes_is_indexed_again_on_the_rest() {
+    use nki::ndarray::{Array4, Ix4};
+    let (b, s) = (3, 256);
+    let q: Array4<f32> = rand_f32(Ix4(b, 2, s, 64), 21, -100.0, 100.0);
+    let mut core = NeuronCore::default();
+    let out = double_per_head::host(&mut core, q.view()).unwrap();
+    for (ix, &v) in out.indexed_iter() {
+        assert_eq!(f64::from(v), 2.0 * f64::from(q[ix]), "{ix:?}");
+    }
+    // The accesses index every axis of the tensor: two leading integers, then the tile.
+    let listing = double_per_head::KERNEL.program().to_string();
+    assert!(listing.contains("q:f32[b, h, "), "{listing}");
+}
+
+#[test]
+fn a_product_of_traced_dimensions_sizes_a_reshape_a_loop_and_a_mask() {
+    use nki::ndarray::Array3;
+    for (n, c) in [(2, 64), (3, 50), (1, 1)] {
+        let src: Array3<f32> = rand_f32(Ix3(n, c, 64), (n * c) as u64, -9.0, 9.0);
+        let mut core = NeuronCore::default();
+        let out = rows_of_batches_and_channels::host(&mut core, src.view()).unwrap();
+        assert_eq!(out.dim(), (n, c, 64));
+        for (ix, &v) in out.indexed_iter() {
+            // One f32 addition, rounded to nearest even.
+            assert_eq!(v.to_bits(), (src[ix] + 1.0).to_bits(), "N={n} C={c} {ix:?}");
+        }
+    }
+    let program = rows_of_batches_and_channels::KERNEL.program();
+    assert!(
+        program.symbols().contains(&"C * N"),
+        "{:?}",
+        program.symbols()
     );
 }
 
