@@ -41,10 +41,10 @@ impl Lowerer<'_> {
                 let r = self.eval(recv);
                 let m = method.to_string();
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
-                    if h.fixed > 0 {
+                    if !h.prefix.is_empty() {
                         return self.error(*span, "reshape the whole tensor, then index the reshape: a tensor indexed on its leading axes (`q[b, h]`) is not reshaped");
                     }
-                    return self.reshape(*h, args, *span);
+                    return self.reshape(h.clone(), args, *span);
                 }
                 if !AXES.contains(&m.as_str()) {
                     let hint = match m.as_str() {

@@ -34,7 +34,7 @@ impl Lowerer<'_> {
                 None => &self.tensors[h.tensor].shape,
             }
             .iter()
-            .skip(usize::from(h.fixed))
+            .skip(h.prefix.len())
             .map(|d| match d {
                 Dim::Fixed(n) => Some(*n),
                 Dim::Sym(_) => None,
@@ -99,15 +99,11 @@ impl Lowerer<'_> {
                 && !sels.is_empty()
                 && sels.iter().all(|s| matches!(s, Sel::Scalar(_)))
             {
-                let mut h = *h;
-                for s in &sels {
-                    if let (Sel::Scalar(a), Some(slot)) =
-                        (s, h.prefix.get_mut(usize::from(h.fixed)))
-                    {
-                        *slot = *a;
-                        h.fixed = h.fixed.saturating_add(1);
-                    }
-                }
+                let mut h = h.clone();
+                h.prefix.extend(sels.iter().filter_map(|s| match s {
+                    Sel::Scalar(a) => Some(*a),
+                    Sel::Slice { .. } | Sel::Advanced(_) => None,
+                }));
                 return Value::Tensor(h);
             }
             match self.select(e, dim, span) {
@@ -195,7 +191,7 @@ impl Lowerer<'_> {
                 tensor: h.tensor,
                 reshape: h.reshape,
                 axes: h
-                    .prefix()
+                    .prefix
                     .iter()
                     .map(|&a| Idx::from_affine(a))
                     .chain(axes)

@@ -806,7 +806,7 @@ impl Lowerer<'_> {
             };
             for e in items {
                 match self.eval(e) {
-                    Value::Tensor(h) if h.fixed > 0 => {
+                    Value::Tensor(h) if !h.prefix.is_empty() => {
                         self.error(e.span(), "a kernel returns whole tensors, not a tensor indexed on its leading axes");
                     }
                     Value::Tensor(Hbm {

@@ -113,16 +113,14 @@ impl Buffer {
 
 /// A whole HBM tensor, under its own dimensions or a reshape's, or the part of it left after
 /// integers on its leading axes (`q[b, h]`, NKI's partial indexing, indexed again later).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hbm {
     /// Tensor id (see [`super::Lowerer::tensor`]).
     pub tensor: usize,
     /// The reshape it is seen through (index in the program's reshapes), if any.
     pub reshape: Option<usize>,
-    /// The indices of the leading axes fixed by a partial index (`prefix[..fixed]`).
-    pub prefix: [Affine; nki_lang::MAX_TENSOR_RANK],
-    /// How many leading axes are fixed.
-    pub fixed: u8,
+    /// The indices of the leading axes fixed by a partial index.
+    pub prefix: Vec<Affine>,
 }
 
 impl Hbm {
@@ -131,14 +129,8 @@ impl Hbm {
         Hbm {
             tensor,
             reshape: None,
-            prefix: [Affine::ZERO; nki_lang::MAX_TENSOR_RANK],
-            fixed: 0,
+            prefix: Vec::new(),
         }
-    }
-
-    /// The indices of the fixed leading axes.
-    pub fn prefix(&self) -> &[Affine] {
-        &self.prefix[..usize::from(self.fixed).min(nki_lang::MAX_TENSOR_RANK)]
     }
 }
 
