@@ -739,3 +739,79 @@ fn a_reduction_masked_on_a_kept_axis_writes_the_kept_positions() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Masks that bound a composite index, and masks against launch-time values.
+// ---------------------------------------------------------------------------------------------
+
+/// NKI's contributed max-pool pattern: windows `x[p, i + kh]` of 3 columns loaded as a
+/// `[128, 512, 3]` tile under `i < W - (3 - 1)` (a mask on `i` alone bounds `i + kh`), then the
+/// maximum over each window. Column `c` of the output is `max(x[p, c..c + 3])` for
+/// `c < W − 2`; the last two columns keep `x`'s, stored first.
+#[kernel]
+fn sliding_max3(x: Hbm<f32, 128, W>) -> Hbm<f32, 128, W> {
+    let out = ndarray([128, W], f32, SharedHbm);
+    let (ip, i, kh) = mgrid![0..128, 0..512, 0..3];
+    let (op, oi) = mgrid![0..128, 0..512];
+    for t in affine_range((W + 511) / 512) {
+        let row = load(x[[op, t * 512 + oi]], mask = t * 512 + oi < W);
+        store(out[[op, t * 512 + oi]], row, mask = t * 512 + oi < W);
+        let windows = load(x[[ip, t * 512 + i + kh]], mask = t * 512 + i < W - (3 - 1));
+        let m = max(windows, axis = [2], mask = t * 512 + oi < W - 2);
+        store(out[[op, t * 512 + oi]], m, mask = t * 512 + oi < W - 2);
+    }
+    out
+}
+
+#[test]
+fn a_mask_on_one_term_bounds_a_composite_index() {
+    for w in [3usize, 200, 514, 515, 1030] {
+        let x = rand_f32(Ix2(128, w), w as u64, -50.0, 50.0);
+        let mut core = NeuronCore::default();
+        let out = sliding_max3::host(&mut core, x.view()).unwrap();
+        for ((p, c), &v) in out.indexed_iter() {
+            let want = if c + 2 < w {
+                (0..3)
+                    .map(|k| x[[p, c + k]])
+                    .fold(f32::NEG_INFINITY, f32::max)
+            } else {
+                x[[p, c]]
+            };
+            assert_eq!(v.to_bits(), want.to_bits(), "W={w} [{p}, {c}]");
+        }
+    }
+}
+
+/// NKI's cumsum pattern: a condition against a value derived from a dimension, `j + 1 <
+/// n_tiles` with `n_tiles = (N + 511) / 512`: every column tile but the last is doubled.
+#[kernel]
+fn double_all_but_last_tile(x: Hbm<f32, 128, N>) -> Hbm<f32, 128, N> {
+    let out = ndarray([128, N], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..512];
+    let n_tiles = (N + 511) / 512;
+    for j in affine_range(n_tiles) {
+        let t = load(x[[ip, j * 512 + jf]], mask = j * 512 + jf < N);
+        let d = multiply(t, 2.0, mask = (j + 1 < n_tiles) & (j * 512 + jf < N));
+        t[..] = copy(d, mask = (j + 1 < n_tiles) & (j * 512 + jf < N));
+        store(out[[ip, j * 512 + jf]], t, mask = j * 512 + jf < N);
+    }
+    out
+}
+
+#[test]
+fn a_mask_against_a_tile_count_derived_from_a_dimension() {
+    for n in [512usize, 513, 1024, 1500] {
+        let x = rand_f32(Ix2(128, n), n as u64, -50.0, 50.0);
+        let mut core = NeuronCore::default();
+        let out = double_all_but_last_tile::host(&mut core, x.view()).unwrap();
+        let last = n.div_ceil(512) - 1;
+        for ((p, c), &v) in out.indexed_iter() {
+            let want = if c / 512 < last {
+                2.0 * x[[p, c]]
+            } else {
+                x[[p, c]]
+            };
+            assert_eq!(v.to_bits(), want.to_bits(), "N={n} [{p}, {c}]");
+        }
+    }
+}

@@ -225,7 +225,8 @@ impl Checker<'_> {
                 },
             };
             let size = dims[axis];
-            let masked = mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, size));
+            let masked =
+                mask.is_some_and(|(m, axes)| mask_bounds_above(m, axes, ix, &a.shape, size));
             if !self.bound(site, name, axis, target, size, &index, masked, loops) {
                 return false;
             }
@@ -413,24 +414,46 @@ fn clamp(x: i128) -> i64 {
 }
 
 /// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
-/// every element it lets through: the term bounds the same grid expression as the index
-/// (`k * 128 + i_p < n` for the index `k * 128 + i_p` of a dimension `n`). The access's axes
-/// follow the instruction's grid as `axes` says.
-fn mask_bounds_above(mask: &Mask, axes: Axes, ix: &AxisIndex, size: Dim) -> bool {
-    let mut terms = ix.grid.iter().enumerate().filter(|(_, g)| **g != 0);
-    let (Some((axis, &g)), None) = (terms.next(), terms.next()) else {
-        return false;
-    };
+/// every element it lets through: the term bounds one grid expression of the index (`k * 128 +
+/// i_p < n` for the index `k * 128 + i_p` of a dimension `n`), and the index's other grid terms
+/// add at most their largest value over the access's grid `shape` (NKI's pooling kernels index
+/// `i_h + i_kh` under `i_h < H - (K - 1)`). The access's axes follow the instruction's grid as
+/// `axes` says.
+fn mask_bounds_above(
+    mask: &Mask,
+    axes: Axes,
+    ix: &AxisIndex,
+    shape: &TileShape,
+    size: Dim,
+) -> bool {
     mask.terms().iter().any(|t| {
-        if axes.of_grid_axis(t.axis as usize) != Some(axis) || t.coef != g {
+        let Some(axis) = axes.of_grid_axis(t.axis as usize) else {
+            return false;
+        };
+        if ix.grid.get(axis).is_none_or(|&g| g == 0 || t.coef != g) {
             return false;
         }
-        // index − (term's left side) = start − offset must be a constant c; then
-        // index < S + c, inside the dimension when S + c ≤ size.
+        // index − (term's left side) = start − offset + the other grid terms must stay at or
+        // below a constant c; then index < S + c, inside the dimension when S + c ≤ size.
         if t.offset.coef != ix.start.coef {
             return false;
         }
-        let Some(c) = ix.start.constant.checked_sub(t.offset.constant) else {
+        let others = ix
+            .grid
+            .iter()
+            .zip(shape.dims())
+            .enumerate()
+            .filter(|&(j, (&g, _))| j != axis && g > 0)
+            .try_fold(0i64, |c, (_, (&g, &n))| {
+                c.checked_add(g.checked_mul(i64::from(n).saturating_sub(1))?)
+            });
+        let c = ix
+            .start
+            .constant
+            .checked_sub(t.offset.constant)
+            .zip(others)
+            .and_then(|(c, o)| c.checked_add(o));
+        let Some(c) = c else {
             return false;
         };
         match (t.sym, size) {

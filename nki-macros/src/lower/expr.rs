@@ -230,6 +230,20 @@ impl Lowerer<'_> {
             (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k >= 0 && add >= k.unsigned_abs() => {
                 Sym { sym, add: add.saturating_sub(k.unsigned_abs()), div: 1 }
             }
+            // `H - (K - 1)`: below the dimension, a mask's upper side.
+            (BinOp::Sub, Sym { sym, add, div: 1 }, Int(k)) if k > 0 => SymMinus { sym, sub: k.unsigned_abs().saturating_sub(add) },
+            (BinOp::Sub, SymMinus { sym, sub }, Int(k)) if k >= 0 => match sub.checked_add(k.unsigned_abs()) {
+                Some(sub) => SymMinus { sym, sub },
+                None => self.error(span, "integer overflow in a compile-time expression"),
+            },
+            (BinOp::Add, SymMinus { sym, sub }, Int(k)) | (BinOp::Add, Int(k), SymMinus { sym, sub }) if k >= 0 => {
+                let k = k.unsigned_abs();
+                if k >= sub { Sym { sym, add: k - sub, div: 1 } } else { SymMinus { sym, sub: sub - k } }
+            }
+            (_, SymMinus { .. }, _) | (_, _, SymMinus { .. }) => self.error(
+                span,
+                "a symbolic dimension minus a literal (`H - 2`) bounds an index in a mask from above (`i_h < H - 2`); it is no trip count or shape",
+            ),
             (BinOp::Mul, Sym { sym: a, add: 0, div: 1 }, Sym { sym: b, add: 0, div: 1 }) => self.product(1, &[a, b], span),
             (BinOp::Mul, Sym { sym, add: 0, div: 1 }, Int(k)) | (BinOp::Mul, Int(k), Sym { sym, add: 0, div: 1 }) if k > 0 => {
                 self.product(k.unsigned_abs(), &[sym], span)
@@ -436,11 +450,10 @@ impl Lowerer<'_> {
                     Cmp::Ne => x != y,
                 })
             }
-            (x @ (Int(_) | Index(_)), Sym { sym, add, div: 1 }) => match i64::try_from(add) {
-                Ok(add) => self.cond(cmp, x, Int(add), Some(sym), span),
-                Err(_) => self.error(span, "integer overflow in a compile-time expression"),
-            },
-            (Sym { sym, add, div: 1 }, y @ (Int(_) | Index(_))) => {
+            (x @ (Int(_) | Index(_)), s @ (Sym { .. } | SymMinus { .. })) => {
+                self.against_symbol(cmp, x, s, span)
+            }
+            (s @ (Sym { .. } | SymMinus { .. }), y @ (Int(_) | Index(_))) => {
                 let mirrored = match cmp {
                     Cmp::Gt => Cmp::Lt,
                     Cmp::Ge => Cmp::Le,
@@ -448,10 +461,7 @@ impl Lowerer<'_> {
                     Cmp::Le => Cmp::Ge,
                     c @ (Cmp::Eq | Cmp::Ne) => c,
                 };
-                match i64::try_from(add) {
-                    Ok(add) => self.cond(mirrored, y, Int(add), Some(sym), span),
-                    Err(_) => self.error(span, "integer overflow in a compile-time expression"),
-                }
+                self.against_symbol(mirrored, y, s, span)
             }
             (x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => self.cond(cmp, x, y, None, span),
             (x, y) => self.error(
@@ -459,6 +469,55 @@ impl Lowerer<'_> {
                 format!("cannot compare {} and {}", x.describe(), y.describe()),
             ),
         }
+    }
+
+    /// `x cmp s` for an index or integer `x` and a symbolic side `s`: `S + a`, `S − c`, or
+    /// `(S + a) / d` (NKI's `j + 1 < n_tiles` of `n_tiles = (N + 511) // 512`), as a condition
+    /// on `S` alone. For an integer `x`, `x < ⌊(S + a)/d⌋` exactly when `d·x + d − a − 1 < S`,
+    /// `x ≤ ⌊(S + a)/d⌋` when `d·x − a ≤ S`, `x > ⌊(S + a)/d⌋` when `d·x − a > S`, and
+    /// `x ≥ ⌊(S + a)/d⌋` when `d·x + d − a > S`.
+    fn against_symbol(&mut self, cmp: Cmp, x: Value, s: Value, span: Span) -> Value {
+        const OVERFLOW: &str = "integer overflow in a compile-time expression";
+        let (sym, add, div) = match s {
+            Value::Sym { sym, add, div } => match i64::try_from(add) {
+                Ok(a) => (sym, a, div),
+                Err(_) => return self.error(span, OVERFLOW),
+            },
+            Value::SymMinus { sym, sub } => match i64::try_from(sub) {
+                Ok(c) => (sym, -c, 1),
+                Err(_) => return self.error(span, OVERFLOW),
+            },
+            _ => unreachable!("a symbolic side"),
+        };
+        if div == 1 {
+            return self.cond(cmp, x, Value::Int(add), Some(sym), span);
+        }
+        let Ok(d) = i64::try_from(div) else {
+            return self.error(span, OVERFLOW);
+        };
+        let (cmp, shift) = match cmp {
+            Cmp::Lt => (Cmp::Lt, d.checked_sub(add).and_then(|v| v.checked_sub(1))),
+            Cmp::Le => (Cmp::Le, add.checked_neg()),
+            Cmp::Gt => (Cmp::Gt, add.checked_neg()),
+            Cmp::Ge => (Cmp::Gt, d.checked_sub(add)),
+            Cmp::Eq | Cmp::Ne => {
+                return self.error(span, "a mask compares an index with a launch-time quotient (`(N + 511) / 512`) by `<`, `<=`, `>` or `>=`");
+            }
+        };
+        let Some(shift) = shift else {
+            return self.error(span, OVERFLOW);
+        };
+        let Some(x) = self.as_index(x, span) else {
+            return Value::Poison;
+        };
+        let Some(scaled) = x.scale(d) else {
+            return self.error(span, "integer overflow in an index expression");
+        };
+        // `d·x + shift cmp S`, as `(d·x) − (−shift) cmp S`.
+        let Some(neg) = shift.checked_neg() else {
+            return self.error(span, OVERFLOW);
+        };
+        self.cond(cmp, Value::Index(scaled), Value::Int(neg), Some(sym), span)
     }
 
     /// The condition `a − b cmp S` (`S` the symbol `sym`, or 0).
@@ -706,6 +765,7 @@ fn number(v: &Value) -> f64 {
         Value::Bool(_)
         | Value::Index(_)
         | Value::Sym { .. }
+        | Value::SymMinus { .. }
         | Value::Tensor(_)
         | Value::Access(_)
         | Value::Tile(_)

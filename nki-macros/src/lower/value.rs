@@ -168,6 +168,14 @@ pub enum Value {
         /// Divisor.
         div: u64,
     },
+    /// A symbolic dimension minus a positive literal (`H - 2`): the upper side of a mask's
+    /// comparison (`i_h < H - (K - 1)`), which a trip count cannot be.
+    SymMinus {
+        /// Symbol id.
+        sym: u8,
+        /// What is subtracted.
+        sub: u64,
+    },
     /// A whole HBM tensor (or a reshape of one).
     Tensor(Hbm),
     /// An indexed HBM tensor.
@@ -226,6 +234,7 @@ impl Value {
             Value::Bool(_) => "a bool",
             Value::Index(_) => "an index expression",
             Value::Sym { .. } => "a symbolic dimension",
+            Value::SymMinus { .. } => "a symbolic dimension minus a literal",
             Value::Tensor(_) => "an HBM tensor",
             Value::Access(_) => "an indexed HBM tensor",
             Value::Tile(_) => "a tile",
