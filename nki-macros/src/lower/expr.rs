@@ -238,7 +238,10 @@ impl Lowerer<'_> {
             },
             (BinOp::Add, SymMinus { sym, sub }, Int(k)) | (BinOp::Add, Int(k), SymMinus { sym, sub }) if k >= 0 => {
                 let k = k.unsigned_abs();
-                if k >= sub { Sym { sym, add: k - sub, div: 1 } } else { SymMinus { sym, sub: sub - k } }
+                match k.checked_sub(sub) {
+                    Some(add) => Sym { sym, add, div: 1 },
+                    None => SymMinus { sym, sub: sub.saturating_sub(k) },
+                }
             }
             (_, SymMinus { .. }, _) | (_, _, SymMinus { .. }) => self.error(
                 span,
@@ -483,10 +486,12 @@ impl Lowerer<'_> {
                 Ok(a) => (sym, a, div),
                 Err(_) => return self.error(span, OVERFLOW),
             },
-            Value::SymMinus { sym, sub } => match i64::try_from(sub) {
-                Ok(c) => (sym, -c, 1),
-                Err(_) => return self.error(span, OVERFLOW),
-            },
+            Value::SymMinus { sym, sub } => {
+                match i64::try_from(sub).ok().and_then(i64::checked_neg) {
+                    Some(a) => (sym, a, 1),
+                    None => return self.error(span, OVERFLOW),
+                }
+            }
             _ => unreachable!("a symbolic side"),
         };
         if div == 1 {
