@@ -171,8 +171,9 @@ impl Lowerer<'_> {
         Value::Unit
     }
 
-    /// A copy of a PSUM view into a new SBUF tile of the same dtype.
-    fn sbuf_copy(
+    /// A copy of a PSUM view into a new SBUF tile of the same dtype: what NKI inserts where a
+    /// PSUM tile is an operand only SBUF can hold.
+    pub(in super::super) fn sbuf_copy(
         &mut self,
         value: TileView,
         span: Span,

@@ -277,6 +277,21 @@ impl Lowerer<'_> {
             };
             ok &= match p.kind {
                 P::Tile(slot) => match self.eval(e) {
+                    // `affine_select` runs on GpSimd, which cannot read PSUM: NKI copies a PSUM
+                    // `on_true_tile` out first.
+                    Value::Tile(v)
+                        if opcode == Opcode::AffineSelect
+                            && self.buf.tiles[v.tile as usize].memory == Memory::Psum =>
+                    {
+                        match self.out_of_psum(v, e.span()) {
+                            Some(v) => {
+                                c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
+                                spans = spans.with(slot as usize, e.span());
+                                true
+                            }
+                            None => false,
+                        }
+                    }
                     Value::Tile(v) => {
                         c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
                         spans = spans.with(slot as usize, e.span());
@@ -308,6 +323,19 @@ impl Lowerer<'_> {
                     }
                 },
                 P::TileOrImm(slot) => match self.operand(e, p.name) {
+                    Some(Operand::Tile(v))
+                        if opcode == Opcode::AffineSelect
+                            && self.buf.tiles[v.tile as usize].memory == Memory::Psum =>
+                    {
+                        match self.out_of_psum(v, e.span()) {
+                            Some(v) => {
+                                c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
+                                spans = spans.with(slot as usize, e.span());
+                                true
+                            }
+                            None => false,
+                        }
+                    }
                     Some(o) => {
                         c.srcs[slot as usize] = Some((o, e.span()));
                         spans = spans.with(slot as usize, e.span());

@@ -125,6 +125,13 @@ impl Lowerer<'_> {
         let (Some(x), Some(y)) = (x, y) else {
             return Value::Poison;
         };
+        // NKI's `nl.matmul` copies an operand out of PSUM first (`nc_matmul` refuses one).
+        let (Some(x), Some(y)) = (
+            self.out_of_psum(x, x_e.span()),
+            self.out_of_psum(y, y_e.span()),
+        ) else {
+            return Value::Poison;
+        };
         if transpose_x {
             return self.matmul_op(
                 x,
@@ -164,6 +171,15 @@ impl Lowerer<'_> {
             dest,
             OpOptions::default(),
         )
+    }
+
+    /// `v`, or its copy into a new SBUF tile when it is in PSUM (`None` after an error).
+    pub(in super::super) fn out_of_psum(&mut self, v: TileView, span: Span) -> Option<TileView> {
+        if self.buf.tiles[v.tile as usize].memory == Memory::Psum {
+            self.sbuf_copy(v, span, None)
+        } else {
+            Some(v)
+        }
     }
 
     fn transpose_op(&mut self, x: TileView, span: Span, dest: Dest<'_>) -> Option<TileView> {
@@ -216,6 +232,10 @@ impl Lowerer<'_> {
         let cast = opts
             .dtype
             .filter(|&d| engine == Engine::Tensor && d != DType::F32);
+        // TensorE writes PSUM: a transpose assigned into an SBUF tile goes through PSUM and a
+        // copy, as NKI inserts it.
+        let into_sbuf = matches!(dest, Dest::Into { view, .. }
+            if engine == Engine::Tensor && self.buf.tiles[view.tile as usize].memory != Memory::Psum);
         let Some(src) = self.view_id(x, e.span()) else {
             return Value::Poison;
         };
@@ -223,7 +243,7 @@ impl Lowerer<'_> {
             dst: Dst::overwrite(view),
             src,
         };
-        if cast.is_none() {
+        if cast.is_none() && !into_sbuf {
             let t_opts = OpOptions {
                 dtype: opts.dtype,
                 ..t_opts
