@@ -173,7 +173,10 @@ impl ProgramBuf {
             engine: ins.engine,
             data: &ins.data,
             slots: self.slots(ins),
-            masked: ins.mask.is_some(),
+            masked: ins
+                .mask
+                .and_then(|m| self.masks.get(m.index()))
+                .is_some_and(Mask::cuts_grid),
             target: self.target,
         })
     }

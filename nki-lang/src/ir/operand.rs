@@ -160,4 +160,11 @@ impl Mask {
     pub fn terms(&self) -> &[MaskTerm] {
         &self.terms[..(self.len as usize).min(MAX_MASK_TERMS)]
     }
+
+    /// Whether some condition bounds a grid axis (cuts the instruction's grid). A mask without
+    /// one is a predicate on the loop indices and program ids alone (NKI's `if` on loop
+    /// indices): the instruction runs whole or not at all, which every instruction allows.
+    pub fn cuts_grid(&self) -> bool {
+        self.terms().iter().any(|t| t.coef != 0)
+    }
 }

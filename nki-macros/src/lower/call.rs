@@ -329,6 +329,9 @@ impl Lowerer<'_> {
     /// Checks an instruction against its opcode's rules ([`nki_lang::ProgramBuf::infer`]) and
     /// emits it, or reports the broken rule on the blamed operand's tokens.
     pub(super) fn emit_checked(&mut self, instr: Instr, spans: InstrSpans) -> bool {
+        let Some(instr) = self.with_predicate(instr, spans.whole) else {
+            return false;
+        };
         if let Err(b) = self.buf.infer(&instr) {
             self.error(spans.get(b.part), message(&b.violation));
             return false;

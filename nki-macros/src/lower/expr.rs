@@ -79,11 +79,12 @@ impl Lowerer<'_> {
             } => match self.eval(cond) {
                 Value::Bool(true) => self.branch(then),
                 Value::Bool(false) => els.as_ref().map_or(Value::Unit, |b| self.branch(b)),
+                Value::Cond(conds) => self.predicated(&conds, then, els.as_deref(), cond.span()),
                 Value::Poison => Value::Poison,
                 other => self.error(
                     cond.span(),
                     format!(
-                        "an `if` condition must be known at compile time (a meta-parameter, a constant comparison), not {}: a kernel's control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported)",
+                        "an `if` condition must be known at compile time (a meta-parameter, a constant comparison) or compare loop indices (`if i < 2`), not {}: a kernel's control flow cannot depend on runtime values (err_dynamic_control_flow_not_supported)",
                         other.describe()
                     ),
                 ),
@@ -172,6 +173,10 @@ impl Lowerer<'_> {
                 Cond(x)
             }
             (BinOp::BitAnd, Bool(x), Bool(y)) => Bool(x & y),
+            // A condition known at compile time joined with one on indices (NKI's
+            // `(i < n_tile_q) & causal_mask` where `causal_mask` may be `True`).
+            (BinOp::BitAnd, Cond(c), Bool(true)) | (BinOp::BitAnd, Bool(true), Cond(c)) => Cond(c),
+            (BinOp::BitAnd, Cond(_), Bool(false)) | (BinOp::BitAnd, Bool(false), Cond(_)) => Bool(false),
             (BinOp::BitOr, Bool(x), Bool(y)) => Bool(x | y),
             (BinOp::BitXor, Bool(x), Bool(y)) => Bool(x ^ y),
             (BinOp::BitOr | BinOp::BitXor, Cond(_), _) | (BinOp::BitOr | BinOp::BitXor, _, Cond(_)) => self.error(

@@ -7,13 +7,15 @@
 //! with 0.
 
 use crate::span::Span;
-use nki_lang::{AxisIndex, Cmp, MAX_MASK_TERMS, Mask, MaskId, MaskTerm};
+use nki_lang::{AxisIndex, Cmp, Instr, MAX_MASK_TERMS, Mask, MaskId, MaskTerm};
 
 use super::Lowerer;
 use super::value::{Cond, Value};
 use crate::parse::model::Expr;
 
 const NOT_A_BOX: &str = "err_unsupported_expression_in_mask";
+
+const YIELDS: &str = "an `if` on loop indices runs its branches as instructions predicated on the condition, so it yields no value: assign into a tile declared before it (`t[..] = ...`)";
 
 impl Lowerer<'_> {
     /// The mask of a `mask =` argument (`None` after an error; `Some(None)` when the mask
@@ -73,7 +75,7 @@ impl Lowerer<'_> {
     }
 
     /// Appends the bounds of one condition: `expr cmp S` as `coef · t + offset < S`.
-    fn mask_terms(&mut self, c: &Cond, span: Span, out: &mut Vec<MaskTerm>) -> bool {
+    pub(super) fn mask_terms(&mut self, c: &Cond, span: Span, out: &mut Vec<MaskTerm>) -> bool {
         let axes: Vec<usize> = (0..c.expr.grid.len())
             .filter(|&j| c.expr.grid[j] != 0)
             .collect();
@@ -140,6 +142,110 @@ impl Lowerer<'_> {
                 false
             }
         }
+    }
+
+    /// `if cond { then } else { els }` where `cond` compares loop indices or program ids (NKI's
+    /// `if (i < n_tile_q) & causal_mask:` in flash attention): both branches are lowered, each
+    /// instruction of `then` predicated on `cond` and each of `els` on its negation (a mask of
+    /// loop-only conditions, which runs or skips the instruction whole). Yields nothing.
+    pub(super) fn predicated(
+        &mut self,
+        conds: &[Cond],
+        then: &crate::parse::model::Block,
+        els: Option<&crate::parse::model::Block>,
+        span: Span,
+    ) -> Value {
+        if conds.iter().any(|c| c.expr.is_advanced()) {
+            return self.error(
+                span,
+                format!("an `if` condition on index grids would split an instruction's elements: mask them (`mask = ...`) or use `affine_select` ({NOT_A_BOX})"),
+            );
+        }
+        let mut terms = Vec::new();
+        for c in conds {
+            if !self.mask_terms(c, span, &mut terms) {
+                return Value::Poison;
+            }
+        }
+        let negated = match (els, conds) {
+            (None, _) => None,
+            (Some(_), [c]) => Some(Cond {
+                cmp: match c.cmp {
+                    Cmp::Lt => Cmp::Ge,
+                    Cmp::Le => Cmp::Gt,
+                    Cmp::Gt => Cmp::Le,
+                    Cmp::Ge => Cmp::Lt,
+                    Cmp::Eq => Cmp::Ne,
+                    Cmp::Ne => Cmp::Eq,
+                },
+                ..*c
+            }),
+            (Some(_), _) => {
+                return self.error(
+                    span,
+                    "the `else` of an `if` on several joined conditions runs where any of them fails, which no mask describes: write an `if` per case",
+                );
+            }
+        };
+        let mut else_terms = Vec::new();
+        if let Some(c) = negated
+            && !self.mask_terms(&c, span, &mut else_terms)
+        {
+            return Value::Poison;
+        }
+        let v = self.under_predicate(terms, then);
+        if let Some(b) = els {
+            let w = self.under_predicate(else_terms, b);
+            if !matches!(w, Value::Unit | Value::Poison) {
+                return self.error(span, YIELDS);
+            }
+        }
+        match v {
+            Value::Unit | Value::Poison => v,
+            _ => self.error(span, YIELDS),
+        }
+    }
+
+    /// Lowers `b` with every instruction predicated on `terms` too.
+    fn under_predicate(&mut self, terms: Vec<MaskTerm>, b: &crate::parse::model::Block) -> Value {
+        let outer = self.predicate.len();
+        self.predicate.extend(terms);
+        let v = self.branch(b);
+        self.predicate.truncate(outer);
+        v
+    }
+
+    /// `instr`'s mask joined with the enclosing `if`s' predicates (`None` after an error).
+    pub(super) fn with_predicate(&mut self, instr: Instr, span: Span) -> Option<Instr> {
+        if self.predicate.is_empty() {
+            return Some(instr);
+        }
+        let mut terms: Vec<MaskTerm> = instr
+            .mask
+            .and_then(|m| self.buf.masks.get(m.index()))
+            .map_or_else(Vec::new, |m| m.terms().to_vec());
+        terms.extend(self.predicate.iter().copied());
+        if terms.len() > MAX_MASK_TERMS {
+            self.error(
+                span,
+                format!("an instruction under an `if` on loop indices joins at most {MAX_MASK_TERMS} conditions with its own mask ({NOT_A_BOX})"),
+            );
+            return None;
+        }
+        let mut mask = Mask {
+            terms: [terms[0]; MAX_MASK_TERMS],
+            // At most MAX_MASK_TERMS, checked above.
+            len: u8::try_from(terms.len()).unwrap_or(u8::MAX),
+        };
+        mask.terms[..terms.len()].copy_from_slice(&terms);
+        let Some(id) = self.buf.add_mask(mask) else {
+            self.error(span, "a kernel uses at most 65535 distinct masks");
+            return None;
+        };
+        Some(Instr {
+            mask: Some(id),
+            ..instr
+        })
     }
 
     /// The predicate of `affine_select`: one comparison of an affine expression of the grid

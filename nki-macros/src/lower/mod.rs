@@ -140,6 +140,9 @@ pub struct Lowerer<'e> {
     loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
+    /// The conditions of the enclosing `if`s on loop indices: every instruction lowered inside
+    /// them is predicated on them ([`Lowerer::predicated`]).
+    predicate: Vec<nki_lang::MaskTerm>,
     /// Tiles declared with block axes (`par_dim`): tile → number of block axes.
     tile_blocks: HashMap<u16, blocks::BlockInfo>,
     temp_count: usize,
@@ -197,6 +200,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
+        predicate: Vec::new(),
         tile_blocks: HashMap::new(),
         temp_count: 0,
         helpers: &kernel.helpers,

@@ -58,7 +58,8 @@ pub struct InferIn<'a> {
     pub data: &'a InstrData,
     /// What each slot holds.
     pub slots: [Slot; MAX_SLOTS],
-    /// Whether the instruction has a mask.
+    /// Whether the instruction has a mask that cuts its grid ([`crate::Mask::cuts_grid`]; a
+    /// predicate on loop indices alone runs or skips any instruction whole).
     pub masked: bool,
     /// The generation the program is for.
     pub target: Target,
