@@ -4,8 +4,7 @@
 //! `max_pooling_2d_stride_1` (`contributed/maxpooling.py`): what differs is Rust's spelling
 //! only — `x[[a, b]]` for `x[a, b]`, `mgrid![..]` for `nl.mgrid[..]`, the trace-time integers
 //! `h_in`, `w_in`, `pool_size` as meta-parameters (NKI reads them from the traced shape and the
-//! Python argument), the output's shape written in the signature, and a `let` per name where
-//! Python assigns a tuple of integers (`h_out, w_out = ...`).
+//! Python argument), and the output's shape written in the signature.
 
 mod common;
 
@@ -22,10 +21,8 @@ fn max_pooling_2d_stride_1<const H: usize, const W: usize, const K: usize>(
     in_tensor: Hbm<f32, H, W>,
 ) -> Hbm<f32, { H - (K - 1) }, { W - (K - 1) }> {
     let k = K;
-    let h_in = H;
-    let w_in = W;
-    let h_out = h_in - (k - 1);
-    let w_out = w_in - (k - 1);
+    let (h_in, w_in) = (H, W);
+    let (h_out, w_out) = (h_in - (k - 1), w_in - (k - 1));
     let out_tensor = ndarray([h_out, w_out], in_tensor.dtype, SharedHbm);
 
     let h_tiles_count = (h_in + tile_size.pmax - 1) / tile_size.pmax;

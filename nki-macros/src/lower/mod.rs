@@ -435,6 +435,35 @@ impl Lowerer<'_> {
                 tuple,
                 value,
             } => {
+                // Python's tuple assignment, `h_out, w_out = h - 2, w - 2`: one binding per
+                // element, each evaluated before any is bound.
+                if *tuple && let Expr::Tuple(items, span) = value {
+                    if items.len() != names.len() {
+                        self.error(
+                            *span,
+                            format!(
+                                "the tuple has {} elements but the pattern binds {} names",
+                                items.len(),
+                                names.len()
+                            ),
+                        );
+                        return;
+                    }
+                    let values: Vec<Value> = items
+                        .iter()
+                        .zip(names)
+                        .map(|(e, n)| {
+                            let name = n.as_ref().map(|i| i.to_string());
+                            self.produce(e, call::Dest::New(name.as_deref()))
+                        })
+                        .collect();
+                    for (n, v) in names.iter().zip(values) {
+                        if let Some(n) = n {
+                            self.bind(&n.to_string(), v);
+                        }
+                    }
+                    return;
+                }
                 let single = if *tuple {
                     None
                 } else {
