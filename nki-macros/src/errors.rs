@@ -50,7 +50,10 @@ impl Errors {
             for (span, msg) in errors.list {
                 let key = |s: &Span, m: &str| format!("{:?}{:?}{m}", s.start, s.end);
                 let k = key(&span, &msg);
+                // The same error at the same tokens (a statement of an unrolled loop) is
+                // one error, naming its instantiation once.
                 match merged.iter_mut().find(|(s, m, _)| key(s, m) == k) {
+                    Some((_, _, who)) if who.contains(&i) => {}
                     Some((_, _, who)) => who.push(i),
                     None => merged.push((span, msg, vec![i])),
                 }

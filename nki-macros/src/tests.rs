@@ -340,6 +340,29 @@ fn meta_parameters_compile_once_per_instantiation() {
 }
 
 #[test]
+fn an_error_in_an_unrolled_loop_names_its_instantiation_once() {
+    // The same statement fails in each of the four unrolled iterations: one error, one name.
+    let item = quote! {
+        fn unrolled<const W: usize>(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+            let out = ndarray([128, 512], f32, SharedHbm);
+            for h in static_range(4) {
+                let t = load(x[[0..128, 0..W]]);
+                store(out[[0..128, 0..W]], t);
+            }
+            out
+        }
+    };
+    let errs = expansion_errors(quote!(a(W = 1024), b(W = 512)), item);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    for e in &errs {
+        assert!(
+            e.ends_with("in the instantiation `a` (W = 1024)"),
+            "{errs:?}"
+        );
+    }
+}
+
+#[test]
 fn nl_tile_size_and_unsupported_masks() {
     let ok = lower(quote! {
         fn k(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
