@@ -446,6 +446,16 @@ pub enum RuleViolation {
         /// What it must be.
         expected: &'static str,
     },
+    /// `nc_matmul`'s PE-array tiling (`tile_position`, `tile_size`) outside its limits.
+    #[error("nc_matmul's tile_position {position:?} and tile_size {size:?}: {why}")]
+    PeTiling {
+        /// `(row, col)`.
+        position: (i64, i64),
+        /// `(rows, cols)`.
+        size: (i64, i64),
+        /// The limit broken.
+        why: &'static str,
+    },
     /// A mask on an instruction that cannot be masked.
     #[error("'{op}' cannot be masked: {why}")]
     MaskNotSupported {
@@ -522,6 +532,7 @@ impl RuleViolation {
             }
             RuleViolation::OperandKind { .. } => "err_unsupported_operand",
             RuleViolation::MaskNotSupported { .. } => "err_unsupported_mask",
+            RuleViolation::PeTiling { .. } => "err_invalid_tile_position",
             RuleViolation::NotBroadcastable { .. } => "err_incompatible_broadcast_shapes",
             RuleViolation::EngineMemory { .. } => "err_unsupported_memory",
             RuleViolation::EngineNotOnTarget { .. } => "err_unsupported_engine",
@@ -690,6 +701,43 @@ pub fn check_reshape(
         // Same symbols, a literal product past u64 on one side or both.
         _ => Err(never()),
     }
+}
+
+/// `nc_matmul(..., tile_position = (row, col), tile_size = (rows, cols))`: the PE array's
+/// tiling, which lets small matmuls run side by side. Both are given, in multiples of 32,
+/// inside the 128 × 128 array; the tile holds the stationary operand (`stationary` is its
+/// `[K, M]`: K rows, M columns); 32-wide tiles need Trn2 or later.
+pub fn check_pe_tiling(
+    position: (i64, i64),
+    size: (i64, i64),
+    stationary: (u32, u32),
+    target: Target,
+) -> Result<(), RuleViolation> {
+    let v = |why| {
+        Err(RuleViolation::PeTiling {
+            position,
+            size,
+            why,
+        })
+    };
+    let all = [position.0, position.1, size.0, size.1];
+    if all.iter().any(|&x| x < 0 || x % 32 != 0) {
+        return v("each is a multiple of 32");
+    }
+    if size.0 == 0 || size.1 == 0 {
+        return v("a tile has at least 32 rows and columns");
+    }
+    let array = i64::from(crate::target::PARTITIONS);
+    if position.0.saturating_add(size.0) > array || position.1.saturating_add(size.1) > array {
+        return v("the tile lies inside the 128 x 128 PE array");
+    }
+    if size.0 < i64::from(stationary.0) || size.1 < i64::from(stationary.1) {
+        return v("the tile holds the stationary operand (K rows, M columns)");
+    }
+    if target == Target::Trn1 && (size.0 == 32 || size.1 == 32) {
+        return v("32-wide tiles need Trn2 or later (gen3)");
+    }
+    Ok(())
 }
 
 /// An operand's address space.

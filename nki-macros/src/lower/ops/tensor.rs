@@ -17,7 +17,16 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        let params = ["stationary", "moving", "mask"];
+        let params = [
+            "stationary",
+            "moving",
+            "mask",
+            "is_stationary_onezero",
+            "is_moving_onezero",
+            "is_transpose",
+            "tile_position",
+            "tile_size",
+        ];
         let Some(a) = self.args("nc_matmul", args, &params, 2, span) else {
             return Value::Poison;
         };
@@ -27,6 +36,48 @@ impl Lowerer<'_> {
         let (Some(s), Some(m)) = (s, m) else {
             return Value::Poison;
         };
+        // Hints that leave the result as it is: 0/1 operands, an identity `moving` (a PE
+        // transpose).
+        for (k, name) in [
+            (3, "is_stationary_onezero"),
+            (4, "is_moving_onezero"),
+            (5, "is_transpose"),
+        ] {
+            if let Some(e) = a[k] {
+                match self.eval(e) {
+                    Value::Bool(_) => {}
+                    Value::Poison => return Value::Poison,
+                    other => {
+                        return self.error(
+                            e.span(),
+                            format!("`{name}` is a bool, not {}", other.describe()),
+                        );
+                    }
+                }
+            }
+        }
+        // The PE array's tiling: where the stationary operand sits; the result is the same.
+        match (a[6], a[7]) {
+            (None, None) => {}
+            (Some(p_e), Some(z_e)) => {
+                let (Some(position), Some(size)) = (self.int_pair(p_e), self.int_pair(z_e)) else {
+                    return Value::Poison;
+                };
+                let dims = s.shape.dims();
+                let stationary = (dims[0], dims[1..].iter().product::<u32>());
+                if let Err(v) =
+                    nki_lang::rules::check_pe_tiling(position, size, stationary, self.buf.target)
+                {
+                    return self.error(span, crate::errors::message(&v));
+                }
+            }
+            (Some(e), None) | (None, Some(e)) => {
+                return self.error(
+                    e.span(),
+                    "`tile_position` and `tile_size` are given together",
+                );
+            }
+        }
         // The opcode's rule refuses a mask (NKI masks a matmul through its operands' indices).
         let mut opts = OpOptions::default();
         if let Some(e) = a[2]
@@ -35,6 +86,33 @@ impl Lowerer<'_> {
             return Value::Poison;
         }
         self.matmul_op(s, m, s_e.span(), m_e.span(), span, dest, opts)
+    }
+
+    /// A pair of compile-time integers, `(a, b)` or `[a, b]` (`None` after an error).
+    fn int_pair(&mut self, e: &crate::parse::model::Expr) -> Option<(i64, i64)> {
+        use crate::parse::model::Expr;
+        let items = match e {
+            Expr::Tuple(items, _) | Expr::Array(items, _) if items.len() == 2 => items,
+            _ => {
+                self.error(e.span(), "expected two integers, `(a, b)`");
+                return None;
+            }
+        };
+        let mut out = [0i64; 2];
+        for (o, item) in out.iter_mut().zip(items) {
+            match self.eval(item) {
+                Value::Int(n) => *o = n,
+                Value::Poison => return None,
+                other => {
+                    self.error(
+                        item.span(),
+                        format!("expected an integer, not {}", other.describe()),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some((out[0], out[1]))
     }
 
     #[allow(clippy::too_many_arguments)]
