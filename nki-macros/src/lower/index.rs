@@ -40,16 +40,9 @@ impl Lowerer<'_> {
                 Dim::Sym(_) => None,
             })
             .collect(),
-            Value::Tile(v) => {
-                let tile = &self.buf.tiles[v.tile as usize];
-                if *v != TileView::whole(v.tile, &tile.shape) {
-                    return self.error(
-                        span,
-                        "a view of a tile cannot be indexed again: index the tile itself",
-                    );
-                }
-                tile.shape.dims().iter().map(|&d| Some(d as u64)).collect()
-            }
+            // A view is indexed within its own dimensions (NKI's view passed to a helper and
+            // indexed there).
+            Value::Tile(v) => v.shape.dims().iter().map(|&d| Some(d as u64)).collect(),
             other => return self.error(span, format!("cannot index {}", other.describe())),
         };
         let full = indices.len() == 1
@@ -198,7 +191,7 @@ impl Lowerer<'_> {
                     .collect(),
                 shape,
             }),
-            Value::Tile(v) => self.tile_view(v.tile, &axes, shape, span),
+            Value::Tile(v) => self.tile_view(v, &axes, shape, span),
             _ => unreachable!("checked above"),
         }
     }
@@ -344,8 +337,11 @@ impl Lowerer<'_> {
         Some((lo, hi))
     }
 
-    fn tile_view(&mut self, tile: u16, axes: &[Idx], shape: TileShape, span: Span) -> Value {
-        let tshape = self.buf.tiles[tile as usize].shape;
+    /// The view of `base` (a whole tile, or a view of one) that `axes` index over a grid of
+    /// `shape`.
+    fn tile_view(&mut self, base: TileView, axes: &[Idx], shape: TileShape, span: Span) -> Value {
+        let tile = base.tile;
+        let whole = base == TileView::whole(tile, &self.buf.tiles[tile as usize].shape);
         let p = &axes[0];
         let part_ok = p.lin.is_constant()
             && p.lin.constant >= 0
@@ -355,25 +351,36 @@ impl Lowerer<'_> {
             let v = nki_lang::RuleViolation::PartitionStride;
             return self.error(span, crate::errors::message(&v));
         }
-        let free = tshape.free();
-        // Row-major strides of the tile's free dimensions: their product is the tile's free
-        // size, which a tile shape keeps far below i64::MAX.
-        let mut row = vec![1i64; free.len()];
-        for j in (0..free.len().saturating_sub(1)).rev() {
-            row[j] = row[j.saturating_add(1)].saturating_mul(i64::from(free[j.saturating_add(1)]));
+        // A view's partitions are checked here (the program checks the tile's).
+        let parts = i128::from(p.lin.constant).saturating_add(i128::from(shape.dims()[0]));
+        if !whole && parts > i128::from(base.shape.dims()[0]) {
+            return self.error(
+                span,
+                format!(
+                    "out-of-bound access for a view of tile `{}` on dimension 0: partitions [{}, {}) exceed the view's {} (err_tensor_access_out_of_bound)",
+                    self.buf.tiles[tile as usize].name,
+                    p.lin.constant,
+                    parts,
+                    base.shape.dims()[0]
+                ),
+            );
         }
-        let mut offset = Affine::ZERO;
+        let free = base.shape.free();
+        // The base's strides: row-major for a whole tile (their product is the tile's free
+        // size, which a tile shape keeps far below i64::MAX).
+        let row = &base.strides[..free.len()];
+        let mut offset = base.offset;
         let mut strides = [0i64; MAX_TILE_RANK - 1];
         for (a, idx) in axes[1..].iter().enumerate() {
             if idx.grid[0] != 0 {
                 return self.error(span, "the partition axis of an index grid can only index a tile's partition dimension");
             }
-            // Each free axis of a tile with several stays inside its own dimension (the
-            // flattened free range is checked with the program).
-            let info = self.tile_blocks.get(&tile).copied();
+            // Each free axis of a tile with several, and of a view, stays inside its own
+            // dimension (a whole tile's flattened free range is checked with the program).
+            let info = self.tile_blocks.get(&tile).copied().filter(|_| whole);
             // A block axis a symbolic dimension sizes is checked at launch.
             let symbolic = info.is_some_and(|i| i.symbolic.is_some() && a == 0);
-            if free.len() > 1
+            if (free.len() > 1 || !whole)
                 && !symbolic
                 && let Some((lo, hi)) = self.index_range(idx, &shape)
                 && (lo < 0 || hi >= i128::from(free[a]))
@@ -393,10 +400,15 @@ impl Lowerer<'_> {
                 }
                 // NKI numbers the axes as written: the block axes, the partition axis, then
                 // the free axes.
+                let what = if whole {
+                    format!("tile `{name}`")
+                } else {
+                    format!("a view of tile `{name}`")
+                };
                 return self.error(
                     span,
                     format!(
-                        "out-of-bound access for tile `{name}` on dimension {}: index range [{lo}, {hi}] exceeds dimension size of {} (err_tensor_access_out_of_bound)",
+                        "out-of-bound access for {what} on dimension {}: index range [{lo}, {hi}] exceeds dimension size of {} (err_tensor_access_out_of_bound)",
                         a.saturating_add(1),
                         free[a]
                     ),
@@ -417,7 +429,8 @@ impl Lowerer<'_> {
                 *stride = s;
             }
         }
-        let Ok(part_start) = u32::try_from(p.lin.constant) else {
+        let start = i64::from(base.part_start).checked_add(p.lin.constant);
+        let Some(Ok(part_start)) = start.map(u32::try_from) else {
             return self.error(
                 span,
                 crate::errors::message(&nki_lang::RuleViolation::PartitionStride),

@@ -1,0 +1,49 @@
+//! A view of a tile indexed again (NKI's pattern of passing `buf[g]` or `t[:, 0:256]` to a
+//! helper that indexes it): the indices are the view's, composed with its place in the tile;
+//! against plain loops. Indexing past the view is a compile error (a UI test).
+
+mod common;
+
+use common::*;
+use nki::ndarray::Ix2;
+use nki::prelude::*;
+
+/// Doubles the first 64 rows and last 128 columns of a `[128, 256]` view it is given.
+#[helper]
+fn double_corner(v: Tile) {
+    let (i_p, i_f) = mgrid![0..64, 0..128];
+    v[[i_p, 128 + i_f]] = multiply(v[[i_p, 128 + i_f]], 2.0);
+}
+
+/// `t` is `[128, 512]`; its right half `t[[0..128, 256..512]]` goes to the helper, so the
+/// doubled block is rows 0..64, columns 384..512. A strided view (every other column of the
+/// left half) is indexed again too: its columns 0..64 (tile columns 0, 2, …, 126) are negated.
+#[kernel]
+fn views_indexed_again(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let t = load(x[..]);
+    double_corner(t[[0..128, 256..512]]);
+    let (i_p, i_f) = mgrid![0..128, 0..128];
+    let even = t[[i_p, 2 * i_f]];
+    let (j_p, j_f) = mgrid![0..128, 0..64];
+    even[[j_p, j_f]] = multiply(even[[j_p, j_f]], -1.0);
+    store(out[..], t);
+    out
+}
+
+#[test]
+fn a_view_indexed_again_addresses_its_own_elements() {
+    let x = rand_f32(Ix2(128, 512), 8, -10.0, 10.0);
+    let mut core = NeuronCore::default();
+    let out = views_indexed_again::host(&mut core, x.view()).unwrap();
+    for ((r, c), &v) in out.indexed_iter() {
+        let mut want = x[[r, c]];
+        if r < 64 && c >= 384 {
+            want *= 2.0;
+        }
+        if c < 128 && c % 2 == 0 {
+            want = -want;
+        }
+        assert_eq!(v.to_bits(), want.to_bits(), "[{r}, {c}]");
+    }
+}
