@@ -68,6 +68,24 @@ impl Lowerer<'_> {
             }
             Expr::Index { base, indices, span } => {
                 let b = self.eval(base);
+                // The index grid itself as the index (NKI's `x[g]` for `g = nl.mgrid[...]`):
+                // its axes, one per tensor axis.
+                if let [Expr::Name(g)] = indices.as_slice()
+                    && let Some(Value::Grid(axes)) = self.lookup(&g.to_string())
+                {
+                    let n = axes.len();
+                    let fields: Vec<Expr> = AXES[..n.min(AXES.len())]
+                        .iter()
+                        .map(|f| Expr::Field {
+                            base: Box::new(Expr::Name(g.clone())),
+                            field: syn::Ident::new(f, g.span()),
+                            span: *span,
+                        })
+                        .collect();
+                    if fields.len() == n {
+                        return self.index(b, &fields, *span);
+                    }
+                }
                 self.index(b, indices, *span)
             }
             Expr::Mgrid(ranges, span) => self.mgrid(ranges, *span),

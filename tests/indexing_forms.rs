@@ -1,6 +1,7 @@
-//! A view of a tile indexed again (NKI's pattern of passing `buf[g]` or `t[:, 0:256]` to a
-//! helper that indexes it): the indices are the view's, composed with its place in the tile;
-//! against plain loops. Indexing past the view is a compile error (a UI test).
+//! Indexing forms of NKI kernels, against plain loops: a view of a tile indexed again (NKI's
+//! pattern of passing `buf[g]` or `t[:, 0:256]` to a helper that indexes it: the indices are
+//! the view's, composed with its place in the tile; indexing past the view is a compile error,
+//! a UI test), and an index grid itself as the index (`x[g]` for `g = nl.mgrid[...]`).
 
 mod common;
 
@@ -45,5 +46,31 @@ fn a_view_indexed_again_addresses_its_own_elements() {
             want = -want;
         }
         assert_eq!(v.to_bits(), want.to_bits(), "[{r}, {c}]");
+    }
+}
+
+/// `x[g]` and `out[g]` for `g = mgrid![...]`: the grid's axes index the tensor's.
+#[kernel]
+fn grid_as_index(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let g = mgrid![0..128, 0..64];
+    let t = load(x[g]);
+    store(out[g], exp(t));
+    out
+}
+
+#[test]
+fn an_index_grid_indexes_as_its_axes() {
+    let x = rand_f32(Ix2(128, 64), 9, -2.0, 2.0);
+    let mut core = NeuronCore::default();
+    let out = grid_as_index::host(&mut core, x.view()).unwrap();
+    for ((r, c), &v) in out.indexed_iter() {
+        let want = f64::from(x[[r, c]]).exp();
+        // docs/numerics.md: `exp` within 1.013 ulp; an f32 ulp is at most 2^-23 of the value.
+        let ulp = f64::from(f32::EPSILON) * want;
+        assert!(
+            (f64::from(v) - want).abs() <= 1.013 * ulp,
+            "[{r}, {c}]: {v} vs {want}"
+        );
     }
 }
