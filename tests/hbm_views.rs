@@ -128,6 +128,22 @@ fn rows_of_batches_and_channels(src: Hbm<f32, N, C, 64>) -> Hbm<f32, N, C, 64> {
     dst.reshape([N, C, 64])
 }
 
+/// NKI's HBM-to-HBM `dma_copy(dst, src)`: rows of `x` copied to `out` in tiles, the last one
+/// ragged (masked), with no tile in the kernel.
+#[kernel]
+fn hbm_to_hbm(x: Hbm<f32, N, 96>) -> Hbm<f32, N, 96> {
+    let out = ndarray([N, 96], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..96];
+    for i in affine_range((N + 127) / 128) {
+        dma_copy(
+            dst = out[[i * 128 + ip, jf]],
+            src = x[[i * 128 + ip, jf]],
+            mask = i * 128 + ip < N,
+        );
+    }
+    out
+}
+
 fn rms_reference(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f64> {
     let mut out = Array2::zeros(a.raw_dim());
     for (mut o, row) in out.rows_mut().into_iter().zip(a.rows()) {
@@ -262,6 +278,16 @@ fn a_product_of_traced_dimensions_sizes_a_reshape_a_loop_and_a_mask() {
         "{:?}",
         program.symbols()
     );
+}
+
+#[test]
+fn an_hbm_to_hbm_dma_copy_moves_every_element() {
+    for n in [128, 300] {
+        let x = rand_f32(Ix2(n, 96), n as u64, -1e6, 1e6);
+        let mut core = NeuronCore::default();
+        let out = hbm_to_hbm::host(&mut core, x.view()).unwrap();
+        assert_eq!(out, x, "N={n}");
+    }
 }
 
 #[test]

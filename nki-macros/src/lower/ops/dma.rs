@@ -108,6 +108,29 @@ impl Lowerer<'_> {
                 Value::Unit
             }
             Value::Poison => Value::Poison,
+            // HBM to HBM: through an SBUF tile of the access's shape (two transfers where the
+            // device's DMA makes one).
+            Value::Tensor(_) | Value::Access(_)
+                if matches!(self.eval(src_e), Value::Tensor(_) | Value::Access(_)) =>
+            {
+                let dst = self.access_arg(dst_e, Opcode::Store, 1);
+                let src = self.access_arg(src_e, Opcode::Load, 1);
+                let (Some(dst), Some(src)) = (dst, src) else {
+                    return Value::Poison;
+                };
+                let loaded = self.load_access(
+                    Opcode::Load,
+                    &src,
+                    src_e.span(),
+                    span,
+                    Dest::New(None),
+                    options,
+                );
+                let Value::Tile(tmp) = loaded else {
+                    return Value::Poison;
+                };
+                self.store_tile(&dst, dst_e.span(), tmp, src_e.span(), span, options.mask)
+            }
             _ => self.store_exprs(dst_e, src_e, span, options.mask),
         }
     }
@@ -139,30 +162,41 @@ impl Lowerer<'_> {
         span: Span,
         mask: Option<nki_lang::MaskId>,
     ) -> Value {
+        let access = self.access_arg(dst_e, Opcode::Store, 1);
+        let value = self.tile_arg(val_e, Opcode::Store, 0);
+        let (Some(access), Some(value)) = (access, value) else {
+            return Value::Poison;
+        };
+        self.store_tile(&access, dst_e.span(), value, val_e.span(), span, mask)
+    }
+
+    /// A store of the tile view `value` into `access` with a mask.
+    fn store_tile(
+        &mut self,
+        access: &Access,
+        dst_span: Span,
+        mut value: TileView,
+        val_span: Span,
+        span: Span,
+        mask: Option<nki_lang::MaskId>,
+    ) -> Value {
         let options = OpOptions {
             mask,
             ..OpOptions::default()
         };
-        let access = self.access_arg(dst_e, Opcode::Store, 1);
-        let value = self.tile_arg(val_e, Opcode::Store, 0);
-        let (Some(access), Some(mut value)) = (access, value) else {
-            return Value::Poison;
-        };
         if self.buf.tiles[value.tile as usize].memory == Memory::Psum {
-            match self.sbuf_copy(value, val_e.span(), options.mask) {
+            match self.sbuf_copy(value, val_span, options.mask) {
                 Some(v) => value = v,
                 None => return Value::Poison,
             }
         }
-        let Some(hbm) = self.buf.add_access(hbm_access(&access)) else {
+        let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
-        let Some(tile) = self.view_id(value, val_e.span()) else {
+        let Some(tile) = self.view_id(value, val_span) else {
             return Value::Poison;
         };
-        let spans = InstrSpans::at(span)
-            .with(0, val_e.span())
-            .with(1, dst_e.span());
+        let spans = InstrSpans::at(span).with(0, val_span).with(1, dst_span);
         let instr = Instr {
             mask: options.mask,
             ..Instr::new(Opcode::Store, InstrData::Dma { tile, hbm })
