@@ -815,3 +815,51 @@ fn a_mask_against_a_tile_count_derived_from_a_dimension() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// bn_stats under a mask on its partitions (the layernorm tutorial's ragged rows).
+// ---------------------------------------------------------------------------------------------
+
+/// Each row's mean and variance by `bn_stats` over two 512-column chunks and `bn_aggr`, the
+/// rows of the ragged last tile masked, as the layernorm tutorial writes it.
+#[kernel]
+fn row_moments(x: Hbm<f32, N, 1024>) -> Hbm<f32, N, 2> {
+    let out = ndarray([N, 2], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..1024];
+    let (j_p, j_f) = mgrid![0..128, 0..2];
+    for i in affine_range((N + 127) / 128) {
+        let t = load(x[[i * 128 + i_p, i_f]], mask = i * 128 + i_p < N);
+        let stats = ndarray([128, 12], f32, Sbuf);
+        for c in static_range(2) {
+            stats[[0..128, c * 6..(c + 1) * 6]] = bn_stats(
+                t[[0..128, c * 512..(c + 1) * 512]],
+                mask = i * 128 + j_p < N,
+            );
+        }
+        let moments = bn_aggr(stats, mask = i * 128 + j_p < N);
+        store(out[[i * 128 + j_p, j_f]], moments, mask = i * 128 + j_p < N);
+    }
+    out
+}
+
+#[test]
+fn bn_stats_under_a_mask_on_its_partitions() {
+    for n in [128usize, 200] {
+        let x = rand_f32(Ix2(n, 1024), n as u64, -3.0, 3.0);
+        let mut core = NeuronCore::default();
+        let out = row_moments::host(&mut core, x.view()).unwrap();
+        for r in 0..n {
+            let row: Vec<f64> = (0..1024).map(|c| f64::from(x[[r, c]])).collect();
+            let mean = row.iter().sum::<f64>() / 1024.0;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 1024.0;
+            assert!(
+                (f64::from(out[[r, 0]]) - mean).abs() < 1e-5,
+                "N={n} mean [{r}]"
+            );
+            assert!(
+                (f64::from(out[[r, 1]]) - var).abs() < 1e-4 * var,
+                "N={n} var [{r}]"
+            );
+        }
+    }
+}

@@ -173,10 +173,17 @@ impl ProgramBuf {
             engine: ins.engine,
             data: &ins.data,
             slots: self.slots(ins),
-            masked: ins
+            mask_axes: ins
                 .mask
                 .and_then(|m| self.masks.get(m.index()))
-                .is_some_and(Mask::cuts_grid),
+                .map_or(0, |m| {
+                    m.terms()
+                        .iter()
+                        .filter(|t| t.coef != 0)
+                        .fold(0u8, |axes, t| {
+                            axes | 1u8.checked_shl(t.axis.into()).unwrap_or(0)
+                        })
+                }),
             target: self.target,
         })
     }

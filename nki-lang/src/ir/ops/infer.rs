@@ -1,6 +1,6 @@
 //! The opcodes' shape/dtype rules, and the checks every opcode shares.
 
-use super::{OpInfo, Opcode};
+use super::{Maskable, OpInfo, Opcode};
 use crate::dtype::DType;
 use crate::func::{Alu, AluClass};
 use crate::ir::{InstrData, MAX_SLOTS, Scalar};
@@ -58,9 +58,9 @@ pub struct InferIn<'a> {
     pub data: &'a InstrData,
     /// What each slot holds.
     pub slots: [Slot; MAX_SLOTS],
-    /// Whether the instruction has a mask that cuts its grid ([`crate::Mask::cuts_grid`]; a
-    /// predicate on loop indices alone runs or skips any instruction whole).
-    pub masked: bool,
+    /// The grid axes its mask cuts (bit `j` for grid axis `j`; 0 without a mask, or for a
+    /// predicate on loop indices alone, which runs or skips any instruction whole).
+    pub mask_axes: u8,
     /// The generation the program is for.
     pub target: Target,
 }
@@ -130,13 +130,16 @@ pub struct Blame {
 /// with the operand to blame.
 pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let info = x.info();
-    if x.masked && !info.maskable {
+    let refused = match info.maskable {
+        Maskable::Any => None,
+        Maskable::Partitions => (x.mask_axes & !1 != 0)
+            .then_some("only its partitions can be masked, not the axis it reduces"),
+        Maskable::No => (x.mask_axes != 0).then_some("mask its operands by indexing them instead"),
+    };
+    if let Some(why) = refused {
         return Err(Blame {
             part: Part::Whole,
-            violation: RuleViolation::MaskNotSupported {
-                op: info.name,
-                why: "mask its operands by indexing them instead",
-            },
+            violation: RuleViolation::MaskNotSupported { op: info.name, why },
         });
     }
     if !info.engines.contains(&x.engine) {

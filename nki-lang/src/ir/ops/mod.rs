@@ -165,8 +165,9 @@ pub struct OpInfo {
     pub operands: &'static [OperandSpec],
     /// The shape/dtype rule.
     pub infer: InferFn,
-    /// Whether the instruction takes a `mask`.
-    pub maskable: bool,
+    /// Which `mask` the instruction takes (a predicate on loop indices alone, which runs or
+    /// skips it whole, it always takes).
+    pub maskable: Maskable,
     /// Which source elements each element it writes depends on.
     pub deps: Deps,
     /// Whether it can combine its result into its destination ([`crate::Write::Accumulate`],
@@ -198,8 +199,19 @@ impl OperandSpec {
     }
 }
 
+/// Which masks an instruction takes: conditions that cut its grid, on which axes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Maskable {
+    /// Any mask.
+    Any,
+    /// Conditions on its partitions only (`bn_stats`: NKI refuses a mask on its reduced axis).
+    Partitions,
+    /// None that cuts its grid (a matmul is masked through its operands' indices).
+    No,
+}
+
 macro_rules! opcodes {
-    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:literal, deps: $deps:ident, accumulates: $accumulates:literal, } )*) => {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:ident, deps: $deps:ident, accumulates: $accumulates:literal, } )*) => {
         /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -215,7 +227,7 @@ macro_rules! opcodes {
                 engines: $engines,
                 operands: $operands,
                 infer: $infer,
-                maskable: $maskable,
+                maskable: Maskable::$maskable,
                 deps: Deps::$deps,
                 accumulates: $accumulates,
                 doc: concat!($($doc),*),
@@ -237,7 +249,7 @@ opcodes! {
         engines: &[Engine::Sync],
         operands: &[],
         infer: infer::none,
-        maskable: false,
+        maskable: No,
         deps: Control,
         accumulates: false,
     }
@@ -248,7 +260,7 @@ opcodes! {
         engines: &[Engine::Sync],
         operands: &[],
         infer: infer::none,
-        maskable: false,
+        maskable: No,
         deps: Control,
         accumulates: false,
     }
@@ -259,7 +271,7 @@ opcodes! {
         engines: &[Engine::Dma],
         operands: &[slot("dst", Dir::Write, SBUF), slot("src", Dir::Read, HBM)],
         infer: infer::load,
-        maskable: true,
+        maskable: Any,
         deps: Move,
         accumulates: false,
     }
@@ -270,7 +282,7 @@ opcodes! {
         engines: &[Engine::Dma],
         operands: &[slot("value", Dir::Read, SBUF), slot("dst", Dir::Write, HBM)],
         infer: infer::store,
-        maskable: true,
+        maskable: Any,
         deps: Move,
         accumulates: false,
     }
@@ -285,7 +297,7 @@ opcodes! {
             slot("moving", Dir::Read, SBUF).axes(Axes::Own),
         ],
         infer: infer::matmul,
-        maskable: false,
+        maskable: No,
         deps: Contraction,
         accumulates: true,
     }
@@ -301,7 +313,7 @@ opcodes! {
             slot("data", Dir::Read, ON_CHIP).axes(Axes::Swapped),
         ],
         infer: infer::nc_transpose,
-        maskable: true,
+        maskable: Any,
         deps: Transpose,
         accumulates: false,
     }
@@ -314,7 +326,7 @@ opcodes! {
         engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
         infer: infer::same_as_src,
-        maskable: true,
+        maskable: Any,
         deps: Move,
         accumulates: true,
     }
@@ -325,7 +337,7 @@ opcodes! {
         engines: &[Engine::Vector, Engine::GpSimd],
         operands: &[slot("dst", Dir::Write, ON_CHIP)],
         infer: infer::given_dst,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: false,
     }
@@ -341,7 +353,7 @@ opcodes! {
             slot("data2", Dir::Read, ON_CHIP),
         ],
         infer: infer::tensor_tensor,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -358,7 +370,7 @@ opcodes! {
             slot("operand1", Dir::Read, ON_CHIP),
         ],
         infer: infer::tensor_scalar,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -375,7 +387,7 @@ opcodes! {
             slot("operand1", Dir::Read, ON_CHIP),
         ],
         infer: infer::tensor_scalar,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -393,7 +405,7 @@ opcodes! {
             slot("reduce_res", Dir::Write, ON_CHIP),
         ],
         infer: infer::tensor_scalar,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -411,7 +423,7 @@ opcodes! {
             slot("reduce_res", Dir::Write, ON_CHIP),
         ],
         infer: infer::activation,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -422,7 +434,7 @@ opcodes! {
         engines: &[Engine::Vector],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::tensor_reduce,
-        maskable: true,
+        maskable: Any,
         deps: Reduce,
         accumulates: true,
     }
@@ -439,7 +451,7 @@ opcodes! {
             slot("initial", Dir::Read, ON_CHIP),
         ],
         infer: infer::tensor_tensor_scan,
-        maskable: true,
+        maskable: Any,
         deps: Prefix,
         accumulates: true,
     }
@@ -451,7 +463,7 @@ opcodes! {
         engines: &[Engine::GpSimd],
         operands: &[slot("dst", Dir::Write, SBUF), slot("expr", Dir::Read, &[])],
         infer: infer::iota,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: false,
     }
@@ -468,7 +480,7 @@ opcodes! {
             slot("on_false_value", Dir::Read, &[]),
         ],
         infer: infer::select,
-        maskable: true,
+        maskable: Any,
         deps: AffineSelect,
         accumulates: true,
     }
@@ -485,7 +497,7 @@ opcodes! {
             slot("on_false", Dir::Read, ON_CHIP),
         ],
         infer: infer::select,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -497,7 +509,7 @@ opcodes! {
         engines: &[Engine::Vector],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::same_as_src,
-        maskable: true,
+        maskable: Any,
         deps: Elementwise,
         accumulates: true,
     }
@@ -509,7 +521,7 @@ opcodes! {
         engines: &[Engine::Vector],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::bn_stats,
-        maskable: false,
+        maskable: Partitions,
         deps: Row,
         accumulates: false,
     }
@@ -521,7 +533,7 @@ opcodes! {
         engines: &[Engine::Vector],
         operands: &[slot("dst", Dir::Write, ON_CHIP), slot("data", Dir::Read, ON_CHIP)],
         infer: infer::bn_aggr,
-        maskable: true,
+        maskable: Any,
         deps: Row,
         accumulates: false,
     }
@@ -536,7 +548,7 @@ opcodes! {
             slot("src", Dir::Read, HBM).axes(Axes::Swapped),
         ],
         infer: infer::load_transpose2d,
-        maskable: true,
+        maskable: Any,
         deps: Transpose,
         accumulates: false,
     }
