@@ -246,6 +246,16 @@ impl Lowerer<'_> {
         }
     }
 
+    /// A tile source of `opcode` as the instruction reads it: `affine_select` runs on GpSimd,
+    /// which cannot read PSUM, so NKI copies a PSUM tile out first (`None` after an error).
+    fn source_tile(&mut self, opcode: Opcode, v: TileView, span: Span) -> Option<TileView> {
+        if opcode == Opcode::AffineSelect {
+            self.out_of_psum(v, span)
+        } else {
+            Some(v)
+        }
+    }
+
     /// An ISA call: every argument matched to the row's parameters, the instruction assembled
     /// in its opcode's format and emitted through the opcode's rules.
     pub(in super::super) fn isa(
@@ -277,26 +287,14 @@ impl Lowerer<'_> {
             };
             ok &= match p.kind {
                 P::Tile(slot) => match self.eval(e) {
-                    // `affine_select` runs on GpSimd, which cannot read PSUM: NKI copies a PSUM
-                    // `on_true_tile` out first.
-                    Value::Tile(v)
-                        if opcode == Opcode::AffineSelect
-                            && self.buf.tiles[v.tile as usize].memory == Memory::Psum =>
-                    {
-                        match self.out_of_psum(v, e.span()) {
-                            Some(v) => {
-                                c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
-                                spans = spans.with(slot as usize, e.span());
-                                true
-                            }
-                            None => false,
+                    Value::Tile(v) => match self.source_tile(opcode, v, e.span()) {
+                        Some(v) => {
+                            c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
+                            spans = spans.with(slot as usize, e.span());
+                            true
                         }
-                    }
-                    Value::Tile(v) => {
-                        c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
-                        spans = spans.with(slot as usize, e.span());
-                        true
-                    }
+                        None => false,
+                    },
                     Value::Poison => false,
                     Value::Tensor(_) | Value::Access(_) => {
                         let spec = &info.operands[slot as usize];
@@ -323,19 +321,14 @@ impl Lowerer<'_> {
                     }
                 },
                 P::TileOrImm(slot) => match self.operand(e, p.name) {
-                    Some(Operand::Tile(v))
-                        if opcode == Opcode::AffineSelect
-                            && self.buf.tiles[v.tile as usize].memory == Memory::Psum =>
-                    {
-                        match self.out_of_psum(v, e.span()) {
-                            Some(v) => {
-                                c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
-                                spans = spans.with(slot as usize, e.span());
-                                true
-                            }
-                            None => false,
+                    Some(Operand::Tile(v)) => match self.source_tile(opcode, v, e.span()) {
+                        Some(v) => {
+                            c.srcs[slot as usize] = Some((Operand::Tile(v), e.span()));
+                            spans = spans.with(slot as usize, e.span());
+                            true
                         }
-                    }
+                        None => false,
+                    },
                     Some(o) => {
                         c.srcs[slot as usize] = Some((o, e.span()));
                         spans = spans.with(slot as usize, e.span());
