@@ -2,7 +2,8 @@
 //! computed here with plain loops: `tile.broadcast_to(shape)`, dtype limits (`nl.fp32.min`,
 //! `nl.finfo(dtype).min`), Python arithmetic at trace time (`min`, `max`, floats mixed with
 //! integers, `x if c else y`), axes as tuples and negative axes, two- and three-argument loop
-//! ranges, and `nl.ds` bound to a name.
+//! ranges, `nl.ds` bound to a name, Rust's `a.min(b)` / `a.max(b)` spelling of Python's `min` /
+//! `max`, and NKI's `x.shape` (indexed, destructured, and as a shape argument).
 
 use nki::ndarray::{Array2, Array3};
 use nki::prelude::*;
@@ -321,4 +322,85 @@ fn ranges_with_a_start_and_a_step() {
         listing.contains("for h in sequential_range(2):"),
         "{listing}"
     );
+}
+
+/// Rust's `a.min(b)` / `a.max(b)` on compile-time numbers, as Python's `min(a, b)` /
+/// `max(a, b)`: integers stay integers (a slice bound), a float and an integer compare by value.
+#[kernel(mm_narrow(D = 64), mm_wide(D = 256))]
+fn min_max_methods<const D: usize>(x: Hbm<f32, 128, D>) -> Hbm<f32, 128, D> {
+    let out = ndarray([128, D], f32, SharedHbm);
+    let t = load(x[..]);
+    let cols = D.min(128);
+    let k = 2.max(D / 64);
+    let s = 0.75.min(D);
+    store(out[[0..128, 0..cols]], t[[0..128, 0..cols]] * k + s);
+    if cols < D {
+        store(out[[0..128, cols..D]], t[[0..128, cols..D]]);
+    }
+    out
+}
+
+#[test]
+fn min_and_max_as_methods() {
+    let mut core = NeuronCore::default();
+    for d in [64usize, 256] {
+        let x = ramp(128, d);
+        let out = match d {
+            64 => mm_narrow::host(&mut core, x.view()).unwrap(),
+            _ => mm_wide::host(&mut core, x.view()).unwrap(),
+        };
+        let cols = if d < 128 { d } else { 128 };
+        let k = if d / 64 > 2 { (d / 64) as f64 } else { 2.0 };
+        for i in 0..128 {
+            for j in 0..d {
+                let v = f64::from(x[[i, j]]);
+                // Small integers times k plus 0.75: exact in f32.
+                let e = if j < cols { v * k + 0.75 } else { v };
+                assert_eq!(f64::from(out[[i, j]]), e, "D = {d} ({i}, {j})");
+            }
+        }
+    }
+}
+
+/// NKI's `x.shape`: the output created as `ndarray(x.shape, x.dtype, SharedHbm)`, the
+/// dimensions destructured (`n, d = x.shape`, `n` symbolic) and indexed from the end
+/// (`1 / x.shape[-1]`), a tile's shape as a creation and a broadcast shape.
+#[kernel(shape_64(D = 64), shape_192(D = 192))]
+fn shapes<const D: usize>(x: Hbm<f32, N, D>, g: Hbm<f32, 1, D>) -> Hbm<f32, N, D> {
+    let out = ndarray(x.shape, x.dtype, SharedHbm);
+    let (n, d) = x.shape;
+    let inv = 1.0 / x.shape[-1];
+    let (i_p, i_f) = mgrid![0..128, 0..D];
+    for i in affine_range((n + 127) / 128) {
+        let rows = i * 128 + i_p < n;
+        let t = load(x[[i * 128 + i_p, i_f]], mask = rows);
+        let w = load(g[..]).broadcast_to(t.shape);
+        let acc = zeros(t.shape, f32, Sbuf);
+        acc[[0..t.shape[0], 0..d]] += t * w * inv;
+        store(out[[i * 128 + i_p, i_f]], acc, mask = rows);
+    }
+    out
+}
+
+#[test]
+fn shapes_of_tensors_and_tiles() {
+    let mut core = NeuronCore::default();
+    for (n, d) in [(300usize, 64usize), (128, 192)] {
+        let x = ramp(n, d);
+        let g = Array2::from_shape_fn((1, d), |(_, j)| (j % 4) as f32 - 1.0);
+        let out = match d {
+            64 => shape_64::host(&mut core, x.view(), g.view()).unwrap(),
+            _ => shape_192::host(&mut core, x.view(), g.view()).unwrap(),
+        };
+        assert_eq!(out.dim(), (n, d));
+        // The immediate 1 / d, rounded to fp32 (a power of two for d = 64, not for d = 192).
+        let inv = f64::from((1.0 / d as f64) as f32);
+        for i in 0..n {
+            for j in 0..d {
+                // x · g is a small integer, exact; its product with 1 / d rounds once.
+                let e = (f64::from(x[[i, j]]) * f64::from(g[[0, j]]) * inv) as f32;
+                assert_eq!(out[[i, j]], e, "N = {n}, D = {d} ({i}, {j})");
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@ use nki_lang::{ActFn, Alu, Cmp, DType, Dim, Engine, MAX_TILE_RANK};
 use super::Lowerer;
 use super::call::Dest;
 use super::value::{Buffer, Cond, Hbm, Idx, IdxError, Value};
-use crate::parse::model::{BinOp, Expr};
+use crate::parse::model::{Arg, BinOp, Expr};
 
 const AXES: [&str; 4] = ["p", "x", "y", "z"];
 
@@ -37,6 +37,9 @@ impl Lowerer<'_> {
                 self.field(b, &field.to_string(), *span)
             }
             Expr::Method { method, .. } if method == "broadcast_to" => self.produce(e, Dest::New(None)),
+            Expr::Method { recv, method, args, span } if method == "min" || method == "max" => {
+                self.min_max_method(recv, method == "max", args, *span)
+            }
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
@@ -112,6 +115,41 @@ impl Lowerer<'_> {
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
             Expr::Tuple(_, span) => self.error(*span, "a tuple can only be a kernel's return value"),
             Expr::Error(_) => Value::Poison,
+        }
+    }
+
+    /// Rust's `a.min(b)` / `a.max(b)` on compile-time numbers: Python's `min(a, b)` /
+    /// `max(a, b)` (the first least or greatest).
+    fn min_max_method(&mut self, recv: &Expr, is_max: bool, args: &[Arg], span: Span) -> Value {
+        let name = if is_max { "max" } else { "min" };
+        let r = self.eval(recv);
+        match r {
+            Value::Poison => Value::Poison,
+            Value::Int(_) | Value::Float(_) | Value::Sym { .. } => {
+                if args.len() != 1 || args[0].name.is_some() {
+                    return self.error(
+                        span,
+                        format!("`a.{name}(b)` takes one positional argument (Python's `{name}(a, b, ...)` takes any number)"),
+                    );
+                }
+                let all = [
+                    Arg {
+                        name: None,
+                        value: recv.clone(),
+                    },
+                    args[0].clone(),
+                ];
+                self.python_min_max(is_max, r, &all)
+            }
+            other => self.error(
+                span,
+                format!(
+                    "no method `{name}` on {}: `a.{name}(b)` compares compile-time numbers; a reduction of a tile is `{name}(x, axis)`, the elementwise {} of tiles `{}(x, y)`",
+                    other.describe(),
+                    if is_max { "maximum" } else { "minimum" },
+                    if is_max { "maximum" } else { "minimum" },
+                ),
+            ),
         }
     }
 
@@ -614,6 +652,14 @@ impl Lowerer<'_> {
                     }
                 }
             }
+            // NKI's `x.shape`: a tensor's dimensions as declared or reshaped (symbolic ones
+            // stay symbolic), a tile's or an access's tile shape.
+            (Value::Tensor(h), "shape") => Value::Shape(match h.reshape {
+                Some(r) => self.buf.reshapes[r].shape.clone(),
+                None => self.tensors[h.tensor].shape.clone(),
+            }),
+            (Value::Access(a), "shape") => Value::Shape(fixed_dims(&a.shape)),
+            (Value::Tile(v), "shape") => Value::Shape(fixed_dims(&v.shape)),
             (Value::Tensor(h), "dtype") => Value::DType(self.tensors[h.tensor].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v) | Value::Blocks { view: v, .. }, "dtype") => {
@@ -803,11 +849,34 @@ fn number(v: &Value) -> f64 {
         | Value::DType(_)
         | Value::Info(_)
         | Value::Slice { .. }
+        | Value::Shape(_)
         | Value::Buffer(_)
         | Value::Cond(_)
         | Value::Code(_)
         | Value::Unit
         | Value::Poison => f64::NAN,
+    }
+}
+
+/// A tile shape's dimensions, all fixed.
+fn fixed_dims(shape: &nki_lang::TileShape) -> Vec<Dim> {
+    shape
+        .dims()
+        .iter()
+        .map(|&d| Dim::Fixed(u64::from(d)))
+        .collect()
+}
+
+/// A dimension of a shape as a kernel value: an integer, or a symbolic dimension.
+pub(super) fn dim_value(d: Dim) -> Value {
+    match d {
+        // A fixed dimension is at most 2^40 (`nki_lang::MAX_TENSOR_DIM`) or a tile's u32.
+        Dim::Fixed(n) => Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
+        Dim::Sym(sym) => Value::Sym {
+            sym,
+            add: 0,
+            div: 1,
+        },
     }
 }
 

@@ -20,10 +20,34 @@ enum Sel {
 }
 
 impl Lowerer<'_> {
+    /// `x.shape[i]`: one dimension of a shape, `i` a compile-time integer counted from the
+    /// end when negative (Python's tuple index).
+    fn shape_item(&mut self, dims: &[Dim], indices: &[Expr], span: Span) -> Value {
+        let [i_e] = indices else {
+            return self.error(span, "a shape is indexed by one integer: `x.shape[1]`");
+        };
+        let Some(i) = self.int(i_e, "a shape's index") else {
+            return Value::Poison;
+        };
+        match nki_lang::rules::normalize_axis("shape", i, dims.len()) {
+            Ok(k) => dims
+                .get(usize::try_from(k).unwrap_or(usize::MAX))
+                .map_or(Value::Poison, |&d| super::expr::dim_value(d)),
+            Err(_) => self.error(
+                i_e.span(),
+                format!(
+                    "the shape has {} dimensions: index {i} is out of range (Python's IndexError)",
+                    dims.len()
+                ),
+            ),
+        }
+    }
+
     pub(super) fn index(&mut self, base: Value, indices: &[Expr], span: Span) -> Value {
         // A tile with block axes is indexed block first; its blocks stand for a tile of their
         // own (`base` becomes the whole tile, indexed in its stored axis order).
         let (base, blocks) = match base {
+            Value::Shape(dims) => return self.shape_item(&dims, indices, span),
             Value::Blocks { view, axes } => (Value::Tile(view), usize::from(axes)),
             other => (other, 0),
         };

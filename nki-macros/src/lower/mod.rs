@@ -568,6 +568,8 @@ impl Lowerer<'_> {
     fn bind_tuple(&mut self, names: &[Option<syn::Ident>], v: Value, span: Span) {
         let parts: Vec<Value> = match v {
             Value::Grid(axes) => axes.into_iter().map(Value::Index).collect(),
+            // NKI's `m, n = x.shape`.
+            Value::Shape(dims) => dims.into_iter().map(expr::dim_value).collect(),
             Value::Poison => vec![Value::Poison; names.len()],
             other => {
                 self.error(
@@ -581,7 +583,7 @@ impl Lowerer<'_> {
             self.error(
                 span,
                 format!(
-                    "the grid has {} axes but the pattern binds {} names",
+                    "the value has {} parts (axes of a grid, dimensions of a shape) but the pattern binds {} names",
                     parts.len(),
                     names.len()
                 ),

@@ -1,6 +1,6 @@
 //! Compile-time values of a kernel body and the index arithmetic on them.
 
-use nki_lang::{Affine, DType, MAX_TILE_RANK, TileView};
+use nki_lang::{Affine, DType, Dim, MAX_TILE_RANK, TileView};
 
 /// An index expression: affine in the loop variables, plus index-grid terms.
 ///
@@ -207,6 +207,9 @@ pub enum Value {
         /// The number of elements.
         size: u32,
     },
+    /// NKI's `x.shape` of a tensor or tile: its dimensions, fixed or symbolic (indexed
+    /// `x.shape[1]`, destructured `let (m, n) = x.shape;`, or a shape argument).
+    Shape(Vec<Dim>),
     /// A buffer.
     Buffer(Buffer),
     /// Comparisons joined with `&`: a mask, or an `affine_select` predicate.
@@ -244,6 +247,7 @@ impl Value {
             Value::DType(_) => "a dtype",
             Value::Info(_) => "the limits of a dtype (`finfo`, `iinfo`)",
             Value::Slice { .. } => "a slice (`ds`)",
+            Value::Shape(_) => "a shape (`x.shape`)",
             Value::Buffer(_) => "a buffer",
             Value::Cond(_) => "a comparison of indices",
             Value::Code(_) => "the name of an operation",

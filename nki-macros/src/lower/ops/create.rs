@@ -11,6 +11,15 @@ use super::super::value::{Buffer, Value};
 use super::super::{InstrSpans, Lowerer};
 use crate::parse::model::{Arg, Expr};
 
+/// The dimensions of an output tensor: written in the call (`[M, N]`), or a shape value
+/// (NKI's `ndarray(x.shape, ...)`).
+enum OutDims<'a> {
+    /// `[M, N]` or `(M, N)`, evaluated after the output's placement is checked.
+    Exprs(&'a [Expr]),
+    /// `x.shape`.
+    Shape(Vec<Dim>),
+}
+
 impl Lowerer<'_> {
     pub(in super::super) fn create(
         &mut self,
@@ -90,12 +99,24 @@ impl Lowerer<'_> {
                     );
                 }
             }
+        } else if !matches!(shape_e, Expr::Array(..) | Expr::Tuple(..)) {
+            // NKI's `ndarray(x.shape, ...)`: a shape value.
+            if buffer == Buffer::SharedHbm {
+                let Some(dims) = self.shape_value(shape_e) else {
+                    return Value::Poison;
+                };
+                let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
+                    return Value::Poison;
+                };
+                return self.create_output(func, OutDims::Shape(dims), dtype, span, name);
+            }
+            match self.shape_arg(shape_e) {
+                Some(s) => (s, None),
+                None => return Value::Poison,
+            }
         } else {
             let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = shape_e else {
-                return self.error(
-                    shape_e.span(),
-                    "a shape is an array of dimensions: `[128, 512]`",
-                );
+                unreachable!("an array or a tuple")
             };
             if Self::has_par_dim(dims) {
                 if buffer == Buffer::SharedHbm {
@@ -121,7 +142,7 @@ impl Lowerer<'_> {
                 let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
                     return Value::Poison;
                 };
-                return self.create_output(func, dims, dtype, span, name);
+                return self.create_output(func, OutDims::Exprs(dims), dtype, span, name);
             } else {
                 match self.shape_arg(shape_e) {
                     Some(s) => (s, None),
@@ -285,7 +306,7 @@ impl Lowerer<'_> {
     fn create_output(
         &mut self,
         func: &str,
-        dims: &[Expr],
+        dims: OutDims<'_>,
         dtype: DType,
         span: Span,
         name: Option<&str>,
@@ -302,21 +323,31 @@ impl Lowerer<'_> {
                 "bind the output tensor with `let` so that the kernel can return it",
             );
         };
-        if dims.is_empty() || dims.len() > MAX_TENSOR_RANK {
+        let rank = match &dims {
+            OutDims::Exprs(d) => d.len(),
+            OutDims::Shape(d) => d.len(),
+        };
+        if rank == 0 || rank > MAX_TENSOR_RANK {
             return self.error(
                 span,
                 format!("an HBM tensor has 1 to {MAX_TENSOR_RANK} dimensions"),
             );
         }
-        let mut shape = Vec::new();
-        for d in dims {
-            match self.eval(d) {
-                Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
-                Value::Sym { sym, add: 0, div: 1 } => shape.push(Dim::Sym(sym)),
-                Value::Poison => return Value::Poison,
-                _ => return self.error(d.span(), "an output dimension is a positive integer or a symbolic dimension of the inputs"),
+        let shape = match dims {
+            OutDims::Shape(d) => d,
+            OutDims::Exprs(dims) => {
+                let mut shape = Vec::new();
+                for d in dims {
+                    match self.eval(d) {
+                        Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
+                        Value::Sym { sym, add: 0, div: 1 } => shape.push(Dim::Sym(sym)),
+                        Value::Poison => return Value::Poison,
+                        _ => return self.error(d.span(), "an output dimension is a positive integer or a symbolic dimension of the inputs"),
+                    }
+                }
+                shape
             }
-        }
+        };
         let t = self.add_tensor(super::super::Tensor {
             name: name.to_string(),
             dtype,

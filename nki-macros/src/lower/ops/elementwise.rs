@@ -5,8 +5,8 @@
 use crate::span::Span;
 use nki_lang::ops::Part;
 use nki_lang::{
-    ActFn, Alu, DType, Dst, Engine, InstrData, MAX_TILE_RANK, Memory, Opcode, Pred, Scalar, Src,
-    TileShape, TileView, Write,
+    ActFn, Alu, DType, Dim, Dst, Engine, InstrData, MAX_TILE_RANK, Memory, Opcode, Pred, Scalar,
+    Src, TileShape, TileView, Write,
 };
 
 use super::super::call::{Dest, OpOptions};
@@ -674,22 +674,44 @@ impl Lowerer<'_> {
         }
     }
 
-    /// A shape argument: `[128, 512]`.
+    /// A shape argument: `[128, 512]`, NKI's tuple `(128, 512)`, or a shape value (`x.shape`).
     pub(in super::super) fn shape_arg(&mut self, e: &Expr) -> Option<TileShape> {
-        // `[128, 512]`, or NKI's tuple `(128, 512)`.
-        let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = e else {
-            self.error(e.span(), "a shape is an array of dimensions: `[128, 512]`");
-            return None;
-        };
         let mut sizes = Vec::new();
-        for d in dims {
-            match self.int(d, "a tile dimension").map(u32::try_from) {
-                Some(Ok(n)) if n > 0 => sizes.push(n),
-                Some(_) => {
-                    self.error(d.span(), "a tile dimension is a positive 32-bit integer");
-                    return None;
+        if let Expr::Array(dims, _) | Expr::Tuple(dims, _) = e {
+            for d in dims {
+                match self.int(d, "a tile dimension").map(u32::try_from) {
+                    Some(Ok(n)) if n > 0 => sizes.push(n),
+                    Some(_) => {
+                        self.error(d.span(), "a tile dimension is a positive 32-bit integer");
+                        return None;
+                    }
+                    None => return None,
                 }
-                None => return None,
+            }
+        } else {
+            for d in self.shape_value(e)? {
+                match d {
+                    Dim::Fixed(n) => match u32::try_from(n) {
+                        Ok(n) => sizes.push(n),
+                        Err(_) => {
+                            self.error(e.span(), "a tile dimension is a positive 32-bit integer");
+                            return None;
+                        }
+                    },
+                    Dim::Sym(s) => {
+                        let name = self
+                            .buf
+                            .symbols
+                            .get(usize::from(s))
+                            .cloned()
+                            .unwrap_or_default();
+                        self.error(
+                            e.span(),
+                            format!("a tile's dimensions are compile-time integers, and this shape has the symbolic dimension `{name}`: make it a meta-parameter (`const {name}: usize`) or give the tile's shape"),
+                        );
+                        return None;
+                    }
+                }
             }
         }
         let shape = TileShape::new(&sizes).filter(|s| s.rank() >= 2);
@@ -703,6 +725,25 @@ impl Lowerer<'_> {
             );
         }
         shape
+    }
+
+    /// A shape given as a value (`x.shape`, or a name bound to one): its dimensions, or an
+    /// error on `e` for any other value.
+    pub(in super::super) fn shape_value(&mut self, e: &Expr) -> Option<Vec<Dim>> {
+        match self.eval(e) {
+            Value::Shape(dims) => Some(dims),
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "a shape is an array of dimensions `[128, 512]`, a tuple `(128, 512)` or a tensor's or tile's `x.shape`, not {}",
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// A one-partition tile `[1, F]` repeated on `partitions` partitions: an SBUF tile of the

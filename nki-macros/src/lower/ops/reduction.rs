@@ -56,7 +56,12 @@ impl Lowerer<'_> {
     /// Python's `max` (`is_max`) or `min` of compile-time numbers, `first` the value of the
     /// first argument: the first greatest (least) argument, as Python returns it (an integer
     /// stays an integer).
-    fn python_min_max(&mut self, is_max: bool, first: Value, args: &[Arg]) -> Value {
+    pub(in super::super) fn python_min_max(
+        &mut self,
+        is_max: bool,
+        first: Value,
+        args: &[Arg],
+    ) -> Value {
         let name = if is_max { "max" } else { "min" };
         let mut best = first;
         for (k, a) in args.iter().enumerate() {
