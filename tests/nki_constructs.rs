@@ -404,3 +404,50 @@ fn shapes_of_tensors_and_tiles() {
         }
     }
 }
+
+/// NKI's keyword arguments of the loop iterators, bound as `affine_range(start, stop=None,
+/// step=1)` binds them: without a stop, `start` is the stop.
+#[kernel]
+fn keyword_ranges(x: Hbm<f32, 128, 1024>) -> Hbm<f32, 128, 1024> {
+    let out = ndarray([128, 1024], f32, SharedHbm);
+    // Blocks 1, 2, 3.
+    for j in affine_range(start = 1, stop = 4) {
+        let c = ds(j * 128, 128);
+        store(out[[0..128, c]], load(x[[0..128, c]]) * 2.0);
+    }
+    // Blocks 0 and 4: `8` is the stop.
+    for j in sequential_range(8, step = 4) {
+        let c = ds(j * 128, 128);
+        store(out[[0..128, c]], load(x[[0..128, c]]) + 1.0);
+    }
+    // Blocks 5 and 7.
+    for j in static_range(5, stop = 8, step = 2) {
+        let c = ds(j * 128, 128);
+        store(out[[0..128, c]], load(x[[0..128, c]]) - 1.0);
+    }
+    // Block 6: one iteration, `start = 1` being the stop.
+    for j in affine_range(start = 1) {
+        let c = ds((6 + j) * 128, 128);
+        store(out[[0..128, c]], load(x[[0..128, c]]) * 3.0);
+    }
+    out
+}
+
+#[test]
+fn loop_ranges_with_keywords() {
+    let x = ramp(128, 1024);
+    let mut core = NeuronCore::default();
+    let out = keyword_ranges::host(&mut core, x.view()).unwrap();
+    for i in 0..128 {
+        for j in 0..1024 {
+            let v = x[[i, j]];
+            let e = match j / 128 {
+                0 | 4 => v + 1.0,
+                1..=3 => v * 2.0,
+                6 => v * 3.0,
+                _ => v - 1.0,
+            };
+            assert_eq!(out[[i, j]], e, "({i}, {j})");
+        }
+    }
+}

@@ -153,28 +153,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                     return None;
                 }
             };
-            if call.args.is_empty() || call.args.len() > 3 {
-                errors.push(
-                    Span::of(&call),
-                    "a loop iterator takes `(stop)`, `(start, stop)` or `(start, stop, step)`, as Python's `range`",
-                );
-                return None;
-            }
-            let mut parsed = Vec::new();
-            for a in &call.args {
-                parsed.push(parse_expr(a, errors));
-            }
-            let mut parsed = parsed
-                .into_iter()
-                .collect::<Option<Vec<Expr>>>()?
-                .into_iter();
-            let (start, trip, step) = match (parsed.next(), parsed.next(), parsed.next()) {
-                (Some(stop), None, _) => (None, stop, None),
-                (Some(start), Some(stop), step) => {
-                    (Some(Box::new(start)), stop, step.map(Box::new))
-                }
-                (None, ..) => return None,
-            };
+            let (start, trip, step) = iter_args(call, errors)?;
             let mut body = parse_block(&f.body, errors);
             // A trailing `if` without `;` is a statement.
             if let Some(Expr::If { .. }) = &body.tail {
@@ -199,6 +178,72 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
         other => parse_expr(other, errors).map(Stmt::Expr),
     }
 }
+
+/// The arguments of a loop iterator, bound as NKI's `affine_range(start, stop=None, step=1)`
+/// binds them (by position or keyword; without a stop, `start` is the stop): the start (if
+/// any), the stop and the step (if any).
+fn iter_args(call: &syn::ExprCall, errors: &mut Errors) -> Option<IterArgs> {
+    const PARAMS: [&str; 3] = ["start", "stop", "step"];
+    let usage = "a loop iterator takes `(stop)`, `(start, stop)` or `(start, stop, step)`, as Python's `range`, or NKI's keywords `start`, `stop`, `step`";
+    let args = parse_args(call.args.iter(), errors)?;
+    if args.is_empty() || args.len() > 3 {
+        errors.push(Span::of(&call), usage);
+        return None;
+    }
+    let mut slots: [Option<Expr>; 3] = [None, None, None];
+    let mut keyword_seen = false;
+    for (k, a) in args.into_iter().enumerate() {
+        let at = match &a.name {
+            None if keyword_seen => {
+                errors.push(
+                    a.value.span(),
+                    "a positional argument cannot follow a keyword argument",
+                );
+                return None;
+            }
+            None => k,
+            Some(n) => {
+                keyword_seen = true;
+                match PARAMS.iter().position(|p| n == p) {
+                    Some(j) => j,
+                    None => {
+                        errors.push(
+                            Span::of(n),
+                            format!("a loop iterator has no parameter `{n}`: {usage}"),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        if slots[at].is_some() {
+            errors.push(
+                a.value.span(),
+                format!("the loop iterator's `{}` is given twice", PARAMS[at]),
+            );
+            return None;
+        }
+        slots[at] = Some(a.value);
+    }
+    let [start, stop, step] = slots;
+    let step = step.map(Box::new);
+    match (start, stop) {
+        (Some(start), Some(stop)) => Some((Some(Box::new(start)), stop, step)),
+        // NKI's `affine_range(n)`: `start` is the stop, the start 0.
+        (Some(stop), None) if step.is_none() => Some((None, stop, None)),
+        (Some(stop), None) => Some((Some(Box::new(Expr::Int(0, stop.span()))), stop, step)),
+        (None, _) => {
+            errors.push(
+                Span::of(&call),
+                format!("the loop iterator's `start` is missing: {usage}"),
+            );
+            None
+        }
+    }
+}
+
+/// A loop iterator's start, stop and step.
+type IterArgs = (Option<Box<Expr>>, Expr, Option<Box<Expr>>);
 
 const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
 
