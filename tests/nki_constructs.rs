@@ -3,7 +3,8 @@
 //! `nl.finfo(dtype).min`), Python arithmetic at trace time (`min`, `max`, floats mixed with
 //! integers, `x if c else y`), axes as tuples and negative axes, two- and three-argument loop
 //! ranges, `nl.ds` bound to a name, Rust's `a.min(b)` / `a.max(b)` spelling of Python's `min` /
-//! `max`, and NKI's `x.shape` (indexed, destructured, and as a shape argument).
+//! `max`, NKI's `x.shape` (indexed, destructured, and as a shape argument), keyword arguments of
+//! the loop iterators, and NKI's Python `assert` as `assert!` / `assert_eq!` / `assert_ne!`.
 
 use nki::ndarray::{Array2, Array3};
 use nki::prelude::*;
@@ -448,6 +449,44 @@ fn loop_ranges_with_keywords() {
                 _ => v - 1.0,
             };
             assert_eq!(out[[i, j]], e, "({i}, {j})");
+        }
+    }
+}
+
+/// NKI's Python `assert` on compile-time values: shapes (a symbolic dimension equals itself),
+/// dtypes, integers; checked when the kernel compiles, so a kernel whose assertions hold runs.
+#[kernel(asserted_64(D = 64))]
+fn asserted<const D: usize>(a: Hbm<f32, N, D>, b: Hbm<f32, N, D>) -> Hbm<f32, N, D> {
+    assert!(a.shape == b.shape, "a and b have the same shape");
+    assert_eq!(a.dtype, b.dtype);
+    assert_eq!(a.shape[0], b.shape[0]);
+    assert_ne!(a.shape[1], 128);
+    assert!((D % 32 == 0) & (D <= 512));
+    let out = ndarray(a.shape, a.dtype, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..D];
+    for i in affine_range((N + 127) / 128) {
+        let rows = i * 128 + i_p < N;
+        let x = load(a[[i * 128 + i_p, i_f]], mask = rows);
+        let y = load(b[[i * 128 + i_p, i_f]], mask = rows);
+        assert!(x.shape == y.shape);
+        store(out[[i * 128 + i_p, i_f]], x - y, mask = rows);
+    }
+    out
+}
+
+#[test]
+fn assertions_that_hold() {
+    let a = ramp(200, 64);
+    let b = Array2::from_shape_fn((200, 64), |(i, j)| ((i + 2 * j) % 9) as f32);
+    let mut core = NeuronCore::default();
+    let out = asserted_64::host(&mut core, a.view(), b.view()).unwrap();
+    for i in 0..200 {
+        for j in 0..64 {
+            // Small integers: the difference is exact.
+            assert_eq!(
+                f64::from(out[[i, j]]),
+                f64::from(a[[i, j]]) - f64::from(b[[i, j]])
+            );
         }
     }
 }

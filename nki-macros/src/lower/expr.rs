@@ -528,6 +528,39 @@ impl Lowerer<'_> {
                 self.against_symbol(mirrored, y, s, span)
             }
             (x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => self.cond(cmp, x, y, None, span),
+            // A symbolic dimension equals itself (`x.shape[0] == y.shape[0]` of two tensors of
+            // `N` rows); whether it equals another is known only at launch.
+            (
+                Sym {
+                    sym: s,
+                    add: a,
+                    div: d,
+                },
+                Sym {
+                    sym: t,
+                    add: b,
+                    div: e,
+                },
+            ) => {
+                if (s, a, d) == (t, b, e) {
+                    Bool(matches!(cmp, Cmp::Eq | Cmp::Le | Cmp::Ge))
+                } else {
+                    self.error(span, LAUNCH_ONLY)
+                }
+            }
+            // Python's `==` of dtypes, bools and shapes (tuples, compared element by element).
+            (DType(x), DType(y)) if matches!(cmp, Cmp::Eq | Cmp::Ne) => {
+                Bool((x == y) == (cmp == Cmp::Eq))
+            }
+            (Bool(x), Bool(y)) if matches!(cmp, Cmp::Eq | Cmp::Ne) => {
+                Bool((x == y) == (cmp == Cmp::Eq))
+            }
+            (Shape(x), Shape(y)) if matches!(cmp, Cmp::Eq | Cmp::Ne) => {
+                match shapes_equal(&x, &y) {
+                    Some(eq) => Bool(eq == (cmp == Cmp::Eq)),
+                    None => self.error(span, LAUNCH_ONLY),
+                }
+            }
             (x, y) => self.error(
                 span,
                 format!("cannot compare {} and {}", x.describe(), y.describe()),
@@ -856,6 +889,26 @@ fn number(v: &Value) -> f64 {
         | Value::Unit
         | Value::Poison => f64::NAN,
     }
+}
+
+/// Why a comparison of two different symbolic dimensions has no compile-time value.
+const LAUNCH_ONLY: &str = "whether two different symbolic dimensions compare so is known only at launch: two dimensions are equal when the signature names them alike (`Hbm<f32, N, D>` twice)";
+
+/// Python's `==` of two shapes: `None` when it depends on symbolic dimensions' values.
+fn shapes_equal(x: &[Dim], y: &[Dim]) -> Option<bool> {
+    if x.len() != y.len() {
+        return Some(false);
+    }
+    let mut known = true;
+    for (a, b) in x.iter().zip(y) {
+        match (a, b) {
+            (Dim::Fixed(m), Dim::Fixed(n)) if m != n => return Some(false),
+            (Dim::Fixed(_), Dim::Fixed(_)) => {}
+            (Dim::Sym(s), Dim::Sym(t)) if s == t => {}
+            _ => known = false,
+        }
+    }
+    known.then_some(true)
 }
 
 /// A tile shape's dimensions, all fixed.

@@ -546,6 +546,21 @@ impl Lowerer<'_> {
                     }
                 }
             }
+            Stmt::Assert { cond, message } => match self.eval(cond) {
+                Value::Bool(true) | Value::Poison => {}
+                Value::Bool(false) => {
+                    self.error(cond.span(), message.clone());
+                }
+                other => {
+                    self.error(
+                        cond.span(),
+                        format!(
+                            "an assertion is checked when the kernel compiles, as NKI checks its Python `assert` at trace time: its condition must be a compile-time bool (of integers, meta-parameters, dtypes, shapes), not {}; a symbolic dimension is checked at launch by the signature's names and the launch constraints",
+                            other.describe()
+                        ),
+                    );
+                }
+            },
             Stmt::For {
                 var,
                 kind,

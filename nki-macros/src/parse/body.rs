@@ -51,12 +51,14 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
                     "a kernel body cannot contain items other than `const`",
                 );
             }
-            SynStmt::Macro(m) => {
-                errors.push(
+            SynStmt::Macro(m) => match assertion(&m.mac, errors) {
+                Some(Some(a)) => stmts.push(a),
+                Some(None) => {}
+                None => errors.push(
                     Span::of(&m),
                     "this macro cannot be used as a statement in a kernel",
-                );
-            }
+                ),
+            },
             // An empty statement (a stray `;`), which syn keeps as an empty expression.
             SynStmt::Expr(SynExpr::Verbatim(tokens), Some(_)) if tokens.is_empty() => {}
             SynStmt::Expr(e, semi) => {
@@ -102,8 +104,112 @@ fn parse_pat(pat: &Pat, errors: &mut Errors) -> Option<(Vec<Option<syn::Ident>>,
     }
 }
 
+/// `assert!`, `assert_eq!` or `assert_ne!` as a statement (NKI's Python `assert`): `None` for
+/// another macro; `Some(None)` when its arguments were reported.
+fn assertion(mac: &syn::Macro, errors: &mut Errors) -> Option<Option<Stmt>> {
+    let op = assertion_op(mac)?;
+    let args = match mac
+        .parse_body_with(syn::punctuated::Punctuated::<SynExpr, syn::Token![,]>::parse_terminated)
+    {
+        Ok(list) => list.into_iter().collect::<Vec<_>>(),
+        Err(err) => {
+            errors.push_syn(err);
+            return Some(None);
+        }
+    };
+    let operands = if op.is_some() { 2 } else { 1 };
+    let usage = match op {
+        None => "`assert!(condition)` or `assert!(condition, \"message\")`",
+        Some(_) => "`assert_eq!(a, b)` or `assert_eq!(a, b, \"message\")` (`assert_ne!` alike)",
+    };
+    if args.len() < operands || args.len() > operands + 1 {
+        errors.push(
+            Span::of(mac),
+            format!("{usage}: NKI's `assert`, checked when the kernel compiles"),
+        );
+        return Some(None);
+    }
+    let message = match args.get(operands) {
+        None => {
+            let parts: Vec<String> = args.iter().map(source).collect();
+            match op {
+                None => format!("assertion failed: {}", parts[0]),
+                Some(o) => format!("assertion failed: {} {} {}", parts[0], o.symbol(), parts[1]),
+            }
+        }
+        Some(SynExpr::Lit(syn::ExprLit {
+            lit: Lit::Str(s), ..
+        })) => s.value(),
+        Some(other) => {
+            errors.push(
+                Span::of_expr(other),
+                format!(
+                    "an assertion's message is a string literal (without format arguments): {usage}"
+                ),
+            );
+            return Some(None);
+        }
+    };
+    let parsed: Option<Vec<Expr>> = args[..operands]
+        .iter()
+        .map(|a| parse_expr(a, errors))
+        .collect();
+    let Some(mut parsed) = parsed.map(Vec::into_iter) else {
+        return Some(None);
+    };
+    let Some(first) = parsed.next() else {
+        return Some(None);
+    };
+    let cond = match (op, parsed.next()) {
+        (Some(op), Some(rhs)) => {
+            let span = Span {
+                start: first.span().start,
+                end: rhs.span().end,
+            };
+            Expr::Binary {
+                op,
+                lhs: Box::new(first),
+                rhs: Box::new(rhs),
+                span,
+            }
+        }
+        _ => first,
+    };
+    Some(Some(Stmt::Assert { cond, message }))
+}
+
+/// An expression's tokens as text, without the spaces the token printer puts around `.`,
+/// inside brackets and parentheses, and before `,` (`x.shape[0] == 128`).
+fn source(e: &SynExpr) -> String {
+    let mut text = quote::ToTokens::to_token_stream(e).to_string();
+    for (from, to) in [
+        (" . ", "."),
+        (" [", "["),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("( ", "("),
+        (" )", ")"),
+        (" ,", ","),
+    ] {
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// Which assertion macro `mac` is: `Some(None)` for `assert!`, `Some(Some(op))` for
+/// `assert_eq!` / `assert_ne!`, `None` for any other macro.
+fn assertion_op(mac: &syn::Macro) -> Option<Option<BinOp>> {
+    match mac.path.get_ident()?.to_string().as_str() {
+        "assert" => Some(None),
+        "assert_eq" => Some(Some(BinOp::Eq)),
+        "assert_ne" => Some(Some(BinOp::Ne)),
+        _ => None,
+    }
+}
+
 fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
     match e {
+        SynExpr::Macro(m) if assertion_op(&m.mac).is_some() => assertion(&m.mac, errors).flatten(),
         SynExpr::Assign(a) => {
             let target = parse_expr(&a.left, errors)?;
             let value = parse_expr(&a.right, errors)?;

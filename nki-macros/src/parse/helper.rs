@@ -105,7 +105,9 @@ pub fn chain(missing: &[Ident], gathered: TokenStream, payload: TokenStream) -> 
 pub fn unknown_calls(block: &Block, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
     for s in &block.stmts {
         match s {
-            Stmt::Let { value, .. } | Stmt::Expr(value) => expr_calls(value, known, out),
+            Stmt::Let { value, .. } | Stmt::Expr(value) | Stmt::Assert { cond: value, .. } => {
+                expr_calls(value, known, out)
+            }
             Stmt::Assign { target, value } | Stmt::OpAssign { target, value, .. } => {
                 expr_calls(target, known, out);
                 expr_calls(value, known, out);

@@ -193,6 +193,14 @@ pub enum Stmt {
         /// Span of the whole statement.
         span: Span,
     },
+    /// `assert!(cond)`, `assert!(cond, "message")`, `assert_eq!(a, b)`, `assert_ne!(a, b)`:
+    /// NKI's Python `assert`, checked when the kernel compiles.
+    Assert {
+        /// The condition.
+        cond: Expr,
+        /// What a failure reports: the message, or the condition's source.
+        message: String,
+    },
     /// `for var in iter(trip) { body }`, `iter(start, stop)`, `iter(start, stop, step)`
     For {
         /// The induction variable (`None` for `_`).
