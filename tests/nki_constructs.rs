@@ -462,6 +462,11 @@ fn asserted<const D: usize>(a: Hbm<f32, N, D>, b: Hbm<f32, N, D>) -> Hbm<f32, N,
     assert_eq!(a.shape[0], b.shape[0]);
     assert_ne!(a.shape[1], 128);
     assert!((D % 32 == 0) & (D <= 512));
+    // A reshape's shape is its own dimensions.
+    let a3 = a.reshape([N, D / 2, 2]);
+    assert_eq!(a3.shape[0], a.shape[0]);
+    assert_eq!(a3.shape[1], D / 2);
+    assert_eq!(a3.shape[-1], 2);
     let out = ndarray(a.shape, a.dtype, SharedHbm);
     let (i_p, i_f) = mgrid![0..128, 0..D];
     for i in affine_range((N + 127) / 128) {
