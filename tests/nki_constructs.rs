@@ -467,6 +467,8 @@ fn asserted<const D: usize>(a: Hbm<f32, N, D>, b: Hbm<f32, N, D>) -> Hbm<f32, N,
     assert_eq!(a3.shape[0], a.shape[0]);
     assert_eq!(a3.shape[1], D / 2);
     assert_eq!(a3.shape[-1], 2);
+    assert_eq!(len(a3.shape), 3);
+    assert!(len(a.shape) == 2, "a is a matrix");
     let out = ndarray(a.shape, a.dtype, SharedHbm);
     let (i_p, i_f) = mgrid![0..128, 0..D];
     for i in affine_range((N + 127) / 128) {

@@ -12,6 +12,7 @@ fn refused(x: Hbm<f32, N, 512>) -> Hbm<f32, N, 512> {
     let t = load(x[[0..128, 0..512]]);
     let low = t.min(0.0);
     let wrong = zeros(x.dtype, f32, Sbuf);
+    let rank = len(x);
     for k in affine_range((N + 127) / 128) {
         let (i_p, i_f) = mgrid![0..128, 0..512];
         let u = load(x[[k * 128 + i_p, i_f]], mask = k * 128 + i_p < N);

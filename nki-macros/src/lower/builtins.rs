@@ -134,6 +134,8 @@ pub enum Special {
     ParDim,
     /// `finfo`, `iinfo`: a dtype's limits
     Info,
+    /// Python's `len` of a shape (`len(x.shape)`): its number of dimensions
+    Len,
 }
 
 /// How a function lowers.
@@ -361,6 +363,7 @@ static TABLE: &[Builtin] = &[
     special(&["negative"], Special::Negative),
     special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
+    special(&["len"], Special::Len),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -151,6 +151,10 @@ impl Lowerer<'_> {
                     "`ds(start, size)` is a slice, not data: use it as an index (`t[[.., ds(start, size)]]`)",
                 ),
             },
+            Special::Len => {
+                let v = self.len(args, span);
+                self.assign(v, span, dest)
+            }
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

@@ -797,6 +797,25 @@ impl Lowerer<'_> {
         })
     }
 
+    /// Python's `len(x.shape)`: the number of dimensions of a shape, an integer.
+    pub(super) fn len(&mut self, args: &[Arg], span: Span) -> Value {
+        let Some(a) = self.args("len", args, &["obj"], 1, span) else {
+            return Value::Poison;
+        };
+        let e = a[0].expect("required");
+        match self.eval(e) {
+            Value::Shape(dims) => Value::Int(i64::try_from(dims.len()).unwrap_or(i64::MAX)),
+            Value::Poison => Value::Poison,
+            other => self.error(
+                e.span(),
+                format!(
+                    "`len` takes a shape (`len(x.shape)`, the number of dimensions), not {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
     /// `finfo(dtype)` (a float type's limits) or `iinfo(dtype)` (an integer type's), as NumPy's.
     pub(super) fn info(
         &mut self,
