@@ -10,7 +10,7 @@
 //! above; `h_src`, `w_src` and `chunk_size` are meta-parameters (tile shapes depend on them),
 //! while `n` and `c` stay traced (`src_arr.reshape((n * c, h_src, w_src))`); Python's `1 / 4` is
 //! written `1.0 / 4.0` (Rust's `/` on integers floors), `math.ceil(a / b)` of positive integers
-//! `(a + b - 1) / b`, and `x if c else y` on integers `if c != 0 { x } else { y }` (also `min(a, b)`).
+//! `(a + b - 1) / b`, and `x if c else y` on integers `if c != 0 { x } else { y }`.
 
 mod common;
 
@@ -72,12 +72,8 @@ fn interpolate_bilinear_2x_fwd<const H_SRC: usize, const W_SRC: usize, const CHU
     let step_size = wdw_size - 1;
 
     for h in static_range((h_src - wdw_size + step_size - 1) / step_size + 1) {
-        let h_start_hbm_src = h * step_size;
-        let h_end_hbm_src = if wdw_size + h * step_size < h_src {
-            wdw_size + h * step_size
-        } else {
-            h_src
-        };
+        let h_start_hbm_src = max(0, h * step_size);
+        let h_end_hbm_src = min(wdw_size + h * step_size, h_src);
 
         let h_tile_size_src = h_end_hbm_src - h_start_hbm_src;
         let h_tile_size_dst = 2 * h_tile_size_src;
