@@ -41,7 +41,7 @@ use super::schedule::{
     DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
     TrackStats, engine_index,
 };
-use crate::exec::{LoopEdge, Observer, Resolver, Skip};
+use crate::exec::{InstanceEdge, LoopEdge, Observer, Resolver, Skip};
 use crate::operand::{Loc, Operands};
 
 mod fastforward;
@@ -1315,6 +1315,10 @@ impl Observer for Timeline<'_> {
 
     fn loop_edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
         self.edge(edge, resolve)
+    }
+
+    fn instance_edge(&mut self, edge: &InstanceEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        self.instance_edge(edge, resolve)
     }
 }
 

@@ -33,7 +33,7 @@ use nki_lang::{InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Memory, OperandRef
 use super::super::regions::Cell;
 use super::super::schedule::Track;
 use super::{Detail, Timeline};
-use crate::exec::{LoopEdge, Resolver, Skip};
+use crate::exec::{InstanceEdge, LoopEdge, Resolver, Skip};
 use crate::operand::Loc;
 
 /// Most iterations in a period: a loop is compared with itself up to this many iterations
@@ -64,9 +64,12 @@ pub(super) struct FastForward {
     pub on: bool,
     /// By pc of a `LoopBegin`: what is known of the loop (empty until the first back edge).
     loops: Vec<LoopSlot>,
-    /// By loop depth: the loop's recent back edges and the snapshot its state is compared
-    /// with.
-    detectors: [Detector; MAX_LOOP_DEPTH],
+    /// By grid axis: what is known of the instances as a loop over it (see
+    /// [`Timeline::instance_edge`]).
+    axes: [LoopSlot; MAX_PIDS],
+    /// By loop depth, then by grid axis (from [`MAX_LOOP_DEPTH`] on): the loop's recent back
+    /// edges and the snapshot its state is compared with.
+    detectors: [Detector; MAX_LOOP_DEPTH + MAX_PIDS],
     /// Whether a snapshot is held (HBM accesses are then recorded).
     pub armed: bool,
     /// HBM accesses of written tensors, in order (the first is event `events_base`).
@@ -92,6 +95,21 @@ enum LoopSlot {
     Ineligible,
     /// It may be skipped.
     Eligible(Box<LoopInfo>),
+}
+
+/// A back edge the fast-forward looks at: a loop's, or a grid axis' between two instances.
+#[derive(Copy, Clone, Debug)]
+struct Edge<'a> {
+    /// Its detector: the loop's depth, or [`MAX_LOOP_DEPTH`] plus the axis.
+    detector: usize,
+    /// What it is the edge of: the loop's `LoopBegin` pc, or `usize::MAX` minus the axis.
+    begin: usize,
+    /// The index values of the iteration about to start.
+    vars: &'a VarValues,
+    /// The value at which the loop (the axis) ends.
+    trip: i64,
+    /// Instructions executed so far.
+    executed: u64,
 }
 
 /// A loop whose iterations differ only in their HBM addresses.
@@ -271,11 +289,19 @@ impl Timeline<'_> {
         if !self.ff.on {
             return Skip::NONE;
         }
+        let depth = edge.depth;
+        let edge = Edge {
+            detector: depth.min(MAX_LOOP_DEPTH - 1),
+            begin: edge.begin,
+            vars: edge.vars,
+            trip: edge.trip,
+            executed: edge.executed,
+        };
         if self.ff.loops.is_empty() {
             self.ff.loops = vec![LoopSlot::Unknown; self.program.instrs().len()];
         }
         if matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Unknown)) {
-            let slot = self.loop_info(edge.begin, edge.depth);
+            let slot = self.loop_info(edge.begin, depth);
             self.ff.loops[edge.begin] = slot;
         }
         if !matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Eligible(_))) {
@@ -283,23 +309,52 @@ impl Timeline<'_> {
         }
         let slot = core::mem::take(&mut self.ff.loops[edge.begin]);
         let skip = match &slot {
-            LoopSlot::Eligible(info) => self.edge_of(info, edge, resolve),
+            LoopSlot::Eligible(info) => self.edge_of(info, &edge, resolve),
             LoopSlot::Ineligible | LoopSlot::Unknown => Skip::NONE,
         };
         self.ff.loops[edge.begin] = slot;
         skip
     }
 
+    /// Between two instances of a launch grid: the instances run as a loop nest over the
+    /// grid's axes, whose body is the whole program and whose induction values are the
+    /// program ids; an axis is skipped as a loop is when no on-chip operand or mask depends on
+    /// its program id.
+    pub(super) fn instance_edge(
+        &mut self,
+        edge: &InstanceEdge<'_>,
+        resolve: &mut Resolver<'_>,
+    ) -> Skip {
+        if !self.ff.on || edge.axis >= MAX_PIDS {
+            return Skip::NONE;
+        }
+        let axis = edge.axis;
+        if matches!(self.ff.axes[axis], LoopSlot::Unknown) {
+            self.ff.axes[axis] = self.grid_axis_info(axis);
+        }
+        let slot = core::mem::take(&mut self.ff.axes[axis]);
+        let skip = match &slot {
+            LoopSlot::Eligible(info) => {
+                let edge = Edge {
+                    detector: MAX_LOOP_DEPTH + axis,
+                    begin: usize::MAX - axis,
+                    vars: edge.vars,
+                    trip: edge.size,
+                    executed: edge.executed,
+                };
+                self.edge_of(info, &edge, resolve)
+            }
+            LoopSlot::Ineligible | LoopSlot::Unknown => Skip::NONE,
+        };
+        self.ff.axes[axis] = slot;
+        skip
+    }
+
     /// [`Timeline::edge`] of an eligible loop: a snapshot is taken when the engine queues
     /// have moved by one Δ over two periods of `p` iterations, and compared in full `p`
     /// iterations later.
-    fn edge_of(
-        &mut self,
-        info: &LoopInfo,
-        edge: &LoopEdge<'_>,
-        resolve: &mut Resolver<'_>,
-    ) -> Skip {
-        let d = edge.depth.min(MAX_LOOP_DEPTH - 1);
+    fn edge_of(&mut self, info: &LoopInfo, edge: &Edge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        let d = edge.detector;
         let v = edge.vars[info.var];
         let remaining = edge.trip.saturating_sub(v);
         let mut det = core::mem::take(&mut self.ff.detectors[d]);
@@ -409,18 +464,30 @@ impl Timeline<'_> {
 
     /// What is known of the loop at `begin` (at `depth`).
     fn loop_info(&self, begin: usize, depth: usize) -> LoopSlot {
-        let program = self.program;
-        let instrs = program.instrs();
+        let instrs = self.program.instrs();
         let Some(InstrData::LoopBegin { end, .. }) = instrs.get(begin).map(|i| i.data) else {
             return LoopSlot::Ineligible;
         };
-        let var = MAX_PIDS + depth;
+        self.body_info(begin + 1..end as usize, MAX_PIDS + depth)
+    }
+
+    /// What is known of the instances as a loop over grid axis `axis`: its body is the whole
+    /// program, its induction value the program id.
+    fn grid_axis_info(&self, axis: usize) -> LoopSlot {
+        self.body_info(0..self.program.instrs().len(), axis)
+    }
+
+    /// Whether a loop whose body is the instructions `body` and whose induction value is
+    /// index variable `var` may be skipped, and what its iterations touch.
+    fn body_info(&self, body: core::ops::Range<usize>, var: usize) -> LoopSlot {
+        let program = self.program;
+        let instrs = program.instrs();
         if var >= MAX_VARS {
             return LoopSlot::Ineligible;
         }
         let views = program.views();
         let mut tiles: Vec<usize> = Vec::new();
-        for ins in instrs.get(begin + 1..end as usize).unwrap_or(&[]) {
+        for ins in instrs.get(body).unwrap_or(&[]) {
             if let Some(m) = ins.mask
                 && let Some(mask) = program.masks().get(m.index())
                 && mask.terms().iter().any(|t| t.offset.coef[var] != 0)
@@ -625,7 +692,7 @@ impl Timeline<'_> {
     }
 
     /// The state at a back edge.
-    fn snapshot(&mut self, info: &LoopInfo, edge: &LoopEdge<'_>) -> Snapshot {
+    fn snapshot(&mut self, info: &LoopInfo, edge: &Edge<'_>) -> Snapshot {
         let mut times = Vec::new();
         self.visit_times(info, &mut |_, t| times.push(*t));
         let mut shape = Vec::new();
@@ -650,7 +717,7 @@ impl Timeline<'_> {
         &mut self,
         info: &LoopInfo,
         snap: &Snapshot,
-        edge: &LoopEdge<'_>,
+        edge: &Edge<'_>,
         p: i64,
         resolve: &mut Resolver<'_>,
     ) -> Option<Skip> {
@@ -910,24 +977,34 @@ fn moved_by(
 #[cfg(test)]
 mod tests {
     use nki_lang::builder::{Grid, ProgramBuilder};
-    use nki_lang::{DType, Dim, Extent, LoopKind, Memory, Target};
+    use nki_lang::{Affine, DType, Dim, Extent, LoopKind, Memory, Target};
 
     use super::super::super::{Detail, Params, Scheduling};
     use super::super::Timeline;
     use crate::bind::{HbmIn, HbmOut};
-    use crate::{Kernel, NeuronCore};
+    use crate::{Kernel, LaunchGrid, NeuronCore};
 
     /// Times `kernel` on zero tensors of `cols` columns (one input, one output of `[128,
     /// cols]` f32) with and without the fast-forward: the schedules' Debug forms and the
     /// iterations skipped.
     fn both(kernel: &Kernel<'_>, cols: usize, scheduling: Scheduling) -> [(String, i64); 2] {
+        both_on(kernel, cols, scheduling, LaunchGrid::SINGLE)
+    }
+
+    /// [`both`] over the launch grid `grid`.
+    fn both_on(
+        kernel: &Kernel<'_>,
+        cols: usize,
+        scheduling: Scheduling,
+        grid: LaunchGrid,
+    ) -> [(String, i64); 2] {
         let x = vec![0f32; 128 * cols];
         let mut out = vec![0f32; 128 * cols];
         [false, true].map(|on| {
             let mut core = NeuronCore::new(Target::Trn1);
             let inputs = [HbmIn::new(&x, &[128, cols]).unwrap()];
             let mut outputs = [HbmOut::new(&mut out, &[128, cols]).unwrap()];
-            let bound = kernel.bind(&inputs, &mut outputs).unwrap();
+            let bound = kernel.bind_on(grid, &inputs, &mut outputs).unwrap();
             let program = bound.program();
             let bytes = vec![128 * cols as u64 * 4; program.tensors().len()];
             let mut tl = Timeline::new(
@@ -991,6 +1068,42 @@ mod tests {
                     "reread {reread}, {scheduling:?}: {skipped} skipped"
                 );
             }
+        }
+    }
+
+    /// One instance per `[128, 512]` column block (`program_id(0)`) of a grid of `blocks`:
+    /// load, copy on VectorE, store.
+    fn per_instance(blocks: u64) -> nki_lang::CompiledProgram {
+        let cols = Dim::Fixed(512 * blocks);
+        let mut b = ProgramBuilder::new("instances", Target::Trn1);
+        let x = b.input("x", DType::F32, &[Dim::Fixed(128), cols]).unwrap();
+        let out = b
+            .output("out", DType::F32, &[Dim::Fixed(128), cols])
+            .unwrap();
+        let k = Affine::program_id(0, 512);
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        let u = b.tile("u", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        b.load(t, Grid::origin(x).at(1, k)).unwrap();
+        b.tensor_copy(u, t).unwrap();
+        b.store(Grid::origin(out).at(1, k), u).unwrap();
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn steady_instances_are_skipped_with_the_same_schedule() {
+        let c = per_instance(256);
+        let parts = c.parts();
+        let kernel = Kernel::new(parts.program());
+        for scheduling in [
+            Scheduling::default(),
+            Scheduling::ProgramOrder { buffers: 1 },
+            Scheduling::ProgramOrder { buffers: 2 },
+        ] {
+            let grid = LaunchGrid::from(256);
+            let [(plain, none), (fast, skipped)] = both_on(&kernel, 512 * 256, scheduling, grid);
+            assert_eq!(none, 0);
+            assert_eq!(plain, fast, "{scheduling:?}");
+            assert!(skipped > 128, "{scheduling:?}: {skipped} skipped");
         }
     }
 }
