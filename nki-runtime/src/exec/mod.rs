@@ -64,6 +64,23 @@ pub trait Observer {
         ControlFlow::Continue(())
     }
 
+    /// [`Observer::before`] with SBUF and PSUM as the instruction is about to run: for an
+    /// observer whose verdict depends on values in memory (strict mode's `select`, whose
+    /// element takes the side its predicate's value picks). The interpreter calls this one;
+    /// the default calls [`Observer::before`].
+    #[inline(always)]
+    fn before_on(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: OnChip<'_>,
+    ) -> ControlFlow<String> {
+        let _ = memory;
+        self.before(pc, instr, operands, vars)
+    }
+
     /// Whether the instructions' data paths run. An observer that needs only the operands (a
     /// timing model ranking kernel variants) returns `false`: the run then resolves and shows
     /// every instruction, in the same order with the same loop values, but computes nothing,
@@ -102,6 +119,40 @@ pub trait Observer {
     fn instance_edge(&mut self, edge: &InstanceEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
         let _ = (edge, resolve);
         Skip::NONE
+    }
+}
+
+/// SBUF and PSUM, read-only, as [`Observer::before_on`] sees them.
+#[derive(Copy, Clone, Debug)]
+pub struct OnChip<'a> {
+    sbuf: &'a [u8],
+    psum: &'a [u8],
+}
+
+impl<'a> OnChip<'a> {
+    /// The memories of `e`.
+    pub(crate) fn of(e: &'a EngineState) -> OnChip<'a> {
+        OnChip {
+            sbuf: e.sbuf.bytes(),
+            psum: e.psum.bytes(),
+        }
+    }
+
+    /// The bits of element `elem` (an element offset, as [`Pattern::base`] counts them) of
+    /// on-chip operand `r`, little-endian and zero-extended; `None` when `r` is not on chip
+    /// or the element lies outside its memory.
+    pub fn bits(&self, r: &Resolved, elem: isize) -> Option<u32> {
+        let mem = match r.loc {
+            Loc::Sbuf => self.sbuf,
+            Loc::Psum => self.psum,
+            Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => return None,
+        };
+        let size = r.dtype.size() as usize;
+        let at = usize::try_from(elem).ok()?.checked_mul(size)?;
+        let bytes = mem.get(at..at.checked_add(size)?)?;
+        let mut word = [0u8; 4];
+        word.get_mut(..size)?.copy_from_slice(bytes);
+        Some(u32::from_le_bytes(word))
     }
 }
 
@@ -385,7 +436,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 executed += 1;
                 count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
-                    if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
+                    let memory = OnChip::of(e);
+                    if let ControlFlow::Break(what) = obs.before_on(pc, ins, &ops, vars, memory) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),
                             instr: pc,
