@@ -504,3 +504,59 @@ fn a_grid_of_a_million_instances_is_the_linear_extrapolation_of_exact_runs() {
         assert_eq!(big.flops(), n * flops);
     }
 }
+
+/// Every instance loads the same `[1, 64]` row, takes `exp` and stores it to the same output
+/// row (the instances' HBM addresses do not depend on their program id).
+#[kernel]
+fn same_row_every_instance(x: Hbm<f32, 1, 64>) -> Hbm<f32, 1, 64> {
+    let out = ndarray([1, 64], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..1, 0..64];
+    let t = load(x[[i_p, i_f]]);
+    let e = exp(t);
+    store(out[[i_p, i_f]], e);
+    out
+}
+
+/// The timing-only summary of `same_row_every_instance` over `n` instances.
+fn same_row_schedule(n: usize, skip: bool) -> nki::timing::Schedule {
+    Timing::new()
+        .detail(Detail::Summary)
+        .grid(LaunchGrid::from(n))
+        .fast_forward(skip)
+        .run_shapes(
+            &mut NeuronCore::new(Target::Trn1),
+            &same_row_every_instance::KERNEL,
+            &[&[1, 64]],
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_grid_of_2_pow_32_instances_at_one_address_is_the_linear_extrapolation() {
+    let exact = [256, 512, 1024].map(|n| same_row_schedule(n, false));
+    let step = exact[1].total_ps() - exact[0].total_ps();
+    assert!(step > 0);
+    assert_eq!(exact[2].total_ps(), exact[1].total_ps() + 2 * step);
+    // Skipping gives the exact schedule at these sizes.
+    for (n, e) in [256, 512, 1024].into_iter().zip(&exact) {
+        assert_eq!(
+            format!("{:?}", same_row_schedule(n, true)),
+            format!("{e:?}")
+        );
+    }
+    let per = |f: fn(&nki::timing::Schedule) -> u64| {
+        let (a, b) = (f(&exact[0]), f(&exact[1]));
+        assert_eq!(b, 2 * a, "no fixed part");
+        a / 256
+    };
+    let instructions = per(|s| s.instructions());
+    let written = per(|s| s.hbm_write_bytes());
+    let transfers = per(|s| s.dma_transfers());
+    assert_eq!((written, transfers), (256, 2));
+    let n: u64 = 1 << 32;
+    let big = same_row_schedule(n as usize, true);
+    assert_eq!(big.total_ps(), exact[1].total_ps() + (n - 512) / 256 * step);
+    assert_eq!(big.instructions(), n * instructions);
+    assert_eq!(big.hbm_write_bytes(), n * written);
+    assert_eq!(big.dma_transfers(), n * transfers);
+}

@@ -23,8 +23,17 @@
 //! each skipped iteration's addresses and moved times, and each wait must find what the last
 //! period's found, moved; the skip ends at the first period where one does not.
 //!
-//! `Timing::fast_forward(false)` times every iteration; `tests/timing_fast_forward.rs`
-//! compares the two on every tutorial, the calibration cases and random shapes.
+//! When the period's HBM accesses are at the same addresses in the next period, only the first
+//! skipped period is replayed and the last one marked (see [`Timeline::replay`]).
+//!
+//! The instances of a launch grid are a loop nest over its axes whose body is the whole
+//! program and whose induction values are the program ids: between two instances the executor
+//! calls [`Timeline::instance_edge`], and an axis no on-chip operand or mask depends on is
+//! skipped as a loop is, with a detector of its own.
+//!
+//! `Timing::fast_forward(false)` times every iteration and instance;
+//! `tests/timing_fast_forward.rs` compares the two on every tutorial, the calibration cases,
+//! random shapes and launch grids.
 
 use std::collections::VecDeque;
 
@@ -139,6 +148,9 @@ struct Detector {
     ring: VecDeque<Quick>,
     /// A snapshot and the period after which the state is compared with it.
     snap: Option<(Snapshot, i64)>,
+    /// The shortest period to look for (after a comparison at a shorter one failed: the
+    /// engine queues may repeat sooner than the whole state, e.g. DMA engines taken in turn).
+    floor: i64,
 }
 
 /// The engine queues at a back edge.
@@ -229,9 +241,11 @@ enum Kind {
     /// A completion nothing waits for: moved, or 0.
     Total,
     /// The start of an idle gap (`first`: of its list), then its end: moved, or unchanged at
-    /// the front of the list.
+    /// the front of the list; a gap of a DMA engine or of HBM (`transfers`) also unchanged
+    /// when it ends before every moved gate (a transfer arrives after one: none fits in it).
     GapStart {
         first: bool,
+        transfers: bool,
     },
     GapEnd,
     /// A memory cell or a live range: moved, 0, or unchanged and before every gate.
@@ -365,6 +379,7 @@ impl Timeline<'_> {
             det.ring.clear();
             det.snap = None;
             det.begin = edge.begin;
+            det.floor = 1;
         }
         det.vars = *edge.vars;
         let quick = Quick {
@@ -384,10 +399,14 @@ impl Timeline<'_> {
                     && let Some(skip) = self.try_skip(info, &snap, edge, p, resolve)
                 {
                     det.ring.clear();
+                    det.floor = p;
                     self.ff.detectors[d] = det;
                     self.rearm();
                     return skip;
                 }
+                // The next look is for a longer period (from the shortest again after the
+                // longest).
+                det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
             } else if since < p {
                 det.snap = Some((snap, p));
             }
@@ -404,7 +423,7 @@ impl Timeline<'_> {
                     .and_then(|b| n.checked_sub(1 + b))
                     .and_then(|i| det.ring.get(i))
             };
-            let period = (1..=MAX_PERIOD).find(|&p| {
+            let period = (det.floor.max(1)..=MAX_PERIOD).find(|&p| {
                 remaining >= 2 * p
                     && matches!(
                         (at(p), at(0)),
@@ -589,14 +608,13 @@ impl Timeline<'_> {
             f(Kind::Gate(User::Dma), &mut q.t);
         }
         f(Kind::Total, &mut self.total);
-        let rings = self
-            .gaps
-            .iter_mut()
-            .chain(self.dma_gaps.iter_mut().take(dma))
-            .chain(core::iter::once(&mut self.hbm_gaps));
-        for ring in rings {
+        let rings = (self.gaps.iter_mut().map(|g| (g, false)))
+            .chain(self.dma_gaps.iter_mut().take(dma).map(|g| (g, true)))
+            .chain(core::iter::once((&mut self.hbm_gaps, true)));
+        for (ring, transfers) in rings {
             for (i, (a, b)) in ring.list.iter_mut().enumerate() {
-                f(Kind::GapStart { first: i == 0 }, a);
+                let first = i == 0;
+                f(Kind::GapStart { first, transfers }, a);
                 f(Kind::GapEnd, b);
             }
         }
@@ -785,11 +803,15 @@ impl Timeline<'_> {
         let first = snap.events.checked_sub(self.ff.events_base)?;
         let last = self.ff.events.len();
         if first < last {
-            // Replaying costs each period's events: at most about `MAX_REPLAYED` at once (the
-            // loop then runs on and skips again), so that a launch's budget is charged often.
-            let per = i64::try_from(last - first).unwrap_or(i64::MAX);
-            k = k.min((MAX_REPLAYED / per).max(1));
-            k = self.replay(info, first..last, k, p, delta, resolve);
+            let fixed = self.fixed_addresses(info, first..last, p, resolve);
+            if !fixed {
+                // Replaying costs each period's events: at most about `MAX_REPLAYED` at once
+                // (the loop then runs on and skips again), so that a launch's budget is charged
+                // often.
+                let per = i64::try_from(last - first).unwrap_or(i64::MAX);
+                k = k.min((MAX_REPLAYED / per).max(1));
+            }
+            k = self.replay(info, first..last, (k, p, delta, fixed), resolve);
             if k == 0 {
                 return None;
             }
@@ -831,19 +853,28 @@ impl Timeline<'_> {
     /// Replays the HBM events `range` (one period of `p` iterations) for up to `k` periods,
     /// each moved by `delta` more; returns how many periods found what the first one found
     /// (their marks stay, the failing period's are undone).
+    ///
+    /// With `fixed` (see [`Timeline::fixed_addresses`]), once the first period found what the
+    /// template found, the periods between it and the last are not replayed: each touches the
+    /// blocks the one before touched, later, so the state before each is the one before the
+    /// first moved (each finds what the first found), and the last one's marks supersede theirs.
+    /// The last period is then marked without its waits being compared (they would be the
+    /// skipped periods' to compare with).
     fn replay(
         &mut self,
         info: &LoopInfo,
         range: core::ops::Range<usize>,
-        k: i64,
-        p: i64,
-        delta: u64,
+        (k, p, delta, fixed): (i64, i64, u64, bool),
         resolve: &mut Resolver<'_>,
     ) -> i64 {
         let template: Vec<Event> = self.ff.events[range].to_vec();
         self.hbm.journal(true);
         let mut done = 0;
-        'periods: for m in 1..=k {
+        let jump = fixed && k > 2;
+        let mut m = 0;
+        'periods: while m < k {
+            m = if jump && m == 1 { k } else { m + 1 };
+            let compare = !(jump && m == k);
             let keep = self.hbm.journaled();
             let shift = delta * m as u64;
             let mut moved = Vec::with_capacity(template.len());
@@ -871,7 +902,8 @@ impl Timeline<'_> {
                     } else {
                         e.waits[j] + shift
                     };
-                    if !(write || self.hbm.tracked(t)) || self.hbm.wait_alone(t, r, write) != want {
+                    let found = compare.then(|| self.hbm.wait_alone(t, r, write));
+                    if !(write || self.hbm.tracked(t)) || found.is_some_and(|w| w != want) {
                         self.hbm.undo(keep);
                         break 'periods;
                     }
@@ -899,6 +931,34 @@ impl Timeline<'_> {
         self.hbm.journal(false);
         done
     }
+
+    /// Whether the HBM events `range` (one period of `p` iterations) access the same elements
+    /// in the next period (their addresses do not depend on the loop's value), and no other
+    /// loop holds a snapshot (whose period would replay these events one by one).
+    fn fixed_addresses(
+        &self,
+        info: &LoopInfo,
+        range: core::ops::Range<usize>,
+        p: i64,
+        resolve: &mut Resolver<'_>,
+    ) -> bool {
+        if self.ff.detectors.iter().any(|d| d.snap.is_some()) {
+            return false;
+        }
+        self.ff.events[range].iter().all(|e| {
+            let mut next = e.vars;
+            next[info.var] += p;
+            match (
+                resolve(e.pc as usize, &e.vars),
+                resolve(e.pc as usize, &next),
+            ) {
+                (Some(a), Some(b)) => e.slots[..usize::from(e.n)]
+                    .iter()
+                    .all(|&(s, _)| a.slot(usize::from(s)) == b.slot(usize::from(s))),
+                (None, _) | (_, None) => false,
+            }
+        })
+    }
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
@@ -917,6 +977,14 @@ fn moved_by(
     let i = (0..now.len())
         .position(|i| matches!(kinds[i], Kind::Gate(_)) && old[i] != 0 && now[i] != old[i])?;
     let delta = now[i].checked_sub(old[i]).filter(|&d| d > 0)?;
+    // The earliest of the gates that moved: every instruction of the period started at or
+    // after one of them (its engine's or its DMA queue's), and so will every later one.
+    let gate_floor = (0..now.len())
+        .filter(|&j| matches!(kinds[j], Kind::Gate(_)) && old[j] != 0)
+        .filter(|&j| now[j] == old[j] + delta)
+        .map(|j| old[j])
+        .min()
+        .unwrap_or(0);
     // The earliest next start of any queue: a cell the loop only reads and that is earlier
     // cannot delay it.
     let mut floor = u64::MAX;
@@ -932,6 +1000,10 @@ fn moved_by(
                     }
                 } else if b == a + delta {
                     floor = floor.min(a);
+                } else if b == a && a < gate_floor && matches!(user, User::Dma | User::Compute) {
+                    // A DMA engine, HBM or a shared port the period did not use, free before
+                    // every moved gate: an instruction starts after that gate anyway (a DMA
+                    // engine none of the period's transfers took stays untaken).
                 } else {
                     return None;
                 }
@@ -942,7 +1014,7 @@ fn moved_by(
                     return None;
                 }
             }
-            Kind::GapStart { first } => {
+            Kind::GapStart { first, transfers } => {
                 if first {
                     moved_gap = false;
                 }
@@ -952,6 +1024,9 @@ fn moved_by(
                     floor = floor.min(a);
                 } else if b == a && b2 == a2 && !moved_gap && !no_frozen_gaps {
                     // Unchanged, before every moved gap of its list.
+                } else if b == a && b2 == a2 && transfers && a2 < gate_floor {
+                    // A DMA engine's or HBM's gap that ends before every moved gate: every
+                    // transfer of the period and after arrives after one of them.
                 } else {
                     return None;
                 }
