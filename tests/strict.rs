@@ -883,3 +883,130 @@ fn a_matmul_depends_on_its_contraction() {
     assert!(e.what.contains("(nc_matmul, line"), "{e}");
     assert!(e.what.contains("element 0 of the operand"), "{e}");
 }
+
+/// `where(cond, x, 0)`: `x` loaded in columns `0..256` only, the condition loaded whole; every
+/// column stored. Whether a stored element depends on the unwritten half of `x` is up to the
+/// condition's values.
+#[kernel]
+fn selects_from_a_half_loaded_tile(
+    c: Hbm<f32, 128, 512>,
+    x: Hbm<f32, 128, 512>,
+) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..512];
+    let cond = load(c[[ix, iy]]);
+    let t = load(x[[ix, iy]], mask = iy < 256);
+    let s = r#where(cond, t, 0.0);
+    store(out[[ix, iy]], s);
+    out
+}
+
+/// `where(cond, x, -1)` with the condition loaded in rows `0..64` only; rows `0..ROWS` stored.
+#[kernel(
+    selects_on_a_half_loaded_condition(ROWS = 128),
+    selects_on_the_loaded_condition(ROWS = 64)
+)]
+fn selects_on_a_condition<const ROWS: usize>(
+    c: Hbm<f32, 128, 512>,
+    x: Hbm<f32, 128, 512>,
+) -> Hbm<f32, ROWS, 512> {
+    let out = ndarray([ROWS, 512], f32, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..512];
+    let cond = load(c[[ix, iy]], mask = ix < 64);
+    let t = load(x[[ix, iy]]);
+    let s = r#where(cond, t, -1.0);
+    store(out[[ix, iy]], s, mask = ix < ROWS);
+    out
+}
+
+/// Launches `kernel` strictly on `c` and `x` (`[128, 512]` each) into an output of `rows`
+/// rows of zeros.
+fn strict_select(
+    kernel: &Kernel<'_>,
+    c: &Array2<f32>,
+    x: &Array2<f32>,
+    rows: usize,
+) -> Result<Array2<f32>, LaunchError> {
+    let (c, x) = (
+        DeviceTensor::from_array(c).unwrap(),
+        DeviceTensor::from_array(x).unwrap(),
+    );
+    let out = run_strict(kernel, &[&c, &x], &[rows, 512])?;
+    Ok(out.into_array::<Ix2>().unwrap())
+}
+
+#[test]
+fn a_select_depends_only_on_the_side_its_condition_picks() {
+    let x = Array2::from_shape_fn((128, 512), |(r, c)| (r * 512 + c) as f32 * 0.5 + 1.0);
+    // Nonzero (1, or NaN: true as well) only where x was loaded: the unwritten half of x is
+    // never picked, and the launch passes strictly with the plain launch's values.
+    let cond = Array2::from_shape_fn((128, 512), |(r, c)| match (c < 256, (r + c) % 3) {
+        (true, 0) => 1.0,
+        (true, 1) => f32::NAN,
+        _ => 0.0,
+    });
+    let got = strict_select(&selects_from_a_half_loaded_tile::KERNEL, &cond, &x, 128).unwrap();
+    for ((r, c), &v) in got.indexed_iter() {
+        let want = if c < 256 && (r + c) % 3 != 2 {
+            x[[r, c]]
+        } else {
+            0.0
+        };
+        assert_eq!(v.to_bits(), want.to_bits(), "({r}, {c})");
+    }
+    // A condition of -0.0 is false too.
+    let negative_zero = cond.mapv(|v| if v == 0.0 { -0.0 } else { v });
+    assert!(
+        strict_select(
+            &selects_from_a_half_loaded_tile::KERNEL,
+            &negative_zero,
+            &x,
+            128
+        )
+        .is_ok()
+    );
+    // One condition element picks x where it was never loaded: row 2, column 300, element
+    // 2·512 + 300 of the stored operand, computed by the select.
+    let mut picks_unwritten = cond.clone();
+    picks_unwritten[[2, 300]] = 0.5;
+    let err = strict_select(
+        &selects_from_a_half_loaded_tile::KERNEL,
+        &picks_unwritten,
+        &x,
+        128,
+    )
+    .unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.mnemonic, "store", "{err}");
+    assert!(e.what.contains("element 1324 of the operand"), "{err}");
+    assert!(
+        e.what.contains("which instruction 2 (select, line"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_select_on_an_undefined_condition_is_undefined_whatever_its_sides() {
+    let x = Array2::from_shape_fn((128, 512), |(r, c)| (r + c) as f32);
+    let cond = Array2::from_shape_fn((128, 512), |(r, c)| ((r * c) % 2) as f32);
+    // Both sides are defined everywhere; rows 64.. of the condition were never loaded.
+    let err =
+        strict_select(&selects_on_a_half_loaded_condition::KERNEL, &cond, &x, 128).unwrap_err();
+    let LaunchError::Exec(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.mnemonic, "store", "{err}");
+    assert!(e.what.contains("element 32768 of the operand"), "{err}");
+    assert!(
+        e.what.contains("which instruction 2 (select, line"),
+        "{err}"
+    );
+    // Storing the rows whose condition was loaded passes, with the plain launch's values.
+    let got = strict_select(&selects_on_the_loaded_condition::KERNEL, &cond, &x, 64).unwrap();
+    for ((r, c), &v) in got.indexed_iter() {
+        let want = if cond[[r, c]] != 0.0 { x[[r, c]] } else { -1.0 };
+        assert_eq!(v, want, "({r}, {c})");
+    }
+}

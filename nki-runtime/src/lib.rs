@@ -146,7 +146,7 @@ pub use budget::{Budget, StopHandle, Stopped};
 pub use cpu::Isa;
 pub use device_tensor::{DeviceTensor, TensorError};
 pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
-pub use exec::{ExecError, LoopEdge, Observer, Resolver, Skip};
+pub use exec::{ExecError, InstanceEdge, LoopEdge, Observer, OnChip, Resolver, Skip};
 pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use host_profile::{HostOpRow, HostProfile, HostRow};
 pub use instantiation::{Instance, MetaValue};

@@ -1,6 +1,7 @@
 //! Strict mode's definedness against an independent reference (issue 21): random programs over
 //! partially written tiles, with every family of operations (moves, elementwise ALU and
-//! activation with per-partition reductions, selects, reductions along any free axes, scans,
+//! activation with per-partition reductions, selects (a tile predicate's defined elements
+//! picking the side that counts by their value), reductions along any free axes, scans,
 //! `bn_stats`/`bn_aggr`, transposes, matmuls with accumulation), stored under random masks.
 //!
 //! The reference keeps one "defined" flag per tile element and propagates it element by element
@@ -89,11 +90,18 @@ impl Kind {
 }
 
 /// One tile of the program and, for the reference, which of its elements are defined
-/// (partition-major).
+/// (partition-major), and, for a tile a load, a memset or an iota wrote, their values (a
+/// `select`'s predicate: its defined elements pick a side by their value).
 struct Tile {
     id: TileId,
     kind: Kind,
     defined: Vec<bool>,
+    values: Option<Vec<f32>>,
+}
+
+/// The input's element `e` (row-major `[P, F]`).
+fn input_value(e: usize) -> f32 {
+    e as f32 * 0.25 - 3.0
 }
 
 /// A `[rows, cols]` box mask from the grid's origin on axes 0 and `free_axis`.
@@ -187,6 +195,7 @@ impl Gen {
             id,
             kind,
             defined: vec![false; P as usize * kind.elems()],
+            values: None,
         });
         self.tiles.len() - 1
     }
@@ -252,31 +261,40 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
             g.push(Opcode::Load, m, InstrData::Dma { tile, hbm });
             g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some((0..n).map(input_value).collect());
         }
-        // memset under a mask
+        // memset of 1.5 or 0 under a mask
         1 => {
             let d = g.new_tile(Kind::Square);
             let dst = Dst::overwrite(g.view(d));
+            let value = [1.5, 0.0][c.below(2)];
             g.push(
                 Opcode::Memset,
                 m,
                 InstrData::Fill {
                     dst,
-                    value: Scalar::float(1.5),
+                    value: Scalar::float(value),
                 },
             );
             g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(vec![value; n]);
         }
-        // iota under a mask
+        // iota under a mask: `a·p + b·f + k`, zero on a line for some choices
         2 => {
             let d = g.new_tile(Kind::Square);
             let dst = Dst::overwrite(g.view(d));
-            let mut e = AxisIndex::constant(1);
-            e.grid[0] = 3;
-            e.grid[1] = 1;
+            let (a, bf, k) = [(3, 1, 1), (1, -1, 0), (0, 1, -3), (2, -1, -2)][c.below(4)];
+            let mut e = AxisIndex::constant(k);
+            e.grid[0] = a;
+            e.grid[1] = bf;
             let expr = g.b.expr(e).expect("expr");
             g.push(Opcode::Iota, m, InstrData::Iota { dst, expr });
             g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(
+                (0..n)
+                    .map(|e| (a * (e / fu) as i64 + bf * (e % fu) as i64 + k) as f32)
+                    .collect(),
+            );
         }
         // tensor_copy, reciprocal: one source
         3 | 4 => {
@@ -327,6 +345,8 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let (da, db) = (g.tiles[a].defined.clone(), g.tiles[b2].defined.clone());
             let old = g.tiles[d].defined.clone();
             let acc = !fresh;
+            // Accumulated into: the reference no longer knows its values.
+            g.tiles[d].values = None;
             g.tiles[d].defined = (0..n)
                 .map(|e| {
                     if inside(e / fu, e % fu) {
@@ -537,11 +557,17 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 })
                 .collect();
         }
-        // select with a tile predicate
+        // select with a tile predicate whose values the reference knows: each defined
+        // predicate element picks a side, and only that side's element counts
         11 => {
-            let (Some(pr), Some(a), Some(b2)) =
-                (g.pick(c, &on_chip_sq), g.pick(c, &sq), g.pick(c, &sq))
-            else {
+            let predicates: Vec<usize> = (0..g.tiles.len())
+                .filter(|&t| g.tiles[t].values.is_some())
+                .collect();
+            if predicates.is_empty() {
+                return;
+            }
+            let pr = predicates[c.below(predicates.len())];
+            let (Some(a), Some(b2)) = (g.pick(c, &sq), g.pick(c, &sq)) else {
                 return;
             };
             let d = g.new_tile(Kind::Square);
@@ -561,8 +587,12 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 g.tiles[a].defined.clone(),
                 g.tiles[b2].defined.clone(),
             );
+            let vp = g.tiles[pr].values.clone().unwrap_or_default();
             g.tiles[d].defined = (0..n)
-                .map(|e| inside(e / fu, e % fu) && dp[e] && da[e] && db[e])
+                .map(|e| {
+                    let side = if vp[e] != 0.0 { da[e] } else { db[e] };
+                    inside(e / fu, e % fu) && dp[e] && side
+                })
                 .collect();
         }
         // bn_stats (no mask), then maybe bn_aggr (masked on partitions)

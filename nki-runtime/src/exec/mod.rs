@@ -64,6 +64,23 @@ pub trait Observer {
         ControlFlow::Continue(())
     }
 
+    /// [`Observer::before`] with SBUF and PSUM as the instruction is about to run: for an
+    /// observer whose verdict depends on values in memory (strict mode's `select`, whose
+    /// element takes the side its predicate's value picks). The interpreter calls this one;
+    /// the default calls [`Observer::before`].
+    #[inline(always)]
+    fn before_on(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: OnChip<'_>,
+    ) -> ControlFlow<String> {
+        let _ = memory;
+        self.before(pc, instr, operands, vars)
+    }
+
     /// Whether the instructions' data paths run. An observer that needs only the operands (a
     /// timing model ranking kernel variants) returns `false`: the run then resolves and shows
     /// every instruction, in the same order with the same loop values, but computes nothing,
@@ -90,6 +107,53 @@ pub trait Observer {
         let _ = (edge, resolve);
         Skip::NONE
     }
+
+    /// Called between two instances of a launch grid of a run over the whole grid, when
+    /// another instance follows (`edge.vars` hold its program ids): returns how many
+    /// positions along `edge.axis`, from the one about to start, the observer accounts for
+    /// without seeing them, each standing for every instance of the axes after it (the
+    /// instances run in row-major order: a loop nest over the axes, axis 0 outermost). Only
+    /// an observer that does not compute may skip; `resolve` is as for
+    /// [`Observer::loop_edge`]. The default skips nothing.
+    #[inline(always)]
+    fn instance_edge(&mut self, edge: &InstanceEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        let _ = (edge, resolve);
+        Skip::NONE
+    }
+}
+
+/// SBUF and PSUM, read-only, as [`Observer::before_on`] sees them.
+#[derive(Copy, Clone, Debug)]
+pub struct OnChip<'a> {
+    sbuf: &'a [u8],
+    psum: &'a [u8],
+}
+
+impl<'a> OnChip<'a> {
+    /// The memories of `e`.
+    pub(crate) fn of(e: &'a EngineState) -> OnChip<'a> {
+        OnChip {
+            sbuf: e.sbuf.bytes(),
+            psum: e.psum.bytes(),
+        }
+    }
+
+    /// The bits of element `elem` (an element offset, as [`Pattern::base`] counts them) of
+    /// on-chip operand `r`, little-endian and zero-extended; `None` when `r` is not on chip
+    /// or the element lies outside its memory.
+    pub fn bits(&self, r: &Resolved, elem: isize) -> Option<u32> {
+        let mem = match r.loc {
+            Loc::Sbuf => self.sbuf,
+            Loc::Psum => self.psum,
+            Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => return None,
+        };
+        let size = r.dtype.size() as usize;
+        let at = usize::try_from(elem).ok()?.checked_mul(size)?;
+        let bytes = mem.get(at..at.checked_add(size)?)?;
+        let mut word = [0u8; 4];
+        word.get_mut(..size)?.copy_from_slice(bytes);
+        Some(u32::from_le_bytes(word))
+    }
 }
 
 /// The operands an instruction would have at given loop values (see [`Observer::loop_edge`]).
@@ -108,6 +172,22 @@ pub struct LoopEdge<'a> {
     pub trip: i64,
     /// Instructions executed so far in this run of the interpreter (masked-off ones included,
     /// loop control not): an observer that skips tells how many the skipped iterations hold.
+    pub executed: u64,
+}
+
+/// The boundary between two instances of a launch grid, as [`Observer::instance_edge`] sees
+/// it: the back edge of the innermost axis whose coordinate moves (the axes after it start
+/// again at 0).
+#[derive(Copy, Clone, Debug)]
+pub struct InstanceEdge<'a> {
+    /// The axis whose coordinate moves.
+    pub axis: usize,
+    /// The index values of the instance about to start: its program ids, loop values 0.
+    pub vars: &'a VarValues,
+    /// The grid's size along `axis`.
+    pub size: i64,
+    /// Instructions executed so far in the launch (masked-off ones included, loop control
+    /// not).
     pub executed: u64,
 }
 
@@ -144,7 +224,9 @@ pub(crate) fn run<'i, O: Observer, H: HostPlan<'i>>(
     run_instances(e, b, obs, plan, 0..b.grid.count().unwrap_or(0))
 }
 
-/// Runs instances `range` (row-major indices) of the bound program's grid, in order.
+/// Runs instances `range` (row-major indices) of the bound program's grid, in order. Over the
+/// whole grid, an observer that does not compute sees the boundaries between instances
+/// ([`Observer::instance_edge`]) and may skip instances.
 pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
     e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
@@ -153,11 +235,85 @@ pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
     range: core::ops::Range<usize>,
 ) -> Result<(), ExecError> {
     let end = b.program.instrs().len();
-    for i in range {
+    let whole = range.start == 0 && b.grid.count() == Some(range.end);
+    let mut count = 0u64;
+    let mut i = range.start;
+    while i < range.end {
         let mut f = Frame::new(b.grid.coords(i));
-        interpret(e, b, obs, plan, &mut f, (0, end))?;
+        let ran = interpret(e, b, obs, plan, &mut f, (0, end))?;
+        count = count.saturating_add(ran);
+        i += 1;
+        if whole && !obs.computes() {
+            i = instance_edges(e, b, obs, (i, range.end), &mut count)?;
+        }
     }
     Ok(())
+}
+
+/// Shows the observer the instance edges before instance `i` (of `end`) and skips what it
+/// accounts for: returns the next instance to run. After a skip that completes an axis, the
+/// edge of the axis before it follows at once.
+fn instance_edges<'i, O: Observer>(
+    e: &EngineState,
+    b: &mut Bound<'i, '_, '_>,
+    obs: &mut O,
+    (mut i, end): (usize, usize),
+    count: &mut u64,
+) -> Result<usize, ExecError> {
+    let instrs = b.program.instrs();
+    let sbuf_stride = e.sbuf.partition_stride();
+    let rank = b.grid.rank();
+    while i < end {
+        let c = b.grid.coords(i);
+        let Some(axis) = (0..rank).rev().find(|&a| c[a] != 0) else {
+            break;
+        };
+        // The instances one position along `axis` stands for (the grid's count fits).
+        let inner = (axis + 1..rank).fold(1usize, |n, a| n.saturating_mul(b.grid.size(a)));
+        let size = i64::try_from(b.grid.size(axis)).unwrap_or(i64::MAX);
+        let mut vars: VarValues = [0; MAX_VARS];
+        vars[..MAX_PIDS].copy_from_slice(&c);
+        let edge = InstanceEdge {
+            axis,
+            vars: &vars,
+            size,
+            executed: *count,
+        };
+        let bound: &Bound<'_, '_, '_> = b;
+        let mut resolve = |at: usize, vars: &VarValues| {
+            instrs
+                .get(at)
+                .and_then(|ins| crate::operand::resolve(bound, ins, vars, sbuf_stride))
+        };
+        let skip = obs.instance_edge(&edge, &mut resolve);
+        if skip.iterations <= 0 {
+            break;
+        }
+        *count = count.saturating_add(skip.executed);
+        if !b.meter.charge(skip.executed) {
+            let at = instrs.len().saturating_sub(1);
+            return Err(match instrs.get(at) {
+                Some(last) => stopped(b, at, last),
+                None => ExecError {
+                    kernel: b.program.name().to_string(),
+                    instr: 0,
+                    mnemonic: "",
+                    line: 0,
+                    what: "stopped by the core's budget or stop handle".to_string(),
+                },
+            });
+        }
+        let left = size.saturating_sub(c[axis]);
+        let n = skip.iterations.min(left);
+        let moved = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(inner);
+        i = i.saturating_add(moved).min(end);
+        if n < left {
+            break;
+        }
+    }
+    Ok(i)
 }
 
 /// The interpreter's state within one instance: the index variables' values, the open loops'
@@ -186,7 +342,8 @@ impl Frame {
 }
 
 /// Runs instructions `start..stop` from state `f`: a whole instance (`0..len`), or, for half of
-/// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`.
+/// a loop's iterations, its body and `LoopEnd` with the loop already open in `f`. Returns the
+/// instructions executed (masked-off ones included, loop control not, skipped ones counted).
 pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     e: &mut EngineState,
     b: &mut Bound<'i, '_, '_>,
@@ -194,7 +351,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     plan: &mut H,
     f: &mut Frame,
     (start, stop): (usize, usize),
-) -> Result<(), ExecError> {
+) -> Result<u64, ExecError> {
     let p = b.program;
     let instrs = p.instrs();
     let syms = b.syms;
@@ -279,7 +436,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 executed += 1;
                 count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
-                    if let ControlFlow::Break(what) = obs.before(pc, ins, &ops, vars) {
+                    let memory = OnChip::of(e);
+                    if let ControlFlow::Break(what) = obs.before_on(pc, ins, &ops, vars, memory) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),
                             instr: pc,
@@ -315,7 +473,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     }
     match instrs.get(pc.saturating_sub(1)) {
         Some(last) if !b.meter.charge(executed) => Err(stopped(b, pc - 1, last)),
-        _ => Ok(()),
+        _ => Ok(count),
     }
 }
 

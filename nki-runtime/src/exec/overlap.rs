@@ -97,7 +97,10 @@ pub(crate) fn overlapping_slots(
     sbuf_stride: usize,
 ) -> Option<(u8, u8)> {
     let in_memory = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Hbm(_));
-    let same_elements_allowed = matches!(ins.opcode.info().deps, Deps::Elementwise | Deps::Move);
+    let same_elements_allowed = matches!(
+        ins.opcode.info().deps,
+        Deps::Elementwise | Deps::Select | Deps::Move
+    );
     ops.iter()
         .filter(|w| w.dir.writes())
         .filter(in_memory)

@@ -393,5 +393,5 @@ pub(crate) fn run_parallel(
     );
     e.worker = worker;
     split.give_back(b.outputs, second.outputs);
-    ra.and(rb).map(|()| true)
+    ra.and(rb).map(|_| true)
 }

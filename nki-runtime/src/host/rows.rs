@@ -31,7 +31,9 @@ fn row_local(ins: &Instr) -> bool {
         Engine::Tensor | Engine::Sync => false,
     };
     let deps_ok = match ins.opcode.info().deps {
-        Deps::Move | Deps::Elementwise | Deps::Reduce | Deps::Prefix | Deps::Row => true,
+        Deps::Move | Deps::Elementwise | Deps::Select | Deps::Reduce | Deps::Prefix | Deps::Row => {
+            true
+        }
         Deps::Control | Deps::AffineSelect | Deps::Contraction | Deps::Transpose => false,
     };
     engine_ok && deps_ok && ins.data.loop_control().is_none()

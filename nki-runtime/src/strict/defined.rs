@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use nki_lang::{Cmp, Deps, Instr, InstrData, MAX_TILE_RANK, Pred};
 
 use super::{Access, Fault, Strict};
+use crate::cpu::convert;
+use crate::exec::OnChip;
 use crate::operand::{Loc, Operands, Resolved};
 
 /// Per written on-chip operand (by slot), the origin of each undefined element, keyed by the
@@ -119,8 +121,8 @@ impl Strict<'_> {
         pc: usize,
         instr: &Instr,
         operands: &Operands,
-        group_overwrites: bool,
-        accumulating: bool,
+        memory: Option<OnChip<'_>>,
+        (group_overwrites, accumulating): (bool, bool),
     ) -> Undefined {
         let this = u32::try_from(pc.saturating_add(1)).unwrap_or(u32::MAX);
         let on_chip = |r: &Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
@@ -243,6 +245,40 @@ impl Strict<'_> {
                         }
                     }
                     out.push((res.slot, partial));
+                }
+            }
+            Deps::Select => {
+                let grid = dst.dims;
+                let side = |slot: usize| src(slot).map(|s| (s, s.r.strides_on(&grid)));
+                let (predicate, on_true, on_false) = (side(1), side(2), side(3));
+                let origin_at = |side: Option<(Source, [isize; MAX_TILE_RANK])>, t: &Index| {
+                    side.map_or(0, |(s, st)| {
+                        self.origin(&s, offset(s.r.pattern.base, &st, t), this)
+                    })
+                };
+                for t in indices(grid) {
+                    // The predicate's element: undefined, or the side its value picks (as
+                    // the engine reads it: fp32, nonzero is true, NaN included).
+                    let (o, taken) = match predicate {
+                        Some((s, st)) => {
+                            let at = offset(s.r.pattern.base, &st, &t);
+                            let o = self.origin(&s, at, this);
+                            let value = memory.and_then(|m| m.bits(&s.r, at));
+                            (o, value.map(|b| convert::to_f32(s.r.dtype, b) != 0.0))
+                        }
+                        None => (0, None),
+                    };
+                    let o = match (o, taken) {
+                        (0, Some(true)) => origin_at(on_true, &t),
+                        (0, Some(false)) => origin_at(on_false, &t),
+                        (0, None) => first(origin_at(on_true, &t), origin_at(on_false, &t)),
+                        (o, _) => o,
+                    };
+                    put(
+                        &mut found,
+                        offset(dst.pattern.base, &dst.pattern.strides, &t),
+                        o,
+                    );
                 }
             }
             Deps::Reduce => {
@@ -451,6 +487,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         Deps::Control
         | Deps::Move
         | Deps::Elementwise
+        | Deps::Select
         | Deps::Reduce
         | Deps::Prefix
         | Deps::Row

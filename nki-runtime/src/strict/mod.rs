@@ -60,7 +60,7 @@ use nki_lang::{
 };
 use thiserror::Error;
 
-use crate::exec::Observer;
+use crate::exec::{Observer, OnChip};
 use crate::operand::{Loc, Operands, Resolved};
 use iterations::{Iterations, NodeId, Relation};
 use shadow::{Shadow, Stamp};
@@ -610,12 +610,45 @@ impl fmt::Display for LoopValues<'_> {
 }
 
 impl Observer for Strict<'_> {
+    /// Without the memories, a `select` element counts both sides (see [`Strict::check`]).
     fn before(
         &mut self,
         pc: usize,
         instr: &Instr,
         operands: &Operands,
         vars: &VarValues,
+    ) -> ControlFlow<String> {
+        self.check(pc, instr, operands, vars, None)
+    }
+
+    fn before_on(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: OnChip<'_>,
+    ) -> ControlFlow<String> {
+        self.check(pc, instr, operands, vars, Some(memory))
+    }
+
+    fn after(&mut self, _pc: usize, _instr: &Instr) {
+        self.mark_written();
+    }
+}
+
+impl Strict<'_> {
+    /// Checks instruction `pc`'s operands before it runs (see the module documentation), and
+    /// finds the undefined elements it computes. `memory`: SBUF and PSUM as it is about to
+    /// run, from which a `select` element whose predicate is defined takes the side the
+    /// predicate's value picks; without them, it depends on both sides.
+    fn check(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: Option<OnChip<'_>>,
     ) -> ControlFlow<String> {
         self.pending.clear();
         let mut pids = [0i64; MAX_PIDS];
@@ -705,13 +738,20 @@ impl Observer for Strict<'_> {
         }
         self.undefined.clear();
         if undefined {
-            self.undefined =
-                self.undefined_elements(pc, instr, operands, group_overwrites, accumulating);
+            self.undefined = self.undefined_elements(
+                pc,
+                instr,
+                operands,
+                memory,
+                (group_overwrites, accumulating),
+            );
         }
         ControlFlow::Continue(())
     }
 
-    fn after(&mut self, _pc: usize, _instr: &Instr) {
+    /// Marks what the instruction that ran wrote (its pending writes), with the undefined
+    /// elements found before it ran.
+    fn mark_written(&mut self) {
         let me = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
         let node = self.now;
         let undefined = core::mem::take(&mut self.undefined);

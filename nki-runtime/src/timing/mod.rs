@@ -219,7 +219,9 @@ impl Timing {
         self
     }
 
-    /// Launches over an SPMD grid (all instances on this core, in row-major order).
+    /// Launches over an SPMD grid (all instances on this core, in row-major order; a
+    /// timing-only [`Detail::Summary`] run skips instances in a steady state, see
+    /// [`Timing::fast_forward`]).
     pub fn grid(mut self, grid: LaunchGrid) -> Timing {
         self.grid = Some(grid);
         self
@@ -241,10 +243,10 @@ impl Timing {
         self
     }
 
-    /// Whether a timing-only [`Detail::Summary`] run may skip the iterations of a loop in a
-    /// steady state (default `true`): the schedule is the same either way (its totals, counts
-    /// and every figure of its profile), `false` times every iteration. See
-    /// [`Timeline::with_fast_forward`].
+    /// Whether a timing-only [`Detail::Summary`] run may skip the iterations of a loop, and
+    /// the instances of a launch grid, in a steady state (default `true`): the schedule is the
+    /// same either way (its totals, counts and every figure of its profile), `false` times
+    /// every iteration and instance. See [`Timeline::with_fast_forward`].
     pub fn fast_forward(mut self, on: bool) -> Timing {
         self.plain = !on;
         self

@@ -41,7 +41,7 @@ use super::schedule::{
     DmaPhase, ENGINES, Kind, MAX_DMA, OPCODES, OperandSummary, Record, Schedule, TileUse, Track,
     TrackStats, engine_index,
 };
-use crate::exec::{LoopEdge, Observer, Resolver, Skip};
+use crate::exec::{InstanceEdge, LoopEdge, Observer, Resolver, Skip};
 use crate::operand::{Loc, Operands};
 
 mod fastforward;
@@ -378,9 +378,9 @@ impl<'p> Timeline<'p> {
     }
 
     /// With `on` (the default), a timing-only run that keeps totals only ([`Detail::Summary`])
-    /// skips the iterations of a loop in a steady state, accounting for them as the ones it
-    /// timed moved in time: the same schedule, faster. `false` times every iteration (the
-    /// check that the two agree).
+    /// skips the iterations of a loop, and the instances of a launch grid, in a steady state,
+    /// accounting for them as the ones it timed moved in time: the same schedule, faster.
+    /// `false` times every iteration and instance (the check that the two agree).
     pub fn with_fast_forward(mut self, on: bool) -> Timeline<'p> {
         self.set_fast_forward(on);
         self
@@ -1315,6 +1315,10 @@ impl Observer for Timeline<'_> {
 
     fn loop_edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
         self.edge(edge, resolve)
+    }
+
+    fn instance_edge(&mut self, edge: &InstanceEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        self.instance_edge(edge, resolve)
     }
 }
 

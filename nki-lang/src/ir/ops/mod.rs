@@ -130,6 +130,11 @@ pub enum Deps {
     /// predicate holds at `t` (a function of the grid and the loop values, so known to strict
     /// mode), and on nothing in memory elsewhere (`on_false_value` is an immediate).
     AffineSelect,
+    /// `select`: the element at `t` depends on `predicate[t]`; where that element is defined,
+    /// also on the side its value picks (`on_true[t]` where it is nonzero as fp32, NaN
+    /// included; `on_false[t]` elsewhere), and on nothing on the other side; where it is
+    /// undefined, the element is undefined whatever the sides hold.
+    Select,
     /// A reduction along free axes: each destination element depends on every source element
     /// whose kept coordinates are its own (the whole of the reduced axes).
     Reduce,
@@ -498,7 +503,7 @@ opcodes! {
         ],
         infer: infer::select,
         maskable: Any,
-        deps: Elementwise,
+        deps: Select,
         accumulates: true,
     }
     /// `reciprocal`: `dst = 1 / data` on the Vector engine (IEEE division: more accurate than
@@ -599,14 +604,10 @@ mod tests {
                 Deps::Move => matches!(info.format, Format::Dma | Format::Unary),
                 Deps::Elementwise => matches!(
                     info.format,
-                    Format::Unary
-                        | Format::Fill
-                        | Format::Iota
-                        | Format::Alu
-                        | Format::Act
-                        | Format::Select
+                    Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
+                Deps::Select => op == Opcode::Select,
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan,
                 Deps::Row => info.format == Format::Unary,

@@ -23,8 +23,17 @@
 //! each skipped iteration's addresses and moved times, and each wait must find what the last
 //! period's found, moved; the skip ends at the first period where one does not.
 //!
-//! `Timing::fast_forward(false)` times every iteration; `tests/timing_fast_forward.rs`
-//! compares the two on every tutorial, the calibration cases and random shapes.
+//! When the period's HBM accesses are at the same addresses in the next period, only the first
+//! skipped period is replayed and the last one marked (see [`Timeline::replay`]).
+//!
+//! The instances of a launch grid are a loop nest over its axes whose body is the whole
+//! program and whose induction values are the program ids: between two instances the executor
+//! calls [`Timeline::instance_edge`], and an axis no on-chip operand or mask depends on is
+//! skipped as a loop is, with a detector of its own.
+//!
+//! `Timing::fast_forward(false)` times every iteration and instance;
+//! `tests/timing_fast_forward.rs` compares the two on every tutorial, the calibration cases,
+//! random shapes and launch grids.
 
 use std::collections::VecDeque;
 
@@ -33,7 +42,7 @@ use nki_lang::{InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Memory, OperandRef
 use super::super::regions::Cell;
 use super::super::schedule::Track;
 use super::{Detail, Timeline};
-use crate::exec::{LoopEdge, Resolver, Skip};
+use crate::exec::{InstanceEdge, LoopEdge, Resolver, Skip};
 use crate::operand::Loc;
 
 /// Most iterations in a period: a loop is compared with itself up to this many iterations
@@ -64,9 +73,12 @@ pub(super) struct FastForward {
     pub on: bool,
     /// By pc of a `LoopBegin`: what is known of the loop (empty until the first back edge).
     loops: Vec<LoopSlot>,
-    /// By loop depth: the loop's recent back edges and the snapshot its state is compared
-    /// with.
-    detectors: [Detector; MAX_LOOP_DEPTH],
+    /// By grid axis: what is known of the instances as a loop over it (see
+    /// [`Timeline::instance_edge`]).
+    axes: [LoopSlot; MAX_PIDS],
+    /// By loop depth, then by grid axis (from [`MAX_LOOP_DEPTH`] on): the loop's recent back
+    /// edges and the snapshot its state is compared with.
+    detectors: [Detector; MAX_LOOP_DEPTH + MAX_PIDS],
     /// Whether a snapshot is held (HBM accesses are then recorded).
     pub armed: bool,
     /// HBM accesses of written tensors, in order (the first is event `events_base`).
@@ -92,6 +104,21 @@ enum LoopSlot {
     Ineligible,
     /// It may be skipped.
     Eligible(Box<LoopInfo>),
+}
+
+/// A back edge the fast-forward looks at: a loop's, or a grid axis' between two instances.
+#[derive(Copy, Clone, Debug)]
+struct Edge<'a> {
+    /// Its detector: the loop's depth, or [`MAX_LOOP_DEPTH`] plus the axis.
+    detector: usize,
+    /// What it is the edge of: the loop's `LoopBegin` pc, or `usize::MAX` minus the axis.
+    begin: usize,
+    /// The index values of the iteration about to start.
+    vars: &'a VarValues,
+    /// The value at which the loop (the axis) ends.
+    trip: i64,
+    /// Instructions executed so far.
+    executed: u64,
 }
 
 /// A loop whose iterations differ only in their HBM addresses.
@@ -121,6 +148,9 @@ struct Detector {
     ring: VecDeque<Quick>,
     /// A snapshot and the period after which the state is compared with it.
     snap: Option<(Snapshot, i64)>,
+    /// The shortest period to look for (after a comparison at a shorter one failed: the
+    /// engine queues may repeat sooner than the whole state, e.g. DMA engines taken in turn).
+    floor: i64,
 }
 
 /// The engine queues at a back edge.
@@ -211,9 +241,11 @@ enum Kind {
     /// A completion nothing waits for: moved, or 0.
     Total,
     /// The start of an idle gap (`first`: of its list), then its end: moved, or unchanged at
-    /// the front of the list.
+    /// the front of the list; a gap of a DMA engine or of HBM (`transfers`) also unchanged
+    /// when it ends before every moved gate (a transfer arrives after one: none fits in it).
     GapStart {
         first: bool,
+        transfers: bool,
     },
     GapEnd,
     /// A memory cell or a live range: moved, 0, or unchanged and before every gate.
@@ -271,11 +303,19 @@ impl Timeline<'_> {
         if !self.ff.on {
             return Skip::NONE;
         }
+        let depth = edge.depth;
+        let edge = Edge {
+            detector: depth.min(MAX_LOOP_DEPTH - 1),
+            begin: edge.begin,
+            vars: edge.vars,
+            trip: edge.trip,
+            executed: edge.executed,
+        };
         if self.ff.loops.is_empty() {
             self.ff.loops = vec![LoopSlot::Unknown; self.program.instrs().len()];
         }
         if matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Unknown)) {
-            let slot = self.loop_info(edge.begin, edge.depth);
+            let slot = self.loop_info(edge.begin, depth);
             self.ff.loops[edge.begin] = slot;
         }
         if !matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Eligible(_))) {
@@ -283,23 +323,52 @@ impl Timeline<'_> {
         }
         let slot = core::mem::take(&mut self.ff.loops[edge.begin]);
         let skip = match &slot {
-            LoopSlot::Eligible(info) => self.edge_of(info, edge, resolve),
+            LoopSlot::Eligible(info) => self.edge_of(info, &edge, resolve),
             LoopSlot::Ineligible | LoopSlot::Unknown => Skip::NONE,
         };
         self.ff.loops[edge.begin] = slot;
         skip
     }
 
+    /// Between two instances of a launch grid: the instances run as a loop nest over the
+    /// grid's axes, whose body is the whole program and whose induction values are the
+    /// program ids; an axis is skipped as a loop is when no on-chip operand or mask depends on
+    /// its program id.
+    pub(super) fn instance_edge(
+        &mut self,
+        edge: &InstanceEdge<'_>,
+        resolve: &mut Resolver<'_>,
+    ) -> Skip {
+        if !self.ff.on || edge.axis >= MAX_PIDS {
+            return Skip::NONE;
+        }
+        let axis = edge.axis;
+        if matches!(self.ff.axes[axis], LoopSlot::Unknown) {
+            self.ff.axes[axis] = self.grid_axis_info(axis);
+        }
+        let slot = core::mem::take(&mut self.ff.axes[axis]);
+        let skip = match &slot {
+            LoopSlot::Eligible(info) => {
+                let edge = Edge {
+                    detector: MAX_LOOP_DEPTH + axis,
+                    begin: usize::MAX - axis,
+                    vars: edge.vars,
+                    trip: edge.size,
+                    executed: edge.executed,
+                };
+                self.edge_of(info, &edge, resolve)
+            }
+            LoopSlot::Ineligible | LoopSlot::Unknown => Skip::NONE,
+        };
+        self.ff.axes[axis] = slot;
+        skip
+    }
+
     /// [`Timeline::edge`] of an eligible loop: a snapshot is taken when the engine queues
     /// have moved by one Δ over two periods of `p` iterations, and compared in full `p`
     /// iterations later.
-    fn edge_of(
-        &mut self,
-        info: &LoopInfo,
-        edge: &LoopEdge<'_>,
-        resolve: &mut Resolver<'_>,
-    ) -> Skip {
-        let d = edge.depth.min(MAX_LOOP_DEPTH - 1);
+    fn edge_of(&mut self, info: &LoopInfo, edge: &Edge<'_>, resolve: &mut Resolver<'_>) -> Skip {
+        let d = edge.detector;
         let v = edge.vars[info.var];
         let remaining = edge.trip.saturating_sub(v);
         let mut det = core::mem::take(&mut self.ff.detectors[d]);
@@ -310,6 +379,7 @@ impl Timeline<'_> {
             det.ring.clear();
             det.snap = None;
             det.begin = edge.begin;
+            det.floor = 1;
         }
         det.vars = *edge.vars;
         let quick = Quick {
@@ -329,10 +399,14 @@ impl Timeline<'_> {
                     && let Some(skip) = self.try_skip(info, &snap, edge, p, resolve)
                 {
                     det.ring.clear();
+                    det.floor = p;
                     self.ff.detectors[d] = det;
                     self.rearm();
                     return skip;
                 }
+                // The next look is for a longer period (from the shortest again after the
+                // longest).
+                det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
             } else if since < p {
                 det.snap = Some((snap, p));
             }
@@ -349,7 +423,7 @@ impl Timeline<'_> {
                     .and_then(|b| n.checked_sub(1 + b))
                     .and_then(|i| det.ring.get(i))
             };
-            let period = (1..=MAX_PERIOD).find(|&p| {
+            let period = (det.floor.max(1)..=MAX_PERIOD).find(|&p| {
                 remaining >= 2 * p
                     && matches!(
                         (at(p), at(0)),
@@ -409,18 +483,30 @@ impl Timeline<'_> {
 
     /// What is known of the loop at `begin` (at `depth`).
     fn loop_info(&self, begin: usize, depth: usize) -> LoopSlot {
-        let program = self.program;
-        let instrs = program.instrs();
+        let instrs = self.program.instrs();
         let Some(InstrData::LoopBegin { end, .. }) = instrs.get(begin).map(|i| i.data) else {
             return LoopSlot::Ineligible;
         };
-        let var = MAX_PIDS + depth;
+        self.body_info(begin + 1..end as usize, MAX_PIDS + depth)
+    }
+
+    /// What is known of the instances as a loop over grid axis `axis`: its body is the whole
+    /// program, its induction value the program id.
+    fn grid_axis_info(&self, axis: usize) -> LoopSlot {
+        self.body_info(0..self.program.instrs().len(), axis)
+    }
+
+    /// Whether a loop whose body is the instructions `body` and whose induction value is
+    /// index variable `var` may be skipped, and what its iterations touch.
+    fn body_info(&self, body: core::ops::Range<usize>, var: usize) -> LoopSlot {
+        let program = self.program;
+        let instrs = program.instrs();
         if var >= MAX_VARS {
             return LoopSlot::Ineligible;
         }
         let views = program.views();
         let mut tiles: Vec<usize> = Vec::new();
-        for ins in instrs.get(begin + 1..end as usize).unwrap_or(&[]) {
+        for ins in instrs.get(body).unwrap_or(&[]) {
             if let Some(m) = ins.mask
                 && let Some(mask) = program.masks().get(m.index())
                 && mask.terms().iter().any(|t| t.offset.coef[var] != 0)
@@ -522,14 +608,13 @@ impl Timeline<'_> {
             f(Kind::Gate(User::Dma), &mut q.t);
         }
         f(Kind::Total, &mut self.total);
-        let rings = self
-            .gaps
-            .iter_mut()
-            .chain(self.dma_gaps.iter_mut().take(dma))
-            .chain(core::iter::once(&mut self.hbm_gaps));
-        for ring in rings {
+        let rings = (self.gaps.iter_mut().map(|g| (g, false)))
+            .chain(self.dma_gaps.iter_mut().take(dma).map(|g| (g, true)))
+            .chain(core::iter::once((&mut self.hbm_gaps, true)));
+        for (ring, transfers) in rings {
             for (i, (a, b)) in ring.list.iter_mut().enumerate() {
-                f(Kind::GapStart { first: i == 0 }, a);
+                let first = i == 0;
+                f(Kind::GapStart { first, transfers }, a);
                 f(Kind::GapEnd, b);
             }
         }
@@ -625,7 +710,7 @@ impl Timeline<'_> {
     }
 
     /// The state at a back edge.
-    fn snapshot(&mut self, info: &LoopInfo, edge: &LoopEdge<'_>) -> Snapshot {
+    fn snapshot(&mut self, info: &LoopInfo, edge: &Edge<'_>) -> Snapshot {
         let mut times = Vec::new();
         self.visit_times(info, &mut |_, t| times.push(*t));
         let mut shape = Vec::new();
@@ -650,7 +735,7 @@ impl Timeline<'_> {
         &mut self,
         info: &LoopInfo,
         snap: &Snapshot,
-        edge: &LoopEdge<'_>,
+        edge: &Edge<'_>,
         p: i64,
         resolve: &mut Resolver<'_>,
     ) -> Option<Skip> {
@@ -718,11 +803,15 @@ impl Timeline<'_> {
         let first = snap.events.checked_sub(self.ff.events_base)?;
         let last = self.ff.events.len();
         if first < last {
-            // Replaying costs each period's events: at most about `MAX_REPLAYED` at once (the
-            // loop then runs on and skips again), so that a launch's budget is charged often.
-            let per = i64::try_from(last - first).unwrap_or(i64::MAX);
-            k = k.min((MAX_REPLAYED / per).max(1));
-            k = self.replay(info, first..last, k, p, delta, resolve);
+            let fixed = self.fixed_addresses(info, first..last, p, resolve);
+            if !fixed {
+                // Replaying costs each period's events: at most about `MAX_REPLAYED` at once
+                // (the loop then runs on and skips again), so that a launch's budget is charged
+                // often.
+                let per = i64::try_from(last - first).unwrap_or(i64::MAX);
+                k = k.min((MAX_REPLAYED / per).max(1));
+            }
+            k = self.replay(info, first..last, (k, p, delta, fixed), resolve);
             if k == 0 {
                 return None;
             }
@@ -764,19 +853,28 @@ impl Timeline<'_> {
     /// Replays the HBM events `range` (one period of `p` iterations) for up to `k` periods,
     /// each moved by `delta` more; returns how many periods found what the first one found
     /// (their marks stay, the failing period's are undone).
+    ///
+    /// With `fixed` (see [`Timeline::fixed_addresses`]), once the first period found what the
+    /// template found, the periods between it and the last are not replayed: each touches the
+    /// blocks the one before touched, later, so the state before each is the one before the
+    /// first moved (each finds what the first found), and the last one's marks supersede theirs.
+    /// The last period is then marked without its waits being compared (they would be the
+    /// skipped periods' to compare with).
     fn replay(
         &mut self,
         info: &LoopInfo,
         range: core::ops::Range<usize>,
-        k: i64,
-        p: i64,
-        delta: u64,
+        (k, p, delta, fixed): (i64, i64, u64, bool),
         resolve: &mut Resolver<'_>,
     ) -> i64 {
         let template: Vec<Event> = self.ff.events[range].to_vec();
         self.hbm.journal(true);
         let mut done = 0;
-        'periods: for m in 1..=k {
+        let jump = fixed && k > 2;
+        let mut m = 0;
+        'periods: while m < k {
+            m = if jump && m == 1 { k } else { m + 1 };
+            let compare = !(jump && m == k);
             let keep = self.hbm.journaled();
             let shift = delta * m as u64;
             let mut moved = Vec::with_capacity(template.len());
@@ -804,7 +902,8 @@ impl Timeline<'_> {
                     } else {
                         e.waits[j] + shift
                     };
-                    if !(write || self.hbm.tracked(t)) || self.hbm.wait_alone(t, r, write) != want {
+                    let found = compare.then(|| self.hbm.wait_alone(t, r, write));
+                    if !(write || self.hbm.tracked(t)) || found.is_some_and(|w| w != want) {
                         self.hbm.undo(keep);
                         break 'periods;
                     }
@@ -832,6 +931,34 @@ impl Timeline<'_> {
         self.hbm.journal(false);
         done
     }
+
+    /// Whether the HBM events `range` (one period of `p` iterations) access the same elements
+    /// in the next period (their addresses do not depend on the loop's value), and no other
+    /// loop holds a snapshot (whose period would replay these events one by one).
+    fn fixed_addresses(
+        &self,
+        info: &LoopInfo,
+        range: core::ops::Range<usize>,
+        p: i64,
+        resolve: &mut Resolver<'_>,
+    ) -> bool {
+        if self.ff.detectors.iter().any(|d| d.snap.is_some()) {
+            return false;
+        }
+        self.ff.events[range].iter().all(|e| {
+            let mut next = e.vars;
+            next[info.var] += p;
+            match (
+                resolve(e.pc as usize, &e.vars),
+                resolve(e.pc as usize, &next),
+            ) {
+                (Some(a), Some(b)) => e.slots[..usize::from(e.n)]
+                    .iter()
+                    .all(|&(s, _)| a.slot(usize::from(s)) == b.slot(usize::from(s))),
+                (None, _) | (_, None) => false,
+            }
+        })
+    }
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
@@ -850,6 +977,14 @@ fn moved_by(
     let i = (0..now.len())
         .position(|i| matches!(kinds[i], Kind::Gate(_)) && old[i] != 0 && now[i] != old[i])?;
     let delta = now[i].checked_sub(old[i]).filter(|&d| d > 0)?;
+    // The earliest of the gates that moved: every instruction of the period started at or
+    // after one of them (its engine's or its DMA queue's), and so will every later one.
+    let gate_floor = (0..now.len())
+        .filter(|&j| matches!(kinds[j], Kind::Gate(_)) && old[j] != 0)
+        .filter(|&j| now[j] == old[j] + delta)
+        .map(|j| old[j])
+        .min()
+        .unwrap_or(0);
     // The earliest next start of any queue: a cell the loop only reads and that is earlier
     // cannot delay it.
     let mut floor = u64::MAX;
@@ -865,6 +1000,10 @@ fn moved_by(
                     }
                 } else if b == a + delta {
                     floor = floor.min(a);
+                } else if b == a && a < gate_floor && matches!(user, User::Dma | User::Compute) {
+                    // A DMA engine, HBM or a shared port the period did not use, free before
+                    // every moved gate: an instruction starts after that gate anyway (a DMA
+                    // engine none of the period's transfers took stays untaken).
                 } else {
                     return None;
                 }
@@ -875,7 +1014,7 @@ fn moved_by(
                     return None;
                 }
             }
-            Kind::GapStart { first } => {
+            Kind::GapStart { first, transfers } => {
                 if first {
                     moved_gap = false;
                 }
@@ -885,6 +1024,9 @@ fn moved_by(
                     floor = floor.min(a);
                 } else if b == a && b2 == a2 && !moved_gap && !no_frozen_gaps {
                     // Unchanged, before every moved gap of its list.
+                } else if b == a && b2 == a2 && transfers && a2 < gate_floor {
+                    // A DMA engine's or HBM's gap that ends before every moved gate: every
+                    // transfer of the period and after arrives after one of them.
                 } else {
                     return None;
                 }
@@ -910,24 +1052,34 @@ fn moved_by(
 #[cfg(test)]
 mod tests {
     use nki_lang::builder::{Grid, ProgramBuilder};
-    use nki_lang::{DType, Dim, Extent, LoopKind, Memory, Target};
+    use nki_lang::{Affine, DType, Dim, Extent, LoopKind, Memory, Target};
 
     use super::super::super::{Detail, Params, Scheduling};
     use super::super::Timeline;
     use crate::bind::{HbmIn, HbmOut};
-    use crate::{Kernel, NeuronCore};
+    use crate::{Kernel, LaunchGrid, NeuronCore};
 
     /// Times `kernel` on zero tensors of `cols` columns (one input, one output of `[128,
     /// cols]` f32) with and without the fast-forward: the schedules' Debug forms and the
     /// iterations skipped.
     fn both(kernel: &Kernel<'_>, cols: usize, scheduling: Scheduling) -> [(String, i64); 2] {
+        both_on(kernel, cols, scheduling, LaunchGrid::SINGLE)
+    }
+
+    /// [`both`] over the launch grid `grid`.
+    fn both_on(
+        kernel: &Kernel<'_>,
+        cols: usize,
+        scheduling: Scheduling,
+        grid: LaunchGrid,
+    ) -> [(String, i64); 2] {
         let x = vec![0f32; 128 * cols];
         let mut out = vec![0f32; 128 * cols];
         [false, true].map(|on| {
             let mut core = NeuronCore::new(Target::Trn1);
             let inputs = [HbmIn::new(&x, &[128, cols]).unwrap()];
             let mut outputs = [HbmOut::new(&mut out, &[128, cols]).unwrap()];
-            let bound = kernel.bind(&inputs, &mut outputs).unwrap();
+            let bound = kernel.bind_on(grid, &inputs, &mut outputs).unwrap();
             let program = bound.program();
             let bytes = vec![128 * cols as u64 * 4; program.tensors().len()];
             let mut tl = Timeline::new(
@@ -991,6 +1143,42 @@ mod tests {
                     "reread {reread}, {scheduling:?}: {skipped} skipped"
                 );
             }
+        }
+    }
+
+    /// One instance per `[128, 512]` column block (`program_id(0)`) of a grid of `blocks`:
+    /// load, copy on VectorE, store.
+    fn per_instance(blocks: u64) -> nki_lang::CompiledProgram {
+        let cols = Dim::Fixed(512 * blocks);
+        let mut b = ProgramBuilder::new("instances", Target::Trn1);
+        let x = b.input("x", DType::F32, &[Dim::Fixed(128), cols]).unwrap();
+        let out = b
+            .output("out", DType::F32, &[Dim::Fixed(128), cols])
+            .unwrap();
+        let k = Affine::program_id(0, 512);
+        let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        let u = b.tile("u", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+        b.load(t, Grid::origin(x).at(1, k)).unwrap();
+        b.tensor_copy(u, t).unwrap();
+        b.store(Grid::origin(out).at(1, k), u).unwrap();
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn steady_instances_are_skipped_with_the_same_schedule() {
+        let c = per_instance(256);
+        let parts = c.parts();
+        let kernel = Kernel::new(parts.program());
+        for scheduling in [
+            Scheduling::default(),
+            Scheduling::ProgramOrder { buffers: 1 },
+            Scheduling::ProgramOrder { buffers: 2 },
+        ] {
+            let grid = LaunchGrid::from(256);
+            let [(plain, none), (fast, skipped)] = both_on(&kernel, 512 * 256, scheduling, grid);
+            assert_eq!(none, 0);
+            assert_eq!(plain, fast, "{scheduling:?}");
+            assert!(skipped > 128, "{scheduling:?}: {skipped} skipped");
         }
     }
 }
