@@ -121,6 +121,8 @@ struct Detector {
     ring: VecDeque<Quick>,
     /// A snapshot and the period after which the state is compared with it.
     snap: Option<(Snapshot, i64)>,
+    /// The rotation counts of the loop's turning tiles at the last back edge.
+    turns: Vec<u64>,
 }
 
 /// The engine queues at a back edge.
@@ -341,6 +343,28 @@ impl Timeline<'_> {
             det.ring.pop_front();
         }
         det.ring.push_back(quick);
+        // The turning tiles' buffers repeat after the period their last iteration's
+        // advance gives; while the ring is too short to show two such periods, a snapshot is
+        // taken at once (a short loop, or one whose buffers take several iterations to come
+        // back, would otherwise end before one is compared).
+        let turns: Vec<u64> = info
+            .turning
+            .iter()
+            .map(|&t| self.rotation.get(t).map_or(0, |r| r.count))
+            .collect();
+        let early = if consecutive && det.turns.len() == turns.len() {
+            self.buffer_period(info, &det.turns, &turns)
+        } else {
+            None
+        };
+        det.turns = turns;
+        if det.snap.is_none()
+            && let Some(p) = early
+            && det.ring.len() <= p as usize
+            && remaining >= 2 * p
+        {
+            det.snap = Some((self.snapshot(info, edge), p));
+        }
         if det.snap.is_none() && remaining >= 2 {
             let n = det.ring.len();
             let at = |back: i64| {
@@ -363,6 +387,23 @@ impl Timeline<'_> {
         self.ff.detectors[d] = det;
         self.rearm();
         Skip::NONE
+    }
+
+    /// The iterations after which the turning tiles of `info` are back at the buffers they
+    /// are at, if each keeps advancing as from `before` to `after` (their rotation counts at
+    /// two consecutive back edges) and that is at most [`MAX_PERIOD`].
+    fn buffer_period(&self, info: &LoopInfo, before: &[u64], after: &[u64]) -> Option<i64> {
+        let mut p = 1u64;
+        for ((&t, &a), &b) in info.turning.iter().zip(before).zip(after) {
+            let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            let step = b.checked_sub(a)? % degree;
+            let own = degree / gcd(step, degree);
+            p = p / gcd(p, own) * own;
+            if p > MAX_PERIOD as u64 {
+                return None;
+            }
+        }
+        i64::try_from(p).ok()
     }
 
     /// Whether any snapshot is held; drops the events none needs.
@@ -832,6 +873,14 @@ impl Timeline<'_> {
         self.hbm.journal(false);
         done
     }
+}
+
+/// The greatest common divisor of `a` and `b` (`b` when `a` is 0).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
