@@ -16,12 +16,21 @@
 //! - or an idle gap unchanged at the front of its engine's list (no instruction of the loop
 //!   fitted in it, and, all later ones being ready later, none will),
 //!
-//! and the rotating tiles are at the same buffer, the next `k·P` iterations are the last `P`
+//! and the rotating tiles are at the same buffer (under the device's scheduling, where each
+//! tile's buffers are cells of its own, a tile that changes buffer within the loop is compared
+//! buffer by buffer from the one it is at instead, and a skip moves its buffers' contents as
+//! the skipped iterations would have: a period need not bring it back), the next `k·P`
+//! iterations are the last `P`
 //! moved by Δ, 2Δ, …: their counts, busy times, bytes and FLOPs are `k` times the last `P`'s,
 //! and their times are the state's moved by `k·Δ`. HBM is the exception: its blocks are
 //! addressed by the loop's values, so the accesses of written tensors are replayed on it, at
 //! each skipped iteration's addresses and moved times, and each wait must find what the last
 //! period's found, moved; the skip ends at the first period where one does not.
+//!
+//! A snapshot is taken once the engine queues have moved by one Δ over two candidate periods,
+//! or at once in a loop too short for that; a loop whose comparison failed waits twice as many
+//! back edges before the next one (a loop that never skipped first tries its buffers' period
+//! after a shorter one failed).
 //!
 //! `Timing::fast_forward(false)` times every iteration; `tests/timing_fast_forward.rs`
 //! compares the two on every tutorial, the calibration cases and random shapes.
