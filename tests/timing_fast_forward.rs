@@ -2,9 +2,10 @@
 //! timing every iteration and every instance: the whole schedule (total, counts and busy time
 //! of every engine and DMA queue, opcodes, FLOPs, bytes, tiles' live ranges and buffers) and its
 //! profile, bit for bit, on every tutorial kernel, the calibration cases, the autotuner's
-//! candidates and random shapes, under each scheduling and generation; over launch grids (the
-//! SPMD tutorial, instances whose work differs by program id, instances sharing HBM), and over
-//! grids of 2^20 and more instances against the linear extrapolation of exact runs.
+//! candidates, random shapes and loops whose rotating buffers or block tiles move from one
+//! iteration to the next, under each scheduling and generation; over launch grids (the SPMD
+//! tutorial, instances whose work differs by program id, instances sharing HBM), and over grids
+//! of 2^20 and more instances against the linear extrapolation of exact runs.
 
 #![allow(dead_code, clippy::duplicate_mod)]
 
@@ -223,6 +224,71 @@ fn mamba_at_random_shapes() {
         }
     }
     assert!(launched >= 3, "only {launched} launches");
+}
+
+/// Row blocks of 3 tiles: an outer loop over blocks around an inner loop of 3 whose tiles
+/// rotate (4 buffers under the device's scheduling), so that an outer iteration moves them by
+/// 3 buffers and only every 4th comes back to the same ones: the outer loop is compared
+/// buffer by buffer from where each tile is.
+#[kernel]
+fn row_blocks(x: Hbm<f32, R, 512>) -> Hbm<f32, R, 512> {
+    let out = ndarray([R, 512], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..512];
+    for b in affine_range(R / 384) {
+        for j in affine_range(3) {
+            let t = load(x[[(b * 3 + j) * 128 + i_p, i_f]]);
+            let y = exp(t);
+            store(out[[(b * 3 + j) * 128 + i_p, i_f]], y);
+        }
+    }
+    out
+}
+
+/// A running sum through a block tile: iteration `k` reads block `k` that iteration `k - 1`
+/// wrote and writes block `k + 1`, so no two iterations touch the same cells the same way (the
+/// loop must never be taken for one whose state only moves in time).
+#[kernel]
+fn running_sum(x: Hbm<f32, 1024, 512>) -> Hbm<f32, 1024, 512> {
+    let out = ndarray([1024, 512], f32, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..512];
+    let blocks = zeros([128, 9, 512], f32, Sbuf);
+    for k in sequential_range(8) {
+        let t = load(x[[k * 128 + i_p, i_f]]);
+        blocks[[i_p, k + 1, i_f]] = blocks[[i_p, k, i_f]] + t;
+        store(out[[k * 128 + i_p, i_f]], blocks[[i_p, k + 1, i_f]]);
+    }
+    out
+}
+
+#[test]
+fn loops_whose_buffers_or_blocks_move() {
+    for rows in [384 * 8, 384 * 13, 384 * 3] {
+        for target in [Target::Trn1, Target::Trn2] {
+            assert!(
+                same(
+                    "row_blocks",
+                    &row_blocks::KERNEL,
+                    target,
+                    &[vec![rows, 512]]
+                ),
+                "row_blocks {rows}"
+            );
+        }
+    }
+    assert!(same(
+        "running_sum",
+        &running_sum::KERNEL,
+        Target::Trn1,
+        &[vec![1024, 512]]
+    ));
+    // The matmul tutorial's shape, where the fully optimised stage's outer loop of 8 moves
+    // its block tiles by 8 buffers of 3 (`tests/timing.rs` times it at others).
+    assert!(same(
+        "fully_optimized",
+        &fully_optimized::nki_matmul_fully_optimized_::KERNEL,
+        Target::Trn1,
+        &[vec![8192, 4096], vec![8192, 8192]]
+    ));
 }
 
 #[test]

@@ -10,7 +10,61 @@
 //! covers the bounding box of its elements within each partition. HBM is tracked only for the
 //! tensors a kernel writes, in 512-byte blocks along each contiguous run of the access.
 
+use std::cell::RefCell;
+
 use crate::operand::{Loc, Resolved};
+
+thread_local! {
+    /// The cell arrays of finished timelines, for the next ones on this thread: a launch's
+    /// HBM blocks take megabytes, which a fresh allocation would fault in page by page again
+    /// at every run (an autotuner times one kernel after another).
+    static SPARE: RefCell<Vec<Vec<Cell>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most cell arrays kept for reuse per thread.
+const SPARE_KEPT: usize = 8;
+
+/// Fewest cells in an array worth keeping for reuse.
+const SPARE_MIN: usize = 1 << 12;
+
+/// `n` cells never accessed: a spare array's when one is large enough.
+fn fresh_cells(n: usize) -> Vec<Cell> {
+    let spare = SPARE
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let i = (0..s.len())
+                .filter(|&i| s[i].capacity() >= n)
+                .min_by_key(|&i| s[i].capacity())?;
+            Some(s.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v.resize(n, Cell::default());
+            v
+        }
+        None => vec![Cell::default(); n],
+    }
+}
+
+/// Keeps `v` for [`fresh_cells`] (the largest [`SPARE_KEPT`] of those given back).
+fn give_back(v: Vec<Cell>) {
+    if v.capacity() < SPARE_MIN {
+        return;
+    }
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_KEPT {
+            s.push(v);
+        } else if let Some(i) = (0..s.len()).min_by_key(|&i| s[i].capacity())
+            && s[i].capacity() < v.capacity()
+        {
+            s[i] = v;
+        }
+    });
+}
 
 /// Partitions per cell.
 const QUAD: usize = 32;
@@ -145,8 +199,8 @@ impl OnChip {
             blocks,
             shift,
             planes,
-            writes: vec![Cell::default(); planes * blocks * QUADS],
-            reads: vec![Cell::default(); planes * blocks * QUADS],
+            writes: fresh_cells(planes * blocks * QUADS),
+            reads: fresh_cells(planes * blocks * QUADS),
         }
     }
 
@@ -311,6 +365,20 @@ impl OnChip {
     }
 }
 
+impl Drop for OnChip {
+    fn drop(&mut self) {
+        give_back(core::mem::take(&mut self.writes));
+        give_back(core::mem::take(&mut self.reads));
+    }
+}
+
+impl Drop for HbmTensor {
+    fn drop(&mut self) {
+        give_back(core::mem::take(&mut self.writes));
+        give_back(core::mem::take(&mut self.reads));
+    }
+}
+
 /// The blocks of the HBM tensors a kernel writes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Hbm {
@@ -444,8 +512,8 @@ impl Hbm {
             let n = usize::try_from(ts.bytes.div_ceil(1 << HBM_BLOCK_SHIFT))
                 .unwrap_or(0)
                 .max(1);
-            ts.writes = vec![Cell::default(); n];
-            ts.reads = vec![Cell::default(); n];
+            ts.writes = fresh_cells(n);
+            ts.reads = fresh_cells(n);
             let pages = n.div_ceil(1 << HBM_PAGE_SHIFT);
             ts.page_writes = vec![0; pages];
             ts.page_accesses = vec![0; pages];

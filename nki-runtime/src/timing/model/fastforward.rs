@@ -16,7 +16,11 @@
 //! - or an idle gap unchanged at the front of its engine's list (no instruction of the loop
 //!   fitted in it, and, all later ones being ready later, none will),
 //!
-//! and the rotating tiles are at the same buffer, the next `k·P` iterations are the last `P`
+//! and the rotating tiles are at the same buffer (under the device's scheduling, where each
+//! tile's buffers are cells of its own, a tile that changes buffer within the loop is compared
+//! buffer by buffer from the one it is at instead, and a skip moves its buffers' contents as
+//! the skipped iterations would have: a period need not bring it back), the next `k·P`
+//! iterations are the last `P`
 //! moved by Δ, 2Δ, …: their counts, busy times, bytes and FLOPs are `k` times the last `P`'s,
 //! and their times are the state's moved by `k·Δ`. HBM is the exception: its blocks are
 //! addressed by the loop's values, so the accesses of written tensors are replayed on it, at
@@ -25,6 +29,12 @@
 //!
 //! When the period's HBM accesses are at the same addresses in the next period, only the first
 //! skipped period is replayed and the last one marked (see [`Timeline::replay`]).
+//!
+//! A snapshot is taken once the engine queues have moved by one Δ over two candidate periods,
+//! or at once in a loop too short for that; a loop whose comparison failed waits twice as many
+//! back edges before the next one (a loop that never skipped first tries its buffers' period
+//! after a shorter one failed), and the next look is for a longer period (the engine queues may
+//! repeat sooner than the whole state, e.g. DMA engines taken in turn).
 //!
 //! The instances of a launch grid are a loop nest over its axes whose body is the whole
 //! program and whose induction values are the program ids: between two instances the executor
@@ -92,7 +102,28 @@ pub(super) struct FastForward {
     now: Vec<u64>,
     /// Iterations skipped so far.
     pub skipped: i64,
+    /// By pc of a `LoopBegin`: what its comparisons found so far.
+    backoff: Vec<Backoff>,
 }
+
+/// What a loop's comparisons found so far.
+#[derive(Copy, Clone, Debug, Default)]
+struct Backoff {
+    /// Failures in a row.
+    fails: u32,
+    /// Back edges that pass before the loop takes a snapshot again (twice as many after each
+    /// failure, so that a loop never in a steady state costs a comparison every few
+    /// iterations only).
+    wait: u64,
+    /// The shortest period tried: the one that skipped last, or, after a period shorter than
+    /// its buffers' failed in a loop that never skipped, theirs.
+    min_period: i64,
+    /// The period that skipped last (0: none did).
+    found: i64,
+}
+
+/// Most failures in a row counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
+const MAX_BACKOFF: u32 = 10;
 
 /// What is known of a loop.
 #[derive(Clone, Debug, Default)]
@@ -126,15 +157,34 @@ struct Edge<'a> {
 struct LoopInfo {
     /// Index of its induction value in the loop values.
     var: usize,
-    /// The cells of its tiles (all their buffers), SBUF's then PSUM's, each once.
+    /// The cells of its tiles (all their buffers) but the permuted ones', SBUF's then PSUM's,
+    /// each once.
     cells: [Vec<usize>; 2],
     /// Its tiles (as the device reads them).
     tiles: Vec<usize>,
     /// Those that rotate.
     rotating: Vec<usize>,
     /// Those that change buffer within the loop (their iterations are told apart by its
-    /// value or inner ones): a period brings each back to its buffer.
+    /// value or inner ones) and are not in `permuted`: a period brings each back to its
+    /// buffer.
     turning: Vec<usize>,
+    /// `turning`, then the permuted tiles.
+    changing: Vec<usize>,
+    /// Those that change buffer within the loop and whose buffers are compared from the one
+    /// each is at (the device's scheduling: cells of their own).
+    permuted: Vec<Permuted>,
+}
+
+/// A rotating tile compared buffer by buffer from the one it is at: a period need not bring
+/// it back to the same buffer.
+#[derive(Clone, Debug)]
+struct Permuted {
+    /// The tile.
+    tile: usize,
+    /// Whether it is in PSUM.
+    psum: bool,
+    /// Its cells in each of its buffers (plane `i`: buffer `i`), the same number each.
+    planes: Vec<Vec<usize>>,
 }
 
 /// A loop's recent back edges, and the snapshot it waits to compare with.
@@ -151,6 +201,11 @@ struct Detector {
     /// The shortest period to look for (after a comparison at a shorter one failed: the
     /// engine queues may repeat sooner than the whole state, e.g. DMA engines taken in turn).
     floor: i64,
+    /// Whether the snapshot was taken before the engine queues showed a steady state (its
+    /// comparison failing then says little of the loop: no back-off follows).
+    early: bool,
+    /// The rotation counts of the loop's changing tiles at the last back edge.
+    turns: Vec<u64>,
 }
 
 /// The engine queues at a back edge.
@@ -313,6 +368,7 @@ impl Timeline<'_> {
         };
         if self.ff.loops.is_empty() {
             self.ff.loops = vec![LoopSlot::Unknown; self.program.instrs().len()];
+            self.ff.backoff = vec![Backoff::default(); self.program.instrs().len()];
         }
         if matches!(self.ff.loops.get(edge.begin), Some(LoopSlot::Unknown)) {
             let slot = self.loop_info(edge.begin, depth);
@@ -392,6 +448,19 @@ impl Timeline<'_> {
                 h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
             }),
         };
+        // The tiles' buffers repeat after the period their last iteration's advance gives:
+        // the turning tiles' (`early`), all of them (`natural`).
+        let (early, natural) = if consecutive && det.turns.len() == info.changing.len() {
+            (
+                self.buffer_period(&info.turning, &det.turns),
+                self.buffer_period(&info.changing, &det.turns),
+            )
+        } else {
+            (None, None)
+        };
+        det.turns.clear();
+        det.turns
+            .extend((info.changing.iter()).map(|&t| self.rotation.get(t).map_or(0, |r| r.count)));
         if let Some((snap, p)) = det.snap.take() {
             let since = v - snap.vars[info.var];
             if since == p {
@@ -401,12 +470,33 @@ impl Timeline<'_> {
                     det.ring.clear();
                     det.floor = p;
                     self.ff.detectors[d] = det;
+                    if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
+                        *b = Backoff {
+                            min_period: p,
+                            found: p,
+                            ..Backoff::default()
+                        };
+                    }
                     self.rearm();
                     return skip;
                 }
                 // The next look is for a longer period (from the shortest again after the
                 // longest).
                 det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
+                // A period shorter than the buffers' that failed in a loop that never skipped:
+                // theirs is tried next; else the loop waits.
+                if !det.early
+                    && let Some(b) = self.ff.backoff.get_mut(edge.begin)
+                {
+                    match natural.filter(|&n| n > p && b.found == 0) {
+                        Some(n) => b.min_period = n,
+                        None => {
+                            b.min_period = b.found.max(1);
+                            b.fails = (b.fails + 1).min(MAX_BACKOFF);
+                            b.wait = (1 << b.fails) - 1;
+                        }
+                    }
+                }
             } else if since < p {
                 det.snap = Some((snap, p));
             }
@@ -415,6 +505,32 @@ impl Timeline<'_> {
             det.ring.pop_front();
         }
         det.ring.push_back(quick);
+        // After failed comparisons, the loop waits before it takes another snapshot.
+        let (waiting, min_period) = match self.ff.backoff.get_mut(edge.begin) {
+            Some(b) if det.snap.is_none() && b.wait > 0 => {
+                b.wait -= 1;
+                (true, 1)
+            }
+            Some(b) => (false, b.min_period.max(1)),
+            None => (false, 1),
+        };
+        if waiting {
+            self.ff.detectors[d] = det;
+            self.rearm();
+            return Skip::NONE;
+        }
+        // In a loop too short for the ring to show two periods of the turning tiles'
+        // buffers before too few iterations are left to skip one (at most 3 periods), a
+        // snapshot is taken at once.
+        if det.snap.is_none()
+            && let Some(p) = early
+            && det.ring.len() <= p as usize
+            && remaining >= 2 * p
+            && edge.trip <= 3 * p
+        {
+            det.snap = Some((self.snapshot(info, edge), p));
+            det.early = true;
+        }
         if det.snap.is_none() && remaining >= 2 {
             let n = det.ring.len();
             let at = |back: i64| {
@@ -423,7 +539,7 @@ impl Timeline<'_> {
                     .and_then(|b| n.checked_sub(1 + b))
                     .and_then(|i| det.ring.get(i))
             };
-            let period = (det.floor.max(1)..=MAX_PERIOD).find(|&p| {
+            let period = (min_period.max(det.floor).max(1)..=MAX_PERIOD).find(|&p| {
                 remaining >= 2 * p
                     && matches!(
                         (at(p), at(0)),
@@ -432,11 +548,30 @@ impl Timeline<'_> {
             });
             if let Some(p) = period {
                 det.snap = Some((self.snapshot(info, edge), p));
+                det.early = false;
             }
         }
         self.ff.detectors[d] = det;
         self.rearm();
         Skip::NONE
+    }
+
+    /// The iterations after which `tiles` are back at the buffers they are at, if each keeps
+    /// advancing as it did since `before` (their rotation counts at the last back edge) and
+    /// that is at most [`MAX_PERIOD`].
+    fn buffer_period(&self, tiles: &[usize], before: &[u64]) -> Option<i64> {
+        let mut p = 1u64;
+        for (&t, &a) in tiles.iter().zip(before) {
+            let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            let b = self.rotation.get(t).map_or(0, |r| r.count);
+            let step = b.checked_sub(a)? % degree;
+            let own = degree / gcd(step, degree);
+            p = p / gcd(p, own) * own;
+            if p > MAX_PERIOD as u64 {
+                return None;
+            }
+        }
+        i64::try_from(p).ok()
     }
 
     /// Whether any snapshot is held; drops the events none needs.
@@ -530,7 +665,8 @@ impl Timeline<'_> {
         }
         tiles.sort_unstable();
         let device = self.device();
-        let mut cells = [Vec::new(), Vec::new()];
+        // Each tile's cells, plane by plane (every plane's in the same order).
+        let mut spans: Vec<(usize, bool, Vec<Vec<usize>>)> = Vec::with_capacity(tiles.len());
         let mut rotating = Vec::new();
         for &t in &tiles {
             let Some(decl) = program.tiles().get(t) else {
@@ -553,20 +689,18 @@ impl Timeline<'_> {
                 (true, true) => 0..degree,
                 (true, false) => 1..degree + 1,
             };
-            for plane in planes {
-                mem.cells(
-                    mem.span(lo, hi, partitions, plane),
-                    &mut cells[usize::from(psum)],
-                );
-            }
-        }
-        for c in &mut cells {
-            c.sort_unstable();
-            c.dedup();
+            let planes = planes
+                .map(|plane| {
+                    let mut c = Vec::new();
+                    mem.cells(mem.span(lo, hi, partitions, plane), &mut c);
+                    c
+                })
+                .collect();
+            spans.push((t, psum, planes));
         }
         // A tile whose iterations are told apart by this loop's value (or inner ones)
         // changes buffer within the loop; the others keep theirs.
-        let turning = rotating
+        let changing: Vec<usize> = rotating
             .iter()
             .copied()
             .filter(|&t| {
@@ -574,12 +708,65 @@ impl Timeline<'_> {
                 MAX_PIDS + scope > var
             })
             .collect();
+        // Under the device's scheduling, one whose planes hold cells of its own (in the same
+        // number each, none shared with another tile) is compared buffer by buffer from the
+        // one it is at: its state at any buffer is the same state.
+        let mut all: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        for (_, psum, planes) in &spans {
+            for c in planes {
+                all[usize::from(*psum)].extend(c);
+            }
+        }
+        for c in &mut all {
+            c.sort_unstable();
+        }
+        let own = |psum: bool, c: &usize| {
+            let a = &all[usize::from(psum)];
+            let i = a.partition_point(|x| x < c);
+            a.get(i + 1) != Some(c)
+        };
+        let mut cells = [Vec::new(), Vec::new()];
+        let mut permuted = Vec::new();
+        for (t, psum, planes) in spans {
+            let n = planes.first().map_or(0, Vec::len);
+            let permutable = device
+                && changing.contains(&t)
+                && planes.len() > 1
+                && n > 0
+                && planes
+                    .iter()
+                    .all(|c| c.len() == n && c.iter().all(|i| own(psum, i)));
+            if permutable {
+                permuted.push(Permuted {
+                    tile: t,
+                    psum,
+                    planes,
+                });
+            } else {
+                for c in planes {
+                    cells[usize::from(psum)].extend(c);
+                }
+            }
+        }
+        for c in &mut cells {
+            c.sort_unstable();
+            c.dedup();
+        }
+        let turning: Vec<usize> = changing
+            .into_iter()
+            .filter(|t| !permuted.iter().any(|p| p.tile == *t))
+            .collect();
+        let changing = (turning.iter().copied())
+            .chain(permuted.iter().map(|p| p.tile))
+            .collect();
         LoopSlot::Eligible(Box::new(LoopInfo {
             var,
             cells,
+            permuted,
             tiles,
             rotating,
             turning,
+            changing,
         }))
     }
 
@@ -629,9 +816,58 @@ impl Timeline<'_> {
                 }
             }
         }
+        for pt in &info.permuted {
+            let mem = if pt.psum {
+                &mut self.psum
+            } else {
+                &mut self.sbuf
+            };
+            let at = self.rotation.get(pt.tile).map_or(0, |r| r.count);
+            for plane in logical(&pt.planes, at) {
+                for &i in plane {
+                    if let Some((w, r)) = mem.cell_mut(i) {
+                        f(Kind::Cell, &mut w.t);
+                        f(Kind::Cell, &mut r.t);
+                    }
+                }
+            }
+        }
         for &t in &info.tiles {
             if let Some(l) = self.live.get_mut(t) {
                 f(Kind::Cell, &mut l.1);
+            }
+        }
+    }
+
+    /// Moves the buffers of each permuted tile of `info` by `by[i]` (its rotation count's
+    /// advance): the contents of buffer `b` go to buffer `b + by`, as the iterations skipped
+    /// would have left them.
+    fn turn_buffers(&mut self, info: &LoopInfo, by: &[u64]) {
+        for (pt, &by) in info.permuted.iter().zip(by) {
+            let d = pt.planes.len() as u64;
+            let s = (by % d) as usize;
+            if s == 0 {
+                continue;
+            }
+            let mem = if pt.psum {
+                &mut self.psum
+            } else {
+                &mut self.sbuf
+            };
+            let mut held = Vec::with_capacity(pt.planes.len() * pt.planes[0].len());
+            for plane in &pt.planes {
+                for &i in plane {
+                    held.push(mem.cell_mut(i).map(|(w, r)| (*w, *r)));
+                }
+            }
+            let n = pt.planes[0].len();
+            for b in 0..pt.planes.len() {
+                let to = &pt.planes[(b + s) % pt.planes.len()];
+                for (j, &i) in to.iter().enumerate() {
+                    if let (Some((w, r)), Some(Some(c))) = (mem.cell_mut(i), held.get(b * n + j)) {
+                        (*w, *r) = *c;
+                    }
+                }
             }
         }
     }
@@ -661,6 +897,21 @@ impl Timeline<'_> {
             for &i in cells {
                 if let Some((w, r)) = mem.cell_mut(i) {
                     out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
+                }
+            }
+        }
+        for pt in &info.permuted {
+            let mem = if pt.psum {
+                &mut self.psum
+            } else {
+                &mut self.sbuf
+            };
+            let at = self.rotation.get(pt.tile).map_or(0, |r| r.count);
+            for plane in logical(&pt.planes, at) {
+                for &i in plane {
+                    if let Some((w, r)) = mem.cell_mut(i) {
+                        out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
+                    }
                 }
             }
         }
@@ -750,7 +1001,8 @@ impl Timeline<'_> {
             let dc = b.2.checked_sub(a.2)?;
             let dk = b.1[info.var].checked_sub(a.1[info.var])?;
             let keys = (0..MAX_VARS).all(|i| i == info.var || a.1[i] == b.1[i]);
-            if a.0 != b.0 || dc % degree != 0 || !keys || (dk != 0 && dk != p) {
+            let permuted = info.permuted.iter().any(|pt| pt.tile == t);
+            if a.0 != b.0 || (dc % degree != 0 && !permuted) || !keys || (dk != 0 && dk != p) {
                 return None;
             }
             rot_delta.push((dc, dk));
@@ -837,6 +1089,14 @@ impl Timeline<'_> {
             *x += per[i] * ku;
             i += 1;
         });
+        let turns: Vec<u64> = (info.permuted.iter())
+            .map(|pt| {
+                let i = info.rotating.iter().position(|&t| t == pt.tile);
+                i.and_then(|i| rot_delta.get(i))
+                    .map_or(0, |&(dc, _)| dc.wrapping_mul(ku))
+            })
+            .collect();
+        self.turn_buffers(info, &turns);
         for (&t, &(dc, dk)) in info.rotating.iter().zip(&rot_delta) {
             if let Some(r) = self.rotation.get_mut(t) {
                 r.count += dc * ku;
@@ -959,6 +1219,21 @@ impl Timeline<'_> {
             }
         })
     }
+}
+
+/// A permuted tile's buffers from the one its rotation count `at` points at.
+fn logical(planes: &[Vec<usize>], at: u64) -> impl Iterator<Item = &Vec<usize>> {
+    let d = planes.len().max(1);
+    let first = (at % d as u64) as usize;
+    (0..planes.len()).filter_map(move |j| planes.get((first + j) % d))
+}
+
+/// The greatest common divisor of `a` and `b` (`b` when `a` is 0).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
 }
 
 /// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
