@@ -610,7 +610,7 @@ impl fmt::Display for LoopValues<'_> {
 }
 
 impl Observer for Strict<'_> {
-    /// Without the memories, a `select` element counts both sides (see [`Strict::check`]).
+    /// Without the memories, a `select` element counts both sides (see `Strict::check`).
     fn before(
         &mut self,
         pc: usize,
