@@ -748,7 +748,8 @@ impl Lowerer<'_> {
 
     /// A one-partition tile `[1, F]` repeated on `partitions` partitions: an SBUF tile of the
     /// same dtype, computed as `onesᵀ · src` on TensorE (512 columns per matmul, through PSUM).
-    /// Exact for finite values; a subnormal value becomes zero (TensorE flushes them).
+    /// Exact for finite values; a subnormal value becomes zero (TensorE flushes them). An
+    /// integer tile is broadcast exactly through f32 ([`Lowerer::int_partition_broadcast`]).
     pub(in super::super) fn partition_broadcast(
         &mut self,
         src: TileView,
@@ -756,6 +757,9 @@ impl Lowerer<'_> {
         span: Span,
     ) -> Option<TileView> {
         let dtype = self.dtype_of(&src);
+        if dtype.is_int() {
+            return self.int_partition_broadcast(src, partitions, span);
+        }
         if !matches!(dtype, DType::F32 | DType::Bf16 | DType::F16) {
             self.error(span, format!("a broadcast across partitions goes through TensorE, which takes f32, bf16 or f16 tiles, not {dtype}"));
             return None;
@@ -825,6 +829,65 @@ impl Lowerer<'_> {
             start = start.saturating_add(n);
         }
         Some(out)
+    }
+
+    /// An integer `[1, F]` tile repeated on `partitions` partitions, bit for bit: its values
+    /// through f32, where TensorE's broadcast is exact — whole for 8- and 16-bit integers, as
+    /// two 16-bit halves (`x & 0xffff`, `x >> 16`) recombined by `(hi << 16) | lo` for 32-bit
+    /// ones.
+    fn int_partition_broadcast(
+        &mut self,
+        src: TileView,
+        partitions: u32,
+        span: Span,
+    ) -> Option<TileView> {
+        let dtype = self.dtype_of(&src);
+        let spans = InstrSpans::at(span).with(1, span);
+        let as_f32 = OpOptions {
+            dtype: Some(DType::F32),
+            ..OpOptions::default()
+        };
+        let back = OpOptions {
+            dtype: Some(dtype),
+            ..OpOptions::default()
+        };
+        // `x op k` of a tile into a new tile of `opts`' dtype.
+        let scalar = |this: &mut Self, op: Alu, x: TileView, k: i32, opts: OpOptions| match this
+            .scalar_op(
+                op,
+                x,
+                Src::Imm(Scalar::Int(k)),
+                false,
+                spans,
+                Dest::New(None),
+                opts,
+            ) {
+            Value::Tile(v) => Some(v),
+            _ => None,
+        };
+        // A tile of integers below 2^24 in magnitude, broadcast through f32 and back.
+        let through_f32 = |this: &mut Self, x: TileView| {
+            let f = this.copy_op(x, span, Dest::New(None), as_f32, span)?;
+            let b = this.partition_broadcast(f, partitions, span)?;
+            this.copy_op(b, span, Dest::New(None), back, span)
+        };
+        if dtype.size() < 4 {
+            return through_f32(self, src);
+        }
+        let lo = scalar(self, Alu::BitwiseAnd, src, 0xffff, back)?;
+        let hi = scalar(self, Alu::RightShift, src, 16, back)?;
+        let lo = through_f32(self, lo)?;
+        let hi = through_f32(self, hi)?;
+        let hi = scalar(self, Alu::LeftShift, hi, 16, back)?;
+        let (h, l) = (self.view_id(hi, span)?, self.view_id(lo, span)?);
+        let make = |v| InstrData::Alu {
+            dst: Dst::overwrite(v),
+            src: [Src::Tile(h), Src::Tile(l), Src::None],
+            op: [Alu::BitwiseOr, Alu::Bypass],
+            rev: 0,
+            acc: None,
+        };
+        self.emit_op(Opcode::TensorTensor, &make, Dest::New(None), back, spans)
     }
 
     /// `nl.transpose(x)`: a 2-D tile `[P ≤ 128, F ≤ 128]` transposed on TensorE into PSUM
