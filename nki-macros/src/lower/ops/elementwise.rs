@@ -140,6 +140,26 @@ impl Lowerer<'_> {
         opts: OpOptions,
     ) -> Value {
         let spans = |x: Span, y: Span| InstrSpans::at(span).with(1, x).with(2, y);
+        // `/` and `divide` of integers are Python's true division: an f32 result unless a
+        // dtype or destination says otherwise (NKI's `nl.floor(iota / w, dtype=nl.int32)` in
+        // `resize_nearest` floors the quotient, not a quotient already rounded to an integer).
+        let int_tile = |o: &Operand| match o {
+            Operand::Tile(t) => self.dtype_of(t).is_int(),
+            Operand::Imm(_) => true,
+        };
+        let opts = if alu == Alu::Divide
+            && opts.dtype.is_none()
+            && matches!(dest, Dest::New(_))
+            && int_tile(&a.0)
+            && int_tile(&b.0)
+        {
+            OpOptions {
+                dtype: Some(DType::F32),
+                ..opts
+            }
+        } else {
+            opts
+        };
         match (a.0, b.0) {
             (Operand::Imm(_), Operand::Imm(_)) => {
                 self.error(span, "an elementwise operation needs a tile operand")
