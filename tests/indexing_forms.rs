@@ -1,7 +1,8 @@
 //! Indexing forms of NKI kernels, against plain loops: a view of a tile indexed again (NKI's
 //! pattern of passing `buf[g]` or `t[:, 0:256]` to a helper that indexes it: the indices are
 //! the view's, composed with its place in the tile; indexing past the view is a compile error,
-//! a UI test), and an index grid itself as the index (`x[g]` for `g = nl.mgrid[...]`).
+//! a UI test), an index grid itself as the index (`x[g]` for `g = nl.mgrid[...]`), and NKI's
+//! instruction labels `name = "..."`, accepted on any call.
 
 mod common;
 
@@ -54,8 +55,8 @@ fn a_view_indexed_again_addresses_its_own_elements() {
 fn grid_as_index(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
     let out = ndarray([128, 64], f32, SharedHbm);
     let g = mgrid![0..128, 0..64];
-    let t = load(x[g]);
-    store(out[g], exp(t));
+    let t = load(x[g], name = "x_tile");
+    store(out[g], exp(t, name = "exp_x"), name = "store_out");
     out
 }
 

@@ -378,6 +378,16 @@ fn parse_args<'a>(
     let mut out = Vec::new();
     let mut ok = true;
     for a in args {
+        // NKI's `name = "..."` labels an instruction in its profiles; it changes nothing here.
+        if let SynExpr::Assign(kw) = a
+            && let SynExpr::Path(p) = &*kw.left
+            && p.path.is_ident("name")
+            && let SynExpr::Lit(syn::ExprLit {
+                lit: Lit::Str(_), ..
+            }) = &*kw.right
+        {
+            continue;
+        }
         let arg = match a {
             SynExpr::Assign(kw) => match &*kw.left {
                 SynExpr::Path(p) if p.path.get_ident().is_some() => {
