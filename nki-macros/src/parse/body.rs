@@ -432,7 +432,7 @@ fn binary_op(op: &syn::BinOp, errors: &mut Errors) -> Option<BinOp> {
         S::And(_) | S::Or(_) => {
             errors.push(
                 Span::of(op),
-                "`&&` and `||` have no meaning on tiles and masks: join conditions with `&` and `|` (err_ambiguous_tensor_truth_value)",
+                "`&&` and `||` have no meaning on tiles and masks: join conditions with `&` and `|`, compile-time ones too (Python's `and` and `or`) (err_ambiguous_tensor_truth_value)",
             );
             return None;
         }
