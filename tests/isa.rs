@@ -602,32 +602,48 @@ fn tensor_tensor_scan_mamba_recurrence() {
 // iota, affine_select, reciprocal (`where` is in tests/pending/where.rs).
 // ---------------------------------------------------------------------------------------------
 
+/// An `iota` of an `mgrid!` expression has the grid's whole shape (NKI's dense `nl.mgrid`:
+/// `iota(5 + 2 * i_p)` is `[128, 64]`); one of an `arange` axis only that axis' (`[128, 1]`).
 #[kernel]
-fn iota_calls(x: Hbm<f32, 128, 64>) -> (Hbm<i32, 128, 64>, Hbm<f32, 128, 1>, Hbm<f32, 128, 64>) {
+fn iota_calls(
+    x: Hbm<f32, 128, 64>,
+) -> (
+    Hbm<i32, 128, 64>,
+    Hbm<f32, 128, 64>,
+    Hbm<f32, 128, 64>,
+    Hbm<f32, 128, 1>,
+) {
     let o1 = ndarray([128, 64], i32, SharedHbm);
-    let o2 = ndarray([128, 1], f32, SharedHbm);
+    let o2 = ndarray([128, 64], f32, SharedHbm);
     let o3 = ndarray([128, 64], f32, SharedHbm);
+    let o4 = ndarray([128, 1], f32, SharedHbm);
     let (i_p, i_f) = mgrid![0..128, 0..64];
     let v = iota(expr = i_f + 64 * i_p, dtype = i32);
     let w = iota(5 + 2 * i_p, f32);
     let z = iota(i_f - 3 * i_p, dtype = f32);
+    let col = iota(5 + 2 * arange(128).p(), f32);
     let t = load(x[..]);
     store(o1[..], v);
     store(o2[..], w);
     store(o3[..], z + t);
-    (o1, o2, o3)
+    store(o4[..], col);
+    (o1, o2, o3, o4)
 }
 
 #[test]
 fn iota_values() {
     let x = Array2::<f32>::zeros((P, 64));
-    let (v, w, z) = iota_calls::host(&mut NeuronCore::default(), x.view()).unwrap();
+    let (v, w, z, col) = iota_calls::host(&mut NeuronCore::default(), x.view()).unwrap();
     assert_eq!(
         v,
         Array2::from_shape_fn((P, 64), |(p, f)| (f + 64 * p) as i32)
     );
     assert_eq!(
         w,
+        Array2::from_shape_fn((P, 64), |(p, _)| (5 + 2 * p) as f32)
+    );
+    assert_eq!(
+        col,
         Array2::from_shape_fn((P, 1), |(p, _)| (5 + 2 * p) as f32)
     );
     assert_eq!(
@@ -1368,4 +1384,26 @@ fn trn2_scalar_engine_tensor_scalar_and_activation_max_reduction() {
     assert_close("max of exp", m.iter(), want, 1e-6, 0.0);
     let prog = trn2_forms::KERNEL.program();
     assert!(has_instr(prog, "Scalar", "tensor_scalar"), "{prog}");
+}
+
+/// NKI's select-and-scatter index: `iota(3 * w.y + w.z)` of a four-axis `mgrid` has the grid's
+/// whole shape, each window numbering its 3 × 3 positions.
+#[kernel]
+fn dense_mgrid_iota(x: Hbm<f32, 128, 4>) -> Hbm<u32, 128, 4, 3, 3> {
+    let out = ndarray([128, 4, 3, 3], u32, SharedHbm);
+    let w = mgrid![0..128, 0..4, 0..3, 0..3];
+    let linear = iota(3 * w.y + w.z, dtype = u32);
+    store(out[..], linear);
+    let _ = x.dtype;
+    out
+}
+
+#[test]
+fn an_iota_of_a_dense_mgrid_has_the_grids_shape() {
+    let x = Array2::<f32>::zeros((P, 4));
+    let out = dense_mgrid_iota::host(&mut NeuronCore::default(), x.view()).unwrap();
+    assert_eq!(out.dim(), (P, 4, 3, 3));
+    for ((_, _, a, b), &v) in out.indexed_iter() {
+        assert_eq!(v as usize, 3 * a + b);
+    }
 }

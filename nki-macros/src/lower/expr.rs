@@ -876,6 +876,13 @@ impl Lowerer<'_> {
             };
             axes.push(Idx::grid_axis(j, s, size));
         }
+        let mut dense = [0u32; MAX_TILE_RANK];
+        for (d, a) in dense.iter_mut().zip(&axes) {
+            *d = a.sizes.iter().copied().max().unwrap_or(0);
+        }
+        for a in &mut axes {
+            a.dense = dense;
+        }
         Value::Grid(axes)
     }
 }

@@ -14,6 +14,10 @@ pub struct Idx {
     pub grid: [i64; MAX_TILE_RANK],
     /// Extent of each grid axis (0 = unconstrained).
     pub sizes: [u32; MAX_TILE_RANK],
+    /// The whole shape of the `mgrid!` its grid terms come from (NKI's dense `nl.mgrid`: every
+    /// component has the grid's shape, which is the shape of an `iota` of it); all 0 for an
+    /// `arange` axis, an expression without grid terms, or terms of different grids.
+    pub dense: [u32; MAX_TILE_RANK],
 }
 
 impl Idx {
@@ -23,6 +27,7 @@ impl Idx {
             lin,
             grid: [0; MAX_TILE_RANK],
             sizes: [0; MAX_TILE_RANK],
+            dense: [0; MAX_TILE_RANK],
         }
     }
 
@@ -53,6 +58,13 @@ impl Idx {
                 _ => return Err(IdxError::GridSizes(j)),
             }
         }
+        // A term without grid terms keeps the other's grid; two different grids have none.
+        out.dense = match (self.is_advanced(), other.is_advanced()) {
+            (_, false) => self.dense,
+            (false, true) => other.dense,
+            (true, true) if self.dense == other.dense => self.dense,
+            (true, true) => [0; MAX_TILE_RANK],
+        };
         Ok(out)
     }
 

@@ -392,7 +392,9 @@ impl Lowerer<'_> {
                             start: i.lin,
                             grid: i.grid,
                         });
-                        c.options.shape = Some(expr_shape(&i.sizes));
+                        // NKI's `iota` of an `mgrid` expression has the grid's whole shape.
+                        let dense = i.is_advanced() && i.dense.iter().any(|&d| d != 0);
+                        c.options.shape = Some(expr_shape(if dense { &i.dense } else { &i.sizes }));
                         true
                     }
                     Value::Int(n) => {
