@@ -1407,3 +1407,47 @@ fn an_iota_of_a_dense_mgrid_has_the_grids_shape() {
         assert_eq!(v as usize, 3 * a + b);
     }
 }
+
+/// `tensor_copy_predicated`: `src` into `dst` where the predicate is nonzero (zero with
+/// `reverse_pred`), the rest of `dst` as it was.
+#[kernel]
+fn copies_predicated(
+    a: Hbm<f32, 128, 64>,
+    b: Hbm<f32, 128, 64>,
+    m: Hbm<f32, 128, 64>,
+) -> (Hbm<f32, 128, 64>, Hbm<f32, 128, 64>) {
+    let o1 = ndarray([128, 64], f32, SharedHbm);
+    let o2 = ndarray([128, 64], f32, SharedHbm);
+    let src = load(a[..]);
+    let pred = load(m[..]);
+    let d1 = load(b[..]);
+    tensor_copy_predicated(src = src, dst = d1, predicate = pred);
+    let d2 = load(b[..]);
+    tensor_copy_predicated(src, d2, pred, reverse_pred = true);
+    store(o1[..], d1);
+    store(o2[..], d2);
+    (o1, o2)
+}
+
+#[test]
+fn tensor_copy_predicated_copies_where_the_predicate_picks() {
+    let a = Array2::from_shape_fn((P, 64), |(p, f)| (p * 64 + f) as f32);
+    let b = Array2::from_shape_fn((P, 64), |(p, f)| -((p * 64 + f) as f32) - 1.0);
+    let m = Array2::from_shape_fn((P, 64), |(p, f)| ((p + 3 * f) % 5 == 0) as u8 as f32);
+    let (o1, o2) =
+        copies_predicated::host(&mut NeuronCore::default(), a.view(), b.view(), m.view()).unwrap();
+    for ((p, f), &v) in o1.indexed_iter() {
+        let want = if m[[p, f]] != 0.0 {
+            a[[p, f]]
+        } else {
+            b[[p, f]]
+        };
+        assert_eq!(v, want, "[{p}, {f}]");
+        let want = if m[[p, f]] == 0.0 {
+            a[[p, f]]
+        } else {
+            b[[p, f]]
+        };
+        assert_eq!(o2[[p, f]], want, "reverse [{p}, {f}]");
+    }
+}

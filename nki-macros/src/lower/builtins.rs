@@ -118,6 +118,8 @@ pub enum Special {
     Ds,
     /// `where`
     Where,
+    /// `tensor_copy_predicated`
+    TensorCopyPredicated,
     /// `broadcast_to`
     BroadcastTo,
     /// `softmax`
@@ -355,6 +357,7 @@ static TABLE: &[Builtin] = &[
     special(&["arange"], Special::Arange),
     special(&["ds"], Special::Ds),
     special(&["where"], Special::Where),
+    special(&["tensor_copy_predicated"], Special::TensorCopyPredicated),
     special(&["broadcast_to"], Special::BroadcastTo),
     special(&["softmax"], Special::Softmax),
     special(&["rms_norm"], Special::RmsNorm),

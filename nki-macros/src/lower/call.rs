@@ -114,6 +114,7 @@ impl Lowerer<'_> {
             Special::Transpose => self.nl_transpose(args, span, dest),
             Special::NcTranspose => self.transpose(args, span, dest),
             Special::Where => self.nl_where(args, span, dest),
+            Special::TensorCopyPredicated => self.tensor_copy_predicated(args, span, dest),
             Special::BroadcastTo => self.broadcast_to(args, span, dest),
             Special::Softmax => self.softmax(args, span, dest),
             Special::RmsNorm => self.rms_norm(args, span, dest),

@@ -648,6 +648,86 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `tensor_copy_predicated(src, dst, predicate, reverse_pred)`: `src`'s elements into `dst`
+    /// where `predicate` is nonzero (zero with `reverse_pred`), the others left as they are: a
+    /// `select` of `src` and `dst` itself, written into `dst`. Returns nothing.
+    pub(in super::super) fn tensor_copy_predicated(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        const NAME: &str = "tensor_copy_predicated";
+        if !matches!(dest, Dest::New(None)) {
+            return self.error(
+                span,
+                format!("`{NAME}` writes its `dst` and returns nothing"),
+            );
+        }
+        let params = ["src", "dst", "predicate", "reverse_pred", "mask"];
+        let Some(a) = self.args(NAME, args, &params, 3, span) else {
+            return Value::Poison;
+        };
+        let reverse = match a[3].map(|e| (e, self.eval(e))) {
+            None => false,
+            Some((_, Value::Bool(b))) => b,
+            Some((_, Value::Poison)) => return Value::Poison,
+            Some((e, other)) => {
+                return self.error(
+                    e.span(),
+                    format!("`reverse_pred` is a bool, not {}", other.describe()),
+                );
+            }
+        };
+        let mut opts = OpOptions::default();
+        if let Some(e) = a[4]
+            && !self.option_arg(super::super::builtins::P::Mask, e, &mut opts)
+        {
+            return Value::Poison;
+        }
+        let (src_e, dst_e, pred_e) = (
+            a[0].expect("required"),
+            a[1].expect("required"),
+            a[2].expect("required"),
+        );
+        let (Some(src), Some(dst), Some(pred)) = (
+            self.tile_arg(src_e, Opcode::Select, 2),
+            self.tile_arg(dst_e, Opcode::Select, 0),
+            self.tile_arg(pred_e, Opcode::Select, 1),
+        ) else {
+            return Value::Poison;
+        };
+        let grid = dst.shape;
+        let (Some(Src::Tile(s)), Some(Src::Tile(d)), Some(Src::Tile(p))) = (
+            self.src_on(Operand::Tile(src), &grid, src_e.span()),
+            self.src_on(Operand::Tile(dst), &grid, dst_e.span()),
+            self.src_on(Operand::Tile(pred), &grid, pred_e.span()),
+        ) else {
+            return Value::Poison;
+        };
+        let (on_true, on_false) = if reverse { (d, s) } else { (s, d) };
+        let make = |v| InstrData::Select {
+            dst: Dst::overwrite(v),
+            pred: Pred::Tile(p),
+            on_true: Src::Tile(on_true),
+            on_false: Src::Tile(on_false),
+        };
+        let spans = InstrSpans::at(span)
+            .with(0, dst_e.span())
+            .with(1, pred_e.span())
+            .with(2, src_e.span())
+            .with(3, dst_e.span());
+        let into = Dest::Into {
+            view: dst,
+            span: dst_e.span(),
+            accumulate: None,
+        };
+        match self.emit_op(Opcode::Select, &make, into, opts, spans) {
+            Some(_) => Value::Unit,
+            None => Value::Poison,
+        }
+    }
+
     /// `broadcast_to(src, shape)`: along the free dimensions a view (no instruction); across
     /// partitions a TensorE matmul with a tile of ones, as NKI does.
     pub(in super::super) fn broadcast_to(
