@@ -1451,3 +1451,40 @@ fn tensor_copy_predicated_copies_where_the_predicate_picks() {
         assert_eq!(o2[[p, f]], want, "reverse [{p}, {f}]");
     }
 }
+
+/// `tensor_partition_reduce`: `add`, `maximum` and `minimum` over the partitions of a
+/// `[128, 300]` tile (three column blocks, the last ragged).
+#[kernel]
+fn partition_reductions(
+    x: Hbm<f32, 128, 300>,
+) -> (Hbm<f32, 1, 300>, Hbm<f32, 1, 300>, Hbm<f32, 1, 300>) {
+    let s = ndarray([1, 300], f32, SharedHbm);
+    let hi = ndarray([1, 300], f32, SharedHbm);
+    let lo = ndarray([1, 300], f32, SharedHbm);
+    let t = load(x[..]);
+    store(s[..], tensor_partition_reduce(op = add, data = t));
+    store(hi[..], tensor_partition_reduce(maximum, t));
+    store(lo[..], tensor_partition_reduce(minimum, t, dtype = f32));
+    (s, hi, lo)
+}
+
+#[test]
+fn tensor_partition_reduce_combines_the_partitions() {
+    // Small integers: every sum is exact in fp32, whatever the order.
+    let x = Array2::from_shape_fn((P, 300), |(p, f)| ((p * 31 + f * 7) % 23) as f32 - 11.0);
+    let (s, hi, lo) = partition_reductions::host(&mut NeuronCore::default(), x.view()).unwrap();
+    for f in 0..300 {
+        let col = x.column(f);
+        assert_eq!(s[[0, f]], col.sum(), "sum [{f}]");
+        assert_eq!(
+            hi[[0, f]],
+            col.fold(f32::MIN, |a, &b| a.max(b)),
+            "max [{f}]"
+        );
+        assert_eq!(
+            lo[[0, f]],
+            col.fold(f32::MAX, |a, &b| a.min(b)),
+            "min [{f}]"
+        );
+    }
+}

@@ -120,6 +120,8 @@ pub enum Special {
     Where,
     /// `tensor_copy_predicated`
     TensorCopyPredicated,
+    /// `tensor_partition_reduce`
+    TensorPartitionReduce,
     /// `broadcast_to`
     BroadcastTo,
     /// `softmax`
@@ -358,6 +360,7 @@ static TABLE: &[Builtin] = &[
     special(&["ds"], Special::Ds),
     special(&["where"], Special::Where),
     special(&["tensor_copy_predicated"], Special::TensorCopyPredicated),
+    special(&["tensor_partition_reduce"], Special::TensorPartitionReduce),
     special(&["broadcast_to"], Special::BroadcastTo),
     special(&["softmax"], Special::Softmax),
     special(&["rms_norm"], Special::RmsNorm),

@@ -42,6 +42,101 @@ impl Lowerer<'_> {
         self.emit_op(Opcode::TensorReduce, &make, dest, opts, spans)
     }
 
+    /// `tensor_partition_reduce(op, data, dtype)`: `op` over the partitions of a `[P, F]` tile,
+    /// a `[1, F]` result. Composed of instructions the model has, 128 columns at a time: a
+    /// TensorE transpose (exact), `tensor_reduce` along the free axis in fp32 (the reductions'
+    /// defined order), a transpose back and a copy (NKI runs one GpSimd instruction, whose
+    /// order of combination is not documented).
+    pub(in super::super) fn tensor_partition_reduce(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        const NAME: &str = "tensor_partition_reduce";
+        let Some(a) = self.args(NAME, args, &["op", "data", "dtype"], 2, span) else {
+            return Value::Poison;
+        };
+        let (op_e, data_e) = (a[0].expect("required"), a[1].expect("required"));
+        let Some(op) = self.alu_arg(op_e) else {
+            return Value::Poison;
+        };
+        let Some(data) = self.tile_arg(data_e, Opcode::TensorReduce, 1) else {
+            return Value::Poison;
+        };
+        let mut opts = OpOptions::default();
+        if let Some(e) = a[2]
+            && !self.option_arg(P::DType, e, &mut opts)
+        {
+            return Value::Poison;
+        }
+        let [f] = *data.shape.free() else {
+            return self.error(data_e.span(), format!("`{NAME}` takes a `[P, F]` tile"));
+        };
+        let dtype = opts
+            .dtype
+            .unwrap_or(self.buf.tiles[data.tile as usize].dtype);
+        let Some(shape) = TileShape::new(&[1, f]) else {
+            return Value::Poison;
+        };
+        let Value::Tile(result) = self.new_tile(None, Memory::Sbuf, dtype, shape, span) else {
+            return Value::Poison;
+        };
+        let f32_opts = OpOptions {
+            dtype: Some(DType::F32),
+            ..OpOptions::default()
+        };
+        let mut start = 0u32;
+        while start < f {
+            let n = f.saturating_sub(start).min(nki_lang::target::PARTITIONS);
+            let cols = |v: &TileView| -> Option<TileView> {
+                Some(TileView {
+                    shape: TileShape::new(&[v.shape.partitions(), n])?,
+                    offset: v.offset.checked_add(&nki_lang::Affine::constant(
+                        i64::from(start).checked_mul(v.strides[0])?,
+                    ))?,
+                    ..*v
+                })
+            };
+            let (Some(block), Some(part)) = (cols(&data), cols(&result)) else {
+                return self.error(span, "integer overflow in an index expression");
+            };
+            let Some(t) = self.transpose_op(block, data_e.span(), Dest::New(None)) else {
+                return Value::Poison;
+            };
+            let Some(r) = self.reduce_op(
+                op,
+                t,
+                data_e.span(),
+                1,
+                false,
+                true,
+                span,
+                Dest::New(None),
+                f32_opts,
+            ) else {
+                return Value::Poison;
+            };
+            let Some(back) = self.transpose_op(r, span, Dest::New(None)) else {
+                return Value::Poison;
+            };
+            let into = Dest::Into {
+                view: part,
+                span,
+                accumulate: None,
+            };
+            if self
+                .copy_op(back, span, into, OpOptions::default(), span)
+                .is_none()
+            {
+                return Value::Poison;
+            }
+            // start + n ≤ f.
+            start = start.saturating_add(n);
+        }
+        self.assign(Value::Tile(result), span, dest)
+    }
+
     /// Number of elements a reduction over `axes` of `shape` combines.
     fn reduced_count(shape: &TileShape, axes: u8) -> u64 {
         shape

@@ -260,7 +260,12 @@ impl Lowerer<'_> {
         }
     }
 
-    fn transpose_op(&mut self, x: TileView, span: Span, dest: Dest<'_>) -> Option<TileView> {
+    pub(in super::super) fn transpose_op(
+        &mut self,
+        x: TileView,
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Option<TileView> {
         let src = self.view_id(x, span)?;
         let make = |view| InstrData::Unary {
             dst: Dst::overwrite(view),
