@@ -371,13 +371,18 @@ fn other_tutorials() {
 #[kernel]
 fn rows_per_instance(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
     let out = ndarray([N, 64], f32, SharedHbm);
-    let i = program_id(0);
+    exp_doubled_row(x, out, program_id(0));
+    out
+}
+
+/// `out[i] = exp(x[i]) · 2` for the row `i`.
+#[helper]
+fn exp_doubled_row(x: Tensor, out: Tensor, i: Index) {
     let (i_p, i_f) = mgrid![0..1, 0..64];
     let t = load(x[[i + i_p, i_f]]);
     let e = exp(t);
     let y = multiply(e, 2.0);
     store(out[[i + i_p, i_f]], y);
-    out
 }
 
 /// [`rows_per_instance`] over a grid of three axes of at most `[_, 32, 32]`: row
@@ -386,11 +391,7 @@ fn rows_per_instance(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
 fn rows_per_instance_3d(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
     let out = ndarray([N, 64], f32, SharedHbm);
     let i = program_id(0) * 1024 + program_id(1) * 32 + program_id(2);
-    let (i_p, i_f) = mgrid![0..1, 0..64];
-    let t = load(x[[i + i_p, i_f]]);
-    let e = exp(t);
-    let y = multiply(e, 2.0);
-    store(out[[i + i_p, i_f]], y);
+    exp_doubled_row(x, out, i);
     out
 }
 

@@ -668,16 +668,10 @@ impl Lowerer<'_> {
         let Some(a) = self.args(NAME, args, &params, 3, span) else {
             return Value::Poison;
         };
-        let reverse = match a[3].map(|e| (e, self.eval(e))) {
+        let reverse = match a[3].map(|e| self.bool_arg(e, "reverse_pred")) {
             None => false,
-            Some((_, Value::Bool(b))) => b,
-            Some((_, Value::Poison)) => return Value::Poison,
-            Some((e, other)) => {
-                return self.error(
-                    e.span(),
-                    format!("`reverse_pred` is a bool, not {}", other.describe()),
-                );
-            }
+            Some(Some(b)) => b,
+            Some(None) => return Value::Poison,
         };
         let mut opts = OpOptions::default();
         if let Some(e) = a[4]

@@ -43,17 +43,10 @@ impl Lowerer<'_> {
             (4, "is_moving_onezero"),
             (5, "is_transpose"),
         ] {
-            if let Some(e) = a[k] {
-                match self.eval(e) {
-                    Value::Bool(_) => {}
-                    Value::Poison => return Value::Poison,
-                    other => {
-                        return self.error(
-                            e.span(),
-                            format!("`{name}` is a bool, not {}", other.describe()),
-                        );
-                    }
-                }
+            if let Some(e) = a[k]
+                && self.bool_arg(e, name).is_none()
+            {
+                return Value::Poison;
             }
         }
         // The PE array's tiling: where the stationary operand sits; the result is the same.
@@ -187,16 +180,10 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         let (x_e, y_e) = (a[0].expect("required"), a[1].expect("required"));
-        let transpose_x = match a[2].map(|e| (e, self.eval(e))) {
+        let transpose_x = match a[2].map(|e| self.bool_arg(e, "transpose_x")) {
             None => false,
-            Some((_, Value::Bool(b))) => b,
-            Some((_, Value::Poison)) => return Value::Poison,
-            Some((e, other)) => {
-                return self.error(
-                    e.span(),
-                    format!("`transpose_x` is a bool, not {}", other.describe()),
-                );
-            }
+            Some(Some(b)) => b,
+            Some(None) => return Value::Poison,
         };
         let x = self.tile_arg(x_e, Opcode::Matmul, 1);
         let y = self.tile_arg(y_e, Opcode::Matmul, 2);

@@ -805,14 +805,31 @@ impl Timeline<'_> {
                 f(Kind::GapEnd, b);
             }
         }
+        self.each_loop_cell(info, |w, r| {
+            f(Kind::Cell, &mut w.t);
+            f(Kind::Cell, &mut r.t);
+        });
+        for &t in &info.tiles {
+            if let Some(l) = self.live.get_mut(t) {
+                f(Kind::Cell, &mut l.1);
+            }
+        }
+    }
+
+    /// Moves the buffers of each permuted tile of `info` by `by[i]` (its rotation count's
+    /// advance): the contents of buffer `b` go to buffer `b + by`, as the iterations skipped
+    /// would have left them.
+    /// Calls `g` with the write and read of each cell of the loop's tiles: `info.cells`, then
+    /// the turning tiles' buffers from the one each is at (the order a comparison and a skip
+    /// see them in).
+    fn each_loop_cell(&mut self, info: &LoopInfo, mut g: impl FnMut(&mut Cell, &mut Cell)) {
         for (mem, cells) in [&mut self.sbuf, &mut self.psum]
             .into_iter()
             .zip(&info.cells)
         {
             for &i in cells {
                 if let Some((w, r)) = mem.cell_mut(i) {
-                    f(Kind::Cell, &mut w.t);
-                    f(Kind::Cell, &mut r.t);
+                    g(w, r);
                 }
             }
         }
@@ -826,22 +843,13 @@ impl Timeline<'_> {
             for plane in logical(&pt.planes, at) {
                 for &i in plane {
                     if let Some((w, r)) = mem.cell_mut(i) {
-                        f(Kind::Cell, &mut w.t);
-                        f(Kind::Cell, &mut r.t);
+                        g(w, r);
                     }
                 }
             }
         }
-        for &t in &info.tiles {
-            if let Some(l) = self.live.get_mut(t) {
-                f(Kind::Cell, &mut l.1);
-            }
-        }
     }
 
-    /// Moves the buffers of each permuted tile of `info` by `by[i]` (its rotation count's
-    /// advance): the contents of buffer `b` go to buffer `b + by`, as the iterations skipped
-    /// would have left them.
     fn turn_buffers(&mut self, info: &LoopInfo, by: &[u64]) {
         for (pt, &by) in info.permuted.iter().zip(by) {
             let d = pt.planes.len() as u64;
@@ -890,31 +898,9 @@ impl Timeline<'_> {
         for t in 0..tensors {
             out.push(u64::from(self.hbm.tracked(t)));
         }
-        for (mem, cells) in [&mut self.sbuf, &mut self.psum]
-            .into_iter()
-            .zip(&info.cells)
-        {
-            for &i in cells {
-                if let Some((w, r)) = mem.cell_mut(i) {
-                    out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
-                }
-            }
-        }
-        for pt in &info.permuted {
-            let mem = if pt.psum {
-                &mut self.psum
-            } else {
-                &mut self.sbuf
-            };
-            let at = self.rotation.get(pt.tile).map_or(0, |r| r.count);
-            for plane in logical(&pt.planes, at) {
-                for &i in plane {
-                    if let Some((w, r)) = mem.cell_mut(i) {
-                        out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
-                    }
-                }
-            }
-        }
+        self.each_loop_cell(info, |w, r| {
+            out.push(u64::from(w.pe) | (u64::from(r.pe) << 1));
+        });
         for &t in &info.tiles {
             out.push(self.live.get(t).map_or(0, |l| l.0));
         }
