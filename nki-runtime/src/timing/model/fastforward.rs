@@ -1114,32 +1114,32 @@ impl Timeline<'_> {
         resolve: &mut Resolver<'_>,
     ) -> i64 {
         let template: Vec<Event> = self.ff.events[range].to_vec();
-        self.hbm.journal(true);
         let mut done = 0;
         let jump = fixed && k > 2;
         let mut m = 0;
         'periods: while m < k {
             m = if jump && m == 1 { k } else { m + 1 };
             let compare = !(jump && m == k);
-            let keep = self.hbm.journaled();
+            // Each period's marks are kept until it is found to be the template's, moved.
+            self.hbm.journal(true);
             let shift = delta * m as u64;
             let mut moved = Vec::with_capacity(template.len());
             for e in &template {
                 let mut vars = e.vars;
                 vars[info.var] += m * p;
                 let Some(ops) = resolve(e.pc as usize, &vars) else {
-                    self.hbm.undo(keep);
+                    self.hbm.undo();
                     break 'periods;
                 };
                 let mut out = Event { vars, ..*e };
                 for j in 0..usize::from(e.n) {
                     let (s, write) = e.slots[j];
                     let Some(r) = ops.slot(usize::from(s)) else {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     };
                     let Loc::Hbm(t) = r.loc else {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     };
                     let t = usize::from(t);
@@ -1150,7 +1150,7 @@ impl Timeline<'_> {
                     };
                     let found = compare.then(|| self.hbm.wait_alone(t, r, write));
                     if !(write || self.hbm.tracked(t)) || found.is_some_and(|w| w != want) {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     }
                     out.waits[j] = want;
