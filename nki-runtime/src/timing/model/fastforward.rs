@@ -51,7 +51,8 @@ use nki_lang::{InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Memory, OperandRef
 
 use super::super::regions::Cell;
 use super::super::schedule::Track;
-use super::{Detail, Timeline};
+use super::gap_lists::{self, ListStep};
+use super::{Detail, Gaps, Timeline};
 use crate::exec::{InstanceEdge, LoopEdge, Resolver, Skip};
 use crate::operand::Loc;
 
@@ -102,6 +103,8 @@ pub(super) struct FastForward {
     now: Vec<u64>,
     /// Iterations skipped so far.
     pub skipped: i64,
+    /// Snapshots taken so far (each starts the gap lists' peaks again).
+    snapshots: u64,
     /// By pc of a `LoopBegin`: what its comparisons found so far.
     backoff: Vec<Backoff>,
 }
@@ -247,6 +250,12 @@ struct Snapshot {
     vars: VarValues,
     /// Its times ([`Timeline::visit_times`] order).
     times: Vec<u64>,
+    /// The engines' gap lists ([`Timeline::gap_lists`] order) and the gaps each dropped so
+    /// far.
+    lists: Vec<(VecDeque<(u64, u64)>, u64)>,
+    /// [`FastForward::snapshots`] once it was taken (the lists' peaks count from it while no
+    /// other was taken).
+    generation: u64,
     /// What must be equal: flags, list lengths, tracked tensors.
     shape: Vec<u64>,
     /// Its counts ([`Timeline::visit_stats`] order).
@@ -295,14 +304,6 @@ enum Kind {
     Gate(User),
     /// A completion nothing waits for: moved, or 0.
     Total,
-    /// The start of an idle gap (`first`: of its list), then its end: moved, or unchanged at
-    /// the front of the list; a gap of a DMA engine or of HBM (`transfers`) also unchanged
-    /// when it ends before every moved gate (a transfer arrives after one: none fits in it).
-    GapStart {
-        first: bool,
-        transfers: bool,
-    },
-    GapEnd,
     /// A memory cell or a live range: moved, 0, or unchanged and before every gate.
     Cell,
 }
@@ -795,16 +796,6 @@ impl Timeline<'_> {
             f(Kind::Gate(User::Dma), &mut q.t);
         }
         f(Kind::Total, &mut self.total);
-        let rings = (self.gaps.iter_mut().map(|g| (g, false)))
-            .chain(self.dma_gaps.iter_mut().take(dma).map(|g| (g, true)))
-            .chain(core::iter::once((&mut self.hbm_gaps, true)));
-        for (ring, transfers) in rings {
-            for (i, (a, b)) in ring.list.iter_mut().enumerate() {
-                let first = i == 0;
-                f(Kind::GapStart { first, transfers }, a);
-                f(Kind::GapEnd, b);
-            }
-        }
         self.each_loop_cell(info, |w, r| {
             f(Kind::Cell, &mut w.t);
             f(Kind::Cell, &mut r.t);
@@ -885,15 +876,6 @@ impl Timeline<'_> {
         out.clear();
         out.push(u64::from(self.dma_uniform));
         out.push(self.table.map_or(u64::MAX, u64::from));
-        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
-        for ring in self
-            .gaps
-            .iter()
-            .chain(self.dma_gaps.iter().take(dma))
-            .chain(core::iter::once(&self.hbm_gaps))
-        {
-            out.push(ring.list.len() as u64);
-        }
         let tensors = self.program.tensors().len();
         for t in 0..tensors {
             out.push(u64::from(self.hbm.tracked(t)));
@@ -946,10 +928,35 @@ impl Timeline<'_> {
             .collect()
     }
 
+    /// The engines' gap lists a loop's iterations may fill, each with whether it is a DMA
+    /// engine's or HBM's (a transfer's), in one order.
+    fn gap_lists(&self) -> impl Iterator<Item = (&Gaps, bool)> {
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        (self.gaps.iter().map(|g| (g, false)))
+            .chain(self.dma_gaps.iter().take(dma).map(|g| (g, true)))
+            .chain(core::iter::once((&self.hbm_gaps, true)))
+    }
+
+    /// [`Timeline::gap_lists`], to change.
+    fn gap_lists_mut(&mut self) -> impl Iterator<Item = &mut Gaps> {
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        (self.gaps.iter_mut())
+            .chain(self.dma_gaps.iter_mut().take(dma))
+            .chain(core::iter::once(&mut self.hbm_gaps))
+    }
+
     /// The state at a back edge.
     fn snapshot(&mut self, info: &LoopInfo, edge: &Edge<'_>) -> Snapshot {
         let mut times = Vec::new();
         self.visit_times(info, &mut |_, t| times.push(*t));
+        self.ff.snapshots += 1;
+        for g in self.gap_lists_mut() {
+            g.reset_peak();
+        }
+        let lists = self
+            .gap_lists()
+            .map(|(g, _)| (g.list.clone(), g.evicted))
+            .collect();
         let mut shape = Vec::new();
         self.shape(info, &mut shape);
         let mut stats = Vec::new();
@@ -957,6 +964,8 @@ impl Timeline<'_> {
         Snapshot {
             vars: *edge.vars,
             times,
+            lists,
+            generation: self.ff.snapshots,
             shape,
             stats,
             rotation: self.rotation_state(info),
@@ -964,6 +973,37 @@ impl Timeline<'_> {
             executed: edge.executed,
             wide: self.ff.wide,
         }
+    }
+
+    /// How each gap list followed from the snapshot's over the period in which the gates
+    /// moved by `delta` (see `gap_lists.rs`), and the earliest start of their moved gaps in
+    /// the snapshot; `None` when one did not. An unchanged gap may stay in an engine's list
+    /// (an instruction takes the first gap it fits in). In a DMA engine's or HBM's, it may stay
+    /// while the DMA engines are in one state, or if it ends before every moved gate (every
+    /// transfer of the period and after arrives after one of them: none fits in it): a
+    /// transfer takes the engines that can start it earliest, and an unchanged gap that fits
+    /// one of this period's transfers on an engine it did not take may change the choice
+    /// when that transfer comes Δ later.
+    fn list_steps(
+        &self,
+        snap: &Snapshot,
+        delta: u64,
+        gate_floor: u64,
+    ) -> Option<(Vec<ListStep>, u64)> {
+        let frozen_anywhere = self.dma_uniform;
+        let mut floor = u64::MAX;
+        let mut steps = Vec::with_capacity(snap.lists.len());
+        let mut lists = self.gap_lists();
+        for (old, evicted) in &snap.lists {
+            let (g, transfers) = lists.next()?;
+            let frozen_ok =
+                |(_, end): (u64, u64)| !transfers || frozen_anywhere || end < gate_floor;
+            let evicted = g.evicted.checked_sub(*evicted)?;
+            let (s, f) = gap_lists::step(old, &g.list, evicted, delta, frozen_ok)?;
+            floor = floor.min(f);
+            steps.push(s);
+        }
+        lists.next().is_none().then_some((steps, floor))
     }
 
     /// Skips whole periods of `p` iterations if the state is the snapshot's moved (see the
@@ -1020,10 +1060,23 @@ impl Timeline<'_> {
                 .any(|t| per.get(track_count(t.index())).is_none_or(|&c| c > 0)),
             User::Dma => per.get(DMA_TRANSFERS).is_none_or(|&c| c > 0),
         };
-        let delta = moved_by(&kinds, &snap.times, &now, !self.dma_uniform, &ran);
-        let max_now = now.iter().copied().max().unwrap_or(0);
+        let gates = gates_moved(&kinds, &snap.times, &now);
+        let steps = gates.and_then(|(delta, gate_floor)| self.list_steps(snap, delta, gate_floor));
+        let moved = match (gates, &steps) {
+            (Some(gates), Some((_, floor))) => {
+                moved_by(&kinds, &snap.times, &now, gates, *floor, &ran)
+            }
+            _ => false,
+        };
+        let lists_end = (self.gap_lists())
+            .filter_map(|(g, _)| g.list.back().map(|l| l.1))
+            .max();
+        let max_now = now.iter().copied().chain(lists_end).max().unwrap_or(0);
         self.ff.now = now;
-        let delta = delta?;
+        let (delta, (steps, _)) = (gates?.0, steps?);
+        if !moved {
+            return None;
+        }
         let executed = edge.executed.checked_sub(snap.executed)?;
         // Whole periods left, as far as the times stay far from saturation.
         let mut k = (edge.trip - edge.vars[info.var]) / p;
@@ -1032,6 +1085,17 @@ impl Timeline<'_> {
         for (&s, &d) in stats.iter().zip(&per) {
             if let Some(fit) = (u64::MAX - s).checked_div(d) {
                 k = k.min(i64::try_from(fit).unwrap_or(i64::MAX));
+            }
+        }
+        // A gap list that grows stays within its window: its peak over the period is known
+        // only while no other snapshot was taken since this one.
+        for (s, (g, _)) in steps.iter().zip(self.gap_lists()) {
+            if s.evicted == 0 && s.grows > 0 {
+                if snap.generation != self.ff.snapshots {
+                    return None;
+                }
+                let periods = Gaps::MAX.saturating_sub(g.peak) / s.grows;
+                k = k.min(i64::try_from(periods).unwrap_or(i64::MAX));
             }
         }
         if k <= 0 {
@@ -1064,12 +1128,19 @@ impl Timeline<'_> {
             let keep = match kind {
                 Kind::Gate(_) => *t == 0 || *t == was,
                 Kind::Total => *t == 0,
-                Kind::GapStart { .. } | Kind::GapEnd | Kind::Cell => *t == was,
+                Kind::Cell => *t == was,
             };
             if !keep {
                 *t += moved;
             }
         });
+        for (&s, g) in steps.iter().zip(self.gap_lists_mut()) {
+            gap_lists::extrapolate(&mut g.list, s, ku, delta);
+            g.evicted += s.evicted * ku;
+            if s.evicted == 0 {
+                g.peak += s.grows * k as usize;
+            }
+        }
         let mut i = 0;
         self.visit_stats(&mut |x| {
             *x += per[i] * ku;
@@ -1222,92 +1293,77 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     b
 }
 
-/// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
-/// `no_frozen_gaps`: every gap must move (the DMA engines, each in a state of its own,
-/// compare their lists).
-fn moved_by(
-    kinds: &[Kind],
-    old: &[u64],
-    now: &[u64],
-    no_frozen_gaps: bool,
-    ran: &dyn Fn(User) -> bool,
-) -> Option<u64> {
+/// The Δ > 0 by which the first gate that changed moved, and the earliest of the gates that
+/// moved by it (every instruction of the period started at or after one of them, its
+/// engine's or its DMA queue's, and so will every later one); `None` when none moved.
+fn gates_moved(kinds: &[Kind], old: &[u64], now: &[u64]) -> Option<(u64, u64)> {
     if old.len() != now.len() || kinds.len() != now.len() {
         return None;
     }
     let i = (0..now.len())
         .position(|i| matches!(kinds[i], Kind::Gate(_)) && old[i] != 0 && now[i] != old[i])?;
     let delta = now[i].checked_sub(old[i]).filter(|&d| d > 0)?;
-    // The earliest of the gates that moved: every instruction of the period started at or
-    // after one of them (its engine's or its DMA queue's), and so will every later one.
     let gate_floor = (0..now.len())
         .filter(|&j| matches!(kinds[j], Kind::Gate(_)) && old[j] != 0)
         .filter(|&j| now[j] == old[j] + delta)
         .map(|j| old[j])
         .min()
         .unwrap_or(0);
+    Some((delta, gate_floor))
+}
+
+/// Whether `now` is `old` moved by the gates' Δ ([`gates_moved`]), by each time's [`Kind`];
+/// `lists_floor`: the earliest start of the gap lists' moved gaps.
+fn moved_by(
+    kinds: &[Kind],
+    old: &[u64],
+    now: &[u64],
+    (delta, gate_floor): (u64, u64),
+    lists_floor: u64,
+    ran: &dyn Fn(User) -> bool,
+) -> bool {
+    if old.len() != now.len() || kinds.len() != now.len() {
+        return false;
+    }
     // The earliest next start of any queue: a cell the loop only reads and that is earlier
     // cannot delay it.
-    let mut floor = u64::MAX;
-    let mut moved_gap = false;
-    let mut j = 0;
-    while j < now.len() {
+    let mut floor = lists_floor;
+    for (j, &kind) in kinds.iter().enumerate() {
         let (a, b) = (old[j], now[j]);
-        match kinds[j] {
+        let ok = match kind {
             Kind::Gate(user) => {
                 if a == 0 || (b == a && !ran(user)) {
-                    if b != a {
-                        return None;
-                    }
+                    b == a
                 } else if b == a + delta {
                     floor = floor.min(a);
-                } else if b == a && a < gate_floor && matches!(user, User::Dma | User::Compute) {
+                    true
+                } else {
                     // A DMA engine, HBM or a shared port the period did not use, free before
                     // every moved gate: an instruction starts after that gate anyway (a DMA
                     // engine none of the period's transfers took stays untaken).
-                } else {
-                    return None;
+                    b == a && a < gate_floor && matches!(user, User::Dma | User::Compute)
                 }
             }
             Kind::Total => {
-                let ok = if a == 0 { b == 0 } else { b == a + delta };
-                if !ok {
-                    return None;
-                }
-            }
-            Kind::GapStart { first, transfers } => {
-                if first {
-                    moved_gap = false;
-                }
-                let (a2, b2) = (*old.get(j + 1)?, *now.get(j + 1)?);
-                if b == a + delta && b2 == a2 + delta {
-                    moved_gap = true;
-                    floor = floor.min(a);
-                } else if b == a && b2 == a2 && !moved_gap && !no_frozen_gaps {
-                    // Unchanged, before every moved gap of its list.
-                } else if b == a && b2 == a2 && transfers && a2 < gate_floor {
-                    // A DMA engine's or HBM's gap that ends before every moved gate: every
-                    // transfer of the period and after arrives after one of them.
+                if a == 0 {
+                    b == 0
                 } else {
-                    return None;
+                    b == a + delta
                 }
-                j += 1;
             }
-            Kind::GapEnd => return None,
             Kind::Cell => {
-                let ok = if a == 0 {
+                if a == 0 {
                     b == 0
                 } else {
                     b == a + delta || (b == a && a < floor)
-                };
-                if !ok {
-                    return None;
                 }
             }
+        };
+        if !ok {
+            return false;
         }
-        j += 1;
     }
-    Some(delta)
+    true
 }
 
 #[cfg(test)]
