@@ -14,7 +14,9 @@
 //! - unchanged and earlier than every queue's next possible start (a cell the loop only
 //!   reads: it cannot delay an instruction of the loop),
 //! - or an idle gap unchanged at the front of its engine's list (no instruction of the loop
-//!   fitted in it, and, all later ones being ready later, none will),
+//!   fitted in it, and, all later ones being ready later, none will); a list may grow by the
+//!   gaps each period leaves behind, or drop as many as its window evicts, and is moved on
+//!   as the periods would leave it (`gap_lists.rs`),
 //!
 //! and the rotating tiles are at the same buffer (under the device's scheduling, where each
 //! tile's buffers are cells of its own, a tile that changes buffer within the loop is compared
