@@ -162,6 +162,8 @@ struct Edge<'a> {
 struct LoopInfo {
     /// Index of its induction value in the loop values.
     var: usize,
+    /// Whether its body holds a loop (its iterations are long next to a snapshot).
+    nested: bool,
     /// The cells of its tiles (all their buffers) but the permuted ones', SBUF's then PSUM's,
     /// each once.
     cells: [Vec<usize>; 2],
@@ -209,6 +211,9 @@ struct Detector {
     /// Whether the snapshot was taken before the engine queues showed a steady state (its
     /// comparison failing then says little of the loop: no back-off follows).
     early: bool,
+    /// Whether the snapshot was taken on a guess after one iteration (its comparison
+    /// failing changes nothing).
+    guess: bool,
     /// The rotation counts of the loop's changing tiles at the last back edge.
     turns: Vec<u64>,
 }
@@ -472,6 +477,7 @@ impl Timeline<'_> {
                 {
                     det.ring.clear();
                     det.floor = p;
+                    det.guess = false;
                     self.ff.detectors[d] = det;
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
                         *b = Backoff {
@@ -482,6 +488,12 @@ impl Timeline<'_> {
                     }
                     self.rearm();
                     return skip;
+                }
+                if det.guess {
+                    det.guess = false;
+                    self.ff.detectors[d] = det;
+                    self.rearm();
+                    return Skip::NONE;
                 }
                 // The next look is for a longer period (from the shortest again after the
                 // longest).
@@ -533,8 +545,9 @@ impl Timeline<'_> {
         {
             det.snap = Some((self.snapshot(info, edge), p));
             det.early = true;
+            det.guess = false;
         }
-        if det.snap.is_none() && remaining >= 2 {
+        if det.snap.is_none() && remaining >= 2 && self.buffers_seen(info) {
             let n = det.ring.len();
             let at = |back: i64| {
                 usize::try_from(back)
@@ -552,11 +565,37 @@ impl Timeline<'_> {
             if let Some(p) = period {
                 det.snap = Some((self.snapshot(info, edge), p));
                 det.early = false;
+                det.guess = false;
             }
+        }
+        // A loop with a loop inside, at its first back edge, is compared one iteration later
+        // on a guess: a snapshot costs little next to such an iteration, and a loop of few
+        // iterations skips one more when its state is steady at once.
+        if det.snap.is_none()
+            && det.ring.len() == 1
+            && info.nested
+            && remaining >= 2
+            && self.buffers_seen(info)
+        {
+            det.snap = Some((self.snapshot(info, edge), 1));
+            det.early = true;
+            det.guess = true;
         }
         self.ff.detectors[d] = det;
         self.rearm();
         Skip::NONE
+    }
+
+    /// Whether each tile that changes buffer within the loop has been at each of its buffers:
+    /// before, a buffer never written is in the state, and a comparison with a snapshot
+    /// taken then fails.
+    fn buffers_seen(&self, info: &LoopInfo) -> bool {
+        info.changing.iter().all(|&t| {
+            let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            self.rotation
+                .get(t)
+                .is_none_or(|r| r.seen && r.count.saturating_add(1) >= degree)
+        })
     }
 
     /// The iterations after which `tiles` are back at the buffers they are at, if each keeps
@@ -644,7 +683,7 @@ impl Timeline<'_> {
         }
         let views = program.views();
         let mut tiles: Vec<usize> = Vec::new();
-        for ins in instrs.get(body).unwrap_or(&[]) {
+        for ins in instrs.get(body.clone()).unwrap_or(&[]) {
             if let Some(m) = ins.mask
                 && let Some(mask) = program.masks().get(m.index())
                 && mask.terms().iter().any(|t| t.offset.coef[var] != 0)
@@ -762,8 +801,11 @@ impl Timeline<'_> {
         let changing = (turning.iter().copied())
             .chain(permuted.iter().map(|p| p.tile))
             .collect();
+        let nested = (instrs.get(body).unwrap_or(&[]).iter())
+            .any(|i| matches!(i.data, InstrData::LoopBegin { .. }));
         LoopSlot::Eligible(Box::new(LoopInfo {
             var,
+            nested,
             cells,
             permuted,
             tiles,
