@@ -1023,16 +1023,16 @@ impl Timeline<'_> {
     /// moved by `delta` (see `gap_lists.rs`), and the earliest start of their moved gaps in
     /// the snapshot; `None` when one did not. An unchanged gap may stay in an engine's list
     /// (an instruction takes the first gap it fits in). In a DMA engine's or HBM's, it may stay
-    /// while the DMA engines are in one state, or if it ends before every moved gate (every
-    /// transfer of the period and after arrives after one of them: none fits in it): a
-    /// transfer takes the engines that can start it earliest, and an unchanged gap that fits
-    /// one of this period's transfers on an engine it did not take may change the choice
-    /// when that transfer comes Δ later.
+    /// while the DMA engines are in one state, or if it ends before `arrivals`, when no
+    /// transfer of the next periods has arrived yet (none fits in it): a transfer takes the engines
+    /// that can start it earliest, and an unchanged gap that fits one of this period's
+    /// transfers on an engine it did not take may change the choice when that transfer comes
+    /// Δ later.
     fn list_steps(
         &self,
         snap: &Snapshot,
         delta: u64,
-        gate_floor: u64,
+        arrivals: u64,
     ) -> Option<(Vec<ListStep>, u64)> {
         let frozen_anywhere = self.dma_uniform;
         let mut floor = u64::MAX;
@@ -1040,8 +1040,7 @@ impl Timeline<'_> {
         let mut lists = self.gap_lists();
         for (old, evicted) in &snap.lists {
             let (g, transfers) = lists.next()?;
-            let frozen_ok =
-                |(_, end): (u64, u64)| !transfers || frozen_anywhere || end < gate_floor;
+            let frozen_ok = |(_, end): (u64, u64)| !transfers || frozen_anywhere || end < arrivals;
             let evicted = g.evicted.checked_sub(*evicted)?;
             let (s, f) = gap_lists::step(old, &g.list, evicted, delta, frozen_ok)?;
             floor = floor.min(f);
@@ -1104,8 +1103,16 @@ impl Timeline<'_> {
                 .any(|t| per.get(track_count(t.index())).is_none_or(|&c| c > 0)),
             User::Dma => per.get(DMA_TRANSFERS).is_none_or(|&c| c > 0),
         };
+        // Every transfer of the next periods is triggered on a queue this one used, after its
+        // last trigger, and arrives a trigger and the DMA latency later.
+        let arrivals = (0..self.queue_trigger.len())
+            .filter(|&q| ran(User::Track(Track::Queue(q as u8).index())))
+            .map(|q| self.queue_trigger[q].t + self.dma_issue + self.dma_latency)
+            .min()
+            .unwrap_or(u64::MAX);
         let gates = gates_moved(&kinds, &snap.times, &now);
-        let steps = gates.and_then(|(delta, gate_floor)| self.list_steps(snap, delta, gate_floor));
+        let steps = gates
+            .and_then(|(delta, gate_floor)| self.list_steps(snap, delta, gate_floor.max(arrivals)));
         let moved = match (gates, &steps) {
             (Some(gates), Some((_, floor))) => {
                 moved_by(&kinds, &snap.times, &now, gates, *floor, &ran)
