@@ -113,7 +113,7 @@ impl Lowerer<'_> {
             Expr::Call { .. } => self.produce(e, Dest::New(None)),
             Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
-            Expr::Tuple(_, span) => self.error(*span, "a tuple can only be a kernel's return value"),
+            Expr::Tuple(items, span) => self.tuple_shape(items, *span),
             Expr::Error(_) => Value::Poison,
         }
     }
@@ -745,12 +745,19 @@ impl Lowerer<'_> {
             },
             _ => args.iter().map(|a| &a.value).collect(),
         };
-        if items.is_empty() || items.len() > nki_lang::MAX_TENSOR_RANK {
+        // One name bound to a shape (`x.reshape(shape_2d)`, `y.reshape(x.shape)`): its dims.
+        let mut values: Vec<(Value, Span)> =
+            items.iter().map(|e| (self.eval(e), e.span())).collect();
+        if let [(Value::Shape(dims), at)] = values.as_slice() {
+            let at = *at;
+            values = dims.iter().map(|&d| (dim_value(d), at)).collect();
+        }
+        if values.is_empty() || values.len() > nki_lang::MAX_TENSOR_RANK {
             return self.error(span, "a reshape has 1 to 6 dimensions");
         }
         let mut shape = Vec::new();
-        for e in items {
-            match self.eval(e) {
+        for (value, at) in values {
+            match value {
                 Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
                 Value::Sym {
                     sym,
@@ -760,11 +767,11 @@ impl Lowerer<'_> {
                 Value::Poison => return Value::Poison,
                 Value::Sym { .. } => {
                     return self.error(
-                        e.span(),
+                        at,
                         format!("{WHAT}: a quotient or sum (`N / 128`, `N + 1`) is not supported"),
                     );
                 }
-                other => return self.error(e.span(), format!("{WHAT}, not {}", other.describe())),
+                other => return self.error(at, format!("{WHAT}, not {}", other.describe())),
             }
         }
         let (from, tensor) = match h.reshape {
@@ -944,6 +951,38 @@ fn fixed_dims(shape: &nki_lang::TileShape) -> Vec<Dim> {
         .iter()
         .map(|&d| Dim::Fixed(u64::from(d)))
         .collect()
+}
+
+impl Lowerer<'_> {
+    /// A Python tuple of dimensions (`(x_shape[0] * x_shape[1], x_shape[2])`): a shape, as
+    /// `x.shape` is (indexed, destructured, or passed as a shape).
+    fn tuple_shape(&mut self, items: &[Expr], span: Span) -> Value {
+        let mut dims = Vec::with_capacity(items.len());
+        for item in items {
+            match self.eval(item) {
+                Value::Int(n) if n >= 0 => dims.push(Dim::Fixed(n.unsigned_abs())),
+                Value::Sym {
+                    sym,
+                    add: 0,
+                    div: 1,
+                } => dims.push(Dim::Sym(sym)),
+                Value::Poison => return Value::Poison,
+                other => {
+                    return self.error(
+                        item.span(),
+                        format!(
+                            "a tuple is a shape: its items are dimensions (non-negative integers, a tensor's dimensions or their products), not {}; a tuple of other values can only be a kernel's return value",
+                            other.describe()
+                        ),
+                    );
+                }
+            }
+        }
+        if dims.is_empty() {
+            return self.error(span, "a shape has at least one dimension");
+        }
+        Value::Shape(dims)
+    }
 }
 
 /// A dimension of a shape as a kernel value: an integer, or a symbolic dimension.
