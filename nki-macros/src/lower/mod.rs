@@ -848,7 +848,9 @@ impl Lowerer<'_> {
         // run nothing: each instruction of the body is predicated on `i >= idle`.
         let outer = self.predicate.len();
         if idle > 0 {
-            let from = Affine::loop_var(depth, 1).checked_add(&Affine::constant(-idle));
+            let from = idle
+                .checked_neg()
+                .and_then(|n| Affine::loop_var(depth, 1).checked_add(&Affine::constant(n)));
             let cond = from.map(|a| value::Cond {
                 expr: value::Idx::from_affine(a),
                 cmp: nki_lang::Cmp::Ge,
