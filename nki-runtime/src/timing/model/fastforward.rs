@@ -125,6 +125,8 @@ struct Backoff {
     min_period: i64,
     /// The period that skipped last (0: none did).
     found: i64,
+    /// Whether a guess after the loop's first iteration failed (it is not tried again).
+    guess_failed: bool,
 }
 
 /// Most failures in a row counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
@@ -212,7 +214,7 @@ struct Detector {
     /// comparison failing then says little of the loop: no back-off follows).
     early: bool,
     /// Whether the snapshot was taken on a guess after one iteration (its comparison
-    /// failing changes nothing).
+    /// failing changes nothing but that the loop is not guessed again).
     guess: bool,
     /// The rotation counts of the loop's changing tiles at the last back edge.
     turns: Vec<u64>,
@@ -483,6 +485,7 @@ impl Timeline<'_> {
                         *b = Backoff {
                             min_period: p,
                             found: p,
+                            guess_failed: b.guess_failed,
                             ..Backoff::default()
                         };
                     }
@@ -490,14 +493,16 @@ impl Timeline<'_> {
                     return skip;
                 }
                 if det.guess {
+                    // A failed guess says nothing of the loop's periods; it is not tried again.
                     det.guess = false;
-                    self.ff.detectors[d] = det;
-                    self.rearm();
-                    return Skip::NONE;
+                    if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
+                        b.guess_failed = true;
+                    }
+                } else {
+                    // The next look is for a longer period (from the shortest again after the
+                    // longest).
+                    det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
                 }
-                // The next look is for a longer period (from the shortest again after the
-                // longest).
-                det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
                 // A period shorter than the buffers' that failed in a loop that never skipped:
                 // theirs is tried next; else the loop waits.
                 if !det.early
@@ -576,6 +581,11 @@ impl Timeline<'_> {
             && info.nested
             && remaining >= 2
             && self.buffers_seen(info)
+            && self
+                .ff
+                .backoff
+                .get(edge.begin)
+                .is_none_or(|b| !b.guess_failed)
         {
             det.snap = Some((self.snapshot(info, edge), 1));
             det.early = true;
