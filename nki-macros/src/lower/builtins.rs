@@ -96,6 +96,8 @@ pub enum Special {
     Store,
     /// `load_transpose2d`
     LoadTranspose2d,
+    /// `dma_transpose`
+    DmaTranspose,
     /// `dma_copy`
     DmaCopy,
     /// `nc_matmul`
@@ -336,6 +338,7 @@ static TABLE: &[Builtin] = &[
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),
+    special(&["dma_transpose"], Special::DmaTranspose),
     special(&["dma_copy"], Special::DmaCopy),
     special(&["nc_matmul"], Special::NcMatmul),
     special(&["matmul"], Special::Matmul),

@@ -107,6 +107,7 @@ impl Lowerer<'_> {
             Special::Load => self.load(args, span, dest),
             Special::Store => self.store(args, span, dest),
             Special::LoadTranspose2d => self.load_transpose2d(args, span, dest),
+            Special::DmaTranspose => self.dma_transpose(args, span, dest),
             Special::DmaCopy => self.dma_copy(args, span, dest),
             Special::NcMatmul => self.nc_matmul(args, span, dest),
             Special::Matmul => self.matmul(args, span, dest),
