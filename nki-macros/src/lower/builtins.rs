@@ -142,6 +142,8 @@ pub enum Special {
     Info,
     /// Python's `len` of a shape (`len(x.shape)`): its number of dimensions
     Len,
+    /// `get_nc_version()`: the kernel's target NeuronCore generation
+    NcVersion,
 }
 
 /// How a function lowers.
@@ -373,6 +375,7 @@ static TABLE: &[Builtin] = &[
     special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
+    special(&["get_nc_version"], Special::NcVersion),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

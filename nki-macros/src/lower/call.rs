@@ -158,6 +158,13 @@ impl Lowerer<'_> {
                 let v = self.len(args, span);
                 self.assign(v, span, dest)
             }
+            Special::NcVersion => {
+                let v = match self.args("get_nc_version", args, &[], 0, span) {
+                    Some(_) => Value::Int(super::expr::nc_version(self.buf.target)),
+                    None => Value::Poison,
+                };
+                self.assign(v, span, dest)
+            }
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

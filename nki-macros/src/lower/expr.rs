@@ -43,6 +43,9 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
+                if let (Value::Buffer(b), "mod_alloc") = (&r, m.as_str()) {
+                    return self.mod_alloc(*b, args, *span);
+                }
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
                     if !h.prefix.is_empty() {
                         return self.error(*span, "reshape the whole tensor, then index the reshape: a tensor indexed on its leading axes (`q[b, h]`) is not reshaped");
@@ -174,7 +177,8 @@ impl Lowerer<'_> {
         let code = Alu::from_name(name).is_some()
             || ActFn::from_name(name).is_some()
             || Engine::from_name(name).is_some()
-            || name == "tile_size";
+            || name == "tile_size"
+            || name == "nc_version";
         if code {
             return Value::Code(name.to_string());
         }
@@ -644,6 +648,17 @@ impl Lowerer<'_> {
                     None => self.error(span, format!("the grid has {} axes", axes.len())),
                 }
             }
+            // NKI's `nisa.nc_version`: the NeuronCore generations, compared with
+            // `get_nc_version()`.
+            (Value::Code(c), f) if c == "nc_version" => match f {
+                "gen2" => Value::Int(2),
+                "gen3" => Value::Int(3),
+                "gen4" => Value::Int(4),
+                _ => self.error(
+                    span,
+                    format!("`nc_version` has no `{f}`: it has gen2 (Trn1, Inf2), gen3 (Trn2) and gen4 (Trn3)"),
+                ),
+            },
             // NKI's `nl.tile_size`: the hardware's tile limits.
             (Value::Code(c), f) if c == "tile_size" => match f {
                 "pmax" => Value::Int(i64::from(nki_lang::target::PARTITIONS)),
@@ -802,6 +817,48 @@ impl Lowerer<'_> {
             reshape: Some(usize::from(reshape)),
             ..Hbm::whole(h.tensor)
         })
+    }
+
+    /// NKI's direct allocation, `sbuf.mod_alloc(base_addr, num_free_tiles)` and
+    /// `psum.mod_alloc(base_bank, num_bank_tiles)`: the buffer itself. The placement is checked
+    /// (non-negative integers) and not followed: every tile gets memory of its own here, as
+    /// NKI's compiler gives an automatically allocated one (docs/language.md).
+    fn mod_alloc(&mut self, b: Buffer, args: &[Arg], span: Span) -> Value {
+        let params: &[&str] = match b {
+            Buffer::Sbuf => &["base_addr", "num_free_tiles", "base_partition"],
+            Buffer::Psum => &["base_bank", "num_bank_tiles", "base_addr"],
+            Buffer::SharedHbm => {
+                return self.error(
+                    span,
+                    "`mod_alloc` places a tile in SBUF or PSUM, not in HBM",
+                );
+            }
+        };
+        let Some(a) = self.args("mod_alloc", args, params, 0, span) else {
+            return Value::Poison;
+        };
+        for e in a.into_iter().flatten() {
+            let items: Vec<&Expr> = match e {
+                Expr::Array(items, _) | Expr::Tuple(items, _) => items.iter().collect(),
+                e => vec![e],
+            };
+            for item in items {
+                match self.eval(item) {
+                    Value::Int(n) if n >= 0 => {}
+                    Value::Poison => return Value::Poison,
+                    other => {
+                        return self.error(
+                            item.span(),
+                            format!(
+                                "a placement is a non-negative compile-time integer (or a tuple of them), not {}",
+                                other.describe()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Value::Buffer(b)
     }
 
     /// Python's `len(x.shape)`: the number of dimensions of a shape, an integer.
@@ -982,6 +1039,16 @@ impl Lowerer<'_> {
             return self.error(span, "a shape has at least one dimension");
         }
         Value::Shape(dims)
+    }
+}
+
+/// NKI's `nisa.get_nc_version()` of a kernel compiled for `target`: the NeuronCore generation
+/// (`nc_version.gen2` for Trn1, `gen3` for Trn2, `gen4` for Trn3), known when it compiles.
+pub(super) fn nc_version(target: nki_lang::Target) -> i64 {
+    match target {
+        nki_lang::Target::Trn1 => 2,
+        nki_lang::Target::Trn2 => 3,
+        nki_lang::Target::Trn3 => 4,
     }
 }
 
