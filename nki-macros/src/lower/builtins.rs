@@ -460,3 +460,40 @@ pub fn names() -> impl Iterator<Item = &'static str> {
         .chain(Alu::ALL.iter().map(|a| a.name()))
         .chain(ActFn::ALL.iter().map(|f| f.name()))
 }
+
+/// NKI functions of the 2.26-era API the language refuses, each with why and the rewrite
+/// (`docs/language.md`, "Not in the language").
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "expand_dims",
+        "`expand_dims` (a view with a size-1 axis after the last) is not in the language: index the tile with the extra axis (`t[[i_p, i_f, 0..1]]` of a tile declared with it), or declare the tile with the shape you need",
+    ),
+    (
+        "loop_reduce",
+        "`loop_reduce` is not in the language: accumulate across the loop's iterations explicitly (`acc[..] = add(acc, x)` in a `sequential_range`, or `acc += ...` into a tile declared before the loop)",
+    ),
+    (
+        "all_reduce",
+        "`all_reduce` across program axes (a collective between cores) is not in the language: the modeled device is one NeuronCore; reduce each instance's part into a shared HBM output and combine on the host",
+    ),
+    (
+        "device_print",
+        "`device_print` prints only in NKI's simulator and is not in the language: return the value as an extra output, or read it from a strict launch's error or a trace (`Timing::detail(Detail::Trace)`)",
+    ),
+    (
+        "static_cast",
+        "`static_cast` is not in the language: convert values with `copy(x, dtype = ...)` or an operation's `dtype`",
+    ),
+    (
+        "dynamic_range",
+        "`dynamic_range` (NKI 0.2+: loop bounds in registers read at run time) is not in the language: every loop here has a trip count known at launch (`affine_range(K / 128)`)",
+    ),
+];
+
+/// Why the NKI function called `name` is refused, if it is one the language refuses.
+pub fn refused(name: &str) -> Option<&'static str> {
+    REFUSED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, why)| why)
+}

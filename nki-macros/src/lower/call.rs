@@ -79,6 +79,9 @@ impl Lowerer<'_> {
             return self.inline(h, args, span, dest);
         }
         let Some(kind) = builtins::lookup(&name) else {
+            if let Some(why) = builtins::refused(&name) {
+                return self.error(func.span().into(), why);
+            }
             let msg = match builtins::names().find(|n| close(n, &name)) {
                 Some(n) => format!("unknown function `{name}` in a kernel; did you mean `{n}`?"),
                 None => format!("unknown function `{name}` in a kernel"),

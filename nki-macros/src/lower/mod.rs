@@ -178,6 +178,12 @@ pub fn is_builtin(name: &str) -> bool {
     builtins::lookup(name).is_some()
 }
 
+/// Whether `name` is an NKI function the language refuses (reported as such, with the
+/// rewrite, rather than looked up as a helper).
+pub fn is_refused(name: &str) -> bool {
+    builtins::refused(name).is_some()
+}
+
 /// Whether `name` is one edit from one of the language's functions: a typo, reported as such
 /// (with the right name) rather than looked up as a helper.
 pub fn near_builtin(name: &str) -> bool {
@@ -725,6 +731,11 @@ impl Lowerer<'_> {
         iter_span: Span,
         body: &Block,
     ) {
+        if kind == IterKind::Dynamic {
+            let why = builtins::refused("dynamic_range").unwrap_or("`dynamic_range` is refused");
+            self.error(iter_span, why);
+            return;
+        }
         let trip = range.stop;
         let Some((start, step, t, idle)) = self.loop_range(&range, iter_span) else {
             return;
@@ -815,7 +826,7 @@ impl Lowerer<'_> {
         let kind = match kind {
             IterKind::Affine => LoopKind::Affine,
             // `static_range` was unrolled above.
-            IterKind::Sequential | IterKind::Static => LoopKind::Sequential,
+            IterKind::Sequential | IterKind::Static | IterKind::Dynamic => LoopKind::Sequential,
         };
         let begin = self.emit(
             Opcode::LoopBegin,

@@ -248,6 +248,7 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                         Some("affine_range") => IterKind::Affine,
                         Some("sequential_range") | Some("range") => IterKind::Sequential,
                         Some("static_range") => IterKind::Static,
+                        Some("dynamic_range") => IterKind::Dynamic,
                         _ => {
                             errors.push(Span::of(&call.func), ITER_HELP);
                             return None;

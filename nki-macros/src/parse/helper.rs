@@ -139,7 +139,9 @@ fn expr_calls(e: &Expr, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
         Expr::Call { func, args, .. } => {
             let name = func.to_string();
             // A name one edit from the language's own is a typo, reported as one.
-            let helper = !crate::lower::is_builtin(&name) && !crate::lower::near_builtin(&name);
+            let helper = !crate::lower::is_builtin(&name)
+                && !crate::lower::near_builtin(&name)
+                && !crate::lower::is_refused(&name);
             if helper && !known(&name) && !out.iter().any(|f| *f == name) {
                 out.push(func.clone());
             }

@@ -229,6 +229,8 @@ pub enum IterKind {
     Sequential,
     /// `static_range`: unrolled at compile time
     Static,
+    /// NKI 0.2's `dynamic_range` (bounds read at run time), which the lowering refuses
+    Dynamic,
 }
 
 /// A binary operator: index arithmetic on integers and indices, elementwise operations on
