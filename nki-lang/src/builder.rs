@@ -700,6 +700,53 @@ impl ProgramBuilder {
         self.op(Opcode::Iota, data, None, None)
     }
 
+    /// `max8`: the 8 largest values of each partition of `src`, in descending order, into
+    /// `dst` (`[P, 8]`).
+    pub fn max8(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
+        self.unary(Opcode::Max8, dst, src)
+    }
+
+    /// `nc_find_index8`: per partition, the index of the first element of `data` equal to each
+    /// of the 8 `vals`, into `dst` (`[P, 8]`, uint32 or uint16).
+    pub fn nc_find_index8(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+    ) -> Result<(), BuildError> {
+        self.match8(Opcode::FindIndex8, dst, data, vals, None)
+    }
+
+    /// `nc_match_replace8`: `data` with the first match of each of the 8 `vals` of a partition
+    /// replaced by `imm`, into `dst`.
+    pub fn nc_match_replace8(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+        imm: Scalar,
+    ) -> Result<(), BuildError> {
+        self.match8(Opcode::MatchReplace8, dst, data, vals, Some(imm))
+    }
+
+    fn match8(
+        &mut self,
+        opcode: Opcode,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+        imm: Option<Scalar>,
+    ) -> Result<(), BuildError> {
+        let (dst, data, vals) = (self.whole(dst)?.0, self.whole(data)?.0, self.whole(vals)?.0);
+        let data = InstrData::Match8 {
+            dst: Dst::overwrite(dst),
+            data,
+            vals,
+            imm,
+        };
+        self.op(opcode, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

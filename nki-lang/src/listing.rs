@@ -323,6 +323,24 @@ impl<'a> Line<'a, '_> {
                 self.view(stationary),
                 self.view(moving)
             ),
+            InstrData::Match8 {
+                dst,
+                data,
+                vals,
+                imm,
+            } => {
+                write!(
+                    f,
+                    "{} {}, vals {}",
+                    self.dst(&dst, "<-"),
+                    self.view(data),
+                    self.view(vals)
+                )?;
+                match imm {
+                    Some(x) => write!(f, ", imm {x:?}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -396,6 +396,19 @@ pub enum InstrData {
         /// `[K, N]` in SBUF.
         moving: ViewId,
     },
+    /// A search of each partition's free elements for 8 values (`nc_find_index8`,
+    /// `nc_match_replace8`). Slots: 0 `dst`, 1 `data`, 2 `vals`, 3 `imm`.
+    Match8 {
+        /// Destination.
+        dst: Dst,
+        /// The elements searched.
+        data: ViewId,
+        /// The 8 values of each partition.
+        vals: ViewId,
+        /// The value a match is replaced by (`nc_match_replace8`); `None` for an instruction
+        /// that writes the matches' indices (`nc_find_index8`).
+        imm: Option<Scalar>,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -427,7 +440,8 @@ impl InstrData {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. } => None,
         }
     }
 
@@ -442,7 +456,8 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Match8 { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }
@@ -480,7 +495,8 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Match8 { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }

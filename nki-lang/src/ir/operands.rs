@@ -147,6 +147,19 @@ impl Operands {
                 o.put(1, OperandRef::View(stationary), Dir::Read);
                 o.put(2, OperandRef::View(moving), Dir::Read);
             }
+            InstrData::Match8 {
+                dst,
+                data,
+                vals,
+                imm,
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(data), Dir::Read);
+                o.put(2, OperandRef::View(vals), Dir::Read);
+                if let Some(x) = imm {
+                    o.put(3, OperandRef::Imm(x), Dir::Read);
+                }
+            }
         }
         o
     }

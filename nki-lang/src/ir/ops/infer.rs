@@ -907,6 +907,97 @@ pub(super) fn iota(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     }))
 }
 
+/// The free sizes `max8`, `nc_find_index8` and `nc_match_replace8` read per partition.
+const TOP8_FREE: (u64, u64) = (8, 16384);
+
+/// A searched operand (`max8`'s `src`, `data`) with 8 to 16384 free elements (the match-replace
+/// takes fewer than 8 too: `min`).
+fn check_top8_free<'a>(x: &'a InferIn<'_>, slot: usize, min: u64) -> Result<&'a ViewInfo, Blame> {
+    let v = tile(x, slot)?;
+    let size = v.shape.free_elems();
+    if size < min || size > TOP8_FREE.1 {
+        return Err(x.blame(
+            slot,
+            RuleViolation::SizeRange {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                what: "free size",
+                size,
+                min,
+                max: TOP8_FREE.1,
+            },
+        ));
+    }
+    Ok(v)
+}
+
+/// The 8 `vals` of each partition of `data`: a tile of the same partitions with exactly 8 free
+/// elements.
+fn check_vals(x: &InferIn<'_>, data: &ViewInfo) -> Result<(), Blame> {
+    let vals = tile(x, 2)?;
+    if vals.shape.partitions() != data.shape.partitions() {
+        return Err(partition_mismatch(x, 1, &data.shape, 2, &vals.shape));
+    }
+    if vals.shape.free_elems() != 8 {
+        return Err(x.blame(
+            2,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "vals",
+                expected: "a tile of exactly 8 elements per partition",
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// `max8(src)`: `[P, F]` with `8 ≤ F ≤ 16384` → `[P, 8]`, the source's dtype.
+pub(super) fn max8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let src = check_top8_free(x, 1, TOP8_FREE.0)?;
+    let shape = TileShape::new(&[src.shape.partitions(), 8]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, src.dtype)))
+}
+
+/// `nc_find_index8(data, vals)`: `[P, 8 ≤ F ≤ 16384]` and `[P, 8]` → `[P, 8]` indices, uint32
+/// unless the destination is uint16.
+pub(super) fn nc_find_index8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let data = check_top8_free(x, 1, TOP8_FREE.0)?;
+    check_vals(x, data)?;
+    if let Slot::View(dst) = x.slots[0]
+        && !matches!(dst.dtype, DType::U32 | DType::U16)
+    {
+        return Err(x.blame(
+            0,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "dst",
+                expected: "uint32 or uint16",
+                found: dst.dtype,
+            },
+        ));
+    }
+    let shape = TileShape::new(&[data.shape.partitions(), 8]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, DType::U32)))
+}
+
+/// `nc_match_replace8(data, vals, imm)`: `[P, F ≤ 16384]`, `[P, 8]` and an immediate → `data`'s
+/// shape and dtype.
+pub(super) fn nc_match_replace8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let data = check_top8_free(x, 1, 1)?;
+    check_vals(x, data)?;
+    if !matches!(x.slots[3], Slot::Imm(_)) {
+        return Err(x.blame(
+            3,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "imm",
+                expected: "a compile-time number",
+            },
+        ));
+    }
+    Ok(Some(elementwise(data.shape, data.dtype)))
+}
+
 fn malformed(_: &InferIn<'_>) -> Blame {
     Blame {
         part: Part::Whole,

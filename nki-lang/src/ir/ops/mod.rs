@@ -43,6 +43,8 @@ pub enum Format {
     Select,
     /// [`InstrData::Matmul`]
     Matmul,
+    /// [`InstrData::Match8`]
+    Match8,
 }
 
 impl Format {
@@ -61,6 +63,7 @@ impl Format {
             InstrData::Scan { .. } => Format::Scan,
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
+            InstrData::Match8 { .. } => Format::Match8,
         }
     }
 }
@@ -143,7 +146,8 @@ pub enum Deps {
     /// `p`.
     Prefix,
     /// Every element of partition `p` of the destination depends on every element of partition
-    /// `p` of the source: `bn_stats`, `bn_aggr`.
+    /// `p` of every source: `bn_stats`, `bn_aggr`, `max8`, `nc_find_index8`,
+    /// `nc_match_replace8`.
     Row,
     /// A contraction over the partitions: `dst[m, n]` depends on `stationary[:, m]` and
     /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements).
@@ -557,6 +561,52 @@ opcodes! {
         deps: Transpose,
         accumulates: false,
     }
+    /// `max8`: the 8 largest values of each partition's free elements (8 to 16384 of them,
+    /// compared as fp32), in descending order: `[P, 8]`.
+    Max8 {
+        name: "max8",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
+        infer: infer::max8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
+    /// `nc_find_index8`: per partition, the index (row-major, from 0) of the first element of
+    /// `data` (8 to 16384 of them) equal, as fp32, to each of the 8 `vals`: `[P, 8]` uint32 or
+    /// uint16.
+    FindIndex8 {
+        name: "nc_find_index8",
+        format: Match8,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("vals", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::nc_find_index8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
+    /// `nc_match_replace8`: `data` with, per partition, the first element equal (as fp32) to
+    /// each of the 8 `vals` not yet replaced, replaced by the immediate `imm`.
+    MatchReplace8 {
+        name: "nc_match_replace8",
+        format: Match8,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("vals", Dir::Read, ON_CHIP),
+            slot("imm", Dir::Read, &[]),
+        ],
+        infer: infer::nc_match_replace8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -610,7 +660,7 @@ mod tests {
                 Deps::Select => op == Opcode::Select,
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan,
-                Deps::Row => info.format == Format::Unary,
+                Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
             };
