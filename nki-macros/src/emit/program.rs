@@ -341,6 +341,17 @@ fn instr(i: &Instr) -> TokenStream {
             let (s, m) = (id("ViewId", stationary.0), id("ViewId", moving.0));
             quote!(#d::Matmul { dst: #t, stationary: #s, moving: #m })
         }
+        InstrData::Match8 {
+            dst: t,
+            data,
+            vals,
+            imm,
+        } => {
+            let t = dst(t);
+            let (data, vals) = (id("ViewId", data.0), id("ViewId", vals.0));
+            let imm = option(imm, scalar);
+            quote!(#d::Match8 { dst: #t, data: #data, vals: #vals, imm: #imm })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

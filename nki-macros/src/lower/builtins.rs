@@ -398,6 +398,28 @@ static TABLE: &[Builtin] = &[
         names: &["var"],
         kind: Kind::Reduce(Reduction::Var),
     },
+    isa(&["max8"], Opcode::Max8, &[req("src", P::Tile(1)), DTYPE, MASK]),
+    isa(
+        &["nc_find_index8"],
+        Opcode::FindIndex8,
+        &[
+            req("data", P::Tile(1)),
+            req("vals", P::Tile(2)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["nc_match_replace8"],
+        Opcode::MatchReplace8,
+        &[
+            req("data", P::Tile(1)),
+            req("vals", P::Tile(2)),
+            req("imm", P::TileOrImm(3)),
+            DTYPE,
+            MASK,
+        ],
+    ),
 ];
 
 /// The function called `name`: a table row, else an `nl` elementwise function named after its

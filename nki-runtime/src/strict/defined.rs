@@ -204,7 +204,8 @@ impl Strict<'_> {
                     | InstrData::Act { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
-                    | InstrData::Matmul { .. } => None,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Match8 { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -343,13 +344,18 @@ impl Strict<'_> {
                 }
             }
             Deps::Row => {
-                if let Some(s) = src(1) {
+                // Every source's partition `p` (`nc_find_index8` also reads its `vals`).
+                let rows: Vec<Source> = (1..nki_lang::MAX_SLOTS).filter_map(src).collect();
+                if let Some(s) = rows.first() {
                     for p in 0..s.r.dims[0] {
-                        let o = (0..free_elems(&s.r.dims))
-                            .map(|k| {
-                                let t = unravel(&s.r.dims, p, k);
+                        let o = rows
+                            .iter()
+                            .flat_map(|s| {
+                                (0..free_elems(&s.r.dims)).map(move |k| (s, unravel(&s.r.dims, p, k)))
+                            })
+                            .map(|(s, t)| {
                                 self.origin(
-                                    &s,
+                                    s,
                                     offset(s.r.pattern.base, &s.r.pattern.strides, &t),
                                     this,
                                 )

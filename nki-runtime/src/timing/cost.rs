@@ -226,7 +226,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => false,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Match8 { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -300,6 +301,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::BnStats => mi(grid(1)),
         // max(MIN_II, 13·N/3) [ISA].
         Opcode::BnAggr => mi(grid(1).saturating_mul(13) / 3),
+        // N cycles, N the source's (the searched data's) elements per partition [ISA max8,
+        // nc_find_index8, nc_match_replace8], at least MIN_II as every Vector instruction.
+        Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 => mi(grid(1)),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -569,7 +573,10 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Select
         | Opcode::Reciprocal
         | Opcode::BnStats
-        | Opcode::BnAggr => {
+        | Opcode::BnAggr
+        | Opcode::Max8
+        | Opcode::FindIndex8
+        | Opcode::MatchReplace8 => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };
