@@ -2488,6 +2488,148 @@ macro_rules! tables {
     };
 }
 
+/// The 8 largest of `row` in descending order: every NaN above everything, `+0` above `−0`
+/// (a stable selection: among equal values the earlier first).
+fn top8_of(row: &[f64]) -> Vec<f64> {
+    let above = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            return a.is_nan() && !b.is_nan();
+        }
+        a > b || (a == b && a.is_sign_positive() && b.is_sign_negative())
+    };
+    let mut used = vec![false; row.len()];
+    (0..8)
+        .map(|_| {
+            let mut best = None;
+            for i in 0..row.len() {
+                if !used[i] && best.is_none_or(|b: usize| above(row[i], row[b])) {
+                    best = Some(i);
+                }
+            }
+            let b = best.unwrap();
+            used[b] = true;
+            row[b]
+        })
+        .collect()
+}
+
+/// The position each of `vals` takes in `row`, visited in `order`: the first equal element
+/// (same sign for zeros, NaN for NaN) no earlier value took; `u32::MAX` for none.
+fn claimed(row: &[f64], vals: &[f64], order: impl Iterator<Item = usize>) -> Vec<f64> {
+    let eq = |a: f64, b: f64| {
+        (a.is_nan() && b.is_nan()) || (a == b && a.is_sign_negative() == b.is_sign_negative())
+    };
+    let mut taken = vec![false; row.len()];
+    let mut out = vec![f64::from(u32::MAX); vals.len()];
+    for j in order {
+        if let Some(i) = (0..row.len()).find(|&i| !taken[i] && eq(row[i], vals[j])) {
+            taken[i] = true;
+            out[j] = i as f64;
+        }
+    }
+    out
+}
+
+/// `max8`, `nc_find_index8` and `nc_match_replace8`.
+fn top8_rows() -> Vec<Row> {
+    let p = P as u32;
+    let ints = values(P, 300, 91, |r| r.int(-8, 8) as f64);
+    let rows_of = |x: &Array2<f64>| -> Vec<Vec<f64>> {
+        x.rows().into_iter().map(|r| r.to_vec()).collect()
+    };
+    let max8 = |dt: DType| {
+        move |k: &mut Kb| {
+            let x = k.load(0);
+            let r = k.sbuf(dt, &[p, 8]);
+            k.b.max8(r, x).unwrap();
+            k.store(0, r);
+        }
+    };
+    vec![
+        row(
+            "max8 of [P, 300] with ties",
+            &[Covers::Op(Opcode::Max8)],
+            vec![(DType::F32, ints.clone())],
+            &[(DType::F32, [P, 8])],
+            max8(DType::F32),
+            |x| {
+                let r = rows_of(&x[0]);
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&r[p])[j])]
+            },
+            Check::Exact,
+        ),
+        row(
+            "max8 of specials, into bf16",
+            &[Covers::Op(Opcode::Max8)],
+            vec![(DType::F32, specials(92))],
+            &[(DType::Bf16, [P, 8])],
+            max8(DType::Bf16),
+            |x| {
+                let r = rows_of(&x[0]);
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| {
+                    bf16_of(top8_of(&r[p])[j])
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_find_index8 of max8's values, uint32 and uint16",
+            &[Covers::Op(Opcode::FindIndex8)],
+            vec![(DType::F32, ints.clone())],
+            &[(DType::U32, [P, 8]), (DType::U16, [P, 8])],
+            |k| {
+                let x = k.load(0);
+                let top = k.sbuf(DType::F32, &[p, 8]);
+                k.b.max8(top, x).unwrap();
+                let i32_ = k.sbuf(DType::U32, &[p, 8]);
+                k.b.nc_find_index8(i32_, x, top).unwrap();
+                let i16_ = k.sbuf(DType::U16, &[p, 8]);
+                k.b.nc_find_index8(i16_, x, top).unwrap();
+                k.store(0, i32_);
+                k.store(1, i16_);
+            },
+            |x| {
+                let r = rows_of(&x[0]);
+                let idx = Array2::from_shape_fn((P, 8), |(p, j)| {
+                    claimed(&r[p], &top8_of(&r[p]), 0..8)[j]
+                });
+                vec![idx.clone(), idx]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_match_replace8 of given values (duplicates, absent ones)",
+            &[Covers::Op(Opcode::MatchReplace8)],
+            vec![
+                (DType::F32, ints.clone()),
+                (DType::F32, values(P, 8, 93, |r| r.int(-9, 9) as f64)),
+            ],
+            &[(DType::F32, [P, 300])],
+            |k| {
+                let x = k.load(0);
+                let v = k.load(1);
+                let r = k.sbuf(DType::F32, &[p, 300]);
+                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5))
+                    .unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                let (r, v) = (rows_of(&x[0]), rows_of(&x[1]));
+                let mut out = x[0].clone();
+                for p in 0..P {
+                    for i in claimed(&r[p], &v[p], (0..8).rev()) {
+                        if i != f64::from(u32::MAX) {
+                            out[[p, i as usize]] = -0.5;
+                        }
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
 tables! {
     loops: loop_rows,
     dma: dma_rows,
@@ -2500,6 +2642,7 @@ tables! {
     iota_and_selects: select_rows,
     accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
+    top8_searches: top8_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.
