@@ -65,6 +65,8 @@ enum Kind {
     Aggr,
     /// `[P, 1, 4]` or `[P, 2, 1]` (a reduction of a `[P, 2, 4]` view).
     Reduced(u32, u32),
+    /// `[P, 8]` uint32 (`nc_find_index8`).
+    Indices,
 }
 
 impl Kind {
@@ -75,6 +77,7 @@ impl Kind {
             Kind::Stats => vec![6],
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
+            Kind::Indices => vec![8],
         }
     }
     fn elems(self) -> usize {
@@ -181,7 +184,11 @@ impl Gen {
     fn new_tile(&mut self, kind: Kind) -> usize {
         let mut dims = vec![P];
         dims.extend(kind.free());
-        let dtype = DType::F32;
+        let dtype = if kind == Kind::Indices {
+            DType::U32
+        } else {
+            DType::F32
+        };
         let id = self
             .b
             .tile(
@@ -241,7 +248,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 17;
+const STEPS: usize = 18;
 
 /// Generates one step: a new tile (or an accumulation into an old one) and the reference's
 /// definedness of it.
@@ -660,6 +667,59 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
             g.push(Opcode::LoadTranspose2d, None, InstrData::Dma { tile, hbm });
             g.tiles[d].defined = vec![true; n];
+        }
+        // max8 of a tile, then nc_find_index8 and nc_match_replace8 of the tile and the 8
+        // values, each masked on partitions (or not): a result row is defined where its
+        // partition is kept and every row it reads is wholly defined
+        16 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let pm = (mp < P).then(|| {
+                let mut m = mask(mp, (1, F));
+                m.len = 1;
+                m
+            });
+            let whole = |d: &[bool], w: usize| -> Vec<bool> {
+                (0..P as usize)
+                    .map(|p| p < mp as usize && d[p * w..(p + 1) * w].iter().all(|&x| x))
+                    .collect()
+            };
+            let top = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(top)), g.view(a));
+            g.push(Opcode::Max8, pm, InstrData::Unary { dst, src });
+            let ra = whole(&g.tiles[a].defined, fu);
+            g.tiles[top].defined = (0..n).map(|e| ra[e / fu]).collect();
+            let rt = whole(&g.tiles[top].defined, fu);
+            let both: Vec<bool> = ra.iter().zip(&rt).map(|(&x, &y)| x && y).collect();
+            let idx = g.new_tile(Kind::Indices);
+            let (dst, data, vals) = (Dst::overwrite(g.view(idx)), g.view(a), g.view(top));
+            let imm = None;
+            g.push(
+                Opcode::FindIndex8,
+                pm,
+                InstrData::Match8 {
+                    dst,
+                    data,
+                    vals,
+                    imm,
+                },
+            );
+            g.tiles[idx].defined = (0..P as usize * 8).map(|e| both[e / 8]).collect();
+            let rep = g.new_tile(Kind::Square);
+            let (dst, data, vals) = (Dst::overwrite(g.view(rep)), g.view(a), g.view(top));
+            let imm = Some(Scalar::float(-1.0));
+            g.push(
+                Opcode::MatchReplace8,
+                pm,
+                InstrData::Match8 {
+                    dst,
+                    data,
+                    vals,
+                    imm,
+                },
+            );
+            g.tiles[rep].defined = (0..n).map(|e| both[e / fu]).collect();
         }
         // a store of any tile under a mask
         _ => {
