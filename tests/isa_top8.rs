@@ -159,10 +159,17 @@ fn max8_gives_the_eight_largest_in_descending_order() {
     let want = [f32::INFINITY, 1.5, 0.0, 0.0, -0.0, -0.0, -100.0];
     assert!(oa[[2, 0]].is_nan());
     assert_eq!(
-        oa.row(2).iter().skip(1).map(|v| v.to_bits()).collect::<Vec<_>>(),
+        oa.row(2)
+            .iter()
+            .skip(1)
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>(),
         want.map(f32::to_bits)
     );
-    assert_eq!(oa.row(3).to_vec(), vec![-2.0, -3.0, -3.0, -3.0, -3.0, -3.0, -3.0, -3.0]);
+    assert_eq!(
+        oa.row(3).to_vec(),
+        vec![-2.0, -3.0, -3.0, -3.0, -3.0, -3.0, -3.0, -3.0]
+    );
     for p in 0..64 {
         let row: Vec<f32> = b.row(p).iter().map(|v| v.to_f32()).collect();
         let want: Vec<bf16> = top8(&row).into_iter().map(bf16::from_f32).collect();
@@ -174,7 +181,11 @@ fn max8_gives_the_eight_largest_in_descending_order() {
         assert_eq!(oc.row(p).to_vec(), want, "int32 row {p}");
     }
     for p in 0..128 {
-        let row: Vec<f32> = d.slice(nki::ndarray::s![p, .., ..]).iter().copied().collect();
+        let row: Vec<f32> = d
+            .slice(nki::ndarray::s![p, .., ..])
+            .iter()
+            .copied()
+            .collect();
         assert_bits(&format!("[P, 4, 25] row {p}"), od.row(p).iter(), top8(&row));
     }
     let prog = max8_dtypes::KERNEL.program();
@@ -229,7 +240,11 @@ fn find_index8_and_match_replace8_take_first_occurrences() {
     }
     let mut v = rand_int(Ix2(128, 8), 5, -8, 8);
     v.row_mut(0).fill(1.0);
-    for (x, s) in v.row_mut(1).iter_mut().zip([0.0, f32::NAN, -0.0, f32::NAN, 99.0]) {
+    for (x, s) in v
+        .row_mut(1)
+        .iter_mut()
+        .zip([0.0, f32::NAN, -0.0, f32::NAN, 99.0])
+    {
         *x = s;
     }
     let (idx, idx16, rep, given, rep_given) =
@@ -249,7 +264,11 @@ fn find_index8_and_match_replace8_take_first_occurrences() {
 
         let vals = v.row(p).to_vec();
         let want = positions(row, &vals, &FORWARD);
-        assert_eq!(given.row(p).to_vec(), want, "indices of given values, row {p}");
+        assert_eq!(
+            given.row(p).to_vec(),
+            want,
+            "indices of given values, row {p}"
+        );
         let mut replaced = row.clone();
         for i in positions(row, &vals, &BACKWARD) {
             if i != u32::MAX {
@@ -349,16 +368,32 @@ fn searches_read_several_free_axes_row_major() {
     let v: Array3<f32> = rand_int(Ix3(16, 1, 8), 8, 0, 6);
     let (o, r) = three_axes::host(&mut NeuronCore::default(), a.view(), v.view()).unwrap();
     for p in 0..16 {
-        let row: Vec<f32> = a.slice(nki::ndarray::s![p, .., ..]).iter().copied().collect();
-        let vals: Vec<f32> = v.slice(nki::ndarray::s![p, .., ..]).iter().copied().collect();
-        assert_eq!(o.row(p).to_vec(), positions(&row, &vals, &FORWARD), "row {p}");
+        let row: Vec<f32> = a
+            .slice(nki::ndarray::s![p, .., ..])
+            .iter()
+            .copied()
+            .collect();
+        let vals: Vec<f32> = v
+            .slice(nki::ndarray::s![p, .., ..])
+            .iter()
+            .copied()
+            .collect();
+        assert_eq!(
+            o.row(p).to_vec(),
+            positions(&row, &vals, &FORWARD),
+            "row {p}"
+        );
         let mut replaced = row.clone();
         for i in positions(&row, &vals, &BACKWARD) {
             if i != u32::MAX {
                 replaced[i as usize] = 0.5;
             }
         }
-        let got: Vec<f32> = r.slice(nki::ndarray::s![p, .., ..]).iter().copied().collect();
+        let got: Vec<f32> = r
+            .slice(nki::ndarray::s![p, .., ..])
+            .iter()
+            .copied()
+            .collect();
         assert_bits(&format!("replaced, row {p}"), got.iter(), replaced);
     }
 }

@@ -2534,9 +2534,8 @@ fn claimed(row: &[f64], vals: &[f64], order: impl Iterator<Item = usize>) -> Vec
 fn top8_rows() -> Vec<Row> {
     let p = P as u32;
     let ints = values(P, 300, 91, |r| r.int(-8, 8) as f64);
-    let rows_of = |x: &Array2<f64>| -> Vec<Vec<f64>> {
-        x.rows().into_iter().map(|r| r.to_vec()).collect()
-    };
+    let rows_of =
+        |x: &Array2<f64>| -> Vec<Vec<f64>> { x.rows().into_iter().map(|r| r.to_vec()).collect() };
     let max8 = |dt: DType| {
         move |k: &mut Kb| {
             let x = k.load(0);
@@ -2609,8 +2608,7 @@ fn top8_rows() -> Vec<Row> {
                 let x = k.load(0);
                 let v = k.load(1);
                 let r = k.sbuf(DType::F32, &[p, 300]);
-                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5))
-                    .unwrap();
+                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5)).unwrap();
                 k.store(0, r);
             },
             |x| {

@@ -398,7 +398,11 @@ static TABLE: &[Builtin] = &[
         names: &["var"],
         kind: Kind::Reduce(Reduction::Var),
     },
-    isa(&["max8"], Opcode::Max8, &[req("src", P::Tile(1)), DTYPE, MASK]),
+    isa(
+        &["max8"],
+        Opcode::Max8,
+        &[req("src", P::Tile(1)), DTYPE, MASK],
+    ),
     isa(
         &["nc_find_index8"],
         Opcode::FindIndex8,

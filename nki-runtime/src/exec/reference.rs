@@ -169,12 +169,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::LoadTranspose2d, _) => load_transpose2d(m, ops),
         (Opcode::Max8, _) => top8::max8(m, ops),
         (Opcode::FindIndex8, _) => top8::nc_find_index8(m, ops),
-        (
-            Opcode::MatchReplace8,
-            InstrData::Match8 {
-                imm: Some(imm), ..
-            },
-        ) => top8::nc_match_replace8(m, ops, imm),
+        (Opcode::MatchReplace8, InstrData::Match8 { imm: Some(imm), .. }) => {
+            top8::nc_match_replace8(m, ops, imm)
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (

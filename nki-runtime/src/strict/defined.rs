@@ -351,7 +351,8 @@ impl Strict<'_> {
                         let o = rows
                             .iter()
                             .flat_map(|s| {
-                                (0..free_elems(&s.r.dims)).map(move |k| (s, unravel(&s.r.dims, p, k)))
+                                (0..free_elems(&s.r.dims))
+                                    .map(move |k| (s, unravel(&s.r.dims, p, k)))
                             })
                             .map(|(s, t)| {
                                 self.origin(
