@@ -38,8 +38,8 @@ use crate::dtype::DType;
 use crate::func::{ActFn, Alu};
 use crate::ir::ops::Opcode;
 use crate::ir::{
-    AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, Scalar,
-    Src, TileView, ViewId, Write,
+    AccOut, AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId,
+    Scalar, Src, TileView, ViewId, Write,
 };
 use crate::program::TensorRole;
 use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
@@ -745,6 +745,41 @@ impl ProgramBuilder {
             imm,
         };
         self.op(opcode, data, None, None)
+    }
+
+    /// `select_reduce`: `dst = pred ? on_true : on_false` (`pred` negated when `reverse`), and,
+    /// with `reduce_res`, the maximum of each partition's results into that `[P, 1]` tile.
+    pub fn select_reduce(
+        &mut self,
+        dst: TileId,
+        pred: TileId,
+        on_true: TileId,
+        on_false: Operand,
+        reverse: bool,
+        reduce_res: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        let (dst, pred, on_true) = (
+            self.whole(dst)?.0,
+            self.whole(pred)?.0,
+            self.whole(on_true)?.0,
+        );
+        let on_false = self.src(on_false)?;
+        let acc = match reduce_res {
+            Some(t) => Some(AccOut {
+                op: Alu::Max,
+                view: self.whole(t)?.0,
+            }),
+            None => None,
+        };
+        let data = InstrData::SelectReduce {
+            dst: Dst::overwrite(dst),
+            pred,
+            on_true,
+            on_false,
+            reverse,
+            acc,
+        };
+        self.op(Opcode::SelectReduce, data, None, None)
     }
 
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).

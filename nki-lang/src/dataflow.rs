@@ -83,7 +83,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => {}
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {}
         }
         if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
             let (_, _, var) = open[d];

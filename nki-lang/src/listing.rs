@@ -341,6 +341,28 @@ impl<'a> Line<'a, '_> {
                     None => Ok(()),
                 }
             }
+            InstrData::SelectReduce {
+                dst,
+                pred,
+                on_true,
+                on_false,
+                reverse,
+                acc,
+            } => {
+                let not = if reverse { "!" } else { "" };
+                write!(
+                    f,
+                    "{} select({not}{}, {}, {})",
+                    self.dst(&dst, "<-"),
+                    self.view(pred),
+                    self.view(on_true),
+                    self.src(on_false)
+                )?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
         }
     }
 }

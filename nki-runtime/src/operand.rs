@@ -218,7 +218,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Scan { .. }
         | InstrData::Select { .. }
         | InstrData::Matmul { .. }
-        | InstrData::Match8 { .. } => None,
+        | InstrData::Match8 { .. }
+        | InstrData::SelectReduce { .. } => None,
     }
 }
 

@@ -409,6 +409,23 @@ pub enum InstrData {
         /// that writes the matches' indices (`nc_find_index8`).
         imm: Option<Scalar>,
     },
+    /// `dst = pred ? on_true : on_false` elementwise (the predicate negated when `reverse`),
+    /// with an optional per-partition reduction of the results (`select_reduce`).
+    /// Slots: 0 `dst`, 1 `predicate`, 2 `on_true`, 3 `on_false`, 4 `reduce_res`.
+    SelectReduce {
+        /// Destination.
+        dst: Dst,
+        /// The predicate: a tile of integers, nonzero = true.
+        pred: ViewId,
+        /// Value where the predicate holds.
+        on_true: ViewId,
+        /// Value elsewhere: an immediate or a `[P, 1]` column.
+        on_false: Src,
+        /// Negate the predicate (`reverse_pred`).
+        reverse: bool,
+        /// Optional per-partition reduction of the results.
+        acc: Option<AccOut>,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -441,7 +458,8 @@ impl InstrData {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => None,
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => None,
         }
     }
 
@@ -457,7 +475,8 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
-            | InstrData::Match8 { dst, .. } => Some(dst),
+            | InstrData::Match8 { dst, .. }
+            | InstrData::SelectReduce { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }
@@ -496,7 +515,8 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
-            | InstrData::Match8 { dst, .. } => Some(dst),
+            | InstrData::Match8 { dst, .. }
+            | InstrData::SelectReduce { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }

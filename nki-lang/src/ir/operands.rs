@@ -160,6 +160,20 @@ impl Operands {
                     o.put(3, OperandRef::Imm(x), Dir::Read);
                 }
             }
+            InstrData::SelectReduce {
+                dst,
+                pred,
+                on_true,
+                on_false,
+                acc,
+                ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(pred), Dir::Read);
+                o.put(2, OperandRef::View(on_true), Dir::Read);
+                o.src(3, on_false);
+                o.acc(acc);
+            }
         }
         o
     }

@@ -352,6 +352,19 @@ fn instr(i: &Instr) -> TokenStream {
             let imm = option(imm, scalar);
             quote!(#d::Match8 { dst: #t, data: #data, vals: #vals, imm: #imm })
         }
+        InstrData::SelectReduce {
+            dst: t,
+            pred,
+            on_true,
+            on_false,
+            reverse,
+            acc: a,
+        } => {
+            let t = dst(t);
+            let (p, o) = (id("ViewId", pred.0), id("ViewId", on_true.0));
+            let (f, a) = (src(on_false), acc(a));
+            quote!(#d::SelectReduce { dst: #t, pred: #p, on_true: #o, on_false: #f, reverse: #reverse, acc: #a })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

@@ -122,6 +122,8 @@ pub enum Special {
     TensorCopyPredicated,
     /// `tensor_partition_reduce`
     TensorPartitionReduce,
+    /// `select_reduce`
+    SelectReduce,
     /// `broadcast_to`
     BroadcastTo,
     /// `softmax`
@@ -361,6 +363,7 @@ static TABLE: &[Builtin] = &[
     special(&["where"], Special::Where),
     special(&["tensor_copy_predicated"], Special::TensorCopyPredicated),
     special(&["tensor_partition_reduce"], Special::TensorPartitionReduce),
+    special(&["select_reduce"], Special::SelectReduce),
     special(&["broadcast_to"], Special::BroadcastTo),
     special(&["softmax"], Special::Softmax),
     special(&["rms_norm"], Special::RmsNorm),

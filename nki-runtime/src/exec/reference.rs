@@ -44,6 +44,7 @@
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
+mod select_reduce;
 mod top8;
 
 use nki_lang::{
@@ -172,6 +173,15 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::MatchReplace8, InstrData::Match8 { imm: Some(imm), .. }) => {
             top8::nc_match_replace8(m, ops, imm)
         }
+        (
+            Opcode::SelectReduce,
+            InstrData::SelectReduce {
+                dst,
+                reverse,
+                acc: reduce,
+                ..
+            },
+        ) => select_reduce::select_reduce(m, ops, reverse, reduce, acc(dst.write)),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -190,7 +200,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::AffineSelect
             | Opcode::Select
             | Opcode::Reciprocal
-            | Opcode::MatchReplace8,
+            | Opcode::MatchReplace8
+            | Opcode::SelectReduce,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
     }

@@ -83,7 +83,8 @@ fn each_output_access(
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => {
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -314,7 +314,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => {}
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

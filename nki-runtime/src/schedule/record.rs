@@ -168,7 +168,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => out.push(stack.clone()),
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => out.push(stack.clone()),
         }
     }
     out

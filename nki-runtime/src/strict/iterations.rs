@@ -79,7 +79,8 @@ impl Iterations {
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
-                    | InstrData::Match8 { .. } => {}
+                    | InstrData::Match8 { .. }
+                    | InstrData::SelectReduce { .. } => {}
                 }
                 outer
             })

@@ -238,7 +238,8 @@ impl<'p> Strict<'p> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => None,
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => None,
         }
     }
 

@@ -238,7 +238,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Match8 { .. } => {
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -506,7 +507,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Match8 { .. } => false,
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

@@ -998,6 +998,86 @@ pub(super) fn nc_match_replace8(x: &InferIn<'_>) -> Result<Option<Inferred>, Bla
     Ok(Some(elementwise(data.shape, data.dtype)))
 }
 
+/// `select_reduce(predicate, on_true, on_false)`: `predicate` (int8, uint8, int16 or uint16)
+/// and `on_true` (any dtype but tfloat32, int32, uint32; not both in PSUM) of one grid,
+/// `on_false` a number or a `[P, 1]` column; the optional `reduce_res` a float `[P, 1]` column
+/// reduced with `maximum`. The result has `on_true`'s shape and dtype.
+pub(super) fn select_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let (pred, on_true) = (tile(x, 1)?, tile(x, 2)?);
+    same_grid(x, 2, 1)?;
+    if !matches!(pred.dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16) {
+        return Err(x.blame(
+            1,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "predicate",
+                expected: "int8, uint8, int16 or uint16",
+                found: pred.dtype,
+            },
+        ));
+    }
+    if matches!(on_true.dtype, DType::Tf32 | DType::I32 | DType::U32) {
+        return Err(x.blame(
+            2,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "on_true",
+                expected: "a dtype other than tfloat32, int32 and uint32",
+                found: on_true.dtype,
+            },
+        ));
+    }
+    if pred.memory == Memory::Psum && on_true.memory == Memory::Psum {
+        return Err(x.blame(
+            2,
+            RuleViolation::BothInPsum {
+                op: x.info().name,
+                a: "predicate",
+                b: "on_true",
+            },
+        ));
+    }
+    match x.slots[3] {
+        Slot::Imm(_) => {}
+        Slot::View(v) if v.column && v.shape.partitions() == on_true.shape.partitions() => {}
+        Slot::View(_) | Slot::Absent | Slot::Access(_) | Slot::Expr => {
+            return Err(x.blame(
+                3,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "on_false",
+                    expected: "a number or a (P, 1) vector of on_true's partitions",
+                },
+            ));
+        }
+    }
+    if let InstrData::SelectReduce { acc: Some(a), .. } = *x.data {
+        if a.op != Alu::Max {
+            return Err(unsupported(
+                x,
+                Part::Code(2),
+                a.op,
+                "select_reduce reduces with maximum only",
+            ));
+        }
+        check_acc(x, a.op, &on_true.shape)?;
+        let res = tile(x, 4)?;
+        if !res.dtype.is_float() {
+            return Err(x.blame(
+                4,
+                RuleViolation::WrongDType {
+                    op: x.info().name,
+                    operand: "reduce_res",
+                    expected: "a float type",
+                    found: res.dtype,
+                },
+            ));
+        }
+    }
+    check_free_size(x, 2)?;
+    Ok(Some(elementwise(on_true.shape, on_true.dtype)))
+}
+
 fn malformed(_: &InferIn<'_>) -> Blame {
     Blame {
         part: Part::Whole,

@@ -45,6 +45,8 @@ pub enum Format {
     Matmul,
     /// [`InstrData::Match8`]
     Match8,
+    /// [`InstrData::SelectReduce`]
+    SelectReduce,
 }
 
 impl Format {
@@ -64,6 +66,7 @@ impl Format {
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
             InstrData::Match8 { .. } => Format::Match8,
+            InstrData::SelectReduce { .. } => Format::SelectReduce,
         }
     }
 }
@@ -133,10 +136,12 @@ pub enum Deps {
     /// predicate holds at `t` (a function of the grid and the loop values, so known to strict
     /// mode), and on nothing in memory elsewhere (`on_false_value` is an immediate).
     AffineSelect,
-    /// `select`: the element at `t` depends on `predicate[t]`; where that element is defined,
-    /// also on the side its value picks (`on_true[t]` where it is nonzero as fp32, NaN
-    /// included; `on_false[t]` elsewhere), and on nothing on the other side; where it is
-    /// undefined, the element is undefined whatever the sides hold.
+    /// `select`, `select_reduce`: the element at `t` depends on `predicate[t]`; where that
+    /// element is defined, also on the side its value picks (`on_true[t]` where it is nonzero as
+    /// fp32, NaN included, or zero under `select_reduce`'s `reverse_pred`; `on_false[t]`
+    /// elsewhere), and on nothing on the other side; where it is undefined, the element is
+    /// undefined whatever the sides hold. A per-partition reduction of the results
+    /// (`reduce_res`) depends on every result of its partition.
     Select,
     /// A reduction along free axes: each destination element depends on every source element
     /// whose kept coordinates are its own (the whole of the reduced axes).
@@ -607,6 +612,26 @@ opcodes! {
         deps: Row,
         accumulates: false,
     }
+    /// `select_reduce`: `dst = predicate ? on_true : on_false` elementwise (`predicate` a tile
+    /// of integers, nonzero = true, negated by `reverse_pred`; `on_false` a number or a
+    /// `[P, 1]` column), and optionally the maximum of each partition's results into the
+    /// `[P, 1]` `reduce_res`.
+    SelectReduce {
+        name: "select_reduce",
+        format: SelectReduce,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("predicate", Dir::Read, ON_CHIP),
+            slot("on_true", Dir::Read, ON_CHIP),
+            slot("on_false", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: infer::select_reduce,
+        maskable: Any,
+        deps: Select,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -657,7 +682,7 @@ mod tests {
                     Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
-                Deps::Select => op == Opcode::Select,
+                Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
