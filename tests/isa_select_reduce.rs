@@ -94,9 +94,12 @@ fn select_reduce_selects_and_takes_each_partitions_maximum() {
         c.view(),
     )
     .unwrap();
-    let want1 = Array2::from_shape_fn((128, 64), |(p, f)| {
-        if pr[[p, f]] != 0 { x[[p, f]] } else { -1e9 }
-    });
+    let want1 = Array2::from_shape_fn(
+        (128, 64),
+        |(p, f)| {
+            if pr[[p, f]] != 0 { x[[p, f]] } else { -1e9 }
+        },
+    );
     assert_bits("select", o1.iter(), want1.iter().copied());
     for p in 0..128 {
         assert_bits(
@@ -107,7 +110,11 @@ fn select_reduce_selects_and_takes_each_partitions_maximum() {
     }
     assert_eq!(o2[[5, 0]], -1e9);
     let sel2 = Array2::from_shape_fn((128, 64), |(p, f)| {
-        if pr16[[p, f]] == 0 { x[[p, f]] } else { c[[p, 0]] }
+        if pr16[[p, f]] == 0 {
+            x[[p, f]]
+        } else {
+            c[[p, 0]]
+        }
     });
     assert_eq!(o3, sel2.mapv(bf16::from_f32), "reversed into bf16");
     for p in 0..128 {

@@ -2530,8 +2530,8 @@ fn claimed(row: &[f64], vals: &[f64], order: impl Iterator<Item = usize>) -> Vec
     out
 }
 
-/// `max8`, `nc_find_index8` and `nc_match_replace8`.
-fn top8_rows() -> Vec<Row> {
+/// `max8`, `nc_find_index8`, `nc_match_replace8` and `select_reduce`.
+fn top8_and_select_reduce_rows() -> Vec<Row> {
     let p = P as u32;
     let ints = values(P, 300, 91, |r| r.int(-8, 8) as f64);
     let rows_of =
@@ -2625,6 +2625,55 @@ fn top8_rows() -> Vec<Row> {
             },
             Check::Exact,
         ),
+        row(
+            "select_reduce, immediate and reversed column, maximum into reduce_res",
+            &[Covers::Op(Opcode::SelectReduce)],
+            vec![
+                (DType::F32, values(P, 64, 94, |r| r.step(-8.0, 8.0, 0.25))),
+                (DType::U8, values(P, 64, 95, |r| r.int(0, 2) as f64)),
+                (DType::F32, values(P, 1, 96, |r| r.step(-4.0, 4.0, 0.5))),
+            ],
+            &[
+                (DType::F32, [P, 64]),
+                (DType::F32, [P, 1]),
+                (DType::Bf16, [P, 64]),
+                (DType::F32, [P, 1]),
+            ],
+            |k| {
+                let (x, pr, c) = (k.load(0), k.load(1), k.load(2));
+                let (d, m) = (k.sbuf(DType::F32, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+                let imm = Operand::Imm(Scalar::float(-100.0));
+                k.b.select_reduce(d, pr, x, imm, false, Some(m)).unwrap();
+                let (d2, m2) = (k.sbuf(DType::Bf16, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+                k.b.select_reduce(d2, pr, x, Operand::Column(c), true, Some(m2))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, m);
+                k.store(2, d2);
+                k.store(3, m2);
+            },
+            |x| {
+                let pick = |reverse: bool, other: &dyn Fn(usize) -> f64| {
+                    Array2::from_shape_fn((P, 64), |(p, f)| {
+                        if (x[1][[p, f]] != 0.0) != reverse {
+                            x[0][[p, f]]
+                        } else {
+                            other(p)
+                        }
+                    })
+                };
+                let a = pick(false, &|_| -100.0);
+                let b = pick(true, &|p| x[2][[p, 0]]);
+                let max = |m: &Array2<f64>| {
+                    Array2::from_shape_fn((P, 1), |(p, _)| {
+                        m.row(p).iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                    })
+                };
+                let (ma, mb) = (max(&a), max(&b));
+                vec![a, ma, b.mapv(bf16_of), mb]
+            },
+            Check::Exact,
+        ),
     ]
 }
 
@@ -2640,7 +2689,7 @@ tables! {
     iota_and_selects: select_rows,
     accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
-    top8_searches: top8_rows,
+    top8_searches_and_select_reduce: top8_and_select_reduce_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.

@@ -584,10 +584,7 @@ pub(crate) fn execute(
         }
         // Searches of 8 values per partition and `select_reduce`: the reference definition is
         // the only one.
-        (
-            Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 | Opcode::SelectReduce,
-            _,
-        ) => {
+        (Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 | Opcode::SelectReduce, _) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.

@@ -314,8 +314,11 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                 .filter(|r| r.loc == Loc::Sbuf)
                 .count();
             let reduces = matches!(ins.data, InstrData::SelectReduce { acc: Some(_), .. });
-            mi(if sbuf >= 2 { n.saturating_mul(2) } else { n })
-                .saturating_add(if reduces { min_ii } else { 0 })
+            mi(if sbuf >= 2 { n.saturating_mul(2) } else { n }).saturating_add(if reduces {
+                min_ii
+            } else {
+                0
+            })
         }
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))

@@ -25,7 +25,10 @@ impl Lowerer<'_> {
         dest: Dest<'_>,
     ) -> Value {
         if !matches!(dest, Dest::New(None)) {
-            return self.error(span, format!("`{NAME}` writes its `dst` and returns nothing"));
+            return self.error(
+                span,
+                format!("`{NAME}` writes its `dst` and returns nothing"),
+            );
         }
         let params = [
             "dst",
@@ -159,6 +162,8 @@ fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
         "reset" | "reduce" | "load_reduce" => Err(
             "this `reduce_cmd` carries the Vector engine's accumulator from one instruction to the next, which the model does not keep: use `reset_reduce` on each instruction and combine the `reduce_res` columns with `maximum`",
         ),
-        _ => Err("`reduce_cmd` is `idle` or `reset_reduce` (reduce_cmd::idle, reduce_cmd::reset_reduce)"),
+        _ => Err(
+            "`reduce_cmd` is `idle` or `reset_reduce` (reduce_cmd::idle, reduce_cmd::reset_reduce)",
+        ),
     }
 }
