@@ -2572,6 +2572,60 @@ fn top8_and_select_reduce_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            "max8 of int32 and of bf16",
+            &[Covers::Op(Opcode::Max8)],
+            vec![
+                (DType::I32, values(P, 40, 97, |r| r.int(-1000, 1000) as f64)),
+                (DType::Bf16, values(P, 24, 98, |r| r.step(-8.0, 8.0, 0.125))),
+            ],
+            &[(DType::I32, [P, 8]), (DType::Bf16, [P, 8])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let (ra, rb) = (k.sbuf(DType::I32, &[p, 8]), k.sbuf(DType::Bf16, &[p, 8]));
+                k.b.max8(ra, a).unwrap();
+                k.b.max8(rb, b).unwrap();
+                k.store(0, ra);
+                k.store(1, rb);
+            },
+            |x| {
+                let (a, b) = (rows_of(&x[0]), rows_of(&x[1]));
+                vec![
+                    Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&a[p])[j]),
+                    Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&b[p])[j]),
+                ]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_match_replace8 of bf16 data, the others copied",
+            &[Covers::Op(Opcode::MatchReplace8)],
+            vec![
+                (DType::Bf16, values(P, 64, 99, |r| r.step(-4.0, 4.0, 0.25))),
+                (DType::Bf16, values(P, 8, 100, |r| r.step(-4.0, 4.0, 0.25))),
+            ],
+            &[(DType::Bf16, [P, 64])],
+            |k| {
+                let (x, v) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::Bf16, &[p, 64]);
+                k.b.nc_match_replace8(r, x, v, Scalar::float(100.0))
+                    .unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                let (r, v) = (rows_of(&x[0]), rows_of(&x[1]));
+                let mut out = x[0].clone();
+                for p in 0..P {
+                    for i in claimed(&r[p], &v[p], (0..8).rev()) {
+                        if i != f64::from(u32::MAX) {
+                            out[[p, i as usize]] = 100.0;
+                        }
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
             "nc_find_index8 of max8's values, uint32 and uint16",
             &[Covers::Op(Opcode::FindIndex8)],
             vec![(DType::F32, ints.clone())],
