@@ -397,3 +397,45 @@ fn searches_read_several_free_axes_row_major() {
         assert_bits(&format!("replaced, row {p}"), got.iter(), replaced);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// NKI's documented pairing of repeated values: nc_find_index8 takes their occurrences in
+// ascending order, nc_match_replace8's dst_idx in descending order.
+// ---------------------------------------------------------------------------------------------
+
+#[kernel]
+fn documented_pairing(
+    a: Hbm<f32, 2, 11>,
+    v: Hbm<f32, 2, 8>,
+) -> (Hbm<u32, 2, 8>, Hbm<u32, 2, 8>, Hbm<f32, 2, 11>) {
+    let o_find = ndarray([2, 8], u32, SharedHbm);
+    let o_idx = ndarray([2, 8], u32, SharedHbm);
+    let o_rep = ndarray([2, 11], f32, SharedHbm);
+    let x = load(a[..]);
+    let vals = load(v[..]);
+    store(o_find[..], nc_find_index8(data = x, vals = vals));
+    let idx = ndarray([2, 8], u32, Sbuf);
+    let rep = nc_match_replace8(data = x, vals = vals, imm = 0.0, dst_idx = idx);
+    store(o_idx[..], idx);
+    store(o_rep[..], rep);
+    (o_find, o_idx, o_rep)
+}
+
+#[test]
+fn repeated_values_pair_with_occurrences_as_nki_documents() {
+    // The example of NKI's nc_match_replace8 page, twice.
+    let row = [1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+    let vals = [3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+    let a = Array2::from_shape_fn((2, 11), |(_, f)| row[f]);
+    let v = Array2::from_shape_fn((2, 8), |(_, f)| vals[f]);
+    let (find, idx, rep) =
+        documented_pairing::host(&mut NeuronCore::default(), a.view(), v.view()).unwrap();
+    for p in 0..2 {
+        assert_eq!(find.row(p).to_vec(), vec![2, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(idx.row(p).to_vec(), vec![2, 10, 9, 8, 7, 6, 5, 4]);
+        assert_eq!(
+            rep.row(p).to_vec(),
+            vec![1.0, 2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+    }
+}

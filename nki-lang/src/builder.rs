@@ -714,19 +714,20 @@ impl ProgramBuilder {
         data: TileId,
         vals: TileId,
     ) -> Result<(), BuildError> {
-        self.match8(Opcode::FindIndex8, dst, data, vals, None)
+        self.match8(Opcode::FindIndex8, dst, data, vals, None, None)
     }
 
     /// `nc_match_replace8`: `data` with the first match of each of the 8 `vals` of a partition
-    /// replaced by `imm`, into `dst`.
+    /// replaced by `imm`, into `dst`; with `dst_idx`, the replaced elements' indices there.
     pub fn nc_match_replace8(
         &mut self,
         dst: TileId,
         data: TileId,
         vals: TileId,
         imm: Scalar,
+        dst_idx: Option<TileId>,
     ) -> Result<(), BuildError> {
-        self.match8(Opcode::MatchReplace8, dst, data, vals, Some(imm))
+        self.match8(Opcode::MatchReplace8, dst, data, vals, Some(imm), dst_idx)
     }
 
     fn match8(
@@ -736,13 +737,19 @@ impl ProgramBuilder {
         data: TileId,
         vals: TileId,
         imm: Option<Scalar>,
+        dst_idx: Option<TileId>,
     ) -> Result<(), BuildError> {
         let (dst, data, vals) = (self.whole(dst)?.0, self.whole(data)?.0, self.whole(vals)?.0);
+        let idx = match dst_idx {
+            Some(t) => Some(self.whole(t)?.0),
+            None => None,
+        };
         let data = InstrData::Match8 {
             dst: Dst::overwrite(dst),
             data,
             vals,
             imm,
+            idx,
         };
         self.op(opcode, data, None, None)
     }

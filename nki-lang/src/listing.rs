@@ -328,6 +328,7 @@ impl<'a> Line<'a, '_> {
                 data,
                 vals,
                 imm,
+                idx,
             } => {
                 write!(
                     f,
@@ -336,8 +337,11 @@ impl<'a> Line<'a, '_> {
                     self.view(data),
                     self.view(vals)
                 )?;
-                match imm {
-                    Some(x) => write!(f, ", imm {x:?}"),
+                if let Some(x) = imm {
+                    write!(f, ", imm {x:?}")?;
+                }
+                match idx {
+                    Some(v) => write!(f, ", {} <- indices", self.view(v)),
                     None => Ok(()),
                 }
             }

@@ -2607,7 +2607,7 @@ fn top8_and_select_reduce_rows() -> Vec<Row> {
             |k| {
                 let (x, v) = (k.load(0), k.load(1));
                 let r = k.sbuf(DType::Bf16, &[p, 64]);
-                k.b.nc_match_replace8(r, x, v, Scalar::float(100.0))
+                k.b.nc_match_replace8(r, x, v, Scalar::float(100.0), None)
                     .unwrap();
                 k.store(0, r);
             },
@@ -2651,31 +2651,37 @@ fn top8_and_select_reduce_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
-            "nc_match_replace8 of given values (duplicates, absent ones)",
+            "nc_match_replace8 of given values (duplicates, absent ones), dst_idx",
             &[Covers::Op(Opcode::MatchReplace8)],
             vec![
                 (DType::F32, ints.clone()),
                 (DType::F32, values(P, 8, 93, |r| r.int(-9, 9) as f64)),
             ],
-            &[(DType::F32, [P, 300])],
+            &[(DType::F32, [P, 300]), (DType::U32, [P, 8])],
             |k| {
                 let x = k.load(0);
                 let v = k.load(1);
                 let r = k.sbuf(DType::F32, &[p, 300]);
-                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5)).unwrap();
+                let idx = k.sbuf(DType::U32, &[p, 8]);
+                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5), Some(idx))
+                    .unwrap();
                 k.store(0, r);
+                k.store(1, idx);
             },
             |x| {
                 let (r, v) = (rows_of(&x[0]), rows_of(&x[1]));
                 let mut out = x[0].clone();
+                let mut idx = Array2::zeros((P, 8));
                 for p in 0..P {
-                    for i in claimed(&r[p], &v[p], (0..8).rev()) {
+                    let at = claimed(&r[p], &v[p], (0..8).rev());
+                    for (j, &i) in at.iter().enumerate() {
+                        idx[[p, j]] = i;
                         if i != f64::from(u32::MAX) {
                             out[[p, i as usize]] = -0.5;
                         }
                     }
                 }
-                vec![out]
+                vec![out, idx]
             },
             Check::Exact,
         ),

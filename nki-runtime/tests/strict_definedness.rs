@@ -707,12 +707,19 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                     data,
                     vals,
                     imm,
+                    idx: None,
                 },
             );
             g.tiles[idx].defined = (0..P as usize * 8).map(|e| both[e / 8]).collect();
+            // The replacement, and (sometimes) the replaced elements' indices.
             let rep = g.new_tile(Kind::Square);
             let (dst, data, vals) = (Dst::overwrite(g.view(rep)), g.view(a), g.view(top));
             let imm = Some(Scalar::float(-1.0));
+            let second = c
+                .byte()
+                .is_multiple_of(2)
+                .then(|| g.new_tile(Kind::Indices));
+            let idx = second.map(|t| g.view(t));
             g.push(
                 Opcode::MatchReplace8,
                 pm,
@@ -721,9 +728,13 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                     data,
                     vals,
                     imm,
+                    idx,
                 },
             );
             g.tiles[rep].defined = (0..n).map(|e| both[e / fu]).collect();
+            if let Some(t) = second {
+                g.tiles[t].defined = (0..P as usize * 8).map(|e| both[e / 8]).collect();
+            }
         }
         // select_reduce: a uint8 predicate (a memset of 0 or 1 under a mask of its own), a tile
         // on the true side, an immediate on the false side, the predicate maybe reversed, the

@@ -17,6 +17,9 @@ fn top8_operands(a: Hbm<f32, 128, 64>) -> (Hbm<f32, 128, 8>, Hbm<u32, 128, 8>, H
     store(o2[..], nc_find_index8(x, top, dtype = f32));
     // The replacement is a number.
     store(o3[..], nc_match_replace8(x, top, x));
+    // dst_idx holds 8 uint32 or uint16 indices per partition.
+    let bad_idx = ndarray([128, 8], f32, Sbuf);
+    store(o3[..], nc_match_replace8(x, top, 1.0, dst_idx = bad_idx));
     (o1, o2, o3)
 }
 

@@ -397,7 +397,7 @@ pub enum InstrData {
         moving: ViewId,
     },
     /// A search of each partition's free elements for 8 values (`nc_find_index8`,
-    /// `nc_match_replace8`). Slots: 0 `dst`, 1 `data`, 2 `vals`, 3 `imm`.
+    /// `nc_match_replace8`). Slots: 0 `dst`, 1 `data`, 2 `vals`, 3 `imm`, 4 `dst_idx`.
     Match8 {
         /// Destination.
         dst: Dst,
@@ -408,6 +408,9 @@ pub enum InstrData {
         /// The value a match is replaced by (`nc_match_replace8`); `None` for an instruction
         /// that writes the matches' indices (`nc_find_index8`).
         imm: Option<Scalar>,
+        /// A second output: the indices of the replaced elements (`nc_match_replace8`'s
+        /// `dst_idx`, `[P, 8]`).
+        idx: Option<ViewId>,
     },
     /// `dst = pred ? on_true : on_false` elementwise (the predicate negated when `reverse`),
     /// with an optional per-partition reduction of the results (`select_reduce`).

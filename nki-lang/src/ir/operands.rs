@@ -152,12 +152,16 @@ impl Operands {
                 data,
                 vals,
                 imm,
+                idx,
             } => {
                 o.dst(dst);
                 o.put(1, OperandRef::View(data), Dir::Read);
                 o.put(2, OperandRef::View(vals), Dir::Read);
                 if let Some(x) = imm {
                     o.put(3, OperandRef::Imm(x), Dir::Read);
+                }
+                if let Some(v) = idx {
+                    o.put(4, OperandRef::View(v), Dir::Write);
                 }
             }
             InstrData::SelectReduce {

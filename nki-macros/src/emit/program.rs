@@ -346,11 +346,13 @@ fn instr(i: &Instr) -> TokenStream {
             data,
             vals,
             imm,
+            idx,
         } => {
             let t = dst(t);
             let (data, vals) = (id("ViewId", data.0), id("ViewId", vals.0));
             let imm = option(imm, scalar);
-            quote!(#d::Match8 { dst: #t, data: #data, vals: #vals, imm: #imm })
+            let idx = option(idx, |v| id("ViewId", v.0));
+            quote!(#d::Match8 { dst: #t, data: #data, vals: #vals, imm: #imm, idx: #idx })
         }
         InstrData::SelectReduce {
             dst: t,

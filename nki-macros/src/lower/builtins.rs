@@ -423,6 +423,7 @@ static TABLE: &[Builtin] = &[
             req("data", P::Tile(1)),
             req("vals", P::Tile(2)),
             req("imm", P::TileOrImm(3)),
+            opt("dst_idx", P::Tile(4)),
             DTYPE,
             MASK,
         ],

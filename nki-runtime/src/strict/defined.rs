@@ -363,8 +363,12 @@ impl Strict<'_> {
                 }
             }
             Deps::Row => {
-                // Every source's partition `p` (`nc_find_index8` also reads its `vals`).
+                // Every source's partition `p` (`nc_find_index8` also reads its `vals`), for
+                // the destination and a second per-row output (`nc_match_replace8`'s
+                // `dst_idx`, slot 4).
                 let rows: Vec<Source> = (1..nki_lang::MAX_SLOTS).filter_map(src).collect();
+                let second = operands.slot(4).copied().filter(|r| on_chip(r));
+                let mut partial = HashMap::new();
                 if let Some(s) = rows.first() {
                     for p in 0..s.r.dims[0] {
                         let o = rows
@@ -390,7 +394,17 @@ impl Strict<'_> {
                                 o,
                             );
                         }
+                        if let (Some(r), true) = (second, o != 0) {
+                            for k in 0..free_elems(&r.dims) {
+                                let t = unravel(&r.dims, p, k);
+                                let at = offset(r.pattern.base, &r.pattern.strides, &t);
+                                partial.insert(byte_of(&r, at), o);
+                            }
+                        }
                     }
+                }
+                if let Some(r) = second {
+                    out.push((r.slot, partial));
                 }
             }
             Deps::Contraction => {

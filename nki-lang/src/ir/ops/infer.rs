@@ -980,8 +980,8 @@ pub(super) fn nc_find_index8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame>
     Ok(Some(elementwise(shape, DType::U32)))
 }
 
-/// `nc_match_replace8(data, vals, imm)`: `[P, F ≤ 16384]`, `[P, 8]` and an immediate → `data`'s
-/// shape and dtype.
+/// `nc_match_replace8(data, vals, imm, dst_idx)`: `[P, F ≤ 16384]`, `[P, 8]` and an immediate
+/// → `data`'s shape and dtype; the optional `dst_idx` a `[P, 8]` uint32 or uint16 tile.
 pub(super) fn nc_match_replace8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     let data = check_top8_free(x, 1, 1)?;
     check_vals(x, data)?;
@@ -994,6 +994,32 @@ pub(super) fn nc_match_replace8(x: &InferIn<'_>) -> Result<Option<Inferred>, Bla
                 expected: "a compile-time number",
             },
         ));
+    }
+    if let Slot::View(idx) = x.slots[4] {
+        if idx.shape.partitions() != data.shape.partitions() {
+            return Err(partition_mismatch(x, 1, &data.shape, 4, &idx.shape));
+        }
+        if idx.shape.free_elems() != 8 {
+            return Err(x.blame(
+                4,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "dst_idx",
+                    expected: "a tile of exactly 8 elements per partition",
+                },
+            ));
+        }
+        if !matches!(idx.dtype, DType::U32 | DType::U16) {
+            return Err(x.blame(
+                4,
+                RuleViolation::WrongDType {
+                    op: x.info().name,
+                    operand: "dst_idx",
+                    expected: "uint32 or uint16",
+                    found: idx.dtype,
+                },
+            ));
+        }
     }
     Ok(Some(elementwise(data.shape, data.dtype)))
 }

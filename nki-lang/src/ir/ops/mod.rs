@@ -596,7 +596,8 @@ opcodes! {
         accumulates: false,
     }
     /// `nc_match_replace8`: `data` with, per partition, the first element equal (as fp32) to
-    /// each of the 8 `vals` not yet replaced, replaced by the immediate `imm`.
+    /// each of the 8 `vals` not yet replaced, replaced by the immediate `imm`; optionally the
+    /// replaced elements' indices into `dst_idx` (`[P, 8]`, uint32 or uint16).
     MatchReplace8 {
         name: "nc_match_replace8",
         format: Match8,
@@ -606,6 +607,7 @@ opcodes! {
             slot("data", Dir::Read, ON_CHIP),
             slot("vals", Dir::Read, ON_CHIP),
             slot("imm", Dir::Read, &[]),
+            slot("dst_idx", Dir::Write, ON_CHIP),
         ],
         infer: infer::nc_match_replace8,
         maskable: Partitions,

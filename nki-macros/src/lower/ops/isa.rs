@@ -456,9 +456,12 @@ impl Lowerer<'_> {
         let mut src = [Src::None; 5];
         for (slot, s) in c.srcs.iter().enumerate() {
             if let Some((o, sp)) = *s {
-                // The 8 `vals` of a search keep their own shape: they are not on the grid.
+                // The 8 `vals` of a search and its `dst_idx` keep their own shape: they are not
+                // on the grid.
                 let o = match o {
-                    Operand::Tile(v) if info.format == Format::Match8 && slot == 2 => {
+                    Operand::Tile(v)
+                        if info.format == Format::Match8 && (slot == 2 || slot == 4) =>
+                    {
                         match self.view_id(v, sp) {
                             Some(id) => {
                                 src[slot] = Src::Tile(id);
@@ -572,6 +575,7 @@ impl Lowerer<'_> {
                         Src::Imm(x) => Some(x),
                         Src::None | Src::Tile(_) => None,
                     },
+                    idx: src[4].view(),
                 },
                 Format::LoopBegin
                 | Format::LoopEnd

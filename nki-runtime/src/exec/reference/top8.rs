@@ -102,10 +102,13 @@ pub(super) fn nc_find_index8(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
 /// `nc_match_replace8`: per partition, `data` with the positions the 8 `vals` claim ([`claim`],
 /// the values visited last to first, as NKI documents) holding `imm` (converted from fp32 to
 /// the destination's dtype), every other element copied ([`cast`]: the bits when the dtypes
-/// are equal).
+/// are equal); with `dst_idx` (slot 4), the position each value claimed there, as
+/// `nc_find_index8` writes them (so a value repeated in `vals` pairs its last column with the
+/// first occurrence, as NKI documents).
 pub(super) fn nc_match_replace8(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands, imm: Scalar) {
     let (dst, data, vals) = (ops.get(0), ops.get(1), ops.get(2));
     let (from, to) = (Elems::own(data), Elems::own(dst));
+    let idx = ops.slot(4).map(|r| (r, Elems::own(r)));
     let imm = convert::from_f32(dst.dtype, imm.as_f32());
     for p in 0..data.dims[0] {
         let vs = row(m, vals, p);
@@ -117,8 +120,14 @@ pub(super) fn nc_match_replace8(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands,
             .iter()
             .map(|&b| cast(data.dtype, dst.dtype, b))
             .collect();
-        for i in at.into_iter().flatten() {
+        for &i in at.iter().flatten() {
             out[i] = imm;
+        }
+        if let Some((r, e)) = &idx {
+            for (t, i) in free_indices(&r.dims, p).zip(&at) {
+                let i = i.map_or(NOT_FOUND, |i| i32::try_from(i).unwrap_or(NOT_FOUND));
+                m.put(e, t, Lane::I32, Value::from_i32(i));
+            }
         }
         for (t, b) in free_indices(&dst.dims, p).zip(out) {
             m.write(to.loc, to.dtype, to.offset(t), b);
