@@ -38,8 +38,8 @@ use crate::dtype::DType;
 use crate::func::{ActFn, Alu};
 use crate::ir::ops::Opcode;
 use crate::ir::{
-    AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, Scalar,
-    Src, TileView, ViewId, Write,
+    AccOut, AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId,
+    Scalar, Src, TileView, ViewId, Write,
 };
 use crate::program::TensorRole;
 use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
@@ -698,6 +698,95 @@ impl ProgramBuilder {
             expr,
         };
         self.op(Opcode::Iota, data, None, None)
+    }
+
+    /// `max8`: the 8 largest values of each partition of `src`, in descending order, into
+    /// `dst` (`[P, 8]`).
+    pub fn max8(&mut self, dst: TileId, src: TileId) -> Result<(), BuildError> {
+        self.unary(Opcode::Max8, dst, src)
+    }
+
+    /// `nc_find_index8`: per partition, the index of the first element of `data` equal to each
+    /// of the 8 `vals`, into `dst` (`[P, 8]`, uint32 or uint16).
+    pub fn nc_find_index8(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+    ) -> Result<(), BuildError> {
+        self.match8(Opcode::FindIndex8, dst, data, vals, None, None)
+    }
+
+    /// `nc_match_replace8`: `data` with the first match of each of the 8 `vals` of a partition
+    /// replaced by `imm`, into `dst`; with `dst_idx`, the replaced elements' indices there.
+    pub fn nc_match_replace8(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+        imm: Scalar,
+        dst_idx: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        self.match8(Opcode::MatchReplace8, dst, data, vals, Some(imm), dst_idx)
+    }
+
+    fn match8(
+        &mut self,
+        opcode: Opcode,
+        dst: TileId,
+        data: TileId,
+        vals: TileId,
+        imm: Option<Scalar>,
+        dst_idx: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        let (dst, data, vals) = (self.whole(dst)?.0, self.whole(data)?.0, self.whole(vals)?.0);
+        let idx = match dst_idx {
+            Some(t) => Some(self.whole(t)?.0),
+            None => None,
+        };
+        let data = InstrData::Match8 {
+            dst: Dst::overwrite(dst),
+            data,
+            vals,
+            imm,
+            idx,
+        };
+        self.op(opcode, data, None, None)
+    }
+
+    /// `select_reduce`: `dst = pred ? on_true : on_false` (`pred` negated when `reverse`), and,
+    /// with `reduce_res`, the maximum of each partition's results into that `[P, 1]` tile.
+    pub fn select_reduce(
+        &mut self,
+        dst: TileId,
+        pred: TileId,
+        on_true: TileId,
+        on_false: Operand,
+        reverse: bool,
+        reduce_res: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        let (dst, pred, on_true) = (
+            self.whole(dst)?.0,
+            self.whole(pred)?.0,
+            self.whole(on_true)?.0,
+        );
+        let on_false = self.src(on_false)?;
+        let acc = match reduce_res {
+            Some(t) => Some(AccOut {
+                op: Alu::Max,
+                view: self.whole(t)?.0,
+            }),
+            None => None,
+        };
+        let data = InstrData::SelectReduce {
+            dst: Dst::overwrite(dst),
+            pred,
+            on_true,
+            on_false,
+            reverse,
+            acc,
+        };
+        self.op(Opcode::SelectReduce, data, None, None)
     }
 
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).

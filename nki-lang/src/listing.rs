@@ -323,6 +323,50 @@ impl<'a> Line<'a, '_> {
                 self.view(stationary),
                 self.view(moving)
             ),
+            InstrData::Match8 {
+                dst,
+                data,
+                vals,
+                imm,
+                idx,
+            } => {
+                write!(
+                    f,
+                    "{} {}, vals {}",
+                    self.dst(&dst, "<-"),
+                    self.view(data),
+                    self.view(vals)
+                )?;
+                if let Some(x) = imm {
+                    write!(f, ", imm {x:?}")?;
+                }
+                match idx {
+                    Some(v) => write!(f, ", {} <- indices", self.view(v)),
+                    None => Ok(()),
+                }
+            }
+            InstrData::SelectReduce {
+                dst,
+                pred,
+                on_true,
+                on_false,
+                reverse,
+                acc,
+            } => {
+                let not = if reverse { "!" } else { "" };
+                write!(
+                    f,
+                    "{} select({not}{}, {}, {})",
+                    self.dst(&dst, "<-"),
+                    self.view(pred),
+                    self.view(on_true),
+                    self.src(on_false)
+                )?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -482,6 +482,25 @@ pub enum RuleViolation {
         "the partition dimension must be accessed contiguously with stride 1 from a constant start"
     )]
     PartitionStride,
+    /// An operand's size outside the range an instruction takes (`max8`'s 8 to 16384 elements
+    /// per partition).
+    #[error(
+        "{what} {size} of operand '{operand}' of '{op}' is outside the range it takes: {min} to {max}"
+    )]
+    SizeRange {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// Which size (`free size`, ...).
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The smallest it may be.
+        min: u64,
+        /// The largest it may be.
+        max: u64,
+    },
 }
 
 impl RuleViolation {
@@ -536,6 +555,7 @@ impl RuleViolation {
             RuleViolation::NotBroadcastable { .. } => "err_incompatible_broadcast_shapes",
             RuleViolation::EngineMemory { .. } => "err_unsupported_memory",
             RuleViolation::EngineNotOnTarget { .. } => "err_unsupported_engine",
+            RuleViolation::SizeRange { .. } => "err_size_of_dimension_exceed_arch_limit",
         }
     }
 }

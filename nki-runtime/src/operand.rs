@@ -217,7 +217,9 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Act { .. }
         | InstrData::Scan { .. }
         | InstrData::Select { .. }
-        | InstrData::Matmul { .. } => None,
+        | InstrData::Matmul { .. }
+        | InstrData::Match8 { .. }
+        | InstrData::SelectReduce { .. } => None,
     }
 }
 

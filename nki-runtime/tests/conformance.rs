@@ -2488,6 +2488,255 @@ macro_rules! tables {
     };
 }
 
+/// The 8 largest of `row` in descending order: every NaN above everything, `+0` above `−0`
+/// (a stable selection: among equal values the earlier first).
+fn top8_of(row: &[f64]) -> Vec<f64> {
+    let above = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            return a.is_nan() && !b.is_nan();
+        }
+        a > b || (a == b && a.is_sign_positive() && b.is_sign_negative())
+    };
+    let mut used = vec![false; row.len()];
+    (0..8)
+        .map(|_| {
+            let mut best = None;
+            for i in 0..row.len() {
+                if !used[i] && best.is_none_or(|b: usize| above(row[i], row[b])) {
+                    best = Some(i);
+                }
+            }
+            let b = best.unwrap();
+            used[b] = true;
+            row[b]
+        })
+        .collect()
+}
+
+/// The position each of `vals` takes in `row`, visited in `order`: the first equal element
+/// (same sign for zeros, NaN for NaN) no earlier value took; `u32::MAX` for none.
+fn claimed(row: &[f64], vals: &[f64], order: impl Iterator<Item = usize>) -> Vec<f64> {
+    let eq = |a: f64, b: f64| {
+        (a.is_nan() && b.is_nan()) || (a == b && a.is_sign_negative() == b.is_sign_negative())
+    };
+    let mut taken = vec![false; row.len()];
+    let mut out = vec![f64::from(u32::MAX); vals.len()];
+    for j in order {
+        if let Some(i) = (0..row.len()).find(|&i| !taken[i] && eq(row[i], vals[j])) {
+            taken[i] = true;
+            out[j] = i as f64;
+        }
+    }
+    out
+}
+
+/// `max8`, `nc_find_index8`, `nc_match_replace8` and `select_reduce`.
+fn top8_and_select_reduce_rows() -> Vec<Row> {
+    let p = P as u32;
+    let ints = values(P, 300, 91, |r| r.int(-8, 8) as f64);
+    let rows_of =
+        |x: &Array2<f64>| -> Vec<Vec<f64>> { x.rows().into_iter().map(|r| r.to_vec()).collect() };
+    let max8 = |dt: DType| {
+        move |k: &mut Kb| {
+            let x = k.load(0);
+            let r = k.sbuf(dt, &[p, 8]);
+            k.b.max8(r, x).unwrap();
+            k.store(0, r);
+        }
+    };
+    vec![
+        row(
+            "max8 of [P, 300] with ties",
+            &[Covers::Op(Opcode::Max8)],
+            vec![(DType::F32, ints.clone())],
+            &[(DType::F32, [P, 8])],
+            max8(DType::F32),
+            |x| {
+                let r = rows_of(&x[0]);
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&r[p])[j])]
+            },
+            Check::Exact,
+        ),
+        row(
+            "max8 of specials, into bf16",
+            &[Covers::Op(Opcode::Max8)],
+            vec![(DType::F32, specials(92))],
+            &[(DType::Bf16, [P, 8])],
+            max8(DType::Bf16),
+            |x| {
+                let r = rows_of(&x[0]);
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| {
+                    bf16_of(top8_of(&r[p])[j])
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "max8 of int32 and of bf16",
+            &[Covers::Op(Opcode::Max8)],
+            vec![
+                (DType::I32, values(P, 40, 97, |r| r.int(-1000, 1000) as f64)),
+                (DType::Bf16, values(P, 24, 98, |r| r.step(-8.0, 8.0, 0.125))),
+            ],
+            &[(DType::I32, [P, 8]), (DType::Bf16, [P, 8])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let (ra, rb) = (k.sbuf(DType::I32, &[p, 8]), k.sbuf(DType::Bf16, &[p, 8]));
+                k.b.max8(ra, a).unwrap();
+                k.b.max8(rb, b).unwrap();
+                k.store(0, ra);
+                k.store(1, rb);
+            },
+            |x| {
+                let (a, b) = (rows_of(&x[0]), rows_of(&x[1]));
+                vec![
+                    Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&a[p])[j]),
+                    Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&b[p])[j]),
+                ]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_match_replace8 of bf16 data, the others copied",
+            &[Covers::Op(Opcode::MatchReplace8)],
+            vec![
+                (DType::Bf16, values(P, 64, 99, |r| r.step(-4.0, 4.0, 0.25))),
+                (DType::Bf16, values(P, 8, 100, |r| r.step(-4.0, 4.0, 0.25))),
+            ],
+            &[(DType::Bf16, [P, 64])],
+            |k| {
+                let (x, v) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::Bf16, &[p, 64]);
+                k.b.nc_match_replace8(r, x, v, Scalar::float(100.0), None)
+                    .unwrap();
+                k.store(0, r);
+            },
+            |x| {
+                let (r, v) = (rows_of(&x[0]), rows_of(&x[1]));
+                let mut out = x[0].clone();
+                for p in 0..P {
+                    for i in claimed(&r[p], &v[p], (0..8).rev()) {
+                        if i != f64::from(u32::MAX) {
+                            out[[p, i as usize]] = 100.0;
+                        }
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_find_index8 of max8's values, uint32 and uint16",
+            &[Covers::Op(Opcode::FindIndex8)],
+            vec![(DType::F32, ints.clone())],
+            &[(DType::U32, [P, 8]), (DType::U16, [P, 8])],
+            |k| {
+                let x = k.load(0);
+                let top = k.sbuf(DType::F32, &[p, 8]);
+                k.b.max8(top, x).unwrap();
+                let i32_ = k.sbuf(DType::U32, &[p, 8]);
+                k.b.nc_find_index8(i32_, x, top).unwrap();
+                let i16_ = k.sbuf(DType::U16, &[p, 8]);
+                k.b.nc_find_index8(i16_, x, top).unwrap();
+                k.store(0, i32_);
+                k.store(1, i16_);
+            },
+            |x| {
+                let r = rows_of(&x[0]);
+                let idx = Array2::from_shape_fn((P, 8), |(p, j)| {
+                    claimed(&r[p], &top8_of(&r[p]), 0..8)[j]
+                });
+                vec![idx.clone(), idx]
+            },
+            Check::Exact,
+        ),
+        row(
+            "nc_match_replace8 of given values (duplicates, absent ones), dst_idx",
+            &[Covers::Op(Opcode::MatchReplace8)],
+            vec![
+                (DType::F32, ints.clone()),
+                (DType::F32, values(P, 8, 93, |r| r.int(-9, 9) as f64)),
+            ],
+            &[(DType::F32, [P, 300]), (DType::U32, [P, 8])],
+            |k| {
+                let x = k.load(0);
+                let v = k.load(1);
+                let r = k.sbuf(DType::F32, &[p, 300]);
+                let idx = k.sbuf(DType::U32, &[p, 8]);
+                k.b.nc_match_replace8(r, x, v, Scalar::float(-0.5), Some(idx))
+                    .unwrap();
+                k.store(0, r);
+                k.store(1, idx);
+            },
+            |x| {
+                let (r, v) = (rows_of(&x[0]), rows_of(&x[1]));
+                let mut out = x[0].clone();
+                let mut idx = Array2::zeros((P, 8));
+                for p in 0..P {
+                    let at = claimed(&r[p], &v[p], (0..8).rev());
+                    for (j, &i) in at.iter().enumerate() {
+                        idx[[p, j]] = i;
+                        if i != f64::from(u32::MAX) {
+                            out[[p, i as usize]] = -0.5;
+                        }
+                    }
+                }
+                vec![out, idx]
+            },
+            Check::Exact,
+        ),
+        row(
+            "select_reduce, immediate and reversed column, maximum into reduce_res",
+            &[Covers::Op(Opcode::SelectReduce)],
+            vec![
+                (DType::F32, values(P, 64, 94, |r| r.step(-8.0, 8.0, 0.25))),
+                (DType::U8, values(P, 64, 95, |r| r.int(0, 2) as f64)),
+                (DType::F32, values(P, 1, 96, |r| r.step(-4.0, 4.0, 0.5))),
+            ],
+            &[
+                (DType::F32, [P, 64]),
+                (DType::F32, [P, 1]),
+                (DType::Bf16, [P, 64]),
+                (DType::F32, [P, 1]),
+            ],
+            |k| {
+                let (x, pr, c) = (k.load(0), k.load(1), k.load(2));
+                let (d, m) = (k.sbuf(DType::F32, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+                let imm = Operand::Imm(Scalar::float(-100.0));
+                k.b.select_reduce(d, pr, x, imm, false, Some(m)).unwrap();
+                let (d2, m2) = (k.sbuf(DType::Bf16, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+                k.b.select_reduce(d2, pr, x, Operand::Column(c), true, Some(m2))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, m);
+                k.store(2, d2);
+                k.store(3, m2);
+            },
+            |x| {
+                let pick = |reverse: bool, other: &dyn Fn(usize) -> f64| {
+                    Array2::from_shape_fn((P, 64), |(p, f)| {
+                        if (x[1][[p, f]] != 0.0) != reverse {
+                            x[0][[p, f]]
+                        } else {
+                            other(p)
+                        }
+                    })
+                };
+                let a = pick(false, &|_| -100.0);
+                let b = pick(true, &|p| x[2][[p, 0]]);
+                let max = |m: &Array2<f64>| {
+                    Array2::from_shape_fn((P, 1), |(p, _)| {
+                        m.row(p).iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                    })
+                };
+                let (ma, mb) = (max(&a), max(&b));
+                vec![a, ma, b.mapv(bf16_of), mb]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
 tables! {
     loops: loop_rows,
     dma: dma_rows,
@@ -2500,6 +2749,7 @@ tables! {
     iota_and_selects: select_rows,
     accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
+    top8_searches_and_select_reduce: top8_and_select_reduce_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.

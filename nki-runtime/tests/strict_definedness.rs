@@ -17,7 +17,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
 use nki_lang::{
-    ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, HbmAccess, Instr,
+    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, HbmAccess, Instr,
     InstrData, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory, Opcode, Pred, Scalar, Src,
     Target, TileShape, TileView, Write,
 };
@@ -65,6 +65,10 @@ enum Kind {
     Aggr,
     /// `[P, 1, 4]` or `[P, 2, 1]` (a reduction of a `[P, 2, 4]` view).
     Reduced(u32, u32),
+    /// `[P, 8]` uint32 (`nc_find_index8`).
+    Indices,
+    /// `[P, F]` uint8 (`select_reduce`'s predicate).
+    Pred,
 }
 
 impl Kind {
@@ -75,6 +79,8 @@ impl Kind {
             Kind::Stats => vec![6],
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
+            Kind::Indices => vec![8],
+            Kind::Pred => vec![F],
         }
     }
     fn elems(self) -> usize {
@@ -181,7 +187,12 @@ impl Gen {
     fn new_tile(&mut self, kind: Kind) -> usize {
         let mut dims = vec![P];
         dims.extend(kind.free());
-        let dtype = DType::F32;
+        let dtype = match kind {
+            Kind::Indices => DType::U32,
+            Kind::Pred => DType::U8,
+            Kind::Square | Kind::PsumSquare | Kind::Column | Kind::Stats | Kind::Aggr => DType::F32,
+            Kind::Reduced(..) => DType::F32,
+        };
         let id = self
             .b
             .tile(
@@ -241,7 +252,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 17;
+const STEPS: usize = 19;
 
 /// Generates one step: a new tile (or an accumulation into an old one) and the reference's
 /// definedness of it.
@@ -660,6 +671,120 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
             g.push(Opcode::LoadTranspose2d, None, InstrData::Dma { tile, hbm });
             g.tiles[d].defined = vec![true; n];
+        }
+        // max8 of a tile, then nc_find_index8 and nc_match_replace8 of the tile and the 8
+        // values, each masked on partitions (or not): a result row is defined where its
+        // partition is kept and every row it reads is wholly defined
+        16 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let pm = (mp < P).then(|| {
+                let mut m = mask(mp, (1, F));
+                m.len = 1;
+                m
+            });
+            let whole = |d: &[bool], w: usize| -> Vec<bool> {
+                (0..P as usize)
+                    .map(|p| p < mp as usize && d[p * w..(p + 1) * w].iter().all(|&x| x))
+                    .collect()
+            };
+            let top = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(top)), g.view(a));
+            g.push(Opcode::Max8, pm, InstrData::Unary { dst, src });
+            let ra = whole(&g.tiles[a].defined, fu);
+            g.tiles[top].defined = (0..n).map(|e| ra[e / fu]).collect();
+            let rt = whole(&g.tiles[top].defined, fu);
+            let both: Vec<bool> = ra.iter().zip(&rt).map(|(&x, &y)| x && y).collect();
+            let idx = g.new_tile(Kind::Indices);
+            let (dst, data, vals) = (Dst::overwrite(g.view(idx)), g.view(a), g.view(top));
+            let imm = None;
+            g.push(
+                Opcode::FindIndex8,
+                pm,
+                InstrData::Match8 {
+                    dst,
+                    data,
+                    vals,
+                    imm,
+                    idx: None,
+                },
+            );
+            g.tiles[idx].defined = (0..P as usize * 8).map(|e| both[e / 8]).collect();
+            // The replacement, and (sometimes) the replaced elements' indices.
+            let rep = g.new_tile(Kind::Square);
+            let (dst, data, vals) = (Dst::overwrite(g.view(rep)), g.view(a), g.view(top));
+            let imm = Some(Scalar::float(-1.0));
+            let second = c
+                .byte()
+                .is_multiple_of(2)
+                .then(|| g.new_tile(Kind::Indices));
+            let idx = second.map(|t| g.view(t));
+            g.push(
+                Opcode::MatchReplace8,
+                pm,
+                InstrData::Match8 {
+                    dst,
+                    data,
+                    vals,
+                    imm,
+                    idx,
+                },
+            );
+            g.tiles[rep].defined = (0..n).map(|e| both[e / fu]).collect();
+            if let Some(t) = second {
+                g.tiles[t].defined = (0..P as usize * 8).map(|e| both[e / 8]).collect();
+            }
+        }
+        // select_reduce: a uint8 predicate (a memset of 0 or 1 under a mask of its own), a tile
+        // on the true side, an immediate on the false side, the predicate maybe reversed, the
+        // maximum of each partition's results into a column; the instruction under a mask
+        17 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let (pp, pf) = (c.bound(P), c.bound(F));
+            let pm = (pp < P || pf < F).then(|| mask(pp, (1, pf)));
+            let pr = g.new_tile(Kind::Pred);
+            let value = c.below(2) as i32;
+            let dst = Dst::overwrite(g.view(pr));
+            g.push(
+                Opcode::Memset,
+                pm,
+                InstrData::Fill {
+                    dst,
+                    value: Scalar::Int(value),
+                },
+            );
+            g.tiles[pr].defined = (0..n)
+                .map(|e| e / fu < pp as usize && e % fu < pf as usize)
+                .collect();
+            let reverse = c.below(2) == 1;
+            let taken = (value != 0) != reverse;
+            let d = g.new_tile(Kind::Square);
+            let r = g.new_tile(Kind::Column);
+            let (dst, vp, vt, vr) = (Dst::overwrite(g.view(d)), g.view(pr), g.view(a), g.view(r));
+            g.push(
+                Opcode::SelectReduce,
+                m,
+                InstrData::SelectReduce {
+                    dst,
+                    pred: vp,
+                    on_true: vt,
+                    on_false: Src::Imm(Scalar::float(-2.0)),
+                    reverse,
+                    acc: Some(AccOut {
+                        op: Alu::Max,
+                        view: vr,
+                    }),
+                },
+            );
+            let (dp, da) = (g.tiles[pr].defined.clone(), g.tiles[a].defined.clone());
+            let elem = |e: usize| dp[e] && (!taken || da[e]);
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu) && elem(e)).collect();
+            g.tiles[r].defined = (0..P as usize)
+                .map(|p| p < mp as usize && (0..mf as usize).all(|f| elem(p * fu + f)))
+                .collect();
         }
         // a store of any tile under a mask
         _ => {

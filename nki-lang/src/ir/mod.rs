@@ -396,6 +396,39 @@ pub enum InstrData {
         /// `[K, N]` in SBUF.
         moving: ViewId,
     },
+    /// A search of each partition's free elements for 8 values (`nc_find_index8`,
+    /// `nc_match_replace8`). Slots: 0 `dst`, 1 `data`, 2 `vals`, 3 `imm`, 4 `dst_idx`.
+    Match8 {
+        /// Destination.
+        dst: Dst,
+        /// The elements searched.
+        data: ViewId,
+        /// The 8 values of each partition.
+        vals: ViewId,
+        /// The value a match is replaced by (`nc_match_replace8`); `None` for an instruction
+        /// that writes the matches' indices (`nc_find_index8`).
+        imm: Option<Scalar>,
+        /// A second output: the indices of the replaced elements (`nc_match_replace8`'s
+        /// `dst_idx`, `[P, 8]`).
+        idx: Option<ViewId>,
+    },
+    /// `dst = pred ? on_true : on_false` elementwise (the predicate negated when `reverse`),
+    /// with an optional per-partition reduction of the results (`select_reduce`).
+    /// Slots: 0 `dst`, 1 `predicate`, 2 `on_true`, 3 `on_false`, 4 `reduce_res`.
+    SelectReduce {
+        /// Destination.
+        dst: Dst,
+        /// The predicate: a tile of integers, nonzero = true.
+        pred: ViewId,
+        /// Value where the predicate holds.
+        on_true: ViewId,
+        /// Value elsewhere: an immediate or a `[P, 1]` column.
+        on_false: Src,
+        /// Negate the predicate (`reverse_pred`).
+        reverse: bool,
+        /// Optional per-partition reduction of the results.
+        acc: Option<AccOut>,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -427,7 +460,9 @@ impl InstrData {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => None,
         }
     }
 
@@ -442,7 +477,9 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Match8 { dst, .. }
+            | InstrData::SelectReduce { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }
@@ -480,7 +517,9 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Match8 { dst, .. }
+            | InstrData::SelectReduce { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
         }
     }

@@ -147,6 +147,37 @@ impl Operands {
                 o.put(1, OperandRef::View(stationary), Dir::Read);
                 o.put(2, OperandRef::View(moving), Dir::Read);
             }
+            InstrData::Match8 {
+                dst,
+                data,
+                vals,
+                imm,
+                idx,
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(data), Dir::Read);
+                o.put(2, OperandRef::View(vals), Dir::Read);
+                if let Some(x) = imm {
+                    o.put(3, OperandRef::Imm(x), Dir::Read);
+                }
+                if let Some(v) = idx {
+                    o.put(4, OperandRef::View(v), Dir::Write);
+                }
+            }
+            InstrData::SelectReduce {
+                dst,
+                pred,
+                on_true,
+                on_false,
+                acc,
+                ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(pred), Dir::Read);
+                o.put(2, OperandRef::View(on_true), Dir::Read);
+                o.src(3, on_false);
+                o.acc(acc);
+            }
         }
         o
     }

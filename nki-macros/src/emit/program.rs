@@ -341,6 +341,32 @@ fn instr(i: &Instr) -> TokenStream {
             let (s, m) = (id("ViewId", stationary.0), id("ViewId", moving.0));
             quote!(#d::Matmul { dst: #t, stationary: #s, moving: #m })
         }
+        InstrData::Match8 {
+            dst: t,
+            data,
+            vals,
+            imm,
+            idx,
+        } => {
+            let t = dst(t);
+            let (data, vals) = (id("ViewId", data.0), id("ViewId", vals.0));
+            let imm = option(imm, scalar);
+            let idx = option(idx, |v| id("ViewId", v.0));
+            quote!(#d::Match8 { dst: #t, data: #data, vals: #vals, imm: #imm, idx: #idx })
+        }
+        InstrData::SelectReduce {
+            dst: t,
+            pred,
+            on_true,
+            on_false,
+            reverse,
+            acc: a,
+        } => {
+            let t = dst(t);
+            let (p, o) = (id("ViewId", pred.0), id("ViewId", on_true.0));
+            let (f, a) = (src(on_false), acc(a));
+            quote!(#d::SelectReduce { dst: #t, pred: #p, on_true: #o, on_false: #f, reverse: #reverse, acc: #a })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

@@ -124,6 +124,8 @@ pub enum Special {
     TensorCopyPredicated,
     /// `tensor_partition_reduce`
     TensorPartitionReduce,
+    /// `select_reduce`
+    SelectReduce,
     /// `broadcast_to`
     BroadcastTo,
     /// `softmax`
@@ -366,6 +368,7 @@ static TABLE: &[Builtin] = &[
     special(&["where"], Special::Where),
     special(&["tensor_copy_predicated"], Special::TensorCopyPredicated),
     special(&["tensor_partition_reduce"], Special::TensorPartitionReduce),
+    special(&["select_reduce"], Special::SelectReduce),
     special(&["broadcast_to"], Special::BroadcastTo),
     special(&["softmax"], Special::Softmax),
     special(&["rms_norm"], Special::RmsNorm),
@@ -404,6 +407,33 @@ static TABLE: &[Builtin] = &[
         names: &["var"],
         kind: Kind::Reduce(Reduction::Var),
     },
+    isa(
+        &["max8"],
+        Opcode::Max8,
+        &[req("src", P::Tile(1)), DTYPE, MASK],
+    ),
+    isa(
+        &["nc_find_index8"],
+        Opcode::FindIndex8,
+        &[
+            req("data", P::Tile(1)),
+            req("vals", P::Tile(2)),
+            DTYPE,
+            MASK,
+        ],
+    ),
+    isa(
+        &["nc_match_replace8"],
+        Opcode::MatchReplace8,
+        &[
+            req("data", P::Tile(1)),
+            req("vals", P::Tile(2)),
+            req("imm", P::TileOrImm(3)),
+            opt("dst_idx", P::Tile(4)),
+            DTYPE,
+            MASK,
+        ],
+    ),
 ];
 
 /// The function called `name`: a table row, else an `nl` elementwise function named after its

@@ -120,6 +120,7 @@ impl Lowerer<'_> {
             Special::Where => self.nl_where(args, span, dest),
             Special::TensorCopyPredicated => self.tensor_copy_predicated(args, span, dest),
             Special::TensorPartitionReduce => self.tensor_partition_reduce(args, span, dest),
+            Special::SelectReduce => self.select_reduce(args, span, dest),
             Special::BroadcastTo => self.broadcast_to(args, span, dest),
             Special::Softmax => self.softmax(args, span, dest),
             Special::RmsNorm => self.rms_norm(args, span, dest),

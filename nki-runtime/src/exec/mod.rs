@@ -431,7 +431,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -579,6 +581,11 @@ pub(crate) fn execute(
                 Pred::Affine { cmp, .. } => Some(cmp),
             };
             compute::select(e, ops, cmp, acc(dst.write))
+        }
+        // Searches of 8 values per partition and `select_reduce`: the reference definition is
+        // the only one.
+        (Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 | Opcode::SelectReduce, _) => {
+            reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.
         (

@@ -44,6 +44,9 @@
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
+mod select_reduce;
+mod top8;
+
 use nki_lang::{
     AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, Instr, InstrData, MAX_TILE_RANK, Opcode,
     Pred, Scalar, VarValues, Write,
@@ -165,6 +168,20 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::BnStats, _) => bn_stats(m, ops),
         (Opcode::BnAggr, _) => bn_aggr(m, ops),
         (Opcode::LoadTranspose2d, _) => load_transpose2d(m, ops),
+        (Opcode::Max8, _) => top8::max8(m, ops),
+        (Opcode::FindIndex8, _) => top8::nc_find_index8(m, ops),
+        (Opcode::MatchReplace8, InstrData::Match8 { imm: Some(imm), .. }) => {
+            top8::nc_match_replace8(m, ops, imm)
+        }
+        (
+            Opcode::SelectReduce,
+            InstrData::SelectReduce {
+                dst,
+                reverse,
+                acc: reduce,
+                ..
+            },
+        ) => select_reduce::select_reduce(m, ops, reverse, reduce, acc(dst.write)),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -182,7 +199,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::TensorTensorScan
             | Opcode::AffineSelect
             | Opcode::Select
-            | Opcode::Reciprocal,
+            | Opcode::Reciprocal
+            | Opcode::MatchReplace8
+            | Opcode::SelectReduce,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
     }

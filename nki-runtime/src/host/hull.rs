@@ -82,7 +82,9 @@ fn each_output_access(
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

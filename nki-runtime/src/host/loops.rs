@@ -313,7 +313,9 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {}
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -204,7 +204,9 @@ impl Strict<'_> {
                     | InstrData::Act { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
-                    | InstrData::Matmul { .. } => None,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Match8 { .. }
+                    | InstrData::SelectReduce { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -251,6 +253,10 @@ impl Strict<'_> {
                 let grid = dst.dims;
                 let side = |slot: usize| src(slot).map(|s| (s, s.r.strides_on(&grid)));
                 let (predicate, on_true, on_false) = (side(1), side(2), side(3));
+                // `select_reduce`'s `reverse_pred`, and its per-partition maximum.
+                let reverse = matches!(instr.data, InstrData::SelectReduce { reverse: true, .. });
+                let reduce_res = operands.slot(4).copied().filter(|r| on_chip(r));
+                let mut rows = vec![0u32; grid[0]];
                 let origin_at = |side: Option<(Source, [isize; MAX_TILE_RANK])>, t: &Index| {
                     side.map_or(0, |(s, st)| {
                         self.origin(&s, offset(s.r.pattern.base, &st, t), this)
@@ -264,7 +270,8 @@ impl Strict<'_> {
                             let at = offset(s.r.pattern.base, &st, &t);
                             let o = self.origin(&s, at, this);
                             let value = memory.and_then(|m| m.bits(&s.r, at));
-                            (o, value.map(|b| convert::to_f32(s.r.dtype, b) != 0.0))
+                            let holds = |b| (convert::to_f32(s.r.dtype, b) != 0.0) != reverse;
+                            (o, value.map(holds))
                         }
                         None => (0, None),
                     };
@@ -274,11 +281,24 @@ impl Strict<'_> {
                         (0, None) => first(origin_at(on_true, &t), origin_at(on_false, &t)),
                         (o, _) => o,
                     };
+                    rows[t[0]] = first(rows[t[0]], o);
                     put(
                         &mut found,
                         offset(dst.pattern.base, &dst.pattern.strides, &t),
                         o,
                     );
+                }
+                if let Some(res) = reduce_res {
+                    let mut partial = HashMap::new();
+                    let s = res.strides_on(&grid);
+                    for (p, &o) in rows.iter().enumerate() {
+                        let mut t = [0; MAX_TILE_RANK];
+                        t[0] = p;
+                        if o != 0 {
+                            partial.insert(byte_of(&res, offset(res.pattern.base, &s, &t)), o);
+                        }
+                    }
+                    out.push((res.slot, partial));
                 }
             }
             Deps::Reduce => {
@@ -343,13 +363,23 @@ impl Strict<'_> {
                 }
             }
             Deps::Row => {
-                if let Some(s) = src(1) {
+                // Every source's partition `p` (`nc_find_index8` also reads its `vals`), for
+                // the destination and a second per-row output (`nc_match_replace8`'s
+                // `dst_idx`, slot 4).
+                let rows: Vec<Source> = (1..nki_lang::MAX_SLOTS).filter_map(src).collect();
+                let second = operands.slot(4).copied().filter(|r| on_chip(r));
+                let mut partial = HashMap::new();
+                if let Some(s) = rows.first() {
                     for p in 0..s.r.dims[0] {
-                        let o = (0..free_elems(&s.r.dims))
-                            .map(|k| {
-                                let t = unravel(&s.r.dims, p, k);
+                        let o = rows
+                            .iter()
+                            .flat_map(|s| {
+                                (0..free_elems(&s.r.dims))
+                                    .map(move |k| (s, unravel(&s.r.dims, p, k)))
+                            })
+                            .map(|(s, t)| {
                                 self.origin(
-                                    &s,
+                                    s,
                                     offset(s.r.pattern.base, &s.r.pattern.strides, &t),
                                     this,
                                 )
@@ -364,7 +394,17 @@ impl Strict<'_> {
                                 o,
                             );
                         }
+                        if let (Some(r), true) = (second, o != 0) {
+                            for k in 0..free_elems(&r.dims) {
+                                let t = unravel(&r.dims, p, k);
+                                let at = offset(r.pattern.base, &r.pattern.strides, &t);
+                                partial.insert(byte_of(&r, at), o);
+                            }
+                        }
                     }
+                }
+                if let Some(r) = second {
+                    out.push((r.slot, partial));
                 }
             }
             Deps::Contraction => {

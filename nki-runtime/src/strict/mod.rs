@@ -237,7 +237,9 @@ impl<'p> Strict<'p> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Match8 { .. }
+            | InstrData::SelectReduce { .. } => None,
         }
     }
 

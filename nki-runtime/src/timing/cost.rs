@@ -226,7 +226,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => false,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Match8 { .. }
+                    | InstrData::SelectReduce { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -300,6 +302,24 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::BnStats => mi(grid(1)),
         // max(MIN_II, 13·N/3) [ISA].
         Opcode::BnAggr => mi(grid(1).saturating_mul(13) / 3),
+        // N cycles, N the source's (the searched data's) elements per partition [ISA max8,
+        // nc_find_index8, nc_match_replace8], at least MIN_II as every Vector instruction.
+        Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 => mi(grid(1)),
+        // As `select` (tensor_copy_predicated): 2N with the predicate and `on_true` both in
+        // SBUF, else N; plus the accumulator read-out (≈ MIN_II) with a reduction, as
+        // `activation`'s. NKI documents no cost for select_reduce: assumed.
+        Opcode::SelectReduce => {
+            let sbuf = (1..3)
+                .filter_map(|s| tile(ops, s))
+                .filter(|r| r.loc == Loc::Sbuf)
+                .count();
+            let reduces = matches!(ins.data, InstrData::SelectReduce { acc: Some(_), .. });
+            mi(if sbuf >= 2 { n.saturating_mul(2) } else { n }).saturating_add(if reduces {
+                min_ii
+            } else {
+                0
+            })
+        }
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -569,7 +589,11 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Select
         | Opcode::Reciprocal
         | Opcode::BnStats
-        | Opcode::BnAggr => {
+        | Opcode::BnAggr
+        | Opcode::Max8
+        | Opcode::FindIndex8
+        | Opcode::MatchReplace8
+        | Opcode::SelectReduce => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

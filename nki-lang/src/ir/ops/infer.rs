@@ -907,6 +907,203 @@ pub(super) fn iota(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     }))
 }
 
+/// The free sizes `max8`, `nc_find_index8` and `nc_match_replace8` read per partition.
+const TOP8_FREE: (u64, u64) = (8, 16384);
+
+/// A searched operand (`max8`'s `src`, `data`) with 8 to 16384 free elements (the match-replace
+/// takes fewer than 8 too: `min`).
+fn check_top8_free<'a>(x: &'a InferIn<'_>, slot: usize, min: u64) -> Result<&'a ViewInfo, Blame> {
+    let v = tile(x, slot)?;
+    let size = v.shape.free_elems();
+    if size < min || size > TOP8_FREE.1 {
+        return Err(x.blame(
+            slot,
+            RuleViolation::SizeRange {
+                op: x.info().name,
+                operand: x.info().operands[slot].name,
+                what: "free size",
+                size,
+                min,
+                max: TOP8_FREE.1,
+            },
+        ));
+    }
+    Ok(v)
+}
+
+/// The 8 `vals` of each partition of `data`: a tile of the same partitions with exactly 8 free
+/// elements.
+fn check_vals(x: &InferIn<'_>, data: &ViewInfo) -> Result<(), Blame> {
+    let vals = tile(x, 2)?;
+    if vals.shape.partitions() != data.shape.partitions() {
+        return Err(partition_mismatch(x, 1, &data.shape, 2, &vals.shape));
+    }
+    if vals.shape.free_elems() != 8 {
+        return Err(x.blame(
+            2,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "vals",
+                expected: "a tile of exactly 8 elements per partition",
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// `max8(src)`: `[P, F]` with `8 ≤ F ≤ 16384` → `[P, 8]`, the source's dtype.
+pub(super) fn max8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let src = check_top8_free(x, 1, TOP8_FREE.0)?;
+    let shape = TileShape::new(&[src.shape.partitions(), 8]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, src.dtype)))
+}
+
+/// `nc_find_index8(data, vals)`: `[P, 8 ≤ F ≤ 16384]` and `[P, 8]` → `[P, 8]` indices, uint32
+/// unless the destination is uint16.
+pub(super) fn nc_find_index8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let data = check_top8_free(x, 1, TOP8_FREE.0)?;
+    check_vals(x, data)?;
+    if let Slot::View(dst) = x.slots[0]
+        && !matches!(dst.dtype, DType::U32 | DType::U16)
+    {
+        return Err(x.blame(
+            0,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "dst",
+                expected: "uint32 or uint16",
+                found: dst.dtype,
+            },
+        ));
+    }
+    let shape = TileShape::new(&[data.shape.partitions(), 8]).ok_or_else(|| malformed(x))?;
+    Ok(Some(elementwise(shape, DType::U32)))
+}
+
+/// `nc_match_replace8(data, vals, imm, dst_idx)`: `[P, F ≤ 16384]`, `[P, 8]` and an immediate
+/// → `data`'s shape and dtype; the optional `dst_idx` a `[P, 8]` uint32 or uint16 tile.
+pub(super) fn nc_match_replace8(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let data = check_top8_free(x, 1, 1)?;
+    check_vals(x, data)?;
+    if !matches!(x.slots[3], Slot::Imm(_)) {
+        return Err(x.blame(
+            3,
+            RuleViolation::OperandKind {
+                op: x.info().name,
+                operand: "imm",
+                expected: "a compile-time number",
+            },
+        ));
+    }
+    if let Slot::View(idx) = x.slots[4] {
+        if idx.shape.partitions() != data.shape.partitions() {
+            return Err(partition_mismatch(x, 1, &data.shape, 4, &idx.shape));
+        }
+        if idx.shape.free_elems() != 8 {
+            return Err(x.blame(
+                4,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "dst_idx",
+                    expected: "a tile of exactly 8 elements per partition",
+                },
+            ));
+        }
+        if !matches!(idx.dtype, DType::U32 | DType::U16) {
+            return Err(x.blame(
+                4,
+                RuleViolation::WrongDType {
+                    op: x.info().name,
+                    operand: "dst_idx",
+                    expected: "uint32 or uint16",
+                    found: idx.dtype,
+                },
+            ));
+        }
+    }
+    Ok(Some(elementwise(data.shape, data.dtype)))
+}
+
+/// `select_reduce(predicate, on_true, on_false)`: `predicate` (int8, uint8, int16 or uint16)
+/// and `on_true` (any dtype but tfloat32, int32, uint32; not both in PSUM) of one grid,
+/// `on_false` a number or a `[P, 1]` column; the optional `reduce_res` a float `[P, 1]` column
+/// reduced with `maximum`. The result has `on_true`'s shape and dtype.
+pub(super) fn select_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let (pred, on_true) = (tile(x, 1)?, tile(x, 2)?);
+    same_grid(x, 2, 1)?;
+    if !matches!(pred.dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16) {
+        return Err(x.blame(
+            1,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "predicate",
+                expected: "int8, uint8, int16 or uint16",
+                found: pred.dtype,
+            },
+        ));
+    }
+    if matches!(on_true.dtype, DType::Tf32 | DType::I32 | DType::U32) {
+        return Err(x.blame(
+            2,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "on_true",
+                expected: "a dtype other than tfloat32, int32 and uint32",
+                found: on_true.dtype,
+            },
+        ));
+    }
+    if pred.memory == Memory::Psum && on_true.memory == Memory::Psum {
+        return Err(x.blame(
+            2,
+            RuleViolation::BothInPsum {
+                op: x.info().name,
+                a: "predicate",
+                b: "on_true",
+            },
+        ));
+    }
+    match x.slots[3] {
+        Slot::Imm(_) => {}
+        Slot::View(v) if v.column && v.shape.partitions() == on_true.shape.partitions() => {}
+        Slot::View(_) | Slot::Absent | Slot::Access(_) | Slot::Expr => {
+            return Err(x.blame(
+                3,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "on_false",
+                    expected: "a number or a (P, 1) vector of on_true's partitions",
+                },
+            ));
+        }
+    }
+    if let InstrData::SelectReduce { acc: Some(a), .. } = *x.data {
+        if a.op != Alu::Max {
+            return Err(unsupported(
+                x,
+                Part::Code(2),
+                a.op,
+                "select_reduce reduces with maximum only",
+            ));
+        }
+        check_acc(x, a.op, &on_true.shape)?;
+        let res = tile(x, 4)?;
+        if !res.dtype.is_float() {
+            return Err(x.blame(
+                4,
+                RuleViolation::WrongDType {
+                    op: x.info().name,
+                    operand: "reduce_res",
+                    expected: "a float type",
+                    found: res.dtype,
+                },
+            ));
+        }
+    }
+    check_free_size(x, 2)?;
+    Ok(Some(elementwise(on_true.shape, on_true.dtype)))
+}
+
 fn malformed(_: &InferIn<'_>) -> Blame {
     Blame {
         part: Part::Whole,

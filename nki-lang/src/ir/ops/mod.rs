@@ -43,6 +43,10 @@ pub enum Format {
     Select,
     /// [`InstrData::Matmul`]
     Matmul,
+    /// [`InstrData::Match8`]
+    Match8,
+    /// [`InstrData::SelectReduce`]
+    SelectReduce,
 }
 
 impl Format {
@@ -61,6 +65,8 @@ impl Format {
             InstrData::Scan { .. } => Format::Scan,
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
+            InstrData::Match8 { .. } => Format::Match8,
+            InstrData::SelectReduce { .. } => Format::SelectReduce,
         }
     }
 }
@@ -130,10 +136,12 @@ pub enum Deps {
     /// predicate holds at `t` (a function of the grid and the loop values, so known to strict
     /// mode), and on nothing in memory elsewhere (`on_false_value` is an immediate).
     AffineSelect,
-    /// `select`: the element at `t` depends on `predicate[t]`; where that element is defined,
-    /// also on the side its value picks (`on_true[t]` where it is nonzero as fp32, NaN
-    /// included; `on_false[t]` elsewhere), and on nothing on the other side; where it is
-    /// undefined, the element is undefined whatever the sides hold.
+    /// `select`, `select_reduce`: the element at `t` depends on `predicate[t]`; where that
+    /// element is defined, also on the side its value picks (`on_true[t]` where it is nonzero as
+    /// fp32, NaN included, or zero under `select_reduce`'s `reverse_pred`; `on_false[t]`
+    /// elsewhere), and on nothing on the other side; where it is undefined, the element is
+    /// undefined whatever the sides hold. A per-partition reduction of the results
+    /// (`reduce_res`) depends on every result of its partition.
     Select,
     /// A reduction along free axes: each destination element depends on every source element
     /// whose kept coordinates are its own (the whole of the reduced axes).
@@ -143,7 +151,8 @@ pub enum Deps {
     /// `p`.
     Prefix,
     /// Every element of partition `p` of the destination depends on every element of partition
-    /// `p` of the source: `bn_stats`, `bn_aggr`.
+    /// `p` of every source: `bn_stats`, `bn_aggr`, `max8`, `nc_find_index8`,
+    /// `nc_match_replace8`.
     Row,
     /// A contraction over the partitions: `dst[m, n]` depends on `stationary[:, m]` and
     /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements).
@@ -557,6 +566,74 @@ opcodes! {
         deps: Transpose,
         accumulates: false,
     }
+    /// `max8`: the 8 largest values of each partition's free elements (8 to 16384 of them,
+    /// compared as fp32), in descending order: `[P, 8]`.
+    Max8 {
+        name: "max8",
+        format: Unary,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP), slot("src", Dir::Read, ON_CHIP)],
+        infer: infer::max8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
+    /// `nc_find_index8`: per partition, the index (row-major, from 0) of the first element of
+    /// `data` (8 to 16384 of them) equal, as fp32, to each of the 8 `vals`: `[P, 8]` uint32 or
+    /// uint16.
+    FindIndex8 {
+        name: "nc_find_index8",
+        format: Match8,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("vals", Dir::Read, ON_CHIP),
+        ],
+        infer: infer::nc_find_index8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
+    /// `nc_match_replace8`: `data` with, per partition, the first element equal (as fp32) to
+    /// each of the 8 `vals` not yet replaced, replaced by the immediate `imm`; optionally the
+    /// replaced elements' indices into `dst_idx` (`[P, 8]`, uint32 or uint16).
+    MatchReplace8 {
+        name: "nc_match_replace8",
+        format: Match8,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("vals", Dir::Read, ON_CHIP),
+            slot("imm", Dir::Read, &[]),
+            slot("dst_idx", Dir::Write, ON_CHIP),
+        ],
+        infer: infer::nc_match_replace8,
+        maskable: Partitions,
+        deps: Row,
+        accumulates: false,
+    }
+    /// `select_reduce`: `dst = predicate ? on_true : on_false` elementwise (`predicate` a tile
+    /// of integers, nonzero = true, negated by `reverse_pred`; `on_false` a number or a
+    /// `[P, 1]` column), and optionally the maximum of each partition's results into the
+    /// `[P, 1]` `reduce_res`.
+    SelectReduce {
+        name: "select_reduce",
+        format: SelectReduce,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("predicate", Dir::Read, ON_CHIP),
+            slot("on_true", Dir::Read, ON_CHIP),
+            slot("on_false", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: infer::select_reduce,
+        maskable: Any,
+        deps: Select,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -607,10 +684,10 @@ mod tests {
                     Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
-                Deps::Select => op == Opcode::Select,
+                Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan,
-                Deps::Row => info.format == Format::Unary,
+                Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
             };

@@ -456,6 +456,22 @@ impl Lowerer<'_> {
         let mut src = [Src::None; 5];
         for (slot, s) in c.srcs.iter().enumerate() {
             if let Some((o, sp)) = *s {
+                // The 8 `vals` of a search and its `dst_idx` keep their own shape: they are not
+                // on the grid.
+                let o = match o {
+                    Operand::Tile(v)
+                        if info.format == Format::Match8 && (slot == 2 || slot == 4) =>
+                    {
+                        match self.view_id(v, sp) {
+                            Some(id) => {
+                                src[slot] = Src::Tile(id);
+                                continue;
+                            }
+                            None => return Value::Poison,
+                        }
+                    }
+                    o @ (Operand::Tile(_) | Operand::Imm(_)) => o,
+                };
                 match self.src_on(o, &grid, sp) {
                     Some(x) => src[slot] = x,
                     None => return Value::Poison,
@@ -551,11 +567,22 @@ impl Lowerer<'_> {
                     dst,
                     src: view(src[1]),
                 },
+                Format::Match8 => InstrData::Match8 {
+                    dst,
+                    data: view(src[1]),
+                    vals: view(src[2]),
+                    imm: match src[3] {
+                        Src::Imm(x) => Some(x),
+                        Src::None | Src::Tile(_) => None,
+                    },
+                    idx: src[4].view(),
+                },
                 Format::LoopBegin
                 | Format::LoopEnd
                 | Format::Dma
                 | Format::Fill
-                | Format::Matmul => unreachable!("{} is lowered by hand", info.name),
+                | Format::Matmul
+                | Format::SelectReduce => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

@@ -6,6 +6,7 @@ mod dma;
 mod elementwise;
 pub(super) mod isa;
 mod reduction;
+mod select_reduce;
 mod tensor;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
