@@ -203,6 +203,19 @@ impl<'a> Line<'a, '_> {
                     write!(f, "{} <- {}", self.access(hbm), self.view(tile))
                 }
             }
+            InstrData::Indirect {
+                tile,
+                hbm,
+                index,
+                axis,
+            } => {
+                let rows = format!("rows {} on axis {axis}", self.view(index));
+                if spec.first().is_some_and(|s| s.dir == Dir::Write) {
+                    write!(f, "{} <- {} {rows}", self.view(tile), self.access(hbm))
+                } else {
+                    write!(f, "{} <- {} {rows}", self.access(hbm), self.view(tile))
+                }
+            }
             InstrData::Unary { dst, src } => {
                 write!(f, "{} {}", self.dst(&dst, "<-"), self.view(src))
             }

@@ -127,6 +127,7 @@ pub mod exec;
 mod grid;
 mod host;
 pub mod host_profile;
+mod indirect;
 mod instantiation;
 mod launch;
 pub mod memory;

@@ -396,6 +396,21 @@ pub enum InstrData {
         /// `[K, N]` in SBUF.
         moving: ViewId,
     },
+    /// A DMA between a tile and HBM rows chosen at run time (NKI's indirect DMA: a tile of
+    /// indices on the partition axis of an access, `load(src[idx, i_f])`): axis `axis` of the
+    /// access takes, at the grid's partition `p`, the value of the index column `index` at
+    /// partition `p` (plus the axis' affine index, which has no grid terms); the other axes are
+    /// the access's. The opcode gives the direction. Slots: 0 `tile`, 1 `hbm`, 2 `index`.
+    Indirect {
+        /// The on-chip side.
+        tile: ViewId,
+        /// The HBM side.
+        hbm: AccessId,
+        /// A `[P, 1]` int32 or uint32 SBUF column of row indices.
+        index: ViewId,
+        /// The access's axis the indices select along.
+        axis: u8,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -427,7 +442,8 @@ impl InstrData {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 
@@ -443,7 +459,10 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 
@@ -481,7 +500,10 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 

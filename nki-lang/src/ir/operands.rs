@@ -147,6 +147,15 @@ impl Operands {
                 o.put(1, OperandRef::View(stationary), Dir::Read);
                 o.put(2, OperandRef::View(moving), Dir::Read);
             }
+            InstrData::Indirect {
+                tile, hbm, index, ..
+            } => {
+                let spec = ins.opcode.info().operands;
+                let dir = |slot: usize| spec.get(slot).map_or(Dir::Read, |s| s.dir);
+                o.put(0, OperandRef::View(tile), dir(0));
+                o.put(1, OperandRef::Access(hbm), dir(1));
+                o.put(2, OperandRef::View(index), Dir::Read);
+            }
         }
         o
     }

@@ -173,7 +173,23 @@ impl Checker<'_> {
                 | InstrData::Reduce { .. }
                 | InstrData::Scan { .. }
                 | InstrData::Select { .. }
-                | InstrData::Matmul { .. } => {
+                | InstrData::Matmul { .. }
+                | InstrData::Indirect { .. } => {
+                    if let InstrData::Indirect { hbm, axis, .. } = ins.data {
+                        // The index column alone runs along the grid's partitions.
+                        let ok = p.accesses.get(hbm.index()).is_some_and(|a| {
+                            a.axes()
+                                .get(usize::from(axis))
+                                .is_some_and(|ix| ix.grid.iter().all(|&g| g == 0))
+                                && a.axes().iter().all(|ix| ix.grid[0] == 0)
+                        });
+                        if !ok {
+                            self.malformed(
+                                Site::Operand { instr: i, slot: 1 },
+                                "an indirect axis outside the access, or grid terms on it or on the partitions",
+                            );
+                        }
+                    }
                     if let Err((slot, what)) = self.check_operand_refs(ins, &stack) {
                         let site = match slot {
                             Some(slot) => Site::Operand { instr: i, slot },

@@ -253,6 +253,16 @@ fn instr(i: &Instr) -> TokenStream {
             let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
             quote!(#d::Dma { tile: #tile, hbm: #hbm })
         }
+        InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis,
+        } => {
+            let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
+            let index = id("ViewId", index.0);
+            quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis })
+        }
         InstrData::Unary { dst: t, src: s } => {
             let (t, s) = (dst(t), id("ViewId", s.0));
             quote!(#d::Unary { dst: #t, src: #s })

@@ -431,11 +431,26 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Indirect { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
+                    // An indirect DMA's rows are data: an index outside its axis stops the run
+                    // (a run that does not compute has no indices to read).
+                    if obs.computes()
+                        && matches!(ins.data, InstrData::Indirect { .. })
+                        && let Err(what) = crate::indirect::rows(b, ins, &ops, e.sbuf.bytes())
+                    {
+                        return Err(ExecError {
+                            kernel: p.name().to_string(),
+                            instr: pc,
+                            mnemonic: ins.mnemonic(),
+                            line: ins.line,
+                            what,
+                        });
+                    }
                     let memory = OnChip::of(e);
                     if let ControlFlow::Break(what) = obs.before_on(pc, ins, &ops, vars, memory) {
                         return Err(ExecError {
@@ -579,6 +594,9 @@ pub(crate) fn execute(
                 Pred::Affine { cmp, .. } => Some(cmp),
             };
             compute::select(e, ops, cmp, acc(dst.write))
+        }
+        (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
+            crate::engines::indirect::run(e, b, ins, ops)
         }
         // The checks match every opcode with its format; loop control never gets here.
         (

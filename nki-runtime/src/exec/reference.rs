@@ -165,6 +165,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::BnStats, _) => bn_stats(m, ops),
         (Opcode::BnAggr, _) => bn_aggr(m, ops),
         (Opcode::LoadTranspose2d, _) => load_transpose2d(m, ops),
+        (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
+            indirect(m, ins, ops)
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -624,6 +627,34 @@ fn load_transpose2d(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         .collect();
     for (at, bits) in moved {
         m.write(tile.loc, tile.dtype, at, cast(hbm.dtype, tile.dtype, bits));
+    }
+}
+
+/// `indirect_load`, `indirect_store`, `atomic_rmw`: every row index is read from the index
+/// column first (`crate::indirect::rows`, which the interpreter has checked), then partition
+/// by partition in order, the one-partition [`load`] or [`store`] of the row its index names,
+/// or for `atomic_rmw` each element of the row becomes `old + value`: both loaded to fp32
+/// lanes, [`alu::eval`]'s `add`, stored in the tensor's dtype. A row named twice is written
+/// twice, in partition order (a scatter keeps the last; `atomic_rmw` accumulates both).
+fn indirect(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
+    let Ok(rows) = crate::indirect::rows(m.bound, ins, ops, m.sbuf) else {
+        return;
+    };
+    for (k, &row) in rows.rows().iter().enumerate() {
+        let one = crate::indirect::row_operands(ops, k, row);
+        match ins.opcode {
+            Opcode::IndirectLoad => load(m, &one),
+            Opcode::IndirectStore => store(m, &one),
+            _ => {
+                let (value, dst) = (Elems::own(one.get(0)), Elems::own(one.get(1)));
+                for t in indices(one.get(1).dims) {
+                    let old = m.get(&dst, t, Lane::F32).f32();
+                    let v = m.get(&value, t, Lane::F32).f32();
+                    let sum = Value::from_f32(alu::eval(Alu::Add, old, v));
+                    m.put(&dst, t, Lane::F32, sum);
+                }
+            }
+        }
     }
 }
 

@@ -82,7 +82,8 @@ fn each_output_access(
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Indirect { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

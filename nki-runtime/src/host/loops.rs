@@ -313,7 +313,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {}
+            | InstrData::Matmul { .. }
+            | InstrData::Indirect { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -80,6 +80,15 @@ pub(crate) fn execute(
         outputs: second_outputs,
         readers,
     } = state;
+    // The rows of an indirect DMA are data: no shortcut can see what it touches before it
+    // runs, so a program with one runs serially, every instruction as written.
+    if b.program
+        .instrs()
+        .iter()
+        .any(|i| matches!(i.data, nki_lang::InstrData::Indirect { .. }))
+    {
+        return run(e, b, &mut Unobserved, &mut crate::exec::plan::Serial);
+    }
     readers.find(b.program);
     let readers = &*readers;
     let n = b.grid.count().unwrap_or(0);

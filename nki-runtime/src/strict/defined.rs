@@ -161,7 +161,9 @@ impl Strict<'_> {
         };
         match instr.opcode.info().deps {
             Deps::Control => {}
-            Deps::Move => {
+            // An indirect DMA is checked one partition at a time (`super::indirect`), each a
+            // move of one HBM row.
+            Deps::Move | Deps::Indirect => {
                 if let Some(s) = src(1) {
                     for (f, d) in indices(s.r.dims).zip(indices(dst.dims)) {
                         let o = self.origin(
@@ -204,7 +206,8 @@ impl Strict<'_> {
                     | InstrData::Act { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
-                    | InstrData::Matmul { .. } => None,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Indirect { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -492,6 +495,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Prefix
         | Deps::Row
         | Deps::Contraction
-        | Deps::Transpose => true,
+        | Deps::Transpose
+        | Deps::Indirect => true,
     }
 }

@@ -78,7 +78,8 @@ impl Iterations {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => {}
+                    | InstrData::Matmul { .. }
+                    | InstrData::Indirect { .. } => {}
                 }
                 outer
             })

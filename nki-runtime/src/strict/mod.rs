@@ -45,6 +45,7 @@
 //! or mark them: a debugging mode, many times slower than a plain launch.
 
 mod defined;
+mod indirect;
 mod iterations;
 pub(crate) mod schedule;
 mod shadow;
@@ -237,7 +238,8 @@ impl<'p> Strict<'p> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 
@@ -686,6 +688,28 @@ impl Strict<'_> {
             ));
         }
         let dst_write = instr.data.accumulation();
+        self.undefined.clear();
+        if matches!(instr.data, InstrData::Indirect { .. }) {
+            return self.check_indirect(pc, instr, operands, vars, memory, me);
+        }
+        self.check_operands(pc, instr, operands, vars, memory, me, dst_write)
+    }
+
+    /// The checks of [`Strict::check`] on `operands` (all of an instruction's, or one row of
+    /// an indirect DMA's): each read and write judged against the shadow, the writes queued
+    /// for [`Strict::mark_written`], and the undefined elements they compute added to
+    /// [`Strict::undefined`].
+    #[allow(clippy::too_many_arguments)]
+    fn check_operands(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: Option<OnChip<'_>>,
+        me: u32,
+        dst_write: Option<Write>,
+    ) -> ControlFlow<String> {
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =
             dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !w.accumulates_at(vars));
@@ -728,6 +752,7 @@ impl Strict<'_> {
                 }),
                 Loc::Hbm(_) => self
                     .check_output(r, me, flag)
+                    .filter(|(_, _, f)| !indirect::commutes(instr, f))
                     .map(|(n, e, f)| (n, format!("element {e} of the tensor"), f)),
                 Loc::Expr | Loc::Imm(_) => None,
             };
@@ -736,15 +761,20 @@ impl Strict<'_> {
                 return ControlFlow::Break(self.message(instr, r, (n, place, to), a, f, vars));
             }
         }
-        self.undefined.clear();
         if undefined {
-            self.undefined = self.undefined_elements(
+            let found = self.undefined_elements(
                 pc,
                 instr,
                 operands,
                 memory,
                 (group_overwrites, accumulating),
             );
+            for (slot, map) in found {
+                match self.undefined.iter_mut().find(|(s, _)| *s == slot) {
+                    Some((_, m)) => m.extend(map),
+                    None => self.undefined.push((slot, map)),
+                }
+            }
         }
         ControlFlow::Continue(())
     }

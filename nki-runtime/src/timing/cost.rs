@@ -182,6 +182,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::Load | Opcode::Store | Opcode::LoadTranspose2d => {
             return Some(Work::Dma(dma(ins.opcode, ops, p)));
         }
+        Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw => {
+            return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
+        }
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
         Opcode::Transpose => match engine {
             Engine::Tensor => return Some(Work::Pe(pe_transpose(ops, p))),
@@ -226,7 +229,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => false,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Indirect { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -548,8 +552,9 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
     };
     let data = data.saturating_add(ns_ps(p.dma_transfer_overhead_ns));
     let (hbm_read, hbm_write) = match opcode {
-        Opcode::Load | Opcode::LoadTranspose2d => (hbm, 0),
-        Opcode::Store => (0, hbm),
+        Opcode::Load | Opcode::LoadTranspose2d | Opcode::IndirectLoad => (hbm, 0),
+        Opcode::Store | Opcode::IndirectStore => (0, hbm),
+        Opcode::AtomicRmw => (hbm, hbm),
         // Not transfers: `cost` gives them no DMA work.
         Opcode::LoopBegin
         | Opcode::LoopEnd
@@ -580,6 +585,27 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         hbm_read,
         hbm_write,
     }
+}
+
+/// An indirect DMA (`indirect_load`, `indirect_store`, `atomic_rmw`): NKI's descriptor
+/// generation makes one descriptor per partition row at least, as [`dma`] counts a direct
+/// transfer's (its rows never merge across partitions), after fetching each partition's index
+/// from SBUF: one more descriptor of 4 bytes per partition. `atomic_rmw` reads each row and
+/// writes it back: its data phase is twice a store's. (Assumptions: NKI publishes no figure
+/// for indirect transfers.)
+fn indirect_dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
+    let mut d = dma(opcode, ops, p);
+    let parts = ops.slot(0).map_or(1, |t| (t.dims[0] as u64).max(1));
+    let per_engine = parts.div_ceil(u64::from(d.engines.max(1)));
+    let index = per_engine.saturating_mul(u64::from(p.dma_descriptor_overhead_bytes) + 4);
+    d.data = d
+        .data
+        .saturating_add(bytes_ps(index, p.dma_engine_bytes_per_us));
+    if opcode == Opcode::AtomicRmw {
+        let moving = d.data.saturating_sub(ns_ps(p.dma_transfer_overhead_ns));
+        d.data = d.data.saturating_add(moving);
+    }
+    d
 }
 
 /// Elements of the innermost free dimensions that are contiguous on both sides of a move.

@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod indirect;
 mod infer;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -43,6 +44,8 @@ pub enum Format {
     Select,
     /// [`InstrData::Matmul`]
     Matmul,
+    /// [`InstrData::Indirect`]
+    Indirect,
 }
 
 impl Format {
@@ -61,6 +64,7 @@ impl Format {
             InstrData::Scan { .. } => Format::Scan,
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
+            InstrData::Indirect { .. } => Format::Indirect,
         }
     }
 }
@@ -151,6 +155,14 @@ pub enum Deps {
     /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
     /// source's free elements): `nc_transpose`, `load_transpose2d`.
     Transpose,
+    /// An indirect DMA ([`InstrData::Indirect`]): with `r(p)` the HBM row the index column's
+    /// element at partition `p` names, the element at grid point `t = (p, f…)` moves between
+    /// the tile's element `t` and the access's element `t` on row `r(p)`, and depends on the
+    /// source's element and on the index element of `p` (an undefined index defines nothing:
+    /// it names no row). `atomic_rmw`'s HBM element also depends on its old value, and on
+    /// every earlier update of its row in the same instruction (duplicate indices accumulate
+    /// in partition order).
+    Indirect,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -557,6 +569,56 @@ opcodes! {
         deps: Transpose,
         accumulates: false,
     }
+    /// `load` with a tile of indices (NKI's indirect DMA, `load(src[idx, i_f])`): the HBM rows
+    /// the indices name, one per partition, into an SBUF tile, cast to its dtype.
+    IndirectLoad {
+        name: "indirect_load",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::load,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
+    /// `store` with a tile of indices (`store(dst[idx, i_f], value)`): partition `p` of the
+    /// tile to the HBM row index `p` names, cast to the tensor's dtype, in partition order (a
+    /// row named twice keeps the last partition's values).
+    IndirectStore {
+        name: "indirect_store",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("value", Dir::Read, SBUF),
+            slot("dst", Dir::Write, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::store,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
+    /// `atomic_rmw(dst[idx, i_f], value, op=add)`: each HBM row index `p` names becomes
+    /// `row + value[p]` (in fp32, rounded once to the tensor's dtype), in partition order, so
+    /// that duplicate indices accumulate.
+    AtomicRmw {
+        name: "atomic_rmw",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("value", Dir::Read, SBUF),
+            slot("dst", Dir::ReadWrite, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::store,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -613,6 +675,7 @@ mod tests {
                 Deps::Row => info.format == Format::Unary,
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
+                Deps::Indirect => info.format == Format::Indirect,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

@@ -555,7 +555,8 @@ impl Lowerer<'_> {
                 | Format::LoopEnd
                 | Format::Dma
                 | Format::Fill
-                | Format::Matmul => unreachable!("{} is lowered by hand", info.name),
+                | Format::Matmul
+                | Format::Indirect => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;
