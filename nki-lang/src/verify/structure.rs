@@ -337,7 +337,8 @@ impl Checker<'_> {
                     if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
                         return Err((None, OUTSIDE));
                     }
-                    if o.dir == Dir::ReadWrite {
+                    // `atomic_rmw` alone updates HBM in place.
+                    if o.dir == Dir::ReadWrite && ins.opcode != crate::ir::ops::Opcode::AtomicRmw {
                         return Err((slot, "an HBM access cannot accumulate"));
                     }
                 }

@@ -140,6 +140,8 @@ pub enum Special {
     Info,
     /// Python's `len` of a shape (`len(x.shape)`): its number of dimensions
     Len,
+    /// `atomic_rmw`
+    AtomicRmw,
 }
 
 /// How a function lowers.
@@ -370,6 +372,7 @@ static TABLE: &[Builtin] = &[
     special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
+    special(&["atomic_rmw"], Special::AtomicRmw),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

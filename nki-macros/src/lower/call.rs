@@ -157,6 +157,7 @@ impl Lowerer<'_> {
                 let v = self.len(args, span);
                 self.assign(v, span, dest)
             }
+            Special::AtomicRmw => self.atomic_rmw(args, span, dest),
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(
