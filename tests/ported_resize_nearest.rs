@@ -40,8 +40,14 @@ fn resize_nearest_fixed_dma_kernel<
     let (out_b, out_h, out_w, out_c) = (OB, OH, OW, OC);
     let out_tensor = ndarray((OB, OH, OW, OC), data_tensor.dtype, SharedHbm);
 
-    assert!(in_b == out_b, "Input batch and output batch must be identical");
-    assert!(in_c == out_c, "Input channel and output channel must be identical");
+    assert!(
+        in_b == out_b,
+        "Input batch and output batch must be identical"
+    );
+    assert!(
+        in_c == out_c,
+        "Input channel and output channel must be identical"
+    );
 
     // Scaling factors for height and width
     let h_scale = 1.0 * in_h / out_h;
