@@ -65,13 +65,15 @@ enum Kind {
     Aggr,
     /// `[P, 1, 4]` or `[P, 2, 1]` (a reduction of a `[P, 2, 4]` view).
     Reduced(u32, u32),
+    /// `[P, 1]` int32 row indices in SBUF (an indirect DMA's).
+    Index,
 }
 
 impl Kind {
     fn free(self) -> Vec<u32> {
         match self {
             Kind::Square | Kind::PsumSquare => vec![F],
-            Kind::Column => vec![1],
+            Kind::Column | Kind::Index => vec![1],
             Kind::Stats => vec![6],
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
@@ -181,7 +183,11 @@ impl Gen {
     fn new_tile(&mut self, kind: Kind) -> usize {
         let mut dims = vec![P];
         dims.extend(kind.free());
-        let dtype = DType::F32;
+        let dtype = if kind == Kind::Index {
+            DType::I32
+        } else {
+            DType::F32
+        };
         let id = self
             .b
             .tile(
@@ -241,7 +247,63 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 17;
+const STEPS: usize = 20;
+
+impl Gen {
+    /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
+    /// (a permutation, so a scatter names each row once), and the rows it names.
+    fn index_tile(&mut self, c: &mut Choices<'_>) -> (usize, Vec<usize>) {
+        let d = self.new_tile(Kind::Index);
+        let dst = Dst::overwrite(self.view(d));
+        let reversed = c.below(2) == 1;
+        let mut e = AxisIndex::constant(if reversed { i64::from(P) - 1 } else { 0 });
+        e.grid[0] = if reversed { -1 } else { 1 };
+        let expr = self.b.expr(e).expect("expr");
+        self.push(Opcode::Iota, None, InstrData::Iota { dst, expr });
+        self.tiles[d].defined = vec![true; P as usize];
+        let rows = (0..P as usize)
+            .map(|k| if reversed { P as usize - 1 - k } else { k })
+            .collect();
+        (d, rows)
+    }
+
+    /// An indirect DMA (`opcode`) between the `[P, F]` tile `t` and the rows of `tensor` the
+    /// index tile `ix` names, under mask `m`.
+    fn indirect(&mut self, opcode: Opcode, m: Option<Mask>, t: usize, tensor: TensorId, ix: usize) {
+        let (tile, index) = (self.view(t), self.view(ix));
+        let mut a = access(tensor, P, F, false);
+        a.axes[0] = AxisIndex::constant(0);
+        let hbm = self.b.access(a).expect("access");
+        let data = InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis: 0,
+        };
+        self.push(opcode, m, data);
+    }
+
+    /// An indirect store (`indirect_store` or `atomic_rmw`) of a `[P, F]` tile into the next
+    /// output, under a `[rows, cols]` mask.
+    fn scatter(&mut self, opcode: Opcode, c: &mut Choices<'_>) {
+        let squares = self.of(&[Kind::Square]);
+        if squares.is_empty() || self.stores.len() >= self.outputs.len() {
+            return;
+        }
+        let t = squares[c.below(squares.len())];
+        let (ix, _) = self.index_tile(c);
+        let (rows, cols) = (c.bound(P), c.bound(F));
+        let m = (rows < P || cols < F).then(|| mask(rows, (1, cols)));
+        let o = self.outputs[self.stores.len()];
+        let pc = self.instrs;
+        self.indirect(opcode, m, t, o, ix);
+        let d = &self.tiles[t].defined;
+        let stored = (0..rows as usize)
+            .flat_map(|r| (0..cols as usize).map(move |c| d[r * F as usize + c]))
+            .collect();
+        self.stores.push((self.stores.len(), pc, stored));
+    }
+}
 
 /// Generates one step: a new tile (or an accumulation into an old one) and the reference's
 /// definedness of it.
@@ -661,10 +723,26 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             g.push(Opcode::LoadTranspose2d, None, InstrData::Dma { tile, hbm });
             g.tiles[d].defined = vec![true; n];
         }
+        // indirect_load under a mask: the input's rows the index tile names
+        16 => {
+            let (ix, rows) = g.index_tile(c);
+            let d = g.new_tile(Kind::Square);
+            let input = g.input;
+            g.indirect(Opcode::IndirectLoad, m, d, input, ix);
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(
+                (0..n)
+                    .map(|e| input_value(rows[e / fu] * fu + e % fu))
+                    .collect(),
+            );
+        }
+        // indirect_store, atomic_rmw of a tile into the next output, under a mask
+        17 => g.scatter(Opcode::IndirectStore, c),
+        18 => g.scatter(Opcode::AtomicRmw, c),
         // a store of any tile under a mask
         _ => {
             let all: Vec<usize> = (0..g.tiles.len())
-                .filter(|&t| g.tiles[t].kind != Kind::PsumSquare)
+                .filter(|&t| !matches!(g.tiles[t].kind, Kind::PsumSquare | Kind::Index))
                 .collect();
             if all.is_empty() || g.stores.len() >= g.outputs.len() {
                 return;
@@ -757,7 +835,7 @@ fn case(bytes: &[u8]) -> Option<Case> {
     if scratch.stores.is_empty() {
         let t = (0..scratch.tiles.len())
             .rev()
-            .find(|&t| scratch.tiles[t].kind != Kind::PsumSquare)?;
+            .find(|&t| !matches!(scratch.tiles[t].kind, Kind::PsumSquare | Kind::Index))?;
         let fe = scratch.tiles[t].kind.elems() as u32;
         let (rows, cols) = (c.bound(P), c.bound(fe));
         store_any(scratch, t, rows, cols);
@@ -866,7 +944,8 @@ fn check(bytes: &[u8]) -> Result<(), String> {
         (Ok(_), None) => {}
         (Err(LaunchError::Exec(e)), Some((pc, n))) => {
             let element = format!("element {n} of the operand");
-            if e.instr != pc || e.mnemonic != "store" || !e.what.contains(&element) {
+            let stores = ["store", "indirect_store", "atomic_rmw"];
+            if e.instr != pc || !stores.contains(&e.mnemonic) || !e.what.contains(&element) {
                 return Err(format!(
                     "strict mode named {e}; the reference: instruction {pc}, {element}\n{}",
                     case.program.parts().program()

@@ -79,9 +79,13 @@ impl Strict<'_> {
             }
         }
         let dst_write = instr.data.accumulation();
+        let row_elems: usize = operands.get(0).dims[1..].iter().product();
         for (k, &row) in rows.iter().enumerate() {
             let one = row_operands(operands, k, row);
-            self.check_operands(pc, instr, &one, vars, Some(memory), me, dst_write)?;
+            self.row_offset = k.saturating_mul(row_elems);
+            let checked = self.check_operands(pc, instr, &one, vars, Some(memory), me, dst_write);
+            self.row_offset = 0;
+            checked?;
         }
         ControlFlow::Continue(())
     }

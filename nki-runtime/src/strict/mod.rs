@@ -165,6 +165,10 @@ pub struct Strict<'p> {
     /// computes from bytes no instruction wrote, by byte offset: 1 + the instruction that first
     /// read such bytes. Empty when all are defined.
     undefined: defined::Undefined,
+    /// Elements of the running instruction's operands before the ones being checked: an
+    /// indirect DMA is checked one partition at a time, and a fault names its element in the
+    /// whole operand.
+    row_offset: usize,
 }
 
 impl<'p> Strict<'p> {
@@ -186,6 +190,7 @@ impl<'p> Strict<'p> {
             now: 0,
             pending: Vec::new(),
             undefined: Vec::new(),
+            row_offset: 0,
         }
     }
 
@@ -758,6 +763,7 @@ impl Strict<'_> {
             };
             if let Some((n, place, f)) = fault {
                 let to = self.stored_to(instr, operands, n);
+                let n = n.saturating_add(self.row_offset);
                 return ControlFlow::Break(self.message(instr, r, (n, place, to), a, f, vars));
             }
         }
