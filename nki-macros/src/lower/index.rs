@@ -376,6 +376,10 @@ impl Lowerer<'_> {
                     Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
                     Value::Index(i) => Some(Sel::Scalar(i.lin)),
                     Value::Tile(v) => Some(Sel::Indirect(v)),
+                    Value::Tensor(_) | Value::Access(_) => {
+                        self.error(other.span(), "indirect indices are read from SBUF: load them into a [P, 1] int32 tile first (`let idx = load(idx_tensor[..]);`, then `data[[idx, i_f]]`)");
+                        None
+                    }
                     Value::Poison => None,
                     v => {
                         self.error(other.span(), format!("an index is a slice, an integer or an affine index expression, not {}", v.describe()));
