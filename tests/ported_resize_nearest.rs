@@ -4,9 +4,8 @@
 //! `cpu_golden_result` written as plain loops, at the test's shapes (`[B, 30, 20, C]` to
 //! `[B, 59, 38, C]`) in float32, float16 and bfloat16.
 //!
-//! What differs: Rust's spelling (`x[[b, i, j]]`, `dtype = i32`); `nl.mod(x, out_w, dtype =
-//! nl.int32)` is `x % out_w` (`mod` is a Rust keyword; `%` of an int32 tile and an integer is
-//! the same floored remainder in int32); `out_shape` and the dtype are meta-parameters (`OB`,
+//! What differs: Rust's spelling (`x[[b, i, j]]`, `dtype = i32`, `r#mod` for `nl.mod`: `mod`
+//! is a Rust keyword); `out_shape` and the dtype are meta-parameters (`OB`,
 //! `OH`, `OW`, `OC`, `T`), as the shape of `nl.ndarray(out_shape, ...)` is known when NKI
 //! traces; the float32 case runs with 64 channels instead of 1280 (the same tiles and loops;
 //! the test's 1280 channels run in float16 and bfloat16).
@@ -76,7 +75,7 @@ fn resize_nearest_fixed_dma_kernel<
 
             // Convert flattened position to 2D coordinates
             let out_h_idx = floor(output_pos_iota / out_w, dtype = i32);
-            let out_w_idx = output_pos_iota % out_w;
+            let out_w_idx = r#mod(output_pos_iota, out_w, dtype = i32);
 
             // Compute nearest neighbor source indices
             let src_h_idx = floor(multiply(out_h_idx, h_scale, dtype = f32), dtype = i32);
