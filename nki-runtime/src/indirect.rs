@@ -51,9 +51,10 @@ pub(crate) fn index_value(sbuf: &[u8], index: &Resolved, p: usize) -> Option<i64
         .and_then(|o| o.checked_add(index.pattern.base))?;
     let byte = usize::try_from(at).ok()?.checked_mul(4)?;
     let bytes: [u8; 4] = sbuf.get(byte..byte.checked_add(4)?)?.try_into().ok()?;
-    Some(match index.dtype {
-        DType::U32 => i64::from(u32::from_le_bytes(bytes)),
-        _ => i64::from(i32::from_le_bytes(bytes)),
+    Some(if index.dtype == DType::U32 {
+        i64::from(u32::from_le_bytes(bytes))
+    } else {
+        i64::from(i32::from_le_bytes(bytes))
     })
 }
 

@@ -642,17 +642,18 @@ fn indirect(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
     };
     for (k, &row) in rows.rows().iter().enumerate() {
         let one = crate::indirect::row_operands(ops, k, row);
-        match ins.opcode {
-            Opcode::IndirectLoad => load(m, &one),
-            Opcode::IndirectStore => store(m, &one),
-            _ => {
-                let (value, dst) = (Elems::own(one.get(0)), Elems::own(one.get(1)));
-                for t in indices(one.get(1).dims) {
-                    let old = m.get(&dst, t, Lane::F32).f32();
-                    let v = m.get(&value, t, Lane::F32).f32();
-                    let sum = Value::from_f32(alu::eval(Alu::Add, old, v));
-                    m.put(&dst, t, Lane::F32, sum);
-                }
+        if ins.opcode == Opcode::IndirectLoad {
+            load(m, &one);
+        } else if ins.opcode == Opcode::IndirectStore {
+            store(m, &one);
+        } else {
+            // `atomic_rmw`: the dispatch sends only the three indirect opcodes here.
+            let (value, dst) = (Elems::own(one.get(0)), Elems::own(one.get(1)));
+            for t in indices(one.get(1).dims) {
+                let old = m.get(&dst, t, Lane::F32).f32();
+                let v = m.get(&value, t, Lane::F32).f32();
+                let sum = Value::from_f32(alu::eval(Alu::Add, old, v));
+                m.put(&dst, t, Lane::F32, sum);
             }
         }
     }

@@ -60,9 +60,10 @@ impl Strict<'_> {
                     .saturating_mul(index.pattern.strides[0])
                     .saturating_add(index.pattern.base);
                 let bits = memory.bits(&index, at).unwrap_or(0);
-                match index.dtype {
-                    DType::U32 => u64::from(bits),
-                    _ => u64::try_from(bits.cast_signed()).unwrap_or(u64::MAX),
+                if index.dtype == DType::U32 {
+                    u64::from(bits)
+                } else {
+                    u64::try_from(bits.cast_signed()).unwrap_or(u64::MAX)
                 }
             })
             .collect();
