@@ -216,6 +216,13 @@ impl<'a> Line<'a, '_> {
                     write!(f, "{} <- {} {rows}", self.access(hbm), self.view(tile))
                 }
             }
+            InstrData::Gather { dst, data, indices } => write!(
+                f,
+                "{} {} at {}",
+                self.dst(&dst, "<-"),
+                self.view(data),
+                self.view(indices)
+            ),
             InstrData::Unary { dst, src } => {
                 write!(f, "{} {}", self.dst(&dst, "<-"), self.view(src))
             }

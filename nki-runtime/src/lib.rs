@@ -124,6 +124,7 @@ mod device_tensor;
 mod element;
 mod engines;
 pub mod exec;
+mod gather;
 mod grid;
 mod host;
 pub mod host_profile;

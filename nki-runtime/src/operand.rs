@@ -218,7 +218,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Scan { .. }
         | InstrData::Select { .. }
         | InstrData::Matmul { .. }
-        | InstrData::Indirect { .. } => None,
+        | InstrData::Indirect { .. }
+        | InstrData::Gather { .. } => None,
     }
 }
 
@@ -391,6 +392,8 @@ fn resolve_grid(
                 clip_kept(r, &grid, axes, &bx)
             }
             (Loc::Imm(_), _) | (_, Axes::Own) => {}
+            // Only its partitions are the grid's: its free elements are read by position.
+            (_, Axes::Partitions) => clip(r, 1, &bx),
             (_, Axes::Swapped) => {
                 let mut swapped = bx;
                 swapped.swap(0, 1);

@@ -411,6 +411,17 @@ pub enum InstrData {
         /// The access's axis the indices select along.
         axis: u8,
     },
+    /// A gather within each partition (`gather_flattened`): element `t` of `dst` is element
+    /// `indices[t]` of its partition of `data`, the data's free elements flattened row-major.
+    /// Slots: 0 `dst`, 1 `data`, 2 `indices`.
+    Gather {
+        /// Destination, of the indices' shape.
+        dst: Dst,
+        /// The values.
+        data: ViewId,
+        /// int32 or uint32 positions in the flattened free elements of `data`.
+        indices: ViewId,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -443,7 +454,8 @@ impl InstrData {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => None,
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => None,
         }
     }
 
@@ -458,7 +470,8 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Gather { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -499,7 +512,8 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Gather { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

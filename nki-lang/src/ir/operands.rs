@@ -156,6 +156,11 @@ impl Operands {
                 o.put(1, OperandRef::Access(hbm), dir(1));
                 o.put(2, OperandRef::View(index), Dir::Read);
             }
+            InstrData::Gather { dst, data, indices } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(data), Dir::Read);
+                o.put(2, OperandRef::View(indices), Dir::Read);
+            }
         }
         o
     }

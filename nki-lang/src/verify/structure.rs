@@ -174,7 +174,8 @@ impl Checker<'_> {
                 | InstrData::Scan { .. }
                 | InstrData::Select { .. }
                 | InstrData::Matmul { .. }
-                | InstrData::Indirect { .. } => {
+                | InstrData::Indirect { .. }
+                | InstrData::Gather { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

@@ -263,6 +263,15 @@ fn instr(i: &Instr) -> TokenStream {
             let index = id("ViewId", index.0);
             quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis })
         }
+        InstrData::Gather {
+            dst: t,
+            data,
+            indices,
+        } => {
+            let t = dst(t);
+            let (data, indices) = (id("ViewId", data.0), id("ViewId", indices.0));
+            quote!(#d::Gather { dst: #t, data: #data, indices: #indices })
+        }
         InstrData::Unary { dst: t, src: s } => {
             let (t, s) = (dst(t), id("ViewId", s.0));
             quote!(#d::Unary { dst: #t, src: #s })

@@ -335,6 +335,16 @@ static TABLE: &[Builtin] = &[
         Opcode::TensorCopy,
         &[req("src", P::Tile(1)), DTYPE, ENGINE, MASK],
     ),
+    isa(
+        &["gather_flattened"],
+        Opcode::GatherFlattened,
+        &[
+            req("data", P::Tile(1)),
+            req("indices", P::Tile(2)),
+            DTYPE,
+            MASK,
+        ],
+    ),
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),

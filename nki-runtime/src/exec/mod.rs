@@ -432,17 +432,23 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => {
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
-                    // An indirect DMA's rows are data: an index outside its axis stops the run
-                    // (a run that does not compute has no indices to read).
-                    if obs.computes()
-                        && matches!(ins.data, InstrData::Indirect { .. })
-                        && let Err(what) = crate::indirect::rows(b, ins, &ops, e.sbuf.bytes())
-                    {
+                    // An indirect DMA's rows and a gather's positions are data: an index outside
+                    // its axis stops the run (a run that does not compute has none to read).
+                    let checked = match ins.data {
+                        _ if !obs.computes() => Ok(()),
+                        InstrData::Indirect { .. } => {
+                            crate::indirect::rows(b, ins, &ops, e.sbuf.bytes()).map(|_| ())
+                        }
+                        InstrData::Gather { .. } => crate::gather::check(&ops, e.sbuf.bytes()),
+                        _ => Ok(()),
+                    };
+                    if let Err(what) = checked {
                         return Err(ExecError {
                             kernel: p.name().to_string(),
                             instr: pc,
@@ -598,6 +604,7 @@ pub(crate) fn execute(
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             crate::engines::indirect::run(e, b, ins, ops)
         }
+        (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
         // The checks match every opcode with its format; loop control never gets here.
         (
             Opcode::LoopBegin

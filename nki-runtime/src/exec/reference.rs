@@ -168,6 +168,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             indirect(m, ins, ops)
         }
+        (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -656,6 +657,28 @@ fn indirect(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
                 m.put(&dst, t, Lane::F32, sum);
             }
         }
+    }
+}
+
+/// `gather_flattened`: destination element `t` of partition `p` (row-major) is element `f`
+/// of partition `p` of `data`, its free elements flattened row-major, `f` the value of
+/// `indices[t]` (int32 or uint32); converted to the destination's dtype ([`cast`]). Every
+/// source element is read before any is written. An index outside the partition's elements
+/// stops the run before the instruction (`crate::gather::check`): none reaches here.
+fn gather_flattened(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
+    let (dst, data, idx) = (ops.get(0), ops.get(1), ops.get(2));
+    let (d, s, ix) = (Elems::own(dst), Elems::own(data), Elems::own(idx));
+    let n = free_elems(&data.dims);
+    let moved: Vec<_> = indices(dst.dims)
+        .filter_map(|t| {
+            let f = crate::gather::position(idx.dtype, m.read(ix.loc, idx.dtype, ix.offset(t)));
+            let f = usize::try_from(f).ok().filter(|&f| f < n)?;
+            let bits = m.read(s.loc, data.dtype, s.offset(unravel(&data.dims, t[0], f)));
+            Some((d.offset(t), bits))
+        })
+        .collect();
+    for (at, bits) in moved {
+        m.write(dst.loc, dst.dtype, at, cast(data.dtype, dst.dtype, bits));
     }
 }
 

@@ -83,7 +83,8 @@ fn each_output_access(
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => {
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

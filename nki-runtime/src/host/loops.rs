@@ -314,7 +314,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => {}
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -38,7 +38,8 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::AffineSelect
         | Deps::Contraction
         | Deps::Transpose
-        | Deps::Indirect => false,
+        | Deps::Indirect
+        | Deps::Gather => false,
     };
     engine_ok && deps_ok && ins.data.loop_control().is_none()
 }

@@ -168,7 +168,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => out.push(stack.clone()),
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => out.push(stack.clone()),
         }
     }
     out

@@ -79,7 +79,8 @@ impl Iterations {
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
-                    | InstrData::Indirect { .. } => {}
+                    | InstrData::Indirect { .. }
+                    | InstrData::Gather { .. } => {}
                 }
                 outer
             })

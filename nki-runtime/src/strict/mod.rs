@@ -244,7 +244,8 @@ impl<'p> Strict<'p> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => None,
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => None,
         }
     }
 

@@ -238,7 +238,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
-            | InstrData::Indirect { .. } => {
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -506,7 +507,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Indirect { .. } => false,
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

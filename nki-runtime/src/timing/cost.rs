@@ -230,7 +230,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
-                    | InstrData::Indirect { .. } => false,
+                    | InstrData::Indirect { .. }
+                    | InstrData::Gather { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -289,6 +290,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::TensorTensorScan => mi(n.saturating_mul(2)),
         // 150 + N [ISA].
         Opcode::Iota | Opcode::AffineSelect => gpsimd(n, p),
+        // NKI's nc_n_gather: one GpSimd instruction group per 512 elements of a partition,
+        // assumed to cost as any GpSimd instruction of the destination's size.
+        Opcode::GatherFlattened => gpsimd(n, p),
         Opcode::Select => {
             // tensor_copy_predicated: 2N when the predicate and a value are both in SBUF, N
             // when they are in different memories [ISA].
@@ -574,7 +578,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Select
         | Opcode::Reciprocal
         | Opcode::BnStats
-        | Opcode::BnAggr => {
+        | Opcode::BnAggr
+        | Opcode::GatherFlattened => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod gather;
 mod indirect;
 mod infer;
 
@@ -46,6 +47,8 @@ pub enum Format {
     Matmul,
     /// [`InstrData::Indirect`]
     Indirect,
+    /// [`InstrData::Gather`]
+    Gather,
 }
 
 impl Format {
@@ -65,6 +68,7 @@ impl Format {
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
             InstrData::Indirect { .. } => Format::Indirect,
+            InstrData::Gather { .. } => Format::Gather,
         }
     }
 }
@@ -94,6 +98,9 @@ pub enum Axes {
     Swapped,
     /// Not a function of the grid (a matmul's operands); such opcodes take no mask.
     Own,
+    /// Only its partition axis is the grid's (`gather_flattened`'s data, whose free elements
+    /// are all read by position): a mask cuts its partitions, never its free axes.
+    Partitions,
 }
 
 impl Axes {
@@ -105,6 +112,8 @@ impl Axes {
             (Axes::Swapped, 1) => Some(0),
             (Axes::Swapped, a) => Some(a),
             (Axes::Own, _) => None,
+            (Axes::Partitions, 0) => Some(0),
+            (Axes::Partitions, _) => None,
         }
     }
 }
@@ -163,6 +172,10 @@ pub enum Deps {
     /// every earlier update of its row in the same instruction (duplicate indices accumulate
     /// in partition order).
     Indirect,
+    /// `gather_flattened`: the element at `t` depends on `indices[t]` and, where that is
+    /// defined, on the element of its partition of `data` it names (the data's free elements
+    /// flattened row-major); where it is undefined, the element is undefined.
+    Gather,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -619,6 +632,22 @@ opcodes! {
         deps: Indirect,
         accumulates: false,
     }
+    /// `gather_flattened(data, indices)`: per partition, the elements of `data` (its free
+    /// elements flattened row-major) at the positions `indices` holds, in the indices' shape.
+    GatherFlattened {
+        name: "gather_flattened",
+        format: Gather,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("data", Dir::Read, SBUF).axes(Axes::Partitions),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: gather::gather_flattened,
+        maskable: Any,
+        deps: Gather,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -676,6 +705,7 @@ mod tests {
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
                 Deps::Indirect => info.format == Format::Indirect,
+                Deps::Gather => info.format == Format::Gather,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

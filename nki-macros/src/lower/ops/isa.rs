@@ -551,6 +551,11 @@ impl Lowerer<'_> {
                     dst,
                     src: view(src[1]),
                 },
+                Format::Gather => InstrData::Gather {
+                    dst,
+                    data: view(src[1]),
+                    indices: view(src[2]),
+                },
                 Format::LoopBegin
                 | Format::LoopEnd
                 | Format::Dma
