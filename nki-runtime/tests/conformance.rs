@@ -2501,6 +2501,7 @@ tables! {
     accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
     indirect_dma: indirect_rows,
+    gather: gather_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.
@@ -2684,6 +2685,59 @@ fn indirect_rows() -> Vec<Row> {
                 }
                 vec![out]
             },
+            Check::Exact,
+        ));
+    }
+    rows
+}
+
+/// `gather_flattened`: a `[P, 4, 40]` tile gathered by `[P, 2, 3]` uint32 positions into bf16,
+/// masked to `p < 100` over a zeroed result; and int32 positions in one dtype (the bits kept).
+fn gather_rows() -> Vec<Row> {
+    let data = values(P, F, 30, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let pos = values(P, 6, 31, |r| r.int(0, F as i64 - 1) as f64);
+    let take = |x: &[Array2<f64>], keep: usize, round: fn(f64) -> f64| {
+        Array2::from_shape_fn((P, 6), |(p, j)| {
+            if p < keep {
+                round(x[0][[p, x[1][[p, j]] as usize]])
+            } else {
+                0.0
+            }
+        })
+    };
+    let mut rows = Vec::new();
+    for (dt, out, keep) in [(DType::U32, DType::Bf16, 100), (DType::I32, DType::F32, P)] {
+        let round: fn(f64) -> f64 = if out == DType::Bf16 { bf16_of } else { |v| v };
+        rows.push(row(
+            format!(
+                "gather_flattened: [{P}, 4, 40] {out} by [{P}, 2, 3] {dt} positions, p < {keep}"
+            ),
+            &[Covers::Op(Opcode::GatherFlattened)],
+            vec![(DType::F32, data.clone()), (dt, pos.clone())],
+            &[(out, [P, 6])],
+            move |k| {
+                let x = k.load(0);
+                let ix = k.load(1);
+                let r = k.sbuf(out, &[P as u32, 6]);
+                k.b.memset(r, Scalar::float(0.0)).unwrap();
+                let data = k.view(x, &[P as u32, 4, 40], &[40, 1]);
+                let indices = k.view(ix, &[P as u32, 2, 3], &[3, 1]);
+                let dst = k.view(r, &[P as u32, 2, 3], &[3, 1]);
+                let mut i = Instr::new(
+                    Opcode::GatherFlattened,
+                    InstrData::Gather {
+                        dst: Dst::overwrite(dst),
+                        data,
+                        indices,
+                    },
+                );
+                if keep < P {
+                    i.mask = Some(k.b.mask(partitions_below(keep as i64)).unwrap());
+                }
+                k.b.push(i).unwrap();
+                k.store(0, r);
+            },
+            move |x| vec![take(x, keep, round)],
             Check::Exact,
         ));
     }

@@ -247,7 +247,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 20;
+const STEPS: usize = 21;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -739,6 +739,34 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // indirect_store, atomic_rmw of a tile into the next output, under a mask
         17 => g.scatter(Opcode::IndirectStore, c),
         18 => g.scatter(Opcode::AtomicRmw, c),
+        // gather_flattened of a square tile by an index tile under a mask: element (p, f) is
+        // element idx[p] of partition p (a position in the row)
+        19 => {
+            let Some(src) = g.pick(c, &sq) else { return };
+            let (ix, positions) = g.index_tile(c);
+            let d = g.new_tile(Kind::Square);
+            let (dst, data) = (Dst::overwrite(g.view(d)), g.view(src));
+            // The index column read along every free element: the result's shape.
+            let shape = TileShape::new(&[P, F]).expect("shape");
+            let mut v = TileView::whole(g.tiles[ix].id.index(), &shape);
+            v.strides = [0; nki_lang::MAX_TILE_RANK - 1];
+            let indices = g.b.view(v).expect("view");
+            g.push(
+                Opcode::GatherFlattened,
+                m,
+                InstrData::Gather { dst, data, indices },
+            );
+            let ds = g.tiles[src].defined.clone();
+            let vs = g.tiles[src].values.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && ds[(e / fu) * fu + positions[e / fu] % fu])
+                .collect();
+            g.tiles[d].values = vs.map(|v| {
+                (0..n)
+                    .map(|e| v[(e / fu) * fu + positions[e / fu] % fu])
+                    .collect()
+            });
+        }
         // a store of any tile under a mask
         _ => {
             let all: Vec<usize> = (0..g.tiles.len())
@@ -1006,7 +1034,7 @@ fn the_generator_reaches_every_step_and_both_verdicts() {
     let (mut errors, mut clean) = (0, 0);
     let mut seen = std::collections::HashSet::new();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for _ in 0..300 {
+    for _ in 0..600 {
         let b: Vec<u8> = (0..200)
             .map(|_| {
                 state ^= state << 13;
