@@ -216,6 +216,18 @@ impl<'a> Line<'a, '_> {
                     write!(f, "{} <- {} {rows}", self.access(hbm), self.view(tile))
                 }
             }
+            InstrData::DynCopy {
+                dst,
+                src,
+                offset,
+                stride,
+            } => write!(
+                f,
+                "{} {} + {} * {stride}",
+                self.dst(&dst, "<-"),
+                self.view(src),
+                self.view(offset)
+            ),
             InstrData::Gather { dst, data, indices } => write!(
                 f,
                 "{} {} at {}",

@@ -121,6 +121,7 @@ mod bind;
 mod budget;
 mod core;
 mod device_tensor;
+mod dyncopy;
 mod element;
 mod engines;
 pub mod exec;

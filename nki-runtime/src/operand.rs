@@ -219,7 +219,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Select { .. }
         | InstrData::Matmul { .. }
         | InstrData::Indirect { .. }
-        | InstrData::Gather { .. } => None,
+        | InstrData::Gather { .. }
+        | InstrData::DynCopy { .. } => None,
     }
 }
 

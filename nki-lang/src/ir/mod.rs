@@ -422,6 +422,20 @@ pub enum InstrData {
         /// int32 or uint32 positions in the flattened free elements of `data`.
         indices: ViewId,
     },
+    /// A copy whose source sits at a run-time offset within each partition
+    /// (`tensor_copy_dynamic_src`): `src`'s elements shifted by `value · stride` elements,
+    /// `value` the int32 or uint32 element of the `[1, 1]` tile `offset`. Slots: 0 `dst`,
+    /// 1 `src`, 2 `offset`.
+    DynCopy {
+        /// Destination.
+        dst: Dst,
+        /// The source at offset 0.
+        src: ViewId,
+        /// The `[1, 1]` SBUF tile holding the offset.
+        offset: ViewId,
+        /// Elements of `src`'s partition row per unit of the offset (the indexed axis' stride).
+        stride: i32,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -455,7 +469,8 @@ impl InstrData {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => None,
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => None,
         }
     }
 
@@ -471,7 +486,8 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
-            | InstrData::Gather { dst, .. } => Some(dst),
+            | InstrData::Gather { dst, .. }
+            | InstrData::DynCopy { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -513,7 +529,8 @@ impl InstrData {
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
-            | InstrData::Gather { dst, .. } => Some(dst),
+            | InstrData::Gather { dst, .. }
+            | InstrData::DynCopy { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

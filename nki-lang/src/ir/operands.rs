@@ -161,6 +161,13 @@ impl Operands {
                 o.put(1, OperandRef::View(data), Dir::Read);
                 o.put(2, OperandRef::View(indices), Dir::Read);
             }
+            InstrData::DynCopy {
+                dst, src, offset, ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.put(2, OperandRef::View(offset), Dir::Read);
+            }
         }
         o
     }

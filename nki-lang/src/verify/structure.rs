@@ -175,7 +175,8 @@ impl Checker<'_> {
                 | InstrData::Select { .. }
                 | InstrData::Matmul { .. }
                 | InstrData::Indirect { .. }
-                | InstrData::Gather { .. } => {
+                | InstrData::Gather { .. }
+                | InstrData::DynCopy { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

@@ -263,6 +263,16 @@ fn instr(i: &Instr) -> TokenStream {
             let index = id("ViewId", index.0);
             quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis })
         }
+        InstrData::DynCopy {
+            dst: t,
+            src,
+            offset,
+            stride,
+        } => {
+            let t = dst(t);
+            let (src, offset) = (id("ViewId", src.0), id("ViewId", offset.0));
+            quote!(#d::DynCopy { dst: #t, src: #src, offset: #offset, stride: #stride })
+        }
         InstrData::Gather {
             dst: t,
             data,

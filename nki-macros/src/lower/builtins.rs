@@ -142,6 +142,8 @@ pub enum Special {
     Len,
     /// `atomic_rmw`
     AtomicRmw,
+    /// `tensor_copy_dynamic_src`
+    TensorCopyDynamicSrc,
 }
 
 /// How a function lowers.
@@ -383,6 +385,7 @@ static TABLE: &[Builtin] = &[
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
     special(&["atomic_rmw"], Special::AtomicRmw),
+    special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -433,7 +433,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => {
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -446,6 +447,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                             crate::indirect::rows(b, ins, &ops, e.sbuf.bytes()).map(|_| ())
                         }
                         InstrData::Gather { .. } => crate::gather::check(&ops, e.sbuf.bytes()),
+                        InstrData::DynCopy { .. } => {
+                            crate::dyncopy::operands(p, ins, &ops, vars, OnChip::of(e)).map(|_| ())
+                        }
                         _ => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -605,6 +609,20 @@ pub(crate) fn execute(
             crate::engines::indirect::run(e, b, ins, ops)
         }
         (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
+        (Opcode::TensorCopyDynamicSrc, _) => {
+            // The interpreter checked the offset: an offset out of range copies nothing here.
+            let memory = OnChip::of(e);
+            if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, memory) {
+                match ins.engine {
+                    Engine::Scalar => compute::copy_through_f32(e, &o),
+                    Engine::Vector
+                    | Engine::GpSimd
+                    | Engine::Tensor
+                    | Engine::Dma
+                    | Engine::Sync => vector::copy(e, &o),
+                }
+            }
+        }
         // The checks match every opcode with its format; loop control never gets here.
         (
             Opcode::LoopBegin

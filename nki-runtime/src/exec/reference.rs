@@ -169,6 +169,16 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             indirect(m, ins, ops)
         }
         (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
+        (Opcode::TensorCopyDynamicSrc, _) => {
+            // The source shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
+            // the interpreter stopped the run before an offset out of range.
+            let offset = ops.get(2);
+            let bits = m.read(offset.loc, offset.dtype, offset.pattern.base);
+            let value = crate::dyncopy::value(offset.dtype, bits);
+            if let Ok(o) = crate::dyncopy::shifted(m.bound.program, ins, ops, vars, value) {
+                tensor_copy(m, &o, ins.engine, None);
+            }
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (

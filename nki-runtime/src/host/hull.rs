@@ -84,7 +84,8 @@ fn each_output_access(
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => {
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

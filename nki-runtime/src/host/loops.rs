@@ -315,7 +315,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => {}
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

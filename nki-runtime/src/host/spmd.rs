@@ -80,13 +80,15 @@ pub(crate) fn execute(
         outputs: second_outputs,
         readers,
     } = state;
-    // The rows of an indirect DMA are data: no shortcut can see what it touches before it
-    // runs, so a program with one runs serially, every instruction as written.
-    if b.program
-        .instrs()
-        .iter()
-        .any(|i| matches!(i.data, nki_lang::InstrData::Indirect { .. }))
-    {
+    // The rows of an indirect DMA and a dynamic copy's source are data: no shortcut can see
+    // what they touch before they run, so a program with one runs serially, every
+    // instruction as written.
+    if b.program.instrs().iter().any(|i| {
+        matches!(
+            i.data,
+            nki_lang::InstrData::Indirect { .. } | nki_lang::InstrData::DynCopy { .. }
+        )
+    }) {
         return run(e, b, &mut Unobserved, &mut crate::exec::plan::Serial);
     }
     readers.find(b.program);

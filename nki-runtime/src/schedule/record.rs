@@ -169,7 +169,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => out.push(stack.clone()),
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => out.push(stack.clone()),
         }
     }
     out

@@ -208,7 +208,8 @@ impl Strict<'_> {
                     | InstrData::Scan { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Indirect { .. }
-                    | InstrData::Gather { .. } => None,
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {

@@ -3,7 +3,9 @@
 //! hardware would aim anywhere), a scatter must not name one row from two partitions (the DMA
 //! queues write a row's descriptors in no defined order), and each partition's transfer is
 //! then checked as the one-partition `load` or `store` it is (`crate::indirect`): what it reads
-//! must be written, what it writes must not race with another iteration or instance.
+//! must be written, what it writes must not race with another iteration or instance. A
+//! `tensor_copy_dynamic_src`'s offset must be defined likewise, and the copy is then checked as
+//! the copy of its shifted source.
 
 use core::ops::ControlFlow;
 
@@ -22,6 +24,46 @@ pub(super) fn commutes(instr: &Instr, f: &Fault) -> bool {
 }
 
 impl Strict<'_> {
+    /// [`Strict::check`] of a `tensor_copy_dynamic_src`: a defined offset, then the copy of the
+    /// shifted source.
+    pub(super) fn check_dynamic_copy(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: Option<OnChip<'_>>,
+        me: u32,
+    ) -> ControlFlow<String> {
+        let Some(offset) = operands.slot(2).copied() else {
+            return ControlFlow::Continue(());
+        };
+        let (tile, scope, _) = self.tile_of(instr, 2);
+        let a = Access {
+            tile,
+            scope,
+            reads: true,
+            accumulates: false,
+        };
+        if let Some((n, b, f)) = self.check_on_chip(&offset, a, None) {
+            let place = format!("byte {b} of SBUF");
+            let why = self.message(instr, &offset, (n, place, String::new()), a, f, vars);
+            return ControlFlow::Break(format!(
+                "the offset of tensor_copy_dynamic_src must be defined: it {why}"
+            ));
+        }
+        // The interpreter shows it with the memories, after checking the offset's range.
+        let Some(memory) = memory else {
+            return ControlFlow::Continue(());
+        };
+        let Ok(shifted) = crate::dyncopy::operands(self.program, instr, operands, vars, memory)
+        else {
+            return ControlFlow::Continue(());
+        };
+        let dst_write = instr.data.accumulation();
+        self.check_operands(pc, instr, &shifted, vars, Some(memory), me, dst_write)
+    }
+
     /// [`Strict::check`] of an indirect DMA (see the module documentation).
     pub(super) fn check_indirect(
         &mut self,

@@ -80,7 +80,8 @@ impl Iterations {
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Indirect { .. }
-                    | InstrData::Gather { .. } => {}
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => {}
                 }
                 outer
             })

@@ -245,7 +245,8 @@ impl<'p> Strict<'p> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => None,
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => None,
         }
     }
 
@@ -697,6 +698,9 @@ impl Strict<'_> {
         self.undefined.clear();
         if matches!(instr.data, InstrData::Indirect { .. }) {
             return self.check_indirect(pc, instr, operands, vars, memory, me);
+        }
+        if matches!(instr.data, InstrData::DynCopy { .. }) {
+            return self.check_dynamic_copy(pc, instr, operands, vars, memory, me);
         }
         self.check_operands(pc, instr, operands, vars, memory, me, dst_write)
     }

@@ -239,7 +239,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => {
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -508,7 +509,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Gather { .. } => false,
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

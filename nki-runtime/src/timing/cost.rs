@@ -231,7 +231,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Indirect { .. }
-                    | InstrData::Gather { .. } => false,
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -293,6 +294,13 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // NKI's nc_n_gather: one GpSimd instruction group per 512 elements of a partition,
         // assumed to cost as any GpSimd instruction of the destination's size.
         Opcode::GatherFlattened => gpsimd(n, p),
+        // NKI: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC about 600 engine cycles.
+        Opcode::TensorCopyDynamicSrc => match engine {
+            Engine::GpSimd => gpsimd(n, p).max(600),
+            Engine::Vector | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => {
+                n.max(600)
+            }
+        },
         Opcode::Select => {
             // tensor_copy_predicated: 2N when the predicate and a value are both in SBUF, N
             // when they are in different memories [ISA].
@@ -579,7 +587,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Reciprocal
         | Opcode::BnStats
         | Opcode::BnAggr
-        | Opcode::GatherFlattened => {
+        | Opcode::GatherFlattened
+        | Opcode::TensorCopyDynamicSrc => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
@@ -49,6 +50,8 @@ pub enum Format {
     Indirect,
     /// [`InstrData::Gather`]
     Gather,
+    /// [`InstrData::DynCopy`]
+    DynCopy,
 }
 
 impl Format {
@@ -69,6 +72,7 @@ impl Format {
             InstrData::Matmul { .. } => Format::Matmul,
             InstrData::Indirect { .. } => Format::Indirect,
             InstrData::Gather { .. } => Format::Gather,
+            InstrData::DynCopy { .. } => Format::DynCopy,
         }
     }
 }
@@ -648,6 +652,22 @@ opcodes! {
         deps: Gather,
         accumulates: false,
     }
+    /// `tensor_copy_dynamic_src`: `tensor_copy` of a source shifted within each partition by
+    /// a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
+    TensorCopyDynamicSrc {
+        name: "tensor_copy_dynamic_src",
+        format: DynCopy,
+        engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("offset", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: dyncopy::tensor_copy_dynamic_src,
+        maskable: Any,
+        deps: Move,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -692,7 +712,9 @@ mod tests {
             let info = op.info();
             let fits = match info.deps {
                 Deps::Control => matches!(info.format, Format::LoopBegin | Format::LoopEnd),
-                Deps::Move => matches!(info.format, Format::Dma | Format::Unary),
+                Deps::Move => {
+                    matches!(info.format, Format::Dma | Format::Unary | Format::DynCopy)
+                }
                 Deps::Elementwise => matches!(
                     info.format,
                     Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act

@@ -561,7 +561,8 @@ impl Lowerer<'_> {
                 | Format::Dma
                 | Format::Fill
                 | Format::Matmul
-                | Format::Indirect => unreachable!("{} is lowered by hand", info.name),
+                | Format::Indirect
+                | Format::DynCopy => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

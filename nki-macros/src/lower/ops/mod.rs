@@ -4,6 +4,7 @@
 mod atomic_rmw;
 mod create;
 mod dma;
+mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
 mod reduction;
