@@ -2502,6 +2502,7 @@ tables! {
     dtypes: dtype_rows,
     indirect_dma: indirect_rows,
     gather: gather_rows,
+    dynamic_copy: dynamic_copy_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.
@@ -2738,6 +2739,53 @@ fn gather_rows() -> Vec<Row> {
                 k.store(0, r);
             },
             move |x| vec![take(x, keep, round)],
+            Check::Exact,
+        ));
+    }
+    rows
+}
+
+/// `tensor_copy_dynamic_src`: eight columns of a `[P, F]` tile at a run-time offset, on Vector
+/// (the bits kept), and every other column counted in pairs on GpSimd into bf16.
+fn dynamic_copy_rows() -> Vec<Row> {
+    let x = values(P, F, 40, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let mut rows = Vec::new();
+    // (engine, dtype, offset, the source's column stride, columns per offset unit)
+    for (engine, out, off, step) in [
+        (Engine::Vector, DType::F32, 37usize, 1usize),
+        (Engine::GpSimd, DType::Bf16, 10, 2),
+    ] {
+        let round: fn(f64) -> f64 = if out == DType::Bf16 { bf16_of } else { |v| v };
+        let offset = Array2::from_elem((1, 1), off as f64);
+        rows.push(row(
+            format!("tensor_copy_dynamic_src on {engine:?}: 8 columns at offset {off} (stride {step}) into {out}"),
+            &[Covers::Op(Opcode::TensorCopyDynamicSrc)],
+            vec![(DType::F32, x.clone()), (DType::I32, offset)],
+            &[(out, [P, 8])],
+            move |k| {
+                let t = k.load(0);
+                let o = k.load(1);
+                let r = k.sbuf(out, &[P as u32, 8]);
+                let src = k.view(t, &[P as u32, 8], &[step as i64]);
+                let offset = k.v(o);
+                let dst = k.dst(r);
+                k.push(
+                    Opcode::TensorCopyDynamicSrc,
+                    Some(engine),
+                    InstrData::DynCopy {
+                        dst,
+                        src,
+                        offset,
+                        stride: step as i32,
+                    },
+                );
+                k.store(0, r);
+            },
+            move |x| {
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| {
+                    round(x[0][[p, step * (off + j)]])
+                })]
+            },
             Check::Exact,
         ));
     }

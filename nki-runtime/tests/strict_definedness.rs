@@ -247,7 +247,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 21;
+const STEPS: usize = 22;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -739,6 +739,36 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // indirect_store, atomic_rmw of a tile into the next output, under a mask
         17 => g.scatter(Opcode::IndirectStore, c),
         18 => g.scatter(Opcode::AtomicRmw, c),
+        // tensor_copy_dynamic_src of a column of a square tile at the offset an index tile's
+        // first element holds (0 or P − 1), under a mask
+        20 => {
+            let Some(src) = g.pick(c, &sq) else { return };
+            let (ix, positions) = g.index_tile(c);
+            let d = g.new_tile(Kind::Column);
+            let dst = Dst::overwrite(g.view(d));
+            let col = g.view_as(src, &[1]);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let offset =
+                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                    .expect("view");
+            let cm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(
+                Opcode::TensorCopyDynamicSrc,
+                cm,
+                InstrData::DynCopy {
+                    dst,
+                    src: col,
+                    offset,
+                    stride: 1,
+                },
+            );
+            let f = positions[0];
+            let ds = g.tiles[src].defined.clone();
+            g.tiles[d].defined = (0..P as usize)
+                .map(|r| r < mp as usize && ds[r * fu + f])
+                .collect();
+            g.tiles[d].values = None;
+        }
         // gather_flattened of a square tile by an index tile under a mask: element (p, f) is
         // element idx[p] of partition p (a position in the row)
         19 => {
