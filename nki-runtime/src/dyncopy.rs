@@ -14,8 +14,6 @@
 
 use nki_lang::{DType, Instr, InstrData, Program, VarValues};
 
-use crate::exec::OnChip;
-
 use crate::operand::Operands;
 
 /// The offset's value from the bits of its element.
@@ -73,17 +71,16 @@ pub(crate) fn shifted(
     Ok(Operands::default().with(*ops.get(0)).with(r))
 }
 
-/// [`shifted`] with the offset read from SBUF; `None` when it lies outside SBUF.
+/// [`shifted`] with the offset read from `sbuf`; an error when it lies outside SBUF.
 pub(crate) fn operands(
     p: &Program<'_>,
     ins: &Instr,
     ops: &Operands,
     vars: &VarValues,
-    memory: OnChip<'_>,
+    sbuf: &[u8],
 ) -> Result<Operands, String> {
     let offset = ops.get(2);
-    let bits = memory
-        .bits(offset, offset.pattern.base)
-        .ok_or("a dynamic offset outside SBUF")?;
+    let bits =
+        crate::gather::read(sbuf, 4, offset.pattern.base).ok_or("a dynamic offset outside SBUF")?;
     shifted(p, ins, ops, vars, value(offset.dtype, bits))
 }

@@ -448,7 +448,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         }
                         InstrData::Gather { .. } => crate::gather::check(&ops, e.sbuf.bytes()),
                         InstrData::DynCopy { .. } => {
-                            crate::dyncopy::operands(p, ins, &ops, vars, OnChip::of(e)).map(|_| ())
+                            crate::dyncopy::operands(p, ins, &ops, vars, e.sbuf.bytes()).map(|_| ())
                         }
                         _ => Ok(()),
                     };
@@ -611,8 +611,7 @@ pub(crate) fn execute(
         (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
         (Opcode::TensorCopyDynamicSrc, _) => {
             // The interpreter checked the offset: an offset out of range copies nothing here.
-            let memory = OnChip::of(e);
-            if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, memory) {
+            if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {
                 match ins.engine {
                     Engine::Scalar => compute::copy_through_f32(e, &o),
                     Engine::Vector

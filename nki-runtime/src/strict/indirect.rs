@@ -56,7 +56,9 @@ impl Strict<'_> {
         let Some(memory) = memory else {
             return ControlFlow::Continue(());
         };
-        let Ok(shifted) = crate::dyncopy::operands(self.program, instr, operands, vars, memory)
+        let bits = memory.bits(&offset, offset.pattern.base).unwrap_or(0);
+        let value = crate::dyncopy::value(offset.dtype, bits);
+        let Ok(shifted) = crate::dyncopy::shifted(self.program, instr, operands, vars, value)
         else {
             return ControlFlow::Continue(());
         };
