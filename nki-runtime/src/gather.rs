@@ -36,8 +36,8 @@ pub(crate) fn unravel(
     let mut t = [0; MAX_TILE_RANK];
     for j in (1..MAX_TILE_RANK).rev() {
         let d = dims[j].max(1);
-        t[j] = k % d;
-        k /= d;
+        t[j] = k.checked_rem(d).unwrap_or(0);
+        k = k.checked_div(d).unwrap_or(0);
     }
     t[0] = p;
     t

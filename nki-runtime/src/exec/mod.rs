@@ -441,16 +441,28 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
                     // An indirect DMA's rows and a gather's positions are data: an index outside
                     // its axis stops the run (a run that does not compute has none to read).
+                    let sbuf = e.sbuf.bytes();
                     let checked = match ins.data {
                         _ if !obs.computes() => Ok(()),
                         InstrData::Indirect { .. } => {
-                            crate::indirect::rows(b, ins, &ops, e.sbuf.bytes()).map(|_| ())
+                            crate::indirect::rows(b, ins, &ops, sbuf).map(|_| ())
                         }
-                        InstrData::Gather { .. } => crate::gather::check(&ops, e.sbuf.bytes()),
+                        InstrData::Gather { .. } => crate::gather::check(&ops, sbuf),
                         InstrData::DynCopy { .. } => {
-                            crate::dyncopy::operands(p, ins, &ops, vars, e.sbuf.bytes()).map(|_| ())
+                            crate::dyncopy::operands(p, ins, &ops, vars, sbuf).map(|_| ())
                         }
-                        _ => Ok(()),
+                        InstrData::LoopBegin { .. }
+                        | InstrData::LoopEnd { .. }
+                        | InstrData::Dma { .. }
+                        | InstrData::Unary { .. }
+                        | InstrData::Fill { .. }
+                        | InstrData::Iota { .. }
+                        | InstrData::Alu { .. }
+                        | InstrData::Act { .. }
+                        | InstrData::Reduce { .. }
+                        | InstrData::Scan { .. }
+                        | InstrData::Select { .. }
+                        | InstrData::Matmul { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {

@@ -126,7 +126,11 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         // The element stride of the indexed axis of the source (a whole tile's row-major one).
-        let stride = tile.strides.get(axis - 1).copied().unwrap_or(0);
+        let stride = tile
+            .strides
+            .get(axis.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
         let Ok(stride) = i32::try_from(stride) else {
             return self.error(*at, "a dynamic offset's stride exceeds 2^31 elements");
         };
