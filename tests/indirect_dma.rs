@@ -276,3 +276,32 @@ fn the_timing_model_moves_the_gathered_rows_and_charges_their_descriptors() {
     assert_eq!(latency[2], latency[3]);
     assert!(latency[0] > latency[2], "{latency:?}");
 }
+
+/// Two iterations of an `affine_range` loop scattering to the rows one index tile names.
+#[kernel]
+fn scatter_twice(x: Hbm<f32, 64, 32>, idx_tensor: Hbm<i32, 64, 1>) -> Hbm<f32, 64, 32> {
+    let out = ndarray([64, 32], f32, SharedHbm);
+    let idx = load(idx_tensor[..]);
+    let i_f = arange(32).x();
+    for k in affine_range(2) {
+        let t = load(x[[0..64, 0..32]]);
+        store(out[[idx, i_f]], t);
+        let _ = k;
+    }
+    out
+}
+
+#[test]
+fn strict_mode_flags_scatters_of_two_iterations_to_one_row() {
+    let x = rand_f32(Ix2(64, 32), 13, -1.0, 1.0);
+    let idx: Vec<i32> = (0..64).rev().collect();
+    let i = Array2::from_shape_vec((64, 1), idx).unwrap();
+    let err = scatter_twice::host(
+        &mut NeuronCore::default().with_strict(true),
+        x.view(),
+        i.view(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("that iteration k = 0 wrote"), "{err}");
+}
