@@ -84,7 +84,11 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => {}
+            | InstrData::SelectReduce { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {}
+            // The rows an indirect DMA writes are data: strict mode follows them at run time.
+            InstrData::Indirect { .. } => continue,
         }
         if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
             let (_, _, var) = open[d];

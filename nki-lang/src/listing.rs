@@ -203,6 +203,38 @@ impl<'a> Line<'a, '_> {
                     write!(f, "{} <- {}", self.access(hbm), self.view(tile))
                 }
             }
+            InstrData::Indirect {
+                tile,
+                hbm,
+                index,
+                axis,
+            } => {
+                let rows = format!("rows {} on axis {axis}", self.view(index));
+                if spec.first().is_some_and(|s| s.dir == Dir::Write) {
+                    write!(f, "{} <- {} {rows}", self.view(tile), self.access(hbm))
+                } else {
+                    write!(f, "{} <- {} {rows}", self.access(hbm), self.view(tile))
+                }
+            }
+            InstrData::DynCopy {
+                dst,
+                src,
+                offset,
+                stride,
+            } => write!(
+                f,
+                "{} {} + {} * {stride}",
+                self.dst(&dst, "<-"),
+                self.view(src),
+                self.view(offset)
+            ),
+            InstrData::Gather { dst, data, indices } => write!(
+                f,
+                "{} {} at {}",
+                self.dst(&dst, "<-"),
+                self.view(data),
+                self.view(indices)
+            ),
             InstrData::Unary { dst, src } => {
                 write!(f, "{} {}", self.dst(&dst, "<-"), self.view(src))
             }

@@ -91,7 +91,11 @@
 //!    PSUM), `shape`, `grid` (the launch grid), `budget` (what bounds a launch's work).
 //! 2. `element` (host element types), then `bind` (the launch's tensors: [`HbmIn`],
 //!    [`HbmOut`], [`Bound`]), then `device_tensor` and `operand` (the vocabulary of a resolved
-//!    operand: [`exec::Loc`], [`exec::Pattern`], [`exec::Resolved`], [`exec::Operands`]).
+//!    operand: [`exec::Loc`], [`exec::Pattern`], [`exec::Resolved`], [`exec::Operands`]),
+//!    then `gather` (where `gather_flattened`'s positions and elements are), then `indirect`
+//!    (an indirect DMA's rows, read from its index tile) and `dyncopy`
+//!    (`tensor_copy_dynamic_src`'s shifted source): what data decides about an operand, shared
+//!    by the engines, the interpreter and strict mode.
 //! 3. `engines/`: one routine per instruction family, on resolved operands.
 //! 4. `exec/`: the interpreter, its [`Observer`] hook and its host-plan hook.
 //! 5. `host/` (the shortcuts of plain runs: two threads, fused steps), [`strict`],
@@ -121,12 +125,15 @@ mod bind;
 mod budget;
 mod core;
 mod device_tensor;
+mod dyncopy;
 mod element;
 mod engines;
 pub mod exec;
+mod gather;
 mod grid;
 mod host;
 pub mod host_profile;
+mod indirect;
 mod instantiation;
 mod launch;
 pub mod memory;

@@ -219,7 +219,10 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Select { .. }
         | InstrData::Matmul { .. }
         | InstrData::Match8 { .. }
-        | InstrData::SelectReduce { .. } => None,
+        | InstrData::SelectReduce { .. }
+        | InstrData::Indirect { .. }
+        | InstrData::Gather { .. }
+        | InstrData::DynCopy { .. } => None,
     }
 }
 
@@ -258,7 +261,30 @@ fn div_ceil(a: i64, b: i64) -> i64 {
 
 /// Resolves every operand of `ins` for the variable values `vars`. `None` when the mask keeps
 /// no element (the instruction does nothing in this execution).
+///
+/// An indirect DMA's HBM operand (slot 1, [`InstrData::Indirect`]) has as partition stride
+/// the element stride of its indirect axis: partition `p`'s elements are at `base + row(p) ·
+/// strides[0] + Σ strides[j] · t_j`, `row(p)` the index column's value at `p`
+/// (`crate::indirect`); its other axes have no partition term (the program's checks).
 pub(crate) fn resolve(
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    vars: &VarValues,
+    sbuf_stride: usize,
+) -> Option<Operands> {
+    let mut out = resolve_grid(b, ins, vars, sbuf_stride)?;
+    if let InstrData::Indirect { hbm, axis, .. } = ins.data
+        && let Some(access) = b.program.accesses().get(hbm.index())
+        && let Some(r) = out.slot_mut(1)
+    {
+        let stride = b.access_strides(access).get(usize::from(axis)).copied();
+        r.pattern.strides[0] = signed(stride.unwrap_or(0));
+    }
+    Some(out)
+}
+
+/// [`resolve`] before an indirect DMA's row stride is set.
+fn resolve_grid(
     b: &Bound<'_, '_, '_>,
     ins: &Instr,
     vars: &VarValues,
@@ -369,6 +395,8 @@ pub(crate) fn resolve(
                 clip_kept(r, &grid, axes, &bx)
             }
             (Loc::Imm(_), _) | (_, Axes::Own) => {}
+            // Only its partitions are the grid's: its free elements are read by position.
+            (_, Axes::Partitions) => clip(r, 1, &bx),
             (_, Axes::Swapped) => {
                 let mut swapped = bx;
                 swapped.swap(0, 1);

@@ -2750,6 +2750,9 @@ tables! {
     accumulation_masks_and_int_lanes: accumulate_rows,
     dtypes: dtype_rows,
     top8_searches_and_select_reduce: top8_and_select_reduce_rows,
+    indirect_dma: indirect_rows,
+    gather: gather_rows,
+    dynamic_copy: dynamic_copy_rows,
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.
@@ -2783,4 +2786,258 @@ fn every_opcode_alu_act_and_dtype_has_a_row() {
             .map(|d| format!("dtype {d}")),
     );
     assert!(missing.is_empty(), "no conformance row for: {missing:?}");
+}
+
+// ---- Indirect DMA ----
+
+impl Kb {
+    /// An indirect DMA (`opcode`) between the whole of tile `t` (`[P, F]`) and the rows of
+    /// input or output `tensor` (`[R, F]`) named by the `[P, 1]` index tile `idx`, under `mask`.
+    fn indirect(
+        &mut self,
+        opcode: Opcode,
+        t: TileId,
+        tensor: TensorId,
+        idx: TileId,
+        mask: Option<Mask>,
+    ) {
+        let shape = self.shapes[t.index() as usize];
+        let (tile, index) = (self.v(t), self.v(idx));
+        let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+        axes[1].grid = [0, 1, 0, 0, 0];
+        let hbm = self
+            .b
+            .access(HbmAccess {
+                tensor: tensor.index(),
+                reshape: None,
+                rank: 2,
+                shape,
+                axes,
+            })
+            .unwrap();
+        let data = InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis: 0,
+        };
+        let mut i = Instr::new(opcode, data);
+        i.mask = mask.map(|m| self.b.mask(m).unwrap());
+        self.b.push(i).unwrap();
+    }
+}
+
+/// `p < n` on the grid's partitions.
+fn partitions_below(n: i64) -> Mask {
+    let term = MaskTerm {
+        axis: 0,
+        coef: 1,
+        offset: Affine::constant(-n),
+        sym: None,
+    };
+    Mask {
+        terms: [term; 4],
+        len: 1,
+    }
+}
+
+/// Indirect DMA: a gather with repeated rows (int32 and uint32 indices, a cast, a mask on the
+/// partitions), a scatter of a permutation with a cast, and `atomic_rmw` with repeated rows in
+/// f32 and bf16; expectations by plain loops over the indices, in partition order.
+fn indirect_rows() -> Vec<Row> {
+    const R: usize = 40;
+    let data = values(R, F, 20, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let idx = values(P, 1, 21, |r| r.int(0, R as i64 - 1) as f64);
+    let gather = |x: &[Array2<f64>], keep: usize, round: fn(f64) -> f64| {
+        Array2::from_shape_fn((P, F), |(k, j)| {
+            if k < keep {
+                round(x[0][[x[1][[k, 0]] as usize, j]])
+            } else {
+                0.0
+            }
+        })
+    };
+    let mut rows = Vec::new();
+    for (dt, name) in [(DType::I32, "int32"), (DType::U32, "uint32")] {
+        rows.push(row(
+            format!("indirect_load: {R} f32 rows gathered into a bf16 tile by {name} indices, masked to p < 100"),
+            &[Covers::Op(Opcode::IndirectLoad)],
+            vec![(DType::F32, data.clone()), (dt, idx.clone())],
+            &[(DType::F32, [P, F])],
+            |k| {
+                let t = k.sbuf(DType::Bf16, &[P as u32, F as u32]);
+                k.b.memset(t, Scalar::float(0.0)).unwrap();
+                let ix = k.load(1);
+                let x = k.inputs[0].0;
+                k.indirect(Opcode::IndirectLoad, t, x, ix, Some(partitions_below(100)));
+                k.store(0, t);
+            },
+            move |x| vec![gather(x, 100, bf16_of)],
+            Check::Exact,
+        ));
+    }
+    // A permutation of the rows of a [64, F] output.
+    let perm = Array2::from_shape_fn((64, 1), |(k, _)| ((k * 23 + 5) % 64) as f64);
+    let x = values(64, F, 22, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    rows.push(row(
+        "indirect_store: an f32 tile scattered to a bf16 output by a permutation",
+        &[Covers::Op(Opcode::IndirectStore)],
+        vec![(DType::F32, x), (DType::I32, perm)],
+        &[(DType::Bf16, [64, F])],
+        |k| {
+            let t = k.load(0);
+            let ix = k.load(1);
+            let out = k.outputs[0];
+            k.indirect(Opcode::IndirectStore, t, out, ix, None);
+        },
+        |x| {
+            let mut out = Array2::<f64>::zeros((64, F));
+            for k in 0..64 {
+                let r = x[1][[k, 0]] as usize;
+                for j in 0..F {
+                    out[[r, j]] = bf16_of(x[0][[k, j]]);
+                }
+            }
+            vec![out]
+        },
+        Check::Exact,
+    ));
+    // atomic_rmw: quarters, so that every partial sum is exact in f32 (and, below 2^7 in
+    // magnitude with two fractional bits, in bf16).
+    const N: usize = 16;
+    let init = values(N, F, 23, |r| r.step(-4.0, 4.0, 0.25));
+    let add = values(P, F, 24, |r| r.step(-1.0, 1.0, 0.25));
+    let ridx = values(P, 1, 25, |r| r.int(0, N as i64 - 1) as f64);
+    for dt in [DType::F32, DType::Bf16] {
+        rows.push(row(
+            format!("atomic_rmw: {P} rows of adds into {N} {dt} rows, repeated indices accumulate"),
+            &[Covers::Op(Opcode::AtomicRmw)],
+            vec![
+                (DType::F32, init.clone()),
+                (DType::F32, add.clone()),
+                (DType::I32, ridx.clone()),
+            ],
+            &[(dt, [N, F])],
+            |k| {
+                let t0 = k.load(0);
+                k.store(0, t0);
+                let v = k.load(1);
+                let ix = k.load(2);
+                let out = k.outputs[0];
+                k.indirect(Opcode::AtomicRmw, v, out, ix, None);
+            },
+            |x| {
+                let mut out = x[0].clone();
+                for k in 0..P {
+                    let r = x[2][[k, 0]] as usize;
+                    for j in 0..F {
+                        out[[r, j]] += x[1][[k, j]];
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ));
+    }
+    rows
+}
+
+/// `gather_flattened`: a `[P, 4, 40]` tile gathered by `[P, 2, 3]` uint32 positions into bf16,
+/// masked to `p < 100` over a zeroed result; and int32 positions in one dtype (the bits kept).
+fn gather_rows() -> Vec<Row> {
+    let data = values(P, F, 30, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let pos = values(P, 6, 31, |r| r.int(0, F as i64 - 1) as f64);
+    let take = |x: &[Array2<f64>], keep: usize, round: fn(f64) -> f64| {
+        Array2::from_shape_fn((P, 6), |(p, j)| {
+            if p < keep {
+                round(x[0][[p, x[1][[p, j]] as usize]])
+            } else {
+                0.0
+            }
+        })
+    };
+    let mut rows = Vec::new();
+    for (dt, out, keep) in [(DType::U32, DType::Bf16, 100), (DType::I32, DType::F32, P)] {
+        let round: fn(f64) -> f64 = if out == DType::Bf16 { bf16_of } else { |v| v };
+        rows.push(row(
+            format!(
+                "gather_flattened: [{P}, 4, 40] {out} by [{P}, 2, 3] {dt} positions, p < {keep}"
+            ),
+            &[Covers::Op(Opcode::GatherFlattened)],
+            vec![(DType::F32, data.clone()), (dt, pos.clone())],
+            &[(out, [P, 6])],
+            move |k| {
+                let x = k.load(0);
+                let ix = k.load(1);
+                let r = k.sbuf(out, &[P as u32, 6]);
+                k.b.memset(r, Scalar::float(0.0)).unwrap();
+                let data = k.view(x, &[P as u32, 4, 40], &[40, 1]);
+                let indices = k.view(ix, &[P as u32, 2, 3], &[3, 1]);
+                let dst = k.view(r, &[P as u32, 2, 3], &[3, 1]);
+                let mut i = Instr::new(
+                    Opcode::GatherFlattened,
+                    InstrData::Gather {
+                        dst: Dst::overwrite(dst),
+                        data,
+                        indices,
+                    },
+                );
+                if keep < P {
+                    i.mask = Some(k.b.mask(partitions_below(keep as i64)).unwrap());
+                }
+                k.b.push(i).unwrap();
+                k.store(0, r);
+            },
+            move |x| vec![take(x, keep, round)],
+            Check::Exact,
+        ));
+    }
+    rows
+}
+
+/// `tensor_copy_dynamic_src`: eight columns of a `[P, F]` tile at a run-time offset, on Vector
+/// (the bits kept), and every other column counted in pairs on GpSimd into bf16.
+fn dynamic_copy_rows() -> Vec<Row> {
+    let x = values(P, F, 40, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let mut rows = Vec::new();
+    // (engine, dtype, offset, the source's column stride, columns per offset unit)
+    for (engine, out, off, step) in [
+        (Engine::Vector, DType::F32, 37usize, 1usize),
+        (Engine::GpSimd, DType::Bf16, 10, 2),
+    ] {
+        let round: fn(f64) -> f64 = if out == DType::Bf16 { bf16_of } else { |v| v };
+        let offset = Array2::from_elem((1, 1), off as f64);
+        rows.push(row(
+            format!("tensor_copy_dynamic_src on {engine:?}: 8 columns at offset {off} (stride {step}) into {out}"),
+            &[Covers::Op(Opcode::TensorCopyDynamicSrc)],
+            vec![(DType::F32, x.clone()), (DType::I32, offset)],
+            &[(out, [P, 8])],
+            move |k| {
+                let t = k.load(0);
+                let o = k.load(1);
+                let r = k.sbuf(out, &[P as u32, 8]);
+                let src = k.view(t, &[P as u32, 8], &[step as i64]);
+                let offset = k.v(o);
+                let dst = k.dst(r);
+                k.push(
+                    Opcode::TensorCopyDynamicSrc,
+                    Some(engine),
+                    InstrData::DynCopy {
+                        dst,
+                        src,
+                        offset,
+                        stride: step as i32,
+                    },
+                );
+                k.store(0, r);
+            },
+            move |x| {
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| {
+                    round(x[0][[p, step * (off + j)]])
+                })]
+            },
+            Check::Exact,
+        ));
+    }
+    rows
 }

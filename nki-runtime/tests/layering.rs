@@ -13,6 +13,8 @@ const LAYERS: &[&[&str]] = &[
     &["element"],
     &["bind"],
     &["device_tensor", "operand"],
+    &["gather"],
+    &["indirect", "dyncopy"],
     &["engines"],
     &["exec"],
     &["host", "strict", "host_profile"],

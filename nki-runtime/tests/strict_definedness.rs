@@ -69,13 +69,15 @@ enum Kind {
     Indices,
     /// `[P, F]` uint8 (`select_reduce`'s predicate).
     Pred,
+    /// `[P, 1]` int32 row indices in SBUF (an indirect DMA's).
+    Index,
 }
 
 impl Kind {
     fn free(self) -> Vec<u32> {
         match self {
             Kind::Square | Kind::PsumSquare => vec![F],
-            Kind::Column => vec![1],
+            Kind::Column | Kind::Index => vec![1],
             Kind::Stats => vec![6],
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
@@ -190,6 +192,7 @@ impl Gen {
         let dtype = match kind {
             Kind::Indices => DType::U32,
             Kind::Pred => DType::U8,
+            Kind::Index => DType::I32,
             Kind::Square | Kind::PsumSquare | Kind::Column | Kind::Stats | Kind::Aggr => DType::F32,
             Kind::Reduced(..) => DType::F32,
         };
@@ -252,7 +255,63 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 19;
+const STEPS: usize = 24;
+
+impl Gen {
+    /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
+    /// (a permutation, so a scatter names each row once), and the rows it names.
+    fn index_tile(&mut self, c: &mut Choices<'_>) -> (usize, Vec<usize>) {
+        let d = self.new_tile(Kind::Index);
+        let dst = Dst::overwrite(self.view(d));
+        let reversed = c.below(2) == 1;
+        let mut e = AxisIndex::constant(if reversed { i64::from(P) - 1 } else { 0 });
+        e.grid[0] = if reversed { -1 } else { 1 };
+        let expr = self.b.expr(e).expect("expr");
+        self.push(Opcode::Iota, None, InstrData::Iota { dst, expr });
+        self.tiles[d].defined = vec![true; P as usize];
+        let rows = (0..P as usize)
+            .map(|k| if reversed { P as usize - 1 - k } else { k })
+            .collect();
+        (d, rows)
+    }
+
+    /// An indirect DMA (`opcode`) between the `[P, F]` tile `t` and the rows of `tensor` the
+    /// index tile `ix` names, under mask `m`.
+    fn indirect(&mut self, opcode: Opcode, m: Option<Mask>, t: usize, tensor: TensorId, ix: usize) {
+        let (tile, index) = (self.view(t), self.view(ix));
+        let mut a = access(tensor, P, F, false);
+        a.axes[0] = AxisIndex::constant(0);
+        let hbm = self.b.access(a).expect("access");
+        let data = InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis: 0,
+        };
+        self.push(opcode, m, data);
+    }
+
+    /// An indirect store (`indirect_store` or `atomic_rmw`) of a `[P, F]` tile into the next
+    /// output, under a `[rows, cols]` mask.
+    fn scatter(&mut self, opcode: Opcode, c: &mut Choices<'_>) {
+        let squares = self.of(&[Kind::Square]);
+        if squares.is_empty() || self.stores.len() >= self.outputs.len() {
+            return;
+        }
+        let t = squares[c.below(squares.len())];
+        let (ix, _) = self.index_tile(c);
+        let (rows, cols) = (c.bound(P), c.bound(F));
+        let m = (rows < P || cols < F).then(|| mask(rows, (1, cols)));
+        let o = self.outputs[self.stores.len()];
+        let pc = self.instrs;
+        self.indirect(opcode, m, t, o, ix);
+        let d = &self.tiles[t].defined;
+        let stored = (0..rows as usize)
+            .flat_map(|r| (0..cols as usize).map(move |c| d[r * F as usize + c]))
+            .collect();
+        self.stores.push((self.stores.len(), pc, stored));
+    }
+}
 
 /// Generates one step: a new tile (or an accumulation into an old one) and the reference's
 /// definedness of it.
@@ -786,10 +845,84 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .map(|p| p < mp as usize && (0..mf as usize).all(|f| elem(p * fu + f)))
                 .collect();
         }
+        // indirect_load under a mask: the input's rows the index tile names
+        18 => {
+            let (ix, rows) = g.index_tile(c);
+            let d = g.new_tile(Kind::Square);
+            let input = g.input;
+            g.indirect(Opcode::IndirectLoad, m, d, input, ix);
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(
+                (0..n)
+                    .map(|e| input_value(rows[e / fu] * fu + e % fu))
+                    .collect(),
+            );
+        }
+        // indirect_store, atomic_rmw of a tile into the next output, under a mask
+        19 => g.scatter(Opcode::IndirectStore, c),
+        20 => g.scatter(Opcode::AtomicRmw, c),
+        // tensor_copy_dynamic_src of a column of a square tile at the offset an index tile's
+        // first element holds (0 or P − 1), under a mask
+        22 => {
+            let Some(src) = g.pick(c, &sq) else { return };
+            let (ix, positions) = g.index_tile(c);
+            let d = g.new_tile(Kind::Column);
+            let dst = Dst::overwrite(g.view(d));
+            let col = g.view_as(src, &[1]);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let offset =
+                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                    .expect("view");
+            let cm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(
+                Opcode::TensorCopyDynamicSrc,
+                cm,
+                InstrData::DynCopy {
+                    dst,
+                    src: col,
+                    offset,
+                    stride: 1,
+                },
+            );
+            let f = positions[0];
+            let ds = g.tiles[src].defined.clone();
+            g.tiles[d].defined = (0..P as usize)
+                .map(|r| r < mp as usize && ds[r * fu + f])
+                .collect();
+            g.tiles[d].values = None;
+        }
+        // gather_flattened of a square tile by an index tile under a mask: element (p, f) is
+        // element idx[p] of partition p (a position in the row)
+        21 => {
+            let Some(src) = g.pick(c, &sq) else { return };
+            let (ix, positions) = g.index_tile(c);
+            let d = g.new_tile(Kind::Square);
+            let (dst, data) = (Dst::overwrite(g.view(d)), g.view(src));
+            // The index column read along every free element: the result's shape.
+            let shape = TileShape::new(&[P, F]).expect("shape");
+            let mut v = TileView::whole(g.tiles[ix].id.index(), &shape);
+            v.strides = [0; nki_lang::MAX_TILE_RANK - 1];
+            let indices = g.b.view(v).expect("view");
+            g.push(
+                Opcode::GatherFlattened,
+                m,
+                InstrData::Gather { dst, data, indices },
+            );
+            let ds = g.tiles[src].defined.clone();
+            let vs = g.tiles[src].values.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && ds[(e / fu) * fu + positions[e / fu] % fu])
+                .collect();
+            g.tiles[d].values = vs.map(|v| {
+                (0..n)
+                    .map(|e| v[(e / fu) * fu + positions[e / fu] % fu])
+                    .collect()
+            });
+        }
         // a store of any tile under a mask
         _ => {
             let all: Vec<usize> = (0..g.tiles.len())
-                .filter(|&t| g.tiles[t].kind != Kind::PsumSquare)
+                .filter(|&t| !matches!(g.tiles[t].kind, Kind::PsumSquare | Kind::Index))
                 .collect();
             if all.is_empty() || g.stores.len() >= g.outputs.len() {
                 return;
@@ -882,7 +1015,7 @@ fn case(bytes: &[u8]) -> Option<Case> {
     if scratch.stores.is_empty() {
         let t = (0..scratch.tiles.len())
             .rev()
-            .find(|&t| scratch.tiles[t].kind != Kind::PsumSquare)?;
+            .find(|&t| !matches!(scratch.tiles[t].kind, Kind::PsumSquare | Kind::Index))?;
         let fe = scratch.tiles[t].kind.elems() as u32;
         let (rows, cols) = (c.bound(P), c.bound(fe));
         store_any(scratch, t, rows, cols);
@@ -991,7 +1124,8 @@ fn check(bytes: &[u8]) -> Result<(), String> {
         (Ok(_), None) => {}
         (Err(LaunchError::Exec(e)), Some((pc, n))) => {
             let element = format!("element {n} of the operand");
-            if e.instr != pc || e.mnemonic != "store" || !e.what.contains(&element) {
+            let stores = ["store", "indirect_store", "atomic_rmw"];
+            if e.instr != pc || !stores.contains(&e.mnemonic) || !e.what.contains(&element) {
                 return Err(format!(
                     "strict mode named {e}; the reference: instruction {pc}, {element}\n{}",
                     case.program.parts().program()
@@ -1052,7 +1186,7 @@ fn the_generator_reaches_every_step_and_both_verdicts() {
     let (mut errors, mut clean) = (0, 0);
     let mut seen = std::collections::HashSet::new();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for _ in 0..300 {
+    for _ in 0..600 {
         let b: Vec<u8> = (0..200)
             .map(|_| {
                 state ^= state << 13;

@@ -429,6 +429,46 @@ pub enum InstrData {
         /// Optional per-partition reduction of the results.
         acc: Option<AccOut>,
     },
+    /// A DMA between a tile and HBM rows chosen at run time (NKI's indirect DMA: a tile of
+    /// indices on the partition axis of an access, `load(src[idx, i_f])`): axis `axis` of the
+    /// access takes, at the grid's partition `p`, the value of the index column `index` at
+    /// partition `p` (plus the axis' affine index, which has no grid terms); the other axes are
+    /// the access's. The opcode gives the direction. Slots: 0 `tile`, 1 `hbm`, 2 `index`.
+    Indirect {
+        /// The on-chip side.
+        tile: ViewId,
+        /// The HBM side.
+        hbm: AccessId,
+        /// A `[P, 1]` int32 or uint32 SBUF column of row indices.
+        index: ViewId,
+        /// The access's axis the indices select along.
+        axis: u8,
+    },
+    /// A gather within each partition (`gather_flattened`): element `t` of `dst` is element
+    /// `indices[t]` of its partition of `data`, the data's free elements flattened row-major.
+    /// Slots: 0 `dst`, 1 `data`, 2 `indices`.
+    Gather {
+        /// Destination, of the indices' shape.
+        dst: Dst,
+        /// The values.
+        data: ViewId,
+        /// int32 or uint32 positions in the flattened free elements of `data`.
+        indices: ViewId,
+    },
+    /// A copy whose source sits at a run-time offset within each partition
+    /// (`tensor_copy_dynamic_src`): `src`'s elements shifted by `value · stride` elements,
+    /// `value` the int32 or uint32 element of the `[1, 1]` tile `offset`. Slots: 0 `dst`,
+    /// 1 `src`, 2 `offset`.
+    DynCopy {
+        /// Destination.
+        dst: Dst,
+        /// The source at offset 0.
+        src: ViewId,
+        /// The `[1, 1]` SBUF tile holding the offset.
+        offset: ViewId,
+        /// Elements of `src`'s partition row per unit of the offset (the indexed axis' stride).
+        stride: i32,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -462,7 +502,10 @@ impl InstrData {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => None,
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => None,
         }
     }
 
@@ -479,8 +522,13 @@ impl InstrData {
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
             | InstrData::Match8 { dst, .. }
-            | InstrData::SelectReduce { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            | InstrData::SelectReduce { dst, .. }
+            | InstrData::Gather { dst, .. }
+            | InstrData::DynCopy { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 
@@ -519,8 +567,13 @@ impl InstrData {
             | InstrData::Select { dst, .. }
             | InstrData::Matmul { dst, .. }
             | InstrData::Match8 { dst, .. }
-            | InstrData::SelectReduce { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            | InstrData::SelectReduce { dst, .. }
+            | InstrData::Gather { dst, .. }
+            | InstrData::DynCopy { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Indirect { .. } => None,
         }
     }
 

@@ -178,6 +178,27 @@ impl Operands {
                 o.src(3, on_false);
                 o.acc(acc);
             }
+            InstrData::Indirect {
+                tile, hbm, index, ..
+            } => {
+                let spec = ins.opcode.info().operands;
+                let dir = |slot: usize| spec.get(slot).map_or(Dir::Read, |s| s.dir);
+                o.put(0, OperandRef::View(tile), dir(0));
+                o.put(1, OperandRef::Access(hbm), dir(1));
+                o.put(2, OperandRef::View(index), Dir::Read);
+            }
+            InstrData::Gather { dst, data, indices } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(data), Dir::Read);
+                o.put(2, OperandRef::View(indices), Dir::Read);
+            }
+            InstrData::DynCopy {
+                dst, src, offset, ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.put(2, OperandRef::View(offset), Dir::Read);
+            }
         }
         o
     }

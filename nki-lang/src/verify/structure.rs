@@ -175,7 +175,25 @@ impl Checker<'_> {
                 | InstrData::Select { .. }
                 | InstrData::Matmul { .. }
                 | InstrData::Match8 { .. }
-                | InstrData::SelectReduce { .. } => {
+                | InstrData::SelectReduce { .. }
+                | InstrData::Indirect { .. }
+                | InstrData::Gather { .. }
+                | InstrData::DynCopy { .. } => {
+                    if let InstrData::Indirect { hbm, axis, .. } = ins.data {
+                        // The index column alone runs along the grid's partitions.
+                        let ok = p.accesses.get(hbm.index()).is_some_and(|a| {
+                            a.axes()
+                                .get(usize::from(axis))
+                                .is_some_and(|ix| ix.grid.iter().all(|&g| g == 0))
+                                && a.axes().iter().all(|ix| ix.grid[0] == 0)
+                        });
+                        if !ok {
+                            self.malformed(
+                                Site::Operand { instr: i, slot: 1 },
+                                "an indirect axis outside the access, or grid terms on it or on the partitions",
+                            );
+                        }
+                    }
                     if let Err((slot, what)) = self.check_operand_refs(ins, &stack) {
                         let site = match slot {
                             Some(slot) => Site::Operand { instr: i, slot },
@@ -323,7 +341,8 @@ impl Checker<'_> {
                     if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
                         return Err((None, OUTSIDE));
                     }
-                    if o.dir == Dir::ReadWrite {
+                    // `atomic_rmw` alone updates HBM in place.
+                    if o.dir == Dir::ReadWrite && ins.opcode != crate::ir::ops::Opcode::AtomicRmw {
                         return Err((slot, "an HBM access cannot accumulate"));
                     }
                 }

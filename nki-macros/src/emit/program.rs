@@ -253,6 +253,35 @@ fn instr(i: &Instr) -> TokenStream {
             let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
             quote!(#d::Dma { tile: #tile, hbm: #hbm })
         }
+        InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis,
+        } => {
+            let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
+            let index = id("ViewId", index.0);
+            quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis })
+        }
+        InstrData::DynCopy {
+            dst: t,
+            src,
+            offset,
+            stride,
+        } => {
+            let t = dst(t);
+            let (src, offset) = (id("ViewId", src.0), id("ViewId", offset.0));
+            quote!(#d::DynCopy { dst: #t, src: #src, offset: #offset, stride: #stride })
+        }
+        InstrData::Gather {
+            dst: t,
+            data,
+            indices,
+        } => {
+            let t = dst(t);
+            let (data, indices) = (id("ViewId", data.0), id("ViewId", indices.0));
+            quote!(#d::Gather { dst: #t, data: #data, indices: #indices })
+        }
         InstrData::Unary { dst: t, src: s } => {
             let (t, s) = (dst(t), id("ViewId", s.0));
             quote!(#d::Unary { dst: #t, src: #s })

@@ -146,6 +146,10 @@ pub enum Special {
     Len,
     /// `get_nc_version()`: the kernel's target NeuronCore generation
     NcVersion,
+    /// `atomic_rmw`
+    AtomicRmw,
+    /// `tensor_copy_dynamic_src`
+    TensorCopyDynamicSrc,
 }
 
 /// How a function lowers.
@@ -339,6 +343,16 @@ static TABLE: &[Builtin] = &[
         Opcode::TensorCopy,
         &[req("src", P::Tile(1)), DTYPE, ENGINE, MASK],
     ),
+    isa(
+        &["gather_flattened"],
+        Opcode::GatherFlattened,
+        &[
+            req("data", P::Tile(1)),
+            req("indices", P::Tile(2)),
+            DTYPE,
+            MASK,
+        ],
+    ),
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),
@@ -379,6 +393,8 @@ static TABLE: &[Builtin] = &[
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
     special(&["get_nc_version"], Special::NcVersion),
+    special(&["atomic_rmw"], Special::AtomicRmw),
+    special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

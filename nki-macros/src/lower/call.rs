@@ -169,6 +169,8 @@ impl Lowerer<'_> {
                 };
                 self.assign(v, span, dest)
             }
+            Special::AtomicRmw => self.atomic_rmw(args, span, dest),
+            Special::TensorCopyDynamicSrc => self.tensor_copy_dynamic_src(args, span, dest),
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

@@ -14,9 +14,14 @@ use crate::parse::model::Expr;
 const TOO_LONG: &str = "a slice is longer than 4294967295 elements";
 
 enum Sel {
-    Slice { start: Affine, size: u32 },
+    Slice {
+        start: Affine,
+        size: u32,
+    },
     Advanced(Idx),
     Scalar(Affine),
+    /// A tile of indices (NKI's indirect DMA): HBM rows chosen at run time.
+    Indirect(TileView),
 }
 
 impl Lowerer<'_> {
@@ -119,7 +124,7 @@ impl Lowerer<'_> {
                 let mut h = h.clone();
                 h.prefix.extend(sels.iter().filter_map(|s| match s {
                     Sel::Scalar(a) => Some(*a),
-                    Sel::Slice { .. } | Sel::Advanced(_) => None,
+                    Sel::Slice { .. } | Sel::Advanced(_) | Sel::Indirect(_) => None,
                 }));
                 return Value::Tensor(h);
             }
@@ -134,6 +139,10 @@ impl Lowerer<'_> {
                 return Value::Poison;
             }
         }
+        let indirect = match self.indirect_axis(&base, &mut sels, span) {
+            Ok(i) => i,
+            Err(()) => return Value::Poison,
+        };
         let slices = sels.iter().any(|s| matches!(s, Sel::Slice { .. }));
         let advanced = sels.iter().any(|s| matches!(s, Sel::Advanced(_)));
         if slices && advanced {
@@ -172,6 +181,7 @@ impl Lowerer<'_> {
                     Sel::Advanced(i) => i,
                     Sel::Scalar(a) => Idx::from_affine(a),
                     Sel::Slice { .. } => unreachable!("not mixed"),
+                    Sel::Indirect(_) => unreachable!("replaced by indirect_axis"),
                 });
             }
         } else {
@@ -193,7 +203,7 @@ impl Lowerer<'_> {
                         i
                     }
                     Sel::Scalar(a) => Idx::from_affine(a),
-                    Sel::Advanced(_) => unreachable!("not mixed"),
+                    Sel::Advanced(_) | Sel::Indirect(_) => unreachable!("not mixed"),
                 });
             }
             while shape_dims.len() < 2 {
@@ -204,20 +214,94 @@ impl Lowerer<'_> {
             return self.error(span, "an access has at most 4 dimensions");
         };
         match base {
-            Value::Tensor(h) => Value::Access(Access {
-                tensor: h.tensor,
-                reshape: h.reshape,
-                axes: h
+            Value::Tensor(h) => {
+                let prefix = h.prefix.len();
+                let mut axes: Vec<Idx> = h
                     .prefix
                     .iter()
                     .map(|&a| Idx::from_affine(a))
                     .chain(axes)
-                    .collect(),
-                shape,
-            }),
+                    .collect();
+                // The indirect axis' row is the index's value: no grid term of its own.
+                let indirect = indirect.map(|(axis, view)| {
+                    let axis = axis.saturating_add(prefix);
+                    if let Some(a) = axes.get_mut(axis) {
+                        *a = Idx::from_affine(Affine::ZERO);
+                    }
+                    (axis, view)
+                });
+                Value::Access(Access {
+                    tensor: h.tensor,
+                    reshape: h.reshape,
+                    axes,
+                    shape,
+                    indirect,
+                })
+            }
             Value::Tile(v) => self.tile_view(v, &axes, shape, span),
             _ => unreachable!("checked above"),
         }
+    }
+
+    /// NKI's indirect indexing: a tile of indices on one axis of an HBM tensor
+    /// (`data[idx[i_p, 0], i_f]`, `data[b, idx, i_f]`). The tile must be a `[P, 1]` column and
+    /// stand for the grid's partition axis, the other axes affine in `arange` axes (not an
+    /// `mgrid`) that leave the partition axis to it. Replaces the tile's selector by the
+    /// partition axis of its size (the grid's shape) and returns the axis (among `sels`) and
+    /// the tile; `Err` once the mistake is reported.
+    fn indirect_axis(
+        &mut self,
+        base: &Value,
+        sels: &mut [Sel],
+        span: Span,
+    ) -> Result<Option<(usize, TileView)>, ()> {
+        let mut found = sels.iter().enumerate().filter_map(|(k, s)| match s {
+            Sel::Indirect(v) => Some((k, *v)),
+            Sel::Slice { .. } | Sel::Advanced(_) | Sel::Scalar(_) => None,
+        });
+        let Some((axis, view)) = found.next() else {
+            return Ok(None);
+        };
+        let fail = |this: &mut Self, msg: &str| {
+            this.error(span, msg);
+            Err(())
+        };
+        if found.next().is_some() {
+            return fail(
+                self,
+                "an access takes one tile of indices, on the partition axis (err_indirect_indices_free_dim)",
+            );
+        }
+        if !matches!(base, Value::Tensor(_)) {
+            return fail(
+                self,
+                "a tile indexed by the values of a tile (a copy with run-time offsets in SBUF) is not supported: load or store the rows from HBM with the indices (`load(t[idx, i_f])`), or use `tensor_copy_dynamic_src` (err_copy_dynamic_indirect_indices_not_natively_supported)",
+            );
+        }
+        if view.shape.rank() != 2 || view.shape.free_elems() != 1 {
+            let msg = format!(
+                "a tile of indirect indices is a [P, 1] column, one row index per partition (`idx[i_p, 0]`); got {} (err_indirect_indices_free_dim)",
+                view.shape
+            );
+            return fail(self, &msg);
+        }
+        for s in sels.iter() {
+            let Sel::Advanced(i) = s else { continue };
+            if i.grid[0] != 0 {
+                return fail(
+                    self,
+                    "indirect indices are only supported on the partition dimension: another axis of this access indexes the partitions (err_indirect_indices_free_dim)",
+                );
+            }
+            if i.dense.iter().any(|&d| d != 0) {
+                return fail(
+                    self,
+                    "the other indices of an access with indirect indices must be `arange` axes, not `mgrid` components (err_indirect_indices_free_dim)",
+                );
+            }
+        }
+        sels[axis] = Sel::Advanced(Idx::grid_axis(0, 0, view.shape.partitions()));
+        Ok(Some((axis, view)))
     }
 
     fn select(&mut self, e: Option<&Expr>, dim: Option<u64>, span: Span) -> Option<Sel> {
@@ -291,6 +375,11 @@ impl Lowerer<'_> {
                     Value::Int(n) => Some(Sel::Scalar(Affine::constant(n))),
                     Value::Index(i) if i.is_advanced() => Some(Sel::Advanced(i)),
                     Value::Index(i) => Some(Sel::Scalar(i.lin)),
+                    Value::Tile(v) => Some(Sel::Indirect(v)),
+                    Value::Tensor(_) | Value::Access(_) => {
+                        self.error(other.span(), "indirect indices are read from SBUF: load them into a [P, 1] int32 tile first (`let idx = load(idx_tensor[..]);`, then `data[[idx, i_f]]`)");
+                        None
+                    }
                     Value::Poison => None,
                     v => {
                         self.error(other.span(), format!("an index is a slice, an integer or an affine index expression, not {}", v.describe()));

@@ -157,6 +157,9 @@ pub struct Access {
     pub axes: Vec<Idx>,
     /// The grid's shape.
     pub shape: nki_lang::TileShape,
+    /// NKI's indirect indexing: the axis (of `axes`, where its index is 0) whose row at the
+    /// grid's partition `p` is the value of this `[P, 1]` index column at `p`.
+    pub indirect: Option<(usize, TileView)>,
 }
 
 /// The value of a kernel-body expression at compile time.

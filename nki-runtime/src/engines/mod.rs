@@ -25,6 +25,8 @@
 pub(crate) mod access;
 pub(crate) mod compute;
 pub(crate) mod dma;
+pub(crate) mod gather;
+pub(crate) mod indirect;
 pub(crate) mod lanes;
 pub(crate) mod mems;
 pub(crate) mod pack_cache;

@@ -433,11 +433,50 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => {
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
                 if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
+                    // An indirect DMA's rows and a gather's positions are data: an index outside
+                    // its axis stops the run (a run that does not compute has none to read).
+                    let sbuf = e.sbuf.bytes();
+                    let checked = match ins.data {
+                        _ if !obs.computes() => Ok(()),
+                        InstrData::Indirect { .. } => {
+                            crate::indirect::rows(b, ins, &ops, sbuf).map(|_| ())
+                        }
+                        InstrData::Gather { .. } => crate::gather::check(&ops, sbuf),
+                        InstrData::DynCopy { .. } => {
+                            crate::dyncopy::operands(p, ins, &ops, vars, sbuf).map(|_| ())
+                        }
+                        InstrData::LoopBegin { .. }
+                        | InstrData::LoopEnd { .. }
+                        | InstrData::Dma { .. }
+                        | InstrData::Unary { .. }
+                        | InstrData::Fill { .. }
+                        | InstrData::Iota { .. }
+                        | InstrData::Alu { .. }
+                        | InstrData::Act { .. }
+                        | InstrData::Reduce { .. }
+                        | InstrData::Scan { .. }
+                        | InstrData::Select { .. }
+                        | InstrData::Matmul { .. }
+                        | InstrData::Match8 { .. }
+                        | InstrData::SelectReduce { .. } => Ok(()),
+                    };
+                    if let Err(what) = checked {
+                        return Err(ExecError {
+                            kernel: p.name().to_string(),
+                            instr: pc,
+                            mnemonic: ins.mnemonic(),
+                            line: ins.line,
+                            what,
+                        });
+                    }
                     let memory = OnChip::of(e);
                     if let ControlFlow::Break(what) = obs.before_on(pc, ins, &ops, vars, memory) {
                         return Err(ExecError {
@@ -586,6 +625,23 @@ pub(crate) fn execute(
         // the only one.
         (Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 | Opcode::SelectReduce, _) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
+        }
+        (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
+            crate::engines::indirect::run(e, b, ins, ops)
+        }
+        (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
+        (Opcode::TensorCopyDynamicSrc, _) => {
+            // The interpreter checked the offset: an offset out of range copies nothing here.
+            if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {
+                match ins.engine {
+                    Engine::Scalar => compute::copy_through_f32(e, &o),
+                    Engine::Vector
+                    | Engine::GpSimd
+                    | Engine::Tensor
+                    | Engine::Dma
+                    | Engine::Sync => vector::copy(e, &o),
+                }
+            }
         }
         // The checks match every opcode with its format; loop control never gets here.
         (

@@ -182,6 +182,20 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 ..
             },
         ) => select_reduce::select_reduce(m, ops, reverse, reduce, acc(dst.write)),
+        (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
+            indirect(m, ins, ops)
+        }
+        (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
+        (Opcode::TensorCopyDynamicSrc, _) => {
+            // The source shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
+            // the interpreter stopped the run before an offset out of range.
+            let offset = ops.get(2);
+            let bits = m.read(offset.loc, offset.dtype, offset.pattern.base);
+            let value = crate::dyncopy::value(offset.dtype, bits);
+            if let Ok(o) = crate::dyncopy::shifted(m.bound.program, ins, ops, vars, value) {
+                tensor_copy(m, &o, ins.engine, None);
+            }
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -643,6 +657,57 @@ fn load_transpose2d(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         .collect();
     for (at, bits) in moved {
         m.write(tile.loc, tile.dtype, at, cast(hbm.dtype, tile.dtype, bits));
+    }
+}
+
+/// `indirect_load`, `indirect_store`, `atomic_rmw`: every row index is read from the index
+/// column first (`crate::indirect::rows`, which the interpreter has checked), then partition
+/// by partition in order, the one-partition [`load`] or [`store`] of the row its index names,
+/// or for `atomic_rmw` each element of the row becomes `old + value`: both loaded to fp32
+/// lanes, [`alu::eval`]'s `add`, stored in the tensor's dtype. A row named twice is written
+/// twice, in partition order (a scatter keeps the last; `atomic_rmw` accumulates both).
+fn indirect(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
+    let Ok(rows) = crate::indirect::rows(m.bound, ins, ops, m.sbuf) else {
+        return;
+    };
+    for (k, &row) in rows.rows().iter().enumerate() {
+        let one = crate::indirect::row_operands(ops, k, row);
+        if ins.opcode == Opcode::IndirectLoad {
+            load(m, &one);
+        } else if ins.opcode == Opcode::IndirectStore {
+            store(m, &one);
+        } else {
+            // `atomic_rmw`: the dispatch sends only the three indirect opcodes here.
+            let (value, dst) = (Elems::own(one.get(0)), Elems::own(one.get(1)));
+            for t in indices(one.get(1).dims) {
+                let old = m.get(&dst, t, Lane::F32).f32();
+                let v = m.get(&value, t, Lane::F32).f32();
+                let sum = Value::from_f32(alu::eval(Alu::Add, old, v));
+                m.put(&dst, t, Lane::F32, sum);
+            }
+        }
+    }
+}
+
+/// `gather_flattened`: destination element `t` of partition `p` (row-major) is element `f`
+/// of partition `p` of `data`, its free elements flattened row-major, `f` the value of
+/// `indices[t]` (int32 or uint32); converted to the destination's dtype ([`cast`]). Every
+/// source element is read before any is written. An index outside the partition's elements
+/// stops the run before the instruction (`crate::gather::check`): none reaches here.
+fn gather_flattened(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
+    let (dst, data, idx) = (ops.get(0), ops.get(1), ops.get(2));
+    let (d, s, ix) = (Elems::own(dst), Elems::own(data), Elems::own(idx));
+    let n = free_elems(&data.dims);
+    let moved: Vec<_> = indices(dst.dims)
+        .filter_map(|t| {
+            let f = crate::gather::position(idx.dtype, m.read(ix.loc, idx.dtype, ix.offset(t)));
+            let f = usize::try_from(f).ok().filter(|&f| f < n)?;
+            let bits = m.read(s.loc, data.dtype, s.offset(unravel(&data.dims, t[0], f)));
+            Some((d.offset(t), bits))
+        })
+        .collect();
+    for (at, bits) in moved {
+        m.write(dst.loc, dst.dtype, at, cast(data.dtype, dst.dtype, bits));
     }
 }
 

@@ -84,7 +84,10 @@ fn each_output_access(
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => {
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

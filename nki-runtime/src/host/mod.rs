@@ -108,7 +108,10 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => {
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));
             }

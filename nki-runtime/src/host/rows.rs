@@ -34,7 +34,12 @@ fn row_local(ins: &Instr) -> bool {
         Deps::Move | Deps::Elementwise | Deps::Select | Deps::Reduce | Deps::Prefix | Deps::Row => {
             true
         }
-        Deps::Control | Deps::AffineSelect | Deps::Contraction | Deps::Transpose => false,
+        Deps::Control
+        | Deps::AffineSelect
+        | Deps::Contraction
+        | Deps::Transpose
+        | Deps::Indirect
+        | Deps::Gather => false,
     };
     engine_ok && deps_ok && ins.data.loop_control().is_none()
 }

@@ -80,6 +80,17 @@ pub(crate) fn execute(
         outputs: second_outputs,
         readers,
     } = state;
+    // The rows of an indirect DMA and a dynamic copy's source are data: no shortcut can see
+    // what they touch before they run, so a program with one runs serially, every
+    // instruction as written.
+    if b.program.instrs().iter().any(|i| {
+        matches!(
+            i.data,
+            nki_lang::InstrData::Indirect { .. } | nki_lang::InstrData::DynCopy { .. }
+        )
+    }) {
+        return run(e, b, &mut Unobserved, &mut crate::exec::plan::Serial);
+    }
     readers.find(b.program);
     let readers = &*readers;
     let n = b.grid.count().unwrap_or(0);

@@ -169,7 +169,10 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => out.push(stack.clone()),
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => out.push(stack.clone()),
         }
     }
     out

@@ -161,7 +161,9 @@ impl Strict<'_> {
         };
         match instr.opcode.info().deps {
             Deps::Control => {}
-            Deps::Move => {
+            // An indirect DMA is checked one partition at a time (`super::indirect`), each a
+            // move of one HBM row.
+            Deps::Move | Deps::Indirect => {
                 if let Some(s) = src(1) {
                     for (f, d) in indices(s.r.dims).zip(indices(dst.dims)) {
                         let o = self.origin(
@@ -206,7 +208,10 @@ impl Strict<'_> {
                     | InstrData::Scan { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Match8 { .. }
-                    | InstrData::SelectReduce { .. } => None,
+                    | InstrData::SelectReduce { .. }
+                    | InstrData::Indirect { .. }
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -247,6 +252,35 @@ impl Strict<'_> {
                         }
                     }
                     out.push((res.slot, partial));
+                }
+            }
+            Deps::Gather => {
+                if let (Some(data), Some(ix)) = (src(1), src(2)) {
+                    let n = free_elems(&data.r.dims);
+                    for t in indices(dst.dims) {
+                        let at = offset(ix.r.pattern.base, &ix.r.pattern.strides, &t);
+                        let o = self.origin(&ix, at, this);
+                        let position = memory
+                            .and_then(|m| m.bits(&ix.r, at))
+                            .map(|b| crate::gather::position(ix.r.dtype, b));
+                        let element = |f: usize| {
+                            let e = unravel(&data.r.dims, t[0], f);
+                            let at = offset(data.r.pattern.base, &data.r.pattern.strides, &e);
+                            self.origin(&data, at, this)
+                        };
+                        // A defined index: the element it names; without the memories, any
+                        // element of the partition.
+                        let o = match (o, position.and_then(|f| usize::try_from(f).ok())) {
+                            (0, Some(f)) if f < n => element(f),
+                            (0, _) => (0..n).map(element).find(|&o| o != 0).unwrap_or(0),
+                            (o, _) => o,
+                        };
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            o,
+                        );
+                    }
                 }
             }
             Deps::Select => {
@@ -532,6 +566,8 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Prefix
         | Deps::Row
         | Deps::Contraction
-        | Deps::Transpose => true,
+        | Deps::Transpose
+        | Deps::Indirect
+        | Deps::Gather => true,
     }
 }

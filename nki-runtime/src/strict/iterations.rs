@@ -80,7 +80,10 @@ impl Iterations {
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Match8 { .. }
-                    | InstrData::SelectReduce { .. } => {}
+                    | InstrData::SelectReduce { .. }
+                    | InstrData::Indirect { .. }
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => {}
                 }
                 outer
             })

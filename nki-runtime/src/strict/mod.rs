@@ -45,6 +45,7 @@
 //! or mark them: a debugging mode, many times slower than a plain launch.
 
 mod defined;
+mod indirect;
 mod iterations;
 pub(crate) mod schedule;
 mod shadow;
@@ -164,6 +165,10 @@ pub struct Strict<'p> {
     /// computes from bytes no instruction wrote, by byte offset: 1 + the instruction that first
     /// read such bytes. Empty when all are defined.
     undefined: defined::Undefined,
+    /// Elements of the running instruction's operands before the ones being checked: an
+    /// indirect DMA is checked one partition at a time, and a fault names its element in the
+    /// whole operand.
+    row_offset: usize,
 }
 
 impl<'p> Strict<'p> {
@@ -185,6 +190,7 @@ impl<'p> Strict<'p> {
             now: 0,
             pending: Vec::new(),
             undefined: Vec::new(),
+            row_offset: 0,
         }
     }
 
@@ -239,7 +245,10 @@ impl<'p> Strict<'p> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => None,
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => None,
         }
     }
 
@@ -688,6 +697,31 @@ impl Strict<'_> {
             ));
         }
         let dst_write = instr.data.accumulation();
+        self.undefined.clear();
+        if matches!(instr.data, InstrData::Indirect { .. }) {
+            return self.check_indirect(pc, instr, operands, vars, memory, me);
+        }
+        if matches!(instr.data, InstrData::DynCopy { .. }) {
+            return self.check_dynamic_copy(pc, instr, operands, vars, memory, me);
+        }
+        self.check_operands(pc, instr, operands, vars, memory, me, dst_write)
+    }
+
+    /// The checks of [`Strict::check`] on `operands` (all of an instruction's, or one row of
+    /// an indirect DMA's): each read and write judged against the shadow, the writes queued
+    /// for [`Strict::mark_written`], and the undefined elements they compute added to
+    /// [`Strict::undefined`].
+    #[allow(clippy::too_many_arguments)]
+    fn check_operands(
+        &mut self,
+        pc: usize,
+        instr: &Instr,
+        operands: &Operands,
+        vars: &VarValues,
+        memory: Option<OnChip<'_>>,
+        me: u32,
+        dst_write: Option<Write>,
+    ) -> ControlFlow<String> {
         let accumulating = dst_write.is_some_and(|w| w != Write::Overwrite);
         let group_overwrites =
             dst_write.is_some_and(|w| matches!(w, Write::Group { .. }) && !w.accumulates_at(vars));
@@ -730,23 +764,30 @@ impl Strict<'_> {
                 }),
                 Loc::Hbm(_) => self
                     .check_output(r, me, flag)
+                    .filter(|(_, _, f)| !indirect::commutes(instr, f))
                     .map(|(n, e, f)| (n, format!("element {e} of the tensor"), f)),
                 Loc::Expr | Loc::Imm(_) => None,
             };
             if let Some((n, place, f)) = fault {
                 let to = self.stored_to(instr, operands, n);
+                let n = n.saturating_add(self.row_offset);
                 return ControlFlow::Break(self.message(instr, r, (n, place, to), a, f, vars));
             }
         }
-        self.undefined.clear();
         if undefined {
-            self.undefined = self.undefined_elements(
+            let found = self.undefined_elements(
                 pc,
                 instr,
                 operands,
                 memory,
                 (group_overwrites, accumulating),
             );
+            for (slot, map) in found {
+                match self.undefined.iter_mut().find(|(s, _)| *s == slot) {
+                    Some((_, m)) => m.extend(map),
+                    None => self.undefined.push((slot, map)),
+                }
+            }
         }
         ControlFlow::Continue(())
     }

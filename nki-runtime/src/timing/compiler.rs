@@ -239,7 +239,10 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Select { .. }
             | InstrData::Matmul { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => {
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -508,7 +511,10 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
             | InstrData::Match8 { .. }
-            | InstrData::SelectReduce { .. } => false,
+            | InstrData::SelectReduce { .. }
+            | InstrData::Indirect { .. }
+            | InstrData::Gather { .. }
+            | InstrData::DynCopy { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

@@ -182,6 +182,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::Load | Opcode::Store | Opcode::LoadTranspose2d => {
             return Some(Work::Dma(dma(ins.opcode, ops, p)));
         }
+        Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw => {
+            return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
+        }
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
         Opcode::Transpose => match engine {
             Engine::Tensor => return Some(Work::Pe(pe_transpose(ops, p))),
@@ -228,7 +231,10 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Select { .. }
                     | InstrData::Matmul { .. }
                     | InstrData::Match8 { .. }
-                    | InstrData::SelectReduce { .. } => false,
+                    | InstrData::SelectReduce { .. }
+                    | InstrData::Indirect { .. }
+                    | InstrData::Gather { .. }
+                    | InstrData::DynCopy { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -287,6 +293,16 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::TensorTensorScan => mi(n.saturating_mul(2)),
         // 150 + N [ISA].
         Opcode::Iota | Opcode::AffineSelect => gpsimd(n, p),
+        // NKI's nc_n_gather: one GpSimd instruction group per 512 elements of a partition,
+        // assumed to cost as any GpSimd instruction of the destination's size.
+        Opcode::GatherFlattened => gpsimd(n, p),
+        // NKI: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC about 600 engine cycles.
+        Opcode::TensorCopyDynamicSrc => match engine {
+            Engine::GpSimd => gpsimd(n, p).max(600),
+            Engine::Vector | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => {
+                n.max(600)
+            }
+        },
         Opcode::Select => {
             // tensor_copy_predicated: 2N when the predicate and a value are both in SBUF, N
             // when they are in different memories [ISA].
@@ -568,8 +584,9 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
     };
     let data = data.saturating_add(ns_ps(p.dma_transfer_overhead_ns));
     let (hbm_read, hbm_write) = match opcode {
-        Opcode::Load | Opcode::LoadTranspose2d => (hbm, 0),
-        Opcode::Store => (0, hbm),
+        Opcode::Load | Opcode::LoadTranspose2d | Opcode::IndirectLoad => (hbm, 0),
+        Opcode::Store | Opcode::IndirectStore => (0, hbm),
+        Opcode::AtomicRmw => (hbm, hbm),
         // Not transfers: `cost` gives them no DMA work.
         Opcode::LoopBegin
         | Opcode::LoopEnd
@@ -593,7 +610,9 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Max8
         | Opcode::FindIndex8
         | Opcode::MatchReplace8
-        | Opcode::SelectReduce => {
+        | Opcode::SelectReduce
+        | Opcode::GatherFlattened
+        | Opcode::TensorCopyDynamicSrc => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };
@@ -604,6 +623,27 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         hbm_read,
         hbm_write,
     }
+}
+
+/// An indirect DMA (`indirect_load`, `indirect_store`, `atomic_rmw`): NKI's descriptor
+/// generation makes one descriptor per partition row at least, as [`dma`] counts a direct
+/// transfer's (its rows never merge across partitions), after fetching each partition's index
+/// from SBUF: one more descriptor of 4 bytes per partition. `atomic_rmw` reads each row and
+/// writes it back: its data phase is twice a store's. (Assumptions: NKI publishes no figure
+/// for indirect transfers.)
+fn indirect_dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
+    let mut d = dma(opcode, ops, p);
+    let parts = ops.slot(0).map_or(1, |t| (t.dims[0] as u64).max(1));
+    let per_engine = parts.div_ceil(u64::from(d.engines.max(1)));
+    let index = per_engine.saturating_mul(u64::from(p.dma_descriptor_overhead_bytes) + 4);
+    d.data = d
+        .data
+        .saturating_add(bytes_ps(index, p.dma_engine_bytes_per_us));
+    if opcode == Opcode::AtomicRmw {
+        let moving = d.data.saturating_sub(ns_ps(p.dma_transfer_overhead_ns));
+        d.data = d.data.saturating_add(moving);
+    }
+    d
 }
 
 /// Elements of the innermost free dimensions that are contiguous on both sides of a move.

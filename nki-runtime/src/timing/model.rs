@@ -1071,6 +1071,17 @@ impl<'p> Timeline<'p> {
     /// A DMA: the trigger on the Sync engine, then the transfer.
     fn dma(&mut self, pc: u32, ins: &Instr, ops: &Operands, w: Dma) {
         let opsum = self.summarize(ins, ops);
+        // An indirect DMA: the rows are data the model does not see; it waits for and marks
+        // its whole tensor, and waits for its index column (slot 2) too.
+        let indirect = matches!(ins.data, nki_lang::InstrData::Indirect { .. });
+        let wide;
+        let (ops, slots): (&Operands, &[usize]) = match ops.slot(1) {
+            Some(h) if indirect => {
+                wide = ops.with(crate::indirect::whole_tensor(h));
+                (&wide, &[0, 1, 2])
+            }
+            _ => (ops, &[0, 1]),
+        };
         let c = Consumer {
             pe: false,
             pe_latency: self.pe_latency,
@@ -1084,7 +1095,7 @@ impl<'p> Timeline<'p> {
         } else {
             self.free[si]
         };
-        let at = gate.max(self.operands_ready(ops, &[0, 1], c));
+        let at = gate.max(self.operands_ready(ops, slots, c));
         let t_start = at.t;
         let t_end = t_start.saturating_add(self.dma_issue);
         let trigger = self.push(Record {
@@ -1269,7 +1280,7 @@ impl<'p> Timeline<'p> {
         }
         self.mark(
             ops,
-            &[0, 1],
+            slots,
             Cell {
                 t: done.t,
                 who: rec,

@@ -66,12 +66,12 @@ pub struct InferIn<'a> {
 }
 
 impl InferIn<'_> {
-    fn info(&self) -> &'static OpInfo {
+    pub(super) fn info(&self) -> &'static OpInfo {
         self.opcode.info()
     }
 
     /// The view or access in `slot`; the rule functions only ask for slots the format fills.
-    fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
+    pub(super) fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
         self.slots[slot].info().ok_or(Blame {
             part: Part::Slot(small(slot)),
             violation: RuleViolation::Malformed {
@@ -80,7 +80,7 @@ impl InferIn<'_> {
         })
     }
 
-    fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
+    pub(super) fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
         Blame {
             part: Part::Slot(small(slot)),
             violation,

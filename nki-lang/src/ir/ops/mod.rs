@@ -9,6 +9,9 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod dyncopy;
+mod gather;
+mod indirect;
 mod infer;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -47,6 +50,12 @@ pub enum Format {
     Match8,
     /// [`InstrData::SelectReduce`]
     SelectReduce,
+    /// [`InstrData::Indirect`]
+    Indirect,
+    /// [`InstrData::Gather`]
+    Gather,
+    /// [`InstrData::DynCopy`]
+    DynCopy,
 }
 
 impl Format {
@@ -67,6 +76,9 @@ impl Format {
             InstrData::Matmul { .. } => Format::Matmul,
             InstrData::Match8 { .. } => Format::Match8,
             InstrData::SelectReduce { .. } => Format::SelectReduce,
+            InstrData::Indirect { .. } => Format::Indirect,
+            InstrData::Gather { .. } => Format::Gather,
+            InstrData::DynCopy { .. } => Format::DynCopy,
         }
     }
 }
@@ -96,6 +108,9 @@ pub enum Axes {
     Swapped,
     /// Not a function of the grid (a matmul's operands); such opcodes take no mask.
     Own,
+    /// Only its partition axis is the grid's (`gather_flattened`'s data, whose free elements
+    /// are all read by position): a mask cuts its partitions, never its free axes.
+    Partitions,
 }
 
 impl Axes {
@@ -107,6 +122,8 @@ impl Axes {
             (Axes::Swapped, 1) => Some(0),
             (Axes::Swapped, a) => Some(a),
             (Axes::Own, _) => None,
+            (Axes::Partitions, 0) => Some(0),
+            (Axes::Partitions, _) => None,
         }
     }
 }
@@ -160,6 +177,18 @@ pub enum Deps {
     /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
     /// source's free elements): `nc_transpose`, `load_transpose2d`.
     Transpose,
+    /// An indirect DMA ([`InstrData::Indirect`]): with `r(p)` the HBM row the index column's
+    /// element at partition `p` names, the element at grid point `t = (p, f…)` moves between
+    /// the tile's element `t` and the access's element `t` on row `r(p)`, and depends on the
+    /// source's element and on the index element of `p` (an undefined index defines nothing:
+    /// it names no row). `atomic_rmw`'s HBM element also depends on its old value, and on
+    /// every earlier update of its row in the same instruction (duplicate indices accumulate
+    /// in partition order).
+    Indirect,
+    /// `gather_flattened`: the element at `t` depends on `indices[t]` and, where that is
+    /// defined, on the element of its partition of `data` it names (the data's free elements
+    /// flattened row-major); where it is undefined, the element is undefined.
+    Gather,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -634,6 +663,88 @@ opcodes! {
         deps: Select,
         accumulates: false,
     }
+    /// `load` with a tile of indices (NKI's indirect DMA, `load(src[idx, i_f])`): the HBM rows
+    /// the indices name, one per partition, into an SBUF tile, cast to its dtype.
+    IndirectLoad {
+        name: "indirect_load",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::load,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
+    /// `store` with a tile of indices (`store(dst[idx, i_f], value)`): partition `p` of the
+    /// tile to the HBM row index `p` names, cast to the tensor's dtype, in partition order (a
+    /// row named twice keeps the last partition's values).
+    IndirectStore {
+        name: "indirect_store",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("value", Dir::Read, SBUF),
+            slot("dst", Dir::Write, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::store,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
+    /// `atomic_rmw(dst[idx, i_f], value, op=add)`: each HBM row index `p` names becomes
+    /// `row + value[p]` (in fp32, rounded once to the tensor's dtype), in partition order, so
+    /// that duplicate indices accumulate.
+    AtomicRmw {
+        name: "atomic_rmw",
+        format: Indirect,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("value", Dir::Read, SBUF),
+            slot("dst", Dir::ReadWrite, HBM),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: indirect::store,
+        maskable: Any,
+        deps: Indirect,
+        accumulates: false,
+    }
+    /// `gather_flattened(data, indices)`: per partition, the elements of `data` (its free
+    /// elements flattened row-major) at the positions `indices` holds, in the indices' shape.
+    GatherFlattened {
+        name: "gather_flattened",
+        format: Gather,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("data", Dir::Read, SBUF).axes(Axes::Partitions),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: gather::gather_flattened,
+        maskable: Any,
+        deps: Gather,
+        accumulates: false,
+    }
+    /// `tensor_copy_dynamic_src`: `tensor_copy` of a source shifted within each partition by
+    /// a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
+    TensorCopyDynamicSrc {
+        name: "tensor_copy_dynamic_src",
+        format: DynCopy,
+        engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("offset", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: dyncopy::tensor_copy_dynamic_src,
+        maskable: Any,
+        deps: Move,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -678,7 +789,9 @@ mod tests {
             let info = op.info();
             let fits = match info.deps {
                 Deps::Control => matches!(info.format, Format::LoopBegin | Format::LoopEnd),
-                Deps::Move => matches!(info.format, Format::Dma | Format::Unary),
+                Deps::Move => {
+                    matches!(info.format, Format::Dma | Format::Unary | Format::DynCopy)
+                }
                 Deps::Elementwise => matches!(
                     info.format,
                     Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
@@ -690,6 +803,8 @@ mod tests {
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
+                Deps::Indirect => info.format == Format::Indirect,
+                Deps::Gather => info.format == Format::Gather,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

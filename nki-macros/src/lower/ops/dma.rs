@@ -148,8 +148,33 @@ impl Lowerer<'_> {
         let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
-        let spans = InstrSpans::at(span).with(1, src_span);
-        let make = |tile| InstrData::Dma { tile, hbm };
+        let mut spans = InstrSpans::at(span).with(1, src_span);
+        let (opcode, indirect) = match access.indirect {
+            None => (opcode, None),
+            Some(_) if opcode != Opcode::Load => {
+                let msg = format!(
+                    "`{}` does not take indirect indices: load the rows with `load(src[idx, i_f])`, then transpose the tile (err_indirect_indices_are_not_supported_with_nki_api)",
+                    opcode.info().name
+                );
+                return self.error(src_span, msg);
+            }
+            Some(ix) => {
+                let Some(ix) = self.indirect_index(ix, src_span) else {
+                    return Value::Poison;
+                };
+                spans = spans.with(2, src_span);
+                (Opcode::IndirectLoad, Some(ix))
+            }
+        };
+        let make = |tile| match indirect {
+            Some((index, axis)) => InstrData::Indirect {
+                tile,
+                hbm,
+                index,
+                axis,
+            },
+            None => InstrData::Dma { tile, hbm },
+        };
         match self.emit_op(opcode, &make, dest, options, spans) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
@@ -274,13 +299,40 @@ impl Lowerer<'_> {
         let Some(tile) = self.view_id(value, val_span) else {
             return Value::Poison;
         };
-        let spans = InstrSpans::at(span).with(0, val_span).with(1, dst_span);
+        let mut spans = InstrSpans::at(span).with(0, val_span).with(1, dst_span);
+        let (opcode, data) = match access.indirect {
+            None => (Opcode::Store, InstrData::Dma { tile, hbm }),
+            Some(ix) => {
+                let Some((index, axis)) = self.indirect_index(ix, dst_span) else {
+                    return Value::Poison;
+                };
+                spans = spans.with(2, dst_span);
+                let data = InstrData::Indirect {
+                    tile,
+                    hbm,
+                    index,
+                    axis,
+                };
+                (Opcode::IndirectStore, data)
+            }
+        };
         let instr = Instr {
             mask: options.mask,
-            ..Instr::new(Opcode::Store, InstrData::Dma { tile, hbm })
+            ..Instr::new(opcode, data)
         };
         self.emit_checked(instr, spans);
         Value::Unit
+    }
+
+    /// The index column and axis of an indirect access, as an instruction holds them.
+    pub(in super::super) fn indirect_index(
+        &mut self,
+        (axis, view): (usize, TileView),
+        span: Span,
+    ) -> Option<(nki_lang::ViewId, u8)> {
+        let index = self.view_id(view, span)?;
+        // An access has at most MAX_TENSOR_RANK axes.
+        Some((index, u8::try_from(axis).unwrap_or(u8::MAX)))
     }
 
     /// A copy of a PSUM view into a new SBUF tile of the same dtype: what NKI inserts where a

@@ -577,12 +577,19 @@ impl Lowerer<'_> {
                     },
                     idx: src[4].view(),
                 },
+                Format::Gather => InstrData::Gather {
+                    dst,
+                    data: view(src[1]),
+                    indices: view(src[2]),
+                },
                 Format::LoopBegin
                 | Format::LoopEnd
                 | Format::Dma
                 | Format::Fill
                 | Format::Matmul
-                | Format::SelectReduce => unreachable!("{} is lowered by hand", info.name),
+                | Format::SelectReduce
+                | Format::Indirect
+                | Format::DynCopy => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

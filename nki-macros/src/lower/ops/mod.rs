@@ -1,8 +1,10 @@
 //! The language's functions that need more than the opcode table: `load`, `store`, `nc_matmul`,
 //! `matmul`, `copy`, `nc_transpose`, the creation functions and `arange`.
 
+mod atomic_rmw;
 mod create;
 mod dma;
+mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
 mod reduction;

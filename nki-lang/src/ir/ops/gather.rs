@@ -1,0 +1,58 @@
+//! The shape/dtype rule of `gather_flattened`: `data` and `indices` are SBUF tiles of two to
+//! four dimensions on the same partitions, the indices int32 or uint32; the result has the
+//! indices' shape and the data's dtype.
+
+use super::infer::{Blame, InferIn, Inferred};
+use crate::dtype::DType;
+use crate::rules::RuleViolation;
+use crate::target::Memory;
+
+/// Most dimensions of `gather_flattened`'s operands (NKI: 2 to 4).
+const MAX_RANK: usize = 4;
+
+/// `gather_flattened`.
+pub(super) fn gather_flattened(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    let (data, idx) = (x.view(1)?, x.view(2)?);
+    if !matches!(idx.dtype, DType::I32 | DType::U32) {
+        return Err(x.blame(
+            2,
+            RuleViolation::WrongDType {
+                op: x.info().name,
+                operand: "indices",
+                expected: "uint32 or int32",
+                found: idx.dtype,
+            },
+        ));
+    }
+    for (slot, name, v) in [(1, "data", data), (2, "indices", idx)] {
+        if v.shape.rank() > MAX_RANK {
+            return Err(x.blame(
+                slot,
+                RuleViolation::RankLimit {
+                    op: x.info().name,
+                    operand: name,
+                    rank: v.shape.rank(),
+                    max: MAX_RANK,
+                },
+            ));
+        }
+    }
+    if data.shape.partitions() != idx.shape.partitions() {
+        return Err(x.blame(
+            2,
+            RuleViolation::PartitionMismatch {
+                op: x.info().name,
+                a: "data",
+                a_shape: data.shape,
+                b: "indices",
+                b_shape: idx.shape,
+            },
+        ));
+    }
+    Ok(Some(Inferred {
+        shape: idx.shape,
+        dtype: data.dtype,
+        fixed_dtype: false,
+        memories: &[Memory::Sbuf],
+    }))
+}
