@@ -82,7 +82,9 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {}
+            | InstrData::Matmul { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {}
         }
         if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
             let (_, _, var) = open[d];

@@ -396,6 +396,24 @@ pub enum InstrData {
         /// `[K, N]` in SBUF.
         moving: ViewId,
     },
+    /// The random number generator's values: `rand` (slot 0 `dst`, the other slots
+    /// `Src::None`) writes uniform values in `[0, 1)`; `dropout` (slots 0 `dst`, 1 `data`,
+    /// 2 `prob`) writes `data` or 0, dropping each element with probability `prob`.
+    Rng {
+        /// Destination.
+        dst: Dst,
+        /// `dropout`'s input tile; `Src::None` for `rand`.
+        src: Src,
+        /// `dropout`'s drop probability: an immediate or a `[P, 1]` column; `Src::None` for
+        /// `rand`.
+        prob: Src,
+    },
+    /// `random_seed`: the generator's seed, read from a one-element int32 tile; writes no
+    /// tile. Slot 1 `seed` (slot 0, the destination, is empty).
+    Seed {
+        /// The `[1, 1]` seed tile.
+        seed: ViewId,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -427,7 +445,9 @@ impl InstrData {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => None,
+            | InstrData::Matmul { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 
@@ -442,8 +462,12 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Rng { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 
@@ -480,8 +504,12 @@ impl InstrData {
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
-            | InstrData::Matmul { dst, .. } => Some(dst),
-            InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } | InstrData::Dma { .. } => None,
+            | InstrData::Matmul { dst, .. }
+            | InstrData::Rng { dst, .. } => Some(dst),
+            InstrData::LoopBegin { .. }
+            | InstrData::LoopEnd { .. }
+            | InstrData::Dma { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 

@@ -173,7 +173,9 @@ impl Checker<'_> {
                 | InstrData::Reduce { .. }
                 | InstrData::Scan { .. }
                 | InstrData::Select { .. }
-                | InstrData::Matmul { .. } => {
+                | InstrData::Matmul { .. }
+                | InstrData::Rng { .. }
+                | InstrData::Seed { .. } => {
                     if let Err((slot, what)) = self.check_operand_refs(ins, &stack) {
                         let site = match slot {
                             Some(slot) => Site::Operand { instr: i, slot },

@@ -82,7 +82,9 @@ fn each_output_access(
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

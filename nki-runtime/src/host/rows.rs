@@ -13,7 +13,7 @@
 //! same order as before. A run is blocked only when its bytes per partition exceed what the
 //! cache holds for a block of several partitions; otherwise it runs as written.
 
-use nki_lang::{Deps, Engine, Instr, Opcode, VarValues};
+use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::engines::EngineState;
@@ -34,9 +34,15 @@ fn row_local(ins: &Instr) -> bool {
         Deps::Move | Deps::Elementwise | Deps::Select | Deps::Reduce | Deps::Prefix | Deps::Row => {
             true
         }
-        Deps::Control | Deps::AffineSelect | Deps::Contraction | Deps::Transpose => false,
+        Deps::Control
+        | Deps::AffineSelect
+        | Deps::Contraction
+        | Deps::Transpose
+        | Deps::Seed => false,
     };
-    engine_ok && deps_ok && ins.data.loop_control().is_none()
+    // The generator counts its calls: each must run once, over all its partitions.
+    let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });
+    engine_ok && deps_ok && !counted && ins.data.loop_control().is_none()
 }
 
 /// The first partition, or HBM row offset, of an operand and its step, when its first axis

@@ -167,7 +167,9 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => out.push(stack.clone()),
+            | InstrData::Matmul { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => out.push(stack.clone()),
         }
     }
     out

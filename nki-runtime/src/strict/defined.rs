@@ -160,7 +160,9 @@ impl Strict<'_> {
             }
         };
         match instr.opcode.info().deps {
-            Deps::Control => {}
+            // `random_seed` writes no memory (and strict launches refuse an undefined seed
+            // before it runs).
+            Deps::Control | Deps::Seed => {}
             Deps::Move => {
                 if let Some(s) = src(1) {
                     for (f, d) in indices(s.r.dims).zip(indices(dst.dims)) {
@@ -204,7 +206,9 @@ impl Strict<'_> {
                     | InstrData::Act { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
-                    | InstrData::Matmul { .. } => None,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -492,6 +496,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Prefix
         | Deps::Row
         | Deps::Contraction
-        | Deps::Transpose => true,
+        | Deps::Transpose
+        | Deps::Seed => true,
     }
 }

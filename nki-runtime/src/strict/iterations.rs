@@ -78,7 +78,9 @@ impl Iterations {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => {}
+                    | InstrData::Matmul { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => {}
                 }
                 outer
             })

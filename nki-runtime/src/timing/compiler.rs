@@ -237,7 +237,9 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
-            | InstrData::Matmul { .. } => {
+            | InstrData::Matmul { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -504,7 +506,9 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Act { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
-            | InstrData::Select { .. } => false,
+            | InstrData::Select { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

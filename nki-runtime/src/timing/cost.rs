@@ -226,7 +226,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
-                    | InstrData::Matmul { .. } => false,
+                    | InstrData::Matmul { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -300,6 +302,10 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::BnStats => mi(grid(1)),
         // max(MIN_II, 13·N/3) [ISA].
         Opcode::BnAggr => mi(grid(1).saturating_mul(13) / 3),
+        // nki.isa.dropout: max(MIN_II, N) [ISA]; `rand` is the same generator without the
+        // select, and `random_seed` one element.
+        Opcode::Rand | Opcode::Dropout => mi(n),
+        Opcode::RandomSeed => mi(1),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -569,7 +575,10 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Select
         | Opcode::Reciprocal
         | Opcode::BnStats
-        | Opcode::BnAggr => {
+        | Opcode::BnAggr
+        | Opcode::Rand
+        | Opcode::RandomSeed
+        | Opcode::Dropout => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

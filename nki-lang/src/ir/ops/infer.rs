@@ -66,12 +66,12 @@ pub struct InferIn<'a> {
 }
 
 impl InferIn<'_> {
-    fn info(&self) -> &'static OpInfo {
+    pub(super) fn info(&self) -> &'static OpInfo {
         self.opcode.info()
     }
 
     /// The view or access in `slot`; the rule functions only ask for slots the format fills.
-    fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
+    pub(super) fn view(&self, slot: usize) -> Result<&ViewInfo, Blame> {
         self.slots[slot].info().ok_or(Blame {
             part: Part::Slot(small(slot)),
             violation: RuleViolation::Malformed {
@@ -80,7 +80,7 @@ impl InferIn<'_> {
         })
     }
 
-    fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
+    pub(super) fn blame(&self, slot: usize, violation: RuleViolation) -> Blame {
         Blame {
             part: Part::Slot(small(slot)),
             violation,
@@ -330,7 +330,7 @@ fn src_dtype(x: &InferIn<'_>, slot: usize) -> Option<DType> {
 
 /// An immediate, or a view that holds one value per partition (a `[P, 1]` column, possibly
 /// broadcast along the free dimensions).
-fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<(), Blame> {
+pub(super) fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<(), Blame> {
     match &x.slots[slot] {
         Slot::Imm(_) | Slot::Absent => Ok(()),
         Slot::View(v) if v.column && v.shape.partitions() == grid.partitions() => Ok(()),
@@ -417,7 +417,7 @@ fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static str) -> Blam
     }
 }
 
-fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
+pub(super) fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
     Inferred {
         shape,
         dtype,
@@ -458,7 +458,7 @@ fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
 }
 
 /// The Vector and Scalar engines' free-size limits: 64K elements from SBUF, 4K from PSUM.
-fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
+pub(super) fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
     let Some(v) = x.slots[slot].info() else {
         return Ok(());
     };

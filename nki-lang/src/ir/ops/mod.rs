@@ -10,6 +10,7 @@
 //! twice.
 
 mod infer;
+mod rng;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
@@ -43,6 +44,10 @@ pub enum Format {
     Select,
     /// [`InstrData::Matmul`]
     Matmul,
+    /// [`InstrData::Rng`]
+    Rng,
+    /// [`InstrData::Seed`]
+    Seed,
 }
 
 impl Format {
@@ -61,6 +66,8 @@ impl Format {
             InstrData::Scan { .. } => Format::Scan,
             InstrData::Select { .. } => Format::Select,
             InstrData::Matmul { .. } => Format::Matmul,
+            InstrData::Rng { .. } => Format::Rng,
+            InstrData::Seed { .. } => Format::Seed,
         }
     }
 }
@@ -151,6 +158,10 @@ pub enum Deps {
     /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
     /// source's free elements): `nc_transpose`, `load_transpose2d`.
     Transpose,
+    /// `random_seed`: no element of memory is written; the generator's state (for the
+    /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
+    /// a seed read from unwritten or undefined bytes, as they refuse storing one.
+    Seed,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -557,6 +568,48 @@ opcodes! {
         deps: Transpose,
         accumulates: false,
     }
+    /// `rand`: uniform values in `[0, 1)` from the counter-based generator (Philox4x32-10
+    /// keyed by the seed and the instance; each element's counter is its partition, its free
+    /// index and the generator's call count), converted exactly to the destination's float
+    /// dtype.
+    Rand {
+        name: "rand",
+        format: Rng,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP)],
+        infer: rng::rand,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `random_seed`: the generator's seed becomes the value of a one-element int32 tile, and
+    /// its call count 0.
+    RandomSeed {
+        name: "random_seed",
+        format: Seed,
+        engines: &[Engine::Vector],
+        operands: &[slot("", Dir::Write, &[]), slot("seed", Dir::Read, SBUF)],
+        infer: rng::random_seed,
+        maskable: No,
+        deps: Seed,
+        accumulates: false,
+    }
+    /// `dropout`: `dst = u < prob ? 0 : data`, `u` the generator's uniform value for the
+    /// element (as `rand` in fp32) and `prob` an immediate or a `[P, 1]` column; no scaling.
+    Dropout {
+        name: "dropout",
+        format: Rng,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("prob", Dir::Read, ON_CHIP),
+        ],
+        infer: rng::dropout,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -604,7 +657,12 @@ mod tests {
                 Deps::Move => matches!(info.format, Format::Dma | Format::Unary),
                 Deps::Elementwise => matches!(
                     info.format,
-                    Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
+                    Format::Unary
+                        | Format::Fill
+                        | Format::Iota
+                        | Format::Alu
+                        | Format::Act
+                        | Format::Rng
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => op == Opcode::Select,
@@ -613,6 +671,7 @@ mod tests {
                 Deps::Row => info.format == Format::Unary,
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
+                Deps::Seed => info.format == Format::Seed,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.
