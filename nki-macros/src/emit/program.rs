@@ -341,6 +341,18 @@ fn instr(i: &Instr) -> TokenStream {
             let (s, m) = (id("ViewId", stationary.0), id("ViewId", moving.0));
             quote!(#d::Matmul { dst: #t, stationary: #s, moving: #m })
         }
+        InstrData::Rng {
+            dst: t,
+            src: s,
+            prob,
+        } => {
+            let (t, s, prob) = (dst(t), src(s), src(prob));
+            quote!(#d::Rng { dst: #t, src: #s, prob: #prob })
+        }
+        InstrData::Seed { seed } => {
+            let seed = id("ViewId", seed.0);
+            quote!(#d::Seed { seed: #seed })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

@@ -551,11 +551,17 @@ impl Lowerer<'_> {
                     dst,
                     src: view(src[1]),
                 },
+                Format::Rng => InstrData::Rng {
+                    dst,
+                    src: src[1],
+                    prob: src[2],
+                },
                 Format::LoopBegin
                 | Format::LoopEnd
                 | Format::Dma
                 | Format::Fill
-                | Format::Matmul => unreachable!("{} is lowered by hand", info.name),
+                | Format::Matmul
+                | Format::Seed => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

@@ -5,6 +5,7 @@ mod create;
 mod dma;
 mod elementwise;
 pub(super) mod isa;
+mod random;
 mod reduction;
 mod tensor;
 
