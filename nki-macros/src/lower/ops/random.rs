@@ -10,12 +10,18 @@ use super::super::{InstrSpans, Lowerer};
 use crate::parse::model::Arg;
 
 impl Lowerer<'_> {
-    /// `rand(shape, dtype=float32)`: a new tile (or the destination) of uniform values in
+    /// `rand(shape, dtype=float32, mask=None)`: a new tile (or the destination) of uniform values in
     /// `[0, 1)`.
     pub(in super::super) fn rand(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
-        let Some(a) = self.args("rand", args, &["shape", "dtype"], 1, span) else {
+        let Some(a) = self.args("rand", args, &["shape", "dtype", "mask"], 1, span) else {
             return Value::Poison;
         };
+        let mut options = OpOptions::default();
+        if let Some(e) = a[2]
+            && !self.option_arg(P::Mask, e, &mut options)
+        {
+            return Value::Poison;
+        }
         let shape_e = a[0].expect("required");
         let Some(shape) = self.shape_arg(shape_e) else {
             return Value::Poison;
@@ -27,11 +33,8 @@ impl Lowerer<'_> {
             },
             None => DType::F32,
         };
-        let options = OpOptions {
-            dtype: Some(dtype),
-            shape: Some(shape),
-            ..OpOptions::default()
-        };
+        options.dtype = Some(dtype);
+        options.shape = Some(shape);
         let write = self.write_for(&dest);
         let make = move |view| InstrData::Rng {
             dst: Dst { view, write },
