@@ -107,7 +107,9 @@ fn word(
     (origin, grid): ([usize; MAX_TILE_RANK], [usize; MAX_TILE_RANK]),
 ) -> u32 {
     let at = |j: usize| t[j].saturating_add(origin[j]);
-    let free = (1..MAX_TILE_RANK).fold(0usize, |f, j| f.saturating_mul(grid[j]).saturating_add(at(j)));
+    let free = (1..MAX_TILE_RANK).fold(0usize, |f, j| {
+        f.saturating_mul(grid[j]).saturating_add(at(j))
+    });
     #[allow(clippy::cast_possible_truncation)]
     let ctr = [free as u32, at(0) as u32, call, 0];
     philox4x32_10(ctr, key)[0]
@@ -120,8 +122,8 @@ fn indices(dims: [usize; MAX_TILE_RANK]) -> impl Iterator<Item = [usize; MAX_TIL
         let mut t = [0usize; MAX_TILE_RANK];
         for j in (0..MAX_TILE_RANK).rev() {
             let d = dims[j].max(1);
-            t[j] = k % d;
-            k /= d;
+            t[j] = k.checked_rem(d).unwrap_or(0);
+            k = k.checked_div(d).unwrap_or(0);
         }
         t
     })
@@ -150,7 +152,9 @@ impl OnChip<'_> {
 
     fn read(&self, r: &Resolved, elem: isize) -> u32 {
         let size = r.dtype.size() as usize;
-        let at = usize::try_from(elem).unwrap_or(usize::MAX).saturating_mul(size);
+        let at = usize::try_from(elem)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(size);
         let mut word = [0u8; 4];
         if let (Some(bytes), Some(w)) = (
             self.mem(r.loc).get(at..at.saturating_add(size)),
@@ -163,7 +167,9 @@ impl OnChip<'_> {
 
     fn write(&mut self, r: &Resolved, elem: isize, bits: u32) {
         let size = r.dtype.size() as usize;
-        let at = usize::try_from(elem).unwrap_or(usize::MAX).saturating_mul(size);
+        let at = usize::try_from(elem)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(size);
         let mem = match r.loc {
             Loc::Psum => &mut *self.psum,
             Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => &mut *self.sbuf,
@@ -284,12 +290,22 @@ mod tests {
         assert_eq!(uniform(u32::MAX, 8), 255.0 / 256.0);
         assert_eq!(uniform(1 << 31, 8), 0.5);
         for m in [3, 4, 8, 11, 24] {
-            let dtype = [DType::F8E5M2, DType::F8E4M3, DType::Bf16, DType::F16, DType::F32]
-                .into_iter()
-                .find(|d| d.significand_bits() == m)
-                .unwrap_or(DType::F32);
+            let dtype = [
+                DType::F8E5M2,
+                DType::F8E4M3,
+                DType::Bf16,
+                DType::F16,
+                DType::F32,
+            ]
+            .into_iter()
+            .find(|d| d.significand_bits() == m)
+            .unwrap_or(DType::F32);
             let u = uniform(u32::MAX, m);
-            assert_eq!(convert::to_f32(dtype, convert::from_f32(dtype, u)), u, "{dtype:?}");
+            assert_eq!(
+                convert::to_f32(dtype, convert::from_f32(dtype, u)),
+                u,
+                "{dtype:?}"
+            );
         }
     }
 }

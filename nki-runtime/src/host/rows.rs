@@ -34,11 +34,9 @@ fn row_local(ins: &Instr) -> bool {
         Deps::Move | Deps::Elementwise | Deps::Select | Deps::Reduce | Deps::Prefix | Deps::Row => {
             true
         }
-        Deps::Control
-        | Deps::AffineSelect
-        | Deps::Contraction
-        | Deps::Transpose
-        | Deps::Seed => false,
+        Deps::Control | Deps::AffineSelect | Deps::Contraction | Deps::Transpose | Deps::Seed => {
+            false
+        }
     };
     // The generator counts its calls: each must run once, over all its partitions.
     let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });
