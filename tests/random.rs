@@ -93,14 +93,26 @@ fn rand_is_uniform_on_zero_to_one() {
         // 131072 values: the mean's standard error is 0.0008, the variance's 0.0002.
         let (mean, var, _) = moments(out.iter().map(|&v| f64::from(v)));
         assert!((mean - 0.5).abs() < 0.01, "seed {seed}: mean {mean}");
-        assert!((var - 1.0 / 12.0).abs() < 0.005, "seed {seed}: variance {var}");
+        assert!(
+            (var - 1.0 / 12.0).abs() < 0.005,
+            "seed {seed}: variance {var}"
+        );
         // The two calls differ, and the same seed gives the same values again.
-        assert_ne!(out.index_axis(nki::ndarray::Axis(0), 0), out.index_axis(nki::ndarray::Axis(0), 1));
+        assert_ne!(
+            out.index_axis(nki::ndarray::Axis(0), 0),
+            out.index_axis(nki::ndarray::Axis(0), 1)
+        );
         let again = two_draws::host(&mut NeuronCore::default(), s.view()).unwrap();
         assert_eq!(out, again, "seed {seed}");
     }
-    let one = two_draws::host(&mut NeuronCore::default(), Array2::from_elem((1, 1), 1).view());
-    let two = two_draws::host(&mut NeuronCore::default(), Array2::from_elem((1, 1), 2).view());
+    let one = two_draws::host(
+        &mut NeuronCore::default(),
+        Array2::from_elem((1, 1), 1).view(),
+    );
+    let two = two_draws::host(
+        &mut NeuronCore::default(),
+        Array2::from_elem((1, 1), 2).view(),
+    );
     assert_ne!(one.unwrap(), two.unwrap());
 }
 
@@ -170,7 +182,11 @@ fn instances_draw_their_own_numbers_on_any_thread_count() {
     }
     assert_eq!(results[0], results[1], "one host thread vs two");
     for ((i, p, f), &v) in results[0].indexed_iter() {
-        assert_eq!(f64::from(v), uniform(0, i as u32, 0, p, f, 24), "[{i}, {p}, {f}]");
+        assert_eq!(
+            f64::from(v),
+            uniform(0, i as u32, 0, p, f, 24),
+            "[{i}, {p}, {f}]"
+        );
     }
 }
 
@@ -203,8 +219,13 @@ fn dropout_zeroes_each_element_with_its_probability_and_does_not_scale() {
     let x = common::rand_f32(nki::ndarray::Ix2(128, 512), 5, 0.5, 2.0);
     let rates = Array2::from_shape_fn((128, 1), |(p, _)| p as f32 / 128.0);
     let seed = Array2::from_elem((1, 1), 2024i32);
-    let out = dropouts::host(&mut NeuronCore::default(), x.view(), rates.view(), seed.view())
-        .unwrap();
+    let out = dropouts::host(
+        &mut NeuronCore::default(),
+        x.view(),
+        rates.view(),
+        seed.view(),
+    )
+    .unwrap();
     let mut kept = [0usize; 2];
     for ((k, p, f), &v) in out.indexed_iter() {
         let rate = match k {
@@ -223,11 +244,23 @@ fn dropout_zeroes_each_element_with_its_probability_and_does_not_scale() {
     // 65536 elements: the keep fraction's standard error is below 0.002.
     let n = (128 * 512) as f64;
     let fraction = |k: usize| kept[k] as f64 / n;
-    assert!((fraction(0) - 0.7).abs() < 0.01, "rate 0.3 kept {}", fraction(0));
+    assert!(
+        (fraction(0) - 0.7).abs() < 0.01,
+        "rate 0.3 kept {}",
+        fraction(0)
+    );
     let want = 1.0 - rates.iter().map(|&r| f64::from(r)).sum::<f64>() / 128.0;
-    assert!((fraction(1) - want).abs() < 0.01, "column rates kept {}", fraction(1));
+    assert!(
+        (fraction(1) - want).abs() < 0.01,
+        "column rates kept {}",
+        fraction(1)
+    );
     assert!(out.slice(nki::ndarray::s![2, .., ..]) == x);
-    assert!(out.slice(nki::ndarray::s![3, .., ..]).iter().all(|&v| v == 0.0));
+    assert!(
+        out.slice(nki::ndarray::s![3, .., ..])
+            .iter()
+            .all(|&v| v == 0.0)
+    );
 }
 
 /// A seed read from a tile nothing wrote in this launch (its load is masked off when `N` is
@@ -254,10 +287,23 @@ fn strict_launches_refuse_an_unwritten_seed() {
     let x = Array2::<f32>::ones((128, 64));
     let seed = Array2::from_elem((1, 1), 3i32);
     let two = Array2::<f32>::zeros((2, 1));
-    assert!(seed_when_n_is_two::host(&mut NeuronCore::default(), x.view(), seed.view(), two.view()).is_ok());
+    assert!(
+        seed_when_n_is_two::host(
+            &mut NeuronCore::default(),
+            x.view(),
+            seed.view(),
+            two.view()
+        )
+        .is_ok()
+    );
     let one = Array2::<f32>::zeros((1, 1));
-    let err = seed_when_n_is_two::host(&mut NeuronCore::default(), x.view(), seed.view(), one.view())
-        .unwrap_err();
+    let err = seed_when_n_is_two::host(
+        &mut NeuronCore::default(),
+        x.view(),
+        seed.view(),
+        one.view(),
+    )
+    .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("random_seed"), "{msg}");
     let mut plain = NeuronCore::default().with_strict(false);
@@ -286,9 +332,15 @@ fn every_host_path_draws_the_same_numbers() {
     let x = common::rand_f32(nki::ndarray::Ix2(512, 2048), 9, 1.0, 2.0);
     let cores = [
         NeuronCore::default(),
-        NeuronCore::default().with_strict(false).with_host_threads(1),
-        NeuronCore::default().with_strict(false).with_host_threads(2),
-        NeuronCore::default().with_strict(false).with_host_cache_bytes(1024),
+        NeuronCore::default()
+            .with_strict(false)
+            .with_host_threads(1),
+        NeuronCore::default()
+            .with_strict(false)
+            .with_host_threads(2),
+        NeuronCore::default()
+            .with_strict(false)
+            .with_host_cache_bytes(1024),
     ];
     for (k, mut core) in cores.into_iter().enumerate() {
         let out = draws_in_a_loop::host(&mut core, x.view()).unwrap();
@@ -300,5 +352,35 @@ fn every_host_path_draws_the_same_numbers() {
             let want = kept * 2.0 + uniform(0, 0, 2 * i + 1, p, f, 24) as f32;
             assert_eq!(v.to_bits(), want.to_bits(), "core {k}: ({r}, {f})");
         }
+    }
+}
+
+/// `random_seed` in a branch on a loop index runs only in the iterations the branch picks.
+#[kernel]
+fn seed_in_a_branch(seed: Hbm<i32, 1, 1>) -> Hbm<f32, 2, 128, 64> {
+    let out = ndarray([2, 128, 64], f32, SharedHbm);
+    let s = load(seed[..]);
+    for i in sequential_range(2) {
+        if i >= 1 {
+            random_seed(s);
+        }
+        let r = rand([128, 64], f32);
+        store(out[[i, 0..128, 0..64]], r);
+    }
+    out
+}
+
+#[test]
+fn a_predicated_random_seed_is_skipped_where_its_branch_is_not_taken() {
+    let s = Array2::from_elem((1, 1), 77i32);
+    let out = seed_in_a_branch::host(&mut NeuronCore::default(), s.view()).unwrap();
+    for ((i, p, f), &v) in out.indexed_iter() {
+        // Iteration 0: seed 0, call 0; iteration 1: seed 77, call 0.
+        let seed = if i == 0 { 0 } else { 77 };
+        assert_eq!(
+            f64::from(v),
+            uniform(seed, 0, 0, p, f, 24),
+            "[{i}, {p}, {f}]"
+        );
     }
 }

@@ -197,9 +197,14 @@ fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
 }
 
 /// The slot whose dimensions are the instruction's grid: the one a mask's axes refer to (a
-/// reduction's source, else slot 0).
+/// reduction's source, `random_seed`'s seed, else slot 0).
 fn grid_slot(data: &InstrData) -> usize {
-    if reduced_axes(data).is_some() { 1 } else { 0 }
+    // `random_seed`'s one operand is its seed, in slot 1.
+    if reduced_axes(data).is_some() || matches!(data, InstrData::Seed { .. }) {
+        1
+    } else {
+        0
+    }
 }
 
 /// The grid axes a reduction folds (bit `j`: free axis `j`, grid axis `j + 1`); `None` for the

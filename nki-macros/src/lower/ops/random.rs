@@ -92,12 +92,10 @@ impl Lowerer<'_> {
         let renamed: Vec<Arg> = args
             .iter()
             .map(|a| {
-                let name = a.name.as_ref().map(|n| {
-                    match n.to_string().as_str() {
-                        "x" => proc_macro2::Ident::new("data", n.span()),
-                        "rate" => proc_macro2::Ident::new("prob", n.span()),
-                        _ => n.clone(),
-                    }
+                let name = a.name.as_ref().map(|n| match n.to_string().as_str() {
+                    "x" => proc_macro2::Ident::new("data", n.span()),
+                    "rate" => proc_macro2::Ident::new("prob", n.span()),
+                    _ => n.clone(),
                 });
                 Arg {
                     name,
