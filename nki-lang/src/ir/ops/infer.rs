@@ -330,7 +330,11 @@ fn src_dtype(x: &InferIn<'_>, slot: usize) -> Option<DType> {
 
 /// An immediate, or a view that holds one value per partition (a `[P, 1]` column, possibly
 /// broadcast along the free dimensions).
-pub(super) fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<(), Blame> {
+pub(super) fn scalar_or_column(
+    x: &InferIn<'_>,
+    slot: usize,
+    grid: &TileShape,
+) -> Result<(), Blame> {
     match &x.slots[slot] {
         Slot::Imm(_) | Slot::Absent => Ok(()),
         Slot::View(v) if v.column && v.shape.partitions() == grid.partitions() => Ok(()),
