@@ -384,3 +384,20 @@ fn a_predicated_random_seed_is_skipped_where_its_branch_is_not_taken() {
         );
     }
 }
+
+/// The schedule check runs launches in other orders the device may take: each instance's
+/// generator keeps its calls in program order there, so draws in `affine_range` iterations
+/// (re-seeded per iteration, as flash attention does, or not) and in several instances give
+/// the program-order bits in every order.
+#[test]
+fn the_schedule_check_keeps_each_instances_draws_in_program_order() {
+    use nki::strict::ScheduleCheck;
+    let x = common::rand_f32(nki::ndarray::Ix2(512, 2048), 9, 1.0, 2.0);
+    let mut core = NeuronCore::default().with_schedule_check(Some(ScheduleCheck::DEFAULT));
+    let checked = draws_in_a_loop::host(&mut core, x.view()).unwrap();
+    let plain = draws_in_a_loop::host(&mut NeuronCore::default(), x.view()).unwrap();
+    assert_eq!(checked, plain);
+    let mut core = NeuronCore::default().with_schedule_check(Some(ScheduleCheck::DEFAULT));
+    let grid = per_instance::grid([5]).host(&mut core).unwrap();
+    assert_eq!(grid, per_instance::grid([5]).host(&mut NeuronCore::default()).unwrap());
+}

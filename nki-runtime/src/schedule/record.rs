@@ -18,6 +18,9 @@ pub(super) enum Place {
     Tile(u32),
     /// An output (its index among the program's outputs).
     Output(u8),
+    /// The random number generator of the step's instance (`rand`, `dropout`,
+    /// `random_seed` read and advance it): its steps keep their program order.
+    Generator,
 }
 
 /// One operand's access.
@@ -235,6 +238,14 @@ impl Observer for Recorder<'_> {
                     accumulates,
                 }),
             }
+        }
+        if matches!(instr.data, InstrData::Rng { .. } | InstrData::Seed { .. }) {
+            accesses.push(Access {
+                place: Place::Generator,
+                reads: true,
+                writes: true,
+                accumulates: false,
+            });
         }
         self.recording.steps.push(Step {
             pc: u32::try_from(pc).unwrap_or(u32::MAX),
