@@ -399,5 +399,10 @@ fn the_schedule_check_keeps_each_instances_draws_in_program_order() {
     assert_eq!(checked, plain);
     let mut core = NeuronCore::default().with_schedule_check(Some(ScheduleCheck::DEFAULT));
     let grid = per_instance::grid([5]).host(&mut core).unwrap();
-    assert_eq!(grid, per_instance::grid([5]).host(&mut NeuronCore::default()).unwrap());
+    assert_eq!(
+        grid,
+        per_instance::grid([5])
+            .host(&mut NeuronCore::default())
+            .unwrap()
+    );
 }

@@ -2508,7 +2508,10 @@ fn philox_word(ctr: [u32; 4], key: [u32; 2]) -> u32 {
     let (mut c, mut k) = (ctr, key);
     for round in 0..10 {
         if round > 0 {
-            k = [k[0].wrapping_add(0x9E37_79B9), k[1].wrapping_add(0xBB67_AE85)];
+            k = [
+                k[0].wrapping_add(0x9E37_79B9),
+                k[1].wrapping_add(0xBB67_AE85),
+            ];
         }
         let p0 = u64::from(0xD251_1F53u32) * u64::from(c[0]);
         let p1 = u64::from(0xCD9E_8D57u32) * u64::from(c[2]);
@@ -2556,7 +2559,11 @@ fn random_rows() -> Vec<Row> {
             vec![seed()],
             &[(dt, [P, F])],
             rand(dt),
-            move |_| vec![Array2::from_shape_fn((P, F), |(p, c)| uniform(seed_bits, 0, p, c, m))],
+            move |_| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    uniform(seed_bits, 0, p, c, m)
+                })]
+            },
             Check::Exact,
         ));
     }

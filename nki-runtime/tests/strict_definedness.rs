@@ -687,15 +687,18 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // random_seed of a one-element tile an iota wrote (writes no tile)
         18 => {
-            let seed = g
-                .b
-                .tile(&format!("seed{}", g.instrs), Memory::Sbuf, DType::I32, &[1, 1])
+            let seed =
+                g.b.tile(
+                    &format!("seed{}", g.instrs),
+                    Memory::Sbuf,
+                    DType::I32,
+                    &[1, 1],
+                )
                 .expect("tile");
             let shape = TileShape::new(&[1, 1]).expect("shape");
-            let v = g
-                .b
-                .view(TileView::whole(seed.index(), &shape))
-                .expect("view");
+            let v =
+                g.b.view(TileView::whole(seed.index(), &shape))
+                    .expect("view");
             let expr = g.b.expr(AxisIndex::constant(7)).expect("expr");
             g.push(
                 Opcode::Iota,
