@@ -11,7 +11,9 @@
 //! every two accesses of one HBM tensor of which one writes either touch no common byte or map
 //! row `p` to the same bytes, so each byte is read and written by the same instructions in the
 //! same order as before. A run is blocked only when its bytes per partition exceed what the
-//! cache holds for a block of several partitions; otherwise it runs as written.
+//! cache holds for a block of several partitions; otherwise it runs as written. `rand`,
+//! `dropout` and `random_seed` are never part of a run: each execution advances the
+//! generator's call count, so each runs once over all its partitions.
 
 use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
 
