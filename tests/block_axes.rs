@@ -327,3 +327,26 @@ fn psum_block_tiles_take_a_bank_per_block() {
         }
     }
 }
+
+/// NKI's `nl.ndarray((nl.par_dim(128), 512), buffer=nl.psum)` without block axes (flash
+/// attention's tiles): a plain tile, an operand as it is.
+#[kernel]
+fn par_dim_alone(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let t = ndarray((par_dim(128), 512), f32, Sbuf);
+    t[..] = load(x[..]);
+    let acc = zeros((par_dim(128), 512), f32, Psum);
+    acc[..] = multiply(t, 2.0);
+    store(out[..], copy(acc));
+    out
+}
+
+#[test]
+fn par_dim_without_block_axes_is_a_plain_tile() {
+    let p = par_dim_alone::KERNEL.program();
+    let t = p.tiles().iter().find(|t| t.name == "t").unwrap();
+    assert_eq!(t.shape.dims(), &[128, 512]);
+    let x = rand_int(Ix2(128, 512), 5, -8, 8);
+    let out = par_dim_alone::host(&mut NeuronCore::default(), x.view()).unwrap();
+    assert_eq!(out, x.mapv(|v| v * 2.0));
+}

@@ -536,3 +536,28 @@ fn loop_invariant_instructions_leave_every_loop_they_do_not_depend_on() {
     assert_eq!(p.opcode_count(Engine::Vector, Opcode::TensorScalar), 12);
     assert_eq!(p.not_run(), 0);
 }
+
+/// `rand` and `dropout` run on the Vector engine; in a loop they are not loop-invariant (each
+/// call draws new numbers), so the model runs them in every iteration.
+#[kernel]
+fn draws_per_iteration(x: Hbm<f32, 128, 512>) -> Hbm<f32, 4, 128, 512> {
+    let out = ndarray([4, 128, 512], f32, SharedHbm);
+    let t = load(x[..]);
+    for i in affine_range(4) {
+        let r = rand([128, 512], f32);
+        let d = dropout(t, 0.5);
+        let y = add(r, d);
+        store(out[[i, 0..128, 0..512]], y);
+    }
+    out
+}
+
+#[test]
+fn random_draws_stay_in_their_loop_on_the_vector_engine() {
+    let mut core = NeuronCore::new(Target::Trn1);
+    let s = Timing::new()
+        .run_shapes(&mut core, &draws_per_iteration::KERNEL, &[&[128, 512]])
+        .unwrap();
+    assert_eq!(s.opcode_count(Engine::Vector, Opcode::Rand), 4);
+    assert_eq!(s.opcode_count(Engine::Vector, Opcode::Dropout), 4);
+}

@@ -789,6 +789,37 @@ impl ProgramBuilder {
         self.op(Opcode::SelectReduce, data, None, None)
     }
 
+    /// `rand`: `dst` holds uniform values in `[0, 1)` from the generator.
+    pub fn rand(&mut self, dst: TileId) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let data = InstrData::Rng {
+            dst: Dst::overwrite(dst),
+            src: Src::None,
+            prob: Src::None,
+        };
+        self.op(Opcode::Rand, data, None, None)
+    }
+
+    /// `random_seed`: the generator's seed becomes the value of the one-element tile `seed`.
+    pub fn random_seed(&mut self, seed: TileId) -> Result<(), BuildError> {
+        let seed = self.whole(seed)?.0;
+        self.op(Opcode::RandomSeed, InstrData::Seed { seed }, None, None)
+    }
+
+    /// `dropout`: `dst` holds `data` with each element replaced by 0 with probability `prob`
+    /// (an immediate or a `[P, 1]` column).
+    pub fn dropout(&mut self, dst: TileId, data: TileId, prob: Operand) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let src = Src::Tile(self.whole(data)?.0);
+        let prob = self.src(prob)?;
+        let data = InstrData::Rng {
+            dst: Dst::overwrite(dst),
+            src,
+            prob,
+        };
+        self.op(Opcode::Dropout, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

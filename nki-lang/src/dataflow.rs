@@ -86,7 +86,9 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Match8 { .. }
             | InstrData::SelectReduce { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {}
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

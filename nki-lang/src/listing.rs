@@ -399,6 +399,17 @@ impl<'a> Line<'a, '_> {
                 }
                 Ok(())
             }
+            InstrData::Rng { dst, src, prob } => match src {
+                Src::None => write!(f, "{} rand()", self.dst(&dst, "<-")),
+                Src::Tile(_) | Src::Imm(_) => write!(
+                    f,
+                    "{} dropout({}, {})",
+                    self.dst(&dst, "<-"),
+                    self.src(src),
+                    self.src(prob)
+                ),
+            },
+            InstrData::Seed { seed } => write!(f, "seed <- {}", self.view(seed)),
         }
     }
 }

@@ -197,9 +197,14 @@ fn padded(dims: &[u32]) -> [usize; MAX_TILE_RANK] {
 }
 
 /// The slot whose dimensions are the instruction's grid: the one a mask's axes refer to (a
-/// reduction's source, else slot 0).
+/// reduction's source, `random_seed`'s seed, else slot 0).
 fn grid_slot(data: &InstrData) -> usize {
-    if reduced_axes(data).is_some() { 1 } else { 0 }
+    // `random_seed`'s one operand is its seed, in slot 1.
+    if reduced_axes(data).is_some() || matches!(data, InstrData::Seed { .. }) {
+        1
+    } else {
+        0
+    }
 }
 
 /// The grid axes a reduction folds (bit `j`: free axis `j`, grid axis `j + 1`); `None` for the
@@ -222,7 +227,9 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::SelectReduce { .. }
         | InstrData::Indirect { .. }
         | InstrData::Gather { .. }
-        | InstrData::DynCopy { .. } => None,
+        | InstrData::DynCopy { .. }
+        | InstrData::Rng { .. }
+        | InstrData::Seed { .. } => None,
     }
 }
 
@@ -409,6 +416,33 @@ fn resolve_grid(
         }
     }
     Some(out)
+}
+
+/// Where the elements `resolve` keeps start in the instruction's unmasked grid: the first kept
+/// index along each grid dimension (0 without a mask), and the grid's dimensions (those of its
+/// grid slot's view). For the instructions whose values depend on an element's position in the
+/// grid (the random number generator's).
+pub(crate) fn grid_origin(
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    vars: &VarValues,
+) -> ([usize; MAX_TILE_RANK], [usize; MAX_TILE_RANK]) {
+    let p: &Program<'_> = b.program;
+    let slot = grid_slot(&ins.data);
+    let grid = ins
+        .operands()
+        .find(|o| usize::from(o.slot) == slot)
+        .and_then(|o| o.view())
+        .and_then(|v| p.views().get(v.index()))
+        .map_or([1; MAX_TILE_RANK], |view| padded(view.shape.dims()));
+    let mut origin = [0usize; MAX_TILE_RANK];
+    if let Some(m) = ins.mask.and_then(|m| p.masks().get(m.index())) {
+        let bx = mask_box(m, &grid, vars, &b.syms[..]);
+        for (o, &(lo, _)) in origin.iter_mut().zip(&bx) {
+            *o = usize::try_from(lo).unwrap_or(0);
+        }
+    }
+    (origin, grid)
 }
 
 /// Restricts a reduction's result to the mask's box: the partition axis, and each of its free

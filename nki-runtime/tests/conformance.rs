@@ -2753,6 +2753,132 @@ tables! {
     indirect_dma: indirect_rows,
     gather: gather_rows,
     dynamic_copy: dynamic_copy_rows,
+    random_numbers: random_rows,
+}
+
+/// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
+fn philox_word(ctr: [u32; 4], key: [u32; 2]) -> u32 {
+    let (mut c, mut k) = (ctr, key);
+    for round in 0..10 {
+        if round > 0 {
+            k = [
+                k[0].wrapping_add(0x9E37_79B9),
+                k[1].wrapping_add(0xBB67_AE85),
+            ];
+        }
+        let p0 = u64::from(0xD251_1F53u32) * u64::from(c[0]);
+        let p1 = u64::from(0xCD9E_8D57u32) * u64::from(c[2]);
+        c = [
+            ((p1 >> 32) as u32) ^ c[1] ^ k[0],
+            p1 as u32,
+            ((p0 >> 32) as u32) ^ c[3] ^ k[1],
+            p0 as u32,
+        ];
+    }
+    c[0]
+}
+
+/// The generator's uniform value of element `(p, f)` of call `call` after seed `seed` in a
+/// launch of one instance, with `m` significand bits (`docs/numerics.md`, "Random numbers").
+fn uniform(seed: u32, call: u32, p: usize, f: usize, m: u32) -> f64 {
+    let w = philox_word([f as u32, p as u32, call, 0], [seed, 0]);
+    f64::from(w >> (32 - m)) / f64::from(1u32 << m)
+}
+
+/// `random_seed`, `rand` and `dropout`.
+fn random_rows() -> Vec<Row> {
+    let (p, f) = (P as u32, F as u32);
+    let seed = || (DType::I32, Array2::from_elem((1, 1), -5.0));
+    let seed_bits = (-5i32) as u32;
+    let rand = move |dt: DType| {
+        move |k: &mut Kb| {
+            let s = k.load(0);
+            k.b.random_seed(s).unwrap();
+            let r = k.sbuf(dt, &[p, f]);
+            k.b.rand(r).unwrap();
+            k.store(0, r);
+        }
+    };
+    let mut rows = Vec::new();
+    for (dt, m) in [
+        (DType::F32, 24),
+        (DType::Bf16, 8),
+        (DType::F16, 11),
+        (DType::F8E4M3, 4),
+    ] {
+        rows.push(row(
+            format!("random_seed, rand into {dt}"),
+            &[Covers::Op(Opcode::RandomSeed), Covers::Op(Opcode::Rand)],
+            vec![seed()],
+            &[(dt, [P, F])],
+            rand(dt),
+            move |_| {
+                vec![Array2::from_shape_fn((P, F), |(p, c)| {
+                    uniform(seed_bits, 0, p, c, m)
+                })]
+            },
+            Check::Exact,
+        ));
+    }
+    let drop = |prob: f64, column: bool, dt: DType| {
+        move |k: &mut Kb| {
+            let s = k.load(0);
+            k.b.random_seed(s).unwrap();
+            let x = k.load(1);
+            // A first draw, so that the dropout is the generator's second call.
+            let r = k.sbuf(DType::F32, &[p, f]);
+            k.b.rand(r).unwrap();
+            let prob = if column {
+                let c = k.load(2);
+                Operand::Column(c)
+            } else {
+                Operand::Imm(Scalar::float(prob as f32))
+            };
+            let d = k.sbuf(dt, &[p, f]);
+            k.b.dropout(d, x, prob).unwrap();
+            k.store(0, d);
+        }
+    };
+    let kept = move |x: &Array2<f64>, prob: &dyn Fn(usize) -> f64| {
+        Array2::from_shape_fn((P, F), |(p, c)| {
+            if (uniform(seed_bits, 1, p, c, 24) as f32) < prob(p) as f32 {
+                0.0
+            } else {
+                x[[p, c]]
+            }
+        })
+    };
+    let x = values(P, F, 91, |r| r.step(-8.0, 8.0, 0.125));
+    rows.push(row(
+        "dropout of f32 with prob 0.3",
+        &[Covers::Op(Opcode::Dropout)],
+        vec![seed(), (DType::F32, x.clone())],
+        &[(DType::F32, [P, F])],
+        drop(0.3, false, DType::F32),
+        move |v| vec![kept(&v[1], &|_| 0.3)],
+        Check::Exact,
+    ));
+    let column = Array2::from_shape_fn((P, 1), |(p, _)| p as f64 / P as f64);
+    rows.push(row(
+        "dropout of bf16 with a [P, 1] column of probabilities",
+        &[Covers::Op(Opcode::Dropout)],
+        vec![seed(), (DType::Bf16, x.clone()), (DType::F32, column)],
+        &[(DType::Bf16, [P, F])],
+        drop(0.0, true, DType::Bf16),
+        move |v| vec![kept(&v[1], &|p| v[2][[p, 0]])],
+        Check::Exact,
+    ));
+    let ints = values(P, F, 92, |r| r.step(-1000.0, 1000.0, 1.0));
+    rows.push(row(
+        "dropout of int32 with prob 0.5",
+        &[Covers::Op(Opcode::Dropout)],
+        vec![seed(), (DType::I32, ints)],
+        &[(DType::I32, [P, F])],
+        drop(0.5, false, DType::I32),
+        move |v| vec![kept(&v[1], &|_| 0.5)],
+        Check::Exact,
+    ));
+    rows
 }
 
 /// Every opcode, ALU operation, activation function and dtype has a row.

@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 24;
+const STEPS: usize = 27;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -918,6 +918,56 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                     .map(|e| v[(e / fu) * fu + positions[e / fu] % fu])
                     .collect()
             });
+        }
+        // a store of any tile under a mask
+        // rand under a mask: defined where it writes
+        23 => {
+            let d = g.new_tile(Kind::Square);
+            let dst = Dst::overwrite(g.view(d));
+            let data = InstrData::Rng {
+                dst,
+                src: Src::None,
+                prob: Src::None,
+            };
+            g.push(Opcode::Rand, m, data);
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+        }
+        // dropout under a mask: each element depends on its data element (dropped or not)
+        24 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let d = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(d)), Src::Tile(g.view(a)));
+            let prob = Src::Imm(Scalar::float(0.5));
+            g.push(Opcode::Dropout, m, InstrData::Rng { dst, src, prob });
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu) && da[e]).collect();
+        }
+        // random_seed of a one-element tile an iota wrote (writes no tile)
+        25 => {
+            let seed =
+                g.b.tile(
+                    &format!("seed{}", g.instrs),
+                    Memory::Sbuf,
+                    DType::I32,
+                    &[1, 1],
+                )
+                .expect("tile");
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let v =
+                g.b.view(TileView::whole(seed.index(), &shape))
+                    .expect("view");
+            let expr = g.b.expr(AxisIndex::constant(7)).expect("expr");
+            g.push(
+                Opcode::Iota,
+                None,
+                InstrData::Iota {
+                    dst: Dst::overwrite(v),
+                    expr,
+                },
+            );
+            g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
         }
         // a store of any tile under a mask
         _ => {

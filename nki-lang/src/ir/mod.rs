@@ -469,6 +469,24 @@ pub enum InstrData {
         /// Elements of `src`'s partition row per unit of the offset (the indexed axis' stride).
         stride: i32,
     },
+    /// The random number generator's values: `rand` (slot 0 `dst`, the other slots
+    /// `Src::None`) writes uniform values in `[0, 1)`; `dropout` (slots 0 `dst`, 1 `data`,
+    /// 2 `prob`) writes `data` or 0, dropping each element with probability `prob`.
+    Rng {
+        /// Destination.
+        dst: Dst,
+        /// `dropout`'s input tile; `Src::None` for `rand`.
+        src: Src,
+        /// `dropout`'s drop probability: an immediate or a `[P, 1]` column; `Src::None` for
+        /// `rand`.
+        prob: Src,
+    },
+    /// `random_seed`: the generator's seed, read from a one-element int32 tile; writes no
+    /// tile. Slot 1 `seed` (slot 0, the destination, is empty).
+    Seed {
+        /// The `[1, 1]` seed tile.
+        seed: ViewId,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -505,7 +523,9 @@ impl InstrData {
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => None,
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 
@@ -524,11 +544,13 @@ impl InstrData {
             | InstrData::Match8 { dst, .. }
             | InstrData::SelectReduce { dst, .. }
             | InstrData::Gather { dst, .. }
-            | InstrData::DynCopy { dst, .. } => Some(dst),
+            | InstrData::DynCopy { dst, .. }
+            | InstrData::Rng { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
-            | InstrData::Indirect { .. } => None,
+            | InstrData::Indirect { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 
@@ -569,11 +591,13 @@ impl InstrData {
             | InstrData::Match8 { dst, .. }
             | InstrData::SelectReduce { dst, .. }
             | InstrData::Gather { dst, .. }
-            | InstrData::DynCopy { dst, .. } => Some(dst),
+            | InstrData::DynCopy { dst, .. }
+            | InstrData::Rng { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
-            | InstrData::Indirect { .. } => None,
+            | InstrData::Indirect { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 

@@ -199,6 +199,12 @@ impl Operands {
                 o.put(1, OperandRef::View(src), Dir::Read);
                 o.put(2, OperandRef::View(offset), Dir::Read);
             }
+            InstrData::Rng { dst, src, prob } => {
+                o.dst(dst);
+                o.src(1, src);
+                o.src(2, prob);
+            }
+            InstrData::Seed { seed } => o.put(1, OperandRef::View(seed), Dir::Read),
         }
         o
     }

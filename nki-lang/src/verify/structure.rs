@@ -178,7 +178,9 @@ impl Checker<'_> {
                 | InstrData::SelectReduce { .. }
                 | InstrData::Indirect { .. }
                 | InstrData::Gather { .. }
-                | InstrData::DynCopy { .. } => {
+                | InstrData::DynCopy { .. }
+                | InstrData::Rng { .. }
+                | InstrData::Seed { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

@@ -396,6 +396,18 @@ fn instr(i: &Instr) -> TokenStream {
             let (f, a) = (src(on_false), acc(a));
             quote!(#d::SelectReduce { dst: #t, pred: #p, on_true: #o, on_false: #f, reverse: #reverse, acc: #a })
         }
+        InstrData::Rng {
+            dst: t,
+            src: s,
+            prob,
+        } => {
+            let (t, s, prob) = (dst(t), src(s), src(prob));
+            quote!(#d::Rng { dst: #t, src: #s, prob: #prob })
+        }
+        InstrData::Seed { seed } => {
+            let seed = id("ViewId", seed.0);
+            quote!(#d::Seed { seed: #seed })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

@@ -150,6 +150,12 @@ pub enum Special {
     AtomicRmw,
     /// `tensor_copy_dynamic_src`
     TensorCopyDynamicSrc,
+    /// `nl.rand(shape, dtype)`
+    Rand,
+    /// `nl.random_seed(seed)`
+    RandomSeed,
+    /// `nl.dropout(x, rate)` and `nisa.dropout(data, prob)`
+    Dropout,
 }
 
 /// How a function lowers.
@@ -450,6 +456,17 @@ static TABLE: &[Builtin] = &[
             MASK,
         ],
     ),
+    special(&["rand"], Special::Rand),
+    special(&["random_seed"], Special::RandomSeed),
+    special(&["dropout"], Special::Dropout),
+];
+
+/// `dropout`'s parameters, NKI ISA's names (`nl.dropout`'s `x` and `rate` are renamed to these).
+pub const DROPOUT: &[Param] = &[
+    req("data", P::Tile(1)),
+    req("prob", P::TileOrImm(2)),
+    DTYPE,
+    MASK,
 ];
 
 /// The function called `name`: a table row, else an `nl` elementwise function named after its

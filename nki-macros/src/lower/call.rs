@@ -178,6 +178,15 @@ impl Lowerer<'_> {
                     format!("`{name}(dtype)` is the dtype's limits, not data: read one with `.min` or `.max`"),
                 ),
             },
+            Special::Rand => self.rand(args, span, dest),
+            Special::RandomSeed => match dest {
+                Dest::New(_) => self.random_seed(args, span),
+                Dest::Into { .. } => self.error(
+                    span,
+                    "`random_seed(seed)` sets the generator's seed and returns nothing: call it as a statement",
+                ),
+            },
+            Special::Dropout => self.dropout(args, span, dest),
         }
     }
 

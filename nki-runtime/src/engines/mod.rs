@@ -10,6 +10,7 @@
 //! - [`compute`]: the ALU chains (`tensor_tensor`, `tensor_scalar`, …), activations, `iota`
 //!   and the selections, streamed through f32 lanes ([`stream`]).
 //! - [`reduce`]: reductions, scans and batch-norm statistics.
+//! - [`rng`]: the random number generator (`rand`, `random_seed`, `dropout`).
 //!
 //! What they share:
 //!
@@ -31,6 +32,7 @@ pub(crate) mod lanes;
 pub(crate) mod mems;
 pub(crate) mod pack_cache;
 pub(crate) mod reduce;
+pub(crate) mod rng;
 pub(crate) mod split;
 pub(crate) mod stream;
 pub(crate) mod tensor;
@@ -84,6 +86,8 @@ pub(crate) struct EngineState {
     /// Bytes of the host's cache a block of partitions may take when plain runs run
     /// neighbouring partition-local instructions a block at a time (`host::rows`).
     pub block_bytes: usize,
+    /// The random number generator's state in the running instance (`rng`).
+    pub rng: rng::RngState,
 }
 
 /// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux
@@ -145,6 +149,7 @@ impl EngineState {
             lanes: lanes::Lanes::new(),
             lanes_worker: lanes::Lanes::new(),
             block_bytes: block_bytes(),
+            rng: rng::RngState::default(),
         }
     }
 }

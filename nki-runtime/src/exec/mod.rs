@@ -26,7 +26,7 @@ use thiserror::Error;
 pub use crate::operand::{Loc, Operands, Pattern, Resolved};
 
 use crate::bind::Bound;
-use crate::engines::{EngineState, compute, dma, reduce, tensor, vector};
+use crate::engines::{EngineState, compute, dma, reduce, rng, tensor, vector};
 use plan::HostPlan;
 
 /// Why an execution stopped before the end of the program.
@@ -240,6 +240,7 @@ pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
     let mut i = range.start;
     while i < range.end {
         let mut f = Frame::new(b.grid.coords(i));
+        e.rng = crate::engines::rng::RngState::start(i);
         let ran = interpret(e, b, obs, plan, &mut f, (0, end))?;
         count = count.saturating_add(ran);
         i += 1;
@@ -436,7 +437,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -466,7 +469,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Select { .. }
                         | InstrData::Matmul { .. }
                         | InstrData::Match8 { .. }
-                        | InstrData::SelectReduce { .. } => Ok(()),
+                        | InstrData::SelectReduce { .. }
+                        | InstrData::Rng { .. }
+                        | InstrData::Seed { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {
@@ -643,6 +648,9 @@ pub(crate) fn execute(
                 }
             }
         }
+        (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
+        (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
         // The checks match every opcode with its format; loop control never gets here.
         (
             Opcode::LoopBegin

@@ -73,6 +73,12 @@ impl<'i> HostPlan<'i> for Reference {
         _: (usize, usize),
         vars: &VarValues,
     ) -> Option<usize> {
+        if matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. }) {
+            // The generator's routines are element by element already, and keep its state
+            // in the engines (`engines::rng`): they are their own definition.
+            super::execute(e, b, ins, ops, vars);
+            return Some(0);
+        }
         let mut m = Machine {
             sbuf: e.sbuf.bytes_mut(),
             psum: e.psum.bytes_mut(),
@@ -218,6 +224,10 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::SelectReduce,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
+        // `Reference::step` runs the generator's instructions.
+        (Opcode::Rand | Opcode::RandomSeed | Opcode::Dropout, data) => {
+            unreachable!("opcode {:?} with operands {data:?}", ins.opcode)
+        }
     }
 }
 

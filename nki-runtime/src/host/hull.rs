@@ -87,7 +87,9 @@ fn each_output_access(
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -20,6 +20,8 @@
 //!   part of the output; or, failing that, in disjoint boxes of indices, such as the column
 //!   blocks of a row-major result, and the second half works on a copy of its box
 //!   (`host::interleaved`);
+//! - the body neither draws random numbers nor seeds the generator (`rand`, `dropout`,
+//!   `random_seed`: the generator counts its calls in program order);
 //! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_WORK`]) and the
 //!   program has at most [`MAX_TILES`] tiles.
 //!
@@ -247,6 +249,16 @@ fn plan(
     if trip < 2 || !outermost(f) || !affine {
         return None;
     }
+    // The random number generator counts its calls in program order: a body that draws
+    // numbers or seeds the generator runs serially.
+    let draws = p
+        .instrs()
+        .get(begin..end)?
+        .iter()
+        .any(|ins| matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. }));
+    if draws {
+        return None;
+    }
     let work = super::work_of(b, begin.saturating_add(1)..end).saturating_mul(trip);
     let shared = shared_reads(p, (begin, end), f.depth, work)?;
     let h = trip.div_ceil(2);
@@ -318,7 +330,9 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {}
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

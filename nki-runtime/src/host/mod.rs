@@ -111,7 +111,9 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));
             }

@@ -11,9 +11,11 @@
 //! every two accesses of one HBM tensor of which one writes either touch no common byte or map
 //! row `p` to the same bytes, so each byte is read and written by the same instructions in the
 //! same order as before. A run is blocked only when its bytes per partition exceed what the
-//! cache holds for a block of several partitions; otherwise it runs as written.
+//! cache holds for a block of several partitions; otherwise it runs as written. `rand`,
+//! `dropout` and `random_seed` are never part of a run: each execution advances the
+//! generator's call count, so each runs once over all its partitions.
 
-use nki_lang::{Deps, Engine, Instr, Opcode, VarValues};
+use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::engines::EngineState;
@@ -39,9 +41,12 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Contraction
         | Deps::Transpose
         | Deps::Indirect
-        | Deps::Gather => false,
+        | Deps::Gather
+        | Deps::Seed => false,
     };
-    engine_ok && deps_ok && ins.data.loop_control().is_none()
+    // The generator counts its calls: each must run once, over all its partitions.
+    let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });
+    engine_ok && deps_ok && !counted && ins.data.loop_control().is_none()
 }
 
 /// The first partition, or HBM row offset, of an operand and its step, when its first axis

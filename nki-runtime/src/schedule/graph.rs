@@ -72,6 +72,7 @@ pub(super) fn build(rec: &Recording, loops: &[Vec<(u32, LoopKind)>]) -> Graph {
                     ((u32::from(inst.tile), inst.buffer), id)
                 }
                 Place::Output(o) => ((u32::MAX, u32::from(o)), u32::MAX),
+                Place::Generator => ((u32::MAX - 1, 0), u32::MAX - 1),
             };
             let [writes, reads] = history.entry(key).or_default();
             // A read conflicts with the writes; a write with both.
@@ -83,8 +84,14 @@ pub(super) fn build(rec: &Recording, loops: &[Vec<(u32, LoopKind)>]) -> Graph {
                     continue;
                 }
                 let earlier = &rec.steps[s.step as usize];
-                let keep = s.instance != instance
-                    || ordered(loops, earlier, step, s.accumulates && a.accumulates);
+                // Each instance's generator counts its calls in program order.
+                let keep = match a.place {
+                    Place::Generator => earlier.vars[..MAX_PIDS] == step.vars[..MAX_PIDS],
+                    Place::Tile(_) | Place::Output(_) => {
+                        s.instance != instance
+                            || ordered(loops, earlier, step, s.accumulates && a.accumulates)
+                    }
+                };
                 if keep {
                     marked[s.step as usize] = jj;
                     preds[j].push(s.step);

@@ -351,7 +351,7 @@ fn rotation_pair(rec: &Recording, mapping: &[u32], c: u32) -> (u32, u32) {
     let touches = |k: usize| {
         rec.steps[k].accesses.iter().filter_map(|a| match a.place {
             record::Place::Tile(id) => Some((id, a)),
-            record::Place::Output(_) => None,
+            record::Place::Output(_) | record::Place::Generator => None,
         })
     };
     // Each instance's first access (reads or not), by step.

@@ -18,6 +18,9 @@ pub(super) enum Place {
     Tile(u32),
     /// An output (its index among the program's outputs).
     Output(u8),
+    /// The random number generator of the step's instance (`rand`, `dropout`,
+    /// `random_seed` read and advance it): its steps keep their program order.
+    Generator,
 }
 
 /// One operand's access.
@@ -172,7 +175,9 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => out.push(stack.clone()),
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => out.push(stack.clone()),
         }
     }
     out
@@ -238,6 +243,14 @@ impl Observer for Recorder<'_> {
                     accumulates,
                 }),
             }
+        }
+        if matches!(instr.data, InstrData::Rng { .. } | InstrData::Seed { .. }) {
+            accesses.push(Access {
+                place: Place::Generator,
+                reads: true,
+                writes: true,
+                accumulates: false,
+            });
         }
         self.recording.steps.push(Step {
             pc: u32::try_from(pc).unwrap_or(u32::MAX),

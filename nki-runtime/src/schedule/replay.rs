@@ -6,11 +6,12 @@
 
 use std::collections::HashMap;
 
-use nki_lang::{Memory, target::PARTITIONS};
+use nki_lang::{MAX_PIDS, Memory, target::PARTITIONS};
 
 use super::record::{Place, Recording};
 use crate::bind::Bound;
 use crate::engines::EngineState;
+use crate::engines::rng::RngState;
 use crate::exec::execute;
 use crate::memory::Psum;
 
@@ -203,6 +204,8 @@ pub(super) fn replay(
     let p = b.program;
     let sbuf_stride = e.sbuf.partition_stride();
     let mut places = Places::new(b, sbuf_stride, start);
+    // Each instance's generator, as program order leaves it between its steps.
+    let mut generators: HashMap<[i64; MAX_PIDS], RngState> = HashMap::new();
     for &s in order {
         let step = &rec.steps[s as usize];
         let Some(ins) = p.instrs().get(step.pc as usize) else {
@@ -217,12 +220,23 @@ pub(super) fn replay(
                 let buffer = buffers.get(id as usize).copied().unwrap_or(0);
                 Some((tile, buffer, a.writes))
             }
-            Place::Output(_) => None,
+            Place::Output(_) | Place::Generator => None,
         });
         for (tile, buffer, _) in tiles.clone() {
             places.bring(e, tile, buffer);
         }
+        let mut pids = [0i64; MAX_PIDS];
+        pids.copy_from_slice(&step.vars[..MAX_PIDS]);
+        let draws = step.accesses.iter().any(|a| a.place == Place::Generator);
+        if draws {
+            e.rng = generators
+                .remove(&pids)
+                .unwrap_or_else(|| RngState::start(instance_index(b, &pids)));
+        }
         execute(e, b, ins, &ops, &step.vars);
+        if draws {
+            generators.insert(pids, e.rng);
+        }
         for (tile, buffer, writes) in tiles {
             if writes {
                 places.resident[usize::from(tile)] = Some((buffer, true));
@@ -230,4 +244,12 @@ pub(super) fn replay(
         }
     }
     b.outputs.iter().map(|o| o.data.to_vec()).collect()
+}
+
+/// The row-major index of the instance with program ids `pids` in the launch grid.
+fn instance_index(b: &Bound<'_, '_, '_>, pids: &[i64; MAX_PIDS]) -> usize {
+    (0..b.grid.rank()).fold(0usize, |i, a| {
+        i.saturating_mul(b.grid.size(a))
+            .saturating_add(usize::try_from(pids[a]).unwrap_or(0))
+    })
 }

@@ -160,7 +160,9 @@ impl Strict<'_> {
             }
         };
         match instr.opcode.info().deps {
-            Deps::Control => {}
+            // `random_seed` writes no memory (and strict launches refuse an undefined seed
+            // before it runs).
+            Deps::Control | Deps::Seed => {}
             // An indirect DMA is checked one partition at a time (`super::indirect`), each a
             // move of one HBM row.
             Deps::Move | Deps::Indirect => {
@@ -211,7 +213,9 @@ impl Strict<'_> {
                     | InstrData::SelectReduce { .. }
                     | InstrData::Indirect { .. }
                     | InstrData::Gather { .. }
-                    | InstrData::DynCopy { .. } => None,
+                    | InstrData::DynCopy { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -568,6 +572,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Contraction
         | Deps::Transpose
         | Deps::Indirect
-        | Deps::Gather => true,
+        | Deps::Gather
+        | Deps::Seed => true,
     }
 }

@@ -83,7 +83,9 @@ impl Iterations {
                     | InstrData::SelectReduce { .. }
                     | InstrData::Indirect { .. }
                     | InstrData::Gather { .. }
-                    | InstrData::DynCopy { .. } => {}
+                    | InstrData::DynCopy { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => {}
                 }
                 outer
             })

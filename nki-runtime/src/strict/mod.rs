@@ -248,7 +248,9 @@ impl<'p> Strict<'p> {
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => None,
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => None,
         }
     }
 
@@ -728,9 +730,12 @@ impl Strict<'_> {
         // An instruction that writes on chip may read unwritten or undefined elements: what it
         // computes from them is undefined, by its opcode's dependency rule (`defined`). A store
         // of one is the error.
-        let propagates = !operands
-            .iter()
-            .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
+        // `random_seed` writes no memory, but what it reads seeds the generator: like a store,
+        // it may read no unwritten or undefined element.
+        let propagates = instr.opcode.info().deps != nki_lang::Deps::Seed
+            && !operands
+                .iter()
+                .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
         let mut undefined = false;
         // Sources first: an instruction that reads what another iteration wrote and writes it
         // back is reported for the read.

@@ -242,7 +242,9 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => {
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -290,7 +292,7 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
 }
 
 /// For each instruction (by pc), the depth of the outermost loop it is hoisted out of, if any:
-/// a compute instruction (not a DMA) whose operands are the same in every iteration of its
+/// a compute instruction (not a DMA, not `rand` or `dropout`) whose operands are the same in every iteration of its
 /// innermost loop — no view offset or mask uses that loop's index, no operand is a grid
 /// expression, it overwrites its destination, and no other instruction in the loop's body
 /// writes a tile it reads or its destination — moves out of that loop, and out of each
@@ -345,7 +347,8 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
             }
             None => {}
         }
-        if stack.is_empty() || matches!(ins.data, InstrData::Dma { .. }) {
+        // A DMA stays; so does a draw from the generator (each call draws new numbers).
+        if stack.is_empty() || matches!(ins.data, InstrData::Dma { .. } | InstrData::Rng { .. }) {
             continue;
         }
         let Some(dst) = ins.data.dst() else { continue };
@@ -514,7 +517,9 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::SelectReduce { .. }
             | InstrData::Indirect { .. }
             | InstrData::Gather { .. }
-            | InstrData::DynCopy { .. } => false,
+            | InstrData::DynCopy { .. }
+            | InstrData::Rng { .. }
+            | InstrData::Seed { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

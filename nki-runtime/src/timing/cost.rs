@@ -234,7 +234,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::SelectReduce { .. }
                     | InstrData::Indirect { .. }
                     | InstrData::Gather { .. }
-                    | InstrData::DynCopy { .. } => false,
+                    | InstrData::DynCopy { .. }
+                    | InstrData::Rng { .. }
+                    | InstrData::Seed { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -336,6 +338,10 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                 0
             })
         }
+        // nki.isa.dropout: max(MIN_II, N) [ISA]; `rand` is the same generator without the
+        // select, and `random_seed` one element.
+        Opcode::Rand | Opcode::Dropout => mi(n),
+        Opcode::RandomSeed => mi(1),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -612,7 +618,10 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::MatchReplace8
         | Opcode::SelectReduce
         | Opcode::GatherFlattened
-        | Opcode::TensorCopyDynamicSrc => {
+        | Opcode::TensorCopyDynamicSrc
+        | Opcode::Rand
+        | Opcode::RandomSeed
+        | Opcode::Dropout => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

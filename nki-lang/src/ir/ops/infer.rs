@@ -330,7 +330,11 @@ fn src_dtype(x: &InferIn<'_>, slot: usize) -> Option<DType> {
 
 /// An immediate, or a view that holds one value per partition (a `[P, 1]` column, possibly
 /// broadcast along the free dimensions).
-fn scalar_or_column(x: &InferIn<'_>, slot: usize, grid: &TileShape) -> Result<(), Blame> {
+pub(super) fn scalar_or_column(
+    x: &InferIn<'_>,
+    slot: usize,
+    grid: &TileShape,
+) -> Result<(), Blame> {
     match &x.slots[slot] {
         Slot::Imm(_) | Slot::Absent => Ok(()),
         Slot::View(v) if v.column && v.shape.partitions() == grid.partitions() => Ok(()),
@@ -417,7 +421,7 @@ fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static str) -> Blam
     }
 }
 
-fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
+pub(super) fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
     Inferred {
         shape,
         dtype,
@@ -458,7 +462,7 @@ fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
 }
 
 /// The Vector and Scalar engines' free-size limits: 64K elements from SBUF, 4K from PSUM.
-fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
+pub(super) fn check_free_size(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
     let Some(v) = x.slots[slot].info() else {
         return Ok(());
     };

@@ -13,6 +13,7 @@ mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
+mod rng;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
@@ -56,6 +57,10 @@ pub enum Format {
     Gather,
     /// [`InstrData::DynCopy`]
     DynCopy,
+    /// [`InstrData::Rng`]
+    Rng,
+    /// [`InstrData::Seed`]
+    Seed,
 }
 
 impl Format {
@@ -79,6 +84,8 @@ impl Format {
             InstrData::Indirect { .. } => Format::Indirect,
             InstrData::Gather { .. } => Format::Gather,
             InstrData::DynCopy { .. } => Format::DynCopy,
+            InstrData::Rng { .. } => Format::Rng,
+            InstrData::Seed { .. } => Format::Seed,
         }
     }
 }
@@ -189,6 +196,10 @@ pub enum Deps {
     /// defined, on the element of its partition of `data` it names (the data's free elements
     /// flattened row-major); where it is undefined, the element is undefined.
     Gather,
+    /// `random_seed`: no element of memory is written; the generator's state (for the
+    /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
+    /// a seed read from unwritten or undefined bytes, as they refuse storing one.
+    Seed,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -745,6 +756,48 @@ opcodes! {
         deps: Move,
         accumulates: false,
     }
+    /// `rand`: uniform values in `[0, 1)` from the counter-based generator (Philox4x32-10
+    /// keyed by the seed and the instance; each element's counter is its partition, its free
+    /// index and the generator's call count), converted exactly to the destination's float
+    /// dtype.
+    Rand {
+        name: "rand",
+        format: Rng,
+        engines: &[Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP)],
+        infer: rng::rand,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `random_seed`: the generator's seed becomes the value of a one-element int32 tile, and
+    /// its call count 0.
+    RandomSeed {
+        name: "random_seed",
+        format: Seed,
+        engines: &[Engine::Vector],
+        operands: &[slot("", Dir::Write, &[]), slot("seed", Dir::Read, SBUF)],
+        infer: rng::random_seed,
+        maskable: No,
+        deps: Seed,
+        accumulates: false,
+    }
+    /// `dropout`: `dst = u < prob ? 0 : data`, `u` the generator's uniform value for the
+    /// element (as `rand` in fp32) and `prob` an immediate or a `[P, 1]` column; no scaling.
+    Dropout {
+        name: "dropout",
+        format: Rng,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("prob", Dir::Read, ON_CHIP),
+        ],
+        infer: rng::dropout,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -794,7 +847,12 @@ mod tests {
                 }
                 Deps::Elementwise => matches!(
                     info.format,
-                    Format::Unary | Format::Fill | Format::Iota | Format::Alu | Format::Act
+                    Format::Unary
+                        | Format::Fill
+                        | Format::Iota
+                        | Format::Alu
+                        | Format::Act
+                        | Format::Rng
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
@@ -805,6 +863,7 @@ mod tests {
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,
+                Deps::Seed => info.format == Format::Seed,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

@@ -133,7 +133,10 @@ impl Lowerer<'_> {
                                 "a PSUM tile's block axes are compile-time integers: PSUM has 8 banks, sized when the kernel compiles",
                             );
                         }
-                        blocks = Some((b.info, b.count));
+                        // `(par_dim(128), 512)` without block axes is a plain tile.
+                        if b.info.axes > 0 {
+                            blocks = Some((b.info, b.count));
+                        }
                         (b.shape, None)
                     }
                     None => return Value::Poison,

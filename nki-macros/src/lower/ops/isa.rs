@@ -65,6 +65,9 @@ impl Lowerer<'_> {
                 }
             },
             Value::Bool(b) => Some(Operand::Imm(Scalar::Int(b as i32))),
+            // A loop-only index (`k_d_i + seed_offset_base`, a Python integer of the loop in
+            // NKI's trace): its value in each iteration, a one-element int32 tile (`iota`).
+            Value::Index(i) if !i.is_advanced() => self.index_tile(i.lin, span).map(Operand::Tile),
             Value::Poison => None,
             other => {
                 self.error(
@@ -74,6 +77,34 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// A `[1, 1]` int32 tile holding a loop-only index expression's value: one `iota`.
+    fn index_tile(&mut self, lin: nki_lang::Affine, span: Span) -> Option<TileView> {
+        let expr = nki_lang::AxisIndex {
+            start: lin,
+            grid: [0; MAX_TILE_RANK],
+        };
+        let Some(id) = self.buf.add_expr(expr) else {
+            self.error(span, "a kernel uses at most 65535 expressions");
+            return None;
+        };
+        let options = OpOptions {
+            dtype: Some(nki_lang::DType::I32),
+            shape: TileShape::new(&[1, 1]),
+            ..OpOptions::default()
+        };
+        let make = move |v| InstrData::Iota {
+            dst: Dst::overwrite(v),
+            expr: id,
+        };
+        self.emit_op(
+            Opcode::Iota,
+            &make,
+            Dest::New(None),
+            options,
+            InstrSpans::at(span),
+        )
     }
 
     /// An ALU operation named by an argument (`op = add`, `op = nl::maximum`).
@@ -582,6 +613,11 @@ impl Lowerer<'_> {
                     data: view(src[1]),
                     indices: view(src[2]),
                 },
+                Format::Rng => InstrData::Rng {
+                    dst,
+                    src: src[1],
+                    prob: src[2],
+                },
                 Format::LoopBegin
                 | Format::LoopEnd
                 | Format::Dma
@@ -589,7 +625,8 @@ impl Lowerer<'_> {
                 | Format::Matmul
                 | Format::SelectReduce
                 | Format::Indirect
-                | Format::DynCopy => unreachable!("{} is lowered by hand", info.name),
+                | Format::DynCopy
+                | Format::Seed => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

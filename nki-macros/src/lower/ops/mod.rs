@@ -7,6 +7,7 @@ mod dma;
 mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
+mod random;
 mod reduction;
 mod select_reduce;
 mod tensor;
