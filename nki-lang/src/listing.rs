@@ -39,6 +39,19 @@ impl fmt::Display for Program<'_> {
             sig(TensorRole::Output),
             self.target().name()
         )?;
+        for t in self.allocated() {
+            let scope = t
+                .scope
+                .map_or(String::new(), |s| format!("  (per iteration of the loop at {s})"));
+            writeln!(
+                f,
+                "  {} {}: {}[{}]{scope}",
+                t.role.buffer_name(),
+                t.name,
+                t.dtype,
+                dims(t.shape)
+            )?;
+        }
         for r in self.reshapes() {
             let of = self
                 .tensors()

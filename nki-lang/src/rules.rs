@@ -482,6 +482,12 @@ pub enum RuleViolation {
         "the partition dimension must be accessed contiguously with stride 1 from a constant start"
     )]
     PartitionStride,
+    /// A `shared_constant` tensor is written: constants are immutable.
+    #[error("cannot write constant tensor `{name}`: `shared_constant` data is read-only")]
+    ImmutableConstant {
+        /// The constant.
+        name: String,
+    },
 }
 
 impl RuleViolation {
@@ -509,7 +515,9 @@ impl RuleViolation {
             | RuleViolation::IndexOverflow { .. }
             | RuleViolation::IndexRange { .. } => "err_tensor_access_out_of_bound",
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
-            RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
+            RuleViolation::ImmutableParameter { .. } | RuleViolation::ImmutableConstant { .. } => {
+                "err_cannot_update_immutable_parameter"
+            }
             RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",
             RuleViolation::ReadBeforeWrite { .. } => "err_read_before_write",
             RuleViolation::OutputDependencies { .. } => "err_unexpected_output_dependencies",

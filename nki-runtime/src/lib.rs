@@ -134,6 +134,7 @@ mod operand;
 #[doc(hidden)]
 pub mod reference_launch;
 mod schedule;
+mod scratch;
 mod shape;
 pub mod strict;
 pub mod timing;

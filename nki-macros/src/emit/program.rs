@@ -31,7 +31,9 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         );
         let shape = t.shape.iter().map(|d| dim(*d));
         let decl = item("TensorDecl");
-        quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role })
+        let scope = option(t.scope, |s| quote!(#s));
+        let data = t.data;
+        quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role, scope: #scope, data: const { &[#(#data),*] } })
     });
     let reshapes = prog.reshapes().iter().map(|r| {
         let (name, tensor) = (r.name, r.tensor);

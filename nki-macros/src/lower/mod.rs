@@ -123,6 +123,10 @@ struct Tensor {
     dtype: DType,
     shape: Vec<Dim>,
     role: TensorRole,
+    /// A `private_hbm` tensor's declaring loop (see [`nki_lang::TensorDecl::scope`]).
+    scope: Option<u32>,
+    /// A constant's elements (see [`nki_lang::TensorDecl::data`]).
+    data: Vec<u8>,
     span: Span,
 }
 
@@ -309,6 +313,8 @@ impl Lowerer<'_> {
                 dtype: p.ty.dtype,
                 shape,
                 role: TensorRole::Input,
+                scope: None,
+                data: Vec::new(),
                 span: p.name.span().into(),
             });
             self.bind(
@@ -326,6 +332,8 @@ impl Lowerer<'_> {
             dtype: t.dtype,
             shape: t.shape.clone(),
             role: t.role,
+            scope: t.scope,
+            data: t.data.clone(),
         });
         self.tensors.push(t);
         self.tensors.len().saturating_sub(1)
@@ -878,6 +886,16 @@ impl Lowerer<'_> {
                         }
                         returned.push(t);
                     }
+                    Value::Tensor(Hbm { tensor: t, .. })
+                        if self.tensors[t].role != TensorRole::Input =>
+                    {
+                        let msg = format!(
+                            "a kernel returns the `shared_hbm` tensors it creates; `{}` is a `{}` tensor, which the caller never sees",
+                            self.tensors[t].name,
+                            self.tensors[t].role.buffer_name()
+                        );
+                        self.error(e.span(), msg);
+                    }
                     Value::Tensor(_) => {
                         self.error(
                             e.span(),
@@ -891,13 +909,11 @@ impl Lowerer<'_> {
                 }
             }
         }
-        for (t, tensor) in self.tensors.iter().enumerate() {
+        // A `shared_hbm` tensor the kernel does not return is scratch (the attention
+        // tutorial's v3 keeps its intermediates in such tensors).
+        for (t, tensor) in self.tensors.iter_mut().enumerate() {
             if tensor.role == TensorRole::Output && !returned.contains(&t) {
-                let msg = format!(
-                    "shared_hbm tensor `{}` is not returned: every kernel output must be returned (err_tensor_output_not_written_to)",
-                    tensor.name
-                );
-                self.errors.push(tensor.span, msg);
+                tensor.role = TensorRole::Scratch;
             }
         }
         if returned.len() != kernel.returns.len() {
@@ -924,7 +940,8 @@ impl Lowerer<'_> {
                 }
             }
         }
-        // Table order: inputs, then outputs in return order.
+        // Table order: inputs, then outputs in return order, then scratch and constants in
+        // declaration order.
         let mut order: Vec<usize> = (0..self.tensors.len())
             .filter(|&t| self.tensors[t].role == TensorRole::Input)
             .collect();
@@ -953,6 +970,8 @@ impl Lowerer<'_> {
                 dtype: x.dtype,
                 shape: x.shape.clone(),
                 role: x.role,
+                scope: x.scope,
+                data: x.data.clone(),
             });
             self.spans.tensors.push(x.span);
         }

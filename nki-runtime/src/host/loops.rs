@@ -244,7 +244,8 @@ fn plan(
             ..
         }
     );
-    if trip < 2 || !outermost(f) || !affine {
+    // A launch's allocated tensors (scratch, constants) are bound once: its loops run serially.
+    if trip < 2 || !outermost(f) || !affine || !p.allocated().is_empty() {
         return None;
     }
     let work = super::work_of(b, begin.saturating_add(1)..end).saturating_mul(trip);
