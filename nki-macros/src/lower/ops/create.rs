@@ -217,7 +217,10 @@ impl Lowerer<'_> {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
         }
-        if let Some((info, _)) = blocks {
+        // `par_dim` first (`(par_dim(128), 512)`) marks no block axis: a plain tile.
+        if let Some((info, _)) = blocks
+            && info.axes > 0
+        {
             return Value::Blocks {
                 view,
                 axes: info.axes,
