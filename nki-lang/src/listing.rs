@@ -374,17 +374,17 @@ impl fmt::Display for ViewFmt<'_, '_> {
         };
         write!(f, "t{} {}:{}{}", v.tile, t.memory, t.dtype, v.shape)?;
         let whole = v.part_start == 0
+            && v.part_var == crate::affine::Affine::ZERO
             && v.shape == t.shape
             && v.offset.constant == 0
             && v.offset.is_constant()
             && v.is_row_major();
         if !whole {
-            write!(
-                f,
-                "{{p+{}, f: {}",
-                v.part_start,
-                v.offset.display(self.loops)
-            )?;
+            write!(f, "{{p+{}", v.part_start)?;
+            if v.part_var != crate::affine::Affine::ZERO {
+                write!(f, "+({})", v.part_var.display(self.loops))?;
+            }
+            write!(f, ", f: {}", v.offset.display(self.loops))?;
             let free = v.shape.rank().saturating_sub(1);
             for (s, axis) in v.strides[..free].iter().zip(&TILE_AXES[1..]) {
                 write!(f, " + {s}*{axis}")?;

@@ -143,14 +143,15 @@ fn affine(a: &Affine) -> TokenStream {
 
 fn view(v: &TileView) -> TokenStream {
     let ty = item("TileView");
-    let (tile, part_start, shape, offset, strides) = (
+    let (tile, part_start, shape, offset, strides, part_var) = (
         v.tile,
         v.part_start,
         shape(&v.shape),
         affine(&v.offset),
         v.strides,
+        affine(&v.part_var),
     );
-    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*] })
+    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*], part_var: #part_var })
 }
 
 fn axis_index(x: &AxisIndex) -> TokenStream {
