@@ -156,3 +156,58 @@ fn strict_mode_flags_instances_racing_on_shared_scratch() {
         "{e}"
     );
 }
+
+/// Adds a constant row table (written as a literal, converted to bf16) and a `const` array of
+/// the kernel (f32) to `x`'s two rows.
+#[kernel]
+fn adds_constants(x: Hbm<f32, 2, 4>) -> Hbm<f32, 2, 4> {
+    const OFFSETS: [[f32; 4]; 2] = [[0.5, -1.0, 2.0, 1e-3], [4.0, 3.0, -2.5, 1.0 / 3.0]];
+    let out = ndarray([2, 4], f32, SharedHbm);
+    let table = shared_constant([[1, 2, 3, 4], [5, 6, 7, 300]], dtype = bf16);
+    let offsets = shared_constant(OFFSETS);
+    let t = load(x) + load(table, dtype = f32) + load(offsets);
+    store(out, t);
+    out
+}
+
+/// `x` through TensorE against the shared identity: `identity.T @ x`.
+#[kernel]
+fn through_identity(x: Hbm<bf16, 128, 64>) -> Hbm<f32, 128, 64> {
+    let out = ndarray([128, 64], f32, SharedHbm);
+    let identity = shared_identity_matrix(128, dtype = bf16);
+    let product = nc_matmul(stationary = load(identity), moving = load(x));
+    store(out, copy(product, f32));
+    out
+}
+
+#[test]
+fn constants_hold_their_values_converted_to_their_dtype() {
+    let x = rand_f32(Ix2(2, 4), 6, -1.0, 1.0);
+    let table = [[1.0f32, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 300.0]];
+    let offsets = [[0.5f32, -1.0, 2.0, 1e-3], [4.0, 3.0, -2.5, 1.0 / 3.0]];
+    for strict in [false, true] {
+        let got = adds_constants::host(&mut plain(strict), x.view()).unwrap();
+        for ((p, f), &g) in got.indexed_iter() {
+            // 300 is exact in bf16 (8 significant bits: 300 = 1.00101100 × 2^8).
+            let want = x[[p, f]] + table[p][f] + offsets[p][f];
+            assert_eq!(g, want, "({p}, {f}) strict {strict}");
+        }
+    }
+    let p = adds_constants::KERNEL.program();
+    let roles: Vec<_> = p.allocated().iter().map(|t| (t.name, t.dtype)).collect();
+    assert_eq!(
+        roles,
+        [("table", nki::program::DType::Bf16), ("offsets", nki::program::DType::F32)]
+    );
+}
+
+#[test]
+fn the_shared_identity_matrix_reproduces_its_operand() {
+    let x = rand_f32(Ix2(128, 64), 7, -2.0, 2.0).mapv(bf16::from_f32);
+    for strict in [false, true] {
+        let got = through_identity::host(&mut plain(strict), x.view()).unwrap();
+        for ((p, f), &g) in got.indexed_iter() {
+            assert_eq!(g, x[[p, f]].to_f32(), "({p}, {f}) strict {strict}");
+        }
+    }
+}

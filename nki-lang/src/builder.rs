@@ -304,19 +304,20 @@ impl ProgramBuilder {
     }
 
     /// A constant tensor (NKI's `nl.shared_constant(array, dtype)`) of the compile-time shape
-    /// `shape` holding `data`: its elements of `dtype`, little-endian, row-major.
+    /// `shape` holding `values` in row-major order, converted to `dtype` at launch as
+    /// `tensor_copy` from f32 converts ([`crate::TensorDecl::data`]).
     pub fn constant(
         &mut self,
         name: &str,
         dtype: DType,
         shape: &[u64],
-        data: Vec<u8>,
+        values: &[f32],
     ) -> Result<TensorId, BuildError> {
         self.allocated_started = true;
         let dims: Vec<Dim> = shape.iter().map(|&n| Dim::Fixed(n)).collect();
         let id = self.tensor(name, dtype, &dims, TensorRole::Constant)?;
         if let Some(t) = self.buf.tensors.last_mut() {
-            t.data = data;
+            t.data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         }
         Ok(id)
     }

@@ -65,8 +65,9 @@ pub struct TensorDecl<'a> {
     /// the innermost loop whose body declares it (each iteration has a tensor of its own, as a
     /// tile declared there does); `None` otherwise.
     pub scope: Option<u32>,
-    /// A [`TensorRole::Constant`]'s elements, little-endian in row-major order; empty for
-    /// every other role.
+    /// A [`TensorRole::Constant`]'s elements in row-major order as the kernel wrote them: each
+    /// an f32, 4 bytes little-endian (a launch converts them to [`TensorDecl::dtype`] as
+    /// `tensor_copy` from f32 does); empty for every other role.
     pub data: &'a [u8],
 }
 

@@ -55,7 +55,16 @@ fn allocate(
             buf.try_reserve_exact(bytes)
                 .map_err(|_| LaunchError::Allocation { bytes })?;
             match decl.role {
-                TensorRole::Constant => buf.extend_from_slice(decl.data),
+                TensorRole::Constant => {
+                    // f32 values as written, converted as `tensor_copy` from f32 converts.
+                    let size = decl.dtype.size() as usize;
+                    for v in decl.data.chunks_exact(4) {
+                        let x = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                        let bits = crate::cpu::convert::from_f32(decl.dtype, x).to_le_bytes();
+                        buf.extend_from_slice(bits.get(..size).unwrap_or(&bits));
+                    }
+                    buf.resize(bytes, 0);
+                }
                 TensorRole::Input
                 | TensorRole::Output
                 | TensorRole::Scratch

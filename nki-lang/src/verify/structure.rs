@@ -106,10 +106,11 @@ impl Checker<'_> {
             if tensor.scope.is_some() && tensor.role != TensorRole::Private {
                 self.malformed(Site::Tensor(t), "only a private_hbm tensor has a scope");
             }
+            // A constant's data: an f32 per element.
             let bytes = tensor
                 .shape
                 .iter()
-                .try_fold(u64::from(tensor.dtype.size()), |n, d| match *d {
+                .try_fold(4u64, |n, d| match *d {
                     Dim::Fixed(k) => n.checked_mul(k),
                     Dim::Sym(_) => None,
                 });

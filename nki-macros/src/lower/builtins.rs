@@ -140,6 +140,8 @@ pub enum Special {
     Info,
     /// Python's `len` of a shape (`len(x.shape)`): its number of dimensions
     Len,
+    /// `shared_constant`, `shared_identity_matrix`: constant HBM tensors
+    SharedConstant,
 }
 
 /// How a function lowers.
@@ -370,6 +372,10 @@ static TABLE: &[Builtin] = &[
     special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
+    special(
+        &["shared_constant", "shared_identity_matrix"],
+        Special::SharedConstant,
+    ),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -164,6 +164,13 @@ impl Lowerer<'_> {
                     format!("`{name}(dtype)` is the dtype's limits, not data: read one with `.min` or `.max`"),
                 ),
             },
+            Special::SharedConstant => match dest {
+                Dest::New(bound) => self.shared_constant(name, args, span, bound),
+                Dest::Into { .. } => self.error(
+                    span,
+                    format!("`{name}` makes an HBM tensor: bind it with `let` and `load` from it"),
+                ),
+            },
         }
     }
 

@@ -178,6 +178,12 @@ impl Lowerer<'_> {
         if code {
             return Value::Code(name.to_string());
         }
+        if self.arrays.contains_key(name) {
+            return self.error(
+                span,
+                format!("`{name}` is an array: it is data for `shared_constant({name})`, which makes it an HBM tensor"),
+            );
+        }
         self.error(span, format!("cannot find `{name}` in this kernel"))
     }
 

@@ -144,6 +144,9 @@ pub struct Lowerer<'e> {
     loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
+    /// Arrays bound to a name (`const TABLE: [[f32; 4]; 2] = [...];`), for
+    /// `shared_constant(TABLE)`: the name's literal.
+    arrays: HashMap<String, Expr>,
     /// The conditions of the enclosing `if`s on loop indices: every instruction lowered inside
     /// them is predicated on them ([`Lowerer::predicated`]).
     predicate: Vec<nki_lang::MaskTerm>,
@@ -204,6 +207,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
+        arrays: HashMap::new(),
         predicate: Vec::new(),
         tile_blocks: HashMap::new(),
         temp_count: 0,
@@ -477,6 +481,11 @@ impl Lowerer<'_> {
                 } else {
                     names[0].as_ref().map(|i| i.to_string())
                 };
+                // An array literal (a `const` of the kernel): data for `shared_constant`.
+                if let (Some(n), Expr::Array(..)) = (&single, value) {
+                    self.arrays.insert(n.clone(), value.clone());
+                    return;
+                }
                 let v = self.produce(value, call::Dest::New(single.as_deref()));
                 if *tuple {
                     self.bind_tuple(names, v, value.span());

@@ -1,6 +1,7 @@
 //! The language's functions that need more than the opcode table: `load`, `store`, `nc_matmul`,
 //! `matmul`, `copy`, `nc_transpose`, the creation functions and `arange`.
 
+mod constant;
 mod create;
 mod dma;
 mod elementwise;
