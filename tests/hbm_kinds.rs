@@ -103,7 +103,10 @@ fn a_timed_launch_counts_scratch_traffic() {
 fn reads_unwritten_scratch(x: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
     let out = ndarray([128, 64], f32, SharedHbm);
     let spill = ndarray([128, 64], f32, SharedHbm);
-    store(spill[[arange(64).p(), arange(64).x()]], load(x[[arange(64).p(), arange(64).x()]]));
+    store(
+        spill[[arange(64).p(), arange(64).x()]],
+        load(x[[arange(64).p(), arange(64).x()]]),
+    );
     store(out, load(spill));
     out
 }
@@ -148,9 +151,7 @@ fn strict_mode_refuses_a_read_of_scratch_before_it_is_written() {
 #[test]
 fn strict_mode_flags_instances_racing_on_shared_scratch() {
     let x = rand_f32(Ix2(256, 64), 5, -1.0, 1.0);
-    let e = strict_exec_error(
-        instances_share_scratch::grid([2]).host(&mut plain(true), x.view()),
-    );
+    let e = strict_exec_error(instances_share_scratch::grid([2]).host(&mut plain(true), x.view()));
     assert!(
         e.what.contains("shared_hbm scratch `spill`") && e.what.contains("program ids"),
         "{e}"
@@ -197,7 +198,10 @@ fn constants_hold_their_values_converted_to_their_dtype() {
     let roles: Vec<_> = p.allocated().iter().map(|t| (t.name, t.dtype)).collect();
     assert_eq!(
         roles,
-        [("table", nki::program::DType::Bf16), ("offsets", nki::program::DType::F32)]
+        [
+            ("table", nki::program::DType::Bf16),
+            ("offsets", nki::program::DType::F32)
+        ]
     );
 }
 

@@ -149,7 +149,12 @@ fn attn_fwd_v3(
     // for this example we assume that seqlen_q is divisible by PMAX and
     // seqlen_kv is divisible by FMAX_MOVING, otherwise need to use mask or "final multiplication"
     let qk = ndarray(
-        (seqlen_q / PMAX, seqlen_kv / FMAX_MOVING, par_dim(PMAX), FMAX_MOVING),
+        (
+            seqlen_q / PMAX,
+            seqlen_kv / FMAX_MOVING,
+            par_dim(PMAX),
+            FMAX_MOVING,
+        ),
         f32,
         Psum,
     );
@@ -174,13 +179,18 @@ fn attn_fwd_v3(
             row_max_kv[[.., i_tile_kv]] =
                 tensor_reduce(op = max, data = qk[[i_tile_q, i_tile_kv]], axis = 1);
         }
-        row_max[[.., i_tile_q, ..]] = tensor_reduce(op = max, data = row_max_kv[[.., ..]], axis = 1);
+        row_max[[.., i_tile_q, ..]] =
+            tensor_reduce(op = max, data = row_max_kv[[.., ..]], axis = 1);
     }
 
     // subtract max from row
     let norm_row = ndarray((seqlen_q / PMAX, PMAX, seqlen_kv), f32, SharedHbm);
     for i_tile_q in affine_range(seqlen_q / PMAX) {
-        let norm_buf = ndarray(shape = (par_dim(PMAX), seqlen_kv), dtype = f32, buffer = Sbuf);
+        let norm_buf = ndarray(
+            shape = (par_dim(PMAX), seqlen_kv),
+            dtype = f32,
+            buffer = Sbuf,
+        );
         for i_tile_kv in affine_range(seqlen_kv / FMAX_MOVING) {
             norm_buf[[.., ds(i_tile_kv * FMAX_MOVING, FMAX_MOVING)]] = tensor_scalar(
                 data = qk[[i_tile_q, i_tile_kv]],
@@ -195,7 +205,11 @@ fn attn_fwd_v3(
     // exponentiation
     let exp_row = ndarray((seqlen_q / PMAX, PMAX, seqlen_kv), f32, SharedHbm);
     for i_tile_q in affine_range(seqlen_q / PMAX) {
-        let exp_buf = ndarray(shape = (par_dim(PMAX), seqlen_kv), dtype = f32, buffer = Sbuf);
+        let exp_buf = ndarray(
+            shape = (par_dim(PMAX), seqlen_kv),
+            dtype = f32,
+            buffer = Sbuf,
+        );
         let norm_buf = load(norm_row[i_tile_q]);
         exp_buf[[.., ..]] = activation(op = exp, data = norm_buf);
         store(exp_row[i_tile_q], exp_buf[[.., ..]]);
@@ -213,7 +227,11 @@ fn attn_fwd_v3(
 
     let scores = ndarray((seqlen_q / PMAX, PMAX, seqlen_kv), f32, SharedHbm);
     for i_tile_q in affine_range(seqlen_q / PMAX) {
-        let scores_buf = ndarray(shape = (par_dim(PMAX), seqlen_kv), dtype = f32, buffer = Sbuf);
+        let scores_buf = ndarray(
+            shape = (par_dim(PMAX), seqlen_kv),
+            dtype = f32,
+            buffer = Sbuf,
+        );
         let exp_buf = load(exp_row[i_tile_q]);
         scores_buf[[.., ..]] = tensor_scalar(
             data = exp_buf,
@@ -236,7 +254,11 @@ fn attn_fwd_v3(
 
     // scores has the wrong layout
     // PMAX restriction on both free and partition dimension when performing transpose.
-    let scores_t = ndarray((seqlen_kv / PMAX, seqlen_q / PMAX, PMAX, PMAX), f32, SharedHbm);
+    let scores_t = ndarray(
+        (seqlen_kv / PMAX, seqlen_q / PMAX, PMAX, PMAX),
+        f32,
+        SharedHbm,
+    );
     for i_tile_q in affine_range(seqlen_q / PMAX) {
         for i_tile_kv in affine_range(seqlen_kv / PMAX) {
             let scores_buf = load(scores[[i_tile_q, .., ds(i_tile_kv * PMAX, PMAX)]]);
@@ -260,7 +282,10 @@ fn attn_fwd_v3(
             attn_out_psum += nc_matmul(stationary = scores_sbuf_t, moving = v_sbuf_t);
         }
         attn_out[[.., ..]] = tensor_copy(attn_out_psum);
-        store(dst = kernel_out[[ds(i_tile_q * PMAX, PMAX), ..]], value = attn_out[[.., ..]]);
+        store(
+            dst = kernel_out[[ds(i_tile_q * PMAX, PMAX), ..]],
+            value = attn_out[[.., ..]],
+        );
     }
 
     kernel_out
@@ -338,5 +363,8 @@ fn attn_fwd_v3_matches_the_f64_reference_through_hbm_scratch() {
     }
     let p = attn_fwd_v3::KERNEL.program();
     let scratch: Vec<&str> = p.allocated().iter().map(|t| t.name).collect();
-    assert_eq!(scratch, ["norm_row", "exp_row", "scores", "v_t", "scores_t"]);
+    assert_eq!(
+        scratch,
+        ["norm_row", "exp_row", "scores", "v_t", "scores_t"]
+    );
 }

@@ -92,7 +92,12 @@ fn select_and_scatter_kernel<
 
             // Step 1
             // Iterate all sliding windows, and find the maximum val of each window.
-            let max_val = max(operand_local_sw, axis = [2, 3], dtype = kernel_dtype, keepdims = true);
+            let max_val = max(
+                operand_local_sw,
+                axis = [2, 3],
+                dtype = kernel_dtype,
+                keepdims = true,
+            );
 
             // Step 2
             // Create a mask with the shape of all the sliding windows
@@ -115,8 +120,12 @@ fn select_and_scatter_kernel<
 
             let selecting_win_indices =
                 r#where(_win_idx_mask, linear_indices, sw_h * sw_w, dtype = u32);
-            let selected_win_indices =
-                min(selecting_win_indices, axis = [2, 3], dtype = u32, keepdims = true);
+            let selected_win_indices = min(
+                selecting_win_indices,
+                axis = [2, 3],
+                dtype = u32,
+                keepdims = true,
+            );
 
             // Step 4
             // With the minimum value, we can create another mask where value 1 indicates the postition we are going to scatter to.
@@ -124,7 +133,11 @@ fn select_and_scatter_kernel<
                 equal(selected_win_indices, linear_indices, dtype = u8);
         }
 
-        let source_local = ndarray((par_dim(p), src_h, src_w), dtype = kernel_dtype, buffer = Sbuf);
+        let source_local = ndarray(
+            (par_dim(p), src_h, src_w),
+            dtype = kernel_dtype,
+            buffer = Sbuf,
+        );
         for ib_1 in affine_range(2) {
             source_local[[ib_1 * 64..(ib_1 + 1) * 64, 0..src_h, 0..src_w]] = load(
                 source_tensor[[2 * ib + ib_1, 0..64, 0..src_h, 0..src_w]],
@@ -132,24 +145,40 @@ fn select_and_scatter_kernel<
             );
         }
 
-        let vals_nonlocal = ndarray((sw_h, sw_w, par_dim(p), H, W), dtype = kernel_dtype, buffer = PrivateHbm);
+        let vals_nonlocal = ndarray(
+            (sw_h, sw_w, par_dim(p), H, W),
+            dtype = kernel_dtype,
+            buffer = PrivateHbm,
+        );
         for iq in affine_range(sw_h) {
             for ih in affine_range(sw_w) {
                 // Step 5
                 // Scatter on the windows using the mask created in step 4
                 let tile = mgrid![0..p, 0..src_h, 0..src_w];
-                let vals_local = zeros((par_dim(p), padded_h, padded_w), dtype = kernel_dtype, buffer = Sbuf);
+                let vals_local = zeros(
+                    (par_dim(p), padded_h, padded_w),
+                    dtype = kernel_dtype,
+                    buffer = Sbuf,
+                );
                 vals_local[[tile.p, 2 * tile.x + iq, 2 * tile.y + ih]] = multiply(
                     source_local,
                     win_idx_mask_local[[tile.p, tile.x, tile.y, iq, ih]],
                     dtype = kernel_dtype,
                 );
 
-                store(vals_nonlocal[[iq, ih, 0..p, 0..H, 0..W]], value = vals_local[[0..p, 1..H + 1, 1..W + 1]]);
+                store(
+                    vals_nonlocal[[iq, ih, 0..p, 0..H, 0..W]],
+                    value = vals_local[[0..p, 1..H + 1, 1..W + 1]],
+                );
             }
         }
 
-        let out_local = zeros((par_dim(p), H, W), dtype = kernel_dtype, buffer = Sbuf, name = "out_local");
+        let out_local = zeros(
+            (par_dim(p), H, W),
+            dtype = kernel_dtype,
+            buffer = Sbuf,
+            name = "out_local",
+        );
 
         for iq in affine_range(sw_h) {
             for ih in affine_range(sw_w) {

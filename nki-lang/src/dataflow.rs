@@ -133,12 +133,15 @@ fn same_elements_each_iteration<'p>(
         .get(usize::from(access.tensor))
         .and_then(|t| t.scope)
         .map(|s| s as usize);
-    let depth = open.iter().enumerate().position(|(d, &(kind, trip, _, begin))| {
-        kind == LoopKind::Affine
-            && scope.is_none_or(|s| begin > s)
-            && matches!(trip, Extent::Fixed(n) if n >= 2)
-            && !access.axes().iter().any(|x| uses(&x.start, d))
-            && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
-    })?;
+    let depth = open
+        .iter()
+        .enumerate()
+        .position(|(d, &(kind, trip, _, begin))| {
+            kind == LoopKind::Affine
+                && scope.is_none_or(|s| begin > s)
+                && matches!(trip, Extent::Fixed(n) if n >= 2)
+                && !access.axes().iter().any(|x| uses(&x.start, d))
+                && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
+        })?;
     Some((depth, access))
 }

@@ -40,9 +40,9 @@ impl fmt::Display for Program<'_> {
             self.target().name()
         )?;
         for t in self.allocated() {
-            let scope = t
-                .scope
-                .map_or(String::new(), |s| format!("  (per iteration of the loop at {s})"));
+            let scope = t.scope.map_or(String::new(), |s| {
+                format!("  (per iteration of the loop at {s})")
+            });
             writeln!(
                 f,
                 "  {} {}: {}[{}]{scope}",

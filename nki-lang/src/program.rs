@@ -204,8 +204,7 @@ impl<'a> Program<'a> {
             }
         }
         let mut output_end = input_count;
-        while output_end < tensors.len() && matches!(tensors[output_end].role, TensorRole::Output)
-        {
+        while output_end < tensors.len() && matches!(tensors[output_end].role, TensorRole::Output) {
             // output_end < tensors.len()
             #[allow(clippy::arithmetic_side_effects)]
             {

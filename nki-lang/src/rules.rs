@@ -902,11 +902,7 @@ pub const fn partition_start_alignment(parts: u32) -> u32 {
 /// A partition start `constant + Σ coef · var` set by loop variables (or program ids): every
 /// value must be a multiple of [`partition_start_alignment`], which holds when the constant and
 /// every coefficient are.
-pub fn check_partition_start(
-    parts: u32,
-    constant: i64,
-    coef: &[i64],
-) -> Result<(), RuleViolation> {
+pub fn check_partition_start(parts: u32, constant: i64, coef: &[i64]) -> Result<(), RuleViolation> {
     let align = partition_start_alignment(parts);
     let aligned = |c: i64| c.rem_euclid(i64::from(align)) == 0;
     if !aligned(constant) || !coef.iter().all(|&c| aligned(c)) {

@@ -107,13 +107,10 @@ impl Checker<'_> {
                 self.malformed(Site::Tensor(t), "only a private_hbm tensor has a scope");
             }
             // A constant's data: an f32 per element.
-            let bytes = tensor
-                .shape
-                .iter()
-                .try_fold(4u64, |n, d| match *d {
-                    Dim::Fixed(k) => n.checked_mul(k),
-                    Dim::Sym(_) => None,
-                });
+            let bytes = tensor.shape.iter().try_fold(4u64, |n, d| match *d {
+                Dim::Fixed(k) => n.checked_mul(k),
+                Dim::Sym(_) => None,
+            });
             match tensor.role {
                 TensorRole::Constant => {
                     if bytes != u64::try_from(tensor.data.len()).ok() {

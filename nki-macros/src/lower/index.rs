@@ -369,10 +369,8 @@ impl Lowerer<'_> {
         let p = &axes[0];
         // The start: a compile-time integer, or set by loop variables (not program ids).
         let pids = p.lin.coef[..nki_lang::MAX_PIDS].iter().any(|&c| c != 0);
-        let part_ok = !pids
-            && p.lin.constant >= 0
-            && p.grid[0] == 1
-            && p.grid[1..].iter().all(|&g| g == 0);
+        let part_ok =
+            !pids && p.lin.constant >= 0 && p.grid[0] == 1 && p.grid[1..].iter().all(|&g| g == 0);
         if !part_ok {
             let v = nki_lang::RuleViolation::PartitionStride;
             return self.error(span, crate::errors::message(&v));
@@ -412,7 +410,8 @@ impl Lowerer<'_> {
         }
         // A view's partitions are checked here (the program checks the tile's).
         let parts = i128::from(p.lin.constant).saturating_add(i128::from(shape.dims()[0]));
-        if !whole && part_var == nki_lang::Affine::ZERO && parts > i128::from(base.shape.dims()[0]) {
+        if !whole && part_var == nki_lang::Affine::ZERO && parts > i128::from(base.shape.dims()[0])
+        {
             return self.error(
                 span,
                 format!(

@@ -518,17 +518,18 @@ impl<'p> Strict<'p> {
                     .and_then(|v| p.tiles().get(usize::from(v.tile)));
                 tile.map_or("a tile".to_string(), |t| format!("tile `{}`", t.name))
             }
-            (_, Loc::Hbm(t)) => p.tensors().get(usize::from(t)).map_or(
-                "an output".to_string(),
-                |t| match t.role {
-                    nki_lang::TensorRole::Scratch => format!("shared_hbm scratch `{}`", t.name),
-                    nki_lang::TensorRole::Private => format!("private_hbm tensor `{}`", t.name),
-                    nki_lang::TensorRole::Constant => format!("constant `{}`", t.name),
-                    nki_lang::TensorRole::Input | nki_lang::TensorRole::Output => {
-                        format!("output `{}`", t.name)
-                    }
-                },
-            ),
+            (_, Loc::Hbm(t)) => {
+                p.tensors()
+                    .get(usize::from(t))
+                    .map_or("an output".to_string(), |t| match t.role {
+                        nki_lang::TensorRole::Scratch => format!("shared_hbm scratch `{}`", t.name),
+                        nki_lang::TensorRole::Private => format!("private_hbm tensor `{}`", t.name),
+                        nki_lang::TensorRole::Constant => format!("constant `{}`", t.name),
+                        nki_lang::TensorRole::Input | nki_lang::TensorRole::Output => {
+                            format!("output `{}`", t.name)
+                        }
+                    })
+            }
             _ => "an operand".to_string(),
         }
     }

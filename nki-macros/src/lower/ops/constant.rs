@@ -37,9 +37,7 @@ impl Lowerer<'_> {
                 return Value::Poison;
             };
             let n = match usize::try_from(n) {
-                Ok(n) if n > 0 && n.checked_mul(n).is_some_and(|e| e <= MAX_CONSTANT_ELEMENTS) => {
-                    n
-                }
+                Ok(n) if n > 0 && n.checked_mul(n).is_some_and(|e| e <= MAX_CONSTANT_ELEMENTS) => n,
                 _ => {
                     return self.error(
                         first.span(),
@@ -88,7 +86,12 @@ impl Lowerer<'_> {
             None => DType::I32,
         };
         let Some(name) = name else {
-            return self.error(span, format!("bind the constant with `let` (`let c = {func}(...);`) so that it can be loaded"));
+            return self.error(
+                span,
+                format!(
+                    "bind the constant with `let` (`let c = {func}(...);`) so that it can be loaded"
+                ),
+            );
         };
         let t = self.add_tensor(Tensor {
             name: name.to_string(),
