@@ -16,6 +16,10 @@ use crate::errors::message;
 use crate::parse::model::{Arg, Expr};
 
 /// Where an operation's result goes.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a transient argument of each call's lowering, passed by value once"
+)]
 pub enum Dest<'a> {
     /// A new tile, named after the `let` binding when there is one.
     New(Option<&'a str>),

@@ -45,8 +45,8 @@ impl Lowerer<'_> {
                     );
                 }
             };
-            let values = (0..n * n)
-                .map(|k| if k / n == k % n { 1.0 } else { 0.0 })
+            let values = (0..n)
+                .flat_map(|r| (0..n).map(move |c| if r == c { 1.0 } else { 0.0 }))
                 .collect();
             (vec![n as u64; 2], values, false)
         } else {
@@ -185,6 +185,6 @@ impl Lowerer<'_> {
         }
         items
             .iter()
-            .all(|item| self.flatten(item, depth + 1, shape, values, any_float))
+            .all(|item| self.flatten(item, depth.saturating_add(1), shape, values, any_float))
     }
 }
