@@ -171,13 +171,17 @@ fn adds_constants(x: Hbm<f32, 2, 4>) -> Hbm<f32, 2, 4> {
     out
 }
 
-/// `x` through TensorE against the shared identity: `identity.T @ x`.
+/// `x` through TensorE against the shared identity: `identity.T @ x`, with the identity as
+/// `shared_identity_matrix` and as the tutorials write it,
+/// `nl.shared_constant(np.identity(128, dtype=np.int8), dtype=x.dtype)`.
 #[kernel]
 fn through_identity(x: Hbm<bf16, 128, 64>) -> Hbm<f32, 128, 64> {
     let out = ndarray([128, 64], f32, SharedHbm);
     let identity = shared_identity_matrix(128, dtype = bf16);
+    let tutorials = shared_constant(np::identity(128, dtype = np::int8), dtype = x.dtype);
     let product = nc_matmul(stationary = load(identity), moving = load(x));
-    store(out, copy(product, f32));
+    let again = nc_matmul(stationary = load(tutorials), moving = copy(product, bf16));
+    store(out, copy(again, f32));
     out
 }
 

@@ -350,6 +350,30 @@ fn accumulation_group_over_a_loop_that_does_not_enclose_it() {
 }
 
 #[test]
+fn output_after_a_scratch_tensor_in_the_tensor_table() {
+    let mut p = looped();
+    let at = p.tensors.len() - 1;
+    p.tensors.insert(
+        at,
+        TensorBuf {
+            name: "spill".into(),
+            dtype: DType::F32,
+            shape: dims(&[512, 512]),
+            role: TensorRole::Scratch,
+            scope: None,
+            data: vec![],
+        },
+    );
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            Site::Program,
+            malformed("outputs must precede scratch and constant tensors in the tensor table")
+        )]
+    );
+}
+
+#[test]
 fn input_after_an_output_in_the_tensor_table() {
     let mut p = looped();
     p.tensors.push(TensorBuf {

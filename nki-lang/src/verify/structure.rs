@@ -80,9 +80,10 @@ impl Checker<'_> {
             .iter()
             .take_while(|t| t.role == TensorRole::Output)
             .count();
+        // (A misplaced input is reported above.)
         if p.tensors[inputs.saturating_add(outputs)..]
             .iter()
-            .any(|t| !t.role.allocated())
+            .any(|t| t.role == TensorRole::Output)
         {
             self.malformed(
                 Site::Program,

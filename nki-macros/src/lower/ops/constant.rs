@@ -12,9 +12,10 @@ use crate::parse::model::{Arg, Expr};
 const MAX_CONSTANT_ELEMENTS: usize = 1 << 20;
 
 impl Lowerer<'_> {
-    /// `shared_constant(constant, dtype)`: `constant` an array literal, or the name of a
-    /// `const` array of the kernel; `dtype` by default f32 if any element is a float, else
-    /// i32. `shared_identity_matrix(n, dtype)`: the `n × n` identity, `dtype` by default u8.
+    /// `shared_constant(constant, dtype)`: `constant` an array literal, the name of a `const`
+    /// array of the kernel, or `identity(n, dtype)` (NumPy's `np.identity`); `dtype` by default
+    /// the identity's, else f32 if any element is a float, else i32.
+    /// `shared_identity_matrix(n, dtype)`: the `n × n` identity, `dtype` by default u8.
     pub(in super::super) fn shared_constant(
         &mut self,
         func: &str,
@@ -31,7 +32,20 @@ impl Lowerer<'_> {
         let Some(a) = self.args(func, args, params, 1, span) else {
             return Value::Poison;
         };
-        let first = a[0].expect("required");
+        let mut first = a[0].expect("required");
+        let mut inner_dtype = None;
+        // NumPy's `np.identity(n, dtype)` (nki.tensor's `identity`) as the constant.
+        let identity = match first {
+            Expr::Call { func, args, span } if !identity && func == "identity" => {
+                let Some(b) = self.args("identity", args, &["n", "dtype"], 1, *span) else {
+                    return Value::Poison;
+                };
+                first = b[0].expect("required");
+                inner_dtype = b[1];
+                true
+            }
+            _ => identity,
+        };
         let (shape, values, any_float) = if identity {
             let Some(n) = self.int(first, "the identity's size") else {
                 return Value::Poison;
@@ -76,7 +90,7 @@ impl Lowerer<'_> {
             }
             (shape, values, any_float)
         };
-        let dtype = match a[1] {
+        let dtype = match a[1].or(inner_dtype) {
             Some(e) => match self.dtype_arg(e) {
                 Some(d) => d,
                 None => return Value::Poison,
