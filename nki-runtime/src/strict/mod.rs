@@ -171,7 +171,11 @@ pub struct Strict<'p> {
 
 impl<'p> Strict<'p> {
     /// A shadow of nothing written, for a launch of `program` on a core with
-    /// SBUF partitions `sbuf_stride` bytes apart and outputs of `output_bytes` bytes.
+    /// SBUF partitions `sbuf_stride` bytes apart and outputs of `output_bytes` bytes, followed
+    /// by the bytes of the scratch and constant tensors the launch allocates
+    /// ([`Program::allocated`], at the launch's sizes): a tensor given no size here is not
+    /// tracked, and a value loaded from it counts as unwritten. [`crate::NeuronCore::execute_strict`]
+    /// passes them all.
     pub fn new(program: &'p Program<'p>, sbuf_stride: usize, output_bytes: &[usize]) -> Self {
         Strict {
             program,
