@@ -539,6 +539,34 @@ fn ragged_load_transpose2d_reads_and_writes_only_the_rows_that_exist() {
     }
 }
 
+// NKI's `nisa.dma_transpose(src, axes=[1, 0])` of an HBM access: the same transpose, here
+// ragged and cast to bf16 on the way.
+#[kernel]
+fn ragged_dma_transpose(a: Hbm<f32, N, 64>) -> Hbm<bf16, 64, N> {
+    let out = ndarray([64, N], bf16, SharedHbm);
+    let (i_p, i_f) = mgrid![0..128, 0..64];
+    let (j_p, j_f) = mgrid![0..64, 0..128];
+    for k in affine_range((N + 127) / 128) {
+        let t = dma_transpose(
+            a[[k * 128 + i_p, i_f]],
+            axes = [1, 0],
+            mask = k * 128 + j_f < N,
+            dtype = bf16,
+        );
+        store(out[[j_p, k * 128 + j_f]], t, mask = k * 128 + j_f < N);
+    }
+    out
+}
+
+#[test]
+fn ragged_dma_transpose_is_the_transpose_rounded_to_bf16() {
+    for n in [1, 100, 200] {
+        let a = Array2::from_shape_fn((n, 64), |(r, c)| (r * 1000 + c) as f32 + 0.3);
+        let out = ragged_dma_transpose::host(&mut NeuronCore::default(), a.view()).unwrap();
+        assert_eq!(out, a.t().mapv(bf16::from_f32), "N = {n}");
+    }
+}
+
 #[kernel]
 fn accumulate_ops(
     a: Hbm<f32, 128, 512>,

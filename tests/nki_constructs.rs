@@ -497,3 +497,54 @@ fn assertions_that_hold() {
         }
     }
 }
+
+/// NKI's `nisa.get_nc_version() >= nisa.nc_version.gen3` (known when the kernel compiles, as
+/// `allocated_fused_rms_norm_qkv` picks its PSUM transpose dtype with it) and direct allocation
+/// (`ncc.sbuf.mod_alloc(base_addr=...)`, `ncc.psum.mod_alloc(base_bank=...)`): the placement is
+/// checked and not followed; each tile has memory of its own. The kernel writes the generation
+/// into every element, through tiles placed by `mod_alloc`.
+#[helper]
+fn generation_through_placed_tiles(x: Tensor, out: Tensor) {
+    let t = ndarray([128, 512], f32, sbuf.mod_alloc(base_addr = 0));
+    t[..] = load(x[..]);
+    let g = ndarray(
+        (2, par_dim(128), 512),
+        f32,
+        sbuf.mod_alloc(base_addr = 2048, num_free_tiles = (2,)),
+    );
+    if get_nc_version() >= nc_version.gen3 {
+        g[[0, .., ..]] = multiply(t, 0.0) + 3.0;
+    } else {
+        g[[0, .., ..]] = multiply(t, 0.0) + 2.0;
+    }
+    let acc = ndarray(
+        [128, 512],
+        f32,
+        psum.mod_alloc(base_bank = 1, num_bank_tiles = (1,)),
+    );
+    acc[..] = copy(g[[0, .., ..]]);
+    store(out[..], copy(acc));
+}
+
+#[kernel]
+fn nc_version_trn1(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    generation_through_placed_tiles(x, out);
+    out
+}
+
+#[kernel(target = trn2)]
+fn nc_version_trn2(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    generation_through_placed_tiles(x, out);
+    out
+}
+
+#[test]
+fn the_nc_version_is_the_targets_and_placements_are_accepted() {
+    let x = ramp(128, 512);
+    let trn1 = nc_version_trn1::host(&mut NeuronCore::new(Target::Trn1), x.view()).unwrap();
+    assert!(trn1.iter().all(|&v| v == 2.0), "Trn1 is gen2");
+    let trn2 = nc_version_trn2::host(&mut NeuronCore::new(Target::Trn2), x.view()).unwrap();
+    assert!(trn2.iter().all(|&v| v == 3.0), "Trn2 is gen3");
+}

@@ -110,3 +110,49 @@ fn a_strict_launch_and_the_timing_model_follow_the_predicates() {
         .sum();
     assert_eq!(matmuls, 2);
 }
+
+/// NKI's `affine_range(start, stop)` to a symbolic end: the sum of column blocks `1, 2, …`
+/// of `x` (`affine_range(1, N / 128)`), and the blocks `3, 4, …` scaled by 2
+/// (`sequential_range(3, N / 128)`), each accumulated in an SBUF tile.
+#[kernel]
+fn blocks_from_a_start(x: Hbm<f32, 128, N>) -> (Hbm<f32, 128, 128>, Hbm<f32, 128, 128>) {
+    let from_one = ndarray([128, 128], f32, SharedHbm);
+    let odd = ndarray([128, 128], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..128];
+    let acc = zeros([128, 128], f32, Sbuf);
+    for k in affine_range(1, N / 128) {
+        let t = load(x[[ip, k * 128 + jf]]);
+        acc[..] = add(acc, t);
+    }
+    store(from_one[..], acc);
+    let acc2 = zeros([128, 128], f32, Sbuf);
+    for k in sequential_range(3, N / 128) {
+        let t = load(x[[ip, k * 128 + jf]]);
+        acc2[..] = add(acc2, multiply(t, 2.0));
+    }
+    store(odd[..], acc2);
+    (from_one, odd)
+}
+
+#[test]
+fn loops_from_a_start_to_a_symbolic_end_run_the_iterations_of_python_range() {
+    for n in [128usize, 256, 384, 512, 1024, 1152] {
+        let x = rand_int(Ix2(128, n), n as u64 + 7, -8, 8);
+        let mut core = NeuronCore::default();
+        let (from_one, odd) = blocks_from_a_start::host(&mut core, x.view()).unwrap();
+        let blocks = n / 128;
+        for p in 0..128 {
+            for c in 0..128 {
+                let sum = |ks: Vec<usize>, scale: f64| -> f64 {
+                    ks.into_iter()
+                        .map(|k| scale * f64::from(x[[p, k * 128 + c]]))
+                        .sum()
+                };
+                let want_one = sum((1..blocks).collect(), 1.0);
+                let want_odd = sum((3..blocks).collect(), 2.0);
+                assert_eq!(f64::from(from_one[[p, c]]), want_one, "n {n} [{p}, {c}]");
+                assert_eq!(f64::from(odd[[p, c]]), want_odd, "n {n} [{p}, {c}]");
+            }
+        }
+    }
+}

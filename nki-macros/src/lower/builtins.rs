@@ -96,6 +96,8 @@ pub enum Special {
     Store,
     /// `load_transpose2d`
     LoadTranspose2d,
+    /// `dma_transpose`
+    DmaTranspose,
     /// `dma_copy`
     DmaCopy,
     /// `nc_matmul`
@@ -140,6 +142,8 @@ pub enum Special {
     Info,
     /// Python's `len` of a shape (`len(x.shape)`): its number of dimensions
     Len,
+    /// `get_nc_version()`: the kernel's target NeuronCore generation
+    NcVersion,
     /// `shared_constant`, `shared_identity_matrix`: constant HBM tensors
     SharedConstant,
 }
@@ -338,6 +342,7 @@ static TABLE: &[Builtin] = &[
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),
+    special(&["dma_transpose"], Special::DmaTranspose),
     special(&["dma_copy"], Special::DmaCopy),
     special(&["nc_matmul"], Special::NcMatmul),
     special(&["matmul"], Special::Matmul),
@@ -372,6 +377,7 @@ static TABLE: &[Builtin] = &[
     special(&["par_dim"], Special::ParDim),
     special(&["finfo", "iinfo"], Special::Info),
     special(&["len"], Special::Len),
+    special(&["get_nc_version"], Special::NcVersion),
     special(
         &["shared_constant", "shared_identity_matrix"],
         Special::SharedConstant,

@@ -111,6 +111,7 @@ impl Lowerer<'_> {
             Special::Load => self.load(args, span, dest),
             Special::Store => self.store(args, span, dest),
             Special::LoadTranspose2d => self.load_transpose2d(args, span, dest),
+            Special::DmaTranspose => self.dma_transpose(args, span, dest),
             Special::DmaCopy => self.dma_copy(args, span, dest),
             Special::NcMatmul => self.nc_matmul(args, span, dest),
             Special::Matmul => self.matmul(args, span, dest),
@@ -159,6 +160,13 @@ impl Lowerer<'_> {
             },
             Special::Len => {
                 let v = self.len(args, span);
+                self.assign(v, span, dest)
+            }
+            Special::NcVersion => {
+                let v = match self.args("get_nc_version", args, &[], 0, span) {
+                    Some(_) => Value::Int(super::expr::nc_version(self.buf.target)),
+                    None => Value::Poison,
+                };
                 self.assign(v, span, dest)
             }
             Special::Info => match dest {

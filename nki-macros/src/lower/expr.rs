@@ -43,6 +43,9 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
+                if let (Value::Buffer(b), "mod_alloc") = (&r, m.as_str()) {
+                    return self.mod_alloc(*b, args, *span);
+                }
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
                     if !h.prefix.is_empty() {
                         return self.error(*span, "reshape the whole tensor, then index the reshape: a tensor indexed on its leading axes (`q[b, h]`) is not reshaped");
@@ -113,7 +116,7 @@ impl Lowerer<'_> {
             Expr::Call { .. } => self.produce(e, Dest::New(None)),
             Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
-            Expr::Tuple(_, span) => self.error(*span, "a tuple can only be a kernel's return value"),
+            Expr::Tuple(items, span) => self.tuple_shape(items, *span),
             Expr::Error(_) => Value::Poison,
         }
     }
@@ -174,7 +177,8 @@ impl Lowerer<'_> {
         let code = Alu::from_name(name).is_some()
             || ActFn::from_name(name).is_some()
             || Engine::from_name(name).is_some()
-            || name == "tile_size";
+            || name == "tile_size"
+            || name == "nc_version";
         if code {
             return Value::Code(name.to_string());
         }
@@ -650,6 +654,17 @@ impl Lowerer<'_> {
                     None => self.error(span, format!("the grid has {} axes", axes.len())),
                 }
             }
+            // NKI's `nisa.nc_version`: the NeuronCore generations, compared with
+            // `get_nc_version()`.
+            (Value::Code(c), f) if c == "nc_version" => match f {
+                "gen2" => Value::Int(2),
+                "gen3" => Value::Int(3),
+                "gen4" => Value::Int(4),
+                _ => self.error(
+                    span,
+                    format!("`nc_version` has no `{f}`: it has gen2 (Trn1, Inf2), gen3 (Trn2) and gen4 (Trn3)"),
+                ),
+            },
             // NKI's `nl.tile_size`: the hardware's tile limits.
             (Value::Code(c), f) if c == "tile_size" => match f {
                 "pmax" => Value::Int(i64::from(nki_lang::target::PARTITIONS)),
@@ -751,12 +766,19 @@ impl Lowerer<'_> {
             },
             _ => args.iter().map(|a| &a.value).collect(),
         };
-        if items.is_empty() || items.len() > nki_lang::MAX_TENSOR_RANK {
+        // One name bound to a shape (`x.reshape(shape_2d)`, `y.reshape(x.shape)`): its dims.
+        let mut values: Vec<(Value, Span)> =
+            items.iter().map(|e| (self.eval(e), e.span())).collect();
+        if let [(Value::Shape(dims), at)] = values.as_slice() {
+            let at = *at;
+            values = dims.iter().map(|&d| (dim_value(d), at)).collect();
+        }
+        if values.is_empty() || values.len() > nki_lang::MAX_TENSOR_RANK {
             return self.error(span, "a reshape has 1 to 6 dimensions");
         }
         let mut shape = Vec::new();
-        for e in items {
-            match self.eval(e) {
+        for (value, at) in values {
+            match value {
                 Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
                 Value::Sym {
                     sym,
@@ -766,11 +788,11 @@ impl Lowerer<'_> {
                 Value::Poison => return Value::Poison,
                 Value::Sym { .. } => {
                     return self.error(
-                        e.span(),
+                        at,
                         format!("{WHAT}: a quotient or sum (`N / 128`, `N + 1`) is not supported"),
                     );
                 }
-                other => return self.error(e.span(), format!("{WHAT}, not {}", other.describe())),
+                other => return self.error(at, format!("{WHAT}, not {}", other.describe())),
             }
         }
         let (from, tensor) = match h.reshape {
@@ -801,6 +823,48 @@ impl Lowerer<'_> {
             reshape: Some(usize::from(reshape)),
             ..Hbm::whole(h.tensor)
         })
+    }
+
+    /// NKI's direct allocation, `sbuf.mod_alloc(base_addr, num_free_tiles)` and
+    /// `psum.mod_alloc(base_bank, num_bank_tiles)`: the buffer itself. The placement is checked
+    /// (non-negative integers) and not followed: every tile gets memory of its own here, as
+    /// NKI's compiler gives an automatically allocated one (docs/language.md).
+    fn mod_alloc(&mut self, b: Buffer, args: &[Arg], span: Span) -> Value {
+        let params: &[&str] = match b {
+            Buffer::Sbuf => &["base_addr", "num_free_tiles", "base_partition"],
+            Buffer::Psum => &["base_bank", "num_bank_tiles", "base_addr"],
+            Buffer::SharedHbm | Buffer::PrivateHbm => {
+                return self.error(
+                    span,
+                    "`mod_alloc` places a tile in SBUF or PSUM, not in HBM",
+                );
+            }
+        };
+        let Some(a) = self.args("mod_alloc", args, params, 0, span) else {
+            return Value::Poison;
+        };
+        for e in a.into_iter().flatten() {
+            let items: Vec<&Expr> = match e {
+                Expr::Array(items, _) | Expr::Tuple(items, _) => items.iter().collect(),
+                e => vec![e],
+            };
+            for item in items {
+                match self.eval(item) {
+                    Value::Int(n) if n >= 0 => {}
+                    Value::Poison => return Value::Poison,
+                    other => {
+                        return self.error(
+                            item.span(),
+                            format!(
+                                "a placement is a non-negative compile-time integer (or a tuple of them), not {}",
+                                other.describe()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Value::Buffer(b)
     }
 
     /// Python's `len(x.shape)`: the number of dimensions of a shape, an integer.
@@ -950,6 +1014,48 @@ fn fixed_dims(shape: &nki_lang::TileShape) -> Vec<Dim> {
         .iter()
         .map(|&d| Dim::Fixed(u64::from(d)))
         .collect()
+}
+
+impl Lowerer<'_> {
+    /// A Python tuple of dimensions (`(x_shape[0] * x_shape[1], x_shape[2])`): a shape, as
+    /// `x.shape` is (indexed, destructured, or passed as a shape).
+    fn tuple_shape(&mut self, items: &[Expr], span: Span) -> Value {
+        let mut dims = Vec::with_capacity(items.len());
+        for item in items {
+            match self.eval(item) {
+                Value::Int(n) if n >= 0 => dims.push(Dim::Fixed(n.unsigned_abs())),
+                Value::Sym {
+                    sym,
+                    add: 0,
+                    div: 1,
+                } => dims.push(Dim::Sym(sym)),
+                Value::Poison => return Value::Poison,
+                other => {
+                    return self.error(
+                        item.span(),
+                        format!(
+                            "a tuple is a shape: its items are dimensions (non-negative integers, a tensor's dimensions or their products), not {}; a tuple of other values can only be a kernel's return value",
+                            other.describe()
+                        ),
+                    );
+                }
+            }
+        }
+        if dims.is_empty() {
+            return self.error(span, "a shape has at least one dimension");
+        }
+        Value::Shape(dims)
+    }
+}
+
+/// NKI's `nisa.get_nc_version()` of a kernel compiled for `target`: the NeuronCore generation
+/// (`nc_version.gen2` for Trn1, `gen3` for Trn2, `gen4` for Trn3), known when it compiles.
+pub(super) fn nc_version(target: nki_lang::Target) -> i64 {
+    match target {
+        nki_lang::Target::Trn1 => 2,
+        nki_lang::Target::Trn2 => 3,
+        nki_lang::Target::Trn3 => 4,
+    }
 }
 
 /// A dimension of a shape as a kernel value: an integer, or a symbolic dimension.

@@ -629,9 +629,12 @@ impl Lowerer<'_> {
         }
     }
 
-    /// A loop's start and step (compile-time integers, 0 and 1 by default) and its trip
-    /// count: Python's `len(range(start, stop, step))`, symbolic when `stop` is.
-    fn loop_range(&mut self, range: &LoopRange<'_>, span: Span) -> Option<(i64, i64, Value)> {
+    /// A loop's start and step (compile-time integers, 0 and 1 by default), its trip count
+    /// (Python's `len(range(start, stop, step))`, symbolic when `stop` is) and how many of its
+    /// first iterations do nothing: a loop by 1 from `start` to a symbolic end whose trip count
+    /// a launch-time trip count (`(K + a) / c`) cannot express runs from 0 instead, its body
+    /// predicated off for its first `start` iterations.
+    fn loop_range(&mut self, range: &LoopRange<'_>, span: Span) -> Option<(i64, i64, Value, i64)> {
         let int = |this: &mut Self, e: Option<&Expr>, default: i64, what: &str| match e {
             None => Some(default),
             Some(e) => match this.eval(e) {
@@ -666,7 +669,7 @@ impl Lowerer<'_> {
             return None;
         }
         if start == 0 && step == 1 {
-            return Some((start, step, stop));
+            return Some((start, step, stop, 0));
         }
         let overflow = |this: &mut Self| {
             this.error(span, "integer overflow in a compile-time expression");
@@ -688,16 +691,26 @@ impl Lowerer<'_> {
             Value::Poison => return None,
             // The trip count `(K + a − start) / step` needs `a ≥ start`: a launch-time trip
             // count is `(K + a) / c` with `a ≥ 0`.
+            // The trip count `(K + a − start) / step` needs `a ≥ start` and a step of 1: a
+            // launch-time trip count is `(K + a) / c` with `a ≥ 0`.
             Value::Sym { div, add, .. }
-                if div != 1 || i64::try_from(add).is_ok_and(|a| a < start) =>
+                if step != 1 && (div != 1 || i64::try_from(add).is_ok_and(|a| a < start)) =>
             {
                 self.error(
                     range.stop.span(),
                     format!(
-                        "a loop from {start} to a symbolic end needs the trip count `end − {start}`, which a launch-time trip count (`(K + a) / c`) cannot express: loop from 0 (`affine_range(K)`, `affine_range(K / c)`) and mask the body's instructions with `mask = i >= {start}`, or make the dimension a meta-parameter"
+                        "a loop from {start} to a symbolic end by a step of {step} needs the trip count `(end − {start}) / {step}`, which a launch-time trip count (`(K + a) / c`) cannot express: loop from 0 by 1 (`affine_range(K / c)`) and mask the body's instructions, or make the dimension a meta-parameter"
                     ),
                 );
                 return None;
+            }
+            // From `start` by 1 to a symbolic end `(K + a) / d` the trip count cannot express:
+            // the loop runs from 0 over `(K + a) / d` iterations, its first `start` predicated
+            // off.
+            Value::Sym { div, add, .. }
+                if div != 1 || i64::try_from(add).is_ok_and(|a| a < start) =>
+            {
+                return Some((0, 1, stop, start));
             }
             stop => {
                 let d = self.arith(
@@ -718,7 +731,7 @@ impl Lowerer<'_> {
                 }
             }
         };
-        Some((start, step, trip))
+        Some((start, step, trip, 0))
     }
 
     fn for_loop(
@@ -730,7 +743,7 @@ impl Lowerer<'_> {
         body: &Block,
     ) {
         let trip = range.stop;
-        let Some((start, step, t)) = self.loop_range(&range, iter_span) else {
+        let Some((start, step, t, idle)) = self.loop_range(&range, iter_span) else {
             return;
         };
         let extent = match t {
@@ -848,7 +861,31 @@ impl Lowerer<'_> {
                 }
             }
         }
+        // The first `idle` iterations of a loop from a start its trip count cannot express
+        // run nothing: each instruction of the body is predicated on `i >= idle`.
+        let outer = self.predicate.len();
+        if idle > 0 {
+            let from = idle
+                .checked_neg()
+                .and_then(|n| Affine::loop_var(depth, 1).checked_add(&Affine::constant(n)));
+            let cond = from.map(|a| value::Cond {
+                expr: value::Idx::from_affine(a),
+                cmp: nki_lang::Cmp::Ge,
+                sym: None,
+            });
+            let mut terms = Vec::new();
+            match cond {
+                Some(c) if self.mask_terms(&c, iter_span, &mut terms) => {
+                    self.predicate.extend(terms);
+                }
+                Some(_) => {}
+                None => {
+                    self.error(iter_span, "integer overflow in a loop's values");
+                }
+            }
+        }
         self.block(body);
+        self.predicate.truncate(outer);
         self.scopes.pop();
         self.loops.pop();
         self.loop_begins.pop();

@@ -45,6 +45,7 @@ use crate::exec::{InstanceEdge, LoopEdge, Observer, Resolver, Skip};
 use crate::operand::{Loc, Operands};
 
 mod fastforward;
+mod gap_lists;
 
 /// PSUM's partition stride as the core lays it out.
 const PSUM_STRIDE: usize = crate::memory::Psum::PARTITION_STRIDE;
@@ -87,6 +88,10 @@ impl Port {
 struct Gaps {
     /// `(start, end)`, in order of time (a ring: the oldest leaves in O(1)).
     list: VecDeque<(u64, u64)>,
+    /// Gaps dropped from the front so far, to keep [`Gaps::MAX`].
+    evicted: u64,
+    /// The most gaps held since [`Gaps::reset_peak`].
+    peak: usize,
 }
 
 impl Gaps {
@@ -137,9 +142,7 @@ impl Gaps {
                 self.list.remove(i);
             }
         }
-        if self.list.len() > Self::MAX {
-            self.list.pop_front();
-        }
+        self.settle();
         Some((start, a))
     }
 
@@ -147,10 +150,22 @@ impl Gaps {
     fn open(&mut self, from: u64, to: u64) {
         if to > from {
             self.list.push_back((from, to));
-            if self.list.len() > Self::MAX {
-                self.list.pop_front();
-            }
+            self.settle();
         }
+    }
+
+    /// Drops the oldest gap beyond [`Gaps::MAX`]; counts the peak.
+    fn settle(&mut self) {
+        if self.list.len() > Self::MAX {
+            self.list.pop_front();
+            self.evicted += 1;
+        }
+        self.peak = self.peak.max(self.list.len());
+    }
+
+    /// Starts counting the peak from the gaps held now.
+    fn reset_peak(&mut self) {
+        self.peak = self.list.len();
     }
 }
 

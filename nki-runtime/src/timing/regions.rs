@@ -384,9 +384,11 @@ impl Drop for HbmTensor {
 pub(crate) struct Hbm {
     /// Per tensor of the program's table: its size in bytes, and its cells once written.
     tensors: Vec<HbmTensor>,
-    /// While kept: each block's cells before a mark changed them (tensor, block, write,
-    /// read), to undo marks.
-    journal: Option<Vec<(usize, usize, Cell, Cell)>>,
+    /// Whether marks are journaled.
+    journaling: bool,
+    /// While journaling: each block's cells before a mark changed them (tensor, block, write,
+    /// read), to undo marks. Its capacity is kept from one use to the next.
+    journal: Vec<(usize, usize, Cell, Cell)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -419,7 +421,8 @@ impl Hbm {
                     page_accesses: Vec::new(),
                 })
                 .collect(),
-            journal: None,
+            journaling: false,
+            journal: Vec::new(),
         }
     }
 
@@ -435,25 +438,18 @@ impl Hbm {
         ready.t
     }
 
-    /// Starts (or stops) keeping what each mark changes, for [`Hbm::undo`]. A tensor a mark
-    /// starts tracking is not undone: only marks of tracked tensors may be journaled.
+    /// Starts (or stops) keeping what each mark changes, for [`Hbm::undo`]; starting again
+    /// forgets what was kept. A tensor a mark starts tracking is not undone: only marks of
+    /// tracked tensors may be journaled.
     pub fn journal(&mut self, on: bool) {
-        self.journal = on.then(Vec::new);
+        self.journaling = on;
+        self.journal.clear();
     }
 
-    /// Entries in the journal.
-    pub fn journaled(&self) -> usize {
-        self.journal.as_ref().map_or(0, Vec::len)
-    }
-
-    /// Undoes the journaled marks after the first `keep` (the blocks' page bounds stay: they
-    /// are bounds, not the blocks' times).
-    pub fn undo(&mut self, keep: usize) {
-        let Some(j) = self.journal.as_mut() else {
-            return;
-        };
-        while j.len() > keep {
-            let Some((t, b, w, r)) = j.pop() else { break };
+    /// Undoes the marks journaled since it started (the blocks' page bounds stay: they are
+    /// bounds, not the blocks' times).
+    pub fn undo(&mut self) {
+        while let Some((t, b, w, r)) = self.journal.pop() {
             if let Some(ts) = self.tensors.get_mut(t) {
                 ts.writes[b] = w;
                 ts.reads[b] = r;
@@ -527,7 +523,7 @@ impl Hbm {
             page_accesses,
             ..
         } = ts;
-        let journal = &mut self.journal;
+        let mut journal = self.journaling.then_some(&mut self.journal);
         for_each_run(r, |start, len| {
             let (b0, b1) = blocks(start, len, size, n);
             for b in b0..b1 {

@@ -32,6 +32,84 @@ impl Lowerer<'_> {
         )
     }
 
+    /// `dma_transpose(src, axes, mask, dtype)`: NKI's DMA-engine transpose of a 2-D HBM access
+    /// `[A, B]` into a tile `[B, A]` (`axes = [1, 0]`, the default): `load_transpose2d`'s
+    /// instruction.
+    pub(in super::super) fn dma_transpose(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let Some(a) = self.args(
+            "dma_transpose",
+            args,
+            &["src", "axes", "mask", "dtype"],
+            1,
+            span,
+        ) else {
+            return Value::Poison;
+        };
+        if let Some(axes) = a[1] {
+            let perm: Option<Vec<i64>> = match axes {
+                Expr::Array(items, _) | Expr::Tuple(items, _) => items
+                    .iter()
+                    .map(|e| match self.eval(e) {
+                        Value::Int(n) => Some(n),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => None,
+            };
+            if perm.as_deref() != Some(&[1, 0]) {
+                return self.error(
+                    axes.span(),
+                    "`dma_transpose` here swaps the two axes of a 2-D access (`axes = [1, 0]`, the default); NKI's 3-D and 4-D permutations are not in the language yet",
+                );
+            }
+        }
+        let src_e = a[0].expect("required");
+        let access = match self.eval(src_e) {
+            Value::Access(acc) => acc,
+            Value::Tensor(h) => match self.index(Value::Tensor(h), &[], src_e.span()) {
+                Value::Access(acc) => acc,
+                _ => return Value::Poison,
+            },
+            Value::Tile(_) => {
+                return self.error(
+                    src_e.span(),
+                    "`dma_transpose` of an on-chip tile (NKI's DMA transpose from SBUF) is not in the language yet: transpose it on TensorE (`nc_transpose`, `transpose`), or load it transposed from HBM (`dma_transpose(hbm_tensor[...])`)",
+                );
+            }
+            Value::Poison => return Value::Poison,
+            other => {
+                return self.error(
+                    src_e.span(),
+                    format!(
+                        "operand 'src' of 'dma_transpose' is an HBM tensor, not {}",
+                        other.describe()
+                    ),
+                );
+            }
+        };
+        let mut options = OpOptions::default();
+        for (k, p) in [(2, P::Mask), (3, P::DType)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut options)
+            {
+                return Value::Poison;
+            }
+        }
+        self.load_access(
+            Opcode::LoadTranspose2d,
+            &access,
+            src_e.span(),
+            span,
+            dest,
+            options,
+        )
+    }
+
     fn load_op(
         &mut self,
         opcode: Opcode,

@@ -14,7 +14,9 @@
 //! - unchanged and earlier than every queue's next possible start (a cell the loop only
 //!   reads: it cannot delay an instruction of the loop),
 //! - or an idle gap unchanged at the front of its engine's list (no instruction of the loop
-//!   fitted in it, and, all later ones being ready later, none will),
+//!   fitted in it, and, all later ones being ready later, none will); a list may grow by the
+//!   gaps each period leaves behind, or drop as many as its window evicts, and is moved on
+//!   as the periods would leave it (`gap_lists.rs`),
 //!
 //! and the rotating tiles are at the same buffer (under the device's scheduling, where each
 //! tile's buffers are cells of its own, a tile that changes buffer within the loop is compared
@@ -51,7 +53,8 @@ use nki_lang::{InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Memory, OperandRef
 
 use super::super::regions::Cell;
 use super::super::schedule::Track;
-use super::{Detail, Timeline};
+use super::gap_lists::{self, ListStep};
+use super::{Detail, Gaps, Timeline};
 use crate::exec::{InstanceEdge, LoopEdge, Resolver, Skip};
 use crate::operand::Loc;
 
@@ -102,6 +105,8 @@ pub(super) struct FastForward {
     now: Vec<u64>,
     /// Iterations skipped so far.
     pub skipped: i64,
+    /// Snapshots taken so far (each starts the gap lists' peaks again).
+    snapshots: u64,
     /// By pc of a `LoopBegin`: what its comparisons found so far.
     backoff: Vec<Backoff>,
 }
@@ -120,6 +125,8 @@ struct Backoff {
     min_period: i64,
     /// The period that skipped last (0: none did).
     found: i64,
+    /// Whether a guess after the loop's first iteration failed (it is not tried again).
+    guess_failed: bool,
 }
 
 /// Most failures in a row counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
@@ -157,6 +164,8 @@ struct Edge<'a> {
 struct LoopInfo {
     /// Index of its induction value in the loop values.
     var: usize,
+    /// Whether its body holds a loop (its iterations are long next to a snapshot).
+    nested: bool,
     /// The cells of its tiles (all their buffers) but the permuted ones', SBUF's then PSUM's,
     /// each once.
     cells: [Vec<usize>; 2],
@@ -204,6 +213,9 @@ struct Detector {
     /// Whether the snapshot was taken before the engine queues showed a steady state (its
     /// comparison failing then says little of the loop: no back-off follows).
     early: bool,
+    /// Whether the snapshot was taken on a guess after one iteration (its comparison
+    /// failing changes nothing but that the loop is not guessed again).
+    guess: bool,
     /// The rotation counts of the loop's changing tiles at the last back edge.
     turns: Vec<u64>,
 }
@@ -247,6 +259,12 @@ struct Snapshot {
     vars: VarValues,
     /// Its times ([`Timeline::visit_times`] order).
     times: Vec<u64>,
+    /// The engines' gap lists ([`Timeline::gap_lists`] order) and the gaps each dropped so
+    /// far.
+    lists: Vec<(VecDeque<(u64, u64)>, u64)>,
+    /// [`FastForward::snapshots`] once it was taken (the lists' peaks count from it while no
+    /// other was taken).
+    generation: u64,
     /// What must be equal: flags, list lengths, tracked tensors.
     shape: Vec<u64>,
     /// Its counts ([`Timeline::visit_stats`] order).
@@ -295,14 +313,6 @@ enum Kind {
     Gate(User),
     /// A completion nothing waits for: moved, or 0.
     Total,
-    /// The start of an idle gap (`first`: of its list), then its end: moved, or unchanged at
-    /// the front of the list; a gap of a DMA engine or of HBM (`transfers`) also unchanged
-    /// when it ends before every moved gate (a transfer arrives after one: none fits in it).
-    GapStart {
-        first: bool,
-        transfers: bool,
-    },
-    GapEnd,
     /// A memory cell or a live range: moved, 0, or unchanged and before every gate.
     Cell,
 }
@@ -469,20 +479,30 @@ impl Timeline<'_> {
                 {
                     det.ring.clear();
                     det.floor = p;
+                    det.guess = false;
                     self.ff.detectors[d] = det;
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
                         *b = Backoff {
                             min_period: p,
                             found: p,
+                            guess_failed: b.guess_failed,
                             ..Backoff::default()
                         };
                     }
                     self.rearm();
                     return skip;
                 }
-                // The next look is for a longer period (from the shortest again after the
-                // longest).
-                det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
+                if det.guess {
+                    // A failed guess says nothing of the loop's periods; it is not tried again.
+                    det.guess = false;
+                    if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
+                        b.guess_failed = true;
+                    }
+                } else {
+                    // The next look is for a longer period (from the shortest again after the
+                    // longest).
+                    det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
+                }
                 // A period shorter than the buffers' that failed in a loop that never skipped:
                 // theirs is tried next; else the loop waits.
                 if !det.early
@@ -530,8 +550,9 @@ impl Timeline<'_> {
         {
             det.snap = Some((self.snapshot(info, edge), p));
             det.early = true;
+            det.guess = false;
         }
-        if det.snap.is_none() && remaining >= 2 {
+        if det.snap.is_none() && remaining >= 2 && self.buffers_seen(info) {
             let n = det.ring.len();
             let at = |back: i64| {
                 usize::try_from(back)
@@ -549,11 +570,42 @@ impl Timeline<'_> {
             if let Some(p) = period {
                 det.snap = Some((self.snapshot(info, edge), p));
                 det.early = false;
+                det.guess = false;
             }
+        }
+        // A loop with a loop inside, at its first back edge, is compared one iteration later
+        // on a guess: a snapshot costs little next to such an iteration, and a loop of few
+        // iterations skips one more when its state is steady at once.
+        if det.snap.is_none()
+            && det.ring.len() == 1
+            && info.nested
+            && remaining >= 2
+            && self.buffers_seen(info)
+            && self
+                .ff
+                .backoff
+                .get(edge.begin)
+                .is_none_or(|b| !b.guess_failed)
+        {
+            det.snap = Some((self.snapshot(info, edge), 1));
+            det.early = true;
+            det.guess = true;
         }
         self.ff.detectors[d] = det;
         self.rearm();
         Skip::NONE
+    }
+
+    /// Whether each tile that changes buffer within the loop has been at each of its buffers:
+    /// before, a buffer never written is in the state, and a comparison with a snapshot
+    /// taken then fails.
+    fn buffers_seen(&self, info: &LoopInfo) -> bool {
+        info.changing.iter().all(|&t| {
+            let degree = u64::from(self.degree.get(t).copied().unwrap_or(1).max(1));
+            self.rotation
+                .get(t)
+                .is_none_or(|r| r.seen && r.count.saturating_add(1) >= degree)
+        })
     }
 
     /// The iterations after which `tiles` are back at the buffers they are at, if each keeps
@@ -641,7 +693,7 @@ impl Timeline<'_> {
         }
         let views = program.views();
         let mut tiles: Vec<usize> = Vec::new();
-        for ins in instrs.get(body).unwrap_or(&[]) {
+        for ins in instrs.get(body.clone()).unwrap_or(&[]) {
             if let Some(m) = ins.mask
                 && let Some(mask) = program.masks().get(m.index())
                 && mask.terms().iter().any(|t| t.offset.coef[var] != 0)
@@ -759,8 +811,11 @@ impl Timeline<'_> {
         let changing = (turning.iter().copied())
             .chain(permuted.iter().map(|p| p.tile))
             .collect();
+        let nested = (instrs.get(body).unwrap_or(&[]).iter())
+            .any(|i| matches!(i.data, InstrData::LoopBegin { .. }));
         LoopSlot::Eligible(Box::new(LoopInfo {
             var,
+            nested,
             cells,
             permuted,
             tiles,
@@ -795,16 +850,6 @@ impl Timeline<'_> {
             f(Kind::Gate(User::Dma), &mut q.t);
         }
         f(Kind::Total, &mut self.total);
-        let rings = (self.gaps.iter_mut().map(|g| (g, false)))
-            .chain(self.dma_gaps.iter_mut().take(dma).map(|g| (g, true)))
-            .chain(core::iter::once((&mut self.hbm_gaps, true)));
-        for (ring, transfers) in rings {
-            for (i, (a, b)) in ring.list.iter_mut().enumerate() {
-                let first = i == 0;
-                f(Kind::GapStart { first, transfers }, a);
-                f(Kind::GapEnd, b);
-            }
-        }
         self.each_loop_cell(info, |w, r| {
             f(Kind::Cell, &mut w.t);
             f(Kind::Cell, &mut r.t);
@@ -885,15 +930,6 @@ impl Timeline<'_> {
         out.clear();
         out.push(u64::from(self.dma_uniform));
         out.push(self.table.map_or(u64::MAX, u64::from));
-        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
-        for ring in self
-            .gaps
-            .iter()
-            .chain(self.dma_gaps.iter().take(dma))
-            .chain(core::iter::once(&self.hbm_gaps))
-        {
-            out.push(ring.list.len() as u64);
-        }
         let tensors = self.program.tensors().len();
         for t in 0..tensors {
             out.push(u64::from(self.hbm.tracked(t)));
@@ -946,10 +982,35 @@ impl Timeline<'_> {
             .collect()
     }
 
+    /// The engines' gap lists a loop's iterations may fill, each with whether it is a DMA
+    /// engine's or HBM's (a transfer's), in one order.
+    fn gap_lists(&self) -> impl Iterator<Item = (&Gaps, bool)> {
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        (self.gaps.iter().map(|g| (g, false)))
+            .chain(self.dma_gaps.iter().take(dma).map(|g| (g, true)))
+            .chain(core::iter::once((&self.hbm_gaps, true)))
+    }
+
+    /// [`Timeline::gap_lists`], to change.
+    fn gap_lists_mut(&mut self) -> impl Iterator<Item = &mut Gaps> {
+        let dma = if self.dma_uniform { 1 } else { self.dma.len() };
+        (self.gaps.iter_mut())
+            .chain(self.dma_gaps.iter_mut().take(dma))
+            .chain(core::iter::once(&mut self.hbm_gaps))
+    }
+
     /// The state at a back edge.
     fn snapshot(&mut self, info: &LoopInfo, edge: &Edge<'_>) -> Snapshot {
         let mut times = Vec::new();
         self.visit_times(info, &mut |_, t| times.push(*t));
+        self.ff.snapshots += 1;
+        for g in self.gap_lists_mut() {
+            g.reset_peak();
+        }
+        let lists = self
+            .gap_lists()
+            .map(|(g, _)| (g.list.clone(), g.evicted))
+            .collect();
         let mut shape = Vec::new();
         self.shape(info, &mut shape);
         let mut stats = Vec::new();
@@ -957,6 +1018,8 @@ impl Timeline<'_> {
         Snapshot {
             vars: *edge.vars,
             times,
+            lists,
+            generation: self.ff.snapshots,
             shape,
             stats,
             rotation: self.rotation_state(info),
@@ -964,6 +1027,36 @@ impl Timeline<'_> {
             executed: edge.executed,
             wide: self.ff.wide,
         }
+    }
+
+    /// How each gap list followed from the snapshot's over the period in which the gates
+    /// moved by `delta` (see `gap_lists.rs`), and the earliest start of their moved gaps in
+    /// the snapshot; `None` when one did not. An unchanged gap may stay in an engine's list
+    /// (an instruction takes the first gap it fits in). In a DMA engine's or HBM's, it may stay
+    /// while the DMA engines are in one state, or if it ends before `arrivals`, when no
+    /// transfer of the next periods has arrived yet (none fits in it): a transfer takes the engines
+    /// that can start it earliest, and an unchanged gap that fits one of this period's
+    /// transfers on an engine it did not take may change the choice when that transfer comes
+    /// Δ later.
+    fn list_steps(
+        &self,
+        snap: &Snapshot,
+        delta: u64,
+        arrivals: u64,
+    ) -> Option<(Vec<ListStep>, u64)> {
+        let frozen_anywhere = self.dma_uniform;
+        let mut floor = u64::MAX;
+        let mut steps = Vec::with_capacity(snap.lists.len());
+        let mut lists = self.gap_lists();
+        for (old, evicted) in &snap.lists {
+            let (g, transfers) = lists.next()?;
+            let frozen_ok = |(_, end): (u64, u64)| !transfers || frozen_anywhere || end < arrivals;
+            let evicted = g.evicted.checked_sub(*evicted)?;
+            let (s, f) = gap_lists::step(old, &g.list, evicted, delta, frozen_ok)?;
+            floor = floor.min(f);
+            steps.push(s);
+        }
+        lists.next().is_none().then_some((steps, floor))
     }
 
     /// Skips whole periods of `p` iterations if the state is the snapshot's moved (see the
@@ -1020,10 +1113,31 @@ impl Timeline<'_> {
                 .any(|t| per.get(track_count(t.index())).is_none_or(|&c| c > 0)),
             User::Dma => per.get(DMA_TRANSFERS).is_none_or(|&c| c > 0),
         };
-        let delta = moved_by(&kinds, &snap.times, &now, !self.dma_uniform, &ran);
-        let max_now = now.iter().copied().max().unwrap_or(0);
+        // Every transfer of the next periods is triggered on a queue this one used, after its
+        // last trigger, and arrives a trigger and the DMA latency later.
+        let arrivals = (0..self.queue_trigger.len())
+            .filter(|&q| ran(User::Track(Track::Queue(q as u8).index())))
+            .map(|q| self.queue_trigger[q].t + self.dma_issue + self.dma_latency)
+            .min()
+            .unwrap_or(u64::MAX);
+        let gates = gates_moved(&kinds, &snap.times, &now);
+        let steps = gates
+            .and_then(|(delta, gate_floor)| self.list_steps(snap, delta, gate_floor.max(arrivals)));
+        let moved = match (gates, &steps) {
+            (Some(gates), Some((_, floor))) => {
+                moved_by(&kinds, &snap.times, &now, gates, *floor, &ran)
+            }
+            _ => false,
+        };
+        let lists_end = (self.gap_lists())
+            .filter_map(|(g, _)| g.list.back().map(|l| l.1))
+            .max();
+        let max_now = now.iter().copied().chain(lists_end).max().unwrap_or(0);
         self.ff.now = now;
-        let delta = delta?;
+        let (delta, (steps, _)) = (gates?.0, steps?);
+        if !moved {
+            return None;
+        }
         let executed = edge.executed.checked_sub(snap.executed)?;
         // Whole periods left, as far as the times stay far from saturation.
         let mut k = (edge.trip - edge.vars[info.var]) / p;
@@ -1032,6 +1146,17 @@ impl Timeline<'_> {
         for (&s, &d) in stats.iter().zip(&per) {
             if let Some(fit) = (u64::MAX - s).checked_div(d) {
                 k = k.min(i64::try_from(fit).unwrap_or(i64::MAX));
+            }
+        }
+        // A gap list that grows stays within its window: its peak over the period is known
+        // only while no other snapshot was taken since this one.
+        for (s, (g, _)) in steps.iter().zip(self.gap_lists()) {
+            if s.evicted == 0 && s.grows > 0 {
+                if snap.generation != self.ff.snapshots {
+                    return None;
+                }
+                let periods = Gaps::MAX.saturating_sub(g.peak) / s.grows;
+                k = k.min(i64::try_from(periods).unwrap_or(i64::MAX));
             }
         }
         if k <= 0 {
@@ -1064,12 +1189,19 @@ impl Timeline<'_> {
             let keep = match kind {
                 Kind::Gate(_) => *t == 0 || *t == was,
                 Kind::Total => *t == 0,
-                Kind::GapStart { .. } | Kind::GapEnd | Kind::Cell => *t == was,
+                Kind::Cell => *t == was,
             };
             if !keep {
                 *t += moved;
             }
         });
+        for (&s, g) in steps.iter().zip(self.gap_lists_mut()) {
+            gap_lists::extrapolate(&mut g.list, s, ku, delta);
+            g.evicted += s.evicted * ku;
+            if s.evicted == 0 {
+                g.peak += s.grows * k as usize;
+            }
+        }
         let mut i = 0;
         self.visit_stats(&mut |x| {
             *x += per[i] * ku;
@@ -1114,32 +1246,32 @@ impl Timeline<'_> {
         resolve: &mut Resolver<'_>,
     ) -> i64 {
         let template: Vec<Event> = self.ff.events[range].to_vec();
-        self.hbm.journal(true);
         let mut done = 0;
         let jump = fixed && k > 2;
         let mut m = 0;
         'periods: while m < k {
             m = if jump && m == 1 { k } else { m + 1 };
             let compare = !(jump && m == k);
-            let keep = self.hbm.journaled();
+            // Each period's marks are kept until it is found to be the template's, moved.
+            self.hbm.journal(true);
             let shift = delta * m as u64;
             let mut moved = Vec::with_capacity(template.len());
             for e in &template {
                 let mut vars = e.vars;
                 vars[info.var] += m * p;
                 let Some(ops) = resolve(e.pc as usize, &vars) else {
-                    self.hbm.undo(keep);
+                    self.hbm.undo();
                     break 'periods;
                 };
                 let mut out = Event { vars, ..*e };
                 for j in 0..usize::from(e.n) {
                     let (s, write) = e.slots[j];
                     let Some(r) = ops.slot(usize::from(s)) else {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     };
                     let Loc::Hbm(t) = r.loc else {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     };
                     let t = usize::from(t);
@@ -1150,7 +1282,7 @@ impl Timeline<'_> {
                     };
                     let found = compare.then(|| self.hbm.wait_alone(t, r, write));
                     if !(write || self.hbm.tracked(t)) || found.is_some_and(|w| w != want) {
-                        self.hbm.undo(keep);
+                        self.hbm.undo();
                         break 'periods;
                     }
                     out.waits[j] = want;
@@ -1222,92 +1354,77 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     b
 }
 
-/// The Δ > 0 by which `now` is `old` moved, by each time's [`Kind`]; `None` when it is not.
-/// `no_frozen_gaps`: every gap must move (the DMA engines, each in a state of its own,
-/// compare their lists).
-fn moved_by(
-    kinds: &[Kind],
-    old: &[u64],
-    now: &[u64],
-    no_frozen_gaps: bool,
-    ran: &dyn Fn(User) -> bool,
-) -> Option<u64> {
+/// The Δ > 0 by which the first gate that changed moved, and the earliest of the gates that
+/// moved by it (every instruction of the period started at or after one of them, its
+/// engine's or its DMA queue's, and so will every later one); `None` when none moved.
+fn gates_moved(kinds: &[Kind], old: &[u64], now: &[u64]) -> Option<(u64, u64)> {
     if old.len() != now.len() || kinds.len() != now.len() {
         return None;
     }
     let i = (0..now.len())
         .position(|i| matches!(kinds[i], Kind::Gate(_)) && old[i] != 0 && now[i] != old[i])?;
     let delta = now[i].checked_sub(old[i]).filter(|&d| d > 0)?;
-    // The earliest of the gates that moved: every instruction of the period started at or
-    // after one of them (its engine's or its DMA queue's), and so will every later one.
     let gate_floor = (0..now.len())
         .filter(|&j| matches!(kinds[j], Kind::Gate(_)) && old[j] != 0)
         .filter(|&j| now[j] == old[j] + delta)
         .map(|j| old[j])
         .min()
         .unwrap_or(0);
+    Some((delta, gate_floor))
+}
+
+/// Whether `now` is `old` moved by the gates' Δ ([`gates_moved`]), by each time's [`Kind`];
+/// `lists_floor`: the earliest start of the gap lists' moved gaps.
+fn moved_by(
+    kinds: &[Kind],
+    old: &[u64],
+    now: &[u64],
+    (delta, gate_floor): (u64, u64),
+    lists_floor: u64,
+    ran: &dyn Fn(User) -> bool,
+) -> bool {
+    if old.len() != now.len() || kinds.len() != now.len() {
+        return false;
+    }
     // The earliest next start of any queue: a cell the loop only reads and that is earlier
     // cannot delay it.
-    let mut floor = u64::MAX;
-    let mut moved_gap = false;
-    let mut j = 0;
-    while j < now.len() {
+    let mut floor = lists_floor;
+    for (j, &kind) in kinds.iter().enumerate() {
         let (a, b) = (old[j], now[j]);
-        match kinds[j] {
+        let ok = match kind {
             Kind::Gate(user) => {
                 if a == 0 || (b == a && !ran(user)) {
-                    if b != a {
-                        return None;
-                    }
+                    b == a
                 } else if b == a + delta {
                     floor = floor.min(a);
-                } else if b == a && a < gate_floor && matches!(user, User::Dma | User::Compute) {
+                    true
+                } else {
                     // A DMA engine, HBM or a shared port the period did not use, free before
                     // every moved gate: an instruction starts after that gate anyway (a DMA
                     // engine none of the period's transfers took stays untaken).
-                } else {
-                    return None;
+                    b == a && a < gate_floor && matches!(user, User::Dma | User::Compute)
                 }
             }
             Kind::Total => {
-                let ok = if a == 0 { b == 0 } else { b == a + delta };
-                if !ok {
-                    return None;
-                }
-            }
-            Kind::GapStart { first, transfers } => {
-                if first {
-                    moved_gap = false;
-                }
-                let (a2, b2) = (*old.get(j + 1)?, *now.get(j + 1)?);
-                if b == a + delta && b2 == a2 + delta {
-                    moved_gap = true;
-                    floor = floor.min(a);
-                } else if b == a && b2 == a2 && !moved_gap && !no_frozen_gaps {
-                    // Unchanged, before every moved gap of its list.
-                } else if b == a && b2 == a2 && transfers && a2 < gate_floor {
-                    // A DMA engine's or HBM's gap that ends before every moved gate: every
-                    // transfer of the period and after arrives after one of them.
+                if a == 0 {
+                    b == 0
                 } else {
-                    return None;
+                    b == a + delta
                 }
-                j += 1;
             }
-            Kind::GapEnd => return None,
             Kind::Cell => {
-                let ok = if a == 0 {
+                if a == 0 {
                     b == 0
                 } else {
                     b == a + delta || (b == a && a < floor)
-                };
-                if !ok {
-                    return None;
                 }
             }
+        };
+        if !ok {
+            return false;
         }
-        j += 1;
     }
-    Some(delta)
+    true
 }
 
 #[cfg(test)]
