@@ -25,8 +25,12 @@ pub struct TensorBuf {
     pub dtype: DType,
     /// Dimensions, literal or symbolic.
     pub shape: Vec<Dim>,
-    /// Input or output.
+    /// Input, output, scratch or constant.
     pub role: TensorRole,
+    /// See [`crate::TensorDecl::scope`].
+    pub scope: Option<u32>,
+    /// See [`crate::TensorDecl::data`].
+    pub data: Vec<u8>,
 }
 
 /// A reshape of an HBM tensor of a [`ProgramBuf`] (see [`crate::ReshapeDecl`]).

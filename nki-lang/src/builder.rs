@@ -170,6 +170,8 @@ pub struct ProgramBuilder {
     buf: ProgramBuf,
     open: Vec<usize>,
     outputs_started: bool,
+    /// Whether a scratch or constant tensor was declared (after which inputs and outputs are not).
+    allocated_started: bool,
 }
 
 impl ProgramBuilder {
@@ -183,6 +185,7 @@ impl ProgramBuilder {
             },
             open: Vec::new(),
             outputs_started: false,
+            allocated_started: false,
         }
     }
 
@@ -219,6 +222,11 @@ impl ProgramBuilder {
         shape: &[Dim],
         role: TensorRole,
     ) -> Result<TensorId, BuildError> {
+        if self.allocated_started && !role.allocated() {
+            return Err(BuildError::Usage(
+                "declare every input and output before the first scratch or constant tensor",
+            ));
+        }
         const TOO_MANY: BuildError = BuildError::Usage("a program has at most 16 HBM tensors");
         if self.buf.tensors.len() >= crate::MAX_TENSORS {
             return Err(TOO_MANY);
@@ -227,11 +235,19 @@ impl ProgramBuilder {
             return Err(BuildError::Usage("an HBM tensor has 1 to 6 dimensions"));
         }
         let id = u8::try_from(self.buf.tensors.len()).map_err(|_| TOO_MANY)?;
+        let scope = match role {
+            TensorRole::Private => self.open.last().and_then(|&b| u32::try_from(b).ok()),
+            TensorRole::Input | TensorRole::Output | TensorRole::Scratch | TensorRole::Constant => {
+                None
+            }
+        };
         self.buf.tensors.push(TensorBuf {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
             role,
+            scope,
+            data: Vec::new(),
         });
         Ok(TensorId(id))
     }
@@ -260,6 +276,50 @@ impl ProgramBuilder {
     ) -> Result<TensorId, BuildError> {
         self.outputs_started = true;
         self.tensor(name, dtype, shape, TensorRole::Output)
+    }
+
+    /// A scratch tensor in HBM (NKI's `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)` that the
+    /// kernel does not return): every SPMD instance sees the same one; each launch allocates it,
+    /// uninitialised. Declare scratch and constants after every input and output.
+    pub fn scratch(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[Dim],
+    ) -> Result<TensorId, BuildError> {
+        self.allocated_started = true;
+        self.tensor(name, dtype, shape, TensorRole::Scratch)
+    }
+
+    /// A scratch tensor of one SPMD instance (NKI's `buffer=nl.private_hbm`, or `nl.hbm`);
+    /// declared inside a loop, of one iteration of the innermost open loop.
+    pub fn private_scratch(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[Dim],
+    ) -> Result<TensorId, BuildError> {
+        self.allocated_started = true;
+        self.tensor(name, dtype, shape, TensorRole::Private)
+    }
+
+    /// A constant tensor (NKI's `nl.shared_constant(array, dtype)`) of the compile-time shape
+    /// `shape` holding `values` in row-major order, converted to `dtype` at launch as
+    /// `tensor_copy` from f32 converts ([`crate::TensorDecl::data`]).
+    pub fn constant(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        values: &[f32],
+    ) -> Result<TensorId, BuildError> {
+        self.allocated_started = true;
+        let dims: Vec<Dim> = shape.iter().map(|&n| Dim::Fixed(n)).collect();
+        let id = self.tensor(name, dtype, &dims, TensorRole::Constant)?;
+        if let Some(t) = self.buf.tensors.last_mut() {
+            t.data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        }
+        Ok(id)
     }
 
     /// A reshape of `tensor` to `shape` (NKI's `tensor.reshape(shape)`): the same elements, in

@@ -66,6 +66,8 @@ impl CompiledProgram {
                     dtype: t.dtype,
                     shape: &t.shape,
                     role: t.role,
+                    scope: t.scope,
+                    data: &t.data,
                 })
                 .collect(),
             reshapes: self

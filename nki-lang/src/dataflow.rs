@@ -59,14 +59,14 @@ pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
 /// access and mask do not depend on the loop's variable: each iteration writes the same
 /// elements, in an order the loop does not define (NKI's `err_unexpected_output_dependencies`).
 pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
-    let mut open: Vec<(LoopKind, Extent, u16)> = Vec::new();
+    let mut open: Vec<(LoopKind, Extent, u16, usize)> = Vec::new();
     let mut out = Vec::new();
     for (i, ins) in p.instrs.iter().enumerate() {
         match ins.data {
             InstrData::LoopBegin {
                 kind, trip, var, ..
             } => {
-                open.push((kind, trip, var));
+                open.push((kind, trip, var, i));
                 continue;
             }
             InstrData::LoopEnd { .. } => {
@@ -93,7 +93,7 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             InstrData::Indirect { .. } => continue,
         }
         if let Some((d, access)) = same_elements_each_iteration(p, ins, &open) {
-            let (_, _, var) = open[d];
+            let (_, _, var, _) = open[d];
             let tensor = p
                 .tensors
                 .get(usize::from(access.tensor))
@@ -116,10 +116,13 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
 
 /// The depth of the outermost open `affine_range` loop of two or more iterations in whose
 /// iterations `ins` writes the same output elements, if any, with the access it writes.
+///
+/// A `private_hbm` tensor declared in a loop is a tensor of each iteration of the loops that
+/// enclose its declaration: those loops' iterations write tensors of their own.
 fn same_elements_each_iteration<'p>(
     p: &'p ProgramBuf,
     ins: &Instr,
-    open: &[(LoopKind, Extent, u16)],
+    open: &[(LoopKind, Extent, u16, usize)],
 ) -> Option<(usize, &'p HbmAccess)> {
     let access = ins.operands().find_map(|o| match o.operand {
         OperandRef::Access(a) if o.dir.writes() => p.accesses.get(a.index()),
@@ -133,11 +136,20 @@ fn same_elements_each_iteration<'p>(
             .get(MAX_PIDS.saturating_add(d))
             .is_some_and(|&c| c != 0)
     };
-    let depth = open.iter().enumerate().position(|(d, &(kind, trip, _))| {
-        kind == LoopKind::Affine
-            && matches!(trip, Extent::Fixed(n) if n >= 2)
-            && !access.axes().iter().any(|x| uses(&x.start, d))
-            && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
-    })?;
+    let scope = p
+        .tensors
+        .get(usize::from(access.tensor))
+        .and_then(|t| t.scope)
+        .map(|s| s as usize);
+    let depth = open
+        .iter()
+        .enumerate()
+        .position(|(d, &(kind, trip, _, begin))| {
+            kind == LoopKind::Affine
+                && scope.is_none_or(|s| begin > s)
+                && matches!(trip, Extent::Fixed(n) if n >= 2)
+                && !access.axes().iter().any(|x| uses(&x.start, d))
+                && !mask.is_some_and(|m| m.terms().iter().any(|t| uses(&t.offset, d)))
+        })?;
     Some((depth, access))
 }

@@ -39,6 +39,19 @@ impl fmt::Display for Program<'_> {
             sig(TensorRole::Output),
             self.target().name()
         )?;
+        for t in self.allocated() {
+            let scope = t.scope.map_or(String::new(), |s| {
+                format!("  (per iteration of the loop at {s})")
+            });
+            writeln!(
+                f,
+                "  {} {}: {}[{}]{scope}",
+                t.role.buffer_name(),
+                t.name,
+                t.dtype,
+                dims(t.shape)
+            )?;
+        }
         for r in self.reshapes() {
             let of = self
                 .tensors()
@@ -448,17 +461,17 @@ impl fmt::Display for ViewFmt<'_, '_> {
         };
         write!(f, "t{} {}:{}{}", v.tile, t.memory, t.dtype, v.shape)?;
         let whole = v.part_start == 0
+            && v.part_var == crate::affine::Affine::ZERO
             && v.shape == t.shape
             && v.offset.constant == 0
             && v.offset.is_constant()
             && v.is_row_major();
         if !whole {
-            write!(
-                f,
-                "{{p+{}, f: {}",
-                v.part_start,
-                v.offset.display(self.loops)
-            )?;
+            write!(f, "{{p+{}", v.part_start)?;
+            if v.part_var != crate::affine::Affine::ZERO {
+                write!(f, "+({})", v.part_var.display(self.loops))?;
+            }
+            write!(f, ", f: {}", v.offset.display(self.loops))?;
             let free = v.shape.rank().saturating_sub(1);
             for (s, axis) in v.strides[..free].iter().zip(&TILE_AXES[1..]) {
                 write!(f, " + {s}*{axis}")?;

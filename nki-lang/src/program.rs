@@ -6,13 +6,48 @@ use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, TileView};
 use crate::shape::{Dim, Extent, SymbolValues, TileShape};
 use crate::target::{Memory, Target};
 
-/// Whether an HBM tensor is a kernel input or an output the kernel allocates and returns.
+/// What an HBM tensor is to a kernel: an input, an output it creates and returns, or a tensor
+/// a launch allocates for it (scratch, constants) that the caller never sees.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TensorRole {
     /// A kernel parameter; immutable.
     Input,
     /// A `shared_hbm` tensor the kernel creates and returns.
     Output,
+    /// A `shared_hbm` tensor the kernel creates and does not return: scratch that every SPMD
+    /// instance sees, allocated by each launch, uninitialised.
+    Scratch,
+    /// A `private_hbm` (`hbm`) tensor: scratch of one SPMD instance (and, declared in a loop,
+    /// of one iteration of that loop), uninitialised.
+    Private,
+    /// An `nl.shared_constant` tensor: immutable data of the program ([`TensorDecl::data`]).
+    Constant,
+}
+
+impl TensorRole {
+    /// Whether a launch allocates the tensor itself (scratch and constants).
+    pub const fn allocated(self) -> bool {
+        matches!(
+            self,
+            TensorRole::Scratch | TensorRole::Private | TensorRole::Constant
+        )
+    }
+    /// Whether instructions may write the tensor (outputs and scratch).
+    pub const fn writable(self) -> bool {
+        matches!(
+            self,
+            TensorRole::Output | TensorRole::Scratch | TensorRole::Private
+        )
+    }
+    /// NKI's buffer name of the tensor (`input`, `shared_hbm`, `private_hbm`, `shared_constant`).
+    pub const fn buffer_name(self) -> &'static str {
+        match self {
+            TensorRole::Input => "input",
+            TensorRole::Output | TensorRole::Scratch => "shared_hbm",
+            TensorRole::Private => "private_hbm",
+            TensorRole::Constant => "shared_constant",
+        }
+    }
 }
 
 /// An HBM tensor of the kernel's signature.
@@ -24,8 +59,16 @@ pub struct TensorDecl<'a> {
     pub dtype: DType,
     /// Dimensions, literal or symbolic.
     pub shape: &'a [Dim],
-    /// Input or output.
+    /// Input, output, scratch or constant.
     pub role: TensorRole,
+    /// For a [`TensorRole::Private`] tensor declared in a loop: the `LoopBegin` instruction of
+    /// the innermost loop whose body declares it (each iteration has a tensor of its own, as a
+    /// tile declared there does); `None` otherwise.
+    pub scope: Option<u32>,
+    /// A [`TensorRole::Constant`]'s elements in row-major order as the kernel wrote them: each
+    /// an f32, 4 bytes little-endian (a launch converts them to [`TensorDecl::dtype`] as
+    /// `tensor_copy` from f32 does); empty for every other role.
+    pub data: &'a [u8],
 }
 
 /// An HBM tensor under other dimensions: NKI's `tensor.reshape(shape)`, a view of the same
@@ -125,6 +168,7 @@ pub struct Program<'a> {
     sbuf_bytes: u32,
     psum_banks: u32,
     input_count: usize,
+    output_count: usize,
 }
 
 impl<'a> Program<'a> {
@@ -159,6 +203,17 @@ impl<'a> Program<'a> {
                 input_count += 1;
             }
         }
+        let mut output_end = input_count;
+        while output_end < tensors.len() && matches!(tensors[output_end].role, TensorRole::Output) {
+            // output_end < tensors.len()
+            #[allow(clippy::arithmetic_side_effects)]
+            {
+                output_end += 1;
+            }
+        }
+        // input_count <= output_end
+        #[allow(clippy::arithmetic_side_effects)]
+        let output_count = output_end - input_count;
         Program {
             name,
             target,
@@ -176,6 +231,7 @@ impl<'a> Program<'a> {
             sbuf_bytes,
             psum_banks,
             input_count,
+            output_count,
         }
     }
 
@@ -194,7 +250,8 @@ impl<'a> Program<'a> {
     pub const fn symbols(&self) -> &'a [&'a str] {
         self.symbols
     }
-    /// HBM tensors: inputs in parameter order, then outputs in return order.
+    /// HBM tensors: inputs in parameter order, then outputs in return order, then the scratch
+    /// and constant tensors a launch allocates ([`Program::allocated`]).
     #[inline]
     pub const fn tensors(&self) -> &'a [TensorDecl<'a>] {
         self.tensors
@@ -225,7 +282,24 @@ impl<'a> Program<'a> {
     /// The output tensors, in return order.
     #[inline]
     pub fn outputs(&self) -> &'a [TensorDecl<'a>] {
-        &self.tensors[self.input_count()..]
+        &self.tensors[self.input_count..self.output_end()]
+    }
+    /// The scratch (`shared_hbm` not returned, `private_hbm`) and constant tensors, which each
+    /// launch allocates and the caller never sees.
+    #[inline]
+    pub fn allocated(&self) -> &'a [TensorDecl<'a>] {
+        &self.tensors[self.output_end()..]
+    }
+    /// The index of the first tensor after the outputs (at most the table's length).
+    #[inline]
+    const fn output_end(&self) -> usize {
+        self.input_count.saturating_add(self.output_count)
+    }
+    /// The tensors after the inputs: the outputs, then [`Program::allocated`]. A launch binds
+    /// each to memory it may write (by index in this slice: tensor index − input count).
+    #[inline]
+    pub fn owned(&self) -> &'a [TensorDecl<'a>] {
+        &self.tensors[self.input_count..]
     }
     /// Number of inputs.
     #[inline]

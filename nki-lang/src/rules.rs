@@ -479,7 +479,7 @@ pub enum RuleViolation {
     },
     /// A partition access with a stride: the partition dimension must be contiguous.
     #[error(
-        "the partition dimension must be accessed contiguously with stride 1 from a constant start"
+        "the partition dimension must be accessed contiguously with stride 1 from a start that is a compile-time integer or set by loop variables of compile-time trip counts"
     )]
     PartitionStride,
     /// An operand's size outside the range an instruction takes (`max8`'s 8 to 16384 elements
@@ -500,6 +500,23 @@ pub enum RuleViolation {
         min: u64,
         /// The largest it may be.
         max: u64,
+    },
+    /// A partition start set by loop variables that the engines cannot start an access of
+    /// `parts` partitions at (a multiple of `align` for every loop value).
+    #[error(
+        "a partition start set by a loop variable must be a multiple of {align} for an access of {parts} partitions: the engines start an access of more than 64 partitions at partition 0, of 33 to 64 at 0 or 64, of up to 32 at a multiple of 32"
+    )]
+    PartitionStart {
+        /// The access's partitions.
+        parts: u32,
+        /// The alignment its start needs.
+        align: u32,
+    },
+    /// A `shared_constant` tensor is written: constants are immutable.
+    #[error("cannot write constant tensor `{name}`: `shared_constant` data is read-only")]
+    ImmutableConstant {
+        /// The constant.
+        name: String,
     },
 }
 
@@ -528,7 +545,11 @@ impl RuleViolation {
             | RuleViolation::IndexOverflow { .. }
             | RuleViolation::IndexRange { .. } => "err_tensor_access_out_of_bound",
             RuleViolation::PartitionStride => "err_partition_access_not_contiguous",
-            RuleViolation::ImmutableParameter { .. } => "err_cannot_update_immutable_parameter",
+            // NKI's code for it is not documented: the project's own.
+            RuleViolation::PartitionStart { .. } => "err_partition_start_alignment",
+            RuleViolation::ImmutableParameter { .. } | RuleViolation::ImmutableConstant { .. } => {
+                "err_cannot_update_immutable_parameter"
+            }
             RuleViolation::OutputNotWritten { .. } => "err_tensor_output_not_written_to",
             RuleViolation::ReadBeforeWrite { .. } => "err_read_before_write",
             RuleViolation::OutputDependencies { .. } => "err_unexpected_output_dependencies",
@@ -885,6 +906,31 @@ pub fn check_same_shape(
 }
 
 /// A static index range `[lo, hi]` lies inside a dimension of `size`.
+/// The alignment the engines need of the first partition of an access of `parts` partitions:
+/// more than 64 start at 0 (128 here: no other multiple fits), 33 to 64 at 0 or 64, up to 32
+/// at a multiple of 32 (the partitions' quadrants).
+pub const fn partition_start_alignment(parts: u32) -> u32 {
+    if parts > 64 {
+        128
+    } else if parts > 32 {
+        64
+    } else {
+        32
+    }
+}
+
+/// A partition start `constant + Σ coef · var` set by loop variables (or program ids): every
+/// value must be a multiple of [`partition_start_alignment`], which holds when the constant and
+/// every coefficient are.
+pub fn check_partition_start(parts: u32, constant: i64, coef: &[i64]) -> Result<(), RuleViolation> {
+    let align = partition_start_alignment(parts);
+    let aligned = |c: i64| c.rem_euclid(i64::from(align)) == 0;
+    if !aligned(constant) || !coef.iter().all(|&c| aligned(c)) {
+        return Err(RuleViolation::PartitionStart { parts, align });
+    }
+    Ok(())
+}
+
 pub fn check_bounds(
     tensor: &str,
     axis: usize,

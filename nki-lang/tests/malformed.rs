@@ -350,6 +350,30 @@ fn accumulation_group_over_a_loop_that_does_not_enclose_it() {
 }
 
 #[test]
+fn output_after_a_scratch_tensor_in_the_tensor_table() {
+    let mut p = looped();
+    let at = p.tensors.len() - 1;
+    p.tensors.insert(
+        at,
+        TensorBuf {
+            name: "spill".into(),
+            dtype: DType::F32,
+            shape: dims(&[512, 512]),
+            role: TensorRole::Scratch,
+            scope: None,
+            data: vec![],
+        },
+    );
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            Site::Program,
+            malformed("outputs must precede scratch and constant tensors in the tensor table")
+        )]
+    );
+}
+
+#[test]
 fn input_after_an_output_in_the_tensor_table() {
     let mut p = looped();
     p.tensors.push(TensorBuf {
@@ -357,6 +381,8 @@ fn input_after_an_output_in_the_tensor_table() {
         dtype: DType::F32,
         shape: dims(&[128]),
         role: TensorRole::Input,
+        scope: None,
+        data: vec![],
     });
     assert_eq!(
         buf_violations(p),
@@ -377,6 +403,8 @@ fn tensor_with_bad_rank_or_unknown_symbol() {
         dtype: DType::F32,
         shape: vec![],
         role: TensorRole::Input,
+        scope: None,
+        data: vec![],
     };
     insert_inputs_in_front(&mut p, vec![unused]);
     p.tensors[1].shape = vec![Dim::Sym(3), Dim::Fixed(512)];
@@ -399,6 +427,8 @@ fn too_many_symbols_or_tensors() {
         dtype: DType::F32,
         shape: syms.map(Dim::Sym).collect(),
         role: TensorRole::Input,
+        scope: None,
+        data: vec![],
     };
     insert_inputs_in_front(&mut p, vec![input("a", 0..5), input("b", 5..9)]);
     assert_eq!(
@@ -418,6 +448,8 @@ fn too_many_symbols_or_tensors() {
             dtype: DType::F32,
             shape: dims(&[1]),
             role: TensorRole::Input,
+            scope: None,
+            data: vec![],
         })
         .collect();
     insert_inputs_in_front(&mut p, extra);

@@ -274,6 +274,11 @@ impl NeuronCore {
         if self.strict {
             return self.execute_strict(bound);
         }
+        crate::scratch::with_allocated(bound, |bound| self.execute_plain(bound))
+    }
+
+    /// [`NeuronCore::execute`] of a plain launch whose allocated tensors are bound.
+    fn execute_plain(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
         let mut bound = bound;
         self.check_schedule(&mut bound)?;
@@ -316,6 +321,15 @@ impl NeuronCore {
         bound: Bound<'_, '_, '_>,
         observer: &mut O,
     ) -> Result<(), LaunchError> {
+        crate::scratch::with_allocated(bound, |bound| self.execute_observed_bound(bound, observer))
+    }
+
+    /// [`NeuronCore::execute_observed`] of a launch whose allocated tensors are bound.
+    fn execute_observed_bound<O: Observer>(
+        &mut self,
+        bound: Bound<'_, '_, '_>,
+        observer: &mut O,
+    ) -> Result<(), LaunchError> {
         self.check_capacity(&bound)?;
         let meter = Meter::new(self.budget, self.stop.as_ref());
         let mut bound = Bound {
@@ -350,7 +364,12 @@ impl NeuronCore {
     /// (the instruction, its source line, the tile or tensor, the element and the loop values);
     /// an output left partly unwritten is [`LaunchError::Strict`]. The
     /// launch runs serially, several times slower than a plain one.
-    pub fn execute_strict(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+    pub fn execute_strict(&mut self, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+        crate::scratch::with_allocated(bound, |bound| self.execute_strict_bound(bound))
+    }
+
+    /// [`NeuronCore::execute_strict`] of a launch whose allocated tensors are bound.
+    fn execute_strict_bound(&mut self, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
         if self.schedule_check.is_some() {
             self.check_capacity(&bound)?;
             self.check_schedule(&mut bound)?;
@@ -358,7 +377,7 @@ impl NeuronCore {
         let program = bound.program;
         let outputs: Vec<usize> = bound.outputs.iter().map(|o| o.data.len()).collect();
         let mut strict = Strict::new(program, self.engines.sbuf.partition_stride(), &outputs);
-        self.execute_observed(bound, &mut strict)?;
+        self.execute_observed_bound(bound, &mut strict)?;
         if !self.unwritten_outputs {
             strict.finish()?;
         }

@@ -663,6 +663,8 @@ mod tests {
         dtype: DType::F32,
         shape: &[Dim::Sym(0), Dim::Fixed(4)],
         role: TensorRole::Input,
+        scope: None,
+        data: &[],
     }];
 
     /// What `#[kernel]` emits: a kernel in a `static`.

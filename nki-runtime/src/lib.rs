@@ -101,8 +101,9 @@
 //! 5. `host/` (the shortcuts of plain runs: two threads, fused steps), [`strict`],
 //!    [`host_profile`]: the plans and observers that plug into the interpreter. Observers
 //!    never see `engines/` or `host/`.
-//! 6. `launch` ([`Kernel`], the checks), `instantiation` and `schedule` (the
-//!    schedule-independence check of [`strict::ScheduleCheck`], which runs the engines), then `core` ([`NeuronCore`]: picks
+//! 6. `launch` ([`Kernel`], the checks), `instantiation`, `schedule` (the
+//!    schedule-independence check of [`strict::ScheduleCheck`], which runs the engines) and
+//!    `scratch` (the HBM scratch and constants a launch allocates), then `core` ([`NeuronCore`]: picks
 //!    the serial plan for strict and observed runs, the host's plan otherwise), then
 //!    [`timing`] and `reference_launch` (launches on the reference interpreter, the
 //!    element-by-element definition of every instruction in `exec::reference`, for tests).
@@ -141,6 +142,7 @@ mod operand;
 #[doc(hidden)]
 pub mod reference_launch;
 mod schedule;
+mod scratch;
 mod shape;
 pub mod strict;
 pub mod timing;

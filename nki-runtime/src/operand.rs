@@ -164,6 +164,7 @@ pub(crate) fn view_pattern(
     );
     let base = addr
         .saturating_add(signed(view.part_start).saturating_mul(part))
+        .saturating_add(signed(view.part_var.eval(vars)).saturating_mul(part))
         .saturating_add(signed(view.offset.eval(vars)));
     let mut strides = [0isize; MAX_TILE_RANK];
     strides[0] = part;

@@ -14,10 +14,13 @@ use crate::launch::{Kernel, LaunchError};
 /// Runs a bound kernel to completion on the reference interpreter, on `core`'s memories. The
 /// program must fit the core ([`LaunchError::SbufCapacity`], [`LaunchError::Target`] as for
 /// [`NeuronCore::execute`]).
-pub fn execute(core: &mut NeuronCore, mut bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
+pub fn execute(core: &mut NeuronCore, bound: Bound<'_, '_, '_>) -> Result<(), LaunchError> {
     core.check_capacity(&bound)?;
-    run_reference(&mut core.engines, &mut bound)?;
-    Ok(())
+    // The launch's scratch and constants, bound after its outputs.
+    crate::scratch::with_allocated(bound, |mut bound| {
+        run_reference(&mut core.engines, &mut bound)?;
+        Ok(())
+    })
 }
 
 /// Binds and runs on the reference interpreter: [`Kernel::bind`], then [`execute`]. On error

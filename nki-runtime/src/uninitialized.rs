@@ -82,8 +82,11 @@ pub(crate) fn poison_launch(
             }
         }
     }
-    for out in outputs {
-        fill(out.data, out.dtype);
+    // Outputs and scratch; a constant keeps its data.
+    for (out, decl) in outputs.iter_mut().zip(program.owned()) {
+        if decl.role != nki_lang::TensorRole::Constant {
+            fill(out.data, out.dtype);
+        }
     }
 }
 

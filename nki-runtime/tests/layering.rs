@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["exec"],
     &["host", "strict", "host_profile"],
     &["launch", "uninitialized"],
-    &["instantiation", "schedule"],
+    &["instantiation", "schedule", "scratch"],
     &["core"],
     &["timing", "reference_launch"],
     &[""],

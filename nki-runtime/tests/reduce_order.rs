@@ -331,6 +331,7 @@ fn tile_view(tile: u16, p: usize, v: &View) -> TileView {
         shape: TileShape::new(&shape).unwrap(),
         offset: Affine::constant(v.offset as i64),
         strides,
+        part_var: Affine::ZERO,
     }
 }
 

@@ -5,7 +5,7 @@ use crate::shape::{MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
 
 /// A view of an on-chip tile: a partition range and an affine pattern over its free elements.
 ///
-/// The view's element `(p, f0, f1, ...)` is at partition `part_start + p` and free element
+/// The view's element `(p, f0, f1, ...)` is at partition `part_start + part_var + p` and free element
 /// `offset + Σ stride[j] · fj` (in elements, row-major within the partition). A free stride of
 /// 0 broadcasts: a `[P, 1]` column read as `[P, F]` is a view of shape `[P, F]` with free
 /// strides 0.
@@ -21,6 +21,10 @@ pub struct TileView {
     pub offset: Affine,
     /// Element stride of each free dimension of the view (`strides[j]` for `shape.free()[j]`).
     pub strides: [i64; MAX_TILE_RANK - 1],
+    /// The part of the first partition that loop variables and program ids set (NKI's
+    /// `t[i * 32 + i_p, ...]`, `t[ds(i * 64, 64), ...]`): added to `part_start` for their
+    /// values; [`Affine::ZERO`] for a view whose partitions are fixed. Its constant is 0.
+    pub part_var: Affine,
 }
 
 impl TileView {
@@ -32,6 +36,7 @@ impl TileView {
             shape: *shape,
             offset: Affine::ZERO,
             strides: row_major_strides(shape),
+            part_var: Affine::ZERO,
         }
     }
 

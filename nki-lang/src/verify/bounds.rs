@@ -47,6 +47,43 @@ impl Index<'_> {
 }
 
 impl Checker<'_> {
+    /// A view whose first partition loop variables set: aligned as the engines need
+    /// ([`rules::check_partition_start`]) and inside its tile for every value of loops of
+    /// compile-time trip counts.
+    fn check_part_var(&mut self, site: Site, v: &TileView, loops: &[Extent]) -> bool {
+        let tile = &self.p.tiles[v.tile as usize];
+        let parts = v.shape.partitions();
+        let start = crate::affine::Affine {
+            constant: i64::from(v.part_start),
+            coef: v.part_var.coef,
+        };
+        let aligned = rules::check_partition_start(parts, start.constant, &start.coef);
+        if !self.report(site, aligned) {
+            return false;
+        }
+        let mut grid = [0i64; crate::shape::MAX_TILE_RANK];
+        grid[0] = 1;
+        let index = Index {
+            start: &start,
+            grid: &grid,
+            shape: &v.shape,
+        };
+        let Some((lo, hi)) = index.range() else {
+            return self.report(site, Err(RuleViolation::PartitionStride));
+        };
+        let Some((ls, nvars)) = self.extents(site, &start.coef, loops) else {
+            return false;
+        };
+        let pids = start.coef[..MAX_PIDS].iter().any(|&c| c != 0);
+        match static_range(lo, hi, &start.coef, &ls[..nvars]) {
+            Some((lo, hi)) if !pids => {
+                let (name, n) = (tile.name.clone(), u64::from(tile.shape.partitions()));
+                self.report(site, rules::check_bounds(&name, 0, clamp(lo), clamp(hi), n))
+            }
+            _ => self.report(site, Err(RuleViolation::PartitionStride)),
+        }
+    }
+
     /// The symbol of `num_programs(axis)`, which a program using `program_id(axis)` declares.
     fn grid_size_symbol(&self, axis: usize) -> Option<u8> {
         let name = crate::grid::GRID_SIZE_SYMBOLS.get(axis)?;
@@ -62,7 +99,11 @@ impl Checker<'_> {
         }
         // u32 + u32 fits in i64.
         let part_end = i64::from(v.part_start).saturating_add(i64::from(v.shape.partitions()));
-        if part_end > i64::from(tile.shape.partitions()) {
+        if v.part_var != crate::affine::Affine::ZERO {
+            if !self.check_part_var(site, v, loops) {
+                return false;
+            }
+        } else if part_end > i64::from(tile.shape.partitions()) {
             let r = rules::check_bounds(
                 &tile.name,
                 0,

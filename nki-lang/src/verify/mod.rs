@@ -246,6 +246,10 @@ impl Checker<'_> {
                         let name = tensor.name.clone();
                         ok &= self.report(site, Err(RuleViolation::ImmutableParameter { name }));
                     }
+                    if o.dir.writes() && tensor.role == TensorRole::Constant {
+                        let name = tensor.name.clone();
+                        ok &= self.report(site, Err(RuleViolation::ImmutableConstant { name }));
+                    }
                     let axes = ins.opcode.info().operands[o.slot as usize].axes;
                     ok &= self.check_access(site, access, mask.map(|m| (m, axes)), loops);
                 }

@@ -76,6 +76,20 @@ impl Checker<'_> {
                 "inputs must precede outputs in the tensor table",
             );
         }
+        let outputs = p.tensors[inputs..]
+            .iter()
+            .take_while(|t| t.role == TensorRole::Output)
+            .count();
+        // (A misplaced input is reported above.)
+        if p.tensors[inputs.saturating_add(outputs)..]
+            .iter()
+            .any(|t| t.role == TensorRole::Output)
+        {
+            self.malformed(
+                Site::Program,
+                "outputs must precede scratch and constant tensors in the tensor table",
+            );
+        }
         if p.tensors.len() > crate::MAX_TENSORS {
             self.malformed(Site::Program, "more than 16 HBM tensors");
         }
@@ -88,6 +102,32 @@ impl Checker<'_> {
                     && s as usize >= p.symbols.len()
                 {
                     self.malformed(Site::Tensor(t), "symbol index out of range");
+                }
+            }
+            if tensor.scope.is_some() && tensor.role != TensorRole::Private {
+                self.malformed(Site::Tensor(t), "only a private_hbm tensor has a scope");
+            }
+            // A constant's data: an f32 per element.
+            let bytes = tensor.shape.iter().try_fold(4u64, |n, d| match *d {
+                Dim::Fixed(k) => n.checked_mul(k),
+                Dim::Sym(_) => None,
+            });
+            match tensor.role {
+                TensorRole::Constant => {
+                    if bytes != u64::try_from(tensor.data.len()).ok() {
+                        self.malformed(
+                            Site::Tensor(t),
+                            "a constant's data must hold its compile-time shape's elements",
+                        );
+                    }
+                }
+                TensorRole::Input
+                | TensorRole::Output
+                | TensorRole::Scratch
+                | TensorRole::Private => {
+                    if !tensor.data.is_empty() {
+                        self.malformed(Site::Tensor(t), "only a constant tensor holds data");
+                    }
                 }
             }
         }
@@ -236,6 +276,12 @@ impl Checker<'_> {
             .any(|t| t.scope.is_some_and(|s| !loop_begin(s)))
         {
             self.malformed(Site::Program, "a tile's scope is not a loop");
+        }
+        if p.tensors
+            .iter()
+            .any(|t| t.scope.is_some_and(|s| !loop_begin(s)))
+        {
+            self.malformed(Site::Program, "a private_hbm tensor's scope is not a loop");
         }
         let bad_access = |a: &HbmAccess| {
             let dims = match a.reshape {

@@ -31,7 +31,9 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
         );
         let shape = t.shape.iter().map(|d| dim(*d));
         let decl = item("TensorDecl");
-        quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role })
+        let scope = option(t.scope, |s| quote!(#s));
+        let data = t.data;
+        quote!(#decl { name: #name, dtype: #dtype, shape: const { &[#(#shape),*] }, role: #role, scope: #scope, data: const { &[#(#data),*] } })
     });
     let reshapes = prog.reshapes().iter().map(|r| {
         let (name, tensor) = (r.name, r.tensor);
@@ -141,14 +143,15 @@ fn affine(a: &Affine) -> TokenStream {
 
 fn view(v: &TileView) -> TokenStream {
     let ty = item("TileView");
-    let (tile, part_start, shape, offset, strides) = (
+    let (tile, part_start, shape, offset, strides, part_var) = (
         v.tile,
         v.part_start,
         shape(&v.shape),
         affine(&v.offset),
         v.strides,
+        affine(&v.part_var),
     );
-    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*] })
+    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*], part_var: #part_var })
 }
 
 fn axis_index(x: &AxisIndex) -> TokenStream {

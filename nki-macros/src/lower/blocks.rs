@@ -51,7 +51,7 @@ impl BlockInfo {
 }
 
 /// The argument of `par_dim(n)`, if `e` is that call.
-fn par_dim_arg(e: &Expr) -> Option<&Expr> {
+pub(super) fn par_dim_arg(e: &Expr) -> Option<&Expr> {
     match e {
         Expr::Call { func, args, .. } if func == "par_dim" => {
             args.first().filter(|_| args.len() == 1).map(|a| &a.value)

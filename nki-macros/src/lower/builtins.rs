@@ -156,6 +156,8 @@ pub enum Special {
     RandomSeed,
     /// `nl.dropout(x, rate)` and `nisa.dropout(data, prob)`
     Dropout,
+    /// `shared_constant`, `shared_identity_matrix`: constant HBM tensors
+    SharedConstant,
 }
 
 /// How a function lowers.
@@ -401,6 +403,10 @@ static TABLE: &[Builtin] = &[
     special(&["get_nc_version"], Special::NcVersion),
     special(&["atomic_rmw"], Special::AtomicRmw),
     special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
+    special(
+        &["shared_constant", "shared_identity_matrix"],
+        Special::SharedConstant,
+    ),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -16,6 +16,10 @@ use crate::errors::message;
 use crate::parse::model::{Arg, Expr};
 
 /// Where an operation's result goes.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a transient argument of each call's lowering, passed by value once"
+)]
 pub enum Dest<'a> {
     /// A new tile, named after the `let` binding when there is one.
     New(Option<&'a str>),
@@ -187,6 +191,13 @@ impl Lowerer<'_> {
                 ),
             },
             Special::Dropout => self.dropout(args, span, dest),
+            Special::SharedConstant => match dest {
+                Dest::New(bound) => self.shared_constant(name, args, span, bound),
+                Dest::Into { .. } => self.error(
+                    span,
+                    format!("`{name}` makes an HBM tensor: bind it with `let` and `load` from it"),
+                ),
+            },
         }
     }
 

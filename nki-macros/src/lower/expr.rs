@@ -182,6 +182,12 @@ impl Lowerer<'_> {
         if code {
             return Value::Code(name.to_string());
         }
+        if self.arrays.contains_key(name) {
+            return self.error(
+                span,
+                format!("`{name}` is an array: it is data for `shared_constant({name})`, which makes it an HBM tensor"),
+            );
+        }
         self.error(span, format!("cannot find `{name}` in this kernel"))
     }
 
@@ -827,7 +833,7 @@ impl Lowerer<'_> {
         let params: &[&str] = match b {
             Buffer::Sbuf => &["base_addr", "num_free_tiles", "base_partition"],
             Buffer::Psum => &["base_bank", "num_bank_tiles", "base_addr"],
-            Buffer::SharedHbm => {
+            Buffer::SharedHbm | Buffer::PrivateHbm => {
                 return self.error(
                     span,
                     "`mod_alloc` places a tile in SBUF or PSUM, not in HBM",

@@ -456,17 +456,51 @@ impl Lowerer<'_> {
         let tile = base.tile;
         let whole = base == TileView::whole(tile, &self.buf.tiles[tile as usize].shape);
         let p = &axes[0];
-        let part_ok = p.lin.is_constant()
-            && p.lin.constant >= 0
-            && p.grid[0] == 1
-            && p.grid[1..].iter().all(|&g| g == 0);
+        // The start: a compile-time integer, or set by loop variables (not program ids).
+        let pids = p.lin.coef[..nki_lang::MAX_PIDS].iter().any(|&c| c != 0);
+        let part_ok =
+            !pids && p.lin.constant >= 0 && p.grid[0] == 1 && p.grid[1..].iter().all(|&g| g == 0);
         if !part_ok {
             let v = nki_lang::RuleViolation::PartitionStride;
             return self.error(span, crate::errors::message(&v));
         }
+        let part_var = nki_lang::Affine {
+            constant: 0,
+            coef: p.lin.coef,
+        };
+        let Some(part_var) = base.part_var.checked_add(&part_var) else {
+            return self.error(span, "integer overflow in an index expression");
+        };
+        if part_var != nki_lang::Affine::ZERO {
+            let start = i64::from(base.part_start).saturating_add(p.lin.constant);
+            let aligned =
+                nki_lang::rules::check_partition_start(shape.dims()[0], start, &part_var.coef);
+            if let Err(v) = aligned {
+                return self.error(span, crate::errors::message(&v));
+            }
+            // Inside the view for every loop value (the program checks the tile's).
+            let within = i128::from(base.shape.dims()[0]);
+            match self.index_range(p, &shape) {
+                Some((lo, hi)) if lo >= 0 && (whole || hi < within) => {}
+                Some((lo, hi)) => {
+                    return self.error(
+                        span,
+                        format!(
+                            "out-of-bound access for a view of tile `{}` on dimension 0: partitions [{lo}, {hi}] exceed the view's {within} (err_tensor_access_out_of_bound)",
+                            self.buf.tiles[tile as usize].name,
+                        ),
+                    );
+                }
+                None => {
+                    let v = nki_lang::RuleViolation::PartitionStride;
+                    return self.error(span, crate::errors::message(&v));
+                }
+            }
+        }
         // A view's partitions are checked here (the program checks the tile's).
         let parts = i128::from(p.lin.constant).saturating_add(i128::from(shape.dims()[0]));
-        if !whole && parts > i128::from(base.shape.dims()[0]) {
+        if !whole && part_var == nki_lang::Affine::ZERO && parts > i128::from(base.shape.dims()[0])
+        {
             return self.error(
                 span,
                 format!(
@@ -555,6 +589,7 @@ impl Lowerer<'_> {
             shape,
             offset,
             strides,
+            part_var,
         })
     }
 }

@@ -123,6 +123,10 @@ struct Tensor {
     dtype: DType,
     shape: Vec<Dim>,
     role: TensorRole,
+    /// A `private_hbm` tensor's declaring loop (see [`nki_lang::TensorDecl::scope`]).
+    scope: Option<u32>,
+    /// A constant's elements (see [`nki_lang::TensorDecl::data`]).
+    data: Vec<u8>,
     span: Span,
 }
 
@@ -140,6 +144,9 @@ pub struct Lowerer<'e> {
     loop_begins: Vec<u32>,
     /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
     fresh_zero: HashMap<u16, usize>,
+    /// Arrays bound to a name (`const TABLE: [[f32; 4]; 2] = [...];`), for
+    /// `shared_constant(TABLE)`: the name's literal.
+    arrays: HashMap<String, Expr>,
     /// The conditions of the enclosing `if`s on loop indices: every instruction lowered inside
     /// them is predicated on them ([`Lowerer::predicated`]).
     predicate: Vec<nki_lang::MaskTerm>,
@@ -206,6 +213,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         loops: Vec::new(),
         loop_begins: Vec::new(),
         fresh_zero: HashMap::new(),
+        arrays: HashMap::new(),
         predicate: Vec::new(),
         tile_blocks: HashMap::new(),
         temp_count: 0,
@@ -315,6 +323,8 @@ impl Lowerer<'_> {
                 dtype: p.ty.dtype,
                 shape,
                 role: TensorRole::Input,
+                scope: None,
+                data: Vec::new(),
                 span: p.name.span().into(),
             });
             self.bind(
@@ -332,6 +342,8 @@ impl Lowerer<'_> {
             dtype: t.dtype,
             shape: t.shape.clone(),
             role: t.role,
+            scope: t.scope,
+            data: t.data.clone(),
         });
         self.tensors.push(t);
         self.tensors.len().saturating_sub(1)
@@ -475,6 +487,11 @@ impl Lowerer<'_> {
                 } else {
                     names[0].as_ref().map(|i| i.to_string())
                 };
+                // An array literal (a `const` of the kernel): data for `shared_constant`.
+                if let (Some(n), Expr::Array(..)) = (&single, value) {
+                    self.arrays.insert(n.clone(), value.clone());
+                    return;
+                }
                 let v = self.produce(value, call::Dest::New(single.as_deref()));
                 if *tuple {
                     self.bind_tuple(names, v, value.span());
@@ -926,6 +943,16 @@ impl Lowerer<'_> {
                         }
                         returned.push(t);
                     }
+                    Value::Tensor(Hbm { tensor: t, .. })
+                        if self.tensors[t].role != TensorRole::Input =>
+                    {
+                        let msg = format!(
+                            "a kernel returns the `shared_hbm` tensors it creates; `{}` is a `{}` tensor, which the caller never sees",
+                            self.tensors[t].name,
+                            self.tensors[t].role.buffer_name()
+                        );
+                        self.error(e.span(), msg);
+                    }
                     Value::Tensor(_) => {
                         self.error(
                             e.span(),
@@ -939,13 +966,11 @@ impl Lowerer<'_> {
                 }
             }
         }
-        for (t, tensor) in self.tensors.iter().enumerate() {
+        // A `shared_hbm` tensor the kernel does not return is scratch (the attention
+        // tutorial's v3 keeps its intermediates in such tensors).
+        for (t, tensor) in self.tensors.iter_mut().enumerate() {
             if tensor.role == TensorRole::Output && !returned.contains(&t) {
-                let msg = format!(
-                    "shared_hbm tensor `{}` is not returned: every kernel output must be returned (err_tensor_output_not_written_to)",
-                    tensor.name
-                );
-                self.errors.push(tensor.span, msg);
+                tensor.role = TensorRole::Scratch;
             }
         }
         if returned.len() != kernel.returns.len() {
@@ -972,7 +997,8 @@ impl Lowerer<'_> {
                 }
             }
         }
-        // Table order: inputs, then outputs in return order.
+        // Table order: inputs, then outputs in return order, then scratch and constants in
+        // declaration order.
         let mut order: Vec<usize> = (0..self.tensors.len())
             .filter(|&t| self.tensors[t].role == TensorRole::Input)
             .collect();
@@ -1001,6 +1027,8 @@ impl Lowerer<'_> {
                 dtype: x.dtype,
                 shape: x.shape.clone(),
                 role: x.role,
+                scope: x.scope,
+                data: x.data.clone(),
             });
             self.spans.tensors.push(x.span);
         }

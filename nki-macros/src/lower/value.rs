@@ -109,15 +109,23 @@ pub enum Buffer {
     Psum,
     /// `SharedHbm`
     SharedHbm,
+    /// `PrivateHbm` (NKI's `private_hbm`, and `hbm`, its alias)
+    PrivateHbm,
 }
 
 impl Buffer {
+    /// Whether it is HBM (`SharedHbm`, `PrivateHbm`).
+    pub fn is_hbm(self) -> bool {
+        matches!(self, Buffer::SharedHbm | Buffer::PrivateHbm)
+    }
+
     /// Parses a buffer name.
     pub fn from_name(name: &str) -> Option<Buffer> {
         Some(match name {
             "Sbuf" | "sbuf" => Buffer::Sbuf,
             "Psum" | "psum" => Buffer::Psum,
-            "SharedHbm" | "shared_hbm" | "Hbm" | "hbm" => Buffer::SharedHbm,
+            "SharedHbm" | "shared_hbm" => Buffer::SharedHbm,
+            "PrivateHbm" | "private_hbm" | "Hbm" | "hbm" => Buffer::PrivateHbm,
             _ => return None,
         })
     }

@@ -246,7 +246,8 @@ fn plan(
             ..
         }
     );
-    if trip < 2 || !outermost(f) || !affine {
+    // A launch's allocated tensors (scratch, constants) are bound once: its loops run serially.
+    if trip < 2 || !outermost(f) || !affine || !p.allocated().is_empty() {
         return None;
     }
     // The random number generator counts its calls in program order: a body that draws

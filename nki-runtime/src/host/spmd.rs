@@ -103,7 +103,9 @@ pub(crate) fn execute(
         let mut plan = Plain::new(e, readers, Some(&mut second));
         run(e, b, &mut Unobserved, &mut plan)
     };
-    if n < MIN_PARALLEL_INSTANCES || e.worker.is_none() {
+    // A launch's allocated tensors (scratch, constants) are bound once: its instances take
+    // turns on them (`scratch`).
+    if n < MIN_PARALLEL_INSTANCES || e.worker.is_none() || !b.program.allocated().is_empty() {
         return serial(e, b, second, second_outputs);
     }
     let h = n.div_ceil(2);

@@ -107,7 +107,7 @@ impl Strict<'_> {
                 let written = usize::try_from(elem)
                     .ok()
                     .and_then(|e| owners?.get(e))
-                    .is_some_and(|o| o.instance != 0);
+                    .is_some_and(|&o| self.written_here(usize::from(t), o));
                 if written { 0 } else { this }
             }
             Loc::Expr | Loc::Imm(_) => 0,

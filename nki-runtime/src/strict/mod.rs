@@ -88,6 +88,9 @@ pub enum StrictError {
     },
 }
 
+/// [`Owner::instance`] of a constant's elements: written before the launch.
+const CONSTANT: u32 = u32::MAX;
+
 /// Who wrote an output element last.
 #[derive(Copy, Clone, Debug, Default)]
 struct Owner {
@@ -173,7 +176,11 @@ pub struct Strict<'p> {
 
 impl<'p> Strict<'p> {
     /// A shadow of nothing written, for a launch of `program` on a core with
-    /// SBUF partitions `sbuf_stride` bytes apart and outputs of `output_bytes` bytes.
+    /// SBUF partitions `sbuf_stride` bytes apart and outputs of `output_bytes` bytes, followed
+    /// by the bytes of the scratch and constant tensors the launch allocates
+    /// ([`Program::allocated`], at the launch's sizes): a tensor given no size here is not
+    /// tracked, and a value loaded from it counts as unwritten. [`crate::NeuronCore::execute_strict`]
+    /// passes them all.
     pub fn new(program: &'p Program<'p>, sbuf_stride: usize, output_bytes: &[usize]) -> Self {
         Strict {
             program,
@@ -182,8 +189,21 @@ impl<'p> Strict<'p> {
             psum: Shadow::new(PARTITIONS as usize * crate::memory::Psum::PARTITION_STRIDE),
             outputs: output_bytes
                 .iter()
-                .zip(program.outputs())
-                .map(|(&n, d)| vec![Owner::default(); n / d.dtype.size() as usize])
+                .zip(program.owned())
+                .map(|(&n, d)| {
+                    // A constant is written before the launch.
+                    let owner = match d.role {
+                        nki_lang::TensorRole::Constant => Owner {
+                            instance: CONSTANT,
+                            node: 0,
+                        },
+                        nki_lang::TensorRole::Input
+                        | nki_lang::TensorRole::Output
+                        | nki_lang::TensorRole::Scratch
+                        | nki_lang::TensorRole::Private => Owner::default(),
+                    };
+                    vec![owner; n / d.dtype.size() as usize]
+                })
                 .collect(),
             instances: Vec::new(),
             iterations: Iterations::new(program),
@@ -292,10 +312,45 @@ impl<'p> Strict<'p> {
         })
     }
 
-    /// What an access to an output element may not do, given who wrote it.
-    fn judge_output(&self, owner: Owner, me: u32, reads: bool) -> Option<Fault> {
+    /// Whether the element of HBM tensor `t` that `owner` wrote holds, for the running
+    /// instruction, what this launch wrote: a constant's always; a `private_hbm` tensor's only
+    /// if this instance wrote it, in this iteration of the loops that declare the tensor (each
+    /// instance and iteration has a tensor of its own); any other's if anything wrote it.
+    fn written_here(&self, t: usize, owner: Owner) -> bool {
+        if owner.instance == CONSTANT {
+            return true;
+        }
         if owner.instance == 0 {
+            return false;
+        }
+        let Some(decl) = self.program.tensors().get(t) else {
+            return true;
+        };
+        if decl.role != nki_lang::TensorRole::Private {
+            return true;
+        }
+        if usize::try_from(owner.instance).ok() != Some(self.instances.len()) {
+            return false;
+        }
+        let Some(scope) = decl.scope else {
+            return true;
+        };
+        match self.iterations.relation(owner.node, self.now) {
+            Relation::OtherIteration { begin, .. } => self
+                .loop_at(begin)
+                .is_none_or(|(_, _, end, _)| !(begin <= scope && scope < end)),
+            _ => true,
+        }
+    }
+
+    /// What an access to element `owner` of output (or scratch, or constant) `t` may not do,
+    /// given who wrote it.
+    fn judge_output(&self, t: usize, owner: Owner, me: u32, reads: bool) -> Option<Fault> {
+        if !self.written_here(t, owner) {
             return reads.then_some(Fault::Unwritten);
+        }
+        if owner.instance == CONSTANT {
+            return None;
         }
         if owner.instance != me {
             return Some(Fault::Instance(owner.instance));
@@ -423,7 +478,7 @@ impl<'p> Strict<'p> {
             let e = at / size;
             let owner = owners.get(e).copied().unwrap_or_default();
             match (
-                self.judge_output(owner, me, r.dir.reads()),
+                self.judge_output(usize::from(t), owner, me, r.dir.reads()),
                 undefined.as_deref_mut(),
             ) {
                 (None, _) => true,
@@ -480,10 +535,18 @@ impl<'p> Strict<'p> {
                     .and_then(|v| p.tiles().get(usize::from(v.tile)));
                 tile.map_or("a tile".to_string(), |t| format!("tile `{}`", t.name))
             }
-            (_, Loc::Hbm(t)) => p
-                .tensors()
-                .get(usize::from(t))
-                .map_or("an output".to_string(), |t| format!("output `{}`", t.name)),
+            (_, Loc::Hbm(t)) => {
+                p.tensors()
+                    .get(usize::from(t))
+                    .map_or("an output".to_string(), |t| match t.role {
+                        nki_lang::TensorRole::Scratch => format!("shared_hbm scratch `{}`", t.name),
+                        nki_lang::TensorRole::Private => format!("private_hbm tensor `{}`", t.name),
+                        nki_lang::TensorRole::Constant => format!("constant `{}`", t.name),
+                        nki_lang::TensorRole::Input | nki_lang::TensorRole::Output => {
+                            format!("output `{}`", t.name)
+                        }
+                    })
+            }
             _ => "an operand".to_string(),
         }
     }

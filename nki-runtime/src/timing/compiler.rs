@@ -372,6 +372,7 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
                 && ins.operands().all(|o| match o.operand {
                     OperandRef::View(v) => views.get(v.index()).is_some_and(|view| {
                         view.offset.loop_coef(depth) == 0
+                            && view.part_var.loop_coef(depth) == 0
                             && (o.dir == Dir::Write || count(view.tile as usize) == 0)
                     }),
                     OperandRef::Imm(_) => true,
@@ -459,6 +460,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
         view(v).is_some_and(|v| {
             tiles.get(v.tile as usize).is_some_and(|t| {
                 v.part_start == 0
+                    && v.part_var == nki_lang::Affine::ZERO
                     && v.shape == t.shape
                     && v.offset == nki_lang::Affine::ZERO
                     && v.is_row_major()

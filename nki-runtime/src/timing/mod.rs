@@ -294,8 +294,8 @@ impl Timing {
         let program = bound.program();
         let bytes: Vec<u64> = (0..program.tensors().len())
             .map(|t| {
-                let (_, shape) = bound.hbm(t);
-                (shape.len() as u64).saturating_mul(u64::from(program.tensors()[t].dtype.size()))
+                let elements = crate::scratch::elements(&bound, t);
+                (elements as u64).saturating_mul(u64::from(program.tensors()[t].dtype.size()))
             })
             .collect();
         let mut timeline = Timeline::new(

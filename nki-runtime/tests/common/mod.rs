@@ -147,6 +147,7 @@ pub fn view(tile: u16, part_start: u32, dims: &[u32], offset: Affine, strides: &
         shape: TileShape::new(dims).unwrap(),
         offset,
         strides: s,
+        part_var: Affine::ZERO,
     }
 }
 

@@ -72,7 +72,7 @@ impl Lowerer<'_> {
                 return self.error(
                     e.span(),
                     format!(
-                        "expected a buffer (Sbuf, Psum or SharedHbm), found {}",
+                        "expected a buffer (Sbuf, Psum, SharedHbm or PrivateHbm), found {}",
                         other.describe()
                     ),
                 );
@@ -101,14 +101,14 @@ impl Lowerer<'_> {
             }
         } else if !matches!(shape_e, Expr::Array(..) | Expr::Tuple(..)) {
             // NKI's `ndarray(x.shape, ...)`: a shape value.
-            if buffer == Buffer::SharedHbm {
+            if buffer.is_hbm() {
                 let Some(dims) = self.shape_value(shape_e) else {
                     return Value::Poison;
                 };
                 let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
                     return Value::Poison;
                 };
-                return self.create_output(func, OutDims::Shape(dims), dtype, span, name);
+                return self.create_output(func, OutDims::Shape(dims), dtype, buffer, span, name);
             }
             match self.shape_arg(shape_e) {
                 Some(s) => (s, None),
@@ -118,6 +118,14 @@ impl Lowerer<'_> {
             let (Expr::Array(dims, _) | Expr::Tuple(dims, _)) = shape_e else {
                 unreachable!("an array or a tuple")
             };
+            if Self::has_par_dim(dims) && buffer == Buffer::PrivateHbm {
+                // NKI's `(sw_h, sw_w, par_dim(p), H, W)` private_hbm tensor
+                // (select_and_scatter): HBM has no partitions, the mark is the dimension.
+                let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
+                    return Value::Poison;
+                };
+                return self.create_output(func, OutDims::Exprs(dims), dtype, buffer, span, name);
+            }
             if Self::has_par_dim(dims) {
                 if buffer == Buffer::SharedHbm {
                     return self.error(
@@ -141,11 +149,11 @@ impl Lowerer<'_> {
                     }
                     None => return Value::Poison,
                 }
-            } else if buffer == Buffer::SharedHbm {
+            } else if buffer.is_hbm() {
                 let Some(dtype) = a[dtype_slot].and_then(|e| self.dtype_arg(e)) else {
                     return Value::Poison;
                 };
-                return self.create_output(func, OutDims::Exprs(dims), dtype, span, name);
+                return self.create_output(func, OutDims::Exprs(dims), dtype, buffer, span, name);
             } else {
                 match self.shape_arg(shape_e) {
                     Some(s) => (s, None),
@@ -161,7 +169,7 @@ impl Lowerer<'_> {
             (None, Some(d)) => d,
             (None, None) => unreachable!("required"),
         };
-        if buffer == Buffer::SharedHbm {
+        if buffer.is_hbm() {
             return self.error(span, "an HBM tensor cannot be created with an initial value: create it with `ndarray` and `store` into it (err_hbm_tensor_with_init_value_not_supported)");
         }
         let memory = if buffer == Buffer::Psum {
@@ -212,7 +220,10 @@ impl Lowerer<'_> {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
         }
-        if let Some((info, _)) = blocks {
+        // `par_dim` first (`(par_dim(128), 512)`) marks no block axis: a plain tile.
+        if let Some((info, _)) = blocks
+            && info.axes > 0
+        {
             return Value::Blocks {
                 view,
                 axes: info.axes,
@@ -306,24 +317,29 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `ndarray(shape, dtype, SharedHbm)` (an output if the kernel returns it, else scratch)
+    /// or `ndarray(shape, dtype, PrivateHbm)` (scratch of one instance and, in a loop, of one
+    /// iteration).
     fn create_output(
         &mut self,
         func: &str,
         dims: OutDims<'_>,
         dtype: DType,
+        buffer: Buffer,
         span: Span,
         name: Option<&str>,
     ) -> Value {
         if func != "ndarray" {
             return self.error(span, "an HBM tensor cannot be created with an initial value: create it with `ndarray` and `store` into it (err_hbm_tensor_with_init_value_not_supported)");
         }
-        if !self.loops.is_empty() || self.scopes.len() > 1 {
-            return self.error(span, "a shared_hbm tensor can only be created at the top level of the kernel (err_shared_hbm_must_in_kernel_level)");
+        let private = buffer == Buffer::PrivateHbm;
+        if !private && (!self.loops.is_empty() || self.scopes.len() > 1) {
+            return self.error(span, "a shared_hbm tensor can only be created at the top level of the kernel (err_shared_hbm_must_in_kernel_level); a tensor of each instance or iteration is `PrivateHbm`");
         }
         let Some(name) = name else {
             return self.error(
                 span,
-                "bind the output tensor with `let` so that the kernel can return it",
+                "bind the HBM tensor with `let` (an output so that the kernel can return it, scratch so that it can be used)",
             );
         };
         let rank = match &dims {
@@ -341,6 +357,7 @@ impl Lowerer<'_> {
             OutDims::Exprs(dims) => {
                 let mut shape = Vec::new();
                 for d in dims {
+                    let d = super::super::blocks::par_dim_arg(d).unwrap_or(d);
                     match self.eval(d) {
                         Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
                         Value::Sym { sym, add: 0, div: 1 } => shape.push(Dim::Sym(sym)),
@@ -351,11 +368,21 @@ impl Lowerer<'_> {
                 shape
             }
         };
+        let (role, scope) = if private {
+            (
+                nki_lang::TensorRole::Private,
+                self.loop_begins.last().copied(),
+            )
+        } else {
+            (nki_lang::TensorRole::Output, None)
+        };
         let t = self.add_tensor(super::super::Tensor {
             name: name.to_string(),
             dtype,
             shape,
-            role: nki_lang::TensorRole::Output,
+            role,
+            scope,
+            data: Vec::new(),
             span,
         });
         Value::Tensor(super::super::value::Hbm::whole(t))

@@ -41,6 +41,7 @@ impl Lowerer<'_> {
             shape: nki_lang::TileShape::new(&[1, 1])?,
             offset,
             strides: [0; nki_lang::MAX_TILE_RANK - 1],
+            part_var: v.part_var,
         })
     }
 

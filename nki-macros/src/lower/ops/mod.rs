@@ -2,6 +2,7 @@
 //! `matmul`, `copy`, `nc_transpose`, the creation functions and `arange`.
 
 mod atomic_rmw;
+mod constant;
 mod create;
 mod dma;
 mod dyncopy;

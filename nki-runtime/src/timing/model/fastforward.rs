@@ -705,7 +705,7 @@ impl Timeline<'_> {
                     let Some(view) = views.get(id.index()) else {
                         return LoopSlot::Ineligible;
                     };
-                    if view.offset.coef[var] != 0 {
+                    if view.offset.coef[var] != 0 || view.part_var.coef[var] != 0 {
                         return LoopSlot::Ineligible;
                     }
                     let t = self.tile_read(view.tile);
