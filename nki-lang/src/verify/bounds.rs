@@ -9,7 +9,7 @@ use crate::constraint::{
     Bounded, Computed, Constraint, implied_by_divisibility, in_range, index_range,
 };
 use crate::ir::ops::Axes;
-use crate::ir::{AxisIndex, HbmAccess, Mask, TileView};
+use crate::ir::{AxisIndex, HbmAccess, Mask, MaskTerm, TileView};
 use crate::rules::{self, RuleViolation};
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, TileShape};
 
@@ -454,6 +454,60 @@ fn clamp(x: i128) -> i64 {
     i64::try_from(x.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
 }
 
+/// Whether the loop-only mask term `t` (`L + k0 < 0`, `L` affine in the loop values and program
+/// ids: the instruction runs only in the iterations where it holds) keeps the access index `ix`
+/// below the fixed dimension `size`: the index's own loop part is `L` (`ix = L + k1 + its grid
+/// terms`), `L` is a multiple of the gcd `G` of its coefficients, so `L ≤ G·⌊(−k0 − 1) / G⌋`,
+/// and the index's largest value is that plus `k1` and its grid terms' largest values
+/// (`allocated_fused_rms_norm_qkv` loads row tiles `(2i + g)·128 + i_p` under `(2i + g)·128 <
+/// seqlen`, seqlen a multiple of 128).
+fn loop_term_bounds_above(t: &MaskTerm, ix: &AxisIndex, shape: &TileShape, size: Dim) -> bool {
+    let (None, Dim::Fixed(n)) = (t.sym, size) else {
+        return false;
+    };
+    if t.offset.coef != ix.start.coef {
+        return false;
+    }
+    let g = t
+        .offset
+        .coef
+        .iter()
+        .fold(0u64, |g, &c| gcd(g, c.unsigned_abs()));
+    let Ok(g) = i64::try_from(g) else {
+        return false;
+    };
+    if g == 0 {
+        return false;
+    }
+    let top = t
+        .offset
+        .constant
+        .checked_neg()
+        .and_then(|k| k.checked_sub(1))
+        .map(|k| k.div_euclid(g))
+        .and_then(|q| q.checked_mul(g));
+    let others = ix
+        .grid
+        .iter()
+        .zip(shape.dims())
+        .filter(|&(&c, _)| c > 0)
+        .try_fold(0i64, |acc, (&c, &d)| {
+            acc.checked_add(c.checked_mul(i64::from(d).saturating_sub(1))?)
+        });
+    let max = top
+        .zip(others)
+        .and_then(|(l, o)| l.checked_add(ix.start.constant)?.checked_add(o));
+    max.is_some_and(|m| m < 0 || u64::try_from(m).is_ok_and(|m| m < n))
+}
+
+/// The greatest common divisor of `a` and `b` (`b` when `a` is 0).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
+}
+
 /// Whether some term of `mask` keeps the access index `ix` below the dimension `size` for
 /// every element it lets through: the term bounds one grid expression of the index (`k * 128 +
 /// i_p < n` for the index `k * 128 + i_p` of a dimension `n`), and the index's other grid terms
@@ -468,6 +522,9 @@ fn mask_bounds_above(
     size: Dim,
 ) -> bool {
     mask.terms().iter().any(|t| {
+        if t.coef == 0 {
+            return loop_term_bounds_above(t, ix, shape, size);
+        }
         let Some(axis) = axes.of_grid_axis(t.axis as usize) else {
             return false;
         };

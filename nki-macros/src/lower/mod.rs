@@ -142,7 +142,8 @@ pub struct Lowerer<'e> {
     /// The `LoopBegin` instruction of each enclosing loop, outermost first: a tile is declared
     /// in the innermost.
     loop_begins: Vec<u32>,
-    /// PSUM tiles zeroed and not yet accumulated into: tile → loop depth at the `zeros`.
+    /// PSUM tiles zeroed or created uninitialized and not yet written: tile → loop depth at
+    /// their creation.
     fresh_zero: HashMap<u16, usize>,
     /// Arrays bound to a name (`const TABLE: [[f32; 4]; 2] = [...];`), for
     /// `shared_constant(TABLE)`: the name's literal.

@@ -219,6 +219,11 @@ impl Lowerer<'_> {
             if value.as_f32() == 0.0 && memory == Memory::Psum && opts.mask.is_none() {
                 self.fresh_zero.insert(view.tile, self.loops.len());
             }
+        } else if memory == Memory::Psum {
+            // An uninitialized PSUM tile (`ndarray`) too: the first matmul `+=` into it starts
+            // an accumulation group, as NKI's allocated kernels write it (`res_psum[0] +=
+            // nc_matmul(...)` in `allocated_fused_rms_norm_qkv`).
+            self.fresh_zero.insert(view.tile, self.loops.len());
         }
         // `par_dim` first (`(par_dim(128), 512)`) marks no block axis: a plain tile.
         if let Some((info, _)) = blocks
