@@ -502,8 +502,8 @@ fn loop_term_bounds_above(t: &MaskTerm, ix: &AxisIndex, shape: &TileShape, size:
 
 /// The greatest common divisor of `a` and `b` (`b` when `a` is 0).
 fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while a != 0 {
-        (a, b) = (b % a, a);
+    while let Some(r) = b.checked_rem(a) {
+        (a, b) = (r, a);
     }
     b
 }
