@@ -246,7 +246,7 @@ fn rms_norm_qkv_matches_the_unit_tests_golden_result() {
     {
         let target = Target::Trn1;
         // The unit test's [1, 512, 1024, 384] bf16 case.
-        let hidden = common::rand_f32(Ix3(1, 512, 1024), 1, 0.0, 1.0).mapv(|v| bf16::from_f32(v));
+        let hidden = common::rand_f32(Ix3(1, 512, 1024), 1, 0.0, 1.0).mapv(bf16::from_f32);
         let weights = common::rand_f32(Ix2(1024, 384), 2, 0.0, 1.0).mapv(bf16::from_f32);
         let mut core = NeuronCore::new(target);
         let out =
