@@ -14,7 +14,7 @@ use nki_lang::{DType, Instr, Opcode, VarValues};
 use super::{Access, Fault, Strict};
 use crate::exec::OnChip;
 use crate::indirect::row_operands;
-use crate::operand::Operands;
+use crate::operand::{Operands, Resolved};
 
 /// Whether a fault on an indirect DMA's HBM side is no fault: `atomic_rmw` updates of one
 /// element from different iterations of an `affine_range` loop commute (they add), as NKI's
@@ -24,6 +24,32 @@ pub(super) fn commutes(instr: &Instr, f: &Fault) -> bool {
 }
 
 impl Strict<'_> {
+    /// Refuses the launch unless `operand` (slot 2 of `instr`: a tile whose values the
+    /// instruction reads as data, an offset or row indices, named by `what`) is defined.
+    fn check_data_operand(
+        &mut self,
+        instr: &Instr,
+        operand: &Resolved,
+        vars: &VarValues,
+        what: &str,
+    ) -> ControlFlow<String> {
+        let (tile, scope, _) = self.tile_of(instr, 2);
+        let a = Access {
+            tile,
+            scope,
+            reads: true,
+            accumulates: false,
+        };
+        match self.check_on_chip(operand, a, None) {
+            Some((n, b, f)) => {
+                let place = format!("byte {b} of SBUF");
+                let why = self.message(instr, operand, (n, place, String::new()), a, f, vars);
+                ControlFlow::Break(format!("{what} must be defined: it {why}"))
+            }
+            None => ControlFlow::Continue(()),
+        }
+    }
+
     /// [`Strict::check`] of a `tensor_copy_dynamic_src`: a defined offset, then the copy of the
     /// shifted source.
     pub(super) fn check_dynamic_copy(
@@ -38,20 +64,7 @@ impl Strict<'_> {
         let Some(offset) = operands.slot(2).copied() else {
             return ControlFlow::Continue(());
         };
-        let (tile, scope, _) = self.tile_of(instr, 2);
-        let a = Access {
-            tile,
-            scope,
-            reads: true,
-            accumulates: false,
-        };
-        if let Some((n, b, f)) = self.check_on_chip(&offset, a, None) {
-            let place = format!("byte {b} of SBUF");
-            let why = self.message(instr, &offset, (n, place, String::new()), a, f, vars);
-            return ControlFlow::Break(format!(
-                "the offset of tensor_copy_dynamic_src must be defined: it {why}"
-            ));
-        }
+        self.check_data_operand(instr, &offset, vars, "the offset of tensor_copy_dynamic_src")?;
         // The interpreter shows it with the memories, after checking the offset's range.
         let Some(memory) = memory else {
             return ControlFlow::Continue(());
@@ -79,20 +92,7 @@ impl Strict<'_> {
         let Some(index) = operands.slot(2).copied() else {
             return ControlFlow::Continue(());
         };
-        let (tile, scope, _) = self.tile_of(instr, 2);
-        let a = Access {
-            tile,
-            scope,
-            reads: true,
-            accumulates: false,
-        };
-        if let Some((n, b, f)) = self.check_on_chip(&index, a, None) {
-            let place = format!("byte {b} of SBUF");
-            let why = self.message(instr, &index, (n, place, String::new()), a, f, vars);
-            return ControlFlow::Break(format!(
-                "the row indices of an indirect DMA must be defined: it {why}"
-            ));
-        }
+        self.check_data_operand(instr, &index, vars, "the row indices of an indirect DMA")?;
         // The interpreter shows an indirect DMA with the memories, after checking its rows.
         let Some(memory) = memory else {
             return ControlFlow::Continue(());
