@@ -75,3 +75,30 @@ fn an_index_grid_indexes_as_its_axes() {
         );
     }
 }
+
+/// A fifth `arange` axis (`.w()`): NKI's `nl.arange(n)[None, None, None, None, :]` on a tile of
+/// five axes. The kernel reads `x` `[128, 2, 3, 4, 5]` through an `arange` per axis and writes
+/// each element times 2.
+#[kernel]
+fn five_axes(x: Hbm<f32, 128, 2, 3, 4, 5>) -> Hbm<f32, 128, 2, 3, 4, 5> {
+    let out = ndarray([128, 2, 3, 4, 5], f32, SharedHbm);
+    let (p, a, b, c, d) = (
+        arange(128).p(),
+        arange(2).x(),
+        arange(3).y(),
+        arange(4).z(),
+        arange(5).w(),
+    );
+    let t = load(x[[p, a, b, c, d]]);
+    store(out[[p, a, b, c, d]], multiply(t, 2.0));
+    out
+}
+
+#[test]
+fn a_fifth_arange_axis_indexes_the_last_axis_of_a_five_axis_tile() {
+    let x = nki::ndarray::Array5::from_shape_fn((128, 2, 3, 4, 5), |(p, a, b, c, d)| {
+        (p * 120 + a * 60 + b * 20 + c * 5 + d) as f32
+    });
+    let out = five_axes::host(&mut NeuronCore::default(), x.view()).unwrap();
+    assert_eq!(out, x.mapv(|v| v * 2.0));
+}

@@ -8,7 +8,7 @@ use super::call::Dest;
 use super::value::{Buffer, Cond, Hbm, Idx, IdxError, Value};
 use crate::parse::model::{Arg, BinOp, Expr};
 
-const AXES: [&str; 4] = ["p", "x", "y", "z"];
+const AXES: [&str; MAX_TILE_RANK] = ["p", "x", "y", "z", "w"];
 
 /// The comparison an operator is, if it is one.
 fn comparison(op: BinOp) -> Option<Cmp> {
@@ -68,7 +68,7 @@ impl Lowerer<'_> {
                 match (r, AXES.iter().position(|a| *a == m)) {
                     (Value::Range(start, size), Some(axis)) => Value::Index(Idx::grid_axis(axis, start, size)),
                     (Value::Poison, _) => Value::Poison,
-                    (Value::Range(..), None) => self.error(method.span().into(), "pick the arange's axis with `.p()`, `.x()`, `.y()` or `.z()`"),
+                    (Value::Range(..), None) => self.error(method.span().into(), "pick the arange's axis with `.p()`, `.x()`, `.y()`, `.z()` or `.w()`"),
                     (other, _) => self.error(*span, format!("no method `{m}` on {}", other.describe())),
                 }
             }
