@@ -64,7 +64,12 @@ impl Strict<'_> {
         let Some(offset) = operands.slot(2).copied() else {
             return ControlFlow::Continue(());
         };
-        self.check_data_operand(instr, &offset, vars, "the offset of tensor_copy_dynamic_src")?;
+        self.check_data_operand(
+            instr,
+            &offset,
+            vars,
+            "the offset of tensor_copy_dynamic_src",
+        )?;
         // The interpreter shows it with the memories, after checking the offset's range.
         let Some(memory) = memory else {
             return ControlFlow::Continue(());
