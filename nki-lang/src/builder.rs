@@ -880,6 +880,38 @@ impl ProgramBuilder {
         self.op(Opcode::Dropout, data, None, None)
     }
 
+    /// `range_select`: `dst[p, i] = on_true[p, i]` where `(start + i) cmp[0] bounds[0][p]` and
+    /// `(start + i) cmp[1] bounds[1][p]` hold, fp32's lowest value elsewhere; with
+    /// `reduce_res`, the maximum of each partition's results into that `[P, 1]` tile.
+    pub fn range_select(
+        &mut self,
+        dst: TileId,
+        on_true: TileId,
+        bounds: [TileId; 2],
+        cmp: [crate::ir::Cmp; 2],
+        start: i32,
+        reduce_res: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        let (dst, on_true) = (self.whole(dst)?.0, self.whole(on_true)?.0);
+        let bounds = [self.whole(bounds[0])?.0, self.whole(bounds[1])?.0];
+        let acc = match reduce_res {
+            Some(t) => Some(AccOut {
+                op: Alu::Max,
+                view: self.whole(t)?.0,
+            }),
+            None => None,
+        };
+        let data = InstrData::RangeSelect {
+            dst: Dst::overwrite(dst),
+            on_true,
+            bounds,
+            cmp,
+            start,
+            acc,
+        };
+        self.op(Opcode::RangeSelect, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

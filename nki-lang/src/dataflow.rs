@@ -88,7 +88,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => {}
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

@@ -423,6 +423,29 @@ impl<'a> Line<'a, '_> {
                 ),
             },
             InstrData::Seed { seed } => write!(f, "seed <- {}", self.view(seed)),
+            InstrData::RangeSelect {
+                dst,
+                on_true,
+                bounds,
+                cmp,
+                start,
+                acc,
+            } => {
+                write!(
+                    f,
+                    "{} range_select({}, {start} + i {} {} and {} {})",
+                    self.dst(&dst, "<-"),
+                    self.view(on_true),
+                    cmp[0].symbol(),
+                    self.view(bounds[0]),
+                    cmp[1].symbol(),
+                    self.view(bounds[1])
+                )?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -230,7 +230,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Gather { .. }
         | InstrData::DynCopy { .. }
         | InstrData::Rng { .. }
-        | InstrData::Seed { .. } => None,
+        | InstrData::Seed { .. }
+        | InstrData::RangeSelect { .. } => None,
     }
 }
 

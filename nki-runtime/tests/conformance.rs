@@ -61,6 +61,9 @@ struct Row {
     /// Whether strict cores refuse the program (a destination that partly overlaps a source:
     /// the hardware's result depends on its pipeline); plain cores still run it.
     strict_refuses: bool,
+    /// The generation the program is built for and run on (Trn1 unless an opcode needs a
+    /// later one).
+    target: Target,
 }
 
 impl Row {
@@ -82,9 +85,24 @@ fn row(
     want: impl FnOnce(&[Array2<f64>]) -> Vec<Array2<f64>>,
     check: Check,
 ) -> Row {
+    row_on(Target::Trn1, name, covers, inputs, outputs, body, want, check)
+}
+
+/// A row built for and run on `target`'s cores ([`row`]).
+#[allow(clippy::too_many_arguments)]
+fn row_on(
+    target: Target,
+    name: impl Into<String>,
+    covers: &[Covers],
+    inputs: Vec<(DType, Array2<f64>)>,
+    outputs: &[(DType, [usize; 2])],
+    body: impl FnOnce(&mut Kb),
+    want: impl FnOnce(&[Array2<f64>]) -> Vec<Array2<f64>>,
+    check: Check,
+) -> Row {
     let name = name.into();
     let shapes: Vec<(DType, [usize; 2])> = inputs.iter().map(|(d, a)| (*d, dims(a))).collect();
-    let mut kb = Kb::new(&name, &shapes, outputs);
+    let mut kb = Kb::new(&name, &shapes, outputs, target);
     body(&mut kb);
     let program =
         kb.b.finish()
@@ -101,6 +119,7 @@ fn row(
         want,
         check,
         strict_refuses: false,
+        target,
     }
 }
 
@@ -121,8 +140,13 @@ fn fixed(d: [usize; 2]) -> Vec<Dim> {
 }
 
 impl Kb {
-    fn new(name: &str, inputs: &[(DType, [usize; 2])], outputs: &[(DType, [usize; 2])]) -> Kb {
-        let mut b = ProgramBuilder::new(name, Target::Trn1);
+    fn new(
+        name: &str,
+        inputs: &[(DType, [usize; 2])],
+        outputs: &[(DType, [usize; 2])],
+        target: Target,
+    ) -> Kb {
+        let mut b = ProgramBuilder::new(name, target);
         let inputs = inputs
             .iter()
             .enumerate()
@@ -444,14 +468,14 @@ fn runs() -> Vec<Run> {
 }
 
 impl Run {
-    fn core(self) -> NeuronCore {
+    fn core(self, target: Target) -> NeuronCore {
         match self {
-            Run::Reference => NeuronCore::new(Target::Trn1),
+            Run::Reference => NeuronCore::new(target),
             Run::Core {
                 isa,
                 threads,
                 strict,
-            } => NeuronCore::new(Target::Trn1)
+            } => NeuronCore::new(target)
                 .with_isa(isa)
                 .unwrap()
                 .with_host_threads(threads)
@@ -526,9 +550,14 @@ fn check_rows(rows: &[Row]) {
     let runs = runs();
     let mut results: Vec<Vec<Option<Vec<Vec<u32>>>>> = vec![Vec::new(); rows.len()];
     for &run in &runs {
-        let mut core = run.core();
+        let mut core = run.core(Target::Trn1);
         for (r, row) in rows.iter().enumerate() {
-            results[r].push(run.launch(&mut core, row));
+            let got = if row.target == Target::Trn1 {
+                run.launch(&mut core, row)
+            } else {
+                run.launch(&mut run.core(row.target), row)
+            };
+            results[r].push(got);
         }
     }
     for (row, res) in rows.iter().zip(&results) {
@@ -2754,6 +2783,7 @@ tables! {
     gather: gather_rows,
     dynamic_copy: dynamic_copy_rows,
     random_numbers: random_rows,
+    range_select: range_select_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3166,4 +3196,82 @@ fn dynamic_copy_rows() -> Vec<Row> {
         ));
     }
     rows
+}
+
+// ---- range_select ----
+
+/// `range_select` (Trn2): f32 data into f32 with the maximum, into bf16 (the fill becomes
+/// −inf), and bf16 data; fractional and empty per-partition ranges, a negative start.
+fn range_select_rows() -> Vec<Row> {
+    let p = P as u32;
+    let lo = values(P, 1, 201, |r| r.step(-6.0, 60.0, 0.5));
+    let hi = values(P, 1, 202, |r| r.step(-6.0, 70.0, 0.5));
+    // `index cmp bound` for each comparison.
+    let holds = |c: Cmp, i: f64, b: f64| match c {
+        Cmp::Lt => i < b,
+        Cmp::Le => i <= b,
+        Cmp::Gt => i > b,
+        Cmp::Ge => i >= b,
+        Cmp::Eq => i == b,
+        Cmp::Ne => i != b,
+    };
+    let select = move |x: &Array2<f64>, b: &[Array2<f64>], cmp: [Cmp; 2], start: i64| {
+        Array2::from_shape_fn(x.dim(), |(p, i)| {
+            let index = (start + i as i64) as f64;
+            if holds(cmp[0], index, b[0][[p, 0]]) && holds(cmp[1], index, b[1][[p, 0]]) {
+                x[[p, i]]
+            } else {
+                f32::MIN as f64
+            }
+        })
+    };
+    let max = |m: &Array2<f64>| {
+        Array2::from_shape_fn((m.nrows(), 1), |(p, _)| {
+            m.row(p).iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        })
+    };
+    vec![
+        row_on(
+            Target::Trn2,
+            "range_select: f32 with the maximum, into bf16, of bf16 data",
+            &[Covers::Op(Opcode::RangeSelect)],
+            vec![
+                (DType::F32, values(P, 64, 203, |r| r.step(-8.0, 8.0, 0.25))),
+                (DType::F32, lo),
+                (DType::F32, hi),
+                (DType::Bf16, values(P, 64, 204, |r| r.step(-2.0, 2.0, 0.125))),
+            ],
+            &[
+                (DType::F32, [P, 64]),
+                (DType::F32, [P, 1]),
+                (DType::Bf16, [P, 64]),
+                (DType::F32, [P, 64]),
+            ],
+            |k| {
+                let (x, l, h, y) = (k.load(0), k.load(1), k.load(2), k.load(3));
+                let (d, m) = (k.sbuf(DType::F32, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+                k.b.range_select(d, x, [l, h], [Cmp::Ge, Cmp::Lt], 3, Some(m))
+                    .unwrap();
+                let d2 = k.sbuf(DType::Bf16, &[p, 64]);
+                k.b.range_select(d2, x, [l, h], [Cmp::Gt, Cmp::Le], -5, None)
+                    .unwrap();
+                let d3 = k.sbuf(DType::F32, &[p, 64]);
+                k.b.range_select(d3, y, [l, h], [Cmp::Eq, Cmp::Le], 0, None)
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, m);
+                k.store(2, d2);
+                k.store(3, d3);
+            },
+            move |x| {
+                let b = [x[1].clone(), x[2].clone()];
+                let a = select(&x[0], &b, [Cmp::Ge, Cmp::Lt], 3);
+                let ma = max(&a);
+                let c = select(&x[0], &b, [Cmp::Gt, Cmp::Le], -5).mapv(bf16_of);
+                let e = select(&x[3], &b, [Cmp::Eq, Cmp::Le], 0);
+                vec![a, ma, c, e]
+            },
+            Check::Exact,
+        ),
+    ]
 }

@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 27;
+const STEPS: usize = 28;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -969,6 +969,58 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             );
             g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
         }
+        // range_select of a square tile between two bound columns (memsets under partition
+        // masks of their own), the maximum of each partition into a column, the instruction
+        // masked on partitions only: each element depends on its data element and on its
+        // partition's bounds, selected or not
+        26 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let mut bounds = Vec::new();
+            for value in [[0.0, 10.5][c.below(2)], [100.0, 50.0][c.below(2)]] {
+                let bp = c.bound(P);
+                let mut bm = mask(bp, (1, 1));
+                bm.len = 1;
+                let b = g.new_tile(Kind::Column);
+                let dst = Dst::overwrite(g.view(b));
+                let value = Scalar::float(value);
+                g.push(Opcode::Memset, (bp < P).then_some(bm), InstrData::Fill { dst, value });
+                g.tiles[b].defined = (0..P as usize).map(|p| p < bp as usize).collect();
+                bounds.push(b);
+            }
+            let mut pm = mask(mp, (1, 1));
+            pm.len = 1;
+            let d = g.new_tile(Kind::Square);
+            let r = g.new_tile(Kind::Column);
+            let (dst, vt, vr) = (Dst::overwrite(g.view(d)), g.view(a), g.view(r));
+            let vb = [g.view(bounds[0]), g.view(bounds[1])];
+            g.push(
+                Opcode::RangeSelect,
+                (mp < P).then_some(pm),
+                InstrData::RangeSelect {
+                    dst,
+                    on_true: vt,
+                    bounds: vb,
+                    cmp: [Cmp::Ge, Cmp::Lt],
+                    start: 0,
+                    acc: Some(AccOut {
+                        op: Alu::Max,
+                        view: vr,
+                    }),
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            let (d0, d1) = (
+                g.tiles[bounds[0]].defined.clone(),
+                g.tiles[bounds[1]].defined.clone(),
+            );
+            let elem = |e: usize| da[e] && d0[e / fu] && d1[e / fu];
+            g.tiles[d].defined = (0..n).map(|e| e / fu < mp as usize && elem(e)).collect();
+            g.tiles[r].defined = (0..P as usize)
+                .map(|p| p < mp as usize && (0..fu).all(|f| elem(p * fu + f)))
+                .collect();
+        }
         // a store of any tile under a mask
         _ => {
             let all: Vec<usize> = (0..g.tiles.len())
@@ -1007,7 +1059,8 @@ fn case(bytes: &[u8]) -> Option<Case> {
     let mut c = Choices(bytes, 0);
     // The stores' tiles are chosen as the program grows; outputs are declared up front, each
     // shaped for a tile kind chosen now, and a store goes to the first output of its kind.
-    let mut b = ProgramBuilder::new("definedness", Target::Trn1);
+    // Trn2: range_select runs on NeuronCore-v3 and newer only.
+    let mut b = ProgramBuilder::new("definedness", Target::Trn2);
     let input = b
         .input(
             "x",
@@ -1168,7 +1221,7 @@ fn check(bytes: &[u8]) -> Result<(), String> {
     let Some(case) = case(bytes) else {
         return Ok(());
     };
-    let mut strict = NeuronCore::default().with_strict(true);
+    let mut strict = NeuronCore::new(Target::Trn2).with_strict(true);
     let got = launch(&mut strict, &case);
     match (&got, case.verdict) {
         (Ok(_), None) => {}
@@ -1193,7 +1246,7 @@ fn check(bytes: &[u8]) -> Result<(), String> {
     if got.is_ok() {
         let mut runs = Vec::new();
         for value in [1.0e6f32, -3.0] {
-            let mut core = NeuronCore::default()
+            let mut core = NeuronCore::new(Target::Trn2)
                 .with_strict(false)
                 .with_host_threads(1);
             dirty(&mut core, value);

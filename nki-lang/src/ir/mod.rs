@@ -487,6 +487,25 @@ pub enum InstrData {
         /// The `[1, 1]` seed tile.
         seed: ViewId,
     },
+    /// `range_select`: `dst[p, i] = on_true[p, i]` where `(start + i) cmp[0] bound0[p]` and
+    /// `(start + i) cmp[1] bound1[p]` both hold (compared in fp32; `i` the row-major index of
+    /// the free elements), fp32's lowest value elsewhere, with an optional per-partition
+    /// reduction of the results. Slots: 0 `dst`, 1 `on_true`, 2 `bound0`, 3 `bound1`,
+    /// 4 `reduce_res`.
+    RangeSelect {
+        /// Destination.
+        dst: Dst,
+        /// The values selected.
+        on_true: ViewId,
+        /// The two `[P, 1]` fp32 bound columns.
+        bounds: [ViewId; 2],
+        /// How the index is compared with each bound (`index cmp bound`).
+        cmp: [Cmp; 2],
+        /// The index of the first free element (`range_start`).
+        start: i32,
+        /// Optional per-partition reduction of the results.
+        acc: Option<AccOut>,
+    },
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -525,7 +544,8 @@ impl InstrData {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => None,
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => None,
         }
     }
 
@@ -545,7 +565,8 @@ impl InstrData {
             | InstrData::SelectReduce { dst, .. }
             | InstrData::Gather { dst, .. }
             | InstrData::DynCopy { dst, .. }
-            | InstrData::Rng { dst, .. } => Some(dst),
+            | InstrData::Rng { dst, .. }
+            | InstrData::RangeSelect { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -592,7 +613,8 @@ impl InstrData {
             | InstrData::SelectReduce { dst, .. }
             | InstrData::Gather { dst, .. }
             | InstrData::DynCopy { dst, .. }
-            | InstrData::Rng { dst, .. } => Some(dst),
+            | InstrData::Rng { dst, .. }
+            | InstrData::RangeSelect { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

@@ -205,6 +205,19 @@ impl Operands {
                 o.src(2, prob);
             }
             InstrData::Seed { seed } => o.put(1, OperandRef::View(seed), Dir::Read),
+            InstrData::RangeSelect {
+                dst,
+                on_true,
+                bounds,
+                acc,
+                ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(on_true), Dir::Read);
+                o.put(2, OperandRef::View(bounds[0]), Dir::Read);
+                o.put(3, OperandRef::View(bounds[1]), Dir::Read);
+                o.acc(acc);
+            }
         }
         o
     }

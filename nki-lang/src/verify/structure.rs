@@ -220,7 +220,8 @@ impl Checker<'_> {
                 | InstrData::Gather { .. }
                 | InstrData::DynCopy { .. }
                 | InstrData::Rng { .. }
-                | InstrData::Seed { .. } => {
+                | InstrData::Seed { .. }
+                | InstrData::RangeSelect { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

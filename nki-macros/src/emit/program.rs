@@ -411,6 +411,20 @@ fn instr(i: &Instr) -> TokenStream {
             let seed = id("ViewId", seed.0);
             quote!(#d::Seed { seed: #seed })
         }
+        InstrData::RangeSelect {
+            dst: t,
+            on_true,
+            bounds,
+            cmp,
+            start,
+            acc: a,
+        } => {
+            let (t, o) = (dst(t), id("ViewId", on_true.0));
+            let (b0, b1) = (id("ViewId", bounds[0].0), id("ViewId", bounds[1].0));
+            let (c0, c1) = (variant("Cmp", cmp[0]), variant("Cmp", cmp[1]));
+            let a = acc(a);
+            quote!(#d::RangeSelect { dst: #t, on_true: #o, bounds: [#b0, #b1], cmp: [#c0, #c1], start: #start, acc: #a })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

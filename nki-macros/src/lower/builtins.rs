@@ -158,6 +158,8 @@ pub enum Special {
     Dropout,
     /// `shared_constant`, `shared_identity_matrix`: constant HBM tensors
     SharedConstant,
+    /// `range_select`
+    RangeSelect,
 }
 
 /// How a function lowers.
@@ -407,6 +409,7 @@ static TABLE: &[Builtin] = &[
         &["shared_constant", "shared_identity_matrix"],
         Special::SharedConstant,
     ),
+    special(&["range_select"], Special::RangeSelect),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

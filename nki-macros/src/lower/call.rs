@@ -198,6 +198,7 @@ impl Lowerer<'_> {
                     format!("`{name}` makes an HBM tensor: bind it with `let` and `load` from it"),
                 ),
             },
+            Special::RangeSelect => self.range_select(args, span, dest),
         }
     }
 

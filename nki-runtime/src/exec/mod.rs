@@ -439,7 +439,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => {
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -471,7 +472,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Match8 { .. }
                         | InstrData::SelectReduce { .. }
                         | InstrData::Rng { .. }
-                        | InstrData::Seed { .. } => Ok(()),
+                        | InstrData::Seed { .. }
+                        | InstrData::RangeSelect { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {
@@ -651,6 +653,10 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        // `range_select`: the reference definition is the only one.
+        (Opcode::RangeSelect, _) => {
+            reference::Reference.step(e, b, ins, ops, (0, 0), vars);
+        }
         // The checks match every opcode with its format; loop control never gets here.
         (
             Opcode::LoopBegin

@@ -44,6 +44,7 @@
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
+mod range_select;
 mod select_reduce;
 mod top8;
 
@@ -202,6 +203,16 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 tensor_copy(m, &o, ins.engine, None);
             }
         }
+        (
+            Opcode::RangeSelect,
+            InstrData::RangeSelect {
+                dst,
+                cmp,
+                start,
+                acc: reduce,
+                ..
+            },
+        ) => range_select::range_select(m, ops, cmp, start, reduce, acc(dst.write)),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -221,7 +232,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::Select
             | Opcode::Reciprocal
             | Opcode::MatchReplace8
-            | Opcode::SelectReduce,
+            | Opcode::SelectReduce
+            | Opcode::RangeSelect,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

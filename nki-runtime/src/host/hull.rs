@@ -89,7 +89,8 @@ fn each_output_access(
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => {
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -333,7 +333,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => {}
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

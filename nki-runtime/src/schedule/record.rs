@@ -177,7 +177,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => out.push(stack.clone()),
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => out.push(stack.clone()),
         }
     }
     out

@@ -215,7 +215,8 @@ impl Strict<'_> {
                     | InstrData::Gather { .. }
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
-                    | InstrData::Seed { .. } => None,
+                    | InstrData::Seed { .. }
+                    | InstrData::RangeSelect { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {

@@ -85,7 +85,8 @@ impl Iterations {
                     | InstrData::Gather { .. }
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
-                    | InstrData::Seed { .. } => {}
+                    | InstrData::Seed { .. }
+                    | InstrData::RangeSelect { .. } => {}
                 }
                 outer
             })

@@ -270,7 +270,8 @@ impl<'p> Strict<'p> {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => None,
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => None,
         }
     }
 

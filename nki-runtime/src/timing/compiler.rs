@@ -244,7 +244,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => {
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -521,7 +522,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Gather { .. }
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
-            | InstrData::Seed { .. } => false,
+            | InstrData::Seed { .. }
+            | InstrData::RangeSelect { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

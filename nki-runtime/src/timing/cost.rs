@@ -236,7 +236,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Gather { .. }
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
-                    | InstrData::Seed { .. } => false,
+                    | InstrData::Seed { .. }
+                    | InstrData::RangeSelect { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -342,6 +343,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // select, and `random_seed` one element.
         Opcode::Rand | Opcode::Dropout => mi(n),
         Opcode::RandomSeed => mi(1),
+        // max(MIN_II, N), N the elements per partition [ISA] (`neuroncore-model.md`'s Vector
+        // cost table gives range_select that one figure, its reduction included).
+        Opcode::RangeSelect => mi(n),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -621,7 +625,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::TensorCopyDynamicSrc
         | Opcode::Rand
         | Opcode::RandomSeed
-        | Opcode::Dropout => {
+        | Opcode::Dropout
+        | Opcode::RangeSelect => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -296,7 +296,7 @@ pub(super) fn given_dst(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 }
 
 /// An operand that is a tile view (not an immediate).
-fn tile<'a>(x: &'a InferIn<'_>, slot: usize) -> Result<&'a ViewInfo, Blame> {
+pub(super) fn tile<'a>(x: &'a InferIn<'_>, slot: usize) -> Result<&'a ViewInfo, Blame> {
     match &x.slots[slot] {
         Slot::View(v) => Ok(v),
         Slot::Absent | Slot::Access(_) | Slot::Imm(_) | Slot::Expr => Err(x.blame(
@@ -350,7 +350,7 @@ pub(super) fn scalar_or_column(
     }
 }
 
-fn partition_mismatch(
+pub(super) fn partition_mismatch(
     x: &InferIn<'_>,
     a: usize,
     a_shape: &TileShape,
@@ -410,7 +410,7 @@ fn alu_dtype(alu: Alu, operands: impl Iterator<Item = DType>) -> Option<DType> {
     }
 }
 
-fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static str) -> Blame {
+pub(super) fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static str) -> Blame {
     Blame {
         part,
         violation: RuleViolation::UnsupportedAlu {
@@ -432,7 +432,7 @@ pub(super) fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
 
 /// The reduction of a per-partition output (`reduce_res`): a legal reduction, into a `[P, 1]`
 /// column of the grid's partitions.
-fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
+pub(super) fn check_acc(x: &InferIn<'_>, op: Alu, grid: &TileShape) -> Result<(), Blame> {
     if !op.is_reduction() {
         return Err(unsupported(x, Part::Code(2), op, "it is not a reduction"));
     }

@@ -13,6 +13,7 @@ mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
+mod range_select;
 mod rng;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -61,6 +62,8 @@ pub enum Format {
     Rng,
     /// [`InstrData::Seed`]
     Seed,
+    /// [`InstrData::RangeSelect`]
+    RangeSelect,
 }
 
 impl Format {
@@ -86,6 +89,7 @@ impl Format {
             InstrData::DynCopy { .. } => Format::DynCopy,
             InstrData::Rng { .. } => Format::Rng,
             InstrData::Seed { .. } => Format::Seed,
+            InstrData::RangeSelect { .. } => Format::RangeSelect,
         }
     }
 }
@@ -798,6 +802,26 @@ opcodes! {
         deps: Elementwise,
         accumulates: false,
     }
+    /// `range_select` (NeuronCore-v3 and newer): `dst[p, i] = on_true_tile[p, i]` where
+    /// `range_start + i` compares true with both `bound0[p]` and `bound1[p]` (`comp_op0`,
+    /// `comp_op1`; in fp32, `i` the row-major free index), fp32's lowest value elsewhere; and
+    /// optionally the maximum of each partition's results into the `[P, 1]` `reduce_res`.
+    RangeSelect {
+        name: "range_select",
+        format: RangeSelect,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("on_true_tile", Dir::Read, ON_CHIP),
+            slot("bound0", Dir::Read, ON_CHIP),
+            slot("bound1", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: range_select::range_select,
+        maskable: Partitions,
+        deps: Elementwise,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -853,6 +877,7 @@ mod tests {
                         | Format::Alu
                         | Format::Act
                         | Format::Rng
+                        | Format::RangeSelect
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),

@@ -630,7 +630,8 @@ impl Lowerer<'_> {
                 | Format::SelectReduce
                 | Format::Indirect
                 | Format::DynCopy
-                | Format::Seed => unreachable!("{} is lowered by hand", info.name),
+                | Format::Seed
+                | Format::RangeSelect => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

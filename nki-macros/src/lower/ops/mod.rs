@@ -9,6 +9,7 @@ mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
 mod random;
+mod range_select;
 mod reduction;
 mod select_reduce;
 mod tensor;

@@ -145,13 +145,13 @@ impl Lowerer<'_> {
 }
 
 /// The `reduce_cmd`s the model runs.
-enum Cmd {
+pub(super) enum Cmd {
     Idle,
     ResetReduce,
 }
 
 /// A `reduce_cmd` argument (`reset_reduce`, `nisa::reduce_cmd::reset_reduce`).
-fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
+pub(super) fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
     let name = match e {
         Expr::Name(id) => id.to_string(),
         _ => String::new(),
