@@ -3201,7 +3201,9 @@ fn dynamic_copy_rows() -> Vec<Row> {
 // ---- range_select ----
 
 /// `range_select` (Trn2): f32 data into f32 with the maximum, into bf16 (the fill becomes
-/// −inf), and bf16 data; fractional and empty per-partition ranges, a negative start.
+/// −inf), bf16 data; f16 and float8_e4m3 data into their own dtype (the fill −inf) with a
+/// maximum into a tile of that dtype; fractional and empty per-partition ranges, a negative
+/// start.
 fn range_select_rows() -> Vec<Row> {
     let p = P as u32;
     let lo = values(P, 1, 201, |r| r.step(-6.0, 60.0, 0.5));
@@ -3233,19 +3235,24 @@ fn range_select_rows() -> Vec<Row> {
     vec![
         row_on(
             Target::Trn2,
-            "range_select: f32 with the maximum, into bf16, of bf16 data",
+            "range_select: f32 with the maximum, into bf16, of bf16, f16 and float8_e4m3 data",
             &[Covers::Op(Opcode::RangeSelect)],
             vec![
                 (DType::F32, values(P, 64, 203, |r| r.step(-8.0, 8.0, 0.25))),
                 (DType::F32, lo),
                 (DType::F32, hi),
                 (DType::Bf16, values(P, 64, 204, |r| r.step(-2.0, 2.0, 0.125))),
+                (DType::F16, values(P, 64, 205, |r| r.step(-2.0, 2.0, 0.125))),
+                (DType::F8E4M3, values(P, 64, 206, |r| r.step(-2.0, 2.0, 0.25))),
             ],
             &[
                 (DType::F32, [P, 64]),
                 (DType::F32, [P, 1]),
                 (DType::Bf16, [P, 64]),
                 (DType::F32, [P, 64]),
+                (DType::F16, [P, 64]),
+                (DType::F16, [P, 1]),
+                (DType::F8E4M3, [P, 64]),
             ],
             |k| {
                 let (x, l, h, y) = (k.load(0), k.load(1), k.load(2), k.load(3));
@@ -3262,6 +3269,16 @@ fn range_select_rows() -> Vec<Row> {
                 k.store(1, m);
                 k.store(2, d2);
                 k.store(3, d3);
+                let (z, w) = (k.load(4), k.load(5));
+                let (d4, m4) = (k.sbuf(DType::F16, &[p, 64]), k.sbuf(DType::F16, &[p, 1]));
+                k.b.range_select(d4, z, [l, h], [Cmp::Ge, Cmp::Le], 1, Some(m4))
+                    .unwrap();
+                let d5 = k.sbuf(DType::F8E4M3, &[p, 64]);
+                k.b.range_select(d5, w, [l, h], [Cmp::Gt, Cmp::Lt], 0, None)
+                    .unwrap();
+                k.store(4, d4);
+                k.store(5, m4);
+                k.store(6, d5);
             },
             move |x| {
                 let b = [x[1].clone(), x[2].clone()];
@@ -3269,7 +3286,12 @@ fn range_select_rows() -> Vec<Row> {
                 let ma = max(&a);
                 let c = select(&x[0], &b, [Cmp::Gt, Cmp::Le], -5).mapv(bf16_of);
                 let e = select(&x[3], &b, [Cmp::Eq, Cmp::Le], 0);
-                vec![a, ma, c, e]
+                // fp32's lowest value overflows to −inf in the 16- and 8-bit float dtypes.
+                let narrow = |v: f64| if v == f32::MIN as f64 { f64::NEG_INFINITY } else { v };
+                let g = select(&x[4], &b, [Cmp::Ge, Cmp::Le], 1);
+                let mg = max(&g).mapv(narrow);
+                let h8 = select(&x[5], &b, [Cmp::Gt, Cmp::Lt], 0).mapv(narrow);
+                vec![a, ma, c, e, g.mapv(narrow), mg, h8]
             },
             Check::Exact,
         ),
