@@ -51,13 +51,9 @@ fn nki_api_page_example() {
     let bound0 = Array2::<f32>::zeros((128, 1));
     let bound1 = Array2::<f32>::from_elem((128, 1), 64.0);
     let mut core = NeuronCore::new(Target::Trn2);
-    let (result, reduction) = nki_range_select_example::host(
-        &mut core,
-        on_true.view(),
-        bound0.view(),
-        bound1.view(),
-    )
-    .unwrap();
+    let (result, reduction) =
+        nki_range_select_example::host(&mut core, on_true.view(), bound0.view(), bound1.view())
+            .unwrap();
     // The test's golden: indices 32 + i, kept where 0 <= index < 64.
     let golden = Array2::from_shape_fn((128, 512), |(p, i)| {
         let index = (32 + i) as f32;
@@ -106,7 +102,15 @@ fn range_select_cases(
     let t3 = load(y[..]);
     // greater and less_equal, range_start -10, the maximum.
     let m1 = ndarray([128, 1], f32, Sbuf);
-    let d1 = range_select(t, greater, less_equal, b0, b1, reduce_res = m1, range_start = -10);
+    let d1 = range_select(
+        t,
+        greater,
+        less_equal,
+        b0,
+        b1,
+        reduce_res = m1,
+        range_start = -10,
+    );
     store(o1[..], d1);
     store(o2[..], m1);
     // equal and greater_equal: one index at most; no reduction (idle).
@@ -122,7 +126,15 @@ fn range_select_cases(
     // Into bf16 (the fill becomes -inf), the maximum in fp32.
     let m2 = ndarray([128, 1], f32, Sbuf);
     let d4 = ndarray([128, 64], bf16, Sbuf);
-    d4[..] = range_select(t, greater_equal, less, b0, b1, reduce_res = m2, range_start = 5);
+    d4[..] = range_select(
+        t,
+        greater_equal,
+        less,
+        b0,
+        b1,
+        reduce_res = m2,
+        range_start = 5,
+    );
     store(o4[..], d4);
     store(o5[..], m2);
     // Two free axes: the index runs row-major over both.
@@ -254,7 +266,11 @@ fn range_select_matches_plain_loops() {
         assert_bits(&format!("two free axes, row {p}"), got6.iter(), want6);
         if p < 100 {
             let want7 = select_row(64, 0, ("greater_equal", l), ("less", h), row);
-            assert_bits(&format!("masked row {p}"), o7.row(p).iter(), want7.iter().copied());
+            assert_bits(
+                &format!("masked row {p}"),
+                o7.row(p).iter(),
+                want7.iter().copied(),
+            );
             assert_bits(
                 &format!("masked maximum {p}"),
                 [o8[[p, 0]]].iter(),
@@ -270,7 +286,13 @@ fn range_select_matches_plain_loops() {
     assert_eq!(o5[[2, 0]], f32::MIN);
     assert!(o4.row(2).iter().all(|v| *v == bf16::NEG_INFINITY));
     assert!(o1.row(4).iter().all(|&v| v == f32::MIN));
-    assert!(o8[[3, 0]].is_nan(), "a NaN inside the range wins the maximum");
-    assert!(!o2[[1, 0]].is_nan(), "a NaN outside the range is not selected");
+    assert!(
+        o8[[3, 0]].is_nan(),
+        "a NaN inside the range wins the maximum"
+    );
+    assert!(
+        !o2[[1, 0]].is_nan(),
+        "a NaN outside the range is not selected"
+    );
     assert!(o1.row(6).iter().all(|&v| v == f32::MIN), "an empty range");
 }

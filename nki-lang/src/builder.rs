@@ -912,6 +912,24 @@ impl ProgramBuilder {
         self.op(Opcode::RangeSelect, data, None, None)
     }
 
+    /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` becomes
+    /// partition `mask[i]` of the same quadrant of `src`, or stays as it was where `mask[i]` is
+    /// [`crate::SHUFFLE_KEEP`].
+    pub fn nc_stream_shuffle(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        mask: [u8; crate::SHUFFLE_QUADRANT],
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(src)?.0);
+        let data = InstrData::Shuffle {
+            dst: Dst::overwrite(dst),
+            src,
+            mask,
+        };
+        self.op(Opcode::NcStreamShuffle, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

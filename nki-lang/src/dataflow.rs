@@ -29,8 +29,11 @@ pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
             .data
             .dst()
             .is_some_and(|d| matches!(d.write, Write::Group { .. }));
+        // `nc_stream_shuffle`'s destination is read only as the old value of the partitions
+        // it leaves unmodified: a new tile's stay unwritten (strict mode follows them).
+        let keeps = ins.opcode == crate::ir::ops::Opcode::NcStreamShuffle;
         for o in ins.operands() {
-            let reads = o.dir.reads() && !(group && o.slot == 0);
+            let reads = o.dir.reads() && !((group || keeps) && o.slot == 0);
             if let Some(t) = tile_of(o.operand).filter(|_| reads)
                 && written.get(t) == Some(&false)
             {
@@ -89,7 +92,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => {}
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

@@ -446,6 +446,22 @@ impl<'a> Line<'a, '_> {
                 }
                 Ok(())
             }
+            InstrData::Shuffle { dst, src, mask } => {
+                let entries: Vec<String> = mask
+                    .iter()
+                    .map(|&m| match m {
+                        crate::ir::SHUFFLE_KEEP => "-".to_string(),
+                        m => m.to_string(),
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "{} shuffle({}, [{}])",
+                    self.dst(&dst, "<-"),
+                    self.view(src),
+                    entries.join(" ")
+                )
+            }
         }
     }
 }

@@ -231,7 +231,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::DynCopy { .. }
         | InstrData::Rng { .. }
         | InstrData::Seed { .. }
-        | InstrData::RangeSelect { .. } => None,
+        | InstrData::RangeSelect { .. }
+        | InstrData::Shuffle { .. } => None,
     }
 }
 

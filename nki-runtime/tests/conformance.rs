@@ -85,7 +85,16 @@ fn row(
     want: impl FnOnce(&[Array2<f64>]) -> Vec<Array2<f64>>,
     check: Check,
 ) -> Row {
-    row_on(Target::Trn1, name, covers, inputs, outputs, body, want, check)
+    row_on(
+        Target::Trn1,
+        name,
+        covers,
+        inputs,
+        outputs,
+        body,
+        want,
+        check,
+    )
 }
 
 /// A row built for and run on `target`'s cores ([`row`]).
@@ -2784,6 +2793,7 @@ tables! {
     dynamic_copy: dynamic_copy_rows,
     random_numbers: random_rows,
     range_select: range_select_rows,
+    stream_shuffle: shuffle_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3232,68 +3242,127 @@ fn range_select_rows() -> Vec<Row> {
             m.row(p).iter().copied().fold(f64::NEG_INFINITY, f64::max)
         })
     };
-    vec![
-        row_on(
-            Target::Trn2,
-            "range_select: f32 with the maximum, into bf16, of bf16, f16 and float8_e4m3 data",
-            &[Covers::Op(Opcode::RangeSelect)],
-            vec![
-                (DType::F32, values(P, 64, 203, |r| r.step(-8.0, 8.0, 0.25))),
-                (DType::F32, lo),
-                (DType::F32, hi),
-                (DType::Bf16, values(P, 64, 204, |r| r.step(-2.0, 2.0, 0.125))),
-                (DType::F16, values(P, 64, 205, |r| r.step(-2.0, 2.0, 0.125))),
-                (DType::F8E4M3, values(P, 64, 206, |r| r.step(-2.0, 2.0, 0.25))),
-            ],
-            &[
-                (DType::F32, [P, 64]),
-                (DType::F32, [P, 1]),
-                (DType::Bf16, [P, 64]),
-                (DType::F32, [P, 64]),
-                (DType::F16, [P, 64]),
-                (DType::F16, [P, 1]),
-                (DType::F8E4M3, [P, 64]),
-            ],
-            |k| {
-                let (x, l, h, y) = (k.load(0), k.load(1), k.load(2), k.load(3));
-                let (d, m) = (k.sbuf(DType::F32, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
-                k.b.range_select(d, x, [l, h], [Cmp::Ge, Cmp::Lt], 3, Some(m))
-                    .unwrap();
-                let d2 = k.sbuf(DType::Bf16, &[p, 64]);
-                k.b.range_select(d2, x, [l, h], [Cmp::Gt, Cmp::Le], -5, None)
-                    .unwrap();
-                let d3 = k.sbuf(DType::F32, &[p, 64]);
-                k.b.range_select(d3, y, [l, h], [Cmp::Eq, Cmp::Le], 0, None)
-                    .unwrap();
-                k.store(0, d);
-                k.store(1, m);
-                k.store(2, d2);
-                k.store(3, d3);
-                let (z, w) = (k.load(4), k.load(5));
-                let (d4, m4) = (k.sbuf(DType::F16, &[p, 64]), k.sbuf(DType::F16, &[p, 1]));
-                k.b.range_select(d4, z, [l, h], [Cmp::Ge, Cmp::Le], 1, Some(m4))
-                    .unwrap();
-                let d5 = k.sbuf(DType::F8E4M3, &[p, 64]);
-                k.b.range_select(d5, w, [l, h], [Cmp::Gt, Cmp::Lt], 0, None)
-                    .unwrap();
-                k.store(4, d4);
-                k.store(5, m4);
-                k.store(6, d5);
-            },
-            move |x| {
-                let b = [x[1].clone(), x[2].clone()];
-                let a = select(&x[0], &b, [Cmp::Ge, Cmp::Lt], 3);
-                let ma = max(&a);
-                let c = select(&x[0], &b, [Cmp::Gt, Cmp::Le], -5).mapv(bf16_of);
-                let e = select(&x[3], &b, [Cmp::Eq, Cmp::Le], 0);
-                // fp32's lowest value overflows to −inf in the 16- and 8-bit float dtypes.
-                let narrow = |v: f64| if v == f32::MIN as f64 { f64::NEG_INFINITY } else { v };
-                let g = select(&x[4], &b, [Cmp::Ge, Cmp::Le], 1);
-                let mg = max(&g).mapv(narrow);
-                let h8 = select(&x[5], &b, [Cmp::Gt, Cmp::Lt], 0).mapv(narrow);
-                vec![a, ma, c, e, g.mapv(narrow), mg, h8]
-            },
-            Check::Exact,
-        ),
-    ]
+    vec![row_on(
+        Target::Trn2,
+        "range_select: f32 with the maximum, into bf16, of bf16, f16 and float8_e4m3 data",
+        &[Covers::Op(Opcode::RangeSelect)],
+        vec![
+            (DType::F32, values(P, 64, 203, |r| r.step(-8.0, 8.0, 0.25))),
+            (DType::F32, lo),
+            (DType::F32, hi),
+            (
+                DType::Bf16,
+                values(P, 64, 204, |r| r.step(-2.0, 2.0, 0.125)),
+            ),
+            (DType::F16, values(P, 64, 205, |r| r.step(-2.0, 2.0, 0.125))),
+            (
+                DType::F8E4M3,
+                values(P, 64, 206, |r| r.step(-2.0, 2.0, 0.25)),
+            ),
+        ],
+        &[
+            (DType::F32, [P, 64]),
+            (DType::F32, [P, 1]),
+            (DType::Bf16, [P, 64]),
+            (DType::F32, [P, 64]),
+            (DType::F16, [P, 64]),
+            (DType::F16, [P, 1]),
+            (DType::F8E4M3, [P, 64]),
+        ],
+        |k| {
+            let (x, l, h, y) = (k.load(0), k.load(1), k.load(2), k.load(3));
+            let (d, m) = (k.sbuf(DType::F32, &[p, 64]), k.sbuf(DType::F32, &[p, 1]));
+            k.b.range_select(d, x, [l, h], [Cmp::Ge, Cmp::Lt], 3, Some(m))
+                .unwrap();
+            let d2 = k.sbuf(DType::Bf16, &[p, 64]);
+            k.b.range_select(d2, x, [l, h], [Cmp::Gt, Cmp::Le], -5, None)
+                .unwrap();
+            let d3 = k.sbuf(DType::F32, &[p, 64]);
+            k.b.range_select(d3, y, [l, h], [Cmp::Eq, Cmp::Le], 0, None)
+                .unwrap();
+            k.store(0, d);
+            k.store(1, m);
+            k.store(2, d2);
+            k.store(3, d3);
+            let (z, w) = (k.load(4), k.load(5));
+            let (d4, m4) = (k.sbuf(DType::F16, &[p, 64]), k.sbuf(DType::F16, &[p, 1]));
+            k.b.range_select(d4, z, [l, h], [Cmp::Ge, Cmp::Le], 1, Some(m4))
+                .unwrap();
+            let d5 = k.sbuf(DType::F8E4M3, &[p, 64]);
+            k.b.range_select(d5, w, [l, h], [Cmp::Gt, Cmp::Lt], 0, None)
+                .unwrap();
+            k.store(4, d4);
+            k.store(5, m4);
+            k.store(6, d5);
+        },
+        move |x| {
+            let b = [x[1].clone(), x[2].clone()];
+            let a = select(&x[0], &b, [Cmp::Ge, Cmp::Lt], 3);
+            let ma = max(&a);
+            let c = select(&x[0], &b, [Cmp::Gt, Cmp::Le], -5).mapv(bf16_of);
+            let e = select(&x[3], &b, [Cmp::Eq, Cmp::Le], 0);
+            // fp32's lowest value overflows to −inf in the 16- and 8-bit float dtypes.
+            let narrow = |v: f64| {
+                if v == f32::MIN as f64 {
+                    f64::NEG_INFINITY
+                } else {
+                    v
+                }
+            };
+            let g = select(&x[4], &b, [Cmp::Ge, Cmp::Le], 1);
+            let mg = max(&g).mapv(narrow);
+            let h8 = select(&x[5], &b, [Cmp::Gt, Cmp::Lt], 0).mapv(narrow);
+            vec![a, ma, c, e, g.mapv(narrow), mg, h8]
+        },
+        Check::Exact,
+    )]
+}
+
+// ---- nc_stream_shuffle ----
+
+/// `nc_stream_shuffle`: f32 over four quadrants with a mask that repeats, skips and keeps
+/// (255: the destination's memset value stays), and int32 bits (NaN patterns included) in
+/// place; the bits move unchanged.
+fn shuffle_rows() -> Vec<Row> {
+    let p = P as u32;
+    let mut mask = [0u8; 32];
+    for (i, m) in mask.iter_mut().enumerate() {
+        *m = match i {
+            3 | 17 => nki_lang::SHUFFLE_KEEP,
+            i => ((i * 7 + 3) % 32) as u8,
+        };
+    }
+    let moved = move |x: &Array2<f64>, old: &dyn Fn(usize, usize) -> f64| {
+        Array2::from_shape_fn(x.dim(), |(p, f)| match nki_lang::shuffle_source(&mask, p) {
+            Some(from) => x[[from, f]],
+            None => old(p, f),
+        })
+    };
+    let rot: [u8; 32] = core::array::from_fn(|i| ((i + 31) % 32) as u8);
+    let ints = values(P, 40, 302, |r| r.int(-2_000_000_000, 2_000_000_000) as f64);
+    vec![row(
+        "nc_stream_shuffle: f32 with kept partitions, int32 in place",
+        &[Covers::Op(Opcode::NcStreamShuffle)],
+        vec![
+            (DType::F32, values(P, 24, 301, |r| r.step(-8.0, 8.0, 0.125))),
+            (DType::I32, ints),
+        ],
+        &[(DType::F32, [P, 24]), (DType::I32, [P, 40])],
+        |k| {
+            let (x, y) = (k.load(0), k.load(1));
+            let d = k.sbuf(DType::F32, &[p, 24]);
+            k.b.memset(d, Scalar::float(-1.5)).unwrap();
+            k.b.nc_stream_shuffle(d, x, mask).unwrap();
+            k.b.nc_stream_shuffle(y, y, rot).unwrap();
+            k.store(0, d);
+            k.store(1, y);
+        },
+        move |x| {
+            let rotated = Array2::from_shape_fn(x[1].dim(), |(p, f)| {
+                x[1][[(p / 32) * 32 + (p % 32 + 31) % 32, f]]
+            });
+            vec![moved(&x[0], &|_, _| -1.5), rotated]
+        },
+        Check::Exact,
+    )]
 }

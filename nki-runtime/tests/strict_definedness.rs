@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 28;
+const STEPS: usize = 29;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -985,7 +985,11 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 let b = g.new_tile(Kind::Column);
                 let dst = Dst::overwrite(g.view(b));
                 let value = Scalar::float(value);
-                g.push(Opcode::Memset, (bp < P).then_some(bm), InstrData::Fill { dst, value });
+                g.push(
+                    Opcode::Memset,
+                    (bp < P).then_some(bm),
+                    InstrData::Fill { dst, value },
+                );
                 g.tiles[b].defined = (0..P as usize).map(|p| p < bp as usize).collect();
                 bounds.push(b);
             }
@@ -1020,6 +1024,55 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             g.tiles[r].defined = (0..P as usize)
                 .map(|p| p < mp as usize && (0..fu).all(|f| elem(p * fu + f)))
                 .collect();
+        }
+        // nc_stream_shuffle of a square tile into a new one or in place, by a mask that
+        // repeats, skips and keeps partitions (255: a new tile's kept partition is unwritten,
+        // an in-place one keeps its value)
+        27 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            // Entries name partitions the P-partition source has.
+            let shift = c.below(P as usize);
+            let keep = c.below(P as usize);
+            let mask: [u8; 32] = core::array::from_fn(|i| {
+                if i == keep {
+                    nki_lang::SHUFFLE_KEEP
+                } else {
+                    ((i * 5 + shift) % P as usize) as u8
+                }
+            });
+            let d = if c.below(2) == 0 {
+                a
+            } else {
+                g.new_tile(Kind::Square)
+            };
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            g.push(
+                Opcode::NcStreamShuffle,
+                None,
+                InstrData::Shuffle { dst, src, mask },
+            );
+            let (da, old) = (g.tiles[a].defined.clone(), g.tiles[d].defined.clone());
+            g.tiles[d].defined = (0..n)
+                .map(|e| match nki_lang::shuffle_source(&mask, e / fu) {
+                    Some(p) => da[p * fu + e % fu],
+                    None => old.get(e).copied().unwrap_or(false),
+                })
+                .collect();
+            let va = g.tiles[a].values.clone();
+            let vo = g.tiles[d].values.clone();
+            g.tiles[d].values = match (va, vo) {
+                (Some(va), Some(vo)) => Some(
+                    (0..n)
+                        .map(|e| match nki_lang::shuffle_source(&mask, e / fu) {
+                            Some(p) => va[p * fu + e % fu],
+                            None => vo[e],
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            };
         }
         // a store of any tile under a mask
         _ => {

@@ -506,6 +506,36 @@ pub enum InstrData {
         /// Optional per-partition reduction of the results.
         acc: Option<AccOut>,
     },
+    /// `nc_stream_shuffle`: within each quadrant of 32 partitions, partition `i` of `dst` is
+    /// partition `mask[i]` of the same quadrant of `src` (partitions counted from each
+    /// access's start); where `mask[i]` is [`SHUFFLE_KEEP`], that partition of `dst` is left as
+    /// it was (the destination is then read as well). Slots: 0 `dst`, 1 `src`.
+    Shuffle {
+        /// Destination.
+        dst: Dst,
+        /// Source.
+        src: ViewId,
+        /// The source partition of each destination partition of a quadrant.
+        mask: [u8; SHUFFLE_QUADRANT],
+    },
+}
+
+/// Partitions of a quadrant `nc_stream_shuffle` moves data within.
+pub const SHUFFLE_QUADRANT: usize = 32;
+
+/// The `nc_stream_shuffle` mask entry that leaves its destination partition unmodified.
+pub const SHUFFLE_KEEP: u8 = 255;
+
+/// The source partition `nc_stream_shuffle` moves to destination partition `j` (both counted
+/// from their access's start): partition `mask[j mod 32]` of `j`'s quadrant; `None` where that
+/// entry is [`SHUFFLE_KEEP`].
+pub const fn shuffle_source(mask: &[u8; SHUFFLE_QUADRANT], j: usize) -> Option<usize> {
+    let entry = mask[j % SHUFFLE_QUADRANT];
+    if entry == SHUFFLE_KEEP {
+        return None;
+    }
+    let quadrant = (j / SHUFFLE_QUADRANT).saturating_mul(SHUFFLE_QUADRANT);
+    Some(quadrant.saturating_add(entry as usize))
 }
 
 /// Loop control, as the passes that track loop nesting see it.
@@ -545,7 +575,8 @@ impl InstrData {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => None,
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => None,
         }
     }
 
@@ -566,7 +597,8 @@ impl InstrData {
             | InstrData::Gather { dst, .. }
             | InstrData::DynCopy { dst, .. }
             | InstrData::Rng { dst, .. }
-            | InstrData::RangeSelect { dst, .. } => Some(dst),
+            | InstrData::RangeSelect { dst, .. }
+            | InstrData::Shuffle { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -614,7 +646,8 @@ impl InstrData {
             | InstrData::Gather { dst, .. }
             | InstrData::DynCopy { dst, .. }
             | InstrData::Rng { dst, .. }
-            | InstrData::RangeSelect { dst, .. } => Some(dst),
+            | InstrData::RangeSelect { dst, .. }
+            | InstrData::Shuffle { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

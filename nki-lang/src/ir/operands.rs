@@ -218,6 +218,14 @@ impl Operands {
                 o.put(3, OperandRef::View(bounds[1]), Dir::Read);
                 o.acc(acc);
             }
+            InstrData::Shuffle { dst, src, mask } => {
+                o.dst(dst);
+                // A partition left unmodified keeps the destination's old value.
+                if mask.contains(&super::SHUFFLE_KEEP) {
+                    o.put(0, OperandRef::View(dst.view), Dir::ReadWrite);
+                }
+                o.put(1, OperandRef::View(src), Dir::Read);
+            }
         }
         o
     }

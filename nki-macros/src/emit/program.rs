@@ -425,6 +425,10 @@ fn instr(i: &Instr) -> TokenStream {
             let a = acc(a);
             quote!(#d::RangeSelect { dst: #t, on_true: #o, bounds: [#b0, #b1], cmp: [#c0, #c1], start: #start, acc: #a })
         }
+        InstrData::Shuffle { dst: t, src, mask } => {
+            let (t, s) = (dst(t), id("ViewId", src.0));
+            quote!(#d::Shuffle { dst: #t, src: #s, mask: [#(#mask),*] })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

@@ -160,6 +160,8 @@ pub enum Special {
     SharedConstant,
     /// `range_select`
     RangeSelect,
+    /// `nc_stream_shuffle`
+    NcStreamShuffle,
 }
 
 /// How a function lowers.
@@ -410,6 +412,7 @@ static TABLE: &[Builtin] = &[
         Special::SharedConstant,
     ),
     special(&["range_select"], Special::RangeSelect),
+    special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

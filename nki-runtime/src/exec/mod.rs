@@ -440,7 +440,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => {
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -473,7 +474,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::SelectReduce { .. }
                         | InstrData::Rng { .. }
                         | InstrData::Seed { .. }
-                        | InstrData::RangeSelect { .. } => Ok(()),
+                        | InstrData::RangeSelect { .. }
+                        | InstrData::Shuffle { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {
@@ -653,8 +655,8 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
-        // `range_select`: the reference definition is the only one.
-        (Opcode::RangeSelect, _) => {
+        // `range_select`, `nc_stream_shuffle`: the reference definition is the only one.
+        (Opcode::RangeSelect | Opcode::NcStreamShuffle, _) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.

@@ -85,7 +85,7 @@ fn extent(r: &Resolved, sbuf_stride: usize) -> Option<Extent> {
 }
 
 /// Whether `ins` writes memory that one of its sources also covers, other than as exactly the
-/// same elements of an elementwise instruction or a move.
+/// same elements of an elementwise instruction, a move or a shuffle.
 pub(crate) fn partly_overlapping(ins: &Instr, ops: &Operands, sbuf_stride: usize) -> bool {
     overlapping_slots(ins, ops, sbuf_stride).is_some()
 }
@@ -97,9 +97,11 @@ pub(crate) fn overlapping_slots(
     sbuf_stride: usize,
 ) -> Option<(u8, u8)> {
     let in_memory = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Hbm(_));
+    // `nc_stream_shuffle` in place is NKI's own example: the engine reads every partition of
+    // a quadrant before writing it.
     let same_elements_allowed = matches!(
         ins.opcode.info().deps,
-        Deps::Elementwise | Deps::Select | Deps::Move
+        Deps::Elementwise | Deps::Select | Deps::Move | Deps::Shuffle
     );
     ops.iter()
         .filter(|w| w.dir.writes())

@@ -46,6 +46,7 @@
 
 mod range_select;
 mod select_reduce;
+mod shuffle;
 mod top8;
 
 use nki_lang::{
@@ -213,6 +214,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 ..
             },
         ) => range_select::range_select(m, ops, cmp, start, reduce, acc(dst.write)),
+        (Opcode::NcStreamShuffle, InstrData::Shuffle { mask, .. }) => {
+            shuffle::nc_stream_shuffle(m, ops, mask)
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -233,7 +237,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::Reciprocal
             | Opcode::MatchReplace8
             | Opcode::SelectReduce
-            | Opcode::RangeSelect,
+            | Opcode::RangeSelect
+            | Opcode::NcStreamShuffle,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

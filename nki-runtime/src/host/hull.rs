@@ -90,7 +90,8 @@ fn each_output_access(
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => {
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -334,7 +334,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => {}
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

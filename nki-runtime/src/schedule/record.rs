@@ -178,7 +178,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => out.push(stack.clone()),
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => out.push(stack.clone()),
         }
     }
     out

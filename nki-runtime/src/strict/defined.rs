@@ -216,7 +216,8 @@ impl Strict<'_> {
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
-                    | InstrData::RangeSelect { .. } => None,
+                    | InstrData::RangeSelect { .. }
+                    | InstrData::Shuffle { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -257,6 +258,29 @@ impl Strict<'_> {
                         }
                     }
                     out.push((res.slot, partial));
+                }
+            }
+            // A partition left unmodified (mask entry 255) keeps its old value's origin; every
+            // other destination element takes its source element's.
+            Deps::Shuffle => {
+                if let (Some(s), InstrData::Shuffle { mask, .. }) = (src(1), instr.data) {
+                    for j in 0..dst.dims[0] {
+                        let from = nki_lang::shuffle_source(&mask, j);
+                        for k in 0..free_elems(&dst.dims) {
+                            let d = unravel(&dst.dims, j, k);
+                            let at = offset(dst.pattern.base, &dst.pattern.strides, &d);
+                            let o = if let Some(p) = from {
+                                let e = unravel(&s.r.dims, p, k);
+                                let from = offset(s.r.pattern.base, &s.r.pattern.strides, &e);
+                                self.origin(&s, from, this)
+                            } else {
+                                old.map_or(0, |o| self.origin(&o, at, this))
+                            };
+                            if o != 0 {
+                                found.insert(byte_of(&dst, at), o);
+                            }
+                        }
+                    }
                 }
             }
             Deps::Gather => {
@@ -574,6 +598,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Transpose
         | Deps::Indirect
         | Deps::Gather
-        | Deps::Seed => true,
+        | Deps::Seed
+        | Deps::Shuffle => true,
     }
 }

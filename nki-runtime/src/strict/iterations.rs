@@ -86,7 +86,8 @@ impl Iterations {
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
-                    | InstrData::RangeSelect { .. } => {}
+                    | InstrData::RangeSelect { .. }
+                    | InstrData::Shuffle { .. } => {}
                 }
                 outer
             })

@@ -271,7 +271,8 @@ impl<'p> Strict<'p> {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => None,
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => None,
         }
     }
 

@@ -245,7 +245,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => {
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -523,7 +524,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::DynCopy { .. }
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
-            | InstrData::RangeSelect { .. } => false,
+            | InstrData::RangeSelect { .. }
+            | InstrData::Shuffle { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

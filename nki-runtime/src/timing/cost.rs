@@ -237,7 +237,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::DynCopy { .. }
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
-                    | InstrData::RangeSelect { .. } => false,
+                    | InstrData::RangeSelect { .. }
+                    | InstrData::Shuffle { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -346,6 +347,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // max(MIN_II, N), N the elements per partition [ISA] (`neuroncore-model.md`'s Vector
         // cost table gives range_select that one figure, its reduction included).
         Opcode::RangeSelect => mi(n),
+        // max(MIN_II, N), N the elements per partition [ISA] (the same table).
+        Opcode::NcStreamShuffle => mi(n),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -626,7 +629,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Rand
         | Opcode::RandomSeed
         | Opcode::Dropout
-        | Opcode::RangeSelect => {
+        | Opcode::RangeSelect
+        | Opcode::NcStreamShuffle => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -15,6 +15,7 @@ mod indirect;
 mod infer;
 mod range_select;
 mod rng;
+mod shuffle;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
@@ -64,6 +65,8 @@ pub enum Format {
     Seed,
     /// [`InstrData::RangeSelect`]
     RangeSelect,
+    /// [`InstrData::Shuffle`]
+    Shuffle,
 }
 
 impl Format {
@@ -90,6 +93,7 @@ impl Format {
             InstrData::Rng { .. } => Format::Rng,
             InstrData::Seed { .. } => Format::Seed,
             InstrData::RangeSelect { .. } => Format::RangeSelect,
+            InstrData::Shuffle { .. } => Format::Shuffle,
         }
     }
 }
@@ -204,6 +208,10 @@ pub enum Deps {
     /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
     /// a seed read from unwritten or undefined bytes, as they refuse storing one.
     Seed,
+    /// `nc_stream_shuffle`: element `f` of destination partition `j` (counted from the
+    /// access's start; `q = j / 32`, `i = j mod 32`) depends on element `f` of source partition
+    /// `32·q + mask[i]`, or on its own old value where `mask[i]` is 255 (left unmodified).
+    Shuffle,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -822,6 +830,22 @@ opcodes! {
         deps: Elementwise,
         accumulates: false,
     }
+    /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` is partition
+    /// `shuffle_mask[i]` of the same quadrant of `src` (bits copied), or is left as it was
+    /// where the entry is 255.
+    NcStreamShuffle {
+        name: "nc_stream_shuffle",
+        format: Shuffle,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP).axes(Axes::Own),
+            slot("src", Dir::Read, ON_CHIP).axes(Axes::Own),
+        ],
+        infer: shuffle::nc_stream_shuffle,
+        maskable: No,
+        deps: Shuffle,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -889,6 +913,7 @@ mod tests {
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,
                 Deps::Seed => info.format == Format::Seed,
+                Deps::Shuffle => info.format == Format::Shuffle,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

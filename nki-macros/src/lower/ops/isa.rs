@@ -631,7 +631,8 @@ impl Lowerer<'_> {
                 | Format::Indirect
                 | Format::DynCopy
                 | Format::Seed
-                | Format::RangeSelect => unreachable!("{} is lowered by hand", info.name),
+                | Format::RangeSelect
+                | Format::Shuffle => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

@@ -12,6 +12,7 @@ mod random;
 mod range_select;
 mod reduction;
 mod select_reduce;
+mod shuffle;
 mod tensor;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
