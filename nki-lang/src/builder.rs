@@ -930,6 +930,27 @@ impl ProgramBuilder {
         self.op(Opcode::NcStreamShuffle, data, None, None)
     }
 
+    /// `local_gather`: each 16-partition group gathers `valid` runs of `elems` elements from
+    /// each of its partitions of `src`, at the group's indices in `index`.
+    pub fn local_gather(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        index: TileId,
+        elems: u8,
+        valid: u16,
+    ) -> Result<(), BuildError> {
+        let (dst, src, index) = (self.whole(dst)?.0, self.whole(src)?.0, self.whole(index)?.0);
+        let data = InstrData::LocalGather {
+            dst: Dst::overwrite(dst),
+            src,
+            index,
+            elems,
+            valid,
+        };
+        self.op(Opcode::LocalGather, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

@@ -93,7 +93,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => {}
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

@@ -462,6 +462,19 @@ impl<'a> Line<'a, '_> {
                     entries.join(" ")
                 )
             }
+            InstrData::LocalGather {
+                dst,
+                src,
+                index,
+                elems,
+                valid,
+            } => write!(
+                f,
+                "{} local_gather({}, {}, {valid} indices × {elems})",
+                self.dst(&dst, "<-"),
+                self.view(src),
+                self.view(index)
+            ),
         }
     }
 }

@@ -137,6 +137,7 @@ pub mod host_profile;
 mod indirect;
 mod instantiation;
 mod launch;
+mod local_gather;
 pub mod memory;
 mod operand;
 #[doc(hidden)]

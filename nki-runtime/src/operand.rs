@@ -232,7 +232,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Rng { .. }
         | InstrData::Seed { .. }
         | InstrData::RangeSelect { .. }
-        | InstrData::Shuffle { .. } => None,
+        | InstrData::Shuffle { .. }
+        | InstrData::LocalGather { .. } => None,
     }
 }
 

@@ -2794,6 +2794,7 @@ tables! {
     random_numbers: random_rows,
     range_select: range_select_rows,
     stream_shuffle: shuffle_rows,
+    local_gather: local_gather_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3362,6 +3363,44 @@ fn shuffle_rows() -> Vec<Row> {
                 x[1][[(p / 32) * 32 + (p % 32 + 31) % 32, f]]
             });
             vec![moved(&x[0], &|_, _| -1.5), rotated]
+        },
+        Check::Exact,
+    )]
+}
+
+// ---- local_gather ----
+
+/// `local_gather` (GpSimd): 8 groups with their own uint16 indices, f32 with 2 elements per
+/// index and int8 bits with 1 (every index of a group), into their own dtypes.
+fn local_gather_rows() -> Vec<Row> {
+    let p = P as u32;
+    let group_index = |ix: &Array2<f64>, p: usize, j: usize| ix[[(p / 16) * 16 + j % 16, j / 16]];
+    vec![row(
+        "local_gather: f32 runs of 2 at 40 indices, int8 at every index of a group",
+        &[Covers::Op(Opcode::LocalGather)],
+        vec![
+            (DType::F32, values(P, 30, 401, |r| r.step(-8.0, 8.0, 0.125))),
+            (DType::U16, values(P, 3, 402, |r| r.int(0, 28) as f64)),
+            (DType::I8, values(P, 30, 403, |r| r.int(-128, 127) as f64)),
+        ],
+        &[(DType::F32, [P, 80]), (DType::I8, [P, 48])],
+        |k| {
+            let (x, ix, y) = (k.load(0), k.load(1), k.load(2));
+            let d = k.sbuf(DType::F32, &[p, 80]);
+            k.b.local_gather(d, x, ix, 2, 40).unwrap();
+            let e = k.sbuf(DType::I8, &[p, 48]);
+            k.b.local_gather(e, y, ix, 1, 48).unwrap();
+            k.store(0, d);
+            k.store(1, e);
+        },
+        move |x| {
+            let a = Array2::from_shape_fn((P, 80), |(p, k)| {
+                x[0][[p, group_index(&x[1], p, k / 2) as usize + k % 2]]
+            });
+            let b = Array2::from_shape_fn((P, 48), |(p, j)| {
+                x[2][[p, group_index(&x[1], p, j) as usize]]
+            });
+            vec![a, b]
         },
         Check::Exact,
     )]

@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 29;
+const STEPS: usize = 30;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -1073,6 +1073,69 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 ),
                 _ => None,
             };
+        }
+        // local_gather within one group of 16 partitions: a [16, F] source memset under a
+        // partition mask, a [16, 1] uint16 index written whole (an iota of one position: an
+        // unwritten index would hold any position, and the launch stops on one outside its
+        // partition), partitions 0..P of the result copied into a square tile; each element
+        // depends on the source element its index names
+        28 => {
+            let group = 16u32;
+            let bp = 1 + c.below(group as usize) as u32;
+            let k = c.below(F as usize) as i64;
+            let tile = |g: &mut Gen, name: &str, dtype: DType, dims: &[u32]| {
+                let t =
+                    g.b.tile(&format!("{name}{}", g.instrs), Memory::Sbuf, dtype, dims)
+                        .expect("tile");
+                let shape = TileShape::new(dims).expect("shape");
+                let v = g.b.view(TileView::whole(t.index(), &shape)).expect("view");
+                (t, v)
+            };
+            let partitions = |rows: u32| {
+                let mut m = mask(rows, (1, 1));
+                m.len = 1;
+                (rows < group).then_some(m)
+            };
+            let (_, big) = tile(g, "lg", DType::F32, &[group, F]);
+            let value = Scalar::float(2.0);
+            g.push(
+                Opcode::Memset,
+                partitions(bp),
+                InstrData::Fill {
+                    dst: Dst::overwrite(big),
+                    value,
+                },
+            );
+            let (_, idx) = tile(g, "li", DType::U16, &[group, 1]);
+            let expr = g.b.expr(AxisIndex::constant(k)).expect("expr");
+            g.push(
+                Opcode::Iota,
+                None,
+                InstrData::Iota {
+                    dst: Dst::overwrite(idx),
+                    expr,
+                },
+            );
+            let (rt, res) = tile(g, "lr", DType::F32, &[group, F]);
+            g.push(
+                Opcode::LocalGather,
+                None,
+                InstrData::LocalGather {
+                    dst: Dst::overwrite(res),
+                    src: big,
+                    index: idx,
+                    elems: 1,
+                    valid: F as u16,
+                },
+            );
+            // Partitions 0..P of the result.
+            let shape = TileShape::new(&[P, F]).expect("shape");
+            let top = g.b.view(TileView::whole(rt.index(), &shape)).expect("view");
+            let d = g.new_tile(Kind::Square);
+            let dst = Dst::overwrite(g.view(d));
+            g.push(Opcode::TensorCopy, None, InstrData::Unary { dst, src: top });
+            g.tiles[d].defined = (0..n).map(|e| (e / fu) < bp as usize).collect();
+            g.tiles[d].values = Some(vec![2.0; n]);
         }
         // a store of any tile under a mask
         _ => {

@@ -518,7 +518,27 @@ pub enum InstrData {
         /// The source partition of each destination partition of a quadrant.
         mask: [u8; SHUFFLE_QUADRANT],
     },
+    /// `local_gather`: each group of 16 partitions (one GpSimd core's) gathers with its own
+    /// indices: index `j` of a group (`0 ≤ j < valid`) is the element of `index` at partition
+    /// `j mod 16` of the group and free position `j / 16`; element `j·elems + e` of each
+    /// partition `p` of `dst` is element `index_j + e` of partition `p` of `src` (its free
+    /// elements flattened row-major). Slots: 0 `dst`, 1 `src_buffer`, 2 `index`.
+    LocalGather {
+        /// Destination: `valid · elems` elements per partition.
+        dst: Dst,
+        /// The data gathered from.
+        src: ViewId,
+        /// The uint16 indices, `[P, C]`.
+        index: ViewId,
+        /// Contiguous elements per index (`num_elem_per_idx`).
+        elems: u8,
+        /// Indices per group (`num_valid_indices`).
+        valid: u16,
+    },
 }
+
+/// Partitions of the group one GpSimd core gathers within (`local_gather`).
+pub const GATHER_GROUP: usize = 16;
 
 /// Partitions of a quadrant `nc_stream_shuffle` moves data within.
 pub const SHUFFLE_QUADRANT: usize = 32;
@@ -576,7 +596,8 @@ impl InstrData {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => None,
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => None,
         }
     }
 
@@ -598,7 +619,8 @@ impl InstrData {
             | InstrData::DynCopy { dst, .. }
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
-            | InstrData::Shuffle { dst, .. } => Some(dst),
+            | InstrData::Shuffle { dst, .. }
+            | InstrData::LocalGather { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -647,7 +669,8 @@ impl InstrData {
             | InstrData::DynCopy { dst, .. }
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
-            | InstrData::Shuffle { dst, .. } => Some(dst),
+            | InstrData::Shuffle { dst, .. }
+            | InstrData::LocalGather { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

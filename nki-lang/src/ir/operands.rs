@@ -226,6 +226,13 @@ impl Operands {
                 }
                 o.put(1, OperandRef::View(src), Dir::Read);
             }
+            InstrData::LocalGather {
+                dst, src, index, ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.put(2, OperandRef::View(index), Dir::Read);
+            }
         }
         o
     }

@@ -222,7 +222,8 @@ impl Checker<'_> {
                 | InstrData::Rng { .. }
                 | InstrData::Seed { .. }
                 | InstrData::RangeSelect { .. }
-                | InstrData::Shuffle { .. } => {
+                | InstrData::Shuffle { .. }
+                | InstrData::LocalGather { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

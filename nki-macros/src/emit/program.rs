@@ -429,6 +429,16 @@ fn instr(i: &Instr) -> TokenStream {
             let (t, s) = (dst(t), id("ViewId", src.0));
             quote!(#d::Shuffle { dst: #t, src: #s, mask: [#(#mask),*] })
         }
+        InstrData::LocalGather {
+            dst: t,
+            src,
+            index,
+            elems,
+            valid,
+        } => {
+            let (t, s, i) = (dst(t), id("ViewId", src.0), id("ViewId", index.0));
+            quote!(#d::LocalGather { dst: #t, src: #s, index: #i, elems: #elems, valid: #valid })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

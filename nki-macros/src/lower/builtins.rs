@@ -162,6 +162,8 @@ pub enum Special {
     RangeSelect,
     /// `nc_stream_shuffle`
     NcStreamShuffle,
+    /// `local_gather`
+    LocalGather,
 }
 
 /// How a function lowers.
@@ -413,6 +415,7 @@ static TABLE: &[Builtin] = &[
     ),
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
+    special(&["local_gather"], Special::LocalGather),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

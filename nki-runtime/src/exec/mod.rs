@@ -441,7 +441,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => {
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -455,6 +456,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                             crate::indirect::rows(b, ins, &ops, sbuf).map(|_| ())
                         }
                         InstrData::Gather { .. } => crate::gather::check(&ops, sbuf),
+                        InstrData::LocalGather { elems, valid, .. } => {
+                            crate::local_gather::check(&ops, elems, valid, sbuf)
+                        }
                         InstrData::DynCopy { .. } => {
                             crate::dyncopy::operands(p, ins, &ops, vars, sbuf).map(|_| ())
                         }
@@ -655,8 +659,9 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
-        // `range_select`, `nc_stream_shuffle`: the reference definition is the only one.
-        (Opcode::RangeSelect | Opcode::NcStreamShuffle, _) => {
+        // `range_select`, `nc_stream_shuffle`, `local_gather`: the reference definition is
+        // the only one.
+        (Opcode::RangeSelect | Opcode::NcStreamShuffle | Opcode::LocalGather, _) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.

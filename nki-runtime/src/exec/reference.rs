@@ -44,6 +44,7 @@
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
+mod local_gather;
 mod range_select;
 mod select_reduce;
 mod shuffle;
@@ -217,6 +218,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::NcStreamShuffle, InstrData::Shuffle { mask, .. }) => {
             shuffle::nc_stream_shuffle(m, ops, mask)
         }
+        (Opcode::LocalGather, InstrData::LocalGather { elems, valid, .. }) => {
+            local_gather::local_gather(m, ops, elems, valid)
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -238,7 +242,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::MatchReplace8
             | Opcode::SelectReduce
             | Opcode::RangeSelect
-            | Opcode::NcStreamShuffle,
+            | Opcode::NcStreamShuffle
+            | Opcode::LocalGather,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

@@ -91,7 +91,8 @@ fn each_output_access(
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => {
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

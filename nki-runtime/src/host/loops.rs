@@ -335,7 +335,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => {}
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

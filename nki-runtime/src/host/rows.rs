@@ -43,7 +43,8 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Indirect
         | Deps::Gather
         | Deps::Seed
-        | Deps::Shuffle => false,
+        | Deps::Shuffle
+        | Deps::LocalGather => false,
     };
     // The generator counts its calls: each must run once, over all its partitions.
     let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });

@@ -179,7 +179,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => out.push(stack.clone()),
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => out.push(stack.clone()),
         }
     }
     out

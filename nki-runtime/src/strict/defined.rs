@@ -217,7 +217,8 @@ impl Strict<'_> {
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
-                    | InstrData::Shuffle { .. } => None,
+                    | InstrData::Shuffle { .. }
+                    | InstrData::LocalGather { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -278,6 +279,46 @@ impl Strict<'_> {
                             };
                             if o != 0 {
                                 found.insert(byte_of(&dst, at), o);
+                            }
+                        }
+                    }
+                }
+            }
+            // Each element: its group's index (undefined: the element is), then the element of
+            // its partition that index names.
+            Deps::LocalGather => {
+                if let (Some(data), Some(ix), InstrData::LocalGather { elems, valid, .. }) =
+                    (src(1), src(2), instr.data)
+                {
+                    let n = free_elems(&data.r.dims);
+                    let elems = usize::from(elems);
+                    for p in 0..dst.dims[0] {
+                        for j in 0..usize::from(valid) {
+                            let at = crate::local_gather::index_offset(&ix.r, p, j);
+                            let oi = self.origin(&ix, at, this);
+                            let first = memory
+                                .and_then(|m| m.bits(&ix.r, at))
+                                .and_then(|b| usize::try_from(b).ok());
+                            for e in 0..elems {
+                                let element = |f: usize| {
+                                    let s = unravel(&data.r.dims, p, f);
+                                    let at =
+                                        offset(data.r.pattern.base, &data.r.pattern.strides, &s);
+                                    self.origin(&data, at, this)
+                                };
+                                // A defined index: the element it names; without the memories,
+                                // any element of the partition.
+                                let o = match (oi, first.map(|f| f.saturating_add(e))) {
+                                    (0, Some(f)) if f < n => element(f),
+                                    (0, _) => (0..n).map(element).find(|&o| o != 0).unwrap_or(0),
+                                    (o, _) => o,
+                                };
+                                let k = j.saturating_mul(elems).saturating_add(e);
+                                let d = unravel(&dst.dims, p, k);
+                                let at = offset(dst.pattern.base, &dst.pattern.strides, &d);
+                                if o != 0 {
+                                    found.insert(byte_of(&dst, at), o);
+                                }
                             }
                         }
                     }
@@ -599,6 +640,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Indirect
         | Deps::Gather
         | Deps::Seed
-        | Deps::Shuffle => true,
+        | Deps::Shuffle
+        | Deps::LocalGather => true,
     }
 }

@@ -87,7 +87,8 @@ impl Iterations {
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
-                    | InstrData::Shuffle { .. } => {}
+                    | InstrData::Shuffle { .. }
+                    | InstrData::LocalGather { .. } => {}
                 }
                 outer
             })

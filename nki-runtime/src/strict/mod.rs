@@ -272,7 +272,8 @@ impl<'p> Strict<'p> {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => None,
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => None,
         }
     }
 

@@ -246,7 +246,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => {
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -525,7 +526,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Rng { .. }
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
-            | InstrData::Shuffle { .. } => false,
+            | InstrData::Shuffle { .. }
+            | InstrData::LocalGather { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

@@ -238,7 +238,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Rng { .. }
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
-                    | InstrData::Shuffle { .. } => false,
+                    | InstrData::Shuffle { .. }
+                    | InstrData::LocalGather { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -349,6 +350,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::RangeSelect => mi(n),
         // max(MIN_II, N), N the elements per partition [ISA] (the same table).
         Opcode::NcStreamShuffle => mi(n),
+        // 150 + (valid indices × elements per index) / C [ISA]; the source gives no C: taken
+        // as 1, as `iota`'s 150 + N (N the destination's elements per partition).
+        Opcode::LocalGather => gpsimd(n, p),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -630,7 +634,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::RandomSeed
         | Opcode::Dropout
         | Opcode::RangeSelect
-        | Opcode::NcStreamShuffle => {
+        | Opcode::NcStreamShuffle
+        | Opcode::LocalGather => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -13,6 +13,7 @@ mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
+mod local_gather;
 mod range_select;
 mod rng;
 mod shuffle;
@@ -67,6 +68,8 @@ pub enum Format {
     RangeSelect,
     /// [`InstrData::Shuffle`]
     Shuffle,
+    /// [`InstrData::LocalGather`]
+    LocalGather,
 }
 
 impl Format {
@@ -94,6 +97,7 @@ impl Format {
             InstrData::Seed { .. } => Format::Seed,
             InstrData::RangeSelect { .. } => Format::RangeSelect,
             InstrData::Shuffle { .. } => Format::Shuffle,
+            InstrData::LocalGather { .. } => Format::LocalGather,
         }
     }
 }
@@ -212,6 +216,11 @@ pub enum Deps {
     /// access's start; `q = j / 32`, `i = j mod 32`) depends on element `f` of source partition
     /// `32·q + mask[i]`, or on its own old value where `mask[i]` is 255 (left unmodified).
     Shuffle,
+    /// `local_gather`: element `j·elems + e` of partition `p` depends on index `j` of `p`'s
+    /// group of 16 partitions and, where that is defined, on element `index_j + e` of partition
+    /// `p` of `src_buffer` (flattened row-major); where it is undefined, the element is
+    /// undefined.
+    LocalGather,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -846,6 +855,23 @@ opcodes! {
         deps: Shuffle,
         accumulates: false,
     }
+    /// `local_gather`: within each group of 16 partitions, the group's indices (uint16, taken
+    /// partition first) name positions in each partition's flattened free elements of
+    /// `src_buffer`, `num_elem_per_idx` contiguous elements from each.
+    LocalGather {
+        name: "local_gather",
+        format: LocalGather,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF).axes(Axes::Own),
+            slot("src_buffer", Dir::Read, SBUF).axes(Axes::Own),
+            slot("index", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: local_gather::local_gather,
+        maskable: No,
+        deps: LocalGather,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -914,6 +940,7 @@ mod tests {
                 Deps::Gather => info.format == Format::Gather,
                 Deps::Seed => info.format == Format::Seed,
                 Deps::Shuffle => info.format == Format::Shuffle,
+                Deps::LocalGather => info.format == Format::LocalGather,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

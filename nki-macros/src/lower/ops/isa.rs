@@ -632,7 +632,8 @@ impl Lowerer<'_> {
                 | Format::DynCopy
                 | Format::Seed
                 | Format::RangeSelect
-                | Format::Shuffle => unreachable!("{} is lowered by hand", info.name),
+                | Format::Shuffle
+                | Format::LocalGather => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

@@ -8,6 +8,7 @@ mod dma;
 mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
+mod local_gather;
 mod random;
 mod range_select;
 mod reduction;
