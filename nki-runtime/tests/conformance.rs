@@ -2795,6 +2795,7 @@ tables! {
     range_select: range_select_rows,
     stream_shuffle: shuffle_rows,
     local_gather: local_gather_rows,
+    sequence_bounds: sequence_bounds_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3401,6 +3402,80 @@ fn local_gather_rows() -> Vec<Row> {
                 x[2][[p, group_index(&x[1], p, j) as usize]]
             });
             vec![a, b]
+        },
+        Check::Exact,
+    )]
+}
+
+// ---- sequence_bounds ----
+
+/// `sequence_bounds` (GpSimd): float32 ids into float32 and int32 ids (above 2^24, where fp32
+/// would merge neighbours) into int32, with padding runs; NKI's NumPy definition as loops.
+fn sequence_bounds_rows() -> Vec<Row> {
+    let bounds = |ids: &[f64]| -> Vec<f64> {
+        let n = ids.len();
+        let mut start = vec![0.0; n];
+        let mut end = vec![0.0; n];
+        for i in 0..n {
+            start[i] = if ids[i] == 0.0 {
+                n as f64
+            } else if i > 0 && ids[i] == ids[i - 1] {
+                start[i - 1]
+            } else {
+                i as f64
+            };
+        }
+        for i in (0..n).rev() {
+            end[i] = if ids[i] == 0.0 {
+                -1.0
+            } else if i + 1 < n && ids[i] == ids[i + 1] {
+                end[i + 1]
+            } else {
+                (i + 1) as f64
+            };
+        }
+        start.into_iter().chain(end).collect()
+    };
+    // Runs of 1 to 4 equal ids, a quarter of them padding.
+    let runs = |seed: u64, base: f64| {
+        let mut rng = Rng::new(seed);
+        let mut v = Vec::new();
+        while v.len() < 40 {
+            let id = if rng.int(0, 3) == 0 {
+                0.0
+            } else {
+                base + rng.int(1, 3) as f64
+            };
+            for _ in 0..rng.int(1, 4) {
+                v.push(id);
+            }
+        }
+        v.truncate(40);
+        Array2::from_shape_vec((1, 40), v).unwrap()
+    };
+    vec![row(
+        "sequence_bounds: float32 ids, int32 ids above 2^24",
+        &[Covers::Op(Opcode::SequenceBounds)],
+        vec![
+            (DType::F32, runs(501, 0.0)),
+            (DType::I32, runs(502, 16_777_216.0)),
+        ],
+        &[(DType::F32, [1, 80]), (DType::I32, [1, 80])],
+        |k| {
+            let (x, y) = (k.load(0), k.load(1));
+            let (d, e) = (k.sbuf(DType::F32, &[1, 80]), k.sbuf(DType::I32, &[1, 80]));
+            let (dd, vx) = (k.dst(d), k.v(x));
+            k.unary(Opcode::SequenceBounds, None, dd, vx);
+            let (de, vy) = (k.dst(e), k.v(y));
+            k.unary(Opcode::SequenceBounds, None, de, vy);
+            k.store(0, d);
+            k.store(1, e);
+        },
+        move |x| {
+            let row_of = |a: &Array2<f64>| {
+                Array2::from_shape_vec((1, 80), bounds(&a.row(0).to_vec())).unwrap()
+            };
+            vec![row_of(&x[0]), row_of(&x[1])]
         },
         Check::Exact,
     )]

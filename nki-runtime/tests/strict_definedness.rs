@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 30;
+const STEPS: usize = 31;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -1136,6 +1136,33 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             g.push(Opcode::TensorCopy, None, InstrData::Unary { dst, src: top });
             g.tiles[d].defined = (0..n).map(|e| (e / fu) < bp as usize).collect();
             g.tiles[d].values = Some(vec![2.0; n]);
+        }
+        // sequence_bounds of the first half of partition 0 of a square tile into partition 0
+        // of a new one (viewed [1, 2, F/2]): every bound depends on every id of the row
+        29 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let half = F / 2;
+            let ids_shape = TileShape::new(&[1, half]).expect("shape");
+            let ids =
+                g.b.view(TileView::whole(g.tiles[a].id.index(), &ids_shape))
+                    .expect("view");
+            let d = g.new_tile(Kind::Square);
+            let out_shape = TileShape::new(&[1, 2, half]).expect("shape");
+            let out =
+                g.b.view(TileView::whole(g.tiles[d].id.index(), &out_shape))
+                    .expect("view");
+            g.push(
+                Opcode::SequenceBounds,
+                None,
+                InstrData::Unary {
+                    dst: Dst::overwrite(out),
+                    src: ids,
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            let row = (0..half as usize).all(|f| da[f]);
+            g.tiles[d].defined = (0..n).map(|e| e < fu && row).collect();
+            g.tiles[d].values = None;
         }
         // a store of any tile under a mask
         _ => {

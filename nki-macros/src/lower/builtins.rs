@@ -474,6 +474,11 @@ static TABLE: &[Builtin] = &[
     special(&["rand"], Special::Rand),
     special(&["random_seed"], Special::RandomSeed),
     special(&["dropout"], Special::Dropout),
+    isa(
+        &["sequence_bounds"],
+        Opcode::SequenceBounds,
+        &[req("segment_ids", P::Tile(1)), DTYPE],
+    ),
 ];
 
 /// `dropout`'s parameters, NKI ISA's names (`nl.dropout`'s `x` and `rate` are renamed to these).

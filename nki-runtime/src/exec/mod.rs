@@ -659,9 +659,15 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
-        // `range_select`, `nc_stream_shuffle`, `local_gather`: the reference definition is
-        // the only one.
-        (Opcode::RangeSelect | Opcode::NcStreamShuffle | Opcode::LocalGather, _) => {
+        // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`: the
+        // reference definition is the only one.
+        (
+            Opcode::RangeSelect
+            | Opcode::NcStreamShuffle
+            | Opcode::LocalGather
+            | Opcode::SequenceBounds,
+            _,
+        ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.

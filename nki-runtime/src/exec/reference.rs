@@ -47,6 +47,7 @@
 mod local_gather;
 mod range_select;
 mod select_reduce;
+mod sequence_bounds;
 mod shuffle;
 mod top8;
 
@@ -221,6 +222,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::LocalGather, InstrData::LocalGather { elems, valid, .. }) => {
             local_gather::local_gather(m, ops, elems, valid)
         }
+        (Opcode::SequenceBounds, _) => sequence_bounds::sequence_bounds(m, ops),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (

@@ -353,6 +353,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // 150 + (valid indices × elements per index) / C [ISA]; the source gives no C: taken
         // as 1, as `iota`'s 150 + N (N the destination's elements per partition).
         Opcode::LocalGather => gpsimd(n, p),
+        // No published cost: assumed as any GpSimd instruction of its result's size (the `2n`
+        // bounds), 150 + N.
+        Opcode::SequenceBounds => gpsimd(n, p),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -635,7 +638,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Dropout
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
-        | Opcode::LocalGather => {
+        | Opcode::LocalGather
+        | Opcode::SequenceBounds => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

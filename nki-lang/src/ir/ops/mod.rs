@@ -16,6 +16,7 @@ mod infer;
 mod local_gather;
 mod range_select;
 mod rng;
+mod sequence_bounds;
 mod shuffle;
 
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -870,6 +871,19 @@ opcodes! {
         infer: local_gather::local_gather,
         maskable: No,
         deps: LocalGather,
+        accumulates: false,
+    }
+    /// `sequence_bounds`: for each element of a `[1, n]` tile of segment ids, the start and the
+    /// end (exclusive) of the run of equal nonzero ids it belongs to, `[1, 2, n]`; an id of 0
+    /// (padding) gets `n` and `-1`.
+    SequenceBounds {
+        name: "sequence_bounds",
+        format: Unary,
+        engines: &[Engine::GpSimd],
+        operands: &[slot("dst", Dir::Write, SBUF), slot("segment_ids", Dir::Read, SBUF)],
+        infer: sequence_bounds::sequence_bounds,
+        maskable: No,
+        deps: Row,
         accumulates: false,
     }
 }
