@@ -122,7 +122,7 @@ fn int32_runs_against_the_reference() {
             13..=13 => 16_777_216,
             14..=20 => 5,
             21..=21 => 0,
-            _ => (k / 4) as i32,
+            _ => k / 4,
         })
         .collect();
     let arr = Array2::from_shape_vec((1, 40), ids.clone()).unwrap();
