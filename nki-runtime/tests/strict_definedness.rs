@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 27;
+const STEPS: usize = 28;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -968,6 +968,45 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 },
             );
             g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
+        }
+        // tensor_copy_dynamic_dst of a column tile into the column of an earlier square SBUF
+        // tile at the offset an index tile's first element holds (0 or P − 1), under a mask
+        26 => {
+            let (Some(src), Some(d)) = (g.pick(c, &[Kind::Column]), g.pick(c, &sq)) else {
+                return;
+            };
+            let (ix, positions) = g.index_tile(c);
+            let dst = Dst::overwrite(g.view_as(d, &[1]));
+            let col = g.view(src);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let offset =
+                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                    .expect("view");
+            let cm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(
+                Opcode::TensorCopyDynamicDst,
+                cm,
+                InstrData::DynCopy {
+                    dst,
+                    src: col,
+                    offset,
+                    stride: 1,
+                },
+            );
+            let f = positions[0];
+            let dc = g.tiles[src].defined.clone();
+            let old = g.tiles[d].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    let (r, col_f) = (e / fu, e % fu);
+                    if col_f == f && r < mp as usize {
+                        dc[r]
+                    } else {
+                        old[e]
+                    }
+                })
+                .collect();
+            g.tiles[d].values = None;
         }
         // a store of any tile under a mask
         _ => {

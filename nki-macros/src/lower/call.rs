@@ -175,6 +175,7 @@ impl Lowerer<'_> {
             }
             Special::AtomicRmw => self.atomic_rmw(args, span, dest),
             Special::TensorCopyDynamicSrc => self.tensor_copy_dynamic_src(args, span, dest),
+            Special::TensorCopyDynamicDst => self.tensor_copy_dynamic_dst(args, span, dest),
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

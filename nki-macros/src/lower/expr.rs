@@ -43,8 +43,18 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
-                if let (Value::Buffer(b), "mod_alloc") = (&r, m.as_str()) {
-                    return self.mod_alloc(*b, args, *span);
+                if let Value::Buffer(b) = &r {
+                    match m.as_str() {
+                        "mod_alloc" => return self.mod_alloc(*b, args, *span),
+                        "auto_alloc" => return self.auto_alloc(*b, args, *span),
+                        "alloc" => {
+                            return self.error(
+                                *span,
+                                "NKI's `alloc(func)` places each block of a tile by a Python function, which a kernel here cannot contain: give the placement with `mod_alloc(...)`, or none (`sbuf`, `auto_alloc()`)",
+                            );
+                        }
+                        _ => {}
+                    }
                 }
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
                     if !h.prefix.is_empty() {
@@ -865,6 +875,21 @@ impl Lowerer<'_> {
             }
         }
         Value::Buffer(b)
+    }
+
+    /// NKI's `sbuf.auto_alloc()` and `psum.auto_alloc()`: the buffer, allocated as every tile
+    /// without a placement is.
+    fn auto_alloc(&mut self, b: Buffer, args: &[Arg], span: Span) -> Value {
+        if matches!(b, Buffer::SharedHbm | Buffer::PrivateHbm) {
+            return self.error(
+                span,
+                "`auto_alloc` allocates a tile in SBUF or PSUM, not in HBM",
+            );
+        }
+        match self.args("auto_alloc", args, &[], 0, span) {
+            Some(_) => Value::Buffer(b),
+            None => Value::Poison,
+        }
     }
 
     /// Python's `len(x.shape)`: the number of dimensions of a shape, an integer.

@@ -13,7 +13,7 @@
 )]
 
 mod blocks;
-mod builtins;
+pub(crate) mod builtins;
 mod call;
 pub use call::DTYPES;
 mod expr;

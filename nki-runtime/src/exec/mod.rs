@@ -635,7 +635,7 @@ pub(crate) fn execute(
             crate::engines::indirect::run(e, b, ins, ops)
         }
         (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
-        (Opcode::TensorCopyDynamicSrc, _) => {
+        (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The interpreter checked the offset: an offset out of range copies nothing here.
             if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {
                 match ins.engine {
