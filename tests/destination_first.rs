@@ -370,3 +370,81 @@ fn nc_matmul_accumulate_overwrites_adds_or_follows_the_default_rule() {
         assert_eq!(auto[[i, j]], 4.0 * p, "accumulate = None ({i}, {j})");
     }
 }
+
+/// More ISA calls assigned in NKI 2.26's spelling (compiled only, for their listing).
+#[kernel]
+fn more_226(a: Hbm<f32, 128, 128>, idx: Hbm<u32, 128, 8>) -> Hbm<f32, 128, 128> {
+    let out = ndarray([128, 128], f32, SharedHbm);
+    let x = load(a[..]);
+    let tt = ndarray([128, 128], f32, Sbuf);
+    tt[..] = dma_transpose(a[..]);
+    let col = ndarray([128, 1], f32, Sbuf);
+    let v = ndarray([128, 128], f32, Sbuf);
+    v[..] = tensor_scalar_reduce(
+        data = x,
+        op0 = multiply,
+        operand0 = 2.0,
+        reduce_op = add,
+        reduce_res = col,
+    );
+    v[..] = activation_reduce(op = exp, data = tt, reduce_op = add, reduce_res = col);
+    let top = ndarray([128, 8], f32, Sbuf);
+    top[..] = max8(src = x);
+    let at = ndarray([128, 8], u32, Sbuf);
+    at[..] = nc_find_index8(data = x, vals = top);
+    let rep = ndarray([128, 128], f32, Sbuf);
+    rep[..] = nc_match_replace8(data = x, vals = top, imm = 0.0);
+    let pr = ndarray([1, 128], f32, Sbuf);
+    pr[..] = tensor_partition_reduce(add, v);
+    let d = ndarray([128, 128], f32, Sbuf);
+    d[..] = dropout(rep, 0.25);
+    let ix = load(idx[..]);
+    let g = ndarray([128, 8], f32, Sbuf);
+    g[..] = gather_flattened(d, ix);
+    store(out[[0..128, 0..8]], g);
+    store(out[[0..1, 8..128]], pr[[0..1, 8..128]]);
+    out
+}
+
+/// The same calls in NKI 0.6's spelling.
+#[kernel]
+fn more_06(a: Hbm<f32, 128, 128>, idx: Hbm<u32, 128, 8>) -> Hbm<f32, 128, 128> {
+    let out = ndarray([128, 128], f32, SharedHbm);
+    let x = load(a[..]);
+    let tt = ndarray([128, 128], f32, Sbuf);
+    nisa::dma_transpose(dst = tt, src = a[..]);
+    let col = ndarray([128, 1], f32, Sbuf);
+    let v = ndarray([128, 128], f32, Sbuf);
+    nisa::tensor_scalar_reduce(
+        dst = v,
+        data = x,
+        op0 = multiply,
+        operand0 = 2.0,
+        reduce_op = add,
+        reduce_res = col,
+    );
+    nisa::activation_reduce(v, exp, tt, add, col);
+    let top = ndarray([128, 8], f32, Sbuf);
+    nisa::max8(dst = top, src = x);
+    let at = ndarray([128, 8], u32, Sbuf);
+    nisa::nc_find_index8(dst = at, data = x, vals = top);
+    let rep = ndarray([128, 128], f32, Sbuf);
+    nisa::nc_match_replace8(dst = rep, data = x, vals = top, imm = 0.0);
+    let pr = ndarray([1, 128], f32, Sbuf);
+    nisa::tensor_partition_reduce(dst = pr, op = add, data = v);
+    let d = ndarray([128, 128], f32, Sbuf);
+    nisa::dropout(dst = d, data = rep, prob = 0.25);
+    let ix = load(idx[..]);
+    let g = ndarray([128, 8], f32, Sbuf);
+    nisa::gather_flattened(g, d, ix);
+    nisa::dma_copy(dst = out[[0..128, 0..8]], src = g);
+    nisa::dma_copy(dst = out[[0..1, 8..128]], src = pr[[0..1, 8..128]]);
+    out
+}
+
+#[test]
+fn more_isa_calls_in_both_dialects_have_one_listing() {
+    let old = more_226::KERNEL.program();
+    let new = more_06::KERNEL.program();
+    assert_eq!(body(&old), body(&new), "2.26:\n{old}\n0.6:\n{new}");
+}
