@@ -102,7 +102,7 @@ fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
 fn matmul_tutorial_in_both_dialects_has_one_listing() {
     let old = tiled_226::KERNEL.program();
     let new = tiled_06::KERNEL.program();
-    assert_eq!(body(&old), body(&new), "2.26:\n{old}\n0.6:\n{new}");
+    assert_eq!(body(old), body(new), "2.26:\n{old}\n0.6:\n{new}");
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn ops_06(a: Hbm<f32, 128, 512>, b: Hbm<f32, 128, 512>) -> (Hbm<f32, 128, 512>, 
 fn isa_calls_in_both_dialects_have_one_listing() {
     let old = ops_226::KERNEL.program();
     let new = ops_06::KERNEL.program();
-    assert_eq!(body(&old), body(&new), "2.26:\n{old}\n0.6:\n{new}");
+    assert_eq!(body(old), body(new), "2.26:\n{old}\n0.6:\n{new}");
 }
 
 fn random_f32(seed: u64) -> Array2<f32> {
@@ -446,5 +446,74 @@ fn more_06(a: Hbm<f32, 128, 128>, idx: Hbm<u32, 128, 8>) -> Hbm<f32, 128, 128> {
 fn more_isa_calls_in_both_dialects_have_one_listing() {
     let old = more_226::KERNEL.program();
     let new = more_06::KERNEL.program();
-    assert_eq!(body(&old), body(&new), "2.26:\n{old}\n0.6:\n{new}");
+    assert_eq!(body(old), body(new), "2.26:\n{old}\n0.6:\n{new}");
+}
+
+/// A kernel for `$target` that writes NKI's `tile_size` constants
+/// into a `[1, 14]` int32 output (the order of `nki_lang::target::TILE_SIZES`).
+macro_rules! tile_sizes_kernel {
+    ($name:ident, $target:ident) => {
+        #[kernel(target = $target)]
+        fn $name(x: Hbm<i32, 1, 14>) -> Hbm<i32, 1, 14> {
+            let out = ndarray([1, 14], i32, SharedHbm);
+            let t = load(x[..]);
+            t[[0..1, 0..1]] = tile_size.pmax;
+            t[[0..1, 1..2]] = tile_size.psum_fmax;
+            t[[0..1, 2..3]] = tile_size.psum_bank_fmax;
+            t[[0..1, 3..4]] = tile_size.psum_bank_fmax_bytes;
+            t[[0..1, 4..5]] = tile_size.psum_num_banks;
+            t[[0..1, 5..6]] = tile_size.sbuf_fmax;
+            t[[0..1, 6..7]] = tile_size.sbuf_fmax_bytes;
+            t[[0..1, 7..8]] = tile_size.sbuf_size_bytes;
+            t[[0..1, 8..9]] = tile_size.total_available_sbuf_size;
+            t[[0..1, 9..10]] = tile_size.gemm_stationary_fmax;
+            t[[0..1, 10..11]] = tile_size.gemm_moving_fmax;
+            t[[0..1, 11..12]] = tile_size.bn_stats_fmax;
+            t[[0..1, 12..13]] = tile_size.psum_min_align;
+            t[[0..1, 13..14]] = tile_size.sbuf_min_align;
+            store(out[..], t);
+            out
+        }
+    };
+}
+
+tile_sizes_kernel!(tile_sizes_trn1, trn1);
+tile_sizes_kernel!(tile_sizes_trn2, trn2);
+tile_sizes_kernel!(tile_sizes_trn3, trn3);
+
+#[test]
+fn tile_size_constants_per_target() {
+    // SBUF partitions of 192, 224 and 256 KiB (the whole partition: no compiler reserve).
+    for (target, kib) in [
+        (Target::Trn1, 192),
+        (Target::Trn2, 224),
+        (Target::Trn3, 256),
+    ] {
+        let bytes = kib * 1024;
+        let want = [
+            128,
+            512,
+            512,
+            2048,
+            8,
+            bytes / 4,
+            bytes,
+            bytes * 128,
+            bytes,
+            128,
+            512,
+            512,
+            4,
+            1,
+        ];
+        let mut core = NeuronCore::new(target);
+        let x = Array2::<i32>::zeros((1, 14));
+        let got = match target {
+            Target::Trn1 => tile_sizes_trn1::host(&mut core, x.view()),
+            Target::Trn2 => tile_sizes_trn2::host(&mut core, x.view()),
+            Target::Trn3 => tile_sizes_trn3::host(&mut core, x.view()),
+        }
+        .unwrap();
+        assert_eq!(got.as_slice().unwrap(), &want, "{target:?}");
+    }
 }
