@@ -675,20 +675,19 @@ impl Lowerer<'_> {
                     format!("`nc_version` has no `{f}`: it has gen2 (Trn1, Inf2), gen3 (Trn2) and gen4 (Trn3)"),
                 ),
             },
-            // NKI's `nl.tile_size`: the hardware's tile limits.
-            (Value::Code(c), f) if c == "tile_size" => match f {
-                "pmax" => Value::Int(i64::from(nki_lang::target::PARTITIONS)),
-                "psum_fmax" => Value::Int(i64::from(nki_lang::target::PSUM_BANK_BYTES / 4)),
-                "gemm_stationary_fmax" => {
-                    Value::Int(i64::from(nki_lang::target::GEMM_STATIONARY_FMAX))
+            // NKI's `nl.tile_size`: the target's tile limits, from nki-lang's one definition.
+            (Value::Code(c), f) if c == "tile_size" => {
+                match self.buf.target.tile_size(f).map(i64::try_from) {
+                    Some(Ok(n)) => Value::Int(n),
+                    _ => self.error(
+                        span,
+                        format!(
+                            "`tile_size` has no `{f}`: it has {}",
+                            nki_lang::target::TILE_SIZES.join(", ")
+                        ),
+                    ),
                 }
-                "gemm_moving_fmax" => Value::Int(i64::from(nki_lang::target::GEMM_MOVING_FMAX)),
-                "bn_stats_fmax" => Value::Int(i64::from(nki_lang::target::BN_STATS_FMAX)),
-                _ => self.error(
-                    span,
-                    format!("`tile_size` has no `{f}`: it has pmax, psum_fmax, gemm_stationary_fmax, gemm_moving_fmax, bn_stats_fmax"),
-                ),
-            },
+            }
             // NKI's `nl.fp32.min`; every dtype's finite range (`f32::MIN` parses to this too).
             (Value::DType(d), "min" | "max") => {
                 let v = if field == "min" { d.min_value() } else { d.max_value() };
