@@ -1423,7 +1423,8 @@ fn copies_predicated(
     let d1 = load(b[..]);
     tensor_copy_predicated(src = src, dst = d1, predicate = pred);
     let d2 = load(b[..]);
-    tensor_copy_predicated(src, d2, pred, reverse_pred = true);
+    // By position, NKI 0.6's order: the destination first.
+    tensor_copy_predicated(d2, src, pred, reverse_pred = true);
     store(o1[..], d1);
     store(o2[..], d2);
     (o1, o2)

@@ -255,7 +255,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 31;
+const STEPS: usize = 32;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -969,11 +969,50 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             );
             g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
         }
+        // tensor_copy_dynamic_dst of a column tile into the column of an earlier square SBUF
+        // tile at the offset an index tile's first element holds (0 or P − 1), under a mask
+        26 => {
+            let (Some(src), Some(d)) = (g.pick(c, &[Kind::Column]), g.pick(c, &sq)) else {
+                return;
+            };
+            let (ix, positions) = g.index_tile(c);
+            let dst = Dst::overwrite(g.view_as(d, &[1]));
+            let col = g.view(src);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let offset =
+                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                    .expect("view");
+            let cm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(
+                Opcode::TensorCopyDynamicDst,
+                cm,
+                InstrData::DynCopy {
+                    dst,
+                    src: col,
+                    offset,
+                    stride: 1,
+                },
+            );
+            let f = positions[0];
+            let dc = g.tiles[src].defined.clone();
+            let old = g.tiles[d].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    let (r, col_f) = (e / fu, e % fu);
+                    if col_f == f && r < mp as usize {
+                        dc[r]
+                    } else {
+                        old[e]
+                    }
+                })
+                .collect();
+            g.tiles[d].values = None;
+        }
         // range_select of a square tile between two bound columns (memsets under partition
         // masks of their own), the maximum of each partition into a column, the instruction
         // masked on partitions only: each element depends on its data element and on its
         // partition's bounds, selected or not
-        26 => {
+        27 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
@@ -1028,7 +1067,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // nc_stream_shuffle of a square tile into a new one or in place, by a mask that
         // repeats, skips and keeps partitions (255: a new tile's kept partition is unwritten,
         // an in-place one keeps its value)
-        27 => {
+        28 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
@@ -1079,7 +1118,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // unwritten index would hold any position, and the launch stops on one outside its
         // partition), partitions 0..P of the result copied into a square tile; each element
         // depends on the source element its index names
-        28 => {
+        29 => {
             let group = 16u32;
             let bp = 1 + c.below(group as usize) as u32;
             let k = c.below(F as usize) as i64;
@@ -1139,7 +1178,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // sequence_bounds of the first half of partition 0 of a square tile into partition 0
         // of a new one (viewed [1, 2, F/2]): every bound depends on every id of the row
-        29 => {
+        30 => {
             let Some(a) = g.pick(c, &sq) else { return };
             let half = F / 2;
             let ids_shape = TileShape::new(&[1, half]).expect("shape");

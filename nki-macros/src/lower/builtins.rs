@@ -150,6 +150,8 @@ pub enum Special {
     AtomicRmw,
     /// `tensor_copy_dynamic_src`
     TensorCopyDynamicSrc,
+    /// `tensor_copy_dynamic_dst`
+    TensorCopyDynamicDst,
     /// `nl.rand(shape, dtype)`
     Rand,
     /// `nl.random_seed(seed)`
@@ -409,6 +411,7 @@ static TABLE: &[Builtin] = &[
     special(&["get_nc_version"], Special::NcVersion),
     special(&["atomic_rmw"], Special::AtomicRmw),
     special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
+    special(&["tensor_copy_dynamic_dst"], Special::TensorCopyDynamicDst),
     special(
         &["shared_constant", "shared_identity_matrix"],
         Special::SharedConstant,
@@ -566,6 +569,22 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "static_cast",
         "`static_cast` is not in the language: convert values with `copy(x, dtype = ...)` or an operation's `dtype`",
+    ),
+    (
+        "range_select",
+        "`range_select` is not in the language yet: select with `affine_select` or `tensor_copy_predicated` against an `iota` of the free index, and reduce with `tensor_reduce`",
+    ),
+    (
+        "nc_stream_shuffle",
+        "`nc_stream_shuffle` is not in the language yet: move partitions with a TensorE transpose or a matmul by a permutation matrix",
+    ),
+    (
+        "local_gather",
+        "`local_gather` is not in the language yet: gather within partitions with `gather_flattened`, or across them with an indirect `load`",
+    ),
+    (
+        "sequence_bounds",
+        "`sequence_bounds` is not in the language yet: compute each segment's bounds from the segment ids with `iota`, comparisons and `tensor_reduce`",
     ),
     (
         "dynamic_range",
