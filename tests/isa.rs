@@ -224,12 +224,14 @@ fn act_calls(
         activation(op = exp, data = x, scale = scale, bias = bias),
     );
     let r = ndarray([128, 1], f32, Sbuf);
+    // NKI's `reduce_cmd = reset_reduce`: this instruction's results alone, as without it.
     let e = activation(
         op = exp,
         data = x,
         bias = bias,
         reduce_op = add,
         reduce_res = r,
+        reduce_cmd = reset_reduce,
     );
     store(out[[2, 0..128, 0..512]], e);
     let r2 = ndarray([128, 1], f32, Sbuf);

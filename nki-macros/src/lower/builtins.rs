@@ -39,6 +39,9 @@ pub enum P {
     ReduceOp,
     /// The per-partition reduction's `[P, 1]` result.
     ReduceRes,
+    /// `reduce_cmd`: how the engine's accumulators are used (`idle` or `reset_reduce`, both
+    /// a reduction of this instruction's results alone).
+    ReduceCmd,
     /// An affine expression of index grids (`iota`'s values).
     Expr,
     /// An affine comparison of index grids (`affine_select`'s predicate).
@@ -279,6 +282,7 @@ static TABLE: &[Builtin] = &[
             opt("scale", P::TileOrImm(2)),
             opt("reduce_op", P::ReduceOp),
             opt("reduce_res", P::ReduceRes),
+            opt("reduce_cmd", P::ReduceCmd),
             DTYPE,
             MASK,
         ],
