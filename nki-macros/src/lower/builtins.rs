@@ -575,22 +575,6 @@ const REFUSED: &[(&str, &str)] = &[
         "`static_cast` is not in the language: convert values with `copy(x, dtype = ...)` or an operation's `dtype`",
     ),
     (
-        "range_select",
-        "`range_select` is not in the language yet: select with `affine_select` or `tensor_copy_predicated` against an `iota` of the free index, and reduce with `tensor_reduce`",
-    ),
-    (
-        "nc_stream_shuffle",
-        "`nc_stream_shuffle` is not in the language yet: move partitions with a TensorE transpose or a matmul by a permutation matrix",
-    ),
-    (
-        "local_gather",
-        "`local_gather` is not in the language yet: gather within partitions with `gather_flattened`, or across them with an indirect `load`",
-    ),
-    (
-        "sequence_bounds",
-        "`sequence_bounds` is not in the language yet: compute each segment's bounds from the segment ids with `iota`, comparisons and `tensor_reduce`",
-    ),
-    (
         "dynamic_range",
         "`dynamic_range` (NKI 0.2+: loop bounds in registers read at run time) is not in the language: every loop here has a trip count known at launch (`affine_range(K / 128)`)",
     ),
