@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["bind"],
     &["device_tensor", "operand"],
     &["gather"],
-    &["indirect", "dyncopy"],
+    &["indirect", "dyncopy", "local_gather"],
     &["engines"],
     &["exec"],
     &["host", "strict", "host_profile"],
