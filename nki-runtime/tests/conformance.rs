@@ -1926,6 +1926,7 @@ fn reduce_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: vi,
                     op: [Alu::Add, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, r);
@@ -1960,6 +1961,7 @@ fn reduce_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(1.0)),
                     op: [Alu::Multiply, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, r);
@@ -1970,6 +1972,40 @@ fn reduce_rows() -> Vec<Row> {
                     let mut r = 1.0;
                     for i in 0..64 {
                         r = x[0][[p, i]] * r + x[1][[p, i]];
+                        out[[p, i]] = r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (subtract reversed, subtract reversed): r = b - (r - a)",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![(DType::F32, small(62, 64)), (DType::F32, small(63, 64))],
+            &[(DType::F32, [P, 64])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, 64]);
+                let (dst, va, vb) = (k.dst(r), k.v(a), k.v(b));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(0.25)),
+                    op: [Alu::Subtract, Alu::Subtract],
+                    rev: 3,
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 64));
+                for p in 0..P {
+                    let mut r: f64 = 0.25;
+                    for i in 0..64 {
+                        // Each step rounded to f32, as the engine computes in fp32.
+                        let t = f64::from((r - x[0][[p, i]]) as f32);
+                        r = f64::from((x[1][[p, i]] - t) as f32);
                         out[[p, i]] = r;
                     }
                 }
@@ -2270,6 +2306,7 @@ fn accumulate_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(0.0)),
                     op: [Alu::Max, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, out);

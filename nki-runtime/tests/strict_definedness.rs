@@ -586,6 +586,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(0.0)),
                     op: [Alu::Multiply, Alu::Add],
+                    rev: 0,
                 },
             );
             let (da, db) = (g.tiles[a].defined.clone(), g.tiles[b2].defined.clone());

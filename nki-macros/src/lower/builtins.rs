@@ -317,6 +317,8 @@ static TABLE: &[Builtin] = &[
             req("initial", P::TileOrImm(3)),
             req("op0", P::Alu(0)),
             req("op1", P::Alu(1)),
+            opt("reverse0", P::Rev(0)),
+            opt("reverse1", P::Rev(1)),
             DTYPE,
             MASK,
         ],

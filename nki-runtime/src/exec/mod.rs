@@ -615,8 +615,8 @@ pub(crate) fn execute(
                 ..
             },
         ) => reduce::tensor_reduce(e, ops, op, axes, negate, acc(dst.write)),
-        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, .. }) => {
-            reduce::scan(e, ops, op, acc(dst.write))
+        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, rev, .. }) => {
+            reduce::scan(e, ops, op, rev, acc(dst.write))
         }
         (Opcode::BnStats, _) => reduce::bn_stats(e, ops),
         (Opcode::BnAggr, _) => reduce::bn_aggr(e, ops),

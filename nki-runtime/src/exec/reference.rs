@@ -155,8 +155,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 ..
             },
         ) => tensor_reduce(m, ops, op, axes, negate, acc(dst.write)),
-        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, .. }) => {
-            tensor_tensor_scan(m, ops, op, acc(dst.write))
+        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, rev, .. }) => {
+            tensor_tensor_scan(m, ops, op, rev, acc(dst.write))
         }
         (Opcode::Iota, _) => iota(m, ops),
         (
@@ -489,6 +489,7 @@ fn tensor_tensor_scan(
     m: &mut Machine<'_, '_, '_, '_>,
     ops: &Operands,
     op: [Alu; 2],
+    rev: u8,
     accumulate: Option<Alu>,
 ) {
     let dst = ops.get(0);
@@ -504,7 +505,16 @@ fn tensor_tensor_scan(
         let results: Vec<_> = free_indices(&grid, p)
             .map(|t| {
                 let (x, y) = (m.get(&a, t, Lane::F32).f32(), m.get(&b, t, Lane::F32).f32());
-                r = alu::eval(op[1], alu::eval(op[0], x, r), y);
+                let first = if rev & 1 == 1 {
+                    alu::eval(op[0], r, x)
+                } else {
+                    alu::eval(op[0], x, r)
+                };
+                r = if rev & 2 == 2 {
+                    alu::eval(op[1], y, first)
+                } else {
+                    alu::eval(op[1], first, y)
+                };
                 let mut v = Value::from_f32(r);
                 if let Some(acc) = accumulate {
                     v = Lane::F32.op(acc, m.get(&to, t, Lane::F32), v);

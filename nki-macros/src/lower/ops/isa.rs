@@ -597,6 +597,7 @@ impl Lowerer<'_> {
                     src: [view(src[1]), view(src[2])],
                     init: src[3],
                     op,
+                    rev,
                 },
                 Format::Iota => InstrData::Iota {
                     dst,
