@@ -342,7 +342,7 @@ static TABLE: &[Builtin] = &[
     isa(
         &["reciprocal"],
         Opcode::Reciprocal,
-        &[req("data", P::Tile(1)), DTYPE, MASK],
+        &[req("data|x", P::Tile(1)), DTYPE, MASK],
     ),
     isa(
         &["bn_stats"],
