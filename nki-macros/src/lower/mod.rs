@@ -696,20 +696,27 @@ impl Lowerer<'_> {
                 Value::Int(n)
             }
             Value::Poison => return None,
-            // The trip count `(K + a − start) / step` needs `a ≥ start`: a launch-time trip
-            // count is `(K + a) / c` with `a ≥ 0`.
-            // The trip count `(K + a − start) / step` needs `a ≥ start` and a step of 1: a
-            // launch-time trip count is `(K + a) / c` with `a ≥ 0`.
-            Value::Sym { div, add, .. }
+            // From `start` by a step other than 1 to a symbolic end `S` (`K / 128`, or `K + a`
+            // with `a < start`): the trip count `ceil((S − start) / step)`, which is
+            // `(S + step − 1 − start) / step` with the difference clamped at 0 (Python's
+            // `len(range(start, stop, step))`), is a symbol of its own, bound at launch; the
+            // index is `start + step · i`.
+            Value::Sym { sym, div, add }
                 if step != 1 && (div != 1 || i64::try_from(add).is_ok_and(|a| a < start)) =>
             {
-                self.error(
-                    range.stop.span(),
-                    format!(
-                        "a loop from {start} to a symbolic end by a step of {step} needs the trip count `(end − {start}) / {step}`, which a launch-time trip count (`(K + a) / c`) cannot express: loop from 0 by 1 (`affine_range(K / c)`) and mask the body's instructions, or make the dimension a meta-parameter"
-                    ),
-                );
-                return None;
+                let at = range.stop.span();
+                let Ok(add) = i64::try_from(add) else {
+                    return overflow(self);
+                };
+                let Some(offset) = step.checked_sub(1).and_then(|s| s.checked_sub(start)) else {
+                    return overflow(self);
+                };
+                let stop = self.as_symbol(sym, add, div, at)?;
+                let name = self.buf.symbols.get(usize::from(stop))?.clone();
+                let name =
+                    nki_lang::derived::offset_quotient_name(&name, offset, step.unsigned_abs());
+                let trip = self.derived(name, at);
+                return Some((start, step, trip, 0));
             }
             // From `start` by 1 to a symbolic end `(K + a) / d` the trip count cannot express:
             // the loop runs from 0 over `(K + a) / d` iterations, its first `start` predicated
