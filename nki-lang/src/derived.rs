@@ -378,7 +378,10 @@ mod tests {
         assert_eq!(root("H + 2"), Some(Root::Sum));
         assert_eq!(root("num_programs(0)"), None);
         assert_eq!(root("N"), None);
-        assert_eq!(atoms("(h + 2) / num_programs(0)"), Some(vec!["h", "num_programs(0)"]));
+        assert_eq!(
+            atoms("(h + 2) / num_programs(0)"),
+            Some(vec!["h", "num_programs(0)"])
+        );
         assert_eq!(atoms("h +"), None);
     }
 }

@@ -104,7 +104,10 @@ mod tests {
         }
         assert_eq!(SymbolSource::of("N"), SymbolSource::Input);
         assert_eq!(SymbolSource::of("h / k_h"), SymbolSource::Quotient);
-        assert_eq!(SymbolSource::of("N / num_programs(0)"), SymbolSource::Quotient);
+        assert_eq!(
+            SymbolSource::of("N / num_programs(0)"),
+            SymbolSource::Quotient
+        );
         assert_eq!(SymbolSource::of("H + 2"), SymbolSource::Sum);
         assert_eq!(SymbolSource::of("64 * N"), SymbolSource::Product);
         assert_eq!(SymbolSource::GridSize(3).grid_name(), None);

@@ -541,13 +541,11 @@ fn bind_derived(p: &Program<'_>, syms: &mut SymbolValues) -> Result<(), LaunchEr
         }
         let symbol = name.to_string();
         return Err(match error {
-            nki_lang::derived::EvalError::DivisionByZero { divisor } => {
-                LaunchError::ZeroDivisor {
-                    symbol,
-                    divisor,
-                    values,
-                }
-            }
+            nki_lang::derived::EvalError::DivisionByZero { divisor } => LaunchError::ZeroDivisor {
+                symbol,
+                divisor,
+                values,
+            },
             // A checked program's names parse and name bound symbols: only an overflow is left.
             nki_lang::derived::EvalError::Overflow
             | nki_lang::derived::EvalError::Unknown(_)

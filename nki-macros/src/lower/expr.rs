@@ -776,7 +776,11 @@ impl Lowerer<'_> {
     /// symbols, [`nki_lang::derived`]), added if it is new.
     pub(super) fn derived(&mut self, name: String, span: Span) -> Value {
         match self.derived_symbol(name, span) {
-            Some(sym) => Value::Sym { sym, add: 0, div: 1 },
+            Some(sym) => Value::Sym {
+                sym,
+                add: 0,
+                div: 1,
+            },
             None => Value::Poison,
         }
     }
@@ -1111,7 +1115,8 @@ impl Lowerer<'_> {
                 // A quotient or sum (`N / 128`, `H + 2`): a symbol of its own.
                 Value::Sym { sym, add, div } => {
                     let Ok(add) = i64::try_from(add) else {
-                        return self.error(item.span(), "integer overflow in a compile-time expression");
+                        return self
+                            .error(item.span(), "integer overflow in a compile-time expression");
                     };
                     match self.as_symbol(sym, add, div, item.span()) {
                         Some(s) => dims.push(Dim::Sym(s)),

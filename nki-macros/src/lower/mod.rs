@@ -242,7 +242,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
     for ty in &kernel.returns {
         // Symbols of the outputs resolve in the body; one that no input binds is reported by
         // the checks (`UnboundSymbol`).
-        l.dims(ty);
+        l.dims(ty, true);
     }
     l.block(&kernel.body);
     l.finish_outputs(kernel);
@@ -282,7 +282,10 @@ impl Lowerer<'_> {
         u8::try_from(self.buf.symbols.len().saturating_sub(1)).unwrap_or(u8::MAX)
     }
 
-    fn dims(&mut self, ty: &TensorType) -> Vec<Dim> {
+    /// A tensor type's dimensions; a returned tensor's (`derived`) may also be a quotient or
+    /// sum of symbolic dimensions (`{ H / KH }`, `{ H + 2 }`), which an input's cannot (an
+    /// input binds the symbols it names).
+    fn dims(&mut self, ty: &TensorType, derived: bool) -> Vec<Dim> {
         ty.dims
             .iter()
             .map(|d| match d {
@@ -300,6 +303,12 @@ impl Lowerer<'_> {
                 DimSpec::Expr(e) => match self.eval(e) {
                     Value::Int(n) if n > 0 => Dim::Fixed(n.unsigned_abs()),
                     Value::Poison => Dim::Fixed(1),
+                    Value::Sym { sym, add, div } if derived => {
+                        let s = i64::try_from(add)
+                            .ok()
+                            .and_then(|add| self.as_symbol(sym, add, div, e.span()));
+                        s.map_or(Dim::Fixed(1), Dim::Sym)
+                    }
                     other => {
                         let what = other.describe();
                         self.errors.push(
@@ -315,7 +324,7 @@ impl Lowerer<'_> {
 
     fn declare_params(&mut self, kernel: &Kernel) {
         for p in &kernel.params {
-            let shape = self.dims(&p.ty);
+            let shape = self.dims(&p.ty, false);
             // The body's names are unraw (`r#in` is `in`), so are the parameters'.
             // A name declared twice was reported with the signature.
             let name = p.name.unraw().to_string();
@@ -990,7 +999,7 @@ impl Lowerer<'_> {
             self.errors.push(kernel.returns_span, msg);
         } else {
             for (&t, ty) in returned.iter().zip(&kernel.returns) {
-                let declared = self.dims(ty);
+                let declared = self.dims(ty, true);
                 let out = &self.tensors[t];
                 if out.dtype != ty.dtype || out.shape != declared {
                     let msg = format!(
