@@ -358,6 +358,10 @@ impl Lowerer<'_> {
                     None => Poison,
                 }
             }
+            (BinOp::Mul, Index(_), Sym { .. }) | (BinOp::Mul, Sym { .. }, Index(_)) => self.error(
+                span,
+                "an index is affine with compile-time coefficients: a loop variable or program id times a symbolic dimension (`g * (h / k_h)`) is not; make the dimensions meta-parameters (`const H: usize`), or view the tensor with the dimension as an axis of its own (`q.reshape([KH, H / KH, D])`, indexed `[g, i, ...]`)",
+            ),
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
                 "symbolic dimensions combine by `+`, `*` and `/` (Python's `//`) with each other and non-negative literals (`K / 128`, `(K + 127) / 128`, `h / k_h`, `N * C`, `H + 2`) into a trip count or a shape, or one bounds an index in a mask from above (`k * 128 + i_p < K`: keep the other terms on the left); no other operator applies (make the dimension a meta-parameter for other arithmetic)",
@@ -880,6 +884,9 @@ impl Lowerer<'_> {
                     }
                 }
                 Value::Poison => return Value::Poison,
+                Value::SymMinus { .. } => {
+                    return self.error(at, format!("{WHAT}, not a symbolic dimension minus a literal (`H - 2`): reshape with the whole dimension and index past the part you skip, or make the dimension a meta-parameter"));
+                }
                 other => return self.error(at, format!("{WHAT}, not {}", other.describe())),
             }
         }

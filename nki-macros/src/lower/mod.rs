@@ -790,7 +790,7 @@ impl Lowerer<'_> {
                 return;
             }
             other => {
-                self.error(trip.span(), format!("a trip count is an integer or a symbolic dimension divided by a literal (`K / 128`), not {}", other.describe()));
+                self.error(trip.span(), format!("a trip count is an integer, a symbolic dimension, or a quotient or sum of them and literals (`K / 128`, `h / k_h`, `H + 2`), not {}: loop to the dimension and mask the rest (`mask = i < N - 2`), or make the dimension a meta-parameter", other.describe()));
                 return;
             }
         };
