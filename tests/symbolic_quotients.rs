@@ -147,6 +147,50 @@ fn rows_from_3_by_2(x: Hbm<f32, K, 64>) -> Hbm<f32, K, 64> {
     out
 }
 
+/// `x` [R, 64] as the rows of `a` [H, 1] followed by those of `b` [W, 1]: `x.reshape([H + W,
+/// 64])`, a sum of two traced dimensions, every row doubled over `H + W` iterations.
+#[kernel]
+fn concat_rows(x: Hbm<f32, R, 64>, a: Hbm<f32, H, 1>, b: Hbm<f32, W, 1>) -> Hbm<f32, R, 64> {
+    let out = ndarray([R, 64], f32, SharedHbm);
+    let xs = x.reshape([H + W, 64]);
+    let os = out.reshape([H + W, 64]);
+    let (ip, jf) = mgrid![0..1, 0..64];
+    for i in affine_range(H + W) {
+        store(os[[i + ip, jf]], multiply(load(xs[[i + ip, jf]]), 2.0));
+    }
+    out
+}
+
+/// Each instance of a `[G]` grid takes its share of `N / num_programs(0)` rows (a quotient of
+/// a dimension by the grid's size), through `x.reshape([num_programs(0), N / num_programs(0),
+/// 64])`, and adds 1.
+#[kernel]
+fn grid_shares(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
+    let out = ndarray([N, 64], f32, SharedHbm);
+    let xs = x.reshape([num_programs(0), N / num_programs(0), 64]);
+    let os = out.reshape([num_programs(0), N / num_programs(0), 64]);
+    let (ip, jf) = mgrid![0..1, 0..64];
+    let g = program_id(0);
+    for i in affine_range(N / num_programs(0)) {
+        store(os[[g, i + ip, jf]], add(load(xs[[g, i + ip, jf]]), 1.0));
+    }
+    out
+}
+
+/// A product of a quotient and a literal: `x` [N, 64] as `(N / 128) * 2` blocks of 64 rows,
+/// each halved.
+#[kernel]
+fn half_blocks(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
+    let out = ndarray([N, 64], f32, SharedHbm);
+    let xb = x.reshape([(N / 128) * 2, 64, 64]);
+    let ob = out.reshape([(N / 128) * 2, 64, 64]);
+    let (ip, jf) = mgrid![0..64, 0..64];
+    for b in affine_range((N / 128) * 2) {
+        store(ob[[b, ip, jf]], multiply(load(xb[[b, ip, jf]]), 0.5));
+    }
+    out
+}
+
 /// `x` scaled per row by `scale(row)`, as f32 (one multiplication by a small integer: exact
 /// rounding of the product).
 fn scaled_rows(x: &Array2<f32>, rows: usize, scale: impl Fn(usize) -> f32) -> Array2<f32> {
@@ -380,4 +424,59 @@ fn a_strict_launch_checks_a_stepped_loops_writes() {
     );
     let out = odd_tiles::host(&mut NeuronCore::default().with_strict(false), x.view()).unwrap();
     assert_eq!(out.dim(), (300, 64));
+}
+
+#[test]
+fn a_sum_of_two_traced_dimensions_is_a_trip_count_and_a_shape() {
+    for (h, w) in [(3, 4), (0, 2), (5, 0)] {
+        let x = rand_f32(Ix2(h + w, 64), (h * 10 + w) as u64, -9.0, 9.0);
+        let (a, b) = (Array2::<f32>::zeros((h, 1)), Array2::<f32>::zeros((w, 1)));
+        let mut core = NeuronCore::default();
+        let out = concat_rows::host(&mut core, x.view(), a.view(), b.view()).unwrap();
+        assert_bits(
+            &out,
+            &scaled_rows(&x, h + w, |_| 2.0),
+            &format!("H={h} W={w}"),
+        );
+    }
+    let x = Array2::<f32>::zeros((6, 64));
+    let (a, b) = (Array2::<f32>::zeros((3, 1)), Array2::<f32>::zeros((4, 1)));
+    let err =
+        concat_rows::host(&mut NeuronCore::default(), x.view(), a.view(), b.view()).unwrap_err();
+    let LaunchError::Reshape { values, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(values.contains("H + W = 7"), "{values}");
+}
+
+#[test]
+fn a_quotient_by_the_grid_size_shares_rows_between_instances() {
+    for (n, g) in [(8, 1), (8, 2), (8, 4), (3, 3)] {
+        let x = rand_f32(Ix2(n, 64), (n * 5 + g) as u64, -9.0, 9.0);
+        let mut core = NeuronCore::default();
+        let out = grid_shares::grid([g]).host(&mut core, x.view()).unwrap();
+        let want = x.mapv(|v| v + 1.0);
+        assert_bits(&out, &want, &format!("N={n} G={g}"));
+    }
+    // 6 rows over 4 instances: [4, 1, 64] holds 4 of the 6 rows.
+    let x = Array2::<f32>::zeros((6, 64));
+    let err = grid_shares::grid([4])
+        .host(&mut NeuronCore::default(), x.view())
+        .unwrap_err();
+    let LaunchError::Reshape { dims, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(dims, "4, 1, 64");
+}
+
+#[test]
+fn a_product_of_a_quotient_and_a_literal_sizes_a_reshape() {
+    for n in [128, 512] {
+        let x = rand_f32(Ix2(n, 64), n as u64 + 9, -9.0, 9.0);
+        let mut core = NeuronCore::default();
+        let out = half_blocks::host(&mut core, x.view()).unwrap();
+        assert_bits(&out, &scaled_rows(&x, n, |_| 0.5), &format!("N={n}"));
+    }
+    let symbols = half_blocks::KERNEL.program().symbols();
+    assert!(symbols.contains(&"2 * (N / 128)"), "{symbols:?}");
 }
