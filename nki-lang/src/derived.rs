@@ -66,8 +66,7 @@ pub fn root(name: &str) -> Option<Root> {
             b')' => depth = depth.saturating_sub(1),
             b'+' | b'-' | b'*' | b'/' if depth == 0 => {
                 // Operators stand between spaces; anything else is part of a name.
-                let spaced = i > 0
-                    && bytes.get(i - 1) == Some(&b' ')
+                let spaced = i.checked_sub(1).and_then(|j| bytes.get(j)) == Some(&b' ')
                     && bytes.get(i.saturating_add(1)) == Some(&b' ');
                 if !spaced {
                     continue;
@@ -139,7 +138,7 @@ pub fn value(name: &str, value: &mut dyn FnMut(&str) -> Option<u64>) -> Result<u
     };
     let v = p.sum().map_err(|e| match e {
         EvalError::Malformed(_) => EvalError::Malformed(name.to_string()),
-        e => e,
+        e @ (EvalError::Unknown(_) | EvalError::Overflow | EvalError::DivisionByZero { .. }) => e,
     })?;
     if p.at != tokens.len() {
         return Err(EvalError::Malformed(name.to_string()));
@@ -159,7 +158,7 @@ pub fn atoms(name: &str) -> Option<Vec<&str>> {
             .iter()
             .filter_map(|t| match t {
                 Token::Atom(a) => Some(*a),
-                _ => None,
+                Token::Literal(_) | Token::Op(_) | Token::Open | Token::Close => None,
             })
             .collect(),
     )
@@ -181,45 +180,33 @@ enum Token<'a> {
 
 /// Splits `name` into tokens; `None` for a character no name holds or an unbalanced call.
 fn tokens(name: &str) -> Option<Vec<Token<'_>>> {
-    let bytes = name.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0usize;
-    while let Some(&b) = bytes.get(i) {
-        match b {
-            b' ' => i += 1,
-            b'(' => {
-                out.push(Token::Open);
-                i += 1;
+    let mut chars = name.char_indices().peekable();
+    // The end of the run of characters from `chars` that `keep` accepts.
+    let run_end = |chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
+                   keep: &dyn Fn(char) -> bool| {
+        while chars.next_if(|&(_, c)| keep(c)).is_some() {}
+        chars.peek().map_or(name.len(), |&(j, _)| j)
+    };
+    while let Some((i, c)) = chars.next() {
+        match c {
+            ' ' => {}
+            '(' => out.push(Token::Open),
+            ')' => out.push(Token::Close),
+            '+' | '-' | '*' | '/' => out.push(Token::Op(u8::try_from(c).ok()?)),
+            '0'..='9' => {
+                let end = run_end(&mut chars, &|c| c.is_ascii_digit());
+                out.push(Token::Literal(name.get(i..end)?.parse().ok()?));
             }
-            b')' => {
-                out.push(Token::Close);
-                i += 1;
-            }
-            b'+' | b'-' | b'*' | b'/' => {
-                out.push(Token::Op(b));
-                i += 1;
-            }
-            b'0'..=b'9' => {
-                let start = i;
-                while bytes.get(i).is_some_and(u8::is_ascii_digit) {
-                    i += 1;
-                }
-                out.push(Token::Literal(name.get(start..i)?.parse().ok()?));
-            }
-            b if b.is_ascii_alphabetic() || b == b'_' => {
-                let start = i;
-                while bytes
-                    .get(i)
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-                {
-                    i += 1;
-                }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let mut end = run_end(&mut chars, &|c| c.is_ascii_alphanumeric() || c == '_');
                 // A call (`num_programs(0)`) is part of the name.
-                if bytes.get(i) == Some(&b'(') {
-                    let close = name.get(i..)?.find(')')?;
-                    i = i.checked_add(close)?.checked_add(1)?;
+                if chars.next_if(|&(_, c)| c == '(').is_some() {
+                    end = run_end(&mut chars, &|c| c != ')');
+                    let (close, _) = chars.next()?;
+                    end = end.max(close.checked_add(1)?);
                 }
-                out.push(Token::Atom(name.get(start..i)?));
+                out.push(Token::Atom(name.get(i..end)?));
             }
             _ => return None,
         }
@@ -246,7 +233,7 @@ impl<'a> Parser<'_, 'a, '_> {
     fn sum(&mut self) -> Result<u64, EvalError> {
         let mut v = self.term()?.0;
         while let Some(Token::Op(op @ (b'+' | b'-'))) = self.peek() {
-            self.at += 1;
+            self.at = self.at.saturating_add(1);
             let w = self.term()?.0;
             v = if op == b'+' {
                 v.checked_add(w).ok_or(EvalError::Overflow)?
@@ -261,7 +248,7 @@ impl<'a> Parser<'_, 'a, '_> {
     fn term(&mut self) -> Result<(u64, String), EvalError> {
         let (mut v, mut text) = self.factor()?;
         while let Some(Token::Op(op @ (b'*' | b'/'))) = self.peek() {
-            self.at += 1;
+            self.at = self.at.saturating_add(1);
             let (w, t) = self.factor()?;
             v = if op == b'*' {
                 v.checked_mul(w).ok_or(EvalError::Overflow)?
@@ -277,7 +264,7 @@ impl<'a> Parser<'_, 'a, '_> {
     /// A literal, a symbol or a parenthesised expression, with its text.
     fn factor(&mut self) -> Result<(u64, String), EvalError> {
         let t = self.peek().ok_or_else(|| self.malformed())?;
-        self.at += 1;
+        self.at = self.at.saturating_add(1);
         match t {
             Token::Literal(n) => Ok((n, n.to_string())),
             Token::Atom(a) => match (self.value)(a) {
@@ -291,7 +278,7 @@ impl<'a> Parser<'_, 'a, '_> {
                     return Err(self.malformed());
                 }
                 let text = self.tokens.get(from..self.at).map(text).unwrap_or_default();
-                self.at += 1;
+                self.at = self.at.saturating_add(1);
                 Ok((v, format!("({text})")))
             }
             Token::Op(_) | Token::Close => Err(self.malformed()),

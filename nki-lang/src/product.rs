@@ -50,7 +50,7 @@ fn top_level_split(name: &str) -> Vec<&str> {
             ')' => depth = depth.saturating_sub(1),
             _ if depth == 0 && name[i..].starts_with(PRODUCT_SEPARATOR) => {
                 parts.push(&name[from..i]);
-                from = i + PRODUCT_SEPARATOR.len();
+                from = i.saturating_add(PRODUCT_SEPARATOR.len());
             }
             _ => {}
         }
