@@ -122,9 +122,11 @@ pub fn offset_quotient_name(a: &str, add: i64, div: u64) -> String {
         n if n > 0 => format!("{a} + {n}"),
         n => format!("{a} - {}", n.unsigned_abs()),
     };
-    match div {
-        1 => top,
-        d => format!("{} / {d}", operand(&top)),
+    match (div, root(&top)) {
+        (1, _) => top,
+        // A product divided by a literal reads left to right (`C * N / 128`).
+        (d, Some(Root::Product) | None) => format!("{top} / {d}"),
+        (d, Some(Root::Sum | Root::Quotient)) => format!("({top}) / {d}"),
     }
 }
 
@@ -359,6 +361,13 @@ mod tests {
         assert_eq!(offset_quotient_name("K / 128", -2, 2), "(K / 128 - 2) / 2");
         assert_eq!(offset_quotient_name("K", 0, 2), "K / 2");
         assert_eq!(offset_quotient_name("K", 3, 1), "K + 3");
+        assert_eq!(
+            offset_quotient_name("C * N", 127, 128),
+            "(C * N + 127) / 128"
+        );
+        assert_eq!(offset_quotient_name("C * N", 0, 128), "C * N / 128");
+        assert_eq!(offset_quotient_name("H + W", 0, 2), "(H + W) / 2");
+        assert_eq!(value("C * N / 128", &mut |_| Some(16)), Ok(2));
         assert_eq!(root("h / k_h"), Some(Root::Quotient));
         assert_eq!(root("(K + 127) / 128"), Some(Root::Quotient));
         assert_eq!(root("C * N"), Some(Root::Product));
