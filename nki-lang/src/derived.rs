@@ -171,6 +171,9 @@ fn well_formed(name: &str) -> bool {
     !matches!(value(name, &mut |_| Some(1)), Err(EvalError::Malformed(_)))
 }
 
+/// The deepest nesting of parentheses in a derived symbol's name.
+const MAX_NESTING: usize = 32;
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Token<'a> {
     Literal(u64),
@@ -190,11 +193,22 @@ fn tokens(name: &str) -> Option<Vec<Token<'_>>> {
         while chars.next_if(|&(_, c)| keep(c)).is_some() {}
         chars.peek().map_or(name.len(), |&(j, _)| j)
     };
+    // The parser recurses once per parenthesis: a name nested deeper is no derived symbol.
+    let mut depth = 0usize;
     while let Some((i, c)) = chars.next() {
         match c {
             ' ' => {}
-            '(' => out.push(Token::Open),
-            ')' => out.push(Token::Close),
+            '(' => {
+                depth = depth.saturating_add(1);
+                if depth > MAX_NESTING {
+                    return None;
+                }
+                out.push(Token::Open);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                out.push(Token::Close);
+            }
             '+' | '-' | '*' | '/' => out.push(Token::Op(u8::try_from(c).ok()?)),
             '0'..='9' => {
                 let end = run_end(&mut chars, &|c| c.is_ascii_digit());
@@ -350,6 +364,9 @@ mod tests {
         assert_eq!(v("h / X"), Err(EvalError::Unknown("X".to_string())));
         assert!(matches!(v("h / "), Err(EvalError::Malformed(_))));
         assert!(matches!(v("(h"), Err(EvalError::Malformed(_))));
+        let deep = format!("{}h{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(matches!(v(&deep), Err(EvalError::Malformed(_))));
+        assert_eq!(atoms(&deep), None);
     }
 
     #[test]
