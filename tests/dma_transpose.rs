@@ -12,7 +12,10 @@ use nki::prelude::*;
 /// The six transposes (from HBM and from SBUF, of 2, 3 and 4 axes) of one dtype.
 macro_rules! transposes {
     ($m:ident, $t:ident) => {
-        #[allow(dead_code, reason = "each kernel is launched through its module's `host`")]
+        #[allow(
+            dead_code,
+            reason = "each kernel is launched through its module's `host`"
+        )]
         mod $m {
             use nki::prelude::*;
 
@@ -108,16 +111,40 @@ macro_rules! check_dtype {
             let conv = $conv;
             let mut core = NeuronCore::default();
             let a = distinct(Ix2(96, 40), -5000.0).mapv(conv);
-            assert_eq!($m::hbm2::host(&mut core, a.view()).unwrap(), t2(&a), "hbm 2-D");
-            assert_eq!($m::sbuf2::host(&mut core, a.view()).unwrap(), t2(&a), "sbuf 2-D");
+            assert_eq!(
+                $m::hbm2::host(&mut core, a.view()).unwrap(),
+                t2(&a),
+                "hbm 2-D"
+            );
+            assert_eq!(
+                $m::sbuf2::host(&mut core, a.view()).unwrap(),
+                t2(&a),
+                "sbuf 2-D"
+            );
             let a = distinct(Ix3(5, 6, 7), -100.0).mapv(conv);
-            assert_eq!($m::hbm3::host(&mut core, a.view()).unwrap(), t3(&a), "hbm 3-D");
+            assert_eq!(
+                $m::hbm3::host(&mut core, a.view()).unwrap(),
+                t3(&a),
+                "hbm 3-D"
+            );
             let a = distinct(Ix3(8, 6, 20), 7.0).mapv(conv);
-            assert_eq!($m::sbuf3::host(&mut core, a.view()).unwrap(), t3(&a), "sbuf 3-D");
+            assert_eq!(
+                $m::sbuf3::host(&mut core, a.view()).unwrap(),
+                t3(&a),
+                "sbuf 3-D"
+            );
             let a = distinct(Ix4(3, 4, 5, 6), -300.0).mapv(conv);
-            assert_eq!($m::hbm4::host(&mut core, a.view()).unwrap(), t4(&a), "hbm 4-D");
+            assert_eq!(
+                $m::hbm4::host(&mut core, a.view()).unwrap(),
+                t4(&a),
+                "hbm 4-D"
+            );
             let a = distinct(Ix4(8, 3, 4, 10), 11.0).mapv(conv);
-            assert_eq!($m::sbuf4::host(&mut core, a.view()).unwrap(), t4(&a), "sbuf 4-D");
+            assert_eq!(
+                $m::sbuf4::host(&mut core, a.view()).unwrap(),
+                t4(&a),
+                "sbuf 4-D"
+            );
         }
     };
 }

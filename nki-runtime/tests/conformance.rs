@@ -15,9 +15,9 @@ use half::{bf16, f16};
 use ndarray::{Array2, Axis, Zip};
 use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
-    AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
-    HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm, Memory,
-    Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+    AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
+    Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
+    Memory, Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
 use nki_runtime::{Bool, F8E4M3, F8E5M2, HbmIn, HbmOut, Isa, Kernel, NeuronCore, Tf32};
 
@@ -800,7 +800,14 @@ fn dma_rows() -> Vec<Row> {
                 let sv = k.v(s);
                 let (x, out) = (k.inputs[0].0, k.outputs[0]);
                 let from = k.access(x, &[48, 2, 4, 5], [[1, 0, 0, 0, 0], [0, 20, 5, 1, 0]]);
-                k.push(Opcode::Load, None, InstrData::Dma { tile: sv, hbm: from });
+                k.push(
+                    Opcode::Load,
+                    None,
+                    InstrData::Dma {
+                        tile: sv,
+                        hbm: from,
+                    },
+                );
                 let t = k.sbuf(DType::I32, &[5, 2, 4, 48]);
                 let dst = k.dst(t);
                 k.unary(Opcode::DmaTransposeSbuf, None, dst, sv);

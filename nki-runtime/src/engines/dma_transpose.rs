@@ -13,7 +13,12 @@ use crate::operand::{Loc, Operands, Pattern};
 /// `dma_transpose` of an instruction of `rank` axes: the source's element at `s` goes to the
 /// destination's element at `t`, `s[axes[i]] = t[i]`. The transfer walks the source's grid,
 /// each source axis `axes[i]` stepping the destination by its axis `i`'s stride.
-pub(crate) fn dma_transpose(e: &mut EngineState, b: &Bound<'_, '_, '_>, rank: usize, ops: &Operands) {
+pub(crate) fn dma_transpose(
+    e: &mut EngineState,
+    b: &Bound<'_, '_, '_>,
+    rank: usize,
+    ops: &Operands,
+) {
     let (dst, src) = (ops.get(0), ops.get(1));
     let perm = dma_transpose_padded(rank);
     let mut strides = [0isize; MAX_TILE_RANK];
@@ -57,6 +62,8 @@ pub(crate) fn dma_transpose(e: &mut EngineState, b: &Bound<'_, '_, '_>, rank: us
             into,
             &plan,
         ),
-        other => unreachable!("dma_transpose from {other:?}: the op table keeps it to HBM and SBUF"),
+        other => {
+            unreachable!("dma_transpose from {other:?}: the op table keeps it to HBM and SBUF")
+        }
     }
 }

@@ -88,7 +88,9 @@ impl Lowerer<'_> {
                 _ => None,
             };
             let want = nki_lang::ops::dma_transpose_axes(rank);
-            let given = perm.as_deref().map(|p| p.iter().map(|&x| usize::try_from(x).ok()));
+            let given = perm
+                .as_deref()
+                .map(|p| p.iter().map(|&x| usize::try_from(x).ok()));
             let matches = match (want, given) {
                 (Some(w), Some(g)) => g.eq(w.iter().map(|&x| Some(x))),
                 _ => false,
