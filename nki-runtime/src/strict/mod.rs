@@ -480,10 +480,18 @@ impl<'p> Strict<'p> {
                 // Adjacent elements: their bytes' stamps a page's slice at a time.
                 let at = byte(start);
                 map.each_slice(at, inner.saturating_mul(size), |b0, stamps| {
-                    stamps.iter().enumerate().all(|(i, &stamp)| {
+                    let mut i = 0;
+                    while let Some(&stamp) = stamps.get(i) {
                         let b = b0 + i;
-                        visit(b, stamp, n + (b - at) / size.max(1))
-                    })
+                        if !visit(b, stamp, n + (b - at) / size.max(1)) {
+                            return false;
+                        }
+                        // The bytes after it with the same stamp are judged the same, and
+                        // that judgement did not stop the walk.
+                        let same = stamps[i + 1..].iter().take_while(|&&s| s == stamp).count();
+                        i += 1 + same;
+                    }
+                    true
                 })
             } else {
                 (0..inner).all(|k| {
