@@ -62,7 +62,7 @@ pub(crate) fn dma_transpose(
             into,
             &plan,
         ),
-        other => {
+        other @ (Loc::Psum | Loc::Expr | Loc::Imm(_)) => {
             unreachable!("dma_transpose from {other:?}: the op table keeps it to HBM and SBUF")
         }
     }
