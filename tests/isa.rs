@@ -224,12 +224,14 @@ fn act_calls(
         activation(op = exp, data = x, scale = scale, bias = bias),
     );
     let r = ndarray([128, 1], f32, Sbuf);
+    // NKI's `reduce_cmd = reset_reduce`: this instruction's results alone, as without it.
     let e = activation(
         op = exp,
         data = x,
         bias = bias,
         reduce_op = add,
         reduce_res = r,
+        reduce_cmd = reset_reduce,
     );
     store(out[[2, 0..128, 0..512]], e);
     let r2 = ndarray([128, 1], f32, Sbuf);
@@ -1423,7 +1425,8 @@ fn copies_predicated(
     let d1 = load(b[..]);
     tensor_copy_predicated(src = src, dst = d1, predicate = pred);
     let d2 = load(b[..]);
-    tensor_copy_predicated(src, d2, pred, reverse_pred = true);
+    // By position, NKI 0.6's order: the destination first.
+    tensor_copy_predicated(d2, src, pred, reverse_pred = true);
     store(o1[..], d1);
     store(o2[..], d2);
     (o1, o2)

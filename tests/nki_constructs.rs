@@ -501,12 +501,15 @@ fn assertions_that_hold() {
 /// NKI's `nisa.get_nc_version() >= nisa.nc_version.gen3` (known when the kernel compiles, as
 /// `allocated_fused_rms_norm_qkv` picks its PSUM transpose dtype with it) and direct allocation
 /// (`ncc.sbuf.mod_alloc(base_addr=...)`, `ncc.psum.mod_alloc(base_bank=...)`): the placement is
-/// checked and not followed; each tile has memory of its own. The kernel writes the generation
+/// checked and not followed; each tile has memory of its own; `ncc.sbuf.auto_alloc()` is the
+/// automatic allocation every other tile has. The kernel writes the generation
 /// into every element, through tiles placed by `mod_alloc`.
 #[helper]
 fn generation_through_placed_tiles(x: Tensor, out: Tensor) {
+    let u = ndarray([128, 512], f32, sbuf.auto_alloc());
+    u[..] = load(x[..]);
     let t = ndarray([128, 512], f32, sbuf.mod_alloc(base_addr = 0));
-    t[..] = load(x[..]);
+    t[..] = copy(u);
     let g = ndarray(
         (2, par_dim(128), 512),
         f32,

@@ -1,6 +1,9 @@
 //! `tensor_copy_dynamic_src`: a copy whose source sits at a run-time offset along a free axis
 //! (NKI's `test_nki_isa_tensor_copy_dynamic.py` examples), against `np.take` as plain loops;
 //! an offset past the tile is a launch error, and strict mode refuses an unwritten offset.
+//! `tensor_copy_dynamic_dst`, its mirror (a scatter of columns or blocks to run-time offsets),
+//! against plain loops: the last write of a `sequential_range` wins, strict mode refuses two
+//! iterations of an `affine_range` writing one column and a store of columns no copy wrote.
 
 mod common;
 
@@ -124,4 +127,153 @@ fn strict_mode_refuses_an_offset_no_instruction_wrote() {
         err.contains("the offset of tensor_copy_dynamic_src must be defined"),
         "{err}"
     );
+}
+
+/// Column `b` of a `[128, 64]` tile into column `idx[0, b]` of a zeroed `[128, 512]` tile,
+/// NKI's `tensor_copy_dynamic_dst(dst=out[ix, idx[0, b] + iy], src=x[ix, b])`.
+#[kernel]
+fn scatter_columns(x: Hbm<f32, 128, 64>, idx_tensor: Hbm<i32, 1, 64>) -> Hbm<f32, 128, 512> {
+    let out_tensor = ndarray([128, 512], x.dtype, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..1];
+    let x_sbuf = load(x[..]);
+    let idx = load(idx_tensor[..]);
+    let out_sbuf = zeros([128, 512], x.dtype, Sbuf);
+    for b in sequential_range(64) {
+        tensor_copy_dynamic_dst(
+            dst = out_sbuf[[ix, idx[[0, b]] + iy]],
+            src = x_sbuf[[ix, b]],
+        );
+    }
+    store(out_tensor[..], out_sbuf);
+    out_tensor
+}
+
+/// `[128, 1, 4]` blocks of a `[128, 8, 4]` tile to the blocks `idx[0, b]` of a `[128, 32, 4]`
+/// one, in an `affine_range`, on the engine named, converting to bf16.
+macro_rules! scatter_blocks {
+    ($name:ident, $engine:ident) => {
+        #[kernel]
+        fn $name(x: Hbm<f32, 128, 8, 4>, idx_tensor: Hbm<u32, 1, 8>) -> Hbm<bf16, 128, 32, 4> {
+            let out_tensor = ndarray([128, 32, 4], bf16, SharedHbm);
+            let (ix, iy, iz) = mgrid![0..128, 0..1, 0..4];
+            let x_sbuf = load(x[..]);
+            let idx = load(idx_tensor[..]);
+            let out_sbuf = zeros([128, 32, 4], bf16, Sbuf);
+            for b in affine_range(8) {
+                tensor_copy_dynamic_dst(
+                    dst = out_sbuf[[ix, idx[[0, b]] + iy, iz]],
+                    src = x_sbuf[[ix, b + iy, iz]],
+                    dtype = bf16,
+                    engine = $engine,
+                );
+            }
+            store(out_tensor[..], out_sbuf);
+            out_tensor
+        }
+    };
+}
+scatter_blocks!(scatter_blocks_vector, vector);
+scatter_blocks!(scatter_blocks_scalar, scalar);
+scatter_blocks!(scatter_blocks_gpsimd, gpsimd);
+
+#[test]
+fn columns_scattered_to_run_time_offsets() {
+    let x = rand_f32(Ix2(128, 64), 5, -1.0, 1.0);
+    for offsets in [
+        (0..64).map(|i| (i * 97 + 11) % 512).collect::<Vec<i32>>(),
+        // Repeats: the sequential loop's last write wins.
+        (0..64).map(|i| (i % 5) * 100).collect(),
+    ] {
+        let idx = Array2::from_shape_vec((1, 64), offsets.clone()).unwrap();
+        let mut core = NeuronCore::default().with_strict(true);
+        let out = scatter_columns::host(&mut core, x.view(), idx.view()).unwrap();
+        let mut want = Array2::<f32>::zeros((128, 512));
+        for (b, &o) in offsets.iter().enumerate() {
+            for p in 0..128 {
+                want[[p, o as usize]] = x[[p, b]];
+            }
+        }
+        assert_eq!(out, want);
+    }
+}
+
+#[test]
+fn blocks_scattered_on_every_engine_with_a_conversion() {
+    let x = rand_f32(Ix3(128, 8, 4), 6, -3.0, 3.0);
+    let offsets: Vec<u32> = vec![31, 0, 7, 8, 16, 1, 30, 2];
+    let idx = Array2::from_shape_vec((1, 8), offsets.clone()).unwrap();
+    let mut want = Array3::from_elem((128, 32, 4), bf16::ZERO);
+    for (b, &o) in offsets.iter().enumerate() {
+        for p in 0..128 {
+            for k in 0..4 {
+                want[[p, o as usize, k]] = bf16::from_f32(x[[p, b, k]]);
+            }
+        }
+    }
+    let mut core = NeuronCore::default().with_strict(true);
+    let v = scatter_blocks_vector::host(&mut core, x.view(), idx.view()).unwrap();
+    let s = scatter_blocks_scalar::host(&mut core, x.view(), idx.view()).unwrap();
+    let g = scatter_blocks_gpsimd::host(&mut core, x.view(), idx.view()).unwrap();
+    assert_eq!(v, want);
+    assert_eq!(s, want);
+    assert_eq!(g, want);
+}
+
+#[test]
+fn a_destination_offset_past_the_tile_is_a_launch_error() {
+    let x = rand_f32(Ix2(128, 64), 7, -1.0, 1.0);
+    let mut offsets: Vec<i32> = (0..64).collect();
+    offsets[3] = -1;
+    let idx = Array2::from_shape_vec((1, 64), offsets).unwrap();
+    let err = scatter_columns::host(&mut NeuronCore::default(), x.view(), idx.view())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tensor_copy_dynamic_dst offset -1 moves its destination to elements -1..=-1"),
+        "{err}"
+    );
+}
+
+/// Each column of `x` to column `idx[0, b]` of an uninitialized tile, in an `affine_range`.
+#[kernel]
+fn scatter_uninitialized(x: Hbm<f32, 128, 64>, idx_tensor: Hbm<i32, 1, 64>) -> Hbm<f32, 128, 64> {
+    let out_tensor = ndarray([128, 64], x.dtype, SharedHbm);
+    let (ix, iy) = mgrid![0..128, 0..1];
+    let x_sbuf = load(x[..]);
+    let idx = load(idx_tensor[..]);
+    let out_sbuf = ndarray([128, 64], x.dtype, Sbuf);
+    for b in affine_range(64) {
+        tensor_copy_dynamic_dst(
+            dst = out_sbuf[[ix, idx[[0, b]] + iy]],
+            src = x_sbuf[[ix, b]],
+        );
+    }
+    store(out_tensor[..], out_sbuf);
+    out_tensor
+}
+
+#[test]
+fn strict_mode_follows_the_destination_offsets() {
+    let x = rand_f32(Ix2(128, 64), 8, -1.0, 1.0);
+    // A permutation writes every column once: a strict launch passes.
+    let perm: Vec<i32> = (0..64).map(|i| (i * 37 + 5) % 64).collect();
+    let idx = Array2::from_shape_vec((1, 64), perm.clone()).unwrap();
+    let mut core = NeuronCore::default().with_strict(true);
+    let out = scatter_uninitialized::host(&mut core, x.view(), idx.view()).unwrap();
+    let want = Array2::from_shape_fn((128, 64), |(p, c)| {
+        let b = perm.iter().position(|&o| o as usize == c).unwrap();
+        x[[p, b]]
+    });
+    assert_eq!(out, want);
+    // Column 9 twice and column 10 never: two iterations of an affine_range race on one
+    // column, and the store reads one no copy wrote.
+    let mut twice = perm.clone();
+    let at = twice.iter().position(|&o| o == 10).unwrap();
+    twice[at] = 9;
+    let idx = Array2::from_shape_vec((1, 64), twice).unwrap();
+    let err = scatter_uninitialized::host(&mut core, x.view(), idx.view())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tensor_copy_dynamic_dst"), "{err}");
+    assert!(err.contains("iteration"), "{err}");
 }

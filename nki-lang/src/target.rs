@@ -20,6 +20,24 @@ pub const BN_STATS_FMAX: u32 = 512;
 /// Alignment of every SBUF tile's byte address within its partitions.
 pub const SBUF_ALIGN: u32 = 64;
 
+/// The names of NKI's `nl.tile_size` constants ([`Target::tile_size`] gives their values).
+pub const TILE_SIZES: &[&str] = &[
+    "pmax",
+    "psum_fmax",
+    "psum_bank_fmax",
+    "psum_bank_fmax_bytes",
+    "psum_num_banks",
+    "sbuf_fmax",
+    "sbuf_fmax_bytes",
+    "sbuf_size_bytes",
+    "total_available_sbuf_size",
+    "gemm_stationary_fmax",
+    "gemm_moving_fmax",
+    "bn_stats_fmax",
+    "psum_min_align",
+    "sbuf_min_align",
+];
+
 /// Where a tensor or tile lives.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Memory {
@@ -143,6 +161,31 @@ impl Target {
             }
         }
         generation(self) <= generation(core)
+    }
+
+    /// NKI's `nl.tile_size` constant called `name` for a kernel compiled for this target, or
+    /// `None` for a name [`TILE_SIZES`] does not list. The sizes are this module's; the SBUF
+    /// ones are the whole partition, since this compiler reserves none of it (NKI's compiler
+    /// keeps 16 KiB back). The alignments are those of NKI's tracer (`leanprover/KLR`,
+    /// `kernelEnv`): 4 bytes in PSUM, 1 in SBUF, on every generation.
+    pub fn tile_size(self, name: &str) -> Option<u64> {
+        let sbuf = u64::from(self.sbuf_partition_bytes());
+        Some(match name {
+            "pmax" => u64::from(PARTITIONS),
+            "psum_fmax" | "psum_bank_fmax" => u64::from(PSUM_BANK_BYTES / 4),
+            "psum_bank_fmax_bytes" => u64::from(PSUM_BANK_BYTES),
+            "psum_num_banks" => u64::from(PSUM_BANKS),
+            "sbuf_fmax" => sbuf / 4,
+            "sbuf_fmax_bytes" | "total_available_sbuf_size" => sbuf,
+            // At most 256 KiB × 128: far from u64::MAX.
+            "sbuf_size_bytes" => sbuf.saturating_mul(u64::from(PARTITIONS)),
+            "gemm_stationary_fmax" => u64::from(GEMM_STATIONARY_FMAX),
+            "gemm_moving_fmax" => u64::from(GEMM_MOVING_FMAX),
+            "bn_stats_fmax" => u64::from(BN_STATS_FMAX),
+            "psum_min_align" => 4,
+            "sbuf_min_align" => 1,
+            _ => return None,
+        })
     }
 
     /// Parses `trn1` (or `inf2`) / `trn2` / `trn3`.

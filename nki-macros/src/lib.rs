@@ -24,6 +24,8 @@ mod expand;
 mod lower;
 #[cfg(test)]
 mod mutations;
+#[cfg(test)]
+mod nki_api_coverage;
 mod parse;
 mod span;
 #[cfg(test)]

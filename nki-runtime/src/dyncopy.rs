@@ -1,8 +1,9 @@
-//! `tensor_copy_dynamic_src` ([`nki_lang::InstrData::DynCopy`]): its source (slot 1) shifted
-//! within each partition by `value · stride` elements, `value` the int32 or uint32 element of
-//! the `[1, 1]` offset tile (slot 2). [`shifted`] gives the operands of the copy it then is,
-//! checking that the shifted source stays inside its tile's partition rows; the engines, the
-//! reference interpreter and strict mode all copy through it.
+//! `tensor_copy_dynamic_src` and `tensor_copy_dynamic_dst` ([`nki_lang::InstrData::DynCopy`]):
+//! the source (slot 1) or the destination (slot 0) shifted within each partition by
+//! `value · stride` elements, `value` the int32 or uint32 element of the `[1, 1]` offset tile
+//! (slot 2). [`shifted`] gives the operands of the copy it then is, checking that the shifted
+//! operand stays inside its tile's partition rows; the engines, the reference interpreter and
+//! strict mode all copy through it.
 
 // Offsets come from kernel data: arithmetic on them is checked or saturating.
 #![warn(
@@ -12,7 +13,7 @@
     clippy::cast_sign_loss
 )]
 
-use nki_lang::{DType, Instr, InstrData, Program, VarValues};
+use nki_lang::{DType, Instr, InstrData, Opcode, Program, VarValues};
 
 use crate::operand::Operands;
 
@@ -25,9 +26,9 @@ pub(crate) fn value(dtype: DType, bits: u32) -> i64 {
     }
 }
 
-/// The copy's operands (slot 0 `dst`, slot 1 the source shifted by `value · stride`), or what
-/// is wrong when the shifted source leaves its tile's partition rows (this model's run-time
-/// error for a dynamic offset out of range).
+/// The copy's operands (slot 0 `dst`, slot 1 `src`, the dynamic one of them shifted by
+/// `value · stride`), or what is wrong when the shifted operand leaves its tile's partition
+/// rows (this model's run-time error for a dynamic offset out of range).
 pub(crate) fn shifted(
     p: &Program<'_>,
     ins: &Instr,
@@ -35,12 +36,21 @@ pub(crate) fn shifted(
     vars: &VarValues,
     value: i64,
 ) -> Result<Operands, String> {
-    let InstrData::DynCopy { src, stride, .. } = ins.data else {
+    let InstrData::DynCopy {
+        dst, src, stride, ..
+    } = ins.data
+    else {
         return Err(format!("{} is not a dynamic copy", ins.mnemonic()));
+    };
+    // The shifted operand: the destination for `tensor_copy_dynamic_dst`, else the source.
+    let (slot, shifted) = if ins.opcode == Opcode::TensorCopyDynamicDst {
+        (0, dst.view)
+    } else {
+        (1, src)
     };
     let view = p
         .views()
-        .get(src.index())
+        .get(shifted.index())
         .ok_or("a view outside the program")?;
     let tile = p
         .tiles()
@@ -59,16 +69,19 @@ pub(crate) fn shifted(
     }
     if lo < 0 || hi >= row {
         return Err(format!(
-            "tensor_copy_dynamic_src offset {value} moves its source to elements {lo}..={hi} of each partition of tile `{}`, which has {row}",
+            "{} offset {value} moves its {} to elements {lo}..={hi} of each partition of tile `{}`, which has {row}",
+            ins.opcode.info().name,
+            if slot == 0 { "destination" } else { "source" },
             tile.name
         ));
     }
-    let mut r = *ops.get(1);
-    r.pattern.base = r
+    let (mut d, mut r) = (*ops.get(0), *ops.get(1));
+    let moved = if slot == 0 { &mut d } else { &mut r };
+    moved.pattern.base = moved
         .pattern
         .base
         .saturating_add(isize::try_from(shift).unwrap_or(isize::MAX));
-    Ok(Operands::default().with(*ops.get(0)).with(r))
+    Ok(Operands::default().with(d).with(r))
 }
 
 /// [`shifted`] with the offset read from `sbuf`; an error when it lies outside SBUF.

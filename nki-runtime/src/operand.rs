@@ -280,7 +280,23 @@ pub(crate) fn resolve(
     vars: &VarValues,
     sbuf_stride: usize,
 ) -> Option<Operands> {
-    let mut out = resolve_grid(b, ins, vars, sbuf_stride)?;
+    let mut out = Operands::default();
+    resolve_into(b, ins, vars, sbuf_stride, &mut out).then_some(out)
+}
+
+/// [`resolve`] into `out` (the interpreter's one buffer, which it does not copy per
+/// instruction): `false` when the mask keeps no element.
+pub(crate) fn resolve_into(
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    vars: &VarValues,
+    sbuf_stride: usize,
+    out: &mut Operands,
+) -> bool {
+    out.ops = [None; MAX_SLOTS];
+    if !resolve_grid(b, ins, vars, sbuf_stride, out) {
+        return false;
+    }
     if let InstrData::Indirect { hbm, axis, .. } = ins.data
         && let Some(access) = b.program.accesses().get(hbm.index())
         && let Some(r) = out.slot_mut(1)
@@ -288,18 +304,18 @@ pub(crate) fn resolve(
         let stride = b.access_strides(access).get(usize::from(axis)).copied();
         r.pattern.strides[0] = signed(stride.unwrap_or(0));
     }
-    Some(out)
+    true
 }
 
-/// [`resolve`] before an indirect DMA's row stride is set.
+/// [`resolve_into`] before an indirect DMA's row stride is set.
 fn resolve_grid(
     b: &Bound<'_, '_, '_>,
     ins: &Instr,
     vars: &VarValues,
     sbuf_stride: usize,
-) -> Option<Operands> {
+    out: &mut Operands,
+) -> bool {
     let p: &Program<'_> = b.program;
-    let mut out = Operands::default();
     for o in ins.operands() {
         let r = match o.operand {
             OperandRef::View(v) => {
@@ -374,7 +390,7 @@ fn resolve_grid(
     }
     let gs = grid_slot(&ins.data);
     let Some(grid) = out.ops[gs].map(|r| r.dims) else {
-        return Some(out);
+        return true;
     };
     for r in out.ops.iter_mut().flatten() {
         if r.loc == Loc::Expr {
@@ -382,11 +398,11 @@ fn resolve_grid(
         }
     }
     let Some(m) = ins.mask else {
-        return Some(out);
+        return true;
     };
     let bx = mask_box(&p.masks()[m.index()], &grid, vars, &b.syms[..]);
     if bx.iter().any(|&(lo, hi)| lo >= hi) {
-        return None;
+        return false;
     }
     let specs = ins.opcode.info().operands;
     let reduced = reduced_axes(&ins.data);
@@ -425,7 +441,7 @@ fn resolve_grid(
             (_, Axes::Grid) => clip(r, MAX_TILE_RANK, &bx),
         }
     }
-    Some(out)
+    true
 }
 
 /// Where the elements `resolve` keeps start in the instruction's unmasked grid: the first kept

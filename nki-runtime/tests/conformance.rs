@@ -3248,7 +3248,8 @@ fn gather_rows() -> Vec<Row> {
 }
 
 /// `tensor_copy_dynamic_src`: eight columns of a `[P, F]` tile at a run-time offset, on Vector
-/// (the bits kept), and every other column counted in pairs on GpSimd into bf16.
+/// (the bits kept), and every other column counted in pairs on GpSimd into bf16;
+/// `tensor_copy_dynamic_dst`: eight columns written at a run-time offset.
 fn dynamic_copy_rows() -> Vec<Row> {
     let x = values(P, F, 40, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
     let mut rows = Vec::new();
@@ -3287,6 +3288,53 @@ fn dynamic_copy_rows() -> Vec<Row> {
                 vec![Array2::from_shape_fn((P, 8), |(p, j)| {
                     round(x[0][[p, step * (off + j)]])
                 })]
+            },
+            Check::Exact,
+        ));
+    }
+    // tensor_copy_dynamic_dst: a `[P, 8]` tile into eight columns of the loaded `[P, F]` tile
+    // at a run-time offset, the others kept; on Scalar through fp32, on GpSimd the bits.
+    let y = values(P, 8, 41, |r| r.int(-(1 << 23), 1 << 23) as f64 / 512.0);
+    for (engine, off, step) in [(Engine::Scalar, 50usize, 1usize), (Engine::GpSimd, 7, 3)] {
+        let offset = Array2::from_elem((1, 1), off as f64);
+        rows.push(row(
+            format!(
+                "tensor_copy_dynamic_dst on {engine:?}: 8 columns to offset {off} (stride {step})"
+            ),
+            &[Covers::Op(Opcode::TensorCopyDynamicDst)],
+            vec![
+                (DType::F32, x.clone()),
+                (DType::F32, y.clone()),
+                (DType::I32, offset),
+            ],
+            &[(DType::F32, [P, F])],
+            move |k| {
+                let t = k.load(0);
+                let s = k.load(1);
+                let o = k.load(2);
+                let dst = Dst::overwrite(k.view(t, &[P as u32, 8], &[step as i64]));
+                let src = k.v(s);
+                let offset = k.v(o);
+                k.push(
+                    Opcode::TensorCopyDynamicDst,
+                    Some(engine),
+                    InstrData::DynCopy {
+                        dst,
+                        src,
+                        offset,
+                        stride: step as i32,
+                    },
+                );
+                k.store(0, t);
+            },
+            move |x| {
+                let mut out = x[0].clone();
+                for p in 0..P {
+                    for j in 0..8 {
+                        out[[p, step * (off + j)]] = x[1][[p, j]];
+                    }
+                }
+                vec![out]
             },
             Check::Exact,
         ));

@@ -256,7 +256,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 29;
+const STEPS: usize = 30;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -970,9 +970,47 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             );
             g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
         }
+        // tensor_copy_dynamic_dst of a column tile into the column of an earlier square SBUF
+        // tile at the offset an index tile's first element holds (0 or P − 1), under a mask
+        26 => {
+            let (Some(src), Some(d)) = (g.pick(c, &[Kind::Column]), g.pick(c, &sq)) else {
+                return;
+            };
+            let (ix, positions) = g.index_tile(c);
+            let dst = Dst::overwrite(g.view_as(d, &[1]));
+            let col = g.view(src);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let offset =
+                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                    .expect("view");
+            let cm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(
+                Opcode::TensorCopyDynamicDst,
+                cm,
+                InstrData::DynCopy {
+                    dst,
+                    src: col,
+                    offset,
+                    stride: 1,
+                },
+            );
+            let f = positions[0];
+            let dc = g.tiles[src].defined.clone();
+            let old = g.tiles[d].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    let (r, col_f) = (e / fu, e % fu);
+                    if col_f == f && r < mp as usize {
+                        dc[r]
+                    } else {
+                        old[e]
+                    }
+                })
+                .collect();
+            g.tiles[d].values = None;
         // dma_transpose_sbuf of a square SBUF tile under a mask: element (r, f) is element
         // (f, r) of the source
-        26 => {
+        27 => {
             let Some(a) = g.pick(c, &sq) else { return };
             let d = g.new_tile(Kind::Square);
             let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
@@ -983,7 +1021,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .collect();
         }
         // dma_transpose of the input under a mask: defined where it writes
-        27 => {
+        28 => {
             let d = g.new_tile(Kind::Square);
             let tile = g.view(d);
             let hbm = g.b.access(access(g.input, P, F, false)).expect("access");

@@ -13,6 +13,7 @@ fn refused(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
     for i in dynamic_range(4) {
         store(out, t);
     }
+    let placed = ndarray([128, 512], f32, sbuf.alloc(place));
     store(out, t);
     out
 }

@@ -455,18 +455,19 @@ pub enum InstrData {
         /// int32 or uint32 positions in the flattened free elements of `data`.
         indices: ViewId,
     },
-    /// A copy whose source sits at a run-time offset within each partition
-    /// (`tensor_copy_dynamic_src`): `src`'s elements shifted by `value · stride` elements,
-    /// `value` the int32 or uint32 element of the `[1, 1]` tile `offset`. Slots: 0 `dst`,
-    /// 1 `src`, 2 `offset`.
+    /// A copy whose source (`tensor_copy_dynamic_src`) or destination
+    /// (`tensor_copy_dynamic_dst`) sits at a run-time offset within each partition: that
+    /// operand's elements shifted by `value · stride` elements, `value` the int32 or uint32
+    /// element of the `[1, 1]` tile `offset`. Slots: 0 `dst`, 1 `src`, 2 `offset`.
     DynCopy {
-        /// Destination.
+        /// Destination (at offset 0 for `tensor_copy_dynamic_dst`).
         dst: Dst,
-        /// The source at offset 0.
+        /// The source (at offset 0 for `tensor_copy_dynamic_src`).
         src: ViewId,
         /// The `[1, 1]` SBUF tile holding the offset.
         offset: ViewId,
-        /// Elements of `src`'s partition row per unit of the offset (the indexed axis' stride).
+        /// Elements of the shifted operand's partition row per unit of the offset (the indexed
+        /// axis' stride).
         stride: i32,
     },
     /// The random number generator's values: `rand` (slot 0 `dst`, the other slots

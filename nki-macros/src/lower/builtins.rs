@@ -39,6 +39,9 @@ pub enum P {
     ReduceOp,
     /// The per-partition reduction's `[P, 1]` result.
     ReduceRes,
+    /// `reduce_cmd`: how the engine's accumulators are used (`idle` or `reset_reduce`, both
+    /// a reduction of this instruction's results alone).
+    ReduceCmd,
     /// An affine expression of index grids (`iota`'s values).
     Expr,
     /// An affine comparison of index grids (`affine_select`'s predicate).
@@ -150,6 +153,8 @@ pub enum Special {
     AtomicRmw,
     /// `tensor_copy_dynamic_src`
     TensorCopyDynamicSrc,
+    /// `tensor_copy_dynamic_dst`
+    TensorCopyDynamicDst,
     /// `nl.rand(shape, dtype)`
     Rand,
     /// `nl.random_seed(seed)`
@@ -271,6 +276,7 @@ static TABLE: &[Builtin] = &[
             opt("scale", P::TileOrImm(2)),
             opt("reduce_op", P::ReduceOp),
             opt("reduce_res", P::ReduceRes),
+            opt("reduce_cmd", P::ReduceCmd),
             DTYPE,
             MASK,
         ],
@@ -403,6 +409,7 @@ static TABLE: &[Builtin] = &[
     special(&["get_nc_version"], Special::NcVersion),
     special(&["atomic_rmw"], Special::AtomicRmw),
     special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
+    special(&["tensor_copy_dynamic_dst"], Special::TensorCopyDynamicDst),
     special(
         &["shared_constant", "shared_identity_matrix"],
         Special::SharedConstant,
@@ -552,6 +559,22 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "static_cast",
         "`static_cast` is not in the language: convert values with `copy(x, dtype = ...)` or an operation's `dtype`",
+    ),
+    (
+        "range_select",
+        "`range_select` is not in the language yet: select with `affine_select` or `tensor_copy_predicated` against an `iota` of the free index, and reduce with `tensor_reduce`",
+    ),
+    (
+        "nc_stream_shuffle",
+        "`nc_stream_shuffle` is not in the language yet: move partitions with a TensorE transpose or a matmul by a permutation matrix",
+    ),
+    (
+        "local_gather",
+        "`local_gather` is not in the language yet: gather within partitions with `gather_flattened`, or across them with an indirect `load`",
+    ),
+    (
+        "sequence_bounds",
+        "`sequence_bounds` is not in the language yet: compute each segment's bounds from the segment ids with `iota`, comparisons and `tensor_reduce`",
     ),
     (
         "dynamic_range",

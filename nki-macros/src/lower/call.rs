@@ -92,6 +92,17 @@ impl Lowerer<'_> {
             };
             return self.error(func.span().into(), msg);
         };
+        // NKI 0.6's destination-first call writes `dst` and returns nothing: as a value (a
+        // `let`, an assignment) it is a mistake.
+        if super::dst_first::takes_dst(kind)
+            && let Some(d) = super::dst_first::dst_keyword(args)
+        {
+            let at = d.name.as_ref().map_or(span, |n| n.span().into());
+            return self.error(
+                at,
+                format!("`{name}(dst = ...)` writes `dst` and returns nothing (NKI 0.6's destination-first form): call it as a statement, or drop `dst` and assign the result (`t[...] = {name}(...)`)"),
+            );
+        }
         match kind {
             Kind::Isa(opcode, params) => self.isa(opcode, params, args, span, dest),
             Kind::Binary(alu) => self.nl_binary(&name, alu, args, span, dest),
@@ -102,7 +113,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn special(
+    pub(super) fn special(
         &mut self,
         s: Special,
         name: &str,
@@ -175,6 +186,7 @@ impl Lowerer<'_> {
             }
             Special::AtomicRmw => self.atomic_rmw(args, span, dest),
             Special::TensorCopyDynamicSrc => self.tensor_copy_dynamic_src(args, span, dest),
+            Special::TensorCopyDynamicDst => self.tensor_copy_dynamic_dst(args, span, dest),
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

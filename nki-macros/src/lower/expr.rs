@@ -43,8 +43,18 @@ impl Lowerer<'_> {
             Expr::Method { recv, method, args, span } => {
                 let r = self.eval(recv);
                 let m = method.to_string();
-                if let (Value::Buffer(b), "mod_alloc") = (&r, m.as_str()) {
-                    return self.mod_alloc(*b, args, *span);
+                if let Value::Buffer(b) = &r {
+                    match m.as_str() {
+                        "mod_alloc" => return self.mod_alloc(*b, args, *span),
+                        "auto_alloc" => return self.auto_alloc(*b, args, *span),
+                        "alloc" => {
+                            return self.error(
+                                *span,
+                                "NKI's `alloc(func)` places each block of a tile by a Python function, which a kernel here cannot contain: give the placement with `mod_alloc(...)`, or none (`sbuf`, `auto_alloc()`)",
+                            );
+                        }
+                        _ => {}
+                    }
                 }
                 if let (Value::Tensor(h), "reshape") = (&r, m.as_str()) {
                     if !h.prefix.is_empty() {
@@ -665,20 +675,19 @@ impl Lowerer<'_> {
                     format!("`nc_version` has no `{f}`: it has gen2 (Trn1, Inf2), gen3 (Trn2) and gen4 (Trn3)"),
                 ),
             },
-            // NKI's `nl.tile_size`: the hardware's tile limits.
-            (Value::Code(c), f) if c == "tile_size" => match f {
-                "pmax" => Value::Int(i64::from(nki_lang::target::PARTITIONS)),
-                "psum_fmax" => Value::Int(i64::from(nki_lang::target::PSUM_BANK_BYTES / 4)),
-                "gemm_stationary_fmax" => {
-                    Value::Int(i64::from(nki_lang::target::GEMM_STATIONARY_FMAX))
+            // NKI's `nl.tile_size`: the target's tile limits, from nki-lang's one definition.
+            (Value::Code(c), f) if c == "tile_size" => {
+                match self.buf.target.tile_size(f).map(i64::try_from) {
+                    Some(Ok(n)) => Value::Int(n),
+                    _ => self.error(
+                        span,
+                        format!(
+                            "`tile_size` has no `{f}`: it has {}",
+                            nki_lang::target::TILE_SIZES.join(", ")
+                        ),
+                    ),
                 }
-                "gemm_moving_fmax" => Value::Int(i64::from(nki_lang::target::GEMM_MOVING_FMAX)),
-                "bn_stats_fmax" => Value::Int(i64::from(nki_lang::target::BN_STATS_FMAX)),
-                _ => self.error(
-                    span,
-                    format!("`tile_size` has no `{f}`: it has pmax, psum_fmax, gemm_stationary_fmax, gemm_moving_fmax, bn_stats_fmax"),
-                ),
-            },
+            }
             // NKI's `nl.fp32.min`; every dtype's finite range (`f32::MIN` parses to this too).
             (Value::DType(d), "min" | "max") => {
                 let v = if field == "min" { d.min_value() } else { d.max_value() };
@@ -865,6 +874,21 @@ impl Lowerer<'_> {
             }
         }
         Value::Buffer(b)
+    }
+
+    /// NKI's `sbuf.auto_alloc()` and `psum.auto_alloc()`: the buffer, allocated as every tile
+    /// without a placement is.
+    fn auto_alloc(&mut self, b: Buffer, args: &[Arg], span: Span) -> Value {
+        if matches!(b, Buffer::SharedHbm | Buffer::PrivateHbm) {
+            return self.error(
+                span,
+                "`auto_alloc` allocates a tile in SBUF or PSUM, not in HBM",
+            );
+        }
+        match self.args("auto_alloc", args, &[], 0, span) {
+            Some(_) => Value::Buffer(b),
+            None => Value::Poison,
+        }
     }
 
     /// Python's `len(x.shape)`: the number of dimensions of a shape, an integer.

@@ -13,9 +13,10 @@
 )]
 
 mod blocks;
-mod builtins;
+pub(crate) mod builtins;
 mod call;
 pub use call::DTYPES;
+mod dst_first;
 mod expr;
 mod index;
 mod inline;
@@ -501,6 +502,10 @@ impl Lowerer<'_> {
                 }
             }
             Stmt::Expr(e) => {
+                // NKI 0.6's `nisa::op(dst, ...)`: writes its destination.
+                if self.dst_first_stmt(e) {
+                    return;
+                }
                 let v = self.produce(e, call::Dest::New(None));
                 if !matches!(v, Value::Poison | Value::Unit) {
                     self.error(

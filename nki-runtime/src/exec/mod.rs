@@ -362,6 +362,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     let mut executed = 0u64;
     // Executed instructions in all (what `Observer::loop_edge` sees).
     let mut count = 0u64;
+    let mut resolved = crate::operand::Operands::default();
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
@@ -443,18 +444,19 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
-                if let Some(ops) = crate::operand::resolve(b, ins, vars, sbuf_stride) {
+                if crate::operand::resolve_into(b, ins, vars, sbuf_stride, &mut resolved) {
+                    let ops = &resolved;
                     // An indirect DMA's rows and a gather's positions are data: an index outside
                     // its axis stops the run (a run that does not compute has none to read).
                     let sbuf = e.sbuf.bytes();
                     let checked = match ins.data {
                         _ if !obs.computes() => Ok(()),
                         InstrData::Indirect { .. } => {
-                            crate::indirect::rows(b, ins, &ops, sbuf).map(|_| ())
+                            crate::indirect::rows(b, ins, ops, sbuf).map(|_| ())
                         }
-                        InstrData::Gather { .. } => crate::gather::check(&ops, sbuf),
+                        InstrData::Gather { .. } => crate::gather::check(ops, sbuf),
                         InstrData::DynCopy { .. } => {
-                            crate::dyncopy::operands(p, ins, &ops, vars, sbuf).map(|_| ())
+                            crate::dyncopy::operands(p, ins, ops, vars, sbuf).map(|_| ())
                         }
                         InstrData::LoopBegin { .. }
                         | InstrData::LoopEnd { .. }
@@ -483,7 +485,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         });
                     }
                     let memory = OnChip::of(e);
-                    if let ControlFlow::Break(what) = obs.before_on(pc, ins, &ops, vars, memory) {
+                    if let ControlFlow::Break(what) = obs.before_on(pc, ins, ops, vars, memory) {
                         return Err(ExecError {
                             kernel: p.name().to_string(),
                             instr: pc,
@@ -493,21 +495,21 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         });
                     }
                     if obs.computes() {
-                        if overlap::partly_overlapping(ins, &ops, sbuf_stride) {
+                        if overlap::partly_overlapping(ins, ops, sbuf_stride) {
                             // The definition reads before it writes; the engines' chunks
                             // agree with it only up to 1024 elements per partition.
-                            reference::Reference.step(e, b, ins, &ops, (pc, stop), vars);
+                            reference::Reference.step(e, b, ins, ops, (pc, stop), vars);
                             obs.after(pc, ins);
                             pc += 1;
                             continue;
                         }
-                        if let Some(more) = plan.step(e, b, ins, &ops, (pc, stop), vars) {
+                        if let Some(more) = plan.step(e, b, ins, ops, (pc, stop), vars) {
                             obs.after(pc, ins);
                             executed += more as u64;
                             pc += 1 + more;
                             continue;
                         }
-                        execute(e, b, ins, &ops, vars);
+                        execute(e, b, ins, ops, vars);
                     }
                     obs.after(pc, ins);
                 } else {
@@ -635,7 +637,7 @@ pub(crate) fn execute(
             crate::engines::indirect::run(e, b, ins, ops)
         }
         (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
-        (Opcode::TensorCopyDynamicSrc, _) => {
+        (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The interpreter checked the offset: an offset out of range copies nothing here.
             if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {
                 match ins.engine {

@@ -192,8 +192,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             indirect(m, ins, ops)
         }
         (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
-        (Opcode::TensorCopyDynamicSrc, _) => {
-            // The source shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
+        (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
+            // The source or destination shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
             // the interpreter stopped the run before an offset out of range.
             let offset = ops.get(2);
             let bits = m.read(offset.loc, offset.dtype, offset.pattern.base);

@@ -4,8 +4,9 @@
 //! queues write a row's descriptors in no defined order), and each partition's transfer is
 //! then checked as the one-partition `load` or `store` it is (`crate::indirect`): what it reads
 //! must be written, what it writes must not race with another iteration or instance. A
-//! `tensor_copy_dynamic_src`'s offset must be defined likewise, and the copy is then checked as
-//! the copy of its shifted source.
+//! `tensor_copy_dynamic_src`'s or `tensor_copy_dynamic_dst`'s offset must be defined likewise,
+//! and the copy is then checked as the copy from its shifted source or into its shifted
+//! destination.
 
 use core::ops::ControlFlow;
 
@@ -50,8 +51,8 @@ impl Strict<'_> {
         }
     }
 
-    /// [`Strict::check`] of a `tensor_copy_dynamic_src`: a defined offset, then the copy of the
-    /// shifted source.
+    /// [`Strict::check`] of a `tensor_copy_dynamic_src` or `tensor_copy_dynamic_dst`: a defined
+    /// offset, then the copy from the shifted source or into the shifted destination.
     pub(super) fn check_dynamic_copy(
         &mut self,
         pc: usize,
@@ -64,12 +65,8 @@ impl Strict<'_> {
         let Some(offset) = operands.slot(2).copied() else {
             return ControlFlow::Continue(());
         };
-        self.check_data_operand(
-            instr,
-            &offset,
-            vars,
-            "the offset of tensor_copy_dynamic_src",
-        )?;
+        let what = format!("the offset of {}", instr.opcode.info().name);
+        self.check_data_operand(instr, &offset, vars, &what)?;
         // The interpreter shows it with the memories, after checking the offset's range.
         let Some(memory) = memory else {
             return ControlFlow::Continue(());

@@ -303,7 +303,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // assumed to cost as any GpSimd instruction of the destination's size.
         Opcode::GatherFlattened => gpsimd(n, p),
         // NKI: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC about 600 engine cycles.
-        Opcode::TensorCopyDynamicSrc => match engine {
+        Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst => match engine {
             Engine::GpSimd => gpsimd(n, p).max(600),
             Engine::Vector | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => {
                 n.max(600)
@@ -640,6 +640,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::SelectReduce
         | Opcode::GatherFlattened
         | Opcode::TensorCopyDynamicSrc
+        | Opcode::TensorCopyDynamicDst
         | Opcode::Rand
         | Opcode::RandomSeed
         | Opcode::Dropout => {

@@ -767,6 +767,22 @@ opcodes! {
         deps: Move,
         accumulates: false,
     }
+    /// `tensor_copy_dynamic_dst`: `tensor_copy` into a destination shifted within each
+    /// partition by a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
+    TensorCopyDynamicDst {
+        name: "tensor_copy_dynamic_dst",
+        format: DynCopy,
+        engines: &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("offset", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: dyncopy::tensor_copy_dynamic_src,
+        maskable: Any,
+        deps: Move,
+        accumulates: false,
+    }
     /// `rand`: uniform values in `[0, 1)` from the counter-based generator (Philox4x32-10
     /// keyed by the seed and the instance; each element's counter is its partition, its free
     /// index and the generator's call count), converted exactly to the destination's float

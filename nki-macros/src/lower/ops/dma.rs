@@ -213,15 +213,54 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `dma_copy(dst, src, mask)`: a `store` when `dst` is HBM, a `load` into `dst` when `src`
-    /// is.
+    /// `dma_copy(dst, src, mask, dst_rmw_op, oob_mode, dge_mode)`: a `store` when `dst` is
+    /// HBM, a `load` into `dst` when `src` is. `oob_mode` is `error` (an indirect row out of
+    /// range stops the launch, as everywhere here) and `dge_mode` any of NKI's (how the
+    /// descriptors are made: the same transfer); `dst_rmw_op` and `oob_mode = skip` are refused.
     pub(in super::super) fn dma_copy(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
         if !matches!(dest, Dest::New(None)) {
             return self.error(span, "`dma_copy` returns nothing");
         }
-        let Some(a) = self.args("dma_copy", args, &["dst", "src", "mask"], 2, span) else {
+        let params = ["dst", "src", "mask", "dst_rmw_op", "oob_mode", "dge_mode"];
+        let Some(a) = self.args("dma_copy", args, &params, 2, span) else {
             return Value::Poison;
         };
+        if let Some(e) = a[3] {
+            return self.error(
+                e.span(),
+                "`dst_rmw_op` (a DMA that combines into its destination) is not in the language: `atomic_rmw` for rows named by indices, else `load` the destination, add, and `store`",
+            );
+        }
+        if let Some(e) = a[4] {
+            match member_name(e).as_deref() {
+                Some("error") => {}
+                Some("skip") => {
+                    return self.error(
+                        e.span(),
+                        "`oob_mode = skip` (out-of-range indirect rows left out) is not in the language: a row out of range stops the launch with an error (`oob_mode.error`); clamp the indices or mask the rows",
+                    );
+                }
+                _ => return self.error(e.span(), "`oob_mode` is `error` or `skip`"),
+            }
+        }
+        if let Some(e) = a[5] {
+            match member_name(e).as_deref() {
+                Some("none" | "swdge" | "unknown") => {}
+                Some("hwdge") if self.buf.target == nki_lang::Target::Trn1 => {
+                    return self.error(
+                        e.span(),
+                        "`dge_mode = hwdge` (descriptors made by the DMA hardware) needs a NeuronCore-v3 or later: compile for trn2 or trn3, or leave the mode to the compiler",
+                    );
+                }
+                Some("hwdge") => {}
+                _ => {
+                    return self.error(
+                        e.span(),
+                        "`dge_mode` is `none`, `swdge`, `hwdge` or `unknown`",
+                    );
+                }
+            }
+        }
         let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));
         let mut options = OpOptions::default();
         if let Some(e) = a[2]
@@ -391,5 +430,14 @@ impl Lowerer<'_> {
         };
         self.emit_checked(instr, InstrSpans::at(span))
             .then_some(tmp)
+    }
+}
+
+/// The member an enumeration argument names: `skip`, `oob_mode.skip`, `nisa::oob_mode::skip`.
+fn member_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Name(id) => Some(id.to_string()),
+        Expr::Field { field, .. } => Some(field.to_string()),
+        _ => None,
     }
 }

@@ -1,5 +1,6 @@
-//! `tensor_copy_dynamic_src(src)`: a copy whose source sits at a run-time offset along one free
-//! axis, NKI's `in_tile[ix, idx[0, b] + iy]` (or `in_tile[ix, idx[0, b], iz]`).
+//! `tensor_copy_dynamic_src(src)` and `tensor_copy_dynamic_dst(dst, src)`: a copy whose source
+//! or destination sits at a run-time offset along one free axis, NKI's
+//! `in_tile[ix, idx[0, b] + iy]` (or `in_tile[ix, idx[0, b], iz]`).
 
 use crate::span::Span;
 use nki_lang::{Dst, InstrData, Opcode, TileView};
@@ -45,44 +46,28 @@ impl Lowerer<'_> {
         })
     }
 
-    /// `tensor_copy_dynamic_src(src, dtype, engine, mask)`: `src` a tile indexed with one
-    /// element of a tile (plus an index expression) on a free axis; the copy reads the view at
-    /// that element's value times the axis' stride.
-    pub(in super::super) fn tensor_copy_dynamic_src(
-        &mut self,
-        args: &[Arg],
-        span: Span,
-        dest: Dest<'_>,
-    ) -> Value {
-        let name = "tensor_copy_dynamic_src";
-        let Some(a) = self.args(name, args, &["src", "dtype", "engine", "mask"], 1, span) else {
-            return Value::Poison;
-        };
-        let src_e = a[0].expect("required");
-        let mut options = OpOptions::default();
-        for (k, p) in [(1, P::DType), (2, P::Engine), (3, P::Mask)] {
-            if let Some(e) = a[k]
-                && !self.option_arg(p, e, &mut options)
-            {
-                return Value::Poison;
-            }
-        }
+    /// A tile indexed with one element of a tile (plus an index expression) on a free axis, the
+    /// dynamic operand of `name`: the view at offset 0, the `[1, 1]` view of the offset and the
+    /// indexed axis' element stride; `None` after an error.
+    fn dynamic_view(&mut self, name: &str, e: &Expr) -> Option<(TileView, TileView, i32)> {
         let Expr::Index {
             base,
             indices,
             span: at,
-        } = src_e
+        } = e
         else {
-            return self.error(
-                src_e.span(),
-                "`tensor_copy_dynamic_src` copies a tile indexed by one element of a tile on a free axis: `tensor_copy_dynamic_src(t[[i_p, idx[[0, b]] + i_f]])`",
+            self.error(
+                e.span(),
+                format!("`{name}` takes a tile indexed by one element of a tile on a free axis: `t[[i_p, idx[[0, b]] + i_f]]`"),
             );
+            return None;
         };
         let Value::Tile(tile) = self.eval(base) else {
-            return self.error(
+            self.error(
                 base.span(),
-                "the source of `tensor_copy_dynamic_src` is an SBUF or PSUM tile",
+                format!("the dynamically indexed operand of `{name}` is an SBUF or PSUM tile"),
             );
+            return None;
         };
         // The axis whose index holds a tile element, and the index without it.
         let mut found: Option<(usize, TileView, Expr)> = None;
@@ -109,33 +94,66 @@ impl Lowerer<'_> {
             };
             if let Value::Tile(v) = value {
                 if found.is_some() {
-                    return self.error(e.span(), "one dynamic offset per source");
+                    self.error(e.span(), "one dynamic offset per operand");
+                    return None;
                 }
                 let rest = rest.unwrap_or(Expr::Int(0, e.span()));
                 found = Some((axis, v, rest));
             }
         }
         let Some((axis, offset, rest)) = found else {
-            return self.error(*at, "`tensor_copy_dynamic_src` needs a dynamic offset: one index of the source is an element of a tile (`idx[[0, b]]`)");
+            self.error(*at, format!("`{name}` needs a dynamic offset: one index of its operand is an element of a tile (`idx[[0, b]]`)"));
+            return None;
         };
         if axis == 0 || self.tile_blocks.contains_key(&tile.tile) {
-            return self.error(*at, "a dynamic offset runs along a free axis of a tile without block axes (err_copy_dynamic_indirect_indices_not_natively_supported)");
+            self.error(*at, "a dynamic offset runs along a free axis of a tile without block axes (err_copy_dynamic_indirect_indices_not_natively_supported)");
+            return None;
         }
         let mut statics = indices.clone();
         statics[axis] = rest;
         let Value::Tile(view) = self.index(Value::Tile(tile), &statics, *at) else {
-            return Value::Poison;
+            return None;
         };
-        // The element stride of the indexed axis of the source (a whole tile's row-major one).
+        // The element stride of the indexed axis (a whole tile's row-major one).
         let stride = tile
             .strides
             .get(axis.saturating_sub(1))
             .copied()
             .unwrap_or(0);
         let Ok(stride) = i32::try_from(stride) else {
-            return self.error(*at, "a dynamic offset's stride exceeds 2^31 elements");
+            self.error(*at, "a dynamic offset's stride exceeds 2^31 elements");
+            return None;
         };
-        let (Some(src), Some(offset)) = (self.view_id(view, *at), self.view_id(offset, *at)) else {
+        Some((view, offset, stride))
+    }
+
+    /// `tensor_copy_dynamic_src(src, dtype, engine, mask)`: `src` a tile indexed with one
+    /// element of a tile (plus an index expression) on a free axis; the copy reads the view at
+    /// that element's value times the axis' stride.
+    pub(in super::super) fn tensor_copy_dynamic_src(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let name = "tensor_copy_dynamic_src";
+        let Some(a) = self.args(name, args, &["src", "dtype", "engine", "mask"], 1, span) else {
+            return Value::Poison;
+        };
+        let src_e = a[0].expect("required");
+        let mut options = OpOptions::default();
+        for (k, p) in [(1, P::DType), (2, P::Engine), (3, P::Mask)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut options)
+            {
+                return Value::Poison;
+            }
+        }
+        let Some((view, offset, stride)) = self.dynamic_view(name, src_e) else {
+            return Value::Poison;
+        };
+        let at = src_e.span();
+        let (Some(src), Some(offset)) = (self.view_id(view, at), self.view_id(offset, at)) else {
             return Value::Poison;
         };
         let write = self.write_for(&dest);
@@ -145,9 +163,70 @@ impl Lowerer<'_> {
             offset,
             stride,
         };
-        let spans = InstrSpans::at(span).with(1, *at).with(2, *at);
+        let spans = InstrSpans::at(span).with(1, at).with(2, at);
         match self.emit_op(Opcode::TensorCopyDynamicSrc, &make, dest, options, spans) {
             Some(v) => Value::Tile(v),
+            None => Value::Poison,
+        }
+    }
+
+    /// `tensor_copy_dynamic_dst(dst, src, mask, dtype, engine)`: `dst` a tile indexed with one
+    /// element of a tile (plus an index expression) on a free axis; the copy writes `src` to
+    /// the view at that element's value times the axis' stride. Returns nothing.
+    pub(in super::super) fn tensor_copy_dynamic_dst(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        let name = "tensor_copy_dynamic_dst";
+        if !matches!(dest, Dest::New(None)) {
+            return self.error(
+                span,
+                format!("`{name}` writes its `dst` and returns nothing"),
+            );
+        }
+        let params = ["dst", "src", "mask", "dtype", "engine"];
+        let Some(a) = self.args(name, args, &params, 2, span) else {
+            return Value::Poison;
+        };
+        let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));
+        let mut options = OpOptions::default();
+        for (k, p) in [(2, P::Mask), (3, P::DType), (4, P::Engine)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut options)
+            {
+                return Value::Poison;
+            }
+        }
+        let Some((view, offset, stride)) = self.dynamic_view(name, dst_e) else {
+            return Value::Poison;
+        };
+        let Some(src) = self.tile_arg(src_e, Opcode::TensorCopyDynamicDst, 1) else {
+            return Value::Poison;
+        };
+        let at = dst_e.span();
+        let (Some(src), Some(offset)) = (self.view_id(src, src_e.span()), self.view_id(offset, at))
+        else {
+            return Value::Poison;
+        };
+        let make = move |v| InstrData::DynCopy {
+            dst: Dst::overwrite(v),
+            src,
+            offset,
+            stride,
+        };
+        let spans = InstrSpans::at(span)
+            .with(0, at)
+            .with(1, src_e.span())
+            .with(2, at);
+        let into = Dest::Into {
+            view,
+            span: at,
+            accumulate: None,
+        };
+        match self.emit_op(Opcode::TensorCopyDynamicDst, &make, into, options, spans) {
+            Some(_) => Value::Unit,
             None => Value::Poison,
         }
     }

@@ -648,9 +648,10 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `tensor_copy_predicated(src, dst, predicate, reverse_pred)`: `src`'s elements into `dst`
+    /// `tensor_copy_predicated(dst, src, predicate, reverse_pred)`: `src`'s elements into `dst`
     /// where `predicate` is nonzero (zero with `reverse_pred`), the others left as they are: a
-    /// `select` of `src` and `dst` itself, written into `dst`. Returns nothing.
+    /// `select` of `src` and `dst` itself, written into `dst`. Returns nothing. By position the
+    /// arguments are NKI 0.6's (`dst` first); NKI 2.26 took them by keyword only.
     pub(in super::super) fn tensor_copy_predicated(
         &mut self,
         args: &[Arg],
@@ -664,7 +665,7 @@ impl Lowerer<'_> {
                 format!("`{NAME}` writes its `dst` and returns nothing"),
             );
         }
-        let params = ["src", "dst", "predicate", "reverse_pred", "mask"];
+        let params = ["dst", "src", "predicate", "reverse_pred", "mask"];
         let Some(a) = self.args(NAME, args, &params, 3, span) else {
             return Value::Poison;
         };
@@ -679,7 +680,7 @@ impl Lowerer<'_> {
         {
             return Value::Poison;
         }
-        let (src_e, dst_e, pred_e) = (
+        let (dst_e, src_e, pred_e) = (
             a[0].expect("required"),
             a[1].expect("required"),
             a[2].expect("required"),

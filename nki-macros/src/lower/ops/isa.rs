@@ -222,6 +222,7 @@ impl Lowerer<'_> {
             | P::Axis
             | P::ReduceOp
             | P::ReduceRes
+            | P::ReduceCmd
             | P::Expr
             | P::Pred => unreachable!("not an option"),
         }
@@ -406,6 +407,15 @@ impl Lowerer<'_> {
                     spans.codes[2] = Some(e.span());
                     self.alu_arg(e).map(|o| c.reduce_op = Some(o)).is_some()
                 }
+                // The accumulators' use: each form the model runs reduces this instruction's
+                // results alone (into `reduce_res` when given).
+                P::ReduceCmd => match super::select_reduce::reduce_cmd(e) {
+                    Ok(_) => true,
+                    Err(why) => {
+                        self.error(e.span(), why);
+                        false
+                    }
+                },
                 P::ReduceRes => match self.eval(e) {
                     Value::Tile(v) => {
                         c.reduce_res = Some((v, e.span()));

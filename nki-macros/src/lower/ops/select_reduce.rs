@@ -145,13 +145,13 @@ impl Lowerer<'_> {
 }
 
 /// The `reduce_cmd`s the model runs.
-enum Cmd {
+pub(super) enum Cmd {
     Idle,
     ResetReduce,
 }
 
 /// A `reduce_cmd` argument (`reset_reduce`, `nisa::reduce_cmd::reset_reduce`).
-fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
+pub(super) fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
     let name = match e {
         Expr::Name(id) => id.to_string(),
         _ => String::new(),
@@ -160,7 +160,7 @@ fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
         "idle" => Ok(Cmd::Idle),
         "reset_reduce" => Ok(Cmd::ResetReduce),
         "reset" | "reduce" | "load_reduce" => Err(
-            "this `reduce_cmd` carries the Vector engine's accumulator from one instruction to the next, which the model does not keep: use `reset_reduce` on each instruction and combine the `reduce_res` columns with `maximum`",
+            "this `reduce_cmd` carries the engine's accumulators from one instruction to the next, which the model does not keep: use `reset_reduce` on each instruction and combine the `reduce_res` columns",
         ),
         _ => Err(
             "`reduce_cmd` is `idle` or `reset_reduce` (reduce_cmd::idle, reduce_cmd::reset_reduce)",

@@ -62,6 +62,10 @@ use crate::operand::Loc;
 /// back (a rotating tile returns to its buffer after its degree's iterations, at most 16).
 const MAX_PERIOD: i64 = 16;
 
+/// How often a comparison at the period of a loop's buffers is retried after failing, before
+/// longer periods are looked for.
+const MAX_RETRIES: u8 = 2;
+
 /// Events kept before the ones no snapshot needs are dropped.
 const EVENTS_KEPT: usize = 4096;
 
@@ -218,6 +222,9 @@ struct Detector {
     guess: bool,
     /// The rotation counts of the loop's changing tiles at the last back edge.
     turns: Vec<u64>,
+    /// Comparisons at the buffers' period that failed in a row: such a period is looked for
+    /// again (the state may not have settled yet) before longer ones.
+    retries: u8,
 }
 
 /// The engine queues at a back edge.
@@ -498,9 +505,15 @@ impl Timeline<'_> {
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
                         b.guess_failed = true;
                     }
+                } else if natural == Some(p) && det.retries < MAX_RETRIES {
+                    // The buffers' own period: the state may not have settled yet. It is
+                    // looked for again from here.
+                    det.retries += 1;
+                    det.floor = p;
                 } else {
                     // The next look is for a longer period (from the shortest again after the
                     // longest).
+                    det.retries = 0;
                     det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
                 }
                 // A period shorter than the buffers' that failed in a loop that never skipped:
