@@ -1008,6 +1008,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 })
                 .collect();
             g.tiles[d].values = None;
+        }
         // dma_transpose_sbuf of a square SBUF tile under a mask: element (r, f) is element
         // (f, r) of the source
         27 => {
