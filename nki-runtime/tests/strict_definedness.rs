@@ -2,7 +2,8 @@
 //! partially written tiles, with every family of operations (moves, elementwise ALU and
 //! activation with per-partition reductions, selects (a tile predicate's defined elements
 //! picking the side that counts by their value), reductions along any free axes, scans,
-//! `bn_stats`/`bn_aggr`, transposes, matmuls with accumulation), stored under random masks.
+//! `bn_stats`/`bn_aggr`, transposes (TensorE and DMA), matmuls with accumulation), stored under
+//! random masks.
 //!
 //! The reference keeps one "defined" flag per tile element and propagates it element by element
 //! from each operation's definition in the reference interpreter (`src/exec/reference.rs`),
@@ -255,7 +256,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 28;
+const STEPS: usize = 30;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -1008,6 +1009,31 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 })
                 .collect();
             g.tiles[d].values = None;
+        }
+        // dma_transpose_sbuf of a square SBUF tile under a mask: element (r, f) is element
+        // (f, r) of the source
+        27 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let d = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            g.push(Opcode::DmaTransposeSbuf, m, InstrData::Unary { dst, src });
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && da[(e % fu) * fu + e / fu])
+                .collect();
+        }
+        // dma_transpose of the input under a mask: defined where it writes
+        28 => {
+            let d = g.new_tile(Kind::Square);
+            let tile = g.view(d);
+            let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
+            g.push(Opcode::DmaTranspose, m, InstrData::Dma { tile, hbm });
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(
+                (0..n)
+                    .map(|e| input_value((e % fu) * fu + e / fu))
+                    .collect(),
+            );
         }
         // a store of any tile under a mask
         _ => {

@@ -653,6 +653,10 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        (Opcode::DmaTranspose | Opcode::DmaTransposeSbuf, _) => {
+            let rank = crate::operand::grid_rank(b.program, ins);
+            crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
+        }
         // The checks match every opcode with its format; loop control never gets here.
         (
             Opcode::LoopBegin

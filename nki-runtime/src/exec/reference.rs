@@ -202,6 +202,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 tensor_copy(m, &o, ins.engine, None);
             }
         }
+        (Opcode::DmaTranspose | Opcode::DmaTransposeSbuf, _) => dma_transpose(m, ins, ops),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -677,6 +678,30 @@ fn load_transpose2d(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         .collect();
     for (at, bits) in moved {
         m.write(tile.loc, tile.dtype, at, cast(hbm.dtype, tile.dtype, bits));
+    }
+}
+
+/// `dma_transpose` (from HBM) and `dma_transpose_sbuf` (from SBUF): with `axes` NKI's
+/// permutation for the instruction's rank (its destination's; `[1, 0]`, `[2, 1, 0]` or
+/// `[3, 1, 2, 0]`, [`nki_lang::ops::dma_transpose_axes`]), the destination's element at `t`
+/// becomes the source's element at `s`, `s[axes[i]] = t[i]`, converted to the destination's
+/// dtype ([`cast`]). All the source's elements are read, then written.
+fn dma_transpose(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
+    let (dst, src) = (ops.get(0), ops.get(1));
+    let rank = crate::operand::grid_rank(m.bound.program, ins);
+    let axes = nki_lang::ops::dma_transpose_padded(rank);
+    let (from, to) = (Elems::own(src), Elems::own(dst));
+    let moved: Vec<_> = indices(dst.dims)
+        .map(|t| {
+            let mut s = [0usize; MAX_TILE_RANK];
+            for (i, &a) in axes.iter().enumerate() {
+                s[a] = t[i];
+            }
+            (to.offset(t), m.read(from.loc, from.dtype, from.offset(s)))
+        })
+        .collect();
+    for (at, bits) in moved {
+        m.write(to.loc, to.dtype, at, cast(from.dtype, to.dtype, bits));
     }
 }
 

@@ -42,7 +42,8 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Transpose
         | Deps::Indirect
         | Deps::Gather
-        | Deps::Seed => false,
+        | Deps::Seed
+        | Deps::Permute => false,
     };
     // The generator counts its calls: each must run once, over all its partitions.
     let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });

@@ -9,12 +9,14 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod dma_transpose;
 mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
 mod rng;
 
+pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
 use crate::ir::{Dir, InstrData};
@@ -118,12 +120,17 @@ pub enum Axes {
     /// Only its partition axis is the grid's (`gather_flattened`'s data, whose free elements
     /// are all read by position): a mask cuts its partitions, never its free axes.
     Partitions,
+    /// The grid's axes permuted as NKI's `dma_transpose` permutes a source of the grid's rank
+    /// ([`dma_transpose_axes`]: the first and the last axis swapped): a DMA transpose's source.
+    Ends,
 }
 
 impl Axes {
-    /// The operand axis that grid axis `axis` runs along, if any.
-    pub const fn of_grid_axis(self, axis: usize) -> Option<usize> {
+    /// The operand axis that grid axis `axis` runs along, if any, for an operand of `rank`
+    /// axes.
+    pub fn of_grid_axis(self, axis: usize, rank: usize) -> Option<usize> {
         match (self, axis) {
+            (Axes::Ends, a) => dma_transpose_padded(rank).get(a).copied(),
             (Axes::Grid, a) => Some(a),
             (Axes::Swapped, 0) => Some(1),
             (Axes::Swapped, 1) => Some(0),
@@ -200,6 +207,10 @@ pub enum Deps {
     /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
     /// a seed read from unwritten or undefined bytes, as they refuse storing one.
     Seed,
+    /// NKI's `dma_transpose`: with `axes` the permutation of the destination's rank
+    /// ([`dma_transpose_axes`]), the destination's element at `t` is the source's element at
+    /// `s` where `s[axes[i]] = t[i]`, and depends on it alone.
+    Permute,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -814,6 +825,37 @@ opcodes! {
         deps: Elementwise,
         accumulates: false,
     }
+    /// `dma_transpose` of an HBM access of 2, 3 or 4 axes into an SBUF tile, permuted as NKI
+    /// permutes it (`[1, 0]`, `[2, 1, 0]`, `[3, 1, 2, 0]`: the first and the last axis
+    /// swapped), cast to the tile's dtype.
+    DmaTranspose {
+        name: "dma_transpose",
+        format: Dma,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, HBM).axes(Axes::Ends),
+        ],
+        infer: dma_transpose::dma_transpose,
+        maskable: Any,
+        deps: Permute,
+        accumulates: false,
+    }
+    /// `dma_transpose` of an SBUF tile of 2, 3 or 4 axes into an SBUF tile, permuted as
+    /// `dma_transpose` permutes an HBM access, cast to the destination's dtype.
+    DmaTransposeSbuf {
+        name: "dma_transpose_sbuf",
+        format: Unary,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, SBUF).axes(Axes::Ends),
+        ],
+        infer: dma_transpose::dma_transpose,
+        maskable: Any,
+        deps: Permute,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -880,6 +922,7 @@ mod tests {
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,
                 Deps::Seed => info.format == Format::Seed,
+                Deps::Permute => info.operands.iter().any(|o| o.axes == Axes::Ends),
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.
