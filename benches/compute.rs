@@ -140,6 +140,7 @@ fn cases(dtype: DType) -> Vec<(&'static str, nki::program::CompiledProgram)> {
                         src: [x, y],
                         init,
                         op: [Alu::Multiply, Alu::Add],
+                        rev: 0,
                     },
                 ))
                 .unwrap()

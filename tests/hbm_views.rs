@@ -144,6 +144,24 @@ fn hbm_to_hbm(x: Hbm<f32, N, 96>) -> Hbm<f32, N, 96> {
     out
 }
 
+/// `hbm_to_hbm` with NKI's `oob_mode` and `dge_mode` arguments, compiled for Trn2 (where
+/// `hwdge` exists): the same transfers.
+#[kernel(target = trn2)]
+fn hbm_to_hbm_modes(x: Hbm<f32, N, 96>) -> Hbm<f32, N, 96> {
+    let out = ndarray([N, 96], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..128, 0..96];
+    for i in affine_range((N + 127) / 128) {
+        dma_copy(
+            dst = out[[i * 128 + ip, jf]],
+            src = x[[i * 128 + ip, jf]],
+            mask = i * 128 + ip < N,
+            oob_mode = oob_mode.error,
+            dge_mode = nisa::dge_mode::hwdge,
+        );
+    }
+    out
+}
+
 fn rms_reference(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f64> {
     let mut out = Array2::zeros(a.raw_dim());
     for (mut o, row) in out.rows_mut().into_iter().zip(a.rows()) {
@@ -287,7 +305,19 @@ fn an_hbm_to_hbm_dma_copy_moves_every_element() {
         let mut core = NeuronCore::default();
         let out = hbm_to_hbm::host(&mut core, x.view()).unwrap();
         assert_eq!(out, x, "N={n}");
+        let mut core = NeuronCore::new(Target::Trn2);
+        let out = hbm_to_hbm_modes::host(&mut core, x.view()).unwrap();
+        assert_eq!(out, x, "N={n}, with oob_mode and dge_mode");
     }
+    // The modes change nothing the program says.
+    let body = |k: &Kernel<'_>| {
+        let listing = k.program().to_string();
+        listing.lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(
+        body(&hbm_to_hbm::KERNEL),
+        body(&hbm_to_hbm_modes::KERNEL).replace("hbm_to_hbm_modes", "hbm_to_hbm")
+    );
 }
 
 #[test]

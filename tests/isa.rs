@@ -537,8 +537,8 @@ fn scan_calls(
     da: Hbm<f32, 128, 512>,
     dbx: Hbm<f32, 128, 512>,
     h0: Hbm<f32, 128, 1>,
-) -> Hbm<f32, 3, 128, 512> {
-    let out = ndarray([3, 128, 512], f32, SharedHbm);
+) -> Hbm<f32, 5, 128, 512> {
+    let out = ndarray([5, 128, 512], f32, SharedHbm);
     let a = load(da[..]);
     let b = load(dbx[..]);
     let h = load(h0[..]);
@@ -559,6 +559,15 @@ fn scan_calls(
     store(
         out[[2, 0..128, 0..512]],
         tensor_tensor_scan(a, b, 1.0, maximum, subtract),
+    );
+    // NKI's reverse0 / reverse1: the operands of op0 / op1 swapped.
+    store(
+        out[[3, 0..128, 0..512]],
+        tensor_tensor_scan(a, b, h, subtract, divide, reverse0 = true),
+    );
+    store(
+        out[[4, 0..128, 0..512]],
+        tensor_tensor_scan(a, b, 0.5, subtract, subtract, true, true),
     );
     out
 }
@@ -597,6 +606,17 @@ fn tensor_tensor_scan_mamba_recurrence() {
         "h = max(a, h) - b",
         out.slice(s![2, .., ..]).iter(),
         scan(&|_| 1.0, &other),
+    );
+    // Plain f32 arithmetic: the engine computes each step in fp32.
+    assert_bits(
+        "h = (h - a) / b",
+        out.slice(s![3, .., ..]).iter(),
+        scan(&|p| h0[[p, 0]], &|a, h, b| (h - a) / b),
+    );
+    assert_bits(
+        "h = b - (h - a)",
+        out.slice(s![4, .., ..]).iter(),
+        scan(&|_| 0.5, &|a, h, b| b - (h - a)),
     );
 }
 

@@ -15,7 +15,10 @@
 //!   `attn_core_tile_size`, `use_causal_mask`, `sliding_window`, `mixed_precision`,
 //!   `dropout_p`, `training`) are meta-parameters, and so are the dimensions that size tiles or
 //!   divide one another (`d`, `seqlen_q`, `seqlen_k`, `h`, `k_h`: NKI traces them as Python
-//!   integers; here a tile's shape and the trip count `h // k_h` must be compile-time).
+//!   integers; here a tile's shape must be compile-time, and so must `q_h_per_k_h = h // k_h`:
+//!   a traced quotient is a trip count or a shape, but the head index
+//!   `head_id * q_h_per_k_h + i_q_h` multiplies a program id by it, and an index's coefficients
+//!   are compile-time integers).
 //! - `logit_bias=None` is a `LOGIT_BIAS` flag beside an always-present `logit_bias` input (a
 //!   kernel's inputs are fixed), passed to the core as `has_logit_bias` where the Python tests
 //!   `logit_bias_tile is not None`; `dropout_p_tensor=None` and `seed_tensor=None` are `0`.

@@ -10,6 +10,7 @@
 //! from.
 
 use crate::affine::MAX_PIDS;
+use crate::derived::Root;
 
 /// The symbol names of `num_programs(axis)` for each grid axis.
 pub const GRID_SIZE_SYMBOLS: [&str; MAX_PIDS] =
@@ -35,9 +36,24 @@ pub enum SymbolSource {
     /// The product of other symbols and a literal (`N * C`, see [`crate::product`]), bound
     /// after them.
     Product,
+    /// The floor quotient of two symbols or a symbol and a literal (`h / k_h`, NKI's
+    /// `h // k_h`; see [`crate::derived`]), bound after them.
+    Quotient,
+    /// The sum of two symbols or a symbol and a literal (`H + W`, `H + 2`; see
+    /// [`crate::derived`]), bound after them.
+    Sum,
 }
 
 impl SymbolSource {
+    /// Whether the symbol is computed from other symbols at launch (a product, a quotient or a
+    /// sum, [`crate::derived`]).
+    pub fn is_derived(self) -> bool {
+        matches!(
+            self,
+            SymbolSource::Product | SymbolSource::Quotient | SymbolSource::Sum
+        )
+    }
+
     /// The source of the symbol called `name`.
     pub fn of(name: &str) -> SymbolSource {
         if let Some(axis) = GRID_SIZE_SYMBOLS.iter().position(|s| *s == name) {
@@ -48,16 +64,23 @@ impl SymbolSource {
         match name {
             GRID_COUNT_SYMBOL => SymbolSource::GridCount,
             GRID_RANK_SYMBOL => SymbolSource::GridRank,
-            _ if crate::product::is_product(name) => SymbolSource::Product,
-            _ => SymbolSource::Input,
+            _ => match crate::derived::root(name) {
+                Some(Root::Product) => SymbolSource::Product,
+                Some(Root::Quotient) => SymbolSource::Quotient,
+                Some(Root::Sum) => SymbolSource::Sum,
+                None => SymbolSource::Input,
+            },
         }
     }
 
     /// The symbol's name for a grid source (`None` for [`SymbolSource::Input`], whose symbols
-    /// are named by the kernel, and [`SymbolSource::Product`], named by its factors).
+    /// are named by the kernel, and the derived sources, named by their expressions).
     pub fn grid_name(self) -> Option<&'static str> {
         match self {
-            SymbolSource::Input | SymbolSource::Product => None,
+            SymbolSource::Input
+            | SymbolSource::Product
+            | SymbolSource::Quotient
+            | SymbolSource::Sum => None,
             SymbolSource::GridSize(a) => GRID_SIZE_SYMBOLS.get(a as usize).copied(),
             SymbolSource::GridCount => Some(GRID_COUNT_SYMBOL),
             SymbolSource::GridRank => Some(GRID_RANK_SYMBOL),
@@ -80,6 +103,13 @@ mod tests {
             assert_eq!(SymbolSource::of(s.grid_name().unwrap()), s);
         }
         assert_eq!(SymbolSource::of("N"), SymbolSource::Input);
+        assert_eq!(SymbolSource::of("h / k_h"), SymbolSource::Quotient);
+        assert_eq!(
+            SymbolSource::of("N / num_programs(0)"),
+            SymbolSource::Quotient
+        );
+        assert_eq!(SymbolSource::of("H + 2"), SymbolSource::Sum);
+        assert_eq!(SymbolSource::of("64 * N"), SymbolSource::Product);
         assert_eq!(SymbolSource::GridSize(3).grid_name(), None);
     }
 }

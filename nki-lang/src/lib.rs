@@ -29,6 +29,7 @@ mod compiled;
 #[doc(hidden)]
 pub mod constraint;
 mod dataflow;
+pub mod derived;
 mod diag;
 mod dtype;
 mod func;

@@ -325,12 +325,20 @@ impl<'a> Line<'a, '_> {
                     axes.join(", ")
                 )
             }
-            InstrData::Scan { dst, src, init, op } => write!(
+            InstrData::Scan {
+                dst,
+                src,
+                init,
+                op,
+                rev,
+            } => write!(
                 f,
-                "{} scan({}, {}, {}, {}, init {})",
+                "{} scan({}{}, {}{}, {}, {}, init {})",
                 self.dst(&dst, "<-"),
                 op[0],
+                if rev & 1 == 1 { " reversed" } else { "" },
                 op[1],
+                if rev & 2 == 2 { " reversed" } else { "" },
                 self.view(src[0]),
                 self.view(src[1]),
                 self.src(init)

@@ -13,7 +13,7 @@ pub const PRODUCT_SEPARATOR: &str = " * ";
 
 /// Whether the symbol called `name` is a product.
 pub fn is_product(name: &str) -> bool {
-    name.contains(PRODUCT_SEPARATOR)
+    crate::derived::root(name) == Some(crate::derived::Root::Product)
 }
 
 /// One factor of a product's name.
@@ -25,13 +25,38 @@ pub enum Factor<'a> {
     Symbol(&'a str),
 }
 
-/// The factors of the symbol called `name` (just the symbol itself for a plain one).
+/// The factors of the symbol called `name` (just the symbol itself for a plain one or another
+/// [`crate::derived`] symbol; a factor that is itself an expression stays parenthesised).
 pub fn factors(name: &str) -> impl Iterator<Item = Factor<'_>> {
-    name.split(PRODUCT_SEPARATOR)
-        .map(|f| match f.parse::<u64>() {
-            Ok(n) => Factor::Literal(n),
-            Err(_) => Factor::Symbol(f),
-        })
+    let parts: Vec<&str> = if crate::derived::root(name) == Some(crate::derived::Root::Product) {
+        top_level_split(name)
+    } else {
+        vec![name]
+    };
+    parts.into_iter().map(|f| match f.parse::<u64>() {
+        Ok(n) => Factor::Literal(n),
+        Err(_) => Factor::Symbol(f),
+    })
+}
+
+/// `name` split at each [`PRODUCT_SEPARATOR`] outside parentheses.
+fn top_level_split(name: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut from = 0usize;
+    for (i, c) in name.char_indices() {
+        match c {
+            '(' => depth = depth.saturating_add(1),
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 && name[i..].starts_with(PRODUCT_SEPARATOR) => {
+                parts.push(&name[from..i]);
+                from = i.saturating_add(PRODUCT_SEPARATOR.len());
+            }
+            _ => {}
+        }
+    }
+    parts.push(&name[from..]);
+    parts
 }
 
 /// The name of the product of `literal` and the symbols `names` (plain or products, which are
@@ -39,12 +64,12 @@ pub fn factors(name: &str) -> impl Iterator<Item = Factor<'_>> {
 /// product passes `u64::MAX` or there is nothing to multiply but literals.
 pub fn product_name(literal: u64, names: &[&str]) -> Option<String> {
     let mut lit = literal;
-    let mut syms: Vec<&str> = Vec::new();
+    let mut syms: Vec<String> = Vec::new();
     for name in names {
         for f in factors(name) {
             match f {
                 Factor::Literal(n) => lit = lit.checked_mul(n)?,
-                Factor::Symbol(s) => syms.push(s),
+                Factor::Symbol(s) => syms.push(crate::derived::operand(s)),
             }
         }
     }
@@ -56,7 +81,7 @@ pub fn product_name(literal: u64, names: &[&str]) -> Option<String> {
     if lit != 1 {
         parts.push(lit.to_string());
     }
-    parts.extend(syms.iter().map(|s| (*s).to_string()));
+    parts.extend(syms);
     Some(parts.join(PRODUCT_SEPARATOR))
 }
 
@@ -98,5 +123,14 @@ mod tests {
         assert_eq!(product_value("N", value), Some(3));
         assert_eq!(product_value("4294967296 * 4294967296", value), None);
         assert!(is_product("C * N") && !is_product("N"));
+        assert_eq!(
+            product_name(2, &["h / k_h"]).as_deref(),
+            Some("2 * (h / k_h)")
+        );
+        assert_eq!(
+            factors("2 * (h / k_h)").collect::<Vec<_>>(),
+            [Factor::Literal(2), Factor::Symbol("(h / k_h)")]
+        );
+        assert_eq!(factors("h / k_h").count(), 1);
     }
 }

@@ -195,9 +195,12 @@ impl fmt::Display for DisplayExtent<'_> {
                 add: 0,
                 div: 1,
             } => f.write_str(name(sym)),
-            Extent::Sym { sym, add: 0, div } => write!(f, "{} / {div}", name(sym)),
-            Extent::Sym { sym, add, div: 1 } => write!(f, "{} + {add}", name(sym)),
-            Extent::Sym { sym, add, div } => write!(f, "({} + {add}) / {div}", name(sym)),
+            // Named as a derived symbol of the same value would be (`K / 128`, `(K + 127) / 128`,
+            // `(h / k_h) / 2`).
+            Extent::Sym { sym, add, div } => match i64::try_from(add) {
+                Ok(a) => f.write_str(&crate::derived::offset_quotient_name(name(sym), a, div)),
+                Err(_) => write!(f, "({} + {add}) / {div}", name(sym)),
+            },
         }
     }
 }

@@ -157,7 +157,10 @@ impl LaunchGrid {
     pub(crate) fn bind_symbols(&self, p: &Program<'_>, syms: &mut SymbolValues) {
         for (s, name) in p.symbols().iter().enumerate() {
             let value = match SymbolSource::of(name) {
-                SymbolSource::Input | SymbolSource::Product => continue,
+                SymbolSource::Input
+                | SymbolSource::Product
+                | SymbolSource::Quotient
+                | SymbolSource::Sum => continue,
                 SymbolSource::GridSize(axis) => self.size(axis as usize),
                 SymbolSource::GridCount => self.count().unwrap_or(0),
                 SymbolSource::GridRank => self.rank,

@@ -132,7 +132,8 @@ pub enum LaunchError {
         /// That input's axis.
         axis: usize,
     },
-    /// A product of symbolic dimensions (`N * C`) passes `u64::MAX` for the bound symbols.
+    /// A product or sum of symbolic dimensions (`N * C`, `H + W`) passes `u64::MAX` for the
+    /// bound symbols.
     #[error("symbolic dim `{symbol}` passes 2^64 - 1 with {values}")]
     ProductOverflow {
         /// The product's name.
@@ -220,6 +221,19 @@ pub enum LaunchError {
         compiled: &'static str,
         /// The core's target.
         core: &'static str,
+    },
+    /// A quotient of symbolic dimensions (`h / k_h`) divides by a dimension that is 0 for the
+    /// bound symbols.
+    #[error(
+        "symbolic dim `{symbol}` divides by `{divisor}`, which is 0 with {values}: a quotient of dimensions needs a nonzero divisor"
+    )]
+    ZeroDivisor {
+        /// The quotient's name.
+        symbol: String,
+        /// The divisor's text.
+        divisor: String,
+        /// The values of the symbols it names (`h = 8, k_h = 0`).
+        values: String,
     },
 }
 
@@ -339,7 +353,7 @@ impl<'p> Kernel<'p> {
             }
         }
         grid.bind_symbols(p, &mut syms);
-        bind_products(p, &mut syms)?;
+        bind_derived(p, &mut syms)?;
         check_reshapes(p, &syms)?;
         if let Err(c) = check_constraints(p.constraints(), &syms) {
             return Err(constraint_error(p, c, &syms));
@@ -497,36 +511,48 @@ fn name(names: &[&str], i: usize) -> String {
 }
 
 /// The error for a failed constraint: its text and the values of the symbols it involves.
-/// Binds the program's products of symbols (`N * C`) from their factors' values in `syms`.
-fn bind_products(p: &Program<'_>, syms: &mut SymbolValues) -> Result<(), LaunchError> {
+/// Binds the program's derived symbols (products `N * C`, quotients `h / k_h`, sums `H + 2`,
+/// [`nki_lang::derived`]) from the values in `syms` of the symbols they name.
+fn bind_derived(p: &Program<'_>, syms: &mut SymbolValues) -> Result<(), LaunchError> {
     let symbols = p.symbols();
     for (s, name) in symbols.iter().enumerate() {
-        if SymbolSource::of(name) != SymbolSource::Product {
+        if !SymbolSource::of(name).is_derived() {
             continue;
         }
         let value = |f: &str| {
             let i = symbols.iter().position(|n| *n == f)?;
             syms.get(i).copied()
         };
-        match nki_lang::product::product_value(name, value) {
-            Some(v) => syms[s] = v,
-            None => {
-                let mut values = String::new();
-                for f in nki_lang::product::factors(name) {
-                    if let nki_lang::product::Factor::Symbol(f) = f {
-                        if !values.is_empty() {
-                            values.push_str(", ");
-                        }
-                        let v = value(f).map_or_else(|| "?".to_string(), |v| v.to_string());
-                        let _ = write!(values, "{f} = {v}");
-                    }
-                }
-                return Err(LaunchError::ProductOverflow {
-                    symbol: name.to_string(),
-                    values,
-                });
+        let result = nki_lang::derived::value(name, &mut |f: &str| value(f));
+        let error = match result {
+            Ok(v) => {
+                syms[s] = v;
+                continue;
             }
+            Err(e) => e,
+        };
+        let mut values = String::new();
+        for f in nki_lang::derived::atoms(name).unwrap_or_default() {
+            if !values.is_empty() {
+                values.push_str(", ");
+            }
+            let v = value(f).map_or_else(|| "?".to_string(), |v| v.to_string());
+            let _ = write!(values, "{f} = {v}");
         }
+        let symbol = name.to_string();
+        return Err(match error {
+            nki_lang::derived::EvalError::DivisionByZero { divisor } => LaunchError::ZeroDivisor {
+                symbol,
+                divisor,
+                values,
+            },
+            // A checked program's names parse and name bound symbols: only an overflow is left.
+            nki_lang::derived::EvalError::Overflow
+            | nki_lang::derived::EvalError::Unknown(_)
+            | nki_lang::derived::EvalError::Malformed(_) => {
+                LaunchError::ProductOverflow { symbol, values }
+            }
+        });
     }
     Ok(())
 }

@@ -429,6 +429,15 @@ fn resolve_grid(
                 swapped.swap(0, 1);
                 clip(r, MAX_TILE_RANK, &swapped);
             }
+            // A DMA transpose's source: its axis `axes[i]` runs along grid axis `i`.
+            (_, Axes::Ends) => {
+                let perm = nki_lang::ops::dma_transpose_padded(grid_rank(p, ins));
+                let mut permuted = bx;
+                for (i, &a) in perm.iter().enumerate() {
+                    permuted[a] = bx[i];
+                }
+                clip(r, MAX_TILE_RANK, &permuted);
+            }
             // An operand with other dimensions than the grid's (a reduction's result) shares
             // only the partition axis.
             (_, Axes::Grid) if r.dims != grid => clip(r, 1, &bx),
@@ -463,6 +472,18 @@ pub(crate) fn grid_origin(
         }
     }
     (origin, grid)
+}
+
+/// The rank of an instruction's grid: that of its grid slot's view (its destination's), 2
+/// when it has none. A DMA transpose permutes its source by it
+/// ([`nki_lang::ops::dma_transpose_axes`]).
+pub(crate) fn grid_rank(p: &Program<'_>, ins: &Instr) -> usize {
+    let slot = grid_slot(&ins.data);
+    ins.operands()
+        .find(|o| usize::from(o.slot) == slot)
+        .and_then(|o| o.view())
+        .and_then(|v| p.views().get(v.index()))
+        .map_or(2, |view| view.shape.rank())
 }
 
 /// Restricts a reduction's result to the mask's box: the partition axis, and each of its free

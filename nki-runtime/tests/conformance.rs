@@ -15,9 +15,9 @@ use half::{bf16, f16};
 use ndarray::{Array2, Axis, Zip};
 use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
-    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
-    HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm, Memory,
-    Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+    AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
+    Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
+    Memory, Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
 use nki_runtime::{Bool, F8E4M3, F8E5M2, HbmIn, HbmOut, Isa, Kernel, NeuronCore, Tf32};
 
@@ -216,6 +216,27 @@ impl Kb {
     /// A `[P, 1]` tile read along every free element.
     fn col(&mut self, t: TileId) -> Src {
         self.b.src(Operand::Column(t)).unwrap()
+    }
+
+    /// An access of `tensor` with the grid `shape`, tensor axis `k` at `Σ grid[k][j] · t_j`.
+    fn access(
+        &mut self,
+        tensor: TensorId,
+        shape: &[u32],
+        grid: [[i64; MAX_TILE_RANK]; 2],
+    ) -> AccessId {
+        let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+        axes[0].grid = grid[0];
+        axes[1].grid = grid[1];
+        self.b
+            .access(HbmAccess {
+                tensor: tensor.index(),
+                reshape: None,
+                rank: 2,
+                shape: TileShape::new(shape).unwrap(),
+                axes,
+            })
+            .unwrap()
     }
 
     fn push(&mut self, opcode: Opcode, engine: Option<Engine>, data: InstrData) {
@@ -746,7 +767,7 @@ fn dma_rows() -> Vec<Row> {
         row(
             "load_transpose2d [48, 40] into [40, 48]",
             &[Covers::Op(Opcode::LoadTranspose2d)],
-            vec![(DType::F32, y)],
+            vec![(DType::F32, y.clone())],
             &[(DType::Bf16, [40, 48])],
             |k| {
                 let t = k.sbuf(DType::Bf16, &[40, 48]);
@@ -767,6 +788,111 @@ fn dma_rows() -> Vec<Row> {
                 k.store(0, t);
             },
             |x| vec![x[0].t().mapv(bf)],
+            Check::Exact,
+        ),
+        row(
+            "dma_transpose [48, 40] from HBM into [40, 48] bf16",
+            &[Covers::Op(Opcode::DmaTranspose)],
+            vec![(DType::F32, y.clone())],
+            &[(DType::Bf16, [40, 48])],
+            |k| {
+                let t = k.sbuf(DType::Bf16, &[40, 48]);
+                let tile = k.v(t);
+                let x = k.inputs[0].0;
+                let hbm = k.access(x, &[48, 40], [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0]]);
+                k.push(Opcode::DmaTranspose, None, InstrData::Dma { tile, hbm });
+                k.store(0, t);
+            },
+            |x| vec![x[0].t().mapv(bf)],
+            Check::Exact,
+        ),
+        row(
+            "dma_transpose of a 3-axis HBM access [6, 8, 40] into [40, 8, 6]",
+            &[Covers::Op(Opcode::DmaTranspose)],
+            vec![(DType::F32, y.clone())],
+            &[(DType::F32, [40, 48])],
+            |k| {
+                // The access's element (a, b, c) is x[8a + b, c]; the tile's (c, b, a) goes
+                // to out[c, 8a + b].
+                let t = k.sbuf(DType::F32, &[40, 8, 6]);
+                let tile = k.v(t);
+                let (x, out) = (k.inputs[0].0, k.outputs[0]);
+                let hbm = k.access(x, &[6, 8, 40], [[8, 1, 0, 0, 0], [0, 0, 1, 0, 0]]);
+                k.push(Opcode::DmaTranspose, None, InstrData::Dma { tile, hbm });
+                let to = k.access(out, &[40, 8, 6], [[1, 0, 0, 0, 0], [0, 1, 8, 0, 0]]);
+                let tile = k.v(t);
+                k.push(Opcode::Store, None, InstrData::Dma { tile, hbm: to });
+            },
+            |x| vec![x[0].t().to_owned()],
+            Check::Exact,
+        ),
+        row(
+            "dma_transpose_sbuf of a 4-axis tile [48, 2, 4, 5] into [5, 2, 4, 48] int32",
+            &[Covers::Op(Opcode::DmaTransposeSbuf)],
+            vec![(DType::F32, y.clone())],
+            &[(DType::I32, [40, 48])],
+            |k| {
+                // The tile's element (p, j, l, m) is x[p, 20j + 5l + m]; the result's
+                // (m, j, l, p) goes to out[20j + 5l + m, p].
+                let s = k.sbuf(DType::F32, &[48, 2, 4, 5]);
+                let sv = k.v(s);
+                let (x, out) = (k.inputs[0].0, k.outputs[0]);
+                let from = k.access(x, &[48, 2, 4, 5], [[1, 0, 0, 0, 0], [0, 20, 5, 1, 0]]);
+                k.push(
+                    Opcode::Load,
+                    None,
+                    InstrData::Dma {
+                        tile: sv,
+                        hbm: from,
+                    },
+                );
+                let t = k.sbuf(DType::I32, &[5, 2, 4, 48]);
+                let dst = k.dst(t);
+                k.unary(Opcode::DmaTransposeSbuf, None, dst, sv);
+                let to = k.access(out, &[5, 2, 4, 48], [[1, 20, 5, 0, 0], [0, 0, 0, 1, 0]]);
+                let tile = k.v(t);
+                k.push(Opcode::Store, None, InstrData::Dma { tile, hbm: to });
+            },
+            // f32 → int32 rounds to nearest even; the inputs are multiples of 0.25.
+            |x| vec![x[0].t().mapv(|v| v.round_ties_even())],
+            Check::Exact,
+        ),
+        row(
+            "dma_transpose_sbuf [48, 40] into [40, 48] bf16, masked to partitions p < 30",
+            &[Covers::Op(Opcode::DmaTransposeSbuf)],
+            vec![(DType::F32, y)],
+            &[(DType::Bf16, [40, 48])],
+            |k| {
+                let s = k.load(0);
+                let sv = k.v(s);
+                let t = k.sbuf(DType::Bf16, &[40, 48]);
+                let dst = k.v(t);
+                k.push(
+                    Opcode::Memset,
+                    None,
+                    InstrData::Fill {
+                        dst: Dst::overwrite(dst),
+                        value: Scalar::float(0.0),
+                    },
+                );
+                let mask = k.b.mask(partitions_below(30)).unwrap();
+                let mut i = Instr::new(
+                    Opcode::DmaTransposeSbuf,
+                    InstrData::Unary {
+                        dst: Dst::overwrite(dst),
+                        src: sv,
+                    },
+                );
+                i.mask = Some(mask);
+                k.b.push(i).unwrap();
+                k.store(0, t);
+            },
+            |x| {
+                let t = x[0].t();
+                vec![Array2::from_shape_fn((40, 48), |(p, f)| {
+                    if p < 30 { bf(t[[p, f]]) } else { 0.0 }
+                })]
+            },
             Check::Exact,
         ),
     ]
@@ -1964,6 +2090,7 @@ fn reduce_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: vi,
                     op: [Alu::Add, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, r);
@@ -1998,6 +2125,7 @@ fn reduce_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(1.0)),
                     op: [Alu::Multiply, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, r);
@@ -2008,6 +2136,40 @@ fn reduce_rows() -> Vec<Row> {
                     let mut r = 1.0;
                     for i in 0..64 {
                         r = x[0][[p, i]] * r + x[1][[p, i]];
+                        out[[p, i]] = r;
+                    }
+                }
+                vec![out]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_tensor_scan (subtract reversed, subtract reversed): r = b - (r - a)",
+            &[Covers::Op(Opcode::TensorTensorScan)],
+            vec![(DType::F32, small(62, 64)), (DType::F32, small(63, 64))],
+            &[(DType::F32, [P, 64])],
+            |k| {
+                let (a, b) = (k.load(0), k.load(1));
+                let r = k.sbuf(DType::F32, &[p, 64]);
+                let (dst, va, vb) = (k.dst(r), k.v(a), k.v(b));
+                let data = InstrData::Scan {
+                    dst,
+                    src: [va, vb],
+                    init: Src::Imm(Scalar::float(0.25)),
+                    op: [Alu::Subtract, Alu::Subtract],
+                    rev: 3,
+                };
+                k.push(Opcode::TensorTensorScan, None, data);
+                k.store(0, r);
+            },
+            |x| {
+                let mut out = Array2::zeros((P, 64));
+                for p in 0..P {
+                    let mut r: f64 = 0.25;
+                    for i in 0..64 {
+                        // Each step rounded to f32, as the engine computes in fp32.
+                        let t = f64::from((r - x[0][[p, i]]) as f32);
+                        r = f64::from((x[1][[p, i]] - t) as f32);
                         out[[p, i]] = r;
                     }
                 }
@@ -2308,6 +2470,7 @@ fn accumulate_rows() -> Vec<Row> {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(0.0)),
                     op: [Alu::Max, Alu::Add],
+                    rev: 0,
                 };
                 k.push(Opcode::TensorTensorScan, None, data);
                 k.store(0, out);

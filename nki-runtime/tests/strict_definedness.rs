@@ -2,7 +2,8 @@
 //! partially written tiles, with every family of operations (moves, elementwise ALU and
 //! activation with per-partition reductions, selects (a tile predicate's defined elements
 //! picking the side that counts by their value), reductions along any free axes, scans,
-//! `bn_stats`/`bn_aggr`, transposes, matmuls with accumulation), stored under random masks.
+//! `bn_stats`/`bn_aggr`, transposes (TensorE and DMA), matmuls with accumulation), stored under
+//! random masks.
 //!
 //! The reference keeps one "defined" flag per tile element and propagates it element by element
 //! from each operation's definition in the reference interpreter (`src/exec/reference.rs`),
@@ -255,7 +256,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 32;
+const STEPS: usize = 34;
 
 impl Gen {
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
@@ -586,6 +587,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                     src: [va, vb],
                     init: Src::Imm(Scalar::float(0.0)),
                     op: [Alu::Multiply, Alu::Add],
+                    rev: 0,
                 },
             );
             let (da, db) = (g.tiles[a].defined.clone(), g.tiles[b2].defined.clone());
@@ -1008,11 +1010,36 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .collect();
             g.tiles[d].values = None;
         }
+        // dma_transpose_sbuf of a square SBUF tile under a mask: element (r, f) is element
+        // (f, r) of the source
+        27 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let d = g.new_tile(Kind::Square);
+            let (dst, src) = (Dst::overwrite(g.view(d)), g.view(a));
+            g.push(Opcode::DmaTransposeSbuf, m, InstrData::Unary { dst, src });
+            let da = g.tiles[a].defined.clone();
+            g.tiles[d].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && da[(e % fu) * fu + e / fu])
+                .collect();
+        }
+        // dma_transpose of the input under a mask: defined where it writes
+        28 => {
+            let d = g.new_tile(Kind::Square);
+            let tile = g.view(d);
+            let hbm = g.b.access(access(g.input, P, F, false)).expect("access");
+            g.push(Opcode::DmaTranspose, m, InstrData::Dma { tile, hbm });
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            g.tiles[d].values = Some(
+                (0..n)
+                    .map(|e| input_value((e % fu) * fu + e / fu))
+                    .collect(),
+            );
+        }
         // range_select of a square tile between two bound columns (memsets under partition
         // masks of their own), the maximum of each partition into a column, the instruction
         // masked on partitions only: each element depends on its data element and on its
         // partition's bounds, selected or not
-        27 => {
+        29 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
@@ -1067,7 +1094,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // nc_stream_shuffle of a square tile into a new one or in place, by a mask that
         // repeats, skips and keeps partitions (255: a new tile's kept partition is unwritten,
         // an in-place one keeps its value)
-        28 => {
+        30 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
@@ -1118,7 +1145,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // unwritten index would hold any position, and the launch stops on one outside its
         // partition), partitions 0..P of the result copied into a square tile; each element
         // depends on the source element its index names
-        29 => {
+        31 => {
             let group = 16u32;
             let bp = 1 + c.below(group as usize) as u32;
             let k = c.below(F as usize) as i64;
@@ -1178,7 +1205,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // sequence_bounds of the first half of partition 0 of a square tile into partition 0
         // of a new one (viewed [1, 2, F/2]): every bound depends on every id of the row
-        30 => {
+        32 => {
             let Some(a) = g.pick(c, &sq) else { return };
             let half = F / 2;
             let ids_shape = TileShape::new(&[1, half]).expect("shape");

@@ -373,6 +373,9 @@ pub enum InstrData {
         init: Src,
         /// Operations.
         op: [Alu; 2],
+        /// Operand swaps: bit `j` set, `op[j]` takes the running value (or `data1`) first
+        /// (NKI's `reverse0`, `reverse1`).
+        rev: u8,
     },
     /// `dst = pred ? on_true : on_false`, elementwise. Slots: 0 `dst`, 1 `pred`,
     /// 2 `on_true`, 3 `on_false`.

@@ -525,7 +525,7 @@ fn mask_bounds_above(
         if t.coef == 0 {
             return loop_term_bounds_above(t, ix, shape, size);
         }
-        let Some(axis) = axes.of_grid_axis(t.axis as usize) else {
+        let Some(axis) = axes.of_grid_axis(t.axis as usize, shape.rank()) else {
             return false;
         };
         if ix.grid.get(axis).is_none_or(|&g| g == 0 || t.coef != g) {

@@ -8,7 +8,6 @@ use crate::diag::Diagnostic;
 use crate::grid::SymbolSource;
 use crate::ir::ops::Format;
 use crate::ir::{Dir, HbmAccess, Instr, InstrData, OperandRef, Write};
-use crate::product::Factor;
 use crate::program::TensorRole;
 use crate::rules::RuleViolation;
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK};
@@ -145,16 +144,15 @@ impl Checker<'_> {
                 .iter()
                 .position(|n| n == name)
                 .is_some_and(from_inputs),
-            SymbolSource::Product => false,
+            SymbolSource::Product | SymbolSource::Quotient | SymbolSource::Sum => false,
             SymbolSource::GridSize(_) | SymbolSource::GridCount | SymbolSource::GridRank => true,
         };
         for (s, name) in p.symbols.iter().enumerate() {
             let bound = match SymbolSource::of(name) {
                 SymbolSource::Input => from_inputs(s),
-                SymbolSource::Product => crate::product::factors(name).all(|f| match f {
-                    Factor::Literal(_) => true,
-                    Factor::Symbol(f) => plain(f),
-                }),
+                SymbolSource::Product | SymbolSource::Quotient | SymbolSource::Sum => {
+                    crate::derived::atoms(name).is_some_and(|a| a.into_iter().all(plain))
+                }
                 SymbolSource::GridSize(_) | SymbolSource::GridCount | SymbolSource::GridRank => {
                     true
                 }

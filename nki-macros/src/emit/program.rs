@@ -337,12 +337,13 @@ fn instr(i: &Instr) -> TokenStream {
             src: s,
             init,
             op,
+            rev,
         } => {
             let t = dst(t);
             let s = s.map(|v| id("ViewId", v.0));
             let init = src(init);
             let op = op.map(|o| variant("Alu", o));
-            quote!(#d::Scan { dst: #t, src: [#(#s),*], init: #init, op: [#(#op),*] })
+            quote!(#d::Scan { dst: #t, src: [#(#s),*], init: #init, op: [#(#op),*], rev: #rev })
         }
         InstrData::Select {
             dst: t,

@@ -323,6 +323,8 @@ static TABLE: &[Builtin] = &[
             req("initial", P::TileOrImm(3)),
             req("op0", P::Alu(0)),
             req("op1", P::Alu(1)),
+            opt("reverse0", P::Rev(0)),
+            opt("reverse1", P::Rev(1)),
             DTYPE,
             MASK,
         ],
@@ -346,7 +348,7 @@ static TABLE: &[Builtin] = &[
     isa(
         &["reciprocal"],
         Opcode::Reciprocal,
-        &[req("data", P::Tile(1)), DTYPE, MASK],
+        &[req("data|x", P::Tile(1)), DTYPE, MASK],
     ),
     isa(
         &["bn_stats"],

@@ -230,7 +230,31 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Matches positional and keyword arguments to parameter names.
+    /// Whether an operation that writes its `dst` argument may take the `dtype` in `options`:
+    /// none, or the destination's own (the result is written in the destination's dtype, so
+    /// another would be silently ignored); else an error on `at`.
+    pub(super) fn dtype_is_dst(&mut self, options: &OpOptions, dst: &TileView, at: Span) -> bool {
+        let own = self.buf.tiles[dst.tile as usize].dtype;
+        match options.dtype {
+            Some(d) if d != own => {
+                self.error(
+                    at,
+                    format!(
+                        "`dtype = {}` differs from the destination's dtype {}: the result is written in the destination's dtype (declare `dst` as {} to get it)",
+                        d.name(),
+                        own.name(),
+                        d.name()
+                    ),
+                );
+                false
+            }
+            Some(_) | None => true,
+        }
+    }
+
+    /// Matches positional and keyword arguments to parameter names. A parameter named
+    /// `"data|x"` takes either keyword (one function with `nki.isa`'s and `nki.language`'s
+    /// spellings, `reciprocal(data)` and `reciprocal(x)`).
     pub(super) fn args<'a>(
         &mut self,
         func: &str,
@@ -256,14 +280,15 @@ impl Lowerer<'_> {
                     }
                     positional.saturating_sub(1)
                 }
-                Some(n) => match params.iter().position(|p| n == p) {
+                Some(n) => match params.iter().position(|p| p.split('|').any(|k| n == k)) {
                     Some(i) => i,
                     None => {
+                        let names: Vec<String> = params.iter().map(|p| shown(p)).collect();
                         self.error(
                             n.span().into(),
                             format!(
                                 "`{func}` has no argument `{n}`; it takes {}",
-                                params.join(", ")
+                                names.join(", ")
                             ),
                         );
                         ok = false;
@@ -274,7 +299,7 @@ impl Lowerer<'_> {
             if out[slot].is_some() {
                 self.error(
                     a.value.span(),
-                    format!("argument `{}` of `{func}` given twice", params[slot]),
+                    format!("argument `{}` of `{func}` given twice", shown(params[slot])),
                 );
                 ok = false;
             }
@@ -282,7 +307,7 @@ impl Lowerer<'_> {
         }
         for (i, p) in params.iter().enumerate().take(required) {
             if out[i].is_none() {
-                self.error(span, format!("`{func}` needs the argument `{p}`"));
+                self.error(span, format!("`{func}` needs the argument `{}`", shown(p)));
                 ok = false;
             }
         }
@@ -546,4 +571,9 @@ pub(super) fn close(candidate: &str, name: &str) -> bool {
         }
     }
     edits + (a.len() - i) + (b.len() - j) <= 1
+}
+
+/// A parameter's name as messages show it: `data|x` (either keyword) as `data` or `x`.
+pub(super) fn shown(param: &str) -> String {
+    param.replace('|', "` or `")
 }

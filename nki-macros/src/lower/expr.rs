@@ -332,9 +332,49 @@ impl Lowerer<'_> {
             (BinOp::Mul, Sym { sym, add: 0, div: 1 }, Int(k)) | (BinOp::Mul, Int(k), Sym { sym, add: 0, div: 1 }) if k > 0 => {
                 self.product(k.unsigned_abs(), &[sym], span)
             }
+            // A quotient or sum of symbols (`h / k_h`, `H + W`), a literal over a symbol
+            // (`1024 / N`): a symbol of its own.
+            (BinOp::Div, x @ Sym { .. }, y @ Sym { .. }) | (BinOp::Add, x @ Sym { .. }, y @ Sym { .. }) => {
+                self.symbol_arith(op, x, y, span)
+            }
+            (BinOp::Div, x @ Int(k), y @ Sym { .. }) if k >= 0 => self.symbol_arith(op, x, y, span),
+            // A product with a quotient or sum (`(N / 128) * 2`, `(H + 2) * W`): the quotient
+            // or sum is a symbol of its own first.
+            (BinOp::Mul, Sym { sym: a, add: xa, div: xd }, Sym { sym: b, add: ya, div: yd }) => {
+                let (Ok(xa), Ok(ya)) = (i64::try_from(xa), i64::try_from(ya)) else {
+                    return self.error(span, "integer overflow in a compile-time expression");
+                };
+                match (self.as_symbol(a, xa, xd, span), self.as_symbol(b, ya, yd, span)) {
+                    (Some(a), Some(b)) => self.product(1, &[a, b], span),
+                    _ => Poison,
+                }
+            }
+            (BinOp::Mul, Sym { sym, add, div }, Int(k)) | (BinOp::Mul, Int(k), Sym { sym, add, div }) if k > 0 => {
+                let Ok(add) = i64::try_from(add) else {
+                    return self.error(span, "integer overflow in a compile-time expression");
+                };
+                match self.as_symbol(sym, add, div, span) {
+                    Some(s) => self.product(k.unsigned_abs(), &[s], span),
+                    None => Poison,
+                }
+            }
+            // A literal added to a quotient (`K / 128 + 1`): the quotient is a symbol first.
+            (BinOp::Add, Sym { sym, add, div }, Int(k)) | (BinOp::Add, Int(k), Sym { sym, add, div }) if k >= 0 && div > 1 => {
+                let Ok(add) = i64::try_from(add) else {
+                    return self.error(span, "integer overflow in a compile-time expression");
+                };
+                match self.as_symbol(sym, add, div, span) {
+                    Some(s) => Sym { sym: s, add: k.unsigned_abs(), div: 1 },
+                    None => Poison,
+                }
+            }
+            (BinOp::Mul, Index(_), Sym { .. }) | (BinOp::Mul, Sym { .. }, Index(_)) => self.error(
+                span,
+                "an index is affine with compile-time coefficients: a loop variable or program id times a symbolic dimension (`g * (h / k_h)`) is not; make the dimensions meta-parameters (`const H: usize`), or view the tensor with the dimension as an axis of its own (`q.reshape([KH, H / KH, D])`, indexed `[g, i, ...]`)",
+            ),
             (_, Sym { .. }, _) | (_, _, Sym { .. }) => self.error(
                 span,
-                "a symbolic dimension forms a trip count (`K`, `K / 128`, `(K + 127) / 128`) or bounds an index in a mask from above (`k * 128 + i_p < K`: keep the other terms on the left)",
+                "symbolic dimensions combine by `+`, `*` and `/` (Python's `//`) with each other and non-negative literals (`K / 128`, `(K + 127) / 128`, `h / k_h`, `N * C`, `H + 2`) into a trip count or a shape, or one bounds an index in a mask from above (`k * 128 + i_p < K`: keep the other terms on the left); no other operator applies (make the dimension a meta-parameter for other arithmetic)",
             ),
             (BinOp::Add | BinOp::Sub, x @ (Int(_) | Index(_)), y @ (Int(_) | Index(_))) => {
                 let k = if op == BinOp::Sub { -1 } else { 1 };
@@ -742,6 +782,25 @@ impl Lowerer<'_> {
         let Some(name) = nki_lang::product::product_name(literal, &names) else {
             return self.error(span, "integer overflow in a compile-time expression");
         };
+        self.derived(name, span)
+    }
+
+    /// The symbol of the program's table called `name` (a product, quotient or sum of
+    /// symbols, [`nki_lang::derived`]), added if it is new.
+    pub(super) fn derived(&mut self, name: String, span: Span) -> Value {
+        match self.derived_symbol(name, span) {
+            Some(sym) => Value::Sym {
+                sym,
+                add: 0,
+                div: 1,
+            },
+            None => Value::Poison,
+        }
+    }
+
+    /// The index of the symbol called `name`, added to the program's table if it is new;
+    /// `None` (an error reported) when the table is full.
+    fn derived_symbol(&mut self, name: String, span: Span) -> Option<u8> {
         let sym = match self.buf.symbols.iter().position(|s| *s == name) {
             Some(s) => s,
             None if self.buf.symbols.len() < nki_lang::MAX_SYMBOLS => {
@@ -749,22 +808,55 @@ impl Lowerer<'_> {
                 self.buf.symbols.len().saturating_sub(1)
             }
             None => {
-                return self.error(span, format!("a kernel has at most {} symbolic dimensions, counting products such as `{name}`", nki_lang::MAX_SYMBOLS));
+                self.error(span, format!("a kernel has at most {} symbolic dimensions, counting products, quotients and sums such as `{name}`", nki_lang::MAX_SYMBOLS));
+                return None;
             }
         };
-        Value::Sym {
-            // sym < MAX_SYMBOLS (8).
-            sym: u8::try_from(sym).unwrap_or(u8::MAX),
-            add: 0,
-            div: 1,
+        // sym < MAX_SYMBOLS (8).
+        Some(u8::try_from(sym).unwrap_or(u8::MAX))
+    }
+
+    /// The symbol whose value is `(symbols[sym] + add) / div`: `sym` itself when `add` is 0
+    /// and `div` 1, else a derived symbol named by the expression (`N / 128`, `H + 2`).
+    pub(super) fn as_symbol(&mut self, sym: u8, add: i64, div: u64, span: Span) -> Option<u8> {
+        if add == 0 && div == 1 {
+            return Some(sym);
         }
+        let name = self.buf.symbols.get(usize::from(sym))?.clone();
+        let name = nki_lang::derived::offset_quotient_name(&name, add, div);
+        self.derived_symbol(name, span)
+    }
+
+    /// `a / b` (Python's `a // b`) or `a + b` of two symbolic values (each `(S + add) / div`)
+    /// or of a literal and one: a derived symbol ([`nki_lang::derived`]) bound at launch.
+    fn symbol_arith(&mut self, op: BinOp, a: Value, b: Value, span: Span) -> Value {
+        let name = |this: &mut Self, v: Value| -> Option<String> {
+            match v {
+                Value::Int(n) => Some(n.to_string()),
+                Value::Sym { sym, add, div } => {
+                    let add = i64::try_from(add).ok()?;
+                    let s = this.as_symbol(sym, add, div, span)?;
+                    this.buf.symbols.get(usize::from(s)).cloned()
+                }
+                _ => None,
+            }
+        };
+        let (Some(a), Some(b)) = (name(self, a), name(self, b)) else {
+            return Value::Poison;
+        };
+        let name = if op == BinOp::Div {
+            nki_lang::derived::quotient_name(&a, &b)
+        } else {
+            nki_lang::derived::sum_name(&a, &b)
+        };
+        self.derived(name, span)
     }
 
     /// `tensor.reshape([d0, d1, ...])` (also `reshape((d0, d1))` and `reshape(d0, d1)`): the
     /// tensor's elements, in the same row-major order, under dimensions that are positive
     /// integers or the kernel's symbolic dimensions.
     fn reshape(&mut self, h: Hbm, args: &[crate::parse::model::Arg], span: Span) -> Value {
-        const WHAT: &str = "a reshape's dimension is a positive integer, one of the kernel's symbolic dimensions (`N`) or a product of them (`N * C`)";
+        const WHAT: &str = "a reshape's dimension is a positive integer, one of the kernel's symbolic dimensions (`N`) or a product, quotient or sum of them and literals (`N * C`, `N / 128`, `H + 2`)";
         if let Some(a) = args.iter().find(|a| a.name.is_some()) {
             return self.error(a.value.span(), "`reshape` takes the new dimensions only");
         }
@@ -789,17 +881,20 @@ impl Lowerer<'_> {
         for (value, at) in values {
             match value {
                 Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
-                Value::Sym {
-                    sym,
-                    add: 0,
-                    div: 1,
-                } => shape.push(Dim::Sym(sym)),
+                // A quotient or sum (`N / 128`, `H + 2`): a symbol of its own, bound at launch;
+                // the launch checks that the element count still matches.
+                Value::Sym { sym, add, div } => {
+                    let Ok(add) = i64::try_from(add) else {
+                        return self.error(at, "integer overflow in a compile-time expression");
+                    };
+                    match self.as_symbol(sym, add, div, at) {
+                        Some(s) => shape.push(Dim::Sym(s)),
+                        None => return Value::Poison,
+                    }
+                }
                 Value::Poison => return Value::Poison,
-                Value::Sym { .. } => {
-                    return self.error(
-                        at,
-                        format!("{WHAT}: a quotient or sum (`N / 128`, `N + 1`) is not supported"),
-                    );
+                Value::SymMinus { .. } => {
+                    return self.error(at, format!("{WHAT}, not a symbolic dimension minus a literal (`H - 2`): reshape with the whole dimension and index past the part you skip, or make the dimension a meta-parameter"));
                 }
                 other => return self.error(at, format!("{WHAT}, not {}", other.describe())),
             }
@@ -1048,17 +1143,23 @@ impl Lowerer<'_> {
         for item in items {
             match self.eval(item) {
                 Value::Int(n) if n >= 0 => dims.push(Dim::Fixed(n.unsigned_abs())),
-                Value::Sym {
-                    sym,
-                    add: 0,
-                    div: 1,
-                } => dims.push(Dim::Sym(sym)),
+                // A quotient or sum (`N / 128`, `H + 2`): a symbol of its own.
+                Value::Sym { sym, add, div } => {
+                    let Ok(add) = i64::try_from(add) else {
+                        return self
+                            .error(item.span(), "integer overflow in a compile-time expression");
+                    };
+                    match self.as_symbol(sym, add, div, item.span()) {
+                        Some(s) => dims.push(Dim::Sym(s)),
+                        None => return Value::Poison,
+                    }
+                }
                 Value::Poison => return Value::Poison,
                 other => {
                     return self.error(
                         item.span(),
                         format!(
-                            "a tuple is a shape: its items are dimensions (non-negative integers, a tensor's dimensions or their products), not {}; a tuple of other values can only be a kernel's return value",
+                            "a tuple is a shape: its items are dimensions (non-negative integers, a tensor's dimensions or their products, quotients and sums), not {}; a tuple of other values can only be a kernel's return value",
                             other.describe()
                         ),
                     );

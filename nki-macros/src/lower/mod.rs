@@ -243,7 +243,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
     for ty in &kernel.returns {
         // Symbols of the outputs resolve in the body; one that no input binds is reported by
         // the checks (`UnboundSymbol`).
-        l.dims(ty);
+        l.dims(ty, true);
     }
     l.block(&kernel.body);
     l.finish_outputs(kernel);
@@ -283,7 +283,10 @@ impl Lowerer<'_> {
         u8::try_from(self.buf.symbols.len().saturating_sub(1)).unwrap_or(u8::MAX)
     }
 
-    fn dims(&mut self, ty: &TensorType) -> Vec<Dim> {
+    /// A tensor type's dimensions; a returned tensor's (`derived`) may also be a quotient or
+    /// sum of symbolic dimensions (`{ H / KH }`, `{ H + 2 }`), which an input's cannot (an
+    /// input binds the symbols it names).
+    fn dims(&mut self, ty: &TensorType, derived: bool) -> Vec<Dim> {
         ty.dims
             .iter()
             .map(|d| match d {
@@ -301,6 +304,12 @@ impl Lowerer<'_> {
                 DimSpec::Expr(e) => match self.eval(e) {
                     Value::Int(n) if n > 0 => Dim::Fixed(n.unsigned_abs()),
                     Value::Poison => Dim::Fixed(1),
+                    Value::Sym { sym, add, div } if derived => {
+                        let s = i64::try_from(add)
+                            .ok()
+                            .and_then(|add| self.as_symbol(sym, add, div, e.span()));
+                        s.map_or(Dim::Fixed(1), Dim::Sym)
+                    }
                     other => {
                         let what = other.describe();
                         self.errors.push(
@@ -316,7 +325,7 @@ impl Lowerer<'_> {
 
     fn declare_params(&mut self, kernel: &Kernel) {
         for p in &kernel.params {
-            let shape = self.dims(&p.ty);
+            let shape = self.dims(&p.ty, false);
             // The body's names are unraw (`r#in` is `in`), so are the parameters'.
             // A name declared twice was reported with the signature.
             let name = p.name.unraw().to_string();
@@ -701,20 +710,27 @@ impl Lowerer<'_> {
                 Value::Int(n)
             }
             Value::Poison => return None,
-            // The trip count `(K + a − start) / step` needs `a ≥ start`: a launch-time trip
-            // count is `(K + a) / c` with `a ≥ 0`.
-            // The trip count `(K + a − start) / step` needs `a ≥ start` and a step of 1: a
-            // launch-time trip count is `(K + a) / c` with `a ≥ 0`.
-            Value::Sym { div, add, .. }
+            // From `start` by a step other than 1 to a symbolic end `S` (`K / 128`, or `K + a`
+            // with `a < start`): the trip count `ceil((S − start) / step)`, which is
+            // `(S + step − 1 − start) / step` with the difference clamped at 0 (Python's
+            // `len(range(start, stop, step))`), is a symbol of its own, bound at launch; the
+            // index is `start + step · i`.
+            Value::Sym { sym, div, add }
                 if step != 1 && (div != 1 || i64::try_from(add).is_ok_and(|a| a < start)) =>
             {
-                self.error(
-                    range.stop.span(),
-                    format!(
-                        "a loop from {start} to a symbolic end by a step of {step} needs the trip count `(end − {start}) / {step}`, which a launch-time trip count (`(K + a) / c`) cannot express: loop from 0 by 1 (`affine_range(K / c)`) and mask the body's instructions, or make the dimension a meta-parameter"
-                    ),
-                );
-                return None;
+                let at = range.stop.span();
+                let Ok(add) = i64::try_from(add) else {
+                    return overflow(self);
+                };
+                let Some(offset) = step.checked_sub(1).and_then(|s| s.checked_sub(start)) else {
+                    return overflow(self);
+                };
+                let stop = self.as_symbol(sym, add, div, at)?;
+                let name = self.buf.symbols.get(usize::from(stop))?.clone();
+                let name =
+                    nki_lang::derived::offset_quotient_name(&name, offset, step.unsigned_abs());
+                let trip = self.derived(name, at);
+                return Some((start, step, trip, 0));
             }
             // From `start` by 1 to a symbolic end `(K + a) / d` the trip count cannot express:
             // the loop runs from 0 over `(K + a) / d` iterations, its first `start` predicated
@@ -779,7 +795,7 @@ impl Lowerer<'_> {
                 return;
             }
             other => {
-                self.error(trip.span(), format!("a trip count is an integer or a symbolic dimension divided by a literal (`K / 128`), not {}", other.describe()));
+                self.error(trip.span(), format!("a trip count is an integer, a symbolic dimension, or a quotient or sum of them and literals (`K / 128`, `h / k_h`, `H + 2`), not {}: loop to the dimension and mask the rest (`mask = i < N - 2`), or make the dimension a meta-parameter", other.describe()));
                 return;
             }
         };
@@ -988,7 +1004,7 @@ impl Lowerer<'_> {
             self.errors.push(kernel.returns_span, msg);
         } else {
             for (&t, ty) in returned.iter().zip(&kernel.returns) {
-                let declared = self.dims(ty);
+                let declared = self.dims(ty, true);
                 let out = &self.tensors[t];
                 if out.dtype != ty.dtype || out.shape != declared {
                     let msg = format!(

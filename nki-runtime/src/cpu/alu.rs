@@ -393,9 +393,10 @@ fn tree16<T: Copy>(acc: &mut [T; 16], f: impl Fn(T, T) -> T) -> T {
 }
 
 /// A scan step by step: `r = eval(op1, eval(op0, a[i], r), b[i])` from `r = init`, each `r`
-/// written to `out[i]`, for every lane of `out`; returns the last `r`. Sequential by
-/// definition (one dependency chain); the operations are dispatched once, not per element,
-/// for the arithmetic operations and `bypass`.
+/// written to `out[i]`, for every lane of `out`; returns the last `r`. Bit `j` of `rev` swaps
+/// `op[j]`'s operands (`eval(op0, r, a[i])`, `eval(op1, b[i], ·)`). Sequential by definition
+/// (one dependency chain); the operations are dispatched once, not per element, for the
+/// arithmetic operations and `bypass` without swaps.
 ///
 /// # Panics
 /// If `a` or `b` is shorter than `out`.
@@ -403,9 +404,33 @@ fn tree16<T: Copy>(acc: &mut [T; 16], f: impl Fn(T, T) -> T) -> T {
     clippy::wildcard_enum_match_arm,
     reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
 )]
-pub fn scan(op: [Alu; 2], a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
+pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
     let n = out.len();
     let (a, b) = (&a[..n], &b[..n]);
+    if rev != 0 {
+        let (r0, r1) = (rev & 1 == 1, rev & 2 == 2);
+        return scan_run(
+            a,
+            b,
+            init,
+            out,
+            |x: f32, r: f32| {
+                if r0 {
+                    eval(op[0], r, x)
+                } else {
+                    eval(op[0], x, r)
+                }
+            },
+            |t: f32, y: f32| {
+                if r1 {
+                    eval(op[1], y, t)
+                } else {
+                    eval(op[1], t, y)
+                }
+            },
+            |x| x,
+        );
+    }
     let same = |x: f32| x;
     macro_rules! second {
         ($f0:expr) => {
@@ -867,14 +892,27 @@ mod tests {
                 }
                 // Small values keep most chains finite; the specials come first.
                 let n = 300;
-                let mut out = vec![0f32; n];
-                let last = scan([op0, op1], &xs, &ys, 0.5, &mut out);
-                let mut r = 0.5f32;
-                for i in 0..n {
-                    r = eval(op1, eval(op0, xs[i], r), ys[i]);
-                    assert!(same(out[i], r), "{op0} {op1} step {i}: {} vs {r}", out[i]);
+                for rev in 0..4u8 {
+                    let mut out = vec![0f32; n];
+                    let last = scan([op0, op1], rev, &xs, &ys, 0.5, &mut out);
+                    let mut r = 0.5f32;
+                    for i in 0..n {
+                        let t = match rev & 1 {
+                            0 => eval(op0, xs[i], r),
+                            _ => eval(op0, r, xs[i]),
+                        };
+                        r = match rev & 2 {
+                            0 => eval(op1, t, ys[i]),
+                            _ => eval(op1, ys[i], t),
+                        };
+                        assert!(
+                            same(out[i], r),
+                            "{op0} {op1} rev {rev} step {i}: {} vs {r}",
+                            out[i]
+                        );
+                    }
+                    assert!(same(last, r));
                 }
-                assert!(same(last, r));
             }
         }
     }

@@ -26,6 +26,7 @@
 pub(crate) mod access;
 pub(crate) mod compute;
 pub(crate) mod dma;
+pub(crate) mod dma_transpose;
 pub(crate) mod gather;
 pub(crate) mod indirect;
 pub(crate) mod lanes;

@@ -543,7 +543,13 @@ impl Reduction<'_> {
 
 /// `tensor_tensor_scan`: along each partition's free elements in row-major order,
 /// `r = (src0[i] op0 r) op1 src1[i]` from `r = initial`, each step rounded to fp32.
-pub(crate) fn scan(e: &mut EngineState, ops: &Operands, op: [Alu; 2], accumulate: Option<Alu>) {
+pub(crate) fn scan(
+    e: &mut EngineState,
+    ops: &Operands,
+    op: [Alu; 2],
+    rev: u8,
+    accumulate: Option<Alu>,
+) {
     let dst = ops.get(0);
     let grid = dst.dims;
     let srcs = [
@@ -614,6 +620,7 @@ pub(crate) fn scan(e: &mut EngineState, ops: &Operands, op: [Alu; 2], accumulate
                     );
                     acc = alu::scan(
                         op,
+                        rev,
                         bytemuck::cast_slice(&a[..c]),
                         bytemuck::cast_slice(&b[..c]),
                         acc,

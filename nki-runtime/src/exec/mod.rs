@@ -623,8 +623,8 @@ pub(crate) fn execute(
                 ..
             },
         ) => reduce::tensor_reduce(e, ops, op, axes, negate, acc(dst.write)),
-        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, .. }) => {
-            reduce::scan(e, ops, op, acc(dst.write))
+        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, rev, .. }) => {
+            reduce::scan(e, ops, op, rev, acc(dst.write))
         }
         (Opcode::BnStats, _) => reduce::bn_stats(e, ops),
         (Opcode::BnAggr, _) => reduce::bn_aggr(e, ops),
@@ -661,6 +661,10 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        (Opcode::DmaTranspose | Opcode::DmaTransposeSbuf, _) => {
+            let rank = crate::operand::grid_rank(b.program, ins);
+            crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
+        }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`: the
         // reference definition is the only one.
         (

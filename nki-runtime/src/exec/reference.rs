@@ -159,8 +159,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 ..
             },
         ) => tensor_reduce(m, ops, op, axes, negate, acc(dst.write)),
-        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, .. }) => {
-            tensor_tensor_scan(m, ops, op, acc(dst.write))
+        (Opcode::TensorTensorScan, InstrData::Scan { dst, op, rev, .. }) => {
+            tensor_tensor_scan(m, ops, op, rev, acc(dst.write))
         }
         (Opcode::Iota, _) => iota(m, ops),
         (
@@ -206,6 +206,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 tensor_copy(m, &o, ins.engine, None);
             }
         }
+        (Opcode::DmaTranspose | Opcode::DmaTransposeSbuf, _) => dma_transpose(m, ins, ops),
         (
             Opcode::RangeSelect,
             InstrData::RangeSelect {
@@ -513,6 +514,7 @@ fn tensor_tensor_scan(
     m: &mut Machine<'_, '_, '_, '_>,
     ops: &Operands,
     op: [Alu; 2],
+    rev: u8,
     accumulate: Option<Alu>,
 ) {
     let dst = ops.get(0);
@@ -528,7 +530,16 @@ fn tensor_tensor_scan(
         let results: Vec<_> = free_indices(&grid, p)
             .map(|t| {
                 let (x, y) = (m.get(&a, t, Lane::F32).f32(), m.get(&b, t, Lane::F32).f32());
-                r = alu::eval(op[1], alu::eval(op[0], x, r), y);
+                let first = if rev & 1 == 1 {
+                    alu::eval(op[0], r, x)
+                } else {
+                    alu::eval(op[0], x, r)
+                };
+                r = if rev & 2 == 2 {
+                    alu::eval(op[1], y, first)
+                } else {
+                    alu::eval(op[1], first, y)
+                };
                 let mut v = Value::from_f32(r);
                 if let Some(acc) = accumulate {
                     v = Lane::F32.op(acc, m.get(&to, t, Lane::F32), v);
@@ -691,6 +702,30 @@ fn load_transpose2d(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands) {
         .collect();
     for (at, bits) in moved {
         m.write(tile.loc, tile.dtype, at, cast(hbm.dtype, tile.dtype, bits));
+    }
+}
+
+/// `dma_transpose` (from HBM) and `dma_transpose_sbuf` (from SBUF): with `axes` NKI's
+/// permutation for the instruction's rank (its destination's; `[1, 0]`, `[2, 1, 0]` or
+/// `[3, 1, 2, 0]`, [`nki_lang::ops::dma_transpose_axes`]), the destination's element at `t`
+/// becomes the source's element at `s`, `s[axes[i]] = t[i]`, converted to the destination's
+/// dtype ([`cast`]). All the source's elements are read, then written.
+fn dma_transpose(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
+    let (dst, src) = (ops.get(0), ops.get(1));
+    let rank = crate::operand::grid_rank(m.bound.program, ins);
+    let axes = nki_lang::ops::dma_transpose_padded(rank);
+    let (from, to) = (Elems::own(src), Elems::own(dst));
+    let moved: Vec<_> = indices(dst.dims)
+        .map(|t| {
+            let mut s = [0usize; MAX_TILE_RANK];
+            for (i, &a) in axes.iter().enumerate() {
+                s[a] = t[i];
+            }
+            (to.offset(t), m.read(from.loc, from.dtype, from.offset(s)))
+        })
+        .collect();
+    for (at, bits) in moved {
+        m.write(to.loc, to.dtype, at, cast(from.dtype, to.dtype, bits));
     }
 }
 

@@ -43,6 +43,7 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Indirect
         | Deps::Gather
         | Deps::Seed
+        | Deps::Permute
         | Deps::Shuffle
         | Deps::LocalGather => false,
     };

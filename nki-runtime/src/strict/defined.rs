@@ -181,6 +181,30 @@ impl Strict<'_> {
                     }
                 }
             }
+            // A DMA transpose: the destination's element at `t` is the source's at `s`,
+            // `s[axes[i]] = t[i]`.
+            Deps::Permute => {
+                if let Some(s) = src(1) {
+                    let rank = crate::operand::grid_rank(self.program, instr);
+                    let axes = nki_lang::ops::dma_transpose_padded(rank);
+                    for t in indices(dst.dims) {
+                        let mut f = [0usize; MAX_TILE_RANK];
+                        for (i, &a) in axes.iter().enumerate() {
+                            f[a] = t[i];
+                        }
+                        let o = self.origin(
+                            &s,
+                            offset(s.r.pattern.base, &s.r.pattern.strides, &f),
+                            this,
+                        );
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            o,
+                        );
+                    }
+                }
+            }
             Deps::Elementwise | Deps::AffineSelect => {
                 let grid = dst.dims;
                 let over: Vec<(Source, [isize; MAX_TILE_RANK])> = (1..nki_lang::MAX_SLOTS)
@@ -640,6 +664,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Indirect
         | Deps::Gather
         | Deps::Seed
+        | Deps::Permute
         | Deps::Shuffle
         | Deps::LocalGather => true,
     }

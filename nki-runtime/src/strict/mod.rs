@@ -378,15 +378,36 @@ impl<'p> Strict<'p> {
     /// `false`: then the element's index in that order.
     fn each_element(r: &Resolved, mut f: impl FnMut(usize) -> bool) -> Option<usize> {
         let size = r.dtype.size() as isize;
+        let mut n = 0usize;
+        let mut stopped = None;
+        Strict::each_run(r, |start, inner, step| {
+            for k in 0..inner {
+                let elem = start + k as isize * step;
+                let at = usize::try_from(elem * size).unwrap_or(usize::MAX);
+                if !f(at) {
+                    stopped = Some(n + k);
+                    return false;
+                }
+            }
+            n += inner;
+            true
+        });
+        stopped
+    }
+
+    /// The runs of `r`'s elements along its innermost dimension of size above 1, in row-major
+    /// order of its grid: each run's first element offset (in elements), its length and its
+    /// element step, until `f` returns `false`. (Trailing dimensions of size 1, a tile of fewer
+    /// than five dimensions, do not cut the runs.)
+    fn each_run(r: &Resolved, mut f: impl FnMut(isize, usize, isize) -> bool) {
         let d = r.dims;
         let s = r.pattern.strides;
         if d.contains(&0) {
-            return None;
+            return;
         }
-        let last = MAX_TILE_RANK - 1;
+        let last = (0..MAX_TILE_RANK).rev().find(|&j| d[j] != 1).unwrap_or(0);
         let (inner, step) = (d[last], s[last]);
         let mut idx = [0usize; MAX_TILE_RANK];
-        let mut n = 0usize;
         loop {
             // The offset of this run's first element; the innermost dimension is a run.
             let start = r.pattern.base
@@ -395,19 +416,14 @@ impl<'p> Strict<'p> {
                     .zip(&s[..last])
                     .map(|(&i, &st)| i as isize * st)
                     .sum::<isize>();
-            for k in 0..inner {
-                let elem = start + k as isize * step;
-                let at = usize::try_from(elem * size).unwrap_or(usize::MAX);
-                if !f(at) {
-                    return Some(n + k);
-                }
+            if !f(start, inner, step) {
+                return;
             }
-            n += inner;
             // Advance the outer dimensions like an odometer.
             let mut j = last;
             loop {
                 if j == 0 {
-                    return None;
+                    return;
                 }
                 j -= 1;
                 idx[j] += 1;
@@ -438,29 +454,58 @@ impl<'p> Strict<'p> {
         // Consecutive bytes mostly carry one stamp: judge each stamp once.
         let mut last: Option<(Stamp, Option<Fault>)> = None;
         let mut found = None;
-        let n = Strict::each_element(r, |at| {
-            for b in at..at.saturating_add(size) {
-                let stamp = map.get(b);
-                let fault = match last {
-                    Some((s, f)) if s == stamp => f,
-                    _ => {
-                        let f = self.judge(stamp, a);
-                        last = Some((stamp, f));
-                        f
-                    }
-                };
-                match (fault, undefined.as_deref_mut()) {
-                    (None, _) => {}
-                    (Some(Fault::Unwritten | Fault::Undefined { .. }), Some(flag)) => *flag = true,
-                    (Some(f), _) => {
-                        found = Some((b, f));
-                        return false;
-                    }
+        // Byte `b` of element `k` (in the operand's order) carries `stamp`: `false` at a fault.
+        let mut visit = |b: usize, stamp: Stamp, k: usize| -> bool {
+            let fault = match last {
+                Some((s, f)) if s == stamp => f,
+                _ => {
+                    let f = self.judge(stamp, a);
+                    last = Some((stamp, f));
+                    f
+                }
+            };
+            match (fault, undefined.as_deref_mut()) {
+                (None, _) => true,
+                (Some(Fault::Unwritten | Fault::Undefined { .. }), Some(flag)) => {
+                    *flag = true;
+                    true
+                }
+                (Some(f), _) => {
+                    found = Some((k, b, f));
+                    false
                 }
             }
-            true
-        })?;
-        found.map(|(b, f)| (n, b, f))
+        };
+        let mut n = 0usize;
+        Strict::each_run(r, |start, inner, step| {
+            let byte = |e: isize| usize::try_from(e * size as isize).unwrap_or(usize::MAX);
+            let go = if step == 1 {
+                // Adjacent elements: their bytes' stamps a page's slice at a time.
+                let at = byte(start);
+                map.each_slice(at, inner.saturating_mul(size), |b0, stamps| {
+                    let mut i = 0;
+                    while let Some(&stamp) = stamps.get(i) {
+                        let b = b0 + i;
+                        if !visit(b, stamp, n + (b - at) / size.max(1)) {
+                            return false;
+                        }
+                        // The bytes after it with the same stamp are judged the same, and
+                        // that judgement did not stop the walk.
+                        let same = stamps[i + 1..].iter().take_while(|&&s| s == stamp).count();
+                        i += 1 + same;
+                    }
+                    true
+                })
+            } else {
+                (0..inner).all(|k| {
+                    let at = byte(start + k as isize * step);
+                    (at..at.saturating_add(size)).all(|b| visit(b, map.get(b), n + k))
+                })
+            };
+            n += inner;
+            go
+        });
+        found
     }
 
     /// The first fault of an output operand: the element (in the operand's order), its
@@ -887,11 +932,29 @@ impl Strict<'_> {
                         &mut self.sbuf
                     };
                     let origins = undefined.iter().find(|(s, _)| *s == r.slot).map(|(_, o)| o);
-                    Strict::each_element(r, |at| {
-                        let undefined = origins.and_then(|o| o.get(&at)).copied().unwrap_or(0);
-                        map.set(at, size, Stamp { undefined, ..stamp });
-                        true
-                    });
+                    match origins {
+                        // Every element defined: each run of adjacent elements at once.
+                        None => Strict::each_run(r, |start, inner, step| {
+                            let at = usize::try_from(start * size as isize).unwrap_or(usize::MAX);
+                            if step == 1 {
+                                map.set(at, inner.saturating_mul(size), stamp);
+                            } else {
+                                for k in 0..inner {
+                                    let e = start + k as isize * step;
+                                    let at = usize::try_from(e * size as isize);
+                                    map.set(at.unwrap_or(usize::MAX), size, stamp);
+                                }
+                            }
+                            true
+                        }),
+                        Some(o) => {
+                            Strict::each_element(r, |at| {
+                                let undefined = o.get(&at).copied().unwrap_or(0);
+                                map.set(at, size, Stamp { undefined, ..stamp });
+                                true
+                            });
+                        }
+                    }
                 }
                 Loc::Hbm(t) => {
                     let out = usize::from(t).checked_sub(self.program.input_count());

@@ -32,6 +32,15 @@ impl Stamp {
 /// Bytes per page of the shadow; pages are allocated when first written.
 const PAGE: usize = 4096;
 
+/// A page no instruction wrote.
+static BLANK: [Stamp; PAGE] = [Stamp {
+    node: 0,
+    tile: 0,
+    accumulated: false,
+    spans: false,
+    undefined: 0,
+}; PAGE];
+
 /// A [`Stamp`] per byte of one memory, in pages allocated on first write (a kernel's tiles
 /// cover a small part of SBUF).
 #[derive(Clone, Debug)]
@@ -60,10 +69,36 @@ impl Shadow {
             .unwrap_or_default()
     }
 
+    /// The stamps of the bytes `at..at + len` (unwritten past the end), one slice per page in
+    /// order, each with its first byte, until `f` returns `false`; whether it never did.
+    pub(super) fn each_slice(
+        &self,
+        at: usize,
+        len: usize,
+        mut f: impl FnMut(usize, &[Stamp]) -> bool,
+    ) -> bool {
+        let end = at.saturating_add(len);
+        let mut b = at;
+        while b < end {
+            let lo = b % PAGE;
+            let hi = PAGE.min(lo.saturating_add(end - b));
+            let page = self.pages.get(b / PAGE).and_then(Option::as_deref);
+            let stamps = page.unwrap_or(&BLANK).get(lo..hi).unwrap_or_default();
+            if !f(b, stamps) {
+                return false;
+            }
+            b += hi - lo;
+        }
+        true
+    }
+
     /// Stamps `len` bytes from `at` (bytes past the end are ignored).
     pub(super) fn set(&mut self, at: usize, len: usize, stamp: Stamp) {
         let (pages, touched) = (&mut self.pages, &mut self.touched);
-        for b in at..at.saturating_add(len) {
+        let end = at.saturating_add(len);
+        let mut b = at;
+        // Page by page: the part of `at..end` in each page is one slice.
+        while b < end {
             let Some(slot) = pages.get_mut(b / PAGE) else {
                 return;
             };
@@ -71,9 +106,12 @@ impl Shadow {
                 touched.push(b / PAGE);
                 vec![Stamp::default(); PAGE].into_boxed_slice()
             });
-            if let Some(s) = page.get_mut(b % PAGE) {
-                *s = stamp;
+            let lo = b % PAGE;
+            let hi = PAGE.min(lo.saturating_add(end - b));
+            if let Some(run) = page.get_mut(lo..hi) {
+                run.fill(stamp);
             }
+            b += hi - lo;
         }
     }
 
@@ -110,6 +148,16 @@ mod tests {
         // Past the end: ignored, and read as unwritten.
         s.set(3 * PAGE - 1, 10, a);
         assert_eq!(s.get(3 * PAGE + 5), Stamp::default());
+        // Slices per page, as `get` reads them byte by byte, past the end included.
+        let mut seen = Vec::new();
+        let all = s.each_slice(PAGE - 3, 2 * PAGE + 10, |b0, stamps| {
+            seen.extend(stamps.iter().enumerate().map(|(i, &st)| (b0 + i, st)));
+            true
+        });
+        assert!(all);
+        let want: Vec<(usize, Stamp)> = (PAGE - 3..3 * PAGE + 7).map(|b| (b, s.get(b))).collect();
+        assert_eq!(seen, want);
+        assert!(!s.each_slice(0, 2 * PAGE, |b0, _| b0 < PAGE));
         s.clear();
         assert!((0..3 * PAGE).all(|b| !s.get(b).written()));
     }

@@ -179,7 +179,11 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
     // Vector engine cycles of an instruction with `n` elements, per its formula.
     let cycles = match ins.opcode {
         Opcode::LoopBegin | Opcode::LoopEnd => return None,
-        Opcode::Load | Opcode::Store | Opcode::LoadTranspose2d => {
+        Opcode::Load
+        | Opcode::Store
+        | Opcode::LoadTranspose2d
+        | Opcode::DmaTranspose
+        | Opcode::DmaTransposeSbuf => {
             return Some(Work::Dma(dma(ins.opcode, ops, p)));
         }
         Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw => {
@@ -561,9 +565,13 @@ fn pe_transpose(ops: &Operands, p: &Params) -> Pe {
     }
 }
 
-/// A DMA between a tile (slot 0) and HBM (slot 1): `ceil(P / 8)` engines (at most 16), each
-/// moving its partitions' bytes at the engine bandwidth with a fixed overhead per descriptor
-/// (a contiguous run of both sides, at most one partition row) [ARCH1, DMAOV, DMABW].
+/// A DMA between a tile (slot 0) and HBM (slot 1), or another SBUF tile
+/// (`dma_transpose_sbuf`): `ceil(P / 8)` engines (at most 16), each moving its partitions'
+/// bytes at the engine bandwidth with a fixed overhead per descriptor (a contiguous run of
+/// both sides, at most one partition row) [ARCH1, DMAOV, DMABW]. A transpose (`load_transpose2d`,
+/// `dma_transpose`) moves at `dma_transpose_percent` of that bandwidth
+/// (`dma_transpose_sbuf_percent` within SBUF) where the engines transpose natively [ARCH2],
+/// else one element per descriptor.
 fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
     let (Some(t), Some(h)) = (ops.slot(0), ops.slot(1)) else {
         return Dma {
@@ -585,9 +593,18 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         .clamp(1, u64::from(p.dma_engines.max(1)));
     let parts_per_engine = parts.div_ceil(engines);
     let engine_bytes = parts_per_engine.saturating_mul(per_part);
-    let transpose = opcode == Opcode::LoadTranspose2d;
+    let transpose = matches!(
+        opcode,
+        Opcode::LoadTranspose2d | Opcode::DmaTranspose | Opcode::DmaTransposeSbuf
+    );
+    // A transpose within SBUF runs at its own share of the peak (ARCH2: up to 50 %).
+    let percent = if opcode == Opcode::DmaTransposeSbuf {
+        p.dma_transpose_sbuf_percent
+    } else {
+        p.dma_transpose_percent
+    };
     let data = if transpose && p.dma_native_transpose {
-        let bw = (u64::from(p.dma_engine_bytes_per_us) * u64::from(p.dma_transpose_percent) / 100)
+        let bw = (u64::from(p.dma_engine_bytes_per_us) * u64::from(percent) / 100)
             .clamp(1, u64::from(u32::MAX));
         bytes_ps(engine_bytes, bw as u32)
     } else {
@@ -604,7 +621,11 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
     };
     let data = data.saturating_add(ns_ps(p.dma_transfer_overhead_ns));
     let (hbm_read, hbm_write) = match opcode {
-        Opcode::Load | Opcode::LoadTranspose2d | Opcode::IndirectLoad => (hbm, 0),
+        Opcode::Load | Opcode::LoadTranspose2d | Opcode::IndirectLoad | Opcode::DmaTranspose => {
+            (hbm, 0)
+        }
+        // Within SBUF: no HBM traffic.
+        Opcode::DmaTransposeSbuf => (0, 0),
         Opcode::Store | Opcode::IndirectStore => (0, hbm),
         Opcode::AtomicRmw => (hbm, hbm),
         // Not transfers: `cost` gives them no DMA work.

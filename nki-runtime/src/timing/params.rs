@@ -210,6 +210,9 @@ params! {
     dma_native_transpose: bool, "", v2 = false, v3 = true, v4 = true, "ARCH2 (DMA transpose) / PERF Opt #8 (v2 'much lower bandwidth'; UNSURE); v4: as v3 (no Trn3 figure published; UNSURE)";
     /// Throughput of a native DMA transpose, in percent of the engines' peak.
     dma_transpose_percent: u32, "%", v2 = 90, v3 = 90, v4 = 90, "ARCH2 (HBM→SBUF up to 90 %); v4: as v3 (no Trn3 figure published; UNSURE)";
+    /// Throughput of a native DMA transpose within SBUF (`dma_transpose` of an SBUF tile), in
+    /// percent of the engines' peak.
+    dma_transpose_sbuf_percent: u32, "%", v2 = 50, v3 = 50, v4 = 50, "ARCH2 (SBUF→SBUF up to 50 %); v2: unused (no native transpose); v4: as v3 (no Trn3 figure published; UNSURE)";
     /// HBM bandwidth available to one core (all DMA engines together).
     hbm_bytes_per_us: u32, "B/µs", v2 = 410_000, v3 = 362_000, v4 = 587_000, "derived: TRN1 820 GB/s / 2 cores; TRN2 2.9 TB/s / 8 cores (UNSURE); v4: derived from TRN3ARCH (4.7 TB/s / 8 cores; UNSURE)";
     /// SBUF bytes per partition.

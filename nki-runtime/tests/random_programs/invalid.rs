@@ -439,6 +439,7 @@ impl Calls<'_, '_, '_> {
                 src: [self.view_id(), self.view_id()],
                 init: self.src(),
                 op: [self.alu(), self.alu()],
+                rev: 0,
             },
             8 => InstrData::Select {
                 dst: self.dst(),

@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod dma_transpose;
 mod dyncopy;
 mod gather;
 mod indirect;
@@ -19,6 +20,7 @@ mod rng;
 mod sequence_bounds;
 mod shuffle;
 
+pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
 use crate::ir::{Dir, InstrData};
@@ -131,12 +133,17 @@ pub enum Axes {
     /// Only its partition axis is the grid's (`gather_flattened`'s data, whose free elements
     /// are all read by position): a mask cuts its partitions, never its free axes.
     Partitions,
+    /// The grid's axes permuted as NKI's `dma_transpose` permutes a source of the grid's rank
+    /// ([`dma_transpose_axes`]: the first and the last axis swapped): a DMA transpose's source.
+    Ends,
 }
 
 impl Axes {
-    /// The operand axis that grid axis `axis` runs along, if any.
-    pub const fn of_grid_axis(self, axis: usize) -> Option<usize> {
+    /// The operand axis that grid axis `axis` runs along, if any, for an operand of `rank`
+    /// axes.
+    pub fn of_grid_axis(self, axis: usize, rank: usize) -> Option<usize> {
         match (self, axis) {
+            (Axes::Ends, a) => dma_transpose_padded(rank).get(a).copied(),
             (Axes::Grid, a) => Some(a),
             (Axes::Swapped, 0) => Some(1),
             (Axes::Swapped, 1) => Some(0),
@@ -213,6 +220,10 @@ pub enum Deps {
     /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
     /// a seed read from unwritten or undefined bytes, as they refuse storing one.
     Seed,
+    /// NKI's `dma_transpose`: with `axes` the permutation of the destination's rank
+    /// ([`dma_transpose_axes`]), the destination's element at `t` is the source's element at
+    /// `s` where `s[axes[i]] = t[i]`, and depends on it alone.
+    Permute,
     /// `nc_stream_shuffle`: element `f` of destination partition `j` (counted from the
     /// access's start; `q = j / 32`, `i = j mod 32`) depends on element `f` of source partition
     /// `32·q + mask[i]`, or on its own old value where `mask[i]` is 255 (left unmodified).
@@ -836,6 +847,37 @@ opcodes! {
         deps: Elementwise,
         accumulates: false,
     }
+    /// `dma_transpose` of an HBM access of 2, 3 or 4 axes into an SBUF tile, permuted as NKI
+    /// permutes it (`[1, 0]`, `[2, 1, 0]`, `[3, 1, 2, 0]`: the first and the last axis
+    /// swapped), cast to the tile's dtype.
+    DmaTranspose {
+        name: "dma_transpose",
+        format: Dma,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, HBM).axes(Axes::Ends),
+        ],
+        infer: dma_transpose::dma_transpose,
+        maskable: Any,
+        deps: Permute,
+        accumulates: false,
+    }
+    /// `dma_transpose` of an SBUF tile of 2, 3 or 4 axes into an SBUF tile, permuted as
+    /// `dma_transpose` permutes an HBM access, cast to the destination's dtype.
+    DmaTransposeSbuf {
+        name: "dma_transpose_sbuf",
+        format: Unary,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src", Dir::Read, SBUF).axes(Axes::Ends),
+        ],
+        infer: dma_transpose::dma_transpose,
+        maskable: Any,
+        deps: Permute,
+        accumulates: false,
+    }
     /// `range_select` (NeuronCore-v3 and newer): `dst[p, i] = on_true_tile[p, i]` where
     /// `range_start + i` compares true with both `bound0[p]` and `bound1[p]` (`comp_op0`,
     /// `comp_op1`; in fp32, `i` the row-major free index), fp32's lowest value elsewhere; and
@@ -969,6 +1011,7 @@ mod tests {
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,
                 Deps::Seed => info.format == Format::Seed,
+                Deps::Permute => info.operands.iter().any(|o| o.axes == Axes::Ends),
                 Deps::Shuffle => info.format == Format::Shuffle,
                 Deps::LocalGather => info.format == Format::LocalGather,
             };

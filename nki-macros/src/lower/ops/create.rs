@@ -365,9 +365,18 @@ impl Lowerer<'_> {
                     let d = super::super::blocks::par_dim_arg(d).unwrap_or(d);
                     match self.eval(d) {
                         Value::Int(n) if n > 0 => shape.push(Dim::Fixed(n.unsigned_abs())),
-                        Value::Sym { sym, add: 0, div: 1 } => shape.push(Dim::Sym(sym)),
+                        // A quotient or sum (`H / K`, `N / 128`, `H + 2`): a symbol of its own.
+                        Value::Sym { sym, add, div } => {
+                            let Ok(add) = i64::try_from(add) else {
+                                return self.error(d.span(), "integer overflow in a compile-time expression");
+                            };
+                            match self.as_symbol(sym, add, div, d.span()) {
+                                Some(s) => shape.push(Dim::Sym(s)),
+                                None => return Value::Poison,
+                            }
+                        }
                         Value::Poison => return Value::Poison,
-                        _ => return self.error(d.span(), "an output dimension is a positive integer or a symbolic dimension of the inputs"),
+                        _ => return self.error(d.span(), "an output dimension is a positive integer, a symbolic dimension of the inputs or a product, quotient or sum of them and literals (`N * C`, `H / K`, `H + 2`)"),
                     }
                 }
                 shape

@@ -1,4 +1,4 @@
-//! `load` and `store`.
+//! `load`, `store`, `dma_copy` and the DMA transposes (`load_transpose2d`, `dma_transpose`).
 
 use crate::span::Span;
 use nki_lang::{Dst, Instr, InstrData, Memory, Opcode, TileView};
@@ -32,9 +32,10 @@ impl Lowerer<'_> {
         )
     }
 
-    /// `dma_transpose(src, axes, mask, dtype)`: NKI's DMA-engine transpose of a 2-D HBM access
-    /// `[A, B]` into a tile `[B, A]` (`axes = [1, 0]`, the default): `load_transpose2d`'s
-    /// instruction.
+    /// `dma_transpose(src, axes, mask, dtype)`: NKI's DMA-engine transpose of an HBM access or
+    /// of an SBUF tile of 2, 3 or 4 axes into a new SBUF tile (`dma_transpose`,
+    /// `dma_transpose_sbuf`), permuted as NKI permutes a source of its rank: `axes`, when
+    /// given, must be that permutation (`[1, 0]`, `[2, 1, 0]`, `[3, 1, 2, 0]`).
     pub(in super::super) fn dma_transpose(
         &mut self,
         args: &[Arg],
@@ -50,6 +51,31 @@ impl Lowerer<'_> {
         ) else {
             return Value::Poison;
         };
+        let src_e = a[0].expect("required");
+        let src = match self.eval(src_e) {
+            Value::Tensor(h) => self.index(Value::Tensor(h), &[], src_e.span()),
+            other => other,
+        };
+        let rank = match &src {
+            Value::Access(acc) if acc.indirect.is_some() => {
+                return self.error(
+                    src_e.span(),
+                    "`dma_transpose` does not take indirect indices: load the rows with `load(src[idx, i_f])`, then transpose the tile (err_indirect_indices_are_not_supported_with_nki_api)",
+                );
+            }
+            Value::Access(acc) => acc.shape.rank(),
+            Value::Tile(view) => view.shape.rank(),
+            Value::Poison => return Value::Poison,
+            other => {
+                return self.error(
+                    src_e.span(),
+                    format!(
+                        "operand 'src' of 'dma_transpose' is an HBM tensor or an SBUF tile, not {}",
+                        other.describe()
+                    ),
+                );
+            }
+        };
         if let Some(axes) = a[1] {
             let perm: Option<Vec<i64>> = match axes {
                 Expr::Array(items, _) | Expr::Tuple(items, _) => items
@@ -61,37 +87,26 @@ impl Lowerer<'_> {
                     .collect(),
                 _ => None,
             };
-            if perm.as_deref() != Some(&[1, 0]) {
-                return self.error(
-                    axes.span(),
-                    "`dma_transpose` here swaps the two axes of a 2-D access (`axes = [1, 0]`, the default); NKI's 3-D and 4-D permutations are not in the language yet",
-                );
+            let want = nki_lang::ops::dma_transpose_axes(rank);
+            let given = perm
+                .as_deref()
+                .map(|p| p.iter().map(|&x| usize::try_from(x).ok()));
+            let matches = match (want, given) {
+                (Some(w), Some(g)) => g.eq(w.iter().map(|&x| Some(x))),
+                _ => false,
+            };
+            if !matches {
+                let msg = match want {
+                    Some(w) => format!(
+                        "`dma_transpose` permutes a source of {rank} axes by {w:?} only (NKI's permutations: [1, 0] for 2 axes, [2, 1, 0] for 3, [3, 1, 2, 0] for 4); write `axes = {w:?}` or leave it out"
+                    ),
+                    None => format!(
+                        "`dma_transpose` takes a source of 2, 3 or 4 axes (NKI's permutations [1, 0], [2, 1, 0], [3, 1, 2, 0]), not {rank}"
+                    ),
+                };
+                return self.error(axes.span(), msg);
             }
         }
-        let src_e = a[0].expect("required");
-        let access = match self.eval(src_e) {
-            Value::Access(acc) => acc,
-            Value::Tensor(h) => match self.index(Value::Tensor(h), &[], src_e.span()) {
-                Value::Access(acc) => acc,
-                _ => return Value::Poison,
-            },
-            Value::Tile(_) => {
-                return self.error(
-                    src_e.span(),
-                    "`dma_transpose` of an on-chip tile (NKI's DMA transpose from SBUF) is not in the language yet: transpose it on TensorE (`nc_transpose`, `transpose`), or load it transposed from HBM (`dma_transpose(hbm_tensor[...])`)",
-                );
-            }
-            Value::Poison => return Value::Poison,
-            other => {
-                return self.error(
-                    src_e.span(),
-                    format!(
-                        "operand 'src' of 'dma_transpose' is an HBM tensor, not {}",
-                        other.describe()
-                    ),
-                );
-            }
-        };
         let mut options = OpOptions::default();
         for (k, p) in [(2, P::Mask), (3, P::DType)] {
             if let Some(e) = a[k]
@@ -100,14 +115,31 @@ impl Lowerer<'_> {
                 return Value::Poison;
             }
         }
-        self.load_access(
-            Opcode::LoadTranspose2d,
-            &access,
-            src_e.span(),
-            span,
-            dest,
-            options,
-        )
+        match src {
+            Value::Access(access) => self.load_access(
+                Opcode::DmaTranspose,
+                &access,
+                src_e.span(),
+                span,
+                dest,
+                options,
+            ),
+            Value::Tile(view) => {
+                let Some(src) = self.view_id(view, src_e.span()) else {
+                    return Value::Poison;
+                };
+                let make = |v| InstrData::Unary {
+                    dst: Dst::overwrite(v),
+                    src,
+                };
+                let spans = InstrSpans::at(span).with(1, src_e.span());
+                match self.emit_op(Opcode::DmaTransposeSbuf, &make, dest, options, spans) {
+                    Some(v) => Value::Tile(v),
+                    None => Value::Poison,
+                }
+            }
+            _ => Value::Poison,
+        }
     }
 
     fn load_op(
@@ -181,15 +213,54 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `dma_copy(dst, src, mask)`: a `store` when `dst` is HBM, a `load` into `dst` when `src`
-    /// is.
+    /// `dma_copy(dst, src, mask, dst_rmw_op, oob_mode, dge_mode)`: a `store` when `dst` is
+    /// HBM, a `load` into `dst` when `src` is. `oob_mode` is `error` (an indirect row out of
+    /// range stops the launch, as everywhere here) and `dge_mode` any of NKI's (how the
+    /// descriptors are made: the same transfer); `dst_rmw_op` and `oob_mode = skip` are refused.
     pub(in super::super) fn dma_copy(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
         if !matches!(dest, Dest::New(None)) {
             return self.error(span, "`dma_copy` returns nothing");
         }
-        let Some(a) = self.args("dma_copy", args, &["dst", "src", "mask"], 2, span) else {
+        let params = ["dst", "src", "mask", "dst_rmw_op", "oob_mode", "dge_mode"];
+        let Some(a) = self.args("dma_copy", args, &params, 2, span) else {
             return Value::Poison;
         };
+        if let Some(e) = a[3] {
+            return self.error(
+                e.span(),
+                "`dst_rmw_op` (a DMA that combines into its destination) is not in the language: `atomic_rmw` for rows named by indices, else `load` the destination, add, and `store`",
+            );
+        }
+        if let Some(e) = a[4] {
+            match member_name(e).as_deref() {
+                Some("error") => {}
+                Some("skip") => {
+                    return self.error(
+                        e.span(),
+                        "`oob_mode = skip` (out-of-range indirect rows left out) is not in the language: a row out of range stops the launch with an error (`oob_mode.error`); clamp the indices or mask the rows",
+                    );
+                }
+                _ => return self.error(e.span(), "`oob_mode` is `error` or `skip`"),
+            }
+        }
+        if let Some(e) = a[5] {
+            match member_name(e).as_deref() {
+                Some("none" | "swdge" | "unknown") => {}
+                Some("hwdge") if self.buf.target == nki_lang::Target::Trn1 => {
+                    return self.error(
+                        e.span(),
+                        "`dge_mode = hwdge` (descriptors made by the DMA hardware) needs a NeuronCore-v3 or later: compile for trn2 or trn3, or leave the mode to the compiler",
+                    );
+                }
+                Some("hwdge") => {}
+                _ => {
+                    return self.error(
+                        e.span(),
+                        "`dge_mode` is `none`, `swdge`, `hwdge` or `unknown`",
+                    );
+                }
+            }
+        }
         let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));
         let mut options = OpOptions::default();
         if let Some(e) = a[2]
@@ -359,5 +430,14 @@ impl Lowerer<'_> {
         };
         self.emit_checked(instr, InstrSpans::at(span))
             .then_some(tmp)
+    }
+}
+
+/// The member an enumeration argument names: `skip`, `oob_mode.skip`, `nisa::oob_mode::skip`.
+fn member_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Name(id) => Some(id.to_string()),
+        Expr::Field { field, .. } => Some(field.to_string()),
+        _ => None,
     }
 }

@@ -202,6 +202,9 @@ impl Lowerer<'_> {
         let Some((view, offset, stride)) = self.dynamic_view(name, dst_e) else {
             return Value::Poison;
         };
+        if !self.dtype_is_dst(&options, &view, a[3].map_or(span, Expr::span)) {
+            return Value::Poison;
+        }
         let Some(src) = self.tile_arg(src_e, Opcode::TensorCopyDynamicDst, 1) else {
             return Value::Poison;
         };

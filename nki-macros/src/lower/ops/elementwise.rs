@@ -665,7 +665,7 @@ impl Lowerer<'_> {
                 format!("`{NAME}` writes its `dst` and returns nothing"),
             );
         }
-        let params = ["dst", "src", "predicate", "reverse_pred", "mask"];
+        let params = ["dst", "src", "predicate", "reverse_pred", "mask", "dtype"];
         let Some(a) = self.args(NAME, args, &params, 3, span) else {
             return Value::Poison;
         };
@@ -675,10 +675,15 @@ impl Lowerer<'_> {
             Some(None) => return Value::Poison,
         };
         let mut opts = OpOptions::default();
-        if let Some(e) = a[4]
-            && !self.option_arg(super::super::builtins::P::Mask, e, &mut opts)
-        {
-            return Value::Poison;
+        for (k, p) in [
+            (4, super::super::builtins::P::Mask),
+            (5, super::super::builtins::P::DType),
+        ] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut opts)
+            {
+                return Value::Poison;
+            }
         }
         let (dst_e, src_e, pred_e) = (
             a[0].expect("required"),
@@ -692,6 +697,9 @@ impl Lowerer<'_> {
         ) else {
             return Value::Poison;
         };
+        if !self.dtype_is_dst(&opts, &dst, a[5].map_or(span, |e| e.span())) {
+            return Value::Poison;
+        }
         let grid = dst.shape;
         let (Some(Src::Tile(s)), Some(Src::Tile(d)), Some(Src::Tile(p))) = (
             self.src_on(Operand::Tile(src), &grid, src_e.span()),

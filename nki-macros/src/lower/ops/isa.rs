@@ -315,7 +315,11 @@ impl Lowerer<'_> {
                 if p.required {
                     self.error(
                         span,
-                        format!("`{}` needs the argument `{}`", info.name, p.name),
+                        format!(
+                            "`{}` needs the argument `{}`",
+                            info.name,
+                            super::super::call::shown(p.name)
+                        ),
                     );
                     ok = false;
                 }
@@ -348,7 +352,7 @@ impl Lowerer<'_> {
                     other => {
                         let what = format!(
                             "operand '{}' of '{}' must be a tile, not {}",
-                            p.name,
+                            &super::super::call::shown(p.name),
                             info.name,
                             other.describe()
                         );
@@ -597,6 +601,7 @@ impl Lowerer<'_> {
                     src: [view(src[1]), view(src[2])],
                     init: src[3],
                     op,
+                    rev,
                 },
                 Format::Iota => InstrData::Iota {
                     dst,

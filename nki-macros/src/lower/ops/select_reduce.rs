@@ -40,6 +40,7 @@ impl Lowerer<'_> {
             "reduce_op",
             "reverse_pred",
             "mask",
+            "dtype",
         ];
         let Some(a) = self.args(NAME, args, &params, 4, span) else {
             return Value::Poison;
@@ -50,10 +51,12 @@ impl Lowerer<'_> {
             Some(None) => return Value::Poison,
         };
         let mut opts = OpOptions::default();
-        if let Some(e) = a[8]
-            && !self.option_arg(P::Mask, e, &mut opts)
-        {
-            return Value::Poison;
+        for (k, p) in [(8, P::Mask), (9, P::DType)] {
+            if let Some(e) = a[k]
+                && !self.option_arg(p, e, &mut opts)
+            {
+                return Value::Poison;
+            }
         }
         let reduce_op = match a[6] {
             None => Alu::Max,
@@ -92,6 +95,9 @@ impl Lowerer<'_> {
         let Some(on_false) = self.operand(false_e, "on_false") else {
             return Value::Poison;
         };
+        if !self.dtype_is_dst(&opts, &dst, a[9].map_or(span, Expr::span)) {
+            return Value::Poison;
+        }
         let grid = dst.shape;
         let (Some(Src::Tile(p)), Some(Src::Tile(t)), Some(f)) = (
             self.src_on(Operand::Tile(pred), &grid, pred_e.span()),

@@ -173,12 +173,19 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `matmul(x, y, transpose_x)`: `xᵀ · y` with `transpose_x`, else `x · y` through a
-    /// TensorE transpose of `x`, as NKI lowers it.
+    /// `matmul(x, y, transpose_x, mask)`: `xᵀ · y` with `transpose_x`, else `x · y` through a
+    /// TensorE transpose of `x`, as NKI lowers it; the mask applies to the product.
     pub(in super::super) fn matmul(&mut self, args: &[Arg], span: Span, dest: Dest<'_>) -> Value {
-        let Some(a) = self.args("matmul", args, &["x", "y", "transpose_x"], 2, span) else {
+        let params = ["x", "y", "transpose_x", "mask"];
+        let Some(a) = self.args("matmul", args, &params, 2, span) else {
             return Value::Poison;
         };
+        let mut opts = OpOptions::default();
+        if let Some(e) = a[3]
+            && !self.option_arg(super::super::builtins::P::Mask, e, &mut opts)
+        {
+            return Value::Poison;
+        }
         let (x_e, y_e) = (a[0].expect("required"), a[1].expect("required"));
         let transpose_x = match a[2].map(|e| self.bool_arg(e, "transpose_x")) {
             None => false,
@@ -198,15 +205,7 @@ impl Lowerer<'_> {
             return Value::Poison;
         };
         if transpose_x {
-            return self.matmul_op(
-                x,
-                y,
-                x_e.span(),
-                y_e.span(),
-                span,
-                dest,
-                OpOptions::default(),
-            );
+            return self.matmul_op(x, y, x_e.span(), y_e.span(), span, dest, opts);
         }
         // x @ y = nc_matmul(xᵀ, y): transpose x on TensorE, evict to SBUF, multiply.
         let xd = self.buf.tiles[x.tile as usize].dtype;
@@ -227,15 +226,7 @@ impl Lowerer<'_> {
         {
             return Value::Poison;
         }
-        self.matmul_op(
-            xs,
-            y,
-            x_e.span(),
-            y_e.span(),
-            span,
-            dest,
-            OpOptions::default(),
-        )
+        self.matmul_op(xs, y, x_e.span(), y_e.span(), span, dest, opts)
     }
 
     /// `v`, or its copy into a new SBUF tile when it is in PSUM (`None` after an error).
