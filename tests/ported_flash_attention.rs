@@ -24,8 +24,11 @@
 //!   `logit_bias_tile is not None`; `dropout_p_tensor=None` and `seed_tensor=None` are `0`.
 //! - `nl.load(seed[0])` of the `(1,)` seed tensor is `load(seed[[0..1]])`: an integer index
 //!   removes its axis here, and a tile has at least one.
-//! - Training only (the kernel returns `(o, lse)`); `should_transpose_v` and the DMA-transpose
-//!   paths (`nisa.dma_transpose`, gen3) are the `False` branches only; the sliding-window
+//! - Training only (the kernel returns `(o, lse)`). `FlashConfig.should_transpose_v` is its
+//!   default `False` (V as `(b, k_h, seqlen_k, d)`): `load_v_tile`'s transposed branches (a gen3
+//!   `nisa.dma_transpose`, else `load_transpose2d`) are left out, since V's shape would then
+//!   depend on the flag. `transpose_p_local`'s `use_dma_transpose` is `False` in NKI's kernel
+//!   (no caller sets it), so only its `nc_transpose` branch is ported. The sliding-window
 //!   branches are ported but not instantiated here.
 //! - The random numbers are the model's generator (`docs/numerics.md`), not a NeuronCore's, so
 //!   a dropout result is compared with itself and with the generator's definition, not with

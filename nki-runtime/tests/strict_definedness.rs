@@ -259,6 +259,33 @@ impl Gen {
 const STEPS: usize = 34;
 
 impl Gen {
+    /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
+    /// tile's first element holds, under a mask of the first `rows` partitions; returns the
+    /// offset (0 or P − 1).
+    fn dynamic_copy(
+        &mut self,
+        c: &mut Choices<'_>,
+        opcode: Opcode,
+        dst: Dst,
+        src: nki_lang::ViewId,
+        rows: u32,
+    ) -> usize {
+        let (ix, positions) = self.index_tile(c);
+        let shape = TileShape::new(&[1, 1]).expect("shape");
+        let offset = (self.b)
+            .view(TileView::whole(self.tiles[ix].id.index(), &shape))
+            .expect("view");
+        let cm = (rows < P).then(|| mask(rows, (1, 1)));
+        let data = InstrData::DynCopy {
+            dst,
+            src,
+            offset,
+            stride: 1,
+        };
+        self.push(opcode, cm, data);
+        positions[0]
+    }
+
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
     /// (a permutation, so a scatter names each row once), and the rows it names.
     fn index_tile(&mut self, c: &mut Choices<'_>) -> (usize, Vec<usize>) {
@@ -867,26 +894,10 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // first element holds (0 or P − 1), under a mask
         22 => {
             let Some(src) = g.pick(c, &sq) else { return };
-            let (ix, positions) = g.index_tile(c);
             let d = g.new_tile(Kind::Column);
             let dst = Dst::overwrite(g.view(d));
             let col = g.view_as(src, &[1]);
-            let shape = TileShape::new(&[1, 1]).expect("shape");
-            let offset =
-                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
-                    .expect("view");
-            let cm = (mp < P).then(|| mask(mp, (1, 1)));
-            g.push(
-                Opcode::TensorCopyDynamicSrc,
-                cm,
-                InstrData::DynCopy {
-                    dst,
-                    src: col,
-                    offset,
-                    stride: 1,
-                },
-            );
-            let f = positions[0];
+            let f = g.dynamic_copy(c, Opcode::TensorCopyDynamicSrc, dst, col, mp);
             let ds = g.tiles[src].defined.clone();
             g.tiles[d].defined = (0..P as usize)
                 .map(|r| r < mp as usize && ds[r * fu + f])
@@ -977,25 +988,9 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let (Some(src), Some(d)) = (g.pick(c, &[Kind::Column]), g.pick(c, &sq)) else {
                 return;
             };
-            let (ix, positions) = g.index_tile(c);
             let dst = Dst::overwrite(g.view_as(d, &[1]));
             let col = g.view(src);
-            let shape = TileShape::new(&[1, 1]).expect("shape");
-            let offset =
-                g.b.view(TileView::whole(g.tiles[ix].id.index(), &shape))
-                    .expect("view");
-            let cm = (mp < P).then(|| mask(mp, (1, 1)));
-            g.push(
-                Opcode::TensorCopyDynamicDst,
-                cm,
-                InstrData::DynCopy {
-                    dst,
-                    src: col,
-                    offset,
-                    stride: 1,
-                },
-            );
-            let f = positions[0];
+            let f = g.dynamic_copy(c, Opcode::TensorCopyDynamicDst, dst, col, mp);
             let dc = g.tiles[src].defined.clone();
             let old = g.tiles[d].defined.clone();
             g.tiles[d].defined = (0..n)
