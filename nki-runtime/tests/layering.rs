@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["bind"],
     &["device_tensor", "operand"],
     &["gather"],
-    &["indirect", "dyncopy", "local_gather"],
+    &["indirect", "dyncopy", "local_gather", "range_select"],
     &["engines"],
     &["exec"],
     &["host", "strict", "host_profile"],

@@ -1032,14 +1032,15 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // range_select of a square tile between two bound columns (memsets under partition
         // masks of their own), the maximum of each partition into a column, the instruction
-        // masked on partitions only: each element depends on its data element and on its
-        // partition's bounds, selected or not
+        // masked on partitions only: each element depends on its partition's bounds and, where
+        // they select it (`lower <= f < upper`), on its data element
         29 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
             };
             let mut bounds = Vec::new();
-            for value in [[0.0, 10.5][c.below(2)], [100.0, 50.0][c.below(2)]] {
+            let range = [[0.0, 10.5, 3.0][c.below(3)], [100.0, 50.0, 5.0][c.below(3)]];
+            for value in range {
                 let bp = c.bound(P);
                 let mut bm = mask(bp, (1, 1));
                 bm.len = 1;
@@ -1080,7 +1081,8 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 g.tiles[bounds[0]].defined.clone(),
                 g.tiles[bounds[1]].defined.clone(),
             );
-            let elem = |e: usize| da[e] && d0[e / fu] && d1[e / fu];
+            let selected = |f: usize| range[0] <= f as f32 && (f as f32) < range[1];
+            let elem = |e: usize| d0[e / fu] && d1[e / fu] && (!selected(e % fu) || da[e]);
             g.tiles[d].defined = (0..n).map(|e| e / fu < mp as usize && elem(e)).collect();
             g.tiles[r].defined = (0..P as usize)
                 .map(|p| p < mp as usize && (0..fu).all(|f| elem(p * fu + f)))

@@ -101,7 +101,7 @@ pub(crate) fn overlapping_slots(
     // a quadrant before writing it.
     let same_elements_allowed = matches!(
         ins.opcode.info().deps,
-        Deps::Elementwise | Deps::Select | Deps::Move | Deps::Shuffle
+        Deps::Elementwise | Deps::Select | Deps::RangeSelect | Deps::Move | Deps::Shuffle
     );
     ops.iter()
         .filter(|w| w.dir.writes())

@@ -33,9 +33,13 @@ fn row_local(ins: &Instr) -> bool {
         Engine::Tensor | Engine::Sync => false,
     };
     let deps_ok = match ins.opcode.info().deps {
-        Deps::Move | Deps::Elementwise | Deps::Select | Deps::Reduce | Deps::Prefix | Deps::Row => {
-            true
-        }
+        Deps::Move
+        | Deps::Elementwise
+        | Deps::Select
+        | Deps::RangeSelect
+        | Deps::Reduce
+        | Deps::Prefix
+        | Deps::Row => true,
         Deps::Control
         | Deps::AffineSelect
         | Deps::Contraction

@@ -273,16 +273,7 @@ impl Strict<'_> {
                     rows.push(row);
                 }
                 if let Some(res) = reduce_res {
-                    let mut partial = HashMap::new();
-                    let s = res.strides_on(&grid);
-                    for (p, &o) in rows.iter().enumerate() {
-                        let mut t = [0; MAX_TILE_RANK];
-                        t[0] = p;
-                        if o != 0 {
-                            partial.insert(byte_of(&res, offset(res.pattern.base, &s, &t)), o);
-                        }
-                    }
-                    out.push((res.slot, partial));
+                    out.push((res.slot, row_origins(&res, &grid, &rows)));
                 }
             }
             // A partition left unmodified (mask entry 255) keeps its old value's origin; every
@@ -417,16 +408,52 @@ impl Strict<'_> {
                     );
                 }
                 if let Some(res) = reduce_res {
-                    let mut partial = HashMap::new();
-                    let s = res.strides_on(&grid);
-                    for (p, &o) in rows.iter().enumerate() {
-                        let mut t = [0; MAX_TILE_RANK];
-                        t[0] = p;
-                        if o != 0 {
-                            partial.insert(byte_of(&res, offset(res.pattern.base, &s, &t)), o);
-                        }
+                    out.push((res.slot, row_origins(&res, &grid, &rows)));
+                }
+            }
+            Deps::RangeSelect => {
+                if let InstrData::RangeSelect { cmp, start, .. } = instr.data {
+                    let grid = dst.dims;
+                    let side = |slot: usize| src(slot).map(|s| (s, s.r.strides_on(&grid)));
+                    let (on_true, bounds) = (side(1), [side(2), side(3)]);
+                    let mut rows = vec![0u32; grid[0]];
+                    for t in indices(grid) {
+                        // Each bound's element: its origin, and its value as the engine
+                        // reads it (fp32), where memory shows it.
+                        let bound = |b: Option<(Source, [isize; MAX_TILE_RANK])>| {
+                            b.map_or((0, None), |(s, st)| {
+                                let at = offset(s.r.pattern.base, &st, &t);
+                                let value = memory
+                                    .and_then(|m| m.bits(&s.r, at))
+                                    .map(|bits| convert::to_f32(s.r.dtype, bits));
+                                (self.origin(&s, at, this), value)
+                            })
+                        };
+                        let ((o0, v0), (o1, v1)) = (bound(bounds[0]), bound(bounds[1]));
+                        let data = |side: Option<(Source, [isize; MAX_TILE_RANK])>| {
+                            side.map_or(0, |(s, st)| {
+                                self.origin(&s, offset(s.r.pattern.base, &st, &t), this)
+                            })
+                        };
+                        let o = match (first(o0, o1), v0, v1) {
+                            (0, Some(b0), Some(b1)) => {
+                                let taken =
+                                    crate::range_select::selects(cmp, start, &grid, &t, [b0, b1]);
+                                if taken { data(on_true) } else { 0 }
+                            }
+                            (0, _, _) => data(on_true),
+                            (o, _, _) => o,
+                        };
+                        rows[t[0]] = first(rows[t[0]], o);
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            o,
+                        );
                     }
-                    out.push((res.slot, partial));
+                    if let Some(res) = operands.slot(4).copied().filter(|r| on_chip(r)) {
+                        out.push((res.slot, row_origins(&res, &grid, &rows)));
+                    }
                 }
             }
             Deps::Reduce => {
@@ -656,6 +683,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Move
         | Deps::Elementwise
         | Deps::Select
+        | Deps::RangeSelect
         | Deps::Reduce
         | Deps::Prefix
         | Deps::Row
@@ -668,4 +696,19 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Shuffle
         | Deps::LocalGather => true,
     }
+}
+
+/// A per-partition reduction's elements (`reduce_res`, one per partition of `grid`): the
+/// first origin of an undefined result in each partition's `rows` entry, by byte.
+fn row_origins(res: &Resolved, grid: &Index, rows: &[u32]) -> HashMap<usize, u32> {
+    let mut partial = HashMap::new();
+    let s = res.strides_on(grid);
+    for (p, &o) in rows.iter().enumerate() {
+        let mut t = [0; MAX_TILE_RANK];
+        t[0] = p;
+        if o != 0 {
+            partial.insert(byte_of(res, offset(res.pattern.base, &s, &t)), o);
+        }
+    }
+    partial
 }

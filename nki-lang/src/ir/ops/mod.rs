@@ -187,6 +187,12 @@ pub enum Deps {
     /// undefined whatever the sides hold. A per-partition reduction of the results
     /// (`reduce_res`) depends on every result of its partition.
     Select,
+    /// `range_select`: the element at `t = (p, …)` depends on the bounds' elements of `p`;
+    /// where both are defined, also on `on_true[t]` if `range_start` plus `t`'s free index lies
+    /// in their range, and on nothing in memory elsewhere (the fill is an immediate). A
+    /// per-partition reduction of the results (`reduce_res`) depends on every result of its
+    /// partition.
+    RangeSelect,
     /// A reduction along free axes: each destination element depends on every source element
     /// whose kept coordinates are its own (the whole of the reduced axes).
     Reduce,
@@ -895,7 +901,7 @@ opcodes! {
         ],
         infer: range_select::range_select,
         maskable: Partitions,
-        deps: Elementwise,
+        deps: RangeSelect,
         accumulates: false,
     }
     /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` is partition
@@ -1003,6 +1009,7 @@ mod tests {
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
+                Deps::RangeSelect => op == Opcode::RangeSelect,
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),

@@ -1,34 +1,10 @@
 //! `range_select`: a select by a range of each partition's free indices, with an optional
 //! maximum of each partition's results.
 
-use nki_lang::{AccOut, Alu, Cmp, MAX_TILE_RANK};
+use nki_lang::{AccOut, Alu, Cmp};
 
 use super::{Elems, Lane, Machine, Value, elementwise};
 use crate::operand::Operands;
-
-/// `index cmp bound` on fp32 values (IEEE comparisons: false whenever `bound` is NaN).
-fn compare(cmp: Cmp, index: f32, bound: f32) -> bool {
-    match cmp {
-        Cmp::Lt => index < bound,
-        Cmp::Le => index <= bound,
-        Cmp::Gt => index > bound,
-        Cmp::Ge => index >= bound,
-        Cmp::Eq => index == bound,
-        Cmp::Ne => index != bound,
-    }
-}
-
-/// The row-major index of grid point `t` among its partition's free elements.
-fn free_index(grid: &[usize; MAX_TILE_RANK], t: &[usize; MAX_TILE_RANK]) -> i64 {
-    grid.iter().zip(t).skip(1).fold(0i64, |k, (&d, &i)| {
-        // Below the tile's free size (at most 2^24 plus the start: the rule's bound).
-        let (d, i) = (
-            i64::try_from(d).unwrap_or(i64::MAX),
-            i64::try_from(i).unwrap_or(i64::MAX),
-        );
-        k.saturating_mul(d).saturating_add(i)
-    })
-}
 
 /// `range_select`: at each point `t = (p, …)` of the grid (the destination's dims), with `i`
 /// its free index (row-major) and `x = start + i` as fp32 (exact: the rule keeps it within
@@ -51,14 +27,11 @@ pub(super) fn range_select(
         Elems::over(ops.get(3), &grid),
     );
     elementwise(m, ops, Lane::F32, reduce, accumulate, |m, t| {
-        // Exact in fp32: |start + i| ≤ 2^24 (the rule).
-        #[allow(clippy::cast_precision_loss)]
-        let x = i64::from(start).saturating_add(free_index(&grid, &t)) as f32;
         let (b0, b1) = (
             m.get(&bound0, t, Lane::F32).f32(),
             m.get(&bound1, t, Lane::F32).f32(),
         );
-        if compare(cmp[0], x, b0) && compare(cmp[1], x, b1) {
+        if crate::range_select::selects(cmp, start, &grid, &t, [b0, b1]) {
             m.get(&on_true, t, Lane::F32)
         } else {
             Value::from_f32(f32::MIN)
