@@ -453,6 +453,7 @@ impl Timeline<'_> {
             det.snap = None;
             det.begin = edge.begin;
             det.floor = 1;
+            det.retries = 0;
         }
         det.vars = *edge.vars;
         let quick = Quick {
@@ -486,6 +487,7 @@ impl Timeline<'_> {
                 {
                     det.ring.clear();
                     det.floor = p;
+                    det.retries = 0;
                     det.guess = false;
                     self.ff.detectors[d] = det;
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
