@@ -136,7 +136,7 @@ fn isa_keywords(x_in: Hbm<f32, 128, 64>, i_in: Hbm<i32, 128, 1>) -> Hbm<f32, 128
         scale = 1.0,
         reduce_op = add,
         reduce_res = r1,
-        reduce_cmd = idle,
+        reduce_cmd = reduce_cmd.idle,
         mask = ip < 128,
         dtype = f32,
     );

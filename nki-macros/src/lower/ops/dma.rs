@@ -7,7 +7,7 @@ use super::super::builtins::P;
 use super::super::call::{Dest, OpOptions};
 use super::super::value::{Access, Value};
 use super::super::{InstrSpans, Lowerer};
-use super::hbm_access;
+use super::{hbm_access, member_name};
 use crate::parse::model::{Arg, Expr};
 
 impl Lowerer<'_> {
@@ -430,14 +430,5 @@ impl Lowerer<'_> {
         };
         self.emit_checked(instr, InstrSpans::at(span))
             .then_some(tmp)
-    }
-}
-
-/// The member an enumeration argument names: `skip`, `oob_mode.skip`, `nisa::oob_mode::skip`.
-fn member_name(e: &Expr) -> Option<String> {
-    match e {
-        Expr::Name(id) => Some(id.to_string()),
-        Expr::Field { field, .. } => Some(field.to_string()),
-        _ => None,
     }
 }

@@ -19,6 +19,16 @@ mod tensor;
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
 
 use super::value::Access;
+use crate::parse::model::Expr;
+
+/// The member an enumeration argument names: `skip`, `oob_mode.skip`, `nisa::oob_mode::skip`.
+fn member_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Name(id) => Some(id.to_string()),
+        Expr::Field { field, .. } => Some(field.to_string()),
+        _ => None,
+    }
+}
 
 /// The IR access of an indexed tensor: one affine index per tensor axis over the access's grid.
 fn hbm_access(a: &Access) -> HbmAccess {

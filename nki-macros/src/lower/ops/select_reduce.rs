@@ -156,13 +156,10 @@ pub(super) enum Cmd {
     ResetReduce,
 }
 
-/// A `reduce_cmd` argument (`reset_reduce`, `nisa::reduce_cmd::reset_reduce`).
+/// A `reduce_cmd` argument (`reset_reduce`, `reduce_cmd.reset_reduce`,
+/// `nisa::reduce_cmd::reset_reduce`).
 pub(super) fn reduce_cmd(e: &Expr) -> Result<Cmd, &'static str> {
-    let name = match e {
-        Expr::Name(id) => id.to_string(),
-        _ => String::new(),
-    };
-    match name.as_str() {
+    match super::member_name(e).as_deref().unwrap_or("") {
         "idle" => Ok(Cmd::Idle),
         "reset_reduce" => Ok(Cmd::ResetReduce),
         "reset" | "reduce" | "load_reduce" => Err(
