@@ -158,11 +158,12 @@ fn random_timing_options_are_results_or_errors() {
 }
 
 /// Property 4 on the inputs it once failed on.
-const TIMING_OPTION_REGRESSIONS: &[(&str, &str)] = &[(
-    // DMA engines of one byte per microsecond: each engine's busy time saturates, and their
-    // sum in the profile overflowed.
-    "saturated DMA engine times summed",
-    "004f0000646f1a46000000000021000000000000000000004b640000390000000003fc4af42e034064c78bf0\
+const TIMING_OPTION_REGRESSIONS: &[(&str, &str)] = &[
+    (
+        // DMA engines of one byte per microsecond: each engine's busy time saturates, and their
+        // sum in the profile overflowed.
+        "saturated DMA engine times summed",
+        "004f0000646f1a46000000000021000000000000000000004b640000390000000003fc4af42e034064c78bf0\
      9c85d73e77d46ca97c641a555f4dd4d629f9a1818fe10ea85c869a1e6cbd3e6625cce86721ee1af674319cd2\
      e8c2f06eecf5730e19a11b528007e12a8808ea4ecffbae8fa0ac5175c214eafc47cc754eb97d7d49e1bd7f56\
      4c65fb06d0299b1e424bf899ebf949c929b18b80ab0cf6056ca773960e6b0d5bb9ebb3c041d15c1e4d66275a\
@@ -171,7 +172,21 @@ const TIMING_OPTION_REGRESSIONS: &[(&str, &str)] = &[(
      d2985fb026ce7a75e96740bb4418dc4fda9f57ee116851759d0186150fb15c1e382ae87fe0f474e2dafcbb5e\
      c6b4aced27e68335c32dba12c06fe3dac10a4245aa8fb12543a9b6e4ee77b18947fa4d814f11681eaf5bfe6e\
      43e905771831d1d7e8f1f05db265adc49cb78744a70d54f9a19a8159e3c19deb13da882d5760a40f",
-)];
+    ),
+    (
+        // A DMA that fits a gap reaching the end of time: its end, the gap's start plus its
+        // busy time, overflowed where the fit had saturated.
+        "DMA placed in a gap that never closes",
+        "80278402133400000000000000000000000000000000000b55000000000000000000003c00b8000000000000\
+     000000120000000e99974fa7f66f5a4ea73f40f69d0977c0b17d466f7cb5a08f0e542aec49a74d018ced931a\
+     627143da4737afb1bdde627d1a9a0c531433d0f8a5a52e4cdd027024e4b081cdf9e6e1d698e14904a222c7ed\
+     cd020e300eb6fc046fe365e21bf302befaa4716c84d06eda32149a49374e42f7bcbfd3990afbfb2891f2f35a\
+     3a3f0a7b4f291beb0f783b21d2ce1aef6d3e77baa1ef30f9f60b5c6c1532765208bcbb1b0d2721202e7c3816\
+     02c454d9d6a6f674b0be3b4632b345f22160567f20304890befb92fb7ea39a53f67c6a68a4c076bb1f99b2a9\
+     1a07c3051a26de806b2ca560b52f704901f3ae7aa7b1e28136e47e7f8139c185db8b2201ab530debea1f45c4\
+     e9bdd2b90e0c4fc05ec064fe4d1335dbbd38c5ee9dc13134",
+    ),
+];
 
 /// Property 4 on the inputs it once failed on.
 #[test]

@@ -130,7 +130,7 @@ impl Gaps {
                 .position(|&(a, b)| a.max(ready).saturating_add(busy) <= b)?;
         let (a, b) = self.list[i];
         let start = a.max(ready);
-        let end = start + busy;
+        let end = start.saturating_add(busy);
         match (start > a, end < b) {
             (true, true) => {
                 self.list[i] = (a, start);

@@ -122,7 +122,10 @@ fn dominant(path: &[(u64, u64, &'static str)], total: u64, columns: usize) -> Ve
         let Some(&(fill, busy)) = slot.iter().max_by_key(|(_, v)| *v) else {
             continue;
         };
-        let (a, b) = (c as u64 * width, (c as u64 + 1) * width);
+        let (a, b) = (
+            (c as u64).saturating_mul(width),
+            (c as u64 + 1).saturating_mul(width),
+        );
         match out.last_mut() {
             Some(sp) if sp.fill == fill && sp.b == a => {
                 sp.b = b;
