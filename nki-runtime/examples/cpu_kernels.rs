@@ -3,8 +3,9 @@
 //! the kernel) on the seed's 128×128×512 tile, and `cpu::transpose::transpose16_bf16` over a
 //! `[128, 512]` bf16 tile (256 blocks of 16 × 16, what `nc_transpose` of such a tile does).
 //!
-//! `cargo run --release -p nki-runtime --example cpu_kernels [-- ROUNDS [CALLS [DTYPE]]]`
-//! (defaults: 7 rounds of 2000 calls, `bf16`; `DTYPE` is the matmul's, `bf16`, `f16` or `f32`).
+//! `cargo run --release -p nki-runtime --example cpu_kernels [-- ROUNDS [CALLS [DTYPE [KxMxN]]]]`
+//! (defaults: 7 rounds of 2000 calls, `bf16`, `128x128x512`; `DTYPE` is the matmul's, `bf16`,
+//! `f16` or `f32`; `KxMxN` its contraction, stationary and moving sizes, at most 128, 128, 512).
 //! Prints, per path, the median over rounds of each round's per-call P50, in microseconds.
 
 use std::time::Instant;
@@ -45,7 +46,18 @@ fn main() {
         Some("f32") => DType::F32,
         Some(other) => panic!("DTYPE is bf16, f16 or f32, not {other}"),
     };
-    let (k, m, n) = (128, 128, 512);
+    let (k, m, n) = match args.get(3) {
+        None => (128, 128, 512),
+        Some(s) => {
+            let d: Vec<usize> = s.split('x').map(|x| x.parse().expect("KxMxN")).collect();
+            assert!(
+                d.len() == 3 && (1..=128).contains(&d[0]) && (1..=128).contains(&d[1]),
+                "KxMxN with K, M in 1..=128"
+            );
+            assert!((1..=512).contains(&d[2]), "N in 1..=512");
+            (d[0], d[1], d[2])
+        }
+    };
     let (a, b) = (operand(dtype, k, m, 1), operand(dtype, k, n, 2));
     let size = dtype.size() as usize;
     let st = Operand {
@@ -112,7 +124,7 @@ fn main() {
         v.sort_by(f64::total_cmp);
         println!("{isa:?}: median P50 {:.2} µs", v[v.len() / 2]);
     }
-    println!("128x128x512 {dtype:?} matmul kernel, one thread, {rounds} rounds");
+    println!("{k}x{m}x{n} {dtype:?} matmul kernel, one thread, {rounds} rounds");
     for (isa, mut v) in paths.into_iter().zip(p50s) {
         v.sort_by(f64::total_cmp);
         let rounds: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();

@@ -294,10 +294,119 @@ pub(crate) fn transfer(
                 }
             }
         });
+    } else if let Some(t) = plan.transposed().filter(|_| same) {
+        // Each block of the two inner dimensions is a matrix transposed: moved by square
+        // tiles rather than one strided element at a time.
+        let mut outer = *plan;
+        outer.rank -= 1;
+        let o = plan.rank - 2;
+        outer.for_each_run(|so, dof| {
+            if !transpose_block(isa, &mut mem, &t, src.base + so, dst.base + dof, ss) {
+                for i in 0..plan.dims[o] as isize {
+                    let (si, di) = (so + plan.src[o] * i, dof + plan.dst[o] * i);
+                    strided_run(isa, buf, &mut mem, src, dst, si, di, n, s_in, d_in);
+                }
+            }
+        });
     } else {
         plan.for_each_run(|so, dof| {
             strided_run(isa, buf, &mut mem, src, dst, so, dof, n, s_in, d_in)
         });
+    }
+}
+
+/// The two inner dimensions of a [`Plan`] when they transpose a matrix: the source reads
+/// `rows` rows of `cols` contiguous elements, `src_stride` apart, and the destination writes
+/// them as columns, its rows (the source's columns) `dst_stride` apart.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Transposed {
+    rows: usize,
+    cols: usize,
+    src_stride: usize,
+    dst_stride: usize,
+}
+
+impl Plan {
+    /// The inner two dimensions as a matrix transpose, if they are one: one side contiguous
+    /// along the inner dimension and the other along the second-inner one, both other strides
+    /// positive.
+    fn transposed(&self) -> Option<Transposed> {
+        if self.rank < 2 {
+            return None;
+        }
+        let (o, i) = (self.rank - 2, self.rank - 1);
+        if self.dims[o] == 0 || self.dims[i] == 0 {
+            return None;
+        }
+        let pos = |x: isize| usize::try_from(x).ok().filter(|&x| x > 0);
+        if self.src[i] == 1 && self.dst[o] == 1 {
+            Some(Transposed {
+                rows: self.dims[o],
+                cols: self.dims[i],
+                src_stride: pos(self.src[o])?,
+                dst_stride: pos(self.dst[i])?,
+            })
+        } else if self.src[o] == 1 && self.dst[i] == 1 {
+            Some(Transposed {
+                rows: self.dims[i],
+                cols: self.dims[o],
+                src_stride: pos(self.src[i])?,
+                dst_stride: pos(self.dst[o])?,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// Moves one matrix of a [`Transposed`] plan, its first elements at element offsets `so`
+/// (source) and `dof` (destination), `size`-byte elements of one dtype; `false` (nothing
+/// moved) when the two sides share bytes of one buffer or lie outside it, where the caller
+/// moves it run by run.
+fn transpose_block(
+    isa: Isa,
+    mem: &mut Mem<'_, '_>,
+    t: &Transposed,
+    so: isize,
+    dof: isize,
+    size: usize,
+) -> bool {
+    use crate::cpu::transpose::{Matrix, transpose_elements};
+    let (Ok(so), Ok(dof)) = (usize::try_from(so), usize::try_from(dof)) else {
+        return false;
+    };
+    let s = Matrix {
+        at: so,
+        stride: t.src_stride,
+    };
+    let d = Matrix {
+        at: dof,
+        stride: t.dst_stride,
+    };
+    let (Some(sr), Some(dr)) = (s.span(t.rows, t.cols, size), d.span(t.cols, t.rows, size)) else {
+        return false;
+    };
+    match mem {
+        Mem::Two(a, b) if sr.end <= a.len() && dr.end <= b.len() => {
+            transpose_elements(isa, a, s, b, d, t.rows, t.cols, size);
+            true
+        }
+        Mem::One(b) if sr.end <= b.len() && dr.end <= b.len() => {
+            if sr.end <= dr.start {
+                let (lo, hi) = b.split_at_mut(dr.start);
+                let d = Matrix { at: 0, ..d };
+                transpose_elements(isa, lo, s, hi, d, t.rows, t.cols, size);
+                true
+            } else if dr.end <= sr.start {
+                let (lo, hi) = b.split_at_mut(sr.start);
+                let s = Matrix { at: 0, ..s };
+                transpose_elements(isa, hi, s, lo, d, t.rows, t.cols, size);
+                true
+            } else {
+                false
+            }
+        }
+        _ => false,
     }
 }
 
