@@ -406,7 +406,7 @@ fn transpose_block(
                 false
             }
         }
-        _ => false,
+        Mem::Two(..) | Mem::One(_) => false,
     }
 }
 
