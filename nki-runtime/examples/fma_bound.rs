@@ -10,7 +10,9 @@
 //! The clock is timed on a chain of dependent register-register adds (one per cycle); each throughput on
 //! twelve independent accumulators (more than the FMA latency × ports needs), so the loops run
 //! at the ports' limit. The bound counts the multiply-adds only: packing, conversions to and
-//! from bf16 and the copy out of PSUM come on top. x86-64 only.
+//! from bf16 and the copy out of PSUM come on top. On AVX2 machines it also times the AVX2
+//! kernel's step (two moving loads, four `vbroadcastss`, eight FMAs) from L1, in ymm and in
+//! xmm registers: whether the broadcasts keep the FMAs from their limit. x86-64 only.
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -98,6 +100,76 @@ mod x86 {
     twelve_independent!(fma512, "avx512f", "vfmadd231ps", "zmm");
     twelve_independent!(dpbf16, "avx512bf16,avx512f", "vdpbf16ps", "zmm");
 
+    /// The AVX2 kernel's step (`cpu/matmul/avx2.rs`, a 4 × 16 block): two moving vectors
+    /// loaded, then per row a `vbroadcastss` of the stationary value and two FMAs; from a buffer
+    /// that stays in L1. 64 multiply-adds per iteration.
+    #[target_feature(enable = "avx2,fma")]
+    fn step_ymm(n: u64, buf: &[f32; 64]) {
+        // SAFETY: loads from `buf` (64 aligned-enough floats: offsets below 256 bytes, the
+        // moving loads unaligned); every register written is declared clobbered.
+        unsafe {
+            asm!(
+                "2:",
+                "vmovups ymm12, [{b}]",
+                "vmovups ymm13, [{b} + 32]",
+                "vbroadcastss ymm14, [{b} + 64]",
+                "vfmadd231ps ymm0, ymm14, ymm12",
+                "vfmadd231ps ymm1, ymm14, ymm13",
+                "vbroadcastss ymm15, [{b} + 68]",
+                "vfmadd231ps ymm2, ymm15, ymm12",
+                "vfmadd231ps ymm3, ymm15, ymm13",
+                "vbroadcastss ymm14, [{b} + 72]",
+                "vfmadd231ps ymm4, ymm14, ymm12",
+                "vfmadd231ps ymm5, ymm14, ymm13",
+                "vbroadcastss ymm15, [{b} + 76]",
+                "vfmadd231ps ymm6, ymm15, ymm12",
+                "vfmadd231ps ymm7, ymm15, ymm13",
+                "dec {n}",
+                "jnz 2b",
+                b = in(reg) buf.as_ptr(),
+                n = inout(reg) n => _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+                options(nostack, readonly),
+            );
+        }
+    }
+
+    /// [`step_ymm`] in 128-bit registers (a 4 × 8 block, `vbroadcastss` into xmm): 32
+    /// multiply-adds per iteration.
+    #[target_feature(enable = "avx2,fma")]
+    fn step_xmm(n: u64, buf: &[f32; 64]) {
+        // SAFETY: as for `step_ymm`.
+        unsafe {
+            asm!(
+                "2:",
+                "vmovups xmm12, [{b}]",
+                "vmovups xmm13, [{b} + 16]",
+                "vbroadcastss xmm14, [{b} + 64]",
+                "vfmadd231ps xmm0, xmm14, xmm12",
+                "vfmadd231ps xmm1, xmm14, xmm13",
+                "vbroadcastss xmm15, [{b} + 68]",
+                "vfmadd231ps xmm2, xmm15, xmm12",
+                "vfmadd231ps xmm3, xmm15, xmm13",
+                "vbroadcastss xmm14, [{b} + 72]",
+                "vfmadd231ps xmm4, xmm14, xmm12",
+                "vfmadd231ps xmm5, xmm14, xmm13",
+                "vbroadcastss xmm15, [{b} + 76]",
+                "vfmadd231ps xmm6, xmm15, xmm12",
+                "vfmadd231ps xmm7, xmm15, xmm13",
+                "dec {n}",
+                "jnz 2b",
+                b = in(reg) buf.as_ptr(),
+                n = inout(reg) n => _,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+                options(nostack, readonly),
+            );
+        }
+    }
+
     /// One measured instruction kind: its throughput and the seed's bound with it.
     fn report(name: &str, per_iter: f64, hz: f64, macs_per_instr: f64) {
         let per_cycle = 12.0 / (per_iter * hz);
@@ -119,6 +191,19 @@ mod x86 {
             // SAFETY: the CPU has AVX2 and FMA (checked above).
             let t = best(|n| unsafe { fma256(n) });
             report("vfmadd231ps ymm (Avx2Fma)", t, hz, 8.0);
+            let buf = [1.0f32; 64];
+            for (name, macs, step) in [
+                ("AVX2 kernel step, 4 x 16 ymm", 64.0, step_ymm as unsafe fn(u64, &[f32; 64])),
+                ("the same, 4 x 8 xmm", 32.0, step_xmm),
+            ] {
+                // SAFETY: the CPU has AVX2 and FMA (checked above).
+                let t = best(|n| unsafe { step(n, &buf) });
+                let per_cycle = macs / (t * hz);
+                println!(
+                    "{name:<28} {per_cycle:>5.2} MAC/cycle  seed tile ≥ {:>6.1} µs",
+                    SEED_MACS / (per_cycle * hz) * 1e6
+                );
+            }
         }
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked above).
