@@ -193,7 +193,11 @@ mod x86 {
             report("vfmadd231ps ymm (Avx2Fma)", t, hz, 8.0);
             let buf = [1.0f32; 64];
             for (name, macs, step) in [
-                ("AVX2 kernel step, 4 x 16 ymm", 64.0, step_ymm as unsafe fn(u64, &[f32; 64])),
+                (
+                    "AVX2 kernel step, 4 x 16 ymm",
+                    64.0,
+                    step_ymm as unsafe fn(u64, &[f32; 64]),
+                ),
                 ("the same, 4 x 8 xmm", 32.0, step_xmm),
             ] {
                 // SAFETY: the CPU has AVX2 and FMA (checked above).
