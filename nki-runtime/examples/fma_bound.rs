@@ -12,7 +12,9 @@
 //! at the ports' limit. The bound counts the multiply-adds only: packing, conversions to and
 //! from bf16 and the copy out of PSUM come on top. On AVX2 machines it also times the AVX2
 //! kernel's step (two moving loads, four `vbroadcastss`, eight FMAs) from L1, in ymm and in
-//! xmm registers: whether the broadcasts keep the FMAs from their limit. x86-64 only.
+//! xmm registers: whether the broadcasts keep the FMAs from their limit. Last, the clock and the
+//! FMA throughput again while a second thread keeps the other core busy with FMAs: a core may
+//! run slower when both are busy, and that is the two-thread bound. x86-64 only.
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -219,10 +221,51 @@ mod x86 {
             let t = best(|n| unsafe { dpbf16(n) });
             report("vdpbf16ps zmm (bf16 pairs)", t, hz, 32.0);
         }
+        both_cores();
         println!(
             "(the bound counts the seed's {} multiply-adds only; packing, bf16 conversions and the copy out of PSUM come on top)",
             SEED_MACS as u64
         );
+    }
+
+    /// The clock and the widest FMA's throughput on this core while a second thread runs the
+    /// same FMAs on the other (a core may clock lower when both are busy): the bound of the
+    /// seed split over two threads.
+    fn both_cores() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (fma, name, macs): (unsafe fn(u64), &str, f64) =
+            if std::is_x86_feature_detected!("avx512f") {
+                (fma512, "zmm", 16.0)
+            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            {
+                (fma256, "ymm", 8.0)
+            } else {
+                return;
+            };
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return;
+        }
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: the CPU has the feature `fma` was chosen for (checked above).
+                    unsafe { fma(ITERS / 100) };
+                }
+            });
+            let hz = 8.0 / best(add_chain);
+            // SAFETY: as above.
+            let t = best(|n| unsafe { fma(n) });
+            stop.store(true, Ordering::Relaxed);
+            let per_cycle = 12.0 / (t * hz);
+            let macs_per_s = per_cycle * hz * macs;
+            println!(
+                "both cores running {name} FMAs: clock {:.2} GHz, {per_cycle:.2} per cycle, {:.1} GMAC/s per core: seed tile on two threads ≥ {:.1} µs",
+                hz / 1e9,
+                macs_per_s / 1e9,
+                SEED_MACS / (2.0 * macs_per_s) * 1e6
+            );
+        });
     }
 }
 
