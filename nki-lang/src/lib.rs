@@ -43,6 +43,7 @@ mod program;
 pub mod rules;
 mod shape;
 pub mod target;
+pub mod view;
 mod verify;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
