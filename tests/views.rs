@@ -39,7 +39,10 @@ fn viewed_06(a: Hbm<f32, 4, 128, 64>) -> Hbm<f32, 4, 128, 16> {
         let t = ndarray([128, 32], f32, Sbuf);
         nisa::dma_copy(dst = t, src = a.select(0, b).slice(1, 32, 64));
         let u = ndarray([128, 16], f32, Sbuf);
-        nisa::tensor_copy(dst = u, src = t.slice(dim = 1, start = 0, end = 32, step = 2));
+        nisa::tensor_copy(
+            dst = u,
+            src = t.slice(dim = 1, start = 0, end = 32, step = 2),
+        );
         nisa::dma_copy(dst = out.select(0, b), src = u);
     }
     out
@@ -147,7 +150,8 @@ fn hbm_views_read_and_write_what_numpy_views_do() {
     let a = rand_f32(Ix2(64, 128), 4, -4.0, 4.0);
     let b = rand_f32(Ix2(128, 96), 5, -4.0, 4.0);
     let mut core = NeuronCore::default();
-    let (t, s): (Array2<f32>, Array2<f32>) = hbm_views::host(&mut core, a.view(), b.view()).unwrap();
+    let (t, s): (Array2<f32>, Array2<f32>) =
+        hbm_views::host(&mut core, a.view(), b.view()).unwrap();
     for p in 0..128 {
         for j in 0..64 {
             assert_eq!(t[[p, j]], a[[j, p]], "transpose ({p}, {j})");
@@ -195,7 +199,11 @@ fn merged_axes_keep_the_row_major_order() {
         }
         for r in 0..2 {
             for j in 0..16 {
-                assert_eq!(half[[p, r * 16 + j]], a[[p, 2 * r, j]], "half ({p}, {r}, {j})");
+                assert_eq!(
+                    half[[p, r * 16 + j]],
+                    a[[p, 2 * r, j]],
+                    "half ({p}, {r}, {j})"
+                );
             }
         }
     }

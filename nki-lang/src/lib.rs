@@ -43,8 +43,8 @@ mod program;
 pub mod rules;
 mod shape;
 pub mod target;
-pub mod view;
 mod verify;
+pub mod view;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
 pub use buf::{ProgramBuf, ReshapeBuf, TensorBuf, TileBuf};

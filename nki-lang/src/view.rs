@@ -88,7 +88,9 @@ pub enum ViewError {
         size: u32,
     },
     /// `broadcast` or `squeeze_dim` of a dimension whose size is not 1.
-    #[error("`{method}`: dimension {dim} has size {size}, and only a size-1 dimension can be {what}")]
+    #[error(
+        "`{method}`: dimension {dim} has size {size}, and only a size-1 dimension can be {what}"
+    )]
     NotSizeOne {
         /// The method.
         method: &'static str,
@@ -108,7 +110,9 @@ pub enum ViewError {
         size: i64,
     },
     /// A view with too many axes.
-    #[error("`{method}`: a view has at most {MAX_VIEW_RANK} dimensions, and this one would have {rank}")]
+    #[error(
+        "`{method}`: a view has at most {MAX_VIEW_RANK} dimensions, and this one would have {rank}"
+    )]
     Rank {
         /// The method.
         method: &'static str,
@@ -285,15 +289,16 @@ pub fn slice(
         .and_then(|m| end.checked_add(&m))
         .ok_or(ViewError::Overflow { method: M })?;
     if !len.is_constant() || len.constant <= 0 {
-        if start.is_constant() && end.is_constant() {
-            if let Some(size) = dims[d] {
-                return Err(ViewError::SliceBounds {
-                    dim: d,
-                    start: start.constant,
-                    end: end.constant,
-                    size,
-                });
-            }
+        if start.is_constant()
+            && end.is_constant()
+            && let Some(size) = dims[d]
+        {
+            return Err(ViewError::SliceBounds {
+                dim: d,
+                start: start.constant,
+                end: end.constant,
+                size,
+            });
         }
         return Err(ViewError::SliceSize);
     }
@@ -392,7 +397,10 @@ pub fn permute(dims: &[Option<u32>], on_chip: bool, perm: &[i64]) -> Result<View
     }
     let mut from = Vec::with_capacity(rank);
     for &p in perm {
-        let j = usize::try_from(p).ok().filter(|&j| j < rank).ok_or_else(bad)?;
+        let j = usize::try_from(p)
+            .ok()
+            .filter(|&j| j < rank)
+            .ok_or_else(bad)?;
         if from.contains(&j) {
             return Err(bad());
         }
@@ -474,7 +482,13 @@ pub fn expand_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<ViewM
     let mut shape = dims.to_vec();
     shape.insert(d, Some(1));
     let axes = (0..dims.len())
-        .map(|j| if j < d { same(j) } else { same(j.saturating_add(1)) })
+        .map(|j| {
+            if j < d {
+                same(j)
+            } else {
+                same(j.saturating_add(1))
+            }
+        })
         .collect();
     Ok(ViewMap { shape, axes })
 }
@@ -520,10 +534,7 @@ pub fn reshape_dim(
     let Some(n) = dims[d] else {
         return Err(ViewError::Symbolic { method: M, dim: d });
     };
-    let rank = dims
-        .len()
-        .saturating_sub(1)
-        .saturating_add(sizes.len());
+    let rank = dims.len().saturating_sub(1).saturating_add(sizes.len());
     check_rank(M, rank)?;
     if sizes.is_empty() {
         return Err(ViewError::Elements {
@@ -702,7 +713,10 @@ pub fn reshape(
     for &n in new {
         sizes.push(size_u32(M, n)?);
     }
-    let count = |d: &[u32]| d.iter().fold(1u128, |a, &n| a.saturating_mul(u128::from(n)));
+    let count = |d: &[u32]| {
+        d.iter()
+            .fold(1u128, |a, &n| a.saturating_mul(u128::from(n)))
+    };
     if count(&sizes) != count(dims) {
         return Err(ViewError::Elements {
             method: M,
@@ -846,7 +860,14 @@ mod tests {
         let r = reshape(&dims, &st, false, &[4, 2, 3]).unwrap();
         same_elements(&dims, &st, &r);
         let e = reshape(&dims, &st, false, &[24]).unwrap_err();
-        assert!(matches!(e, ViewError::NotContiguous { first: 0, second: 1, .. }));
+        assert!(matches!(
+            e,
+            ViewError::NotContiguous {
+                first: 0,
+                second: 1,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -859,7 +880,10 @@ mod tests {
         same_elements(&dims, &st, &r);
         assert_eq!(
             reshape(&dims, &st, true, &[64, 48]).unwrap_err(),
-            ViewError::ReshapePartitions { parts: 128, got: 64 }
+            ViewError::ReshapePartitions {
+                parts: 128,
+                got: 64
+            }
         );
     }
 
@@ -923,22 +947,61 @@ mod tests {
     fn bad_arguments_are_refused() {
         let d = fixed(&[128, 8, 64]);
         let c = Affine::constant;
-        assert!(matches!(slice(&d, true, 3, c(0), c(1), 1), Err(ViewError::Axis { .. })));
-        assert!(matches!(slice(&d, true, 1, c(4), c(9), 1), Err(ViewError::SliceBounds { .. })));
-        assert!(matches!(slice(&d, true, 1, c(4), c(4), 1), Err(ViewError::SliceBounds { .. })));
-        assert!(matches!(slice(&d, true, 1, c(0), c(4), 0), Err(ViewError::Step { step: 0 })));
-        assert!(matches!(slice(&d, true, 0, c(0), c(64), 2), Err(ViewError::PartitionStep { .. })));
+        assert!(matches!(
+            slice(&d, true, 3, c(0), c(1), 1),
+            Err(ViewError::Axis { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(4), c(9), 1),
+            Err(ViewError::SliceBounds { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(4), c(4), 1),
+            Err(ViewError::SliceBounds { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(0), c(4), 0),
+            Err(ViewError::Step { step: 0 })
+        ));
+        assert!(matches!(
+            slice(&d, true, 0, c(0), c(64), 2),
+            Err(ViewError::PartitionStep { .. })
+        ));
         assert!(slice(&d, false, 0, c(0), c(64), 2).is_ok());
-        assert!(matches!(select(&d, true, 0, c(1)), Err(ViewError::Partition { .. })));
+        assert!(matches!(
+            select(&d, true, 0, c(1)),
+            Err(ViewError::Partition { .. })
+        ));
         assert!(select(&d, false, 0, c(1)).is_ok());
-        assert!(matches!(select(&d, true, 1, c(8)), Err(ViewError::Index { .. })));
-        assert!(matches!(permute(&d, true, &[1, 0, 2]), Err(ViewError::Partition { .. })));
+        assert!(matches!(
+            select(&d, true, 1, c(8)),
+            Err(ViewError::Index { .. })
+        ));
+        assert!(matches!(
+            permute(&d, true, &[1, 0, 2]),
+            Err(ViewError::Partition { .. })
+        ));
         assert!(permute(&d, false, &[1, 0, 2]).is_ok());
-        assert!(matches!(permute(&d, true, &[0, 1, 1]), Err(ViewError::NotPermutation { .. })));
-        assert!(matches!(broadcast(&d, true, 1, 4), Err(ViewError::NotSizeOne { .. })));
-        assert!(matches!(squeeze_dim(&d, true, 2), Err(ViewError::NotSizeOne { .. })));
-        assert!(matches!(expand_dim(&d, true, 0), Err(ViewError::Partition { .. })));
-        assert!(matches!(reshape_dim(&d, true, 1, &[3, -1]), Err(ViewError::Elements { .. })));
+        assert!(matches!(
+            permute(&d, true, &[0, 1, 1]),
+            Err(ViewError::NotPermutation { .. })
+        ));
+        assert!(matches!(
+            broadcast(&d, true, 1, 4),
+            Err(ViewError::NotSizeOne { .. })
+        ));
+        assert!(matches!(
+            squeeze_dim(&d, true, 2),
+            Err(ViewError::NotSizeOne { .. })
+        ));
+        assert!(matches!(
+            expand_dim(&d, true, 0),
+            Err(ViewError::Partition { .. })
+        ));
+        assert!(matches!(
+            reshape_dim(&d, true, 1, &[3, -1]),
+            Err(ViewError::Elements { .. })
+        ));
         assert!(matches!(
             expand_dim(&fixed(&[1, 1, 1, 1, 1]), false, 1),
             Err(ViewError::Rank { .. })

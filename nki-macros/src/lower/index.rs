@@ -452,7 +452,13 @@ impl Lowerer<'_> {
 
     /// The view of `base` (a whole tile, or a view of one) that `axes` index over a grid of
     /// `shape`.
-    pub(super) fn tile_view(&mut self, base: TileView, axes: &[Idx], shape: TileShape, span: Span) -> Value {
+    pub(super) fn tile_view(
+        &mut self,
+        base: TileView,
+        axes: &[Idx],
+        shape: TileShape,
+        span: Span,
+    ) -> Value {
         let tile = base.tile;
         let whole = base == TileView::whole(tile, &self.buf.tiles[tile as usize].shape);
         let p = &axes[0];

@@ -29,10 +29,14 @@ pub(super) const METHODS: &[&str] = &[
     "reshape",
 ];
 
+/// A view method that maps axes, applied to the viewed dimensions (`None`: symbolic) and
+/// whether the tensor is on chip.
+type MapFn = Box<dyn Fn(&[Option<u32>], bool) -> Result<ViewMap, ViewError>>;
+
 /// A method's arguments, read.
 enum Call {
     /// A view that is an affine map of the viewed axes.
-    Map(Box<dyn Fn(&[Option<u32>], bool) -> Result<ViewMap, ViewError>>),
+    Map(MapFn),
     /// `flatten_dims(start, end)`.
     Flatten(i64, i64),
     /// `reshape(shape)`.
@@ -170,7 +174,9 @@ impl Lowerer<'_> {
                     Some(e) => self.int(e, "`slice`'s step")?,
                     None => 1,
                 };
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::slice(d, c, dim, start, end, step)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::slice(d, c, dim, start, end, step)
+                }))
             }
             "select" => {
                 let a = self.args("select", args, &["dim", "index"], 2, span)?;
@@ -183,34 +189,46 @@ impl Lowerer<'_> {
                     }
                     v => self.basic(v, e.span())?,
                 };
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::select(d, c, dim, index)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::select(d, c, dim, index)
+                }))
             }
             "permute" => {
                 let a = self.args("permute", args, &["dims"], 1, span)?;
                 let dims = self.int_list(a[0]?, "`permute`'s dims")?;
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::permute(d, c, &dims)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::permute(d, c, &dims)
+                }))
             }
             "broadcast" => {
                 let a = self.args("broadcast", args, &["dim", "size"], 2, span)?;
                 let dim = self.int(a[0]?, "`broadcast`'s dim")?;
                 let size = self.int(a[1]?, "`broadcast`'s size")?;
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::broadcast(d, c, dim, size)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::broadcast(d, c, dim, size)
+                }))
             }
             "expand_dim" => {
                 let a = self.args("expand_dim", args, &["dim"], 1, span)?;
                 let dim = self.int(a[0]?, "`expand_dim`'s dim")?;
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::expand_dim(d, c, dim)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::expand_dim(d, c, dim)
+                }))
             }
             "squeeze_dim" => {
                 let a = self.args("squeeze_dim", args, &["dim"], 1, span)?;
                 let dim = self.int(a[0]?, "`squeeze_dim`'s dim")?;
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::squeeze_dim(d, c, dim)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::squeeze_dim(d, c, dim)
+                }))
             }
             "reshape_dim" => {
                 let a = self.args("reshape_dim", args, &["dim", "shape"], 2, span)?;
                 let dim = self.int(a[0]?, "`reshape_dim`'s dim")?;
                 let shape = self.int_list(a[1]?, "`reshape_dim`'s shape")?;
-                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| view::reshape_dim(d, c, dim, &shape)))
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::reshape_dim(d, c, dim, &shape)
+                }))
             }
             "flatten_dims" => {
                 let a = self.args("flatten_dims", args, &["start_dim", "end_dim"], 2, span)?;
@@ -219,8 +237,14 @@ impl Lowerer<'_> {
                 Call::Flatten(s, e)
             }
             "reshape" => {
-                if let Some(a) = args.iter().find(|a| a.name.as_ref().is_some_and(|n| n != "shape")) {
-                    self.error(a.value.span(), "`reshape` takes the new shape only (`shape`)");
+                if let Some(a) = args
+                    .iter()
+                    .find(|a| a.name.as_ref().is_some_and(|n| n != "shape"))
+                {
+                    self.error(
+                        a.value.span(),
+                        "`reshape` takes the new shape only (`shape`)",
+                    );
                     return None;
                 }
                 let shape = match args {
@@ -273,7 +297,10 @@ impl Lowerer<'_> {
             other => {
                 self.error(
                     e.span(),
-                    format!("{what} is a tuple of integers (`(0, 2, 1)`), not {}", other.describe()),
+                    format!(
+                        "{what} is a tuple of integers (`(0, 2, 1)`), not {}",
+                        other.describe()
+                    ),
                 );
                 None
             }
@@ -314,11 +341,25 @@ impl Lowerer<'_> {
             }
         }
         if fixed.len() > MAX_TILE_RANK {
-            self.error(span, ViewError::Rank { method, rank: fixed.len() }.to_string());
+            self.error(
+                span,
+                ViewError::Rank {
+                    method,
+                    rank: fixed.len(),
+                }
+                .to_string(),
+            );
             return None;
         }
         let Some(shape) = padded(&fixed) else {
-            self.error(span, ViewError::Rank { method, rank: fixed.len() }.to_string());
+            self.error(
+                span,
+                ViewError::Rank {
+                    method,
+                    rank: fixed.len(),
+                }
+                .to_string(),
+            );
             return None;
         };
         let axes = h
