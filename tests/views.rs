@@ -127,6 +127,42 @@ fn permute_and_broadcast_move_the_elements_numpy_moves() {
     }
 }
 
+/// NKI 2.26: one partition of a tile, by a one-partition slice.
+#[kernel]
+fn row_226(a: Hbm<f32, 128, 64>) -> Hbm<f32, 1, 32> {
+    let out = ndarray([1, 32], f32, SharedHbm);
+    let t = load(a[..]);
+    let r = ndarray([1, 32], f32, Sbuf);
+    r[..] = tensor_copy(t[[5..6, 32..64]]);
+    store(out[..], r);
+    out
+}
+
+/// NKI 0.6: `select` on a tile's partition axis keeps the axis, one partition long.
+#[kernel]
+fn row_06(a: Hbm<f32, 128, 64>) -> Hbm<f32, 1, 32> {
+    let out = ndarray([1, 32], f32, SharedHbm);
+    let t = ndarray([128, 64], f32, Sbuf);
+    nisa::dma_copy(dst = t, src = a);
+    let r = ndarray([1, 32], f32, Sbuf);
+    nisa::tensor_copy(dst = r, src = t.select(0, 5).slice(1, 32, 64));
+    nisa::dma_copy(dst = out, src = r);
+    out
+}
+
+#[test]
+fn select_of_a_partition_is_a_one_partition_slice() {
+    let old = row_226::KERNEL.program();
+    let new = row_06::KERNEL.program();
+    assert_eq!(body(old), body(new), "2.26:\n{old}\n0.6:\n{new}");
+    let a = rand_f32(Ix2(128, 64), 7, -4.0, 4.0);
+    let mut core = NeuronCore::default();
+    let out = row_06::host(&mut core, a.view()).unwrap();
+    for j in 0..32 {
+        assert_eq!(out[[0, j]], a[[5, 32 + j]], "column {j}");
+    }
+}
+
 // ---- HBM views ----
 
 /// An HBM tensor read transposed (`permute((1, 0))`, the DMA's strided partition axis), its

@@ -198,6 +198,38 @@ pub enum ViewError {
     },
 }
 
+impl ViewError {
+    /// The NKI parameter the error is about (its argument is underlined), or `None` for the
+    /// whole call.
+    pub fn param(&self) -> Option<&'static str> {
+        match self {
+            ViewError::Axis { method, .. } | ViewError::Partition { method, .. } => match *method {
+                "permute" => Some("dims"),
+                "flatten_dims" | "reshape" => None,
+                _ => Some("dim"),
+            },
+            ViewError::NotSizeOne { .. } => Some("dim"),
+            ViewError::Step { .. } | ViewError::PartitionStep { .. } => Some("step"),
+            ViewError::Index { .. } => Some("index"),
+            ViewError::Size { method, .. } => match *method {
+                "broadcast" => Some("size"),
+                _ => Some("shape"),
+            },
+            ViewError::NotPermutation { .. } => Some("dims"),
+            ViewError::Elements { .. }
+            | ViewError::ReshapePartitions { .. }
+            | ViewError::TwoInferred => Some("shape"),
+            ViewError::SliceBounds { .. }
+            | ViewError::SliceSize
+            | ViewError::Rank { .. }
+            | ViewError::FlattenOrder { .. }
+            | ViewError::NotContiguous { .. }
+            | ViewError::Symbolic { .. }
+            | ViewError::Overflow { .. } => None,
+        }
+    }
+}
+
 /// One axis of the viewed tensor as a function of the view's axes: `start + Σ coef[k]·u_k`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisMap {
@@ -338,8 +370,8 @@ pub fn slice(
 }
 
 /// `t.select(dim, index)`: the tensor at `index` on axis `dim`, which it removes (NKI:
-/// `0 <= index < t.shape[dim]`). A tile's partition axis is not removed: NKI's select there is
-/// refused (a tile keeps its partitions; slice one partition instead).
+/// `0 <= index < t.shape[dim]`). A tile's partition axis is not removed: as NKI's integer index
+/// on it, the view keeps it one partition long.
 pub fn select(
     dims: &[Option<u32>],
     on_chip: bool,
@@ -349,13 +381,6 @@ pub fn select(
     const M: &str = "select";
     let d = axis(M, dim, dims.len())?;
     check_rank(M, dims.len())?;
-    if on_chip && d == 0 {
-        return Err(ViewError::Partition {
-            method: M,
-            what: "remove",
-            hint: ": take one partition with `slice(0, p, p + 1)`",
-        });
-    }
     if let (Some(size), true) = (dims[d], index.is_constant())
         && (index.constant < 0 || index.constant >= i64::from(size))
     {
@@ -364,6 +389,13 @@ pub fn select(
             index: index.constant,
             size,
         });
+    }
+    // On chip, NKI's integer on the partition axis keeps it, one partition long.
+    if on_chip && d == 0 {
+        let end = index
+            .checked_add(&Affine::constant(1))
+            .ok_or(ViewError::Overflow { method: M })?;
+        return slice(dims, on_chip, 0, index, end, 1);
     }
     let mut shape = dims.to_vec();
     shape.remove(d);
@@ -968,11 +1000,10 @@ mod tests {
             Err(ViewError::PartitionStep { .. })
         ));
         assert!(slice(&d, false, 0, c(0), c(64), 2).is_ok());
-        assert!(matches!(
-            select(&d, true, 0, c(1)),
-            Err(ViewError::Partition { .. })
-        ));
-        assert!(select(&d, false, 0, c(1)).is_ok());
+        let one = select(&d, true, 0, c(1)).unwrap();
+        assert_eq!(one.shape, fixed(&[1, 8, 64]));
+        assert_eq!(apply(&one, &[0, 2, 3]), vec![1, 2, 3]);
+        assert_eq!(select(&d, false, 0, c(1)).unwrap().shape, fixed(&[8, 64]));
         assert!(matches!(
             select(&d, true, 1, c(8)),
             Err(ViewError::Index { .. })

@@ -13,7 +13,7 @@ fn bad_views(a: Hbm<f32, 4, 128, 64>) -> Hbm<f32, 128, 64> {
     let x = t.slice(2, 0, 64, step = 0);
     let x = t.slice(0, 0, 128, 2);
     // A tile keeps its partitions first and whole.
-    let x = t.select(0, 3);
+    let x = a.select(0, 1).broadcast(0, 4);
     let x = t.permute((2, 1, 0));
     let x = t.permute((0, 1, 1));
     let x = t.expand_dim(0);

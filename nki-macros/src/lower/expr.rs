@@ -63,7 +63,7 @@ impl Lowerer<'_> {
                     return self.reshape(h.clone(), args, *span);
                 }
                 // NKI 0.6's views of a tile, an HBM tensor or an access.
-                if super::views::METHODS.contains(&m.as_str())
+                if super::views::is_view_method(&m)
                     && matches!(r, Value::Tile(_) | Value::Blocks { .. } | Value::Access(_) | Value::Tensor(_))
                 {
                     return self.view_method(r, &m, args, *span);

@@ -16,18 +16,31 @@ use super::Lowerer;
 use super::value::{Access, Hbm, Idx, Value};
 use crate::parse::model::{Arg, Expr};
 
-/// The view methods, by NKI's names.
-pub(super) const METHODS: &[&str] = &[
-    "slice",
-    "select",
-    "permute",
-    "broadcast",
-    "expand_dim",
-    "squeeze_dim",
-    "reshape_dim",
-    "flatten_dims",
-    "reshape",
+/// Whether `name` is a view method.
+pub(super) fn is_view_method(name: &str) -> bool {
+    PARAMS.iter().any(|(m, _)| *m == name)
+}
+
+/// The view methods and their parameters, NKI's names in NKI's order.
+const PARAMS: &[(&str, &[&str])] = &[
+    ("slice", &["dim", "start", "end", "step"]),
+    ("select", &["dim", "index"]),
+    ("permute", &["dims"]),
+    ("broadcast", &["dim", "size"]),
+    ("expand_dim", &["dim"]),
+    ("squeeze_dim", &["dim"]),
+    ("reshape_dim", &["dim", "shape"]),
+    ("flatten_dims", &["start_dim", "end_dim"]),
+    ("reshape", &["shape"]),
 ];
+
+/// The parameters of view method `method`.
+fn params_of(method: &str) -> &'static [&'static str] {
+    PARAMS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map_or(&[], |(_, p)| p)
+}
 
 /// A view method that maps axes, applied to the viewed dimensions (`None`: symbolic) and
 /// whether the tensor is on chip.
@@ -54,7 +67,7 @@ fn padded(dims: &[u32]) -> Option<TileShape> {
 }
 
 impl Lowerer<'_> {
-    /// `recv.method(args)` for a view method ([`METHODS`]) on a tile, an HBM tensor or an
+    /// `recv.method(args)` for a view method ([`is_view_method`]) on a tile, an HBM tensor or an
     /// access.
     pub(super) fn view_method(
         &mut self,
@@ -63,14 +76,27 @@ impl Lowerer<'_> {
         args: &[Arg],
         span: Span,
     ) -> Value {
-        let Some(&method) = METHODS.iter().find(|m| **m == method) else {
+        let Some(&(method, _)) = PARAMS.iter().find(|(m, _)| *m == method) else {
             unreachable!("a view method")
         };
         let call = match self.view_call(method, args, span) {
             Some(c) => c,
             None => return Value::Poison,
         };
-        let fail = |this: &mut Self, e: ViewError| this.error(span, e.to_string());
+        // The argument the error is about, else the call.
+        let params = params_of(method);
+        let fail = |this: &mut Self, e: ViewError| {
+            let at = e
+                .param()
+                .and_then(|p| {
+                    let k = params.iter().position(|q| *q == p)?;
+                    args.iter()
+                        .find(|a| a.name.as_ref().is_some_and(|n| n == p))
+                        .or_else(|| args.iter().filter(|a| a.name.is_none()).nth(k))
+                })
+                .map_or(span, |a| a.value.span());
+            this.error(at, e.to_string())
+        };
         match recv {
             Value::Poison => Value::Poison,
             Value::Blocks { .. } => self.error(
@@ -166,7 +192,7 @@ impl Lowerer<'_> {
     fn view_call(&mut self, method: &str, args: &[Arg], span: Span) -> Option<Call> {
         Some(match method {
             "slice" => {
-                let a = self.args("slice", args, &["dim", "start", "end", "step"], 3, span)?;
+                let a = self.args(method, args, params_of(method), 3, span)?;
                 let dim = self.int(a[0]?, "`slice`'s dim")?;
                 let start = self.affine_arg(a[1]?)?;
                 let end = self.affine_arg(a[2]?)?;
@@ -179,7 +205,7 @@ impl Lowerer<'_> {
                 }))
             }
             "select" => {
-                let a = self.args("select", args, &["dim", "index"], 2, span)?;
+                let a = self.args(method, args, params_of(method), 2, span)?;
                 let dim = self.int(a[0]?, "`select`'s dim")?;
                 let e = a[1]?;
                 let index = match self.eval(e) {
@@ -194,14 +220,14 @@ impl Lowerer<'_> {
                 }))
             }
             "permute" => {
-                let a = self.args("permute", args, &["dims"], 1, span)?;
+                let a = self.args(method, args, params_of(method), 1, span)?;
                 let dims = self.int_list(a[0]?, "`permute`'s dims")?;
                 Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
                     view::permute(d, c, &dims)
                 }))
             }
             "broadcast" => {
-                let a = self.args("broadcast", args, &["dim", "size"], 2, span)?;
+                let a = self.args(method, args, params_of(method), 2, span)?;
                 let dim = self.int(a[0]?, "`broadcast`'s dim")?;
                 let size = self.int(a[1]?, "`broadcast`'s size")?;
                 Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
@@ -209,21 +235,21 @@ impl Lowerer<'_> {
                 }))
             }
             "expand_dim" => {
-                let a = self.args("expand_dim", args, &["dim"], 1, span)?;
+                let a = self.args(method, args, params_of(method), 1, span)?;
                 let dim = self.int(a[0]?, "`expand_dim`'s dim")?;
                 Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
                     view::expand_dim(d, c, dim)
                 }))
             }
             "squeeze_dim" => {
-                let a = self.args("squeeze_dim", args, &["dim"], 1, span)?;
+                let a = self.args(method, args, params_of(method), 1, span)?;
                 let dim = self.int(a[0]?, "`squeeze_dim`'s dim")?;
                 Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
                     view::squeeze_dim(d, c, dim)
                 }))
             }
             "reshape_dim" => {
-                let a = self.args("reshape_dim", args, &["dim", "shape"], 2, span)?;
+                let a = self.args(method, args, params_of(method), 2, span)?;
                 let dim = self.int(a[0]?, "`reshape_dim`'s dim")?;
                 let shape = self.int_list(a[1]?, "`reshape_dim`'s shape")?;
                 Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
@@ -231,7 +257,7 @@ impl Lowerer<'_> {
                 }))
             }
             "flatten_dims" => {
-                let a = self.args("flatten_dims", args, &["start_dim", "end_dim"], 2, span)?;
+                let a = self.args(method, args, params_of(method), 2, span)?;
                 let s = self.int(a[0]?, "`flatten_dims`'s start_dim")?;
                 let e = self.int(a[1]?, "`flatten_dims`'s end_dim")?;
                 Call::Flatten(s, e)
