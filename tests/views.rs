@@ -163,6 +163,46 @@ fn select_of_a_partition_is_a_one_partition_slice() {
     }
 }
 
+/// NKI 2.26: row blocks of a tensor with a symbolic dimension, by slices.
+#[kernel]
+fn rows_226(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
+    let out = ndarray([N, 64], f32, SharedHbm);
+    for i in affine_range(N / 128) {
+        let t = load(x[[i * 128..(i + 1) * 128, 0..64]]);
+        let u = ndarray([128, 64], f32, Sbuf);
+        u[..] = tensor_scalar(t, multiply, 2.0);
+        store(out[[i * 128..(i + 1) * 128, 0..64]], u);
+    }
+    out
+}
+
+/// NKI 0.6: `slice` of the symbolic dimension with loop-affine bounds.
+#[kernel]
+fn rows_06(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
+    let out = ndarray([N, 64], f32, SharedHbm);
+    for i in affine_range(N / 128) {
+        let t = ndarray([128, 64], f32, Sbuf);
+        nisa::dma_copy(dst = t, src = x.slice(0, i * 128, (i + 1) * 128));
+        let u = ndarray([128, 64], f32, Sbuf);
+        nisa::tensor_scalar(dst = u, data = t, op0 = nl::multiply, operand0 = 2.0);
+        nisa::dma_copy(dst = out.slice(0, i * 128, (i + 1) * 128), src = u);
+    }
+    out
+}
+
+#[test]
+fn a_slice_of_a_symbolic_dimension_is_the_2_26_slice() {
+    let old = rows_226::KERNEL.program();
+    let new = rows_06::KERNEL.program();
+    assert_eq!(body(old), body(new), "2.26:\n{old}\n0.6:\n{new}");
+    let x = rand_f32(Ix2(256, 64), 8, -4.0, 4.0);
+    let mut core = NeuronCore::default();
+    let out = rows_06::host(&mut core, x.view()).unwrap();
+    for ((r, c), v) in out.indexed_iter() {
+        assert_eq!(*v, 2.0 * x[[r, c]], "({r}, {c})");
+    }
+}
+
 // ---- HBM views ----
 
 /// An HBM tensor read transposed (`permute((1, 0))`, the DMA's strided partition axis), its

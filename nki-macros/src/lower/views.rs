@@ -170,14 +170,14 @@ impl Lowerer<'_> {
                             h.prefix.push(m.axes[0].start);
                             return Value::Tensor(h);
                         }
-                        let whole = match self.whole_access(&h, &dims, method, span) {
+                        let whole = match self.whole_access(&h, &dims, true, method, span) {
                             Some(a) => a,
                             None => return Value::Poison,
                         };
                         self.access_map(whole, &m, method, span)
                     }
                     Call::Flatten(..) | Call::Reshape(_) => {
-                        let Some(a) = self.whole_access(&h, &dims, method, span) else {
+                        let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
                             return Value::Poison;
                         };
                         self.view_method(Value::Access(a), method, args, span)
@@ -349,10 +349,15 @@ impl Lowerer<'_> {
     }
 
     /// The whole of an HBM tensor as an access (`t[..]`); its dimensions must be known.
+    ///
+    /// With `mapped`, the access is only the start of a map that sets the view's shape: a
+    /// symbolic dimension has a placeholder size (1) there, and the map's result must be known
+    /// (a symbolic dimension sliced with explicit bounds, `x.slice(0, i * 128, (i + 1) * 128)`).
     fn whole_access(
         &mut self,
         h: &Hbm,
         dims: &[Option<u32>],
+        mapped: bool,
         method: &'static str,
         span: Span,
     ) -> Option<Access> {
@@ -360,6 +365,7 @@ impl Lowerer<'_> {
         for (k, d) in dims.iter().enumerate() {
             match d {
                 Some(n) => fixed.push(*n),
+                None if mapped => fixed.push(1),
                 None => {
                     self.error(span, ViewError::Symbolic { method, dim: k }.to_string());
                     return None;
