@@ -44,6 +44,7 @@ pub mod rules;
 mod shape;
 pub mod target;
 mod verify;
+pub mod view;
 
 pub use affine::{Affine, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Var, VarValues};
 pub use buf::{ProgramBuf, ReshapeBuf, TensorBuf, TileBuf};

@@ -2,8 +2,8 @@ use nki::prelude::*;
 
 // A reshape views the same elements under other dimensions: its dimensions must hold exactly
 // the tensor's elements (decided here when the symbols cancel out), be integers, the kernel's
-// symbols or their products, quotients and sums (not a dimension minus a literal); a tile is
-// not reshaped.
+// symbols or their products, quotients and sums (not a dimension minus a literal); a tile's
+// reshape keeps its partitions.
 #[kernel]
 fn reshape_element_count(
     x: Hbm<f32, 4, 4>,

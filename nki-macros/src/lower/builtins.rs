@@ -558,7 +558,7 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 const REFUSED: &[(&str, &str)] = &[
     (
         "expand_dims",
-        "`expand_dims` (a view with a size-1 axis after the last) is not in the language: index the tile with the extra axis (`t[[i_p, i_f, 0..1]]` of a tile declared with it), or declare the tile with the shape you need",
+        "`expand_dims` (NKI 2.26's function) is not in the language: use NKI 0.6's view method, `x.expand_dim(axis)`",
     ),
     (
         "loop_reduce",

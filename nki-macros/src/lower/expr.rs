@@ -62,6 +62,12 @@ impl Lowerer<'_> {
                     }
                     return self.reshape(h.clone(), args, *span);
                 }
+                // NKI 0.6's views of a tile, an HBM tensor or an access.
+                if super::views::is_view_method(&m)
+                    && matches!(r, Value::Tile(_) | Value::Blocks { .. } | Value::Access(_) | Value::Tensor(_))
+                {
+                    return self.view_method(r, &m, args, *span);
+                }
                 if !AXES.contains(&m.as_str()) {
                     let hint = match m.as_str() {
                         "reshape" => ": reshape the HBM tensor it comes from, or index the tile with the shape you need (`x[[i_p, i_f]]` over an `mgrid!`)",

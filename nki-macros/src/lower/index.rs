@@ -414,7 +414,7 @@ impl Lowerer<'_> {
     }
 
     /// A loop-affine value without grid terms.
-    fn basic(&mut self, v: Value, span: Span) -> Option<Affine> {
+    pub(super) fn basic(&mut self, v: Value, span: Span) -> Option<Affine> {
         let i = self.as_index(v, span)?;
         if i.is_advanced() {
             self.error(span, "a slice bound cannot use an index grid");
@@ -452,7 +452,13 @@ impl Lowerer<'_> {
 
     /// The view of `base` (a whole tile, or a view of one) that `axes` index over a grid of
     /// `shape`.
-    fn tile_view(&mut self, base: TileView, axes: &[Idx], shape: TileShape, span: Span) -> Value {
+    pub(super) fn tile_view(
+        &mut self,
+        base: TileView,
+        axes: &[Idx],
+        shape: TileShape,
+        span: Span,
+    ) -> Value {
         let tile = base.tile;
         let whole = base == TileView::whole(tile, &self.buf.tiles[tile as usize].shape);
         let p = &axes[0];

@@ -23,6 +23,7 @@ mod inline;
 mod mask;
 mod ops;
 pub mod value;
+mod views;
 
 use std::collections::HashMap;
 use syn::ext::IdentExt;

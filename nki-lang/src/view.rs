@@ -1,0 +1,1041 @@
+//! NKI 0.6's tensor views (`t.slice(1, 0, 64)`, `t.select(0, b)`, `t.permute((0, 2, 1))`,
+//! `t.broadcast(1, 8)`, `t.expand_dim(1)`, `t.squeeze_dim(1)`, `t.reshape_dim(1, (4, 6))`,
+//! `t.flatten_dims(1, 2)`, `t.reshape((128, 24))`): the rules each method checks and the new
+//! layout it gives, as plain arithmetic on dimensions and strides.
+//!
+//! A view copies nothing: it is a new affine access of the same storage. Most methods are a
+//! [`ViewMap`], which writes each axis of the viewed tensor as an affine function of the view's
+//! axes (a slice's `old = start + step·new`); the caller composes it with the access it views.
+//! Merging axes (`flatten_dims`, `reshape`) is no such map (it would divide): it is computed on
+//! the strides instead, and refused where the merged axes are not contiguous, as NKI refuses it.
+//!
+//! On-chip tensors (SBUF, PSUM tiles) keep their partition axis first and whole-strided: NKI
+//! forbids every method that would move, remove, insert before, broadcast or merge it.
+
+use thiserror::Error;
+
+use crate::Affine;
+
+/// Most axes a view may have (a tile's, an HBM access's grid).
+pub const MAX_VIEW_RANK: usize = crate::MAX_TILE_RANK;
+
+/// Why a view method is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ViewError {
+    /// `dim` is not an axis of the tensor.
+    #[error("`{method}`: dimension {dim} is out of range for a tensor of rank {rank}")]
+    Axis {
+        /// The method.
+        method: &'static str,
+        /// The dimension given.
+        dim: i64,
+        /// The tensor's rank.
+        rank: usize,
+    },
+    /// A method NKI forbids on the partition axis of an on-chip tensor.
+    #[error(
+        "`{method}` cannot {what} the partition dimension (dimension 0) of an SBUF or PSUM tile: partitions are separate memory lanes that every engine reads in place, so the partition axis stays first and whole{hint}"
+    )]
+    Partition {
+        /// The method.
+        method: &'static str,
+        /// What it would do (`remove`, `broadcast`, `move`, ...).
+        what: &'static str,
+        /// How to do it instead.
+        hint: &'static str,
+    },
+    /// A slice outside `0 <= start < end <= size`.
+    #[error(
+        "`slice`: start {start} and end {end} must satisfy 0 <= start < end <= {size} (the size of dimension {dim})"
+    )]
+    SliceBounds {
+        /// The dimension.
+        dim: usize,
+        /// The start.
+        start: i64,
+        /// The end.
+        end: i64,
+        /// The dimension's size.
+        size: u32,
+    },
+    /// A slice whose size (`end - start`) is not a positive compile-time constant.
+    #[error(
+        "`slice`: its size (`end - start`) must be a positive compile-time constant (`slice(1, k * 128, (k + 1) * 128)`)"
+    )]
+    SliceSize,
+    /// A step below 1.
+    #[error("`slice`: the step must be at least 1, not {step}")]
+    Step {
+        /// The step.
+        step: i64,
+    },
+    /// A step other than 1 on a tile's partition axis.
+    #[error(
+        "`slice`: the partition dimension of an SBUF or PSUM tile is read with stride 1 (an engine reads consecutive partitions), so its step must be 1, not {step}"
+    )]
+    PartitionStep {
+        /// The step.
+        step: i64,
+    },
+    /// A static index outside the dimension.
+    #[error("`select`: index {index} is out of range for dimension {dim} of size {size}")]
+    Index {
+        /// The dimension.
+        dim: usize,
+        /// The index.
+        index: i64,
+        /// The dimension's size.
+        size: u32,
+    },
+    /// `broadcast` or `squeeze_dim` of a dimension whose size is not 1.
+    #[error(
+        "`{method}`: dimension {dim} has size {size}, and only a size-1 dimension can be {what}"
+    )]
+    NotSizeOne {
+        /// The method.
+        method: &'static str,
+        /// The dimension.
+        dim: usize,
+        /// Its size.
+        size: u32,
+        /// `broadcast` or `removed`.
+        what: &'static str,
+    },
+    /// A size that is not a positive 32-bit integer.
+    #[error("`{method}`: a size is a positive 32-bit integer, not {size}")]
+    Size {
+        /// The method.
+        method: &'static str,
+        /// The size given.
+        size: i64,
+    },
+    /// A view with too many axes.
+    #[error(
+        "`{method}`: a view has at most {MAX_VIEW_RANK} dimensions, and this one would have {rank}"
+    )]
+    Rank {
+        /// The method.
+        method: &'static str,
+        /// The rank it would have.
+        rank: usize,
+    },
+    /// `permute`'s `dims` is not a permutation of the axes.
+    #[error("`permute`: ({dims}) is not a permutation of the {rank} dimensions (0 to {last})")]
+    NotPermutation {
+        /// The dims given.
+        dims: String,
+        /// The tensor's rank.
+        rank: usize,
+        /// `rank - 1`.
+        last: usize,
+    },
+    /// `flatten_dims` with `start_dim > end_dim`.
+    #[error("`flatten_dims`: start_dim {start} is after end_dim {end}")]
+    FlattenOrder {
+        /// start_dim.
+        start: usize,
+        /// end_dim.
+        end: usize,
+    },
+    /// Merged axes that are not contiguous in memory.
+    #[error(
+        "`{method}`: dimensions {first} and {second} are not contiguous in memory (stride {outer} where {inner} x {size} = {want} would be), so they cannot be merged into one: the view is not a valid view of storage (a `permute`, a stepped `slice` or a `broadcast` separates them); copy the data into a tile of the shape you need"
+    )]
+    NotContiguous {
+        /// The method.
+        method: &'static str,
+        /// The outer dimension.
+        first: usize,
+        /// The inner dimension.
+        second: usize,
+        /// The outer stride.
+        outer: i64,
+        /// The inner stride.
+        inner: i64,
+        /// The inner size.
+        size: u32,
+        /// `inner * size`.
+        want: i128,
+    },
+    /// A reshape to another number of elements.
+    #[error("`{method}`: the new shape holds {got} elements, the tensor {want}")]
+    Elements {
+        /// The method.
+        method: &'static str,
+        /// Elements of the new shape.
+        got: u128,
+        /// Elements of the tensor (or the split dimension).
+        want: u128,
+    },
+    /// A reshape of a tile that changes its partitions.
+    #[error(
+        "`reshape` of an SBUF or PSUM tile keeps its partition dimension: shape[0] must be {parts}, not {got}"
+    )]
+    ReshapePartitions {
+        /// The tile's partitions.
+        parts: u32,
+        /// shape[0] given.
+        got: i64,
+    },
+    /// More than one `-1` in `reshape_dim`.
+    #[error("`reshape_dim`: at most one size may be -1 (inferred)")]
+    TwoInferred,
+    /// A size of a symbolic dimension where the method needs it.
+    #[error(
+        "`{method}`: dimension {dim} is symbolic; a view needs its size at compile time: slice it with explicit bounds first, or make it a meta-parameter"
+    )]
+    Symbolic {
+        /// The method.
+        method: &'static str,
+        /// The dimension.
+        dim: usize,
+    },
+    /// An offset or stride overflows `i64`.
+    #[error("`{method}`: integer overflow in the view's offsets or strides")]
+    Overflow {
+        /// The method.
+        method: &'static str,
+    },
+}
+
+impl ViewError {
+    /// The NKI parameter the error is about (its argument is underlined), or `None` for the
+    /// whole call.
+    pub fn param(&self) -> Option<&'static str> {
+        match self {
+            ViewError::Axis { method, .. } | ViewError::Partition { method, .. } => match *method {
+                "permute" => Some("dims"),
+                "flatten_dims" | "reshape" => None,
+                _ => Some("dim"),
+            },
+            ViewError::NotSizeOne { .. } => Some("dim"),
+            ViewError::Step { .. } | ViewError::PartitionStep { .. } => Some("step"),
+            ViewError::Index { .. } => Some("index"),
+            ViewError::Size { method, .. } => match *method {
+                "broadcast" => Some("size"),
+                _ => Some("shape"),
+            },
+            ViewError::NotPermutation { .. } => Some("dims"),
+            ViewError::Elements { .. }
+            | ViewError::ReshapePartitions { .. }
+            | ViewError::TwoInferred => Some("shape"),
+            ViewError::SliceBounds { .. }
+            | ViewError::SliceSize
+            | ViewError::Rank { .. }
+            | ViewError::FlattenOrder { .. }
+            | ViewError::NotContiguous { .. }
+            | ViewError::Symbolic { .. }
+            | ViewError::Overflow { .. } => None,
+        }
+    }
+}
+
+/// One axis of the viewed tensor as a function of the view's axes: `start + Σ coef[k]·u_k`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisMap {
+    /// The index at the view's origin (loop-affine: a slice's start may be `k * 128`).
+    pub start: Affine,
+    /// The coefficient of each of the view's axes.
+    pub coef: [i64; MAX_VIEW_RANK],
+}
+
+/// A view as an affine map from its axes to the viewed tensor's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewMap {
+    /// The view's dimensions (`None`: a symbolic dimension, for an HBM tensor).
+    pub shape: Vec<Option<u32>>,
+    /// One map per axis of the viewed tensor, in its order.
+    pub axes: Vec<AxisMap>,
+}
+
+fn unit(k: usize) -> [i64; MAX_VIEW_RANK] {
+    let mut c = [0; MAX_VIEW_RANK];
+    if let Some(x) = c.get_mut(k) {
+        *x = 1;
+    }
+    c
+}
+
+fn constant(start: Affine) -> AxisMap {
+    AxisMap {
+        start,
+        coef: [0; MAX_VIEW_RANK],
+    }
+}
+
+/// Axis `dim` (negative: from the end, as Python indexes) of a tensor of rank `rank`.
+pub fn axis(method: &'static str, dim: i64, rank: usize) -> Result<usize, ViewError> {
+    let r = i64::try_from(rank).unwrap_or(i64::MAX);
+    let d = if dim < 0 { dim.saturating_add(r) } else { dim };
+    match usize::try_from(d) {
+        Ok(d) if d < rank => Ok(d),
+        _ => Err(ViewError::Axis { method, dim, rank }),
+    }
+}
+
+fn size_u32(method: &'static str, size: i64) -> Result<u32, ViewError> {
+    match u32::try_from(size) {
+        Ok(s) if s > 0 => Ok(s),
+        _ => Err(ViewError::Size { method, size }),
+    }
+}
+
+fn check_rank(method: &'static str, rank: usize) -> Result<(), ViewError> {
+    if rank > MAX_VIEW_RANK {
+        return Err(ViewError::Rank { method, rank });
+    }
+    Ok(())
+}
+
+/// The map of old axis `j` to view axis `k` (identity on that axis).
+fn same(k: usize) -> AxisMap {
+    AxisMap {
+        start: Affine::ZERO,
+        coef: unit(k),
+    }
+}
+
+/// `t.slice(dim, start, end, step)`: elements `start, start + step, ...` below `end` of axis
+/// `dim` (NKI: `0 <= start < end <= t.shape[dim]`, `step >= 1`). `start` and `end` may be
+/// loop-affine when their difference is a constant; their bounds are then checked with the
+/// access.
+pub fn slice(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    dim: i64,
+    start: Affine,
+    end: Affine,
+    step: i64,
+) -> Result<ViewMap, ViewError> {
+    const M: &str = "slice";
+    let d = axis(M, dim, dims.len())?;
+    check_rank(M, dims.len())?;
+    if step < 1 {
+        return Err(ViewError::Step { step });
+    }
+    if on_chip && d == 0 && step != 1 {
+        return Err(ViewError::PartitionStep { step });
+    }
+    let len = start
+        .checked_scale(-1)
+        .and_then(|m| end.checked_add(&m))
+        .ok_or(ViewError::Overflow { method: M })?;
+    if !len.is_constant() || len.constant <= 0 {
+        if start.is_constant()
+            && end.is_constant()
+            && let Some(size) = dims[d]
+        {
+            return Err(ViewError::SliceBounds {
+                dim: d,
+                start: start.constant,
+                end: end.constant,
+                size,
+            });
+        }
+        return Err(ViewError::SliceSize);
+    }
+    if let (Some(size), true) = (dims[d], start.is_constant()) {
+        let (s, e) = (start.constant, end.constant);
+        if s < 0 || e > i64::from(size) {
+            return Err(ViewError::SliceBounds {
+                dim: d,
+                start: s,
+                end: e,
+                size,
+            });
+        }
+    }
+    // ceil(len / step): len > 0 and step >= 1, so neither overflows.
+    let count = len
+        .constant
+        .checked_sub(1)
+        .and_then(|x| x.checked_div(step))
+        .and_then(|x| x.checked_add(1))
+        .ok_or(ViewError::Overflow { method: M })?;
+    let count = size_u32(M, count)?;
+    let mut shape = dims.to_vec();
+    shape[d] = Some(count);
+    let axes = (0..dims.len())
+        .map(|j| {
+            if j == d {
+                let mut coef = [0; MAX_VIEW_RANK];
+                coef[j] = step;
+                AxisMap { start, coef }
+            } else {
+                same(j)
+            }
+        })
+        .collect();
+    Ok(ViewMap { shape, axes })
+}
+
+/// `t.select(dim, index)`: the tensor at `index` on axis `dim`, which it removes (NKI:
+/// `0 <= index < t.shape[dim]`). A tile's partition axis is not removed: as NKI's integer index
+/// on it, the view keeps it one partition long.
+pub fn select(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    dim: i64,
+    index: Affine,
+) -> Result<ViewMap, ViewError> {
+    const M: &str = "select";
+    let d = axis(M, dim, dims.len())?;
+    check_rank(M, dims.len())?;
+    if let (Some(size), true) = (dims[d], index.is_constant())
+        && (index.constant < 0 || index.constant >= i64::from(size))
+    {
+        return Err(ViewError::Index {
+            dim: d,
+            index: index.constant,
+            size,
+        });
+    }
+    // On chip, NKI's integer on the partition axis keeps it, one partition long.
+    if on_chip && d == 0 {
+        let end = index
+            .checked_add(&Affine::constant(1))
+            .ok_or(ViewError::Overflow { method: M })?;
+        return slice(dims, on_chip, 0, index, end, 1);
+    }
+    let mut shape = dims.to_vec();
+    shape.remove(d);
+    let axes = (0..dims.len())
+        .map(|j| match j.cmp(&d) {
+            std::cmp::Ordering::Less => same(j),
+            std::cmp::Ordering::Equal => constant(index),
+            std::cmp::Ordering::Greater => same(j.saturating_sub(1)),
+        })
+        .collect();
+    Ok(ViewMap { shape, axes })
+}
+
+/// `t.permute(dims)`: view axis `k` is axis `dims[k]` of `t` (NKI: a permutation of
+/// `range(t.ndim)`; on-chip, `dims[0] == 0`).
+pub fn permute(dims: &[Option<u32>], on_chip: bool, perm: &[i64]) -> Result<ViewMap, ViewError> {
+    const M: &str = "permute";
+    check_rank(M, dims.len())?;
+    let rank = dims.len();
+    let bad = || ViewError::NotPermutation {
+        dims: perm
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        rank,
+        last: rank.saturating_sub(1),
+    };
+    if perm.len() != rank {
+        return Err(bad());
+    }
+    let mut from = Vec::with_capacity(rank);
+    for &p in perm {
+        let j = usize::try_from(p)
+            .ok()
+            .filter(|&j| j < rank)
+            .ok_or_else(bad)?;
+        if from.contains(&j) {
+            return Err(bad());
+        }
+        from.push(j);
+    }
+    if on_chip && from[0] != 0 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "move",
+            hint: ": dims[0] must be 0; exchanging partitions and free elements moves data (`nc_transpose` on TensorE, `dma_transpose`)",
+        });
+    }
+    let shape = from.iter().map(|&j| dims[j]).collect();
+    let mut axes = vec![same(0); rank];
+    for (k, &j) in from.iter().enumerate() {
+        axes[j] = same(k);
+    }
+    Ok(ViewMap { shape, axes })
+}
+
+/// `t.broadcast(dim, size)`: the size-1 axis `dim` repeated `size` times, a stride-0 axis (NKI:
+/// `t.shape[dim] == 1`; on-chip, `dim != 0`).
+pub fn broadcast(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    dim: i64,
+    size: i64,
+) -> Result<ViewMap, ViewError> {
+    const M: &str = "broadcast";
+    let d = axis(M, dim, dims.len())?;
+    check_rank(M, dims.len())?;
+    if on_chip && d == 0 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "broadcast",
+            hint: ": copying one partition to others moves data (`broadcast_to` of a `[1, F]` tile does it on TensorE)",
+        });
+    }
+    match dims[d] {
+        Some(1) => {}
+        Some(n) => {
+            return Err(ViewError::NotSizeOne {
+                method: M,
+                dim: d,
+                size: n,
+                what: "broadcast",
+            });
+        }
+        None => return Err(ViewError::Symbolic { method: M, dim: d }),
+    }
+    let size = size_u32(M, size)?;
+    let mut shape = dims.to_vec();
+    shape[d] = Some(size);
+    let axes = (0..dims.len())
+        .map(|j| {
+            if j == d {
+                constant(Affine::ZERO)
+            } else {
+                same(j)
+            }
+        })
+        .collect();
+    Ok(ViewMap { shape, axes })
+}
+
+/// `t.expand_dim(dim)`: a new size-1 axis at position `dim` (`0..=t.ndim`; on-chip, not 0).
+pub fn expand_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<ViewMap, ViewError> {
+    const M: &str = "expand_dim";
+    let rank = dims.len().saturating_add(1);
+    let d = axis(M, dim, rank)?;
+    check_rank(M, rank)?;
+    if on_chip && d == 0 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "insert a dimension before",
+            hint: "",
+        });
+    }
+    let mut shape = dims.to_vec();
+    shape.insert(d, Some(1));
+    let axes = (0..dims.len())
+        .map(|j| {
+            if j < d {
+                same(j)
+            } else {
+                same(j.saturating_add(1))
+            }
+        })
+        .collect();
+    Ok(ViewMap { shape, axes })
+}
+
+/// `t.squeeze_dim(dim)`: removes the size-1 axis `dim` (on-chip, not 0).
+pub fn squeeze_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<ViewMap, ViewError> {
+    const M: &str = "squeeze_dim";
+    let d = axis(M, dim, dims.len())?;
+    check_rank(M, dims.len())?;
+    if on_chip && d == 0 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "remove",
+            hint: "",
+        });
+    }
+    match dims[d] {
+        Some(1) => {}
+        Some(n) => {
+            return Err(ViewError::NotSizeOne {
+                method: M,
+                dim: d,
+                size: n,
+                what: "removed",
+            });
+        }
+        None => return Err(ViewError::Symbolic { method: M, dim: d }),
+    }
+    select(dims, false, dim, Affine::ZERO).map_err(|_| ViewError::Overflow { method: M })
+}
+
+/// `t.reshape_dim(dim, shape)`: axis `dim` split into axes of sizes `shape` (row-major; one
+/// size may be -1, inferred). Splitting never needs contiguity. On-chip, `dim != 0` unless the
+/// split is trivial (`(128,)`).
+pub fn reshape_dim(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    dim: i64,
+    sizes: &[i64],
+) -> Result<ViewMap, ViewError> {
+    const M: &str = "reshape_dim";
+    let d = axis(M, dim, dims.len())?;
+    let Some(n) = dims[d] else {
+        return Err(ViewError::Symbolic { method: M, dim: d });
+    };
+    let rank = dims.len().saturating_sub(1).saturating_add(sizes.len());
+    check_rank(M, rank)?;
+    if sizes.is_empty() {
+        return Err(ViewError::Elements {
+            method: M,
+            got: 1,
+            want: u128::from(n),
+        });
+    }
+    if sizes.iter().filter(|&&s| s == -1).count() > 1 {
+        return Err(ViewError::TwoInferred);
+    }
+    let mut known: u128 = 1;
+    for &s in sizes.iter().filter(|&&s| s != -1) {
+        let s = size_u32(M, s)?;
+        known = known.saturating_mul(u128::from(s));
+    }
+    let inferred = if known == 0 {
+        0
+    } else {
+        u128::from(n).checked_div(known).unwrap_or(0)
+    };
+    let split: Vec<u32> = sizes
+        .iter()
+        .map(|&s| {
+            if s == -1 {
+                u32::try_from(inferred).unwrap_or(0)
+            } else {
+                u32::try_from(s).unwrap_or(0)
+            }
+        })
+        .collect();
+    let got = split
+        .iter()
+        .fold(1u128, |a, &s| a.saturating_mul(u128::from(s)));
+    if got != u128::from(n) || split.contains(&0) {
+        return Err(ViewError::Elements {
+            method: M,
+            got,
+            want: u128::from(n),
+        });
+    }
+    if on_chip && d == 0 && split.len() != 1 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "split",
+            hint: "",
+        });
+    }
+    let mut shape = dims[..d].to_vec();
+    shape.extend(split.iter().map(|&s| Some(s)));
+    shape.extend_from_slice(&dims[d.saturating_add(1)..]);
+    // Old axis d = Σ_k (product of the later split sizes) · u_{d+k}.
+    let mut coef = [0i64; MAX_VIEW_RANK];
+    let mut weight: i64 = 1;
+    for (k, &s) in split.iter().enumerate().rev() {
+        coef[d.saturating_add(k)] = weight;
+        weight = weight
+            .checked_mul(i64::from(s))
+            .ok_or(ViewError::Overflow { method: M })?;
+    }
+    let extra = split.len().saturating_sub(1);
+    let axes = (0..dims.len())
+        .map(|j| match j.cmp(&d) {
+            std::cmp::Ordering::Less => same(j),
+            std::cmp::Ordering::Equal => AxisMap {
+                start: Affine::ZERO,
+                coef,
+            },
+            std::cmp::Ordering::Greater => same(j.saturating_add(extra)),
+        })
+        .collect();
+    Ok(ViewMap { shape, axes })
+}
+
+/// The strides of a view after merging axes: one stride vector per component of the address
+/// (a tile's free offset; each axis of the HBM tensor an access indexes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restrided {
+    /// The view's new dimensions.
+    pub shape: Vec<u32>,
+    /// Each component's stride per new dimension.
+    pub strides: Vec<Vec<i64>>,
+}
+
+/// Whether `outer` and `inner` (axes of sizes `> 1`) are contiguous in every component:
+/// `stride[outer] == stride[inner] · dims[inner]`.
+fn contiguous(
+    method: &'static str,
+    dims: &[u32],
+    strides: &[Vec<i64>],
+    outer: usize,
+    inner: usize,
+) -> Result<(), ViewError> {
+    for s in strides {
+        let want = i128::from(s[inner]).saturating_mul(i128::from(dims[inner]));
+        if i128::from(s[outer]) != want {
+            return Err(ViewError::NotContiguous {
+                method,
+                first: outer,
+                second: inner,
+                outer: s[outer],
+                inner: s[inner],
+                size: dims[inner],
+                want,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `t.flatten_dims(start_dim, end_dim)`: axes `start_dim..=end_dim` merged into one (NKI: they
+/// must be contiguous in memory; on-chip, `start_dim > 0`). `strides` holds one stride per axis
+/// for each component of the address.
+pub fn flatten_dims(
+    dims: &[u32],
+    strides: &[Vec<i64>],
+    on_chip: bool,
+    start: i64,
+    end: i64,
+) -> Result<Restrided, ViewError> {
+    const M: &str = "flatten_dims";
+    let s = axis(M, start, dims.len())?;
+    let e = axis(M, end, dims.len())?;
+    if s > e {
+        return Err(ViewError::FlattenOrder { start: s, end: e });
+    }
+    if on_chip && s == 0 {
+        return Err(ViewError::Partition {
+            method: M,
+            what: "merge",
+            hint: ": start_dim must be above 0",
+        });
+    }
+    // The axes of size > 1 in the range must chain; axes of size 1 are never stepped.
+    let big: Vec<usize> = (s..=e).filter(|&k| dims[k] != 1).collect();
+    for w in big.windows(2) {
+        contiguous(M, dims, strides, w[0], w[1])?;
+    }
+    let merged = dims[s..=e]
+        .iter()
+        .try_fold(1u32, |a, &n| a.checked_mul(n))
+        .ok_or(ViewError::Size {
+            method: M,
+            size: i64::MAX,
+        })?;
+    let mut shape = dims[..s].to_vec();
+    shape.push(merged);
+    shape.extend_from_slice(&dims[e.saturating_add(1)..]);
+    let strides = strides
+        .iter()
+        .map(|st| {
+            let inner = big.last().map_or(0, |&k| st[k]);
+            let mut out = st[..s].to_vec();
+            out.push(inner);
+            out.extend_from_slice(&st[e.saturating_add(1)..]);
+            out
+        })
+        .collect();
+    Ok(Restrided { shape, strides })
+}
+
+/// `t.reshape(shape)`: the same elements in row-major order under `shape`, where the layout
+/// allows it without a copy (NKI: the element count is the same; on-chip, `shape[0]` is the
+/// partitions; "fails if the current memory layout is incompatible"). Runs of old axes and new
+/// axes with equal products are matched; each old run must be contiguous, and the new axes of a
+/// run take strides from its innermost axis.
+pub fn reshape(
+    dims: &[u32],
+    strides: &[Vec<i64>],
+    on_chip: bool,
+    new: &[i64],
+) -> Result<Restrided, ViewError> {
+    const M: &str = "reshape";
+    check_rank(M, new.len())?;
+    let mut sizes = Vec::with_capacity(new.len());
+    for &n in new {
+        sizes.push(size_u32(M, n)?);
+    }
+    let count = |d: &[u32]| {
+        d.iter()
+            .fold(1u128, |a, &n| a.saturating_mul(u128::from(n)))
+    };
+    if count(&sizes) != count(dims) {
+        return Err(ViewError::Elements {
+            method: M,
+            got: count(&sizes),
+            want: count(dims),
+        });
+    }
+    // On-chip, the partition axis stays: reshape the free axes alone.
+    let skip = if on_chip {
+        let parts = dims.first().copied().unwrap_or(1);
+        if sizes.first().copied() != Some(parts) {
+            return Err(ViewError::ReshapePartitions {
+                parts,
+                got: new.first().copied().unwrap_or(0),
+            });
+        }
+        1
+    } else {
+        0
+    };
+    // Axes of size 1 are never stepped: the old ones are left out, the new ones get stride 0.
+    let old: Vec<usize> = (skip..dims.len()).filter(|&k| dims[k] != 1).collect();
+    let big: Vec<usize> = (skip..sizes.len()).filter(|&k| sizes[k] != 1).collect();
+    let mut out: Vec<Vec<i64>> = strides
+        .iter()
+        .map(|st| {
+            let mut o = vec![0i64; sizes.len()];
+            o[..skip].copy_from_slice(&st[..skip]);
+            o
+        })
+        .collect();
+    let (mut i, mut j) = (0usize, 0usize);
+    while i < old.len() && j < big.len() {
+        // One run: old axes old[i..i2] and new axes big[j..j2] of equal products.
+        let (mut i2, mut j2) = (i.saturating_add(1), j.saturating_add(1));
+        let mut po = u128::from(dims[old[i]]);
+        let mut pn = u128::from(sizes[big[j]]);
+        while po != pn {
+            if po < pn && i2 < old.len() {
+                po = po.saturating_mul(u128::from(dims[old[i2]]));
+                i2 = i2.saturating_add(1);
+            } else if j2 < big.len() {
+                pn = pn.saturating_mul(u128::from(sizes[big[j2]]));
+                j2 = j2.saturating_add(1);
+            } else {
+                break;
+            }
+        }
+        let run = &old[i..i2];
+        for w in run.windows(2) {
+            contiguous(M, dims, strides, w[0], w[1])?;
+        }
+        for (c, st) in strides.iter().enumerate() {
+            let mut s = run.last().map_or(0, |&k| st[k]);
+            for &k in big[j..j2].iter().rev() {
+                out[c][k] = s;
+                s = s
+                    .checked_mul(i64::from(sizes[k]))
+                    .ok_or(ViewError::Overflow { method: M })?;
+            }
+        }
+        i = i2;
+        j = j2;
+    }
+    Ok(Restrided {
+        shape: sizes,
+        strides: out,
+    })
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "small test shapes"
+)]
+mod tests {
+    use super::*;
+
+    /// Row-major multi-index of linear position `i` in `dims`.
+    fn unravel(mut i: u64, dims: &[u32]) -> Vec<u64> {
+        let mut out = vec![0; dims.len()];
+        for (k, &n) in dims.iter().enumerate().rev() {
+            out[k] = i % u64::from(n);
+            i /= u64::from(n);
+        }
+        out
+    }
+
+    fn address(idx: &[u64], strides: &[i64]) -> i64 {
+        idx.iter().zip(strides).map(|(&i, &s)| i as i64 * s).sum()
+    }
+
+    /// Brute force: element `i` (row-major) of the new view addresses what element `i` of the
+    /// old one does, in every component.
+    fn same_elements(old: &[u32], old_st: &[Vec<i64>], new: &Restrided) {
+        let n: u64 = old.iter().map(|&d| u64::from(d)).product();
+        for i in 0..n {
+            let a = unravel(i, old);
+            let b = unravel(i, &new.shape);
+            for (so, sn) in old_st.iter().zip(&new.strides) {
+                assert_eq!(address(&a, so), address(&b, sn), "element {i}");
+            }
+        }
+    }
+
+    fn row_major(dims: &[u32]) -> Vec<i64> {
+        let mut s = vec![0i64; dims.len()];
+        let mut acc = 1i64;
+        for k in (0..dims.len()).rev() {
+            s[k] = acc;
+            acc *= i64::from(dims[k]);
+        }
+        s
+    }
+
+    #[test]
+    fn reshape_of_a_contiguous_layout_keeps_every_address() {
+        let dims = [4u32, 6, 2];
+        let st = vec![row_major(&dims)];
+        for new in [
+            vec![48i64],
+            vec![4, 12],
+            vec![24, 2],
+            vec![2, 2, 3, 4],
+            vec![1, 48, 1],
+            vec![8, 1, 6],
+        ] {
+            let r = reshape(&dims, &st, false, &new).unwrap();
+            same_elements(&dims, &st, &r);
+        }
+    }
+
+    #[test]
+    fn reshape_of_a_permuted_layout_splits_but_does_not_merge() {
+        // A [4, 6] view of a [6, 4] row-major array, transposed: strides (1, 4).
+        let dims = [4u32, 6];
+        let st = vec![vec![1i64, 4]];
+        let r = reshape(&dims, &st, false, &[4, 2, 3]).unwrap();
+        same_elements(&dims, &st, &r);
+        let e = reshape(&dims, &st, false, &[24]).unwrap_err();
+        assert!(matches!(
+            e,
+            ViewError::NotContiguous {
+                first: 0,
+                second: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn reshape_on_chip_keeps_the_partitions() {
+        let dims = [128u32, 4, 6];
+        // Partition component (stride 1 on axis 0) and free offset.
+        let st = vec![vec![1, 0, 0], vec![0, 6, 1]];
+        let r = reshape(&dims, &st, true, &[128, 24]).unwrap();
+        assert_eq!(r.strides, vec![vec![1, 0], vec![0, 1]]);
+        same_elements(&dims, &st, &r);
+        assert_eq!(
+            reshape(&dims, &st, true, &[64, 48]).unwrap_err(),
+            ViewError::ReshapePartitions {
+                parts: 128,
+                got: 64
+            }
+        );
+    }
+
+    #[test]
+    fn flatten_needs_contiguity() {
+        let dims = [128u32, 2, 3, 4];
+        let st = vec![vec![0, 12, 4, 1]];
+        let r = flatten_dims(&dims, &st, true, 1, 2).unwrap();
+        assert_eq!(r.shape, vec![128, 6, 4]);
+        same_elements(&dims, &st, &r);
+        // Stepped by 2 on axis 2: axes 2 and 3 no longer chain.
+        let st2 = vec![vec![0, 24, 8, 1]];
+        assert!(flatten_dims(&dims, &st2, true, 2, 3).is_err());
+        assert!(flatten_dims(&dims, &st2, true, 1, 2).is_ok());
+        assert!(matches!(
+            flatten_dims(&dims, &st, true, 0, 1),
+            Err(ViewError::Partition { .. })
+        ));
+    }
+
+    fn fixed(d: &[u32]) -> Vec<Option<u32>> {
+        d.iter().map(|&n| Some(n)).collect()
+    }
+
+    /// Where view element `u` lands in the viewed tensor.
+    fn apply(m: &ViewMap, u: &[i64]) -> Vec<i64> {
+        m.axes
+            .iter()
+            .map(|a| a.start.constant + a.coef.iter().zip(u).map(|(c, x)| c * x).sum::<i64>())
+            .collect()
+    }
+
+    #[test]
+    fn maps_follow_the_numpy_meaning() {
+        let d = fixed(&[128, 8, 64]);
+        let s = slice(&d, true, 2, Affine::constant(8), Affine::constant(24), 3).unwrap();
+        assert_eq!(s.shape, fixed(&[128, 8, 6]));
+        assert_eq!(apply(&s, &[5, 2, 4]), vec![5, 2, 20]);
+        let s = select(&d, true, 1, Affine::constant(3)).unwrap();
+        assert_eq!(s.shape, fixed(&[128, 64]));
+        assert_eq!(apply(&s, &[7, 9]), vec![7, 3, 9]);
+        let p = permute(&d, true, &[0, 2, 1]).unwrap();
+        assert_eq!(p.shape, fixed(&[128, 64, 8]));
+        assert_eq!(apply(&p, &[1, 2, 3]), vec![1, 3, 2]);
+        let e = expand_dim(&d, true, 1).unwrap();
+        assert_eq!(e.shape, fixed(&[128, 1, 8, 64]));
+        assert_eq!(apply(&e, &[1, 0, 2, 3]), vec![1, 2, 3]);
+        let one = fixed(&[128, 1, 64]);
+        let b = broadcast(&one, true, 1, 8).unwrap();
+        assert_eq!(b.shape, fixed(&[128, 8, 64]));
+        assert_eq!(apply(&b, &[1, 7, 3]), vec![1, 0, 3]);
+        let q = squeeze_dim(&one, true, 1).unwrap();
+        assert_eq!(q.shape, fixed(&[128, 64]));
+        assert_eq!(apply(&q, &[1, 3]), vec![1, 0, 3]);
+        let r = reshape_dim(&fixed(&[128, 24]), true, 1, &[4, -1]).unwrap();
+        assert_eq!(r.shape, fixed(&[128, 4, 6]));
+        assert_eq!(apply(&r, &[2, 3, 5]), vec![2, 23]);
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let d = fixed(&[128, 8, 64]);
+        let c = Affine::constant;
+        assert!(matches!(
+            slice(&d, true, 3, c(0), c(1), 1),
+            Err(ViewError::Axis { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(4), c(9), 1),
+            Err(ViewError::SliceBounds { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(4), c(4), 1),
+            Err(ViewError::SliceBounds { .. })
+        ));
+        assert!(matches!(
+            slice(&d, true, 1, c(0), c(4), 0),
+            Err(ViewError::Step { step: 0 })
+        ));
+        assert!(matches!(
+            slice(&d, true, 0, c(0), c(64), 2),
+            Err(ViewError::PartitionStep { .. })
+        ));
+        assert!(slice(&d, false, 0, c(0), c(64), 2).is_ok());
+        let one = select(&d, true, 0, c(1)).unwrap();
+        assert_eq!(one.shape, fixed(&[1, 8, 64]));
+        assert_eq!(apply(&one, &[0, 2, 3]), vec![1, 2, 3]);
+        assert_eq!(select(&d, false, 0, c(1)).unwrap().shape, fixed(&[8, 64]));
+        assert!(matches!(
+            select(&d, true, 1, c(8)),
+            Err(ViewError::Index { .. })
+        ));
+        assert!(matches!(
+            permute(&d, true, &[1, 0, 2]),
+            Err(ViewError::Partition { .. })
+        ));
+        assert!(permute(&d, false, &[1, 0, 2]).is_ok());
+        assert!(matches!(
+            permute(&d, true, &[0, 1, 1]),
+            Err(ViewError::NotPermutation { .. })
+        ));
+        assert!(matches!(
+            broadcast(&d, true, 1, 4),
+            Err(ViewError::NotSizeOne { .. })
+        ));
+        assert!(matches!(
+            squeeze_dim(&d, true, 2),
+            Err(ViewError::NotSizeOne { .. })
+        ));
+        assert!(matches!(
+            expand_dim(&d, true, 0),
+            Err(ViewError::Partition { .. })
+        ));
+        assert!(matches!(
+            reshape_dim(&d, true, 1, &[3, -1]),
+            Err(ViewError::Elements { .. })
+        ));
+        assert!(matches!(
+            expand_dim(&fixed(&[1, 1, 1, 1, 1]), false, 1),
+            Err(ViewError::Rank { .. })
+        ));
+    }
+}

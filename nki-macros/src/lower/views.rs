@@ -1,0 +1,537 @@
+//! NKI 0.6's view methods on tiles, HBM tensors and accesses: `t.slice(dim, start, end, step)`,
+//! `t.select(dim, index)`, `t.permute(dims)`, `t.broadcast(dim, size)`, `t.expand_dim(dim)`,
+//! `t.squeeze_dim(dim)`, `t.reshape_dim(dim, shape)`, `t.flatten_dims(start_dim, end_dim)` and
+//! `t.reshape(shape)` of a tile or an access.
+//!
+//! Each is a new access of the same storage, no instruction: the rule and the new layout come
+//! from [`nki_lang::view`]; a tile's view is built by the indexing machinery
+//! ([`Lowerer::tile_view`], which checks partitions and bounds as for `t[[...]]`), an HBM
+//! access's by composing its affine indices with the view's map.
+
+use crate::span::Span;
+use nki_lang::view::{self, Restrided, ViewError, ViewMap};
+use nki_lang::{Affine, Dim, MAX_TILE_RANK, TileShape, TileView};
+
+use super::Lowerer;
+use super::value::{Access, Hbm, Idx, Value};
+use crate::parse::model::{Arg, Expr};
+
+/// Whether `name` is a view method.
+pub(super) fn is_view_method(name: &str) -> bool {
+    PARAMS.iter().any(|(m, _)| *m == name)
+}
+
+/// The view methods and their parameters, NKI's names in NKI's order.
+const PARAMS: &[(&str, &[&str])] = &[
+    ("slice", &["dim", "start", "end", "step"]),
+    ("select", &["dim", "index"]),
+    ("permute", &["dims"]),
+    ("broadcast", &["dim", "size"]),
+    ("expand_dim", &["dim"]),
+    ("squeeze_dim", &["dim"]),
+    ("reshape_dim", &["dim", "shape"]),
+    ("flatten_dims", &["start_dim", "end_dim"]),
+    ("reshape", &["shape"]),
+];
+
+/// The parameters of view method `method`.
+fn params_of(method: &str) -> &'static [&'static str] {
+    PARAMS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map_or(&[], |(_, p)| p)
+}
+
+/// A view method that maps axes, applied to the viewed dimensions (`None`: symbolic) and
+/// whether the tensor is on chip.
+type MapFn = Box<dyn Fn(&[Option<u32>], bool) -> Result<ViewMap, ViewError>>;
+
+/// A method's arguments, read.
+enum Call {
+    /// A view that is an affine map of the viewed axes.
+    Map(MapFn),
+    /// `flatten_dims(start, end)`.
+    Flatten(i64, i64),
+    /// `reshape(shape)`.
+    Reshape(Vec<i64>),
+}
+
+/// A shape padded to the two axes an access or a tile has at least (a trailing size-1 axis, as
+/// `t[[0, 0..128]]` gives).
+fn padded(dims: &[u32]) -> Option<TileShape> {
+    let mut d = dims.to_vec();
+    while d.len() < 2 {
+        d.push(1);
+    }
+    TileShape::new(&d)
+}
+
+impl Lowerer<'_> {
+    /// `recv.method(args)` for a view method ([`is_view_method`]) on a tile, an HBM tensor or an
+    /// access.
+    pub(super) fn view_method(
+        &mut self,
+        recv: Value,
+        method: &str,
+        args: &[Arg],
+        span: Span,
+    ) -> Value {
+        let Some(&(method, _)) = PARAMS.iter().find(|(m, _)| *m == method) else {
+            unreachable!("a view method")
+        };
+        let call = match self.view_call(method, args, span) {
+            Some(c) => c,
+            None => return Value::Poison,
+        };
+        // The argument the error is about, else the call.
+        let params = params_of(method);
+        let fail = |this: &mut Self, e: ViewError| {
+            let at = e
+                .param()
+                .and_then(|p| {
+                    let k = params.iter().position(|q| *q == p)?;
+                    args.iter()
+                        .find(|a| a.name.as_ref().is_some_and(|n| n == p))
+                        .or_else(|| args.iter().filter(|a| a.name.is_none()).nth(k))
+                })
+                .map_or(span, |a| a.value.span());
+            this.error(at, e.to_string())
+        };
+        match recv {
+            Value::Poison => Value::Poison,
+            Value::Blocks { .. } => self.error(
+                span,
+                format!("`{method}` views a tile: select a block of a tile with block axes first (`t[k]`)"),
+            ),
+            Value::Tile(v) => {
+                let dims: Vec<Option<u32>> = v.shape.dims().iter().map(|&d| Some(d)).collect();
+                match call {
+                    Call::Map(f) => match f(&dims, true) {
+                        Ok(m) => self.tile_map(v, &m, span),
+                        Err(e) => fail(self, e),
+                    },
+                    Call::Flatten(s, e) => {
+                        let st = tile_strides(&v);
+                        match view::flatten_dims(v.shape.dims(), &st, true, s, e) {
+                            Ok(r) => self.tile_restrided(v, &r, span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
+                    Call::Reshape(shape) => {
+                        let st = tile_strides(&v);
+                        match view::reshape(v.shape.dims(), &st, true, &shape) {
+                            Ok(r) => self.tile_restrided(v, &r, span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
+                }
+            }
+            Value::Access(a) => {
+                if a.indirect.is_some() {
+                    return self.error(
+                        span,
+                        format!("`{method}` of an access with indirect indices: view the tensor first, then index it with the indices (`t.slice(...)[[idx, i_f]]`)"),
+                    );
+                }
+                let dims: Vec<Option<u32>> = a.shape.dims().iter().map(|&d| Some(d)).collect();
+                match call {
+                    Call::Map(f) => match f(&dims, false) {
+                        Ok(m) => self.access_map(a, &m, method, span),
+                        Err(e) => fail(self, e),
+                    },
+                    Call::Flatten(s, e) => {
+                        let st = access_strides(&a);
+                        match view::flatten_dims(a.shape.dims(), &st, false, s, e) {
+                            Ok(r) => self.access_restrided(a, &r, span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
+                    Call::Reshape(shape) => {
+                        let st = access_strides(&a);
+                        match view::reshape(a.shape.dims(), &st, false, &shape) {
+                            Ok(r) => self.access_restrided(a, &r, span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
+                }
+            }
+            Value::Tensor(h) => {
+                let dims = self.tensor_dims(&h);
+                match call {
+                    Call::Map(f) => {
+                        let m = match f(&dims, false) {
+                            Ok(m) => m,
+                            Err(e) => return fail(self, e),
+                        };
+                        // `q.select(0, b)` is `q[[b]]`: the tensor of the remaining axes, whose
+                        // dimensions may stay symbolic.
+                        if method == "select" && dims.len() >= 2 && m.axes[0].coef == [0; MAX_TILE_RANK] {
+                            let mut h = h;
+                            h.prefix.push(m.axes[0].start);
+                            return Value::Tensor(h);
+                        }
+                        let whole = match self.whole_access(&h, &dims, true, method, span) {
+                            Some(a) => a,
+                            None => return Value::Poison,
+                        };
+                        self.access_map(whole, &m, method, span)
+                    }
+                    Call::Flatten(..) | Call::Reshape(_) => {
+                        let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
+                            return Value::Poison;
+                        };
+                        self.view_method(Value::Access(a), method, args, span)
+                    }
+                }
+            }
+            other => self.error(span, format!("no method `{method}` on {}", other.describe())),
+        }
+    }
+
+    /// Reads a view method's arguments (NKI's names, by position or keyword).
+    fn view_call(&mut self, method: &str, args: &[Arg], span: Span) -> Option<Call> {
+        Some(match method {
+            "slice" => {
+                let a = self.args(method, args, params_of(method), 3, span)?;
+                let dim = self.int(a[0]?, "`slice`'s dim")?;
+                let start = self.affine_arg(a[1]?)?;
+                let end = self.affine_arg(a[2]?)?;
+                let step = match a[3] {
+                    Some(e) => self.int(e, "`slice`'s step")?,
+                    None => 1,
+                };
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::slice(d, c, dim, start, end, step)
+                }))
+            }
+            "select" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let dim = self.int(a[0]?, "`select`'s dim")?;
+                let e = a[1]?;
+                let index = match self.eval(e) {
+                    Value::Tile(_) => {
+                        self.error(e.span(), "`select` with an index read at run time (NKI 0.6's dynamic select of a tile's value) is not in the language: index an HBM tensor's partition axis with a `[P, 1]` tile of indices (`t[[idx, i_f]]`), or copy with `tensor_copy_dynamic_src`");
+                        return None;
+                    }
+                    v => self.basic(v, e.span())?,
+                };
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::select(d, c, dim, index)
+                }))
+            }
+            "permute" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                let dims = self.int_list(a[0]?, "`permute`'s dims")?;
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::permute(d, c, &dims)
+                }))
+            }
+            "broadcast" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let dim = self.int(a[0]?, "`broadcast`'s dim")?;
+                let size = self.int(a[1]?, "`broadcast`'s size")?;
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::broadcast(d, c, dim, size)
+                }))
+            }
+            "expand_dim" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                let dim = self.int(a[0]?, "`expand_dim`'s dim")?;
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::expand_dim(d, c, dim)
+                }))
+            }
+            "squeeze_dim" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                let dim = self.int(a[0]?, "`squeeze_dim`'s dim")?;
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::squeeze_dim(d, c, dim)
+                }))
+            }
+            "reshape_dim" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let dim = self.int(a[0]?, "`reshape_dim`'s dim")?;
+                let shape = self.int_list(a[1]?, "`reshape_dim`'s shape")?;
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::reshape_dim(d, c, dim, &shape)
+                }))
+            }
+            "flatten_dims" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let s = self.int(a[0]?, "`flatten_dims`'s start_dim")?;
+                let e = self.int(a[1]?, "`flatten_dims`'s end_dim")?;
+                Call::Flatten(s, e)
+            }
+            "reshape" => {
+                if let Some(a) = args
+                    .iter()
+                    .find(|a| a.name.as_ref().is_some_and(|n| n != "shape"))
+                {
+                    self.error(
+                        a.value.span(),
+                        "`reshape` takes the new shape only (`shape`)",
+                    );
+                    return None;
+                }
+                let shape = match args {
+                    [a] => self.int_list(&a.value, "`reshape`'s shape")?,
+                    _ => {
+                        let mut out = Vec::with_capacity(args.len());
+                        for a in args {
+                            out.push(self.int(&a.value, "a dimension of `reshape`")?);
+                        }
+                        out
+                    }
+                };
+                Call::Reshape(shape)
+            }
+            _ => unreachable!("a view method"),
+        })
+    }
+
+    /// A slice bound or index: a compile-time integer, or loop-affine (`k * 128`).
+    fn affine_arg(&mut self, e: &Expr) -> Option<Affine> {
+        let v = self.eval(e);
+        self.basic(v, e.span())
+    }
+
+    /// A tuple or array of compile-time integers (`(0, 2, 1)`, `[4, -1]`), or a shape (`x.shape`).
+    fn int_list(&mut self, e: &Expr, what: &str) -> Option<Vec<i64>> {
+        if let Expr::Array(items, _) | Expr::Tuple(items, _) = e {
+            let mut out = Vec::with_capacity(items.len());
+            for i in items {
+                out.push(self.int(i, what)?);
+            }
+            return Some(out);
+        }
+        match self.eval(e) {
+            Value::Int(n) => Some(vec![n]),
+            Value::Shape(dims) => {
+                let mut out = Vec::with_capacity(dims.len());
+                for d in dims {
+                    match d {
+                        Dim::Fixed(n) => out.push(i64::try_from(n).unwrap_or(i64::MAX)),
+                        Dim::Sym(_) => {
+                            self.error(e.span(), format!("{what} must be compile-time integers: this shape has a symbolic dimension"));
+                            return None;
+                        }
+                    }
+                }
+                Some(out)
+            }
+            Value::Poison => None,
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "{what} is a tuple of integers (`(0, 2, 1)`), not {}",
+                        other.describe()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The dimensions of an HBM tensor (after its fixed leading axes), `None` where symbolic.
+    fn tensor_dims(&self, h: &Hbm) -> Vec<Option<u32>> {
+        match h.reshape {
+            Some(r) => &self.buf.reshapes[r].shape,
+            None => &self.tensors[h.tensor].shape,
+        }
+        .iter()
+        .skip(h.prefix.len())
+        .map(|d| match d {
+            Dim::Fixed(n) => u32::try_from(*n).ok(),
+            Dim::Sym(_) => None,
+        })
+        .collect()
+    }
+
+    /// The whole of an HBM tensor as an access (`t[..]`); its dimensions must be known.
+    ///
+    /// With `mapped`, the access is only the start of a map that sets the view's shape: a
+    /// symbolic dimension has a placeholder size (1) there, and the map's result must be known
+    /// (a symbolic dimension sliced with explicit bounds, `x.slice(0, i * 128, (i + 1) * 128)`).
+    fn whole_access(
+        &mut self,
+        h: &Hbm,
+        dims: &[Option<u32>],
+        mapped: bool,
+        method: &'static str,
+        span: Span,
+    ) -> Option<Access> {
+        let mut fixed = Vec::with_capacity(dims.len());
+        for (k, d) in dims.iter().enumerate() {
+            match d {
+                Some(n) => fixed.push(*n),
+                None if mapped => fixed.push(1),
+                None => {
+                    self.error(span, ViewError::Symbolic { method, dim: k }.to_string());
+                    return None;
+                }
+            }
+        }
+        if fixed.len() > MAX_TILE_RANK {
+            self.error(
+                span,
+                ViewError::Rank {
+                    method,
+                    rank: fixed.len(),
+                }
+                .to_string(),
+            );
+            return None;
+        }
+        let Some(shape) = padded(&fixed) else {
+            self.error(
+                span,
+                ViewError::Rank {
+                    method,
+                    rank: fixed.len(),
+                }
+                .to_string(),
+            );
+            return None;
+        };
+        let axes = h
+            .prefix
+            .iter()
+            .map(|&a| Idx::from_affine(a))
+            .chain((0..fixed.len()).map(|k| {
+                let mut i = Idx::from_affine(Affine::ZERO);
+                i.grid[k] = 1;
+                i
+            }))
+            .collect();
+        Some(Access {
+            tensor: h.tensor,
+            reshape: h.reshape,
+            axes,
+            shape,
+            indirect: None,
+        })
+    }
+
+    /// A tile's view through a map: the view's index of each of the tile view's axes, built by
+    /// the indexing machinery (partition starts and bounds checked as `t[[...]]` checks them).
+    fn tile_map(&mut self, v: TileView, m: &ViewMap, span: Span) -> Value {
+        let dims: Vec<u32> = m.shape.iter().map(|d| d.unwrap_or(1)).collect();
+        let Some(shape) = padded(&dims) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let axes: Vec<Idx> = m
+            .axes
+            .iter()
+            .map(|a| {
+                let mut i = Idx::from_affine(a.start);
+                i.grid = a.coef;
+                i
+            })
+            .collect();
+        self.tile_view(v, &axes, shape, span)
+    }
+
+    /// A tile's view with merged axes: the same partitions and offset, new free strides.
+    fn tile_restrided(&mut self, v: TileView, r: &Restrided, span: Span) -> Value {
+        let Some(shape) = padded(&r.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (s, &x) in strides.iter_mut().zip(r.strides[0].iter().skip(1)) {
+            *s = x;
+        }
+        Value::Tile(TileView {
+            shape,
+            strides,
+            ..v
+        })
+    }
+
+    /// An access's view through a map: each tensor axis' index with the view's map substituted
+    /// for the access's grid axes.
+    fn access_map(&mut self, a: Access, m: &ViewMap, method: &'static str, span: Span) -> Value {
+        let mut dims = Vec::with_capacity(m.shape.len());
+        for (k, d) in m.shape.iter().enumerate() {
+            match d {
+                Some(n) => dims.push(*n),
+                None => {
+                    return self.error(span, ViewError::Symbolic { method, dim: k }.to_string());
+                }
+            }
+        }
+        let Some(shape) = padded(&dims) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut axes = Vec::with_capacity(a.axes.len());
+        for old in &a.axes {
+            let mut lin = old.lin;
+            let mut grid = [0i64; MAX_TILE_RANK];
+            for (j, map) in m.axes.iter().enumerate() {
+                let g = old.grid[j];
+                if g == 0 {
+                    continue;
+                }
+                let next = map.start.checked_scale(g).and_then(|t| lin.checked_add(&t));
+                let Some(next) = next else {
+                    return self.error(span, ViewError::Overflow { method }.to_string());
+                };
+                lin = next;
+                for (x, &c) in grid.iter_mut().zip(&map.coef) {
+                    let Some(s) = g.checked_mul(c).and_then(|t| x.checked_add(t)) else {
+                        return self.error(span, ViewError::Overflow { method }.to_string());
+                    };
+                    *x = s;
+                }
+            }
+            let mut i = Idx::from_affine(lin);
+            i.grid = grid;
+            axes.push(i);
+        }
+        Value::Access(Access {
+            axes,
+            shape,
+            indirect: None,
+            ..a
+        })
+    }
+
+    /// An access with merged axes: each tensor axis' grid coefficients replaced.
+    fn access_restrided(&mut self, a: Access, r: &Restrided, span: Span) -> Value {
+        let Some(shape) = padded(&r.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let axes = a
+            .axes
+            .iter()
+            .zip(&r.strides)
+            .map(|(old, st)| {
+                let mut i = Idx::from_affine(old.lin);
+                for (g, &s) in i.grid.iter_mut().zip(st) {
+                    *g = s;
+                }
+                i
+            })
+            .collect();
+        Value::Access(Access {
+            axes,
+            shape,
+            indirect: None,
+            ..a
+        })
+    }
+}
+
+/// A tile view's strides as one component: the free offset's stride per axis (0 for the
+/// partition axis, which merging never touches on chip).
+fn tile_strides(v: &TileView) -> Vec<Vec<i64>> {
+    let mut st = vec![0i64];
+    st.extend_from_slice(&v.strides[..v.shape.free().len()]);
+    vec![st]
+}
+
+/// An access's grid coefficients, one component per tensor axis.
+fn access_strides(a: &Access) -> Vec<Vec<i64>> {
+    let rank = a.shape.rank();
+    a.axes.iter().map(|i| i.grid[..rank].to_vec()).collect()
+}
