@@ -129,7 +129,9 @@ impl Ocp {
     fn load(self, bits: u8) -> f32 {
         let v = self.decode(bits);
         match self {
-            Ocp::E4M3Fn if v.is_nan() => f32::from_bits(0x7fc0_0000 | (u32::from(bits) & 0x80) << 24),
+            Ocp::E4M3Fn if v.is_nan() => {
+                f32::from_bits(0x7fc0_0000 | (u32::from(bits) & 0x80) << 24)
+            }
             _ => v as f32,
         }
     }
@@ -606,7 +608,15 @@ dtype_test!(
         -1.0,
         1e6,
         1e-40,
-        &[1.5, 3.0, 0.75, 0.0, 2f32.powi(-127), 1.5 * 2f32.powi(-127), 3e38]
+        &[
+            1.5,
+            3.0,
+            0.75,
+            0.0,
+            2f32.powi(-127),
+            1.5 * 2f32.powi(-127),
+            3e38
+        ]
     ),
     |v| F8E8M0Fnu(Ocp::E8M0Fnu.encode(v))
 );
@@ -630,9 +640,18 @@ fn ocp_references_agree_with_the_documented_table() {
     assert_eq!(Ocp::E8M0Fnu.encode(f32::MAX), 0xff);
     // The model's host conversions give the same bits on every code.
     for b in 0..=u8::MAX {
-        assert_eq!(F8E4M3Fn(b).to_f32().to_bits(), Ocp::E4M3Fn.load(b).to_bits());
-        assert_eq!(F8E8M0Fnu(b).to_f32().to_bits(), Ocp::E8M0Fnu.load(b).to_bits());
-        assert_eq!(F4E2M1Fn(b & 0xf).to_f32().to_bits(), Ocp::E2M1Fn.load(b & 0xf).to_bits());
+        assert_eq!(
+            F8E4M3Fn(b).to_f32().to_bits(),
+            Ocp::E4M3Fn.load(b).to_bits()
+        );
+        assert_eq!(
+            F8E8M0Fnu(b).to_f32().to_bits(),
+            Ocp::E8M0Fnu.load(b).to_bits()
+        );
+        assert_eq!(
+            F4E2M1Fn(b & 0xf).to_f32().to_bits(),
+            Ocp::E2M1Fn.load(b & 0xf).to_bits()
+        );
     }
 }
 

@@ -359,8 +359,16 @@ const fn float_rank(d: DType) -> u8 {
 const fn promote_float(a: DType, b: DType) -> DType {
     // `float8_e8m0fnu` promotes as `bf16` (it differs from `a` or `b`: equal types returned
     // earlier).
-    let a = if matches!(a, DType::F8E8M0Fnu) { DType::Bf16 } else { a };
-    let b = if matches!(b, DType::F8E8M0Fnu) { DType::Bf16 } else { b };
+    let a = if matches!(a, DType::F8E8M0Fnu) {
+        DType::Bf16
+    } else {
+        a
+    };
+    let b = if matches!(b, DType::F8E8M0Fnu) {
+        DType::Bf16
+    } else {
+        b
+    };
     if a as u8 == b as u8 {
         return a;
     }
@@ -486,8 +494,14 @@ mod tests {
         assert_eq!(DType::F4E2M1Fn.min_value(), Some(-6.0));
         assert_eq!(DType::F4E2M1Fn.smallest_normal(), Some(1.0));
         assert_eq!(DType::F4E2M1Fn.epsilon(), Some(0.5));
-        assert_eq!(DType::F8E8M0Fnu.max_value(), Some(f64::from(f32::from_bits(0x7f00_0000))));
-        assert_eq!(DType::F8E8M0Fnu.min_value(), Some(f64::from(f32::from_bits(0x0040_0000))));
+        assert_eq!(
+            DType::F8E8M0Fnu.max_value(),
+            Some(f64::from(f32::from_bits(0x7f00_0000)))
+        );
+        assert_eq!(
+            DType::F8E8M0Fnu.min_value(),
+            Some(f64::from(f32::from_bits(0x0040_0000)))
+        );
         assert_eq!(
             DType::F8E8M0Fnu.smallest_normal(),
             Some(f64::from(f32::from_bits(0x0040_0000)))

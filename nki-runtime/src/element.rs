@@ -262,9 +262,15 @@ mod tests {
         // but fp4 has none and reads a byte's low nibble only).
         for bits in 0..=u8::MAX {
             assert_eq!(F8E4M3Fn::from_f32(F8E4M3Fn(bits).to_f32()), F8E4M3Fn(bits));
-            assert_eq!(F8E8M0Fnu::from_f32(F8E8M0Fnu(bits).to_f32()), F8E8M0Fnu(bits));
+            assert_eq!(
+                F8E8M0Fnu::from_f32(F8E8M0Fnu(bits).to_f32()),
+                F8E8M0Fnu(bits)
+            );
             let nibble = bits & 0x0f;
-            assert_eq!(F4E2M1Fn::from_f32(F4E2M1Fn(bits).to_f32()), F4E2M1Fn(nibble));
+            assert_eq!(
+                F4E2M1Fn::from_f32(F4E2M1Fn(bits).to_f32()),
+                F4E2M1Fn(nibble)
+            );
         }
         assert_eq!(F8E4M3Fn::from_f32(448.0), F8E4M3Fn(0x7e));
         assert!(F8E4M3Fn::from_f32(1000.0).to_f32().is_nan());

@@ -310,8 +310,16 @@ fn ocp_value(dtype: DType, bits: u32) -> f64 {
     let b = bits & 0xff;
     match dtype {
         DType::F8E4M3Fn if b & 0x7f == 0x7f => f64::NAN,
-        // Below the NaN code, e4m3fn's fields mean what e4m3's do.
-        DType::F8E4M3Fn => minifloat(b, 4, 3),
+        DType::F8E4M3Fn => {
+            // No infinities: the largest exponent holds normal values (256 … 448).
+            let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
+            let (e, m) = ((b >> 3) & 0xf, f64::from(b & 7) / 8.0);
+            sign * if e == 0 {
+                m * 2f64.powi(-6)
+            } else {
+                (1.0 + m) * 2f64.powi(e as i32 - 7)
+            }
+        }
         DType::F4E2M1Fn => {
             let sign = if b & 0x8 != 0 { -1.0 } else { 1.0 };
             let (e, m) = ((b >> 1) & 3, f64::from(b & 1));
@@ -399,7 +407,7 @@ fn decode(dtype: DType, bits: u32) -> f64 {
 }
 
 /// The bits of `v` in `dtype`, if `v` is exactly a value of it (a NaN: the f32 / 16-bit
-/// formats' default NaN).
+/// formats' default NaN, an 8-bit format's first NaN code).
 fn encode(dtype: DType, v: f64) -> Option<u32> {
     let same = |x: f64| x == v && x.is_sign_negative() == v.is_sign_negative();
     let int = |lo: f64, hi: f64| (v.fract() == 0.0 && (lo..=hi).contains(&v)).then_some(v as i64);
@@ -416,7 +424,8 @@ fn encode(dtype: DType, v: f64) -> Option<u32> {
             (same(x.to_f64()) || v.is_nan()).then_some(u32::from(x.to_bits()))
         }
         DType::F8E4M3 | DType::F8E5M2 | DType::F8E4M3Fn | DType::F4E2M1Fn | DType::F8E8M0Fnu => {
-            (0..=255).find(|&b| same(decode(dtype, b)))
+            // A NaN: the first NaN code.
+            (0..=255).find(|&b| same(decode(dtype, b)) || (v.is_nan() && decode(dtype, b).is_nan()))
         }
         DType::I8 => int(-128.0, 127.0).map(|i| i as u8 as u32),
         DType::I16 => int(-32768.0, 32767.0).map(|i| i as u16 as u32),
@@ -1226,10 +1235,7 @@ fn copy_rows() -> Vec<Row> {
         ),
         row(
             "tensor_copy f32 into float8_e4m3fn (nearest even; past 464 the NaN)",
-            &[
-                Covers::Op(Opcode::TensorCopy),
-                Covers::Dt(DType::F8E4M3Fn),
-            ],
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F8E4M3Fn)],
             vec![(DType::F32, ocp_inputs(16, 600.0))],
             &[(DType::F8E4M3Fn, [P, F])],
             copy(Engine::Vector, DType::F8E4M3Fn),
@@ -1238,10 +1244,7 @@ fn copy_rows() -> Vec<Row> {
         ),
         row(
             "tensor_copy f32 into float4_e2m1fn (nearest even, saturating at 6)",
-            &[
-                Covers::Op(Opcode::TensorCopy),
-                Covers::Dt(DType::F4E2M1Fn),
-            ],
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F4E2M1Fn)],
             vec![(DType::F32, ocp_inputs(17, 10.0))],
             &[(DType::F4E2M1Fn, [P, F])],
             copy(Engine::Scalar, DType::F4E2M1Fn),
@@ -1250,10 +1253,7 @@ fn copy_rows() -> Vec<Row> {
         ),
         row(
             "tensor_copy f32 into float8_e8m0fnu (powers of two, 1.5 up; no zero or sign)",
-            &[
-                Covers::Op(Opcode::TensorCopy),
-                Covers::Dt(DType::F8E8M0Fnu),
-            ],
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F8E8M0Fnu)],
             vec![(DType::F32, ocp_inputs(18, 1e6))],
             &[(DType::F8E8M0Fnu, [P, F])],
             copy(Engine::GpSimd, DType::F8E8M0Fnu),
@@ -1269,8 +1269,10 @@ fn copy_rows() -> Vec<Row> {
             ],
             vec![(
                 DType::F8E4M3Fn,
-                values(P, F, 19, |r| ocp_value(DType::F8E4M3Fn, r.int(0, 0xfe) as u32))
-                    .mapv(|v| if v.is_nan() { 1.0 } else { v }),
+                values(P, F, 19, |r| {
+                    ocp_value(DType::F8E4M3Fn, r.int(0, 0xfe) as u32)
+                })
+                .mapv(|v| if v.is_nan() { 1.0 } else { v }),
             )],
             &[(DType::F4E2M1Fn, [P, F])],
             copy(Engine::Vector, DType::F4E2M1Fn),
@@ -1307,8 +1309,8 @@ fn copy_rows() -> Vec<Row> {
     ]
 }
 
-/// f32 inputs for the OCP-format rows: values in `(−hi, hi)` on a grid of 1/64, every third
-/// one scaled down to the formats' subnormal and scale ranges, and a few exact ties and limits
+/// f32 inputs for the OCP-format rows: values in `(−hi, hi)` on a grid of 1/64 (rounded to
+/// f32), every seventh one (from the fourth) scaled down to the formats' subnormal and scale ranges, and a few exact ties and limits
 /// (e4m3fn: 448, 464, 480; e2m1fn: 0.25, 5, 7; e8m0fnu: 1.5, 3 · 2^-128, 0).
 fn ocp_inputs(seed: u64, hi: f64) -> Array2<f64> {
     let ties = [
@@ -1328,7 +1330,7 @@ fn ocp_inputs(seed: u64, hi: f64) -> Array2<f64> {
     let mut n = 0usize;
     values(P, F, seed, |r| {
         n += 1;
-        let v = r.step(-hi, hi, 1.0 / 64.0);
+        let v = f64::from(r.step(-hi, hi, 1.0 / 64.0) as f32);
         match n % 7 {
             0 => ties[(n / 7) % ties.len()],
             3 => f64::from((v * 2f64.powi(-r.int(4, 130) as i32)) as f32),

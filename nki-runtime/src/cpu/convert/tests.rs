@@ -276,13 +276,25 @@ fn ref_ocp_value(dtype: DType, bits: u32) -> Option<f64> {
                 return None;
             }
             let m = m as f64 / 8.0;
-            Some(sign * if e == 0 { m * 2f64.powi(-6) } else { (1.0 + m) * 2f64.powi(e - 7) })
+            Some(
+                sign * if e == 0 {
+                    m * 2f64.powi(-6)
+                } else {
+                    (1.0 + m) * 2f64.powi(e - 7)
+                },
+            )
         }
         F4E2M1Fn => {
             // S.EE.M in the low nibble, bias 1, subnormals at E = 0, no NaN.
             let sign = if field(3, 1) == 1 { -1.0 } else { 1.0 };
             let (e, m) = (field(1, 2), field(0, 1) as f64 / 2.0);
-            Some(sign * if e == 0 { m } else { (1.0 + m) * 2f64.powi(e - 1) })
+            Some(
+                sign * if e == 0 {
+                    m
+                } else {
+                    (1.0 + m) * 2f64.powi(e - 1)
+                },
+            )
         }
         F8E8M0Fnu => (bits != 0xff).then(|| 2f64.powi(bits as i32 - 127)),
         _ => unreachable!("{dtype} is not an OCP format"),
