@@ -115,8 +115,8 @@ fn f32_inputs() -> Vec<u32> {
     }
     // The same for the OCP formats, from their reference tables (the sentinel above the
     // largest finite value included: its midpoint is the overflow threshold).
-    for dtype in OCP {
-        for w in ref_ocp_table(dtype).windows(2) {
+    for f in OCP {
+        for w in ref_ocp_table(f).windows(2) {
             around(w[0].0 as f32);
             around(((w[0].0 + w[1].0) / 2.0) as f32);
         }
@@ -259,16 +259,27 @@ fn ref_mini_encode(f: MiniFloat, x: f32) -> u32 {
     sign | code
 }
 
-/// The OCP formats NKI 0.1–0.5 added.
-const OCP: [DType; 3] = [F8E4M3Fn, F4E2M1Fn, F8E8M0Fnu];
+/// The OCP formats NKI 0.1–0.5 added, for the references below.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Ocp {
+    /// `float8_e4m3fn`.
+    E4M3Fn,
+    /// `float4_e2m1fn`.
+    E2M1Fn,
+    /// `float8_e8m0fnu`.
+    E8M0Fnu,
+}
+
+/// Every OCP format.
+const OCP: [Ocp; 3] = [Ocp::E4M3Fn, Ocp::E2M1Fn, Ocp::E8M0Fnu];
 
 /// The value of an OCP-format element from its fields, as the OFP8 and MX specifications define
 /// them: None for NaN.
-fn ref_ocp_value(dtype: DType, bits: u32) -> Option<f64> {
+fn ref_ocp_value(f: Ocp, bits: u32) -> Option<f64> {
     let bits = bits & 0xff;
     let field = |shift: u32, width: u32| ((bits >> shift) & ((1 << width) - 1)) as i32;
-    match dtype {
-        F8E4M3Fn => {
+    match f {
+        Ocp::E4M3Fn => {
             // S.EEEE.MMM, bias 7, S.1111.111 the NaN, subnormals at E = 0.
             let sign = if field(7, 1) == 1 { -1.0 } else { 1.0 };
             let (e, m) = (field(3, 4), field(0, 3));
@@ -284,7 +295,7 @@ fn ref_ocp_value(dtype: DType, bits: u32) -> Option<f64> {
                 },
             )
         }
-        F4E2M1Fn => {
+        Ocp::E2M1Fn => {
             // S.EE.M in the low nibble, bias 1, subnormals at E = 0, no NaN.
             let sign = if field(3, 1) == 1 { -1.0 } else { 1.0 };
             let (e, m) = (field(1, 2), field(0, 1) as f64 / 2.0);
@@ -296,8 +307,7 @@ fn ref_ocp_value(dtype: DType, bits: u32) -> Option<f64> {
                 },
             )
         }
-        F8E8M0Fnu => (bits != 0xff).then(|| 2f64.powi(bits as i32 - 127)),
-        _ => unreachable!("{dtype} is not an OCP format"),
+        Ocp::E8M0Fnu => (bits != 0xff).then(|| 2f64.powi(bits as i32 - 127)),
     }
 }
 
@@ -305,20 +315,20 @@ fn ref_ocp_value(dtype: DType, bits: u32) -> Option<f64> {
 /// above the largest: the next power of two's place, `(value, code)` with the code the overflow
 /// lands on before the format's rule resolves it (e4m3fn: 480 at the NaN code `0x7f`; e2m1fn: 8
 /// past the nibble; e8m0fnu: 2^128 at the NaN code `0xff`).
-fn ref_ocp_table(dtype: DType) -> Vec<(f64, u32)> {
-    let codes: Vec<u32> = match dtype {
-        F8E4M3Fn => (0..0x7f).collect(),
-        F4E2M1Fn => (0..0x8).collect(),
-        _ => (0..0xff).collect(),
+fn ref_ocp_table(f: Ocp) -> Vec<(f64, u32)> {
+    let codes: Vec<u32> = match f {
+        Ocp::E4M3Fn => (0..0x7f).collect(),
+        Ocp::E2M1Fn => (0..0x8).collect(),
+        Ocp::E8M0Fnu => (0..0xff).collect(),
     };
     let mut t: Vec<(f64, u32)> = codes
         .into_iter()
-        .map(|c| (ref_ocp_value(dtype, c).unwrap(), c))
+        .map(|c| (ref_ocp_value(f, c).unwrap(), c))
         .collect();
-    t.push(match dtype {
-        F8E4M3Fn => (480.0, 0x7f),
-        F4E2M1Fn => (8.0, 0x8),
-        _ => (2f64.powi(128), 0xff),
+    t.push(match f {
+        Ocp::E4M3Fn => (480.0, 0x7f),
+        Ocp::E2M1Fn => (8.0, 0x8),
+        Ocp::E8M0Fnu => (2f64.powi(128), 0xff),
     });
     t
 }
@@ -329,17 +339,19 @@ fn ref_ocp_table(dtype: DType) -> Vec<(f64, u32)> {
 /// NaN give `S.1111.111`; e2m1fn: overflow and ±inf saturate to ±6, NaN gives ml_dtypes'
 /// negated quiet NaN (`0x8` for a positive NaN, `0x0` for a negative one); e8m0fnu: zero,
 /// negative values, inf, NaN and overflow give `0xff`, and below 2^-127 gives `0x00`.
-fn ref_ocp_encode(dtype: DType, x: f32) -> u32 {
+fn ref_ocp_encode(f: Ocp, x: f32) -> u32 {
     let neg = x.is_sign_negative();
-    match dtype {
-        F8E4M3Fn if !x.is_finite() => return if neg { 0xff } else { 0x7f },
-        F4E2M1Fn if x.is_nan() => return if neg { 0x0 } else { 0x8 },
-        F4E2M1Fn if x.is_infinite() => return if neg { 0xf } else { 0x7 },
-        F8E8M0Fnu if !x.is_finite() || neg || x == 0.0 => return 0xff,
-        _ => {}
+    let special = match f {
+        Ocp::E4M3Fn => (!x.is_finite()).then_some(if neg { 0xff } else { 0x7f }),
+        Ocp::E2M1Fn if x.is_nan() => Some(if neg { 0x0 } else { 0x8 }),
+        Ocp::E2M1Fn => x.is_infinite().then_some(if neg { 0xf } else { 0x7 }),
+        Ocp::E8M0Fnu => (!x.is_finite() || neg || x == 0.0).then_some(0xff),
+    };
+    if let Some(code) = special {
+        return code;
     }
     let a = (x as f64).abs();
-    let table = ref_ocp_table(dtype);
+    let table = ref_ocp_table(f);
     let i = table.partition_point(|&(v, _)| v < a);
     let code = if i == table.len() {
         table[i - 1].1 // past the sentinel
@@ -348,17 +360,17 @@ fn ref_ocp_encode(dtype: DType, x: f32) -> u32 {
     } else {
         let (lo, hi) = (table[i - 1], table[i]);
         let (dl, dh) = (a - lo.0, hi.0 - a);
-        let tie_low = dtype != F8E8M0Fnu && lo.1 & 1 == 0;
+        let tie_low = f != Ocp::E8M0Fnu && lo.1 & 1 == 0;
         if dl < dh || (dl == dh && tie_low) {
             lo.1
         } else {
             hi.1
         }
     };
-    match dtype {
-        F8E4M3Fn => (if neg { 0x80 } else { 0 }) | code.min(0x7f),
-        F4E2M1Fn => (if neg { 0x8 } else { 0 }) | code.min(0x7),
-        _ => code,
+    match f {
+        Ocp::E4M3Fn => (if neg { 0x80 } else { 0 }) | code.min(0x7f),
+        Ocp::E2M1Fn => (if neg { 0x8 } else { 0 }) | code.min(0x7),
+        Ocp::E8M0Fnu => code,
     }
 }
 
@@ -484,7 +496,9 @@ fn loads_match_references() {
                 U16 => Some(bits as u16 as f64),
                 U32 => Some((bits as f32) as f64),
                 Bool => Some(if bits as u8 != 0 { 1.0 } else { 0.0 }),
-                F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => ref_ocp_value(dtype, bits),
+                F8E4M3Fn => ref_ocp_value(Ocp::E4M3Fn, bits),
+                F4E2M1Fn => ref_ocp_value(Ocp::E2M1Fn, bits),
+                F8E8M0Fnu => ref_ocp_value(Ocp::E8M0Fnu, bits),
             };
             match want {
                 Some(w) => assert!(
@@ -548,7 +562,9 @@ fn stores_match_references() {
                 U16 => ref_int(x, 0, 65535) as u32,
                 U32 => ref_int(x, 0, u32::MAX as i64) as u32,
                 Bool => !(x == 0.0) as u32,
-                F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => ref_ocp_encode(dtype, x),
+                F8E4M3Fn => ref_ocp_encode(Ocp::E4M3Fn, x),
+                F4E2M1Fn => ref_ocp_encode(Ocp::E2M1Fn, x),
+                F8E8M0Fnu => ref_ocp_encode(Ocp::E8M0Fnu, x),
             };
             assert_eq!(got, want, "{dtype} from f32 {b:#010x} ({x:e})");
         }
