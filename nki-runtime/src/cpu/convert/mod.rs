@@ -73,7 +73,8 @@
 //!   the default NaNs (ml_dtypes returns the default NaN with the input's sign for any NaN,
 //!   in both directions).
 //! - **float8_e4m3fn**, **float4_e2m1fn** and **float8_e8m0fnu**, the OCP formats (OFP8 E4M3;
-//!   MX FP4 E2M1, one element per byte in the low nibble; MX E8M0 scale), defined in [`ocp`]:
+//!   MX FP4 E2M1, one element per byte in the low nibble; MX E8M0 scale), defined in
+//!   `convert/ocp.rs` ([`f8e4m3fn_to_f32`], [`f32_to_f8e4m3fn`] and their siblings):
 //!   loads are exact (e4m3fn's NaN `S.1111.111` → `sign | 0x7fc0_0000`, e8m0fnu's `0xff` →
 //!   `0x7fc0_0000`, fp4's high nibble ignored); stores round to nearest even and resolve what
 //!   the format cannot hold as ml_dtypes' default conversion does: e4m3fn gives its NaN past
