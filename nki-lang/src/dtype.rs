@@ -125,6 +125,12 @@ impl DType {
         matches!(self.class(), DTypeClass::Float)
     }
 
+    /// Whether the type has a NaN encoding: every float type but `float4_e2m1fn` (OCP MX FP4
+    /// has neither NaN nor infinities); no integer type or `bool`.
+    pub const fn has_nan(self) -> bool {
+        self.is_float() && !matches!(self, DType::F4E2M1Fn)
+    }
+
     /// Whether the type is an integer type (signed or unsigned; not `bool`).
     pub const fn is_int(self) -> bool {
         matches!(self.class(), DTypeClass::Signed | DTypeClass::Unsigned)
@@ -511,5 +517,7 @@ mod tests {
             assert_eq!(d.size(), 1);
             assert!(d.is_float());
         }
+        assert!(DType::F8E4M3Fn.has_nan() && DType::F8E8M0Fnu.has_nan());
+        assert!(!DType::F4E2M1Fn.has_nan() && !DType::I8.has_nan() && !DType::Bool.has_nan());
     }
 }
