@@ -10,7 +10,7 @@ use common::*;
 use nki::ndarray::{Array2, Ix2, s};
 use nki::prelude::*;
 use nki::program::DType;
-use nki::{Bool, F8E4M3, F8E5M2, Tf32};
+use nki::{Bool, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, Tf32};
 
 const P: usize = 128;
 const F: usize = 64;
@@ -77,6 +77,114 @@ impl Fp8 {
             best = inf_code;
         }
         sign | best
+    }
+}
+
+/// The OCP formats NKI 0.1–0.5 added, from their definitions (OFP8 E4M3 "FN"; OCP MX E2M1
+/// and E8M0) and `docs/dtypes.md`'s store rules.
+#[derive(Copy, Clone)]
+enum Ocp {
+    E4M3Fn,
+    E2M1Fn,
+    E8M0Fnu,
+}
+
+impl Ocp {
+    /// The finite codes (nonnegative ones for the signed formats), in increasing value.
+    fn finite_codes(self) -> core::ops::Range<u8> {
+        match self {
+            Ocp::E4M3Fn => 0..0x7f,
+            Ocp::E2M1Fn => 0..0x8,
+            Ocp::E8M0Fnu => 0..0xff,
+        }
+    }
+
+    /// The value of `bits` (NaN for the NaN codes).
+    fn decode(self, bits: u8) -> f64 {
+        match self {
+            Ocp::E4M3Fn => {
+                let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+                let (e, m) = ((bits >> 3) & 0xf, f64::from(bits & 7) / 8.0);
+                sign * match (e, m) {
+                    (15, m) if m == 7.0 / 8.0 => f64::NAN,
+                    (0, m) => m / 64.0,
+                    (e, m) => (1.0 + m) * 2f64.powi(i32::from(e) - 7),
+                }
+            }
+            Ocp::E2M1Fn => {
+                let sign = if bits & 0x8 != 0 { -1.0 } else { 1.0 };
+                let (e, m) = ((bits >> 1) & 3, f64::from(bits & 1) / 2.0);
+                sign * if e == 0 {
+                    m
+                } else {
+                    (1.0 + m) * 2f64.powi(i32::from(e) - 1)
+                }
+            }
+            Ocp::E8M0Fnu if bits == 0xff => f64::NAN,
+            Ocp::E8M0Fnu => 2f64.powi(i32::from(bits) - 127),
+        }
+    }
+
+    /// The f32 a code loads as: its value, NaN as f32's default NaN (with the sign for e4m3fn).
+    fn load(self, bits: u8) -> f32 {
+        let v = self.decode(bits);
+        match self {
+            Ocp::E4M3Fn if v.is_nan() => {
+                f32::from_bits(0x7fc0_0000 | (u32::from(bits) & 0x80) << 24)
+            }
+            _ => v as f32,
+        }
+    }
+
+    /// Round to nearest, ties to the even code (e8m0fnu: to the larger value); what is past
+    /// the largest finite value after rounding is NaN (e4m3fn, e8m0fnu) or the largest
+    /// (e2m1fn); e8m0fnu has no sign or zero (NaN), and nothing below its 0x00.
+    fn encode(self, x: f32) -> u8 {
+        let neg = x.is_sign_negative();
+        let (sign, nan) = match self {
+            Ocp::E4M3Fn => (if neg { 0x80 } else { 0 }, 0x7f),
+            Ocp::E2M1Fn => (if neg { 0x8 } else { 0 }, 0),
+            Ocp::E8M0Fnu => (0, 0xff),
+        };
+        match self {
+            Ocp::E4M3Fn if !x.is_finite() => return sign | nan,
+            Ocp::E2M1Fn if x.is_nan() => return if neg { 0x0 } else { 0x8 },
+            Ocp::E8M0Fnu if !x.is_finite() || x <= 0.0 => return nan,
+            _ => {}
+        }
+        let mag = f64::from(x).abs();
+        let past = match self {
+            Ocp::E4M3Fn => 480.0,
+            Ocp::E2M1Fn => 8.0,
+            Ocp::E8M0Fnu => 2f64.powi(128),
+        };
+        // The finite values and, one code past the largest, the next power of two's place:
+        // rounding there is an overflow.
+        let end = self.finite_codes().end;
+        let candidates = self
+            .finite_codes()
+            .map(|c| (self.decode(c), u16::from(c)))
+            .chain([(past, u16::from(end))]);
+        let mut best: Option<(f64, u16)> = None;
+        for (v, c) in candidates {
+            best = match best {
+                Some((bv, _)) if (v - mag).abs() > (bv - mag).abs() => best,
+                Some((bv, _)) if (v - mag).abs() == (bv - mag).abs() => {
+                    let wins = match self {
+                        Ocp::E8M0Fnu => true, // the larger value
+                        _ => c % 2 == 0,
+                    };
+                    if wins { Some((v, c)) } else { best }
+                }
+                _ => Some((v, c)),
+            };
+        }
+        let code = best.unwrap().1;
+        match self {
+            _ if code < u16::from(end) => sign | code as u8,
+            Ocp::E2M1Fn => sign | 0x7,
+            _ => sign | nan,
+        }
     }
 }
 
@@ -156,6 +264,9 @@ dtype_kernel!(k_u8, u8);
 dtype_kernel!(k_u16, u16);
 dtype_kernel!(k_u32, u32);
 dtype_kernel!(k_bool, bool);
+dtype_kernel!(k_e4m3fn, float8_e4m3fn);
+dtype_kernel!(k_e2m1fn, float4_e2m1fn);
+dtype_kernel!(k_e8m0fnu, float8_e8m0fnu);
 
 type Outs<T> = (
     Array2<T>,
@@ -441,6 +552,108 @@ dtype_test!(
     inputs(12, -1e3, 5e9, 1e-6, &[2.5, 3.5, -7.0, 4294967296.0]),
     |v| int_enc(v, 0.0, u32::MAX as f64) as u32
 );
+
+dtype_test!(
+    float8_e4m3fn_end_to_end,
+    k_e4m3fn,
+    "float8_e4m3fn",
+    Conv::<F8E4M3Fn> {
+        enc: |x| F8E4M3Fn(Ocp::E4M3Fn.encode(x)),
+        dec: |v| Ocp::E4M3Fn.load(v.0),
+        bits: |v| v.0 as u32
+    },
+    // Within ±464 (no NaN among the inputs: a NaN load is checked as f32's canonical NaN);
+    // `x * 2` and the stores overflow past 464 into the NaN.
+    inputs(
+        14,
+        -464.0,
+        464.0,
+        1e-4,
+        &[
+            464.0,
+            -448.0,
+            256.0,
+            2f32.powi(-10),
+            3.0 * 2f32.powi(-10),
+            1.0625,
+            1.1875
+        ]
+    ),
+    |v| F8E4M3Fn(Ocp::E4M3Fn.encode(v))
+);
+dtype_test!(
+    float4_e2m1fn_end_to_end,
+    k_e2m1fn,
+    "float4_e2m1fn",
+    Conv::<F4E2M1Fn> {
+        enc: |x| F4E2M1Fn(Ocp::E2M1Fn.encode(x)),
+        dec: |v| Ocp::E2M1Fn.load(v.0),
+        bits: |v| v.0 as u32
+    },
+    inputs(15, -9.0, 9.0, 0.2, &[0.25, 0.75, 1.25, 5.0, -7.0, 2.5, 1e9]),
+    |v| F4E2M1Fn(Ocp::E2M1Fn.encode(v))
+);
+dtype_test!(
+    float8_e8m0fnu_end_to_end,
+    k_e8m0fnu,
+    "float8_e8m0fnu",
+    Conv::<F8E8M0Fnu> {
+        enc: |x| F8E8M0Fnu(Ocp::E8M0Fnu.encode(x)),
+        dec: |v| Ocp::E8M0Fnu.load(v.0),
+        bits: |v| v.0 as u32
+    },
+    // Mostly positive (the type has no sign: negative inputs and zero become its NaN).
+    inputs(
+        16,
+        -1.0,
+        1e6,
+        1e-40,
+        &[
+            1.5,
+            3.0,
+            0.75,
+            0.0,
+            2f32.powi(-127),
+            1.5 * 2f32.powi(-127),
+            3e38
+        ]
+    ),
+    |v| F8E8M0Fnu(Ocp::E8M0Fnu.encode(v))
+);
+
+#[test]
+fn ocp_references_agree_with_the_documented_table() {
+    // docs/dtypes.md: e4m3fn max 448 (0x7e), 464 a tie to it, NaN past it; e2m1fn saturates at
+    // 6 (0x7); e8m0fnu rounds 1.5 up and has no zero.
+    assert_eq!(Ocp::E4M3Fn.encode(448.0), 0x7e);
+    assert_eq!(Ocp::E4M3Fn.encode(464.0), 0x7e);
+    assert_eq!(Ocp::E4M3Fn.encode(464.5), 0x7f);
+    assert_eq!(Ocp::E4M3Fn.encode(-1e6), 0xff);
+    assert_eq!(Ocp::E4M3Fn.decode(0x01), 2f64.powi(-9));
+    assert_eq!(Ocp::E2M1Fn.encode(5.0), 0x6);
+    assert_eq!(Ocp::E2M1Fn.encode(-100.0), 0xf);
+    assert_eq!(Ocp::E2M1Fn.encode(0.25), 0x0);
+    assert_eq!(Ocp::E8M0Fnu.encode(1.5), 128);
+    assert_eq!(Ocp::E8M0Fnu.encode(1.49), 127);
+    assert_eq!(Ocp::E8M0Fnu.encode(0.0), 0xff);
+    assert_eq!(Ocp::E8M0Fnu.encode(1e-45), 0x00);
+    assert_eq!(Ocp::E8M0Fnu.encode(f32::MAX), 0xff);
+    // The model's host conversions give the same bits on every code.
+    for b in 0..=u8::MAX {
+        assert_eq!(
+            F8E4M3Fn(b).to_f32().to_bits(),
+            Ocp::E4M3Fn.load(b).to_bits()
+        );
+        assert_eq!(
+            F8E8M0Fnu(b).to_f32().to_bits(),
+            Ocp::E8M0Fnu.load(b).to_bits()
+        );
+        assert_eq!(
+            F4E2M1Fn(b & 0xf).to_f32().to_bits(),
+            Ocp::E2M1Fn.load(b & 0xf).to_bits()
+        );
+    }
+}
 
 #[test]
 fn bool_end_to_end() {

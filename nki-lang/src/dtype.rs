@@ -6,7 +6,8 @@ use core::fmt;
 ///
 /// The names follow NKI (`nl.bfloat16`, `nl.float8_e4m3`, `nl.int32`, ...); in a kernel body they
 /// are written the way Rust spells the matching host types where Rust has one (`bf16`, `f32`,
-/// `i8`, `u32`, `bool`) and as NKI spells them otherwise (`tfloat32`, `float8_e4m3`).
+/// `i8`, `u32`, `bool`) and as NKI spells them otherwise (`tfloat32`, `float8_e4m3`,
+/// `float8_e4m3fn`).
 ///
 /// The enum is exhaustive on purpose: every crate that handles elements (the macro's emitter,
 /// the runtime's conversions) matches on it, and a new type must be handled in each of them.
@@ -39,6 +40,16 @@ pub enum DType {
     U32,
     /// A boolean stored in one byte (0 or 1), NKI's `nl.bool_`.
     Bool,
+    /// OCP FP8 E4M3 "FN" (`nl.float8_e4m3fn`): 4 exponent and 3 mantissa bits, bias 7, no
+    /// infinities, NaN only at `S.1111.111`, largest finite ±448.
+    F8E4M3Fn,
+    /// OCP MX FP4 E2M1 (ml_dtypes' `float4_e2m1fn`): 2 exponent and 1 mantissa bit, bias 1, no
+    /// infinities or NaN, largest finite ±6; one element per byte, in the low nibble. NKI itself
+    /// names it only packed four at a time (`nl.float4_e2m1fn_x4`).
+    F4E2M1Fn,
+    /// OCP MX scale E8M0 (`nl.float8_e8m0fnu`): 8 exponent bits, no sign, no mantissa, no
+    /// zero, bias 127 (`2^−127` … `2^127`), `0xff` = NaN.
+    F8E8M0Fnu,
 }
 
 /// The broad class of an element type.
@@ -56,7 +67,7 @@ pub enum DTypeClass {
 
 impl DType {
     /// Every element type, in a fixed order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 16] = [
         DType::F32,
         DType::Tf32,
         DType::Bf16,
@@ -70,6 +81,9 @@ impl DType {
         DType::U16,
         DType::U32,
         DType::Bool,
+        DType::F8E4M3Fn,
+        DType::F4E2M1Fn,
+        DType::F8E8M0Fnu,
     ];
 
     /// Size of one element in bytes, as stored in HBM, SBUF and PSUM.
@@ -77,16 +91,29 @@ impl DType {
         match self {
             DType::F32 | DType::Tf32 | DType::I32 | DType::U32 => 4,
             DType::Bf16 | DType::F16 | DType::I16 | DType::U16 => 2,
-            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F8E4M3
+            | DType::F8E5M2
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu
+            | DType::I8
+            | DType::U8
+            | DType::Bool => 1,
         }
     }
 
     /// The class of the type.
     pub const fn class(self) -> DTypeClass {
         match self {
-            DType::F32 | DType::Tf32 | DType::Bf16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2 => {
-                DTypeClass::Float
-            }
+            DType::F32
+            | DType::Tf32
+            | DType::Bf16
+            | DType::F16
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu => DTypeClass::Float,
             DType::I8 | DType::I16 | DType::I32 => DTypeClass::Signed,
             DType::U8 | DType::U16 | DType::U32 => DTypeClass::Unsigned,
             DType::Bool => DTypeClass::Bool,
@@ -96,6 +123,12 @@ impl DType {
     /// Whether the type is a floating-point type.
     pub const fn is_float(self) -> bool {
         matches!(self.class(), DTypeClass::Float)
+    }
+
+    /// Whether the type has a NaN encoding: every float type but `float4_e2m1fn` (OCP MX FP4
+    /// has neither NaN nor infinities); no integer type or `bool`.
+    pub const fn has_nan(self) -> bool {
+        self.is_float() && !matches!(self, DType::F4E2M1Fn)
     }
 
     /// Whether the type is an integer type (signed or unsigned; not `bool`).
@@ -110,8 +143,10 @@ impl DType {
             DType::F32 => 24,
             DType::Tf32 | DType::F16 => 11,
             DType::Bf16 => 8,
-            DType::F8E4M3 => 4,
+            DType::F8E4M3 | DType::F8E4M3Fn => 4,
             DType::F8E5M2 => 3,
+            DType::F4E2M1Fn => 2,
+            DType::F8E8M0Fnu => 1,
             DType::I8
             | DType::I16
             | DType::I32
@@ -124,8 +159,10 @@ impl DType {
 
     /// The largest finite value of the type: NumPy's `finfo(dtype).max` for a float type
     /// (`(2 − 2^−m) · 2^emax`: 3.4028234663852886e38 for f32, 3.3895313892515355e38 for bf16,
-    /// 65504 for f16, 240 for the IEEE-style `float8_e4m3`, 57344 for `float8_e5m2`),
-    /// `iinfo(dtype).max` for an integer type; `None` for `bool`.
+    /// 65504 for f16, 240 for the IEEE-style `float8_e4m3`, 57344 for `float8_e5m2`, 6 for
+    /// `float4_e2m1fn`, 2^127 for `float8_e8m0fnu`; `float8_e4m3fn` gives its top mantissa
+    /// code to NaN, so its largest is `1.75 · 2^8` = 448), `iinfo(dtype).max` for an integer
+    /// type; `None` for `bool`.
     pub fn max_value(self) -> Option<f64> {
         let float = |emax: i32| {
             let m = self.significand_bits().saturating_sub(1);
@@ -136,6 +173,9 @@ impl DType {
             DType::F32 | DType::Tf32 | DType::Bf16 => float(127),
             DType::F16 | DType::F8E5M2 => float(15),
             DType::F8E4M3 => float(7),
+            DType::F8E4M3Fn => 448.0,
+            DType::F4E2M1Fn => float(2),
+            DType::F8E8M0Fnu => float(127),
             DType::I8 => f64::from(i8::MAX),
             DType::I16 => f64::from(i16::MAX),
             DType::I32 => f64::from(i32::MAX),
@@ -146,14 +186,21 @@ impl DType {
         })
     }
 
-    /// The most negative finite value of the type: `−max` for a float type (NKI's
-    /// `nl.fp32.min`, bit pattern `0xff7fffff`, is f32's), the integer type's minimum; `None`
-    /// for `bool`.
+    /// The most negative finite value of the type: `−max` for a signed float type (NKI's
+    /// `nl.fp32.min`, bit pattern `0xff7fffff`, is f32's), `2^−127` for the unsigned
+    /// `float8_e8m0fnu` (its smallest value, code `0x00`, as ml_dtypes' `finfo(...).min`), the
+    /// integer type's minimum; `None` for `bool`.
     pub fn min_value(self) -> Option<f64> {
         Some(match self {
-            DType::F32 | DType::Tf32 | DType::Bf16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2 => {
-                -self.max_value()?
-            }
+            DType::F32
+            | DType::Tf32
+            | DType::Bf16
+            | DType::F16
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn => -self.max_value()?,
+            DType::F8E8M0Fnu => 2f64.powi(-127),
             DType::I8 => f64::from(i8::MIN),
             DType::I16 => f64::from(i16::MIN),
             DType::I32 => f64::from(i32::MIN),
@@ -170,12 +217,15 @@ impl DType {
     }
 
     /// A float type's smallest positive normal value (NumPy's `finfo(dtype).smallest_normal`,
-    /// alias `tiny`): `2^(1 − emax)`; `None` for the other classes.
+    /// alias `tiny`): `2^(1 − bias)`, and `2^−127` for `float8_e8m0fnu` (whose exponent code 0
+    /// is a normal value: it has no zero and no subnormals); `None` for the other classes.
     pub fn smallest_normal(self) -> Option<f64> {
-        let emax: i32 = match self {
+        let bias: i32 = match self {
             DType::F32 | DType::Tf32 | DType::Bf16 => 127,
             DType::F16 | DType::F8E5M2 => 15,
-            DType::F8E4M3 => 7,
+            DType::F8E4M3 | DType::F8E4M3Fn => 7,
+            DType::F4E2M1Fn => 1,
+            DType::F8E8M0Fnu => return Some(2f64.powi(-127)),
             DType::I8
             | DType::I16
             | DType::I32
@@ -184,7 +234,7 @@ impl DType {
             | DType::U32
             | DType::Bool => return None,
         };
-        Some(2f64.powi(1i32.saturating_sub(emax)))
+        Some(2f64.powi(1i32.saturating_sub(bias)))
     }
 
     /// The name used in kernel bodies and listings (`bf16`, `float8_e4m3`, `i32`, ...).
@@ -203,6 +253,9 @@ impl DType {
             DType::U16 => "u16",
             DType::U32 => "u32",
             DType::Bool => "bool",
+            DType::F8E4M3Fn => "float8_e4m3fn",
+            DType::F4E2M1Fn => "float4_e2m1fn",
+            DType::F8E8M0Fnu => "float8_e8m0fnu",
         }
     }
 
@@ -222,11 +275,15 @@ impl DType {
             DType::U16 => "nl.uint16",
             DType::U32 => "nl.uint32",
             DType::Bool => "nl.bool_",
+            DType::F8E4M3Fn => "nl.float8_e4m3fn",
+            // NKI names fp4 only packed (`nl.float4_e2m1fn_x4`); this is ml_dtypes' name.
+            DType::F4E2M1Fn => "nl.float4_e2m1fn",
+            DType::F8E8M0Fnu => "nl.float8_e8m0fnu",
         }
     }
 
     /// Parses a kernel-body type name: the Rust spelling (`bf16`, `i8`) or NKI's (`bfloat16`,
-    /// `int8`, `float8_e4m3`).
+    /// `int8`, `float8_e4m3`, `float8_e4m3fn`, `float4_e2m1fn`, `float8_e8m0fnu`).
     pub fn from_name(name: &str) -> Option<DType> {
         Some(match name {
             "f32" | "float32" | "fp32" => DType::F32,
@@ -242,6 +299,9 @@ impl DType {
             "u16" | "uint16" => DType::U16,
             "u32" | "uint32" => DType::U32,
             "bool" | "bool_" => DType::Bool,
+            "float8_e4m3fn" | "fp8_e4m3fn" | "f8e4m3fn" => DType::F8E4M3Fn,
+            "float4_e2m1fn" | "fp4_e2m1fn" | "f4e2m1fn" => DType::F4E2M1Fn,
+            "float8_e8m0fnu" | "fp8_e8m0fnu" | "f8e8m0fnu" => DType::F8E8M0Fnu,
             _ => return None,
         })
     }
@@ -252,8 +312,12 @@ impl DType {
     /// - `bool` with any type gives that type.
     /// - A float with an integer gives the float.
     /// - Two floats give the wider one; two of the same width but different formats give a
-    ///   type holding both: `f16` + `bf16` → `f32`, `float8_e4m3` + `float8_e5m2` → `bf16`;
-    ///   `tfloat32` holds `bf16` and `f16`, `f32` holds everything.
+    ///   type holding both: `f16` + `bf16` → `f32`, two different 8-bit formats (`float8_e4m3`,
+    ///   `float8_e5m2`, `float8_e4m3fn`) → `bf16`; `tfloat32` holds `bf16` and `f16`, `f32`
+    ///   holds everything, and every 8-bit format holds `float4_e2m1fn`. The scale type
+    ///   `float8_e8m0fnu` (8 exponent bits) promotes as `bf16` does, the narrowest type
+    ///   holding all its values: with `f16` → `f32`, with an 8- or 4-bit format → `bf16`.
+    ///   (NKI documents no promotion for its MX types; this is the rule chosen here.)
     /// - Two integers of one signedness give the wider. A signed and an unsigned one give the
     ///   signed type if it is wider, else a signed type twice the unsigned one's width, and
     ///   `f32` when that would take 64 bits (`i32` + `u32` → `f32`, as NKI has no 64-bit
@@ -288,8 +352,9 @@ const fn float_rank(d: DType) -> u8 {
     match d {
         DType::F32 => 4,
         DType::Tf32 => 3,
-        DType::Bf16 | DType::F16 => 2,
-        DType::F8E4M3 | DType::F8E5M2 => 1,
+        DType::Bf16 | DType::F16 | DType::F8E8M0Fnu => 2,
+        DType::F8E4M3 | DType::F8E5M2 | DType::F8E4M3Fn => 1,
+        DType::F4E2M1Fn => 0,
         // Not floats: `promote_float` never sees them.
         DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 | DType::U32 | DType::Bool => {
             1
@@ -298,6 +363,21 @@ const fn float_rank(d: DType) -> u8 {
 }
 
 const fn promote_float(a: DType, b: DType) -> DType {
+    // `float8_e8m0fnu` promotes as `bf16` (it differs from `a` or `b`: equal types returned
+    // earlier).
+    let a = if matches!(a, DType::F8E8M0Fnu) {
+        DType::Bf16
+    } else {
+        a
+    };
+    let b = if matches!(b, DType::F8E8M0Fnu) {
+        DType::Bf16
+    } else {
+        b
+    };
+    if a as u8 == b as u8 {
+        return a;
+    }
     let (ra, rb) = (float_rank(a), float_rank(b));
     if ra > rb {
         a
@@ -352,6 +432,17 @@ mod tests {
             (Bool, Bool, Bool),
             (F16, I32, F16),
             (U8, Bf16, Bf16),
+            (F8E4M3Fn, F8E4M3, Bf16),
+            (F8E4M3Fn, F8E5M2, Bf16),
+            (F4E2M1Fn, F8E4M3Fn, F8E4M3Fn),
+            (F4E2M1Fn, F8E5M2, F8E5M2),
+            (F4E2M1Fn, Bf16, Bf16),
+            (F8E8M0Fnu, F8E4M3Fn, Bf16),
+            (F8E8M0Fnu, F4E2M1Fn, Bf16),
+            (F8E8M0Fnu, Bf16, Bf16),
+            (F8E8M0Fnu, F16, F32),
+            (F8E8M0Fnu, Tf32, Tf32),
+            (F8E8M0Fnu, U8, F8E8M0Fnu),
         ];
         for (a, b, want) in cases {
             assert_eq!(a.promote(b), want, "{a} + {b}");
@@ -397,5 +488,36 @@ mod tests {
         assert_eq!(DType::U8.min_value(), Some(0.0));
         assert_eq!(DType::I32.epsilon(), None);
         assert_eq!(DType::Bool.max_value(), None);
+        // The OCP formats, decoded by hand: e4m3fn 0x7e = 1.110b · 2^(15−7) = 448 (0x7f is
+        // NaN), smallest normal 0x08 = 2^(1−7); e2m1fn 0x7 = 1.1b · 2^(3−1) = 6, smallest
+        // normal 0x2 = 2^0, eps 0x3 − 1 = 0.5; e8m0fnu 0xfe = 2^(254−127), 0x00 = 2^−127 (its
+        // smallest, normal, value), 2 − 1 = 1 between neighbours of 1.
+        assert_eq!(DType::F8E4M3Fn.max_value(), Some(448.0));
+        assert_eq!(DType::F8E4M3Fn.min_value(), Some(-448.0));
+        assert_eq!(DType::F8E4M3Fn.smallest_normal(), Some(1.0 / 64.0));
+        assert_eq!(DType::F8E4M3Fn.epsilon(), Some(0.125));
+        assert_eq!(DType::F4E2M1Fn.max_value(), Some(6.0));
+        assert_eq!(DType::F4E2M1Fn.min_value(), Some(-6.0));
+        assert_eq!(DType::F4E2M1Fn.smallest_normal(), Some(1.0));
+        assert_eq!(DType::F4E2M1Fn.epsilon(), Some(0.5));
+        assert_eq!(
+            DType::F8E8M0Fnu.max_value(),
+            Some(f64::from(f32::from_bits(0x7f00_0000)))
+        );
+        assert_eq!(
+            DType::F8E8M0Fnu.min_value(),
+            Some(f64::from(f32::from_bits(0x0040_0000)))
+        );
+        assert_eq!(
+            DType::F8E8M0Fnu.smallest_normal(),
+            Some(f64::from(f32::from_bits(0x0040_0000)))
+        );
+        assert_eq!(DType::F8E8M0Fnu.epsilon(), Some(1.0));
+        for d in [DType::F8E4M3Fn, DType::F4E2M1Fn, DType::F8E8M0Fnu] {
+            assert_eq!(d.size(), 1);
+            assert!(d.is_float());
+        }
+        assert!(DType::F8E4M3Fn.has_nan() && DType::F8E8M0Fnu.has_nan());
+        assert!(!DType::F4E2M1Fn.has_nan() && !DType::I8.has_nan() && !DType::Bool.has_nan());
     }
 }

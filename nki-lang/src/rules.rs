@@ -857,6 +857,9 @@ pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(
         found @ (DType::Tf32
         | DType::F8E4M3
         | DType::F8E5M2
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu
         | DType::I8
         | DType::I16
         | DType::I32

@@ -2,7 +2,7 @@
 //!
 //! Where Rust or `half` has the type (`f32`, `bf16`, `f16`, `i8` … `u32`) it is used directly.
 //! The other NKI types get a transparent newtype over their bits: [`F8E4M3`], [`F8E5M2`],
-//! [`Tf32`] and [`Bool`].
+//! [`F8E4M3Fn`], [`F4E2M1Fn`], [`F8E8M0Fnu`], [`Tf32`] and [`Bool`].
 
 use bytemuck::{Pod, Zeroable};
 use nki_lang::DType;
@@ -70,6 +70,20 @@ bits_newtype!(
     F8E5M2(u8)
 );
 bits_newtype!(
+    /// An OCP FP8 E4M3 "FN" float (`nl.float8_e4m3fn`: bias 7, max ±448, no inf, NaN
+    /// `S.1111.111`), by its bits.
+    F8E4M3Fn(u8)
+);
+bits_newtype!(
+    /// An OCP MX FP4 E2M1 float (`float4_e2m1fn`: bias 1, max ±6, no inf or NaN) in the low
+    /// nibble of its byte, by that byte (loads ignore the high nibble, stores write it zero).
+    F4E2M1Fn(u8)
+);
+bits_newtype!(
+    /// An OCP MX E8M0 scale (`nl.float8_e8m0fnu`: `2^(bits − 127)`, `0xff` = NaN), by its bits.
+    F8E8M0Fnu(u8)
+);
+bits_newtype!(
     /// A TensorFloat-32 value in its 32-bit container (`nl.tfloat32`), by its bits.
     Tf32(u32)
 );
@@ -106,6 +120,48 @@ impl F8E5M2 {
     /// [`crate::cpu::convert::f8e5m2_to_f32`].
     pub fn to_f32(self) -> f32 {
         convert::f8e5m2_to_f32(self.0)
+    }
+}
+
+impl F8E4M3Fn {
+    /// Rounds an f32 to the nearest `float8_e4m3fn` (ties to even, fp8 subnormals kept,
+    /// `|x| > 464`, ±inf and NaN → NaN `S.1111.111`): [`crate::cpu::convert::f32_to_f8e4m3fn`].
+    pub fn from_f32(x: f32) -> Self {
+        F8E4M3Fn(convert::f32_to_f8e4m3fn(x))
+    }
+
+    /// The value as an f32 (exact; the NaN keeps its sign):
+    /// [`crate::cpu::convert::f8e4m3fn_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::f8e4m3fn_to_f32(self.0)
+    }
+}
+
+impl F4E2M1Fn {
+    /// Rounds an f32 to the nearest `float4_e2m1fn` (ties to even, past ±6 and ±inf saturate
+    /// to ±6, NaN → a zero as ml_dtypes gives): [`crate::cpu::convert::f32_to_f4e2m1fn`].
+    pub fn from_f32(x: f32) -> Self {
+        F4E2M1Fn(convert::f32_to_f4e2m1fn(x))
+    }
+
+    /// The value as an f32 (exact): [`crate::cpu::convert::f4e2m1fn_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::f4e2m1fn_to_f32(self.0)
+    }
+}
+
+impl F8E8M0Fnu {
+    /// Rounds a positive f32 to a power of two (`2^e · 1.f` up to `2^(e+1)` from `1.f = 1.5`,
+    /// below `2^−127` to `2^−127`); zero, negative values, overflow, ±inf and NaN give the NaN
+    /// `0xff`: [`crate::cpu::convert::f32_to_f8e8m0fnu`].
+    pub fn from_f32(x: f32) -> Self {
+        F8E8M0Fnu(convert::f32_to_f8e8m0fnu(x))
+    }
+
+    /// The value as an f32 (exact, `0x00` = 2^−127 an f32 subnormal):
+    /// [`crate::cpu::convert::f8e8m0fnu_to_f32`].
+    pub fn to_f32(self) -> f32 {
+        convert::f8e8m0fnu_to_f32(self.0)
     }
 }
 
@@ -150,6 +206,9 @@ element! {
     u16 => U16,
     u32 => U32,
     Bool => Bool,
+    F8E4M3Fn => F8E4M3Fn,
+    F4E2M1Fn => F4E2M1Fn,
+    F8E8M0Fnu => F8E8M0Fnu,
 }
 
 #[cfg(test)]
@@ -174,6 +233,9 @@ mod tests {
         check::<u16>();
         check::<u32>();
         check::<Bool>();
+        check::<F8E4M3Fn>();
+        check::<F4E2M1Fn>();
+        check::<F8E8M0Fnu>();
     }
 
     #[test]
@@ -196,5 +258,23 @@ mod tests {
         );
         assert_eq!(Tf32::from_f32(1.0 + 2f32.powi(-12)).to_f32(), 1.0);
         assert_eq!(Tf32(0x3f80_1fff).to_f32(), 1.0);
+        // The OCP formats: every code comes back (their NaNs too: each has only one per sign,
+        // but fp4 has none and reads a byte's low nibble only).
+        for bits in 0..=u8::MAX {
+            assert_eq!(F8E4M3Fn::from_f32(F8E4M3Fn(bits).to_f32()), F8E4M3Fn(bits));
+            assert_eq!(
+                F8E8M0Fnu::from_f32(F8E8M0Fnu(bits).to_f32()),
+                F8E8M0Fnu(bits)
+            );
+            let nibble = bits & 0x0f;
+            assert_eq!(
+                F4E2M1Fn::from_f32(F4E2M1Fn(bits).to_f32()),
+                F4E2M1Fn(nibble)
+            );
+        }
+        assert_eq!(F8E4M3Fn::from_f32(448.0), F8E4M3Fn(0x7e));
+        assert!(F8E4M3Fn::from_f32(1000.0).to_f32().is_nan());
+        assert_eq!(F4E2M1Fn::from_f32(-100.0).to_f32(), -6.0);
+        assert_eq!(F8E8M0Fnu::from_f32(0.75).to_f32(), 1.0);
     }
 }

@@ -41,7 +41,9 @@
 //!   every float type (an f16 or fp8 signaling NaN becomes quiet). f32 → bf16 and → tfloat32
 //!   flush f32 subnormal inputs to a signed zero, as `vcvtneps2bf16` does; f32 → f16 and
 //!   → fp8 are IEEE (subnormals kept, overflow to ±inf; `float8_e4m3` is the IEEE-style format
-//!   with max 240). f32 → integers saturate, NaN → 0; bool is 0 or 1. The exact bit rules,
+//!   with max 240; the OCP `float8_e4m3fn` overflows to its NaN, `float4_e2m1fn` saturates,
+//!   `float8_e8m0fnu` rounds to a power of two). f32 → integers saturate, NaN → 0; bool is 0
+//!   or 1. The exact bit rules,
 //!   NaNs included, are those of [`cpu::convert`]; `docs/dtypes.md` has them as a table.
 //! - **`nc_matmul`** accumulates in fp32 in PSUM: for each output element, starting from the
 //!   existing PSUM value (accumulate) or `-0.0` (overwrite), one fused multiply-add per
@@ -158,7 +160,7 @@ pub use bind::{Bound, HbmIn, HbmOut};
 pub use budget::{Budget, StopHandle, Stopped};
 pub use cpu::Isa;
 pub use device_tensor::{DeviceTensor, TensorError};
-pub use element::{Bool, Element, F8E4M3, F8E5M2, Tf32};
+pub use element::{Bool, Element, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, Tf32};
 pub use exec::{ExecError, InstanceEdge, LoopEdge, Observer, OnChip, Resolver, Skip};
 pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use host_profile::{HostOpRow, HostProfile, HostRow};

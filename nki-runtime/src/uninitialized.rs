@@ -18,7 +18,8 @@ pub enum UninitializedMemory {
     #[default]
     Keep,
     /// Before every launch, each of the program's tiles and each output tensor is filled with
-    /// its dtype's quiet NaN (integers: every byte `0xA5`, bool: 1), so an element computed
+    /// its dtype's quiet NaN (integers and the NaN-less `float4_e2m1fn`: every byte `0xA5`;
+    /// bool: 1), so an element computed
     /// from memory the launch did not write comes out NaN (or the pattern). Costs one pass
     /// over the tiles and outputs per launch.
     Nan,
@@ -35,11 +36,13 @@ impl UninitializedMemory {
     }
 }
 
-/// The bytes of one element of `dtype` that [`UninitializedMemory::Nan`] writes.
+/// The bytes of one element of `dtype` that [`UninitializedMemory::Nan`] writes: a float's
+/// quiet NaN; the integers' pattern for `float4_e2m1fn`, which has no NaN (its byte `0xA5` reads
+/// as 3.0).
 fn poison(dtype: DType) -> [u8; 4] {
     let bits = match dtype.class() {
-        DTypeClass::Float => from_f32(dtype, f32::NAN),
-        DTypeClass::Signed | DTypeClass::Unsigned => 0xA5A5_A5A5,
+        DTypeClass::Float if dtype.has_nan() => from_f32(dtype, f32::NAN),
+        DTypeClass::Float | DTypeClass::Signed | DTypeClass::Unsigned => 0xA5A5_A5A5,
         DTypeClass::Bool => 1,
     };
     bits.to_le_bytes()
@@ -100,10 +103,12 @@ mod tests {
             let p = poison(d);
             let bits = u32::from_le_bytes(p);
             match d.class() {
-                DTypeClass::Float => {
+                DTypeClass::Float if d.has_nan() => {
                     assert!(crate::cpu::convert::to_f32(d, bits).is_nan(), "{d:?}")
                 }
-                DTypeClass::Signed | DTypeClass::Unsigned => assert_eq!(p[0], 0xA5),
+                DTypeClass::Float | DTypeClass::Signed | DTypeClass::Unsigned => {
+                    assert_eq!(p[0], 0xA5, "{d:?}")
+                }
                 DTypeClass::Bool => assert_eq!(bits, 1),
             }
         }

@@ -19,7 +19,10 @@ use nki_lang::{
     Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
     Memory, Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
-use nki_runtime::{Bool, F8E4M3, F8E5M2, HbmIn, HbmOut, Isa, Kernel, NeuronCore, Tf32};
+use nki_runtime::{
+    Bool, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, HbmIn, HbmOut, Isa, Kernel, NeuronCore,
+    Tf32,
+};
 
 // ---- Rows ----
 
@@ -301,6 +304,89 @@ fn minifloat(bits: u32, e: u32, m: u32) -> f64 {
     }
 }
 
+/// The value of an OCP-format element from its fields (OFP8 E4M3 "FN": bias 7, `S.1111.111`
+/// the NaN; MX E2M1 in the low nibble: bias 1, no NaN; MX E8M0: `2^(bits − 127)`, `0xff` NaN).
+fn ocp_value(dtype: DType, bits: u32) -> f64 {
+    let b = bits & 0xff;
+    match dtype {
+        DType::F8E4M3Fn if b & 0x7f == 0x7f => f64::NAN,
+        DType::F8E4M3Fn => {
+            // No infinities: the largest exponent holds normal values (256 … 448).
+            let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
+            let (e, m) = ((b >> 3) & 0xf, f64::from(b & 7) / 8.0);
+            sign * if e == 0 {
+                m * 2f64.powi(-6)
+            } else {
+                (1.0 + m) * 2f64.powi(e as i32 - 7)
+            }
+        }
+        DType::F4E2M1Fn => {
+            let sign = if b & 0x8 != 0 { -1.0 } else { 1.0 };
+            let (e, m) = ((b >> 1) & 3, f64::from(b & 1));
+            sign * if e == 0 {
+                m / 2.0
+            } else {
+                (1.0 + m / 2.0) * 2f64.powi(e as i32 - 1)
+            }
+        }
+        _ if b == 0xff => f64::NAN,
+        _ => 2f64.powi(b as i32 - 127),
+    }
+}
+
+/// `v` rounded into an OCP format, by a nearest search over its values: ties to the even code
+/// (e8m0fnu: to the larger value); e4m3fn: past 448's rounding range, ±inf and NaN → NaN;
+/// e2m1fn: saturating (a NaN gives a zero, ml_dtypes' result); e8m0fnu: zero, negative values,
+/// NaN and overflow → NaN, below 2^-127 → 2^-127.
+fn ocp_round(dtype: DType, v: f64) -> f64 {
+    let codes: Vec<u32> = match dtype {
+        DType::F8E4M3Fn => (0..0x7f).collect(),
+        DType::F4E2M1Fn => (0..8).collect(),
+        _ => (0..0xff).collect(),
+    };
+    let (sign, a) = (if v.is_sign_negative() { -1.0 } else { 1.0 }, v.abs());
+    match dtype {
+        DType::F8E4M3Fn if !v.is_finite() => return f64::NAN,
+        DType::F4E2M1Fn if v.is_nan() => return 0.0,
+        DType::F8E8M0Fnu if !v.is_finite() || v <= 0.0 => return f64::NAN,
+        _ => {}
+    }
+    // The value one step past the largest, where overflow starts (as a rounding target).
+    let past = match dtype {
+        DType::F8E4M3Fn => 480.0,
+        DType::F4E2M1Fn => 8.0,
+        _ => 2f64.powi(128),
+    };
+    let mut best: Option<(f64, u32)> = None;
+    for (val, code) in codes
+        .iter()
+        .map(|&c| (ocp_value(dtype, c), c))
+        .chain([(past, u32::MAX)])
+    {
+        let better = match best {
+            None => true,
+            Some((bv, bc)) => {
+                let (d, db) = ((val - a).abs(), (bv - a).abs());
+                let tie_wins = if dtype == DType::F8E8M0Fnu {
+                    val > bv
+                } else {
+                    code % 2 == 0 && bc % 2 == 1
+                };
+                d < db || (d == db && tie_wins)
+            }
+        };
+        if better {
+            best = Some((val, code));
+        }
+    }
+    let (val, code) = best.unwrap();
+    match dtype {
+        _ if code != u32::MAX => sign * val,
+        DType::F4E2M1Fn => sign * 6.0,
+        _ => f64::NAN,
+    }
+}
+
 /// An element's value (its bits zero-extended).
 fn decode(dtype: DType, bits: u32) -> f64 {
     match dtype {
@@ -316,11 +402,12 @@ fn decode(dtype: DType, bits: u32) -> f64 {
         DType::U16 => f64::from(bits as u16),
         DType::U32 => f64::from(bits),
         DType::Bool => f64::from(u8::from(bits != 0)),
+        DType::F8E4M3Fn | DType::F4E2M1Fn | DType::F8E8M0Fnu => ocp_value(dtype, bits),
     }
 }
 
 /// The bits of `v` in `dtype`, if `v` is exactly a value of it (a NaN: the f32 / 16-bit
-/// formats' default NaN).
+/// formats' default NaN, an 8-bit format's first NaN code).
 fn encode(dtype: DType, v: f64) -> Option<u32> {
     let same = |x: f64| x == v && x.is_sign_negative() == v.is_sign_negative();
     let int = |lo: f64, hi: f64| (v.fract() == 0.0 && (lo..=hi).contains(&v)).then_some(v as i64);
@@ -336,7 +423,10 @@ fn encode(dtype: DType, v: f64) -> Option<u32> {
             let x = f16::from_f64(v);
             (same(x.to_f64()) || v.is_nan()).then_some(u32::from(x.to_bits()))
         }
-        DType::F8E4M3 | DType::F8E5M2 => (0..=255).find(|&b| same(decode(dtype, b))),
+        DType::F8E4M3 | DType::F8E5M2 | DType::F8E4M3Fn | DType::F4E2M1Fn | DType::F8E8M0Fnu => {
+            // A NaN: the first NaN code.
+            (0..=255).find(|&b| same(decode(dtype, b)) || (v.is_nan() && decode(dtype, b).is_nan()))
+        }
         DType::I8 => int(-128.0, 127.0).map(|i| i as u8 as u32),
         DType::I16 => int(-32768.0, 32767.0).map(|i| i as u16 as u32),
         DType::I32 => int(-2147483648.0, 2147483647.0).map(|i| i as i32 as u32),
@@ -387,6 +477,9 @@ enum Store {
     U16(Vec<u16>),
     U32(Vec<u32>),
     Bool(Vec<Bool>),
+    F8E4M3Fn(Vec<F8E4M3Fn>),
+    F4E2M1Fn(Vec<F4E2M1Fn>),
+    F8E8M0Fnu(Vec<F8E8M0Fnu>),
 }
 
 macro_rules! each_store {
@@ -405,6 +498,9 @@ macro_rules! each_store {
             Store::U16($v) => $e,
             Store::U32($v) => $e,
             Store::Bool($v) => $e,
+            Store::F8E4M3Fn($v) => $e,
+            Store::F4E2M1Fn($v) => $e,
+            Store::F8E8M0Fnu($v) => $e,
         }
     };
 }
@@ -437,6 +533,9 @@ impl Store {
             DType::U16 => Store::U16(pod(bits)),
             DType::U32 => Store::U32(pod(bits)),
             DType::Bool => Store::Bool(pod(bits)),
+            DType::F8E4M3Fn => Store::F8E4M3Fn(pod(bits)),
+            DType::F4E2M1Fn => Store::F4E2M1Fn(pod(bits)),
+            DType::F8E8M0Fnu => Store::F8E8M0Fnu(pod(bits)),
         }
     }
 
@@ -1135,6 +1234,52 @@ fn copy_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            "tensor_copy f32 into float8_e4m3fn (nearest even; past 464 the NaN)",
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F8E4M3Fn)],
+            vec![(DType::F32, ocp_inputs(16, 600.0))],
+            &[(DType::F8E4M3Fn, [P, F])],
+            copy(Engine::Vector, DType::F8E4M3Fn),
+            |x| vec![x[0].mapv(|v| ocp_round(DType::F8E4M3Fn, v))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy f32 into float4_e2m1fn (nearest even, saturating at 6)",
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F4E2M1Fn)],
+            vec![(DType::F32, ocp_inputs(17, 10.0))],
+            &[(DType::F4E2M1Fn, [P, F])],
+            copy(Engine::Scalar, DType::F4E2M1Fn),
+            |x| vec![x[0].mapv(|v| ocp_round(DType::F4E2M1Fn, v))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy f32 into float8_e8m0fnu (powers of two, 1.5 up; no zero or sign)",
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::F8E8M0Fnu)],
+            vec![(DType::F32, ocp_inputs(18, 1e6))],
+            &[(DType::F8E8M0Fnu, [P, F])],
+            copy(Engine::GpSimd, DType::F8E8M0Fnu),
+            |x| vec![x[0].mapv(|v| ocp_round(DType::F8E8M0Fnu, v))],
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy float8_e4m3fn into float4_e2m1fn (through fp32)",
+            &[
+                Covers::Op(Opcode::TensorCopy),
+                Covers::Dt(DType::F8E4M3Fn),
+                Covers::Dt(DType::F4E2M1Fn),
+            ],
+            vec![(
+                DType::F8E4M3Fn,
+                values(P, F, 19, |r| {
+                    ocp_value(DType::F8E4M3Fn, r.int(0, 0xfe) as u32)
+                })
+                .mapv(|v| if v.is_nan() { 1.0 } else { v }),
+            )],
+            &[(DType::F4E2M1Fn, [P, F])],
+            copy(Engine::Vector, DType::F4E2M1Fn),
+            |x| vec![x[0].mapv(|v| ocp_round(DType::F4E2M1Fn, v))],
+            Check::Exact,
+        ),
+        row(
             "memset f32 2.5",
             &[Covers::Op(Opcode::Memset)],
             none.clone(),
@@ -1162,6 +1307,36 @@ fn copy_rows() -> Vec<Row> {
             Check::Exact,
         ),
     ]
+}
+
+/// f32 inputs for the OCP-format rows: values in `(−hi, hi)` on a grid of 1/64 (rounded to
+/// f32), every seventh one (from the fourth) scaled down to the formats' subnormal and scale ranges, and a few exact ties and limits
+/// (e4m3fn: 448, 464, 480; e2m1fn: 0.25, 5, 7; e8m0fnu: 1.5, 3 · 2^-128, 0).
+fn ocp_inputs(seed: u64, hi: f64) -> Array2<f64> {
+    let ties = [
+        448.0,
+        464.0,
+        -464.0,
+        480.0,
+        0.25,
+        -5.0,
+        7.0,
+        1.5,
+        3.0 * 2f64.powi(-128),
+        0.0,
+        -0.0,
+        2f64.powi(-10),
+    ];
+    let mut n = 0usize;
+    values(P, F, seed, |r| {
+        n += 1;
+        let v = f64::from(r.step(-hi, hi, 1.0 / 64.0) as f32);
+        match n % 7 {
+            0 => ties[(n / 7) % ties.len()],
+            3 => f64::from((v * 2f64.powi(-r.int(4, 130) as i32)) as f32),
+            _ => v,
+        }
+    })
 }
 
 /// How an ALU operation is exercised: the operation, the dtype of its operands and result,
@@ -2641,7 +2816,11 @@ fn dtype_rows() -> Vec<Row> {
                     DType::U16 => r.int(0, 65535) as f64,
                     DType::I32 => r.int(-(1 << 24), 1 << 24) as f64,
                     DType::U32 => r.int(0, 1 << 24) as f64,
-                    // Three significant bits: exact in every float format, fp8 included.
+                    // fp4's values: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+                    DType::F4E2M1Fn => ocp_value(dt, r.int(0, 15) as u32),
+                    // The scale type's: powers of two from 2^-127 to 2^127.
+                    DType::F8E8M0Fnu => 2f64.powi(r.int(-127, 127) as i32),
+                    // Three significant bits: exact in every other float format, fp8 included.
                     _ => r.int(-7, 7) as f64 * 2f64.powi(r.int(-3, 3) as i32),
                 }
             };

@@ -23,6 +23,9 @@ fn elem(d: DType) -> TokenStream {
         DType::U16 => quote!(::core::primitive::u16),
         DType::U32 => quote!(::core::primitive::u32),
         DType::Bool => item("Bool"),
+        DType::F8E4M3Fn => item("F8E4M3Fn"),
+        DType::F4E2M1Fn => item("F4E2M1Fn"),
+        DType::F8E8M0Fnu => item("F8E8M0Fnu"),
     }
 }
 

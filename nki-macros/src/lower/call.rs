@@ -525,8 +525,8 @@ impl Lowerer<'_> {
 }
 
 /// The dtypes, for messages.
-pub const DTYPES: &str =
-    "f32, tfloat32, bf16, f16, float8_e4m3, float8_e5m2, i8, i16, i32, u8, u16, u32 or bool";
+pub const DTYPES: &str = "f32, tfloat32, bf16, f16, float8_e4m3, float8_e5m2, float8_e4m3fn, \
+     float4_e2m1fn, float8_e8m0fnu, i8, i16, i32, u8, u16, u32 or bool";
 
 /// A shape without its size-1 free dimensions (at least one free dimension stays).
 fn squeezed(s: &TileShape) -> TileShape {

@@ -872,6 +872,9 @@ fn width_mask(dtype: DType) -> u32 {
         | DType::F16
         | DType::F8E4M3
         | DType::F8E5M2
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu
         | DType::I32
         | DType::U8
         | DType::U16

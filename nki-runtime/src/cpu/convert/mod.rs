@@ -72,6 +72,17 @@
 //!   model's bf16 and f16 do); NaN payloads follow f16's rule, which agrees with ml_dtypes on
 //!   the default NaNs (ml_dtypes returns the default NaN with the input's sign for any NaN,
 //!   in both directions).
+//! - **float8_e4m3fn**, **float4_e2m1fn** and **float8_e8m0fnu**, the OCP formats (OFP8 E4M3;
+//!   MX FP4 E2M1, one element per byte in the low nibble; MX E8M0 scale), defined in
+//!   `convert/ocp.rs` ([`f8e4m3fn_to_f32`], [`f32_to_f8e4m3fn`] and their siblings):
+//!   loads are exact (e4m3fn's NaN `S.1111.111` → `sign | 0x7fc0_0000`, e8m0fnu's `0xff` →
+//!   `0x7fc0_0000`, fp4's high nibble ignored); stores round to nearest even and resolve what
+//!   the format cannot hold as ml_dtypes' default conversion does: e4m3fn gives its NaN past
+//!   464 and for ±inf and NaN; e2m1fn saturates to ±6 (±inf too) and turns a NaN into `0x8`
+//!   (positive) or `0x0` (negative); e8m0fnu rounds `1.5 · 2^e` and up to `2^(e+1)`, gives
+//!   `0x00` below 2^-127 and its NaN `0xff` for 0, negative values, ±inf, NaN and from
+//!   `1.5 · 2^127`. They have no vector routines: every path runs these definitions.
+//!   `docs/dtypes.md` gives the sources.
 //! - **Integers → f32** are exact where representable (every i8, u8, i16 and u16, and i32/u32
 //!   of magnitude up to 2^24), else rounded to nearest even (Rust's `as`).
 //! - **f32 → integers** round to nearest even, saturate to the type's range (±inf included),
@@ -116,8 +127,14 @@ use nki_lang::DType;
 
 use super::Isa;
 
+mod ocp;
 #[cfg(target_arch = "x86_64")]
 pub(in crate::cpu) mod x86;
+
+pub use ocp::{
+    f4e2m1fn_to_f32, f8e4m3fn_to_f32, f8e8m0fnu_to_f32, f32_to_f4e2m1fn, f32_to_f8e4m3fn,
+    f32_to_f8e8m0fnu,
+};
 
 /// Elements per chunk of the portable conversion between two non-f32 dtypes, through f32s
 /// in a stack buffer.
@@ -386,6 +403,9 @@ pub fn to_f32(dtype: DType, bits: u32) -> f32 {
         DType::U16 => bits as u16 as f32,
         DType::U32 => bits as f32,
         DType::Bool => (bits as u8 != 0) as u32 as f32,
+        DType::F8E4M3Fn => f8e4m3fn_to_f32(bits as u8),
+        DType::F4E2M1Fn => f4e2m1fn_to_f32(bits as u8),
+        DType::F8E8M0Fnu => f8e8m0fnu_to_f32(bits as u8),
     }
 }
 
@@ -407,6 +427,9 @@ pub fn from_f32(dtype: DType, x: f32) -> u32 {
         DType::U16 => f32_to_int(x, 0, u16::MAX as i64) as u32,
         DType::U32 => f32_to_int(x, 0, u32::MAX as i64) as u32,
         DType::Bool => (x != 0.0) as u32,
+        DType::F8E4M3Fn => f32_to_f8e4m3fn(x) as u32,
+        DType::F4E2M1Fn => f32_to_f4e2m1fn(x) as u32,
+        DType::F8E8M0Fnu => f32_to_f8e8m0fnu(x) as u32,
     }
 }
 
@@ -421,7 +444,12 @@ pub fn to_i32(dtype: DType, bits: u32) -> i32 {
         DType::Bool => (bits as u8 != 0) as i32,
         DType::I32 | DType::U32 | DType::F32 | DType::Tf32 => bits as i32,
         DType::U16 | DType::Bf16 | DType::F16 => (bits & 0xffff) as i32,
-        DType::U8 | DType::F8E4M3 | DType::F8E5M2 => (bits & 0xff) as i32,
+        DType::U8
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu => (bits & 0xff) as i32,
     }
 }
 
@@ -438,6 +466,9 @@ pub fn from_i32(dtype: DType, v: i32) -> u32 {
         | DType::F16
         | DType::F8E4M3
         | DType::F8E5M2
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu
         | DType::I8
         | DType::I16
         | DType::I32
@@ -537,13 +568,13 @@ fn store_i32_portable<const D: usize>(src: &[i32], dst: &mut [u8]) {
     }
 }
 
-/// `[f::<0>, …, f::<12>]`: one instance per dtype, indexed by `dtype as usize` (the order of
+/// `[f::<0>, …, f::<15>]`: one instance per dtype, indexed by `dtype as usize` (the order of
 /// [`DType::ALL`], checked by a test).
 macro_rules! per_dtype {
     ($f:ident) => {
         [
             $f::<0>, $f::<1>, $f::<2>, $f::<3>, $f::<4>, $f::<5>, $f::<6>, $f::<7>, $f::<8>,
-            $f::<9>, $f::<10>, $f::<11>, $f::<12>,
+            $f::<9>, $f::<10>, $f::<11>, $f::<12>, $f::<13>, $f::<14>, $f::<15>,
         ]
     };
 }
@@ -551,10 +582,10 @@ macro_rules! per_dtype {
 type BytesFn = fn(&[u8], &mut [u8]);
 type LoadI32Fn = fn(&[u8], &mut [i32]);
 type StoreI32Fn = fn(&[i32], &mut [u8]);
-const LOAD_PORTABLE: [BytesFn; 13] = per_dtype!(load_portable);
-const STORE_PORTABLE: [BytesFn; 13] = per_dtype!(store_portable);
-const LOAD_I32_PORTABLE: [LoadI32Fn; 13] = per_dtype!(load_i32_portable);
-const STORE_I32_PORTABLE: [StoreI32Fn; 13] = per_dtype!(store_i32_portable);
+const LOAD_PORTABLE: [BytesFn; 16] = per_dtype!(load_portable);
+const STORE_PORTABLE: [BytesFn; 16] = per_dtype!(store_portable);
+const LOAD_I32_PORTABLE: [LoadI32Fn; 16] = per_dtype!(load_i32_portable);
+const STORE_I32_PORTABLE: [StoreI32Fn; 16] = per_dtype!(store_i32_portable);
 
 /// A vector loop: converts whole vectors of elements from `src` into `dst` (as many as both
 /// hold, rounded down to whole vectors) and returns how many elements it converted.

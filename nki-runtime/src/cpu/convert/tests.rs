@@ -113,6 +113,14 @@ fn f32_inputs() -> Vec<u32> {
         let next = 2f64.powi(top.log2().floor() as i32 + 1);
         around(((top + next) / 2.0) as f32);
     }
+    // The same for the OCP formats, from their reference tables (the sentinel above the
+    // largest finite value included: its midpoint is the overflow threshold).
+    for f in OCP {
+        for w in ref_ocp_table(f).windows(2) {
+            around(w[0].0 as f32);
+            around(((w[0].0 + w[1].0) / 2.0) as f32);
+        }
+    }
     for k in [
         0.5f32,
         1.5,
@@ -251,6 +259,121 @@ fn ref_mini_encode(f: MiniFloat, x: f32) -> u32 {
     sign | code
 }
 
+/// The OCP formats NKI 0.1–0.5 added, for the references below.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Ocp {
+    /// `float8_e4m3fn`.
+    E4M3Fn,
+    /// `float4_e2m1fn`.
+    E2M1Fn,
+    /// `float8_e8m0fnu`.
+    E8M0Fnu,
+}
+
+/// Every OCP format.
+const OCP: [Ocp; 3] = [Ocp::E4M3Fn, Ocp::E2M1Fn, Ocp::E8M0Fnu];
+
+/// The value of an OCP-format element from its fields, as the OFP8 and MX specifications define
+/// them: None for NaN.
+fn ref_ocp_value(f: Ocp, bits: u32) -> Option<f64> {
+    let bits = bits & 0xff;
+    let field = |shift: u32, width: u32| ((bits >> shift) & ((1 << width) - 1)) as i32;
+    match f {
+        Ocp::E4M3Fn => {
+            // S.EEEE.MMM, bias 7, S.1111.111 the NaN, subnormals at E = 0.
+            let sign = if field(7, 1) == 1 { -1.0 } else { 1.0 };
+            let (e, m) = (field(3, 4), field(0, 3));
+            if e == 15 && m == 7 {
+                return None;
+            }
+            let m = m as f64 / 8.0;
+            Some(
+                sign * if e == 0 {
+                    m * 2f64.powi(-6)
+                } else {
+                    (1.0 + m) * 2f64.powi(e - 7)
+                },
+            )
+        }
+        Ocp::E2M1Fn => {
+            // S.EE.M in the low nibble, bias 1, subnormals at E = 0, no NaN.
+            let sign = if field(3, 1) == 1 { -1.0 } else { 1.0 };
+            let (e, m) = (field(1, 2), field(0, 1) as f64 / 2.0);
+            Some(
+                sign * if e == 0 {
+                    m
+                } else {
+                    (1.0 + m) * 2f64.powi(e - 1)
+                },
+            )
+        }
+        Ocp::E8M0Fnu => (bits != 0xff).then(|| 2f64.powi(bits as i32 - 127)),
+    }
+}
+
+/// An OCP format's finite nonnegative values with their codes, ascending, and one sentinel
+/// above the largest: the next power of two's place, `(value, code)` with the code the overflow
+/// lands on before the format's rule resolves it (e4m3fn: 480 at the NaN code `0x7f`; e2m1fn: 8
+/// past the nibble; e8m0fnu: 2^128 at the NaN code `0xff`).
+fn ref_ocp_table(f: Ocp) -> Vec<(f64, u32)> {
+    let codes: Vec<u32> = match f {
+        Ocp::E4M3Fn => (0..0x7f).collect(),
+        Ocp::E2M1Fn => (0..0x8).collect(),
+        Ocp::E8M0Fnu => (0..0xff).collect(),
+    };
+    let mut t: Vec<(f64, u32)> = codes
+        .into_iter()
+        .map(|c| (ref_ocp_value(f, c).unwrap(), c))
+        .collect();
+    t.push(match f {
+        Ocp::E4M3Fn => (480.0, 0x7f),
+        Ocp::E2M1Fn => (8.0, 0x8),
+        Ocp::E8M0Fnu => (2f64.powi(128), 0xff),
+    });
+    t
+}
+
+/// f32 → OCP format by nearest search in [`ref_ocp_table`], from the formats' definitions and
+/// ml_dtypes' documented conversion: ties go to the even code (e8m0fnu, whose codes are all
+/// "odd" significands, takes the larger value, as ml_dtypes does); e4m3fn: overflow, ±inf and
+/// NaN give `S.1111.111`; e2m1fn: overflow and ±inf saturate to ±6, NaN gives ml_dtypes'
+/// negated quiet NaN (`0x8` for a positive NaN, `0x0` for a negative one); e8m0fnu: zero,
+/// negative values, inf, NaN and overflow give `0xff`, and below 2^-127 gives `0x00`.
+fn ref_ocp_encode(f: Ocp, x: f32) -> u32 {
+    let neg = x.is_sign_negative();
+    let special = match f {
+        Ocp::E4M3Fn => (!x.is_finite()).then_some(if neg { 0xff } else { 0x7f }),
+        Ocp::E2M1Fn if x.is_nan() => Some(if neg { 0x0 } else { 0x8 }),
+        Ocp::E2M1Fn => x.is_infinite().then_some(if neg { 0xf } else { 0x7 }),
+        Ocp::E8M0Fnu => (!x.is_finite() || neg || x == 0.0).then_some(0xff),
+    };
+    if let Some(code) = special {
+        return code;
+    }
+    let a = (x as f64).abs();
+    let table = ref_ocp_table(f);
+    let i = table.partition_point(|&(v, _)| v < a);
+    let code = if i == table.len() {
+        table[i - 1].1 // past the sentinel
+    } else if i == 0 || table[i].0 == a {
+        table[i].1
+    } else {
+        let (lo, hi) = (table[i - 1], table[i]);
+        let (dl, dh) = (a - lo.0, hi.0 - a);
+        let tie_low = f != Ocp::E8M0Fnu && lo.1 & 1 == 0;
+        if dl < dh || (dl == dh && tie_low) {
+            lo.1
+        } else {
+            hi.1
+        }
+    };
+    match f {
+        Ocp::E4M3Fn => (if neg { 0x80 } else { 0 }) | code.min(0x7f),
+        Ocp::E2M1Fn => (if neg { 0x8 } else { 0 }) | code.min(0x7),
+        Ocp::E8M0Fnu => code,
+    }
+}
+
 /// Round to nearest even in f64 (exact for f32 inputs), saturate, NaN → 0.
 fn ref_int(x: f32, min: i64, max: i64) -> i64 {
     if x.is_nan() {
@@ -373,6 +496,9 @@ fn loads_match_references() {
                 U16 => Some(bits as u16 as f64),
                 U32 => Some((bits as f32) as f64),
                 Bool => Some(if bits as u8 != 0 { 1.0 } else { 0.0 }),
+                F8E4M3Fn => ref_ocp_value(Ocp::E4M3Fn, bits),
+                F4E2M1Fn => ref_ocp_value(Ocp::E2M1Fn, bits),
+                F8E8M0Fnu => ref_ocp_value(Ocp::E8M0Fnu, bits),
             };
             match want {
                 Some(w) => assert!(
@@ -384,8 +510,12 @@ fn loads_match_references() {
                     // payload and gets f32's quiet bit.
                     let want = match dtype {
                         Tf32 => bits & 0xffff_e000,
-                        F32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I8 | I16 | I32 | U8 | U16 | U32
-                        | Bool => {
+                        // e4m3fn's one NaN per sign keeps its sign; e8m0fnu's NaN reads as f32's
+                        // default quiet NaN.
+                        F8E4M3Fn => ((bits & 0x80) << 24) | 0x7fc0_0000,
+                        F8E8M0Fnu => 0x7fc0_0000,
+                        F32 | Bf16 | F16 | F8E4M3 | F8E5M2 | F4E2M1Fn | I8 | I16 | I32 | U8
+                        | U16 | U32 | Bool => {
                             let f = if dtype == F8E4M3 { E4M3 } else { E5M2 };
                             let sign = if bits & f.sign() != 0 { 0x8000_0000 } else { 0 };
                             sign | 0x7fc0_0000 | ((bits & ((1 << f.m) - 1)) << (23 - f.m))
@@ -432,6 +562,9 @@ fn stores_match_references() {
                 U16 => ref_int(x, 0, 65535) as u32,
                 U32 => ref_int(x, 0, u32::MAX as i64) as u32,
                 Bool => !(x == 0.0) as u32,
+                F8E4M3Fn => ref_ocp_encode(Ocp::E4M3Fn, x),
+                F4E2M1Fn => ref_ocp_encode(Ocp::E2M1Fn, x),
+                F8E8M0Fnu => ref_ocp_encode(Ocp::E8M0Fnu, x),
             };
             assert_eq!(got, want, "{dtype} from f32 {b:#010x} ({x:e})");
         }
@@ -471,6 +604,64 @@ fn documented_values() {
     assert_eq!(e5(2f32.powi(-17)), 0x00);
     assert_eq!(f8e5m2_to_f32(0x7b), 57344.0);
     assert_eq!(f8e5m2_to_f32(0x7d).to_bits(), 0x7fe0_0000);
+    // e4m3fn: max 448 (0x7e); 464 ties to the even 0x7e, past it the NaN; subnormals as e4m3.
+    let fn8 = |x: f32| f32_to_f8e4m3fn(x);
+    assert_eq!(fn8(448.0), 0x7e);
+    assert_eq!(fn8(464.0), 0x7e);
+    assert_eq!(fn8(464.01), 0x7f);
+    assert_eq!(fn8(-1e9), 0xff);
+    assert_eq!(fn8(f32::INFINITY), 0x7f);
+    assert_eq!(fn8(-f32::NAN), 0xff);
+    assert_eq!(fn8(240.0), 0x77);
+    assert_eq!(fn8(256.0), 0x78); // e4m3's inf code is a finite value here
+    assert_eq!(fn8(2f32.powi(-9)), 0x01);
+    assert_eq!(fn8(2f32.powi(-10)), 0x00);
+    assert_eq!(fn8(1.0), 0x38);
+    assert_eq!(f8e4m3fn_to_f32(0x7e), 448.0);
+    assert_eq!(f8e4m3fn_to_f32(0xf8), -256.0);
+    assert_eq!(f8e4m3fn_to_f32(0x7f).to_bits(), 0x7fc0_0000);
+    assert_eq!(f8e4m3fn_to_f32(0xff).to_bits(), 0xffc0_0000);
+    // e2m1fn: 0, 0.5, 1, 1.5, 2, 3, 4, 6; ties to even codes; saturating; NaN → a zero.
+    let fp4 = |x: f32| f32_to_f4e2m1fn(x);
+    let values = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    for (code, v) in values.into_iter().enumerate() {
+        assert_eq!(f4e2m1fn_to_f32(code as u8), v);
+        assert_eq!(f4e2m1fn_to_f32(code as u8 | 0x8).to_bits(), (-v).to_bits());
+        assert_eq!(f4e2m1fn_to_f32(code as u8 | 0xf0), v); // high nibble ignored
+    }
+    assert_eq!(fp4(0.25), 0x0); // tie: even 0
+    assert_eq!(fp4(0.75), 0x2); // tie between 0.5 (1) and 1 (2)
+    assert_eq!(fp4(1.25), 0x2);
+    assert_eq!(fp4(2.5), 0x4);
+    assert_eq!(fp4(3.5), 0x6);
+    assert_eq!(fp4(5.0), 0x6); // tie between 4 (6) and 6 (7): even
+    assert_eq!(fp4(5.01), 0x7);
+    assert_eq!(fp4(7.0), 0x7);
+    assert_eq!(fp4(-1e30), 0xf);
+    assert_eq!(fp4(f32::NEG_INFINITY), 0xf);
+    assert_eq!(fp4(-0.0), 0x8);
+    assert_eq!(fp4(f32::NAN), 0x8);
+    assert_eq!(fp4(-f32::NAN), 0x0);
+    // e8m0fnu: powers of two, 1.5 rounds up, no zero, no sign.
+    let e8 = |x: f32| f32_to_f8e8m0fnu(x);
+    assert_eq!(e8(1.0), 127);
+    assert_eq!(e8(1.49), 127);
+    assert_eq!(e8(1.5), 128);
+    assert_eq!(e8(0.75), 127);
+    assert_eq!(e8(f32::MAX), 0xff);
+    assert_eq!(e8(1.49 * 2f32.powi(127)), 0xfe);
+    assert_eq!(e8(2f32.powi(-127)), 0x00);
+    assert_eq!(e8(f32::from_bits(1)), 0x00);
+    assert_eq!(e8(1.5 * 2f32.powi(-127)), 0x01);
+    assert_eq!(e8(0.0), 0xff);
+    assert_eq!(e8(-0.0), 0xff);
+    assert_eq!(e8(-1.0), 0xff);
+    assert_eq!(e8(f32::INFINITY), 0xff);
+    assert_eq!(e8(f32::NAN), 0xff);
+    assert_eq!(f8e8m0fnu_to_f32(0), 2f32.powi(-127));
+    assert_eq!(f8e8m0fnu_to_f32(127), 1.0);
+    assert_eq!(f8e8m0fnu_to_f32(0xfe), 2f32.powi(127));
+    assert_eq!(f8e8m0fnu_to_f32(0xff).to_bits(), 0x7fc0_0000);
     // tf32: bit 13 rounding, subnormal flush, overflow, NaN.
     assert_eq!(f32_to_tf32(1.0 + 2f32.powi(-11)), 1f32.to_bits()); // tie: even
     assert_eq!(
@@ -535,7 +726,8 @@ fn integer_lanes() {
             let back = from_i32(dtype, lane);
             match dtype {
                 Bool => assert_eq!(back, (bits as u8 != 0) as u32),
-                F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I8 | I16 | I32 | U8 | U16 | U32 => {
+                F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I8 | I16 | I32 | U8 | U16 | U32
+                | F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => {
                     assert_eq!(back, bits, "{dtype} {bits:#x}")
                 }
             }
@@ -545,7 +737,8 @@ fn integer_lanes() {
                 I16 => bits as u16 as i16 as i32,
                 U8 => bits as u8 as i32,
                 U16 => bits as u16 as i32,
-                F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I32 | U32 | Bool => continue,
+                F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I32 | U32 | Bool | F8E4M3Fn
+                | F4E2M1Fn | F8E8M0Fnu => continue,
             };
             assert_eq!(lane, want, "{dtype} {bits:#x}");
         }

@@ -27,13 +27,17 @@ const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 ///
 /// The caller checked that the CPU supports `isa`. The AVX2 loops are compiled with F16C
 /// (for f16 and e5m2) and are only returned when the CPU has it, as every AVX2 CPU does.
+///
+/// The OCP formats (`float8_e4m3fn`, `float4_e2m1fn`, `float8_e8m0fnu`) have no vector
+/// routines: a conversion from or to one of them is `None` here, and the caller runs the
+/// portable definitions for the whole run.
 pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
     use DType::*;
     match isa {
         Isa::Portable => None,
         Isa::Avx512 | Isa::Avx512Bf16 => {
             let hw = isa == Isa::Avx512Bf16;
-            Some(match s {
+            match s {
                 F32 => to_512::<v512::F32>(d, hw),
                 Tf32 => to_512::<v512::Tf32>(d, hw),
                 Bf16 => to_512::<v512::Bf16>(d, hw),
@@ -47,9 +51,10 @@ pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
                 U16 => to_512::<v512::U16>(d, hw),
                 U32 => to_512::<v512::U32>(d, hw),
                 Bool => to_512::<v512::Bool>(d, hw),
-            })
+                F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => None,
+            }
         }
-        Isa::Avx2Fma if std::is_x86_feature_detected!("f16c") => Some(match s {
+        Isa::Avx2Fma if std::is_x86_feature_detected!("f16c") => match s {
             F32 => to_256::<v256::F32>(d),
             Tf32 => to_256::<v256::Tf32>(d),
             Bf16 => to_256::<v256::Bf16>(d),
@@ -63,15 +68,17 @@ pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
             U16 => to_256::<v256::U16>(d),
             U32 => to_256::<v256::U32>(d),
             Bool => to_256::<v256::Bool>(d),
-        }),
+            F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => None,
+        },
         Isa::Avx2Fma => None,
     }
 }
 
-/// The AVX-512 loop from `S` to `d`; `bf16_hw`: store bf16 with `vcvtneps2bf16`.
-fn to_512<S: Lanes512>(d: DType, bf16_hw: bool) -> VectorRun {
+/// The AVX-512 loop from `S` to `d`, if `d` has vector routines; `bf16_hw`: store bf16 with
+/// `vcvtneps2bf16`.
+fn to_512<S: Lanes512>(d: DType, bf16_hw: bool) -> Option<VectorRun> {
     use DType::*;
-    match d {
+    Some(match d {
         F32 => fused512::<S, v512::F32>,
         Tf32 => fused512::<S, v512::Tf32>,
         Bf16 if bf16_hw => fused512_bf16::<S, v512::Bf16Hw>,
@@ -86,13 +93,14 @@ fn to_512<S: Lanes512>(d: DType, bf16_hw: bool) -> VectorRun {
         U16 => fused512::<S, v512::U16>,
         U32 => fused512::<S, v512::U32>,
         Bool => fused512::<S, v512::Bool>,
-    }
+        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => return None,
+    })
 }
 
-/// The AVX2 loop from `S` to `d`.
-fn to_256<S: Lanes256>(d: DType) -> VectorRun {
+/// The AVX2 loop from `S` to `d`, if `d` has vector routines.
+fn to_256<S: Lanes256>(d: DType) -> Option<VectorRun> {
     use DType::*;
-    match d {
+    Some(match d {
         F32 => fused256::<S, v256::F32>,
         Tf32 => fused256::<S, v256::Tf32>,
         Bf16 => fused256::<S, v256::Bf16>,
@@ -106,7 +114,8 @@ fn to_256<S: Lanes256>(d: DType) -> VectorRun {
         U16 => fused256::<S, v256::U16>,
         U32 => fused256::<S, v256::U32>,
         Bool => fused256::<S, v256::Bool>,
-    }
+        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => return None,
+    })
 }
 
 // ==== AVX-512: 16 lanes ====

@@ -608,6 +608,9 @@ unsafe fn pack_f32_any<const BW: usize>(
             DType::Tf32
             | DType::F8E4M3
             | DType::F8E5M2
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu
             | DType::I8
             | DType::I16
             | DType::I32

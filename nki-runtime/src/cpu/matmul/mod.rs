@@ -995,6 +995,9 @@ fn mantissa_bits(dtype: DType) -> i32 {
         DType::Tf32
         | DType::F8E4M3
         | DType::F8E5M2
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu
         | DType::I8
         | DType::I16
         | DType::I32
@@ -1141,6 +1144,9 @@ fn widen_rows(op: &Operand, cols: Range<usize>, dst: &mut [f32]) -> u32 {
             DType::Tf32
             | DType::F8E4M3
             | DType::F8E5M2
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu
             | DType::I8
             | DType::I16
             | DType::I32
@@ -1288,6 +1294,9 @@ pub(crate) mod tests {
                     | DType::F16
                     | DType::F8E4M3
                     | DType::F8E5M2
+                    | DType::F8E4M3Fn
+                    | DType::F4E2M1Fn
+                    | DType::F8E8M0Fnu
                     | DType::I8
                     | DType::I16
                     | DType::I32
