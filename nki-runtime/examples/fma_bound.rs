@@ -102,75 +102,59 @@ mod x86 {
     twelve_independent!(fma512, "avx512f", "vfmadd231ps", "zmm");
     twelve_independent!(dpbf16, "avx512bf16,avx512f", "vdpbf16ps", "zmm");
 
-    /// The AVX2 kernel's step (`cpu/matmul/avx2.rs`, a 4 × 16 block): two moving vectors
-    /// loaded, then per row a `vbroadcastss` of the stationary value and two FMAs; from a buffer
-    /// that stays in L1. 64 multiply-adds per iteration.
-    #[target_feature(enable = "avx2,fma")]
-    fn step_ymm(n: u64, buf: &[f32; 64]) {
-        // SAFETY: loads from `buf` (64 aligned-enough floats: offsets below 256 bytes, the
-        // moving loads unaligned); every register written is declared clobbered.
-        unsafe {
-            asm!(
-                "2:",
-                "vmovups ymm12, [{b}]",
-                "vmovups ymm13, [{b} + 32]",
-                "vbroadcastss ymm14, [{b} + 64]",
-                "vfmadd231ps ymm0, ymm14, ymm12",
-                "vfmadd231ps ymm1, ymm14, ymm13",
-                "vbroadcastss ymm15, [{b} + 68]",
-                "vfmadd231ps ymm2, ymm15, ymm12",
-                "vfmadd231ps ymm3, ymm15, ymm13",
-                "vbroadcastss ymm14, [{b} + 72]",
-                "vfmadd231ps ymm4, ymm14, ymm12",
-                "vfmadd231ps ymm5, ymm14, ymm13",
-                "vbroadcastss ymm15, [{b} + 76]",
-                "vfmadd231ps ymm6, ymm15, ymm12",
-                "vfmadd231ps ymm7, ymm15, ymm13",
-                "dec {n}",
-                "jnz 2b",
-                b = in(reg) buf.as_ptr(),
-                n = inout(reg) n => _,
-                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-                options(nostack, readonly),
-            );
-        }
+    macro_rules! kernel_step {
+        ($(#[$doc:meta])* $name:ident, $reg:literal, $second:literal) => {
+            $(#[$doc])*
+            #[target_feature(enable = "avx2,fma")]
+            fn $name(n: u64, buf: &[f32; 64]) {
+                // SAFETY: loads from `buf` (offsets below 256 bytes, unaligned); every register
+                // written is declared clobbered.
+                unsafe {
+                    asm!(
+                        "2:",
+                        concat!("vmovups ", $reg, "12, [{b}]"),
+                        concat!("vmovups ", $reg, "13, [{b} + ", $second, "]"),
+                        concat!("vbroadcastss ", $reg, "14, [{b} + 64]"),
+                        concat!("vfmadd231ps ", $reg, "0, ", $reg, "14, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "1, ", $reg, "14, ", $reg, "13"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 68]"),
+                        concat!("vfmadd231ps ", $reg, "2, ", $reg, "15, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "3, ", $reg, "15, ", $reg, "13"),
+                        concat!("vbroadcastss ", $reg, "14, [{b} + 72]"),
+                        concat!("vfmadd231ps ", $reg, "4, ", $reg, "14, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "5, ", $reg, "14, ", $reg, "13"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 76]"),
+                        concat!("vfmadd231ps ", $reg, "6, ", $reg, "15, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "7, ", $reg, "15, ", $reg, "13"),
+                        "dec {n}",
+                        "jnz 2b",
+                        b = in(reg) buf.as_ptr(),
+                        n = inout(reg) n => _,
+                        out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                        out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                        out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+                        options(nostack, readonly),
+                    );
+                }
+            }
+        };
     }
 
-    /// [`step_ymm`] in 128-bit registers (a 4 × 8 block, `vbroadcastss` into xmm): 32
-    /// multiply-adds per iteration.
-    #[target_feature(enable = "avx2,fma")]
-    fn step_xmm(n: u64, buf: &[f32; 64]) {
-        // SAFETY: as for `step_ymm`.
-        unsafe {
-            asm!(
-                "2:",
-                "vmovups xmm12, [{b}]",
-                "vmovups xmm13, [{b} + 16]",
-                "vbroadcastss xmm14, [{b} + 64]",
-                "vfmadd231ps xmm0, xmm14, xmm12",
-                "vfmadd231ps xmm1, xmm14, xmm13",
-                "vbroadcastss xmm15, [{b} + 68]",
-                "vfmadd231ps xmm2, xmm15, xmm12",
-                "vfmadd231ps xmm3, xmm15, xmm13",
-                "vbroadcastss xmm14, [{b} + 72]",
-                "vfmadd231ps xmm4, xmm14, xmm12",
-                "vfmadd231ps xmm5, xmm14, xmm13",
-                "vbroadcastss xmm15, [{b} + 76]",
-                "vfmadd231ps xmm6, xmm15, xmm12",
-                "vfmadd231ps xmm7, xmm15, xmm13",
-                "dec {n}",
-                "jnz 2b",
-                b = in(reg) buf.as_ptr(),
-                n = inout(reg) n => _,
-                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-                options(nostack, readonly),
-            );
-        }
-    }
+    kernel_step!(
+        /// The AVX2 kernel's step (`cpu/matmul/avx2.rs`, a 4 × 16 block): two moving vectors
+        /// loaded, then per row a `vbroadcastss` of the stationary value and two FMAs; from a
+        /// buffer that stays in L1. 64 multiply-adds per iteration.
+        step_ymm,
+        "ymm",
+        "32"
+    );
+    kernel_step!(
+        /// [`step_ymm`] in 128-bit registers (a 4 × 8 block, `vbroadcastss` into xmm): 32
+        /// multiply-adds per iteration.
+        step_xmm,
+        "xmm",
+        "16"
+    );
 
     /// One measured instruction kind: its throughput and the seed's bound with it.
     fn report(name: &str, per_iter: f64, hz: f64, macs_per_instr: f64) {

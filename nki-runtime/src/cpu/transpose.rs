@@ -323,18 +323,16 @@ unsafe fn transpose_block_avx2(
             }
         }
     }
-    // The edges: columns past the last full tile in every row, rows past the last full tile.
-    let tail = |dst: &mut [u8], i: usize, j: usize| {
-        let from = (s.at + i * s.stride + j) * 4;
-        let to = (d.at + j * d.stride + i) * 4;
-        dst[to..to + 4].copy_from_slice(&src[from..from + 4]);
+    // The edges, element by element: the columns right of the full tiles in their rows, then
+    // every column of the rows below them.
+    let at = |m: Matrix, i: usize, j: usize| Matrix {
+        at: m.at + i * m.stride + j,
+        ..m
     };
-    for i in 0..rows {
-        let first = if i < full_r { full_c } else { 0 };
-        for j in first..cols {
-            tail(dst, i, j);
-        }
-    }
+    let right = (at(s, 0, full_c), at(d, full_c, 0));
+    transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, 4);
+    let below = (at(s, full_r, 0), at(d, 0, full_r));
+    transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, 4);
 }
 
 /// Four in-lane 4 × 4 transposes: `v[k]` holds row `k` of two 4 × 4 matrices (one per 128-bit
