@@ -6,8 +6,9 @@
 //! [`Plan`]: size-1 dimensions are dropped and dimensions that are contiguous on both sides
 //! merged, so that the innermost dimension is as long as possible. [`transfer`] then walks the
 //! outer dimensions and moves the innermost one as a contiguous run (one
-//! [`crate::cpu::convert::convert`] call) when both sides allow, else gathers, converts and
-//! scatters it in chunks.
+//! [`crate::cpu::convert::convert`] call) when both sides allow, moves a matrix whose two
+//! sides are each other's transpose by blocks, else gathers, converts and scatters it in
+//! chunks.
 //!
 //! Offsets are in elements of each side's dtype. Every memory has partition and tile
 //! addresses that are multiples of the element size, so element offsets are exact.
@@ -257,9 +258,12 @@ fn bytes(elem: isize, size: usize, count: usize) -> core::ops::Range<usize> {
 /// Moves every element of the plan's grid from `src` to `dst`, converting from `src.dtype` to
 /// `dst.dtype` with the model's conversions ([`crate::cpu::convert`]).
 ///
-/// Each contiguous run is converted by one call. Strided runs are moved in chunks of
-/// [`CHUNK`] elements: a chunk is read completely before it is written, which is all an
-/// overlapping source and destination within one buffer can rely on.
+/// Each contiguous run is converted by one call. When the two inner dimensions transpose a
+/// matrix (one side contiguous along each) and the dtypes agree, each matrix moves by blocks
+/// ([`crate::cpu::transpose::transpose_elements`]) where its two sides share no byte. Other
+/// strided runs are moved in chunks of [`CHUNK`] elements: a chunk is read completely before
+/// it is written, which is all an overlapping source and destination within one buffer can
+/// rely on.
 pub(crate) fn transfer(
     isa: Isa,
     buf: &mut ChunkBuf,
