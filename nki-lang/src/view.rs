@@ -174,7 +174,7 @@ pub enum ViewError {
     ReshapePartitions {
         /// The tile's partitions.
         parts: u32,
-        /// shape[0] given.
+        /// `shape[0]` given.
         got: i64,
     },
     /// More than one `-1` in `reshape_dim`.
