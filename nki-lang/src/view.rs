@@ -471,18 +471,7 @@ pub fn broadcast(
             hint: ": copying one partition to others moves data (`broadcast_to` of a `[1, F]` tile does it on TensorE)",
         });
     }
-    match dims[d] {
-        Some(1) => {}
-        Some(n) => {
-            return Err(ViewError::NotSizeOne {
-                method: M,
-                dim: d,
-                size: n,
-                what: "broadcast",
-            });
-        }
-        None => return Err(ViewError::Symbolic { method: M, dim: d }),
-    }
+    size_one(M, dims, d, "broadcast")?;
     let size = size_u32(M, size)?;
     let mut shape = dims.to_vec();
     shape[d] = Some(size);
@@ -525,6 +514,25 @@ pub fn expand_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<ViewM
     Ok(ViewMap { shape, axes })
 }
 
+/// That axis `d` of `dims` has size 1, as `method` needs to `what` it.
+fn size_one(
+    method: &'static str,
+    dims: &[Option<u32>],
+    d: usize,
+    what: &'static str,
+) -> Result<(), ViewError> {
+    match dims[d] {
+        Some(1) => Ok(()),
+        Some(size) => Err(ViewError::NotSizeOne {
+            method,
+            dim: d,
+            size,
+            what,
+        }),
+        None => Err(ViewError::Symbolic { method, dim: d }),
+    }
+}
+
 /// `t.squeeze_dim(dim)`: removes the size-1 axis `dim` (on-chip, not 0).
 pub fn squeeze_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<ViewMap, ViewError> {
     const M: &str = "squeeze_dim";
@@ -537,18 +545,7 @@ pub fn squeeze_dim(dims: &[Option<u32>], on_chip: bool, dim: i64) -> Result<View
             hint: "",
         });
     }
-    match dims[d] {
-        Some(1) => {}
-        Some(n) => {
-            return Err(ViewError::NotSizeOne {
-                method: M,
-                dim: d,
-                size: n,
-                what: "removed",
-            });
-        }
-        None => return Err(ViewError::Symbolic { method: M, dim: d }),
-    }
+    size_one(M, dims, d, "removed")?;
     select(dims, false, dim, Affine::ZERO).map_err(|_| ViewError::Overflow { method: M })
 }
 
