@@ -25,7 +25,7 @@
 //! so criterion's "elem/s" figure is FLOP/s.
 
 // The example files each declare `common` by path, so it is compiled twice here (as in
-// `tests/matmul.rs`); the two copies are never mixed. `launch_overhead` brings the seed kernel
+// `tests/all/matmul.rs`); the two copies are never mixed. `launch_overhead` brings the seed kernel
 // (`overhead::basic`) and the run-time builder of its program.
 #[path = "../examples/launch_overhead.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example average_pool2d` runs the tutorial's example (2×6×6 fp16, the
 //! values 0..72, pool 2 → 2×3×3) and the benchmark shape, [128, 512, 512] f32 → [128, 256, 256].
-//! Ragged channel counts are in `tests/tutorials_pool.rs`.
+//! Ragged channel counts are in `tests/all/tutorials_pool.rs`.
 //!
 //! The tutorial loads the whole input as one tile (C ≤ 128, H·W small). Here the channel count
 //! is symbolic (`C`) and the channels are processed 128 at a time, the last tile masked; and the
@@ -37,7 +37,7 @@ use nki::prelude::*;
 ///
 /// One kernel per dtype and shape: `tensor_avgpool_kernel_6x6` (fp16, the tutorial's example:
 /// 6×6 images, pool 2, one tile of rows), `tensor_avgpool_kernel_9x12_pool3` (fp16, 9×12
-/// images, pool 3, one output row per tile: three row tiles; for `tests/tutorials_pool.rs`) and
+/// images, pool 3, one output row per tile: three row tiles; for `tests/all/tutorials_pool.rs`) and
 /// `tensor_avgpool_kernel_512` (f32, the benchmark's 512×512 images, 16 output rows per tile).
 #[kernel(
     tensor_avgpool_kernel_6x6(T = f16, H = 6, W = 6, POOL_SIZE = 2, OUT_ROWS = 3),

@@ -8,7 +8,7 @@
 //!
 //! `cargo run --release --example layernorm` runs the tutorial's default (benchmark) shape: input
 //! [4096, 8192] f32, γ and β [8192], all uniform in [0, 1) as the tutorial draws them, ε = 1e-5.
-//! Small and ragged shapes are in `tests/tutorials_norm.rs`.
+//! Small and ragged shapes are in `tests/all/tutorials_norm.rs`.
 //!
 //! The row count is symbolic (`N`). The row length `D` (NKI's `input_tensor.shape[1]`) and ε
 //! (NKI's `epsilon` argument) are meta-parameters, `const D: usize` and `const EPS: f32`: each

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example maxpool2d` runs the example's shape (2×6×6, the values 0..72,
 //! pool 2 → 2×3×3; fp16 here, bf16 in NKI's example) and [128, 512, 512] f32 → [128, 256, 256].
-//! Ragged channel counts are in `tests/tutorials_pool.rs`.
+//! Ragged channel counts are in `tests/all/tutorials_pool.rs`.
 //!
 //! As in `examples/average_pool2d.rs`: the channel count is symbolic (`C`, 128 channels per
 //! tile, the last tile masked), the rows are processed in blocks of `OUT_ROWS` output rows, and
@@ -33,7 +33,7 @@ use nki::prelude::*;
 ///
 /// One kernel per dtype and shape: `tensor_maxpool_kernel_6x6` (fp16, the example's shape: 6×6
 /// images, pool 2, one tile of rows), `tensor_maxpool_kernel_9x12_pool3` (fp16, 9×12 images,
-/// pool 3, one output row per tile; for `tests/tutorials_pool.rs`) and
+/// pool 3, one output row per tile; for `tests/all/tutorials_pool.rs`) and
 /// `tensor_maxpool_kernel_512` (f32, the benchmark's 512×512 images).
 #[kernel(
     tensor_maxpool_kernel_6x6(T = f16, H = 6, W = 6, POOL_SIZE = 2, OUT_ROWS = 3),

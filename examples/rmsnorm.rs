@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release --example rmsnorm` runs the benchmark shape: `a` [4096, 4096] f32 (the
 //! tutorial draws `a` and `g` uniform in [0, 1)), `g` [4096]. The tutorial's own test shape,
-//! (128, 512), and ragged row counts are in `tests/tutorials_norm.rs`.
+//! (128, 512), and ragged row counts are in `tests/all/tutorials_norm.rs`.
 //!
 //! The row count is symbolic (`N`): any number of rows, the last tile masked. The row length
 //! `D` (NKI's `a_tensor.shape[1]`) is a meta-parameter, since it is a tile's free size

@@ -4,7 +4,7 @@
 //! ragged, tile. Checked against an f64 reference.
 //!
 //! `cargo run --release --example softmax` runs the benchmark shape, [4096, 4096] f32 (values
-//! uniform in [−4, 4)). Small and ragged shapes are in `tests/tutorials_norm.rs`.
+//! uniform in [−4, 4)). Small and ragged shapes are in `tests/all/tutorials_norm.rs`.
 //!
 //! The row count is symbolic (`N`); the row length `D` (NKI's `a_tensor.shape[1]`) is a
 //! meta-parameter, since it is a tile's free size: `#[kernel(...)]` lists one instantiation per

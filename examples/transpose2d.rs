@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example transpose2d` runs the benchmark shape, [4096, 64·64] f32
 //! (4096 rows of 64×64 matrices), and the tutorial's example, (5, 3·4) int8 with the values
-//! 0..60 and shape2D = (3, 4). Ragged row counts are in `tests/tutorials_pool.rs`.
+//! 0..60 and shape2D = (3, 4). Ragged row counts are in `tests/all/tutorials_pool.rs`.
 //!
 //! The tutorial loads the whole input as one tile (at most 128 rows). Here the row count is
 //! symbolic (`P`) and the rows are processed 128 at a time, the last tile masked. shape2D, a

@@ -85,7 +85,7 @@
 //!
 //! The crate's modules form layers, and an import points only down (a parent module and its
 //! own children in one folder excepted); `tests/layering.rs` checks it on the source, and the
-//! workspace's `tests/no_circles.rs` that no files use each other in a circle:
+//! workspace's `tests/all/no_circles.rs` that no files use each other in a circle:
 //!
 //! 1. `cpu/`: the numerics (conversions, ALU and activation functions, the matmul's
 //!    accumulation), one definition per function with its host code paths; stateless.

@@ -2,7 +2,7 @@
 //! every `crate::` and `super::` path outside comments and test modules is an import of the
 //! module it names, and imports point only down the layers (a parent module and its own
 //! children excepted). That no files of the crate use each other in a circle, through
-//! re-exports too, is checked for every crate of the workspace by its `tests/no_circles.rs`.
+//! re-exports too, is checked for every crate of the workspace by its `tests/all/no_circles.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The kernels `docs/language.md` shows, as written there; used by `tests/ops_smoke.rs` (their
+//! The kernels `docs/language.md` shows, as written there; used by `tests/all/ops_smoke.rs` (their
 //! results) and `tests/zero_alloc.rs` (their launches allocate nothing).
 
 use nki::prelude::*;

@@ -44,7 +44,7 @@
 //! skipped as a loop is, with a detector of its own.
 //!
 //! `Timing::fast_forward(false)` times every iteration and instance;
-//! `tests/timing_fast_forward.rs` compares the two on every tutorial, the calibration cases,
+//! `tests/all/timing_fast_forward.rs` compares the two on every tutorial, the calibration cases,
 //! random shapes and launch grids.
 
 use std::collections::VecDeque;

@@ -1,0 +1,80 @@
+//! The facade's integration tests, one module per subject, in one test binary so that the suite
+//! links once. `tests/compile_fail.rs` (trybuild) and `tests/zero_alloc.rs` (a counting global
+//! allocator, which other tests running in parallel would disturb) stay binaries of their own.
+//! Run one subject with `cargo test --test all <module>::`.
+
+#![allow(clippy::duplicate_mod)]
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../doc_kernels/mod.rs"]
+mod doc_kernels;
+mod examples;
+
+mod block_axes;
+mod budget;
+mod calibration;
+mod compute;
+mod destination_first;
+mod dma_transpose;
+mod docs_cover_ops;
+mod dtypes;
+mod gather_flattened;
+mod hbm_kinds;
+mod hbm_views;
+mod helpers;
+mod host_profile;
+mod indexing_forms;
+mod indirect_dma;
+mod integer_division;
+mod isa;
+mod isa_local_gather;
+mod isa_nc_stream_shuffle;
+mod isa_range_select;
+mod isa_select_reduce;
+mod isa_sequence_bounds;
+mod isa_top8;
+mod keyword_arguments;
+mod language;
+mod listings;
+mod long_expressions;
+mod masks;
+mod matmul;
+mod matmul_options;
+mod meta_params;
+mod nki_constructs;
+mod no_circles;
+mod ops_smoke;
+mod parallel_loops;
+mod partition_broadcast;
+mod partition_starts;
+mod ported_attention_tutorial;
+mod ported_contributed;
+mod ported_cumsum;
+mod ported_flash_attention;
+mod ported_resize_nearest;
+mod ported_rmsnorm_qkv;
+mod ported_rotary;
+mod ported_select_and_scatter;
+mod ported_top8_examples;
+mod ported_vision;
+mod predicated_branches;
+mod program_size;
+mod psum_copies;
+mod random;
+mod robustness;
+mod schedule;
+mod spmd;
+mod strict;
+mod symbolic_quotients;
+mod tensor_copy_dynamic;
+mod timing;
+mod timing_fast_forward;
+mod tutorials_attention;
+mod tutorials_exp;
+mod tutorials_mamba;
+mod tutorials_matmul;
+mod tutorials_norm;
+mod tutorials_pool;
+mod uninitialized;
+mod views;

@@ -1,0 +1,178 @@
+//! The example kernels at several shapes against an independent f64 reference (`ndarray`), in
+//! each launch form, and launch errors that change nothing.
+
+// The example kernels, compiled here as modules; each example brings its own copy of
+// `examples/common`, which is why the same file is loaded twice.
+use crate::examples::matmul_basic as basic;
+use crate::examples::matmul_tiled as tiled;
+
+use basic::common;
+use basic::matmul_basic;
+use nki::ndarray::{Array2, Ix2, s};
+use nki::prelude::*;
+use tiled::matmul_tiled;
+
+fn assert_close(out: &Array2<bf16>, lhs_t: &Array2<bf16>, rhs: &Array2<bf16>) {
+    let (reference, magnitude) = common::reference(lhs_t.view(), rhs.view());
+    let (worst, within) = common::max_error(out.view(), &reference, &magnitude, lhs_t.nrows());
+    assert!(within, "largest error {worst} exceeds the bf16 bound");
+}
+
+#[test]
+fn seed_kernel_device_resident() {
+    let (a, b) = (
+        common::random_bf16(128, 128, 11),
+        common::random_bf16(128, 512, 12),
+    );
+    let mut core = NeuronCore::default();
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    let out = matmul_basic(&mut core, &da, &db).unwrap();
+    assert_eq!(out.shape(), &[128, 512]);
+    assert_close(&out.into_array::<Ix2>().unwrap(), &a, &b);
+}
+
+#[test]
+fn seed_kernel_launches_repeatedly_on_resident_tensors() {
+    let (a, b) = (
+        common::random_bf16(128, 128, 13),
+        common::random_bf16(128, 512, 14),
+    );
+    let mut core = NeuronCore::default();
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    let mut out = DeviceTensor::<bf16>::zeros(&[128, 512]).unwrap();
+    matmul_basic::launch_into(&mut core, &da, &db, &mut out).unwrap();
+    let first = out.to_array();
+    for _ in 0..3 {
+        matmul_basic::launch_into(&mut core, &da, &db, &mut out).unwrap();
+        assert_eq!(out.to_array(), first);
+    }
+    assert_close(&first.into_dimensionality().unwrap(), &a, &b);
+}
+
+#[test]
+fn seed_kernel_on_non_contiguous_views() {
+    // A transposed (column-major) view and an every-other-column view.
+    let square = common::random_bf16(128, 128, 15);
+    let wide = common::random_bf16(128, 1024, 16);
+    let (a, b) = (square.t(), wide.slice(s![.., ..;2]));
+    assert!(a.as_slice().is_none() && b.as_slice().is_none());
+    let mut core = NeuronCore::default();
+    let out = matmul_basic::host(&mut core, a, b).unwrap();
+    assert_close(&out, &a.to_owned(), &b.to_owned());
+}
+
+#[test]
+fn one_kernel_output_feeds_the_next() {
+    // first = aᵀ·b stays in the modeled HBM and is the moving input of second = aᵀ·first.
+    let (a, b) = (
+        common::random_bf16(128, 128, 17),
+        common::random_bf16(128, 512, 18),
+    );
+    let mut core = NeuronCore::default();
+    let (da, db) = (
+        DeviceTensor::from_array(&a).unwrap(),
+        DeviceTensor::from_array(&b).unwrap(),
+    );
+    let first = matmul_tiled(&mut core, &da, &db).unwrap(); // [128, 512], stays on the device
+    let second = matmul_tiled(&mut core, &da, &first).unwrap(); // aᵀ · first
+    let first_host: Array2<bf16> = first.into_array().unwrap();
+    assert_close(&second.into_array().unwrap(), &a, &first_host);
+}
+
+#[test]
+fn tiled_kernel_at_several_shapes() {
+    let mut core = NeuronCore::default();
+    for (i, &(k, m, n)) in [
+        (128, 128, 512),
+        (256, 384, 1024),
+        (384, 256, 512),
+        (1024, 1024, 1024),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = common::random_bf16(k, m, 100 + i as u64);
+        let b = common::random_bf16(k, n, 200 + i as u64);
+        let out = matmul_tiled::host(&mut core, a.view(), b.view()).unwrap();
+        assert_eq!(out.dim(), (m, n), "K={k} M={m} N={n}");
+        assert_close(&out, &a, &b);
+    }
+}
+
+#[test]
+fn two_host_threads_compute_what_one_computes() {
+    let (k, m, n) = (384, 256, 1024);
+    let a = DeviceTensor::from_array(&common::random_bf16(k, m, 31)).unwrap();
+    let b = DeviceTensor::from_array(&common::random_bf16(k, n, 32)).unwrap();
+    let mut serial = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(1);
+    let mut parallel = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(2);
+    assert_eq!(serial.host_threads(), 1);
+    let one = matmul_tiled(&mut serial, &a, &b).unwrap();
+    let two = matmul_tiled(&mut parallel, &a, &b).unwrap();
+    let bits =
+        |t: &DeviceTensor<bf16>| t.as_slice().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&one), bits(&two));
+}
+
+#[test]
+fn launch_errors_say_what_is_wrong_and_change_nothing() {
+    let mut core = NeuronCore::default();
+    let a = DeviceTensor::<bf16>::zeros(&[256, 128]).unwrap();
+    let b = DeviceTensor::<bf16>::zeros(&[256, 512]).unwrap();
+    let sentinel = bf16::from_f32(7.0);
+    let mut out = DeviceTensor::from_array(&Array2::from_elem((128, 512), sentinel)).unwrap();
+
+    // Rank.
+    let rank3 = DeviceTensor::<bf16>::zeros(&[2, 128, 128]).unwrap();
+    let e = matmul_tiled::launch_into(&mut core, &rank3, &b, &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lhs_t") && e.contains('3') && e.contains('2'),
+        "{e}"
+    );
+
+    // Symbol bound twice with different values.
+    let b_bad = DeviceTensor::<bf16>::zeros(&[384, 512]).unwrap();
+    let e = matmul_tiled::launch_into(&mut core, &a, &b_bad, &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains('K') && e.contains("256") && e.contains("384"),
+        "{e}"
+    );
+
+    // Divisibility constraint.
+    let a_odd = DeviceTensor::<bf16>::zeros(&[200, 128]).unwrap();
+    let b_odd = DeviceTensor::<bf16>::zeros(&[200, 512]).unwrap();
+    let e = matmul_tiled::launch_into(&mut core, &a_odd, &b_odd, &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("K % 128 == 0") && e.contains("200"), "{e}");
+
+    // Output shape.
+    let mut wrong_out = DeviceTensor::<bf16>::zeros(&[128, 256]).unwrap();
+    assert!(matmul_tiled::launch_into(&mut core, &a, &b, &mut wrong_out).is_err());
+
+    // Literal dimension of a fixed-shape kernel.
+    let e = matmul_basic(&mut core, &a, &b).unwrap_err().to_string();
+    assert!(
+        e.contains("lhs_t") && e.contains("256") && e.contains("128"),
+        "{e}"
+    );
+
+    assert!(
+        out.as_slice().iter().all(|&x| x == sentinel),
+        "a failed launch wrote its output"
+    );
+}
