@@ -56,6 +56,12 @@ impl Rng {
 
 /// Every core configuration: each host code path, one and two host threads (plain: a strict
 /// launch runs on one thread).
+thread_local! {
+    /// Each test thread's cores, made once: a core's memories are large, and the cases are
+    /// many and small.
+    static CORES: std::cell::RefCell<Vec<NeuronCore>> = std::cell::RefCell::new(cores());
+}
+
 fn cores() -> Vec<NeuronCore> {
     let mut v = Vec::new();
     for isa in Isa::supported() {
@@ -538,23 +544,25 @@ fn run(c: &Case, prog: &nki_lang::CompiledProgram) -> Vec<Vec<u8>> {
     let x = words(&c.src_bytes);
     let d = words(&c.dst_bytes);
     let n_dst = c.p * c.dst_free;
-    cores()
-        .into_iter()
-        .map(|mut core| {
-            let mut o = vec![0u32; (n_dst * size(c.dst_dtype)).div_ceil(4)];
-            {
-                let xs = typed_in(&x, c.src_dtype, [c.p, c.src_free]);
-                let ds = typed_in(&d, c.dst_dtype, [c.p, c.dst_free]);
-                let mut ins = vec![xs];
-                if !c.in_place {
-                    ins.push(ds);
+    CORES.with_borrow_mut(|cores| {
+        cores
+            .iter_mut()
+            .map(|core| {
+                let mut o = vec![0u32; (n_dst * size(c.dst_dtype)).div_ceil(4)];
+                {
+                    let xs = typed_in(&x, c.src_dtype, [c.p, c.src_free]);
+                    let ds = typed_in(&d, c.dst_dtype, [c.p, c.dst_free]);
+                    let mut ins = vec![xs];
+                    if !c.in_place {
+                        ins.push(ds);
+                    }
+                    let out = typed_out(&mut o, c.dst_dtype, [c.p, c.dst_free]);
+                    core.launch(&kernel, &ins, &mut [out]).unwrap();
                 }
-                let out = typed_out(&mut o, c.dst_dtype, [c.p, c.dst_free]);
-                core.launch(&kernel, &ins, &mut [out]).unwrap();
-            }
-            bytemuck::cast_slice::<u32, u8>(&o)[..n_dst * size(c.dst_dtype)].to_vec()
-        })
-        .collect()
+                bytemuck::cast_slice::<u32, u8>(&o)[..n_dst * size(c.dst_dtype)].to_vec()
+            })
+            .collect()
+    })
 }
 
 fn typed_in(w: &[u32], dtype: DType, shape: [usize; 2]) -> HbmIn<'_> {

@@ -1462,20 +1462,25 @@ pub(crate) mod tests {
     #[test]
     fn shared_moving_packing_gives_the_same_bits() {
         let mut seed = 500;
-        for isa in Isa::supported() {
-            for dt in DTYPES {
-                for k in [1, 2, 7, 128] {
-                    for m in [9, 16, 128] {
-                        for n in [1, 23, 24, 47, 48, 100, 512] {
-                            for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
-                                seed += 1;
-                                let case = Case::new(seed, dt, k, m, n, kind);
-                                let (st, mv) = case.operands();
-                                let Some(packing) = shared_packing(isa, &st, &mv) else {
-                                    continue;
-                                };
-                                for accumulate in [false, true] {
-                                    let want = case.run(PORTABLE, accumulate, 0..n);
+        for dt in DTYPES {
+            for k in [1, 2, 7, 128] {
+                for m in [9, 16, 128] {
+                    for n in [1, 23, 24, 47, 48, 100, 512] {
+                        for kind in [Kind::Normal, Kind::Special, Kind::Tiny] {
+                            seed += 1;
+                            let case = Case::new(seed, dt, k, m, n, kind);
+                            let (st, mv) = case.operands();
+                            let packings: Vec<_> = Isa::supported()
+                                .into_iter()
+                                .filter_map(|isa| Some((isa, shared_packing(isa, &st, &mv)?)))
+                                .collect();
+                            if packings.is_empty() {
+                                continue;
+                            }
+                            for accumulate in [false, true] {
+                                // The definition once, every kernel with a shared packing against it.
+                                let want = case.run(PORTABLE, accumulate, 0..n);
+                                for &(isa, packing) in &packings {
                                     let (got, _) =
                                         shared_run(&case, isa, packing, accumulate, None);
                                     let what = format!(
