@@ -41,6 +41,7 @@ pub mod product;
 mod program;
 #[doc(hidden)]
 pub mod rules;
+pub mod schedule_control;
 mod shape;
 pub mod target;
 mod verify;
