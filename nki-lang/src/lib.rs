@@ -30,6 +30,7 @@ mod compiled;
 pub mod constraint;
 mod dataflow;
 pub mod derived;
+pub mod device_support;
 mod diag;
 mod dtype;
 mod func;

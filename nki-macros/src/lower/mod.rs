@@ -170,6 +170,9 @@ pub struct Lowerer<'e> {
     too_long: bool,
     /// `no_reorder!` blocks being lowered (only the outermost is recorded).
     no_reorder: usize,
+    /// `#[kernel(strict_hardware)]`: refuse what NKI 0.3+ simulates but the device cannot
+    /// run ([`nki_lang::device_support`]).
+    strict_hardware: bool,
 }
 
 /// The rewrite of a loop whose bounds depend on an enclosing loop (a triangle).
@@ -232,6 +235,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         inlining: Vec::new(),
         too_long: false,
         no_reorder: 0,
+        strict_hardware: kernel.strict_hardware,
     };
     // The meta-parameters are compile-time values, like `const` items (one an instantiation
     // does not set, already reported, is poison).
@@ -650,6 +654,12 @@ impl Lowerer<'_> {
                     );
                     return;
                 };
+                if self.strict_hardware
+                    && let Err(e) = nki_lang::device_support::check_alu(alu)
+                {
+                    self.error(*span, e);
+                    return;
+                }
                 match self.eval(target) {
                     Value::Poison => {}
                     Value::Tile(view) => {

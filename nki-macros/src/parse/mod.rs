@@ -17,6 +17,7 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         target,
         mut instances,
         schedule,
+        strict_hardware,
     } = signature::parse_attr(attr, errors);
     let func: syn::ItemFn = match syn::parse2(item) {
         Ok(f) => f,
@@ -41,6 +42,7 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         name: func.sig.ident,
         target,
         schedule,
+        strict_hardware,
         meta,
         instances,
         helpers: Vec::new(),

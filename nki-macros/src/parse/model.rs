@@ -28,6 +28,8 @@ pub struct Kernel {
     /// NKI's `kernel.with_schedule([...])` from `#[kernel(with_schedule = [...])]`: each pair
     /// as written, the name that waits and the names it waits for, with their spans.
     pub schedule: Vec<ScheduleEdge>,
+    /// `#[kernel(strict_hardware)]`: refuse what NKI 0.3+ simulates but the device cannot run.
+    pub strict_hardware: bool,
     /// Compile-time parameters (`const TILES: usize`), in declaration order.
     pub meta: Vec<MetaParam>,
     /// The instantiations the attribute lists (`#[kernel(mm_16(TILES = 16))]`).

@@ -20,10 +20,11 @@ use crate::span::Span;
 /// Parses the attribute's arguments: a comma-separated list of `target = trn1 | trn2 | trn3` and
 /// instantiations `name(P = value, ...)`.
 pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Attr {
-    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2 | trn3)]`, `with_schedule = [(\"a\", \"b\"), ...]` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
+    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2 | trn3)]`, `with_schedule = [(\"a\", \"b\"), ...]`, `strict_hardware` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
     let mut target = None;
     let mut instances = Vec::new();
     let mut schedule = None;
+    let mut strict_hardware = false;
     let parser = Punctuated::<Meta, Token![,]>::parse_terminated;
     let metas = match parser.parse2(attr.clone()) {
         Ok(m) => m,
@@ -33,6 +34,7 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Attr {
                 target: Target::default(),
                 instances,
                 schedule: Vec::new(),
+                strict_hardware,
             };
         }
     };
@@ -43,6 +45,12 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Attr {
                     errors.push(Span::of(&nv), "`with_schedule` is given twice");
                 }
                 schedule = Some(parse_schedule(&nv.value, errors));
+            }
+            Meta::Path(p) if p.is_ident("strict_hardware") => {
+                if strict_hardware {
+                    errors.push(Span::of(&p), "`strict_hardware` is given twice");
+                }
+                strict_hardware = true;
             }
             Meta::NameValue(nv) if nv.path.is_ident("target") => {
                 let name = match &nv.value {
@@ -114,6 +122,7 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Attr {
         target: target.unwrap_or_default(),
         instances,
         schedule: schedule.unwrap_or_default(),
+        strict_hardware,
     }
 }
 
@@ -125,6 +134,8 @@ pub struct Attr {
     pub instances: Vec<Instance>,
     /// The `with_schedule` pairs.
     pub schedule: Vec<ScheduleEdge>,
+    /// Whether `strict_hardware` is on.
+    pub strict_hardware: bool,
 }
 
 /// `with_schedule = [("a", "b"), ("c", ["a", "b"])]`: NKI's list of pairs, the name that waits
