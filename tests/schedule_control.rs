@@ -51,7 +51,8 @@ fn waits_for_two(t: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
     nisa::activation(dst = y, op = exp, data = x, name = "second");
     let z = ndarray([128, 512], f32, Sbuf);
     nisa::memset(dst = z, value = 2.0, name = "last");
-    let w = ndarray([128, 512], f32, Sbuf);
+    // NKI 2.26's tensor name on `ndarray`: no instruction to label.
+    let w = ndarray([128, 512], f32, Sbuf, name = "w_tile");
     nisa::tensor_tensor(dst = w, data1 = y, data2 = z, op = multiply);
     let out = ndarray([128, 512], f32, SharedHbm);
     nisa::dma_copy(dst = out, src = w);
@@ -350,6 +351,10 @@ fn names_show_in_the_listing_trace_svg_and_profile() {
         listing.contains("schedule \"plus1\" after \"exp\""),
         "{listing}"
     );
+    let two = waits_for_two::KERNEL.program();
+    let names: Vec<&str> = two.control().names.iter().map(|n| n.name).collect();
+    assert_eq!(names, ["first", "second", "last"]);
+    assert!(!two.to_string().contains("w_tile"));
     let blocks = ordered_loads::KERNEL.program().to_string();
     assert!(blocks.contains("no_reorder "), "{blocks}");
     let s = traced(&scheduled::KERNEL, &[&[128, 512]]);

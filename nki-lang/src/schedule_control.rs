@@ -11,9 +11,11 @@
 //!
 //! The rules, decided here once for the macro, the timing model and the schedule check:
 //!
-//! - A name labels the instructions of one call, at least one; a name is given once per
-//!   program (a call unrolled twice, or a helper called twice, names two instruction groups
-//!   alike: [`ControlError::DuplicateName`]).
+//! - A name labels the instructions of one call; a name is given once per program (a call
+//!   unrolled twice, or a helper called twice, names two instruction groups alike:
+//!   [`ControlError::DuplicateName`]). A call that makes no instruction labels nothing: NKI's
+//!   tensor creation functions take `name=` as the tensor's name (`nl.ndarray(..., name="out")`
+//!   in 2.26), which has no instruction to label.
 //! - `("a", "b")` and `("a", ["b", "c"])`: `a` depends on `b` (and `c`), as NKI's pair
 //!   `("plus1", "recip")` makes `plus1` execute after `recip`. Both names must exist
 //!   ([`ControlError::UnknownName`]), differ ([`ControlError::SelfEdge`]), and `b` must come
@@ -118,14 +120,6 @@ pub enum ControlError {
         /// The name.
         name: String,
     },
-    /// A name on a call that made no instruction.
-    #[error(
-        "`name = \"{name}\"` labels the instructions of a call, and this call makes none (a view, a number)"
-    )]
-    NoInstruction {
-        /// The name.
-        name: String,
-    },
     /// An empty name.
     #[error("an instruction name is not empty")]
     EmptyName,
@@ -165,13 +159,14 @@ pub enum ControlError {
 pub const MAX_NAMES: usize = u16::MAX as usize;
 
 impl ControlBuf {
-    /// Names the instructions `first..end` of one call.
+    /// Names the instructions `first..end` of one call (none: the name labels nothing, as
+    /// NKI's tensor name on `ndarray` does not label an instruction).
     pub fn name(&mut self, name: &str, first: u32, end: u32) -> Result<(), ControlError> {
         if name.is_empty() {
             return Err(ControlError::EmptyName);
         }
         if end <= first {
-            return Err(ControlError::NoInstruction { name: name.into() });
+            return Ok(());
         }
         if self.names.iter().any(|(n, ..)| n == name) {
             return Err(ControlError::DuplicateName { name: name.into() });
@@ -370,10 +365,8 @@ mod tests {
             c.name("b", 7, 8),
             Err(ControlError::DuplicateName { name: "b".into() })
         );
-        assert_eq!(
-            c.name("d", 7, 7),
-            Err(ControlError::NoInstruction { name: "d".into() })
-        );
+        assert_eq!(c.name("d", 7, 7), Ok(()));
+        assert_eq!(c.names.len(), 3);
         assert_eq!(c.name("", 7, 8), Err(ControlError::EmptyName));
     }
 

@@ -13,17 +13,6 @@ fn duplicate_name(t: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
     out
 }
 
-// A name labels instructions: `ndarray` makes none.
-#[kernel]
-fn names_nothing(t: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
-    let x = load(t[..]);
-    let y = ndarray([128, 512], f32, Sbuf, name = "buffer");
-    nisa::activation(dst = y, op = exp, data = x);
-    let out = ndarray([128, 512], f32, SharedHbm);
-    store(out[..], y);
-    out
-}
-
 // Edges name instructions the kernel has, in program order, not themselves.
 #[kernel(with_schedule = [("plus1", "Exp"), ("exp", "plus1"), ("exp", "exp"), ("nothing", ["exp"])])]
 fn bad_edges(t: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {

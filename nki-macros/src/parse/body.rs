@@ -396,11 +396,14 @@ fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
     })
 }
 
-/// A call's arguments, and its NKI `name = "..."` (with the literal's span) if it has one.
+/// NKI's `name = "..."` of a call: the name and its literal's span.
+type Label = Option<(String, Span)>;
+
+/// A call's arguments, and its NKI `name = "..."` if it has one.
 fn parse_named_args<'a>(
     args: impl Iterator<Item = &'a SynExpr>,
     errors: &mut Errors,
-) -> Option<(Vec<Arg>, Option<(String, Span)>)> {
+) -> Option<(Vec<Arg>, Label)> {
     let mut name = None;
     let mut rest = Vec::new();
     for a in args {
