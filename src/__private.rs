@@ -7,6 +7,7 @@ pub use half::{bf16, f16};
 pub use ndarray;
 use ndarray::{Array, ArrayView, Dimension};
 pub use nki_lang::constraint::Computed;
+pub use nki_lang::schedule_control::{Edge, InstrName, Ordered, ScheduleControl};
 pub use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Bounded, Cmp, Constraint, DType, Dim, Dst,
     Engine, ExprId, Extent, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, MaskTerm, Memory,

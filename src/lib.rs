@@ -79,7 +79,9 @@ pub use nki_runtime::timing;
 /// targets' limits).
 pub mod program {
     pub use nki_lang::builder;
+    pub use nki_lang::device_support;
     pub use nki_lang::ops;
+    pub use nki_lang::schedule_control;
     pub use nki_lang::target;
     pub use nki_lang::{
         AccOut, AccessId, ActFn, Affine, Alu, AluClass, Axes, AxisIndex, Cmp, CompiledProgram,

@@ -97,6 +97,9 @@ pub struct ProgramBuf {
     pub exprs: Vec<AxisIndex>,
     /// Instructions.
     pub instrs: Vec<Instr>,
+    /// Instruction names, `with_schedule` edges and `no_reorder!` blocks
+    /// ([`crate::schedule_control`]).
+    pub control: crate::schedule_control::ControlBuf,
 }
 
 /// Adds `item` to `pool` unless an equal one is there; its index, or `None` past `u16::MAX`.

@@ -52,6 +52,10 @@ pub enum BuildError {
     /// A call that cannot be made in this state or with these arguments.
     #[error("{0}")]
     Usage(&'static str),
+    /// A name, `with_schedule` edge or `no_reorder` block that
+    /// [`crate::schedule_control`]'s rules refuse.
+    #[error(transparent)]
+    Control(#[from] crate::schedule_control::ControlError),
     /// The finished program breaks rules; every violation with its site.
     #[error("the program breaks {} rule(s); the first: {}", .0.len(), .0.first().map(|d| d.violation.to_string()).unwrap_or_default())]
     Rules(Vec<Diagnostic>),
@@ -949,6 +953,42 @@ impl ProgramBuilder {
             valid,
         };
         self.op(Opcode::LocalGather, data, None, None)
+    }
+
+    /// How many instructions the program has so far: the index the next one gets (for
+    /// [`ProgramBuilder::name_since`] and [`ProgramBuilder::no_reorder_since`]).
+    pub fn instr_count(&self) -> u32 {
+        u32::try_from(self.buf.instrs.len()).unwrap_or(u32::MAX)
+    }
+
+    /// NKI's `name = "..."`: names the instructions emitted since `first` (an
+    /// [`ProgramBuilder::instr_count`] taken before them); none emitted, nothing is named.
+    pub fn name_since(&mut self, name: &str, first: u32) -> Result<(), BuildError> {
+        let end = self.instr_count();
+        Ok(self.buf.control.name(name, first, end)?)
+    }
+
+    /// NKI's `kernel.with_schedule([(after, before)])`: every instruction named `after` waits
+    /// for the instructions named `before`, which come earlier in the program.
+    pub fn schedule(&mut self, after: &str, before: &str) -> Result<(), BuildError> {
+        Ok(self.buf.control.edge(after, before)?)
+    }
+
+    /// NKI's `with nl.no_reorder():` over the instructions emitted since `first`; blocks do not
+    /// overlap (one inside another is redundant: give the outer one only).
+    pub fn no_reorder_since(&mut self, first: u32) -> Result<(), BuildError> {
+        let end = self.instr_count();
+        if self
+            .buf
+            .control
+            .ordered
+            .last()
+            .is_some_and(|o| o.end > first)
+        {
+            return Err(BuildError::Usage("no_reorder blocks do not overlap"));
+        }
+        self.buf.control.ordered(first, end);
+        Ok(())
     }
 
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).

@@ -6,6 +6,7 @@
 use crate::buf::ProgramBuf;
 use crate::constraint::Constraint;
 use crate::program::{Program, ReshapeDecl, TensorDecl, TileDecl};
+use crate::schedule_control::{InstrName, ScheduleControl};
 
 /// A program that passed [`ProgramBuf::finish`]: owned storage behind a [`Program`].
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +30,7 @@ pub struct ProgramParts<'a> {
     reshapes: Vec<ReshapeDecl<'a>>,
     tiles: Vec<TileDecl<'a>>,
     loop_vars: Vec<&'a str>,
+    names: Vec<InstrName<'a>>,
     owner: &'a CompiledProgram,
 }
 
@@ -97,6 +99,17 @@ impl CompiledProgram {
                 })
                 .collect(),
             loop_vars: self.buf.loop_vars.iter().map(String::as_str).collect(),
+            names: self
+                .buf
+                .control
+                .names
+                .iter()
+                .map(|(name, first, end)| InstrName {
+                    name,
+                    first: *first,
+                    end: *end,
+                })
+                .collect(),
             owner: self,
         }
     }
@@ -123,5 +136,10 @@ impl<'a> ProgramParts<'a> {
             o.sbuf_bytes,
             o.psum_banks,
         )
+        .with_control(ScheduleControl {
+            names: &self.names,
+            edges: &o.buf.control.edges,
+            ordered: &o.buf.control.ordered,
+        })
     }
 }

@@ -30,6 +30,7 @@ mod compiled;
 pub mod constraint;
 mod dataflow;
 pub mod derived;
+pub mod device_support;
 mod diag;
 mod dtype;
 mod func;
@@ -41,6 +42,7 @@ pub mod product;
 mod program;
 #[doc(hidden)]
 pub mod rules;
+pub mod schedule_control;
 mod shape;
 pub mod target;
 mod verify;

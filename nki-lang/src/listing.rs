@@ -118,7 +118,29 @@ impl fmt::Display for Program<'_> {
                     None => write!(f, " if mask{}?", m.0)?,
                 }
             }
+            let pc = u32::try_from(i).unwrap_or(u32::MAX);
+            if let Some(n) = self.control().name_of(pc) {
+                write!(f, "  name={n:?}")?;
+            }
             writeln!(f)?;
+        }
+        let control = self.control();
+        for e in control.edges {
+            let name = |n: u16| control.names.get(usize::from(n)).map_or("?", |n| n.name);
+            writeln!(
+                f,
+                "  schedule {:?} after {:?}",
+                name(e.after),
+                name(e.before)
+            )?;
+        }
+        for o in control.ordered {
+            writeln!(
+                f,
+                "  no_reorder {:04}..{:04}",
+                o.first,
+                o.end.saturating_sub(1)
+            )?;
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 use crate::constraint::Constraint;
 use crate::dtype::DType;
 use crate::ir::{AxisIndex, HbmAccess, Instr, Mask, TileView};
+use crate::schedule_control::ScheduleControl;
 use crate::shape::{Dim, Extent, SymbolValues, TileShape};
 use crate::target::{Memory, Target};
 
@@ -169,6 +170,7 @@ pub struct Program<'a> {
     psum_banks: u32,
     input_count: usize,
     output_count: usize,
+    control: ScheduleControl<'a>,
 }
 
 impl<'a> Program<'a> {
@@ -232,7 +234,23 @@ impl<'a> Program<'a> {
             psum_banks,
             input_count,
             output_count,
+            control: ScheduleControl::EMPTY,
         }
+    }
+
+    /// The same program with its scheduling control (instruction names, `with_schedule` edges,
+    /// `no_reorder!` blocks), which [`crate::ProgramBuf::finish`] or `#[kernel]` checked.
+    #[doc(hidden)]
+    pub const fn with_control(mut self, control: ScheduleControl<'a>) -> Program<'a> {
+        self.control = control;
+        self
+    }
+
+    /// Its instruction names, extra dependency edges and `no_reorder!` blocks
+    /// ([`crate::schedule_control`]).
+    #[inline]
+    pub const fn control(&self) -> ScheduleControl<'a> {
+        self.control
     }
 
     /// The kernel's name.

@@ -104,6 +104,13 @@ fn random_programs_are_timed_consistently() {
     run_property(256, 512, |b| run::check_timing(&generate::case(b)));
 }
 
+/// Property 1c: a `no_reorder!` block over a whole random program keeps its instructions
+/// completing in program order in the timing model (`run::check_ordered_timing`).
+#[test]
+fn random_programs_in_a_no_reorder_block_are_timed_in_order() {
+    run_property(64, 512, |b| run::check_ordered_timing(&generate::case(b)));
+}
+
 /// Inputs the properties once failed on, run on every test run (hex, as the failure prints
 /// them).
 const REGRESSIONS: &[(&str, &str)] = &[(

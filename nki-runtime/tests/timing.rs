@@ -310,6 +310,87 @@ fn dma_overlaps_compute() {
     assert_eq!(s.total_ps(), 10_739_606);
 }
 
+/// `dma_overlaps_compute`'s program (load a, load b, 1/a, store 1/a, store b) with the
+/// scheduling control of `ProgramBuilder`: the loads in a `no_reorder` block, and the store
+/// of b made to wait for the reciprocal (`schedule("store_b", "recip")`).
+fn overlap_controlled(control: bool) -> CompiledProgram {
+    let mut b = ProgramBuilder::new("overlap_controlled", Target::Trn1);
+    let shape = [fixed(128), fixed(512)];
+    let ia = b.input("a", DType::F32, &shape).unwrap();
+    let ib = b.input("b", DType::F32, &shape).unwrap();
+    let oa = b.output("ra", DType::F32, &shape).unwrap();
+    let ob = b.output("rb", DType::F32, &shape).unwrap();
+    let ta = b.tile("ta", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let tb = b.tile("tb", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let ra = b.tile("ra", Memory::Sbuf, DType::F32, &[128, 512]).unwrap();
+    let first = b.instr_count();
+    b.load(ta, Grid::origin(ia)).unwrap();
+    b.load(tb, Grid::origin(ib)).unwrap();
+    if control {
+        b.no_reorder_since(first).unwrap();
+    }
+    let whole = TileShape::new(&[128, 512]).unwrap();
+    let d = b.view(TileView::whole(ra.index(), &whole)).unwrap();
+    let src = b.view(TileView::whole(ta.index(), &whole)).unwrap();
+    let at = b.instr_count();
+    b.push(Instr::new(
+        Opcode::Reciprocal,
+        InstrData::Unary {
+            dst: Dst::overwrite(d),
+            src,
+        },
+    ))
+    .unwrap();
+    b.name_since("recip", at).unwrap();
+    b.store(Grid::origin(oa), ra).unwrap();
+    let at = b.instr_count();
+    b.store(Grid::origin(ob), tb).unwrap();
+    b.name_since("store_b", at).unwrap();
+    if control {
+        b.schedule("store_b", "recip").unwrap();
+        // The rules: an edge goes forward, between names the program has.
+        assert!(b.schedule("recip", "store_b").is_err());
+        assert!(b.schedule("store_b", "nothing").is_err());
+        assert!(b.name_since("recip", at).is_err());
+    }
+    b.finish().unwrap()
+}
+
+#[test]
+fn builder_scheduling_control_orders_the_schedule() {
+    for scheduling in [
+        Scheduling::ProgramOrder { buffers: 1 },
+        Scheduling::default(),
+    ] {
+        let t = || Timing::new().scheduling(scheduling).detail(Detail::Trace);
+        let free = time_with(&overlap_controlled(false), &[&[128, 512], &[128, 512]], t());
+        let ctl = time_with(&overlap_controlled(true), &[&[128, 512], &[128, 512]], t());
+        // Free, b's load is triggered before a's completes and b's store does not wait for
+        // the reciprocal; controlled, both wait.
+        let (la, lb) = (
+            rec(&free, 0, Kind::DmaTrigger),
+            rec(&free, 1, Kind::DmaTrigger),
+        );
+        assert!(
+            lb.start < rec(&free, 0, Kind::DmaTransfer).done,
+            "{la:?} {lb:?}"
+        );
+        if scheduling != (Scheduling::ProgramOrder { buffers: 1 }) {
+            // (In program order the store of b waits behind the store of 1/a on Sync.)
+            assert!(rec(&free, 4, Kind::DmaTrigger).start < rec(&free, 2, Kind::Instruction).done);
+        }
+        let a_done = rec(&ctl, 0, Kind::DmaTransfer).done;
+        assert!(rec(&ctl, 1, Kind::DmaTrigger).start >= a_done);
+        let recip = rec(&ctl, 2, Kind::Instruction);
+        let store_b = rec(&ctl, 4, Kind::DmaTrigger);
+        assert!(store_b.start >= recip.done);
+        assert_eq!(ctl.instr_name(2), Some("recip"));
+        assert_eq!(ctl.instr_name(4), Some("store_b"));
+        assert_eq!(ctl.instr_name(3), None);
+        assert!(ctl.total_ps() >= free.total_ps());
+    }
+}
+
 /// Two matmuls of the same operands, each evicted by VectorE; `shared`: into the same PSUM
 /// tile (bank), each evicted before the next matmul; else both matmuls first, into two tiles
 /// live at once (so the allocator gives them two banks), then both evictions.

@@ -67,6 +67,12 @@ impl ProgramBuf {
                 constraints: Vec::new(),
             };
             c.check_structure();
+            if self.control.check(self.instrs.len()).is_err() {
+                c.malformed(
+                    Site::Program,
+                    "its scheduling control (instruction names, `with_schedule` edges, `no_reorder!` blocks) breaks crate::schedule_control's rules",
+                );
+            }
             if !c.diags.is_empty() {
                 return Err(c.diags);
             }

@@ -72,6 +72,36 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
     let instrs = prog.instrs().iter().map(instr);
     let constraints = prog.constraints().iter().map(constraint);
     let (sbuf, psum) = (prog.sbuf_bytes(), prog.psum_banks());
+    let control = prog.control();
+    let with_control = if control.names.is_empty() && !control.orders() {
+        TokenStream::new()
+    } else {
+        let (control_t, name_t, edge_t, ordered_t) = (
+            item("ScheduleControl"),
+            item("InstrName"),
+            item("Edge"),
+            item("Ordered"),
+        );
+        let names = control.names.iter().map(|n| {
+            let (name, first, end) = (n.name, n.first, n.end);
+            quote!(#name_t { name: #name, first: #first, end: #end })
+        });
+        let edges = control.edges.iter().map(|e| {
+            let (after, before) = (e.after, e.before);
+            quote!(#edge_t { after: #after, before: #before })
+        });
+        let ordered = control.ordered.iter().map(|o| {
+            let (first, end) = (o.first, o.end);
+            quote!(#ordered_t { first: #first, end: #end })
+        });
+        quote! {
+            .with_control(#control_t {
+                names: const { &[#(#names),*] },
+                edges: const { &[#(#edges),*] },
+                ordered: const { &[#(#ordered),*] },
+            })
+        }
+    };
     quote! {
         #program_t::from_checked_parts(
             #name,
@@ -89,7 +119,7 @@ pub fn program(p: &CompiledProgram) -> TokenStream {
             const { &[#(#constraints),*] },
             #sbuf,
             #psum,
-        )
+        )#with_control
     }
 }
 

@@ -53,6 +53,14 @@ pub struct OpOptions {
 impl Lowerer<'_> {
     /// Evaluates an expression, writing its result to `dest`.
     pub(super) fn produce(&mut self, e: &Expr, dest: Dest<'_>) -> Value {
+        if let Expr::Named {
+            call,
+            name,
+            name_span,
+        } = e
+        {
+            return self.labelled(name, *name_span, |l| l.produce(call, dest));
+        }
         if let Expr::Binary { .. } | Expr::Neg(..) | Expr::Not(..) = e {
             return self.operator(e, dest);
         }

@@ -129,7 +129,7 @@ impl Lowerer<'_> {
                     ),
                 ),
             },
-            Expr::Call { .. } => self.produce(e, Dest::New(None)),
+            Expr::Call { .. } | Expr::Named { .. } => self.produce(e, Dest::New(None)),
             Expr::Range { span, .. } => self.error(*span, "a range can only appear inside an index `t[[a..b, ..]]` or `mgrid!`"),
             Expr::Array(_, span) => self.error(*span, "an array is a shape: it can only be the first argument of `ndarray`, `zeros`, `full` or `ones`"),
             Expr::Tuple(items, span) => self.tuple_shape(items, *span),

@@ -119,6 +119,12 @@ pub struct Spans {
     pub symbols: Vec<Span>,
 }
 
+/// How many instructions a program has, as the `u32` its side tables use.
+fn instr_count(buf: &ProgramBuf) -> u32 {
+    // At most MAX_INSTRS (2^16) instructions.
+    u32::try_from(buf.instrs.len()).unwrap_or(u32::MAX)
+}
+
 /// An HBM tensor known to the lowering, before outputs are put in return order.
 struct Tensor {
     name: String,
@@ -162,6 +168,11 @@ pub struct Lowerer<'e> {
     inlining: Vec<(String, u32)>,
     /// Unrolling passed [`MAX_INSTRS`] (reported once; every `static_range` stops).
     too_long: bool,
+    /// `no_reorder!` blocks being lowered (only the outermost is recorded).
+    no_reorder: usize,
+    /// `#[kernel(strict_hardware)]`: refuse what NKI 0.3+ simulates but the device cannot
+    /// run ([`nki_lang::device_support`]).
+    strict_hardware: bool,
 }
 
 /// The rewrite of a loop whose bounds depend on an enclosing loop (a triangle).
@@ -223,6 +234,8 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         helpers: &kernel.helpers,
         inlining: Vec::new(),
         too_long: false,
+        no_reorder: 0,
+        strict_hardware: kernel.strict_hardware,
     };
     // The meta-parameters are compile-time values, like `const` items (one an instantiation
     // does not set, already reported, is poison).
@@ -248,6 +261,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
     }
     l.block(&kernel.body);
     l.finish_outputs(kernel);
+    l.schedule_edges(kernel);
     let Lowerer { buf, spans, .. } = l;
     Lowered { buf, spans }
 }
@@ -442,6 +456,51 @@ impl Lowerer<'_> {
         Value::Tile(TileView::whole(tile, &shape))
     }
 
+    /// Lowers a call with NKI's `name = "..."` (`f`), and names the instructions it made.
+    fn labelled<R>(&mut self, name: &str, at: Span, f: impl FnOnce(&mut Self) -> R) -> R {
+        let first = instr_count(&self.buf);
+        let r = f(self);
+        self.label(name, at, first);
+        r
+    }
+
+    /// Names the instructions from `first` to the last one made; a broken rule of
+    /// [`nki_lang::schedule_control`] is an error at `at` (the name's literal).
+    fn label(&mut self, name: &str, at: Span, first: u32) {
+        if !self.errors.is_empty() {
+            // The call's own error (a poisoned call makes no instruction) is enough.
+            return;
+        }
+        let end = instr_count(&self.buf);
+        if let Err(e) = self.buf.control.name(name, first, end) {
+            self.error(at, e);
+        }
+    }
+
+    /// `#[kernel(with_schedule = [...])]`: each pair's edges, an error at the name the rules
+    /// of [`nki_lang::schedule_control`] refuse.
+    fn schedule_edges(&mut self, kernel: &Kernel) {
+        if !self.errors.is_empty() {
+            // A call in error names nothing: its edges would only add unknown names.
+            return;
+        }
+        for pair in &kernel.schedule {
+            let (after, after_at) = (&pair.after.0, pair.after.1);
+            for (before, before_at) in &pair.before {
+                if let Err(e) = self.buf.control.edge(after, before) {
+                    let at =
+                        match &e {
+                            nki_lang::schedule_control::ControlError::UnknownName {
+                                name, ..
+                            } if name == after => after_at,
+                            _ => *before_at,
+                        };
+                    self.error(at, e);
+                }
+            }
+        }
+    }
+
     fn block(&mut self, b: &Block) {
         for s in &b.stmts {
             self.stmt(s);
@@ -511,6 +570,36 @@ impl Lowerer<'_> {
                     self.bind(&n, v);
                 }
             }
+            Stmt::Expr(Expr::Named {
+                call,
+                name,
+                name_span,
+            }) => {
+                // A destination-first call with a name: its instructions carry the name.
+                let first = instr_count(&self.buf);
+                if self.dst_first_stmt(call) {
+                    self.label(name, *name_span, first);
+                    return;
+                }
+                let v = self.labelled(name, *name_span, |l| l.produce(call, call::Dest::New(None)));
+                if !matches!(v, Value::Poison | Value::Unit) {
+                    self.error(
+                        call.span(),
+                        "this value is unused: bind it with `let` or store it",
+                    );
+                }
+            }
+            Stmt::NoReorder { body, .. } => {
+                // Python's `with` opens no scope: the block's names stay bound after it.
+                let first = instr_count(&self.buf);
+                self.no_reorder = self.no_reorder.saturating_add(1);
+                self.block(body);
+                self.no_reorder = self.no_reorder.saturating_sub(1);
+                if self.no_reorder == 0 {
+                    let end = instr_count(&self.buf);
+                    self.buf.control.ordered(first, end);
+                }
+            }
             Stmt::Expr(e) => {
                 // NKI 0.6's `nisa::op(dst, ...)`: writes its destination.
                 if self.dst_first_stmt(e) {
@@ -565,6 +654,12 @@ impl Lowerer<'_> {
                     );
                     return;
                 };
+                if self.strict_hardware
+                    && let Err(e) = nki_lang::device_support::check_alu(alu)
+                {
+                    self.error(*span, e);
+                    return;
+                }
                 match self.eval(target) {
                     Value::Poison => {}
                     Value::Tile(view) => {

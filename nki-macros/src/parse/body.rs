@@ -51,6 +51,11 @@ pub fn parse_block(block: &syn::Block, errors: &mut Errors) -> Block {
                     "a kernel body cannot contain items other than `const`",
                 );
             }
+            SynStmt::Macro(m) if m.mac.path.is_ident("no_reorder") => {
+                if let Some(s) = no_reorder(&m.mac, errors) {
+                    stmts.push(s);
+                }
+            }
             SynStmt::Macro(m) => match assertion(&m.mac, errors) {
                 Some(Some(a)) => stmts.push(a),
                 Some(None) => {}
@@ -207,8 +212,27 @@ fn assertion_op(mac: &syn::Macro) -> Option<Option<BinOp>> {
     }
 }
 
+/// `no_reorder! { statements }`: NKI's `with nl.no_reorder():` block.
+fn no_reorder(mac: &syn::Macro, errors: &mut Errors) -> Option<Stmt> {
+    let tokens = &mac.tokens;
+    let block: syn::Block = match syn::parse2(quote::quote!({ #tokens })) {
+        Ok(b) => b,
+        Err(e) => {
+            errors.push_syn(e);
+            return None;
+        }
+    };
+    let mut body = parse_block(&block, errors);
+    // A last statement without `;` is a statement too: the block has no value.
+    if let Some(t) = body.tail.take() {
+        body.stmts.push(Stmt::Expr(t));
+    }
+    Some(Stmt::NoReorder { body })
+}
+
 fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
     match e {
+        SynExpr::Macro(m) if m.mac.path.is_ident("no_reorder") => no_reorder(&m.mac, errors),
         SynExpr::Macro(m) if assertion_op(&m.mac).is_some() => assertion(&m.mac, errors).flatten(),
         SynExpr::Assign(a) => {
             let target = parse_expr(&a.left, errors)?;
@@ -372,6 +396,37 @@ fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
     })
 }
 
+/// NKI's `name = "..."` of a call: the name and its literal's span.
+type Label = Option<(String, Span)>;
+
+/// A call's arguments, and its NKI `name = "..."` if it has one.
+fn parse_named_args<'a>(
+    args: impl Iterator<Item = &'a SynExpr>,
+    errors: &mut Errors,
+) -> Option<(Vec<Arg>, Label)> {
+    let mut name = None;
+    let mut rest = Vec::new();
+    for a in args {
+        // NKI's `name = "..."` labels the instructions of the call (`schedule_control`).
+        if let SynExpr::Assign(kw) = a
+            && let SynExpr::Path(p) = &*kw.left
+            && p.path.is_ident("name")
+            && let SynExpr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) = &*kw.right
+        {
+            if name.is_some() {
+                errors.push(Span::of(&kw), "the keyword `name` is given twice");
+            }
+            name = Some((s.value(), Span::of(s)));
+            continue;
+        }
+        rest.push(a);
+    }
+    let args = parse_args(rest.into_iter(), errors)?;
+    Some((args, name))
+}
+
 fn parse_args<'a>(
     args: impl Iterator<Item = &'a SynExpr>,
     errors: &mut Errors,
@@ -379,16 +434,6 @@ fn parse_args<'a>(
     let mut out = Vec::new();
     let mut ok = true;
     for a in args {
-        // NKI's `name = "..."` labels an instruction in its profiles; it changes nothing here.
-        if let SynExpr::Assign(kw) = a
-            && let SynExpr::Path(p) = &*kw.left
-            && p.path.is_ident("name")
-            && let SynExpr::Lit(syn::ExprLit {
-                lit: Lit::Str(_), ..
-            }) = &*kw.right
-        {
-            continue;
-        }
         let arg = match a {
             SynExpr::Assign(kw) => match &*kw.left {
                 SynExpr::Path(p) if p.path.get_ident().is_some() => {
@@ -567,12 +612,25 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 errors.push(Span::of(&c.func), "a kernel calls NKI functions by name");
                 return None;
             };
-            let args = parse_args(c.args.iter(), errors)?;
-            Expr::Call { func, args, span }
+            let (args, name) = parse_named_args(c.args.iter(), errors)?;
+            match name {
+                Some((name, name_span)) => Expr::Named {
+                    call: Box::new(Expr::Call { func, args, span }),
+                    name,
+                    name_span,
+                },
+                None => Expr::Call { func, args, span },
+            }
         }
         SynExpr::MethodCall(m) => {
             let recv = parse_expr(&m.receiver, errors)?;
-            let args = parse_args(m.args.iter(), errors)?;
+            let (args, name) = parse_named_args(m.args.iter(), errors)?;
+            if let Some((_, at)) = name {
+                errors.push(
+                    at,
+                    "`name = \"...\"` labels the instructions of a function call (`nisa::activation(..., name = \"act0\")`), not of a method",
+                );
+            }
             Expr::Method {
                 recv: Box::new(recv),
                 method: m.method.unraw(),

@@ -127,6 +127,7 @@ pub fn unknown_calls(block: &Block, known: &dyn Fn(&str) -> bool, out: &mut Vec<
                 }
                 unknown_calls(body, known, out);
             }
+            Stmt::NoReorder { body, .. } => unknown_calls(body, known, out),
         }
     }
     if let Some(t) = &block.tail {
@@ -170,6 +171,7 @@ fn expr_calls(e: &Expr, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
             }
         }
         Expr::Neg(x, _) | Expr::Not(x, _) => expr_calls(x, known, out),
+        Expr::Named { call, .. } => expr_calls(call, known, out),
         Expr::Field { base, .. } => expr_calls(base, known, out),
         Expr::Index { base, indices, .. } => {
             expr_calls(base, known, out);

@@ -13,7 +13,12 @@ use model::Kernel;
 /// Parses `#[kernel(attr)] item`. Errors are collected; `None` when the item is not a
 /// function at all.
 pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Option<Kernel> {
-    let (target, mut instances) = signature::parse_attr(attr, errors);
+    let signature::Attr {
+        target,
+        mut instances,
+        schedule,
+        strict_hardware,
+    } = signature::parse_attr(attr, errors);
     let func: syn::ItemFn = match syn::parse2(item) {
         Ok(f) => f,
         Err(e) => {
@@ -36,6 +41,8 @@ pub fn parse(attr: TokenStream, item: TokenStream, errors: &mut Errors) -> Optio
         vis: func.vis,
         name: func.sig.ident,
         target,
+        schedule,
+        strict_hardware,
         meta,
         instances,
         helpers: Vec::new(),

@@ -5,6 +5,15 @@ use crate::span::Span;
 use nki_lang::{DType, Target};
 use syn::Ident;
 
+/// One pair of `with_schedule = [...]`: `("a", "b")` or `("a", ["b", "c"])`.
+#[derive(Clone)]
+pub struct ScheduleEdge {
+    /// The name that waits, with its span.
+    pub after: (String, Span),
+    /// The names it waits for, each with its span.
+    pub before: Vec<(String, Span)>,
+}
+
 /// A parsed `#[kernel]` function.
 #[derive(Clone)]
 pub struct Kernel {
@@ -16,6 +25,11 @@ pub struct Kernel {
     pub name: Ident,
     /// The target generation from `#[kernel(target = ...)]`.
     pub target: Target,
+    /// NKI's `kernel.with_schedule([...])` from `#[kernel(with_schedule = [...])]`: each pair
+    /// as written, the name that waits and the names it waits for, with their spans.
+    pub schedule: Vec<ScheduleEdge>,
+    /// `#[kernel(strict_hardware)]`: refuse what NKI 0.3+ simulates but the device cannot run.
+    pub strict_hardware: bool,
     /// Compile-time parameters (`const TILES: usize`), in declaration order.
     pub meta: Vec<MetaParam>,
     /// The instantiations the attribute lists (`#[kernel(mm_16(TILES = 16))]`).
@@ -201,6 +215,12 @@ pub enum Stmt {
         /// What a failure reports: the message, or the condition's source.
         message: String,
     },
+    /// `no_reorder! { ... }`: NKI's `with nl.no_reorder():`, the block's instructions kept in
+    /// program order.
+    NoReorder {
+        /// The statements.
+        body: Block,
+    },
     /// `for var in iter(trip) { body }`, `iter(start, stop)`, `iter(start, stop, step)`
     For {
         /// The induction variable (`None` for `_`).
@@ -339,6 +359,15 @@ pub enum Expr {
         /// Span of the whole call.
         span: Span,
     },
+    /// A call with NKI's `name = "..."`: the instructions it makes carry the name.
+    Named {
+        /// The call.
+        call: Box<Expr>,
+        /// The name.
+        name: String,
+        /// Span of the name's literal.
+        name_span: Span,
+    },
     /// A method call: `arange(128).p()`.
     Method {
         /// Receiver.
@@ -410,6 +439,7 @@ impl Expr {
             | Expr::Neg(_, s)
             | Expr::Not(_, s) => *s,
             Expr::Name(i) => i.span().into(),
+            Expr::Named { call, .. } => call.span(),
             Expr::Binary { span, .. }
             | Expr::Call { span, .. }
             | Expr::Method { span, .. }

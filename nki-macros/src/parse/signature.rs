@@ -11,26 +11,47 @@ use syn::{
 
 use crate::lower::DTYPES;
 
-use super::model::{DimSpec, Instance, MetaKind, MetaParam, MetaValue, Param, TensorType};
+use super::model::{
+    DimSpec, Instance, MetaKind, MetaParam, MetaValue, Param, ScheduleEdge, TensorType,
+};
 use crate::errors::Errors;
 use crate::span::Span;
 
 /// Parses the attribute's arguments: a comma-separated list of `target = trn1 | trn2 | trn3` and
 /// instantiations `name(P = value, ...)`.
-pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Target, Vec<Instance>) {
-    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2 | trn3)]` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
+pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> Attr {
+    const EXPECTED: &str = "expected `#[kernel]`, `#[kernel(target = trn1 | trn2 | trn3)]`, `with_schedule = [(\"a\", \"b\"), ...]`, `strict_hardware` or instantiations `#[kernel(name(PARAM = value, ...), ...)]`";
     let mut target = None;
     let mut instances = Vec::new();
+    let mut schedule = None;
+    let mut strict_hardware = false;
     let parser = Punctuated::<Meta, Token![,]>::parse_terminated;
     let metas = match parser.parse2(attr.clone()) {
         Ok(m) => m,
         Err(_) => {
             errors.push(Span::of(&attr), EXPECTED);
-            return (Target::default(), instances);
+            return Attr {
+                target: Target::default(),
+                instances,
+                schedule: Vec::new(),
+                strict_hardware,
+            };
         }
     };
     for meta in metas {
         match meta {
+            Meta::NameValue(nv) if nv.path.is_ident("with_schedule") => {
+                if schedule.is_some() {
+                    errors.push(Span::of(&nv), "`with_schedule` is given twice");
+                }
+                schedule = Some(parse_schedule(&nv.value, errors));
+            }
+            Meta::Path(p) if p.is_ident("strict_hardware") => {
+                if strict_hardware {
+                    errors.push(Span::of(&p), "`strict_hardware` is given twice");
+                }
+                strict_hardware = true;
+            }
             Meta::NameValue(nv) if nv.path.is_ident("target") => {
                 let name = match &nv.value {
                     Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
@@ -97,7 +118,68 @@ pub fn parse_attr(attr: proc_macro2::TokenStream, errors: &mut Errors) -> (Targe
             other => errors.push(Span::of(&other), EXPECTED),
         }
     }
-    (target.unwrap_or_default(), instances)
+    Attr {
+        target: target.unwrap_or_default(),
+        instances,
+        schedule: schedule.unwrap_or_default(),
+        strict_hardware,
+    }
+}
+
+/// What `#[kernel(...)]` says.
+pub struct Attr {
+    /// The target generation.
+    pub target: Target,
+    /// The instantiations.
+    pub instances: Vec<Instance>,
+    /// The `with_schedule` pairs.
+    pub schedule: Vec<ScheduleEdge>,
+    /// Whether `strict_hardware` is on.
+    pub strict_hardware: bool,
+}
+
+/// `with_schedule = [("a", "b"), ("c", ["a", "b"])]`: NKI's list of pairs, the name that waits
+/// and the name (or names) it waits for.
+fn parse_schedule(e: &Expr, errors: &mut Errors) -> Vec<ScheduleEdge> {
+    const USAGE: &str = "`with_schedule` is a list of pairs of instruction names, `[(\"plus1\", \"recip\"), (\"c\", [\"a\", \"b\"])]`: the first waits for the second (NKI's `kernel.with_schedule`)";
+    let string = |e: &Expr, errors: &mut Errors| match e {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some((s.value(), Span::of(s))),
+        other => {
+            errors.push(Span::of(other), USAGE);
+            None
+        }
+    };
+    let Expr::Array(list) = e else {
+        errors.push(Span::of(e), USAGE);
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pair in &list.elems {
+        let Expr::Tuple(t) = pair else {
+            errors.push(Span::of(pair), USAGE);
+            continue;
+        };
+        let [a, b] = [t.elems.get(0), t.elems.get(1)];
+        let (Some(a), Some(b), 2) = (a, b, t.elems.len()) else {
+            errors.push(Span::of(pair), USAGE);
+            continue;
+        };
+        let Some(after) = string(a, errors) else {
+            continue;
+        };
+        let before: Vec<(String, Span)> = match b {
+            Expr::Array(names) => names
+                .elems
+                .iter()
+                .filter_map(|n| string(n, errors))
+                .collect(),
+            other => string(other, errors).into_iter().collect(),
+        };
+        out.push(ScheduleEdge { after, before });
+    }
+    out
 }
 
 /// An integer literal (possibly negated) or a bool literal.

@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use core::cmp::Reverse;
 
+use nki_lang::schedule_control::ControlPlan;
 use nki_lang::{LoopKind, MAX_PIDS};
 
 use super::record::{Place, Recording, Step};
@@ -57,9 +58,20 @@ fn ordered(loops: &[Vec<(u32, LoopKind)>], a: &Step, b: &Step, both_accumulate: 
 /// order; two instances of a tile rotating onto one buffer are always ordered (the buffer's
 /// reuse is the compiler's, which waits for it). Accesses are compared per tile buffer and per
 /// output, not per byte: more edges than the device has, never fewer.
-pub(super) fn build(rec: &Recording, loops: &[Vec<(u32, LoopKind)>]) -> Graph {
+///
+/// The program's scheduling control adds its edges ([`ControlPlan`]): a step waits for the
+/// latest step of each instruction a `with_schedule` edge makes it depend on, and for the
+/// previous step of its `no_reorder!` block, within its SPMD instance.
+pub(super) fn build(
+    rec: &Recording,
+    loops: &[Vec<(u32, LoopKind)>],
+    control: &ControlPlan,
+) -> Graph {
     let n = rec.steps.len();
     let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    // By pc, and by `no_reorder!` block: the latest step (when the control orders anything).
+    let mut latest: Vec<u32> = Vec::new();
+    let mut block_latest: Vec<u32> = vec![u32::MAX; control.blocks()];
     // Per buffer (tile, buffer) or output: the writes and the reads so far.
     let mut history: HashMap<(u32, u32), [Vec<Seen>; 2]> = HashMap::new();
     let mut marked: Vec<u32> = vec![u32::MAX; n];
@@ -106,6 +118,34 @@ pub(super) fn build(rec: &Recording, loops: &[Vec<(u32, LoopKind)>]) -> Graph {
                 writes.push(seen);
             } else {
                 reads.push(seen);
+            }
+        }
+        if control.orders() {
+            let pc = step.pc as usize;
+            if latest.len() <= pc {
+                latest.resize(pc.saturating_add(1), u32::MAX);
+            }
+            let block = control.block(pc);
+            let waited = control
+                .waits(pc)
+                .iter()
+                .filter_map(|&q| latest.get(q as usize).copied())
+                .chain(block.and_then(|b| block_latest.get(b).copied()));
+            let mut extra = Vec::new();
+            for i in waited {
+                let same_instance = rec
+                    .steps
+                    .get(i as usize)
+                    .is_some_and(|e| e.vars[..MAX_PIDS] == step.vars[..MAX_PIDS]);
+                if i != u32::MAX && i != jj && same_instance && marked[i as usize] != jj {
+                    marked[i as usize] = jj;
+                    extra.push(i);
+                }
+            }
+            preds[j].extend(extra);
+            latest[pc] = jj;
+            if let Some(b) = block.and_then(|b| block_latest.get_mut(b)) {
+                *b = jj;
             }
         }
     }
@@ -252,7 +292,7 @@ mod tests {
     #[test]
     fn affine_iterations_are_unordered_but_for_accumulations() {
         let (rec, loops) = program(LoopKind::Affine, false);
-        let g = build(&rec, &loops);
+        let g = build(&rec, &loops, &ControlPlan::default());
         let preds: Vec<Vec<u32>> = g.preds.into_iter().map(sorted).collect();
         // Steps: 0 before the loop, 1-2 iteration 0, 3-4 iteration 1, 5 after.
         assert_eq!(
@@ -261,14 +301,22 @@ mod tests {
         );
         // Accumulating into `u` in both iterations keeps them ordered.
         let (rec, loops) = program(LoopKind::Affine, true);
-        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        let preds: Vec<Vec<u32>> = build(&rec, &loops, &ControlPlan::default())
+            .preds
+            .into_iter()
+            .map(sorted)
+            .collect();
         assert_eq!(preds[4], [0, 2, 3]);
     }
 
     #[test]
     fn sequential_iterations_are_ordered() {
         let (rec, loops) = program(LoopKind::Sequential, false);
-        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        let preds: Vec<Vec<u32>> = build(&rec, &loops, &ControlPlan::default())
+            .preds
+            .into_iter()
+            .map(sorted)
+            .collect();
         assert_eq!(preds[3], [0, 1, 2]);
         // No transitive reduction: the first iteration's write of `t` is there too.
         assert_eq!(preds[4], [0, 1, 2, 3]);
@@ -286,18 +334,26 @@ mod tests {
                 }
             }
         }
-        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        let preds: Vec<Vec<u32>> = build(&rec, &loops, &ControlPlan::default())
+            .preds
+            .into_iter()
+            .map(sorted)
+            .collect();
         assert_eq!(preds[3], [0, 1, 2]);
         // On buffers of their own, the iterations are independent.
         rec.instances[2].buffer = 1;
-        let preds: Vec<Vec<u32>> = build(&rec, &loops).preds.into_iter().map(sorted).collect();
+        let preds: Vec<Vec<u32>> = build(&rec, &loops, &ControlPlan::default())
+            .preds
+            .into_iter()
+            .map(sorted)
+            .collect();
         assert_eq!(preds[3], Vec::<u32>::new());
     }
 
     #[test]
     fn every_policy_gives_an_order_the_graph_allows() {
         let (rec, loops) = program(LoopKind::Affine, false);
-        let g = build(&rec, &loops);
+        let g = build(&rec, &loops, &ControlPlan::default());
         let policies = [
             Policy::Reverse,
             Policy::Lockstep,

@@ -133,7 +133,8 @@ pub(crate) fn check(
     crate::exec::run(e, b, &mut recorder, &mut Serial)?;
     let loops = core::mem::take(&mut recorder.loops);
     let rec: Recording = recorder.recording;
-    let g = graph::build(&rec, &loops);
+    let control = nki_lang::schedule_control::ControlPlan::new(&p.control(), p.instrs().len());
+    let g = graph::build(&rec, &loops, &control);
     let start = Snapshot::take(e, b);
     let n = rec.steps.len();
     let program_order: Vec<u32> = (0..n)

@@ -82,7 +82,7 @@ pub use cli::{
 pub use compiler::Scheduling;
 pub use model::Timeline;
 pub use params::{Generation, ParamEntry, Params};
-pub use profile::{EngineRow, OpcodeCount, Profile};
+pub use profile::{EngineRow, NamedRow, OpcodeCount, Profile};
 pub use schedule::{
     CriticalPath, DmaPhase, Kind, OperandSummary, Record, Schedule, TileUse, Track, TrackStats,
 };

@@ -26,6 +26,7 @@
 use core::ops::ControlFlow;
 use std::collections::VecDeque;
 
+use nki_lang::schedule_control::ControlPlan;
 use nki_lang::{
     Dir, Engine, Instr, MAX_PIDS, MAX_SLOTS, MAX_VARS, OperandRef, Program, SymbolValues, VarValues,
 };
@@ -271,6 +272,12 @@ pub struct Timeline<'p> {
     phases: Vec<DmaPhase>,
     /// Skipping loops in a steady state (`fastforward.rs`).
     ff: fastforward::FastForward,
+    /// The program's `with_schedule` edges and `no_reorder!` blocks, by instruction.
+    control: ControlPlan,
+    /// By pc (when `control` orders anything): the completion of its latest execution.
+    control_done: Vec<Ready>,
+    /// By `no_reorder!` block: the completion of the last instruction it executed.
+    block_done: Vec<Ready>,
 }
 
 impl<'p> Timeline<'p> {
@@ -327,6 +334,7 @@ impl<'p> Timeline<'p> {
                 tiles
             })
             .collect();
+        let control = ControlPlan::new(&program.control(), program.instrs().len());
         Timeline {
             program,
             pe_latency: ns_ps(params.pe_latency_ns),
@@ -388,7 +396,56 @@ impl<'p> Timeline<'p> {
             truncated: false,
             ops: Vec::new(),
             phases: Vec::new(),
-            ff: fastforward::FastForward::new(detail == Detail::Summary && !computes),
+            ff: fastforward::FastForward::new(
+                detail == Detail::Summary && !computes && !control.orders(),
+            ),
+            control_done: if control.orders() {
+                vec![Ready::NONE; program.instrs().len()]
+            } else {
+                Vec::new()
+            },
+            block_done: vec![Ready::NONE; control.blocks()],
+            control,
+        }
+    }
+
+    /// What instruction `pc` waits for beyond its operands and engine: the latest completion
+    /// of each instruction a `with_schedule` edge makes it depend on, and of the previous
+    /// instruction its `no_reorder!` block executed ([`nki_lang::schedule_control`]).
+    fn control_ready(&self, pc: u32) -> Ready {
+        let mut ready = Ready::NONE;
+        if !self.control.orders() {
+            return ready;
+        }
+        for &q in self.control.waits(pc as usize) {
+            if let Some(&r) = self.control_done.get(q as usize) {
+                ready = ready.max(r);
+            }
+        }
+        if let Some(r) = self
+            .control
+            .block(pc as usize)
+            .and_then(|b| self.block_done.get(b))
+        {
+            ready = ready.max(*r);
+        }
+        ready
+    }
+
+    /// Records that an execution of instruction `pc` completes at `done`.
+    fn control_complete(&mut self, pc: u32, done: Ready) {
+        if !self.control.orders() {
+            return;
+        }
+        if let Some(r) = self.control_done.get_mut(pc as usize) {
+            *r = done;
+        }
+        if let Some(r) = self
+            .control
+            .block(pc as usize)
+            .and_then(|b| self.block_done.get_mut(b))
+        {
+            *r = (*r).max(done);
         }
     }
 
@@ -699,6 +756,19 @@ impl<'p> Timeline<'p> {
             truncated: self.truncated,
             ops: self.ops,
             phases: self.phases,
+            names: {
+                let control = program.control();
+                if control.names.is_empty() {
+                    Vec::new()
+                } else {
+                    (0..program.instrs().len())
+                        .map(|pc| {
+                            let pc = u32::try_from(pc).unwrap_or(u32::MAX);
+                            control.name_of(pc).map(str::to_string)
+                        })
+                        .collect()
+                }
+            },
         }
     }
 
@@ -875,7 +945,9 @@ impl<'p> Timeline<'p> {
             pe: false,
             pe_latency: self.pe_latency,
         };
-        let mut ready = self.operands_ready(ops, &[0, 1, 2, 3, 4], c);
+        let mut ready = self
+            .operands_ready(ops, &[0, 1, 2, 3, 4], c)
+            .max(self.control_ready(pc));
         // The v2 shared ports: wait until the other engine's last access through the port.
         let shared = self.p.shared_ports;
         let sbuf_port = (shared && w.sbuf)
@@ -949,6 +1021,7 @@ impl<'p> Timeline<'p> {
                 pe: false,
             },
         );
+        self.control_complete(pc, Ready { t: done, who: id });
         self.touch_tiles(pc, start, done);
     }
 
@@ -963,7 +1036,9 @@ impl<'p> Timeline<'p> {
         let mm_i = Track::TensorMatrix.index();
         // LoadStationary.
         let gate = self.free[ls_i].max(self.mm_started);
-        let at = gate.max(self.operands_ready(ops, &[1], c));
+        let at = gate
+            .max(self.operands_ready(ops, &[1], c))
+            .max(self.control_ready(pc));
         let ls_start = at.t;
         let ls_end = ls_start.saturating_add(w.ls);
         let ls = self.push(Record {
@@ -1025,6 +1100,7 @@ impl<'p> Timeline<'p> {
         );
         self.flops = self.flops.saturating_add(w.flops);
         self.hw_flops = self.hw_flops.saturating_add(w.hw_flops);
+        self.control_complete(pc, Ready { t: done, who: mm });
         self.touch_tiles(pc, ls_start, done);
     }
 
@@ -1095,7 +1171,9 @@ impl<'p> Timeline<'p> {
         } else {
             self.free[si]
         };
-        let at = gate.max(self.operands_ready(ops, slots, c));
+        let at = gate
+            .max(self.operands_ready(ops, slots, c))
+            .max(self.control_ready(pc));
         let t_start = at.t;
         let t_end = t_start.saturating_add(self.dma_issue);
         let trigger = self.push(Record {
@@ -1275,6 +1353,13 @@ impl<'p> Timeline<'p> {
             t: done.t,
             who: rec,
         };
+        self.control_complete(
+            pc,
+            Ready {
+                t: done.t,
+                who: rec,
+            },
+        );
         if self.ff.armed {
             self.record_hbm(pc, ops, done.t);
         }

@@ -37,6 +37,22 @@ pub struct OpcodeCount {
     pub count: u64,
 }
 
+/// The executions of one named instruction (`name = "..."` on its call).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NamedRow {
+    /// The name.
+    pub name: String,
+    /// Its records (an instruction's parts: a matmul's LoadStationary and MultiplyMoving, a
+    /// DMA's trigger and transfer), over every execution.
+    pub records: u64,
+    /// When its first record starts (µs).
+    pub first_start_us: f64,
+    /// When its last record completes (µs).
+    pub last_done_us: f64,
+    /// Busy time of its records (µs).
+    pub busy_us: f64,
+}
+
 /// A run's profile. Its `Display` is a table; [`Profile::to_json`] gives the same as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
@@ -98,6 +114,9 @@ pub struct Profile {
     pub psum_banks: u64,
     /// Time before the critical path's first record, as a share (`None` without records).
     pub critical_idle: Option<f64>,
+    /// The named instructions, in order of first execution (empty without records, or
+    /// without names).
+    pub named: Vec<NamedRow>,
 }
 
 impl Profile {
@@ -199,6 +218,7 @@ impl Profile {
             peak_psum_banks: peak_psum,
             psum_banks: u64::from(p.psum_banks),
             critical_idle: cp.map(|c| share(c.idle)),
+            named: named_rows(s),
         }
     }
 
@@ -241,6 +261,7 @@ impl Profile {
             arithmetic_intensity: self.arithmetic_intensity,
             peak_sbuf_bytes_per_partition: self.peak_sbuf_bytes,
             peak_psum_banks: self.peak_psum_banks,
+            named: &self.named,
         };
         let mut out = Vec::new();
         json.serialize(&mut serde_json::Serializer::with_formatter(
@@ -249,6 +270,34 @@ impl Profile {
         .expect("a profile serialises to JSON");
         String::from_utf8(out).expect("serde_json writes UTF-8")
     }
+}
+
+/// The rows of the named instructions of `s`'s records.
+fn named_rows(s: &Schedule) -> Vec<NamedRow> {
+    let mut rows: Vec<NamedRow> = Vec::new();
+    for r in s.records() {
+        let Some(name) = s.instr_name(r.pc) else {
+            continue;
+        };
+        let (start, done) = (r.start as f64 / 1e6, r.done.max(r.end) as f64 / 1e6);
+        let busy = r.end.saturating_sub(r.start) as f64 / 1e6;
+        match rows.iter_mut().find(|row| row.name == name) {
+            Some(row) => {
+                row.records += 1;
+                row.first_start_us = row.first_start_us.min(start);
+                row.last_done_us = row.last_done_us.max(done);
+                row.busy_us += busy;
+            }
+            None => rows.push(NamedRow {
+                name: name.to_string(),
+                records: 1,
+                first_start_us: start,
+                last_done_us: done,
+                busy_us: busy,
+            }),
+        }
+    }
+    rows
 }
 
 /// [`Profile::to_json`]'s object.
@@ -277,6 +326,8 @@ struct ProfileJson<'a> {
     arithmetic_intensity: f64,
     peak_sbuf_bytes_per_partition: u64,
     peak_psum_banks: u64,
+    #[serde(skip_serializing_if = "<[NamedRow]>::is_empty")]
+    named: &'a [NamedRow],
 }
 
 /// One figure of every engine row, keyed by the row's name (`null` where it has none).
@@ -401,6 +452,21 @@ impl fmt::Display for Profile {
             100.0 * self.peak_sbuf_bytes as f64 / self.sbuf_capacity.max(1) as f64,
             self.peak_psum_banks,
             self.psum_banks
-        )
+        )?;
+        if !self.named.is_empty() {
+            write!(
+                f,
+                "\n  {:<20} {:>8} {:>12} {:>12} {:>10}",
+                "named instruction", "records", "first µs", "done µs", "busy µs"
+            )?;
+            for n in &self.named {
+                write!(
+                    f,
+                    "\n  {:<20} {:>8} {:>12.3} {:>12.3} {:>10.3}",
+                    n.name, n.records, n.first_start_us, n.last_done_us, n.busy_us
+                )?;
+            }
+        }
+        Ok(())
     }
 }

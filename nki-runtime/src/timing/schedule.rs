@@ -250,6 +250,8 @@ pub struct Schedule {
     pub(crate) truncated: bool,
     pub(crate) ops: Vec<OperandSummary>,
     pub(crate) phases: Vec<DmaPhase>,
+    /// By pc: the instruction's `name = "..."` (empty when no instruction is named).
+    pub(crate) names: Vec<Option<String>>,
 }
 
 /// Index of an engine in [`Schedule::opcode_count`]'s table.
@@ -383,6 +385,18 @@ impl Schedule {
     /// Names of the program's HBM tensors (inputs, then outputs).
     pub fn tensors(&self) -> &[String] {
         &self.tensors
+    }
+
+    /// The name the kernel gave instruction `pc` (`name = "..."` on its call), if any.
+    pub fn instr_name(&self, pc: u32) -> Option<&str> {
+        self.names.get(pc as usize)?.as_deref()
+    }
+
+    /// The records of the instructions named `name` (`name = "..."`), in execution order.
+    pub fn named_records<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Record> + 's {
+        self.records
+            .iter()
+            .filter(move |r| self.instr_name(r.pc) == Some(name))
     }
 
     /// Every record, in the order the instructions executed (empty for

@@ -145,6 +145,9 @@ fn dominant(path: &[(u64, u64, &'static str)], total: u64, columns: usize) -> Ve
 }
 
 /// Writes the timeline.
+/// Most marks of named instructions drawn (a loop's executions beyond are left out).
+const MAX_MARKS: usize = 4096;
+
 pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
     if s.records().is_empty() {
         return Err(Error::NoRecords);
@@ -266,6 +269,43 @@ pub(crate) fn write<W: Write>(s: &Schedule, w: W) -> Result<(), Error> {
         "critical path",
         dominant(&path, total, plot as usize),
     );
+    // Named instructions (`name = "..."`): a mark on their row under each execution, with
+    // the name at the first.
+    let mut labelled: Vec<&str> = Vec::new();
+    let mut marks = 0usize;
+    let mut prev = [0u64; MAX_DMA];
+    for r in s.records() {
+        let a = queue_start(r, &mut prev);
+        let (Some(n), Some(i)) = (s.instr_name(r.pc), order.iter().position(|t| *t == r.track))
+        else {
+            continue;
+        };
+        if marks >= MAX_MARKS {
+            break;
+        }
+        marks += 1;
+        let y = TOP + i as f64 * (ROW + GAP) + ROW - 3.0;
+        let (xa, xb) = (x(a), x(r.end.max(a)));
+        let _ = writeln!(
+            o,
+            r##"<rect x="{xa:.2}" y="{y:.1}" width="{:.2}" height="3" fill="#111"><title>{}: {} on {}, {} – {}</title></rect>"##,
+            (xb - xa).max(1.0),
+            esc(n),
+            esc(r.opcode.info().name),
+            esc(&r.track.to_string()),
+            esc(&time(a)),
+            esc(&time(r.end))
+        );
+        if !labelled.contains(&n) {
+            labelled.push(n);
+            let _ = writeln!(
+                o,
+                r##"<text x="{xa:.2}" y="{:.1}" font-size="9" fill="#111">{}</text>"##,
+                y - ROW + 10.0,
+                esc(n)
+            );
+        }
+    }
     // SBUF and PSUM use.
     let cap = f64::from(s.params().sbuf_partition_bytes.max(1));
     let banks = f64::from(s.params().psum_banks.max(1));

@@ -222,6 +222,8 @@ struct SortArgs {
 /// `args` of a record's event.
 #[derive(Serialize)]
 struct RecordArgs<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instr_name: Option<&'a str>,
     opcode: &'a str,
     engine: &'a str,
     pc: u32,
@@ -327,8 +329,14 @@ impl Serialize for Events<'_> {
                     (slot, describe(s, o))
                 })
                 .collect();
-            let (name, track) = (name(r), r.track.to_string());
+            let (mut name, track) = (name(r), r.track.to_string());
+            // A named instruction's slices carry its name first, to find it by.
+            let instr_name = s.instr_name(r.pc);
+            if let Some(n) = instr_name {
+                name = format!("{n} · {name}");
+            }
             let args = RecordArgs {
+                instr_name,
                 opcode: info.name,
                 engine: &track,
                 pc: r.pc,

@@ -438,3 +438,67 @@ pub fn record_out_of_order(s: &nki_runtime::timing::Schedule) -> Option<String> 
         s.total_ps()
     ))
 }
+
+/// The case's program with its every instruction in one `no_reorder!` block
+/// (`nki_lang::schedule_control`): timed under the device's schedule, each executed
+/// instruction starts no earlier than the previous one completes, and the timing-only and
+/// summary runs agree with the traced one (the fast-forward is off for such a program).
+pub fn check_ordered_timing(case: &Case) -> Result<(), String> {
+    use nki_runtime::timing::{Detail, Kind, Mode, Scheduling, Timing};
+    let compiled = build(case)?;
+    let mut buf = compiled.source().clone();
+    let n = u32::try_from(buf.instrs.len()).map_err(|e| e.to_string())?;
+    buf.control.ordered(0, n);
+    let ordered = buf
+        .finish()
+        .map_err(|d| format!("a no_reorder block over a valid program refused: {d:?}"))?;
+    let parts = ordered.parts();
+    let program = parts.program();
+    let kernel = Kernel::new(program);
+    let shapes: Vec<Vec<usize>> = case.program.inputs.iter().map(dims).collect();
+    let shapes: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let mut core = NeuronCore::new(program.target()).with_host_threads(1);
+    let mut time = |detail| {
+        Timing::new()
+            .scheduling(Scheduling::default())
+            .mode(Mode::TimingOnly)
+            .detail(detail)
+            .run_shapes(&mut core, &kernel, &shapes)
+            .map_err(|e| format!("timing failed: {e}\n{program}\n{:?}", case.program))
+    };
+    let traced = time(Detail::Trace)?;
+    let summary = time(Detail::Summary)?;
+    let fail = |why: String| Err(format!("{why}\n{program}\n{:?}", case.program));
+    if summary.total_ps() != traced.total_ps() {
+        return fail(format!(
+            "summary {} ps, traced {} ps",
+            summary.total_ps(),
+            traced.total_ps()
+        ));
+    }
+    // Each execution: the start of its first waiting record (an instruction, a
+    // LoadStationary, a DMA trigger) and the completion of its last.
+    let mut execs: Vec<(u64, u64)> = Vec::new();
+    for r in traced.records() {
+        match r.kind {
+            Kind::TableLoad => {}
+            Kind::Instruction | Kind::LoadStationary | Kind::DmaTrigger => {
+                execs.push((r.start, r.done));
+            }
+            Kind::MultiplyMoving | Kind::DmaTransfer => {
+                if let Some(e) = execs.last_mut() {
+                    e.1 = e.1.max(r.done);
+                }
+            }
+        }
+    }
+    for w in execs.windows(2) {
+        if w[1].0 < w[0].1 {
+            return fail(format!(
+                "in a no_reorder block an instruction starts at {} ps, before the previous one completes at {} ps",
+                w[1].0, w[0].1
+            ));
+        }
+    }
+    Ok(())
+}

@@ -140,6 +140,25 @@ impl Lowerer<'_> {
         opts: OpOptions,
     ) -> Value {
         let spans = |x: Span, y: Span| InstrSpans::at(span).with(1, x).with(2, y);
+        if self.strict_hardware {
+            use nki_lang::device_support as dev;
+            let tile = |o: &Operand| matches!(o, Operand::Tile(_));
+            let shapes = match (&a.0, &b.0) {
+                (Operand::Tile(x), Operand::Tile(y)) => Some((x.shape, y.shape)),
+                _ => None,
+            };
+            let refused = if tile(&a.0) || tile(&b.0) {
+                dev::check_alu(alu).and_then(|()| match shapes {
+                    Some((x, y)) => dev::check_binary_shapes(&x, &y),
+                    None => Ok(()),
+                })
+            } else {
+                Ok(())
+            };
+            if let Err(e) = refused {
+                return self.error(span, e);
+            }
+        }
         // `/` and `divide` of integers are Python's true division: an f32 result unless a
         // dtype or destination says otherwise (NKI's `nl.floor(iota / w, dtype=nl.int32)` in
         // `resize_nearest` floors the quotient, not a quotient already rounded to an integer).

@@ -7,7 +7,7 @@ use super::super::builtins::P;
 use super::super::call::{Dest, OpOptions};
 use super::super::value::Value;
 use super::super::{InstrSpans, Lowerer};
-use crate::parse::model::Arg;
+use crate::parse::model::{Arg, Expr};
 
 impl Lowerer<'_> {
     /// `nc_matmul(stationary, moving)`.
@@ -192,6 +192,12 @@ impl Lowerer<'_> {
             Some(Some(b)) => b,
             Some(None) => return Value::Poison,
         };
+        if self.strict_hardware
+            && let Err(e) = nki_lang::device_support::check_matmul(transpose_x)
+        {
+            let at = a[2].map_or(span, Expr::span);
+            return self.error(at, e);
+        }
         let x = self.tile_arg(x_e, Opcode::Matmul, 1);
         let y = self.tile_arg(y_e, Opcode::Matmul, 2);
         let (Some(x), Some(y)) = (x, y) else {

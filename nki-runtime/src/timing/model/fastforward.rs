@@ -338,7 +338,11 @@ impl Timeline<'_> {
     /// With `on`, a timing-only [`Detail::Summary`] run skips the iterations of loops in a
     /// steady state (the result is the same; see `fastforward.rs`).
     pub(super) fn set_fast_forward(&mut self, on: bool) {
-        self.ff.on = on && self.detail == Detail::Summary && !self.computes;
+        // A program with `with_schedule` edges or `no_reorder!` blocks is timed iteration by
+        // iteration: the skipped iterations' shift does not carry the waits on the latest
+        // execution of another instruction (`docs/timing.md`).
+        self.ff.on =
+            on && self.detail == Detail::Summary && !self.computes && !self.control.orders();
     }
 
     /// Records the HBM accesses of the DMA being timed (complete at `done`) while a snapshot
