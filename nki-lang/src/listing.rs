@@ -111,7 +111,7 @@ impl fmt::Display for Program<'_> {
                 p: self,
                 loops: &names,
             };
-            l.operands(f, ins.opcode.info().operands, &ins.data)?;
+            l.operands(f, ins.opcode, &ins.data)?;
             if let Some(m) = ins.mask {
                 match self.masks().get(m.index()) {
                     Some(mask) => write!(f, " if {}", l.mask(mask))?,
@@ -204,9 +204,10 @@ impl<'a> Line<'a, '_> {
     fn operands(
         &self,
         f: &mut fmt::Formatter<'_>,
-        spec: &[crate::ir::ops::OperandSpec],
+        opcode: crate::ir::ops::Opcode,
         data: &InstrData,
     ) -> fmt::Result {
+        let spec = opcode.info().operands;
         match *data {
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } => Ok(()),
             InstrData::Dma { tile, hbm } => {
@@ -256,6 +257,23 @@ impl<'a> Line<'a, '_> {
                 let e = self.p.exprs().get(expr.index());
                 let e = e.map_or_else(|| "?".to_string(), |e| self.expr(e));
                 write!(f, "{} iota({e})", self.dst(&dst, "<-"))
+            }
+            InstrData::Alu { dst, src, op, .. }
+                if opcode == crate::ir::ops::Opcode::TensorScalarCumulative =>
+            {
+                write!(
+                    f,
+                    "{} running {}({}({}, {}), reg), reg from {}",
+                    self.dst(&dst, "<-"),
+                    op[1],
+                    op[0],
+                    self.src(src[0]),
+                    self.src(src[1]),
+                    match src[2] {
+                        crate::ir::Src::None => format!("{}'s identity", op[1]),
+                        s => self.src(s),
+                    }
+                )
             }
             InstrData::Alu {
                 dst,

@@ -169,6 +169,8 @@ pub enum Special {
     NcStreamShuffle,
     /// `local_gather`
     LocalGather,
+    /// `tensor_scalar_cumulative`
+    TensorScalarCumulative,
 }
 
 /// How a function lowers.
@@ -425,6 +427,10 @@ static TABLE: &[Builtin] = &[
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
     special(&["local_gather"], Special::LocalGather),
+    special(
+        &["tensor_scalar_cumulative"],
+        Special::TensorScalarCumulative,
+    ),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

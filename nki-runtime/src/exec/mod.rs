@@ -665,13 +665,14 @@ pub(crate) fn execute(
             let rank = crate::operand::grid_rank(b.program, ins);
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
-        // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`: the
-        // reference definition is the only one.
+        // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
+        // `tensor_scalar_cumulative`: the reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
-            | Opcode::SequenceBounds,
+            | Opcode::SequenceBounds
+            | Opcode::TensorScalarCumulative,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

@@ -360,6 +360,9 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed as any GpSimd instruction of its result's size (the `2n`
         // bounds), 150 + N.
         Opcode::SequenceBounds => gpsimd(n, p),
+        // No published cost: assumed max(MIN_II, 2N) as `tensor_tensor_scan` [ISA], the other
+        // Vector instruction that carries a register along the free elements.
+        Opcode::TensorScalarCumulative => mi(n.saturating_mul(2)),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -661,7 +664,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
         | Opcode::LocalGather
-        | Opcode::SequenceBounds => {
+        | Opcode::SequenceBounds
+        | Opcode::TensorScalarCumulative => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod cumulative;
 mod dma_transpose;
 mod dyncopy;
 mod gather;
@@ -20,6 +21,7 @@ mod rng;
 mod sequence_bounds;
 mod shuffle;
 
+pub use cumulative::{CUMULATIVE_OPS, cumulative_reset};
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
@@ -197,8 +199,9 @@ pub enum Deps {
     /// whose kept coordinates are its own (the whole of the reduced axes).
     Reduce,
     /// A scan along each partition's free elements: element `i` of partition `p` (row-major)
-    /// depends on the sources' elements `0..=i` of partition `p` and on the initial value of
-    /// `p`.
+    /// depends on the sources' elements `0..=i` of partition `p` (slots 1 and 2) and on the
+    /// initial value of `p` (slot 3): `tensor_tensor_scan`'s `data0`, `data1`, `initial`;
+    /// `tensor_scalar_cumulative`'s `src`, `imm0`, `imm1`.
     Prefix,
     /// Every element of partition `p` of the destination depends on every element of partition
     /// `p` of every source: `bn_stats`, `bn_aggr`, `max8`, `nc_find_index8`,
@@ -950,6 +953,24 @@ opcodes! {
         deps: Row,
         accumulates: false,
     }
+    /// `tensor_scalar_cumulative`: along each partition's free elements (row-major), the
+    /// accumulator `reg = (data op0 imm0) op1 reg` in fp32, each step's value written;
+    /// `reg` starts at `op1`'s identity (`reset_reduce`) or at `imm1` (`load_reduce`).
+    TensorScalarCumulative {
+        name: "tensor_scalar_cumulative",
+        format: Alu,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("imm0", Dir::Read, ON_CHIP),
+            slot("imm1", Dir::Read, ON_CHIP),
+        ],
+        infer: cumulative::tensor_scalar_cumulative,
+        maskable: Partitions,
+        deps: Prefix,
+        accumulates: true,
+    }
 }
 
 impl Opcode {
@@ -1011,7 +1032,7 @@ mod tests {
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
                 Deps::RangeSelect => op == Opcode::RangeSelect,
                 Deps::Reduce => info.format == Format::Reduce,
-                Deps::Prefix => info.format == Format::Scan,
+                Deps::Prefix => info.format == Format::Scan || op == Opcode::TensorScalarCumulative,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),

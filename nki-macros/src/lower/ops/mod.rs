@@ -4,6 +4,7 @@
 mod atomic_rmw;
 mod constant;
 mod create;
+mod cumulative;
 mod dma;
 mod dyncopy;
 mod elementwise;
