@@ -3138,6 +3138,7 @@ tables! {
     stream_shuffle: shuffle_rows,
     local_gather: local_gather_rows,
     sequence_bounds: sequence_bounds_rows,
+    tensor_scalar_cumulative: cumulative_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3869,4 +3870,142 @@ fn sequence_bounds_rows() -> Vec<Row> {
         },
         Check::Exact,
     )]
+}
+
+/// `tensor_scalar_cumulative`: `reg = op1(op0(src, imm0), reg)` along each partition, from
+/// `op1`'s identity or from `imm1`. Small integers and quarters keep every running value exact
+/// in fp32 and in the 16-bit dtypes.
+fn cumulative_rows() -> Vec<Row> {
+    let p = P as u32;
+    let small = |seed, f| values(P, f, seed, |r| r.step(-4.0, 4.0, 0.25));
+    // The plain loop, in f64 (exact for these values).
+    let scan = |x: &Array2<f64>,
+                s: &dyn Fn(usize) -> f64,
+                start: &dyn Fn(usize) -> f64,
+                op0: &dyn Fn(f64, f64) -> f64,
+                op1: &dyn Fn(f64, f64) -> f64| {
+        let mut out = Array2::zeros(x.raw_dim());
+        for q in 0..x.nrows() {
+            let mut reg = start(q);
+            for i in 0..x.ncols() {
+                reg = op1(op0(x[[q, i]], s(q)), reg);
+                out[[q, i]] = reg;
+            }
+        }
+        out
+    };
+    let cumulative = |k: &mut Kb, dst: Dst, src: ViewId, op: [Alu; 2], imm: [Src; 2]| {
+        let data = InstrData::Alu {
+            dst,
+            src: [Src::Tile(src), imm[0], imm[1]],
+            op,
+            rev: 0,
+            acc: None,
+        };
+        k.push(Opcode::TensorScalarCumulative, None, data);
+    };
+    vec![
+        row(
+            "tensor_scalar_cumulative (add, add), reset_reduce: running sums from 0",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![(DType::F32, small(601, 200))],
+            &[(DType::F32, [P, 200])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 200]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::float(0.5)), Src::None];
+                cumulative(k, dst, vx, [Alu::Add, Alu::Add], imm);
+                k.store(0, r);
+            },
+            move |x| {
+                vec![scan(&x[0], &|_| 0.5, &|_| 0.0, &|a, b| a + b, &|a, b| {
+                    a + b
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative (multiply by a column, maximum), load_reduce from a column",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![
+                (DType::F32, small(602, 64)),
+                (DType::F32, small(603, 1)),
+                (DType::F32, small(604, 1)),
+            ],
+            &[(DType::F32, [P, 64])],
+            |k| {
+                let (x, s, i) = (k.load(0), k.load(1), k.load(2));
+                let r = k.sbuf(DType::F32, &[p, 64]);
+                let (dst, vx, cs, ci) = (k.dst(r), k.v(x), k.col(s), k.col(i));
+                cumulative(k, dst, vx, [Alu::Multiply, Alu::Max], [cs, ci]);
+                k.store(0, r);
+            },
+            move |x| {
+                let (s, i) = (x[1].clone(), x[2].clone());
+                vec![scan(
+                    &x[0],
+                    &|q| s[[q, 0]],
+                    &|q| i[[q, 0]],
+                    &|a, b| a * b,
+                    &f64::max,
+                )]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative bf16 (subtract, subtract), load_reduce from an immediate: value - reg",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![(DType::Bf16, small(605, 48))],
+            &[(DType::Bf16, [P, 48])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::Bf16, &[p, 48]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::float(0.25)), Src::Imm(Scalar::float(1.0))];
+                cumulative(k, dst, vx, [Alu::Subtract, Alu::Subtract], imm);
+                k.store(0, r);
+            },
+            move |x| {
+                vec![scan(&x[0], &|_| 0.25, &|_| 1.0, &|a, b| a - b, &|a, b| {
+                    a - b
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative int16 (add, minimum) and uint8 (maximum, multiply), reset_reduce",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![
+                (DType::I16, values(P, 40, 606, |r| r.int(-300, 300) as f64)),
+                (DType::U8, values(P, 7, 607, |r| r.int(0, 2) as f64)),
+            ],
+            &[(DType::I16, [P, 40]), (DType::U8, [P, 7])],
+            |k| {
+                let (x, y) = (k.load(0), k.load(1));
+                let (r, t) = (k.sbuf(DType::I16, &[p, 40]), k.sbuf(DType::U8, &[p, 7]));
+                let (dr, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::Int(7)), Src::None];
+                cumulative(k, dr, vx, [Alu::Add, Alu::Min], imm);
+                let (dt, vy) = (k.dst(t), k.v(y));
+                let imm = [Src::Imm(Scalar::Int(1)), Src::None];
+                cumulative(k, dt, vy, [Alu::Max, Alu::Multiply], imm);
+                k.store(0, r);
+                k.store(1, t);
+            },
+            move |x| {
+                vec![
+                    scan(
+                        &x[0],
+                        &|_| 7.0,
+                        &|_| f64::INFINITY,
+                        &|a, b| a + b,
+                        &f64::min,
+                    ),
+                    scan(&x[1], &|_| 1.0, &|_| 1.0, &f64::max, &|a, b| a * b),
+                ]
+            },
+            Check::Exact,
+        ),
+    ]
 }
