@@ -975,6 +975,25 @@ impl ProgramBuilder {
         self.op(Opcode::LocalGather, data, None, None)
     }
 
+    /// `nonzero_with_count`: on partitions `0, 16, …` of `src` and `dst`, the positions of the
+    /// nonzero elements plus `index_offset`, then `padding_val`, then the count.
+    pub fn nonzero_with_count(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        index_offset: i32,
+        padding_val: i32,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(src)?.0);
+        let data = InstrData::Nonzero {
+            dst: Dst::overwrite(dst),
+            src,
+            offset: index_offset,
+            padding: padding_val,
+        };
+        self.op(Opcode::NonzeroWithCount, data, None, None)
+    }
+
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).
     pub fn finish(self) -> Result<CompiledProgram, BuildError> {
         if !self.open.is_empty() {

@@ -501,6 +501,17 @@ impl<'a> Line<'a, '_> {
                 self.view(src),
                 self.view(index)
             ),
+            InstrData::Nonzero {
+                dst,
+                src,
+                offset,
+                padding,
+            } => write!(
+                f,
+                "{} nonzero_with_count({}, offset {offset}, padding {padding}) on partitions 0, 16, ...",
+                self.dst(&dst, "<-"),
+                self.view(src)
+            ),
         }
     }
 }

@@ -171,6 +171,8 @@ pub enum Special {
     LocalGather,
     /// `tensor_scalar_cumulative`
     TensorScalarCumulative,
+    /// `nonzero_with_count`
+    NonzeroWithCount,
 }
 
 /// How a function lowers.
@@ -431,6 +433,7 @@ static TABLE: &[Builtin] = &[
         &["tensor_scalar_cumulative"],
         Special::TensorScalarCumulative,
     ),
+    special(&["nonzero_with_count"], Special::NonzeroWithCount),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

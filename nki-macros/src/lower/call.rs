@@ -214,6 +214,7 @@ impl Lowerer<'_> {
             Special::NcStreamShuffle => self.nc_stream_shuffle(args, span, dest),
             Special::LocalGather => self.local_gather(args, span, dest),
             Special::TensorScalarCumulative => self.tensor_scalar_cumulative(args, span, dest),
+            Special::NonzeroWithCount => self.nonzero_with_count(args, span, dest),
         }
     }
 

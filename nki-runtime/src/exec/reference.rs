@@ -46,6 +46,7 @@
 
 mod cumulative;
 mod local_gather;
+mod nonzero;
 mod range_select;
 mod select_reduce;
 mod sequence_bounds;
@@ -225,6 +226,12 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             local_gather::local_gather(m, ops, elems, valid)
         }
         (Opcode::SequenceBounds, _) => sequence_bounds::sequence_bounds(m, ops),
+        (
+            Opcode::NonzeroWithCount,
+            InstrData::Nonzero {
+                offset, padding, ..
+            },
+        ) => nonzero::nonzero_with_count(m, ops, offset, padding),
         (Opcode::TensorScalarCumulative, InstrData::Alu { dst, op, .. }) => {
             cumulative::tensor_scalar_cumulative(m, ops, op, acc(dst.write))
         }
@@ -251,7 +258,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
-            | Opcode::TensorScalarCumulative,
+            | Opcode::TensorScalarCumulative
+            | Opcode::NonzeroWithCount,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

@@ -16,6 +16,7 @@ mod gather;
 mod indirect;
 mod infer;
 mod local_gather;
+mod nonzero;
 mod range_select;
 mod rng;
 mod sequence_bounds;
@@ -75,6 +76,8 @@ pub enum Format {
     Shuffle,
     /// [`InstrData::LocalGather`]
     LocalGather,
+    /// [`InstrData::Nonzero`]
+    Nonzero,
 }
 
 impl Format {
@@ -103,6 +106,7 @@ impl Format {
             InstrData::RangeSelect { .. } => Format::RangeSelect,
             InstrData::Shuffle { .. } => Format::Shuffle,
             InstrData::LocalGather { .. } => Format::LocalGather,
+            InstrData::Nonzero { .. } => Format::Nonzero,
         }
     }
 }
@@ -242,6 +246,12 @@ pub enum Deps {
     /// `p` of `src_buffer` (flattened row-major); where it is undefined, the element is
     /// undefined.
     LocalGather,
+    /// `nonzero_with_count`: on the partitions it processes (`0, 16, 32, …` counted from the
+    /// access's start, [`crate::nonzero_partition`]) every element of the destination depends
+    /// on every element of the same partition of the source (the positions, the padding's
+    /// place and the count all do); it writes no other partition, whose elements keep what
+    /// they held (unwritten in a new tile).
+    Nonzero,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -971,6 +981,22 @@ opcodes! {
         deps: Prefix,
         accumulates: true,
     }
+    /// `nonzero_with_count` (NeuronCore-v3 and newer): on partitions `0, 16, …, 112` only,
+    /// the positions of the nonzero elements of `src` (`T` per partition) plus `index_offset`,
+    /// then `padding_val` up to `T` elements, then their count: `T + 1` int32 elements.
+    NonzeroWithCount {
+        name: "nonzero_with_count",
+        format: Nonzero,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF).axes(Axes::Own),
+            slot("src", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: nonzero::nonzero_with_count,
+        maskable: No,
+        deps: Nonzero,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -1042,6 +1068,7 @@ mod tests {
                 Deps::Permute => info.operands.iter().any(|o| o.axes == Axes::Ends),
                 Deps::Shuffle => info.format == Format::Shuffle,
                 Deps::LocalGather => info.format == Format::LocalGather,
+                Deps::Nonzero => info.format == Format::Nonzero,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

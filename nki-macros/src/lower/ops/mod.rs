@@ -10,6 +10,7 @@ mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
 mod local_gather;
+mod nonzero;
 mod random;
 mod range_select;
 mod reduction;
