@@ -3139,6 +3139,7 @@ tables! {
     local_gather: local_gather_rows,
     sequence_bounds: sequence_bounds_rows,
     tensor_scalar_cumulative: cumulative_rows,
+    nonzero_with_count: nonzero_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -4008,4 +4009,64 @@ fn cumulative_rows() -> Vec<Row> {
             Check::Exact,
         ),
     ]
+}
+
+/// `nonzero_with_count` (Trn2): on partitions `0, 16, …` the positions of the nonzero elements
+/// plus the offset, the padding, the count; the other partitions keep a memset's value.
+fn nonzero_rows() -> Vec<Row> {
+    let p = P as u32;
+    let compact = |x: &Array2<f64>, offset: f64, padding: f64, keep: f64| {
+        let t = x.ncols();
+        let mut out = Array2::from_elem((x.nrows(), t + 1), keep);
+        for q in (0..x.nrows()).step_by(16) {
+            let found: Vec<f64> = (0..t)
+                .filter(|&k| x[[q, k]] != 0.0 || x[[q, k]].is_nan())
+                .map(|k| k as f64 + offset)
+                .collect();
+            for k in 0..t {
+                out[[q, k]] = found.get(k).copied().unwrap_or(padding);
+            }
+            out[[q, t]] = found.len() as f64;
+        }
+        out
+    };
+    let nonzero = |k: &mut Kb, dst: TileId, src: TileId, offset: i32, padding: i32, keep: i32| {
+        let d = k.dst(dst);
+        let value = Scalar::Int(keep);
+        k.push(Opcode::Memset, None, InstrData::Fill { dst: d, value });
+        k.b.nonzero_with_count(dst, src, offset, padding).unwrap();
+    };
+    vec![row_on(
+        Target::Trn2,
+        "nonzero_with_count: float32 (-0.0 zero) with an offset, int32 above 2^24 with a padding",
+        &[Covers::Op(Opcode::NonzeroWithCount)],
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 701, |r| [0.0, -0.0, 1.5, -3.0][r.int(0, 3) as usize]),
+            ),
+            (
+                DType::I32,
+                values(P, 30, 702, |r| {
+                    [0.0, 16_777_217.0, -2.0][r.int(0, 2) as usize]
+                }),
+            ),
+        ],
+        &[(DType::I32, [P, 25]), (DType::I32, [P, 31])],
+        |k| {
+            let (x, y) = (k.load(0), k.load(1));
+            let (d, e) = (k.sbuf(DType::I32, &[p, 25]), k.sbuf(DType::I32, &[p, 31]));
+            nonzero(k, d, x, 1000, -1, 7);
+            nonzero(k, e, y, -3, 123_456, -9);
+            k.store(0, d);
+            k.store(1, e);
+        },
+        move |x| {
+            vec![
+                compact(&x[0], 1000.0, -1.0, 7.0),
+                compact(&x[1], -3.0, 123_456.0, -9.0),
+            ]
+        },
+        Check::Exact,
+    )]
 }
