@@ -72,6 +72,8 @@ enum Kind {
     Pred,
     /// `[P, 1]` int32 row indices in SBUF (an indirect DMA's).
     Index,
+    /// `[P, F]` int32 (`nonzero_with_count`'s positions and count).
+    Found,
 }
 
 impl Kind {
@@ -83,7 +85,7 @@ impl Kind {
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
             Kind::Indices => vec![8],
-            Kind::Pred => vec![F],
+            Kind::Pred | Kind::Found => vec![F],
         }
     }
     fn elems(self) -> usize {
@@ -193,7 +195,7 @@ impl Gen {
         let dtype = match kind {
             Kind::Indices => DType::U32,
             Kind::Pred => DType::U8,
-            Kind::Index => DType::I32,
+            Kind::Index | Kind::Found => DType::I32,
             Kind::Square | Kind::PsumSquare | Kind::Column | Kind::Stats | Kind::Aggr => DType::F32,
             Kind::Reduced(..) => DType::F32,
         };
@@ -256,7 +258,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 35;
+const STEPS: usize = 36;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1281,6 +1283,29 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 }
             }
             g.tiles[d].defined = out;
+            g.tiles[d].values = None;
+        }
+        // nonzero_with_count of the first T elements of each partition of a square SBUF tile
+        // into the first T + 1 of a new int32 tile: only partition 0 of each 16 (here: 0) is
+        // written, every element of it depending on the whole source row
+        34 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let t = [F - 1, F / 2][c.below(2)];
+            let src = g.view_as(a, &[t]);
+            let d = g.new_tile(Kind::Found);
+            let dst = Dst::overwrite(g.view_as(d, &[t + 1]));
+            let data = InstrData::Nonzero {
+                dst,
+                src,
+                offset: [0, 5, -2][c.below(3)],
+                padding: -1,
+            };
+            g.push(Opcode::NonzeroWithCount, None, data);
+            let (t, da) = (t as usize, g.tiles[a].defined.clone());
+            let row = |p: usize| (0..t).all(|f| da[p * fu + f]);
+            g.tiles[d].defined = (0..n)
+                .map(|e| nki_lang::nonzero_partition(e / fu) && e % fu <= t && row(e / fu))
+                .collect();
             g.tiles[d].values = None;
         }
         // a store of any tile under a mask
