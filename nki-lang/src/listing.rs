@@ -271,7 +271,7 @@ impl<'a> Line<'a, '_> {
                     self.src(src[1]),
                     match src[2] {
                         crate::ir::Src::None => format!("{}'s identity", op[1]),
-                        s => self.src(s),
+                        s @ (crate::ir::Src::Tile(_) | crate::ir::Src::Imm(_)) => self.src(s),
                     }
                 )
             }

@@ -10,19 +10,20 @@ use crate::func::{Alu, AluClass};
 use crate::ir::InstrData;
 use crate::rules::RuleViolation;
 
-/// The operations `op1` of `tensor_scalar_cumulative` may accumulate with.
-pub const CUMULATIVE_OPS: [Alu; 5] = [Alu::Add, Alu::Subtract, Alu::Multiply, Alu::Max, Alu::Min];
-
 /// The fp32 value the accumulator register starts from under `reduce_cmd = reset_reduce`:
 /// `0` for add and subtract, `1` for multiply, `-inf` for maximum, `+inf` for minimum (NKI's
 /// pseudocode); `None` for an operation the instruction does not accumulate with.
 pub const fn cumulative_reset(op1: Alu) -> Option<f32> {
-    match op1 {
-        Alu::Add | Alu::Subtract => Some(0.0),
-        Alu::Multiply => Some(1.0),
-        Alu::Max => Some(f32::NEG_INFINITY),
-        Alu::Min => Some(f32::INFINITY),
-        _ => None,
+    if matches!(op1, Alu::Add | Alu::Subtract) {
+        Some(0.0)
+    } else if matches!(op1, Alu::Multiply) {
+        Some(1.0)
+    } else if matches!(op1, Alu::Max) {
+        Some(f32::NEG_INFINITY)
+    } else if matches!(op1, Alu::Min) {
+        Some(f32::INFINITY)
+    } else {
+        None
     }
 }
 

@@ -22,7 +22,7 @@ mod rng;
 mod sequence_bounds;
 mod shuffle;
 
-pub use cumulative::{CUMULATIVE_OPS, cumulative_reset};
+pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 

@@ -52,7 +52,7 @@ pub(super) fn nonzero_with_count(x: &InferIn<'_>) -> Result<Option<Inferred>, Bl
             .ok()
             .and_then(|t| i64::from(offset).checked_add(t))
             .and_then(|e| e.checked_sub(1));
-        if !last.is_some_and(|l| i32::try_from(l).is_ok()) {
+        if last.is_none_or(|l| i32::try_from(l).is_err()) {
             return Err(x.blame(
                 1,
                 RuleViolation::OperandKind {

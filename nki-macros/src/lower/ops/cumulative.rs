@@ -95,7 +95,7 @@ impl Lowerer<'_> {
             .with(1, src_e.span());
         spans.codes[0] = a[2].map(Expr::span);
         spans.codes[1] = a[3].map(Expr::span);
-        for (j, k) in [(0usize, 4usize), (1, 5)] {
+        for (j, slot, k) in [(0usize, 2usize, 4usize), (1, 3, 5)] {
             let Some(e) = a[k] else { continue };
             let Some(o) = self.operand(e, params[k]) else {
                 return Value::Poison;
@@ -104,7 +104,7 @@ impl Lowerer<'_> {
                 return Value::Poison;
             };
             imm[j] = s;
-            spans = spans.with(j + 2, e.span());
+            spans = spans.with(slot, e.span());
         }
         let Some(s) = self.view_id(src, src_e.span()) else {
             return Value::Poison;

@@ -93,9 +93,10 @@ impl Lowerer<'_> {
     /// Whether access `v` starts on a multiple of 16 partitions (each GpSimd core's partition
     /// 0) for every value of its loop variables; an error at `e` if not.
     fn core_aligned(&mut self, v: &TileView, e: &Expr) -> bool {
-        let group = GATHER_GROUP as i64;
+        let group = i64::try_from(GATHER_GROUP).unwrap_or(i64::MAX);
         let start = i64::from(v.part_start).saturating_add(v.part_var.constant);
-        let aligned = start % group == 0 && v.part_var.coef.iter().all(|&c| c % group == 0);
+        let on_core = |n: i64| n.checked_rem(group) == Some(0);
+        let aligned = on_core(start) && v.part_var.coef.iter().all(|&c| on_core(c));
         if !aligned {
             self.error(
                 e.span(),
