@@ -711,6 +711,30 @@ impl ProgramBuilder {
         self.op(Opcode::TensorScalar, data, None, None)
     }
 
+    /// `tensor_scalar_cumulative`: along each partition, `reg = (data op0 imm0) op1 reg` in
+    /// fp32, each step written to `dst`; `reg` starts at `op1`'s identity (`reduce_cmd =
+    /// reset_reduce`, `imm1` [`Operand::None`]) or at `imm1` (`load_reduce`).
+    pub fn tensor_scalar_cumulative(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        op0: Alu,
+        imm0: Operand,
+        op1: Alu,
+        imm1: Operand,
+    ) -> Result<(), BuildError> {
+        let (dst, data) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let (s0, s1) = (self.src(imm0)?, self.src(imm1)?);
+        let data = InstrData::Alu {
+            dst: Dst::overwrite(dst),
+            src: [Src::Tile(data), s0, s1],
+            op: [op0, op1],
+            rev: 0,
+            acc: None,
+        };
+        self.op(Opcode::TensorScalarCumulative, data, None, None)
+    }
+
     /// `activation`: `dst = func(data · scale + bias)`.
     pub fn activation(
         &mut self,
@@ -989,6 +1013,25 @@ impl ProgramBuilder {
         }
         self.buf.control.ordered(first, end);
         Ok(())
+    }
+
+    /// `nonzero_with_count`: on partitions `0, 16, …` of `src` and `dst`, the positions of the
+    /// nonzero elements plus `index_offset`, then `padding_val`, then the count.
+    pub fn nonzero_with_count(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        index_offset: i32,
+        padding_val: i32,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(src)?.0);
+        let data = InstrData::Nonzero {
+            dst: Dst::overwrite(dst),
+            src,
+            offset: index_offset,
+            padding: padding_val,
+        };
+        self.op(Opcode::NonzeroWithCount, data, None, None)
     }
 
     /// Closes the program and applies every rule ([`ProgramBuf::finish`]).

@@ -94,7 +94,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {}
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

@@ -62,7 +62,7 @@ pub use ir::{
     LoopKind, MAX_MASK_TERMS, MAX_SLOTS, Mask, MaskId, MaskTerm, OperandRef, Pred, Scalar,
     SlotOperand, Src, TileView, ViewId, Write,
 };
-pub use ir::{GATHER_GROUP, SHUFFLE_KEEP, SHUFFLE_QUADRANT, shuffle_source};
+pub use ir::{GATHER_GROUP, SHUFFLE_KEEP, SHUFFLE_QUADRANT, nonzero_partition, shuffle_source};
 pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{

@@ -111,7 +111,7 @@ impl fmt::Display for Program<'_> {
                 p: self,
                 loops: &names,
             };
-            l.operands(f, ins.opcode.info().operands, &ins.data)?;
+            l.operands(f, ins.opcode, &ins.data)?;
             if let Some(m) = ins.mask {
                 match self.masks().get(m.index()) {
                     Some(mask) => write!(f, " if {}", l.mask(mask))?,
@@ -226,9 +226,10 @@ impl<'a> Line<'a, '_> {
     fn operands(
         &self,
         f: &mut fmt::Formatter<'_>,
-        spec: &[crate::ir::ops::OperandSpec],
+        opcode: crate::ir::ops::Opcode,
         data: &InstrData,
     ) -> fmt::Result {
+        let spec = opcode.info().operands;
         match *data {
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } => Ok(()),
             InstrData::Dma { tile, hbm } => {
@@ -278,6 +279,23 @@ impl<'a> Line<'a, '_> {
                 let e = self.p.exprs().get(expr.index());
                 let e = e.map_or_else(|| "?".to_string(), |e| self.expr(e));
                 write!(f, "{} iota({e})", self.dst(&dst, "<-"))
+            }
+            InstrData::Alu { dst, src, op, .. }
+                if opcode == crate::ir::ops::Opcode::TensorScalarCumulative =>
+            {
+                write!(
+                    f,
+                    "{} running {}({}({}, {}), reg), reg from {}",
+                    self.dst(&dst, "<-"),
+                    op[1],
+                    op[0],
+                    self.src(src[0]),
+                    self.src(src[1]),
+                    match src[2] {
+                        crate::ir::Src::None => format!("{}'s identity", op[1]),
+                        s @ (crate::ir::Src::Tile(_) | crate::ir::Src::Imm(_)) => self.src(s),
+                    }
+                )
             }
             InstrData::Alu {
                 dst,
@@ -504,6 +522,17 @@ impl<'a> Line<'a, '_> {
                 self.dst(&dst, "<-"),
                 self.view(src),
                 self.view(index)
+            ),
+            InstrData::Nonzero {
+                dst,
+                src,
+                offset,
+                padding,
+            } => write!(
+                f,
+                "{} nonzero_with_count({}, offset {offset}, padding {padding}) on partitions 0, 16, ...",
+                self.dst(&dst, "<-"),
+                self.view(src)
             ),
         }
     }

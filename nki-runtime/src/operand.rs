@@ -233,7 +233,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Seed { .. }
         | InstrData::RangeSelect { .. }
         | InstrData::Shuffle { .. }
-        | InstrData::LocalGather { .. } => None,
+        | InstrData::LocalGather { .. }
+        | InstrData::Nonzero { .. } => None,
     }
 }
 

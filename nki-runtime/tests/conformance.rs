@@ -3138,6 +3138,8 @@ tables! {
     stream_shuffle: shuffle_rows,
     local_gather: local_gather_rows,
     sequence_bounds: sequence_bounds_rows,
+    tensor_scalar_cumulative: cumulative_rows,
+    nonzero_with_count: nonzero_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -3866,6 +3868,204 @@ fn sequence_bounds_rows() -> Vec<Row> {
                 Array2::from_shape_vec((1, 80), bounds(&a.row(0).to_vec())).unwrap()
             };
             vec![row_of(&x[0]), row_of(&x[1])]
+        },
+        Check::Exact,
+    )]
+}
+
+/// `tensor_scalar_cumulative`: `reg = op1(op0(src, imm0), reg)` along each partition, from
+/// `op1`'s identity or from `imm1`. Small integers and quarters keep every running value exact
+/// in fp32 and in the 16-bit dtypes.
+fn cumulative_rows() -> Vec<Row> {
+    let p = P as u32;
+    let small = |seed, f| values(P, f, seed, |r| r.step(-4.0, 4.0, 0.25));
+    // The plain loop, in f64 (exact for these values).
+    let scan = |x: &Array2<f64>,
+                s: &dyn Fn(usize) -> f64,
+                start: &dyn Fn(usize) -> f64,
+                op0: &dyn Fn(f64, f64) -> f64,
+                op1: &dyn Fn(f64, f64) -> f64| {
+        let mut out = Array2::zeros(x.raw_dim());
+        for q in 0..x.nrows() {
+            let mut reg = start(q);
+            for i in 0..x.ncols() {
+                reg = op1(op0(x[[q, i]], s(q)), reg);
+                out[[q, i]] = reg;
+            }
+        }
+        out
+    };
+    let cumulative = |k: &mut Kb, dst: Dst, src: ViewId, op: [Alu; 2], imm: [Src; 2]| {
+        let data = InstrData::Alu {
+            dst,
+            src: [Src::Tile(src), imm[0], imm[1]],
+            op,
+            rev: 0,
+            acc: None,
+        };
+        k.push(Opcode::TensorScalarCumulative, None, data);
+    };
+    vec![
+        row(
+            "tensor_scalar_cumulative (add, add), reset_reduce: running sums from 0",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![(DType::F32, small(601, 200))],
+            &[(DType::F32, [P, 200])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::F32, &[p, 200]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::float(0.5)), Src::None];
+                cumulative(k, dst, vx, [Alu::Add, Alu::Add], imm);
+                k.store(0, r);
+            },
+            move |x| {
+                vec![scan(&x[0], &|_| 0.5, &|_| 0.0, &|a, b| a + b, &|a, b| {
+                    a + b
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative (multiply by a column, maximum), load_reduce from a column",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![
+                (DType::F32, small(602, 64)),
+                (DType::F32, small(603, 1)),
+                (DType::F32, small(604, 1)),
+            ],
+            &[(DType::F32, [P, 64])],
+            |k| {
+                let (x, s, i) = (k.load(0), k.load(1), k.load(2));
+                let r = k.sbuf(DType::F32, &[p, 64]);
+                let (dst, vx, cs, ci) = (k.dst(r), k.v(x), k.col(s), k.col(i));
+                cumulative(k, dst, vx, [Alu::Multiply, Alu::Max], [cs, ci]);
+                k.store(0, r);
+            },
+            move |x| {
+                let (s, i) = (x[1].clone(), x[2].clone());
+                vec![scan(
+                    &x[0],
+                    &|q| s[[q, 0]],
+                    &|q| i[[q, 0]],
+                    &|a, b| a * b,
+                    &f64::max,
+                )]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative bf16 (subtract, subtract), load_reduce from an immediate: value - reg",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![(DType::Bf16, small(605, 48))],
+            &[(DType::Bf16, [P, 48])],
+            |k| {
+                let x = k.load(0);
+                let r = k.sbuf(DType::Bf16, &[p, 48]);
+                let (dst, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::float(0.25)), Src::Imm(Scalar::float(1.0))];
+                cumulative(k, dst, vx, [Alu::Subtract, Alu::Subtract], imm);
+                k.store(0, r);
+            },
+            move |x| {
+                vec![scan(&x[0], &|_| 0.25, &|_| 1.0, &|a, b| a - b, &|a, b| {
+                    a - b
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_scalar_cumulative int16 (add, minimum) and uint8 (maximum, multiply), reset_reduce",
+            &[Covers::Op(Opcode::TensorScalarCumulative)],
+            vec![
+                (DType::I16, values(P, 40, 606, |r| r.int(-300, 300) as f64)),
+                (DType::U8, values(P, 7, 607, |r| r.int(0, 2) as f64)),
+            ],
+            &[(DType::I16, [P, 40]), (DType::U8, [P, 7])],
+            |k| {
+                let (x, y) = (k.load(0), k.load(1));
+                let (r, t) = (k.sbuf(DType::I16, &[p, 40]), k.sbuf(DType::U8, &[p, 7]));
+                let (dr, vx) = (k.dst(r), k.v(x));
+                let imm = [Src::Imm(Scalar::Int(7)), Src::None];
+                cumulative(k, dr, vx, [Alu::Add, Alu::Min], imm);
+                let (dt, vy) = (k.dst(t), k.v(y));
+                let imm = [Src::Imm(Scalar::Int(1)), Src::None];
+                cumulative(k, dt, vy, [Alu::Max, Alu::Multiply], imm);
+                k.store(0, r);
+                k.store(1, t);
+            },
+            move |x| {
+                vec![
+                    scan(
+                        &x[0],
+                        &|_| 7.0,
+                        &|_| f64::INFINITY,
+                        &|a, b| a + b,
+                        &f64::min,
+                    ),
+                    scan(&x[1], &|_| 1.0, &|_| 1.0, &f64::max, &|a, b| a * b),
+                ]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
+/// `nonzero_with_count` (Trn2): on partitions `0, 16, …` the positions of the nonzero elements
+/// plus the offset, the padding, the count; the other partitions keep a memset's value.
+fn nonzero_rows() -> Vec<Row> {
+    let p = P as u32;
+    let compact = |x: &Array2<f64>, offset: f64, padding: f64, keep: f64| {
+        let t = x.ncols();
+        let mut out = Array2::from_elem((x.nrows(), t + 1), keep);
+        for q in (0..x.nrows()).step_by(16) {
+            let found: Vec<f64> = (0..t)
+                .filter(|&k| x[[q, k]] != 0.0 || x[[q, k]].is_nan())
+                .map(|k| k as f64 + offset)
+                .collect();
+            for k in 0..t {
+                out[[q, k]] = found.get(k).copied().unwrap_or(padding);
+            }
+            out[[q, t]] = found.len() as f64;
+        }
+        out
+    };
+    let nonzero = |k: &mut Kb, dst: TileId, src: TileId, offset: i32, padding: i32, keep: i32| {
+        let d = k.dst(dst);
+        let value = Scalar::Int(keep);
+        k.push(Opcode::Memset, None, InstrData::Fill { dst: d, value });
+        k.b.nonzero_with_count(dst, src, offset, padding).unwrap();
+    };
+    vec![row_on(
+        Target::Trn2,
+        "nonzero_with_count: float32 (-0.0 zero) with an offset, int32 above 2^24 with a padding",
+        &[Covers::Op(Opcode::NonzeroWithCount)],
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 701, |r| [0.0, -0.0, 1.5, -3.0][r.int(0, 3) as usize]),
+            ),
+            (
+                DType::I32,
+                values(P, 30, 702, |r| {
+                    [0.0, 16_777_217.0, -2.0][r.int(0, 2) as usize]
+                }),
+            ),
+        ],
+        &[(DType::I32, [P, 25]), (DType::I32, [P, 31])],
+        |k| {
+            let (x, y) = (k.load(0), k.load(1));
+            let (d, e) = (k.sbuf(DType::I32, &[p, 25]), k.sbuf(DType::I32, &[p, 31]));
+            nonzero(k, d, x, 1000, -1, 7);
+            nonzero(k, e, y, -3, 123_456, -9);
+            k.store(0, d);
+            k.store(1, e);
+        },
+        move |x| {
+            vec![
+                compact(&x[0], 1000.0, -1.0, 7.0),
+                compact(&x[1], -3.0, 123_456.0, -9.0),
+            ]
         },
         Check::Exact,
     )]

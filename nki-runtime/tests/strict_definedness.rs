@@ -72,6 +72,8 @@ enum Kind {
     Pred,
     /// `[P, 1]` int32 row indices in SBUF (an indirect DMA's).
     Index,
+    /// `[P, F]` int32 (`nonzero_with_count`'s positions and count).
+    Found,
 }
 
 impl Kind {
@@ -83,7 +85,7 @@ impl Kind {
             Kind::Aggr => vec![2],
             Kind::Reduced(a, b) => vec![a, b],
             Kind::Indices => vec![8],
-            Kind::Pred => vec![F],
+            Kind::Pred | Kind::Found => vec![F],
         }
     }
     fn elems(self) -> usize {
@@ -193,7 +195,7 @@ impl Gen {
         let dtype = match kind {
             Kind::Indices => DType::U32,
             Kind::Pred => DType::U8,
-            Kind::Index => DType::I32,
+            Kind::Index | Kind::Found => DType::I32,
             Kind::Square | Kind::PsumSquare | Kind::Column | Kind::Stats | Kind::Aggr => DType::F32,
             Kind::Reduced(..) => DType::F32,
         };
@@ -256,7 +258,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 34;
+const STEPS: usize = 36;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1225,6 +1227,85 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let da = g.tiles[a].defined.clone();
             let row = (0..half as usize).all(|f| da[f]);
             g.tiles[d].defined = (0..n).map(|e| e < fu && row).collect();
+            g.tiles[d].values = None;
+        }
+        // tensor_scalar_cumulative of an on-chip square tile, masked on partitions, by a
+        // column memset under a partition mask of its own, from op1's identity or from a
+        // second such column (load_reduce): element f of partition p depends on the columns'
+        // elements of p and on the source's elements 0..=f of p
+        33 => {
+            let Some(a) = g.pick(c, &on_chip_sq) else {
+                return;
+            };
+            let load = c.below(2) == 1;
+            let mut cols = Vec::new();
+            for value in [1.5, -2.0].into_iter().take(1 + usize::from(load)) {
+                let bp = c.bound(P);
+                let mut bm = mask(bp, (1, 1));
+                bm.len = 1;
+                let b = g.new_tile(Kind::Column);
+                let dst = Dst::overwrite(g.view(b));
+                let value = Scalar::float(value);
+                g.push(
+                    Opcode::Memset,
+                    (bp < P).then_some(bm),
+                    InstrData::Fill { dst, value },
+                );
+                g.tiles[b].defined = (0..P as usize).map(|p| p < bp as usize).collect();
+                cols.push(b);
+            }
+            let mut pm = mask(mp, (1, 1));
+            pm.len = 1;
+            let d = g.new_tile(Kind::Square);
+            let (dst, va) = (Dst::overwrite(g.view(d)), g.view(a));
+            let imm0 = Src::Tile(g.view(cols[0]));
+            let imm1 = cols.get(1).map_or(Src::None, |&t| Src::Tile(g.view(t)));
+            g.push(
+                Opcode::TensorScalarCumulative,
+                (mp < P).then_some(pm),
+                InstrData::Alu {
+                    dst,
+                    src: [Src::Tile(va), imm0, imm1],
+                    op: [Alu::Multiply, Alu::Add],
+                    rev: 0,
+                    acc: None,
+                },
+            );
+            let da = g.tiles[a].defined.clone();
+            let columns: Vec<Vec<bool>> =
+                cols.iter().map(|&t| g.tiles[t].defined.clone()).collect();
+            let mut out = vec![false; n];
+            for p in 0..mp as usize {
+                let mut ok = columns.iter().all(|d| d[p]);
+                for f in 0..fu {
+                    ok = ok && da[p * fu + f];
+                    out[p * fu + f] = ok;
+                }
+            }
+            g.tiles[d].defined = out;
+            g.tiles[d].values = None;
+        }
+        // nonzero_with_count of the first T elements of each partition of a square SBUF tile
+        // into the first T + 1 of a new int32 tile: only partition 0 of each 16 (here: 0) is
+        // written, every element of it depending on the whole source row
+        34 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let t = [F - 1, F / 2][c.below(2)];
+            let src = g.view_as(a, &[t]);
+            let d = g.new_tile(Kind::Found);
+            let dst = Dst::overwrite(g.view_as(d, &[t + 1]));
+            let data = InstrData::Nonzero {
+                dst,
+                src,
+                offset: [0, 5, -2][c.below(3)],
+                padding: -1,
+            };
+            g.push(Opcode::NonzeroWithCount, None, data);
+            let (t, da) = (t as usize, g.tiles[a].defined.clone());
+            let row = |p: usize| (0..t).all(|f| da[p * fu + f]);
+            g.tiles[d].defined = (0..n)
+                .map(|e| nki_lang::nonzero_partition(e / fu) && e % fu <= t && row(e / fu))
+                .collect();
             g.tiles[d].values = None;
         }
         // a store of any tile under a mask

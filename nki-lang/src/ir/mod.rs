@@ -539,10 +539,32 @@ pub enum InstrData {
         /// Indices per group (`num_valid_indices`).
         valid: u16,
     },
+    /// `nonzero_with_count` (GpSimd, NeuronCore-v3 and newer): on partitions `0, 16, 32, …`
+    /// (counted from each access's start: partition 0 of each GpSimd core's 16), the
+    /// positions of `src`'s nonzero elements (its free elements row-major) plus `offset`,
+    /// compacted, then `padding` up to `T` elements, then the count: `T + 1` int32 elements;
+    /// the other partitions of `dst` are left as they were. Slots: 0 `dst`, 1 `src`.
+    Nonzero {
+        /// Destination: `T + 1` int32 elements per partition.
+        dst: Dst,
+        /// The `T` values searched (float32 or int32).
+        src: ViewId,
+        /// Added to each position (`index_offset`).
+        offset: i32,
+        /// Written after the positions (`padding_val`).
+        padding: i32,
+    },
 }
 
 /// Partitions of the group one GpSimd core gathers within (`local_gather`).
 pub const GATHER_GROUP: usize = 16;
+
+/// Whether `nonzero_with_count` reads and writes partition `j` (counted from its access's
+/// start): partition 0 of each GpSimd core's group of [`GATHER_GROUP`] partitions, that is
+/// `0, 16, 32, …, 112`.
+pub const fn nonzero_partition(j: usize) -> bool {
+    j.is_multiple_of(GATHER_GROUP)
+}
 
 /// Partitions of a quadrant `nc_stream_shuffle` moves data within.
 pub const SHUFFLE_QUADRANT: usize = 32;
@@ -601,7 +623,8 @@ impl InstrData {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => None,
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => None,
         }
     }
 
@@ -624,7 +647,8 @@ impl InstrData {
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
-            | InstrData::LocalGather { dst, .. } => Some(dst),
+            | InstrData::LocalGather { dst, .. }
+            | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -674,7 +698,8 @@ impl InstrData {
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
-            | InstrData::LocalGather { dst, .. } => Some(dst),
+            | InstrData::LocalGather { dst, .. }
+            | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

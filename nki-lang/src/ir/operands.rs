@@ -233,6 +233,10 @@ impl Operands {
                 o.put(1, OperandRef::View(src), Dir::Read);
                 o.put(2, OperandRef::View(index), Dir::Read);
             }
+            InstrData::Nonzero { dst, src, .. } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+            }
         }
         o
     }

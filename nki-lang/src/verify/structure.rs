@@ -221,7 +221,8 @@ impl Checker<'_> {
                 | InstrData::Seed { .. }
                 | InstrData::RangeSelect { .. }
                 | InstrData::Shuffle { .. }
-                | InstrData::LocalGather { .. } => {
+                | InstrData::LocalGather { .. }
+                | InstrData::Nonzero { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {

@@ -470,6 +470,15 @@ fn instr(i: &Instr) -> TokenStream {
             let (t, s, i) = (dst(t), id("ViewId", src.0), id("ViewId", index.0));
             quote!(#d::LocalGather { dst: #t, src: #s, index: #i, elems: #elems, valid: #valid })
         }
+        InstrData::Nonzero {
+            dst: t,
+            src,
+            offset,
+            padding,
+        } => {
+            let (t, s) = (dst(t), id("ViewId", src.0));
+            quote!(#d::Nonzero { dst: #t, src: #s, offset: #offset, padding: #padding })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

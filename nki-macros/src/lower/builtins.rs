@@ -169,6 +169,10 @@ pub enum Special {
     NcStreamShuffle,
     /// `local_gather`
     LocalGather,
+    /// `tensor_scalar_cumulative`
+    TensorScalarCumulative,
+    /// `nonzero_with_count`
+    NonzeroWithCount,
 }
 
 /// How a function lowers.
@@ -425,6 +429,11 @@ static TABLE: &[Builtin] = &[
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
     special(&["local_gather"], Special::LocalGather),
+    special(
+        &["tensor_scalar_cumulative"],
+        Special::TensorScalarCumulative,
+    ),
+    special(&["nonzero_with_count"], Special::NonzeroWithCount),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -443,7 +443,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -481,7 +482,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Rng { .. }
                         | InstrData::Seed { .. }
                         | InstrData::RangeSelect { .. }
-                        | InstrData::Shuffle { .. } => Ok(()),
+                        | InstrData::Shuffle { .. }
+                        | InstrData::Nonzero { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {
@@ -665,13 +667,16 @@ pub(crate) fn execute(
             let rank = crate::operand::grid_rank(b.program, ins);
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
-        // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`: the
-        // reference definition is the only one.
+        // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
+        // `tensor_scalar_cumulative`, `nonzero_with_count`: the reference definition is the
+        // only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
-            | Opcode::SequenceBounds,
+            | Opcode::SequenceBounds
+            | Opcode::TensorScalarCumulative
+            | Opcode::NonzeroWithCount,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

@@ -44,7 +44,9 @@
 //! Loop control (`loop`, `end`) is the interpreter's; every other opcode has one function
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
+mod cumulative;
 mod local_gather;
+mod nonzero;
 mod range_select;
 mod select_reduce;
 mod sequence_bounds;
@@ -224,6 +226,15 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             local_gather::local_gather(m, ops, elems, valid)
         }
         (Opcode::SequenceBounds, _) => sequence_bounds::sequence_bounds(m, ops),
+        (
+            Opcode::NonzeroWithCount,
+            InstrData::Nonzero {
+                offset, padding, ..
+            },
+        ) => nonzero::nonzero_with_count(m, ops, offset, padding),
+        (Opcode::TensorScalarCumulative, InstrData::Alu { dst, op, .. }) => {
+            cumulative::tensor_scalar_cumulative(m, ops, op, acc(dst.write))
+        }
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -246,7 +257,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::SelectReduce
             | Opcode::RangeSelect
             | Opcode::NcStreamShuffle
-            | Opcode::LocalGather,
+            | Opcode::LocalGather
+            | Opcode::TensorScalarCumulative
+            | Opcode::NonzeroWithCount,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

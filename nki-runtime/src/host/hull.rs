@@ -92,7 +92,8 @@ fn each_output_access(
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -336,7 +336,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {}
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -116,7 +116,8 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));
             }

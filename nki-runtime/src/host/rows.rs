@@ -49,7 +49,8 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Seed
         | Deps::Permute
         | Deps::Shuffle
-        | Deps::LocalGather => false,
+        | Deps::LocalGather
+        | Deps::Nonzero => false,
     };
     // The generator counts its calls: each must run once, over all its partitions.
     let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });

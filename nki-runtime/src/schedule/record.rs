@@ -180,7 +180,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => out.push(stack.clone()),
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => out.push(stack.clone()),
         }
     }
     out

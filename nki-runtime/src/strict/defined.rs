@@ -242,7 +242,8 @@ impl Strict<'_> {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
-                    | InstrData::LocalGather { .. } => None,
+                    | InstrData::LocalGather { .. }
+                    | InstrData::Nonzero { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -295,6 +296,30 @@ impl Strict<'_> {
                             if o != 0 {
                                 found.insert(byte_of(&dst, at), o);
                             }
+                        }
+                    }
+                }
+            }
+            // On the partitions it processes, every element: the first undefined element of the
+            // same partition of the source; the others are not written (`written`).
+            Deps::Nonzero => {
+                if let Some(s) = src(1) {
+                    for p in (0..dst.dims[0]).filter(|&p| nki_lang::nonzero_partition(p)) {
+                        let o = (0..free_elems(&s.r.dims))
+                            .map(|k| {
+                                let t = unravel(&s.r.dims, p, k);
+                                let at = offset(s.r.pattern.base, &s.r.pattern.strides, &t);
+                                self.origin(&s, at, this)
+                            })
+                            .find(|&o| o != 0)
+                            .unwrap_or(0);
+                        for k in 0..free_elems(&dst.dims) {
+                            let t = unravel(&dst.dims, p, k);
+                            put(
+                                &mut found,
+                                offset(dst.pattern.base, &dst.pattern.strides, &t),
+                                o,
+                            );
                         }
                     }
                 }
@@ -647,8 +672,16 @@ impl Strict<'_> {
 /// The elements of operand `r` that `instr` writes, as an operand to walk: `r` itself, except a
 /// reduction's destination, which the executor writes over the source's kept axes (the
 /// instruction's grid after the mask, the reduced axes of size 1), through the destination's
-/// strides: a mask that cuts a kept free axis leaves the rest of the destination as it was.
+/// strides: a mask that cuts a kept free axis leaves the rest of the destination as it was;
+/// and `nonzero_with_count`'s destination, of which it writes partitions `0, 16, …` only.
 pub(super) fn written(instr: &Instr, operands: &Operands, r: &Resolved) -> Resolved {
+    if instr.opcode.info().deps == Deps::Nonzero && r.slot == 0 {
+        let mut w = *r;
+        let group = nki_lang::GATHER_GROUP;
+        w.dims[0] = r.dims[0].div_ceil(group);
+        w.pattern.strides[0] = r.pattern.strides[0].saturating_mul(group as isize);
+        return w;
+    }
     let (Deps::Reduce, 0, InstrData::Reduce { axes, .. }, Some(src)) = (
         instr.opcode.info().deps,
         r.slot,
@@ -694,7 +727,8 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Seed
         | Deps::Permute
         | Deps::Shuffle
-        | Deps::LocalGather => true,
+        | Deps::LocalGather
+        | Deps::Nonzero => true,
     }
 }
 

@@ -88,7 +88,8 @@ impl Iterations {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
-                    | InstrData::LocalGather { .. } => {}
+                    | InstrData::LocalGather { .. }
+                    | InstrData::Nonzero { .. } => {}
                 }
                 outer
             })

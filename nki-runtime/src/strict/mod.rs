@@ -273,7 +273,8 @@ impl<'p> Strict<'p> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => None,
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => None,
         }
     }
 

@@ -247,7 +247,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => {
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -527,7 +528,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
-            | InstrData::LocalGather { .. } => false,
+            | InstrData::LocalGather { .. }
+            | InstrData::Nonzero { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

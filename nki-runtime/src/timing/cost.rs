@@ -243,7 +243,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
-                    | InstrData::LocalGather { .. } => false,
+                    | InstrData::LocalGather { .. }
+                    | InstrData::Nonzero { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -360,6 +361,12 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed as any GpSimd instruction of its result's size (the `2n`
         // bounds), 150 + N.
         Opcode::SequenceBounds => gpsimd(n, p),
+        // No published cost: assumed max(MIN_II, 2N) as `tensor_tensor_scan` [ISA], the other
+        // Vector instruction that carries a register along the free elements.
+        Opcode::TensorScalarCumulative => mi(n.saturating_mul(2)),
+        // No published cost: assumed 150 + N as any GpSimd instruction, N = T + 1 the
+        // destination's elements per partition (one step per element, the count included).
+        Opcode::NonzeroWithCount => gpsimd(n, p),
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -661,7 +668,9 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
         | Opcode::LocalGather
-        | Opcode::SequenceBounds => {
+        | Opcode::SequenceBounds
+        | Opcode::TensorScalarCumulative
+        | Opcode::NonzeroWithCount => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -1108,7 +1108,7 @@ pub(super) fn select_reduce(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     Ok(Some(elementwise(on_true.shape, on_true.dtype)))
 }
 
-fn malformed(_: &InferIn<'_>) -> Blame {
+pub(super) fn malformed(_: &InferIn<'_>) -> Blame {
     Blame {
         part: Part::Whole,
         violation: RuleViolation::Malformed {

@@ -9,17 +9,20 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod cumulative;
 mod dma_transpose;
 mod dyncopy;
 mod gather;
 mod indirect;
 mod infer;
 mod local_gather;
+mod nonzero;
 mod range_select;
 mod rng;
 mod sequence_bounds;
 mod shuffle;
 
+pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
 
@@ -73,6 +76,8 @@ pub enum Format {
     Shuffle,
     /// [`InstrData::LocalGather`]
     LocalGather,
+    /// [`InstrData::Nonzero`]
+    Nonzero,
 }
 
 impl Format {
@@ -101,6 +106,7 @@ impl Format {
             InstrData::RangeSelect { .. } => Format::RangeSelect,
             InstrData::Shuffle { .. } => Format::Shuffle,
             InstrData::LocalGather { .. } => Format::LocalGather,
+            InstrData::Nonzero { .. } => Format::Nonzero,
         }
     }
 }
@@ -197,8 +203,9 @@ pub enum Deps {
     /// whose kept coordinates are its own (the whole of the reduced axes).
     Reduce,
     /// A scan along each partition's free elements: element `i` of partition `p` (row-major)
-    /// depends on the sources' elements `0..=i` of partition `p` and on the initial value of
-    /// `p`.
+    /// depends on the sources' elements `0..=i` of partition `p` (slots 1 and 2) and on the
+    /// initial value of `p` (slot 3): `tensor_tensor_scan`'s `data0`, `data1`, `initial`;
+    /// `tensor_scalar_cumulative`'s `src`, `imm0`, `imm1`.
     Prefix,
     /// Every element of partition `p` of the destination depends on every element of partition
     /// `p` of every source: `bn_stats`, `bn_aggr`, `max8`, `nc_find_index8`,
@@ -239,6 +246,12 @@ pub enum Deps {
     /// `p` of `src_buffer` (flattened row-major); where it is undefined, the element is
     /// undefined.
     LocalGather,
+    /// `nonzero_with_count`: on the partitions it processes (`0, 16, 32, …` counted from the
+    /// access's start, [`crate::nonzero_partition`]) every element of the destination depends
+    /// on every element of the same partition of the source (the positions, the padding's
+    /// place and the count all do); it writes no other partition, whose elements keep what
+    /// they held (unwritten in a new tile).
+    Nonzero,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -950,6 +963,40 @@ opcodes! {
         deps: Row,
         accumulates: false,
     }
+    /// `tensor_scalar_cumulative`: along each partition's free elements (row-major), the
+    /// accumulator `reg = (data op0 imm0) op1 reg` in fp32, each step's value written;
+    /// `reg` starts at `op1`'s identity (`reset_reduce`) or at `imm1` (`load_reduce`).
+    TensorScalarCumulative {
+        name: "tensor_scalar_cumulative",
+        format: Alu,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("imm0", Dir::Read, ON_CHIP),
+            slot("imm1", Dir::Read, ON_CHIP),
+        ],
+        infer: cumulative::tensor_scalar_cumulative,
+        maskable: Partitions,
+        deps: Prefix,
+        accumulates: true,
+    }
+    /// `nonzero_with_count` (NeuronCore-v3 and newer): on partitions `0, 16, …, 112` only,
+    /// the positions of the nonzero elements of `src` (`T` per partition) plus `index_offset`,
+    /// then `padding_val` up to `T` elements, then their count: `T + 1` int32 elements.
+    NonzeroWithCount {
+        name: "nonzero_with_count",
+        format: Nonzero,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF).axes(Axes::Own),
+            slot("src", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: nonzero::nonzero_with_count,
+        maskable: No,
+        deps: Nonzero,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -1011,7 +1058,7 @@ mod tests {
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
                 Deps::RangeSelect => op == Opcode::RangeSelect,
                 Deps::Reduce => info.format == Format::Reduce,
-                Deps::Prefix => info.format == Format::Scan,
+                Deps::Prefix => info.format == Format::Scan || op == Opcode::TensorScalarCumulative,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
                 Deps::Contraction => info.format == Format::Matmul,
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
@@ -1021,6 +1068,7 @@ mod tests {
                 Deps::Permute => info.operands.iter().any(|o| o.axes == Axes::Ends),
                 Deps::Shuffle => info.format == Format::Shuffle,
                 Deps::LocalGather => info.format == Format::LocalGather,
+                Deps::Nonzero => info.format == Format::Nonzero,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
             // Loop control has no operands; everything else writes its slot 0 or a tensor.

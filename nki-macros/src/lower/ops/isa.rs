@@ -648,7 +648,8 @@ impl Lowerer<'_> {
                 | Format::Seed
                 | Format::RangeSelect
                 | Format::Shuffle
-                | Format::LocalGather => unreachable!("{} is lowered by hand", info.name),
+                | Format::LocalGather
+                | Format::Nonzero => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

@@ -4,11 +4,13 @@
 mod atomic_rmw;
 mod constant;
 mod create;
+mod cumulative;
 mod dma;
 mod dyncopy;
 mod elementwise;
 pub(super) mod isa;
 mod local_gather;
+mod nonzero;
 mod random;
 mod range_select;
 mod reduction;
