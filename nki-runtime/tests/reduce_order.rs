@@ -54,14 +54,14 @@ impl Rng {
     }
 }
 
-/// Every core configuration: each host code path, one and two host threads (plain: a strict
-/// launch runs on one thread).
 thread_local! {
     /// Each test thread's cores, made once: a core's memories are large, and the cases are
     /// many and small.
     static CORES: std::cell::RefCell<Vec<NeuronCore>> = std::cell::RefCell::new(cores());
 }
 
+/// Every core configuration: each host code path, one and two host threads (plain: a strict
+/// launch runs on one thread).
 fn cores() -> Vec<NeuronCore> {
     let mut v = Vec::new();
     for isa in Isa::supported() {
