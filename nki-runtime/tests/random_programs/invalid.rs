@@ -392,7 +392,7 @@ impl Calls<'_, '_, '_> {
 
     /// Any instruction data, of any format.
     fn data(&mut self) -> InstrData {
-        match self.c.below(11) {
+        match self.c.below(22) {
             0 => InstrData::Dma {
                 tile: self.view_id(),
                 hbm: self.access_id(),
@@ -414,10 +414,7 @@ impl Calls<'_, '_, '_> {
                 src: [self.src(), self.src(), self.src()],
                 op: [self.alu(), self.alu()],
                 rev: self.c.below(4) as u8,
-                acc: self.c.chance(20).then(|| nki_lang::AccOut {
-                    op: self.alu(),
-                    view: self.view_id(),
-                }),
+                acc: self.acc_out(),
             },
             5 => InstrData::Act {
                 dst: self.dst(),
@@ -463,10 +460,98 @@ impl Calls<'_, '_, '_> {
                 stationary: self.view_id(),
                 moving: self.view_id(),
             },
+            10 => InstrData::Match8 {
+                dst: self.dst(),
+                data: self.view_id(),
+                vals: self.view_id(),
+                imm: self.c.chance(50).then(|| self.scalar()),
+                idx: self.c.chance(50).then(|| self.view_id()),
+            },
+            11 => InstrData::SelectReduce {
+                dst: self.dst(),
+                pred: self.view_id(),
+                on_true: self.view_id(),
+                on_false: self.src(),
+                reverse: self.c.chance(50),
+                acc: self.acc_out(),
+            },
+            12 => InstrData::Indirect {
+                tile: self.view_id(),
+                hbm: self.access_id(),
+                index: self.view_id(),
+                axis: self.c.below(8) as u8,
+            },
+            13 => InstrData::Gather {
+                dst: self.dst(),
+                data: self.view_id(),
+                indices: self.view_id(),
+            },
+            14 => InstrData::DynCopy {
+                dst: self.dst(),
+                src: self.view_id(),
+                offset: self.view_id(),
+                stride: self.int() as i32,
+            },
+            15 => InstrData::Rng {
+                dst: self.dst(),
+                src: self.src(),
+                prob: self.src(),
+            },
+            16 => InstrData::Seed {
+                seed: self.view_id(),
+            },
+            17 => InstrData::RangeSelect {
+                dst: self.dst(),
+                on_true: self.view_id(),
+                bounds: [self.view_id(), self.view_id()],
+                cmp: [self.cmp(), self.cmp()],
+                start: self.int() as i32,
+                acc: self.acc_out(),
+            },
+            18 => InstrData::Shuffle {
+                dst: self.dst(),
+                src: self.view_id(),
+                mask: std::array::from_fn(|_| {
+                    self.c.pick(&[0, 1, 31, 32, 200, nki_lang::SHUFFLE_KEEP])
+                }),
+            },
+            19 => InstrData::LocalGather {
+                dst: self.dst(),
+                src: self.view_id(),
+                index: self.view_id(),
+                elems: self.c.pick(&[0, 1, 2, 16, 255]),
+                valid: self.c.pick(&[0, 1, 16, 17, u16::MAX]),
+            },
+            20 => InstrData::Nonzero {
+                dst: self.dst(),
+                src: self.view_id(),
+                offset: self.int() as i32,
+                padding: self.int() as i32,
+            },
             _ => InstrData::LoopEnd {
                 begin: self.int() as u32,
             },
         }
+    }
+
+    /// An accumulation into a view, one time in five.
+    fn acc_out(&mut self) -> Option<nki_lang::AccOut> {
+        self.c.chance(20).then(|| nki_lang::AccOut {
+            op: self.alu(),
+            view: self.view_id(),
+        })
+    }
+
+    /// Any comparison.
+    fn cmp(&mut self) -> nki_lang::Cmp {
+        self.c.pick(&[
+            nki_lang::Cmp::Lt,
+            nki_lang::Cmp::Le,
+            nki_lang::Cmp::Gt,
+            nki_lang::Cmp::Ge,
+            nki_lang::Cmp::Eq,
+            nki_lang::Cmp::Ne,
+        ])
     }
 
     /// One builder call with random arguments; its result is dropped (an `Err` is fine).
