@@ -699,16 +699,8 @@ impl ProgramBuilder {
         op1: Alu,
         operand1: Operand,
     ) -> Result<(), BuildError> {
-        let (dst, data) = (self.whole(dst)?.0, self.whole(data)?.0);
-        let (s0, s1) = (self.src(operand0)?, self.src(operand1)?);
-        let data = InstrData::Alu {
-            dst: Dst::overwrite(dst),
-            src: [Src::Tile(data), s0, s1],
-            op: [op0, op1],
-            rev: 0,
-            acc: None,
-        };
-        self.op(Opcode::TensorScalar, data, None, None)
+        let ops = [(op0, operand0), (op1, operand1)];
+        self.with_scalars(Opcode::TensorScalar, dst, data, ops)
     }
 
     /// `tensor_scalar_cumulative`: along each partition, `reg = (data op0 imm0) op1 reg` in
@@ -723,8 +715,21 @@ impl ProgramBuilder {
         op1: Alu,
         imm1: Operand,
     ) -> Result<(), BuildError> {
+        let ops = [(op0, imm0), (op1, imm1)];
+        self.with_scalars(Opcode::TensorScalarCumulative, dst, data, ops)
+    }
+
+    /// An instruction of the `Alu` format over the whole of `data`, with two operations and
+    /// their scalar operands, into the whole of `dst`.
+    fn with_scalars(
+        &mut self,
+        opcode: Opcode,
+        dst: TileId,
+        data: TileId,
+        [(op0, operand0), (op1, operand1)]: [(Alu, Operand); 2],
+    ) -> Result<(), BuildError> {
         let (dst, data) = (self.whole(dst)?.0, self.whole(data)?.0);
-        let (s0, s1) = (self.src(imm0)?, self.src(imm1)?);
+        let (s0, s1) = (self.src(operand0)?, self.src(operand1)?);
         let data = InstrData::Alu {
             dst: Dst::overwrite(dst),
             src: [Src::Tile(data), s0, s1],
@@ -732,7 +737,7 @@ impl ProgramBuilder {
             rev: 0,
             acc: None,
         };
-        self.op(Opcode::TensorScalarCumulative, data, None, None)
+        self.op(opcode, data, None, None)
     }
 
     /// `activation`: `dst = func(data · scale + bias)`.

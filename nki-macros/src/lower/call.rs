@@ -262,6 +262,27 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The arguments of a call that writes its `dst` and returns nothing (NKI 0.6's
+    /// destination-first ISA calls): [`Self::args`], once a use of its result is refused.
+    pub(super) fn dst_call_args<'a>(
+        &mut self,
+        func: &str,
+        dest: Dest<'_>,
+        args: &'a [Arg],
+        params: &[&str],
+        required: usize,
+        span: Span,
+    ) -> Option<Vec<Option<&'a Expr>>> {
+        if !matches!(dest, Dest::New(None)) {
+            self.error(
+                span,
+                format!("`{func}` writes its `dst` and returns nothing"),
+            );
+            return None;
+        }
+        self.args(func, args, params, required, span)
+    }
+
     /// Matches positional and keyword arguments to parameter names. A parameter named
     /// `"data|x"` takes either keyword (one function with `nki.isa`'s and `nki.language`'s
     /// spellings, `reciprocal(data)` and `reciprocal(x)`).

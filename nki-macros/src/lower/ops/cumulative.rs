@@ -45,14 +45,8 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{NAME}` writes its `dst` and returns nothing"),
-            );
-        }
         let params = ["dst", "src", "op0", "op1", "imm0", "imm1", "reduce_cmd"];
-        let Some(a) = self.args(NAME, args, &params, 5, span) else {
+        let Some(a) = self.dst_call_args(NAME, dest, args, &params, 5, span) else {
             return Value::Poison;
         };
         let start = match a[6].map(start_cmd) {

@@ -180,14 +180,8 @@ impl Lowerer<'_> {
         dest: Dest<'_>,
     ) -> Value {
         let name = "tensor_copy_dynamic_dst";
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{name}` writes its `dst` and returns nothing"),
-            );
-        }
         let params = ["dst", "src", "mask", "dtype", "engine"];
-        let Some(a) = self.args(name, args, &params, 2, span) else {
+        let Some(a) = self.dst_call_args(name, dest, args, &params, 2, span) else {
             return Value::Poison;
         };
         let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));

@@ -678,14 +678,8 @@ impl Lowerer<'_> {
         dest: Dest<'_>,
     ) -> Value {
         const NAME: &str = "tensor_copy_predicated";
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{NAME}` writes its `dst` and returns nothing"),
-            );
-        }
         let params = ["dst", "src", "predicate", "reverse_pred", "mask", "dtype"];
-        let Some(a) = self.args(NAME, args, &params, 3, span) else {
+        let Some(a) = self.dst_call_args(NAME, dest, args, &params, 3, span) else {
             return Value::Poison;
         };
         let reverse = match a[3].map(|e| self.bool_arg(e, "reverse_pred")) {

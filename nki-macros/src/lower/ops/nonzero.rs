@@ -21,14 +21,8 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{NAME}` writes its `dst` and returns nothing"),
-            );
-        }
         let params = ["dst", "src", "index_offset", "padding_val"];
-        let Some(a) = self.args(NAME, args, &params, 2, span) else {
+        let Some(a) = self.dst_call_args(NAME, dest, args, &params, 2, span) else {
             return Value::Poison;
         };
         let mut imm = [0i32, -1];

@@ -24,12 +24,6 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{NAME}` writes its `dst` and returns nothing"),
-            );
-        }
         let params = [
             "dst",
             "predicate",
@@ -42,7 +36,7 @@ impl Lowerer<'_> {
             "mask",
             "dtype",
         ];
-        let Some(a) = self.args(NAME, args, &params, 4, span) else {
+        let Some(a) = self.dst_call_args(NAME, dest, args, &params, 4, span) else {
             return Value::Poison;
         };
         let reverse = match a[7].map(|e| self.bool_arg(e, "reverse_pred")) {

@@ -21,13 +21,9 @@ impl Lowerer<'_> {
         span: Span,
         dest: Dest<'_>,
     ) -> Value {
-        if !matches!(dest, Dest::New(None)) {
-            return self.error(
-                span,
-                format!("`{NAME}` writes its `dst` and returns nothing"),
-            );
-        }
-        let Some(a) = self.args(NAME, args, &["src", "dst", "shuffle_mask"], 3, span) else {
+        let Some(a) =
+            self.dst_call_args(NAME, dest, args, &["src", "dst", "shuffle_mask"], 3, span)
+        else {
             return Value::Poison;
         };
         let (src_e, dst_e, mask_e) = (
