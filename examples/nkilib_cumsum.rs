@@ -17,14 +17,15 @@
 //! - The library's `TiledRange(outer_dim, P_MAX)` (tiles of 128 rows, the last one ragged) is
 //!   written out as a loop over `div_ceil(outer_dim, 128)` tiles with
 //!   `p_size = min(128, outer_dim - p_start)`, and its `div_ceil` as `(a + b - 1) / b`.
+//! - The loops are a `#[helper]` over the 2-D views, called by the 2-D kernel and by the 3-D
+//!   one after its reshape (the source has one function for every rank).
 //! - Both loops are `static_range` because `min()` of a loop index sizes the ragged slices:
 //!   a slice's extent must be known when the kernel is lowered. The source's
 //!   `nl.sequential_range` is what the unrolled loop is anyway (each free tile's scan reads the
 //!   previous tile's carry, so they run in order).
 //!
 //! `cargo run --release --example nkilib_cumsum` runs the `[2048, 8192]` f32 shape of the
-//! library test's sweep (and `[2, 3, 17]`-style 3-D via `--three-d`), checks it against an f64
-//! running sum with the test's tolerance, prints the median host time per launch and the timing
+//! library test's sweep, checks it against an f64 running sum with the test's tolerance, prints the median host time per launch and the timing
 //! model's estimate for Trn2 and Trn3.
 
 #![allow(non_snake_case)] // NKI's names: P_MAX, F_TILE_SIZE
@@ -38,22 +39,12 @@ use nki::prelude::*;
 use nki::program::Target;
 use nki::timing::{Detail, Params, Timing};
 
-/// Cumulative sum along the last axis of a `[B, H]` HBM tensor (the 2-D form).
-#[kernel(
-    cumsum_f32_2048x8192(T = f32, B = 2048, H = 8192),
-    cumsum_f32_1x256(T = f32, B = 1, H = 256),
-    cumsum_f32_128x2048(T = f32, B = 128, H = 2048),
-    cumsum_f32_200x5000(T = f32, B = 200, H = 5000),
-    cumsum_bf16_300x6144(T = bf16, B = 300, H = 6144),
-    cumsum_bf16_64x1000(T = bf16, B = 64, H = 1000),
-)]
-pub fn cumsum<T, const B: usize, const H: usize>(x: Hbm<T, B, H>) -> Hbm<T, B, H> {
+/// The source's loops over a 2-D `(outer_dim, last_dim)` view of the input `x` and the output
+/// `y` (both HBM): every rank reshapes to this before the tiles are walked.
+#[helper]
+pub fn cumsum_2d(x: Tensor, y: Tensor, outer_dim: usize, last_dim: usize) {
     let P_MAX = 128;
     let F_TILE_SIZE = 2048;
-
-    let outer_dim = B;
-    let last_dim = H;
-    let y = ndarray([B, H], x.dtype, SharedHbm);
 
     let num_f_tiles = (last_dim + F_TILE_SIZE - 1) / F_TILE_SIZE;
     let num_p_tiles = (outer_dim + P_MAX - 1) / P_MAX;
@@ -106,6 +97,37 @@ pub fn cumsum<T, const B: usize, const H: usize>(x: Hbm<T, B, H>) -> Hbm<T, B, H
             }
         }
     }
+}
+
+/// Cumulative sum along the last axis of a `[B, H]` HBM tensor (the 2-D form).
+#[kernel(
+    cumsum_f32_2048x8192(T = f32, B = 2048, H = 8192),
+    cumsum_f32_1x256(T = f32, B = 1, H = 256),
+    cumsum_f32_128x2048(T = f32, B = 128, H = 2048),
+    cumsum_f32_200x5000(T = f32, B = 200, H = 5000),
+    cumsum_bf16_300x6144(T = bf16, B = 300, H = 6144),
+    cumsum_bf16_64x1000(T = bf16, B = 64, H = 1000),
+)]
+pub fn cumsum<T, const B: usize, const H: usize>(x: Hbm<T, B, H>) -> Hbm<T, B, H> {
+    let y = ndarray([B, H], x.dtype, SharedHbm);
+    cumsum_2d(x, y, B, H);
+    y
+}
+
+/// Cumulative sum along the last axis of a `[B, S, H]` HBM tensor: input and output reshaped
+/// to `(B * S, H)`, as the source does for any rank.
+#[kernel(
+    cumsum_3d_bf16_64x4x1024(T = bf16, B = 64, S = 4, H = 1024),
+    cumsum_3d_f32_50x3x5000(T = f32, B = 50, S = 3, H = 5000),
+)]
+pub fn cumsum_3d<T, const B: usize, const S: usize, const H: usize>(
+    x: Hbm<T, B, S, H>,
+) -> Hbm<T, B, S, H> {
+    let y = ndarray([B, S, H], x.dtype, SharedHbm);
+    let shape_2d = (B * S, H);
+    let x_2d = x.reshape(shape_2d);
+    let y_2d = y.reshape(shape_2d);
+    cumsum_2d(x_2d, y_2d, B * S, H);
     y
 }
 
@@ -165,10 +187,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .params(Params::for_target(target))
             .detail(Detail::Summary)
             .run_shapes(&mut core, &cumsum_f32_2048x8192::KERNEL, &[&[b, h]])?;
-        println!(
-            "  modeled on {target:?}: {:.1} µs",
-            schedule.latency_us()
-        );
+        println!("  modeled on {target:?}: {:.1} µs", schedule.latency_us());
     }
     if !c.within {
         return Err("result outside the library test's tolerance".into());

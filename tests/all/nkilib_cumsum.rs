@@ -60,7 +60,13 @@ fn f32_matches_np_cumsum_with_the_library_tolerance() {
         let got = run(&mut NeuronCore::default(), x.view());
         let want = running_sum(&x.mapv(f64::from));
         let (atol, rtol) = (if h > 5000 { 1e-2 } else { 1e-3 }, 1e-3);
-        assert_close(&format!("f32 [{b}, {h}]"), &got.mapv(f64::from), &want, atol, rtol);
+        assert_close(
+            &format!("f32 [{b}, {h}]"),
+            &got.mapv(f64::from),
+            &want,
+            atol,
+            rtol,
+        );
     }
 }
 
@@ -119,4 +125,34 @@ fn the_carry_crosses_free_tiles() {
     for ((r, c), &g) in got.indexed_iter() {
         assert_eq!(g, (c + 1) as f32, "[{r}, {c}]");
     }
+}
+
+#[test]
+fn three_d_inputs_reshape_to_rows() {
+    // test_cumsum.py's `64_1024_3_4_bfloat16` (64 × 4 = 256 rows, one free tile), and 50 × 3 =
+    // 150 rows (128 + 22) of 5000 columns in f32, through the kernel's HBM reshape to 2-D.
+    let x = common::rand_f32(nki::ndarray::Ix3(64, 4, 1024), 42, -2.0, 2.0).mapv(bf16::from_f32);
+    let got = cumsum_3d_bf16_64x4x1024::host(&mut NeuronCore::default(), x.view()).unwrap();
+    assert_eq!(got.shape(), &[64, 4, 1024]);
+    let rows = |a: nki::ndarray::Array3<f64>| a.into_shape_with_order((256, 1024)).unwrap();
+    let want = running_sum(&rows(x.mapv(f64::from)));
+    assert_close(
+        "bf16 [64, 4, 1024]",
+        &rows(got.mapv(f64::from)),
+        &want,
+        1e-3,
+        1e-2,
+    );
+
+    let x = common::rand_f32(nki::ndarray::Ix3(50, 3, 5000), 43, -2.0, 2.0);
+    let got = cumsum_3d_f32_50x3x5000::host(&mut NeuronCore::default(), x.view()).unwrap();
+    let rows = |a: nki::ndarray::Array3<f64>| a.into_shape_with_order((150, 5000)).unwrap();
+    let want = running_sum(&rows(x.mapv(f64::from)));
+    assert_close(
+        "f32 [50, 3, 5000]",
+        &rows(got.mapv(f64::from)),
+        &want,
+        1e-3,
+        1e-3,
+    );
 }
