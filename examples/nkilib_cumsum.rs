@@ -19,14 +19,18 @@
 //!   `p_size = min(128, outer_dim - p_start)`, and its `div_ceil` as `(a + b - 1) / b`.
 //! - The loops are a `#[helper]` over the 2-D views, called by the 2-D kernel and by the 3-D
 //!   one after its reshape (the source has one function for every rank).
-//! - Both loops are `static_range` because `min()` of a loop index sizes the ragged slices:
-//!   a slice's extent must be known when the kernel is lowered. The source's
-//!   `nl.sequential_range` is what the unrolled loop is anyway (each free tile's scan reads the
-//!   previous tile's carry, so they run in order).
+//! - Both loops are `static_range` (unrolled), so `min()` of a loop index is a number when the
+//!   kernel is lowered and sizes the ragged slices exactly. The source's
+//!   `nl.sequential_range` would only state the order the unrolled loop has anyway (each free
+//!   tile's scan reads the previous tile's carry); whether `sequential_range` with `min()`-sized
+//!   slices lowers here was not tried.
+//! - As in the source, `result_sb` has the input's dtype, so in bf16 each carry is rounded to
+//!   bf16 before it seeds the next tile; past 2048 columns the error can exceed the library
+//!   test's `atol + rtol·|want|` (see `tests/all/nkilib_cumsum.rs`).
 //!
 //! `cargo run --release --example nkilib_cumsum` runs the `[2048, 8192]` f32 shape of the
-//! library test's sweep, checks it against an f64 running sum with the test's tolerance, prints the median host time per launch and the timing
-//! model's estimate for Trn2 and Trn3.
+//! library test's sweep, checks it against an f64 running sum with the test's tolerance, and
+//! prints the median host time per launch and the timing model's estimate for Trn2 and Trn3.
 
 #![allow(non_snake_case)] // NKI's names: P_MAX, F_TILE_SIZE
 
