@@ -31,6 +31,8 @@ mod layernorm;
 mod mamba;
 #[path = "matmul_fully_optimized.rs"]
 mod matmul_fully_optimized;
+#[path = "nkilib_cumsum.rs"]
+mod nkilib_cumsum;
 #[path = "rmsnorm.rs"]
 mod rmsnorm;
 #[path = "softmax.rs"]
@@ -156,12 +158,20 @@ fn case(name: &str) -> Option<Launch> {
                 mamba::mamba_v2::launch_into(core, &delta, &u, &a, &b, &c, &mut out)
             })
         }
+        "cumsum" => {
+            // The NKI Library's cumsum at the largest shape of its test sweep.
+            let x = f32s(Ix2(2048, 8192), 22, -1.0, 1.0);
+            let mut out = zeros::<f32>(&[2048, 8192]);
+            Box::new(move |core| {
+                nkilib_cumsum::cumsum_f32_2048x8192::launch_into(core, &x, &mut out)
+            })
+        }
         _ => return None,
     })
 }
 
 /// The cases of `bench_ops.py`, in its order.
-const CASES: [&str; 11] = [
+const CASES: [&str; 12] = [
     "add",
     "exp",
     "softmax",
@@ -173,6 +183,7 @@ const CASES: [&str; 11] = [
     "attention_causal",
     "matmul_big",
     "mamba",
+    "cumsum",
 ];
 
 /// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).

@@ -46,6 +46,7 @@ mod matmul;
 mod matmul_options;
 mod meta_params;
 mod nki_constructs;
+mod nkilib_cumsum;
 mod no_circles;
 mod ops_smoke;
 mod parallel_loops;
