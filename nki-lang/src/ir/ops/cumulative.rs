@@ -50,15 +50,7 @@ pub(super) fn tensor_scalar_cumulative(x: &InferIn<'_>) -> Result<Option<Inferre
         if let Some(v) = v
             && !cumulative_dtype(v.dtype)
         {
-            return Err(x.blame(
-                slot,
-                RuleViolation::WrongDType {
-                    op: x.info().name,
-                    operand: x.info().operands[slot].name,
-                    expected: "bf16, fp16, fp32, fp8, uint8, uint16, int8 or int16 (int32 and uint32 are not supported by the ISA)",
-                    found: v.dtype,
-                },
-            ));
+            return Err(x.wrong_dtype(slot, "bf16, fp16, fp32, fp8, uint8, uint16, int8 or int16 (int32 and uint32 are not supported by the ISA)", v.dtype));
         }
     }
     for slot in [2, 3] {
@@ -66,15 +58,7 @@ pub(super) fn tensor_scalar_cumulative(x: &InferIn<'_>) -> Result<Option<Inferre
         if let Slot::View(v) = x.slots[slot]
             && v.dtype != DType::F32
         {
-            return Err(x.blame(
-                slot,
-                RuleViolation::WrongDType {
-                    op: x.info().name,
-                    operand: x.info().operands[slot].name,
-                    expected: "float32",
-                    found: v.dtype,
-                },
-            ));
+            return Err(x.wrong_dtype(slot, "float32", v.dtype));
         }
     }
     if matches!(x.slots[2], Slot::Absent) {

@@ -86,6 +86,20 @@ impl InferIn<'_> {
             violation,
         }
     }
+
+    /// Operand `slot` (named as the op table names it) has dtype `found` where the operation
+    /// takes `expected`.
+    pub(super) fn wrong_dtype(&self, slot: usize, expected: &'static str, found: DType) -> Blame {
+        self.blame(
+            slot,
+            RuleViolation::WrongDType {
+                op: self.info().name,
+                operand: self.info().operands[slot].name,
+                expected,
+                found,
+            },
+        )
+    }
 }
 
 /// The result an opcode produces in its destination (slot 0).
@@ -388,15 +402,7 @@ fn check_alu_dtype(x: &InferIn<'_>, alu: Alu, slot: usize) -> Result<(), Blame> 
         return Ok(());
     };
     if alu.class() == AluClass::Bitvec && !(d.is_int() || d == DType::Bool) {
-        return Err(x.blame(
-            slot,
-            RuleViolation::WrongDType {
-                op: x.info().name,
-                operand: x.info().operands[slot].name,
-                expected: "an integer type (for a bit operation)",
-                found: d,
-            },
-        ));
+        return Err(x.wrong_dtype(slot, "an integer type (for a bit operation)", d));
     }
     Ok(())
 }

@@ -58,15 +58,7 @@ pub(super) fn range_select(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             ));
         }
         if b.dtype != crate::dtype::DType::F32 {
-            return Err(x.blame(
-                slot,
-                RuleViolation::WrongDType {
-                    op: x.info().name,
-                    operand: x.info().operands[slot].name,
-                    expected: "float32",
-                    found: b.dtype,
-                },
-            ));
+            return Err(x.wrong_dtype(slot, "float32", b.dtype));
         }
     }
     let InstrData::RangeSelect { start, acc, .. } = *x.data else {
