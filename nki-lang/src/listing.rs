@@ -327,6 +327,23 @@ impl<'a> Line<'a, '_> {
             InstrData::Act {
                 dst,
                 src,
+                bias,
+                acc,
+                ..
+            } if opcode == crate::ir::ops::Opcode::Exponential => {
+                let max = match bias {
+                    Src::None => String::new(),
+                    b @ (Src::Tile(_) | Src::Imm(_)) => format!(" - {}", self.src(b)),
+                };
+                write!(f, "{} exp({}{max})", self.dst(&dst, "<-"), self.view(src))?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
+            InstrData::Act {
+                dst,
+                src,
                 func,
                 scale,
                 bias,

@@ -3140,6 +3140,7 @@ tables! {
     sequence_bounds: sequence_bounds_rows,
     tensor_scalar_cumulative: cumulative_rows,
     nonzero_with_count: nonzero_rows,
+    exponential: exponential_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -4069,4 +4070,67 @@ fn nonzero_rows() -> Vec<Row> {
         },
         Check::Exact,
     )]
+}
+
+/// `exponential` (Trn3): `exp(x − max_value)` of the fp32 difference, `max_value` a column or a
+/// number, into float32 (with each partition's sum) and bfloat16.
+fn exponential_rows() -> Vec<Row> {
+    let p = P as u32;
+    // exp of the difference rounded to fp32, in f64.
+    let exp_of = |x: &Array2<f64>, m: &dyn Fn(usize) -> f64| {
+        Array2::from_shape_fn(x.dim(), |(q, i)| f64::from((x[[q, i]] - m(q)) as f32).exp())
+    };
+    let sums = |e: &Array2<f64>| Array2::from_shape_fn((e.nrows(), 1), |(q, _)| e.row(q).sum());
+    let inputs = || {
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 711, |r| r.step(-20.0, 20.0, 1.0 / 64.0)),
+            ),
+            (
+                DType::F32,
+                values(P, 1, 712, |r| r.step(-4.0, 12.0, 1.0 / 8.0)),
+            ),
+        ]
+    };
+    vec![
+        row_on(
+            Target::Trn3,
+            "exponential: float32 minus a column, with the sum per partition",
+            &[Covers::Op(Opcode::Exponential)],
+            inputs(),
+            &[(DType::F32, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let (x, m) = (k.load(0), k.load(1));
+                let (d, r) = (k.sbuf(DType::F32, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                k.b.exponential(d, x, Operand::Column(m), Some(r)).unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                let e = exp_of(&x[0], &|q| x[1][[q, 0]]);
+                let s = sums(&e);
+                vec![e, s]
+            },
+            // The model's exp is within about 1 ulp (docs/numerics.md); the sum adds 24 of them.
+            Check::Within(1e-6),
+        ),
+        row_on(
+            Target::Trn3,
+            "exponential: minus a number, into bfloat16",
+            &[Covers::Op(Opcode::Exponential)],
+            inputs(),
+            &[(DType::Bf16, [P, 24])],
+            |k| {
+                let x = k.load(0);
+                let d = k.sbuf(DType::Bf16, &[p, 24]);
+                let two = Operand::Imm(Scalar::float(2.0));
+                k.b.exponential(d, x, two, None).unwrap();
+                k.store(0, d);
+            },
+            move |x| vec![exp_of(&x[0], &|_| 2.0)],
+            // bf16's half ulp.
+            Check::Within(2f64.powi(-8)),
+        ),
+    ]
 }

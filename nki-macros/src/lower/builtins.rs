@@ -173,6 +173,8 @@ pub enum Special {
     TensorScalarCumulative,
     /// `nonzero_with_count`
     NonzeroWithCount,
+    /// `exponential`
+    Exponential,
 }
 
 /// How a function lowers.
@@ -434,6 +436,7 @@ static TABLE: &[Builtin] = &[
         Special::TensorScalarCumulative,
     ),
     special(&["nonzero_with_count"], Special::NonzeroWithCount),
+    special(&["exponential"], Special::Exponential),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

@@ -668,15 +668,16 @@ pub(crate) fn execute(
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
-        // `tensor_scalar_cumulative`, `nonzero_with_count`: the reference definition is the
-        // only one.
+        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`: the reference
+        // definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative
-            | Opcode::NonzeroWithCount,
+            | Opcode::NonzeroWithCount
+            | Opcode::Exponential,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

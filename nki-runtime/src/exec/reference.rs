@@ -235,6 +235,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::TensorScalarCumulative, InstrData::Alu { dst, op, .. }) => {
             cumulative::tensor_scalar_cumulative(m, ops, op, acc(dst.write))
         }
+        (Opcode::Exponential, InstrData::Act { acc: reduce, .. }) => exponential(m, ops, reduce),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -259,7 +260,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
             | Opcode::TensorScalarCumulative
-            | Opcode::NonzeroWithCount,
+            | Opcode::NonzeroWithCount
+            | Opcode::Exponential,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.
@@ -466,6 +468,21 @@ fn activation(
         let s = m.get(&scale, t, Lane::F32).f32();
         let b = bias.map_or(-0.0, |b| m.get(&b, t, Lane::F32).f32());
         Value::from_f32(act::eval(func, x.mul_add(s, b)))
+    });
+}
+
+/// `exponential`: `exp(x − max_value)` on fp32 lanes, the subtraction [`alu::eval`]'s and
+/// the exponential [`act::eval`]'s (`max_value` 0 when absent), stored in the destination's
+/// dtype; with `reduce`, each partition's results (fp32, before the conversion) summed in
+/// row-major order into its `reduce_res` element, as `activation` does.
+fn exponential(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands, reduce: Option<AccOut>) {
+    let grid = ops.get(0).dims;
+    let data = Elems::over(ops.get(1), &grid);
+    let max = ops.slot(3).map(|r| Elems::over(r, &grid));
+    elementwise(m, ops, Lane::F32, reduce, None, |m, t| {
+        let x = m.get(&data, t, Lane::F32).f32();
+        let mx = max.map_or(0.0, |b| m.get(&b, t, Lane::F32).f32());
+        Value::from_f32(act::eval(ActFn::Exp, alu::eval(Alu::Subtract, x, mx)))
     });
 }
 

@@ -367,6 +367,13 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed 150 + N as any GpSimd instruction, N = T + 1 the
         // destination's elements per partition (one step per element, the count included).
         Opcode::NonzeroWithCount => gpsimd(n, p),
+        // No published cost: assumed as `activation` with a reduction, one element per cycle
+        // of the engine that runs it, max(MIN_II, N), plus the accumulator read-out (≈ MIN_II)
+        // with `reduce_res`.
+        Opcode::Exponential => {
+            let reduces = matches!(ins.data, InstrData::Act { acc: Some(_), .. });
+            mi(n).saturating_add(if reduces { min_ii } else { 0 })
+        }
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -670,7 +677,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::LocalGather
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative
-        | Opcode::NonzeroWithCount => {
+        | Opcode::NonzeroWithCount
+        | Opcode::Exponential => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -12,6 +12,7 @@
 mod cumulative;
 mod dma_transpose;
 mod dyncopy;
+mod exponential;
 mod gather;
 mod indirect;
 mod infer;
@@ -995,6 +996,25 @@ opcodes! {
         infer: nonzero::nonzero_with_count,
         maskable: No,
         deps: Nonzero,
+        accumulates: false,
+    }
+    /// `exponential` (NeuronCore-v4): `dst = exp(src − max_value)` on the Vector engine in
+    /// fp32 (`max_value` in the `bias` field: absent for 0, a number or a `[P, 1]` vector),
+    /// with an optional `add` reduction of each partition's results into `reduce_res`.
+    Exponential {
+        name: "exponential",
+        format: Act,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("", Dir::Read, ON_CHIP),
+            slot("max_value", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: exponential::exponential,
+        maskable: Any,
+        deps: Elementwise,
         accumulates: false,
     }
 }
