@@ -3505,6 +3505,41 @@ fn gather_rows() -> Vec<Row> {
             Check::Exact,
         ));
     }
+    // `nc_n_gather`: the same gather as NKI 0.6's ISA call, uint32 positions, the data's dtype.
+    for data_dt in [DType::F32, DType::Bf16] {
+        let round: fn(f64) -> f64 = if data_dt == DType::Bf16 {
+            bf16_of
+        } else {
+            |v| v
+        };
+        let data = data.mapv(round);
+        rows.push(row(
+            format!("nc_n_gather: [{P}, 4, 40] {data_dt} by [{P}, 2, 3] u32 positions"),
+            &[Covers::Op(Opcode::NcNGather)],
+            vec![(data_dt, data), (DType::U32, pos.clone())],
+            &[(data_dt, [P, 6])],
+            move |k| {
+                let x = k.load(0);
+                let ix = k.load(1);
+                let r = k.sbuf(data_dt, &[P as u32, 6]);
+                let data = k.view(x, &[P as u32, 4, 40], &[40, 1]);
+                let indices = k.view(ix, &[P as u32, 2, 3], &[3, 1]);
+                let dst = k.view(r, &[P as u32, 2, 3], &[3, 1]);
+                let i = Instr::new(
+                    Opcode::NcNGather,
+                    InstrData::Gather {
+                        dst: Dst::overwrite(dst),
+                        data,
+                        indices,
+                    },
+                );
+                k.b.push(i).unwrap();
+                k.store(0, r);
+            },
+            move |x| vec![take(x, P, |v| v)],
+            Check::Exact,
+        ));
+    }
     rows
 }
 

@@ -31,6 +31,7 @@ mod integer_division;
 mod isa;
 mod isa_exponential;
 mod isa_local_gather;
+mod isa_nc_n_gather;
 mod isa_nc_stream_shuffle;
 mod isa_nonzero_with_count;
 mod isa_range_select;

@@ -381,6 +381,11 @@ static TABLE: &[Builtin] = &[
             MASK,
         ],
     ),
+    isa(
+        &["nc_n_gather"],
+        Opcode::NcNGather,
+        &[req("data", P::Tile(1)), req("indices", P::Tile(2))],
+    ),
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),

@@ -646,7 +646,7 @@ pub(crate) fn execute(
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             crate::engines::indirect::run(e, b, ins, ops)
         }
-        (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
+        (Opcode::GatherFlattened | Opcode::NcNGather, _) => crate::engines::gather::run(e, ops),
         (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The interpreter checked the offset: an offset out of range copies nothing here.
             if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {

@@ -197,7 +197,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             indirect(m, ins, ops)
         }
-        (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
+        (Opcode::GatherFlattened | Opcode::NcNGather, _) => gather_flattened(m, ops),
         (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The source or destination shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
             // the interpreter stopped the run before an offset out of range.

@@ -305,7 +305,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::Iota | Opcode::AffineSelect => gpsimd(n, p),
         // NKI's nc_n_gather: one GpSimd instruction group per 512 elements of a partition,
         // assumed to cost as any GpSimd instruction of the destination's size.
-        Opcode::GatherFlattened => gpsimd(n, p),
+        Opcode::GatherFlattened | Opcode::NcNGather => gpsimd(n, p),
         // NKI: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC about 600 engine cycles.
         Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst => match engine {
             Engine::GpSimd => gpsimd(n, p).max(600),
@@ -667,6 +667,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::MatchReplace8
         | Opcode::SelectReduce
         | Opcode::GatherFlattened
+        | Opcode::NcNGather
         | Opcode::TensorCopyDynamicSrc
         | Opcode::TensorCopyDynamicDst
         | Opcode::Rand

@@ -793,6 +793,23 @@ opcodes! {
         deps: Gather,
         accumulates: false,
     }
+    /// `nc_n_gather` (NKI 0.6): `gather_flattened`'s per-partition gather as NKI's ISA call,
+    /// uint32 indices only, the result in the data's dtype; NKI's `n` is the count of
+    /// 512-element groups the instruction is made of.
+    NcNGather {
+        name: "nc_n_gather",
+        format: Gather,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("data", Dir::Read, SBUF).axes(Axes::Partitions),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: gather::nc_n_gather,
+        maskable: No,
+        deps: Gather,
+        accumulates: false,
+    }
     /// `tensor_copy_dynamic_src`: `tensor_copy` of a source shifted within each partition by
     /// a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
     TensorCopyDynamicSrc {
