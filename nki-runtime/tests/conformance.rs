@@ -3141,6 +3141,7 @@ tables! {
     tensor_scalar_cumulative: cumulative_rows,
     nonzero_with_count: nonzero_rows,
     exponential: exponential_rows,
+    activate2: activate2_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -4166,6 +4167,85 @@ fn exponential_rows() -> Vec<Row> {
             move |x| vec![exp_of(&x[0], &|_| 2.0)],
             // bf16's half ulp.
             Check::Within(2f64.powi(-8)),
+        ),
+    ]
+}
+
+/// `activate2` (Trn3): the tensor-scalar stage rounded to fp32 after each operation, then the
+/// function; `exp(x · s[p] − 0.25)` with the per-partition sum, and `relu(1.5 − x)` into bf16
+/// with the per-partition maximum.
+fn activate2_rows() -> Vec<Row> {
+    let p = P as u32;
+    let f32_of = |v: f64| f64::from(v as f32);
+    let inputs = || {
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 721, |r| r.step(-4.0, 4.0, 1.0 / 64.0)),
+            ),
+            (
+                DType::F32,
+                values(P, 1, 722, |r| r.step(-2.0, 2.0, 1.0 / 16.0)),
+            ),
+        ]
+    };
+    vec![
+        row_on(
+            Target::Trn3,
+            "activate2: exp of multiply then subtract, with the sum per partition",
+            &[Covers::Op(Opcode::Activate2)],
+            inputs(),
+            &[(DType::F32, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let (x, s) = (k.load(0), k.load(1));
+                let (d, r) = (k.sbuf(DType::F32, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                let stage = [
+                    (Alu::Multiply, Operand::Column(s)),
+                    (Alu::Subtract, Operand::Imm(Scalar::float(0.25))),
+                ];
+                k.b.activate2(d, ActFn::Exp, x, stage, 0, Some((Alu::Add, r)))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                let e = Array2::from_shape_fn(x[0].dim(), |(q, i)| {
+                    f32_of(f32_of(x[0][[q, i]] * x[1][[q, 0]]) - 0.25).exp()
+                });
+                let sums = Array2::from_shape_fn((e.nrows(), 1), |(q, _)| e.row(q).sum());
+                vec![e, sums]
+            },
+            // The model's exp is within about 1 ulp (docs/numerics.md); the sum adds 24 of them.
+            Check::Within(1e-6),
+        ),
+        row_on(
+            Target::Trn3,
+            "activate2: relu of a reversed subtract into bfloat16, with the maximum per partition",
+            &[Covers::Op(Opcode::Activate2)],
+            inputs(),
+            &[(DType::Bf16, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let x = k.load(0);
+                let (d, r) = (k.sbuf(DType::Bf16, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                let stage = [
+                    (Alu::Subtract, Operand::Imm(Scalar::float(1.5))),
+                    (Alu::Bypass, Operand::None),
+                ];
+                k.b.activate2(d, ActFn::Relu, x, stage, 1, Some((Alu::Max, r)))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                // 1.5 − x is exact in fp32 for these values (multiples of 1/64 in [−4, 4]), so
+                // is bf16 of it only where it needs no more than 8 significant bits.
+                let v = x[0].mapv(|v| (1.5 - v).max(0.0));
+                let peaks = Array2::from_shape_fn((v.nrows(), 1), |(q, _)| {
+                    v.row(q).iter().copied().fold(0.0, f64::max)
+                });
+                vec![v.mapv(bf16_of), peaks]
+            },
+            Check::Exact,
         ),
     ]
 }

@@ -29,6 +29,7 @@ mod indexing_forms;
 mod indirect_dma;
 mod integer_division;
 mod isa;
+mod isa_activate2;
 mod isa_exponential;
 mod isa_local_gather;
 mod isa_nc_n_gather;

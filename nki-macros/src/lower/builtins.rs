@@ -294,6 +294,24 @@ static TABLE: &[Builtin] = &[
         ],
     ),
     isa(
+        &["activate2"],
+        Opcode::Activate2,
+        &[
+            req("op", P::Act),
+            req("data", P::Tile(1)),
+            opt("imm0", P::TileOrImm(2)),
+            opt("imm1", P::TileOrImm(3)),
+            opt("op0", P::Alu(0)),
+            opt("op1", P::Alu(1)),
+            opt("reverse0", P::Rev(0)),
+            opt("reverse1", P::Rev(1)),
+            opt("reduce_op", P::ReduceOp),
+            opt("reduce_res", P::ReduceRes),
+            opt("reduce_cmd", P::ReduceCmd),
+            MASK,
+        ],
+    ),
+    isa(
         &["activation_reduce"],
         Opcode::Activation,
         &[

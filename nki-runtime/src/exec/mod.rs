@@ -430,6 +430,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
@@ -473,6 +474,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Iota { .. }
                         | InstrData::Alu { .. }
                         | InstrData::Act { .. }
+                        | InstrData::Act2 { .. }
                         | InstrData::Reduce { .. }
                         | InstrData::Scan { .. }
                         | InstrData::Select { .. }
@@ -668,8 +670,8 @@ pub(crate) fn execute(
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
-        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`: the reference
-        // definition is the only one.
+        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`: the
+        // reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
@@ -677,7 +679,8 @@ pub(crate) fn execute(
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative
             | Opcode::NonzeroWithCount
-            | Opcode::Exponential,
+            | Opcode::Exponential
+            | Opcode::Activate2,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

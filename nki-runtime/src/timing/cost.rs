@@ -230,6 +230,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Iota { .. }
                     | InstrData::Alu { .. }
                     | InstrData::Act { .. }
+                    | InstrData::Act2 { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
@@ -374,6 +375,13 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
             let reduces = matches!(ins.data, InstrData::Act { acc: Some(_), .. });
             mi(n).saturating_add(if reduces { min_ii } else { 0 })
         }
+        // No published cost: assumed as `activation` (its tensor-scalar stage in the same
+        // pass, as `activation`'s scale and bias are), plus the accumulator read-out with
+        // `reduce_res`.
+        Opcode::Activate2 => {
+            let reduces = matches!(ins.data, InstrData::Act2 { acc: Some(_), .. });
+            mi(n).saturating_add(if reduces { min_ii } else { 0 })
+        }
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -409,6 +417,7 @@ fn compute(ins: &Instr, ops: &Operands, p: &Params, cycles: u64) -> Compute {
     };
     let table = match (ins.opcode, ins.data, ins.engine) {
         (Opcode::Activation, InstrData::Act { func, .. }, _) => Some(table_group(func)),
+        (Opcode::Activate2, InstrData::Act2 { func, .. }, _) => Some(table_group(func)),
         (Opcode::TensorCopy, _, Engine::Scalar) => Some(table_group(ActFn::Identity)),
         _ => None,
     };
@@ -679,7 +688,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative
         | Opcode::NonzeroWithCount
-        | Opcode::Exponential => {
+        | Opcode::Exponential
+        | Opcode::Activate2 => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

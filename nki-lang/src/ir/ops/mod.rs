@@ -9,6 +9,7 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod activate2;
 mod cumulative;
 mod dma_transpose;
 mod dyncopy;
@@ -23,6 +24,7 @@ mod rng;
 mod sequence_bounds;
 mod shuffle;
 
+pub use activate2::ACTIVATE2_STAGES;
 pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -79,6 +81,8 @@ pub enum Format {
     LocalGather,
     /// [`InstrData::Nonzero`]
     Nonzero,
+    /// [`InstrData::Act2`]
+    Act2,
 }
 
 impl Format {
@@ -108,6 +112,7 @@ impl Format {
             InstrData::Shuffle { .. } => Format::Shuffle,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
+            InstrData::Act2 { .. } => Format::Act2,
         }
     }
 }
@@ -1015,6 +1020,25 @@ opcodes! {
         deps: Nonzero,
         accumulates: false,
     }
+    /// `activate2` (NeuronCore-v4): `dst = func((data op0 imm0) op1 imm1)` on the Scalar
+    /// engine, the stage's operations each rounded to fp32 as `tensor_scalar`'s, with an
+    /// optional reduction of each partition's results into `reduce_res`.
+    Activate2 {
+        name: "activate2",
+        format: Act2,
+        engines: &[Engine::Scalar],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("imm0", Dir::Read, ON_CHIP),
+            slot("imm1", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: activate2::activate2,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
     /// `exponential` (NeuronCore-v4): `dst = exp(src − max_value)` on the Vector engine in
     /// fp32 (`max_value` in the `bias` field: absent for 0, a number or a `[P, 1]` vector),
     /// with an optional `add` reduction of each partition's results into `reduce_res`.
@@ -1088,6 +1112,7 @@ mod tests {
                         | Format::Iota
                         | Format::Alu
                         | Format::Act
+                        | Format::Act2
                         | Format::Rng
                         | Format::RangeSelect
                 ),
