@@ -577,6 +577,28 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                         });
                     }
                 }
+                // Rust's `f32::INFINITY` / `f32::NEG_INFINITY` and NumPy's `np::inf` (Python's
+                // `float('inf')`, `-np.inf`): infinities as numbers.
+                if n >= 2
+                    && let Some(l) = &last
+                    && p.path.segments.iter().all(|s| s.arguments.is_none())
+                {
+                    let ty = p.path.segments[n.saturating_sub(2)]
+                        .ident
+                        .unraw()
+                        .to_string();
+                    let float_type = ty == "f64"
+                        || nki_lang::DType::from_name(&ty).is_some_and(|d| d.is_float());
+                    let numpy = matches!(ty.as_str(), "np" | "numpy" | "math");
+                    match l.to_string().as_str() {
+                        "INFINITY" if float_type => return Some(Expr::Float(f64::INFINITY, span)),
+                        "NEG_INFINITY" if float_type => {
+                            return Some(Expr::Float(f64::NEG_INFINITY, span));
+                        }
+                        "inf" if numpy => return Some(Expr::Float(f64::INFINITY, span)),
+                        _ => {}
+                    }
+                }
                 match last {
                     // `nl::psum`, `Buffer::Psum`: the last segment names the value
                     Some(i) if p.path.segments.iter().all(|s| s.arguments.is_none()) => {

@@ -99,10 +99,13 @@ pub(crate) fn overlapping_slots(
     let in_memory = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Hbm(_));
     // `nc_stream_shuffle` in place is NKI's own example: the engine reads every partition of
     // a quadrant before writing it.
+    // `nc_match_replace8` in place is the NKI Library's top-k (`topk_core`): each element it
+    // writes depends on its own value and on which earlier elements matched, all read before it
+    // (a scan's order), so streaming in place reads nothing it has overwritten.
     let same_elements_allowed = matches!(
         ins.opcode.info().deps,
         Deps::Elementwise | Deps::Select | Deps::RangeSelect | Deps::Move | Deps::Shuffle
-    );
+    ) || ins.opcode == nki_lang::Opcode::MatchReplace8;
     ops.iter()
         .filter(|w| w.dir.writes())
         .filter(in_memory)
