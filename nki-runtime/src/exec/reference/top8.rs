@@ -36,10 +36,20 @@ pub(super) fn same(a: f32, b: f32) -> bool {
 /// The 8 largest of `row` by [`rank`], in descending order; among equal keys the earlier
 /// element first. `row` has at least 8 values (the op table's rule).
 pub(super) fn max8_row(row: &[f32]) -> Vec<f32> {
-    let mut order: Vec<usize> = (0..row.len()).collect();
-    // A stable sort: equal keys keep their row-major order.
-    order.sort_by(|&i, &j| rank(row[j], row[i]));
-    order.iter().take(8).map(|&i| row[i]).collect()
+    // One pass keeping the 8 largest seen, in descending order with earlier elements first
+    // among equal keys: a later element enters only when it ranks above the last one kept,
+    // behind every kept element that ranks at least as high (what a stable sort of the whole
+    // row would put first).
+    let mut top: Vec<f32> = Vec::with_capacity(9);
+    for &x in row {
+        if top.len() == 8 && rank(x, top[7]) != Ordering::Greater {
+            continue;
+        }
+        let at = top.partition_point(|&t| rank(t, x) != Ordering::Less);
+        top.insert(at, x);
+        top.truncate(8);
+    }
+    top
 }
 
 /// The positions `vals` claim in `data`, one per value, visiting the values in `visit` order:
