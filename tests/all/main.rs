@@ -47,6 +47,7 @@ mod matmul_options;
 mod meta_params;
 mod nki_constructs;
 mod nkilib_cumsum;
+mod nkilib_rope;
 mod no_circles;
 mod ops_smoke;
 mod parallel_loops;
