@@ -180,7 +180,21 @@ fn f32_is_within_a_few_f32_roundings() {
 
 #[test]
 fn bf16_matches_the_rotation_with_the_library_tolerance_and_the_products_rounding() {
-    let cases: [Case<bf16>; 7] = [
+    let cases: [Case<bf16>; 9] = [
+        Case {
+            shape: (128, 1, 1, 8192),
+            contiguous: true,
+            run: |c, x, co, si| rope_bf16_128x1x1x8192::host(c, x, co, si).unwrap(),
+        },
+        Case {
+            shape: (64, 1, 1, 8192),
+            contiguous: true,
+            run: |c, x, co, si| {
+                rope_bf16_64x1x1x8192_lnc2::grid(2)
+                    .host(c, x, co, si)
+                    .unwrap()
+            },
+        },
         Case {
             shape: (128, 32, 4, 64),
             contiguous: true,
