@@ -76,7 +76,10 @@ pub fn _validate_rope_inputs(x_in: Tensor) {
     let B = x_in.shape[1];
     let n_heads = x_in.shape[2];
     let S = x_in.shape[3];
-    assert!((d_head == 64) | (d_head == 128), "RoPE: d_head must be 64 or 128");
+    assert!(
+        (d_head == 64) | (d_head == 128),
+        "RoPE: d_head must be 64 or 128"
+    );
     assert!(B > 0, "RoPE: B must be > 0");
     assert!(S > 0, "RoPE: S must be > 0");
     assert!(n_heads > 0, "RoPE: n_heads must be > 0");
@@ -188,9 +191,7 @@ pub fn _compute_convert_to_interleaved_mat(x_sb: Tile) -> Tile {
     let convert_to_interleaved_mat = ndarray([d_head, d_head], x_sb.dtype, Sbuf);
     nisa::tensor_copy(
         dst = convert_to_interleaved_mat.reshape((d_head, 2, half_d)),
-        src = identity_sb
-            .reshape_dim(1, (half_d, 2))
-            .permute((0, 2, 1)),
+        src = identity_sb.reshape_dim(1, (half_d, 2)).permute((0, 2, 1)),
         engine = scalar_engine,
     );
     convert_to_interleaved_mat
@@ -419,7 +420,11 @@ pub fn reference(
         for hi in 0..nh {
             for si in 0..s {
                 for i in 0..h {
-                    let (re, im) = if contiguous { (i, h + i) } else { (2 * i, 2 * i + 1) };
+                    let (re, im) = if contiguous {
+                        (i, h + i)
+                    } else {
+                        (2 * i, 2 * i + 1)
+                    };
                     let (xr, xi) = (x[[re, bi, hi, si]], x[[im, bi, hi, si]]);
                     let (c, sn) = (cos[[i, bi, si]], sin[[i, bi, si]]);
                     out[[re, bi, hi, si]] = xr * c - xi * sn;
@@ -456,7 +461,11 @@ fn identity_load_cost() -> Result<(), Box<dyn std::error::Error>> {
     let schedule = Timing::new()
         .params(Params::for_target(Target::Trn2))
         .detail(Detail::Profile)
-        .run_shapes(&mut core, kernel, &[&[128, 1, 1, 16], &[64, 1, 16], &[64, 1, 16]])?;
+        .run_shapes(
+            &mut core,
+            kernel,
+            &[&[128, 1, 1, 16], &[64, 1, 16], &[64, 1, 16]],
+        )?;
     let own: u64 = schedule
         .records()
         .iter()
@@ -514,12 +523,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let got = out.into_array::<Ix4>()?;
     let f = |v: &bf16| f64::from(*v);
-    let (want, mag) = reference(
-        x.map(f).view(),
-        cos.map(f).view(),
-        sin.map(f).view(),
-        true,
-    );
+    let (want, mag) = reference(x.map(f).view(), cos.map(f).view(), sin.map(f).view(), true);
     // The library compares with torch in bf16, which rounds the two products as the kernel
     // does; against f64 their rounding, half a bf16 ulp (2⁻⁸) of each, is added to the bound.
     let c = common::compare(

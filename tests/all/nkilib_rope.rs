@@ -128,11 +128,7 @@ fn f32_matches_the_rotation_with_the_library_tolerance() {
         Case {
             shape: (64, 1, 8, 16),
             contiguous: true,
-            run: |c, x, co, si| {
-                rope_f32_64x1x8x16_lnc2::grid(2)
-                    .host(c, x, co, si)
-                    .unwrap()
-            },
+            run: |c, x, co, si| rope_f32_64x1x8x16_lnc2::grid(2).host(c, x, co, si).unwrap(),
         },
         Case {
             shape: (128, 64, 8, 2),
@@ -173,9 +169,12 @@ fn f32_is_within_a_few_f32_roundings() {
             run: |c, x, co, si| rope_f32_64x1x8x16_sbuf::host(c, x, co, si).unwrap(),
         },
     ];
-    check("f32 (tight)", &cases, |v| v, |w, mag| {
-        2f64.powi(-23) * (mag + w.abs())
-    });
+    check(
+        "f32 (tight)",
+        &cases,
+        |v| v,
+        |w, mag| 2f64.powi(-23) * (mag + w.abs()),
+    );
 }
 
 #[test]
@@ -240,10 +239,7 @@ fn bf16_matches_the_rotation_with_the_library_tolerance_and_the_products_roundin
             run: |c, x, co, si| rope_bf16_64x8x8x128_sbuf_fallback::host(c, x, co, si).unwrap(),
         },
     ];
-    check(
-        "bf16",
-        &cases,
-        bf16::from_f32,
-        |w, mag| library(w, mag) + 2f64.powi(-8) * mag,
-    );
+    check("bf16", &cases, bf16::from_f32, |w, mag| {
+        library(w, mag) + 2f64.powi(-8) * mag
+    });
 }
