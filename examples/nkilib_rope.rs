@@ -24,7 +24,8 @@
 //!   launch, so the number of programs is the meta-parameter `LNC` (1: `lnc_shard=False`; 2:
 //!   a Trn2's two cores), the program is `program_id(0)`, and the kernel is launched over
 //!   `grid(LNC)`. A grid larger than `LNC` is refused at launch (its sequence slice would
-//!   reach past `S`); a smaller one is not detected.
+//!   reach past `S`); a smaller one leaves positions of the output unwritten, which a strict
+//!   launch refuses and a plain one does not notice.
 //! - `nl.shared_identity_matrix` is an SBUF tensor in NKI 0.6; here it is an HBM constant, so
 //!   the in-SBUF relayout loads it into a tile with one extra `dma_copy` (`d_head × d_head`
 //!   elements, once per launch). This is the one piece of work the language adds: at the
@@ -117,8 +118,8 @@ pub fn RoPE_sbuf(
         x_in_sb
     };
 
-    // Copy the odd half to a separate buffer (tensor_tensor's operands start on the same
-    // partition).
+    // Copy the odd half to a separate buffer (the source: "required for tensor_tensor base
+    // partition alignment").
     let sb_odd = ndarray([half_d, B, n_heads, S], x_in_sb.dtype, Sbuf);
     nisa::tensor_copy(dst = sb_odd, src = x_in_sb[[half_d.., .., .., ..]]);
 

@@ -243,3 +243,30 @@ fn bf16_matches_the_rotation_with_the_library_tolerance_and_the_products_roundin
         library(w, mag) + 2f64.powi(-8) * mag
     });
 }
+
+#[test]
+fn a_grid_other_than_the_program_count_is_refused() {
+    // LNC = 2 splits S = 16 into two programs of 8 positions: a third program's slice would
+    // start at position 16, past the tensors, and the launch is refused before anything runs.
+    let x = Array4::<f32>::zeros((64, 1, 8, 16));
+    let cs = Array3::<f32>::zeros((32, 1, 16));
+    let mut core = NeuronCore::new(Target::Trn2);
+    let err = rope_f32_64x1x8x16_lnc2::grid(3)
+        .host(&mut core, x.view(), cs.view(), cs.view())
+        .unwrap_err();
+    assert!(matches!(err, LaunchError::Constraint { .. }), "{err}");
+    rope_f32_64x1x8x16_lnc2::grid(2)
+        .host(&mut core, x.view(), cs.view(), cs.view())
+        .unwrap();
+    // One program covers the first 8 positions only: a strict launch refuses the output's
+    // unwritten half.
+    let mut strict = NeuronCore::new(Target::Trn2).with_strict(true);
+    let err = rope_f32_64x1x8x16_lnc2::grid(1)
+        .host(&mut strict, x.view(), cs.view(), cs.view())
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("4096 elements of output `x_out` unwritten"),
+        "{msg}"
+    );
+}
