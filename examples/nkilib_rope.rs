@@ -36,18 +36,20 @@
 //!   [1, 2], [2, half_d]])` has no counterpart (the language has no `.ap`); the same access is
 //!   written as views, `identity_sb.reshape_dim(1, (half_d, 2)).permute((0, 2, 1))`
 //!   (element `[p, j, k]` is column `2k + j` of row `p`), the same single `tensor_copy`.
-//! - `nisa.nc_transpose(dst=psum, data=mat)` is the Tensor engine's transpose into PSUM;
-//!   this language keeps transposes fp32 in PSUM as its matmuls (NKI 0.6 allows the matrix's
-//!   dtype), so the PSUM tile of the transposed matrix is f32 and the copy back to SBUF rounds it
-//!   to the matrix's dtype (exact: the entries are 0 and 1).
+//! - `nisa.nc_transpose(dst=psum, data=mat)`: NKI 0.6 requires the destination to have the
+//!   data's dtype (bf16 for bf16 inputs). This language's Tensor-engine transpose writes fp32
+//!   PSUM and adds a copy for any other destination dtype (`docs/language.md`, `nc_transpose`),
+//!   so the PSUM tile here is f32, which keeps the instruction count of the source; the copy
+//!   back to SBUF rounds the matrix's 0s and 1s exactly.
 //!
 //! SBUF capacity: every intermediate of `RoPE_sbuf` is a whole `[d_head/2, B, n_heads, S]`
 //! tile, as in the source. Tiles are allocated here by live range, and at the peak five of them
 //! are live with `cos_sb` and `sin_sb` (180 224 bytes per partition for f32 at `(128, 32, 4,
-//! 64)`), so `B · n_heads · S` (per program) must stay below about 18 K in bf16 and 9 K in f32
-//! on a Trn1's 192 KiB partition (21 K and 10 K on a Trn2's 224 KiB, `#[kernel(target =
-//! trn2)]`). The source documents 72 K in bf16 for NKI's compiler, whose allocation is not
-//! modeled here. Larger inputs are refused when the kernel compiles
+//! 64)`): `5·F + 2·F / n_heads` elements per partition for `F = B · n_heads · S` (per
+//! program). On a Trn1's 192 KiB partition `F` can reach 14 K (one head) to 19.6 K (many) in
+//! bf16 and half that in f32; on a Trn2's 224 KiB (`#[kernel(target = trn2)]`) 16 K to 22.9 K.
+//! The source documents 72 K in bf16 for NKI's compiler, whose allocation is not modeled
+//! here. Larger inputs are refused when the kernel compiles
 //! (`err_sbuf_capacity_exceeded`): of the library test's manual shapes, the contiguous ones with
 //! `B · n_heads · S` from 32 768 to 65 536 do not compile here; `(128 or 64, 1, 1, 8192)` and
 //! the interleaved ones (up to `(64, 255, 8, 6)`, 12 240) do.
