@@ -271,3 +271,20 @@ fn a_grid_other_than_the_program_count_is_refused() {
         "{msg}"
     );
 }
+
+#[test]
+fn cos_of_another_shape_is_refused_at_launch() {
+    // The source's `_validate_rope_inputs` checks cos.shape == (d_head // 2, B, S); here the
+    // signature `Hbm<T, { D / 2 }, B, S>` does.
+    let x = Array4::<f32>::zeros((64, 1, 8, 16));
+    let cs = Array3::<f32>::zeros((32, 1, 16));
+    let short = Array3::<f32>::zeros((32, 1, 8));
+    let mut core = NeuronCore::new(Target::Trn2);
+    let err = rope_f32_64x1x8x16_lnc2::grid(2)
+        .host(&mut core, x.view(), short.view(), cs.view())
+        .unwrap_err();
+    assert!(
+        matches!(&err, LaunchError::Dim { tensor, axis: 2, expected: 16, found: 8 } if *tensor == "cos"),
+        "{err:?}"
+    );
+}
