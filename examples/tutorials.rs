@@ -33,6 +33,8 @@ mod mamba;
 mod matmul_fully_optimized;
 #[path = "nkilib_cumsum.rs"]
 mod nkilib_cumsum;
+#[path = "nkilib_rope.rs"]
+mod nkilib_rope;
 #[path = "rmsnorm.rs"]
 mod rmsnorm;
 #[path = "softmax.rs"]
@@ -46,7 +48,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use nki::ndarray::{Dimension, Ix1, Ix2, Ix3};
+use nki::ndarray::{Dimension, Ix1, Ix2, Ix3, Ix4};
 use nki::prelude::*;
 use tensor_add::common;
 
@@ -166,12 +168,27 @@ fn case(name: &str) -> Option<Launch> {
                 nkilib_cumsum::cumsum_f32_2048x8192::launch_into(core, &x, &mut out)
             })
         }
+        "rope" => {
+            // The NKI Library's RoPE at its test's [128, 32, 4, 64] ([d_head, B, n_heads, S]),
+            // contiguous halves, one program, in f32 as the peers compute it.
+            let x = f32s(Ix4(128, 32, 4, 64), 23, -2.0, 2.0);
+            let angle = common::uniform(Ix3(64, 32, 64), 24, 0.0, std::f64::consts::TAU);
+            let on_device = |a: nki::ndarray::Array3<f64>| {
+                DeviceTensor::from_array(&a.mapv(|v| v as f32)).expect("a valid shape")
+            };
+            let cos = on_device(angle.mapv(f64::cos));
+            let sin = on_device(angle.mapv(f64::sin));
+            let mut out = zeros::<f32>(&[128, 32, 4, 64]);
+            Box::new(move |core| {
+                nkilib_rope::rope_f32_128x32x4x64::launch_into(core, &x, &cos, &sin, &mut out)
+            })
+        }
         _ => return None,
     })
 }
 
 /// The cases of `bench_ops.py`, in its order.
-const CASES: [&str; 12] = [
+const CASES: [&str; 13] = [
     "add",
     "exp",
     "softmax",
@@ -184,6 +201,7 @@ const CASES: [&str; 12] = [
     "matmul_big",
     "mamba",
     "cumsum",
+    "rope",
 ];
 
 /// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).

@@ -50,6 +50,7 @@ mod matmul_options;
 mod meta_params;
 mod nki_constructs;
 mod nkilib_cumsum;
+mod nkilib_rope;
 mod nkilib_topk;
 mod no_circles;
 mod ops_smoke;
