@@ -196,6 +196,14 @@ pub enum ViewError {
         /// The method.
         method: &'static str,
     },
+    /// A `rearrange` whose patterns or sizes do not describe one rearrangement.
+    #[error("`rearrange`: {what}")]
+    Rearrange {
+        /// The argument at fault (`src_pattern`, `dst_pattern`, `fixed_sizes`).
+        param: &'static str,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 impl ViewError {
@@ -205,6 +213,7 @@ impl ViewError {
         match self {
             ViewError::Axis { method, .. } | ViewError::Partition { method, .. } => match *method {
                 "permute" => Some("dims"),
+                "rearrange" => Some("dst_pattern"),
                 "flatten_dims" | "reshape" => None,
                 _ => Some("dim"),
             },
@@ -216,6 +225,7 @@ impl ViewError {
                 _ => Some("shape"),
             },
             ViewError::NotPermutation { .. } => Some("dims"),
+            ViewError::Rearrange { param, .. } => Some(param),
             ViewError::Elements { .. }
             | ViewError::ReshapePartitions { .. }
             | ViewError::TwoInferred => Some("shape"),
@@ -816,6 +826,214 @@ pub fn reshape(
     })
 }
 
+/// How `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` is done with the other views, in
+/// order: each `(dim, sizes)` of `splits` is a `reshape_dim` (applied first to last: `dim`
+/// counts the axes the earlier splits made), then `permute(perm)`, then each `(start, end)` of
+/// `merges` a `flatten_dims` (applied first to last: later merges come first in the list, so
+/// that the earlier axes keep their numbers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RearrangePlan {
+    /// The `reshape_dim` calls.
+    pub splits: Vec<(i64, Vec<i64>)>,
+    /// The `permute` call (the identity when nothing moves).
+    pub perm: Vec<i64>,
+    /// The `flatten_dims` calls.
+    pub merges: Vec<(i64, i64)>,
+}
+
+fn pattern_error(param: &'static str, what: String) -> ViewError {
+    ViewError::Rearrange { param, what }
+}
+
+/// The names of a pattern in order, each once (a name twice is refused).
+fn pattern_names<'a>(
+    param: &'static str,
+    pattern: &'a [Vec<String>],
+) -> Result<Vec<&'a str>, ViewError> {
+    let mut names: Vec<&str> = Vec::new();
+    for group in pattern {
+        if group.is_empty() {
+            return Err(pattern_error(
+                param,
+                "an empty group `()` names no dimension (size-1 axes are `expand_dim` / `squeeze_dim`)".into(),
+            ));
+        }
+        for n in group {
+            if names.contains(&n.as_str()) {
+                return Err(pattern_error(
+                    param,
+                    format!("the name \"{n}\" appears twice in {param}"),
+                ));
+            }
+            names.push(n);
+        }
+    }
+    Ok(names)
+}
+
+/// `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` (einops' notation, as NKI 0.6's):
+/// `src_pattern` names each axis of `t`, a group of names (`("h", "w")`) splitting the axis
+/// row-major; `dst_pattern` orders the same names, a group merging its axes (which must be
+/// contiguous in memory, as `flatten_dims` checks). `fixed_sizes` gives the size of names in
+/// split groups; one name per group may be left out and is inferred. On-chip, the partition
+/// axis stays first and whole.
+pub fn rearrange(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    src: &[Vec<String>],
+    dst: &[Vec<String>],
+    fixed: &[(String, i64)],
+) -> Result<RearrangePlan, ViewError> {
+    const M: &str = "rearrange";
+    if src.len() != dims.len() {
+        return Err(pattern_error(
+            "src_pattern",
+            format!(
+                "src_pattern has {} entries and the tensor {} dimensions: it names each dimension (a group of names splits one)",
+                src.len(),
+                dims.len()
+            ),
+        ));
+    }
+    let src_names = pattern_names("src_pattern", src)?;
+    let dst_names = pattern_names("dst_pattern", dst)?;
+    if let Some(n) = dst_names.iter().find(|n| !src_names.contains(n)) {
+        return Err(pattern_error(
+            "dst_pattern",
+            format!("the name \"{n}\" of dst_pattern is not in src_pattern"),
+        ));
+    }
+    if let Some(n) = src_names.iter().find(|n| !dst_names.contains(n)) {
+        return Err(pattern_error(
+            "dst_pattern",
+            format!(
+                "the name \"{n}\" of src_pattern is not in dst_pattern (a view keeps every element)"
+            ),
+        ));
+    }
+    let mut sizes: Vec<(&str, u32)> = Vec::new();
+    for (n, s) in fixed {
+        if !src_names.contains(&n.as_str()) {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!("the name \"{n}\" of fixed_sizes is not in src_pattern"),
+            ));
+        }
+        if sizes.iter().any(|(m, _)| m == n) {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!("the name \"{n}\" is given twice in fixed_sizes"),
+            ));
+        }
+        let s = u32::try_from(*s).ok().filter(|&s| s > 0).ok_or_else(|| {
+            pattern_error(
+                "fixed_sizes",
+                format!("the size of \"{n}\" is a positive 32-bit integer, not {s}"),
+            )
+        })?;
+        sizes.push((n, s));
+    }
+    if on_chip {
+        if src.first().is_some_and(|g| g.len() != 1) {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "split",
+                hint: ": the first entry of src_pattern is one name",
+            });
+        }
+        if dst.first().is_some_and(|g| g.len() != 1) {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "merge",
+                hint: ": the first entry of dst_pattern is one name",
+            });
+        }
+        if src_names.first() != dst_names.first() {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "move",
+                hint: ": the first name of dst_pattern must be the first of src_pattern; exchanging partitions and free elements moves data (`nc_transpose` on TensorE, `dma_transpose`)",
+            });
+        }
+    }
+    let mut splits = Vec::new();
+    let mut at: i64 = 0;
+    for (d, group) in src.iter().enumerate() {
+        let name_list = group.join(", ");
+        let size_of = |n: &String| sizes.iter().find(|(m, _)| m == n).map(|&(_, s)| s);
+        let Some(n) = dims[d] else {
+            if group.len() == 1 && size_of(&group[0]).is_none() {
+                at = at.saturating_add(1);
+                continue;
+            }
+            return Err(ViewError::Symbolic { method: M, dim: d });
+        };
+        let unknown = group.iter().filter(|g| size_of(g).is_none()).count();
+        let known = group
+            .iter()
+            .filter_map(size_of)
+            .fold(1u64, |a, s| a.saturating_mul(u64::from(s)));
+        if unknown > 1 {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!(
+                    "dimension {d} of size {n} is split into ({name_list}): give the sizes of all but one of them in fixed_sizes"
+                ),
+            ));
+        }
+        let divides = if unknown == 1 {
+            u64::from(n).checked_rem(known) == Some(0)
+        } else {
+            known == u64::from(n)
+        };
+        if !divides {
+            return Err(pattern_error(
+                "fixed_sizes",
+                if unknown == 1 {
+                    format!(
+                        "dimension {d} has size {n}, which the product {known} of the given sizes of ({name_list}) does not divide"
+                    )
+                } else {
+                    format!(
+                        "dimension {d} has size {n}, not the product {known} of the sizes of ({name_list})"
+                    )
+                },
+            ));
+        }
+        let split: Vec<i64> = group
+            .iter()
+            .map(|g| size_of(g).map_or(-1, i64::from))
+            .collect();
+        let len = i64::try_from(group.len()).unwrap_or(i64::MAX);
+        if group.len() > 1 {
+            splits.push((at, split));
+        }
+        at = at.saturating_add(len);
+    }
+    let perm = dst_names
+        .iter()
+        .map(|n| {
+            let k = src_names.iter().position(|m| m == n).unwrap_or(0);
+            i64::try_from(k).unwrap_or(i64::MAX)
+        })
+        .collect();
+    let mut merges = Vec::new();
+    let mut start: i64 = 0;
+    for group in dst {
+        let len = i64::try_from(group.len()).unwrap_or(i64::MAX);
+        if group.len() > 1 {
+            merges.push((start, start.saturating_add(len).saturating_sub(1)));
+        }
+        start = start.saturating_add(len);
+    }
+    merges.reverse();
+    Ok(RearrangePlan {
+        splits,
+        perm,
+        merges,
+    })
+}
+
 #[cfg(test)]
 #[allow(
     clippy::arithmetic_side_effects,
@@ -1033,6 +1251,110 @@ mod tests {
         assert!(matches!(
             expand_dim(&fixed(&[1, 1, 1, 1, 1]), false, 1),
             Err(ViewError::Rank { .. })
+        ));
+    }
+
+    fn names(p: &[&[&str]]) -> Vec<Vec<String>> {
+        p.iter()
+            .map(|g| g.iter().map(|n| (*n).to_string()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn rearrange_plans_splits_a_permutation_and_merges() {
+        // (b, (h, w), c) -> (b, c, (w, h)) with h = 4 on [8, 24, 5].
+        let plan = rearrange(
+            &fixed(&[8, 24, 5]),
+            false,
+            &names(&[&["b"], &["h", "w"], &["c"]]),
+            &names(&[&["b"], &["c"], &["w", "h"]]),
+            &[("h".to_string(), 4)],
+        )
+        .unwrap();
+        assert_eq!(plan.splits, vec![(1, vec![4, -1])]);
+        assert_eq!(plan.perm, vec![0, 3, 2, 1]);
+        assert_eq!(plan.merges, vec![(2, 3)]);
+        // Two splits: the second's position counts the axes the first made.
+        let plan = rearrange(
+            &fixed(&[6, 8]),
+            false,
+            &names(&[&["a", "b"], &["c", "d"]]),
+            &names(&[&["a"], &["b"], &["c"], &["d"]]),
+            &[("a".to_string(), 2), ("d".to_string(), 2)],
+        )
+        .unwrap();
+        assert_eq!(plan.splits, vec![(0, vec![2, -1]), (2, vec![-1, 2])]);
+        assert_eq!(plan.perm, vec![0, 1, 2, 3]);
+        assert!(plan.merges.is_empty());
+    }
+
+    #[test]
+    fn rearrange_refuses_what_is_not_one_rearrangement() {
+        let d = fixed(&[128, 24]);
+        let bad = |src: &[&[&str]], dst: &[&[&str]], f: &[(&str, i64)], chip: bool| {
+            let f: Vec<(String, i64)> = f.iter().map(|(n, s)| ((*n).to_string(), *s)).collect();
+            rearrange(&d, chip, &names(src), &names(dst), &f).unwrap_err()
+        };
+        assert!(matches!(
+            bad(&[&["p"], &["f"]], &[&["p"], &["g"]], &[], false),
+            ViewError::Rearrange {
+                param: "dst_pattern",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(&[&["p"], &["f", "f"]], &[&["p"], &["f"]], &[], false),
+            ViewError::Rearrange {
+                param: "src_pattern",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &[&["p"], &["h", "w"]],
+                &[&["p"], &["h", "w"]],
+                &[("h", 7)],
+                false
+            ),
+            ViewError::Rearrange {
+                param: "fixed_sizes",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &[&["p"], &["h", "w"]],
+                &[&["p"], &["h", "w"]],
+                &[("h", 4), ("w", 5)],
+                false
+            ),
+            ViewError::Rearrange {
+                param: "fixed_sizes",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(&[&["p"], &["f"]], &[&["f"], &["p"]], &[], true),
+            ViewError::Partition { what: "move", .. }
+        ));
+        assert!(
+            rearrange(
+                &d,
+                false,
+                &names(&[&["p"], &["f"]]),
+                &names(&[&["f"], &["p"]]),
+                &[]
+            )
+            .is_ok()
+        );
+        assert!(matches!(
+            bad(
+                &[&["p", "q"], &["f"]],
+                &[&["p"], &["q"], &["f"]],
+                &[("p", 2)],
+                true
+            ),
+            ViewError::Partition { what: "split", .. }
         ));
     }
 }

@@ -30,6 +30,10 @@ impl Lowerer<'_> {
             Expr::Int(v, _) => Value::Int(*v),
             Expr::Float(v, _) => Value::Float(*v),
             Expr::Bool(b, _) => Value::Bool(*b),
+            Expr::Str(_, span) => self.error(
+                *span,
+                "a string literal is a dimension name of `rearrange`'s patterns (`t.rearrange((\"p\", (\"h\", \"w\")), (\"p\", \"w\", \"h\"), [(\"h\", 4)])`), not a value",
+            ),
             Expr::Name(id) => self.name(&id.to_string(), id.span().into()),
             Expr::Neg(..) | Expr::Not(..) | Expr::Binary { .. } => self.produce(e, Dest::New(None)),
             Expr::Field { base, field, span } => {

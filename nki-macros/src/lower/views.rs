@@ -32,6 +32,7 @@ const PARAMS: &[(&str, &[&str])] = &[
     ("reshape_dim", &["dim", "shape"]),
     ("flatten_dims", &["start_dim", "end_dim"]),
     ("reshape", &["shape"]),
+    ("rearrange", &["src_pattern", "dst_pattern", "fixed_sizes"]),
 ];
 
 /// The parameters of view method `method`.
@@ -54,6 +55,29 @@ enum Call {
     Flatten(i64, i64),
     /// `reshape(shape)`.
     Reshape(Vec<i64>),
+    /// `rearrange(src_pattern, dst_pattern, fixed_sizes)`.
+    Rearrange(Rearrange),
+}
+
+/// `rearrange`'s arguments, read.
+struct Rearrange {
+    src: Vec<Vec<String>>,
+    dst: Vec<Vec<String>>,
+    fixed: Vec<(String, i64)>,
+}
+
+impl Rearrange {
+    /// The plan for a tensor of dimensions `dims`.
+    fn plan(&self, dims: &[Option<u32>], on_chip: bool) -> Result<view::RearrangePlan, ViewError> {
+        view::rearrange(dims, on_chip, &self.src, &self.dst, &self.fixed)
+    }
+}
+
+/// Where a view's error is reported: the span of the argument it is about (else the call's),
+/// and what the message starts with (a `rearrange` step names itself).
+struct Blame<'a> {
+    at: &'a dyn Fn(&ViewError) -> Span,
+    prefix: &'a str,
 }
 
 /// A shape padded to the two axes an access or a tile has at least (a trailing size-1 axis, as
@@ -85,17 +109,39 @@ impl Lowerer<'_> {
         };
         // The argument the error is about, else the call.
         let params = params_of(method);
-        let fail = |this: &mut Self, e: ViewError| {
-            let at = e
-                .param()
+        let at = |e: &ViewError| {
+            e.param()
                 .and_then(|p| {
                     let k = params.iter().position(|q| *q == p)?;
                     args.iter()
                         .find(|a| a.name.as_ref().is_some_and(|n| n == p))
                         .or_else(|| args.iter().filter(|a| a.name.is_none()).nth(k))
                 })
-                .map_or(span, |a| a.value.span());
-            this.error(at, e.to_string())
+                .map_or(span, |a| a.value.span())
+        };
+        self.apply_view(
+            recv,
+            method,
+            call,
+            span,
+            &Blame {
+                at: &at,
+                prefix: "",
+            },
+        )
+    }
+
+    /// Applies a view method's call to `recv`.
+    fn apply_view(
+        &mut self,
+        recv: Value,
+        method: &'static str,
+        call: Call,
+        span: Span,
+        blame: &Blame<'_>,
+    ) -> Value {
+        let fail = |this: &mut Self, e: ViewError| {
+            this.error((blame.at)(&e), format!("{}{e}", blame.prefix))
         };
         match recv {
             Value::Poison => Value::Poison,
@@ -124,6 +170,10 @@ impl Lowerer<'_> {
                             Err(e) => fail(self, e),
                         }
                     }
+                    Call::Rearrange(r) => match r.plan(&dims, true) {
+                        Ok(plan) => self.rearranged(Value::Tile(v), plan, span),
+                        Err(e) => fail(self, e),
+                    },
                 }
             }
             Value::Access(a) => {
@@ -153,6 +203,10 @@ impl Lowerer<'_> {
                             Err(e) => fail(self, e),
                         }
                     }
+                    Call::Rearrange(r) => match r.plan(&dims, false) {
+                        Ok(plan) => self.rearranged(Value::Access(a), plan, span),
+                        Err(e) => fail(self, e),
+                    },
                 }
             }
             Value::Tensor(h) => {
@@ -176,16 +230,65 @@ impl Lowerer<'_> {
                         };
                         self.access_map(whole, &m, method, span)
                     }
-                    Call::Flatten(..) | Call::Reshape(_) => {
+                    Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) => {
                         let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
                             return Value::Poison;
                         };
-                        self.view_method(Value::Access(a), method, args, span)
+                        self.apply_view(Value::Access(a), method, call, span, blame)
                     }
                 }
             }
             other => self.error(span, format!("no method `{method}` on {}", other.describe())),
         }
+    }
+
+    /// `rearrange`'s plan applied to `v`: its splits, permutation and merges in turn, each
+    /// step's error reported on the whole call.
+    fn rearranged(&mut self, mut v: Value, plan: view::RearrangePlan, span: Span) -> Value {
+        let at = |_: &ViewError| span;
+        let mut steps: Vec<(&'static str, Call)> = Vec::new();
+        for (dim, sizes) in plan.splits {
+            steps.push((
+                "reshape_dim",
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::reshape_dim(d, c, dim, &sizes)
+                })),
+            ));
+        }
+        if plan
+            .perm
+            .iter()
+            .enumerate()
+            .any(|(k, &p)| i64::try_from(k) != Ok(p))
+        {
+            let perm = plan.perm;
+            steps.push((
+                "permute",
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::permute(d, c, &perm)
+                })),
+            ));
+        }
+        for (s, e) in plan.merges {
+            steps.push(("flatten_dims", Call::Flatten(s, e)));
+        }
+        for (method, call) in steps {
+            let prefix = format!("`rearrange` (its `{method}` step): ");
+            v = self.apply_view(
+                v,
+                method,
+                call,
+                span,
+                &Blame {
+                    at: &at,
+                    prefix: &prefix,
+                },
+            );
+            if matches!(v, Value::Poison) {
+                return v;
+            }
+        }
+        v
     }
 
     /// Reads a view method's arguments (NKI's names, by position or keyword).
@@ -285,8 +388,88 @@ impl Lowerer<'_> {
                 };
                 Call::Reshape(shape)
             }
+            "rearrange" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let src = self.name_pattern(a[0]?, "src_pattern")?;
+                let dst = self.name_pattern(a[1]?, "dst_pattern")?;
+                let fixed = match a[2] {
+                    Some(e) => self.fixed_sizes(e)?,
+                    None => Vec::new(),
+                };
+                Call::Rearrange(Rearrange { src, dst, fixed })
+            }
             _ => unreachable!("a view method"),
         })
+    }
+
+    /// A `rearrange` pattern: a tuple whose entries are names (`"b"`) or tuples of names
+    /// (`("h", "w")`, a group).
+    fn name_pattern(&mut self, e: &Expr, param: &str) -> Option<Vec<Vec<String>>> {
+        let usage = "a tuple of dimension names and tuples of names (`(\"b\", (\"h\", \"w\"))`)";
+        let items = match e {
+            Expr::Tuple(items, _) | Expr::Array(items, _) => items.as_slice(),
+            Expr::Str(..) => std::slice::from_ref(e),
+            other => {
+                self.error(other.span(), format!("`rearrange`'s {param} is {usage}"));
+                return None;
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Expr::Str(n, _) => out.push(vec![n.clone()]),
+                Expr::Tuple(group, _) | Expr::Array(group, _) => {
+                    let mut names = Vec::with_capacity(group.len());
+                    for g in group {
+                        let Expr::Str(n, _) = g else {
+                            self.error(g.span(), format!("a group of `rearrange`'s {param} holds dimension names (string literals), as in {usage}"));
+                            return None;
+                        };
+                        names.push(n.clone());
+                    }
+                    out.push(names);
+                }
+                other => {
+                    self.error(other.span(), format!("an entry of `rearrange`'s {param} is a dimension name (a string literal) or a tuple of them, as in {usage}"));
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// `rearrange`'s `fixed_sizes`: NKI's dict `{"h": 4}` as pairs, `[("h", 4)]` (an empty
+    /// `[]` for none).
+    fn fixed_sizes(&mut self, e: &Expr) -> Option<Vec<(String, i64)>> {
+        let usage = "`rearrange`'s fixed_sizes is a list of (name, size) pairs, `[(\"h\", 4)]` (NKI's dict `{\"h\": 4}`)";
+        let items = match e {
+            Expr::Array(items, _) | Expr::Tuple(items, _) => items,
+            other => {
+                self.error(other.span(), usage);
+                return None;
+            }
+        };
+        // One pair alone, `("h", 4)`, is a tuple of a name and a size.
+        if let [Expr::Str(n, _), size] = items.as_slice()
+            && matches!(e, Expr::Tuple(..))
+        {
+            let size = self.int(size, "a size of `rearrange`'s fixed_sizes")?;
+            return Some(vec![(n.clone(), size)]);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let pair = match item {
+                Expr::Tuple(pair, _) => pair.as_slice(),
+                _ => &[],
+            };
+            let [Expr::Str(n, _), size] = pair else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let size = self.int(size, "a size of `rearrange`'s fixed_sizes")?;
+            out.push((n.clone(), size));
+        }
+        Some(out)
     }
 
     /// A slice bound or index: a compile-time integer, or loop-affine (`k * 128`).
