@@ -196,6 +196,45 @@ pub enum ViewError {
         /// The method.
         method: &'static str,
     },
+    /// `view(dtype)` of a view whose last dimension is not contiguous.
+    #[error(
+        "`view`: the last dimension must be contiguous in memory to reinterpret its bytes as {to}, and its stride is {stride} elements, not 1 (a `permute`, a stepped `slice` or a `broadcast` made it so); copy the data into a contiguous tile first"
+    )]
+    DtypeNotContiguous {
+        /// The target dtype.
+        to: crate::DType,
+        /// The last dimension's stride.
+        stride: i64,
+    },
+    /// `view(dtype)` to a wider dtype of a last dimension the ratio does not divide.
+    #[error(
+        "`view`: reading {from} as {to} joins {ratio} elements into one, so the last dimension's size must be divisible by {ratio}, and it is {size}"
+    )]
+    DtypeDivide {
+        /// The viewed dtype.
+        from: crate::DType,
+        /// The target dtype.
+        to: crate::DType,
+        /// `to.size() / from.size()`.
+        ratio: u32,
+        /// The last dimension's size.
+        size: u32,
+    },
+    /// `view(dtype)` to a wider dtype of a view whose start or outer strides fall inside an
+    /// element of the new dtype.
+    #[error(
+        "`view`: the view's {what} is not a whole number of {to} elements ({ratio} {from} elements each), so its {to} elements would not be aligned"
+    )]
+    DtypeAlign {
+        /// The viewed dtype.
+        from: crate::DType,
+        /// The target dtype.
+        to: crate::DType,
+        /// `to.size() / from.size()`.
+        ratio: u32,
+        /// What is misaligned (`start`, `stride of dimension 1`).
+        what: String,
+    },
     /// A `rearrange` whose patterns or sizes do not describe one rearrangement.
     #[error("`rearrange`: {what}")]
     Rearrange {
@@ -229,6 +268,9 @@ impl ViewError {
             ViewError::Elements { .. }
             | ViewError::ReshapePartitions { .. }
             | ViewError::TwoInferred => Some("shape"),
+            ViewError::DtypeNotContiguous { .. }
+            | ViewError::DtypeDivide { .. }
+            | ViewError::DtypeAlign { .. } => None,
             ViewError::SliceBounds { .. }
             | ViewError::SliceSize
             | ViewError::Rank { .. }
@@ -823,6 +865,122 @@ pub fn reshape(
     Ok(Restrided {
         shape: sizes,
         strides: out,
+    })
+}
+
+/// A view's layout after `view(dtype)`: its dimensions, the strides of each address component
+/// and its start, all in elements of the new dtype.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reinterpreted {
+    /// The new dimensions (the last scaled by the ratio of the dtype sizes).
+    pub shape: Vec<u32>,
+    /// The new strides, one vector per component (as [`Restrided::strides`]).
+    pub strides: Vec<Vec<i64>>,
+    /// The new start of each component.
+    pub starts: Vec<Affine>,
+}
+
+/// `t.view(dtype)` (NumPy's `ndarray.view(dtype)`): the same bytes read as `to`, where the
+/// view's elements are `from`. The last dimension must be contiguous in memory (stride 1, or
+/// size 1); it is scaled by `from.size() / to.size()` (a narrower dtype: more elements) or
+/// divided by `to.size() / from.size()` (a wider one: its size must be divisible, and the view's
+/// start and outer strides whole elements of `to`). `strides` and `starts` hold one entry per
+/// address component; the component where the last dimension steps is the one that changes
+/// scale: every component's start and strides are scaled, which is right for a tile's one free
+/// offset (and for the last axis of an HBM tensor, the only one the caller passes).
+pub fn view_dtype(
+    dims: &[u32],
+    strides: &[Vec<i64>],
+    starts: &[Affine],
+    from: crate::DType,
+    to: crate::DType,
+) -> Result<Reinterpreted, ViewError> {
+    const M: &str = "view";
+    let (fs, ts) = (from.size(), to.size());
+    let Some(last) = dims.len().checked_sub(1) else {
+        return Err(ViewError::Rank { method: M, rank: 0 });
+    };
+    let mut shape = dims.to_vec();
+    let mut out: Vec<Vec<i64>> = strides.to_vec();
+    let mut new_starts: Vec<Affine> = starts.to_vec();
+    if fs == ts {
+        return Ok(Reinterpreted {
+            shape,
+            strides: out,
+            starts: new_starts,
+        });
+    }
+    for st in strides {
+        let s = st.get(last).copied().unwrap_or(0);
+        if dims[last] != 1 && s != 1 {
+            return Err(ViewError::DtypeNotContiguous { to, stride: s });
+        }
+    }
+    if fs > ts {
+        let k = fs.checked_div(ts).unwrap_or(1);
+        let ki = i64::from(k);
+        shape[last] = dims[last].checked_mul(k).ok_or(ViewError::Size {
+            method: M,
+            size: i64::from(dims[last]).saturating_mul(ki),
+        })?;
+        for st in &mut out {
+            for (j, s) in st.iter_mut().enumerate() {
+                *s = if j == last {
+                    1
+                } else {
+                    s.checked_mul(ki).ok_or(ViewError::Overflow { method: M })?
+                };
+            }
+        }
+        for a in &mut new_starts {
+            *a = a
+                .checked_scale(ki)
+                .ok_or(ViewError::Overflow { method: M })?;
+        }
+    } else {
+        let k = ts.checked_div(fs).unwrap_or(1);
+        let ki = i64::from(k);
+        if dims[last].checked_rem(k) != Some(0) {
+            return Err(ViewError::DtypeDivide {
+                from,
+                to,
+                ratio: k,
+                size: dims[last],
+            });
+        }
+        shape[last] = dims[last].checked_div(k).unwrap_or(0);
+        let align = |what: String| ViewError::DtypeAlign {
+            from,
+            to,
+            ratio: k,
+            what,
+        };
+        for st in &mut out {
+            for (j, s) in st.iter_mut().enumerate() {
+                if j == last {
+                    *s = 1;
+                } else if dims[j] != 1 && s.checked_rem(ki) != Some(0) {
+                    return Err(align(format!("stride of dimension {j} ({s})")));
+                } else {
+                    *s = s.checked_div(ki).unwrap_or(0);
+                }
+            }
+        }
+        for a in &mut new_starts {
+            let whole = |c: i64| c.checked_rem(ki) == Some(0);
+            if !whole(a.constant) || !a.coef.iter().all(|&c| whole(c)) {
+                return Err(align("start".to_string()));
+            }
+            a.constant = a.constant.checked_div(ki).unwrap_or(0);
+            for c in &mut a.coef {
+                *c = c.checked_div(ki).unwrap_or(0);
+            }
+        }
+    }
+    Ok(Reinterpreted {
+        shape,
+        strides: out,
+        starts: new_starts,
     })
 }
 

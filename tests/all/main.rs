@@ -84,4 +84,5 @@ mod tutorials_matmul;
 mod tutorials_norm;
 mod tutorials_pool;
 mod uninitialized;
+mod view_dtype;
 mod views;

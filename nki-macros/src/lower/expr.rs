@@ -776,7 +776,7 @@ impl Lowerer<'_> {
             (Value::Tensor(h), "dtype") => Value::DType(self.tensors[h.tensor].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v) | Value::Blocks { view: v, .. }, "dtype") => {
-                Value::DType(self.buf.tiles[v.tile as usize].dtype)
+                Value::DType(v.dtype_of(self.buf.tiles[v.tile as usize].dtype))
             }
             _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
         }

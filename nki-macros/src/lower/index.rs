@@ -596,6 +596,7 @@ impl Lowerer<'_> {
             offset,
             strides,
             part_var,
+            dtype: base.dtype,
         })
     }
 }

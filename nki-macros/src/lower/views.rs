@@ -10,7 +10,7 @@
 
 use crate::span::Span;
 use nki_lang::view::{self, Restrided, ViewError, ViewMap};
-use nki_lang::{Affine, Dim, MAX_TILE_RANK, TileShape, TileView};
+use nki_lang::{Affine, DType, Dim, MAX_TILE_RANK, TileShape, TileView};
 
 use super::Lowerer;
 use super::value::{Access, Hbm, Idx, Value};
@@ -33,6 +33,7 @@ const PARAMS: &[(&str, &[&str])] = &[
     ("flatten_dims", &["start_dim", "end_dim"]),
     ("reshape", &["shape"]),
     ("rearrange", &["src_pattern", "dst_pattern", "fixed_sizes"]),
+    ("view", &["dtype"]),
 ];
 
 /// The parameters of view method `method`.
@@ -57,6 +58,8 @@ enum Call {
     Reshape(Vec<i64>),
     /// `rearrange(src_pattern, dst_pattern, fixed_sizes)`.
     Rearrange(Rearrange),
+    /// `view(dtype)`: the same bytes read as another dtype.
+    Dtype(DType),
 }
 
 /// `rearrange`'s arguments, read.
@@ -174,6 +177,14 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Tile(v), plan, span),
                         Err(e) => fail(self, e),
                     },
+                    Call::Dtype(to) => {
+                        let own = self.buf.tiles[v.tile as usize].dtype;
+                        let st = tile_strides(&v);
+                        match view::view_dtype(v.shape.dims(), &st, &[v.offset], v.dtype_of(own), to) {
+                            Ok(r) => self.tile_reinterpreted(v, &r, (own, to), span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
                 }
             }
             Value::Access(a) => {
@@ -207,6 +218,7 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Access(a), plan, span),
                         Err(e) => fail(self, e),
                     },
+                    Call::Dtype(_) => self.error(span, "`view(dtype)` of an HBM tensor or access is not accepted yet: reinterpret the tile it is loaded into (`t.view(u8)`)"),
                 }
             }
             Value::Tensor(h) => {
@@ -230,7 +242,7 @@ impl Lowerer<'_> {
                         };
                         self.access_map(whole, &m, method, span)
                     }
-                    Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) => {
+                    Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) | Call::Dtype(_) => {
                         let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
                             return Value::Poison;
                         };
@@ -387,6 +399,10 @@ impl Lowerer<'_> {
                     }
                 };
                 Call::Reshape(shape)
+            }
+            "view" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                Call::Dtype(self.dtype_arg(a[0]?)?)
             }
             "rearrange" => {
                 let a = self.args(method, args, params_of(method), 2, span)?;
@@ -627,6 +643,30 @@ impl Lowerer<'_> {
         Value::Tile(TileView {
             shape,
             strides,
+            ..v
+        })
+    }
+
+    /// A tile's view of its bytes as dtype `to` (`own`: the tile's dtype).
+    fn tile_reinterpreted(
+        &mut self,
+        v: TileView,
+        r: &view::Reinterpreted,
+        (own, to): (DType, DType),
+        span: Span,
+    ) -> Value {
+        let Some(shape) = padded(&r.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (s, &x) in strides.iter_mut().zip(r.strides[0].iter().skip(1)) {
+            *s = x;
+        }
+        Value::Tile(TileView {
+            shape,
+            strides,
+            offset: r.starts[0],
+            dtype: (to != own).then_some(to),
             ..v
         })
     }

@@ -415,7 +415,7 @@ impl Lowerer<'_> {
         mask: Option<nki_lang::MaskId>,
     ) -> Option<TileView> {
         let tile = &self.buf.tiles[value.tile as usize];
-        let (dtype, shape) = (tile.dtype, value.shape);
+        let (dtype, shape) = (value.dtype_of(tile.dtype), value.shape);
         let Value::Tile(tmp) = self.new_tile(None, Memory::Sbuf, dtype, shape, span) else {
             return None;
         };
