@@ -206,6 +206,17 @@ pub enum ViewError {
         /// The last dimension's stride.
         stride: i64,
     },
+    /// `view(dtype)` of an HBM access whose last dimension steps another axis of the tensor
+    /// than its last.
+    #[error(
+        "`view`: the last dimension must be contiguous in memory to reinterpret its bytes as {to}, and it steps axis {axis} of the tensor, not its last (a `permute` made it so); copy the data into a contiguous tile first"
+    )]
+    DtypeNotLastAxis {
+        /// The target dtype.
+        to: crate::DType,
+        /// The tensor axis it steps.
+        axis: usize,
+    },
     /// `view(dtype)` to a wider dtype of a last dimension the ratio does not divide.
     #[error(
         "`view`: reading {from} as {to} joins {ratio} elements into one, so the last dimension's size must be divisible by {ratio}, and it is {size}"
@@ -269,6 +280,7 @@ impl ViewError {
             | ViewError::ReshapePartitions { .. }
             | ViewError::TwoInferred => Some("shape"),
             ViewError::DtypeNotContiguous { .. }
+            | ViewError::DtypeNotLastAxis { .. }
             | ViewError::DtypeDivide { .. }
             | ViewError::DtypeAlign { .. } => None,
             ViewError::SliceBounds { .. }

@@ -1,5 +1,5 @@
-//! NKI 0.6's `t.view(dtype)` on SBUF and PSUM tiles: the same bytes read as another dtype, no
-//! copy, the last dimension scaled by the ratio of the sizes. Checked against NumPy's
+//! NKI 0.6's `t.view(dtype)` on SBUF and PSUM tiles and HBM tensors: the same bytes read as
+//! another dtype, no copy, the last dimension scaled by the ratio of the sizes. Checked against NumPy's
 //! `ndarray.view` written out by hand (`f32::to_bits`, little-endian byte splitting) on every
 //! host path (portable, threaded, strict), and strict mode's definedness per byte.
 
@@ -211,4 +211,92 @@ fn strict_mode_follows_definedness_byte_by_byte_across_views() {
     let b = random_bytes(128, 64, 38);
     let x = rand_f32(Ix2(128, 16), 39, -1.0, 1.0);
     assert!(writes::host(&mut strict, b.view(), lo.view(), lo.view(), x.view()).is_ok());
+}
+
+/// Views of HBM tensors: loaded whole (into a new tile, and into a given one), a slice of whole
+/// elements, a byte tensor read as f32, and an output written through a byte view.
+#[kernel]
+fn hbm(
+    x: Hbm<f32, 128, 16>,
+    b: Hbm<u8, 128, 64>,
+) -> (
+    Hbm<u8, 128, 64>,
+    Hbm<u16, 128, 32>,
+    Hbm<u8, 128, 16>,
+    Hbm<f32, 128, 16>,
+    Hbm<f32, 128, 16>,
+) {
+    let o_bytes = ndarray([128, 64], u8, SharedHbm);
+    let o_halves = ndarray([128, 32], u16, SharedHbm);
+    let o_part = ndarray([128, 16], u8, SharedHbm);
+    let o_float = ndarray([128, 16], f32, SharedHbm);
+    let o_written = ndarray([128, 16], f32, SharedHbm);
+    let t = load(x.view(u8));
+    store(o_bytes, t);
+    let h = ndarray([128, 32], u16, Sbuf);
+    nisa::dma_copy(dst = h, src = x.view(u16));
+    nisa::dma_copy(dst = o_halves, src = h);
+    // f32 elements 4..8 of each row: bytes 16..32.
+    let p = ndarray([128, 16], u8, Sbuf);
+    nisa::dma_copy(dst = p, src = x.view(u8).slice(1, 16, 32));
+    nisa::dma_copy(dst = o_part, src = p);
+    let f = ndarray([128, 16], f32, Sbuf);
+    nisa::dma_copy(dst = f, src = b.view(f32));
+    nisa::dma_copy(dst = o_float, src = f);
+    let u = ndarray([128, 64], u8, Sbuf);
+    nisa::dma_copy(dst = u, src = b);
+    nisa::dma_copy(dst = o_written.view(u8), src = u);
+    (o_bytes, o_halves, o_part, o_float, o_written)
+}
+
+#[test]
+fn hbm_views_move_the_bytes_numpy_names() {
+    let x = rand_f32(Ix2(128, 16), 40, -1.0e6, 1.0e6);
+    let b = random_bytes(128, 64, 41);
+    for (name, mut core) in cores() {
+        let (o_bytes, o_halves, o_part, o_float, o_written) =
+            hbm::host(&mut core, x.view(), b.view()).unwrap();
+        for p in 0..128 {
+            for j in 0..16 {
+                let bits = x[[p, j]].to_bits();
+                for (k, &byte) in bits.to_le_bytes().iter().enumerate() {
+                    assert_eq!(
+                        o_bytes[[p, 4 * j + k]],
+                        byte,
+                        "{name} bytes ({p}, {j}, {k})"
+                    );
+                    if (4..8).contains(&j) {
+                        assert_eq!(
+                            o_part[[p, 4 * (j - 4) + k]],
+                            byte,
+                            "{name} part ({p}, {j}, {k})"
+                        );
+                    }
+                }
+                assert_eq!(
+                    o_halves[[p, 2 * j]],
+                    (bits & 0xffff) as u16,
+                    "{name} low ({p}, {j})"
+                );
+                assert_eq!(
+                    o_halves[[p, 2 * j + 1]],
+                    (bits >> 16) as u16,
+                    "{name} high ({p}, {j})"
+                );
+                let four = [
+                    b[[p, 4 * j]],
+                    b[[p, 4 * j + 1]],
+                    b[[p, 4 * j + 2]],
+                    b[[p, 4 * j + 3]],
+                ];
+                let want = u32::from_le_bytes(four);
+                assert_eq!(o_float[[p, j]].to_bits(), want, "{name} f32 ({p}, {j})");
+                assert_eq!(
+                    o_written[[p, j]].to_bits(),
+                    want,
+                    "{name} written ({p}, {j})"
+                );
+            }
+        }
+    }
 }

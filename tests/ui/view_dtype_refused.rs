@@ -15,8 +15,14 @@ fn bad_dtype_views(a: Hbm<f32, 128, 64>) -> Hbm<f32, 128, 64> {
     let x = t.view(u8).slice(1, 2, 10).view(f32);
     // Not a dtype.
     let x = t.view(float64);
-    // HBM views of bytes are not accepted yet.
-    let x = a.view(u8);
+    // A DMA through an HBM view converts nothing: its tile side has the view's dtype.
+    let w = ndarray([128, 256], f32, Sbuf);
+    nisa::dma_copy(dst = w, src = a.view(u8));
+    // An HBM view is moved in whole elements of the tensor (bytes 1..9 split two f32s).
+    let c = ndarray([128, 8], u8, Sbuf);
+    nisa::dma_copy(dst = c, src = a.view(u8).slice(1, 1, 9));
+    // Its last dimension is contiguous, as a tile's.
+    let x = a.permute((1, 0)).view(u8);
     nisa::dma_copy(dst = out, src = t);
     out
 }

@@ -236,6 +236,7 @@ impl Lowerer<'_> {
                     axes,
                     shape,
                     indirect,
+                    dtype: None,
                 })
             }
             Value::Tile(v) => self.tile_view(v, &axes, shape, span),

@@ -218,7 +218,16 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Access(a), plan, span),
                         Err(e) => fail(self, e),
                     },
-                    Call::Dtype(_) => self.error(span, "`view(dtype)` of an HBM tensor or access is not accepted yet: reinterpret the tile it is loaded into (`t.view(u8)`)"),
+                    Call::Dtype(to) => {
+                        let own = self.tensors[a.tensor].dtype;
+                        match access_reinterpreted(&a, a.dtype.unwrap_or(own), to) {
+                            Ok(mut a) => {
+                                a.dtype = (to != own).then_some(to);
+                                Value::Access(a)
+                            }
+                            Err(e) => fail(self, e),
+                        }
+                    }
                 }
             }
             Value::Tensor(h) => {
@@ -609,6 +618,7 @@ impl Lowerer<'_> {
             axes,
             shape,
             indirect: None,
+            dtype: None,
         })
     }
 
@@ -669,6 +679,68 @@ impl Lowerer<'_> {
             dtype: (to != own).then_some(to),
             ..v
         })
+    }
+
+    /// A DMA between `access` and the tile view `tile`, where `access` may read its tensor's
+    /// bytes as another dtype (`x.view(u8)`): the same transfer with the reinterpretation moved
+    /// to the tile side (`t.view(f32)` against `x`), so that the instruction moves the tensor's
+    /// own elements; the bytes moved are the same. The tile must have the access's dtype (the
+    /// DMA converts nothing), and the access must cover whole elements of the tensor. `None`
+    /// after an error.
+    pub(super) fn unview(
+        &mut self,
+        access: &Access,
+        tile: TileView,
+        masked: bool,
+        span: Span,
+    ) -> Option<(Access, TileView)> {
+        let Some(as_dtype) = access.dtype else {
+            return Some((access.clone(), tile));
+        };
+        let own = self.tensors[access.tensor].dtype;
+        let tile_own = self.buf.tiles[tile.tile as usize].dtype;
+        let td = tile.dtype_of(tile_own);
+        if td != as_dtype {
+            self.error(
+                span,
+                format!("a DMA of an HBM tensor viewed as {as_dtype} moves its bytes unconverted, so its tile side is {as_dtype} too, not {td}: view the tile as well (`t.view({as_dtype})`)"),
+            );
+            return None;
+        }
+        if masked {
+            self.error(
+                span,
+                format!("a masked DMA of an HBM tensor viewed as {as_dtype} is not accepted yet: slice the view to the elements instead of masking"),
+            );
+            return None;
+        }
+        let whole = |e: ViewError| {
+            format!(
+                "this DMA of an HBM tensor viewed as {as_dtype} does not move whole {own} elements of it, which is all this model moves through an HBM `view(dtype)` yet (load whole elements and view the tile): {e}"
+            )
+        };
+        let a = match access_reinterpreted(access, as_dtype, own) {
+            Ok(mut a) => {
+                a.dtype = None;
+                a
+            }
+            Err(e) => {
+                self.error(span, whole(e));
+                return None;
+            }
+        };
+        let st = tile_strides(&tile);
+        let r = match view::view_dtype(tile.shape.dims(), &st, &[tile.offset], as_dtype, own) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(span, whole(e));
+                return None;
+            }
+        };
+        match self.tile_reinterpreted(tile, &r, (tile_own, own), span) {
+            Value::Tile(t) => Some((a, t)),
+            _ => None,
+        }
     }
 
     /// An access's view through a map: each tensor axis' index with the view's map substituted
@@ -751,6 +823,52 @@ fn tile_strides(v: &TileView) -> Vec<Vec<i64>> {
     let mut st = vec![0i64];
     st.extend_from_slice(&v.strides[..v.shape.free().len()]);
     vec![st]
+}
+
+/// An access read as dtype `to` where its elements are `from`: the tensor's last axis is the
+/// one whose index changes scale ([`view::view_dtype`] on that component); the access's last
+/// axis must step it alone, with stride 1.
+pub(super) fn access_reinterpreted(
+    a: &Access,
+    from: DType,
+    to: DType,
+) -> Result<Access, ViewError> {
+    let rank = a.shape.rank();
+    let dims = a.shape.dims();
+    let Some(last) = a.axes.len().checked_sub(1) else {
+        return Err(ViewError::Rank {
+            method: "view",
+            rank: 0,
+        });
+    };
+    let inner = rank.saturating_sub(1);
+    if from.size() != to.size() && dims[inner] != 1 {
+        for (k, ix) in a.axes.iter().enumerate() {
+            let c = ix.grid[inner];
+            if k != last && c != 0 {
+                return Err(ViewError::DtypeNotLastAxis { to, axis: k });
+            }
+        }
+    }
+    let st = vec![a.axes[last].grid[..rank].to_vec()];
+    let r = view::view_dtype(dims, &st, &[a.axes[last].lin], from, to)?;
+    let Some(shape) = padded(&r.shape) else {
+        return Err(ViewError::Rank {
+            method: "view",
+            rank: r.shape.len(),
+        });
+    };
+    let mut axes = a.axes.clone();
+    let mut ix = Idx::from_affine(r.starts[0]);
+    for (g, &s) in ix.grid.iter_mut().zip(&r.strides[0]) {
+        *g = s;
+    }
+    axes[last] = ix;
+    Ok(Access {
+        axes,
+        shape,
+        ..a.clone()
+    })
 }
 
 /// An access's grid coefficients, one component per tensor axis.
