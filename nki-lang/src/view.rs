@@ -246,6 +246,14 @@ pub enum ViewError {
         /// What is misaligned (`start`, `stride of dimension 1`).
         what: String,
     },
+    /// An `ap(pattern, offset)` NKI's access patterns do not allow.
+    #[error("`ap`: {what}")]
+    Ap {
+        /// The argument at fault (`pattern`, `offset`).
+        param: &'static str,
+        /// What is wrong.
+        what: String,
+    },
     /// A `rearrange` whose patterns or sizes do not describe one rearrangement.
     #[error("`rearrange`: {what}")]
     Rearrange {
@@ -275,7 +283,7 @@ impl ViewError {
                 _ => Some("shape"),
             },
             ViewError::NotPermutation { .. } => Some("dims"),
-            ViewError::Rearrange { param, .. } => Some(param),
+            ViewError::Rearrange { param, .. } | ViewError::Ap { param, .. } => Some(param),
             ViewError::Elements { .. }
             | ViewError::ReshapePartitions { .. }
             | ViewError::TwoInferred => Some("shape"),
@@ -996,6 +1004,78 @@ pub fn view_dtype(
     })
 }
 
+/// An explicit access pattern (`t.ap(pattern = [[step, count], ...], offset = n)`), read: the
+/// view's dimensions and the element stride of each over the tensor flattened row-major, and
+/// the offset added to the viewed tensor's own start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessPattern {
+    /// Each pair's count: the view's shape.
+    pub shape: Vec<u32>,
+    /// Each pair's step, in elements of the flattened tensor.
+    pub steps: Vec<i64>,
+    /// The static offset (0 when `offset` is not given).
+    pub offset: i64,
+}
+
+/// `t.ap(pattern, offset)` (NKI's escape hatch, `torch.as_strided`): `pattern`'s `[step, count]`
+/// pairs, outermost first, over the tensor flattened row-major, from `offset` elements past the
+/// viewed tensor's start. A step is at least 0 here (the view primitives never make a negative
+/// one; NKI documents none). On-chip (`row`: each partition's elements), the first pair walks
+/// the partitions: its step is `row`, as NKI requires (every partition reads the same pattern).
+pub fn ap(pairs: &[(i64, i64)], offset: i64, row: Option<u64>) -> Result<AccessPattern, ViewError> {
+    let bad = |param: &'static str, what: String| ViewError::Ap { param, what };
+    if pairs.is_empty() {
+        return Err(bad(
+            "pattern",
+            "the pattern has at least one [step, count] pair (on chip, the partitions')".into(),
+        ));
+    }
+    check_rank("ap", pairs.len())?;
+    let mut shape = Vec::with_capacity(pairs.len());
+    let mut steps = Vec::with_capacity(pairs.len());
+    for (k, &(step, count)) in pairs.iter().enumerate() {
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| {
+                bad(
+                    "pattern",
+                    format!("pair {k}'s count is a positive 32-bit integer, not {count}"),
+                )
+            })?;
+        if step < 0 {
+            return Err(bad(
+                "pattern",
+                format!("pair {k}'s step is at least 0, not {step}"),
+            ));
+        }
+        shape.push(count);
+        steps.push(step);
+    }
+    if let Some(row) = row
+        && u64::try_from(steps[0]).ok() != Some(row)
+    {
+        return Err(bad(
+            "pattern",
+            format!(
+                "the first pair walks the partitions of an SBUF or PSUM tile, so its step is the tile's {row} elements per partition, not {}: every partition reads the same pattern",
+                steps[0]
+            ),
+        ));
+    }
+    if offset < 0 {
+        return Err(bad(
+            "offset",
+            format!("the offset is at least 0, not {offset}"),
+        ));
+    }
+    Ok(AccessPattern {
+        shape,
+        steps,
+        offset,
+    })
+}
+
 /// How `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` is done with the other views, in
 /// order: each `(dim, sizes)` of `splits` is a `reshape_dim` (applied first to last: `dim`
 /// counts the axes the earlier splits made), then `permute(perm)`, then each `(start, end)` of
@@ -1525,6 +1605,88 @@ mod tests {
                 true
             ),
             ViewError::Partition { what: "split", .. }
+        ));
+    }
+
+    #[test]
+    fn ap_reads_pairs_and_checks_the_partition_step() {
+        let a = ap(&[(64, 128), (8, 7), (1, 16)], 8, Some(64)).unwrap();
+        assert_eq!(a.shape, vec![128, 7, 16]);
+        assert_eq!(a.steps, vec![64, 8, 1]);
+        assert_eq!(a.offset, 8);
+        assert!(matches!(
+            ap(&[(32, 128), (1, 16)], 0, Some(64)),
+            Err(ViewError::Ap {
+                param: "pattern",
+                ..
+            })
+        ));
+        // HBM: any first step.
+        assert!(ap(&[(32, 128), (1, 16)], 0, None).is_ok());
+        assert!(matches!(
+            ap(&[(64, 128)], -1, Some(64)),
+            Err(ViewError::Ap {
+                param: "offset",
+                ..
+            })
+        ));
+        assert!(ap(&[], 0, None).is_err());
+        assert!(ap(&[(1, 2); 6], 0, None).is_err());
+    }
+
+    #[test]
+    fn view_dtype_scales_the_last_dimension() {
+        use crate::DType;
+        // [128, 16] f32 row-major, free offset component: as u8, [128, 64].
+        let st = vec![vec![0i64, 1]];
+        let r = view_dtype(
+            &[128, 16],
+            &st,
+            &[Affine::constant(4)],
+            DType::F32,
+            DType::U8,
+        )
+        .unwrap();
+        assert_eq!(r.shape, vec![128, 64]);
+        assert_eq!(r.starts[0].constant, 16);
+        // [128, 4, 8] u8 as f32: outer stride 8 -> 2, last 8 -> 2.
+        let st = vec![vec![0i64, 8, 1]];
+        let r = view_dtype(&[128, 4, 8], &st, &[Affine::ZERO], DType::U8, DType::F32).unwrap();
+        assert_eq!(r.shape, vec![128, 4, 2]);
+        assert_eq!(r.strides[0], vec![0, 2, 1]);
+        assert!(matches!(
+            view_dtype(
+                &[128, 6],
+                &[vec![0, 1]],
+                &[Affine::ZERO],
+                DType::U8,
+                DType::F32
+            ),
+            Err(ViewError::DtypeDivide {
+                ratio: 4,
+                size: 6,
+                ..
+            })
+        ));
+        assert!(matches!(
+            view_dtype(
+                &[128, 8],
+                &[vec![0, 2]],
+                &[Affine::ZERO],
+                DType::F32,
+                DType::U8
+            ),
+            Err(ViewError::DtypeNotContiguous { stride: 2, .. })
+        ));
+        assert!(matches!(
+            view_dtype(
+                &[128, 8],
+                &[vec![0, 1]],
+                &[Affine::constant(2)],
+                DType::U8,
+                DType::F32
+            ),
+            Err(ViewError::DtypeAlign { .. })
         ));
     }
 }

@@ -11,6 +11,7 @@ mod common;
 mod doc_kernels;
 mod examples;
 
+mod access_patterns;
 mod block_axes;
 mod budget;
 mod calibration;

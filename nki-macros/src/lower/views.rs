@@ -34,6 +34,17 @@ const PARAMS: &[(&str, &[&str])] = &[
     ("reshape", &["shape"]),
     ("rearrange", &["src_pattern", "dst_pattern", "fixed_sizes"]),
     ("view", &["dtype"]),
+    (
+        "ap",
+        &[
+            "pattern",
+            "offset",
+            "scalar_offset",
+            "vector_offset",
+            "indirect_dim",
+            "dtype",
+        ],
+    ),
 ];
 
 /// The parameters of view method `method`.
@@ -60,6 +71,9 @@ enum Call {
     Rearrange(Rearrange),
     /// `view(dtype)`: the same bytes read as another dtype.
     Dtype(DType),
+    /// `ap(pattern, offset, dtype)`: `[step, count]` pairs over the tensor flattened, a static
+    /// offset, the dtype the storage is read as.
+    Ap(Vec<(i64, i64)>, i64, Option<DType>),
 }
 
 /// `rearrange`'s arguments, read.
@@ -177,6 +191,7 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Tile(v), plan, span),
                         Err(e) => fail(self, e),
                     },
+                    Call::Ap(pattern, offset, dtype) => self.tile_ap(v, &pattern, offset, dtype, blame, span),
                     Call::Dtype(to) => {
                         let own = self.buf.tiles[v.tile as usize].dtype;
                         let st = tile_strides(&v);
@@ -218,6 +233,7 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Access(a), plan, span),
                         Err(e) => fail(self, e),
                     },
+                    Call::Ap(..) => self.error(span, "`ap` of an HBM access (a view of the tensor) is not accepted yet: `ap` the tensor itself, whose pattern counts its elements row-major"),
                     Call::Dtype(to) => {
                         let own = self.tensors[a.tensor].dtype;
                         match access_reinterpreted(&a, a.dtype.unwrap_or(own), to) {
@@ -250,6 +266,12 @@ impl Lowerer<'_> {
                             None => return Value::Poison,
                         };
                         self.access_map(whole, &m, method, span)
+                    }
+                    Call::Ap(pattern, offset, dtype) => {
+                        if !h.prefix.is_empty() {
+                            return self.error(span, "`ap` of a tensor indexed on its leading axes is not accepted yet: `ap` the whole tensor, with the offset of the part");
+                        }
+                        self.tensor_ap(&h, &pattern, offset, dtype, blame, span)
                     }
                     Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) | Call::Dtype(_) => {
                         let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
@@ -413,6 +435,23 @@ impl Lowerer<'_> {
                 let a = self.args(method, args, params_of(method), 1, span)?;
                 Call::Dtype(self.dtype_arg(a[0]?)?)
             }
+            "ap" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                if let Some(e) = a[2].or(a[3]).or(a[4]) {
+                    self.error(e.span(), "`ap` takes a static `offset` here: `scalar_offset`, `vector_offset` and `indirect_dim` (offsets read at run time) are not accepted yet");
+                    return None;
+                }
+                let pattern = self.ap_pattern(a[0]?)?;
+                let offset = match a[1] {
+                    Some(e) => self.int(e, "`ap`'s offset")?,
+                    None => 0,
+                };
+                let dtype = match a[5] {
+                    Some(e) => Some(self.dtype_arg(e)?),
+                    None => None,
+                };
+                Call::Ap(pattern, offset, dtype)
+            }
             "rearrange" => {
                 let a = self.args(method, args, params_of(method), 2, span)?;
                 let src = self.name_pattern(a[0]?, "src_pattern")?;
@@ -459,6 +498,31 @@ impl Lowerer<'_> {
                     return None;
                 }
             }
+        }
+        Some(out)
+    }
+
+    /// `ap`'s pattern: a list of `[step, count]` pairs of compile-time integers.
+    fn ap_pattern(&mut self, e: &Expr) -> Option<Vec<(i64, i64)>> {
+        let usage =
+            "`ap`'s pattern is a list of [step, count] pairs of integers (`[[64, 128], [1, 16]]`)";
+        let (Expr::Array(items, _) | Expr::Tuple(items, _)) = e else {
+            self.error(e.span(), usage);
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let (Expr::Array(pair, _) | Expr::Tuple(pair, _)) = item else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let [step, count] = pair.as_slice() else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let step = self.int(step, "a step of `ap`'s pattern")?;
+            let count = self.int(count, "a count of `ap`'s pattern")?;
+            out.push((step, count));
         }
         Some(out)
     }
@@ -678,6 +742,155 @@ impl Lowerer<'_> {
             offset: r.starts[0],
             dtype: (to != own).then_some(to),
             ..v
+        })
+    }
+
+    /// `t.ap(pattern, offset, dtype)` of a tile (or a view of one): the pattern over the tile's
+    /// storage flattened (each partition's elements, then the next partition's), from the view's
+    /// start plus `offset`; `dtype` reads the storage as that dtype, counting its elements.
+    fn tile_ap(
+        &mut self,
+        v: TileView,
+        pattern: &[(i64, i64)],
+        offset: i64,
+        dtype: Option<DType>,
+        blame: &Blame<'_>,
+        span: Span,
+    ) -> Value {
+        let tile = &self.buf.tiles[v.tile as usize];
+        let own = tile.dtype;
+        let from = v.dtype_of(own);
+        let to = dtype.unwrap_or(from);
+        // The tile's elements per partition, in `to`; the view's start, in `to` (whole ones).
+        let bytes = tile
+            .shape
+            .free_elems()
+            .saturating_mul(u64::from(own.size()));
+        let row = bytes.checked_div(u64::from(to.size())).unwrap_or(0);
+        let (fs, ts) = (i64::from(from.size()), i64::from(to.size()));
+        let start = v
+            .offset
+            .checked_scale(fs)
+            .filter(|a| {
+                a.constant.checked_rem(ts) == Some(0)
+                    && a.coef.iter().all(|&c| c.checked_rem(ts) == Some(0))
+            })
+            .map(|mut a| {
+                a.constant = a.constant.checked_div(ts).unwrap_or(0);
+                for c in &mut a.coef {
+                    *c = c.checked_div(ts).unwrap_or(0);
+                }
+                a
+            });
+        let Some(start) = start else {
+            return self.error(
+                span,
+                format!("`ap`: the view's start is not a whole number of {to} elements"),
+            );
+        };
+        let ap = match view::ap(pattern, offset, Some(row)) {
+            Ok(ap) => ap,
+            Err(e) => return self.error((blame.at)(&e), format!("{}{e}", blame.prefix)),
+        };
+        let row_i = i64::try_from(row).unwrap_or(i64::MAX);
+        let (parts, free_shift) = (
+            ap.offset.checked_div(row_i).unwrap_or(0),
+            ap.offset.checked_rem(row_i).unwrap_or(0),
+        );
+        let part_start = u32::try_from(parts)
+            .ok()
+            .and_then(|p| v.part_start.checked_add(p));
+        let offset = start.checked_add(&Affine::constant(free_shift));
+        let (Some(part_start), Some(offset)) = (part_start, offset) else {
+            return self.error(span, ViewError::Overflow { method: "ap" }.to_string());
+        };
+        let Some(shape) = padded(&ap.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (s, &x) in strides.iter_mut().zip(ap.steps.iter().skip(1)) {
+            *s = x;
+        }
+        Value::Tile(TileView {
+            part_start,
+            shape,
+            offset,
+            strides,
+            dtype: (to != own).then_some(to),
+            ..v
+        })
+    }
+
+    /// `x.ap(pattern, offset)` of an HBM tensor: the pattern over the tensor flattened
+    /// row-major, an access of a one-axis reshape of it (its dimensions must be known).
+    fn tensor_ap(
+        &mut self,
+        h: &Hbm,
+        pattern: &[(i64, i64)],
+        offset: i64,
+        dtype: Option<DType>,
+        blame: &Blame<'_>,
+        span: Span,
+    ) -> Value {
+        let own = self.tensors[h.tensor].dtype;
+        if dtype.is_some_and(|d| d != own) {
+            return self.error(span, "`ap` of an HBM tensor with another `dtype` is not accepted yet: `x.view(dtype)` reads its bytes as another dtype");
+        }
+        let ap = match view::ap(pattern, offset, None) {
+            Ok(ap) => ap,
+            Err(e) => return self.error((blame.at)(&e), format!("{}{e}", blame.prefix)),
+        };
+        let dims = self.tensor_dims(h);
+        let mut total: u64 = 1;
+        for (k, d) in dims.iter().enumerate() {
+            let Some(n) = d else {
+                return self.error(
+                    span,
+                    ViewError::Symbolic {
+                        method: "ap",
+                        dim: k,
+                    }
+                    .to_string(),
+                );
+            };
+            total = total.saturating_mul(u64::from(*n));
+        }
+        let flat = vec![Dim::Fixed(total)];
+        let tensor = u8::try_from(h.tensor).unwrap_or(u8::MAX);
+        let existing = self
+            .buf
+            .reshapes
+            .iter()
+            .position(|r| r.tensor == tensor && r.shape == flat);
+        let reshape = match existing {
+            Some(r) => r,
+            None => {
+                let Ok(r) = u8::try_from(self.buf.reshapes.len()) else {
+                    return self.error(span, "a kernel has at most 255 reshapes");
+                };
+                let name = format!("{}.reshape([{total}])", self.tensors[h.tensor].name);
+                self.buf.reshapes.push(nki_lang::ReshapeBuf {
+                    name,
+                    tensor,
+                    shape: flat,
+                });
+                usize::from(r)
+            }
+        };
+        let Some(shape) = padded(&ap.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut ix = Idx::from_affine(Affine::constant(ap.offset));
+        for (g, &s) in ix.grid.iter_mut().zip(&ap.steps) {
+            *g = s;
+        }
+        Value::Access(Access {
+            tensor: h.tensor,
+            reshape: Some(reshape),
+            axes: vec![ix],
+            shape,
+            indirect: None,
+            dtype: None,
         })
     }
 
