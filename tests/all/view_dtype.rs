@@ -300,3 +300,27 @@ fn hbm_views_move_the_bytes_numpy_names() {
         }
     }
 }
+
+/// The timing model runs programs with views of bytes (tile views, a PSUM view, HBM views moved
+/// to the tile side), and a timing-only run agrees with a computing one.
+#[test]
+fn the_timing_model_times_views_of_bytes() {
+    use nki::timing::{Mode, Timing};
+    let mut core = NeuronCore::default();
+    let shapes: [&[usize]; 4] = [&[128, 64], &[128, 16], &[128, 16], &[128, 16]];
+    let only = Timing::new()
+        .mode(Mode::TimingOnly)
+        .run_shapes(&mut core, &writes::KERNEL, &shapes)
+        .unwrap();
+    let full = Timing::new()
+        .mode(Mode::Compute)
+        .run_shapes(&mut core, &writes::KERNEL, &shapes)
+        .unwrap();
+    assert!(only.total_ps() > 0);
+    assert_eq!(only.total_ps(), full.total_ps());
+    let hbm_shapes: [&[usize]; 2] = [&[128, 16], &[128, 64]];
+    let t = Timing::new()
+        .run_shapes(&mut core, &hbm::KERNEL, &hbm_shapes)
+        .unwrap();
+    assert!(t.total_ps() > 0);
+}
