@@ -140,7 +140,7 @@ impl ProgramBuf {
         let tile = self.tiles.get(view.tile as usize)?;
         Some(ViewInfo {
             memory: tile.memory,
-            dtype: tile.dtype,
+            dtype: view.dtype_of(tile.dtype),
             shape: view.shape,
             column: view.is_column(),
         })

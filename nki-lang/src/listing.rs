@@ -614,8 +614,14 @@ impl fmt::Display for ViewFmt<'_, '_> {
         let Some(t) = self.p.tiles().get(v.tile as usize) else {
             return write!(f, "t{}?", v.tile);
         };
-        write!(f, "t{} {}:{}{}", v.tile, t.memory, t.dtype, v.shape)?;
-        let whole = v.part_start == 0
+        write!(f, "t{} {}:{}", v.tile, t.memory, t.dtype)?;
+        if let Some(d) = v.dtype {
+            write!(f, " as {d}")?;
+        }
+        write!(f, "{}", v.shape)?;
+        let size = i64::from(v.dtype_of(t.dtype).size());
+        let whole = v.dtype.is_none()
+            && v.part_start == 0
             && v.part_var == crate::affine::Affine::ZERO
             && v.shape == t.shape
             && v.offset.constant == 0
@@ -633,8 +639,7 @@ impl fmt::Display for ViewFmt<'_, '_> {
             }
             f.write_str("}")?;
         }
-        let addr = i64::from(t.addr)
-            .saturating_add(v.offset.constant.saturating_mul(i64::from(t.dtype.size())));
+        let addr = i64::from(t.addr).saturating_add(v.offset.constant.saturating_mul(size));
         write!(f, " @{addr:#x}")
     }
 }

@@ -196,6 +196,72 @@ pub enum ViewError {
         /// The method.
         method: &'static str,
     },
+    /// `view(dtype)` of a view whose last dimension is not contiguous.
+    #[error(
+        "`view`: the last dimension must be contiguous in memory to reinterpret its bytes as {to}, and its stride is {stride} elements, not 1 (a `permute`, a stepped `slice` or a `broadcast` made it so); copy the data into a contiguous tile first"
+    )]
+    DtypeNotContiguous {
+        /// The target dtype.
+        to: crate::DType,
+        /// The last dimension's stride.
+        stride: i64,
+    },
+    /// `view(dtype)` of an HBM access whose last dimension steps another axis of the tensor
+    /// than its last.
+    #[error(
+        "`view`: the last dimension must be contiguous in memory to reinterpret its bytes as {to}, and it steps axis {axis} of the tensor, not its last (a `permute` made it so); copy the data into a contiguous tile first"
+    )]
+    DtypeNotLastAxis {
+        /// The target dtype.
+        to: crate::DType,
+        /// The tensor axis it steps.
+        axis: usize,
+    },
+    /// `view(dtype)` to a wider dtype of a last dimension the ratio does not divide.
+    #[error(
+        "`view`: reading {from} as {to} joins {ratio} elements into one, so the last dimension's size must be divisible by {ratio}, and it is {size}"
+    )]
+    DtypeDivide {
+        /// The viewed dtype.
+        from: crate::DType,
+        /// The target dtype.
+        to: crate::DType,
+        /// `to.size() / from.size()`.
+        ratio: u32,
+        /// The last dimension's size.
+        size: u32,
+    },
+    /// `view(dtype)` to a wider dtype of a view whose start or outer strides fall inside an
+    /// element of the new dtype.
+    #[error(
+        "`view`: the view's {what} is not a whole number of {to} elements ({ratio} {from} elements each), so its {to} elements would not be aligned"
+    )]
+    DtypeAlign {
+        /// The viewed dtype.
+        from: crate::DType,
+        /// The target dtype.
+        to: crate::DType,
+        /// `to.size() / from.size()`.
+        ratio: u32,
+        /// What is misaligned (`start`, `stride of dimension 1`).
+        what: String,
+    },
+    /// An `ap(pattern, offset)` NKI's access patterns do not allow.
+    #[error("`ap`: {what}")]
+    Ap {
+        /// The argument at fault (`pattern`, `offset`).
+        param: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+    /// A `rearrange` whose patterns or sizes do not describe one rearrangement.
+    #[error("`rearrange`: {what}")]
+    Rearrange {
+        /// The argument at fault (`src_pattern`, `dst_pattern`, `fixed_sizes`).
+        param: &'static str,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 impl ViewError {
@@ -205,6 +271,7 @@ impl ViewError {
         match self {
             ViewError::Axis { method, .. } | ViewError::Partition { method, .. } => match *method {
                 "permute" => Some("dims"),
+                "rearrange" => Some("dst_pattern"),
                 "flatten_dims" | "reshape" => None,
                 _ => Some("dim"),
             },
@@ -216,9 +283,14 @@ impl ViewError {
                 _ => Some("shape"),
             },
             ViewError::NotPermutation { .. } => Some("dims"),
+            ViewError::Rearrange { param, .. } | ViewError::Ap { param, .. } => Some(param),
             ViewError::Elements { .. }
             | ViewError::ReshapePartitions { .. }
             | ViewError::TwoInferred => Some("shape"),
+            ViewError::DtypeNotContiguous { .. }
+            | ViewError::DtypeNotLastAxis { .. }
+            | ViewError::DtypeDivide { .. }
+            | ViewError::DtypeAlign { .. } => None,
             ViewError::SliceBounds { .. }
             | ViewError::SliceSize
             | ViewError::Rank { .. }
@@ -816,6 +888,402 @@ pub fn reshape(
     })
 }
 
+/// A view's layout after `view(dtype)`: its dimensions, the strides of each address component
+/// and its start, all in elements of the new dtype.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reinterpreted {
+    /// The new dimensions (the last scaled by the ratio of the dtype sizes).
+    pub shape: Vec<u32>,
+    /// The new strides, one vector per component (as [`Restrided::strides`]).
+    pub strides: Vec<Vec<i64>>,
+    /// The new start of each component.
+    pub starts: Vec<Affine>,
+}
+
+/// `t.view(dtype)` (NumPy's `ndarray.view(dtype)`): the same bytes read as `to`, where the
+/// view's elements are `from`. The last dimension must be contiguous in memory (stride 1, or
+/// size 1); it is scaled by `from.size() / to.size()` (a narrower dtype: more elements) or
+/// divided by `to.size() / from.size()` (a wider one: its size must be divisible, and the view's
+/// start and outer strides whole elements of `to`). `strides` and `starts` hold one entry per
+/// address component; the component where the last dimension steps is the one that changes
+/// scale: every component's start and strides are scaled, which is right for a tile's one free
+/// offset (and for the last axis of an HBM tensor, the only one the caller passes).
+pub fn view_dtype(
+    dims: &[u32],
+    strides: &[Vec<i64>],
+    starts: &[Affine],
+    from: crate::DType,
+    to: crate::DType,
+) -> Result<Reinterpreted, ViewError> {
+    const M: &str = "view";
+    let (fs, ts) = (from.size(), to.size());
+    let Some(last) = dims.len().checked_sub(1) else {
+        return Err(ViewError::Rank { method: M, rank: 0 });
+    };
+    let mut shape = dims.to_vec();
+    let mut out: Vec<Vec<i64>> = strides.to_vec();
+    let mut new_starts: Vec<Affine> = starts.to_vec();
+    if fs == ts {
+        return Ok(Reinterpreted {
+            shape,
+            strides: out,
+            starts: new_starts,
+        });
+    }
+    for st in strides {
+        let s = st.get(last).copied().unwrap_or(0);
+        if dims[last] != 1 && s != 1 {
+            return Err(ViewError::DtypeNotContiguous { to, stride: s });
+        }
+    }
+    if fs > ts {
+        let k = fs.checked_div(ts).unwrap_or(1);
+        let ki = i64::from(k);
+        shape[last] = dims[last].checked_mul(k).ok_or(ViewError::Size {
+            method: M,
+            size: i64::from(dims[last]).saturating_mul(ki),
+        })?;
+        for st in &mut out {
+            for (j, s) in st.iter_mut().enumerate() {
+                *s = if j == last {
+                    1
+                } else {
+                    s.checked_mul(ki).ok_or(ViewError::Overflow { method: M })?
+                };
+            }
+        }
+        for a in &mut new_starts {
+            *a = a
+                .checked_scale(ki)
+                .ok_or(ViewError::Overflow { method: M })?;
+        }
+    } else {
+        let k = ts.checked_div(fs).unwrap_or(1);
+        let ki = i64::from(k);
+        if dims[last].checked_rem(k) != Some(0) {
+            return Err(ViewError::DtypeDivide {
+                from,
+                to,
+                ratio: k,
+                size: dims[last],
+            });
+        }
+        shape[last] = dims[last].checked_div(k).unwrap_or(0);
+        let align = |what: String| ViewError::DtypeAlign {
+            from,
+            to,
+            ratio: k,
+            what,
+        };
+        for st in &mut out {
+            for (j, s) in st.iter_mut().enumerate() {
+                if j == last {
+                    *s = 1;
+                } else if dims[j] != 1 && s.checked_rem(ki) != Some(0) {
+                    return Err(align(format!("stride of dimension {j} ({s})")));
+                } else {
+                    *s = s.checked_div(ki).unwrap_or(0);
+                }
+            }
+        }
+        for a in &mut new_starts {
+            let whole = |c: i64| c.checked_rem(ki) == Some(0);
+            if !whole(a.constant) || !a.coef.iter().all(|&c| whole(c)) {
+                return Err(align("start".to_string()));
+            }
+            a.constant = a.constant.checked_div(ki).unwrap_or(0);
+            for c in &mut a.coef {
+                *c = c.checked_div(ki).unwrap_or(0);
+            }
+        }
+    }
+    Ok(Reinterpreted {
+        shape,
+        strides: out,
+        starts: new_starts,
+    })
+}
+
+/// An explicit access pattern (`t.ap(pattern = [[step, count], ...], offset = n)`), read: the
+/// view's dimensions and the element stride of each over the tensor flattened row-major, and
+/// the offset added to the viewed tensor's own start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessPattern {
+    /// Each pair's count: the view's shape.
+    pub shape: Vec<u32>,
+    /// Each pair's step, in elements of the flattened tensor.
+    pub steps: Vec<i64>,
+    /// The static offset (0 when `offset` is not given).
+    pub offset: i64,
+}
+
+/// `t.ap(pattern, offset)` (NKI's escape hatch, `torch.as_strided`): `pattern`'s `[step, count]`
+/// pairs, outermost first, over the tensor flattened row-major, from `offset` elements past the
+/// viewed tensor's start. A step is at least 0 here (the view primitives never make a negative
+/// one; NKI documents none). On-chip (`row`: each partition's elements), the first pair walks
+/// the partitions: its step is `row`, as NKI requires (every partition reads the same pattern).
+pub fn ap(pairs: &[(i64, i64)], offset: i64, row: Option<u64>) -> Result<AccessPattern, ViewError> {
+    let bad = |param: &'static str, what: String| ViewError::Ap { param, what };
+    if pairs.is_empty() {
+        return Err(bad(
+            "pattern",
+            "the pattern has at least one [step, count] pair (on chip, the partitions')".into(),
+        ));
+    }
+    check_rank("ap", pairs.len())?;
+    let mut shape = Vec::with_capacity(pairs.len());
+    let mut steps = Vec::with_capacity(pairs.len());
+    for (k, &(step, count)) in pairs.iter().enumerate() {
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| {
+                bad(
+                    "pattern",
+                    format!("pair {k}'s count is a positive 32-bit integer, not {count}"),
+                )
+            })?;
+        if step < 0 {
+            return Err(bad(
+                "pattern",
+                format!("pair {k}'s step is at least 0, not {step}"),
+            ));
+        }
+        shape.push(count);
+        steps.push(step);
+    }
+    if let Some(row) = row
+        && u64::try_from(steps[0]).ok() != Some(row)
+    {
+        return Err(bad(
+            "pattern",
+            format!(
+                "the first pair walks the partitions of an SBUF or PSUM tile, so its step is the tile's {row} elements per partition, not {}: every partition reads the same pattern",
+                steps[0]
+            ),
+        ));
+    }
+    if offset < 0 {
+        return Err(bad(
+            "offset",
+            format!("the offset is at least 0, not {offset}"),
+        ));
+    }
+    Ok(AccessPattern {
+        shape,
+        steps,
+        offset,
+    })
+}
+
+/// How `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` is done with the other views, in
+/// order: each `(dim, sizes)` of `splits` is a `reshape_dim` (applied first to last: `dim`
+/// counts the axes the earlier splits made), then `permute(perm)`, then each `(start, end)` of
+/// `merges` a `flatten_dims` (applied first to last: later merges come first in the list, so
+/// that the earlier axes keep their numbers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RearrangePlan {
+    /// The `reshape_dim` calls.
+    pub splits: Vec<(i64, Vec<i64>)>,
+    /// The `permute` call (the identity when nothing moves).
+    pub perm: Vec<i64>,
+    /// The `flatten_dims` calls.
+    pub merges: Vec<(i64, i64)>,
+}
+
+fn pattern_error(param: &'static str, what: String) -> ViewError {
+    ViewError::Rearrange { param, what }
+}
+
+/// The names of a pattern in order, each once (a name twice is refused).
+fn pattern_names<'a>(
+    param: &'static str,
+    pattern: &'a [Vec<String>],
+) -> Result<Vec<&'a str>, ViewError> {
+    let mut names: Vec<&str> = Vec::new();
+    for group in pattern {
+        if group.is_empty() {
+            return Err(pattern_error(
+                param,
+                "an empty group `()` names no dimension (size-1 axes are `expand_dim` / `squeeze_dim`)".into(),
+            ));
+        }
+        for n in group {
+            if names.contains(&n.as_str()) {
+                return Err(pattern_error(
+                    param,
+                    format!("the name \"{n}\" appears twice in {param}"),
+                ));
+            }
+            names.push(n);
+        }
+    }
+    Ok(names)
+}
+
+/// `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` (einops' notation, as NKI 0.6's):
+/// `src_pattern` names each axis of `t`, a group of names (`("h", "w")`) splitting the axis
+/// row-major; `dst_pattern` orders the same names, a group merging its axes (which must be
+/// contiguous in memory, as `flatten_dims` checks). `fixed_sizes` gives the size of names in
+/// split groups; one name per group may be left out and is inferred. On-chip, the partition
+/// axis stays first and whole.
+pub fn rearrange(
+    dims: &[Option<u32>],
+    on_chip: bool,
+    src: &[Vec<String>],
+    dst: &[Vec<String>],
+    fixed: &[(String, i64)],
+) -> Result<RearrangePlan, ViewError> {
+    const M: &str = "rearrange";
+    if src.len() != dims.len() {
+        return Err(pattern_error(
+            "src_pattern",
+            format!(
+                "src_pattern has {} entries and the tensor {} dimensions: it names each dimension (a group of names splits one)",
+                src.len(),
+                dims.len()
+            ),
+        ));
+    }
+    let src_names = pattern_names("src_pattern", src)?;
+    let dst_names = pattern_names("dst_pattern", dst)?;
+    if let Some(n) = dst_names.iter().find(|n| !src_names.contains(n)) {
+        return Err(pattern_error(
+            "dst_pattern",
+            format!("the name \"{n}\" of dst_pattern is not in src_pattern"),
+        ));
+    }
+    if let Some(n) = src_names.iter().find(|n| !dst_names.contains(n)) {
+        return Err(pattern_error(
+            "dst_pattern",
+            format!(
+                "the name \"{n}\" of src_pattern is not in dst_pattern (a view keeps every element)"
+            ),
+        ));
+    }
+    let mut sizes: Vec<(&str, u32)> = Vec::new();
+    for (n, s) in fixed {
+        if !src_names.contains(&n.as_str()) {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!("the name \"{n}\" of fixed_sizes is not in src_pattern"),
+            ));
+        }
+        if sizes.iter().any(|(m, _)| m == n) {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!("the name \"{n}\" is given twice in fixed_sizes"),
+            ));
+        }
+        let s = u32::try_from(*s).ok().filter(|&s| s > 0).ok_or_else(|| {
+            pattern_error(
+                "fixed_sizes",
+                format!("the size of \"{n}\" is a positive 32-bit integer, not {s}"),
+            )
+        })?;
+        sizes.push((n, s));
+    }
+    if on_chip {
+        if src.first().is_some_and(|g| g.len() != 1) {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "split",
+                hint: ": the first entry of src_pattern is one name",
+            });
+        }
+        if dst.first().is_some_and(|g| g.len() != 1) {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "merge",
+                hint: ": the first entry of dst_pattern is one name",
+            });
+        }
+        if src_names.first() != dst_names.first() {
+            return Err(ViewError::Partition {
+                method: M,
+                what: "move",
+                hint: ": the first name of dst_pattern must be the first of src_pattern; exchanging partitions and free elements moves data (`nc_transpose` on TensorE, `dma_transpose`)",
+            });
+        }
+    }
+    let mut splits = Vec::new();
+    let mut at: i64 = 0;
+    for (d, group) in src.iter().enumerate() {
+        let name_list = group.join(", ");
+        let size_of = |n: &String| sizes.iter().find(|(m, _)| m == n).map(|&(_, s)| s);
+        let Some(n) = dims[d] else {
+            if group.len() == 1 && size_of(&group[0]).is_none() {
+                at = at.saturating_add(1);
+                continue;
+            }
+            return Err(ViewError::Symbolic { method: M, dim: d });
+        };
+        let unknown = group.iter().filter(|g| size_of(g).is_none()).count();
+        let known = group
+            .iter()
+            .filter_map(size_of)
+            .fold(1u64, |a, s| a.saturating_mul(u64::from(s)));
+        if unknown > 1 {
+            return Err(pattern_error(
+                "fixed_sizes",
+                format!(
+                    "dimension {d} of size {n} is split into ({name_list}): give the sizes of all but one of them in fixed_sizes"
+                ),
+            ));
+        }
+        let divides = if unknown == 1 {
+            u64::from(n).checked_rem(known) == Some(0)
+        } else {
+            known == u64::from(n)
+        };
+        if !divides {
+            return Err(pattern_error(
+                "fixed_sizes",
+                if unknown == 1 {
+                    format!(
+                        "dimension {d} has size {n}, which the product {known} of the given sizes of ({name_list}) does not divide"
+                    )
+                } else {
+                    format!(
+                        "dimension {d} has size {n}, not the product {known} of the sizes of ({name_list})"
+                    )
+                },
+            ));
+        }
+        let split: Vec<i64> = group
+            .iter()
+            .map(|g| size_of(g).map_or(-1, i64::from))
+            .collect();
+        let len = i64::try_from(group.len()).unwrap_or(i64::MAX);
+        if group.len() > 1 {
+            splits.push((at, split));
+        }
+        at = at.saturating_add(len);
+    }
+    let perm = dst_names
+        .iter()
+        .map(|n| {
+            let k = src_names.iter().position(|m| m == n).unwrap_or(0);
+            i64::try_from(k).unwrap_or(i64::MAX)
+        })
+        .collect();
+    let mut merges = Vec::new();
+    let mut start: i64 = 0;
+    for group in dst {
+        let len = i64::try_from(group.len()).unwrap_or(i64::MAX);
+        if group.len() > 1 {
+            merges.push((start, start.saturating_add(len).saturating_sub(1)));
+        }
+        start = start.saturating_add(len);
+    }
+    merges.reverse();
+    Ok(RearrangePlan {
+        splits,
+        perm,
+        merges,
+    })
+}
+
 #[cfg(test)]
 #[allow(
     clippy::arithmetic_side_effects,
@@ -1033,6 +1501,192 @@ mod tests {
         assert!(matches!(
             expand_dim(&fixed(&[1, 1, 1, 1, 1]), false, 1),
             Err(ViewError::Rank { .. })
+        ));
+    }
+
+    fn names(p: &[&[&str]]) -> Vec<Vec<String>> {
+        p.iter()
+            .map(|g| g.iter().map(|n| (*n).to_string()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn rearrange_plans_splits_a_permutation_and_merges() {
+        // (b, (h, w), c) -> (b, c, (w, h)) with h = 4 on [8, 24, 5].
+        let plan = rearrange(
+            &fixed(&[8, 24, 5]),
+            false,
+            &names(&[&["b"], &["h", "w"], &["c"]]),
+            &names(&[&["b"], &["c"], &["w", "h"]]),
+            &[("h".to_string(), 4)],
+        )
+        .unwrap();
+        assert_eq!(plan.splits, vec![(1, vec![4, -1])]);
+        assert_eq!(plan.perm, vec![0, 3, 2, 1]);
+        assert_eq!(plan.merges, vec![(2, 3)]);
+        // Two splits: the second's position counts the axes the first made.
+        let plan = rearrange(
+            &fixed(&[6, 8]),
+            false,
+            &names(&[&["a", "b"], &["c", "d"]]),
+            &names(&[&["a"], &["b"], &["c"], &["d"]]),
+            &[("a".to_string(), 2), ("d".to_string(), 2)],
+        )
+        .unwrap();
+        assert_eq!(plan.splits, vec![(0, vec![2, -1]), (2, vec![-1, 2])]);
+        assert_eq!(plan.perm, vec![0, 1, 2, 3]);
+        assert!(plan.merges.is_empty());
+    }
+
+    #[test]
+    fn rearrange_refuses_what_is_not_one_rearrangement() {
+        let d = fixed(&[128, 24]);
+        let bad = |src: &[&[&str]], dst: &[&[&str]], f: &[(&str, i64)], chip: bool| {
+            let f: Vec<(String, i64)> = f.iter().map(|(n, s)| ((*n).to_string(), *s)).collect();
+            rearrange(&d, chip, &names(src), &names(dst), &f).unwrap_err()
+        };
+        assert!(matches!(
+            bad(&[&["p"], &["f"]], &[&["p"], &["g"]], &[], false),
+            ViewError::Rearrange {
+                param: "dst_pattern",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(&[&["p"], &["f", "f"]], &[&["p"], &["f"]], &[], false),
+            ViewError::Rearrange {
+                param: "src_pattern",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &[&["p"], &["h", "w"]],
+                &[&["p"], &["h", "w"]],
+                &[("h", 7)],
+                false
+            ),
+            ViewError::Rearrange {
+                param: "fixed_sizes",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(
+                &[&["p"], &["h", "w"]],
+                &[&["p"], &["h", "w"]],
+                &[("h", 4), ("w", 5)],
+                false
+            ),
+            ViewError::Rearrange {
+                param: "fixed_sizes",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(&[&["p"], &["f"]], &[&["f"], &["p"]], &[], true),
+            ViewError::Partition { what: "move", .. }
+        ));
+        assert!(
+            rearrange(
+                &d,
+                false,
+                &names(&[&["p"], &["f"]]),
+                &names(&[&["f"], &["p"]]),
+                &[]
+            )
+            .is_ok()
+        );
+        assert!(matches!(
+            bad(
+                &[&["p", "q"], &["f"]],
+                &[&["p"], &["q"], &["f"]],
+                &[("p", 2)],
+                true
+            ),
+            ViewError::Partition { what: "split", .. }
+        ));
+    }
+
+    #[test]
+    fn ap_reads_pairs_and_checks_the_partition_step() {
+        let a = ap(&[(64, 128), (8, 7), (1, 16)], 8, Some(64)).unwrap();
+        assert_eq!(a.shape, vec![128, 7, 16]);
+        assert_eq!(a.steps, vec![64, 8, 1]);
+        assert_eq!(a.offset, 8);
+        assert!(matches!(
+            ap(&[(32, 128), (1, 16)], 0, Some(64)),
+            Err(ViewError::Ap {
+                param: "pattern",
+                ..
+            })
+        ));
+        // HBM: any first step.
+        assert!(ap(&[(32, 128), (1, 16)], 0, None).is_ok());
+        assert!(matches!(
+            ap(&[(64, 128)], -1, Some(64)),
+            Err(ViewError::Ap {
+                param: "offset",
+                ..
+            })
+        ));
+        assert!(ap(&[], 0, None).is_err());
+        assert!(ap(&[(1, 2); 6], 0, None).is_err());
+    }
+
+    #[test]
+    fn view_dtype_scales_the_last_dimension() {
+        use crate::DType;
+        // [128, 16] f32 row-major, free offset component: as u8, [128, 64].
+        let st = vec![vec![0i64, 1]];
+        let r = view_dtype(
+            &[128, 16],
+            &st,
+            &[Affine::constant(4)],
+            DType::F32,
+            DType::U8,
+        )
+        .unwrap();
+        assert_eq!(r.shape, vec![128, 64]);
+        assert_eq!(r.starts[0].constant, 16);
+        // [128, 4, 8] u8 as f32: outer stride 8 -> 2, last 8 -> 2.
+        let st = vec![vec![0i64, 8, 1]];
+        let r = view_dtype(&[128, 4, 8], &st, &[Affine::ZERO], DType::U8, DType::F32).unwrap();
+        assert_eq!(r.shape, vec![128, 4, 2]);
+        assert_eq!(r.strides[0], vec![0, 2, 1]);
+        assert!(matches!(
+            view_dtype(
+                &[128, 6],
+                &[vec![0, 1]],
+                &[Affine::ZERO],
+                DType::U8,
+                DType::F32
+            ),
+            Err(ViewError::DtypeDivide {
+                ratio: 4,
+                size: 6,
+                ..
+            })
+        ));
+        assert!(matches!(
+            view_dtype(
+                &[128, 8],
+                &[vec![0, 2]],
+                &[Affine::ZERO],
+                DType::F32,
+                DType::U8
+            ),
+            Err(ViewError::DtypeNotContiguous { stride: 2, .. })
+        ));
+        assert!(matches!(
+            view_dtype(
+                &[128, 8],
+                &[vec![0, 1]],
+                &[Affine::constant(2)],
+                DType::U8,
+                DType::F32
+            ),
+            Err(ViewError::DtypeAlign { .. })
         ));
     }
 }

@@ -56,7 +56,14 @@ pub(crate) fn shifted(
         .tiles()
         .get(usize::from(view.tile))
         .ok_or("a tile outside the program")?;
-    let row = i64::try_from(tile.shape.free_elems()).unwrap_or(i64::MAX);
+    // Each partition's elements of the view's dtype (a `t.view(dtype)` reads the tile's bytes).
+    let row = tile
+        .shape
+        .free_elems()
+        .saturating_mul(u64::from(tile.dtype.size()))
+        .checked_div(u64::from(view.dtype_of(tile.dtype).size()))
+        .unwrap_or(0);
+    let row = i64::try_from(row).unwrap_or(i64::MAX);
     // The view's free offsets at this offset's value, within one partition row.
     let shift = value.saturating_mul(i64::from(stride));
     let start = view.offset.eval(vars).saturating_add(shift);

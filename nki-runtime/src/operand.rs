@@ -147,14 +147,17 @@ fn signed<T: TryInto<isize>>(v: T) -> isize {
     v.try_into().unwrap_or(isize::MAX)
 }
 
-/// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart.
+/// The pattern of a view of `tile` in a memory whose partitions are `stride` bytes apart, in
+/// elements of the view's dtype (the tile's, or the one `t.view(dtype)` reads its bytes as).
 pub(crate) fn view_pattern(
     view: &TileView,
     tile: &TileDecl<'_>,
     stride: usize,
     vars: &VarValues,
 ) -> Pattern {
-    let size = usize::try_from(tile.dtype.size()).unwrap_or(1).max(1);
+    let size = usize::try_from(view.dtype_of(tile.dtype).size())
+        .unwrap_or(1)
+        .max(1);
     let part = signed(stride.checked_div(size).unwrap_or(0));
     let addr = signed(
         usize::try_from(tile.addr)
@@ -338,7 +341,7 @@ fn resolve_grid(
                     slot: o.slot,
                     dir: o.dir,
                     loc,
-                    dtype: tile.dtype,
+                    dtype: view.dtype_of(tile.dtype),
                     pattern: view_pattern(view, tile, stride, vars),
                     dims: padded(view.shape.dims()),
                 }

@@ -1172,7 +1172,62 @@ fn copy_rows() -> Vec<Row> {
     };
     let none: Vec<(DType, Array2<f64>)> = Vec::new();
     let constant = |v: f64| move |_: &[Array2<f64>]| vec![Array2::from_elem((P, F), v)];
+    // `t.view(dtype)`: a view of a tile's bytes as another dtype (`TileView::dtype`), its
+    // offset and strides counting that dtype's elements.
+    let reinterpreted = |k: &mut Kb, t: TileId, dtype: DType, dims: [u32; 2]| {
+        let mut v = TileView::whole(t.index(), &TileShape::new(&dims).unwrap());
+        v.dtype = Some(dtype);
+        k.b.view(v).unwrap()
+    };
+    let halves_in = values(P, F, 13, |r| r.int(-(1 << 20), 1 << 20) as f64 / 64.0);
+    let bytes_in = values(P, 4 * F, 14, |r| r.int(0, 255) as f64);
     vec![
+        row(
+            "tensor_copy of an f32 tile viewed as u16 reads the halves of its bits, low first",
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::U16)],
+            vec![(DType::F32, halves_in)],
+            &[(DType::U16, [P, 2 * F])],
+            move |k: &mut Kb| {
+                let x = k.load(0);
+                let t = k.sbuf(DType::U16, &[P as u32, 2 * F as u32]);
+                let src = reinterpreted(k, x, DType::U16, [P as u32, 2 * F as u32]);
+                let dst = k.dst(t);
+                k.unary(Opcode::TensorCopy, Some(Engine::Vector), dst, src);
+                k.store(0, t);
+            },
+            |x| {
+                let bits = |p: usize, j: usize| (x[0][[p, j / 2]] as f32).to_bits();
+                vec![Array2::from_shape_fn((P, 2 * F), |(p, j)| {
+                    f64::from(if j % 2 == 0 {
+                        bits(p, j) & 0xffff
+                    } else {
+                        bits(p, j) >> 16
+                    })
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "tensor_copy of a u8 tile viewed as int32 joins four bytes little-endian",
+            &[Covers::Op(Opcode::TensorCopy), Covers::Dt(DType::U8)],
+            vec![(DType::U8, bytes_in)],
+            &[(DType::I32, [P, F])],
+            move |k: &mut Kb| {
+                let x = k.load(0);
+                let t = k.sbuf(DType::I32, &[P as u32, F as u32]);
+                let src = reinterpreted(k, x, DType::I32, [P as u32, F as u32]);
+                let dst = k.dst(t);
+                k.unary(Opcode::TensorCopy, Some(Engine::Vector), dst, src);
+                k.store(0, t);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, F), |(p, j)| {
+                    let b = |k: usize| x[0][[p, 4 * j + k]] as u8;
+                    f64::from(i32::from_le_bytes([b(0), b(1), b(2), b(3)]))
+                })]
+            },
+            Check::Exact,
+        ),
         row(
             "tensor_copy on Vector keeps an int32's bits",
             &[Covers::Op(Opcode::TensorCopy)],

@@ -338,6 +338,7 @@ fn tile_view(tile: u16, p: usize, v: &View) -> TileView {
         offset: Affine::constant(v.offset as i64),
         strides,
         part_var: Affine::ZERO,
+        dtype: None,
     }
 }
 

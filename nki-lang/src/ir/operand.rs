@@ -1,6 +1,7 @@
 //! The pooled operands: tile views, HBM accesses, grid expressions and masks.
 
 use crate::affine::Affine;
+use crate::dtype::DType;
 use crate::shape::{MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
 
 /// A view of an on-chip tile: a partition range and an affine pattern over its free elements.
@@ -9,6 +10,10 @@ use crate::shape::{MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
 /// `offset + Σ stride[j] · fj` (in elements, row-major within the partition). A free stride of
 /// 0 broadcasts: a `[P, 1]` column read as `[P, F]` is a view of shape `[P, F]` with free
 /// strides 0.
+///
+/// A view may read the tile's bytes as another dtype (NKI 0.6's `t.view(dtype)`, `dtype`): its
+/// offset and strides then count elements of that dtype, from the tile's first byte of each
+/// partition.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TileView {
     /// Index of the tile in the program's tile table.
@@ -25,6 +30,10 @@ pub struct TileView {
     /// `t[i * 32 + i_p, ...]`, `t[ds(i * 64, 64), ...]`): added to `part_start` for their
     /// values; [`Affine::ZERO`] for a view whose partitions are fixed. Its constant is 0.
     pub part_var: Affine,
+    /// The dtype the view reads the tile's bytes as (`t.view(u8)`: a bit reinterpretation,
+    /// little-endian as NumPy's `ndarray.view`); `None` for the tile's own dtype. `offset` and
+    /// `strides` count elements of this dtype.
+    pub dtype: Option<DType>,
 }
 
 impl TileView {
@@ -37,7 +46,13 @@ impl TileView {
             offset: Affine::ZERO,
             strides: row_major_strides(shape),
             part_var: Affine::ZERO,
+            dtype: None,
         }
+    }
+
+    /// The dtype the view's elements have, for a tile of dtype `tile`.
+    pub fn dtype_of(&self, tile: DType) -> DType {
+        self.dtype.unwrap_or(tile)
     }
 
     /// Whether the view reads one value per partition, whatever its free shape: every free

@@ -124,11 +124,22 @@ impl Checker<'_> {
         // index is checked against the launch's count (the count against the capacity by
         // `Constraint::Blocks`), which bounds its free elements too.
         if let Some(Extent::Sym { sym, add, div }) = tile.blocks
+            && v.dtype.is_none()
             && let Some(ok) = self.check_blocks(site, v, &index, (sym, add, div), loops)
         {
             return ok;
         }
-        let size = Dim::Fixed(tile.shape.free_elems());
+        // A view of the tile's bytes as another dtype stays within each partition's bytes.
+        let size = match v.dtype {
+            None => Dim::Fixed(tile.shape.free_elems()),
+            Some(d) => Dim::Fixed(
+                tile.shape
+                    .free_elems()
+                    .saturating_mul(u64::from(tile.dtype.size()))
+                    .checked_div(u64::from(d.size()))
+                    .unwrap_or(0),
+            ),
+        };
         let target = Bounded::TileFree { tile: v.tile };
         self.bound(site, &tile.name, 1, target, size, &index, false, loops)
     }

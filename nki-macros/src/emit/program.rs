@@ -181,7 +181,8 @@ fn view(v: &TileView) -> TokenStream {
         v.strides,
         affine(&v.part_var),
     );
-    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*], part_var: #part_var })
+    let dtype = option(v.dtype, |d| variant("DType", d));
+    quote!(#ty { tile: #tile, part_start: #part_start, shape: #shape, offset: #offset, strides: [#(#strides),*], part_var: #part_var, dtype: #dtype })
 }
 
 fn axis_index(x: &AxisIndex) -> TokenStream {

@@ -245,7 +245,7 @@ impl Lowerer<'_> {
     /// none, or the destination's own (the result is written in the destination's dtype, so
     /// another would be silently ignored); else an error on `at`.
     pub(super) fn dtype_is_dst(&mut self, options: &OpOptions, dst: &TileView, at: Span) -> bool {
-        let own = self.buf.tiles[dst.tile as usize].dtype;
+        let own = dst.dtype_of(self.buf.tiles[dst.tile as usize].dtype);
         match options.dtype {
             Some(d) if d != own => {
                 self.error(

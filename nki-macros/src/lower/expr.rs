@@ -30,6 +30,10 @@ impl Lowerer<'_> {
             Expr::Int(v, _) => Value::Int(*v),
             Expr::Float(v, _) => Value::Float(*v),
             Expr::Bool(b, _) => Value::Bool(*b),
+            Expr::Str(_, span) => self.error(
+                *span,
+                "a string literal is a dimension name of `rearrange`'s patterns (`t.rearrange((\"p\", (\"h\", \"w\")), (\"p\", \"w\", \"h\"), [(\"h\", 4)])`), not a value",
+            ),
             Expr::Name(id) => self.name(&id.to_string(), id.span().into()),
             Expr::Neg(..) | Expr::Not(..) | Expr::Binary { .. } => self.produce(e, Dest::New(None)),
             Expr::Field { base, field, span } => {
@@ -772,7 +776,7 @@ impl Lowerer<'_> {
             (Value::Tensor(h), "dtype") => Value::DType(self.tensors[h.tensor].dtype),
             (Value::Access(a), "dtype") => Value::DType(self.tensors[a.tensor].dtype),
             (Value::Tile(v) | Value::Blocks { view: v, .. }, "dtype") => {
-                Value::DType(self.buf.tiles[v.tile as usize].dtype)
+                Value::DType(v.dtype_of(self.buf.tiles[v.tile as usize].dtype))
             }
             _ => self.error(span, format!("no field `{field}` on {}", base.describe())),
         }

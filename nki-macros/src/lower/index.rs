@@ -236,6 +236,7 @@ impl Lowerer<'_> {
                     axes,
                     shape,
                     indirect,
+                    dtype: None,
                 })
             }
             Value::Tile(v) => self.tile_view(v, &axes, shape, span),
@@ -596,6 +597,7 @@ impl Lowerer<'_> {
             offset,
             strides,
             part_var,
+            dtype: base.dtype,
         })
     }
 }

@@ -168,6 +168,10 @@ pub struct Access {
     /// NKI's indirect indexing: the axis (of `axes`, where its index is 0) whose row at the
     /// grid's partition `p` is the value of this `[P, 1]` index column at `p`.
     pub indirect: Option<(usize, TileView)>,
+    /// `t.view(dtype)` of the tensor: the dtype its bytes are read as, the last axis' index
+    /// counting elements of it; `None` for the tensor's own. A DMA moves the reinterpretation
+    /// to its tile side ([`super::Lowerer::unview`]).
+    pub dtype: Option<nki_lang::DType>,
 }
 
 /// The value of a kernel-body expression at compile time.

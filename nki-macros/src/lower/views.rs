@@ -10,7 +10,7 @@
 
 use crate::span::Span;
 use nki_lang::view::{self, Restrided, ViewError, ViewMap};
-use nki_lang::{Affine, Dim, MAX_TILE_RANK, TileShape, TileView};
+use nki_lang::{Affine, DType, Dim, MAX_TILE_RANK, TileShape, TileView};
 
 use super::Lowerer;
 use super::value::{Access, Hbm, Idx, Value};
@@ -32,6 +32,19 @@ const PARAMS: &[(&str, &[&str])] = &[
     ("reshape_dim", &["dim", "shape"]),
     ("flatten_dims", &["start_dim", "end_dim"]),
     ("reshape", &["shape"]),
+    ("rearrange", &["src_pattern", "dst_pattern", "fixed_sizes"]),
+    ("view", &["dtype"]),
+    (
+        "ap",
+        &[
+            "pattern",
+            "offset",
+            "scalar_offset",
+            "vector_offset",
+            "indirect_dim",
+            "dtype",
+        ],
+    ),
 ];
 
 /// The parameters of view method `method`.
@@ -54,6 +67,34 @@ enum Call {
     Flatten(i64, i64),
     /// `reshape(shape)`.
     Reshape(Vec<i64>),
+    /// `rearrange(src_pattern, dst_pattern, fixed_sizes)`.
+    Rearrange(Rearrange),
+    /// `view(dtype)`: the same bytes read as another dtype.
+    Dtype(DType),
+    /// `ap(pattern, offset, dtype)`: `[step, count]` pairs over the tensor flattened, a static
+    /// offset, the dtype the storage is read as.
+    Ap(Vec<(i64, i64)>, i64, Option<DType>),
+}
+
+/// `rearrange`'s arguments, read.
+struct Rearrange {
+    src: Vec<Vec<String>>,
+    dst: Vec<Vec<String>>,
+    fixed: Vec<(String, i64)>,
+}
+
+impl Rearrange {
+    /// The plan for a tensor of dimensions `dims`.
+    fn plan(&self, dims: &[Option<u32>], on_chip: bool) -> Result<view::RearrangePlan, ViewError> {
+        view::rearrange(dims, on_chip, &self.src, &self.dst, &self.fixed)
+    }
+}
+
+/// Where a view's error is reported: the span of the argument it is about (else the call's),
+/// and what the message starts with (a `rearrange` step names itself).
+struct Blame<'a> {
+    at: &'a dyn Fn(&ViewError) -> Span,
+    prefix: &'a str,
 }
 
 /// A shape padded to the two axes an access or a tile has at least (a trailing size-1 axis, as
@@ -85,17 +126,39 @@ impl Lowerer<'_> {
         };
         // The argument the error is about, else the call.
         let params = params_of(method);
-        let fail = |this: &mut Self, e: ViewError| {
-            let at = e
-                .param()
+        let at = |e: &ViewError| {
+            e.param()
                 .and_then(|p| {
                     let k = params.iter().position(|q| *q == p)?;
                     args.iter()
                         .find(|a| a.name.as_ref().is_some_and(|n| n == p))
                         .or_else(|| args.iter().filter(|a| a.name.is_none()).nth(k))
                 })
-                .map_or(span, |a| a.value.span());
-            this.error(at, e.to_string())
+                .map_or(span, |a| a.value.span())
+        };
+        self.apply_view(
+            recv,
+            method,
+            call,
+            span,
+            &Blame {
+                at: &at,
+                prefix: "",
+            },
+        )
+    }
+
+    /// Applies a view method's call to `recv`.
+    fn apply_view(
+        &mut self,
+        recv: Value,
+        method: &'static str,
+        call: Call,
+        span: Span,
+        blame: &Blame<'_>,
+    ) -> Value {
+        let fail = |this: &mut Self, e: ViewError| {
+            this.error((blame.at)(&e), format!("{}{e}", blame.prefix))
         };
         match recv {
             Value::Poison => Value::Poison,
@@ -121,6 +184,19 @@ impl Lowerer<'_> {
                         let st = tile_strides(&v);
                         match view::reshape(v.shape.dims(), &st, true, &shape) {
                             Ok(r) => self.tile_restrided(v, &r, span),
+                            Err(e) => fail(self, e),
+                        }
+                    }
+                    Call::Rearrange(r) => match r.plan(&dims, true) {
+                        Ok(plan) => self.rearranged(Value::Tile(v), plan, span),
+                        Err(e) => fail(self, e),
+                    },
+                    Call::Ap(pattern, offset, dtype) => self.tile_ap(v, &pattern, offset, dtype, blame, span),
+                    Call::Dtype(to) => {
+                        let own = self.buf.tiles[v.tile as usize].dtype;
+                        let st = tile_strides(&v);
+                        match view::view_dtype(v.shape.dims(), &st, &[v.offset], v.dtype_of(own), to) {
+                            Ok(r) => self.tile_reinterpreted(v, &r, (own, to), span),
                             Err(e) => fail(self, e),
                         }
                     }
@@ -153,6 +229,21 @@ impl Lowerer<'_> {
                             Err(e) => fail(self, e),
                         }
                     }
+                    Call::Rearrange(r) => match r.plan(&dims, false) {
+                        Ok(plan) => self.rearranged(Value::Access(a), plan, span),
+                        Err(e) => fail(self, e),
+                    },
+                    Call::Ap(..) => self.error(span, "`ap` of an HBM access (a view of the tensor) is not accepted yet: `ap` the tensor itself, whose pattern counts its elements row-major"),
+                    Call::Dtype(to) => {
+                        let own = self.tensors[a.tensor].dtype;
+                        match access_reinterpreted(&a, a.dtype.unwrap_or(own), to) {
+                            Ok(mut a) => {
+                                a.dtype = (to != own).then_some(to);
+                                Value::Access(a)
+                            }
+                            Err(e) => fail(self, e),
+                        }
+                    }
                 }
             }
             Value::Tensor(h) => {
@@ -176,16 +267,71 @@ impl Lowerer<'_> {
                         };
                         self.access_map(whole, &m, method, span)
                     }
-                    Call::Flatten(..) | Call::Reshape(_) => {
+                    Call::Ap(pattern, offset, dtype) => {
+                        if !h.prefix.is_empty() {
+                            return self.error(span, "`ap` of a tensor indexed on its leading axes is not accepted yet: `ap` the whole tensor, with the offset of the part");
+                        }
+                        self.tensor_ap(&h, &pattern, offset, dtype, blame, span)
+                    }
+                    Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) | Call::Dtype(_) => {
                         let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
                             return Value::Poison;
                         };
-                        self.view_method(Value::Access(a), method, args, span)
+                        self.apply_view(Value::Access(a), method, call, span, blame)
                     }
                 }
             }
             other => self.error(span, format!("no method `{method}` on {}", other.describe())),
         }
+    }
+
+    /// `rearrange`'s plan applied to `v`: its splits, permutation and merges in turn, each
+    /// step's error reported on the whole call.
+    fn rearranged(&mut self, mut v: Value, plan: view::RearrangePlan, span: Span) -> Value {
+        let at = |_: &ViewError| span;
+        let mut steps: Vec<(&'static str, Call)> = Vec::new();
+        for (dim, sizes) in plan.splits {
+            steps.push((
+                "reshape_dim",
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::reshape_dim(d, c, dim, &sizes)
+                })),
+            ));
+        }
+        if plan
+            .perm
+            .iter()
+            .enumerate()
+            .any(|(k, &p)| i64::try_from(k) != Ok(p))
+        {
+            let perm = plan.perm;
+            steps.push((
+                "permute",
+                Call::Map(Box::new(move |d: &[Option<u32>], c: bool| {
+                    view::permute(d, c, &perm)
+                })),
+            ));
+        }
+        for (s, e) in plan.merges {
+            steps.push(("flatten_dims", Call::Flatten(s, e)));
+        }
+        for (method, call) in steps {
+            let prefix = format!("`rearrange` (its `{method}` step): ");
+            v = self.apply_view(
+                v,
+                method,
+                call,
+                span,
+                &Blame {
+                    at: &at,
+                    prefix: &prefix,
+                },
+            );
+            if matches!(v, Value::Poison) {
+                return v;
+            }
+        }
+        v
     }
 
     /// Reads a view method's arguments (NKI's names, by position or keyword).
@@ -285,8 +431,134 @@ impl Lowerer<'_> {
                 };
                 Call::Reshape(shape)
             }
+            "view" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                Call::Dtype(self.dtype_arg(a[0]?)?)
+            }
+            "ap" => {
+                let a = self.args(method, args, params_of(method), 1, span)?;
+                if let Some(e) = a[2].or(a[3]).or(a[4]) {
+                    self.error(e.span(), "`ap` takes a static `offset` here: `scalar_offset`, `vector_offset` and `indirect_dim` (offsets read at run time) are not accepted yet");
+                    return None;
+                }
+                let pattern = self.ap_pattern(a[0]?)?;
+                let offset = match a[1] {
+                    Some(e) => self.int(e, "`ap`'s offset")?,
+                    None => 0,
+                };
+                let dtype = match a[5] {
+                    Some(e) => Some(self.dtype_arg(e)?),
+                    None => None,
+                };
+                Call::Ap(pattern, offset, dtype)
+            }
+            "rearrange" => {
+                let a = self.args(method, args, params_of(method), 2, span)?;
+                let src = self.name_pattern(a[0]?, "src_pattern")?;
+                let dst = self.name_pattern(a[1]?, "dst_pattern")?;
+                let fixed = match a[2] {
+                    Some(e) => self.fixed_sizes(e)?,
+                    None => Vec::new(),
+                };
+                Call::Rearrange(Rearrange { src, dst, fixed })
+            }
             _ => unreachable!("a view method"),
         })
+    }
+
+    /// A `rearrange` pattern: a tuple whose entries are names (`"b"`) or tuples of names
+    /// (`("h", "w")`, a group).
+    fn name_pattern(&mut self, e: &Expr, param: &str) -> Option<Vec<Vec<String>>> {
+        let usage = "a tuple of dimension names and tuples of names (`(\"b\", (\"h\", \"w\"))`)";
+        let items = match e {
+            Expr::Tuple(items, _) | Expr::Array(items, _) => items.as_slice(),
+            Expr::Str(..) => std::slice::from_ref(e),
+            other => {
+                self.error(other.span(), format!("`rearrange`'s {param} is {usage}"));
+                return None;
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Expr::Str(n, _) => out.push(vec![n.clone()]),
+                Expr::Tuple(group, _) | Expr::Array(group, _) => {
+                    let mut names = Vec::with_capacity(group.len());
+                    for g in group {
+                        let Expr::Str(n, _) = g else {
+                            self.error(g.span(), format!("a group of `rearrange`'s {param} holds dimension names (string literals), as in {usage}"));
+                            return None;
+                        };
+                        names.push(n.clone());
+                    }
+                    out.push(names);
+                }
+                other => {
+                    self.error(other.span(), format!("an entry of `rearrange`'s {param} is a dimension name (a string literal) or a tuple of them, as in {usage}"));
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// `ap`'s pattern: a list of `[step, count]` pairs of compile-time integers.
+    fn ap_pattern(&mut self, e: &Expr) -> Option<Vec<(i64, i64)>> {
+        let usage =
+            "`ap`'s pattern is a list of [step, count] pairs of integers (`[[64, 128], [1, 16]]`)";
+        let (Expr::Array(items, _) | Expr::Tuple(items, _)) = e else {
+            self.error(e.span(), usage);
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let (Expr::Array(pair, _) | Expr::Tuple(pair, _)) = item else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let [step, count] = pair.as_slice() else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let step = self.int(step, "a step of `ap`'s pattern")?;
+            let count = self.int(count, "a count of `ap`'s pattern")?;
+            out.push((step, count));
+        }
+        Some(out)
+    }
+
+    /// `rearrange`'s `fixed_sizes`: NKI's dict `{"h": 4}` as pairs, `[("h", 4)]` (an empty
+    /// `[]` for none).
+    fn fixed_sizes(&mut self, e: &Expr) -> Option<Vec<(String, i64)>> {
+        let usage = "`rearrange`'s fixed_sizes is a list of (name, size) pairs, `[(\"h\", 4)]` (NKI's dict `{\"h\": 4}`)";
+        let items = match e {
+            Expr::Array(items, _) | Expr::Tuple(items, _) => items,
+            other => {
+                self.error(other.span(), usage);
+                return None;
+            }
+        };
+        // One pair alone, `("h", 4)`, is a tuple of a name and a size.
+        if let [Expr::Str(n, _), size] = items.as_slice()
+            && matches!(e, Expr::Tuple(..))
+        {
+            let size = self.int(size, "a size of `rearrange`'s fixed_sizes")?;
+            return Some(vec![(n.clone(), size)]);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let pair = match item {
+                Expr::Tuple(pair, _) => pair.as_slice(),
+                _ => &[],
+            };
+            let [Expr::Str(n, _), size] = pair else {
+                self.error(item.span(), usage);
+                return None;
+            };
+            let size = self.int(size, "a size of `rearrange`'s fixed_sizes")?;
+            out.push((n.clone(), size));
+        }
+        Some(out)
     }
 
     /// A slice bound or index: a compile-time integer, or loop-affine (`k * 128`).
@@ -410,6 +682,7 @@ impl Lowerer<'_> {
             axes,
             shape,
             indirect: None,
+            dtype: None,
         })
     }
 
@@ -446,6 +719,241 @@ impl Lowerer<'_> {
             strides,
             ..v
         })
+    }
+
+    /// A tile's view of its bytes as dtype `to` (`own`: the tile's dtype).
+    fn tile_reinterpreted(
+        &mut self,
+        v: TileView,
+        r: &view::Reinterpreted,
+        (own, to): (DType, DType),
+        span: Span,
+    ) -> Value {
+        let Some(shape) = padded(&r.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (s, &x) in strides.iter_mut().zip(r.strides[0].iter().skip(1)) {
+            *s = x;
+        }
+        Value::Tile(TileView {
+            shape,
+            strides,
+            offset: r.starts[0],
+            dtype: (to != own).then_some(to),
+            ..v
+        })
+    }
+
+    /// `t.ap(pattern, offset, dtype)` of a tile (or a view of one): the pattern over the tile's
+    /// storage flattened (each partition's elements, then the next partition's), from the view's
+    /// start plus `offset`; `dtype` reads the storage as that dtype, counting its elements.
+    fn tile_ap(
+        &mut self,
+        v: TileView,
+        pattern: &[(i64, i64)],
+        offset: i64,
+        dtype: Option<DType>,
+        blame: &Blame<'_>,
+        span: Span,
+    ) -> Value {
+        let tile = &self.buf.tiles[v.tile as usize];
+        let own = tile.dtype;
+        let from = v.dtype_of(own);
+        let to = dtype.unwrap_or(from);
+        // The tile's elements per partition, in `to`; the view's start, in `to` (whole ones).
+        let bytes = tile
+            .shape
+            .free_elems()
+            .saturating_mul(u64::from(own.size()));
+        let row = bytes.checked_div(u64::from(to.size())).unwrap_or(0);
+        let (fs, ts) = (i64::from(from.size()), i64::from(to.size()));
+        let start = v
+            .offset
+            .checked_scale(fs)
+            .filter(|a| {
+                a.constant.checked_rem(ts) == Some(0)
+                    && a.coef.iter().all(|&c| c.checked_rem(ts) == Some(0))
+            })
+            .map(|mut a| {
+                a.constant = a.constant.checked_div(ts).unwrap_or(0);
+                for c in &mut a.coef {
+                    *c = c.checked_div(ts).unwrap_or(0);
+                }
+                a
+            });
+        let Some(start) = start else {
+            return self.error(
+                span,
+                format!("`ap`: the view's start is not a whole number of {to} elements"),
+            );
+        };
+        let ap = match view::ap(pattern, offset, Some(row)) {
+            Ok(ap) => ap,
+            Err(e) => return self.error((blame.at)(&e), format!("{}{e}", blame.prefix)),
+        };
+        let row_i = i64::try_from(row).unwrap_or(i64::MAX);
+        let (parts, free_shift) = (
+            ap.offset.checked_div(row_i).unwrap_or(0),
+            ap.offset.checked_rem(row_i).unwrap_or(0),
+        );
+        let part_start = u32::try_from(parts)
+            .ok()
+            .and_then(|p| v.part_start.checked_add(p));
+        let offset = start.checked_add(&Affine::constant(free_shift));
+        let (Some(part_start), Some(offset)) = (part_start, offset) else {
+            return self.error(span, ViewError::Overflow { method: "ap" }.to_string());
+        };
+        let Some(shape) = padded(&ap.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut strides = [0i64; MAX_TILE_RANK - 1];
+        for (s, &x) in strides.iter_mut().zip(ap.steps.iter().skip(1)) {
+            *s = x;
+        }
+        Value::Tile(TileView {
+            part_start,
+            shape,
+            offset,
+            strides,
+            dtype: (to != own).then_some(to),
+            ..v
+        })
+    }
+
+    /// `x.ap(pattern, offset)` of an HBM tensor: the pattern over the tensor flattened
+    /// row-major, an access of a one-axis reshape of it (its dimensions must be known).
+    fn tensor_ap(
+        &mut self,
+        h: &Hbm,
+        pattern: &[(i64, i64)],
+        offset: i64,
+        dtype: Option<DType>,
+        blame: &Blame<'_>,
+        span: Span,
+    ) -> Value {
+        let own = self.tensors[h.tensor].dtype;
+        if dtype.is_some_and(|d| d != own) {
+            return self.error(span, "`ap` of an HBM tensor with another `dtype` is not accepted yet: `x.view(dtype)` reads its bytes as another dtype");
+        }
+        let ap = match view::ap(pattern, offset, None) {
+            Ok(ap) => ap,
+            Err(e) => return self.error((blame.at)(&e), format!("{}{e}", blame.prefix)),
+        };
+        let dims = self.tensor_dims(h);
+        let mut total: u64 = 1;
+        for (k, d) in dims.iter().enumerate() {
+            let Some(n) = d else {
+                return self.error(
+                    span,
+                    ViewError::Symbolic {
+                        method: "ap",
+                        dim: k,
+                    }
+                    .to_string(),
+                );
+            };
+            total = total.saturating_mul(u64::from(*n));
+        }
+        let flat = vec![Dim::Fixed(total)];
+        let tensor = u8::try_from(h.tensor).unwrap_or(u8::MAX);
+        let existing = self
+            .buf
+            .reshapes
+            .iter()
+            .position(|r| r.tensor == tensor && r.shape == flat);
+        let reshape = match existing {
+            Some(r) => r,
+            None => {
+                let Ok(r) = u8::try_from(self.buf.reshapes.len()) else {
+                    return self.error(span, "a kernel has at most 255 reshapes");
+                };
+                let name = format!("{}.reshape([{total}])", self.tensors[h.tensor].name);
+                self.buf.reshapes.push(nki_lang::ReshapeBuf {
+                    name,
+                    tensor,
+                    shape: flat,
+                });
+                usize::from(r)
+            }
+        };
+        let Some(shape) = padded(&ap.shape) else {
+            return self.error(span, "a view has at most 5 dimensions");
+        };
+        let mut ix = Idx::from_affine(Affine::constant(ap.offset));
+        for (g, &s) in ix.grid.iter_mut().zip(&ap.steps) {
+            *g = s;
+        }
+        Value::Access(Access {
+            tensor: h.tensor,
+            reshape: Some(reshape),
+            axes: vec![ix],
+            shape,
+            indirect: None,
+            dtype: None,
+        })
+    }
+
+    /// A DMA between `access` and the tile view `tile`, where `access` may read its tensor's
+    /// bytes as another dtype (`x.view(u8)`): the same transfer with the reinterpretation moved
+    /// to the tile side (`t.view(f32)` against `x`), so that the instruction moves the tensor's
+    /// own elements; the bytes moved are the same. The tile must have the access's dtype (the
+    /// DMA converts nothing), and the access must cover whole elements of the tensor. `None`
+    /// after an error.
+    pub(super) fn unview(
+        &mut self,
+        access: &Access,
+        tile: TileView,
+        masked: bool,
+        span: Span,
+    ) -> Option<(Access, TileView)> {
+        let Some(as_dtype) = access.dtype else {
+            return Some((access.clone(), tile));
+        };
+        let own = self.tensors[access.tensor].dtype;
+        let tile_own = self.buf.tiles[tile.tile as usize].dtype;
+        let td = tile.dtype_of(tile_own);
+        if td != as_dtype {
+            self.error(
+                span,
+                format!("a DMA of an HBM tensor viewed as {as_dtype} moves its bytes unconverted, so its tile side is {as_dtype} too, not {td}: view the tile as well (`t.view({as_dtype})`)"),
+            );
+            return None;
+        }
+        if masked {
+            self.error(
+                span,
+                format!("a masked DMA of an HBM tensor viewed as {as_dtype} is not accepted yet: slice the view to the elements instead of masking"),
+            );
+            return None;
+        }
+        let whole = |e: ViewError| {
+            format!(
+                "this DMA of an HBM tensor viewed as {as_dtype} does not move whole {own} elements of it, which is all this model moves through an HBM `view(dtype)` yet (load whole elements and view the tile): {e}"
+            )
+        };
+        let a = match access_reinterpreted(access, as_dtype, own) {
+            Ok(mut a) => {
+                a.dtype = None;
+                a
+            }
+            Err(e) => {
+                self.error(span, whole(e));
+                return None;
+            }
+        };
+        let st = tile_strides(&tile);
+        let r = match view::view_dtype(tile.shape.dims(), &st, &[tile.offset], as_dtype, own) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(span, whole(e));
+                return None;
+            }
+        };
+        match self.tile_reinterpreted(tile, &r, (tile_own, own), span) {
+            Value::Tile(t) => Some((a, t)),
+            _ => None,
+        }
     }
 
     /// An access's view through a map: each tensor axis' index with the view's map substituted
@@ -528,6 +1036,52 @@ fn tile_strides(v: &TileView) -> Vec<Vec<i64>> {
     let mut st = vec![0i64];
     st.extend_from_slice(&v.strides[..v.shape.free().len()]);
     vec![st]
+}
+
+/// An access read as dtype `to` where its elements are `from`: the tensor's last axis is the
+/// one whose index changes scale ([`view::view_dtype`] on that component); the access's last
+/// axis must step it alone, with stride 1.
+pub(super) fn access_reinterpreted(
+    a: &Access,
+    from: DType,
+    to: DType,
+) -> Result<Access, ViewError> {
+    let rank = a.shape.rank();
+    let dims = a.shape.dims();
+    let Some(last) = a.axes.len().checked_sub(1) else {
+        return Err(ViewError::Rank {
+            method: "view",
+            rank: 0,
+        });
+    };
+    let inner = rank.saturating_sub(1);
+    if from.size() != to.size() && dims[inner] != 1 {
+        for (k, ix) in a.axes.iter().enumerate() {
+            let c = ix.grid[inner];
+            if k != last && c != 0 {
+                return Err(ViewError::DtypeNotLastAxis { to, axis: k });
+            }
+        }
+    }
+    let st = vec![a.axes[last].grid[..rank].to_vec()];
+    let r = view::view_dtype(dims, &st, &[a.axes[last].lin], from, to)?;
+    let Some(shape) = padded(&r.shape) else {
+        return Err(ViewError::Rank {
+            method: "view",
+            rank: r.shape.len(),
+        });
+    };
+    let mut axes = a.axes.clone();
+    let mut ix = Idx::from_affine(r.starts[0]);
+    for (g, &s) in ix.grid.iter_mut().zip(&r.strides[0]) {
+        *g = s;
+    }
+    axes[last] = ix;
+    Ok(Access {
+        axes,
+        shape,
+        ..a.clone()
+    })
 }
 
 /// An access's grid coefficients, one component per tensor axis.

@@ -548,10 +548,11 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
                 }
             },
             Lit::Bool(b) => Expr::Bool(b.value, span),
+            Lit::Str(s) => Expr::Str(s.value(), span),
             _ => {
                 errors.push(
                     span,
-                    "only integer, float and bool literals can appear in a kernel",
+                    "only integer, float, bool and string literals can appear in a kernel",
                 );
                 return None;
             }

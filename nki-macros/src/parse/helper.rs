@@ -198,7 +198,12 @@ fn expr_calls(e: &Expr, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
                 unknown_calls(b, known, out);
             }
         }
-        Expr::Int(..) | Expr::Float(..) | Expr::Bool(..) | Expr::Name(_) | Expr::Error(_) => {}
+        Expr::Int(..)
+        | Expr::Float(..)
+        | Expr::Str(..)
+        | Expr::Bool(..)
+        | Expr::Name(_)
+        | Expr::Error(_) => {}
     }
 }
 

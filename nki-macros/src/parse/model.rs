@@ -333,6 +333,8 @@ pub enum Expr {
     Bool(bool, Span),
     /// A float literal (for `full` / `memset` values).
     Float(f64, Span),
+    /// A string literal: a dimension name of `rearrange`'s patterns.
+    Str(String, Span),
     /// A name: a variable, a dtype (`bf16`), a buffer (`Psum`), a symbolic dim.
     Name(Ident),
     /// Arithmetic.
@@ -436,6 +438,7 @@ impl Expr {
             Expr::Int(_, s)
             | Expr::Bool(_, s)
             | Expr::Float(_, s)
+            | Expr::Str(_, s)
             | Expr::Neg(_, s)
             | Expr::Not(_, s) => *s,
             Expr::Name(i) => i.span().into(),

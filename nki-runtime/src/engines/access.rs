@@ -290,9 +290,9 @@ pub(crate) fn transfer(
                         let (lo, hi) = b.split_at_mut(sr.start);
                         convert(isa, hi, src.dtype, &mut lo[dr], dst.dtype, n);
                     } else {
-                        // Different dtypes live in different tiles, and tiles used by one
-                        // instruction never overlap; still, stay defined: go through
-                        // scratch.
+                        // Overlapping ranges of different dtypes (a tile and its
+                        // `view(dtype)`) in one instruction are refused by the overlap check;
+                        // still, stay defined: go through scratch.
                         strided_run(isa, buf, &mut mem, src, dst, so, dof, n, 1, 1);
                     }
                 }

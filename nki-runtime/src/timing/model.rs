@@ -635,7 +635,9 @@ impl<'p> Timeline<'p> {
                 continue;
             };
             let psum = self.tile_read(view.tile);
-            if psum == usize::from(view.tile) {
+            // A view of the tile's bytes as another dtype keeps its own place (its element
+            // offsets are not the PSUM tile's).
+            if psum == usize::from(view.tile) || view.dtype.is_some() {
                 continue;
             }
             let (Some(sd), Some(pd), Some(r)) = (

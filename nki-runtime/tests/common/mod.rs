@@ -148,6 +148,7 @@ pub fn view(tile: u16, part_start: u32, dims: &[u32], offset: Affine, strides: &
         offset,
         strides: s,
         part_var: Affine::ZERO,
+        dtype: None,
     }
 }
 

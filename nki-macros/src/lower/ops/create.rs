@@ -82,7 +82,10 @@ impl Lowerer<'_> {
         let mut blocks: Option<(super::super::blocks::BlockInfo, Option<nki_lang::Extent>)> = None;
         let (shape, like_dtype) = if like {
             match self.eval(shape_e) {
-                Value::Tile(v) => (v.shape, Some(self.buf.tiles[v.tile as usize].dtype)),
+                Value::Tile(v) => (
+                    v.shape,
+                    Some(v.dtype_of(self.buf.tiles[v.tile as usize].dtype)),
+                ),
                 Value::Blocks { view, .. } => {
                     let tile = &self.buf.tiles[view.tile as usize];
                     blocks = self

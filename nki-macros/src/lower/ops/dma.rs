@@ -177,6 +177,9 @@ impl Lowerer<'_> {
         dest: Dest<'_>,
         options: OpOptions,
     ) -> Value {
+        if let Some(as_dtype) = access.dtype {
+            return self.load_viewed(opcode, access, as_dtype, (src_span, span), dest, options);
+        }
         let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
@@ -210,6 +213,68 @@ impl Lowerer<'_> {
         match self.emit_op(opcode, &make, dest, options, spans) {
             Some(v) => Value::Tile(v),
             None => Value::Poison,
+        }
+    }
+
+    /// A load of an HBM `view(dtype)` access (its bytes read as `as_dtype`): into a new SBUF tile
+    /// of that dtype, or the destination view, whose bytes take the tensor's elements
+    /// ([`Lowerer::unview`]).
+    fn load_viewed(
+        &mut self,
+        opcode: Opcode,
+        access: &Access,
+        as_dtype: nki_lang::DType,
+        (src_span, span): (Span, Span),
+        dest: Dest<'_>,
+        options: OpOptions,
+    ) -> Value {
+        if opcode != Opcode::Load {
+            let msg = format!(
+                "`{}` of an HBM `view(dtype)` is not accepted yet: `load` it, or view the tile",
+                opcode.info().name
+            );
+            return self.error(src_span, msg);
+        }
+        if options.dtype.is_some_and(|d| d != as_dtype) {
+            return self.error(
+                span,
+                format!("a load of an HBM tensor viewed as {as_dtype} moves its bytes unconverted: no other `dtype`"),
+            );
+        }
+        let (view, dst_span) = match dest {
+            Dest::New(name) => {
+                match self.new_tile(name, Memory::Sbuf, as_dtype, access.shape, span) {
+                    Value::Tile(v) => (v, span),
+                    _ => return Value::Poison,
+                }
+            }
+            Dest::Into {
+                view,
+                span: at,
+                accumulate: None,
+            } => (view, at),
+            Dest::Into { .. } => {
+                return self.error(
+                    span,
+                    "a load of an HBM `view(dtype)` does not accumulate into its destination",
+                );
+            }
+        };
+        let Some((a, t)) = self.unview(access, view, options.mask.is_some(), src_span) else {
+            return Value::Poison;
+        };
+        let into = Dest::Into {
+            view: t,
+            span: dst_span,
+            accumulate: None,
+        };
+        let options = OpOptions {
+            dtype: None,
+            ..options
+        };
+        match self.load_access(opcode, &a, src_span, span, into, options) {
+            Value::Tile(_) => Value::Tile(view),
+            other => other,
         }
     }
 
@@ -364,6 +429,12 @@ impl Lowerer<'_> {
                 None => return Value::Poison,
             }
         }
+        if access.dtype.is_some() {
+            let Some((a, v)) = self.unview(access, value, mask.is_some(), dst_span) else {
+                return Value::Poison;
+            };
+            return self.store_tile(&a, dst_span, v, val_span, span, mask);
+        }
         let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
@@ -415,7 +486,7 @@ impl Lowerer<'_> {
         mask: Option<nki_lang::MaskId>,
     ) -> Option<TileView> {
         let tile = &self.buf.tiles[value.tile as usize];
-        let (dtype, shape) = (tile.dtype, value.shape);
+        let (dtype, shape) = (value.dtype_of(tile.dtype), value.shape);
         let Value::Tile(tmp) = self.new_tile(None, Memory::Sbuf, dtype, shape, span) else {
             return None;
         };

@@ -43,6 +43,7 @@ impl Lowerer<'_> {
             offset,
             strides: [0; nki_lang::MAX_TILE_RANK - 1],
             part_var: v.part_var,
+            dtype: v.dtype,
         })
     }
 

@@ -120,7 +120,7 @@ impl Lowerer<'_> {
     }
 
     fn dtype_of(&self, v: &TileView) -> DType {
-        self.buf.tiles[v.tile as usize].dtype
+        v.dtype_of(self.buf.tiles[v.tile as usize].dtype)
     }
 
     fn memory_of(&self, v: &TileView) -> Memory {

@@ -75,7 +75,7 @@ impl Lowerer<'_> {
         };
         let dtype = opts
             .dtype
-            .unwrap_or(self.buf.tiles[data.tile as usize].dtype);
+            .unwrap_or(data.dtype_of(self.buf.tiles[data.tile as usize].dtype));
         let Some(shape) = TileShape::new(&[1, f]) else {
             return Value::Poison;
         };
@@ -257,7 +257,7 @@ impl Lowerer<'_> {
             }
             Reduction::Mean | Reduction::Var => {
                 let n = Self::reduced_count(&x.shape, axes);
-                let int = !self.buf.tiles[x.tile as usize].dtype.is_float();
+                let int = !x.dtype_of(self.buf.tiles[x.tile as usize].dtype).is_float();
                 let work = OpOptions {
                     dtype: if int { Some(DType::F32) } else { None },
                     mask: opts.mask,

@@ -214,7 +214,7 @@ impl Lowerer<'_> {
             return self.matmul_op(x, y, x_e.span(), y_e.span(), span, dest, opts);
         }
         // x @ y = nc_matmul(xᵀ, y): transpose x on TensorE, evict to SBUF, multiply.
-        let xd = self.buf.tiles[x.tile as usize].dtype;
+        let xd = x.dtype_of(self.buf.tiles[x.tile as usize].dtype);
         let Some(xt) = self.transpose_op(x, x_e.span(), Dest::New(None)) else {
             return Value::Poison;
         };
