@@ -66,6 +66,7 @@ mod predicated_branches;
 mod program_size;
 mod psum_copies;
 mod random;
+mod rng_state;
 mod robustness;
 mod schedule;
 mod schedule_control;

@@ -1,0 +1,255 @@
+//! NKI 0.6's XORWOW instructions (`rng`, `rand_get_state`, `rand_set_state`, `set_rng_seed`,
+//! `rand2`) against an independent XORWOW written plainly here (Marsaglia's `xorwow`, as cuRAND
+//! steps it): a state set from a known tile, the bits drawn, the state read back after the
+//! draws, the Vector engine's four generators per lane, lanes past a smaller state tile, the
+//! engines' separate states, and the same bits on every thread count and strictness.
+
+use nki::ndarray::{Array2, Array3};
+use nki::prelude::*;
+
+/// One XORWOW step on `[x, y, z, w, v, d]`: Marsaglia (2003), "Xorshift RNGs", section 3.
+fn xorwow(s: &mut [u32]) -> u32 {
+    let t = s[0] ^ (s[0] >> 2);
+    s[0] = s[1];
+    s[1] = s[2];
+    s[2] = s[3];
+    s[3] = s[4];
+    s[4] = (s[4] ^ (s[4] << 4)) ^ (t ^ (t << 1));
+    s[5] = s[5].wrapping_add(362437);
+    s[5].wrapping_add(s[4])
+}
+
+/// A state tile of `words` words per partition with no structure a bug could hide behind:
+/// a multiplicative hash of the position, never all zero.
+fn state_tile(parts: usize, words: usize, salt: u32) -> Array2<u32> {
+    Array2::from_shape_fn((parts, words), |(p, k)| {
+        ((p * words + k) as u32 + 1)
+            .wrapping_mul(0x9E37_79B9)
+            .wrapping_add(salt)
+            .rotate_left(7)
+    })
+}
+
+/// The bits each element gets: lane `p` steps generator `j mod g` for element `j` of its
+/// partition (row-major), `g` the engine's generators per lane; the state advances in place.
+fn draw(state: &mut Array2<u32>, g: usize, cols: usize) -> Array2<u32> {
+    let mut out = Array2::zeros((state.nrows(), cols));
+    for p in 0..state.nrows() {
+        for j in 0..cols {
+            let k = j % g;
+            let mut s: Vec<u32> = (0..6).map(|i| state[[p, 6 * k + i]]).collect();
+            out[[p, j]] = xorwow(&mut s);
+            for i in 0..6 {
+                state[[p, 6 * k + i]] = s[i];
+            }
+        }
+    }
+    out
+}
+
+/// The same generator in the other common spelling (Wikipedia's "Xorshift" article, after
+/// Marsaglia): five words newest first and a separate counter.
+fn xorwow_newest_first(x: &mut [u32; 5], counter: &mut u32) -> u32 {
+    let mut t = x[4];
+    let s = x[0];
+    x[4] = x[3];
+    x[3] = x[2];
+    x[2] = x[1];
+    x[1] = s;
+    t ^= t >> 2;
+    t ^= t << 1;
+    t ^= s ^ (s << 4);
+    x[0] = t;
+    *counter = counter.wrapping_add(362437);
+    t.wrapping_add(*counter)
+}
+
+#[test]
+fn the_test_xorwow_agrees_with_the_newest_first_spelling() {
+    let states = state_tile(16, 6, 9);
+    for row in states.rows() {
+        let mut s: Vec<u32> = row.to_vec();
+        let mut x = [s[4], s[3], s[2], s[1], s[0]];
+        let mut d = s[5];
+        for _ in 0..100 {
+            assert_eq!(xorwow(&mut s), xorwow_newest_first(&mut x, &mut d));
+        }
+        assert_eq!(
+            [s[4], s[3], s[2], s[1], s[0], s[5]],
+            [x[0], x[1], x[2], x[3], x[4], d]
+        );
+    }
+}
+
+/// GpSimd (trn2): the state from a tile, 10 draws per lane as uint32 and 5 as int8, the state
+/// after them.
+#[kernel(target = trn2)]
+fn gpsimd_state(st: Hbm<u32, 128, 6>) -> (Hbm<u32, 128, 10>, Hbm<i8, 128, 5>, Hbm<u32, 128, 6>) {
+    let o1 = ndarray([128, 10], u32, SharedHbm);
+    let o2 = ndarray([128, 5], i8, SharedHbm);
+    let o3 = ndarray([128, 6], u32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(src_seeds = s);
+    let a = ndarray([128, 10], u32, Sbuf);
+    rng(dst = a, engine = gpsimd);
+    let b = ndarray([128, 5], i8, Sbuf);
+    rng(b, gpsimd);
+    let g = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(dst = g);
+    store(o1[..], a);
+    store(o2[..], b);
+    store(o3[..], g);
+    (o1, o2, o3)
+}
+
+#[test]
+fn gpsimd_draws_follow_the_state_set_and_read_back() {
+    let st = state_tile(128, 6, 1);
+    let mut core = NeuronCore::new(Target::Trn2);
+    let (a, b, g) = gpsimd_state::host(&mut core, st.view()).unwrap();
+    let mut want = st.clone();
+    assert_eq!(a, draw(&mut want, 1, 10));
+    let bits = draw(&mut want, 1, 5);
+    assert_eq!(b, bits.mapv(|x| x as u8 as i8), "int8: the low 8 bits");
+    assert_eq!(g, want, "the state after 15 draws per lane");
+}
+
+/// Vector (trn3): four generators per lane; 9 draws as uint16 (generators 0, 1, 2, 3, 0, …),
+/// then a [128, 2, 3] int32 destination (6 draws, row-major), then the state; the GpSimd
+/// engine's state is its own.
+#[kernel(target = trn3)]
+fn vector_state(
+    st: Hbm<u32, 128, 24>,
+    gs: Hbm<u32, 128, 6>,
+) -> (
+    Hbm<u16, 128, 9>,
+    Hbm<i32, 128, 2, 3>,
+    Hbm<u32, 128, 24>,
+    Hbm<u32, 128, 6>,
+) {
+    let o1 = ndarray([128, 9], u16, SharedHbm);
+    let o2 = ndarray([128, 2, 3], i32, SharedHbm);
+    let o3 = ndarray([128, 24], u32, SharedHbm);
+    let o4 = ndarray([128, 6], u32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s, engine = vector);
+    let t = load(gs[..]);
+    rand_set_state(t, engine = gpsimd);
+    let a = ndarray([128, 9], u16, Sbuf);
+    rng(dst = a);
+    let b = ndarray([128, 2, 3], i32, Sbuf);
+    rng(dst = b, engine = vector);
+    let g = ndarray([128, 24], u32, Psum);
+    rand_get_state(dst = g, engine = vector);
+    let h = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(h, gpsimd);
+    store(o1[..], a);
+    store(o2[..], b);
+    store(o3[..], g);
+    store(o4[..], h);
+    (o1, o2, o3, o4)
+}
+
+#[test]
+fn vector_draws_take_the_lanes_four_generators_in_turn() {
+    let st = state_tile(128, 24, 2);
+    let gs = state_tile(128, 6, 3);
+    let mut core = NeuronCore::new(Target::Trn3);
+    let (a, b, g, h) = vector_state::host(&mut core, st.view(), gs.view()).unwrap();
+    let mut want = st.clone();
+    assert_eq!(a, draw(&mut want, 4, 9).mapv(|x| x as u16));
+    // The second instruction starts again at generator 0 of each lane.
+    let bits = draw(&mut want, 4, 6);
+    let b_want = Array3::from_shape_fn((128, 2, 3), |(p, i, j)| bits[[p, 3 * i + j]] as i32);
+    assert_eq!(b, b_want);
+    assert_eq!(g, want, "the Vector state after the draws");
+    assert_eq!(h, gs, "the GpSimd state, untouched by Vector draws");
+}
+
+/// A state tile of 32 partitions sets lanes 0 to 31; the others keep what they held (read
+/// back first).
+#[kernel(target = trn2)]
+fn partial_state(st: Hbm<u32, 32, 6>) -> (Hbm<u32, 128, 6>, Hbm<u32, 128, 6>, Hbm<u32, 128, 3>) {
+    let o1 = ndarray([128, 6], u32, SharedHbm);
+    let o2 = ndarray([128, 6], u32, SharedHbm);
+    let o3 = ndarray([128, 3], u32, SharedHbm);
+    let before = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(before);
+    let s = load(st[..]);
+    rand_set_state(s);
+    let d = ndarray([128, 3], u32, Sbuf);
+    rng(d, engine = gpsimd);
+    let after = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(after);
+    store(o1[..], before);
+    store(o2[..], after);
+    store(o3[..], d);
+    (o1, o2, o3)
+}
+
+#[test]
+fn a_smaller_state_tile_sets_its_lanes_only() {
+    let st = state_tile(32, 6, 4);
+    let mut core = NeuronCore::new(Target::Trn2);
+    let (before, after, d) = partial_state::host(&mut core, st.view()).unwrap();
+    let mut want = before.clone();
+    want.slice_mut(nki::ndarray::s![0..32, ..]).assign(&st);
+    assert_eq!(d, draw(&mut want, 1, 3));
+    assert_eq!(after, want);
+    // The start state is not all zeros in any lane (XORWOW would then draw only its counter).
+    for p in 0..128 {
+        assert!(before.row(p).iter().take(5).any(|&w| w != 0), "lane {p}");
+    }
+}
+
+/// Each instance of a grid sets its lanes from its own rows of the state tensor, draws and
+/// reads the state back: instances' generators are their own, whatever thread runs them.
+#[kernel(target = trn2)]
+fn per_instance(st: Hbm<u32, 4, 128, 6>) -> (Hbm<u32, 4, 128, 64>, Hbm<u32, 4, 128, 6>) {
+    let o1 = ndarray([4, 128, 64], u32, SharedHbm);
+    let o2 = ndarray([4, 128, 6], u32, SharedHbm);
+    let i = program_id(0);
+    let s = load(st[[i, 0..128, 0..6]]);
+    rand_set_state(s);
+    let d = ndarray([128, 64], u32, Sbuf);
+    rng(d, engine = gpsimd);
+    let g = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(g);
+    store(o1[[i, 0..128, 0..64]], d);
+    store(o2[[i, 0..128, 0..6]], g);
+    (o1, o2)
+}
+
+#[test]
+fn instances_draw_their_own_bits_on_every_thread_count_and_strictness() {
+    let st = Array3::from_shape_fn((4, 128, 6), |(i, p, k)| {
+        ((i * 1000 + p * 6 + k) as u32 + 7).wrapping_mul(0x85EB_CA6B)
+    });
+    let cores = [
+        NeuronCore::new(Target::Trn2),
+        NeuronCore::new(Target::Trn2)
+            .with_strict(false)
+            .with_host_threads(1),
+        NeuronCore::new(Target::Trn2)
+            .with_strict(false)
+            .with_host_threads(2),
+        NeuronCore::new(Target::Trn2).with_host_threads(2),
+    ];
+    for (k, mut core) in cores.into_iter().enumerate() {
+        let (d, g) = per_instance::grid([4]).host(&mut core, st.view()).unwrap();
+        for i in 0..4 {
+            let mut want = st.index_axis(nki::ndarray::Axis(0), i).to_owned();
+            let bits = draw(&mut want, 1, 64);
+            assert_eq!(
+                d.index_axis(nki::ndarray::Axis(0), i),
+                bits,
+                "core {k}, instance {i}"
+            );
+            assert_eq!(
+                g.index_axis(nki::ndarray::Axis(0), i),
+                want,
+                "core {k}, instance {i}"
+            );
+        }
+    }
+}
