@@ -253,3 +253,129 @@ fn instances_draw_their_own_bits_on_every_thread_count_and_strictness() {
         }
     }
 }
+
+/// splitmix64 (Steele, Lea and Flood, 2014), written from its definition.
+fn splitmix64(z: &mut u64) -> u64 {
+    *z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut x = *z;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The state `docs/numerics.md` derives from a seed: generator `g` of lane `k` of engine `e`
+/// (0 Vector, 1 GpSimd) from splitmix64 started at `seed · 2^32 + e · 2^16 + k · 2^8 + g`.
+fn seeded_state(seed: u32, engine: u64, generators: usize) -> Array2<u32> {
+    let mut out = Array2::zeros((128, 6 * generators));
+    for k in 0..128 {
+        for g in 0..generators {
+            let mut z = (u64::from(seed) << 32) + (engine << 16) + ((k as u64) << 8) + g as u64;
+            for pair in 0..3 {
+                let r = splitmix64(&mut z);
+                out[[k, 6 * g + 2 * pair]] = r as u32;
+                out[[k, 6 * g + 2 * pair + 1]] = (r >> 32) as u32;
+            }
+        }
+    }
+    out
+}
+
+/// `set_rng_seed` from an int32 and from a uint32 tile, draws after each, and the state read
+/// back (trn3: the Vector engine's state is readable there).
+#[kernel(target = trn3)]
+fn seeded(
+    a: Hbm<i32, 1, 1>,
+    b: Hbm<u32, 1, 1>,
+) -> (
+    Hbm<u32, 128, 5>,
+    Hbm<u32, 128, 24>,
+    Hbm<u32, 128, 7>,
+    Hbm<u32, 128, 7>,
+) {
+    let o1 = ndarray([128, 5], u32, SharedHbm);
+    let o2 = ndarray([128, 24], u32, SharedHbm);
+    let o3 = ndarray([128, 7], u32, SharedHbm);
+    let o4 = ndarray([128, 7], u32, SharedHbm);
+    let s = load(a[..]);
+    set_rng_seed(src_seeds = s);
+    let d = ndarray([128, 5], u32, Sbuf);
+    rng(d);
+    let g = ndarray([128, 24], u32, Sbuf);
+    rand_get_state(g, engine = vector);
+    let t = load(b[..]);
+    set_rng_seed(t);
+    let e = ndarray([128, 7], u32, Sbuf);
+    rng(e);
+    // The same seed again restarts the same sequence.
+    set_rng_seed(t);
+    let f = ndarray([128, 7], u32, Sbuf);
+    rng(f);
+    store(o1[..], d);
+    store(o2[..], g);
+    store(o3[..], e);
+    store(o4[..], f);
+    (o1, o2, o3, o4)
+}
+
+#[test]
+fn set_rng_seed_derives_the_documented_state_and_repeats_its_sequence() {
+    let a = Array2::from_elem((1, 1), -7i32);
+    let b = Array2::from_elem((1, 1), 0xDEAD_BEEFu32);
+    let mut core = NeuronCore::new(Target::Trn3);
+    let (d, g, e, f) = seeded::host(&mut core, a.view(), b.view()).unwrap();
+    let mut want = seeded_state(-7i32 as u32, 0, 4);
+    assert_eq!(d, draw(&mut want, 4, 5));
+    assert_eq!(g, want);
+    let mut want = seeded_state(0xDEAD_BEEF, 0, 4);
+    assert_eq!(e, draw(&mut want, 4, 7));
+    assert_eq!(f, e, "the same seed, the same sequence");
+}
+
+/// Each instance starts with both engines' lanes seeded from its index (numerics.md); a
+/// trn1 kernel draws on the Vector engine from it.
+#[kernel(target = trn3)]
+fn start_states() -> (Hbm<u32, 3, 128, 24>, Hbm<u32, 3, 128, 6>) {
+    let o1 = ndarray([3, 128, 24], u32, SharedHbm);
+    let o2 = ndarray([3, 128, 6], u32, SharedHbm);
+    let i = program_id(0);
+    let v = ndarray([128, 24], u32, Sbuf);
+    rand_get_state(v, engine = vector);
+    let g = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(g, engine = gpsimd);
+    store(o1[[i, 0..128, 0..24]], v);
+    store(o2[[i, 0..128, 0..6]], g);
+    (o1, o2)
+}
+
+#[kernel]
+fn trn1_draws() -> Hbm<i16, 2, 128, 6> {
+    let out = ndarray([2, 128, 6], i16, SharedHbm);
+    let d = ndarray([128, 6], i16, Sbuf);
+    rng(d, engine = vector);
+    store(out[[program_id(0), 0..128, 0..6]], d);
+    out
+}
+
+#[test]
+fn instances_start_from_their_index_and_trn1_draws_on_the_vector_engine() {
+    for threads in [1, 2] {
+        let mut core = NeuronCore::new(Target::Trn3).with_host_threads(threads);
+        let (v, g) = start_states::grid([3]).host(&mut core).unwrap();
+        for i in 0..3 {
+            let ax = nki::ndarray::Axis(0);
+            assert_eq!(v.index_axis(ax, i), seeded_state(i as u32, 0, 4));
+            assert_eq!(g.index_axis(ax, i), seeded_state(i as u32, 1, 1));
+        }
+        let mut core = NeuronCore::new(Target::Trn1).with_host_threads(threads);
+        let out = trn1_draws::grid([2]).host(&mut core).unwrap();
+        for i in 0..2 {
+            let mut want = seeded_state(i as u32, 0, 4);
+            let bits = draw(&mut want, 4, 6).mapv(|x| x as u16 as i16);
+            assert_eq!(
+                out.index_axis(nki::ndarray::Axis(0), i),
+                bits,
+                "instance {i}"
+            );
+        }
+    }
+}
