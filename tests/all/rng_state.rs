@@ -379,3 +379,138 @@ fn instances_start_from_their_index_and_trn1_draws_on_the_vector_engine() {
         }
     }
 }
+
+/// `rand2`'s value of a draw, as `docs/numerics.md` states it, each fp32 operation computed
+/// exactly in f64 and rounded to fp32 (nearest even) by the cast.
+fn rand2_value(x: u32, min: f32, max: f32) -> f32 {
+    let xf = f64::from(x) as f32;
+    let u = (f64::from(xf) * 2f64.powi(-32) + 2f64.powi(-33)) as f32;
+    let span = (f64::from(max) - f64::from(min)) as f32;
+    let scaled = (f64::from(u) * f64::from(span)) as f32;
+    (f64::from(min) + f64::from(scaled)) as f32
+}
+
+/// `rand2` with number bounds into fp32, with `[P, 1]` column bounds into bf16, and into int32;
+/// an `rng` between them continues the Vector engine's sequence.
+#[kernel(target = trn3)]
+fn uniform2(
+    st: Hbm<u32, 128, 24>,
+    lo: Hbm<f32, 128, 1>,
+    hi: Hbm<f32, 128, 1>,
+) -> (
+    Hbm<f32, 128, 64>,
+    Hbm<u32, 128, 3>,
+    Hbm<bf16, 128, 10>,
+    Hbm<i32, 128, 33>,
+) {
+    let o1 = ndarray([128, 64], f32, SharedHbm);
+    let o2 = ndarray([128, 3], u32, SharedHbm);
+    let o3 = ndarray([128, 10], bf16, SharedHbm);
+    let o4 = ndarray([128, 33], i32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s, engine = vector);
+    let a = ndarray([128, 64], f32, Sbuf);
+    rand2(dst = a, min = -2.5, max = 3.0);
+    let r = ndarray([128, 3], u32, Sbuf);
+    rng(r);
+    let l = load(lo[..]);
+    let h = load(hi[..]);
+    let b = ndarray([128, 10], bf16, Psum);
+    rand2(b, l, h);
+    let c = ndarray([128, 33], i32, Sbuf);
+    rand2(c, -100.0, 100.0);
+    store(o1[..], a);
+    store(o2[..], r);
+    store(o3[..], b);
+    store(o4[..], c);
+    (o1, o2, o3, o4)
+}
+
+#[test]
+fn rand2_maps_each_draw_as_documented_within_its_bounds() {
+    let st = state_tile(128, 24, 5);
+    let lo = Array2::from_shape_fn((128, 1), |(p, _)| -(p as f32) / 4.0);
+    let hi = Array2::from_shape_fn((128, 1), |(p, _)| 1.0 + (p as f32) * 3.0);
+    let mut core = NeuronCore::new(Target::Trn3);
+    let (a, r, b, c) = uniform2::host(&mut core, st.view(), lo.view(), hi.view()).unwrap();
+    let mut want = st.clone();
+    let x = draw(&mut want, 4, 64);
+    for ((p, j), &v) in a.indexed_iter() {
+        let w = rand2_value(x[[p, j]], -2.5, 3.0);
+        assert_eq!(v.to_bits(), w.to_bits(), "fp32 ({p}, {j})");
+        assert!((-2.5..=3.0).contains(&v), "({p}, {j}): {v}");
+    }
+    assert_eq!(r, draw(&mut want, 4, 3), "rng continues the sequence");
+    let x = draw(&mut want, 4, 10);
+    for ((p, j), &v) in b.indexed_iter() {
+        let w = rand2_value(x[[p, j]], lo[[p, 0]], hi[[p, 0]]);
+        assert_eq!(v, bf16::from_f32(w), "bf16 ({p}, {j})");
+        let v = v.to_f32();
+        // bf16 rounding may reach past a bound by half a bf16 ulp of it.
+        let slack = 2f32.powi(-8) * lo[[p, 0]].abs().max(hi[[p, 0]].abs());
+        assert!(
+            v >= lo[[p, 0]] - slack && v <= hi[[p, 0]] + slack,
+            "({p}, {j}): {v}"
+        );
+    }
+    let x = draw(&mut want, 4, 33);
+    for ((p, j), &v) in c.indexed_iter() {
+        let w = f64::from(rand2_value(x[[p, j]], -100.0, 100.0)).round_ties_even() as i32;
+        assert_eq!(v, w, "int32 ({p}, {j})");
+        assert!((-100..=100).contains(&v));
+    }
+    // The uniform values' mean and spread over the 8192 fp32 draws: 0.25 and 5.5 / √12.
+    let n = a.len() as f64;
+    let mean = a.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let var = a
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    assert!((mean - 0.25).abs() < 0.05, "mean {mean}");
+    assert!(
+        (var.sqrt() - 5.5 / 12f64.sqrt()).abs() < 0.05,
+        "sd {}",
+        var.sqrt()
+    );
+}
+
+/// One draw per partition into `[0, 1]` and one into `[-2.5, 3]`, from the same state each.
+#[kernel(target = trn3)]
+fn extremes(st: Hbm<u32, 128, 24>) -> (Hbm<f32, 128, 1>, Hbm<f32, 128, 1>) {
+    let o1 = ndarray([128, 1], f32, SharedHbm);
+    let o2 = ndarray([128, 1], f32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s, engine = vector);
+    let a = ndarray([128, 1], f32, Sbuf);
+    rand2(a, 0.0, 1.0);
+    rand_set_state(s, engine = vector);
+    let b = ndarray([128, 1], f32, Sbuf);
+    rand2(b, -2.5, 3.0);
+    store(o1[..], a);
+    store(o2[..], b);
+    (o1, o2)
+}
+
+#[test]
+fn rand2_maps_the_extreme_draws_into_the_closed_range() {
+    // With x = y = z = w = v = 0 a step leaves them 0 and returns d + 362437: even lanes
+    // draw 0, odd lanes 2^32 − 1 (which rounds to 2^32 in fp32: u = 1).
+    let st = Array2::from_shape_fn((128, 24), |(p, k)| match (k, p % 2) {
+        (5, 0) => 0u32.wrapping_sub(362437),
+        (5, _) => u32::MAX.wrapping_sub(362437),
+        _ => 0,
+    });
+    let mut core = NeuronCore::new(Target::Trn3);
+    let (a, b) = extremes::host(&mut core, st.view()).unwrap();
+    for p in 0..128 {
+        let (x, unit, wide) = if p % 2 == 0 {
+            (0, 2f32.powi(-33), -2.5)
+        } else {
+            (u32::MAX, 1.0, 3.0)
+        };
+        assert_eq!(a[[p, 0]], unit, "partition {p}");
+        assert_eq!(a[[p, 0]], rand2_value(x, 0.0, 1.0));
+        assert_eq!(b[[p, 0]], wide, "partition {p}");
+    }
+}
