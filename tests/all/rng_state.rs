@@ -514,3 +514,38 @@ fn rand2_maps_the_extreme_draws_into_the_closed_range() {
         assert_eq!(b[[p, 0]], wide, "partition {p}");
     }
 }
+
+/// `rand_set_state` from a tile no instruction wrote seeds the lanes from stale SBUF.
+#[kernel(target = trn2)]
+fn state_from_nothing(st: Hbm<u32, 128, 6>) -> Hbm<u32, 128, 4> {
+    let out = ndarray([128, 4], u32, SharedHbm);
+    let s = ndarray([128, 6], u32, Sbuf);
+    // Half of the state tile written: the other half is what SBUF held.
+    s[[0..64, 0..6]] = load(st[[0..64, 0..6]]);
+    rand_set_state(s);
+    let d = ndarray([128, 4], u32, Sbuf);
+    rng(d, engine = gpsimd);
+    store(out[..], d);
+    out
+}
+
+#[test]
+fn strict_launches_refuse_a_state_read_from_unwritten_bytes() {
+    let st = state_tile(128, 6, 8);
+    let mut strict = NeuronCore::new(Target::Trn2).with_strict(true);
+    let why = state_from_nothing::host(&mut strict, st.view())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("rand_set_state") && why.contains("where no instruction of this launch wrote"),
+        "{why}"
+    );
+    // Partition 64's first word, the first element the load left unwritten.
+    assert!(why.contains("element 384 of the operand"), "{why}");
+    // A plain core runs it: the lanes the written half set draw the independent XORWOW's bits.
+    let mut plain = NeuronCore::new(Target::Trn2).with_strict(false);
+    let d = state_from_nothing::host(&mut plain, st.view()).unwrap();
+    let mut half = st.slice(nki::ndarray::s![0..64, ..]).to_owned();
+    let want = draw(&mut half, 1, 4);
+    assert_eq!(d.slice(nki::ndarray::s![0..64, ..]), want);
+}

@@ -171,14 +171,10 @@ pub(super) fn rng(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
 /// engine, NeuronCore-v4 on the Vector engine.
 fn state_on_target(x: &InferIn<'_>) -> Result<(), Blame> {
     match (x.engine, x.target) {
-        (_, Target::Trn1) => Err(not_on_target(
-            x,
-            "NeuronCore-v3 and newer (trn2, trn3) on the GpSimd engine, NeuronCore-v4 (trn3) on the Vector engine",
-        )),
-        (Engine::Vector, Target::Trn2) => Err(not_on_target(
-            x,
-            "NeuronCore-v4 (trn3); trn2 has it on the GpSimd engine",
-        )),
+        (Engine::Vector, Target::Trn1 | Target::Trn2) => {
+            Err(not_on_target(x, "NeuronCore-v4 (trn3)"))
+        }
+        (_, Target::Trn1) => Err(not_on_target(x, "NeuronCore-v3 and newer (trn2, trn3)")),
         _ => Ok(()),
     }
 }
@@ -191,17 +187,24 @@ fn state_tile(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
         return Err(x.wrong_dtype(slot, "uint32", v.dtype));
     }
     let words = u64::from(xorwow_state_words(x.engine));
-    let size = v.shape.free_elems();
-    if size != words {
+    if v.shape.free_elems() != words {
         return Err(x.blame(
             slot,
-            RuleViolation::SizeRange {
+            RuleViolation::OperandKind {
                 op: x.info().name,
                 operand: x.info().operands[slot].name,
-                what: "elements per partition (the engine's XORWOW state words per lane)",
-                size,
-                min: words,
-                max: words,
+                expected: match x.engine {
+                    Engine::Vector => {
+                        "a tile of 24 elements per partition on the Vector engine (its four XORWOW generators' state per lane; 6 on the GpSimd engine)"
+                    }
+                    Engine::GpSimd
+                    | Engine::Scalar
+                    | Engine::Tensor
+                    | Engine::Dma
+                    | Engine::Sync => {
+                        "a tile of 6 elements per partition on the GpSimd engine (its XORWOW state per lane; 24 on the Vector engine)"
+                    }
+                },
             },
         ));
     }
