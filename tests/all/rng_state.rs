@@ -549,3 +549,78 @@ fn strict_launches_refuse_a_state_read_from_unwritten_bytes() {
     let want = draw(&mut half, 1, 4);
     assert_eq!(d.slice(nki::ndarray::s![0..64, ..]), want);
 }
+
+/// Draws inside an `affine_range` loop among instructions that compute each partition on
+/// their own (which plain runs run a block of partitions at a time, or split between host
+/// threads): every host path, and the schedule check's orders, give the sequential bits.
+#[kernel(target = trn3)]
+fn draws_in_a_loop(st: Hbm<u32, 128, 24>, x: Hbm<f32, 128, 2048>) -> Hbm<f32, 4, 128, 2048> {
+    let out = ndarray([4, 128, 2048], f32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s, engine = vector);
+    for i in affine_range(4) {
+        let t = load(x[..]);
+        let y = multiply(t, 2.0);
+        let r = ndarray([128, 2048], f32, Sbuf);
+        rand2(r, 0.0, 1.0);
+        let z = add(y, r);
+        store(out[[i, 0..128, 0..2048]], z);
+    }
+    out
+}
+
+#[test]
+fn every_host_path_and_schedule_draws_the_sequential_bits() {
+    use nki::strict::ScheduleCheck;
+    let st = state_tile(128, 24, 10);
+    let x = Array2::from_shape_fn((128, 2048), |(p, f)| ((p * 2048 + f) % 97) as f32 * 0.5);
+    let mut want = st.clone();
+    let expected: Vec<Array2<f32>> = (0..4)
+        .map(|_| {
+            let bits = draw(&mut want, 4, 2048);
+            Array2::from_shape_fn((128, 2048), |(p, f)| {
+                let y = (f64::from(x[[p, f]]) * 2.0) as f32;
+                (f64::from(y) + f64::from(rand2_value(bits[[p, f]], 0.0, 1.0))) as f32
+            })
+        })
+        .collect();
+    let cores = [
+        NeuronCore::new(Target::Trn3),
+        NeuronCore::new(Target::Trn3)
+            .with_strict(false)
+            .with_host_threads(1),
+        NeuronCore::new(Target::Trn3)
+            .with_strict(false)
+            .with_host_threads(2),
+        NeuronCore::new(Target::Trn3)
+            .with_strict(false)
+            .with_host_cache_bytes(1024),
+        NeuronCore::new(Target::Trn3).with_schedule_check(Some(ScheduleCheck::DEFAULT)),
+    ];
+    for (k, mut core) in cores.into_iter().enumerate() {
+        let out = draws_in_a_loop::host(&mut core, st.view(), x.view()).unwrap();
+        for (i, e) in expected.iter().enumerate() {
+            let got = out.index_axis(nki::ndarray::Axis(0), i);
+            assert!(
+                got.iter().zip(e).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "core {k}, iteration {i}"
+            );
+        }
+    }
+}
+
+/// The listing names each instruction and its engine.
+#[test]
+fn the_listing_shows_each_instruction() {
+    let listing = vector_state::KERNEL.program().to_string();
+    for line in [
+        "GpSimd  rand_set_state xorwow-state <-",
+        "Vector  rng",
+        "Vector  rand_get_state",
+        "GpSimd  rand_get_state",
+    ] {
+        assert!(listing.contains(line), "{line:?} in\n{listing}");
+    }
+    let listing = uniform2::KERNEL.program().to_string();
+    assert!(listing.contains("uniform[-2.5, 3.0]"), "{listing}");
+}
