@@ -140,6 +140,26 @@ fn not_on_target(x: &InferIn<'_>, needs: &'static str) -> Blame {
     }
 }
 
+/// The slots after the destination hold nothing (`rng`, `rand_get_state`), or (`rand2`) hold
+/// something.
+fn check_bound_slots(x: &InferIn<'_>, given: bool) -> Result<(), Blame> {
+    for slot in [1, 2] {
+        if matches!(x.slots[slot], Slot::Absent) == given {
+            return Err(x.blame(
+                slot,
+                RuleViolation::Malformed {
+                    what: if given {
+                        "rand2 takes `min` and `max`"
+                    } else {
+                        "an operand in a slot the opcode does not use"
+                    },
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `rng(dst, engine)`: 32 random bits per element, truncated to `dst`'s integer dtype (int8,
 /// int16, int32, uint8, uint16 or uint32). The GpSimd engine runs it from NeuronCore-v3 (trn2)
 /// on; on NeuronCore-v2 (trn1) only the Vector engine does.
@@ -147,6 +167,7 @@ pub(super) fn rng(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.engine == Engine::GpSimd && x.target == Target::Trn1 {
         return Err(not_on_target(x, "NeuronCore-v3 and newer (trn2, trn3)"));
     }
+    check_bound_slots(x, false)?;
     let dst = x.view(0)?;
     check_free_size(x, 0)?;
     let ints = [
@@ -215,6 +236,7 @@ fn state_tile(x: &InferIn<'_>, slot: usize) -> Result<(), Blame> {
 /// `[P, 24]` (Vector) tile. NeuronCore-v3+ on GpSimd, NeuronCore-v4 on Vector.
 pub(super) fn rand_get_state(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     state_on_target(x)?;
+    check_bound_slots(x, false)?;
     let dst = *x.view(0)?;
     state_tile(x, 0)?;
     Ok(Some(elementwise(dst.shape, dst.dtype)))
@@ -255,6 +277,7 @@ pub(super) fn rand2(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.target != Target::Trn3 {
         return Err(not_on_target(x, "NeuronCore-v4 (trn3)"));
     }
+    check_bound_slots(x, true)?;
     let dst = *x.view(0)?;
     check_free_size(x, 0)?;
     let ok = [
