@@ -319,7 +319,7 @@ fn splitmix64(z: &mut u64) -> u64 {
 /// The model's seeding of one generator: generator `g` of lane `lane` of `engine` (0 Vector,
 /// 1 GpSimd) from the 32-bit `seed`: splitmix64 started at `seed · 2^32 + engine · 2^16 +
 /// lane · 2^8 + g` gives three outputs, each two words, low word first: `x, y, z, w, v, d`.
-pub(crate) fn seeded(seed: u32, engine: usize, lane: usize, g: usize) -> [u32; WORDS] {
+fn seeded(seed: u32, engine: usize, lane: usize, g: usize) -> [u32; WORDS] {
     let at = (engine << 16) | (lane << 8) | g;
     let mut z = (u64::from(seed) << 32) | (at as u64 & 0xffff_ffff);
     let mut out = [0u32; WORDS];
@@ -337,7 +337,7 @@ pub(crate) fn seeded(seed: u32, engine: usize, lane: usize, g: usize) -> [u32; W
 /// One step of a XORWOW generator (Marsaglia, "Xorshift RNGs", J. Stat. Softw. 8(14), 2003,
 /// as cuRAND's `curand()` computes it): the state `[x, y, z, w, v, d]` shifts, `d` grows by
 /// 362437, and the output is `d + v`, both new (wrapping).
-pub(crate) fn xorwow_next(s: &mut [u32]) -> u32 {
+fn xorwow_next(s: &mut [u32]) -> u32 {
     let [x, y, z, w, v, d] = [0, 1, 2, 3, 4, 5].map(|i| s.get(i).copied().unwrap_or(0));
     let t = x ^ (x >> 2);
     let v2 = (v ^ (v << 4)) ^ (t ^ (t << 1));
@@ -376,8 +376,7 @@ impl Xorwow {
     }
 }
 
-/// The lane of partition `t0` of an operand whose resolved elements start at partition
-/// `origin0` of the instruction's unmasked grid: lane `k` is the grid's `k`-th partition.
+/// The words of lane `lane` (each lane `per` words), if the engine has that lane.
 fn lane_words(lanes: &mut [u32], per: usize, lane: usize) -> Option<&mut [u32]> {
     let start = lane.checked_mul(per)?;
     lanes.get_mut(start..start.checked_add(per)?)
