@@ -762,6 +762,70 @@ impl ProgramBuilder {
         self.op(Opcode::Activation, data, None, None)
     }
 
+    /// `activate2` (trn3): `dst = func((data op0 imm0) op1 imm1)` on the Scalar engine, bit `j`
+    /// of `rev` reversing operation `j` (`imm op value`), and, with `reduce`, each partition's
+    /// results reduced by its operation into its `[P, 1]` tile.
+    #[allow(clippy::too_many_arguments)]
+    pub fn activate2(
+        &mut self,
+        dst: TileId,
+        func: ActFn,
+        data: TileId,
+        [(op0, imm0), (op1, imm1)]: [(Alu, Operand); 2],
+        rev: u8,
+        reduce: Option<(Alu, TileId)>,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let imm = [self.src(imm0)?, self.src(imm1)?];
+        let acc = match reduce {
+            Some((op, r)) => Some(AccOut {
+                op,
+                view: self.whole(r)?.0,
+            }),
+            None => None,
+        };
+        let data = InstrData::Act2 {
+            dst: Dst::overwrite(dst),
+            src,
+            imm,
+            op: [op0, op1],
+            rev,
+            func,
+            acc,
+        };
+        self.op(Opcode::Activate2, data, None, None)
+    }
+
+    /// `exponential` (trn3): `dst = exp(data − max_value)` on the Vector engine (`max_value`
+    /// [`Operand::None`] for 0, a number or a `[P, 1]` fp32 tile), and, with `reduce_res`, each
+    /// partition's sum of the results into that `[P, 1]` tile (`reduce_cmd = reset_reduce`).
+    pub fn exponential(
+        &mut self,
+        dst: TileId,
+        data: TileId,
+        max_value: Operand,
+        reduce_res: Option<TileId>,
+    ) -> Result<(), BuildError> {
+        let (dst, src) = (self.whole(dst)?.0, self.whole(data)?.0);
+        let bias = self.src(max_value)?;
+        let acc = match reduce_res {
+            Some(r) => Some(AccOut {
+                op: Alu::Add,
+                view: self.whole(r)?.0,
+            }),
+            None => None,
+        };
+        let data = InstrData::Act {
+            dst: Dst::overwrite(dst),
+            src,
+            func: ActFn::Exp,
+            scale: Src::None,
+            bias,
+            acc,
+        };
+        self.op(Opcode::Exponential, data, None, None)
+    }
+
     /// `tensor_reduce`: `dst = op` over the free axes in `axes` (bit `j` = free axis `j`).
     pub fn tensor_reduce(
         &mut self,

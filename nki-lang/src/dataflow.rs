@@ -82,6 +82,7 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }

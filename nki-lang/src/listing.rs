@@ -325,6 +325,50 @@ impl<'a> Line<'a, '_> {
                 }
                 Ok(())
             }
+            InstrData::Act2 {
+                dst,
+                src,
+                imm,
+                op,
+                rev,
+                func,
+                acc,
+            } => {
+                let mut value = self.view(src).to_string();
+                for (j, &o) in op.iter().enumerate() {
+                    if o == crate::func::Alu::Bypass {
+                        continue;
+                    }
+                    let other = self.src(imm[j]);
+                    value = if rev >> j & 1 == 1 {
+                        format!("{o}({other}, {value})")
+                    } else {
+                        format!("{o}({value}, {other})")
+                    };
+                }
+                write!(f, "{} {func}({value})", self.dst(&dst, "<-"))?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
+            InstrData::Act {
+                dst,
+                src,
+                bias,
+                acc,
+                ..
+            } if opcode == crate::ir::ops::Opcode::Exponential => {
+                let max = match bias {
+                    Src::None => String::new(),
+                    b @ (Src::Tile(_) | Src::Imm(_)) => format!(" - {}", self.src(b)),
+                };
+                write!(f, "{} exp({}{max})", self.dst(&dst, "<-"), self.view(src))?;
+                if let Some(a) = acc {
+                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
+                }
+                Ok(())
+            }
             InstrData::Act {
                 dst,
                 src,

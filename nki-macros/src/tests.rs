@@ -525,3 +525,15 @@ fn operands_nested_up_to_the_bound_compile() {
     .expect("tokens");
     expands_without_errors(item);
 }
+
+#[test]
+fn names_one_edit_from_the_language_are_typos_unless_they_differ_by_a_version_number() {
+    // Typos of the language's functions are reported as such, not fetched as helpers.
+    assert!(lower::near_builtin("laod"));
+    assert!(lower::near_builtin("tensor_tenser"));
+    // NKI's versioned names (`activate2`, `max8`) leave the plain words to helpers.
+    assert!(!lower::near_builtin("activate"));
+    assert!(!lower::near_builtin("max88"));
+    // The language's own names are not typos of each other.
+    assert!(!lower::near_builtin("load"));
+}

@@ -221,6 +221,7 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Iota { .. }
         | InstrData::Alu { .. }
         | InstrData::Act { .. }
+        | InstrData::Act2 { .. }
         | InstrData::Scan { .. }
         | InstrData::Select { .. }
         | InstrData::Matmul { .. }

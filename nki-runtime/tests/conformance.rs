@@ -3140,6 +3140,8 @@ tables! {
     sequence_bounds: sequence_bounds_rows,
     tensor_scalar_cumulative: cumulative_rows,
     nonzero_with_count: nonzero_rows,
+    exponential: exponential_rows,
+    activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
 }
 
@@ -3502,6 +3504,41 @@ fn gather_rows() -> Vec<Row> {
                 k.store(0, r);
             },
             move |x| vec![take(x, keep, round)],
+            Check::Exact,
+        ));
+    }
+    // `nc_n_gather`: the same gather as NKI 0.6's ISA call, uint32 positions, the data's dtype.
+    for data_dt in [DType::F32, DType::Bf16] {
+        let round: fn(f64) -> f64 = if data_dt == DType::Bf16 {
+            bf16_of
+        } else {
+            |v| v
+        };
+        let data = data.mapv(round);
+        rows.push(row(
+            format!("nc_n_gather: [{P}, 4, 40] {data_dt} by [{P}, 2, 3] u32 positions"),
+            &[Covers::Op(Opcode::NcNGather)],
+            vec![(data_dt, data), (DType::U32, pos.clone())],
+            &[(data_dt, [P, 6])],
+            move |k| {
+                let x = k.load(0);
+                let ix = k.load(1);
+                let r = k.sbuf(data_dt, &[P as u32, 6]);
+                let data = k.view(x, &[P as u32, 4, 40], &[40, 1]);
+                let indices = k.view(ix, &[P as u32, 2, 3], &[3, 1]);
+                let dst = k.view(r, &[P as u32, 2, 3], &[3, 1]);
+                let i = Instr::new(
+                    Opcode::NcNGather,
+                    InstrData::Gather {
+                        dst: Dst::overwrite(dst),
+                        data,
+                        indices,
+                    },
+                );
+                k.b.push(i).unwrap();
+                k.store(0, r);
+            },
+            move |x| vec![take(x, P, |v| v)],
             Check::Exact,
         ));
     }
@@ -4070,6 +4107,148 @@ fn nonzero_rows() -> Vec<Row> {
         },
         Check::Exact,
     )]
+}
+
+/// `exponential` (Trn3): `exp(x − max_value)` of the fp32 difference, `max_value` a column or a
+/// number, into float32 (with each partition's sum) and bfloat16.
+fn exponential_rows() -> Vec<Row> {
+    let p = P as u32;
+    // exp of the difference rounded to fp32, in f64.
+    let exp_of = |x: &Array2<f64>, m: &dyn Fn(usize) -> f64| {
+        Array2::from_shape_fn(x.dim(), |(q, i)| f64::from((x[[q, i]] - m(q)) as f32).exp())
+    };
+    let sums = |e: &Array2<f64>| Array2::from_shape_fn((e.nrows(), 1), |(q, _)| e.row(q).sum());
+    let inputs = || {
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 711, |r| r.step(-20.0, 20.0, 1.0 / 64.0)),
+            ),
+            (
+                DType::F32,
+                values(P, 1, 712, |r| r.step(-4.0, 12.0, 1.0 / 8.0)),
+            ),
+        ]
+    };
+    vec![
+        row_on(
+            Target::Trn3,
+            "exponential: float32 minus a column, with the sum per partition",
+            &[Covers::Op(Opcode::Exponential)],
+            inputs(),
+            &[(DType::F32, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let (x, m) = (k.load(0), k.load(1));
+                let (d, r) = (k.sbuf(DType::F32, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                k.b.exponential(d, x, Operand::Column(m), Some(r)).unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                let e = exp_of(&x[0], &|q| x[1][[q, 0]]);
+                let s = sums(&e);
+                vec![e, s]
+            },
+            // The model's exp is within about 1 ulp (docs/numerics.md); the sum adds 24 of them.
+            Check::Within(1e-6),
+        ),
+        row_on(
+            Target::Trn3,
+            "exponential: minus a number, into bfloat16",
+            &[Covers::Op(Opcode::Exponential)],
+            inputs(),
+            &[(DType::Bf16, [P, 24])],
+            |k| {
+                let x = k.load(0);
+                let d = k.sbuf(DType::Bf16, &[p, 24]);
+                let two = Operand::Imm(Scalar::float(2.0));
+                k.b.exponential(d, x, two, None).unwrap();
+                k.store(0, d);
+            },
+            move |x| vec![exp_of(&x[0], &|_| 2.0)],
+            // bf16's half ulp.
+            Check::Within(2f64.powi(-8)),
+        ),
+    ]
+}
+
+/// `activate2` (Trn3): the tensor-scalar stage rounded to fp32 after each operation, then the
+/// function; `exp(x · s[p] − 0.25)` with the per-partition sum, and `relu(1.5 − x)` into bf16
+/// with the per-partition maximum.
+fn activate2_rows() -> Vec<Row> {
+    let p = P as u32;
+    let f32_of = |v: f64| f64::from(v as f32);
+    let inputs = || {
+        vec![
+            (
+                DType::F32,
+                values(P, 24, 721, |r| r.step(-4.0, 4.0, 1.0 / 64.0)),
+            ),
+            (
+                DType::F32,
+                values(P, 1, 722, |r| r.step(-2.0, 2.0, 1.0 / 16.0)),
+            ),
+        ]
+    };
+    vec![
+        row_on(
+            Target::Trn3,
+            "activate2: exp of multiply then subtract, with the sum per partition",
+            &[Covers::Op(Opcode::Activate2)],
+            inputs(),
+            &[(DType::F32, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let (x, s) = (k.load(0), k.load(1));
+                let (d, r) = (k.sbuf(DType::F32, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                let stage = [
+                    (Alu::Multiply, Operand::Column(s)),
+                    (Alu::Subtract, Operand::Imm(Scalar::float(0.25))),
+                ];
+                k.b.activate2(d, ActFn::Exp, x, stage, 0, Some((Alu::Add, r)))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                let e = Array2::from_shape_fn(x[0].dim(), |(q, i)| {
+                    f32_of(f32_of(x[0][[q, i]] * x[1][[q, 0]]) - 0.25).exp()
+                });
+                let sums = Array2::from_shape_fn((e.nrows(), 1), |(q, _)| e.row(q).sum());
+                vec![e, sums]
+            },
+            // The model's exp is within about 1 ulp (docs/numerics.md); the sum adds 24 of them.
+            Check::Within(1e-6),
+        ),
+        row_on(
+            Target::Trn3,
+            "activate2: relu of a reversed subtract into bfloat16, with the maximum per partition",
+            &[Covers::Op(Opcode::Activate2)],
+            inputs(),
+            &[(DType::Bf16, [P, 24]), (DType::F32, [P, 1])],
+            |k| {
+                let x = k.load(0);
+                let (d, r) = (k.sbuf(DType::Bf16, &[p, 24]), k.sbuf(DType::F32, &[p, 1]));
+                let stage = [
+                    (Alu::Subtract, Operand::Imm(Scalar::float(1.5))),
+                    (Alu::Bypass, Operand::None),
+                ];
+                k.b.activate2(d, ActFn::Relu, x, stage, 1, Some((Alu::Max, r)))
+                    .unwrap();
+                k.store(0, d);
+                k.store(1, r);
+            },
+            move |x| {
+                // 1.5 − x is exact in fp32 for these values (multiples of 1/64 in [−4, 4]), so
+                // is bf16 of it only where it needs no more than 8 significant bits.
+                let v = x[0].mapv(|v| (1.5 - v).max(0.0));
+                let peaks = Array2::from_shape_fn((v.nrows(), 1), |(q, _)| {
+                    v.row(q).iter().copied().fold(0.0, f64::max)
+                });
+                vec![v.mapv(bf16_of), peaks]
+            },
+            Check::Exact,
+        ),
+    ]
 }
 
 /// One XORWOW step on `[x, y, z, w, v, d]` (Marsaglia, "Xorshift RNGs", 2003): the output

@@ -348,6 +348,25 @@ pub enum InstrData {
         /// Optional per-partition reduction of the result.
         acc: Option<AccOut>,
     },
+    /// `dst = func((src op0 imm0) op1 imm1)` (`activate2`): a tensor-scalar stage, then an
+    /// activation function. Slots: 0 `dst`, 1 `src`, 2 `imm0`, 3 `imm1`, 4 `acc`.
+    Act2 {
+        /// Destination.
+        dst: Dst,
+        /// Input.
+        src: ViewId,
+        /// The tensor-scalar stage's operands: immediates or `[P, 1]` columns (`Src::None`
+        /// for an operation that is `bypass`).
+        imm: [Src; 2],
+        /// The tensor-scalar stage's operations (`bypass` for none).
+        op: [Alu; 2],
+        /// Bit `j` set: operation `j` takes its operand first (`imm op value`).
+        rev: u8,
+        /// The function applied to the stage's result.
+        func: ActFn,
+        /// Optional per-partition reduction of the result.
+        acc: Option<AccOut>,
+    },
     /// A reduction along free axes. Slots: 0 `dst`, 1 `src`.
     Reduce {
         /// Destination.
@@ -614,6 +633,7 @@ impl InstrData {
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
@@ -640,6 +660,7 @@ impl InstrData {
             | InstrData::Iota { dst, .. }
             | InstrData::Alu { dst, .. }
             | InstrData::Act { dst, .. }
+            | InstrData::Act2 { dst, .. }
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }
@@ -691,6 +712,7 @@ impl InstrData {
             | InstrData::Iota { dst, .. }
             | InstrData::Alu { dst, .. }
             | InstrData::Act { dst, .. }
+            | InstrData::Act2 { dst, .. }
             | InstrData::Reduce { dst, .. }
             | InstrData::Scan { dst, .. }
             | InstrData::Select { dst, .. }

@@ -118,6 +118,15 @@ impl Operands {
                 o.src(3, bias);
                 o.acc(acc);
             }
+            InstrData::Act2 {
+                dst, src, imm, acc, ..
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.src(2, imm[0]);
+                o.src(3, imm[1]);
+                o.acc(acc);
+            }
             InstrData::Scan { dst, src, init, .. } => {
                 o.dst(dst);
                 o.put(1, OperandRef::View(src[0]), Dir::Read);

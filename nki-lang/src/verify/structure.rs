@@ -208,6 +208,7 @@ impl Checker<'_> {
                 | InstrData::Iota { .. }
                 | InstrData::Alu { .. }
                 | InstrData::Act { .. }
+                | InstrData::Act2 { .. }
                 | InstrData::Reduce { .. }
                 | InstrData::Scan { .. }
                 | InstrData::Select { .. }

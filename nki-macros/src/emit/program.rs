@@ -352,6 +352,29 @@ fn instr(i: &Instr) -> TokenStream {
             let (scale, bias, a) = (src(scale), src(bias), acc(a));
             quote!(#d::Act { dst: #t, src: #s, func: #func, scale: #scale, bias: #bias, acc: #a })
         }
+        InstrData::Act2 {
+            dst: t,
+            src: s,
+            imm,
+            op,
+            rev,
+            func,
+            acc: a,
+        } => {
+            let (t, s, func) = (dst(t), id("ViewId", s.0), variant("ActFn", func));
+            let imm = imm.map(src);
+            let op = op.map(|o| variant("Alu", o));
+            let a = acc(a);
+            quote!(#d::Act2 {
+                dst: #t,
+                src: #s,
+                imm: [#(#imm),*],
+                op: [#(#op),*],
+                rev: #rev,
+                func: #func,
+                acc: #a,
+            })
+        }
         InstrData::Reduce {
             dst: t,
             src: s,

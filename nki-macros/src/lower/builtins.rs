@@ -173,6 +173,8 @@ pub enum Special {
     TensorScalarCumulative,
     /// `nonzero_with_count`
     NonzeroWithCount,
+    /// `exponential`
+    Exponential,
     /// `rng(dst, engine)`: XORWOW random bits
     Rng,
     /// `rand2(dst, min, max)`: XORWOW uniform values
@@ -302,6 +304,24 @@ static TABLE: &[Builtin] = &[
         ],
     ),
     isa(
+        &["activate2"],
+        Opcode::Activate2,
+        &[
+            req("op", P::Act),
+            req("data", P::Tile(1)),
+            opt("imm0", P::TileOrImm(2)),
+            opt("imm1", P::TileOrImm(3)),
+            opt("op0", P::Alu(0)),
+            opt("op1", P::Alu(1)),
+            opt("reverse0", P::Rev(0)),
+            opt("reverse1", P::Rev(1)),
+            opt("reduce_op", P::ReduceOp),
+            opt("reduce_res", P::ReduceRes),
+            opt("reduce_cmd", P::ReduceCmd),
+            MASK,
+        ],
+    ),
+    isa(
         &["activation_reduce"],
         Opcode::Activation,
         &[
@@ -389,6 +409,11 @@ static TABLE: &[Builtin] = &[
             MASK,
         ],
     ),
+    isa(
+        &["nc_n_gather"],
+        Opcode::NcNGather,
+        &[req("data", P::Tile(1)), req("indices", P::Tile(2))],
+    ),
     special(&["load"], Special::Load),
     special(&["store"], Special::Store),
     special(&["load_transpose2d"], Special::LoadTranspose2d),
@@ -444,6 +469,7 @@ static TABLE: &[Builtin] = &[
         Special::TensorScalarCumulative,
     ),
     special(&["nonzero_with_count"], Special::NonzeroWithCount),
+    special(&["exponential"], Special::Exponential),
     special(&["rng"], Special::Rng),
     special(&["rand2"], Special::Rand2),
     special(&["set_rng_seed"], Special::SetRngSeed),

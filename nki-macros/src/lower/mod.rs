@@ -208,7 +208,13 @@ pub fn is_refused(name: &str) -> bool {
 /// Whether `name` is one edit from one of the language's functions: a typo, reported as such
 /// (with the right name) rather than looked up as a helper.
 pub fn near_builtin(name: &str) -> bool {
-    !is_builtin(name) && builtins::names().any(|n| call::close(n, name))
+    // A name that differs from one of NKI's versioned names only by its number (`activate` and
+    // `activate2`) is as likely a helper of the kernel's own.
+    let versioned = |n: &str| {
+        let extra = n.strip_prefix(name).or_else(|| name.strip_prefix(n));
+        extra.is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    !is_builtin(name) && builtins::names().any(|n| call::close(n, name) && !versioned(n))
 }
 
 /// Lowers `kernel`; errors go to `errors`.

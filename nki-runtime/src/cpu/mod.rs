@@ -166,6 +166,11 @@ impl AlignedBuf {
         AlignedBuf { words, start, len }
     }
 
+    /// How many aligned words it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The aligned words.
     #[inline]
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u32] {

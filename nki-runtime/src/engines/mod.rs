@@ -120,8 +120,18 @@ fn cache_size(s: &str) -> Option<usize> {
 impl EngineState {
     /// Zeroed memories for `target` and a worker thread; every buffer is allocated here, once.
     pub(crate) fn new(target: Target, isa: Isa) -> Self {
+        let worker = Worker::start();
+        let packs_worker = if worker.is_some() {
+            tensor::pack_caches()
+        } else {
+            (
+                PackCache::moving_operands(0),
+                PackCache::stationary_operands(0),
+            )
+        };
         EngineState {
-            worker: Worker::start(),
+            worker,
+            packs_worker,
             ..EngineState::single_threaded(target, isa)
         }
     }
@@ -138,13 +148,12 @@ impl EngineState {
             mm_worker: MatmulScratch::new(),
             worker: None,
             packed: tensor::Packed::new(),
-            packs: (
-                PackCache::new(tensor::CACHED_MOVING),
-                PackCache::new(tensor::CACHED_STATIONARY),
-            ),
+            packs: tensor::pack_caches(),
+            // Caches without slots: the worker thread's engines, whose matmul halves alone
+            // read them, come with the worker.
             packs_worker: (
-                PackCache::new(tensor::CACHED_MOVING),
-                PackCache::new(tensor::CACHED_STATIONARY),
+                PackCache::moving_operands(0),
+                PackCache::stationary_operands(0),
             ),
             row_share: split::RowShare::new(),
             lanes: lanes::Lanes::new(),

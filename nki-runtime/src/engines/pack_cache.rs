@@ -3,15 +3,17 @@
 
 use nki_lang::DType;
 
-use crate::cpu::Isa;
 use crate::cpu::matmul::{MovingPacking, Operand, OwnedPacking, PackedMoving, PackedStationary};
+use crate::cpu::{AlignedBuf, Isa};
 
 /// Packings of operands that cannot change while they are reused: the operands a matmul reads
 /// straight from an input tensor, which no instruction writes during a launch. The first
 /// matmul to read an operand packs it into a slot; later ones of the same elements (the tiled
 /// matmul's operands, each read by every block of the other side's tiles) find it there.
-/// Slots are allocated when first filled and kept afterwards; once all are used, a new packing
-/// replaces the oldest one. Each packing is of an operand of a given version of its memory,
+/// Every slot's memory is allocated with the cache, so filling one never allocates (a worker
+/// thread's cache may first be filled at any launch: whenever that thread first gets its vCPU
+/// in time to take its half of a matmul); once all are used, a new packing replaces the oldest
+/// one. Each packing is of an operand of a given version of its memory,
 /// or of no version. [`PackCache::forget_unversioned`] forgets the packings of no version: the
 /// caller runs it whenever unversioned memory may have changed (at the start of each launch),
 /// and gives a version only to memory whose every change gives it a new one (a
@@ -19,6 +21,8 @@ use crate::cpu::matmul::{MovingPacking, Operand, OwnedPacking, PackedMoving, Pac
 /// moving operands and one for stationary ones.
 pub(crate) struct PackCache {
     slots: Vec<Slot>,
+    /// The memory of the slots not yet filled, one buffer each.
+    spare: Vec<AlignedBuf>,
     /// Slots holding a packing (the first ones).
     used: usize,
     capacity: usize,
@@ -60,10 +64,22 @@ impl OperandKey {
 }
 
 impl PackCache {
-    /// An empty cache of at most `capacity` packings.
-    pub(crate) fn new(capacity: usize) -> PackCache {
+    /// An empty cache of at most `capacity` packings of moving operands, their memory
+    /// allocated now.
+    pub(crate) fn moving_operands(capacity: usize) -> PackCache {
+        PackCache::with_buffers(capacity, OwnedPacking::moving_buffer)
+    }
+
+    /// An empty cache of at most `capacity` packings of stationary operands, their memory
+    /// allocated now.
+    pub(crate) fn stationary_operands(capacity: usize) -> PackCache {
+        PackCache::with_buffers(capacity, OwnedPacking::stationary_buffer)
+    }
+
+    fn with_buffers(capacity: usize, buffer: fn() -> AlignedBuf) -> PackCache {
         PackCache {
-            slots: Vec::new(),
+            slots: Vec::with_capacity(capacity),
+            spare: (0..capacity).map(|_| buffer()).collect(),
             used: 0,
             capacity,
             oldest: 0,
@@ -93,7 +109,7 @@ impl PackCache {
     }
 
     /// The slot holding `op`'s packing in layout `packing`, or the slot that `fill` packs it
-    /// into (or `new` makes, for a slot not yet allocated): that of a packing of the same
+    /// into (or `new` packs it into, in a slot's buffer, for a slot never filled): that of a packing of the same
     /// elements at another version, else a free slot, else the oldest packing's; `None` for a
     /// cache without slots.
     fn get(
@@ -101,7 +117,7 @@ impl PackCache {
         op: &Operand,
         version: Option<u64>,
         packing: MovingPacking,
-        new: impl FnOnce() -> OwnedPacking,
+        new: impl FnOnce(AlignedBuf) -> OwnedPacking,
         fill: impl FnOnce(&mut OwnedPacking),
     ) -> Option<&OwnedPacking> {
         let key = OperandKey::of(op, version);
@@ -130,7 +146,13 @@ impl PackCache {
                     at
                 };
                 if at == self.slots.len() {
-                    self.slots.push(Slot { key, packed: new() });
+                    // Within the capacity reserved by the constructor, which left a buffer for
+                    // each slot.
+                    let buf = self.spare.pop().expect("a buffer for each slot");
+                    self.slots.push(Slot {
+                        key,
+                        packed: new(buf),
+                    });
                 } else {
                     let slot = &mut self.slots[at];
                     slot.key = key;
@@ -154,7 +176,7 @@ impl PackCache {
         moving: &Operand,
         version: Option<u64>,
     ) -> Option<PackedMoving<'_>> {
-        let new = || OwnedPacking::moving(isa, packing, moving);
+        let new = |buf| OwnedPacking::moving(buf, isa, packing, moving);
         let fill = |p: &mut OwnedPacking| p.pack_moving(isa, packing, moving);
         self.get(moving, version, packing, new, fill)?.as_moving()
     }
@@ -167,7 +189,7 @@ impl PackCache {
         stationary: &Operand,
         version: Option<u64>,
     ) -> Option<PackedStationary<'_>> {
-        let new = || OwnedPacking::stationary(isa, packing, stationary);
+        let new = |buf| OwnedPacking::stationary(buf, isa, packing, stationary);
         let fill = |p: &mut OwnedPacking| p.pack_stationary(isa, packing, stationary);
         self.get(stationary, version, packing, new, fill)?
             .as_stationary()
@@ -194,8 +216,8 @@ mod tests {
                 let Some(packing) = shared_packing(isa, &st, &mv) else {
                     continue;
                 };
-                let mut moving = PackCache::new(2);
-                let mut stationary = PackCache::new(2);
+                let mut moving = PackCache::moving_operands(2);
+                let mut stationary = PackCache::stationary_operands(2);
                 let run = |case: &Case, moving: &mut PackCache, stationary: &mut PackCache| {
                     let (st, mv) = case.operands();
                     let mut psum = case.psum.clone();

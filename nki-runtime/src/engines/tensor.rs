@@ -36,6 +36,15 @@ pub(crate) const CACHED_MOVING: usize = 16;
 /// per column block.
 pub(crate) const CACHED_STATIONARY: usize = 32;
 
+/// A moving and a stationary [`PackCache`] of [`CACHED_MOVING`] and [`CACHED_STATIONARY`]
+/// slots, their memory allocated now.
+pub(crate) fn pack_caches() -> (PackCache, PackCache) {
+    (
+        PackCache::moving_operands(CACHED_MOVING),
+        PackCache::stationary_operands(CACHED_STATIONARY),
+    )
+}
+
 /// Contiguous copies of operands whose free elements are not contiguous in their tile.
 pub(crate) struct Packed {
     stationary: Vec<u8>,

@@ -430,6 +430,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
@@ -473,6 +474,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Iota { .. }
                         | InstrData::Alu { .. }
                         | InstrData::Act { .. }
+                        | InstrData::Act2 { .. }
                         | InstrData::Reduce { .. }
                         | InstrData::Scan { .. }
                         | InstrData::Select { .. }
@@ -646,7 +648,7 @@ pub(crate) fn execute(
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             crate::engines::indirect::run(e, b, ins, ops)
         }
-        (Opcode::GatherFlattened, _) => crate::engines::gather::run(e, ops),
+        (Opcode::GatherFlattened | Opcode::NcNGather, _) => crate::engines::gather::run(e, ops),
         (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The interpreter checked the offset: an offset out of range copies nothing here.
             if let Ok(o) = crate::dyncopy::operands(b.program, ins, ops, vars, e.sbuf.bytes()) {
@@ -678,15 +680,17 @@ pub(crate) fn execute(
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
-        // `tensor_scalar_cumulative`, `nonzero_with_count`: the reference definition is the
-        // only one.
+        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`: the
+        // reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative
-            | Opcode::NonzeroWithCount,
+            | Opcode::NonzeroWithCount
+            | Opcode::Exponential
+            | Opcode::Activate2,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

@@ -197,7 +197,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
             indirect(m, ins, ops)
         }
-        (Opcode::GatherFlattened, _) => gather_flattened(m, ops),
+        (Opcode::GatherFlattened | Opcode::NcNGather, _) => gather_flattened(m, ops),
         (Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst, _) => {
             // The source or destination shifted by the offset's value (`crate::dyncopy`), then `tensor_copy`;
             // the interpreter stopped the run before an offset out of range.
@@ -235,6 +235,17 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::TensorScalarCumulative, InstrData::Alu { dst, op, .. }) => {
             cumulative::tensor_scalar_cumulative(m, ops, op, acc(dst.write))
         }
+        (Opcode::Exponential, InstrData::Act { acc: reduce, .. }) => exponential(m, ops, reduce),
+        (
+            Opcode::Activate2,
+            InstrData::Act2 {
+                op,
+                rev,
+                func,
+                acc: reduce,
+                ..
+            },
+        ) => activate2(m, ops, op, rev, func, reduce),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -259,7 +270,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
             | Opcode::TensorScalarCumulative
-            | Opcode::NonzeroWithCount,
+            | Opcode::NonzeroWithCount
+            | Opcode::Exponential
+            | Opcode::Activate2,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.
@@ -476,6 +489,54 @@ fn activation(
         let s = m.get(&scale, t, Lane::F32).f32();
         let b = bias.map_or(-0.0, |b| m.get(&b, t, Lane::F32).f32());
         Value::from_f32(act::eval(func, x.mul_add(s, b)))
+    });
+}
+
+/// `activate2`: per element, the tensor-scalar stage on fp32 lanes, `v = (x op0 imm0) op1
+/// imm1` with [`alu::eval`] (an operation that is `bypass` passes `v` on; bit `j` of `rev`
+/// computes `imm_j op_j v`), then `func` by [`act::eval`], stored in the destination's dtype;
+/// with `reduce`, each partition's fp32 results reduced as `activation`'s are.
+fn activate2(
+    m: &mut Machine<'_, '_, '_, '_>,
+    ops: &Operands,
+    op: [Alu; 2],
+    rev: u8,
+    func: ActFn,
+    reduce: Option<AccOut>,
+) {
+    let grid = ops.get(0).dims;
+    let data = Elems::over(ops.get(1), &grid);
+    let imm = [2, 3].map(|s| ops.slot(s).map(|r| Elems::over(r, &grid)));
+    elementwise(m, ops, Lane::F32, reduce, None, |m, t| {
+        let mut v = m.get(&data, t, Lane::F32).f32();
+        for (j, (&o, k)) in op.iter().zip(imm).enumerate() {
+            if o == Alu::Bypass {
+                continue;
+            }
+            // The rule gives every operation that is not `bypass` its operand.
+            let k = k.map_or(0.0, |k| m.get(&k, t, Lane::F32).f32());
+            v = if rev >> j & 1 == 1 {
+                alu::eval(o, k, v)
+            } else {
+                alu::eval(o, v, k)
+            };
+        }
+        Value::from_f32(act::eval(func, v))
+    });
+}
+
+/// `exponential`: `exp(x − max_value)` on fp32 lanes, the subtraction [`alu::eval`]'s and
+/// the exponential [`act::eval`]'s (`max_value` 0 when absent), stored in the destination's
+/// dtype; with `reduce`, each partition's results (fp32, before the conversion) summed in
+/// row-major order into its `reduce_res` element, as `activation` does.
+fn exponential(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands, reduce: Option<AccOut>) {
+    let grid = ops.get(0).dims;
+    let data = Elems::over(ops.get(1), &grid);
+    let max = ops.slot(3).map(|r| Elems::over(r, &grid));
+    elementwise(m, ops, Lane::F32, reduce, None, |m, t| {
+        let x = m.get(&data, t, Lane::F32).f32();
+        let mx = max.map_or(0.0, |b| m.get(&b, t, Lane::F32).f32());
+        Value::from_f32(act::eval(ActFn::Exp, alu::eval(Alu::Subtract, x, mx)))
     });
 }
 

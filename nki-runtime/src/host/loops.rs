@@ -323,6 +323,7 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }

@@ -167,6 +167,7 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }

@@ -230,6 +230,7 @@ impl Strict<'_> {
                     | InstrData::Iota { .. }
                     | InstrData::Alu { .. }
                     | InstrData::Act { .. }
+                    | InstrData::Act2 { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Matmul { .. }

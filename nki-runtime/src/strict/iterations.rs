@@ -75,6 +75,7 @@ impl Iterations {
                     | InstrData::Iota { .. }
                     | InstrData::Alu { .. }
                     | InstrData::Act { .. }
+                    | InstrData::Act2 { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }

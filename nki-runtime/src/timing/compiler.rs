@@ -234,6 +234,7 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }
@@ -516,6 +517,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Iota { .. }
             | InstrData::Alu { .. }
             | InstrData::Act { .. }
+            | InstrData::Act2 { .. }
             | InstrData::Reduce { .. }
             | InstrData::Scan { .. }
             | InstrData::Select { .. }

@@ -230,6 +230,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Iota { .. }
                     | InstrData::Alu { .. }
                     | InstrData::Act { .. }
+                    | InstrData::Act2 { .. }
                     | InstrData::Reduce { .. }
                     | InstrData::Scan { .. }
                     | InstrData::Select { .. }
@@ -305,7 +306,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::Iota | Opcode::AffineSelect => gpsimd(n, p),
         // NKI's nc_n_gather: one GpSimd instruction group per 512 elements of a partition,
         // assumed to cost as any GpSimd instruction of the destination's size.
-        Opcode::GatherFlattened => gpsimd(n, p),
+        Opcode::GatherFlattened | Opcode::NcNGather => gpsimd(n, p),
         // NKI: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC about 600 engine cycles.
         Opcode::TensorCopyDynamicSrc | Opcode::TensorCopyDynamicDst => match engine {
             Engine::GpSimd => gpsimd(n, p).max(600),
@@ -382,6 +383,20 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed 150 + N as any GpSimd instruction, N = T + 1 the
         // destination's elements per partition (one step per element, the count included).
         Opcode::NonzeroWithCount => gpsimd(n, p),
+        // No published cost: assumed as `activation` with a reduction, one element per cycle
+        // of the engine that runs it, max(MIN_II, N), plus the accumulator read-out (≈ MIN_II)
+        // with `reduce_res`.
+        Opcode::Exponential => {
+            let reduces = matches!(ins.data, InstrData::Act { acc: Some(_), .. });
+            mi(n).saturating_add(if reduces { min_ii } else { 0 })
+        }
+        // No published cost: assumed as `activation` (its tensor-scalar stage in the same
+        // pass, as `activation`'s scale and bias are), plus the accumulator read-out with
+        // `reduce_res`.
+        Opcode::Activate2 => {
+            let reduces = matches!(ins.data, InstrData::Act2 { acc: Some(_), .. });
+            mi(n).saturating_add(if reduces { min_ii } else { 0 })
+        }
     };
     Some(Work::Compute(compute(ins, ops, p, cycles)))
 }
@@ -417,6 +432,7 @@ fn compute(ins: &Instr, ops: &Operands, p: &Params, cycles: u64) -> Compute {
     };
     let table = match (ins.opcode, ins.data, ins.engine) {
         (Opcode::Activation, InstrData::Act { func, .. }, _) => Some(table_group(func)),
+        (Opcode::Activate2, InstrData::Act2 { func, .. }, _) => Some(table_group(func)),
         (Opcode::TensorCopy, _, Engine::Scalar) => Some(table_group(ActFn::Identity)),
         _ => None,
     };
@@ -675,6 +691,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::MatchReplace8
         | Opcode::SelectReduce
         | Opcode::GatherFlattened
+        | Opcode::NcNGather
         | Opcode::TensorCopyDynamicSrc
         | Opcode::TensorCopyDynamicDst
         | Opcode::Rand
@@ -686,6 +703,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative
         | Opcode::NonzeroWithCount
+        | Opcode::Exponential
+        | Opcode::Activate2
         | Opcode::Rng
         | Opcode::Rand2
         | Opcode::RandGetState

@@ -392,7 +392,7 @@ impl Calls<'_, '_, '_> {
 
     /// Any instruction data, of any format.
     fn data(&mut self) -> InstrData {
-        match self.c.below(22) {
+        match self.c.below(23) {
             0 => InstrData::Dma {
                 tile: self.view_id(),
                 hbm: self.access_id(),
@@ -527,6 +527,15 @@ impl Calls<'_, '_, '_> {
                 src: self.view_id(),
                 offset: self.int() as i32,
                 padding: self.int() as i32,
+            },
+            21 => InstrData::Act2 {
+                dst: self.dst(),
+                src: self.view_id(),
+                imm: [self.src(), self.src()],
+                op: [self.alu(), self.alu()],
+                rev: self.c.below(4) as u8,
+                func: self.c.pick(ActFn::ALL),
+                acc: self.acc_out(),
             },
             _ => InstrData::LoopEnd {
                 begin: self.int() as u32,

@@ -1,6 +1,7 @@
-//! The shape/dtype rule of `gather_flattened`: `data` and `indices` are SBUF tiles of two to
-//! four dimensions on the same partitions, the indices int32 or uint32; the result has the
-//! indices' shape and the data's dtype.
+//! The shape/dtype rules of `gather_flattened` and `nc_n_gather`: `data` and `indices` are SBUF
+//! tiles of two to four dimensions on the same partitions, the indices int32 or uint32
+//! (`nc_n_gather`: uint32); the result has the indices' shape and the data's dtype
+//! (`nc_n_gather`: exactly).
 
 use super::infer::{Blame, InferIn, Inferred};
 use crate::dtype::DType;
@@ -12,14 +13,31 @@ const MAX_RANK: usize = 4;
 
 /// `gather_flattened`.
 pub(super) fn gather_flattened(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    gather(x, &[DType::I32, DType::U32], "uint32 or int32", false)
+}
+
+/// `nc_n_gather` (NKI 0.6's ISA call): `gather_flattened` with uint32 indices only, and a
+/// destination of the data's dtype (no conversion).
+pub(super) fn nc_n_gather(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    gather(x, &[DType::U32], "uint32", true)
+}
+
+/// The rule of a per-partition flattened gather whose indices have one of `index_dtypes`;
+/// `same_dtype`: the destination must have the data's dtype.
+fn gather(
+    x: &InferIn<'_>,
+    index_dtypes: &[DType],
+    expected: &'static str,
+    same_dtype: bool,
+) -> Result<Option<Inferred>, Blame> {
     let (data, idx) = (x.view(1)?, x.view(2)?);
-    if !matches!(idx.dtype, DType::I32 | DType::U32) {
+    if !index_dtypes.contains(&idx.dtype) {
         return Err(x.blame(
             2,
             RuleViolation::WrongDType {
                 op: x.info().name,
                 operand: "indices",
-                expected: "uint32 or int32",
+                expected,
                 found: idx.dtype,
             },
         ));
@@ -52,7 +70,7 @@ pub(super) fn gather_flattened(x: &InferIn<'_>) -> Result<Option<Inferred>, Blam
     Ok(Some(Inferred {
         shape: idx.shape,
         dtype: data.dtype,
-        fixed_dtype: false,
+        fixed_dtype: same_dtype,
         memories: &[Memory::Sbuf],
     }))
 }

@@ -9,9 +9,11 @@
 //! [`crate::ProgramBuf::finish`] calls the same function for every instruction. No rule is wired
 //! twice.
 
+mod activate2;
 mod cumulative;
 mod dma_transpose;
 mod dyncopy;
+mod exponential;
 mod gather;
 mod indirect;
 mod infer;
@@ -22,6 +24,7 @@ mod rng;
 mod sequence_bounds;
 mod shuffle;
 
+pub use activate2::ACTIVATE2_STAGES;
 pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
@@ -79,6 +82,8 @@ pub enum Format {
     LocalGather,
     /// [`InstrData::Nonzero`]
     Nonzero,
+    /// [`InstrData::Act2`]
+    Act2,
 }
 
 impl Format {
@@ -108,6 +113,7 @@ impl Format {
             InstrData::Shuffle { .. } => Format::Shuffle,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
+            InstrData::Act2 { .. } => Format::Act2,
         }
     }
 }
@@ -794,6 +800,23 @@ opcodes! {
         deps: Gather,
         accumulates: false,
     }
+    /// `nc_n_gather` (NKI 0.6): `gather_flattened`'s per-partition gather as NKI's ISA call,
+    /// uint32 indices only, the result in the data's dtype; NKI's `n` is the count of
+    /// 512-element groups the instruction is made of.
+    NcNGather {
+        name: "nc_n_gather",
+        format: Gather,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("data", Dir::Read, SBUF).axes(Axes::Partitions),
+            slot("indices", Dir::Read, SBUF),
+        ],
+        infer: gather::nc_n_gather,
+        maskable: No,
+        deps: Gather,
+        accumulates: false,
+    }
     /// `tensor_copy_dynamic_src`: `tensor_copy` of a source shifted within each partition by
     /// a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
     TensorCopyDynamicSrc {
@@ -999,6 +1022,44 @@ opcodes! {
         deps: Nonzero,
         accumulates: false,
     }
+    /// `activate2` (NeuronCore-v4): `dst = func((data op0 imm0) op1 imm1)` on the Scalar
+    /// engine, the stage's operations each rounded to fp32 as `tensor_scalar`'s, with an
+    /// optional reduction of each partition's results into `reduce_res`.
+    Activate2 {
+        name: "activate2",
+        format: Act2,
+        engines: &[Engine::Scalar],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("data", Dir::Read, ON_CHIP),
+            slot("imm0", Dir::Read, ON_CHIP),
+            slot("imm1", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: activate2::activate2,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `exponential` (NeuronCore-v4): `dst = exp(src − max_value)` on the Vector engine in
+    /// fp32 (`max_value` in the `bias` field: absent for 0, a number or a `[P, 1]` vector),
+    /// with an optional `add` reduction of each partition's results into `reduce_res`.
+    Exponential {
+        name: "exponential",
+        format: Act,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("src", Dir::Read, ON_CHIP),
+            slot("", Dir::Read, ON_CHIP),
+            slot("max_value", Dir::Read, ON_CHIP),
+            slot("reduce_res", Dir::Write, ON_CHIP),
+        ],
+        infer: exponential::exponential,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
     /// `rng` (NKI 0.6): 32 random bits per element from the engine's XORWOW generators,
     /// truncated to the destination's integer dtype (its least significant bits); each
     /// partition's lane steps through its elements in row-major order. GpSimd from
@@ -1123,6 +1184,7 @@ mod tests {
                         | Format::Iota
                         | Format::Alu
                         | Format::Act
+                        | Format::Act2
                         | Format::Rng
                         | Format::RangeSelect
                 ),

@@ -589,6 +589,15 @@ impl Lowerer<'_> {
                     bias: src[3],
                     acc,
                 },
+                Format::Act2 => InstrData::Act2 {
+                    dst,
+                    src: view(src[1]),
+                    imm: [src[2], src[3]],
+                    op,
+                    rev,
+                    func: act.unwrap_or(ActFn::Identity),
+                    acc,
+                },
                 Format::Reduce => InstrData::Reduce {
                     dst,
                     src: view(src[1]),

@@ -8,6 +8,7 @@ mod cumulative;
 mod dma;
 mod dyncopy;
 mod elementwise;
+mod exponential;
 pub(super) mod isa;
 mod local_gather;
 mod nonzero;

@@ -451,13 +451,29 @@ pub(crate) struct OwnedPacking {
 }
 
 impl OwnedPacking {
+    /// A buffer that holds any moving operand's packing, for [`OwnedPacking::moving`].
+    pub(crate) fn moving_buffer() -> AlignedBuf {
+        AlignedBuf::new(B_WORDS)
+    }
+
+    /// A buffer that holds any stationary operand's packing, for [`OwnedPacking::stationary`].
+    pub(crate) fn stationary_buffer() -> AlignedBuf {
+        AlignedBuf::new(A_WORDS)
+    }
+
     /// `moving`'s packing in layout `packing` (from [`shared_packing`] for `isa`), every
-    /// column of it, in a new buffer.
-    pub(crate) fn moving(isa: Isa, packing: MovingPacking, moving: &Operand) -> OwnedPacking {
+    /// column of it, in `buf` (from [`OwnedPacking::moving_buffer`]).
+    pub(crate) fn moving(
+        buf: AlignedBuf,
+        isa: Isa,
+        packing: MovingPacking,
+        moving: &Operand,
+    ) -> OwnedPacking {
+        assert_eq!(buf.len(), B_WORDS, "not a moving packing's buffer");
         let mut p = OwnedPacking {
             side: Side::Moving,
             packing,
-            buf: AlignedBuf::new(B_WORDS),
+            buf,
             shape: moving.shape(),
             key: 0,
         };
@@ -465,16 +481,19 @@ impl OwnedPacking {
         p
     }
 
-    /// `stationary`'s packing ([`pack_stationary`]), in a new buffer.
+    /// `stationary`'s packing ([`pack_stationary`]), in `buf` (from
+    /// [`OwnedPacking::stationary_buffer`]).
     pub(crate) fn stationary(
+        buf: AlignedBuf,
         isa: Isa,
         packing: MovingPacking,
         stationary: &Operand,
     ) -> OwnedPacking {
+        assert_eq!(buf.len(), A_WORDS, "not a stationary packing's buffer");
         let mut p = OwnedPacking {
             side: Side::Stationary,
             packing,
-            buf: AlignedBuf::new(A_WORDS),
+            buf,
             shape: stationary.shape(),
             key: 0,
         };
