@@ -157,8 +157,47 @@ fn launches_allocate_only_their_outputs() {
     let (r, n) = count(|| grid.launch_into(&mut core, &h, &h, &mut sum));
     r.unwrap();
     assert_eq!(n, 0, "a grid launch allocated {n} times");
+    // The XORWOW instructions keep their lanes' state in storage the core allocated once; a
+    // grid's instances each start it anew on the host threads.
+    let mut trn3 = NeuronCore::new(Target::Trn3).with_strict(false);
+    let st = DeviceTensor::<u32>::zeros(&[128, 24]).unwrap();
+    let seed = DeviceTensor::<i32>::zeros(&[1, 1]).unwrap();
+    let mut draws = DeviceTensor::<f32>::zeros(&[2, 128, 512]).unwrap();
+    let xorwow = xorwow_draws::grid([2]);
+    for _ in 0..4 {
+        xorwow
+            .launch_into(&mut trn3, &st, &seed, &mut draws)
+            .unwrap();
+    }
+    let (r, n) = count(|| xorwow.launch_into(&mut trn3, &st, &seed, &mut draws));
+    r.unwrap();
+    assert_eq!(
+        n, 0,
+        "a launch of the XORWOW instructions allocated {n} times"
+    );
     // A failed launch allocates only its error message.
     let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
     let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));
     assert!(r.is_err());
+}
+
+/// Every XORWOW instruction: the state set and read, a seed, integer draws on both engines and
+/// uniform values.
+#[kernel(target = trn3)]
+fn xorwow_draws(st: Hbm<u32, 128, 24>, seed: Hbm<i32, 1, 1>) -> Hbm<f32, 2, 128, 512> {
+    let out = ndarray([2, 128, 512], f32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s, engine = vector);
+    let k = load(seed[..]);
+    set_rng_seed(k);
+    let g = ndarray([128, 6], u32, Sbuf);
+    rand_get_state(g);
+    rand_set_state(g);
+    let i = ndarray([128, 512], i32, Sbuf);
+    rng(i, engine = gpsimd);
+    rng(i);
+    let r = ndarray([128, 512], f32, Sbuf);
+    rand2(r, -1.0, 1.0);
+    store(out[[program_id(0), 0..128, 0..512]], r);
+    out
 }

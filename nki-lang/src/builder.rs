@@ -977,6 +977,64 @@ impl ProgramBuilder {
         self.op(Opcode::Dropout, data, None, None)
     }
 
+    /// `rng(dst, engine)`: 32 random bits per element of `dst` (an integer tile; its least
+    /// significant bits) from `engine`'s XORWOW generators (`Engine::Vector` or
+    /// `Engine::GpSimd`).
+    pub fn rng(&mut self, dst: TileId, engine: Engine) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let data = InstrData::Rng {
+            dst: Dst::overwrite(dst),
+            src: Src::None,
+            prob: Src::None,
+        };
+        self.op(Opcode::Rng, data, Some(engine), None)
+    }
+
+    /// `rand_get_state(dst, engine)`: `engine`'s XORWOW state into the uint32 tile `dst`
+    /// (`[P, 6]` for the GpSimd engine, `[P, 24]` for the Vector engine).
+    pub fn rand_get_state(&mut self, dst: TileId, engine: Engine) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let data = InstrData::Rng {
+            dst: Dst::overwrite(dst),
+            src: Src::None,
+            prob: Src::None,
+        };
+        self.op(Opcode::RandGetState, data, Some(engine), None)
+    }
+
+    /// `rand_set_state(src_seeds, engine)`: `engine`'s XORWOW state from the uint32 tile
+    /// `src_seeds` (`[P, 6]` for the GpSimd engine, `[P, 24]` for the Vector engine).
+    pub fn rand_set_state(&mut self, src_seeds: TileId, engine: Engine) -> Result<(), BuildError> {
+        let seed = self.whole(src_seeds)?.0;
+        self.op(
+            Opcode::RandSetState,
+            InstrData::Seed { seed },
+            Some(engine),
+            None,
+        )
+    }
+
+    /// `set_rng_seed(src_seeds)`: the Vector engine's XORWOW state derived from the 32-bit
+    /// value of the `[1, 1]` tile `src_seeds`.
+    pub fn set_rng_seed(&mut self, src_seeds: TileId) -> Result<(), BuildError> {
+        let seed = self.whole(src_seeds)?.0;
+        self.op(Opcode::SetRngSeed, InstrData::Seed { seed }, None, None)
+    }
+
+    /// `rand2(dst, min, max)`: uniform values in `[min, max]` (each an immediate or a
+    /// `[P, 1]` fp32 column) from the Vector engine's XORWOW generators, converted to `dst`'s
+    /// dtype.
+    pub fn rand2(&mut self, dst: TileId, min: Operand, max: Operand) -> Result<(), BuildError> {
+        let dst = self.whole(dst)?.0;
+        let (src, prob) = (self.src(min)?, self.src(max)?);
+        let data = InstrData::Rng {
+            dst: Dst::overwrite(dst),
+            src,
+            prob,
+        };
+        self.op(Opcode::Rand2, data, None, None)
+    }
+
     /// `range_select`: `dst[p, i] = on_true[p, i]` where `(start + i) cmp[0] bounds[0][p]` and
     /// `(start + i) cmp[1] bounds[1][p]` hold, fp32's lowest value elsewhere; with
     /// `reduce_res`, the maximum of each partition's results into that `[P, 1]` tile.

@@ -56,7 +56,10 @@ pub use diag::{Diagnostic, Site};
 pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
 pub use grid::SymbolSource;
-pub use ir::ops::{self, Axes, Deps, Format, Maskable, OpInfo, Opcode, OperandSpec};
+pub use ir::ops::{
+    self, Axes, Deps, Format, Maskable, OpInfo, Opcode, OperandSpec, XORWOW_WORDS,
+    xorwow_generators, xorwow_state_words,
+};
 pub use ir::{
     AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, ExprId, HbmAccess, Instr, InstrData, LoopControl,
     LoopKind, MAX_MASK_TERMS, MAX_SLOTS, Mask, MaskId, MaskTerm, OperandRef, Pred, Scalar,

@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use crate::ir::ops::Opcode;
 use crate::ir::{
     AccessId, AxisIndex, Dir, Dst, InstrData, Mask, Pred, Scalar, Src, TileView, ViewId, Write,
 };
@@ -504,6 +505,21 @@ impl<'a> Line<'a, '_> {
                 }
                 Ok(())
             }
+            // NKI 0.6's XORWOW instructions: random bits, the generator's state, and uniform
+            // values in [min, max]; else the model's `rand` and `dropout`.
+            InstrData::Rng { dst, .. } if opcode == Opcode::Rng => {
+                write!(f, "{} rng()", self.dst(&dst, "<-"))
+            }
+            InstrData::Rng { dst, .. } if opcode == Opcode::RandGetState => {
+                write!(f, "{} xorwow-state", self.dst(&dst, "<-"))
+            }
+            InstrData::Rng { dst, src, prob } if opcode == Opcode::Rand2 => write!(
+                f,
+                "{} uniform[{}, {}]",
+                self.dst(&dst, "<-"),
+                self.src(src),
+                self.src(prob)
+            ),
             InstrData::Rng { dst, src, prob } => match src {
                 Src::None => write!(f, "{} rand()", self.dst(&dst, "<-")),
                 Src::Tile(_) | Src::Imm(_) => write!(
@@ -514,6 +530,12 @@ impl<'a> Line<'a, '_> {
                     self.src(prob)
                 ),
             },
+            InstrData::Seed { seed } if opcode == Opcode::RandSetState => {
+                write!(f, "xorwow-state <- {}", self.view(seed))
+            }
+            InstrData::Seed { seed } if opcode == Opcode::SetRngSeed => {
+                write!(f, "xorwow-seed <- {}", self.view(seed))
+            }
             InstrData::Seed { seed } => write!(f, "seed <- {}", self.view(seed)),
             InstrData::RangeSelect {
                 dst,

@@ -3197,6 +3197,7 @@ tables! {
     nonzero_with_count: nonzero_rows,
     exponential: exponential_rows,
     activate2: activate2_rows,
+    xorwow_random_numbers: xorwow_rows,
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.
@@ -4303,4 +4304,265 @@ fn activate2_rows() -> Vec<Row> {
             Check::Exact,
         ),
     ]
+}
+
+/// One XORWOW step on `[x, y, z, w, v, d]` (Marsaglia, "Xorshift RNGs", 2003): the output
+/// `d + v` after the shift and the Weyl step.
+fn xorwow_step(s: &mut [u32]) -> u32 {
+    let t = s[0] ^ (s[0] >> 2);
+    let v = (s[4] ^ (s[4] << 4)) ^ (t ^ (t << 1));
+    let d = s[5].wrapping_add(362437);
+    s.copy_from_slice(&[s[1], s[2], s[3], s[4], v, d]);
+    d.wrapping_add(v)
+}
+
+/// Draws `cols` values per partition from a state of `g` generators per partition (six words
+/// each, as f64 values of uint32), element `j` from generator `j mod g`; the state advances.
+fn xorwow_draws(state: &mut Array2<f64>, g: usize, cols: usize) -> Array2<u32> {
+    Array2::from_shape_fn((state.nrows(), cols), |(p, j)| {
+        let k = 6 * (j % g);
+        let mut s: Vec<u32> = (0..6).map(|i| state[[p, k + i]] as u32).collect();
+        let x = xorwow_step(&mut s);
+        for (i, w) in s.into_iter().enumerate() {
+            state[[p, k + i]] = f64::from(w);
+        }
+        x
+    })
+}
+
+/// A state of `words` uint32 values per partition (as f64), none all zero.
+fn xorwow_state(words: usize, seed: u64) -> Array2<f64> {
+    values(P, words, seed, |r| r.int(1, u32::MAX as i64) as f64)
+}
+
+/// The low bits of draws as the value of an integer dtype.
+fn low_bits(bits: &Array2<u32>, dtype: DType) -> Array2<f64> {
+    bits.mapv(|x| match dtype {
+        DType::I8 => f64::from(x as u8 as i8),
+        DType::I16 => f64::from(x as u16 as i16),
+        DType::I32 => f64::from(x as i32),
+        DType::U8 => f64::from(x as u8),
+        DType::U16 => f64::from(x as u16),
+        _ => f64::from(x),
+    })
+}
+
+/// splitmix64 (Steele, Lea and Flood, 2014).
+fn splitmix64(z: &mut u64) -> u64 {
+    *z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut x = *z;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The Vector lanes' state `set_rng_seed(seed)` sets (`docs/numerics.md`, "XORWOW
+/// generators"), as f64 values of uint32.
+fn seeded_vector_state(seed: u32) -> Array2<f64> {
+    Array2::from_shape_fn((P, 24), |(k, i)| {
+        let (g, word) = (i / 6, i % 6);
+        let mut z = (u64::from(seed) << 32) + ((k as u64) << 8) + g as u64;
+        let mut r = 0;
+        for _ in 0..=word / 2 {
+            r = splitmix64(&mut z);
+        }
+        f64::from(if word % 2 == 0 {
+            r as u32
+        } else {
+            (r >> 32) as u32
+        })
+    })
+}
+
+/// `rand2`'s fp32 value of a draw, each fp32 operation exact in f64 and rounded by the cast.
+fn rand2_of(x: u32, min: f32, max: f32) -> f32 {
+    let u = (f64::from(x as f32) * 2f64.powi(-32) + 2f64.powi(-33)) as f32;
+    let span = (f64::from(max) - f64::from(min)) as f32;
+    (f64::from(min) + f64::from((f64::from(u) * f64::from(span)) as f32)) as f32
+}
+
+/// An fp32 value rounded to nearest even into `dtype` (integers saturate): the value stored.
+fn rounded_into(dtype: DType, v: f32) -> f64 {
+    let int = |lo: f64, hi: f64| f64::from(v).round_ties_even().clamp(lo, hi);
+    match dtype {
+        DType::F32 => f64::from(v),
+        DType::Tf32 => {
+            // Round away the low 13 mantissa bits, ties to even.
+            let b = v.to_bits();
+            let r = b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff;
+            f64::from(f32::from_bits(r))
+        }
+        DType::Bf16 => bf16::from_f32(v).to_f64(),
+        DType::F16 => f16::from_f32(v).to_f64(),
+        DType::F8E4M3 | DType::F8E5M2 => {
+            // The nearest of the 256 codes' finite values, ties to the even code.
+            let x = f64::from(v);
+            let mut best = (f64::INFINITY, 0u32);
+            for c in 0..256u32 {
+                let val = decode(dtype, c);
+                if !val.is_finite() {
+                    continue;
+                }
+                let d = (val - x).abs();
+                if d < best.0 || (d == best.0 && c % 2 == 0) {
+                    best = (d, c);
+                }
+            }
+            decode(dtype, best.1)
+        }
+        DType::I8 => int(-128.0, 127.0),
+        DType::I16 => int(-32768.0, 32767.0),
+        DType::I32 => int(-2147483648.0, 2147483647.0),
+        DType::U8 => int(0.0, 255.0),
+        DType::U16 => int(0.0, 65535.0),
+        DType::U32 => int(0.0, 4294967295.0),
+        _ => unreachable!("not a rand2 dtype"),
+    }
+}
+
+/// `rng` on each engine into every integer dtype after `rand_set_state`, the state read back
+/// by `rand_get_state`; `set_rng_seed` then `rng`; `rand2` into every dtype it writes.
+fn xorwow_rows() -> Vec<Row> {
+    let p = P as u32;
+    let ints = [
+        DType::U32,
+        DType::I32,
+        DType::U16,
+        DType::I16,
+        DType::U8,
+        DType::I8,
+    ];
+    let mut rows = Vec::new();
+    for (target, engine, g) in [
+        (Target::Trn2, Engine::GpSimd, 1usize),
+        (Target::Trn3, Engine::Vector, 4),
+        (Target::Trn3, Engine::GpSimd, 1),
+    ] {
+        let words = 6 * g;
+        let mut outputs: Vec<(DType, [usize; 2])> = ints.iter().map(|&d| (d, [P, 7])).collect();
+        outputs.push((DType::U32, [P, words]));
+        rows.push(row_on(
+            target,
+            format!("rand_set_state, rng into every integer dtype, rand_get_state on {engine} ({target:?})"),
+            &[
+                Covers::Op(Opcode::RandSetState),
+                Covers::Op(Opcode::Rng),
+                Covers::Op(Opcode::RandGetState),
+            ],
+            vec![(DType::U32, xorwow_state(words, 301 + g as u64))],
+            &outputs,
+            move |k| {
+                let s = k.load(0);
+                k.b.rand_set_state(s, engine).unwrap();
+                for (o, &dt) in ints.iter().enumerate() {
+                    let d = k.sbuf(dt, &[p, 7]);
+                    k.b.rng(d, engine).unwrap();
+                    k.store(o, d);
+                }
+                let st = k.sbuf(DType::U32, &[p, words as u32]);
+                k.b.rand_get_state(st, engine).unwrap();
+                k.store(ints.len(), st);
+            },
+            move |v| {
+                let mut state = v[0].clone();
+                let mut out: Vec<Array2<f64>> = ints
+                    .iter()
+                    .map(|&dt| low_bits(&xorwow_draws(&mut state, g, 7), dt))
+                    .collect();
+                out.push(state);
+                out
+            },
+            Check::Exact,
+        ));
+    }
+    rows.push(row_on(
+        Target::Trn3,
+        "set_rng_seed of an int32, rng on the Vector engine, rand_get_state",
+        &[Covers::Op(Opcode::SetRngSeed), Covers::Op(Opcode::Rng)],
+        vec![(DType::I32, Array2::from_elem((1, 1), -123456.0))],
+        &[(DType::U32, [P, 10]), (DType::U32, [P, 24])],
+        move |k| {
+            let s = k.load(0);
+            k.b.set_rng_seed(s).unwrap();
+            let d = k.sbuf(DType::U32, &[p, 10]);
+            k.b.rng(d, Engine::Vector).unwrap();
+            k.store(0, d);
+            let st = k.sbuf(DType::U32, &[p, 24]);
+            k.b.rand_get_state(st, Engine::Vector).unwrap();
+            k.store(1, st);
+        },
+        |_| {
+            let mut state = seeded_vector_state(-123456i32 as u32);
+            let bits = xorwow_draws(&mut state, 4, 10).mapv(f64::from);
+            vec![bits, state]
+        },
+        Check::Exact,
+    ));
+    // rand2: every destination dtype, bounds as numbers or [P, 1] columns.
+    let cases: Vec<(DType, (f32, f32))> = vec![
+        (DType::F32, (-2.5, 3.0)),
+        (DType::Tf32, (-1.0, 1.0)),
+        (DType::Bf16, (0.0, 0.0)),
+        (DType::F16, (-4.0, 4.0)),
+        (DType::F8E4M3, (-1.0, 1.0)),
+        (DType::F8E5M2, (0.0, 8.0)),
+        (DType::I8, (-100.0, 100.0)),
+        (DType::I16, (-30000.0, 30000.0)),
+        (DType::I32, (-1.0e6, 1.0e6)),
+        (DType::U8, (0.0, 255.0)),
+        (DType::U16, (0.0, 65535.0)),
+        (DType::U32, (0.0, 1.0e9)),
+    ];
+    let lo = values(P, 1, 311, |r| r.step(-8.0, 0.0, 0.25));
+    let hi = values(P, 1, 312, |r| r.step(0.5, 8.0, 0.25));
+    let outputs: Vec<(DType, [usize; 2])> = cases.iter().map(|&(d, _)| (d, [P, 8])).collect();
+    let body_cases = cases.clone();
+    rows.push(row_on(
+        Target::Trn3,
+        "rand2 into every dtype it writes (number bounds; [P, 1] columns into bf16)",
+        &[Covers::Op(Opcode::Rand2)],
+        vec![
+            (DType::U32, xorwow_state(24, 313)),
+            (DType::F32, lo),
+            (DType::F32, hi),
+        ],
+        &outputs,
+        move |k| {
+            let s = k.load(0);
+            k.b.rand_set_state(s, Engine::Vector).unwrap();
+            let (l, h) = (k.load(1), k.load(2));
+            for (o, &(dt, (min, max))) in body_cases.iter().enumerate() {
+                let d = k.sbuf(dt, &[p, 8]);
+                let (a, b) = if dt == DType::Bf16 {
+                    (Operand::Column(l), Operand::Column(h))
+                } else {
+                    (
+                        Operand::Imm(Scalar::float(min)),
+                        Operand::Imm(Scalar::float(max)),
+                    )
+                };
+                k.b.rand2(d, a, b).unwrap();
+                k.store(o, d);
+            }
+        },
+        move |v| {
+            let mut state = v[0].clone();
+            cases
+                .iter()
+                .map(|&(dt, (min, max))| {
+                    let x = xorwow_draws(&mut state, 4, 8);
+                    Array2::from_shape_fn((P, 8), |(q, j)| {
+                        let (a, b) = if dt == DType::Bf16 {
+                            (v[1][[q, 0]] as f32, v[2][[q, 0]] as f32)
+                        } else {
+                            (min, max)
+                        };
+                        rounded_into(dt, rand2_of(x[[q, j]], a, b))
+                    })
+                })
+                .collect()
+        },
+        Check::Exact,
+    ));
+    rows
 }

@@ -18,9 +18,9 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
 use nki_lang::{
-    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, HbmAccess, Instr,
-    InstrData, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory, Opcode, Pred, Scalar, Src,
-    Target, TileShape, TileView, Write,
+    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
+    HbmAccess, Instr, InstrData, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory, Opcode,
+    Pred, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::{HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
 
@@ -227,6 +227,15 @@ impl Gen {
         self.instrs += 1;
     }
 
+    /// Pushes an unmasked instruction on `engine`.
+    fn push_on(&mut self, opcode: Opcode, engine: Engine, data: InstrData) {
+        self.seen.push((opcode, false));
+        let mut i = Instr::new(opcode, data);
+        i.engine = engine;
+        self.b.push(i).expect("push");
+        self.instrs += 1;
+    }
+
     /// Tiles of `kind` so far.
     fn of(&self, kinds: &[Kind]) -> Vec<usize> {
         (0..self.tiles.len())
@@ -258,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 36;
+const STEPS: usize = 37;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1308,6 +1317,81 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .collect();
             g.tiles[d].values = None;
         }
+        // NKI 0.6's XORWOW instructions: the GpSimd state read into the first 6 columns of a
+        // new uint32 tile (defined there only) and loaded back from them, the Vector engine
+        // seeded from a one-element tile an iota wrote, then rng on either engine into a new
+        // int32 tile under a mask (defined where it writes: the state is not memory)
+        35 => {
+            let st = g.new_tile(Kind::Indices);
+            let sv = g.view_as(st, &[6]);
+            let get = InstrData::Rng {
+                dst: Dst::overwrite(sv),
+                src: Src::None,
+                prob: Src::None,
+            };
+            g.push_on(Opcode::RandGetState, Engine::GpSimd, get);
+            g.tiles[st].defined = (0..P as usize * 8).map(|e| e % 8 < 6).collect();
+            g.push_on(
+                Opcode::RandSetState,
+                Engine::GpSimd,
+                InstrData::Seed { seed: sv },
+            );
+            let seed =
+                g.b.tile(
+                    &format!("xseed{}", g.instrs),
+                    Memory::Sbuf,
+                    DType::U32,
+                    &[1, 1],
+                )
+                .expect("tile");
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let v =
+                g.b.view(TileView::whole(seed.index(), &shape))
+                    .expect("view");
+            let expr = g.b.expr(AxisIndex::constant(11)).expect("expr");
+            g.push(
+                Opcode::Iota,
+                None,
+                InstrData::Iota {
+                    dst: Dst::overwrite(v),
+                    expr,
+                },
+            );
+            g.push(Opcode::SetRngSeed, None, InstrData::Seed { seed: v });
+            let d = g.new_tile(Kind::Found);
+            let data = InstrData::Rng {
+                dst: Dst::overwrite(g.view(d)),
+                src: Src::None,
+                prob: Src::None,
+            };
+            let engine = [Engine::Vector, Engine::GpSimd][c.below(2)];
+            g.seen.push((Opcode::Rng, m.is_some()));
+            let mut i = Instr::new(Opcode::Rng, data);
+            i.engine = engine;
+            if let Some(m) = m {
+                i.mask = Some(g.b.mask(m).expect("mask"));
+            }
+            g.b.push(i).expect("push");
+            g.instrs += 1;
+            g.tiles[d].defined = (0..n).map(|e| inside(e / fu, e % fu)).collect();
+            // rand2 (NeuronCore-v4) under the mask into a new fp32 tile, `max` a column when
+            // there is one: defined where it writes and the column's element is
+            let Some(col) = g.pick(c, &[Kind::Column]) else {
+                return;
+            };
+            let d2 = g.new_tile(Kind::Square);
+            let data = InstrData::Rng {
+                dst: Dst::overwrite(g.view(d2)),
+                src: Src::Imm(Scalar::float(-1.0)),
+                prob: Src::Tile(g.view(col)),
+            };
+            g.push(Opcode::Rand2, m, data);
+            let dc = g.tiles[col].defined.clone();
+            g.tiles[d2].defined = (0..n)
+                .map(|e| inside(e / fu, e % fu) && dc[e / fu])
+                .collect();
+            g.tiles[d2].values = None;
+        }
         // a store of any tile under a mask
         _ => {
             let all: Vec<usize> = (0..g.tiles.len())
@@ -1347,7 +1431,7 @@ fn case(bytes: &[u8]) -> Option<Case> {
     // The stores' tiles are chosen as the program grows; outputs are declared up front, each
     // shaped for a tile kind chosen now, and a store goes to the first output of its kind.
     // Trn2: range_select runs on NeuronCore-v3 and newer only.
-    let mut b = ProgramBuilder::new("definedness", Target::Trn2);
+    let mut b = ProgramBuilder::new("definedness", Target::Trn3);
     let input = b
         .input(
             "x",
@@ -1508,7 +1592,7 @@ fn check(bytes: &[u8]) -> Result<(), String> {
     let Some(case) = case(bytes) else {
         return Ok(());
     };
-    let mut strict = NeuronCore::new(Target::Trn2).with_strict(true);
+    let mut strict = NeuronCore::new(Target::Trn3).with_strict(true);
     let got = launch(&mut strict, &case);
     match (&got, case.verdict) {
         (Ok(_), None) => {}
@@ -1533,7 +1617,7 @@ fn check(bytes: &[u8]) -> Result<(), String> {
     if got.is_ok() {
         let mut runs = Vec::new();
         for value in [1.0e6f32, -3.0] {
-            let mut core = NeuronCore::new(Target::Trn2)
+            let mut core = NeuronCore::new(Target::Trn3)
                 .with_strict(false)
                 .with_host_threads(1);
             dirty(&mut core, value);

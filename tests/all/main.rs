@@ -73,6 +73,7 @@ mod program_size;
 mod psum_copies;
 mod random;
 mod rearrange;
+mod rng_state;
 mod robustness;
 mod schedule;
 mod schedule_control;

@@ -551,3 +551,38 @@ fn random_draws_stay_in_their_loop_on_the_vector_engine() {
     assert_eq!(s.opcode_count(Engine::Vector, Opcode::Rand), 4);
     assert_eq!(s.opcode_count(Engine::Vector, Opcode::Dropout), 4);
 }
+
+/// NKI 0.6's XORWOW instructions in a loop: each `rng` draws new bits and each
+/// `rand_get_state` reads a state the draws changed, so neither is loop-invariant; they run on
+/// the engine named, every iteration.
+#[kernel(target = trn2)]
+fn xorwow_per_iteration(st: Hbm<u32, 128, 6>) -> (Hbm<u32, 4, 128, 64>, Hbm<u32, 4, 128, 6>) {
+    let o1 = ndarray([4, 128, 64], u32, SharedHbm);
+    let o2 = ndarray([4, 128, 6], u32, SharedHbm);
+    let s = load(st[..]);
+    rand_set_state(s);
+    for i in affine_range(4) {
+        let d = ndarray([128, 64], u32, Sbuf);
+        rng(d, engine = gpsimd);
+        let v = ndarray([128, 64], u32, Sbuf);
+        rng(v, engine = vector);
+        let g = ndarray([128, 6], u32, Sbuf);
+        rand_get_state(g);
+        store(o1[[i, 0..128, 0..64]], d);
+        store(o1[[i, 0..128, 0..64]], v);
+        store(o2[[i, 0..128, 0..6]], g);
+    }
+    (o1, o2)
+}
+
+#[test]
+fn xorwow_draws_and_state_reads_stay_in_their_loop_on_their_engines() {
+    let mut core = NeuronCore::new(Target::Trn2);
+    let s = Timing::new()
+        .run_shapes(&mut core, &xorwow_per_iteration::KERNEL, &[&[128, 6]])
+        .unwrap();
+    assert_eq!(s.opcode_count(Engine::GpSimd, Opcode::Rng), 4);
+    assert_eq!(s.opcode_count(Engine::Vector, Opcode::Rng), 4);
+    assert_eq!(s.opcode_count(Engine::GpSimd, Opcode::RandGetState), 4);
+    assert_eq!(s.opcode_count(Engine::GpSimd, Opcode::RandSetState), 1);
+}

@@ -492,22 +492,26 @@ pub enum InstrData {
         /// axis' stride).
         stride: i32,
     },
-    /// The random number generator's values: `rand` (slot 0 `dst`, the other slots
-    /// `Src::None`) writes uniform values in `[0, 1)`; `dropout` (slots 0 `dst`, 1 `data`,
-    /// 2 `prob`) writes `data` or 0, dropping each element with probability `prob`.
+    /// The random number generators' values: `rand`, `rng` and `rand_get_state` (slot 0
+    /// `dst`, the other slots `Src::None`) write uniform values in `[0, 1)`, random bits, and
+    /// the XORWOW state; `dropout` (slots 0 `dst`, 1 `data`, 2 `prob`) writes `data` or 0,
+    /// dropping each element with probability `prob`; `rand2` (slots 0 `dst`, 1 `min`,
+    /// 2 `max`) writes uniform values in `[min, max]`.
     Rng {
         /// Destination.
         dst: Dst,
-        /// `dropout`'s input tile; `Src::None` for `rand`.
+        /// `dropout`'s input tile, `rand2`'s `min` (an immediate or a `[P, 1]` column);
+        /// `Src::None` for the others.
         src: Src,
-        /// `dropout`'s drop probability: an immediate or a `[P, 1]` column; `Src::None` for
-        /// `rand`.
+        /// `dropout`'s drop probability, `rand2`'s `max`: an immediate or a `[P, 1]` column;
+        /// `Src::None` for the others.
         prob: Src,
     },
-    /// `random_seed`: the generator's seed, read from a one-element int32 tile; writes no
+    /// A generator's seed or state, read from a tile; writes no tile. `random_seed` and
+    /// `set_rng_seed` read a one-element tile, `rand_set_state` a `[P, 6]` or `[P, 24]` uint32
     /// tile. Slot 1 `seed` (slot 0, the destination, is empty).
     Seed {
-        /// The `[1, 1]` seed tile.
+        /// The seed or state tile.
         seed: ViewId,
     },
     /// `range_select`: `dst[p, i] = on_true[p, i]` where `(start + i) cmp[0] bound0[p]` and

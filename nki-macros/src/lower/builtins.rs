@@ -175,6 +175,16 @@ pub enum Special {
     NonzeroWithCount,
     /// `exponential`
     Exponential,
+    /// `rng(dst, engine)`: XORWOW random bits
+    Rng,
+    /// `rand2(dst, min, max)`: XORWOW uniform values
+    Rand2,
+    /// `set_rng_seed(src_seeds)`
+    SetRngSeed,
+    /// `rand_set_state(src_seeds, engine)`
+    RandSetState,
+    /// `rand_get_state(dst, engine)`
+    RandGetState,
 }
 
 /// How a function lowers.
@@ -460,6 +470,11 @@ static TABLE: &[Builtin] = &[
     ),
     special(&["nonzero_with_count"], Special::NonzeroWithCount),
     special(&["exponential"], Special::Exponential),
+    special(&["rng"], Special::Rng),
+    special(&["rand2"], Special::Rand2),
+    special(&["set_rng_seed"], Special::SetRngSeed),
+    special(&["rand_set_state"], Special::RandSetState),
+    special(&["rand_get_state"], Special::RandGetState),
     Builtin {
         names: &["sum"],
         kind: Kind::Reduce(Reduction::Op(Alu::Add)),

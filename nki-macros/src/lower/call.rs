@@ -224,6 +224,11 @@ impl Lowerer<'_> {
             Special::TensorScalarCumulative => self.tensor_scalar_cumulative(args, span, dest),
             Special::NonzeroWithCount => self.nonzero_with_count(args, span, dest),
             Special::Exponential => self.exponential(args, span, dest),
+            Special::Rng => self.rng_dst(Opcode::Rng, args, span, dest),
+            Special::RandGetState => self.rng_dst(Opcode::RandGetState, args, span, dest),
+            Special::Rand2 => self.rand2(args, span, dest),
+            Special::SetRngSeed => self.rng_seed_state(Opcode::SetRngSeed, args, span, dest),
+            Special::RandSetState => self.rng_seed_state(Opcode::RandSetState, args, span, dest),
         }
     }
 

@@ -1,4 +1,6 @@
-//! The random number generator: `rand`, `random_seed` and `dropout`.
+//! The random number generators: the model's counter-based one (`rand`, `random_seed`,
+//! `dropout`) and the engines' XORWOW generators (`rng`, `rand2`, `set_rng_seed`,
+//! `rand_set_state`, `rand_get_state`; see [`Xorwow`]).
 //!
 //! NKI does not specify its generator; the model defines one that depends on nothing but the
 //! program and its data (`docs/numerics.md`, "Random numbers"): the counter-based
@@ -23,30 +25,34 @@
     clippy::cast_sign_loss
 )]
 
-use nki_lang::MAX_TILE_RANK;
+use nki_lang::target::PARTITIONS;
+use nki_lang::{Engine, MAX_TILE_RANK, XORWOW_WORDS, xorwow_generators};
 
 use super::EngineState;
 use crate::cpu::convert;
 use crate::operand::{Loc, Operands, Resolved};
 
-/// The generator's state in one instance: its seed, the instance's index (the key's second
-/// word) and the calls since the seed was set.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// The generators' state in one instance: the counter-based generator's seed, the instance's
+/// index (the key's second word) and the calls since the seed was set; and the engines' XORWOW
+/// generators ([`Xorwow`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RngState {
     seed: u32,
     instance: u32,
     calls: u32,
+    /// The Vector and GpSimd engines' XORWOW generators.
+    xorwow: Xorwow,
 }
 
 impl RngState {
     /// The state at the start of instance `instance` (row-major in the launch grid): seed 0,
-    /// no calls yet.
-    pub(crate) fn start(instance: usize) -> RngState {
-        RngState {
-            seed: 0,
-            instance: u32::try_from(instance).unwrap_or(u32::MAX),
-            calls: 0,
-        }
+    /// no calls yet, the XORWOW generators in their start state (derived when first used).
+    /// Allocates nothing: the XORWOW lanes' storage is kept.
+    pub(crate) fn start(&mut self, instance: usize) {
+        self.seed = 0;
+        self.instance = u32::try_from(instance).unwrap_or(u32::MAX);
+        self.calls = 0;
+        self.xorwow.ready = [false; 2];
     }
 
     /// `random_seed`: a new seed, and the call count back to 0.
@@ -256,6 +262,302 @@ pub(crate) fn dropout(
         let o = offset(dst.pattern.base, &dst.pattern.strides, &t);
         chip.write(dst, o, bits);
     }
+}
+
+/// Compute lanes of an engine (one per partition).
+const LANES: usize = PARTITIONS as usize;
+/// [`XORWOW_WORDS`] as an index.
+const WORDS: usize = XORWOW_WORDS as usize;
+
+/// The Vector and GpSimd engines' XORWOW generators in one instance (`docs/numerics.md`,
+/// "XORWOW generators"): per engine and compute lane, [`xorwow_generators`] generators of
+/// [`XORWOW_WORDS`] words `[x, y, z, w, v, d]` each, lane-major. An engine's lanes hold its
+/// start state (derived from the instance's index) until an instruction of the instance first
+/// uses them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Xorwow {
+    /// Per engine (0 Vector, 1 GpSimd): whether its lanes hold this instance's state.
+    ready: [bool; 2],
+    /// Per engine: the lanes' words.
+    words: [Vec<u32>; 2],
+}
+
+impl Default for Xorwow {
+    fn default() -> Self {
+        let size = |e: Engine| LANES.saturating_mul(state_words(e));
+        Xorwow {
+            ready: [false; 2],
+            words: [vec![0; size(Engine::Vector)], vec![0; size(Engine::GpSimd)]],
+        }
+    }
+}
+
+/// State words per lane of `engine` (24 Vector, 6 GpSimd).
+fn state_words(engine: Engine) -> usize {
+    (xorwow_generators(engine) as usize).saturating_mul(WORDS)
+}
+
+/// The slot of an engine's generators in [`Xorwow`]: the Vector engine's, else the GpSimd
+/// engine's (the op table allows no other engine).
+fn engine_slot(engine: Engine) -> usize {
+    match engine {
+        Engine::Vector => 0,
+        Engine::GpSimd | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => 1,
+    }
+}
+
+/// splitmix64's output function (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014) after advancing `z` by its increment.
+fn splitmix64(z: &mut u64) -> u64 {
+    *z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut x = *z;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The model's seeding of one generator: generator `g` of lane `lane` of `engine` (0 Vector,
+/// 1 GpSimd) from the 32-bit `seed`: splitmix64 started at `seed · 2^32 + engine · 2^16 +
+/// lane · 2^8 + g` gives three outputs, each two words, low word first: `x, y, z, w, v, d`.
+fn seeded(seed: u32, engine: usize, lane: usize, g: usize) -> [u32; WORDS] {
+    let at = (engine << 16) | (lane << 8) | g;
+    let mut z = (u64::from(seed) << 32) | (at as u64 & 0xffff_ffff);
+    let mut out = [0u32; WORDS];
+    for pair in out.chunks_exact_mut(2) {
+        let r = splitmix64(&mut z);
+        #[allow(clippy::cast_possible_truncation)]
+        {
+            pair[0] = r as u32;
+            pair[1] = (r >> 32) as u32;
+        }
+    }
+    out
+}
+
+/// One step of a XORWOW generator (Marsaglia, "Xorshift RNGs", J. Stat. Softw. 8(14), 2003,
+/// as cuRAND's `curand()` computes it): the state `[x, y, z, w, v, d]` shifts, `d` grows by
+/// 362437, and the output is `d + v`, both new (wrapping).
+fn xorwow_next(s: &mut [u32]) -> u32 {
+    let [x, y, z, w, v, d] = [0, 1, 2, 3, 4, 5].map(|i| s.get(i).copied().unwrap_or(0));
+    let t = x ^ (x >> 2);
+    let v2 = (v ^ (v << 4)) ^ (t ^ (t << 1));
+    let d2 = d.wrapping_add(362_437);
+    for (slot, value) in s.iter_mut().zip([y, z, w, v, v2, d2]) {
+        *slot = value;
+    }
+    d2.wrapping_add(v2)
+}
+
+impl Xorwow {
+    /// Every lane of `engine`'s generators seeded from `seed` ([`seeded`]).
+    fn seed_all(&mut self, engine: Engine, seed: u32) {
+        let slot = engine_slot(engine);
+        let per = state_words(engine);
+        if let Some(words) = self.words.get_mut(slot) {
+            for (lane, lw) in words.chunks_exact_mut(per.max(1)).enumerate() {
+                for (g, gw) in lw.chunks_exact_mut(WORDS).enumerate() {
+                    gw.copy_from_slice(&seeded(seed, slot, lane, g));
+                }
+            }
+        }
+        if let Some(r) = self.ready.get_mut(slot) {
+            *r = true;
+        }
+    }
+
+    /// `engine`'s lanes, after giving them the instance's start state (every lane seeded from
+    /// the instance's index) if no instruction of the instance used them yet.
+    fn lanes(&mut self, engine: Engine, instance: u32) -> &mut [u32] {
+        let slot = engine_slot(engine);
+        if !self.ready.get(slot).copied().unwrap_or(true) {
+            self.seed_all(engine, instance);
+        }
+        self.words.get_mut(slot).map_or(&mut [], Vec::as_mut_slice)
+    }
+}
+
+/// The words of lane `lane` (each lane `per` words), if the engine has that lane.
+fn lane_words(lanes: &mut [u32], per: usize, lane: usize) -> Option<&mut [u32]> {
+    let start = lane.checked_mul(per)?;
+    lanes.get_mut(start..start.checked_add(per)?)
+}
+
+/// The 32-bit draws of one instruction, element by element in each partition's row-major
+/// order over `dims`: for each partition `p`, `start(p)` first, then `each(c, t, x)` for every
+/// grid index `t` of the partition with `c` what `start` returned and `x` the draw. Lane
+/// `origin0 + p` steps its generators in turn (element `j` of the partition takes generator
+/// `j mod G`, `G` the engine's generators per lane).
+fn draws<C>(
+    lanes: &mut [u32],
+    engine: Engine,
+    (dims, origin0): ([usize; MAX_TILE_RANK], usize),
+    mut start: impl FnMut(usize) -> C,
+    mut each: impl FnMut(&C, &[usize; MAX_TILE_RANK], u32),
+) {
+    let per = state_words(engine);
+    let generators = xorwow_generators(engine) as usize;
+    let mut free = dims;
+    free[0] = 1;
+    for p in 0..dims[0] {
+        let Some(lw) = lane_words(lanes, per, origin0.saturating_add(p)) else {
+            continue;
+        };
+        let c = start(p);
+        for (j, mut t) in indices(free).enumerate() {
+            t[0] = p;
+            let g = j.checked_rem(generators).unwrap_or(0);
+            let from = g.saturating_mul(WORDS);
+            let Some(state) = lw.get_mut(from..from.saturating_add(WORDS)) else {
+                continue;
+            };
+            each(&c, &t, xorwow_next(state));
+        }
+    }
+}
+
+/// `rng`: each element of the destination (slot 0) gets its lane's next 32-bit draw, its
+/// least significant bits as the destination's integer dtype.
+pub(crate) fn rng(
+    e: &mut EngineState,
+    engine: Engine,
+    ops: &Operands,
+    at: ([usize; MAX_TILE_RANK], [usize; MAX_TILE_RANK]),
+) {
+    let dst = ops.get(0);
+    let instance = e.rng.instance;
+    let lanes = e.rng.xorwow.lanes(engine, instance);
+    let mut chip = OnChip {
+        sbuf: e.sbuf.bytes_mut(),
+        psum: e.psum.bytes_mut(),
+    };
+    draws(
+        lanes,
+        engine,
+        (dst.dims, at.0[0]),
+        |_| (),
+        |(), t, x| {
+            let o = offset(dst.pattern.base, &dst.pattern.strides, t);
+            chip.write(dst, o, x);
+        },
+    );
+}
+
+/// `rand2`'s uniform value of a 32-bit draw `x` in fp32: `u = x·2^−32 + 2^−33` (`x` rounded
+/// to fp32, nearest even; the product exact; the sum rounded), in `(0, 1]`, then
+/// `min + u·(max − min)` with each operation rounded to fp32.
+pub(crate) fn rand2_value(x: u32, min: f32, max: f32) -> f32 {
+    #[allow(clippy::cast_precision_loss)]
+    let xf = x as f32;
+    // 2^-32 and 2^-33: exponents 95 and 94.
+    let u = xf * f32::from_bits(95 << 23) + f32::from_bits(94 << 23);
+    let span = max - min;
+    min + u * span
+}
+
+/// `rand2`: each element of the destination (slot 0) is [`rand2_value`] of its lane's next
+/// draw from the Vector engine's generators, `min` (slot 1) and `max` (slot 2) immediates or
+/// the element's partition's values of `[P, 1]` columns, converted to the destination's dtype.
+pub(crate) fn rand2(
+    e: &mut EngineState,
+    ops: &Operands,
+    at: ([usize; MAX_TILE_RANK], [usize; MAX_TILE_RANK]),
+) {
+    let (dst, lo, hi) = (ops.get(0), ops.get(1), ops.get(2));
+    let instance = e.rng.instance;
+    let lanes = e.rng.xorwow.lanes(Engine::Vector, instance);
+    let chip = OnChip {
+        sbuf: e.sbuf.bytes_mut(),
+        psum: e.psum.bytes_mut(),
+    };
+    let grid = dst.dims;
+    let strides = [lo.strides_on(&grid), hi.strides_on(&grid)];
+    let chip = core::cell::RefCell::new(chip);
+    let value = |r: &Resolved, s: &[isize; MAX_TILE_RANK], p: usize| match r.loc {
+        Loc::Imm(x) => x.as_f32(),
+        Loc::Sbuf | Loc::Psum | Loc::Hbm(_) | Loc::Expr => {
+            let mut t = [0usize; MAX_TILE_RANK];
+            t[0] = p;
+            let bits = chip.borrow().read(r, offset(r.pattern.base, s, &t));
+            convert::to_f32(r.dtype, bits)
+        }
+    };
+    // A partition's bounds are read before its elements are written.
+    let start = |p| (value(lo, &strides[0], p), value(hi, &strides[1], p));
+    draws(
+        lanes,
+        Engine::Vector,
+        (grid, at.0[0]),
+        start,
+        |&(min, max), t, x| {
+            let o = offset(dst.pattern.base, &dst.pattern.strides, t);
+            let bits = convert::from_f32(dst.dtype, rand2_value(x, min, max));
+            chip.borrow_mut().write(dst, o, bits);
+        },
+    );
+}
+
+/// `rand_get_state`: partition `k` of the destination (slot 0) gets lane `k`'s words, element
+/// `i` of the partition (row-major) word `i`.
+pub(crate) fn rand_get_state(e: &mut EngineState, engine: Engine, ops: &Operands) {
+    let dst = ops.get(0);
+    let instance = e.rng.instance;
+    let per = state_words(engine);
+    let lanes = e.rng.xorwow.lanes(engine, instance);
+    let mut chip = OnChip {
+        sbuf: e.sbuf.bytes_mut(),
+        psum: e.psum.bytes_mut(),
+    };
+    let mut free = dst.dims;
+    free[0] = 1;
+    for p in 0..dst.dims[0] {
+        let Some(lw) = lane_words(lanes, per, p) else {
+            continue;
+        };
+        for (i, mut t) in indices(free).enumerate() {
+            t[0] = p;
+            let o = offset(dst.pattern.base, &dst.pattern.strides, &t);
+            chip.write(dst, o, lw.get(i).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// `rand_set_state`: lane `k`'s words become partition `k` of the source (slot 1), word `i`
+/// its element `i` (row-major); lanes past the source's partitions keep their state.
+pub(crate) fn rand_set_state(e: &mut EngineState, engine: Engine, ops: &Operands) {
+    let src = ops.get(1);
+    let instance = e.rng.instance;
+    let per = state_words(engine);
+    let lanes = e.rng.xorwow.lanes(engine, instance);
+    let chip = OnChip {
+        sbuf: e.sbuf.bytes_mut(),
+        psum: e.psum.bytes_mut(),
+    };
+    let mut free = src.dims;
+    free[0] = 1;
+    for p in 0..src.dims[0] {
+        let Some(lw) = lane_words(lanes, per, p) else {
+            continue;
+        };
+        for (i, mut t) in indices(free).enumerate() {
+            t[0] = p;
+            let o = offset(src.pattern.base, &src.pattern.strides, &t);
+            if let Some(w) = lw.get_mut(i) {
+                *w = chip.read(src, o);
+            }
+        }
+    }
+}
+
+/// `set_rng_seed`: every lane of the Vector engine's generators seeded ([`seeded`]) from the
+/// 32 bits of the one element of slot 1.
+pub(crate) fn set_rng_seed(e: &mut EngineState, ops: &Operands) {
+    let seed = ops.get(1);
+    let chip = OnChip {
+        sbuf: e.sbuf.bytes_mut(),
+        psum: e.psum.bytes_mut(),
+    };
+    let value = chip.read(seed, seed.pattern.base);
+    e.rng.xorwow.seed_all(Engine::Vector, value);
 }
 
 #[cfg(test)]

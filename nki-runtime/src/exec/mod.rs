@@ -240,7 +240,7 @@ pub(crate) fn run_instances<'i, O: Observer, H: HostPlan<'i>>(
     let mut i = range.start;
     while i < range.end {
         let mut f = Frame::new(b.grid.coords(i));
-        e.rng = crate::engines::rng::RngState::start(i);
+        e.rng.start(i);
         let ran = interpret(e, b, obs, plan, &mut f, (0, end))?;
         count = count.saturating_add(ran);
         i += 1;
@@ -665,6 +665,16 @@ pub(crate) fn execute(
         (Opcode::Rand, _) => rng::rand(e, ops, crate::operand::grid_origin(b, ins, vars)),
         (Opcode::RandomSeed, _) => rng::random_seed(e, ops),
         (Opcode::Dropout, _) => rng::dropout(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        (Opcode::Rng, _) => rng::rng(
+            e,
+            ins.engine,
+            ops,
+            crate::operand::grid_origin(b, ins, vars),
+        ),
+        (Opcode::Rand2, _) => rng::rand2(e, ops, crate::operand::grid_origin(b, ins, vars)),
+        (Opcode::RandGetState, _) => rng::rand_get_state(e, ins.engine, ops),
+        (Opcode::RandSetState, _) => rng::rand_set_state(e, ins.engine, ops),
+        (Opcode::SetRngSeed, _) => rng::set_rng_seed(e, ops),
         (Opcode::DmaTranspose | Opcode::DmaTransposeSbuf, _) => {
             let rank = crate::operand::grid_rank(b.program, ins);
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)

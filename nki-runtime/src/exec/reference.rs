@@ -276,7 +276,17 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.
-        (Opcode::Rand | Opcode::RandomSeed | Opcode::Dropout, data) => {
+        (
+            Opcode::Rand
+            | Opcode::RandomSeed
+            | Opcode::Dropout
+            | Opcode::Rng
+            | Opcode::Rand2
+            | Opcode::RandGetState
+            | Opcode::RandSetState
+            | Opcode::SetRngSeed,
+            data,
+        ) => {
             unreachable!("opcode {:?} with operands {data:?}", ins.opcode)
         }
     }

@@ -229,13 +229,14 @@ pub(super) fn replay(
         pids.copy_from_slice(&step.vars[..MAX_PIDS]);
         let draws = step.accesses.iter().any(|a| a.place == Place::Generator);
         if draws {
-            e.rng = generators
-                .remove(&pids)
-                .unwrap_or_else(|| RngState::start(instance_index(b, &pids)));
+            match generators.remove(&pids) {
+                Some(g) => e.rng = g,
+                None => e.rng.start(instance_index(b, &pids)),
+            }
         }
         execute(e, b, ins, &ops, &step.vars);
         if draws {
-            generators.insert(pids, e.rng);
+            generators.insert(pids, e.rng.clone());
         }
         for (tile, buffer, writes) in tiles {
             if writes {

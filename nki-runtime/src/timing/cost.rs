@@ -351,6 +351,21 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // select, and `random_seed` one element.
         Opcode::Rand | Opcode::Dropout => mi(n),
         Opcode::RandomSeed => mi(1),
+        // NKI publishes no cost for the XORWOW instructions: assumed as the engine's streaming
+        // copy of the same elements per partition (`tensor_copy`: max(MIN_II, N) on Vector,
+        // 150 + N on GpSimd), N the destination's (`rand_set_state`: the source's) elements
+        // per partition; `set_rng_seed` reads one element.
+        Opcode::Rng | Opcode::Rand2 | Opcode::RandGetState => match engine {
+            Engine::GpSimd => gpsimd(n, p),
+            Engine::Vector | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => mi(n),
+        },
+        Opcode::RandSetState => match engine {
+            Engine::GpSimd => gpsimd(grid(1), p),
+            Engine::Vector | Engine::Scalar | Engine::Tensor | Engine::Dma | Engine::Sync => {
+                mi(grid(1))
+            }
+        },
+        Opcode::SetRngSeed => mi(1),
         // max(MIN_II, N), N the elements per partition [ISA] (`neuroncore-model.md`'s Vector
         // cost table gives range_select that one figure, its reduction included).
         Opcode::RangeSelect => mi(n),
@@ -689,7 +704,12 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::TensorScalarCumulative
         | Opcode::NonzeroWithCount
         | Opcode::Exponential
-        | Opcode::Activate2 => {
+        | Opcode::Activate2
+        | Opcode::Rng
+        | Opcode::Rand2
+        | Opcode::RandGetState
+        | Opcode::RandSetState
+        | Opcode::SetRngSeed => {
             unreachable!("{opcode:?} is not a DMA transfer")
         }
     };

@@ -28,6 +28,7 @@ pub use activate2::ACTIVATE2_STAGES;
 pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
+pub use rng::{XORWOW_WORDS, xorwow_generators, xorwow_state_words};
 
 use crate::ir::{Dir, InstrData};
 use crate::target::{Engine, Memory};
@@ -235,9 +236,10 @@ pub enum Deps {
     /// defined, on the element of its partition of `data` it names (the data's free elements
     /// flattened row-major); where it is undefined, the element is undefined.
     Gather,
-    /// `random_seed`: no element of memory is written; the generator's state (for the
-    /// `rand` and `dropout` after it) depends on the seed element, so strict launches refuse
-    /// a seed read from unwritten or undefined bytes, as they refuse storing one.
+    /// `random_seed`, `set_rng_seed`, `rand_set_state`: no element of memory is written; the
+    /// generator's state (for the `rand`, `dropout`, `rng`, `rand2` and `rand_get_state` after
+    /// it) depends on every element of the source, so strict launches refuse a seed or state
+    /// read from unwritten or undefined bytes, as they refuse storing one.
     Seed,
     /// NKI's `dma_transpose`: with `axes` the permutation of the destination's rank
     /// ([`dma_transpose_axes`]), the destination's element at `t` is the source's element at
@@ -1054,6 +1056,76 @@ opcodes! {
             slot("reduce_res", Dir::Write, ON_CHIP),
         ],
         infer: exponential::exponential,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `rng` (NKI 0.6): 32 random bits per element from the engine's XORWOW generators,
+    /// truncated to the destination's integer dtype (its least significant bits); each
+    /// partition's lane steps through its elements in row-major order. GpSimd from
+    /// NeuronCore-v3 on.
+    Rng {
+        name: "rng",
+        format: Rng,
+        engines: &[Engine::Vector, Engine::GpSimd],
+        operands: &[slot("dst", Dir::Write, ON_CHIP)],
+        infer: rng::rng,
+        maskable: Any,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `rand_get_state` (NeuronCore-v3 and newer; Vector on NeuronCore-v4): the engine's
+    /// XORWOW state, lane `p` into partition `p` of a uint32 `[P, 6]` (GpSimd) or `[P, 24]`
+    /// (Vector) tile.
+    RandGetState {
+        name: "rand_get_state",
+        format: Rng,
+        engines: &[Engine::GpSimd, Engine::Vector],
+        operands: &[slot("dst", Dir::Write, ON_CHIP)],
+        infer: rng::rand_get_state,
+        maskable: No,
+        deps: Elementwise,
+        accumulates: false,
+    }
+    /// `rand_set_state` (NeuronCore-v3 and newer; Vector on NeuronCore-v4): lane `p` of the
+    /// engine's XORWOW state becomes partition `p` of a uint32 `[P, 6]` (GpSimd) or `[P, 24]`
+    /// (Vector) SBUF tile. Writes no tile.
+    RandSetState {
+        name: "rand_set_state",
+        format: Seed,
+        engines: &[Engine::GpSimd, Engine::Vector],
+        operands: &[slot("", Dir::Write, &[]), slot("src_seeds", Dir::Read, SBUF)],
+        infer: rng::rand_set_state,
+        maskable: No,
+        deps: Seed,
+        accumulates: false,
+    }
+    /// `set_rng_seed`: every lane of the Vector engine's XORWOW state is derived from the
+    /// 32-bit value of a `[1, 1]` tile (the model's mixing function, `docs/numerics.md`).
+    /// Writes no tile.
+    SetRngSeed {
+        name: "set_rng_seed",
+        format: Seed,
+        engines: &[Engine::Vector],
+        operands: &[slot("", Dir::Write, &[]), slot("src_seeds", Dir::Read, ON_CHIP)],
+        infer: rng::set_rng_seed,
+        maskable: No,
+        deps: Seed,
+        accumulates: false,
+    }
+    /// `rand2` (NeuronCore-v4): uniform fp32 values in `[min, max]` from the Vector engine's
+    /// XORWOW generators (`min + u·(max − min)`, `u = x·2⁻³² + 2⁻³³` of the 32-bit draw `x`),
+    /// converted to the destination's dtype; `min` and `max` immediates or `[P, 1]` columns.
+    Rand2 {
+        name: "rand2",
+        format: Rng,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, ON_CHIP),
+            slot("min", Dir::Read, ON_CHIP),
+            slot("max", Dir::Read, ON_CHIP),
+        ],
+        infer: rng::rand2,
         maskable: Any,
         deps: Elementwise,
         accumulates: false,

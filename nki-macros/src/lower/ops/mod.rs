@@ -18,6 +18,7 @@ mod reduction;
 mod select_reduce;
 mod shuffle;
 mod tensor;
+mod xorwow;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
 
