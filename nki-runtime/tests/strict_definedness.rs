@@ -518,7 +518,8 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             }
             g.tiles[d].defined = value;
         }
-        // activation with an optional bias column and a per-partition sum
+        // activation with an optional bias column and a per-partition sum (or trn3's
+        // exponential with that column as max_value, or activate2 with it as imm0)
         7 => {
             let Some(a) = g.pick(c, &on_chip_sq) else {
                 return;
@@ -532,21 +533,51 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let r = g.new_tile(Kind::Column);
             let (dst, src, vr) = (Dst::overwrite(g.view(d)), g.view(a), g.view(r));
             let bias_src = bias.map_or(Src::None, |b| Src::Tile(g.view(b)));
-            g.push(
-                Opcode::Activation,
-                m,
-                InstrData::Act {
-                    dst,
-                    src,
-                    func: ActFn::Exp,
-                    scale: Src::Imm(Scalar::float(0.5)),
-                    bias: bias_src,
-                    acc: Some(nki_lang::AccOut {
-                        op: Alu::Add,
-                        view: vr,
-                    }),
-                },
-            );
+            let acc = Some(nki_lang::AccOut {
+                op: Alu::Add,
+                view: vr,
+            });
+            let (opcode, data) = match c.below(3) {
+                0 => (
+                    Opcode::Activation,
+                    InstrData::Act {
+                        dst,
+                        src,
+                        func: ActFn::Exp,
+                        scale: Src::Imm(Scalar::float(0.5)),
+                        bias: bias_src,
+                        acc,
+                    },
+                ),
+                1 => (
+                    Opcode::Exponential,
+                    InstrData::Act {
+                        dst,
+                        src,
+                        func: ActFn::Exp,
+                        scale: Src::None,
+                        bias: bias_src,
+                        acc,
+                    },
+                ),
+                _ => {
+                    let (imm0, op0) = match bias_src {
+                        Src::None => (Src::None, Alu::Bypass),
+                        b @ (Src::Tile(_) | Src::Imm(_)) => (b, Alu::Multiply),
+                    };
+                    let data = InstrData::Act2 {
+                        dst,
+                        src,
+                        imm: [imm0, Src::None],
+                        op: [op0, Alu::Bypass],
+                        rev: 0,
+                        func: ActFn::Exp,
+                        acc,
+                    };
+                    (Opcode::Activate2, data)
+                }
+            };
+            g.push(opcode, m, data);
             let da = g.tiles[a].defined.clone();
             let db = bias.map(|b| g.tiles[b].defined.clone());
             let value: Vec<bool> = (0..n)
@@ -917,9 +948,26 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // gather_flattened of a square tile by an index tile under a mask: element (p, f) is
         // element idx[p] of partition p (a position in the row)
+        // (or nc_n_gather, NKI 0.6's call of it: uint32 indices, no mask)
         21 => {
             let Some(src) = g.pick(c, &sq) else { return };
+            let n_gather = c.below(2) == 1;
             let (ix, positions) = g.index_tile(c);
+            let ix = if n_gather {
+                // The same positions as uint32: an iota of them into the 8 columns of a uint32
+                // tile, column 0 read.
+                let u = g.new_tile(Kind::Indices);
+                let dst = Dst::overwrite(g.view(u));
+                let reversed = positions[0] != 0;
+                let mut e = AxisIndex::constant(if reversed { i64::from(P) - 1 } else { 0 });
+                e.grid[0] = if reversed { -1 } else { 1 };
+                let expr = g.b.expr(e).expect("expr");
+                g.push(Opcode::Iota, None, InstrData::Iota { dst, expr });
+                g.tiles[u].defined = vec![true; (P * 8) as usize];
+                u
+            } else {
+                ix
+            };
             let d = g.new_tile(Kind::Square);
             let (dst, data) = (Dst::overwrite(g.view(d)), g.view(src));
             // The index column read along every free element: the result's shape.
@@ -927,11 +975,12 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             let mut v = TileView::whole(g.tiles[ix].id.index(), &shape);
             v.strides = [0; nki_lang::MAX_TILE_RANK - 1];
             let indices = g.b.view(v).expect("view");
-            g.push(
-                Opcode::GatherFlattened,
-                m,
-                InstrData::Gather { dst, data, indices },
-            );
+            let (opcode, m) = match n_gather {
+                true => (Opcode::NcNGather, None),
+                false => (Opcode::GatherFlattened, m),
+            };
+            g.push(opcode, m, InstrData::Gather { dst, data, indices });
+            let inside = |p: usize, f: usize| n_gather || inside(p, f);
             let ds = g.tiles[src].defined.clone();
             let vs = g.tiles[src].values.clone();
             g.tiles[d].defined = (0..n)
