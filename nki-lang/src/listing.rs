@@ -175,6 +175,14 @@ impl<'a> Line<'a, '_> {
         }
     }
 
+    /// A per-partition reduction's suffix, `, r <- add-reduce`, if the instruction has one.
+    fn reduce(&self, f: &mut fmt::Formatter<'_>, acc: Option<crate::ir::AccOut>) -> fmt::Result {
+        match acc {
+            Some(a) => write!(f, ", {} <- {}-reduce", self.view(a.view), a.op),
+            None => Ok(()),
+        }
+    }
+
     fn expr(&self, e: &AxisIndex) -> String {
         index(e, self.loops)
     }
@@ -320,10 +328,7 @@ impl<'a> Line<'a, '_> {
                     };
                 }
                 write!(f, "{} {value}", self.dst(&dst, "<-"))?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             InstrData::Act2 {
                 dst,
@@ -347,10 +352,7 @@ impl<'a> Line<'a, '_> {
                     };
                 }
                 write!(f, "{} {func}({value})", self.dst(&dst, "<-"))?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             InstrData::Act {
                 dst,
@@ -364,10 +366,7 @@ impl<'a> Line<'a, '_> {
                     b @ (Src::Tile(_) | Src::Imm(_)) => format!(" - {}", self.src(b)),
                 };
                 write!(f, "{} exp({}{max})", self.dst(&dst, "<-"), self.view(src))?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             InstrData::Act {
                 dst,
@@ -385,10 +384,7 @@ impl<'a> Line<'a, '_> {
                     arg = format!("{arg} + {}", self.src(bias));
                 }
                 write!(f, "{} {func}({arg})", self.dst(&dst, "<-"))?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             InstrData::Reduce {
                 dst,
@@ -500,10 +496,7 @@ impl<'a> Line<'a, '_> {
                     self.view(on_true),
                     self.src(on_false)
                 )?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             // NKI 0.6's XORWOW instructions: random bits, the generator's state, and uniform
             // values in [min, max]; else the model's `rand` and `dropout`.
@@ -555,10 +548,7 @@ impl<'a> Line<'a, '_> {
                     cmp[1].symbol(),
                     self.view(bounds[1])
                 )?;
-                if let Some(a) = acc {
-                    write!(f, ", {} <- {}-reduce", self.view(a.view), a.op)?;
-                }
-                Ok(())
+                self.reduce(f, acc)
             }
             InstrData::Shuffle { dst, src, mask } => {
                 let entries: Vec<String> = mask

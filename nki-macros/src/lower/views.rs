@@ -107,6 +107,17 @@ fn padded(dims: &[u32]) -> Option<TileShape> {
     TileShape::new(&d)
 }
 
+/// A tile view's shape ([`padded`]) and free strides from a view's dimensions and the tile
+/// component's stride per dimension (the first, the partition's, is the tile's own).
+fn tile_layout(dims: &[u32], strides: &[i64]) -> Option<(TileShape, [i64; MAX_TILE_RANK - 1])> {
+    let shape = padded(dims)?;
+    let mut free = [0i64; MAX_TILE_RANK - 1];
+    for (s, &x) in free.iter_mut().zip(strides.iter().skip(1)) {
+        *s = x;
+    }
+    Some((shape, free))
+}
+
 impl Lowerer<'_> {
     /// `recv.method(args)` for a view method ([`is_view_method`]) on a tile, an HBM tensor or an
     /// access.
@@ -707,13 +718,9 @@ impl Lowerer<'_> {
 
     /// A tile's view with merged axes: the same partitions and offset, new free strides.
     fn tile_restrided(&mut self, v: TileView, r: &Restrided, span: Span) -> Value {
-        let Some(shape) = padded(&r.shape) else {
+        let Some((shape, strides)) = tile_layout(&r.shape, &r.strides[0]) else {
             return self.error(span, "a view has at most 5 dimensions");
         };
-        let mut strides = [0i64; MAX_TILE_RANK - 1];
-        for (s, &x) in strides.iter_mut().zip(r.strides[0].iter().skip(1)) {
-            *s = x;
-        }
         Value::Tile(TileView {
             shape,
             strides,
@@ -729,13 +736,9 @@ impl Lowerer<'_> {
         (own, to): (DType, DType),
         span: Span,
     ) -> Value {
-        let Some(shape) = padded(&r.shape) else {
+        let Some((shape, strides)) = tile_layout(&r.shape, &r.strides[0]) else {
             return self.error(span, "a view has at most 5 dimensions");
         };
-        let mut strides = [0i64; MAX_TILE_RANK - 1];
-        for (s, &x) in strides.iter_mut().zip(r.strides[0].iter().skip(1)) {
-            *s = x;
-        }
         Value::Tile(TileView {
             shape,
             strides,

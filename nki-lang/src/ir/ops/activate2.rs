@@ -1,13 +1,15 @@
 //! The rule of `activate2`: NeuronCore-v4's Scalar-engine activation after a tensor-scalar
 //! stage, `func((data op0 imm0) op1 imm1)`, with an optional reduction per partition.
 
-use super::infer::{Blame, InferIn, Inferred, Part, Slot, check_acc, elementwise, malformed};
+use super::infer::{
+    Blame, InferIn, Inferred, Part, Slot, check_acc, elementwise, malformed, not_on_target,
+};
 use super::infer::{check_free_size, scalar_or_column, tile, unsupported};
 use crate::dtype::DType;
 use crate::func::Alu;
 use crate::ir::InstrData;
 use crate::rules::RuleViolation;
-use crate::target::{Engine, Target};
+use crate::target::Target;
 
 /// The `(op0, op1)` pairs of the tensor-scalar stage NKI lists.
 pub const ACTIVATE2_STAGES: [(Alu, Alu); 6] = [
@@ -26,15 +28,7 @@ pub const ACTIVATE2_STAGES: [(Alu, Alu); 6] = [
 /// result has `data`'s shape (a new tile also its dtype).
 pub(super) fn activate2(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.target != Target::Trn3 {
-        return Err(Blame {
-            part: Part::Engine,
-            violation: RuleViolation::EngineNotOnTarget {
-                op: x.info().name,
-                engine: Engine::Scalar,
-                needs: "NeuronCore-v4 (trn3)",
-                target: x.target.name(),
-            },
-        });
+        return Err(not_on_target(x, "NeuronCore-v4 (trn3)"));
     }
     let InstrData::Act2 { op, rev, acc, .. } = *x.data else {
         return Err(malformed(x));

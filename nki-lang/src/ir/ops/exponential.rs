@@ -1,12 +1,14 @@
 //! The rule of `exponential`: NeuronCore-v4's Vector-engine `exp(src − max_value)`.
 
-use super::infer::{Blame, InferIn, Inferred, Part, Slot, check_acc, elementwise, malformed};
+use super::infer::{
+    Blame, InferIn, Inferred, Slot, check_acc, elementwise, malformed, not_on_target,
+};
 use super::infer::{check_free_size, scalar_or_column, tile};
 use crate::dtype::DType;
 use crate::func::{ActFn, Alu};
 use crate::ir::InstrData;
 use crate::rules::RuleViolation;
-use crate::target::{Engine, Target};
+use crate::target::Target;
 
 /// `exponential(dst, src, max_value, reduce_res)`: trn3 only; `max_value` absent (0), a number
 /// or an fp32 `[P, 1]` vector; `reduce_res`, if any, a `[P, 1]` `add` reduction; the result
@@ -14,15 +16,7 @@ use crate::target::{Engine, Target};
 /// list of output dtypes leaves it out.
 pub(super) fn exponential(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.target != Target::Trn3 {
-        return Err(Blame {
-            part: Part::Engine,
-            violation: RuleViolation::EngineNotOnTarget {
-                op: x.info().name,
-                engine: Engine::Vector,
-                needs: "NeuronCore-v4 (trn3)",
-                target: x.target.name(),
-            },
-        });
+        return Err(not_on_target(x, "NeuronCore-v4 (trn3)"));
     }
     let InstrData::Act { func, acc, .. } = *x.data else {
         return Err(malformed(x));

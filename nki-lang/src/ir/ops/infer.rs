@@ -427,6 +427,20 @@ pub(super) fn unsupported(x: &InferIn<'_>, part: Part, alu: Alu, why: &'static s
     }
 }
 
+/// The refusal of the instruction's engine on a target older than `needs` names
+/// (`err_unsupported_engine`).
+pub(super) fn not_on_target(x: &InferIn<'_>, needs: &'static str) -> Blame {
+    Blame {
+        part: Part::Engine,
+        violation: RuleViolation::EngineNotOnTarget {
+            op: x.info().name,
+            engine: x.engine,
+            needs,
+            target: x.target.name(),
+        },
+    }
+}
+
 pub(super) fn elementwise(shape: TileShape, dtype: DType) -> Inferred {
     Inferred {
         shape,
@@ -560,15 +574,7 @@ pub(super) fn tensor_scalar(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> 
     }
     if x.engine == Engine::Scalar {
         if x.target == Target::Trn1 {
-            return Err(Blame {
-                part: Part::Engine,
-                violation: RuleViolation::EngineNotOnTarget {
-                    op: x.info().name,
-                    engine: x.engine,
-                    needs: "trn2 or trn3",
-                    target: x.target.name(),
-                },
-            });
+            return Err(not_on_target(x, "trn2 or trn3"));
         }
         let ok = |a: Alu| matches!(a, Alu::Add | Alu::Multiply | Alu::Bypass);
         if let Some(j) = (0..2).find(|&j| !ok(op[j])) {

@@ -1,11 +1,11 @@
 //! The rule of `nonzero_with_count`: the GpSimd engine's compaction of nonzero positions.
 
-use super::infer::{Blame, InferIn, Inferred, Part, Slot, partition_mismatch, tile};
+use super::infer::{Blame, InferIn, Inferred, Slot, not_on_target, partition_mismatch, tile};
 use crate::dtype::DType;
 use crate::ir::InstrData;
 use crate::rules::RuleViolation;
 use crate::shape::TileShape;
-use crate::target::{Engine, Memory, Target};
+use crate::target::{Memory, Target};
 
 /// `nonzero_with_count(src, index_offset, padding_val)`: NeuronCore-v3 and newer (trn2,
 /// trn3); `src` a float32 or int32 SBUF tile of `T` elements per partition; the destination an
@@ -13,15 +13,7 @@ use crate::target::{Engine, Memory, Target};
 /// `[P, T + 1]`); `index_offset + T − 1` within int32 (every position written is exact).
 pub(super) fn nonzero_with_count(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.target == Target::Trn1 {
-        return Err(Blame {
-            part: Part::Engine,
-            violation: RuleViolation::EngineNotOnTarget {
-                op: x.info().name,
-                engine: Engine::GpSimd,
-                needs: "NeuronCore-v3 and newer (trn2, trn3)",
-                target: x.target.name(),
-            },
-        });
+        return Err(not_on_target(x, "NeuronCore-v3 and newer (trn2, trn3)"));
     }
     let src = *tile(x, 1)?;
     if !matches!(src.dtype, DType::F32 | DType::I32) {

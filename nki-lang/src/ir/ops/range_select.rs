@@ -1,13 +1,13 @@
 //! The rule of `range_select`: the Vector engine's select by a range of free indices.
 
 use super::infer::{
-    Blame, InferIn, Inferred, Part, check_acc, check_free_size, elementwise, partition_mismatch,
-    tile, unsupported,
+    Blame, InferIn, Inferred, Part, check_acc, check_free_size, elementwise, not_on_target,
+    partition_mismatch, tile, unsupported,
 };
 use crate::func::Alu;
 use crate::ir::InstrData;
 use crate::rules::RuleViolation;
-use crate::target::{Engine, Target};
+use crate::target::Target;
 
 /// The largest magnitude of `range_start` plus a free index: the engine compares them with the
 /// bounds in fp32, which holds every integer up to 2^24 exactly.
@@ -20,15 +20,7 @@ pub const RANGE_SELECT_INDEX_LIMIT: i64 = 1 << 24;
 /// `on_true_tile`'s shape and dtype.
 pub(super) fn range_select(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
     if x.target == Target::Trn1 {
-        return Err(Blame {
-            part: Part::Engine,
-            violation: RuleViolation::EngineNotOnTarget {
-                op: x.info().name,
-                engine: Engine::Vector,
-                needs: "NeuronCore-v3 and newer (trn2, trn3)",
-                target: x.target.name(),
-            },
-        });
+        return Err(not_on_target(x, "NeuronCore-v3 and newer (trn2, trn3)"));
     }
     let on_true = *tile(x, 1)?;
     if !on_true.dtype.is_float() {

@@ -3,7 +3,7 @@
 //! `set_rng_seed`, `rand_set_state` and `rand_get_state`.
 
 use super::infer::{
-    Blame, InferIn, Inferred, Part, Slot, check_free_size, elementwise, scalar_or_column,
+    Blame, InferIn, Inferred, Slot, check_free_size, elementwise, not_on_target, scalar_or_column,
 };
 use crate::dtype::DType;
 use crate::rules::RuleViolation;
@@ -124,19 +124,6 @@ pub const fn xorwow_state_words(engine: Engine) -> u32 {
     match xorwow_generators(engine) {
         4 => 4 * XORWOW_WORDS,
         _ => XORWOW_WORDS,
-    }
-}
-
-/// The refusal of `engine` on a target older than `needs` names.
-fn not_on_target(x: &InferIn<'_>, needs: &'static str) -> Blame {
-    Blame {
-        part: Part::Engine,
-        violation: RuleViolation::EngineNotOnTarget {
-            op: x.info().name,
-            engine: x.engine,
-            needs,
-            target: x.target.name(),
-        },
     }
 }
 
