@@ -540,3 +540,44 @@ fn tile_scope_that_is_not_a_loop() {
         ]
     );
 }
+
+#[test]
+fn operand_in_a_slot_the_opcode_does_not_have() {
+    // `tensor_scalar_cumulative` takes the Alu format's first four slots; a reduction's view
+    // in slot 4 (which `tensor_scalar_reduce` fills) is not one of its operands.
+    let mut b = ProgramBuilder::new("k", Target::Trn1);
+    let t = b.tile("t", Memory::Sbuf, DType::F32, &[128, 64]).unwrap();
+    b.memset(t, Scalar::float(1.0)).unwrap();
+    b.tensor_scalar_cumulative(
+        t,
+        t,
+        Alu::Add,
+        nki_lang::builder::Operand::Imm(Scalar::float(1.0)),
+        Alu::Add,
+        nki_lang::builder::Operand::None,
+    )
+    .unwrap();
+    let mut p = compile(b).source().clone();
+    let at = p
+        .instrs
+        .iter()
+        .position(|i| i.opcode == Opcode::TensorScalarCumulative)
+        .unwrap();
+    let InstrData::Alu {
+        dst, ref mut acc, ..
+    } = p.instrs[at].data
+    else {
+        unreachable!("the Alu format")
+    };
+    *acc = Some(nki_lang::AccOut {
+        op: Alu::Add,
+        view: dst.view,
+    });
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(
+            operand(at, 4),
+            malformed("an operand in a slot the opcode does not have")
+        )]
+    );
+}

@@ -256,7 +256,10 @@ impl Checker<'_> {
                         let name = tensor.name.clone();
                         ok &= self.report(site, Err(RuleViolation::ImmutableConstant { name }));
                     }
-                    let axes = ins.opcode.info().operands[o.slot as usize].axes;
+                    // Structure verification refused a slot the op table does not list.
+                    let axes = (ins.opcode.info().operands)
+                        .get(usize::from(o.slot))
+                        .map_or(crate::ir::ops::Axes::Grid, |s| s.axes);
                     ok &= self.check_access(site, access, mask.map(|m| (m, axes)), loops);
                 }
                 OperandRef::Expr(e) => {

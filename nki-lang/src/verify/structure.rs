@@ -348,8 +348,12 @@ impl Checker<'_> {
                 "accumulation group names a loop that does not enclose it",
             ));
         }
+        let listed = ins.opcode.info().operands.len();
         for o in ins.operands() {
             let slot = Some(o.slot);
+            if usize::from(o.slot) >= listed {
+                return Err((slot, "an operand in a slot the opcode does not have"));
+            }
             match o.operand {
                 OperandRef::View(v) => {
                     let view = p
