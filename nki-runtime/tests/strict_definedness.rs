@@ -297,6 +297,29 @@ impl Gen {
         positions[0]
     }
 
+    /// A new one-element SBUF tile of `dtype` (named `name` and the instruction count) that an
+    /// `iota` writes with `value`: a seed for `random_seed` or `set_rng_seed`.
+    fn seed_tile(&mut self, name: &str, dtype: DType, value: i64) -> nki_lang::ViewId {
+        let seed = self
+            .b
+            .tile(
+                &format!("{name}{}", self.instrs),
+                Memory::Sbuf,
+                dtype,
+                &[1, 1],
+            )
+            .expect("tile");
+        let shape = TileShape::new(&[1, 1]).expect("shape");
+        let v = self
+            .b
+            .view(TileView::whole(seed.index(), &shape))
+            .expect("view");
+        let expr = self.b.expr(AxisIndex::constant(value)).expect("expr");
+        let dst = Dst::overwrite(v);
+        self.push(Opcode::Iota, None, InstrData::Iota { dst, expr });
+        v
+    }
+
     /// A new `[P, 1]` int32 index tile, written whole by an `iota`: the rows `p` or `P − 1 − p`
     /// (a permutation, so a scatter names each row once), and the rows it names.
     fn index_tile(&mut self, c: &mut Choices<'_>) -> (usize, Vec<usize>) {
@@ -1019,27 +1042,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         }
         // random_seed of a one-element tile an iota wrote (writes no tile)
         25 => {
-            let seed =
-                g.b.tile(
-                    &format!("seed{}", g.instrs),
-                    Memory::Sbuf,
-                    DType::I32,
-                    &[1, 1],
-                )
-                .expect("tile");
-            let shape = TileShape::new(&[1, 1]).expect("shape");
-            let v =
-                g.b.view(TileView::whole(seed.index(), &shape))
-                    .expect("view");
-            let expr = g.b.expr(AxisIndex::constant(7)).expect("expr");
-            g.push(
-                Opcode::Iota,
-                None,
-                InstrData::Iota {
-                    dst: Dst::overwrite(v),
-                    expr,
-                },
-            );
+            let v = g.seed_tile("seed", DType::I32, 7);
             g.push(Opcode::RandomSeed, None, InstrData::Seed { seed: v });
         }
         // tensor_copy_dynamic_dst of a column tile into the column of an earlier square SBUF
@@ -1385,27 +1388,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 Engine::GpSimd,
                 InstrData::Seed { seed: sv },
             );
-            let seed =
-                g.b.tile(
-                    &format!("xseed{}", g.instrs),
-                    Memory::Sbuf,
-                    DType::U32,
-                    &[1, 1],
-                )
-                .expect("tile");
-            let shape = TileShape::new(&[1, 1]).expect("shape");
-            let v =
-                g.b.view(TileView::whole(seed.index(), &shape))
-                    .expect("view");
-            let expr = g.b.expr(AxisIndex::constant(11)).expect("expr");
-            g.push(
-                Opcode::Iota,
-                None,
-                InstrData::Iota {
-                    dst: Dst::overwrite(v),
-                    expr,
-                },
-            );
+            let v = g.seed_tile("xseed", DType::U32, 11);
             g.push(Opcode::SetRngSeed, None, InstrData::Seed { seed: v });
             let d = g.new_tile(Kind::Found);
             let data = InstrData::Rng {
