@@ -33,6 +33,8 @@ mod mamba;
 mod matmul_fully_optimized;
 #[path = "nkilib_cumsum.rs"]
 mod nkilib_cumsum;
+#[path = "nkilib_rmsnorm_quant.rs"]
+mod nkilib_rmsnorm_quant;
 #[path = "nkilib_rope.rs"]
 mod nkilib_rope;
 #[path = "rmsnorm.rs"]
@@ -183,12 +185,30 @@ fn case(name: &str) -> Option<Launch> {
                 nkilib_rope::rope_f32_128x32x4x64::launch_into(core, &x, &cos, &sin, &mut out)
             })
         }
+        "rmsnorm_quant" => {
+            // The NKI Library's rmsnorm_quant at [1, 2048, 8192] bf16 of its test sweep: RMS
+            // norm, then row quantisation to float8_e4m3 with the scale in 4 trailing bytes.
+            let x = DeviceTensor::from_array(
+                &common::uniform(Ix3(1, 2048, 8192), 25, -3.0, 3.0).mapv(bf16::from_f64),
+            )
+            .expect("a valid shape");
+            let g = DeviceTensor::from_array(
+                &common::uniform(Ix1(8192), 26, 0.5, 1.5).mapv(bf16::from_f64),
+            )
+            .expect("a valid shape");
+            let mut out = zeros::<nki::F8E4M3>(&[1, 2048, 8192 + 4]);
+            Box::new(move |core| {
+                nkilib_rmsnorm_quant::rmsnorm_quant_row_bf16_1x2048x8192::launch_into(
+                    core, &x, &g, &mut out,
+                )
+            })
+        }
         _ => return None,
     })
 }
 
 /// The cases of `bench_ops.py`, in its order.
-const CASES: [&str; 13] = [
+const CASES: [&str; 14] = [
     "add",
     "exp",
     "softmax",
@@ -202,6 +222,7 @@ const CASES: [&str; 13] = [
     "mamba",
     "cumsum",
     "rope",
+    "rmsnorm_quant",
 ];
 
 /// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).

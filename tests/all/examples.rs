@@ -39,6 +39,8 @@ pub mod matmul_tiled;
 pub mod maxpool2d;
 #[path = "../../examples/nkilib_cumsum.rs"]
 pub mod nkilib_cumsum;
+#[path = "../../examples/nkilib_rmsnorm_quant.rs"]
+pub mod nkilib_rmsnorm_quant;
 #[path = "../../examples/nkilib_rope.rs"]
 pub mod nkilib_rope;
 #[path = "../../examples/nkilib_topk.rs"]

@@ -51,6 +51,7 @@ mod matmul_options;
 mod meta_params;
 mod nki_constructs;
 mod nkilib_cumsum;
+mod nkilib_rmsnorm_quant;
 mod nkilib_rope;
 mod nkilib_topk;
 mod no_circles;
