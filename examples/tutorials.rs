@@ -37,6 +37,10 @@ mod nkilib_cumsum;
 mod nkilib_rmsnorm_quant;
 #[path = "nkilib_rope.rs"]
 mod nkilib_rope;
+#[path = "nkilib_router_topk.rs"]
+mod nkilib_router_topk;
+#[path = "nkilib_topk.rs"]
+mod nkilib_topk;
 #[path = "rmsnorm.rs"]
 mod rmsnorm;
 #[path = "softmax.rs"]
@@ -203,12 +207,46 @@ fn case(name: &str) -> Option<Launch> {
                 )
             })
         }
+        "router_topk" => {
+            // The NKI Library's MoE router: x [H, T] = [2048, 512], w [2048, 128] bf16, k = 8,
+            // softmax over the experts, the top 8 normalised and scattered.
+            let x = DeviceTensor::from_array(
+                &common::uniform(Ix2(2048, 512), 27, -1.0, 1.0).mapv(bf16::from_f64),
+            )
+            .expect("a valid shape");
+            let w = DeviceTensor::from_array(
+                &common::uniform(Ix2(2048, 128), 28, -0.1, 0.1).mapv(bf16::from_f64),
+            )
+            .expect("a valid shape");
+            let mut logits = zeros::<f32>(&[512, 128]);
+            let mut index = zeros::<u32>(&[512, 8]);
+            let mut affinities = zeros::<f32>(&[512, 128]);
+            Box::new(move |core| {
+                nkilib_router_topk::router_topk_bf16_512x2048x128_k8_norm::launch_into(
+                    core,
+                    &x,
+                    &w,
+                    &mut logits,
+                    &mut index,
+                    &mut affinities,
+                )
+            })
+        }
+        "topk" => {
+            // The NKI Library's scanning top-k: [80, 8192] f32, k = 64.
+            let x = f32s(Ix2(80, 8192), 29, -1.0, 1.0);
+            let mut vals = zeros::<f32>(&[80, 64]);
+            let mut idx = zeros::<u32>(&[80, 64]);
+            Box::new(move |core| {
+                nkilib_topk::topk_f32_80x8192_k64::launch_into(core, &x, &mut vals, &mut idx)
+            })
+        }
         _ => return None,
     })
 }
 
 /// The cases of `bench_ops.py`, in its order.
-const CASES: [&str; 14] = [
+const CASES: [&str; 16] = [
     "add",
     "exp",
     "softmax",
@@ -223,6 +261,8 @@ const CASES: [&str; 14] = [
     "cumsum",
     "rope",
     "rmsnorm_quant",
+    "router_topk",
+    "topk",
 ];
 
 /// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).

@@ -152,6 +152,7 @@ mod scratch;
 mod shape;
 pub mod strict;
 pub mod timing;
+mod top8;
 mod uninitialized;
 mod worker;
 

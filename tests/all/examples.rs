@@ -43,6 +43,8 @@ pub mod nkilib_cumsum;
 pub mod nkilib_rmsnorm_quant;
 #[path = "../../examples/nkilib_rope.rs"]
 pub mod nkilib_rope;
+#[path = "../../examples/nkilib_router_topk.rs"]
+pub mod nkilib_router_topk;
 #[path = "../../examples/nkilib_topk.rs"]
 pub mod nkilib_topk;
 #[path = "../../examples/rmsnorm.rs"]

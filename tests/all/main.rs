@@ -53,6 +53,7 @@ mod nki_constructs;
 mod nkilib_cumsum;
 mod nkilib_rmsnorm_quant;
 mod nkilib_rope;
+mod nkilib_router_topk;
 mod nkilib_topk;
 mod no_circles;
 mod ops_smoke;

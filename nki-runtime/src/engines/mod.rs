@@ -37,6 +37,7 @@ pub(crate) mod rng;
 pub(crate) mod split;
 pub(crate) mod stream;
 pub(crate) mod tensor;
+pub(crate) mod top8;
 pub(crate) mod vector;
 
 use nki_lang::Target;

@@ -640,9 +640,25 @@ pub(crate) fn execute(
             };
             compute::select(e, ops, cmp, acc(dst.write))
         }
-        // Searches of 8 values per partition and `select_reduce`: the reference definition is
-        // the only one.
-        (Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8 | Opcode::SelectReduce, _) => {
+        // Searches of 8 values per partition: the Vector engine's routines, which read rows by
+        // runs (the definition for operands off chip).
+        (Opcode::Max8, _) => {
+            if !crate::engines::top8::max8(e, ops) {
+                reference::Reference.step(e, b, ins, ops, (0, 0), vars);
+            }
+        }
+        (Opcode::FindIndex8, _) => {
+            if !crate::engines::top8::nc_find_index8(e, ops) {
+                reference::Reference.step(e, b, ins, ops, (0, 0), vars);
+            }
+        }
+        (Opcode::MatchReplace8, InstrData::Match8 { imm: Some(imm), .. }) => {
+            if !crate::engines::top8::nc_match_replace8(e, ops, imm) {
+                reference::Reference.step(e, b, ins, ops, (0, 0), vars);
+            }
+        }
+        // `select_reduce`: the reference definition is the only one.
+        (Opcode::SelectReduce, _) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         (Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw, _) => {
@@ -711,7 +727,8 @@ pub(crate) fn execute(
             | Opcode::TensorReduce
             | Opcode::TensorTensorScan
             | Opcode::Select
-            | Opcode::AffineSelect,
+            | Opcode::AffineSelect
+            | Opcode::MatchReplace8,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
     }

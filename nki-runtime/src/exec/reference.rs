@@ -1032,15 +1032,7 @@ fn transfer(m: &mut Machine<'_, '_, '_, '_>, from: &Resolved, to: &Resolved) {
     }
 }
 
-/// One element converted between dtypes, as `cpu::convert` defines it: within one dtype the
-/// bits are kept; between two, the source's load to fp32 then the destination's store.
-fn cast(from: DType, to: DType, bits: u32) -> u32 {
-    if from == to {
-        bits
-    } else {
-        convert::from_f32(to, convert::to_f32(from, bits))
-    }
-}
+use crate::cpu::convert::cast;
 
 /// Runs `f` on each partition's values (the source's free elements in row-major order, loaded
 /// to fp32) and stores the fp32 values it returns in that partition of the destination, in

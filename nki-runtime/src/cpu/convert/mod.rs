@@ -433,6 +433,17 @@ pub fn from_f32(dtype: DType, x: f32) -> u32 {
     }
 }
 
+/// One element converted between dtypes: within one dtype the bits are kept; between two, the
+/// source's load to fp32 ([`to_f32`]) then the destination's store ([`from_f32`]).
+#[inline]
+pub fn cast(from: DType, to: DType, bits: u32) -> u32 {
+    if from == to {
+        bits
+    } else {
+        from_f32(to, to_f32(from, bits))
+    }
+}
+
 /// Loads one element into an i32 lane (for bitwise operations): an integer's value
 /// (sign- or zero-extended; a `u32` above `i32::MAX` wraps, keeping its 32 bits), a bool's 0
 /// or 1 (any nonzero byte is 1), a float's raw bits zero-extended. `bits` as in [`to_f32`].
