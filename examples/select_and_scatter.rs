@@ -24,19 +24,19 @@
 //! against their own reference.
 //!
 //! Why the full shape is slow: 6.4 M elements per tensor, the padded operand tile
-//! `[128, 114, 114]` read as 3 × 3 windows (runs of three elements, each window row read by
-//! two windows), and nine scattered windows written one element in two, stored to HBM and
-//! loaded back. A plain launch took 2.9 s
-//! (f32) and 3.6 s (bf16), a strict one 26.0 s and 19.5 s (this project's 2-vCPU Xeon with a
-//! load average of 3 to 4 from other builds, `cargo run --example select_and_scatter`: the dev
-//! profile builds the modeled core at opt-level 3). `perf record` of the whole run puts two
-//! thirds of its samples in strict mode's bookkeeping of on-chip memory (`Shadow::each_slice`
-//! 25 %, `Shadow::set` 13 %, `Strict::each_run` 10 %, `Iterations::relation` 6 %): strict mode
-//! keeps a 12-byte stamp per byte of SBUF, so each f32 element read or written walks 48 bytes
-//! of shadow (the operand tile alone has 80 MB of it), and a stride-2 operand is judged an
-//! element at a time. Stamps per element rather than per byte would cut that walk by the
-//! element size; the shadow is per byte so that views of another dtype (`view(dtype)`) are
-//! judged exactly, so that change is left for now.
+//! `[128, 114, 114]` read as 3 × 3 windows (runs of three elements; neighbouring windows share
+//! a row or a column), and nine scattered windows written one element in two, stored to HBM
+//! and loaded back. A plain launch took 2.4 s (f32) and 2.4 s (bf16), a strict one 21.4 s and
+//! 16.7 s with `--release`, and 2.9, 3.6, 26.0 and 19.5 s with the dev profile, which builds
+//! the modeled core at opt-level 3 too (this project's 2-vCPU Xeon with a load average of 3 to
+//! 5 from other builds: wall times about twice the process's CPU time). `perf record` of the
+//! whole run puts two thirds of its samples in strict mode's bookkeeping of on-chip memory
+//! (`Shadow::each_slice` 25 %, `Shadow::set` 13 %, `Strict::each_run` 10 %,
+//! `Iterations::relation` 6 %): strict mode keeps a 12-byte stamp per byte of SBUF, so each
+//! f32 element read or written walks 48 bytes of shadow (the operand tile alone has 80 MB of
+//! it), and a stride-2 operand is judged an element at a time. Stamps per element rather than
+//! per byte would cut that walk by the element size; the shadow is per byte so that views of
+//! another dtype (`view(dtype)`) are judged exactly, so that change is left for now.
 
 #[path = "common/mod.rs"]
 pub mod common;
