@@ -49,6 +49,8 @@ pub mod nkilib_router_topk;
 pub mod nkilib_topk;
 #[path = "../../examples/rmsnorm.rs"]
 pub mod rmsnorm;
+#[path = "../../examples/select_and_scatter.rs"]
+pub mod select_and_scatter;
 #[path = "../../examples/softmax.rs"]
 pub mod softmax;
 #[path = "../../examples/tensor_add.rs"]

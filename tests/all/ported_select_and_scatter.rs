@@ -3,28 +3,14 @@
 //! its unit test's `cpu_golden_result` written as plain loops: for each 3 × 3 window (stride 2,
 //! padding 1) of the operand, the source value is added at the window's first maximum.
 //!
-//! It uses what this port was written for: the two batches loaded into partitions 0–64 and
-//! 64–128 by a loop variable (`operand_local[ib_1 * 64..(ib_1 + 1) * 64, ...]`), and the
-//! scattered windows kept in a `private_hbm` tensor declared in the batch loop,
-//! `(sw_h, sw_w, par_dim(p), H, W)`.
-//!
-//! What differs: Rust's spelling (`&` for the asserts' `and`, `/` for `//`, `..` for `:`,
-//! `r#where` for `nl.where`, `mgrid!` for `nl.mgrid`, `ds`-free slices written `a..b`);
-//! `N`, `C`, `H`, `W`, `SH`, `SW` are meta-parameters (the kernel sizes tiles by them); the
-//! type annotations `nt.tensor[...]` are left out (they state the shapes the calls produce);
-//! the tuple `padding = (1, 1)` and its `sum(padding)` are two integers and their sum; the
-//! dtype is a parameter `T` (NKI's kernel takes whatever dtype its operand has).
-//!
-//! Shapes and dtypes: the unit test's f32 case runs at 2 × 64 × 16 × 16 and 4 × 64 × 24 × 24
-//! (the same code paths at a fraction of the time), where its `rtol = atol = 1e-2` comparison is
-//! exact, since every output element is a sum of at most four source values added in the
-//! kernel's order, which the reference follows; its bf16 case runs at 2 × 64 × 16 × 16 with the
-//! unit test's tolerance. The unit test's own shape, 8 × 64 × 112 × 112 in f32 and bf16, is the
-//! ignored test `select_and_scatter_at_the_unit_tests_shape` (about 35 s on this project's
-//! 2-core machine: a strict launch there takes about ten times a plain one, about 12 s
-//! against 1 s, since strict mode stamps every byte the kernel writes and judges every byte it
-//! reads); the modeled core is built optimized in test builds too, so `--release` changes
-//! little.
+//! The kernel is `examples/select_and_scatter.rs`'s, which runs the unit test's own shape,
+//! 8 × 64 × 112 × 112, in f32 and bf16 against its own golden result
+//! (`cargo run --release --example select_and_scatter`: a strict launch there takes about ten
+//! times a plain one, which is too long for the test suite). Here the unit test's f32 case runs
+//! at 2 × 64 × 16 × 16 and 4 × 64 × 24 × 24 (the same code paths at a fraction of the time),
+//! where its `rtol = atol = 1e-2` comparison is exact, since every output element is a sum of
+//! at most four source values added in the kernel's order, which the reference follows; its
+//! bf16 case runs at 2 × 64 × 16 × 16 with the unit test's tolerance.
 
 use crate::common;
 
@@ -33,185 +19,7 @@ use nki::Element;
 use nki::ndarray::{Array4, Ix4};
 use nki::prelude::*;
 
-#[kernel(
-    select_and_scatter_2x64x16(T = f32, N = 2, C = 64, H = 16, W = 16, SH = 8, SW = 8),
-    select_and_scatter_4x64x24(T = f32, N = 4, C = 64, H = 24, W = 24, SH = 12, SW = 12),
-    select_and_scatter_2x64x16_bf16(T = bf16, N = 2, C = 64, H = 16, W = 16, SH = 8, SW = 8),
-    select_and_scatter_8x64x112(T = f32, N = 8, C = 64, H = 112, W = 112, SH = 56, SW = 56),
-    select_and_scatter_8x64x112_bf16(T = bf16, N = 8, C = 64, H = 112, W = 112, SH = 56, SW = 56)
-)]
-fn select_and_scatter_kernel<
-    T,
-    const N: usize,
-    const C: usize,
-    const H: usize,
-    const W: usize,
-    const SH: usize,
-    const SW: usize,
->(
-    operand_tensor: Hbm<T, N, C, H, W>,
-    source_tensor: Hbm<T, N, C, SH, SW>,
-) -> Hbm<T, N, C, H, W> {
-    let (N, C, H, W) = operand_tensor.shape; // batch, channel, height, width
-    let (sw_h, sw_w) = (3, 3); // set window dimensions to 3
-    let (stride_h, stride_w) = (2, 2); // set window strides to 2
-    let (padding_h, padding_w) = (1, 1); // set padding to 2
-    let (src_n, src_c, src_h, src_w) = source_tensor.shape;
-    let padded_h = H + padding_h + padding_w;
-    let padded_w = W + padding_h + padding_w;
-    assert!((N == src_n) & (C == src_c));
-    assert!((padded_h - sw_h) / stride_h + 1 == src_h);
-    assert!((padded_w - sw_w) / stride_w + 1 == src_w);
-    assert!((H == W) & (src_h == src_w));
-
-    // restriction imposed when we work on two batches together in partitions 0-64 and 64-128
-    assert!((C == 64) & (N % 2 == 0));
-
-    let kernel_dtype = operand_tensor.dtype;
-    assert_eq!(operand_tensor.dtype, source_tensor.dtype);
-
-    let out_tensor = ndarray((N, C, H, W), operand_tensor.dtype, SharedHbm);
-
-    let p = 128; // num of partitions to use
-    for ib in affine_range(N / 2) {
-        let win_idx_mask_local = ndarray(
-            (par_dim(p), src_h, src_w, sw_h, sw_w),
-            dtype = u8,
-            buffer = Sbuf,
-        );
-
-        let operand_local = full(
-            (par_dim(p), padded_h, padded_w),
-            dtype = kernel_dtype,
-            buffer = Sbuf,
-            fill_value = finfo(kernel_dtype).min,
-        );
-
-        for ib_1 in affine_range(2) {
-            // pad and load the first and second batch to partitions 0-64, 64-128
-            operand_local[[ib_1 * 64..(ib_1 + 1) * 64, 1..H + 1, 1..W + 1]] = load(
-                operand_tensor[[2 * ib + ib_1, 0..64, 0..H, 0..W]],
-                dtype = kernel_dtype,
-            );
-        }
-
-        for ik in affine_range(src_h) {
-            // All the instructions in this loop will work on the same `window`
-            let window = mgrid![0..p, 0..src_w, 0..sw_h, 0..sw_w];
-
-            // create sliding windows for operand_local
-            let operand_local_sw =
-                copy(operand_local[[window.p, 2 * ik + window.y, 2 * window.x + window.z]]);
-
-            // Step 1
-            // Iterate all sliding windows, and find the maximum val of each window.
-            let max_val = max(
-                operand_local_sw,
-                axis = [2, 3],
-                dtype = kernel_dtype,
-                keepdims = true,
-            );
-
-            // Step 2
-            // Create a mask with the shape of all the sliding windows
-            // - When the a position value equal to the maximum of the its sliding windows, the mask value = 1
-            // - Otherwise, the mask value = 0
-            let _win_idx_mask = equal(max_val, operand_local_sw, dtype = i8);
-
-            // Step 3
-            // The sliding window in the mask may have multiple positions with value 1.
-            // Need to find the first position with value 1 which we will later scatter to that position.
-            //
-            // 1. Generate a linear sequence with same size of the window using iota and
-            //    get the maximum value of the sequence.
-            // 2. Based on each mask window, we select the maximum value when the
-            //    position value is 0, and the corresponding value from the linear sequence when
-            //    the position value is 1.
-            // 3. Then we get minimum value of each window.
-            let index = 3 * window.y + window.z;
-            let linear_indices = iota(index, dtype = u32);
-
-            let selecting_win_indices =
-                r#where(_win_idx_mask, linear_indices, sw_h * sw_w, dtype = u32);
-            let selected_win_indices = min(
-                selecting_win_indices,
-                axis = [2, 3],
-                dtype = u32,
-                keepdims = true,
-            );
-
-            // Step 4
-            // With the minimum value, we can create another mask where value 1 indicates the postition we are going to scatter to.
-            win_idx_mask_local[[0..p, ik, 0..src_w, 0..sw_h, 0..sw_w]] =
-                equal(selected_win_indices, linear_indices, dtype = u8);
-        }
-
-        let source_local = ndarray(
-            (par_dim(p), src_h, src_w),
-            dtype = kernel_dtype,
-            buffer = Sbuf,
-        );
-        for ib_1 in affine_range(2) {
-            source_local[[ib_1 * 64..(ib_1 + 1) * 64, 0..src_h, 0..src_w]] = load(
-                source_tensor[[2 * ib + ib_1, 0..64, 0..src_h, 0..src_w]],
-                dtype = kernel_dtype,
-            );
-        }
-
-        let vals_nonlocal = ndarray(
-            (sw_h, sw_w, par_dim(p), H, W),
-            dtype = kernel_dtype,
-            buffer = PrivateHbm,
-        );
-        for iq in affine_range(sw_h) {
-            for ih in affine_range(sw_w) {
-                // Step 5
-                // Scatter on the windows using the mask created in step 4
-                let tile = mgrid![0..p, 0..src_h, 0..src_w];
-                let vals_local = zeros(
-                    (par_dim(p), padded_h, padded_w),
-                    dtype = kernel_dtype,
-                    buffer = Sbuf,
-                );
-                vals_local[[tile.p, 2 * tile.x + iq, 2 * tile.y + ih]] = multiply(
-                    source_local,
-                    win_idx_mask_local[[tile.p, tile.x, tile.y, iq, ih]],
-                    dtype = kernel_dtype,
-                );
-
-                store(
-                    vals_nonlocal[[iq, ih, 0..p, 0..H, 0..W]],
-                    value = vals_local[[0..p, 1..H + 1, 1..W + 1]],
-                );
-            }
-        }
-
-        let out_local = zeros(
-            (par_dim(p), H, W),
-            dtype = kernel_dtype,
-            buffer = Sbuf,
-            name = "out_local",
-        );
-
-        for iq in affine_range(sw_h) {
-            for ih in affine_range(sw_w) {
-                // Step 6
-                // Reduce add for each window from Step 5 to get the final result
-                let vals_local = load(vals_nonlocal[[iq, ih, 0..p, 0..H, 0..W]]);
-                out_local += vals_local;
-            }
-        }
-
-        for ib_1 in affine_range(2) {
-            store(
-                out_tensor[[2 * ib + ib_1, 0..64, 0..H, 0..W]],
-                value = out_local[[(ib_1 * 64)..((ib_1 + 1) * 64), 0..H, 0..W]],
-            );
-        }
-    }
-
-    out_tensor
-}
+use crate::examples::select_and_scatter::*;
 
 /// The unit test's `cpu_golden_result`: window dimensions (3, 3), strides (2, 2), padding
 /// (1, 1) with zeros, `np.argmax` (the first maximum in row-major order) of each window, the
@@ -314,12 +122,4 @@ fn select_and_scatter_matches_the_unit_tests_golden_result() {
 #[test]
 fn select_and_scatter_in_bf16_is_within_the_unit_tests_tolerance() {
     check_bf16(&select_and_scatter_2x64x16_bf16::KERNEL, 2, 16, 45);
-}
-
-/// The unit test's own shape, 8 × 64 × 112 × 112, in f32 and bf16.
-#[test]
-#[ignore = "the unit test's full shape, about 35 s: `cargo test -p nki --test all ported_select_and_scatter -- --ignored`"]
-fn select_and_scatter_at_the_unit_tests_shape() {
-    check(&select_and_scatter_8x64x112::KERNEL, 8, 112, 47);
-    check_bf16(&select_and_scatter_8x64x112_bf16::KERNEL, 8, 112, 49);
 }

@@ -191,6 +191,25 @@ fn half_blocks(x: Hbm<f32, N, 64>) -> Hbm<f32, N, 64> {
     out
 }
 
+/// NKI's `affine_range(start, h // k_h, 3)` for `start` 0, 1 and 2: a start and a step to the
+/// quotient of two traced dimensions; the three loops write rows `0..H / KH` once each, row `r`
+/// scaled by `r % 3 + 1`.
+#[kernel]
+fn quotient_by_thirds(x: Hbm<f32, H, 64>, k: Hbm<f32, KH, 64>) -> Hbm<f32, { H / KH }, 64> {
+    let out = ndarray([H / KH, 64], f32, SharedHbm);
+    let (ip, jf) = mgrid![0..1, 0..64];
+    for i in affine_range(0, H / KH, 3) {
+        store(out[[i + ip, jf]], multiply(load(x[[i + ip, jf]]), 1.0));
+    }
+    for i in affine_range(1, H / KH, 3) {
+        store(out[[i + ip, jf]], multiply(load(x[[i + ip, jf]]), 2.0));
+    }
+    for i in affine_range(2, H / KH, 3) {
+        store(out[[i + ip, jf]], multiply(load(x[[i + ip, jf]]), 3.0));
+    }
+    out
+}
+
 /// `x` scaled per row by `scale(row)`, as f32 (one multiplication by a small integer: exact
 /// rounding of the product).
 fn scaled_rows(x: &Array2<f32>, rows: usize, scale: impl Fn(usize) -> f32) -> Array2<f32> {
@@ -390,6 +409,37 @@ fn a_symbolic_stop_with_a_start_and_a_step_runs_len_range_iterations() {
         });
         assert_bits(&out, &want, &format!("K={k}"));
     }
+}
+
+#[test]
+fn a_stepped_loop_to_a_quotient_of_two_traced_dimensions() {
+    // `H / KH` of 0 to 7 rows, mostly with `H % KH != 0`: `len(range(start, q, 3))` is 0 for
+    // the loops that start at or past `q`.
+    for (h, kh) in [
+        (3, 4),
+        (1, 1),
+        (5, 2),
+        (7, 2),
+        (9, 2),
+        (11, 2),
+        (22, 3),
+        (15, 3),
+    ] {
+        let x = rand_f32(Ix2(h, 64), (h * 17 + kh) as u64, -9.0, 9.0);
+        let k = Array2::<f32>::zeros((kh, 64));
+        let mut core = NeuronCore::default();
+        let out = quotient_by_thirds::host(&mut core, x.view(), k.view()).unwrap();
+        let want = scaled_rows(&x, h / kh, |r| (r % 3 + 1) as f32);
+        assert_bits(&out, &want, &format!("H={h} KH={kh}"));
+    }
+    // Three loops whatever the shapes: the program does not grow with them.
+    let listing = quotient_by_thirds::KERNEL.program().to_string();
+    assert_eq!(listing.matches("for i in").count(), 3, "{listing}");
+    // A zero divisor is still a launch error.
+    let x = Array2::<f32>::zeros((4, 64));
+    let k = Array2::<f32>::zeros((0, 64));
+    let err = quotient_by_thirds::host(&mut NeuronCore::default(), x.view(), k.view()).unwrap_err();
+    assert!(matches!(err, LaunchError::ZeroDivisor { .. }), "{err:?}");
 }
 
 #[test]
