@@ -218,6 +218,109 @@ pub fn row_quantize_tile(
     );
 }
 
+/// `_rmsnorm_quant_single_core_kernel`: every row tile of the `(OD, PD)` views loaded,
+/// normalised (with `norm`), quantised by its row (`row`) or by the static scale tile
+/// `static_scale` (the reciprocal of the input's dequantisation scale; unread for `row`, where
+/// the source passes `None`), and stored with, for `row`, its scales in the row's last 4 bytes.
+#[helper]
+pub fn single_core(
+    in_view: Tensor,
+    gamma: Tensor,
+    static_scale: Tile,
+    out_view: Tensor,
+    OD: usize,
+    PD: usize,
+    norm: bool,
+    row: bool,
+    lower_bound: f32,
+    eps: f32,
+) {
+    let ODT = 128; // nl.tile_size.pmax
+    let dequant_scale_size = 4; // float32 bytes / float8_e4m3 bytes
+
+    // build_rms_norm_quant_constants
+    let zero_bias = ndarray([ODT, 1], f32, Sbuf);
+    nisa::memset(dst = zero_bias, value = 0.0);
+    let eps_bias = ndarray([ODT, 1], bf16, Sbuf);
+    nisa::memset(dst = eps_bias, value = eps);
+    let ones = ndarray([1, ODT], bf16, Sbuf);
+    nisa::memset(dst = ones, value = 1.0);
+
+    let n_tiles = (OD + ODT - 1) / ODT;
+    for outer_tile_num in static_range(n_tiles) {
+        let squared = ndarray([ODT, PD], f32, Sbuf);
+        let inverse_rms = ndarray([ODT, 1], f32, Sbuf);
+        let quant_tile = ndarray([ODT, PD], float8_e4m3, Sbuf);
+        let in_tile = ndarray([ODT, PD], bf16, Sbuf);
+        let dequant = ndarray([ODT, 1], f32, Sbuf);
+
+        // _load_input_tensor_tile
+        let offset = outer_tile_num * ODT;
+        let num_p = min(ODT, OD - offset);
+        nisa::dma_copy(
+            dst = in_tile[[0..num_p, 0..PD]],
+            src = in_view[[offset..offset + num_p, 0..PD]],
+        );
+        if norm {
+            rms_normalize_tile(
+                in_tile,
+                gamma,
+                squared,
+                inverse_rms,
+                zero_bias,
+                eps_bias,
+                ones,
+                num_p,
+                PD,
+            );
+        }
+        if row {
+            row_quantize_tile(
+                in_tile,
+                quant_tile,
+                dequant,
+                zero_bias,
+                num_p,
+                PD,
+                lower_bound,
+            );
+        } else {
+            // _static_quantize_tile
+            nisa::tensor_scalar(
+                dst = in_tile[[0..num_p, 0..PD]],
+                data = in_tile[[0..num_p, 0..PD]],
+                op0 = multiply,
+                operand0 = static_scale[[0..num_p, 0..1]],
+                op1 = add,
+                operand1 = zero_bias[[0..num_p, 0..1]],
+            );
+            nisa::tensor_scalar(
+                dst = quant_tile[[0..num_p, 0..PD]],
+                data = in_tile[[0..num_p, 0..PD]],
+                op0 = minimum,
+                operand0 = 240.0,
+                op1 = maximum,
+                operand1 = -240.0,
+            );
+        }
+
+        // _store_tensor_tile_and_dequant_scales
+        nisa::dma_copy(
+            dst = out_view[[offset..offset + num_p, 0..PD]],
+            src = quant_tile[[0..num_p, 0..PD]],
+        );
+        if row {
+            nisa::dma_copy(
+                dst = out_view[[offset..offset + num_p, PD..PD + dequant_scale_size]],
+                src = dequant.ap(
+                    pattern = [[dequant_scale_size, num_p], [1, dequant_scale_size]],
+                    dtype = float8_e4m3,
+                ),
+            );
+        }
+    }
+}
+
 /// RMS normalisation (with `NORM`) and row quantisation of a `[B, S, H]` tensor: `[B, S, H + 4]`
 /// `float8_e4m3`, each row's last 4 bytes its fp32 dequantisation scale.
 #[kernel(
@@ -228,6 +331,7 @@ pub fn row_quantize_tile(
     rmsnorm_quant_row_bf16_1x2x4100_only(T = bf16, B = 1, S = 2, H = 4100, NORM = false, LOWER_BOUND = 0.0, EPS = 0.000001),
     rmsnorm_quant_row_f16_1x128x2048(T = f16, B = 1, S = 128, H = 2048, NORM = true, LOWER_BOUND = 0.0, EPS = 0.000001),
 )]
+
 pub fn rmsnorm_quant_row<
     T,
     const B: usize,
@@ -240,73 +344,24 @@ pub fn rmsnorm_quant_row<
     hidden: Hbm<T, B, S, H>,
     ln_w: Hbm<T, H>,
 ) -> Hbm<float8_e4m3, B, S, { H + 4 }> {
-    let OD = B * S;
-    let PD = H;
-    let ODT = 128; // nl.tile_size.pmax
-    let dequant_scale_size = 4; // float32 bytes / float8_e4m3 bytes
-
-    // build_rms_norm_quant_constants
-    let zero_bias = ndarray([ODT, 1], f32, Sbuf);
-    nisa::memset(dst = zero_bias, value = 0.0);
-    let eps_bias = ndarray([ODT, 1], bf16, Sbuf);
-    nisa::memset(dst = eps_bias, value = EPS);
-    let ones = ndarray([1, ODT], bf16, Sbuf);
-    nisa::memset(dst = ones, value = 1.0);
-
-    let out = ndarray([B, S, H + dequant_scale_size], float8_e4m3, SharedHbm);
-    let in_view = hidden.reshape((OD, PD));
-    let out_view = out.reshape((OD, PD + dequant_scale_size));
-    let gamma = ln_w.reshape((1, PD));
-
-    let n_tiles = (OD + ODT - 1) / ODT;
-    for outer_tile_num in static_range(n_tiles) {
-        let squared = ndarray([ODT, PD], f32, Sbuf);
-        let inverse_rms = ndarray([ODT, 1], f32, Sbuf);
-        let quant_tile = ndarray([ODT, PD], float8_e4m3, Sbuf);
-        let in_tile = ndarray([ODT, PD], bf16, Sbuf);
-        let dequant = ndarray([ODT, 1], f32, Sbuf);
-
-        let offset = outer_tile_num * ODT;
-        let num_p = min(ODT, OD - offset);
-        nisa::dma_copy(
-            dst = in_tile[[0..num_p, 0..PD]],
-            src = in_view[[offset..offset + num_p, 0..PD]],
-        );
-        if NORM {
-            rms_normalize_tile(
-                in_tile,
-                gamma,
-                squared,
-                inverse_rms,
-                zero_bias,
-                eps_bias,
-                ones,
-                num_p,
-                PD,
-            );
-        }
-        row_quantize_tile(
-            in_tile,
-            quant_tile,
-            dequant,
-            zero_bias,
-            num_p,
-            PD,
-            LOWER_BOUND,
-        );
-
-        nisa::dma_copy(
-            dst = out_view[[offset..offset + num_p, 0..PD]],
-            src = quant_tile[[0..num_p, 0..PD]],
-        );
-        nisa::dma_copy(
-            dst = out_view[[offset..offset + num_p, PD..PD + dequant_scale_size]],
-            src = dequant.ap(
-                pattern = [[dequant_scale_size, num_p], [1, dequant_scale_size]],
-                dtype = float8_e4m3,
-            ),
-        );
-    }
+    let out = ndarray([B, S, H + 4], float8_e4m3, SharedHbm);
+    let in_view = hidden.reshape((B * S, H));
+    let out_view = out.reshape((B * S, H + 4));
+    let gamma = ln_w.reshape((1, H));
+    // The source's `static_quant_scale_sbuf = None` for row quantisation: never read.
+    let no_static_scale = ndarray([128, 1], f32, Sbuf);
+    single_core(
+        in_view,
+        gamma,
+        no_static_scale,
+        out_view,
+        B * S,
+        H,
+        NORM,
+        true,
+        LOWER_BOUND,
+        EPS,
+    );
     out
 }
 
@@ -317,6 +372,7 @@ pub fn rmsnorm_quant_row<
     rmsnorm_quant_static_bf16_1x160x1024(T = bf16, B = 1, S = 160, H = 1024, NORM = true, EPS = 0.000001),
     rmsnorm_quant_static_bf16_1x2x2048_only(T = bf16, B = 1, S = 2, H = 2048, NORM = false, EPS = 0.000001),
 )]
+
 pub fn rmsnorm_quant_static<
     T,
     const B: usize,
@@ -329,81 +385,33 @@ pub fn rmsnorm_quant_static<
     ln_w: Hbm<T, H>,
     input_dequant_scale: Hbm<f32, 128, 1>,
 ) -> Hbm<float8_e4m3, B, S, H> {
-    let OD = B * S;
-    let PD = H;
-    let ODT = 128; // nl.tile_size.pmax
-
-    let zero_bias = ndarray([ODT, 1], f32, Sbuf);
-    nisa::memset(dst = zero_bias, value = 0.0);
-    let eps_bias = ndarray([ODT, 1], bf16, Sbuf);
-    nisa::memset(dst = eps_bias, value = EPS);
-    let ones = ndarray([1, ODT], bf16, Sbuf);
-    nisa::memset(dst = ones, value = 1.0);
-
     let out = ndarray([B, S, H], float8_e4m3, SharedHbm);
-    let in_view = hidden.reshape((OD, PD));
-    let out_view = out.reshape((OD, PD));
-    let gamma = ln_w.reshape((1, PD));
+    let in_view = hidden.reshape((B * S, H));
+    let out_view = out.reshape((B * S, H));
+    let gamma = ln_w.reshape((1, H));
 
     // _load_and_invert_static_dequant_scale
-    let quant_scale = ndarray([ODT, 1], f32, Sbuf);
+    let quant_scale = ndarray([128, 1], f32, Sbuf);
     nisa::dma_copy(
-        dst = quant_scale[[0..ODT, 0..1]],
-        src = input_dequant_scale[[0..ODT, 0..1]],
+        dst = quant_scale[[0..128, 0..1]],
+        src = input_dequant_scale[[0..128, 0..1]],
     );
     nisa::reciprocal(
-        dst = quant_scale[[0..ODT, 0..1]],
-        data = quant_scale[[0..ODT, 0..1]],
+        dst = quant_scale[[0..128, 0..1]],
+        data = quant_scale[[0..128, 0..1]],
     );
-
-    let n_tiles = (OD + ODT - 1) / ODT;
-    for outer_tile_num in static_range(n_tiles) {
-        let squared = ndarray([ODT, PD], f32, Sbuf);
-        let inverse_rms = ndarray([ODT, 1], f32, Sbuf);
-        let quant_tile = ndarray([ODT, PD], float8_e4m3, Sbuf);
-        let in_tile = ndarray([ODT, PD], bf16, Sbuf);
-
-        let offset = outer_tile_num * ODT;
-        let num_p = min(ODT, OD - offset);
-        nisa::dma_copy(
-            dst = in_tile[[0..num_p, 0..PD]],
-            src = in_view[[offset..offset + num_p, 0..PD]],
-        );
-        if NORM {
-            rms_normalize_tile(
-                in_tile,
-                gamma,
-                squared,
-                inverse_rms,
-                zero_bias,
-                eps_bias,
-                ones,
-                num_p,
-                PD,
-            );
-        }
-        // _static_quantize_tile
-        nisa::tensor_scalar(
-            dst = in_tile[[0..num_p, 0..PD]],
-            data = in_tile[[0..num_p, 0..PD]],
-            op0 = multiply,
-            operand0 = quant_scale[[0..num_p, 0..1]],
-            op1 = add,
-            operand1 = zero_bias[[0..num_p, 0..1]],
-        );
-        nisa::tensor_scalar(
-            dst = quant_tile[[0..num_p, 0..PD]],
-            data = in_tile[[0..num_p, 0..PD]],
-            op0 = minimum,
-            operand0 = 240.0,
-            op1 = maximum,
-            operand1 = -240.0,
-        );
-        nisa::dma_copy(
-            dst = out_view[[offset..offset + num_p, 0..PD]],
-            src = quant_tile[[0..num_p, 0..PD]],
-        );
-    }
+    single_core(
+        in_view,
+        gamma,
+        quant_scale,
+        out_view,
+        B * S,
+        H,
+        NORM,
+        false,
+        0.0,
+        EPS,
+    );
     out
 }
 

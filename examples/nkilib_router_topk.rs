@@ -52,12 +52,20 @@ use nki::prelude::*;
 use nki::program::Target;
 use nki::timing::{Detail, Params, Timing};
 
-/// `compute_activation` (softmax, `complete_activation`): `dst[0..t, idx, ..] =
-/// softmax(src[0..t, idx, ..])` along the experts, with the intermediates in tiles of its own.
+/// `compute_activation` (softmax) of `src[0..t, idx, ..]` along its `F` columns: the negated
+/// maximum into `negmax[.., idx]`, the reciprocal of the exponentials' sum into
+/// `exp_sum[.., idx, 0]`, and with `complete` the softmax into `dst[0..t, idx, ..]`.
 #[helper]
-pub fn softmax_tile(dst: Tile, src: Tile, t_size: usize, t_idx: usize, n_tiles: usize, F: usize) {
-    let negmax = ndarray([t_size, n_tiles], f32, Sbuf);
-    let exp_sum = ndarray([t_size, n_tiles, 1], f32, Sbuf);
+pub fn compute_activation(
+    dst: Tile,
+    src: Tile,
+    negmax: Tile,
+    exp_sum: Tile,
+    t_size: usize,
+    t_idx: usize,
+    F: usize,
+    complete: bool,
+) {
     nisa::tensor_reduce(
         dst = negmax[[0..t_size, t_idx..t_idx + 1]],
         op = maximum,
@@ -80,12 +88,14 @@ pub fn softmax_tile(dst: Tile, src: Tile, t_size: usize, t_idx: usize, n_tiles: 
         dst = exp_sum[[0..t_size, t_idx, 0..1]],
         data = exp_sum[[0..t_size, t_idx, 0..1]],
     );
-    nisa::tensor_scalar(
-        dst = dst[[0..t_size, t_idx, 0..F]],
-        data = result_exp,
-        op0 = multiply,
-        operand0 = exp_sum[[0..t_size, t_idx, 0..1]],
-    );
+    if complete {
+        nisa::tensor_scalar(
+            dst = dst[[0..t_size, t_idx, 0..F]],
+            data = result_exp,
+            op0 = multiply,
+            operand0 = exp_sum[[0..t_size, t_idx, 0..1]],
+        );
+    }
 }
 
 /// `dst [T, X]` (HBM) from `src [t_p_dim, n_tiles, X]` (SBUF): the whole tiles through
@@ -191,13 +201,18 @@ pub fn router_topk<
     if act1 {
         for t_tile_idx in static_range(num_t_tiles) {
             let t_size = min(t_p_dim, TOK - t_tile_idx * t_p_dim);
-            softmax_tile(
+            // The source's local intermediates of a complete activation.
+            let negmax = ndarray([t_size, num_t_tiles], f32, Sbuf);
+            let exp_sum = ndarray([t_size, num_t_tiles, 1], f32, Sbuf);
+            compute_activation(
                 expert_affinities_full_sb,
                 router_logits_sb,
+                negmax,
+                exp_sum,
                 t_size,
                 t_tile_idx,
-                num_t_tiles,
                 E,
+                true,
             );
         }
         if !scatter {
@@ -265,29 +280,15 @@ pub fn router_topk<
             if act2 {
                 // compute_activation without completing it: the top-k's negated max and the
                 // reciprocal of their exponentials' sum.
-                nisa::tensor_reduce(
-                    dst = router_logits_topk_negmax_sb[[0..t_size, t_tile_idx..t_tile_idx + 1]],
-                    op = maximum,
-                    data = router_logits_topk_sb[[0..t_size, t_tile_idx, 0..K]],
-                    axis = 1,
-                    negate = true,
-                    keepdims = true,
-                );
-                let topk_exp = ndarray([t_size, 1, K], f32, Sbuf);
-                nisa::activation(
-                    dst = topk_exp,
-                    op = exp,
-                    data = router_logits_topk_sb[[0..t_size, t_tile_idx..t_tile_idx + 1, 0..K]],
-                    bias = router_logits_topk_negmax_sb[[0..t_size, t_tile_idx..t_tile_idx + 1]],
-                    reduce_op = add,
-                    reduce_res = router_logits_topk_exp_sum_sb
-                        .slice(0, 0, t_size)
-                        .select(1, t_tile_idx),
-                    reduce_cmd = reset_reduce,
-                );
-                nisa::reciprocal(
-                    dst = router_logits_topk_exp_sum_sb[[0..t_size, t_tile_idx, 0..1]],
-                    data = router_logits_topk_exp_sum_sb[[0..t_size, t_tile_idx, 0..1]],
+                compute_activation(
+                    router_logits_topk_sb,
+                    router_logits_topk_sb,
+                    router_logits_topk_negmax_sb,
+                    router_logits_topk_exp_sum_sb,
+                    t_size,
+                    t_tile_idx,
+                    K,
+                    false,
                 );
                 nisa::activation(
                     dst = router_logits_exp_sb[[0..t_size, t_tile_idx, 0..E]],
