@@ -90,7 +90,8 @@
 //! 1. `cpu/`: the numerics (conversions, ALU and activation functions, the matmul's
 //!    accumulation), one definition per function with its host code paths; stateless.
 //!    Beside it, host and device plumbing: `worker` (the second host thread), `memory` (SBUF,
-//!    PSUM), `shape`, `grid` (the launch grid), `budget` (what bounds a launch's work).
+//!    PSUM), `shape`, `grid` (the launch grid), `budget` (what bounds a launch's work), `top8`
+//!    (the top-8 searches on one partition's values: their order, matches and claims).
 //! 2. `element` (host element types), then `bind` (the launch's tensors: [`HbmIn`],
 //!    [`HbmOut`], [`Bound`]), then `device_tensor` and `operand` (the vocabulary of a resolved
 //!    operand: [`exec::Loc`], [`exec::Pattern`], [`exec::Resolved`], [`exec::Operands`]),

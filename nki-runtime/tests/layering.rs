@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The layers, bottom first: a module may import modules of lower layers, and its own folder.
 const LAYERS: &[&[&str]] = &[
-    &["cpu", "worker", "memory", "shape", "grid", "budget"],
+    &["cpu", "worker", "memory", "shape", "grid", "budget", "top8"],
     &["element"],
     &["bind"],
     &["device_tensor", "operand"],
