@@ -147,6 +147,7 @@ mod operand;
 mod range_select;
 #[doc(hidden)]
 pub mod reference_launch;
+mod registers;
 mod schedule;
 mod scratch;
 mod shape;
