@@ -774,9 +774,37 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             );
             return None;
         }
-        SynExpr::Closure(_) => {
-            errors.push(span, "closures cannot appear in a kernel");
-            return None;
+        SynExpr::Closure(c) => {
+            let mut params = Vec::new();
+            for p in &c.inputs {
+                match p {
+                    Pat::Ident(p) => params.push(Some(p.ident.unraw())),
+                    Pat::Wild(_) => params.push(None),
+                    other => {
+                        errors.push(
+                            Span::of(other),
+                            "a device loop body's parameter is a plain name or `_`",
+                        );
+                        return None;
+                    }
+                }
+            }
+            let mut body = match &*c.body {
+                SynExpr::Block(b) => parse_block(&b.block, errors),
+                other => Block {
+                    stmts: Vec::new(),
+                    tail: Some(parse_expr(other, errors)?),
+                },
+            };
+            // A trailing `if` without `;` is a statement.
+            if let Some(Expr::If { .. }) = &body.tail {
+                body.stmts.extend(body.tail.take().map(Stmt::Expr));
+            }
+            Expr::Closure {
+                params,
+                body: Box::new(body),
+                span,
+            }
         }
         SynExpr::Return(_) => {
             errors.push(
