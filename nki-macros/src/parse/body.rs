@@ -267,8 +267,15 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 return None;
             };
             let kind = match &*call.func {
+                // `affine_range(n)` or `nl::affine_range(n)`: the iterator's own name.
                 SynExpr::Path(p) => {
-                    match p.path.get_ident().map(|i| i.unraw().to_string()).as_deref() {
+                    match p
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| s.ident.unraw().to_string())
+                        .as_deref()
+                    {
                         Some("affine_range") => IterKind::Affine,
                         Some("sequential_range") | Some("range") => IterKind::Sequential,
                         Some("static_range") => IterKind::Static,
