@@ -383,7 +383,7 @@ fn iter_args(call: &syn::ExprCall, errors: &mut Errors) -> Option<IterArgs> {
 /// A loop iterator's start, stop and step.
 type IterArgs = (Option<Box<Expr>>, Expr, Option<Box<Expr>>);
 
-const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
+const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)`, `static_range(n)` or `dynamic_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
 
 /// The operator of a compound assignment (`+=` → `+`), if `op` is one.
 fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
@@ -771,7 +771,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             }
         }
         SynExpr::While(_) | SynExpr::Loop(_) => {
-            errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)` or `static_range(n)`");
+            errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)`, `static_range(n)` or `dynamic_range(n)`; a loop on a register's value is `nl::while_loop(reg, |r| { ..; r })`");
             return None;
         }
         SynExpr::Cast(c) => {
