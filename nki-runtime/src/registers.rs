@@ -35,12 +35,25 @@ pub(crate) fn set(regs: &mut Registers, r: RegId, v: i32) {
 
 /// The value of a one-element integer operand's bits, extended to 32 bits by its dtype.
 fn extend(dtype: DType, bits: u32) -> i32 {
+    let [b0, b1, ..] = bits.to_le_bytes();
     match dtype {
-        DType::I8 => i32::from((bits & 0xff) as u8 as i8),
-        DType::I16 => i32::from((bits & 0xffff) as u16 as i16),
-        DType::U8 => (bits & 0xff).cast_signed(),
-        DType::U16 => (bits & 0xffff).cast_signed(),
-        _ => bits.cast_signed(),
+        DType::I8 => i32::from(i8::from_le_bytes([b0])),
+        DType::I16 => i32::from(i16::from_le_bytes([b0, b1])),
+        DType::U8 => i32::from(b0),
+        DType::U16 => i32::from(u16::from_le_bytes([b0, b1])),
+        // 32 bits: the register's bits are the element's (the rules admit no other dtype).
+        DType::I32
+        | DType::U32
+        | DType::F32
+        | DType::Tf32
+        | DType::Bf16
+        | DType::F16
+        | DType::F8E4M3
+        | DType::F8E5M2
+        | DType::Bool
+        | DType::F8E4M3Fn
+        | DType::F4E2M1Fn
+        | DType::F8E8M0Fnu => bits.cast_signed(),
     }
 }
 
