@@ -319,6 +319,35 @@ fn the_timing_model_runs_the_body_the_run_time_number_of_times() {
 }
 
 #[test]
+fn timing_only_runs_of_device_loops_compute_their_trip_counts() {
+    // On placeholder inputs (zeros): the count is 0, so the while_loop's body never runs, and
+    // the run is timed computing (its trip counts are data).
+    let s = Timing::new()
+        .run_shapes(
+            &mut NeuronCore::default(),
+            &while_countdown::KERNEL,
+            &[&[1, 1], &[1, 1]],
+        )
+        .unwrap();
+    assert_eq!(s.opcode_count(Engine::Sync, Opcode::RegisterLoad), 1);
+    assert_eq!(s.opcode_count(Engine::Vector, Opcode::TensorTensor), 0);
+}
+
+#[test]
+fn the_schedule_check_refuses_device_loops_with_an_error() {
+    let data = Array2::from_elem((1, 1), 0.25f32);
+    let mut core =
+        NeuronCore::default().with_schedule_check(Some(nki::strict::ScheduleCheck::DEFAULT));
+    let err = while_countdown::host(&mut core, data.view(), ub(3).view())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the schedule check's recording cannot follow device loops"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_listing_shows_device_loops_and_registers() {
     let listing = while_countdown::KERNEL.program().to_string();
     assert!(listing.contains("while r0 != 0:"), "{listing}");

@@ -383,7 +383,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 let n = if obs.computes() {
                     device_trips(f, kind)
                 } else {
-                    Err("a device loop's trip count is data that this run does not compute (time it with timing::Mode::Compute)".to_string())
+                    Err("a device loop's trip count is data, which this run does not compute (the schedule check's recording cannot follow device loops)".to_string())
                 };
                 let n = n.map_err(|what| ExecError {
                     kernel: p.name().to_string(),
