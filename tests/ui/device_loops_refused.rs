@@ -35,6 +35,18 @@ fn refused(x: Hbm<f32, 128, 512>, n: Hbm<i32, 1, 1>, f: Hbm<f32, 1, 1>) -> Hbm<f
     nl::fori_loop(0, 4, |i| {
         store(out[[i..i + 1, 0..512]], t[[0..1, 0..512]]);
     });
+    // A device loop runs whole: not under an `if` on loop indices.
+    for j in affine_range(4) {
+        if j < 2 {
+            nl::fori_loop(0, r, |_| {
+                store(out, t);
+            });
+        }
+    }
+    // A kernel has 64 registers.
+    for k in static_range(65) {
+        let many = nisa::register_alloc(k);
+    }
     out
 }
 
