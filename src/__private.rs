@@ -11,8 +11,8 @@ pub use nki_lang::schedule_control::{Edge, InstrName, Ordered, ScheduleControl};
 pub use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Bounded, Cmp, Constraint, DType, Dim, Dst,
     Engine, ExprId, Extent, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, MaskTerm, Memory,
-    Opcode, Pred, Program, ReshapeDecl, Scalar, Src, SymbolValues, Target, TensorDecl, TensorRole,
-    TileDecl, TileShape, TileView, ViewId, Write,
+    Opcode, Pred, Program, RegId, RegSrc, ReshapeDecl, Scalar, Src, SymbolValues, Target,
+    TensorDecl, TensorRole, TileDecl, TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
     Bool, CheckedInputs, DeviceTensor, Element, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu,

@@ -39,7 +39,7 @@ use crate::func::{ActFn, Alu};
 use crate::ir::ops::Opcode;
 use crate::ir::{
     AccOut, AccessId, AxisIndex, Dst, ExprId, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId,
-    Scalar, Src, TileView, ViewId, Write,
+    RegId, RegSrc, Scalar, Src, TileView, ViewId, Write,
 };
 use crate::program::TensorRole;
 use crate::shape::{Dim, Extent, MAX_TENSOR_RANK, MAX_TILE_RANK, TileShape};
@@ -1019,6 +1019,41 @@ impl ProgramBuilder {
     pub fn set_rng_seed(&mut self, src_seeds: TileId) -> Result<(), BuildError> {
         let seed = self.whole(src_seeds)?.0;
         self.op(Opcode::SetRngSeed, InstrData::Seed { seed }, None, None)
+    }
+
+    /// `register_move(reg, src)`: register `reg` becomes an immediate or another register's
+    /// value.
+    pub fn register_move(&mut self, reg: RegId, src: RegSrc) -> Result<(), BuildError> {
+        let data = InstrData::Register {
+            reg,
+            src,
+            tile: None,
+        };
+        self.op(Opcode::RegisterMove, data, None, None)
+    }
+
+    /// `register_load(reg, src)`: register `reg` becomes the value of the one-element integer
+    /// tile `src`.
+    pub fn register_load(&mut self, reg: RegId, src: TileId) -> Result<(), BuildError> {
+        let tile = Some(self.whole(src)?.0);
+        let data = InstrData::Register {
+            reg,
+            src: RegSrc::None,
+            tile,
+        };
+        self.op(Opcode::RegisterLoad, data, None, None)
+    }
+
+    /// `register_store(dst, reg)`: the one-element integer tile `dst` becomes register `reg`'s
+    /// value.
+    pub fn register_store(&mut self, dst: TileId, reg: RegId) -> Result<(), BuildError> {
+        let tile = Some(self.whole(dst)?.0);
+        let data = InstrData::Register {
+            reg,
+            src: RegSrc::None,
+            tile,
+        };
+        self.op(Opcode::RegisterStore, data, None, None)
     }
 
     /// `rand2(dst, min, max)`: uniform values in `[min, max]` (each an immediate or a

@@ -96,7 +96,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {}
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,
         }

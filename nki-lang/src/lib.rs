@@ -62,8 +62,8 @@ pub use ir::ops::{
 };
 pub use ir::{
     AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, ExprId, HbmAccess, Instr, InstrData, LoopControl,
-    LoopKind, MAX_MASK_TERMS, MAX_SLOTS, Mask, MaskId, MaskTerm, OperandRef, Pred, Scalar,
-    SlotOperand, Src, TileView, ViewId, Write,
+    LoopKind, MAX_DEVICE_TRIPS, MAX_MASK_TERMS, MAX_REGISTERS, MAX_SLOTS, Mask, MaskId, MaskTerm,
+    OperandRef, Pred, RegId, RegSrc, Scalar, SlotOperand, Src, TileView, ViewId, Write,
 };
 pub use ir::{GATHER_GROUP, SHUFFLE_KEEP, SHUFFLE_QUADRANT, nonzero_partition, shuffle_source};
 pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};

@@ -4,7 +4,8 @@ use core::fmt;
 
 use crate::ir::ops::Opcode;
 use crate::ir::{
-    AccessId, AxisIndex, Dir, Dst, InstrData, Mask, Pred, Scalar, Src, TileView, ViewId, Write,
+    AccessId, AxisIndex, Dir, Dst, InstrData, LoopKind, Mask, Pred, RegSrc, Scalar, Src, TileView,
+    ViewId, Write,
 };
 use crate::program::{Program, TensorRole};
 use crate::shape::{Dim, MAX_TILE_RANK};
@@ -102,8 +103,19 @@ impl fmt::Display for Program<'_> {
             } = ins.data
             {
                 let name = self.loop_vars().get(var as usize).copied().unwrap_or("?");
-                let trip = trip.display(self.symbols());
-                writeln!(f, "for {name} in {}({trip}):", kind.name())?;
+                match kind {
+                    LoopKind::Affine | LoopKind::Sequential => {
+                        let trip = trip.display(self.symbols());
+                        writeln!(f, "for {name} in {}({trip}):", kind.name())?;
+                    }
+                    // The lower bound is the iteration register's value when the loop starts.
+                    LoopKind::Dynamic { var, upper, step } => writeln!(
+                        f,
+                        "for {name} = r{} in dynamic_range(r{}, r{}, {step}):",
+                        var.0, var.0, upper.0
+                    )?,
+                    LoopKind::While { cond } => writeln!(f, "while r{} != 0:", cond.0)?,
+                }
                 names.push(name);
                 continue;
             }
@@ -241,6 +253,15 @@ impl<'a> Line<'a, '_> {
         let spec = opcode.info().operands;
         match *data {
             InstrData::LoopBegin { .. } | InstrData::LoopEnd { .. } => Ok(()),
+            InstrData::Register { reg, src, tile } => match (src, tile) {
+                (RegSrc::Imm(x), _) => write!(f, "r{} <- {x}", reg.0),
+                (RegSrc::Reg(r), _) => write!(f, "r{} <- r{}", reg.0, r.0),
+                (RegSrc::None, Some(t)) if spec.first().is_some_and(|s| !s.name.is_empty()) => {
+                    write!(f, "{} <- r{}", self.view(t), reg.0)
+                }
+                (RegSrc::None, Some(t)) => write!(f, "r{} <- {}", reg.0, self.view(t)),
+                (RegSrc::None, None) => write!(f, "r{}", reg.0),
+            },
             InstrData::Dma { tile, hbm } => {
                 if spec.first().is_some_and(|s| s.dir == Dir::Write) {
                     write!(f, "{} <- {}", self.view(tile), self.access(hbm))

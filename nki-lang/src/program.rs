@@ -359,6 +359,13 @@ impl<'a> Program<'a> {
     pub const fn instrs(&self) -> &'a [Instr] {
         self.instrs
     }
+    /// Whether the program has a device loop (`fori_loop`, `dynamic_range`, `while_loop`): its
+    /// trip counts are data, read from registers at run time.
+    pub fn has_device_loops(&self) -> bool {
+        self.instrs.iter().any(
+            |i| matches!(i.data, crate::ir::InstrData::LoopBegin { kind, .. } if kind.is_device()),
+        )
+    }
     /// Conditions on the symbolic dimensions, checked at launch.
     #[inline]
     pub const fn constraints(&self) -> &'a [Constraint] {

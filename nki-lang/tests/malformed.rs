@@ -10,7 +10,7 @@ use common::{buf_violations, compile, diag, dims, edit_access, edit_view, operan
 use nki_lang::builder::{Grid, ProgramBuilder};
 use nki_lang::{
     Affine, Alu, DType, Dim, Engine, Extent, Instr, InstrData, LoopKind, Memory, Opcode,
-    ProgramBuf, RuleViolation, Scalar, Site, Target, TensorBuf, TensorRole, Write,
+    ProgramBuf, RegId, RegSrc, RuleViolation, Scalar, Site, Target, TensorBuf, TensorRole, Write,
 };
 
 fn malformed(what: &'static str) -> RuleViolation {
@@ -579,5 +579,100 @@ fn operand_in_a_slot_the_opcode_does_not_have() {
             operand(at, 4),
             malformed("an operand in a slot the opcode does not have")
         )]
+    );
+}
+
+/// `looped()` with its loop made the device loop `kind` (static trip `trip`).
+fn device_looped(kind: LoopKind, trip: Extent) -> ProgramBuf {
+    let mut p = looped();
+    let InstrData::LoopBegin {
+        kind: k, trip: t, ..
+    } = &mut p.instrs[0].data
+    else {
+        panic!("instruction 0 is the loop")
+    };
+    (*k, *t) = (kind, trip);
+    p
+}
+
+#[test]
+fn an_index_using_a_device_loops_variable() {
+    let dynamic = LoopKind::Dynamic {
+        var: RegId(0),
+        upper: RegId(1),
+        step: 1,
+    };
+    let device = malformed("an index uses a device loop's variable (its value is a register)");
+    for kind in [dynamic, LoopKind::While { cond: RegId(2) }] {
+        assert_eq!(
+            buf_violations(device_looped(kind, Extent::Fixed(1))),
+            vec![
+                diag(operand(1, 1), device.clone()),
+                diag(operand(2, 1), device.clone())
+            ]
+        );
+    }
+}
+
+#[test]
+fn device_loops_with_bad_registers_steps_or_trips() {
+    let bad =
+        malformed("a device loop's register index is out of range or its step is not positive");
+    let trip = malformed("a device loop's static trip count is not 1");
+    let dynamic = |var: u16, step: i32| LoopKind::Dynamic {
+        var: RegId(var),
+        upper: RegId(1),
+        step,
+    };
+    for (kind, t, want) in [
+        (dynamic(0, 0), Extent::Fixed(1), bad.clone()),
+        (dynamic(0, -2), Extent::Fixed(1), bad.clone()),
+        (dynamic(64, 1), Extent::Fixed(1), bad.clone()),
+        (LoopKind::While { cond: RegId(64) }, Extent::Fixed(1), bad),
+        (dynamic(0, 1), Extent::Fixed(4), trip),
+    ] {
+        let mut p = nested_loops(1);
+        let InstrData::LoopBegin {
+            kind: k, trip: tr, ..
+        } = &mut p.instrs[0].data
+        else {
+            panic!("instruction 0 is the loop")
+        };
+        (*k, *tr) = (kind, t);
+        assert_eq!(buf_violations(p), vec![diag(whole(0), want)], "{kind:?}");
+    }
+}
+
+#[test]
+fn register_index_out_of_range() {
+    let mut p = nested_loops(1);
+    for (reg, src) in [
+        (RegId(64), RegSrc::Imm(1)),
+        (RegId(0), RegSrc::Reg(RegId(99))),
+    ] {
+        p.instrs.insert(
+            1,
+            Instr::new(
+                Opcode::RegisterMove,
+                InstrData::Register {
+                    reg,
+                    src,
+                    tile: None,
+                },
+            ),
+        );
+    }
+    // The loop's end moved two instructions on.
+    let InstrData::LoopBegin { end, .. } = &mut p.instrs[0].data else {
+        panic!("instruction 0 is the loop")
+    };
+    *end = 3;
+    if let InstrData::LoopEnd { begin } = &mut p.instrs[3].data {
+        *begin = 0;
+    }
+    let range = malformed("register index out of range");
+    assert_eq!(
+        buf_violations(p),
+        vec![diag(whole(1), range.clone()), diag(whole(2), range)]
     );
 }

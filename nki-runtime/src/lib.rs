@@ -98,9 +98,10 @@
 //!    then `gather` (where `gather_flattened`'s positions and elements are), then `indirect`
 //!    (an indirect DMA's rows, read from its index tile), `dyncopy`
 //!    (`tensor_copy_dynamic_src`'s shifted source, `tensor_copy_dynamic_dst`'s shifted
-//!    destination), `local_gather` (each 16-partition group's indices) and `range_select`
-//!    (which elements its bounds select): what data decides about an operand, shared by the
-//!    engines, the interpreter and strict mode.
+//!    destination), `local_gather` (each 16-partition group's indices), `range_select`
+//!    (which elements its bounds select) and `registers` (an instance's virtual registers and
+//!    the trip counts of device loops read from them): what data decides about an operand or a
+//!    loop, shared by the engines, the interpreter and strict mode.
 //! 3. `engines/`: one routine per instruction family, on resolved operands.
 //! 4. `exec/`: the interpreter, its [`Observer`] hook and its host-plan hook.
 //! 5. `host/` (the shortcuts of plain runs: two threads, fused steps), [`strict`],
@@ -148,6 +149,7 @@ mod operand;
 mod range_select;
 #[doc(hidden)]
 pub mod reference_launch;
+mod registers;
 mod schedule;
 mod scratch;
 mod shape;

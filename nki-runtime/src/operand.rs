@@ -238,7 +238,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::RangeSelect { .. }
         | InstrData::Shuffle { .. }
         | InstrData::LocalGather { .. }
-        | InstrData::Nonzero { .. } => None,
+        | InstrData::Nonzero { .. }
+        | InstrData::Register { .. } => None,
     }
 }
 

@@ -17,7 +17,7 @@ use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
     Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
-    Memory, Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+    Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
 use nki_runtime::{
     Bool, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, HbmIn, HbmOut, Isa, Kernel, NeuronCore,
@@ -3198,6 +3198,124 @@ tables! {
     exponential: exponential_rows,
     activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
+    registers_and_device_loops: register_rows,
+}
+
+/// The virtual register instructions and device loops: `register_load` of one element of
+/// each integer dtype (sign- or zero-extended to 32 bits), `register_store` into int32 and the
+/// low bits into int16, `register_move` of an immediate and of a register, and a
+/// `dynamic_range(1, n, 2)` device loop (`n` loaded) summing its iteration register, then a
+/// `while_loop` counting a register down from the loaded `n`.
+fn register_rows() -> Vec<Row> {
+    let ins: Vec<(DType, f64)> = vec![
+        (DType::I8, -5.0),
+        (DType::U8, 250.0),
+        (DType::I16, -30000.0),
+        (DType::U16, 65535.0),
+        (DType::I32, 7.0),
+        (DType::U32, 4_000_000_000.0),
+    ];
+    let inputs: Vec<(DType, Array2<f64>)> = ins
+        .iter()
+        .map(|&(d, v)| (d, Array2::from_elem((1, 1), v)))
+        .collect();
+    let mut outputs: Vec<(DType, [usize; 2])> = vec![(DType::I32, [1, 1]); ins.len()];
+    // The loop's sum, the while loop's count, a moved immediate and register, the low bits.
+    outputs.extend([
+        (DType::I32, [1, 1]),
+        (DType::I32, [1, 1]),
+        (DType::I32, [1, 1]),
+        (DType::I16, [1, 1]),
+    ]);
+    let n = ins.len();
+    let values: Vec<f64> = ins.iter().map(|&(_, v)| v).collect();
+    vec![row(
+        "register_load of every integer dtype, register_store, register_move, dynamic_range and while_loop",
+        &[
+            Covers::Op(Opcode::RegisterLoad),
+            Covers::Op(Opcode::RegisterStore),
+            Covers::Op(Opcode::RegisterMove),
+            Covers::Op(Opcode::LoopBegin),
+            Covers::Op(Opcode::LoopEnd),
+        ],
+        inputs,
+        &outputs,
+        move |k| {
+            let reg = |i: usize| RegId(u16::try_from(i).unwrap());
+            for i in 0..n {
+                let t = k.load(i);
+                k.b.register_load(reg(i), t).unwrap();
+                let o = k.sbuf(DType::I32, &[1, 1]);
+                k.b.register_store(o, reg(i)).unwrap();
+                k.store(i, o);
+            }
+            // sum of i for i in range(1, r4, 2), r4 = 7.
+            let acc = k.sbuf(DType::I32, &[1, 1]);
+            k.b.memset(acc, Scalar::Int(0)).unwrap();
+            let var = reg(n);
+            k.b.register_move(var, RegSrc::Imm(1)).unwrap();
+            let kind = LoopKind::Dynamic {
+                var,
+                upper: reg(4),
+                step: 2,
+            };
+            k.b.begin_loop(kind, "i", Extent::Fixed(1)).unwrap();
+            let v = k.sbuf(DType::I32, &[1, 1]);
+            k.b.register_store(v, var).unwrap();
+            k.b.tensor_tensor(acc, acc, v, Alu::Add).unwrap();
+            k.b.end_loop().unwrap();
+            k.store(n, acc);
+            // while r4 != 0: count += 1; r4 = r4 - 1 (through SBUF).
+            let (count, one, c) = (
+                k.sbuf(DType::I32, &[1, 1]),
+                k.sbuf(DType::I32, &[1, 1]),
+                k.sbuf(DType::I32, &[1, 1]),
+            );
+            k.b.memset(count, Scalar::Int(0)).unwrap();
+            k.b.memset(one, Scalar::Int(1)).unwrap();
+            k.b.register_store(c, reg(4)).unwrap();
+            k.b.begin_loop(LoopKind::While { cond: reg(4) }, "r", Extent::Fixed(1))
+                .unwrap();
+            k.b.tensor_tensor(count, count, one, Alu::Add).unwrap();
+            k.b.tensor_tensor(c, c, one, Alu::Subtract).unwrap();
+            k.b.register_load(reg(4), c).unwrap();
+            k.b.end_loop().unwrap();
+            k.store(n + 1, count);
+            let m = k.sbuf(DType::I32, &[1, 1]);
+            k.b.register_move(reg(n + 1), RegSrc::Imm(-123)).unwrap();
+            k.b.register_move(reg(n + 2), RegSrc::Reg(reg(n + 1)))
+                .unwrap();
+            k.b.register_store(m, reg(n + 2)).unwrap();
+            k.store(n + 2, m);
+            let low = k.sbuf(DType::I16, &[1, 1]);
+            k.b.register_store(low, reg(5)).unwrap();
+            k.store(n + 3, low);
+        },
+        move |_| {
+            let one = |v: f64| Array2::from_elem((1, 1), v);
+            // Registers hold 32-bit two's complement: 4e9 as uint32 reads back as int32.
+            let mut out: Vec<Array2<f64>> = values
+                .iter()
+                .map(|&v| {
+                    one(if v >= 2_147_483_648.0 {
+                        v - 4_294_967_296.0
+                    } else {
+                        v
+                    })
+                })
+                .collect();
+            let upper = values[4] as i64;
+            let sum: i64 = (1..upper).step_by(2).sum();
+            out.push(one(sum as f64));
+            out.push(one(upper as f64));
+            out.push(one(-123.0));
+            // The low 16 bits of 4e9 (0xEE6B2800), as int16.
+            let low = (4_000_000_000u32 & 0xffff) as u16 as i16;
+            out.push(one(f64::from(low)));
+            out
+        },
+        Check::Exact,
+    )]
 }
 
 /// Philox4x32-10's first output word (Salmon et al., SC 2011), written from its definition.

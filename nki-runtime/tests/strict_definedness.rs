@@ -18,9 +18,9 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
 use nki_lang::{
-    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
-    HbmAccess, Instr, InstrData, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory, Opcode,
-    Pred, Scalar, Src, Target, TileShape, TileView, Write,
+    AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
+    HbmAccess, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory,
+    Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::{HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
 
@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 37;
+const STEPS: usize = 38;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1423,6 +1423,47 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .map(|e| inside(e / fu, e % fu) && dc[e / fu])
                 .collect();
             g.tiles[d2].values = None;
+        }
+        // Virtual registers and a device loop: a one-element tile an iota wrote loaded into a
+        // register (3), and a `dynamic_range(0, r, 2)` (two iterations) storing its iteration
+        // register into the first element of a new int32 tile: defined there only
+        36 => {
+            let v = g.seed_tile("reg", DType::I32, 3);
+            let (r, i) = (RegId(0), RegId(1));
+            let load = InstrData::Register {
+                reg: r,
+                src: RegSrc::None,
+                tile: Some(v),
+            };
+            g.push(Opcode::RegisterLoad, None, load);
+            let mv = InstrData::Register {
+                reg: i,
+                src: RegSrc::Imm(0),
+                tile: None,
+            };
+            g.push(Opcode::RegisterMove, None, mv);
+            let d = g.new_tile(Kind::Found);
+            let one = TileShape::new(&[1, 1]).expect("shape");
+            let first = (g.b)
+                .view(TileView::whole(g.tiles[d].id.index(), &one))
+                .expect("view");
+            let kind = LoopKind::Dynamic {
+                var: i,
+                upper: r,
+                step: 2,
+            };
+            g.b.begin_loop(kind, "d", Extent::Fixed(1)).expect("loop");
+            g.instrs += 1;
+            let store = InstrData::Register {
+                reg: i,
+                src: RegSrc::None,
+                tile: Some(first),
+            };
+            g.push(Opcode::RegisterStore, None, store);
+            g.b.end_loop().expect("loop");
+            g.instrs += 1;
+            g.tiles[d].defined = (0..n).map(|e| e == 0).collect();
+            g.tiles[d].values = None;
         }
         // a store of any tile under a mask
         _ => {

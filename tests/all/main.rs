@@ -17,6 +17,7 @@ mod budget;
 mod calibration;
 mod compute;
 mod destination_first;
+mod device_loops;
 mod dma_transpose;
 mod docs_cover_ops;
 mod dtypes;

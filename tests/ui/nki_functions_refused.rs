@@ -10,9 +10,6 @@ fn refused(x: Hbm<f32, 128, 512>) -> Hbm<f32, 128, 512> {
     device_print(t);
     let d = loop_reduce(t, add, [0]);
     let c = all_reduce(t, add, [0]);
-    for i in dynamic_range(4) {
-        store(out, t);
-    }
     let placed = ndarray([128, 512], f32, sbuf.alloc(place));
     store(out, t);
     out

@@ -34,6 +34,26 @@ pub enum LoopKind {
     Affine,
     /// `sequential_range`: iterations run in order; loop-carried dependencies are allowed.
     Sequential,
+    /// A device loop (`fori_loop`, `dynamic_range`): the sequencer's loop instruction, whose
+    /// trip count is read from registers when the loop starts. Register `var` holds the lower
+    /// bound when the loop starts and the iteration value `lower + k·step` in iteration `k`;
+    /// the loop runs `⌈(upper − lower) / step⌉` iterations, none when that is not positive.
+    /// Iterations run in order. The loop's static trip ([`InstrData::LoopBegin`]'s `trip`) is
+    /// 1: no affine index uses a device loop's variable.
+    Dynamic {
+        /// The iteration register.
+        var: RegId,
+        /// The register holding the exclusive upper bound.
+        upper: RegId,
+        /// The compile-time positive step.
+        step: i32,
+    },
+    /// A device `while_loop`: an iteration starts while register `cond` is nonzero (checked
+    /// before each iteration). Iterations run in order; the static trip is 1.
+    While {
+        /// The condition register.
+        cond: RegId,
+    },
 }
 
 impl LoopKind {
@@ -42,8 +62,41 @@ impl LoopKind {
         match self {
             LoopKind::Affine => "affine_range",
             LoopKind::Sequential => "sequential_range",
+            LoopKind::Dynamic { .. } => "dynamic_range",
+            LoopKind::While { .. } => "while_loop",
         }
     }
+
+    /// Whether the loop's trip count is read from registers at run time (a device loop).
+    pub const fn is_device(self) -> bool {
+        matches!(self, LoopKind::Dynamic { .. } | LoopKind::While { .. })
+    }
+
+    /// Whether iterations may overlap (`affine_range`).
+    pub const fn is_affine(self) -> bool {
+        matches!(self, LoopKind::Affine)
+    }
+}
+
+/// Virtual registers a program may use (NKI: 64 32-bit registers per engine sequencer on
+/// NeuronCore-v2 to v4; the model gives a program one file of that many).
+pub const MAX_REGISTERS: usize = 64;
+
+/// Iterations one run of a device loop may make: a `fori_loop` whose registers ask for more,
+/// or a `while_loop` whose condition is still nonzero after that many, stops the launch with
+/// an error (the model's limit, not the hardware's: it turns a runaway loop into an error
+/// instead of a hang).
+pub const MAX_DEVICE_TRIPS: i64 = 1 << 20;
+
+/// A register operand: `register_move`'s source.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RegSrc {
+    /// No register source (`register_load`, `register_store`).
+    None,
+    /// A compile-time integer.
+    Imm(i32),
+    /// Another register's value.
+    Reg(RegId),
 }
 
 macro_rules! id {
@@ -73,6 +126,12 @@ id!(
 id!(
     /// A mask in the program's mask pool ([`crate::Program::masks`]).
     MaskId
+);
+id!(
+    /// A virtual register (`nisa.register_alloc`): one of [`MAX_REGISTERS`] 32-bit integers of
+    /// each instance of a launch, read and written by the register instructions and read by
+    /// device loops.
+    RegId
 );
 id!(
     /// An affine grid expression in the program's expression pool ([`crate::Program::exprs`]):
@@ -562,6 +621,17 @@ pub enum InstrData {
         /// Indices per group (`num_valid_indices`).
         valid: u16,
     },
+    /// A virtual register instruction: `register_move` (`reg = src`), `register_load` (`reg`
+    /// = the one int32 or uint32 element of the tile `tile`, slot 1 `src`) or
+    /// `register_store` (the one int32 or uint32 element of `tile`, slot 0 `dst`, = `reg`).
+    Register {
+        /// The register written (move, load) or read (store).
+        reg: RegId,
+        /// `register_move`'s source ([`RegSrc::None`] for the others).
+        src: RegSrc,
+        /// The one-element tile loaded or stored (`None` for `register_move`).
+        tile: Option<ViewId>,
+    },
     /// `nonzero_with_count` (GpSimd, NeuronCore-v3 and newer): on partitions `0, 16, 32, …`
     /// (counted from each access's start: partition 0 of each GpSimd core's 16), the
     /// positions of `src`'s nonzero elements (its free elements row-major) plus `offset`,
@@ -648,7 +718,8 @@ impl InstrData {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => None,
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => None,
         }
     }
 
@@ -678,7 +749,8 @@ impl InstrData {
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Seed { .. } => None,
+            | InstrData::Seed { .. }
+            | InstrData::Register { .. } => None,
         }
     }
 
@@ -730,7 +802,8 @@ impl InstrData {
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
             | InstrData::Indirect { .. }
-            | InstrData::Seed { .. } => None,
+            | InstrData::Seed { .. }
+            | InstrData::Register { .. } => None,
         }
     }
 

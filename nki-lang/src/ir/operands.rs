@@ -246,6 +246,16 @@ impl Operands {
                 o.dst(dst);
                 o.put(1, OperandRef::View(src), Dir::Read);
             }
+            // `register_store` writes its tile (slot 0), `register_load` reads it (slot 1).
+            InstrData::Register { tile, .. } => {
+                if let Some(v) = tile {
+                    let spec = ins.opcode.info().operands;
+                    match spec.first() {
+                        Some(s) if !s.name.is_empty() => o.put(0, OperandRef::View(v), s.dir),
+                        Some(_) | None => o.put(1, OperandRef::View(v), Dir::Read),
+                    }
+                }
+            }
         }
         o
     }

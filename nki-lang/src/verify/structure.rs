@@ -7,7 +7,9 @@ use crate::affine::MAX_LOOP_DEPTH;
 use crate::diag::Diagnostic;
 use crate::grid::SymbolSource;
 use crate::ir::ops::Format;
-use crate::ir::{Dir, HbmAccess, Instr, InstrData, OperandRef, Write};
+use crate::ir::{
+    Dir, HbmAccess, Instr, InstrData, LoopKind, MAX_REGISTERS, OperandRef, RegId, RegSrc, Write,
+};
 use crate::program::TensorRole;
 use crate::rules::RuleViolation;
 use crate::shape::{Dim, Extent, MAX_SYMBOLS, MAX_TENSOR_RANK};
@@ -195,6 +197,11 @@ impl Checker<'_> {
                     {
                         self.malformed(Site::Instr(i), "bad trip count");
                     }
+                    if let InstrData::LoopBegin { kind, .. } = ins.data
+                        && let Err(what) = device_loop(kind, trip)
+                    {
+                        self.malformed(Site::Instr(i), what);
+                    }
                     stack.push(i);
                 }
                 InstrData::LoopEnd { begin } => {
@@ -223,7 +230,14 @@ impl Checker<'_> {
                 | InstrData::RangeSelect { .. }
                 | InstrData::Shuffle { .. }
                 | InstrData::LocalGather { .. }
-                | InstrData::Nonzero { .. } => {
+                | InstrData::Nonzero { .. }
+                | InstrData::Register { .. } => {
+                    if let InstrData::Register { reg, src, .. } = ins.data
+                        && (reg.index() >= MAX_REGISTERS
+                            || matches!(src, RegSrc::Reg(r) if r.index() >= MAX_REGISTERS))
+                    {
+                        self.malformed(Site::Instr(i), "register index out of range");
+                    }
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {
@@ -315,6 +329,16 @@ impl Checker<'_> {
         let p = self.p;
         let depth = open.len();
         const OUTSIDE: &str = "index uses a loop that does not enclose it";
+        const DEVICE: &str = "an index uses a device loop's variable (its value is a register)";
+        // A device loop's static trip is 1: an index using its variable would not be checked.
+        let device = |a: &crate::affine::Affine| {
+            open.iter().enumerate().any(|(d, &b)| {
+                a.loop_coef(d) != 0
+                    && p.instrs.get(b).is_some_and(
+                        |i| matches!(i.data, InstrData::LoopBegin { kind, .. } if kind.is_device()),
+                    )
+            })
+        };
         if let Some(m) = ins.mask {
             let mask = p
                 .masks
@@ -326,6 +350,9 @@ impl Checker<'_> {
             for t in mask.terms() {
                 if t.offset.uses_loops_from(depth) {
                     return Err((None, OUTSIDE));
+                }
+                if device(&t.offset) {
+                    return Err((None, DEVICE));
                 }
                 if t.sym.is_some_and(|s| s as usize >= p.symbols.len()) {
                     return Err((None, "symbol index out of range"));
@@ -370,6 +397,9 @@ impl Checker<'_> {
                     if view.offset.uses_loops_from(depth) {
                         return Err((None, OUTSIDE));
                     }
+                    if device(&view.offset) {
+                        return Err((slot, DEVICE));
+                    }
                 }
                 OperandRef::Access(a) => {
                     let access = p
@@ -396,6 +426,9 @@ impl Checker<'_> {
                     if access.axes().iter().any(|x| x.start.uses_loops_from(depth)) {
                         return Err((None, OUTSIDE));
                     }
+                    if access.axes().iter().any(|x| device(&x.start)) {
+                        return Err((slot, DEVICE));
+                    }
                     // `atomic_rmw` alone updates HBM in place.
                     if o.dir == Dir::ReadWrite && ins.opcode != crate::ir::ops::Opcode::AtomicRmw {
                         return Err((slot, "an HBM access cannot accumulate"));
@@ -409,10 +442,31 @@ impl Checker<'_> {
                     if expr.start.uses_loops_from(depth) {
                         return Err((None, OUTSIDE));
                     }
+                    if device(&expr.start) {
+                        return Err((slot, DEVICE));
+                    }
                 }
                 OperandRef::Imm(_) => {}
             }
         }
         Ok(())
     }
+}
+
+/// A device loop's kind names registers of the file and a positive step, and its static trip
+/// is 1 (no index uses its variable); other loops name none.
+fn device_loop(kind: LoopKind, trip: Extent) -> Result<(), &'static str> {
+    let reg = |r: RegId| r.index() < MAX_REGISTERS;
+    let ok = match kind {
+        LoopKind::Affine | LoopKind::Sequential => return Ok(()),
+        LoopKind::Dynamic { var, upper, step } => reg(var) && reg(upper) && step > 0,
+        LoopKind::While { cond } => reg(cond),
+    };
+    if !ok {
+        return Err("a device loop's register index is out of range or its step is not positive");
+    }
+    if trip != Extent::Fixed(1) {
+        return Err("a device loop's static trip count is not 1");
+    }
+    Ok(())
 }

@@ -8,7 +8,8 @@ use core::fmt::Debug;
 use nki_lang::constraint::Computed;
 use nki_lang::{
     AccOut, Affine, AxisIndex, Bounded, CompiledProgram, Constraint, Dim, Dst, Extent, HbmAccess,
-    Instr, InstrData, Mask, MaskTerm, Pred, Scalar, Src, TileShape, TileView, Write,
+    Instr, InstrData, LoopKind, Mask, MaskTerm, Pred, RegSrc, Scalar, Src, TileShape, TileView,
+    Write,
 };
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
@@ -148,6 +149,22 @@ fn dim(d: Dim) -> TokenStream {
     }
 }
 
+fn loop_kind(k: LoopKind) -> TokenStream {
+    let ty = item("LoopKind");
+    match k {
+        LoopKind::Affine => quote!(#ty::Affine),
+        LoopKind::Sequential => quote!(#ty::Sequential),
+        LoopKind::Dynamic { var, upper, step } => {
+            let (var, upper) = (id("RegId", var.0), id("RegId", upper.0));
+            quote!(#ty::Dynamic { var: #var, upper: #upper, step: #step })
+        }
+        LoopKind::While { cond } => {
+            let cond = id("RegId", cond.0);
+            quote!(#ty::While { cond: #cond })
+        }
+    }
+}
+
 fn extent(e: Extent) -> TokenStream {
     let ty = item("Extent");
     match e {
@@ -279,7 +296,7 @@ fn instr(i: &Instr) -> TokenStream {
             var,
             end,
         } => {
-            let (kind, trip) = (variant("LoopKind", kind), extent(trip));
+            let (kind, trip) = (loop_kind(kind), extent(trip));
             quote!(#d::LoopBegin { kind: #kind, trip: #trip, var: #var, end: #end })
         }
         InstrData::LoopEnd { begin } => quote!(#d::LoopEnd { begin: #begin }),
@@ -465,6 +482,19 @@ fn instr(i: &Instr) -> TokenStream {
         InstrData::Seed { seed } => {
             let seed = id("ViewId", seed.0);
             quote!(#d::Seed { seed: #seed })
+        }
+        InstrData::Register { reg, src, tile } => {
+            let r = item("RegSrc");
+            let src = match src {
+                RegSrc::None => quote!(#r::None),
+                RegSrc::Imm(v) => quote!(#r::Imm(#v)),
+                RegSrc::Reg(x) => {
+                    let x = id("RegId", x.0);
+                    quote!(#r::Reg(#x))
+                }
+            };
+            let (reg, tile) = (id("RegId", reg.0), option(tile, |v| id("ViewId", v.0)));
+            quote!(#d::Register { reg: #reg, src: #src, tile: #tile })
         }
         InstrData::RangeSelect {
             dst: t,

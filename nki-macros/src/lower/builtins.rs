@@ -155,6 +155,18 @@ pub enum Special {
     TensorCopyDynamicSrc,
     /// `tensor_copy_dynamic_dst`
     TensorCopyDynamicDst,
+    /// `register_alloc(x)`
+    RegisterAlloc,
+    /// `register_move(dst, src)`
+    RegisterMove,
+    /// `register_load(dst, src)`
+    RegisterLoad,
+    /// `register_store(dst, src)`
+    RegisterStore,
+    /// `fori_loop(lower, upper, body, step)`
+    ForiLoop,
+    /// `while_loop(init, body)`
+    WhileLoop,
     /// `nl.rand(shape, dtype)`
     Rand,
     /// `nl.random_seed(seed)`
@@ -457,6 +469,12 @@ static TABLE: &[Builtin] = &[
     special(&["atomic_rmw"], Special::AtomicRmw),
     special(&["tensor_copy_dynamic_src"], Special::TensorCopyDynamicSrc),
     special(&["tensor_copy_dynamic_dst"], Special::TensorCopyDynamicDst),
+    special(&["register_alloc"], Special::RegisterAlloc),
+    special(&["register_move"], Special::RegisterMove),
+    special(&["register_load"], Special::RegisterLoad),
+    special(&["register_store"], Special::RegisterStore),
+    special(&["fori_loop"], Special::ForiLoop),
+    special(&["while_loop"], Special::WhileLoop),
     special(
         &["shared_constant", "shared_identity_matrix"],
         Special::SharedConstant,
@@ -625,10 +643,6 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "static_cast",
         "`static_cast` is not in the language: convert values with `copy(x, dtype = ...)` or an operation's `dtype`",
-    ),
-    (
-        "dynamic_range",
-        "`dynamic_range` (NKI 0.2+: loop bounds in registers read at run time) is not in the language: every loop here has a trip count known at launch (`affine_range(K / 128)`)",
     ),
 ];
 

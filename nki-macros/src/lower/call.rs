@@ -195,6 +195,18 @@ impl Lowerer<'_> {
             Special::AtomicRmw => self.atomic_rmw(args, span, dest),
             Special::TensorCopyDynamicSrc => self.tensor_copy_dynamic_src(args, span, dest),
             Special::TensorCopyDynamicDst => self.tensor_copy_dynamic_dst(args, span, dest),
+            Special::RegisterAlloc => match dest {
+                Dest::New(_) => self.register_alloc(args, span),
+                Dest::Into { .. } => self.error(
+                    span,
+                    "`register_alloc` makes a virtual register, not data: bind it with `let`",
+                ),
+            },
+            Special::RegisterMove => self.register_move(args, span),
+            Special::RegisterLoad => self.register_load(args, span),
+            Special::RegisterStore => self.register_store(args, span),
+            Special::ForiLoop => self.fori_loop(args, span),
+            Special::WhileLoop => self.while_loop(args, span),
             Special::Info => match dest {
                 Dest::New(_) => self.info(name, args, span),
                 Dest::Into { .. } => self.error(

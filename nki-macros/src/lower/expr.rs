@@ -115,6 +115,10 @@ impl Lowerer<'_> {
                 self.index(b, indices, *span)
             }
             Expr::Mgrid(ranges, span) => self.mgrid(ranges, *span),
+            Expr::Closure { span, .. } => self.error(
+                *span,
+                "a closure is a device loop's body: `fori_loop(lower, upper, |i| { .. })`, `while_loop(reg, |r| { ..; r })`",
+            ),
             Expr::If {
                 cond,
                 then,
@@ -1111,6 +1115,7 @@ fn number(v: &Value) -> f64 {
         | Value::Buffer(_)
         | Value::Cond(_)
         | Value::Code(_)
+        | Value::Reg(_)
         | Value::Unit
         | Value::Poison => f64::NAN,
     }

@@ -168,6 +168,8 @@ pub struct Lowerer<'e> {
     inlining: Vec<(String, u32)>,
     /// Unrolling passed [`MAX_INSTRS`] (reported once; every `static_range` stops).
     too_long: bool,
+    /// Virtual registers allocated so far (`register_alloc`, device loops).
+    registers: u16,
     /// `no_reorder!` blocks being lowered (only the outermost is recorded).
     no_reorder: usize,
     /// `#[kernel(strict_hardware)]`: refuse what NKI 0.3+ simulates but the device cannot
@@ -240,6 +242,7 @@ pub fn lower(kernel: &Kernel, instance: Option<&Instance>, errors: &mut Errors) 
         helpers: &kernel.helpers,
         inlining: Vec::new(),
         too_long: false,
+        registers: 0,
         no_reorder: 0,
         strict_hardware: kernel.strict_hardware,
     };
@@ -873,8 +876,8 @@ impl Lowerer<'_> {
         body: &Block,
     ) {
         if kind == IterKind::Dynamic {
-            let why = builtins::refused("dynamic_range").unwrap_or("`dynamic_range` is refused");
-            self.error(iter_span, why);
+            let range = (range.start, range.stop, range.step);
+            self.dynamic_range(var, range, iter_span, body);
             return;
         }
         let trip = range.stop;

@@ -244,6 +244,9 @@ pub enum Value {
     /// A bare name of an ALU operation, activation function or engine (`add`, `exp`,
     /// `vector`), read by the parameter it is passed to.
     Code(String),
+    /// A virtual register (`register_alloc`, a device loop's variable): a 32-bit integer
+    /// known at run time only.
+    Reg(nki_lang::RegId),
     /// The result of an operation that returns nothing (`store`).
     Unit,
     /// The result of an erroneous expression (already reported).
@@ -278,6 +281,7 @@ impl Value {
             Value::Buffer(_) => "a buffer",
             Value::Cond(_) => "a comparison of indices",
             Value::Code(_) => "the name of an operation",
+            Value::Reg(_) => "a virtual register (a value known at run time only)",
             Value::Unit => "nothing (the result of `store`)",
             Value::Poison => "an erroneous value",
         }

@@ -449,7 +449,7 @@ impl Lowerer<'_> {
             "ap" => {
                 let a = self.args(method, args, params_of(method), 1, span)?;
                 if let Some(e) = a[2].or(a[3]).or(a[4]) {
-                    self.error(e.span(), "`ap` takes a static `offset` here: `scalar_offset`, `vector_offset` and `indirect_dim` (offsets read at run time) are not accepted yet");
+                    self.error(e.span(), "`ap` takes a static `offset` here: `scalar_offset`, `vector_offset` and `indirect_dim` (offsets read at run time) are not accepted yet; a device loop's register reaches an index through a one-element tile: `register_store(i_sb, i)`, then `tensor_copy_dynamic_src(t[[ix, i_sb[[0, 0]] + iy]])`");
                     return None;
                 }
                 let pattern = self.ap_pattern(a[0]?)?;

@@ -267,8 +267,15 @@ fn parse_stmt_expr(e: &SynExpr, errors: &mut Errors) -> Option<Stmt> {
                 return None;
             };
             let kind = match &*call.func {
+                // `affine_range(n)` or `nl::affine_range(n)`: the iterator's own name.
                 SynExpr::Path(p) => {
-                    match p.path.get_ident().map(|i| i.unraw().to_string()).as_deref() {
+                    match p
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| s.ident.unraw().to_string())
+                        .as_deref()
+                    {
                         Some("affine_range") => IterKind::Affine,
                         Some("sequential_range") | Some("range") => IterKind::Sequential,
                         Some("static_range") => IterKind::Static,
@@ -376,7 +383,7 @@ fn iter_args(call: &syn::ExprCall, errors: &mut Errors) -> Option<IterArgs> {
 /// A loop iterator's start, stop and step.
 type IterArgs = (Option<Box<Expr>>, Expr, Option<Box<Expr>>);
 
-const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)` or `static_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
+const ITER_HELP: &str = "a kernel loops over `affine_range(n)`, `sequential_range(n)`, `static_range(n)` or `dynamic_range(n)` (each also `(start, stop)` and `(start, stop, step)`)";
 
 /// The operator of a compound assignment (`+=` → `+`), if `op` is one.
 fn compound_assign(op: &syn::BinOp) -> Option<BinOp> {
@@ -764,7 +771,7 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             }
         }
         SynExpr::While(_) | SynExpr::Loop(_) => {
-            errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)` or `static_range(n)`");
+            errors.push(span, "a kernel loops with `for _ in affine_range(n)`, `sequential_range(n)`, `static_range(n)` or `dynamic_range(n)`; a loop on a register's value is `nl::while_loop(reg, |r| { ..; r })`");
             return None;
         }
         SynExpr::Cast(c) => {
@@ -774,9 +781,37 @@ pub fn parse_expr(e: &SynExpr, errors: &mut Errors) -> Option<Expr> {
             );
             return None;
         }
-        SynExpr::Closure(_) => {
-            errors.push(span, "closures cannot appear in a kernel");
-            return None;
+        SynExpr::Closure(c) => {
+            let mut params = Vec::new();
+            for p in &c.inputs {
+                match p {
+                    Pat::Ident(p) => params.push(Some(p.ident.unraw())),
+                    Pat::Wild(_) => params.push(None),
+                    other => {
+                        errors.push(
+                            Span::of(other),
+                            "a device loop body's parameter is a plain name or `_`",
+                        );
+                        return None;
+                    }
+                }
+            }
+            let mut body = match &*c.body {
+                SynExpr::Block(b) => parse_block(&b.block, errors),
+                other => Block {
+                    stmts: Vec::new(),
+                    tail: Some(parse_expr(other, errors)?),
+                },
+            };
+            // A trailing `if` without `;` is a statement.
+            if let Some(Expr::If { .. }) = &body.tail {
+                body.stmts.extend(body.tail.take().map(Stmt::Expr));
+            }
+            Expr::Closure {
+                params,
+                body: Box::new(body),
+                span,
+            }
         }
         SynExpr::Return(_) => {
             errors.push(

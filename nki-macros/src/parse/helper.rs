@@ -189,6 +189,7 @@ fn expr_calls(e: &Expr, known: &dyn Fn(&str) -> bool, out: &mut Vec<Ident>) {
                 expr_calls(x, known, out);
             }
         }
+        Expr::Closure { body, .. } => unknown_calls(body, known, out),
         Expr::If {
             cond, then, els, ..
         } => {

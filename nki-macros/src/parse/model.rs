@@ -249,7 +249,7 @@ pub enum IterKind {
     Sequential,
     /// `static_range`: unrolled at compile time
     Static,
-    /// NKI 0.2's `dynamic_range` (bounds read at run time), which the lowering refuses
+    /// NKI's `dynamic_range` (bounds in registers read at run time): a device loop
     Dynamic,
 }
 
@@ -417,6 +417,16 @@ pub enum Expr {
     /// An expression that failed to parse (already reported): its value is erroneous, so that
     /// names bound to it cause no further errors.
     Error(Span),
+    /// `|i| { .. }`: a device loop's body (`fori_loop`, `while_loop`), the only place a closure
+    /// may appear.
+    Closure {
+        /// The parameters (`None` for `_`).
+        params: Vec<Option<Ident>>,
+        /// The body; its tail is `while_loop`'s next condition register.
+        body: Box<Block>,
+        /// Span of the whole closure.
+        span: Span,
+    },
     /// `if cond { .. } else { .. }` on a condition known at compile time (a meta-parameter, a
     /// constant): only the branch taken is compiled; its value is its block's tail.
     If {
@@ -449,6 +459,7 @@ impl Expr {
             | Expr::Field { span, .. }
             | Expr::Index { span, .. }
             | Expr::If { span, .. }
+            | Expr::Closure { span, .. }
             | Expr::Range { span, .. } => *span,
             Expr::Array(_, s) | Expr::Tuple(_, s) | Expr::Mgrid(_, s) | Expr::Error(s) => *s,
         }

@@ -18,8 +18,8 @@ pub(crate) mod reference;
 use core::ops::ControlFlow;
 
 use nki_lang::{
-    Alu, Engine, Instr, InstrData, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Opcode, Pred, VarValues,
-    Write,
+    Alu, Engine, Instr, InstrData, LoopKind, MAX_LOOP_DEPTH, MAX_PIDS, MAX_VARS, Opcode, Pred,
+    VarValues, Write,
 };
 use thiserror::Error;
 
@@ -327,6 +327,11 @@ pub(crate) struct Frame {
     pub trips: [i64; MAX_LOOP_DEPTH],
     /// Number of open loops.
     pub depth: usize,
+    /// The instance's virtual registers.
+    pub regs: crate::registers::Registers,
+    /// Each open device loop's lower bound (by depth): its iteration register is
+    /// `base + k·step` in iteration `k`.
+    pub bases: [i64; MAX_LOOP_DEPTH],
 }
 
 impl Frame {
@@ -338,6 +343,8 @@ impl Frame {
             vars,
             trips: [0; MAX_LOOP_DEPTH],
             depth: 0,
+            regs: [0; nki_lang::MAX_REGISTERS],
+            bases: [0; MAX_LOOP_DEPTH],
         }
     }
 }
@@ -366,6 +373,36 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     while pc < stop {
         let Some(ins) = instrs.get(pc) else { break };
         match ins.data {
+            InstrData::LoopBegin {
+                kind: kind @ (LoopKind::Dynamic { .. } | LoopKind::While { .. }),
+                end,
+                ..
+            } => {
+                // A device loop: its trip count is in registers, which only a run that
+                // computes has.
+                let n = if obs.computes() {
+                    device_trips(f, kind)
+                } else {
+                    Err("a device loop's trip count is data, which this run does not compute (the schedule check's recording cannot follow device loops)".to_string())
+                };
+                let n = n.map_err(|what| ExecError {
+                    kernel: p.name().to_string(),
+                    instr: pc,
+                    mnemonic: ins.mnemonic(),
+                    line: ins.line,
+                    what,
+                })?;
+                if n <= 0 {
+                    pc = end as usize + 1;
+                    continue;
+                }
+                if let LoopKind::Dynamic { var, .. } = kind {
+                    f.bases[f.depth] = i64::from(crate::registers::get(&f.regs, var));
+                }
+                f.trips[f.depth] = n;
+                f.vars[MAX_PIDS + f.depth] = 0;
+                f.depth += 1;
+            }
             InstrData::LoopBegin { trip, end, .. } => {
                 let t = trip.eval(&syms);
                 let n = i64::try_from(t).unwrap_or(i64::MAX);
@@ -384,6 +421,49 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             InstrData::LoopEnd { begin } => {
                 let d = f.depth - 1;
                 f.vars[MAX_PIDS + d] += 1;
+                let device = match instrs.get(begin as usize).map(|i| i.data) {
+                    Some(InstrData::LoopBegin { kind, .. }) if kind.is_device() => Some(kind),
+                    _ => None,
+                };
+                if let Some(kind) = device {
+                    // The next iteration's register, or the end of the loop.
+                    let k = f.vars[MAX_PIDS + d];
+                    let more = match kind {
+                        LoopKind::Dynamic { var, step, .. } => {
+                            let v = f.bases[d].saturating_add(k.saturating_mul(i64::from(step)));
+                            if k < f.trips[d] {
+                                // Below the upper bound, which is an i32.
+                                crate::registers::set(&mut f.regs, var, v as i32);
+                            }
+                            k < f.trips[d]
+                        }
+                        LoopKind::While { cond } => {
+                            let c = crate::registers::get(&f.regs, cond);
+                            if c != 0 && k >= nki_lang::MAX_DEVICE_TRIPS {
+                                return Err(ExecError {
+                                    kernel: p.name().to_string(),
+                                    instr: pc,
+                                    mnemonic: ins.mnemonic(),
+                                    line: ins.line,
+                                    what: crate::registers::while_runaway(cond, c),
+                                });
+                            }
+                            c != 0
+                        }
+                        LoopKind::Affine | LoopKind::Sequential => false,
+                    };
+                    if more {
+                        if !b.meter.charge(core::mem::take(&mut executed)) {
+                            return Err(stopped(b, pc, ins));
+                        }
+                        pc = begin as usize + 1;
+                        continue;
+                    }
+                    f.vars[MAX_PIDS + d] = 0;
+                    f.depth = d;
+                    pc += 1;
+                    continue;
+                }
                 if f.vars[MAX_PIDS + d] < f.trips[d] {
                     if !b.meter.charge(core::mem::take(&mut executed)) {
                         return Err(stopped(b, pc, ins));
@@ -423,6 +503,39 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 }
                 f.vars[MAX_PIDS + d] = 0;
                 f.depth = d;
+            }
+            // A register instruction runs on the instance's register file: shown to the
+            // observer like any instruction, never to a host plan.
+            InstrData::Register { src, .. } => {
+                executed += 1;
+                count += 1;
+                if crate::operand::resolve_into(b, ins, &f.vars, sbuf_stride, &mut resolved) {
+                    let memory = OnChip::of(e);
+                    let seen = obs.before_on(pc, ins, &resolved, &f.vars, memory);
+                    if let ControlFlow::Break(what) = seen {
+                        return Err(ExecError {
+                            kernel: p.name().to_string(),
+                            instr: pc,
+                            mnemonic: ins.mnemonic(),
+                            line: ins.line,
+                            what,
+                        });
+                    }
+                    // A run that does not compute still moves registers (no memory read).
+                    if obs.computes() || src != nki_lang::RegSrc::None {
+                        let sbuf = e.sbuf.bytes_mut();
+                        crate::registers::step(&mut f.regs, ins.data, &resolved, sbuf).map_err(
+                            |what| ExecError {
+                                kernel: p.name().to_string(),
+                                instr: pc,
+                                mnemonic: ins.mnemonic(),
+                                line: ins.line,
+                                what,
+                            },
+                        )?;
+                    }
+                    obs.after(pc, ins);
+                }
             }
             InstrData::Dma { .. }
             | InstrData::Unary { .. }
@@ -485,7 +598,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Seed { .. }
                         | InstrData::RangeSelect { .. }
                         | InstrData::Shuffle { .. }
-                        | InstrData::Nonzero { .. } => Ok(()),
+                        | InstrData::Nonzero { .. }
+                        | InstrData::Register { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
                         return Err(ExecError {
@@ -534,6 +648,20 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
     match instrs.get(pc.saturating_sub(1)) {
         Some(last) if !b.meter.charge(executed) => Err(stopped(b, pc - 1, last)),
         _ => Ok(count),
+    }
+}
+
+/// The trip count of the device loop `kind` from the instance's registers: `fori_loop`'s as
+/// Python's `range` counts it, a `while_loop`'s `i64::MAX` (it ends when its condition
+/// register is 0) or 0 when its condition is 0 already; or what is wrong with the registers.
+fn device_trips(f: &Frame, kind: LoopKind) -> Result<i64, String> {
+    let get = |r| crate::registers::get(&f.regs, r);
+    match kind {
+        LoopKind::Dynamic { var, upper, step } => {
+            crate::registers::fori_trips(get(var), get(upper), step)
+        }
+        LoopKind::While { cond } => Ok(if get(cond) != 0 { i64::MAX } else { 0 }),
+        LoopKind::Affine | LoopKind::Sequential => Ok(0),
     }
 }
 
@@ -712,6 +840,8 @@ pub(crate) fn execute(
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);
         }
         // The checks match every opcode with its format; loop control never gets here.
+        // The interpreter runs register instructions on the instance's registers.
+        (Opcode::RegisterMove | Opcode::RegisterLoad | Opcode::RegisterStore, _) => {}
         (
             Opcode::LoopBegin
             | Opcode::LoopEnd

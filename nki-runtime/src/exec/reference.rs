@@ -246,6 +246,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
                 ..
             },
         ) => activate2(m, ops, op, rev, func, reduce),
+        // The interpreter runs register instructions on the instance's registers.
+        (Opcode::RegisterMove | Opcode::RegisterLoad | Opcode::RegisterStore, _) => {}
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (

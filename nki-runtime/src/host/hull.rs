@@ -94,7 +94,8 @@ fn each_output_access(
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;
                 }

@@ -252,11 +252,13 @@ fn plan(
     }
     // The random number generator counts its calls in program order: a body that draws
     // numbers or seeds the generator runs serially.
-    let draws = p
-        .instrs()
-        .get(begin..end)?
-        .iter()
-        .any(|ins| matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. }));
+    let draws = p.instrs().get(begin..end)?.iter().any(|ins| {
+        // Registers and device loops run in program order too.
+        matches!(
+            ins.data,
+            InstrData::Rng { .. } | InstrData::Seed { .. } | InstrData::Register { .. }
+        ) || matches!(ins.data, InstrData::LoopBegin { kind, .. } if kind.is_device())
+    });
     if draws {
         return None;
     }
@@ -302,6 +304,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
     let mut pc = 0;
     while let Some(ins) = b.program.instrs().get(pc) {
         match ins.data {
+            // A device loop's body runs in program order.
+            InstrData::LoopBegin { kind, end, .. } if kind.is_device() => pc = end as usize,
             InstrData::LoopBegin { trip, end, .. } => {
                 let n = trip.eval(&b.syms);
                 if plan(b, &f, (pc, end as usize), n).is_some() {
@@ -338,7 +342,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {}
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => {}
         }
         pc = pc.saturating_add(1);
     }

@@ -41,6 +41,7 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Prefix
         | Deps::Row => true,
         Deps::Control
+        | Deps::Register
         | Deps::AffineSelect
         | Deps::Contraction
         | Deps::Transpose

@@ -45,7 +45,7 @@ fn ordered(loops: &[Vec<(u32, LoopKind)>], a: &Step, b: &Step, both_accumulate: 
         }
         if a.vars[MAX_PIDS + d] != b.vars[MAX_PIDS + d] {
             return match x.1 {
-                LoopKind::Sequential => true,
+                LoopKind::Sequential | LoopKind::Dynamic { .. } | LoopKind::While { .. } => true,
                 LoopKind::Affine => both_accumulate,
             };
         }

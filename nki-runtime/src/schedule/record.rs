@@ -182,7 +182,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => out.push(stack.clone()),
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => out.push(stack.clone()),
         }
     }
     out

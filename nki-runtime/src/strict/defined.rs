@@ -162,7 +162,8 @@ impl Strict<'_> {
         match instr.opcode.info().deps {
             // `random_seed` writes no memory (and strict launches refuse an undefined seed
             // before it runs).
-            Deps::Control | Deps::Seed => {}
+            // `register_store`'s element is the register's value: defined.
+            Deps::Control | Deps::Seed | Deps::Register => {}
             // An indirect DMA is checked one partition at a time (`super::indirect`), each a
             // move of one HBM row.
             Deps::Move | Deps::Indirect => {
@@ -244,7 +245,8 @@ impl Strict<'_> {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::LocalGather { .. }
-                    | InstrData::Nonzero { .. } => None,
+                    | InstrData::Nonzero { .. }
+                    | InstrData::Register { .. } => None,
                 };
                 let holds = |t: &Index| {
                     predicate.is_none_or(|(r, s, cmp): (Resolved, _, Cmp)| {
@@ -726,6 +728,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Indirect
         | Deps::Gather
         | Deps::Seed
+        | Deps::Register
         | Deps::Permute
         | Deps::Shuffle
         | Deps::LocalGather

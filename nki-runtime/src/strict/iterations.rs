@@ -90,7 +90,8 @@ impl Iterations {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::LocalGather { .. }
-                    | InstrData::Nonzero { .. } => {}
+                    | InstrData::Nonzero { .. }
+                    | InstrData::Register { .. } => {}
                 }
                 outer
             })

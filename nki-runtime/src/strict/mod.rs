@@ -275,7 +275,8 @@ impl<'p> Strict<'p> {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => None,
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => None,
         }
     }
 
@@ -366,7 +367,8 @@ impl<'p> Strict<'p> {
             return None;
         };
         match self.loop_at(begin)? {
-            (LoopKind::Sequential, ..) => None,
+            // Device loops run their iterations in order, as `sequential_range`.
+            (LoopKind::Sequential | LoopKind::Dynamic { .. } | LoopKind::While { .. }, ..) => None,
             (LoopKind::Affine, ..) => Some(Fault::Race {
                 begin,
                 wrote,
@@ -845,10 +847,13 @@ impl Strict<'_> {
         // of one is the error.
         // `random_seed` writes no memory, but what it reads seeds the generator: like a store,
         // it may read no unwritten or undefined element.
-        let propagates = instr.opcode.info().deps != nki_lang::Deps::Seed
-            && !operands
-                .iter()
-                .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
+        // `register_load` likewise: the register decides device loops' trip counts.
+        let propagates = !matches!(
+            instr.opcode.info().deps,
+            nki_lang::Deps::Seed | nki_lang::Deps::Register
+        ) && !operands
+            .iter()
+            .any(|r| r.dir.writes() && matches!(r.loc, Loc::Hbm(_)));
         let mut undefined = false;
         // Sources first: an instruction that reads what another iteration wrote and writes it
         // back is reported for the read.

@@ -207,6 +207,9 @@ pub(crate) fn folded_memsets(program: &Program<'_>) -> Vec<bool> {
 const fn rotating_loop(kind: LoopKind) -> bool {
     match kind {
         LoopKind::Affine | LoopKind::Sequential => true,
+        // A device loop's body is allocated once and reused by every iteration (NKI's
+        // dynamic loops guide): its tiles do not rotate.
+        LoopKind::Dynamic { .. } | LoopKind::While { .. } => false,
     }
 }
 
@@ -249,7 +252,8 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
                         OperandRef::View(v) => v,
@@ -331,10 +335,14 @@ pub(crate) fn hoisted_instructions(program: &Program<'_>) -> Vec<Option<usize>> 
     for (pc, ins) in instrs.iter().enumerate() {
         match ins.data.loop_control() {
             Some(LoopControl::Begin { trip, end }) => {
-                let many = match trip {
-                    Extent::Fixed(n) => n > 1,
-                    Extent::Sym { .. } => true,
-                };
+                // A device loop's static trip is 1, but it may run any number of times.
+                let device =
+                    matches!(ins.data, InstrData::LoopBegin { kind, .. } if kind.is_device());
+                let many = device
+                    || match trip {
+                        Extent::Fixed(n) => n > 1,
+                        Extent::Sym { .. } => true,
+                    };
                 let mut writers = vec![0u32; program.tiles().len()];
                 for other in &instrs[pc + 1..end as usize] {
                     for t in written(other) {
@@ -531,7 +539,8 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => false,
+            | InstrData::Nonzero { .. }
+            | InstrData::Register { .. } => false,
         });
         if copy_pc != pc || !broadcast {
             continue;

@@ -179,6 +179,11 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
     // Vector engine cycles of an instruction with `n` elements, per its formula.
     let cycles = match ins.opcode {
         Opcode::LoopBegin | Opcode::LoopEnd => return None,
+        // A sequencer's register move: one cycle (the model's estimate; AWS publishes none).
+        Opcode::RegisterMove => 1,
+        // A sequencer's one-element SBUF access: the minimum instruction interval of an
+        // engine's access (the model's estimate; AWS publishes none).
+        Opcode::RegisterLoad | Opcode::RegisterStore => min_ii,
         Opcode::Load
         | Opcode::Store
         | Opcode::LoadTranspose2d
@@ -245,7 +250,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::LocalGather { .. }
-                    | InstrData::Nonzero { .. } => false,
+                    | InstrData::Nonzero { .. }
+                    | InstrData::Register { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
                 if zero && dst_half { mi(n / 2) } else { mi(n) }
@@ -669,6 +675,9 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         // Not transfers: `cost` gives them no DMA work.
         Opcode::LoopBegin
         | Opcode::LoopEnd
+        | Opcode::RegisterMove
+        | Opcode::RegisterLoad
+        | Opcode::RegisterStore
         | Opcode::Matmul
         | Opcode::Transpose
         | Opcode::TensorCopy

@@ -71,7 +71,7 @@ use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use nki_lang::DType;
+use nki_lang::{DType, Program};
 use thiserror::Error;
 
 pub use bench::{Benchmark, BenchmarkResult, Latency};
@@ -285,6 +285,12 @@ impl Timing {
         self.run_bound(core, bound)
     }
 
+    /// Whether a timed run of `program` executes the arithmetic: in [`Mode::Compute`], and
+    /// always for a program with device loops, whose trip counts are data.
+    fn computes(&self, program: &Program<'_>) -> bool {
+        self.mode == Mode::Compute || program.has_device_loops()
+    }
+
     /// Times one launch of a bound kernel (its grid is the binding's).
     pub fn run_bound(
         &self,
@@ -302,7 +308,7 @@ impl Timing {
             program,
             self.params_for(core),
             self.detail,
-            self.mode == Mode::Compute,
+            self.computes(program),
             core.sbuf().partition_stride(),
             bytes,
         )
@@ -342,7 +348,7 @@ impl Timing {
         let (inputs, mut outputs) = ph.bind();
         let result = f(&inputs, &mut outputs);
         drop((inputs, outputs));
-        if self.mode == Mode::TimingOnly {
+        if !self.computes(kernel.program()) {
             ph.recycle();
         }
         result

@@ -20,6 +20,7 @@ mod infer;
 mod local_gather;
 mod nonzero;
 mod range_select;
+mod register;
 mod rng;
 mod sequence_bounds;
 mod shuffle;
@@ -84,6 +85,8 @@ pub enum Format {
     Nonzero,
     /// [`InstrData::Act2`]
     Act2,
+    /// [`InstrData::Register`]
+    Register,
 }
 
 impl Format {
@@ -114,6 +117,7 @@ impl Format {
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
             InstrData::Act2 { .. } => Format::Act2,
+            InstrData::Register { .. } => Format::Register,
         }
     }
 }
@@ -260,6 +264,11 @@ pub enum Deps {
     /// place and the count all do); it writes no other partition, whose elements keep what
     /// they held (unwritten in a new tile).
     Nonzero,
+    /// The register instructions: `register_move` touches no memory; `register_load` writes
+    /// no memory, but the register (and the device loops that read it) depends on the element
+    /// read, so strict launches refuse an unwritten or undefined one, as for a seed;
+    /// `register_store`'s element is the register's value, always defined.
+    Register,
 }
 
 /// The shape/dtype rule of an opcode: given what is known of its operands, the result's
@@ -1130,6 +1139,42 @@ opcodes! {
         deps: Elementwise,
         accumulates: false,
     }
+    /// `register_move`: a virtual register becomes an immediate or another register's value
+    /// (a sequencer instruction; no memory operand).
+    RegisterMove {
+        name: "register_move",
+        format: Register,
+        engines: &[Engine::Sync],
+        operands: &[],
+        infer: register::register_move,
+        maskable: No,
+        deps: Register,
+        accumulates: false,
+    }
+    /// `register_load`: a virtual register becomes the value of a one-element integer SBUF
+    /// tile (sign- or zero-extended to 32 bits). Writes no tile.
+    RegisterLoad {
+        name: "register_load",
+        format: Register,
+        engines: &[Engine::Sync],
+        operands: &[slot("", Dir::Write, &[]), slot("src", Dir::Read, SBUF)],
+        infer: register::register_load,
+        maskable: No,
+        deps: Register,
+        accumulates: false,
+    }
+    /// `register_store`: a one-element integer SBUF tile becomes a virtual register's value
+    /// (its low bits for a narrower type).
+    RegisterStore {
+        name: "register_store",
+        format: Register,
+        engines: &[Engine::Sync],
+        operands: &[slot("dst", Dir::Write, SBUF)],
+        infer: register::register_store,
+        maskable: No,
+        deps: Register,
+        accumulates: false,
+    }
 }
 
 impl Opcode {
@@ -1203,11 +1248,13 @@ mod tests {
                 Deps::Shuffle => info.format == Format::Shuffle,
                 Deps::LocalGather => info.format == Format::LocalGather,
                 Deps::Nonzero => info.format == Format::Nonzero,
+                Deps::Register => info.format == Format::Register,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);
-            // Loop control has no operands; everything else writes its slot 0 or a tensor.
+            // Loop control and `register_move` have no operands; everything else writes its
+            // slot 0 or a tensor.
             assert_eq!(
-                info.deps == Deps::Control,
+                info.deps == Deps::Control || op == Opcode::RegisterMove,
                 info.operands.is_empty(),
                 "{}",
                 info.name

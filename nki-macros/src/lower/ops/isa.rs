@@ -658,7 +658,8 @@ impl Lowerer<'_> {
                 | Format::RangeSelect
                 | Format::Shuffle
                 | Format::LocalGather
-                | Format::Nonzero => unreachable!("{} is lowered by hand", info.name),
+                | Format::Nonzero
+                | Format::Register => unreachable!("{} is lowered by hand", info.name),
             }
         };
         let mut options = c.options;

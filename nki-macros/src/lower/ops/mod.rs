@@ -5,6 +5,7 @@ mod atomic_rmw;
 mod constant;
 mod create;
 mod cumulative;
+mod device_loop;
 mod dma;
 mod dyncopy;
 mod elementwise;
