@@ -1067,6 +1067,24 @@ impl ProgramBuilder {
         self.op(Opcode::RangeSelect, data, None, None)
     }
 
+    /// `quantize_mx`: `src` (fp16/bf16) quantized to MXFP8 in `dst` (`float8_e5m2_x4` or
+    /// `float8_e4m3fn_x4`), one E8M0 scale per group of 8 partitions × 4 values in `scale`
+    /// (at partition [`crate::mx_scale_partition`] of the group).
+    pub fn quantize_mx(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        scale: TileId,
+    ) -> Result<(), BuildError> {
+        let (dst, src, scale) = (self.whole(dst)?.0, self.whole(src)?.0, self.whole(scale)?.0);
+        let data = InstrData::QuantizeMx {
+            dst: Dst::overwrite(dst),
+            src,
+            scale,
+        };
+        self.op(Opcode::QuantizeMx, data, None, None)
+    }
+
     /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` becomes
     /// partition `mask[i]` of the same quadrant of `src`, or stays as it was where `mask[i]` is
     /// [`crate::SHUFFLE_KEEP`].

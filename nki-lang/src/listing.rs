@@ -550,6 +550,13 @@ impl<'a> Line<'a, '_> {
                 )?;
                 self.reduce(f, acc)
             }
+            InstrData::QuantizeMx { dst, src, scale } => write!(
+                f,
+                "{} quantize_mx({}, scale -> {})",
+                self.dst(&dst, "<-"),
+                self.view(src),
+                self.view(scale)
+            ),
             InstrData::Shuffle { dst, src, mask } => {
                 let entries: Vec<String> = mask
                     .iter()

@@ -866,7 +866,10 @@ pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(
         | DType::U8
         | DType::U16
         | DType::U32
-        | DType::Bool) => Err(RuleViolation::WrongDType {
+        | DType::Bool
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4) => Err(RuleViolation::WrongDType {
             op: "nc_matmul",
             operand,
             expected: "bf16, f16 or f32",

@@ -237,6 +237,7 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Seed { .. }
         | InstrData::RangeSelect { .. }
         | InstrData::Shuffle { .. }
+        | InstrData::QuantizeMx { .. }
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. } => None,
     }

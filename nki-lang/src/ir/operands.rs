@@ -227,6 +227,13 @@ impl Operands {
                 o.put(3, OperandRef::View(bounds[1]), Dir::Read);
                 o.acc(acc);
             }
+            InstrData::QuantizeMx { dst, src, scale } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                // Written on the partitions of its groups' scales only: the others keep their
+                // old value.
+                o.put(2, OperandRef::View(scale), Dir::ReadWrite);
+            }
             InstrData::Shuffle { dst, src, mask } => {
                 o.dst(dst);
                 // A partition left unmodified keeps the destination's old value.

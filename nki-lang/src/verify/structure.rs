@@ -222,6 +222,7 @@ impl Checker<'_> {
                 | InstrData::Seed { .. }
                 | InstrData::RangeSelect { .. }
                 | InstrData::Shuffle { .. }
+                | InstrData::QuantizeMx { .. }
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {

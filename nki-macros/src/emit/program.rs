@@ -480,6 +480,10 @@ fn instr(i: &Instr) -> TokenStream {
             let a = acc(a);
             quote!(#d::RangeSelect { dst: #t, on_true: #o, bounds: [#b0, #b1], cmp: [#c0, #c1], start: #start, acc: #a })
         }
+        InstrData::QuantizeMx { dst: t, src, scale } => {
+            let (t, s, c) = (dst(t), id("ViewId", src.0), id("ViewId", scale.0));
+            quote!(#d::QuantizeMx { dst: #t, src: #s, scale: #c })
+        }
         InstrData::Shuffle { dst: t, src, mask } => {
             let (t, s) = (dst(t), id("ViewId", src.0));
             quote!(#d::Shuffle { dst: #t, src: #s, mask: [#(#mask),*] })

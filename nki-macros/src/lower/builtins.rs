@@ -167,6 +167,8 @@ pub enum Special {
     RangeSelect,
     /// `nc_stream_shuffle`
     NcStreamShuffle,
+    /// `quantize_mx`
+    QuantizeMx,
     /// `local_gather`
     LocalGather,
     /// `tensor_scalar_cumulative`
@@ -463,6 +465,7 @@ static TABLE: &[Builtin] = &[
     ),
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
+    special(&["quantize_mx"], Special::QuantizeMx),
     special(&["local_gather"], Special::LocalGather),
     special(
         &["tensor_scalar_cumulative"],

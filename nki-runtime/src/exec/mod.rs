@@ -444,6 +444,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 let vars = &f.vars;
@@ -485,6 +486,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Seed { .. }
                         | InstrData::RangeSelect { .. }
                         | InstrData::Shuffle { .. }
+                        | InstrData::QuantizeMx { .. }
                         | InstrData::Nonzero { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -685,6 +687,7 @@ pub(crate) fn execute(
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
+            | Opcode::QuantizeMx
             | Opcode::LocalGather
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative

@@ -46,6 +46,7 @@
 
 mod cumulative;
 mod local_gather;
+mod mx;
 mod nonzero;
 mod range_select;
 mod select_reduce;
@@ -222,6 +223,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::NcStreamShuffle, InstrData::Shuffle { mask, .. }) => {
             shuffle::nc_stream_shuffle(m, ops, mask)
         }
+        (Opcode::QuantizeMx, _) => mx::quantize_mx(m, ops),
         (Opcode::LocalGather, InstrData::LocalGather { elems, valid, .. }) => {
             local_gather::local_gather(m, ops, elems, valid)
         }
@@ -959,6 +961,9 @@ fn width_mask(dtype: DType) -> u32 {
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
         | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4
         | DType::I32
         | DType::U8
         | DType::U16

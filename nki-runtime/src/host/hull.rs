@@ -93,6 +93,7 @@ fn each_output_access(
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {

@@ -337,6 +337,7 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {}
         }

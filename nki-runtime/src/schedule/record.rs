@@ -181,6 +181,7 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => out.push(stack.clone()),
         }

@@ -89,6 +89,7 @@ impl Iterations {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
+                    | InstrData::QuantizeMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. } => {}
                 }

@@ -274,6 +274,7 @@ impl<'p> Strict<'p> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => None,
         }

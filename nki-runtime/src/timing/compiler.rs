@@ -248,6 +248,7 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 for o in ins.operands() {
@@ -530,6 +531,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => false,
         });

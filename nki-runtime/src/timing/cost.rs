@@ -244,6 +244,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
+                    | InstrData::QuantizeMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. } => false,
                 };
@@ -371,6 +372,11 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::RangeSelect => mi(n),
         // max(MIN_II, N), N the elements per partition [ISA] (the same table).
         Opcode::NcStreamShuffle => mi(n),
+        // max(MIN_II, N/4), N the source's elements per partition: NKI's Trn3 guide says the
+        // Vector engine quantizes four input elements per partition per cycle; no MIN_II or
+        // fixed overhead is published for it (assumed as the other Vector instructions').
+        // The destination has N/4 x4 elements.
+        Opcode::QuantizeMx => mi(n),
         // 150 + (valid indices × elements per index) / C [ISA]; the source gives no C: taken
         // as 1, as `iota`'s 150 + N (N the destination's elements per partition).
         Opcode::LocalGather => gpsimd(n, p),
@@ -699,6 +705,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Dropout
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
+        | Opcode::QuantizeMx
         | Opcode::LocalGather
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative

@@ -657,6 +657,7 @@ impl Lowerer<'_> {
                 | Format::Seed
                 | Format::RangeSelect
                 | Format::Shuffle
+                | Format::QuantizeMx
                 | Format::LocalGather
                 | Format::Nonzero => unreachable!("{} is lowered by hand", info.name),
             }

@@ -1,0 +1,109 @@
+//! The rules of NeuronCore-v4's MX (microscaling) instructions: `quantize_mx` (Vector engine).
+
+use super::infer::{Blame, InferIn, Inferred, not_on_target, tile};
+use crate::dtype::DType;
+use crate::ir::{MX_GROUP_FREE, MX_GROUP_PARTITIONS, mx_scale_partition};
+use crate::rules::RuleViolation;
+use crate::target::{Memory, PARTITIONS, Target};
+
+/// A shape rule of an MX instruction broken by operand `slot`.
+fn shape(x: &InferIn<'_>, slot: usize, expected: &'static str) -> Blame {
+    x.blame(
+        slot,
+        RuleViolation::OperandKind {
+            op: x.info().name,
+            operand: x.info().operands[slot].name,
+            expected,
+        },
+    )
+}
+
+/// The partitions an MX scale tile needs for data of `parts` partitions: the scale of group
+/// `i` (partitions `8i … 8i+7`) lives on partition [`mx_scale_partition`]`(i)` of the scale
+/// tile, so `parts / 8` partitions up to 32 data partitions, and `32·(q − 1) + 4` for `q`
+/// quadrants of data.
+pub fn mx_scale_partitions_needed(parts: u32) -> u32 {
+    let groups = (parts as usize).div_ceil(MX_GROUP_PARTITIONS);
+    match groups.checked_sub(1) {
+        Some(last) => u32::try_from(mx_scale_partition(last) + 1).unwrap_or(u32::MAX),
+        None => 0,
+    }
+}
+
+/// Checks an MX scale operand (slot `slot`) for data of `parts` partitions and `free` x4
+/// elements per partition: `float8_e8m0fnu` or `uint8`, as many free elements as the data,
+/// at least [`mx_scale_partitions_needed`] partitions.
+pub(super) fn check_scale(
+    x: &InferIn<'_>,
+    slot: usize,
+    parts: u32,
+    free: u64,
+) -> Result<(), Blame> {
+    let s = *tile(x, slot)?;
+    if !matches!(s.dtype, DType::F8E8M0Fnu | DType::U8) {
+        return Err(x.wrong_dtype(slot, "float8_e8m0fnu or uint8", s.dtype));
+    }
+    if s.shape.free_elems() != free {
+        return Err(shape(
+            x,
+            slot,
+            "a scale tile with one element per x4 element of a partition of the data (F // 4 of the unpacked data)",
+        ));
+    }
+    if s.shape.partitions() < mx_scale_partitions_needed(parts) {
+        return Err(shape(
+            x,
+            slot,
+            "a scale tile with the group of partitions 8i … 8i+7 at partition 32·(i / 4) + i % 4: P / 8 partitions for up to 32 data partitions, 32·(P / 32 − 1) + 4 or more beyond",
+        ));
+    }
+    Ok(())
+}
+
+/// `quantize_mx(dst, src, dst_scale)`: NeuronCore-v4 (trn3) only; every operand in SBUF;
+/// `src` float16 or bfloat16 with a multiple of 32 partitions (at most 128) and a multiple of
+/// 4 elements per partition; `dst` `float8_e5m2_x4` or `float8_e4m3fn_x4` with `src`'s
+/// partitions and a quarter of its elements per partition; `dst_scale` as
+/// [`check_scale`]. No result: the instruction writes its given destinations.
+pub(super) fn quantize_mx(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    if x.target != Target::Trn3 {
+        return Err(not_on_target(x, "NeuronCore-v4 (trn3)"));
+    }
+    let (dst, src) = (*tile(x, 0)?, *tile(x, 1)?);
+    if !matches!(src.dtype, DType::F16 | DType::Bf16) {
+        return Err(x.wrong_dtype(1, "float16 or bfloat16", src.dtype));
+    }
+    if !matches!(dst.dtype, DType::F8E5M2X4 | DType::F8E4M3FnX4) {
+        return Err(x.wrong_dtype(
+            0,
+            "float8_e5m2_x4 or float8_e4m3fn_x4 (quantize_mx has no fp4 output)",
+            dst.dtype,
+        ));
+    }
+    let parts = src.shape.partitions();
+    if !parts.is_multiple_of(32) || parts > PARTITIONS {
+        return Err(shape(x, 1, "a tile of 32, 64, 96 or 128 partitions"));
+    }
+    let free = src.shape.free_elems();
+    if !free.is_multiple_of(MX_GROUP_FREE as u64) {
+        return Err(shape(
+            x,
+            1,
+            "a tile with a multiple of 4 elements per partition",
+        ));
+    }
+    if dst.shape.partitions() != parts || dst.shape.free_elems() != free / MX_GROUP_FREE as u64 {
+        return Err(shape(
+            x,
+            0,
+            "src's partitions and a quarter of its elements per partition (four values per x4 element)",
+        ));
+    }
+    check_scale(x, 2, parts, free / MX_GROUP_FREE as u64)?;
+    Ok(Some(Inferred {
+        shape: dst.shape,
+        dtype: dst.dtype,
+        fixed_dtype: true,
+        memories: &[Memory::Sbuf],
+    }))
+}
