@@ -4608,7 +4608,15 @@ fn quantize_mx_ref(x: &Array2<f64>, lane: DType) -> (Array2<f64>, Array2<f64>) {
                 let mut w = 0u32;
                 for l in 0..4 {
                     let q = x[[8 * i + r, 4 * g + l]] * 2f64.powi(127 - code);
-                    let c = encode(lane, rounded_into(lane, q as f32)).expect("a lane value");
+                    // (A zero keeps its sign: `rounded_into`'s search would pick −0 for +0.)
+                    let r = if q == 0.0 {
+                        q
+                    } else if lane == DType::F8E4M3Fn {
+                        ocp_round(lane, q)
+                    } else {
+                        rounded_into(lane, q as f32)
+                    };
+                    let c = encode(lane, r).expect("a lane value");
                     w |= c << (8 * l);
                 }
                 words[[8 * i + r, g]] = f64::from(w);
