@@ -101,6 +101,7 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.

@@ -550,6 +550,20 @@ impl<'a> Line<'a, '_> {
                 )?;
                 self.reduce(f, acc)
             }
+            InstrData::MatmulMx {
+                dst,
+                stationary,
+                moving,
+                scales,
+            } => write!(
+                f,
+                "{} matmul_mx({} * {}, {} * {})",
+                self.dst(&dst, "<-"),
+                self.view(stationary),
+                self.view(scales[0]),
+                self.view(moving),
+                self.view(scales[1])
+            ),
             InstrData::QuantizeMx { dst, src, scale } => write!(
                 f,
                 "{} quantize_mx({}, scale -> {})",

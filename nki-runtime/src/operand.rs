@@ -238,6 +238,7 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::RangeSelect { .. }
         | InstrData::Shuffle { .. }
         | InstrData::QuantizeMx { .. }
+        | InstrData::MatmulMx { .. }
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. } => None,
     }

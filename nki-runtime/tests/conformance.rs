@@ -20,8 +20,8 @@ use nki_lang::{
     Memory, Opcode, Pred, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
 use nki_runtime::{
-    Bool, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn, HbmOut, Isa, Kernel, NeuronCore,
-    Tf32,
+    Bool, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn,
+    HbmOut, Isa, Kernel, NeuronCore, Tf32,
 };
 
 // ---- Rows ----
@@ -4682,7 +4682,11 @@ fn quantize_mx_rows() -> Vec<Row> {
             |x| {
                 let (w, s) = quantize_mx_ref(&x[0], DType::F8E5M2);
                 let spread = Array2::from_shape_fn((100, 4), |(q, g)| {
-                    if q % 32 < 4 { s[[q / 32 * 4 + q % 32, g]] } else { 0.0 }
+                    if q % 32 < 4 {
+                        s[[q / 32 * 4 + q % 32, g]]
+                    } else {
+                        0.0
+                    }
                 });
                 vec![w, spread]
             },

@@ -1476,7 +1476,9 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             );
             let group_defined = |i: usize| 8 * i + 8 <= bp as usize;
             g.tiles[d].defined = (0..n)
-                .map(|e| e / fu < (rows / 8) as usize && e % fu < x4 as usize && group_defined(e / fu))
+                .map(|e| {
+                    e / fu < (rows / 8) as usize && e % fu < x4 as usize && group_defined(e / fu)
+                })
                 .collect();
             g.tiles[d].values = None;
         }

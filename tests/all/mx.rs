@@ -424,3 +424,178 @@ fn quantize_mx_e5m2_with_p_over_8_scales() {
     assert_eq!(fp8_lanes(|r, c| data[[r, c]].0, 32, 32), want_codes);
     assert_eq!(scale.mapv(|s| s.0), want_scales);
 }
+
+// ---------------------------------------------------------------------------------------------
+// nc_matmul_mx against an f64 matmul of the dequantized values.
+// ---------------------------------------------------------------------------------------------
+
+/// The dequantized values of `quantize_ref`'s output: `code`'s lane value times the group's
+/// scale, `[P, F]`.
+fn dequantize_ref(scales: &Array2<u8>, codes: &Array2<u32>, mini: Mini) -> Array2<f64> {
+    Array2::from_shape_fn(codes.dim(), |(p, f)| {
+        mini.decode(codes[[p, f]]) * 2f64.powi(i32::from(scales[[p / 8, f / 4]]) - 127)
+    })
+}
+
+/// `Σ_k Σ_l a[k, 4m + l] · b[k, 4n + l]` and the sum of the terms' magnitudes.
+fn mx_matmul_ref(a: &Array2<f64>, b: &Array2<f64>) -> (Array2<f64>, Array2<f64>) {
+    let (k, fm) = a.dim();
+    let fn_ = b.ncols();
+    let sum = |abs: bool| {
+        Array2::from_shape_fn((fm / 4, fn_ / 4), |(m, n)| {
+            (0..k)
+                .flat_map(|p| (0..4).map(move |l| (p, l)))
+                .map(|(p, l)| {
+                    let t = a[[p, 4 * m + l]] * b[[p, 4 * n + l]];
+                    if abs { t.abs() } else { t }
+                })
+                .sum::<f64>()
+        })
+    };
+    (sum(false), sum(true))
+}
+
+#[kernel(target = trn3)]
+fn quantize_then_matmul(s: Hbm<bf16, 128, 256>, m: Hbm<bf16, 128, 512>) -> Hbm<f32, 64, 128> {
+    let out = ndarray([64, 128], f32, SharedHbm);
+    let s_src = ndarray([128, 256], bf16, Sbuf);
+    let m_src = ndarray([128, 512], bf16, Sbuf);
+    nisa::dma_copy(dst = s_src, src = s);
+    nisa::dma_copy(dst = m_src, src = m);
+    let s_q = ndarray([128, 64], float8_e4m3fn_x4, Sbuf);
+    let m_q = ndarray([128, 128], float8_e5m2_x4, Sbuf);
+    // One oversized scale tile for both: the stationary's at partitions 32q..32q+3, the
+    // moving's 4 partitions further (NKI's packed-scale example).
+    let scales = ndarray([128, 128], u8, Sbuf);
+    nisa::memset(dst = scales, value = 0);
+    nisa::quantize_mx(dst = s_q, src = s_src, dst_scale = scales[[0..128, 0..64]]);
+    nisa::quantize_mx(dst = m_q, src = m_src, dst_scale = scales[[4..128, 0..128]]);
+    let acc = ndarray([64, 128], f32, Psum);
+    nisa::nc_matmul_mx(
+        dst = acc,
+        stationary = s_q,
+        moving = m_q,
+        stationary_scale = scales[[0..128, 0..64]],
+        moving_scale = scales[[4..128, 0..128]],
+        accumulate = false,
+    );
+    let res = ndarray([64, 128], f32, Sbuf);
+    nisa::tensor_copy(dst = res, src = acc);
+    nisa::dma_copy(dst = out, src = res);
+    out
+}
+
+#[test]
+fn quantize_mx_then_nc_matmul_mx_is_the_matmul_of_the_dequantized_values() {
+    // Magnitudes up to about 2^30 (the products stay within fp32's range).
+    let moderate = |v: bf16| {
+        let x = v.to_f32();
+        bf16::from_f32(if x.abs() > 1e9 { x * 2f32.powi(-40) } else { x })
+    };
+    let s = mx_inputs(128, 256, 21).mapv(moderate);
+    let m = mx_inputs(128, 512, 22).mapv(moderate);
+    let (sf, mf) = (
+        s.mapv(|v| f64::from(v.to_f32())),
+        m.mapv(|v| f64::from(v.to_f32())),
+    );
+    let (ss, sc) = quantize_ref(&sf, E4M3FN);
+    let (ms, mc) = quantize_ref(&mf, E5M2);
+    let (want, mag) = mx_matmul_ref(
+        &dequantize_ref(&ss, &sc, E4M3FN),
+        &dequantize_ref(&ms, &mc, E5M2),
+    );
+    let mut core = NeuronCore::new(Target::Trn3);
+    let got = quantize_then_matmul::host(&mut core, s.view(), m.view()).unwrap();
+    for ((ix, &g), (&w, &a)) in got.indexed_iter().zip(want.iter().zip(mag.iter())) {
+        // fp32 accumulation of 512 terms: within 512 roundings of the terms' magnitudes.
+        let tol = 512.0 * 2f64.powi(-24) * a;
+        assert!(
+            (f64::from(g) - w).abs() <= tol || (f64::from(g) == w),
+            "{ix:?}: {g} vs {w} (tolerance {tol})"
+        );
+    }
+    let prog = quantize_then_matmul::KERNEL.program();
+    assert!(
+        crate::common::has_instr(prog, "Tensor", "nc_matmul_mx"),
+        "{prog}"
+    );
+}
+
+#[kernel(target = trn3)]
+fn offline_fp4_matmul(
+    s: Hbm<float4_e2m1fn_x4, 32, 16>,
+    s_scale: Hbm<u8, 4, 16>,
+    m: Hbm<float8_e4m3fn_x4, 32, 8>,
+    m_scale: Hbm<float8_e8m0fnu, 4, 8>,
+) -> Hbm<f32, 16, 8> {
+    let out = ndarray([16, 8], f32, SharedHbm);
+    let s_t = ndarray([32, 16], float4_e2m1fn_x4, Sbuf);
+    let ss_t = ndarray([4, 16], u8, Sbuf);
+    let m_t = ndarray([32, 8], float8_e4m3fn_x4, Sbuf);
+    let ms_t = ndarray([4, 8], float8_e8m0fnu, Sbuf);
+    nisa::dma_copy(dst = s_t, src = s);
+    nisa::dma_copy(dst = ss_t, src = s_scale);
+    nisa::dma_copy(dst = m_t, src = m);
+    nisa::dma_copy(dst = ms_t, src = m_scale);
+    let acc = ndarray([16, 8], f32, Psum);
+    // Twice: the second accumulates.
+    nisa::nc_matmul_mx(
+        dst = acc,
+        stationary = s_t,
+        moving = m_t,
+        stationary_scale = ss_t,
+        moving_scale = ms_t,
+        accumulate = false,
+    );
+    nisa::nc_matmul_mx(
+        dst = acc,
+        stationary = s_t,
+        moving = m_t,
+        stationary_scale = ss_t,
+        moving_scale = ms_t,
+        accumulate = true,
+    );
+    let res = ndarray([16, 8], f32, Sbuf);
+    nisa::tensor_copy(dst = res, src = acc);
+    nisa::dma_copy(dst = out, src = res);
+    out
+}
+
+#[test]
+fn offline_mxfp4_by_mxfp8_matmul_accumulates_exactly() {
+    let mut x = 0x2545_f491u32;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    };
+    // Scales 1 or 2, fp8 lanes of magnitude 1 to 31 (multiples of 1/8), fp4 multiples of
+    // 1/2: every product is a multiple of 2^-4 below 2^9, every partial sum (256 terms, twice)
+    // a multiple of 2^-4 below 2^18, exact in fp32.
+    let s = Array2::from_shape_fn((32, 16), |_| F4E2M1FnX4(next() as u16));
+    let ss = Array2::from_shape_fn((4, 16), |_| (127 + next() % 2) as u8);
+    let m = Array2::from_shape_fn((32, 8), |_| {
+        let lanes = [0, 1, 2, 3].map(|_| {
+            let r = next();
+            ((r & 0x80) | ((7 + (r >> 8) % 4) << 3) | (r & 7)) as u8
+        });
+        F8E4M3FnX4::from_lanes(lanes)
+    });
+    let ms = Array2::from_shape_fn((4, 8), |_| nki::F8E8M0Fnu((127 + next() % 2) as u8));
+    let sv = Array2::from_shape_fn((32, 64), |(k, f)| {
+        E2M1.decode(u32::from(s[[k, f / 4]].0 >> (4 * (f % 4))) & 0xf)
+            * 2f64.powi(i32::from(ss[[k / 8, f / 4]]) - 127)
+    });
+    let mv = Array2::from_shape_fn((32, 32), |(k, f)| {
+        E4M3FN.decode((m[[k, f / 4]].0 >> (8 * (f % 4))) & 0xff)
+            * 2f64.powi(i32::from(ms[[k / 8, f / 4]].0) - 127)
+    });
+    let (want, _) = mx_matmul_ref(&sv, &mv);
+    let mut core = NeuronCore::new(Target::Trn3);
+    let got =
+        offline_fp4_matmul::host(&mut core, s.view(), ss.view(), m.view(), ms.view()).unwrap();
+    for (ix, &g) in got.indexed_iter() {
+        assert_eq!(f64::from(g), 2.0 * want[ix], "{ix:?}");
+    }
+}

@@ -560,6 +560,21 @@ pub enum InstrData {
         /// The scales (`float8_e8m0fnu` or `uint8`).
         scale: ViewId,
     },
+    /// `nc_matmul_mx` (NeuronCore-v4): `dst[m, n] (+)= Σ_k Σ_l S(k, m, l) · M(k, n, l)`, `S` and
+    /// `M` the lanes `l` of the packed `stationary[k, m]` and `moving[k, n]` each times its
+    /// group's scale (`2^(code − 127)`, the code at partition [`mx_scale_partition`]`(k / 8)`,
+    /// element `m` (or `n`) of the operand's scale tile). Slots: 0 `dst`, 1 `stationary`,
+    /// 2 `moving`, 3 `stationary_scale`, 4 `moving_scale`.
+    MatmulMx {
+        /// `[M, N]` fp32 or bf16 in PSUM.
+        dst: Dst,
+        /// `[K, M]` packed, in SBUF.
+        stationary: ViewId,
+        /// `[K, N]` packed, in SBUF.
+        moving: ViewId,
+        /// The stationary and moving scale tiles.
+        scales: [ViewId; 2],
+    },
     /// `local_gather`: each group of 16 partitions (one GpSimd core's) gathers with its own
     /// indices: index `j` of a group (`0 ≤ j < valid`) is the element of `index` at partition
     /// `j mod 16` of the group and free position `j / 16`; element `j·elems + e` of each
@@ -678,6 +693,7 @@ impl InstrData {
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => None,
         }
@@ -704,6 +720,7 @@ impl InstrData {
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
             | InstrData::QuantizeMx { dst, .. }
+            | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
             | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
@@ -757,6 +774,7 @@ impl InstrData {
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
             | InstrData::QuantizeMx { dst, .. }
+            | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
             | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }

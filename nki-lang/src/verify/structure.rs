@@ -223,6 +223,7 @@ impl Checker<'_> {
                 | InstrData::RangeSelect { .. }
                 | InstrData::Shuffle { .. }
                 | InstrData::QuantizeMx { .. }
+                | InstrData::MatmulMx { .. }
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. } => {
                     if let InstrData::Indirect { hbm, axis, .. } = ins.data {

@@ -169,6 +169,8 @@ pub enum Special {
     NcStreamShuffle,
     /// `quantize_mx`
     QuantizeMx,
+    /// `nc_matmul_mx`
+    NcMatmulMx,
     /// `local_gather`
     LocalGather,
     /// `tensor_scalar_cumulative`
@@ -466,6 +468,7 @@ static TABLE: &[Builtin] = &[
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
     special(&["quantize_mx"], Special::QuantizeMx),
+    special(&["nc_matmul_mx"], Special::NcMatmulMx),
     special(&["local_gather"], Special::LocalGather),
     special(
         &["tensor_scalar_cumulative"],

@@ -221,6 +221,7 @@ impl Lowerer<'_> {
             Special::RangeSelect => self.range_select(args, span, dest),
             Special::NcStreamShuffle => self.nc_stream_shuffle(args, span, dest),
             Special::QuantizeMx => self.quantize_mx(args, span, dest),
+            Special::NcMatmulMx => self.nc_matmul_mx(args, span, dest),
             Special::LocalGather => self.local_gather(args, span, dest),
             Special::TensorScalarCumulative => self.tensor_scalar_cumulative(args, span, dest),
             Special::NonzeroWithCount => self.nonzero_with_count(args, span, dest),

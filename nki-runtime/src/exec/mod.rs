@@ -445,6 +445,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 let vars = &f.vars;
@@ -487,6 +488,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::RangeSelect { .. }
                         | InstrData::Shuffle { .. }
                         | InstrData::QuantizeMx { .. }
+                        | InstrData::MatmulMx { .. }
                         | InstrData::Nonzero { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -688,6 +690,7 @@ pub(crate) fn execute(
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::QuantizeMx
+            | Opcode::MatmulMx
             | Opcode::LocalGather
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative

@@ -224,6 +224,9 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             shuffle::nc_stream_shuffle(m, ops, mask)
         }
         (Opcode::QuantizeMx, _) => mx::quantize_mx(m, ops),
+        (Opcode::MatmulMx, InstrData::MatmulMx { dst, .. }) => {
+            mx::nc_matmul_mx(m, ops, dst.write.accumulates_at(vars))
+        }
         (Opcode::LocalGather, InstrData::LocalGather { elems, valid, .. }) => {
             local_gather::local_gather(m, ops, elems, valid)
         }
@@ -268,6 +271,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::Reciprocal
             | Opcode::MatchReplace8
             | Opcode::SelectReduce
+            | Opcode::MatmulMx
             | Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather

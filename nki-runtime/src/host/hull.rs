@@ -94,6 +94,7 @@ fn each_output_access(
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {

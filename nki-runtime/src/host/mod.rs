@@ -118,6 +118,7 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);

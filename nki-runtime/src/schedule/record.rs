@@ -182,6 +182,7 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
             | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => out.push(stack.clone()),
         }

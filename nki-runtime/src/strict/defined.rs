@@ -244,6 +244,7 @@ impl Strict<'_> {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. } => None,
                 };
@@ -675,7 +676,31 @@ impl Strict<'_> {
                         .collect()
                 };
                 let dims = |slot: usize| operands.slot(slot).map_or([1; MAX_TILE_RANK], |r| r.dims);
-                let (st, mv) = (columns(src(1), dims(1)), columns(src(2), dims(2)));
+                let (mut st, mut mv) = (columns(src(1), dims(1)), columns(src(2), dims(2)));
+                // `nc_matmul_mx`: a column also depends on its scales (element `i` of the
+                // scale tile, on the partition of each group of 8 data partitions).
+                if instr.opcode == nki_lang::Opcode::MatmulMx {
+                    for (cols, data, scale) in [(&mut st, 1, 3), (&mut mv, 2, 4)] {
+                        let (Some(s), k) = (src(scale), dims(data)[0]) else {
+                            continue;
+                        };
+                        let groups = k / nki_lang::MX_GROUP_PARTITIONS;
+                        for (i, o) in cols.iter_mut().enumerate() {
+                            let from_scale = (0..groups)
+                                .map(|g| {
+                                    let t = unravel(&s.r.dims, nki_lang::mx_scale_partition(g), i);
+                                    self.origin(
+                                        &s,
+                                        offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                        this,
+                                    )
+                                })
+                                .find(|&o| o != 0)
+                                .unwrap_or(0);
+                            *o = first(*o, from_scale);
+                        }
+                    }
+                }
                 for (m, &a) in st.iter().enumerate() {
                     for (n, &b) in mv.iter().enumerate() {
                         let t = unravel(&dst.dims, m, n);

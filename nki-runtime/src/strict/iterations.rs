@@ -90,6 +90,7 @@ impl Iterations {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. } => {}
                 }

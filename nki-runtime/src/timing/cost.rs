@@ -190,6 +190,15 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
             return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
         }
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
+        // An x4 element per PE and cycle: a pass takes the time of a bf16 matmul of the same
+        // `[K, M]` × `[K, N]` x4 shapes, for four times its multiply-adds (NKI's Trn3 guide:
+        // "4x the throughput compared to a BF16/FP16 matmul").
+        Opcode::MatmulMx => {
+            let mut pe = matmul(ops, p);
+            pe.flops = pe.flops.saturating_mul(4);
+            pe.hw_flops = pe.hw_flops.saturating_mul(4);
+            return Some(Work::Pe(pe));
+        }
         Opcode::Transpose => match engine {
             Engine::Tensor => return Some(Work::Pe(pe_transpose(ops, p))),
             // VectorE transposes 32×32 blocks: max(MIN_II, N) [ISA]. (The op table runs
@@ -245,6 +254,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
                     | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. } => false,
                 };
@@ -706,6 +716,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
         | Opcode::QuantizeMx
+        | Opcode::MatmulMx
         | Opcode::LocalGather
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative

@@ -82,6 +82,8 @@ pub enum Format {
     Shuffle,
     /// [`InstrData::QuantizeMx`]
     QuantizeMx,
+    /// [`InstrData::MatmulMx`]
+    MatmulMx,
     /// [`InstrData::LocalGather`]
     LocalGather,
     /// [`InstrData::Nonzero`]
@@ -116,6 +118,7 @@ impl Format {
             InstrData::RangeSelect { .. } => Format::RangeSelect,
             InstrData::Shuffle { .. } => Format::Shuffle,
             InstrData::QuantizeMx { .. } => Format::QuantizeMx,
+            InstrData::MatmulMx { .. } => Format::MatmulMx,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
             InstrData::Act2 { .. } => Format::Act2,
@@ -224,7 +227,9 @@ pub enum Deps {
     /// `nc_match_replace8`.
     Row,
     /// A contraction over the partitions: `dst[m, n]` depends on `stationary[:, m]` and
-    /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements).
+    /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements), and for
+    /// `nc_matmul_mx` on the scales of those columns (element `m` of `stationary_scale`,
+    /// `n` of `moving_scale`, on the partitions [`crate::mx_scale_partition`] of each group).
     Contraction,
     /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
     /// source's free elements): `nc_transpose`, `load_transpose2d`.
@@ -1045,6 +1050,27 @@ opcodes! {
         accumulates: false,
         packed: Mx,
     }
+    /// `nc_matmul_mx` (NeuronCore-v4): `dst = stationaryᵀ · moving` of MXFP8/MXFP4 operands
+    /// on the Tensor engine, each lane dequantized by its group's E8M0 scale (groups of 8
+    /// partitions × the 4 lanes of an x4 element), accumulated in fp32 into a float32 or
+    /// bfloat16 PSUM tile.
+    MatmulMx {
+        name: "nc_matmul_mx",
+        format: MatmulMx,
+        engines: &[Engine::Tensor],
+        operands: &[
+            slot("dst", Dir::Write, PSUM),
+            slot("stationary", Dir::Read, SBUF).axes(Axes::Own),
+            slot("moving", Dir::Read, SBUF).axes(Axes::Own),
+            slot("stationary_scale", Dir::Read, SBUF).axes(Axes::Own),
+            slot("moving_scale", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: mx::nc_matmul_mx,
+        maskable: No,
+        deps: Contraction,
+        accumulates: true,
+        packed: Mx,
+    }
     /// `local_gather`: within each group of 16 partitions, the group's indices (uint16, taken
     /// partition first) name positions in each partition's flattened free elements of
     /// `src_buffer`, `num_elem_per_idx` contiguous elements from each.
@@ -1292,7 +1318,7 @@ mod tests {
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan || op == Opcode::TensorScalarCumulative,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
-                Deps::Contraction => info.format == Format::Matmul,
+                Deps::Contraction => matches!(info.format, Format::Matmul | Format::MatmulMx),
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,

@@ -1,4 +1,5 @@
-//! The rules of NeuronCore-v4's MX (microscaling) instructions: `quantize_mx` (Vector engine).
+//! The rules of NeuronCore-v4's MX (microscaling) instructions: `quantize_mx` (Vector engine)
+//! and `nc_matmul_mx` (Tensor engine).
 
 use super::infer::{Blame, InferIn, Inferred, not_on_target, tile};
 use crate::dtype::DType;
@@ -105,5 +106,72 @@ pub(super) fn quantize_mx(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
         dtype: dst.dtype,
         fixed_dtype: true,
         memories: &[Memory::Sbuf],
+    }))
+}
+
+/// `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale)`: NeuronCore-v4
+/// (trn3) only; `stationary` (`[K, M]`) and `moving` (`[K, N]`) packed MX types in SBUF with
+/// one partition count `K`, a multiple of 32 up to 128; `M` even, at most 128; `N` at most 4096
+/// (8192 into bfloat16: the whole PSUM); each scale as [`check_scale`] for its operand; `dst`
+/// `[M, N]` float32 or bfloat16 in PSUM.
+pub(super) fn nc_matmul_mx(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
+    if x.target != Target::Trn3 {
+        return Err(not_on_target(x, "NeuronCore-v4 (trn3)"));
+    }
+    let (s, m) = (*tile(x, 1)?, *tile(x, 2)?);
+    for (slot, v) in [(1, s), (2, m)] {
+        if !v.dtype.is_packed() {
+            return Err(x.wrong_dtype(
+                slot,
+                "float8_e5m2_x4, float8_e4m3fn_x4 or float4_e2m1fn_x4",
+                v.dtype,
+            ));
+        }
+    }
+    let k = s.shape.partitions();
+    if !k.is_multiple_of(32) || k > PARTITIONS {
+        return Err(shape(x, 1, "a tile of 32, 64, 96 or 128 partitions"));
+    }
+    if m.shape.partitions() != k {
+        return Err(shape(
+            x,
+            2,
+            "as many partitions as stationary (the contraction)",
+        ));
+    }
+    let (mm, n) = (s.shape.free_elems(), m.shape.free_elems());
+    if !mm.is_multiple_of(2) || mm > 128 {
+        return Err(shape(
+            x,
+            1,
+            "an even number of elements per partition, at most 128",
+        ));
+    }
+    let dst_dtype = match x.slots[0].info() {
+        Some(d) => d.dtype,
+        None => DType::F32,
+    };
+    if !matches!(dst_dtype, DType::F32 | DType::Bf16) {
+        return Err(x.wrong_dtype(0, "float32 or bfloat16", dst_dtype));
+    }
+    let n_max = if dst_dtype == DType::Bf16 { 8192 } else { 4096 };
+    if n > n_max {
+        return Err(shape(
+            x,
+            2,
+            "at most 4096 elements per partition (8192 into bfloat16): the whole PSUM",
+        ));
+    }
+    check_scale(x, 3, k, mm)?;
+    check_scale(x, 4, k, n)?;
+    let dims = [mm, n].map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+    let Some(out) = crate::shape::TileShape::new(&dims) else {
+        return Err(shape(x, 2, "a result of at most 128 × 8192"));
+    };
+    Ok(Some(Inferred {
+        shape: out,
+        dtype: dst_dtype,
+        fixed_dtype: true,
+        memories: &[Memory::Psum],
     }))
 }

@@ -658,6 +658,7 @@ impl Lowerer<'_> {
                 | Format::RangeSelect
                 | Format::Shuffle
                 | Format::QuantizeMx
+                | Format::MatmulMx
                 | Format::LocalGather
                 | Format::Nonzero => unreachable!("{} is lowered by hand", info.name),
             }

@@ -1,4 +1,5 @@
-//! NeuronCore-v4's MX (microscaling) instructions: `quantize_mx(dst, src, dst_scale)`.
+//! NeuronCore-v4's MX (microscaling) instructions: `quantize_mx(dst, src, dst_scale)` and
+//! `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale)`.
 
 use crate::span::Span;
 use nki_lang::{Dst, InstrData, Opcode};
@@ -60,6 +61,72 @@ impl Lowerer<'_> {
             accumulate: None,
         };
         match self.emit_op(Opcode::QuantizeMx, &make, into, OpOptions::default(), spans) {
+            Some(_) => Value::Unit,
+            None => Value::Poison,
+        }
+    }
+
+    /// `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate,
+    /// tile_position, tile_size)` (destination-first: `dst` and `accumulate` taken by the
+    /// caller): the PSUM `dst` is written as `nc_matmul`'s is. `tile_position` and
+    /// `tile_size` (row tiling only) are checked as `nc_matmul`'s and leave the result as it is.
+    pub(in super::super) fn nc_matmul_mx(
+        &mut self,
+        args: &[Arg],
+        span: Span,
+        dest: Dest<'_>,
+    ) -> Value {
+        const NAME: &str = "nc_matmul_mx";
+        let params = [
+            "stationary",
+            "moving",
+            "stationary_scale",
+            "moving_scale",
+            "tile_position",
+            "tile_size",
+        ];
+        let Some(a) = self.args(NAME, args, &params, 4, span) else {
+            return Value::Poison;
+        };
+        if !matches!(dest, Dest::Into { .. }) {
+            return self.error(
+                span,
+                format!("`{NAME}` writes its PSUM `dst`: `nisa::nc_matmul_mx(dst = t, ...)`"),
+            );
+        }
+        if a[4].is_some() || a[5].is_some() {
+            let e = a[4].or(a[5]).expect("given");
+            return self.error(
+                e.span(),
+                format!("`{NAME}`'s PE row tiling (`tile_position`, `tile_size`) is not modeled yet: leave them out (the full array)"),
+            );
+        }
+        let exprs = [0, 1, 2, 3].map(|k| a[k].expect("required"));
+        let mut views = Vec::with_capacity(4);
+        for (k, e) in exprs.iter().enumerate() {
+            let Some(v) = self.tile_arg(e, Opcode::MatmulMx, k + 1) else {
+                return Value::Poison;
+            };
+            let Some(id) = self.view_id(v, e.span()) else {
+                return Value::Poison;
+            };
+            views.push(id);
+        }
+        let Some(write) = self.matmul_write(NAME, &dest) else {
+            return Value::Poison;
+        };
+        let (stationary, moving, scales) = (views[0], views[1], [views[2], views[3]]);
+        let make = move |view| InstrData::MatmulMx {
+            dst: Dst { view, write },
+            stationary,
+            moving,
+            scales,
+        };
+        let mut spans = InstrSpans::at(span);
+        for (k, e) in exprs.iter().enumerate() {
+            spans = spans.with(k + 1, e.span());
+        }
+        match self.emit_op(Opcode::MatmulMx, &make, dest, OpOptions::default(), spans) {
             Some(_) => Value::Unit,
             None => Value::Poison,
         }
