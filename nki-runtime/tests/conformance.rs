@@ -3211,6 +3211,7 @@ tables! {
     nonzero_with_count: nonzero_rows,
     exponential: exponential_rows,
     quantize_mx: quantize_mx_rows,
+    nc_matmul_mx: matmul_mx_rows,
     activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
 }
@@ -4693,4 +4694,44 @@ fn quantize_mx_rows() -> Vec<Row> {
             Check::Exact,
         ),
     ]
+}
+
+/// `nc_matmul_mx` (Trn3): integers in `[-8, 8]` quantized by `quantize_mx` (exact in
+/// float8_e4m3fn and float8_e5m2 at any power-of-two scale), multiplied: the integer matmul
+/// `Σ_k Σ_l s[k, 4m + l] · v[k, 4n + l]`, exact in fp32; overwritten, then accumulated again.
+fn matmul_mx_rows() -> Vec<Row> {
+    let ints = |seed, f| values(64, f, seed, |r| r.int(-8, 8) as f64);
+    let mm = |s: &Array2<f64>, v: &Array2<f64>| {
+        Array2::from_shape_fn((s.ncols() / 4, v.ncols() / 4), |(m, n)| {
+            (0..s.nrows())
+                .flat_map(|k| (0..4).map(move |l| (k, l)))
+                .map(|(k, l)| s[[k, 4 * m + l]] * v[[k, 4 * n + l]])
+                .sum::<f64>()
+        })
+    };
+    vec![row_on(
+        Target::Trn3,
+        "nc_matmul_mx: e4m3fn x e5m2 of quantized integers over two quadrants, then accumulated",
+        &[Covers::Op(Opcode::MatmulMx), Covers::Op(Opcode::QuantizeMx)],
+        vec![(DType::Bf16, ints(903, 32)), (DType::Bf16, ints(904, 64))],
+        &[(DType::F32, [8, 16])],
+        |k| {
+            let (s, v) = (k.load(0), k.load(1));
+            let (sq, vq) = (
+                k.sbuf(DType::F8E4M3FnX4, &[64, 8]),
+                k.sbuf(DType::F8E5M2X4, &[64, 16]),
+            );
+            let (ss, vs) = (k.sbuf(DType::U8, &[36, 8]), k.sbuf(DType::U8, &[36, 16]));
+            k.b.quantize_mx(sq, s, ss).unwrap();
+            k.b.quantize_mx(vq, v, vs).unwrap();
+            let acc = k.tile(Memory::Psum, DType::F32, &[8, 16]);
+            k.b.nc_matmul_mx(acc, sq, vq, [ss, vs], false).unwrap();
+            k.b.nc_matmul_mx(acc, sq, vq, [ss, vs], true).unwrap();
+            let out = k.sbuf(DType::F32, &[8, 16]);
+            k.b.tensor_copy(out, acc).unwrap();
+            k.store(0, out);
+        },
+        move |x| vec![mm(&x[0], &x[1]).mapv(|v| 2.0 * v)],
+        Check::Exact,
+    )]
 }

@@ -1427,7 +1427,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // quantize_mx (NeuronCore-v4) of a [32, F] bf16 tile memset under a partition mask
         // into a [32, F/4] float8_e4m3fn_x4 tile and a new [4, F/4] uint8 scale tile, copied
         // into partitions 0..4, columns 0..F/4 of a new square tile: scale (i, f) is defined
-        // where its whole group (partitions 8i..8i+7) is
+        // where its whole group (partitions 8i..8i+7) is; then nc_matmul_mx of the result
         36 => {
             let rows = 32u32;
             let bp = 1 + c.below(rows as usize) as u32;
@@ -1481,6 +1481,28 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 })
                 .collect();
             g.tiles[d].values = None;
+            // nc_matmul_mx of the packed tile with itself, by the same scales, into the
+            // [F/4, F/4] corner of a new PSUM tile: every element depends on every group
+            let p = g.new_tile(Kind::PsumSquare);
+            let corner = TileShape::new(&[x4, x4]).expect("shape");
+            let out =
+                g.b.view(TileView::whole(g.tiles[p].id.index(), &corner))
+                    .expect("view");
+            g.push(
+                Opcode::MatmulMx,
+                None,
+                InstrData::MatmulMx {
+                    dst: Dst::overwrite(out),
+                    stationary: data,
+                    moving: data,
+                    scales: [scale, scale],
+                },
+            );
+            let all = bp == rows;
+            g.tiles[p].defined = (0..n)
+                .map(|e| e / fu < x4 as usize && e % fu < x4 as usize && all)
+                .collect();
+            g.tiles[p].values = None;
         }
         // a store of any tile under a mask
         _ => {
