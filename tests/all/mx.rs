@@ -547,6 +547,7 @@ fn offline_fp4_matmul(
         moving_scale = ms_t,
         accumulate = false,
     );
+    // (On the last 32-row tile of the PE array: the same result.)
     nisa::nc_matmul_mx(
         dst = acc,
         stationary = s_t,
@@ -554,6 +555,8 @@ fn offline_fp4_matmul(
         stationary_scale = ss_t,
         moving_scale = ms_t,
         accumulate = true,
+        tile_position = (96, 0),
+        tile_size = (32, 128),
     );
     let res = ndarray([16, 8], f32, Sbuf);
     nisa::tensor_copy(dst = res, src = acc);

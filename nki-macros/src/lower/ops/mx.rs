@@ -69,7 +69,8 @@ impl Lowerer<'_> {
     /// `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate,
     /// tile_position, tile_size)` (destination-first: `dst` and `accumulate` taken by the
     /// caller): the PSUM `dst` is written as `nc_matmul`'s is. `tile_position` and
-    /// `tile_size` (row tiling only) are checked as `nc_matmul`'s and leave the result as it is.
+    /// `tile_size` (row tiling only, [`nki_lang::rules::check_mx_pe_tiling`]) leave the result
+    /// as it is.
     pub(in super::super) fn nc_matmul_mx(
         &mut self,
         args: &[Arg],
@@ -94,15 +95,9 @@ impl Lowerer<'_> {
                 format!("`{NAME}` writes its PSUM `dst`: `nisa::nc_matmul_mx(dst = t, ...)`"),
             );
         }
-        if a[4].is_some() || a[5].is_some() {
-            let e = a[4].or(a[5]).expect("given");
-            return self.error(
-                e.span(),
-                format!("`{NAME}`'s PE row tiling (`tile_position`, `tile_size`) is not modeled yet: leave them out (the full array)"),
-            );
-        }
         let exprs = [0, 1, 2, 3].map(|k| a[k].expect("required"));
         let mut views = Vec::with_capacity(4);
+        let mut stationary_shape = None;
         for (k, e) in exprs.iter().enumerate() {
             let Some(v) = self.tile_arg(e, Opcode::MatmulMx, k + 1) else {
                 return Value::Poison;
@@ -111,6 +106,31 @@ impl Lowerer<'_> {
                 return Value::Poison;
             };
             views.push(id);
+            if k == 0 {
+                stationary_shape = Some(v.shape);
+            }
+        }
+        // The PE array's row tiling: where the stationary operand sits; the result is the same.
+        match (a[4], a[5], stationary_shape) {
+            (None, None, _) | (_, _, None) => {}
+            (Some(p_e), Some(z_e), Some(shape)) => {
+                let (Some(position), Some(size)) = (self.int_pair(p_e), self.int_pair(z_e)) else {
+                    return Value::Poison;
+                };
+                let dims = shape.dims();
+                let stationary = (dims[0], dims[1..].iter().product::<u32>());
+                if let Err(v) =
+                    nki_lang::rules::check_mx_pe_tiling(position, size, stationary, self.buf.target)
+                {
+                    return self.error(span, crate::errors::message(&v));
+                }
+            }
+            (Some(e), None, _) | (None, Some(e), _) => {
+                return self.error(
+                    e.span(),
+                    "`tile_position` and `tile_size` are given together",
+                );
+            }
         }
         let Some(write) = self.matmul_write(NAME, &dest) else {
             return Value::Poison;

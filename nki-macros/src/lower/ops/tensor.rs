@@ -82,7 +82,10 @@ impl Lowerer<'_> {
     }
 
     /// A pair of compile-time integers, `(a, b)` or `[a, b]` (`None` after an error).
-    fn int_pair(&mut self, e: &crate::parse::model::Expr) -> Option<(i64, i64)> {
+    pub(in super::super) fn int_pair(
+        &mut self,
+        e: &crate::parse::model::Expr,
+    ) -> Option<(i64, i64)> {
         use crate::parse::model::Expr;
         let items = match e {
             Expr::Tuple(items, _) | Expr::Array(items, _) if items.len() == 2 => items,
