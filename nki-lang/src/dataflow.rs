@@ -32,10 +32,12 @@ pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
         // `nc_stream_shuffle`'s destination, `quantize_mx`'s scale tile, are read only as the
         // old value of the partitions they leave unmodified: a new tile's stay unwritten
         // (strict mode follows them).
-        let keeps = match ins.opcode {
-            crate::ir::ops::Opcode::NcStreamShuffle => Some(0),
-            crate::ir::ops::Opcode::QuantizeMx => Some(2),
-            _ => None,
+        let keeps = if ins.opcode == crate::ir::ops::Opcode::NcStreamShuffle {
+            Some(0)
+        } else if ins.opcode == crate::ir::ops::Opcode::QuantizeMx {
+            Some(2)
+        } else {
+            None
         };
         for o in ins.operands() {
             let reads = o.dir.reads() && !(group && o.slot == 0) && keeps != Some(o.slot);

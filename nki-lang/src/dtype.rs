@@ -118,7 +118,22 @@ impl DType {
             DType::F8E5M2X4 => Some(DType::F8E5M2),
             DType::F8E4M3FnX4 => Some(DType::F8E4M3Fn),
             DType::F4E2M1FnX4 => Some(DType::F4E2M1Fn),
-            _ => None,
+            DType::F32
+            | DType::Tf32
+            | DType::Bf16
+            | DType::F16
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu => None,
         }
     }
 

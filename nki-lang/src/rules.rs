@@ -800,7 +800,7 @@ pub fn check_mx_pe_tiling(
     if size.1 != 128 || position.1 != 0 {
         return v("nc_matmul_mx tiles rows only: tile_size (rows, 128), tile_position (row, 0)");
     }
-    if ![32, 64, 128].contains(&size.0) || position.0 % size.0.max(1) != 0 {
+    if ![32, 64, 128].contains(&size.0) || position.0.checked_rem(size.0) != Some(0) {
         return v("nc_matmul_mx's row tiles are 32, 64 or 128 rows, at a multiple of their size");
     }
     check_pe_tiling(

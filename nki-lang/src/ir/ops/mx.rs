@@ -26,7 +26,7 @@ fn shape(x: &InferIn<'_>, slot: usize, expected: &'static str) -> Blame {
 pub fn mx_scale_partitions_needed(parts: u32) -> u32 {
     let groups = (parts as usize).div_ceil(MX_GROUP_PARTITIONS);
     match groups.checked_sub(1) {
-        Some(last) => u32::try_from(mx_scale_partition(last) + 1).unwrap_or(u32::MAX),
+        Some(last) => u32::try_from(mx_scale_partition(last).saturating_add(1)).unwrap_or(u32::MAX),
         None => 0,
     }
 }
@@ -93,14 +93,15 @@ pub(super) fn quantize_mx(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             "a tile with a multiple of 4 elements per partition",
         ));
     }
-    if dst.shape.partitions() != parts || dst.shape.free_elems() != free / MX_GROUP_FREE as u64 {
+    let x4 = free.div_ceil(MX_GROUP_FREE as u64);
+    if dst.shape.partitions() != parts || dst.shape.free_elems() != x4 {
         return Err(shape(
             x,
             0,
             "src's partitions and a quarter of its elements per partition (four values per x4 element)",
         ));
     }
-    check_scale(x, 2, parts, free / MX_GROUP_FREE as u64)?;
+    check_scale(x, 2, parts, x4)?;
     Ok(Some(Inferred {
         shape: dst.shape,
         dtype: dst.dtype,

@@ -98,15 +98,15 @@ impl Lowerer<'_> {
         let exprs = [0, 1, 2, 3].map(|k| a[k].expect("required"));
         let mut views = Vec::with_capacity(4);
         let mut stationary_shape = None;
-        for (k, e) in exprs.iter().enumerate() {
-            let Some(v) = self.tile_arg(e, Opcode::MatmulMx, k + 1) else {
+        for (slot, e) in (1..).zip(exprs.iter()) {
+            let Some(v) = self.tile_arg(e, Opcode::MatmulMx, slot) else {
                 return Value::Poison;
             };
             let Some(id) = self.view_id(v, e.span()) else {
                 return Value::Poison;
             };
             views.push(id);
-            if k == 0 {
+            if slot == 1 {
                 stationary_shape = Some(v.shape);
             }
         }
@@ -143,8 +143,8 @@ impl Lowerer<'_> {
             scales,
         };
         let mut spans = InstrSpans::at(span);
-        for (k, e) in exprs.iter().enumerate() {
-            spans = spans.with(k + 1, e.span());
+        for (slot, e) in (1..).zip(exprs.iter()) {
+            spans = spans.with(slot, e.span());
         }
         match self.emit_op(Opcode::MatmulMx, &make, dest, OpOptions::default(), spans) {
             Some(_) => Value::Unit,
