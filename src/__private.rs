@@ -15,8 +15,9 @@ pub use nki_lang::{
     TensorDecl, TensorRole, TileDecl, TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
-    Bool, CheckedInputs, DeviceTensor, Element, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu,
-    HbmIn, HbmOut, Instance, Kernel, LaunchError, LaunchGrid, MetaValue, NeuronCore, Tf32,
+    Bool, CheckedInputs, DeviceTensor, Element, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4,
+    F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn, HbmOut, Instance, Kernel, LaunchError, LaunchGrid,
+    MetaValue, NeuronCore, Tf32,
 };
 
 /// Allocates output `i` in the modeled HBM for the bound symbols.

@@ -60,10 +60,11 @@ pub use nki_macros::{helper, kernel};
 // The launch API: cores, device tensors, kernels and their launch grids, the element types.
 pub use nki_lang::{DType, Target};
 pub use nki_runtime::{
-    Bool, Bound, Budget, CheckedInputs, DeviceTensor, Element, ExecError, F4E2M1Fn, F8E4M3,
-    F8E4M3Fn, F8E5M2, F8E8M0Fnu, GridDim, HbmIn, HbmOut, Instance, Isa, Kernel, LaunchError,
-    LaunchGrid, MAX_DIM, MetaValue, NeuronCore, Shape, StopHandle, Stopped, TensorError, Tf32,
-    UninitializedMemory, UnsupportedIsa, isa_by_default, nc, spmd_dim, strict_by_default,
+    Bool, Bound, Budget, CheckedInputs, DeviceTensor, Element, ExecError, F4E2M1Fn, F4E2M1FnX4,
+    F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, GridDim, HbmIn, HbmOut, Instance,
+    Isa, Kernel, LaunchError, LaunchGrid, MAX_DIM, MetaValue, NeuronCore, Shape, StopHandle,
+    Stopped, TensorError, Tf32, UninitializedMemory, UnsupportedIsa, isa_by_default, nc, spmd_dim,
+    strict_by_default,
 };
 
 /// Where the host's time goes in a launch, instruction by instruction

@@ -1102,6 +1102,55 @@ impl ProgramBuilder {
         self.op(Opcode::RangeSelect, data, None, None)
     }
 
+    /// `nc_matmul_mx`: `dst = stationaryᵀ · moving` of packed MX operands dequantized by
+    /// their scale tiles (`scales[0]` the stationary's, `scales[1]` the moving's), overwriting
+    /// `dst` (`accumulate` false) or adding into it.
+    pub fn nc_matmul_mx(
+        &mut self,
+        dst: TileId,
+        stationary: TileId,
+        moving: TileId,
+        scales: [TileId; 2],
+        accumulate: bool,
+    ) -> Result<(), BuildError> {
+        let (dst, stationary, moving) = (
+            self.whole(dst)?.0,
+            self.whole(stationary)?.0,
+            self.whole(moving)?.0,
+        );
+        let scales = [self.whole(scales[0])?.0, self.whole(scales[1])?.0];
+        let write = if accumulate {
+            Write::Accumulate(crate::func::Alu::Add)
+        } else {
+            Write::Overwrite
+        };
+        let data = InstrData::MatmulMx {
+            dst: Dst { view: dst, write },
+            stationary,
+            moving,
+            scales,
+        };
+        self.op(Opcode::MatmulMx, data, None, None)
+    }
+
+    /// `quantize_mx`: `src` (fp16/bf16) quantized to MXFP8 in `dst` (`float8_e5m2_x4` or
+    /// `float8_e4m3fn_x4`), one E8M0 scale per group of 8 partitions × 4 values in `scale`
+    /// (at partition [`crate::mx_scale_partition`] of the group).
+    pub fn quantize_mx(
+        &mut self,
+        dst: TileId,
+        src: TileId,
+        scale: TileId,
+    ) -> Result<(), BuildError> {
+        let (dst, src, scale) = (self.whole(dst)?.0, self.whole(src)?.0, self.whole(scale)?.0);
+        let data = InstrData::QuantizeMx {
+            dst: Dst::overwrite(dst),
+            src,
+            scale,
+        };
+        self.op(Opcode::QuantizeMx, data, None, None)
+    }
+
     /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` becomes
     /// partition `mask[i]` of the same quadrant of `src`, or stays as it was where `mask[i]` is
     /// [`crate::SHUFFLE_KEEP`].

@@ -29,11 +29,18 @@ pub fn reads_before_writes(p: &ProgramBuf) -> Vec<Diagnostic> {
             .data
             .dst()
             .is_some_and(|d| matches!(d.write, Write::Group { .. }));
-        // `nc_stream_shuffle`'s destination is read only as the old value of the partitions
-        // it leaves unmodified: a new tile's stay unwritten (strict mode follows them).
-        let keeps = ins.opcode == crate::ir::ops::Opcode::NcStreamShuffle;
+        // `nc_stream_shuffle`'s destination, `quantize_mx`'s scale tile, are read only as the
+        // old value of the partitions they leave unmodified: a new tile's stay unwritten
+        // (strict mode follows them).
+        let keeps = if ins.opcode == crate::ir::ops::Opcode::NcStreamShuffle {
+            Some(0)
+        } else if ins.opcode == crate::ir::ops::Opcode::QuantizeMx {
+            Some(2)
+        } else {
+            None
+        };
         for o in ins.operands() {
-            let reads = o.dir.reads() && !((group || keeps) && o.slot == 0);
+            let reads = o.dir.reads() && !(group && o.slot == 0) && keeps != Some(o.slot);
             if let Some(t) = tile_of(o.operand).filter(|_| reads)
                 && written.get(t) == Some(&false)
             {
@@ -95,6 +102,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::Register { .. } => {}

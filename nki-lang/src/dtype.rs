@@ -50,6 +50,17 @@ pub enum DType {
     /// OCP MX scale E8M0 (`nl.float8_e8m0fnu`): 8 exponent bits, no sign, no mantissa, no
     /// zero, bias 127 (`2^−127` … `2^127`), `0xff` = NaN.
     F8E8M0Fnu,
+    /// NKI's `nl.float8_e5m2_x4`: four `float8_e5m2` values packed in one 32-bit element,
+    /// lane `j` (0 … 3) in bits `8j … 8j+7` (little-endian: lane 0 is the lowest byte). The four
+    /// lanes are four consecutive contraction elements of an MX matmul operand; only
+    /// `quantize_mx`, `nc_matmul_mx` and DMA copies accept it.
+    F8E5M2X4,
+    /// NKI's `nl.float8_e4m3fn_x4`: four `float8_e4m3fn` values packed in one 32-bit element,
+    /// laid out as [`DType::F8E5M2X4`]'s.
+    F8E4M3FnX4,
+    /// NKI's `nl.float4_e2m1fn_x4`: four `float4_e2m1fn` values packed in one 16-bit element,
+    /// lane `j` in bits `4j … 4j+3` (lane 0 the low nibble of the low byte).
+    F4E2M1FnX4,
 }
 
 /// The broad class of an element type.
@@ -66,7 +77,8 @@ pub enum DTypeClass {
 }
 
 impl DType {
-    /// Every element type, in a fixed order.
+    /// Every element type with a value of its own (every type but the packed MX types of
+    /// [`DType::PACKED`]), in a fixed order: `ALL[d as usize] == d`, which per-type tables use.
     pub const ALL: [DType; 16] = [
         DType::F32,
         DType::Tf32,
@@ -86,11 +98,55 @@ impl DType {
         DType::F8E8M0Fnu,
     ];
 
+    /// The packed MX types (`nl.float8_e5m2_x4`, `nl.float8_e4m3fn_x4`,
+    /// `nl.float4_e2m1fn_x4`): each element holds four values of [`DType::lane`]. They follow
+    /// [`DType::ALL`] in the enum's order.
+    pub const PACKED: [DType; 3] = [DType::F8E5M2X4, DType::F8E4M3FnX4, DType::F4E2M1FnX4];
+
+    /// Whether the type is one of NKI's packed MX types ([`DType::PACKED`]).
+    pub const fn is_packed(self) -> bool {
+        matches!(
+            self,
+            DType::F8E5M2X4 | DType::F8E4M3FnX4 | DType::F4E2M1FnX4
+        )
+    }
+
+    /// The type of each of a packed MX type's four values (`float8_e4m3fn` for
+    /// `float8_e4m3fn_x4`, ...); `None` for the other types.
+    pub const fn lane(self) -> Option<DType> {
+        match self {
+            DType::F8E5M2X4 => Some(DType::F8E5M2),
+            DType::F8E4M3FnX4 => Some(DType::F8E4M3Fn),
+            DType::F4E2M1FnX4 => Some(DType::F4E2M1Fn),
+            DType::F32
+            | DType::Tf32
+            | DType::Bf16
+            | DType::F16
+            | DType::F8E4M3
+            | DType::F8E5M2
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::Bool
+            | DType::F8E4M3Fn
+            | DType::F4E2M1Fn
+            | DType::F8E8M0Fnu => None,
+        }
+    }
+
     /// Size of one element in bytes, as stored in HBM, SBUF and PSUM.
     pub const fn size(self) -> u32 {
         match self {
-            DType::F32 | DType::Tf32 | DType::I32 | DType::U32 => 4,
-            DType::Bf16 | DType::F16 | DType::I16 | DType::U16 => 2,
+            DType::F32
+            | DType::Tf32
+            | DType::I32
+            | DType::U32
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4 => 4,
+            DType::Bf16 | DType::F16 | DType::I16 | DType::U16 | DType::F4E2M1FnX4 => 2,
             DType::F8E4M3
             | DType::F8E5M2
             | DType::F8E4M3Fn
@@ -113,7 +169,10 @@ impl DType {
             | DType::F8E5M2
             | DType::F8E4M3Fn
             | DType::F4E2M1Fn
-            | DType::F8E8M0Fnu => DTypeClass::Float,
+            | DType::F8E8M0Fnu
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4
+            | DType::F4E2M1FnX4 => DTypeClass::Float,
             DType::I8 | DType::I16 | DType::I32 => DTypeClass::Signed,
             DType::U8 | DType::U16 | DType::U32 => DTypeClass::Unsigned,
             DType::Bool => DTypeClass::Bool,
@@ -126,9 +185,10 @@ impl DType {
     }
 
     /// Whether the type has a NaN encoding: every float type but `float4_e2m1fn` (OCP MX FP4
-    /// has neither NaN nor infinities); no integer type or `bool`.
+    /// has neither NaN nor infinities) and the packed types (an element is four values, not
+    /// one); no integer type or `bool`.
     pub const fn has_nan(self) -> bool {
-        self.is_float() && !matches!(self, DType::F4E2M1Fn)
+        self.is_float() && !matches!(self, DType::F4E2M1Fn) && !self.is_packed()
     }
 
     /// Whether the type is an integer type (signed or unsigned; not `bool`).
@@ -137,7 +197,7 @@ impl DType {
     }
 
     /// Bits of precision of a float type's significand, the implicit bit included (24 for
-    /// f32); 0 for the other classes.
+    /// f32); 0 for the other classes and the packed types (see [`DType::lane`]).
     pub const fn significand_bits(self) -> u32 {
         match self {
             DType::F32 => 24,
@@ -153,7 +213,10 @@ impl DType {
             | DType::U8
             | DType::U16
             | DType::U32
-            | DType::Bool => 0,
+            | DType::Bool
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4
+            | DType::F4E2M1FnX4 => 0,
         }
     }
 
@@ -162,7 +225,7 @@ impl DType {
     /// 65504 for f16, 240 for the IEEE-style `float8_e4m3`, 57344 for `float8_e5m2`, 6 for
     /// `float4_e2m1fn`, 2^127 for `float8_e8m0fnu`; `float8_e4m3fn` gives its top mantissa
     /// code to NaN, so its largest is `1.75 · 2^8` = 448), `iinfo(dtype).max` for an integer
-    /// type; `None` for `bool`.
+    /// type; `None` for `bool` and the packed types.
     pub fn max_value(self) -> Option<f64> {
         let float = |emax: i32| {
             let m = self.significand_bits().saturating_sub(1);
@@ -182,14 +245,16 @@ impl DType {
             DType::U8 => f64::from(u8::MAX),
             DType::U16 => f64::from(u16::MAX),
             DType::U32 => f64::from(u32::MAX),
-            DType::Bool => return None,
+            DType::Bool | DType::F8E5M2X4 | DType::F8E4M3FnX4 | DType::F4E2M1FnX4 => {
+                return None;
+            }
         })
     }
 
     /// The most negative finite value of the type: `−max` for a signed float type (NKI's
     /// `nl.fp32.min`, bit pattern `0xff7fffff`, is f32's), `2^−127` for the unsigned
     /// `float8_e8m0fnu` (its smallest value, code `0x00`, as ml_dtypes' `finfo(...).min`), the
-    /// integer type's minimum; `None` for `bool`.
+    /// integer type's minimum; `None` for `bool` and the packed types.
     pub fn min_value(self) -> Option<f64> {
         Some(match self {
             DType::F32
@@ -205,7 +270,9 @@ impl DType {
             DType::I16 => f64::from(i16::MIN),
             DType::I32 => f64::from(i32::MIN),
             DType::U8 | DType::U16 | DType::U32 => 0.0,
-            DType::Bool => return None,
+            DType::Bool | DType::F8E5M2X4 | DType::F8E4M3FnX4 | DType::F4E2M1FnX4 => {
+                return None;
+            }
         })
     }
 
@@ -218,7 +285,8 @@ impl DType {
 
     /// A float type's smallest positive normal value (NumPy's `finfo(dtype).smallest_normal`,
     /// alias `tiny`): `2^(1 − bias)`, and `2^−127` for `float8_e8m0fnu` (whose exponent code 0
-    /// is a normal value: it has no zero and no subnormals); `None` for the other classes.
+    /// is a normal value: it has no zero and no subnormals); `None` for the other classes and
+    /// the packed types.
     pub fn smallest_normal(self) -> Option<f64> {
         let bias: i32 = match self {
             DType::F32 | DType::Tf32 | DType::Bf16 => 127,
@@ -232,7 +300,10 @@ impl DType {
             | DType::U8
             | DType::U16
             | DType::U32
-            | DType::Bool => return None,
+            | DType::Bool
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4
+            | DType::F4E2M1FnX4 => return None,
         };
         Some(2f64.powi(1i32.saturating_sub(bias)))
     }
@@ -256,6 +327,9 @@ impl DType {
             DType::F8E4M3Fn => "float8_e4m3fn",
             DType::F4E2M1Fn => "float4_e2m1fn",
             DType::F8E8M0Fnu => "float8_e8m0fnu",
+            DType::F8E5M2X4 => "float8_e5m2_x4",
+            DType::F8E4M3FnX4 => "float8_e4m3fn_x4",
+            DType::F4E2M1FnX4 => "float4_e2m1fn_x4",
         }
     }
 
@@ -279,11 +353,15 @@ impl DType {
             // NKI names fp4 only packed (`nl.float4_e2m1fn_x4`); this is ml_dtypes' name.
             DType::F4E2M1Fn => "nl.float4_e2m1fn",
             DType::F8E8M0Fnu => "nl.float8_e8m0fnu",
+            DType::F8E5M2X4 => "nl.float8_e5m2_x4",
+            DType::F8E4M3FnX4 => "nl.float8_e4m3fn_x4",
+            DType::F4E2M1FnX4 => "nl.float4_e2m1fn_x4",
         }
     }
 
     /// Parses a kernel-body type name: the Rust spelling (`bf16`, `i8`) or NKI's (`bfloat16`,
-    /// `int8`, `float8_e4m3`, `float8_e4m3fn`, `float4_e2m1fn`, `float8_e8m0fnu`).
+    /// `int8`, `float8_e4m3`, `float8_e4m3fn`, `float4_e2m1fn`, `float8_e8m0fnu`, and the packed
+    /// `float8_e5m2_x4`, `float8_e4m3fn_x4`, `float4_e2m1fn_x4`).
     pub fn from_name(name: &str) -> Option<DType> {
         Some(match name {
             "f32" | "float32" | "fp32" => DType::F32,
@@ -302,6 +380,9 @@ impl DType {
             "float8_e4m3fn" | "fp8_e4m3fn" | "f8e4m3fn" => DType::F8E4M3Fn,
             "float4_e2m1fn" | "fp4_e2m1fn" | "f4e2m1fn" => DType::F4E2M1Fn,
             "float8_e8m0fnu" | "fp8_e8m0fnu" | "f8e8m0fnu" => DType::F8E8M0Fnu,
+            "float8_e5m2_x4" => DType::F8E5M2X4,
+            "float8_e4m3fn_x4" => DType::F8E4M3FnX4,
+            "float4_e2m1fn_x4" => DType::F4E2M1FnX4,
             _ => return None,
         })
     }
@@ -317,15 +398,20 @@ impl DType {
     ///   holds everything, and every 8-bit format holds `float4_e2m1fn`. The scale type
     ///   `float8_e8m0fnu` (8 exponent bits) promotes as `bf16` does, the narrowest type
     ///   holding all its values: with `f16` → `f32`, with an 8- or 4-bit format → `bf16`.
-    ///   (NKI documents no promotion for its MX types; this is the rule chosen here.)
+    ///   (NKI documents no promotion for its MX types; this is the rule chosen here.) A packed
+    ///   type never promotes: no operation that promotes accepts one, and the rule returns
+    ///   `self` for it.
     /// - Two integers of one signedness give the wider. A signed and an unsigned one give the
     ///   signed type if it is wider, else a signed type twice the unsigned one's width, and
     ///   `f32` when that would take 64 bits (`i32` + `u32` → `f32`, as NKI has no 64-bit
     ///   types).
     pub const fn promote(self, other: DType) -> DType {
         use DTypeClass::*;
-        if self as u8 == other as u8 {
+        if self as u8 == other as u8 || self.is_packed() {
             return self;
+        }
+        if other.is_packed() {
+            return other;
         }
         match (self.class(), other.class()) {
             (Bool, _) => other,
@@ -355,10 +441,17 @@ const fn float_rank(d: DType) -> u8 {
         DType::Bf16 | DType::F16 | DType::F8E8M0Fnu => 2,
         DType::F8E4M3 | DType::F8E5M2 | DType::F8E4M3Fn => 1,
         DType::F4E2M1Fn => 0,
-        // Not floats: `promote_float` never sees them.
-        DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 | DType::U32 | DType::Bool => {
-            1
-        }
+        // Not floats, or packed: `promote_float` never sees them.
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4 => 1,
     }
 }
 
@@ -453,6 +546,33 @@ mod tests {
             assert_eq!(DType::from_name(d.name()), Some(d));
             assert_eq!(DType::from_name(&d.nki_name()[3..]), Some(d));
         }
+    }
+
+    #[test]
+    fn packed_types_are_four_lanes_of_their_lane_type() {
+        for (i, d) in DType::PACKED.into_iter().enumerate() {
+            // They follow `ALL` in the enum's order.
+            assert_eq!(d as usize, DType::ALL.len() + i);
+            assert!(d.is_packed());
+            let lane = d.lane().expect("a packed type has a lane type");
+            assert!(!lane.is_packed());
+            // Four lanes: 8-bit lanes fill 32 bits, 4-bit lanes 16.
+            let lane_bits = if lane == DType::F4E2M1Fn { 4 } else { 8 };
+            assert_eq!(d.size() * 8, 4 * lane_bits);
+            assert_eq!(DType::from_name(d.name()), Some(d));
+            assert_eq!(DType::from_name(&d.nki_name()[3..]), Some(d));
+            assert_eq!(d.promote(DType::F32), d);
+            assert_eq!(d.max_value(), None);
+            assert!(!d.has_nan());
+        }
+        assert_eq!(DType::F8E4M3FnX4.size(), 4);
+        assert_eq!(DType::F8E5M2X4.size(), 4);
+        assert_eq!(DType::F4E2M1FnX4.size(), 2);
+        assert!(
+            DType::ALL
+                .iter()
+                .all(|d| !d.is_packed() && d.lane().is_none())
+        );
     }
 
     #[test]

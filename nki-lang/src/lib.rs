@@ -57,7 +57,7 @@ pub use dtype::{DType, DTypeClass};
 pub use func::{ActFn, Alu, AluClass, ValidRange};
 pub use grid::SymbolSource;
 pub use ir::ops::{
-    self, Axes, Deps, Format, Maskable, OpInfo, Opcode, OperandSpec, XORWOW_WORDS,
+    self, Axes, Deps, Format, Maskable, OpInfo, Opcode, OperandSpec, Packed, XORWOW_WORDS,
     xorwow_generators, xorwow_state_words,
 };
 pub use ir::{
@@ -65,7 +65,10 @@ pub use ir::{
     LoopKind, MAX_DEVICE_TRIPS, MAX_MASK_TERMS, MAX_REGISTERS, MAX_SLOTS, Mask, MaskId, MaskTerm,
     OperandRef, Pred, RegId, RegSrc, Scalar, SlotOperand, Src, TileView, ViewId, Write,
 };
-pub use ir::{GATHER_GROUP, SHUFFLE_KEEP, SHUFFLE_QUADRANT, nonzero_partition, shuffle_source};
+pub use ir::{
+    GATHER_GROUP, MX_GROUP_FREE, MX_GROUP_PARTITIONS, SHUFFLE_KEEP, SHUFFLE_QUADRANT,
+    mx_scale_partition, nonzero_partition, shuffle_source,
+};
 pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;
 pub use shape::{

@@ -571,6 +571,27 @@ impl<'a> Line<'a, '_> {
                 )?;
                 self.reduce(f, acc)
             }
+            InstrData::MatmulMx {
+                dst,
+                stationary,
+                moving,
+                scales,
+            } => write!(
+                f,
+                "{} matmul_mx({} * {}, {} * {})",
+                self.dst(&dst, "<-"),
+                self.view(stationary),
+                self.view(scales[0]),
+                self.view(moving),
+                self.view(scales[1])
+            ),
+            InstrData::QuantizeMx { dst, src, scale } => write!(
+                f,
+                "{} quantize_mx({}, scale -> {})",
+                self.dst(&dst, "<-"),
+                self.view(src),
+                self.view(scale)
+            ),
             InstrData::Shuffle { dst, src, mask } => {
                 let entries: Vec<String> = mask
                     .iter()

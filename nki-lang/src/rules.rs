@@ -781,6 +781,36 @@ pub fn check_pe_tiling(
     Ok(())
 }
 
+/// `nc_matmul_mx`'s PE tiling (NKI: row tiling only): `tile_size` is `(32, 64 or 128 rows,
+/// 128)`, `tile_position` `(a multiple of the rows, 0)`, and the tile holds the stationary
+/// operand's `K` partitions; otherwise as [`check_pe_tiling`].
+pub fn check_mx_pe_tiling(
+    position: (i64, i64),
+    size: (i64, i64),
+    stationary: (u32, u32),
+    target: Target,
+) -> Result<(), RuleViolation> {
+    let v = |why| {
+        Err(RuleViolation::PeTiling {
+            position,
+            size,
+            why,
+        })
+    };
+    if size.1 != 128 || position.1 != 0 {
+        return v("nc_matmul_mx tiles rows only: tile_size (rows, 128), tile_position (row, 0)");
+    }
+    if ![32, 64, 128].contains(&size.0) || position.0.checked_rem(size.0) != Some(0) {
+        return v("nc_matmul_mx's row tiles are 32, 64 or 128 rows, at a multiple of their size");
+    }
+    check_pe_tiling(
+        position,
+        size,
+        (stationary.0, stationary.1.min(128)),
+        target,
+    )
+}
+
 /// An operand's address space.
 pub fn check_memory(
     op: &'static str,
@@ -866,7 +896,10 @@ pub fn check_matmul_input_dtype(operand: &'static str, dtype: DType) -> Result<(
         | DType::U8
         | DType::U16
         | DType::U32
-        | DType::Bool) => Err(RuleViolation::WrongDType {
+        | DType::Bool
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4) => Err(RuleViolation::WrongDType {
             op: "nc_matmul",
             operand,
             expected: "bf16, f16 or f32",

@@ -2,7 +2,8 @@
 //!
 //! Where Rust or `half` has the type (`f32`, `bf16`, `f16`, `i8` … `u32`) it is used directly.
 //! The other NKI types get a transparent newtype over their bits: [`F8E4M3`], [`F8E5M2`],
-//! [`F8E4M3Fn`], [`F4E2M1Fn`], [`F8E8M0Fnu`], [`Tf32`] and [`Bool`].
+//! [`F8E4M3Fn`], [`F4E2M1Fn`], [`F8E8M0Fnu`], [`Tf32`] and [`Bool`], and the packed MX types
+//! [`F8E5M2X4`], [`F8E4M3FnX4`], [`F4E2M1FnX4`].
 
 use bytemuck::{Pod, Zeroable};
 use nki_lang::DType;
@@ -82,6 +83,21 @@ bits_newtype!(
 bits_newtype!(
     /// An OCP MX E8M0 scale (`nl.float8_e8m0fnu`: `2^(bits − 127)`, `0xff` = NaN), by its bits.
     F8E8M0Fnu(u8)
+);
+bits_newtype!(
+    /// NKI's `nl.float8_e5m2_x4`: four `float8_e5m2` values in one 32-bit word, lane `j` in
+    /// bits `8j … 8j+7`, by its bits.
+    F8E5M2X4(u32)
+);
+bits_newtype!(
+    /// NKI's `nl.float8_e4m3fn_x4`: four `float8_e4m3fn` values in one 32-bit word, lane `j`
+    /// in bits `8j … 8j+7`, by its bits.
+    F8E4M3FnX4(u32)
+);
+bits_newtype!(
+    /// NKI's `nl.float4_e2m1fn_x4`: four `float4_e2m1fn` values in one 16-bit word, lane `j`
+    /// in bits `4j … 4j+3`, by its bits.
+    F4E2M1FnX4(u16)
 );
 bits_newtype!(
     /// A TensorFloat-32 value in its 32-bit container (`nl.tfloat32`), by its bits.
@@ -165,6 +181,43 @@ impl F8E8M0Fnu {
     }
 }
 
+macro_rules! packed_values {
+    ($($name:ident($bits:ty) => $d:ident),* $(,)?) => {
+        $(
+            impl $name {
+                /// Packs four f32 values, lane 0 first, each rounded to the lane type as an
+                /// unpacked element is ([`crate::cpu::convert::f32_to_x4`]).
+                pub fn from_f32s(values: [f32; 4]) -> Self {
+                    let bits = convert::f32_to_x4(DType::$d, values).unwrap_or(0);
+                    $name(bits as $bits)
+                }
+
+                /// The four values, lane 0 first, each exact
+                /// ([`crate::cpu::convert::x4_to_f32`]).
+                pub fn to_f32s(self) -> [f32; 4] {
+                    convert::x4_to_f32(DType::$d, u32::from(self.0)).unwrap_or([f32::NAN; 4])
+                }
+
+                /// Packs four lane codes, lane 0 first ([`crate::cpu::convert::pack_x4`]).
+                pub fn from_lanes(lanes: [u8; 4]) -> Self {
+                    $name(convert::pack_x4(DType::$d, lanes).unwrap_or(0) as $bits)
+                }
+
+                /// The four lane codes, lane 0 first ([`crate::cpu::convert::unpack_x4`]).
+                pub fn lanes(self) -> [u8; 4] {
+                    convert::unpack_x4(DType::$d, u32::from(self.0)).unwrap_or([0; 4])
+                }
+            }
+        )*
+    };
+}
+
+packed_values! {
+    F8E5M2X4(u32) => F8E5M2X4,
+    F8E4M3FnX4(u32) => F8E4M3FnX4,
+    F4E2M1FnX4(u16) => F4E2M1FnX4,
+}
+
 impl Tf32 {
     /// Rounds an f32 to TensorFloat-32 (ties to even at 10 mantissa bits, f32 subnormals to a
     /// signed zero, overflow to ±inf; the 13 low container bits are zero):
@@ -209,6 +262,9 @@ element! {
     F8E4M3Fn => F8E4M3Fn,
     F4E2M1Fn => F4E2M1Fn,
     F8E8M0Fnu => F8E8M0Fnu,
+    F8E5M2X4 => F8E5M2X4,
+    F8E4M3FnX4 => F8E4M3FnX4,
+    F4E2M1FnX4 => F4E2M1FnX4,
 }
 
 #[cfg(test)]

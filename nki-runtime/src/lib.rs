@@ -164,7 +164,10 @@ pub use bind::{Bound, HbmIn, HbmOut};
 pub use budget::{Budget, StopHandle, Stopped};
 pub use cpu::Isa;
 pub use device_tensor::{DeviceTensor, TensorError};
-pub use element::{Bool, Element, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, Tf32};
+pub use element::{
+    Bool, Element, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu,
+    Tf32,
+};
 pub use exec::{ExecError, InstanceEdge, LoopEdge, Observer, OnChip, Resolver, Skip};
 pub use grid::{GridDim, LaunchGrid, nc, spmd_dim};
 pub use host_profile::{HostOpRow, HostProfile, HostRow};

@@ -237,6 +237,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::Seed { .. }
         | InstrData::RangeSelect { .. }
         | InstrData::Shuffle { .. }
+        | InstrData::QuantizeMx { .. }
+        | InstrData::MatmulMx { .. }
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. }
         | InstrData::Register { .. } => None,

@@ -53,7 +53,10 @@ fn extend(dtype: DType, bits: u32) -> i32 {
         | DType::Bool
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
-        | DType::F8E8M0Fnu => bits.cast_signed(),
+        | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4 => bits.cast_signed(),
     }
 }
 

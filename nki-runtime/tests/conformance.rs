@@ -20,8 +20,8 @@ use nki_lang::{
     Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
 };
 use nki_runtime::{
-    Bool, F4E2M1Fn, F8E4M3, F8E4M3Fn, F8E5M2, F8E8M0Fnu, HbmIn, HbmOut, Isa, Kernel, NeuronCore,
-    Tf32,
+    Bool, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn,
+    HbmOut, Isa, Kernel, NeuronCore, Tf32,
 };
 
 // ---- Rows ----
@@ -403,6 +403,9 @@ fn decode(dtype: DType, bits: u32) -> f64 {
         DType::U32 => f64::from(bits),
         DType::Bool => f64::from(u8::from(bits != 0)),
         DType::F8E4M3Fn | DType::F4E2M1Fn | DType::F8E8M0Fnu => ocp_value(dtype, bits),
+        // A packed MX element is four values: rows compare its word, as an integer.
+        DType::F8E5M2X4 | DType::F8E4M3FnX4 => f64::from(bits),
+        DType::F4E2M1FnX4 => f64::from(bits as u16),
     }
 }
 
@@ -434,6 +437,8 @@ fn encode(dtype: DType, v: f64) -> Option<u32> {
         DType::U16 => int(0.0, 65535.0).map(|i| i as u32),
         DType::U32 => int(0.0, 4294967295.0).map(|i| i as u32),
         DType::Bool => int(0.0, 1.0).map(|i| i as u32),
+        DType::F8E5M2X4 | DType::F8E4M3FnX4 => int(0.0, 4294967295.0).map(|i| i as u32),
+        DType::F4E2M1FnX4 => int(0.0, 65535.0).map(|i| i as u32),
     }
 }
 
@@ -480,6 +485,9 @@ enum Store {
     F8E4M3Fn(Vec<F8E4M3Fn>),
     F4E2M1Fn(Vec<F4E2M1Fn>),
     F8E8M0Fnu(Vec<F8E8M0Fnu>),
+    F8E5M2X4(Vec<F8E5M2X4>),
+    F8E4M3FnX4(Vec<F8E4M3FnX4>),
+    F4E2M1FnX4(Vec<F4E2M1FnX4>),
 }
 
 macro_rules! each_store {
@@ -501,6 +509,9 @@ macro_rules! each_store {
             Store::F8E4M3Fn($v) => $e,
             Store::F4E2M1Fn($v) => $e,
             Store::F8E8M0Fnu($v) => $e,
+            Store::F8E5M2X4($v) => $e,
+            Store::F8E4M3FnX4($v) => $e,
+            Store::F4E2M1FnX4($v) => $e,
         }
     };
 }
@@ -536,6 +547,9 @@ impl Store {
             DType::F8E4M3Fn => Store::F8E4M3Fn(pod(bits)),
             DType::F4E2M1Fn => Store::F4E2M1Fn(pod(bits)),
             DType::F8E8M0Fnu => Store::F8E8M0Fnu(pod(bits)),
+            DType::F8E5M2X4 => Store::F8E5M2X4(pod(bits)),
+            DType::F8E4M3FnX4 => Store::F8E4M3FnX4(pod(bits)),
+            DType::F4E2M1FnX4 => Store::F4E2M1FnX4(pod(bits)),
         }
     }
 
@@ -3196,6 +3210,8 @@ tables! {
     tensor_scalar_cumulative: cumulative_rows,
     nonzero_with_count: nonzero_rows,
     exponential: exponential_rows,
+    quantize_mx: quantize_mx_rows,
+    nc_matmul_mx: matmul_mx_rows,
     activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
     registers_and_device_loops: register_rows,
@@ -4683,4 +4699,157 @@ fn xorwow_rows() -> Vec<Row> {
         Check::Exact,
     ));
     rows
+}
+
+/// `quantize_mx`'s outputs for `[P, F]` values quantized to the 8-bit `lane` type: the packed
+/// words (`[P, F/4]`, lane `l` in bits `8l…`, as integers) and the scale codes by group
+/// (`[P/8, F/4]`). Per NKI's API page: the scale 2^(floor(log2 amax) − (emax − 1)) (emax 8
+/// for e4m3fn, 15 for e5m2), code 0 for a zero group; each value divided by it and rounded to
+/// nearest even.
+fn quantize_mx_ref(x: &Array2<f64>, lane: DType) -> (Array2<f64>, Array2<f64>) {
+    let emax = if lane == DType::F8E4M3Fn { 8 } else { 15 };
+    let (p, f) = x.dim();
+    let mut words = Array2::zeros((p, f / 4));
+    let mut scales = Array2::zeros((p / 8, f / 4));
+    for i in 0..p / 8 {
+        for g in 0..f / 4 {
+            let cells: Vec<(usize, usize)> = (0..8)
+                .flat_map(|r| (0..4).map(move |l| (8 * i + r, 4 * g + l)))
+                .collect();
+            let amax = cells.iter().map(|&c| x[c].abs()).fold(0f64, f64::max);
+            let code = if amax == 0.0 {
+                0
+            } else {
+                (amax.log2().floor() as i32 - (emax - 1) + 127).clamp(0, 254)
+            };
+            scales[[i, g]] = f64::from(code);
+            for r in 0..8 {
+                let mut w = 0u32;
+                for l in 0..4 {
+                    let q = x[[8 * i + r, 4 * g + l]] * 2f64.powi(127 - code);
+                    // (A zero keeps its sign: `rounded_into`'s search would pick −0 for +0.)
+                    let r = if q == 0.0 {
+                        q
+                    } else if lane == DType::F8E4M3Fn {
+                        ocp_round(lane, q)
+                    } else {
+                        rounded_into(lane, q as f32)
+                    };
+                    let c = encode(lane, r).expect("a lane value");
+                    w |= c << (8 * l);
+                }
+                words[[8 * i + r, g]] = f64::from(w);
+            }
+        }
+    }
+    (words, scales)
+}
+
+/// `quantize_mx` (Trn3): bfloat16 into `float8_e4m3fn_x4` over one quadrant (P / 8 uint8
+/// scales), float16 into `float8_e5m2_x4` over four (scales at partitions 32q … 32q + 3 of a
+/// memset tile, the rest kept).
+fn quantize_mx_rows() -> Vec<Row> {
+    // Magnitudes varying by group (2^-30 … 2^30), some groups all zero.
+    let draw = |seed, p, f, top: i64| {
+        let mut x = values(p, f, seed, |r| r.int(-64, 64) as f64 / 16.0);
+        for ((q, c), v) in x.indexed_iter_mut() {
+            let group = (q / 8) * (f / 4) + c / 4;
+            *v = if group % 9 == 4 {
+                0.0
+            } else {
+                *v * 2f64.powi((group as i64 * 7 % (2 * top + 1) - top) as i32)
+            };
+        }
+        x
+    };
+    vec![
+        row_on(
+            Target::Trn3,
+            "quantize_mx: bfloat16 into float8_e4m3fn_x4, one quadrant, P / 8 scales",
+            &[Covers::Op(Opcode::QuantizeMx)],
+            vec![(DType::Bf16, draw(901, 32, 32, 30))],
+            &[(DType::F8E4M3FnX4, [32, 8]), (DType::U8, [4, 8])],
+            |k| {
+                let x = k.load(0);
+                let d = k.sbuf(DType::F8E4M3FnX4, &[32, 8]);
+                let s = k.sbuf(DType::U8, &[4, 8]);
+                k.b.quantize_mx(d, x, s).unwrap();
+                k.store(0, d);
+                k.store(1, s);
+            },
+            |x| {
+                let (w, s) = quantize_mx_ref(&x[0], DType::F8E4M3Fn);
+                vec![w, s]
+            },
+            Check::Exact,
+        ),
+        row_on(
+            Target::Trn3,
+            "quantize_mx: float16 into float8_e5m2_x4, four quadrants, spread scales",
+            &[Covers::Op(Opcode::QuantizeMx)],
+            vec![(DType::F16, draw(902, P, 16, 10))],
+            &[(DType::F8E5M2X4, [P, 4]), (DType::U8, [100, 4])],
+            |k| {
+                let x = k.load(0);
+                let d = k.sbuf(DType::F8E5M2X4, &[P as u32, 4]);
+                let s = k.sbuf(DType::U8, &[100, 4]);
+                k.b.memset(s, Scalar::float(0.0)).unwrap();
+                k.b.quantize_mx(d, x, s).unwrap();
+                k.store(0, d);
+                k.store(1, s);
+            },
+            |x| {
+                let (w, s) = quantize_mx_ref(&x[0], DType::F8E5M2);
+                let spread = Array2::from_shape_fn((100, 4), |(q, g)| {
+                    if q % 32 < 4 {
+                        s[[q / 32 * 4 + q % 32, g]]
+                    } else {
+                        0.0
+                    }
+                });
+                vec![w, spread]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
+/// `nc_matmul_mx` (Trn3): integers in `[-8, 8]` quantized by `quantize_mx` (exact in
+/// float8_e4m3fn and float8_e5m2 at any power-of-two scale), multiplied: the integer matmul
+/// `Σ_k Σ_l s[k, 4m + l] · v[k, 4n + l]`, exact in fp32; overwritten, then accumulated again.
+fn matmul_mx_rows() -> Vec<Row> {
+    let ints = |seed, f| values(64, f, seed, |r| r.int(-8, 8) as f64);
+    let mm = |s: &Array2<f64>, v: &Array2<f64>| {
+        Array2::from_shape_fn((s.ncols() / 4, v.ncols() / 4), |(m, n)| {
+            (0..s.nrows())
+                .flat_map(|k| (0..4).map(move |l| (k, l)))
+                .map(|(k, l)| s[[k, 4 * m + l]] * v[[k, 4 * n + l]])
+                .sum::<f64>()
+        })
+    };
+    vec![row_on(
+        Target::Trn3,
+        "nc_matmul_mx: e4m3fn x e5m2 of quantized integers over two quadrants, then accumulated",
+        &[Covers::Op(Opcode::MatmulMx), Covers::Op(Opcode::QuantizeMx)],
+        vec![(DType::Bf16, ints(903, 32)), (DType::Bf16, ints(904, 64))],
+        &[(DType::F32, [8, 16])],
+        |k| {
+            let (s, v) = (k.load(0), k.load(1));
+            let (sq, vq) = (
+                k.sbuf(DType::F8E4M3FnX4, &[64, 8]),
+                k.sbuf(DType::F8E5M2X4, &[64, 16]),
+            );
+            let (ss, vs) = (k.sbuf(DType::U8, &[36, 8]), k.sbuf(DType::U8, &[36, 16]));
+            k.b.quantize_mx(sq, s, ss).unwrap();
+            k.b.quantize_mx(vq, v, vs).unwrap();
+            let acc = k.tile(Memory::Psum, DType::F32, &[8, 16]);
+            k.b.nc_matmul_mx(acc, sq, vq, [ss, vs], false).unwrap();
+            k.b.nc_matmul_mx(acc, sq, vq, [ss, vs], true).unwrap();
+            let out = k.sbuf(DType::F32, &[8, 16]);
+            k.b.tensor_copy(out, acc).unwrap();
+            k.store(0, out);
+        },
+        move |x| vec![mm(&x[0], &x[1]).mapv(|v| 2.0 * v)],
+        Check::Exact,
+    )]
 }

@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 38;
+const STEPS: usize = 39;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1464,6 +1464,86 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             g.instrs += 1;
             g.tiles[d].defined = (0..n).map(|e| e == 0).collect();
             g.tiles[d].values = None;
+        }
+        // quantize_mx (NeuronCore-v4) of a [32, F] bf16 tile memset under a partition mask
+        // into a [32, F/4] float8_e4m3fn_x4 tile and a new [4, F/4] uint8 scale tile, copied
+        // into partitions 0..4, columns 0..F/4 of a new square tile: scale (i, f) is defined
+        // where its whole group (partitions 8i..8i+7) is; then nc_matmul_mx of the result
+        37 => {
+            let rows = 32u32;
+            let bp = 1 + c.below(rows as usize) as u32;
+            let x4 = F / 4;
+            let tile = |g: &mut Gen, name: &str, dtype: DType, dims: &[u32]| {
+                let t =
+                    g.b.tile(&format!("{name}{}", g.instrs), Memory::Sbuf, dtype, dims)
+                        .expect("tile");
+                let shape = TileShape::new(dims).expect("shape");
+                g.b.view(TileView::whole(t.index(), &shape)).expect("view")
+            };
+            let src = tile(g, "qs", DType::Bf16, &[rows, F]);
+            let mut pm = mask(bp, (1, 1));
+            pm.len = 1;
+            g.push(
+                Opcode::Memset,
+                (bp < rows).then_some(pm),
+                InstrData::Fill {
+                    dst: Dst::overwrite(src),
+                    value: Scalar::float(3.0),
+                },
+            );
+            let data = tile(g, "qd", DType::F8E4M3FnX4, &[rows, x4]);
+            let scale = tile(g, "qc", DType::U8, &[rows / 8, x4]);
+            g.push(
+                Opcode::QuantizeMx,
+                None,
+                InstrData::QuantizeMx {
+                    dst: Dst::overwrite(data),
+                    src,
+                    scale,
+                },
+            );
+            let d = g.new_tile(Kind::Square);
+            let corner = TileShape::new(&[rows / 8, x4]).expect("shape");
+            let top =
+                g.b.view(TileView::whole(g.tiles[d].id.index(), &corner))
+                    .expect("view");
+            g.push(
+                Opcode::TensorCopy,
+                None,
+                InstrData::Unary {
+                    dst: Dst::overwrite(top),
+                    src: scale,
+                },
+            );
+            let group_defined = |i: usize| 8 * i + 8 <= bp as usize;
+            g.tiles[d].defined = (0..n)
+                .map(|e| {
+                    e / fu < (rows / 8) as usize && e % fu < x4 as usize && group_defined(e / fu)
+                })
+                .collect();
+            g.tiles[d].values = None;
+            // nc_matmul_mx of the packed tile with itself, by the same scales, into the
+            // [F/4, F/4] corner of a new PSUM tile: every element depends on every group
+            let p = g.new_tile(Kind::PsumSquare);
+            let corner = TileShape::new(&[x4, x4]).expect("shape");
+            let out =
+                g.b.view(TileView::whole(g.tiles[p].id.index(), &corner))
+                    .expect("view");
+            g.push(
+                Opcode::MatmulMx,
+                None,
+                InstrData::MatmulMx {
+                    dst: Dst::overwrite(out),
+                    stationary: data,
+                    moving: data,
+                    scales: [scale, scale],
+                },
+            );
+            let all = bp == rows;
+            g.tiles[p].defined = (0..n)
+                .map(|e| e / fu < x4 as usize && e % fu < x4 as usize && all)
+                .collect();
+            g.tiles[p].values = None;
         }
         // a store of any tile under a mask
         _ => {

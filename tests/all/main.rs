@@ -50,6 +50,7 @@ mod masks;
 mod matmul;
 mod matmul_options;
 mod meta_params;
+mod mx;
 mod nki_constructs;
 mod nkilib_cumsum;
 mod nkilib_rmsnorm_quant;

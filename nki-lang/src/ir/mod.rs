@@ -604,6 +604,36 @@ pub enum InstrData {
         /// The source partition of each destination partition of a quadrant.
         mask: [u8; SHUFFLE_QUADRANT],
     },
+    /// `quantize_mx` (NeuronCore-v4): each group of 32 values of `src`, 8 partitions × 4
+    /// consecutive free elements (partitions `8i … 8i+7`, elements `4f … 4f+3`), shares one
+    /// E8M0 scale `2^(⌊log2 amax⌋ − (emax − 1))` (`emax` 8 for e4m3fn, 15 for e5m2; `2^−127` for
+    /// an all-zero group), written at partition [`mx_scale_partition`]`(i)`, element `f` of
+    /// `scale`; lane `l` of x4 element `f` of `dst`'s partition `8i + r` is value `4f + l` of
+    /// `src`'s partition `8i + r` divided by the scale, rounded to nearest even. The scale
+    /// tile's other partitions keep what they held. Slots: 0 `dst`, 1 `src`, 2 `dst_scale`.
+    QuantizeMx {
+        /// The packed data (`float8_e5m2_x4` or `float8_e4m3fn_x4`).
+        dst: Dst,
+        /// The fp16/bf16 values.
+        src: ViewId,
+        /// The scales (`float8_e8m0fnu` or `uint8`).
+        scale: ViewId,
+    },
+    /// `nc_matmul_mx` (NeuronCore-v4): `dst[m, n] (+)= Σ_k Σ_l S(k, m, l) · M(k, n, l)`, `S` and
+    /// `M` the lanes `l` of the packed `stationary[k, m]` and `moving[k, n]` each times its
+    /// group's scale (`2^(code − 127)`, the code at partition [`mx_scale_partition`]`(k / 8)`,
+    /// element `m` (or `n`) of the operand's scale tile). Slots: 0 `dst`, 1 `stationary`,
+    /// 2 `moving`, 3 `stationary_scale`, 4 `moving_scale`.
+    MatmulMx {
+        /// `[M, N]` fp32 or bf16 in PSUM.
+        dst: Dst,
+        /// `[K, M]` packed, in SBUF.
+        stationary: ViewId,
+        /// `[K, N]` packed, in SBUF.
+        moving: ViewId,
+        /// The stationary and moving scale tiles.
+        scales: [ViewId; 2],
+    },
     /// `local_gather`: each group of 16 partitions (one GpSimd core's) gathers with its own
     /// indices: index `j` of a group (`0 ≤ j < valid`) is the element of `index` at partition
     /// `j mod 16` of the group and free position `j / 16`; element `j·elems + e` of each
@@ -657,6 +687,21 @@ pub const GATHER_GROUP: usize = 16;
 /// `0, 16, 32, …, 112`.
 pub const fn nonzero_partition(j: usize) -> bool {
     j.is_multiple_of(GATHER_GROUP)
+}
+
+/// Partitions of an MX scaling group (`quantize_mx`, `nc_matmul_mx`): a group is 8
+/// partitions × [`MX_GROUP_FREE`] values.
+pub const MX_GROUP_PARTITIONS: usize = 8;
+
+/// Values per partition of an MX scaling group: the four lanes of one x4 element.
+pub const MX_GROUP_FREE: usize = 4;
+
+/// The partition of an MX scale tile holding the scale of group `i` (data partitions
+/// `8i … 8i+7`): the group's quadrant's first partition plus `i mod 4`, i.e.
+/// `32·(i / 4) + i mod 4` — each 32-partition quadrant of data keeps its four groups' scales
+/// in its own quadrant (NKI's Trn3 architecture guide).
+pub const fn mx_scale_partition(i: usize) -> usize {
+    (i / 4).saturating_mul(32).saturating_add(i % 4)
 }
 
 /// Partitions of a quadrant `nc_stream_shuffle` moves data within.
@@ -717,6 +762,8 @@ impl InstrData {
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::Register { .. } => None,
@@ -743,6 +790,8 @@ impl InstrData {
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
+            | InstrData::QuantizeMx { dst, .. }
+            | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
             | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
@@ -796,6 +845,8 @@ impl InstrData {
             | InstrData::Rng { dst, .. }
             | InstrData::RangeSelect { dst, .. }
             | InstrData::Shuffle { dst, .. }
+            | InstrData::QuantizeMx { dst, .. }
+            | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
             | InstrData::Nonzero { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }

@@ -227,6 +227,25 @@ impl Operands {
                 o.put(3, OperandRef::View(bounds[1]), Dir::Read);
                 o.acc(acc);
             }
+            InstrData::MatmulMx {
+                dst,
+                stationary,
+                moving,
+                scales,
+            } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(stationary), Dir::Read);
+                o.put(2, OperandRef::View(moving), Dir::Read);
+                o.put(3, OperandRef::View(scales[0]), Dir::Read);
+                o.put(4, OperandRef::View(scales[1]), Dir::Read);
+            }
+            InstrData::QuantizeMx { dst, src, scale } => {
+                o.dst(dst);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                // Written on the partitions of its groups' scales only: the others keep their
+                // old value.
+                o.put(2, OperandRef::View(scale), Dir::ReadWrite);
+            }
             InstrData::Shuffle { dst, src, mask } => {
                 o.dst(dst);
                 // A partition left unmodified keeps the destination's old value.

@@ -229,6 +229,8 @@ impl Checker<'_> {
                 | InstrData::Seed { .. }
                 | InstrData::RangeSelect { .. }
                 | InstrData::Shuffle { .. }
+                | InstrData::QuantizeMx { .. }
+                | InstrData::MatmulMx { .. }
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. }
                 | InstrData::Register { .. } => {

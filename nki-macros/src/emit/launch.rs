@@ -26,6 +26,9 @@ fn elem(d: DType) -> TokenStream {
         DType::F8E4M3Fn => item("F8E4M3Fn"),
         DType::F4E2M1Fn => item("F4E2M1Fn"),
         DType::F8E8M0Fnu => item("F8E8M0Fnu"),
+        DType::F8E5M2X4 => item("F8E5M2X4"),
+        DType::F8E4M3FnX4 => item("F8E4M3FnX4"),
+        DType::F4E2M1FnX4 => item("F4E2M1FnX4"),
     }
 }
 

@@ -510,6 +510,21 @@ fn instr(i: &Instr) -> TokenStream {
             let a = acc(a);
             quote!(#d::RangeSelect { dst: #t, on_true: #o, bounds: [#b0, #b1], cmp: [#c0, #c1], start: #start, acc: #a })
         }
+        InstrData::MatmulMx {
+            dst: t,
+            stationary,
+            moving,
+            scales,
+        } => {
+            let t = dst(t);
+            let (s, m) = (id("ViewId", stationary.0), id("ViewId", moving.0));
+            let (c0, c1) = (id("ViewId", scales[0].0), id("ViewId", scales[1].0));
+            quote!(#d::MatmulMx { dst: #t, stationary: #s, moving: #m, scales: [#c0, #c1] })
+        }
+        InstrData::QuantizeMx { dst: t, src, scale } => {
+            let (t, s, c) = (dst(t), id("ViewId", src.0), id("ViewId", scale.0));
+            quote!(#d::QuantizeMx { dst: #t, src: #s, scale: #c })
+        }
         InstrData::Shuffle { dst: t, src, mask } => {
             let (t, s) = (dst(t), id("ViewId", src.0));
             quote!(#d::Shuffle { dst: #t, src: #s, mask: [#(#mask),*] })

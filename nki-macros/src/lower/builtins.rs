@@ -179,6 +179,10 @@ pub enum Special {
     RangeSelect,
     /// `nc_stream_shuffle`
     NcStreamShuffle,
+    /// `quantize_mx`
+    QuantizeMx,
+    /// `nc_matmul_mx`
+    NcMatmulMx,
     /// `local_gather`
     LocalGather,
     /// `tensor_scalar_cumulative`
@@ -481,6 +485,8 @@ static TABLE: &[Builtin] = &[
     ),
     special(&["range_select"], Special::RangeSelect),
     special(&["nc_stream_shuffle"], Special::NcStreamShuffle),
+    special(&["quantize_mx"], Special::QuantizeMx),
+    special(&["nc_matmul_mx"], Special::NcMatmulMx),
     special(&["local_gather"], Special::LocalGather),
     special(
         &["tensor_scalar_cumulative"],

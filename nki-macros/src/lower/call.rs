@@ -232,6 +232,8 @@ impl Lowerer<'_> {
             },
             Special::RangeSelect => self.range_select(args, span, dest),
             Special::NcStreamShuffle => self.nc_stream_shuffle(args, span, dest),
+            Special::QuantizeMx => self.quantize_mx(args, span, dest),
+            Special::NcMatmulMx => self.nc_matmul_mx(args, span, dest),
             Special::LocalGather => self.local_gather(args, span, dest),
             Special::TensorScalarCumulative => self.tensor_scalar_cumulative(args, span, dest),
             Special::NonzeroWithCount => self.nonzero_with_count(args, span, dest),
@@ -575,7 +577,8 @@ impl Lowerer<'_> {
 
 /// The dtypes, for messages.
 pub const DTYPES: &str = "f32, tfloat32, bf16, f16, float8_e4m3, float8_e5m2, float8_e4m3fn, \
-     float4_e2m1fn, float8_e8m0fnu, i8, i16, i32, u8, u16, u32 or bool";
+     float4_e2m1fn, float8_e8m0fnu, float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4, i8, i16, \
+     i32, u8, u16, u32 or bool";
 
 /// A shape without its size-1 free dimensions (at least one free dimension stays).
 fn squeezed(s: &TileShape) -> TileShape {

@@ -26,6 +26,7 @@ pub(super) fn takes_dst(kind: Kind) -> bool {
         Kind::Special(s) => matches!(
             s,
             Special::NcMatmul
+                | Special::NcMatmulMx
                 | Special::NcTranspose
                 | Special::Memset
                 | Special::Dropout
@@ -79,7 +80,7 @@ impl Lowerer<'_> {
             if i == at {
                 continue;
             }
-            if matches!(kind, Kind::Special(Special::NcMatmul))
+            if matches!(kind, Kind::Special(Special::NcMatmul | Special::NcMatmulMx))
                 && a.name.as_ref().is_some_and(|n| n == "accumulate")
             {
                 accumulate = Some(&a.value);
@@ -104,7 +105,7 @@ impl Lowerer<'_> {
         let dest = Dest::Into {
             view,
             span: dst_e.span(),
-            accumulate: if matches!(kind, Kind::Special(Special::NcMatmul)) {
+            accumulate: if matches!(kind, Kind::Special(Special::NcMatmul | Special::NcMatmulMx)) {
                 acc
             } else {
                 None
@@ -134,6 +135,7 @@ impl Lowerer<'_> {
                 let slot = match kind {
                     Kind::Isa(opcode, _) => Some(opcode),
                     Kind::Special(Special::NcMatmul) => Some(Opcode::Matmul),
+                    Kind::Special(Special::NcMatmulMx) => Some(Opcode::MatmulMx),
                     Kind::Special(Special::NcTranspose) => Some(Opcode::Transpose),
                     Kind::Special(Special::Memset) => Some(Opcode::Memset),
                     _ => None,

@@ -335,6 +335,9 @@ pub(crate) fn width_mask(dtype: DType) -> u32 {
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
         | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4
         | DType::I32
         | DType::U8
         | DType::U16

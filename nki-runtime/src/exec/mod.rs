@@ -557,6 +557,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::Seed { .. }
             | InstrData::RangeSelect { .. }
             | InstrData::Shuffle { .. }
+            | InstrData::QuantizeMx { .. }
+            | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. } => {
                 let vars = &f.vars;
@@ -598,6 +600,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Seed { .. }
                         | InstrData::RangeSelect { .. }
                         | InstrData::Shuffle { .. }
+                        | InstrData::QuantizeMx { .. }
+                        | InstrData::MatmulMx { .. }
                         | InstrData::Nonzero { .. }
                         | InstrData::Register { .. } => Ok(()),
                     };
@@ -829,6 +833,8 @@ pub(crate) fn execute(
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
+            | Opcode::QuantizeMx
+            | Opcode::MatmulMx
             | Opcode::LocalGather
             | Opcode::SequenceBounds
             | Opcode::TensorScalarCumulative

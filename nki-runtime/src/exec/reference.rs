@@ -46,6 +46,7 @@
 
 mod cumulative;
 mod local_gather;
+mod mx;
 mod nonzero;
 mod range_select;
 mod select_reduce;
@@ -222,6 +223,10 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         (Opcode::NcStreamShuffle, InstrData::Shuffle { mask, .. }) => {
             shuffle::nc_stream_shuffle(m, ops, mask)
         }
+        (Opcode::QuantizeMx, _) => mx::quantize_mx(m, ops),
+        (Opcode::MatmulMx, InstrData::MatmulMx { dst, .. }) => {
+            mx::nc_matmul_mx(m, ops, dst.write.accumulates_at(vars))
+        }
         (Opcode::LocalGather, InstrData::LocalGather { elems, valid, .. }) => {
             local_gather::local_gather(m, ops, elems, valid)
         }
@@ -268,6 +273,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::Reciprocal
             | Opcode::MatchReplace8
             | Opcode::SelectReduce
+            | Opcode::MatmulMx
             | Opcode::RangeSelect
             | Opcode::NcStreamShuffle
             | Opcode::LocalGather
@@ -961,6 +967,9 @@ fn width_mask(dtype: DType) -> u32 {
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
         | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4
         | DType::I32
         | DType::U8
         | DType::U16

@@ -50,6 +50,7 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Seed
         | Deps::Permute
         | Deps::Shuffle
+        | Deps::Mx
         | Deps::LocalGather
         | Deps::Nonzero => false,
     };

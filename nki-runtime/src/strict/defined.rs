@@ -244,6 +244,8 @@ impl Strict<'_> {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
+                    | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
                     | InstrData::Register { .. } => None,
@@ -305,6 +307,70 @@ impl Strict<'_> {
             }
             // On the partitions it processes, every element: the first undefined element of the
             // same partition of the source; the others are not written (`written`).
+            // Each x4 element and each scale takes the first undefined origin among its
+            // group's 32 source values; the scale tile's other elements keep their old
+            // value's (unwritten in a new tile).
+            Deps::Mx => {
+                if let Some(s) = src(1) {
+                    let scale = operands.slot(2).copied().filter(|r| on_chip(r));
+                    let group_size = nki_lang::MX_GROUP_PARTITIONS;
+                    let lanes = nki_lang::MX_GROUP_FREE;
+                    let x4 = free_elems(&dst.dims);
+                    let mut scales = HashMap::new();
+                    for i in 0..dst.dims[0] / group_size {
+                        for f in 0..x4 {
+                            let o = (0..group_size)
+                                .flat_map(|r| {
+                                    (0..lanes).map(move |l| (i * group_size + r, f * lanes + l))
+                                })
+                                .map(|(p, k)| {
+                                    let t = unravel(&s.r.dims, p, k);
+                                    self.origin(
+                                        &s,
+                                        offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                        this,
+                                    )
+                                })
+                                .find(|&o| o != 0)
+                                .unwrap_or(0);
+                            for r in 0..group_size {
+                                let t = unravel(&dst.dims, i * group_size + r, f);
+                                put(
+                                    &mut found,
+                                    offset(dst.pattern.base, &dst.pattern.strides, &t),
+                                    o,
+                                );
+                            }
+                            if let Some(sc) = scale {
+                                let sp = nki_lang::mx_scale_partition(i);
+                                if sp < sc.dims[0] && f < free_elems(&sc.dims) {
+                                    let t = unravel(&sc.dims, sp, f);
+                                    let at = offset(sc.pattern.base, &sc.pattern.strides, &t);
+                                    scales.insert(byte_of(&sc, at), o);
+                                }
+                            }
+                        }
+                    }
+                    if let Some(sc) = scale {
+                        // The partitions it leaves: their old value's origin.
+                        let old_scale = src(2);
+                        let mut written = std::collections::HashSet::new();
+                        for i in 0..dst.dims[0] / group_size {
+                            written.insert(nki_lang::mx_scale_partition(i));
+                        }
+                        for p in (0..sc.dims[0]).filter(|p| !written.contains(p)) {
+                            for k in 0..free_elems(&sc.dims) {
+                                let t = unravel(&sc.dims, p, k);
+                                let at = offset(sc.pattern.base, &sc.pattern.strides, &t);
+                                let o = old_scale.map_or(0, |o| self.origin(&o, at, this));
+                                scales.insert(byte_of(&sc, at), o);
+                            }
+                        }
+                        scales.retain(|_, o| *o != 0);
+                        out.push((sc.slot, scales));
+                    }
+                }
+            }
             Deps::Nonzero => {
                 if let Some(s) = src(1) {
                     for p in (0..dst.dims[0]).filter(|&p| nki_lang::nonzero_partition(p)) {
@@ -612,7 +678,31 @@ impl Strict<'_> {
                         .collect()
                 };
                 let dims = |slot: usize| operands.slot(slot).map_or([1; MAX_TILE_RANK], |r| r.dims);
-                let (st, mv) = (columns(src(1), dims(1)), columns(src(2), dims(2)));
+                let (mut st, mut mv) = (columns(src(1), dims(1)), columns(src(2), dims(2)));
+                // `nc_matmul_mx`: a column also depends on its scales (element `i` of the
+                // scale tile, on the partition of each group of 8 data partitions).
+                if instr.opcode == nki_lang::Opcode::MatmulMx {
+                    for (cols, data, scale) in [(&mut st, 1, 3), (&mut mv, 2, 4)] {
+                        let (Some(s), k) = (src(scale), dims(data)[0]) else {
+                            continue;
+                        };
+                        let groups = k / nki_lang::MX_GROUP_PARTITIONS;
+                        for (i, o) in cols.iter_mut().enumerate() {
+                            let from_scale = (0..groups)
+                                .map(|g| {
+                                    let t = unravel(&s.r.dims, nki_lang::mx_scale_partition(g), i);
+                                    self.origin(
+                                        &s,
+                                        offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                        this,
+                                    )
+                                })
+                                .find(|&o| o != 0)
+                                .unwrap_or(0);
+                            *o = first(*o, from_scale);
+                        }
+                    }
+                }
                 for (m, &a) in st.iter().enumerate() {
                     for (n, &b) in mv.iter().enumerate() {
                         let t = unravel(&dst.dims, m, n);
@@ -731,6 +821,7 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Register
         | Deps::Permute
         | Deps::Shuffle
+        | Deps::Mx
         | Deps::LocalGather
         | Deps::Nonzero => true,
     }

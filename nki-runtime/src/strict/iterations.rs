@@ -89,6 +89,8 @@ impl Iterations {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
+                    | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
                     | InstrData::Register { .. } => {}

@@ -195,6 +195,15 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
             return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
         }
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
+        // An x4 element per PE and cycle: a pass takes the time of a bf16 matmul of the same
+        // `[K, M]` × `[K, N]` x4 shapes, for four times its multiply-adds (NKI's Trn3 guide:
+        // "4x the throughput compared to a BF16/FP16 matmul").
+        Opcode::MatmulMx => {
+            let mut pe = matmul(ops, p);
+            pe.flops = pe.flops.saturating_mul(4);
+            pe.hw_flops = pe.hw_flops.saturating_mul(4);
+            return Some(Work::Pe(pe));
+        }
         Opcode::Transpose => match engine {
             Engine::Tensor => return Some(Work::Pe(pe_transpose(ops, p))),
             // VectorE transposes 32×32 blocks: max(MIN_II, N) [ISA]. (The op table runs
@@ -249,6 +258,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::Seed { .. }
                     | InstrData::RangeSelect { .. }
                     | InstrData::Shuffle { .. }
+                    | InstrData::QuantizeMx { .. }
+                    | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
                     | InstrData::Register { .. } => false,
@@ -377,6 +388,11 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::RangeSelect => mi(n),
         // max(MIN_II, N), N the elements per partition [ISA] (the same table).
         Opcode::NcStreamShuffle => mi(n),
+        // max(MIN_II, N/4), N the source's elements per partition: NKI's Trn3 guide says the
+        // Vector engine quantizes four input elements per partition per cycle; no MIN_II or
+        // fixed overhead is published for it (assumed as the other Vector instructions').
+        // The destination has N/4 x4 elements.
+        Opcode::QuantizeMx => mi(n),
         // 150 + (valid indices × elements per index) / C [ISA]; the source gives no C: taken
         // as 1, as `iota`'s 150 + N (N the destination's elements per partition).
         Opcode::LocalGather => gpsimd(n, p),
@@ -708,6 +724,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Dropout
         | Opcode::RangeSelect
         | Opcode::NcStreamShuffle
+        | Opcode::QuantizeMx
+        | Opcode::MatmulMx
         | Opcode::LocalGather
         | Opcode::SequenceBounds
         | Opcode::TensorScalarCumulative

@@ -1,6 +1,6 @@
 //! The opcodes' shape/dtype rules, and the checks every opcode shares.
 
-use super::{Maskable, OpInfo, Opcode};
+use super::{Maskable, OpInfo, Opcode, Packed};
 use crate::dtype::DType;
 use crate::func::{Alu, AluClass};
 use crate::ir::{InstrData, MAX_SLOTS, Scalar};
@@ -138,6 +138,56 @@ pub struct Blame {
     pub violation: RuleViolation,
 }
 
+/// NKI's packed MX types (`float8_e4m3fn_x4`, ...) only where the op-table row accepts them
+/// ([`OpInfo::packed`](super::OpInfo::packed)): a copy moves them as bits (every operand of the
+/// one packed type), an MX instruction's own rule checks them, any other refuses them.
+fn check_packed(x: &InferIn<'_>) -> Result<(), Blame> {
+    let info = x.info();
+    let views = || {
+        info.operands
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, spec)| Some((slot, spec.name, x.slots[slot].info()?.dtype)))
+    };
+    let Some((_, _, packed)) = views().find(|v| v.2.is_packed()) else {
+        return Ok(());
+    };
+    let blame = |slot, operand, expected, found| {
+        x.blame(
+            slot,
+            RuleViolation::WrongDType {
+                op: info.name,
+                operand,
+                expected,
+                found,
+            },
+        )
+    };
+    match info.packed {
+        Packed::Mx => Ok(()),
+        Packed::No => match views().find(|v| v.2.is_packed()) {
+            Some((slot, operand, dtype)) => Err(blame(
+                slot,
+                operand,
+                "an unpacked type: NKI's packed MX types (_x4) are only for quantize_mx, \
+                 nc_matmul_mx and DMA copies",
+                dtype,
+            )),
+            None => Ok(()),
+        },
+        Packed::Bits => match views().find(|v| v.2 != packed) {
+            Some((slot, operand, dtype)) => Err(blame(
+                slot,
+                operand,
+                "the packed type of the other operand: a DMA copies a packed MX type (_x4) as \
+                 bits, it cannot convert it",
+                dtype,
+            )),
+            None => Ok(()),
+        },
+    }
+}
+
 /// Applies an opcode's rules: the engine may run it, each operand is in an allowed memory, the
 /// opcode's own shape/dtype rule, and (when slot 0 is given and is the result) the destination
 /// matches the result. Returns the result the destination must hold, or the first broken rule
@@ -187,6 +237,7 @@ pub fn infer(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             }
         }
     }
+    check_packed(x)?;
     let Some(out) = (info.infer)(x)? else {
         return Ok(None);
     };

@@ -18,6 +18,7 @@ mod gather;
 mod indirect;
 mod infer;
 mod local_gather;
+mod mx;
 mod nonzero;
 mod range_select;
 mod register;
@@ -29,6 +30,7 @@ pub use activate2::ACTIVATE2_STAGES;
 pub use cumulative::cumulative_reset;
 pub use dma_transpose::{dma_transpose_axes, dma_transpose_padded};
 pub use infer::{Blame, InferIn, Inferred, Part, Slot, ViewInfo, infer};
+pub use mx::mx_scale_partitions_needed;
 pub use rng::{XORWOW_WORDS, xorwow_generators, xorwow_state_words};
 
 use crate::ir::{Dir, InstrData};
@@ -79,6 +81,10 @@ pub enum Format {
     RangeSelect,
     /// [`InstrData::Shuffle`]
     Shuffle,
+    /// [`InstrData::QuantizeMx`]
+    QuantizeMx,
+    /// [`InstrData::MatmulMx`]
+    MatmulMx,
     /// [`InstrData::LocalGather`]
     LocalGather,
     /// [`InstrData::Nonzero`]
@@ -114,6 +120,8 @@ impl Format {
             InstrData::Seed { .. } => Format::Seed,
             InstrData::RangeSelect { .. } => Format::RangeSelect,
             InstrData::Shuffle { .. } => Format::Shuffle,
+            InstrData::QuantizeMx { .. } => Format::QuantizeMx,
+            InstrData::MatmulMx { .. } => Format::MatmulMx,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
             InstrData::Act2 { .. } => Format::Act2,
@@ -223,7 +231,9 @@ pub enum Deps {
     /// `nc_match_replace8`.
     Row,
     /// A contraction over the partitions: `dst[m, n]` depends on `stationary[:, m]` and
-    /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements).
+    /// `moving[:, n]` (`m`, `n` the row-major indices of the operands' free elements), and for
+    /// `nc_matmul_mx` on the scales of those columns (element `m` of `stationary_scale`,
+    /// `n` of `moving_scale`, on the partitions [`crate::mx_scale_partition`] of each group).
     Contraction,
     /// A transpose: `dst[f, p]` depends on `src[p, f]` (`f` the row-major index of the
     /// source's free elements): `nc_transpose`, `load_transpose2d`.
@@ -253,6 +263,12 @@ pub enum Deps {
     /// access's start; `q = j / 32`, `i = j mod 32`) depends on element `f` of source partition
     /// `32·q + mask[i]`, or on its own old value where `mask[i]` is 255 (left unmodified).
     Shuffle,
+    /// `quantize_mx`: element `f` of destination partition `p` (counted from the access's
+    /// start) depends on the 32 source values of its group (partitions `8·(p / 8) … +7`,
+    /// elements `4f … 4f+3`, row-major over the free dims); the scale at partition
+    /// [`crate::mx_scale_partition`]`(i)`, element `f`, on group `(i, f)`'s; the scale tile's
+    /// other elements keep their old value.
+    Mx,
     /// `local_gather`: element `j·elems + e` of partition `p` depends on index `j` of `p`'s
     /// group of 16 partitions and, where that is defined, on element `index_j + e` of partition
     /// `p` of `src_buffer` (flattened row-major); where it is undefined, the element is
@@ -298,6 +314,9 @@ pub struct OpInfo {
     /// instructions combine with what the destination holds; a memset, an iota, a transpose,
     /// the batch-norm statistics and the DMA transfers only overwrite it.
     pub accumulates: bool,
+    /// Whether and how the instruction accepts NKI's packed MX types (`float8_e4m3fn_x4`,
+    /// ...: NKI's "custom data type for `nc_matmul_mx` and `quantize_mx`").
+    pub packed: Packed,
     /// What the instruction computes.
     pub doc: &'static str,
 }
@@ -333,8 +352,21 @@ pub enum Maskable {
     No,
 }
 
+/// Which instructions take NKI's packed MX types (`float8_e5m2_x4`, `float8_e4m3fn_x4`,
+/// `float4_e2m1fn_x4`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Packed {
+    /// None of its operands may have one (NKI: they are only for the MX instructions).
+    No,
+    /// A copy moving them as bits: with one packed operand, every operand has that type.
+    Bits,
+    /// An MX instruction (`quantize_mx`, `nc_matmul_mx`): its own rule says which operand
+    /// takes which packed type.
+    Mx,
+}
+
 macro_rules! opcodes {
-    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:ident, deps: $deps:ident, accumulates: $accumulates:literal, } )*) => {
+    ($( $(#[doc = $doc:literal])* $v:ident { name: $name:literal, format: $format:ident, engines: $engines:expr, operands: $operands:expr, infer: $infer:path, maskable: $maskable:ident, deps: $deps:ident, accumulates: $accumulates:literal, packed: $packed:ident, } )*) => {
         /// A hardware instruction (one per NKI ISA call), described by its [`OpInfo`].
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -353,6 +385,7 @@ macro_rules! opcodes {
                 maskable: Maskable::$maskable,
                 deps: Deps::$deps,
                 accumulates: $accumulates,
+                packed: Packed::$packed,
                 doc: concat!($($doc),*),
             },
         )*];
@@ -375,6 +408,7 @@ opcodes! {
         maskable: No,
         deps: Control,
         accumulates: false,
+        packed: No,
     }
     /// End of a loop: advance the induction variable and jump back, or leave.
     LoopEnd {
@@ -386,6 +420,7 @@ opcodes! {
         maskable: No,
         deps: Control,
         accumulates: false,
+        packed: No,
     }
     /// `load`: an HBM access into an SBUF tile, cast to the tile's dtype.
     Load {
@@ -397,6 +432,7 @@ opcodes! {
         maskable: Any,
         deps: Move,
         accumulates: false,
+        packed: Bits,
     }
     /// `store`: an SBUF tile into an HBM output access, cast to the tensor's dtype.
     Store {
@@ -408,6 +444,7 @@ opcodes! {
         maskable: Any,
         deps: Move,
         accumulates: false,
+        packed: Bits,
     }
     /// `nc_matmul`: `dst = stationaryᵀ · moving` in fp32 in PSUM.
     Matmul {
@@ -423,6 +460,7 @@ opcodes! {
         maskable: No,
         deps: Contraction,
         accumulates: true,
+        packed: No,
     }
     /// `nc_transpose`: `dst[f, p] = src[p, f]`, the free dimensions flattened. TensorE: a
     /// `[P ≤ 128, F ≤ 128]` SBUF tile into fp32 PSUM; VectorE: `[P ≤ 32, F ≤ 32]`, any dtype,
@@ -439,6 +477,7 @@ opcodes! {
         maskable: Any,
         deps: Transpose,
         accumulates: false,
+        packed: No,
     }
     /// `tensor_copy`: `dst = src`, cast through fp32 to the destination's dtype. Vector and
     /// GpSimd keep the bits when the dtypes are equal; the Scalar engine always goes through
@@ -452,6 +491,7 @@ opcodes! {
         maskable: Any,
         deps: Move,
         accumulates: true,
+        packed: No,
     }
     /// `memset`: every element of `dst` becomes the value, converted to its dtype.
     Memset {
@@ -463,6 +503,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `tensor_tensor`: `dst = data1 op data2`, elementwise, in fp32 (bit operations on
     /// 32-bit integers).
@@ -479,6 +520,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `tensor_scalar`: `dst = (data op0 operand0) op1 operand1`, each operand an immediate or
     /// a `[P, 1]` vector applied along the free dimensions.
@@ -496,6 +538,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `scalar_tensor_tensor`: `dst = (data op0 operand0) op1 operand1`, `operand0` an
     /// immediate or `[P, 1]` vector, `operand1` a tile.
@@ -513,6 +556,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `tensor_scalar_reduce`: `dst = data op0 operand0`, and `reduce_res` the reduction of
     /// each partition's results.
@@ -531,6 +575,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `activation`: `dst = op(data · scale + bias)` on the Scalar engine, with an optional
     /// reduction of each partition's results into `reduce_res`.
@@ -549,6 +594,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `tensor_reduce`: a reduction along free axes of each partition.
     TensorReduce {
@@ -560,6 +606,7 @@ opcodes! {
         maskable: Any,
         deps: Reduce,
         accumulates: true,
+        packed: No,
     }
     /// `tensor_tensor_scan`: `r[i] = (data0[i] op0 r[i−1]) op1 data1[i]` along each
     /// partition's free elements, `r[−1] = initial`.
@@ -577,6 +624,7 @@ opcodes! {
         maskable: Any,
         deps: Prefix,
         accumulates: true,
+        packed: No,
     }
     /// `iota`: the values of an affine expression of the grid (int32 arithmetic), converted to
     /// the destination's dtype.
@@ -589,6 +637,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `affine_select`: `dst = pred ? on_true_tile : on_false_value`, where `pred` is an affine
     /// comparison of the grid's coordinates and the index variables.
@@ -606,6 +655,7 @@ opcodes! {
         maskable: Any,
         deps: AffineSelect,
         accumulates: true,
+        packed: No,
     }
     /// `select`: `dst = predicate ? on_true : on_false` elementwise (`nl.where`); the
     /// predicate is a tile (nonzero = true), the values tiles or immediates.
@@ -623,6 +673,7 @@ opcodes! {
         maskable: Any,
         deps: Select,
         accumulates: true,
+        packed: No,
     }
     /// `reciprocal`: `dst = 1 / data` on the Vector engine (IEEE division: more accurate than
     /// the Scalar engine's approximation on hardware).
@@ -635,6 +686,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: true,
+        packed: No,
     }
     /// `bn_stats`: per partition, the count, mean and variance·count of the even and of the odd
     /// elements of a `[P, F ≤ 512]` tile: `[P, 6]` fp32.
@@ -647,6 +699,7 @@ opcodes! {
         maskable: Partitions,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `bn_aggr`: the mean and variance of each partition from concatenated `bn_stats` results:
     /// `[P, 2]` fp32.
@@ -659,6 +712,7 @@ opcodes! {
         maskable: Any,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `load_transpose2d`: a 2-D HBM access `[A, B]` into an SBUF tile `[B, A]`, cast to the
     /// tile's dtype.
@@ -674,6 +728,7 @@ opcodes! {
         maskable: Any,
         deps: Transpose,
         accumulates: false,
+        packed: No,
     }
     /// `max8`: the 8 largest values of each partition's free elements (8 to 16384 of them,
     /// compared as fp32), in descending order: `[P, 8]`.
@@ -686,6 +741,7 @@ opcodes! {
         maskable: Partitions,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `nc_find_index8`: per partition, the index (row-major, from 0) of the first element of
     /// `data` (8 to 16384 of them) equal, as fp32, to each of the 8 `vals`: `[P, 8]` uint32 or
@@ -703,6 +759,7 @@ opcodes! {
         maskable: Partitions,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `nc_match_replace8`: `data` with, per partition, the first element equal (as fp32) to
     /// each of the 8 `vals` not yet replaced, replaced by the immediate `imm`; optionally the
@@ -722,6 +779,7 @@ opcodes! {
         maskable: Partitions,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `select_reduce`: `dst = predicate ? on_true : on_false` elementwise (`predicate` a tile
     /// of integers, nonzero = true, negated by `reverse_pred`; `on_false` a number or a
@@ -742,6 +800,7 @@ opcodes! {
         maskable: Any,
         deps: Select,
         accumulates: false,
+        packed: No,
     }
     /// `load` with a tile of indices (NKI's indirect DMA, `load(src[idx, i_f])`): the HBM rows
     /// the indices name, one per partition, into an SBUF tile, cast to its dtype.
@@ -758,6 +817,7 @@ opcodes! {
         maskable: Any,
         deps: Indirect,
         accumulates: false,
+        packed: No,
     }
     /// `store` with a tile of indices (`store(dst[idx, i_f], value)`): partition `p` of the
     /// tile to the HBM row index `p` names, cast to the tensor's dtype, in partition order (a
@@ -775,6 +835,7 @@ opcodes! {
         maskable: Any,
         deps: Indirect,
         accumulates: false,
+        packed: No,
     }
     /// `atomic_rmw(dst[idx, i_f], value, op=add)`: each HBM row index `p` names becomes
     /// `row + value[p]` (in fp32, rounded once to the tensor's dtype), in partition order, so
@@ -792,6 +853,7 @@ opcodes! {
         maskable: Any,
         deps: Indirect,
         accumulates: false,
+        packed: No,
     }
     /// `gather_flattened(data, indices)`: per partition, the elements of `data` (its free
     /// elements flattened row-major) at the positions `indices` holds, in the indices' shape.
@@ -808,6 +870,7 @@ opcodes! {
         maskable: Any,
         deps: Gather,
         accumulates: false,
+        packed: No,
     }
     /// `nc_n_gather` (NKI 0.6): `gather_flattened`'s per-partition gather as NKI's ISA call,
     /// uint32 indices only, the result in the data's dtype; NKI's `n` is the count of
@@ -825,6 +888,7 @@ opcodes! {
         maskable: No,
         deps: Gather,
         accumulates: false,
+        packed: No,
     }
     /// `tensor_copy_dynamic_src`: `tensor_copy` of a source shifted within each partition by
     /// a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
@@ -841,6 +905,7 @@ opcodes! {
         maskable: Any,
         deps: Move,
         accumulates: false,
+        packed: No,
     }
     /// `tensor_copy_dynamic_dst`: `tensor_copy` into a destination shifted within each
     /// partition by a run-time offset (an int32 or uint32 scalar in SBUF) along one free axis.
@@ -857,6 +922,7 @@ opcodes! {
         maskable: Any,
         deps: Move,
         accumulates: false,
+        packed: No,
     }
     /// `rand`: uniform values in `[0, 1)` from the counter-based generator (Philox4x32-10
     /// keyed by the seed and the instance; each element's counter is its partition, its free
@@ -871,6 +937,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `random_seed`: the generator's seed becomes the value of a one-element int32 tile, and
     /// its call count 0.
@@ -883,6 +950,7 @@ opcodes! {
         maskable: No,
         deps: Seed,
         accumulates: false,
+        packed: No,
     }
     /// `dropout`: `dst = u < prob ? 0 : data`, `u` the generator's uniform value for the
     /// element (as `rand` in fp32) and `prob` an immediate or a `[P, 1]` column; no scaling.
@@ -899,6 +967,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `dma_transpose` of an HBM access of 2, 3 or 4 axes into an SBUF tile, permuted as NKI
     /// permutes it (`[1, 0]`, `[2, 1, 0]`, `[3, 1, 2, 0]`: the first and the last axis
@@ -915,6 +984,7 @@ opcodes! {
         maskable: Any,
         deps: Permute,
         accumulates: false,
+        packed: No,
     }
     /// `dma_transpose` of an SBUF tile of 2, 3 or 4 axes into an SBUF tile, permuted as
     /// `dma_transpose` permutes an HBM access, cast to the destination's dtype.
@@ -930,6 +1000,7 @@ opcodes! {
         maskable: Any,
         deps: Permute,
         accumulates: false,
+        packed: No,
     }
     /// `range_select` (NeuronCore-v3 and newer): `dst[p, i] = on_true_tile[p, i]` where
     /// `range_start + i` compares true with both `bound0[p]` and `bound1[p]` (`comp_op0`,
@@ -950,6 +1021,7 @@ opcodes! {
         maskable: Partitions,
         deps: RangeSelect,
         accumulates: false,
+        packed: No,
     }
     /// `nc_stream_shuffle`: partition `i` of each 32-partition quadrant of `dst` is partition
     /// `shuffle_mask[i]` of the same quadrant of `src` (bits copied), or is left as it was
@@ -966,6 +1038,47 @@ opcodes! {
         maskable: No,
         deps: Shuffle,
         accumulates: false,
+        packed: No,
+    }
+    /// `quantize_mx` (NeuronCore-v4): fp16/bf16 `src` to MXFP8 on the Vector engine: each
+    /// group of 8 partitions × 4 values shares one E8M0 scale in `dst_scale` (at partition
+    /// `32·(i / 4) + i mod 4` for group `i`), the values divided by it and rounded to the
+    /// packed `dst`'s lane type (`float8_e5m2_x4`, `float8_e4m3fn_x4`).
+    QuantizeMx {
+        name: "quantize_mx",
+        format: QuantizeMx,
+        engines: &[Engine::Vector],
+        operands: &[
+            slot("dst", Dir::Write, SBUF).axes(Axes::Own),
+            slot("src", Dir::Read, SBUF).axes(Axes::Own),
+            slot("dst_scale", Dir::ReadWrite, SBUF).axes(Axes::Own),
+        ],
+        infer: mx::quantize_mx,
+        maskable: No,
+        deps: Mx,
+        accumulates: false,
+        packed: Mx,
+    }
+    /// `nc_matmul_mx` (NeuronCore-v4): `dst = stationaryᵀ · moving` of MXFP8/MXFP4 operands
+    /// on the Tensor engine, each lane dequantized by its group's E8M0 scale (groups of 8
+    /// partitions × the 4 lanes of an x4 element), accumulated in fp32 into a float32 or
+    /// bfloat16 PSUM tile.
+    MatmulMx {
+        name: "nc_matmul_mx",
+        format: MatmulMx,
+        engines: &[Engine::Tensor],
+        operands: &[
+            slot("dst", Dir::Write, PSUM),
+            slot("stationary", Dir::Read, SBUF).axes(Axes::Own),
+            slot("moving", Dir::Read, SBUF).axes(Axes::Own),
+            slot("stationary_scale", Dir::Read, SBUF).axes(Axes::Own),
+            slot("moving_scale", Dir::Read, SBUF).axes(Axes::Own),
+        ],
+        infer: mx::nc_matmul_mx,
+        maskable: No,
+        deps: Contraction,
+        accumulates: true,
+        packed: Mx,
     }
     /// `local_gather`: within each group of 16 partitions, the group's indices (uint16, taken
     /// partition first) name positions in each partition's flattened free elements of
@@ -983,6 +1096,7 @@ opcodes! {
         maskable: No,
         deps: LocalGather,
         accumulates: false,
+        packed: No,
     }
     /// `sequence_bounds`: for each element of a `[1, n]` tile of segment ids, the start and the
     /// end (exclusive) of the run of equal nonzero ids it belongs to, `[1, 2, n]`; an id of 0
@@ -996,6 +1110,7 @@ opcodes! {
         maskable: No,
         deps: Row,
         accumulates: false,
+        packed: No,
     }
     /// `tensor_scalar_cumulative`: along each partition's free elements (row-major), the
     /// accumulator `reg = (data op0 imm0) op1 reg` in fp32, each step's value written;
@@ -1014,6 +1129,7 @@ opcodes! {
         maskable: Partitions,
         deps: Prefix,
         accumulates: true,
+        packed: No,
     }
     /// `nonzero_with_count` (NeuronCore-v3 and newer): on partitions `0, 16, …, 112` only,
     /// the positions of the nonzero elements of `src` (`T` per partition) plus `index_offset`,
@@ -1030,6 +1146,7 @@ opcodes! {
         maskable: No,
         deps: Nonzero,
         accumulates: false,
+        packed: No,
     }
     /// `activate2` (NeuronCore-v4): `dst = func((data op0 imm0) op1 imm1)` on the Scalar
     /// engine, the stage's operations each rounded to fp32 as `tensor_scalar`'s, with an
@@ -1049,6 +1166,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `exponential` (NeuronCore-v4): `dst = exp(src − max_value)` on the Vector engine in
     /// fp32 (`max_value` in the `bias` field: absent for 0, a number or a `[P, 1]` vector),
@@ -1068,6 +1186,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `rng` (NKI 0.6): 32 random bits per element from the engine's XORWOW generators,
     /// truncated to the destination's integer dtype (its least significant bits); each
@@ -1082,6 +1201,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `rand_get_state` (NeuronCore-v3 and newer; Vector on NeuronCore-v4): the engine's
     /// XORWOW state, lane `p` into partition `p` of a uint32 `[P, 6]` (GpSimd) or `[P, 24]`
@@ -1095,6 +1215,7 @@ opcodes! {
         maskable: No,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `rand_set_state` (NeuronCore-v3 and newer; Vector on NeuronCore-v4): lane `p` of the
     /// engine's XORWOW state becomes partition `p` of a uint32 `[P, 6]` (GpSimd) or `[P, 24]`
@@ -1108,6 +1229,7 @@ opcodes! {
         maskable: No,
         deps: Seed,
         accumulates: false,
+        packed: No,
     }
     /// `set_rng_seed`: every lane of the Vector engine's XORWOW state is derived from the
     /// 32-bit value of a `[1, 1]` tile (the model's mixing function, `docs/numerics.md`).
@@ -1121,6 +1243,7 @@ opcodes! {
         maskable: No,
         deps: Seed,
         accumulates: false,
+        packed: No,
     }
     /// `rand2` (NeuronCore-v4): uniform fp32 values in `[min, max]` from the Vector engine's
     /// XORWOW generators (`min + u·(max − min)`, `u = x·2⁻³² + 2⁻³³` of the 32-bit draw `x`),
@@ -1138,6 +1261,7 @@ opcodes! {
         maskable: Any,
         deps: Elementwise,
         accumulates: false,
+        packed: No,
     }
     /// `register_move`: a virtual register becomes an immediate or another register's value
     /// (a sequencer instruction; no memory operand).
@@ -1150,6 +1274,7 @@ opcodes! {
         maskable: No,
         deps: Register,
         accumulates: false,
+        packed: No,
     }
     /// `register_load`: a virtual register becomes the value of a one-element integer SBUF
     /// tile (sign- or zero-extended to 32 bits). Writes no tile.
@@ -1162,6 +1287,7 @@ opcodes! {
         maskable: No,
         deps: Register,
         accumulates: false,
+        packed: No,
     }
     /// `register_store`: a one-element integer SBUF tile becomes a virtual register's value
     /// (its low bits for a narrower type).
@@ -1174,6 +1300,7 @@ opcodes! {
         maskable: No,
         deps: Register,
         accumulates: false,
+        packed: No,
     }
 }
 
@@ -1239,13 +1366,14 @@ mod tests {
                 Deps::Reduce => info.format == Format::Reduce,
                 Deps::Prefix => info.format == Format::Scan || op == Opcode::TensorScalarCumulative,
                 Deps::Row => matches!(info.format, Format::Unary | Format::Match8),
-                Deps::Contraction => info.format == Format::Matmul,
+                Deps::Contraction => matches!(info.format, Format::Matmul | Format::MatmulMx),
                 Deps::Transpose => info.operands.iter().any(|o| o.axes == Axes::Swapped),
                 Deps::Indirect => info.format == Format::Indirect,
                 Deps::Gather => info.format == Format::Gather,
                 Deps::Seed => info.format == Format::Seed,
                 Deps::Permute => info.operands.iter().any(|o| o.axes == Axes::Ends),
                 Deps::Shuffle => info.format == Format::Shuffle,
+                Deps::Mx => info.format == Format::QuantizeMx,
                 Deps::LocalGather => info.format == Format::LocalGather,
                 Deps::Nonzero => info.format == Format::Nonzero,
                 Deps::Register => info.format == Format::Register,

@@ -657,6 +657,8 @@ impl Lowerer<'_> {
                 | Format::Seed
                 | Format::RangeSelect
                 | Format::Shuffle
+                | Format::QuantizeMx
+                | Format::MatmulMx
                 | Format::LocalGather
                 | Format::Nonzero
                 | Format::Register => unreachable!("{} is lowered by hand", info.name),

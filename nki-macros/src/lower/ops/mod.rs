@@ -12,6 +12,7 @@ mod elementwise;
 mod exponential;
 pub(super) mod isa;
 mod local_gather;
+mod mx;
 mod nonzero;
 mod random;
 mod range_select;

@@ -82,7 +82,10 @@ impl Lowerer<'_> {
     }
 
     /// A pair of compile-time integers, `(a, b)` or `[a, b]` (`None` after an error).
-    fn int_pair(&mut self, e: &crate::parse::model::Expr) -> Option<(i64, i64)> {
+    pub(in super::super) fn int_pair(
+        &mut self,
+        e: &crate::parse::model::Expr,
+    ) -> Option<(i64, i64)> {
         use crate::parse::model::Expr;
         let items = match e {
             Expr::Tuple(items, _) | Expr::Array(items, _) if items.len() == 2 => items,
@@ -108,29 +111,27 @@ impl Lowerer<'_> {
         Some((out[0], out[1]))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn matmul_op(
+    /// How a matmul writes its PSUM destination: overwrite, `+=` (the first into a zeroed tile
+    /// opening an accumulation group over the loops entered since the `zeros`); `None` after
+    /// an error (an accumulation other than `+=`).
+    pub(in super::super) fn matmul_write(
         &mut self,
-        s: TileView,
-        m: TileView,
-        s_span: Span,
-        m_span: Span,
-        span: Span,
-        dest: Dest<'_>,
-        opts: OpOptions,
-    ) -> Value {
-        let write = match &dest {
+        name: &'static str,
+        dest: &Dest<'_>,
+    ) -> Option<Write> {
+        let write = match dest {
             Dest::Into {
                 accumulate: Some(op),
                 span: dspan,
                 ..
             } if *op != Alu::Add => {
                 let v = nki_lang::RuleViolation::UnsupportedAlu {
-                    op: "nc_matmul",
+                    op: name,
                     alu: *op,
                     why: "a matmul accumulates into PSUM with `+=` only (PSUM adds in place)",
                 };
-                return self.error(*dspan, crate::errors::message(&v));
+                self.error(*dspan, crate::errors::message(&v));
+                return None;
             }
             Dest::Into {
                 view,
@@ -156,6 +157,23 @@ impl Lowerer<'_> {
                 accumulate: None, ..
             }
             | Dest::New(_) => Write::Overwrite,
+        };
+        Some(write)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_op(
+        &mut self,
+        s: TileView,
+        m: TileView,
+        s_span: Span,
+        m_span: Span,
+        span: Span,
+        dest: Dest<'_>,
+        opts: OpOptions,
+    ) -> Value {
+        let Some(write) = self.matmul_write("nc_matmul", &dest) else {
+            return Value::Poison;
         };
         let (Some(stationary), Some(moving)) = (self.view_id(s, s_span), self.view_id(m, m_span))
         else {

@@ -128,6 +128,7 @@ use nki_lang::DType;
 use super::Isa;
 
 mod ocp;
+mod packed;
 #[cfg(target_arch = "x86_64")]
 pub(in crate::cpu) mod x86;
 
@@ -135,6 +136,7 @@ pub use ocp::{
     f4e2m1fn_to_f32, f8e4m3fn_to_f32, f8e8m0fnu_to_f32, f32_to_f4e2m1fn, f32_to_f8e4m3fn,
     f32_to_f8e8m0fnu,
 };
+pub use packed::{f32_to_x4, pack_x4, unpack_x4, x4_to_f32};
 
 /// Elements per chunk of the portable conversion between two non-f32 dtypes, through f32s
 /// in a stack buffer.
@@ -406,6 +408,9 @@ pub fn to_f32(dtype: DType, bits: u32) -> f32 {
         DType::F8E4M3Fn => f8e4m3fn_to_f32(bits as u8),
         DType::F4E2M1Fn => f4e2m1fn_to_f32(bits as u8),
         DType::F8E8M0Fnu => f8e8m0fnu_to_f32(bits as u8),
+        // An element of four values has no one value (see `x4_to_f32`); the rules refuse
+        // every conversion of one, so this is never reached: NaN makes a bug visible.
+        DType::F8E5M2X4 | DType::F8E4M3FnX4 | DType::F4E2M1FnX4 => f32::NAN,
     }
 }
 
@@ -430,6 +435,8 @@ pub fn from_f32(dtype: DType, x: f32) -> u32 {
         DType::F8E4M3Fn => f32_to_f8e4m3fn(x) as u32,
         DType::F4E2M1Fn => f32_to_f4e2m1fn(x) as u32,
         DType::F8E8M0Fnu => f32_to_f8e8m0fnu(x) as u32,
+        // Four values, not one (see `f32_to_x4`); never reached, as for `to_f32`: zero bits.
+        DType::F8E5M2X4 | DType::F8E4M3FnX4 | DType::F4E2M1FnX4 => 0,
     }
 }
 
@@ -453,8 +460,13 @@ pub fn to_i32(dtype: DType, bits: u32) -> i32 {
         DType::I8 => bits as u8 as i8 as i32,
         DType::I16 => bits as u16 as i16 as i32,
         DType::Bool => (bits as u8 != 0) as i32,
-        DType::I32 | DType::U32 | DType::F32 | DType::Tf32 => bits as i32,
-        DType::U16 | DType::Bf16 | DType::F16 => (bits & 0xffff) as i32,
+        DType::I32
+        | DType::U32
+        | DType::F32
+        | DType::Tf32
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4 => bits as i32,
+        DType::U16 | DType::Bf16 | DType::F16 | DType::F4E2M1FnX4 => (bits & 0xffff) as i32,
         DType::U8
         | DType::F8E4M3
         | DType::F8E5M2
@@ -480,6 +492,9 @@ pub fn from_i32(dtype: DType, v: i32) -> u32 {
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
         | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4
         | DType::I8
         | DType::I16
         | DType::I32
@@ -627,6 +642,16 @@ fn arch_loop(_: Isa, _: DType, _: DType) -> Option<VectorRun> {
 /// Converts every element of `src` (of `s`) into `dst` (of `d`), both holding the same number
 /// of elements, `s != d`: `isa`'s vector loop, then the portable definitions for the rest.
 fn run(isa: Isa, src: &[u8], s: DType, dst: &mut [u8], d: DType) {
+    if s.is_packed() || d.is_packed() {
+        // No per-type loop (the rules let no instruction convert a packed type): the scalar
+        // definitions, element by element.
+        isa.assert_supported();
+        let (ss, ds) = (elem_size(s), elem_size(d));
+        for (sc, dc) in src.chunks_exact(ss).zip(dst.chunks_exact_mut(ds)) {
+            write_bits(dc, from_f32(d, to_f32(s, read_bits(sc))));
+        }
+        return;
+    }
     let done = match vector_loop(isa, s, d) {
         // SAFETY: `vector_loop` only returns loops whose features the CPU has.
         Some(v) => unsafe { v(src, dst) },
@@ -702,7 +727,15 @@ pub fn store_f32(isa: Isa, src: &[f32], dst: &mut [u8], dtype: DType) {
 pub fn load_i32(isa: Isa, src: &[u8], dtype: DType, dst: &mut [i32]) {
     isa.assert_supported();
     let src = &src[..run_bytes(dst.len(), dtype)];
-    LOAD_I32_PORTABLE[dtype as usize](src, dst);
+    match LOAD_I32_PORTABLE.get(dtype as usize) {
+        Some(load) => load(src, dst),
+        // A packed type: its raw bits, as [`to_i32`] defines.
+        None => {
+            for (s, d) in src.chunks_exact(elem_size(dtype)).zip(dst.iter_mut()) {
+                *d = to_i32(dtype, read_bits(s));
+            }
+        }
+    }
 }
 
 /// Stores the i32 lanes of `src` as `src.len()` little-endian elements of `dtype` at the start
@@ -714,7 +747,15 @@ pub fn load_i32(isa: Isa, src: &[u8], dtype: DType, dst: &mut [i32]) {
 pub fn store_i32(isa: Isa, src: &[i32], dst: &mut [u8], dtype: DType) {
     isa.assert_supported();
     let dst = &mut dst[..run_bytes(src.len(), dtype)];
-    STORE_I32_PORTABLE[dtype as usize](src, dst);
+    match STORE_I32_PORTABLE.get(dtype as usize) {
+        Some(store) => store(src, dst),
+        // A packed type: the lane's low bits, as [`from_i32`] defines.
+        None => {
+            for (&v, d) in src.iter().zip(dst.chunks_exact_mut(elem_size(dtype))) {
+                write_bits(d, from_i32(dtype, v));
+            }
+        }
+    }
 }
 
 /// Converts `count` little-endian elements of `src_dtype` at the start of `src` into

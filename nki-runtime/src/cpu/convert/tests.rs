@@ -499,6 +499,7 @@ fn loads_match_references() {
                 F8E4M3Fn => ref_ocp_value(Ocp::E4M3Fn, bits),
                 F4E2M1Fn => ref_ocp_value(Ocp::E2M1Fn, bits),
                 F8E8M0Fnu => ref_ocp_value(Ocp::E8M0Fnu, bits),
+                F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => unreachable!("DType::ALL has no packed type"),
             };
             match want {
                 Some(w) => assert!(
@@ -514,6 +515,9 @@ fn loads_match_references() {
                         // default quiet NaN.
                         F8E4M3Fn => ((bits & 0x80) << 24) | 0x7fc0_0000,
                         F8E8M0Fnu => 0x7fc0_0000,
+                        F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => {
+                            unreachable!("DType::ALL has no packed type")
+                        }
                         F32 | Bf16 | F16 | F8E4M3 | F8E5M2 | F4E2M1Fn | I8 | I16 | I32 | U8
                         | U16 | U32 | Bool => {
                             let f = if dtype == F8E4M3 { E4M3 } else { E5M2 };
@@ -565,6 +569,7 @@ fn stores_match_references() {
                 F8E4M3Fn => ref_ocp_encode(Ocp::E4M3Fn, x),
                 F4E2M1Fn => ref_ocp_encode(Ocp::E2M1Fn, x),
                 F8E8M0Fnu => ref_ocp_encode(Ocp::E8M0Fnu, x),
+                F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => unreachable!("DType::ALL has no packed type"),
             };
             assert_eq!(got, want, "{dtype} from f32 {b:#010x} ({x:e})");
         }
@@ -727,7 +732,7 @@ fn integer_lanes() {
             match dtype {
                 Bool => assert_eq!(back, (bits as u8 != 0) as u32),
                 F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I8 | I16 | I32 | U8 | U16 | U32
-                | F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => {
+                | F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => {
                     assert_eq!(back, bits, "{dtype} {bits:#x}")
                 }
             }
@@ -738,7 +743,7 @@ fn integer_lanes() {
                 U8 => bits as u8 as i32,
                 U16 => bits as u16 as i32,
                 F32 | Tf32 | Bf16 | F16 | F8E4M3 | F8E5M2 | I32 | U32 | Bool | F8E4M3Fn
-                | F4E2M1Fn | F8E8M0Fnu => continue,
+                | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => continue,
             };
             assert_eq!(lane, want, "{dtype} {bits:#x}");
         }

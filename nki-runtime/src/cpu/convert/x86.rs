@@ -30,7 +30,8 @@ const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 ///
 /// The OCP formats (`float8_e4m3fn`, `float4_e2m1fn`, `float8_e8m0fnu`) have no vector
 /// routines: a conversion from or to one of them is `None` here, and the caller runs the
-/// portable definitions for the whole run.
+/// portable definitions for the whole run. Nor have the packed MX types (which the rules only
+/// let DMA copy as bits).
 pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
     use DType::*;
     match isa {
@@ -51,7 +52,7 @@ pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
                 U16 => to_512::<v512::U16>(d, hw),
                 U32 => to_512::<v512::U32>(d, hw),
                 Bool => to_512::<v512::Bool>(d, hw),
-                F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => None,
+                F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => None,
             }
         }
         Isa::Avx2Fma if std::is_x86_feature_detected!("f16c") => match s {
@@ -68,7 +69,7 @@ pub(super) fn vector_loop(isa: Isa, s: DType, d: DType) -> Option<VectorRun> {
             U16 => to_256::<v256::U16>(d),
             U32 => to_256::<v256::U32>(d),
             Bool => to_256::<v256::Bool>(d),
-            F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => None,
+            F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => None,
         },
         Isa::Avx2Fma => None,
     }
@@ -93,7 +94,7 @@ fn to_512<S: Lanes512>(d: DType, bf16_hw: bool) -> Option<VectorRun> {
         U16 => fused512::<S, v512::U16>,
         U32 => fused512::<S, v512::U32>,
         Bool => fused512::<S, v512::Bool>,
-        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => return None,
+        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => return None,
     })
 }
 
@@ -114,7 +115,7 @@ fn to_256<S: Lanes256>(d: DType) -> Option<VectorRun> {
         U16 => fused256::<S, v256::U16>,
         U32 => fused256::<S, v256::U32>,
         Bool => fused256::<S, v256::Bool>,
-        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu => return None,
+        F8E4M3Fn | F4E2M1Fn | F8E8M0Fnu | F8E5M2X4 | F8E4M3FnX4 | F4E2M1FnX4 => return None,
     })
 }
 

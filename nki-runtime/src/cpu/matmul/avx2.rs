@@ -277,6 +277,9 @@ unsafe fn pack_any<const BW: usize>(op: &Operand, c0: usize, width: usize, dst: 
             | DType::F8E4M3Fn
             | DType::F4E2M1Fn
             | DType::F8E8M0Fnu
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4
+            | DType::F4E2M1FnX4
             | DType::I8
             | DType::I16
             | DType::I32

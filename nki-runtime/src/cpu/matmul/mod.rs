@@ -1017,6 +1017,9 @@ fn mantissa_bits(dtype: DType) -> i32 {
         | DType::F8E4M3Fn
         | DType::F4E2M1Fn
         | DType::F8E8M0Fnu
+        | DType::F8E5M2X4
+        | DType::F8E4M3FnX4
+        | DType::F4E2M1FnX4
         | DType::I8
         | DType::I16
         | DType::I32
@@ -1166,6 +1169,9 @@ fn widen_rows(op: &Operand, cols: Range<usize>, dst: &mut [f32]) -> u32 {
             | DType::F8E4M3Fn
             | DType::F4E2M1Fn
             | DType::F8E8M0Fnu
+            | DType::F8E5M2X4
+            | DType::F8E4M3FnX4
+            | DType::F4E2M1FnX4
             | DType::I8
             | DType::I16
             | DType::I32
@@ -1316,6 +1322,9 @@ pub(crate) mod tests {
                     | DType::F8E4M3Fn
                     | DType::F4E2M1Fn
                     | DType::F8E8M0Fnu
+                    | DType::F8E5M2X4
+                    | DType::F8E4M3FnX4
+                    | DType::F4E2M1FnX4
                     | DType::I8
                     | DType::I16
                     | DType::I32
