@@ -393,6 +393,50 @@ impl Lowerer<'_> {
         self.buf.instrs.len().saturating_sub(1)
     }
 
+    /// Opens a loop over the variable `name` (`_` for none): its `LoopBegin` (the matching end
+    /// patched when the loop closes), its trip on the loop stack, a new scope. Returns the
+    /// `LoopBegin`'s index.
+    fn open_loop(&mut self, name: &str, kind: LoopKind, trip: Extent, span: Span) -> usize {
+        self.buf.loop_vars.push(name.to_string());
+        // Past 65535 loops: an index the verifier refuses.
+        let var = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
+        let begin = self.emit(
+            Opcode::LoopBegin,
+            InstrData::LoopBegin {
+                kind,
+                trip,
+                var,
+                end: 0,
+            },
+            InstrSpans::at(span),
+        );
+        self.loops.push(trip);
+        // Instruction indices fit u32: unrolling stops at MAX_INSTRS, and no source holds 2^32
+        // instructions (past that, an index the verifier refuses).
+        self.loop_begins
+            .push(u32::try_from(begin).unwrap_or(u32::MAX));
+        self.scopes.push(HashMap::new());
+        begin
+    }
+
+    /// Closes the loop [`Self::open_loop`] opened at `begin`: its scope and stack entries go,
+    /// its `LoopEnd` is emitted and the `LoopBegin` given its index.
+    fn close_loop(&mut self, begin: usize, span: Span) {
+        self.scopes.pop();
+        self.loops.pop();
+        self.loop_begins.pop();
+        let end = self.emit(
+            Opcode::LoopEnd,
+            InstrData::LoopEnd {
+                begin: u32::try_from(begin).unwrap_or(u32::MAX),
+            },
+            InstrSpans::at(span),
+        );
+        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
+            *e = u32::try_from(end).unwrap_or(u32::MAX);
+        }
+    }
+
     /// Records an instruction's spans, with the note of the helper call being inlined.
     fn push_spans(&mut self, mut spans: InstrSpans) {
         spans.note = self.inlining.last().map(|&(_, note)| note);
@@ -964,30 +1008,12 @@ impl Lowerer<'_> {
         let name = var
             .map(|v| v.to_string())
             .unwrap_or_else(|| "_".to_string());
-        self.buf.loop_vars.push(name.clone());
-        // Past 65535 loops: an index the verifier refuses.
-        let var_id = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
         let kind = match kind {
             IterKind::Affine => LoopKind::Affine,
             // `static_range` was unrolled above.
             IterKind::Sequential | IterKind::Static | IterKind::Dynamic => LoopKind::Sequential,
         };
-        let begin = self.emit(
-            Opcode::LoopBegin,
-            InstrData::LoopBegin {
-                kind,
-                trip: extent,
-                var: var_id,
-                end: 0,
-            },
-            InstrSpans::at(iter_span),
-        );
-        self.loops.push(extent);
-        // Instruction indices fit u32: unrolling stops at MAX_INSTRS, and no source holds 2^32
-        // instructions (past that, an index the verifier refuses).
-        let begin_at = u32::try_from(begin).unwrap_or(u32::MAX);
-        self.loop_begins.push(begin_at);
-        self.scopes.push(HashMap::new());
+        let begin = self.open_loop(&name, kind, extent, iter_span);
         if var.is_some() {
             // `start + step · i`.
             let value = Affine::loop_var(depth, step).checked_add(&Affine::constant(start));
@@ -1024,17 +1050,7 @@ impl Lowerer<'_> {
         }
         self.block(body);
         self.predicate.truncate(outer);
-        self.scopes.pop();
-        self.loops.pop();
-        self.loop_begins.pop();
-        let end = self.emit(
-            Opcode::LoopEnd,
-            InstrData::LoopEnd { begin: begin_at },
-            InstrSpans::at(iter_span),
-        );
-        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
-            *e = u32::try_from(end).unwrap_or(u32::MAX);
-        }
+        self.close_loop(begin, iter_span);
     }
 
     /// Puts outputs in return order, checks them against the declared return type and builds

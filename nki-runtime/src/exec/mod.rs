@@ -385,13 +385,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 } else {
                     Err("a device loop's trip count is data, which this run does not compute (the schedule check's recording cannot follow device loops)".to_string())
                 };
-                let n = n.map_err(|what| ExecError {
-                    kernel: p.name().to_string(),
-                    instr: pc,
-                    mnemonic: ins.mnemonic(),
-                    line: ins.line,
-                    what,
-                })?;
+                let n = n.map_err(|what| failed(b, pc, ins, what))?;
                 if n <= 0 {
                     pc = end as usize + 1;
                     continue;
@@ -440,13 +434,12 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         LoopKind::While { cond } => {
                             let c = crate::registers::get(&f.regs, cond);
                             if c != 0 && k >= nki_lang::MAX_DEVICE_TRIPS {
-                                return Err(ExecError {
-                                    kernel: p.name().to_string(),
-                                    instr: pc,
-                                    mnemonic: ins.mnemonic(),
-                                    line: ins.line,
-                                    what: crate::registers::while_runaway(cond, c),
-                                });
+                                return Err(failed(
+                                    b,
+                                    pc,
+                                    ins,
+                                    crate::registers::while_runaway(cond, c),
+                                ));
                             }
                             c != 0
                         }
@@ -513,26 +506,13 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                     let memory = OnChip::of(e);
                     let seen = obs.before_on(pc, ins, &resolved, &f.vars, memory);
                     if let ControlFlow::Break(what) = seen {
-                        return Err(ExecError {
-                            kernel: p.name().to_string(),
-                            instr: pc,
-                            mnemonic: ins.mnemonic(),
-                            line: ins.line,
-                            what,
-                        });
+                        return Err(failed(b, pc, ins, what));
                     }
                     // A run that does not compute still moves registers (no memory read).
                     if obs.computes() || src != nki_lang::RegSrc::None {
                         let sbuf = e.sbuf.bytes_mut();
-                        crate::registers::step(&mut f.regs, ins.data, &resolved, sbuf).map_err(
-                            |what| ExecError {
-                                kernel: p.name().to_string(),
-                                instr: pc,
-                                mnemonic: ins.mnemonic(),
-                                line: ins.line,
-                                what,
-                            },
-                        )?;
+                        crate::registers::step(&mut f.regs, ins.data, &resolved, sbuf)
+                            .map_err(|what| failed(b, pc, ins, what))?;
                     }
                     obs.after(pc, ins);
                 }
@@ -606,23 +586,11 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::Register { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
-                        return Err(ExecError {
-                            kernel: p.name().to_string(),
-                            instr: pc,
-                            mnemonic: ins.mnemonic(),
-                            line: ins.line,
-                            what,
-                        });
+                        return Err(failed(b, pc, ins, what));
                     }
                     let memory = OnChip::of(e);
                     if let ControlFlow::Break(what) = obs.before_on(pc, ins, ops, vars, memory) {
-                        return Err(ExecError {
-                            kernel: p.name().to_string(),
-                            instr: pc,
-                            mnemonic: ins.mnemonic(),
-                            line: ins.line,
-                            what,
-                        });
+                        return Err(failed(b, pc, ins, what));
                     }
                     if obs.computes() {
                         if overlap::partly_overlapping(ins, ops, sbuf_stride) {
@@ -669,17 +637,28 @@ fn device_trips(f: &Frame, kind: LoopKind) -> Result<i64, String> {
     }
 }
 
-/// The error that unwinds a launch its meter stopped (`crate::budget`); the core reports it
-/// as [`crate::LaunchError::Stopped`].
+/// The error that stops a launch at instruction `pc` (`ins`) for `what`.
 #[cold]
-fn stopped(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr) -> ExecError {
+fn failed(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr, what: String) -> ExecError {
     ExecError {
         kernel: b.program.name().to_string(),
         instr: pc,
         mnemonic: ins.mnemonic(),
         line: ins.line,
-        what: "stopped by the core's budget or stop handle".to_string(),
+        what,
     }
+}
+
+/// The error that unwinds a launch its meter stopped (`crate::budget`); the core reports it
+/// as [`crate::LaunchError::Stopped`].
+#[cold]
+fn stopped(b: &Bound<'_, '_, '_>, pc: usize, ins: &Instr) -> ExecError {
+    failed(
+        b,
+        pc,
+        ins,
+        "stopped by the core's budget or stop handle".to_string(),
+    )
 }
 
 /// Runs one instruction's engine routine on its resolved operands: one arm per opcode, each

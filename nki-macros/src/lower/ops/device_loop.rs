@@ -4,8 +4,6 @@
 //! A device loop stays one loop of the program ([`nki_lang::LoopKind::Dynamic`],
 //! [`nki_lang::LoopKind::While`]); its trip count is read from registers at run time.
 
-use std::collections::HashMap;
-
 use crate::span::Span;
 use nki_lang::{Extent, Instr, InstrData, LoopKind, MAX_REGISTERS, Opcode, RegId, RegSrc};
 
@@ -357,24 +355,8 @@ impl Lowerer<'_> {
         let name = body
             .param
             .map_or_else(|| "_".to_string(), ToString::to_string);
-        self.buf.loop_vars.push(name.clone());
-        let var_id = u16::try_from(self.buf.loop_vars.len().saturating_sub(1)).unwrap_or(u16::MAX);
         // A device loop's static trip is 1: no index uses its variable.
-        let extent = Extent::Fixed(1);
-        let begin = self.emit(
-            Opcode::LoopBegin,
-            InstrData::LoopBegin {
-                kind,
-                trip: extent,
-                var: var_id,
-                end: 0,
-            },
-            InstrSpans::at(span),
-        );
-        self.loops.push(extent);
-        let begin_at = u32::try_from(begin).unwrap_or(u32::MAX);
-        self.loop_begins.push(begin_at);
-        self.scopes.push(HashMap::new());
+        let begin = self.open_loop(&name, kind, Extent::Fixed(1), span);
         if body.param.is_some() {
             self.bind(&name, Value::Reg(param));
         }
@@ -395,16 +377,6 @@ impl Lowerer<'_> {
                 "a device loop body has no value: end this expression with `;`",
             );
         }
-        self.scopes.pop();
-        self.loops.pop();
-        self.loop_begins.pop();
-        let end = self.emit(
-            Opcode::LoopEnd,
-            InstrData::LoopEnd { begin: begin_at },
-            InstrSpans::at(span),
-        );
-        if let InstrData::LoopBegin { end: e, .. } = &mut self.buf.instrs[begin].data {
-            *e = u32::try_from(end).unwrap_or(u32::MAX);
-        }
+        self.close_loop(begin, span);
     }
 }
