@@ -446,9 +446,12 @@ pub enum RuleViolation {
         /// What it must be.
         expected: &'static str,
     },
-    /// `nc_matmul`'s PE-array tiling (`tile_position`, `tile_size`) outside its limits.
-    #[error("nc_matmul's tile_position {position:?} and tile_size {size:?}: {why}")]
+    /// `nc_matmul`'s or `nc_matmul_mx`'s PE-array tiling (`tile_position`, `tile_size`)
+    /// outside its limits.
+    #[error("{op}'s tile_position {position:?} and tile_size {size:?}: {why}")]
     PeTiling {
+        /// The instruction.
+        op: &'static str,
         /// `(row, col)`.
         position: (i64, i64),
         /// `(rows, cols)`.
@@ -754,13 +757,53 @@ pub fn check_pe_tiling(
     stationary: (u32, u32),
     target: Target,
 ) -> Result<(), RuleViolation> {
-    let v = |why| {
-        Err(RuleViolation::PeTiling {
+    pe_tiling("nc_matmul", position, size, stationary, target)
+}
+
+/// `nc_matmul_mx`'s PE tiling (NKI: row tiling only): `tile_size` is `(32, 64 or 128 rows,
+/// 128)`, `tile_position` `(a multiple of the rows, 0)`, and the tile holds the stationary
+/// operand's `K` partitions; otherwise as [`check_pe_tiling`].
+pub fn check_mx_pe_tiling(
+    position: (i64, i64),
+    size: (i64, i64),
+    stationary: (u32, u32),
+    target: Target,
+) -> Result<(), RuleViolation> {
+    let op = "nc_matmul_mx";
+    if size.1 != 128 || position.1 != 0 {
+        return Err(pe_violation(
+            op,
             position,
             size,
-            why,
-        })
-    };
+            "nc_matmul_mx tiles rows only: tile_size (rows, 128), tile_position (row, 0)",
+        ));
+    }
+    if ![32, 64, 128].contains(&size.0) || position.0.checked_rem(size.0) != Some(0) {
+        return Err(pe_violation(
+            op,
+            position,
+            size,
+            "nc_matmul_mx's row tiles are 32, 64 or 128 rows, at a multiple of their size",
+        ));
+    }
+    pe_tiling(
+        op,
+        position,
+        size,
+        (stationary.0, stationary.1.min(128)),
+        target,
+    )
+}
+
+/// [`check_pe_tiling`]'s limits for `op`.
+fn pe_tiling(
+    op: &'static str,
+    position: (i64, i64),
+    size: (i64, i64),
+    stationary: (u32, u32),
+    target: Target,
+) -> Result<(), RuleViolation> {
+    let v = |why| Err(pe_violation(op, position, size, why));
     let all = [position.0, position.1, size.0, size.1];
     if all.iter().any(|&x| x < 0 || x % 32 != 0) {
         return v("each is a multiple of 32");
@@ -781,34 +824,19 @@ pub fn check_pe_tiling(
     Ok(())
 }
 
-/// `nc_matmul_mx`'s PE tiling (NKI: row tiling only): `tile_size` is `(32, 64 or 128 rows,
-/// 128)`, `tile_position` `(a multiple of the rows, 0)`, and the tile holds the stationary
-/// operand's `K` partitions; otherwise as [`check_pe_tiling`].
-pub fn check_mx_pe_tiling(
+/// A [`RuleViolation::PeTiling`] of `op`.
+fn pe_violation(
+    op: &'static str,
     position: (i64, i64),
     size: (i64, i64),
-    stationary: (u32, u32),
-    target: Target,
-) -> Result<(), RuleViolation> {
-    let v = |why| {
-        Err(RuleViolation::PeTiling {
-            position,
-            size,
-            why,
-        })
-    };
-    if size.1 != 128 || position.1 != 0 {
-        return v("nc_matmul_mx tiles rows only: tile_size (rows, 128), tile_position (row, 0)");
-    }
-    if ![32, 64, 128].contains(&size.0) || position.0.checked_rem(size.0) != Some(0) {
-        return v("nc_matmul_mx's row tiles are 32, 64 or 128 rows, at a multiple of their size");
-    }
-    check_pe_tiling(
+    why: &'static str,
+) -> RuleViolation {
+    RuleViolation::PeTiling {
+        op,
         position,
         size,
-        (stationary.0, stationary.1.min(128)),
-        target,
-    )
+        why,
+    }
 }
 
 /// An operand's address space.
