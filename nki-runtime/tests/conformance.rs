@@ -4529,13 +4529,18 @@ fn rounded_into(dtype: DType, v: f32) -> f64 {
         DType::Bf16 => bf16::from_f32(v).to_f64(),
         DType::F16 => f16::from_f32(v).to_f64(),
         DType::F8E4M3 | DType::F8E5M2 => {
-            // The nearest of the 256 codes' finite values, ties to the even code.
+            // The nearest of the 256 codes' finite values, ties to the even code; a value a
+            // code holds exactly is that code (a zero keeps its sign: +0 and −0 are both even
+            // codes at distance 0).
             let x = f64::from(v);
             let mut best = (f64::INFINITY, 0u32);
             for c in 0..256u32 {
                 let val = decode(dtype, c);
                 if !val.is_finite() {
                     continue;
+                }
+                if val == x && val.is_sign_negative() == x.is_sign_negative() {
+                    return val;
                 }
                 let d = (val - x).abs();
                 if d < best.0 || (d == best.0 && c % 2 == 0) {
@@ -4727,10 +4732,7 @@ fn quantize_mx_ref(x: &Array2<f64>, lane: DType) -> (Array2<f64>, Array2<f64>) {
                 let mut w = 0u32;
                 for l in 0..4 {
                     let q = x[[8 * i + r, 4 * g + l]] * 2f64.powi(127 - code);
-                    // (A zero keeps its sign: `rounded_into`'s search would pick −0 for +0.)
-                    let r = if q == 0.0 {
-                        q
-                    } else if lane == DType::F8E4M3Fn {
+                    let r = if lane == DType::F8E4M3Fn {
                         ocp_round(lane, q)
                     } else {
                         rounded_into(lane, q as f32)
