@@ -175,6 +175,20 @@ fn launches_allocate_only_their_outputs() {
         n, 0,
         "a launch of the XORWOW instructions allocated {n} times"
     );
+    // The top-8 searches keep their rows in the engine state between instructions.
+    let xs = DeviceTensor::from_array(&nki::ndarray::Array2::<f32>::from_shape_fn(
+        (128, 512),
+        |(i, j)| ((i * 31 + j * 17) % 97) as f32,
+    ))
+    .unwrap();
+    let mut top = DeviceTensor::<f32>::zeros(&[128, 8]).unwrap();
+    let mut found = DeviceTensor::<u32>::zeros(&[128, 8]).unwrap();
+    let mut rest = DeviceTensor::<f32>::zeros(&[128, 512]).unwrap();
+    top8_searches::launch_into(&mut core, &xs, &mut top, &mut found, &mut rest).unwrap();
+    let (r, n) =
+        count(|| top8_searches::launch_into(&mut core, &xs, &mut top, &mut found, &mut rest));
+    r.unwrap();
+    assert_eq!(n, 0, "a launch of the top-8 searches allocated {n} times");
     // A failed launch allocates only its error message.
     let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
     let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));
@@ -200,4 +214,34 @@ fn xorwow_draws(st: Hbm<u32, 128, 24>, seed: Hbm<i32, 1, 1>) -> Hbm<f32, 2, 128,
     rand2(r, -1.0, 1.0);
     store(out[[program_id(0), 0..128, 0..512]], r);
     out
+}
+
+/// The top-8 searches: `max8`, `nc_find_index8`, and `nc_match_replace8` in place with its
+/// indices (the NKI Library's top-k) and into another tile.
+#[kernel]
+fn top8_searches(
+    x: Hbm<f32, 128, 512>,
+) -> (Hbm<f32, 128, 8>, Hbm<u32, 128, 8>, Hbm<f32, 128, 512>) {
+    let vals_out = ndarray([128, 8], f32, SharedHbm);
+    let idx_out = ndarray([128, 8], u32, SharedHbm);
+    let rest_out = ndarray([128, 512], f32, SharedHbm);
+    let data = ndarray([128, 512], f32, Sbuf);
+    nisa::dma_copy(dst = data, src = x[[0..128, 0..512]]);
+    let top = ndarray([128, 8], f32, Sbuf);
+    nisa::max8(dst = top, src = data);
+    let found = ndarray([128, 8], u32, Sbuf);
+    nisa::nc_find_index8(dst = found, data = data, vals = top);
+    let rest = ndarray([128, 512], f32, Sbuf);
+    nisa::nc_match_replace8(dst = rest, data = data, vals = top, imm = 0.0);
+    nisa::nc_match_replace8(
+        dst = data,
+        dst_idx = found,
+        data = data,
+        vals = top,
+        imm = 0.0,
+    );
+    nisa::dma_copy(dst = vals_out[[0..128, 0..8]], src = top);
+    nisa::dma_copy(dst = idx_out[[0..128, 0..8]], src = found);
+    nisa::dma_copy(dst = rest_out[[0..128, 0..512]], src = rest);
+    (vals_out, idx_out, rest_out)
 }

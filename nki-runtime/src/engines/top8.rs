@@ -27,15 +27,18 @@ pub(crate) fn max8(e: &mut EngineState, ops: &Operands) -> bool {
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = Rows::default();
+    let mut rows = core::mem::take(&mut e.top8);
     let (dst, src) = (ops.get(0), ops.get(1));
     for p in 0..src.dims[0] {
         rows.load(e, src, p, 0);
-        let Rows { vals, top } = &mut rows;
-        max8_keys(&vals[0], top);
-        let top = top.iter().map(|&(_, v)| convert::from_f32(dst.dtype, v));
+        max8_keys(&rows.vals[0], &mut rows.top);
+        let top = rows
+            .top
+            .iter()
+            .map(|&(_, v)| convert::from_f32(dst.dtype, v));
         write_row(e, dst, p, top);
     }
+    e.top8 = rows;
     true
 }
 
@@ -44,15 +47,15 @@ pub(crate) fn nc_find_index8(e: &mut EngineState, ops: &Operands) -> bool {
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = Rows::default();
+    let mut rows = core::mem::take(&mut e.top8);
     let (dst, data, vals) = (ops.get(0), ops.get(1), ops.get(2));
     for p in 0..data.dims[0] {
         rows.load(e, vals, p, 0);
         rows.load(e, data, p, 1);
-        let n = rows.vals[0].len();
-        let at = claim_in_one_pass(&rows.vals[1], &rows.vals[0], 0..n);
-        write_row(e, dst, p, at.iter().map(|&i| index_bits(dst.dtype, i)));
+        rows.claim(false);
+        write_row(e, dst, p, rows.at.iter().map(|&i| index_bits(dst.dtype, i)));
     }
+    e.top8 = rows;
     true
 }
 
@@ -62,7 +65,7 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = Rows::default();
+    let mut rows = core::mem::take(&mut e.top8);
     let (dst, data, vals) = (ops.get(0), ops.get(1), ops.get(2));
     let idx = ops.slot(4);
     let imm = convert::from_f32(dst.dtype, imm.as_f32());
@@ -71,30 +74,30 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
         && dst.dtype == data.dtype
         && dst.pattern == data.pattern
         && dst.dims == data.dims;
-    let mut bits = Vec::new();
     for p in 0..data.dims[0] {
         rows.load(e, vals, p, 0);
         rows.load(e, data, p, 1);
-        let n = rows.vals[0].len();
-        let at = claim_in_one_pass(&rows.vals[1], &rows.vals[0], (0..n).rev());
+        rows.claim(true);
         if let Some(r) = idx {
-            write_row(e, r, p, at.iter().map(|&i| index_bits(r.dtype, i)));
+            write_row(e, r, p, rows.at.iter().map(|&i| index_bits(r.dtype, i)));
         }
         if in_place {
-            for &i in at.iter().flatten() {
+            for &i in rows.at.iter().flatten() {
                 write_at(e, dst, free_offset(dst, p, i), imm);
             }
             continue;
         }
-        bits.clear();
-        bits.extend(offsets(data, p).map(|o| cast(data.dtype, dst.dtype, read(e, data, o))));
-        for &i in at.iter().flatten() {
-            if let Some(b) = bits.get_mut(i) {
+        rows.bits.clear();
+        let from = offsets(data, p).map(|o| cast(data.dtype, dst.dtype, read(e, data, o)));
+        rows.bits.extend(from);
+        for &i in rows.at.iter().flatten() {
+            if let Some(b) = rows.bits.get_mut(i) {
                 *b = imm;
             }
         }
-        write_row(e, dst, p, bits.iter().copied());
+        write_row(e, dst, p, rows.bits.iter().copied());
     }
+    e.top8 = rows;
     true
 }
 
@@ -126,43 +129,59 @@ fn max8_keys(row: &[f32], top: &mut Vec<(i32, f32)>) {
     }
 }
 
-/// `crate::top8::claim` in one pass over `data`: each element is claimed by the first value,
-/// in `visit` order, that matches it and has claimed nothing yet. That is the definition's
-/// result: the elements matching one value form one class of the key, and within a class the
-/// definition gives the `m`-th value visited the `m`-th occurrence, as this pass does; values
-/// of other keys never compete for an element.
-fn claim_in_one_pass(
-    data: &[f32],
-    vals: &[f32],
-    visit: impl Iterator<Item = usize>,
-) -> Vec<Option<usize>> {
-    let order: Vec<usize> = visit.collect();
-    // The keys still looking, in visit order; one that has claimed is out of `key`'s range.
-    let mut looking: Vec<i64> = order.iter().map(|&j| i64::from(key(vals[j]))).collect();
-    let mut at = vec![None; vals.len()];
-    let mut left = order.len();
-    for (i, &x) in data.iter().enumerate() {
-        if left == 0 {
-            break;
-        }
-        let k = i64::from(key(x));
-        if let Some(q) = looking.iter().position(|&l| l == k) {
-            at[order[q]] = Some(i);
-            looking[q] = i64::MAX;
-            left -= 1;
-        }
-    }
-    at
-}
-
-/// Two partitions' worth of fp32 values and a search's top 8, reused across partitions.
+/// The rows a search reads and its results, kept by the engine state between instructions so
+/// that a search allocates only while its rows are longer than any before.
 #[derive(Default)]
-struct Rows {
+pub(crate) struct Rows {
+    /// Two partitions' worth of fp32 values: the searched values (`vals[0]`) and the data.
     vals: [Vec<f32>; 2],
+    /// `max8`'s top 8 with their keys.
     top: Vec<(i32, f32)>,
+    /// `nc_match_replace8`'s output row.
+    bits: Vec<u32>,
+    /// The values in the order they claim, and the keys still looking.
+    order: Vec<usize>,
+    looking: Vec<i64>,
+    /// The position each value claimed.
+    at: Vec<Option<usize>>,
 }
 
 impl Rows {
+    /// `crate::top8::claim` of the values `vals[0]` in the data `vals[1]`, visited first to
+    /// last (or last to first with `reverse`), into `at`, in one pass over the data: each
+    /// element is claimed by the first value, in visit order, that matches it and has claimed
+    /// nothing yet. That is the definition's result: the elements matching one value form one
+    /// class of the key, and within a class the definition gives the `m`-th value visited the
+    /// `m`-th occurrence, as this pass does; values of other keys never compete for an element.
+    fn claim(&mut self, reverse: bool) {
+        let [vals, data] = &self.vals;
+        let n = vals.len();
+        self.order.clear();
+        if reverse {
+            self.order.extend((0..n).rev());
+        } else {
+            self.order.extend(0..n);
+        }
+        // The keys still looking, in visit order; one that has claimed is out of `key`'s range.
+        self.looking.clear();
+        self.looking
+            .extend(self.order.iter().map(|&j| i64::from(key(vals[j]))));
+        self.at.clear();
+        self.at.resize(n, None);
+        let mut left = n;
+        for (i, &x) in data.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let k = i64::from(key(x));
+            if let Some(q) = self.looking.iter().position(|&l| l == k) {
+                self.at[self.order[q]] = Some(i);
+                self.looking[q] = i64::MAX;
+                left -= 1;
+            }
+        }
+    }
+
     /// Loads partition `p` of `r` (its free elements, row-major) into `vals[k]` as fp32.
     fn load(&mut self, e: &EngineState, r: &Resolved, p: usize, k: usize) {
         let out = &mut self.vals[k];
