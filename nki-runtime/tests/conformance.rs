@@ -3135,6 +3135,35 @@ fn top8_and_select_reduce_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            "nc_match_replace8 in place of max8's values (the NKI Library's top-k fold)",
+            &[Covers::Op(Opcode::MatchReplace8)],
+            vec![(DType::F32, ints.clone())],
+            &[(DType::F32, [P, 300]), (DType::F32, [P, 8])],
+            |k| {
+                let x = k.load(0);
+                let top = k.sbuf(DType::F32, &[p, 8]);
+                k.b.max8(top, x).unwrap();
+                k.b.nc_match_replace8(x, x, top, Scalar::float(-1e30), None)
+                    .unwrap();
+                k.store(0, x);
+                k.store(1, top);
+            },
+            |x| {
+                let r = rows_of(&x[0]);
+                let mut out = x[0].clone();
+                let top = Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&r[p])[j]);
+                for p in 0..P {
+                    for i in claimed(&r[p], &top8_of(&r[p]), (0..8).rev()) {
+                        if i != f64::from(u32::MAX) {
+                            out[[p, i as usize]] = f64::from(-1e30f32);
+                        }
+                    }
+                }
+                vec![out, top]
+            },
+            Check::Exact,
+        ),
+        row(
             "select_reduce, immediate and reversed column, maximum into reduce_res",
             &[Covers::Op(Opcode::SelectReduce)],
             vec![

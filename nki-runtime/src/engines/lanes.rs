@@ -280,7 +280,8 @@ pub(crate) fn lanes_of(x: &[u32]) -> Rhs<'_, u32> {
     }
 }
 
-/// Per-thread lane buffers of streamed instructions, allocated once per core.
+/// Per-thread lane buffers of streamed instructions and the top-8 searches' rows, allocated once
+/// per core.
 pub(crate) struct Lanes {
     /// One chunk per source.
     pub(super) ins: [Vec<u32>; MAX_SOURCES],
@@ -292,6 +293,8 @@ pub(crate) struct Lanes {
     pub(super) sum: Vec<u32>,
     /// Bytes of a chunk in memory (gathers and scatters).
     pub(super) bytes: Vec<u8>,
+    /// The top-8 searches' rows and results.
+    pub(super) top8: super::top8::Rows,
 }
 
 impl Lanes {
@@ -316,6 +319,7 @@ impl Lanes {
             old: vec![0; CHUNK],
             sum: vec![0; CHUNK],
             bytes: vec![0; CHUNK * 4],
+            top8: super::top8::Rows::default(),
         }
     }
 }

@@ -90,8 +90,6 @@ pub(crate) struct EngineState {
     pub block_bytes: usize,
     /// The random number generator's state in the running instance (`rng`).
     pub rng: rng::RngState,
-    /// The top-8 searches' rows and results (`top8`).
-    pub top8: top8::Rows,
 }
 
 /// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux
@@ -163,7 +161,6 @@ impl EngineState {
             lanes_worker: lanes::Lanes::new(),
             block_bytes: block_bytes(),
             rng: rng::RngState::default(),
-            top8: top8::Rows::default(),
         }
     }
 }

@@ -255,6 +255,7 @@ fn stream_rows(
         old,
         sum,
         bytes,
+        ..
     } = lanes;
     let end = rows.end;
     for r in rows.clone() {

@@ -1,15 +1,25 @@
 //! `max8`, `nc_find_index8` and `nc_match_replace8` on the Vector engine: each partition's
-//! operand rows are loaded to fp32 by runs (one [`convert::load_f32`] per contiguous run of
-//! elements, [`convert::to_f32`] on each element otherwise), searched on integer keys that
-//! order and match as the definitions' [`crate::top8::rank`] and [`crate::top8::same`] do
-//! ([`key`]), and written back with the conversions the reference interpreter uses
-//! (`exec::reference::top8`), partition by partition in the same order: the results are the
-//! definition's, bit for bit (the conformance rows check it), in a fraction of its time.
+//! operand rows are read as fp32 where they are (one contiguous run of fp32 elements) or
+//! converted into a buffer by runs (one [`convert::load_f32`] per contiguous run of elements,
+//! [`convert::to_f32`] on each element otherwise), searched on integer keys that order and
+//! match as the definitions' [`crate::top8::rank`] and [`crate::top8::same`] do
+//! ([`search::key`], the elements that cannot count skipped 16 at a time by
+//! [`search::first_above`] and [`search::first_match`]), and written back with the conversions
+//! the reference interpreter uses (`exec::reference::top8`). Partitions are independent: a
+//! large search runs its partitions on two threads when [`split::for_rows`] allows. The results
+//! are the definition's, bit for bit (the conformance rows check it), in a fraction of its time.
+
+use core::ops::Range;
 
 use nki_lang::{DType, MAX_TILE_RANK, Scalar};
 
 use super::EngineState;
+use super::lanes::{Sink, Source};
+use super::mems::Mems;
+use super::split::{self, RowSplit};
+use crate::cpu::Isa;
 use crate::cpu::convert::{self, cast};
+use crate::cpu::search::{self, key};
 use crate::operand::{Loc, Operands, Resolved};
 use crate::top8::NOT_FOUND;
 
@@ -22,23 +32,63 @@ fn on_chip(ops: &Operands) -> bool {
         .all(|r| !matches!(r.loc, Loc::Hbm(_) | Loc::Expr))
 }
 
+/// Runs `body` on every partition of a search that writes `writes` and reads `reads` (its
+/// `data` or `src` first), on two threads when [`split::for_rows`] allows.
+fn for_partitions(
+    e: &mut EngineState,
+    writes: &[&Resolved],
+    reads: &[&Resolved],
+    body: &(dyn Fn(Isa, &mut Mems<'_>, usize, &mut Rows) + Sync),
+) {
+    let sink = |r: &Resolved| Sink {
+        loc: r.loc,
+        dtype: r.dtype,
+        base: r.pattern.base,
+        strides: r.pattern.strides,
+    };
+    let source = |r: &Resolved| Source::Mem {
+        loc: r.loc,
+        dtype: r.dtype,
+        base: r.pattern.base,
+        strides: r.pattern.strides,
+    };
+    let mut sinks = [sink(writes[0]); 2];
+    for (k, r) in sinks.iter_mut().zip(writes) {
+        *k = sink(r);
+    }
+    let mut sources = [source(reads[0]); 2];
+    for (k, r) in sources.iter_mut().zip(reads) {
+        *k = source(r);
+    }
+    let data = reads[0];
+    let plan = RowSplit {
+        rows: data.dims[0],
+        elems: data.dims.iter().product(),
+        writes: &sinks[..writes.len()],
+        reads: &sources[..reads.len()],
+    };
+    split::for_rows(e, &plan, &|isa, mems, rows: Range<usize>, lanes| {
+        for p in rows {
+            body(isa, mems, p, &mut lanes.top8);
+        }
+    });
+}
+
 /// `max8`; `false` (nothing done) when an operand is not on chip.
 pub(crate) fn max8(e: &mut EngineState, ops: &Operands) -> bool {
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = core::mem::take(&mut e.top8);
     let (dst, src) = (ops.get(0), ops.get(1));
-    for p in 0..src.dims[0] {
-        rows.load(e, src, p, 0);
-        max8_keys(&rows.vals[0], &mut rows.top);
+    for_partitions(e, &[dst], &[src], &|isa, mems, p, rows| {
+        let row = rows.vals[0].row(isa, mems, src, p);
+        max8_keys(isa, row, &mut rows.top);
         let top = rows
             .top
             .iter()
             .map(|&(_, v)| convert::from_f32(dst.dtype, v));
-        write_row(e, dst, p, top);
-    }
-    e.top8 = rows;
+        write_row(mems, dst, p, top);
+    });
     true
 }
 
@@ -47,15 +97,26 @@ pub(crate) fn nc_find_index8(e: &mut EngineState, ops: &Operands) -> bool {
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = core::mem::take(&mut e.top8);
     let (dst, data, vals) = (ops.get(0), ops.get(1), ops.get(2));
-    for p in 0..data.dims[0] {
-        rows.load(e, vals, p, 0);
-        rows.load(e, data, p, 1);
-        rows.claim(false);
-        write_row(e, dst, p, rows.at.iter().map(|&i| index_bits(dst.dtype, i)));
+    if free_elems(vals) != 8 {
+        return false;
     }
-    e.top8 = rows;
+    for_partitions(e, &[dst], &[data, vals], &|isa, mems, p, rows| {
+        let [v, d] = &mut rows.vals;
+        claim(
+            isa,
+            v.row(isa, mems, vals, p),
+            d.row(isa, mems, data, p),
+            false,
+            &mut rows.at,
+        );
+        write_row(
+            mems,
+            dst,
+            p,
+            rows.at.iter().map(|&i| index_bits(dst.dtype, i)),
+        );
+    });
     true
 }
 
@@ -65,8 +126,10 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
     if !on_chip(ops) {
         return false;
     }
-    let mut rows = core::mem::take(&mut e.top8);
     let (dst, data, vals) = (ops.get(0), ops.get(1), ops.get(2));
+    if free_elems(vals) != 8 {
+        return false;
+    }
     let idx = ops.slot(4);
     let imm = convert::from_f32(dst.dtype, imm.as_f32());
     // In place (the NKI Library's top-k): every element but the claimed ones keeps its bits.
@@ -74,139 +137,151 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
         && dst.dtype == data.dtype
         && dst.pattern == data.pattern
         && dst.dims == data.dims;
-    for p in 0..data.dims[0] {
-        rows.load(e, vals, p, 0);
-        rows.load(e, data, p, 1);
-        rows.claim(true);
+    let writes: &[&Resolved] = match idx {
+        Some(r) => &[dst, r],
+        None => &[dst],
+    };
+    for_partitions(e, writes, &[data, vals], &|isa, mems, p, rows| {
+        let [v, d] = &mut rows.vals;
+        claim(
+            isa,
+            v.row(isa, mems, vals, p),
+            d.row(isa, mems, data, p),
+            true,
+            &mut rows.at,
+        );
         if let Some(r) = idx {
-            write_row(e, r, p, rows.at.iter().map(|&i| index_bits(r.dtype, i)));
+            write_row(mems, r, p, rows.at.iter().map(|&i| index_bits(r.dtype, i)));
         }
         if in_place {
             for &i in rows.at.iter().flatten() {
-                write_at(e, dst, free_offset(dst, p, i), imm);
+                write_at(mems, dst, free_offset(dst, p, i), imm);
             }
-            continue;
+            return;
         }
         rows.bits.clear();
-        let from = offsets(data, p).map(|o| cast(data.dtype, dst.dtype, read(e, data, o)));
+        let from = offsets(data, p).map(|o| cast(data.dtype, dst.dtype, read(mems, data, o)));
         rows.bits.extend(from);
         for &i in rows.at.iter().flatten() {
             if let Some(b) = rows.bits.get_mut(i) {
                 *b = imm;
             }
         }
-        write_row(e, dst, p, rows.bits.iter().copied());
-    }
-    e.top8 = rows;
+        write_row(mems, dst, p, rows.bits.iter().copied());
+    });
     true
-}
-
-/// The order key of a value: `rank(a, b) == key(a).cmp(&key(b))` and `same(a, b) == (key(a)
-/// == key(b))` ([`crate::top8`]): every NaN the one key above +∞, the IEEE total order
-/// (−0 below +0) otherwise, as a signed integer (a negative value's magnitude bits flipped).
-fn key(x: f32) -> i32 {
-    if x.is_nan() {
-        i32::MAX
-    } else {
-        let b = x.to_bits() as i32;
-        b ^ ((((b >> 31) as u32) >> 1) as i32)
-    }
 }
 
 /// `crate::top8::max8_row` on keys: the 8 largest of `row` with their keys, in descending
 /// order, the earlier element first among equal keys (a later one enters only above the last
-/// kept, behind every kept one at least as high).
-fn max8_keys(row: &[f32], top: &mut Vec<(i32, f32)>) {
+/// kept, behind every kept one at least as high). Once 8 are kept, the elements that cannot
+/// enter are skipped by [`search::first_above`].
+fn max8_keys(isa: Isa, row: &[f32], top: &mut Vec<(i32, f32)>) {
     top.clear();
-    for &x in row {
-        let k = key(x);
-        if top.len() == 8 && k <= top[7].0 {
-            continue;
+    let mut i = 0;
+    while i < row.len() {
+        if let Some(&(last, _)) = top.get(7) {
+            i = search::first_above(isa, row, i, last);
         }
+        let Some(&x) = row.get(i) else { break };
+        let k = key(x);
         let at = top.partition_point(|t| t.0 >= k);
         top.insert(at, (k, x));
         top.truncate(8);
+        i += 1;
     }
 }
 
-/// The rows a search reads and its results, kept by the engine state between instructions so
+/// One thread's rows of a search and its results, kept with its lanes between instructions so
 /// that a search allocates only while its rows are longer than any before.
 #[derive(Default)]
 pub(crate) struct Rows {
     /// Two partitions' worth of fp32 values: the searched values (`vals[0]`) and the data.
-    vals: [Vec<f32>; 2],
+    vals: [Row; 2],
     /// `max8`'s top 8 with their keys.
     top: Vec<(i32, f32)>,
     /// `nc_match_replace8`'s output row.
     bits: Vec<u32>,
-    /// The values in the order they claim, and the keys still looking.
-    order: Vec<usize>,
-    looking: Vec<i64>,
     /// The position each value claimed.
     at: Vec<Option<usize>>,
 }
 
-impl Rows {
-    /// `crate::top8::claim` of the values `vals[0]` in the data `vals[1]`, visited first to
-    /// last (or last to first with `reverse`), into `at`, in one pass over the data: each
-    /// element is claimed by the first value, in visit order, that matches it and has claimed
-    /// nothing yet. That is the definition's result: the elements matching one value form one
-    /// class of the key, and within a class the definition gives the `m`-th value visited the
-    /// `m`-th occurrence, as this pass does; values of other keys never compete for an element.
-    fn claim(&mut self, reverse: bool) {
-        let [vals, data] = &self.vals;
-        let n = vals.len();
-        self.order.clear();
-        if reverse {
-            self.order.extend((0..n).rev());
-        } else {
-            self.order.extend(0..n);
-        }
-        // The keys still looking, in visit order; one that has claimed is out of `key`'s range.
-        self.looking.clear();
-        self.looking
-            .extend(self.order.iter().map(|&j| i64::from(key(vals[j]))));
-        self.at.clear();
-        self.at.resize(n, None);
-        let mut left = n;
-        for (i, &x) in data.iter().enumerate() {
-            if left == 0 {
-                break;
-            }
-            let k = i64::from(key(x));
-            if let Some(q) = self.looking.iter().position(|&l| l == k) {
-                self.at[self.order[q]] = Some(i);
-                self.looking[q] = i64::MAX;
-                left -= 1;
-            }
-        }
-    }
+/// A buffer for one partition's values as fp32.
+#[derive(Default)]
+struct Row(Vec<f32>);
 
-    /// Loads partition `p` of `r` (its free elements, row-major) into `vals[k]` as fp32.
-    fn load(&mut self, e: &EngineState, r: &Resolved, p: usize, k: usize) {
-        let out = &mut self.vals[k];
-        out.clear();
-        let mem = memory(e, r.loc);
+impl Row {
+    /// Partition `p` of `r` (its free elements, row-major) as fp32: read where it is when it is
+    /// one contiguous run of fp32 elements, else converted into this buffer by runs.
+    fn row<'a>(&'a mut self, isa: Isa, mems: &'a Mems<'_>, r: &Resolved, p: usize) -> &'a [f32] {
         let size = r.dtype.size() as usize;
         let (inner, stride) = innermost(r);
+        let run = |start: isize| {
+            let b = usize::try_from(start).ok()?.checked_mul(size)?;
+            Some(b..b.checked_add(inner.checked_mul(size)?)?)
+        };
+        if r.dtype == DType::F32 && (stride == 1 || inner == 1) && free_elems(r) == inner {
+            let bytes = run_starts(r, p).next().and_then(run);
+            if let Some(Ok(values)) = bytes.map(|b| bytemuck::try_cast_slice(mems.read(r.loc, b))) {
+                return values;
+            }
+        }
+        let out = &mut self.0;
+        out.clear();
         for start in run_starts(r, p) {
             let from = out.len();
             out.resize(from + inner, 0.0);
-            let bytes = usize::try_from(start)
-                .ok()
-                .and_then(|s| s.checked_mul(size))
-                .and_then(|b| mem.get(b..b.checked_add(inner.checked_mul(size)?)?));
-            match bytes {
-                Some(b) if stride == 1 => convert::load_f32(e.isa, b, r.dtype, &mut out[from..]),
+            match run(start) {
+                Some(b) if stride == 1 => {
+                    convert::load_f32(isa, mems.read(r.loc, b), r.dtype, &mut out[from..]);
+                }
                 _ => {
                     for (j, v) in out[from..].iter_mut().enumerate() {
                         let at = start.saturating_add(stride.saturating_mul(j as isize));
-                        *v = convert::to_f32(r.dtype, read_at(mem, size, at));
+                        *v = convert::to_f32(r.dtype, read(mems, r, at));
                     }
                 }
             }
         }
+        out
     }
+}
+
+/// `crate::top8::claim` of the 8 values `vals` in `data`, visited first to last (or last to
+/// first with `reverse`), into `at`, in one pass over the data: each element is claimed by the
+/// first value, in visit order, that matches it and has claimed nothing yet. That is the
+/// definition's result: the elements matching one value form one class of the key, and within a
+/// class the definition gives the `m`-th value visited the `m`-th occurrence, as this pass does;
+/// values of other keys never compete for an element. The elements no value can claim are
+/// skipped by [`search::first_match`].
+fn claim(isa: Isa, vals: &[f32], data: &[f32], reverse: bool, at: &mut Vec<Option<usize>>) {
+    let n = vals.len().min(8);
+    let order = |q: usize| if reverse { n - 1 - q } else { q };
+    // The keys still looking, in visit order; one that has claimed is [`search::NO_KEY`].
+    let mut looking = [search::NO_KEY; 8];
+    for (q, l) in looking.iter_mut().enumerate().take(n) {
+        *l = key(vals[order(q)]);
+    }
+    at.clear();
+    at.resize(vals.len(), None);
+    let mut left = n;
+    let mut i = 0;
+    while left > 0 {
+        i = search::first_match(isa, data, i, &looking);
+        let Some(&x) = data.get(i) else { break };
+        let k = key(x);
+        if let Some(q) = looking.iter().position(|&l| l == k) {
+            at[order(q)] = Some(i);
+            looking[q] = search::NO_KEY;
+            left -= 1;
+        }
+        i += 1;
+    }
+}
+
+/// The free elements of each partition of `r`.
+fn free_elems(r: &Resolved) -> usize {
+    r.dims[1..].iter().product()
 }
 
 /// The innermost free dimension of `r` longer than 1 (the last one if none is): its length and
@@ -253,56 +328,31 @@ fn offsets(r: &Resolved, p: usize) -> impl Iterator<Item = isize> + use<> {
     })
 }
 
-/// The memory an operand is in (SBUF or PSUM: [`run`] checked).
-fn memory(e: &EngineState, loc: Loc) -> &[u8] {
-    match loc {
-        Loc::Psum => e.psum.bytes(),
-        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => e.sbuf.bytes(),
-    }
-}
-
-/// The bits of the element at offset `at` of `size` bytes (zero-extended); 0 outside `mem`
-/// (the interpreter's checks keep every element inside).
-fn read_at(mem: &[u8], size: usize, at: isize) -> u32 {
+/// The bits of `r`'s element at offset `at` (zero-extended; the interpreter's checks keep every
+/// element inside its memory).
+fn read(mems: &Mems<'_>, r: &Resolved, at: isize) -> u32 {
+    let size = r.dtype.size() as usize;
     let mut word = [0u8; 4];
-    let span = usize::try_from(at)
-        .ok()
-        .and_then(|a| a.checked_mul(size))
-        .and_then(|b| mem.get(b..b.checked_add(size)?));
-    if let Some(bytes) = span {
-        word[..size].copy_from_slice(bytes);
-    }
+    let b = usize::try_from(at).unwrap_or(0) * size;
+    word[..size].copy_from_slice(mems.read(r.loc, b..b + size));
     u32::from_le_bytes(word)
-}
-
-/// [`read_at`] of an operand's element.
-fn read(e: &EngineState, r: &Resolved, at: isize) -> u32 {
-    read_at(memory(e, r.loc), r.dtype.size() as usize, at)
 }
 
 /// Writes `bits` to partition `p`'s free elements of `r` in row-major order (as many as both
 /// have).
-fn write_row(e: &mut EngineState, r: &Resolved, p: usize, bits: impl Iterator<Item = u32>) {
+fn write_row(mems: &mut Mems<'_>, r: &Resolved, p: usize, bits: impl Iterator<Item = u32>) {
     for (at, b) in offsets(r, p).zip(bits) {
-        write_at(e, r, at, b);
+        write_at(mems, r, at, b);
     }
 }
 
-/// Writes the low bytes of `bits` as the element at offset `at` of `r`'s memory (nothing
-/// outside it: the interpreter's checks keep every element inside).
-fn write_at(e: &mut EngineState, r: &Resolved, at: isize, bits: u32) {
+/// Writes the low bytes of `bits` as the element at offset `at` of `r`'s memory.
+fn write_at(mems: &mut Mems<'_>, r: &Resolved, at: isize, bits: u32) {
     let size = r.dtype.size() as usize;
-    let mem = match r.loc {
-        Loc::Psum => e.psum.bytes_mut(),
-        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => e.sbuf.bytes_mut(),
-    };
-    let span = usize::try_from(at)
-        .ok()
-        .and_then(|a| a.checked_mul(size))
-        .and_then(|s| mem.get_mut(s..s.checked_add(size)?));
-    if let Some(dst) = span {
-        dst.copy_from_slice(&bits.to_le_bytes()[..size]);
-    }
+    let b = usize::try_from(at).unwrap_or(0) * size;
+    mems.region_mut(r.loc)
+        .write(b..b + size)
+        .copy_from_slice(&bits.to_le_bytes()[..size]);
 }
 
 /// The element offset of partition `p`'s free element `i` (row-major) of `r`.

@@ -1,0 +1,183 @@
+//! The scans of the top-8 searches (`max8`, `nc_find_index8`, `nc_match_replace8`): where in a
+//! row of fp32 values the next element whose order key passes a test is.
+//!
+//! # Definition
+//!
+//! [`key`] maps a value to a signed integer that orders as `crate::top8::rank` and is equal
+//! exactly when `crate::top8::same` holds. [`first_above`] and [`first_match`] return the
+//! position of the first element at or after `from` whose key is above a threshold, or equal to
+//! one of up to 8 keys; the row's length when there is none.
+//!
+//! # Implementation
+//!
+//! Both test 16 elements at a time, branch-free, and look at the elements one by one only in a
+//! group where some element passes; the loop is compiled once per host code path from the same
+//! source. A position is the first that passes on every path, so the callers' results do not
+//! depend on the path.
+
+use super::Isa;
+
+/// The order key of a value: every NaN the one key above +∞, the IEEE total order (−0 below +0)
+/// otherwise, as a signed integer (a negative value's magnitude bits flipped).
+#[inline(always)]
+pub(crate) fn key(x: f32) -> i32 {
+    let b = x.to_bits() as i32;
+    let ordered = b ^ ((((b >> 31) as u32) >> 1) as i32);
+    if (b & 0x7fff_ffff) > 0x7f80_0000 {
+        i32::MAX
+    } else {
+        ordered
+    }
+}
+
+/// A key no value has (between +∞'s and NaN's): a slot of [`first_match`]'s keys that matches
+/// nothing.
+pub(crate) const NO_KEY: i32 = 0x7f80_0001;
+
+/// Elements tested at a time.
+const GROUP: usize = 16;
+
+/// The first position at or after `from` of an element of `row` whose [`key`] is above `t`;
+/// `row.len()` when none is.
+pub(crate) fn first_above(isa: Isa, row: &[f32], from: usize, t: i32) -> usize {
+    first(isa, row, from, |k| k > t)
+}
+
+/// The first position at or after `from` of an element of `row` whose [`key`] is one of
+/// `keys` (a slot holding [`NO_KEY`] matches nothing); `row.len()` when none is.
+pub(crate) fn first_match(isa: Isa, row: &[f32], from: usize, keys: &[i32; 8]) -> usize {
+    first(isa, row, from, |k| {
+        keys.iter().fold(false, |hit, &q| hit | (q == k))
+    })
+}
+
+/// The first position at or after `from` whose key passes `pass`, in a loop compiled for `isa`.
+#[inline(always)]
+fn first<P: Fn(i32) -> bool + Copy>(isa: Isa, row: &[f32], from: usize, pass: P) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn first_avx2<P: Fn(i32) -> bool + Copy>(row: &[f32], from: usize, pass: P) -> usize {
+        scan(row, from, pass)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn first_avx512<P: Fn(i32) -> bool + Copy>(row: &[f32], from: usize, pass: P) -> usize {
+        scan(row, from, pass)
+    }
+    match isa {
+        Isa::Portable => scan(row, from, pass),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { first_avx2(row, from, pass) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { first_avx512(row, from, pass) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            scan(row, from, pass)
+        }
+    }
+}
+
+/// [`first`]'s loop: groups of [`GROUP`] elements tested without a branch, one by one in the
+/// group where one passes.
+#[inline(always)]
+fn scan(row: &[f32], from: usize, pass: impl Fn(i32) -> bool + Copy) -> usize {
+    let rest = row.get(from..).unwrap_or(&[]);
+    let mut groups = rest.chunks_exact(GROUP);
+    let mut at = from;
+    for g in groups.by_ref() {
+        let any = g.iter().fold(false, |hit, &x| hit | pass(key(x)));
+        if any {
+            return at + g.iter().position(|&x| pass(key(x))).unwrap_or(0);
+        }
+        at += GROUP;
+    }
+    let tail = groups.remainder();
+    tail.iter()
+        .position(|&x| pass(key(x)))
+        .map_or(row.len(), |i| at + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain definitions: the key as a total order of (NaN class, f32 total order).
+    fn reference_key_cmp(a: f32, b: f32) -> core::cmp::Ordering {
+        crate::top8::rank(a, b)
+    }
+
+    fn values() -> Vec<f32> {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xffff_ffff),
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            f32::from_bits(0x8000_0001),
+            f32::MAX,
+            f32::MIN,
+        ];
+        let mut s = 0x1234_5678u32;
+        for _ in 0..200 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            v.push(f32::from_bits(s));
+        }
+        v
+    }
+
+    #[test]
+    fn key_orders_and_matches_as_rank_and_same() {
+        let v = values();
+        for &a in &v {
+            assert_ne!(key(a), NO_KEY);
+            for &b in &v {
+                assert_eq!(key(a).cmp(&key(b)), reference_key_cmp(a, b), "{a:?} {b:?}");
+                assert_eq!(key(a) == key(b), crate::top8::same(a, b), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn scans_find_the_first_passing_element_on_every_path() {
+        let v = values();
+        for len in [0, 1, 15, 16, 17, 40, v.len()] {
+            let row = &v[..len];
+            for from in [0, 1, 7, 16, 20, len, len + 3] {
+                for &t in &[i32::MIN, -1, 0, 0x3f80_0000, 0x7f80_0000, i32::MAX] {
+                    let want = (from..len).find(|&i| key(row[i]) > t).unwrap_or(len);
+                    for isa in Isa::supported() {
+                        assert_eq!(first_above(isa, row, from, t), want, "{isa:?}");
+                    }
+                }
+                let mut keys = [NO_KEY; 8];
+                for (j, k) in keys.iter_mut().enumerate().take(5) {
+                    *k = key(v[(j * 37 + 11) % v.len()]);
+                }
+                let want = (from..len)
+                    .find(|&i| keys.contains(&key(row[i])))
+                    .unwrap_or(len);
+                for isa in Isa::supported() {
+                    assert_eq!(first_match(isa, row, from, &keys), want, "{isa:?}");
+                }
+            }
+        }
+    }
+}
