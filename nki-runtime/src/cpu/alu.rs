@@ -400,18 +400,41 @@ fn tree16<T: Copy>(acc: &mut [T; 16], f: impl Fn(T, T) -> T) -> T {
 ///
 /// # Panics
 /// If `a` or `b` is shorter than `out`.
+pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
+    let n = out.len();
+    let [r] = scan_rows::<1, 0>(op, rev, a, b, n, [init], out);
+    r
+}
+
+/// [`scan`] of `G` independent rows at once, row `g` at elements `g·S .. g·S + n` of `a`, `b`
+/// and `out`, from `init[g]`: each row's values are exactly [`scan`]'s, its steps interleaved
+/// with the other rows' so that `G` dependency chains are in flight instead of one; returns each
+/// row's last `r`.
+///
+/// # Panics
+/// If a buffer is shorter than `(G − 1)·S + n`, or rows overlap (`G > 1` and `n > S`).
 #[expect(
     clippy::wildcard_enum_match_arm,
     reason = "the last arm is the general definition (`eval`, `eval_bits`), right for every operation; the others are fast paths"
 )]
-pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f32]) -> f32 {
-    let n = out.len();
-    let (a, b) = (&a[..n], &b[..n]);
+pub fn scan_rows<const G: usize, const S: usize>(
+    op: [Alu; 2],
+    rev: u8,
+    a: &[f32],
+    b: &[f32],
+    n: usize,
+    init: [f32; G],
+    out: &mut [f32],
+) -> [f32; G] {
+    assert!(G <= 1 || n <= S, "scan rows overlap");
+    let len = (G.saturating_sub(1) * S).saturating_add(n);
+    let (a, b, out) = (&a[..len], &b[..len], &mut out[..len]);
     if rev != 0 {
         let (r0, r1) = (rev & 1 == 1, rev & 2 == 2);
-        return scan_run(
+        return scan_run::<G, S>(
             a,
             b,
+            n,
             init,
             out,
             |x: f32, r: f32| {
@@ -435,17 +458,28 @@ pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f
     macro_rules! second {
         ($f0:expr) => {
             match op[1] {
-                Alu::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x + y), same),
+                Alu::Add => {
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| canon(x + y), same)
+                }
                 Alu::Subtract => {
-                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x - y), same)
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| canon(x - y), same)
                 }
                 Alu::Multiply => {
-                    scan_run(a, b, init, out, $f0, |x: f32, y: f32| canon(x * y), same)
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| canon(x * y), same)
                 }
-                Alu::Max => scan_run(a, b, init, out, $f0, max, same),
-                Alu::Min => scan_run(a, b, init, out, $f0, min, same),
-                Alu::Bypass => scan_run(a, b, init, out, $f0, |x: f32, _y: f32| x, same),
-                o => scan_run(a, b, init, out, $f0, |x: f32, y: f32| eval(o, x, y), same),
+                Alu::Max => scan_run::<G, S>(a, b, n, init, out, $f0, max, same),
+                Alu::Min => scan_run::<G, S>(a, b, n, init, out, $f0, min, same),
+                Alu::Bypass => scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, _y: f32| x, same),
+                o => scan_run::<G, S>(
+                    a,
+                    b,
+                    n,
+                    init,
+                    out,
+                    $f0,
+                    |x: f32, y: f32| eval(o, x, y),
+                    same,
+                ),
             }
         };
     }
@@ -457,9 +491,15 @@ pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f
     macro_rules! raw {
         ($f0:expr, $c1:expr) => {
             match $c1 {
-                Chain::Add => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x + y, canon),
-                Chain::Subtract => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x - y, canon),
-                Chain::Multiply => scan_run(a, b, init, out, $f0, |x: f32, y: f32| x * y, canon),
+                Chain::Add => {
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| x + y, canon)
+                }
+                Chain::Subtract => {
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| x - y, canon)
+                }
+                Chain::Multiply => {
+                    scan_run::<G, S>(a, b, n, init, out, $f0, |x: f32, y: f32| x * y, canon)
+                }
             }
         };
     }
@@ -489,9 +529,10 @@ pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f
         Alu::Multiply => second!(|x: f32, y: f32| canon(x * y)),
         Alu::Max => second!(max),
         Alu::Min => second!(min),
-        o => scan_run(
+        o => scan_run::<G, S>(
             a,
             b,
+            n,
             init,
             out,
             |x: f32, y: f32| eval(o, x, y),
@@ -501,24 +542,36 @@ pub fn scan(op: [Alu; 2], rev: u8, a: &[f32], b: &[f32], init: f32, out: &mut [f
     }
 }
 
-/// `r = f1(f0(a[i], r), b[i])`, `out[i] = fin(r)`; returns `fin` of the last `r` (`init` for
-/// an empty run).
+/// For each row `g` (elements `g·S ..` of each buffer): `r = f1(f0(a[i], r), b[i])`,
+/// `out[i] = fin(r)`, step `i` of every row before step `i + 1` of any; returns `fin` of each
+/// row's last `r` (`init` for empty rows). The chains carry `r` itself; `fin` (the identity or
+/// the canonical NaN) is applied to the written rows in a second pass.
 #[inline(always)]
-fn scan_run(
+#[allow(clippy::too_many_arguments)]
+fn scan_run<const G: usize, const S: usize>(
     a: &[f32],
     b: &[f32],
-    init: f32,
+    n: usize,
+    init: [f32; G],
     out: &mut [f32],
     f0: impl Fn(f32, f32) -> f32,
     f1: impl Fn(f32, f32) -> f32,
     fin: impl Fn(f32) -> f32,
-) -> f32 {
+) -> [f32; G] {
     let mut r = init;
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        r = f1(f0(x, r), y);
-        *o = fin(r);
+    for i in 0..n {
+        for (g, r) in r.iter_mut().enumerate() {
+            let k = g * S + i;
+            *r = f1(f0(a[k], *r), b[k]);
+            out[k] = *r;
+        }
     }
-    fin(r)
+    for g in 0..G {
+        for o in &mut out[g * S..g * S + n] {
+            *o = fin(*o);
+        }
+    }
+    r.map(fin)
 }
 
 /// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each

@@ -32,7 +32,7 @@ use super::lanes::{
     identity_bits, load_lanes, scatter_lanes, store_lanes,
 };
 use super::mems::Mems;
-use super::split::{RowSplit, for_rows};
+use super::split::{RowSplit, for_rows, rows_independent};
 use super::stream::FreePlan;
 use super::{CHUNK, EngineState};
 use crate::cpu::Isa;
@@ -564,104 +564,153 @@ pub(crate) fn scan(
         writes: &[sink],
         reads: &srcs,
     };
+    // Interleaving rows moves a row's reads before an earlier row's writes.
+    let interleave = rows_independent(&split, e.sbuf.partition_stride());
     for_rows(e, &split, &|isa, mems, rows, lanes| {
-        let strides = |s: &Source| match *s {
-            Source::Mem { strides, .. } => strides,
-            Source::Splat(_) | Source::Expr { .. } => [0; MAX_TILE_RANK],
-        };
-        let mut st = [strides(&srcs[0]), strides(&srcs[1]), sink.strides];
-        let row_st = st.map(|s| s[0]);
-        let plan = FreePlan::new(&grid, &mut st);
-        let s_in = st.map(|s| s[plan.rank()]);
-        let (a, b, out, old, bytes) = lanes.scan_scratch();
-        for r in rows {
-            let row = |j: usize| r as isize * row_st[j];
-            load_lanes(
-                isa,
-                mems,
-                &srcs[2],
-                Lane::F32,
-                r as isize * strides(&srcs[2])[0],
-                0,
-                0,
-                1,
-                bytes,
-                a,
+        let mut first = rows.start;
+        while first < rows.end {
+            if interleave && rows.end - first >= SCAN_ROWS {
+                scan_group::<SCAN_ROWS, { CHUNK / SCAN_ROWS }>(
+                    isa, mems, lanes, &grid, &srcs, &sink, first, op, rev, accumulate,
+                );
+                first += SCAN_ROWS;
+            } else {
+                scan_group::<1, CHUNK>(
+                    isa, mems, lanes, &grid, &srcs, &sink, first, op, rev, accumulate,
+                );
+                first += 1;
+            }
+        }
+    });
+}
+
+/// Rows `tensor_tensor_scan` runs at once ([`alu::scan_rows`]): each row is one dependency chain
+/// of two operations, so 8 of them keep a host core's floating-point units busy.
+const SCAN_ROWS: usize = 8;
+
+/// [`scan`] of rows `first..first + G`, their chains interleaved, through the scratch of
+/// `lanes`: row `g`'s chunk of at most `S` elements at lanes `g·S ..` of each buffer.
+#[allow(clippy::too_many_arguments)]
+fn scan_group<const G: usize, const S: usize>(
+    isa: Isa,
+    mems: &mut Mems<'_>,
+    lanes: &mut super::lanes::Lanes,
+    grid: &[usize; MAX_TILE_RANK],
+    srcs: &[Source; 3],
+    sink: &Sink,
+    first: usize,
+    op: [Alu; 2],
+    rev: u8,
+    accumulate: Option<Alu>,
+) {
+    let strides = |s: &Source| match *s {
+        Source::Mem { strides, .. } => strides,
+        Source::Splat(_) | Source::Expr { .. } => [0; MAX_TILE_RANK],
+    };
+    let mut st = [strides(&srcs[0]), strides(&srcs[1]), sink.strides];
+    let row_st = st.map(|s| s[0]);
+    let plan = FreePlan::new(grid, &mut st);
+    let s_in = st.map(|s| s[plan.rank()]);
+    let (a, b, out, old, bytes) = lanes.scan_scratch();
+    let lanes_of = |g: usize| g * S..(g + 1) * S;
+    let mut acc = [0.0f32; G];
+    for (g, acc) in acc.iter_mut().enumerate() {
+        let r = (first + g) as isize;
+        let at = r * strides(&srcs[2])[0];
+        load_lanes(
+            isa,
+            mems,
+            &srcs[2],
+            Lane::F32,
+            at,
+            0,
+            0,
+            1,
+            bytes,
+            &mut a[lanes_of(g)],
+        );
+        *acc = f32::from_bits(a[g * S]);
+    }
+    let row = |g: usize, j: usize| (first + g) as isize * row_st[j];
+    plan.runs(&st, |offs, n| {
+        let mut done = 0;
+        while done < n {
+            let c = S.min(n - done);
+            let at = |j: usize| offs[j] + done as isize * s_in[j];
+            for g in 0..G {
+                let (ga, gb) = (&mut a[lanes_of(g)], &mut b[lanes_of(g)]);
+                load_lanes(
+                    isa,
+                    mems,
+                    &srcs[0],
+                    Lane::F32,
+                    row(g, 0),
+                    at(0),
+                    s_in[0],
+                    c,
+                    bytes,
+                    ga,
+                );
+                load_lanes(
+                    isa,
+                    mems,
+                    &srcs[1],
+                    Lane::F32,
+                    row(g, 1),
+                    at(1),
+                    s_in[1],
+                    c,
+                    bytes,
+                    gb,
+                );
+            }
+            acc = alu::scan_rows::<G, S>(
+                op,
+                rev,
+                bytemuck::cast_slice(a),
+                bytemuck::cast_slice(b),
+                c,
+                acc,
+                bytemuck::cast_slice_mut(out),
             );
-            let mut acc = f32::from_bits(a[0]);
-            plan.runs(&st, |offs, n| {
-                let mut done = 0;
-                while done < n {
-                    let c = CHUNK.min(n - done);
-                    let at = |j: usize| offs[j] + done as isize * s_in[j];
+            for g in 0..G {
+                let o = &mut out[lanes_of(g)][..c];
+                if let Some(op) = accumulate {
+                    let d = Source::Mem {
+                        loc: sink.loc,
+                        dtype: sink.dtype,
+                        base: sink.base,
+                        strides: sink.strides,
+                    };
+                    let old = &mut old[lanes_of(g)];
                     load_lanes(
                         isa,
                         mems,
-                        &srcs[0],
+                        &d,
                         Lane::F32,
-                        row(0),
-                        at(0),
-                        s_in[0],
-                        c,
-                        bytes,
-                        a,
-                    );
-                    load_lanes(
-                        isa,
-                        mems,
-                        &srcs[1],
-                        Lane::F32,
-                        row(1),
-                        at(1),
-                        s_in[1],
-                        c,
-                        bytes,
-                        b,
-                    );
-                    acc = alu::scan(
-                        op,
-                        rev,
-                        bytemuck::cast_slice(&a[..c]),
-                        bytemuck::cast_slice(&b[..c]),
-                        acc,
-                        bytemuck::cast_slice_mut(&mut out[..c]),
-                    );
-                    if let Some(o) = accumulate {
-                        let d = Source::Mem {
-                            loc: sink.loc,
-                            dtype: sink.dtype,
-                            base: sink.base,
-                            strides: sink.strides,
-                        };
-                        load_lanes(
-                            isa,
-                            mems,
-                            &d,
-                            Lane::F32,
-                            row(2),
-                            at(2),
-                            s_in[2],
-                            c,
-                            bytes,
-                            old,
-                        );
-                        // `out = old o out`.
-                        apply_assign(isa, Lane::F32, o, &mut out[..c], Rhs::Run(&old[..c]), true);
-                    }
-                    store_lanes(
-                        isa,
-                        mems,
-                        &sink,
-                        Lane::F32,
-                        row(2),
+                        row(g, 2),
                         at(2),
                         s_in[2],
-                        &out[..c],
+                        c,
                         bytes,
+                        old,
                     );
-                    done += c;
+                    // `out = old op out`.
+                    apply_assign(isa, Lane::F32, op, o, Rhs::Run(&old[..c]), true);
                 }
-            });
+                store_lanes(
+                    isa,
+                    mems,
+                    sink,
+                    Lane::F32,
+                    row(g, 2),
+                    at(2),
+                    s_in[2],
+                    o,
+                    bytes,
+                );
+            }
+            done += c;
         }
     });
 }

@@ -136,10 +136,23 @@ pub(crate) struct RowSplit<'a> {
 /// Where to split the rows between two threads, or `None` when the instruction must run on
 /// one: small, or some thread could read what the other writes.
 fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(usize, Loc, isize)> {
-    let rows = s.rows;
-    if !large_enough(rows, s.elems) {
+    if !large_enough(s.rows, s.elems) {
         return None;
     }
+    let (loc, first) = independent_rows(s, sbuf_stride)?;
+    Some((s.rows / 2, loc, first))
+}
+
+/// Whether no row of the instruction reads what another row writes: every destination maps row
+/// `r` to the same partition of one memory, and every source in that memory reads the same rows
+/// or rows outside the written ones. Then its rows may run in any order or interleaved.
+pub(crate) fn rows_independent(s: &RowSplit<'_>, sbuf_stride: usize) -> bool {
+    independent_rows(s, sbuf_stride).is_some()
+}
+
+/// [`rows_independent`]: the written memory and the partition of row 0 when it holds.
+fn independent_rows(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(Loc, isize)> {
+    let rows = s.rows;
     let per = |loc: Loc, dtype: DType| {
         let bytes = match loc {
             Loc::Psum => Psum::PARTITION_STRIDE,
@@ -184,7 +197,7 @@ fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(usize, Loc, isiz
             }
         }
     }
-    Some((rows / 2, d.loc, dp))
+    Some((d.loc, dp))
 }
 
 /// The memories one thread sees when it owns bytes `own_start..above_start` of the written
