@@ -1190,6 +1190,26 @@ impl ProgramBuilder {
         self.op(Opcode::LocalGather, data, None, None)
     }
 
+    /// `dma_compute`: `dst = srcs[0] + srcs[1] + …` in fp32 on the DMA engines (one to
+    /// [`crate::DMA_COMPUTE_SOURCES`] sources, each a whole tile of `dst`'s shape).
+    pub fn dma_compute(&mut self, dst: TileId, srcs: &[TileId]) -> Result<(), BuildError> {
+        if srcs.is_empty() || srcs.len() > crate::DMA_COMPUTE_SOURCES {
+            return Err(BuildError::Usage(
+                "dma_compute adds one to four sources per instruction",
+            ));
+        }
+        let dst = self.whole(dst)?.0;
+        let mut views = [None; crate::DMA_COMPUTE_SOURCES];
+        for (slot, &src) in views.iter_mut().zip(srcs) {
+            *slot = Some(self.whole(src)?.0);
+        }
+        let data = InstrData::DmaCompute {
+            dst: Dst::overwrite(dst),
+            srcs: views,
+        };
+        self.op(Opcode::DmaCompute, data, None, None)
+    }
+
     /// How many instructions the program has so far: the index the next one gets (for
     /// [`ProgramBuilder::name_since`] and [`ProgramBuilder::no_reorder_since`]).
     pub fn instr_count(&self) -> u32 {

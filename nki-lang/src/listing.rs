@@ -632,6 +632,15 @@ impl<'a> Line<'a, '_> {
                 self.dst(&dst, "<-"),
                 self.view(src)
             ),
+            InstrData::DmaCompute { dst, srcs } => {
+                let terms: Vec<String> = srcs.iter().flatten().map(|&v| self.view(v).to_string()).collect();
+                write!(
+                    f,
+                    "{} dma_compute({}) in fp32",
+                    self.dst(&dst, "<-"),
+                    terms.join(" + ")
+                )
+            }
         }
     }
 }

@@ -241,6 +241,7 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::MatmulMx { .. }
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. }
+        | InstrData::DmaCompute { .. }
         | InstrData::Register { .. } => None,
     }
 }

@@ -18,6 +18,7 @@ mod calibration;
 mod compute;
 mod destination_first;
 mod device_loops;
+mod dma_compute;
 mod dma_transpose;
 mod docs_cover_ops;
 mod dtypes;

@@ -677,7 +677,23 @@ pub enum InstrData {
         /// Written after the positions (`padding_val`).
         padding: i32,
     },
+    /// `dma_compute` (the DMA engines' compute): element `t` of `dst` is
+    /// `srcs[0][t] + srcs[1][t] + …`, each source element widened to fp32, the sum taken left to
+    /// right in fp32 and rounded to nearest even into the destination's dtype. The sources
+    /// used come first; the slots after them are `None`. Slots: 0 `dst`, 1 to
+    /// [`DMA_COMPUTE_SOURCES`] the sources.
+    DmaCompute {
+        /// Destination.
+        dst: Dst,
+        /// The sources, in the order they are added.
+        srcs: [Option<ViewId>; DMA_COMPUTE_SOURCES],
+    },
 }
+
+/// Sources one `dma_compute` instruction adds: every operand slot but the destination's.
+/// (NKI takes up to 16; the kernel language splits a longer list into a chain of instructions
+/// through fp32 tiles, which sums the same values in the same order.)
+pub const DMA_COMPUTE_SOURCES: usize = MAX_SLOTS - 1;
 
 /// Partitions of the group one GpSimd core gathers within (`local_gather`).
 pub const GATHER_GROUP: usize = 16;
@@ -766,6 +782,7 @@ impl InstrData {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
             | InstrData::Register { .. } => None,
         }
     }
@@ -793,7 +810,8 @@ impl InstrData {
             | InstrData::QuantizeMx { dst, .. }
             | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
-            | InstrData::Nonzero { dst, .. } => Some(dst),
+            | InstrData::Nonzero { dst, .. }
+            | InstrData::DmaCompute { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -848,7 +866,8 @@ impl InstrData {
             | InstrData::QuantizeMx { dst, .. }
             | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
-            | InstrData::Nonzero { dst, .. } => Some(dst),
+            | InstrData::Nonzero { dst, .. }
+            | InstrData::DmaCompute { dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

@@ -233,6 +233,7 @@ impl Checker<'_> {
                 | InstrData::MatmulMx { .. }
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. }
+                | InstrData::DmaCompute { .. }
                 | InstrData::Register { .. } => {
                     if let InstrData::Register { reg, src, .. } = ins.data
                         && (reg.index() >= MAX_REGISTERS

@@ -540,7 +540,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::QuantizeMx { .. }
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {
+            | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -583,6 +584,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::QuantizeMx { .. }
                         | InstrData::MatmulMx { .. }
                         | InstrData::Nonzero { .. }
+                        | InstrData::DmaCompute { .. }
                         | InstrData::Register { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -807,8 +809,8 @@ pub(crate) fn execute(
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
-        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`: the
-        // reference definition is the only one.
+        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`,
+        // `dma_compute`: the reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
@@ -819,7 +821,8 @@ pub(crate) fn execute(
             | Opcode::TensorScalarCumulative
             | Opcode::NonzeroWithCount
             | Opcode::Exponential
-            | Opcode::Activate2,
+            | Opcode::Activate2
+            | Opcode::DmaCompute,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

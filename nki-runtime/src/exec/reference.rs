@@ -45,6 +45,7 @@
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
 mod cumulative;
+mod dma_compute;
 mod local_gather;
 mod mx;
 mod nonzero;
@@ -253,6 +254,7 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         ) => activate2(m, ops, op, rev, func, reduce),
         // The interpreter runs register instructions on the instance's registers.
         (Opcode::RegisterMove | Opcode::RegisterLoad | Opcode::RegisterStore, _) => {}
+        (Opcode::DmaCompute, _) => dma_compute::dma_compute(m, ops),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (

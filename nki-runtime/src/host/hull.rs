@@ -97,6 +97,7 @@ fn each_output_access(
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
             | InstrData::Register { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;

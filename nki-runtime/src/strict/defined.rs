@@ -210,7 +210,8 @@ impl Strict<'_> {
                 let grid = dst.dims;
                 let over: Vec<(Source, [isize; MAX_TILE_RANK])> = (1..nki_lang::MAX_SLOTS)
                     .filter_map(src)
-                    .filter(|s| s.r.slot != 4)
+                    // Slot 4 is a reduction's output, except `dma_compute`'s fourth source.
+                    .filter(|s| s.r.slot != 4 || !s.r.dir.writes())
                     .map(|s| (s, s.r.strides_on(&grid)))
                     .collect();
                 // `affine_select`'s predicate: which side each point takes.
@@ -248,6 +249,7 @@ impl Strict<'_> {
                     | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
+                    | InstrData::DmaCompute { .. }
                     | InstrData::Register { .. } => None,
                 };
                 let holds = |t: &Index| {
@@ -259,7 +261,10 @@ impl Strict<'_> {
                         cmp.holds(i64::from(v as i32))
                     })
                 };
-                let reduce_res = operands.slot(4).copied().filter(|r| on_chip(r));
+                let reduce_res = operands
+                    .slot(4)
+                    .copied()
+                    .filter(|r| on_chip(r) && r.dir.writes());
                 let mut rows = Vec::new();
                 for p in 0..grid[0] {
                     let mut row = 0u32;

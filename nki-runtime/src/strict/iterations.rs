@@ -93,6 +93,7 @@ impl Iterations {
                     | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
+                    | InstrData::DmaCompute { .. }
                     | InstrData::Register { .. } => {}
                 }
                 outer

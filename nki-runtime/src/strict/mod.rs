@@ -278,6 +278,7 @@ impl<'p> Strict<'p> {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
             | InstrData::Register { .. } => None,
         }
     }

@@ -255,6 +255,7 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
             | InstrData::Register { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
@@ -544,6 +545,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
             | InstrData::Register { .. } => false,
         });
         if copy_pc != pc || !broadcast {

@@ -11,6 +11,7 @@
 
 mod activate2;
 mod cumulative;
+mod dma_compute;
 mod dma_transpose;
 mod dyncopy;
 mod exponential;
@@ -89,6 +90,8 @@ pub enum Format {
     LocalGather,
     /// [`InstrData::Nonzero`]
     Nonzero,
+    /// [`InstrData::DmaCompute`]
+    DmaCompute,
     /// [`InstrData::Act2`]
     Act2,
     /// [`InstrData::Register`]
@@ -124,6 +127,7 @@ impl Format {
             InstrData::MatmulMx { .. } => Format::MatmulMx,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
+            InstrData::DmaCompute { .. } => Format::DmaCompute,
             InstrData::Act2 { .. } => Format::Act2,
             InstrData::Register { .. } => Format::Register,
         }
@@ -1302,6 +1306,27 @@ opcodes! {
         accumulates: false,
         packed: No,
     }
+    /// `dma_compute`: `dst = srcs[0] + srcs[1] + …` element by element, computed by the DMA
+    /// engines in fp32 (each source widened, the sum left to right, rounded to nearest even
+    /// into the destination's dtype); every operand of one shape, in SBUF (the kernel language
+    /// moves an HBM operand through an SBUF tile).
+    DmaCompute {
+        name: "dma_compute",
+        format: DmaCompute,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src0", Dir::Read, SBUF),
+            slot("src1", Dir::Read, SBUF),
+            slot("src2", Dir::Read, SBUF),
+            slot("src3", Dir::Read, SBUF),
+        ],
+        infer: dma_compute::dma_compute,
+        maskable: No,
+        deps: Elementwise,
+        accumulates: false,
+        packed: No,
+    }
 }
 
 impl Opcode {
@@ -1359,6 +1384,7 @@ mod tests {
                         | Format::Act2
                         | Format::Rng
                         | Format::RangeSelect
+                        | Format::DmaCompute
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),

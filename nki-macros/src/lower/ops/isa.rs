@@ -661,6 +661,7 @@ impl Lowerer<'_> {
                 | Format::MatmulMx
                 | Format::LocalGather
                 | Format::Nonzero
+                | Format::DmaCompute
                 | Format::Register => unreachable!("{} is lowered by hand", info.name),
             }
         };

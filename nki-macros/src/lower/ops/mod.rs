@@ -7,6 +7,7 @@ mod create;
 mod cumulative;
 mod device_loop;
 mod dma;
+mod dma_compute;
 mod dyncopy;
 mod elementwise;
 mod exponential;
