@@ -3215,6 +3215,7 @@ tables! {
     activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
     registers_and_device_loops: register_rows,
+    dma_compute: dma_compute_rows,
 }
 
 /// The virtual register instructions and device loops: `register_load` of one element of
@@ -4854,4 +4855,94 @@ fn matmul_mx_rows() -> Vec<Row> {
         move |x| vec![mm(&x[0], &x[1]).mapv(|v| 2.0 * v)],
         Check::Exact,
     )]
+}
+
+/// The DMA engines' fp32 sum, by hand: each term (already a value of its source dtype) added
+/// left to right with one round to fp32 per addition (the f64 sum of two fp32 values is exact
+/// for the magnitudes drawn here).
+fn fp32_sum(terms: &[f64]) -> f64 {
+    let mut acc = terms[0] as f32;
+    for &t in &terms[1..] {
+        acc = (f64::from(acc) + t) as f32;
+    }
+    f64::from(acc)
+}
+
+/// `dma_compute`: bf16, f32 and f16 sources summed in fp32 into bf16; four sources (the
+/// destination among them: the accumulate idiom, and a fourth source in slot 4) into f32; two
+/// f32 sources whose sums are halves into int32 (ties to even) and into f16.
+fn dma_compute_rows() -> Vec<Row> {
+    let (p, f) = (P as u32, 48u32);
+    let f16_of = |v: f64| f64::from(f16::from_f64(v));
+    let a = values(P, 48, 801, |r| bf16_of(r.int(-(1 << 20), 1 << 20) as f64 / 1000.0));
+    let b = values(P, 48, 802, |r| (r.int(-(1 << 23), 1 << 23) as f64) / 4096.0);
+    let c = values(P, 48, 803, |r| f16_of(r.int(-20000, 20000) as f64 / 64.0));
+    let d = values(P, 48, 804, |r| (r.int(-(1 << 23), 1 << 23) as f64) * 1024.0);
+    let h = values(P, 48, 805, |r| r.step(-5000.0, 5000.0, 0.5));
+    let g = values(P, 48, 806, |r| r.step(-5000.0, 5000.0, 0.25));
+    vec![
+        row(
+            "dma_compute: bf16 + f32 + f16 into bf16 (fp32 sum, one rounding to bf16)",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![
+                (DType::Bf16, a.clone()),
+                (DType::F32, b.clone()),
+                (DType::F16, c.clone()),
+            ],
+            &[(DType::Bf16, [P, 48])],
+            |k| {
+                let (x, y, z) = (k.load(0), k.load(1), k.load(2));
+                let o = k.sbuf(DType::Bf16, &[p, f]);
+                k.b.dma_compute(o, &[x, y, z]).unwrap();
+                k.store(0, o);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 48), |(i, j)| {
+                    bf16_of(fp32_sum(&[x[0][[i, j]], x[1][[i, j]], x[2][[i, j]]]))
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "dma_compute: t = t + f32 + f16 + f32 in place (four sources), into f32",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![
+                (DType::F32, b.clone()),
+                (DType::F32, d),
+                (DType::F16, c),
+                (DType::F32, b),
+            ],
+            &[(DType::F32, [P, 48])],
+            |k| {
+                let (t, y, z, w) = (k.load(0), k.load(1), k.load(2), k.load(3));
+                k.b.dma_compute(t, &[t, y, z, w]).unwrap();
+                k.store(0, t);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 48), |(i, j)| {
+                    fp32_sum(&[x[0][[i, j]], x[1][[i, j]], x[2][[i, j]], x[3][[i, j]]])
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "dma_compute: f32 halves into int32 (ties to even) and into f16",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![(DType::F32, h), (DType::F32, g)],
+            &[(DType::I32, [P, 48]), (DType::F16, [P, 48])],
+            |k| {
+                let (x, y) = (k.load(0), k.load(1));
+                let (o, o2) = (k.sbuf(DType::I32, &[p, f]), k.sbuf(DType::F16, &[p, f]));
+                k.b.dma_compute(o, &[x, y]).unwrap();
+                k.b.dma_compute(o2, &[y, x]).unwrap();
+                k.store(0, o);
+                k.store(1, o2);
+            },
+            |x| {
+                let sum = elementwise(&x[0], &x[1], |u, v| fp32_sum(&[u, v]));
+                vec![sum.mapv(f64::round_ties_even), sum.mapv(f16_of)]
+            },
+            Check::Exact,
+        ),
+    ]
 }
