@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 39;
+const STEPS: usize = 40;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1544,6 +1544,36 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .map(|e| e / fu < x4 as usize && e % fu < x4 as usize && all)
                 .collect();
             g.tiles[p].values = None;
+        }
+        // dma_compute of one to four square SBUF tiles (repeats allowed), into a new tile or in
+        // place into its first source (the accumulate idiom): every element depends on the
+        // sources' elements at its position
+        38 => {
+            let count = 1 + c.below(nki_lang::DMA_COMPUTE_SOURCES);
+            let mut srcs = Vec::with_capacity(count);
+            for _ in 0..count {
+                let Some(a) = g.pick(c, &sq) else { return };
+                srcs.push(a);
+            }
+            let d = if c.below(2) == 0 {
+                srcs[0]
+            } else {
+                g.new_tile(Kind::Square)
+            };
+            let mut views = [None; nki_lang::DMA_COMPUTE_SOURCES];
+            for (slot, &a) in views.iter_mut().zip(&srcs) {
+                *slot = Some(g.view(a));
+            }
+            let dst = Dst::overwrite(g.view(d));
+            g.push(
+                Opcode::DmaCompute,
+                None,
+                InstrData::DmaCompute { dst, srcs: views },
+            );
+            let defined: Vec<Vec<bool>> =
+                srcs.iter().map(|&a| g.tiles[a].defined.clone()).collect();
+            g.tiles[d].defined = (0..n).map(|e| defined.iter().all(|da| da[e])).collect();
+            g.tiles[d].values = None;
         }
         // a store of any tile under a mask
         _ => {

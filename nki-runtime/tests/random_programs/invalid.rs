@@ -392,7 +392,7 @@ impl Calls<'_, '_, '_> {
 
     /// Any instruction data, of any format.
     fn data(&mut self) -> InstrData {
-        match self.c.below(23) {
+        match self.c.below(24) {
             0 => InstrData::Dma {
                 tile: self.view_id(),
                 hbm: self.access_id(),
@@ -537,6 +537,10 @@ impl Calls<'_, '_, '_> {
                 func: self.c.pick(ActFn::ALL),
                 acc: self.acc_out(),
             },
+            22 => InstrData::DmaCompute {
+                dst: self.dst(),
+                srcs: std::array::from_fn(|_| self.c.chance(70).then(|| self.view_id())),
+            },
             _ => InstrData::LoopEnd {
                 begin: self.int() as u32,
             },
@@ -566,7 +570,7 @@ impl Calls<'_, '_, '_> {
     /// One builder call with random arguments; its result is dropped (an `Err` is fine).
     fn call(&mut self) {
         let name = self.c.pick(&["a", "b", "a", "_t", ""]);
-        let r: Result<(), nki_lang::builder::BuildError> = match self.c.below(22) {
+        let r: Result<(), nki_lang::builder::BuildError> = match self.c.below(23) {
             0 | 1 => {
                 let dims: Vec<Dim> = (0..self.c.pick(&[2, 2, 1, 3, 0, 7]))
                     .map(|_| self.dim())
@@ -664,6 +668,11 @@ impl Calls<'_, '_, '_> {
             19 => {
                 let (d, e) = (self.tile(), self.axis_index());
                 self.b.iota(d, e)
+            }
+            20 => {
+                let d = self.tile();
+                let srcs: Vec<_> = (0..self.c.pick(&[0, 1, 2, 4, 5])).map(|_| self.tile()).collect();
+                self.b.dma_compute(d, &srcs)
             }
             _ => {
                 let opcode = self.c.pick(Opcode::ALL);
