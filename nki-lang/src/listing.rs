@@ -633,7 +633,11 @@ impl<'a> Line<'a, '_> {
                 self.view(src)
             ),
             InstrData::DmaCompute { dst, srcs } => {
-                let terms: Vec<String> = srcs.iter().flatten().map(|&v| self.view(v).to_string()).collect();
+                let terms: Vec<String> = srcs
+                    .iter()
+                    .flatten()
+                    .map(|&v| self.view(v).to_string())
+                    .collect();
                 write!(
                     f,
                     "{} dma_compute({}) in fp32",

@@ -4874,7 +4874,9 @@ fn fp32_sum(terms: &[f64]) -> f64 {
 fn dma_compute_rows() -> Vec<Row> {
     let (p, f) = (P as u32, 48u32);
     let f16_of = |v: f64| f64::from(f16::from_f64(v));
-    let a = values(P, 48, 801, |r| bf16_of(r.int(-(1 << 20), 1 << 20) as f64 / 1000.0));
+    let a = values(P, 48, 801, |r| {
+        bf16_of(r.int(-(1 << 20), 1 << 20) as f64 / 1000.0)
+    });
     let b = values(P, 48, 802, |r| (r.int(-(1 << 23), 1 << 23) as f64) / 4096.0);
     let c = values(P, 48, 803, |r| f16_of(r.int(-20000, 20000) as f64 / 64.0));
     let d = values(P, 48, 804, |r| (r.int(-(1 << 23), 1 << 23) as f64) * 1024.0);

@@ -671,7 +671,9 @@ impl Calls<'_, '_, '_> {
             }
             20 => {
                 let d = self.tile();
-                let srcs: Vec<_> = (0..self.c.pick(&[0, 1, 2, 4, 5])).map(|_| self.tile()).collect();
+                let srcs: Vec<_> = (0..self.c.pick(&[0, 1, 2, 4, 5]))
+                    .map(|_| self.tile())
+                    .collect();
                 self.b.dma_compute(d, &srcs)
             }
             _ => {

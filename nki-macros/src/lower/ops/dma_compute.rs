@@ -129,7 +129,10 @@ impl Lowerer<'_> {
             let room = DMA_COMPUTE_SOURCES - usize::from(sum.is_some());
             let last = rest.len() <= room;
             let take = rest.len().min(room);
-            let operands: Vec<(ViewId, Span)> = sum.into_iter().chain(rest[..take].iter().copied()).collect();
+            let operands: Vec<(ViewId, Span)> = sum
+                .into_iter()
+                .chain(rest[..take].iter().copied())
+                .collect();
             rest = &rest[take..];
             let mut views = [None; DMA_COMPUTE_SOURCES];
             for (slot, &(v, _)) in views.iter_mut().zip(&operands) {
@@ -148,7 +151,8 @@ impl Lowerer<'_> {
                     dtype: Some(DType::F32),
                     ..OpOptions::default()
                 };
-                let Some(v) = self.emit_op(Opcode::DmaCompute, &make, Dest::New(None), options, spans)
+                let Some(v) =
+                    self.emit_op(Opcode::DmaCompute, &make, Dest::New(None), options, spans)
                 else {
                     return Value::Poison;
                 };
@@ -165,15 +169,14 @@ impl Lowerer<'_> {
                         span: dst_e.span(),
                         accumulate: None,
                     };
-                    match self.emit_op(Opcode::DmaCompute, &make, into, OpOptions::default(), spans) {
+                    match self.emit_op(Opcode::DmaCompute, &make, into, OpOptions::default(), spans)
+                    {
                         Some(_) => Value::Unit,
                         None => Value::Poison,
                     }
                 }
                 Side::Hbm(access) => {
-                    let dtype = access
-                        .dtype
-                        .unwrap_or(self.tensors[access.tensor].dtype);
+                    let dtype = access.dtype.unwrap_or(self.tensors[access.tensor].dtype);
                     let options = OpOptions {
                         dtype: Some(dtype),
                         ..OpOptions::default()
