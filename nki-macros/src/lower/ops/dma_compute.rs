@@ -126,7 +126,7 @@ impl Lowerer<'_> {
         let mut rest: &[(ViewId, Span)] = &srcs;
         let mut sum: Option<(ViewId, Span)> = None;
         loop {
-            let room = DMA_COMPUTE_SOURCES - usize::from(sum.is_some());
+            let room = DMA_COMPUTE_SOURCES.saturating_sub(usize::from(sum.is_some()));
             let last = rest.len() <= room;
             let take = rest.len().min(room);
             let operands: Vec<(ViewId, Span)> = sum
