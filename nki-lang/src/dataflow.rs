@@ -107,6 +107,7 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,

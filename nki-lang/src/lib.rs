@@ -67,7 +67,7 @@ pub use ir::{
 };
 pub use ir::{
     DMA_COMPUTE_SOURCES, GATHER_GROUP, MX_GROUP_FREE, MX_GROUP_PARTITIONS, SHUFFLE_KEEP,
-    SHUFFLE_QUADRANT, mx_scale_partition, nonzero_partition, shuffle_source,
+    SHUFFLE_QUADRANT, mx_scale_partition, nonzero_partition, shuffle_source, topk_place,
 };
 pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;

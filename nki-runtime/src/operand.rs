@@ -242,6 +242,7 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. }
         | InstrData::DmaCompute { .. }
+        | InstrData::TopK { .. }
         | InstrData::Register { .. } => None,
     }
 }

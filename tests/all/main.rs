@@ -89,6 +89,7 @@ mod symbolic_quotients;
 mod tensor_copy_dynamic;
 mod timing;
 mod timing_fast_forward;
+mod topk_gpsimd;
 mod tutorials_attention;
 mod tutorials_exp;
 mod tutorials_mamba;

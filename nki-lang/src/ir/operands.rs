@@ -265,6 +265,11 @@ impl Operands {
                 o.dst(dst);
                 o.put(1, OperandRef::View(src), Dir::Read);
             }
+            InstrData::TopK { val, idx, src, .. } => {
+                o.dst(val);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.put(2, OperandRef::View(idx), Dir::Write);
+            }
             InstrData::DmaCompute { dst, srcs } => {
                 o.dst(dst);
                 for (slot, src) in (1..).zip(srcs) {

@@ -234,6 +234,7 @@ impl Checker<'_> {
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. }
                 | InstrData::DmaCompute { .. }
+                | InstrData::TopK { .. }
                 | InstrData::Register { .. } => {
                     if let InstrData::Register { reg, src, .. } = ins.data
                         && (reg.index() >= MAX_REGISTERS

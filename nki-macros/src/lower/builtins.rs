@@ -191,6 +191,8 @@ pub enum Special {
     NonzeroWithCount,
     /// `dma_compute`
     DmaCompute,
+    /// `topk`
+    TopK,
     /// `exponential`
     Exponential,
     /// `rng(dst, engine)`: XORWOW random bits
@@ -496,6 +498,7 @@ static TABLE: &[Builtin] = &[
     ),
     special(&["nonzero_with_count"], Special::NonzeroWithCount),
     special(&["dma_compute"], Special::DmaCompute),
+    special(&["topk"], Special::TopK),
     special(&["exponential"], Special::Exponential),
     special(&["rng"], Special::Rng),
     special(&["rand2"], Special::Rand2),

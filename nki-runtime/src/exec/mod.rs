@@ -541,7 +541,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
-            | InstrData::DmaCompute { .. } => {
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -585,6 +586,7 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::MatmulMx { .. }
                         | InstrData::Nonzero { .. }
                         | InstrData::DmaCompute { .. }
+                        | InstrData::TopK { .. }
                         | InstrData::Register { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -810,7 +812,7 @@ pub(crate) fn execute(
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
         // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`,
-        // `dma_compute`: the reference definition is the only one.
+        // `dma_compute`, `topk`: the reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
@@ -822,7 +824,8 @@ pub(crate) fn execute(
             | Opcode::NonzeroWithCount
             | Opcode::Exponential
             | Opcode::Activate2
-            | Opcode::DmaCompute,
+            | Opcode::DmaCompute
+            | Opcode::TopK,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

@@ -98,6 +98,7 @@ fn each_output_access(
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;

@@ -122,6 +122,7 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));

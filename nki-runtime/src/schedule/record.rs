@@ -186,6 +186,7 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => out.push(stack.clone()),
         }
     }

@@ -94,6 +94,7 @@ impl Iterations {
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
                     | InstrData::DmaCompute { .. }
+                    | InstrData::TopK { .. }
                     | InstrData::Register { .. } => {}
                 }
                 outer

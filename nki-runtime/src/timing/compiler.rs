@@ -256,6 +256,7 @@ pub(crate) fn rotation_scopes(program: &Program<'_>) -> Vec<Option<usize>> {
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {
                 for o in ins.operands() {
                     let v = match o.operand {
@@ -546,6 +547,7 @@ pub(crate) fn psum_broadcasts(program: &Program<'_>, p: &Params) -> PsumReads {
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
             | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => false,
         });
         if copy_pc != pc || !broadcast {

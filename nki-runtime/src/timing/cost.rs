@@ -264,6 +264,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
                     | InstrData::DmaCompute { .. }
+                    | InstrData::TopK { .. }
                     | InstrData::Register { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
@@ -407,6 +408,18 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed 150 + N as any GpSimd instruction, N = T + 1 the
         // destination's elements per partition (one step per element, the count included).
         Opcode::NonzeroWithCount => gpsimd(n, p),
+        // NKI: "4*n + K GpSIMD Engine cycles per partition", `n` the snake's values, `K` the
+        // results. "Per partition" read as per snake: each group of 16 partitions is one
+        // GpSimd core's, and the cores run their groups at once; plus the fixed start every
+        // GpSimd instruction is charged.
+        Opcode::TopK => {
+            let snake = if let InstrData::TopK { n, .. } = ins.data {
+                u64::from(n)
+            } else {
+                0
+            };
+            gpsimd(snake.saturating_mul(4).saturating_add(n), p)
+        }
         // No published cost: assumed as `activation` with a reduction, one element per cycle
         // of the engine that runs it, max(MIN_II, N), plus the accumulator read-out (≈ MIN_II)
         // with `reduce_res`.
@@ -735,6 +748,7 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::Exponential
         | Opcode::Activate2
         | Opcode::DmaCompute
+        | Opcode::TopK
         | Opcode::Rng
         | Opcode::Rand2
         | Opcode::RandGetState

@@ -662,6 +662,7 @@ impl Lowerer<'_> {
                 | Format::LocalGather
                 | Format::Nonzero
                 | Format::DmaCompute
+                | Format::TopK
                 | Format::Register => unreachable!("{} is lowered by hand", info.name),
             }
         };

@@ -21,6 +21,7 @@ mod reduction;
 mod select_reduce;
 mod shuffle;
 mod tensor;
+mod topk;
 mod xorwow;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};
