@@ -3216,6 +3216,7 @@ tables! {
     xorwow_random_numbers: xorwow_rows,
     registers_and_device_loops: register_rows,
     dma_compute: dma_compute_rows,
+    topk: topk_rows,
 }
 
 /// The virtual register instructions and device loops: `register_load` of one element of
@@ -4947,4 +4948,76 @@ fn dma_compute_rows() -> Vec<Row> {
             Check::Exact,
         ),
     ]
+}
+
+/// `topk` (Trn2): two groups of 16 partitions, each a snake of `n = 100` bf16 values (value `i`
+/// at partition `i % 16`, column `i / 16`) with ties, NaN and signed zeros; the 12 largest
+/// (NaN above everything, `+0` above `-0`, the lower index first among equal values),
+/// ascending, in the same snake layout; the other elements keep a memset's values.
+fn topk_rows() -> Vec<Row> {
+    let (n, k) = (100usize, 12usize);
+    let pick = [0.5, -0.0, 0.0, 2.0, f64::NAN, -4.0, f64::INFINITY, 2.0];
+    let x = values(32, 7, 901, |r| {
+        if r.int(0, 3) == 0 {
+            pick[r.int(0, 7) as usize]
+        } else {
+            bf16_of(r.int(-500, 500) as f64 / 16.0)
+        }
+    });
+    // Whether snake value `a` ranks above `b` (as `max8` ranks).
+    let above = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            return a.is_nan() && !b.is_nan();
+        }
+        a > b || (a == 0.0 && b == 0.0 && a.is_sign_positive() && b.is_sign_negative())
+    };
+    vec![row_on(
+        Target::Trn2,
+        "topk: the 12 largest of two 100-value bf16 snakes, ascending, as a snake",
+        &[Covers::Op(Opcode::TopK)],
+        vec![(DType::Bf16, x)],
+        &[(DType::Bf16, [32, 12]), (DType::U32, [32, 12])],
+        |kb| {
+            let s = kb.load(0);
+            let (v, i) = (
+                kb.sbuf(DType::Bf16, &[32, 12]),
+                kb.sbuf(DType::U32, &[32, 12]),
+            );
+            for (t, value) in [(v, Scalar::float(-1.0)), (i, Scalar::Int(7))] {
+                let dst = kb.dst(t);
+                kb.push(Opcode::Memset, None, InstrData::Fill { dst, value });
+            }
+            kb.b.topk(v, i, s, n as u32).unwrap();
+            kb.store(0, v);
+            kb.store(1, i);
+        },
+        |x| {
+            let (mut vals, mut idx) = (
+                Array2::from_elem((32, k), -1.0),
+                Array2::from_elem((32, k), 7.0),
+            );
+            for g in 0..2 {
+                let snake: Vec<f64> = (0..n).map(|i| x[0][[16 * g + i % 16, i / 16]]).collect();
+                let mut used = vec![false; n];
+                let mut top = Vec::new();
+                for _ in 0..k {
+                    let mut best: Option<usize> = None;
+                    for i in 0..n {
+                        if !used[i] && best.is_none_or(|b| above(snake[i], snake[b])) {
+                            best = Some(i);
+                        }
+                    }
+                    let b = best.unwrap();
+                    used[b] = true;
+                    top.push(b);
+                }
+                for (j, &i) in top.iter().rev().enumerate() {
+                    vals[[16 * g + j % 16, j / 16]] = snake[i];
+                    idx[[16 * g + j % 16, j / 16]] = i as f64;
+                }
+            }
+            vec![vals, idx]
+        },
+        Check::Exact,
+    )]
 }

@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 40;
+const STEPS: usize = 41;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1574,6 +1574,84 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 srcs.iter().map(|&a| g.tiles[a].defined.clone()).collect();
             g.tiles[d].defined = (0..n).map(|e| defined.iter().all(|da| da[e])).collect();
             g.tiles[d].values = None;
+        }
+        // topk of a 16-partition bf16 snake tile (both halves copied from one square tile)
+        // into new [16, K] value and index tiles, K <= 8 (the snake positions below K: column 0
+        // of partitions 0..K), whose first 8 partitions are copied into a new square tile and a
+        // new int32 tile: defined where topk wrote and the whole snake is defined
+        39 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let groups = 16u32;
+            let snake =
+                g.b.tile(
+                    &format!("ks{}", g.instrs),
+                    Memory::Sbuf,
+                    DType::Bf16,
+                    &[groups, F],
+                )
+                .expect("tile");
+            let half = TileShape::new(&[P, F]).expect("shape");
+            for start in [0, P] {
+                let mut v = TileView::whole(snake.index(), &half);
+                v.part_start = start;
+                let dst = Dst::overwrite(g.b.view(v).expect("view"));
+                let src = g.view(a);
+                g.push(Opcode::TensorCopy, None, InstrData::Unary { dst, src });
+            }
+            let count = [8u16, 40, (16 * F - 3) as u16][c.below(3)];
+            let k = [1u32, 5, 8][c.below(3)];
+            let out = |g: &mut Gen, name: &str, dtype: DType| {
+                let t =
+                    g.b.tile(
+                        &format!("{name}{}", g.instrs),
+                        Memory::Sbuf,
+                        dtype,
+                        &[groups, k],
+                    )
+                    .expect("tile");
+                let whole = TileShape::new(&[groups, k]).expect("shape");
+                let first = TileShape::new(&[P, k]).expect("shape");
+                (
+                    g.b.view(TileView::whole(t.index(), &whole)).expect("view"),
+                    g.b.view(TileView::whole(t.index(), &first)).expect("view"),
+                )
+            };
+            let (val, val_top) = out(g, "kv", DType::Bf16);
+            let (idx, idx_top) = out(g, "ki", DType::U32);
+            let whole = TileShape::new(&[groups, F]).expect("shape");
+            let src =
+                g.b.view(TileView::whole(snake.index(), &whole))
+                    .expect("view");
+            let data = InstrData::TopK {
+                val: Dst::overwrite(val),
+                idx,
+                src,
+                n: count,
+            };
+            g.push(Opcode::TopK, None, data);
+            let da = g.tiles[a].defined.clone();
+            let snake_defined =
+                (0..usize::from(count)).all(|i| da[(i % 16 % P as usize) * fu + i / 16]);
+            let defined: Vec<bool> = (0..n)
+                .map(|e| snake_defined && e % fu == 0 && e / fu < k as usize)
+                .collect();
+            for (kind, top) in [(Kind::Square, val_top), (Kind::Found, idx_top)] {
+                let d = g.new_tile(kind);
+                let corner = TileShape::new(&[P, k]).expect("shape");
+                let dst =
+                    g.b.view(TileView::whole(g.tiles[d].id.index(), &corner))
+                        .expect("view");
+                g.push(
+                    Opcode::TensorCopy,
+                    None,
+                    InstrData::Unary {
+                        dst: Dst::overwrite(dst),
+                        src: top,
+                    },
+                );
+                g.tiles[d].defined = defined.clone();
+                g.tiles[d].values = None;
+            }
         }
         // a store of any tile under a mask
         _ => {
