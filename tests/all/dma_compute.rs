@@ -259,7 +259,7 @@ fn four_to_sixteen_sources_sum_left_to_right() {
     let out = many_sources::host(&mut core, x.view(), y.view()).unwrap();
     // Source j is column block j: x's for even j, y's for odd j.
     let term = |j: usize, p: usize, k: usize| {
-        if j % 2 == 0 {
+        if j.is_multiple_of(2) {
             f64::from(x[[p, 16 * j + k]])
         } else {
             f64::from(y[[p, 16 * j + k]].to_f32())

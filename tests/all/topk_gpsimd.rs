@@ -174,7 +174,7 @@ fn input(p: usize, cols: usize, seed: u32) -> Array2<bf16> {
     ];
     Array2::from_shape_fn((p, cols), |(r, c)| {
         let h = (r as u32 * 31 + c as u32 * 17 + seed).wrapping_mul(2_654_435_761) >> 7;
-        let v = if h % 5 == 0 {
+        let v = if h.is_multiple_of(5) {
             pick[(h as usize / 5) % pick.len()]
         } else {
             (h % 2000) as f32 / 8.0 - 125.0

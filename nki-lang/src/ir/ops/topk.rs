@@ -93,7 +93,8 @@ pub(super) fn topk(x: &InferIn<'_>) -> Result<Option<Inferred>, Blame> {
             "at least K values (K, val_dst's free size, is at most n)",
         ));
     }
-    if src.shape.free_elems() < u64::from(n.div_ceil(GATHER_GROUP as u32)) {
+    let group = u64::try_from(GATHER_GROUP).unwrap_or(u64::MAX);
+    if src.shape.free_elems() < u64::from(n).div_ceil(group) {
         return Err(kind(
             1,
             "a tile with at least ceil(n / 16) elements per partition (the snake's columns)",

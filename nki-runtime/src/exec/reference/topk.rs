@@ -1,7 +1,5 @@
 //! `topk`: the K largest values of each 16-partition snake, ascending, in the snake layout.
 
-use core::cmp::Ordering;
-
 use nki_lang::{DType, GATHER_GROUP, topk_place};
 
 use super::{Elems, Machine, free_elems, unravel};
@@ -35,10 +33,7 @@ pub(super) fn topk(m: &mut Machine<'_, '_, '_, '_>, ops: &Operands, n: u16) {
             .map(|&b| convert::to_f32(src.dtype, b))
             .collect();
         let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| match rank(keys[b], keys[a]) {
-            Ordering::Equal => a.cmp(&b),
-            other => other,
-        });
+        order.sort_by(|&a, &b| rank(keys[b], keys[a]).then(a.cmp(&b)));
         for (j, &i) in order.iter().take(k).rev().enumerate() {
             m.write(to_v.loc, val.dtype, to_v.offset(at(&val.dims, j)), bits[i]);
             let index = u32::try_from(i).unwrap_or(u32::MAX);
