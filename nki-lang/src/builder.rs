@@ -1190,6 +1190,51 @@ impl ProgramBuilder {
         self.op(Opcode::LocalGather, data, None, None)
     }
 
+    /// `dma_compute`: `dst = srcs[0] + srcs[1] + …` in fp32 on the DMA engines (one to
+    /// [`crate::DMA_COMPUTE_SOURCES`] sources, each a whole tile of `dst`'s shape).
+    pub fn dma_compute(&mut self, dst: TileId, srcs: &[TileId]) -> Result<(), BuildError> {
+        if srcs.is_empty() || srcs.len() > crate::DMA_COMPUTE_SOURCES {
+            return Err(BuildError::Usage(
+                "dma_compute adds one to four sources per instruction",
+            ));
+        }
+        let dst = self.whole(dst)?.0;
+        let mut views = [None; crate::DMA_COMPUTE_SOURCES];
+        for (slot, &src) in views.iter_mut().zip(srcs) {
+            *slot = Some(self.whole(src)?.0);
+        }
+        let data = InstrData::DmaCompute {
+            dst: Dst::overwrite(dst),
+            srcs: views,
+        };
+        self.op(Opcode::DmaCompute, data, None, None)
+    }
+
+    /// `topk`: in each group of 16 partitions, the `K` largest of the `n` values of the
+    /// group's snake in `src`, ascending, into `val_dst` and their snake indices into `idx_dst`
+    /// (`K` their free size; both in the snake layout). `n` above 65535 is an error.
+    pub fn topk(
+        &mut self,
+        val_dst: TileId,
+        idx_dst: TileId,
+        src: TileId,
+        n: u32,
+    ) -> Result<(), BuildError> {
+        let n = u16::try_from(n).map_err(|_| BuildError::Usage("topk takes n < 65536"))?;
+        let (val, idx, src) = (
+            self.whole(val_dst)?.0,
+            self.whole(idx_dst)?.0,
+            self.whole(src)?.0,
+        );
+        let data = InstrData::TopK {
+            val: Dst::overwrite(val),
+            idx,
+            src,
+            n,
+        };
+        self.op(Opcode::TopK, data, None, None)
+    }
+
     /// How many instructions the program has so far: the index the next one gets (for
     /// [`ProgramBuilder::name_since`] and [`ProgramBuilder::no_reorder_since`]).
     pub fn instr_count(&self) -> u32 {

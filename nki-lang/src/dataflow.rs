@@ -106,6 +106,8 @@ pub fn output_dependencies(p: &ProgramBuf) -> Vec<Diagnostic> {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {}
             // The rows an indirect DMA writes are data: strict mode follows them at run time.
             InstrData::Indirect { .. } => continue,

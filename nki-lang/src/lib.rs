@@ -66,8 +66,8 @@ pub use ir::{
     OperandRef, Pred, RegId, RegSrc, Scalar, SlotOperand, Src, TileView, ViewId, Write,
 };
 pub use ir::{
-    GATHER_GROUP, MX_GROUP_FREE, MX_GROUP_PARTITIONS, SHUFFLE_KEEP, SHUFFLE_QUADRANT,
-    mx_scale_partition, nonzero_partition, shuffle_source,
+    DMA_COMPUTE_SOURCES, GATHER_GROUP, MX_GROUP_FREE, MX_GROUP_PARTITIONS, SHUFFLE_KEEP,
+    SHUFFLE_QUADRANT, mx_scale_partition, nonzero_partition, shuffle_source, topk_place,
 };
 pub use program::{Program, ReshapeDecl, TensorDecl, TensorRole, TileDecl};
 pub use rules::RuleViolation;

@@ -632,6 +632,26 @@ impl<'a> Line<'a, '_> {
                 self.dst(&dst, "<-"),
                 self.view(src)
             ),
+            InstrData::TopK { val, idx, src, n } => write!(
+                f,
+                "{}, {} <- topk({}, n {n}) per 16-partition snake, ascending",
+                self.view(val.view),
+                self.view(idx),
+                self.view(src)
+            ),
+            InstrData::DmaCompute { dst, srcs } => {
+                let terms: Vec<String> = srcs
+                    .iter()
+                    .flatten()
+                    .map(|&v| self.view(v).to_string())
+                    .collect();
+                write!(
+                    f,
+                    "{} dma_compute({}) in fp32",
+                    self.dst(&dst, "<-"),
+                    terms.join(" + ")
+                )
+            }
         }
     }
 }

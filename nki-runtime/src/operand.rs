@@ -241,6 +241,8 @@ fn reduced_axes(data: &InstrData) -> Option<u8> {
         | InstrData::MatmulMx { .. }
         | InstrData::LocalGather { .. }
         | InstrData::Nonzero { .. }
+        | InstrData::DmaCompute { .. }
+        | InstrData::TopK { .. }
         | InstrData::Register { .. } => None,
     }
 }

@@ -3244,6 +3244,8 @@ tables! {
     activate2: activate2_rows,
     xorwow_random_numbers: xorwow_rows,
     registers_and_device_loops: register_rows,
+    dma_compute: dma_compute_rows,
+    topk: topk_rows,
 }
 
 /// The virtual register instructions and device loops: `register_load` of one element of
@@ -4881,6 +4883,170 @@ fn matmul_mx_rows() -> Vec<Row> {
             k.store(0, out);
         },
         move |x| vec![mm(&x[0], &x[1]).mapv(|v| 2.0 * v)],
+        Check::Exact,
+    )]
+}
+
+/// The DMA engines' fp32 sum, by hand: each term (already a value of its source dtype) added
+/// left to right with one round to fp32 per addition (the f64 sum of two fp32 values is exact
+/// for the magnitudes drawn here).
+fn fp32_sum(terms: &[f64]) -> f64 {
+    let mut acc = terms[0] as f32;
+    for &t in &terms[1..] {
+        acc = (f64::from(acc) + t) as f32;
+    }
+    f64::from(acc)
+}
+
+/// `dma_compute`: bf16, f32 and f16 sources summed in fp32 into bf16; four sources (the
+/// destination among them: the accumulate idiom, and a fourth source in slot 4) into f32; two
+/// f32 sources whose sums are halves into int32 (ties to even) and into f16.
+fn dma_compute_rows() -> Vec<Row> {
+    let (p, f) = (P as u32, 48u32);
+    let f16_of = |v: f64| f64::from(f16::from_f64(v));
+    let a = values(P, 48, 801, |r| {
+        bf16_of(r.int(-(1 << 20), 1 << 20) as f64 / 1000.0)
+    });
+    let b = values(P, 48, 802, |r| (r.int(-(1 << 23), 1 << 23) as f64) / 4096.0);
+    let c = values(P, 48, 803, |r| f16_of(r.int(-20000, 20000) as f64 / 64.0));
+    let d = values(P, 48, 804, |r| (r.int(-(1 << 23), 1 << 23) as f64) * 1024.0);
+    let h = values(P, 48, 805, |r| r.step(-5000.0, 5000.0, 0.5));
+    let g = values(P, 48, 806, |r| r.step(-5000.0, 5000.0, 0.25));
+    vec![
+        row(
+            "dma_compute: bf16 + f32 + f16 into bf16 (fp32 sum, one rounding to bf16)",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![
+                (DType::Bf16, a.clone()),
+                (DType::F32, b.clone()),
+                (DType::F16, c.clone()),
+            ],
+            &[(DType::Bf16, [P, 48])],
+            |k| {
+                let (x, y, z) = (k.load(0), k.load(1), k.load(2));
+                let o = k.sbuf(DType::Bf16, &[p, f]);
+                k.b.dma_compute(o, &[x, y, z]).unwrap();
+                k.store(0, o);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 48), |(i, j)| {
+                    bf16_of(fp32_sum(&[x[0][[i, j]], x[1][[i, j]], x[2][[i, j]]]))
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "dma_compute: t = t + f32 + f16 + f32 in place (four sources), into f32",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![
+                (DType::F32, b.clone()),
+                (DType::F32, d),
+                (DType::F16, c),
+                (DType::F32, b),
+            ],
+            &[(DType::F32, [P, 48])],
+            |k| {
+                let (t, y, z, w) = (k.load(0), k.load(1), k.load(2), k.load(3));
+                k.b.dma_compute(t, &[t, y, z, w]).unwrap();
+                k.store(0, t);
+            },
+            |x| {
+                vec![Array2::from_shape_fn((P, 48), |(i, j)| {
+                    fp32_sum(&[x[0][[i, j]], x[1][[i, j]], x[2][[i, j]], x[3][[i, j]]])
+                })]
+            },
+            Check::Exact,
+        ),
+        row(
+            "dma_compute: f32 halves into int32 (ties to even) and into f16",
+            &[Covers::Op(Opcode::DmaCompute)],
+            vec![(DType::F32, h), (DType::F32, g)],
+            &[(DType::I32, [P, 48]), (DType::F16, [P, 48])],
+            |k| {
+                let (x, y) = (k.load(0), k.load(1));
+                let (o, o2) = (k.sbuf(DType::I32, &[p, f]), k.sbuf(DType::F16, &[p, f]));
+                k.b.dma_compute(o, &[x, y]).unwrap();
+                k.b.dma_compute(o2, &[y, x]).unwrap();
+                k.store(0, o);
+                k.store(1, o2);
+            },
+            |x| {
+                let sum = elementwise(&x[0], &x[1], |u, v| fp32_sum(&[u, v]));
+                vec![sum.mapv(f64::round_ties_even), sum.mapv(f16_of)]
+            },
+            Check::Exact,
+        ),
+    ]
+}
+
+/// `topk` (Trn2): two groups of 16 partitions, each a snake of `n = 100` bf16 values (value `i`
+/// at partition `i % 16`, column `i / 16`) with ties, NaN and signed zeros; the 12 largest
+/// (NaN above everything, `+0` above `-0`, the lower index first among equal values),
+/// ascending, in the same snake layout; the other elements keep a memset's values.
+fn topk_rows() -> Vec<Row> {
+    let (n, k) = (100usize, 12usize);
+    let pick = [0.5, -0.0, 0.0, 2.0, f64::NAN, -4.0, f64::INFINITY, 2.0];
+    let x = values(32, 7, 901, |r| {
+        if r.int(0, 3) == 0 {
+            pick[r.int(0, 7) as usize]
+        } else {
+            bf16_of(r.int(-500, 500) as f64 / 16.0)
+        }
+    });
+    // Whether snake value `a` ranks above `b` (as `max8` ranks).
+    let above = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            return a.is_nan() && !b.is_nan();
+        }
+        a > b || (a == 0.0 && b == 0.0 && a.is_sign_positive() && b.is_sign_negative())
+    };
+    vec![row_on(
+        Target::Trn2,
+        "topk: the 12 largest of two 100-value bf16 snakes, ascending, as a snake",
+        &[Covers::Op(Opcode::TopK)],
+        vec![(DType::Bf16, x)],
+        &[(DType::Bf16, [32, 12]), (DType::U32, [32, 12])],
+        |kb| {
+            let s = kb.load(0);
+            let (v, i) = (
+                kb.sbuf(DType::Bf16, &[32, 12]),
+                kb.sbuf(DType::U32, &[32, 12]),
+            );
+            for (t, value) in [(v, Scalar::float(-1.0)), (i, Scalar::Int(7))] {
+                let dst = kb.dst(t);
+                kb.push(Opcode::Memset, None, InstrData::Fill { dst, value });
+            }
+            kb.b.topk(v, i, s, n as u32).unwrap();
+            kb.store(0, v);
+            kb.store(1, i);
+        },
+        |x| {
+            let (mut vals, mut idx) = (
+                Array2::from_elem((32, k), -1.0),
+                Array2::from_elem((32, k), 7.0),
+            );
+            for g in 0..2 {
+                let snake: Vec<f64> = (0..n).map(|i| x[0][[16 * g + i % 16, i / 16]]).collect();
+                let mut used = vec![false; n];
+                let mut top = Vec::new();
+                for _ in 0..k {
+                    let mut best: Option<usize> = None;
+                    for i in 0..n {
+                        if !used[i] && best.is_none_or(|b| above(snake[i], snake[b])) {
+                            best = Some(i);
+                        }
+                    }
+                    let b = best.unwrap();
+                    used[b] = true;
+                    top.push(b);
+                }
+                for (j, &i) in top.iter().rev().enumerate() {
+                    vals[[16 * g + j % 16, j / 16]] = snake[i];
+                    idx[[16 * g + j % 16, j / 16]] = i as f64;
+                }
+            }
+            vec![vals, idx]
+        },
         Check::Exact,
     )]
 }

@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 39;
+const STEPS: usize = 41;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -1544,6 +1544,114 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .map(|e| e / fu < x4 as usize && e % fu < x4 as usize && all)
                 .collect();
             g.tiles[p].values = None;
+        }
+        // dma_compute of one to four square SBUF tiles (repeats allowed), into a new tile or in
+        // place into its first source (the accumulate idiom): every element depends on the
+        // sources' elements at its position
+        38 => {
+            let count = 1 + c.below(nki_lang::DMA_COMPUTE_SOURCES);
+            let mut srcs = Vec::with_capacity(count);
+            for _ in 0..count {
+                let Some(a) = g.pick(c, &sq) else { return };
+                srcs.push(a);
+            }
+            let d = if c.below(2) == 0 {
+                srcs[0]
+            } else {
+                g.new_tile(Kind::Square)
+            };
+            let mut views = [None; nki_lang::DMA_COMPUTE_SOURCES];
+            for (slot, &a) in views.iter_mut().zip(&srcs) {
+                *slot = Some(g.view(a));
+            }
+            let dst = Dst::overwrite(g.view(d));
+            g.push(
+                Opcode::DmaCompute,
+                None,
+                InstrData::DmaCompute { dst, srcs: views },
+            );
+            let defined: Vec<Vec<bool>> =
+                srcs.iter().map(|&a| g.tiles[a].defined.clone()).collect();
+            g.tiles[d].defined = (0..n).map(|e| defined.iter().all(|da| da[e])).collect();
+            g.tiles[d].values = None;
+        }
+        // topk of a 16-partition bf16 snake tile (both halves copied from one square tile)
+        // into new [16, K] value and index tiles, K <= 8 (the snake positions below K: column 0
+        // of partitions 0..K), whose first 8 partitions are copied into a new square tile and a
+        // new int32 tile: defined where topk wrote and the whole snake is defined
+        39 => {
+            let Some(a) = g.pick(c, &sq) else { return };
+            let groups = 16u32;
+            let snake =
+                g.b.tile(
+                    &format!("ks{}", g.instrs),
+                    Memory::Sbuf,
+                    DType::Bf16,
+                    &[groups, F],
+                )
+                .expect("tile");
+            let half = TileShape::new(&[P, F]).expect("shape");
+            for start in [0, P] {
+                let mut v = TileView::whole(snake.index(), &half);
+                v.part_start = start;
+                let dst = Dst::overwrite(g.b.view(v).expect("view"));
+                let src = g.view(a);
+                g.push(Opcode::TensorCopy, None, InstrData::Unary { dst, src });
+            }
+            let count = [8u16, 40, (16 * F - 3) as u16][c.below(3)];
+            let k = [1u32, 5, 8][c.below(3)];
+            let out = |g: &mut Gen, name: &str, dtype: DType| {
+                let t =
+                    g.b.tile(
+                        &format!("{name}{}", g.instrs),
+                        Memory::Sbuf,
+                        dtype,
+                        &[groups, k],
+                    )
+                    .expect("tile");
+                let whole = TileShape::new(&[groups, k]).expect("shape");
+                let first = TileShape::new(&[P, k]).expect("shape");
+                (
+                    g.b.view(TileView::whole(t.index(), &whole)).expect("view"),
+                    g.b.view(TileView::whole(t.index(), &first)).expect("view"),
+                )
+            };
+            let (val, val_top) = out(g, "kv", DType::Bf16);
+            let (idx, idx_top) = out(g, "ki", DType::U32);
+            let whole = TileShape::new(&[groups, F]).expect("shape");
+            let src =
+                g.b.view(TileView::whole(snake.index(), &whole))
+                    .expect("view");
+            let data = InstrData::TopK {
+                val: Dst::overwrite(val),
+                idx,
+                src,
+                n: count,
+            };
+            g.push(Opcode::TopK, None, data);
+            let da = g.tiles[a].defined.clone();
+            let snake_defined =
+                (0..usize::from(count)).all(|i| da[(i % 16 % P as usize) * fu + i / 16]);
+            let defined: Vec<bool> = (0..n)
+                .map(|e| snake_defined && e % fu == 0 && e / fu < k as usize)
+                .collect();
+            for (kind, top) in [(Kind::Square, val_top), (Kind::Found, idx_top)] {
+                let d = g.new_tile(kind);
+                let corner = TileShape::new(&[P, k]).expect("shape");
+                let dst =
+                    g.b.view(TileView::whole(g.tiles[d].id.index(), &corner))
+                        .expect("view");
+                g.push(
+                    Opcode::TensorCopy,
+                    None,
+                    InstrData::Unary {
+                        dst: Dst::overwrite(dst),
+                        src: top,
+                    },
+                );
+                g.tiles[d].defined = defined.clone();
+                g.tiles[d].values = None;
+            }
         }
         // a store of any tile under a mask
         _ => {

@@ -677,10 +677,50 @@ pub enum InstrData {
         /// Written after the positions (`padding_val`).
         padding: i32,
     },
+    /// `dma_compute` (the DMA engines' compute): element `t` of `dst` is
+    /// `srcs[0][t] + srcs[1][t] + …`, each source element widened to fp32, the sum taken left to
+    /// right in fp32 and rounded to nearest even into the destination's dtype. The sources
+    /// used come first; the slots after them are `None`. Slots: 0 `dst`, 1 to
+    /// [`DMA_COMPUTE_SOURCES`] the sources.
+    DmaCompute {
+        /// Destination.
+        dst: Dst,
+        /// The sources, in the order they are added.
+        srcs: [Option<ViewId>; DMA_COMPUTE_SOURCES],
+    },
+    /// `topk` (GpSimd, NeuronCore-v3 and newer): each group of [`GATHER_GROUP`] partitions
+    /// (counted from the accesses' start) holds a snake of `n` values, value `i` at partition
+    /// `i mod 16` of the group and free position `i / 16` of `src` (its free elements
+    /// row-major); the `K` largest (`K` the free size of `val`) are written in ascending order
+    /// in the same snake layout, value `j` at partition `j mod 16` and free position `j / 16`
+    /// of `val`, its snake index (uint32) at the same place of `idx` ([`topk_place`]). The
+    /// other elements of `val` and `idx` are left as they were. Slots: 0 `val_dst`, 1 `src`,
+    /// 2 `idx_dst`.
+    TopK {
+        /// The values (`val_dst`).
+        val: Dst,
+        /// The snake indices (`idx_dst`).
+        idx: ViewId,
+        /// The snakes.
+        src: ViewId,
+        /// Values per snake (`n`).
+        n: u16,
+    },
 }
+
+/// Sources one `dma_compute` instruction adds: every operand slot but the destination's.
+/// (NKI takes up to 16; the kernel language splits a longer list into a chain of instructions
+/// through fp32 tiles, which sums the same values in the same order.)
+pub const DMA_COMPUTE_SOURCES: usize = MAX_SLOTS - 1;
 
 /// Partitions of the group one GpSimd core gathers within (`local_gather`).
 pub const GATHER_GROUP: usize = 16;
+
+/// Where element `i` of a group's snake sits (`topk`'s source and results): partition
+/// `i mod 16` of the group, free position `i / 16`.
+pub const fn topk_place(i: usize) -> (usize, usize) {
+    (i % GATHER_GROUP, i / GATHER_GROUP)
+}
 
 /// Whether `nonzero_with_count` reads and writes partition `j` (counted from its access's
 /// start): partition 0 of each GpSimd core's group of [`GATHER_GROUP`] partitions, that is
@@ -766,6 +806,8 @@ impl InstrData {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => None,
         }
     }
@@ -793,7 +835,9 @@ impl InstrData {
             | InstrData::QuantizeMx { dst, .. }
             | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
-            | InstrData::Nonzero { dst, .. } => Some(dst),
+            | InstrData::Nonzero { dst, .. }
+            | InstrData::DmaCompute { dst, .. }
+            | InstrData::TopK { val: dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }
@@ -848,7 +892,9 @@ impl InstrData {
             | InstrData::QuantizeMx { dst, .. }
             | InstrData::MatmulMx { dst, .. }
             | InstrData::LocalGather { dst, .. }
-            | InstrData::Nonzero { dst, .. } => Some(dst),
+            | InstrData::Nonzero { dst, .. }
+            | InstrData::DmaCompute { dst, .. }
+            | InstrData::TopK { val: dst, .. } => Some(dst),
             InstrData::LoopBegin { .. }
             | InstrData::LoopEnd { .. }
             | InstrData::Dma { .. }

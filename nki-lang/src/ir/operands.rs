@@ -265,6 +265,19 @@ impl Operands {
                 o.dst(dst);
                 o.put(1, OperandRef::View(src), Dir::Read);
             }
+            InstrData::TopK { val, idx, src, .. } => {
+                o.dst(val);
+                o.put(1, OperandRef::View(src), Dir::Read);
+                o.put(2, OperandRef::View(idx), Dir::Write);
+            }
+            InstrData::DmaCompute { dst, srcs } => {
+                o.dst(dst);
+                for (slot, src) in (1..).zip(srcs) {
+                    if let Some(v) = src {
+                        o.put(slot, OperandRef::View(v), Dir::Read);
+                    }
+                }
+            }
             // `register_store` writes its tile (slot 0), `register_load` reads it (slot 1).
             InstrData::Register { tile, .. } => {
                 if let Some(v) = tile {

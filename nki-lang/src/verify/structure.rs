@@ -233,6 +233,8 @@ impl Checker<'_> {
                 | InstrData::MatmulMx { .. }
                 | InstrData::LocalGather { .. }
                 | InstrData::Nonzero { .. }
+                | InstrData::DmaCompute { .. }
+                | InstrData::TopK { .. }
                 | InstrData::Register { .. } => {
                     if let InstrData::Register { reg, src, .. } = ins.data
                         && (reg.index() >= MAX_REGISTERS

@@ -548,6 +548,16 @@ fn instr(i: &Instr) -> TokenStream {
             let (t, s) = (dst(t), id("ViewId", src.0));
             quote!(#d::Nonzero { dst: #t, src: #s, offset: #offset, padding: #padding })
         }
+        InstrData::TopK { val, idx, src, n } => {
+            let t = dst(val);
+            let (i, s) = (id("ViewId", idx.0), id("ViewId", src.0));
+            quote!(#d::TopK { val: #t, idx: #i, src: #s, n: #n })
+        }
+        InstrData::DmaCompute { dst: t, srcs } => {
+            let t = dst(t);
+            let srcs = srcs.iter().map(|&s| option(s, |v| id("ViewId", v.0)));
+            quote!(#d::DmaCompute { dst: #t, srcs: [#(#srcs),*] })
+        }
     };
     quote!(#instr_t { opcode: #opcode, engine: #engine, mask: #mask, line: #line, data: #data })
 }

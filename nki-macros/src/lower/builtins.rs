@@ -189,6 +189,10 @@ pub enum Special {
     TensorScalarCumulative,
     /// `nonzero_with_count`
     NonzeroWithCount,
+    /// `dma_compute`
+    DmaCompute,
+    /// `topk`
+    TopK,
     /// `exponential`
     Exponential,
     /// `rng(dst, engine)`: XORWOW random bits
@@ -493,6 +497,8 @@ static TABLE: &[Builtin] = &[
         Special::TensorScalarCumulative,
     ),
     special(&["nonzero_with_count"], Special::NonzeroWithCount),
+    special(&["dma_compute"], Special::DmaCompute),
+    special(&["topk"], Special::TopK),
     special(&["exponential"], Special::Exponential),
     special(&["rng"], Special::Rng),
     special(&["rand2"], Special::Rand2),

@@ -237,6 +237,8 @@ impl Lowerer<'_> {
             Special::LocalGather => self.local_gather(args, span, dest),
             Special::TensorScalarCumulative => self.tensor_scalar_cumulative(args, span, dest),
             Special::NonzeroWithCount => self.nonzero_with_count(args, span, dest),
+            Special::DmaCompute => self.dma_compute(args, span, dest),
+            Special::TopK => self.topk(args, span, dest),
             Special::Exponential => self.exponential(args, span, dest),
             Special::Rng => self.rng_dst(Opcode::Rng, args, span, dest),
             Special::RandGetState => self.rng_dst(Opcode::RandGetState, args, span, dest),

@@ -540,7 +540,9 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
             | InstrData::QuantizeMx { .. }
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
-            | InstrData::Nonzero { .. } => {
+            | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. } => {
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
@@ -583,6 +585,8 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                         | InstrData::QuantizeMx { .. }
                         | InstrData::MatmulMx { .. }
                         | InstrData::Nonzero { .. }
+                        | InstrData::DmaCompute { .. }
+                        | InstrData::TopK { .. }
                         | InstrData::Register { .. } => Ok(()),
                     };
                     if let Err(what) = checked {
@@ -807,8 +811,8 @@ pub(crate) fn execute(
             crate::engines::dma_transpose::dma_transpose(e, b, rank, ops)
         }
         // `range_select`, `nc_stream_shuffle`, `local_gather`, `sequence_bounds`,
-        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`: the
-        // reference definition is the only one.
+        // `tensor_scalar_cumulative`, `nonzero_with_count`, `exponential`, `activate2`,
+        // `dma_compute`, `topk`: the reference definition is the only one.
         (
             Opcode::RangeSelect
             | Opcode::NcStreamShuffle
@@ -819,7 +823,9 @@ pub(crate) fn execute(
             | Opcode::TensorScalarCumulative
             | Opcode::NonzeroWithCount
             | Opcode::Exponential
-            | Opcode::Activate2,
+            | Opcode::Activate2
+            | Opcode::DmaCompute
+            | Opcode::TopK,
             _,
         ) => {
             reference::Reference.step(e, b, ins, ops, (0, 0), vars);

@@ -45,6 +45,7 @@
 //! below, in the op table's order. No fusion, no threads, no SIMD: clarity first.
 
 mod cumulative;
+mod dma_compute;
 mod local_gather;
 mod mx;
 mod nonzero;
@@ -53,6 +54,7 @@ mod select_reduce;
 mod sequence_bounds;
 mod shuffle;
 mod top8;
+mod topk;
 
 use nki_lang::{
     AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, Instr, InstrData, MAX_TILE_RANK, Opcode,
@@ -253,6 +255,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
         ) => activate2(m, ops, op, rev, func, reduce),
         // The interpreter runs register instructions on the instance's registers.
         (Opcode::RegisterMove | Opcode::RegisterLoad | Opcode::RegisterStore, _) => {}
+        (Opcode::DmaCompute, _) => dma_compute::dma_compute(m, ops),
+        (Opcode::TopK, InstrData::TopK { n, .. }) => topk::topk(m, ops, n),
         // Loop control is the interpreter's; the checks match every other opcode with its
         // format.
         (
@@ -280,7 +284,8 @@ fn execute(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands, vars: &
             | Opcode::TensorScalarCumulative
             | Opcode::NonzeroWithCount
             | Opcode::Exponential
-            | Opcode::Activate2,
+            | Opcode::Activate2
+            | Opcode::TopK,
             data,
         ) => unreachable!("opcode {:?} with operands {data:?}", ins.opcode),
         // `Reference::step` runs the generator's instructions.

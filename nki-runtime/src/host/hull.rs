@@ -97,6 +97,8 @@ fn each_output_access(
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {
                 if dead.get(depth).copied().unwrap_or(false) {
                     continue;

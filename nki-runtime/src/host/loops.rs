@@ -345,6 +345,8 @@ pub(crate) fn parallel_loops(b: &Bound<'_, '_, '_>) -> Vec<usize> {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {}
         }
         pc = pc.saturating_add(1);

@@ -121,6 +121,8 @@ pub(crate) fn work_of(b: &Bound<'_, '_, '_>, instrs: core::ops::Range<usize>) ->
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => {
                 let m = nest.get(depth).copied().unwrap_or(u64::MAX);
                 total = total.saturating_add(work(p, ins).saturating_mul(m));

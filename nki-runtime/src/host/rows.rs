@@ -52,7 +52,8 @@ fn row_local(ins: &Instr) -> bool {
         | Deps::Shuffle
         | Deps::Mx
         | Deps::LocalGather
-        | Deps::Nonzero => false,
+        | Deps::Nonzero
+        | Deps::TopK => false,
     };
     // The generator counts its calls: each must run once, over all its partitions.
     let counted = matches!(ins.data, InstrData::Rng { .. } | InstrData::Seed { .. });

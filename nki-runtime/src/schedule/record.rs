@@ -185,6 +185,8 @@ pub(super) fn enclosing_loops(program: &Program<'_>) -> Vec<Vec<(u32, LoopKind)>
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => out.push(stack.clone()),
         }
     }

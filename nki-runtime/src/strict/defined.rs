@@ -210,7 +210,8 @@ impl Strict<'_> {
                 let grid = dst.dims;
                 let over: Vec<(Source, [isize; MAX_TILE_RANK])> = (1..nki_lang::MAX_SLOTS)
                     .filter_map(src)
-                    .filter(|s| s.r.slot != 4)
+                    // Slot 4 is a reduction's output, except `dma_compute`'s fourth source.
+                    .filter(|s| s.r.slot != 4 || !s.r.dir.writes())
                     .map(|s| (s, s.r.strides_on(&grid)))
                     .collect();
                 // `affine_select`'s predicate: which side each point takes.
@@ -248,6 +249,8 @@ impl Strict<'_> {
                     | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
+                    | InstrData::DmaCompute { .. }
+                    | InstrData::TopK { .. }
                     | InstrData::Register { .. } => None,
                 };
                 let holds = |t: &Index| {
@@ -259,7 +262,10 @@ impl Strict<'_> {
                         cmp.holds(i64::from(v as i32))
                     })
                 };
-                let reduce_res = operands.slot(4).copied().filter(|r| on_chip(r));
+                let reduce_res = operands
+                    .slot(4)
+                    .copied()
+                    .filter(|r| on_chip(r) && r.dir.writes());
                 let mut rows = Vec::new();
                 for p in 0..grid[0] {
                     let mut row = 0u32;
@@ -391,6 +397,50 @@ impl Strict<'_> {
                             );
                         }
                     }
+                }
+            }
+            // Within each group of 16 partitions, the elements it writes (snake positions below
+            // K of `val_dst` and `idx_dst`): the first undefined element of the group's snake.
+            Deps::TopK => {
+                let second = operands.slot(2).copied().filter(|r| on_chip(r));
+                let (Some(s), InstrData::TopK { n, .. }) = (src(1), instr.data) else {
+                    out.push((0, found));
+                    return out;
+                };
+                let k = free_elems(&dst.dims);
+                let mut partial = HashMap::new();
+                for base in (0..s.r.dims[0]).step_by(nki_lang::GATHER_GROUP) {
+                    let place = |dims: &Index, j: usize| {
+                        let (r, c) = nki_lang::topk_place(j);
+                        unravel(dims, base.saturating_add(r), c)
+                    };
+                    let o = (0..usize::from(n))
+                        .map(|i| {
+                            let t = place(&s.r.dims, i);
+                            self.origin(
+                                &s,
+                                offset(s.r.pattern.base, &s.r.pattern.strides, &t),
+                                this,
+                            )
+                        })
+                        .find(|&o| o != 0)
+                        .unwrap_or(0);
+                    for j in 0..k {
+                        let t = place(&dst.dims, j);
+                        put(
+                            &mut found,
+                            offset(dst.pattern.base, &dst.pattern.strides, &t),
+                            o,
+                        );
+                        if let (Some(r), true) = (second, o != 0) {
+                            let t = place(&r.dims, j);
+                            let at = offset(r.pattern.base, &r.pattern.strides, &t);
+                            partial.insert(byte_of(&r, at), o);
+                        }
+                    }
+                }
+                if let Some(r) = second {
+                    out.push((r.slot, partial));
                 }
             }
             // Each element: its group's index (undefined: the element is), then the element of
@@ -768,6 +818,9 @@ impl Strict<'_> {
 /// strides: a mask that cuts a kept free axis leaves the rest of the destination as it was;
 /// and `nonzero_with_count`'s destination, of which it writes partitions `0, 16, …` only.
 pub(super) fn written(instr: &Instr, operands: &Operands, r: &Resolved) -> Resolved {
+    if instr.opcode.info().deps == Deps::TopK {
+        return topk_written(r).0;
+    }
     if instr.opcode.info().deps == Deps::Nonzero && r.slot == 0 {
         let mut w = *r;
         let group = nki_lang::GATHER_GROUP;
@@ -793,6 +846,34 @@ pub(super) fn written(instr: &Instr, operands: &Operands, r: &Resolved) -> Resol
     w.pattern.strides = r.strides_on(&kept);
     w.dims = kept;
     w
+}
+
+/// The elements `topk` writes of its destination `r` (`val_dst` or `idx_dst`, `[P, K]`):
+/// snake positions `j < K` of each group of 16 partitions (partition `j mod 16`, column
+/// `j / 16`), as two operands to walk: every partition's first `K / 16` columns, and column
+/// `K / 16` of the first `K mod 16` partitions of each group (`None` when `K` is a multiple of
+/// 16). When `K < 16` the first is the partial column itself. The source is written whole.
+pub(super) fn topk_written(r: &Resolved) -> (Resolved, Option<Resolved>) {
+    if r.slot == 1 {
+        return (*r, None);
+    }
+    let group = nki_lang::GATHER_GROUP;
+    let k = free_elems(&r.dims);
+    let (full, rem) = (k / group, k % group);
+    let (sp, sf) = (r.pattern.strides[0], r.pattern.strides[1]);
+    let mut partial = *r;
+    partial.dims = [r.dims[0] / group, rem, 1, 1, 1];
+    partial.pattern.strides = [sp.saturating_mul(group as isize), sp, 0, 0, 0];
+    partial.pattern.base = r
+        .pattern
+        .base
+        .saturating_add(sf.saturating_mul(full as isize));
+    if full == 0 {
+        return (partial, None);
+    }
+    let mut whole = *r;
+    whole.dims = [r.dims[0], full, 1, 1, 1];
+    (whole, (rem > 0).then_some(partial))
 }
 
 /// Whether, under [`Deps::AffineSelect`], the element at a point where the predicate holds
@@ -823,7 +904,8 @@ fn deps_on_side(instr: &Instr, slot: u8, taken: bool) -> bool {
         | Deps::Shuffle
         | Deps::Mx
         | Deps::LocalGather
-        | Deps::Nonzero => true,
+        | Deps::Nonzero
+        | Deps::TopK => true,
     }
 }
 

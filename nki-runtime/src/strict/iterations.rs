@@ -93,6 +93,8 @@ impl Iterations {
                     | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
+                    | InstrData::DmaCompute { .. }
+                    | InstrData::TopK { .. }
                     | InstrData::Register { .. } => {}
                 }
                 outer

@@ -278,6 +278,8 @@ impl<'p> Strict<'p> {
             | InstrData::MatmulMx { .. }
             | InstrData::LocalGather { .. }
             | InstrData::Nonzero { .. }
+            | InstrData::DmaCompute { .. }
+            | InstrData::TopK { .. }
             | InstrData::Register { .. } => None,
         }
     }
@@ -880,6 +882,11 @@ impl Strict<'_> {
                 };
                 let w = defined::written(instr, operands, r);
                 self.pending.push((w, tile, a.accumulates, span));
+                if instr.opcode.info().deps == nki_lang::Deps::TopK
+                    && let (_, Some(w)) = defined::topk_written(r)
+                {
+                    self.pending.push((w, tile, a.accumulates, span));
+                }
             }
             let flag = propagates.then_some(&mut undefined);
             let fault = match r.loc {

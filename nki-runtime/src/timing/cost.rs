@@ -194,6 +194,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw => {
             return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
         }
+        Opcode::DmaCompute => return Some(Work::Dma(dma_compute(ops, p))),
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
         // An x4 element per PE and cycle: a pass takes the time of a bf16 matmul of the same
         // `[K, M]` × `[K, N]` x4 shapes, for four times its multiply-adds (NKI's Trn3 guide:
@@ -262,6 +263,8 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
                     | InstrData::MatmulMx { .. }
                     | InstrData::LocalGather { .. }
                     | InstrData::Nonzero { .. }
+                    | InstrData::DmaCompute { .. }
+                    | InstrData::TopK { .. }
                     | InstrData::Register { .. } => false,
                 };
                 // max(MIN_II, N/2) for a zero BF16/FP16 fill, else max(MIN_II, N) [ISA].
@@ -405,6 +408,18 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
         // No published cost: assumed 150 + N as any GpSimd instruction, N = T + 1 the
         // destination's elements per partition (one step per element, the count included).
         Opcode::NonzeroWithCount => gpsimd(n, p),
+        // NKI: "4*n + K GpSIMD Engine cycles per partition", `n` the snake's values, `K` the
+        // results. "Per partition" read as per snake: each group of 16 partitions is one
+        // GpSimd core's, and the cores run their groups at once; plus the fixed start every
+        // GpSimd instruction is charged.
+        Opcode::TopK => {
+            let snake = if let InstrData::TopK { n, .. } = ins.data {
+                u64::from(n)
+            } else {
+                0
+            };
+            gpsimd(snake.saturating_mul(4).saturating_add(n), p)
+        }
         // No published cost: assumed as `activation` with a reduction, one element per cycle
         // of the engine that runs it, max(MIN_II, N), plus the accumulator read-out (≈ MIN_II)
         // with `reduce_res`.
@@ -732,6 +747,8 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         | Opcode::NonzeroWithCount
         | Opcode::Exponential
         | Opcode::Activate2
+        | Opcode::DmaCompute
+        | Opcode::TopK
         | Opcode::Rng
         | Opcode::Rand2
         | Opcode::RandGetState
@@ -768,6 +785,58 @@ fn indirect_dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
         d.data = d.data.saturating_add(moving);
     }
     d
+}
+
+/// `dma_compute`: no published cost; priced as [`dma`] prices a copy, of the bytes it reads
+/// and writes. The destination's partitions are spread over the engines as a transfer's; each
+/// engine moves, per partition, the bytes of every source and of the destination, with one
+/// descriptor overhead per contiguous run each source shares with the destination and per run
+/// of the destination itself, plus the transfer's fixed overhead. Its operands are SBUF tiles
+/// (the kernel language moves an HBM operand by a `load` or `store` of its own), so it moves no
+/// HBM bytes.
+fn dma_compute(ops: &Operands, p: &Params) -> Dma {
+    let Some(dst) = ops.slot(0) else {
+        return Dma {
+            engines: 1,
+            data: 0,
+            bytes: 0,
+            hbm_read: 0,
+            hbm_write: 0,
+        };
+    };
+    let parts = (dst.dims[0] as u64).max(1);
+    let engines = parts
+        .div_ceil(u64::from(p.dma_partitions_per_engine.max(1)))
+        .clamp(1, u64::from(p.dma_engines.max(1)));
+    let parts_per_engine = parts.div_ceil(engines);
+    let n = free(dst);
+    let sources = (1..=nki_lang::DMA_COMPUTE_SOURCES).map_while(|slot| ops.slot(slot));
+    let (mut per_part, mut descriptors) = (0u64, 0u64);
+    for side in core::iter::once(dst).chain(sources) {
+        let size = u64::from(side.dtype.size());
+        let side_bytes = n.saturating_mul(size);
+        let run = common_run(dst, side)
+            .saturating_mul(size)
+            .clamp(1, side_bytes.max(1));
+        per_part = per_part.saturating_add(side_bytes);
+        descriptors = descriptors.saturating_add(side_bytes.div_ceil(run));
+    }
+    let engine_bytes = parts_per_engine.saturating_mul(per_part);
+    let overhead = parts_per_engine
+        .saturating_mul(descriptors)
+        .saturating_mul(u64::from(p.dma_descriptor_overhead_bytes));
+    let data = bytes_ps(
+        engine_bytes.saturating_add(overhead),
+        p.dma_engine_bytes_per_us,
+    )
+    .saturating_add(ns_ps(p.dma_transfer_overhead_ns));
+    Dma {
+        engines: engines as u32,
+        data,
+        bytes: parts.saturating_mul(per_part),
+        hbm_read: 0,
+        hbm_write: 0,
+    }
 }
 
 /// Elements of the innermost free dimensions that are contiguous on both sides of a move.

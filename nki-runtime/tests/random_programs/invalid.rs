@@ -392,7 +392,7 @@ impl Calls<'_, '_, '_> {
 
     /// Any instruction data, of any format.
     fn data(&mut self) -> InstrData {
-        match self.c.below(23) {
+        match self.c.below(25) {
             0 => InstrData::Dma {
                 tile: self.view_id(),
                 hbm: self.access_id(),
@@ -537,6 +537,16 @@ impl Calls<'_, '_, '_> {
                 func: self.c.pick(ActFn::ALL),
                 acc: self.acc_out(),
             },
+            23 => InstrData::TopK {
+                val: self.dst(),
+                idx: self.view_id(),
+                src: self.view_id(),
+                n: self.c.pick(&[0, 7, 8, 42, 300, u16::MAX]),
+            },
+            22 => InstrData::DmaCompute {
+                dst: self.dst(),
+                srcs: std::array::from_fn(|_| self.c.chance(70).then(|| self.view_id())),
+            },
             _ => InstrData::LoopEnd {
                 begin: self.int() as u32,
             },
@@ -566,7 +576,7 @@ impl Calls<'_, '_, '_> {
     /// One builder call with random arguments; its result is dropped (an `Err` is fine).
     fn call(&mut self) {
         let name = self.c.pick(&["a", "b", "a", "_t", ""]);
-        let r: Result<(), nki_lang::builder::BuildError> = match self.c.below(22) {
+        let r: Result<(), nki_lang::builder::BuildError> = match self.c.below(24) {
             0 | 1 => {
                 let dims: Vec<Dim> = (0..self.c.pick(&[2, 2, 1, 3, 0, 7]))
                     .map(|_| self.dim())
@@ -664,6 +674,18 @@ impl Calls<'_, '_, '_> {
             19 => {
                 let (d, e) = (self.tile(), self.axis_index());
                 self.b.iota(d, e)
+            }
+            21 => {
+                let (v, i, s) = (self.tile(), self.tile(), self.tile());
+                let n = self.c.pick(&[0, 8, 42, 65535, 65536, u32::MAX]);
+                self.b.topk(v, i, s, n)
+            }
+            20 => {
+                let d = self.tile();
+                let srcs: Vec<_> = (0..self.c.pick(&[0, 1, 2, 4, 5]))
+                    .map(|_| self.tile())
+                    .collect();
+                self.b.dma_compute(d, &srcs)
             }
             _ => {
                 let opcode = self.c.pick(Opcode::ALL);

@@ -11,6 +11,7 @@
 
 mod activate2;
 mod cumulative;
+mod dma_compute;
 mod dma_transpose;
 mod dyncopy;
 mod exponential;
@@ -25,6 +26,7 @@ mod register;
 mod rng;
 mod sequence_bounds;
 mod shuffle;
+mod topk;
 
 pub use activate2::ACTIVATE2_STAGES;
 pub use cumulative::cumulative_reset;
@@ -89,6 +91,10 @@ pub enum Format {
     LocalGather,
     /// [`InstrData::Nonzero`]
     Nonzero,
+    /// [`InstrData::DmaCompute`]
+    DmaCompute,
+    /// [`InstrData::TopK`]
+    TopK,
     /// [`InstrData::Act2`]
     Act2,
     /// [`InstrData::Register`]
@@ -124,6 +130,8 @@ impl Format {
             InstrData::MatmulMx { .. } => Format::MatmulMx,
             InstrData::LocalGather { .. } => Format::LocalGather,
             InstrData::Nonzero { .. } => Format::Nonzero,
+            InstrData::DmaCompute { .. } => Format::DmaCompute,
+            InstrData::TopK { .. } => Format::TopK,
             InstrData::Act2 { .. } => Format::Act2,
             InstrData::Register { .. } => Format::Register,
         }
@@ -280,6 +288,12 @@ pub enum Deps {
     /// place and the count all do); it writes no other partition, whose elements keep what
     /// they held (unwritten in a new tile).
     Nonzero,
+    /// `topk`: within each group of 16 partitions (counted from the accesses' start), the
+    /// elements it writes (snake positions `0 … K−1` of `val_dst` and `idx_dst`,
+    /// [`crate::topk_place`]) depend on every element of the group's snake in `src` (positions
+    /// `0 … n−1`): which values are the largest depends on all of them. It writes no other
+    /// element; those keep what they held (unwritten in a new tile).
+    TopK,
     /// The register instructions: `register_move` touches no memory; `register_load` writes
     /// no memory, but the register (and the device loops that read it) depends on the element
     /// read, so strict launches refuse an unwritten or undefined one, as for a seed;
@@ -1302,6 +1316,46 @@ opcodes! {
         accumulates: false,
         packed: No,
     }
+    /// `dma_compute`: `dst = srcs[0] + srcs[1] + …` element by element, computed by the DMA
+    /// engines in fp32 (each source widened, the sum left to right, rounded to nearest even
+    /// into the destination's dtype); every operand of one shape, in SBUF (the kernel language
+    /// moves an HBM operand through an SBUF tile).
+    DmaCompute {
+        name: "dma_compute",
+        format: DmaCompute,
+        engines: &[Engine::Dma],
+        operands: &[
+            slot("dst", Dir::Write, SBUF),
+            slot("src0", Dir::Read, SBUF),
+            slot("src1", Dir::Read, SBUF),
+            slot("src2", Dir::Read, SBUF),
+            slot("src3", Dir::Read, SBUF),
+        ],
+        infer: dma_compute::dma_compute,
+        maskable: No,
+        deps: Elementwise,
+        accumulates: false,
+        packed: No,
+    }
+    /// `topk` (GpSimd, NeuronCore-v3 and newer): in each group of 16 partitions, the `K`
+    /// largest of the `n` bf16 values of the group's snake (value `i` at partition `i mod 16`,
+    /// free position `i / 16`), ascending, with their snake indices as uint32, written in the
+    /// same snake layout into `val_dst` and `idx_dst` (`K` their free size).
+    TopK {
+        name: "topk",
+        format: TopK,
+        engines: &[Engine::GpSimd],
+        operands: &[
+            slot("val_dst", Dir::Write, SBUF).axes(Axes::Own),
+            slot("src", Dir::Read, SBUF).axes(Axes::Own),
+            slot("idx_dst", Dir::Write, SBUF).axes(Axes::Own),
+        ],
+        infer: topk::topk,
+        maskable: No,
+        deps: TopK,
+        accumulates: false,
+        packed: No,
+    }
 }
 
 impl Opcode {
@@ -1359,6 +1413,7 @@ mod tests {
                         | Format::Act2
                         | Format::Rng
                         | Format::RangeSelect
+                        | Format::DmaCompute
                 ),
                 Deps::AffineSelect => op == Opcode::AffineSelect,
                 Deps::Select => matches!(op, Opcode::Select | Opcode::SelectReduce),
@@ -1376,6 +1431,7 @@ mod tests {
                 Deps::Mx => info.format == Format::QuantizeMx,
                 Deps::LocalGather => info.format == Format::LocalGather,
                 Deps::Nonzero => info.format == Format::Nonzero,
+                Deps::TopK => info.format == Format::TopK,
                 Deps::Register => info.format == Format::Register,
             };
             assert!(fits, "{}: {:?} on {:?}", info.name, info.deps, info.format);

@@ -168,7 +168,7 @@ impl Lowerer<'_> {
         self.load_access(opcode, &access, src_e.span(), span, dest, options)
     }
 
-    fn load_access(
+    pub(super) fn load_access(
         &mut self,
         opcode: Opcode,
         access: &Access,
@@ -410,7 +410,7 @@ impl Lowerer<'_> {
     }
 
     /// A store of the tile view `value` into `access` with a mask.
-    fn store_tile(
+    pub(super) fn store_tile(
         &mut self,
         access: &Access,
         dst_span: Span,

@@ -661,6 +661,8 @@ impl Lowerer<'_> {
                 | Format::MatmulMx
                 | Format::LocalGather
                 | Format::Nonzero
+                | Format::DmaCompute
+                | Format::TopK
                 | Format::Register => unreachable!("{} is lowered by hand", info.name),
             }
         };

@@ -7,6 +7,7 @@ mod create;
 mod cumulative;
 mod device_loop;
 mod dma;
+mod dma_compute;
 mod dyncopy;
 mod elementwise;
 mod exponential;
@@ -20,6 +21,7 @@ mod reduction;
 mod select_reduce;
 mod shuffle;
 mod tensor;
+mod topk;
 mod xorwow;
 
 use nki_lang::{AxisIndex, HbmAccess, MAX_TENSOR_RANK};

@@ -1,0 +1,317 @@
+//! NKI 0.6's `dma_compute(dst, srcs, reduce_op = add)` against plain loops: each source widened
+//! to fp32, summed left to right with one fp32 rounding per addition, the sum rounded to nearest
+//! even into the destination's dtype. HBM to HBM, SBUF to HBM, HBM to SBUF, mixed bf16, f16 and
+//! f32 operands, 1 to 16 sources (more than four become a chain of instructions through fp32
+//! tiles), `scales` of ones, the accumulate idiom `dst = dst + src` in SBUF and in HBM, and the
+//! listing of the instruction.
+
+use crate::common;
+
+use nki::ndarray::{Array2, Ix2};
+use nki::prelude::*;
+
+/// Three HBM sources of three dtypes into an HBM bf16 output.
+#[kernel]
+fn hbm_to_hbm(
+    a: Hbm<bf16, 128, 64>,
+    b: Hbm<f32, 128, 64>,
+    c: Hbm<f16, 128, 64>,
+) -> Hbm<bf16, 128, 64> {
+    let out = ndarray([128, 64], bf16, SharedHbm);
+    nisa::dma_compute(dst = out, srcs = [a, b, c], reduce_op = nl::add);
+    out
+}
+
+/// SBUF sources (bf16 and f32 tiles) into an f16 HBM output, `scales` all 1.0, positional.
+#[kernel]
+fn sbuf_to_hbm(a: Hbm<bf16, 96, 40>, b: Hbm<f32, 96, 40>) -> Hbm<f16, 96, 40> {
+    let out = ndarray([96, 40], f16, SharedHbm);
+    let ta = ndarray([96, 40], bf16, Sbuf);
+    nisa::dma_copy(dst = ta, src = a);
+    let tb = ndarray([96, 40], f32, Sbuf);
+    nisa::dma_copy(dst = tb, src = b);
+    nisa::dma_compute(out, [ta, tb], add, [1.0, 1.0]);
+    out
+}
+
+/// HBM sources into an SBUF f32 tile (a slice of each), then stored; `oob_mode` and
+/// `unique_indices` with their defaults.
+#[kernel]
+fn hbm_to_sbuf(a: Hbm<f16, 64, 100>, b: Hbm<bf16, 64, 100>) -> Hbm<f32, 64, 50> {
+    let out = ndarray([64, 50], f32, SharedHbm);
+    let t = ndarray([64, 50], f32, Sbuf);
+    nisa::dma_compute(
+        dst = t,
+        srcs = [a[[0..64, 0..50]], b[[0..64, 50..100]]],
+        reduce_op = add,
+        scales = None,
+        unique_indices = true,
+        oob_mode = oob_mode::error,
+    );
+    nisa::dma_copy(dst = out, src = t);
+    out
+}
+
+/// One source: a conversion (f32 to bf16) on the DMA engines.
+#[kernel]
+fn one_source(a: Hbm<f32, 32, 16>) -> Hbm<bf16, 32, 16> {
+    let out = ndarray([32, 16], bf16, SharedHbm);
+    nisa::dma_compute(dst = out, srcs = [a], reduce_op = add);
+    out
+}
+
+/// Four to sixteen sources: column blocks of one f32 input (bf16 for the odd ones), summed
+/// into bf16 tiles; 16 into f32.
+#[kernel]
+fn many_sources(x: Hbm<f32, 128, 256>, y: Hbm<bf16, 128, 256>) -> Hbm<f32, 4, 128, 16> {
+    let out = ndarray([4, 128, 16], f32, SharedHbm);
+    let d4 = ndarray([128, 16], f32, Sbuf);
+    nisa::dma_compute(
+        dst = d4,
+        srcs = [
+            x[[.., 0..16]],
+            y[[.., 16..32]],
+            x[[.., 32..48]],
+            y[[.., 48..64]],
+        ],
+        reduce_op = add,
+    );
+    store(out[[0, .., ..]], d4);
+    let d5 = ndarray([128, 16], f32, Sbuf);
+    nisa::dma_compute(
+        dst = d5,
+        srcs = [
+            x[[.., 0..16]],
+            y[[.., 16..32]],
+            x[[.., 32..48]],
+            y[[.., 48..64]],
+            x[[.., 64..80]],
+        ],
+        reduce_op = add,
+    );
+    store(out[[1, .., ..]], d5);
+    let d7 = ndarray([128, 16], f32, Sbuf);
+    nisa::dma_compute(
+        dst = d7,
+        srcs = [
+            x[[.., 0..16]],
+            y[[.., 16..32]],
+            x[[.., 32..48]],
+            y[[.., 48..64]],
+            x[[.., 64..80]],
+            y[[.., 80..96]],
+            x[[.., 96..112]],
+        ],
+        reduce_op = add,
+    );
+    store(out[[2, .., ..]], d7);
+    nisa::dma_compute(
+        dst = out[[3, .., ..]],
+        srcs = [
+            x[[.., 0..16]],
+            y[[.., 16..32]],
+            x[[.., 32..48]],
+            y[[.., 48..64]],
+            x[[.., 64..80]],
+            y[[.., 80..96]],
+            x[[.., 96..112]],
+            y[[.., 112..128]],
+            x[[.., 128..144]],
+            y[[.., 144..160]],
+            x[[.., 160..176]],
+            y[[.., 176..192]],
+            x[[.., 192..208]],
+            y[[.., 208..224]],
+            x[[.., 224..240]],
+            y[[.., 240..256]],
+        ],
+        reduce_op = add,
+    );
+    out
+}
+
+/// The accumulate idiom: `t = t + u` in SBUF (bf16), then `out = out + b` in HBM.
+#[kernel]
+fn accumulate(a: Hbm<bf16, 128, 32>, b: Hbm<f32, 128, 32>) -> Hbm<bf16, 128, 32> {
+    let out = ndarray([128, 32], bf16, SharedHbm);
+    let t = ndarray([128, 32], bf16, Sbuf);
+    nisa::dma_copy(dst = t, src = a);
+    let u = ndarray([128, 32], f32, Sbuf);
+    nisa::dma_copy(dst = u, src = b);
+    nisa::dma_compute(dst = t, srcs = [t, u], reduce_op = add);
+    nisa::dma_copy(dst = out, src = t);
+    nisa::dma_compute(dst = out, srcs = [out, b], reduce_op = add);
+    out
+}
+
+/// The model's sum: `((s0 + s1) + s2) + …` with one round to fp32 per addition (an f64 sum of
+/// two fp32 values rounded to fp32: exact before the one rounding for the magnitudes used).
+fn fp32_sum(terms: &[f64]) -> f32 {
+    let mut acc = terms[0] as f32;
+    for &t in &terms[1..] {
+        acc = (f64::from(acc) + t) as f32;
+    }
+    acc
+}
+
+/// `n` values in `[lo, hi)` with many bits (so that the roundings matter).
+fn data(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
+    common::rand_f32(Ix2(rows, cols), seed, -300.0, 300.0)
+}
+
+fn to_bf16(x: &Array2<f32>) -> Array2<bf16> {
+    x.mapv(bf16::from_f32)
+}
+
+fn to_f16(x: &Array2<f32>) -> Array2<f16> {
+    x.mapv(f16::from_f32)
+}
+
+#[test]
+fn three_hbm_sources_of_three_dtypes_into_bf16() {
+    let a = to_bf16(&data(128, 64, 1));
+    let b = data(128, 64, 2);
+    let c = to_f16(&data(128, 64, 3));
+    for strict in [false, true] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let out = hbm_to_hbm::host(&mut core, a.view(), b.view(), c.view()).unwrap();
+        for p in 0..128 {
+            for k in 0..64 {
+                let want = fp32_sum(&[
+                    f64::from(a[[p, k]].to_f32()),
+                    f64::from(b[[p, k]]),
+                    f64::from(c[[p, k]].to_f32()),
+                ]);
+                assert_eq!(
+                    out[[p, k]].to_bits(),
+                    bf16::from_f32(want).to_bits(),
+                    "[{p}, {k}]"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn sbuf_sources_into_f16_hbm() {
+    let a = to_bf16(&data(96, 40, 4));
+    let b = data(96, 40, 5);
+    let mut core = NeuronCore::default();
+    let out = sbuf_to_hbm::host(&mut core, a.view(), b.view()).unwrap();
+    for p in 0..96 {
+        for k in 0..40 {
+            let want = fp32_sum(&[f64::from(a[[p, k]].to_f32()), f64::from(b[[p, k]])]);
+            assert_eq!(
+                out[[p, k]].to_bits(),
+                f16::from_f32(want).to_bits(),
+                "[{p}, {k}]"
+            );
+        }
+    }
+}
+
+#[test]
+fn hbm_sources_into_an_sbuf_tile() {
+    let a = to_f16(&data(64, 100, 6));
+    let b = to_bf16(&data(64, 100, 7));
+    let mut core = NeuronCore::default().with_strict(true);
+    let out = hbm_to_sbuf::host(&mut core, a.view(), b.view()).unwrap();
+    for p in 0..64 {
+        for k in 0..50 {
+            let want = fp32_sum(&[
+                f64::from(a[[p, k]].to_f32()),
+                f64::from(b[[p, 50 + k]].to_f32()),
+            ]);
+            assert_eq!(out[[p, k]].to_bits(), want.to_bits(), "[{p}, {k}]");
+        }
+    }
+}
+
+#[test]
+fn one_source_converts_to_nearest_even() {
+    // Values halfway between two bf16 values (ties to even) and others.
+    let a = Array2::from_shape_fn((32, 16), |(p, k)| {
+        let base = 1.0f32 + (p * 16 + k) as f32 / 64.0;
+        f32::from_bits(base.to_bits() | 0x8000)
+    });
+    let mut core = NeuronCore::default();
+    let out = one_source::host(&mut core, a.view()).unwrap();
+    for p in 0..32 {
+        for k in 0..16 {
+            // Round half to even on the upper 16 bits, by hand.
+            let bits = a[[p, k]].to_bits();
+            let (hi, lo) = (bits >> 16, bits & 0xffff);
+            let want = if lo > 0x8000 || (lo == 0x8000 && hi & 1 == 1) {
+                hi + 1
+            } else {
+                hi
+            };
+            assert_eq!(u32::from(out[[p, k]].to_bits()), want, "[{p}, {k}]");
+        }
+    }
+}
+
+#[test]
+fn four_to_sixteen_sources_sum_left_to_right() {
+    let x = data(128, 256, 8);
+    let y = to_bf16(&data(128, 256, 9));
+    let mut core = NeuronCore::default().with_strict(true);
+    let out = many_sources::host(&mut core, x.view(), y.view()).unwrap();
+    // Source j is column block j: x's for even j, y's for odd j.
+    let term = |j: usize, p: usize, k: usize| {
+        if j.is_multiple_of(2) {
+            f64::from(x[[p, 16 * j + k]])
+        } else {
+            f64::from(y[[p, 16 * j + k]].to_f32())
+        }
+    };
+    for (slot, n) in [(0, 4), (1, 5), (2, 7), (3, 16)] {
+        for p in 0..128 {
+            for k in 0..16 {
+                let terms: Vec<f64> = (0..n).map(|j| term(j, p, k)).collect();
+                let want = fp32_sum(&terms);
+                assert_eq!(
+                    out[[slot, p, k]].to_bits(),
+                    want.to_bits(),
+                    "{n} sources [{p}, {k}]"
+                );
+            }
+        }
+    }
+    // More than four sources: a chain of instructions, each adding at most four.
+    let listing = many_sources::KERNEL.program().to_string();
+    let count = listing.matches("dma_compute(").count();
+    // 1 + 2 + 2 + 5 instructions (16 = 4 + 3 + 3 + 3 + 3).
+    assert_eq!(count, 10, "{listing}");
+}
+
+#[test]
+fn the_accumulate_idiom_reads_before_it_writes() {
+    let a = to_bf16(&data(128, 32, 10));
+    let b = data(128, 32, 11);
+    for strict in [false, true] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let out = accumulate::host(&mut core, a.view(), b.view()).unwrap();
+        for p in 0..128 {
+            for k in 0..32 {
+                let once = fp32_sum(&[f64::from(a[[p, k]].to_f32()), f64::from(b[[p, k]])]);
+                let once = bf16::from_f32(once);
+                let twice = fp32_sum(&[f64::from(once.to_f32()), f64::from(b[[p, k]])]);
+                assert_eq!(
+                    out[[p, k]].to_bits(),
+                    bf16::from_f32(twice).to_bits(),
+                    "[{p}, {k}]"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_listing_shows_the_dma_engines_sum() {
+    let program = hbm_to_hbm::KERNEL.program();
+    assert!(common::has_instr(program, "DMA", "dma_compute"));
+    let listing = program.to_string();
+    assert!(listing.contains(" + "), "{listing}");
+    assert!(listing.contains("in fp32"), "{listing}");
+}
