@@ -16,8 +16,9 @@ use ndarray::{Array2, Axis, Zip};
 use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
-    Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
-    Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+    Extent, HbmAccess, IndirectMode, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK,
+    Mask, MaskTerm, Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView,
+    ViewId, Write,
 };
 use nki_runtime::{
     Bool, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn,
@@ -3524,6 +3525,7 @@ impl Kb {
             hbm,
             index,
             axis: 0,
+            mode: IndirectMode::Rows,
         };
         let mut i = Instr::new(opcode, data);
         i.mask = mask.map(|m| self.b.mask(m).unwrap());

@@ -19,8 +19,8 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
-    HbmAccess, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory,
-    Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, Write,
+    HbmAccess, IndirectMode, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask,
+    MaskTerm, Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::{HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
 
@@ -349,6 +349,7 @@ impl Gen {
             hbm,
             index,
             axis: 0,
+            mode: IndirectMode::Rows,
         };
         self.push(opcode, m, data);
     }
