@@ -23,7 +23,7 @@ fn indices(x: &InferIn<'_>) -> Result<(), Blame> {
             2,
             RuleViolation::WrongDType {
                 op: x.info().name,
-                operand: "indices",
+                operand: if scalar { "scalar_offset" } else { "indices" },
                 expected: "int32 or uint32",
                 found: idx.dtype,
             },
