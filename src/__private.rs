@@ -10,9 +10,9 @@ pub use nki_lang::constraint::Computed;
 pub use nki_lang::schedule_control::{Edge, InstrName, Ordered, ScheduleControl};
 pub use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Bounded, Cmp, Constraint, DType, Dim, Dst,
-    Engine, ExprId, Extent, HbmAccess, Instr, InstrData, LoopKind, Mask, MaskId, MaskTerm, Memory,
-    Opcode, Pred, Program, RegId, RegSrc, ReshapeDecl, Scalar, Src, SymbolValues, Target,
-    TensorDecl, TensorRole, TileDecl, TileShape, TileView, ViewId, Write,
+    Engine, ExprId, Extent, HbmAccess, IndirectMode, Instr, InstrData, LoopKind, Mask, MaskId,
+    MaskTerm, Memory, Opcode, Pred, Program, RegId, RegSrc, ReshapeDecl, Scalar, Src, SymbolValues,
+    Target, TensorDecl, TensorRole, TileDecl, TileShape, TileView, ViewId, Write,
 };
 pub use nki_runtime::{
     Bool, CheckedInputs, DeviceTensor, Element, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4,

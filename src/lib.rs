@@ -87,12 +87,12 @@ pub mod program {
     pub use nki_lang::{
         AccOut, AccessId, ActFn, Affine, Alu, AluClass, Axes, AxisIndex, Cmp, CompiledProgram,
         DType, DTypeClass, Diagnostic, Dim, Dir, Dst, Engine, ExprId, Extent, Format, HbmAccess,
-        Instr, InstrData, LoopControl, LoopKind, MAX_LOOP_DEPTH, MAX_MASK_TERMS, MAX_PIDS,
-        MAX_SLOTS, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TENSORS, MAX_TILE_RANK,
-        MAX_VARS, Mask, MaskId, MaskTerm, Memory, OpInfo, Opcode, OperandRef, OperandSpec, Pred,
-        Program, ProgramParts, RuleViolation, Scalar, Site, SlotOperand, Src, SymbolValues, Target,
-        TensorDecl, TensorRole, TileDecl, TileShape, TileView, ValidRange, Var, VarValues, ViewId,
-        Write,
+        IndirectMode, Instr, InstrData, LoopControl, LoopKind, MAX_LOOP_DEPTH, MAX_MASK_TERMS,
+        MAX_PIDS, MAX_SLOTS, MAX_SYMBOLS, MAX_TENSOR_DIM, MAX_TENSOR_RANK, MAX_TENSORS,
+        MAX_TILE_RANK, MAX_VARS, Mask, MaskId, MaskTerm, Memory, OpInfo, Opcode, OperandRef,
+        OperandSpec, Pred, Program, ProgramParts, RuleViolation, Scalar, Site, SlotOperand, Src,
+        SymbolValues, Target, TensorDecl, TensorRole, TileDecl, TileShape, TileView, ValidRange,
+        Var, VarValues, ViewId, Write,
     };
 }
 

@@ -61,9 +61,10 @@ pub use ir::ops::{
     xorwow_generators, xorwow_state_words,
 };
 pub use ir::{
-    AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, ExprId, HbmAccess, Instr, InstrData, LoopControl,
-    LoopKind, MAX_DEVICE_TRIPS, MAX_MASK_TERMS, MAX_REGISTERS, MAX_SLOTS, Mask, MaskId, MaskTerm,
-    OperandRef, Pred, RegId, RegSrc, Scalar, SlotOperand, Src, TileView, ViewId, Write,
+    AccOut, AccessId, AxisIndex, Cmp, Dir, Dst, ExprId, HbmAccess, IndirectMode, Instr, InstrData,
+    LoopControl, LoopKind, MAX_DEVICE_TRIPS, MAX_MASK_TERMS, MAX_REGISTERS, MAX_SLOTS, Mask,
+    MaskId, MaskTerm, OperandRef, Pred, RegId, RegSrc, Scalar, SlotOperand, Src, TileView, ViewId,
+    Write,
 };
 pub use ir::{
     DMA_COMPUTE_SOURCES, GATHER_GROUP, MX_GROUP_FREE, MX_GROUP_PARTITIONS, SHUFFLE_KEEP,

@@ -4,8 +4,8 @@ use core::fmt;
 
 use crate::ir::ops::Opcode;
 use crate::ir::{
-    AccessId, AxisIndex, Dir, Dst, InstrData, LoopKind, Mask, Pred, RegSrc, Scalar, Src, TileView,
-    ViewId, Write,
+    AccessId, AxisIndex, Dir, Dst, IndirectMode, InstrData, LoopKind, Mask, Pred, RegSrc, Scalar,
+    Src, TileView, ViewId, Write,
 };
 use crate::program::{Program, TensorRole};
 use crate::shape::{Dim, MAX_TILE_RANK};
@@ -274,8 +274,14 @@ impl<'a> Line<'a, '_> {
                 hbm,
                 index,
                 axis,
+                mode,
             } => {
-                let rows = format!("rows {} on axis {axis}", self.view(index));
+                let rows = match mode {
+                    IndirectMode::Rows => format!("rows {} on axis {axis}", self.view(index)),
+                    IndirectMode::Scalar { scale, bound } => {
+                        format!("offset {} * {scale} (index < {bound})", self.view(index))
+                    }
+                };
                 if spec.first().is_some_and(|s| s.dir == Dir::Write) {
                     write!(f, "{} <- {} {rows}", self.view(tile), self.access(hbm))
                 } else {

@@ -1076,6 +1076,107 @@ pub fn ap(pairs: &[(i64, i64)], offset: i64, row: Option<u64>) -> Result<AccessP
     })
 }
 
+/// How an `ap`'s offset read at run time (NKI 0.6's `scalar_offset`, `vector_offset`) addresses
+/// an HBM tensor ([`ap_indirect`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ApIndirect {
+    /// `scalar_offset = v`: the whole pattern starts `v · scale` elements further (`scale` the
+    /// tensor's elements to the right of `indirect_dim`), `v` in `0..bound` (the size of
+    /// `indirect_dim`).
+    Scalar {
+        /// Elements per unit of the offset.
+        scale: u32,
+        /// The exclusive upper bound of the offset.
+        bound: u32,
+    },
+    /// `vector_offset = idx`: the tensor as `rows` rows of `row` elements (dimension 0, and
+    /// the rest flattened); partition `p` of the pattern reads row `idx[p]`, from the offset
+    /// along the pattern's later pairs, which stay within the row.
+    Rows {
+        /// The size of dimension 0.
+        rows: u32,
+        /// Elements of one row.
+        row: u64,
+    },
+}
+
+/// The rule of `t.ap(pattern, offset, scalar_offset=, vector_offset=, indirect_dim=)` on an HBM
+/// tensor of dimensions `dims`, `ap` its checked pattern ([`ap`]) and `vector` whether the
+/// offset is a `vector_offset` (NKI 0.6, `nki/deep-dives/nki-aps.rst`): the element a pattern
+/// point reads is `offset + Σ stepₖ·iₖ + v · prod(dims[indirect_dim + 1..])`.
+///
+/// `indirect_dim` is a dimension of the tensor (of `dims`, not of the pattern). A
+/// `vector_offset` indexes dimension 0 only (NKI: "only `indirect_dim=0` is supported"), with
+/// one index per partition of the pattern; NKI ignores the first pair's step (the row's
+/// length is used), and here the later pairs, from the offset, must stay within one row: a
+/// pattern crossing rows is refused (NKI does not say what it reads). The offset per unit of
+/// a `scalar_offset` is at most `u32::MAX` elements.
+pub fn ap_indirect(
+    dims: &[u32],
+    ap: &AccessPattern,
+    indirect_dim: i64,
+    vector: bool,
+) -> Result<ApIndirect, ViewError> {
+    let bad = |param: &'static str, what: String| ViewError::Ap { param, what };
+    let d = usize::try_from(indirect_dim)
+        .ok()
+        .filter(|&d| d < dims.len())
+        .ok_or_else(|| {
+            bad(
+                "indirect_dim",
+                format!(
+                    "indirect_dim {indirect_dim} is not a dimension of the tensor (it has {})",
+                    dims.len()
+                ),
+            )
+        })?;
+    let right = dims
+        .iter()
+        .skip(d.saturating_add(1))
+        .try_fold(1u64, |t, &n| t.checked_mul(u64::from(n)))
+        .unwrap_or(u64::MAX);
+    if !vector {
+        let scale = u32::try_from(right).map_err(|_| {
+            bad(
+                "indirect_dim",
+                format!("one step of the scalar offset along dimension {d} is {right} elements, more than 2^32 - 1"),
+            )
+        })?;
+        return Ok(ApIndirect::Scalar {
+            scale,
+            bound: dims[d],
+        });
+    }
+    if d != 0 {
+        return Err(bad(
+            "indirect_dim",
+            format!(
+                "a vector_offset indexes dimension 0 (NKI supports only indirect_dim=0), not {d}"
+            ),
+        ));
+    }
+    let extent = ap
+        .shape
+        .iter()
+        .zip(&ap.steps)
+        .skip(1)
+        .fold(ap.offset, |e, (&n, &s)| {
+            e.saturating_add(s.saturating_mul(i64::from(n).saturating_sub(1)))
+        });
+    if u64::try_from(extent).map_or(true, |e| e >= right) {
+        return Err(bad(
+            "pattern",
+            format!(
+                "with a vector_offset, the offset and the pairs after the first stay within one row of dimension 0 ({right} elements): they reach element {extent}"
+            ),
+        ));
+    }
+    Ok(ApIndirect::Rows {
+        rows: dims[0],
+        row: right,
+    })
+}
+
 /// How `t.rearrange(src_pattern, dst_pattern, fixed_sizes)` is done with the other views, in
 /// order: each `(dim, sizes)` of `splits` is a `reshape_dim` (applied first to last: `dim`
 /// counts the axes the earlier splits made), then `permute(perm)`, then each `(start, end)` of

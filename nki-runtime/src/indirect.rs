@@ -8,6 +8,9 @@
 //! gives the operands of one partition's transfer, which is then an ordinary `load` or
 //! `store` of one partition. The engines, the reference interpreter and strict mode all go
 //! through these two functions, in partition order.
+//!
+//! A scalar-offset DMA ([`IndirectMode::Scalar`], `.ap(..., scalar_offset=)`) is one transfer:
+//! [`shifted`] gives its operands, the access moved by the offset and checked.
 
 // Row indices come from kernel data: arithmetic on them is checked or saturating.
 #![warn(
@@ -17,7 +20,7 @@
     clippy::cast_sign_loss
 )]
 
-use nki_lang::{DType, Instr, InstrData, MAX_TILE_RANK};
+use nki_lang::{DType, IndirectMode, Instr, InstrData, MAX_TILE_RANK};
 
 use crate::bind::Bound;
 use crate::operand::{Operands, Resolved};
@@ -67,8 +70,14 @@ pub(crate) fn rows(
     ops: &Operands,
     sbuf: &[u8],
 ) -> Result<Rows, String> {
-    let InstrData::Indirect { hbm, axis, .. } = ins.data else {
-        return Err(format!("{} is not an indirect DMA", ins.mnemonic()));
+    let InstrData::Indirect {
+        hbm,
+        axis,
+        mode: IndirectMode::Rows,
+        ..
+    } = ins.data
+    else {
+        return Err(format!("{} has no rows of indices", ins.mnemonic()));
     };
     let p = b.program;
     let access = p
@@ -107,6 +116,71 @@ pub(crate) fn rows(
         }
     }
     Ok(out)
+}
+
+/// The operands of a scalar-offset DMA ([`IndirectMode::Scalar`], NKI 0.6's
+/// `.ap(..., scalar_offset=v, indirect_dim=d)`): the tile (slot 0) and the HBM access (slot 1),
+/// that one starting `v · scale` elements of its tensor further, `v` the one element of the
+/// offset tile (slot 2) read from `sbuf`. `Err` with what is wrong when `v` is outside
+/// `0..bound` (NKI's run-time error for an out-of-bound index) or the shifted access leaves
+/// its tensor (this model's check: no transfer reaches past a tensor). The engines, the
+/// reference interpreter and strict mode all move through this function; the operands are
+/// then an ordinary `load` or `store`.
+pub(crate) fn shifted(
+    b: &Bound<'_, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    sbuf: &[u8],
+) -> Result<Operands, String> {
+    let InstrData::Indirect {
+        hbm,
+        mode: IndirectMode::Scalar { scale, bound },
+        ..
+    } = ins.data
+    else {
+        return Err(format!("{} has no scalar offset", ins.mnemonic()));
+    };
+    let p = b.program;
+    let access = p
+        .accesses()
+        .get(hbm.index())
+        .ok_or("an access outside the program")?;
+    let t = usize::from(access.tensor);
+    let name = p.tensors().get(t).map_or("?", |d| d.name);
+    let v = index_value(sbuf, ops.get(2), 0).ok_or("a scalar offset outside SBUF")?;
+    if v < 0 || v >= i64::from(bound) {
+        return Err(format!(
+            "scalar offset {v} is out of bounds for the indirect dimension of tensor `{name}` (size {bound})"
+        ));
+    }
+    let out = moved(ops, scale, v);
+    let hbm = out.get(1);
+    let (mut lo, mut hi) = (hbm.pattern.base, hbm.pattern.base);
+    for (&n, &s) in hbm.dims.iter().zip(&hbm.pattern.strides) {
+        let n = isize::try_from(n).unwrap_or(isize::MAX).saturating_sub(1);
+        let span = s.saturating_mul(n.max(0));
+        lo = lo.saturating_add(span.min(0));
+        hi = hi.saturating_add(span.max(0));
+    }
+    let elems = b.hbm(t).1.len();
+    if lo < 0 || usize::try_from(hi).map_or(true, |h| h >= elems) {
+        return Err(format!(
+            "scalar offset {v} moves the access to elements {lo}..={hi} of tensor `{name}`, which has {elems}"
+        ));
+    }
+    Ok(out)
+}
+
+/// The operands of a scalar-offset DMA whose offset holds `v`: the tile (slot 0) and the HBM
+/// access (slot 1) `v · scale` elements further (saturating: [`shifted`] checks the range).
+pub(crate) fn moved(ops: &Operands, scale: u32, v: i64) -> Operands {
+    let shift = v.saturating_mul(i64::from(scale));
+    let mut hbm = *ops.get(1);
+    hbm.pattern.base = hbm
+        .pattern
+        .base
+        .saturating_add(isize::try_from(shift).unwrap_or(isize::MAX));
+    Operands::default().with(*ops.get(0)).with(hbm)
 }
 
 /// The operands of partition `k`'s transfer of an indirect DMA: the tile's partition `k`

@@ -286,7 +286,9 @@ fn div_ceil(a: i64, b: i64) -> i64 {
 /// An indirect DMA's HBM operand (slot 1, [`InstrData::Indirect`]) has as partition stride
 /// the element stride of its indirect axis: partition `p`'s elements are at `base + row(p) ·
 /// strides[0] + Σ strides[j] · t_j`, `row(p)` the index column's value at `p`
-/// (`crate::indirect`); its other axes have no partition term (the program's checks).
+/// (`crate::indirect`); its other axes have no partition term (the program's checks). A
+/// scalar-offset DMA's ([`nki_lang::IndirectMode::Scalar`]) is resolved as a `load`'s or
+/// `store`'s, before its offset moves it (`crate::indirect::shifted`).
 pub(crate) fn resolve(
     b: &Bound<'_, '_, '_>,
     ins: &Instr,
@@ -310,7 +312,12 @@ pub(crate) fn resolve_into(
     if !resolve_grid(b, ins, vars, sbuf_stride, out) {
         return false;
     }
-    if let InstrData::Indirect { hbm, axis, .. } = ins.data
+    if let InstrData::Indirect {
+        hbm,
+        axis,
+        mode: nki_lang::IndirectMode::Rows,
+        ..
+    } = ins.data
         && let Some(access) = b.program.accesses().get(hbm.index())
         && let Some(r) = out.slot_mut(1)
     {

@@ -16,8 +16,9 @@ use ndarray::{Array2, Axis, Zip};
 use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     AccOut, AccessId, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine,
-    Extent, HbmAccess, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK, Mask, MaskTerm,
-    Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, ViewId, Write,
+    Extent, HbmAccess, IndirectMode, Instr, InstrData, LoopKind, MAX_TENSOR_RANK, MAX_TILE_RANK,
+    Mask, MaskTerm, Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView,
+    ViewId, Write,
 };
 use nki_runtime::{
     Bool, F4E2M1Fn, F4E2M1FnX4, F8E4M3, F8E4M3Fn, F8E4M3FnX4, F8E5M2, F8E5M2X4, F8E8M0Fnu, HbmIn,
@@ -3229,6 +3230,7 @@ tables! {
     dtypes: dtype_rows,
     top8_searches_and_select_reduce: top8_and_select_reduce_rows,
     indirect_dma: indirect_rows,
+    scalar_offset_dma: scalar_offset_rows,
     gather: gather_rows,
     dynamic_copy: dynamic_copy_rows,
     random_numbers: random_rows,
@@ -3555,10 +3557,50 @@ impl Kb {
             hbm,
             index,
             axis: 0,
+            mode: IndirectMode::Rows,
         };
         let mut i = Instr::new(opcode, data);
         i.mask = mask.map(|m| self.b.mask(m).unwrap());
         self.b.push(i).unwrap();
+    }
+
+    /// A DMA (`opcode`) between the whole of tile `t` (`[P, F]`) and the first `P` rows of
+    /// input or output `tensor` (`[R, F]`) moved by `v · F` elements, `v` the one element of
+    /// tile `offset` (`.ap([[F, P], [1, F]], scalar_offset = offset, indirect_dim = 0)`), `R`
+    /// given as `rows`.
+    fn scalar_offset(
+        &mut self,
+        opcode: Opcode,
+        (t, offset): (TileId, TileId),
+        tensor: TensorId,
+        rows: u32,
+    ) {
+        let shape = self.shapes[t.index() as usize];
+        let (tile, index) = (self.v(t), self.v(offset));
+        let mut axes = [AxisIndex::constant(0); MAX_TENSOR_RANK];
+        axes[0].grid = [1, 0, 0, 0, 0];
+        axes[1].grid = [0, 1, 0, 0, 0];
+        let hbm = self
+            .b
+            .access(HbmAccess {
+                tensor: tensor.index(),
+                reshape: None,
+                rank: 2,
+                shape,
+                axes,
+            })
+            .unwrap();
+        let data = InstrData::Indirect {
+            tile,
+            hbm,
+            index,
+            axis: 0,
+            mode: IndirectMode::Scalar {
+                scale: shape.free_elems() as u32,
+                bound: rows,
+            },
+        };
+        self.b.push(Instr::new(opcode, data)).unwrap();
     }
 }
 
@@ -3674,6 +3716,65 @@ fn indirect_rows() -> Vec<Row> {
             Check::Exact,
         ));
     }
+    rows
+}
+
+/// A DMA through `.ap(..., scalar_offset = v, indirect_dim = 0)`: 16 rows of a 40-row f32
+/// tensor from row `v` into a bf16 tile (int32 and uint32 offsets), and a bf16 tile stored
+/// into 16 rows of a zeroed 40-row output from row `v`; expectations by plain loops.
+fn scalar_offset_rows() -> Vec<Row> {
+    const R: usize = 40;
+    const N: usize = 16;
+    let data = values(R, F, 26, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    let at = Array2::from_elem((1, 1), 19.0);
+    let mut rows = Vec::new();
+    for (dt, name) in [(DType::I32, "int32"), (DType::U32, "uint32")] {
+        rows.push(row(
+            format!("indirect_load with a scalar offset: {N} of {R} f32 rows from the {name} offset's row, into bf16"),
+            &[Covers::Op(Opcode::IndirectLoad)],
+            vec![(DType::F32, data.clone()), (dt, at.clone())],
+            &[(DType::F32, [N, F])],
+            |k| {
+                let t = k.sbuf(DType::Bf16, &[N as u32, F as u32]);
+                let off = k.load(1);
+                let x = k.inputs[0].0;
+                k.scalar_offset(Opcode::IndirectLoad, (t, off), x, R as u32);
+                k.store(0, t);
+            },
+            |x| {
+                let v = x[1][[0, 0]] as usize;
+                vec![Array2::from_shape_fn((N, F), |(p, j)| bf16_of(x[0][[v + p, j]]))]
+            },
+            Check::Exact,
+        ));
+    }
+    let x = values(N, F, 27, |r| r.int(-(1 << 23), 1 << 23) as f64 / 1024.0);
+    rows.push(row(
+        format!("indirect_store with a scalar offset: an f32 tile into {N} rows of a {R}-row bf16 output from the offset's row"),
+        &[Covers::Op(Opcode::IndirectStore)],
+        vec![(DType::F32, x), (DType::I32, at.clone())],
+        &[(DType::Bf16, [R, F])],
+        |k| {
+            let z = k.sbuf(DType::F32, &[R as u32, F as u32]);
+            k.b.memset(z, Scalar::float(0.0)).unwrap();
+            k.store(0, z);
+            let t = k.load(0);
+            let off = k.load(1);
+            let out = k.outputs[0];
+            k.scalar_offset(Opcode::IndirectStore, (t, off), out, R as u32);
+        },
+        |x| {
+            let v = x[1][[0, 0]] as usize;
+            let mut out = Array2::<f64>::zeros((R, F));
+            for p in 0..N {
+                for j in 0..F {
+                    out[[v + p, j]] = bf16_of(x[0][[p, j]]);
+                }
+            }
+            vec![out]
+        },
+        Check::Exact,
+    ));
     rows
 }
 

@@ -19,8 +19,8 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use nki_lang::builder::{ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     AccOut, ActFn, Affine, Alu, AxisIndex, Cmp, CompiledProgram, DType, Dim, Dst, Engine, Extent,
-    HbmAccess, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask, MaskTerm, Memory,
-    Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, Write,
+    HbmAccess, IndirectMode, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, Mask,
+    MaskTerm, Memory, Opcode, Pred, RegId, RegSrc, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::{HbmIn, HbmOut, Kernel, LaunchError, NeuronCore};
 
@@ -267,7 +267,7 @@ impl Gen {
 }
 
 /// A step of the program, by its first choice byte.
-const STEPS: usize = 41;
+const STEPS: usize = 42;
 
 impl Gen {
     /// A dynamic copy (`opcode`, stride 1) from `src` into `dst` at the offset a new index
@@ -349,6 +349,7 @@ impl Gen {
             hbm,
             index,
             axis: 0,
+            mode: IndirectMode::Rows,
         };
         self.push(opcode, m, data);
     }
@@ -1652,6 +1653,34 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 g.tiles[d].defined = defined.clone();
                 g.tiles[d].values = None;
             }
+        }
+        // indirect_load with a scalar offset (`x.ap([[F, P], [0, 1]], scalar_offset = v,
+        // indirect_dim = 1)`): column `v` of the input (0 or F − 1, an index tile's first
+        // element) into a column tile, under a partition mask
+        40 => {
+            let (ix, positions) = g.index_tile(c);
+            let shape = TileShape::new(&[1, 1]).expect("shape");
+            let index = (g.b)
+                .view(TileView::whole(g.tiles[ix].id.index(), &shape))
+                .expect("view");
+            let d = g.new_tile(Kind::Column);
+            let tile = g.view(d);
+            let hbm = g.b.access(access(g.input, P, 1, false)).expect("access");
+            let mode = IndirectMode::Scalar { scale: 1, bound: F };
+            let data = InstrData::Indirect {
+                tile,
+                hbm,
+                index,
+                axis: 0,
+                mode,
+            };
+            let pm = (mp < P).then(|| mask(mp, (1, 1)));
+            g.push(Opcode::IndirectLoad, pm, data);
+            // Defined where the mask keeps the partition, whichever column the offset names
+            // (both lie in the input, which is defined whole).
+            debug_assert!(positions[0] < F as usize);
+            g.tiles[d].defined = (0..P as usize).map(|r| r < mp as usize).collect();
+            g.tiles[d].values = None;
         }
         // a store of any tile under a mask
         _ => {

@@ -3,7 +3,7 @@
 //! `register_move`, `register_load`, `register_store`. NKI's two docstring examples ported
 //! (the body reads the iteration register through `register_store` and
 //! `tensor_copy_dynamic_src` / `tensor_copy_dynamic_dst`, where NKI's example uses
-//! `.ap(scalar_offset = i)`), checked against plain loops; empty, negative and enormous
+//! `.ap(scalar_offset = i)`; `ap_offsets.rs` runs it as written), checked against plain loops; empty, negative and enormous
 //! bounds; a never-ending `while_loop`; a device loop nested in an `affine_range`; strict mode;
 //! the timing model following the run-time trip count.
 

@@ -12,6 +12,7 @@ mod doc_kernels;
 mod examples;
 
 mod access_patterns;
+mod ap_offsets;
 mod block_axes;
 mod budget;
 mod calibration;

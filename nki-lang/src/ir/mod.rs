@@ -99,6 +99,24 @@ pub enum RegSrc {
     Reg(RegId),
 }
 
+/// How an indirect DMA ([`InstrData::Indirect`]) reads its index operand.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IndirectMode {
+    /// One index per partition of the grid, each a row of the indexed axis (NKI's
+    /// `load(src[idx, i_f])`, `.ap(..., vector_offset=idx, indirect_dim=0)`).
+    Rows,
+    /// One index for the whole access (NKI 0.6's `.ap(..., scalar_offset=v, indirect_dim=d)`):
+    /// the access starts `v · scale` elements of its tensor (counted row-major) further; `v`
+    /// must lie in `0..bound` (the size of dimension `d` of the tensor).
+    Scalar {
+        /// Elements of the tensor per unit of the index (its elements to the right of
+        /// dimension `d`).
+        scale: u32,
+        /// The exclusive upper bound of the index (the size of dimension `d`).
+        bound: u32,
+    },
+}
+
 macro_rules! id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -510,20 +528,28 @@ pub enum InstrData {
         /// Optional per-partition reduction of the results.
         acc: Option<AccOut>,
     },
-    /// A DMA between a tile and HBM rows chosen at run time (NKI's indirect DMA: a tile of
-    /// indices on the partition axis of an access, `load(src[idx, i_f])`): axis `axis` of the
+    /// A DMA between a tile and HBM places chosen at run time. In [`IndirectMode::Rows`]
+    /// (NKI's indirect DMA: a tile of indices on the partition axis of an access,
+    /// `load(src[idx, i_f])`, or 0.6's `.ap(..., vector_offset=idx)`): axis `axis` of the
     /// access takes, at the grid's partition `p`, the value of the index column `index` at
     /// partition `p` (plus the axis' affine index, which has no grid terms); the other axes are
-    /// the access's. The opcode gives the direction. Slots: 0 `tile`, 1 `hbm`, 2 `index`.
+    /// the access's. In [`IndirectMode::Scalar`] (0.6's `.ap(..., scalar_offset=)`): the
+    /// whole access, as its indices give it, starts `value · scale` elements of its tensor
+    /// (counted row-major) further, `value` the one element of `index`; `axis` is 0. The
+    /// opcode gives the direction.
+    /// Slots: 0 `tile`, 1 `hbm`, 2 `index`.
     Indirect {
         /// The on-chip side.
         tile: ViewId,
         /// The HBM side.
         hbm: AccessId,
-        /// A `[P, 1]` int32 or uint32 SBUF column of row indices.
+        /// Rows mode: a `[P, 1]` int32 or uint32 SBUF column of row indices; scalar mode: a
+        /// one-element int32 or uint32 SBUF tile.
         index: ViewId,
-        /// The access's axis the indices select along.
+        /// The access's axis the indices select along (0 in scalar mode).
         axis: u8,
+        /// How the index values address the HBM side.
+        mode: IndirectMode,
     },
     /// A gather within each partition (`gather_flattened`): element `t` of `dst` is element
     /// `indices[t]` of its partition of `data`, the data's free elements flattened row-major.

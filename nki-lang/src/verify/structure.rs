@@ -6,9 +6,10 @@ use super::{Checker, Site};
 use crate::affine::MAX_LOOP_DEPTH;
 use crate::diag::Diagnostic;
 use crate::grid::SymbolSource;
-use crate::ir::ops::Format;
+use crate::ir::ops::{Format, Opcode};
 use crate::ir::{
-    Dir, HbmAccess, Instr, InstrData, LoopKind, MAX_REGISTERS, OperandRef, RegId, RegSrc, Write,
+    Dir, HbmAccess, IndirectMode, Instr, InstrData, LoopKind, MAX_REGISTERS, OperandRef, RegId,
+    RegSrc, Write,
 };
 use crate::program::TensorRole;
 use crate::rules::RuleViolation;
@@ -242,7 +243,27 @@ impl Checker<'_> {
                     {
                         self.malformed(Site::Instr(i), "register index out of range");
                     }
-                    if let InstrData::Indirect { hbm, axis, .. } = ins.data {
+                    if let InstrData::Indirect {
+                        hbm,
+                        axis,
+                        mode: IndirectMode::Scalar { scale, bound },
+                        ..
+                    } = ins.data
+                    {
+                        // One offset for the whole access, whose indices stay as they are; only
+                        // loads and stores take one.
+                        let ok = scale > 0
+                            && bound > 0
+                            && axis == 0
+                            && matches!(ins.opcode, Opcode::IndirectLoad | Opcode::IndirectStore)
+                            && p.accesses.get(hbm.index()).is_some();
+                        if !ok {
+                            self.malformed(
+                                Site::Operand { instr: i, slot: 1 },
+                                "a scalar offset with an axis other than 0, a zero scale or bound, an access outside the program, or on an atomic_rmw",
+                            );
+                        }
+                    } else if let InstrData::Indirect { hbm, axis, .. } = ins.data {
                         // The index column alone runs along the grid's partitions.
                         let ok = p.accesses.get(hbm.index()).is_some_and(|a| {
                             a.axes()

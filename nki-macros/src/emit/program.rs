@@ -309,10 +309,18 @@ fn instr(i: &Instr) -> TokenStream {
             hbm,
             index,
             axis,
+            mode,
         } => {
             let (tile, hbm) = (id("ViewId", tile.0), id("AccessId", hbm.0));
             let index = id("ViewId", index.0);
-            quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis })
+            let m = item("IndirectMode");
+            let mode = match mode {
+                nki_lang::IndirectMode::Rows => quote!(#m::Rows),
+                nki_lang::IndirectMode::Scalar { scale, bound } => {
+                    quote!(#m::Scalar { scale: #scale, bound: #bound })
+                }
+            };
+            quote!(#d::Indirect { tile: #tile, hbm: #hbm, index: #index, axis: #axis, mode: #mode })
         }
         InstrData::DynCopy {
             dst: t,

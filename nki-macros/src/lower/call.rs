@@ -398,9 +398,22 @@ impl Lowerer<'_> {
     /// A tile operand for `slot` of `opcode`. An HBM tensor where a tile is expected is the
     /// slot's memory error.
     pub(super) fn tile_arg(&mut self, e: &Expr, opcode: Opcode, slot: usize) -> Option<TileView> {
+        let v = self.eval(e);
+        self.tile_of(v, e, opcode, slot)
+    }
+
+    /// [`Lowerer::tile_arg`] of `e` evaluated already (to `value`): an expression whose
+    /// evaluation emits instructions (a register `scalar_offset`) is evaluated once.
+    pub(super) fn tile_of(
+        &mut self,
+        value: Value,
+        e: &Expr,
+        opcode: Opcode,
+        slot: usize,
+    ) -> Option<TileView> {
         let info = opcode.info();
         let spec = &info.operands[slot];
-        match self.eval(e) {
+        match value {
             Value::Tile(view) => Some(view),
             Value::Tensor(_) | Value::Access(_) => {
                 if let Err(v) = rules::check_memory(info.name, spec.name, Memory::Hbm, spec.memory)
@@ -428,9 +441,21 @@ impl Lowerer<'_> {
     /// An HBM access operand for `slot` of `opcode` (a whole tensor is indexed entirely). A
     /// tile where HBM is expected is the slot's memory error.
     pub(super) fn access_arg(&mut self, e: &Expr, opcode: Opcode, slot: usize) -> Option<Access> {
+        let v = self.eval(e);
+        self.access_of(v, e, opcode, slot)
+    }
+
+    /// [`Lowerer::access_arg`] of `e` evaluated already (to `value`).
+    pub(super) fn access_of(
+        &mut self,
+        value: Value,
+        e: &Expr,
+        opcode: Opcode,
+        slot: usize,
+    ) -> Option<Access> {
         let info = opcode.info();
         let spec = &info.operands[slot];
-        match self.eval(e) {
+        match value {
             Value::Access(acc) => Some(acc),
             Value::Tensor(h) => match self.index(Value::Tensor(h), &[], e.span()) {
                 Value::Access(acc) => Some(acc),

@@ -228,7 +228,7 @@ impl Lowerer<'_> {
                     if let Some(a) = axes.get_mut(axis) {
                         *a = Idx::from_affine(Affine::ZERO);
                     }
-                    (axis, view)
+                    (axis, view, nki_lang::IndirectMode::Rows)
                 });
                 Value::Access(Access {
                     tensor: h.tensor,

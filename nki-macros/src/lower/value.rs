@@ -166,8 +166,11 @@ pub struct Access {
     /// The grid's shape.
     pub shape: nki_lang::TileShape,
     /// NKI's indirect indexing: the axis (of `axes`, where its index is 0) whose row at the
-    /// grid's partition `p` is the value of this `[P, 1]` index column at `p`.
-    pub indirect: Option<(usize, TileView)>,
+    /// grid's partition `p` is the value of this `[P, 1]` index column at `p`
+    /// ([`nki_lang::IndirectMode::Rows`]); or (`.ap(..., scalar_offset=)`,
+    /// [`nki_lang::IndirectMode::Scalar`]) the axis along which the whole access starts the
+    /// one element of this tile times the mode's scale further.
+    pub indirect: Option<(usize, TileView, nki_lang::IndirectMode)>,
     /// `t.view(dtype)` of the tensor: the dtype its bytes are read as, the last axis' index
     /// counting elements of it; `None` for the tensor's own. A DMA moves the reinterpretation
     /// to its tile side ([`super::Lowerer::unview`]).

@@ -72,8 +72,20 @@ enum Call {
     /// `view(dtype)`: the same bytes read as another dtype.
     Dtype(DType),
     /// `ap(pattern, offset, dtype)`: `[step, count]` pairs over the tensor flattened, a static
-    /// offset, the dtype the storage is read as.
-    Ap(Vec<(i64, i64)>, i64, Option<DType>),
+    /// offset, the dtype the storage is read as, and an offset read at run time.
+    Ap(Vec<(i64, i64)>, i64, Option<DType>, Option<Box<ApDynamic>>),
+}
+
+/// `ap`'s offset read at run time, with its `indirect_dim`.
+#[derive(Copy, Clone)]
+struct ApDynamic {
+    /// The offset's tile: one int32 or uint32 element (`scalar_offset`), or a `[P, 1]` column
+    /// of one index per partition (`vector_offset`).
+    index: TileView,
+    /// `vector_offset` (one index per partition) rather than `scalar_offset`.
+    vector: bool,
+    /// The tensor's dimension the offset counts along (`indirect_dim`).
+    dim: i64,
 }
 
 /// `rearrange`'s arguments, read.
@@ -202,7 +214,8 @@ impl Lowerer<'_> {
                         Ok(plan) => self.rearranged(Value::Tile(v), plan, span),
                         Err(e) => fail(self, e),
                     },
-                    Call::Ap(pattern, offset, dtype) => self.tile_ap(v, &pattern, offset, dtype, blame, span),
+                    Call::Ap(_, _, _, Some(_)) => self.error(span, "`ap` of an SBUF or PSUM tile with `scalar_offset` or `vector_offset` is not accepted yet: the offsets index HBM tensors here (`x.ap(..., scalar_offset = i)` in `dma_copy`); within SBUF, `tensor_copy_dynamic_src(t[[ix, i_sb[[0, 0]] + iy]])`"),
+                    Call::Ap(pattern, offset, dtype, None) => self.tile_ap(v, &pattern, offset, dtype, blame, span),
                     Call::Dtype(to) => {
                         let own = self.buf.tiles[v.tile as usize].dtype;
                         let st = tile_strides(&v);
@@ -278,11 +291,11 @@ impl Lowerer<'_> {
                         };
                         self.access_map(whole, &m, method, span)
                     }
-                    Call::Ap(pattern, offset, dtype) => {
+                    Call::Ap(pattern, offset, dtype, dynamic) => {
                         if !h.prefix.is_empty() {
                             return self.error(span, "`ap` of a tensor indexed on its leading axes is not accepted yet: `ap` the whole tensor, with the offset of the part");
                         }
-                        self.tensor_ap(&h, &pattern, offset, dtype, blame, span)
+                        self.tensor_ap(&h, (&pattern, offset), dtype, dynamic.map(|d| *d), blame, span)
                     }
                     Call::Flatten(..) | Call::Reshape(_) | Call::Rearrange(_) | Call::Dtype(_) => {
                         let Some(a) = self.whole_access(&h, &dims, false, method, span) else {
@@ -448,10 +461,7 @@ impl Lowerer<'_> {
             }
             "ap" => {
                 let a = self.args(method, args, params_of(method), 1, span)?;
-                if let Some(e) = a[2].or(a[3]).or(a[4]) {
-                    self.error(e.span(), "`ap` takes a static `offset` here: `scalar_offset`, `vector_offset` and `indirect_dim` (offsets read at run time) are not accepted yet; a device loop's register reaches an index through a one-element tile: `register_store(i_sb, i)`, then `tensor_copy_dynamic_src(t[[ix, i_sb[[0, 0]] + iy]])`");
-                    return None;
-                }
+                let dynamic = self.ap_dynamic([a[2], a[3], a[4]])?;
                 let pattern = self.ap_pattern(a[0]?)?;
                 let offset = match a[1] {
                     Some(e) => self.int(e, "`ap`'s offset")?,
@@ -461,7 +471,7 @@ impl Lowerer<'_> {
                     Some(e) => Some(self.dtype_arg(e)?),
                     None => None,
                 };
-                Call::Ap(pattern, offset, dtype)
+                Call::Ap(pattern, offset, dtype, dynamic.map(Box::new))
             }
             "rearrange" => {
                 let a = self.args(method, args, params_of(method), 2, span)?;
@@ -511,6 +521,71 @@ impl Lowerer<'_> {
             }
         }
         Some(out)
+    }
+
+    /// `ap`'s `scalar_offset`, `vector_offset` and `indirect_dim` (NKI's defaults: none, none,
+    /// 0). A register as `scalar_offset` is stored into a one-element int32 SBUF tile of its own
+    /// (`register_store`), which the DMA reads: the model's way to a register's value. `None`
+    /// after an error; `Some(None)` without a run-time offset.
+    fn ap_dynamic(
+        &mut self,
+        [scalar, vector, dim]: [Option<&Expr>; 3],
+    ) -> Option<Option<ApDynamic>> {
+        let dim = match dim {
+            Some(e) => self.int(e, "`ap`'s indirect_dim")?,
+            None => 0,
+        };
+        let (e, vector) = match (scalar, vector) {
+            (None, None) => return Some(None),
+            (Some(_), Some(v)) => {
+                self.error(v.span(), "`ap` takes `scalar_offset` or `vector_offset`, not both (NKI: they are mutually exclusive)");
+                return None;
+            }
+            (Some(e), None) => (e, false),
+            (None, Some(e)) => (e, true),
+        };
+        let index = match self.eval(e) {
+            Value::Tile(v) => v,
+            Value::Reg(r) if !vector => {
+                let shape = TileShape::new(&[1, 1])?;
+                let Value::Tile(v) =
+                    self.new_tile(None, nki_lang::Memory::Sbuf, DType::I32, shape, e.span())
+                else {
+                    return None;
+                };
+                let tile = self.view_id(v, e.span())?;
+                let data = nki_lang::InstrData::Register {
+                    reg: r,
+                    src: nki_lang::RegSrc::None,
+                    tile: Some(tile),
+                };
+                let spans = super::InstrSpans::at(e.span()).with(0, e.span());
+                if !self.emit_checked(
+                    nki_lang::Instr::new(nki_lang::Opcode::RegisterStore, data),
+                    spans,
+                ) {
+                    return None;
+                }
+                v
+            }
+            Value::Poison => return None,
+            other => {
+                let msg = if vector {
+                    format!(
+                        "`ap`'s vector_offset is a `[P, 1]` int32 or uint32 SBUF tile of one index per partition, not {}",
+                        other.describe()
+                    )
+                } else {
+                    format!(
+                        "`ap`'s scalar_offset is a one-element int32 or uint32 SBUF tile or a virtual register, not {}",
+                        other.describe()
+                    )
+                };
+                self.error(e.span(), msg);
+                return None;
+            }
+        };
+        Some(Some(ApDynamic { index, vector, dim }))
     }
 
     /// `ap`'s pattern: a list of `[step, count]` pairs of compile-time integers.
@@ -829,9 +904,9 @@ impl Lowerer<'_> {
     fn tensor_ap(
         &mut self,
         h: &Hbm,
-        pattern: &[(i64, i64)],
-        offset: i64,
+        (pattern, offset): (&[(i64, i64)], i64),
         dtype: Option<DType>,
+        dynamic: Option<ApDynamic>,
         blame: &Blame<'_>,
         span: Span,
     ) -> Value {
@@ -844,7 +919,7 @@ impl Lowerer<'_> {
             Err(e) => return self.error((blame.at)(&e), format!("{}{e}", blame.prefix)),
         };
         let dims = self.tensor_dims(h);
-        let mut total: u64 = 1;
+        let mut known = Vec::with_capacity(dims.len());
         for (k, d) in dims.iter().enumerate() {
             let Some(n) = d else {
                 return self.error(
@@ -856,45 +931,104 @@ impl Lowerer<'_> {
                     .to_string(),
                 );
             };
-            total = total.saturating_mul(u64::from(*n));
+            known.push(*n);
         }
-        let flat = vec![Dim::Fixed(total)];
-        let tensor = u8::try_from(h.tensor).unwrap_or(u8::MAX);
-        let existing = self
-            .buf
-            .reshapes
-            .iter()
-            .position(|r| r.tensor == tensor && r.shape == flat);
-        let reshape = match existing {
-            Some(r) => r,
-            None => {
-                let Ok(r) = u8::try_from(self.buf.reshapes.len()) else {
-                    return self.error(span, "a kernel has at most 255 reshapes");
-                };
-                let name = format!("{}.reshape([{total}])", self.tensors[h.tensor].name);
-                self.buf.reshapes.push(nki_lang::ReshapeBuf {
-                    name,
-                    tensor,
-                    shape: flat,
-                });
-                usize::from(r)
-            }
-        };
         let Some(shape) = padded(&ap.shape) else {
             return self.error(span, "a view has at most 5 dimensions");
+        };
+        let indirect = match dynamic {
+            None => None,
+            Some(d) => match view::ap_indirect(&known, &ap, d.dim, d.vector) {
+                Ok(ix) => Some((d, ix)),
+                Err(e) => return self.error(span, format!("{}{e}", blame.prefix)),
+            },
+        };
+        // `vector_offset`: NKI's indirect DMA on the rows of dimension 0, the rest of the
+        // pattern within a row (the tensor as `[rows, row]`: the tensor itself when it has
+        // two dimensions, so that `x.ap(..., vector_offset = idx)` is `x[[idx, iy]]`).
+        if let Some((d, view::ApIndirect::Rows { rows, row })) = indirect {
+            let two = [Dim::Fixed(u64::from(rows)), Dim::Fixed(row)];
+            let reshape = if known.len() == 2 && h.reshape.is_none() {
+                None
+            } else {
+                match self.flat_reshape(h.tensor, &two, span) {
+                    Some(r) => Some(r),
+                    None => return Value::Poison,
+                }
+            };
+            let mut ix = Idx::from_affine(Affine::constant(ap.offset));
+            for (g, &s) in ix.grid.iter_mut().zip(&ap.steps).skip(1) {
+                *g = s;
+            }
+            return Value::Access(Access {
+                tensor: h.tensor,
+                reshape,
+                axes: vec![Idx::from_affine(Affine::ZERO), ix],
+                shape,
+                indirect: Some((0, d.index, nki_lang::IndirectMode::Rows)),
+                dtype: None,
+            });
+        }
+        let total = known
+            .iter()
+            .fold(1u64, |t, &n| t.saturating_mul(u64::from(n)));
+        let Some(reshape) = self.flat_reshape(h.tensor, &[Dim::Fixed(total)], span) else {
+            return Value::Poison;
         };
         let mut ix = Idx::from_affine(Affine::constant(ap.offset));
         for (g, &s) in ix.grid.iter_mut().zip(&ap.steps) {
             *g = s;
         }
+        let indirect = match indirect {
+            Some((d, view::ApIndirect::Scalar { scale, bound })) => {
+                Some((0, d.index, nki_lang::IndirectMode::Scalar { scale, bound }))
+            }
+            _ => None,
+        };
         Value::Access(Access {
             tensor: h.tensor,
             reshape: Some(reshape),
             axes: vec![ix],
             shape,
-            indirect: None,
+            indirect,
             dtype: None,
         })
+    }
+
+    /// The reshape of tensor `tensor` to `shape` (its elements row-major), added to the
+    /// program once; `None` after an error.
+    fn flat_reshape(&mut self, tensor: usize, shape: &[Dim], span: Span) -> Option<usize> {
+        let t = u8::try_from(tensor).unwrap_or(u8::MAX);
+        if let Some(r) = self
+            .buf
+            .reshapes
+            .iter()
+            .position(|r| r.tensor == t && r.shape == shape)
+        {
+            return Some(r);
+        }
+        let Ok(r) = u8::try_from(self.buf.reshapes.len()) else {
+            self.error(span, "a kernel has at most 255 reshapes");
+            return None;
+        };
+        let dims: Vec<String> = shape
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => n.to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let name = format!(
+            "{}.reshape([{}])",
+            self.tensors[tensor].name,
+            dims.join(", ")
+        );
+        self.buf.reshapes.push(nki_lang::ReshapeBuf {
+            name,
+            tensor: t,
+            shape: shape.to_vec(),
+        });
+        Some(usize::from(r))
     }
 
     /// A DMA between `access` and the tile view `tile`, where `access` may read its tensor's

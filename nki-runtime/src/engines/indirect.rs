@@ -1,9 +1,10 @@
 //! The indirect DMA opcodes on the DMA queues (`indirect_load`, `indirect_store`,
 //! `atomic_rmw`): one partition at a time, in partition order, each an ordinary one-partition
 //! `load` or `store` of the HBM row its index names (`crate::indirect`), or for `atomic_rmw`
-//! a read-modify-write of that row.
+//! a read-modify-write of that row. A scalar-offset DMA (`.ap(..., scalar_offset=)`) is one
+//! `load` or `store` of its moved access (`crate::indirect::shifted`).
 
-use nki_lang::{Alu, Instr, MAX_TILE_RANK, Opcode};
+use nki_lang::{Alu, IndirectMode, Instr, InstrData, MAX_TILE_RANK, Opcode};
 
 use super::EngineState;
 use super::dma;
@@ -16,6 +17,22 @@ use crate::operand::{Loc, Operands, Resolved};
 /// checked when the interpreter resolved the instruction: a row outside its axis moves nothing
 /// here (the run has already stopped with the error).
 pub(crate) fn run(e: &mut EngineState, b: &mut Bound<'_, '_, '_>, ins: &Instr, ops: &Operands) {
+    if let InstrData::Indirect {
+        mode: IndirectMode::Scalar { .. },
+        ..
+    } = ins.data
+    {
+        // One transfer, the access moved by its offset (checked by the interpreter too).
+        let Ok(moved) = crate::indirect::shifted(b, ins, ops, e.sbuf.bytes()) else {
+            return;
+        };
+        if ins.opcode == Opcode::IndirectLoad {
+            dma::load(e, b, &moved);
+        } else {
+            dma::store(e, b, &moved);
+        }
+        return;
+    }
     let Ok(rows) = rows(b, ins, ops, e.sbuf.bytes()) else {
         return;
     };

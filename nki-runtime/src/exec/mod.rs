@@ -553,6 +553,10 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                     let sbuf = e.sbuf.bytes();
                     let checked = match ins.data {
                         _ if !obs.computes() => Ok(()),
+                        InstrData::Indirect {
+                            mode: nki_lang::IndirectMode::Scalar { .. },
+                            ..
+                        } => crate::indirect::shifted(b, ins, ops, sbuf).map(|_| ()),
                         InstrData::Indirect { .. } => {
                             crate::indirect::rows(b, ins, ops, sbuf).map(|_| ())
                         }

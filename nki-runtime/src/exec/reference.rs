@@ -831,8 +831,26 @@ fn dma_transpose(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
 /// by partition in order, the one-partition [`load`] or [`store`] of the row its index names,
 /// or for `atomic_rmw` each element of the row becomes `old + value`: both loaded to fp32
 /// lanes, [`alu::eval`]'s `add`, stored in the tensor's dtype. A row named twice is written
-/// twice, in partition order (a scatter keeps the last; `atomic_rmw` accumulates both).
+/// twice, in partition order (a scatter keeps the last; `atomic_rmw` accumulates both). A
+/// scalar-offset DMA (`.ap(..., scalar_offset=)`) is the `load` or `store` of its access moved
+/// by the offset (`crate::indirect::shifted`).
 fn indirect(m: &mut Machine<'_, '_, '_, '_>, ins: &Instr, ops: &Operands) {
+    if let InstrData::Indirect {
+        mode: nki_lang::IndirectMode::Scalar { .. },
+        ..
+    } = ins.data
+    {
+        // A scalar offset: one `load` or `store` of the access it moves.
+        let Ok(moved) = crate::indirect::shifted(m.bound, ins, ops, m.sbuf) else {
+            return;
+        };
+        if ins.opcode == Opcode::IndirectLoad {
+            load(m, &moved);
+        } else {
+            store(m, &moved);
+        }
+        return;
+    }
     let Ok(rows) = crate::indirect::rows(m.bound, ins, ops, m.sbuf) else {
         return;
     };

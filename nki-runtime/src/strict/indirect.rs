@@ -6,11 +6,12 @@
 //! must be written, what it writes must not race with another iteration or instance. A
 //! `tensor_copy_dynamic_src`'s or `tensor_copy_dynamic_dst`'s offset must be defined likewise,
 //! and the copy is then checked as the copy from its shifted source or into its shifted
-//! destination.
+//! destination. A scalar-offset DMA (`.ap(..., scalar_offset=)`) needs a defined offset and is
+//! then checked as the `load` or `store` of its moved access.
 
 use core::ops::ControlFlow;
 
-use nki_lang::{DType, Instr, Opcode, VarValues};
+use nki_lang::{DType, IndirectMode, Instr, InstrData, Opcode, VarValues};
 
 use super::{Access, Fault, Strict};
 use crate::exec::OnChip;
@@ -94,6 +95,23 @@ impl Strict<'_> {
         let Some(index) = operands.slot(2).copied() else {
             return ControlFlow::Continue(());
         };
+        if let InstrData::Indirect {
+            mode: IndirectMode::Scalar { scale, .. },
+            ..
+        } = instr.data
+        {
+            let what = "the scalar offset of a DMA (`.ap(..., scalar_offset=)`)";
+            self.check_data_operand(instr, &index, vars, what)?;
+            // The interpreter shows it with the memories, after checking the offset's range.
+            let Some(memory) = memory else {
+                return ControlFlow::Continue(());
+            };
+            let bits = memory.bits(&index, index.pattern.base).unwrap_or(0);
+            let v = crate::dyncopy::value(index.dtype, bits);
+            let moved = crate::indirect::moved(operands, scale, v);
+            let dst_write = instr.data.accumulation();
+            return self.check_operands(pc, instr, &moved, vars, Some(memory), me, dst_write);
+        }
         self.check_data_operand(instr, &index, vars, "the row indices of an indirect DMA")?;
         // The interpreter shows an indirect DMA with the memories, after checking its rows.
         let Some(memory) = memory else {

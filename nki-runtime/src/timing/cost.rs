@@ -192,7 +192,7 @@ pub(crate) fn cost(ins: &Instr, ops: &Operands, p: &Params) -> Option<Work> {
             return Some(Work::Dma(dma(ins.opcode, ops, p)));
         }
         Opcode::IndirectLoad | Opcode::IndirectStore | Opcode::AtomicRmw => {
-            return Some(Work::Dma(indirect_dma(ins.opcode, ops, p)));
+            return Some(Work::Dma(indirect_dma(ins, ops, p)));
         }
         Opcode::DmaCompute => return Some(Work::Dma(dma_compute(ops, p))),
         Opcode::Matmul => return Some(Work::Pe(matmul(ops, p))),
@@ -771,10 +771,23 @@ fn dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
 /// transfer's (its rows never merge across partitions), after fetching each partition's index
 /// from SBUF: one more descriptor of 4 bytes per partition. `atomic_rmw` reads each row and
 /// writes it back: its data phase is twice a store's. (Assumptions: NKI publishes no figure
-/// for indirect transfers.)
-fn indirect_dma(opcode: Opcode, ops: &Operands, p: &Params) -> Dma {
+/// for indirect transfers.) A scalar-offset DMA (`.ap(..., scalar_offset=)`) fetches its one
+/// offset once: one descriptor of 4 bytes on each queue, its transfer a `load`'s or `store`'s.
+fn indirect_dma(ins: &Instr, ops: &Operands, p: &Params) -> Dma {
+    let opcode = ins.opcode;
     let mut d = dma(opcode, ops, p);
-    let parts = ops.slot(0).map_or(1, |t| (t.dims[0] as u64).max(1));
+    let scalar = matches!(
+        ins.data,
+        InstrData::Indirect {
+            mode: nki_lang::IndirectMode::Scalar { .. },
+            ..
+        }
+    );
+    let parts = match ops.slot(0) {
+        _ if scalar => u64::from(d.engines.max(1)),
+        Some(t) => (t.dims[0] as u64).max(1),
+        None => 1,
+    };
     let per_engine = parts.div_ceil(u64::from(d.engines.max(1)));
     let index = per_engine.saturating_mul(u64::from(p.dma_descriptor_overhead_bytes) + 4);
     d.data = d

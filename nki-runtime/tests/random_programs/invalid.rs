@@ -8,8 +8,8 @@ use half::bf16;
 use nki_lang::builder::{Grid, Operand, ProgramBuilder, TensorId, TileId};
 use nki_lang::{
     ActFn, Affine, Alu, AxisIndex, CompiledProgram, DType, Dim, Dst, Engine, Extent, HbmAccess,
-    Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, MAX_TILE_RANK, MAX_VARS, Mask,
-    MaskTerm, Memory, Opcode, Scalar, Src, Target, TileShape, TileView, Write,
+    IndirectMode, Instr, InstrData, LoopKind, MAX_MASK_TERMS, MAX_TENSOR_RANK, MAX_TILE_RANK,
+    MAX_VARS, Mask, MaskTerm, Memory, Opcode, Scalar, Src, Target, TileShape, TileView, Write,
 };
 use nki_runtime::{HbmIn, HbmOut, Kernel, NeuronCore};
 
@@ -480,6 +480,14 @@ impl Calls<'_, '_, '_> {
                 hbm: self.access_id(),
                 index: self.view_id(),
                 axis: self.c.below(8) as u8,
+                mode: if self.c.below(2) == 0 {
+                    IndirectMode::Rows
+                } else {
+                    IndirectMode::Scalar {
+                        scale: self.c.below(4) as u32,
+                        bound: self.c.below(4) as u32,
+                    }
+                },
             },
             13 => InstrData::Gather {
                 dst: self.dst(),

@@ -7,19 +7,40 @@ use crate::dtype::DType;
 use crate::rules::{self, RuleViolation};
 use crate::target::Memory;
 
-/// Slot 2: one int32 or uint32 index per partition of the access (slot 1).
+/// Slot 2: one int32 or uint32 index per partition of the access (slot 1), or in scalar
+/// mode ([`crate::IndirectMode::Scalar`], `.ap(..., scalar_offset=)`) one for the whole access.
 fn indices(x: &InferIn<'_>) -> Result<(), Blame> {
     let (access, idx) = (x.view(1)?, x.view(2)?);
+    let scalar = matches!(
+        x.data,
+        crate::InstrData::Indirect {
+            mode: crate::IndirectMode::Scalar { .. },
+            ..
+        }
+    );
     if !matches!(idx.dtype, DType::I32 | DType::U32) {
         return Err(x.blame(
             2,
             RuleViolation::WrongDType {
                 op: x.info().name,
-                operand: "indices",
+                operand: if scalar { "scalar_offset" } else { "indices" },
                 expected: "int32 or uint32",
                 found: idx.dtype,
             },
         ));
+    }
+    if scalar {
+        if idx.shape.partitions() != 1 || idx.shape.free_elems() != 1 {
+            return Err(x.blame(
+                2,
+                RuleViolation::OperandKind {
+                    op: x.info().name,
+                    operand: "scalar_offset",
+                    expected: "one element of a tile (a `[1, 1]` int32 or uint32 tile)",
+                },
+            ));
+        }
+        return Ok(());
     }
     if idx.shape.free_elems() != 1 {
         return Err(x.blame(

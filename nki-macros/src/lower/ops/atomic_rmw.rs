@@ -54,7 +54,10 @@ impl Lowerer<'_> {
         let (Some(access), Some(mut value)) = (access, value) else {
             return Value::Poison;
         };
-        let Some(ix) = access.indirect else {
+        let Some(ix) = access
+            .indirect
+            .filter(|ix| ix.2 == nki_lang::IndirectMode::Rows)
+        else {
             return self.error(
                 dst_e.span(),
                 "`atomic_rmw` updates rows named by a tile of indices: `atomic_rmw(dst[idx, i_f], value, op = add)`, `idx` a [P, 1] int32 tile in SBUF",
@@ -72,7 +75,7 @@ impl Lowerer<'_> {
         let Some(tile) = self.view_id(value, val_e.span()) else {
             return Value::Poison;
         };
-        let Some((index, axis)) = self.indirect_index(ix, dst_e.span()) else {
+        let Some((index, axis, mode)) = self.indirect_index(ix, dst_e.span()) else {
             return Value::Poison;
         };
         let spans = InstrSpans::at(span)
@@ -84,6 +87,7 @@ impl Lowerer<'_> {
             hbm,
             index,
             axis,
+            mode,
         };
         let instr = Instr {
             mask: options.mask,

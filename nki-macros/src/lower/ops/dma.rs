@@ -202,11 +202,12 @@ impl Lowerer<'_> {
             }
         };
         let make = |tile| match indirect {
-            Some((index, axis)) => InstrData::Indirect {
+            Some((index, axis, mode)) => InstrData::Indirect {
                 tile,
                 hbm,
                 index,
                 axis,
+                mode,
             },
             None => InstrData::Dma { tile, hbm },
         };
@@ -333,7 +334,8 @@ impl Lowerer<'_> {
         {
             return Value::Poison;
         }
-        match self.eval(dst_e) {
+        let dst_v = self.eval(dst_e);
+        match dst_v {
             Value::Tile(view) => {
                 let Some(access) = self.access_arg(src_e, Opcode::Load, 1) else {
                     return Value::Poison;
@@ -349,11 +351,27 @@ impl Lowerer<'_> {
             Value::Poison => Value::Poison,
             // HBM to HBM: through an SBUF tile of the access's shape (two transfers where the
             // device's DMA makes one).
-            Value::Tensor(_) | Value::Access(_)
-                if matches!(self.eval(src_e), Value::Tensor(_) | Value::Access(_)) =>
-            {
-                let dst = self.access_arg(dst_e, Opcode::Store, 1);
-                let src = self.access_arg(src_e, Opcode::Load, 1);
+            dst_v => {
+                // Each operand evaluated once: a register `scalar_offset` emits its store.
+                let src_v = self.eval(src_e);
+                let hbm = |v: &Value| matches!(v, Value::Tensor(_) | Value::Access(_));
+                if !(hbm(&dst_v) && hbm(&src_v)) {
+                    let access = self.access_of(dst_v, dst_e, Opcode::Store, 1);
+                    let value = self.tile_of(src_v, src_e, Opcode::Store, 0);
+                    let (Some(access), Some(value)) = (access, value) else {
+                        return Value::Poison;
+                    };
+                    return self.store_tile(
+                        &access,
+                        dst_e.span(),
+                        value,
+                        src_e.span(),
+                        span,
+                        options.mask,
+                    );
+                }
+                let dst = self.access_of(dst_v, dst_e, Opcode::Store, 1);
+                let src = self.access_of(src_v, src_e, Opcode::Load, 1);
                 let (Some(dst), Some(src)) = (dst, src) else {
                     return Value::Poison;
                 };
@@ -370,7 +388,6 @@ impl Lowerer<'_> {
                 };
                 self.store_tile(&dst, dst_e.span(), tmp, src_e.span(), span, options.mask)
             }
-            _ => self.store_exprs(dst_e, src_e, span, options.mask),
         }
     }
 
@@ -445,7 +462,7 @@ impl Lowerer<'_> {
         let (opcode, data) = match access.indirect {
             None => (Opcode::Store, InstrData::Dma { tile, hbm }),
             Some(ix) => {
-                let Some((index, axis)) = self.indirect_index(ix, dst_span) else {
+                let Some((index, axis, mode)) = self.indirect_index(ix, dst_span) else {
                     return Value::Poison;
                 };
                 spans = spans.with(2, dst_span);
@@ -454,6 +471,7 @@ impl Lowerer<'_> {
                     hbm,
                     index,
                     axis,
+                    mode,
                 };
                 (Opcode::IndirectStore, data)
             }
@@ -469,12 +487,12 @@ impl Lowerer<'_> {
     /// The index column and axis of an indirect access, as an instruction holds them.
     pub(in super::super) fn indirect_index(
         &mut self,
-        (axis, view): (usize, TileView),
+        (axis, view, mode): (usize, TileView, nki_lang::IndirectMode),
         span: Span,
-    ) -> Option<(nki_lang::ViewId, u8)> {
+    ) -> Option<(nki_lang::ViewId, u8, nki_lang::IndirectMode)> {
         let index = self.view_id(view, span)?;
         // An access has at most MAX_TENSOR_RANK axes.
-        Some((index, u8::try_from(axis).unwrap_or(u8::MAX)))
+        Some((index, u8::try_from(axis).unwrap_or(u8::MAX), mode))
     }
 
     /// A copy of a PSUM view into a new SBUF tile of the same dtype: what NKI inserts where a
