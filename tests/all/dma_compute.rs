@@ -315,3 +315,146 @@ fn the_listing_shows_the_dma_engines_sum() {
     assert!(listing.contains(" + "), "{listing}");
     assert!(listing.contains("in fp32"), "{listing}");
 }
+
+/// NKI's scatter read-modify-write: `dst(HBM)[idx] = dst(HBM)[idx] + src(SBUF)`, the rows named
+/// by `vector_offset`, on a bf16 table copied into the output first.
+#[kernel]
+fn scatter_rmw(
+    table: Hbm<bf16, 100, 32>,
+    rows: Hbm<f32, 64, 32>,
+    indices: Hbm<u32, 64, 1>,
+) -> Hbm<bf16, 100, 32> {
+    let out = ndarray([100, 32], bf16, SharedHbm);
+    let t = ndarray([100, 32], bf16, Sbuf);
+    nisa::dma_copy(dst = t, src = table);
+    nisa::dma_copy(dst = out, src = t);
+    let idx = ndarray([64, 1], u32, Sbuf);
+    nisa::dma_copy(dst = idx, src = indices);
+    let d = ndarray([64, 32], f32, Sbuf);
+    nisa::dma_copy(dst = d, src = rows);
+    nisa::dma_compute(
+        dst = out.ap(
+            pattern = [[32, 64], [1, 32]],
+            vector_offset = idx,
+            indirect_dim = 0,
+        ),
+        srcs = [
+            out.ap(
+                pattern = [[32, 64], [1, 32]],
+                vector_offset = idx,
+                indirect_dim = 0,
+            ),
+            d,
+        ],
+        reduce_op = add,
+    );
+    out
+}
+
+/// NKI's gather read-modify-write: `dst(SBUF) = dst(SBUF) + src(HBM)[idx]`, the rows named by
+/// `vector_offset` (and in NKI 2.26's spelling, `data[[idx, iy]]`, into a second tile).
+#[kernel]
+fn gather_rmw(
+    data: Hbm<f32, 100, 32>,
+    acc: Hbm<bf16, 64, 32>,
+    indices: Hbm<u32, 64, 1>,
+) -> (Hbm<bf16, 64, 32>, Hbm<bf16, 64, 32>) {
+    let out = ndarray([64, 32], bf16, SharedHbm);
+    let out2 = ndarray([64, 32], bf16, SharedHbm);
+    let idx = ndarray([64, 1], u32, Sbuf);
+    nisa::dma_copy(dst = idx, src = indices);
+    let t = ndarray([64, 32], bf16, Sbuf);
+    nisa::dma_copy(dst = t, src = acc);
+    let u = ndarray([64, 32], bf16, Sbuf);
+    nisa::dma_copy(dst = u, src = acc);
+    nisa::dma_compute(
+        dst = t,
+        srcs = [
+            t,
+            data.ap(
+                pattern = [[32, 64], [1, 32]],
+                vector_offset = idx,
+                indirect_dim = 0,
+            ),
+        ],
+        reduce_op = add,
+        unique_indices = true,
+    );
+    let iy = arange(32).x();
+    nisa::dma_compute(
+        dst = u,
+        srcs = [data[[idx[[arange(64).p(), 0]], iy]], u],
+        reduce_op = add,
+    );
+    nisa::dma_copy(dst = out, src = t);
+    nisa::dma_copy(dst = out2, src = u);
+    (out, out2)
+}
+
+/// Distinct row indices in a mixed order (NKI's read-modify-write needs unique indices).
+fn rows_of(n: u32) -> Array2<u32> {
+    Array2::from_shape_fn((64, 1), |(k, _)| (k as u32 * 37 + 11) % n)
+}
+
+#[test]
+fn scatter_rmw_adds_the_sbuf_rows_into_the_named_hbm_rows() {
+    let table = to_bf16(&data(100, 32, 20));
+    let rows = data(64, 32, 21);
+    let idx = rows_of(100);
+    for strict in [false, true] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let out = scatter_rmw::host(&mut core, table.view(), rows.view(), idx.view()).unwrap();
+        let mut want = table.clone();
+        for k in 0..64 {
+            let r = idx[[k, 0]] as usize;
+            for j in 0..32 {
+                let s = fp32_sum(&[f64::from(table[[r, j]].to_f32()), f64::from(rows[[k, j]])]);
+                want[[r, j]] = bf16::from_f32(s);
+            }
+        }
+        assert_eq!(
+            out.mapv(bf16::to_bits),
+            want.mapv(bf16::to_bits),
+            "strict {strict}"
+        );
+    }
+    let listing = scatter_rmw::KERNEL.program().to_string();
+    assert!(listing.contains("atomic_rmw"), "{listing}");
+}
+
+#[test]
+fn gather_rmw_adds_the_named_hbm_rows_into_the_tile() {
+    let d = data(100, 32, 22);
+    let acc = to_bf16(&data(64, 32, 23));
+    let idx = rows_of(100);
+    for strict in [false, true] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let (out, out2) = gather_rmw::host(&mut core, d.view(), acc.view(), idx.view()).unwrap();
+        for k in 0..64 {
+            let r = idx[[k, 0]] as usize;
+            for j in 0..32 {
+                let s = fp32_sum(&[f64::from(acc[[k, j]].to_f32()), f64::from(d[[r, j]])]);
+                let want = bf16::from_f32(s).to_bits();
+                assert_eq!(out[[k, j]].to_bits(), want, "[{k}, {j}] strict {strict}");
+                assert_eq!(out2[[k, j]].to_bits(), want, "[{k}, {j}] 2.26 spelling");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_scatter_rmw_row_past_the_table_is_a_launch_error() {
+    let table = Array2::from_elem((100, 32), bf16::ZERO);
+    let rows = Array2::zeros((64, 32));
+    let mut idx = rows_of(100);
+    idx[[5, 0]] = 100;
+    let err = scatter_rmw::host(
+        &mut NeuronCore::default(),
+        table.view(),
+        rows.view(),
+        idx.view(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("out of bounds"), "{err}");
+}

@@ -31,13 +31,27 @@ fn dma_compute_refused(
     // Every operand has one shape.
     nisa::dma_compute(dst = half, srcs = [a, b], reduce_op = add);
     nisa::dma_compute(dst = x, srcs = [x, half], reduce_op = add);
-    // The read-modify-write forms are not accepted yet.
+    // The read-modify-write forms (an operand with `vector_offset`): exactly two sources,
+    // `[dst, rows]` into SBUF or `[dst's rows, data]` into HBM, unique indices, no skipping.
+    nisa::dma_compute(dst = x, srcs = [x, a[[idx[[i_p, 0]], i_f]], x], reduce_op = add);
     nisa::dma_compute(
         dst = x,
         srcs = [x, a.ap(pattern = [[64, 128], [1, 64]], vector_offset = idx)],
         reduce_op = add,
+        unique_indices = false,
     );
-    nisa::dma_compute(dst = x, srcs = [x, a[[idx[[i_p, 0]], i_f]]], reduce_op = add);
+    nisa::dma_compute(
+        dst = x,
+        srcs = [x, a[[idx[[i_p, 0]], i_f]]],
+        reduce_op = add,
+        oob_mode = oob_mode::skip,
+    );
+    nisa::dma_compute(dst = x, srcs = [a, a[[idx[[i_p, 0]], i_f]]], reduce_op = add);
+    nisa::dma_compute(
+        dst = out.ap(pattern = [[64, 128], [1, 64]], vector_offset = idx),
+        srcs = [a, x],
+        reduce_op = add,
+    );
     // It writes its dst and returns nothing.
     let e = nisa::dma_compute(dst = x, srcs = [x, a], reduce_op = add);
     store(out[..], x);

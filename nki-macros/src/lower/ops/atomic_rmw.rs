@@ -2,11 +2,11 @@
 //! a tile of indices names.
 
 use crate::span::Span;
-use nki_lang::{Alu, Instr, InstrData, Memory, Opcode};
+use nki_lang::{Alu, Instr, InstrData, Memory, Opcode, TileView};
 
 use super::super::builtins::P;
 use super::super::call::{Dest, OpOptions};
-use super::super::value::Value;
+use super::super::value::{Access, Value};
 use super::super::{InstrSpans, Lowerer};
 use super::hbm_access;
 use crate::parse::model::Arg;
@@ -51,37 +51,51 @@ impl Lowerer<'_> {
         }
         let access = self.access_arg(dst_e, Opcode::AtomicRmw, 1);
         let value = self.tile_arg(val_e, Opcode::AtomicRmw, 0);
-        let (Some(access), Some(mut value)) = (access, value) else {
+        let (Some(access), Some(value)) = (access, value) else {
             return Value::Poison;
         };
+        self.atomic_add_rows(&access, dst_e.span(), value, val_e.span(), span, options)
+    }
+
+    /// The `atomic_rmw` instruction adding `value` into the rows of `access` its index tile names
+    /// (also `dma_compute`'s scatter read-modify-write); a PSUM value goes through an SBUF copy.
+    pub(super) fn atomic_add_rows(
+        &mut self,
+        access: &Access,
+        dst_span: Span,
+        mut value: TileView,
+        val_span: Span,
+        span: Span,
+        options: OpOptions,
+    ) -> Value {
         let Some(ix) = access
             .indirect
             .filter(|ix| ix.2 == nki_lang::IndirectMode::Rows)
         else {
             return self.error(
-                dst_e.span(),
+                dst_span,
                 "`atomic_rmw` updates rows named by a tile of indices: `atomic_rmw(dst[idx, i_f], value, op = add)`, `idx` a [P, 1] int32 tile in SBUF",
             );
         };
         if self.buf.tiles[value.tile as usize].memory == Memory::Psum {
-            match self.sbuf_copy(value, val_e.span(), options.mask) {
+            match self.sbuf_copy(value, val_span, options.mask) {
                 Some(v) => value = v,
                 None => return Value::Poison,
             }
         }
-        let Some(hbm) = self.buf.add_access(hbm_access(&access)) else {
+        let Some(hbm) = self.buf.add_access(hbm_access(access)) else {
             return self.error(span, "a kernel uses at most 65535 distinct HBM accesses");
         };
-        let Some(tile) = self.view_id(value, val_e.span()) else {
+        let Some(tile) = self.view_id(value, val_span) else {
             return Value::Poison;
         };
-        let Some((index, axis, mode)) = self.indirect_index(ix, dst_e.span()) else {
+        let Some((index, axis, mode)) = self.indirect_index(ix, dst_span) else {
             return Value::Poison;
         };
         let spans = InstrSpans::at(span)
-            .with(0, val_e.span())
-            .with(1, dst_e.span())
-            .with(2, dst_e.span());
+            .with(0, val_span)
+            .with(1, dst_span)
+            .with(2, dst_span);
         let data = InstrData::Indirect {
             tile,
             hbm,

@@ -91,19 +91,44 @@ impl Lowerer<'_> {
         {
             return self.error(e.span(), "`oob_mode` is `error` or `skip`");
         }
-        // Every source as an SBUF view, an HBM source loaded first.
-        let mut srcs: Vec<(ViewId, Span)> = Vec::with_capacity(items.len());
+        // Every operand's side first: an indirect HBM operand makes NKI's read-modify-write.
+        let mut sides: Vec<(Side, Span)> = Vec::with_capacity(items.len());
         for e in items {
             let Some(side) = self.dma_compute_side(e, "a source") else {
                 return Value::Poison;
             };
+            sides.push((side, e.span()));
+        }
+        let Some(dst) = self.dma_compute_side(dst_e, "the destination") else {
+            return Value::Poison;
+        };
+        let rmw = matches!(&dst, Side::Hbm(a) if a.indirect.is_some())
+            || sides
+                .iter()
+                .any(|(s, _)| matches!(s, Side::Hbm(a) if a.indirect.is_some()));
+        if rmw {
+            let unique = a[4].is_none_or(|e| matches!(e, Expr::Bool(true, _)));
+            let skip = a[5].is_some_and(|e| member_name(e).as_deref() == Some("skip"));
+            return self.dma_compute_rmw(
+                dst,
+                dst_e.span(),
+                sides,
+                srcs_e.span(),
+                unique,
+                skip,
+                span,
+            );
+        }
+        // Every source as an SBUF view, an HBM source loaded first.
+        let mut srcs: Vec<(ViewId, Span)> = Vec::with_capacity(items.len());
+        for (side, at) in sides {
             let view = match side {
                 Side::Tile(v) => v,
                 Side::Hbm(access) => {
                     let loaded = self.load_access(
                         Opcode::Load,
                         &access,
-                        e.span(),
+                        at,
                         span,
                         Dest::New(None),
                         OpOptions::default(),
@@ -114,14 +139,11 @@ impl Lowerer<'_> {
                     v
                 }
             };
-            let Some(id) = self.view_id(view, e.span()) else {
+            let Some(id) = self.view_id(view, at) else {
                 return Value::Poison;
             };
-            srcs.push((id, e.span()));
+            srcs.push((id, at));
         }
-        let Some(dst) = self.dma_compute_side(dst_e, "the destination") else {
-            return Value::Poison;
-        };
         // Every source but the last instruction's into fp32 running sums.
         let mut rest: &[(ViewId, Span)] = &srcs;
         let mut sum: Option<(ViewId, Span)> = None;
@@ -202,22 +224,11 @@ impl Lowerer<'_> {
         }
     }
 
-    /// An operand of `dma_compute`: an SBUF tile view or a direct HBM access. A PSUM tile, an
-    /// indirect access and a `.ap(vector_offset = ...)` source (NKI's read-modify-write forms)
-    /// are refused with an error at `e`.
+    /// An operand of `dma_compute`: an SBUF tile view or an HBM access, direct or with rows
+    /// chosen by an index tile (`x.ap(..., vector_offset = idx)` or `x[[idx, iy]]`, NKI's
+    /// read-modify-write forms). A PSUM tile and a `scalar_offset` access are refused with an
+    /// error at `e`.
     fn dma_compute_side(&mut self, e: &Expr, what: &str) -> Option<Side> {
-        if let Expr::Method { method, args, .. } = e
-            && method == "ap"
-            && args
-                .iter()
-                .any(|a| a.name.as_ref().is_some_and(|n| n == "vector_offset"))
-        {
-            self.error(
-                e.span(),
-                "`dma_compute` with a `vector_offset` source (NKI's scatter and gather read-modify-write) is not accepted yet: gather the rows with an indirect `load`, add, and write them back with an indirect `store` (or `atomic_rmw`)",
-            );
-            return None;
-        }
         match self.eval(e) {
             Value::Tile(v) => {
                 if self.buf.tiles[v.tile as usize].memory == Memory::Psum {
@@ -230,10 +241,10 @@ impl Lowerer<'_> {
                 Some(Side::Tile(v))
             }
             Value::Tensor(h) => match self.index(Value::Tensor(h), &[], e.span()) {
-                Value::Access(acc) => self.direct(acc, e),
+                Value::Access(acc) => self.hbm_side(acc, e),
                 _ => None,
             },
-            Value::Access(acc) => self.direct(acc, e),
+            Value::Access(acc) => self.hbm_side(acc, e),
             Value::Poison => None,
             other => {
                 self.error(
@@ -248,16 +259,151 @@ impl Lowerer<'_> {
         }
     }
 
-    /// A direct HBM access of `dma_compute`; an indirect one is an error at `e`.
-    fn direct(&mut self, acc: super::super::value::Access, e: &Expr) -> Option<Side> {
-        if acc.indirect.is_some() {
+    /// An HBM access of `dma_compute`: direct, or rows named by an index tile; a `scalar_offset`
+    /// access is an error at `e` (NKI: operands have compile-time addresses unless they use
+    /// `vector_offset`).
+    fn hbm_side(&mut self, acc: super::super::value::Access, e: &Expr) -> Option<Side> {
+        if acc
+            .indirect
+            .as_ref()
+            .is_some_and(|ix| ix.2 != nki_lang::IndirectMode::Rows)
+        {
             self.error(
                 e.span(),
-                "`dma_compute` of rows chosen by an index tile (NKI's read-modify-write form) is not accepted yet: gather the rows with an indirect `load`, add, and write them back with an indirect `store` (or `atomic_rmw`)",
+                "an operand of `dma_compute` with `scalar_offset` is refused: NKI's `dma_compute` needs operands at compile-time addresses, except rows chosen by `vector_offset` (move the rows with `dma_copy` first)",
             );
             return None;
         }
         Some(Side::Hbm(acc))
+    }
+
+    /// NKI's read-modify-write forms of `dma_compute`, with exactly two sources:
+    /// - scatter, `dst(HBM)[idx] = dst(HBM)[idx] + src(SBUF)`: `dst` has rows chosen by an index
+    ///   tile, one source is the same rows of the same tensor, the other an SBUF tile; this is
+    ///   `atomic_rmw(dst, value = src, op = add)`;
+    /// - gather, `dst(SBUF) = dst(SBUF) + src(HBM)[idx]`: `dst` is an SBUF tile, one source is
+    ///   `dst` itself, the other HBM rows chosen by an index tile; the rows are loaded
+    ///   (`indirect_load`) and added in fp32 by `dma_compute` into `dst`.
+    ///
+    /// `unique_indices = False` and `oob_mode = skip` are refused, as NKI refuses or leaves them.
+    #[allow(clippy::too_many_arguments)]
+    fn dma_compute_rmw(
+        &mut self,
+        dst: Side,
+        dst_span: Span,
+        sides: Vec<(Side, Span)>,
+        srcs_span: Span,
+        unique: bool,
+        skip: bool,
+        span: Span,
+    ) -> Value {
+        if sides.len() != 2 {
+            return self.error(
+                srcs_span,
+                format!("`dma_compute`'s read-modify-write (an operand with `vector_offset`) takes exactly 2 sources (NKI), not {}", sides.len()),
+            );
+        }
+        if !unique {
+            return self.error(
+                srcs_span,
+                "`dma_compute`'s read-modify-write needs `unique_indices = True` (NKI: non-unique indices are not supported yet); `atomic_rmw` adds into rows named more than once",
+            );
+        }
+        if skip {
+            return self.error(
+                srcs_span,
+                "`oob_mode = skip` (out-of-range rows left out) is not accepted: every indirect access here stops the launch on a row out of range (`oob_mode = error`)",
+            );
+        }
+        let same_rows = |x: &super::super::value::Access, y: &super::super::value::Access| {
+            x.tensor == y.tensor
+                && x.indirect.as_ref().map(|i| (i.0, i.1, i.2))
+                    == y.indirect.as_ref().map(|i| (i.0, i.1, i.2))
+                && x.shape.dims() == y.shape.dims()
+        };
+        match dst {
+            Side::Hbm(access) if access.indirect.is_some() => {
+                // Scatter: one source is dst's rows, the other the SBUF data.
+                let data = match (&sides[0], &sides[1]) {
+                    ((Side::Hbm(a), _), (Side::Tile(v), at)) if same_rows(a, &access) => (*v, *at),
+                    ((Side::Tile(v), at), (Side::Hbm(a), _)) if same_rows(a, &access) => (*v, *at),
+                    _ => {
+                        return self.error(
+                            srcs_span,
+                            "`dma_compute` into HBM rows chosen by `vector_offset` (NKI's scatter read-modify-write) takes `srcs = [dst, data]`: the destination's own rows and an SBUF tile",
+                        );
+                    }
+                };
+                if data.0.shape.dims() != access.shape.dims() {
+                    return self.error(
+                        data.1,
+                        format!(
+                            "the source of `dma_compute` has shape {:?}, its destination {:?}: every operand has one shape",
+                            data.0.shape.dims(),
+                            access.shape.dims()
+                        ),
+                    );
+                }
+                self.atomic_add_rows(&access, dst_span, data.0, data.1, span, OpOptions::default())
+            }
+            Side::Tile(view) => {
+                // Gather: one source is dst itself, the other HBM rows.
+                let is_dst = |s: &Side| matches!(s, Side::Tile(v) if *v == view);
+                let rows = |s: &Side| matches!(s, Side::Hbm(a) if a.indirect.is_some());
+                if !(is_dst(&sides[0].0) && rows(&sides[1].0) || rows(&sides[0].0) && is_dst(&sides[1].0)) {
+                    return self.error(
+                        srcs_span,
+                        "`dma_compute` into an SBUF tile from HBM rows chosen by `vector_offset` (NKI's gather read-modify-write) takes `srcs = [dst, rows]`: the destination itself and the rows",
+                    );
+                }
+                let mut ids: Vec<(ViewId, Span)> = Vec::with_capacity(2);
+                for (side, at) in sides {
+                    let v = match side {
+                        Side::Tile(v) => v,
+                        Side::Hbm(access) => {
+                            let loaded = self.load_access(
+                                Opcode::Load,
+                                &access,
+                                at,
+                                span,
+                                Dest::New(None),
+                                OpOptions::default(),
+                            );
+                            let Value::Tile(v) = loaded else {
+                                return Value::Poison;
+                            };
+                            v
+                        }
+                    };
+                    let Some(id) = self.view_id(v, at) else {
+                        return Value::Poison;
+                    };
+                    ids.push((id, at));
+                }
+                let mut views = [None; DMA_COMPUTE_SOURCES];
+                for (slot, &(v, _)) in views.iter_mut().zip(&ids) {
+                    *slot = Some(v);
+                }
+                let make = move |v| InstrData::DmaCompute {
+                    dst: Dst::overwrite(v),
+                    srcs: views,
+                };
+                let spans = InstrSpans::at(span).with(1, ids[0].1).with(2, ids[1].1);
+                let into = Dest::Into {
+                    view,
+                    span: dst_span,
+                    accumulate: None,
+                };
+                match self.emit_op(Opcode::DmaCompute, &make, into, OpOptions::default(), spans) {
+                    Some(_) => Value::Unit,
+                    None => Value::Poison,
+                }
+            }
+            Side::Hbm(_) => self.error(
+                dst_span,
+                "`dma_compute` with a `vector_offset` source writes an SBUF tile (gather) or the same HBM rows (scatter: `dst` with the same `vector_offset`)",
+            ),
+        }
     }
 
     /// Whether `scales` is `None` or a list of `n` numbers all equal to 1.0 (NKI: "all values in
