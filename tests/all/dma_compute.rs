@@ -457,4 +457,65 @@ fn a_scatter_rmw_row_past_the_table_is_a_launch_error() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("out of bounds"), "{err}");
+
+/// Four loads, then `dma_compute` of the four tiles: the sum waits for every one of them.
+#[kernel(target = trn2)]
+fn four_loads(
+    a: Hbm<f32, 128, 512>,
+    b: Hbm<f32, 128, 512>,
+    c: Hbm<f32, 128, 2048>,
+    d: Hbm<f32, 128, 4096>,
+) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let ta = load(a[..]);
+    let tb = load(b[..]);
+    let tc = load(c[..]);
+    let td = load(d[..]);
+    nisa::dma_compute(
+        dst = ta,
+        srcs = [ta, tb, tc[[.., 0..512]], td[[.., 1024..1536]]],
+        reduce_op = add,
+    );
+    store(out[..], ta);
+    out
+}
+
+/// The timing model (`docs/timing.md`): `dma_compute` is one DMA transfer that starts after
+/// every load it reads (the largest, into its fourth source, last) and moves the bytes of its
+/// four sources and its destination, more than a copy of one tile.
+#[test]
+fn the_timing_model_waits_for_every_source() {
+    use nki::program::{Engine, Opcode};
+    use nki::timing::{Detail, Kind, Timing};
+    let mut core = NeuronCore::new(Target::Trn2);
+    let s = Timing::new()
+        .detail(Detail::Trace)
+        .run_shapes(
+            &mut core,
+            &four_loads::KERNEL,
+            &[&[128, 512], &[128, 512], &[128, 2048], &[128, 4096]],
+        )
+        .unwrap();
+    assert_eq!(s.opcode_count(Engine::Dma, Opcode::DmaCompute), 1);
+    let transfers = |opcode| {
+        s.records()
+            .iter()
+            .filter(move |r| r.opcode == opcode && r.kind == Kind::DmaTransfer)
+            .map(|r| (r.start, r.end))
+            .collect::<Vec<_>>()
+    };
+    let loads = transfers(Opcode::Load);
+    let sum = transfers(Opcode::DmaCompute);
+    assert_eq!((loads.len(), sum.len()), (4, 1));
+    let last_load = loads.iter().map(|&(_, end)| end).max().unwrap();
+    assert!(
+        sum[0].0 >= last_load,
+        "{sum:?} starts before the loads end {loads:?}"
+    );
+    let stores = transfers(Opcode::Store);
+    let (store_busy, sum_busy) = (stores[0].1 - stores[0].0, sum[0].1 - sum[0].0);
+    assert!(
+        sum_busy > store_busy,
+        "dma_compute {sum_busy} ps, a store {store_busy} ps"
+    );
 }

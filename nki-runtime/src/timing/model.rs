@@ -1158,6 +1158,10 @@ impl<'p> Timeline<'p> {
                 wide = ops.with(crate::indirect::whole_tensor(h));
                 (&wide, &[0, 1, 2])
             }
+            // `dma_compute`: the destination and every source.
+            _ if matches!(ins.data, nki_lang::InstrData::DmaCompute { .. }) => {
+                (ops, &[0, 1, 2, 3, 4])
+            }
             _ => (ops, &[0, 1]),
         };
         let c = Consumer {
