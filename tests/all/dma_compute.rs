@@ -457,6 +457,7 @@ fn a_scatter_rmw_row_past_the_table_is_a_launch_error() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("out of bounds"), "{err}");
+}
 
 /// Four loads, then `dma_compute` of the four tiles: the sum waits for every one of them.
 #[kernel(target = trn2)]
