@@ -1790,4 +1790,70 @@ mod tests {
             Err(ViewError::DtypeAlign { .. })
         ));
     }
+
+    #[test]
+    fn ap_indirect_scales_by_the_elements_right_of_the_dimension() {
+        let deep = ap(&[(512, 128), (1, 256)], 0, None).unwrap();
+        // NKI's deep dive: `A` of [512, 512], `indirect_dim = 0`: `offset + v · 512`.
+        assert_eq!(
+            ap_indirect(&[512, 512], &deep, 0, false),
+            Ok(ApIndirect::Scalar {
+                scale: 512,
+                bound: 512
+            })
+        );
+        // A [4, 6, 5] tensor: one unit of dimension 1 is 5 elements, of dimension 2 one.
+        let small = ap(&[(1, 1), (1, 1)], 0, None).unwrap();
+        assert_eq!(
+            ap_indirect(&[4, 6, 5], &small, 1, false),
+            Ok(ApIndirect::Scalar { scale: 5, bound: 6 })
+        );
+        assert_eq!(
+            ap_indirect(&[4, 6, 5], &small, 2, false),
+            Ok(ApIndirect::Scalar { scale: 1, bound: 5 })
+        );
+        for dim in [-1, 3] {
+            assert!(matches!(
+                ap_indirect(&[4, 6, 5], &small, dim, false),
+                Err(ViewError::Ap {
+                    param: "indirect_dim",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn ap_indirect_vector_rows_stay_within_a_row_of_dimension_0() {
+        // NKI's example: `A` of [128, 512], 64 rows of 512.
+        let rows = ap(&[(512, 64), (1, 512)], 0, None).unwrap();
+        assert_eq!(
+            ap_indirect(&[128, 512], &rows, 0, true),
+            Ok(ApIndirect::Rows {
+                rows: 128,
+                row: 512
+            })
+        );
+        // A [10, 4, 8] tensor: rows of 32; the last element of a row is reachable, the next not.
+        let last = ap(&[(32, 16), (1, 8)], 24, None).unwrap();
+        assert_eq!(
+            ap_indirect(&[10, 4, 8], &last, 0, true),
+            Ok(ApIndirect::Rows { rows: 10, row: 32 })
+        );
+        let past = ap(&[(32, 16), (1, 8)], 25, None).unwrap();
+        assert!(matches!(
+            ap_indirect(&[10, 4, 8], &past, 0, true),
+            Err(ViewError::Ap {
+                param: "pattern",
+                ..
+            })
+        ));
+        assert!(matches!(
+            ap_indirect(&[10, 4, 8], &last, 1, true),
+            Err(ViewError::Ap {
+                param: "indirect_dim",
+                ..
+            })
+        ));
+    }
 }

@@ -373,3 +373,39 @@ fn the_listing_shows_the_scalar_offset() {
     let listing = fori_ap::KERNEL.program().to_string();
     assert_eq!(listing.matches("register_store").count(), 2, "{listing}");
 }
+
+/// In an `affine_range`: iteration `k` stores row `k` of `x` at the row `at[k]` names (a
+/// permutation), through a scalar offset; the host may run the loop's halves on two threads.
+#[kernel]
+fn permuted_rows(x: Hbm<f32, 8, 64>, at: Hbm<i32, 8, 1>) -> Hbm<f32, 8, 64> {
+    let out = ndarray([8, 64], f32, SharedHbm);
+    for k in affine_range(8) {
+        let r = ndarray([1, 1], i32, Sbuf);
+        nisa::dma_copy(dst = r, src = at[[k..k + 1, 0..1]]);
+        let t = ndarray([1, 64], f32, Sbuf);
+        nisa::dma_copy(dst = t, src = x[[k..k + 1, 0..64]]);
+        nisa::dma_copy(
+            dst = out.ap([[64, 1], [1, 64]], scalar_offset = r, indirect_dim = 0),
+            src = t,
+        );
+    }
+    out
+}
+
+#[test]
+fn scalar_offset_stores_in_an_affine_range_land_on_their_rows_on_two_host_threads() {
+    let x = rand_f32(Ix2(8, 64), 65, -3.0, 3.0);
+    let perm: Vec<i32> = vec![5, 0, 7, 2, 6, 1, 4, 3];
+    let at = Array2::from_shape_vec((8, 1), perm.clone()).unwrap();
+    for threads in [1, 2] {
+        let mut core = NeuronCore::default().with_host_threads(threads);
+        let out = permuted_rows::host(&mut core, x.view(), at.view()).unwrap();
+        let mut want = Array2::<f32>::zeros((8, 64));
+        for (k, &r) in perm.iter().enumerate() {
+            for j in 0..64 {
+                want[[r as usize, j]] = x[[k, j]];
+            }
+        }
+        assert_eq!(out, want, "{threads} host threads");
+    }
+}

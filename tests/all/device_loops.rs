@@ -359,3 +359,46 @@ fn the_listing_shows_device_loops_and_registers() {
     );
     assert!(listing.contains("register_move r3 <- -7"), "{listing}");
 }
+
+/// NKI's `register_load` and `register_store` on HBM ("from memory (HBM or SBUF)"): the trip
+/// count read straight from an input tensor, the iteration count reached stored straight into
+/// an output; the body doubles a running value.
+#[kernel]
+fn hbm_registers(n: Hbm<i32, 1, 1>) -> (Hbm<f32, 1, 1>, Hbm<i32, 1, 1>) {
+    let out = ndarray([1, 1], f32, SharedHbm);
+    let count = ndarray([1, 1], i32, SharedHbm);
+    let trips = nisa::register_alloc();
+    nisa::register_load(trips, n);
+    let acc = ndarray([1, 1], f32, Sbuf);
+    nisa::memset(dst = acc, value = 1.0);
+    nl::fori_loop(0, trips, |_| {
+        nisa::tensor_tensor(dst = acc, data1 = acc, data2 = acc, op = add);
+    });
+    nisa::register_store(count, trips);
+    nisa::dma_copy(dst = out, src = acc);
+    (out, count)
+}
+
+#[test]
+fn register_load_and_store_reach_hbm_tensors() {
+    for (n, strict) in [(0, true), (3, false), (10, true), (-2, true)] {
+        let mut core = NeuronCore::default().with_strict(strict);
+        let (out, count) = hbm_registers::host(&mut core, ub(n).view()).unwrap();
+        let want = (0..n.max(0)).fold(1.0f64, |a, _| a + a);
+        assert_eq!(f64::from(out[[0, 0]]), want, "n {n}");
+        assert_eq!(count[[0, 0]], n, "n {n}");
+    }
+    // Each is an ordinary DMA through a one-element SBUF tile of its own, then the register
+    // instruction (or the register instruction, then the DMA).
+    let listing = hbm_registers::KERNEL.program().to_string();
+    let load = listing.find("load         ").expect("a load");
+    let reg_load = listing.find("register_load r0").expect("a register_load");
+    let reg_store = listing.find("register_store").expect("a register_store");
+    let store = listing[reg_store..]
+        .find("store        count")
+        .expect("a store");
+    assert!(
+        load < reg_load && reg_store > reg_load && store > 0,
+        "{listing}"
+    );
+}

@@ -135,7 +135,9 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `register_load(dst, src)`: `dst` a register, `src` a one-element integer SBUF tile.
+    /// `register_load(dst, src)`: `dst` a register, `src` a one-element integer SBUF tile, or
+    /// a one-element integer HBM tensor or access (NKI: "from memory (HBM or SBUF)"), loaded
+    /// first into an SBUF tile of its own.
     pub(in super::super) fn register_load(&mut self, args: &[Arg], span: Span) -> Value {
         let Some(a) = self.args("register_load", args, &["dst", "src"], 2, span) else {
             return Value::Poison;
@@ -144,8 +146,20 @@ impl Lowerer<'_> {
         let Some(reg) = self.register_arg(dst_e, "`register_load`'s `dst`") else {
             return Value::Poison;
         };
-        let Some(v) = self.tile_arg(src_e, Opcode::RegisterLoad, 1) else {
-            return Value::Poison;
+        let v = match self.eval(src_e) {
+            src @ (Value::Tensor(_) | Value::Access(_)) => {
+                let Some(access) = self.access_of(src, src_e, Opcode::Load, 1) else {
+                    return Value::Poison;
+                };
+                match self.register_staged_load(&access, src_e.span(), span) {
+                    Some(v) => v,
+                    None => return Value::Poison,
+                }
+            }
+            src => match self.tile_of(src, src_e, Opcode::RegisterLoad, 1) {
+                Some(v) => v,
+                None => return Value::Poison,
+            },
         };
         let Some(tile) = self.view_id(v, src_e.span()) else {
             return Value::Poison;
@@ -163,14 +177,30 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `register_store(dst, src)`: `dst` a one-element integer SBUF tile, `src` a register.
+    /// `register_store(dst, src)`: `dst` a one-element integer SBUF tile, or a one-element
+    /// integer HBM tensor or access (NKI: "into memory (HBM/SBUF)"), written through an SBUF
+    /// tile of its own and a `store`; `src` a register.
     pub(in super::super) fn register_store(&mut self, args: &[Arg], span: Span) -> Value {
         let Some(a) = self.args("register_store", args, &["dst", "src"], 2, span) else {
             return Value::Poison;
         };
         let (dst_e, src_e) = (a[0].expect("required"), a[1].expect("required"));
-        let Some(v) = self.tile_arg(dst_e, Opcode::RegisterStore, 0) else {
-            return Value::Poison;
+        let (v, hbm) = match self.eval(dst_e) {
+            dst @ (Value::Tensor(_) | Value::Access(_)) => {
+                let Some(access) = self.access_of(dst, dst_e, Opcode::Store, 1) else {
+                    return Value::Poison;
+                };
+                let dtype = access.dtype.unwrap_or(self.tensors[access.tensor].dtype);
+                let mem = nki_lang::Memory::Sbuf;
+                match self.new_tile(None, mem, dtype, access.shape, dst_e.span()) {
+                    Value::Tile(v) => (v, Some(access)),
+                    _ => return Value::Poison,
+                }
+            }
+            dst => match self.tile_of(dst, dst_e, Opcode::RegisterStore, 0) {
+                Some(v) => (v, None),
+                None => return Value::Poison,
+            },
         };
         let Some(reg) = self.register_arg(src_e, "`register_store`'s `src`") else {
             return Value::Poison;
@@ -184,10 +214,14 @@ impl Lowerer<'_> {
             tile: Some(tile),
         };
         let spans = InstrSpans::at(span).with(0, dst_e.span());
-        if self.emit_register(Opcode::RegisterStore, data, spans) {
-            Value::Unit
-        } else {
-            Value::Poison
+        if !self.emit_register(Opcode::RegisterStore, data, spans) {
+            return Value::Poison;
+        }
+        match hbm {
+            Some(access) if !self.register_staged_store(&access, dst_e.span(), v, span) => {
+                Value::Poison
+            }
+            _ => Value::Unit,
         }
     }
 

@@ -426,6 +426,44 @@ impl Lowerer<'_> {
         self.store_tile(&access, dst_e.span(), value, val_e.span(), span, mask)
     }
 
+    /// A one-element HBM `access` loaded into a new SBUF tile of its dtype, for a register
+    /// instruction (`register_load` from HBM, NKI's "from memory (HBM or SBUF)"): `None` after
+    /// an error.
+    pub(in super::super) fn register_staged_load(
+        &mut self,
+        access: &Access,
+        src_span: Span,
+        span: Span,
+    ) -> Option<TileView> {
+        let loaded = self.load_access(
+            Opcode::Load,
+            access,
+            src_span,
+            span,
+            Dest::New(None),
+            OpOptions::default(),
+        );
+        match loaded {
+            Value::Tile(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A store of the new SBUF tile `value` (written by `register_store`) into the
+    /// one-element HBM `access` (`register_store` to HBM).
+    pub(in super::super) fn register_staged_store(
+        &mut self,
+        access: &Access,
+        dst_span: Span,
+        value: TileView,
+        span: Span,
+    ) -> bool {
+        !matches!(
+            self.store_tile(access, dst_span, value, span, span, None),
+            Value::Poison
+        )
+    }
+
     /// A store of the tile view `value` into `access` with a mask.
     pub(super) fn store_tile(
         &mut self,
