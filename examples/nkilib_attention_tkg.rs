@@ -7,8 +7,9 @@
 //! matmuls on TensorE), `softmax · V` with `V` stationary, and, past 8K prior positions, flash
 //! attention over tiles of 8K with a running max, a running sum and a running output.
 //!
-//! Written in NKI 0.6's destination-first dialect as the source is, its steps as the source's
-//! functions (`#[helper]`s of the same names): `_load_mask` (the mask's HBM view
+//! Written in NKI 0.6's destination-first dialect as the source is, its steps in the source's
+//! order under its functions' names (comments in the kernel; the small shared functions as
+//! `#[helper]`s): `_load_mask` (the mask's HBM view
 //! `reshape_dim(0, (128, n_tile))`, partition `p` and column tile `t` holding prior position
 //! `p · n_tile + t`: the source's `strided_mm1` layout), `_compute_qk_matmul` (`k_prior`'s tile
 //! loaded `[d, s]`, `k_active` copied into its last `SA` columns on the Scalar engine, matmul
@@ -57,11 +58,14 @@
 //!   `accumulate = false` (the source's default, `None`, overwrites a location's first write; here
 //!   a later slot of a tile already written would add). As in the source, a group issues
 //!   `n_mm1_per_grp` matmuls even when the tile has fewer column tiles left (their products land
-//!   in slots the flush does not read); they are kept, and timed.
-//! - `_compute_exp_qk` takes the source's branch for NeuronCore-v2 and v3 (the kernel is compiled
-//!   for Trn2, `get_nc_version()` is `gen3`): one `tensor_tensor` and one `activation` over the
-//!   whole tile. On Trn3 the source issues one pair per column tile instead; the Trn3 estimate
-//!   below times the Trn2 program.
+//!   in slots the flush does not read); they are kept, and timed. The strided view of `K` ends
+//!   at its last column: the source's `end`, `k_tile_offset + num_acc · n_tile`, runs past the
+//!   tile for offsets above 0, which a `slice` here refuses; the columns are the same.
+//! - `_compute_exp_qk` takes the source's branch for NeuronCore-v2 and v3 (`get_nc_version() <
+//!   gen4`): one `tensor_tensor` and one `activation` over the whole tile. The kernel is compiled
+//!   for the default target, as the other ports are, and the Trn2 and Trn3 estimates below time
+//!   that program; on Trn3 the source issues one pair per column tile instead (its comment: the
+//!   instruction start-up cost on Trn2 outweighs the pipelining), which is not ported.
 //!
 //! `cargo run --release --example nkilib_attention_tkg` runs the library test's shape
 //! `bs = 4`, `q_head = 1`, `s_active = 5`, `s_prior = 10240`, `d_head = 128` in bf16 (two flash
@@ -246,7 +250,6 @@ pub fn store_output(out: Tensor, res: Tile, B: usize, H: usize, SA: usize, D: us
 /// first `S` prior positions are used, the last `SA` of them replaced by the active keys and
 /// values.
 #[kernel(
-    target = trn2,
     attention_tkg_bf16_b4_h1_sa5_s10240_d128(T = bf16, B = 4, H = 1, SA = 5, S = 10240, SF = 10240, D = 128),
     attention_tkg_bf16_b4_h10_sa5_s5376_d64(T = bf16, B = 4, H = 10, SA = 5, S = 5376, SF = 5376, D = 64),
     attention_tkg_bf16_b2_h2_sa7_s9216_d64(T = bf16, B = 2, H = 2, SA = 7, S = 9216, SF = 16384, D = 64),
@@ -289,14 +292,15 @@ pub fn attention_tkg<
     };
     let fa_tile_s_prior = if use_fa { FA_TILE_SIZE } else { S };
 
-    let one_vec = ndarray([P_MAX, 1], q.dtype, Sbuf);
-    nisa::memset(dst = one_vec, value = 1.0);
-
-    // qk_in_sb: q and k_active in SBUF, as the library test's wrapper loads them.
+    // qk_in_sb: q and k_active in SBUF, as the library test's wrapper loads them before the
+    // kernel starts.
     let q_sb = ndarray([D, BQH], q.dtype, Sbuf);
     nisa::dma_copy(dst = q_sb, src = q);
     let k_active_sb = ndarray([D, B * SA], k_active.dtype, Sbuf);
     nisa::dma_copy(dst = k_active_sb, src = k_active);
+
+    let one_vec = ndarray([P_MAX, 1], q.dtype, Sbuf);
+    nisa::memset(dst = one_vec, value = 1.0);
 
     // _allocate_fa_buffers.
     let fa_running_max = ndarray([bqh_tile, n_bsq_tiles], f32, Sbuf);
@@ -746,7 +750,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vpd = &DeviceTensor::from_array(&v_prior)?;
     let md = &DeviceTensor::from_array(&mask)?;
     let kernel = &attention_tkg_bf16_b4_h1_sa5_s10240_d128::KERNEL;
-    let mut core = NeuronCore::new(Target::Trn2);
+    let mut core = NeuronCore::default();
     cli.profile.run(
         &mut core,
         kernel,

@@ -139,11 +139,7 @@ fn bf16_decode_attention_matches_the_library_reference() {
             vp.mapv(to_bf16),
         );
         let mask = library_mask(b, h, sa, s);
-        let got = run(
-            &mut NeuronCore::new(nki::program::Target::Trn2),
-            (&q, &ka, &va, &kp, &vp),
-            &mask,
-        );
+        let got = run(&mut NeuronCore::default(), (&q, &ka, &va, &kp, &vp), &mask);
         check(
             &format!("bs {b} q_head {h} s_active {sa} s_prior {s} d_head {d} bf16"),
             &got.mapv(f64::from),
@@ -166,7 +162,7 @@ fn an_f32_token_against_one_column_tile() {
     let (q, ka, va, kp, vp) = inputs((b, h, sa, sf, d), 7);
     let mask = library_mask(b, h, sa, s);
     let got = attention_tkg_f32_b1_h1_sa1_s128_d64::host(
-        &mut NeuronCore::new(nki::program::Target::Trn2),
+        &mut NeuronCore::default(),
         q.view(),
         ka.view(),
         va.view(),
