@@ -27,20 +27,18 @@ use crate::examples::nkilib_attention_tkg::*;
 use nki::ndarray::{Array2, Array4, Ix2, Ix4};
 use nki::prelude::*;
 
-/// Random inputs of a case: `(q, k_active, v_active, k_prior, v_prior)` in f32, uniform in
-/// `[0, 1)` as the library test draws them, the active keys in `[0, k_active_hi)`.
-#[allow(clippy::type_complexity)]
-fn inputs(
-    (b, h, sa, sf, d): (usize, usize, usize, usize, usize),
-    seed: u64,
-    k_active_hi: f64,
-) -> (
-    Array2<f32>,
-    Array2<f32>,
-    Array4<f32>,
-    Array4<f32>,
-    Array4<f32>,
-) {
+/// A case's inputs `(q, k_active, v_active, k_prior, v_prior)`.
+type Inputs<T> = (Array2<T>, Array2<T>, Array4<T>, Array4<T>, Array4<T>);
+
+/// `(bs, q_head, s_active, s_prior, full_sprior, d_head)`.
+type Dims = (usize, usize, usize, usize, usize, usize);
+
+/// A bf16 instantiation's host launch.
+type Bf16Attention = fn(&mut NeuronCore, &Inputs<bf16>, &Array4<u8>) -> Array4<bf16>;
+
+/// Random inputs of a case in f32, uniform in `[0, 1)` as the library test draws them, the
+/// active keys in `[0, k_active_hi)`.
+fn inputs((b, h, sa, _, sf, d): Dims, seed: u64, k_active_hi: f64) -> Inputs<f32> {
     (
         common::rand_f32(Ix2(d, b * h * sa), seed, 0.0, 1.0),
         common::rand_f32(Ix2(d, b * sa), seed + 1, 0.0, k_active_hi),
@@ -51,27 +49,16 @@ fn inputs(
 }
 
 /// Checks `got [B, H, D, SA]` against the reference of the (already rounded) inputs.
-fn check(
-    name: &str,
-    got: &Array4<f64>,
-    (q, ka, va, kp, vp): (
-        &Array2<f64>,
-        &Array2<f64>,
-        &Array4<f64>,
-        &Array4<f64>,
-        &Array4<f64>,
-    ),
-    mask: &Array4<u8>,
-    dims: (usize, usize, usize, usize, usize),
-) {
+fn check(name: &str, got: &Array4<f64>, x: &Inputs<f64>, mask: &Array4<u8>, dims: Dims) {
+    let (b, h, sa, s, _, d) = dims;
     let want = reference(
-        q.view(),
-        ka.view(),
-        va.view(),
-        kp.view(),
-        vp.view(),
+        x.0.view(),
+        x.1.view(),
+        x.2.view(),
+        x.3.view(),
+        x.4.view(),
         mask.view(),
-        dims,
+        (b, h, sa, s, d),
     );
     assert_eq!(got.dim(), want.dim(), "{name}: output shape");
     let range = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
@@ -84,130 +71,104 @@ fn check(
     }
 }
 
-type Bf16Attention = fn(
-    &mut NeuronCore,
+/// The inputs in f64, for the reference.
+fn widened<T: Copy>(x: &Inputs<T>) -> Inputs<f64>
+where
+    f64: From<T>,
+{
     (
-        &Array2<bf16>,
-        &Array2<bf16>,
-        &Array4<bf16>,
-        &Array4<bf16>,
-        &Array4<bf16>,
-    ),
-    &Array4<u8>,
-) -> Array4<bf16>;
+        x.0.mapv(f64::from),
+        x.1.mapv(f64::from),
+        x.2.mapv(f64::from),
+        x.3.mapv(f64::from),
+        x.4.mapv(f64::from),
+    )
+}
 
 #[test]
 fn bf16_decode_attention_matches_the_library_reference() {
-    let cases: [(
-        (usize, usize, usize, usize, usize, usize),
-        f64,
-        Bf16Attention,
-    ); 3] = [
-        (
-            (4, 1, 5, 10240, 10240, 128),
-            1.0,
-            |c, (q, ka, va, kp, vp), m| {
-                attention_tkg_bf16_b4_h1_sa5_s10240_d128::host(
-                    c,
-                    q.view(),
-                    ka.view(),
-                    va.view(),
-                    kp.view(),
-                    vp.view(),
-                    m.view(),
-                )
-                .unwrap()
-            },
-        ),
-        (
-            (4, 10, 5, 5376, 5376, 64),
-            1.3,
-            |c, (q, ka, va, kp, vp), m| {
-                attention_tkg_bf16_b4_h10_sa5_s5376_d64::host(
-                    c,
-                    q.view(),
-                    ka.view(),
-                    va.view(),
-                    kp.view(),
-                    vp.view(),
-                    m.view(),
-                )
-                .unwrap()
-            },
-        ),
-        (
-            (2, 2, 7, 9216, 16384, 64),
-            1.3,
-            |c, (q, ka, va, kp, vp), m| {
-                attention_tkg_bf16_b2_h2_sa7_s9216_d64::host(
-                    c,
-                    q.view(),
-                    ka.view(),
-                    va.view(),
-                    kp.view(),
-                    vp.view(),
-                    m.view(),
-                )
-                .unwrap()
-            },
-        ),
+    let cases: [(Dims, f64, Bf16Attention); 3] = [
+        ((4, 1, 5, 10240, 10240, 128), 1.0, |c, x, m| {
+            attention_tkg_bf16_b4_h1_sa5_s10240_d128::host(
+                c,
+                x.0.view(),
+                x.1.view(),
+                x.2.view(),
+                x.3.view(),
+                x.4.view(),
+                m.view(),
+            )
+            .unwrap()
+        }),
+        ((4, 10, 5, 5376, 5376, 64), 1.3, |c, x, m| {
+            attention_tkg_bf16_b4_h10_sa5_s5376_d64::host(
+                c,
+                x.0.view(),
+                x.1.view(),
+                x.2.view(),
+                x.3.view(),
+                x.4.view(),
+                m.view(),
+            )
+            .unwrap()
+        }),
+        ((2, 2, 7, 9216, 16384, 64), 1.3, |c, x, m| {
+            attention_tkg_bf16_b2_h2_sa7_s9216_d64::host(
+                c,
+                x.0.view(),
+                x.1.view(),
+                x.2.view(),
+                x.3.view(),
+                x.4.view(),
+                m.view(),
+            )
+            .unwrap()
+        }),
     ];
-    for ((b, h, sa, s, sf, d), k_active_hi, run) in cases {
-        let (q, ka, va, kp, vp) = inputs((b, h, sa, sf, d), (b * h * sa * s) as u64, k_active_hi);
-        let to_bf16 = |x: f32| bf16::from_f32(x);
-        let (q, ka, va, kp, vp) = (
-            q.mapv(to_bf16),
-            ka.mapv(to_bf16),
-            va.mapv(to_bf16),
-            kp.mapv(to_bf16),
-            vp.mapv(to_bf16),
+    for (dims, k_active_hi, run) in cases {
+        let (b, h, sa, s, _, d) = dims;
+        let x = inputs(dims, (b * h * sa * s) as u64, k_active_hi);
+        let x = (
+            x.0.mapv(bf16::from_f32),
+            x.1.mapv(bf16::from_f32),
+            x.2.mapv(bf16::from_f32),
+            x.3.mapv(bf16::from_f32),
+            x.4.mapv(bf16::from_f32),
         );
         let mask = library_mask(b, h, sa, s);
-        let got = run(&mut NeuronCore::default(), (&q, &ka, &va, &kp, &vp), &mask);
+        let got = run(&mut NeuronCore::default(), &x, &mask);
         check(
             &format!("bs {b} q_head {h} s_active {sa} s_prior {s} d_head {d} bf16"),
             &got.mapv(f64::from),
-            (
-                &q.mapv(f64::from),
-                &ka.mapv(f64::from),
-                &va.mapv(f64::from),
-                &kp.mapv(f64::from),
-                &vp.mapv(f64::from),
-            ),
+            &widened(&x),
             &mask,
-            (b, h, sa, s, d),
+            dims,
         );
     }
 }
 
 #[test]
 fn an_f32_token_against_one_column_tile() {
-    let (b, h, sa, s, sf, d) = (1, 1, 1, 128, 256, 64);
-    let (q, ka, va, kp, vp) = inputs((b, h, sa, sf, d), 7, 1.3);
-    let mask = library_mask(b, h, sa, s);
+    let dims = (1, 1, 1, 128, 256, 64);
+    let x = inputs(dims, 7, 1.3);
+    let mask = library_mask(1, 1, 1, 128);
     let got = attention_tkg_f32_b1_h1_sa1_s128_d64::host(
         &mut NeuronCore::default(),
-        q.view(),
-        ka.view(),
-        va.view(),
-        kp.view(),
-        vp.view(),
+        x.0.view(),
+        x.1.view(),
+        x.2.view(),
+        x.3.view(),
+        x.4.view(),
         mask.view(),
     )
     .unwrap();
+    // The library's cache length for this shape is 96: positions 0..96 and the active one, 127.
+    assert_eq!(mask.iter().filter(|&&m| m != 0).count(), 97);
     check(
         "f32 bs 1 q_head 1 s_active 1 s_prior 128 d_head 64",
         &got.mapv(f64::from),
-        (
-            &q.mapv(f64::from),
-            &ka.mapv(f64::from),
-            &va.mapv(f64::from),
-            &kp.mapv(f64::from),
-            &vp.mapv(f64::from),
-        ),
+        &widened(&x),
         &mask,
-        (b, h, sa, s, d),
+        dims,
     );
-    // The cache length masks positions 96.. but the active one (127): no weight may land there.
-    assert!(mask.iter().filter(|&&m| m != 0).count() == 97);
 }
