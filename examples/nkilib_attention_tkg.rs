@@ -302,7 +302,8 @@ pub fn attention_tkg<
     let one_vec = ndarray([P_MAX, 1], q.dtype, Sbuf);
     nisa::memset(dst = one_vec, value = 1.0);
 
-    // _allocate_fa_buffers.
+    // _allocate_fa_buffers (declared whatever `use_fa`: a tile no instruction touches takes no
+    // instruction).
     let fa_running_max = ndarray([bqh_tile, n_bsq_tiles], f32, Sbuf);
     let fa_running_sum = ndarray([bqh_tile, n_bsq_tiles], f32, Sbuf);
     let fa_correction_factor = ndarray([bqh_tile, n_bsq_tiles], f32, Sbuf);
@@ -499,6 +500,7 @@ pub fn attention_tkg<
                 bqh_tile,
             );
         }
+        // Written and read without flash attention only (its reciprocal comes at the end).
         let exp_sum_recip = ndarray([P_MAX, BQH], f32, Sbuf);
         if use_fa {
             // _fa_update_running_sum: running_sum · correction + tile_sum.
