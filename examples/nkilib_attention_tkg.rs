@@ -277,6 +277,21 @@ pub fn attention_tkg<
     let FA_TILE_SIZE = 8 * 1024;
     let out = ndarray([B, H, D, SA], q.dtype, SharedHbm);
 
+    // _compute_tile_params' checks, compile errors of an instantiation here.
+    assert!(B > 0, "Batch size must be strictly positive");
+    assert!(H > 0, "Number of Q heads must be strictly positive");
+    assert!(SA > 0, "Number of decode tokens must be strictly positive");
+    assert!((S > 0) & (S <= SF), "curr_sprior must be <= full_sprior");
+    assert!(
+        (D > 0) & (D <= 128),
+        "Unsupported d_head: must be between 1 and 128"
+    );
+    assert!(S % P_MAX == 0, "s_prior must be divisible by p_max");
+    assert!(
+        (S <= FA_TILE_SIZE) | (S % FA_TILE_SIZE == 0) | (S % FA_TILE_SIZE >= SA),
+        "The last flash-attention tile must be able to hold s_active"
+    );
+
     // _compute_tile_params and _update_atp_for_batch_tile (one program, one batch tile).
     let s_active_qh = SA * H;
     let BQH = B * s_active_qh;
@@ -291,6 +306,16 @@ pub fn attention_tkg<
         1
     };
     let fa_tile_s_prior = if use_fa { FA_TILE_SIZE } else { S };
+    // uses_batch_tiling: one batch tile while 8 bytes per QK element of every batch fit 16 MiB.
+    assert!(
+        B <= (16 * 1024 * 1024) / (8 * H * SA * fa_tile_s_prior),
+        "batch tiling (not ported) would be needed for this batch size"
+    );
+    // The QK^T matmul groups hold at least one column tile of q_head * s_active columns.
+    assert!(
+        s_active_qh <= PSUM_F_MAX,
+        "q_head * s_active must fit one PSUM bank (512 fp32 columns)"
+    );
 
     // qk_in_sb: q and k_active in SBUF, as the library test's wrapper loads them before the
     // kernel starts.
