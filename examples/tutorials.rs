@@ -31,6 +31,8 @@ mod layernorm;
 mod mamba;
 #[path = "matmul_fully_optimized.rs"]
 mod matmul_fully_optimized;
+#[path = "nkilib_attention_tkg.rs"]
+mod nkilib_attention_tkg;
 #[path = "nkilib_cumsum.rs"]
 mod nkilib_cumsum;
 #[path = "nkilib_rmsnorm_quant.rs"]
@@ -241,12 +243,37 @@ fn case(name: &str) -> Option<Launch> {
                 nkilib_topk::topk_f32_80x8192_k64::launch_into(core, &x, &mut vals, &mut idx)
             })
         }
+        "attention_tkg" => {
+            // The NKI Library's decode attention at its test's shape: bs 4, q_head 1,
+            // s_active 5, s_prior 10240, d_head 128, bf16 inputs in [0, 1), its cache mask.
+            let (b, h, sa, s, d) = (4, 1, 5, 10240, 128);
+            let u = |shape: &[usize], seed| {
+                DeviceTensor::from_array(
+                    &common::uniform(nki::ndarray::IxDyn(shape), seed, 0.0, 1.0)
+                        .mapv(bf16::from_f64),
+                )
+                .expect("a valid shape")
+            };
+            let q = u(&[d, b * h * sa], 30);
+            let k_active = u(&[d, b * sa], 31);
+            let v_active = u(&[b, 1, sa, d], 32);
+            let k_prior = u(&[b, 1, d, s], 33);
+            let v_prior = u(&[b, 1, s, d], 34);
+            let mask = DeviceTensor::from_array(&nkilib_attention_tkg::library_mask(b, h, sa, s))
+                .expect("a valid shape");
+            let mut out = zeros::<bf16>(&[b, h, d, sa]);
+            Box::new(move |core| {
+                nkilib_attention_tkg::attention_tkg_bf16_b4_h1_sa5_s10240_d128::launch_into(
+                    core, &q, &k_active, &v_active, &k_prior, &v_prior, &mask, &mut out,
+                )
+            })
+        }
         _ => return None,
     })
 }
 
 /// The cases of `bench_ops.py`, in its order.
-const CASES: [&str; 16] = [
+const CASES: [&str; 17] = [
     "add",
     "exp",
     "softmax",
@@ -263,6 +290,7 @@ const CASES: [&str; 16] = [
     "rmsnorm_quant",
     "router_topk",
     "topk",
+    "attention_tkg",
 ];
 
 /// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).

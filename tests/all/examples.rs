@@ -37,6 +37,8 @@ pub mod matmul_hoist_load;
 pub mod matmul_tiled;
 #[path = "../../examples/maxpool2d.rs"]
 pub mod maxpool2d;
+#[path = "../../examples/nkilib_attention_tkg.rs"]
+pub mod nkilib_attention_tkg;
 #[path = "../../examples/nkilib_cumsum.rs"]
 pub mod nkilib_cumsum;
 #[path = "../../examples/nkilib_rmsnorm_quant.rs"]

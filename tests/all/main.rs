@@ -54,6 +54,7 @@ mod matmul_options;
 mod meta_params;
 mod mx;
 mod nki_constructs;
+mod nkilib_attention_tkg;
 mod nkilib_cumsum;
 mod nkilib_rmsnorm_quant;
 mod nkilib_rope;
