@@ -63,6 +63,7 @@ mod nkilib_topk;
 mod no_circles;
 mod ops_smoke;
 mod parallel_loops;
+mod partition_blocks;
 mod partition_broadcast;
 mod partition_starts;
 mod ported_attention_tutorial;

@@ -84,6 +84,15 @@ fn extent(r: &Resolved, sbuf_stride: usize) -> Option<Extent> {
     }
 }
 
+/// Whether two operands share a byte of memory (the same memory, and their extents meet).
+pub(crate) fn share_bytes(a: &Resolved, b: &Resolved, sbuf_stride: usize) -> bool {
+    a.loc == b.loc
+        && match (extent(a, sbuf_stride), extent(b, sbuf_stride)) {
+            (Some(ea), Some(eb)) => ea.meets(&eb),
+            _ => false,
+        }
+}
+
 /// Whether `ins` writes memory that one of its sources also covers, other than as exactly the
 /// same elements of an elementwise instruction, a move or a shuffle.
 pub(crate) fn partly_overlapping(ins: &Instr, ops: &Operands, sbuf_stride: usize) -> bool {

@@ -5,12 +5,14 @@
 //! become ten passes over a block that stays in the host's L2 cache.
 //!
 //! The results are those of the instructions one after the other, bit for bit: each computes
-//! a partition from the same partition of its operands only (the engines' results for a
+//! row `i` of its destination from row `i` of its operands only (the engines' results for a
 //! partition never depend on the others: a reduction is split between threads by partitions
-//! too, `docs/numerics.md`), every on-chip operand of the run covers the same partitions, and
-//! every two accesses of one HBM tensor of which one writes either touch no common byte or map
-//! row `p` to the same bytes, so each byte is read and written by the same instructions in the
-//! same order as before. A run is blocked only when its bytes per partition exceed what the
+//! too, `docs/numerics.md`), a block restricts every operand to the same rows `i`, and every
+//! two accesses of the run of which one writes either touch no common byte or map row `i` to
+//! the same partition (on chip) or the same bytes (HBM), so each byte is read and written by the
+//! same instructions in the same order as before. Operands that start at other partitions
+//! may share a run when no byte is both written by one and touched by another (RoPE's copy
+//! of the upper half of a tile to partition 0, then products on partitions 0..64). A run is blocked only when its bytes per partition exceed what the
 //! cache holds for a block of several partitions; otherwise it runs as written. `rand`,
 //! `dropout` and `random_seed` are never part of a run: each execution advances the
 //! generator's call count, so each runs once over all its partitions.
@@ -19,7 +21,7 @@ use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::engines::EngineState;
-use crate::exec::overlap::{partly_overlapping, span};
+use crate::exec::overlap::{partly_overlapping, share_bytes, span};
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// Most instructions in one blocked run (their resolved operands live on the stack).
@@ -107,6 +109,24 @@ fn hbm_pair_ok(a: &Resolved, b: &Resolved) -> bool {
         && fits(b)
 }
 
+/// Whether the on-chip operands of `next` and of the run before it (`run`) keep every byte's
+/// accesses in order when run block by block: of two that share a byte, one of which writes,
+/// both start at the same partition (so row `i` of each is the same partition, in the same
+/// block).
+fn chip_rows_agree(run: &[Operands], next: &Operands, sbuf_stride: usize) -> bool {
+    let on_chip = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
+    next.iter().filter(on_chip).all(|a| {
+        run.iter()
+            .flat_map(Operands::iter)
+            .filter(on_chip)
+            .all(|b| {
+                !(a.dir.writes() || b.dir.writes())
+                    || !share_bytes(a, b, sbuf_stride)
+                    || rows(a, sbuf_stride) == rows(b, sbuf_stride)
+            })
+    })
+}
+
 /// `r` restricted to rows `from..to` of its first axis.
 fn restrict(r: &Resolved, from: usize, to: usize) -> Resolved {
     let mut out = *r;
@@ -143,7 +163,6 @@ pub(crate) fn step(
     let instrs = b.program.instrs();
     let mut run = [Operands::default(); MAX_RUN];
     let mut len = 0usize;
-    let mut chip_rows: Option<isize> = None;
     // The bytes per partition of the run's distinct operands (by memory and first element of
     // a row), and the operands counted.
     let mut per_partition = 0usize;
@@ -164,20 +183,17 @@ pub(crate) fn step(
         if partly_overlapping(next, &resolved, sbuf_stride) {
             break;
         }
-        // Every on-chip operand starts at the same partition and steps by partitions; every
-        // HBM operand's first axis is its rows; no operand has more rows than the run.
+        // Every on-chip operand steps by partitions; every HBM operand's first axis is its
+        // rows; no operand has more rows than the run.
         let aligned = resolved
             .iter()
             .all(|r| match (r.loc, rows(r, sbuf_stride)) {
                 (Loc::Expr, _) => false,
                 (Loc::Imm(_), _) => true,
                 (_, None) => false,
-                (Loc::Sbuf | Loc::Psum, Some((p0, _))) => {
-                    r.dims[0] <= partitions && *chip_rows.get_or_insert(p0) == p0
-                }
-                (Loc::Hbm(_), Some(_)) => r.dims[0] <= partitions,
+                (Loc::Sbuf | Loc::Psum | Loc::Hbm(_), Some(_)) => r.dims[0] <= partitions,
             });
-        if !aligned {
+        if !aligned || !chip_rows_agree(&run[..len], &resolved, sbuf_stride) {
             break;
         }
         run[len] = resolved;

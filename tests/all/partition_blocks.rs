@@ -1,0 +1,74 @@
+//! Runs of partition-local instructions run a block of partitions at a time (`nki_runtime`'s
+//! host plan, `host/rows.rs`), including runs whose operands start at different partitions
+//! (RoPE's copy of a tile's upper half to partition 0, then products on partitions 0..64).
+//! Each kernel here is checked against plain f32 loops on cores that block a partition at a
+//! time, that never block, and on one and two host threads; a run that read a partition before
+//! an earlier instruction of the run wrote it would give the old values.
+
+use nki::ndarray::Array2;
+use nki::prelude::*;
+
+/// RoPE's pattern of partitions, then the hazard such a run must stop at: `x` doubled in place
+/// over all 128 partitions, then its upper half read into partition 0.
+#[kernel]
+fn halves(x: Hbm<f32, 128, 512>, c: Hbm<f32, 64, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let xs = ndarray([128, 512], f32, Sbuf);
+    nisa::dma_copy(dst = xs, src = x);
+    let cs = ndarray([64, 512], f32, Sbuf);
+    nisa::dma_copy(dst = cs, src = c);
+    let upper = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_copy(dst = upper, src = xs[[64.., ..]]);
+    let lo_c = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(lo_c, xs[[..64, ..]], cs, nl::multiply);
+    let up_c = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(up_c, upper, cs, nl::multiply);
+    let o = ndarray([128, 512], f32, Sbuf);
+    nisa::tensor_tensor(o[[..64, ..]], lo_c, up_c, nl::subtract);
+    nisa::tensor_tensor(o[[64.., ..]], up_c, lo_c, nl::add);
+    nisa::tensor_tensor(xs, xs, xs, nl::add);
+    nisa::tensor_copy(dst = upper, src = xs[[64.., ..]]);
+    nisa::tensor_tensor(o[[..64, ..]], o[[..64, ..]], upper, nl::add);
+    nisa::dma_copy(dst = out, src = o);
+    out
+}
+
+/// [`halves`] in plain f32 loops.
+fn halves_by_hand(x: &Array2<f32>, c: &Array2<f32>) -> Array2<f32> {
+    let mut out = Array2::<f32>::zeros((128, 512));
+    for p in 0..64 {
+        for f in 0..512 {
+            let lo_c = x[[p, f]] * c[[p, f]];
+            let up_c = x[[p + 64, f]] * c[[p, f]];
+            let doubled_upper = x[[p + 64, f]] + x[[p + 64, f]];
+            out[[p, f]] = (lo_c - up_c) + doubled_upper;
+            out[[p + 64, f]] = up_c + lo_c;
+        }
+    }
+    out
+}
+
+#[test]
+fn runs_over_partitions_that_start_apart_keep_every_partitions_order() {
+    let x = Array2::from_shape_fn((128, 512), |(p, f)| {
+        ((p * 37 + f * 11) % 97) as f32 * 0.03125 - 1.5
+    });
+    let c = Array2::from_shape_fn((64, 512), |(p, f)| {
+        ((p * 5 + f * 3) % 13) as f32 * 0.25 - 1.0
+    });
+    let want = halves_by_hand(&x, &c);
+    let cores = [
+        ("1 KiB blocks, 1 thread", 1024, 1),
+        ("1 KiB blocks, 2 threads", 1024, 2),
+        ("16 KiB blocks, 2 threads", 16 << 10, 2),
+        ("no blocks, 2 threads", 1 << 30, 2),
+    ];
+    for (name, cache, threads) in cores {
+        let mut core = NeuronCore::default()
+            .with_strict(false)
+            .with_host_threads(threads)
+            .with_host_cache_bytes(cache);
+        let got = halves::host(&mut core, x.view(), c.view()).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}
