@@ -122,24 +122,7 @@ impl Lowerer<'_> {
         // Every source as an SBUF view, an HBM source loaded first.
         let mut srcs: Vec<(ViewId, Span)> = Vec::with_capacity(items.len());
         for (side, at) in sides {
-            let view = match side {
-                Side::Tile(v) => v,
-                Side::Hbm(access) => {
-                    let loaded = self.load_access(
-                        Opcode::Load,
-                        &access,
-                        at,
-                        span,
-                        Dest::New(None),
-                        OpOptions::default(),
-                    );
-                    let Value::Tile(v) = loaded else {
-                        return Value::Poison;
-                    };
-                    v
-                }
-            };
-            let Some(id) = self.view_id(view, at) else {
+            let Some(id) = self.source_view(side, at, span) else {
                 return Value::Poison;
             };
             srcs.push((id, at));
@@ -222,6 +205,29 @@ impl Lowerer<'_> {
                 }
             };
         }
+    }
+
+    /// A source as an SBUF view: a tile as it is, an HBM access (or its `vector_offset` rows)
+    /// loaded first into a tile of its own; `None` after an error (reported).
+    fn source_view(&mut self, side: Side, at: Span, span: Span) -> Option<ViewId> {
+        let view = match side {
+            Side::Tile(v) => v,
+            Side::Hbm(access) => {
+                let loaded = self.load_access(
+                    Opcode::Load,
+                    &access,
+                    at,
+                    span,
+                    Dest::New(None),
+                    OpOptions::default(),
+                );
+                let Value::Tile(v) = loaded else {
+                    return None;
+                };
+                v
+            }
+        };
+        self.view_id(view, at)
     }
 
     /// An operand of `dma_compute`: an SBUF tile view or an HBM access, direct or with rows
@@ -358,24 +364,7 @@ impl Lowerer<'_> {
                 }
                 let mut ids: Vec<(ViewId, Span)> = Vec::with_capacity(2);
                 for (side, at) in sides {
-                    let v = match side {
-                        Side::Tile(v) => v,
-                        Side::Hbm(access) => {
-                            let loaded = self.load_access(
-                                Opcode::Load,
-                                &access,
-                                at,
-                                span,
-                                Dest::New(None),
-                                OpOptions::default(),
-                            );
-                            let Value::Tile(v) = loaded else {
-                                return Value::Poison;
-                            };
-                            v
-                        }
-                    };
-                    let Some(id) = self.view_id(v, at) else {
+                    let Some(id) = self.source_view(side, at, span) else {
                         return Value::Poison;
                     };
                     ids.push((id, at));
