@@ -9,8 +9,8 @@
 //! - [`alu`]: the Vector and GpSimd engines' ALU operations, each defined once on fp32 or
 //!   int32 lanes, and the reductions' fold.
 //! - [`convert`]: element type conversions over contiguous runs (DMA casts, engine copies).
-//! - [`search`]: the top-8 searches' scans of a row's order keys.
 //! - [`matmul`]: the TensorEngine's `nc_matmul` inner loop with a defined accumulation order.
+//! - `search` (crate-private): the top-8 searches' scans of a row's order keys.
 
 pub mod act;
 pub mod alu;
