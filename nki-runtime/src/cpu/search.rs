@@ -11,7 +11,8 @@
 //! # Implementation
 //!
 //! Both test 16 elements at a time, branch-free, and look at the elements one by one only in a
-//! group where some element passes; the loop is compiled once per host code path from the same
+//! group where some element passes; [`first_match`] first tests whether a group holds a key
+//! within the range of its keys (one comparison), and the keys themselves only where one does; the loop is compiled once per host code path from the same
 //! source. A position is the first that passes on every path, so the callers' results do not
 //! depend on the path.
 
@@ -46,56 +47,101 @@ pub(crate) fn first_above(isa: Isa, row: &[f32], from: usize, t: i32) -> usize {
 /// The first position at or after `from` of an element of `row` whose [`key`] is one of
 /// `keys` (a slot holding [`NO_KEY`] matches nothing); `row.len()` when none is.
 pub(crate) fn first_match(isa: Isa, row: &[f32], from: usize, keys: &[i32; 8]) -> usize {
-    first(isa, row, from, |k| {
-        keys.iter().fold(false, |hit, &q| hit | (q == k))
-    })
+    // Every key passes the one test of lying within the keys' range: a group none of whose
+    // elements is in it is skipped at the cost of that test (the top 8's range holds few
+    // elements of a row, the top 8 themselves among them).
+    let mut live = keys.iter().copied().filter(|&q| q != NO_KEY);
+    let Some(first_key) = live.next() else {
+        return row.len();
+    };
+    let (lo, hi) = live.fold((first_key, first_key), |(lo, hi), q| (lo.min(q), hi.max(q)));
+    let width = hi.wrapping_sub(lo) as u32;
+    first_within::<true, _, _>(
+        isa,
+        row,
+        from,
+        move |k| (k.wrapping_sub(lo) as u32) <= width,
+        move |k| keys.iter().fold(false, |hit, &q| hit | (q == k)),
+    )
 }
 
 /// The first position at or after `from` whose key passes `pass`, in a loop compiled for `isa`.
 #[inline(always)]
 fn first<P: Fn(i32) -> bool + Copy>(isa: Isa, row: &[f32], from: usize, pass: P) -> usize {
+    first_within::<false, _, _>(isa, row, from, pass, pass)
+}
+
+/// The first position at or after `from` whose key passes `pass`, where every key that passes
+/// `pass` passes `maybe` (a cheaper test that skips most groups; used when `FILTER`), in a loop
+/// compiled for `isa`.
+#[inline(always)]
+fn first_within<const FILTER: bool, M, P>(
+    isa: Isa,
+    row: &[f32],
+    from: usize,
+    maybe: M,
+    pass: P,
+) -> usize
+where
+    M: Fn(i32) -> bool + Copy,
+    P: Fn(i32) -> bool + Copy,
+{
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn first_avx2<P: Fn(i32) -> bool + Copy>(row: &[f32], from: usize, pass: P) -> usize {
-        scan(row, from, pass)
+    fn first_avx2<const FILTER: bool, M, P>(row: &[f32], from: usize, maybe: M, pass: P) -> usize
+    where
+        M: Fn(i32) -> bool + Copy,
+        P: Fn(i32) -> bool + Copy,
+    {
+        scan::<FILTER>(row, from, maybe, pass)
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    fn first_avx512<P: Fn(i32) -> bool + Copy>(row: &[f32], from: usize, pass: P) -> usize {
-        scan(row, from, pass)
+    fn first_avx512<const FILTER: bool, M, P>(row: &[f32], from: usize, maybe: M, pass: P) -> usize
+    where
+        M: Fn(i32) -> bool + Copy,
+        P: Fn(i32) -> bool + Copy,
+    {
+        scan::<FILTER>(row, from, maybe, pass)
     }
     match isa {
-        Isa::Portable => scan(row, from, pass),
+        Isa::Portable => scan::<FILTER>(row, from, maybe, pass),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => {
             isa.assert_supported();
             // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
-            unsafe { first_avx2(row, from, pass) }
+            unsafe { first_avx2::<FILTER, _, _>(row, from, maybe, pass) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
-            unsafe { first_avx512(row, from, pass) }
+            unsafe { first_avx512::<FILTER, _, _>(row, from, maybe, pass) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
-            scan(row, from, pass)
+            scan::<FILTER>(row, from, maybe, pass)
         }
     }
 }
 
-/// [`first`]'s loop: groups of [`GROUP`] elements tested without a branch, one by one in the
+/// [`first_within`]'s loop: groups of [`GROUP`] elements tested without a branch (with `maybe`
+/// first when `FILTER`, then, in a group where one may pass, with `pass`), and one by one in the
 /// group where one passes.
 #[inline(always)]
-fn scan(row: &[f32], from: usize, pass: impl Fn(i32) -> bool + Copy) -> usize {
+fn scan<const FILTER: bool>(
+    row: &[f32],
+    from: usize,
+    maybe: impl Fn(i32) -> bool + Copy,
+    pass: impl Fn(i32) -> bool + Copy,
+) -> usize {
     let rest = row.get(from..).unwrap_or(&[]);
     let mut groups = rest.chunks_exact(GROUP);
     let mut at = from;
     for g in groups.by_ref() {
-        let any = g.iter().fold(false, |hit, &x| hit | pass(key(x)));
-        if any {
+        let may = !FILTER || g.iter().fold(false, |hit, &x| hit | maybe(key(x)));
+        if may && g.iter().fold(false, |hit, &x| hit | pass(key(x))) {
             return at + g.iter().position(|&x| pass(key(x))).unwrap_or(0);
         }
         at += GROUP;
@@ -167,15 +213,29 @@ mod tests {
                         assert_eq!(first_above(isa, row, from, t), want, "{isa:?}");
                     }
                 }
-                let mut keys = [NO_KEY; 8];
-                for (j, k) in keys.iter_mut().enumerate().take(5) {
+                // Keys spread over the values, none at all, and a row's 8 largest (the range
+                // the NKI Library's top-k asks about, which few elements fall in).
+                let mut spread = [NO_KEY; 8];
+                for (j, k) in spread.iter_mut().enumerate().take(5) {
                     *k = key(v[(j * 37 + 11) % v.len()]);
                 }
-                let want = (from..len)
-                    .find(|&i| keys.contains(&key(row[i])))
-                    .unwrap_or(len);
-                for isa in Isa::supported() {
-                    assert_eq!(first_match(isa, row, from, &keys), want, "{isa:?}");
+                let mut sorted: Vec<i32> = row.iter().map(|&x| key(x)).collect();
+                sorted.sort_unstable_by(|a, b| b.cmp(a));
+                let mut largest = [NO_KEY; 8];
+                for (k, &q) in largest.iter_mut().zip(&sorted) {
+                    *k = q;
+                }
+                let extremes = [i32::MIN, i32::MAX, NO_KEY, 0, -1, 1, NO_KEY, NO_KEY];
+                // One key, the last element's: the range is that key alone.
+                let mut last = [NO_KEY; 8];
+                last[3] = row.last().map_or(NO_KEY, |&x| key(x));
+                for keys in [spread, [NO_KEY; 8], largest, extremes, last] {
+                    let want = (from..len)
+                        .find(|&i| keys.contains(&key(row[i])))
+                        .unwrap_or(len);
+                    for isa in Isa::supported() {
+                        assert_eq!(first_match(isa, row, from, &keys), want, "{isa:?} {keys:?}");
+                    }
                 }
             }
         }
