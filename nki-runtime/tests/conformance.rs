@@ -3008,6 +3008,20 @@ fn top8_and_select_reduce_rows() -> Vec<Row> {
             Check::Exact,
         ),
         row(
+            // Rows long enough for the engines to skip the elements below a key 8 of them reach
+            // (`cpu::search::eighth_key_floor`): many elements tie with that key.
+            "max8 of [P, 2048] with ties at the 8th key",
+            &[Covers::Op(Opcode::Max8)],
+            vec![(DType::F32, values(P, 2048, 93, |r| r.int(-40, 40) as f64))],
+            &[(DType::F32, [P, 8])],
+            max8(DType::F32),
+            |x| {
+                let r = rows_of(&x[0]);
+                vec![Array2::from_shape_fn((P, 8), |(p, j)| top8_of(&r[p])[j])]
+            },
+            Check::Exact,
+        ),
+        row(
             "max8 of specials, into bf16",
             &[Covers::Op(Opcode::Max8)],
             vec![(DType::F32, specials(92))],

@@ -44,6 +44,74 @@ pub(crate) fn first_above(isa: Isa, row: &[f32], from: usize, t: i32) -> usize {
     first(isa, row, from, |k| k > t)
 }
 
+/// Blocks [`eighth_key_floor`] takes the largest key of.
+const FLOOR_BLOCKS: usize = 32;
+
+/// A key that at least 8 elements of `row` reach, so that the 8 largest are found among the
+/// elements at or above it: the 8th largest of the largest keys of [`FLOOR_BLOCKS`] disjoint
+/// blocks of the row (each block's largest is another element). `None` for a row shorter than
+/// [`FLOOR_BLOCKS`] groups.
+pub(crate) fn eighth_key_floor(isa: Isa, row: &[f32]) -> Option<i32> {
+    let len = row.len() / FLOOR_BLOCKS;
+    if len < GROUP {
+        return None;
+    }
+    let mut maxima = [i32::MIN; FLOOR_BLOCKS];
+    for (m, block) in maxima.iter_mut().zip(row.chunks_exact(len)) {
+        *m = max_key(isa, block);
+    }
+    let (_, &mut eighth, _) = maxima.select_nth_unstable_by(7, |a, b| b.cmp(a));
+    Some(eighth)
+}
+
+/// The largest [`key`] of a nonempty `block`, in a loop compiled for `isa`.
+fn max_key(isa: Isa, block: &[f32]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn max_avx2(block: &[f32]) -> i32 {
+        fold_max(block)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn max_avx512(block: &[f32]) -> i32 {
+        fold_max(block)
+    }
+    match isa {
+        Isa::Portable => fold_max(block),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { max_avx2(block) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { max_avx512(block) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            fold_max(block)
+        }
+    }
+}
+
+/// [`max_key`]'s loop: [`GROUP`] running maxima, one per lane.
+#[inline(always)]
+fn fold_max(block: &[f32]) -> i32 {
+    let mut lanes = [i32::MIN; GROUP];
+    let mut groups = block.chunks_exact(GROUP);
+    for g in groups.by_ref() {
+        for (m, &x) in lanes.iter_mut().zip(g) {
+            *m = (*m).max(key(x));
+        }
+    }
+    let tail = groups.remainder().iter().map(|&x| key(x));
+    lanes.into_iter().chain(tail).fold(i32::MIN, i32::max)
+}
+
 /// The first position at or after `from` of an element of `row` whose [`key`] is one of
 /// `keys` (a slot holding [`NO_KEY`] matches nothing); `row.len()` when none is.
 pub(crate) fn first_match(isa: Isa, row: &[f32], from: usize, keys: &[i32; 8]) -> usize {
@@ -199,6 +267,48 @@ mod tests {
                 assert_eq!(key(a) == key(b), crate::top8::same(a, b), "{a:?} {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_eighth_key_floor_is_reached_by_eight_elements_and_no_more_than_the_eighth_largest() {
+        let v = values();
+        let mut s = 0x9e37_79b9u32;
+        let mut row = Vec::new();
+        for len in [0, 100, 511, 512, 513, 1000, 4096, 8192] {
+            row.clear();
+            for i in 0..len {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                // Random values, runs of one value (ties), and the special values.
+                row.push(match i % 7 {
+                    0 => v[(s as usize) % v.len()],
+                    1 => 2.5,
+                    _ => f32::from_bits(s),
+                });
+            }
+            let mut keys: Vec<i32> = row.iter().map(|&x| key(x)).collect();
+            keys.sort_unstable_by(|a, b| b.cmp(a));
+            for isa in Isa::supported() {
+                match eighth_key_floor(isa, &row) {
+                    None => assert!(len < 512, "{len}"),
+                    Some(floor) => {
+                        assert!(keys.iter().filter(|&&k| k >= floor).count() >= 8, "{len}");
+                        assert!(floor <= keys[7], "{len} {isa:?}");
+                        let block = len / 32;
+                        let mut want: Vec<i32> = (0..32)
+                            .map(|b| keys_max(&row[b * block..(b + 1) * block]))
+                            .collect();
+                        want.sort_unstable_by(|a, b| b.cmp(a));
+                        assert_eq!(floor, want[7], "{len} {isa:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn keys_max(block: &[f32]) -> i32 {
+        block.iter().map(|&x| key(x)).max().unwrap()
     }
 
     #[test]

@@ -174,14 +174,24 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
 
 /// `crate::top8::max8_row` on keys: the 8 largest of `row` with their keys, in descending
 /// order, the earlier element first among equal keys (a later one enters only above the last
-/// kept, behind every kept one at least as high). Once 8 are kept, the elements that cannot
-/// enter are skipped by [`search::first_above`].
+/// kept, behind every kept one at least as high). The elements below a key that 8 elements
+/// reach ([`search::eighth_key_floor`]) and, once 8 are kept, those that cannot enter are
+/// skipped by [`search::first_above`].
 fn max8_keys(isa: Isa, row: &[f32], top: &mut Vec<(i32, f32)>) {
     top.clear();
+    // The 8 kept in the end are at or above a key 8 elements reach: the elements below it
+    // are skipped from the start (no value's key is `i32::MIN`, so `floor - 1` skips none of
+    // those at the floor).
+    let floor = search::eighth_key_floor(isa, row).map(|k| k.saturating_sub(1));
     let mut i = 0;
     while i < row.len() {
-        if let Some(&(last, _)) = top.get(7) {
-            i = search::first_above(isa, row, i, last);
+        let below = match (top.get(7), floor) {
+            (Some(&(last, _)), Some(f)) => Some(last.max(f)),
+            (Some(&(last, _)), None) => Some(last),
+            (None, f) => f,
+        };
+        if let Some(t) = below {
+            i = search::first_above(isa, row, i, t);
         }
         let Some(&x) = row.get(i) else { break };
         let k = key(x);
