@@ -14,10 +14,11 @@
 //! the same partition (on chip) or the same bytes (HBM), so each byte is read and written by the
 //! same instructions in the same order as before. Operands that start at other partitions
 //! may share a run when no byte is both written by one and touched by another (RoPE's copy
-//! of the upper half of a tile to partition 0, then products on partitions 0..64). A run is blocked only when its bytes per partition exceed what the
-//! cache holds for a block of several partitions; otherwise it runs as written. `rand`,
-//! `dropout` and `random_seed` are never part of a run: each execution advances the
-//! generator's call count, so each runs once over all its partitions.
+//! of the upper half of a tile to partition 0, then products on partitions 0..64). A run is
+//! blocked only when its bytes per partition exceed what the cache holds for a block of
+//! several partitions; otherwise it runs as written. `rand`, `dropout` and `random_seed` are
+//! never part of a run: each execution advances the generator's call count, so each runs once
+//! over all its partitions.
 
 use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
 
