@@ -12,9 +12,11 @@
 //!
 //! Both test 16 elements at a time, branch-free, and look at the elements one by one only in a
 //! group where some element passes; [`first_match`] first tests whether a group holds a key
-//! within the range of its keys (one comparison), and the keys themselves only where one does; the loop is compiled once per host code path from the same
-//! source. A position is the first that passes on every path, so the callers' results do not
-//! depend on the path.
+//! within the range of its keys (one comparison), and the keys themselves only where one does.
+//! Each loop is compiled once per host code path from the same source (a function with the
+//! path's target features around a generic `#[inline(always)]` body: a closure called there
+//! would be compiled without them, and run at half the speed). A position is the first that
+//! passes on every path, so the callers' results do not depend on the path.
 
 use super::Isa;
 
