@@ -184,7 +184,13 @@ impl Gen {
     fn view_as(&mut self, t: usize, free: &[u32]) -> nki_lang::ViewId {
         let mut dims = vec![P];
         dims.extend(free);
-        let shape = TileShape::new(&dims).expect("shape");
+        self.corner(t, &dims)
+    }
+
+    /// A view of tile `t`'s elements from its first, in the shape `dims` (partitions first,
+    /// row-major): its leading corner when `dims` is smaller than the tile.
+    fn corner(&mut self, t: usize, dims: &[u32]) -> nki_lang::ViewId {
+        let shape = TileShape::new(dims).expect("shape");
         let v = TileView::whole(self.tiles[t].id.index(), &shape);
         self.b.view(v).expect("view")
     }
@@ -1269,15 +1275,9 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         32 => {
             let Some(a) = g.pick(c, &sq) else { return };
             let half = F / 2;
-            let ids_shape = TileShape::new(&[1, half]).expect("shape");
-            let ids =
-                g.b.view(TileView::whole(g.tiles[a].id.index(), &ids_shape))
-                    .expect("view");
+            let ids = g.corner(a, &[1, half]);
             let d = g.new_tile(Kind::Square);
-            let out_shape = TileShape::new(&[1, 2, half]).expect("shape");
-            let out =
-                g.b.view(TileView::whole(g.tiles[d].id.index(), &out_shape))
-                    .expect("view");
+            let out = g.corner(d, &[1, 2, half]);
             g.push(
                 Opcode::SequenceBounds,
                 None,
@@ -1444,10 +1444,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             };
             g.push(Opcode::RegisterMove, None, mv);
             let d = g.new_tile(Kind::Found);
-            let one = TileShape::new(&[1, 1]).expect("shape");
-            let first = (g.b)
-                .view(TileView::whole(g.tiles[d].id.index(), &one))
-                .expect("view");
+            let first = g.corner(d, &[1, 1]);
             let kind = LoopKind::Dynamic {
                 var: i,
                 upper: r,
@@ -1504,10 +1501,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 },
             );
             let d = g.new_tile(Kind::Square);
-            let corner = TileShape::new(&[rows / 8, x4]).expect("shape");
-            let top =
-                g.b.view(TileView::whole(g.tiles[d].id.index(), &corner))
-                    .expect("view");
+            let top = g.corner(d, &[rows / 8, x4]);
             g.push(
                 Opcode::TensorCopy,
                 None,
@@ -1526,10 +1520,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
             // nc_matmul_mx of the packed tile with itself, by the same scales, into the
             // [F/4, F/4] corner of a new PSUM tile: every element depends on every group
             let p = g.new_tile(Kind::PsumSquare);
-            let corner = TileShape::new(&[x4, x4]).expect("shape");
-            let out =
-                g.b.view(TileView::whole(g.tiles[p].id.index(), &corner))
-                    .expect("view");
+            let out = g.corner(p, &[x4, x4]);
             g.push(
                 Opcode::MatmulMx,
                 None,
@@ -1638,10 +1629,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
                 .collect();
             for (kind, top) in [(Kind::Square, val_top), (Kind::Found, idx_top)] {
                 let d = g.new_tile(kind);
-                let corner = TileShape::new(&[P, k]).expect("shape");
-                let dst =
-                    g.b.view(TileView::whole(g.tiles[d].id.index(), &corner))
-                        .expect("view");
+                let dst = g.corner(d, &[P, k]);
                 g.push(
                     Opcode::TensorCopy,
                     None,
@@ -1659,10 +1647,7 @@ fn step(g: &mut Gen, c: &mut Choices<'_>) {
         // element) into a column tile, under a partition mask
         40 => {
             let (ix, positions) = g.index_tile(c);
-            let shape = TileShape::new(&[1, 1]).expect("shape");
-            let index = (g.b)
-                .view(TileView::whole(g.tiles[ix].id.index(), &shape))
-                .expect("view");
+            let index = g.corner(ix, &[1, 1]);
             let d = g.new_tile(Kind::Column);
             let tile = g.view(d);
             let hbm = g.b.access(access(g.input, P, 1, false)).expect("access");
