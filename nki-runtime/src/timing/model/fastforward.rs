@@ -496,6 +496,7 @@ impl Timeline<'_> {
                     self.ff.detectors[d] = det;
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
                         *b = Backoff {
+                            fails: b.fails.saturating_sub(1),
                             min_period: p,
                             found: p,
                             guess_failed: b.guess_failed,
@@ -511,9 +512,10 @@ impl Timeline<'_> {
                     if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
                         b.guess_failed = true;
                     }
-                } else if natural == Some(p) && det.retries < MAX_RETRIES {
-                    // The buffers' own period: the state may not have settled yet. It is
-                    // looked for again from here.
+                } else if (natural == Some(p) || early == Some(p)) && det.retries < MAX_RETRIES {
+                    // The period of all the buffers, or of the turning tiles' (the permuted
+                    // ones are compared from the buffer they are at): the state may not have
+                    // settled yet. It is looked for again from here.
                     det.retries += 1;
                     det.floor = p;
                 } else {
@@ -522,12 +524,15 @@ impl Timeline<'_> {
                     det.retries = 0;
                     det.floor = if p < MAX_PERIOD { p + 1 } else { 1 };
                 }
-                // A period shorter than the buffers' that failed in a loop that never skipped:
-                // theirs is tried next; else the loop waits.
+                // A period shorter than the buffers' (and than the turning tiles') that failed
+                // in a loop that never skipped: theirs is tried next; else the loop waits. (A
+                // loop whose tiles all turn with one period or are permuted repeats at the
+                // turning tiles' period once it has settled: the Mamba tutorial's channel loop
+                // at the first iteration its pipeline is full, not four iterations later.)
                 if !det.early
                     && let Some(b) = self.ff.backoff.get_mut(edge.begin)
                 {
-                    match natural.filter(|&n| n > p && b.found == 0) {
+                    match natural.filter(|&n| n > p && b.found == 0 && early != Some(p)) {
                         Some(n) => b.min_period = n,
                         None => {
                             b.min_period = b.found.max(1);

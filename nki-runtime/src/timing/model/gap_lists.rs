@@ -57,25 +57,31 @@ pub(super) fn step(
     // The tail holds the `g` gaps the next period freezes, or is the whole list when a
     // period turns the window over (drops all it held).
     let longest = old.len().min(now.len());
-    (grows.min(longest)..=longest).rev().find_map(|tail| {
-        let frozen = now.len() - tail;
-        if frozen > 0 && e + frozen > old.len() {
-            return None;
-        }
-        let same = (0..frozen).all(|i| now[i] == old[e + i] && frozen_ok(now[i]));
-        let shifted = (0..tail).all(|i| moved(old[old.len() - tail + i]) == Some(now[frozen + i]));
-        (same && shifted).then(|| {
-            let floor = old.range(old.len() - tail..).map(|g| g.0).min();
-            (
-                ListStep {
-                    frozen,
-                    grows,
-                    evicted,
-                },
-                floor.unwrap_or(u64::MAX),
-            )
+    // Every candidate tail ends both lists: one is moved exactly when it is no longer than
+    // the longest moved common end, found once.
+    let moved_end = (old.iter().rev().zip(now.iter().rev()))
+        .take_while(|&(&a, &b)| moved(a) == Some(b))
+        .count();
+    (grows.min(longest)..=longest.min(moved_end))
+        .rev()
+        .find_map(|tail| {
+            let frozen = now.len() - tail;
+            if frozen > 0 && e + frozen > old.len() {
+                return None;
+            }
+            let same = (0..frozen).all(|i| now[i] == old[e + i] && frozen_ok(now[i]));
+            same.then(|| {
+                let floor = old.range(old.len() - tail..).map(|g| g.0).min();
+                (
+                    ListStep {
+                        frozen,
+                        grows,
+                        evicted,
+                    },
+                    floor.unwrap_or(u64::MAX),
+                )
+            })
         })
-    })
 }
 
 /// Moves `list` (the `now` of [`step`]) on by `k` periods of `delta` (the caller keeps the
