@@ -90,6 +90,18 @@ pub trait Observer {
         true
     }
 
+    /// Whether an observer that does not compute ([`Observer::computes`] `false`) needs to see
+    /// instruction `pc` at loop values `vars`: when it does not (a timing model's repeats of a
+    /// hoisted load, fills the device never runs), the run counts the instruction and moves on
+    /// without resolving its operands or calling [`Observer::before`]. Never asked of an
+    /// observer that computes, nor for register instructions (they move registers). The
+    /// default needs every instruction.
+    #[inline(always)]
+    fn needs(&mut self, pc: usize, instr: &Instr, vars: &VarValues) -> bool {
+        let _ = (pc, instr, vars);
+        true
+    }
+
     /// Called after instruction `pc` ran.
     #[inline(always)]
     fn after(&mut self, pc: usize, instr: &Instr) {
@@ -546,6 +558,10 @@ pub(crate) fn interpret<'i, O: Observer, H: HostPlan<'i>>(
                 let vars = &f.vars;
                 executed += 1;
                 count += 1;
+                if !obs.computes() && !obs.needs(pc, ins, vars) {
+                    pc += 1;
+                    continue;
+                }
                 if crate::operand::resolve_into(b, ins, vars, sbuf_stride, &mut resolved) {
                     let ops = &resolved;
                     // An indirect DMA's rows and a gather's positions are data: an index outside

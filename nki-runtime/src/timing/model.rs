@@ -1394,16 +1394,7 @@ impl Observer for Timeline<'_> {
         operands: &Operands,
         vars: &VarValues,
     ) -> ControlFlow<String> {
-        let hoisted_repeat = self
-            .hoisted
-            .get(pc)
-            .copied()
-            .flatten()
-            // Past the first iteration of the loop it leaves or of a loop inside that one
-            // (the index of a loop not entered is 0).
-            .is_some_and(|d| vars.iter().skip(MAX_PIDS + d).any(|&v| v != 0));
-        if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
-            self.not_run += 1;
+        if !self.needs(pc, instr, vars) {
             return ControlFlow::Continue(());
         }
         if self.ff.armed {
@@ -1428,6 +1419,19 @@ impl Observer for Timeline<'_> {
 
     fn computes(&self) -> bool {
         self.computes
+    }
+
+    /// Not the instructions the device does not run: a hoisted instruction past the first
+    /// iteration of the loop it leaves or of a loop inside that one (the index of a loop not
+    /// entered is 0), and a folded fill; each is counted in [`Schedule::not_run`].
+    fn needs(&mut self, pc: usize, _instr: &Instr, vars: &VarValues) -> bool {
+        let hoisted_repeat = (self.hoisted.get(pc).copied().flatten())
+            .is_some_and(|d| vars.iter().skip(MAX_PIDS + d).any(|&v| v != 0));
+        if hoisted_repeat || self.folded.get(pc).copied().unwrap_or(false) {
+            self.not_run += 1;
+            return false;
+        }
+        true
     }
 
     fn loop_edge(&mut self, edge: &LoopEdge<'_>, resolve: &mut Resolver<'_>) -> Skip {

@@ -109,6 +109,11 @@ pub(super) struct FastForward {
     now: Vec<u64>,
     /// Iterations skipped so far.
     pub skipped: i64,
+    /// The lengths of the last snapshot's times, shape and counts (the next one's are
+    /// allocated at once).
+    state_lens: [usize; 3],
+    /// The words of state the last snapshot held, its gap lists' included (0: none taken).
+    state_words: u64,
     /// Snapshots taken so far (each starts the gap lists' peaks again).
     snapshots: u64,
     /// By pc of a `LoopBegin`: what its comparisons found so far.
@@ -131,10 +136,19 @@ struct Backoff {
     found: i64,
     /// Whether a guess after the loop's first iteration failed (it is not tried again).
     guess_failed: bool,
+    /// Comparisons made, and how many of them skipped.
+    compared: u32,
+    skips: u32,
 }
 
 /// Most failures in a row counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
 const MAX_BACKOFF: u32 = 10;
+
+/// Words of state (times, shape, counts, gaps) a snapshot and its comparison go through in
+/// the time one instruction takes to be timed: about 80 on a Xeon (model 167), 3.7 ns a
+/// word against 300 ns an instruction in the Mamba tutorial's v2 kernel; the lower figure
+/// favours comparing.
+const WORDS_PER_INSTRUCTION: u64 = 64;
 
 /// What is known of a loop.
 #[derive(Clone, Debug, Default)]
@@ -238,6 +252,8 @@ struct Quick {
     counts: [u64; 6],
     /// A digest of the buffers the loop's turning tiles are at.
     buffers: u64,
+    /// Instructions executed so far.
+    executed: u64,
 }
 
 /// The Δ by which `b`'s queues are `a`'s moved (those that ran; the others unchanged), if
@@ -469,6 +485,7 @@ impl Timeline<'_> {
                 let b = self.rotation.get(t).map_or(0, |r| r.count % degree);
                 h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
             }),
+            executed: edge.executed,
         };
         // The tiles' buffers repeat after the period their last iteration's advance gives:
         // the turning tiles' (`early`), all of them (`natural`).
@@ -500,11 +517,16 @@ impl Timeline<'_> {
                             min_period: p,
                             found: p,
                             guess_failed: b.guess_failed,
+                            compared: b.compared.saturating_add(1),
+                            skips: b.skips.saturating_add(1),
                             ..Backoff::default()
                         };
                     }
                     self.rearm();
                     return skip;
+                }
+                if let Some(b) = self.ff.backoff.get_mut(edge.begin) {
+                    b.compared = b.compared.saturating_add(1);
                 }
                 if det.guess {
                     // A failed guess says nothing of the loop's periods; it is not tried again.
@@ -558,7 +580,7 @@ impl Timeline<'_> {
             Some(b) => (false, b.min_period.max(1)),
             None => (false, 1),
         };
-        if waiting {
+        if waiting || (det.snap.is_none() && !self.worth_comparing(&det, edge, remaining)) {
             self.ff.detectors[d] = det;
             self.rearm();
             return Skip::NONE;
@@ -618,6 +640,30 @@ impl Timeline<'_> {
         self.ff.detectors[d] = det;
         self.rearm();
         Skip::NONE
+    }
+
+    /// Whether a snapshot is worth its cost: the instructions a skip from here could spare
+    /// (the loop's remaining iterations at the instructions its last iterations executed),
+    /// as likely to be spared as the loop's comparisons so far skipped (one more of each
+    /// counted), against the words of state a snapshot and its comparison go through
+    /// ([`WORDS_PER_INSTRUCTION`]). A loop of few short iterations whose state never settles
+    /// (the Mamba tutorial's state loop inside its channel loop) stops comparing after a
+    /// few failures; a long loop compares as its back-off allows.
+    fn worth_comparing(&self, det: &Detector, edge: &Edge<'_>, remaining: i64) -> bool {
+        let (Some(first), Some(last)) = (det.ring.front(), det.ring.back()) else {
+            return true;
+        };
+        let iterations = u64::try_from(last.v - first.v).unwrap_or(0);
+        if self.ff.state_words == 0 || iterations == 0 {
+            return true;
+        }
+        let per = last.executed.saturating_sub(first.executed) / iterations;
+        let spared = per
+            .saturating_mul(u64::try_from(remaining).unwrap_or(0))
+            .saturating_mul(WORDS_PER_INSTRUCTION);
+        let (compared, skips) = (self.ff.backoff.get(edge.begin))
+            .map_or((0, 0), |b| (u64::from(b.compared), u64::from(b.skips)));
+        spared.saturating_mul(skips + 1) >= self.ff.state_words.saturating_mul(compared + 2)
     }
 
     /// Whether each tile that changes buffer within the loop has been at each of its buffers:
@@ -1025,7 +1071,8 @@ impl Timeline<'_> {
 
     /// The state at a back edge.
     fn snapshot(&mut self, info: &LoopInfo, edge: &Edge<'_>) -> Snapshot {
-        let mut times = Vec::new();
+        let [times_len, shape_len, stats_len] = self.ff.state_lens;
+        let mut times = Vec::with_capacity(times_len);
         self.visit_times(info, &mut |_, t| times.push(*t));
         self.ff.snapshots += 1;
         for g in self.gap_lists_mut() {
@@ -1035,10 +1082,13 @@ impl Timeline<'_> {
             .gap_lists()
             .map(|(g, _)| (g.list.clone(), g.evicted))
             .collect();
-        let mut shape = Vec::new();
+        let mut shape = Vec::with_capacity(shape_len);
         self.shape(info, &mut shape);
-        let mut stats = Vec::new();
+        let mut stats = Vec::with_capacity(stats_len);
         self.visit_stats(&mut |x| stats.push(*x));
+        self.ff.state_lens = [times.len(), shape.len(), stats.len()];
+        let gaps: usize = self.gap_lists().map(|(g, _)| 2 * g.list.len()).sum();
+        self.ff.state_words = (times.len() + shape.len() + stats.len() + gaps) as u64;
         Snapshot {
             vars: *edge.vars,
             times,
