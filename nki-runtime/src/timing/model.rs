@@ -1241,8 +1241,15 @@ impl<'p> Timeline<'p> {
             let o = start_on(self, 0);
             option[..engines].fill(o);
         } else {
+            // No engine starts before the data arrives: once `want` engines start then, in
+            // index order, they are the ones taken, and the others need not be looked at.
+            let mut at_arrival = 0;
             for (e, o) in option.iter_mut().enumerate().take(engines) {
                 *o = start_on(self, e);
+                at_arrival += usize::from(o.0 == arrive);
+                if at_arrival == want {
+                    break;
+                }
             }
         }
         let mut chosen: [usize; MAX_DMA] = core::array::from_fn(|e| e);
