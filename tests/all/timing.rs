@@ -517,6 +517,15 @@ fn loop_invariant_instructions_leave_every_loop_they_do_not_depend_on() {
     assert_eq!(s.opcode_count(Engine::Vector, Opcode::TensorScalar), 4);
     assert_eq!(s.opcode_count(Engine::Vector, Opcode::TensorTensor), 12);
     assert_eq!(s.not_run(), 11 + 8);
+    // A run that computes sees every instruction and leaves out the same ones (a timing-only
+    // run counts them without resolving their operands: `Observer::needs`).
+    let computed = Timing::new()
+        .mode(Mode::Compute)
+        .run_shapes(&mut core, &nested_invariants::KERNEL, &[&[4, 128, 512]])
+        .unwrap();
+    assert_eq!(computed.not_run(), s.not_run());
+    assert_eq!(computed.instructions(), s.instructions());
+    assert_eq!(computed.latency_us().to_bits(), s.latency_us().to_bits());
     // As allocated and ordered, every one runs.
     let p = Timing::new()
         .scheduling(Scheduling::ProgramOrder { buffers: 1 })
