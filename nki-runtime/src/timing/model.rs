@@ -93,6 +93,9 @@ struct Gaps {
     evicted: u64,
     /// The most gaps held since [`Gaps::reset_peak`].
     peak: usize,
+    /// Where the last search found its first gap (a guess for the next one: the times an
+    /// engine is asked about mostly move forward; checked before it is used).
+    hint: core::cell::Cell<usize>,
 }
 
 impl Gaps {
@@ -103,9 +106,24 @@ impl Gaps {
     /// disjoint: those ending by `ready` cannot hold an interval starting there).
     #[inline]
     fn first_after(&self, ready: u64) -> usize {
+        let n = self.list.len();
         match self.list.back() {
-            Some(&(_, b)) if b > ready => self.list.partition_point(|&(_, b)| b <= ready),
-            Some(_) | None => self.list.len(),
+            Some(&(_, b)) if b > ready => {
+                // The gap found last, or the one after it, when it is still the first to
+                // end after `ready`; else a binary search.
+                let ends_by = |i: usize| self.list.get(i).is_some_and(|&(_, b)| b <= ready);
+                let h = self.hint.get();
+                let i = if h < n && !ends_by(h) && (h == 0 || ends_by(h - 1)) {
+                    h
+                } else if h + 1 < n && !ends_by(h + 1) && ends_by(h) {
+                    h + 1
+                } else {
+                    self.list.partition_point(|&(_, b)| b <= ready)
+                };
+                self.hint.set(i);
+                i
+            }
+            Some(_) | None => n,
         }
     }
 
