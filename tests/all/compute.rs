@@ -284,6 +284,52 @@ fn free_dimension_broadcast() {
     assert_bits("[P,4,F] - [P,F]", o3.iter(), want3);
 }
 
+/// A source broadcast over a middle axis (RoPE's `cos` over the heads): its runs of 100 are
+/// gathered into the chunks of the other operands' one run of 2,100 per partition, across the
+/// 1,024-element chunk boundaries; in f32 and through bf16 lanes.
+#[kernel]
+fn middle_axis_broadcast(
+    a: Hbm<f32, 128, 7, 3, 100>,
+    b: Hbm<f32, 128, 7, 1, 100>,
+    c: Hbm<bf16, 128, 7, 3, 100>,
+    d: Hbm<bf16, 128, 7, 1, 100>,
+) -> (Hbm<f32, 128, 7, 3, 100>, Hbm<bf16, 128, 7, 3, 100>) {
+    let o1 = ndarray([128, 7, 3, 100], f32, SharedHbm);
+    let o2 = ndarray([128, 7, 3, 100], bf16, SharedHbm);
+    let (x, y) = (load(a[..]), load(b[..]));
+    let (z, w) = (load(c[..]), load(d[..]));
+    store(o1[..], y - x);
+    store(o2[..], z * w);
+    (o1, o2)
+}
+
+#[test]
+fn broadcast_over_a_middle_axis_matches_element_by_element() {
+    use nki::ndarray::Ix4;
+    let a = rand_f32(Ix4(P, 7, 3, 100), 40, -10.0, 10.0);
+    let b = rand_f32(Ix4(P, 7, 1, 100), 41, -10.0, 10.0);
+    let c = rand_f32(Ix4(P, 7, 3, 100), 42, -10.0, 10.0).mapv(bf16::from_f32);
+    let d = rand_f32(Ix4(P, 7, 1, 100), 43, -10.0, 10.0).mapv(bf16::from_f32);
+    let (o1, o2) = middle_axis_broadcast::host(
+        &mut NeuronCore::default(),
+        a.view(),
+        b.view(),
+        c.view(),
+        d.view(),
+    )
+    .unwrap();
+    let want1 = a
+        .indexed_iter()
+        .map(|((p, i, _, f), &x)| b[[p, i, 0, f]] - x);
+    assert_bits("[P,7,1,100] - [P,7,3,100]", o1.iter(), want1);
+    let got: Vec<u16> = o2.iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u16> = c
+        .indexed_iter()
+        .map(|((p, i, _, f), z)| bf16::from_f32(z.to_f32() * d[[p, i, 0, f]].to_f32()).to_bits())
+        .collect();
+    assert_eq!(got, want, "bf16 [P,7,3,100] * [P,7,1,100]");
+}
+
 #[kernel]
 fn partition_broadcast(a: Hbm<f32, 128, 512>, r: Hbm<f32, 1, 512>) -> Hbm<f32, 2, 128, 512> {
     let out = ndarray([2, 128, 512], f32, SharedHbm);

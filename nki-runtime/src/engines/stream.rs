@@ -236,7 +236,7 @@ fn stream_rows(
     strides[n_src] = s.dst.strides;
     let row_strides: [isize; MAX_SOURCES + 1] = core::array::from_fn(|j| strides[j][0]);
     let ahead = RowFootprints::new(s, &strides);
-    let plan = FreePlan::new(&s.dims, &mut strides[..=n_src]);
+    let (plan, gathered) = plan_runs(s, &mut strides);
     let inner_strides: [isize; MAX_SOURCES + 1] = core::array::from_fn(|j| {
         if plan.rank == 0 {
             0
@@ -277,6 +277,10 @@ fn stream_rows(
                 for (j, src) in s.srcs.iter().enumerate() {
                     let off = offs[j] + done as isize * inner_strides[j];
                     let row = r as isize * row_strides[j];
+                    if gathered[j] {
+                        gather_lanes(isa, mems, s, j, row, done, c, bytes, &mut ins[j]);
+                        continue;
+                    }
                     if let Source::Mem {
                         dtype: DType::F32,
                         base,
@@ -360,6 +364,120 @@ fn stream_rows(
             let v = f.finish(isa, s.lane);
             let row = r as isize * red.sink.strides[0];
             store_lanes(isa, mems, &red.sink, s.lane, row, 0, 1, &[v], bytes);
+        }
+    }
+}
+
+/// The runs of `s`'s rows, from its operands' element strides (sources, then destination;
+/// rewritten to the merged dimensions' strides), and which sources are gathered.
+///
+/// A source with a broadcast axis (stride 0) between axes it reads, such as RoPE's `cos`
+/// repeated over the heads, cuts every run at its own contiguous length (64 elements there,
+/// each run a dispatch of its own). When every other operand merges all the free axes into
+/// one run at least twice as long, that source is gathered instead: its lanes for each chunk
+/// are loaded run by run from its own pattern ([`gather_lanes`]), and the instruction streams
+/// the long runs. The lanes hold the same values either way.
+fn plan_runs(
+    s: &Stream<'_>,
+    strides: &mut [[isize; MAX_TILE_RANK]; MAX_SOURCES + 1],
+) -> (FreePlan, [bool; MAX_SOURCES]) {
+    let n_src = s.srcs.len();
+    let original = *strides;
+    let plan = FreePlan::new(&s.dims, &mut strides[..=n_src]);
+    let mut gathered = [false; MAX_SOURCES];
+    if plan.inner() >= CHUNK {
+        return (plan, gathered);
+    }
+    // The innermost free axis of more than one element.
+    let Some(last) = (1..MAX_TILE_RANK).rev().find(|&k| s.dims[k] > 1) else {
+        return (plan, gathered);
+    };
+    for (j, src) in s.srcs.iter().enumerate() {
+        gathered[j] = matches!(src, Source::Mem { .. })
+            && original[j][last] != 0
+            && (1..last).any(|k| s.dims[k] > 1 && original[j][k] == 0);
+    }
+    if !gathered.contains(&true) {
+        return (plan, gathered);
+    }
+    // The others alone; a gathered source follows the destination's strides (unused).
+    let mut others = original;
+    for (st, &g) in others.iter_mut().zip(&gathered) {
+        if g {
+            *st = original[n_src];
+        }
+    }
+    let merged = FreePlan::new(&s.dims, &mut others[..=n_src]);
+    if merged.rank == 1 && merged.inner() >= 2 * plan.inner() {
+        *strides = others;
+        (merged, gathered)
+    } else {
+        *strides = original;
+        (
+            FreePlan::new(&s.dims, &mut strides[..=n_src]),
+            [false; MAX_SOURCES],
+        )
+    }
+}
+
+/// Loads the lanes of source `j` of `s` for elements `e0..e0 + n` of a row (`row`: the row's
+/// element offset), in the row-major order of the grid's free dimensions, one contiguous run
+/// of its innermost axis at a time ([`plan_runs`]).
+#[allow(clippy::too_many_arguments)]
+fn gather_lanes(
+    isa: Isa,
+    mems: &Mems<'_>,
+    s: &Stream<'_>,
+    j: usize,
+    row: isize,
+    e0: usize,
+    n: usize,
+    bytes: &mut [u8],
+    out: &mut [u32],
+) {
+    let src = &s.srcs[j];
+    let Source::Mem { strides, .. } = *src else {
+        return;
+    };
+    // The index of element `e0` along each free dimension.
+    let mut idx = [0usize; MAX_TILE_RANK];
+    let mut rest = e0;
+    for k in (1..MAX_TILE_RANK).rev() {
+        let d = s.dims[k].max(1);
+        idx[k] = rest % d;
+        rest /= d;
+    }
+    // The innermost free axis of more than one element (a gathered source has one).
+    let last = (1..MAX_TILE_RANK)
+        .rev()
+        .find(|&k| s.dims[k] > 1)
+        .unwrap_or(MAX_TILE_RANK - 1);
+    let mut done = 0;
+    while done < n {
+        let run = (s.dims[last].max(1) - idx[last]).min(n - done);
+        let off: isize = (1..MAX_TILE_RANK)
+            .map(|k| idx[k] as isize * strides[k])
+            .sum();
+        load_lanes(
+            isa,
+            mems,
+            src,
+            s.lane,
+            row,
+            off,
+            strides[last],
+            run,
+            bytes,
+            &mut out[done..],
+        );
+        done += run;
+        // The next run: the innermost axis wraps, the ones before it carry.
+        idx[last] += run;
+        let mut k = last;
+        while k > 1 && idx[k] >= s.dims[k].max(1) {
+            idx[k] = 0;
+            k -= 1;
+            idx[k] += 1;
         }
     }
 }
