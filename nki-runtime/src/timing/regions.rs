@@ -163,6 +163,14 @@ impl Region {
         self.q0 >= self.q1 || self.b0 >= self.b1
     }
 
+    /// Its cells as one range of indices, when it spans every quadrant (its blocks' cells
+    /// are then adjacent).
+    #[inline]
+    fn whole_rows(&self) -> Option<core::ops::Range<usize>> {
+        (self.q0 == 0 && self.q1 == QUADS)
+            .then(|| self.base + self.b0 * QUADS..self.base + self.b1 * QUADS)
+    }
+
     /// With its quadrants clamped to the memory's.
     fn clamped(mut self) -> Region {
         self.q1 = self.q1.min(QUADS);
@@ -300,6 +308,12 @@ impl OnChip {
         if reg.is_empty() {
             return;
         }
+        if !c.pe
+            && let Some(cells) = reg.whole_rows()
+        {
+            merge_latest(&self.writes[cells.clone()], &self.writes[cells], ready);
+            return;
+        }
         for b in reg.b0..reg.b1 {
             let row = reg.base + b * QUADS;
             for cell in &self.writes[row + reg.q0..row + reg.q1] {
@@ -313,6 +327,12 @@ impl OnChip {
     #[inline]
     pub fn wait_write(&self, reg: Region, c: Consumer, ready: &mut Ready) {
         if reg.is_empty() {
+            return;
+        }
+        if !c.pe
+            && let Some(cells) = reg.whole_rows()
+        {
+            merge_latest(&self.writes[cells.clone()], &self.reads[cells], ready);
             return;
         }
         for b in reg.b0..reg.b1 {
@@ -334,6 +354,14 @@ impl OnChip {
         if reg.is_empty() {
             return;
         }
+        if let Some(cells) = reg.whole_rows() {
+            for c in &mut self.reads[cells] {
+                if cell.t >= c.t {
+                    *c = cell;
+                }
+            }
+            return;
+        }
         for b in reg.b0..reg.b1 {
             let row = reg.base + b * QUADS;
             for c in &mut self.reads[row + reg.q0..row + reg.q1] {
@@ -351,6 +379,15 @@ impl OnChip {
         if reg.is_empty() {
             return;
         }
+        if let Some(cells) = reg.whole_rows() {
+            self.writes[cells.clone()].fill(cell);
+            for c in &mut self.reads[cells] {
+                if cell.t >= c.t {
+                    *c = cell;
+                }
+            }
+            return;
+        }
         for b in reg.b0..reg.b1 {
             let row = reg.base + b * QUADS;
             for c in &mut self.writes[row + reg.q0..row + reg.q1] {
@@ -362,6 +399,23 @@ impl OnChip {
                 }
             }
         }
+    }
+}
+
+/// [`Ready::merge`] of `a[0]`, `b[0]`, `a[1]`, `b[1]`, ... in that order (a reader passes its
+/// cells' writes twice): the latest time first, then the first cell that holds it.
+#[inline]
+fn merge_latest(a: &[Cell], b: &[Cell], ready: &mut Ready) {
+    let latest = (a.iter().zip(b))
+        .map(|(x, y)| x.t.max(y.t))
+        .max()
+        .unwrap_or(0);
+    if latest > ready.t
+        && let Some(who) = (a.iter().zip(b))
+            .find_map(|(x, y)| [x, y].into_iter().find(|c| c.t == latest).map(|c| c.who))
+    {
+        ready.t = latest;
+        ready.who = who;
     }
 }
 
@@ -638,6 +692,117 @@ mod tests {
             dtype: DType::Bf16,
             pattern: Pattern { base, strides },
             dims,
+        }
+    }
+
+    /// The waits and marks of a region spanning every quadrant (one slice of cells) agree with
+    /// those of the same cells visited one by one, block by block and quadrant by quadrant, in
+    /// time and in which record set it (the first cell, in that order, with the latest time).
+    #[test]
+    fn whole_row_regions_wait_and_mark_as_cell_by_cell() {
+        let mut m = OnChip::new(4096, 4096, 1, BLOCK_SHIFT);
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let blocks = m.blocks;
+        for round in 0..200u32 {
+            // Partial regions mark random cells (few distinct times: ties between cells).
+            let (q0, b0) = (next() as usize % QUADS, next() as usize % blocks);
+            let part = Region {
+                base: 0,
+                q0,
+                q1: q0 + 1 + next() as usize % (QUADS - q0),
+                b0,
+                b1: b0 + 1 + next() as usize % (blocks - b0).min(4),
+            };
+            let cell = Cell {
+                t: next() % 8,
+                who: round,
+                pe: false,
+            };
+            if next() % 2 == 0 {
+                m.mark_write(part, cell);
+            } else {
+                m.mark_read(part, cell);
+            }
+            let b0 = next() as usize % blocks;
+            let whole = Region {
+                base: 0,
+                q0: 0,
+                q1: QUADS,
+                b0,
+                b1: b0 + 1 + next() as usize % (blocks - b0).min(6),
+            };
+            let c = Consumer {
+                pe: false,
+                pe_latency: 0,
+            };
+            let start = Ready {
+                t: next() % 6,
+                who: 1_000_000,
+            };
+            for write in [false, true] {
+                let mut want = start;
+                for b in whole.b0..whole.b1 {
+                    for q in 0..QUADS {
+                        let i = b * QUADS + q;
+                        want.merge(m.writes[i].t, m.writes[i].who);
+                        if write {
+                            want.merge(m.reads[i].t, m.reads[i].who);
+                        }
+                    }
+                }
+                let mut got = start;
+                if write {
+                    m.wait_write(whole, c, &mut got);
+                } else {
+                    m.wait_read(whole, c, &mut got);
+                }
+                assert_eq!(
+                    (got.t, got.who),
+                    (want.t, want.who),
+                    "round {round}, write {write}"
+                );
+            }
+            // A whole-row mark leaves every cell as marking them one by one does.
+            let mut by_cell = m.clone();
+            let cell = Cell {
+                t: next() % 8,
+                who: 500 + round,
+                pe: false,
+            };
+            let write = next() % 2 == 0;
+            for b in whole.b0..whole.b1 {
+                let row = Region {
+                    base: 0,
+                    q0: 0,
+                    q1: 1,
+                    b0: b,
+                    b1: b + 1,
+                };
+                for q in 0..QUADS {
+                    let one = Region {
+                        q0: q,
+                        q1: q + 1,
+                        ..row
+                    };
+                    if write {
+                        by_cell.mark_write(one, cell);
+                    } else {
+                        by_cell.mark_read(one, cell);
+                    }
+                }
+            }
+            if write {
+                m.mark_write(whole, cell);
+            } else {
+                m.mark_read(whole, cell);
+            }
+            assert_eq!((&m.writes, &m.reads), (&by_cell.writes, &by_cell.reads));
         }
     }
 
