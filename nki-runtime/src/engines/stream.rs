@@ -388,8 +388,7 @@ fn plan_runs(
     if plan.inner() >= CHUNK {
         return (plan, gathered);
     }
-    // The innermost free axis of more than one element.
-    let Some(last) = (1..MAX_TILE_RANK).rev().find(|&k| s.dims[k] > 1) else {
+    let Some(last) = innermost_axis(&s.dims) else {
         return (plan, gathered);
     };
     for (j, src) in s.srcs.iter().enumerate() {
@@ -420,6 +419,11 @@ fn plan_runs(
     }
 }
 
+/// The innermost free axis of more than one element of a grid, if any.
+fn innermost_axis(dims: &[usize; MAX_TILE_RANK]) -> Option<usize> {
+    (1..MAX_TILE_RANK).rev().find(|&k| dims[k] > 1)
+}
+
 /// Loads the lanes of source `j` of `s` for elements `e0..e0 + n` of a row (`row`: the row's
 /// element offset), in the row-major order of the grid's free dimensions, one contiguous run
 /// of its innermost axis at a time ([`plan_runs`]).
@@ -447,11 +451,8 @@ fn gather_lanes(
         idx[k] = rest % d;
         rest /= d;
     }
-    // The innermost free axis of more than one element (a gathered source has one).
-    let last = (1..MAX_TILE_RANK)
-        .rev()
-        .find(|&k| s.dims[k] > 1)
-        .unwrap_or(MAX_TILE_RANK - 1);
+    // A gathered source has one ([`plan_runs`]).
+    let last = innermost_axis(&s.dims).unwrap_or(MAX_TILE_RANK - 1);
     let mut done = 0;
     while done < n {
         let run = (s.dims[last].max(1) - idx[last]).min(n - done);
