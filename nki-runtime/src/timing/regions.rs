@@ -190,6 +190,9 @@ pub(crate) struct OnChip {
     /// Bytes per cell within a partition (log2).
     shift: u32,
     planes: usize,
+    /// Each cell's last write and last read: empty until the first access is recorded (a
+    /// memory replaced before any is, as a new timeline's is by its scheduling, is never
+    /// cleared).
     writes: Vec<Cell>,
     reads: Vec<Cell>,
 }
@@ -207,8 +210,18 @@ impl OnChip {
             blocks,
             shift,
             planes,
-            writes: fresh_cells(planes * blocks * QUADS),
-            reads: fresh_cells(planes * blocks * QUADS),
+            writes: Vec::new(),
+            reads: Vec::new(),
+        }
+    }
+
+    /// Allocates the cells at the first access recorded.
+    #[inline]
+    fn allocate(&mut self) {
+        if self.writes.is_empty() {
+            let n = self.planes * self.blocks * QUADS;
+            self.writes = fresh_cells(n);
+            self.reads = fresh_cells(n);
         }
     }
 
@@ -299,13 +312,14 @@ impl OnChip {
 
     /// Cell `i`'s last write and last read.
     pub fn cell_mut(&mut self, i: usize) -> Option<(&mut Cell, &mut Cell)> {
+        self.allocate();
         Some((self.writes.get_mut(i)?, self.reads.get_mut(i)?))
     }
 
     /// Raises `ready` to when a reader of `reg` may start (the writes it reads are done).
     #[inline]
     pub fn wait_read(&self, reg: Region, c: Consumer, ready: &mut Ready) {
-        if reg.is_empty() {
+        if reg.is_empty() || self.writes.is_empty() {
             return;
         }
         if !c.pe
@@ -326,7 +340,7 @@ impl OnChip {
     /// overwrites are done).
     #[inline]
     pub fn wait_write(&self, reg: Region, c: Consumer, ready: &mut Ready) {
-        if reg.is_empty() {
+        if reg.is_empty() || self.writes.is_empty() {
             return;
         }
         if !c.pe
@@ -354,6 +368,7 @@ impl OnChip {
         if reg.is_empty() {
             return;
         }
+        self.allocate();
         if let Some(cells) = reg.whole_rows() {
             for c in &mut self.reads[cells] {
                 if cell.t >= c.t {
@@ -379,6 +394,7 @@ impl OnChip {
         if reg.is_empty() {
             return;
         }
+        self.allocate();
         if let Some(cells) = reg.whole_rows() {
             self.writes[cells.clone()].fill(cell);
             for c in &mut self.reads[cells] {
