@@ -299,11 +299,17 @@ impl OnChip {
         .clamped()
     }
 
+    /// How many cells it has (every index [`OnChip::cells`] gives is below).
+    pub fn len(&self) -> usize {
+        self.planes * self.blocks * QUADS
+    }
+
     /// The indices of the cells of `reg` (for [`OnChip::cell_mut`]).
     pub fn cells(&self, reg: Region, out: &mut Vec<usize>) {
         if reg.is_empty() {
             return;
         }
+        out.reserve((reg.b1 - reg.b0) * (reg.q1 - reg.q0));
         for b in reg.b0..reg.b1 {
             let row = reg.base + b * QUADS;
             out.extend(row + reg.q0..row + reg.q1);

@@ -832,22 +832,21 @@ impl Timeline<'_> {
             .collect();
         // Under the device's scheduling, one whose planes hold cells of its own (in the same
         // number each, none shared with another tile) is compared buffer by buffer from the
-        // one it is at: its state at any buffer is the same state.
-        let mut all: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        // one it is at: its state at any buffer is the same state. How many of the loop's
+        // tiles' planes hold each cell of SBUF and PSUM:
+        let mut holders = [vec![0u8; self.sbuf.len()], vec![0u8; self.psum.len()]];
         for (_, psum, planes) in &spans {
-            for c in planes {
-                all[usize::from(*psum)].extend(c);
+            let held = &mut holders[usize::from(*psum)];
+            for &i in planes.iter().flatten() {
+                if let Some(h) = held.get_mut(i) {
+                    *h = h.saturating_add(1);
+                }
             }
         }
-        for c in &mut all {
-            c.sort_unstable();
-        }
-        let own = |psum: bool, c: &usize| {
-            let a = &all[usize::from(psum)];
-            let i = a.partition_point(|x| x < c);
-            a.get(i + 1) != Some(c)
-        };
-        let mut cells = [Vec::new(), Vec::new()];
+        let own =
+            |psum: bool, c: &usize| holders[usize::from(psum)].get(*c).is_some_and(|&h| h <= 1);
+        // The cells of the tiles not permuted, in order and once each.
+        let mut kept = [vec![false; self.sbuf.len()], vec![false; self.psum.len()]];
         let mut permuted = Vec::new();
         for (t, psum, planes) in spans {
             let n = planes.first().map_or(0, Vec::len);
@@ -865,15 +864,20 @@ impl Timeline<'_> {
                     planes,
                 });
             } else {
-                for c in planes {
-                    cells[usize::from(psum)].extend(c);
+                let kept = &mut kept[usize::from(psum)];
+                for &i in planes.iter().flatten() {
+                    if let Some(k) = kept.get_mut(i) {
+                        *k = true;
+                    }
                 }
             }
         }
-        for c in &mut cells {
-            c.sort_unstable();
-            c.dedup();
-        }
+        let cells = kept.map(|kept| {
+            (kept.iter().enumerate())
+                .filter(|&(_, &k)| k)
+                .map(|(i, _)| i)
+                .collect::<Vec<usize>>()
+        });
         let turning: Vec<usize> = changing
             .into_iter()
             .filter(|t| !permuted.iter().any(|p| p.tile == *t))
