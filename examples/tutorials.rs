@@ -412,6 +412,10 @@ struct Cli {
     /// a huge value runs every instruction over all its partitions at once)
     #[arg(long, value_name = "BYTES")]
     host_cache_bytes: Option<usize>,
+    /// Host threads of the core (`NeuronCore::with_host_threads`; 1 runs every instruction on
+    /// the calling thread)
+    #[arg(long, value_name = "N")]
+    host_threads: Option<usize>,
     /// Run each case once with the schedule-independence check (ScheduleCheck::DEFAULT)
     /// instead of timing it, and print the check's time beside a plain launch's
     #[arg(long)]
@@ -427,6 +431,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         host_profile,
         strict,
         host_cache_bytes,
+        host_threads,
         schedule_check,
     } = cli;
     let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
@@ -456,6 +461,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut core = NeuronCore::default();
     if let Some(bytes) = host_cache_bytes {
         core = core.with_host_cache_bytes(bytes);
+    }
+    if let Some(n) = host_threads {
+        core = core.with_host_threads(n);
     }
     let mut results = BTreeMap::new();
     for name in &cases {
