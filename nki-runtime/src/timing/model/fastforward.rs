@@ -123,7 +123,7 @@ pub(super) struct FastForward {
 /// What a loop's comparisons found so far.
 #[derive(Copy, Clone, Debug, Default)]
 struct Backoff {
-    /// Failures in a row.
+    /// Failures not yet made up for (a comparison that skips takes one off).
     fails: u32,
     /// Back edges that pass before the loop takes a snapshot again (twice as many after each
     /// failure, so that a loop never in a steady state costs a comparison every few
@@ -141,7 +141,7 @@ struct Backoff {
     skips: u32,
 }
 
-/// Most failures in a row counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
+/// Most failures counted (a loop then waits `2^MAX_BACKOFF - 1` back edges).
 const MAX_BACKOFF: u32 = 10;
 
 /// Words of state (times, shape, counts, gaps) a snapshot and its comparison go through in
