@@ -81,8 +81,6 @@ pub(crate) struct EngineState {
     pub packs_worker: (PackCache, PackCache),
     /// How matmuls of input operands share their rows with the worker.
     pub row_share: split::RowShare,
-    /// How instructions split by [`split::for_rows`] share their rows with the worker.
-    pub stream_share: split::RowShare,
     /// Lanes of streamed (elementwise) instructions.
     pub lanes: lanes::Lanes,
     /// Lanes of the worker's half of a streamed instruction.
@@ -159,7 +157,6 @@ impl EngineState {
                 PackCache::stationary_operands(0),
             ),
             row_share: split::RowShare::new(),
-            stream_share: split::RowShare::new(),
             lanes: lanes::Lanes::new(),
             lanes_worker: lanes::Lanes::new(),
             block_bytes: block_bytes(),

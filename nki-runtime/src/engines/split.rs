@@ -7,8 +7,7 @@
 //! their operands in a [`RowSplit`] and run through [`for_rows`]: split when every destination
 //! maps row `r` to the same partition and every source in the written memory reads the same
 //! rows or rows outside the written ones, each thread then with its own lanes and its own
-//! writable partitions ([`super::mems`]), the caller taking the share of the rows a
-//! [`RowShare`] of its own says (any split point computes the same). Strided transfers ([`super::access::transfer_par`])
+//! writable partitions ([`super::mems`]). Strided transfers ([`super::access::transfer_par`])
 //! split when [`transfer_splits`]: the destination's halves are disjoint byte ranges. Each
 //! half computes exactly what the serial loop computes for its rows.
 //!
@@ -21,7 +20,7 @@
 //! finishing times of the two threads.
 
 use core::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nki_lang::DType;
 
@@ -75,12 +74,10 @@ pub(crate) fn split_rows(k: usize, m: usize, n: usize) -> Option<usize> {
     Some((m / 2).div_ceil(STATIONARY_BLOCK) * STATIONARY_BLOCK).filter(|&h| h < m)
 }
 
-/// How a matmul whose operands both come from input tensors, or an instruction split by
-/// [`for_rows`] (each kind with a share of its own), shares its rows between the calling thread
-/// and the worker: the fraction of rows the caller takes, moved after each such split toward
-/// even finishing times (each half computes exactly its rows, so the results do not depend on
-/// it). With a busy process pinned to the second vCPU, the NKI Library cumsum took
-/// 42 ms P50 on two threads in halves, 24 ms with this share and 32 ms on one thread. The two vCPUs of the project's virtual machines are not always equally
+/// How a matmul whose operands both come from input tensors shares its output rows between the
+/// calling thread and the worker: the fraction of rows the caller takes, moved after each such
+/// split toward even finishing times (each half computes exactly its rows, so the results do
+/// not depend on it). The two vCPUs of the project's virtual machines are not always equally
 /// fast: when they sat far apart, the seed's half took the worker 28.3–28.6 µs against
 /// 23.1–24.1 µs on the calling thread, and fixed halves waited for the worker.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -103,12 +100,6 @@ impl RowShare {
         }
         let h = (m as f32 * self.caller / B as f32).round() as usize * B;
         Some(h.clamp(B, (m - 1) / B * B))
-    }
-
-    /// The caller's rows of `m` (at least 2) when any split point will do: at least one for
-    /// each thread.
-    pub(crate) fn any_rows(&self, m: usize) -> usize {
-        ((m as f32 * self.caller).round() as usize).clamp(1, m.saturating_sub(1).max(1))
     }
 
     /// Takes in that the caller computed `h` of `m` rows in `here` and the worker the rest in
@@ -247,13 +238,12 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         lanes,
         lanes_worker,
         worker,
-        stream_share,
         ..
     } = e;
     let isa = *isa;
     let rows = split.rows;
     let plan = split_point(split, sbuf_stride).and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
-    let Some((worker, (_, loc, p0))) = plan else {
+    let Some((worker, (h, loc, p0))) = plan else {
         let mut mems = Mems {
             sbuf: Region::whole(sbuf.bytes_mut()),
             psum: Region::whole(psum.bytes_mut()),
@@ -268,9 +258,6 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         Loc::Psum => Psum::PARTITION_STRIDE,
         Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_stride,
     };
-    // Any split point gives the same results (no row reads what another writes): the caller
-    // takes the share of the rows that kept the two threads' times even so far.
-    let h = stream_share.any_rows(rows);
     let p0 = p0 as usize;
     let (a0, b0, b1) = (p0 * part, (p0 + h) * part, (p0 + rows) * part);
     let (below, rest) = mem.split_at_mut(a0);
@@ -279,19 +266,10 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let (below, above) = (&*below, &*above);
     let mut ma = thread_mems(loc, below, own_a, a0, above, b1, other);
     let mut mb = thread_mems(loc, below, own_b, b0, above, b1, other);
-    let (here, there) = worker.join(
-        || {
-            let t = Instant::now();
-            body(isa, &mut ma, 0..h, lanes);
-            t.elapsed()
-        },
-        || {
-            let t = Instant::now();
-            body(isa, &mut mb, h..rows, lanes_worker);
-            t.elapsed()
-        },
+    worker.join(
+        || body(isa, &mut ma, 0..h, lanes),
+        || body(isa, &mut mb, h..rows, lanes_worker),
     );
-    stream_share.observe(h, rows, here, there);
 }
 
 #[cfg(test)]
@@ -310,29 +288,6 @@ mod tests {
         assert_eq!(split_rows(128, 15, 512), None);
         assert_eq!(split_rows(4, 128, 512), None);
         assert_eq!(split_rows(8, 128, 512), Some(64));
-    }
-
-    /// Any split point leaves each thread at least one row, at the caller's share.
-    #[test]
-    fn any_rows_take_the_callers_share_and_leave_each_thread_a_row() {
-        let mut share = RowShare::new();
-        assert_eq!(share.any_rows(2), 1);
-        assert_eq!(share.any_rows(80), 40);
-        // The worker took three times as long for as many rows: the caller's share grows.
-        share.observe(40, 80, Duration::from_micros(10), Duration::from_micros(30));
-        let h = share.any_rows(80);
-        assert!(h > 40 && h < 80, "{h}");
-        assert_eq!(share.any_rows(2), 1);
-        for _ in 0..50 {
-            share.observe(
-                40,
-                80,
-                Duration::from_micros(10),
-                Duration::from_micros(1000),
-            );
-        }
-        assert_eq!(share.any_rows(80), 60, "kept within three quarters");
-        assert_eq!(share.any_rows(3), 2);
     }
 
     #[test]
