@@ -388,6 +388,7 @@ fn plan_runs(
     if plan.inner() >= CHUNK {
         return (plan, gathered);
     }
+    let planned = *strides;
     let Some(last) = innermost_axis(&s.dims) else {
         return (plan, gathered);
     };
@@ -411,11 +412,8 @@ fn plan_runs(
         *strides = others;
         (merged, gathered)
     } else {
-        *strides = original;
-        (
-            FreePlan::new(&s.dims, &mut strides[..=n_src]),
-            [false; MAX_SOURCES],
-        )
+        *strides = planned;
+        (plan, [false; MAX_SOURCES])
     }
 }
 

@@ -376,20 +376,12 @@ impl OnChip {
         }
         self.allocate();
         if let Some(cells) = reg.whole_rows() {
-            for c in &mut self.reads[cells] {
-                if cell.t >= c.t {
-                    *c = cell;
-                }
-            }
+            later_read(&mut self.reads[cells], cell);
             return;
         }
         for b in reg.b0..reg.b1 {
             let row = reg.base + b * QUADS;
-            for c in &mut self.reads[row + reg.q0..row + reg.q1] {
-                if cell.t >= c.t {
-                    *c = cell;
-                }
-            }
+            later_read(&mut self.reads[row + reg.q0..row + reg.q1], cell);
         }
     }
 
@@ -403,11 +395,7 @@ impl OnChip {
         self.allocate();
         if let Some(cells) = reg.whole_rows() {
             self.writes[cells.clone()].fill(cell);
-            for c in &mut self.reads[cells] {
-                if cell.t >= c.t {
-                    *c = cell;
-                }
-            }
+            later_read(&mut self.reads[cells], cell);
             return;
         }
         for b in reg.b0..reg.b1 {
@@ -415,11 +403,18 @@ impl OnChip {
             for c in &mut self.writes[row + reg.q0..row + reg.q1] {
                 *c = cell;
             }
-            for c in &mut self.reads[row + reg.q0..row + reg.q1] {
-                if cell.t >= c.t {
-                    *c = cell;
-                }
-            }
+            later_read(&mut self.reads[row + reg.q0..row + reg.q1], cell);
+        }
+    }
+}
+
+/// Records an access completing at `cell.t` as the last read of each of `reads` it is not
+/// earlier than.
+#[inline]
+fn later_read(reads: &mut [Cell], cell: Cell) {
+    for c in reads {
+        if cell.t >= c.t {
+            *c = cell;
         }
     }
 }
