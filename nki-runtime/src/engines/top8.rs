@@ -61,6 +61,12 @@ fn for_partitions(
         *k = source(r);
     }
     let data = reads[0];
+    // Both threads' rows are made long enough here, whichever thread then takes which
+    // partitions: a launch allocates only while its rows are longer than any before.
+    let elems = writes.iter().chain(reads).map(|r| free_elems(r)).max();
+    let elems = elems.unwrap_or(0);
+    e.lanes.top8.reserve(elems);
+    e.lanes_worker.top8.reserve(elems);
     let plan = RowSplit {
         rows: data.dims[0],
         elems: data.dims.iter().product(),
@@ -214,6 +220,22 @@ pub(crate) struct Rows {
     bits: Vec<u32>,
     /// The position each value claimed.
     at: Vec<Option<usize>>,
+}
+
+impl Rows {
+    /// Makes room for partitions of `elems` free elements in every buffer.
+    fn reserve(&mut self, elems: usize) {
+        fn room<T>(v: &mut Vec<T>, n: usize) {
+            v.reserve(n.saturating_sub(v.len()));
+        }
+        for Row(v) in &mut self.vals {
+            room(v, elems);
+        }
+        room(&mut self.bits, elems);
+        // `max8_keys` inserts a ninth before it truncates to 8.
+        room(&mut self.top, 9);
+        room(&mut self.at, 8);
+    }
 }
 
 /// A buffer for one partition's values as fp32.
