@@ -189,6 +189,23 @@ fn launches_allocate_only_their_outputs() {
         count(|| top8_searches::launch_into(&mut core, &xs, &mut top, &mut found, &mut rest));
     r.unwrap();
     assert_eq!(n, 0, "a launch of the top-8 searches allocated {n} times");
+    // Whichever thread searched which partitions before: a first launch on one thread, then
+    // launches that may split (the worker's rows were made ready by the first).
+    let mut one = NeuronCore::default()
+        .with_strict(false)
+        .with_host_threads(1);
+    top8_searches::launch_into(&mut one, &xs, &mut top, &mut found, &mut rest).unwrap();
+    let mut two = one.with_host_threads(2);
+    for round in 0..3 {
+        let (r, n) =
+            count(|| top8_searches::launch_into(&mut two, &xs, &mut top, &mut found, &mut rest));
+        r.unwrap();
+        assert_eq!(
+            n, 0,
+            "a launch of the top-8 searches after one on a single thread allocated {n} times \
+             (round {round})"
+        );
+    }
     // A failed launch allocates only its error message.
     let wrong = DeviceTensor::<bf16>::zeros(&[64, 512]).unwrap();
     let (r, _) = count(|| matmul_basic::launch_into(&mut core, &a, &wrong, &mut out));
