@@ -26,6 +26,15 @@
 //! half and the worker has not claimed the other (it is parked, or the host's other core is
 //! busy), the caller takes the job back and runs it itself: it never waits for a thread that
 //! has not started.
+//!
+//! A worker that finds itself on the CPU its poster ran on when it posted (Linux's
+//! `sched_getcpu`) does not claim the job and parks: there it would only take turns with the
+//! poster. That happens when another process keeps the host's other vCPU busy and the scheduler
+//! wakes the worker next to the caller; the poster then leaves it parked (and
+//! [`Worker::near`] answers far) until [`PROBE_EVERY`] has passed. On a 2-vCPU host with a
+//! spinning neighbour this keeps two threads within a few per cent of one, where a worker
+//! spinning for jobs beside the caller made top-k 40 % and cumsum 35 % slower than one thread
+//! (`docs/performance.md`, "A busy neighbour: the worker leaves the caller's CPU").
 
 use std::cell::UnsafeCell;
 use std::hint::spin_loop;
@@ -82,7 +91,30 @@ struct Shared {
     /// Set by the worker thread once it runs: the standard library's start of a thread
     /// (which allocates, e.g. its name for the stack-overflow handler) is over.
     started: AtomicBool,
+    /// The CPU the poster of the current job ran on when it posted it ([`NO_CPU`] where the OS
+    /// does not say): a worker that finds itself on that CPU leaves the job to the poster.
+    poster_cpu: AtomicU32,
+    /// Set by the worker when it parked instead of running a job on its poster's CPU; cleared
+    /// by the poster when it wakes the worker again.
+    refused: AtomicBool,
     job: UnsafeCell<Option<JobRef>>,
+}
+
+/// [`Shared::poster_cpu`] when the CPU is not known.
+const NO_CPU: u32 = u32::MAX;
+
+/// The CPU the calling thread runs on now, where the OS says (Linux's `sched_getcpu`).
+fn current_cpu() -> u32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sched_getcpu` takes no arguments and only reports the calling thread's CPU.
+        let cpu = unsafe { libc::sched_getcpu() };
+        u32::try_from(cpu).unwrap_or(NO_CPU)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        NO_CPU
+    }
 }
 
 // SAFETY: `job` is set by the owner of the `Worker` (through `&mut Worker`) while the state is
@@ -127,6 +159,9 @@ pub(crate) struct Worker {
     handle: Option<JoinHandle<()>>,
     /// When the round trip was last measured, and whether it was at most [`NEAR`].
     probed: Option<(Instant, bool)>,
+    /// Since when the worker is known to have refused a job on this thread's CPU
+    /// ([`Shared::refused`]): it is left parked until [`PROBE_EVERY`] has passed.
+    refused_since: Option<Instant>,
 }
 
 impl Worker {
@@ -141,6 +176,8 @@ impl Worker {
             state: AtomicU32::new(IDLE),
             parked: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            poster_cpu: AtomicU32::new(NO_CPU),
+            refused: AtomicBool::new(false),
             job: UnsafeCell::new(None),
         });
         let s = Arc::clone(&shared);
@@ -157,6 +194,7 @@ impl Worker {
             shared,
             handle: Some(handle),
             probed: None,
+            refused_since: None,
         })
     }
 
@@ -170,6 +208,9 @@ impl Worker {
     /// measures it once it spins. Splitting meanwhile costs little: a half the worker has not
     /// claimed by the time the caller's is done runs on the caller.
     pub(crate) fn near(&mut self) -> bool {
+        if !may_wake(&self.shared, &mut self.refused_since) {
+            return false;
+        }
         match self.probed {
             Some((at, near)) if at.elapsed() < PROBE_EVERY => near,
             last => {
@@ -234,8 +275,10 @@ impl Worker {
                 run: StackJob::<B, RB>::execute,
             });
         }
+        shared.poster_cpu.store(current_cpu(), Ordering::Relaxed);
         shared.state.store(POSTED, Ordering::SeqCst);
         if shared.parked.load(Ordering::SeqCst)
+            && may_wake(shared, &mut self.refused_since)
             && let Some(h) = &self.handle
         {
             h.thread().unpark();
@@ -363,6 +406,47 @@ fn pong(flag: &AtomicU32) {
     }
 }
 
+/// Whether the worker may be woken: not while it refused jobs on its poster's CPU
+/// ([`Shared::refused`]), until [`PROBE_EVERY`] has passed since the poster saw it
+/// (`refused_since`, the poster's).
+fn may_wake(shared: &Shared, refused_since: &mut Option<Instant>) -> bool {
+    if !shared.refused.load(Ordering::Relaxed) {
+        return true;
+    }
+    let now = Instant::now();
+    match *refused_since {
+        Some(t) if now - t < PROBE_EVERY => false,
+        Some(_) => {
+            *refused_since = None;
+            shared.refused.store(false, Ordering::Relaxed);
+            true
+        }
+        None => {
+            *refused_since = Some(now);
+            false
+        }
+    }
+}
+
+/// Whether the worker runs on the CPU its last poster ran on (then it only takes the
+/// poster's turns).
+fn on_poster_cpu(shared: &Shared) -> bool {
+    let cpu = shared.poster_cpu.load(Ordering::Relaxed);
+    cpu != NO_CPU && cpu == current_cpu()
+}
+
+/// Parks the worker until the next post (or a spurious wake-up). With `posted`, also while a
+/// job waits: its poster takes it back.
+fn park(shared: &Shared, posted: bool) {
+    shared.parked.store(true, Ordering::SeqCst);
+    // Re-check after announcing the park, so that a job posted in between is seen (the poster
+    // reads `parked` after publishing POSTED).
+    if posted || shared.state.load(Ordering::SeqCst) == IDLE {
+        thread::park();
+    }
+    shared.parked.store(false, Ordering::SeqCst);
+}
+
 fn worker_loop(shared: &Shared) {
     shared.started.store(true, Ordering::Release);
     loop {
@@ -371,6 +455,14 @@ fn worker_loop(shared: &Shared) {
         loop {
             match shared.state.load(Ordering::Acquire) {
                 POSTED => {
+                    // On the poster's CPU the poster is not running: running the job here
+                    // would only take turns with it. Park; the poster takes the job back.
+                    if on_poster_cpu(shared) {
+                        shared.refused.store(true, Ordering::Relaxed);
+                        park(shared, true);
+                        since = Instant::now();
+                        continue;
+                    }
                     let claim = shared.state.compare_exchange(
                         POSTED,
                         RUNNING,
@@ -387,17 +479,13 @@ fn worker_loop(shared: &Shared) {
                 _ => {}
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) || since.elapsed() < SPIN_BEFORE_PARK {
+            if !spins.is_multiple_of(64)
+                || (since.elapsed() < SPIN_BEFORE_PARK && !on_poster_cpu(shared))
+            {
                 spin_loop();
                 continue;
             }
-            shared.parked.store(true, Ordering::SeqCst);
-            // Re-check after announcing the park, so that a job posted in between is seen
-            // (the poster reads `parked` after publishing POSTED).
-            if shared.state.load(Ordering::SeqCst) == IDLE {
-                thread::park();
-            }
-            shared.parked.store(false, Ordering::SeqCst);
+            park(shared, false);
             since = Instant::now();
         }
         // SAFETY: the claim (POSTED -> RUNNING, Acquire) makes the poster's write of `job`
@@ -473,6 +561,41 @@ mod tests {
         assert_eq!(w.near(), first, "within PROBE_EVERY the answer is reused");
         // The worker still runs jobs after a measurement.
         assert_eq!(w.join(|| 5, || 6), (5, 6));
+    }
+
+    /// A worker on its poster's CPU leaves the job to the poster and is left parked: both
+    /// threads pinned to one CPU, the job runs on the calling thread, and the worker is far.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_worker_on_the_posters_cpu_leaves_the_job_to_the_poster() {
+        use std::os::unix::thread::JoinHandleExt;
+        let Some(mut w) = Worker::start() else { return };
+        let cpu = super::current_cpu();
+        let Ok(cpu_index) = usize::try_from(cpu) else {
+            return;
+        };
+        // SAFETY: a zeroed `cpu_set_t` is a valid empty set; the calls only read it.
+        let pinned = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu_index, &mut set);
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            let worker = w.handle.as_ref().map(|h| h.as_pthread_t());
+            libc::sched_setaffinity(0, size, &set) == 0
+                && worker.is_some_and(|t| libc::pthread_setaffinity_np(t, size, &set) == 0)
+        };
+        if !pinned {
+            // A sandbox that refuses affinity masks: nothing to check here.
+            return;
+        }
+        let caller = std::thread::current().id();
+        let (_, ran_on) = w.join(
+            // Leaves the CPU to the worker, which then finds the job posted from its CPU.
+            || std::thread::sleep(std::time::Duration::from_millis(20)),
+            || std::thread::current().id(),
+        );
+        assert_eq!(ran_on, caller, "the job ran on the worker");
+        assert!(!w.near(), "a worker that refused a job counts as far");
+        assert_eq!(w.join(|| 7, || 8), (7, 8));
     }
 
     #[test]
