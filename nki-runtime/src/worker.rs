@@ -206,7 +206,9 @@ impl Worker {
     /// [`PROBE_PATIENCE`] used to count as far for the next [`PROBE_EVERY`]). It is woken
     /// instead, the last answer stands (near, before the first measurement), and a later call
     /// measures it once it spins. Splitting meanwhile costs little: a half the worker has not
-    /// claimed by the time the caller's is done runs on the caller.
+    /// claimed by the time the caller's is done runs on the caller. A worker that refused a job
+    /// on this thread's CPU (module documentation) is far, and left parked, until
+    /// [`PROBE_EVERY`] has passed.
     pub(crate) fn near(&mut self) -> bool {
         if !may_wake(&self.shared, &mut self.refused_since) {
             return false;

@@ -63,8 +63,12 @@ fn for_partitions(
     let data = reads[0];
     // Both threads' rows are made long enough here, whichever thread then takes which
     // partitions: a launch allocates only while its rows are longer than any before.
-    let elems = writes.iter().chain(reads).map(|r| free_elems(r)).max();
-    let elems = elems.unwrap_or(0);
+    let elems = writes
+        .iter()
+        .chain(reads)
+        .map(|r| free_elems(r))
+        .max()
+        .unwrap_or(0);
     e.lanes.top8.reserve(elems);
     e.lanes_worker.top8.reserve(elems);
     let plan = RowSplit {
