@@ -33,7 +33,7 @@
 //! wakes the worker next to the caller; the poster then leaves it parked (and
 //! [`Worker::near`] answers far) until [`PROBE_EVERY`] has passed. On a 2-vCPU host with a
 //! spinning neighbour this keeps two threads within a few per cent of one, where a worker
-//! spinning for jobs beside the caller made top-k 40 % and cumsum 35 % slower than one thread
+//! spinning for jobs beside the caller made top-k 40 % and cumsum 33 % slower than one thread
 //! (`docs/performance.md`, "A busy neighbour: the worker leaves the caller's CPU").
 
 use std::cell::UnsafeCell;
