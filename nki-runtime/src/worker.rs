@@ -25,7 +25,12 @@
 //! The worker must claim a posted job before running it. When the caller has finished its own
 //! half and the worker has not claimed the other (it is parked, or the host's other core is
 //! busy), the caller takes the job back and runs it itself: it never waits for a thread that
-//! has not started.
+//! has not started. The splits see that happen (the job starts after the caller's half is
+//! done) and run the other half as the caller's own work: a loop's or a grid's second half on
+//! the caller's engines right after the first (`host::loops`, `host::spmd`), an instruction's
+//! other rows with the caller's lanes (`engines::split`). Run on the worker's engines instead,
+//! the taken-back half of the LayerNorm tutorial's loop made two threads 15–26 % slower than
+//! one with a busy neighbour.
 //!
 //! A worker that finds itself on the CPU its poster ran on when it posted (Linux's
 //! `sched_getcpu`) does not claim the job and parks: there it would only take turns with the
@@ -347,6 +352,29 @@ fn settle(shared: &Shared) -> bool {
     false
 }
 
+#[cfg(all(test, target_os = "linux"))]
+impl Worker {
+    /// Pins the calling thread and the worker to the CPU the caller runs on now, so that the
+    /// worker finds every job posted from its own CPU and leaves it to the caller (module
+    /// documentation); `false` when the OS refuses (then nothing is pinned, or the caller
+    /// alone).
+    pub(crate) fn pin_with_caller(&self) -> bool {
+        use std::os::unix::thread::JoinHandleExt;
+        let Ok(cpu) = usize::try_from(current_cpu()) else {
+            return false;
+        };
+        // SAFETY: a zeroed `cpu_set_t` is a valid empty set; the calls only read it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            let worker = self.handle.as_ref().map(|h| h.as_pthread_t());
+            libc::sched_setaffinity(0, size, &set) == 0
+                && worker.is_some_and(|t| libc::pthread_setaffinity_np(t, size, &set) == 0)
+        }
+    }
+}
+
 /// `w` if single instructions are to be split with it ([`Worker::near`]).
 pub(crate) fn near(w: &mut Worker) -> Option<&mut Worker> {
     w.near().then_some(w)
@@ -570,22 +598,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_worker_on_the_posters_cpu_leaves_the_job_to_the_poster() {
-        use std::os::unix::thread::JoinHandleExt;
         let Some(mut w) = Worker::start() else { return };
-        let cpu = super::current_cpu();
-        let Ok(cpu_index) = usize::try_from(cpu) else {
-            return;
-        };
-        // SAFETY: a zeroed `cpu_set_t` is a valid empty set; the calls only read it.
-        let pinned = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu_index, &mut set);
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            let worker = w.handle.as_ref().map(|h| h.as_pthread_t());
-            libc::sched_setaffinity(0, size, &set) == 0
-                && worker.is_some_and(|t| libc::pthread_setaffinity_np(t, size, &set) == 0)
-        };
-        if !pinned {
+        if !w.pin_with_caller() {
             // A sandbox that refuses affinity masks: nothing to check here.
             return;
         }

@@ -20,6 +20,7 @@
 //! finishing times of the two threads.
 
 use core::ops::Range;
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nki_lang::DType;
@@ -228,7 +229,8 @@ fn thread_mems<'m>(
 pub(crate) type RowsBody<'a> = dyn Fn(Isa, &mut Mems<'_>, Range<usize>, &mut Lanes) + Sync + 'a;
 
 /// Runs `body` over the rows of an instruction: on two threads (each with its own lanes and
-/// its own writable partitions) when [`RowSplit`] allows, else on this one.
+/// its own writable partitions) when [`RowSplit`] allows, else on this one. The worker's rows
+/// run on this thread, after its own, when the worker has not started them by then.
 pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBody<'_>) {
     let sbuf_stride = e.sbuf.partition_stride();
     let EngineState {
@@ -265,11 +267,29 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let (own_b, above) = rest.split_at_mut(b1 - b0);
     let (below, above) = (&*below, &*above);
     let mut ma = thread_mems(loc, below, own_a, a0, above, b1, other);
-    let mut mb = thread_mems(loc, below, own_b, b0, above, b1, other);
-    worker.join(
-        || body(isa, &mut ma, 0..h, lanes),
-        || body(isa, &mut mb, h..rows, lanes_worker),
+    let mb = thread_mems(loc, below, own_b, b0, above, b1, other);
+    // Set once this thread's rows are done: rows the worker has not started by then (its vCPU
+    // busy, or it left the job to this thread) run here, with this thread's lanes, whose
+    // buffers its cache holds.
+    let done = AtomicBool::new(false);
+    let done = &done;
+    let (_, left) = worker.join(
+        || {
+            body(isa, &mut ma, 0..h, lanes);
+            done.store(true, Ordering::Release);
+        },
+        move || {
+            let mut mb = mb;
+            if done.load(Ordering::Acquire) {
+                return Some(mb);
+            }
+            body(isa, &mut mb, h..rows, lanes_worker);
+            None
+        },
     );
+    if let Some(mut mb) = left {
+        body(isa, &mut mb, h..rows, lanes);
+    }
 }
 
 #[cfg(test)]

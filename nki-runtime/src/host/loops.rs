@@ -25,6 +25,10 @@
 //! - the loop does enough work to pay for the hand-over ([`MIN_PARALLEL_WORK`]) and the
 //!   program has at most [`MAX_TILES`] tiles.
 //!
+//! A second half that the worker has not started by the time the first is done (its vCPU busy,
+//! or it left the job to the caller: `worker`) runs on the calling thread, on the core's
+//! engines, right after the first: the serial run's order on the serial run's engines.
+//!
 //! Before the halves start, every tile the body reads but does not write (values computed
 //! before the loop, such as a transposed operand kept in SBUF) is copied into the second
 //! engines' memories. Each iteration then reads exactly what it reads in a serial run and
@@ -43,6 +47,8 @@
     clippy::cast_possible_wrap,
     clippy::cast_sign_loss
 )]
+
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use nki_lang::{
     InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, SymbolValues, Write,
@@ -408,23 +414,41 @@ pub(crate) fn run_parallel(
         unreachable!("checked above")
     };
     let body = (begin.saturating_add(1), end.saturating_add(1));
+    // Set once the first half is done: a second half the worker has not started by then (its
+    // vCPU busy, or it left the job to this thread) runs here, on these engines, right after
+    // the first, as a serial run would.
+    let done = AtomicBool::new(false);
+    let done = &done;
     let (ra, rb) = w.join(
         || {
             let mut plan = Plain::new(e, readers, None);
-            interpret(e, &mut bound_a, &mut Unobserved, &mut plan, &mut fa, body)
+            let r = interpret(e, &mut bound_a, &mut Unobserved, &mut plan, &mut fa, body);
+            done.store(true, Ordering::Release);
+            r
         },
         || {
+            if done.load(Ordering::Acquire) {
+                return None;
+            }
             let mut plan = Plain::new(engines_b, readers, None);
-            interpret(
+            Some(interpret(
                 engines_b,
                 &mut bound_b,
                 &mut Unobserved,
                 &mut plan,
                 &mut fb,
                 body,
-            )
+            ))
         },
     );
+    let rb = match (rb, &ra) {
+        (Some(rb), _) => rb,
+        (None, Err(_)) => Ok(0),
+        (None, Ok(_)) => {
+            let mut plan = Plain::new(e, readers, None);
+            interpret(e, &mut bound_b, &mut Unobserved, &mut plan, &mut fb, body)
+        }
+    };
     e.worker = worker;
     split.give_back(b.outputs, second.outputs);
     ra.and(rb).map(|_| true)

@@ -22,6 +22,8 @@ mod interleaved;
 mod loops;
 mod rows;
 mod spmd;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
 
 use nki_lang::{Instr, InstrData, MAX_LOOP_DEPTH, Opcode, VarValues};
 

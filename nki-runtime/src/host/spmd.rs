@@ -14,6 +14,11 @@
 //! When no offset separates the halves but their boxes of indices are disjoint (instances that
 //! each write a column block of every row), the second half works on a copy of its box instead
 //! (`host::interleaved`).
+//!
+//! A second half that the worker has not started by the time the first is done (its vCPU busy,
+//! or it left the job to the caller: `worker`) runs on the calling thread, on the core's
+//! engines, right after the first: the instances in order on one set of engines, as a serial
+//! run has them.
 
 // Sizes, strides, offsets, indices and trip counts here come from the launch's tensors and
 // grid: arithmetic on them is checked or saturating, conversions fallible (see `launch.rs`).
@@ -23,6 +28,8 @@
     clippy::cast_possible_wrap,
     clippy::cast_sign_loss
 )]
+
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use nki_lang::{MAX_PIDS, MAX_TENSORS, MAX_VARS, Target};
 
@@ -146,16 +153,40 @@ pub(crate) fn execute(
         outputs: &mut outs_b[..outputs],
         ..*b
     };
+    // Set once the first half is done: a second half the worker has not started by then (its
+    // vCPU busy, or it left the job to this thread) runs here, on these engines, right after
+    // the first, as a serial run would.
+    let done = AtomicBool::new(false);
+    let done = &done;
     let (ra, rb) = w.join(
         || {
             let mut plan = Plain::new(e, readers, None);
-            run_instances(e, &mut bound_a, &mut Unobserved, &mut plan, 0..h)
+            let r = run_instances(e, &mut bound_a, &mut Unobserved, &mut plan, 0..h);
+            done.store(true, Ordering::Release);
+            r
         },
         || {
+            if done.load(Ordering::Acquire) {
+                return None;
+            }
             let mut plan = Plain::new(engines_b, readers, None);
-            run_instances(engines_b, &mut bound_b, &mut Unobserved, &mut plan, h..n)
+            Some(run_instances(
+                engines_b,
+                &mut bound_b,
+                &mut Unobserved,
+                &mut plan,
+                h..n,
+            ))
         },
     );
+    let rb = match (rb, &ra) {
+        (Some(rb), _) => rb,
+        (None, Err(_)) => Ok(()),
+        (None, Ok(())) => {
+            let mut plan = Plain::new(e, readers, None);
+            run_instances(e, &mut bound_b, &mut Unobserved, &mut plan, h..n)
+        }
+    };
     e.worker = worker;
     shares.give_back(b.outputs, second_outputs);
     ra.and(rb)
