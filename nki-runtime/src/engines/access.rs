@@ -557,6 +557,12 @@ fn strided_run(
         let d0 = dst.base + dof + d_in * done as isize;
         // Source chunk → `a` (source dtype), unless it is already contiguous.
         let src_contig = s_in == 1 && !(matches!(mem, Mem::One(_)) && d_in == 1);
+        // A strided source into a contiguous destination of its dtype: gathered in place.
+        if let (false, true, 1, Mem::Two(s, d)) = (src_contig, same, d_in, &mut *mem) {
+            gather(s, ss, s0, s_in, c, &mut d[bytes(d0, ds, c)]);
+            done += c;
+            continue;
+        }
         if !src_contig {
             gather(mem.src(), ss, s0, s_in, c, &mut buf.a);
         }
@@ -597,11 +603,36 @@ fn strided_run(
 /// to the start of `out`.
 fn gather(src: &[u8], size: usize, start: isize, stride: isize, count: usize, out: &mut [u8]) {
     fn go<const N: usize>(src: &[u8], start: isize, stride: isize, out: &mut [u8]) {
+        let (elems, _) = out.as_chunks_mut::<N>();
+        // The offsets form a progression: its two ends bound every element it reads.
+        let ends = elems.len().checked_sub(1).and_then(|n| {
+            let last = stride
+                .checked_mul(isize::try_from(n).ok()?)?
+                .checked_add(start)?;
+            Some((start.min(last), start.max(last)))
+        });
+        let within = ends.is_some_and(|(lo, hi)| {
+            let end = usize::try_from(hi)
+                .ok()
+                .and_then(|h| h.checked_mul(N)?.checked_add(N));
+            lo >= 0 && end.is_some_and(|end| end <= src.len())
+        });
         let mut e = start;
-        for o in out.chunks_exact_mut(N) {
-            let b = (e as usize).wrapping_mul(N);
-            o.copy_from_slice(&src[b..b.wrapping_add(N)]);
-            e += stride;
+        if within {
+            let base = src.as_ptr();
+            for o in elems {
+                // SAFETY: `e` lies between the progression's ends, whose elements are within
+                // `src` (checked above), so the `N` bytes at `e · N` are too.
+                *o = unsafe { base.add(e as usize * N).cast::<[u8; N]>().read_unaligned() };
+                e += stride;
+            }
+        } else {
+            // Out of bounds somewhere: the checked copies panic where the plan is wrong.
+            for o in elems {
+                let b = (e as usize).wrapping_mul(N);
+                o.copy_from_slice(&src[b..b.wrapping_add(N)]);
+                e += stride;
+            }
         }
     }
     let out = &mut out[..count * size];
@@ -895,6 +926,44 @@ mod tests {
             bytemuck::cast_slice::<u8, f32>(&b),
             &[1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
         );
+    }
+
+    /// A strided source into a contiguous destination of its dtype (gathered in place), for
+    /// each element size, both directions, over several chunks: element `i` is source
+    /// element `base + i · stride`.
+    #[test]
+    fn strided_gathers_of_each_size_and_direction() {
+        let n = CHUNK * 2 + 5;
+        for (dtype, size) in [(DType::U8, 1), (DType::Bf16, 2), (DType::F32, 4)] {
+            for (stride, base) in [(3isize, 2isize), (-3, 3 * n as isize)] {
+                let src: Vec<u8> = (0..(3 * n + 4) * size)
+                    .map(|i| (i * 7 % 251) as u8)
+                    .collect();
+                let mut dst = vec![0u8; n * size];
+                let p = plan([1, n, 1, 1], [0, stride, 0, 0], [0, 1, 0, 0]);
+                let (s, d) = (End { dtype, base }, End { dtype, base: 0 });
+                let mut buf = ChunkBuf::new();
+                transfer(Isa::Portable, &mut buf, Mem::Two(&src, &mut dst), s, d, &p);
+                for i in 0..n {
+                    let at = (base + i as isize * stride) as usize * size;
+                    assert_eq!(
+                        dst[i * size..][..size],
+                        src[at..][..size],
+                        "{dtype:?} {stride} {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A gather whose progression leaves the source panics; it never reads past it.
+    #[test]
+    #[should_panic]
+    fn a_gather_past_the_source_panics() {
+        let src = [0u8; 64];
+        let mut out = [0u8; 40];
+        // Elements 0, 3, …, 57 of 4 bytes: the last starts at byte 228 of 64.
+        gather(&src, 4, 0, 3, 10, &mut out);
     }
 
     #[test]
