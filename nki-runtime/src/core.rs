@@ -127,7 +127,7 @@ impl NeuronCore {
     }
 
     /// The longest round trip ([`NeuronCore::host_round_trip`]) at which single instructions
-    /// are split between the two host threads (150 ns).
+    /// are split between the two host threads (250 ns).
     pub const NEAR_ROUND_TRIP: std::time::Duration = crate::worker::NEAR;
 
     /// The code path in use.

@@ -67,8 +67,11 @@ const SPIN_BEFORE_PARK: Duration = Duration::from_micros(50);
 pub(crate) const PROBE_EVERY: Duration = Duration::from_millis(20);
 
 /// The largest round trip of a cache line between the two threads at which single
-/// instructions are split (module documentation).
-pub(crate) const NEAR: Duration = Duration::from_nanos(150);
+/// instructions are split (module documentation): between the two placements measured on the
+/// project's machines, 43–191 ns near and 390–510 ns far. (At 150 ns, the Xeon model 167 guests'
+/// near placement, 104–191 ns, read as far in some probes, and each such probe left 20 ms of a
+/// launch on one thread: the NKI Library top-k's P99 went from about 1.1 to 2.3–2.9 ms.)
+pub(crate) const NEAR: Duration = Duration::from_nanos(250);
 
 /// Round trips per measurement.
 const PROBE_ROUNDS: u32 = 32;
