@@ -19,7 +19,7 @@
 //! Every figure includes the timer's own cost, printed as the timer floor (`timer_floor_ns`).
 //! The cache-line round trip to the core's second host thread is printed from before and after
 //! case (c) (`host_round_trip_ns`, -1 when there is none): up to
-//! `NeuronCore::NEAR_ROUND_TRIP` (150 ns), single instructions split between the threads;
+//! `NeuronCore::NEAR_ROUND_TRIP` (250 ns), single instructions split between the threads;
 //! above, the two vCPUs sit far apart and (c) takes about the one-thread time.
 //! `--host-profile` also prints where the host's time goes in the seed kernel's instructions,
 //! over `N` observed launches (which run on one thread: see `nki::host_profile`).
