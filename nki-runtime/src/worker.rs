@@ -27,8 +27,9 @@
 //! busy), the caller takes the job back and runs it itself: it never waits for a thread that
 //! has not started. The splits see that happen (the job starts after the caller's half is
 //! done) and run the other half as the caller's own work: a loop's or a grid's second half on
-//! the caller's engines right after the first (`host::loops`, `host::spmd`), an instruction's
-//! other rows with the caller's lanes (`engines::split`). Run on the worker's engines instead,
+//! the caller's engines right after the first (`host::loops`, `host::spmd`), the other rows of a
+//! streamed instruction, reduction or top-8 search with the caller's lanes
+//! (`engines::split::for_rows`; as input matmuls already did with the caller's packings). Run on the worker's engines instead,
 //! the taken-back half of the LayerNorm tutorial's loop made two threads 15–26 % slower than
 //! one with a busy neighbour.
 //!
@@ -353,6 +354,40 @@ fn settle(shared: &Shared) -> bool {
     }
     shared.state.store(IDLE, Ordering::Release);
     false
+}
+
+/// A split that ran its second half on the calling thread because the worker had not started
+/// it (tests check that each such path ran).
+#[cfg(test)]
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Left {
+    /// A loop's second half (`host::loops`).
+    Loop,
+    /// A grid's second half (`host::spmd`).
+    Grid,
+    /// An instruction's other rows (`engines::split::for_rows`).
+    Rows,
+}
+
+#[cfg(test)]
+thread_local! {
+    static LEFT: std::cell::Cell<[u32; 3]> = const { std::cell::Cell::new([0; 3]) };
+}
+
+/// Counts, on this thread, a second half run here for `site`.
+#[cfg(test)]
+pub(crate) fn note_left(site: Left) {
+    LEFT.with(|c| {
+        let mut counts = c.get();
+        counts[site as usize] += 1;
+        c.set(counts);
+    });
+}
+
+/// The second halves this thread ran for `site` so far.
+#[cfg(test)]
+pub(crate) fn left_count(site: Left) -> u32 {
+    LEFT.with(|c| c.get()[site as usize])
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -624,14 +624,14 @@ fn gather(src: &[u8], size: usize, start: isize, stride: isize, count: usize, ou
                 // SAFETY: `e` lies between the progression's ends, whose elements are within
                 // `src` (checked above), so the `N` bytes at `e · N` are too.
                 *o = unsafe { base.add(e as usize * N).cast::<[u8; N]>().read_unaligned() };
-                e += stride;
+                e = e.wrapping_add(stride);
             }
         } else {
             // Out of bounds somewhere: the checked copies panic where the plan is wrong.
             for o in elems {
                 let b = (e as usize).wrapping_mul(N);
                 o.copy_from_slice(&src[b..b.wrapping_add(N)]);
-                e += stride;
+                e = e.wrapping_add(stride);
             }
         }
     }
@@ -962,7 +962,7 @@ mod tests {
     fn a_gather_past_the_source_panics() {
         let src = [0u8; 64];
         let mut out = [0u8; 40];
-        // Elements 0, 3, …, 57 of 4 bytes: the last starts at byte 228 of 64.
+        // Elements 0, 3, …, 27 of 4 bytes: the last starts at byte 108 of 64.
         gather(&src, 4, 0, 3, 10, &mut out);
     }
 

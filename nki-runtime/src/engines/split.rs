@@ -288,6 +288,8 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         },
     );
     if let Some(mut mb) = left {
+        #[cfg(test)]
+        crate::worker::note_left(crate::worker::Left::Rows);
         body(isa, &mut mb, h..rows, lanes);
     }
 }

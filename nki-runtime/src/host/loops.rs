@@ -445,6 +445,8 @@ pub(crate) fn run_parallel(
         (Some(rb), _) => rb,
         (None, Err(_)) => Ok(0),
         (None, Ok(_)) => {
+            #[cfg(test)]
+            crate::worker::note_left(crate::worker::Left::Loop);
             let mut plan = Plain::new(e, readers, None);
             interpret(e, &mut bound_b, &mut Unobserved, &mut plan, &mut fb, body)
         }

@@ -183,6 +183,8 @@ pub(crate) fn execute(
         (Some(rb), _) => rb,
         (None, Err(_)) => Ok(()),
         (None, Ok(())) => {
+            #[cfg(test)]
+            crate::worker::note_left(crate::worker::Left::Grid);
             let mut plan = Plain::new(e, readers, None);
             run_instances(e, &mut bound_b, &mut Unobserved, &mut plan, h..n)
         }

@@ -7,8 +7,14 @@
 use nki_lang::builder::{Grid, Operand, ProgramBuilder};
 use nki_lang::{Affine, Alu, DType, Dim, Extent, LoopKind, Memory, Scalar, Target};
 
+use std::time::Duration;
+
 use crate::bind::{HbmIn, HbmOut};
+use crate::worker::{Left, PROBE_EVERY, left_count};
 use crate::{Kernel, LaunchGrid, NeuronCore};
+
+/// Launches of each walk at most, until its second half has run on the calling thread.
+const MAX_LAUNCHES: usize = 12;
 
 /// Blocks of `[128, 512]`.
 const BLOCKS: u64 = 8;
@@ -22,7 +28,7 @@ fn shape(walk: Walk) -> [usize; 2] {
     }
 }
 
-/// How the program walks the column blocks.
+/// How the program walks the blocks.
 #[derive(Copy, Clone, Debug)]
 enum Walk {
     /// An `affine_range` loop over the blocks.
@@ -106,17 +112,39 @@ fn halves_left_to_the_caller_compute_the_serial_results() {
             // A sandbox that refuses affinity masks: nothing to check here.
             return;
         }
-        for launch in 0..3 {
+        let site = match walk {
+            Walk::Loop => Left::Loop,
+            Walk::Grid => Left::Grid,
+            Walk::Whole => Left::Rows,
+        };
+        let before = left_count(site);
+        // Loops and grids split at every launch; a single instruction splits only while the
+        // worker counts as near, which a refusal ends for `PROBE_EVERY`: each launch after
+        // the first waits that long first.
+        for launch in 0..MAX_LAUNCHES {
+            if launch > 0 {
+                std::thread::sleep(PROBE_EVERY + Duration::from_millis(5));
+            }
             let mut out = vec![f32::NAN; elems];
             let inputs = [HbmIn::new(&x, &shape(walk)).unwrap()];
             let mut outputs = [HbmOut::new(&mut out, &shape(walk)).unwrap()];
             let bound = kernel.bind_on(grid, &inputs, &mut outputs).unwrap();
+            if let Walk::Loop = walk {
+                assert!(!bound.host_parallel_loops().is_empty(), "the loop splits");
+            }
             core.execute(bound).unwrap();
             let wrong = out
                 .iter()
                 .zip(&want)
                 .position(|(a, b)| a.to_bits() != b.to_bits());
             assert_eq!(wrong, None, "{walk:?}, launch {launch}");
+            if launch >= 2 && left_count(site) > before {
+                break;
+            }
         }
+        assert!(
+            left_count(site) > before,
+            "{walk:?}: no second half ran on the calling thread"
+        );
     }
 }
