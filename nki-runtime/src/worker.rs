@@ -25,8 +25,9 @@
 //! The worker must claim a posted job before running it. When the caller has finished its own
 //! half and the worker has not claimed the other (it is parked, or the host's other core is
 //! busy), the caller takes the job back and runs it itself: it never waits for a thread that
-//! has not started. The splits see that happen (the job starts after the caller's half is
-//! done) and run the other half as the caller's own work: a loop's or a grid's second half on
+//! has not started. [`Worker::join_or_leave`] tells the splits when that happened (the worker
+//! had not started the job when the caller's half was done), and they run the other half as
+//! the caller's own work: a loop's or a grid's second half on
 //! the caller's engines right after the first (`host::loops`, `host::spmd`), the other rows of a
 //! streamed instruction, reduction or top-8 search with the caller's lanes
 //! (`engines::split::for_rows`; as input matmuls already did with the caller's packings). Run on the worker's engines instead,
@@ -260,6 +261,29 @@ impl Worker {
         let flag = AtomicU32::new(0);
         let (t, ()) = self.join(|| ping(&flag), || pong(&flag));
         t
+    }
+
+    /// Runs `a` on this thread and `b` on the worker if the worker starts it before `a` is done;
+    /// `None` for `b` when it did not run (the worker had not started it: its vCPU was busy,
+    /// or it left the job to this thread). The caller then runs that half as its own work,
+    /// with its own engines and buffers, which its cache holds: a taken-back half run with
+    /// the worker's made two threads slower than one (module documentation).
+    pub(crate) fn join_or_leave<A, B, RA, RB>(&mut self, a: A, b: B) -> (RA, Option<RB>)
+    where
+        A: FnOnce() -> RA,
+        B: FnOnce() -> RB + Send,
+        RB: Send,
+    {
+        let done = AtomicBool::new(false);
+        let done = &done;
+        self.join(
+            || {
+                let ra = a();
+                done.store(true, Ordering::Release);
+                ra
+            },
+            move || (!done.load(Ordering::Acquire)).then(b),
+        )
     }
 
     /// Runs `a` on this thread and `b` on the worker (or on this thread after `a`, when the

@@ -20,7 +20,6 @@
 //! finishing times of the two threads.
 
 use core::ops::Range;
-use core::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nki_lang::DType;
@@ -267,27 +266,14 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let (own_b, above) = rest.split_at_mut(b1 - b0);
     let (below, above) = (&*below, &*above);
     let mut ma = thread_mems(loc, below, own_a, a0, above, b1, other);
-    let mb = thread_mems(loc, below, own_b, b0, above, b1, other);
-    // Set once this thread's rows are done: rows the worker has not started by then (its vCPU
-    // busy, or it left the job to this thread) run here, with this thread's lanes, whose
-    // buffers its cache holds.
-    let done = AtomicBool::new(false);
-    let done = &done;
-    let (_, left) = worker.join(
-        || {
-            body(isa, &mut ma, 0..h, lanes);
-            done.store(true, Ordering::Release);
-        },
-        move || {
-            let mut mb = mb;
-            if done.load(Ordering::Acquire) {
-                return Some(mb);
-            }
-            body(isa, &mut mb, h..rows, lanes_worker);
-            None
-        },
+    let mut mb = thread_mems(loc, below, own_b, b0, above, b1, other);
+    // Rows the worker has not started by the time this thread's are done run here, with this
+    // thread's lanes, whose buffers its cache holds.
+    let (_, ran) = worker.join_or_leave(
+        || body(isa, &mut ma, 0..h, lanes),
+        || body(isa, &mut mb, h..rows, lanes_worker),
     );
-    if let Some(mut mb) = left {
+    if ran.is_none() {
         #[cfg(test)]
         crate::worker::note_left(crate::worker::Left::Rows);
         body(isa, &mut mb, h..rows, lanes);

@@ -16,7 +16,6 @@ use crate::cpu::matmul::{
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::worker::{Worker, near};
@@ -389,42 +388,35 @@ pub(crate) fn matmul<'h>(
             // The operands again, as views of the inputs alone (not of SBUF, which the copy
             // writes).
             let (s, m) = (hbm_operand(&fs), hbm_operand(&fm));
-            let (mut out_lo, out_hi) = split_output(psum, offset, h);
-            let (mut c_lo, c_hi) = split_copies(sbuf, copy, h);
+            let (mut out_lo, mut out_hi) = split_output(psum, offset, h);
+            let (mut c_lo, mut c_hi) = split_copies(sbuf, copy, h);
             let ((cm, cs), (wm, ws)) = (packs, packs_worker);
             let (a_hi, b_hi) = mm_worker.parts();
             let (s, m) = (&s, &m);
-            // Set once this thread's rows are done: a worker half that has not started by then
-            // (its vCPU busy) is left to this thread, which computes it from its own packings.
-            let done = AtomicBool::new(false);
-            let done = &done;
-            let (mine, theirs) = worker.join(
+            // A worker half that has not started by the time this thread's rows are done (its
+            // vCPU busy) is left to this thread, which computes it from its own packings.
+            let (mine, theirs) = worker.join_or_leave(
                 || {
                     let t = Instant::now();
                     let packed = moving_packing(isa, packing, cm, Some(fm), b, m);
                     let a = stationary_packing(isa, packing, cs, Some(fs), a, s);
                     let lo = a.columns(0..h);
                     matmul_prepacked(isa, &lo, &packed, &mut out_lo, c_lo.as_mut(), accumulate);
-                    done.store(true, Ordering::Release);
                     (packed, a, t.elapsed())
                 },
-                move || {
-                    let (mut out_hi, mut c_hi) = (out_hi, c_hi);
-                    if done.load(Ordering::Acquire) {
-                        return Err((out_hi, c_hi));
-                    }
+                || {
                     let t = Instant::now();
                     let packed = moving_packing(isa, packing, wm, Some(fm), b_hi, m);
                     let a = stationary_packing(isa, packing, ws, Some(fs), a_hi, s);
                     let hi = a.columns(h..rows);
                     matmul_prepacked(isa, &hi, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
-                    Ok(t.elapsed())
+                    t.elapsed()
                 },
             );
             let (packed, a, here) = mine;
             match theirs {
-                Ok(there) => share.observe(h, rows, here, there),
-                Err((mut out_hi, mut c_hi)) => {
+                Some(there) => share.observe(h, rows, here, there),
+                None => {
                     let hi = a.columns(h..rows);
                     matmul_prepacked(isa, &hi, &packed, &mut out_hi, c_hi.as_mut(), accumulate);
                 }

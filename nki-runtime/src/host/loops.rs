@@ -48,8 +48,6 @@
     clippy::cast_sign_loss
 )]
 
-use core::sync::atomic::{AtomicBool, Ordering};
-
 use nki_lang::{
     InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, SymbolValues, Write,
 };
@@ -414,31 +412,23 @@ pub(crate) fn run_parallel(
         unreachable!("checked above")
     };
     let body = (begin.saturating_add(1), end.saturating_add(1));
-    // Set once the first half is done: a second half the worker has not started by then (its
-    // vCPU busy, or it left the job to this thread) runs here, on these engines, right after
-    // the first, as a serial run would.
-    let done = AtomicBool::new(false);
-    let done = &done;
-    let (ra, rb) = w.join(
+    // A second half the worker has not started by the time the first is done runs here, on
+    // these engines, right after the first, as a serial run would.
+    let (ra, rb) = w.join_or_leave(
         || {
             let mut plan = Plain::new(e, readers, None);
-            let r = interpret(e, &mut bound_a, &mut Unobserved, &mut plan, &mut fa, body);
-            done.store(true, Ordering::Release);
-            r
+            interpret(e, &mut bound_a, &mut Unobserved, &mut plan, &mut fa, body)
         },
         || {
-            if done.load(Ordering::Acquire) {
-                return None;
-            }
             let mut plan = Plain::new(engines_b, readers, None);
-            Some(interpret(
+            interpret(
                 engines_b,
                 &mut bound_b,
                 &mut Unobserved,
                 &mut plan,
                 &mut fb,
                 body,
-            ))
+            )
         },
     );
     let rb = match (rb, &ra) {

@@ -29,8 +29,6 @@
     clippy::cast_sign_loss
 )]
 
-use core::sync::atomic::{AtomicBool, Ordering};
-
 use nki_lang::{MAX_PIDS, MAX_TENSORS, MAX_VARS, Target};
 
 use super::hull::{output_boxes, output_hulls};
@@ -153,30 +151,16 @@ pub(crate) fn execute(
         outputs: &mut outs_b[..outputs],
         ..*b
     };
-    // Set once the first half is done: a second half the worker has not started by then (its
-    // vCPU busy, or it left the job to this thread) runs here, on these engines, right after
-    // the first, as a serial run would.
-    let done = AtomicBool::new(false);
-    let done = &done;
-    let (ra, rb) = w.join(
+    // A second half the worker has not started by the time the first is done runs here, on
+    // these engines, right after the first, as a serial run would.
+    let (ra, rb) = w.join_or_leave(
         || {
             let mut plan = Plain::new(e, readers, None);
-            let r = run_instances(e, &mut bound_a, &mut Unobserved, &mut plan, 0..h);
-            done.store(true, Ordering::Release);
-            r
+            run_instances(e, &mut bound_a, &mut Unobserved, &mut plan, 0..h)
         },
         || {
-            if done.load(Ordering::Acquire) {
-                return None;
-            }
             let mut plan = Plain::new(engines_b, readers, None);
-            Some(run_instances(
-                engines_b,
-                &mut bound_b,
-                &mut Unobserved,
-                &mut plan,
-                h..n,
-            ))
+            run_instances(engines_b, &mut bound_b, &mut Unobserved, &mut plan, h..n)
         },
     );
     let rb = match (rb, &ra) {
