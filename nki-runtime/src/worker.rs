@@ -676,6 +676,29 @@ mod tests {
         assert_eq!(w.join(|| 7, || 8), (7, 8));
     }
 
+    /// A half the worker leaves to the caller comes back unrun from `join_or_leave`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_half_the_worker_leaves_comes_back_unrun() {
+        let Some(mut w) = Worker::start() else { return };
+        if !w.pin_with_caller() {
+            return;
+        }
+        let mut ran = false;
+        let (a, b) = w.join_or_leave(
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                1
+            },
+            || {
+                ran = true;
+                2
+            },
+        );
+        assert_eq!((a, b), (1, None));
+        assert!(!ran, "the half ran although it was left");
+    }
+
     #[test]
     fn the_worker_wakes_after_parking() {
         let Some(mut w) = Worker::start() else { return };
