@@ -655,16 +655,20 @@ mod tests {
         assert_eq!(w.join(|| 5, || 6), (5, 6));
     }
 
+    /// A worker pinned with this thread to one CPU, so that it leaves every job to this thread;
+    /// `None` on a single-CPU host or in a sandbox that refuses affinity masks (nothing to
+    /// check there).
+    #[cfg(target_os = "linux")]
+    fn pinned_worker() -> Option<Worker> {
+        Worker::start().filter(Worker::pin_with_caller)
+    }
+
     /// A worker on its poster's CPU leaves the job to the poster and is left parked: both
     /// threads pinned to one CPU, the job runs on the calling thread, and the worker is far.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_worker_on_the_posters_cpu_leaves_the_job_to_the_poster() {
-        let Some(mut w) = Worker::start() else { return };
-        if !w.pin_with_caller() {
-            // A sandbox that refuses affinity masks: nothing to check here.
-            return;
-        }
+        let Some(mut w) = pinned_worker() else { return };
         let caller = std::thread::current().id();
         let (_, ran_on) = w.join(
             // Leaves the CPU to the worker, which then finds the job posted from its CPU.
@@ -680,10 +684,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_half_the_worker_leaves_comes_back_unrun() {
-        let Some(mut w) = Worker::start() else { return };
-        if !w.pin_with_caller() {
-            return;
-        }
+        let Some(mut w) = pinned_worker() else { return };
         let mut ran = false;
         let (a, b) = w.join_or_leave(
             || {
