@@ -32,6 +32,7 @@ pub(crate) mod indirect;
 pub(crate) mod lanes;
 pub(crate) mod mems;
 pub(crate) mod pack_cache;
+pub(crate) mod phases;
 pub(crate) mod reduce;
 pub(crate) mod rng;
 pub(crate) mod split;
@@ -73,6 +74,8 @@ pub(crate) struct EngineState {
     pub worker: Option<Worker>,
     /// Contiguous copies of matmul operands whose free elements are strided.
     pub packed: tensor::Packed,
+    /// The phases of a column-strided region that a group of matmuls reads (`host::strided`).
+    pub phases: phases::Phases,
     /// Packings of matmul operands read straight from input tensors, for reuse within an
     /// execution (and across launches for device tensors that keep their version): moving
     /// operands, then stationary ones.
@@ -149,6 +152,7 @@ impl EngineState {
             mm_worker: MatmulScratch::new(),
             worker: None,
             packed: tensor::Packed::new(),
+            phases: phases::Phases::default(),
             packs: tensor::pack_caches(),
             // Caches without slots: the worker thread's engines, whose matmul halves alone
             // read them, come with the worker.

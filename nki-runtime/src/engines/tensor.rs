@@ -327,6 +327,7 @@ pub(crate) fn matmul<'h>(
         mm_worker,
         worker,
         packed,
+        phases,
         packs,
         packs_worker,
         row_share: share,
@@ -339,13 +340,17 @@ pub(crate) fn matmul<'h>(
         out: po,
     } = packed;
     let [fs, fm] = from_hbm;
-    let s = match fs {
-        Some(f) => hbm_operand(&f),
-        None => operand(isa, chunks, sbuf, stationary, ps),
+    // An operand of a de-interleaved column-strided region (`host::strided`) is read from its
+    // phase: the same elements, contiguous.
+    let s = match (fs, phases.operand(stationary)) {
+        (Some(f), _) => hbm_operand(&f),
+        (None, Some(op)) => op,
+        (None, None) => operand(isa, chunks, sbuf, stationary, ps),
     };
-    let m = match fm {
-        Some(f) => hbm_operand(&f),
-        None => operand(isa, chunks, sbuf, moving, pm),
+    let m = match (fm, phases.operand(moving)) {
+        (Some(f), _) => hbm_operand(&f),
+        (None, Some(op)) => op,
+        (None, None) => operand(isa, chunks, sbuf, moving, pm),
     };
     let n = m.cols;
     let (dp, g) = (dst.pattern, dst.dims);

@@ -11,6 +11,9 @@
 //! - **Blocks of partitions** (`rows`): neighbouring instructions that compute each partition
 //!   on its own run a few partitions at a time, all of them, so that their tiles stay in the
 //!   host's cache between them.
+//! - **Strided operands** (`strided`): matmuls that each read every `s`-th column of one SBUF
+//!   region, from successive columns, read it de-interleaved in one pass instead of gathering
+//!   it element by element.
 //!
 //! All of it enters the interpreter through one [`HostPlan`], [`Plain`]: the interpreter names
 //! none of it. Strict and observed runs use [`crate::exec::plan::Serial`] and see every
@@ -22,6 +25,7 @@ mod interleaved;
 mod loops;
 mod rows;
 mod spmd;
+mod strided;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -202,7 +206,13 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         at: (usize, usize),
         vars: &VarValues,
     ) -> Option<usize> {
-        fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending)
+        // A group of strided matmuls runs its instructions as written: none may wait for a
+        // forwarded load.
+        let nothing_pending = self.pending.iter().all(Option::is_none);
+        nothing_pending
+            .then(|| strided::step(e, b, ins, ops, at, vars))
+            .flatten()
+            .or_else(|| fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending))
             .or_else(|| rows::step(e, b, ins, ops, at, vars))
     }
 
