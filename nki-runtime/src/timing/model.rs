@@ -614,7 +614,8 @@ impl<'p> Timeline<'p> {
                 && degree > 1
             {
                 let n = (MAX_PIDS + scope).min(MAX_VARS);
-                if !rot.seen || rot.key[..n] != vars[..n] {
+                // Element by element: a few words, not worth a call to `memcmp`.
+                if !rot.seen || (0..n).any(|i| rot.key[i] != vars[i]) {
                     if rot.seen {
                         rot.count += 1;
                     }
@@ -1271,7 +1272,10 @@ impl<'p> Timeline<'p> {
             }
         }
         let mut chosen: [usize; MAX_DMA] = core::array::from_fn(|e| e);
-        if want < engines {
+        if want == 1 && engines > 1 {
+            // The one engine that starts first (the first in index order on ties).
+            chosen[0] = (0..engines).min_by_key(|&e| option[e].0).unwrap_or(0);
+        } else if want < engines {
             chosen[..engines].sort_by_key(|&e| option[e].0);
         }
         let mut first = u64::MAX;
