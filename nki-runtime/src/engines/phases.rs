@@ -11,15 +11,22 @@
 //! and clears it after its last, and checks that nothing in between writes the region: a
 //! matmul then reads the same elements from the phases as it would from SBUF.
 
+use core::ops::Range;
+
 use nki_lang::DType;
 
 use crate::cpu::matmul::Operand;
 use crate::memory::Sbuf;
 use crate::operand::{Loc, Resolved};
+use crate::worker::Worker;
 
 /// Most bytes the de-interleaved phases may take (a decode attention's `[128, 10240]` bf16
 /// key tile is 2.5 MiB).
 pub(crate) const MAX_BYTES: usize = 8 << 20;
+
+/// Fewest bytes of phases split with the worker: below, the hand-over costs about as much as
+/// the half it spares (a pass moves about 7 bytes per nanosecond).
+const MIN_SPLIT_BYTES: usize = 64 << 10;
 
 /// A column-strided region of SBUF: phase `o` (`o < phases`) is the `[rows, cols]` view at
 /// element `base + o + p · partition_stride + j · stride`.
@@ -86,8 +93,12 @@ pub(crate) struct Phases {
 impl Phases {
     /// De-interleaves `region` of `sbuf` (within it and at most [`MAX_BYTES`]: the caller's
     /// checks; a region past SBUF's end is left unfilled, and no operand is then taken from
-    /// it). The buffer grows to the largest region once and is kept.
-    pub(crate) fn fill(&mut self, sbuf: &Sbuf, region: Region) {
+    /// it). The buffer grows to the largest region once and is kept. With `worker` (and at
+    /// least [`MIN_SPLIT_BYTES`] to move), the worker fills the second half of the phases
+    /// while this thread fills the first: each half is its own byte range of the buffer, and
+    /// each reads mostly cache lines of its own (a row's columns are `stride` elements apart,
+    /// its phases' elements adjacent).
+    pub(crate) fn fill(&mut self, sbuf: &Sbuf, region: Region, worker: Option<&mut Worker>) {
         self.region = None;
         let size = region.dtype.size() as usize;
         let src = sbuf.bytes();
@@ -108,10 +119,20 @@ impl Phases {
         if self.buf.len() < region.bytes() {
             self.buf.resize(region.bytes(), 0);
         }
-        match size {
-            1 => deinterleave::<1>(src, &mut self.buf, &region),
-            2 => deinterleave::<2>(src, &mut self.buf, &region),
-            _ => deinterleave::<4>(src, &mut self.buf, &region),
+        let run = |dst: &mut [u8], phases: Range<usize>| match size {
+            1 => deinterleave::<1>(src, dst, &region, phases),
+            2 => deinterleave::<2>(src, dst, &region, phases),
+            _ => deinterleave::<4>(src, dst, &region, phases),
+        };
+        let buf = &mut self.buf[..region.bytes()];
+        let half = region.phases / 2;
+        let worker = worker.filter(|_| half > 0 && region.bytes() >= MIN_SPLIT_BYTES);
+        match worker.and_then(crate::worker::near) {
+            Some(w) => {
+                let (lo, hi) = buf.split_at_mut(half * region.pitch());
+                w.join(|| run(lo, 0..half), || run(hi, half..region.phases));
+            }
+            None => run(buf, 0..region.phases),
         }
         self.region = Some(region);
     }
@@ -137,18 +158,18 @@ impl Phases {
     }
 }
 
-/// Phase `o`, row `p`, column `j` of `region` (elements of `N` bytes) from `src` into `dst`,
-/// row by row: a row's `cols · stride` elements stay in L1 while each phase's row is written
-/// in order.
-fn deinterleave<const N: usize>(src: &[u8], dst: &mut [u8], region: &Region) {
-    let (rows, cols, phases, stride) = (region.rows, region.cols, region.phases, region.stride);
+/// Phases `phases` (row `p`, column `j` of phase `o`) of `region` (elements of `N` bytes) from
+/// `src` into `dst`, which starts at the first of them, row by row: a row's `cols · stride`
+/// elements stay in L1 while each phase's row is written in order.
+fn deinterleave<const N: usize>(src: &[u8], dst: &mut [u8], region: &Region, phases: Range<usize>) {
+    let (rows, cols, stride) = (region.rows, region.cols, region.stride);
     let pitch = region.pitch();
     for p in 0..rows {
         // In bounds: `fill` checked the region's last element.
         let from = (region.base + p as isize * region.partition_stride) as usize * N;
-        let row = &src[from..from + ((cols - 1) * stride + phases) * N];
-        for o in 0..phases {
-            let at = o * pitch + p * cols * N;
+        let row = &src[from..from + ((cols - 1) * stride + region.phases) * N];
+        for o in phases.clone() {
+            let at = (o - phases.start) * pitch + p * cols * N;
             let to = &mut dst[at..at + cols * N];
             for (j, x) in to.chunks_exact_mut(N).enumerate() {
                 let e = (j * stride + o) * N;
@@ -186,6 +207,40 @@ mod tests {
         }
     }
 
+    /// Filled in two halves with the worker (when the host has one and it is near), the phases
+    /// hold the bytes one thread's fill gives, for an odd number of phases too.
+    #[test]
+    fn split_fill_is_the_serial_fill() {
+        let mut sbuf = Sbuf::new(Target::Trn2);
+        for (i, b) in sbuf.bytes_mut().iter_mut().enumerate() {
+            *b = (i.wrapping_mul(2_654_435_761) >> 9) as u8;
+        }
+        let mut worker = crate::worker::Worker::start();
+        for (dtype, phases) in [(DType::Bf16, 80), (DType::F32, 7), (DType::U8, 33)] {
+            let size = dtype.size() as usize;
+            let ps = (sbuf.partition_stride() / size) as isize;
+            let region = Region {
+                dtype,
+                base: 11,
+                partition_stride: ps,
+                rows: 128,
+                stride: phases,
+                cols: 96,
+                phases,
+            };
+            assert!(region.bytes() >= MIN_SPLIT_BYTES);
+            let (mut serial, mut split) = (Phases::default(), Phases::default());
+            serial.fill(&sbuf, region, None);
+            split.fill(&sbuf, region, worker.as_mut());
+            assert!(split.region.is_some());
+            assert_eq!(
+                serial.buf[..region.bytes()],
+                split.buf[..region.bytes()],
+                "{dtype:?}"
+            );
+        }
+    }
+
     /// Every phase's operand holds, element for element, the strided view's bytes in SBUF, for
     /// each element size; views of other shapes, strides or phases are not taken.
     #[test]
@@ -208,7 +263,7 @@ mod tests {
                 phases,
             };
             let mut ph = Phases::default();
-            ph.fill(&sbuf, region);
+            ph.fill(&sbuf, region, None);
             for o in 0..phases {
                 let r = view(dtype, base + o as isize, ps, rows, cols, stride as isize);
                 let op = ph.operand(&r).expect("a phase of the region");

@@ -688,7 +688,11 @@ impl Timeline<'_> {
             let b = self.rotation.get(t).map_or(0, |r| r.count);
             let moved = b.checked_sub(a)?;
             // Mostly a tile that did not turn or turned once: no division.
-            let step = if moved < degree { moved } else { moved % degree };
+            let step = if moved < degree {
+                moved
+            } else {
+                moved % degree
+            };
             if step == 0 {
                 continue;
             }
