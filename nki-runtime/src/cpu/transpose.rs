@@ -213,7 +213,7 @@ impl Matrix {
 
 /// Transposes a `rows × cols` matrix of `size`-byte elements (1, 2 or 4): element `(i, j)` of
 /// `src` (`src.at + i · src.stride + j`) goes to `(j, i)` of `dst` (`dst.at + j · dst.stride +
-/// i`). Moves bits only, in cache-sized square blocks; 4-byte elements go through 8 × 8
+/// i`). Moves bits only, in cache-sized square blocks; 4- and 2-byte elements go through 8 × 8
 /// register transposes where the CPU has AVX2. Every path gives the same bytes.
 ///
 /// # Panics
@@ -257,6 +257,12 @@ pub fn transpose_elements(
                 // SAFETY: the CPU has AVX2 (detected); both blocks lie inside their buffers
                 // (asserted above for the whole matrices).
                 unsafe { transpose_block_avx2(src, sb, dst, db, r, c) };
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if size == 2 && isa != Isa::Portable && std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: as above.
+                unsafe { transpose_block_avx2_u16(src, sb, dst, db, r, c) };
                 continue;
             }
             transpose_block_portable(src, sb, dst, db, r, c, size);
@@ -333,6 +339,77 @@ unsafe fn transpose_block_avx2(
     transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, 4);
     let below = (at(s, full_r, 0), at(d, 0, full_r));
     transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, 4);
+}
+
+/// [`transpose_elements`] of one block of 2-byte elements: 8 × 8 tiles in xmm registers
+/// (16-, 32- and 64-bit interleaves), the edges element by element.
+///
+/// # Safety
+/// The CPU must support AVX2; both blocks lie inside their buffers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_block_avx2_u16(
+    src: &[u8],
+    s: Matrix,
+    dst: &mut [u8],
+    d: Matrix,
+    rows: usize,
+    cols: usize,
+) {
+    use std::arch::x86_64::*;
+    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+    let (full_r, full_c) = (rows / 8 * 8, cols / 8 * 8);
+    for i in (0..full_r).step_by(8) {
+        for j in (0..full_c).step_by(8) {
+            // SAFETY: every row of the tile and every column written lies inside the blocks
+            // (the caller's contract); loads and stores are unaligned.
+            unsafe {
+                let r: [__m128i; 8] = core::array::from_fn(|k| {
+                    _mm_loadu_si128(sp.add((s.at + (i + k) * s.stride + j) * 2).cast())
+                });
+                // Pairs of rows, element by element: a[2m] the low halves of rows 2m and
+                // 2m + 1, a[2m + 1] their high halves.
+                let a: [__m128i; 8] = core::array::from_fn(|x| {
+                    let (m, hi) = (x / 2, x % 2 == 1);
+                    if hi {
+                        _mm_unpackhi_epi16(r[2 * m], r[2 * m + 1])
+                    } else {
+                        _mm_unpacklo_epi16(r[2 * m], r[2 * m + 1])
+                    }
+                });
+                // Quads of rows: b[4q + 2h + u] holds columns 4h + 2u and 4h + 2u + 1 of rows
+                // 4q..4q + 4.
+                let b: [__m128i; 8] = core::array::from_fn(|x| {
+                    let (q, h, u) = (x / 4, (x / 2) % 2, x % 2 == 1);
+                    let (lo, hi) = (a[4 * q + h], a[4 * q + 2 + h]);
+                    if u {
+                        _mm_unpackhi_epi32(lo, hi)
+                    } else {
+                        _mm_unpacklo_epi32(lo, hi)
+                    }
+                });
+                // Column `c = 2w + v` of all eight rows: the halves of b[w] and b[4 + w].
+                for c in 0..8 {
+                    let (w, v) = (c / 2, c % 2 == 1);
+                    let col = if v {
+                        _mm_unpackhi_epi64(b[w], b[4 + w])
+                    } else {
+                        _mm_unpacklo_epi64(b[w], b[4 + w])
+                    };
+                    let at = (d.at + (j + c) * d.stride + i) * 2;
+                    _mm_storeu_si128(dp.add(at).cast(), col);
+                }
+            }
+        }
+    }
+    let at = |m: Matrix, i: usize, j: usize| Matrix {
+        at: m.at + i * m.stride + j,
+        ..m
+    };
+    let right = (at(s, 0, full_c), at(d, full_c, 0));
+    transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, 2);
+    let below = (at(s, full_r, 0), at(d, 0, full_r));
+    transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, 2);
 }
 
 /// Four in-lane 4 × 4 transposes: `v[k]` holds row `k` of two 4 × 4 matrices (one per 128-bit

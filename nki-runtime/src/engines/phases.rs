@@ -15,7 +15,9 @@ use core::ops::Range;
 
 use nki_lang::DType;
 
+use crate::cpu::Isa;
 use crate::cpu::matmul::Operand;
+use crate::cpu::transpose::{Matrix, transpose_elements};
 use crate::memory::Sbuf;
 use crate::operand::{Loc, Resolved};
 use crate::worker::Worker;
@@ -98,7 +100,13 @@ impl Phases {
     /// while this thread fills the first: each half is its own byte range of the buffer, and
     /// each reads mostly cache lines of its own (a row's columns are `stride` elements apart,
     /// its phases' elements adjacent).
-    pub(crate) fn fill(&mut self, sbuf: &Sbuf, region: Region, worker: Option<&mut Worker>) {
+    pub(crate) fn fill(
+        &mut self,
+        isa: Isa,
+        sbuf: &Sbuf,
+        region: Region,
+        worker: Option<&mut Worker>,
+    ) {
         self.region = None;
         let size = region.dtype.size() as usize;
         let src = sbuf.bytes();
@@ -119,10 +127,8 @@ impl Phases {
         if self.buf.len() < region.bytes() {
             self.buf.resize(region.bytes(), 0);
         }
-        let run = |dst: &mut [u8], phases: Range<usize>| match size {
-            1 => deinterleave::<1>(src, dst, &region, phases),
-            2 => deinterleave::<2>(src, dst, &region, phases),
-            _ => deinterleave::<4>(src, dst, &region, phases),
+        let run = |dst: &mut [u8], phases: Range<usize>| {
+            deinterleave(isa, src, dst, &region, phases);
         };
         let buf = &mut self.buf[..region.bytes()];
         let half = region.phases / 2;
@@ -158,24 +164,25 @@ impl Phases {
     }
 }
 
-/// Phases `phases` (row `p`, column `j` of phase `o`) of `region` (elements of `N` bytes) from
-/// `src` into `dst`, which starts at the first of them, row by row: a row's `cols · stride`
-/// elements stay in L1 while each phase's row is written in order.
-fn deinterleave<const N: usize>(src: &[u8], dst: &mut [u8], region: &Region, phases: Range<usize>) {
-    let (rows, cols, stride) = (region.rows, region.cols, region.stride);
-    let pitch = region.pitch();
-    for p in 0..rows {
+/// Phases `phases` (row `p`, column `j` of phase `o`) of `region` from `src` into `dst`, which
+/// starts at the first of them, row by row: row `p`'s `cols × stride` elements, as a matrix of
+/// `cols` rows, transposed into the phases' rows `p` (`cpu::transpose`: in register tiles
+/// where the host has them; the row stays in L1).
+fn deinterleave(isa: Isa, src: &[u8], dst: &mut [u8], region: &Region, phases: Range<usize>) {
+    let size = region.dtype.size() as usize;
+    let pitch = region.pitch() / size;
+    for p in 0..region.rows {
         // In bounds: `fill` checked the region's last element.
-        let from = (region.base + p as isize * region.partition_stride) as usize * N;
-        let row = &src[from..from + ((cols - 1) * stride + region.phases) * N];
-        for o in phases.clone() {
-            let at = (o - phases.start) * pitch + p * cols * N;
-            let to = &mut dst[at..at + cols * N];
-            for (j, x) in to.chunks_exact_mut(N).enumerate() {
-                let e = (j * stride + o) * N;
-                x.copy_from_slice(&row[e..e + N]);
-            }
-        }
+        let from = (region.base + p as isize * region.partition_stride) as usize;
+        let s = Matrix {
+            at: from + phases.start,
+            stride: region.stride,
+        };
+        let d = Matrix {
+            at: p * region.cols,
+            stride: pitch,
+        };
+        transpose_elements(isa, src, s, dst, d, region.cols, phases.len(), size);
     }
 }
 
@@ -207,8 +214,9 @@ mod tests {
         }
     }
 
-    /// Filled in two halves with the worker (when the host has one and it is near), the phases
-    /// hold the bytes one thread's fill gives, for an odd number of phases too.
+    /// Filled in two halves with the worker (when the host has one and it is near), on every
+    /// path the host supports, the phases hold the bytes the portable path gives on one
+    /// thread, for an odd number of phases too.
     #[test]
     fn split_fill_is_the_serial_fill() {
         let mut sbuf = Sbuf::new(Target::Trn2);
@@ -229,15 +237,18 @@ mod tests {
                 phases,
             };
             assert!(region.bytes() >= MIN_SPLIT_BYTES);
-            let (mut serial, mut split) = (Phases::default(), Phases::default());
-            serial.fill(&sbuf, region, None);
-            split.fill(&sbuf, region, worker.as_mut());
-            assert!(split.region.is_some());
-            assert_eq!(
-                serial.buf[..region.bytes()],
-                split.buf[..region.bytes()],
-                "{dtype:?}"
-            );
+            let mut serial = Phases::default();
+            serial.fill(Isa::Portable, &sbuf, region, None);
+            for isa in Isa::supported() {
+                let mut split = Phases::default();
+                split.fill(isa, &sbuf, region, worker.as_mut());
+                assert!(split.region.is_some());
+                assert_eq!(
+                    serial.buf[..region.bytes()],
+                    split.buf[..region.bytes()],
+                    "{isa:?} {dtype:?}"
+                );
+            }
         }
     }
 
@@ -263,7 +274,7 @@ mod tests {
                 phases,
             };
             let mut ph = Phases::default();
-            ph.fill(&sbuf, region, None);
+            ph.fill(Isa::detect(), &sbuf, region, None);
             for o in 0..phases {
                 let r = view(dtype, base + o as isize, ps, rows, cols, stride as isize);
                 let op = ph.operand(&r).expect("a phase of the region");

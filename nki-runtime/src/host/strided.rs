@@ -160,7 +160,7 @@ pub(crate) fn step(
     if !worth_it(matmuls, phases) || region.bytes() > MAX_BYTES {
         return None;
     }
-    e.phases.fill(&e.sbuf, region, e.worker.as_mut());
+    e.phases.fill(e.isa, &e.sbuf, region, e.worker.as_mut());
     for (at, next) in instrs.iter().enumerate().take(last + 1).skip(pc) {
         let resolved = if at == pc {
             Some(*ops)
