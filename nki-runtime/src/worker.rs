@@ -6,8 +6,9 @@
 //! half computes exactly what the serial code computes for those rows, so results do not
 //! depend on the split.
 //!
-//! The worker spins briefly after each job (so that the next instruction of the same launch
-//! finds it awake: waking a parked thread costs tens of microseconds) and then parks. Handing
+//! The worker spins for up to [`SPIN_BEFORE_PARK`] after each job (so that the next
+//! instruction of the same launch finds it awake: waking a parked thread costs tens of
+//! microseconds) and then parks. Handing
 //! over a job allocates nothing: the job lives on the caller's stack, and the caller does not
 //! return, not even by unwinding, before the worker has finished with it.
 //!
@@ -62,8 +63,13 @@ const DONE: u32 = 3;
 /// The worker thread must exit.
 const EXIT: u32 = 4;
 
-/// How long the worker spins for the next job before it parks.
-const SPIN_BEFORE_PARK: Duration = Duration::from_micros(50);
+/// How long the worker spins for the next job before it parks: long enough to bridge the
+/// stretches of a launch that run on the calling thread alone (the NKI Library decode
+/// attention's hundreds of small matmuls between its large loads: parking after 50 µs made
+/// its launch 10–18 % slower, `docs/performance.md`), short next to OpenMP runtimes' habit of
+/// spinning for hundreds of milliseconds. A worker that finds itself on its last poster's
+/// CPU parks at once instead.
+const SPIN_BEFORE_PARK: Duration = Duration::from_millis(1);
 
 /// How often [`Worker::near`] measures the round trip again.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_millis(20);
