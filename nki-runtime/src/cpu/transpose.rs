@@ -305,40 +305,60 @@ unsafe fn transpose_block_avx2(
     cols: usize,
 ) {
     use std::arch::x86_64::*;
-    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-    let (full_r, full_c) = (rows / 8 * 8, cols / 8 * 8);
-    for i in (0..full_r).step_by(8) {
-        for j in (0..full_c).step_by(8) {
-            // Row `k` of the tile starts at `row(k)` bytes into `src`.
-            let row = |k: usize| (s.at + (i + k) * s.stride + j) * 4;
-            // SAFETY: every row of the tile and every column written lies inside the blocks
-            // (the caller's contract); loads and stores are unaligned.
-            unsafe {
-                let halves = |k: usize, hi: usize| {
-                    let lo = _mm_loadu_si128(sp.add(row(k) + 16 * hi).cast());
-                    let up = _mm_loadu_si128(sp.add(row(k + 4) + 16 * hi).cast());
-                    _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), up)
-                };
-                for hi in 0..2 {
-                    let v: [__m256i; 4] = core::array::from_fn(|k| halves(k, hi));
-                    for (c, col) in transpose4_lanes(v).into_iter().enumerate() {
-                        let at = (d.at + (j + 4 * hi + c) * d.stride + i) * 4;
-                        _mm256_storeu_si256(dp.add(at).cast(), col);
-                    }
+    by_tiles(src, s, dst, d, rows, cols, 4, |sp, dp, i, j| {
+        // Row `k` of the tile starts at `row(k)` bytes into `src`.
+        let row = |k: usize| (s.at + (i + k) * s.stride + j) * 4;
+        // SAFETY: every row of the tile and every column written lies inside the blocks (the
+        // caller's contract); loads and stores are unaligned.
+        unsafe {
+            let halves = |k: usize, hi: usize| {
+                let lo = _mm_loadu_si128(sp.add(row(k) + 16 * hi).cast());
+                let up = _mm_loadu_si128(sp.add(row(k + 4) + 16 * hi).cast());
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), up)
+            };
+            for hi in 0..2 {
+                let v: [__m256i; 4] = core::array::from_fn(|k| halves(k, hi));
+                for (c, col) in transpose4_lanes(v).into_iter().enumerate() {
+                    let at = (d.at + (j + 4 * hi + c) * d.stride + i) * 4;
+                    _mm256_storeu_si256(dp.add(at).cast(), col);
                 }
             }
         }
+    });
+}
+
+/// Runs `tile(src, dst, i, j)` on every full 8 × 8 tile of a `rows × cols` block of
+/// `size`-byte elements (`i`, `j`: its first row and column; the pointers: the buffers'
+/// starts), then moves the edges element by element: the columns right of the full tiles in
+/// their rows, then every column of the rows below them.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn by_tiles(
+    src: &[u8],
+    s: Matrix,
+    dst: &mut [u8],
+    d: Matrix,
+    rows: usize,
+    cols: usize,
+    size: usize,
+    mut tile: impl FnMut(*const u8, *mut u8, usize, usize),
+) {
+    let (full_r, full_c) = (rows / 8 * 8, cols / 8 * 8);
+    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+    for i in (0..full_r).step_by(8) {
+        for j in (0..full_c).step_by(8) {
+            tile(sp, dp, i, j);
+        }
     }
-    // The edges, element by element: the columns right of the full tiles in their rows, then
-    // every column of the rows below them.
     let at = |m: Matrix, i: usize, j: usize| Matrix {
         at: m.at + i * m.stride + j,
         ..m
     };
     let right = (at(s, 0, full_c), at(d, full_c, 0));
-    transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, 4);
+    transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, size);
     let below = (at(s, full_r, 0), at(d, 0, full_r));
-    transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, 4);
+    transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, size);
 }
 
 /// [`transpose_elements`] of one block of 2-byte elements: 8 × 8 tiles in xmm registers
@@ -357,59 +377,47 @@ unsafe fn transpose_block_avx2_u16(
     cols: usize,
 ) {
     use std::arch::x86_64::*;
-    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-    let (full_r, full_c) = (rows / 8 * 8, cols / 8 * 8);
-    for i in (0..full_r).step_by(8) {
-        for j in (0..full_c).step_by(8) {
-            // SAFETY: every row of the tile and every column written lies inside the blocks
-            // (the caller's contract); loads and stores are unaligned.
-            unsafe {
-                let r: [__m128i; 8] = core::array::from_fn(|k| {
-                    _mm_loadu_si128(sp.add((s.at + (i + k) * s.stride + j) * 2).cast())
-                });
-                // Pairs of rows, element by element: a[2m] the low halves of rows 2m and
-                // 2m + 1, a[2m + 1] their high halves.
-                let a: [__m128i; 8] = core::array::from_fn(|x| {
-                    let (m, hi) = (x / 2, x % 2 == 1);
-                    if hi {
-                        _mm_unpackhi_epi16(r[2 * m], r[2 * m + 1])
-                    } else {
-                        _mm_unpacklo_epi16(r[2 * m], r[2 * m + 1])
-                    }
-                });
-                // Quads of rows: b[4q + 2h + u] holds columns 4h + 2u and 4h + 2u + 1 of rows
-                // 4q..4q + 4.
-                let b: [__m128i; 8] = core::array::from_fn(|x| {
-                    let (q, h, u) = (x / 4, (x / 2) % 2, x % 2 == 1);
-                    let (lo, hi) = (a[4 * q + h], a[4 * q + 2 + h]);
-                    if u {
-                        _mm_unpackhi_epi32(lo, hi)
-                    } else {
-                        _mm_unpacklo_epi32(lo, hi)
-                    }
-                });
-                // Column `c = 2w + v` of all eight rows: the halves of b[w] and b[4 + w].
-                for c in 0..8 {
-                    let (w, v) = (c / 2, c % 2 == 1);
-                    let col = if v {
-                        _mm_unpackhi_epi64(b[w], b[4 + w])
-                    } else {
-                        _mm_unpacklo_epi64(b[w], b[4 + w])
-                    };
-                    let at = (d.at + (j + c) * d.stride + i) * 2;
-                    _mm_storeu_si128(dp.add(at).cast(), col);
+    by_tiles(src, s, dst, d, rows, cols, 2, |sp, dp, i, j| {
+        // SAFETY: every row of the tile and every column written lies inside the blocks (the
+        // caller's contract); loads and stores are unaligned.
+        unsafe {
+            let r: [__m128i; 8] = core::array::from_fn(|k| {
+                _mm_loadu_si128(sp.add((s.at + (i + k) * s.stride + j) * 2).cast())
+            });
+            // Pairs of rows, element by element: a[2m] the low halves of rows 2m and 2m + 1,
+            // a[2m + 1] their high halves.
+            let a: [__m128i; 8] = core::array::from_fn(|x| {
+                let (m, hi) = (x / 2, x % 2 == 1);
+                if hi {
+                    _mm_unpackhi_epi16(r[2 * m], r[2 * m + 1])
+                } else {
+                    _mm_unpacklo_epi16(r[2 * m], r[2 * m + 1])
                 }
+            });
+            // Quads of rows: b[4q + 2h + u] holds columns 4h + 2u and 4h + 2u + 1 of rows
+            // 4q..4q + 4.
+            let b: [__m128i; 8] = core::array::from_fn(|x| {
+                let (q, h, u) = (x / 4, (x / 2) % 2, x % 2 == 1);
+                let (lo, hi) = (a[4 * q + h], a[4 * q + 2 + h]);
+                if u {
+                    _mm_unpackhi_epi32(lo, hi)
+                } else {
+                    _mm_unpacklo_epi32(lo, hi)
+                }
+            });
+            // Column `c = 2w + v` of all eight rows: the halves of b[w] and b[4 + w].
+            for c in 0..8 {
+                let (w, v) = (c / 2, c % 2 == 1);
+                let col = if v {
+                    _mm_unpackhi_epi64(b[w], b[4 + w])
+                } else {
+                    _mm_unpacklo_epi64(b[w], b[4 + w])
+                };
+                let at = (d.at + (j + c) * d.stride + i) * 2;
+                _mm_storeu_si128(dp.add(at).cast(), col);
             }
         }
-    }
-    let at = |m: Matrix, i: usize, j: usize| Matrix {
-        at: m.at + i * m.stride + j,
-        ..m
-    };
-    let right = (at(s, 0, full_c), at(d, full_c, 0));
-    transpose_block_portable(src, right.0, dst, right.1, full_r, cols - full_c, 2);
-    let below = (at(s, full_r, 0), at(d, 0, full_r));
-    transpose_block_portable(src, below.0, dst, below.1, rows - full_r, cols, 2);
+    });
 }
 
 /// Four in-lane 4 × 4 transposes: `v[k]` holds row `k` of two 4 × 4 matrices (one per 128-bit
