@@ -26,8 +26,8 @@ use crate::worker::Worker;
 /// key tile is 2.5 MiB).
 pub(crate) const MAX_BYTES: usize = 8 << 20;
 
-/// Fewest bytes of phases split with the worker: below, the hand-over costs about as much as
-/// the half it spares (a pass moves about 7 bytes per nanosecond).
+/// Fewest bytes of phases split with the worker: a smaller pass takes a few microseconds, not
+/// much more than handing half of it over and waiting for it.
 const MIN_SPLIT_BYTES: usize = 64 << 10;
 
 /// A column-strided region of SBUF: phase `o` (`o < phases`) is the `[rows, cols]` view at
