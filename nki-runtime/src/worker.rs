@@ -6,9 +6,9 @@
 //! half computes exactly what the serial code computes for those rows, so results do not
 //! depend on the split.
 //!
-//! The worker spins for up to [`SPIN_BEFORE_PARK`] after each job (so that the next
-//! instruction of the same launch finds it awake: waking a parked thread costs tens of
-//! microseconds) and then parks. Handing
+//! The worker spins after each job (so that the next instruction of the same launch finds it
+//! awake: waking a parked thread costs tens of microseconds) and then parks; how long adapts
+//! between [`SPIN_BEFORE_PARK`] and [`MAX_SPIN`] to how soon jobs came after its last parks. Handing
 //! over a job allocates nothing: the job lives on the caller's stack, and the caller does not
 //! return, not even by unwinding, before the worker has finished with it.
 //!
@@ -63,13 +63,30 @@ const DONE: u32 = 3;
 /// The worker thread must exit.
 const EXIT: u32 = 4;
 
-/// How long the worker spins for the next job before it parks: long enough to bridge the
-/// stretches of a launch that run on the calling thread alone (the NKI Library decode
-/// attention's hundreds of small matmuls between its large loads: parking after 50 µs made
-/// its launch 10–18 % slower, `docs/performance.md`), short next to OpenMP runtimes' habit of
-/// spinning for hundreds of milliseconds. A worker that finds itself on its last poster's
-/// CPU parks at once instead.
-const SPIN_BEFORE_PARK: Duration = Duration::from_millis(1);
+/// How long the worker spins for the next job before it parks, at first and at least: short,
+/// so that idle workers (one per core, and a process may hold several cores) leave the host's
+/// CPUs to others soon.
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(50);
+
+/// The longest the worker spins: each time a job arrives less than this after the worker
+/// parked, its spin doubles up to this; each time it arrives later, it halves down to
+/// [`SPIN_BEFORE_PARK`]. A launch whose stretches on the calling thread alone outlast the
+/// short spin (the NKI Library decode attention's hundreds of small matmuls between its large
+/// loads: parking after 50 µs made its launch 10–18 % slower, `docs/performance.md`) keeps its
+/// worker awake after a few parks; one that leaves the worker idle for long keeps the short
+/// spin. A worker that finds itself on its last poster's CPU parks at once instead.
+const MAX_SPIN: Duration = Duration::from_millis(1);
+
+/// The worker's spin after the wait `waited` from its last park to the job that woke it:
+/// doubled (up to [`MAX_SPIN`]) when the park was premature, halved (down to
+/// [`SPIN_BEFORE_PARK`]) otherwise.
+fn next_spin(spin: Duration, waited: Duration) -> Duration {
+    if waited < MAX_SPIN {
+        spin.saturating_mul(2).min(MAX_SPIN)
+    } else {
+        (spin / 2).max(SPIN_BEFORE_PARK)
+    }
+}
 
 /// How often [`Worker::near`] measures the round trip again.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_millis(20);
@@ -547,6 +564,9 @@ fn park(shared: &Shared, posted: bool) {
 
 fn worker_loop(shared: &Shared) {
     shared.started.store(true, Ordering::Release);
+    let mut spin = SPIN_BEFORE_PARK;
+    // When the worker last parked for want of a job (not refusing one).
+    let mut parked_at: Option<Instant> = None;
     loop {
         let mut since = Instant::now();
         let mut spins = 0u32;
@@ -557,6 +577,7 @@ fn worker_loop(shared: &Shared) {
                     // would only take turns with it. Park; the poster takes the job back.
                     if on_poster_cpu(shared) {
                         shared.refused.store(true, Ordering::Relaxed);
+                        parked_at = None;
                         park(shared, true);
                         since = Instant::now();
                         continue;
@@ -568,6 +589,9 @@ fn worker_loop(shared: &Shared) {
                         Ordering::Acquire,
                     );
                     if claim.is_ok() {
+                        if let Some(at) = parked_at.take() {
+                            spin = next_spin(spin, at.elapsed());
+                        }
                         break;
                     }
                     // Taken back by the caller: wait for the next job.
@@ -577,12 +601,11 @@ fn worker_loop(shared: &Shared) {
                 _ => {}
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64)
-                || (since.elapsed() < SPIN_BEFORE_PARK && !on_poster_cpu(shared))
-            {
+            if !spins.is_multiple_of(64) || (since.elapsed() < spin && !on_poster_cpu(shared)) {
                 spin_loop();
                 continue;
             }
+            parked_at = Some(Instant::now());
             park(shared, false);
             since = Instant::now();
         }
@@ -609,6 +632,8 @@ impl Drop for Worker {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::Worker;
 
     #[test]
@@ -704,6 +729,36 @@ mod tests {
         );
         assert_eq!((a, b), (1, None));
         assert!(!ran, "the half ran although it was left");
+    }
+
+    /// A worker woken again and again soon after it parks spins up to the longest spin in
+    /// doublings; woken late, it comes back to the shortest in halvings, and stays in between.
+    #[test]
+    fn the_spin_adapts_to_how_soon_jobs_come() {
+        use super::{MAX_SPIN, SPIN_BEFORE_PARK, next_spin};
+        let soon = Duration::from_micros(300);
+        let late = MAX_SPIN * 5;
+        let mut spin = SPIN_BEFORE_PARK;
+        let mut steps = 0;
+        while spin < MAX_SPIN {
+            let next = next_spin(spin, soon);
+            assert!(next == (spin * 2).min(MAX_SPIN), "{spin:?} -> {next:?}");
+            spin = next;
+            steps += 1;
+        }
+        assert_eq!(steps, 5, "50 µs doubles to 1 ms in five premature parks");
+        assert_eq!(next_spin(MAX_SPIN, soon), MAX_SPIN);
+        while spin > SPIN_BEFORE_PARK {
+            let next = next_spin(spin, late);
+            assert!(
+                next == (spin / 2).max(SPIN_BEFORE_PARK),
+                "{spin:?} -> {next:?}"
+            );
+            spin = next;
+        }
+        assert_eq!(next_spin(SPIN_BEFORE_PARK, late), SPIN_BEFORE_PARK);
+        // A wait of exactly the longest spin is late.
+        assert_eq!(next_spin(MAX_SPIN, MAX_SPIN), MAX_SPIN / 2);
     }
 
     #[test]
