@@ -8,9 +8,9 @@
 //!
 //! The worker spins after each job (so that the next instruction of the same launch finds it
 //! awake: waking a parked thread costs tens of microseconds) and then parks; how long adapts
-//! between [`SPIN_BEFORE_PARK`] and [`MAX_SPIN`] to how soon jobs came after its last parks. Handing
-//! over a job allocates nothing: the job lives on the caller's stack, and the caller does not
-//! return, not even by unwinding, before the worker has finished with it.
+//! between [`SPIN_BEFORE_PARK`] and [`MAX_SPIN`] to how soon jobs came after its last parks.
+//! Handing over a job allocates nothing: the job lives on the caller's stack, and the caller
+//! does not return, not even by unwinding, before the worker has finished with it.
 //!
 //! Whether splitting one instruction pays depends on how far the worker's core is from the
 //! caller's: the two halves of an instruction share its operands and its destination, which
