@@ -10,9 +10,9 @@ use super::pack_cache::PackCache;
 use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingPacking, MovingScratch, Operand, Output, PackedMoving, PackedStationary,
-    StationaryScratch, matmul as mm_kernel, matmul_prepacked, moving_split, pack_moving,
-    pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingPacking, MovingScratch, NARROW_COLUMNS, Operand, Output, PackedMoving,
+    PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_narrow, matmul_prepacked,
+    moving_split, pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -355,6 +355,19 @@ pub(crate) fn matmul<'h>(
     let n = m.cols;
     let (dp, g) = (dst.pattern, dst.dims);
     let row_stride = Psum::STRIDE_F32S;
+    // A narrow moving operand (decode attention's few query columns): the output's rows in the
+    // vector lanes and the stationary operand read where it lies, when the kernel takes these
+    // operands; else the packed paths below.
+    if copy.is_none() && n <= NARROW_COLUMNS && free_contiguous(&g, &dp) {
+        let mut out = Output {
+            data: psum.f32s_mut(),
+            offset: dp.base as usize,
+            row_stride,
+        };
+        if matmul_narrow(isa, &s, &m, &mut out, accumulate) {
+            return;
+        }
+    }
     if free_contiguous(&g, &dp)
         && let Some(packing) = shared_packing(isa, &s, &m)
     {

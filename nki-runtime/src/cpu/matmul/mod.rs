@@ -79,6 +79,11 @@ use super::{AlignedBuf, Isa};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod narrow;
+
+/// Most moving columns [`matmul_narrow`] takes.
+pub(crate) const NARROW_COLUMNS: usize = 8;
 
 /// Largest contraction size `K` (partitions).
 pub const MAX_K: usize = 128;
@@ -184,6 +189,36 @@ pub fn matmul(
     run(
         isa, bf16_dot, scratch, stationary, moving, out, accumulate, cols,
     );
+}
+
+/// [`matmul`] over all of the moving operand's columns when there are at most
+/// [`NARROW_COLUMNS`], on the AVX-512 kernel that puts the output's rows in the vector lanes
+/// and reads the stationary operand unpacked (`narrow.rs`): `true` when it computed the result,
+/// `false`, with nothing written, when `isa` has no such kernel or the operands need the packed
+/// paths (f16, a subnormal stationary element, data near the flush boundary). The same bits as
+/// [`matmul`].
+///
+/// # Panics
+/// As [`matmul`].
+pub(crate) fn matmul_narrow(
+    isa: Isa,
+    stationary: &Operand,
+    moving: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+) -> bool {
+    validate(stationary, moving, out, &(0..moving.cols));
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
+            const _: () = assert!(NARROW_COLUMNS == narrow::MAX_COLUMNS);
+            // SAFETY: the CPU has AVX-512 F/BW/VL (both paths require them); `validate`
+            // checked that every element addressed lies in its slice.
+            return unsafe { narrow::matmul(stationary, moving, out, accumulate) };
+        }
+    }
+    let _ = (isa, accumulate);
+    false
 }
 
 /// The layout of a matmul's operands packed by panels, from [`shared_packing`]: which kernel
@@ -1458,6 +1493,104 @@ pub(crate) mod tests {
                 cols,
             );
             psum
+        }
+    }
+
+    impl Case {
+        /// [`super::matmul_narrow`] on `isa` over every moving column: the output when it
+        /// computed it, `None` when it declined (having written nothing: checked).
+        pub(crate) fn run_narrow(&self, isa: Isa, accumulate: bool) -> Option<Vec<f32>> {
+            let (st, mv) = self.operands();
+            let mut psum = self.psum.clone();
+            let mut out = Output {
+                data: &mut psum,
+                offset: PSUM_OFFSET,
+                row_stride: PSUM_STRIDE,
+            };
+            if super::matmul_narrow(isa, &st, &mv, &mut out, accumulate) {
+                return Some(psum);
+            }
+            assert_same_bits(&psum, &self.psum, "the output of a declined narrow matmul");
+            None
+        }
+    }
+
+    /// The narrow kernel (`narrow.rs`) gives the portable path's bits for every moving width
+    /// up to [`NARROW_COLUMNS`], on row counts around its blocks of 16 rows, whenever it takes
+    /// the operands; it takes every ordinary, zero and special (inf, NaN) case, and leaves the
+    /// output untouched where it declines (subnormal-heavy and boundary data, f16, and paths
+    /// without AVX-512).
+    #[test]
+    fn narrow_moving_operands_give_the_same_bits() {
+        const NARROW_DTYPES: [(DType, DType); 5] = [
+            (DType::Bf16, DType::Bf16),
+            (DType::F32, DType::F32),
+            (DType::Bf16, DType::F32),
+            (DType::F32, DType::Bf16),
+            (DType::F16, DType::F16),
+        ];
+        let mut seed = 1000;
+        let (mut taken, mut expected) = (0, 0);
+        for (k, m) in [(1, 1), (7, 15), (64, 17), (33, 100), (128, 128), (128, 113)] {
+            for n in [1, 2, 3, 5, 6, 7, 8] {
+                for dt in NARROW_DTYPES {
+                    let kinds: &[Kind] = &[
+                        Kind::Normal,
+                        Kind::Zeros,
+                        Kind::Special,
+                        Kind::Tiny,
+                        Kind::Boundary,
+                    ];
+                    for &kind in kinds {
+                        seed += 1;
+                        let case = Case::new(seed, dt, k, m, n, kind);
+                        for accumulate in [false, true] {
+                            let want = case.run(PORTABLE, accumulate, 0..n);
+                            for isa in Isa::ALL {
+                                let what = format!(
+                                    "narrow {isa:?} {dt:?} K{k} M{m} N{n} {kind:?} acc {accumulate}"
+                                );
+                                let ordinary =
+                                    matches!(kind, Kind::Normal | Kind::Zeros | Kind::Special);
+                                let avx512 = matches!(isa, Isa::Avx512 | Isa::Avx512Bf16)
+                                    && isa.is_supported();
+                                let must_take = avx512 && ordinary && dt.0 != DType::F16;
+                                expected += usize::from(must_take);
+                                match case.run_narrow(isa, accumulate) {
+                                    Some(got) => {
+                                        assert!(avx512 && dt.0 != DType::F16, "{what} taken");
+                                        assert_same_bits(&got, &want, &what);
+                                        taken += usize::from(must_take);
+                                    }
+                                    None => assert!(!must_take, "{what} declined"),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(taken, expected);
+        // One subnormal stationary element among ordinary ones: the definition flushes it to
+        // zero (DAZ), which the kernel does not, so it declines.
+        for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::F32)] {
+            let mut case = Case::new(7, dt, 16, 20, 3, Kind::Normal);
+            let size = elem_size(dt.0);
+            let at = case.st.1 + 5 * case.st.2 + 3 * size;
+            let subnormal: &[u8] = if dt.0 == DType::Bf16 {
+                &[0x03, 0x00]
+            } else {
+                &[0x00, 0x03, 0x00, 0x00]
+            };
+            case.st.0[at..at + size].copy_from_slice(subnormal);
+            for isa in Isa::ALL {
+                for accumulate in [false, true] {
+                    assert!(
+                        case.run_narrow(isa, accumulate).is_none(),
+                        "{isa:?} {dt:?} took a subnormal stationary element"
+                    );
+                }
+            }
         }
     }
 

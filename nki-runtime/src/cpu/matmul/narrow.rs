@@ -1,0 +1,300 @@
+//! AVX-512 `nc_matmul` for a narrow moving operand (at most [`MAX_COLUMNS`] columns: decode
+//! attention's scores `kᵀq` and its `vᵀp`, a column sum against a ones vector).
+//!
+//! The panel kernels put the output's columns in the zmm lanes, so five columns fill five of
+//! sixteen lanes, and they pack the stationary operand first, each of its `K × M` elements
+//! once per matmul for `N` uses. Here the output's **rows** are in the lanes: the stationary
+//! operand is read as it lies in SBUF (row `k` holds the `M` values of one partition,
+//! contiguous), each moving element `mv[k][n]` is broadcast, and every column's accumulators
+//! stay in registers (`V` vectors of 16 rows by `N` columns). The accumulation order is the
+//! definition's (each output element its own FMA chain over ascending `k`), so the results are
+//! [`super::matmul`]'s bit for bit, under two conditions checked before anything is written,
+//! else the caller takes the packed path:
+//!
+//! - no stationary element is an f32 subnormal once widened (the kernel does not flush them;
+//!   [`super::daz`]), and
+//! - the exponent proof of [`super`] holds (the operands' smallest nonzero magnitudes and the
+//!   initial accumulators put every intermediate sum on the grid `2^-126 · ℤ`), so the plain
+//!   FMA chain needs no FTZ.
+//!
+//! The moving operand is widened with DAZ into a small buffer; a NaN result is stored as the
+//! canonical NaN.
+
+use core::arch::x86_64::*;
+
+use nki_lang::DType;
+
+use super::{CANONICAL_NAN, Operand, Output, acc_on_grid, products_on_grid};
+
+/// Most moving columns this kernel takes.
+pub(super) const MAX_COLUMNS: usize = 8;
+
+/// Most zmm registers a block holds: `N · V` accumulators, `V` stationary vectors, one
+/// broadcast and the least magnitude (of 32).
+const MAX_REGISTERS: usize = 30;
+
+/// A mask of the first `n` (≤ 16) lanes.
+#[inline]
+fn lanes16(n: usize) -> u16 {
+    if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
+}
+
+/// Stationary rows ahead of the one being multiplied that are fetched into the cache (each
+/// row is a partition of its own, a page or more apart: the hardware prefetchers do not follow
+/// them).
+const PREFETCH_ROWS: usize = 6;
+
+/// Widens the moving operand with DAZ into `buf[k * MAX_COLUMNS + j]` (columns from `n` on
+/// zero); returns the smallest [`super::exp_key`].
+///
+/// # Safety
+/// AVX-512 F/BW/VL; every element of `mv` lies in its slice; `mv.cols ≤ MAX_COLUMNS`,
+/// `buf` holds `mv.rows · MAX_COLUMNS` values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn widen_moving(mv: &Operand, buf: &mut [f32]) -> u32 {
+    let base = mv.data.as_ptr();
+    let mask = lanes16(mv.cols) as u8;
+    let (exp, sign, one) = (
+        _mm256_set1_epi32(0x7f80_0000),
+        _mm256_set1_epi32(i32::MIN),
+        _mm256_set1_epi32(1),
+    );
+    let mut key = _mm256_set1_epi32(-1);
+    for (k, dst) in buf.chunks_exact_mut(MAX_COLUMNS).take(mv.rows).enumerate() {
+        let row = mv.offset + k * mv.row_stride;
+        // SAFETY: the masked lanes are elements of the operand.
+        let v = unsafe {
+            if mv.dtype == DType::Bf16 {
+                let h = _mm_maskz_loadu_epi16(mask, base.add(row).cast());
+                _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h))
+            } else {
+                _mm256_maskz_loadu_epi32(mask, base.add(row).cast())
+            }
+        };
+        // DAZ: a zero exponent field keeps the sign alone.
+        let zero_exp = _mm256_testn_epi32_mask(v, exp);
+        let v = _mm256_mask_and_epi32(v, zero_exp, v, sign);
+        let field = _mm256_srli_epi32::<23>(_mm256_and_si256(v, exp));
+        key = _mm256_min_epu32(key, _mm256_sub_epi32(field, one));
+        // SAFETY: 8 values into a chunk of 8.
+        unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), v) };
+    }
+    let mut lanes = [0u32; 8];
+    // SAFETY: 32 bytes into a 32-byte array.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), key) };
+    lanes.iter().copied().min().unwrap_or(u32::MAX)
+}
+
+/// Sixteen widened stationary elements `st[k][i..]` (lanes from `cols − i` on zero).
+///
+/// # Safety
+/// AVX-512 F/BW/VL; `row` is the byte offset of row `k`; the masked elements lie in the slice.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[inline]
+unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, i: usize, cols: usize) -> __m512 {
+    let mask = lanes16(cols.saturating_sub(i));
+    // SAFETY: by the caller's contract.
+    unsafe {
+        if bf16 {
+            let h = _mm256_maskz_loadu_epi16(mask, base.add(row + 2 * i).cast());
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+        } else {
+            _mm512_maskz_loadu_ps(mask, base.add(row + 4 * i).cast())
+        }
+    }
+}
+
+/// Rows `m0 .. m0 + 16·V` of the result, `N` columns: `acc[j][m]` (transposed, `MAX_M` apart)
+/// holds the initial accumulators and receives the results; `magnitudes` takes the least of
+/// `2·|x| − 1` (as bits, wrapping) over the stationary elements `x` read.
+///
+/// # Safety
+/// AVX-512 F/BW/VL; `st` in its slice; `mv` holds `st.rows · MAX_COLUMNS` values; `acc` holds
+/// `N · MAX_M` values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn block<const N: usize, const V: usize>(
+    st: &Operand,
+    mv: &[f32],
+    acc: &mut [f32],
+    m0: usize,
+    magnitudes: &mut __m512i,
+) {
+    let base = st.data.as_ptr();
+    let bf16 = st.dtype == DType::Bf16;
+    let size = if bf16 { 2 } else { 4 };
+    let one = _mm512_set1_epi32(1);
+    let mut least = *magnitudes;
+    let mut c = [[_mm512_setzero_ps(); V]; N];
+    for (j, cj) in c.iter_mut().enumerate() {
+        for (v, x) in cj.iter_mut().enumerate() {
+            // SAFETY: `acc` holds `MAX_M` values per column and `m0 + 16·V ≤ MAX_M`.
+            *x = unsafe { _mm512_loadu_ps(acc.as_ptr().add(j * super::MAX_M + m0 + 16 * v)) };
+        }
+    }
+    for (k, b) in mv.chunks_exact(MAX_COLUMNS).take(st.rows).enumerate() {
+        let row = st.offset + k * st.row_stride;
+        if k + PREFETCH_ROWS < st.rows {
+            let ahead = base.wrapping_add(row + PREFETCH_ROWS * st.row_stride + m0 * size);
+            for line in (0..16 * V * size).step_by(64) {
+                // A prefetch never faults; the address is the operand's row ahead.
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
+            }
+        }
+        let mut s = [_mm512_setzero_ps(); V];
+        for (v, x) in s.iter_mut().enumerate() {
+            // SAFETY: row `k`'s elements from `m0 + 16·v`, masked to the operand's columns.
+            *x = unsafe { stationary16(base, bf16, row, m0 + 16 * v, st.cols) };
+            // The least nonzero magnitude, doubled to drop the sign, less one (zeros and the
+            // lanes past the operand wrap to the largest).
+            let twice = _mm512_slli_epi32::<1>(_mm512_castps_si512(*x));
+            least = _mm512_min_epu32(least, _mm512_sub_epi32(twice, one));
+        }
+        for (cj, &bj) in c.iter_mut().zip(b) {
+            let bj = _mm512_set1_ps(bj);
+            for (x, &sv) in cj.iter_mut().zip(&s) {
+                *x = _mm512_fmadd_ps(sv, bj, *x);
+            }
+        }
+    }
+    for (j, cj) in c.iter().enumerate() {
+        for (v, &x) in cj.iter().enumerate() {
+            // SAFETY: as the loads above.
+            unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(j * super::MAX_M + m0 + 16 * v), x) };
+        }
+    }
+    *magnitudes = least;
+}
+
+/// Every row of the result for `N` columns, in blocks of `V` vectors; returns the least of
+/// `2·|x| − 1` (wrapping) over the stationary elements `x` read (as bits: `u32::MAX` when all
+/// are zero).
+///
+/// # Safety
+/// As [`block`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn rows<const N: usize, const V: usize>(st: &Operand, mv: &[f32], acc: &mut [f32]) -> u32 {
+    const { assert!(N * V + V + 2 <= MAX_REGISTERS && (super::MAX_M / 16).is_multiple_of(V)) };
+    let mut magnitudes = _mm512_set1_epi32(-1);
+    let mut m0 = 0;
+    while m0 < st.cols {
+        // SAFETY: `m0 < cols ≤ MAX_M`, and blocks of `16·V` rows divide `MAX_M`: the block's
+        // rows are within `acc`'s columns.
+        unsafe { block::<N, V>(st, mv, acc, m0, &mut magnitudes) };
+        m0 += 16 * V;
+    }
+    _mm512_reduce_min_epu32(magnitudes)
+}
+
+/// `out[m][n] (=|+=) Σ_k st[k][m] · mv[k][n]` as [`super::matmul`] computes it, for a moving
+/// operand of at most [`MAX_COLUMNS`] columns; `false` (nothing written) when the operands'
+/// dtypes or values need the packed path (module documentation).
+///
+/// # Safety
+/// AVX-512 F/BW/VL; [`super::validate`] holds for the operands and the output over all of the
+/// moving operand's columns.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn matmul(
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+) -> bool {
+    let (k, m, n) = (st.rows, st.cols, mv.cols);
+    let dtypes_ok = matches!(st.dtype, DType::Bf16 | DType::F32)
+        && matches!(mv.dtype, DType::Bf16 | DType::F32);
+    // Gather and scatter indices are i32 element offsets.
+    let indexable = i32::try_from(out.data.len()).is_ok();
+    if !dtypes_ok || !indexable || n == 0 || n > MAX_COLUMNS || m == 0 || k == 0 {
+        return false;
+    }
+    let mut mvbuf = [0f32; super::MAX_K * MAX_COLUMNS];
+    // SAFETY: the operand lies in its slice; `n ≤ MAX_COLUMNS`, `k ≤ MAX_K`.
+    let key_b = unsafe { widen_moving(mv, &mut mvbuf) };
+    // The initial accumulators, transposed: column `j`'s rows contiguous.
+    let mut acc = [-0.0f32; MAX_COLUMNS * super::MAX_M];
+    let stride = i32::try_from(out.row_stride).unwrap_or(i32::MAX);
+    let rows16 = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(stride),
+    );
+    let index = |j: usize, i: usize| {
+        // `offset + (i + lane) · row_stride + j` for the rows of a validated output: in i32.
+        let at = out.offset + i * out.row_stride + j;
+        _mm512_add_epi32(rows16, _mm512_set1_epi32(at as i32))
+    };
+    if accumulate {
+        let (exp, sign) = (_mm512_set1_epi32(0x7f80_0000), _mm512_set1_epi32(i32::MIN));
+        let mut on_grid = true;
+        for j in 0..n {
+            let mut i = 0;
+            while i < m {
+                let mask = lanes16(m - i);
+                // SAFETY: the masked lanes are output elements (validated).
+                let x = unsafe {
+                    _mm512_mask_i32gather_epi32::<4>(
+                        _mm512_setzero_si512(),
+                        mask,
+                        index(j, i),
+                        out.data.as_ptr().cast(),
+                    )
+                };
+                // DAZ, then the grid test on each initial accumulator.
+                let x = _mm512_mask_and_epi32(x, _mm512_testn_epi32_mask(x, exp), x, sign);
+                let mut lanes = [0f32; 16];
+                // SAFETY: 64 bytes into a 64-byte array.
+                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), x) };
+                on_grid &= lanes.iter().all(|&a| acc_on_grid(a));
+                acc[j * super::MAX_M + i..][..16].copy_from_slice(&lanes);
+                i += 16;
+            }
+        }
+        if !on_grid {
+            return false;
+        }
+    }
+    let widened = &mvbuf[..k * MAX_COLUMNS];
+    // SAFETY: as this function's; `acc` holds `MAX_COLUMNS · MAX_M` values.
+    let least = unsafe {
+        match n {
+            1 => rows::<1, 8>(st, widened, &mut acc),
+            2 => rows::<2, 8>(st, widened, &mut acc),
+            3 => rows::<3, 4>(st, widened, &mut acc),
+            4 => rows::<4, 4>(st, widened, &mut acc),
+            5 => rows::<5, 4>(st, widened, &mut acc),
+            6 => rows::<6, 4>(st, widened, &mut acc),
+            7 => rows::<7, 2>(st, widened, &mut acc),
+            _ => rows::<8, 2>(st, widened, &mut acc),
+        }
+    };
+    // The stationary operand's least nonzero magnitude, read as it was multiplied: the results
+    // stand when it is not subnormal and the exponent proof holds.
+    let key_a = match least {
+        u32::MAX => u32::MAX,
+        twice => {
+            let magnitude = (twice + 1) >> 1;
+            if magnitude < 0x0080_0000 {
+                return false;
+            }
+            (magnitude >> 23) - 1
+        }
+    };
+    if !products_on_grid(key_a, st.dtype, key_b, mv.dtype) {
+        return false;
+    }
+    let nan = _mm512_castsi512_ps(_mm512_set1_epi32(CANONICAL_NAN as i32));
+    for j in 0..n {
+        let mut i = 0;
+        while i < m {
+            let mask = lanes16(m - i);
+            // SAFETY: 16 values of `acc` (`i + 16 ≤ MAX_M`).
+            let x = unsafe { _mm512_loadu_ps(acc[j * super::MAX_M + i..][..16].as_ptr()) };
+            let x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), nan);
+            // SAFETY: the masked lanes are output elements (validated), disjoint rows.
+            unsafe {
+                _mm512_mask_i32scatter_ps::<4>(out.data.as_mut_ptr().cast(), mask, index(j, i), x)
+            };
+            i += 16;
+        }
+    }
+    true
+}
