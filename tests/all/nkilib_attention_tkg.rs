@@ -147,6 +147,58 @@ fn bf16_decode_attention_matches_the_library_reference() {
     }
 }
 
+/// The library's shape on every host path the machine has against the portable one (strict:
+/// every instruction as written), bit for bit: the narrow matmul kernels (one matmul, and the
+/// `kᵀq` group in one pass over the key tile), the other shortcuts of plain launches and every
+/// instruction's vector path give the definition's results.
+#[test]
+fn every_host_path_gives_the_portable_bits() {
+    let dims = (4, 1, 5, 10240, 10240, 128);
+    let x = inputs(dims, 11, 1.3);
+    let x = (
+        x.0.mapv(bf16::from_f32),
+        x.1.mapv(bf16::from_f32),
+        x.2.mapv(bf16::from_f32),
+        x.3.mapv(bf16::from_f32),
+        x.4.mapv(bf16::from_f32),
+    );
+    let mask = library_mask(4, 1, 5, 10240);
+    let run = |core: &mut NeuronCore| {
+        attention_tkg_bf16_b4_h1_sa5_s10240_d128::host(
+            core,
+            x.0.view(),
+            x.1.view(),
+            x.2.view(),
+            x.3.view(),
+            x.4.view(),
+            mask.view(),
+        )
+        .unwrap()
+    };
+    // Strict launches (the default in debug builds) run every instruction as written; plain
+    // ones take the host's shortcuts (`host::strided`'s groups among them).
+    let want = run(&mut NeuronCore::default().with_isa(nki::Isa::Portable).unwrap());
+    for isa in nki::Isa::supported() {
+        for (threads, strict) in [(1, false), (2, false), (2, true)] {
+            let mut core = NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_host_threads(threads)
+                .with_strict(strict);
+            let got = run(&mut core);
+            let differ = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| g.to_bits() != w.to_bits())
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{isa:?} on {threads} threads (strict {strict}): {differ} elements differ"
+            );
+        }
+    }
+}
+
 #[test]
 fn an_f32_token_against_one_column_tile() {
     let dims = (1, 1, 1, 128, 256, 64);

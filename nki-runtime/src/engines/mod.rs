@@ -76,6 +76,8 @@ pub(crate) struct EngineState {
     pub packed: tensor::Packed,
     /// The phases of a column-strided region that a group of matmuls reads (`host::strided`).
     pub phases: phases::Phases,
+    /// The scratch of such a group run in one pass by the narrow matmul kernel.
+    pub group: tensor::GroupScratch,
     /// Packings of matmul operands read straight from input tensors, for reuse within an
     /// execution (and across launches for device tensors that keep their version): moving
     /// operands, then stationary ones.
@@ -153,6 +155,7 @@ impl EngineState {
             worker: None,
             packed: tensor::Packed::new(),
             phases: phases::Phases::default(),
+            group: tensor::GroupScratch::default(),
             packs: tensor::pack_caches(),
             // Caches without slots: the worker thread's engines, whose matmul halves alone
             // read them, come with the worker.

@@ -7,12 +7,14 @@ use super::access::{
     Block2d, ChunkBuf, End, Mem, Plan, T_COLS, squeeze, transfer, transpose_blocks,
 };
 use super::pack_cache::PackCache;
+use super::phases::Region;
 use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingPacking, MovingScratch, NARROW_COLUMNS, Operand, Output, PackedMoving,
-    PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_narrow, matmul_prepacked,
-    moving_split, pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingPacking, MovingScratch, NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output,
+    PackedMoving, PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_narrow,
+    matmul_narrow_group, matmul_prepacked, moving_split, narrow_group_scratch, pack_moving,
+    pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -41,6 +43,133 @@ pub(crate) fn pack_caches() -> (PackCache, PackCache) {
     (
         PackCache::moving_operands(CACHED_MOVING),
         PackCache::stationary_operands(CACHED_STATIONARY),
+    )
+}
+
+/// The scratch of a group of matmuls run in one pass by the narrow kernel ([`narrow_phases`]):
+/// each stationary column's place in PSUM, and the transposed results. Grown to the largest
+/// group once and kept.
+#[derive(Default)]
+pub(crate) struct GroupScratch {
+    places: Vec<i32>,
+    results: Vec<f32>,
+}
+
+/// Matmuls that each read phase `o` of a column-strided SBUF `region` (its columns `o`,
+/// `o + stride`, …: `host::strided`) as their stationary operand, all with the moving operand
+/// `moving` and `accumulate` alike, each into its own PSUM rows (`group`: each one's phase and
+/// destination), run in one pass over the region by the narrow kernel: its columns in the
+/// vector lanes, each result scattered to its matmul's row and column. The results of the
+/// matmuls one after the other, bit for bit. `false`, with nothing written, when the kernel
+/// does not take them: a moving operand of more than [`NARROW_COLUMNS`] columns, destinations
+/// that are not whole PSUM partitions or that share an element, or what [`matmul_narrow`]
+/// declines.
+pub(crate) fn narrow_phases(
+    e: &mut EngineState,
+    region: &Region,
+    moving: &Resolved,
+    group: &[(usize, Resolved)],
+    accumulate: bool,
+) -> bool {
+    let n: usize = moving.dims[1..].iter().product();
+    let size = region.dtype.size() as usize;
+    let width = region
+        .cols
+        .saturating_sub(1)
+        .saturating_mul(region.stride)
+        .saturating_add(region.phases);
+    let shape_ok = (1..=NARROW_COLUMNS).contains(&n)
+        && moving.loc == Loc::Sbuf
+        && moving.dims[0] == region.rows
+        && region.rows > 0
+        && region.cols > 0
+        && width <= NARROW_GROUP_COLUMNS
+        && region.base >= 0
+        && (region.rows == 1 || region.partition_stride > 0);
+    if !shape_ok {
+        return false;
+    }
+    // Each destination: rows of whole PSUM partitions, its `n` columns contiguous within one;
+    // no two destinations share an element (rectangles of partitions × columns).
+    let part = Psum::STRIDE_F32S;
+    let rect = |d: &Resolved| -> Option<(usize, usize, usize, usize)> {
+        let base = usize::try_from(d.pattern.base).ok()?;
+        let (p0, c0) = (base / part, base % part);
+        let rows = d.dims[0];
+        let ok = d.loc == Loc::Psum
+            && d.dtype == DType::F32
+            && free_contiguous(&d.dims, &d.pattern)
+            && d.dims[1..].iter().product::<usize>() == n
+            && (rows <= 1 || usize::try_from(d.pattern.strides[0]) == Ok(part))
+            && rows <= region.cols
+            && c0 + n <= part
+            && p0 + rows <= 128;
+        ok.then_some((p0, p0 + rows, c0, c0 + n))
+    };
+    for (i, (phase, d)) in group.iter().enumerate() {
+        let Some((a0, a1, b0, b1)) = rect(d).filter(|_| *phase < region.phases) else {
+            return false;
+        };
+        let meets = group[..i].iter().any(|(_, o)| {
+            rect(o).is_some_and(|(c0, c1, d0, d1)| a0 < c1 && c0 < a1 && b0 < d1 && d0 < b1)
+        });
+        if meets {
+            return false;
+        }
+    }
+    let EngineState {
+        isa,
+        sbuf,
+        psum,
+        chunks,
+        packed,
+        group: scratch,
+        ..
+    } = e;
+    let isa = *isa;
+    // Each stationary column's place: row `j` of the matmul on phase `o` is column
+    // `j · stride + o` of the region.
+    scratch.places.clear();
+    scratch.places.resize(width, -1);
+    for (phase, d) in group {
+        let base = d.pattern.base as usize;
+        for j in 0..d.dims[0] {
+            let (Some(slot), Ok(at)) = (
+                scratch.places.get_mut(j * region.stride + phase),
+                i32::try_from(base + j * part),
+            ) else {
+                return false;
+            };
+            *slot = at;
+        }
+    }
+    let needed = narrow_group_scratch(width, n);
+    if scratch.results.len() < needed {
+        scratch.results.resize(needed, 0.0);
+    }
+    let st = Operand {
+        data: sbuf.bytes(),
+        dtype: region.dtype,
+        offset: region.base as usize * size,
+        row_stride: region.partition_stride.max(0) as usize * size,
+        rows: region.rows,
+        cols: width,
+    };
+    let end = (st.rows - 1)
+        .checked_mul(st.row_stride)
+        .and_then(|x| x.checked_add(st.offset))
+        .and_then(|x| x.checked_add(width * size));
+    if end.is_none_or(|end| end > st.data.len()) {
+        return false;
+    }
+    let mv = operand(isa, chunks, sbuf, moving, &mut packed.moving);
+    matmul_narrow_group(
+        isa,
+        &st,
+        &mv,
+        (psum.f32s_mut(), &scratch.places[..width]),
+        accumulate,
+        &mut scratch.results[..needed],
     )
 }
 

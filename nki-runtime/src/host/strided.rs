@@ -13,8 +13,14 @@
 //! are forgotten. The matmuls read the elements they would have read from SBUF, which nothing
 //! in between writes: the results are those of the instructions one after the other, bit for
 //! bit.
+//!
+//! When the group is matmuls only, all with one moving operand of at most eight columns (decode
+//! attention's `kᵀq`: five query columns), no phase is filled: the narrow matmul kernel reads the
+//! region once, row by row and in order, its columns in the vector lanes, and scatters each
+//! column's results to its matmul's row (`engines::tensor::narrow_phases`). Each result is still
+//! its own FMA chain over `k`: the same bits.
 
-use nki_lang::{Instr, InstrData, VarValues};
+use nki_lang::{Instr, InstrData, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::engines::EngineState;
@@ -104,6 +110,65 @@ fn plain(ins: &Instr) -> bool {
     }
 }
 
+/// Runs instructions `pc..=last` (operands `ops` at `pc`) as one pass of the narrow matmul
+/// kernel over `region` (`engines::tensor::narrow_phases`) when every one of them is a matmul
+/// on a phase of the region with one moving operand and one `accumulate` (decode attention's
+/// `kᵀq` over a key tile): no phase is de-interleaved, and the region is read once, in order.
+/// `false`, with nothing run, when they are not or the kernel declines.
+fn narrow_group(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+    (pc, last): (usize, usize),
+    ops: &Operands,
+    vars: &VarValues,
+    region: &Region,
+) -> bool {
+    let sbuf_stride = e.sbuf.partition_stride();
+    let instrs = b.program.instrs();
+    let (Some(&dst), Some(&moving)) = (ops.slot(0), ops.slot(2)) else {
+        return false;
+    };
+    let mut group = [(0usize, dst); WINDOW + 1];
+    let mut accumulate = None;
+    for (i, (at, ins)) in instrs
+        .iter()
+        .enumerate()
+        .take(last + 1)
+        .skip(pc)
+        .enumerate()
+    {
+        let InstrData::Matmul { dst, .. } = ins.data else {
+            return false;
+        };
+        let resolved = if at == pc {
+            Some(*ops)
+        } else {
+            operand::resolve(b, ins, vars, sbuf_stride)
+        };
+        let Some(r) = resolved.filter(|_| ins.opcode == Opcode::Matmul) else {
+            return false;
+        };
+        let acc = dst.write.accumulates_at(vars);
+        let phase = r.slot(1).and_then(|s| region.phase_of(s));
+        match (phase, r.slot(0), group.get_mut(i)) {
+            (Some(o), Some(&d), Some(g))
+                if r.slot(2) == Some(&moving) && *accumulate.get_or_insert(acc) == acc =>
+            {
+                *g = (o, d);
+            }
+            _ => return false,
+        }
+    }
+    let n = last + 1 - pc;
+    crate::engines::tensor::narrow_phases(
+        e,
+        region,
+        &moving,
+        &group[..n],
+        accumulate.unwrap_or(false),
+    )
+}
+
 /// Runs the group of matmuls that starts at `ins` (at `pc`, operands `ops`) and the
 /// instructions among them with the region de-interleaved, when there is one worth it;
 /// returns how many instructions after `ins` it also ran, or `None` when `ins` is to run as
@@ -159,6 +224,9 @@ pub(crate) fn step(
     region.phases = phases;
     if !worth_it(matmuls, phases) || region.bytes() > MAX_BYTES {
         return None;
+    }
+    if narrow_group(e, b, (pc, last), ops, vars, &region) {
+        return Some(last - pc);
     }
     e.phases.fill(e.isa, &e.sbuf, region, e.worker.as_mut());
     for (at, next) in instrs.iter().enumerate().take(last + 1).skip(pc) {

@@ -221,6 +221,94 @@ pub(crate) fn matmul_narrow(
     false
 }
 
+/// Most stationary columns [`matmul_narrow_group`] takes.
+pub(crate) const NARROW_GROUP_COLUMNS: usize = 1 << 14;
+
+/// The values of the scratch [`matmul_narrow_group`] needs for `cols` stationary and `n`
+/// moving columns.
+pub(crate) fn narrow_group_scratch(cols: usize, n: usize) -> usize {
+    cols.next_multiple_of(128).saturating_mul(n)
+}
+
+/// Many narrow matmuls in one pass over their stationary operands (`narrow.rs`):
+/// `out[places[i] + j] (=|+=) Σ_k stationary[k][i] · moving[k][j]` for every stationary column
+/// `i` with a place (`places[i] ≥ 0`) and every moving column `j`, each result [`matmul`]'s bit
+/// for bit: the matmuls of a group that each take every `s`-th column of one SBUF region, from
+/// successive columns, with one moving operand of at most [`NARROW_COLUMNS`] columns. The
+/// places' elements must be distinct for the results to be those of the matmuls one after the
+/// other. `scratch` holds [`narrow_group_scratch`] values. `true` when it computed the results,
+/// `false` with nothing written when `isa` has no such kernel or the operands need the packed
+/// paths (as [`matmul_narrow`]).
+///
+/// # Panics
+/// If an operand does not fit its slice or has a dtype no matmul reads, the operands disagree
+/// on `K` or `K` exceeds [`MAX_K`], there are more than [`NARROW_GROUP_COLUMNS`] stationary or
+/// [`NARROW_COLUMNS`] moving columns, `places` is not one entry per stationary column, a place's
+/// elements are not within `out`, `out` has more than `i32::MAX` elements, or `scratch` is too
+/// small.
+pub(crate) fn matmul_narrow_group(
+    isa: Isa,
+    stationary: &Operand,
+    moving: &Operand,
+    (out, places): (&mut [f32], &[i32]),
+    accumulate: bool,
+    scratch: &mut [f32],
+) -> bool {
+    validate_operand(stationary);
+    validate_operand(moving);
+    let (cols, n) = (stationary.cols, moving.cols);
+    assert_eq!(
+        stationary.rows, moving.rows,
+        "stationary and moving disagree on K"
+    );
+    assert!(
+        stationary.rows <= MAX_K,
+        "K = {} exceeds {MAX_K}",
+        stationary.rows
+    );
+    assert!(
+        cols <= NARROW_GROUP_COLUMNS && n <= NARROW_COLUMNS,
+        "a narrow group of {cols} × {n}"
+    );
+    assert_eq!(places.len(), cols, "one place per stationary column");
+    assert!(
+        i32::try_from(out.len()).is_ok(),
+        "an output past i32 offsets"
+    );
+    let last = places.iter().copied().max().unwrap_or(-1);
+    assert!(
+        last < 0 || usize::try_from(last).is_ok_and(|l| l + n <= out.len()),
+        "a place past the output"
+    );
+    let pitch = cols.next_multiple_of(128);
+    assert!(
+        scratch.len() >= narrow_group_scratch(cols, n),
+        "a narrow group's scratch of {} values",
+        scratch.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
+            const _: () = assert!(narrow::PITCH_QUANTUM == 128);
+            // SAFETY: the CPU has AVX-512 F/BW/VL; the operands lie in their slices and agree
+            // on `K ≤ MAX_K`; every place and the `n` elements after it lie in `out`, whose
+            // offsets fit i32; `pitch` is a multiple of the quantum at least `cols`, and the
+            // scratch holds `n · pitch` values.
+            return unsafe {
+                narrow::run(
+                    stationary,
+                    moving,
+                    (out, narrow::Places::Table(places)),
+                    accumulate,
+                    (scratch, pitch),
+                )
+            };
+        }
+    }
+    let _ = (isa, out, accumulate, scratch, pitch);
+    false
+}
+
 /// The layout of a matmul's operands packed by panels, from [`shared_packing`]: which kernel
 /// reads them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -1589,6 +1677,95 @@ pub(crate) mod tests {
                         case.run_narrow(isa, accumulate).is_none(),
                         "{isa:?} {dt:?} took a subnormal stationary element"
                     );
+                }
+            }
+        }
+    }
+
+    /// A group of narrow matmuls in one pass ([`super::matmul_narrow_group`]): each stationary
+    /// column's results at its place in the table (columns without one untouched) are those of
+    /// the portable matmul of all the columns, bit for bit, whenever the kernel takes them; it
+    /// takes ordinary data, and declines (writing nothing) otherwise.
+    #[test]
+    fn narrow_groups_place_the_portable_bits() {
+        let mut seed = 5000;
+        for (k, cols) in [(1, 3), (7, 100), (128, 128)] {
+            for n in [1, 5, 8] {
+                for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
+                    for kind in [Kind::Normal, Kind::Special, Kind::Tiny, Kind::Boundary] {
+                        seed += 1;
+                        let case = Case::new(seed, dt, k, cols, n, kind);
+                        let (st, mv) = case.operands();
+                        // Column `i` at a scattered place, `n + 1` apart; every 7th without one.
+                        let places: Vec<i32> = (0..cols)
+                            .map(|i| {
+                                let slot = (i * 37) % cols;
+                                if i % 7 == 3 {
+                                    -1
+                                } else {
+                                    (3 + slot * (n + 1)) as i32
+                                }
+                            })
+                            .collect();
+                        let len = 3 + cols * (n + 1) + 4;
+                        let init: Vec<f32> = case.psum[..len].to_vec();
+                        for accumulate in [false, true] {
+                            // The portable matmul of every column, its rows' initial values
+                            // taken from their places.
+                            let mut rows = vec![0f32; cols * n];
+                            for (i, &p) in places.iter().enumerate() {
+                                if p >= 0 {
+                                    let p = p as usize;
+                                    rows[i * n..][..n].copy_from_slice(&init[p..p + n]);
+                                }
+                            }
+                            let mut out = Output {
+                                data: &mut rows,
+                                offset: 0,
+                                row_stride: n,
+                            };
+                            let mut scratch = MatmulScratch::new();
+                            super::run(
+                                Isa::Portable,
+                                false,
+                                &mut scratch,
+                                &st,
+                                &mv,
+                                &mut out,
+                                accumulate,
+                                0..n,
+                            );
+                            let mut want = init.clone();
+                            for (i, &p) in places.iter().enumerate() {
+                                if p >= 0 {
+                                    let p = p as usize;
+                                    want[p..p + n].copy_from_slice(&rows[i * n..][..n]);
+                                }
+                            }
+                            for isa in Isa::ALL {
+                                let what = format!(
+                                    "group {isa:?} {dt:?} K{k} W{cols} N{n} {kind:?} acc {accumulate}"
+                                );
+                                let mut got = init.clone();
+                                let mut results = vec![0f32; narrow_group_scratch(cols, n)];
+                                let taken = super::matmul_narrow_group(
+                                    isa,
+                                    &st,
+                                    &mv,
+                                    (&mut got, &places),
+                                    accumulate,
+                                    &mut results,
+                                );
+                                let avx512 = matches!(isa, Isa::Avx512 | Isa::Avx512Bf16)
+                                    && isa.is_supported();
+                                let ordinary = matches!(kind, Kind::Normal | Kind::Special);
+                                assert_eq!(taken, taken && avx512, "{what} taken");
+                                assert!(taken || !(avx512 && ordinary), "{what} declined");
+                                let expected = if taken { &want } else { &init };
+                                assert_same_bits(&got, expected, &what);
+                            }
+                        }
+                    }
                 }
             }
         }

@@ -24,7 +24,7 @@ use core::arch::x86_64::*;
 
 use nki_lang::DType;
 
-use super::{CANONICAL_NAN, Operand, Output, acc_on_grid, products_on_grid};
+use super::{CANONICAL_NAN, Operand, Output, products_on_grid};
 
 /// Most moving columns this kernel takes.
 pub(super) const MAX_COLUMNS: usize = 8;
@@ -42,7 +42,7 @@ fn lanes16(n: usize) -> u16 {
 /// Stationary rows ahead of the one being multiplied that are fetched into the cache (each
 /// row is a partition of its own, a page or more apart: the hardware prefetchers do not follow
 /// them).
-const PREFETCH_ROWS: usize = 6;
+const PREFETCH_ROWS: usize = 12;
 
 /// Widens the moving operand with DAZ into `buf[k * MAX_COLUMNS + j]` (columns from `n` on
 /// zero); returns the smallest [`super::exp_key`].
@@ -104,18 +104,18 @@ unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, i: usize, cols: 
     }
 }
 
-/// Rows `m0 .. m0 + 16·V` of the result, `N` columns: `acc[j][m]` (transposed, `MAX_M` apart)
+/// Rows `m0 .. m0 + 16·V` of the result, `N` columns: `acc[j · pitch + m]` (transposed)
 /// holds the initial accumulators and receives the results; `magnitudes` takes the least of
 /// `2·|x| − 1` (as bits, wrapping) over the stationary elements `x` read.
 ///
 /// # Safety
 /// AVX-512 F/BW/VL; `st` in its slice; `mv` holds `st.rows · MAX_COLUMNS` values; `acc` holds
-/// `N · MAX_M` values.
+/// `N · pitch` values and `m0 + 16·V ≤ pitch`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn block<const N: usize, const V: usize>(
     st: &Operand,
     mv: &[f32],
-    acc: &mut [f32],
+    (acc, pitch): (&mut [f32], usize),
     m0: usize,
     magnitudes: &mut __m512i,
 ) {
@@ -127,8 +127,8 @@ unsafe fn block<const N: usize, const V: usize>(
     let mut c = [[_mm512_setzero_ps(); V]; N];
     for (j, cj) in c.iter_mut().enumerate() {
         for (v, x) in cj.iter_mut().enumerate() {
-            // SAFETY: `acc` holds `MAX_M` values per column and `m0 + 16·V ≤ MAX_M`.
-            *x = unsafe { _mm512_loadu_ps(acc.as_ptr().add(j * super::MAX_M + m0 + 16 * v)) };
+            // SAFETY: `acc` holds `pitch` values per column and `m0 + 16·V ≤ pitch`.
+            *x = unsafe { _mm512_loadu_ps(acc.as_ptr().add(j * pitch + m0 + 16 * v)) };
         }
     }
     for (k, b) in mv.chunks_exact(MAX_COLUMNS).take(st.rows).enumerate() {
@@ -159,7 +159,7 @@ unsafe fn block<const N: usize, const V: usize>(
     for (j, cj) in c.iter().enumerate() {
         for (v, &x) in cj.iter().enumerate() {
             // SAFETY: as the loads above.
-            unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(j * super::MAX_M + m0 + 16 * v), x) };
+            unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(j * pitch + m0 + 16 * v), x) };
         }
     }
     *magnitudes = least;
@@ -170,100 +170,149 @@ unsafe fn block<const N: usize, const V: usize>(
 /// are zero).
 ///
 /// # Safety
-/// As [`block`].
+/// As [`block`], `pitch` a multiple of `16·V` at least `st.cols`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-unsafe fn rows<const N: usize, const V: usize>(st: &Operand, mv: &[f32], acc: &mut [f32]) -> u32 {
-    const { assert!(N * V + V + 2 <= MAX_REGISTERS && (super::MAX_M / 16).is_multiple_of(V)) };
+unsafe fn rows<const N: usize, const V: usize>(
+    st: &Operand,
+    mv: &[f32],
+    (acc, pitch): (&mut [f32], usize),
+) -> u32 {
+    const { assert!(N * V + V + 2 <= MAX_REGISTERS && (PITCH_QUANTUM / 16).is_multiple_of(V)) };
     let mut magnitudes = _mm512_set1_epi32(-1);
     let mut m0 = 0;
     while m0 < st.cols {
-        // SAFETY: `m0 < cols ≤ MAX_M`, and blocks of `16·V` rows divide `MAX_M`: the block's
+        // SAFETY: `m0 < cols ≤ pitch`, and blocks of `16·V` rows divide `pitch`: the block's
         // rows are within `acc`'s columns.
-        unsafe { block::<N, V>(st, mv, acc, m0, &mut magnitudes) };
+        unsafe { block::<N, V>(st, mv, (acc, pitch), m0, &mut magnitudes) };
         m0 += 16 * V;
     }
     _mm512_reduce_min_epu32(magnitudes)
 }
 
-/// `out[m][n] (=|+=) Σ_k st[k][m] · mv[k][n]` as [`super::matmul`] computes it, for a moving
-/// operand of at most [`MAX_COLUMNS`] columns; `false` (nothing written) when the operands'
-/// dtypes or values need the packed path (module documentation).
+/// What a pitch of the transposed results is a multiple of: every block of `16·V` rows.
+pub(super) const PITCH_QUANTUM: usize = 128;
+
+/// Where the results of the stationary operand's columns go in the output (element offsets of
+/// output column 0; column `j` is `j` further).
+#[derive(Copy, Clone)]
+pub(super) enum Places<'a> {
+    /// One matmul's output rows: column `i` at `offset + i · row_stride`.
+    Rows {
+        /// Element offset of row 0.
+        offset: usize,
+        /// Elements between rows.
+        row_stride: usize,
+    },
+    /// A table: column `i` at `table[i]`, nowhere when negative.
+    Table(&'a [i32]),
+}
+
+impl Places<'_> {
+    /// The places of columns `i .. i + 16` of `cols`, and the lanes that have one.
+    ///
+    /// # Safety
+    /// AVX-512 F; `i < cols`; a table holds `cols` entries.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn at(&self, i: usize, cols: usize) -> (__m512i, u16) {
+        let lanes = lanes16(cols - i);
+        match *self {
+            Places::Rows { offset, row_stride } => {
+                // The rows of a validated output are element offsets within i32 (the lanes past
+                // `cols` may wrap; they are masked).
+                let stride = _mm512_set1_epi32(row_stride as i32);
+                let steps = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                let first = offset.wrapping_add(i.wrapping_mul(row_stride)) as i32;
+                let at =
+                    _mm512_add_epi32(_mm512_mullo_epi32(steps, stride), _mm512_set1_epi32(first));
+                (at, lanes)
+            }
+            Places::Table(t) => {
+                // SAFETY: the masked lanes are entries of the table.
+                let at = unsafe { _mm512_maskz_loadu_epi32(lanes, t.as_ptr().add(i).cast()) };
+                (
+                    at,
+                    lanes & _mm512_cmpge_epi32_mask(at, _mm512_setzero_si512()),
+                )
+            }
+        }
+    }
+}
+
+/// The results of the stationary operand's columns for every moving column, computed into
+/// `acc` (`N · pitch` values, transposed) and scattered to their `places` in `out`:
+/// `out[place(i) + j] (=|+=) Σ_k st[k][i] · mv[k][j]` as [`super::matmul`] computes each;
+/// `false` (nothing written) when the operands' dtypes or values need the packed path (module
+/// documentation).
 ///
 /// # Safety
-/// AVX-512 F/BW/VL; [`super::validate`] holds for the operands and the output over all of the
-/// moving operand's columns.
+/// AVX-512 F/BW/VL; `st` and `mv` lie in their slices with `st.rows == mv.rows ≤ MAX_K`;
+/// every place plus `mv.cols` is at most `out.len()`, which is at most `i32::MAX`; `pitch` is a
+/// multiple of [`PITCH_QUANTUM`] at least `st.cols`, and `acc` holds `mv.cols · pitch` values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn matmul(
+pub(super) unsafe fn run(
     st: &Operand,
     mv: &Operand,
-    out: &mut Output,
+    (out, places): (&mut [f32], Places<'_>),
     accumulate: bool,
+    (acc, pitch): (&mut [f32], usize),
 ) -> bool {
     let (k, m, n) = (st.rows, st.cols, mv.cols);
     let dtypes_ok = matches!(st.dtype, DType::Bf16 | DType::F32)
         && matches!(mv.dtype, DType::Bf16 | DType::F32);
-    // Gather and scatter indices are i32 element offsets.
-    let indexable = i32::try_from(out.data.len()).is_ok();
-    if !dtypes_ok || !indexable || n == 0 || n > MAX_COLUMNS || m == 0 || k == 0 {
+    if !dtypes_ok || n == 0 || n > MAX_COLUMNS || m == 0 || k == 0 {
         return false;
     }
     let mut mvbuf = [0f32; super::MAX_K * MAX_COLUMNS];
     // SAFETY: the operand lies in its slice; `n ≤ MAX_COLUMNS`, `k ≤ MAX_K`.
     let key_b = unsafe { widen_moving(mv, &mut mvbuf) };
     // The initial accumulators, transposed: column `j`'s rows contiguous.
-    let mut acc = [-0.0f32; MAX_COLUMNS * super::MAX_M];
-    let stride = i32::try_from(out.row_stride).unwrap_or(i32::MAX);
-    let rows16 = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(stride),
-    );
-    let index = |j: usize, i: usize| {
-        // `offset + (i + lane) · row_stride + j` for the rows of a validated output: in i32.
-        let at = out.offset + i * out.row_stride + j;
-        _mm512_add_epi32(rows16, _mm512_set1_epi32(at as i32))
-    };
     if accumulate {
         let (exp, sign) = (_mm512_set1_epi32(0x7f80_0000), _mm512_set1_epi32(i32::MIN));
-        let mut on_grid = true;
+        let mut off_grid = 0u16;
         for j in 0..n {
             let mut i = 0;
             while i < m {
-                let mask = lanes16(m - i);
-                // SAFETY: the masked lanes are output elements (validated).
+                // SAFETY: `i < m`; the masked lanes' places are output elements.
+                let (at, mask) = unsafe { places.at(i, m) };
                 let x = unsafe {
                     _mm512_mask_i32gather_epi32::<4>(
                         _mm512_setzero_si512(),
                         mask,
-                        index(j, i),
-                        out.data.as_ptr().cast(),
+                        _mm512_add_epi32(at, _mm512_set1_epi32(j as i32)),
+                        out.as_ptr().cast(),
                     )
                 };
-                // DAZ, then the grid test on each initial accumulator.
+                // DAZ, then the grid test (`super::acc_on_grid`: zero, or an exponent field
+                // of at least 24).
                 let x = _mm512_mask_and_epi32(x, _mm512_testn_epi32_mask(x, exp), x, sign);
-                let mut lanes = [0f32; 16];
-                // SAFETY: 64 bytes into a 64-byte array.
-                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), x) };
-                on_grid &= lanes.iter().all(|&a| acc_on_grid(a));
-                acc[j * super::MAX_M + i..][..16].copy_from_slice(&lanes);
+                let field = _mm512_srli_epi32::<23>(_mm512_and_si512(x, exp));
+                let key = _mm512_sub_epi32(field, _mm512_set1_epi32(1));
+                off_grid |= _mm512_cmplt_epu32_mask(key, _mm512_set1_epi32(23));
+                // SAFETY: 16 values of `acc` (`i + 16 ≤ pitch`).
+                unsafe { _mm512_storeu_si512(acc.as_mut_ptr().add(j * pitch + i).cast(), x) };
                 i += 16;
             }
         }
-        if !on_grid {
+        if off_grid != 0 {
             return false;
         }
+    } else {
+        acc[..n * pitch].fill(-0.0);
     }
     let widened = &mvbuf[..k * MAX_COLUMNS];
-    // SAFETY: as this function's; `acc` holds `MAX_COLUMNS · MAX_M` values.
+    let results = (&mut *acc, pitch);
+    // SAFETY: as this function's.
     let least = unsafe {
         match n {
-            1 => rows::<1, 8>(st, widened, &mut acc),
-            2 => rows::<2, 8>(st, widened, &mut acc),
-            3 => rows::<3, 4>(st, widened, &mut acc),
-            4 => rows::<4, 4>(st, widened, &mut acc),
-            5 => rows::<5, 4>(st, widened, &mut acc),
-            6 => rows::<6, 4>(st, widened, &mut acc),
-            7 => rows::<7, 2>(st, widened, &mut acc),
-            _ => rows::<8, 2>(st, widened, &mut acc),
+            1 => rows::<1, 8>(st, widened, results),
+            2 => rows::<2, 8>(st, widened, results),
+            3 => rows::<3, 4>(st, widened, results),
+            4 => rows::<4, 4>(st, widened, results),
+            5 => rows::<5, 4>(st, widened, results),
+            6 => rows::<6, 4>(st, widened, results),
+            7 => rows::<7, 2>(st, widened, results),
+            _ => rows::<8, 2>(st, widened, results),
         }
     };
     // The stationary operand's least nonzero magnitude, read as it was multiplied: the results
@@ -285,16 +334,55 @@ pub(super) unsafe fn matmul(
     for j in 0..n {
         let mut i = 0;
         while i < m {
-            let mask = lanes16(m - i);
-            // SAFETY: 16 values of `acc` (`i + 16 ≤ MAX_M`).
-            let x = unsafe { _mm512_loadu_ps(acc[j * super::MAX_M + i..][..16].as_ptr()) };
-            let x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), nan);
-            // SAFETY: the masked lanes are output elements (validated), disjoint rows.
+            // SAFETY: `i < m`; 16 values of `acc` (`i + 16 ≤ pitch`); the masked lanes' places
+            // are output elements.
             unsafe {
-                _mm512_mask_i32scatter_ps::<4>(out.data.as_mut_ptr().cast(), mask, index(j, i), x)
-            };
+                let (at, mask) = places.at(i, m);
+                let x = _mm512_loadu_ps(acc.as_ptr().add(j * pitch + i));
+                let x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), nan);
+                let at = _mm512_add_epi32(at, _mm512_set1_epi32(j as i32));
+                _mm512_mask_i32scatter_ps::<4>(out.as_mut_ptr().cast(), mask, at, x);
+            }
             i += 16;
         }
     }
     true
+}
+
+/// `out[m][n] (=|+=) Σ_k st[k][m] · mv[k][n]` as [`super::matmul`] computes it, for a moving
+/// operand of at most [`MAX_COLUMNS`] columns; `false` (nothing written) when the operands'
+/// dtypes or values need the packed path (module documentation).
+///
+/// # Safety
+/// AVX-512 F/BW/VL; [`super::validate`] holds for the operands and the output over all of the
+/// moving operand's columns.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn matmul(
+    st: &Operand,
+    mv: &Operand,
+    out: &mut Output,
+    accumulate: bool,
+) -> bool {
+    // Gather and scatter indices are i32 element offsets.
+    if i32::try_from(out.data.len()).is_err() {
+        return false;
+    }
+    let places = Places::Rows {
+        offset: out.offset,
+        row_stride: out.row_stride,
+    };
+    let mut acc = [0f32; MAX_COLUMNS * super::MAX_M];
+    const { assert!(super::MAX_M.is_multiple_of(PITCH_QUANTUM)) };
+    // SAFETY: the CPU features as this function's; `validate` checked the operands' and the
+    // output's bounds (every row's columns `0..N` within `out`, which fits i32); `MAX_M` is a
+    // multiple of the quantum at least `M`.
+    unsafe {
+        run(
+            st,
+            mv,
+            (&mut *out.data, places),
+            accumulate,
+            (&mut acc, super::MAX_M),
+        )
+    }
 }
