@@ -58,12 +58,13 @@ pub(crate) struct GroupScratch {
 /// Matmuls that each read phase `o` of a column-strided SBUF `region` (its columns `o`,
 /// `o + stride`, …: `host::strided`) as their stationary operand, all with the moving operand
 /// `moving` and `accumulate` alike, each into its own PSUM rows (`group`: each one's phase and
-/// destination), run in one pass over the region by the narrow kernel: its columns in the
-/// vector lanes, each result scattered to its matmul's row and column. The results of the
-/// matmuls one after the other, bit for bit. `false`, with nothing written, when the kernel
-/// does not take them: a moving operand of more than [`NARROW_COLUMNS`] columns, destinations
-/// that are not whole PSUM partitions or that share an element, or what [`matmul_narrow`]
-/// declines.
+/// destination), run in one pass over the region by the narrow kernel: the phases' columns in
+/// the vector lanes (column `j` of phases `o0..o0 + R` is a run of `R` adjacent elements), each
+/// result scattered to its matmul's row and column. The results of the matmuls one after the
+/// other, bit for bit. `false`, with nothing written, when the kernel does not take them: a
+/// moving operand of more than [`NARROW_COLUMNS`] columns, phases that are not one run of
+/// distinct adjacent ones (of a multiple of 16, or all of them), destinations that are not whole
+/// PSUM partitions or that share an element, or what [`matmul_narrow`] declines.
 pub(crate) fn narrow_phases(
     e: &mut EngineState,
     region: &Region,
@@ -73,24 +74,32 @@ pub(crate) fn narrow_phases(
 ) -> bool {
     let n: usize = moving.dims[1..].iter().product();
     let size = region.dtype.size() as usize;
-    let width = region
-        .cols
-        .saturating_sub(1)
-        .saturating_mul(region.stride)
-        .saturating_add(region.phases);
+    // The phases: one run `o0..o0 + R` of distinct ones, `R` a multiple of 16 or all of them.
+    let (Some(o0), Some(o1)) = (
+        group.iter().map(|g| g.0).min(),
+        group.iter().map(|g| g.0).max(),
+    ) else {
+        return false;
+    };
+    let run = o1 - o0 + 1;
+    let rows = group.iter().map(|g| g.1.dims[0]).max().unwrap_or(0);
+    let all = run == region.stride;
     let shape_ok = (1..=NARROW_COLUMNS).contains(&n)
         && moving.loc == Loc::Sbuf
         && moving.dims[0] == region.rows
         && region.rows > 0
-        && region.cols > 0
-        && width <= NARROW_GROUP_COLUMNS
+        && (1..=region.cols).contains(&rows)
+        && run == group.len()
+        && (all || run.is_multiple_of(16))
+        && rows.saturating_mul(run) <= NARROW_GROUP_COLUMNS
         && region.base >= 0
         && (region.rows == 1 || region.partition_stride > 0);
     if !shape_ok {
         return false;
     }
     // Each destination: rows of whole PSUM partitions, its `n` columns contiguous within one;
-    // no two destinations share an element (rectangles of partitions × columns).
+    // no two destinations share an element (rectangles of partitions × columns), and so no two
+    // matmuls are on one phase.
     let part = Psum::STRIDE_F32S;
     let rect = |d: &Resolved| -> Option<(usize, usize, usize, usize)> {
         let base = usize::try_from(d.pattern.base).ok()?;
@@ -101,13 +110,12 @@ pub(crate) fn narrow_phases(
             && free_contiguous(&d.dims, &d.pattern)
             && d.dims[1..].iter().product::<usize>() == n
             && (rows <= 1 || usize::try_from(d.pattern.strides[0]) == Ok(part))
-            && rows <= region.cols
             && c0 + n <= part
             && p0 + rows <= 128;
         ok.then_some((p0, p0 + rows, c0, c0 + n))
     };
-    for (i, (phase, d)) in group.iter().enumerate() {
-        let Some((a0, a1, b0, b1)) = rect(d).filter(|_| *phase < region.phases) else {
+    for (i, (_, d)) in group.iter().enumerate() {
+        let Some((a0, a1, b0, b1)) = rect(d) else {
             return false;
         };
         let meets = group[..i].iter().any(|(_, o)| {
@@ -127,15 +135,30 @@ pub(crate) fn narrow_phases(
         ..
     } = e;
     let isa = *isa;
-    // Each stationary column's place: row `j` of the matmul on phase `o` is column
-    // `j · stride + o` of the region.
+    // Column `q = j · R + (o − o0)` of the pass is row `j` of the matmul on phase `o`: region
+    // element `j · stride + o`. With every phase in the run, the columns are adjacent.
+    let cols = rows * run;
+    let (runs, span) = if all {
+        ((cols, 0), cols)
+    } else {
+        ((run, region.stride), (rows - 1) * region.stride + run)
+    };
+    let offset = (region.base as usize + o0) * size;
+    let row_stride = region.partition_stride.max(0) as usize * size;
+    let end = (region.rows - 1)
+        .checked_mul(row_stride)
+        .and_then(|x| x.checked_add(offset))
+        .and_then(|x| x.checked_add(span.checked_mul(size)?));
+    if end.is_none_or(|end| end > sbuf.bytes().len()) {
+        return false;
+    }
     scratch.places.clear();
-    scratch.places.resize(width, -1);
+    scratch.places.resize(cols, -1);
     for (phase, d) in group {
         let base = d.pattern.base as usize;
         for j in 0..d.dims[0] {
             let (Some(slot), Ok(at)) = (
-                scratch.places.get_mut(j * region.stride + phase),
+                scratch.places.get_mut(j * run + (phase - o0)),
                 i32::try_from(base + j * part),
             ) else {
                 return false;
@@ -143,31 +166,24 @@ pub(crate) fn narrow_phases(
             *slot = at;
         }
     }
-    let needed = narrow_group_scratch(width, n);
+    let needed = narrow_group_scratch(cols, n);
     if scratch.results.len() < needed {
         scratch.results.resize(needed, 0.0);
     }
     let st = Operand {
         data: sbuf.bytes(),
         dtype: region.dtype,
-        offset: region.base as usize * size,
-        row_stride: region.partition_stride.max(0) as usize * size,
+        offset,
+        row_stride,
         rows: region.rows,
-        cols: width,
+        cols,
     };
-    let end = (st.rows - 1)
-        .checked_mul(st.row_stride)
-        .and_then(|x| x.checked_add(st.offset))
-        .and_then(|x| x.checked_add(width * size));
-    if end.is_none_or(|end| end > st.data.len()) {
-        return false;
-    }
     let mv = operand(isa, chunks, sbuf, moving, &mut packed.moving);
     matmul_narrow_group(
         isa,
-        &st,
+        (&st, runs),
         &mv,
-        (psum.f32s_mut(), &scratch.places[..width]),
+        (psum.f32s_mut(), &scratch.places[..cols]),
         accumulate,
         &mut scratch.results[..needed],
     )

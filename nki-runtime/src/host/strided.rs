@@ -225,8 +225,16 @@ pub(crate) fn step(
     if !worth_it(matmuls, phases) || region.bytes() > MAX_BYTES {
         return None;
     }
-    if narrow_group(e, b, (pc, last), ops, vars, &region) {
-        return Some(last - pc);
+    // The matmuls up to the first other instruction, in one pass of the narrow kernel.
+    let matmuls_end = instrs
+        .iter()
+        .enumerate()
+        .take(last + 1)
+        .skip(pc)
+        .find(|(_, i)| !matches!(i.data, InstrData::Matmul { .. }))
+        .map_or(last, |(at, _)| at - 1);
+    if matmuls_end > pc && narrow_group(e, b, (pc, matmuls_end), ops, vars, &region) {
+        return Some(matmuls_end - pc);
     }
     e.phases.fill(e.isa, &e.sbuf, region, e.worker.as_mut());
     for (at, next) in instrs.iter().enumerate().take(last + 1).skip(pc) {

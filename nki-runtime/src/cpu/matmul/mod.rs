@@ -231,32 +231,50 @@ pub(crate) fn narrow_group_scratch(cols: usize, n: usize) -> usize {
 }
 
 /// Many narrow matmuls in one pass over their stationary operands (`narrow.rs`):
-/// `out[places[i] + j] (=|+=) Σ_k stationary[k][i] · moving[k][j]` for every stationary column
-/// `i` with a place (`places[i] ≥ 0`) and every moving column `j`, each result [`matmul`]'s bit
+/// `out[places[q] + j] (=|+=) Σ_k stationary[k][q] · moving[k][j]` for every stationary column
+/// `q` with a place (`places[q] ≥ 0`) and every moving column `j`, each result [`matmul`]'s bit
 /// for bit: the matmuls of a group that each take every `s`-th column of one SBUF region, from
 /// successive columns, with one moving operand of at most [`NARROW_COLUMNS`] columns. The
-/// places' elements must be distinct for the results to be those of the matmuls one after the
-/// other. `scratch` holds [`narrow_group_scratch`] values. `true` when it computed the results,
-/// `false` with nothing written when `isa` has no such kernel or the operands need the packed
-/// paths (as [`matmul_narrow`]).
+/// stationary operand's `cols` columns lie in runs: column `q` is element
+/// `(q / run) · stride + q % run` of its row (`(run, stride)`; `run` a multiple of 16, or at
+/// least `cols` for adjacent columns). The places' elements must be distinct for the results to
+/// be those of the matmuls one after the other. `scratch` holds [`narrow_group_scratch`]
+/// values. `true` when it computed the results, `false` with nothing written when `isa` has no
+/// such kernel or the operands need the packed paths (as [`matmul_narrow`]).
 ///
 /// # Panics
-/// If an operand does not fit its slice or has a dtype no matmul reads, the operands disagree
-/// on `K` or `K` exceeds [`MAX_K`], there are more than [`NARROW_GROUP_COLUMNS`] stationary or
+/// If an operand does not fit its slice (the stationary one's columns where the runs put them)
+/// or has a dtype no matmul reads, the runs are neither, the operands disagree on `K` or `K`
+/// exceeds [`MAX_K`], there are more than [`NARROW_GROUP_COLUMNS`] stationary or
 /// [`NARROW_COLUMNS`] moving columns, `places` is not one entry per stationary column, a place's
 /// elements are not within `out`, `out` has more than `i32::MAX` elements, or `scratch` is too
 /// small.
 pub(crate) fn matmul_narrow_group(
     isa: Isa,
-    stationary: &Operand,
+    (stationary, (run, stride)): (&Operand, (usize, usize)),
     moving: &Operand,
     (out, places): (&mut [f32], &[i32]),
     accumulate: bool,
     scratch: &mut [f32],
 ) -> bool {
-    validate_operand(stationary);
-    validate_operand(moving);
     let (cols, n) = (stationary.cols, moving.cols);
+    assert!(
+        run > 0 && (run >= cols || run.is_multiple_of(16)),
+        "runs of {run} columns for {cols}"
+    );
+    // The elements the columns span: up to the last column's.
+    let span = match cols.checked_sub(1) {
+        Some(last) => (last / run)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(last % run + 1))
+            .expect("a stationary span past usize"),
+        None => 0,
+    };
+    validate_operand(&Operand {
+        cols: span,
+        ..*stationary
+    });
+    validate_operand(moving);
     assert_eq!(
         stationary.rows, moving.rows,
         "stationary and moving disagree on K"
@@ -290,13 +308,16 @@ pub(crate) fn matmul_narrow_group(
     {
         if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
             const _: () = assert!(narrow::PITCH_QUANTUM == 128);
-            // SAFETY: the CPU has AVX-512 F/BW/VL; the operands lie in their slices and agree
-            // on `K ≤ MAX_K`; every place and the `n` elements after it lie in `out`, whose
-            // offsets fit i32; `pitch` is a multiple of the quantum at least `cols`, and the
-            // scratch holds `n · pitch` values.
+            let runs = narrow::Runs { run, stride };
+            debug_assert!(runs.vectors_adjacent(cols));
+            // SAFETY: the CPU has AVX-512 F/BW/VL; the moving operand lies in its slice, and so
+            // does the stationary one's span of its columns (the runs' vectors adjacent); they
+            // agree on `K ≤ MAX_K`; every place and the `n` elements after it lie in `out`,
+            // whose offsets fit i32; `pitch` is a multiple of the quantum at least `cols`, and
+            // the scratch holds `n · pitch` values.
             return unsafe {
                 narrow::run(
-                    stationary,
+                    (stationary, runs),
                     moving,
                     (out, narrow::Places::Table(places)),
                     accumulate,
@@ -1682,10 +1703,11 @@ pub(crate) mod tests {
         }
     }
 
-    /// A group of narrow matmuls in one pass ([`super::matmul_narrow_group`]): each stationary
-    /// column's results at its place in the table (columns without one untouched) are those of
-    /// the portable matmul of all the columns, bit for bit, whenever the kernel takes them; it
-    /// takes ordinary data, and declines (writing nothing) otherwise.
+    /// A group of narrow matmuls in one pass ([`super::matmul_narrow_group`]), its stationary
+    /// columns adjacent or in runs of 16 with gaps between: each column's results at its place
+    /// in the table (columns without one untouched) are those of the portable matmul of all the
+    /// columns, bit for bit, whenever the kernel takes them; it takes ordinary data, and
+    /// declines (writing nothing) otherwise.
     #[test]
     fn narrow_groups_place_the_portable_bits() {
         let mut seed = 5000;
@@ -1742,15 +1764,39 @@ pub(crate) mod tests {
                                     want[p..p + n].copy_from_slice(&rows[i * n..][..n]);
                                 }
                             }
-                            for isa in Isa::ALL {
+                            // The same columns in runs of 16, 40 elements apart, the gaps
+                            // filled with other values (which no result may read).
+                            let size = elem_size(dt.0);
+                            let (run, apart) = (16, 40);
+                            let element = |q: usize| (q / run) * apart + q % run;
+                            let span = element(cols - 1) + 1;
+                            let row = span * size + 6;
+                            let mut spread = vec![0xeeu8; 3 + k * row];
+                            for kk in 0..k {
+                                for q in 0..cols {
+                                    let from = case.st.1 + kk * case.st.2 + q * size;
+                                    let to = 3 + kk * row + element(q) * size;
+                                    spread[to..to + size]
+                                        .copy_from_slice(&case.st.0[from..from + size]);
+                                }
+                            }
+                            let in_runs = Operand {
+                                data: &spread,
+                                offset: 3,
+                                row_stride: row,
+                                ..st
+                            };
+                            for (isa, (st, runs)) in Isa::ALL.into_iter().flat_map(|i| {
+                                [(i, (&st, (cols, 0))), (i, (&in_runs, (run, apart)))]
+                            }) {
                                 let what = format!(
-                                    "group {isa:?} {dt:?} K{k} W{cols} N{n} {kind:?} acc {accumulate}"
+                                    "group {isa:?} {dt:?} K{k} W{cols} N{n} {kind:?} acc {accumulate} runs {runs:?}"
                                 );
                                 let mut got = init.clone();
                                 let mut results = vec![0f32; narrow_group_scratch(cols, n)];
                                 let taken = super::matmul_narrow_group(
                                     isa,
-                                    &st,
+                                    (st, runs),
                                     &mv,
                                     (&mut got, &places),
                                     accumulate,

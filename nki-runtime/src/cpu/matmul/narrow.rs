@@ -85,21 +85,54 @@ unsafe fn widen_moving(mv: &Operand, buf: &mut [f32]) -> u32 {
     lanes.iter().copied().min().unwrap_or(u32::MAX)
 }
 
-/// Sixteen widened stationary elements `st[k][i..]` (lanes from `cols − i` on zero).
+/// How the stationary operand's columns lie along a partition: column `q` at element
+/// `(q / run) · stride + q % run` of its row (runs of `run` adjacent columns, `stride` elements
+/// apart), `run` a multiple of 16 or at least the columns (one run: all adjacent), so that each
+/// vector of 16 columns from a multiple of 16 is adjacent elements.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Runs {
+    /// Adjacent columns per run.
+    pub run: usize,
+    /// Elements from one run to the next.
+    pub stride: usize,
+}
+
+impl Runs {
+    /// Every column adjacent to the next.
+    pub(super) fn adjacent(cols: usize) -> Runs {
+        Runs {
+            run: cols.max(1),
+            stride: 0,
+        }
+    }
+
+    /// Whether vectors of 16 columns are adjacent elements for an operand of `cols` columns.
+    pub(super) fn vectors_adjacent(&self, cols: usize) -> bool {
+        self.run > 0 && (self.run >= cols || self.run.is_multiple_of(16))
+    }
+
+    /// The element (along a partition) of column `q`.
+    #[inline]
+    pub(super) fn element(&self, q: usize) -> usize {
+        (q / self.run) * self.stride + q % self.run
+    }
+}
+
+/// The widened stationary elements of row `row` (a byte offset) from element `at`, in the lanes
+/// of `mask` (the others zero).
 ///
 /// # Safety
-/// AVX-512 F/BW/VL; `row` is the byte offset of row `k`; the masked elements lie in the slice.
+/// AVX-512 F/BW/VL; the masked elements lie in the slice.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 #[inline]
-unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, i: usize, cols: usize) -> __m512 {
-    let mask = lanes16(cols.saturating_sub(i));
+unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, at: usize, mask: u16) -> __m512 {
     // SAFETY: by the caller's contract.
     unsafe {
         if bf16 {
-            let h = _mm256_maskz_loadu_epi16(mask, base.add(row + 2 * i).cast());
+            let h = _mm256_maskz_loadu_epi16(mask, base.add(row + 2 * at).cast());
             _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
         } else {
-            _mm512_maskz_loadu_ps(mask, base.add(row + 4 * i).cast())
+            _mm512_maskz_loadu_ps(mask, base.add(row + 4 * at).cast())
         }
     }
 }
@@ -109,11 +142,12 @@ unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, i: usize, cols: 
 /// `2·|x| − 1` (as bits, wrapping) over the stationary elements `x` read.
 ///
 /// # Safety
-/// AVX-512 F/BW/VL; `st` in its slice; `mv` holds `st.rows · MAX_COLUMNS` values; `acc` holds
-/// `N · pitch` values and `m0 + 16·V ≤ pitch`.
+/// AVX-512 F/BW/VL; `st`'s columns (laid out as `runs` says, vectors adjacent) in its slice;
+/// `mv` holds `st.rows · MAX_COLUMNS` values; `acc` holds `N · pitch` values and
+/// `m0 + 16·V ≤ pitch`, `m0` a multiple of 16.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn block<const N: usize, const V: usize>(
-    st: &Operand,
+    (st, runs): (&Operand, Runs),
     mv: &[f32],
     (acc, pitch): (&mut [f32], usize),
     m0: usize,
@@ -124,6 +158,14 @@ unsafe fn block<const N: usize, const V: usize>(
     let size = if bf16 { 2 } else { 4 };
     let one = _mm512_set1_epi32(1);
     let mut least = *magnitudes;
+    // Each vector's first element and lanes (its 16 columns adjacent).
+    let mut at = [0usize; V];
+    let mut lanes = [0u16; V];
+    for (v, (a, l)) in at.iter_mut().zip(&mut lanes).enumerate() {
+        let q = m0 + 16 * v;
+        *a = runs.element(q);
+        *l = lanes16(st.cols.saturating_sub(q));
+    }
     let mut c = [[_mm512_setzero_ps(); V]; N];
     for (j, cj) in c.iter_mut().enumerate() {
         for (v, x) in cj.iter_mut().enumerate() {
@@ -134,16 +176,18 @@ unsafe fn block<const N: usize, const V: usize>(
     for (k, b) in mv.chunks_exact(MAX_COLUMNS).take(st.rows).enumerate() {
         let row = st.offset + k * st.row_stride;
         if k + PREFETCH_ROWS < st.rows {
-            let ahead = base.wrapping_add(row + PREFETCH_ROWS * st.row_stride + m0 * size);
-            for line in (0..16 * V * size).step_by(64) {
-                // A prefetch never faults; the address is the operand's row ahead.
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
+            let ahead = base.wrapping_add(row + PREFETCH_ROWS * st.row_stride);
+            for &a in &at {
+                // A prefetch never faults; the addresses are the vectors' ends in the row ahead.
+                let first = ahead.wrapping_add(a * size);
+                _mm_prefetch::<_MM_HINT_T0>(first.cast());
+                _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(16 * size - 1).cast());
             }
         }
         let mut s = [_mm512_setzero_ps(); V];
         for (v, x) in s.iter_mut().enumerate() {
-            // SAFETY: row `k`'s elements from `m0 + 16·v`, masked to the operand's columns.
-            *x = unsafe { stationary16(base, bf16, row, m0 + 16 * v, st.cols) };
+            // SAFETY: row `k`'s elements of the vector's columns, masked to the operand's.
+            *x = unsafe { stationary16(base, bf16, row, at[v], lanes[v]) };
             // The least nonzero magnitude, doubled to drop the sign, less one (zeros and the
             // lanes past the operand wrap to the largest).
             let twice = _mm512_slli_epi32::<1>(_mm512_castps_si512(*x));
@@ -173,14 +217,14 @@ unsafe fn block<const N: usize, const V: usize>(
 /// As [`block`], `pitch` a multiple of `16·V` at least `st.cols`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn rows<const N: usize, const V: usize>(
-    st: &Operand,
+    st: (&Operand, Runs),
     mv: &[f32],
     (acc, pitch): (&mut [f32], usize),
 ) -> u32 {
     const { assert!(N * V + V + 2 <= MAX_REGISTERS && (PITCH_QUANTUM / 16).is_multiple_of(V)) };
     let mut magnitudes = _mm512_set1_epi32(-1);
     let mut m0 = 0;
-    while m0 < st.cols {
+    while m0 < st.0.cols {
         // SAFETY: `m0 < cols ≤ pitch`, and blocks of `16·V` rows divide `pitch`: the block's
         // rows are within `acc`'s columns.
         unsafe { block::<N, V>(st, mv, (acc, pitch), m0, &mut magnitudes) };
@@ -239,19 +283,22 @@ impl Places<'_> {
     }
 }
 
-/// The results of the stationary operand's columns for every moving column, computed into
+/// The results of the stationary operand's columns (laid out along its partitions as `runs`
+/// says) for every moving column, computed into
 /// `acc` (`N · pitch` values, transposed) and scattered to their `places` in `out`:
 /// `out[place(i) + j] (=|+=) Σ_k st[k][i] · mv[k][j]` as [`super::matmul`] computes each;
 /// `false` (nothing written) when the operands' dtypes or values need the packed path (module
 /// documentation).
 ///
 /// # Safety
-/// AVX-512 F/BW/VL; `st` and `mv` lie in their slices with `st.rows == mv.rows ≤ MAX_K`;
-/// every place plus `mv.cols` is at most `out.len()`, which is at most `i32::MAX`; `pitch` is a
+/// AVX-512 F/BW/VL; `mv` lies in its slice, and so does every element of `st`'s columns laid
+/// out as `runs` says (each vector of 16 adjacent: [`Runs::vectors_adjacent`]), with
+/// `st.rows == mv.rows ≤ MAX_K`; every place plus `mv.cols` is at most `out.len()`, which is at
+/// most `i32::MAX`; `pitch` is a
 /// multiple of [`PITCH_QUANTUM`] at least `st.cols`, and `acc` holds `mv.cols · pitch` values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn run(
-    st: &Operand,
+    (st, runs): (&Operand, Runs),
     mv: &Operand,
     (out, places): (&mut [f32], Places<'_>),
     accumulate: bool,
@@ -305,14 +352,14 @@ pub(super) unsafe fn run(
     // SAFETY: as this function's.
     let least = unsafe {
         match n {
-            1 => rows::<1, 8>(st, widened, results),
-            2 => rows::<2, 8>(st, widened, results),
-            3 => rows::<3, 4>(st, widened, results),
-            4 => rows::<4, 4>(st, widened, results),
-            5 => rows::<5, 4>(st, widened, results),
-            6 => rows::<6, 4>(st, widened, results),
-            7 => rows::<7, 2>(st, widened, results),
-            _ => rows::<8, 2>(st, widened, results),
+            1 => rows::<1, 8>((st, runs), widened, results),
+            2 => rows::<2, 8>((st, runs), widened, results),
+            3 => rows::<3, 4>((st, runs), widened, results),
+            4 => rows::<4, 4>((st, runs), widened, results),
+            5 => rows::<5, 4>((st, runs), widened, results),
+            6 => rows::<6, 4>((st, runs), widened, results),
+            7 => rows::<7, 2>((st, runs), widened, results),
+            _ => rows::<8, 2>((st, runs), widened, results),
         }
     };
     // The stationary operand's least nonzero magnitude, read as it was multiplied: the results
@@ -378,7 +425,7 @@ pub(super) unsafe fn matmul(
     // multiple of the quantum at least `M`.
     unsafe {
         run(
-            st,
+            (st, Runs::adjacent(st.cols)),
             mv,
             (&mut *out.data, places),
             accumulate,
