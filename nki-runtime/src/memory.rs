@@ -144,6 +144,11 @@ impl Psum {
         self.mem.bytes_mut()
     }
 
+    /// All partitions as `f32`s (partition `p` starts at element `p * Psum::STRIDE_F32S`).
+    pub(crate) fn f32s(&self) -> &[f32] {
+        bytemuck::cast_slice(&self.mem.blocks)
+    }
+
     /// All partitions as `f32`s, writable (partition `p` starts at element
     /// `p * Psum::STRIDE_F32S`).
     pub(crate) fn f32s_mut(&mut self) -> &mut [f32] {

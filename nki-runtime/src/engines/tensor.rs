@@ -13,8 +13,8 @@ use crate::cpu::Isa;
 use crate::cpu::matmul::{
     CopyOut, MovingPacking, MovingScratch, NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output,
     PackedMoving, PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_narrow,
-    matmul_narrow_group, matmul_prepacked, moving_split, narrow_group_scratch, pack_moving,
-    pack_stationary, packing_of, shared_packing,
+    matmul_prepacked, moving_split, narrow_group_compute, narrow_group_scratch, narrow_group_store,
+    pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -132,6 +132,7 @@ pub(crate) fn narrow_phases(
         chunks,
         packed,
         group: scratch,
+        worker,
         ..
     } = e;
     let isa = *isa;
@@ -166,9 +167,18 @@ pub(crate) fn narrow_phases(
             *slot = at;
         }
     }
-    let needed = narrow_group_scratch(cols, n);
-    if scratch.results.len() < needed {
-        scratch.results.resize(needed, 0.0);
+    // The columns split between the threads at a multiple of the runs and of 128 (each part's
+    // vectors adjacent, its scratch its own), when there are enough to pay for the hand-over.
+    let unit = if all { 128 } else { lcm(run, 128) };
+    let h = (cols / 2).next_multiple_of(unit);
+    let split = (cols >= NARROW_GROUP_SPLIT && h < cols).then_some(h);
+    let lo = split.unwrap_or(cols);
+    let (need_lo, need_hi) = (
+        narrow_group_scratch(lo, n),
+        narrow_group_scratch(cols - lo, n),
+    );
+    if scratch.results.len() < need_lo + need_hi {
+        scratch.results.resize(need_lo + need_hi, 0.0);
     }
     let st = Operand {
         data: sbuf.bytes(),
@@ -176,17 +186,60 @@ pub(crate) fn narrow_phases(
         offset,
         row_stride,
         rows: region.rows,
-        cols,
+        cols: lo,
     };
+    // Columns from `lo` on: `lo` is a multiple of the run, so they start a run.
+    let st_hi = Operand {
+        offset: offset + (lo / runs.0) * runs.1 * size + (lo % runs.0) * size,
+        cols: cols - lo,
+        ..st
+    };
+    let runs_hi = if all { (cols - lo, 0) } else { runs };
     let mv = operand(isa, chunks, sbuf, moving, &mut packed.moving);
-    matmul_narrow_group(
-        isa,
-        (&st, runs),
-        &mv,
-        (psum.f32s_mut(), &scratch.places[..cols]),
-        accumulate,
-        &mut scratch.results[..needed],
-    )
+    let (places_lo, places_hi) = scratch.places[..cols].split_at(lo);
+    let (res_lo, rest) = scratch.results.split_at_mut(need_lo);
+    let res_hi = &mut rest[..need_hi];
+    let out = psum.f32s();
+    let mv = &mv;
+    let part = |st: &Operand, runs, places: &[i32], results: &mut [f32]| {
+        narrow_group_compute(isa, (st, runs), mv, (out, places), accumulate, results)
+    };
+    let taken = match split.and(worker.as_mut()).and_then(near) {
+        Some(w) => match w.join_or_leave(
+            || part(&st, runs, places_lo, res_lo),
+            || part(&st_hi, runs_hi, places_hi, res_hi),
+        ) {
+            (lo_ok, Some(hi_ok)) => lo_ok && hi_ok,
+            // The worker's part, left to this thread.
+            (lo_ok, None) => lo_ok && part(&st_hi, runs_hi, places_hi, res_hi),
+        },
+        None => {
+            part(&st, runs, places_lo, res_lo)
+                && (lo == cols || part(&st_hi, runs_hi, places_hi, res_hi))
+        }
+    };
+    if taken {
+        let out = psum.f32s_mut();
+        narrow_group_store(isa, n, (&mut *out, places_lo), res_lo);
+        if lo < cols {
+            narrow_group_store(isa, n, (out, places_hi), res_hi);
+        }
+    }
+    taken
+}
+
+/// Fewest columns of a narrow matmul group ([`narrow_phases`]) split between the host threads:
+/// such a pass reads 256 bytes of each of 128 partitions per 128 bf16 columns, about a
+/// microsecond, against about as much to hand half of it over.
+const NARROW_GROUP_SPLIT: usize = 2048;
+
+/// The least common multiple of two positive numbers.
+fn lcm(a: usize, b: usize) -> usize {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x.max(1) * b
 }
 
 /// Contiguous copies of operands whose free elements are not contiguous in their tile.

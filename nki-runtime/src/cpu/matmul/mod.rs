@@ -240,7 +240,31 @@ pub(crate) fn narrow_group_scratch(cols: usize, n: usize) -> usize {
 /// least `cols` for adjacent columns). The places' elements must be distinct for the results to
 /// be those of the matmuls one after the other. `scratch` holds [`narrow_group_scratch`]
 /// values. `true` when it computed the results, `false` with nothing written when `isa` has no
-/// such kernel or the operands need the packed paths (as [`matmul_narrow`]).
+/// such kernel or the operands need the packed paths (as [`matmul_narrow`]): it is
+/// [`narrow_group_compute`], then [`narrow_group_store`] when that takes the operands.
+///
+/// # Panics
+/// As [`narrow_group_compute`].
+#[cfg(test)]
+pub(crate) fn matmul_narrow_group(
+    isa: Isa,
+    stationary: (&Operand, (usize, usize)),
+    moving: &Operand,
+    (out, places): (&mut [f32], &[i32]),
+    accumulate: bool,
+    scratch: &mut [f32],
+) -> bool {
+    let taken = narrow_group_compute(isa, stationary, moving, (out, places), accumulate, scratch);
+    if taken {
+        narrow_group_store(isa, moving.cols, (out, places), scratch);
+    }
+    taken
+}
+
+/// The first half of [`matmul_narrow_group`]: the results into `scratch` alone (`out` is read
+/// for the initial accumulators), `true` when they stand; nothing is written to `out`. Two
+/// threads may each compute a part of a group's columns (each with its own places and
+/// scratch) while neither writes `out`.
 ///
 /// # Panics
 /// If an operand does not fit its slice (the stationary one's columns where the runs put them)
@@ -249,11 +273,11 @@ pub(crate) fn narrow_group_scratch(cols: usize, n: usize) -> usize {
 /// [`NARROW_COLUMNS`] moving columns, `places` is not one entry per stationary column, a place's
 /// elements are not within `out`, `out` has more than `i32::MAX` elements, or `scratch` is too
 /// small.
-pub(crate) fn matmul_narrow_group(
+pub(crate) fn narrow_group_compute(
     isa: Isa,
     (stationary, (run, stride)): (&Operand, (usize, usize)),
     moving: &Operand,
-    (out, places): (&mut [f32], &[i32]),
+    (out, places): (&[f32], &[i32]),
     accumulate: bool,
     scratch: &mut [f32],
 ) -> bool {
@@ -289,21 +313,8 @@ pub(crate) fn matmul_narrow_group(
         "a narrow group of {cols} × {n}"
     );
     assert_eq!(places.len(), cols, "one place per stationary column");
-    assert!(
-        i32::try_from(out.len()).is_ok(),
-        "an output past i32 offsets"
-    );
-    let last = places.iter().copied().max().unwrap_or(-1);
-    assert!(
-        last < 0 || usize::try_from(last).is_ok_and(|l| l + n <= out.len()),
-        "a place past the output"
-    );
+    validate_places(n, out.len(), places, scratch.len());
     let pitch = cols.next_multiple_of(128);
-    assert!(
-        scratch.len() >= narrow_group_scratch(cols, n),
-        "a narrow group's scratch of {} values",
-        scratch.len()
-    );
     #[cfg(target_arch = "x86_64")]
     {
         if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
@@ -316,7 +327,7 @@ pub(crate) fn matmul_narrow_group(
             // whose offsets fit i32; `pitch` is a multiple of the quantum at least `cols`, and
             // the scratch holds `n · pitch` values.
             return unsafe {
-                narrow::run(
+                narrow::compute(
                     (stationary, runs),
                     moving,
                     (out, narrow::Places::Table(places)),
@@ -328,6 +339,56 @@ pub(crate) fn matmul_narrow_group(
     }
     let _ = (isa, out, accumulate, scratch, pitch);
     false
+}
+
+/// The second half of [`matmul_narrow_group`]: writes the results [`narrow_group_compute`] left
+/// in `scratch` (for `n` moving columns and the same `places`) to their places in `out`, a NaN
+/// as the canonical one.
+///
+/// # Panics
+/// If a place's elements are not within `out`, `out` has more than `i32::MAX` elements, or
+/// `scratch` is too small; or if `isa` has no narrow kernel (nothing can have been computed).
+pub(crate) fn narrow_group_store(
+    isa: Isa,
+    n: usize,
+    (out, places): (&mut [f32], &[i32]),
+    scratch: &[f32],
+) {
+    assert!(n <= NARROW_COLUMNS, "a narrow group of {n} moving columns");
+    validate_places(n, out.len(), places, scratch.len());
+    let pitch = places.len().next_multiple_of(128);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
+            // SAFETY: the CPU has AVX-512 F/BW/VL; every place and the `n` elements after it lie
+            // in `out`, whose offsets fit i32; the scratch holds `n · pitch` values.
+            unsafe {
+                narrow::store(
+                    n,
+                    (out, narrow::Places::Table(places), places.len()),
+                    (scratch, pitch),
+                )
+            };
+            return;
+        }
+    }
+    let _ = (out, scratch, pitch);
+    panic!("no narrow group was computed on {isa:?}");
+}
+
+/// Checks a narrow group's places (every one's `n` elements within an output of `len`, whose
+/// offsets fit i32) and the size of its scratch.
+fn validate_places(n: usize, len: usize, places: &[i32], scratch: usize) {
+    assert!(i32::try_from(len).is_ok(), "an output past i32 offsets");
+    let last = places.iter().copied().max().unwrap_or(-1);
+    assert!(
+        last < 0 || usize::try_from(last).is_ok_and(|l| l + n <= len),
+        "a place past the output"
+    );
+    assert!(
+        scratch >= narrow_group_scratch(places.len(), n),
+        "a narrow group's scratch of {scratch} values"
+    );
 }
 
 /// The layout of a matmul's operands packed by panels, from [`shared_packing`]: which kernel

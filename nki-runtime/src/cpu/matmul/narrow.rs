@@ -304,6 +304,30 @@ pub(super) unsafe fn run(
     accumulate: bool,
     (acc, pitch): (&mut [f32], usize),
 ) -> bool {
+    // SAFETY: as this function's.
+    unsafe {
+        let results = (&mut *acc, pitch);
+        if !compute((st, runs), mv, (&*out, places), accumulate, results) {
+            return false;
+        }
+        store(mv.cols, (out, places, st.cols), (acc, pitch));
+    }
+    true
+}
+
+/// [`run`]'s results, into `acc` alone (`out` is read for the initial accumulators); `true`
+/// when they stand, for [`store`].
+///
+/// # Safety
+/// As [`run`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn compute(
+    (st, runs): (&Operand, Runs),
+    mv: &Operand,
+    (out, places): (&[f32], Places<'_>),
+    accumulate: bool,
+    (acc, pitch): (&mut [f32], usize),
+) -> bool {
     let (k, m, n) = (st.rows, st.cols, mv.cols);
     let dtypes_ok = matches!(st.dtype, DType::Bf16 | DType::F32)
         && matches!(mv.dtype, DType::Bf16 | DType::F32);
@@ -374,9 +398,21 @@ pub(super) unsafe fn run(
             (magnitude >> 23) - 1
         }
     };
-    if !products_on_grid(key_a, st.dtype, key_b, mv.dtype) {
-        return false;
-    }
+    products_on_grid(key_a, st.dtype, key_b, mv.dtype)
+}
+
+/// Writes the results [`compute`] left in `acc` (`n` moving columns, `m` stationary ones) to
+/// their places in `out`, a NaN as the canonical one.
+///
+/// # Safety
+/// AVX-512 F/BW/VL; every place plus `n` is at most `out.len()`, which is at most
+/// `i32::MAX`; `pitch` is at least `m` rounded up to 16, and `acc` holds `n · pitch` values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn store(
+    n: usize,
+    (out, places, m): (&mut [f32], Places<'_>, usize),
+    (acc, pitch): (&[f32], usize),
+) {
     let nan = _mm512_castsi512_ps(_mm512_set1_epi32(CANONICAL_NAN as i32));
     for j in 0..n {
         let mut i = 0;
@@ -393,7 +429,6 @@ pub(super) unsafe fn run(
             i += 16;
         }
     }
-    true
 }
 
 /// `out[m][n] (=|+=) Σ_k st[k][m] · mv[k][n]` as [`super::matmul`] computes it, for a moving
