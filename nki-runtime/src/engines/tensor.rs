@@ -11,10 +11,11 @@ use super::phases::Region;
 use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingPacking, MovingScratch, NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output,
-    PackedMoving, PackedStationary, StationaryScratch, matmul as mm_kernel, matmul_narrow,
-    matmul_prepacked, moving_split, narrow_group_compute, narrow_group_scratch, narrow_group_store,
-    pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MovingPacking, MovingScratch, NARROW_CHAIN, NARROW_CHAIN_RESULTS, NARROW_COLUMNS,
+    NARROW_GROUP_COLUMNS, Operand, Output, PackedMoving, PackedStationary, Rows, StationaryScratch,
+    matmul as mm_kernel, matmul_narrow, matmul_prepacked, moving_split, narrow_chain_compute,
+    narrow_chain_scratch, narrow_chain_store, narrow_group_compute, narrow_group_scratch,
+    narrow_group_store, pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -53,6 +54,125 @@ pub(crate) fn pack_caches() -> (PackCache, PackCache) {
 pub(crate) struct GroupScratch {
     places: Vec<i32>,
     results: Vec<f32>,
+    /// The widened moving operands of a chain ([`narrow_chain`]), the calling thread's then the
+    /// worker's.
+    widened: Vec<f32>,
+}
+
+/// Fewest output rows of a chain ([`narrow_chain`]) that split between the host threads (at
+/// a multiple of 16): each thread then reads its half of every matmul's stationary rows.
+const NARROW_CHAIN_SPLIT_ROWS: usize = 64;
+
+/// Matmuls `chain` (each one's resolved operands) that accumulate one after another into one
+/// PSUM destination (the first with `accumulate`, the others accumulating), their moving
+/// operands of at most [`NARROW_COLUMNS`] columns, run as one pass of the narrow kernel
+/// (`cpu::matmul::narrow_chain_compute`), its rows split between the host threads when there
+/// are enough: the results of the matmuls one after the other, bit for bit. `false`, with
+/// nothing written, when the kernel does not take them: operands whose free elements are not
+/// contiguous in SBUF, destinations that differ or are not whole partitions with contiguous
+/// columns, or what [`matmul_narrow`] declines (for either half).
+pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: bool) -> bool {
+    let Some(first) = chain.first() else {
+        return false;
+    };
+    let dst = *first.get(0);
+    let chain_ok = chain.len() <= NARROW_CHAIN
+        && dst.loc == Loc::Psum
+        && dst.pattern.base >= 0
+        && free_contiguous(&dst.dims, &dst.pattern)
+        && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
+        && chain.iter().all(|ops| {
+            *ops.get(0) == dst && ops.get(1).loc == Loc::Sbuf && ops.get(2).loc == Loc::Sbuf
+        });
+    if !chain_ok {
+        return false;
+    }
+    let EngineState {
+        isa,
+        sbuf,
+        psum,
+        group,
+        worker,
+        ..
+    } = e;
+    let isa = *isa;
+    // Operands whose free elements are contiguous, as views of SBUF itself.
+    let pair = |ops: &Operands| view_operand(sbuf, ops.get(1)).zip(view_operand(sbuf, ops.get(2)));
+    let Some(first) = pair(first) else {
+        return false;
+    };
+    let mut pairs = [first; NARROW_CHAIN];
+    for (p, ops) in pairs.iter_mut().zip(chain).skip(1) {
+        match pair(ops) {
+            Some(o) => *p = o,
+            None => return false,
+        }
+    }
+    let pairs = &pairs[..chain.len()];
+    let (m, n) = (first.0.cols, first.1.cols);
+    // Rows [0, h) here, [h, M) on the worker: each part its stationary operands' columns.
+    let h = (m >= NARROW_CHAIN_SPLIT_ROWS)
+        .then(|| (m / 2).next_multiple_of(16))
+        .filter(|&h| h < m);
+    let mut hi = [first; NARROW_CHAIN];
+    let lo_rows = h.unwrap_or(m);
+    for ((st, mv), h) in pairs.iter().zip(hi.iter_mut()) {
+        let size = st.dtype.size() as usize;
+        let st = Operand {
+            offset: st.offset + lo_rows * size,
+            cols: m - lo_rows,
+            ..*st
+        };
+        *h = (st, *mv);
+    }
+    let mut lo = [first; NARROW_CHAIN];
+    for ((st, mv), l) in pairs.iter().zip(lo.iter_mut()) {
+        *l = (
+            Operand {
+                cols: lo_rows,
+                ..*st
+            },
+            *mv,
+        );
+    }
+    let (lo, hi) = (&lo[..pairs.len()], &hi[..pairs.len()]);
+    let needed = narrow_chain_scratch(pairs.len());
+    if group.widened.len() < 2 * needed {
+        group.widened.resize(2 * needed, 0.0);
+    }
+    let (w_lo, w_hi) = group.widened[..2 * needed].split_at_mut(needed);
+    let base = dst.pattern.base as usize;
+    let rows = |from: usize| Rows {
+        offset: base + from * Psum::STRIDE_F32S,
+        row_stride: Psum::STRIDE_F32S,
+    };
+    let mut r_lo = [0f32; NARROW_CHAIN_RESULTS];
+    let mut r_hi = [0f32; NARROW_CHAIN_RESULTS];
+    let out = psum.f32s();
+    let part = |pairs: &[(Operand<'_>, Operand<'_>)], from: usize, w: &mut [f32], r: &mut [f32]| {
+        narrow_chain_compute(isa, pairs, (out, rows(from)), accumulate, w, r)
+    };
+    let taken = match h.and(worker.as_mut()).and_then(near) {
+        Some(wk) => match wk.join_or_leave(
+            || part(lo, 0, w_lo, &mut r_lo),
+            || part(hi, lo_rows, w_hi, &mut r_hi),
+        ) {
+            (lo_ok, Some(hi_ok)) => lo_ok && hi_ok,
+            // The worker's part, left to this thread.
+            (lo_ok, None) => lo_ok && part(hi, lo_rows, w_hi, &mut r_hi),
+        },
+        None => {
+            part(lo, 0, w_lo, &mut r_lo) && (lo_rows == m || part(hi, lo_rows, w_hi, &mut r_hi))
+        }
+    };
+    if taken {
+        let out = psum.f32s_mut();
+        narrow_chain_store(isa, (lo_rows, n), (&mut *out, rows(0)), &r_lo);
+        if lo_rows < m {
+            narrow_chain_store(isa, (m - lo_rows, n), (out, rows(lo_rows)), &r_hi);
+        }
+    }
+    taken
 }
 
 /// Matmuls that each read phase `o` of a column-strided SBUF `region` (its columns `o`,
@@ -394,6 +514,20 @@ fn hbm_operand<'a>(f: &HbmOperand<'a>) -> Operand<'a> {
     }
 }
 
+/// A matmul operand `[K, cols]` for a view in SBUF whose free elements are contiguous: the
+/// view itself (`None` for another view).
+fn view_operand<'a>(sbuf: &'a Sbuf, r: &Resolved) -> Option<Operand<'a>> {
+    let size = r.dtype.size() as usize;
+    free_contiguous(&r.dims, &r.pattern).then(|| Operand {
+        data: sbuf.bytes(),
+        dtype: r.dtype,
+        offset: r.pattern.base as usize * size,
+        row_stride: sbuf.partition_stride(),
+        rows: r.dims[0],
+        cols: r.dims[1..].iter().product(),
+    })
+}
+
 /// A matmul operand `[K, cols]` for a view in SBUF: the view itself when its free elements are
 /// contiguous, else a packed copy in `pack`.
 fn operand<'a>(
@@ -403,20 +537,13 @@ fn operand<'a>(
     r: &Resolved,
     pack: &'a mut [u8],
 ) -> Operand<'a> {
+    if let Some(op) = view_operand(sbuf, r) {
+        return op;
+    }
     let size = r.dtype.size() as usize;
     let (g, pat) = (r.dims, r.pattern);
     let rows = g[0];
     let cols = g[1..].iter().product();
-    if free_contiguous(&g, &pat) {
-        return Operand {
-            data: sbuf.bytes(),
-            dtype: r.dtype,
-            offset: pat.base as usize * size,
-            row_stride: sbuf.partition_stride(),
-            rows,
-            cols,
-        };
-    }
     let packed = Pattern {
         base: 0,
         strides: row_major(&g),

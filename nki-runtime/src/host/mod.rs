@@ -13,12 +13,15 @@
 //!   host's cache between them.
 //! - **Strided operands** (`strided`): matmuls that each read every `s`-th column of one SBUF
 //!   region, from successive columns, read it de-interleaved in one pass instead of gathering
-//!   it element by element.
+//!   it element by element (or, with a narrow moving operand, all run as one pass over it).
+//! - **Chains** (`chains`): matmuls with a narrow moving operand that accumulate into one PSUM
+//!   tile one after another run as one pass, their rows split between the threads.
 //!
 //! All of it enters the interpreter through one [`HostPlan`], [`Plain`]: the interpreter names
 //! none of it. Strict and observed runs use [`crate::exec::plan::Serial`] and see every
 //! instruction as written.
 
+mod chains;
 mod fuse;
 mod hull;
 mod interleaved;
@@ -210,7 +213,10 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         // forwarded load.
         let nothing_pending = self.pending.iter().all(Option::is_none);
         nothing_pending
-            .then(|| strided::step(e, b, ins, ops, at, vars))
+            .then(|| {
+                strided::step(e, b, ins, ops, at, vars)
+                    .or_else(|| chains::step(e, b, ins, ops, at, vars))
+            })
             .flatten()
             .or_else(|| fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending))
             .or_else(|| rows::step(e, b, ins, ops, at, vars))

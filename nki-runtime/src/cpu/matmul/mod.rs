@@ -131,6 +131,16 @@ pub struct Output<'a> {
     pub row_stride: usize,
 }
 
+impl Output<'_> {
+    /// Its rows, without the data.
+    pub(crate) fn rows(&self) -> Rows {
+        Rows {
+            offset: self.offset,
+            row_stride: self.row_stride,
+        }
+    }
+}
+
 /// Preallocated packing buffers for [`matmul`]: create one per modeled core (or per thread) and
 /// reuse it; `matmul` never allocates.
 pub struct MatmulScratch {
@@ -219,6 +229,167 @@ pub(crate) fn matmul_narrow(
     }
     let _ = (isa, accumulate);
     false
+}
+
+/// Most matmuls [`narrow_chain_compute`] takes.
+pub(crate) const NARROW_CHAIN: usize = 128;
+
+/// The values of the scratch [`narrow_chain_compute`] needs for `links` matmuls.
+pub(crate) fn narrow_chain_scratch(links: usize) -> usize {
+    links.saturating_mul(MAX_K * NARROW_COLUMNS)
+}
+
+/// The values of a chain's results ([`narrow_chain_compute`], [`narrow_chain_store`]).
+pub(crate) const NARROW_CHAIN_RESULTS: usize = NARROW_COLUMNS * MAX_M;
+
+/// The rows of an output, without its data: row `m` starts at element
+/// `offset + m · row_stride`.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Rows {
+    /// Element offset of row 0.
+    pub offset: usize,
+    /// Elements between rows.
+    pub row_stride: usize,
+}
+
+/// Matmuls that accumulate into one output one after another, in one pass (`narrow.rs`), first
+/// half: for `pairs` `(stationary, moving)` of one number of stationary columns `M` and one of
+/// moving columns `N ≤` [`NARROW_COLUMNS`], the results `init + Σ_l Σ_k stationary_l[k][m] ·
+/// moving_l[k][n]` into `results` (transposed; `init` the value at row `m` of `rows` in `out`
+/// when `accumulate`, the first matmul's flag: every later one accumulates), each element's FMA
+/// chain in the matmuls' order, then `k`'s. `true` when they are the matmuls' results one after
+/// the other, bit for bit ([`matmul`]'s definition: under the exponent proof for the whole chain
+/// no intermediate result is tiny, so the flush of each matmul's result and the DAZ of the next
+/// one's initial value change nothing), for [`narrow_chain_store`]; `false` when `isa` has no
+/// such kernel, the matmuls' shapes or dtypes differ, or the operands need the packed paths (as
+/// [`matmul_narrow`]). Nothing is written to `out`: two threads may each compute some of the
+/// rows (each with its own operands' columns, scratch and results).
+///
+/// # Panics
+/// As [`matmul`] for each pair (over all of its moving columns); if there are more than
+/// [`NARROW_CHAIN`] pairs, `scratch` holds fewer than [`narrow_chain_scratch`] values or
+/// `results` fewer than [`NARROW_CHAIN_RESULTS`], or `out` has more than `i32::MAX` elements.
+pub(crate) fn narrow_chain_compute(
+    isa: Isa,
+    pairs: &[(Operand<'_>, Operand<'_>)],
+    (out, rows): (&[f32], Rows),
+    accumulate: bool,
+    scratch: &mut [f32],
+    results: &mut [f32],
+) -> bool {
+    assert!(
+        pairs.len() <= NARROW_CHAIN,
+        "a chain of {} matmuls",
+        pairs.len()
+    );
+    assert!(
+        scratch.len() >= narrow_chain_scratch(pairs.len()) && results.len() >= NARROW_CHAIN_RESULTS,
+        "a chain's scratch of {} and results of {} values",
+        scratch.len(),
+        results.len()
+    );
+    for (st, mv) in pairs {
+        validate_shapes(st.shape(), mv.shape(), (out.len(), rows), &(0..mv.cols));
+        validate_operand(st);
+        validate_operand(mv);
+    }
+    assert!(
+        i32::try_from(out.len()).is_ok(),
+        "an output past i32 offsets"
+    );
+    let Some((st0, mv0)) = pairs.first() else {
+        return false;
+    };
+    let same = pairs
+        .iter()
+        .all(|(st, mv)| st.cols == st0.cols && mv.cols == mv0.cols);
+    if !same || mv0.cols > NARROW_COLUMNS {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
+            const _: () = assert!(NARROW_COLUMNS == narrow::MAX_COLUMNS);
+            fn link<'a>((st, mv): &'a (Operand<'a>, Operand<'a>)) -> narrow::Link<'a> {
+                narrow::Link {
+                    st,
+                    runs: narrow::Runs::adjacent(st.cols),
+                    mv,
+                }
+            }
+            let mut links = [link(&pairs[0]); NARROW_CHAIN];
+            for (l, p) in links.iter_mut().zip(pairs) {
+                *l = link(p);
+            }
+            let places = narrow::Places::Rows {
+                offset: rows.offset,
+                row_stride: rows.row_stride,
+            };
+            // SAFETY: the CPU has AVX-512 F/BW/VL; every pair's operands lie in their slices and
+            // agree on their `K ≤ MAX_K`; the output's rows hold the `N` columns of every one of
+            // the `M ≤ MAX_M` rows, at offsets within i32; the scratch holds each link's widened
+            // moving operand, the results `N · MAX_M` values (`MAX_M` a multiple of the quantum).
+            return unsafe {
+                narrow::compute(
+                    (
+                        &links[..pairs.len()],
+                        &mut scratch[..narrow_chain_scratch(pairs.len())],
+                    ),
+                    (out, places),
+                    accumulate,
+                    (results, MAX_M),
+                )
+            };
+        }
+    }
+    let _ = (isa, out, rows, accumulate, results);
+    false
+}
+
+/// The second half of a chain ([`narrow_chain_compute`]): writes its results for `m` rows and
+/// `n` columns to `rows` of `out`, a NaN as the canonical one.
+///
+/// # Panics
+/// If the rows do not fit `out` or overlap, `out` has more than `i32::MAX` elements, `results`
+/// holds fewer than [`NARROW_CHAIN_RESULTS`] values, or `isa` has no narrow kernel (nothing can
+/// have been computed).
+pub(crate) fn narrow_chain_store(
+    isa: Isa,
+    (m, n): (usize, usize),
+    (out, rows): (&mut [f32], Rows),
+    results: &[f32],
+) {
+    assert!(m <= MAX_M && n <= NARROW_COLUMNS, "a chain of {m} × {n}");
+    assert!(
+        results.len() >= NARROW_CHAIN_RESULTS,
+        "a chain's results of {}",
+        results.len()
+    );
+    let shape = |cols| OperandShape {
+        dtype: DType::F32,
+        rows: 1,
+        cols,
+    };
+    validate_shapes(shape(m), shape(n), (out.len(), rows), &(0..n));
+    assert!(
+        i32::try_from(out.len()).is_ok(),
+        "an output past i32 offsets"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if matches!(isa, Isa::Avx512 | Isa::Avx512Bf16) && isa.is_supported() {
+            let places = narrow::Places::Rows {
+                offset: rows.offset,
+                row_stride: rows.row_stride,
+            };
+            // SAFETY: the CPU has AVX-512 F/BW/VL; the `m` rows' `n` columns lie in `out`, whose
+            // offsets fit i32; the results hold `n · MAX_M` values.
+            unsafe { narrow::store(n, (out, places, m), (results, MAX_M)) };
+            return;
+        }
+    }
+    let _ = (out, results);
+    panic!("no narrow chain was computed on {isa:?}");
 }
 
 /// Most stationary columns [`matmul_narrow_group`] takes.
@@ -326,10 +497,15 @@ pub(crate) fn narrow_group_compute(
             // agree on `K ≤ MAX_K`; every place and the `n` elements after it lie in `out`,
             // whose offsets fit i32; `pitch` is a multiple of the quantum at least `cols`, and
             // the scratch holds `n · pitch` values.
+            let link = narrow::Link {
+                st: stationary,
+                runs,
+                mv: moving,
+            };
+            let mut widened = [0f32; narrow::WIDENED];
             return unsafe {
                 narrow::compute(
-                    (stationary, runs),
-                    moving,
+                    (core::slice::from_ref(&link), &mut widened),
                     (out, narrow::Places::Table(places)),
                     accumulate,
                     (scratch, pitch),
@@ -956,7 +1132,7 @@ pub(crate) fn matmul_prepacked(
 ) {
     let (st, mv) = (stationary.shape, moving.shape);
     let cols = 0..mv.cols;
-    validate_shapes(st, mv, out, &cols);
+    validate_shapes(st, mv, (out.data.len(), out.rows()), &cols);
     if let Some(c) = &copy {
         validate_copy(c, st.cols, &cols);
     }
@@ -1051,13 +1227,18 @@ fn run(
 
 /// Checks shapes and bounds; the vector paths rely on it for memory safety.
 fn validate(st: &Operand, mv: &Operand, out: &Output, cols: &Range<usize>) {
-    validate_shapes(st.shape(), mv.shape(), out, cols);
+    validate_shapes(st.shape(), mv.shape(), (out.data.len(), out.rows()), cols);
     validate_operand(st);
     validate_operand(mv);
 }
 
 /// Checks the operands' shapes against each other and the limits, and the output's bounds.
-fn validate_shapes(st: OperandShape, mv: OperandShape, out: &Output, cols: &Range<usize>) {
+fn validate_shapes(
+    st: OperandShape,
+    mv: OperandShape,
+    (len, out): (usize, Rows),
+    cols: &Range<usize>,
+) {
     assert_eq!(st.rows, mv.rows, "stationary and moving disagree on K");
     assert!(st.rows <= MAX_K, "K = {} exceeds {MAX_K}", st.rows);
     assert!(st.cols <= MAX_M, "M = {} exceeds {MAX_M}", st.cols);
@@ -1078,7 +1259,7 @@ fn validate_shapes(st: OperandShape, mv: OperandShape, out: &Output, cols: &Rang
             .and_then(|x| x.checked_add(out.offset))
             .and_then(|x| x.checked_add(cols.end));
         assert!(
-            end.is_some_and(|end| end <= out.data.len()),
+            end.is_some_and(|end| end <= len),
             "matmul output does not fit its slice"
         );
     }
@@ -1759,6 +1940,121 @@ pub(crate) mod tests {
                         case.run_narrow(isa, accumulate).is_none(),
                         "{isa:?} {dt:?} took a subnormal stationary element"
                     );
+                }
+            }
+        }
+    }
+
+    /// A chain of narrow matmuls into one output in one pass ([`super::narrow_chain_compute`],
+    /// then [`super::narrow_chain_store`]; the rows in two parts as two threads would compute
+    /// them): the portable matmuls one after the other (the first with the chain's
+    /// `accumulate`, the others accumulating), bit for bit, whenever the kernel takes them; it
+    /// takes ordinary data, and nothing is written when it declines.
+    #[test]
+    fn narrow_chains_are_the_matmuls_one_after_the_other() {
+        let mut seed = 9000;
+        for m in [1, 20, 128] {
+            for n in [1, 5, 8] {
+                for links in [1, 2, 5] {
+                    for kind in [Kind::Normal, Kind::Special, Kind::Tiny, Kind::Boundary] {
+                        // One case per link, `K` differing from link to link; the first's PSUM.
+                        let dt = [DType::Bf16, DType::F32][seed as usize % 2];
+                        let cases: Vec<Case> = (0..links)
+                            .map(|l| {
+                                seed += 1;
+                                let k = [128, 7, 64, 1, 33][l];
+                                Case::new(seed, (dt, dt), k, m, n, kind)
+                            })
+                            .collect();
+                        let pairs: Vec<(Operand<'_>, Operand<'_>)> =
+                            cases.iter().map(Case::operands).collect();
+                        // Rows [0, h) and [h, m), each part its operands' columns.
+                        let h = (m / 2).next_multiple_of(16).min(m);
+                        let part = |from: usize, to: usize| -> Vec<(Operand<'_>, Operand<'_>)> {
+                            pairs
+                                .iter()
+                                .map(|(st, mv)| {
+                                    let size = elem_size(st.dtype);
+                                    let st = Operand {
+                                        offset: st.offset + from * size,
+                                        cols: to - from,
+                                        ..*st
+                                    };
+                                    (st, *mv)
+                                })
+                                .collect()
+                        };
+                        let parts = [(0, h), (h, m)];
+                        for accumulate in [false, true] {
+                            let mut want = cases[0].psum.clone();
+                            for (l, (st, mv)) in pairs.iter().enumerate() {
+                                let mut out = Output {
+                                    data: &mut want,
+                                    offset: PSUM_OFFSET,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let mut scratch = MatmulScratch::new();
+                                let acc = accumulate || l > 0;
+                                super::run(
+                                    Isa::Portable,
+                                    false,
+                                    &mut scratch,
+                                    st,
+                                    mv,
+                                    &mut out,
+                                    acc,
+                                    0..n,
+                                );
+                            }
+                            for isa in Isa::ALL {
+                                let what = format!(
+                                    "chain {isa:?} M{m} N{n} links {links} {kind:?} acc {accumulate}"
+                                );
+                                let mut got = cases[0].psum.clone();
+                                let mut taken = true;
+                                let mut results = [[0f32; NARROW_CHAIN_RESULTS]; 2];
+                                for (&(from, to), res) in parts.iter().zip(&mut results) {
+                                    let rows = Rows {
+                                        offset: PSUM_OFFSET + from * PSUM_STRIDE,
+                                        row_stride: PSUM_STRIDE,
+                                    };
+                                    let mut widened = vec![0f32; narrow_chain_scratch(links)];
+                                    taken &= from == to
+                                        || super::narrow_chain_compute(
+                                            isa,
+                                            &part(from, to),
+                                            (&got, rows),
+                                            accumulate,
+                                            &mut widened,
+                                            res,
+                                        );
+                                }
+                                if taken {
+                                    for (&(from, to), res) in parts.iter().zip(&results) {
+                                        let rows = Rows {
+                                            offset: PSUM_OFFSET + from * PSUM_STRIDE,
+                                            row_stride: PSUM_STRIDE,
+                                        };
+                                        if from < to {
+                                            super::narrow_chain_store(
+                                                isa,
+                                                (to - from, n),
+                                                (&mut got, rows),
+                                                res,
+                                            );
+                                        }
+                                    }
+                                }
+                                let avx512 = matches!(isa, Isa::Avx512 | Isa::Avx512Bf16)
+                                    && isa.is_supported();
+                                let ordinary = matches!(kind, Kind::Normal | Kind::Special);
+                                assert!(!taken || avx512, "{what} taken");
+                                assert!(taken || !(avx512 && ordinary), "{what} declined");
+                                let expected = if taken { &want } else { &cases[0].psum };
+                                assert_same_bits(&got, expected, &what);
+                            }
+                        }
+                    }
                 }
             }
         }

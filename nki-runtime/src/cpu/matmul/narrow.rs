@@ -137,35 +137,39 @@ unsafe fn stationary16(base: *const u8, bf16: bool, row: usize, at: usize, mask:
     }
 }
 
+/// One matmul of a chain that accumulates into one output (or the one matmul): its stationary
+/// operand, where that operand's columns lie, and its moving operand.
+#[derive(Copy, Clone)]
+pub(super) struct Link<'a> {
+    /// The stationary operand (its `cols` the output's rows).
+    pub st: &'a Operand<'a>,
+    /// Where its columns lie along a partition.
+    pub runs: Runs,
+    /// The moving operand.
+    pub mv: &'a Operand<'a>,
+}
+
+/// Values of the widened moving operand of one link.
+pub(super) const WIDENED: usize = super::MAX_K * MAX_COLUMNS;
+
 /// Rows `m0 .. m0 + 16·V` of the result, `N` columns: `acc[j · pitch + m]` (transposed)
-/// holds the initial accumulators and receives the results; `magnitudes` takes the least of
+/// holds the initial accumulators and receives the results of every link in turn (link `l`'s
+/// moving operand widened at `widened[l · WIDENED..]`); `magnitudes` takes the least of
 /// `2·|x| − 1` (as bits, wrapping) over the stationary elements `x` read.
 ///
 /// # Safety
-/// AVX-512 F/BW/VL; `st`'s columns (laid out as `runs` says, vectors adjacent) in its slice;
-/// `mv` holds `st.rows · MAX_COLUMNS` values; `acc` holds `N · pitch` values and
+/// AVX-512 F/BW/VL; each link's stationary columns (laid out as its runs say, vectors
+/// adjacent) in its slice, every link with the first one's columns and dtype, its rows at most
+/// `MAX_K`; `widened` holds `links.len() · WIDENED` values; `acc` holds `N · pitch` values and
 /// `m0 + 16·V ≤ pitch`, `m0` a multiple of 16.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn block<const N: usize, const V: usize>(
-    (st, runs): (&Operand, Runs),
-    mv: &[f32],
+    (links, widened): (&[Link<'_>], &[f32]),
     (acc, pitch): (&mut [f32], usize),
     m0: usize,
     magnitudes: &mut __m512i,
 ) {
-    let base = st.data.as_ptr();
-    let bf16 = st.dtype == DType::Bf16;
-    let size = if bf16 { 2 } else { 4 };
-    let one = _mm512_set1_epi32(1);
     let mut least = *magnitudes;
-    // Each vector's first element and lanes (its 16 columns adjacent).
-    let mut at = [0usize; V];
-    let mut lanes = [0u16; V];
-    for (v, (a, l)) in at.iter_mut().zip(&mut lanes).enumerate() {
-        let q = m0 + 16 * v;
-        *a = runs.element(q);
-        *l = lanes16(st.cols.saturating_sub(q));
-    }
     let mut c = [[_mm512_setzero_ps(); V]; N];
     for (j, cj) in c.iter_mut().enumerate() {
         for (v, x) in cj.iter_mut().enumerate() {
@@ -173,11 +177,57 @@ unsafe fn block<const N: usize, const V: usize>(
             *x = unsafe { _mm512_loadu_ps(acc.as_ptr().add(j * pitch + m0 + 16 * v)) };
         }
     }
+    for (link, mv) in links.iter().zip(widened.chunks_exact(WIDENED)) {
+        let st = link.st;
+        let base = st.data.as_ptr();
+        let bf16 = st.dtype == DType::Bf16;
+        let size = if bf16 { 2 } else { 4 };
+        // Each vector's first element and lanes (its 16 columns adjacent).
+        let mut at = [0usize; V];
+        let mut lanes = [0u16; V];
+        for (v, (a, l)) in at.iter_mut().zip(&mut lanes).enumerate() {
+            let q = m0 + 16 * v;
+            *a = link.runs.element(q);
+            *l = lanes16(st.cols.saturating_sub(q));
+        }
+        // SAFETY: as this function's, for this link.
+        unsafe {
+            link_rows::<N, V>(
+                (st, mv),
+                (&at, &lanes),
+                (&mut c, &mut least),
+                (base, bf16, size),
+            )
+        };
+    }
+    for (j, cj) in c.iter().enumerate() {
+        for (v, &x) in cj.iter().enumerate() {
+            // SAFETY: as the loads above.
+            unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(j * pitch + m0 + 16 * v), x) };
+        }
+    }
+    *magnitudes = least;
+}
+
+/// One link's rows `k` into the accumulators `c` of a block whose vectors start at elements
+/// `at` with lanes `lanes`; `least` takes the least of `2·|x| − 1` over the elements read.
+///
+/// # Safety
+/// As [`block`]'s for the link: `mv` its widened moving operand.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[inline]
+unsafe fn link_rows<const N: usize, const V: usize>(
+    (st, mv): (&Operand, &[f32]),
+    (at, lanes): (&[usize; V], &[u16; V]),
+    (c, least): (&mut [[__m512; V]; N], &mut __m512i),
+    (base, bf16, size): (*const u8, bool, usize),
+) {
+    let one = _mm512_set1_epi32(1);
     for (k, b) in mv.chunks_exact(MAX_COLUMNS).take(st.rows).enumerate() {
         let row = st.offset + k * st.row_stride;
         if k + PREFETCH_ROWS < st.rows {
             let ahead = base.wrapping_add(row + PREFETCH_ROWS * st.row_stride);
-            for &a in &at {
+            for &a in at {
                 // A prefetch never faults; the addresses are the vectors' ends in the row ahead.
                 let first = ahead.wrapping_add(a * size);
                 _mm_prefetch::<_MM_HINT_T0>(first.cast());
@@ -191,7 +241,7 @@ unsafe fn block<const N: usize, const V: usize>(
             // The least nonzero magnitude, doubled to drop the sign, less one (zeros and the
             // lanes past the operand wrap to the largest).
             let twice = _mm512_slli_epi32::<1>(_mm512_castps_si512(*x));
-            least = _mm512_min_epu32(least, _mm512_sub_epi32(twice, one));
+            *least = _mm512_min_epu32(*least, _mm512_sub_epi32(twice, one));
         }
         for (cj, &bj) in c.iter_mut().zip(b) {
             let bj = _mm512_set1_ps(bj);
@@ -200,13 +250,6 @@ unsafe fn block<const N: usize, const V: usize>(
             }
         }
     }
-    for (j, cj) in c.iter().enumerate() {
-        for (v, &x) in cj.iter().enumerate() {
-            // SAFETY: as the loads above.
-            unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(j * pitch + m0 + 16 * v), x) };
-        }
-    }
-    *magnitudes = least;
 }
 
 /// Every row of the result for `N` columns, in blocks of `V` vectors; returns the least of
@@ -214,20 +257,20 @@ unsafe fn block<const N: usize, const V: usize>(
 /// are zero).
 ///
 /// # Safety
-/// As [`block`], `pitch` a multiple of `16·V` at least `st.cols`.
+/// As [`block`], `pitch` a multiple of `16·V` at least the links' columns.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn rows<const N: usize, const V: usize>(
-    st: (&Operand, Runs),
-    mv: &[f32],
+    links: (&[Link<'_>], &[f32]),
     (acc, pitch): (&mut [f32], usize),
 ) -> u32 {
     const { assert!(N * V + V + 2 <= MAX_REGISTERS && (PITCH_QUANTUM / 16).is_multiple_of(V)) };
     let mut magnitudes = _mm512_set1_epi32(-1);
     let mut m0 = 0;
-    while m0 < st.0.cols {
+    let cols = links.0.first().map_or(0, |l| l.st.cols);
+    while m0 < cols {
         // SAFETY: `m0 < cols ≤ pitch`, and blocks of `16·V` rows divide `pitch`: the block's
         // rows are within `acc`'s columns.
-        unsafe { block::<N, V>(st, mv, (acc, pitch), m0, &mut magnitudes) };
+        unsafe { block::<N, V>(links, (acc, pitch), m0, &mut magnitudes) };
         m0 += 16 * V;
     }
     _mm512_reduce_min_epu32(magnitudes)
@@ -304,10 +347,13 @@ pub(super) unsafe fn run(
     accumulate: bool,
     (acc, pitch): (&mut [f32], usize),
 ) -> bool {
-    // SAFETY: as this function's.
+    let link = Link { st, runs, mv };
+    let mut widened = [0f32; WIDENED];
+    // SAFETY: as this function's; one link's widened moving operand.
     unsafe {
         let results = (&mut *acc, pitch);
-        if !compute((st, runs), mv, (&*out, places), accumulate, results) {
+        let links = (core::slice::from_ref(&link), &mut widened[..]);
+        if !compute(links, (&*out, places), accumulate, results) {
             return false;
         }
         store(mv.cols, (out, places, st.cols), (acc, pitch));
@@ -315,28 +361,44 @@ pub(super) unsafe fn run(
     true
 }
 
-/// [`run`]'s results, into `acc` alone (`out` is read for the initial accumulators); `true`
-/// when they stand, for [`store`].
+/// [`run`]'s results for a chain of `links` (each accumulating onto the one before, the
+/// first onto the initial accumulators), into `acc` alone (`out` is read for the initial
+/// accumulators); `true` when they stand, for [`store`]. `widened` receives the links' moving
+/// operands.
 ///
 /// # Safety
-/// As [`run`].
+/// As [`run`], for every link (one output: the links' stationary operands have one number of
+/// columns, their moving ones one number of columns, and each link's operands agree on its
+/// `K`); `widened` holds `links.len() · WIDENED` values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn compute(
-    (st, runs): (&Operand, Runs),
-    mv: &Operand,
+    (links, widened): (&[Link<'_>], &mut [f32]),
     (out, places): (&[f32], Places<'_>),
     accumulate: bool,
     (acc, pitch): (&mut [f32], usize),
 ) -> bool {
-    let (k, m, n) = (st.rows, st.cols, mv.cols);
-    let dtypes_ok = matches!(st.dtype, DType::Bf16 | DType::F32)
-        && matches!(mv.dtype, DType::Bf16 | DType::F32);
-    if !dtypes_ok || n == 0 || n > MAX_COLUMNS || m == 0 || k == 0 {
+    let Some(first) = links.first() else {
+        return false;
+    };
+    let (m, n) = (first.st.cols, first.mv.cols);
+    let (st_dtype, mv_dtype) = (first.st.dtype, first.mv.dtype);
+    let links_ok = links.iter().all(|l| {
+        l.st.dtype == st_dtype
+            && l.mv.dtype == mv_dtype
+            && l.st.cols == m
+            && l.mv.cols == n
+            && l.st.rows > 0
+    });
+    let dtypes_ok = matches!(st_dtype, DType::Bf16 | DType::F32)
+        && matches!(mv_dtype, DType::Bf16 | DType::F32);
+    if !links_ok || !dtypes_ok || n == 0 || n > MAX_COLUMNS || m == 0 {
         return false;
     }
-    let mut mvbuf = [0f32; super::MAX_K * MAX_COLUMNS];
-    // SAFETY: the operand lies in its slice; `n ≤ MAX_COLUMNS`, `k ≤ MAX_K`.
-    let key_b = unsafe { widen_moving(mv, &mut mvbuf) };
+    let mut key_b = u32::MAX;
+    for (l, buf) in links.iter().zip(widened.chunks_exact_mut(WIDENED)) {
+        // SAFETY: the operand lies in its slice; `n ≤ MAX_COLUMNS`, its rows `≤ MAX_K`.
+        key_b = key_b.min(unsafe { widen_moving(l.mv, buf) });
+    }
     // The initial accumulators, transposed: column `j`'s rows contiguous.
     if accumulate {
         let (exp, sign) = (_mm512_set1_epi32(0x7f80_0000), _mm512_set1_epi32(i32::MIN));
@@ -371,19 +433,19 @@ pub(super) unsafe fn compute(
     } else {
         acc[..n * pitch].fill(-0.0);
     }
-    let widened = &mvbuf[..k * MAX_COLUMNS];
+    let links = (links, &*widened);
     let results = (&mut *acc, pitch);
     // SAFETY: as this function's.
     let least = unsafe {
         match n {
-            1 => rows::<1, 8>((st, runs), widened, results),
-            2 => rows::<2, 8>((st, runs), widened, results),
-            3 => rows::<3, 4>((st, runs), widened, results),
-            4 => rows::<4, 4>((st, runs), widened, results),
-            5 => rows::<5, 4>((st, runs), widened, results),
-            6 => rows::<6, 4>((st, runs), widened, results),
-            7 => rows::<7, 2>((st, runs), widened, results),
-            _ => rows::<8, 2>((st, runs), widened, results),
+            1 => rows::<1, 8>(links, results),
+            2 => rows::<2, 8>(links, results),
+            3 => rows::<3, 4>(links, results),
+            4 => rows::<4, 4>(links, results),
+            5 => rows::<5, 4>(links, results),
+            6 => rows::<6, 4>(links, results),
+            7 => rows::<7, 2>(links, results),
+            _ => rows::<8, 2>(links, results),
         }
     };
     // The stationary operand's least nonzero magnitude, read as it was multiplied: the results
@@ -398,7 +460,7 @@ pub(super) unsafe fn compute(
             (magnitude >> 23) - 1
         }
     };
-    products_on_grid(key_a, st.dtype, key_b, mv.dtype)
+    products_on_grid(key_a, st_dtype, key_b, mv_dtype)
 }
 
 /// Writes the results [`compute`] left in `acc` (`n` moving columns, `m` stationary ones) to

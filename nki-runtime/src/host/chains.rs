@@ -1,0 +1,78 @@
+//! Matmuls that accumulate into one PSUM tile one after another, each with a narrow moving
+//! operand (the NKI Library's decode attention computes `vᵀp` as one matmul per column tile of
+//! positions, 64 or 80 of them into one `[d_head, 5]` accumulator): one pass of the narrow
+//! matmul kernel whose accumulators stay in registers from one matmul to the next, its output
+//! rows split between the host threads (`engines::tensor::narrow_chain`), where each matmul
+//! alone is too small to split.
+//!
+//! At such a matmul, the instructions after it are looked at, up to [`MAX_LINKS`] in all, while
+//! they are matmuls into the same destination that accumulate. Each output element is still
+//! one FMA chain over the matmuls' `k` in program order, as the matmuls one after the other
+//! compute it (under the exponent proof for the whole chain no intermediate result is tiny, so
+//! the flush of each result and the DAZ of the next initial value change nothing): the same
+//! bits. The matmuls write only their destination in PSUM and read only SBUF, so none reads
+//! what another writes.
+
+use nki_lang::{Instr, InstrData, Opcode, VarValues};
+
+use crate::bind::Bound;
+use crate::cpu::matmul::{NARROW_CHAIN, NARROW_COLUMNS};
+use crate::engines::EngineState;
+use crate::operand::{self, Loc, Operands};
+
+/// Most matmuls in one chain.
+const MAX_LINKS: usize = NARROW_CHAIN;
+
+/// Whether a matmul's operands may be a link: a PSUM destination of at most
+/// [`NARROW_COLUMNS`] columns, operands in SBUF.
+fn link(ops: &Operands) -> bool {
+    let (Some(dst), Some(st), Some(mv)) = (ops.slot(0), ops.slot(1), ops.slot(2)) else {
+        return false;
+    };
+    let n: usize = mv.dims[1..].iter().product();
+    dst.loc == Loc::Psum && st.loc == Loc::Sbuf && mv.loc == Loc::Sbuf && n <= NARROW_COLUMNS
+}
+
+/// Runs the chain of accumulating matmuls that starts at `ins` (at `pc`, operands `ops`) in one
+/// pass, when there is one of at least two; returns how many instructions after `ins` it also
+/// ran, or `None` when `ins` is to run as written.
+pub(crate) fn step(
+    e: &mut EngineState,
+    b: &mut Bound<'_, '_, '_>,
+    ins: &Instr,
+    ops: &Operands,
+    (pc, stop): (usize, usize),
+    vars: &VarValues,
+) -> Option<usize> {
+    let InstrData::Matmul { dst, .. } = ins.data else {
+        return None;
+    };
+    if ins.opcode != Opcode::Matmul || !link(ops) {
+        return None;
+    }
+    let sbuf_stride = e.sbuf.partition_stride();
+    let instrs = b.program.instrs();
+    let mut chain = [*ops; MAX_LINKS];
+    let mut len = 1;
+    for next in instrs.iter().take(stop).skip(pc + 1).take(MAX_LINKS - 1) {
+        let InstrData::Matmul { dst: d, .. } = next.data else {
+            break;
+        };
+        if next.opcode != Opcode::Matmul || !d.write.accumulates_at(vars) {
+            break;
+        }
+        let Some(r) = operand::resolve(b, next, vars, sbuf_stride) else {
+            break;
+        };
+        if !link(&r) || r.slot(0) != ops.slot(0) {
+            break;
+        }
+        chain[len] = r;
+        len += 1;
+    }
+    if len < 2 {
+        return None;
+    }
+    let accumulate = dst.write.accumulates_at(vars);
+    crate::engines::tensor::narrow_chain(e, &chain[..len], accumulate).then_some(len - 1)
+}
