@@ -52,26 +52,27 @@ pub(crate) fn step(
     }
     let sbuf_stride = e.sbuf.partition_stride();
     let instrs = b.program.instrs();
-    let mut chain = [*ops; MAX_LINKS];
-    let mut len = 1;
-    for next in instrs.iter().take(stop).skip(pc + 1).take(MAX_LINKS - 1) {
+    // The next link, if the instruction after this one is one.
+    let next_link = |b: &mut Bound<'_, '_, '_>, at: usize| {
+        let next = instrs.get(at).filter(|_| at < stop)?;
         let InstrData::Matmul { dst: d, .. } = next.data else {
-            break;
+            return None;
         };
         if next.opcode != Opcode::Matmul || !d.write.accumulates_at(vars) {
-            break;
+            return None;
         }
-        let Some(r) = operand::resolve(b, next, vars, sbuf_stride) else {
-            break;
-        };
-        if !link(&r) || r.slot(0) != ops.slot(0) {
-            break;
-        }
+        operand::resolve(b, next, vars, sbuf_stride).filter(|r| link(r) && r.slot(0) == ops.slot(0))
+    };
+    // Most matmuls are no chain: nothing more is built for them.
+    let second = next_link(b, pc + 1)?;
+    let mut chain = [*ops; MAX_LINKS];
+    chain[1] = second;
+    let mut len = 2;
+    while len < MAX_LINKS
+        && let Some(r) = next_link(b, pc + len)
+    {
         chain[len] = r;
         len += 1;
-    }
-    if len < 2 {
-        return None;
     }
     let accumulate = dst.write.accumulates_at(vars);
     crate::engines::tensor::narrow_chain(e, &chain[..len], accumulate).then_some(len - 1)
