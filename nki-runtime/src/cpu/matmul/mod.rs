@@ -55,6 +55,14 @@
 //!
 //! - bf16 × bf16 on [`Isa::Avx512Bf16`] where `vdpbf16ps` is fast (AMD): `vdpbf16ps`, which
 //!   follows the definition natively, 8 rows × 48 columns per register block.
+//! - A moving operand of at most 8 columns on the AVX-512 paths (`narrow.rs`:
+//!   decode attention's few query columns): the output's rows in the zmm lanes, the stationary
+//!   operand read unpacked, a DAZ-widened copy of the moving one broadcast; it runs only where
+//!   the exponent proof below holds and no stationary element is subnormal (else the packed
+//!   paths). The same kernel runs a group of matmuls on the phases of one strided region in one
+//!   pass (`narrow_group_compute`) and a chain of matmuls accumulating into one output
+//!   (`narrow_chain_compute`), each output element still its own FMA chain in the
+//!   definition's order.
 //! - Everything else (f16, f32, mixed; bf16 on other CPUs): operands widened to f32 with DAZ
 //!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 4 × 16 blocks, or
 //!   `f32::mul_add`). FTZ is not free there, so each call first proves from the data when it
