@@ -85,6 +85,17 @@ where
     )
 }
 
+/// A case's inputs rounded to bf16.
+fn to_bf16(x: Inputs<f32>) -> Inputs<bf16> {
+    (
+        x.0.mapv(bf16::from_f32),
+        x.1.mapv(bf16::from_f32),
+        x.2.mapv(bf16::from_f32),
+        x.3.mapv(bf16::from_f32),
+        x.4.mapv(bf16::from_f32),
+    )
+}
+
 #[test]
 fn bf16_decode_attention_matches_the_library_reference() {
     let cases: [(Dims, f64, Bf16Attention); 3] = [
@@ -127,14 +138,7 @@ fn bf16_decode_attention_matches_the_library_reference() {
     ];
     for (dims, k_active_hi, run) in cases {
         let (b, h, sa, s, _, d) = dims;
-        let x = inputs(dims, (b * h * sa * s) as u64, k_active_hi);
-        let x = (
-            x.0.mapv(bf16::from_f32),
-            x.1.mapv(bf16::from_f32),
-            x.2.mapv(bf16::from_f32),
-            x.3.mapv(bf16::from_f32),
-            x.4.mapv(bf16::from_f32),
-        );
+        let x = to_bf16(inputs(dims, (b * h * sa * s) as u64, k_active_hi));
         let mask = library_mask(b, h, sa, s);
         let got = run(&mut NeuronCore::default(), &x, &mask);
         check(
@@ -154,14 +158,7 @@ fn bf16_decode_attention_matches_the_library_reference() {
 #[test]
 fn every_host_path_gives_the_portable_bits() {
     let dims = (4, 1, 5, 10240, 10240, 128);
-    let x = inputs(dims, 11, 1.3);
-    let x = (
-        x.0.mapv(bf16::from_f32),
-        x.1.mapv(bf16::from_f32),
-        x.2.mapv(bf16::from_f32),
-        x.3.mapv(bf16::from_f32),
-        x.4.mapv(bf16::from_f32),
-    );
+    let x = to_bf16(inputs(dims, 11, 1.3));
     let mask = library_mask(4, 1, 5, 10240);
     let run = |core: &mut NeuronCore| {
         attention_tkg_bf16_b4_h1_sa5_s10240_d128::host(

@@ -59,6 +59,24 @@ pub(crate) struct GroupScratch {
     widened: Vec<f32>,
 }
 
+/// Whether both parts of a narrow pass hold (each computes into its own results and says
+/// whether its exponent proof holds): `lo` on this thread and `hi` on `worker` when there is
+/// one, else `hi` here after `lo`, only if `lo` held; a part the worker has not started by the
+/// time `lo` is done is computed here.
+fn both_parts(
+    worker: Option<&mut Worker>,
+    lo: impl FnOnce() -> bool,
+    mut hi: impl FnMut() -> bool + Send,
+) -> bool {
+    match worker {
+        Some(w) => match w.join_or_leave(lo, &mut hi) {
+            (lo_ok, Some(hi_ok)) => lo_ok && hi_ok,
+            (lo_ok, None) => lo_ok && hi(),
+        },
+        None => lo() && hi(),
+    }
+}
+
 /// Fewest output rows of a chain ([`narrow_chain`]) that split between the host threads (at
 /// a multiple of 16): each thread then reads its half of every matmul's stationary rows.
 const NARROW_CHAIN_SPLIT_ROWS: usize = 64;
@@ -101,42 +119,36 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
     let Some(first) = pair(first) else {
         return false;
     };
-    let mut pairs = [first; NARROW_CHAIN];
-    for (p, ops) in pairs.iter_mut().zip(chain).skip(1) {
-        match pair(ops) {
-            Some(o) => *p = o,
-            None => return false,
-        }
-    }
-    let pairs = &pairs[..chain.len()];
     let (m, n) = (first.0.cols, first.1.cols);
     // Rows [0, h) here, [h, M) on the worker: each part its stationary operands' columns.
     let h = (m >= NARROW_CHAIN_SPLIT_ROWS)
         .then(|| (m / 2).next_multiple_of(16))
         .filter(|&h| h < m);
-    let mut hi = [first; NARROW_CHAIN];
     let lo_rows = h.unwrap_or(m);
-    for ((st, mv), h) in pairs.iter().zip(hi.iter_mut()) {
-        let size = st.dtype.size() as usize;
-        let st = Operand {
-            offset: st.offset + lo_rows * size,
-            cols: m - lo_rows,
-            ..*st
+    let (mut lo, mut hi) = ([first; NARROW_CHAIN], [first; NARROW_CHAIN]);
+    for (ops, (l, h)) in chain.iter().zip(lo.iter_mut().zip(hi.iter_mut())) {
+        let Some((st, mv)) = pair(ops).filter(|(st, mv)| st.cols == m && mv.cols == n) else {
+            return false;
         };
-        *h = (st, *mv);
-    }
-    let mut lo = [first; NARROW_CHAIN];
-    for ((st, mv), l) in pairs.iter().zip(lo.iter_mut()) {
+        let size = st.dtype.size() as usize;
         *l = (
             Operand {
                 cols: lo_rows,
-                ..*st
+                ..st
             },
-            *mv,
+            mv,
+        );
+        *h = (
+            Operand {
+                offset: st.offset + lo_rows * size,
+                cols: m - lo_rows,
+                ..st
+            },
+            mv,
         );
     }
-    let (lo, hi) = (&lo[..pairs.len()], &hi[..pairs.len()]);
-    let needed = narrow_chain_scratch(pairs.len());
+    let (lo, hi) = (&lo[..chain.len()], &hi[..chain.len()]);
+    let needed = narrow_chain_scratch(chain.len());
     if group.widened.len() < 2 * needed {
         group.widened.resize(2 * needed, 0.0);
     }
@@ -152,19 +164,11 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
     let part = |pairs: &[(Operand<'_>, Operand<'_>)], from: usize, w: &mut [f32], r: &mut [f32]| {
         narrow_chain_compute(isa, pairs, (out, rows(from)), accumulate, w, r)
     };
-    let taken = match h.and(worker.as_mut()).and_then(near) {
-        Some(wk) => match wk.join_or_leave(
-            || part(lo, 0, w_lo, &mut r_lo),
-            || part(hi, lo_rows, w_hi, &mut r_hi),
-        ) {
-            (lo_ok, Some(hi_ok)) => lo_ok && hi_ok,
-            // The worker's part, left to this thread.
-            (lo_ok, None) => lo_ok && part(hi, lo_rows, w_hi, &mut r_hi),
-        },
-        None => {
-            part(lo, 0, w_lo, &mut r_lo) && (lo_rows == m || part(hi, lo_rows, w_hi, &mut r_hi))
-        }
-    };
+    let taken = both_parts(
+        h.and(worker.as_mut()).and_then(near),
+        || part(lo, 0, w_lo, &mut r_lo),
+        || lo_rows == m || part(hi, lo_rows, w_hi, &mut r_hi),
+    );
     if taken {
         let out = psum.f32s_mut();
         narrow_chain_store(isa, (lo_rows, n), (&mut *out, rows(0)), &r_lo);
@@ -218,8 +222,7 @@ pub(crate) fn narrow_phases(
         return false;
     }
     // Each destination: rows of whole PSUM partitions, its `n` columns contiguous within one;
-    // no two destinations share an element (rectangles of partitions × columns), and so no two
-    // matmuls are on one phase.
+    // no two destinations share an element (rectangles of partitions × columns).
     let part = Psum::STRIDE_F32S;
     let rect = |d: &Resolved| -> Option<(usize, usize, usize, usize)> {
         let base = usize::try_from(d.pattern.base).ok()?;
@@ -278,12 +281,16 @@ pub(crate) fn narrow_phases(
     for (phase, d) in group {
         let base = d.pattern.base as usize;
         for j in 0..d.dims[0] {
+            // A column with a place already: two matmuls on one phase.
             let (Some(slot), Ok(at)) = (
                 scratch.places.get_mut(j * run + (phase - o0)),
                 i32::try_from(base + j * part),
             ) else {
                 return false;
             };
+            if *slot >= 0 {
+                return false;
+            }
             *slot = at;
         }
     }
@@ -324,20 +331,11 @@ pub(crate) fn narrow_phases(
     let part = |st: &Operand, runs, places: &[i32], results: &mut [f32]| {
         narrow_group_compute(isa, (st, runs), mv, (out, places), accumulate, results)
     };
-    let taken = match split.and(worker.as_mut()).and_then(near) {
-        Some(w) => match w.join_or_leave(
-            || part(&st, runs, places_lo, res_lo),
-            || part(&st_hi, runs_hi, places_hi, res_hi),
-        ) {
-            (lo_ok, Some(hi_ok)) => lo_ok && hi_ok,
-            // The worker's part, left to this thread.
-            (lo_ok, None) => lo_ok && part(&st_hi, runs_hi, places_hi, res_hi),
-        },
-        None => {
-            part(&st, runs, places_lo, res_lo)
-                && (lo == cols || part(&st_hi, runs_hi, places_hi, res_hi))
-        }
-    };
+    let taken = both_parts(
+        split.and(worker.as_mut()).and_then(near),
+        || part(&st, runs, places_lo, res_lo),
+        || lo == cols || part(&st_hi, runs_hi, places_hi, res_hi),
+    );
     if taken {
         let out = psum.f32s_mut();
         narrow_group_store(isa, n, (&mut *out, places_lo), res_lo);
