@@ -176,3 +176,76 @@ fn launch_errors_say_what_is_wrong_and_change_nothing() {
         "a failed launch wrote its output"
     );
 }
+
+/// Four matmuls on every 4th column of one key tile (a strided group, `host::strided`) with one
+/// narrow moving operand, two of them on the same columns (phases 0, 0, 2 and 3): each writes
+/// its own five PSUM columns.
+#[kernel]
+fn repeated_phases(k: Hbm<bf16, 128, 256>, q: Hbm<bf16, 128, 5>) -> Hbm<f32, 64, 20> {
+    let out = ndarray([64, 20], f32, SharedHbm);
+    let k_sb = ndarray([128, 256], bf16, Sbuf);
+    let q_sb = ndarray([128, 5], bf16, Sbuf);
+    nisa::dma_copy(dst = k_sb, src = k);
+    nisa::dma_copy(dst = q_sb, src = q);
+    let acc = ndarray([64, 20], f32, Psum);
+    nisa::nc_matmul(
+        dst = acc.slice(1, 0, 5),
+        stationary = k_sb.slice(1, 0, 253, 4),
+        moving = q_sb,
+        accumulate = false,
+    );
+    nisa::nc_matmul(
+        dst = acc.slice(1, 5, 10),
+        stationary = k_sb.slice(1, 0, 253, 4),
+        moving = q_sb,
+        accumulate = false,
+    );
+    nisa::nc_matmul(
+        dst = acc.slice(1, 10, 15),
+        stationary = k_sb.slice(1, 2, 255, 4),
+        moving = q_sb,
+        accumulate = false,
+    );
+    nisa::nc_matmul(
+        dst = acc.slice(1, 15, 20),
+        stationary = k_sb.slice(1, 3, 256, 4),
+        moving = q_sb,
+        accumulate = false,
+    );
+    let res = ndarray([64, 20], f32, Sbuf);
+    nisa::tensor_copy(dst = res, src = acc);
+    nisa::dma_copy(dst = out, src = res);
+    out
+}
+
+/// A strided group with two matmuls on one phase gives the portable strict run's bits on every
+/// path (the one-pass narrow kernel declines it: its table holds one place per column), and
+/// both matmuls on phase 0 give the same five columns.
+#[test]
+fn a_strided_group_with_a_repeated_phase_gives_the_portable_bits() {
+    let k = common::random_bf16(128, 256, 21);
+    let q = common::random_bf16(128, 5, 22);
+    let run = |core: &mut NeuronCore| repeated_phases::host(core, k.view(), q.view()).unwrap();
+    let want = run(&mut NeuronCore::default().with_isa(nki::Isa::Portable).unwrap());
+    for isa in nki::Isa::supported() {
+        for strict in [false, true] {
+            let got = run(&mut NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_strict(strict));
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits());
+            assert!(
+                same,
+                "{isa:?} (strict {strict}) differs from the portable run"
+            );
+        }
+    }
+    assert_eq!(
+        want.slice(s![.., 0..5]),
+        want.slice(s![.., 5..10]),
+        "two matmuls on one phase"
+    );
+}
