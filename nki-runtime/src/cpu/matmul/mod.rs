@@ -1853,9 +1853,7 @@ pub(crate) mod tests {
             );
             psum
         }
-    }
 
-    impl Case {
         /// [`super::matmul_narrow`] on `isa` over every moving column: the output when it
         /// computed it, `None` when it declined (having written nothing: checked).
         pub(crate) fn run_narrow(&self, isa: Isa, accumulate: bool) -> Option<Vec<f32>> {
@@ -1993,6 +1991,11 @@ pub(crate) mod tests {
                                 .collect()
                         };
                         let parts = [(0, h), (h, m)];
+                        // The PSUM rows from row `from` on.
+                        let rows_from = |from: usize| Rows {
+                            offset: PSUM_OFFSET + from * PSUM_STRIDE,
+                            row_stride: PSUM_STRIDE,
+                        };
                         for accumulate in [false, true] {
                             let mut want = cases[0].psum.clone();
                             for (l, (st, mv)) in pairs.iter().enumerate() {
@@ -2022,10 +2025,7 @@ pub(crate) mod tests {
                                 let mut taken = true;
                                 let mut results = [[0f32; NARROW_CHAIN_RESULTS]; 2];
                                 for (&(from, to), res) in parts.iter().zip(&mut results) {
-                                    let rows = Rows {
-                                        offset: PSUM_OFFSET + from * PSUM_STRIDE,
-                                        row_stride: PSUM_STRIDE,
-                                    };
+                                    let rows = rows_from(from);
                                     let mut widened = vec![0f32; narrow_chain_scratch(links)];
                                     taken &= from == to
                                         || super::narrow_chain_compute(
@@ -2039,15 +2039,11 @@ pub(crate) mod tests {
                                 }
                                 if taken {
                                     for (&(from, to), res) in parts.iter().zip(&results) {
-                                        let rows = Rows {
-                                            offset: PSUM_OFFSET + from * PSUM_STRIDE,
-                                            row_stride: PSUM_STRIDE,
-                                        };
                                         if from < to {
                                             super::narrow_chain_store(
                                                 isa,
                                                 (to - from, n),
-                                                (&mut got, rows),
+                                                (&mut got, rows_from(from)),
                                                 res,
                                             );
                                         }
