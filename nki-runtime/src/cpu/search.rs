@@ -222,6 +222,203 @@ fn scan<const FILTER: bool>(
         .map_or(row.len(), |i| at + i)
 }
 
+/// Longest row [`max8_short`] and [`claim_short`] take: its keys fit in a buffer on the stack,
+/// and a pass over all of them per result costs less than the one-pass searches' bookkeeping
+/// (the NKI Library's router ranks 128 experts per token).
+pub(crate) const SHORT_ROW: usize = 256;
+
+/// A short row's elements as `key · 2^32 + (SHORT_ROW − 1 − position)`: distinct, ordered by
+/// key and, among equal keys, the earlier element higher; [`i64::MIN`] (no element's) after the
+/// row and in place of a taken element. The largest is the first element of the largest key,
+/// found by a maximum over all of them (a reduction the compiler vectorizes) without a search.
+struct ShortKeys {
+    ranked: [i64; SHORT_ROW],
+    /// The row's length.
+    len: usize,
+}
+
+impl ShortKeys {
+    #[inline(always)]
+    fn of(row: &[f32]) -> ShortKeys {
+        let mut ranked = [i64::MIN; SHORT_ROW];
+        for (i, (r, &x)) in ranked.iter_mut().zip(row).enumerate() {
+            *r = rank_of(key(x), i);
+        }
+        ShortKeys {
+            ranked,
+            len: row.len().min(SHORT_ROW),
+        }
+    }
+
+    /// The position and key of the largest element left, if one is.
+    #[inline(always)]
+    fn largest(&self) -> Option<(usize, i32)> {
+        let m = self.ranked[..self.len]
+            .iter()
+            .fold(i64::MIN, |a, &r| a.max(r));
+        (m != i64::MIN).then(|| position_of(m))
+    }
+
+    /// Takes the element at position `i` out.
+    #[inline(always)]
+    fn take(&mut self, i: usize) {
+        self.ranked[i] = i64::MIN;
+    }
+}
+
+/// The ranked form of key `k` at position `i` ([`ShortKeys`]).
+#[inline(always)]
+fn rank_of(k: i32, i: usize) -> i64 {
+    (i64::from(k) << 32) | (SHORT_ROW - 1 - i) as i64
+}
+
+/// The position and key of a ranked element.
+#[inline(always)]
+fn position_of(r: i64) -> (usize, i32) {
+    let low = (r & 0xffff_ffff) as usize;
+    (SHORT_ROW - 1 - low, (r >> 32) as i32)
+}
+
+/// The `top.len()` (at most 8) largest of `row` (at most [`SHORT_ROW`] values, at least
+/// `top.len()`) with their keys, in descending order, the earlier element first among equal
+/// keys: each is the first element of the largest key left, taken out before the next.
+pub(crate) fn max8_short(isa: Isa, row: &[f32], top: &mut [(i32, f32)]) {
+    assert!(row.len() <= SHORT_ROW && top.len() <= row.len().min(8));
+    #[inline(always)]
+    fn body(row: &[f32], top: &mut [(i32, f32)]) {
+        let mut keys = ShortKeys::of(row);
+        for t in top {
+            let Some((i, q)) = keys.largest() else { break };
+            *t = (q, row[i]);
+            keys.take(i);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn body_avx2(row: &[f32], top: &mut [(i32, f32)]) {
+        body(row, top)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn body_avx512(row: &[f32], top: &mut [(i32, f32)]) {
+        body(row, top)
+    }
+    match isa {
+        Isa::Portable => body(row, top),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { body_avx2(row, top) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { body_avx512(row, top) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            body(row, top)
+        }
+    }
+}
+
+/// The positions the keys `looking` (in visit order; [`NO_KEY`] looks for nothing) claim in
+/// `data` (at most [`SHORT_ROW`] values): each the first position of its key that no key
+/// before it claimed, or none.
+pub(crate) fn claim_short(isa: Isa, data: &[f32], looking: &[i32; 8]) -> [Option<usize>; 8] {
+    assert!(data.len() <= SHORT_ROW);
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn body_avx2(data: &[f32], looking: &[i32; 8]) -> [Option<usize>; 8] {
+        use core::arch::x86_64::*;
+        claim_body(data, looking, |g, q| {
+            // SAFETY: `g` is 16 readable `i32`s; AVX2 is enabled here.
+            let (a, b) = unsafe {
+                let p = g.as_ptr().cast::<__m256i>();
+                (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)))
+            };
+            let q = _mm256_set1_epi32(q);
+            let lo = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, q)));
+            let hi = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(b, q)));
+            (lo as u32) | ((hi as u32) << 8)
+        })
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn body_avx512(data: &[f32], looking: &[i32; 8]) -> [Option<usize>; 8] {
+        use core::arch::x86_64::*;
+        claim_body(data, looking, |g, q| {
+            // SAFETY: `g` is 16 readable `i32`s; AVX-512 F is enabled here.
+            let k = unsafe { _mm512_loadu_si512(g.as_ptr().cast()) };
+            u32::from(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(q)))
+        })
+    }
+    let portable = |g: &[i32; GROUP], q: i32| {
+        let mut hits = 0;
+        for (l, &k) in g.iter().enumerate() {
+            hits |= u32::from(k == q) << l;
+        }
+        hits
+    };
+    match isa {
+        Isa::Portable => claim_body(data, looking, portable),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
+            unsafe { body_avx2(data, looking) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
+            unsafe { body_avx512(data, looking) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
+            isa.assert_supported();
+            claim_body(data, looking, portable)
+        }
+    }
+}
+
+/// [`claim_short`]'s search, with `hits` the mask of a group's keys equal to a key (bit `l` for
+/// lane `l`): the keys by groups, [`i32::MIN`] (no value's key) after the row and in place of a
+/// claimed element.
+#[inline(always)]
+fn claim_body(
+    data: &[f32],
+    looking: &[i32; 8],
+    hits: impl Fn(&[i32; GROUP], i32) -> u32,
+) -> [Option<usize>; 8] {
+    let mut groups = [[i32::MIN; GROUP]; SHORT_ROW / GROUP];
+    for (g, xs) in groups.iter_mut().zip(data.chunks(GROUP)) {
+        for (k, &x) in g.iter_mut().zip(xs) {
+            *k = key(x);
+        }
+    }
+    let groups = &mut groups[..data.len().div_ceil(GROUP)];
+    let mut at = [None; 8];
+    for (a, &q) in at.iter_mut().zip(looking) {
+        if q == NO_KEY {
+            continue;
+        }
+        for (j, g) in groups.iter_mut().enumerate() {
+            let h = hits(g, q);
+            if h != 0 {
+                let l = h.trailing_zeros() as usize;
+                g[l] = i32::MIN;
+                *a = Some(j * GROUP + l);
+                break;
+            }
+        }
+    }
+    at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +500,84 @@ mod tests {
                             .collect();
                         want.sort_unstable_by(|a, b| b.cmp(a));
                         assert_eq!(floor, want[7], "{len} {isa:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of every short length with ties, both zeros, NaNs of several payloads and
+    /// infinities among random values.
+    fn short_rows() -> Vec<Vec<f32>> {
+        let v = values();
+        let mut s = 0x2545_f491u32;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            s
+        };
+        let mut rows = Vec::new();
+        for len in (0..=SHORT_ROW)
+            .step_by(7)
+            .chain([8, 15, 16, 17, 128, SHORT_ROW])
+        {
+            for mix in 0..3 {
+                let row = (0..len)
+                    .map(|_| match (mix, next() % 5) {
+                        (0, _) => f32::from_bits(next()),
+                        (1, 0 | 1) => v[(next() as usize) % v.len()],
+                        (1, _) => (next() % 4) as f32 * 0.5,
+                        (_, r) => [0.25, -0.0, 0.0, f32::NAN, -f32::NAN][r as usize],
+                    })
+                    .collect();
+                rows.push(row);
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn short_rows_give_the_definitions_top_8_on_every_path() {
+        for row in short_rows() {
+            let want = crate::top8::max8_row(&row);
+            for isa in Isa::supported() {
+                let mut top = vec![(0, 0.0); row.len().min(8)];
+                max8_short(isa, &row, &mut top);
+                let got: Vec<u32> = top.iter().map(|t| t.1.to_bits()).collect();
+                let bits: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(got, bits, "{isa:?} {row:?}");
+                assert!(top.iter().all(|t| t.0 == key(t.1)));
+            }
+        }
+    }
+
+    #[test]
+    fn short_rows_give_the_definitions_claims_on_every_path() {
+        for row in short_rows() {
+            // The row's own top 8 (found again, duplicates included), values of the row taken
+            // twice, and values it may not hold, visited forwards and backwards.
+            let top = crate::top8::max8_row(&row);
+            let picks: Vec<f32> = (0..8)
+                .map(|j| row.get(j * 5 % row.len().max(1)).copied().unwrap_or(1.5))
+                .collect();
+            let absent = [7.0, f32::NAN, -0.0, 0.25, 3.0, -1.0, 0.0, 0.5];
+            for vals in [top, picks, absent.to_vec()] {
+                let n = vals.len().min(8);
+                for reverse in [false, true] {
+                    let order = |q: usize| if reverse { n - 1 - q } else { q };
+                    let want = crate::top8::claim(&row, &vals, (0..n).map(order));
+                    let mut looking = [NO_KEY; 8];
+                    for (q, l) in looking.iter_mut().enumerate().take(n) {
+                        *l = key(vals[order(q)]);
+                    }
+                    for isa in Isa::supported() {
+                        let found = claim_short(isa, &row, &looking);
+                        let mut got = vec![None; vals.len()];
+                        for (q, &i) in found.iter().enumerate().take(n) {
+                            got[order(q)] = i;
+                        }
+                        assert_eq!(got, want, "{isa:?} {vals:?} {row:?}");
                     }
                 }
             }

@@ -186,9 +186,14 @@ pub(crate) fn nc_match_replace8(e: &mut EngineState, ops: &Operands, imm: Scalar
 /// order, the earlier element first among equal keys (a later one enters only above the last
 /// kept, behind every kept one at least as high). The elements below a key that 8 elements
 /// reach ([`search::eighth_key_floor`]) and, once 8 are kept, those that cannot enter are
-/// skipped by [`search::first_above`].
+/// skipped by [`search::first_above`]; a short row's by [`search::max8_short`].
 fn max8_keys(isa: Isa, row: &[f32], top: &mut Vec<(i32, f32)>) {
     top.clear();
+    if row.len() <= search::SHORT_ROW {
+        top.resize(row.len().min(8), (0, 0.0));
+        search::max8_short(isa, row, top);
+        return;
+    }
     // The 8 kept in the end are at or above a key 8 elements reach: the elements below it
     // are skipped from the start (no value's key is `i32::MIN`, so `floor - 1` skips none of
     // those at the floor).
@@ -289,7 +294,8 @@ impl Row {
 /// definition's result: the elements matching one value form one class of the key, and within a
 /// class the definition gives the `m`-th value visited the `m`-th occurrence, as this pass does;
 /// values of other keys never compete for an element. The elements no value can claim are
-/// skipped by [`search::first_match`].
+/// skipped by [`search::first_match`]; a short row's positions are found by
+/// [`search::claim_short`], the definition's search over its keys.
 fn claim(isa: Isa, vals: &[f32], data: &[f32], reverse: bool, at: &mut Vec<Option<usize>>) {
     let n = vals.len().min(8);
     let order = |q: usize| if reverse { n - 1 - q } else { q };
@@ -300,6 +306,13 @@ fn claim(isa: Isa, vals: &[f32], data: &[f32], reverse: bool, at: &mut Vec<Optio
     }
     at.clear();
     at.resize(vals.len(), None);
+    if data.len() <= search::SHORT_ROW {
+        let found = search::claim_short(isa, data, &looking);
+        for (q, &i) in found.iter().enumerate().take(n) {
+            at[order(q)] = i;
+        }
+        return;
+    }
     let mut left = n;
     let mut i = 0;
     while left > 0 {
