@@ -68,6 +68,13 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Whether this operand covers the same elements of the same memory as `other`, read or
+    /// written alike.
+    pub(crate) fn same_elements(&self, other: &Resolved) -> bool {
+        (self.loc, self.dtype, self.pattern, self.dims)
+            == (other.loc, other.dtype, other.pattern, other.dims)
+    }
+
     /// Number of elements.
     pub fn elems(&self) -> usize {
         self.dims.iter().product()

@@ -249,3 +249,85 @@ fn a_strided_group_with_a_repeated_phase_gives_the_portable_bits() {
         "two matmuls on one phase"
     );
 }
+
+/// Three matmuls into one PSUM tile one after another (a chain, `host::chains`: with 96 moving
+/// columns, too wide for the narrow kernel, its rows split between the threads once for all
+/// three): the first overwrites, the others accumulate, the last over 64 partitions only; bf16
+/// stationary operands against f32 moving ones.
+#[kernel]
+fn accumulating_chain(a: Hbm<bf16, 128, 384>, b: Hbm<f32, 128, 288>) -> Hbm<f32, 128, 96> {
+    let out = ndarray([128, 96], f32, SharedHbm);
+    let a_sb = ndarray([128, 384], bf16, Sbuf);
+    let b_sb = ndarray([128, 288], f32, Sbuf);
+    nisa::dma_copy(dst = a_sb, src = a);
+    nisa::dma_copy(dst = b_sb, src = b);
+    let acc = ndarray([128, 96], f32, Psum);
+    nisa::nc_matmul(
+        dst = acc,
+        stationary = a_sb[[0..128, 0..128]],
+        moving = b_sb[[0..128, 0..96]],
+        accumulate = false,
+    );
+    nisa::nc_matmul(
+        dst = acc,
+        stationary = a_sb[[0..128, 128..256]],
+        moving = b_sb[[0..128, 96..192]],
+        accumulate = true,
+    );
+    nisa::nc_matmul(
+        dst = acc,
+        stationary = a_sb[[0..64, 256..384]],
+        moving = b_sb[[0..64, 192..288]],
+        accumulate = true,
+    );
+    let res = ndarray([128, 96], f32, Sbuf);
+    nisa::tensor_copy(dst = res, src = acc);
+    nisa::dma_copy(dst = out, src = res);
+    out
+}
+
+/// A chain of matmuls gives the portable strict run's bits on every path and thread count,
+/// and the sum of the three products (f64 reference; each element's 320 fp32 steps stay
+/// within `320 · 2⁻²⁴ · Σ|a·b|`).
+#[test]
+fn a_chain_of_accumulating_matmuls_gives_the_portable_bits() {
+    let a = common::random_bf16(128, 384, 31);
+    let b = common::uniform(Ix2(128, 288), 32, -1.0, 1.0).mapv(|v| v as f32);
+    let run = |core: &mut NeuronCore| accumulating_chain::host(core, a.view(), b.view()).unwrap();
+    let want = run(&mut NeuronCore::default().with_isa(nki::Isa::Portable).unwrap());
+    let (a64, b64) = (a.mapv(f64::from), b.mapv(f64::from));
+    for ((m, n), &got) in want.indexed_iter() {
+        let terms = (0..128)
+            .map(|k| (k, m, n))
+            .chain((0..128).map(|k| (k, 128 + m, 96 + n)))
+            .chain((0..64).map(|k| (k, 256 + m, 192 + n)));
+        let (mut sum, mut mag) = (0.0, 0.0);
+        for (k, i, j) in terms {
+            let p = a64[[k, i]] * b64[[k, j]];
+            sum += p;
+            mag += p.abs();
+        }
+        let bound = 320.0 * 2f64.powi(-24) * mag;
+        assert!(
+            (f64::from(got) - sum).abs() <= bound,
+            "[{m}, {n}]: {got} vs {sum}"
+        );
+    }
+    for isa in nki::Isa::supported() {
+        for (threads, strict) in [(1, false), (2, false), (2, true)] {
+            let got = run(&mut NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_host_threads(threads)
+                .with_strict(strict));
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits());
+            assert!(
+                same,
+                "{isa:?} on {threads} threads (strict {strict}) differs from the portable run"
+            );
+        }
+    }
+}

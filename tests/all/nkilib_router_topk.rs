@@ -111,3 +111,41 @@ fn an_f32_router_over_512_experts_scatters_the_top_k_softmax() {
         assert!((s - 1.0).abs() < 1e-5, "affinities sum to {s}");
     }
 }
+
+/// The benchmark's shape (`T = 512`, `H = 2048`, `E = 128`, bf16) on every host path the
+/// machine has against the portable one (strict: every instruction as written), bit for bit:
+/// the 16 accumulating matmuls of each token tile as one chain split between the threads
+/// (`host::chains`), the short rows' top-8 searches and every instruction's vector path give
+/// the definition's results. Also checked against the f64 reference.
+#[test]
+fn every_host_path_gives_the_portable_bits() {
+    let (t, h, e) = (512, 2048, 128);
+    let x = common::rand_f32(Ix2(h, t), 51, -1.0, 1.0).mapv(bf16::from_f32);
+    let w = common::rand_f32(Ix2(h, e), 52, -0.1, 0.1).mapv(bf16::from_f32);
+    let run = |core: &mut NeuronCore| {
+        router_topk_bf16_512x2048x128_k8_norm::host(core, x.view(), w.view()).unwrap()
+    };
+    let want = run(&mut NeuronCore::default().with_isa(nki::Isa::Portable).unwrap());
+    check(
+        "T 512 H 2048 E 128 k 8 norm",
+        (&want.0, &want.1, &want.2),
+        x.mapv(f64::from).view(),
+        w.mapv(f64::from).view(),
+        (8, true, true),
+    );
+    let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    for isa in nki::Isa::supported() {
+        for (threads, strict) in [(1, false), (2, false), (2, true)] {
+            let mut core = NeuronCore::default()
+                .with_isa(isa)
+                .unwrap()
+                .with_host_threads(threads)
+                .with_strict(strict);
+            let got = run(&mut core);
+            let at = format!("{isa:?} on {threads} threads (strict {strict})");
+            assert_eq!(bits(&got.0), bits(&want.0), "{at}: logits differ");
+            assert_eq!(got.1, want.1, "{at}: indices differ");
+            assert_eq!(bits(&got.2), bits(&want.2), "{at}: affinities differ");
+        }
+    }
+}

@@ -11,14 +11,16 @@ use super::phases::Region;
 use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
-    CopyOut, MovingPacking, MovingScratch, NARROW_CHAIN, NARROW_CHAIN_RESULTS, NARROW_COLUMNS,
-    NARROW_GROUP_COLUMNS, Operand, Output, PackedMoving, PackedStationary, Rows, StationaryScratch,
-    matmul as mm_kernel, matmul_narrow, matmul_prepacked, moving_split, narrow_chain_compute,
-    narrow_chain_scratch, narrow_chain_store, narrow_group_compute, narrow_group_scratch,
-    narrow_group_store, pack_moving, pack_stationary, packing_of, shared_packing,
+    CopyOut, MatmulScratch, MovingPacking, MovingScratch, NARROW_CHAIN, NARROW_CHAIN_RESULTS,
+    NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output, PackedMoving, PackedStationary, Rows,
+    StationaryScratch, matmul as mm_kernel, matmul_narrow, matmul_prepacked, moving_split,
+    narrow_chain_compute, narrow_chain_scratch, narrow_chain_store, narrow_group_compute,
+    narrow_group_scratch, narrow_group_store, pack_moving, pack_stationary, packing_of,
+    shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
+use core::ops::Range;
 use std::time::Instant;
 
 use crate::worker::{Worker, near};
@@ -100,7 +102,9 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         && free_contiguous(&dst.dims, &dst.pattern)
         && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
         && chain.iter().all(|ops| {
-            *ops.get(0) == dst && ops.get(1).loc == Loc::Sbuf && ops.get(2).loc == Loc::Sbuf
+            ops.get(0).same_elements(&dst)
+                && ops.get(1).loc == Loc::Sbuf
+                && ops.get(2).loc == Loc::Sbuf
         });
     if !chain_ok {
         return false;
@@ -177,6 +181,101 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         }
     }
     taken
+}
+
+/// Matmuls `chain` (each one's resolved operands) that accumulate one after another into one
+/// PSUM destination (the first with `accumulate`, the others accumulating), their operands in
+/// layouts the packed kernels take (moving operands wider than the narrow kernel's), run with
+/// the output's rows split once between the host threads for the whole chain: each thread
+/// packs every matmul's moving operand and its columns of the stationary one and computes its
+/// rows, matmul after matmul (the NKI Library's router accumulates 16 `[128, 128]` products
+/// per token tile; one hand-over per matmul costs about a tenth of its time). Each row is
+/// computed exactly as the matmuls one after the other compute it. `false`, with nothing
+/// written, when the chain does not split: operands whose free elements are not contiguous in
+/// SBUF or that differ in shape or packing, destinations that differ or are not whole
+/// partitions with contiguous columns, too little work, or no worker nearby.
+pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: bool) -> bool {
+    let Some(first) = chain.first() else {
+        return false;
+    };
+    let dst = *first.get(0);
+    let chain_ok = chain.len() <= NARROW_CHAIN
+        && dst.loc == Loc::Psum
+        && dst.pattern.base >= 0
+        && free_contiguous(&dst.dims, &dst.pattern)
+        && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
+        && chain.iter().all(|ops| {
+            ops.get(0).same_elements(&dst)
+                && ops.get(1).loc == Loc::Sbuf
+                && ops.get(2).loc == Loc::Sbuf
+        });
+    if !chain_ok {
+        return false;
+    }
+    let EngineState {
+        isa,
+        sbuf,
+        psum,
+        mm,
+        mm_worker,
+        worker,
+        ..
+    } = e;
+    let isa = *isa;
+    let pair = |ops: &Operands| view_operand(sbuf, ops.get(1)).zip(view_operand(sbuf, ops.get(2)));
+    let Some(first) = pair(first) else {
+        return false;
+    };
+    let (rows, n) = (first.0.cols, first.1.cols);
+    let Some(packing) = shared_packing(isa, &first.0, &first.1) else {
+        return false;
+    };
+    let mut links = [first; NARROW_CHAIN];
+    let mut macs = 0usize;
+    for (ops, l) in chain.iter().zip(links.iter_mut()) {
+        let Some(link) = pair(ops).filter(|(s, m)| {
+            s.cols == rows && m.cols == n && shared_packing(isa, s, m) == Some(packing)
+        }) else {
+            return false;
+        };
+        macs = macs.saturating_add(link.0.rows);
+        *l = link;
+    }
+    // The chain's work is that of one matmul whose `K` is the links' together.
+    let Some((worker, h)) =
+        split_rows(macs, rows, n).and_then(|h| Some((near(worker.as_mut()?)?, h)))
+    else {
+        return false;
+    };
+    let links = &links[..chain.len()];
+    let (mut out_lo, mut out_hi) = split_output(psum, dst.pattern.base as usize, h);
+    // The rows `cols` of every link, one link after the other, packed into `scratch`.
+    let part = |scratch: &mut MatmulScratch, cols: Range<usize>, out: &mut Output<'_>| {
+        for (i, (s, m)) in links.iter().enumerate() {
+            let (a, mut b) = scratch.parts();
+            let (_, words) = b.split(packing, m.rows, 0);
+            let key = pack_moving(isa, packing, words, m, 0..n);
+            let packed = b.packed(packing, m.shape(), key);
+            let mine = Operand {
+                offset: s.offset + cols.start * s.dtype.size() as usize,
+                cols: cols.len(),
+                ..*s
+            };
+            let a = pack_stationary(isa, packing, a, &mine);
+            matmul_prepacked(isa, &a, &packed, out, None, accumulate || i > 0);
+        }
+    };
+    // A worker half not started by the time this thread's rows are done (its vCPU busy) is
+    // computed here.
+    let mut hi = || part(mm_worker, h..rows, &mut out_hi);
+    if worker
+        .join_or_leave(|| part(mm, 0..h, &mut out_lo), &mut hi)
+        .1
+        .is_none()
+    {
+        hi();
+    }
+    true
 }
 
 /// Matmuls that each read phase `o` of a column-strided SBUF `region` (its columns `o`,

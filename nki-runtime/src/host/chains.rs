@@ -1,9 +1,14 @@
-//! Matmuls that accumulate into one PSUM tile one after another, each with a narrow moving
-//! operand (the NKI Library's decode attention computes `vᵀp` as one matmul per column tile of
-//! positions, 64 or 80 of them into one `[d_head, 5]` accumulator): one pass of the narrow
-//! matmul kernel whose accumulators stay in registers from one matmul to the next, its output
-//! rows split between the host threads (`engines::tensor::narrow_chain`), where each matmul
-//! alone is too small to split.
+//! Matmuls that accumulate into one PSUM tile one after another, run as one step with the
+//! output's rows split between the host threads once for all of them:
+//! - with a narrow moving operand (the NKI Library's decode attention computes `vᵀp` as one
+//!   matmul per column tile of positions, 64 or 80 of them into one `[d_head, 5]`
+//!   accumulator), one pass of the narrow matmul kernel whose accumulators stay in registers
+//!   from one matmul to the next (`engines::tensor::narrow_chain`), where each matmul alone is
+//!   too small to split;
+//! - with a wider one (the library's router accumulates 16 `[128, 128]` products per token
+//!   tile), each thread packs and computes its rows of every matmul in turn
+//!   (`engines::tensor::packed_chain`), where each matmul alone would hand its half over and
+//!   wait for it.
 //!
 //! At such a matmul, the instructions after it are looked at, up to [`MAX_LINKS`] in all, while
 //! they are matmuls into the same destination that accumulate. Each output element is still
@@ -17,20 +22,20 @@ use nki_lang::{Instr, InstrData, Opcode, VarValues};
 
 use crate::bind::Bound;
 use crate::cpu::matmul::{NARROW_CHAIN, NARROW_COLUMNS};
-use crate::engines::EngineState;
+use crate::engines::{EngineState, tensor};
 use crate::operand::{self, Loc, Operands};
 
 /// Most matmuls in one chain.
 const MAX_LINKS: usize = NARROW_CHAIN;
 
-/// Whether a matmul's operands may be a link: a PSUM destination of at most
-/// [`NARROW_COLUMNS`] columns, operands in SBUF.
-fn link(ops: &Operands) -> bool {
-    let (Some(dst), Some(st), Some(mv)) = (ops.slot(0), ops.slot(1), ops.slot(2)) else {
-        return false;
-    };
+/// Whether a matmul's operands may be a link, and of which kind of chain: a PSUM
+/// destination, operands in SBUF; `Some(true)` for a moving operand of at most
+/// [`NARROW_COLUMNS`] columns (a narrow chain).
+fn link(ops: &Operands) -> Option<bool> {
+    let (dst, st, mv) = (ops.slot(0)?, ops.slot(1)?, ops.slot(2)?);
     let n: usize = mv.dims[1..].iter().product();
-    dst.loc == Loc::Psum && st.loc == Loc::Sbuf && mv.loc == Loc::Sbuf && n <= NARROW_COLUMNS
+    (dst.loc == Loc::Psum && st.loc == Loc::Sbuf && mv.loc == Loc::Sbuf)
+        .then_some(n <= NARROW_COLUMNS)
 }
 
 /// Runs the chain of accumulating matmuls that starts at `ins` (at `pc`, operands `ops`) in one
@@ -47,9 +52,15 @@ pub(crate) fn step(
     let InstrData::Matmul { dst, .. } = ins.data else {
         return None;
     };
-    if ins.opcode != Opcode::Matmul || !link(ops) {
+    if ins.opcode != Opcode::Matmul {
         return None;
     }
+    let narrow = link(ops)?;
+    // A wide chain splits between the threads or runs as written.
+    if !narrow && e.worker.is_none() {
+        return None;
+    }
+    let dst0 = ops.slot(0)?;
     let sbuf_stride = e.sbuf.partition_stride();
     let instrs = b.program.instrs();
     // The next link, if the instruction after this one is one.
@@ -61,7 +72,8 @@ pub(crate) fn step(
         if next.opcode != Opcode::Matmul || !d.write.accumulates_at(vars) {
             return None;
         }
-        operand::resolve(b, next, vars, sbuf_stride).filter(|r| link(r) && r.slot(0) == ops.slot(0))
+        operand::resolve(b, next, vars, sbuf_stride)
+            .filter(|r| link(r) == Some(narrow) && r.slot(0).is_some_and(|d| d.same_elements(dst0)))
     };
     // Most matmuls are no chain: nothing more is built for them.
     let second = next_link(b, pc + 1)?;
@@ -75,5 +87,10 @@ pub(crate) fn step(
         len += 1;
     }
     let accumulate = dst.write.accumulates_at(vars);
-    crate::engines::tensor::narrow_chain(e, &chain[..len], accumulate).then_some(len - 1)
+    let run = if narrow {
+        tensor::narrow_chain
+    } else {
+        tensor::packed_chain
+    };
+    run(e, &chain[..len], accumulate).then_some(len - 1)
 }

@@ -112,11 +112,6 @@ pub(crate) fn step<'i>(
     }
 }
 
-/// Whether a resolved operand covers the same elements of the same memory as another.
-fn same_elements(a: &Resolved, b: &Resolved) -> bool {
-    (a.loc, a.dtype, a.pattern, a.dims) == (b.loc, b.dtype, b.pattern, b.dims)
-}
-
 /// The operand a load (`ins` at `pc`, operands `ops`) hands straight to the matmul after it
 /// (the next instruction, or the one after a load of another tile that writes none of this
 /// one's bytes, before `stop`), when:
@@ -187,7 +182,7 @@ pub(crate) fn forward_load<'i>(
     let mut slots = [(1u8, stationary), (2, moving)]
         .into_iter()
         .filter(|&(s, v)| {
-            tile_of(p, v) == Some(tile) && same_elements(mops.get(usize::from(s)), dst)
+            tile_of(p, v) == Some(tile) && mops.get(usize::from(s)).same_elements(dst)
         })
         .map(|(s, _)| s);
     let slot = slots.next()?;
@@ -294,7 +289,7 @@ fn forward_store(
         return None;
     };
     let row: usize = to.dims[1..].iter().product();
-    let fits = same_elements(from, copy.get(0))
+    let fits = from.same_elements(copy.get(0))
         && usize::from(t) >= b.inputs.len()
         && to.dtype == from.dtype
         && to.dims == from.dims
