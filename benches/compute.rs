@@ -19,6 +19,10 @@
 //! each on a core with two host threads (groups `f32`, `bf16`) and with one (`f32-1-thread`,
 //! `bf16-1-thread`).
 //!
+//! Short rows, f32, in groups `short` and `short-1-thread`: `tensor_tensor_add` and
+//! `tensor_scalar` of `[128, 128]` tiles (the NKI Library router's one-hot tiles), where a
+//! streamed instruction's work per row, not per element, is what shows.
+//!
 //! Reductions of other shapes, f32, in groups `reduce` and `reduce-1-thread` (throughput:
 //! source elements): `pool2x2_add` and `pool2x2_max` (`tensor_reduce` of a `[128, 32·2·256·2]`
 //! tile viewed as `[128, 32, 2, 256, 2]` over axes 2 and 4 into `[128, 32, 256]`, the pooling
@@ -224,6 +228,61 @@ fn bn_stats() -> nki::program::CompiledProgram {
     })
 }
 
+/// Elements per partition of the short-row cases (the NKI Library router's `[128, 128]`
+/// one-hot tiles: a row is one chunk, so the per-row work of a streamed instruction shows).
+const SHORT: u32 = 128;
+
+/// `tensor_tensor` add and `tensor_scalar` (`x · 1.5 + 0.25`) of `[128, 128]` f32 tiles.
+fn short_rows() -> Vec<(&'static str, nki::program::CompiledProgram)> {
+    let shape = [P, SHORT];
+    let with_y = |body: fn(&mut ProgramBuilder, TileId, TileId, TileId)| {
+        reduce_program(SHORT, &shape, move |b, x, r| {
+            let y = b.tile("y", Memory::Sbuf, DType::F32, &shape).unwrap();
+            b.tensor_copy(y, x).unwrap();
+            body(b, x, y, r);
+        })
+    };
+    vec![
+        (
+            "tensor_tensor_add",
+            with_y(|b, x, y, r| b.tensor_tensor(r, x, y, Alu::Add).unwrap()),
+        ),
+        (
+            "tensor_scalar",
+            with_y(|b, x, _, r| {
+                b.tensor_scalar(
+                    r,
+                    x,
+                    Alu::Multiply,
+                    Operand::Imm(Scalar::float(1.5)),
+                    Alu::Add,
+                    Operand::Imm(Scalar::float(0.25)),
+                )
+                .unwrap()
+            }),
+        ),
+    ]
+}
+
+fn bench_short(c: &mut Criterion) {
+    for threads in [2, 1] {
+        let mut core = NeuronCore::default().with_host_threads(threads);
+        let mut g = c.benchmark_group(match core.host_threads() {
+            1 => "short-1-thread",
+            _ => "short",
+        });
+        g.throughput(Throughput::Elements(u64::from(P * SHORT) * REPS));
+        for (case, compiled) in short_rows() {
+            let parts = compiled.parts();
+            let kernel = Kernel::new(parts.program());
+            g.bench_function(BenchmarkId::from_parameter(case), |bench| {
+                bench.iter(|| core.launch(&kernel, &[], &mut []).unwrap())
+            });
+        }
+        g.finish();
+    }
+}
+
 fn bench_reduce(c: &mut Criterion) {
     let cases = [
         ("pool2x2_add", 32 * 2 * 256 * 2, pool2x2(Alu::Add)),
@@ -273,6 +332,6 @@ fn bench_compute(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = bench_compute, bench_reduce
+    targets = bench_compute, bench_reduce, bench_short
 }
 criterion_main!(benches);

@@ -86,6 +86,7 @@ pub(crate) fn alu_chain(
         lane,
         accumulate,
         reduce: reduce_of(ops, acc),
+        lanewise: true,
     };
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
@@ -140,6 +141,7 @@ pub(crate) fn activation(
         lane: Lane::F32,
         accumulate,
         reduce: reduce_of(ops, acc),
+        lanewise: false,
     };
     let isa = e.isa;
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
@@ -189,6 +191,7 @@ pub(crate) fn select(
         lane: Lane::F32,
         accumulate,
         reduce: None,
+        lanewise: false,
     };
     let compute: &Compute<'_> = &|_, ins, out, _| {
         let (p, t, f) = (ins[0], ins[1], ins[2]);
@@ -396,6 +399,7 @@ pub(crate) fn iota(e: &mut EngineState, ops: &Operands) {
         lane,
         accumulate: None,
         reduce: None,
+        lanewise: false,
     };
     stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
 }
@@ -419,6 +423,7 @@ pub(crate) fn copy_through_f32(e: &mut EngineState, ops: &Operands) {
         lane: Lane::F32,
         accumulate: None,
         reduce: None,
+        lanewise: false,
     };
     stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
 }
