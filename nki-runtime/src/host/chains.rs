@@ -56,8 +56,9 @@ pub(crate) fn step(
         return None;
     }
     let narrow = link(ops)?;
-    // A wide chain splits between the threads or runs as written.
-    if !narrow && e.worker.is_none() {
+    // A wide chain splits between the threads or runs as written: without a worker nearby it
+    // is not looked for (nor again from each of its matmuls).
+    if !narrow && !e.worker.as_mut().is_some_and(|w| w.near()) {
         return None;
     }
     let dst0 = ops.slot(0)?;
