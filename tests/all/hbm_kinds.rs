@@ -44,6 +44,38 @@ fn shared_scratch_round_trip_matches_plain_loops() {
     assert_eq!(p.allocated()[0].role, nki::program::TensorRole::Scratch);
 }
 
+/// The round trip at 8 MiB a tensor: the stores into the scratch and the output are large
+/// enough to go with non-temporal stores (`engines::access::Mem::Streamed`), and the loads
+/// after them, on either host thread, read what they wrote.
+#[kernel]
+fn through_large_scratch(x: Hbm<f32, 128, 16384>) -> Hbm<f32, 128, 16384> {
+    let out = ndarray([128, 16384], f32, SharedHbm);
+    let spill = ndarray([2, 64, 16384], f32, SharedHbm);
+    for h in affine_range(2) {
+        let t = load(x[[h * 64 + arange(64).p(), arange(16384).x()]]);
+        store(spill[h], t);
+    }
+    for h in affine_range(2) {
+        let back = load(spill[1 - h]);
+        store(
+            out[[(1 - h) * 64 + arange(64).p(), arange(16384).x()]],
+            back + back,
+        );
+    }
+    out
+}
+
+#[test]
+fn a_large_scratch_round_trip_matches_plain_loops() {
+    let x = rand_f32(Ix2(128, 16384), 3, -4.0, 4.0);
+    let want = x.mapv(|v| v + v);
+    for (threads, strict) in [(1, false), (2, false), (2, true)] {
+        let mut core = plain(strict).with_host_threads(threads);
+        let got = through_large_scratch::host(&mut core, x.view()).unwrap();
+        assert!(got == want, "{threads} threads, strict {strict}");
+    }
+}
+
 /// Each instance keeps its row block of `x` in `private_hbm` (an instance's own), scaled by 3,
 /// and reads it back; declared inside a loop, the tensor is also each iteration's own.
 #[kernel]

@@ -152,6 +152,44 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// Copies `src` into `dst` (of one length) with non-temporal stores where the destination is
+/// 16-byte aligned (plain copies of the unaligned head and tail): the destination's lines are
+/// not read into the cache before they are overwritten, nor kept there after. The bytes
+/// written are those of `copy_from_slice`; [`store_fence`] orders the stores before anything
+/// the thread does next.
+pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "a streamed copy of unequal lengths");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let n = dst.len();
+        let head = dst.as_ptr().align_offset(16).min(n);
+        let body = (n - head) / 16 * 16;
+        dst[..head].copy_from_slice(&src[..head]);
+        for at in (head..head + body).step_by(16) {
+            // SAFETY: bytes `at..at + 16` lie within both slices (`at + 16 ≤ head + body ≤ n`);
+            // the destination address is 16-byte aligned (`head` aligns it, steps keep it);
+            // SSE2 is part of every x86_64 CPU.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr().add(at).cast::<__m128i>());
+                _mm_stream_si128(dst.as_mut_ptr().add(at).cast::<__m128i>(), v);
+            }
+        }
+        dst[head + body..].copy_from_slice(&src[head + body..]);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+/// Orders this thread's non-temporal stores ([`copy_streaming`]) before its later stores.
+pub(crate) fn store_fence() {
+    // SAFETY: `sfence` (SSE, part of every x86_64 CPU) only orders stores.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    };
+}
+
 /// A reusable, 64-byte-aligned buffer of `u32` words (packing scratch; never reallocated).
 pub(crate) struct AlignedBuf {
     words: Vec<u32>,
@@ -198,6 +236,29 @@ mod tests {
         assert_eq!(all[0], Isa::Portable);
         assert_eq!(*all.last().unwrap(), best);
         assert!(all.iter().all(|isa| isa.is_supported()));
+    }
+
+    #[test]
+    fn streamed_copies_write_the_source_bytes_and_nothing_else() {
+        let src: Vec<u8> = (0..4200u32).map(|i| (i * 37 % 251) as u8).collect();
+        // Every misalignment of the destination, lengths around the 16-byte steps.
+        for offset in 0..17 {
+            for len in [0, 1, 15, 16, 17, 31, 64, 1000, 4096] {
+                let mut dst = vec![0xa5u8; len + 40];
+                copy_streaming(&mut dst[offset..offset + len], &src[3..3 + len]);
+                store_fence();
+                assert_eq!(
+                    &dst[offset..offset + len],
+                    &src[3..3 + len],
+                    "{offset} {len}"
+                );
+                assert!(dst[..offset].iter().all(|&b| b == 0xa5), "{offset} {len}");
+                assert!(
+                    dst[offset + len..].iter().all(|&b| b == 0xa5),
+                    "{offset} {len}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use nki_lang::MAX_TILE_RANK;
 
 use super::EngineState;
-use super::access::{Block2d, End, Mem, Plan, T_COLS, transfer_par, transpose_blocks};
+use super::access::{
+    Block2d, End, Mem, Plan, STREAMED_BYTES, T_COLS, transfer_par, transpose_blocks,
+};
 use crate::bind::Bound;
 use crate::operand::{Loc, Operands, Pattern, Resolved};
 
@@ -29,7 +31,7 @@ pub(crate) fn load(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         data,
-        e.sbuf.bytes_mut(),
+        (e.sbuf.bytes_mut(), false),
         end(hbm),
         end(tile),
         &plan,
@@ -54,12 +56,13 @@ pub(crate) fn store_straight(
         (None, Loc::Psum) => e.psum.bytes(),
         (None, _) => e.sbuf.bytes(),
     };
+    let streamed = output.len() >= STREAMED_BYTES;
     transfer_par(
         e.isa,
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         src_mem,
-        output,
+        (output, streamed),
         end(from),
         end(to),
         &plan,
@@ -74,12 +77,14 @@ pub(crate) fn store(e: &mut EngineState, b: &mut Bound<'_, '_, '_>, ops: &Operan
     };
     let (data, _) = b.hbm_mut(t as usize);
     let plan = Plan::between(tile, hbm);
+    // A large tensor's lines go to memory without a round trip through the cache.
+    let streamed = data.len() >= STREAMED_BYTES;
     transfer_par(
         e.isa,
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         e.sbuf.bytes(),
-        data,
+        (data, streamed),
         end(tile),
         end(hbm),
         &plan,
@@ -137,7 +142,7 @@ pub(crate) fn load_transpose2d(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: 
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         data,
-        e.sbuf.bytes_mut(),
+        (e.sbuf.bytes_mut(), false),
         end(hbm),
         end(tile),
         &plan,

@@ -47,7 +47,7 @@ pub(crate) fn dma_transpose(
                 e.worker.as_mut(),
                 bufs,
                 data,
-                e.sbuf.bytes_mut(),
+                (e.sbuf.bytes_mut(), false),
                 from,
                 into,
                 &plan,

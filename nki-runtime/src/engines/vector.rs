@@ -48,7 +48,7 @@ pub(crate) fn copy(e: &mut EngineState, ops: &Operands) {
         worker.as_mut(),
         bufs,
         src_mem,
-        dst_mem,
+        (dst_mem, false),
         from,
         to,
         &plan,
