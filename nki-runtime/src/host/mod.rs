@@ -14,8 +14,9 @@
 //! - **Strided operands** (`strided`): matmuls that each read every `s`-th column of one SBUF
 //!   region, from successive columns, read it de-interleaved in one pass instead of gathering
 //!   it element by element (or, with a narrow moving operand, all run as one pass over it).
-//! - **Chains** (`chains`): matmuls with a narrow moving operand that accumulate into one PSUM
-//!   tile one after another run as one pass, their rows split between the threads.
+//! - **Chains** (`chains`): matmuls that accumulate into one PSUM tile one after another run
+//!   as one step, their rows split between the threads once for all of them (one pass of the
+//!   narrow kernel for narrow moving operands).
 //!
 //! All of it enters the interpreter through one [`HostPlan`], [`Plain`]: the interpreter names
 //! none of it. Strict and observed runs use [`crate::exec::plan::Serial`] and see every
