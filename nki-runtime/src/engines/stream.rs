@@ -226,6 +226,38 @@ impl RowFootprints {
     }
 }
 
+impl Stream<'_> {
+    /// The destination read as a source: its old values, when the instruction accumulates.
+    fn dst_as_source(&self) -> Source {
+        Source::Mem {
+            loc: self.dst.loc,
+            dtype: self.dst.dtype,
+            base: self.dst.base,
+            strides: self.dst.strides,
+        }
+    }
+}
+
+/// The results `out[..old.len()]` combined into the destination's old values `old` with `op`
+/// (`old op result`; a logical right shift of a narrow signed integer first cuts the old lanes
+/// to the dtype's width), left in `out` (computed in `sum`, the two swapped).
+fn accumulate_lanes(
+    isa: Isa,
+    s: &Stream<'_>,
+    op: Alu,
+    old: &mut [u32],
+    out: &mut Vec<u32>,
+    sum: &mut Vec<u32>,
+) {
+    let len = old.len();
+    if op == Alu::RightShift && s.lane == Lane::I32 {
+        let width = width_mask(s.dst.dtype);
+        old.iter_mut().for_each(|x| *x &= width);
+    }
+    apply(isa, s.lane, op, old, Rhs::Run(&out[..len]), &mut sum[..len]);
+    core::mem::swap(out, sum);
+}
+
 /// Streams rows `rows` of the instruction with one thread's memories and lanes.
 fn stream_rows(
     isa: Isa,
@@ -319,24 +351,13 @@ fn stream_rows(
             compute(r0, &inputs[..n_src], &mut out[..len], &mut sum[..len]);
             let s_in = inner_strides[n_src];
             if let Some(op) = s.accumulate {
-                let dst = Source::Mem {
-                    loc: s.dst.loc,
-                    dtype: s.dst.dtype,
-                    base: s.dst.base,
-                    strides: s.dst.strides,
-                };
+                let dst = s.dst_as_source();
                 for (i, r) in (r0..r1).enumerate() {
                     let d_row = r as isize * row_strides[n_src];
                     let seg = &mut old[i * n..(i + 1) * n];
                     load_lanes(isa, mems, &dst, s.lane, d_row, 0, s_in, n, bytes, seg);
                 }
-                if op == Alu::RightShift && s.lane == Lane::I32 {
-                    let width = width_mask(s.dst.dtype);
-                    old[..len].iter_mut().for_each(|x| *x &= width);
-                }
-                let run = Rhs::Run(&out[..len]);
-                apply(isa, s.lane, op, &old[..len], run, &mut sum[..len]);
-                core::mem::swap(out, sum);
+                accumulate_lanes(isa, s, op, &mut old[..len], out, sum);
             }
             for (i, r) in (r0..r1).enumerate() {
                 let d_row = r as isize * row_strides[n_src];
@@ -399,27 +420,10 @@ fn stream_rows(
                 let d_off = offs[n_src] + done as isize * inner_strides[n_src];
                 let d_row = r as isize * row_strides[n_src];
                 if let Some(op) = s.accumulate {
-                    let dst = Source::Mem {
-                        loc: s.dst.loc,
-                        dtype: s.dst.dtype,
-                        base: s.dst.base,
-                        strides: s.dst.strides,
-                    };
+                    let dst = s.dst_as_source();
                     let s_in = inner_strides[n_src];
                     load_lanes(isa, mems, &dst, s.lane, d_row, d_off, s_in, c, bytes, old);
-                    if op == Alu::RightShift && s.lane == Lane::I32 {
-                        let width = width_mask(s.dst.dtype);
-                        old[..c].iter_mut().for_each(|x| *x &= width);
-                    }
-                    apply(
-                        isa,
-                        s.lane,
-                        op,
-                        &old[..c],
-                        Rhs::Run(&out[..c]),
-                        &mut sum[..c],
-                    );
-                    core::mem::swap(out, sum);
+                    accumulate_lanes(isa, s, op, &mut old[..c], out, sum);
                 }
                 if let Some(f) = fold.as_mut() {
                     f.fold(isa, s.lane, &out[..c]);

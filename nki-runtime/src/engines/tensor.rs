@@ -79,6 +79,25 @@ fn both_parts(
     }
 }
 
+/// The first matmul of a chain (`host::chains`) and the destination every one of them
+/// writes, when a chain step may take them: at most [`NARROW_CHAIN`] matmuls, one PSUM
+/// destination of whole partitions with contiguous columns, operands in SBUF.
+fn chain_destination(chain: &[Operands]) -> Option<(&Operands, Resolved)> {
+    let first = chain.first()?;
+    let dst = *first.get(0);
+    let ok = chain.len() <= NARROW_CHAIN
+        && dst.loc == Loc::Psum
+        && dst.pattern.base >= 0
+        && free_contiguous(&dst.dims, &dst.pattern)
+        && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
+        && chain.iter().all(|ops| {
+            ops.get(0).same_elements(&dst)
+                && ops.get(1).loc == Loc::Sbuf
+                && ops.get(2).loc == Loc::Sbuf
+        });
+    ok.then_some((first, dst))
+}
+
 /// Fewest output rows of a chain ([`narrow_chain`]) that split between the host threads (at
 /// a multiple of 16): each thread then reads its half of every matmul's stationary rows.
 const NARROW_CHAIN_SPLIT_ROWS: usize = 64;
@@ -92,23 +111,9 @@ const NARROW_CHAIN_SPLIT_ROWS: usize = 64;
 /// contiguous in SBUF, destinations that differ or are not whole partitions with contiguous
 /// columns, or what [`matmul_narrow`] declines (for either half).
 pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: bool) -> bool {
-    let Some(first) = chain.first() else {
+    let Some((first, dst)) = chain_destination(chain) else {
         return false;
     };
-    let dst = *first.get(0);
-    let chain_ok = chain.len() <= NARROW_CHAIN
-        && dst.loc == Loc::Psum
-        && dst.pattern.base >= 0
-        && free_contiguous(&dst.dims, &dst.pattern)
-        && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
-        && chain.iter().all(|ops| {
-            ops.get(0).same_elements(&dst)
-                && ops.get(1).loc == Loc::Sbuf
-                && ops.get(2).loc == Loc::Sbuf
-        });
-    if !chain_ok {
-        return false;
-    }
     let EngineState {
         isa,
         sbuf,
@@ -195,23 +200,9 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
 /// SBUF or that differ in shape or packing, destinations that differ or are not whole
 /// partitions with contiguous columns, too little work, or no worker nearby.
 pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: bool) -> bool {
-    let Some(first) = chain.first() else {
+    let Some((first, dst)) = chain_destination(chain) else {
         return false;
     };
-    let dst = *first.get(0);
-    let chain_ok = chain.len() <= NARROW_CHAIN
-        && dst.loc == Loc::Psum
-        && dst.pattern.base >= 0
-        && free_contiguous(&dst.dims, &dst.pattern)
-        && (dst.dims[0] <= 1 || usize::try_from(dst.pattern.strides[0]) == Ok(Psum::STRIDE_F32S))
-        && chain.iter().all(|ops| {
-            ops.get(0).same_elements(&dst)
-                && ops.get(1).loc == Loc::Sbuf
-                && ops.get(2).loc == Loc::Sbuf
-        });
-    if !chain_ok {
-        return false;
-    }
     let EngineState {
         isa,
         sbuf,
