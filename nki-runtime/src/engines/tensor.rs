@@ -222,19 +222,21 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         return false;
     };
     let mut links = [first; NARROW_CHAIN];
-    let mut macs = 0usize;
+    let mut k = 0usize;
     for (ops, l) in chain.iter().zip(links.iter_mut()) {
         let Some(link) = pair(ops).filter(|(s, m)| {
-            s.cols == rows && m.cols == n && shared_packing(isa, s, m) == Some(packing)
+            s.cols == rows
+                && m.cols == n
+                && s.rows == m.rows
+                && shared_packing(isa, s, m) == Some(packing)
         }) else {
             return false;
         };
-        macs = macs.saturating_add(link.0.rows);
+        k = k.saturating_add(link.0.rows);
         *l = link;
     }
     // The chain's work is that of one matmul whose `K` is the links' together.
-    let Some((worker, h)) =
-        split_rows(macs, rows, n).and_then(|h| Some((near(worker.as_mut()?)?, h)))
+    let Some((worker, h)) = split_rows(k, rows, n).and_then(|h| Some((near(worker.as_mut()?)?, h)))
     else {
         return false;
     };
