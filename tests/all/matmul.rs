@@ -313,21 +313,12 @@ fn a_chain_of_accumulating_matmuls_gives_the_portable_bits() {
             "[{m}, {n}]: {got} vs {sum}"
         );
     }
-    for isa in nki::Isa::supported() {
-        for (threads, strict) in [(1, false), (2, false), (2, true)] {
-            let got = run(&mut NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_host_threads(threads)
-                .with_strict(strict));
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(g, w)| g.to_bits() == w.to_bits());
-            assert!(
-                same,
-                "{isa:?} on {threads} threads (strict {strict}) differs from the portable run"
-            );
-        }
+    for (at, mut core) in crate::common::host_paths() {
+        let got = run(&mut core);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        assert!(same, "{at} differs from the portable run");
     }
 }

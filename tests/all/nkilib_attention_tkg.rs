@@ -175,24 +175,14 @@ fn every_host_path_gives_the_portable_bits() {
     // Strict launches (the default in debug builds) run every instruction as written; plain
     // ones take the host's shortcuts (`host::strided`'s groups among them).
     let want = run(&mut NeuronCore::default().with_isa(nki::Isa::Portable).unwrap());
-    for isa in nki::Isa::supported() {
-        for (threads, strict) in [(1, false), (2, false), (2, true)] {
-            let mut core = NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_host_threads(threads)
-                .with_strict(strict);
-            let got = run(&mut core);
-            let differ = got
-                .iter()
-                .zip(&want)
-                .filter(|(g, w)| g.to_bits() != w.to_bits())
-                .count();
-            assert_eq!(
-                differ, 0,
-                "{isa:?} on {threads} threads (strict {strict}): {differ} elements differ"
-            );
-        }
+    for (at, mut core) in common::host_paths() {
+        let got = run(&mut core);
+        let differ = got
+            .iter()
+            .zip(&want)
+            .filter(|(g, w)| g.to_bits() != w.to_bits())
+            .count();
+        assert_eq!(differ, 0, "{at}: {differ} elements differ");
     }
 }
 

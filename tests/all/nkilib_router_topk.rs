@@ -134,18 +134,10 @@ fn every_host_path_gives_the_portable_bits() {
         (8, true, true),
     );
     let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
-    for isa in nki::Isa::supported() {
-        for (threads, strict) in [(1, false), (2, false), (2, true)] {
-            let mut core = NeuronCore::default()
-                .with_isa(isa)
-                .unwrap()
-                .with_host_threads(threads)
-                .with_strict(strict);
-            let got = run(&mut core);
-            let at = format!("{isa:?} on {threads} threads (strict {strict})");
-            assert_eq!(bits(&got.0), bits(&want.0), "{at}: logits differ");
-            assert_eq!(got.1, want.1, "{at}: indices differ");
-            assert_eq!(bits(&got.2), bits(&want.2), "{at}: affinities differ");
-        }
+    for (at, mut core) in common::host_paths() {
+        let got = run(&mut core);
+        assert_eq!(bits(&got.0), bits(&want.0), "{at}: logits differ");
+        assert_eq!(got.1, want.1, "{at}: indices differ");
+        assert_eq!(bits(&got.2), bits(&want.2), "{at}: affinities differ");
     }
 }

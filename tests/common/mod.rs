@@ -113,6 +113,27 @@ pub fn floored_mod(a: f32, b: f32) -> f32 {
     }
 }
 
+/// A core on every host path the machine has, with a label naming it: each supported ISA on
+/// one thread and on two with plain launches (the host's shortcuts), and on two with strict
+/// ones (every instruction as written).
+pub fn host_paths() -> impl Iterator<Item = (String, nki::prelude::NeuronCore)> {
+    nki::Isa::supported().into_iter().flat_map(|isa| {
+        [(1, false), (2, false), (2, true)]
+            .into_iter()
+            .map(move |(threads, strict)| {
+                let core = nki::prelude::NeuronCore::default()
+                    .with_isa(isa)
+                    .expect("a supported ISA")
+                    .with_host_threads(threads)
+                    .with_strict(strict);
+                (
+                    format!("{isa:?} on {threads} threads (strict {strict})"),
+                    core,
+                )
+            })
+    })
+}
+
 /// Same bits, or both NaN and the got one canonical (`0x7fc0_0000`).
 pub fn same_f32(got: f32, want: f32) -> bool {
     if want.is_nan() {
