@@ -123,9 +123,7 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         ..
     } = e;
     let isa = *isa;
-    // Operands whose free elements are contiguous, as views of SBUF itself.
-    let pair = |ops: &Operands| view_operand(sbuf, ops.get(1)).zip(view_operand(sbuf, ops.get(2)));
-    let Some(first) = pair(first) else {
+    let Some(first) = view_operands(sbuf, first) else {
         return false;
     };
     let (m, n) = (first.0.cols, first.1.cols);
@@ -136,7 +134,9 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
     let lo_rows = h.unwrap_or(m);
     let (mut lo, mut hi) = ([first; NARROW_CHAIN], [first; NARROW_CHAIN]);
     for (ops, (l, h)) in chain.iter().zip(lo.iter_mut().zip(hi.iter_mut())) {
-        let Some((st, mv)) = pair(ops).filter(|(st, mv)| st.cols == m && mv.cols == n) else {
+        let Some((st, mv)) =
+            view_operands(sbuf, ops).filter(|(st, mv)| st.cols == m && mv.cols == n)
+        else {
             return false;
         };
         let size = st.dtype.size() as usize;
@@ -213,8 +213,7 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         ..
     } = e;
     let isa = *isa;
-    let pair = |ops: &Operands| view_operand(sbuf, ops.get(1)).zip(view_operand(sbuf, ops.get(2)));
-    let Some(first) = pair(first) else {
+    let Some(first) = view_operands(sbuf, first) else {
         return false;
     };
     let (rows, n) = (first.0.cols, first.1.cols);
@@ -224,7 +223,7 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
     let mut links = [first; NARROW_CHAIN];
     let mut k = 0usize;
     for (ops, l) in chain.iter().zip(links.iter_mut()) {
-        let Some(link) = pair(ops).filter(|(s, m)| {
+        let Some(link) = view_operands(sbuf, ops).filter(|(s, m)| {
             s.cols == rows
                 && m.cols == n
                 && s.rows == m.rows
@@ -616,6 +615,12 @@ fn view_operand<'a>(sbuf: &'a Sbuf, r: &Resolved) -> Option<Operand<'a>> {
         rows: r.dims[0],
         cols: r.dims[1..].iter().product(),
     })
+}
+
+/// A matmul's stationary and moving operands as views of SBUF itself ([`view_operand`]), when
+/// the free elements of both are contiguous.
+fn view_operands<'a>(sbuf: &'a Sbuf, ops: &Operands) -> Option<(Operand<'a>, Operand<'a>)> {
+    view_operand(sbuf, ops.get(1)).zip(view_operand(sbuf, ops.get(2)))
 }
 
 /// A matmul operand `[K, cols]` for a view in SBUF: the view itself when its free elements are
