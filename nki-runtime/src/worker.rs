@@ -36,13 +36,16 @@
 //! one with a busy neighbour.
 //!
 //! A worker that finds itself on the CPU its poster ran on when it posted (Linux's
-//! `sched_getcpu`) does not claim the job and parks: there it would only take turns with the
-//! poster. That happens when another process keeps the host's other vCPU busy and the scheduler
-//! wakes the worker next to the caller; the poster then leaves it parked (and
-//! [`Worker::near`] answers far) until [`PROBE_EVERY`] has passed. On a 2-vCPU host with a
+//! `sched_getcpu`) does not claim the job there: it would only take turns with the poster. It
+//! moves to another CPU (`placement`: a virtual machine's scheduler wakes it beside its waker
+//! when the other vCPU is halted), unless a move in the last second found that CPU shared with
+//! another process; then it parks, and the poster leaves it parked (and [`Worker::near`]
+//! answers far) until [`PROBE_EVERY`] has passed. On a 2-vCPU host with a
 //! spinning neighbour this keeps two threads within a few per cent of one, where a worker
 //! spinning for jobs beside the caller made top-k 40 % and cumsum 33 % slower than one thread
 //! (`docs/performance.md`, "A busy neighbour: the worker leaves the caller's CPU").
+
+mod placement;
 
 use std::cell::UnsafeCell;
 use std::hint::spin_loop;
@@ -439,6 +442,16 @@ pub(crate) fn left_count(site: Left) -> u32 {
 
 #[cfg(all(test, target_os = "linux"))]
 impl Worker {
+    /// Lets the worker run on every CPU the calling thread was allowed before
+    /// [`Worker::pin_with_caller`] (`mask`), leaving the caller pinned; whether the OS agreed.
+    pub(crate) fn unpin_worker(&self, mask: &libc::cpu_set_t) -> bool {
+        use std::os::unix::thread::JoinHandleExt;
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let worker = self.handle.as_ref().map(|h| h.as_pthread_t());
+        // SAFETY: `mask` is a valid set the call only reads.
+        worker.is_some_and(|t| unsafe { libc::pthread_setaffinity_np(t, size, mask) } == 0)
+    }
+
     /// Pins the calling thread and the worker to the CPU the caller runs on now, so that the
     /// worker finds every job posted from its own CPU and leaves it to the caller (module
     /// documentation); `false` when the OS refuses (then nothing is pinned, or the caller
@@ -565,6 +578,7 @@ fn park(shared: &Shared, posted: bool) {
 fn worker_loop(shared: &Shared) {
     shared.started.store(true, Ordering::Release);
     let mut spin = SPIN_BEFORE_PARK;
+    let mut placement = placement::Placement::default();
     // When the worker last parked for want of a job (not refusing one).
     let mut parked_at: Option<Instant> = None;
     loop {
@@ -574,10 +588,15 @@ fn worker_loop(shared: &Shared) {
             match shared.state.load(Ordering::Acquire) {
                 POSTED => {
                     // On the poster's CPU the poster is not running: running the job here
-                    // would only take turns with it. Park; the poster takes the job back.
+                    // would only take turns with it. Leave it for a free CPU, or park; the
+                    // poster then takes the job back.
                     if on_poster_cpu(shared) {
+                        if placement.leave() {
+                            continue;
+                        }
                         shared.refused.store(true, Ordering::Relaxed);
                         parked_at = None;
+                        placement.parked();
                         park(shared, true);
                         since = Instant::now();
                         continue;
@@ -601,10 +620,16 @@ fn worker_loop(shared: &Shared) {
                 _ => {}
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) || (since.elapsed() < spin && !on_poster_cpu(shared)) {
+            if !spins.is_multiple_of(64) {
                 spin_loop();
                 continue;
             }
+            placement.review();
+            if since.elapsed() < spin && (!on_poster_cpu(shared) || placement.leave()) {
+                spin_loop();
+                continue;
+            }
+            placement.parked();
             parked_at = Some(Instant::now());
             park(shared, false);
             since = Instant::now();
@@ -617,6 +642,7 @@ fn worker_loop(shared: &Shared) {
             unsafe { (job.run)(job.data) };
         }
         shared.state.store(DONE, Ordering::Release);
+        placement.review();
     }
 }
 
@@ -713,6 +739,34 @@ mod tests {
 
     /// A half the worker leaves to the caller comes back unrun from `join_or_leave`.
     #[cfg(target_os = "linux")]
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_worker_on_the_posters_cpu_moves_to_a_free_one() {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: a zeroed set is valid; the call fills it.
+        let allowed = unsafe {
+            let mut m: libc::cpu_set_t = std::mem::zeroed();
+            (libc::sched_getaffinity(0, size, &mut m) == 0).then_some(m)
+        };
+        // SAFETY: reads a valid set.
+        let Some(allowed) = allowed.filter(|m| unsafe { libc::CPU_COUNT(m) } >= 2) else {
+            return;
+        };
+        let Some(mut w) = pinned_worker() else { return };
+        // The worker sits on the caller's CPU, free to leave it.
+        assert!(w.unpin_worker(&allowed));
+        let (caller, caller_cpu) = (std::thread::current().id(), super::current_cpu());
+        let (_, (ran_on, cpu)) = w.join(
+            || std::thread::sleep(std::time::Duration::from_millis(20)),
+            || (std::thread::current().id(), super::current_cpu()),
+        );
+        assert_ne!(ran_on, caller, "the worker left the job to the caller");
+        assert_ne!(
+            cpu, caller_cpu,
+            "the worker ran the job on the caller's CPU"
+        );
+    }
+
     #[test]
     fn a_half_the_worker_leaves_comes_back_unrun() {
         let Some(mut w) = pinned_worker() else { return };
