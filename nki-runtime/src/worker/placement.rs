@@ -1,142 +1,115 @@
-//! Where the worker runs: off its poster's CPU when the scheduler put it there and another
-//! CPU is free.
+//! Where the worker runs: off its poster's CPU when the scheduler put it there although
+//! another CPU was idle.
 //!
 //! The scheduler of a virtual machine may wake the worker on the CPU of the thread that posted
 //! its job although the host's other vCPU is idle: a halted vCPU reads as preempted, and the
 //! wake-up then prefers the waker's CPU. A worker that parks there (it must not take turns with
 //! its poster) is woken there again at the next post, and the caller runs every half itself:
-//! on an AMD EPYC Zen 5 guest the seed kernel on two threads ran as slowly as on one in about a
-//! third of the processes (`docs/performance.md`). The worker therefore first leaves that CPU
-//! through its affinity mask; the mask it had is given back at once, and the scheduler leaves
-//! a thread where it runs while its mask allows it.
+//! on an AMD EPYC Zen 5 guest the seed kernel on two threads ran as slowly as on one in about
+//! half of the processes (`docs/performance.md`).
 //!
-//! When another process keeps the other CPU busy, a worker that moves there takes turns with
-//! that process, and a half it claimed waits for its next turn (streamed instructions on two
-//! threads then took 1.4–1.7× as long as on one). The worker tells that case by its own run
-//! delay, the time it was runnable and waited (Linux's `/proc/thread-self/schedstat`; a
-//! hypervisor's steal does not count there): for [`WATCH`] after a move, while it stays awake
-//! on the CPU it moved to, it reviews the delay every [`REVIEW_EVERY`]; a delay over a quarter
-//! of the time it ran makes it stay where the scheduler puts it for [`STAY`], parking on its
-//! poster's CPU as before. Where it cannot move (a mask of one CPU, an OS without affinity
-//! masks) it parks there too.
+//! So before it parks there, the worker looks at how much of the time since its last look
+//! each other CPU was idle (Linux's `/proc/stat`, counted in ticks of 10 ms; looks at most
+//! [`STALE`] apart, at least [`HISTORY`] apart so that a tick or two can tell). It moves,
+//! through its affinity mask, to the CPUs that were idle at least a quarter of that time;
+//! the mask it had is given back at once, and the scheduler leaves a thread where it runs
+//! while its mask allows it. A CPU that another process keeps busy was never idle: the worker
+//! does not move there, where it would take turns with that process and a half it claimed
+//! would wait for its next turn, and parks as before.
 
 use std::time::{Duration, Instant};
 
-/// How often a worker that moved reviews its run delay.
-pub(super) const REVIEW_EVERY: Duration = Duration::from_millis(1);
+/// The shortest time between two looks at the CPUs' idle time that can decide a move.
+const HISTORY: Duration = Duration::from_millis(20);
 
-/// How long after a move the worker reviews its run delay.
-const WATCH: Duration = Duration::from_millis(50);
+/// The longest: an older look says little of what the CPUs do now.
+const STALE: Duration = Duration::from_secs(1);
 
-/// How long a worker that found the CPU it moved to shared stays where the scheduler puts it.
-const STAY: Duration = Duration::from_secs(1);
+/// The CPUs whose idle time is followed: those below this number.
+const CPUS: usize = 64;
 
-/// Run delay below which a review finds nothing, whatever the time run (a kernel thread's
-/// moment on the CPU).
-const DELAY_FLOOR_NS: u64 = 100_000;
+/// Nanoseconds per tick of `/proc/stat` (Linux's `USER_HZ`, 100 on every architecture it
+/// reports to user space).
+const TICK_NS: u128 = 10_000_000;
 
-/// The worker's moves and what it learnt of them.
-#[derive(Default)]
+/// The worker's last look at the CPUs' idle time.
 pub(super) struct Placement {
-    /// While the worker watches a move: when it moved, the CPU it moved to, and its time run
-    /// and run delay at the move or at the last review.
-    watched: Option<Watch>,
-    /// Until when the worker does not move: the CPU it moved to was shared.
-    stay_until: Option<Instant>,
+    last: Option<(Instant, IdleTicks)>,
 }
 
-#[derive(Copy, Clone)]
-struct Watch {
-    moved_at: Instant,
-    cpu: u32,
-    last: Schedstat,
-    reviewed_at: Instant,
-}
-
-/// A thread's time run and time waited to run, in nanoseconds.
+/// Each CPU's idle time (idle and waiting for I/O) in ticks, for the CPUs `/proc/stat` listed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Schedstat {
-    ran: u64,
-    waited: u64,
+struct IdleTicks {
+    ticks: [u64; CPUS],
+    /// Bit `i`: CPU `i` was listed.
+    listed: u64,
 }
 
 impl Placement {
-    /// Moves the worker off its poster's CPU (the one it runs on) unless a move found the other
-    /// CPU shared in the last [`STAY`]; whether it runs elsewhere now.
+    /// Takes a first look.
+    pub(super) fn new() -> Placement {
+        Placement {
+            last: idle_ticks().map(|t| (Instant::now(), t)),
+        }
+    }
+
+    /// Moves the worker off the CPU it runs on (its poster's) to the CPUs that were idle at
+    /// least a quarter of the time since the last look, if that look is between [`HISTORY`]
+    /// and [`STALE`] old; whether it runs elsewhere now. Looks again unless the last look is
+    /// too recent to decide.
     pub(super) fn leave(&mut self) -> bool {
         let now = Instant::now();
-        if self.stay_until.is_some_and(|t| now < t) || !move_off_current_cpu() {
+        let fresh = self.last.filter(|(at, _)| now - *at < HISTORY);
+        if fresh.is_some() {
             return false;
         }
-        self.stay_until = None;
-        // Without a run delay to watch (an OS that keeps none), moving is still right.
-        self.watched = schedstat().map(|last| Watch {
-            moved_at: now,
-            cpu: super::current_cpu(),
-            last,
-            reviewed_at: now,
-        });
-        true
-    }
-
-    /// Reviews the run delay once [`REVIEW_EVERY`] has passed since the last review, while the
-    /// worker watches a move and still runs on the CPU it moved to (module documentation).
-    pub(super) fn review(&mut self) {
-        let Some(w) = self.watched.as_mut() else {
-            return;
+        let Some(ticks) = idle_ticks() else {
+            self.last = None;
+            return false;
         };
-        if w.reviewed_at.elapsed() < REVIEW_EVERY {
-            return;
-        }
-        self.review_reading(schedstat(), super::current_cpu());
-    }
-
-    /// [`Placement::review`] of a reading of the run delay taken on `cpu`.
-    fn review_reading(&mut self, now: Option<Schedstat>, cpu: u32) {
-        let Some(w) = self.watched.as_mut() else {
-            return;
+        let last = self.last.replace((now, ticks));
+        let Some((at, before)) = last.filter(|(at, _)| now - *at <= STALE) else {
+            return false;
         };
-        match now {
-            Some(now) if cpu == w.cpu => {
-                if shared(w.last, now) {
-                    self.stay_until = Some(Instant::now() + STAY);
-                    self.watched = None;
-                } else if w.moved_at.elapsed() >= WATCH {
-                    self.watched = None;
-                } else {
-                    w.last = now;
-                    w.reviewed_at = Instant::now();
-                }
-            }
-            _ => self.watched = None,
-        }
-    }
-
-    /// The worker parks: the time it will wait to be woken is no neighbour's, so watching ends.
-    pub(super) fn parked(&mut self) {
-        self.watched = None;
+        let idle = idle_cpus(&before, &ticks, now - at);
+        idle != 0 && move_to(idle)
     }
 }
 
-/// Whether the run delay between two readings says another thread had the CPU: the thread
-/// waited more than a quarter of the time it ran, and more than [`DELAY_FLOOR_NS`].
-fn shared(before: Schedstat, after: Schedstat) -> bool {
-    let waited = after.waited.saturating_sub(before.waited);
-    let ran = after.ran.saturating_sub(before.ran);
-    waited > DELAY_FLOOR_NS && waited > ran / 4
+/// The CPUs idle at least a quarter of `elapsed` between two looks (at least one tick).
+fn idle_cpus(before: &IdleTicks, after: &IdleTicks, elapsed: Duration) -> u64 {
+    let mut idle = 0u64;
+    for cpu in 0..CPUS {
+        let bit = 1u64 << cpu;
+        if before.listed & after.listed & bit == 0 {
+            continue;
+        }
+        let ticks = after.ticks[cpu].saturating_sub(before.ticks[cpu]);
+        let idle_ns = u128::from(ticks) * TICK_NS;
+        if ticks > 0 && idle_ns * 4 >= elapsed.as_nanos() {
+            idle |= bit;
+        }
+    }
+    idle
 }
 
-/// The calling thread's time run and run delay, from Linux's `/proc/thread-self/schedstat`
-/// (`ran waited timeslices`); read into a buffer on the stack, so nothing is allocated. `None`
-/// where the OS does not keep them.
-fn schedstat() -> Option<Schedstat> {
+/// The CPUs' idle time now, from Linux's `/proc/stat`, read into a buffer on the stack (nothing
+/// is allocated); `None` elsewhere or when it cannot be read.
+fn idle_ticks() -> Option<IdleTicks> {
     #[cfg(target_os = "linux")]
     {
         use std::io::Read;
-        let mut buf = [0u8; 96];
-        let mut file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
-        let n = file.read(&mut buf).ok()?;
-        parse_schedstat(buf.get(..n)?)
+        let mut buf = [0u8; 8192];
+        let mut file = std::fs::File::open("/proc/stat").ok()?;
+        let mut n = 0;
+        while n < buf.len() {
+            match file.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => return None,
+            }
+        }
+        parse_idle_ticks(&buf[..n])
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -144,26 +117,44 @@ fn schedstat() -> Option<Schedstat> {
     }
 }
 
-/// The first two fields of a `schedstat` line.
-fn parse_schedstat(text: &[u8]) -> Option<Schedstat> {
-    let mut fields = std::str::from_utf8(text).ok()?.split_ascii_whitespace();
-    let ran = fields.next()?.parse().ok()?;
-    let waited = fields.next()?.parse().ok()?;
-    Some(Schedstat { ran, waited })
+/// The `cpuN` lines of `/proc/stat` (`cpuN user nice system idle iowait …`): each CPU's idle
+/// plus I/O-wait ticks. Lines cut off at the end of the text are left out.
+fn parse_idle_ticks(text: &[u8]) -> Option<IdleTicks> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut out = IdleTicks {
+        ticks: [0; CPUS],
+        listed: 0,
+    };
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    for line in complete.lines() {
+        let Some(rest) = line.strip_prefix("cpu") else {
+            continue;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let Some(Ok(cpu)) = fields.next().map(str::parse::<usize>) else {
+            continue; // the `cpu` line of all CPUs together
+        };
+        let mut nth = |n| fields.nth(n).and_then(|f| f.parse::<u64>().ok());
+        // user nice system [idle] [iowait]
+        let (Some(idle), Some(iowait)) = (nth(3), nth(0)) else {
+            continue;
+        };
+        if cpu < CPUS {
+            out.ticks[cpu] = idle.saturating_add(iowait);
+            out.listed |= 1 << cpu;
+        }
+    }
+    Some(out)
 }
 
-/// Moves the calling thread to another CPU of its affinity mask, then gives it back the mask
-/// it had; whether it runs elsewhere now. `false` when the mask holds no other CPU, the OS
-/// refuses, or (outside Linux) always.
-fn move_off_current_cpu() -> bool {
+/// Moves the calling thread to one of the CPUs in `cpus` (a bit per CPU) that its affinity
+/// mask allows, then gives it back the mask it had; whether it left the CPU it ran on.
+fn move_to(cpus: u64) -> bool {
     #[cfg(target_os = "linux")]
     {
         let Ok(here) = usize::try_from(super::current_cpu()) else {
             return false;
         };
-        if here >= libc::CPU_SETSIZE as usize {
-            return false;
-        }
         let size = std::mem::size_of::<libc::cpu_set_t>();
         // SAFETY: a zeroed `cpu_set_t` is a valid empty set; the calls read or fill sets of
         // `size` bytes on this stack and change only this thread's affinity.
@@ -172,10 +163,13 @@ fn move_off_current_cpu() -> bool {
             if libc::sched_getaffinity(0, size, &mut mask) != 0 {
                 return false;
             }
-            let mut elsewhere = mask;
-            libc::CPU_CLR(here, &mut elsewhere);
-            if libc::CPU_COUNT(&elsewhere) == 0 || libc::sched_setaffinity(0, size, &elsewhere) != 0
-            {
+            let mut there: libc::cpu_set_t = std::mem::zeroed();
+            for cpu in 0..CPUS {
+                if cpus & (1 << cpu) != 0 && cpu != here && libc::CPU_ISSET(cpu, &mask) {
+                    libc::CPU_SET(cpu, &mut there);
+                }
+            }
+            if libc::CPU_COUNT(&there) == 0 || libc::sched_setaffinity(0, size, &there) != 0 {
                 return false;
             }
             // The narrowed mask excludes `here`: the thread runs elsewhere now.
@@ -187,7 +181,30 @@ fn move_off_current_cpu() -> bool {
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = cpus;
         false
+    }
+}
+
+/// A test's look at the CPUs' idle time, to tell afterwards whether the worker had an idle CPU
+/// to move to.
+#[cfg(test)]
+pub(super) struct Looks(Option<(Instant, IdleTicks)>);
+
+#[cfg(test)]
+impl Looks {
+    /// Looks now.
+    pub(super) fn now() -> Looks {
+        Looks(idle_ticks().map(|t| (Instant::now(), t)))
+    }
+
+    /// Whether a CPU other than `cpu` was idle a quarter of the time since the look.
+    pub(super) fn others_idle(&self, cpu: u32) -> bool {
+        let (Some((at, before)), Some(after)) = (self.0, idle_ticks()) else {
+            return false;
+        };
+        let others = idle_cpus(&before, &after, at.elapsed()) & !(1u64 << (cpu as usize % CPUS));
+        others != 0
     }
 }
 
@@ -195,94 +212,56 @@ fn move_off_current_cpu() -> bool {
 mod tests {
     use super::*;
 
+    const STAT: &[u8] = b"cpu  430899 0 25061 152138 497 0 150 371 0 0\n\
+cpu0 199646 0 14726 89646 182 0 23 209 0 0\n\
+cpu1 231252 0 10334 62491 314 0 126 161 0 0\n\
+intr 1925021 0 0 0\n\
+ctxt 1234\n";
+
     #[test]
-    fn schedstat_lines_are_read_and_bad_ones_refused() {
-        let line = parse_schedstat(b"123456 7890 12\n");
+    fn each_cpus_idle_ticks_are_read_from_proc_stat() {
+        let t = parse_idle_ticks(STAT).unwrap();
+        assert_eq!(t.listed, 0b11);
+        assert_eq!(t.ticks[0], 89646 + 182);
+        assert_eq!(t.ticks[1], 62491 + 314);
+        // A line cut off by the end of the buffer is left out.
+        let cut = &STAT[..STAT.len() - 40];
+        let t = parse_idle_ticks(cut).unwrap();
+        assert_eq!(t.listed, 0b01);
+        assert_eq!(parse_idle_ticks(b"cpu0 1 2\n").unwrap().listed, 0);
+    }
+
+    #[test]
+    fn a_cpu_idle_a_quarter_of_the_time_counts_as_idle() {
+        let at = |t0: u64, t1: u64| {
+            let mut ticks = [0; CPUS];
+            ticks[0] = t0;
+            ticks[1] = t1;
+            IdleTicks {
+                ticks,
+                listed: 0b11,
+            }
+        };
+        let before = at(100, 200);
+        // Over 40 ms: CPU 0 busy throughout (another process), CPU 1 idle 30 ms.
         assert_eq!(
-            line,
-            Some(Schedstat {
-                ran: 123456,
-                waited: 7890
-            })
+            idle_cpus(&before, &at(100, 203), Duration::from_millis(40)),
+            0b10
         );
-        assert_eq!(parse_schedstat(b"123456\n"), None);
-        assert_eq!(parse_schedstat(b"x 1 2\n"), None);
-        assert_eq!(parse_schedstat(b""), None);
-    }
-
-    #[test]
-    fn a_delay_counts_when_it_is_a_quarter_of_the_time_run() {
-        let at = |ran, waited| Schedstat { ran, waited };
-        // Half the time waiting behind a spinning neighbour.
-        assert!(shared(at(0, 0), at(2_000_000, 1_000_000)));
-        // A kernel thread's moment.
-        assert!(!shared(at(0, 0), at(2_000_000, 50_000)));
-        // Over the floor but a small part of a long run.
-        assert!(!shared(at(0, 0), at(10_000_000, 200_000)));
-        // Counters that went backwards find nothing.
-        assert!(!shared(at(5, 5), at(0, 0)));
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_move_to_a_shared_cpu_is_not_tried_again_for_a_while() {
-        std::thread::spawn(|| {
-            // SAFETY: reads a valid set.
-            if unsafe { libc::CPU_COUNT(&mask()) } < 2 {
-                return;
-            }
-            let mut p = Placement::default();
-            assert!(p.leave(), "a thread allowed on two CPUs did not move");
-            let Some(w) = p.watched else { return };
-            // Moved away from the CPU it moved to: nothing learnt.
-            p.review_reading(
-                Some(Schedstat {
-                    ran: w.last.ran + 2_000_000,
-                    waited: w.last.waited + 2_000_000,
-                }),
-                w.cpu + 1,
-            );
-            assert!(p.watched.is_none() && p.stay_until.is_none());
-            assert!(p.leave());
-            let Some(w) = p.watched else { return };
-            // A few kernel threads' moments: still watching.
-            p.review_reading(
-                Some(Schedstat {
-                    ran: w.last.ran + 2_000_000,
-                    waited: w.last.waited + 20_000,
-                }),
-                w.cpu,
-            );
-            assert!(p.watched.is_some() && p.stay_until.is_none());
-            // Half the time waiting: shared, so no move for a while.
-            let w = p.watched.unwrap();
-            p.review_reading(
-                Some(Schedstat {
-                    ran: w.last.ran + 2_000_000,
-                    waited: w.last.waited + 1_000_000,
-                }),
-                w.cpu,
-            );
-            assert!(p.watched.is_none() && p.stay_until.is_some());
-            assert!(!p.leave(), "moved again within the stay");
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_threads_own_run_delay_is_read() {
-        // Kernels built without scheduler statistics have no such file.
-        if std::path::Path::new("/proc/thread-self/schedstat").exists() {
-            // The time run is brought up to date at scheduler ticks and switches.
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(30) {
-                std::hint::spin_loop();
-            }
-            std::thread::yield_now();
-            assert!(schedstat().expect("a schedstat line").ran > 0);
-        }
+        // One tick (10 ms) is a quarter of 40 ms, and less than a quarter of 41.
+        let one_tick = at(101, 201);
+        assert_eq!(
+            idle_cpus(&before, &one_tick, Duration::from_millis(40)),
+            0b11
+        );
+        assert_eq!(idle_cpus(&before, &one_tick, Duration::from_millis(41)), 0);
+        // A CPU listed only once is never idle.
+        let mut only0 = at(100, 200);
+        only0.listed = 0b01;
+        assert_eq!(
+            idle_cpus(&only0, &at(100, 210), Duration::from_millis(40)),
+            0
+        );
     }
 
     #[cfg(target_os = "linux")]
@@ -298,44 +277,46 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_thread_moves_off_its_cpu_and_keeps_its_mask() {
+    fn a_thread_moves_to_the_cpus_it_is_given_and_keeps_its_mask() {
         std::thread::spawn(|| {
             let before = mask();
-            // SAFETY: reads a valid set.
-            let cpus = unsafe { libc::CPU_COUNT(&before) };
-            let here = super::super::current_cpu();
-            let moved = move_off_current_cpu();
+            let here = super::super::current_cpu() as usize;
+            let others = (0..CPUS)
+                // SAFETY: reads a valid set.
+                .filter(|&c| c != here && unsafe { libc::CPU_ISSET(c, &before) })
+                .fold(0u64, |m, c| m | 1 << c);
+            assert_eq!(
+                move_to(others),
+                others != 0,
+                "on CPU {here}, others {others:b}"
+            );
             // SAFETY: compares two valid sets.
             assert!(
                 unsafe { libc::CPU_EQUAL(&before, &mask()) },
                 "the mask changed"
             );
-            assert_eq!(
-                moved,
-                cpus >= 2,
-                "a thread allowed on {cpus} CPUs, on CPU {here}: moved {moved}"
-            );
+            // Only the CPU it runs on: it stays.
+            let now = super::super::current_cpu();
+            assert!(!move_to(1 << now));
         })
         .join()
         .unwrap();
     }
 
+    #[test]
+    fn a_look_too_recent_decides_nothing() {
+        let mut p = Placement::new();
+        if p.last.is_some() {
+            assert!(!p.leave(), "moved on a look just taken");
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_thread_pinned_to_one_cpu_stays() {
-        std::thread::spawn(|| {
-            let here = usize::try_from(super::super::current_cpu()).unwrap();
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            // SAFETY: a zeroed set is valid; the call pins only this test's thread.
-            unsafe {
-                let mut one: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(here, &mut one);
-                assert_eq!(libc::sched_setaffinity(0, size, &one), 0);
-            }
-            assert!(!move_off_current_cpu());
-            assert_eq!(super::super::current_cpu() as usize, here);
-        })
-        .join()
-        .unwrap();
+    fn the_cpus_idle_time_is_read() {
+        let t = idle_ticks().expect("/proc/stat");
+        // SAFETY: reads a valid set.
+        let allowed = unsafe { libc::CPU_COUNT(&mask()) } as u32;
+        assert!(t.listed.count_ones() >= allowed.min(CPUS as u32));
     }
 }
