@@ -576,9 +576,9 @@ fn park(shared: &Shared, posted: bool) {
 }
 
 fn worker_loop(shared: &Shared) {
+    let mut placement = placement::Placement::new();
     shared.started.store(true, Ordering::Release);
     let mut spin = SPIN_BEFORE_PARK;
-    let mut placement = placement::Placement::new();
     // When the worker last parked for want of a job (not refusing one).
     let mut parked_at: Option<Instant> = None;
     loop {
@@ -729,8 +729,8 @@ mod tests {
         assert_eq!(w.join(|| 7, || 8), (7, 8));
     }
 
-    /// A half the worker leaves to the caller comes back unrun from `join_or_leave`.
-    #[cfg(target_os = "linux")]
+    /// A worker that finds itself on its poster's CPU while another CPU is idle moves there
+    /// and runs the job.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_worker_on_the_posters_cpu_moves_to_a_free_one() {
@@ -767,6 +767,8 @@ mod tests {
         );
     }
 
+    /// A half the worker leaves to the caller comes back unrun from `join_or_leave`.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_half_the_worker_leaves_comes_back_unrun() {
         let Some(mut w) = pinned_worker() else { return };

@@ -59,8 +59,7 @@ impl Placement {
     /// too recent to decide.
     pub(super) fn leave(&mut self) -> bool {
         let now = Instant::now();
-        let fresh = self.last.filter(|(at, _)| now - *at < HISTORY);
-        if fresh.is_some() {
+        if self.last.is_some_and(|(at, _)| now - at < HISTORY) {
             return false;
         }
         let Some(ticks) = idle_ticks() else {
