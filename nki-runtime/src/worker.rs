@@ -751,13 +751,14 @@ mod tests {
         // Its look at the CPUs' idle time, taken as it started, becomes old enough to decide.
         let looked = super::placement::Looks::now();
         std::thread::sleep(std::time::Duration::from_millis(25));
+        // Another CPU must have been idle meanwhile (the tests beside this one may keep every
+        // CPU busy; then the worker is right to stay, and there is nothing to check).
+        let others_idle = looked.others_idle(caller_cpu);
         let (_, (ran_on, cpu)) = w.join(
             || std::thread::sleep(std::time::Duration::from_millis(20)),
             || (std::thread::current().id(), super::current_cpu()),
         );
-        // Another CPU must have been idle meanwhile (the tests beside this one may keep every
-        // CPU busy; then the worker was right to stay, and there is nothing to check).
-        if !looked.others_idle(caller_cpu) {
+        if !others_idle {
             return;
         }
         assert_ne!(ran_on, caller, "the worker left the job to the caller");

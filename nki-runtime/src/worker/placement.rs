@@ -197,13 +197,17 @@ impl Looks {
         Looks(idle_ticks().map(|t| (Instant::now(), t)))
     }
 
-    /// Whether a CPU other than `cpu` was idle a quarter of the time since the look.
+    /// Whether a CPU other than `cpu` was idle at least two ticks since the look: taken
+    /// 25 ms or so before, that CPU was idle most of the time, and so well over a quarter of
+    /// the worker's slightly longer window (its first look came as it started).
     pub(super) fn others_idle(&self, cpu: u32) -> bool {
-        let (Some((at, before)), Some(after)) = (self.0, idle_ticks()) else {
+        let (Some((_, before)), Some(after)) = (self.0, idle_ticks()) else {
             return false;
         };
-        let others = idle_cpus(&before, &after, at.elapsed()) & !(1u64 << (cpu as usize % CPUS));
-        others != 0
+        (0..CPUS).any(|c| {
+            let listed = before.listed & after.listed & (1 << c) != 0;
+            listed && c != cpu as usize && after.ticks[c].saturating_sub(before.ticks[c]) >= 2
+        })
     }
 }
 
