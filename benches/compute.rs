@@ -82,6 +82,19 @@ fn program(
         .unwrap_or_else(|e| panic!("bench program rejected: {e:?}"))
 }
 
+/// `r = x · 1.5 + 0.25`, one `tensor_scalar` (the `y` operand unused).
+fn scale_shift(b: &mut ProgramBuilder, x: TileId, _: TileId, r: TileId) {
+    b.tensor_scalar(
+        r,
+        x,
+        Alu::Multiply,
+        Operand::Imm(Scalar::float(1.5)),
+        Alu::Add,
+        Operand::Imm(Scalar::float(0.25)),
+    )
+    .unwrap();
+}
+
 fn cases(dtype: DType) -> Vec<(&'static str, nki::program::CompiledProgram)> {
     let full = [P, F];
     vec![
@@ -95,20 +108,7 @@ fn cases(dtype: DType) -> Vec<(&'static str, nki::program::CompiledProgram)> {
                 b.tensor_tensor(r, x, y, Alu::Add).unwrap()
             }),
         ),
-        (
-            "tensor_scalar",
-            program(dtype, &full, |b, x, _, r| {
-                b.tensor_scalar(
-                    r,
-                    x,
-                    Alu::Multiply,
-                    Operand::Imm(Scalar::float(1.5)),
-                    Alu::Add,
-                    Operand::Imm(Scalar::float(0.25)),
-                )
-                .unwrap()
-            }),
-        ),
+        ("tensor_scalar", program(dtype, &full, scale_shift)),
         (
             "activation_exp",
             program(dtype, &full, |b, x, _, r| {
@@ -247,20 +247,7 @@ fn short_rows() -> Vec<(&'static str, nki::program::CompiledProgram)> {
             "tensor_tensor_add",
             with_y(|b, x, y, r| b.tensor_tensor(r, x, y, Alu::Add).unwrap()),
         ),
-        (
-            "tensor_scalar",
-            with_y(|b, x, _, r| {
-                b.tensor_scalar(
-                    r,
-                    x,
-                    Alu::Multiply,
-                    Operand::Imm(Scalar::float(1.5)),
-                    Alu::Add,
-                    Operand::Imm(Scalar::float(0.25)),
-                )
-                .unwrap()
-            }),
-        ),
+        ("tensor_scalar", with_y(scale_shift)),
     ]
 }
 
