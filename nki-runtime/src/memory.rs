@@ -7,9 +7,11 @@
 //! be viewed as `f32`s. Elements are stored in the host's byte order (little-endian on every
 //! supported host).
 
+use core::ops::Range;
+
 use bytemuck::{Pod, Zeroable};
-use nki_lang::Target;
 use nki_lang::target::{PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, PSUM_PARTITION_BYTES};
+use nki_lang::{MAX_TILE_RANK, Target};
 
 /// 64 bytes on a 64-byte boundary: the unit of on-chip storage.
 #[derive(Copy, Clone, Pod, Zeroable)]
@@ -62,17 +64,90 @@ impl Partitions {
     }
 }
 
+/// Bytes of a partition per entry of [`Sbuf`]'s write clock: a host cache line, so that
+/// neighbouring tiles rarely share one.
+const CLOCK_COLUMNS: usize = 64;
+
 /// The state buffer: 128 partitions × [`Target::sbuf_partition_bytes`] bytes.
+///
+/// SBUF also keeps a clock of its writes, for the host's caches of what it derives from SBUF's
+/// bytes (packed matmul operands): [`Sbuf::version`] of a range of columns changes whenever a
+/// byte in it may have changed. Every writable borrow counts as a write: [`Sbuf::bytes_mut`]
+/// as one of every byte, [`Sbuf::bytes_mut_within`] of the columns its caller names.
 pub struct Sbuf {
     mem: Partitions,
+    /// The last tick at which each [`CLOCK_COLUMNS`] bytes of every partition were written.
+    written: Vec<u64>,
+    /// The last tick at which every byte was written.
+    all: u64,
+    /// Ticks so far.
+    clock: u64,
 }
 
 impl Sbuf {
     /// A zeroed SBUF of the target's size.
     pub(crate) fn new(target: Target) -> Self {
+        let mem = Partitions::new(target.sbuf_partition_bytes() as usize);
         Sbuf {
-            mem: Partitions::new(target.sbuf_partition_bytes() as usize),
+            written: vec![0; mem.stride.div_ceil(CLOCK_COLUMNS)],
+            mem,
+            all: 0,
+            clock: 0,
         }
+    }
+
+    /// The clock's entries of partition-relative byte columns `cols`, or `None` for columns
+    /// past a partition's storage.
+    fn clock_entries(&self, cols: &Range<usize>) -> Option<Range<usize>> {
+        if cols.end > self.mem.stride {
+            return None;
+        }
+        if cols.start >= cols.end {
+            return Some(0..0);
+        }
+        Some(cols.start / CLOCK_COLUMNS..(cols.end - 1) / CLOCK_COLUMNS + 1)
+    }
+
+    /// The byte columns, from a partition's start, of the elements of `size` bytes at
+    /// `base + Σ i[j] · strides[j]` (element offsets in the flat SBUF) over the grid `dims`,
+    /// when rows are whole partitions apart (or one) so that every row's elements are at the
+    /// same columns; `None` otherwise or when they reach past a partition's storage.
+    pub(crate) fn columns(
+        &self,
+        size: usize,
+        base: isize,
+        strides: &[isize; MAX_TILE_RANK],
+        dims: &[usize; MAX_TILE_RANK],
+    ) -> Option<Range<usize>> {
+        let stride = isize::try_from(self.mem.stride).ok()?;
+        let size = isize::try_from(size).ok()?;
+        let row = strides[0].checked_mul(size)?;
+        if dims[0] > 1 && row % stride != 0 {
+            return None;
+        }
+        let start = base.checked_mul(size)?.rem_euclid(stride);
+        let (mut lo, mut hi) = (start, start.checked_add(size)?);
+        for (&d, &s) in dims.iter().zip(strides).skip(1) {
+            let reach = isize::try_from(d.max(1) - 1)
+                .ok()?
+                .checked_mul(s)?
+                .checked_mul(size)?;
+            lo = lo.checked_add(reach.min(0))?;
+            hi = hi.checked_add(reach.max(0))?;
+        }
+        (lo >= 0 && hi <= stride).then(|| lo as usize..hi as usize)
+    }
+
+    /// The version of byte columns `cols` of every partition (offsets from a partition's
+    /// start): unchanged for as long as no writable borrow of them is taken. `None` for
+    /// columns past a partition's storage.
+    pub(crate) fn version(&self, cols: Range<usize>) -> Option<u64> {
+        let entries = self.clock_entries(&cols)?;
+        Some(
+            self.written[entries]
+                .iter()
+                .fold(self.all, |v, &w| v.max(w)),
+        )
     }
 
     /// Bytes per partition.
@@ -96,9 +171,28 @@ impl Sbuf {
         self.mem.bytes()
     }
 
-    /// All partitions, [`Sbuf::partition_stride`] bytes apart, writable.
+    /// All partitions, [`Sbuf::partition_stride`] bytes apart, writable: a write of every byte
+    /// for [`Sbuf::version`].
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        self.clock += 1;
+        self.all = self.clock;
         self.mem.bytes_mut()
+    }
+
+    /// All partitions, [`Sbuf::partition_stride`] bytes apart, writable, for a caller that
+    /// writes only byte columns `cols` of partitions (offsets from a partition's start): a
+    /// write of those columns of every partition for [`Sbuf::version`]. Columns past a
+    /// partition's storage count as every byte.
+    pub(crate) fn bytes_mut_within(&mut self, cols: Range<usize>) -> &mut [u8] {
+        match self.clock_entries(&cols) {
+            Some(entries) => {
+                self.clock += 1;
+                let now = self.clock;
+                self.written[entries].fill(now);
+                self.mem.bytes_mut()
+            }
+            None => self.bytes_mut(),
+        }
     }
 }
 
@@ -174,5 +268,60 @@ mod tests {
         assert_eq!(p.f32s_mut().len(), 128 * Psum::STRIDE_F32S);
         assert_eq!(p.partition(127).unwrap().len(), 16 * 1024);
         assert_eq!(Psum::BANKS * Psum::BANK_BYTES, Psum::PARTITION_BYTES);
+    }
+
+    /// A range's version changes with every writable borrow that may reach it and with no
+    /// other.
+    #[test]
+    fn versions_change_with_the_writes_that_reach_them() {
+        let mut s = Sbuf::new(Target::Trn1);
+        let stride = s.partition_stride();
+        let (a, b) = (0..1024, 8192..9216);
+        let v = |s: &Sbuf, r: &Range<usize>| s.version(r.clone()).unwrap();
+        let (a0, b0) = (v(&s, &a), v(&s, &b));
+        s.bytes_mut_within(a.clone())[0] = 1;
+        assert_ne!(v(&s, &a), a0, "a write of the range");
+        assert_eq!(v(&s, &b), b0, "a write of other columns");
+        let a1 = v(&s, &a);
+        s.bytes_mut_within(1000..8200);
+        assert_ne!(v(&s, &a), a1, "overlapping at the start");
+        assert_ne!(v(&s, &b), b0, "overlapping at the end");
+        let (a2, b2) = (v(&s, &a), v(&s, &b));
+        s.bytes_mut_within(5000..5000);
+        assert_eq!((v(&s, &a), v(&s, &b)), (a2, b2), "no columns");
+        s.bytes_mut();
+        assert!(v(&s, &a) > a2 && v(&s, &b) > b2, "every byte");
+        let (a3, b3) = (v(&s, &a), v(&s, &b));
+        s.bytes_mut_within(0..stride + 1);
+        assert!(
+            v(&s, &a) > a3 && v(&s, &b) > b3,
+            "past a partition: every byte"
+        );
+        assert_eq!(s.version(0..stride + 1), None);
+        assert!(s.version(stride - 64..stride).is_some());
+    }
+
+    /// The columns of a pattern: its rows' hull, when rows are whole partitions apart.
+    #[test]
+    fn patterns_columns() {
+        let s = Sbuf::new(Target::Trn1);
+        let p = (s.partition_stride() / 4) as isize; // f32 elements per partition
+        // [128, 4, 16] f32 at column 64 of partition 2, its two free axes row-major.
+        let dims = [128, 4, 16, 1, 1];
+        assert_eq!(
+            s.columns(4, 2 * p + 16, &[p, 16, 1, 0, 0], &dims),
+            Some(64..64 + 4 * 64)
+        );
+        // Reversed along the free axis: the same bytes.
+        assert_eq!(
+            s.columns(4, 2 * p + 16 + 63, &[p, -16, -1, 0, 0], &dims),
+            Some(64..64 + 4 * 64)
+        );
+        // Rows half a partition apart, or reaching past a partition: unknown.
+        assert_eq!(s.columns(4, 0, &[p / 2, 16, 1, 0, 0], &dims), None);
+        assert_eq!(s.columns(4, p - 8, &[p, 16, 1, 0, 0], &dims), None);
+        // One row: any row stride.
+        let one = [1, 4, 16, 1, 1];
+        assert_eq!(s.columns(2, 7, &[3, 16, 1, 0, 0], &one), Some(14..14 + 128));
     }
 }

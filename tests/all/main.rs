@@ -81,6 +81,7 @@ mod program_size;
 mod psum_copies;
 mod random;
 mod rearrange;
+mod reused_operands;
 mod rng_state;
 mod robustness;
 mod schedule;

@@ -3,10 +3,10 @@
 
 use nki_lang::MAX_TILE_RANK;
 
-use super::EngineState;
 use super::access::{
     Block2d, End, Mem, Plan, STREAMED_BYTES, T_COLS, transfer_par, transpose_blocks,
 };
+use super::{EngineState, sbuf_for};
 use crate::bind::Bound;
 use crate::operand::{Loc, Operands, Pattern, Resolved};
 
@@ -31,7 +31,7 @@ pub(crate) fn load(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         data,
-        (e.sbuf.bytes_mut(), false),
+        (sbuf_for(&mut e.sbuf, tile), false),
         end(hbm),
         end(tile),
         &plan,
@@ -130,7 +130,11 @@ pub(crate) fn load_transpose2d(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: 
             src: (hbm.pattern.base, hbm.pattern.strides[ga], hbm.dtype),
             dst: (tile.pattern.base, tile.pattern.strides[0], tile.dtype),
         };
-        return transpose_blocks(e.isa, &mut Mem::Two(data, e.sbuf.bytes_mut()), &block);
+        return transpose_blocks(
+            e.isa,
+            &mut Mem::Two(data, sbuf_for(&mut e.sbuf, tile)),
+            &block,
+        );
     }
     let to = Pattern {
         base: tile.pattern.base,
@@ -142,7 +146,7 @@ pub(crate) fn load_transpose2d(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: 
         e.worker.as_mut(),
         (&mut e.chunks, &mut e.chunks_worker),
         data,
-        (e.sbuf.bytes_mut(), false),
+        (sbuf_for(&mut e.sbuf, tile), false),
         end(hbm),
         end(tile),
         &plan,

@@ -46,6 +46,7 @@ use nki_lang::Target;
 use crate::cpu::Isa;
 use crate::cpu::matmul::MatmulScratch;
 use crate::memory::{Psum, Sbuf};
+use crate::operand::Resolved;
 use crate::worker::Worker;
 use access::ChunkBuf;
 use pack_cache::PackCache;
@@ -95,6 +96,17 @@ pub(crate) struct EngineState {
     pub block_bytes: usize,
     /// The random number generator's state in the running instance (`rng`).
     pub rng: rng::RngState,
+}
+
+/// SBUF's bytes, writable, for an instruction that writes only the elements of `dst` there:
+/// a write of `dst`'s columns for SBUF's clock (`Sbuf::version`) when they are known, else of
+/// every byte.
+pub(crate) fn sbuf_for<'a>(sbuf: &'a mut Sbuf, dst: &Resolved) -> &'a mut [u8] {
+    let size = dst.dtype.size() as usize;
+    match sbuf.columns(size, dst.pattern.base, &dst.pattern.strides, &dst.dims) {
+        Some(cols) => sbuf.bytes_mut_within(cols),
+        None => sbuf.bytes_mut(),
+    }
 }
 
 /// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux

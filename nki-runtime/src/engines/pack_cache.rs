@@ -28,7 +28,16 @@ pub(crate) struct PackCache {
     capacity: usize,
     /// The slot the next packing replaces once every slot is used (the oldest packing).
     oldest: usize,
+    /// Operands last asked for by [`PackCache::moving_reused`] and not held, the latest at
+    /// `seen_next - 1` (a ring).
+    seen: [Option<OperandKey>; SEEN],
+    seen_next: usize,
 }
+
+/// Operands [`PackCache::moving_reused`] remembers having been asked for: a few more than the
+/// distinct moving operands a blocked matmul's inner loops cycle through before one comes back
+/// (the matmul tutorial's eight `[128, 512]` tiles of a block of `K`).
+const SEEN: usize = 12;
 
 /// One cached packing: what it packs, and the packing.
 struct Slot {
@@ -83,6 +92,8 @@ impl PackCache {
             used: 0,
             capacity,
             oldest: 0,
+            seen: [None; SEEN],
+            seen_next: 0,
         }
     }
 
@@ -179,6 +190,36 @@ impl PackCache {
         let new = |buf| OwnedPacking::moving(buf, isa, packing, moving);
         let fill = |p: &mut OwnedPacking| p.pack_moving(isa, packing, moving);
         self.get(moving, version, packing, new, fill)?.as_moving()
+    }
+
+    /// `moving`'s packing in layout `packing`, as [`PackCache::moving`] at `version` (which
+    /// the caller guarantees as there), but kept only for operands that are read again: held,
+    /// or packed into a slot now when this was asked for it before at the same version (and
+    /// it was not held); else `None`, the operand remembered, for the caller to pack it
+    /// elsewhere. Operands read once (most of SBUF's) then neither pass through the cache's
+    /// memory nor push out the packings of those read many times.
+    pub(crate) fn moving_reused(
+        &mut self,
+        isa: Isa,
+        packing: MovingPacking,
+        moving: &Operand,
+        version: u64,
+    ) -> Option<PackedMoving<'_>> {
+        let key = OperandKey::of(moving, Some(version));
+        let held = self.slots[..self.used]
+            .iter()
+            .any(|s| s.key == key && s.packed.layout() == packing);
+        if !held {
+            match self.seen.iter().position(|k| *k == Some(key)) {
+                Some(at) => self.seen[at] = None,
+                None => {
+                    self.seen[self.seen_next] = Some(key);
+                    self.seen_next = (self.seen_next + 1) % SEEN;
+                    return None;
+                }
+            }
+        }
+        self.moving(isa, packing, moving, Some(version))
     }
 
     /// `stationary`'s packing, as [`PackCache::moving`] for a stationary operand.

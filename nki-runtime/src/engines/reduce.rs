@@ -229,6 +229,7 @@ pub(crate) fn tensor_reduce(
         elems: grid.iter().product(),
         writes: &[sink],
         reads: &[source],
+        sbuf_columns: None,
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let mut keep_strides = [src_strides, dst_strides];
@@ -563,6 +564,7 @@ pub(crate) fn scan(
         elems: grid.iter().product(),
         writes: &[sink],
         reads: &srcs,
+        sbuf_columns: None,
     };
     // Interleaving rows moves a row's reads before an earlier row's writes.
     let interleave = rows_independent(&split, e.sbuf.partition_stride());
@@ -792,6 +794,7 @@ fn per_row(e: &mut EngineState, ops: &Operands, f: &RowFn) {
         elems: grid.iter().product(),
         writes: &[sink],
         reads: &[source],
+        sbuf_columns: None,
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let (_, bytes) = lanes.scratch();

@@ -131,6 +131,10 @@ pub(crate) struct RowSplit<'a> {
     pub writes: &'a [Sink],
     /// Every source.
     pub reads: &'a [Source],
+    /// The byte columns of SBUF's partitions (offsets from a partition's start) that the
+    /// writes stay within, when the caller knows them (`Sbuf::columns`; empty when nothing is
+    /// written in SBUF); `None` counts as a write of every SBUF byte.
+    pub sbuf_columns: Option<Range<usize>>,
 }
 
 /// Where to split the rows between two threads, or `None` when the instruction must run on
@@ -245,15 +249,22 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let rows = split.rows;
     let plan = split_point(split, sbuf_stride).and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
     let Some((worker, (h, loc, p0))) = plan else {
+        let written = match &split.sbuf_columns {
+            Some(cols) => sbuf.bytes_mut_within(cols.clone()),
+            None => sbuf.bytes_mut(),
+        };
         let mut mems = Mems {
-            sbuf: Region::whole(sbuf.bytes_mut()),
+            sbuf: Region::whole(written),
             psum: Region::whole(psum.bytes_mut()),
         };
         return body(isa, &mut mems, 0..rows, lanes);
     };
     let (mem, other) = match loc {
         Loc::Psum => (psum.bytes_mut(), sbuf.bytes()),
-        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => (sbuf.bytes_mut(), psum.bytes()),
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => match &split.sbuf_columns {
+            Some(cols) => (sbuf.bytes_mut_within(cols.clone()), psum.bytes()),
+            None => (sbuf.bytes_mut(), psum.bytes()),
+        },
     };
     let part = match loc {
         Loc::Psum => Psum::PARTITION_STRIDE,

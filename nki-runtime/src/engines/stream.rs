@@ -564,6 +564,31 @@ fn gather_lanes(
     }
 }
 
+/// The byte columns of SBUF's partitions that `s` writes (its destination over the grid, a
+/// reduction's one element per row), when known (`Sbuf::columns`).
+fn sbuf_columns(e: &EngineState, s: &Stream<'_>) -> Option<Range<usize>> {
+    let mut one_per_row = [1; MAX_TILE_RANK];
+    one_per_row[0] = s.dims[0];
+    let writes = [
+        Some((&s.dst, &s.dims)),
+        s.reduce.as_ref().map(|r| (&r.sink, &one_per_row)),
+    ];
+    let mut cols: Option<Range<usize>> = None;
+    for (sink, dims) in writes.into_iter().flatten() {
+        if sink.loc != Loc::Sbuf {
+            continue;
+        }
+        let c = e
+            .sbuf
+            .columns(sink.dtype.size() as usize, sink.base, &sink.strides, dims)?;
+        cols = Some(match cols {
+            Some(u) => u.start.min(c.start)..u.end.max(c.end),
+            None => c,
+        });
+    }
+    Some(cols.unwrap_or(0..0))
+}
+
 /// Runs a streamed instruction, on two threads when it is large and safe to split.
 pub(crate) fn stream(e: &mut EngineState, s: &Stream<'_>, compute: &Compute<'_>) {
     let mut writes = [s.dst; 2];
@@ -579,6 +604,7 @@ pub(crate) fn stream(e: &mut EngineState, s: &Stream<'_>, compute: &Compute<'_>)
         elems: s.dims.iter().product(),
         writes: &writes[..n],
         reads: s.srcs,
+        sbuf_columns: sbuf_columns(e, s),
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         stream_rows(isa, mems, s, rows, lanes, compute)

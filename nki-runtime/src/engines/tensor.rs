@@ -692,17 +692,48 @@ pub(crate) fn copy_fuses(e: &EngineState, mm: &Operands, copy: &Operands) -> boo
         && packing_of(e.isa, stationary.dtype, moving.dtype).is_some()
 }
 
-/// The packing of a matmul's moving operand `m` in layout `packing`: from `cache` when it is
-/// read straight from an input tensor (`from`), else packed now into `scratch`.
+/// Whether a matmul's moving operand has a packing worth keeping, and of which memory.
+#[derive(Copy, Clone)]
+enum Kept {
+    /// Packed for this matmul alone (an operand copied out of a strided view, or a phase).
+    No,
+    /// Read straight from an input tensor (of that version, if it has one): kept.
+    Input(Option<u64>),
+    /// A view of SBUF whose bytes are at that version (`Sbuf::version`): kept once it is read
+    /// again (`PackCache::moving_reused`).
+    Sbuf(u64),
+}
+
+/// [`Kept`] for operand `op` from [`operand`]: a view of SBUF itself at its bytes' version, or
+/// a copy.
+fn sbuf_kept(sbuf: &Sbuf, op: &Operand) -> Kept {
+    if !core::ptr::eq(op.data, sbuf.bytes()) {
+        return Kept::No;
+    }
+    let start = op.offset % sbuf.partition_stride();
+    let end = op
+        .cols
+        .saturating_mul(op.dtype.size() as usize)
+        .saturating_add(start);
+    sbuf.version(start..end).map_or(Kept::No, Kept::Sbuf)
+}
+
+/// The packing of a matmul's moving operand `m` in layout `packing`: from `cache` as `kept`
+/// says, else packed now into `scratch`.
 fn moving_packing<'c>(
     isa: Isa,
     packing: MovingPacking,
     cache: &'c mut PackCache,
-    from: Option<HbmOperand<'_>>,
+    kept: Kept,
     mut scratch: MovingScratch<'c>,
     m: &Operand,
 ) -> PackedMoving<'c> {
-    if let Some(p) = from.and_then(|f| cache.moving(isa, packing, m, f.version)) {
+    let cached = match kept {
+        Kept::No => None,
+        Kept::Input(version) => cache.moving(isa, packing, m, version),
+        Kept::Sbuf(version) => cache.moving_reused(isa, packing, m, version),
+    };
+    if let Some(p) = cached {
         return p;
     }
     let (_, words) = scratch.split(packing, m.rows, 0);
@@ -767,10 +798,14 @@ pub(crate) fn matmul<'h>(
         (None, Some(op)) => op,
         (None, None) => operand(isa, chunks, sbuf, stationary, ps),
     };
-    let m = match (fm, phases.operand(moving)) {
-        (Some(f), _) => hbm_operand(&f),
-        (None, Some(op)) => op,
-        (None, None) => operand(isa, chunks, sbuf, moving, pm),
+    let (m, kept) = match (fm, phases.operand(moving)) {
+        (Some(f), _) => (hbm_operand(&f), Kept::Input(f.version)),
+        (None, Some(op)) => (op, Kept::No),
+        (None, None) => {
+            let op = operand(isa, chunks, sbuf, moving, pm);
+            let kept = sbuf_kept(sbuf, &op);
+            (op, kept)
+        }
     };
     let n = m.cols;
     let (dp, g) = (dst.pattern, dst.dims);
@@ -807,7 +842,7 @@ pub(crate) fn matmul<'h>(
             // An operand read from an input tensor is packed once per execution (or once for
             // every launch while a device tensor keeps its version).
             let (cached_m, cached_s) = packs;
-            let packed = moving_packing(isa, packing, cached_m, fm, b, &m);
+            let packed = moving_packing(isa, packing, cached_m, kept, b, &m);
             let a = stationary_packing(isa, packing, cached_s, fs, a, &s);
             let mut out = Output {
                 data: psum.f32s_mut(),
@@ -836,7 +871,7 @@ pub(crate) fn matmul<'h>(
             let (mine, theirs) = worker.join_or_leave(
                 || {
                     let t = Instant::now();
-                    let packed = moving_packing(isa, packing, cm, Some(fm), b, m);
+                    let packed = moving_packing(isa, packing, cm, Kept::Input(fm.version), b, m);
                     let a = stationary_packing(isa, packing, cs, Some(fs), a, s);
                     let lo = a.columns(0..h);
                     matmul_prepacked(isa, &lo, &packed, &mut out_lo, c_lo.as_mut(), accumulate);
@@ -844,7 +879,7 @@ pub(crate) fn matmul<'h>(
                 },
                 || {
                     let t = Instant::now();
-                    let packed = moving_packing(isa, packing, wm, Some(fm), b_hi, m);
+                    let packed = moving_packing(isa, packing, wm, Kept::Input(fm.version), b_hi, m);
                     let a = stationary_packing(isa, packing, ws, Some(fs), a_hi, s);
                     let hi = a.columns(h..rows);
                     matmul_prepacked(isa, &hi, &packed, &mut out_hi, c_hi.as_mut(), accumulate);

@@ -76,6 +76,7 @@ fn for_partitions(
         elems: data.dims.iter().product(),
         writes: &sinks[..writes.len()],
         reads: &sources[..reads.len()],
+        sbuf_columns: None,
     };
     split::for_rows(e, &plan, &|isa, mems, rows: Range<usize>, lanes| {
         for p in rows {

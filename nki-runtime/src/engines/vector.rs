@@ -2,8 +2,8 @@
 
 use nki_lang::{DType, Scalar};
 
-use super::EngineState;
 use super::access::{End, Plan, fill, transfer_par, transfer_par_within};
+use super::{EngineState, sbuf_for};
 use crate::cpu::convert::convert;
 use crate::operand::{Loc, Operands, Resolved};
 
@@ -32,7 +32,7 @@ pub(crate) fn copy(e: &mut EngineState, ops: &Operands) {
     let bufs = (chunks, chunks_worker);
     let (src_mem, dst_mem) = match (src.loc, dst.loc) {
         (Loc::Sbuf, Loc::Sbuf) => {
-            let mem = sbuf.bytes_mut();
+            let mem = sbuf_for(sbuf, dst);
             return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
         (Loc::Psum, Loc::Psum) => {
@@ -40,7 +40,7 @@ pub(crate) fn copy(e: &mut EngineState, ops: &Operands) {
             return transfer_par_within(*isa, worker.as_mut(), bufs, mem, from, to, &plan);
         }
         (Loc::Sbuf, Loc::Psum) => (sbuf.bytes(), psum.bytes_mut()),
-        (Loc::Psum, Loc::Sbuf) => (psum.bytes(), sbuf.bytes_mut()),
+        (Loc::Psum, Loc::Sbuf) => (psum.bytes(), sbuf_for(sbuf, dst)),
         (s, d) => unreachable!("tensor_copy from {s:?} to {d:?}: the checks keep tiles on chip"),
     };
     transfer_par(
@@ -71,7 +71,7 @@ pub(crate) fn memset(e: &mut EngineState, ops: &Operands, value: Scalar) {
     let plan = Plan::between(dst, dst);
     let mem = match dst.loc {
         Loc::Psum => e.psum.bytes_mut(),
-        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => e.sbuf.bytes_mut(),
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_for(&mut e.sbuf, dst),
     };
     fill(mem, dst.pattern.base, &bits[..size], &plan);
 }
