@@ -534,24 +534,42 @@ fn gather_lanes(
     }
     // A gathered source has one ([`plan_runs`]).
     let last = innermost_axis(&s.dims).unwrap_or(MAX_TILE_RANK - 1);
+    // fp32 lanes of contiguous fp32 runs (RoPE's `cos` and `sin`): the runs' words copied
+    // straight, a few dozen each, without a call per run.
+    let words = match *src {
+        Source::Mem {
+            loc,
+            dtype: DType::F32,
+            base,
+            ..
+        } if s.lane == Lane::F32 && strides[last] == 1 => Some((mems.region(loc), base + row)),
+        _ => None,
+    };
     let mut done = 0;
     while done < n {
         let run = (s.dims[last].max(1) - idx[last]).min(n - done);
         let off: isize = (1..MAX_TILE_RANK)
             .map(|k| idx[k] as isize * strides[k])
             .sum();
-        load_lanes(
-            isa,
-            mems,
-            src,
-            s.lane,
-            row,
-            off,
-            strides[last],
-            run,
-            bytes,
-            &mut out[done..],
-        );
+        if let Some((region, start)) = &words {
+            copy_words(
+                &mut out[done..done + run],
+                in_place(region.read(span(start + off, 1, run, 4))),
+            );
+        } else {
+            load_lanes(
+                isa,
+                mems,
+                src,
+                s.lane,
+                row,
+                off,
+                strides[last],
+                run,
+                bytes,
+                &mut out[done..],
+            );
+        }
         done += run;
         // The next run: the innermost axis wraps, the ones before it carry.
         idx[last] += run;
@@ -587,6 +605,16 @@ fn sbuf_columns(e: &EngineState, s: &Stream<'_>) -> Option<Range<usize>> {
         });
     }
     Some(cols.unwrap_or(0..0))
+}
+
+/// `dst` ← `src` (of one length), sixteen words at a time: short runs copied inline.
+fn copy_words(dst: &mut [u32], src: &[u32]) {
+    let (d16, d_rest) = dst.as_chunks_mut::<16>();
+    let (s16, s_rest) = src.as_chunks::<16>();
+    for (d, s) in d16.iter_mut().zip(s16) {
+        *d = *s;
+    }
+    d_rest.copy_from_slice(s_rest);
 }
 
 /// Runs a streamed instruction, on two threads when it is large and safe to split.
