@@ -322,8 +322,21 @@ fn stream_rows(
     {
         let n = plan.inner();
         let mut r0 = rows.start;
+        // Rows below this one have been prefetched. An accumulating instruction prefetches
+        // the rows of the next few past each chunk, as the loop below does row by row: its
+        // destination is often an accumulator revisited after a sweep over other tiles, out
+        // of cache (the matmul tutorial's `result_tiles`, `[128, 512]` slices of 16 MiB:
+        // 4–6 % of the whole kernel). The others' operands are mostly fresh, and the
+        // prefetches cost more than they save (the tutorials' `add` and `mamba` ran 13 % and
+        // 7 % slower with them).
+        let mut fetched = if s.accumulate.is_some() { r0 } else { end };
         while r0 < end {
             let r1 = (r0 + per_chunk).min(end);
+            let upto = (r1 + PREFETCH_ROWS).min(end).max(fetched);
+            for later in fetched.max(r1)..upto {
+                ahead.prefetch(mems, later);
+            }
+            fetched = upto;
             let len = (r1 - r0) * n;
             for (j, src) in s.srcs.iter().enumerate() {
                 for (i, r) in (r0..r1).enumerate() {
