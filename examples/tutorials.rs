@@ -420,6 +420,34 @@ struct Cli {
     /// instead of timing it, and print the check's time beside a plain launch's
     #[arg(long)]
     schedule_check: bool,
+    /// The host code path (`NeuronCore::with_isa`; default: the fastest this CPU supports), to
+    /// time a narrower machine's path on this one
+    #[arg(long, value_enum)]
+    isa: Option<HostPath>,
+}
+
+/// The host code paths `--isa` names (`nki::Isa`).
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+enum HostPath {
+    /// `Isa::Portable`.
+    Portable,
+    /// `Isa::Avx2Fma`.
+    Avx2,
+    /// `Isa::Avx512`.
+    Avx512,
+    /// `Isa::Avx512Bf16`.
+    Avx512Bf16,
+}
+
+impl HostPath {
+    fn isa(self) -> nki::Isa {
+        match self {
+            HostPath::Portable => nki::Isa::Portable,
+            HostPath::Avx2 => nki::Isa::Avx2Fma,
+            HostPath::Avx512 => nki::Isa::Avx512,
+            HostPath::Avx512Bf16 => nki::Isa::Avx512Bf16,
+        }
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -433,6 +461,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         host_cache_bytes,
         host_threads,
         schedule_check,
+        isa,
     } = cli;
     let cases = cases.unwrap_or_else(|| CASES.iter().map(|c| c.to_string()).collect());
     if strict {
@@ -464,6 +493,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = host_threads {
         core = core.with_host_threads(n);
+    }
+    if let Some(path) = isa {
+        core = core.with_isa(path.isa())?;
     }
     let mut results = BTreeMap::new();
     for name in &cases {
