@@ -138,13 +138,18 @@ pub(super) unsafe fn pack_moving_f32(b: &mut [u32], mv: &Operand, cols: Range<us
 }
 
 /// Widens the stationary operand into `a` for [`matmul_f32_prepacked`] and returns its
-/// exponent key (as [`pack_moving_f32`] does).
+/// exponent key (as [`pack_moving_f32`] does), after a prefetch of every row (its rows are a
+/// partition apart, and the packer's rows-ahead prefetch barely leads its reads: causal
+/// attention ran 4 % faster on this path, timed with `tutorials --isa avx2` on a Zen 5).
 ///
 /// # Safety
 /// As for [`matmul_f32`] (for the stationary operand).
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn pack_stationary_f32(a: &mut [u32], st: &Operand) -> u32 {
     assert!(st.cols.div_ceil(SB) * block_stride(st.rows, SB) <= a.len());
+    for k in 0..st.rows {
+        prefetch_row(st, k, 0, st.cols, st.dtype.size() as usize);
+    }
     // SAFETY: validated operand; the packed size fits the buffer (asserted above).
     unsafe { pack_any::<SB>(st, 0, st.cols, a.as_mut_ptr()) }
 }
