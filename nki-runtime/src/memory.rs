@@ -70,10 +70,10 @@ const CLOCK_COLUMNS: usize = 64;
 
 /// The state buffer: 128 partitions × [`Target::sbuf_partition_bytes`] bytes.
 ///
-/// SBUF also keeps a clock of its writes, for the host's caches of what it derives from SBUF's
-/// bytes (packed matmul operands): [`Sbuf::version`] of a range of columns changes whenever a
-/// byte in it may have changed. Every writable borrow counts as a write: [`Sbuf::bytes_mut`]
-/// as one of every byte, [`Sbuf::bytes_mut_within`] of the columns its caller names.
+/// It also keeps a clock of its writes, by columns of the partitions, so that the host may
+/// keep what it derives from SBUF's bytes (packed matmul operands) while they are unchanged;
+/// every writable borrow of the bytes counts as a write of the columns its taker names, or of
+/// every byte.
 pub struct Sbuf {
     mem: Partitions,
     /// The last tick at which each [`CLOCK_COLUMNS`] bytes of every partition were written.
@@ -135,7 +135,7 @@ impl Sbuf {
             lo = lo.checked_add(reach.min(0))?;
             hi = hi.checked_add(reach.max(0))?;
         }
-        (lo >= 0 && hi <= stride).then(|| lo as usize..hi as usize)
+        (lo >= 0 && hi <= stride).then_some(lo as usize..hi as usize)
     }
 
     /// The version of byte columns `cols` of every partition (offsets from a partition's

@@ -556,7 +556,7 @@ fn gather_lanes(
             base,
             ..
         } if s.lane == Lane::F32 && strides[last] == 1 => Some((mems.region(loc), base + row)),
-        _ => None,
+        Source::Mem { .. } | Source::Splat(_) | Source::Expr { .. } => None,
     };
     let mut done = 0;
     while done < n {
