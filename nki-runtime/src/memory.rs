@@ -181,10 +181,11 @@ impl Sbuf {
 
     /// All partitions, [`Sbuf::partition_stride`] bytes apart, writable, for a caller that
     /// writes only byte columns `cols` of partitions (offsets from a partition's start): a
-    /// write of those columns of every partition for [`Sbuf::version`]. Columns past a
-    /// partition's storage count as every byte.
-    pub(crate) fn bytes_mut_within(&mut self, cols: Range<usize>) -> &mut [u8] {
-        match self.clock_entries(&cols) {
+    /// write of those columns of every partition for [`Sbuf::version`]. Columns not known
+    /// (`None`, as [`Sbuf::columns`] gives them) or past a partition's storage count as every
+    /// byte.
+    pub(crate) fn bytes_mut_within(&mut self, cols: Option<Range<usize>>) -> &mut [u8] {
+        match cols.and_then(|c| self.clock_entries(&c)) {
             Some(entries) => {
                 self.clock += 1;
                 let now = self.clock;
@@ -279,20 +280,26 @@ mod tests {
         let (a, b) = (0..1024, 8192..9216);
         let v = |s: &Sbuf, r: &Range<usize>| s.version(r.clone()).unwrap();
         let (a0, b0) = (v(&s, &a), v(&s, &b));
-        s.bytes_mut_within(a.clone())[0] = 1;
+        s.bytes_mut_within(Some(a.clone()))[0] = 1;
         assert_ne!(v(&s, &a), a0, "a write of the range");
         assert_eq!(v(&s, &b), b0, "a write of other columns");
         let a1 = v(&s, &a);
-        s.bytes_mut_within(1000..8200);
+        s.bytes_mut_within(Some(1000..8200));
         assert_ne!(v(&s, &a), a1, "overlapping at the start");
         assert_ne!(v(&s, &b), b0, "overlapping at the end");
         let (a2, b2) = (v(&s, &a), v(&s, &b));
-        s.bytes_mut_within(5000..5000);
+        s.bytes_mut_within(Some(5000..5000));
         assert_eq!((v(&s, &a), v(&s, &b)), (a2, b2), "no columns");
         s.bytes_mut();
         assert!(v(&s, &a) > a2 && v(&s, &b) > b2, "every byte");
+        let (a4, b4) = (v(&s, &a), v(&s, &b));
+        s.bytes_mut_within(None);
+        assert!(
+            v(&s, &a) > a4 && v(&s, &b) > b4,
+            "columns not known: every byte"
+        );
         let (a3, b3) = (v(&s, &a), v(&s, &b));
-        s.bytes_mut_within(0..stride + 1);
+        s.bytes_mut_within(Some(0..stride + 1));
         assert!(
             v(&s, &a) > a3 && v(&s, &b) > b3,
             "past a partition: every byte"

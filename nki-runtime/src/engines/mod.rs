@@ -103,10 +103,8 @@ pub(crate) struct EngineState {
 /// every byte.
 pub(crate) fn sbuf_for<'a>(sbuf: &'a mut Sbuf, dst: &Resolved) -> &'a mut [u8] {
     let size = dst.dtype.size() as usize;
-    match sbuf.columns(size, dst.pattern.base, &dst.pattern.strides, &dst.dims) {
-        Some(cols) => sbuf.bytes_mut_within(cols),
-        None => sbuf.bytes_mut(),
-    }
+    let cols = sbuf.columns(size, dst.pattern.base, &dst.pattern.strides, &dst.dims);
+    sbuf.bytes_mut_within(cols)
 }
 
 /// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux

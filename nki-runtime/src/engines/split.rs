@@ -249,22 +249,18 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let rows = split.rows;
     let plan = split_point(split, sbuf_stride).and_then(|p| near(worker.as_mut()?).map(|w| (w, p)));
     let Some((worker, (h, loc, p0))) = plan else {
-        let written = match &split.sbuf_columns {
-            Some(cols) => sbuf.bytes_mut_within(cols.clone()),
-            None => sbuf.bytes_mut(),
-        };
         let mut mems = Mems {
-            sbuf: Region::whole(written),
+            sbuf: Region::whole(sbuf.bytes_mut_within(split.sbuf_columns.clone())),
             psum: Region::whole(psum.bytes_mut()),
         };
         return body(isa, &mut mems, 0..rows, lanes);
     };
     let (mem, other) = match loc {
         Loc::Psum => (psum.bytes_mut(), sbuf.bytes()),
-        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => match &split.sbuf_columns {
-            Some(cols) => (sbuf.bytes_mut_within(cols.clone()), psum.bytes()),
-            None => (sbuf.bytes_mut(), psum.bytes()),
-        },
+        Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => (
+            sbuf.bytes_mut_within(split.sbuf_columns.clone()),
+            psum.bytes(),
+        ),
     };
     let part = match loc {
         Loc::Psum => Psum::PARTITION_STRIDE,

@@ -840,7 +840,8 @@ pub(crate) fn matmul<'h>(
         let split_with = |w: &'h mut Worker| if inputs.is_some() { Some(w) } else { near(w) };
         let Some((worker, h)) = split.and(worker.as_mut()).and_then(split_with).zip(split) else {
             // An operand read from an input tensor is packed once per execution (or once for
-            // every launch while a device tensor keeps its version).
+            // every launch while a device tensor keeps its version), a moving operand of SBUF
+            // once per version of its bytes when it is read again (`Kept`).
             let (cached_m, cached_s) = packs;
             let packed = moving_packing(isa, packing, cached_m, kept, b, &m);
             let a = stationary_packing(isa, packing, cached_s, fs, a, &s);
