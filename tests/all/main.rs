@@ -87,6 +87,7 @@ mod robustness;
 mod schedule;
 mod schedule_control;
 mod spmd;
+mod stream_in_place;
 mod strict;
 mod strict_hardware;
 mod symbolic_quotients;
