@@ -20,7 +20,14 @@
 //! in the far placement the seed kernel took 74 µs on two threads against 48 µs on one (30 µs
 //! on two when near). [`Worker::near`] measures the round trip every [`PROBE_EVERY`] (a few
 //! microseconds of ping-pong; a parked worker is woken first and measured once it spins) and
-//! the engines split single instructions only while it is at most [`NEAR`]. Work split in larger halves with memories of their own (SPMD instances, loop
+//! the engines split single instructions while it is at most [`NEAR`]. When it is farther
+//! ([`Reach::Far`]), only instructions whose rows split apart (streamed instructions,
+//! reductions, top-8 searches, transfers) of at least [`FAR_MIN_ELEMS`] elements are split;
+//! matmuls, whose halves share their operands, are not: in the far placement of a Zen 5 guest
+//! the NKI Library top-k took 0.63–0.69 ms split against 1.33–1.41 ms on one thread, its cumsum
+//! 10.4–12.9 against 16.2–16.5 ms. Such rows are split by blocks of partitions
+//! (`engines::split::BlockRuns`), so that each partition stays with one thread from instruction
+//! to instruction. Work split in larger halves with memories of their own (SPMD instances, loop
 //! iterations) is split either way.
 //!
 //! The worker must claim a posted job before running it. When the caller has finished its own
@@ -193,8 +200,8 @@ impl<F: FnOnce() -> R, R> StackJob<F, R> {
 pub(crate) struct Worker {
     shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
-    /// When the round trip was last measured, and whether it was at most [`NEAR`].
-    probed: Option<(Instant, bool)>,
+    /// When the round trip was last measured, and where it put the worker.
+    probed: Option<(Instant, Reach)>,
     /// Since when the worker is known to have refused a job on this thread's CPU
     /// ([`Shared::refused`]): it is left parked until [`PROBE_EVERY`] has passed.
     refused_since: Option<Instant>,
@@ -246,18 +253,28 @@ impl Worker {
     /// on this thread's CPU (module documentation) is far, and left parked, until
     /// [`PROBE_EVERY`] has passed.
     pub(crate) fn near(&mut self) -> bool {
+        self.reach() == Reach::Near
+    }
+
+    /// Where the worker is as [`Worker::near`] judges it: near, far (it answered, slowly), or
+    /// away (parked beside a busy neighbour, or it did not answer).
+    pub(crate) fn reach(&mut self) -> Reach {
         if !may_wake(&self.shared, &mut self.refused_since) {
-            return false;
+            return Reach::Away;
         }
         match self.probed {
-            Some((at, near)) if at.elapsed() < PROBE_EVERY => near,
+            Some((at, reach)) if at.elapsed() < PROBE_EVERY => reach,
             last => {
                 if self.wake() {
-                    return last.is_none_or(|(_, near)| near);
+                    return last.map_or(Reach::Near, |(_, reach)| reach);
                 }
-                let near = self.measure().is_some_and(|t| t <= NEAR);
-                self.probed = Some((Instant::now(), near));
-                near
+                let reach = match self.measure() {
+                    Some(t) if t <= NEAR => Reach::Near,
+                    Some(_) => Reach::Far,
+                    None => Reach::Away,
+                };
+                self.probed = Some((Instant::now(), reach));
+                reach
             }
         }
     }
@@ -476,6 +493,36 @@ impl Worker {
 /// `w` if single instructions are to be split with it ([`Worker::near`]).
 pub(crate) fn near(w: &mut Worker) -> Option<&mut Worker> {
     w.near().then_some(w)
+}
+
+/// Where the worker is, from the round trip of a cache line between the two threads
+/// ([`Worker::reach`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// At most [`NEAR`]: every instruction large enough to split is split.
+    Near,
+    /// Farther: only instructions of at least [`FAR_MIN_ELEMS`] elements whose rows split
+    /// apart (streamed instructions, reductions, top-8 searches, transfers) are split.
+    Far,
+    /// Parked beside a busy neighbour, or not answering: nothing is split.
+    Away,
+}
+
+/// The fewest elements of an instruction that splits its rows with a far worker: enough that
+/// each half's own work outweighs moving its operands between the cores (the NKI Library
+/// top-k's `[80, 8192]` searches, cumsum's and the pooling's `[128, 8192]` tiles; the seed
+/// matmul, whose two halves share their operands, took 74 µs on two far threads against 48 µs
+/// on one, and matmuls split only when near).
+pub(crate) const FAR_MIN_ELEMS: usize = 1 << 18;
+
+/// `w` if an instruction of `elems` elements whose rows split apart is to be split with it:
+/// near, or far and at least [`FAR_MIN_ELEMS`].
+pub(crate) fn near_or_large(w: &mut Worker, elems: usize) -> Option<&mut Worker> {
+    match w.reach() {
+        Reach::Near => Some(w),
+        Reach::Far if elems >= FAR_MIN_ELEMS => Some(w),
+        Reach::Far | Reach::Away => None,
+    }
 }
 
 /// Waits until `flag` holds `want`; `false` if `deadline` passed first or the caller gave up.

@@ -86,6 +86,7 @@ mod rng_state;
 mod robustness;
 mod schedule;
 mod schedule_control;
+mod split_blocks;
 mod spmd;
 mod stream_in_place;
 mod strict;

@@ -16,12 +16,12 @@
 use nki_lang::{DType, MAX_TILE_RANK};
 
 use super::CHUNK;
-use super::split::{large_enough, transfer_splits};
+use super::split::{BlockRuns, MAX_RUNS, large_enough, transfer_splits};
 use crate::cpu::Isa;
 use crate::cpu::convert::convert;
 use crate::memory::Psum;
 use crate::operand::{Loc, Pattern, Resolved};
-use crate::worker::{Worker, near};
+use crate::worker::{Worker, near_or_large};
 
 /// The non-trivial dimensions of one side: sizes and strides, outermost first.
 #[derive(Copy, Clone, Debug, Default)]
@@ -66,6 +66,10 @@ pub(crate) struct Plan {
     src: [isize; MAX_TILE_RANK],
     dst: [isize; MAX_TILE_RANK],
     rank: usize,
+    /// The on-chip partition of row 0 when the outermost dimension steps through the
+    /// partitions of one side ([`Plan::on_partitions`]): the transfer then splits its rows
+    /// between the threads by blocks of partitions ([`BlockRuns`]).
+    partition0: Option<usize>,
 }
 
 impl Plan {
@@ -82,6 +86,7 @@ impl Plan {
             src: [1; MAX_TILE_RANK],
             dst: [1; MAX_TILE_RANK],
             rank: 0,
+            partition0: None,
         };
         for j in 0..src.rank.min(dst.rank) {
             let (n, s, d) = (src.dims[j], src.strides[j], dst.strides[j]);
@@ -118,6 +123,23 @@ impl Plan {
             &squeeze(&src.dims, &src.pattern.strides),
             &squeeze(&dst.dims, &dst.pattern.strides),
         )
+    }
+
+    /// The plan, told that `side` (its source when `!dst`, else its destination) is on chip
+    /// (SBUF partitions `sbuf_stride` bytes apart, or PSUM) and where its row 0 is, when the
+    /// plan's outermost dimension steps through that side's partitions.
+    pub(crate) fn on_partitions(mut self, side: &Resolved, dst: bool, sbuf_stride: usize) -> Plan {
+        let part = match side.loc {
+            Loc::Sbuf => sbuf_stride,
+            Loc::Psum => crate::memory::Psum::PARTITION_STRIDE,
+            Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => return self,
+        } as isize;
+        let size = side.dtype.size() as isize;
+        let step = if dst { self.dst[0] } else { self.src[0] };
+        let byte = side.pattern.base.saturating_mul(size);
+        self.partition0 =
+            (step.checked_mul(size) == Some(part) && byte >= 0).then(|| (byte / part) as usize);
+        self
     }
 
     /// Number of elements of the innermost dimension.
@@ -439,10 +461,16 @@ fn transpose_block(
     }
 }
 
+/// A run of a transfer's rows for one thread: its destination bytes, both sides' first
+/// elements there, and the plan of its rows.
+type RowRun<'m> = (&'m mut [u8], End, End, Plan);
+
 /// [`transfer`] over two buffers, split between this thread and `worker` along the plan's
 /// outermost dimension when the transfer is large and the destination's halves are disjoint
-/// byte ranges (rows that cannot overlap; [`transfer_splits`]); serial otherwise. Each half
-/// moves exactly the elements the serial transfer moves for those rows. The destination is
+/// byte ranges (rows that cannot overlap; [`transfer_splits`]); serial otherwise. When the
+/// plan's rows are an on-chip side's partitions ([`Plan::on_partitions`]) they are split by
+/// blocks of partitions ([`BlockRuns`]), else by halves. Each thread moves exactly the
+/// elements the serial transfer moves for its rows. The destination is
 /// given with whether it is written as [`Mem::Streamed`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn transfer_par(
@@ -465,9 +493,63 @@ pub(crate) fn transfer_par(
     let rows = plan.dims[0];
     let (d0, ds) = (plan.dst[0], dst.dtype.size() as isize);
     let wanted = transfer_splits(&plan.dims[..plan.rank], &plan.dst[..plan.rank]) && dst.base >= 0;
-    let Some(worker) = worker.filter(|_| wanted).and_then(near) else {
+    let elems: usize = plan.dims[..plan.rank].iter().product();
+    let Some(worker) = worker
+        .filter(|_| wanted)
+        .and_then(|w| near_or_large(w, elems))
+    else {
         return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
     };
+    if let Some(runs) = plan.partition0.and_then(|p0| BlockRuns::of(p0, rows)) {
+        // Each run's destination rows: from its first row's first byte to the next run's
+        // (the first from the memory's start, the last to its end).
+        let start = |r: usize| ((dst.base + r as isize * d0) * ds) as usize;
+        if runs
+            .runs()
+            .iter()
+            .any(|&(r0, _, _)| start(r0) > dst_mem.len())
+        {
+            return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
+        }
+        let mut mine: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
+        let mut theirs: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
+        let mut rest = dst_mem;
+        let mut at = 0;
+        for (k, &(r0, r1, to_worker)) in runs.runs().iter().enumerate() {
+            let end = runs
+                .runs()
+                .get(k + 1)
+                .map_or(at + rest.len(), |&(next, _, _)| start(next));
+            let (piece, tail) = core::mem::take(&mut rest).split_at_mut(end - at);
+            rest = tail;
+            let mut part = *plan;
+            part.dims[0] = r1 - r0;
+            let s_end = End {
+                base: src.base + r0 as isize * plan.src[0],
+                ..src
+            };
+            let d_end = End {
+                base: dst.base + r0 as isize * d0 - (at / ds as usize) as isize,
+                ..dst
+            };
+            at = end;
+            let side = if to_worker { &mut theirs } else { &mut mine };
+            side[k] = Some((piece, s_end, d_end, part));
+        }
+        let moves = |buf: &mut ChunkBuf, runs: &mut [Option<RowRun<'_>>]| {
+            for (piece, s_end, d_end, part) in runs.iter_mut().flatten() {
+                let mem = if streamed {
+                    Mem::Streamed(src_mem, piece)
+                } else {
+                    Mem::Two(src_mem, piece)
+                };
+                transfer(isa, buf, mem, *s_end, *d_end, part);
+            }
+        };
+        let (b0, b1) = bufs;
+        worker.join(|| moves(b0, &mut mine), || moves(b1, &mut theirs));
+        return;
+    }
     let h = rows / 2;
     let split = ((dst.base + h as isize * d0) * ds) as usize;
     if split > dst_mem.len() {
@@ -543,8 +625,10 @@ pub(crate) fn transfer_par_within(
         }
         _ => None,
     };
-    let (Some(worker), Some((at, hi_src, hi_dst))) = (split.and(worker).and_then(near), split)
-    else {
+    let (Some(worker), Some((at, hi_src, hi_dst))) = (
+        split.and(worker).and_then(|w| near_or_large(w, elems)),
+        split,
+    ) else {
         return transfer(isa, bufs.0, Mem::One(mem), src, dst, plan);
     };
     let (lo, hi) = mem.split_at_mut(at as usize);

@@ -25,7 +25,7 @@ pub(crate) fn load(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
         unreachable!("a load reads HBM")
     };
     let (data, _) = b.hbm(t as usize);
-    let plan = Plan::between(hbm, tile);
+    let plan = Plan::between(hbm, tile).on_partitions(tile, true, e.sbuf.partition_stride());
     transfer_par(
         e.isa,
         e.worker.as_mut(),
@@ -76,7 +76,7 @@ pub(crate) fn store(e: &mut EngineState, b: &mut Bound<'_, '_, '_>, ops: &Operan
         unreachable!("a store writes HBM")
     };
     let (data, _) = b.hbm_mut(t as usize);
-    let plan = Plan::between(tile, hbm);
+    let plan = Plan::between(tile, hbm).on_partitions(tile, false, e.sbuf.partition_stride());
     // A large tensor's lines go to memory without a round trip through the cache.
     let streamed = data.len() >= STREAMED_BYTES;
     transfer_par(
