@@ -92,6 +92,57 @@ fn idle_cpus(before: &IdleTicks, after: &IdleTicks, elapsed: Duration) -> u64 {
     idle
 }
 
+/// The calling thread's id (Linux's `gettid`); 0 elsewhere.
+pub(super) fn thread_id() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` has no preconditions.
+        unsafe { libc::gettid() }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The time thread `tid` of this process has spent runnable but waiting for a CPU, in
+/// nanoseconds (the second field of Linux's `/proc/self/task/<tid>/schedstat`), read into
+/// buffers on the stack; `None` elsewhere or when it cannot be read.
+pub(super) fn runqueue_wait(tid: i32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::io::{Read, Write};
+        if tid <= 0 {
+            return None;
+        }
+        let mut path = [0u8; 64];
+        let len = {
+            let mut w = &mut path[..];
+            write!(w, "/proc/self/task/{tid}/schedstat").ok()?;
+            64 - w.len()
+        };
+        let path = std::str::from_utf8(&path[..len]).ok()?;
+        let mut buf = [0u8; 128];
+        let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+        parse_schedstat(&buf[..n])
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        None
+    }
+}
+
+/// The second of `schedstat`'s three numbers (`run_ns wait_ns timeslices`).
+fn parse_schedstat(text: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut fields = text.split_ascii_whitespace();
+    fields.next()?;
+    let wait = fields.next()?.parse().ok()?;
+    fields.next()?;
+    Some(wait)
+}
+
 /// The CPUs' idle time now, from Linux's `/proc/stat`, read into a buffer on the stack (nothing
 /// is allocated); `None` elsewhere or when it cannot be read.
 fn idle_ticks() -> Option<IdleTicks> {
@@ -304,6 +355,15 @@ ctxt 1234\n";
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_threads_wait_for_its_cpu_is_read_from_schedstat() {
+        assert_eq!(super::parse_schedstat(b"5214 1042 7\n"), Some(1042));
+        assert_eq!(super::parse_schedstat(b"5214 1042"), None);
+        assert_eq!(super::parse_schedstat(b""), None);
+        #[cfg(target_os = "linux")]
+        assert!(super::runqueue_wait(super::thread_id()).is_some());
     }
 
     #[test]
