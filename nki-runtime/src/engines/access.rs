@@ -500,76 +500,57 @@ pub(crate) fn transfer_par(
     else {
         return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
     };
-    if let Some(runs) = plan.partition0.and_then(|p0| BlockRuns::of(p0, rows)) {
-        // Each run's destination rows: from its first row's first byte to the next run's
-        // (the first from the memory's start, the last to its end).
-        let start = |r: usize| ((dst.base + r as isize * d0) * ds) as usize;
-        if runs
-            .runs()
-            .iter()
-            .any(|&(r0, _, _)| start(r0) > dst_mem.len())
-        {
-            return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
-        }
-        let mut mine: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
-        let mut theirs: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
-        let mut rest = dst_mem;
-        let mut at = 0;
-        for (k, &(r0, r1, to_worker)) in runs.runs().iter().enumerate() {
-            let end = runs
-                .runs()
-                .get(k + 1)
-                .map_or(at + rest.len(), |&(next, _, _)| start(next));
-            let (piece, tail) = core::mem::take(&mut rest).split_at_mut(end - at);
-            rest = tail;
-            let mut part = *plan;
-            part.dims[0] = r1 - r0;
-            let s_end = End {
-                base: src.base + r0 as isize * plan.src[0],
-                ..src
-            };
-            let d_end = End {
-                base: dst.base + r0 as isize * d0 - (at / ds as usize) as isize,
-                ..dst
-            };
-            at = end;
-            let side = if to_worker { &mut theirs } else { &mut mine };
-            side[k] = Some((piece, s_end, d_end, part));
-        }
-        let moves = |buf: &mut ChunkBuf, runs: &mut [Option<RowRun<'_>>]| {
-            for (piece, s_end, d_end, part) in runs.iter_mut().flatten() {
-                let mem = if streamed {
-                    Mem::Streamed(src_mem, piece)
-                } else {
-                    Mem::Two(src_mem, piece)
-                };
-                transfer(isa, buf, mem, *s_end, *d_end, part);
-            }
-        };
-        let (b0, b1) = bufs;
-        worker.join(|| moves(b0, &mut mine), || moves(b1, &mut theirs));
-        return;
-    }
-    let h = rows / 2;
-    let split = ((dst.base + h as isize * d0) * ds) as usize;
-    if split > dst_mem.len() {
+    let runs = plan
+        .partition0
+        .and_then(|p0| BlockRuns::of(p0, rows))
+        .unwrap_or_else(|| BlockRuns::halves(rows / 2, rows));
+    // Each run's destination rows: from its first row's first byte to the next run's
+    // (the first from the memory's start, the last to its end).
+    let start = |r: usize| ((dst.base + r as isize * d0) * ds) as usize;
+    if runs
+        .runs()
+        .iter()
+        .any(|&(r0, _, _)| start(r0) > dst_mem.len())
+    {
         return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
     }
-    let (lo, hi) = dst_mem.split_at_mut(split);
-    let mut first = *plan;
-    first.dims[0] = h;
-    let mut second = *plan;
-    second.dims[0] = rows - h;
-    let src_hi = End {
-        base: src.base + h as isize * plan.src[0],
-        ..src
+    let mut mine: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
+    let mut theirs: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
+    let mut rest = dst_mem;
+    let mut at = 0;
+    for (k, &(r0, r1, to_worker)) in runs.runs().iter().enumerate() {
+        let end = runs
+            .runs()
+            .get(k + 1)
+            .map_or(at + rest.len(), |&(next, _, _)| start(next));
+        let (piece, tail) = core::mem::take(&mut rest).split_at_mut(end - at);
+        rest = tail;
+        let mut part = *plan;
+        part.dims[0] = r1 - r0;
+        let s_end = End {
+            base: src.base + r0 as isize * plan.src[0],
+            ..src
+        };
+        let d_end = End {
+            base: dst.base + r0 as isize * d0 - (at / ds as usize) as isize,
+            ..dst
+        };
+        at = end;
+        let side = if to_worker { &mut theirs } else { &mut mine };
+        side[k] = Some((piece, s_end, d_end, part));
+    }
+    let moves = |buf: &mut ChunkBuf, runs: &mut [Option<RowRun<'_>>]| {
+        for (piece, s_end, d_end, part) in runs.iter_mut().flatten() {
+            let mem = if streamed {
+                Mem::Streamed(src_mem, piece)
+            } else {
+                Mem::Two(src_mem, piece)
+            };
+            transfer(isa, buf, mem, *s_end, *d_end, part);
+        }
     };
-    let dst_hi = End { base: 0, ..dst };
     let (b0, b1) = bufs;
-    worker.join(
-        || transfer(isa, b0, two(src_mem, lo), src, dst, &first),
-        || transfer(isa, b1, two(src_mem, hi), src_hi, dst_hi, &second),
-    );
+    worker.join(|| moves(b0, &mut mine), || moves(b1, &mut theirs));
 }
 
 /// [`transfer`] within one buffer (a copy inside SBUF or inside PSUM), split like

@@ -272,6 +272,14 @@ impl BlockRuns {
         (most * 16 <= rows * 9).then_some(BlockRuns { runs, len })
     }
 
+    /// Rows `0..h` for the calling thread and `h..rows` for the worker.
+    pub(crate) fn halves(h: usize, rows: usize) -> BlockRuns {
+        let mut runs = [(0, 0, false); MAX_RUNS];
+        runs[0] = (0, h, false);
+        runs[1] = (h, rows, true);
+        BlockRuns { runs, len: 2 }
+    }
+
     /// The runs, in order of rows.
     pub(crate) fn runs(&self) -> &[(usize, usize, bool)] {
         &self.runs[..self.len]
@@ -330,48 +338,30 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_stride,
     };
     let p0 = p0 as usize;
-    if let Some(runs) = BlockRuns::of(p0, rows) {
-        let (below, rest) = mem.split_at_mut(p0 * part);
-        let (mut written, above) = rest.split_at_mut(rows * part);
-        let (below, above, above_start) = (&*below, &*above, (p0 + rows) * part);
-        let mut mine: [Option<(Mems<'_>, Range<usize>)>; MAX_RUNS] = Default::default();
-        let mut theirs: [Option<(Mems<'_>, Range<usize>)>; MAX_RUNS] = Default::default();
-        for (k, &(r0, r1, to_worker)) in runs.runs().iter().enumerate() {
-            let (piece, rest) = core::mem::take(&mut written).split_at_mut((r1 - r0) * part);
-            written = rest;
-            let start = (p0 + r0) * part;
-            let m = thread_mems(loc, below, piece, start, above, above_start, other);
-            let side = if to_worker { &mut theirs } else { &mut mine };
-            side[k] = Some((m, r0..r1));
-        }
-        let (_, ran) = worker.join_or_leave(
-            || run_pieces(isa, body, &mut mine, lanes),
-            || run_pieces(isa, body, &mut theirs, lanes_worker),
-        );
-        if ran.is_none() {
-            #[cfg(test)]
-            crate::worker::note_left(crate::worker::Left::Rows);
-            run_pieces(isa, body, &mut theirs, lanes);
-        }
-        return;
+    let runs = BlockRuns::of(p0, rows).unwrap_or_else(|| BlockRuns::halves(h, rows));
+    let (below, rest) = mem.split_at_mut(p0 * part);
+    let (mut written, above) = rest.split_at_mut(rows * part);
+    let (below, above, above_start) = (&*below, &*above, (p0 + rows) * part);
+    let mut mine: [Option<(Mems<'_>, Range<usize>)>; MAX_RUNS] = Default::default();
+    let mut theirs: [Option<(Mems<'_>, Range<usize>)>; MAX_RUNS] = Default::default();
+    for (k, &(r0, r1, to_worker)) in runs.runs().iter().enumerate() {
+        let (piece, rest) = core::mem::take(&mut written).split_at_mut((r1 - r0) * part);
+        written = rest;
+        let start = (p0 + r0) * part;
+        let m = thread_mems(loc, below, piece, start, above, above_start, other);
+        let side = if to_worker { &mut theirs } else { &mut mine };
+        side[k] = Some((m, r0..r1));
     }
-    let (a0, b0, b1) = (p0 * part, (p0 + h) * part, (p0 + rows) * part);
-    let (below, rest) = mem.split_at_mut(a0);
-    let (own_a, rest) = rest.split_at_mut(b0 - a0);
-    let (own_b, above) = rest.split_at_mut(b1 - b0);
-    let (below, above) = (&*below, &*above);
-    let mut ma = thread_mems(loc, below, own_a, a0, above, b1, other);
-    let mut mb = thread_mems(loc, below, own_b, b0, above, b1, other);
     // Rows the worker has not started by the time this thread's are done run here, with this
     // thread's lanes, whose buffers its cache holds.
     let (_, ran) = worker.join_or_leave(
-        || body(isa, &mut ma, 0..h, lanes),
-        || body(isa, &mut mb, h..rows, lanes_worker),
+        || run_pieces(isa, body, &mut mine, lanes),
+        || run_pieces(isa, body, &mut theirs, lanes_worker),
     );
     if ran.is_none() {
         #[cfg(test)]
         crate::worker::note_left(crate::worker::Left::Rows);
-        body(isa, &mut mb, h..rows, lanes);
+        run_pieces(isa, body, &mut theirs, lanes);
     }
 }
 
