@@ -27,7 +27,9 @@
 //! the NKI Library top-k took 0.63–0.69 ms split against 1.33–1.41 ms on one thread, its cumsum
 //! 10.4–12.9 against 16.2–16.5 ms. Such rows are split by blocks of partitions
 //! (`engines::split::BlockRuns`), so that each partition stays with one thread from instruction
-//! to instruction. Work split in larger halves with memories of their own (SPMD instances, loop
+//! to instruction. A worker that shares its CPU with a busy neighbour answers the probe as
+//! quickly as a far one; the time it waited for its CPU since the last probe (Linux's
+//! scheduling statistics) tells it apart, and it counts as away. Work split in larger halves with memories of their own (SPMD instances, loop
 //! iterations) is split either way.
 //!
 //! The worker must claim a posted job before running it. When the caller has finished its own
@@ -264,7 +266,7 @@ impl Worker {
     }
 
     /// Where the worker is as [`Worker::near`] judges it: near, far (it answered, slowly), or
-    /// away (parked beside a busy neighbour, or it did not answer).
+    /// away (parked beside a busy neighbour, sharing its CPU with one, or it did not answer).
     pub(crate) fn reach(&mut self) -> Reach {
         if !may_wake(&self.shared, &mut self.refused_since) {
             return Reach::Away;

@@ -232,6 +232,18 @@ pub(crate) enum Mem<'s, 'd> {
     One(&'d mut [u8]),
 }
 
+impl<'s, 'd> Mem<'s, 'd> {
+    /// Source and destination in different buffers, the destination written as
+    /// [`Mem::Streamed`] when `streamed`.
+    fn two(streamed: bool, src: &'s [u8], dst: &'d mut [u8]) -> Mem<'s, 'd> {
+        if streamed {
+            Mem::Streamed(src, dst)
+        } else {
+            Mem::Two(src, dst)
+        }
+    }
+}
+
 /// Fewest bytes of an HBM tensor whose stores are [`Mem::Streamed`]: larger than the host's
 /// L2 cache, so that the lines a store writes would leave the cache before anything reads them
 /// (the LayerNorm tutorial's 128 MiB output: 46.4 / 46.1 / 49.8 → 43.1 / 43.3 / 42.6 ms P50).
@@ -483,13 +495,6 @@ pub(crate) fn transfer_par(
     dst: End,
     plan: &Plan,
 ) {
-    let two = |s, d| {
-        if streamed {
-            Mem::Streamed(s, d)
-        } else {
-            Mem::Two(s, d)
-        }
-    };
     let rows = plan.dims[0];
     let (d0, ds) = (plan.dst[0], dst.dtype.size() as isize);
     let wanted = transfer_splits(&plan.dims[..plan.rank], &plan.dst[..plan.rank]) && dst.base >= 0;
@@ -498,7 +503,14 @@ pub(crate) fn transfer_par(
         .filter(|_| wanted)
         .and_then(|w| near_or_large(w, elems))
     else {
-        return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
+        return transfer(
+            isa,
+            bufs.0,
+            Mem::two(streamed, src_mem, dst_mem),
+            src,
+            dst,
+            plan,
+        );
     };
     let runs = plan
         .partition0
@@ -512,7 +524,14 @@ pub(crate) fn transfer_par(
         .iter()
         .any(|&(r0, _, _)| start(r0) > dst_mem.len())
     {
-        return transfer(isa, bufs.0, two(src_mem, dst_mem), src, dst, plan);
+        return transfer(
+            isa,
+            bufs.0,
+            Mem::two(streamed, src_mem, dst_mem),
+            src,
+            dst,
+            plan,
+        );
     }
     let mut mine: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
     let mut theirs: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
@@ -541,11 +560,7 @@ pub(crate) fn transfer_par(
     }
     let moves = |buf: &mut ChunkBuf, runs: &mut [Option<RowRun<'_>>]| {
         for (piece, s_end, d_end, part) in runs.iter_mut().flatten() {
-            let mem = if streamed {
-                Mem::Streamed(src_mem, piece)
-            } else {
-                Mem::Two(src_mem, piece)
-            };
+            let mem = Mem::two(streamed, src_mem, piece);
             transfer(isa, buf, mem, *s_end, *d_end, part);
         }
     };
