@@ -499,19 +499,6 @@ pub(crate) fn transfer_par(
     let (d0, ds) = (plan.dst[0], dst.dtype.size() as isize);
     let wanted = transfer_splits(&plan.dims[..plan.rank], &plan.dst[..plan.rank]) && dst.base >= 0;
     let elems: usize = plan.dims[..plan.rank].iter().product();
-    let Some(worker) = worker
-        .filter(|_| wanted)
-        .and_then(|w| near_or_large(w, elems))
-    else {
-        return transfer(
-            isa,
-            bufs.0,
-            Mem::two(streamed, src_mem, dst_mem),
-            src,
-            dst,
-            plan,
-        );
-    };
     let runs = plan
         .partition0
         .and_then(|p0| BlockRuns::of(p0, rows))
@@ -519,20 +506,18 @@ pub(crate) fn transfer_par(
     // Each run's destination rows: from its first row's first byte to the next run's
     // (the first from the memory's start, the last to its end).
     let start = |r: usize| ((dst.base + r as isize * d0) * ds) as usize;
-    if runs
-        .runs()
-        .iter()
-        .any(|&(r0, _, _)| start(r0) > dst_mem.len())
-    {
-        return transfer(
-            isa,
-            bufs.0,
-            Mem::two(streamed, src_mem, dst_mem),
-            src,
-            dst,
-            plan,
-        );
-    }
+    let fits = wanted
+        && runs
+            .runs()
+            .iter()
+            .all(|&(r0, _, _)| start(r0) <= dst_mem.len());
+    let Some(worker) = worker
+        .filter(|_| fits)
+        .and_then(|w| near_or_large(w, elems))
+    else {
+        let mem = Mem::two(streamed, src_mem, dst_mem);
+        return transfer(isa, bufs.0, mem, src, dst, plan);
+    };
     let mut mine: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
     let mut theirs: [Option<RowRun<'_>>; MAX_RUNS] = Default::default();
     let mut rest = dst_mem;
