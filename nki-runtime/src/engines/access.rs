@@ -502,7 +502,7 @@ pub(crate) fn transfer_par(
     let runs = plan
         .partition0
         .and_then(|p0| BlockRuns::of(p0, rows))
-        .unwrap_or_else(|| BlockRuns::halves(rows / 2, rows));
+        .unwrap_or_else(|| BlockRuns::halves(rows));
     // Each run's destination rows: from its first row's first byte to the next run's
     // (the first from the memory's start, the last to its end).
     let start = |r: usize| ((dst.base + r as isize * d0) * ds) as usize;

@@ -139,14 +139,14 @@ pub(crate) struct RowSplit<'a> {
     pub sbuf_columns: Option<Range<usize>>,
 }
 
-/// Where to split the rows between two threads, or `None` when the instruction must run on
-/// one: small, or some thread could read what the other writes.
-fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(usize, Loc, isize)> {
+/// The written memory and the partition of row 0 when the rows may be split between two
+/// threads, or `None` when the instruction must run on one: small, or some thread could read
+/// what the other writes.
+fn split_point(s: &RowSplit<'_>, sbuf_stride: usize) -> Option<(Loc, isize)> {
     if !large_enough(s.rows, s.elems) {
         return None;
     }
-    let (loc, first) = independent_rows(s, sbuf_stride)?;
-    Some((s.rows / 2, loc, first))
+    independent_rows(s, sbuf_stride)
 }
 
 /// Whether no row of the instruction reads what another row writes: every destination maps row
@@ -272,11 +272,12 @@ impl BlockRuns {
         (most * 16 <= rows * 9).then_some(BlockRuns { runs, len })
     }
 
-    /// Rows `0..h` for the calling thread and `h..rows` for the worker.
-    pub(crate) fn halves(h: usize, rows: usize) -> BlockRuns {
+    /// The first half of rows `0..rows` (rounded down) for the calling thread, the rest for
+    /// the worker.
+    pub(crate) fn halves(rows: usize) -> BlockRuns {
         let mut runs = [(0, 0, false); MAX_RUNS];
-        runs[0] = (0, h, false);
-        runs[1] = (h, rows, true);
+        runs[0] = (0, rows / 2, false);
+        runs[1] = (rows / 2, rows, true);
         BlockRuns { runs, len: 2 }
     }
 
@@ -319,7 +320,7 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
     let rows = split.rows;
     let plan = split_point(split, sbuf_stride)
         .and_then(|p| near_or_large(worker.as_mut()?, split.elems).map(|w| (w, p)));
-    let Some((worker, (h, loc, p0))) = plan else {
+    let Some((worker, (loc, p0))) = plan else {
         let mut mems = Mems {
             sbuf: Region::whole(sbuf.bytes_mut_within(split.sbuf_columns.clone())),
             psum: Region::whole(psum.bytes_mut()),
@@ -338,7 +339,7 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => sbuf_stride,
     };
     let p0 = p0 as usize;
-    let runs = BlockRuns::of(p0, rows).unwrap_or_else(|| BlockRuns::halves(h, rows));
+    let runs = BlockRuns::of(p0, rows).unwrap_or_else(|| BlockRuns::halves(rows));
     let (below, rest) = mem.split_at_mut(p0 * part);
     let (mut written, above) = rest.split_at_mut(rows * part);
     let (below, above, above_start) = (&*below, &*above, (p0 + rows) * part);
