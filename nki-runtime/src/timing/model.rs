@@ -378,7 +378,7 @@ impl<'p> Timeline<'p> {
             regions: [Region::default(); MAX_SLOTS],
             sbuf: OnChip::new(sbuf_stride, sbuf_stride, 1, BLOCK_SHIFT),
             psum: OnChip::new(PSUM_STRIDE, PSUM_STRIDE, 1, BLOCK_SHIFT),
-            hbm: Hbm::new(tensor_bytes),
+            hbm: Hbm::new(tensor_bytes, detail != Detail::Summary),
             free: [Free::NONE; 6],
             mm_started: Free::NONE,
             sbuf_port: [Free::NONE; 2],

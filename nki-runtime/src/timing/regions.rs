@@ -19,17 +19,27 @@ thread_local! {
     /// HBM blocks take megabytes, which a fresh allocation would fault in page by page again
     /// at every run (an autotuner times one kernel after another).
     static SPARE: RefCell<Vec<Vec<Cell>>> = const { RefCell::new(Vec::new()) };
+    /// Likewise the HBM blocks' time arrays ([`Blocks`]).
+    static SPARE_TIMES: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Most cell arrays kept for reuse per thread.
+/// A thread's spare arrays of one element type.
+type Spares<T> = std::thread::LocalKey<RefCell<Vec<Vec<T>>>>;
+
+/// Most arrays kept for reuse per thread and element type.
 const SPARE_KEPT: usize = 8;
 
-/// Fewest cells in an array worth keeping for reuse.
+/// Fewest elements in an array worth keeping for reuse.
 const SPARE_MIN: usize = 1 << 12;
 
 /// `n` cells never accessed: a spare array's when one is large enough.
 fn fresh_cells(n: usize) -> Vec<Cell> {
-    let spare = SPARE
+    fresh(&SPARE, n, Cell::default())
+}
+
+/// `n` copies of `x` in a spare array of `spares` when one is large enough.
+fn fresh<T: Clone + 'static>(spares: &'static Spares<T>, n: usize, x: T) -> Vec<T> {
+    let spare = spares
         .try_with(|s| {
             let mut s = s.borrow_mut();
             let i = (0..s.len())
@@ -42,19 +52,19 @@ fn fresh_cells(n: usize) -> Vec<Cell> {
     match spare {
         Some(mut v) => {
             v.clear();
-            v.resize(n, Cell::default());
+            v.resize(n, x);
             v
         }
-        None => vec![Cell::default(); n],
+        None => vec![x; n],
     }
 }
 
-/// Keeps `v` for [`fresh_cells`] (the largest [`SPARE_KEPT`] of those given back).
-fn give_back(v: Vec<Cell>) {
+/// Keeps `v` for [`fresh`] (the largest [`SPARE_KEPT`] of those given back).
+fn give_back<T: 'static>(spares: &'static Spares<T>, v: Vec<T>) {
     if v.capacity() < SPARE_MIN {
         return;
     }
-    let _ = SPARE.try_with(|s| {
+    let _ = spares.try_with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < SPARE_KEPT {
             s.push(v);
@@ -438,35 +448,40 @@ fn merge_latest(a: &[Cell], b: &[Cell], ready: &mut Ready) {
 
 impl Drop for OnChip {
     fn drop(&mut self) {
-        give_back(core::mem::take(&mut self.writes));
-        give_back(core::mem::take(&mut self.reads));
+        give_back(&SPARE, core::mem::take(&mut self.writes));
+        give_back(&SPARE, core::mem::take(&mut self.reads));
     }
 }
 
-impl Drop for HbmTensor {
+impl Drop for Blocks {
     fn drop(&mut self) {
-        give_back(core::mem::take(&mut self.writes));
-        give_back(core::mem::take(&mut self.reads));
+        give_back(&SPARE_TIMES, core::mem::take(&mut self.t));
     }
 }
 
 /// The blocks of the HBM tensors a kernel writes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Hbm {
-    /// Per tensor of the program's table: its size in bytes, and its cells once written.
+    /// Per tensor of the program's table: its size in bytes, and its blocks once written.
     tensors: Vec<HbmTensor>,
+    /// Whether the blocks keep the records of their accesses (else only their times).
+    records: bool,
     /// Whether marks are journaled.
     journaling: bool,
-    /// While journaling: each block's cells before a mark changed them (tensor, block, write,
-    /// read), to undo marks. Its capacity is kept from one use to the next.
-    journal: Vec<(usize, usize, Cell, Cell)>,
+    /// While journaling: each run of blocks a mark changed (tensor, first block, blocks), to
+    /// undo marks; their state before it is in `saved`. Capacities are kept from one use to
+    /// the next.
+    journal: Vec<(usize, usize, usize)>,
+    /// The journaled runs' blocks before their marks, in order: each run's writes, then its
+    /// reads.
+    saved: Blocks,
 }
 
 #[derive(Clone, Debug, Default)]
 struct HbmTensor {
     bytes: u64,
-    writes: Vec<Cell>,
-    reads: Vec<Cell>,
+    writes: Blocks,
+    reads: Blocks,
     /// Per page of `1 << HBM_PAGE_SHIFT` blocks: at least the latest time of any write of
     /// its blocks (a bound: a wait skips a page whose bound is not after its constraint).
     page_writes: Vec<u64>,
@@ -474,26 +489,127 @@ struct HbmTensor {
     page_accesses: Vec<u64>,
 }
 
+/// The last accesses of an HBM tensor's blocks, each a [`Cell`] without its TensorE flag
+/// (only DMA reaches HBM): their completion times, and the records that made them when
+/// records are kept. A timing-only run keeps the times alone, half the bytes to clear and to
+/// mark (a launch's output blocks are cleared and marked in full).
+#[derive(Clone, Debug, Default)]
+struct Blocks {
+    t: Vec<u64>,
+    /// By block when records are kept, else empty (every access's record is `u32::MAX`).
+    who: Vec<u32>,
+}
+
+impl Blocks {
+    /// `n` blocks never accessed.
+    fn new(n: usize, records: bool) -> Blocks {
+        Blocks {
+            t: fresh(&SPARE_TIMES, n, 0),
+            who: if records {
+                vec![u32::MAX; n]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.t.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.t.len()
+    }
+
+    /// Raises `ready` to the latest access of blocks `b`.
+    #[inline]
+    fn wait(&self, b: core::ops::Range<usize>, ready: &mut Ready) {
+        if self.who.is_empty() {
+            let t = self.t[b].iter().copied().max().unwrap_or(0);
+            ready.merge(t, u32::MAX);
+        } else {
+            for (&t, &who) in self.t[b.clone()].iter().zip(&self.who[b]) {
+                ready.merge(t, who);
+            }
+        }
+    }
+
+    /// Blocks `b` were last accessed by `cell`.
+    #[inline]
+    fn set(&mut self, b: core::ops::Range<usize>, cell: Cell) {
+        self.t[b.clone()].fill(cell.t);
+        if !self.who.is_empty() {
+            self.who[b].fill(cell.who);
+        }
+    }
+
+    /// Blocks `b` were accessed by `cell`, their last access where it is not earlier.
+    #[inline]
+    fn later(&mut self, b: core::ops::Range<usize>, cell: Cell) {
+        if self.who.is_empty() {
+            for t in &mut self.t[b] {
+                *t = (*t).max(cell.t);
+            }
+        } else {
+            for (t, who) in self.t[b.clone()].iter_mut().zip(&mut self.who[b]) {
+                if cell.t >= *t {
+                    *t = cell.t;
+                    *who = cell.who;
+                }
+            }
+        }
+    }
+
+    /// Appends blocks `b` (to restore them with [`Blocks::restore`]).
+    fn save(&self, b: core::ops::Range<usize>, to: &mut Blocks) {
+        to.t.extend_from_slice(&self.t[b.clone()]);
+        if !self.who.is_empty() {
+            to.who.extend_from_slice(&self.who[b]);
+        }
+    }
+
+    /// Sets blocks `b0..` to the `from` saved ones starting at `at`, of each kept array.
+    fn restore(&mut self, b0: usize, from: &Blocks, at: usize, n: usize) {
+        self.t[b0..b0 + n].copy_from_slice(&from.t[at..at + n]);
+        if !self.who.is_empty() {
+            self.who[b0..b0 + n].copy_from_slice(&from.who[at..at + n]);
+        }
+    }
+
+    /// Keeps the first `n` saved blocks.
+    fn truncate(&mut self, n: usize) {
+        self.t.truncate(n);
+        self.who.truncate(n);
+    }
+
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+}
+
 /// Blocks per page of an HBM tensor's bounds (log2).
 const HBM_PAGE_SHIFT: u32 = 6;
 
 impl Hbm {
     /// Tensors of `bytes` each (by index in the program's tensor table); nothing allocated
-    /// until one is written.
-    pub fn new(bytes: impl IntoIterator<Item = u64>) -> Hbm {
+    /// until one is written. With `records`, each block keeps the record of its last access
+    /// (else every [`Ready`] it sets has none).
+    pub fn new(bytes: impl IntoIterator<Item = u64>, records: bool) -> Hbm {
         Hbm {
             tensors: bytes
                 .into_iter()
                 .map(|bytes| HbmTensor {
                     bytes,
-                    writes: Vec::new(),
-                    reads: Vec::new(),
+                    writes: Blocks::default(),
+                    reads: Blocks::default(),
                     page_writes: Vec::new(),
                     page_accesses: Vec::new(),
                 })
                 .collect(),
+            records,
             journaling: false,
             journal: Vec::new(),
+            saved: Blocks::default(),
         }
     }
 
@@ -515,16 +631,24 @@ impl Hbm {
     pub fn journal(&mut self, on: bool) {
         self.journaling = on;
         self.journal.clear();
+        self.saved.clear();
+    }
+
+    /// Stops journaling the next marks, keeping what was kept for [`Hbm::undo`].
+    pub fn pause_journal(&mut self) {
+        self.journaling = false;
     }
 
     /// Undoes the marks journaled since it started (the blocks' page bounds stay: they are
     /// bounds, not the blocks' times).
     pub fn undo(&mut self) {
-        while let Some((t, b, w, r)) = self.journal.pop() {
+        while let Some((t, b, n)) = self.journal.pop() {
+            let at = self.saved.len() - 2 * n;
             if let Some(ts) = self.tensors.get_mut(t) {
-                ts.writes[b] = w;
-                ts.reads[b] = r;
+                ts.writes.restore(b, &self.saved, at, n);
+                ts.reads.restore(b, &self.saved, at + n, n);
             }
+            self.saved.truncate(at);
         }
     }
 
@@ -552,13 +676,9 @@ impl Hbm {
                 let to = ((page + 1) << HBM_PAGE_SHIFT).min(b1);
                 // No block of a page whose bound is not after `ready` can raise it.
                 if pages.get(page).is_some_and(|&t| t > ready.t) {
-                    for b in from..to {
-                        let c = ts.writes[b];
-                        ready.merge(c.t, c.who);
-                        if write {
-                            let c = ts.reads[b];
-                            ready.merge(c.t, c.who);
-                        }
+                    ts.writes.wait(from..to, ready);
+                    if write {
+                        ts.reads.wait(from..to, ready);
                     }
                 }
                 from = to;
@@ -579,8 +699,8 @@ impl Hbm {
             let n = usize::try_from(ts.bytes.div_ceil(1 << HBM_BLOCK_SHIFT))
                 .unwrap_or(0)
                 .max(1);
-            ts.writes = fresh_cells(n);
-            ts.reads = fresh_cells(n);
+            ts.writes = Blocks::new(n, self.records);
+            ts.reads = Blocks::new(n, self.records);
             let pages = n.div_ceil(1 << HBM_PAGE_SHIFT);
             ts.page_writes = vec![0; pages];
             ts.page_accesses = vec![0; pages];
@@ -594,28 +714,29 @@ impl Hbm {
             page_accesses,
             ..
         } = ts;
-        let mut journal = self.journaling.then_some(&mut self.journal);
+        let mut journal = self
+            .journaling
+            .then_some((&mut self.journal, &mut self.saved));
         for_each_run(r, |start, len| {
             let (b0, b1) = blocks(start, len, size, n);
-            for b in b0..b1 {
-                if let Some(j) = journal.as_mut() {
-                    j.push((t, b, writes[b], reads[b]));
-                }
-                if write {
-                    writes[b] = cell;
-                }
-                if cell.t >= reads[b].t {
-                    reads[b] = cell;
-                }
+            if b0 >= b1 {
+                return;
             }
-            if b0 < b1 {
-                for page in (b0 >> HBM_PAGE_SHIFT)..=((b1 - 1) >> HBM_PAGE_SHIFT) {
-                    if write && let Some(t) = page_writes.get_mut(page) {
-                        *t = (*t).max(cell.t);
-                    }
-                    if let Some(t) = page_accesses.get_mut(page) {
-                        *t = (*t).max(cell.t);
-                    }
+            if let Some((j, saved)) = journal.as_mut() {
+                j.push((t, b0, b1 - b0));
+                writes.save(b0..b1, saved);
+                reads.save(b0..b1, saved);
+            }
+            if write {
+                writes.set(b0..b1, cell);
+            }
+            reads.later(b0..b1, cell);
+            for page in (b0 >> HBM_PAGE_SHIFT)..=((b1 - 1) >> HBM_PAGE_SHIFT) {
+                if write && let Some(t) = page_writes.get_mut(page) {
+                    *t = (*t).max(cell.t);
+                }
+                if let Some(t) = page_accesses.get_mut(page) {
+                    *t = (*t).max(cell.t);
                 }
             }
         });
@@ -941,7 +1062,7 @@ mod tests {
         runs.clear();
         for_each_run(&r3, |s, l| runs.push((s, l)));
         assert_eq!(runs, vec![(0, 8192)]);
-        let mut h = Hbm::new([1 << 20]);
+        let mut h = Hbm::new([1 << 20], true);
         let cell = Cell {
             t: 5,
             who: 0,
@@ -953,11 +1074,66 @@ mod tests {
         assert_eq!(ready.t, 5);
     }
 
-    /// The page bounds skip only blocks that cannot raise a wait: every wait equals one
-    /// over every block of the access (the tracking without bounds).
+    /// Undoing journaled marks restores every block's time and record as they were before
+    /// the journal started, with and without records, however the marks overlap.
+    #[test]
+    fn hbm_undo_restores_the_blocks() {
+        for records in [true, false] {
+            let mut h = Hbm::new([1 << 20], records);
+            let row = |base: isize, rows: usize, len: usize| Resolved {
+                slot: 0,
+                dir: Dir::Write,
+                loc: Loc::Hbm(0),
+                dtype: DType::F32,
+                pattern: Pattern {
+                    base,
+                    strides: [1000, 1, 0, 0, 0],
+                },
+                dims: [rows, len, 1, 1, 1],
+            };
+            let cell = |t: u64, who: u32| Cell { t, who, pe: false };
+            h.mark(0, &row(0, 8, 900), true, cell(10, 1));
+            h.mark(0, &row(300, 4, 500), false, cell(20, 2));
+            let state = |h: &Hbm| {
+                let ts = &h.tensors[0];
+                (
+                    ts.writes.t.clone(),
+                    ts.writes.who.clone(),
+                    ts.reads.t.clone(),
+                    ts.reads.who.clone(),
+                )
+            };
+            let before = state(&h);
+            h.journal(true);
+            h.mark(0, &row(100, 6, 700), true, cell(30, 3));
+            h.mark(0, &row(50, 3, 2000), false, cell(25, 4));
+            h.pause_journal();
+            assert_ne!(state(&h), before);
+            h.undo();
+            assert_eq!(state(&h), before, "records {records}");
+            // A mark after the pause is not undone.
+            h.journal(true);
+            h.pause_journal();
+            h.mark(0, &row(0, 1, 10), true, cell(40, 5));
+            let marked = state(&h);
+            h.undo();
+            assert_eq!(state(&h), marked);
+            h.journal(false);
+        }
+    }
+
+    /// The page bounds skip only blocks that cannot raise a wait, and a timing-only run's
+    /// blocks keep only times: every wait equals one over a plain array of cells, marked
+    /// block by block (with the records, or with none when they are not kept).
     #[test]
     fn hbm_page_bounds_change_no_wait() {
-        let mut h = Hbm::new([1 << 20]);
+        for records in [true, false] {
+            page_bounds_change_no_wait(records);
+        }
+    }
+
+    fn page_bounds_change_no_wait(records: bool) {
+        let mut h = Hbm::new([1 << 20], records);
         let access = |base: isize, rows: usize, row: usize, stride: isize| Resolved {
             slot: 1,
             dir: Dir::Read,
@@ -969,20 +1145,23 @@ mod tests {
             },
             dims: [rows, row, 1, 1, 1],
         };
-        let naive = |h: &Hbm, r: &Resolved, write: bool, mut ready: Ready| {
-            let ts = &h.tensors[0];
-            let n = ts.writes.len();
-            for_each_run(r, |start, len| {
-                let (b0, b1) = blocks(start, len, 2, n);
-                for b in b0..b1 {
-                    ready.merge(ts.writes[b].t, ts.writes[b].who);
-                    if write {
-                        ready.merge(ts.reads[b].t, ts.reads[b].who);
+        // The reference: every block's last write and last read as cells.
+        let n = (1usize << 20) >> HBM_BLOCK_SHIFT;
+        let (mut writes, mut reads) = (vec![Cell::default(); n], vec![Cell::default(); n]);
+        let naive =
+            |writes: &[Cell], reads: &[Cell], r: &Resolved, write: bool, mut ready: Ready| {
+                let who = |c: &Cell| if records { c.who } else { u32::MAX };
+                for_each_run(r, |start, len| {
+                    let (b0, b1) = blocks(start, len, 2, n);
+                    for b in b0..b1 {
+                        ready.merge(writes[b].t, who(&writes[b]));
+                        if write {
+                            ready.merge(reads[b].t, who(&reads[b]));
+                        }
                     }
-                }
-            });
-            ready
-        };
+                });
+                ready
+            };
         // A deterministic sequence of accesses at scattered places and times.
         let mut x: u64 = 12345;
         let mut next = |m: u64| {
@@ -1005,8 +1184,9 @@ mod tests {
             };
             let mut ready = start;
             h.wait(0, &r, write, &mut ready);
-            if !h.tensors[0].writes.is_empty() {
-                assert_eq!(ready, naive(&h, &r, write, start), "access {i}");
+            if h.tracked(0) {
+                let expected = naive(&writes, &reads, &r, write, start);
+                assert_eq!(ready, expected, "access {i}");
             }
             let cell = Cell {
                 t: next(5000),
@@ -1014,6 +1194,19 @@ mod tests {
                 pe: false,
             };
             h.mark(0, &r, write, cell);
+            if h.tracked(0) {
+                for_each_run(&r, |start, len| {
+                    let (b0, b1) = blocks(start, len, 2, n);
+                    for b in b0..b1 {
+                        if write {
+                            writes[b] = cell;
+                        }
+                        if cell.t >= reads[b].t {
+                            reads[b] = cell;
+                        }
+                    }
+                });
+            }
         }
     }
 }

@@ -1343,7 +1343,7 @@ impl Timeline<'_> {
             self.hbm.journal(true);
             let shift = delta * m as u64;
             let mut moved = Vec::with_capacity(template.len());
-            for e in &template {
+            for (i, e) in template.iter().enumerate() {
                 let mut vars = e.vars;
                 vars[info.var] += m * p;
                 let Some(ops) = resolve(e.pc as usize, &vars) else {
@@ -1375,6 +1375,11 @@ impl Timeline<'_> {
                     out.waits[j] = want;
                 }
                 out.done = e.done + shift;
+                // The period's last event is found to be the template's before it marks, so
+                // its marks are never undone: not journaled.
+                if i + 1 == template.len() {
+                    self.hbm.pause_journal();
+                }
                 let cell = Cell {
                     t: out.done,
                     who: u32::MAX,
