@@ -188,6 +188,44 @@ impl Region {
     }
 }
 
+/// Division of 32-bit numerators by a fixed divisor as a multiplication (Lemire, Kaser and
+/// Kurz, "Faster remainder by direct computation", 2019: with `m = ⌊(2⁶⁴ − 1) / d⌋ + 1`,
+/// `⌊n / d⌋ = ⌊m · n / 2⁶⁴⌋` for every `n < 2³²` and `1 < d < 2³²`); a shift for a power of two.
+#[derive(Copy, Clone, Debug)]
+struct Divisor {
+    /// `m`, or 0 for a power of two (then `shift` divides).
+    m: u64,
+    shift: u32,
+}
+
+impl Divisor {
+    /// Division by `d` (≥ 1; a larger one than 32 bits takes every quotient as 0).
+    fn new(d: usize) -> Divisor {
+        let d = d.max(1);
+        match u32::try_from(d) {
+            _ if d.is_power_of_two() => Divisor {
+                m: 0,
+                shift: d.trailing_zeros(),
+            },
+            Ok(d) => Divisor {
+                m: u64::MAX / u64::from(d) + 1,
+                shift: 0,
+            },
+            Err(_) => Divisor { m: 0, shift: 63 },
+        }
+    }
+
+    /// `⌊n / d⌋`.
+    #[inline]
+    fn quotient(self, n: u32) -> u32 {
+        if self.m == 0 {
+            (u64::from(n) >> self.shift) as u32
+        } else {
+            ((u128::from(self.m) * u128::from(n)) >> 64) as u32
+        }
+    }
+}
+
 /// The cells of one on-chip memory (SBUF or PSUM), in one or more planes: plane 0 is the
 /// memory as allocated; planes 1.. hold the extra buffers of rotated tiles (see
 /// `Timing::affine_buffers`).
@@ -195,6 +233,8 @@ impl Region {
 pub(crate) struct OnChip {
     /// Bytes from one partition to the next in the memory as allocated.
     stride: usize,
+    /// Division by `stride` ([`OnChip::region`] finds every operand's first partition).
+    per_partition: Divisor,
     /// Cells along a partition in one plane (of the memory, or of the renamed space).
     blocks: usize,
     /// Bytes per cell within a partition (log2).
@@ -217,6 +257,7 @@ impl OnChip {
         let planes = planes.max(1);
         OnChip {
             stride,
+            per_partition: Divisor::new(stride),
             blocks,
             shift,
             planes,
@@ -254,8 +295,16 @@ impl OnChip {
             return whole;
         }
         let base = r.pattern.base as i64;
-        let p0 = base.div_euclid(part);
-        let off = base.rem_euclid(part);
+        // The first partition and the element within it: `base = p0 · part + off`, from the
+        // bytes (`part · size` is the stride) without a division by a variable.
+        let (p0, off) = match u32::try_from(base.saturating_mul(size)) {
+            Ok(bytes) => {
+                let p0 = self.per_partition.quotient(bytes);
+                let rest = i64::from(bytes) - i64::from(p0) * self.stride as i64;
+                (i64::from(p0), rest / size)
+            }
+            Err(_) => (base.div_euclid(part), base.rem_euclid(part)),
+        };
         let (mut lo, mut hi) = (off, off);
         for j in 1..r.dims.len() {
             let n = r.dims[j] as i64;
@@ -1072,6 +1121,48 @@ mod tests {
         let mut ready = Ready::NONE;
         h.wait(0, &r, false, &mut ready);
         assert_eq!(ready.t, 5);
+    }
+
+    /// The divisor's quotients are integer division's, at the edges of every multiple and
+    /// across the 32-bit range, for SBUF's and PSUM's strides and others.
+    #[test]
+    fn divisor_quotients_are_division() {
+        for d in [
+            1usize,
+            2,
+            3,
+            7,
+            2048,
+            16 << 10,
+            192 << 10,
+            196_607,
+            1 << 31,
+            (1 << 32) - 1,
+        ] {
+            let div = Divisor::new(d);
+            let mut x: u64 = 0x9E37_79B9;
+            let check = |n: u32| {
+                assert_eq!(
+                    u64::from(div.quotient(n)),
+                    u64::from(n) / d as u64,
+                    "{n} / {d}"
+                )
+            };
+            for k in 0..2000u64 {
+                let m = k.saturating_mul(d as u64);
+                for n in [m.wrapping_sub(1), m, m + 1] {
+                    if let Ok(n) = u32::try_from(n) {
+                        check(n);
+                    }
+                }
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                check((x >> 32) as u32);
+            }
+            check(u32::MAX);
+            check(0);
+        }
     }
 
     /// Undoing journaled marks restores every block's time and record as they were before
