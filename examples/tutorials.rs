@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release --example tutorials                      # a table: min, P50, P99 in µs
-//! cargo run --release --example tutorials -- --json            # {case: {min, p50, p99}}
+//! cargo run --release --example tutorials -- --json            # {case: {min, p50, p99, ...}}
 //! cargo run --release --example tutorials -- --cases add,exp   # some cases
 //! cargo run --release --example tutorials -- --compare peers.json   # beside bench_ops.py's
 //! cargo run --release --example tutorials -- --host-profile   # + where each case's host time goes
@@ -15,7 +15,10 @@
 //! Each case calls its kernel twice, then times every call with `Instant::now()` until three
 //! seconds have passed (at least 5 calls, at most 2000), as `bench_ops.py` does. The kernels
 //! are the examples' own (each example file is compiled in here), so what is timed is what the
-//! examples and tests check against their references.
+//! examples and tests check against their references. Each case also names the host round trip
+//! between the core's two threads before and after it (`host_round_trip_ns` in the JSON; -1
+//! with one thread): the hypervisor's placement of the two vCPUs, near (tens of ns) or far
+//! (hundreds), moves the two-thread figures more than most changes do.
 
 #![allow(dead_code, clippy::duplicate_mod)]
 
@@ -293,13 +296,23 @@ const CASES: [&str; 17] = [
     "attention_tkg",
 ];
 
-/// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`).
+/// min, P50, P99 in µs (linear interpolation between samples, as `bench_ops.py`), and the
+/// host round trip before and after (ns).
 #[derive(Copy, Clone, Debug)]
 struct Stats {
     min: f64,
     p50: f64,
     p99: f64,
     n: usize,
+    round_trip: [i64; 2],
+}
+
+/// The round trip of a cache line between the core's two host threads, in ns (`-1`: one
+/// thread, or the worker did not answer): about 40–60 ns when the hypervisor placed them
+/// near, 300–450 ns far on the project's Zen 5 guests (`NeuronCore::host_round_trip`).
+fn round_trip_ns(core: &mut NeuronCore) -> i64 {
+    core.host_round_trip()
+        .map_or(-1, |t| i64::try_from(t.as_nanos()).unwrap_or(i64::MAX))
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -329,6 +342,7 @@ fn time(launch: &mut Launch, core: &mut NeuronCore) -> Result<Stats, LaunchError
         p50: percentile(&samples, 50.0),
         p99: percentile(&samples, 99.0),
         n: samples.len(),
+        round_trip: [-1; 2],
     })
 }
 
@@ -500,9 +514,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut results = BTreeMap::new();
     for name in &cases {
         let mut launch = case(name).ok_or_else(|| format!("unknown case `{name}`"))?;
-        let s = time(&mut launch, &mut core)?;
+        // The hypervisor's placement of the two threads moves two-thread figures more than
+        // most changes do: each case names the round trip before and after it.
+        let before = round_trip_ns(&mut core);
+        let mut s = time(&mut launch, &mut core)?;
+        s.round_trip = [before, round_trip_ns(&mut core)];
         if !json {
-            eprintln!("{name}: P50 {:.1} µs ({} calls)", s.p50, s.n);
+            eprintln!(
+                "{name}: P50 {:.1} µs ({} calls; host round trip {} / {} ns)",
+                s.p50, s.n, s.round_trip[0], s.round_trip[1]
+            );
         }
         if host_profile {
             // One more launch, observed (serially: the profile shows every instruction).
@@ -522,7 +543,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let s = results[c];
                 (
                     c.clone(),
-                    serde_json::json!({"min": s.min, "p50": s.p50, "p99": s.p99}),
+                    serde_json::json!({
+                        "min": s.min,
+                        "p50": s.p50,
+                        "p99": s.p99,
+                        "host_round_trip_ns": s.round_trip,
+                    }),
                 )
             })
             .collect();
