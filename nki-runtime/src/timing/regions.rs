@@ -570,21 +570,34 @@ impl Blocks {
         self.t.len()
     }
 
-    /// Raises `ready` to the latest access of blocks `b`.
-    #[inline]
-    fn wait(&self, b: core::ops::Range<usize>, ready: &mut Ready) {
-        if self.who.is_empty() {
-            let t = self.t[b].iter().copied().max().unwrap_or(0);
-            ready.merge(t, u32::MAX);
-        } else {
-            for (&t, &who) in self.t[b.clone()].iter().zip(&self.who[b]) {
-                ready.merge(t, who);
+    /// Raises `ready` to the latest access of blocks `b`, here and, given, in `also` (the
+    /// same blocks' other array: a write waits for both).
+    #[inline(always)]
+    fn wait(&self, also: Option<&Blocks>, b: core::ops::Range<usize>, ready: &mut Ready) {
+        match also {
+            None if self.who.is_empty() => {
+                let t = self.t[b].iter().fold(0, |m, &t| m.max(t));
+                ready.merge(t, u32::MAX);
+            }
+            Some(o) if self.who.is_empty() => {
+                let t = (self.t[b.clone()].iter())
+                    .zip(&o.t[b])
+                    .fold(0, |m, (&x, &y)| m.max(x).max(y));
+                ready.merge(t, u32::MAX);
+            }
+            _ => {
+                for i in b {
+                    ready.merge(self.t[i], self.who[i]);
+                    if let Some(o) = also {
+                        ready.merge(o.t[i], o.who[i]);
+                    }
+                }
             }
         }
     }
 
     /// Blocks `b` were last accessed by `cell`.
-    #[inline]
+    #[inline(always)]
     fn set(&mut self, b: core::ops::Range<usize>, cell: Cell) {
         self.t[b.clone()].fill(cell.t);
         if !self.who.is_empty() {
@@ -593,7 +606,7 @@ impl Blocks {
     }
 
     /// Blocks `b` were accessed by `cell`, their last access where it is not earlier.
-    #[inline]
+    #[inline(always)]
     fn later(&mut self, b: core::ops::Range<usize>, cell: Cell) {
         if self.who.is_empty() {
             for t in &mut self.t[b] {
@@ -609,11 +622,13 @@ impl Blocks {
         }
     }
 
-    /// Appends blocks `b` (to restore them with [`Blocks::restore`]).
+    /// Appends blocks `b` (to restore them with [`Blocks::restore`]): element by element, a
+    /// run being a few blocks mostly (a call to `memcpy` each cost more).
+    #[inline(always)]
     fn save(&self, b: core::ops::Range<usize>, to: &mut Blocks) {
-        to.t.extend_from_slice(&self.t[b.clone()]);
+        to.t.extend(self.t[b.clone()].iter().copied());
         if !self.who.is_empty() {
-            to.who.extend_from_slice(&self.who[b]);
+            to.who.extend(self.who[b].iter().copied());
         }
     }
 
@@ -725,10 +740,7 @@ impl Hbm {
                 let to = ((page + 1) << HBM_PAGE_SHIFT).min(b1);
                 // No block of a page whose bound is not after `ready` can raise it.
                 if pages.get(page).is_some_and(|&t| t > ready.t) {
-                    ts.writes.wait(from..to, ready);
-                    if write {
-                        ts.reads.wait(from..to, ready);
-                    }
+                    ts.writes.wait(write.then_some(&ts.reads), from..to, ready);
                 }
                 from = to;
             }
