@@ -77,7 +77,11 @@
 //! converted as each block of results is computed; and when that copy's tile only the next
 //! `store` reads, the results go straight into the output tensor. Outputs are bit for bit those
 //! of the instructions run one after the other; what differs is that the skipped tiles keep
-//! their old contents in SBUF, where no instruction of the kernel reads them. A strict core, or
+//! their old contents in SBUF, where no instruction of the kernel reads them. Likewise, when
+//! neighbouring partition-local instructions run a block of partitions at a time, a tile that
+//! only passes data between them (no instruction after them reads it) is written block after
+//! block into the same few partitions, which stay in the host's cache, and keeps its old
+//! contents in the others. A strict core, or
 //! an observed run ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every
 //! instruction as written.
 //!

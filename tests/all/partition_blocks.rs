@@ -1,7 +1,9 @@
 //! Runs of partition-local instructions run a block of partitions at a time (`nki_runtime`'s
 //! host plan, `host/rows.rs`), including runs whose operands start at different partitions
-//! (RoPE's copy of a tile's upper half to partition 0, then products on partitions 0..64).
-//! Each kernel here is checked against plain f32 loops on cores that block a partition at a
+//! (RoPE's copy of a tile's upper half to partition 0, then products on partitions 0..64),
+//! instructions over more partitions than the run's taking part as pieces (a load of both
+//! halves), and tiles that only pass data between the run's instructions kept in the run's
+//! last partitions. Each kernel here is checked against plain f32 loops on cores that block a partition at a
 //! time, that never block, and on one and two host threads; a run that read a partition before
 //! an earlier instruction of the run wrote it would give the old values.
 
@@ -69,6 +71,81 @@ fn runs_over_partitions_that_start_apart_keep_every_partitions_order() {
             .with_host_threads(threads)
             .with_host_cache_bytes(cache);
         let got = halves::host(&mut core, x.view(), c.view()).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// A run whose intermediates only pass data between its instructions: `t` (dead after the
+/// product) and the product `u`, in the bytes the allocator then gives the result `o`
+/// (their live ranges are apart), which the store reads after the run's last access of `t`
+/// and `u`; and `v`, whose bytes the later in-place sum writes as the result of its own
+/// tile. Blocks keep `t`, `u` and `v` in the run's last partitions while `o` keeps its own.
+#[kernel]
+fn passing(x: Hbm<f32, 128, 512>, c: Hbm<f32, 64, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let xs = ndarray([128, 512], f32, Sbuf);
+    nisa::dma_copy(dst = xs, src = x);
+    let cs = ndarray([64, 512], f32, Sbuf);
+    nisa::dma_copy(dst = cs, src = c);
+    let t = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_copy(dst = t, src = xs[[64.., ..]]);
+    let u = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(u, t, cs, nl::multiply);
+    let v = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(v, xs[[..64, ..]], cs, nl::subtract);
+    let o = ndarray([128, 512], f32, Sbuf);
+    nisa::tensor_tensor(o[[..64, ..]], v, u, nl::add);
+    nisa::tensor_tensor(o[[64.., ..]], u, xs[[..64, ..]], nl::multiply);
+    // Not partition-local: ends the run, so `xs` and `o` are read after it.
+    let tr = ndarray([128, 128], f32, Psum);
+    nisa::nc_transpose(dst = tr, data = xs[[.., ..128]]);
+    let back = ndarray([128, 128], f32, Sbuf);
+    nisa::tensor_copy(dst = back, src = tr);
+    nisa::tensor_tensor(o[[.., ..128]], o[[.., ..128]], back, nl::add);
+    nisa::dma_copy(dst = out, src = o);
+    out
+}
+
+/// [`passing`] in plain f32 loops.
+fn passing_by_hand(x: &Array2<f32>, c: &Array2<f32>) -> Array2<f32> {
+    let mut out = Array2::<f32>::zeros((128, 512));
+    for p in 0..64 {
+        for f in 0..512 {
+            let u = x[[p + 64, f]] * c[[p, f]];
+            out[[p, f]] = (x[[p, f]] - c[[p, f]]) + u;
+            out[[p + 64, f]] = u * x[[p, f]];
+        }
+    }
+    for p in 0..128 {
+        for f in 0..128 {
+            out[[p, f]] += x[[f, p]];
+        }
+    }
+    out
+}
+
+#[test]
+fn tiles_that_only_pass_data_within_a_run_keep_the_results() {
+    let x = Array2::from_shape_fn((128, 512), |(p, f)| {
+        ((p * 29 + f * 7) % 89) as f32 * 0.0625 - 2.5
+    });
+    let c = Array2::from_shape_fn((64, 512), |(p, f)| {
+        ((p * 3 + f * 13) % 17) as f32 * 0.125 - 1.0
+    });
+    let want = passing_by_hand(&x, &c);
+    let cores = [
+        ("1 KiB blocks, 1 thread", 1024, 1),
+        ("1 KiB blocks, 2 threads", 1024, 2),
+        ("8 KiB blocks, 1 thread", 8 << 10, 1),
+        ("16 KiB blocks, 2 threads", 16 << 10, 2),
+        ("no blocks, 2 threads", 1 << 30, 2),
+    ];
+    for (name, cache, threads) in cores {
+        let mut core = NeuronCore::default()
+            .with_strict(false)
+            .with_host_threads(threads)
+            .with_host_cache_bytes(cache);
+        let got = passing::host(&mut core, x.view(), c.view()).unwrap();
         assert_eq!(got, want, "{name}");
     }
 }

@@ -201,15 +201,19 @@ pub(crate) fn forward_load<'i>(
 }
 
 /// The tile a view of the program belongs to.
-fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Option<u16> {
+pub(crate) fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Option<u16> {
     p.views().get(view.index()).map(|v| v.tile)
 }
 
 /// The readers of each tile of a program: for tile `t`, [`Readers::NONE`], the one instruction
-/// that reads it, or [`Readers::MANY`]. Computed once per launch into a buffer the core keeps,
-/// so that deciding a step does not scan the program.
+/// that reads it, or [`Readers::MANY`]; and the first and last instruction that reads it.
+/// Computed once per launch into buffers the core keeps, so that deciding a step does not scan
+/// the program.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Readers(Vec<u32>);
+pub(crate) struct Readers {
+    one: Vec<u32>,
+    first_last: Vec<(u32, u32)>,
+}
 
 impl Readers {
     /// No instruction reads the tile.
@@ -217,21 +221,23 @@ impl Readers {
     /// Several instructions read it (or one whose index does not fit).
     const MANY: u32 = u32::MAX - 1;
 
-    /// Finds the readers of `p`'s tiles (reusing the buffer: no allocation once it has grown
-    /// to the largest program's tile count).
+    /// Finds the readers of `p`'s tiles (reusing the buffers: no allocation once they have
+    /// grown to the largest program's tile count).
     pub(crate) fn find(&mut self, p: &nki_lang::Program<'_>) {
-        self.0.clear();
-        self.0.resize(p.tiles().len(), Self::NONE);
+        self.one.clear();
+        self.one.resize(p.tiles().len(), Self::NONE);
+        self.first_last.clear();
+        self.first_last.resize(p.tiles().len(), (u32::MAX, 0));
         for (i, x) in p.instrs().iter().enumerate() {
             let i = u32::try_from(i)
                 .ok()
                 .filter(|&i| i < Self::MANY)
                 .unwrap_or(Self::MANY);
             for o in x.operands().filter(|o| o.dir.reads()) {
-                let Some(r) = o
-                    .view()
-                    .and_then(|v| tile_of(p, v))
-                    .and_then(|t| self.0.get_mut(usize::from(t)))
+                let Some(t) = o.view().and_then(|v| tile_of(p, v)).map(usize::from) else {
+                    continue;
+                };
+                let (Some(r), Some(span)) = (self.one.get_mut(t), self.first_last.get_mut(t))
                 else {
                     continue;
                 };
@@ -240,16 +246,32 @@ impl Readers {
                     r if r == i => r,
                     _ => Self::MANY,
                 };
+                *span = (span.0.min(i), span.1.max(i));
             }
         }
     }
 
     /// Whether no instruction of the program but the one at `except` reads tile `tile`.
     fn only(&self, tile: u16, except: usize) -> bool {
-        match self.0.get(usize::from(tile)) {
+        match self.one.get(usize::from(tile)) {
             Some(&Self::NONE) => true,
             Some(&r) => r != Self::MANY && usize::try_from(r).is_ok_and(|r| r == except),
             None => false,
+        }
+    }
+
+    /// Whether every instruction of the program that reads tile `tile` is among `instrs`.
+    pub(crate) fn all_among(&self, tile: u16, instrs: core::ops::Range<usize>) -> bool {
+        match (
+            self.one.get(usize::from(tile)),
+            self.first_last.get(usize::from(tile)),
+        ) {
+            (Some(&Self::NONE), _) => true,
+            (Some(_), Some(&(first, last))) => {
+                let among = |i: u32| usize::try_from(i).is_ok_and(|i| instrs.contains(&i));
+                last < Self::MANY && among(first) && among(last)
+            }
+            _ => false,
         }
     }
 }

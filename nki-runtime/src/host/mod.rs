@@ -220,7 +220,7 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
             })
             .flatten()
             .or_else(|| fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending))
-            .or_else(|| rows::step(e, b, ins, ops, at, vars))
+            .or_else(|| rows::step(e, b, self.readers, ins, ops, at, vars))
     }
 
     fn masked_out(&mut self, _pc: usize, ins: &Instr) {

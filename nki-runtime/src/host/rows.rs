@@ -20,11 +20,12 @@
 //! never part of a run: each execution advances the generator's call count, so each runs once
 //! over all its partitions.
 
-use nki_lang::{Deps, Engine, Instr, InstrData, Opcode, VarValues};
+use nki_lang::{Deps, Dir, Engine, Instr, InstrData, MAX_SLOTS, Opcode, VarValues};
 
 use crate::bind::Bound;
-use crate::engines::EngineState;
+use crate::engines::{EngineState, tensor};
 use crate::exec::overlap::{partly_overlapping, share_bytes, span};
+use crate::host::fuse::{Readers, tile_of};
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// Most instructions in one blocked run (their resolved operands live on the stack).
@@ -123,10 +124,14 @@ fn hbm_pair_ok(a: &Resolved, b: &Resolved) -> bool {
 /// accesses in order when run block by block: of two that share a byte, one of which writes,
 /// both start at the same partition (so row `i` of each is the same partition, in the same
 /// block).
-fn chip_rows_agree(run: &[Operands], next: &Operands, sbuf_stride: usize) -> bool {
+fn chip_rows_agree<'a>(
+    run: impl Iterator<Item = &'a Operands> + Clone,
+    next: &Operands,
+    sbuf_stride: usize,
+) -> bool {
     let on_chip = |r: &&Resolved| matches!(r.loc, Loc::Sbuf | Loc::Psum);
     next.iter().filter(on_chip).all(|a| {
-        run.iter()
+        run.clone()
             .flat_map(Operands::iter)
             .filter(on_chip)
             .all(|b| {
@@ -137,23 +142,163 @@ fn chip_rows_agree(run: &[Operands], next: &Operands, sbuf_stride: usize) -> boo
     })
 }
 
-/// `r` restricted to rows `from..to` of its first axis.
-fn restrict(r: &Resolved, from: usize, to: usize) -> Resolved {
+/// `r` restricted to rows `from..to` of its first axis; `kept` in the run's last rows: those
+/// rows in the place of rows `partitions - (to - from)..partitions` (see [`kept_in_last_rows`]).
+fn restrict(r: &Resolved, (from, to): (usize, usize), partitions: usize, kept: bool) -> Resolved {
     let mut out = *r;
+    let first = if kept {
+        partitions.saturating_sub(to.saturating_sub(from))
+    } else {
+        from
+    };
     out.pattern.base = r
         .pattern
         .base
-        .saturating_add(r.pattern.strides[0].saturating_mul(from as isize));
+        .saturating_add(r.pattern.strides[0].saturating_mul(first as isize));
     out.dims[0] = to.min(r.dims[0]).saturating_sub(from);
     out
+}
+
+/// The bytes `[lo, hi)` an SBUF operand reaches within each of its partitions, from the
+/// partition's first byte.
+fn partition_bytes(r: &Resolved, sbuf_stride: usize) -> (isize, isize) {
+    let size = r.dtype.size() as isize;
+    let start = r
+        .pattern
+        .base
+        .saturating_mul(size)
+        .rem_euclid(sbuf_stride.max(1) as isize);
+    let (lo, hi) = span(r, 1);
+    (
+        start.saturating_add(lo.saturating_mul(size)),
+        start.saturating_add(hi.saturating_add(1).saturating_mul(size)),
+    )
+}
+
+/// Which operands of the run `run` (instructions `pc..pc + run.len()`, over `partitions`)
+/// may keep every block's rows in the run's last rows: bit `s` of entry `k` for the operand in
+/// slot `s` of the run's `k`-th instruction.
+///
+/// An SBUF tile that a write of the run fills and that no instruction outside the run reads
+/// holds nothing after the run that the program uses: it only passes data between the run's
+/// instructions. Such a tile's block of rows can go to the last rows of the run, block after
+/// block, with every access of the tile in the run: its bytes then stay in the host's cache
+/// instead of filling the whole tile (RoPE's copy and four products: 10 MiB a launch that
+/// never leave the cache). This holds when the write `w`
+/// - writes, and does not read, every byte of each of its partitions' run of bytes (contiguous
+///   free axes), on every partition of the run, of a tile no instruction outside the run reads;
+/// - is the run's first access of its bytes (nothing before it in the run, nor its own
+///   instruction's sources, reads what the bytes held before the run);
+/// - and every later access of the run that shares a byte with it is either of its tile,
+///   starting at its first partition and reaching no byte of a partition that it does not
+///   write, or of another tile after every access of `w`'s tile.
+///
+/// Another tile in the same bytes (tiles live apart by their live ranges, `nki_lang::alloc`, so
+/// it lives after `w`'s tile: the run's result in the bytes of a product, say) keeps its rows:
+/// its block `i` writes rows that the kept tile, in the last rows, leaves alone after block
+/// `i`, and its block in the last rows comes after the kept tile's in the same block. SBUF keeps
+/// its old contents in the rows the kept tile did not use, as for a forwarded load (`fuse.rs`);
+/// a strict core runs every instruction as written.
+fn kept_in_last_rows(
+    p: &nki_lang::Program<'_>,
+    readers: &Readers,
+    run: &[(usize, Operands)],
+    (instrs, partitions): (core::ops::Range<usize>, usize),
+    sbuf_stride: usize,
+) -> [u8; MAX_RUN] {
+    let mut kept = [0u8; MAX_RUN];
+    // The tile of the operand in `slot` of the run's `k`-th piece.
+    let tile = |k: usize, slot: u8| {
+        p.instrs()
+            .get(run.get(k).map_or(usize::MAX, |&(at, _)| at))
+            .and_then(|ins| ins.operands().find(|o| o.slot == slot))
+            .and_then(|o| o.view())
+            .and_then(|v| tile_of(p, v))
+    };
+    for (k, (_, ops)) in run.iter().enumerate() {
+        for w in ops.iter() {
+            let Some(t) = tile(k, w.slot) else { continue };
+            let fills = w.loc == Loc::Sbuf
+                && w.dir == Dir::Write
+                && w.dims[0] == partitions
+                && tensor::free_contiguous(&w.dims, &w.pattern)
+                && rows(w, sbuf_stride).is_some()
+                && readers.all_among(t, instrs.clone());
+            if !fills {
+                continue;
+            }
+            let (w_lo, w_hi) = partition_bytes(w, sbuf_stride);
+            // The run's later accesses of `w`'s bytes: (piece, slot, tile, whether it may
+            // keep its rows with `w`).
+            let mut touching = [(0usize, 0u8, None, false); MAX_RUN * MAX_SLOTS];
+            let mut n = 0usize;
+            let mut before = false;
+            for (j, (_, other)) in run.iter().enumerate() {
+                for r in other.iter() {
+                    if (j == k && r.slot == w.slot) || !share_bytes(r, w, sbuf_stride) {
+                        continue;
+                    }
+                    before |= j <= k;
+                    let (lo, hi) = partition_bytes(r, sbuf_stride);
+                    let u = tile(j, r.slot);
+                    let member = rows(r, sbuf_stride) == rows(w, sbuf_stride)
+                        && r.dims[0] <= w.dims[0]
+                        && w_lo <= lo
+                        && hi <= w_hi
+                        && (u == Some(t)
+                            || u.is_some_and(|u| readers.all_among(u, instrs.clone())));
+                    if let Some(slot) = touching.get_mut(n) {
+                        *slot = (j, r.slot, u, member);
+                        n += 1;
+                    }
+                }
+            }
+            let touching = &touching[..n];
+            let is_member_tile =
+                |u: Option<u16>| u == Some(t) || touching.iter().any(|&(_, _, v, m)| m && v == u);
+            let last_member = touching.iter().filter(|x| x.3).map(|x| x.0).max();
+            let first_other = touching.iter().filter(|x| !x.3).map(|x| x.0).min();
+            let ok = !before
+                && n < MAX_RUN * MAX_SLOTS
+                && touching
+                    .iter()
+                    .all(|&(_, _, u, member)| member || (u.is_some() && !is_member_tile(u)))
+                && match (last_member, first_other) {
+                    (Some(m), Some(o)) => m < o,
+                    _ => true,
+                };
+            let mut members = [0u8; MAX_RUN];
+            for &(j, slot, _, _) in touching.iter().filter(|x| x.3) {
+                members[j] |= 1 << slot;
+            }
+            if ok {
+                kept[k] |= 1 << w.slot;
+                for (kept, m) in kept.iter_mut().zip(members) {
+                    *kept |= m;
+                }
+            }
+        }
+    }
+    kept
+}
+
+/// The rows of an instruction: the most of any of its operands.
+fn rows_of(ops: &Operands) -> usize {
+    ops.iter().map(|r| r.dims[0]).max().unwrap_or(0)
 }
 
 /// Runs `ins` (at `pc`, operands `ops`) and the row-local instructions after it block by block,
 /// when they form a run worth blocking; returns how many instructions after `ins` it also ran,
 /// or `None` when `ins` is to run as written.
+///
+/// The run's rows are the fewest of its instructions' (down to a quarter of the first's): an
+/// instruction over more rows takes part as pieces of that many rows, each a row-local
+/// instruction of its own (RoPE's load of a whole tile whose halves the products read from
+/// partitions 0 and 64, and its store of both halves of the result).
 pub(crate) fn step(
     e: &mut EngineState,
     b: &mut Bound<'_, '_, '_>,
+    readers: &Readers,
     ins: &Instr,
     ops: &Operands,
     (pc, stop): (usize, usize),
@@ -164,20 +309,17 @@ pub(crate) fn step(
     }
     let sbuf_stride = e.sbuf.partition_stride();
     let block_bytes = e.block_bytes.max(1);
-    let partitions = ops.iter().map(|r| r.dims[0]).max()?;
+    let first_rows = rows_of(ops);
     // Cheap first: is the first instruction alone beyond a block's share of the cache?
     let first_bytes: usize = ops.iter().map(Resolved::bytes).sum();
-    if partitions < 2 || first_bytes < block_bytes.saturating_mul(2) {
+    if first_rows < 2 || first_bytes < block_bytes.saturating_mul(2) {
         return None;
     }
     let instrs = b.program.instrs();
-    let mut run = [Operands::default(); MAX_RUN];
-    let mut len = 0usize;
-    // The bytes per partition of the run's distinct operands (by memory and first element of
-    // a row), and the operands counted.
-    let mut per_partition = 0usize;
-    let mut seen = [(Loc::Expr, 0isize); MAX_RUN * nki_lang::MAX_SLOTS];
-    let mut n_seen = 0usize;
+    // The instructions that may join: row-local, with operands that step by partitions (on
+    // chip) or rows (HBM).
+    let mut found = [Operands::default(); MAX_RUN];
+    let mut n_found = 0usize;
     for (at, next) in instrs.iter().enumerate().take(stop).skip(pc).take(MAX_RUN) {
         if !row_local(next) {
             break;
@@ -190,50 +332,70 @@ pub(crate) fn step(
                 None => break,
             }
         };
-        if partly_overlapping(next, &resolved, sbuf_stride) {
-            break;
-        }
-        // Every on-chip operand steps by partitions; every HBM operand's first axis is its
-        // rows; no operand has more rows than the run.
         let aligned = resolved
             .iter()
             .all(|r| match (r.loc, rows(r, sbuf_stride)) {
                 (Loc::Expr, _) => false,
                 (Loc::Imm(_), _) => true,
                 (_, None) => false,
-                (Loc::Sbuf | Loc::Psum | Loc::Hbm(_), Some(_)) => r.dims[0] <= partitions,
+                (Loc::Sbuf | Loc::Psum | Loc::Hbm(_), Some(_)) => r.dims[0] > 0,
             });
-        if !aligned || !chip_rows_agree(&run[..len], &resolved, sbuf_stride) {
+        if !aligned || partly_overlapping(next, &resolved, sbuf_stride) {
             break;
         }
-        run[len] = resolved;
-        len += 1;
-        for r in resolved.iter() {
-            let row_start = match (r.loc, rows(r, sbuf_stride)) {
-                (Loc::Sbuf | Loc::Psum, Some(_)) => {
-                    let stride = r.pattern.strides[0].max(1);
-                    r.pattern.base.rem_euclid(stride)
-                }
-                _ => r.pattern.base,
-            };
-            let key = (r.loc, row_start);
-            if !seen[..n_seen].contains(&key) && n_seen < seen.len() {
-                seen[n_seen] = key;
-                n_seen += 1;
-                per_partition = per_partition.saturating_add(r.bytes() / r.dims[0].max(1));
+        found[n_found] = resolved;
+        n_found += 1;
+    }
+    let partitions = found[..n_found]
+        .iter()
+        .map(rows_of)
+        .filter(|&r| r >= 2 && r.saturating_mul(4) >= first_rows)
+        .min()?;
+    // The run: each instruction whole or as pieces of `partitions` rows, with its index.
+    let mut run = [(0usize, Operands::default()); MAX_RUN];
+    let mut len = 0usize;
+    let mut joined = 0usize;
+    for (i, whole) in found[..n_found].iter().enumerate() {
+        let n_pieces = rows_of(whole).div_ceil(partitions);
+        if len.saturating_add(n_pieces) > MAX_RUN {
+            break;
+        }
+        let mut pieces = [Operands::default(); MAX_RUN];
+        for (h, piece) in pieces.iter_mut().enumerate().take(n_pieces) {
+            let from = h.saturating_mul(partitions);
+            let to = from.saturating_add(partitions);
+            for r in whole.iter() {
+                *piece = piece.with(match r.loc {
+                    Loc::Imm(_) | Loc::Expr => *r,
+                    Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => restrict(r, (from, to), 0, false),
+                });
             }
         }
+        let pieces = &pieces[..n_pieces];
+        let agree = pieces.iter().all(|piece| {
+            piece.iter().all(|r| r.dims[0] > 0)
+                && chip_rows_agree(run[..len].iter().map(|(_, o)| o), piece, sbuf_stride)
+        });
+        if !agree {
+            break;
+        }
+        for piece in pieces {
+            run[len] = (pc.saturating_add(i), *piece);
+            len += 1;
+        }
+        joined = i.saturating_add(1);
     }
-    if len < 2 {
+    if joined < 2 {
         return None;
     }
+    let run = &run[..len];
     // HBM accesses of one tensor, one of them a write, keep their order block by block.
-    for (i, a) in run[..len].iter().enumerate() {
+    for (i, (_, a)) in run.iter().enumerate() {
         for w in a
             .iter()
             .filter(|w| w.dir.writes() && matches!(w.loc, Loc::Hbm(_)))
         {
-            for x in run[..len].iter().skip(i).chain(run[..i].iter()) {
+            for (_, x) in run.iter().skip(i).chain(run[..i].iter()) {
                 for r in x.iter().filter(|r| r.loc == w.loc) {
                     if !core::ptr::eq(r, w) && !hbm_pair_ok(w, r) {
                         return None;
@@ -242,19 +404,40 @@ pub(crate) fn step(
             }
         }
     }
+    // The bytes per partition of the run's distinct operands (by memory and first element).
+    let mut per_partition = 0usize;
+    let mut seen = [(Loc::Expr, 0isize); MAX_RUN * nki_lang::MAX_SLOTS];
+    let mut n_seen = 0usize;
+    for r in run.iter().flat_map(|(_, o)| o.iter()) {
+        let key = (r.loc, r.pattern.base);
+        if matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Hbm(_)) && !seen[..n_seen].contains(&key) {
+            seen[n_seen] = key;
+            n_seen += 1;
+            per_partition = per_partition.saturating_add(r.bytes() / r.dims[0].max(1));
+        }
+    }
     let block = (block_bytes / per_partition.max(1)).max(1);
     if block >= partitions {
         return None;
     }
+    let kept = kept_in_last_rows(
+        b.program,
+        readers,
+        run,
+        (pc..pc.saturating_add(joined), partitions),
+        sbuf_stride,
+    );
     let mut from = 0;
     while from < partitions {
         let to = (from + block).min(partitions);
-        for (k, whole) in run[..len].iter().enumerate() {
+        for (k, (at, whole)) in run.iter().enumerate() {
             let mut part = Operands::default();
             for r in whole.iter() {
                 let restricted = match r.loc {
                     Loc::Imm(_) | Loc::Expr => *r,
-                    Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => restrict(r, from, to),
+                    Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => {
+                        restrict(r, (from, to), partitions, kept[k] & (1 << r.slot) != 0)
+                    }
                 };
                 part = part.with(restricted);
             }
@@ -262,10 +445,9 @@ pub(crate) fn step(
                 // This instruction covers fewer partitions than the run: none in this block.
                 continue;
             }
-            let at = pc + k;
-            crate::exec::execute(e, b, &instrs[at], &part, vars);
+            crate::exec::execute(e, b, &instrs[*at], &part, vars);
         }
         from = to;
     }
-    Some(len - 1)
+    Some(joined - 1)
 }
