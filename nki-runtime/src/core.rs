@@ -98,10 +98,10 @@ impl NeuronCore {
     }
 
     /// The same core assuming `bytes` of the host's cache per block of partitions (default:
-    /// half of the host's L2 per core as Linux reports it, else 512 KiB): plain runs run neighbouring instructions that compute
-    /// each partition on its own (loads, stores, elementwise instructions, reductions and
-    /// scans along the free axes) a block of partitions at a time when their tiles would not
-    /// stay in that much cache between them. Results are identical for any value (0 counts as
+    /// the host's L2 per core as Linux reports it, else 1 MiB): plain runs run neighbouring
+    /// instructions that compute each partition on its own (loads, stores, elementwise
+    /// instructions, reductions and scans along the free axes) a block of partitions at a time
+    /// when their tiles would not stay in that much cache between them. Results are identical for any value (0 counts as
     /// 1); only speed differs.
     pub fn with_host_cache_bytes(mut self, bytes: usize) -> Self {
         self.engines.block_bytes = bytes.max(1);

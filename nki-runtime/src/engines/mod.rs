@@ -107,10 +107,13 @@ pub(crate) fn sbuf_for<'a>(sbuf: &'a mut Sbuf, dst: &Resolved) -> &'a mut [u8] {
     sbuf.bytes_mut_within(cols)
 }
 
-/// [`EngineState::block_bytes`] by default: half of the host's L2 cache per core, as Linux
-/// reports it for the first CPU (`/sys/devices/system/cpu/cpu0/cache/index2/size`), else half
-/// of 1 MiB (Zen 3 has 512 KiB per core, Zen 4 and 5 1 MiB, recent Intel Xeons 2 MiB); read
-/// once per process.
+/// [`EngineState::block_bytes`] by default: the host's L2 cache per core, as Linux reports it
+/// for the first CPU (`/sys/devices/system/cpu/cpu0/cache/index2/size`), else 1 MiB (Zen 3
+/// has 512 KiB per core, Zen 4 and 5 1 MiB, recent Intel Xeons 2 MiB); read once per process.
+/// Two host threads split each block's instructions, so each core's L2 holds half a block; on
+/// a Zen 5 guest the whole L2 beat half of it on every blocked tutorial kernel with the worker
+/// near (LayerNorm 24.0 against 26.8 ms, the pooling 7.9 against 10.6 ms, RoPE 0.52 against
+/// 0.76 ms: `docs/performance.md`).
 pub(crate) fn block_bytes() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BYTES.get_or_init(|| {
@@ -118,7 +121,7 @@ pub(crate) fn block_bytes() -> usize {
             .ok()
             .and_then(|s| cache_size(s.trim()))
             .unwrap_or(1 << 20);
-        (l2 / 2).clamp(64 << 10, 16 << 20)
+        l2.clamp(64 << 10, 16 << 20)
     })
 }
 
