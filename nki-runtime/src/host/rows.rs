@@ -32,6 +32,9 @@ use crate::worker::{FAR_MIN_ELEMS, Reach};
 /// Most instructions in one blocked run (their resolved operands live on the stack).
 const MAX_RUN: usize = 16;
 
+/// The fewest elements of each piece of a block when the worker is near (see [`step`]).
+const NEAR_MIN_ELEMS: usize = 1 << 16;
+
 /// Whether `ins` may be part of a blocked run, from its opcode and engine alone.
 fn row_local(ins: &Instr) -> bool {
     let engine_ok = match ins.engine {
@@ -418,15 +421,22 @@ pub(crate) fn step(
         }
     }
     let mut block = (block_bytes / per_partition.max(1)).max(1);
-    // A far worker takes half of an instruction only from `FAR_MIN_ELEMS` elements: a block
-    // that small leaves the host's other core idle. A block large enough for every piece to
-    // split keeps both cores busy, each on its own partitions from instruction to
-    // instruction, at the cost of blocks beyond L2 (in the far placement of a Zen 5 guest the
-    // pooling tutorial took 7.6–7.9 ms so, against 13.9–14.4 ms in 1 MiB blocks; RoPE
-    // 0.60–0.63 against 0.71–0.73 ms).
-    if let Some(w) = e.worker.as_mut()
-        && w.reach() == Reach::Far
-    {
+    // Each instruction of a block is one hand-over to the worker, or none: a far worker takes
+    // half of an instruction only from `FAR_MIN_ELEMS` elements, so a block that small leaves
+    // the host's other core idle, and a near one costs a hand-over and a dispatch (~0.3 µs on
+    // a Zen 5 guest) per instruction and block. With a worker, every piece of a block has at
+    // least `FAR_MIN_ELEMS` (far) or `NEAR_MIN_ELEMS` (near) elements, at the cost of blocks
+    // beyond L2. Measured on a Zen 5 guest, each partition stays with one thread from
+    // instruction to instruction either way: far, the pooling tutorial took 6.9–7.3 ms against
+    // 13.3–14.4 ms in 1 MiB blocks and RoPE 0.60–0.69 against 0.70–0.81 ms; near, RoPE
+    // 0.44–0.46 against 0.53–0.55 ms and the NKI Library rmsnorm_quant 10.3–10.6 against
+    // 11.1–11.6 ms (`docs/performance.md`).
+    let floor = match e.worker.as_mut().map(|w| w.reach()) {
+        Some(Reach::Far) => FAR_MIN_ELEMS,
+        Some(Reach::Near) => NEAR_MIN_ELEMS,
+        Some(Reach::Away) | None => 0,
+    };
+    if floor > 0 {
         // Each piece's elements per row: those of its largest operand.
         let per_row = |o: &Operands| {
             o.iter()
@@ -435,7 +445,7 @@ pub(crate) fn step(
                 .unwrap_or(1)
         };
         let narrowest = run.iter().map(|(_, o)| per_row(o)).min().unwrap_or(1);
-        block = block.max(FAR_MIN_ELEMS.div_ceil(narrowest.max(1)));
+        block = block.max(floor.div_ceil(narrowest.max(1)));
     }
     if block >= partitions {
         return None;
