@@ -26,9 +26,17 @@ pub(crate) fn load(e: &mut EngineState, b: &Bound<'_, '_, '_>, ops: &Operands) {
     };
     let (data, _) = b.hbm(t as usize);
     let plan = Plan::between(hbm, tile).on_partitions(tile, true, e.sbuf.partition_stride());
+    let far_split = e.far_split;
+    let worker = e.worker.as_mut().and_then(|w| {
+        if far_split {
+            Some(w)
+        } else {
+            crate::worker::near(w)
+        }
+    });
     transfer_par(
         e.isa,
-        e.worker.as_mut(),
+        worker,
         (&mut e.chunks, &mut e.chunks_worker),
         data,
         (sbuf_for(&mut e.sbuf, tile), false),

@@ -94,6 +94,10 @@ pub(crate) struct EngineState {
     /// Bytes of the host's cache a block of partitions may take when plain runs run
     /// neighbouring partition-local instructions a block at a time (`host::rows`).
     pub block_bytes: usize,
+    /// Whether the instruction about to run may split its rows with a far worker
+    /// (`worker::Reach::Far`): set by a plain run's host plan (`host`), which knows who reads
+    /// a load's tile; `true` otherwise.
+    pub far_split: bool,
     /// The random number generator's state in the running instance (`rng`).
     pub rng: rng::RngState,
 }
@@ -180,6 +184,7 @@ impl EngineState {
             lanes: lanes::Lanes::new(),
             lanes_worker: lanes::Lanes::new(),
             block_bytes: block_bytes(),
+            far_split: true,
             rng: rng::RngState::default(),
         }
     }

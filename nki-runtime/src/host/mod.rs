@@ -210,6 +210,7 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         at: (usize, usize),
         vars: &VarValues,
     ) -> Option<usize> {
+        e.far_split = self.readers.far_split(b.program, ins);
         // A group of strided matmuls runs its instructions as written: none may wait for a
         // forwarded load.
         let nothing_pending = self.pending.iter().all(Option::is_none);

@@ -475,6 +475,7 @@ pub(crate) fn step(
                 // This instruction covers fewer partitions than the run: none in this block.
                 continue;
             }
+            e.far_split = readers.far_split(b.program, &instrs[*at]);
             crate::exec::execute(e, b, &instrs[*at], &part, vars);
         }
         from = to;
