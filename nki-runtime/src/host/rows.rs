@@ -179,30 +179,32 @@ fn partition_bytes(r: &Resolved, sbuf_stride: usize) -> (isize, isize) {
     )
 }
 
-/// Which operands of the run `run` (instructions `pc..pc + run.len()`, over `partitions`)
+/// Which operands of the run `run` (its pieces, of instructions `instrs`, over `partitions`)
 /// may keep every block's rows in the run's last rows: bit `s` of entry `k` for the operand in
-/// slot `s` of the run's `k`-th instruction.
+/// slot `s` of the run's `k`-th piece.
 ///
 /// An SBUF tile that a write of the run fills and that no instruction outside the run reads
 /// holds nothing after the run that the program uses: it only passes data between the run's
 /// instructions. Such a tile's block of rows can go to the last rows of the run, block after
-/// block, with every access of the tile in the run: its bytes then stay in the host's cache
+/// block, with every access of its bytes in the run: they then stay in the host's cache
 /// instead of filling the whole tile (RoPE's copy and four products: 10 MiB a launch that
 /// never leave the cache). This holds when the write `w`
 /// - writes, and does not read, every byte of each of its partitions' run of bytes (contiguous
 ///   free axes), on every partition of the run, of a tile no instruction outside the run reads;
 /// - is the run's first access of its bytes (nothing before it in the run, nor its own
 ///   instruction's sources, reads what the bytes held before the run);
-/// - and every later access of the run that shares a byte with it is either of its tile,
-///   starting at its first partition and reaching no byte of a partition that it does not
-///   write, or of another tile after every access of `w`'s tile.
+/// - and every later access of the run that shares a byte with it either keeps its rows with
+///   it (an access of a tile that no instruction outside the run reads, `w`'s or one the
+///   allocator placed in its bytes after it, starting at its first partition and reaching no
+///   byte of a partition that it does not write), or is of a tile none of whose accesses
+///   does, and comes after every access that does.
 ///
-/// Another tile in the same bytes (tiles live apart by their live ranges, `nki_lang::alloc`, so
-/// it lives after `w`'s tile: the run's result in the bytes of a product, say) keeps its rows:
-/// its block `i` writes rows that the kept tile, in the last rows, leaves alone after block
-/// `i`, and its block in the last rows comes after the kept tile's in the same block. SBUF keeps
-/// its old contents in the rows the kept tile did not use, as for a forwarded load (`fuse.rs`);
-/// a strict core runs every instruction as written.
+/// A tile in the same bytes that keeps its own rows (tiles live apart by their live ranges,
+/// `nki_lang::alloc`, so it lives after the kept accesses: the run's result in the bytes of a
+/// product, say) is intact: its block `i` writes rows that the kept accesses, in the last rows,
+/// leave alone after block `i`, and its block in the last rows comes after theirs in the same
+/// block. SBUF keeps its old contents in the rows the kept tiles did not use, as for a
+/// forwarded load (`fuse.rs`); a strict core runs every instruction as written.
 fn kept_in_last_rows(
     p: &nki_lang::Program<'_>,
     readers: &Readers,
