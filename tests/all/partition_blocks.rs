@@ -50,18 +50,28 @@ fn halves_by_hand(x: &Array2<f32>, c: &Array2<f32>) -> Array2<f32> {
     out
 }
 
-#[test]
-fn runs_over_partitions_that_start_apart_keep_every_partitions_order() {
+/// Inputs `x` `[128, 512]` and `c` `[64, 512]` of small multiples of powers of two (the
+/// kernels' sums and products of them are exact in f32 or rounded alike everywhere).
+fn inputs() -> (Array2<f32>, Array2<f32>) {
     let x = Array2::from_shape_fn((128, 512), |(p, f)| {
         ((p * 37 + f * 11) % 97) as f32 * 0.03125 - 1.5
     });
     let c = Array2::from_shape_fn((64, 512), |(p, f)| {
         ((p * 5 + f * 3) % 13) as f32 * 0.25 - 1.0
     });
-    let want = halves_by_hand(&x, &c);
+    (x, c)
+}
+
+/// `launch` on plain cores that block one or a few partitions at a time, and that never
+/// block, on one and two host threads: each result must be `want`.
+fn on_every_blocking(
+    want: &Array2<f32>,
+    launch: impl Fn(&mut NeuronCore) -> Result<Array2<f32>, LaunchError>,
+) {
     let cores = [
         ("1 KiB blocks, 1 thread", 1024, 1),
         ("1 KiB blocks, 2 threads", 1024, 2),
+        ("8 KiB blocks, 1 thread", 8 << 10, 1),
         ("16 KiB blocks, 2 threads", 16 << 10, 2),
         ("no blocks, 2 threads", 1 << 30, 2),
     ];
@@ -70,9 +80,16 @@ fn runs_over_partitions_that_start_apart_keep_every_partitions_order() {
             .with_strict(false)
             .with_host_threads(threads)
             .with_host_cache_bytes(cache);
-        let got = halves::host(&mut core, x.view(), c.view()).unwrap();
-        assert_eq!(got, want, "{name}");
+        assert_eq!(&launch(&mut core).unwrap(), want, "{name}");
     }
+}
+
+#[test]
+fn runs_over_partitions_that_start_apart_keep_every_partitions_order() {
+    let (x, c) = inputs();
+    on_every_blocking(&halves_by_hand(&x, &c), |core| {
+        halves::host(core, x.view(), c.view())
+    });
 }
 
 /// A run whose intermediates only pass data between its instructions: `t` (dead after the
@@ -126,26 +143,8 @@ fn passing_by_hand(x: &Array2<f32>, c: &Array2<f32>) -> Array2<f32> {
 
 #[test]
 fn tiles_that_only_pass_data_within_a_run_keep_the_results() {
-    let x = Array2::from_shape_fn((128, 512), |(p, f)| {
-        ((p * 29 + f * 7) % 89) as f32 * 0.0625 - 2.5
+    let (x, c) = inputs();
+    on_every_blocking(&passing_by_hand(&x, &c), |core| {
+        passing::host(core, x.view(), c.view())
     });
-    let c = Array2::from_shape_fn((64, 512), |(p, f)| {
-        ((p * 3 + f * 13) % 17) as f32 * 0.125 - 1.0
-    });
-    let want = passing_by_hand(&x, &c);
-    let cores = [
-        ("1 KiB blocks, 1 thread", 1024, 1),
-        ("1 KiB blocks, 2 threads", 1024, 2),
-        ("8 KiB blocks, 1 thread", 8 << 10, 1),
-        ("16 KiB blocks, 2 threads", 16 << 10, 2),
-        ("no blocks, 2 threads", 1 << 30, 2),
-    ];
-    for (name, cache, threads) in cores {
-        let mut core = NeuronCore::default()
-            .with_strict(false)
-            .with_host_threads(threads)
-            .with_host_cache_bytes(cache);
-        let got = passing::host(&mut core, x.view(), c.view()).unwrap();
-        assert_eq!(got, want, "{name}");
-    }
 }
