@@ -101,8 +101,8 @@ impl NeuronCore {
     /// the host's L2 per core as Linux reports it, else 1 MiB): plain runs run neighbouring
     /// instructions that compute each partition on its own (loads, stores, elementwise
     /// instructions, reductions and scans along the free axes) a block of partitions at a time
-    /// when their tiles would not stay in that much cache between them. Results are identical for any value (0 counts as
-    /// 1); only speed differs.
+    /// when their tiles would not stay in that much cache between them. Results are identical
+    /// for any value (0 counts as 1); only speed differs.
     pub fn with_host_cache_bytes(mut self, bytes: usize) -> Self {
         self.engines.block_bytes = bytes.max(1);
         self

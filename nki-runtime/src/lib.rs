@@ -81,9 +81,8 @@
 //! neighbouring partition-local instructions run a block of partitions at a time, a tile that
 //! only passes data between them (no instruction after them reads it) is written block after
 //! block into the same few partitions, which stay in the host's cache, and keeps its old
-//! contents in the others. A strict core, or
-//! an observed run ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every
-//! instruction as written.
+//! contents in the others. A strict core, or an observed run
+//! ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every instruction as written.
 //!
 //! # Layers
 //!
