@@ -205,13 +205,12 @@ pub(crate) fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Opti
     p.views().get(view.index()).map(|v| v.tile)
 }
 
-/// The readers of each tile of a program: for tile `t`, [`Readers::NONE`], the one instruction
-/// that reads it, or [`Readers::MANY`]; and the first and last instruction that reads it.
-/// Computed once per launch into buffers the core keeps, so that deciding a step does not scan
-/// the program.
+/// The readers of each tile of a program: the first and last instruction that reads it, and
+/// whether the Tensor engine does. Computed once per launch into buffers the core keeps, so
+/// that deciding a step does not scan the program.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Readers {
-    one: Vec<u32>,
+    /// By tile: its first and last reader, [`Readers::NONE`] when no instruction reads it.
     first_last: Vec<(u32, u32)>,
     /// Whether a Tensor-engine instruction reads the tile.
     by_tensor: Vec<bool>,
@@ -219,53 +218,50 @@ pub(crate) struct Readers {
 
 impl Readers {
     /// No instruction reads the tile.
-    const NONE: u32 = u32::MAX;
-    /// Several instructions read it (or one whose index does not fit).
-    const MANY: u32 = u32::MAX - 1;
+    const NONE: (u32, u32) = (u32::MAX, 0);
+    /// An instruction index that does not fit (it never counts as any one instruction).
+    const TOO_FAR: u32 = u32::MAX;
 
     /// Finds the readers of `p`'s tiles (reusing the buffers: no allocation once they have
     /// grown to the largest program's tile count).
     pub(crate) fn find(&mut self, p: &nki_lang::Program<'_>) {
-        self.one.clear();
-        self.one.resize(p.tiles().len(), Self::NONE);
         self.first_last.clear();
-        self.first_last.resize(p.tiles().len(), (u32::MAX, 0));
+        self.first_last.resize(p.tiles().len(), Self::NONE);
         self.by_tensor.clear();
         self.by_tensor.resize(p.tiles().len(), false);
         for (i, x) in p.instrs().iter().enumerate() {
-            let i = u32::try_from(i)
-                .ok()
-                .filter(|&i| i < Self::MANY)
-                .unwrap_or(Self::MANY);
+            let i = u32::try_from(i).unwrap_or(Self::TOO_FAR);
             for o in x.operands().filter(|o| o.dir.reads()) {
                 let Some(t) = o.view().and_then(|v| tile_of(p, v)).map(usize::from) else {
                     continue;
                 };
-                let (Some(r), Some(span), Some(tensor)) = (
-                    self.one.get_mut(t),
-                    self.first_last.get_mut(t),
-                    self.by_tensor.get_mut(t),
-                ) else {
+                let (Some(span), Some(tensor)) =
+                    (self.first_last.get_mut(t), self.by_tensor.get_mut(t))
+                else {
                     continue;
                 };
                 *tensor |= x.engine == Engine::Tensor;
-                *r = match *r {
-                    Self::NONE => i,
-                    r if r == i => r,
-                    _ => Self::MANY,
-                };
                 *span = (span.0.min(i), span.1.max(i));
             }
         }
     }
 
-    /// Whether no instruction of the program but the one at `except` reads tile `tile`.
-    fn only(&self, tile: u16, except: usize) -> bool {
-        match self.one.get(usize::from(tile)) {
+    /// Whether every instruction of the program that reads tile `tile` is among `instrs`
+    /// (none reads it, or its first and last readers are).
+    pub(crate) fn all_among(&self, tile: u16, instrs: core::ops::Range<usize>) -> bool {
+        match self.first_last.get(usize::from(tile)) {
             Some(&Self::NONE) => true,
-            Some(&r) => r != Self::MANY && usize::try_from(r).is_ok_and(|r| r == except),
+            Some(&(first, last)) => {
+                let among = |i: u32| usize::try_from(i).is_ok_and(|i| instrs.contains(&i));
+                last != Self::TOO_FAR && among(first) && among(last)
+            }
             None => false,
         }
+    }
+
+    /// Whether no instruction of the program but the one at `except` reads tile `tile`.
+    fn only(&self, tile: u16, except: usize) -> bool {
+        self.all_among(tile, except..except.saturating_add(1))
     }
 
     /// Whether `ins` may split its rows with a far worker: not a load whose tile a
@@ -280,21 +276,6 @@ impl Readers {
                 .copied()
                 .unwrap_or(false),
             _ => true,
-        }
-    }
-
-    /// Whether every instruction of the program that reads tile `tile` is among `instrs`.
-    pub(crate) fn all_among(&self, tile: u16, instrs: core::ops::Range<usize>) -> bool {
-        match (
-            self.one.get(usize::from(tile)),
-            self.first_last.get(usize::from(tile)),
-        ) {
-            (Some(&Self::NONE), _) => true,
-            (Some(_), Some(&(first, last))) => {
-                let among = |i: u32| usize::try_from(i).is_ok_and(|i| instrs.contains(&i));
-                last < Self::MANY && among(first) && among(last)
-            }
-            _ => false,
         }
     }
 }
