@@ -16,6 +16,7 @@ pub mod act;
 pub mod alu;
 pub mod convert;
 pub mod matmul;
+pub(crate) mod runs;
 pub(crate) mod search;
 pub mod transpose;
 

@@ -35,6 +35,7 @@ use super::split::{RowSplit, for_rows};
 use super::{CHUNK, EngineState};
 use crate::cpu::Isa;
 use crate::cpu::alu::Rhs;
+use crate::cpu::runs::{Walk, gather_words};
 use crate::operand::Loc;
 
 /// A per-partition reduction of the results into one element per row of `sink`.
@@ -592,42 +593,56 @@ fn gather_lanes(
     }
     // A gathered source has one ([`plan_runs`]).
     let last = innermost_axis(&s.dims).unwrap_or(MAX_TILE_RANK - 1);
-    // fp32 lanes of contiguous fp32 runs (RoPE's `cos` and `sin`): the runs' words copied
-    // straight, a few dozen each, without a call per run.
-    let words = match *src {
-        Source::Mem {
-            loc,
-            dtype: DType::F32,
-            base,
-            ..
-        } if s.lane == Lane::F32 && strides[last] == 1 => Some((mems.region(loc), base + row)),
-        Source::Mem { .. } | Source::Splat(_) | Source::Expr { .. } => None,
-    };
+    // fp32 lanes of contiguous fp32 runs (RoPE's `cos` and `sin`): the words of the row's
+    // footprint read once, and its runs copied straight in one loop of the host's path.
+    if let Source::Mem {
+        loc,
+        dtype: DType::F32,
+        base,
+        ..
+    } = *src
+        && s.lane == Lane::F32
+        && strides[last] == 1
+    {
+        let (mut lo, mut hi) = (0isize, 0isize);
+        for k in 1..MAX_TILE_RANK {
+            let reach = (s.dims[k].max(1) as isize - 1) * strides[k];
+            lo += reach.min(0);
+            hi += reach.max(0);
+        }
+        let words =
+            in_place(
+                mems.region(loc)
+                    .read(span(base + row + lo, 1, (hi - lo + 1) as usize, 4)),
+            );
+        let walk = Walk {
+            dims: s.dims,
+            strides,
+            idx,
+            last,
+            origin: -lo,
+        };
+        gather_words(isa, &mut out[..n], words, &walk);
+        return;
+    }
     let mut done = 0;
     while done < n {
         let run = (s.dims[last].max(1) - idx[last]).min(n - done);
         let off: isize = (1..MAX_TILE_RANK)
             .map(|k| idx[k] as isize * strides[k])
             .sum();
-        if let Some((region, start)) = &words {
-            copy_words(
-                &mut out[done..done + run],
-                in_place(region.read(span(start + off, 1, run, 4))),
-            );
-        } else {
-            load_lanes(
-                isa,
-                mems,
-                src,
-                s.lane,
-                row,
-                off,
-                strides[last],
-                run,
-                bytes,
-                &mut out[done..],
-            );
-        }
+        load_lanes(
+            isa,
+            mems,
+            src,
+            s.lane,
+            row,
+            off,
+            strides[last],
+            run,
+            bytes,
+            &mut out[done..],
+        );
         done += run;
         // The next run: the innermost axis wraps, the ones before it carry.
         idx[last] += run;
@@ -663,16 +678,6 @@ fn sbuf_columns(e: &EngineState, s: &Stream<'_>) -> Option<Range<usize>> {
         });
     }
     Some(cols.unwrap_or(0..0))
-}
-
-/// `dst` ← `src` (of one length), sixteen words at a time: short runs copied inline.
-fn copy_words(dst: &mut [u32], src: &[u32]) {
-    let (d16, d_rest) = dst.as_chunks_mut::<16>();
-    let (s16, s_rest) = src.as_chunks::<16>();
-    for (d, s) in d16.iter_mut().zip(s16) {
-        *d = *s;
-    }
-    d_rest.copy_from_slice(s_rest);
 }
 
 /// Runs a streamed instruction, on two threads when it is large and safe to split.
