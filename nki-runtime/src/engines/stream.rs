@@ -605,8 +605,8 @@ fn gather_lanes(
         && strides[last] == 1
     {
         let (mut lo, mut hi) = (0isize, 0isize);
-        for k in 1..MAX_TILE_RANK {
-            let reach = (s.dims[k].max(1) as isize - 1) * strides[k];
+        for (&d, &x) in s.dims.iter().zip(&strides).skip(1) {
+            let reach = (d.max(1) as isize - 1) * x;
             lo += reach.min(0);
             hi += reach.max(0);
         }
