@@ -113,15 +113,28 @@ fn random_programs_in_a_no_reorder_block_are_timed_in_order() {
 
 /// Inputs the properties once failed on, run on every test run (hex, as the failure prints
 /// them).
-const REGRESSIONS: &[(&str, &str)] = &[(
-    // A load of a tile no instruction reads, then a load of another tile into the same bytes,
-    // then the matmul of the second: the first load was handed to the matmul as if the matmul
-    // read its tile (the same elements of SBUF), instead of the second load's values.
-    "a dead load aliasing a matmul operand",
-    "0403080c1c1a0003000000000000000000000000000000000f3c0100000000000000640000600014000000\
+const REGRESSIONS: &[(&str, &str)] = &[
+    (
+        // A load of a tile no instruction reads, then a load of another tile into the same bytes,
+        // then the matmul of the second: the first load was handed to the matmul as if the matmul
+        // read its tile (the same elements of SBUF), instead of the second load's values.
+        "a dead load aliasing a matmul operand",
+        "0403080c1c1a0003000000000000000000000000000000000f3c0100000000000000640000600014000000\
      320000000000006a55000000000000000000000000620000000000646e3c0032003c00003000000000005200\
      00004b0000000000000000000000000000000000000000000000000000",
-)];
+    ),
+    (
+        // A product folded into the two instructions that read it (`host/exprs.rs`), one of
+        // them after a write of the product's source's bytes.
+        "an expression reading a source overwritten before it",
+        "8608000000000c779e806403000000000000000000000000000000000000003c01005507003e000d0000003c\
+     0000006d00000000000000000028000064000064003700000000006c0000000000000000556c7e0001640000\
+     000000000000000000000000002f000000000055005500000000000000002f64000000c08f1ee70064000000\
+     000000000000000000000000005500006400000b64090000bfff3ff13c320000000000000000000000000000\
+     00000000000000000000000046003c008f0000073c00f6553c64000000000000000000000000000000000000\
+     646a0000000000000018",
+    ),
+];
 
 /// Property 1 on the inputs it once failed on.
 #[test]

@@ -288,3 +288,51 @@ fn cos_of_another_shape_is_refused_at_launch() {
         "{err:?}"
     );
 }
+
+/// The kernel's own sequence in f32, element by element: the four products rounded to f32,
+/// then their difference and sum (`out[:h] = x[:h]·cos − x[h:]·sin`, `out[h:] = x[h:]·cos +
+/// x[:h]·sin`, contiguous halves).
+fn rotation_in_f32(x: &Array4<f32>, cos: &Array3<f32>, sin: &Array3<f32>) -> Array4<f32> {
+    let (d, b, nh, s) = x.dim();
+    let h = d / 2;
+    let mut out = Array4::<f32>::zeros((d, b, nh, s));
+    for ((i, bi, hi, si), o) in out.indexed_iter_mut() {
+        let (c, sn) = (cos[[i % h, bi, si]], sin[[i % h, bi, si]]);
+        let (lo, hi_) = (x[[i % h, bi, hi, si]], x[[h + i % h, bi, hi, si]]);
+        *o = if i < h {
+            lo * c - hi_ * sn
+        } else {
+            hi_ * c + lo * sn
+        };
+    }
+    out
+}
+
+/// At the tutorial's `(128, 32, 4, 64)` in f32 the copy and the four products only pass data
+/// to the difference and the sum, which the host computes without their tiles (the allocator
+/// puts the result over `cos` and `sin`, so each row is written once it is read, and the sum
+/// runs before the difference that overwrites what it reads): the same bits as the kernel's
+/// instructions one after the other, on cores that block a few partitions at a time or never,
+/// on one and two host threads, and on a strict core that runs every instruction as written.
+#[test]
+fn f32_gives_the_kernels_own_roundings_on_every_host_plan() {
+    let x = common::rand_f32(Ix4(128, 32, 4, 64), 61, -2.0, 2.0);
+    let cos = common::rand_f32(Ix3(64, 32, 64), 62, -1.0, 1.0);
+    let sin = common::rand_f32(Ix3(64, 32, 64), 63, -1.0, 1.0);
+    let want = rotation_in_f32(&x, &cos, &sin);
+    let cores = [
+        ("strict", true, 1 << 30, 2),
+        ("4 KiB blocks, 1 thread", false, 4 << 10, 1),
+        ("64 KiB blocks, 2 threads", false, 64 << 10, 2),
+        ("1 MiB blocks, 2 threads", false, 1 << 20, 2),
+        ("no blocks, 2 threads", false, 1 << 30, 2),
+    ];
+    for (name, strict, cache, threads) in cores {
+        let mut core = NeuronCore::default()
+            .with_strict(strict)
+            .with_host_threads(threads)
+            .with_host_cache_bytes(cache);
+        let got = rope_f32_128x32x4x64::host(&mut core, x.view(), cos.view(), sin.view()).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}

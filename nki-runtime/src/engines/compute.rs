@@ -6,11 +6,12 @@
 use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
 use super::access::fill_run;
-use super::lanes::{Lane, Sink, Source, apply_rev, lanes_of, width_mask};
+use super::lanes::{Lane, MAX_SOURCES, Sink, Source, apply_rev, lanes_of, width_mask};
+pub(crate) use super::stream::ROW_LANES;
 use super::stream::{Compute, RowReduce, Stream, stream};
 use super::{CHUNK, EngineState};
-use crate::cpu::act;
 use crate::cpu::alu::Rhs;
+use crate::cpu::{Isa, act};
 use crate::operand::{Loc, Operands, Resolved};
 
 /// The sources of the given slots, each at its slot's position: an absent slot before a present
@@ -47,7 +48,7 @@ fn is_int(r: Option<&Resolved>) -> bool {
 /// The lanes an ALU chain computes in (its two operations and the accumulation into the
 /// destination): int32 for bit operations, and for GpSimd's exact int32 `add`, `subtract` and
 /// `multiply` on integer operands; fp32 otherwise.
-fn alu_lane(engine: Engine, op: [Alu; 3], ops: &Operands) -> Lane {
+pub(crate) fn alu_lane(engine: Engine, op: [Alu; 3], ops: &Operands) -> Lane {
     if op.iter().any(|o| o.class() == AluClass::Bitvec) {
         return Lane::I32;
     }
@@ -87,36 +88,144 @@ pub(crate) fn alu_chain(
         accumulate,
         reduce: reduce_of(ops, acc),
         lanewise: true,
+        whole_rows: false,
     };
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
     // lane is cut to the dtype's width first (docs/dtypes.md, integer lanes).
     let width = ops.slot(1).map_or(u32::MAX, |r| width_mask(r.dtype));
-    let narrow = lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX;
-    let second = |ins: &[&[u32]], a: &[u32], out: &mut [u32]| {
-        let b = ins.get(2).map_or(Rhs::Splat(0), |b| lanes_of(b));
-        apply_rev(isa, lane, op[1], a, b, rev >> 1 & 1 == 1, out);
+    let narrow =
+        (lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX).then_some(width);
+    let compute: &Compute<'_> = &|_, ins, out, scratch| {
+        let arg = |k: usize| ins.get(k).copied();
+        let tmp = &mut scratch[..out.len()];
+        alu_lanes(
+            isa,
+            lane,
+            (op, rev, narrow),
+            [arg(0), arg(1), arg(2)],
+            out,
+            tmp,
+        );
     };
-    let compute: &Compute<'_> = &|_, ins, out, tmp| {
-        let b = ins.get(1).map_or(Rhs::Splat(0), |b| lanes_of(b));
-        let mut cut: [u32; CHUNK];
-        let a = if narrow || ins[0].len() < out.len() {
-            // A narrow signed operand cut to its width, or a single lane spread over the run.
-            cut = [0; CHUNK];
-            let cut = &mut cut[..out.len()];
-            for (k, c) in cut.iter_mut().enumerate() {
-                let x = ins[0][k.min(ins[0].len() - 1)];
-                *c = if narrow { x & width } else { x };
-            }
-            &*cut
-        } else {
-            ins[0]
-        };
-        if op[1] == Alu::Bypass {
-            apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, out);
-        } else {
-            apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, tmp);
-            second(ins, tmp, out);
+    stream(e, &s, compute);
+}
+
+/// One ALU chain on lanes: `out = (a op0 b) op1 c` (bit `j` of `rev` swaps op `j`'s operands;
+/// an absent operand is lane 0, an operand of one lane is that lane repeated), with `narrow`
+/// the width of a narrow signed integer whose logical right shift cuts `a` to it first; `tmp`
+/// (as long as `out`) holds `a op0 b`. The one definition of what [`alu_chain`] computes per
+/// chunk, which [`expression`] applies node by node.
+fn alu_lanes(
+    isa: Isa,
+    lane: Lane,
+    (op, rev, narrow): ([Alu; 2], u8, Option<u32>),
+    [a, b, c]: [Option<&[u32]>; 3],
+    out: &mut [u32],
+    tmp: &mut [u32],
+) {
+    fn lanes(x: Option<&[u32]>) -> Rhs<'_, u32> {
+        x.map_or(Rhs::Splat(0), lanes_of)
+    }
+    let a = a.unwrap_or(&[0]);
+    let mut cut: [u32; CHUNK];
+    let a = if narrow.is_some() || a.len() < out.len() {
+        // A narrow signed operand cut to its width, or a single lane spread over the run.
+        cut = [0; CHUNK];
+        let cut = &mut cut[..out.len()];
+        for (k, x) in cut.iter_mut().enumerate() {
+            let v = a[k.min(a.len() - 1)];
+            *x = narrow.map_or(v, |w| v & w);
+        }
+        &*cut
+    } else {
+        a
+    };
+    if op[1] == Alu::Bypass {
+        apply_rev(isa, lane, op[0], a, lanes(b), rev & 1 == 1, out);
+    } else {
+        apply_rev(isa, lane, op[0], a, lanes(b), rev & 1 == 1, tmp);
+        apply_rev(isa, lane, op[1], tmp, lanes(c), rev >> 1 & 1 == 1, out);
+    }
+}
+
+/// Most ALU instructions one [`Expression`] computes.
+pub(crate) const MAX_NODES: usize = 6;
+
+/// An operand of a node of an [`Expression`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) enum Arg {
+    /// Source `j` of the expression.
+    Src(u8),
+    /// The results of an earlier node.
+    Node(u8),
+    /// No operand: lane 0.
+    Zero,
+}
+
+/// One ALU chain of an [`Expression`]: `(a op0 b) op1 c`, as [`alu_chain`] computes it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Node {
+    /// The two operations.
+    pub op: [Alu; 2],
+    /// Bit `j` swaps the operands of operation `j`.
+    pub rev: u8,
+    /// `a`, `b`, `c`.
+    pub args: [Arg; 3],
+}
+
+/// ALU chains on fp32 lanes, each reading sources and the results of the nodes before it, the
+/// last one's results written to `dst` (over its grid): instructions whose results only feed
+/// later ones, computed chunk by chunk without their tiles (`host::exprs`). Each node computes
+/// its instruction's lanes exactly ([`alu_lanes`]); a node's results are what its instruction
+/// would have written to an fp32 tile and the next one read back, bit for bit.
+pub(crate) struct Expression<'a> {
+    /// The nodes, in order; the last one's results are the destination's.
+    pub nodes: &'a [Node],
+    /// The sources, on the destination's grid.
+    pub srcs: &'a [Resolved],
+    /// The destination.
+    pub dst: &'a Resolved,
+    /// Whether each row's results are written after all its sources are read (a destination
+    /// in the bytes of a source of the same row: [`Stream::whole_rows`]).
+    pub whole_rows: bool,
+}
+
+/// Streams an [`Expression`].
+pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
+    let grid = x.dst.dims;
+    let srcs: [Source; MAX_SOURCES] = core::array::from_fn(|j| {
+        x.srcs
+            .get(j)
+            .map_or(Source::Splat(0), |r| Source::of(r, Lane::F32, &grid))
+    });
+    let s = Stream {
+        dims: grid,
+        srcs: &srcs[..x.srcs.len().min(MAX_SOURCES)],
+        dst: Sink::of(x.dst, &grid),
+        lane: Lane::F32,
+        accumulate: None,
+        reduce: None,
+        lanewise: true,
+        whole_rows: x.whole_rows,
+    };
+    let isa = e.isa;
+    let compute: &Compute<'_> = &|_, ins, out, scratch| {
+        let n = out.len();
+        let (results, tmp) = scratch.split_at_mut((MAX_NODES - 1) * n);
+        let tmp = &mut tmp[..n];
+        let last = x.nodes.len().saturating_sub(1);
+        for (k, node) in x.nodes.iter().enumerate() {
+            let (before, mine) = results.split_at_mut(k.min(MAX_NODES - 1) * n);
+            let before = &*before;
+            let arg = |a: Arg| match a {
+                Arg::Src(j) => ins.get(usize::from(j)).copied(),
+                Arg::Node(i) => before.get(usize::from(i) * n..(usize::from(i) + 1) * n),
+                Arg::Zero => None,
+            };
+            let args = node.args.map(arg);
+            let dst = if k == last { &mut *out } else { &mut mine[..n] };
+            alu_lanes(isa, Lane::F32, (node.op, node.rev, None), args, dst, tmp);
         }
     };
     stream(e, &s, compute);
@@ -142,6 +251,7 @@ pub(crate) fn activation(
         accumulate,
         reduce: reduce_of(ops, acc),
         lanewise: false,
+        whole_rows: false,
     };
     let isa = e.isa;
     let compute: &Compute<'_> = &|_, ins, out, tmp| {
@@ -151,6 +261,7 @@ pub(crate) fn activation(
         } else {
             -0.0
         };
+        let tmp = &mut tmp[..out.len()];
         let data = if ins[0].len() < out.len() {
             spread(ins[0], tmp);
             &*tmp
@@ -192,6 +303,7 @@ pub(crate) fn select(
         accumulate,
         reduce: None,
         lanewise: false,
+        whole_rows: false,
     };
     let compute: &Compute<'_> = &|_, ins, out, _| {
         let (p, t, f) = (ins[0], ins[1], ins[2]);
@@ -400,6 +512,7 @@ pub(crate) fn iota(e: &mut EngineState, ops: &Operands) {
         accumulate: None,
         reduce: None,
         lanewise: false,
+        whole_rows: false,
     };
     stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
 }
@@ -424,6 +537,7 @@ pub(crate) fn copy_through_f32(e: &mut EngineState, ops: &Operands) {
         accumulate: None,
         reduce: None,
         lanewise: false,
+        whole_rows: false,
     };
     stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
 }

@@ -291,6 +291,10 @@ pub(crate) struct Lanes {
     pub(super) old: Vec<u32>,
     /// Scratch chunk of the compute callback, and the accumulated results.
     pub(super) sum: Vec<u32>,
+    /// A row's results held until its sources are read ([`super::stream::Stream::whole_rows`]).
+    pub(super) row: Vec<u32>,
+    /// Scratch chunks of the compute callback ([`super::stream::SCRATCH_CHUNKS`]).
+    pub(super) scratch: Vec<u32>,
     /// Bytes of a chunk in memory (gathers and scatters).
     pub(super) bytes: Vec<u8>,
     /// The top-8 searches' rows and results.
@@ -318,6 +322,8 @@ impl Lanes {
             out: vec![0; CHUNK],
             old: vec![0; CHUNK],
             sum: vec![0; CHUNK],
+            scratch: vec![0; CHUNK * super::stream::SCRATCH_CHUNKS],
+            row: vec![0; super::stream::ROW_LANES],
             bytes: vec![0; CHUNK * 4],
             top8: super::top8::Rows::default(),
         }

@@ -65,13 +65,27 @@ pub(crate) struct Stream<'a> {
     /// alone, a source given as one lane counting as that lane repeated (ALU chains): short
     /// rows may then share a chunk ([`stream_rows`]).
     pub lanewise: bool,
+    /// Whether each row's results are written only after every source of the row is read
+    /// (kept in [`ROW_LANES`] lanes meanwhile): a destination in bytes that a source of the same
+    /// row reads elsewhere in the row (an [`super::compute::Expression`] whose destination the
+    /// allocator placed over a tile its folded instructions read, which their own instructions
+    /// read before it was written). Rows hold at most `ROW_LANES` elements.
+    pub whole_rows: bool,
 }
+
+/// Most elements of a row of a [`Stream::whole_rows`] instruction: a partition of the largest
+/// SBUF in fp32 lanes.
+pub(crate) const ROW_LANES: usize = 64 << 10;
 
 /// The shortest run of a destination that takes the compute's results in place ([`stream_rows`]).
 const IN_PLACE_RUN: usize = 64;
 
+/// Chunks of scratch lanes a [`Compute`] is given: one per node of the longest
+/// [`super::compute::Expression`].
+pub(crate) const SCRATCH_CHUNKS: usize = super::compute::MAX_NODES;
+
 /// Turns one chunk of source lanes into result lanes (`out`); called with the row
-/// (partition) index and a scratch chunk as long as `out`. It writes every lane of `out` and
+/// (partition) index and [`SCRATCH_CHUNKS`] chunks of scratch lanes. It writes every lane of `out` and
 /// reads none (`out` may be the destination's own memory). A source that has one value along the
 /// chunk (an immediate, a `[P, 1]` column) is given as a single lane ([`super::lanes::lanes_of`]).
 pub(crate) type Compute<'a> = dyn Fn(usize, &[&[u32]], &mut [u32], &mut [u32]) + Sync + 'a;
@@ -320,6 +334,7 @@ fn stream_rows(
         .flatten()
         .any(|&(loc, base)| (loc, base) == (s.dst.loc, s.dst.base));
     let in_place_dst = (s.lane == Lane::F32
+        && !s.whole_rows
         && s.dst.dtype == DType::F32
         && matches!(s.dst.loc, Loc::Sbuf | Loc::Psum)
         && s.accumulate.is_none()
@@ -332,6 +347,8 @@ fn stream_rows(
         out,
         old,
         sum,
+        scratch,
+        row: row_lanes,
         bytes,
         ..
     } = lanes;
@@ -341,6 +358,7 @@ fn stream_rows(
     // set up) is done once for all of them.
     let per_chunk = CHUNK / plan.inner().max(1);
     if s.lanewise
+        && !s.whole_rows
         && plan.rank <= 1
         && s.reduce.is_none()
         && !gathered.contains(&true)
@@ -387,7 +405,7 @@ fn stream_rows(
                 }
             }
             let inputs: [&[u32]; MAX_SOURCES] = core::array::from_fn(|j| &ins[j][..len]);
-            compute(r0, &inputs[..n_src], &mut out[..len], &mut sum[..len]);
+            compute(r0, &inputs[..n_src], &mut out[..len], scratch);
             let s_in = inner_strides[n_src];
             if let Some(op) = s.accumulate {
                 let dst = s.dst_as_source();
@@ -417,6 +435,7 @@ fn stream_rows(
             ahead.prefetch(mems, later);
         }
         let mut fold = s.reduce.map(|red| RowFold::new(red.op, s.lane));
+        let mut held = 0;
         plan.runs(&strides[..=n_src], |offs, n| {
             let mut done = 0;
             while done < n {
@@ -465,7 +484,7 @@ fn stream_rows(
                         None => &ins[j][..c],
                     });
                     let results: &mut [u32] = bytemuck::cast_slice_mut(dst);
-                    compute(r, &inputs[..n_src], results, &mut sum[..c]);
+                    compute(r, &inputs[..n_src], results, scratch);
                     if let Some(f) = fold.as_mut() {
                         f.fold(isa, s.lane, results);
                     }
@@ -477,7 +496,7 @@ fn stream_rows(
                     None if uniform[j] => &ins[j][..1],
                     None => &ins[j][..c],
                 });
-                compute(r, &inputs[..n_src], &mut out[..c], &mut sum[..c]);
+                compute(r, &inputs[..n_src], &mut out[..c], scratch);
                 if let Some(op) = s.accumulate {
                     let dst = s.dst_as_source();
                     let s_in = inner_strides[n_src];
@@ -486,6 +505,12 @@ fn stream_rows(
                 }
                 if let Some(f) = fold.as_mut() {
                     f.fold(isa, s.lane, &out[..c]);
+                }
+                if s.whole_rows {
+                    row_lanes[held..held + c].copy_from_slice(&out[..c]);
+                    held += c;
+                    done += c;
+                    continue;
                 }
                 let s_in = inner_strides[n_src];
                 store_lanes(
@@ -502,6 +527,27 @@ fn stream_rows(
                 done += c;
             }
         });
+        if s.whole_rows {
+            // The row's results, run by run, now that its sources are read.
+            let d_row = r as isize * row_strides[n_src];
+            let s_in = inner_strides[n_src];
+            let mut from = 0;
+            plan.runs(&strides[..=n_src], |offs, n| {
+                let lanes = &row_lanes[from..from + n];
+                store_lanes(
+                    isa,
+                    mems,
+                    &s.dst,
+                    s.lane,
+                    d_row,
+                    offs[n_src],
+                    s_in,
+                    lanes,
+                    bytes,
+                );
+                from += n;
+            });
+        }
         if let (Some(f), Some(red)) = (fold, s.reduce) {
             let v = f.finish(isa, s.lane);
             let row = r as isize * red.sink.strides[0];

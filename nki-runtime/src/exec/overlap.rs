@@ -84,6 +84,25 @@ fn extent(r: &Resolved, sbuf_stride: usize) -> Option<Extent> {
     }
 }
 
+/// The first partition, or HBM row offset, of an operand and its step, when its first axis
+/// steps through partitions (on chip) or rows (HBM); `None` for immediates and expressions.
+pub(crate) fn rows(r: &Resolved, sbuf_stride: usize) -> Option<(isize, isize)> {
+    match r.loc {
+        Loc::Sbuf | Loc::Psum => {
+            let stride = if r.loc == Loc::Psum {
+                Psum::PARTITION_STRIDE
+            } else {
+                sbuf_stride
+            } as isize;
+            let size = r.dtype.size() as isize;
+            (r.pattern.strides[0].checked_mul(size) == Some(stride))
+                .then(|| (r.pattern.base.saturating_mul(size).div_euclid(stride), 1))
+        }
+        Loc::Hbm(_) => Some((r.pattern.base, r.pattern.strides[0])),
+        Loc::Expr | Loc::Imm(_) => None,
+    }
+}
+
 /// Whether two operands share a byte of memory (the same memory, and their extents meet).
 pub(crate) fn share_bytes(a: &Resolved, b: &Resolved, sbuf_stride: usize) -> bool {
     a.loc == b.loc

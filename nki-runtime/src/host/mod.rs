@@ -23,6 +23,7 @@
 //! instruction as written.
 
 mod chains;
+mod exprs;
 mod fuse;
 mod hull;
 mod interleaved;

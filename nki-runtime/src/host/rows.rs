@@ -23,14 +23,17 @@
 use nki_lang::{Deps, Dir, Engine, Instr, InstrData, MAX_SLOTS, Opcode, VarValues};
 
 use crate::bind::Bound;
+use crate::engines::compute::{self, Expression};
+use crate::engines::lanes::MAX_SOURCES;
 use crate::engines::{EngineState, tensor};
-use crate::exec::overlap::{partly_overlapping, share_bytes, span};
+use crate::exec::overlap::{partly_overlapping, rows, share_bytes, span};
+use crate::host::exprs::{self, Role};
 use crate::host::fuse::{Readers, tile_of};
 use crate::operand::{self, Loc, Operands, Resolved};
 use crate::worker::{FAR_MIN_ELEMS, Reach};
 
 /// Most instructions in one blocked run (their resolved operands live on the stack).
-const MAX_RUN: usize = 16;
+pub(super) const MAX_RUN: usize = exprs::MAX_PIECES;
 
 /// The fewest elements of each piece of a block when the worker is near (see [`step`]).
 const NEAR_MIN_ELEMS: usize = 1 << 16;
@@ -75,25 +78,6 @@ fn row_local(ins: &Instr) -> bool {
         Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8
     );
     engine_ok && deps_ok && !counted && !search && ins.data.loop_control().is_none()
-}
-
-/// The first partition, or HBM row offset, of an operand and its step, when its first axis
-/// steps through partitions (on chip) or rows (HBM); `None` for immediates and expressions.
-fn rows(r: &Resolved, sbuf_stride: usize) -> Option<(isize, isize)> {
-    match r.loc {
-        Loc::Sbuf | Loc::Psum => {
-            let stride = if r.loc == Loc::Psum {
-                crate::memory::Psum::PARTITION_STRIDE
-            } else {
-                sbuf_stride
-            } as isize;
-            let size = r.dtype.size() as isize;
-            (r.pattern.strides[0].checked_mul(size) == Some(stride))
-                .then(|| (r.pattern.base.saturating_mul(size).div_euclid(stride), 1))
-        }
-        Loc::Hbm(_) => Some((r.pattern.base, r.pattern.strides[0])),
-        Loc::Expr | Loc::Imm(_) => None,
-    }
 }
 
 /// Whether two HBM operands of one tensor, one of which writes, keep every byte's accesses in
@@ -288,6 +272,38 @@ fn kept_in_last_rows(
     kept
 }
 
+/// Runs expression `x` of a run's pieces `run` over one block, each operand restricted to the
+/// block by `restricted(piece, operand)`; nothing when the block has none of its partitions.
+fn run_expression(
+    e: &mut EngineState,
+    x: &exprs::Expr,
+    run: &[(usize, Operands)],
+    restricted: impl Fn(usize, &Resolved) -> Resolved,
+) {
+    let Some((_, ops)) = run.get(usize::from(x.piece)) else {
+        return;
+    };
+    let dst = restricted(usize::from(x.piece), ops.get(0));
+    let mut srcs = [dst; MAX_SOURCES];
+    for (s, leaf) in srcs.iter_mut().zip(&x.leaves[..x.n_leaves]) {
+        let l = usize::from(leaf.piece);
+        if let Some(r) = run.get(l).and_then(|(_, o)| o.slot(usize::from(leaf.slot))) {
+            *s = restricted(l, r);
+        }
+    }
+    let srcs = &srcs[..x.n_leaves];
+    if dst.dims[0] == 0 || srcs.iter().any(|r| r.dims[0] == 0) {
+        return;
+    }
+    let expr = Expression {
+        nodes: &x.nodes[..x.n_nodes],
+        srcs,
+        dst: &dst,
+        whole_rows: x.whole_rows,
+    };
+    compute::expression(e, &expr);
+}
+
 /// The rows of an instruction: the most of any of its operands.
 fn rows_of(ops: &Operands) -> usize {
     ops.iter().map(|r| r.dims[0]).max().unwrap_or(0)
@@ -459,10 +475,48 @@ pub(crate) fn step(
         (pc..pc.saturating_add(joined), partitions),
         sbuf_stride,
     );
+    let plan = exprs::plan(
+        b.program,
+        readers,
+        run,
+        pc..pc.saturating_add(joined),
+        |k, slot| kept.get(k).is_some_and(|m| m & (1 << slot) != 0),
+        sbuf_stride,
+    );
+    // The pieces in the order they run, and what each does.
+    let mut order = [(0usize, Role::Plain); MAX_RUN];
+    let mut n_order = 0;
+    let in_order: &mut dyn Iterator<Item = usize> = match &plan {
+        Some(p) => &mut p.order(run.len()),
+        None => &mut (0..run.len()),
+    };
+    for (slot, k) in order.iter_mut().zip(in_order) {
+        let role = plan.as_ref().map_or(Role::Plain, |p| p.roles[k]);
+        *slot = (k, role);
+        n_order += 1;
+    }
     let mut from = 0;
     while from < partitions {
         let to = (from + block).min(partitions);
-        for (k, (at, whole)) in run.iter().enumerate() {
+        for &(k, role) in &order[..n_order] {
+            let (at, whole) = &run[k];
+            match (role, plan.as_ref().and_then(|p| p.exprs[k].as_ref())) {
+                (Role::Folded, _) => continue,
+                (Role::Expr, Some(x)) => {
+                    e.far_split = readers.far_split(b.program, &instrs[*at]);
+                    // Its sources and destination restricted as their instructions' are.
+                    let restricted = |piece: usize, r: &Resolved| match r.loc {
+                        Loc::Imm(_) | Loc::Expr => *r,
+                        Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => {
+                            let kept = kept[piece] & (1 << r.slot) != 0;
+                            restrict(r, (from, to), partitions, kept)
+                        }
+                    };
+                    run_expression(e, x, run, restricted);
+                    continue;
+                }
+                (Role::Plain | Role::Expr, _) => {}
+            }
             let mut part = Operands::default();
             for r in whole.iter() {
                 let restricted = match r.loc {
