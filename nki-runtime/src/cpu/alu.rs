@@ -177,6 +177,34 @@ pub enum Rhs<'a, T> {
     Run(&'a [T]),
     /// The same value for every lane.
     Splat(T),
+    /// Runs of `len` values, each repeated `times` times in turn: lane `(g·times + t)·len + i`
+    /// takes `runs[g·len + i]` (an operand broadcast along an axis between two it steps along,
+    /// such as RoPE's `cos` repeated over the heads, read where it lies).
+    Repeat {
+        /// The runs, one after the other.
+        runs: &'a [T],
+        /// Values per run.
+        len: usize,
+        /// Times each run repeats.
+        times: usize,
+    },
+}
+
+impl<T> Rhs<'_, T> {
+    /// Panics unless the operand gives a value for each of `n` lanes.
+    fn assert_covers(&self, n: usize) {
+        match *self {
+            Rhs::Run(b) => assert!(b.len() >= n, "operand run shorter than the output"),
+            Rhs::Splat(_) => {}
+            Rhs::Repeat { runs, len, times } => {
+                let group = len.saturating_mul(times);
+                assert!(
+                    len > 0 && times > 0 && runs.len() >= n.div_ceil(group).saturating_mul(len),
+                    "repeated runs shorter than the output"
+                );
+            }
+        }
+    }
 }
 
 /// `out[i] = eval(op, a[i], b[i])` (operands swapped when `rev`), for every lane of `out`.
@@ -221,7 +249,7 @@ pub fn apply(isa: Isa, op: Alu, a: &[f32], b: Rhs<'_, f32>, rev: bool, out: &mut
             (Rhs::Run(b), true) => {
                 super::act::apply_pow(isa, &b[..out.len()], &a[..out.len()], out)
             }
-            (Rhs::Splat(_), _) => go!(super::act::pow),
+            (Rhs::Splat(_) | Rhs::Repeat { .. }, _) => go!(super::act::pow),
         },
         _ => go!(|x: f32, y: f32| eval(op, x, y)),
     }
@@ -658,9 +686,7 @@ fn fold<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], values: &[T], f:
 fn run<T: Copy, F: Fn(T, T) -> T>(isa: Isa, a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) {
     let n = out.len();
     let a = &a[..n];
-    if let Rhs::Run(b) = b {
-        assert!(b.len() >= n, "operand run shorter than the output");
-    }
+    b.assert_covers(n);
     match isa {
         Isa::Portable => body(a, b, out, f),
         #[cfg(target_arch = "x86_64")]
@@ -700,6 +726,17 @@ fn run_assign<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T], b: Rhs<'_, T>,
                     *x = f(*x, y);
                 }
             }
+            Rhs::Repeat { runs, len, times } => {
+                let group = len * times;
+                for (g, acc) in acc.chunks_mut(group).enumerate() {
+                    let run = &runs[g * len..g * len + len.min(acc.len())];
+                    for acc in acc.chunks_mut(len) {
+                        for (x, &y) in acc.iter_mut().zip(run) {
+                            *x = f(*x, y);
+                        }
+                    }
+                }
+            }
         }
     }
     #[cfg(target_arch = "x86_64")]
@@ -712,9 +749,7 @@ fn run_assign<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T], b: Rhs<'_, T>,
     fn body_avx512<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T], b: Rhs<'_, T>, f: F) {
         body(acc, b, f)
     }
-    if let Rhs::Run(b) = b {
-        assert!(b.len() >= acc.len(), "operand run shorter than the output");
-    }
+    b.assert_covers(acc.len());
     match isa {
         Isa::Portable => body(acc, b, f),
         #[cfg(target_arch = "x86_64")]
@@ -748,6 +783,17 @@ fn body<T: Copy, F: Fn(T, T) -> T>(a: &[T], b: Rhs<'_, T>, out: &mut [T], f: F) 
         Rhs::Splat(y) => {
             for (o, &x) in out.iter_mut().zip(a) {
                 *o = f(x, y);
+            }
+        }
+        Rhs::Repeat { runs, len, times } => {
+            let group = len * times;
+            for (g, (out, a)) in out.chunks_mut(group).zip(a.chunks(group)).enumerate() {
+                let run = &runs[g * len..g * len + len.min(out.len())];
+                for (out, a) in out.chunks_mut(len).zip(a.chunks(len)) {
+                    for ((o, &x), &y) in out.iter_mut().zip(a).zip(run) {
+                        *o = f(x, y);
+                    }
+                }
             }
         }
     }
@@ -880,6 +926,24 @@ mod tests {
                     for (i, &o) in out.iter().enumerate() {
                         let (a, b) = if rev { (2.5, xs[i]) } else { (xs[i], 2.5) };
                         assert!(same(o, eval(op, a, b)), "{isa:?} {op} splat");
+                    }
+                    // Runs of 7 repeated 3 times, the last group cut short.
+                    let (len, times) = (7, 3);
+                    let at = |i: usize| i / (len * times) * len + i % len;
+                    let rhs = Rhs::Repeat {
+                        runs: &ys,
+                        len,
+                        times,
+                    };
+                    apply(isa, op, &xs, rhs, rev, &mut out);
+                    let mut acc = xs[..out.len()].to_vec();
+                    apply_assign(isa, op, &mut acc, rhs, rev);
+                    for (i, (&o, &x)) in out.iter().zip(&acc).enumerate() {
+                        let y = ys[at(i)];
+                        let (a, b) = if rev { (y, xs[i]) } else { (xs[i], y) };
+                        let want = eval(op, a, b);
+                        assert!(same(o, want), "{isa:?} {op} repeat {i}: {o:e} vs {want:e}");
+                        assert!(same(x, want), "{isa:?} {op} repeat in place {i}");
                     }
                 }
             }

@@ -8,7 +8,7 @@ use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 use super::access::fill_run;
 use super::lanes::{Lane, MAX_SOURCES, Sink, Source, apply_rev, lanes_of, width_mask};
 pub(crate) use super::stream::ROW_LANES;
-use super::stream::{Compute, RowReduce, Stream, stream};
+use super::stream::{Compute, Repeats, RowReduce, Stream, stream};
 use super::{CHUNK, EngineState};
 use crate::cpu::alu::Rhs;
 use crate::cpu::{Isa, act};
@@ -89,6 +89,7 @@ pub(crate) fn alu_chain(
         reduce: reduce_of(ops, acc),
         lanewise: true,
         whole_rows: false,
+        repeats: true,
     };
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
@@ -96,8 +97,8 @@ pub(crate) fn alu_chain(
     let width = ops.slot(1).map_or(u32::MAX, |r| width_mask(r.dtype));
     let narrow =
         (lane == Lane::I32 && op[0] == Alu::RightShift && width != u32::MAX).then_some(width);
-    let compute: &Compute<'_> = &|_, ins, out, scratch| {
-        let arg = |k: usize| ins.get(k).copied();
+    let compute: &Compute<'_> = &|_, ins, repeats, out, scratch| {
+        let arg = |k: usize| operand(ins, repeats, k);
         let tmp = &mut scratch[..out.len()];
         alu_lanes(
             isa,
@@ -120,32 +121,41 @@ fn alu_lanes(
     isa: Isa,
     lane: Lane,
     (op, rev, narrow): ([Alu; 2], u8, Option<u32>),
-    [a, b, c]: [Option<&[u32]>; 3],
+    [a, b, c]: [Rhs<'_, u32>; 3],
     out: &mut [u32],
     tmp: &mut [u32],
 ) {
-    fn lanes(x: Option<&[u32]>) -> Rhs<'_, u32> {
-        x.map_or(Rhs::Splat(0), lanes_of)
-    }
-    let a = a.unwrap_or(&[0]);
+    let n = out.len();
     let mut cut: [u32; CHUNK];
-    let a = if narrow.is_some() || a.len() < out.len() {
-        // A narrow signed operand cut to its width, or a single lane spread over the run.
-        cut = [0; CHUNK];
-        let cut = &mut cut[..out.len()];
-        for (k, x) in cut.iter_mut().enumerate() {
-            let v = a[k.min(a.len() - 1)];
-            *x = narrow.map_or(v, |w| v & w);
+    let a = match a {
+        Rhs::Run(a) if narrow.is_none() => a,
+        a @ (Rhs::Run(_) | Rhs::Splat(_) | Rhs::Repeat { .. }) => {
+            // A narrow signed operand cut to its width, or one lane or repeated runs spread
+            // over the chunk.
+            cut = [0; CHUNK];
+            let cut = &mut cut[..n];
+            apply_rev(isa, lane, Alu::Bypass, cut, a, true, &mut tmp[..n]);
+            for (x, &v) in cut.iter_mut().zip(&tmp[..n]) {
+                *x = narrow.map_or(v, |w| v & w);
+            }
+            &*cut
         }
-        &*cut
-    } else {
-        a
     };
     if op[1] == Alu::Bypass {
-        apply_rev(isa, lane, op[0], a, lanes(b), rev & 1 == 1, out);
+        apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, out);
     } else {
-        apply_rev(isa, lane, op[0], a, lanes(b), rev & 1 == 1, tmp);
-        apply_rev(isa, lane, op[1], tmp, lanes(c), rev >> 1 & 1 == 1, out);
+        apply_rev(isa, lane, op[0], a, b, rev & 1 == 1, tmp);
+        apply_rev(isa, lane, op[1], tmp, c, rev >> 1 & 1 == 1, out);
+    }
+}
+
+/// Source `j`'s lanes as an ALU operand: absent, lane 0; one lane, that lane for every lane;
+/// runs repeated as [`Repeats`] says.
+fn operand<'a>(ins: &[&'a [u32]], repeats: &Repeats, j: usize) -> Rhs<'a, u32> {
+    match (ins.get(j), repeats.get(j).copied().flatten()) {
+        (None, _) => Rhs::Splat(0),
+        (Some(&runs), Some((len, times))) => Rhs::Repeat { runs, len, times },
+        (Some(x), None) => lanes_of(x),
     }
 }
 
@@ -208,9 +218,10 @@ pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
         reduce: None,
         lanewise: true,
         whole_rows: x.whole_rows,
+        repeats: true,
     };
     let isa = e.isa;
-    let compute: &Compute<'_> = &|_, ins, out, scratch| {
+    let compute: &Compute<'_> = &|_, ins, repeats, out, scratch| {
         let n = out.len();
         let (results, tmp) = scratch.split_at_mut((MAX_NODES - 1) * n);
         let tmp = &mut tmp[..n];
@@ -219,9 +230,9 @@ pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
             let (before, mine) = results.split_at_mut(k.min(MAX_NODES - 1) * n);
             let before = &*before;
             let arg = |a: Arg| match a {
-                Arg::Src(j) => ins.get(usize::from(j)).copied(),
-                Arg::Node(i) => before.get(usize::from(i) * n..(usize::from(i) + 1) * n),
-                Arg::Zero => None,
+                Arg::Src(j) => operand(ins, repeats, usize::from(j)),
+                Arg::Node(i) => Rhs::Run(&before[usize::from(i) * n..(usize::from(i) + 1) * n]),
+                Arg::Zero => Rhs::Splat(0),
             };
             let args = node.args.map(arg);
             let dst = if k == last { &mut *out } else { &mut mine[..n] };
@@ -252,9 +263,10 @@ pub(crate) fn activation(
         reduce: reduce_of(ops, acc),
         lanewise: false,
         whole_rows: false,
+        repeats: false,
     };
     let isa = e.isa;
-    let compute: &Compute<'_> = &|_, ins, out, tmp| {
+    let compute: &Compute<'_> = &|_, ins, _, out, tmp| {
         let scale = f32::from_bits(ins[1][0]);
         let bias = if has_bias {
             f32::from_bits(ins[2][0])
@@ -304,8 +316,9 @@ pub(crate) fn select(
         reduce: None,
         lanewise: false,
         whole_rows: false,
+        repeats: false,
     };
-    let compute: &Compute<'_> = &|_, ins, out, _| {
+    let compute: &Compute<'_> = &|_, ins, _, out, _| {
         let (p, t, f) = (ins[0], ins[1], ins[2]);
         // An expression's lanes are its int32 values as fp32: the sign and zero survive, so
         // comparing them with 0.0 is comparing the integers with 0.
@@ -513,8 +526,9 @@ pub(crate) fn iota(e: &mut EngineState, ops: &Operands) {
         reduce: None,
         lanewise: false,
         whole_rows: false,
+        repeats: false,
     };
-    stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
+    stream(e, &s, &|_, ins, _, out, _| spread(ins[0], out));
 }
 
 /// `out` = the lanes of `x`, a single lane repeated.
@@ -538,6 +552,7 @@ pub(crate) fn copy_through_f32(e: &mut EngineState, ops: &Operands) {
         reduce: None,
         lanewise: false,
         whole_rows: false,
+        repeats: false,
     };
-    stream(e, &s, &|_, ins, out, _| spread(ins[0], out));
+    stream(e, &s, &|_, ins, _, out, _| spread(ins[0], out));
 }

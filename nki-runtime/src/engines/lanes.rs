@@ -260,6 +260,11 @@ fn f32_lanes(b: Rhs<'_, u32>) -> Rhs<'_, f32> {
     match b {
         Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, f32>(b)),
         Rhs::Splat(x) => Rhs::Splat(f32::from_bits(x)),
+        Rhs::Repeat { runs, len, times } => Rhs::Repeat {
+            runs: bytemuck::cast_slice::<u32, f32>(runs),
+            len,
+            times,
+        },
     }
 }
 
@@ -268,6 +273,11 @@ fn i32_lanes(b: Rhs<'_, u32>) -> Rhs<'_, i32> {
     match b {
         Rhs::Run(b) => Rhs::Run(bytemuck::cast_slice::<u32, i32>(b)),
         Rhs::Splat(x) => Rhs::Splat(x as i32),
+        Rhs::Repeat { runs, len, times } => Rhs::Repeat {
+            runs: bytemuck::cast_slice::<u32, i32>(runs),
+            len,
+            times,
+        },
     }
 }
 

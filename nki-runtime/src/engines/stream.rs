@@ -69,9 +69,19 @@ pub(crate) struct Stream<'a> {
     /// (kept in [`ROW_LANES`] lanes meanwhile): a destination in bytes that a source of the same
     /// row reads elsewhere in the row (an [`super::compute::Expression`] whose destination the
     /// allocator placed over a tile its folded instructions read, which their own instructions
-    /// read before it was written). Rows hold at most `ROW_LANES` elements.
+    /// read before it was written). Rows hold at most `ROW_LANES` elements; such an
+    /// instruction neither accumulates nor reduces.
     pub whole_rows: bool,
+    /// Whether the compute takes a source broadcast along a middle axis as its runs
+    /// repeated ([`Repeats`]) instead of gathered lanes (ALU chains).
+    pub repeats: bool,
 }
+
+/// How each source's lanes reach a [`Compute`]: `Some((len, times))` for a source given as runs
+/// of `len` lanes each repeated `times` times in turn (`cpu::alu::Rhs::Repeat`, read where it
+/// lies: RoPE's `cos`, `[B, S]` repeated over the heads of `[B, heads, S]`), `None` for lanes
+/// as usual. Only a [`Stream::repeats`] instruction is given any.
+pub(crate) type Repeats = [Option<(usize, usize)>; MAX_SOURCES];
 
 /// Most elements of a row of a [`Stream::whole_rows`] instruction: a partition of the largest
 /// SBUF in fp32 lanes.
@@ -88,7 +98,8 @@ pub(crate) const SCRATCH_CHUNKS: usize = super::compute::MAX_NODES;
 /// (partition) index and [`SCRATCH_CHUNKS`] chunks of scratch lanes. It writes every lane of `out` and
 /// reads none (`out` may be the destination's own memory). A source that has one value along the
 /// chunk (an immediate, a `[P, 1]` column) is given as a single lane ([`super::lanes::lanes_of`]).
-pub(crate) type Compute<'a> = dyn Fn(usize, &[&[u32]], &mut [u32], &mut [u32]) + Sync + 'a;
+pub(crate) type Compute<'a> =
+    dyn Fn(usize, &[&[u32]], &Repeats, &mut [u32], &mut [u32]) + Sync + 'a;
 
 /// The free dimensions after merging those contiguous in every operand: `outer` sizes (up to
 /// three) and the innermost run's length, with each operand's strides.
@@ -312,6 +323,9 @@ fn stream_rows(
             .get(j)
             .is_some_and(|src| matches!(src, Source::Splat(_)) || inner_strides[j] == 0)
     });
+    // Gathered sources the compute takes as repeated runs, and the chunk length that keeps
+    // every chunk at the start of their groups.
+    let (repeats, step) = repeats_of(s, &gathered);
     // How each source's lanes are had, decided once: gathered, read in place (contiguous fp32
     // lanes in memory: its memory and base), or loaded.
     let in_memory: [Option<(Loc, isize)>; MAX_SOURCES] =
@@ -405,7 +419,13 @@ fn stream_rows(
                 }
             }
             let inputs: [&[u32]; MAX_SOURCES] = core::array::from_fn(|j| &ins[j][..len]);
-            compute(r0, &inputs[..n_src], &mut out[..len], scratch);
+            compute(
+                r0,
+                &inputs[..n_src],
+                &[None; MAX_SOURCES],
+                &mut out[..len],
+                scratch,
+            );
             let s_in = inner_strides[n_src];
             if let Some(op) = s.accumulate {
                 let dst = s.dst_as_source();
@@ -439,7 +459,7 @@ fn stream_rows(
         plan.runs(&strides[..=n_src], |offs, n| {
             let mut done = 0;
             while done < n {
-                let c = CHUNK.min(n - done);
+                let c = step.min(n - done);
                 // Sources that already are contiguous fp32 lanes in memory are read in place.
                 let mut direct: [Option<(Loc, Range<usize>)>; MAX_SOURCES] = Default::default();
                 for (j, src) in s.srcs.iter().enumerate() {
@@ -447,6 +467,11 @@ fn stream_rows(
                     let row = r as isize * row_strides[j];
                     if let Some((loc, base)) = in_memory[j] {
                         direct[j] = Some((loc, span(base + row + off, 1, c, 4)));
+                        continue;
+                    }
+                    if let Some((len, times)) = repeats[j] {
+                        let m = c.div_ceil(len * times) * len;
+                        direct[j] = Some(repeated_runs(s, j, row, done, m));
                         continue;
                     }
                     if gathered[j] {
@@ -484,7 +509,7 @@ fn stream_rows(
                         None => &ins[j][..c],
                     });
                     let results: &mut [u32] = bytemuck::cast_slice_mut(dst);
-                    compute(r, &inputs[..n_src], results, scratch);
+                    compute(r, &inputs[..n_src], &repeats, results, scratch);
                     if let Some(f) = fold.as_mut() {
                         f.fold(isa, s.lane, results);
                     }
@@ -496,7 +521,20 @@ fn stream_rows(
                     None if uniform[j] => &ins[j][..1],
                     None => &ins[j][..c],
                 });
-                compute(r, &inputs[..n_src], &mut out[..c], scratch);
+                if s.whole_rows {
+                    // Into the row's lanes, written once the row is read.
+                    compute(
+                        r,
+                        &inputs[..n_src],
+                        &repeats,
+                        &mut row_lanes[held..held + c],
+                        scratch,
+                    );
+                    held += c;
+                    done += c;
+                    continue;
+                }
+                compute(r, &inputs[..n_src], &repeats, &mut out[..c], scratch);
                 if let Some(op) = s.accumulate {
                     let dst = s.dst_as_source();
                     let s_in = inner_strides[n_src];
@@ -505,12 +543,6 @@ fn stream_rows(
                 }
                 if let Some(f) = fold.as_mut() {
                     f.fold(isa, s.lane, &out[..c]);
-                }
-                if s.whole_rows {
-                    row_lanes[held..held + c].copy_from_slice(&out[..c]);
-                    held += c;
-                    done += c;
-                    continue;
                 }
                 let s_in = inner_strides[n_src];
                 store_lanes(
@@ -608,6 +640,77 @@ fn plan_runs(
 /// The innermost free axis of more than one element of a grid, if any.
 fn innermost_axis(dims: &[usize; MAX_TILE_RANK]) -> Option<usize> {
     (1..MAX_TILE_RANK).rev().find(|&k| dims[k] > 1)
+}
+
+/// The sources of `s` among the gathered ones given as repeated runs ([`Repeats`]), and the
+/// chunk length: a multiple of every such source's group (`len · times` lanes), so that each
+/// chunk of the row's one run starts a group (`CHUNK` when there is none). A gathered fp32
+/// source on fp32 lanes qualifies when its innermost axis is contiguous, the axis outside
+/// it is the broadcast one, and the axes outside that step through whole runs one after the
+/// other (the runs of the row are contiguous).
+fn repeats_of(s: &Stream<'_>, gathered: &[bool; MAX_SOURCES]) -> (Repeats, usize) {
+    let mut out = [None; MAX_SOURCES];
+    if !s.repeats || s.lane != Lane::F32 {
+        return (out, CHUNK);
+    }
+    let mut group = 1usize;
+    for (j, src) in s.srcs.iter().enumerate() {
+        let Source::Mem {
+            dtype: DType::F32,
+            strides,
+            ..
+        } = *src
+        else {
+            continue;
+        };
+        if !gathered[j] {
+            continue;
+        }
+        // The free axes of more than one element, innermost first.
+        let mut axes = (1..MAX_TILE_RANK)
+            .rev()
+            .filter(|&k| s.dims[k] > 1)
+            .map(|k| (s.dims[k], strides[k]));
+        let (Some((len, 1)), Some((times, 0))) = (axes.next(), axes.next()) else {
+            continue;
+        };
+        let mut next = len as isize;
+        let mut whole = true;
+        for (d, st) in axes {
+            whole &= st == next;
+            next = next.saturating_mul(d as isize);
+        }
+        let g = len * times;
+        let lcm = group / gcd(group, g) * g;
+        if whole && lcm <= CHUNK {
+            out[j] = Some((len, times));
+            group = lcm;
+        }
+    }
+    (out, CHUNK / group * group)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The bytes of the `m` elements of source `j` of `s` from the one of element `e0` of a row
+/// (`row`: the row's element offset), a repeated source's runs for the chunk at `e0`.
+fn repeated_runs(s: &Stream<'_>, j: usize, row: isize, e0: usize, m: usize) -> (Loc, Range<usize>) {
+    let Some(&Source::Mem {
+        loc, base, strides, ..
+    }) = s.srcs.get(j)
+    else {
+        return (Loc::Sbuf, 0..0);
+    };
+    let mut off = 0isize;
+    let mut rest = e0;
+    for k in (1..MAX_TILE_RANK).rev() {
+        let d = s.dims[k].max(1);
+        off += (rest % d) as isize * strides[k];
+        rest /= d;
+    }
+    (loc, span(base + row + off, 1, m, 4))
 }
 
 /// Loads the lanes of source `j` of `s` for elements `e0..e0 + n` of a row (`row`: the row's
