@@ -247,8 +247,9 @@ impl NeuronCore {
     }
 
     /// The state buffer, for inspection. After a plain (not strict) launch, tiles whose data
-    /// only passed through SBUF between two neighbouring instructions may keep their old
-    /// contents (see the crate documentation); a strict core writes every tile.
+    /// only passed through SBUF between neighbouring instructions may keep their old contents,
+    /// whole or in some partitions (see the crate documentation); a strict core writes every
+    /// tile.
     pub fn sbuf(&self) -> &Sbuf {
         &self.engines.sbuf
     }

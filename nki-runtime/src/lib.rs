@@ -81,7 +81,10 @@
 //! neighbouring partition-local instructions run a block of partitions at a time, a tile that
 //! only passes data between them (no instruction after them reads it) is written block after
 //! block into the same few partitions, which stay in the host's cache, and keeps its old
-//! contents in the others. A strict core, or an observed run
+//! contents in the others; and an elementwise ALU instruction (or a copy) of such a block whose
+//! results only later ones of it read is computed inside those, chunk by chunk, without its
+//! tile being written at all (RoPE's four products and the copy of a tile's upper half, inside
+//! the difference and the sum that read them). A strict core, or an observed run
 //! ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every instruction as written.
 //!
 //! # Layers

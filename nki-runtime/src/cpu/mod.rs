@@ -10,6 +10,7 @@
 //!   int32 lanes, and the reductions' fold.
 //! - [`convert`]: element type conversions over contiguous runs (DMA casts, engine copies).
 //! - [`matmul`]: the TensorEngine's `nc_matmul` inner loop with a defined accumulation order.
+//! - `runs` (crate-private): gathers of short runs of words into lanes (broadcast operands).
 //! - `search` (crate-private): the top-8 searches' scans of a row's order keys.
 
 pub mod act;
