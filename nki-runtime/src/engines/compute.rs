@@ -129,16 +129,28 @@ fn alu_lanes(
     let mut cut: [u32; CHUNK];
     let a = match a {
         Rhs::Run(a) if narrow.is_none() => a,
-        a @ (Rhs::Run(_) | Rhs::Splat(_) | Rhs::Repeat { .. }) => {
-            // A narrow signed operand cut to its width, or one lane or repeated runs spread
-            // over the chunk.
+        Rhs::Run(a) => {
+            // A narrow signed operand cut to its width.
             cut = [0; CHUNK];
-            let cut = &mut cut[..n];
-            apply_rev(isa, lane, Alu::Bypass, cut, a, true, &mut tmp[..n]);
-            for (x, &v) in cut.iter_mut().zip(&tmp[..n]) {
+            for (x, &v) in cut[..n].iter_mut().zip(a) {
                 *x = narrow.map_or(v, |w| v & w);
             }
-            &*cut
+            &cut[..n]
+        }
+        Rhs::Splat(v) => {
+            // One lane spread over the chunk.
+            cut = [0; CHUNK];
+            cut[..n].fill(narrow.map_or(v, |w| v & w));
+            &cut[..n]
+        }
+        a @ Rhs::Repeat { .. } => {
+            // Repeated runs spread over the chunk (`bypass` of them, swapped: their lanes).
+            cut = [0; CHUNK];
+            apply_rev(isa, lane, Alu::Bypass, &tmp[..n], a, true, &mut cut[..n]);
+            if let Some(w) = narrow {
+                cut[..n].iter_mut().for_each(|x| *x &= w);
+            }
+            &cut[..n]
         }
     };
     if op[1] == Alu::Bypass {
