@@ -148,3 +148,62 @@ fn tiles_that_only_pass_data_within_a_run_keep_the_results() {
         passing::host(core, x.view(), c.view())
     });
 }
+
+/// Elementwise instructions whose results only later ones of the run read, computed inside
+/// those (`host/exprs.rs`): a copy read at its source, a `tensor_scalar` of two immediates
+/// read by two instructions (computed in each), a bf16 difference that stays a tile (its
+/// rounding is the tile's), and a product read after the bytes of one of its sources were
+/// given to another tile (`w` over `cs`, which the instruction that reads the product must
+/// then compute before it, or not fold it).
+#[kernel]
+fn chained(x: Hbm<f32, 128, 512>, c: Hbm<f32, 64, 512>) -> Hbm<f32, 128, 512> {
+    let out = ndarray([128, 512], f32, SharedHbm);
+    let xs = ndarray([128, 512], f32, Sbuf);
+    nisa::dma_copy(dst = xs, src = x);
+    let cs = ndarray([64, 512], f32, Sbuf);
+    nisa::dma_copy(dst = cs, src = c);
+    let hi = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_copy(dst = hi, src = xs[[64.., ..]]);
+    let a = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_scalar(
+        dst = a,
+        data = hi,
+        op0 = multiply,
+        operand0 = 0.5,
+        op1 = add,
+        operand1 = 1.0,
+    );
+    let b = ndarray([64, 512], bf16, Sbuf);
+    nisa::tensor_tensor(b, xs[[..64, ..]], cs, nl::subtract);
+    let p = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(p, a, cs, nl::multiply);
+    let o = ndarray([128, 512], f32, Sbuf);
+    nisa::tensor_tensor(o[[64.., ..]], a, b, nl::multiply);
+    let w = ndarray([64, 512], f32, Sbuf);
+    nisa::tensor_tensor(w, xs[[..64, ..]], xs[[..64, ..]], nl::add);
+    nisa::tensor_tensor(o[[..64, ..]], p, w, nl::subtract);
+    nisa::dma_copy(dst = out, src = o);
+    out
+}
+
+/// [`chained`] in plain f32 loops (the difference rounded to bf16).
+fn chained_by_hand(x: &Array2<f32>, c: &Array2<f32>) -> Array2<f32> {
+    let mut out = Array2::<f32>::zeros((128, 512));
+    for p in 0..64 {
+        for f in 0..512 {
+            let a = x[[p + 64, f]] * 0.5 + 1.0;
+            let b = nki::bf16::from_f32(x[[p, f]] - c[[p, f]]).to_f32();
+            out[[p + 64, f]] = a * b;
+            out[[p, f]] = a * c[[p, f]] - (x[[p, f]] + x[[p, f]]);
+        }
+    }
+    out
+}
+
+#[test]
+fn elementwise_instructions_fold_into_the_ones_that_read_them() {
+    let (x, c) = inputs();
+    on_every_blocking(&chained_by_hand(&x, &c), |core| {
+        chained::host(core, x.view(), c.view())
+    });
+}

@@ -183,6 +183,8 @@ pub(crate) enum Arg {
     Node(u8),
     /// No operand: lane 0.
     Zero,
+    /// An immediate: these fp32 bits in every lane.
+    Splat(u32),
 }
 
 /// One ALU chain of an [`Expression`]: `(a op0 b) op1 c`, as [`alu_chain`] computes it.
@@ -245,6 +247,7 @@ pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
                 Arg::Src(j) => operand(ins, repeats, usize::from(j)),
                 Arg::Node(i) => Rhs::Run(&before[usize::from(i) * n..(usize::from(i) + 1) * n]),
                 Arg::Zero => Rhs::Splat(0),
+                Arg::Splat(bits) => Rhs::Splat(bits),
             };
             let args = node.args.map(arg);
             let dst = if k == last { &mut *out } else { &mut mine[..n] };

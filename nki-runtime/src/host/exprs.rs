@@ -30,7 +30,7 @@
 use nki_lang::{Dir, Engine, InstrData, Opcode, Write};
 
 use crate::engines::compute::{Arg, MAX_NODES, Node, ROW_LANES, alu_lane};
-use crate::engines::lanes::{Lane, MAX_SOURCES};
+use crate::engines::lanes::{Lane, MAX_SOURCES, Source};
 use crate::exec::overlap::{rows, share_bytes};
 use crate::host::fuse::{Readers, tile_of};
 use crate::operand::{Loc, Operands, Resolved};
@@ -422,6 +422,10 @@ impl<K: Fn(usize, u8) -> bool> Builder<'_, K> {
         let Some(r) = self.run[j].1.slot(slot) else {
             return Some(Arg::Zero);
         };
+        // An immediate: its lanes, as its instruction's stream gives them.
+        if let Source::Splat(bits) = Source::of(r, Lane::F32, &r.dims) {
+            return Some(Arg::Splat(bits));
+        }
         // The results of the last instruction before it that wrote its bytes, when that one
         // folds (then it wrote exactly these elements).
         let last_write = (0..j).rev().find(|&k| {
