@@ -10,18 +10,23 @@
 //! An instruction is folded into the ones that read its results (an *intermediate*) when
 //! - it is an ALU chain (`tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`) that
 //!   overwrites its destination, on fp32 lanes, with no reduction, into an fp32 tile (lanes
-//!   and tile hold the same bits), or a copy within one dtype on the Vector or GpSimd engine
-//!   (its readers read its source instead: the same lanes);
-//! - its destination's tile is read by no instruction outside the run, none of its sources
-//!   shares a byte with its destination, and every other access of the run that shares a byte
-//!   with the destination is a later read of exactly its elements by an instruction that is
-//!   folded too or computes an expression, over the same grid.
+//!   and tile hold the same bits), or a copy within one dtype and shape on the Vector or GpSimd
+//!   engine (its readers read its source instead: the same lanes);
+//! - its destination's tile is read by no instruction outside the run, and its sources share
+//!   bytes with its destination only at its own elements (in place);
+//! - after it, until another tile is written in those bytes (the allocator gives a tile's bytes
+//!   to one born at its last reader), every read of them is of exactly its elements, by an
+//!   instruction over the same grid that folds too or computes an expression (at least one).
 //!
 //! An ALU chain that reads an intermediate and is not one computes the expression of its own
 //! operation over the intermediates' ([`Expression`], at most `MAX_NODES` chains and
-//! `MAX_SOURCES` distinct sources), at its place in the run. Its sources are read then
-//! rather than at the intermediates' places, so no instruction between an intermediate and the
-//! expression may write a byte that one of them reads. Each chain computes its lanes as its
+//! `MAX_SOURCES` distinct sources; immediates are constants), an intermediate read twice
+//! computed in each. Its sources are read at its place in the run rather than at the
+//! intermediates': it runs before the first instruction that writes a byte of one of them
+//! after its read (RoPE's sum runs before the difference, which the allocator put over `cos`),
+//! when no instruction it passes touches its destination; and when its destination shares
+//! bytes with a source elsewhere in the same rows, each row is written once it is read
+//! ([`crate::engines::stream::Stream::whole_rows`]). Each chain computes its lanes as its
 //! instruction does, and an intermediate's lanes are the bits its fp32 tile would have held:
 //! the results are those of the instructions one after the other, bit for bit. The
 //! intermediates' tiles are not written: SBUF keeps its old contents there, as for the other
