@@ -4,7 +4,7 @@
 //! RoPE computes `out[:h] = x[:h]·cos − x[h:]·sin` as a copy of `x[h:]` to partition 0, four
 //! products into four tiles and a difference and a sum of them: seven passes over the data,
 //! five tiles written and read back. Here the difference and the sum each become one
-//! [`Expression`]: chunk by chunk, the products are computed into lanes and combined
+//! [`crate::engines::compute::Expression`]: chunk by chunk, the products are computed into lanes and combined
 //! straight away, and the copy is read where it came from. Two passes instead of seven.
 //!
 //! An instruction is folded into the ones that read its results (an *intermediate*) when
@@ -19,7 +19,7 @@
 //!   instruction over the same grid that folds too or computes an expression (at least one).
 //!
 //! An ALU chain that reads an intermediate and is not one computes the expression of its own
-//! operation over the intermediates' ([`Expression`], at most `MAX_NODES` chains and
+//! operation over the intermediates' (an expression, at most `MAX_NODES` chains and
 //! `MAX_SOURCES` distinct sources; immediates are constants), an intermediate read twice
 //! computed in each. Its sources are read at its place in the run rather than at the
 //! intermediates': it runs before the first instruction that writes a byte of one of them
