@@ -703,14 +703,23 @@ fn repeated_runs(s: &Stream<'_>, j: usize, row: isize, e0: usize, m: usize) -> (
     else {
         return (Loc::Sbuf, 0..0);
     };
-    let mut off = 0isize;
-    let mut rest = e0;
+    let idx = free_index(&s.dims, e0);
+    let off: isize = (1..MAX_TILE_RANK)
+        .map(|k| idx[k] as isize * strides[k])
+        .sum();
+    (loc, span(base + row + off, 1, m, 4))
+}
+
+/// The index along each free dimension of a grid `dims` of its element `e` in row-major order.
+fn free_index(dims: &[usize; MAX_TILE_RANK], e: usize) -> [usize; MAX_TILE_RANK] {
+    let mut idx = [0usize; MAX_TILE_RANK];
+    let mut rest = e;
     for k in (1..MAX_TILE_RANK).rev() {
-        let d = s.dims[k].max(1);
-        off += (rest % d) as isize * strides[k];
+        let d = dims[k].max(1);
+        idx[k] = rest % d;
         rest /= d;
     }
-    (loc, span(base + row + off, 1, m, 4))
+    idx
 }
 
 /// Loads the lanes of source `j` of `s` for elements `e0..e0 + n` of a row (`row`: the row's
@@ -732,14 +741,7 @@ fn gather_lanes(
     let Source::Mem { strides, .. } = *src else {
         return;
     };
-    // The index of element `e0` along each free dimension.
-    let mut idx = [0usize; MAX_TILE_RANK];
-    let mut rest = e0;
-    for k in (1..MAX_TILE_RANK).rev() {
-        let d = s.dims[k].max(1);
-        idx[k] = rest % d;
-        rest /= d;
-    }
+    let mut idx = free_index(&s.dims, e0);
     // A gathered source has one ([`plan_runs`]).
     let last = innermost_axis(&s.dims).unwrap_or(MAX_TILE_RANK - 1);
     // fp32 lanes of contiguous fp32 runs (RoPE's `cos` and `sin`): the words of the row's
