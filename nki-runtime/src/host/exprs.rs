@@ -239,8 +239,6 @@ pub(super) fn plan(
             },
         };
         b.node(o)?;
-        // Sources read at the expression's place: nothing between their instruction and it
-        // writes them.
         // The expression's destination may share bytes with a source: at its own elements,
         // as an instruction's may; or elsewhere in the same rows (the allocator placed it over
         // a tile that the folded instructions read before it was written), when the row is
