@@ -7,7 +7,6 @@ use nki_lang::{AccOut, ActFn, Alu, AluClass, Cmp, DType, Engine, MAX_TILE_RANK};
 
 use super::access::fill_run;
 use super::lanes::{Lane, MAX_SOURCES, Sink, Source, apply_rev, lanes_of, width_mask};
-pub(crate) use super::stream::ROW_LANES;
 use super::stream::{Compute, Repeats, RowReduce, Stream, stream};
 use super::{CHUNK, EngineState};
 use crate::cpu::alu::Rhs;
@@ -181,9 +180,7 @@ pub(crate) enum Arg {
     Src(u8),
     /// The results of an earlier node.
     Node(u8),
-    /// No operand: lane 0.
-    Zero,
-    /// An immediate: these fp32 bits in every lane.
+    /// An immediate (or an absent operand: 0): these fp32 bits in every lane.
     Splat(u32),
 }
 
@@ -246,7 +243,6 @@ pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
             let arg = |a: Arg| match a {
                 Arg::Src(j) => operand(ins, repeats, usize::from(j)),
                 Arg::Node(i) => Rhs::Run(&before[usize::from(i) * n..(usize::from(i) + 1) * n]),
-                Arg::Zero => Rhs::Splat(0),
                 Arg::Splat(bits) => Rhs::Splat(bits),
             };
             let args = node.args.map(arg);

@@ -95,9 +95,10 @@ const IN_PLACE_RUN: usize = 64;
 pub(crate) const SCRATCH_CHUNKS: usize = super::compute::MAX_NODES;
 
 /// Turns one chunk of source lanes into result lanes (`out`); called with the row
-/// (partition) index and [`SCRATCH_CHUNKS`] chunks of scratch lanes. It writes every lane of `out` and
-/// reads none (`out` may be the destination's own memory). A source that has one value along the
-/// chunk (an immediate, a `[P, 1]` column) is given as a single lane ([`super::lanes::lanes_of`]).
+/// (partition) index, the sources' lanes and how each is given ([`Repeats`]), and
+/// [`SCRATCH_CHUNKS`] chunks of scratch lanes. It writes every lane of `out` and reads none
+/// (`out` may be the destination's own memory). A source that has one value along the chunk
+/// (an immediate, a `[P, 1]` column) is given as a single lane ([`super::lanes::lanes_of`]).
 pub(crate) type Compute<'a> =
     dyn Fn(usize, &[&[u32]], &Repeats, &mut [u32], &mut [u32]) + Sync + 'a;
 
@@ -225,12 +226,8 @@ impl RowFootprints {
     /// are `strides`.
     fn new(s: &Stream<'_>, strides: &[[isize; MAX_TILE_RANK]; MAX_SOURCES + 1]) -> Self {
         let span = |loc: Loc, dtype: DType, base: isize, st: &[isize; MAX_TILE_RANK]| {
-            let (mut lo, mut hi) = (base, base);
-            for (&d, &x) in s.dims.iter().zip(st).skip(1) {
-                let reach = (d.max(1) as isize - 1) * x;
-                lo += reach.min(0);
-                hi += reach.max(0);
-            }
+            let (lo, hi) = row_reach(&s.dims, st);
+            let (lo, hi) = (base + lo, base + hi);
             let size = dtype.size() as isize;
             let bytes = (hi - lo + 1) * size;
             (matches!(loc, Loc::Sbuf | Loc::Psum) && bytes <= PREFETCH_MAX_BYTES as isize)
@@ -710,6 +707,18 @@ fn repeated_runs(s: &Stream<'_>, j: usize, row: isize, e0: usize, m: usize) -> (
     (loc, span(base + row + off, 1, m, 4))
 }
 
+/// The lowest and highest element offsets, from a row's first element, that an operand of
+/// element strides `st` reaches over the free dimensions of a grid `dims`.
+fn row_reach(dims: &[usize; MAX_TILE_RANK], st: &[isize; MAX_TILE_RANK]) -> (isize, isize) {
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for (&d, &x) in dims.iter().zip(st).skip(1) {
+        let reach = (d.max(1) as isize - 1) * x;
+        lo += reach.min(0);
+        hi += reach.max(0);
+    }
+    (lo, hi)
+}
+
 /// The index along each free dimension of a grid `dims` of its element `e` in row-major order.
 fn free_index(dims: &[usize; MAX_TILE_RANK], e: usize) -> [usize; MAX_TILE_RANK] {
     let mut idx = [0usize; MAX_TILE_RANK];
@@ -755,12 +764,7 @@ fn gather_lanes(
         && s.lane == Lane::F32
         && strides[last] == 1
     {
-        let (mut lo, mut hi) = (0isize, 0isize);
-        for (&d, &x) in s.dims.iter().zip(&strides).skip(1) {
-            let reach = (d.max(1) as isize - 1) * x;
-            lo += reach.min(0);
-            hi += reach.max(0);
-        }
+        let (lo, hi) = row_reach(&s.dims, &strides);
         let words =
             in_place(
                 mems.region(loc)

@@ -34,8 +34,9 @@
 
 use nki_lang::{Dir, Engine, InstrData, Opcode, Write};
 
-use crate::engines::compute::{Arg, MAX_NODES, Node, ROW_LANES, alu_lane};
+use crate::engines::compute::{Arg, MAX_NODES, Node, alu_lane};
 use crate::engines::lanes::{Lane, MAX_SOURCES, Source};
+use crate::engines::stream::ROW_LANES;
 use crate::exec::overlap::{rows, share_bytes};
 use crate::host::fuse::{Readers, tile_of};
 use crate::operand::{Loc, Operands, Resolved};
@@ -52,17 +53,6 @@ enum Kind {
     Copy,
 }
 
-/// What each piece of a run does.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub(super) enum Role {
-    /// Runs as written.
-    Plain,
-    /// Computed inside the expressions that read its results: does not run.
-    Folded,
-    /// Runs as its expression (the plan's, at its index).
-    Expr,
-}
-
 /// A source of an expression: the operand in `slot` of piece `piece`.
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
 pub(super) struct Leaf {
@@ -75,8 +65,6 @@ pub(super) struct Leaf {
 /// One expression: its nodes and its sources.
 #[derive(Copy, Clone, Debug)]
 pub(super) struct Expr {
-    /// The piece whose instruction it is (its destination's).
-    pub piece: u8,
     /// The nodes, the last one the expression's instruction.
     pub nodes: [Node; MAX_NODES],
     /// How many.
@@ -90,11 +78,12 @@ pub(super) struct Expr {
     pub whole_rows: bool,
 }
 
-/// The roles of a run's pieces and its expressions.
+/// What each piece of a run does: folded (computed inside the expressions that read its
+/// results, it does not run), its expression, or (neither) as written.
 pub(super) struct Plan {
-    /// Each piece's role.
-    pub roles: [Role; MAX_PIECES],
-    /// The expressions.
+    /// Whether each piece is folded.
+    pub folded: [bool; MAX_PIECES],
+    /// Each piece's expression, if it runs as one.
     pub exprs: [Option<Expr>; MAX_PIECES],
     /// Where each piece runs: before piece `at[k]` (`k` itself: in its place).
     pub at: [u8; MAX_PIECES],
@@ -202,7 +191,7 @@ pub(super) fn plan(
         }
     }
     let mut out = Plan {
-        roles: [Role::Plain; MAX_PIECES],
+        folded: [false; MAX_PIECES],
         exprs: [None; MAX_PIECES],
         at: core::array::from_fn(|k| k as u8),
     };
@@ -226,11 +215,10 @@ pub(super) fn plan(
             at: o,
             last_read: 0,
             expr: Expr {
-                piece: o as u8,
                 nodes: [Node {
                     op: [nki_lang::Alu::Bypass; 2],
                     rev: 0,
-                    args: [Arg::Zero; 3],
+                    args: [Arg::Splat(0); 3],
                 }; MAX_NODES],
                 n_nodes: 0,
                 leaves: [Leaf::default(); MAX_SOURCES],
@@ -283,19 +271,16 @@ pub(super) fn plan(
             }
         }
         out.at[o] = at as u8;
-        out.roles[o] = Role::Expr;
         out.exprs[o] = Some(b.expr);
         any = true;
     }
     if !any {
         return None;
     }
-    for (role, _) in out.roles.iter_mut().zip(&folds).filter(|(_, f)| **f) {
-        *role = Role::Folded;
-    }
+    out.folded = folds;
     // Every folded instruction's readers compute expressions or fold (so its results reach
     // an expression): otherwise nothing folds.
-    let fed = |k: usize| consumers_of(k).all(|j| matches!(out.roles[j], Role::Folded | Role::Expr));
+    let fed = |k: usize| consumers_of(k).all(|j| folds[j] || out.exprs[j].is_some());
     (0..n).filter(|&k| folds[k]).all(fed).then_some(out)
 }
 
@@ -423,7 +408,7 @@ impl<K: Fn(usize, u8) -> bool> Builder<'_, K> {
     /// The argument for the operand in `slot` of piece `j`.
     fn arg(&mut self, j: usize, slot: usize) -> Option<Arg> {
         let Some(r) = self.run[j].1.slot(slot) else {
-            return Some(Arg::Zero);
+            return Some(Arg::Splat(0));
         };
         // An immediate: its lanes, as its instruction's stream gives them.
         if let Source::Splat(bits) = Source::of(r, Lane::F32, &r.dims) {

@@ -27,7 +27,7 @@ use crate::engines::compute::{self, Expression};
 use crate::engines::lanes::MAX_SOURCES;
 use crate::engines::{EngineState, tensor};
 use crate::exec::overlap::{partly_overlapping, rows, share_bytes, span};
-use crate::host::exprs::{self, Role};
+use crate::host::exprs;
 use crate::host::fuse::{Readers, tile_of};
 use crate::operand::{self, Loc, Operands, Resolved};
 use crate::worker::{FAR_MIN_ELEMS, Reach};
@@ -272,18 +272,19 @@ fn kept_in_last_rows(
     kept
 }
 
-/// Runs expression `x` of a run's pieces `run` over one block, each operand restricted to the
-/// block by `restricted(piece, operand)`; nothing when the block has none of its partitions.
+/// Runs expression `x`, piece `k`'s, of a run's pieces `run` over one block, each operand
+/// restricted to the block by `restricted(piece, operand)`; nothing when the block has none of
+/// its partitions.
 fn run_expression(
     e: &mut EngineState,
-    x: &exprs::Expr,
+    (k, x): (usize, &exprs::Expr),
     run: &[(usize, Operands)],
     restricted: impl Fn(usize, &Resolved) -> Resolved,
 ) {
-    let Some((_, ops)) = run.get(usize::from(x.piece)) else {
+    let Some((_, ops)) = run.get(k) else {
         return;
     };
-    let dst = restricted(usize::from(x.piece), ops.get(0));
+    let dst = restricted(k, ops.get(0));
     let mut srcs = [dst; MAX_SOURCES];
     for (s, leaf) in srcs.iter_mut().zip(&x.leaves[..x.n_leaves]) {
         let l = usize::from(leaf.piece);
@@ -483,49 +484,42 @@ pub(crate) fn step(
         |k, slot| kept.get(k).is_some_and(|m| m & (1 << slot) != 0),
         sbuf_stride,
     );
-    // The pieces in the order they run, and what each does.
-    let mut order = [(0usize, Role::Plain); MAX_RUN];
+    // The pieces in the order they run.
+    let mut order = [0usize; MAX_RUN];
     let mut n_order = 0;
     let in_order: &mut dyn Iterator<Item = usize> = match &plan {
         Some(p) => &mut p.order(run.len()),
         None => &mut (0..run.len()),
     };
     for (slot, k) in order.iter_mut().zip(in_order) {
-        let role = plan.as_ref().map_or(Role::Plain, |p| p.roles[k]);
-        *slot = (k, role);
+        *slot = k;
         n_order += 1;
     }
     let mut from = 0;
     while from < partitions {
         let to = (from + block).min(partitions);
-        for &(k, role) in &order[..n_order] {
+        // An operand of piece `k` restricted to the block.
+        let restricted = |k: usize, r: &Resolved| match r.loc {
+            Loc::Imm(_) | Loc::Expr => *r,
+            Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => {
+                restrict(r, (from, to), partitions, kept[k] & (1 << r.slot) != 0)
+            }
+        };
+        for &k in &order[..n_order] {
             let (at, whole) = &run[k];
-            match (role, plan.as_ref().and_then(|p| p.exprs[k].as_ref())) {
-                (Role::Folded, _) => continue,
-                (Role::Expr, Some(x)) => {
-                    e.far_split = readers.far_split(b.program, &instrs[*at]);
-                    // Its sources and destination restricted as their instructions' are.
-                    let restricted = |piece: usize, r: &Resolved| match r.loc {
-                        Loc::Imm(_) | Loc::Expr => *r,
-                        Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => {
-                            let kept = kept[piece] & (1 << r.slot) != 0;
-                            restrict(r, (from, to), partitions, kept)
-                        }
-                    };
-                    run_expression(e, x, run, restricted);
+            if let Some(p) = &plan {
+                if p.folded[k] {
                     continue;
                 }
-                (Role::Plain | Role::Expr, _) => {}
+                if let Some(x) = &p.exprs[k] {
+                    e.far_split = readers.far_split(b.program, &instrs[*at]);
+                    run_expression(e, (k, x), run, restricted);
+                    continue;
+                }
             }
             let mut part = Operands::default();
             for r in whole.iter() {
-                let restricted = match r.loc {
-                    Loc::Imm(_) | Loc::Expr => *r,
-                    Loc::Sbuf | Loc::Psum | Loc::Hbm(_) => {
-                        restrict(r, (from, to), partitions, kept[k] & (1 << r.slot) != 0)
-                    }
-                };
-                part = part.with(restricted);
+                part = part.with(restricted(k, r));
             }
             if part.iter().any(|r| r.dims[0] == 0) {
                 // This instruction covers fewer partitions than the run: none in this block.
