@@ -439,7 +439,7 @@ pub(crate) fn step(
             per_partition = per_partition.saturating_add(r.bytes() / r.dims[0].max(1));
         }
     }
-    let mut block = (block_bytes / per_partition.max(1)).max(1);
+    let cache_block = (block_bytes / per_partition.max(1)).max(1);
     // Each instruction of a block is one hand-over to the worker, or none: a far worker takes
     // half of an instruction only from `FAR_MIN_ELEMS` elements, so a block that small leaves
     // the host's other core idle, and a near one costs a hand-over and a dispatch (~0.3 µs on
@@ -450,40 +450,62 @@ pub(crate) fn step(
     // 13.3–14.4 ms in 1 MiB blocks and RoPE 0.60–0.69 against 0.70–0.81 ms; near, RoPE
     // 0.44–0.46 against 0.53–0.55 ms and the NKI Library rmsnorm_quant 10.3–10.6 against
     // 11.1–11.6 ms (`docs/performance.md`).
-    let floor = match e.worker.as_mut().map(|w| w.reach()) {
+    let reach = e.worker.as_mut().map(|w| w.reach());
+    let floor = match reach {
         Some(Reach::Far) => FAR_MIN_ELEMS,
         Some(Reach::Near) => NEAR_MIN_ELEMS,
         Some(Reach::Away) | None => 0,
     };
-    if floor > 0 {
-        // Each piece's elements per row: those of its largest operand.
-        let per_row = |o: &Operands| {
-            o.iter()
-                .map(|r| r.dims[1..].iter().product::<usize>())
-                .max()
-                .unwrap_or(1)
-        };
-        let narrowest = run.iter().map(|(_, o)| per_row(o)).min().unwrap_or(1);
-        block = block.max(floor.div_ceil(narrowest.max(1)));
+    // Each piece's elements per row: those of its largest operand.
+    let per_row = |o: &Operands| {
+        o.iter()
+            .map(|r| r.dims[1..].iter().product::<usize>())
+            .max()
+            .unwrap_or(1)
+    };
+    let widths = || run.iter().map(|(_, o)| per_row(o).max(1));
+    // The block in which pieces `width` wide have the floor's elements.
+    let block_for = |width: usize| cache_block.max(floor.div_ceil(width));
+    let mut block = block_for(widths().min().unwrap_or(1));
+    let fold_plan = || {
+        let kept = kept_in_last_rows(
+            b.program,
+            readers,
+            run,
+            (pc..pc.saturating_add(joined), partitions),
+            sbuf_stride,
+        );
+        let plan = exprs::plan(
+            b.program,
+            readers,
+            run,
+            pc..pc.saturating_add(joined),
+            |k, slot| kept.get(k).is_some_and(|m| m & (1 << slot) != 0),
+            sbuf_stride,
+        );
+        (kept, plan)
+    };
+    let mut planned = None;
+    if block >= partitions && reach == Some(Reach::Far) {
+        // Far, only the pieces of `FAR_MIN_ELEMS` split; narrower ones run on this thread. A
+        // run that folds instructions into their readers is blocked so that its widest pieces
+        // split: the passes over the data it saves outweigh its narrow pieces' time on one
+        // thread (RoPE, whose `cos` and `sin` loads are a quarter of `x`'s width: 314–334 µs
+        // in blocks of 32 of its 64 rows, against 365–396 µs unblocked). One that only
+        // streams stays unblocked (the pooling tutorial: 12.1 ms blocked so, against 6.8–7.3).
+        let widest = block_for(widths().max().unwrap_or(1));
+        if widest < partitions {
+            let (kept, plan) = fold_plan();
+            if plan.is_some() {
+                block = widest;
+                planned = Some((kept, plan));
+            }
+        }
     }
     if block >= partitions {
         return None;
     }
-    let kept = kept_in_last_rows(
-        b.program,
-        readers,
-        run,
-        (pc..pc.saturating_add(joined), partitions),
-        sbuf_stride,
-    );
-    let plan = exprs::plan(
-        b.program,
-        readers,
-        run,
-        pc..pc.saturating_add(joined),
-        |k, slot| kept.get(k).is_some_and(|m| m & (1 << slot) != 0),
-        sbuf_stride,
-    );
+    let (kept, plan) = planned.unwrap_or_else(fold_plan);
     // The pieces in the order they run.
     let mut order = [0usize; MAX_RUN];
     let mut n_order = 0;
