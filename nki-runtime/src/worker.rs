@@ -212,6 +212,10 @@ pub(crate) struct Worker {
     refused_since: Option<Instant>,
     /// When the worker's time waiting for its CPU was last read, and that time (ns).
     waited: Option<(Instant, u64)>,
+    /// The fewest elements of an instruction whose rows split apart that is split with this
+    /// worker when it is far: [`FAR_MIN_ELEMS`], or fewer while the engines run a blocked run
+    /// whose rows stay with one thread from piece to piece ([`Worker::far_min_elems`]).
+    far_min: usize,
 }
 
 impl Worker {
@@ -247,7 +251,17 @@ impl Worker {
             probed: None,
             refused_since: None,
             waited: None,
+            far_min: FAR_MIN_ELEMS,
         })
+    }
+
+    /// Splits instructions of at least `elems` elements whose rows split apart with the worker
+    /// when it is far, until this is called again ([`FAR_MIN_ELEMS`] restores the default).
+    /// `host::rows` lowers it for the pieces of a blocked run that folds instructions into
+    /// their readers: each partition stays with one thread from piece to piece, so only the
+    /// hand-over is to pay for.
+    pub(crate) fn far_min_elems(&mut self, elems: usize) {
+        self.far_min = elems;
     }
 
     /// Whether the worker's core is near enough for single instructions to be split: the
@@ -553,11 +567,11 @@ pub(crate) const FAR_MIN_ELEMS: usize = 1 << 18;
 const SHARED_CPU_WAIT: f64 = 0.05;
 
 /// `w` if an instruction of `elems` elements whose rows split apart is to be split with it:
-/// near, or far and at least [`FAR_MIN_ELEMS`].
+/// near, or far and at least [`FAR_MIN_ELEMS`] (or what [`Worker::far_min_elems`] set).
 pub(crate) fn near_or_large(w: &mut Worker, elems: usize) -> Option<&mut Worker> {
     match w.reach() {
         Reach::Near => Some(w),
-        Reach::Far if elems >= FAR_MIN_ELEMS => Some(w),
+        Reach::Far if elems >= w.far_min => Some(w),
         Reach::Far | Reach::Away => None,
     }
 }
