@@ -22,8 +22,9 @@
 //! microseconds of ping-pong; a parked worker is woken first and measured once it spins) and
 //! the engines split single instructions while it is at most [`NEAR`]. When it is farther
 //! ([`Reach::Far`]), only instructions whose rows split apart (streamed instructions,
-//! reductions, top-8 searches, transfers) of at least [`FAR_MIN_ELEMS`] elements are split;
-//! matmuls, whose halves share their operands, are not: in the far placement of a Zen 5 guest
+//! reductions, top-8 searches, transfers) of at least [`FAR_MIN_ELEMS`] elements are split
+//! (the pieces of a blocked run that folds instructions into their readers from a quarter of
+//! that: [`Worker::far_min_elems`]); matmuls, whose halves share their operands, are not: in the far placement of a Zen 5 guest
 //! the NKI Library top-k took 0.63–0.69 ms split against 1.33–1.41 ms on one thread, its cumsum
 //! 10.4–12.9 against 16.2–16.5 ms. Such rows are split by blocks of partitions
 //! (`engines::split::BlockRuns`), so that each partition stays with one thread from instruction
