@@ -38,7 +38,8 @@ mod tiled;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use nki::prelude::*;
 use nki::timing::{Detail, Timing};
 
@@ -72,12 +73,18 @@ fn timing_only(c: &mut Criterion) {
     both_threads(c, &cases);
 }
 
-/// Launch after launch on one host thread.
-fn one_thread(c: &mut Criterion, cases: &[Case<'_>]) {
-    let mut group = c.benchmark_group("timing_only");
+/// A group of the bench: 20 samples over 8 s per case.
+fn group<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
     group
         .measurement_time(Duration::from_secs(8))
         .sample_size(20);
+    group
+}
+
+/// Launch after launch on one host thread.
+fn one_thread(c: &mut Criterion, cases: &[Case<'_>]) {
+    let mut group = group(c, "timing_only");
     let timing = Timing::new().detail(Detail::Summary);
     for &(name, kernel, shapes) in cases {
         let mut core = NeuronCore::new(Target::Trn1);
@@ -102,10 +109,7 @@ fn one_thread(c: &mut Criterion, cases: &[Case<'_>]) {
 /// Launches on every host thread at once, a modeled core each, as `autotune_matmul` ranks
 /// its candidates: the wall time of `iters` launches shared between the threads.
 fn both_threads(c: &mut Criterion, cases: &[Case<'_>]) {
-    let mut group = c.benchmark_group("both_threads");
-    group
-        .measurement_time(Duration::from_secs(8))
-        .sample_size(20);
+    let mut group = group(c, "both_threads");
     let timing = Timing::new().detail(Detail::Summary);
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let mut cores: Vec<NeuronCore> = (0..threads)
