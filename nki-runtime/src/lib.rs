@@ -81,10 +81,11 @@
 //! neighbouring partition-local instructions run a block of partitions at a time, a tile that
 //! only passes data between them (no instruction after them reads it) is written block after
 //! block into the same few partitions, which stay in the host's cache, and keeps its old
-//! contents in the others; and an elementwise ALU instruction (or a copy) of such a block whose
-//! results only later ones of it read is computed inside those, chunk by chunk, without its
-//! tile being written at all (RoPE's four products and the copy of a tile's upper half, inside
-//! the difference and the sum that read them). A strict core, or an observed run
+//! contents in the others; and an elementwise ALU instruction (or a copy, or a load) of such a
+//! block whose results only later ones of it read is computed inside those, chunk by chunk,
+//! without its tile being written at all (RoPE's four products, the copy of a tile's upper half
+//! and the load of its input, inside the difference and the sum that read them: they read the
+//! input tensor where it lies). A strict core, or an observed run
 //! ([`NeuronCore::execute_observed`], a [`HostProfile`]), runs every instruction as written.
 //!
 //! # Layers

@@ -89,6 +89,7 @@ pub(crate) fn alu_chain(
         lanewise: true,
         whole_rows: false,
         repeats: true,
+        hbm: &[],
     };
     let isa = e.isa;
     // A logical right shift of a narrow signed integer shifts its own bits: the sign-extended
@@ -210,6 +211,9 @@ pub(crate) struct Expression<'a> {
     /// Whether each row's results are written after all its sources are read (a destination
     /// in the bytes of a source of the same row: [`Stream::whole_rows`]).
     pub whole_rows: bool,
+    /// The bytes of the HBM input its sources in HBM read (a folded load's; empty when none
+    /// does).
+    pub hbm: &'a [u8],
 }
 
 /// Streams an [`Expression`].
@@ -230,6 +234,7 @@ pub(crate) fn expression(e: &mut EngineState, x: &Expression<'_>) {
         lanewise: true,
         whole_rows: x.whole_rows,
         repeats: true,
+        hbm: x.hbm,
     };
     let isa = e.isa;
     let compute: &Compute<'_> = &|_, ins, repeats, out, scratch| {
@@ -275,6 +280,7 @@ pub(crate) fn activation(
         lanewise: false,
         whole_rows: false,
         repeats: false,
+        hbm: &[],
     };
     let isa = e.isa;
     let compute: &Compute<'_> = &|_, ins, _, out, tmp| {
@@ -328,6 +334,7 @@ pub(crate) fn select(
         lanewise: false,
         whole_rows: false,
         repeats: false,
+        hbm: &[],
     };
     let compute: &Compute<'_> = &|_, ins, _, out, _| {
         let (p, t, f) = (ins[0], ins[1], ins[2]);
@@ -538,6 +545,7 @@ pub(crate) fn iota(e: &mut EngineState, ops: &Operands) {
         lanewise: false,
         whole_rows: false,
         repeats: false,
+        hbm: &[],
     };
     stream(e, &s, &|_, ins, _, out, _| spread(ins[0], out));
 }
@@ -564,6 +572,7 @@ pub(crate) fn copy_through_f32(e: &mut EngineState, ops: &Operands) {
         lanewise: false,
         whole_rows: false,
         repeats: false,
+        hbm: &[],
     };
     stream(e, &s, &|_, ins, _, out, _| spread(ins[0], out));
 }

@@ -97,6 +97,9 @@ pub(crate) struct Mems<'a> {
     pub sbuf: Region<'a>,
     /// The partial-sum buffer.
     pub psum: Region<'a>,
+    /// The bytes of the HBM input an instruction's sources in HBM read, read-only (empty when
+    /// none does): the folded load of a [`super::compute::Expression`] (`host::exprs`).
+    pub hbm: Region<'a>,
 }
 
 impl<'a> Mems<'a> {
@@ -105,15 +108,16 @@ impl<'a> Mems<'a> {
         self.region(loc).read(r)
     }
 
-    /// `loc`'s memory (SBUF for anything but PSUM).
+    /// `loc`'s memory (SBUF for anything but PSUM and HBM).
     pub(super) fn region(&self, loc: Loc) -> &Region<'a> {
         match loc {
             Loc::Psum => &self.psum,
-            Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => &self.sbuf,
+            Loc::Hbm(_) => &self.hbm,
+            Loc::Sbuf | Loc::Expr | Loc::Imm(_) => &self.sbuf,
         }
     }
 
-    /// `loc`'s memory, to write (SBUF for anything but PSUM).
+    /// `loc`'s memory, to write (SBUF for anything but PSUM; nothing writes HBM here).
     pub(super) fn region_mut(&mut self, loc: Loc) -> &mut Region<'a> {
         match loc {
             Loc::Psum => &mut self.psum,
@@ -129,7 +133,7 @@ impl Mems<'_> {
     /// Bytes `w` of `loc`'s memory to write, with the bytes of `reads` (each in either memory)
     /// to read alongside; `None` when `w` is not writable here or a read of `loc`'s memory
     /// shares a byte with `w` (the caller then copies). Each read lies in one part of its
-    /// memory, as for [`Region::read`].
+    /// memory, as for [`Region::read`]; a read of HBM is of [`Mems::hbm`].
     pub(super) fn write_with<const N: usize>(
         &mut self,
         loc: Loc,
@@ -137,6 +141,7 @@ impl Mems<'_> {
         reads: &[Option<(Loc, Range<usize>)>; N],
     ) -> Option<WriteWith<'_, N>> {
         let on_psum = |l: Loc| matches!(l, Loc::Psum);
+        let hbm = &self.hbm;
         let (mine, other) = if on_psum(loc) {
             (&mut self.psum, &self.sbuf)
         } else {
@@ -160,7 +165,9 @@ impl Mems<'_> {
         for (o, read) in out.iter_mut().zip(reads) {
             let Some((l, r)) = read else { continue };
             let r = r.clone();
-            *o = Some(if on_psum(*l) != on_psum(loc) {
+            *o = Some(if matches!(l, Loc::Hbm(_)) {
+                hbm.read(r)
+            } else if on_psum(*l) != on_psum(loc) {
                 other.read(r)
             } else if r.end <= own_start {
                 &below[r]
@@ -204,6 +211,7 @@ mod tests {
         let mut mems = Mems {
             sbuf: Region::owning(below, &mut own, 64, above, 192),
             psum: Region::shared(&psum),
+            hbm: Region::shared(&[]),
         };
         let reads = [
             Some((Loc::Sbuf, 8..12)),
@@ -231,6 +239,7 @@ mod tests {
         let mut mems = Mems {
             sbuf: Region::owning(below, &mut own, 64, above, 192),
             psum: Region::shared(&psum),
+            hbm: Region::shared(&[]),
         };
         // Sharing one byte at either end, or the destination partly outside the owned bytes.
         for r in [96..101, 139..150] {

@@ -230,6 +230,7 @@ pub(crate) fn tensor_reduce(
         writes: &[sink],
         reads: &[source],
         sbuf_columns: None,
+        hbm: &[],
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let mut keep_strides = [src_strides, dst_strides];
@@ -565,6 +566,7 @@ pub(crate) fn scan(
         writes: &[sink],
         reads: &srcs,
         sbuf_columns: None,
+        hbm: &[],
     };
     // Interleaving rows moves a row's reads before an earlier row's writes.
     let interleave = rows_independent(&split, e.sbuf.partition_stride());
@@ -795,6 +797,7 @@ fn per_row(e: &mut EngineState, ops: &Operands, f: &RowFn) {
         writes: &[sink],
         reads: &[source],
         sbuf_columns: None,
+        hbm: &[],
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         let (_, bytes) = lanes.scratch();

@@ -137,6 +137,9 @@ pub(crate) struct RowSplit<'a> {
     /// writes stay within, when the caller knows them (`Sbuf::columns`; empty when nothing is
     /// written in SBUF); `None` counts as a write of every SBUF byte.
     pub sbuf_columns: Option<Range<usize>>,
+    /// The bytes of the HBM input its sources in HBM read (empty when none does), read-only
+    /// on both threads.
+    pub hbm: &'a [u8],
 }
 
 /// The written memory and the partition of row 0 when the rows may be split between two
@@ -215,17 +218,20 @@ fn thread_mems<'m>(
     own_start: usize,
     above: &'m [u8],
     above_start: usize,
-    other: &'m [u8],
+    (other, hbm): (&'m [u8], &'m [u8]),
 ) -> Mems<'m> {
     let mine = Region::owning(below, own, own_start, above, above_start);
+    let hbm = Region::shared(hbm);
     match loc {
         Loc::Psum => Mems {
             sbuf: Region::shared(other),
             psum: mine,
+            hbm,
         },
         Loc::Sbuf | Loc::Hbm(_) | Loc::Expr | Loc::Imm(_) => Mems {
             sbuf: mine,
             psum: Region::shared(other),
+            hbm,
         },
     }
 }
@@ -324,6 +330,7 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         let mut mems = Mems {
             sbuf: Region::whole(sbuf.bytes_mut_within(split.sbuf_columns.clone())),
             psum: Region::whole(psum.bytes_mut()),
+            hbm: Region::shared(split.hbm),
         };
         return body(isa, &mut mems, 0..rows, lanes);
     };
@@ -349,7 +356,15 @@ pub(crate) fn for_rows(e: &mut EngineState, split: &RowSplit<'_>, body: &RowsBod
         let (piece, rest) = core::mem::take(&mut written).split_at_mut((r1 - r0) * part);
         written = rest;
         let start = (p0 + r0) * part;
-        let m = thread_mems(loc, below, piece, start, above, above_start, other);
+        let m = thread_mems(
+            loc,
+            below,
+            piece,
+            start,
+            above,
+            above_start,
+            (other, split.hbm),
+        );
         let side = if to_worker { &mut theirs } else { &mut mine };
         side[k] = Some((m, r0..r1));
     }

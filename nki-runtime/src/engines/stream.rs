@@ -75,6 +75,9 @@ pub(crate) struct Stream<'a> {
     /// Whether the compute takes a source broadcast along a middle axis as its runs
     /// repeated ([`Repeats`]) instead of gathered lanes (ALU chains).
     pub repeats: bool,
+    /// The bytes of the HBM input its sources in HBM read (empty when none does: only an
+    /// [`super::compute::Expression`] has such a source).
+    pub hbm: &'a [u8],
 }
 
 /// How each source's lanes reach a [`Compute`]: `Some((len, times))` for a source given as runs
@@ -851,6 +854,7 @@ pub(crate) fn stream(e: &mut EngineState, s: &Stream<'_>, compute: &Compute<'_>)
         writes: &writes[..n],
         reads: s.srcs,
         sbuf_columns: sbuf_columns(e, s),
+        hbm: s.hbm,
     };
     for_rows(e, &split, &|isa, mems, rows, lanes| {
         stream_rows(isa, mems, s, rows, lanes, compute)

@@ -77,6 +77,7 @@ fn for_partitions(
         writes: &sinks[..writes.len()],
         reads: &sources[..reads.len()],
         sbuf_columns: None,
+        hbm: &[],
     };
     split::for_rows(e, &plan, &|isa, mems, rows: Range<usize>, lanes| {
         for p in rows {

@@ -10,8 +10,11 @@
 //! An instruction is folded into the ones that read its results (an *intermediate*) when
 //! - it is an ALU chain (`tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`) that
 //!   overwrites its destination, on fp32 lanes, with no reduction, into an fp32 tile (lanes
-//!   and tile hold the same bits), or a copy within one dtype and shape on the Vector or GpSimd
-//!   engine (its readers read its source instead: the same lanes);
+//!   and tile hold the same bits), a copy within one dtype and shape on the Vector or GpSimd
+//!   engine (its readers read its source instead: the same lanes), or a `load` within one
+//!   dtype and shape (its readers read the input tensor where it lies, as a matmul packs a
+//!   forwarded load's: RoPE's `x`, 4 MiB a launch no longer copied into SBUF; the sources in
+//!   HBM of one expression are of one input, the one the stream sees: `Mems::hbm`);
 //! - its destination's tile is read by no instruction outside the run, and its sources share
 //!   bytes with its destination only at its own elements (in place);
 //! - after it, until another tile is written in those bytes (the allocator gives a tile's bytes
@@ -105,6 +108,13 @@ type Pieces<'a> = &'a [(usize, Operands)];
 
 fn kind(p: &nki_lang::Program<'_>, at: usize, ops: &Operands) -> Option<Kind> {
     let ins = p.instrs().get(at)?;
+    if let (Opcode::Load, InstrData::Dma { .. }) = (ins.opcode, ins.data) {
+        // A load within one dtype and shape: its readers read the input where it lies.
+        let (dst, src) = (ops.slot(0)?, ops.slot(1)?);
+        let same = (src.dtype, src.dims) == (dst.dtype, dst.dims);
+        return (dst.loc == Loc::Sbuf && matches!(src.loc, Loc::Hbm(_)) && same)
+            .then_some(Kind::Copy);
+    }
     let on_chip = ops
         .iter()
         .all(|r| matches!(r.loc, Loc::Sbuf | Loc::Psum | Loc::Imm(_)));
@@ -154,6 +164,36 @@ pub(super) fn plan(
     let mut kinds = [None; MAX_PIECES];
     for (k, (at, ops)) in run.iter().enumerate() {
         kinds[k] = kind(p, *at, ops);
+    }
+    // Loads fold from one input, the one they load most elements of (the first on ties): an
+    // expression's stream reads one input ([`crate::engines::mems::Mems::hbm`]).
+    let input = |kind: Option<Kind>, ops: &Operands| match (kind, ops.slot(1)) {
+        (Some(Kind::Copy), Some(r)) => match r.loc {
+            Loc::Hbm(t) => Some((t, r.elems())),
+            Loc::Sbuf | Loc::Psum | Loc::Expr | Loc::Imm(_) => None,
+        },
+        _ => None,
+    };
+    let mut loaded = [(0u8, 0usize); MAX_PIECES];
+    let mut n_inputs = 0;
+    for (t, elems) in (0..n).filter_map(|k| input(kinds[k], &run[k].1)) {
+        match loaded[..n_inputs].iter_mut().find(|(u, _)| *u == t) {
+            Some((_, total)) => *total += elems,
+            None => {
+                loaded[n_inputs] = (t, elems);
+                n_inputs += 1;
+            }
+        }
+    }
+    let most = loaded[..n_inputs]
+        .iter()
+        .rev()
+        .max_by_key(|(_, total)| *total)
+        .map(|&(t, _)| t);
+    for (kind, (_, ops)) in kinds.iter_mut().zip(run) {
+        if input(*kind, ops).is_some_and(|(t, _)| Some(t) != most) {
+            *kind = None;
+        }
     }
     // Candidates: each folds into readers that are all later, exact, of its grid, and
     // (after the fixpoint below) folded or expressions themselves.
@@ -450,6 +490,22 @@ impl<K: Fn(usize, u8) -> bool> Builder<'_, K> {
         };
         if let Some(i) = self.expr.leaves[..self.expr.n_leaves].iter().position(same) {
             return Some(Arg::Src(i as u8));
+        }
+        // Sources in HBM (folded loads) read one input, the stream's (`plan` folds the loads
+        // of one input only).
+        let input = |l: &Leaf| match self.run[usize::from(l.piece)].1.slot(usize::from(l.slot)) {
+            Some(Resolved {
+                loc: Loc::Hbm(t), ..
+            }) => Some(*t),
+            Some(_) | None => None,
+        };
+        if let Loc::Hbm(t) = r.loc
+            && self.expr.leaves[..self.expr.n_leaves]
+                .iter()
+                .filter_map(input)
+                .any(|u| u != t)
+        {
+            return None;
         }
         let i = self.expr.n_leaves;
         if i >= MAX_SOURCES {

@@ -10,8 +10,9 @@
 //!   matmul into the `tensor_copy` of its result, that copy into the store after it).
 //! - **Blocks of partitions** (`rows`): neighbouring instructions that compute each partition
 //!   on its own run a few partitions at a time, all of them, so that their tiles stay in the
-//!   host's cache between them; in such a block, elementwise instructions whose results only
-//!   later ones of it read are computed inside those (`exprs`), without their tiles.
+//!   host's cache between them; in such a block, elementwise instructions and loads whose
+//!   results only later ones of it read are computed inside those (`exprs`), without their
+//!   tiles.
 //! - **Strided operands** (`strided`): matmuls that each read every `s`-th column of one SBUF
 //!   region, from successive columns, read it de-interleaved in one pass instead of gathering
 //!   it element by element (or, with a narrow moving operand, all run as one pass over it).

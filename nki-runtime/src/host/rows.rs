@@ -280,7 +280,7 @@ fn kept_in_last_rows(
 /// restricted to the block by `restricted(piece, operand)`; nothing when the block has none of
 /// its partitions.
 fn run_expression(
-    e: &mut EngineState,
+    (e, b): (&mut EngineState, &Bound<'_, '_, '_>),
     (k, x): (usize, &exprs::Expr),
     run: &[(usize, Operands)],
     restricted: impl Fn(usize, &Resolved) -> Resolved,
@@ -300,11 +300,17 @@ fn run_expression(
     if dst.dims[0] == 0 || srcs.iter().any(|r| r.dims[0] == 0) {
         return;
     }
+    // The input a folded load reads (one at most: `exprs::plan`).
+    let hbm = srcs.iter().find_map(|r| match r.loc {
+        Loc::Hbm(t) => Some(b.hbm(t as usize).0),
+        Loc::Sbuf | Loc::Psum | Loc::Expr | Loc::Imm(_) => None,
+    });
     let expr = Expression {
         nodes: &x.nodes[..x.n_nodes],
         srcs,
         dst: &dst,
         whole_rows: x.whole_rows,
+        hbm: hbm.unwrap_or(&[]),
     };
     compute::expression(e, &expr);
 }
@@ -546,7 +552,7 @@ pub(crate) fn step(
                 }
                 if let Some(x) = &p.exprs[k] {
                     e.far_split = readers.far_split(b.program, &instrs[*at]);
-                    run_expression(e, (k, x), run, restricted);
+                    run_expression((e, b), (k, x), run, restricted);
                     continue;
                 }
             }
