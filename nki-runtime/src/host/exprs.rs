@@ -166,7 +166,8 @@ pub(super) fn plan(
         kinds[k] = kind(p, *at, ops);
     }
     // Loads fold from one input, the one they load most elements of (the first on ties): an
-    // expression's stream reads one input ([`crate::engines::mems::Mems::hbm`]).
+    // expression's stream reads one input ([`crate::engines::mems::Mems::hbm`]), and its
+    // sources in HBM are only ever those of folded loads (its other instructions are on chip).
     let input = |kind: Option<Kind>, ops: &Operands| match (kind, ops.slot(1)) {
         (Some(Kind::Copy), Some(r)) => match r.loc {
             Loc::Hbm(t) => Some((t, r.elems())),
@@ -490,22 +491,6 @@ impl<K: Fn(usize, u8) -> bool> Builder<'_, K> {
         };
         if let Some(i) = self.expr.leaves[..self.expr.n_leaves].iter().position(same) {
             return Some(Arg::Src(i as u8));
-        }
-        // Sources in HBM (folded loads) read one input, the stream's (`plan` folds the loads
-        // of one input only).
-        let input = |l: &Leaf| match self.run[usize::from(l.piece)].1.slot(usize::from(l.slot)) {
-            Some(Resolved {
-                loc: Loc::Hbm(t), ..
-            }) => Some(*t),
-            Some(_) | None => None,
-        };
-        if let Loc::Hbm(t) = r.loc
-            && self.expr.leaves[..self.expr.n_leaves]
-                .iter()
-                .filter_map(input)
-                .any(|u| u != t)
-        {
-            return None;
         }
         let i = self.expr.n_leaves;
         if i >= MAX_SOURCES {
