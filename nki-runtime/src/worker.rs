@@ -24,9 +24,12 @@
 //! ([`Reach::Far`]), only instructions whose rows split apart (streamed instructions,
 //! reductions, top-8 searches, transfers) of at least [`FAR_MIN_ELEMS`] elements are split
 //! (the pieces of a blocked run that folds instructions into their readers from a quarter of
-//! that: [`Worker::far_min_elems`]); matmuls, whose halves share their operands, are not: in
-//! the far placement of a Zen 5 guest the NKI Library top-k took 0.63–0.69 ms split against
-//! 1.33–1.41 ms on one thread, its cumsum 10.4–12.9 against 16.2–16.5 ms. Such rows are split by blocks of partitions
+//! that: [`Worker::far_min_elems`]); matmuls, whose halves share their operands, are not,
+//! unless they read them from input tensors, which nothing writes while a kernel runs (each
+//! thread then packs its own copy). In the far placement of a Zen 5 guest the NKI Library
+//! top-k took 0.63–0.69 ms split against 1.33–1.41 ms on one thread, its cumsum 10.4–12.9
+//! against 16.2–16.5 ms, and its router, its matmul chains read from the inputs
+//! (`host::input_tiles`) and split, 1.14–1.21 against 1.29–1.36 ms. Such rows are split by blocks of partitions
 //! (`engines::split::BlockRuns`), so that each partition stays with one thread from instruction
 //! to instruction. A worker that shares its CPU with a busy neighbour answers the probe as
 //! quickly as a far one; the time it waited for its CPU since the last probe (Linux's

@@ -321,12 +321,15 @@ fn a_copy_after_a_matmul_gives_the_bits_of_both_in_turn() {
 }
 
 /// A plain run skips a load whose tile only the matmul right after it (or after one more load)
-/// reads, and that matmul packs the operand from the input tensor. Whether or not the loads
-/// are skipped, every variant gives the strict core's bits on every host code path with one
-/// and two host threads, and the f64 reference's values:
+/// reads, and that matmul packs the operand from the input tensor; it also skips a load outside
+/// every loop whose tile only matmuls read, which read the input where it lies
+/// (`host::input_tiles`). Whether or not the loads are skipped, every variant gives the strict
+/// core's bits on every host code path with one and two host threads, and the f64 reference's
+/// values:
 /// - the seed (both loads skipped), and the same with the moving operand loaded first;
-/// - a `memset` between the stationary load and the matmul (that load runs);
-/// - the tiles read by a second, accumulating matmul (no load skipped);
+/// - a `memset` between the stationary load and the matmul (skipped: only the matmul reads
+///   the tile);
+/// - the tiles read by a second, accumulating matmul (both skipped: only matmuls read them);
 /// - the moving operand converted from an f32 tensor by its load (that load runs).
 ///
 /// Where a load was skipped, a fresh plain core's SBUF still holds zeros in its tile, while
@@ -400,8 +403,8 @@ fn loads_forwarded_into_a_matmul_give_the_same_bits() {
     let variants = [
         ("seed", [true, true]),
         ("moving first", [true, true]),
-        ("memset between", [false, true]),
-        ("read twice", [false, false]),
+        ("memset between", [true, true]),
+        ("read twice", [true, true]),
         ("converted", [true, false]),
     ];
     for (variant, forwarded) in variants {

@@ -31,6 +31,7 @@ mod helpers;
 mod host_profile;
 mod indexing_forms;
 mod indirect_dma;
+mod input_tiles;
 mod integer_division;
 mod isa;
 mod isa_activate2;

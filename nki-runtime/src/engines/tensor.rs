@@ -23,7 +23,7 @@ use crate::operand::{Loc, Operands, Pattern, Resolved};
 use core::ops::Range;
 use std::time::Instant;
 
-use crate::worker::{Worker, near};
+use crate::worker::{Reach, Worker, near};
 
 /// Largest contraction size (partitions).
 const MAX_K: usize = 128;
@@ -199,8 +199,13 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
 /// written, when the chain does not split: operands whose free elements are not contiguous in
 /// SBUF or that differ in shape or packing, destinations that differ or are not whole
 /// partitions with contiguous columns, too little work, or no worker nearby.
-pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: bool) -> bool {
-    let Some((first, dst)) = chain_destination(chain) else {
+pub(crate) fn packed_chain(
+    e: &mut EngineState,
+    chain: &[Operands],
+    accumulate: bool,
+    inputs: &[[Option<HbmOperand<'_>>; 2]],
+) -> bool {
+    let Some((_, dst)) = chain_destination(chain) else {
         return false;
     };
     let EngineState {
@@ -213,7 +218,15 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         ..
     } = e;
     let isa = *isa;
-    let Some(first) = view_operands(sbuf, first) else {
+    // Link `i`'s operands: read from the inputs where `inputs` has them, else views in SBUF.
+    let operands_of = |i: usize| {
+        let ops = chain.get(i)?;
+        let from = inputs.get(i).copied().unwrap_or([None; 2]);
+        let s = from[0].map_or_else(|| view_operand(sbuf, ops.get(1)), |f| Some(hbm_operand(&f)));
+        let m = from[1].map_or_else(|| view_operand(sbuf, ops.get(2)), |f| Some(hbm_operand(&f)));
+        s.zip(m)
+    };
+    let Some(first) = operands_of(0) else {
         return false;
     };
     let (rows, n) = (first.0.cols, first.1.cols);
@@ -222,8 +235,8 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
     };
     let mut links = [first; NARROW_CHAIN];
     let mut k = 0usize;
-    for (ops, l) in chain.iter().zip(links.iter_mut()) {
-        let Some(link) = view_operands(sbuf, ops).filter(|(s, m)| {
+    for (i, l) in links.iter_mut().enumerate().take(chain.len()) {
+        let Some(link) = operands_of(i).filter(|(s, m)| {
             s.cols == rows
                 && m.cols == n
                 && s.rows == m.rows
@@ -234,9 +247,23 @@ pub(crate) fn packed_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
         k = k.saturating_add(link.0.rows);
         *l = link;
     }
-    // The chain's work is that of one matmul whose `K` is the links' together.
-    let Some((worker, h)) = split_rows(k, rows, n).and_then(|h| Some((near(worker.as_mut()?)?, h)))
-    else {
+    // Operands read from the inputs alone are never written while the kernel runs: the
+    // threads share no line that either writes, so the chain splits even while the worker's
+    // core is far (as a matmul of inputs does).
+    let from_inputs =
+        chain.len() == inputs.len() && inputs.iter().all(|[s, m]| s.is_some() && m.is_some());
+    let split_with = |w: &mut Worker| -> Option<()> {
+        match w.reach() {
+            Reach::Near => Some(()),
+            Reach::Far if from_inputs => Some(()),
+            Reach::Far | Reach::Away => None,
+        }
+    };
+    let Some((worker, h)) = split_rows(k, rows, n).and_then(|h| {
+        let w = worker.as_mut()?;
+        split_with(w)?;
+        Some((w, h))
+    }) else {
         return false;
     };
     let links = &links[..chain.len()];

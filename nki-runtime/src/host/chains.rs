@@ -23,7 +23,9 @@ use nki_lang::{Instr, InstrData, Opcode, VarValues};
 use crate::bind::Bound;
 use crate::cpu::matmul::{NARROW_CHAIN, NARROW_COLUMNS};
 use crate::engines::{EngineState, tensor};
+use crate::host::input_tiles::InputTiles;
 use crate::operand::{self, Loc, Operands};
+use crate::worker::Reach;
 
 /// Most matmuls in one chain.
 const MAX_LINKS: usize = NARROW_CHAIN;
@@ -40,14 +42,16 @@ fn link(ops: &Operands) -> Option<bool> {
 
 /// Runs the chain of accumulating matmuls that starts at `ins` (at `pc`, operands `ops`) in one
 /// pass, when there is one of at least two; returns how many instructions after `ins` it also
-/// ran, or `None` when `ins` is to run as written.
-pub(crate) fn step(
+/// ran, or `None` when `ins` is to run as written. Operands of tiles whose loads were skipped
+/// are read from the inputs (`inputs`; a link that reads one otherwise ends the chain before it).
+pub(crate) fn step<'i, 'p, 'o>(
     e: &mut EngineState,
-    b: &mut Bound<'_, '_, '_>,
+    b: &mut Bound<'i, 'p, 'o>,
     ins: &Instr,
     ops: &Operands,
     (pc, stop): (usize, usize),
     vars: &VarValues,
+    inputs: &InputTiles,
 ) -> Option<usize> {
     let InstrData::Matmul { dst, .. } = ins.data else {
         return None;
@@ -56,16 +60,28 @@ pub(crate) fn step(
         return None;
     }
     let narrow = link(ops)?;
-    // A wide chain splits between the threads or runs as written: without a worker nearby it
-    // is not looked for (nor again from each of its matmuls).
-    if !narrow && !e.worker.as_mut().is_some_and(|w| w.near()) {
+    let first = inputs.matmul_operands(b, ins, ops)?;
+    let from_inputs = first.iter().all(Option::is_some);
+    // The narrow kernel reads its operands in SBUF.
+    if narrow && first.iter().any(Option::is_some) {
+        return None;
+    }
+    // A wide chain splits between the threads or runs as written: without a worker nearby (or
+    // far, for operands of inputs) it is not looked for (nor again from each of its matmuls).
+    let splits = e.worker.as_mut().is_some_and(|w| match w.reach() {
+        Reach::Near => true,
+        Reach::Far => from_inputs,
+        Reach::Away => false,
+    });
+    if !narrow && !splits {
         return None;
     }
     let dst0 = ops.slot(0)?;
     let sbuf_stride = e.sbuf.partition_stride();
     let instrs = b.program.instrs();
-    // The next link, if the instruction after this one is one.
-    let next_link = |b: &mut Bound<'_, '_, '_>, at: usize| {
+    // The next link and its operands of inputs, if the instruction after this one is one that
+    // reads inputs where the first does.
+    let next_link = |b: &mut Bound<'i, 'p, 'o>, at: usize| {
         let next = instrs.get(at).filter(|_| at < stop)?;
         let InstrData::Matmul { dst: d, .. } = next.data else {
             return None;
@@ -73,25 +89,31 @@ pub(crate) fn step(
         if next.opcode != Opcode::Matmul || !d.write.accumulates_at(vars) {
             return None;
         }
-        operand::resolve(b, next, vars, sbuf_stride)
-            .filter(|r| link(r) == Some(narrow) && r.slot(0).is_some_and(|d| d.same_elements(dst0)))
+        let r = operand::resolve(b, next, vars, sbuf_stride).filter(|r| {
+            link(r) == Some(narrow) && r.slot(0).is_some_and(|d| d.same_elements(dst0))
+        })?;
+        let from = inputs
+            .matmul_operands(b, next, &r)
+            .filter(|f| f.map(|o| o.is_some()) == first.map(|o| o.is_some()))?;
+        Some((r, from))
     };
     // Most matmuls are no chain: nothing more is built for them.
     let second = next_link(b, pc + 1)?;
     let mut chain = [*ops; MAX_LINKS];
-    chain[1] = second;
+    let mut from = [first; MAX_LINKS];
+    (chain[1], from[1]) = second;
     let mut len = 2;
     while len < MAX_LINKS
-        && let Some(r) = next_link(b, pc + len)
+        && let Some((r, f)) = next_link(b, pc + len)
     {
-        chain[len] = r;
+        (chain[len], from[len]) = (r, f);
         len += 1;
     }
     let accumulate = dst.write.accumulates_at(vars);
-    let run = if narrow {
-        tensor::narrow_chain
+    let ran = if narrow {
+        tensor::narrow_chain(e, &chain[..len], accumulate)
     } else {
-        tensor::packed_chain
+        tensor::packed_chain(e, &chain[..len], accumulate, &from[..len])
     };
-    run(e, &chain[..len], accumulate).then_some(len - 1)
+    ran.then_some(len - 1)
 }

@@ -41,7 +41,7 @@ use crate::engines::compute::{Arg, MAX_NODES, Node, alu_lane};
 use crate::engines::lanes::{Lane, MAX_SOURCES, Source};
 use crate::engines::stream::ROW_LANES;
 use crate::exec::overlap::{rows, share_bytes};
-use crate::host::fuse::{Readers, tile_of};
+use crate::host::readers::{Readers, tile_of};
 use crate::operand::{Loc, Operands, Resolved};
 
 /// Most pieces of a run (`rows`) a plan describes.

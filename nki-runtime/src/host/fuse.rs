@@ -32,6 +32,8 @@ use crate::bind::Bound;
 use crate::engines::access::may_share_bytes;
 use crate::engines::tensor::{CopyTo, HbmOperand};
 use crate::engines::{EngineState, dma, tensor};
+use crate::host::input_tiles::InputTiles;
+use crate::host::readers::{Readers, tile_of};
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// A load the matmul at `consumer` takes over: it reads its operand `slot` from the input
@@ -63,6 +65,7 @@ pub(crate) fn step<'i>(
     (pc, stop): (usize, usize),
     vars: &VarValues,
     pending: &mut Pending<'i>,
+    inputs: &InputTiles,
 ) -> Option<usize> {
     match (ins.opcode, ins.data) {
         (Opcode::Load, _) => {
@@ -83,7 +86,9 @@ pub(crate) fn step<'i>(
         }
         (Opcode::Matmul, InstrData::Matmul { dst, .. }) => {
             let taken = core::mem::take(pending);
-            let mut from_hbm: [Option<HbmOperand<'i>>; 2] = [None; 2];
+            // Operands of tiles whose loads were skipped (`Plain` had the loads run for those
+            // that do not map).
+            let mut from_hbm = inputs.matmul_operands(b, ins, ops).unwrap_or([None; 2]);
             for fw in taken.into_iter().flatten().filter(|f| f.consumer == pc) {
                 from_hbm[usize::from(fw.slot - 1)] = Some(fw.operand);
             }
@@ -200,86 +205,6 @@ pub(crate) fn forward_load<'i>(
     })
 }
 
-/// The tile a view of the program belongs to.
-pub(crate) fn tile_of(p: &nki_lang::Program<'_>, view: nki_lang::ViewId) -> Option<u16> {
-    p.views().get(view.index()).map(|v| v.tile)
-}
-
-/// The readers of each tile of a program: the first and last instruction that reads it, and
-/// whether the Tensor engine does. Computed once per launch into buffers the core keeps, so
-/// that deciding a step does not scan the program.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Readers {
-    /// By tile: its first and last reader, [`Readers::NONE`] when no instruction reads it.
-    first_last: Vec<(u32, u32)>,
-    /// Whether a Tensor-engine instruction reads the tile.
-    by_tensor: Vec<bool>,
-}
-
-impl Readers {
-    /// No instruction reads the tile.
-    const NONE: (u32, u32) = (u32::MAX, 0);
-    /// An instruction index that does not fit (it never counts as any one instruction).
-    const TOO_FAR: u32 = u32::MAX;
-
-    /// Finds the readers of `p`'s tiles (reusing the buffers: no allocation once they have
-    /// grown to the largest program's tile count).
-    pub(crate) fn find(&mut self, p: &nki_lang::Program<'_>) {
-        self.first_last.clear();
-        self.first_last.resize(p.tiles().len(), Self::NONE);
-        self.by_tensor.clear();
-        self.by_tensor.resize(p.tiles().len(), false);
-        for (i, x) in p.instrs().iter().enumerate() {
-            let i = u32::try_from(i).unwrap_or(Self::TOO_FAR);
-            for o in x.operands().filter(|o| o.dir.reads()) {
-                let Some(t) = o.view().and_then(|v| tile_of(p, v)).map(usize::from) else {
-                    continue;
-                };
-                let (Some(span), Some(tensor)) =
-                    (self.first_last.get_mut(t), self.by_tensor.get_mut(t))
-                else {
-                    continue;
-                };
-                *tensor |= x.engine == Engine::Tensor;
-                *span = (span.0.min(i), span.1.max(i));
-            }
-        }
-    }
-
-    /// Whether every instruction of the program that reads tile `tile` is among `instrs`
-    /// (none reads it, or its first and last readers are).
-    pub(crate) fn all_among(&self, tile: u16, instrs: core::ops::Range<usize>) -> bool {
-        match self.first_last.get(usize::from(tile)) {
-            Some(&Self::NONE) => true,
-            Some(&(first, last)) => {
-                let among = |i: u32| usize::try_from(i).is_ok_and(|i| instrs.contains(&i));
-                last != Self::TOO_FAR && among(first) && among(last)
-            }
-            None => false,
-        }
-    }
-
-    /// Whether no instruction of the program but the one at `except` reads tile `tile`.
-    fn only(&self, tile: u16, except: usize) -> bool {
-        self.all_among(tile, except..except.saturating_add(1))
-    }
-
-    /// Whether `ins` may split its rows with a far worker: not a load whose tile a
-    /// Tensor-engine instruction reads. Those never split with a far worker (their halves share
-    /// their operands), so the matmul would read the worker's half of the tile from the other
-    /// core's cache: in the far placement of a Zen 5 guest the NKI Library router took
-    /// 1.49–1.55 ms on two threads so, against 1.30–1.33 ms on one.
-    pub(crate) fn far_split(&self, p: &nki_lang::Program<'_>, ins: &Instr) -> bool {
-        match (ins.opcode, ins.data) {
-            (Opcode::Load, InstrData::Dma { tile: view, .. }) => !tile_of(p, view)
-                .and_then(|t| self.by_tensor.get(usize::from(t)))
-                .copied()
-                .unwrap_or(false),
-            _ => true,
-        }
-    }
-}
-
 /// The output tensor and HBM side of the `store` right after a fused copy or a load (operands
 /// `copy`, at `pc`, before `stop`) that it can write straight into, when:
 /// - the store writes exactly the elements the copy or load wrote, through a view of the same
@@ -351,52 +276,4 @@ pub(crate) fn fused_copy(
     }
     let copy = operand::resolve(b, next, vars, e.sbuf.partition_stride())?;
     tensor::copy_fuses(e, ops, &copy).then_some(copy)
-}
-
-#[cfg(test)]
-mod tests {
-    use nki_lang::builder::{Grid, ProgramBuilder};
-    use nki_lang::{DType, Dim, Memory, Opcode, Target};
-
-    use super::Readers;
-
-    /// A load whose tile the Tensor engine reads (a transpose) does not split with a far
-    /// worker; a load only the Vector engine reads does, and so does any other instruction.
-    #[test]
-    fn loads_into_the_tensor_engine_stay_on_the_calling_thread_when_far() {
-        let mut b = ProgramBuilder::new("far_split", Target::Trn1);
-        let dims = [Dim::Fixed(128), Dim::Fixed(128)];
-        let x = b.input("x", DType::F32, &dims).unwrap();
-        let y = b.input("y", DType::F32, &dims).unwrap();
-        let out = b.output("out", DType::F32, &dims).unwrap();
-        let to_tensor = b.tile("a", Memory::Sbuf, DType::F32, &[128, 128]).unwrap();
-        let to_vector = b.tile("b", Memory::Sbuf, DType::F32, &[128, 128]).unwrap();
-        let transposed = b.tile("t", Memory::Psum, DType::F32, &[128, 128]).unwrap();
-        let copied = b.tile("c", Memory::Sbuf, DType::F32, &[128, 128]).unwrap();
-        b.load(to_tensor, Grid::origin(x)).unwrap();
-        b.load(to_vector, Grid::origin(y)).unwrap();
-        b.nc_transpose(transposed, to_tensor).unwrap();
-        b.tensor_copy(copied, to_vector).unwrap();
-        b.store(Grid::origin(out), copied).unwrap();
-        let compiled = b.finish().unwrap();
-        let parts = compiled.parts();
-        let p = parts.program();
-        let mut readers = Readers::default();
-        readers.find(&p);
-        let splits: Vec<(Opcode, bool)> = p
-            .instrs()
-            .iter()
-            .map(|ins| (ins.opcode, readers.far_split(&p, ins)))
-            .collect();
-        assert_eq!(
-            splits,
-            [
-                (Opcode::Load, false),
-                (Opcode::Load, true),
-                (Opcode::Transpose, true),
-                (Opcode::TensorCopy, true),
-                (Opcode::Store, true),
-            ]
-        );
-    }
 }

@@ -52,9 +52,9 @@ use nki_lang::{
     InstrData, LoopKind, MAX_PIDS, MAX_TENSORS, Memory, OperandRef, Program, SymbolValues, Write,
 };
 
-use super::fuse::Readers;
 use super::hull::{Hull, IndexBox, output_boxes, output_hulls};
 use super::interleaved::Shares;
+use super::readers::Readers;
 use super::{Plain, WorkerState};
 use crate::bind::{Bound, HbmOut};
 use crate::engines::EngineState;

@@ -19,6 +19,9 @@
 //! - **Chains** (`chains`): matmuls that accumulate into one PSUM tile one after another run
 //!   as one step, their rows split between the threads once for all of them (one pass of the
 //!   narrow kernel for narrow moving operands).
+//! - **Tiles loaded once for matmuls** (`input_tiles`): a load outside every loop whose tile
+//!   only matmuls read does not run; they read the input where it lies (each thread its own
+//!   copy, so chains of them split even while the host's cores are far apart).
 //!
 //! All of it enters the interpreter through one [`HostPlan`], [`Plain`]: the interpreter names
 //! none of it. Strict and observed runs use [`crate::exec::plan::Serial`] and see every
@@ -28,8 +31,10 @@ mod chains;
 mod exprs;
 mod fuse;
 mod hull;
+mod input_tiles;
 mod interleaved;
 mod loops;
+mod readers;
 mod rows;
 mod spmd;
 mod strided;
@@ -48,7 +53,7 @@ pub(crate) use spmd::execute;
 
 /// What a core keeps between plain runs for its shortcuts: the second set of engines (created
 /// on first use), the buffer of interleaved outputs (`interleaved`) and the program's facts
-/// (`fuse::Readers`), all reused from launch to launch.
+/// (`readers::Readers`), all reused from launch to launch.
 #[derive(Default)]
 pub(crate) struct HostState {
     /// The engines of the worker's half.
@@ -57,7 +62,7 @@ pub(crate) struct HostState {
     /// calling thread's.
     pub outputs: Vec<u8>,
     /// Which instruction reads each tile of the launch's program.
-    pub readers: fuse::Readers,
+    pub readers: readers::Readers,
 }
 
 /// A measure of an instruction's host work, for deciding whether splitting it (or a loop or
@@ -163,9 +168,11 @@ pub(crate) struct Plain<'i, 's, 't> {
     /// The second engines, for splitting loops; `None` within a half, which runs serially.
     second: Option<&'s mut WorkerState<'t>>,
     /// Which instruction reads each tile (computed once per launch).
-    readers: &'s fuse::Readers,
+    readers: &'s readers::Readers,
     /// The loads skipped for the matmul ahead.
     pending: fuse::Pending<'i>,
+    /// The loads skipped for the matmuls that read their tiles from the inputs.
+    inputs: input_tiles::InputTiles,
 }
 
 impl<'i, 's, 't> Plain<'i, 's, 't> {
@@ -174,7 +181,7 @@ impl<'i, 's, 't> Plain<'i, 's, 't> {
     /// of borrowed host memory are dropped here.
     pub(crate) fn new(
         e: &mut EngineState,
-        readers: &'s fuse::Readers,
+        readers: &'s readers::Readers,
         second: Option<&'s mut WorkerState<'t>>,
     ) -> Self {
         for cache in [&mut e.packs, &mut e.packs_worker] {
@@ -185,6 +192,7 @@ impl<'i, 's, 't> Plain<'i, 's, 't> {
             second,
             readers,
             pending: [None; 2],
+            inputs: input_tiles::InputTiles::default(),
         }
     }
 }
@@ -214,20 +222,46 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         vars: &VarValues,
     ) -> Option<usize> {
         e.far_split = self.readers.far_split(b.program, ins);
+        if self.inputs.skip(b, self.readers, ins, ops, at.0) {
+            return Some(0);
+        }
+        // A matmul that reads skipped tiles from the inputs runs as a chain or through `fuse`.
+        let in_place = self.inputs.before(e, b, ins, ops, vars);
         // A group of strided matmuls runs its instructions as written: none may wait for a
         // forwarded load.
         let nothing_pending = self.pending.iter().all(Option::is_none);
-        nothing_pending
+        let inputs = &self.inputs;
+        let ran = nothing_pending
             .then(|| {
-                strided::step(e, b, ins, ops, at, vars)
-                    .or_else(|| chains::step(e, b, ins, ops, at, vars))
+                (!in_place)
+                    .then(|| strided::step(e, b, ins, ops, at, vars, inputs))
+                    .flatten()
+                    .or_else(|| chains::step(e, b, ins, ops, at, vars, inputs))
             })
             .flatten()
-            .or_else(|| fuse::step(e, b, self.readers, ins, ops, at, vars, &mut self.pending))
-            .or_else(|| rows::step(e, b, self.readers, ins, ops, at, vars))
+            .or_else(|| {
+                fuse::step(
+                    e,
+                    b,
+                    self.readers,
+                    ins,
+                    ops,
+                    at,
+                    vars,
+                    &mut self.pending,
+                    inputs,
+                )
+            })
+            .or_else(|| rows::step(e, b, self.readers, ins, ops, at, vars));
+        // The instructions run here, or as written: a load among them is not skipped (its
+        // tile holds what it loaded).
+        self.inputs
+            .ran(at.0..=at.0.saturating_add(ran.unwrap_or(0)));
+        ran
     }
 
-    fn masked_out(&mut self, _pc: usize, ins: &Instr) {
+    fn masked_out(&mut self, pc: usize, ins: &Instr) {
+        self.inputs.masked_out(pc);
         if ins.opcode == Opcode::Matmul {
             // Loads forwarded to a matmul are for this execution of it only.
             self.pending = [None; 2];

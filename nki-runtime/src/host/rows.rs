@@ -28,7 +28,7 @@ use crate::engines::lanes::MAX_SOURCES;
 use crate::engines::{EngineState, tensor};
 use crate::exec::overlap::{partly_overlapping, rows, share_bytes, span};
 use crate::host::exprs;
-use crate::host::fuse::{Readers, tile_of};
+use crate::host::readers::{Readers, tile_of};
 use crate::operand::{self, Loc, Operands, Resolved};
 use crate::worker::{FAR_MIN_ELEMS, Reach};
 

@@ -26,6 +26,7 @@ use crate::bind::Bound;
 use crate::engines::EngineState;
 use crate::engines::phases::{MAX_BYTES, Region};
 use crate::exec::overlap::{partly_overlapping, share_bytes};
+use crate::host::input_tiles::InputTiles;
 use crate::operand::{self, Loc, Operands, Resolved};
 
 /// Most instructions looked at after the first matmul of a group.
@@ -180,6 +181,7 @@ pub(crate) fn step(
     ops: &Operands,
     (pc, stop): (usize, usize),
     vars: &VarValues,
+    inputs: &InputTiles,
 ) -> Option<usize> {
     if !matches!(ins.data, InstrData::Matmul { .. }) {
         return None;
@@ -198,7 +200,8 @@ pub(crate) fn step(
         .skip(pc + 1)
         .take(WINDOW)
     {
-        if !plain(next) {
+        // A matmul that reads a tile whose load was skipped runs on its own (`input_tiles`).
+        if !plain(next) || inputs.reads_skipped(b.program, next) {
             break;
         }
         let Some(resolved) = operand::resolve(b, next, vars, sbuf_stride) else {
