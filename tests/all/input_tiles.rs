@@ -11,15 +11,17 @@ use crate::common;
 
 /// `x [H, T]` loaded as `[128, H/128, T]` (rows `h·128 + p`) and `w [H, E]` likewise, as the
 /// NKI Library's router loads them; `chain = x.T @ w` as one chain of `H/128` accumulating
-/// matmuls per token tile (the last one 64 tokens), `single = x[0:128, 0:128].T @ w[0:128]`
-/// alone, and `every_other = x[0:128, 0:256:2].T @ w[128:256]` through a stepped slice.
+/// matmuls per token tile (the last one 64 tokens), `single` the matmuls of
+/// `x[0:128, 0:128].T @ w[0:128]` and `x[128:256, 64:192].T @ w[128:256]` one by one (other
+/// elements of the same inputs), and `every_other = x[0:128, 0:192:2].T @ w[128:256]` through a
+/// stepped slice.
 #[kernel]
 fn loaded_once(
     x: Hbm<f32, 256, 192>,
     w: Hbm<f32, 256, 96>,
-) -> (Hbm<f32, 192, 96>, Hbm<f32, 128, 96>, Hbm<f32, 96, 96>) {
+) -> (Hbm<f32, 192, 96>, Hbm<f32, 256, 96>, Hbm<f32, 96, 96>) {
     let chain = ndarray([192, 96], f32, SharedHbm);
-    let single = ndarray([128, 96], f32, SharedHbm);
+    let single = ndarray([256, 96], f32, SharedHbm);
     let every_other = ndarray([96, 96], f32, SharedHbm);
     let x_sb = ndarray([128, 2, 192], f32, Sbuf);
     nisa::dma_copy(
@@ -49,15 +51,17 @@ fn loaded_once(
             src = res[[0..size, 0..96]],
         );
     }
-    let one = ndarray([128, 96], f32, Psum);
-    nisa::nc_matmul(
-        dst = one,
-        stationary = x_sb[[0..128, 0, 0..128]],
-        moving = w_sb[[0..128, 0, 0..96]],
-    );
-    let one_sb = ndarray([128, 96], f32, Sbuf);
-    nisa::tensor_copy(dst = one_sb, src = one);
-    nisa::dma_copy(dst = single, src = one_sb);
+    for h in static_range(2) {
+        let one = ndarray([128, 96], f32, Psum);
+        nisa::nc_matmul(
+            dst = one,
+            stationary = x_sb[[0..128, h, h * 64..h * 64 + 128]],
+            moving = w_sb[[0..128, h, 0..96]],
+        );
+        let one_sb = ndarray([128, 96], f32, Sbuf);
+        nisa::tensor_copy(dst = one_sb, src = one);
+        nisa::dma_copy(dst = single.slice(0, h * 128, h * 128 + 128), src = one_sb);
+    }
     let stepped = ndarray([96, 96], f32, Psum);
     nisa::nc_matmul(
         dst = stepped,
@@ -88,13 +92,14 @@ fn products(a: &Array2<f32>, b: &Array2<f32>, rows: [usize; 2], cols: &[usize]) 
 fn matmuls_read_the_inputs_of_skipped_loads_on_every_path() {
     let x = common::rand_int(Ix2(256, 192), 41, -8, 8);
     let w = common::rand_int(Ix2(256, 96), 42, -8, 8);
-    // chain: both row tiles of x and w summed; single: rows 0..128, tokens 0..128;
-    // every_other: x rows 0..128 at tokens 0, 2, …, 190 against w rows 128..256.
+    // chain: both row tiles of x and w summed; single: rows 0..128, tokens 0..128, then rows
+    // 128..256, tokens 64..192; every_other: x rows 0..128 at tokens 0, 2, …, 190 against w rows 128..256.
     let tokens: Vec<usize> = (0..192).collect();
     let lo = products(&x, &w, [0, 0], &tokens);
     let hi = products(&x, &w, [128, 128], &tokens);
     let want_chain: Vec<f64> = lo.iter().zip(&hi).map(|(a, b)| a + b).collect();
-    let want_single = products(&x, &w, [0, 0], &tokens[..128]);
+    let mut want_single = products(&x, &w, [0, 0], &tokens[..128]);
+    want_single.extend(products(&x, &w, [128, 128], &tokens[64..]));
     let even: Vec<usize> = (0..192).step_by(2).collect();
     let want_every_other = products(&x, &w, [0, 128], &even);
     let (dx, dw) = (
