@@ -28,8 +28,8 @@
 //! unless they read them from input tensors, which nothing writes while a kernel runs (each
 //! thread then packs its own copy). In the far placement of a Zen 5 guest the NKI Library
 //! top-k took 0.63–0.69 ms split against 1.33–1.41 ms on one thread, its cumsum 10.4–12.9
-//! against 16.2–16.5 ms, and its router, its matmul chains read from the inputs
-//! (`host::input_tiles`) and split, 1.14–1.21 against 1.29–1.36 ms. Such rows are split by blocks of partitions
+//! against 16.2–16.5 ms, and its router, whose matmul chains read the inputs
+//! (`host::input_tiles`) and split, 1.13–1.23 against 1.25–1.37 ms. Such rows are split by blocks of partitions
 //! (`engines::split::BlockRuns`), so that each partition stays with one thread from instruction
 //! to instruction. A worker that shares its CPU with a busy neighbour answers the probe as
 //! quickly as a far one; the time it waited for its CPU since the last probe (Linux's

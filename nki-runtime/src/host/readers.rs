@@ -142,10 +142,11 @@ impl Readers {
     }
 
     /// Whether `ins` may split its rows with a far worker: not a load whose tile a
-    /// Tensor-engine instruction reads. Those never split with a far worker (their halves share
-    /// their operands), so the matmul would read the worker's half of the tile from the other
-    /// core's cache: in the far placement of a Zen 5 guest the NKI Library router took
-    /// 1.49–1.55 ms on two threads so, against 1.30–1.33 ms on one.
+    /// Tensor-engine instruction reads. Those of SBUF operands never split with a far worker
+    /// (their halves share their operands), so the matmul would read the worker's half of the
+    /// tile from the other core's cache: in the far placement of a Zen 5 guest the NKI Library
+    /// router took 1.49–1.55 ms on two threads so, against 1.30–1.33 ms on one (its loads are
+    /// now skipped altogether: `host::input_tiles`).
     pub(crate) fn far_split(&self, p: &nki_lang::Program<'_>, ins: &Instr) -> bool {
         match (ins.opcode, ins.data) {
             (Opcode::Load, InstrData::Dma { tile: view, .. }) => !tile_of(p, view)
