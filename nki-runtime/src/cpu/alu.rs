@@ -605,6 +605,12 @@ fn scan_run<const G: usize, const S: usize>(
 /// Folds `values` into 16 partial results: `acc[l] = op(acc[l], values[16·k + l])` for each
 /// whole block `k`, in block order (the order of the engines' reductions).
 ///
+/// `max` and `min` give one result for a set of values whatever their order (the largest or
+/// smallest value, `+0` over `-0` for `max` and `-0` over `+0` for `min`, the canonical NaN if
+/// any is NaN): their blocks are folded in four independent chains (block `k` into chain
+/// `k mod 4`, from the operation's identity), combined at the end, which gives the same bits
+/// without one chain's latency per block.
+///
 /// For `add` and `multiply` a NaN partial may keep whatever NaN encoding the host produced:
 /// NaN is absorbing there, so the partial stays NaN, and combining the partials with [`eval`]
 /// gives the canonical NaN, the same bits as canonicalising every step. (Canonicalising every
@@ -620,11 +626,11 @@ fn scan_run<const G: usize, const S: usize>(
 pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
     assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
     match op {
-        Alu::Add => fold(isa, acc, values, |x: f32, y: f32| x + y),
-        Alu::Multiply => fold(isa, acc, values, |x: f32, y: f32| x * y),
-        Alu::Max => fold(isa, acc, values, max),
-        Alu::Min => fold(isa, acc, values, min),
-        _ => fold(isa, acc, values, |x: f32, y: f32| eval(op, x, y)),
+        Alu::Add => fold::<_, _, false>(isa, acc, values, |x: f32, y: f32| x + y, 0.0),
+        Alu::Multiply => fold::<_, _, false>(isa, acc, values, |x: f32, y: f32| x * y, 1.0),
+        Alu::Max => fold::<_, _, true>(isa, acc, values, max, f32::NEG_INFINITY),
+        Alu::Min => fold::<_, _, true>(isa, acc, values, min, f32::INFINITY),
+        _ => fold::<_, _, false>(isa, acc, values, |x: f32, y: f32| eval(op, x, y), 0.0),
     }
 }
 
@@ -634,49 +640,101 @@ pub fn fold16(isa: Isa, op: Alu, acc: &mut [f32; 16], values: &[f32]) {
 /// As [`fold16`].
 pub fn fold16_bits(isa: Isa, op: Alu, acc: &mut [i32; 16], values: &[i32]) {
     assert_eq!(values.len() % 16, 0, "fold16 takes whole blocks of 16");
-    fold(isa, acc, values, |x: i32, y: i32| eval_bits(op, x, y))
+    fold::<_, _, false>(isa, acc, values, |x: i32, y: i32| eval_bits(op, x, y), 0)
 }
 
+/// Folds `values` into `acc` ([`fold16`]): in block order, or with `UNORDERED` (an operation
+/// whose result does not depend on the order) in four chains of blocks, block `k` into chain
+/// `k mod 4` (the first from `acc`, the others from `identity`), the blocks after the last
+/// whole group of four into the first, then the chains combined.
 #[inline(always)]
-fn fold<T: Copy, F: Fn(T, T) -> T>(isa: Isa, acc: &mut [T; 16], values: &[T], f: F) {
+fn fold<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
+    isa: Isa,
+    acc: &mut [T; 16],
+    values: &[T],
+    f: F,
+    identity: T,
+) {
     #[inline(always)]
-    fn body<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
-        let mut a = *acc;
-        for block in values.chunks_exact(16) {
+    fn body<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
+        acc: &mut [T; 16],
+        values: &[T],
+        f: F,
+        identity: T,
+    ) {
+        let mut a0 = *acc;
+        let mut blocks = values.chunks_exact(16);
+        if UNORDERED {
+            let (mut a1, mut a2, mut a3) = ([identity; 16], [identity; 16], [identity; 16]);
+            let mut groups = values.chunks_exact(64);
+            for g in &mut groups {
+                for l in 0..16 {
+                    a0[l] = f(a0[l], g[l]);
+                    a1[l] = f(a1[l], g[16 + l]);
+                    a2[l] = f(a2[l], g[32 + l]);
+                    a3[l] = f(a3[l], g[48 + l]);
+                }
+            }
             for l in 0..16 {
-                a[l] = f(a[l], block[l]);
+                a1[l] = f(a1[l], a3[l]);
+                a2[l] = f(a2[l], a1[l]);
+            }
+            for block in groups.remainder().chunks_exact(16) {
+                for l in 0..16 {
+                    a0[l] = f(a0[l], block[l]);
+                }
+            }
+            for l in 0..16 {
+                a0[l] = f(a0[l], a2[l]);
+            }
+            *acc = a0;
+            return;
+        }
+        for block in &mut blocks {
+            for l in 0..16 {
+                a0[l] = f(a0[l], block[l]);
             }
         }
-        *acc = a;
+        *acc = a0;
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn body_avx2<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
-        body(acc, values, f)
+    fn body_avx2<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
+        acc: &mut [T; 16],
+        values: &[T],
+        f: F,
+        identity: T,
+    ) {
+        body::<T, F, UNORDERED>(acc, values, f, identity)
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    fn body_avx512<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T; 16], values: &[T], f: F) {
-        body(acc, values, f)
+    fn body_avx512<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
+        acc: &mut [T; 16],
+        values: &[T],
+        f: F,
+        identity: T,
+    ) {
+        body::<T, F, UNORDERED>(acc, values, f, identity)
     }
     match isa {
-        Isa::Portable => body(acc, values, f),
+        Isa::Portable => body::<T, F, UNORDERED>(acc, values, f, identity),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => {
             isa.assert_supported();
             // SAFETY: the CPU supports AVX2 and FMA (`assert_supported`).
-            unsafe { body_avx2(acc, values, f) }
+            unsafe { body_avx2::<T, F, UNORDERED>(acc, values, f, identity) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
             // SAFETY: the CPU supports AVX-512 F/BW/VL (`assert_supported`).
-            unsafe { body_avx512(acc, values, f) }
+            unsafe { body_avx512::<T, F, UNORDERED>(acc, values, f, identity) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         Isa::Avx2Fma | Isa::Avx512 | Isa::Avx512Bf16 => {
             isa.assert_supported();
-            body(acc, values, f)
+            body::<T, F, UNORDERED>(acc, values, f, identity)
         }
     }
 }
@@ -849,6 +907,70 @@ mod tests {
 
     fn same(a: f32, b: f32) -> bool {
         a.to_bits() == b.to_bits()
+    }
+
+    /// The extreme of `values` by its definition: the canonical NaN if any is NaN; else the
+    /// largest (`max`) or smallest (`min`) value, a zero of either sign that ties taking `+0`
+    /// for `max` and `-0` for `min`.
+    fn extreme(op: Alu, values: &[f32]) -> f32 {
+        if values.iter().any(|v| v.is_nan()) {
+            return f32::from_bits(0x7fc0_0000);
+        }
+        let is_max = op == Alu::Max;
+        let start = if is_max {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
+        let m = values.iter().fold(start, |m, &v| {
+            if (is_max && v > m) || (!is_max && v < m) {
+                v
+            } else {
+                m
+            }
+        });
+        if m == 0.0 {
+            let preferred = values
+                .iter()
+                .any(|v| *v == 0.0 && v.is_sign_positive() == is_max);
+            return if preferred == is_max { 0.0 } else { -0.0 };
+        }
+        m
+    }
+
+    /// `max` and `min` folds (four chains of blocks) give, lane by lane, the extreme of the
+    /// lane's values on every path, for any number of blocks.
+    #[test]
+    fn max_and_min_folds_give_each_lanes_extreme() {
+        let mut xs = inputs();
+        // Many signed zeros: ties between them decide lanes.
+        for i in (0..xs.len()).step_by(7) {
+            xs[i] = if i % 2 == 0 { 0.0 } else { -0.0 };
+        }
+        let no_nan: Vec<f32> = xs.iter().copied().filter(|v| !v.is_nan()).collect();
+        for vals in [&xs, &no_nan] {
+            let start: [f32; 16] = core::array::from_fn(|l| vals[vals.len() - 1 - l]);
+            for blocks in [0, 1, 3, 4, 5, 8, 13, 100] {
+                let values = &vals[..16 * blocks];
+                for op in [Alu::Max, Alu::Min] {
+                    for isa in Isa::supported() {
+                        let mut acc = start;
+                        fold16(isa, op, &mut acc, values);
+                        for (l, got) in acc.iter().enumerate() {
+                            let lane: Vec<f32> = core::iter::once(start[l])
+                                .chain(values.iter().skip(l).step_by(16).copied())
+                                .collect();
+                            let want = extreme(op, &lane);
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{op:?} {isa:?}, {blocks} blocks, lane {l}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
