@@ -663,7 +663,6 @@ fn fold<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
         identity: T,
     ) {
         let mut a0 = *acc;
-        let mut blocks = values.chunks_exact(16);
         if UNORDERED {
             let (mut a1, mut a2, mut a3) = ([identity; 16], [identity; 16], [identity; 16]);
             let mut groups = values.chunks_exact(64);
@@ -690,7 +689,7 @@ fn fold<T: Copy, F: Fn(T, T) -> T, const UNORDERED: bool>(
             *acc = a0;
             return;
         }
-        for block in &mut blocks {
+        for block in values.chunks_exact(16) {
             for l in 0..16 {
                 a0[l] = f(a0[l], block[l]);
             }

@@ -149,6 +149,9 @@ impl InputTiles {
         ops: &Operands,
     ) -> Option<[Option<HbmOperand<'i>>; 2]> {
         let mut out = [None; 2];
+        if self.skipped.iter().all(Option::is_none) {
+            return Some(out);
+        }
         for (slot, o) in [1u8, 2].into_iter().zip(&mut out) {
             if self.load_of(b.program, ins, slot).is_some() {
                 *o = Some(self.operand(b, ins, slot, ops.slot(usize::from(slot))?)?);
@@ -193,8 +196,11 @@ impl InputTiles {
             };
             self.ran(load.pc..=load.pc);
             if let Some(load_ins) = b.program.instrs().get(load.pc) {
-                e.far_split = true;
+                // Its tile's readers are matmuls: it stays on this thread when the worker is
+                // far (`Readers::far_split`).
+                let far_split = core::mem::replace(&mut e.far_split, false);
                 crate::exec::execute(e, b, load_ins, &load.ops, vars);
+                e.far_split = far_split;
             }
         }
         false

@@ -82,24 +82,19 @@ impl Readers {
                         _ => Self::WRITTEN,
                     };
                 }
-                if o.dir.reads()
-                    && !top_matmul
-                    && let Some(r) = other_readers.get_mut(t)
-                {
-                    *r = true;
-                }
-            }
-            for o in x.operands().filter(|o| o.dir.reads()) {
-                let Some(t) = o.view().and_then(|v| tile_of(p, v)).map(usize::from) else {
+                if !o.dir.reads() {
                     continue;
-                };
-                let (Some(span), Some(tensor)) =
-                    (self.first_last.get_mut(t), self.by_tensor.get_mut(t))
-                else {
+                }
+                let (Some(span), Some(tensor), Some(other)) = (
+                    self.first_last.get_mut(t),
+                    self.by_tensor.get_mut(t),
+                    other_readers.get_mut(t),
+                ) else {
                     continue;
                 };
                 *tensor |= x.engine == Engine::Tensor;
                 *span = (span.0.min(i), span.1.max(i));
+                *other |= !top_matmul;
             }
         }
         // Loaded once, read after it by matmuls alone, at least one.
@@ -161,7 +156,7 @@ impl Readers {
 #[cfg(test)]
 mod tests {
     use nki_lang::builder::{Grid, ProgramBuilder};
-    use nki_lang::{DType, Dim, Memory, Opcode, Target};
+    use nki_lang::{DType, Dim, Extent, LoopKind, Memory, Opcode, Target, Write};
 
     use super::Readers;
 
@@ -203,5 +198,86 @@ mod tests {
                 (Opcode::Store, true),
             ]
         );
+    }
+
+    /// A tile loaded once outside every loop for wide matmuls alone is `loaded_once` at its
+    /// load; not one also read by a copy, loaded twice, loaded in a loop, read by a matmul in
+    /// a loop, or read by a narrow matmul.
+    #[test]
+    fn tiles_loaded_once_for_wide_matmuls() {
+        let mut b = ProgramBuilder::new("loaded_once", Target::Trn1);
+        let x = b
+            .input("x", DType::F32, &[Dim::Fixed(128), Dim::Fixed(128)])
+            .unwrap();
+        let n = b
+            .input("n", DType::F32, &[Dim::Fixed(128), Dim::Fixed(4)])
+            .unwrap();
+        let sbuf = |b: &mut ProgramBuilder, name: &str, cols: u32| {
+            b.tile(name, Memory::Sbuf, DType::F32, &[128, cols])
+                .unwrap()
+        };
+        let [once, copied, twice, looped, late, narrow_st] =
+            ["once", "copied", "twice", "looped", "late", "narrow_st"]
+                .map(|t| sbuf(&mut b, t, 128));
+        let narrow = sbuf(&mut b, "narrow", 4);
+        let out = sbuf(&mut b, "out", 128);
+        let acc = b
+            .tile("acc", Memory::Psum, DType::F32, &[128, 128])
+            .unwrap();
+        let acc4 = b.tile("acc4", Memory::Psum, DType::F32, &[128, 4]).unwrap();
+        for t in [once, copied, twice, late, narrow_st] {
+            b.load(t, Grid::origin(x)).unwrap();
+        }
+        b.load(narrow, Grid::origin(n)).unwrap();
+        b.load(twice, Grid::origin(x)).unwrap();
+        b.begin_loop(LoopKind::Affine, "i", Extent::Fixed(2))
+            .unwrap();
+        b.load(looped, Grid::origin(x)).unwrap();
+        b.nc_matmul(acc, looped, looped, Write::Overwrite).unwrap();
+        b.nc_matmul(acc, late, late, Write::Overwrite).unwrap();
+        b.end_loop().unwrap();
+        for (st, mv) in [(once, once), (copied, copied), (twice, twice)] {
+            b.nc_matmul(acc, st, mv, Write::Overwrite).unwrap();
+        }
+        b.nc_matmul(acc4, narrow_st, narrow, Write::Overwrite)
+            .unwrap();
+        b.tensor_copy(out, copied).unwrap();
+        let compiled = b.finish().unwrap();
+        let parts = compiled.parts();
+        let p = parts.program();
+        let mut readers = Readers::default();
+        readers.find(&p);
+        let tile = |name: &str| p.tiles().iter().position(|t| t.name == name).unwrap() as u16;
+        let loads: Vec<(String, bool)> = p
+            .instrs()
+            .iter()
+            .enumerate()
+            .filter(|(_, ins)| ins.opcode == Opcode::Load)
+            .map(|(pc, ins)| {
+                let nki_lang::InstrData::Dma { tile: view, .. } = ins.data else {
+                    unreachable!("a load")
+                };
+                let t = p.views()[view.index()].tile;
+                let name = p.tiles()[usize::from(t)].name.to_string();
+                let once = readers.loaded_once(t, pc);
+                (name, once)
+            })
+            .collect();
+        let want: Vec<(String, bool)> = [
+            ("once", true),
+            ("copied", false),
+            ("twice", false),
+            ("late", false),
+            ("narrow_st", false),
+            ("narrow", false),
+            ("twice", false),
+            ("looped", false),
+        ]
+        .iter()
+        .map(|&(n, o)| (n.to_string(), o))
+        .collect();
+        assert_eq!(loads, want);
+        // At its own load only.
+        assert!(!readers.loaded_once(tile("once"), 1));
     }
 }
