@@ -11,7 +11,7 @@
 //! twelve independent accumulators (more than the FMA latency × ports needs), so the loops run
 //! at the ports' limit. The bound counts the multiply-adds only: packing, conversions to and
 //! from bf16 and the copy out of PSUM come on top. On AVX2 machines it also times the AVX2
-//! kernel's step (two moving loads, four `vbroadcastss`, eight FMAs) from L1, in ymm and in
+//! kernel's step (three moving loads, four `vbroadcastss`, twelve FMAs) from L1, in ymm and in
 //! xmm registers: whether the broadcasts keep the FMAs from their limit. Last, the clock and the
 //! FMA throughput again while a second thread keeps the other core busy with FMAs: a core may
 //! run slower when both are busy, and that is the two-thread bound. x86-64 only.
@@ -103,7 +103,7 @@ mod x86 {
     twelve_independent!(dpbf16, "avx512bf16,avx512f", "vdpbf16ps", "zmm");
 
     macro_rules! kernel_step {
-        ($(#[$doc:meta])* $name:ident, $reg:literal, $second:literal) => {
+        ($(#[$doc:meta])* $name:ident, $reg:literal, $second:literal, $third:literal) => {
             $(#[$doc])*
             #[target_feature(enable = "avx2,fma")]
             fn $name(n: u64, buf: &[f32; 64]) {
@@ -114,24 +114,30 @@ mod x86 {
                         "2:",
                         concat!("vmovups ", $reg, "12, [{b}]"),
                         concat!("vmovups ", $reg, "13, [{b} + ", $second, "]"),
-                        concat!("vbroadcastss ", $reg, "14, [{b} + 64]"),
-                        concat!("vfmadd231ps ", $reg, "0, ", $reg, "14, ", $reg, "12"),
-                        concat!("vfmadd231ps ", $reg, "1, ", $reg, "14, ", $reg, "13"),
-                        concat!("vbroadcastss ", $reg, "15, [{b} + 68]"),
-                        concat!("vfmadd231ps ", $reg, "2, ", $reg, "15, ", $reg, "12"),
-                        concat!("vfmadd231ps ", $reg, "3, ", $reg, "15, ", $reg, "13"),
-                        concat!("vbroadcastss ", $reg, "14, [{b} + 72]"),
-                        concat!("vfmadd231ps ", $reg, "4, ", $reg, "14, ", $reg, "12"),
-                        concat!("vfmadd231ps ", $reg, "5, ", $reg, "14, ", $reg, "13"),
-                        concat!("vbroadcastss ", $reg, "15, [{b} + 76]"),
+                        concat!("vmovups ", $reg, "14, [{b} + ", $third, "]"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 128]"),
+                        concat!("vfmadd231ps ", $reg, "0, ", $reg, "15, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "1, ", $reg, "15, ", $reg, "13"),
+                        concat!("vfmadd231ps ", $reg, "2, ", $reg, "15, ", $reg, "14"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 132]"),
+                        concat!("vfmadd231ps ", $reg, "3, ", $reg, "15, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "4, ", $reg, "15, ", $reg, "13"),
+                        concat!("vfmadd231ps ", $reg, "5, ", $reg, "15, ", $reg, "14"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 136]"),
                         concat!("vfmadd231ps ", $reg, "6, ", $reg, "15, ", $reg, "12"),
                         concat!("vfmadd231ps ", $reg, "7, ", $reg, "15, ", $reg, "13"),
+                        concat!("vfmadd231ps ", $reg, "8, ", $reg, "15, ", $reg, "14"),
+                        concat!("vbroadcastss ", $reg, "15, [{b} + 140]"),
+                        concat!("vfmadd231ps ", $reg, "9, ", $reg, "15, ", $reg, "12"),
+                        concat!("vfmadd231ps ", $reg, "10, ", $reg, "15, ", $reg, "13"),
+                        concat!("vfmadd231ps ", $reg, "11, ", $reg, "15, ", $reg, "14"),
                         "dec {n}",
                         "jnz 2b",
                         b = in(reg) buf.as_ptr(),
                         n = inout(reg) n => _,
                         out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                         out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                        out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
                         out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
                         options(nostack, readonly),
                     );
@@ -141,19 +147,21 @@ mod x86 {
     }
 
     kernel_step!(
-        /// The AVX2 kernel's step (`cpu/matmul/avx2.rs`, a 4 × 16 block): two moving vectors
-        /// loaded, then per row a `vbroadcastss` of the stationary value and two FMAs; from a
-        /// buffer that stays in L1. 64 multiply-adds per iteration.
+        /// The AVX2 kernel's step (`cpu/matmul/avx2.rs`, a 4 × 24 block): three moving vectors
+        /// loaded, then per row a `vbroadcastss` of the stationary value and three FMAs; from a
+        /// buffer that stays in L1. 96 multiply-adds per iteration.
         step_ymm,
         "ymm",
-        "32"
+        "32",
+        "64"
     );
     kernel_step!(
-        /// [`step_ymm`] in 128-bit registers (a 4 × 8 block, `vbroadcastss` into xmm): 32
+        /// [`step_ymm`] in 128-bit registers (a 4 × 12 block, `vbroadcastss` into xmm): 48
         /// multiply-adds per iteration.
         step_xmm,
         "xmm",
-        "16"
+        "16",
+        "32"
     );
 
     /// One measured instruction kind: its throughput and the seed's bound with it.
@@ -180,11 +188,11 @@ mod x86 {
             let buf = [1.0f32; 64];
             for (name, macs, step) in [
                 (
-                    "AVX2 kernel step, 4 x 16 ymm",
-                    64.0,
+                    "AVX2 kernel step, 4 x 24 ymm",
+                    96.0,
                     step_ymm as unsafe fn(u64, &[f32; 64]),
                 ),
-                ("the same, 4 x 8 xmm", 32.0, step_xmm),
+                ("the same, 4 x 12 xmm", 48.0, step_xmm),
             ] {
                 // SAFETY: the CPU has AVX2 and FMA (checked above).
                 let t = best(|n| unsafe { step(n, &buf) });

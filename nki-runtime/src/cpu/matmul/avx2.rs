@@ -16,12 +16,14 @@
 //! aligned vector stores. Results are stored with plain stores, masked (`vmaskmovps`) only for
 //! the last partial vector of a row and for lanes the exact fallback recomputed.
 //!
-//! Why `4 × 16` rather than BLIS's `6 × 16` for Haswell: blocks of 4 rows tile the 8-row
-//! stationary blocks that the threads' row splits and the AVX-512 layouts use; 8 accumulators
-//! are as many as two FMA pipes of latency 4 keep busy, with 2 moving loads and 4 broadcasts
-//! per 8 FMAs. `4 × 24` (12 accumulators, all 16 ymm registers live) was measured slower: LLVM
-//! spills an accumulator and shuffles registers on every step (the seed tile took 268 µs
-//! against 203 µs on the Intel Xeon of `docs/performance.md`).
+//! Why `4 × 24`: blocks of 4 rows tile the 8-row stationary blocks that the threads' row splits
+//! and the AVX-512 layouts use, and 12 accumulators keep two FMA pipes of latency 4 busy with
+//! slack (3 moving loads and 4 broadcasts per 12 FMAs). A `4 × 16` block's 8 accumulators are
+//! exactly latency × pipes, and ran at 85 % of the FMA rate from L1 (`fma_bound`; the seed tile
+//! 145 µs against 128 µs on a Zen 5 forced to this path). The full block's loop is written with
+//! its registers assigned by hand ([`fma_loop_full`]): all 16 ymm registers are live, and the
+//! compiler's allocator spills an accumulator on every step (252 µs; 268 µs against 203 µs on
+//! the Intel Xeon of `docs/performance.md`, when this was first tried).
 
 use core::arch::x86_64::*;
 use core::mem::transmute;
@@ -42,8 +44,8 @@ const MR: usize = 4;
 const SB: usize = super::STATIONARY_BLOCK;
 const _: () = assert!(SB.is_multiple_of(MR) && SB == 8);
 /// Most ymm vectors of `n` per register block (`MR * NR` accumulators; with the `NR` moving
-/// vectors and a broadcast that is 11 of the 16 ymm registers).
-const NR: usize = 2;
+/// vectors and a broadcast that is all 16 ymm registers).
+const NR: usize = 3;
 /// Columns per moving panel.
 const NC: usize = NR * 8;
 /// Columns per panel of the packed moving operand.
@@ -200,6 +202,7 @@ pub(super) unsafe fn matmul_f32_prepacked(
                 let bp = b.add(p * block_stride(k, NC));
                 match width.div_ceil(8) {
                     1 => kernel::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                    2 => kernel::<2>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
                     _ => kernel::<NR>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
                 }
                 if let Some(c) = &copy {
@@ -467,7 +470,11 @@ unsafe fn kernel<const N: usize>(
     let mut exact = [[0u8; N]; MR];
     // SAFETY: forwarded caller contract.
     unsafe {
-        if grid {
+        if grid && N == NR {
+            // SAFETY: `N == NR`, so `acc` is a `[[__m256; NR]; MR]`.
+            let full = &mut *acc.as_mut_ptr().cast::<[[__m256; NR]; MR]>();
+            *full = fma_loop_full(k, a, b, *full);
+        } else if grid {
             acc = fma_loop::<N, MR, false>(k, a, b, acc).0;
         } else {
             // The flushing loop needs more registers: passes of `FTZ_ROWS` rows.
@@ -578,4 +585,89 @@ unsafe fn fma_loop<const N: usize, const R: usize, const FTZ: bool>(
     let zero = _mm256_setzero_si256();
     let hit = |e: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(e, zero)));
     (acc, edge.map(|e| if FTZ { hit(e) as u8 } else { 0 }))
+}
+
+/// The FMA chain over `k` of a full [`MR`] × [`NC`] block without flushing: what
+/// [`fma_loop`]`::<NR, MR, false>` computes (the same `vfmadd231ps`, in the same order for each
+/// accumulator), with the registers assigned by hand. Its 12 accumulators, 3 moving vectors and
+/// broadcast take all 16 ymm registers, which the compiler's allocator does not manage without
+/// spilling (see the module docs).
+///
+/// # Safety
+/// As for [`kernel`], with all [`NC`] columns of `k` rows of `b` readable and 32-byte aligned.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_loop_full(
+    k: usize,
+    a: *const f32,
+    b: *const f32,
+    acc: [[__m256; NR]; MR],
+) -> [[__m256; NR]; MR] {
+    const _: () = assert!(MR == 4 && NR == 3 && SB == 8 && NC == 24);
+    if k == 0 {
+        return acc;
+    }
+    let [
+        [mut c00, mut c01, mut c02],
+        [mut c10, mut c11, mut c12],
+        [mut c20, mut c21, mut c22],
+        [mut c30, mut c31, mut c32],
+    ] = acc;
+    // SAFETY: `k` rows of `SB` stationary and `NC` moving floats are readable from `a` and `b`
+    // (aligned for the moving loads) by the caller's contract; the loop reads nothing else and
+    // writes only the registers named here.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "vmovaps ymm12, [{b}]",
+            "vmovaps ymm13, [{b} + 32]",
+            "vmovaps ymm14, [{b} + 64]",
+            "vbroadcastss ymm15, dword ptr [{a}]",
+            "vfmadd231ps {c00}, ymm15, ymm12",
+            "vfmadd231ps {c01}, ymm15, ymm13",
+            "vfmadd231ps {c02}, ymm15, ymm14",
+            "vbroadcastss ymm15, dword ptr [{a} + 4]",
+            "vfmadd231ps {c10}, ymm15, ymm12",
+            "vfmadd231ps {c11}, ymm15, ymm13",
+            "vfmadd231ps {c12}, ymm15, ymm14",
+            "vbroadcastss ymm15, dword ptr [{a} + 8]",
+            "vfmadd231ps {c20}, ymm15, ymm12",
+            "vfmadd231ps {c21}, ymm15, ymm13",
+            "vfmadd231ps {c22}, ymm15, ymm14",
+            "vbroadcastss ymm15, dword ptr [{a} + 12]",
+            "vfmadd231ps {c30}, ymm15, ymm12",
+            "vfmadd231ps {c31}, ymm15, ymm13",
+            "vfmadd231ps {c32}, ymm15, ymm14",
+            "add {a}, 32",
+            "add {b}, 96",
+            "dec {k}",
+            "jnz 2b",
+            a = inout(reg) a => _,
+            b = inout(reg) b => _,
+            k = inout(reg) k => _,
+            c00 = inout(ymm_reg) c00,
+            c01 = inout(ymm_reg) c01,
+            c02 = inout(ymm_reg) c02,
+            c10 = inout(ymm_reg) c10,
+            c11 = inout(ymm_reg) c11,
+            c12 = inout(ymm_reg) c12,
+            c20 = inout(ymm_reg) c20,
+            c21 = inout(ymm_reg) c21,
+            c22 = inout(ymm_reg) c22,
+            c30 = inout(ymm_reg) c30,
+            c31 = inout(ymm_reg) c31,
+            c32 = inout(ymm_reg) c32,
+            out("ymm12") _,
+            out("ymm13") _,
+            out("ymm14") _,
+            out("ymm15") _,
+            options(nostack, readonly, pure),
+        );
+    }
+    [
+        [c00, c01, c02],
+        [c10, c11, c12],
+        [c20, c21, c22],
+        [c30, c31, c32],
+    ]
 }

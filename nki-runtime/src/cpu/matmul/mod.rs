@@ -64,7 +64,7 @@
 //!   (`narrow_chain_compute`), each output element still its own FMA chain in the
 //!   definition's order.
 //! - Everything else (f16, f32, mixed; bf16 on other CPUs): operands widened to f32 with DAZ
-//!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 4 × 16 blocks, or
+//!   while packing, then FMA (`vfmadd231ps` zmm 8 × 48 blocks, AVX2 ymm 4 × 24 blocks, or
 //!   `f32::mul_add`). FTZ is not free there, so each call first proves from the data when it
 //!   cannot matter: if every nonzero operand of `A` is a multiple of `2^ga`, of `B` of `2^gb`
 //!   and every initial accumulator of `2^gc` (taking `2^(exponent − mantissa bits)`), every
@@ -590,7 +590,7 @@ enum PackedKernel {
     Avx512Dot,
     /// AVX-512 `vfmadd231ps`: elements widened to f32, 8 × 48 register blocks.
     Avx512F32,
-    /// AVX2 `vfmadd231ps`: elements widened to f32, 4 × 16 register blocks.
+    /// AVX2 `vfmadd231ps`: elements widened to f32, 4 × 24 register blocks.
     Avx2F32,
 }
 
@@ -2459,6 +2459,8 @@ pub(crate) mod tests {
                     (127, 127, 511),
                     (128, 128, 1),
                     (9, 3, 8),
+                    (7, 9, 40),
+                    (16, 8, 47),
                     (64, 17, 100),
                 ] {
                     for kind in [Kind::Normal, Kind::Tiny, Kind::Special] {
