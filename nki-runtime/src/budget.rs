@@ -159,6 +159,13 @@ impl Meter {
         }
     }
 
+    /// Whether the launch runs without an instruction budget, a wall-time limit or a stop
+    /// handle: whether [`Meter::charge`] never stops it, so that a step of many instructions
+    /// may run whole.
+    pub(crate) fn runs_unchecked(&self) -> bool {
+        !self.active
+    }
+
     /// Adds `n` executed instructions; `false` when the launch must stop (over a budget, a
     /// stop requested, or another thread of the launch stopped).
     #[inline]

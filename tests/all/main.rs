@@ -25,6 +25,7 @@ mod docs_cover_ops;
 mod dtypes;
 mod fp32_to_int;
 mod gather_flattened;
+mod group_loops;
 mod hbm_kinds;
 mod hbm_views;
 mod helpers;

@@ -79,6 +79,8 @@ pub(crate) struct EngineState {
     pub phases: phases::Phases,
     /// The scratch of such a group run in one pass by the narrow matmul kernel.
     pub group: tensor::GroupScratch,
+    /// The packings of a chain of matmuls run in one pass on this thread.
+    pub chain: tensor::ChainScratch,
     /// Packings of matmul operands read straight from input tensors, for reuse within an
     /// execution (and across launches for device tensors that keep their version): moving
     /// operands, then stationary ones.
@@ -173,6 +175,7 @@ impl EngineState {
             packed: tensor::Packed::new(),
             phases: phases::Phases::default(),
             group: tensor::GroupScratch::default(),
+            chain: tensor::ChainScratch::default(),
             packs: tensor::pack_caches(),
             // Caches without slots: the worker thread's engines, whose matmul halves alone
             // read them, come with the worker.

@@ -222,6 +222,43 @@ impl PackCache {
         self.moving(isa, packing, moving, Some(version))
     }
 
+    /// The packing of `op` in layout `packing` at `version` that the cache holds, if it does
+    /// (nothing is packed).
+    fn held(
+        &self,
+        op: &Operand,
+        version: Option<u64>,
+        packing: MovingPacking,
+    ) -> Option<&OwnedPacking> {
+        let key = OperandKey::of(op, version);
+        self.slots[..self.used]
+            .iter()
+            .find(|s| s.key == key && s.packed.layout() == packing)
+            .map(|s| &s.packed)
+    }
+
+    /// `moving`'s packing in layout `packing` at `version`, if the cache holds it: what
+    /// [`PackCache::moving`] or [`PackCache::moving_reused`] packed, found without a change to
+    /// the cache, so that several can be read at once.
+    pub(crate) fn held_moving(
+        &self,
+        packing: MovingPacking,
+        moving: &Operand,
+        version: Option<u64>,
+    ) -> Option<PackedMoving<'_>> {
+        self.held(moving, version, packing)?.as_moving()
+    }
+
+    /// `stationary`'s packing, as [`PackCache::held_moving`] for a stationary operand.
+    pub(crate) fn held_stationary(
+        &self,
+        packing: MovingPacking,
+        stationary: &Operand,
+        version: Option<u64>,
+    ) -> Option<PackedStationary<'_>> {
+        self.held(stationary, version, packing)?.as_stationary()
+    }
+
     /// `stationary`'s packing, as [`PackCache::moving`] for a stationary operand.
     pub(crate) fn stationary(
         &mut self,

@@ -12,11 +12,11 @@ use super::split::split_rows;
 use crate::cpu::Isa;
 use crate::cpu::matmul::{
     CopyOut, MatmulScratch, MovingPacking, MovingScratch, NARROW_CHAIN, NARROW_CHAIN_RESULTS,
-    NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output, PackedMoving, PackedStationary, Rows,
-    StationaryScratch, matmul as mm_kernel, matmul_narrow, matmul_prepacked, moving_split,
-    narrow_chain_compute, narrow_chain_scratch, narrow_chain_store, narrow_group_compute,
-    narrow_group_scratch, narrow_group_store, pack_moving, pack_stationary, packing_of,
-    shared_packing,
+    NARROW_COLUMNS, NARROW_GROUP_COLUMNS, Operand, Output, PACKED_CHAIN, PackedMoving,
+    PackedStationary, Rows, StationaryScratch, matmul as mm_kernel, matmul_chain_prepacked,
+    matmul_narrow, matmul_prepacked, moving_split, narrow_chain_compute, narrow_chain_scratch,
+    narrow_chain_store, narrow_group_compute, narrow_group_scratch, narrow_group_store,
+    pack_moving, pack_stationary, packing_of, shared_packing,
 };
 use crate::memory::{Psum, Sbuf};
 use crate::operand::{Loc, Operands, Pattern, Resolved};
@@ -294,6 +294,161 @@ pub(crate) fn packed_chain(
     {
         hi();
     }
+    true
+}
+
+/// The scratch of the matmul chains run on one thread ([`register_chain`]): one operand
+/// packing per matmul, grown to the longest chain once and kept.
+#[derive(Default)]
+pub(crate) struct ChainScratch {
+    links: Vec<MatmulScratch>,
+}
+
+/// Where a chain's link finds its packed operand.
+#[derive(Copy, Clone)]
+enum Held {
+    /// In the pack cache, at that version.
+    Cached(Option<u64>),
+    /// Packed for this chain, in the link's scratch.
+    Here,
+}
+
+/// Matmuls `chain` (each one's resolved operands; `inputs`: those read from the inputs, as in
+/// [`packed_chain`]) that accumulate one after another into one PSUM destination (the first
+/// with `accumulate`, the others accumulating), run on this thread as one pass of the kernel:
+/// each block of results stays in registers from the first matmul to the last
+/// ([`matmul_chain_prepacked`]), instead of a store and a load between two of them. Operands
+/// read from the inputs, and moving operands in SBUF read again, come from the pack caches as
+/// a lone matmul's do. The bits of the matmuls one after the other. `false`, with nothing
+/// written, when the chain does not run so: operands whose free elements are not contiguous or
+/// that differ in shape or packing, a layout whose kernel runs the matmuls one by one anyway,
+/// more than [`PACKED_CHAIN`] matmuls, or destinations that differ or are not whole partitions
+/// with contiguous columns.
+pub(crate) fn register_chain(
+    e: &mut EngineState,
+    chain: &[Operands],
+    accumulate: bool,
+    inputs: &[[Option<HbmOperand<'_>>; 2]],
+) -> bool {
+    let Some((_, dst)) = chain_destination(chain) else {
+        return false;
+    };
+    if chain.len() > PACKED_CHAIN || inputs.len() != chain.len() {
+        return false;
+    }
+    let EngineState {
+        isa,
+        sbuf,
+        psum,
+        packs,
+        chain: scratch,
+        ..
+    } = e;
+    let isa = *isa;
+    let operands_of = |i: usize| {
+        let ops = chain.get(i)?;
+        let from = inputs.get(i).copied().unwrap_or([None; 2]);
+        let s = from[0].map_or_else(|| view_operand(sbuf, ops.get(1)), |f| Some(hbm_operand(&f)));
+        let m = from[1].map_or_else(|| view_operand(sbuf, ops.get(2)), |f| Some(hbm_operand(&f)));
+        s.zip(m)
+    };
+    let Some(first) = operands_of(0) else {
+        return false;
+    };
+    let Some(packing) = shared_packing(isa, &first.0, &first.1) else {
+        return false;
+    };
+    if !packing.chains_in_registers() {
+        return false;
+    }
+    let empty = (first, Held::Here, Held::Here);
+    let mut links = [empty; PACKED_CHAIN];
+    for (i, l) in links.iter_mut().enumerate().take(chain.len()) {
+        let Some((s, m)) = operands_of(i).filter(|(s, m)| {
+            s.shape() == first.0.shape()
+                && m.shape() == first.1.shape()
+                && shared_packing(isa, s, m) == Some(packing)
+        }) else {
+            return false;
+        };
+        let from = inputs.get(i).copied().unwrap_or([None; 2]);
+        *l = ((s, m), Held::Here, Held::Here);
+        // The pack caches as a lone matmul uses them: whatever they pack now or find stays
+        // theirs; the packings are read once all are in place.
+        let (cached_m, cached_s) = &mut *packs;
+        let kept = match from[1] {
+            Some(f) => Kept::Input(f.version),
+            None => sbuf_kept(sbuf, &m),
+        };
+        let found = match kept {
+            Kept::No => None,
+            Kept::Input(v) => cached_m.moving(isa, packing, &m, v).map(|_| v),
+            Kept::Sbuf(v) => cached_m.moving_reused(isa, packing, &m, v).map(|_| Some(v)),
+        };
+        if let Some(v) = found {
+            l.1 = Held::Cached(v);
+        }
+        if let Some(f) = from[0]
+            && cached_s.stationary(isa, packing, &s, f.version).is_some()
+        {
+            l.2 = Held::Cached(f.version);
+        }
+    }
+    let links = &mut links[..chain.len()];
+    // A packing a later link's pushed out of a cache (more links than its slots) is packed here.
+    let (cached_m, cached_s) = &*packs;
+    for ((s, m), hm, hs) in links.iter_mut() {
+        if let Held::Cached(v) = *hm
+            && cached_m.held_moving(packing, m, v).is_none()
+        {
+            *hm = Held::Here;
+        }
+        if let Held::Cached(v) = *hs
+            && cached_s.held_stationary(packing, s, v).is_none()
+        {
+            *hs = Held::Here;
+        }
+    }
+    if scratch.links.len() < links.len() {
+        scratch.links.resize_with(links.len(), MatmulScratch::new);
+    }
+    let mut packed = [None; PACKED_CHAIN];
+    for (((s, m), hm, hs), (p, mm)) in links
+        .iter()
+        .zip(packed.iter_mut().zip(scratch.links.iter_mut()))
+    {
+        let (a, mut b) = mm.parts();
+        let moving = match *hm {
+            Held::Cached(v) => cached_m.held_moving(packing, m, v),
+            Held::Here => {
+                let (_, words) = b.split(packing, m.rows, 0);
+                let key = pack_moving(isa, packing, words, m, 0..m.cols);
+                Some(b.packed(packing, m.shape(), key))
+            }
+        };
+        let stationary = match *hs {
+            Held::Cached(v) => cached_s.held_stationary(packing, s, v),
+            Held::Here => Some(pack_stationary(isa, packing, a, s)),
+        };
+        *p = stationary.zip(moving);
+    }
+    let Some(&Some(first)) = packed.first() else {
+        return false;
+    };
+    let mut pairs = [first; PACKED_CHAIN];
+    for (pair, p) in pairs.iter_mut().zip(&packed).take(links.len()) {
+        // Every link was found or packed above.
+        let Some(p) = *p else {
+            unreachable!("a cached packing checked above is held")
+        };
+        *pair = p;
+    }
+    let mut out = Output {
+        data: psum.f32s_mut(),
+        offset: dst.pattern.base as usize,
+        row_stride: Psum::STRIDE_F32S,
+    };
+    matmul_chain_prepacked(isa, &pairs[..links.len()], &mut out, None, accumulate);
     true
 }
 

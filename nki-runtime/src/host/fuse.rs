@@ -48,6 +48,14 @@ pub(crate) struct Forward<'i> {
     operand: HbmOperand<'i>,
 }
 
+impl<'i> Forward<'i> {
+    /// The operand slot (1 stationary, 2 moving) and the operand read from the input, when the
+    /// load goes to the matmul at `pc`.
+    pub(crate) fn to(self, pc: usize) -> Option<(u8, HbmOperand<'i>)> {
+        (self.consumer == pc).then_some((self.slot, self.operand))
+    }
+}
+
 /// The loads skipped for the matmul ahead (at most its two operands).
 pub(crate) type Pending<'i> = [Option<Forward<'i>>; 2];
 

@@ -19,6 +19,9 @@
 //! - **Chains** (`chains`): matmuls that accumulate into one PSUM tile one after another run
 //!   as one step, their rows split between the threads once for all of them (one pass of the
 //!   narrow kernel for narrow moving operands).
+//! - **Accumulation groups** (`group_loops`): a loop whose body is one matmul accumulating
+//!   into one PSUM tile (after the loads of its operands) runs as one pass of the kernel, its
+//!   results kept in registers from the first matmul to the last.
 //! - **Tiles loaded once for matmuls** (`input_tiles`): a load outside every loop whose tile
 //!   only matmuls read does not run; they read the input where it lies (each thread its own
 //!   copy, so chains of them split even while the host's cores are far apart).
@@ -30,6 +33,7 @@
 mod chains;
 mod exprs;
 mod fuse;
+mod group_loops;
 mod hull;
 mod input_tiles;
 mod interleaved;
@@ -206,6 +210,9 @@ impl<'i> HostPlan<'i> for Plain<'i, '_, '_> {
         range: (usize, usize),
         trip: u64,
     ) -> Result<bool, ExecError> {
+        if group_loops::run(e, b, self.readers, &self.inputs, f, range, trip) {
+            return Ok(true);
+        }
         match self.second.as_deref_mut() {
             Some(second) => loops::run_parallel(e, second, self.readers, b, f, range, trip),
             None => Ok(false),

@@ -86,17 +86,12 @@ pub(super) unsafe fn matmul_bf16(
     unsafe {
         pack_moving_bf16(b.as_mut_slice(), mv, cols.clone());
         pack_stationary_bf16(a.as_mut_slice(), st);
-        let (k, m) = (st.rows, st.cols);
-        matmul_bf16_prepacked(
-            a.as_slice(),
-            b.as_slice(),
-            k,
-            m,
-            out,
-            None,
-            accumulate,
-            cols,
-        );
+        let link = DotLink {
+            a: a.as_slice(),
+            b: b.as_slice(),
+            k: st.rows,
+        };
+        matmul_bf16_prepacked(&[link], st.cols, out, None, accumulate, cols);
     }
 }
 
@@ -202,34 +197,53 @@ pub(super) unsafe fn pack_stationary_bf16(a: &mut [u32], st: &Operand) {
     unsafe { pack_stationary(st, a.as_mut_ptr()) };
 }
 
-/// bf16 × bf16 with `vdpbf16ps` on a `k × m` stationary operand packed into `a` by
-/// [`pack_stationary_bf16`] and the moving operand's columns `cols` packed into `b` by
-/// [`pack_moving_bf16`]: block by block, each block's results stored into `out`, then
-/// converted into `copy` when there is one.
+/// One matmul's operands as [`matmul_bf16_prepacked`] reads them: the stationary operand
+/// packed into `a` by [`pack_stationary_bf16`], the moving operand's columns packed into `b`
+/// by [`pack_moving_bf16`], both of `k` rows.
+#[derive(Copy, Clone)]
+pub(super) struct DotLink<'a> {
+    /// The packed stationary operand.
+    pub a: &'a [u32],
+    /// The packed moving operand.
+    pub b: &'a [u32],
+    /// The contraction size.
+    pub k: usize,
+}
+
+/// bf16 × bf16 with `vdpbf16ps` on `links`, matmuls of `m` stationary columns that accumulate
+/// one after another into `out` (the first as `accumulate` says): block by block, each block's
+/// accumulators kept in registers from one link to the next, its results stored into `out`
+/// after the last, then converted into `copy` when there is one. The bits of the matmuls one
+/// after the other: between two of them the accumulators would be stored with NaNs made
+/// canonical and loaded with subnormals flushed, and `vdpbf16ps` itself flushes subnormal
+/// accumulators and results and keeps a NaN a NaN, so neither changes a later result.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL and AVX512_BF16; the output (and `copy`) must have
 /// been validated by `super::matmul` for `m` rows and columns `cols` (whatever the buffers
 /// hold, every read stays inside them: their sizes are asserted).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn matmul_bf16_prepacked(
-    a: &[u32],
-    b: &[u32],
-    k: usize,
+    links: &[DotLink],
     m: usize,
     out: &mut Output,
     copy: Option<&mut CopyOut>,
     accumulate: bool,
     cols: Range<usize>,
 ) {
-    let (pairs, w) = (k.div_ceil(2), cols.len());
+    let w = cols.len();
     let blocks = m.div_ceil(MR);
-    assert!(
-        blocks.div_ceil(2) * 2 * block_words(pairs) <= a.len()
-            && w.div_ceil(NC) * panel_words(pairs) <= b.len()
-    );
-    let (a, b) = (a.as_ptr(), b.as_ptr());
+    for l in links {
+        let pairs = l.k.div_ceil(2);
+        assert!(
+            blocks.div_ceil(2) * 2 * block_words(pairs) <= l.a.len()
+                && w.div_ceil(NC) * panel_words(pairs) <= l.b.len()
+        );
+    }
+    let Some((first, rest)) = links.split_first() else {
+        return;
+    };
+    let (pairs, a, b) = (first.k.div_ceil(2), first.a.as_ptr(), first.b.as_ptr());
     let base = out.data.as_mut_ptr();
     let copy = copy.map(|c| CopyAt::new(c, cols.start));
     for p in 0..w.div_ceil(NC) {
@@ -237,17 +251,37 @@ pub(super) unsafe fn matmul_bf16_prepacked(
         let last = lanes(width - (width - 1) / 16 * 16);
         for mb in 0..blocks {
             let rows = (m - mb * MR).min(MR);
-            // SAFETY: the block's packed data lies in the buffers; the output block starts at
-            // a validated element and `rows`/`last` keep every access inside the output (and
-            // the copy).
+            // SAFETY: each link's block of packed data lies in its buffers; the output block
+            // starts at a validated element and `rows`/`last` keep every access inside the
+            // output (and the copy).
             unsafe {
                 let o = base.add(out.offset + mb * MR * out.row_stride + cols.start + p * NC);
-                let ap = a.add(mb * block_words(pairs));
-                let bp = b.add(p * panel_words(pairs));
-                match width.div_ceil(16) {
-                    1 => kernel_bf16::<1>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
-                    2 => kernel_bf16::<2>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
-                    _ => kernel_bf16::<3>(pairs, ap, bp, o, out.row_stride, rows, last, accumulate),
+                let first = (
+                    pairs,
+                    a.add(mb * block_words(pairs)),
+                    b.add(p * panel_words(pairs)),
+                );
+                let (rs, more) = (out.row_stride, (rest, p, mb));
+                // A lone matmul's kernel has no loop over links (a few cycles a block).
+                match (width.div_ceil(16), rest.is_empty()) {
+                    (1, true) => {
+                        kernel_bf16::<1, false>(first, more, o, rs, rows, last, accumulate)
+                    }
+                    (2, true) => {
+                        kernel_bf16::<2, false>(first, more, o, rs, rows, last, accumulate)
+                    }
+                    (_, true) => {
+                        kernel_bf16::<3, false>(first, more, o, rs, rows, last, accumulate)
+                    }
+                    (1, false) => {
+                        kernel_bf16::<1, true>(first, more, o, rs, rows, last, accumulate)
+                    }
+                    (2, false) => {
+                        kernel_bf16::<2, true>(first, more, o, rs, rows, last, accumulate)
+                    }
+                    (_, false) => {
+                        kernel_bf16::<3, true>(first, more, o, rs, rows, last, accumulate)
+                    }
                 }
                 if let Some(c) = &copy {
                     let (rs, at) = (out.row_stride, c.block(mb * MR, p * NC));
@@ -438,26 +472,52 @@ unsafe fn store_block<const N: usize>(
     }
 }
 
-/// One `MR × N·16` block over all K-pairs with `vdpbf16ps`.
+/// One `MR × N·16` block over all K-pairs of a first link (`first`: its K-pairs, its block of
+/// the packed stationary operand and its panel of the packed moving one) and then of the links
+/// `rest`, at their panel `p` and row block `mb` (`more`), with `vdpbf16ps`; without `CHAIN`,
+/// `rest` is empty.
 ///
 /// # Safety
-/// `a` holds `pairs * MR` packed dwords, `b` `pairs` rows of `NC` (the first `N * 16` read);
-/// output as for [`load_init`].
+/// `first`'s pointers hold `pairs * MR` packed dwords and `pairs` rows of `NC` (the first
+/// `N * 16` read), and every link of `rest` holds block `mb` of its packed stationary operand
+/// and panel `p` of its packed moving one; output as for [`load_init`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel_bf16<const N: usize>(
-    pairs: usize,
-    a: *const u32,
-    b: *const u32,
+unsafe fn kernel_bf16<const N: usize, const CHAIN: bool>(
+    (pairs, a, b): (usize, *const u32, *const u32),
+    (rest, p, mb): (&[DotLink], usize, usize),
     out: *mut f32,
     stride: usize,
     rows: usize,
     last: u16,
     accumulate: bool,
 ) {
-    // SAFETY: forwarded caller contract.
-    let mut acc = unsafe { load_init::<N>(out, stride, rows, last, accumulate) };
+    // SAFETY: forwarded caller contract (for each link).
+    unsafe {
+        let mut acc = load_init::<N>(out, stride, rows, last, accumulate);
+        acc = dot_steps(pairs, a, b, acc);
+        for l in rest.iter().filter(|_| CHAIN) {
+            let pairs = l.k.div_ceil(2);
+            let a = l.a.as_ptr().add(mb * block_words(pairs));
+            let b = l.b.as_ptr().add(p * panel_words(pairs));
+            acc = dot_steps(pairs, a, b, acc);
+        }
+        store_block::<N>(out, stride, rows, last, &acc, &[[0; N]; MR]);
+    }
+}
+
+/// The `vdpbf16ps` steps over `pairs` K-pairs of a block of a packed stationary operand at
+/// `a` and a panel of a packed moving one at `b`, from the accumulators `acc`.
+///
+/// # Safety
+/// `a` holds `pairs * MR` packed dwords, `b` `pairs` rows of `NC` (the first `N * 16` read).
+#[inline(always)]
+unsafe fn dot_steps<const N: usize>(
+    pairs: usize,
+    a: *const u32,
+    b: *const u32,
+    mut acc: [[__m512; N]; MR],
+) -> [[__m512; N]; MR] {
     for j in 0..pairs {
         // SAFETY: within the packed buffers by the caller's contract; `b` rows are 64-byte
         // aligned (NC is a multiple of 16 dwords, the buffer is 64-byte aligned).
@@ -475,8 +535,7 @@ unsafe fn kernel_bf16<const N: usize>(
             }
         }
     }
-    // SAFETY: forwarded caller contract.
-    unsafe { store_block::<N>(out, stride, rows, last, &acc, &[[0; N]; MR]) };
+    acc
 }
 
 // ---- f32 FMA path ----

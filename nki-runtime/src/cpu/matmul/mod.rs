@@ -630,6 +630,15 @@ impl MovingPacking {
         }
     }
 
+    /// Whether [`matmul_chain_prepacked`] keeps the accumulators in registers from one matmul
+    /// of a chain to the next in this layout (else it runs the matmuls one by one).
+    pub(crate) fn chains_in_registers(self) -> bool {
+        match self.kernel {
+            PackedKernel::Avx512Dot => true,
+            PackedKernel::Avx512F32 | PackedKernel::Avx2F32 => false,
+        }
+    }
+
     /// Columns per panel of the moving operand.
     fn panel(self) -> usize {
         #[cfg(target_arch = "x86_64")]
@@ -778,6 +787,7 @@ impl<'a> MovingScratch<'a> {
 }
 
 /// A moving operand packed for [`matmul_prepacked`] ([`MovingScratch::packed`]).
+#[derive(Copy, Clone)]
 pub(crate) struct PackedMoving<'a> {
     packing: MovingPacking,
     words: &'a [u32],
@@ -786,6 +796,7 @@ pub(crate) struct PackedMoving<'a> {
 }
 
 /// A stationary operand packed for [`matmul_prepacked`] by [`pack_stationary`].
+#[derive(Copy, Clone)]
 pub(crate) struct PackedStationary<'a> {
     packing: MovingPacking,
     words: &'a [u32],
@@ -1165,7 +1176,8 @@ pub(crate) fn matmul_prepacked(
         unsafe {
             match packing.kernel {
                 PackedKernel::Avx512Dot => {
-                    avx512::matmul_bf16_prepacked(a, b, k, m, out, copy, accumulate, cols)
+                    let link = avx512::DotLink { a, b, k };
+                    avx512::matmul_bf16_prepacked(&[link], m, out, copy, accumulate, cols)
                 }
                 PackedKernel::Avx512F32 => {
                     avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
@@ -1180,6 +1192,83 @@ pub(crate) fn matmul_prepacked(
     {
         let _ = (isa, copy, accumulate);
         unreachable!("no panel packing on this architecture")
+    }
+}
+
+/// Most matmuls [`matmul_chain_prepacked`] runs in one pass.
+pub(crate) const PACKED_CHAIN: usize = 16;
+
+/// The matmuls `links` (each one's packed operands, all of one shape and layout) into `out`
+/// one after another, the first as `accumulate` says and the others accumulating, and, with
+/// `copy`, the last one's results also converted into it: the bits of [`matmul_prepacked`] on
+/// each link in turn. With the `vdpbf16ps` kernel each block of accumulators stays in
+/// registers from one link to the next, instead of a store and a load of the block between
+/// two matmuls (with K = 128 a tenth of the kernel's time); the other kernels run the links
+/// one by one.
+///
+/// # Panics
+/// As [`matmul_prepacked`] for each link; also if the links differ in shape or layout or if
+/// there are more than [`PACKED_CHAIN`] of them.
+pub(crate) fn matmul_chain_prepacked(
+    isa: Isa,
+    links: &[(PackedStationary, PackedMoving)],
+    out: &mut Output,
+    mut copy: Option<&mut CopyOut>,
+    accumulate: bool,
+) {
+    let Some(((s0, m0), rest)) = links.split_first() else {
+        return;
+    };
+    assert!(
+        links.len() <= PACKED_CHAIN
+            && rest.iter().all(|(s, m)| {
+                (s.shape, m.shape, s.packing, m.packing)
+                    == (s0.shape, m0.shape, s0.packing, m0.packing)
+            }),
+        "a chain of {} matmuls of different shapes or layouts (at most {PACKED_CHAIN} alike)",
+        links.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if m0.packing.kernel == PackedKernel::Avx512Dot && !rest.is_empty() {
+        let (st, mv) = (s0.shape, m0.shape);
+        let cols = 0..mv.cols;
+        validate_shapes(st, mv, (out.data.len(), out.rows()), &cols);
+        if let Some(c) = &copy {
+            validate_copy(c, st.cols, &cols);
+        }
+        if cols.is_empty() || st.cols == 0 {
+            return;
+        }
+        assert!(
+            packing_of(isa, st.dtype, mv.dtype) == Some(m0.packing),
+            "operands packed in another layout than {isa:?}'s for {:?} × {:?}",
+            st.dtype,
+            mv.dtype
+        );
+        let empty = avx512::DotLink {
+            a: &[],
+            b: &[],
+            k: 0,
+        };
+        let mut dot = [empty; PACKED_CHAIN];
+        for (d, (s, m)) in dot.iter_mut().zip(links) {
+            *d = avx512::DotLink {
+                a: s.words,
+                b: m.words,
+                k: st.rows,
+            };
+        }
+        // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
+        // the output and the copy are validated; the kernel asserts the buffers' sizes.
+        unsafe {
+            avx512::matmul_bf16_prepacked(&dot[..links.len()], st.cols, out, copy, accumulate, cols)
+        };
+        return;
+    }
+    let last = links.len() - 1;
+    for (i, (s, m)) in links.iter().enumerate() {
+        let c = if i == last { copy.take() } else { None };
+        matmul_prepacked(isa, s, m, out, c, accumulate || i > 0);
     }
 }
 
@@ -2440,7 +2529,106 @@ pub(crate) mod tests {
         expected
     }
 
-    /// Every packed layout (AVX2's 4 × 16 blocks, AVX-512's 8 × 48) on shapes that are not
+    /// Chains of matmuls of every packed layout ([`matmul_chain_prepacked`]: the `vdpbf16ps`
+    /// kernel keeps its accumulators in registers from one matmul to the next) give the bits
+    /// of the matmuls one after the other on the portable path, and their copy the conversions
+    /// of the last one's results: tiny data whose intermediate sums are subnormal, NaNs and
+    /// infinities, results on ±2^-126, on shapes that are not multiples of the blocks.
+    #[test]
+    fn chains_give_the_bits_of_the_matmuls_one_after_the_other() {
+        let mut seed = 4100;
+        for isa in Isa::supported() {
+            for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
+                for (k, m, n, links) in [
+                    (2, 1, 1, 2),
+                    (5, 9, 40, 3),
+                    (128, 16, 96, PACKED_CHAIN),
+                    (127, 24, 49, 4),
+                    (64, 17, 100, 2),
+                ] {
+                    for kind in [Kind::Normal, Kind::Tiny, Kind::Special, Kind::Boundary] {
+                        seed += 1;
+                        let cases: Vec<Case> = (0..links)
+                            .map(|i| Case::new(seed * 100 + i as u64, dt, k, m, n, kind))
+                            .collect();
+                        let ops: Vec<_> = cases.iter().map(Case::operands).collect();
+                        let Some(packing) = shared_packing(isa, &ops[0].0, &ops[0].1) else {
+                            continue;
+                        };
+                        let packed: Vec<_> = ops
+                            .iter()
+                            .map(|(st, mv)| {
+                                let s = OwnedPacking::stationary_buffer();
+                                let b = OwnedPacking::moving_buffer();
+                                (
+                                    OwnedPacking::stationary(s, isa, packing, st),
+                                    OwnedPacking::moving(b, isa, packing, mv),
+                                )
+                            })
+                            .collect();
+                        let chain: Vec<_> = packed
+                            .iter()
+                            .filter_map(|(s, m)| s.as_stationary().zip(m.as_moving()))
+                            .collect();
+                        for accumulate in [false, true] {
+                            let mut want = cases[0].psum.clone();
+                            for (i, (st, mv)) in ops.iter().enumerate() {
+                                let mut out = Output {
+                                    data: &mut want,
+                                    offset: PSUM_OFFSET,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let mut scratch = MatmulScratch::new();
+                                let acc = accumulate || i > 0;
+                                super::run(
+                                    PORTABLE.0,
+                                    PORTABLE.1,
+                                    &mut scratch,
+                                    st,
+                                    mv,
+                                    &mut out,
+                                    acc,
+                                    0..n,
+                                );
+                            }
+                            for copy in [None, Some(DType::Bf16)] {
+                                let what = format!(
+                                    "{isa:?} {packing:?} {dt:?} K{k} M{m} N{n} {links} links \
+                                     {kind:?} acc {accumulate} copy {copy:?}"
+                                );
+                                let mut psum = cases[0].psum.clone();
+                                let mut out = Output {
+                                    data: &mut psum,
+                                    offset: PSUM_OFFSET,
+                                    row_stride: PSUM_STRIDE,
+                                };
+                                let mut copied = vec![0xa5u8; COPY_OFFSET + m * COPY_STRIDE];
+                                let mut c = copy.map(|dtype| CopyOut {
+                                    data: &mut copied,
+                                    dtype,
+                                    offset: COPY_OFFSET,
+                                    row_stride: COPY_STRIDE,
+                                });
+                                matmul_chain_prepacked(
+                                    isa,
+                                    &chain,
+                                    &mut out,
+                                    c.as_mut(),
+                                    accumulate,
+                                );
+                                assert_same_bits(&psum, &want, &what);
+                                let Some(dtype) = copy else { continue };
+                                let expected = expected_copy(&want, m, n, dtype, copied.len());
+                                assert!(copied == expected, "{what}: the copy differs");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every packed layout (AVX2's 4 × 24 blocks, AVX-512's 8 × 48) on shapes that are not
     /// multiples of its blocks, one row, one column, one contraction row: one thread's packing
     /// and [`matmul_prepacked`] with and without a copy give [`matmul`]'s portable bits (and
     /// the copy [`convert`]'s of them).
