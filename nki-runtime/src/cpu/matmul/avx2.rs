@@ -32,8 +32,8 @@ use core::ops::Range;
 use nki_lang::DType;
 
 use super::{
-    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, block_stride, exact_block,
-    packed_key, products_on_grid,
+    CANONICAL_NAN, CopyAt, CopyOut, Link, MatmulScratch, Operand, Output, block_stride,
+    exact_block, packed_key, products_on_grid,
 };
 use crate::cpu::convert::f16_to_f32;
 use crate::cpu::convert::x86::f32_to_bf16_x8;
@@ -119,7 +119,8 @@ pub(super) unsafe fn matmul_f32(
         let key_a = pack_stationary_f32(a.as_mut_slice(), st);
         let ops_ok = products_on_grid(key_a, st.dtype, key_b, mv.dtype);
         let (a, b) = (a.as_slice(), b.as_slice());
-        matmul_f32_prepacked(a, b, ops_ok, st.rows, st.cols, out, None, accumulate, cols);
+        let link = Link { a, b, k: st.rows };
+        matmul_f32_prepacked(&[link], ops_ok, st.cols, out, None, accumulate, cols);
     }
 }
 
@@ -156,23 +157,25 @@ pub(super) unsafe fn pack_stationary_f32(a: &mut [u32], st: &Operand) -> u32 {
     unsafe { pack_any::<SB>(st, 0, st.cols, a.as_mut_ptr()) }
 }
 
-/// The FMA kernel on a `k × m` stationary operand widened into `a` by [`pack_stationary_f32`]
-/// and the moving operand's columns `cols` widened into `b` by [`pack_moving_f32`]; `ops_ok`:
-/// the operands' keys prove that no product can be tiny (`super::matmul::products_on_grid`).
-/// Block by block, each block's results stored into `out`, then converted into `copy` when
-/// there is one.
+/// The FMA kernel on `links`, matmuls of `m` stationary columns that accumulate one after
+/// another into `out` (the first as `accumulate` says), each a `k × m` stationary operand
+/// widened by [`pack_stationary_f32`] and the moving operand's columns `cols` widened by
+/// [`pack_moving_f32`]; `ops_ok`: the operands' keys prove that no product of any link can be
+/// tiny (`super::matmul::products_on_grid`). Block by block, each block's results stored into
+/// `out` after the last link, then converted into `copy` when there is one. While no result
+/// can be tiny (no product, and initial values on the grid of `2^-126`, so that every sum is
+/// on it too), a block's accumulators stay in registers from one link to the next: the bits of
+/// the matmuls one after the other, whose flushes and DAZ of initial values then change
+/// nothing; else each link of the block runs on its own, stored before the next.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; the output (and `copy`) must have been validated by
 /// `super::matmul` for `m` rows and columns `cols` (whatever the buffers hold, every read stays
 /// inside them: their sizes are asserted).
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn matmul_f32_prepacked(
-    a: &[u32],
-    b: &[u32],
+    links: &[Link],
     ops_ok: bool,
-    k: usize,
     m: usize,
     out: &mut Output,
     copy: Option<&mut CopyOut>,
@@ -180,10 +183,20 @@ pub(super) unsafe fn matmul_f32_prepacked(
     cols: Range<usize>,
 ) {
     let w = cols.len();
-    assert!(
-        m.div_ceil(SB) * block_stride(k, SB) <= a.len() && packed_moving_offset(k, w) <= b.len()
+    for l in links {
+        assert!(
+            m.div_ceil(SB) * block_stride(l.k, SB) <= l.a.len()
+                && packed_moving_offset(l.k, w) <= l.b.len()
+        );
+    }
+    let Some((first, rest)) = links.split_first() else {
+        return;
+    };
+    let k = first.k;
+    let (a, b) = (
+        first.a.as_ptr().cast::<f32>(),
+        first.b.as_ptr().cast::<f32>(),
     );
-    let (a, b) = (a.as_ptr().cast::<f32>(), b.as_ptr().cast::<f32>());
     let base = out.data.as_mut_ptr();
     let s = out.row_stride;
     let copy = copy.map(|c| CopyAt::new(c, cols.start));
@@ -193,17 +206,35 @@ pub(super) unsafe fn matmul_f32_prepacked(
         for mb in 0..m.div_ceil(MR) {
             let r0 = mb * MR;
             let rows = (m - r0).min(MR);
-            // SAFETY: the block's packed data lies in the buffers (asserted above); the output
+            // SAFETY: each link's packed data lies in its buffers (asserted above); the output
             // block starts at a validated element and `rows`/`last` keep every access inside
             // the output (and the copy).
             unsafe {
                 let o = base.add(out.offset + r0 * s + cols.start + p * NC);
                 let ap = a.add(r0 / SB * block_stride(k, SB) + r0 % SB);
                 let bp = b.add(p * block_stride(k, NC));
-                match width.div_ceil(8) {
-                    1 => kernel::<1>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
-                    2 => kernel::<2>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
-                    _ => kernel::<NR>(k, ap, bp, o, s, rows, last, accumulate, ops_ok),
+                let (at, more) = ((o, s, rows, last), (rest, p, r0));
+                // A lone matmul's kernel has no loop over links.
+                let chained = match (width.div_ceil(8), rest.is_empty()) {
+                    (1, true) => kernel::<1, false>(k, ap, bp, at, accumulate, ops_ok, more),
+                    (2, true) => kernel::<2, false>(k, ap, bp, at, accumulate, ops_ok, more),
+                    (_, true) => kernel::<NR, false>(k, ap, bp, at, accumulate, ops_ok, more),
+                    (1, false) => kernel::<1, true>(k, ap, bp, at, accumulate, ops_ok, more),
+                    (2, false) => kernel::<2, true>(k, ap, bp, at, accumulate, ops_ok, more),
+                    (_, false) => kernel::<NR, true>(k, ap, bp, at, accumulate, ops_ok, more),
+                };
+                if !chained {
+                    // The other links one by one on the stored block, flushing each step
+                    // (exact whatever the products).
+                    for l in rest {
+                        let (a, b) = link_block(l, p, r0);
+                        let none = (&[][..], p, r0);
+                        match width.div_ceil(8) {
+                            1 => kernel::<1, false>(l.k, a, b, at, true, false, none),
+                            2 => kernel::<2, false>(l.k, a, b, at, true, false, none),
+                            _ => kernel::<NR, false>(l.k, a, b, at, true, false, none),
+                        };
+                    }
                 }
                 if let Some(c) = &copy {
                     let at = c.block(r0, p * NC);
@@ -212,6 +243,17 @@ pub(super) unsafe fn matmul_f32_prepacked(
             }
         }
     }
+}
+
+/// Where link `l`'s block of rows `r0..` and panel `p` of packed data start.
+#[inline]
+fn link_block(l: &Link, p: usize, r0: usize) -> (*const f32, *const f32) {
+    let (a, b) = (l.a.as_ptr().cast::<f32>(), l.b.as_ptr().cast::<f32>());
+    let at = r0 / SB * block_stride(l.k, SB) + r0 % SB;
+    (
+        a.wrapping_add(at),
+        b.wrapping_add(p * block_stride(l.k, NC)),
+    )
 }
 
 /// Converts the results a kernel just stored (`rows` rows of `width` columns at `src`, rows
@@ -411,26 +453,27 @@ unsafe fn pack<const D: u8, const BW: usize>(
 
 /// One `MR × N·8` block over all `k` with `vfmadd231ps`, following the definition: without
 /// per-step FTZ when the data provably never produces a tiny intermediate, else flushing each
-/// step and recomputing exactly the columns where a step gave `±2^-126`.
+/// step and recomputing exactly the columns where a step gave `±2^-126`. With `CHAIN`, the
+/// links `rest` (at panel `p`, rows `r0..`: `more`) follow in registers when no intermediate
+/// can be tiny (`ops_ok` is then for every link); without, `rest` is empty. Returns whether
+/// they did (else the caller runs them on the stored block).
 ///
 /// # Safety
 /// `a` holds `k` rows of [`SB`] packed floats (the first `rows` read), `b` `k` rows of `NC`
-/// (the first `N * 8` read); rows `< rows` of the output block, the first `last` lanes of its
-/// last vector, are in bounds.
+/// (the first `N * 8` read), and each link of `rest` the same at its block; rows `< rows` of
+/// the output block at `out` (`at`: rows `stride` apart, `rows`, the first `last` lanes of
+/// its last vector) are in bounds.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const N: usize>(
+unsafe fn kernel<const N: usize, const CHAIN: bool>(
     k: usize,
     a: *const f32,
     b: *const f32,
-    out: *mut f32,
-    stride: usize,
-    rows: usize,
-    last: usize,
+    (out, stride, rows, last): (*mut f32, usize, usize, usize),
     accumulate: bool,
     ops_ok: bool,
-) {
+    (rest, p, r0): (&[Link], usize, usize),
+) -> bool {
     let exp = _mm256_set1_epi32(0x7f80_0000);
     let sign = _mm256_set1_epi32(i32::MIN);
     let all = _mm256_set1_epi32(-1);
@@ -474,8 +517,16 @@ unsafe fn kernel<const N: usize>(
             // SAFETY: `N == NR`, so `acc` is a `[[__m256; NR]; MR]`.
             let full = &mut *acc.as_mut_ptr().cast::<[[__m256; NR]; MR]>();
             *full = fma_loop_full(k, a, b, *full);
+            for l in rest.iter().filter(|_| CHAIN) {
+                let (a, b) = link_block(l, p, r0);
+                *full = fma_loop_full(l.k, a, b, *full);
+            }
         } else if grid {
             acc = fma_loop::<N, MR, false>(k, a, b, acc).0;
+            for l in rest.iter().filter(|_| CHAIN) {
+                let (a, b) = link_block(l, p, r0);
+                acc = fma_loop::<N, MR, false>(l.k, a, b, acc).0;
+            }
         } else {
             // The flushing loop needs more registers: passes of `FTZ_ROWS` rows.
             for pass in 0..MR / FTZ_ROWS {
@@ -521,6 +572,7 @@ unsafe fn kernel<const N: usize>(
             }
         }
     }
+    grid
 }
 
 /// Rows per pass of the flushing FMA loop (2 × 2 accumulators plus its constants fit the 16
@@ -618,6 +670,9 @@ unsafe fn fma_loop_full(
     // writes only the registers named here.
     unsafe {
         core::arch::asm!(
+            // The loop's start at a 64-byte boundary, wherever the compiler places the block:
+            // its timing then does not move with the code around it.
+            ".p2align 6",
             "2:",
             "vmovaps ymm12, [{b}]",
             "vmovaps ymm13, [{b} + 32]",

@@ -17,8 +17,8 @@ use core::ops::Range;
 use nki_lang::DType;
 
 use super::{
-    CANONICAL_NAN, CopyAt, CopyOut, MatmulScratch, Operand, Output, acc_on_grid, block_stride,
-    exact_block, packed_key, products_on_grid,
+    CANONICAL_NAN, CopyAt, CopyOut, Link, MatmulScratch, Operand, Output, acc_on_grid,
+    block_stride, exact_block, packed_key, products_on_grid,
 };
 use crate::cpu::convert::x86::{f32_to_bf16_hw_x16, f32_to_bf16_x16};
 
@@ -86,11 +86,8 @@ pub(super) unsafe fn matmul_bf16(
     unsafe {
         pack_moving_bf16(b.as_mut_slice(), mv, cols.clone());
         pack_stationary_bf16(a.as_mut_slice(), st);
-        let link = DotLink {
-            a: a.as_slice(),
-            b: b.as_slice(),
-            k: st.rows,
-        };
+        let (a, b) = (a.as_slice(), b.as_slice());
+        let link = Link { a, b, k: st.rows };
         matmul_bf16_prepacked(&[link], st.cols, out, None, accumulate, cols);
     }
 }
@@ -197,19 +194,6 @@ pub(super) unsafe fn pack_stationary_bf16(a: &mut [u32], st: &Operand) {
     unsafe { pack_stationary(st, a.as_mut_ptr()) };
 }
 
-/// One matmul's operands as [`matmul_bf16_prepacked`] reads them: the stationary operand
-/// packed into `a` by [`pack_stationary_bf16`], the moving operand's columns packed into `b`
-/// by [`pack_moving_bf16`], both of `k` rows.
-#[derive(Copy, Clone)]
-pub(super) struct DotLink<'a> {
-    /// The packed stationary operand.
-    pub a: &'a [u32],
-    /// The packed moving operand.
-    pub b: &'a [u32],
-    /// The contraction size.
-    pub k: usize,
-}
-
 /// bf16 × bf16 with `vdpbf16ps` on `links`, matmuls of `m` stationary columns that accumulate
 /// one after another into `out` (the first as `accumulate` says): block by block, each block's
 /// accumulators kept in registers from one link to the next, its results stored into `out`
@@ -224,7 +208,7 @@ pub(super) struct DotLink<'a> {
 /// hold, every read stays inside them: their sizes are asserted).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(super) unsafe fn matmul_bf16_prepacked(
-    links: &[DotLink],
+    links: &[Link],
     m: usize,
     out: &mut Output,
     copy: Option<&mut CopyOut>,
@@ -485,7 +469,7 @@ unsafe fn store_block<const N: usize>(
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn kernel_bf16<const N: usize, const CHAIN: bool>(
     (pairs, a, b): (usize, *const u32, *const u32),
-    (rest, p, mb): (&[DotLink], usize, usize),
+    (rest, p, mb): (&[Link], usize, usize),
     out: *mut f32,
     stride: usize,
     rows: usize,

@@ -634,8 +634,8 @@ impl MovingPacking {
     /// of a chain to the next in this layout (else it runs the matmuls one by one).
     pub(crate) fn chains_in_registers(self) -> bool {
         match self.kernel {
-            PackedKernel::Avx512Dot => true,
-            PackedKernel::Avx512F32 | PackedKernel::Avx2F32 => false,
+            PackedKernel::Avx512Dot | PackedKernel::Avx2F32 => true,
+            PackedKernel::Avx512F32 => false,
         }
     }
 
@@ -1176,14 +1176,15 @@ pub(crate) fn matmul_prepacked(
         unsafe {
             match packing.kernel {
                 PackedKernel::Avx512Dot => {
-                    let link = avx512::DotLink { a, b, k };
+                    let link = Link { a, b, k };
                     avx512::matmul_bf16_prepacked(&[link], m, out, copy, accumulate, cols)
                 }
                 PackedKernel::Avx512F32 => {
                     avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
                 }
                 PackedKernel::Avx2F32 => {
-                    avx2::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
+                    let link = Link { a, b, k };
+                    avx2::matmul_f32_prepacked(&[link], ops_ok, m, out, copy, accumulate, cols)
                 }
             }
         }
@@ -1195,16 +1196,30 @@ pub(crate) fn matmul_prepacked(
     }
 }
 
+/// One matmul of a chain as the packed kernels read it: its stationary operand packed into
+/// `a`, its moving operand's columns packed into `b`, both of `k` rows, in the kernel's
+/// layout.
+#[derive(Copy, Clone)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Link<'a> {
+    /// The packed stationary operand.
+    a: &'a [u32],
+    /// The packed moving operand.
+    b: &'a [u32],
+    /// The contraction size.
+    k: usize,
+}
+
 /// Most matmuls [`matmul_chain_prepacked`] runs in one pass.
 pub(crate) const PACKED_CHAIN: usize = 16;
 
 /// The matmuls `links` (each one's packed operands, all of one shape and layout) into `out`
 /// one after another, the first as `accumulate` says and the others accumulating, and, with
 /// `copy`, the last one's results also converted into it: the bits of [`matmul_prepacked`] on
-/// each link in turn. With the `vdpbf16ps` kernel each block of accumulators stays in
-/// registers from one link to the next, instead of a store and a load of the block between
-/// two matmuls (with K = 128 a tenth of the kernel's time); the other kernels run the links
-/// one by one.
+/// each link in turn. With the `vdpbf16ps` kernel, and with the AVX2 one while no product or
+/// initial value can make a result tiny, each block of accumulators stays in registers from one
+/// link to the next, instead of a store and a load of the block between two matmuls (with K =
+/// 128 a tenth of the kernel's time); the AVX-512 f32 kernel runs the links one by one.
 ///
 /// # Panics
 /// As [`matmul_prepacked`] for each link; also if the links differ in shape or layout or if
@@ -1229,7 +1244,7 @@ pub(crate) fn matmul_chain_prepacked(
         links.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if m0.packing.kernel == PackedKernel::Avx512Dot && !rest.is_empty() {
+    if m0.packing.chains_in_registers() && !rest.is_empty() {
         let (st, mv) = (s0.shape, m0.shape);
         let cols = 0..mv.cols;
         validate_shapes(st, mv, (out.data.len(), out.rows()), &cols);
@@ -1245,24 +1260,38 @@ pub(crate) fn matmul_chain_prepacked(
             st.dtype,
             mv.dtype
         );
-        let empty = avx512::DotLink {
+        let empty = Link {
             a: &[],
             b: &[],
             k: 0,
         };
-        let mut dot = [empty; PACKED_CHAIN];
-        for (d, (s, m)) in dot.iter_mut().zip(links) {
-            *d = avx512::DotLink {
+        let mut chain = [empty; PACKED_CHAIN];
+        for (l, (s, m)) in chain.iter_mut().zip(links) {
+            *l = Link {
                 a: s.words,
                 b: m.words,
                 k: st.rows,
             };
         }
+        let chain = &chain[..links.len()];
+        // No product of any link can be tiny (`products_on_grid`).
+        let ops_ok = links
+            .iter()
+            .all(|(s, m)| products_on_grid(s.key, st.dtype, m.key.0, mv.dtype));
+        let m = st.cols;
         // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
-        // the output and the copy are validated; the kernel asserts the buffers' sizes.
+        // the output and the copy are validated; the kernels assert the buffers' sizes.
         unsafe {
-            avx512::matmul_bf16_prepacked(&dot[..links.len()], st.cols, out, copy, accumulate, cols)
-        };
+            match m0.packing.kernel {
+                PackedKernel::Avx512Dot => {
+                    avx512::matmul_bf16_prepacked(chain, m, out, copy, accumulate, cols)
+                }
+                PackedKernel::Avx2F32 => {
+                    avx2::matmul_f32_prepacked(chain, ops_ok, m, out, copy, accumulate, cols)
+                }
+                PackedKernel::Avx512F32 => unreachable!("runs its chains one matmul at a time"),
+            }
+        }
         return;
     }
     let last = links.len() - 1;
