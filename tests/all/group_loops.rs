@@ -1,9 +1,9 @@
 //! Loops that are one accumulation group (`host::group_loops`): a body of one matmul into a
 //! PSUM tile that every iteration adds to, after the loads of its operands or on operands
 //! already in SBUF, runs as one pass of the kernel on a plain launch. Every path against plain
-//! f64 loops, exactly (small integers: every product and sum is exact in f32), with loops the
-//! pass takes and loops it leaves as written: one iteration, more than it takes, a destination
-//! that moves with the loop, and a load whose tile the loop reads again.
+//! f64 loops, exactly (small integers: every product and sum is exact in f32), with loops of
+//! one pass and of several, and loops left as written: one iteration, a destination that moves
+//! with the loop, and a load whose tile the loop reads again.
 
 use nki::ndarray::{Array2, Ix2};
 use nki::prelude::*;
@@ -106,9 +106,16 @@ fn bf16s(a: &Array2<f32>) -> Array2<bf16> {
 
 #[test]
 fn loads_and_matmuls_of_a_loop_run_as_one_group_on_every_path() {
-    // K = 512: four matmuls per block (taken); 2048: sixteen, as many as one pass takes; 128:
-    // one (a loop of one); 2176: 17 (more than one pass takes).
-    for (k, m, seed) in [(512, 256, 1), (2048, 128, 2), (128, 256, 3), (2176, 128, 4)] {
+    // K = 512: four matmuls per block (one pass); 2048: sixteen, as many as one pass takes;
+    // 128: one (a loop of one, as written); 2176: 17 (two passes, the second of one matmul);
+    // 4224: 33 (three).
+    for (k, m, seed) in [
+        (512, 256, 1),
+        (2048, 128, 2),
+        (128, 256, 3),
+        (2176, 128, 4),
+        (4224, 128, 5),
+    ] {
         let n = 512;
         let a = common::rand_int(Ix2(k, m), 60 + seed, -8, 8);
         let b = common::rand_int(Ix2(k, n), 70 + seed, -8, 8);

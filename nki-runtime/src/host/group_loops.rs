@@ -8,14 +8,16 @@
 //! iterations' operands are resolved (the loop value set to each in turn) and the matmuls run
 //! as one pass of the kernel ([`tensor::register_chain`]), each block of results in registers
 //! from the first to the last, when:
-//! - the loop is an `affine_range` or `sequential_range` of 2 to [`PACKED_CHAIN`] iterations
-//!   and the launch has no instruction budget or stop handle (the loop runs whole);
+//! - the loop is an `affine_range` or `sequential_range` of 2 to [`GROUP_TRIPS`] iterations
+//!   (passes of [`PACKED_CHAIN`] matmuls) and the launch has no instruction budget or stop
+//!   handle (the loop runs whole);
 //! - every iteration's matmul has the same PSUM destination and accumulates into it, except
 //!   perhaps the first;
 //! - each load of the body hands its tile straight to the matmul ([`fuse::forward_load`]: an
 //!   input read whole where the load would have copied it, the tile read by nothing else), so
 //!   that no iteration writes what another reads;
-//! - the kernel takes the chain (operands of one shape and layout, the `vdpbf16ps` one).
+//! - the kernel takes the first pass (operands of one shape and layout that keeps chains in
+//!   registers: `vdpbf16ps`, or AVX2's while no result can be tiny).
 //!
 //! Else the loop runs as written. Each result is still one chain of `vdpbf16ps` steps over the
 //! matmuls' `k` in program order: the same bits (`cpu::matmul::matmul_chain_prepacked`). The
@@ -35,6 +37,10 @@ use crate::operand::{self, Operands};
 
 /// Most loads in the body before its matmul (one per operand).
 const MAX_LOADS: usize = 2;
+
+/// Most iterations of a loop run so: passes of [`PACKED_CHAIN`] matmuls, the results kept in
+/// PSUM between two passes (a causal attention's `v` products, 32 per query tile, take two).
+const GROUP_TRIPS: usize = 4 * PACKED_CHAIN;
 
 /// Runs the loop at `begin..=end` (`trip` iterations from state `f`) as one chain of matmuls
 /// if it is one (module documentation) and returns `true`; returns `false`, having run
@@ -57,7 +63,7 @@ pub(crate) fn run(
         return false;
     };
     let n = match usize::try_from(trip) {
-        Ok(n) if (2..=PACKED_CHAIN).contains(&n) => n,
+        Ok(n) if (2..=GROUP_TRIPS).contains(&n) => n,
         _ => return false,
     };
     let plain_loop = matches!(
@@ -82,8 +88,8 @@ pub(crate) fn run(
     let mm_at = end - 1;
     let stride = e.sbuf.partition_stride();
     let mut vars = f.vars;
-    let mut chain = [Operands::default(); PACKED_CHAIN];
-    let mut from: [[Option<HbmOperand<'_>>; 2]; PACKED_CHAIN] = [[None; 2]; PACKED_CHAIN];
+    let mut chain = [Operands::default(); GROUP_TRIPS];
+    let mut from: [[Option<HbmOperand<'_>>; 2]; GROUP_TRIPS] = [[None; 2]; GROUP_TRIPS];
     let mut accumulate = false;
     for (i, (ops, from)) in chain.iter_mut().zip(from.iter_mut()).take(n).enumerate() {
         let Some(v) = vars.get_mut(MAX_PIDS + f.depth) else {
@@ -117,5 +123,22 @@ pub(crate) fn run(
         }
         *ops = resolved;
     }
-    tensor::register_chain(e, &chain[..n], accumulate, &from[..n])
+    // Passes of at most `PACKED_CHAIN` matmuls, one after another; a later pass the kernel does
+    // not take (its operands' views differ from the first's) runs its matmuls one by one.
+    let passes = chain[..n]
+        .chunks(PACKED_CHAIN)
+        .zip(from[..n].chunks(PACKED_CHAIN));
+    for (i, (ops, from)) in passes.enumerate() {
+        let adds = accumulate || i > 0;
+        if tensor::register_chain(e, ops, adds, from) {
+            continue;
+        }
+        if i == 0 {
+            return false;
+        }
+        for (o, f) in ops.iter().zip(from) {
+            tensor::matmul(e, o, true, None, *f);
+        }
+    }
+    true
 }
