@@ -194,8 +194,10 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
 /// the output's rows split once between the host threads for the whole chain: each thread
 /// packs every matmul's moving operand and its columns of the stationary one and computes its
 /// rows, matmul after matmul (the NKI Library's router accumulates 16 `[128, 128]` products
-/// per token tile; one hand-over per matmul costs about a tenth of its time). Each row is
-/// computed exactly as the matmuls one after the other compute it. `false`, with nothing
+/// per token tile; one hand-over per matmul costs about a tenth of its time), as one pass of
+/// the kernel whose accumulators stay in registers from the first matmul to the last where its
+/// layout keeps chains so ([`matmul_chain_prepacked`]). Each row is computed exactly as the
+/// matmuls one after the other compute it. `false`, with nothing
 /// written, when the chain does not split: operands whose free elements are not contiguous in
 /// SBUF or that differ in shape or packing, destinations that differ or are not whole
 /// partitions with contiguous columns, too little work, or no worker nearby.
@@ -215,6 +217,7 @@ pub(crate) fn packed_chain(
         mm,
         mm_worker,
         worker,
+        chain: scratch,
         ..
     } = e;
     let isa = *isa;
@@ -268,27 +271,58 @@ pub(crate) fn packed_chain(
     };
     let links = &links[..chain.len()];
     let (mut out_lo, mut out_hi) = split_output(psum, dst.pattern.base as usize, h);
-    // The rows `cols` of every link, one link after the other, packed into `scratch`.
-    let part = |scratch: &mut MatmulScratch, cols: Range<usize>, out: &mut Output<'_>| {
+    // The rows `cols` of every link: packed into one scratch per link and run as one pass of
+    // the kernel, each block of results in registers from the first link to the last, when the
+    // layout keeps chains so; else one link after the other, packed into `one`.
+    let in_registers = packing.chains_in_registers() && links.len() <= PACKED_CHAIN;
+    if in_registers {
+        for s in [&mut scratch.links, &mut scratch.worker_links] {
+            if s.len() < links.len() {
+                s.resize_with(links.len(), MatmulScratch::new);
+            }
+        }
+    }
+    let part = |one: &mut MatmulScratch,
+                each: &mut [MatmulScratch],
+                cols: Range<usize>,
+                out: &mut Output<'_>| {
+        if in_registers {
+            let mut packed = [None; PACKED_CHAIN];
+            for ((s, m), (p, scratch)) in links.iter().zip(packed.iter_mut().zip(each)) {
+                let (a, mut b) = scratch.parts();
+                let (_, words) = b.split(packing, m.rows, 0);
+                let key = pack_moving(isa, packing, words, m, 0..n);
+                let moving = b.packed(packing, m.shape(), key);
+                *p = Some((pack_stationary(isa, packing, a, &columns(s, &cols)), moving));
+            }
+            let Some(&Some(first)) = packed.first() else {
+                return;
+            };
+            let mut pairs = [first; PACKED_CHAIN];
+            for (pair, p) in pairs.iter_mut().zip(packed.iter().flatten()) {
+                *pair = *p;
+            }
+            matmul_chain_prepacked(isa, &pairs[..links.len()], out, None, accumulate);
+            return;
+        }
         for (i, (s, m)) in links.iter().enumerate() {
-            let (a, mut b) = scratch.parts();
+            let (a, mut b) = one.parts();
             let (_, words) = b.split(packing, m.rows, 0);
             let key = pack_moving(isa, packing, words, m, 0..n);
             let packed = b.packed(packing, m.shape(), key);
-            let mine = Operand {
-                offset: s.offset + cols.start * s.dtype.size() as usize,
-                cols: cols.len(),
-                ..*s
-            };
-            let a = pack_stationary(isa, packing, a, &mine);
+            let a = pack_stationary(isa, packing, a, &columns(s, &cols));
             matmul_prepacked(isa, &a, &packed, out, None, accumulate || i > 0);
         }
     };
+    let ChainScratch {
+        links: each_lo,
+        worker_links: each_hi,
+    } = scratch;
     // A worker half not started by the time this thread's rows are done (its vCPU busy) is
     // computed here.
-    let mut hi = || part(mm_worker, h..rows, &mut out_hi);
+    let mut hi = || part(mm_worker, each_hi, h..rows, &mut out_hi);
     if worker
-        .join_or_leave(|| part(mm, 0..h, &mut out_lo), &mut hi)
+        .join_or_leave(|| part(mm, each_lo, 0..h, &mut out_lo), &mut hi)
         .1
         .is_none()
     {
@@ -297,11 +331,22 @@ pub(crate) fn packed_chain(
     true
 }
 
+/// Columns `cols` of a matmul operand.
+fn columns<'a>(s: &Operand<'a>, cols: &Range<usize>) -> Operand<'a> {
+    Operand {
+        offset: s.offset + cols.start * s.dtype.size() as usize,
+        cols: cols.len(),
+        ..*s
+    }
+}
+
 /// The scratch of the matmul chains run on one thread ([`register_chain`]): one operand
 /// packing per matmul, grown to the longest chain once and kept.
 #[derive(Default)]
 pub(crate) struct ChainScratch {
     links: Vec<MatmulScratch>,
+    /// The worker's, for its rows of a chain split between the threads ([`packed_chain`]).
+    worker_links: Vec<MatmulScratch>,
 }
 
 /// Where a chain's link finds its packed operand.

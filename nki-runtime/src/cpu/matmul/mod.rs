@@ -1213,7 +1213,8 @@ struct Link<'a> {
 /// Most matmuls [`matmul_chain_prepacked`] runs in one pass.
 pub(crate) const PACKED_CHAIN: usize = 16;
 
-/// The matmuls `links` (each one's packed operands, all of one shape and layout) into `out`
+/// The matmuls `links` (each one's packed operands, all of one layout and of one shape but for
+/// the contraction size) into `out`
 /// one after another, the first as `accumulate` says and the others accumulating, and, with
 /// `copy`, the last one's results also converted into it: the bits of [`matmul_prepacked`] on
 /// each link in turn. With the `vdpbf16ps` kernel, and with the AVX2 one while no product or
@@ -1222,8 +1223,8 @@ pub(crate) const PACKED_CHAIN: usize = 16;
 /// 128 a tenth of the kernel's time); the AVX-512 f32 kernel runs the links one by one.
 ///
 /// # Panics
-/// As [`matmul_prepacked`] for each link; also if the links differ in shape or layout or if
-/// there are more than [`PACKED_CHAIN`] of them.
+/// As [`matmul_prepacked`] for each link; also if the links differ in layout, dtypes or
+/// free sizes, or if there are more than [`PACKED_CHAIN`] of them.
 pub(crate) fn matmul_chain_prepacked(
     isa: Isa,
     links: &[(PackedStationary, PackedMoving)],
@@ -1234,11 +1235,15 @@ pub(crate) fn matmul_chain_prepacked(
     let Some(((s0, m0), rest)) = links.split_first() else {
         return;
     };
+    // Alike but for the contraction size, which each link has its own of.
+    let alike = |s: &OperandShape, m: &OperandShape| {
+        (s.dtype, s.cols, m.dtype, m.cols)
+            == (s0.shape.dtype, s0.shape.cols, m0.shape.dtype, m0.shape.cols)
+    };
     assert!(
         links.len() <= PACKED_CHAIN
             && rest.iter().all(|(s, m)| {
-                (s.shape, m.shape, s.packing, m.packing)
-                    == (s0.shape, m0.shape, s0.packing, m0.packing)
+                alike(&s.shape, &m.shape) && (s.packing, m.packing) == (s0.packing, m0.packing)
             }),
         "a chain of {} matmuls of different shapes or layouts (at most {PACKED_CHAIN} alike)",
         links.len()
@@ -1247,7 +1252,9 @@ pub(crate) fn matmul_chain_prepacked(
     if m0.packing.chains_in_registers() && !rest.is_empty() {
         let (st, mv) = (s0.shape, m0.shape);
         let cols = 0..mv.cols;
-        validate_shapes(st, mv, (out.data.len(), out.rows()), &cols);
+        for (s, m) in links {
+            validate_shapes(s.shape, m.shape, (out.data.len(), out.rows()), &cols);
+        }
         if let Some(c) = &copy {
             validate_copy(c, st.cols, &cols);
         }
@@ -1270,7 +1277,7 @@ pub(crate) fn matmul_chain_prepacked(
             *l = Link {
                 a: s.words,
                 b: m.words,
-                k: st.rows,
+                k: s.shape.rows,
             };
         }
         let chain = &chain[..links.len()];
@@ -2569,7 +2576,7 @@ pub(crate) mod tests {
         for isa in Isa::supported() {
             for dt in [(DType::Bf16, DType::Bf16), (DType::F32, DType::Bf16)] {
                 for (k, m, n, links) in [
-                    (2, 1, 1, 2),
+                    (2_usize, 1, 1, 2),
                     (5, 9, 40, 3),
                     (128, 16, 96, PACKED_CHAIN),
                     (127, 24, 49, 4),
@@ -2577,8 +2584,13 @@ pub(crate) mod tests {
                 ] {
                     for kind in [Kind::Normal, Kind::Tiny, Kind::Special, Kind::Boundary] {
                         seed += 1;
+                        // Every other link with half the contraction (a chain's last
+                        // matmul over fewer partitions).
                         let cases: Vec<Case> = (0..links)
-                            .map(|i| Case::new(seed * 100 + i as u64, dt, k, m, n, kind))
+                            .map(|i| {
+                                let k = if i % 2 == 1 { k.div_ceil(2) } else { k };
+                                Case::new(seed * 100 + i as u64, dt, k, m, n, kind)
+                            })
                             .collect();
                         let ops: Vec<_> = cases.iter().map(Case::operands).collect();
                         let Some(packing) = shared_packing(isa, &ops[0].0, &ops[0].1) else {
