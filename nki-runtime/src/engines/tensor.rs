@@ -197,10 +197,10 @@ pub(crate) fn narrow_chain(e: &mut EngineState, chain: &[Operands], accumulate: 
 /// per token tile; one hand-over per matmul costs about a tenth of its time), as one pass of
 /// the kernel whose accumulators stay in registers from the first matmul to the last where its
 /// layout keeps chains so ([`matmul_chain_prepacked`]). Each row is computed exactly as the
-/// matmuls one after the other compute it. `false`, with nothing
-/// written, when the chain does not split: operands whose free elements are not contiguous in
-/// SBUF or that differ in shape or packing, destinations that differ or are not whole
-/// partitions with contiguous columns, too little work, or no worker nearby.
+/// matmuls one after the other compute it. `false`, with nothing written, when the chain does
+/// not split: operands whose free elements are not contiguous in SBUF or that differ in shape
+/// or packing, destinations that differ or are not whole partitions with contiguous columns,
+/// too little work, or no worker nearby.
 pub(crate) fn packed_chain(
     e: &mut EngineState,
     chain: &[Operands],
@@ -340,12 +340,13 @@ fn columns<'a>(s: &Operand<'a>, cols: &Range<usize>) -> Operand<'a> {
     }
 }
 
-/// The scratch of the matmul chains run on one thread ([`register_chain`]): one operand
-/// packing per matmul, grown to the longest chain once and kept.
+/// The scratch of the matmul chains run as one pass of the kernel ([`register_chain`],
+/// [`packed_chain`]): one packing of both operands per matmul, grown to the longest chain once
+/// and kept.
 #[derive(Default)]
 pub(crate) struct ChainScratch {
     links: Vec<MatmulScratch>,
-    /// The worker's, for its rows of a chain split between the threads ([`packed_chain`]).
+    /// The worker's, for its rows of a chain split between the threads.
     worker_links: Vec<MatmulScratch>,
 }
 
@@ -440,7 +441,8 @@ pub(crate) fn register_chain(
         }
     }
     let links = &mut links[..chain.len()];
-    // A packing a later link's pushed out of a cache (more links than its slots) is packed here.
+    // A packing that a later link pushed out of a cache (more links than its slots) is packed
+    // here.
     let (cached_m, cached_s) = &*packs;
     for ((s, m), hm, hs) in links.iter_mut() {
         if let Held::Cached(v) = *hm
