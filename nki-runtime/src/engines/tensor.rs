@@ -295,15 +295,9 @@ pub(crate) fn packed_chain(
                 let moving = b.packed(packing, m.shape(), key);
                 *p = Some((pack_stationary(isa, packing, a, &columns(s, &cols)), moving));
             }
-            let Some(&Some(first)) = packed.first() else {
+            if run_packed(isa, &packed[..links.len()], out, accumulate) {
                 return;
-            };
-            let mut pairs = [first; PACKED_CHAIN];
-            for (pair, p) in pairs.iter_mut().zip(packed.iter().flatten()) {
-                *pair = *p;
             }
-            matmul_chain_prepacked(isa, &pairs[..links.len()], out, None, accumulate);
-            return;
         }
         for (i, (s, m)) in links.iter().enumerate() {
             let (a, mut b) = one.parts();
@@ -479,23 +473,34 @@ pub(crate) fn register_chain(
         };
         *p = stationary.zip(moving);
     }
-    let Some(&Some(first)) = packed.first() else {
-        return false;
-    };
-    let mut pairs = [first; PACKED_CHAIN];
-    for (pair, p) in pairs.iter_mut().zip(&packed).take(links.len()) {
-        // Every link was found or packed above.
-        let Some(p) = *p else {
-            unreachable!("a cached packing checked above is held")
-        };
-        *pair = p;
-    }
     let mut out = Output {
         data: psum.f32s_mut(),
         offset: dst.pattern.base as usize,
         row_stride: Psum::STRIDE_F32S,
     };
-    matmul_chain_prepacked(isa, &pairs[..links.len()], &mut out, None, accumulate);
+    run_packed(isa, &packed[..links.len()], &mut out, accumulate)
+}
+
+/// Runs the chain of matmuls whose packed operands are `packed`, in order, as one pass of the
+/// kernel ([`matmul_chain_prepacked`]); `false`, with nothing written, when a link has none
+/// or there are more than [`PACKED_CHAIN`].
+fn run_packed(
+    isa: Isa,
+    packed: &[Option<(PackedStationary<'_>, PackedMoving<'_>)>],
+    out: &mut Output<'_>,
+    accumulate: bool,
+) -> bool {
+    let Some(&Some(first)) = packed.first().filter(|_| packed.len() <= PACKED_CHAIN) else {
+        return false;
+    };
+    let mut pairs = [first; PACKED_CHAIN];
+    for (pair, p) in pairs.iter_mut().zip(packed) {
+        let Some(p) = *p else {
+            return false;
+        };
+        *pair = p;
+    }
+    matmul_chain_prepacked(isa, &pairs[..packed.len()], out, None, accumulate);
     true
 }
 

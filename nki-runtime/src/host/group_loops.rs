@@ -6,8 +6,8 @@
 //! Each matmul alone stores its block of results to PSUM and the next loads it back: with
 //! `K = 128` that is a tenth of the `vdpbf16ps` kernel's time. Here, when the loop starts, its
 //! iterations' operands are resolved (the loop value set to each in turn) and the matmuls run
-//! as one pass of the kernel ([`tensor::register_chain`]), each block of results in registers
-//! from the first to the last, when:
+//! in passes of the kernel ([`tensor::register_chain`]), each block of results in registers
+//! from the first matmul of a pass to the last, when:
 //! - the loop is an `affine_range` or `sequential_range` of 2 to [`GROUP_TRIPS`] iterations
 //!   (passes of [`PACKED_CHAIN`] matmuls) and the launch has no instruction budget or stop
 //!   handle (the loop runs whole);
@@ -19,9 +19,9 @@
 //! - the kernel takes the first pass (operands of one shape and layout that keeps chains in
 //!   registers: `vdpbf16ps`, or AVX2's while no result can be tiny).
 //!
-//! Else the loop runs as written. Each result is still one chain of `vdpbf16ps` steps over the
-//! matmuls' `k` in program order: the same bits (`cpu::matmul::matmul_chain_prepacked`). The
-//! loads' tiles keep their old contents, as a forwarded load's do.
+//! Else the loop runs as written. Each result is still one chain of the kernel's steps over
+//! the matmuls' `k` in program order: the same bits (`cpu::matmul::matmul_chain_prepacked`).
+//! The loads' tiles keep their old contents, as a forwarded load's do.
 
 use nki_lang::{InstrData, LoopKind, MAX_PIDS, Opcode};
 

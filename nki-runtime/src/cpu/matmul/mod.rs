@@ -1149,51 +1149,7 @@ pub(crate) fn matmul_prepacked(
     copy: Option<&mut CopyOut>,
     accumulate: bool,
 ) {
-    let (st, mv) = (stationary.shape, moving.shape);
-    let cols = 0..mv.cols;
-    validate_shapes(st, mv, (out.data.len(), out.rows()), &cols);
-    if let Some(c) = &copy {
-        validate_copy(c, st.cols, &cols);
-    }
-    if cols.is_empty() || st.cols == 0 {
-        return;
-    }
-    let packing = moving.packing;
-    assert!(
-        stationary.packing == packing && packing_of(isa, st.dtype, mv.dtype) == Some(packing),
-        "operands packed in another layout than {isa:?}'s for {:?} × {:?}",
-        st.dtype,
-        mv.dtype
-    );
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (a, b) = (stationary.words, moving.words);
-        let (k, m) = (st.rows, st.cols);
-        let ops_ok = products_on_grid(stationary.key, st.dtype, moving.key.0, mv.dtype);
-        // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
-        // the output and the copy are validated; the kernels assert the buffers' sizes
-        // (whatever they hold, every access stays inside them).
-        unsafe {
-            match packing.kernel {
-                PackedKernel::Avx512Dot => {
-                    let link = Link { a, b, k };
-                    avx512::matmul_bf16_prepacked(&[link], m, out, copy, accumulate, cols)
-                }
-                PackedKernel::Avx512F32 => {
-                    avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
-                }
-                PackedKernel::Avx2F32 => {
-                    let link = Link { a, b, k };
-                    avx2::matmul_f32_prepacked(&[link], ops_ok, m, out, copy, accumulate, cols)
-                }
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (isa, copy, accumulate);
-        unreachable!("no panel packing on this architecture")
-    }
+    matmul_chain_prepacked(isa, &[(*stationary, *moving)], out, copy, accumulate);
 }
 
 /// One matmul of a chain as the packed kernels read it: its stationary operand packed into
@@ -1214,8 +1170,8 @@ struct Link<'a> {
 pub(crate) const PACKED_CHAIN: usize = 16;
 
 /// The matmuls `links` (each one's packed operands, all of one layout and of one shape but for
-/// the contraction size) into `out`
-/// one after another, the first as `accumulate` says and the others accumulating, and, with
+/// the contraction size) into `out` one after another, the first as `accumulate` says and the
+/// others accumulating, and, with
 /// `copy`, the last one's results also converted into it: the bits of [`matmul_prepacked`] on
 /// each link in turn. With the `vdpbf16ps` kernel, and with the AVX2 one while no product or
 /// initial value can make a result tiny, each block of accumulators stays in registers from one
@@ -1223,8 +1179,8 @@ pub(crate) const PACKED_CHAIN: usize = 16;
 /// 128 a tenth of the kernel's time); the AVX-512 f32 kernel runs the links one by one.
 ///
 /// # Panics
-/// As [`matmul_prepacked`] for each link; also if the links differ in layout, dtypes or
-/// free sizes, or if there are more than [`PACKED_CHAIN`] of them.
+/// As [`matmul_prepacked`] for each link (which is a chain of one); also if the links differ
+/// in layout, dtypes or free sizes, or if there are more than [`PACKED_CHAIN`] of them.
 pub(crate) fn matmul_chain_prepacked(
     isa: Isa,
     links: &[(PackedStationary, PackedMoving)],
@@ -1248,25 +1204,40 @@ pub(crate) fn matmul_chain_prepacked(
         "a chain of {} matmuls of different shapes or layouts (at most {PACKED_CHAIN} alike)",
         links.len()
     );
+    let (st, mv) = (s0.shape, m0.shape);
+    let cols = 0..mv.cols;
+    for (s, m) in links {
+        validate_shapes(s.shape, m.shape, (out.data.len(), out.rows()), &cols);
+    }
+    if let Some(c) = &copy {
+        validate_copy(c, st.cols, &cols);
+    }
+    if cols.is_empty() || st.cols == 0 {
+        return;
+    }
+    let packing = m0.packing;
+    assert!(
+        s0.packing == packing && packing_of(isa, st.dtype, mv.dtype) == Some(packing),
+        "operands packed in another layout than {isa:?}'s for {:?} × {:?}",
+        st.dtype,
+        mv.dtype
+    );
+    if !packing.chains_in_registers() && !rest.is_empty() {
+        let last = links.len() - 1;
+        for (i, link) in links.iter().enumerate() {
+            let c = if i == last { copy.take() } else { None };
+            matmul_chain_prepacked(
+                isa,
+                core::slice::from_ref(link),
+                out,
+                c,
+                accumulate || i > 0,
+            );
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
-    if m0.packing.chains_in_registers() && !rest.is_empty() {
-        let (st, mv) = (s0.shape, m0.shape);
-        let cols = 0..mv.cols;
-        for (s, m) in links {
-            validate_shapes(s.shape, m.shape, (out.data.len(), out.rows()), &cols);
-        }
-        if let Some(c) = &copy {
-            validate_copy(c, st.cols, &cols);
-        }
-        if cols.is_empty() || st.cols == 0 {
-            return;
-        }
-        assert!(
-            packing_of(isa, st.dtype, mv.dtype) == Some(m0.packing),
-            "operands packed in another layout than {isa:?}'s for {:?} × {:?}",
-            st.dtype,
-            mv.dtype
-        );
+    {
         let empty = Link {
             a: &[],
             b: &[],
@@ -1287,24 +1258,28 @@ pub(crate) fn matmul_chain_prepacked(
             .all(|(s, m)| products_on_grid(s.key, st.dtype, m.key.0, mv.dtype));
         let m = st.cols;
         // SAFETY: `packing_of` checked the CPU's features and chose the kernel; the shapes,
-        // the output and the copy are validated; the kernels assert the buffers' sizes.
+        // the output and the copy are validated; the kernels assert the buffers' sizes
+        // (whatever they hold, every access stays inside them).
         unsafe {
-            match m0.packing.kernel {
-                PackedKernel::Avx512Dot => {
+            match (packing.kernel, chain) {
+                (PackedKernel::Avx512Dot, _) => {
                     avx512::matmul_bf16_prepacked(chain, m, out, copy, accumulate, cols)
                 }
-                PackedKernel::Avx2F32 => {
+                (PackedKernel::Avx2F32, _) => {
                     avx2::matmul_f32_prepacked(chain, ops_ok, m, out, copy, accumulate, cols)
                 }
-                PackedKernel::Avx512F32 => unreachable!("runs its chains one matmul at a time"),
+                (PackedKernel::Avx512F32, [l]) => {
+                    let (a, b, k) = (l.a, l.b, l.k);
+                    avx512::matmul_f32_prepacked(a, b, ops_ok, k, m, out, copy, accumulate, cols)
+                }
+                (PackedKernel::Avx512F32, _) => unreachable!("runs a chain one matmul at a time"),
             }
         }
-        return;
     }
-    let last = links.len() - 1;
-    for (i, (s, m)) in links.iter().enumerate() {
-        let c = if i == last { copy.take() } else { None };
-        matmul_prepacked(isa, s, m, out, c, accumulate || i > 0);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, copy, accumulate);
+        unreachable!("no panel packing on this architecture")
     }
 }
 
