@@ -221,14 +221,7 @@ pub(crate) fn packed_chain(
         ..
     } = e;
     let isa = *isa;
-    // Link `i`'s operands: read from the inputs where `inputs` has them, else views in SBUF.
-    let operands_of = |i: usize| {
-        let ops = chain.get(i)?;
-        let from = inputs.get(i).copied().unwrap_or([None; 2]);
-        let s = from[0].map_or_else(|| view_operand(sbuf, ops.get(1)), |f| Some(hbm_operand(&f)));
-        let m = from[1].map_or_else(|| view_operand(sbuf, ops.get(2)), |f| Some(hbm_operand(&f)));
-        s.zip(m)
-    };
+    let operands_of = |i: usize| link_operands(sbuf, chain, inputs, i);
     let Some(first) = operands_of(0) else {
         return false;
     };
@@ -325,6 +318,22 @@ pub(crate) fn packed_chain(
     true
 }
 
+/// Link `i`'s stationary and moving operands of a chain of matmuls (`chain`, each one's
+/// resolved operands): read from the inputs where `inputs` has them, else views of SBUF (when
+/// their free elements are contiguous).
+fn link_operands<'a>(
+    sbuf: &'a Sbuf,
+    chain: &[Operands],
+    inputs: &[[Option<HbmOperand<'a>>; 2]],
+    i: usize,
+) -> Option<(Operand<'a>, Operand<'a>)> {
+    let ops = chain.get(i)?;
+    let from = inputs.get(i).copied().unwrap_or([None; 2]);
+    let s = from[0].map_or_else(|| view_operand(sbuf, ops.get(1)), |f| Some(hbm_operand(&f)));
+    let m = from[1].map_or_else(|| view_operand(sbuf, ops.get(2)), |f| Some(hbm_operand(&f)));
+    s.zip(m)
+}
+
 /// Columns `cols` of a matmul operand.
 fn columns<'a>(s: &Operand<'a>, cols: &Range<usize>) -> Operand<'a> {
     Operand {
@@ -385,13 +394,7 @@ pub(crate) fn register_chain(
         ..
     } = e;
     let isa = *isa;
-    let operands_of = |i: usize| {
-        let ops = chain.get(i)?;
-        let from = inputs.get(i).copied().unwrap_or([None; 2]);
-        let s = from[0].map_or_else(|| view_operand(sbuf, ops.get(1)), |f| Some(hbm_operand(&f)));
-        let m = from[1].map_or_else(|| view_operand(sbuf, ops.get(2)), |f| Some(hbm_operand(&f)));
-        s.zip(m)
-    };
+    let operands_of = |i: usize| link_operands(sbuf, chain, inputs, i);
     let Some(first) = operands_of(0) else {
         return false;
     };
